@@ -1,0 +1,31 @@
+# The two commands of the README: `make run` and `make test`. Each sets up .venv first.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: run test stress bench lint clean
+
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev,bench]'
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/python -m tools.demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+stress: $(STAMP)
+	$(BIN)/python -m pytest -q -m stress --long
+
+bench: $(STAMP)
+	$(BIN)/python -m pytest -q benchmarks
+
+lint: $(STAMP)
+	$(BIN)/ruff check ackstore recovery tools tests benchmarks
+	$(BIN)/ruff format --check ackstore recovery tools tests benchmarks
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis .benchmarks out

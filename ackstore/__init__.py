@@ -1,0 +1,56 @@
+"""ackstore: an embedded, persistent store of message-cursor acknowledgment state on LMDB."""
+
+from __future__ import annotations
+
+from .config import CursorConfig
+from .cursor import Cursor
+from .directory import LedgerDirectory
+from .errors import (
+    AckStoreError,
+    CorruptRecordError,
+    FormatVersionError,
+    InvalidArgumentError,
+    InvalidPositionError,
+    InvalidTypeError,
+    LedgerStateError,
+    NotAStoreError,
+    ReadOnlyError,
+    StoreClosedError,
+    StoreError,
+    StoreLockedError,
+    UnknownCursorError,
+    UnknownLedgerError,
+    UnknownTopicError,
+)
+from .position import Position
+from .stats import CursorStats, FlushStats, RecoveryReport
+from .store import AckStore, Topic
+
+__all__ = [
+    "AckStore",
+    "Topic",
+    "Cursor",
+    "CursorConfig",
+    "Position",
+    "LedgerDirectory",
+    "CursorStats",
+    "FlushStats",
+    "RecoveryReport",
+    "AckStoreError",
+    "InvalidArgumentError",
+    "InvalidTypeError",
+    "InvalidPositionError",
+    "UnknownLedgerError",
+    "LedgerStateError",
+    "StoreError",
+    "NotAStoreError",
+    "FormatVersionError",
+    "StoreLockedError",
+    "ReadOnlyError",
+    "StoreClosedError",
+    "UnknownTopicError",
+    "UnknownCursorError",
+    "CorruptRecordError",
+]
+
+__version__ = "0.1.0"

@@ -1,0 +1,61 @@
+"""Per-cursor (subscription) configuration."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from .errors import InvalidArgumentError, InvalidTypeError
+
+__all__ = ["CursorConfig"]
+
+MiB = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class CursorConfig:
+    """Settings of one cursor. Persisted with the cursor; a store-wide default applies to new ones.
+
+    - ``max_individual_ack_cache_bytes``: the LRU byte budget of ledger ack sets held in
+      memory (PIP-81's ``maxIndividualAckCacheBytesPerCursor``).
+    - ``max_unacked_ranges_to_persist``: ranges a flush persists at most (PIP-299);
+      ``0`` means no limit.
+    - ``dispatcher_pause_on_ack_state_persistent``: pause sequential reads while the
+      range count is over that limit (PIP-299).
+    - ``full_marker_every``: a full marker is written after this many delta markers.
+    """
+
+    max_individual_ack_cache_bytes: int = 3 * MiB
+    max_unacked_ranges_to_persist: int = 10_000
+    dispatcher_pause_on_ack_state_persistent: bool = False
+    full_marker_every: int = 64
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.type in ("int", int):
+                if type(value) is not int:
+                    raise InvalidTypeError(f"CursorConfig.{f.name} must be an int, got {value!r}")
+            elif type(value) is not bool:
+                raise InvalidTypeError(f"CursorConfig.{f.name} must be a bool, got {value!r}")
+        if self.max_individual_ack_cache_bytes < 0:
+            raise InvalidArgumentError(
+                f"CursorConfig.max_individual_ack_cache_bytes={self.max_individual_ack_cache_bytes}: allowed >= 0"
+            )
+        if self.max_unacked_ranges_to_persist < 0:
+            raise InvalidArgumentError(
+                f"CursorConfig.max_unacked_ranges_to_persist={self.max_unacked_ranges_to_persist}: "
+                "allowed >= 0 (0 = no limit)"
+            )
+        if not 1 <= self.full_marker_every <= 1_000_000:
+            raise InvalidArgumentError(
+                f"CursorConfig.full_marker_every={self.full_marker_every}: allowed 1..1000000"
+            )
+
+    def to_obj(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_obj(cls, obj: dict[str, Any]) -> CursorConfig:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in obj.items() if k in known})

@@ -1,0 +1,93 @@
+"""The one error hierarchy of ackstore.
+
+Every error the engine raises on purpose is a subclass of :class:`AckStoreError`.
+Argument errors are also ``ValueError`` / ``TypeError`` so that generic callers
+that catch those keep working. Messages name the offending value and say what is
+allowed; where a setting would help, they carry a hint.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AckStoreError",
+    "InvalidArgumentError",
+    "InvalidTypeError",
+    "InvalidPositionError",
+    "UnknownLedgerError",
+    "LedgerStateError",
+    "StoreError",
+    "NotAStoreError",
+    "FormatVersionError",
+    "StoreLockedError",
+    "ReadOnlyError",
+    "StoreClosedError",
+    "UnknownTopicError",
+    "UnknownCursorError",
+    "CorruptRecordError",
+]
+
+
+class AckStoreError(Exception):
+    """Base class of every error ackstore raises on purpose."""
+
+
+class InvalidArgumentError(AckStoreError, ValueError):
+    """An argument has the right type but a value that is not allowed."""
+
+
+class InvalidTypeError(AckStoreError, TypeError):
+    """An argument has a type that is not allowed."""
+
+
+class InvalidPositionError(InvalidArgumentError):
+    """A position is outside what the ledger directory allows."""
+
+
+class UnknownLedgerError(InvalidPositionError):
+    """A position names a ledger that the topic does not have (never added, or trimmed)."""
+
+
+class LedgerStateError(InvalidArgumentError):
+    """A ledger-directory change that the directory's state does not allow."""
+
+
+class StoreError(AckStoreError):
+    """A problem with the store on disk rather than with an argument."""
+
+
+class NotAStoreError(StoreError):
+    """The path exists but does not hold an ackstore store."""
+
+
+class FormatVersionError(StoreError):
+    """The store was written by a newer ackstore format than this one reads."""
+
+
+class StoreLockedError(StoreError):
+    """Another writer (process or open store object) holds the store."""
+
+
+class ReadOnlyError(StoreError):
+    """A write was attempted on a store opened with ``readonly=True``."""
+
+
+class StoreClosedError(StoreError):
+    """The store (or its cursor) was used after ``close()``."""
+
+
+class UnknownTopicError(StoreError, KeyError):
+    """A read-only store was asked for a topic it does not hold."""
+
+    def __str__(self) -> str:  # KeyError quotes its argument; keep the plain message
+        return str(self.args[0]) if self.args else ""
+
+
+class UnknownCursorError(StoreError, KeyError):
+    """A read-only store was asked for a cursor it does not hold."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class CorruptRecordError(StoreError):
+    """A record failed its checksum or could not be decoded."""

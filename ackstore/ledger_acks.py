@@ -1,0 +1,127 @@
+"""The ack state of one ledger above the mark-delete position.
+
+A :class:`LedgerAcks` holds a roaring bitmap of acknowledged entry ids, the
+partial batch-index acks of entries not yet wholly acknowledged, and the exact
+number of contiguous runs ("ranges") in the bitmap, kept up to date without
+walking the ranges on every call.
+"""
+
+from __future__ import annotations
+
+from pyroaring import BitMap
+
+__all__ = ["LedgerAcks", "count_runs", "run_end"]
+
+#: Python object overhead charged per ledger on top of the bitmap's own bytes
+#: (the LedgerAcks object, its dict slot and the BitMap wrapper).
+LEDGER_OVERHEAD_BYTES = 200
+
+
+def count_runs(bitmap: BitMap) -> int:
+    """Number of maximal runs of consecutive values. O(containers), in C."""
+    n = len(bitmap)
+    if n == 0:
+        return 0
+    return n - bitmap.intersection_cardinality(bitmap.shift(1))
+
+
+def run_end(bitmap: BitMap, start: int) -> int:
+    """Last value of the run that starts at ``start`` (which must be in ``bitmap``).
+
+    Binary search on rank: O(log(span) * containers).
+    """
+    base = bitmap.rank(start)  # values <= start, start included
+    lo, hi = start, bitmap.max()
+    # invariant: every value in [start, lo] is present
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if bitmap.rank(mid) - base == mid - start:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+class LedgerAcks:
+    """Acks of one ledger: ``bitmap`` of whole entries, ``batches`` of partial ones.
+
+    ``batches`` maps an entry id to ``(batch_size, mask)`` where bit ``i`` of
+    ``mask`` is set when batch index ``i`` is acknowledged. An entry is never in
+    both. ``runs`` is always ``count_runs(bitmap)``.
+    """
+
+    __slots__ = ("bitmap", "batches", "runs")
+
+    def __init__(self, bitmap: BitMap | None = None, batches: dict[int, tuple[int, int]] | None = None) -> None:
+        self.bitmap = bitmap if bitmap is not None else BitMap()
+        self.batches: dict[int, tuple[int, int]] = batches if batches is not None else {}
+        self.runs = count_runs(self.bitmap)
+
+    def __bool__(self) -> bool:
+        return bool(self.bitmap) or bool(self.batches)
+
+    def add(self, entry: int) -> int:
+        """Ack one entry; return the change in ``runs``. O(1)."""
+        bm = self.bitmap
+        if entry in bm:
+            return 0
+        if self.batches:
+            self.batches.pop(entry, None)
+        delta = 1 - ((entry - 1) in bm if entry else 0) - ((entry + 1) in bm)
+        bm.add(entry)
+        self.runs += delta
+        return delta
+
+    def update(self, entries: BitMap) -> int:
+        """Ack many entries; return the change in ``runs``. O(containers)."""
+        before = self.runs
+        self.bitmap |= entries
+        if self.batches:
+            for entry in [e for e in self.batches if e in entries]:
+                del self.batches[entry]
+        self.runs = count_runs(self.bitmap)
+        return self.runs - before
+
+    def drop_through(self, entry: int) -> int:
+        """Forget everything ``<= entry`` (it is below the mark-delete now); return the change in ``runs``."""
+        before = self.runs
+        if entry >= 0:
+            self.bitmap.remove_range(0, entry + 1)
+            if self.batches:
+                for e in [e for e in self.batches if e <= entry]:
+                    del self.batches[e]
+        self.runs = count_runs(self.bitmap)
+        return self.runs - before
+
+    def drop_from(self, entry: int) -> int:
+        """Forget everything ``>= entry`` (beyond a ledger's sealed end); return the change in ``runs``."""
+        before = self.runs
+        self.bitmap.remove_range(entry, 1 << 32)
+        if self.batches:
+            for e in [e for e in self.batches if e >= entry]:
+                del self.batches[e]
+        self.runs = count_runs(self.bitmap)
+        return self.runs - before
+
+    def ranges(self) -> list[tuple[int, int]]:
+        """Inclusive ``(first, last)`` entry runs, ascending. O(runs)."""
+        bm = self.bitmap
+        if not bm:
+            return []
+        starts = bm - bm.shift(1)
+        ends = bm - bm.shift(-1)
+        return list(zip(starts, ends, strict=True))
+
+    def nbytes(self) -> int:
+        """Bytes this ledger's state holds in memory (bitmap payload + fixed overhead)."""
+        stats = self.bitmap.get_statistics()
+        payload = (
+            stats["n_bytes_array_containers"]
+            + stats["n_bytes_run_containers"]
+            + stats["n_bytes_bitset_containers"]
+            + 16 * stats["n_containers"]
+        )
+        return payload + LEDGER_OVERHEAD_BYTES + 64 * len(self.batches)
+
+    def copy(self) -> LedgerAcks:
+        return LedgerAcks(BitMap(self.bitmap), dict(self.batches))

@@ -1,0 +1,59 @@
+"""Plain-data figures reported by cursors and flushes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .position import Position
+
+__all__ = ["CursorStats", "FlushStats", "RecoveryReport"]
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryReport:
+    """What open-time recovery did for one cursor."""
+
+    marker_seq: int  # -1: no intact marker, the cursor started empty
+    markers_skipped: int
+    skipped_reasons: tuple[str, ...]
+    records_loaded: int
+    bytes_loaded: int
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class FlushStats:
+    """One group commit: every dirty cursor of the store in one LMDB write transaction."""
+
+    cursors: int
+    ledger_records: int
+    markers: int
+    full_markers: int
+    bytes_written: int  # keys + values put
+    records_trimmed: int  # garbage records deleted after a full marker
+    seconds: float
+    map_grows: int
+
+
+@dataclass(frozen=True, slots=True)
+class CursorStats:
+    """A snapshot of a cursor's figures."""
+
+    topic: str
+    name: str
+    mark_delete_position: Position
+    read_position: Position
+    ack_range_count: int
+    acked_entries_above_mark_delete: int
+    partial_batches: int
+    ledgers_in_memory: int
+    ledgers_indexed: int
+    dirty_ledgers: int
+    cache_bytes: int
+    cache_budget: int
+    flushes: int
+    last_flush_bytes: int
+    total_flush_bytes: int
+    last_marker_seq: int
+    deltas_since_full_marker: int
+    recovery: RecoveryReport

@@ -1,0 +1,629 @@
+"""The store: one LMDB environment per directory, its topics, cursors and group flush.
+
+Durability (what a crash can lose), per option of :meth:`AckStore.open`:
+
+=====================  ==========================================================
+``sync=True``          (default) a flush that returned survives a process crash
+                       and a power cut or OS crash: LMDB fsyncs data and meta page
+                       before ``flush()`` returns.
+``sync=True,           a returned flush survives a process crash; a power cut may
+metasync=False``       undo the last flush (the meta page is not fsynced) but the
+                       store stays consistent: recovery finds the previous flush.
+``sync=False``         a returned flush survives a process crash (kill -9): it is
+                       in the OS page cache. A power cut or OS crash may lose the
+                       last flushes and, on file systems that reorder writes, may
+                       damage the file; ``ackstore check`` then says so.
+=====================  ==========================================================
+
+In every mode: acks not yet flushed live only in memory and a crash loses them
+(their messages are redelivered); ``close()`` flushes, so a graceful shutdown
+loses nothing. Ledger-directory changes (``add_ledger``, ``close_ledger``,
+``trim_ledgers``) and cursor creation are written when the call returns, under
+the same ``sync`` setting. LMDB's ``writemap`` is never used, so a crash of this
+process cannot scribble on the file.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import logging
+import os
+import struct
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import lmdb
+import msgpack
+
+from .config import CursorConfig
+from .cursor import Cursor, _Capture
+from .directory import LedgerDirectory
+from .errors import (
+    FormatVersionError,
+    InvalidArgumentError,
+    InvalidTypeError,
+    NotAStoreError,
+    ReadOnlyError,
+    StoreClosedError,
+    StoreError,
+    StoreLockedError,
+    UnknownCursorError,
+    UnknownTopicError,
+)
+from .records import FORMAT_VERSION, log_key, split_log_key
+from .recover import recover_cursor
+from .stats import FlushStats
+
+__all__ = ["AckStore", "Topic", "DEFAULT_MAP_SIZE", "LOCK_FILE"]
+
+log = logging.getLogger("ackstore")
+
+DEFAULT_MAP_SIZE = 64 << 20
+LOCK_FILE = "ackstore.lock"
+MAGIC = b"ackstore"
+_U64 = struct.Struct(">Q")
+_MAX_NAME_BYTES = 1024
+
+T = TypeVar("T")
+
+
+def _check_name(name: Any, what: str) -> str:
+    if not isinstance(name, str):
+        raise InvalidTypeError(f"{what} name must be a str, got {name!r} ({type(name).__name__})")
+    if not name or len(name.encode()) > _MAX_NAME_BYTES or "\x00" in name:
+        raise InvalidArgumentError(
+            f"{what} name {name!r} is not allowed: allowed 1..{_MAX_NAME_BYTES} UTF-8 bytes, no NUL"
+        )
+    return name
+
+
+class Topic:
+    """A topic: its ledger directory and its cursors. Get one with ``store.topic(name)``."""
+
+    def __init__(self, store: AckStore, name: str, topic_id: int, directory: LedgerDirectory) -> None:
+        self._store = store
+        self.name = name
+        self.topic_id = topic_id
+        self._directory = directory
+        self._cursors: dict[str, Cursor] = {}
+
+    def __repr__(self) -> str:
+        return f"Topic({self.name!r}, ledgers={len(self._directory)})"
+
+    # -- ledger directory ---------------------------------------------------------------------
+
+    def ledgers(self) -> list[tuple[int, int | None]]:
+        """``[(ledger id, entry count or None while open)]`` in order."""
+        with self._store._lock:
+            return [(i, None if c < 0 else c) for i, c in self._directory.items()]
+
+    def add_ledger(self, ledger: int) -> None:
+        """Append a new open ledger; ids must increase and the previous ledger must be sealed."""
+        store = self._store
+        with store._lock:
+            store._writable()
+            ledger = self._directory.check_add(ledger)
+            self._change(lambda d: d.add(ledger))
+
+    def close_ledger(self, ledger: int, entries: int) -> None:
+        """Seal an open ledger with its entry count (every cursor's acks must fit in it)."""
+        store = self._store
+        with store._lock:
+            store._writable()
+            ledger, entries = self._directory.check_close(ledger, entries)
+            for cur in self._cursors.values():
+                cur._check_close(ledger, entries)
+            self._change(lambda d: d.close(ledger, entries))
+
+    def trim_ledgers(self, below: int) -> list[int]:
+        """Drop every ledger with id < ``below`` (the log deleted them); their acks vanish.
+
+        Cursors whose mark-delete position was in a dropped ledger move to the first
+        remaining one. The newest ledger always stays. Returns the ids dropped.
+        """
+        store = self._store
+        with store._lock:
+            store._writable()
+            below = self._directory.check_trim(below)
+            dropped: list[int] = []
+            self._change(lambda d: dropped.extend(d.trim(below)), trim=True)
+            return dropped
+
+    def _change(self, edit: Callable[[LedgerDirectory], None], trim: bool = False) -> None:
+        d = self._directory
+        trial = LedgerDirectory(d.ids[:], d.counts[:], d.last_id)
+        edit(trial)
+        self._store._put_topic(self.name, self.topic_id, trial)  # durable before memory changes
+        d.ids, d.counts, d.last_id = trial.ids, trial.counts, trial.last_id
+        for cur in self._cursors.values():
+            if trim:
+                cur._on_trim(d)
+            else:
+                cur._on_directory_change(d)
+
+    # -- cursors ------------------------------------------------------------------------------
+
+    def cursor(self, name: str, config: CursorConfig | None = None) -> Cursor:
+        """The cursor ``name``: created (and persisted) on first use, else recovered back to front.
+
+        ``config`` replaces the persisted configuration when given; otherwise a new
+        cursor takes the store's default and an existing one keeps its own.
+        """
+        name = _check_name(name, "cursor")
+        if config is not None and not isinstance(config, CursorConfig):
+            raise InvalidTypeError(f"config must be a CursorConfig, got {type(config).__name__}")
+        store = self._store
+        with store._lock:
+            store._alive()
+            cur = self._cursors.get(name)
+            if cur is not None:
+                if config is not None and config != cur._config:
+                    store._writable()
+                    store._put_cursor(self.topic_id, name, cur.cursor_id, config)
+                    cur._config = config
+                return cur
+            cur = store._open_cursor(self, name, config)
+            self._cursors[name] = cur
+            return cur
+
+    def cursors(self) -> list[str]:
+        """Names of every cursor of this topic (persisted ones included), sorted."""
+        return self._store._cursor_names(self.topic_id)
+
+
+class AckStore:
+    """An embedded, persistent store of cursor ack state. Open it with :meth:`open`."""
+
+    def __init__(self) -> None:  # use AckStore.open()
+        self.path: Path
+        self.readonly: bool
+        self._closed = True
+
+    # -- opening ------------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        sync: bool = True,
+        metasync: bool = True,
+        readonly: bool = False,
+        map_size: int = DEFAULT_MAP_SIZE,
+        flush_interval: float | None = None,
+        cursor_defaults: CursorConfig | None = None,
+    ) -> AckStore:
+        """Create or open the store in directory ``path``.
+
+        - ``sync`` / ``metasync``: durability, see the module docstring for what each can lose.
+        - ``readonly``: open a store another process may be writing; sees flushed states only.
+        - ``map_size``: initial LMDB map size in bytes; it grows by itself when full.
+        - ``flush_interval``: seconds between background flushes (None: only explicit flushes).
+        - ``cursor_defaults``: the configuration new cursors get when none is given.
+        """
+        for flag, value in (("sync", sync), ("metasync", metasync), ("readonly", readonly)):
+            if type(value) is not bool:
+                raise InvalidTypeError(f"{flag} must be a bool, got {value!r}")
+        if type(map_size) is not int or map_size < 1 << 16:
+            raise InvalidArgumentError(f"map_size={map_size!r} is not allowed: allowed an int >= 65536 bytes")
+        if flush_interval is not None and (
+            not isinstance(flush_interval, (int, float)) or isinstance(flush_interval, bool) or flush_interval <= 0
+        ):
+            raise InvalidArgumentError(f"flush_interval={flush_interval!r}: allowed None or seconds > 0")
+        if cursor_defaults is not None and not isinstance(cursor_defaults, CursorConfig):
+            raise InvalidTypeError(f"cursor_defaults must be a CursorConfig, got {type(cursor_defaults).__name__}")
+        self = cls()
+        self.path = Path(path)
+        self.readonly = readonly
+        self._sync = sync
+        self._cursor_defaults = cursor_defaults or CursorConfig()
+        self._lock = threading.RLock()
+        self._flush_lock = threading.Lock()
+        self._env_lock = threading.Lock()
+        self._topics: dict[str, Topic] = {}
+        self._lock_fd: int | None = None
+        self._flusher: threading.Thread | None = None
+        self._stop = threading.Event()
+        self.last_flush: FlushStats | None = None
+        self.last_flush_error: BaseException | None = None
+        self.map_grows = 0
+        self._env = self._open_env(map_size, sync, metasync)
+        self._closed = False
+        if flush_interval is not None and not readonly:
+            self._flusher = threading.Thread(
+                target=self._flush_loop, args=(float(flush_interval),), name="ackstore-flusher", daemon=True
+            )
+            self._flusher.start()
+        return self
+
+    def _open_env(self, map_size: int, sync: bool, metasync: bool) -> lmdb.Environment:
+        path = self.path
+        if path.exists() and not path.is_dir():
+            raise NotAStoreError(f"{path} exists and is a file, not a store directory; allowed: a store directory")
+        exists = (path / "data.mdb").exists()
+        if self.readonly and not exists:
+            raise NotAStoreError(f"no store at {path}: it has no data.mdb (a readonly open never creates one)")
+        if not exists and path.exists():
+            extra = sorted(p.name for p in path.iterdir() if p.name not in (LOCK_FILE, "lock.mdb"))
+            if extra:
+                raise NotAStoreError(
+                    f"{path} exists and is not a store (it holds {', '.join(extra[:3])}); "
+                    "allowed: an empty or missing directory, or an existing store"
+                )
+        if not self.readonly:
+            path.mkdir(parents=True, exist_ok=True)
+            self._take_writer_lock()
+        try:
+            env = lmdb.open(
+                str(path),
+                map_size=map_size,
+                subdir=True,
+                readonly=self.readonly,
+                create=not self.readonly,
+                sync=sync,
+                metasync=metasync,
+                writemap=False,
+                map_async=False,
+                readahead=False,
+                max_dbs=8,
+                lock=True,
+            )
+        except lmdb.InvalidError as exc:
+            self._release_writer_lock()
+            raise NotAStoreError(f"{path} is not a store: LMDB says {exc}") from None
+        except lmdb.Error as exc:
+            self._release_writer_lock()
+            raise StoreError(f"cannot open store {path}: {exc}") from None
+        try:
+            with env.begin() as txn:
+                has_meta = txn.get(b"meta") is not None
+            if exists and not has_meta:
+                raise NotAStoreError(f"{path} holds an LMDB environment that is not an ackstore store")
+            if not has_meta:
+                self._env = env
+                self._init_dbs(create=True)
+                self._write(self._init_meta)
+            else:
+                self._env = env
+                self._init_dbs(create=False)
+                self._check_format()
+        except BaseException:
+            env.close()
+            self._release_writer_lock()
+            raise
+        return env
+
+    def _init_dbs(self, create: bool) -> None:
+        env = self._env
+        self._meta = env.open_db(b"meta", create=create)
+        self._topics_db = env.open_db(b"topics", create=create)
+        self._cursors_db = env.open_db(b"cursors", create=create)
+        self._log = env.open_db(b"log", create=create)
+
+    def _init_meta(self, txn: lmdb.Transaction) -> None:
+        txn.put(b"magic", MAGIC, db=self._meta)
+        txn.put(b"format", _U64.pack(FORMAT_VERSION), db=self._meta)
+        txn.put(b"next_topic", _U64.pack(0), db=self._meta)
+        txn.put(b"next_cursor", _U64.pack(0), db=self._meta)
+
+    def _check_format(self) -> None:
+        with self._env.begin() as txn:
+            magic = txn.get(b"magic", db=self._meta)
+            fmt = txn.get(b"format", db=self._meta)
+        if magic != MAGIC or fmt is None:
+            raise NotAStoreError(f"{self.path} holds an LMDB environment that is not an ackstore store")
+        version = _U64.unpack(fmt)[0]
+        if version > FORMAT_VERSION:
+            raise FormatVersionError(
+                f"store {self.path} has format version {version}; this ackstore reads up to {FORMAT_VERSION}: "
+                "upgrade ackstore"
+            )
+
+    def _take_writer_lock(self) -> None:
+        fd = os.open(self.path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise StoreLockedError(
+                    f"store {self.path} is locked by another writer (pid {holder}); one writer per store: "
+                    "close the other one, or open with readonly=True"
+                ) from None
+            raise
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._lock_fd = fd
+
+    def _release_writer_lock(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # closing the descriptor releases the flock
+            self._lock_fd = None
+
+    # -- LMDB plumbing --------------------------------------------------------------------------
+
+    def _write(self, fn: Callable[[lmdb.Transaction], T]) -> T:
+        """Run ``fn`` in one write transaction; on a full map abort, grow it, replay.
+
+        ``fn`` must be replayable: it may run more than once, only the last run commits.
+        """
+        with self._env_lock:
+            while True:
+                txn = self._env.begin(write=True)
+                try:
+                    result = fn(txn)
+                    txn.commit()
+                    return result
+                except lmdb.MapFullError:
+                    txn.abort()
+                    self._grow()
+                except BaseException:
+                    txn.abort()
+                    raise
+
+    def _grow(self) -> None:
+        size = self._env.info()["map_size"]
+        new = size * 2
+        self._env.set_mapsize(new)
+        self.map_grows += 1
+        log.info("ackstore: grew the LMDB map of %s from %d to %d bytes", self.path, size, new)
+
+    def _read(self, fn: Callable[[lmdb.Transaction], T]) -> T:
+        with self._env_lock:
+            try:
+                txn = self._env.begin()
+            except lmdb.MapResizedError:
+                self._env.set_mapsize(0)  # adopt the size another process grew the map to
+                txn = self._env.begin()
+            try:
+                return fn(txn)
+            finally:
+                txn.abort()
+
+    def _alive(self) -> None:
+        if self._closed:
+            raise StoreClosedError(f"store {self.path} is closed; reopen it with AckStore.open()")
+
+    def _writable(self) -> None:
+        self._alive()
+        if self.readonly:
+            raise ReadOnlyError(f"store {self.path} was opened readonly=True; it cannot be changed")
+
+    def _next_id(self, txn: lmdb.Transaction, key: bytes) -> int:
+        value = _U64.unpack(txn.get(key, db=self._meta))[0]
+        txn.put(key, _U64.pack(value + 1), db=self._meta)
+        return value  # type: ignore[no-any-return]
+
+    # -- topics -------------------------------------------------------------------------------
+
+    def topic(self, name: str) -> Topic:
+        """The topic ``name``: created on first use (and persisted), else loaded."""
+        name = _check_name(name, "topic")
+        with self._lock:
+            self._alive()
+            topic = self._topics.get(name)
+            if topic is not None:
+                return topic
+            raw = self._read(lambda txn: txn.get(name.encode(), db=self._topics_db))
+            if raw is None:
+                if self.readonly:
+                    raise UnknownTopicError(f"store {self.path} has no topic {name!r}")
+                directory = LedgerDirectory()
+
+                def create(txn: lmdb.Transaction) -> int:
+                    tid = self._next_id(txn, b"next_topic")
+                    txn.put(name.encode(), self._topic_value(tid, directory), db=self._topics_db)
+                    return tid
+
+                tid = self._write(create)
+            else:
+                obj = msgpack.unpackb(raw)
+                tid, directory = obj["id"], LedgerDirectory.from_obj(obj)
+            topic = self._topics[name] = Topic(self, name, tid, directory)
+            return topic
+
+    def topics(self) -> list[str]:
+        """Names of every topic in the store, sorted."""
+        with self._lock:
+            self._alive()
+            return self._read(lambda txn: [k.decode() for k, _ in txn.cursor(db=self._topics_db)])
+
+    @staticmethod
+    def _topic_value(tid: int, directory: LedgerDirectory) -> bytes:
+        return msgpack.packb({"id": tid, **directory.to_obj()})  # type: ignore[no-any-return]
+
+    def _put_topic(self, name: str, tid: int, directory: LedgerDirectory) -> None:
+        value = self._topic_value(tid, directory)
+        self._write(lambda txn: txn.put(name.encode(), value, db=self._topics_db))
+
+    # -- cursors ------------------------------------------------------------------------------
+
+    def _cursor_key(self, tid: int, name: str) -> bytes:
+        return _U64.pack(tid) + name.encode()
+
+    def _put_cursor(self, tid: int, name: str, cid: int, config: CursorConfig) -> None:
+        value = msgpack.packb({"id": cid, "cfg": config.to_obj()})
+        self._write(lambda txn: txn.put(self._cursor_key(tid, name), value, db=self._cursors_db))
+
+    def _cursor_names(self, tid: int) -> list[str]:
+        prefix = _U64.pack(tid)
+
+        def scan(txn: lmdb.Transaction) -> list[str]:
+            cur = txn.cursor(db=self._cursors_db)
+            names = []
+            if cur.set_range(prefix):
+                for key in cur.iternext(values=False):
+                    if not key.startswith(prefix):
+                        break
+                    names.append(key[len(prefix) :].decode())
+            return names
+
+        with self._lock:
+            self._alive()
+            return self._read(scan)
+
+    def _open_cursor(self, topic: Topic, name: str, config: CursorConfig | None) -> Cursor:
+        key = self._cursor_key(topic.topic_id, name)
+        raw = self._read(lambda txn: txn.get(key, db=self._cursors_db))
+        if raw is None:
+            if self.readonly:
+                raise UnknownCursorError(f"topic {topic.name!r} has no cursor {name!r}")
+            config = config or self._cursor_defaults
+
+            def create(txn: lmdb.Transaction) -> int:
+                cid = self._next_id(txn, b"next_cursor")
+                txn.put(key, msgpack.packb({"id": cid, "cfg": config.to_obj()}), db=self._cursors_db)
+                return cid
+
+            cid = self._write(create)
+        else:
+            obj = msgpack.unpackb(raw)
+            cid = obj["id"]
+            stored = CursorConfig.from_obj(obj["cfg"])
+            if config is not None and config != stored and not self.readonly:
+                self._put_cursor(topic.topic_id, name, cid, config)
+            config = config or stored
+        state = self._read(lambda txn: recover_cursor(txn, self._log, cid))
+        report = state.report
+        if report.markers_skipped or report.skipped_reasons:
+            log.warning(
+                "ackstore: cursor %s/%s recovered from marker %d after skipping %d marker(s): %s",
+                topic.name,
+                name,
+                report.marker_seq,
+                report.markers_skipped,
+                "; ".join(report.skipped_reasons),
+            )
+        return Cursor(topic, name, cid, config, state)
+
+    # -- flush --------------------------------------------------------------------------------
+
+    def flush(self) -> FlushStats:
+        """Group commit: every dirty cursor's ledger records and marker in ONE write transaction.
+
+        Acks may go on in other threads while the transaction is written. When this
+        returns, the flushed state is durable as the ``sync`` option says.
+        """
+        self._alive()
+        if self.readonly:
+            return FlushStats(0, 0, 0, 0, 0, 0, 0.0, 0)
+        started = time.perf_counter()
+        with self._flush_lock:
+            with self._lock:
+                self._alive()
+                caps = [
+                    cap
+                    for topic in self._topics.values()
+                    for cur in topic._cursors.values()
+                    if (cap := cur._capture()) is not None
+                ]
+            if not caps:
+                return FlushStats(0, 0, 0, 0, 0, 0, time.perf_counter() - started, 0)
+            grows_before = self.map_grows
+            try:
+                trimmed = self._write(lambda txn: self._write_captures(txn, caps))
+            except BaseException as exc:
+                with self._lock:
+                    for cap in caps:
+                        cap.cursor._abort(cap)
+                if isinstance(exc, lmdb.Error):
+                    raise StoreError(f"flush of store {self.path} failed, nothing was written: {exc}") from exc
+                raise
+            with self._lock:
+                for cap in caps:
+                    cap.cursor._commit(cap)
+            stats = FlushStats(
+                cursors=len(caps),
+                ledger_records=sum(len(c.puts) - 1 for c in caps),
+                markers=len(caps),
+                full_markers=sum(1 for c in caps if c.full),
+                bytes_written=sum(len(k) + len(v) for c in caps for k, v in c.puts),
+                records_trimmed=trimmed,
+                seconds=time.perf_counter() - started,
+                map_grows=self.map_grows - grows_before,
+            )
+            self.last_flush = stats
+            return stats
+
+    def _write_captures(self, txn: lmdb.Transaction, caps: list[_Capture]) -> int:
+        trimmed = 0
+        for cap in caps:
+            for key, value in cap.puts:
+                txn.put(key, value, db=self._log, append=False)
+            if cap.gc_below > 0:
+                trimmed += self._trim_garbage(txn, cap.cursor.cursor_id, cap.gc_below, cap.gc_live)
+        return trimmed
+
+    def _trim_garbage(self, txn: lmdb.Transaction, cid: int, below: int, live: frozenset[int]) -> int:
+        """Delete records of ``cid`` below sequence ``below`` that ``live`` does not reference."""
+        cur = txn.cursor(db=self._log)
+        end = log_key(cid, below)
+        trimmed = 0
+        ok = cur.set_range(log_key(cid, 0))
+        while ok and cur.key() < end:
+            if split_log_key(cur.key())[1] in live:
+                ok = cur.next()
+            else:
+                ok = cur.delete()
+                trimmed += 1
+        return trimmed
+
+    def _flush_loop(self, interval: float) -> None:
+        while not self._stop.wait(interval):
+            try:
+                self.flush()
+            except StoreClosedError:
+                return
+            except Exception as exc:  # keep flushing; the error is kept for the owner to see
+                self.last_flush_error = exc
+                log.exception("ackstore: background flush of %s failed", self.path)
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Flush every dirty cursor, then close. Idempotent."""
+        if self._closed:
+            return
+        self._stop.set()
+        if self._flusher is not None and self._flusher is not threading.current_thread():
+            self._flusher.join()
+        try:
+            if not self.readonly:
+                self.flush()
+        finally:
+            self._shut()
+
+    def _shut(self) -> None:
+        with self._lock:
+            self._closed = True
+            with self._env_lock:
+                self._env.close()
+            self._release_writer_lock()
+
+    def _abandon(self) -> None:
+        """Drop the store without flushing, as a crashed process would (for tests)."""
+        if self._closed:
+            return
+        self._stop.set()
+        if self._flusher is not None:
+            self._flusher.join()
+        self._shut()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __enter__(self) -> AckStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else ("readonly" if self.readonly else "open")
+        return f"AckStore({str(self.path)!r}, {state})"
