@@ -48,9 +48,7 @@ class CursorConfig:
                 "allowed >= 0 (0 = no limit)"
             )
         if not 1 <= self.full_marker_every <= 1_000_000:
-            raise InvalidArgumentError(
-                f"CursorConfig.full_marker_every={self.full_marker_every}: allowed 1..1000000"
-            )
+            raise InvalidArgumentError(f"CursorConfig.full_marker_every={self.full_marker_every}: allowed 1..1000000")
 
     def to_obj(self) -> dict[str, Any]:
         return asdict(self)

@@ -31,7 +31,7 @@ from .errors import (
     StoreClosedError,
     UnknownLedgerError,
 )
-from .ledger_acks import LedgerAcks, run_end
+from .ledger_acks import LedgerAcks, count_runs, run_end
 from .position import MAX_ENTRY, Position, _trusted
 from .records import IndexEntry, Marker, encode_ledger, encode_marker, log_key
 from .recover import RecoveredState
@@ -268,9 +268,7 @@ class Cursor:
             try:
                 items = positions if isinstance(positions, (list, tuple)) else list(positions)
             except TypeError:
-                raise InvalidTypeError(
-                    f"ack takes an iterable of Position, got {type(positions).__name__}"
-                ) from None
+                raise InvalidTypeError(f"ack takes an iterable of Position, got {type(positions).__name__}") from None
             if not items:
                 return
             if len(items) == 1:
@@ -389,9 +387,7 @@ class Cursor:
                 if type(i) is not int:
                     raise InvalidTypeError(f"batch index must be an int, got {i!r}")
                 if not 0 <= i < batch_size:
-                    raise InvalidArgumentError(
-                        f"batch index {i} is outside the batch: allowed 0..{batch_size - 1}"
-                    )
+                    raise InvalidArgumentError(f"batch index {i} is outside the batch: allowed 0..{batch_size - 1}")
                 mask |= 1 << i
             la = self._ledgers.get(ledger)
             old = la.batches.get(entry) if la is not None else None
@@ -404,13 +400,13 @@ class Cursor:
             if old is not None:
                 mask |= old[1]
             la = self._ledger_for_write(ledger)
+            self._dirty.add(ledger)
             if mask == (1 << batch_size) - 1:
                 self._range_count += la.add(entry)
                 if (ledger, entry - 1) == self._md:
                     self._advance()
             else:
                 la.batches[entry] = (batch_size, mask)
-            self._dirty.add(ledger)
 
     # -- queries ------------------------------------------------------------------------------
 
@@ -628,21 +624,20 @@ class Cursor:
             for ledger, la in self._ledgers.items():
                 assert la, f"empty LedgerAcks kept for ledger {ledger}"
                 assert ledger >= md_l and ledger in d, ledger
-                from .ledger_acks import count_runs
-
                 assert la.runs == count_runs(la.bitmap), ledger
                 total += la.runs
-                lowest = min([*(la.bitmap.min(),) * bool(la.bitmap), *la.batches])
+                entries = list(la.batches)
+                if la.bitmap:
+                    entries += [la.bitmap.min(), la.bitmap.max()]
+                lowest, highest = min(entries), max(entries)
                 if ledger == md_l:
                     assert lowest > md_e, (ledger, lowest, md_e)
                     assert (md_e + 1) not in la.bitmap, "M not advanced"
                 count = d.count(ledger)
-                highest = max([*(la.bitmap.max(),) * bool(la.bitmap), *la.batches])
                 assert count < 0 or highest < count
                 for entry, (size, mask) in la.batches.items():
                     assert entry not in la.bitmap
-                    assert 0 < mask < (1 << size) - 1 or (size > 0 and 0 < mask < (1 << size))
-                    assert mask != (1 << size) - 1
+                    assert 0 < mask < (1 << size) - 1, (entry, size, mask)
             assert total == self._range_count, (total, self._range_count)
             for ledger in self._dirty:
                 assert ledger in self._ledgers

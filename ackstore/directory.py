@@ -1,12 +1,12 @@
 """The ledger directory of a topic: its ledgers in order, each open or sealed.
 
-Kept as two compact ``array('q')`` columns (ids ascending, entry counts with
-``-1`` for open) so that hundreds of thousands of ledgers cost 16 bytes each.
+Kept in memory as two compact ``array('q')`` columns (ids ascending, entry counts
+with ``-1`` for open) so that hundreds of thousands of ledgers cost 16 bytes each.
+On disk each ledger is one small key, so adding or sealing one writes a few bytes.
 """
 
 from __future__ import annotations
 
-import sys
 from array import array
 from bisect import bisect_left
 
@@ -94,7 +94,8 @@ class LedgerDirectory:
         below = check_ledger_id(below, "below")
         if self.ids and below > self.ids[-1]:
             raise LedgerStateError(
-                f"cannot trim below ledger {below}: the newest ledger {self.ids[-1]} must stay; allowed below <= {self.ids[-1]}"
+                f"cannot trim below ledger {below}: the newest ledger {self.ids[-1]} must stay; "
+                f"allowed below <= {self.ids[-1]}"
             )
         return below
 
@@ -105,25 +106,3 @@ class LedgerDirectory:
         del self.ids[:cut]
         del self.counts[:cut]
         return dropped
-
-    # -- persistence ------------------------------------------------------------------------
-
-    def to_obj(self) -> dict[str, object]:
-        return {"ids": _le_bytes(self.ids), "counts": _le_bytes(self.counts), "last": self.last_id}
-
-    @classmethod
-    def from_obj(cls, obj: dict[str, object]) -> LedgerDirectory:
-        ids, counts = array("q"), array("q")
-        ids.frombytes(obj["ids"])  # type: ignore[arg-type]
-        counts.frombytes(obj["counts"])  # type: ignore[arg-type]
-        if sys.byteorder == "big":  # stored little-endian so snapshots travel between machines
-            ids.byteswap()
-            counts.byteswap()
-        return cls(ids, counts, int(obj["last"]))  # type: ignore[call-overload]
-
-
-def _le_bytes(column: array) -> bytes:
-    if sys.byteorder == "big":
-        column = array(column.typecode, column)
-        column.byteswap()
-    return column.tobytes()

@@ -146,9 +146,7 @@ class Marker:
 
 
 def encode_marker(marker: Marker) -> bytes:
-    index = [
-        [ledger, -1, 0] if e is None else [ledger, e.seq, e.runs] for ledger, e in sorted(marker.index.items())
-    ]
+    index = [[ledger, -1, 0] if e is None else [ledger, e.seq, e.runs] for ledger, e in sorted(marker.index.items())]
     body = msgpack.packb(
         {
             "f": marker.full,

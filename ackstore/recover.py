@@ -163,7 +163,11 @@ def recover_cursor(txn: lmdb.Transaction, db: lmdb._Database, cursor_id: int) ->
     state.next_seq = next_seq
     r = state.report
     state.report = RecoveryReport(
-        r.marker_seq, r.markers_skipped, r.skipped_reasons, r.records_loaded, r.bytes_loaded,
+        r.marker_seq,
+        r.markers_skipped,
+        r.skipped_reasons,
+        r.records_loaded,
+        r.bytes_loaded,
         time.perf_counter() - started,
     )
     return state

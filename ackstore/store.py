@@ -32,6 +32,7 @@ import os
 import struct
 import threading
 import time
+from array import array
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -41,7 +42,7 @@ import msgpack
 
 from .config import CursorConfig
 from .cursor import Cursor, _Capture
-from .directory import LedgerDirectory
+from .directory import OPEN, LedgerDirectory
 from .errors import (
     FormatVersionError,
     InvalidArgumentError,
@@ -66,6 +67,8 @@ DEFAULT_MAP_SIZE = 64 << 20
 LOCK_FILE = "ackstore.lock"
 MAGIC = b"ackstore"
 _U64 = struct.Struct(">Q")
+_I64 = struct.Struct(">q")
+_LEDGER_KEY = struct.Struct(">QQ")
 _MAX_NAME_BYTES = 1024
 
 T = TypeVar("T")
@@ -107,7 +110,12 @@ class Topic:
         with store._lock:
             store._writable()
             ledger = self._directory.check_add(ledger)
-            self._change(lambda d: d.add(ledger))
+
+            def persist(txn: lmdb.Transaction) -> None:
+                store._put_ledger(txn, self.topic_id, ledger, OPEN)
+                store._put_topic_meta(txn, self.name, self.topic_id, ledger)
+
+            self._change(persist, lambda d: d.add(ledger))
 
     def close_ledger(self, ledger: int, entries: int) -> None:
         """Seal an open ledger with its entry count (every cursor's acks must fit in it)."""
@@ -117,7 +125,10 @@ class Topic:
             ledger, entries = self._directory.check_close(ledger, entries)
             for cur in self._cursors.values():
                 cur._check_close(ledger, entries)
-            self._change(lambda d: d.close(ledger, entries))
+            self._change(
+                lambda txn: store._put_ledger(txn, self.topic_id, ledger, entries),
+                lambda d: d.close(ledger, entries),
+            )
 
     def trim_ledgers(self, below: int) -> list[int]:
         """Drop every ledger with id < ``below`` (the log deleted them); their acks vanish.
@@ -129,16 +140,25 @@ class Topic:
         with store._lock:
             store._writable()
             below = self._directory.check_trim(below)
-            dropped: list[int] = []
-            self._change(lambda d: dropped.extend(d.trim(below)), trim=True)
+            dropped = [i for i in self._directory.ids if i < below]
+            if dropped:
+                self._change(
+                    lambda txn: store._delete_ledgers(txn, self.topic_id, dropped),
+                    lambda d: d.trim(below),
+                    trim=True,
+                )
             return dropped
 
-    def _change(self, edit: Callable[[LedgerDirectory], None], trim: bool = False) -> None:
+    def _change(
+        self,
+        persist: Callable[[lmdb.Transaction], None],
+        edit: Callable[[LedgerDirectory], object],
+        trim: bool = False,
+    ) -> None:
+        """Persist a directory change (durable when this returns), then apply it in memory."""
+        self._store._write(persist)
         d = self._directory
-        trial = LedgerDirectory(d.ids[:], d.counts[:], d.last_id)
-        edit(trial)
-        self._store._put_topic(self.name, self.topic_id, trial)  # durable before memory changes
-        d.ids, d.counts, d.last_id = trial.ids, trial.counts, trial.last_id
+        edit(d)
         for cur in self._cursors.values():
             if trim:
                 cur._on_trim(d)
@@ -277,6 +297,11 @@ class AckStore:
             raise NotAStoreError(f"{path} is not a store: LMDB says {exc}") from None
         except lmdb.Error as exc:
             self._release_writer_lock()
+            if "already open in this process" in str(exc):
+                raise StoreLockedError(
+                    f"store {path} is already open in this process: share that AckStore object "
+                    "(LMDB allows one environment per path per process)"
+                ) from None
             raise StoreError(f"cannot open store {path}: {exc}") from None
         try:
             with env.begin() as txn:
@@ -302,6 +327,7 @@ class AckStore:
         self._meta = env.open_db(b"meta", create=create)
         self._topics_db = env.open_db(b"topics", create=create)
         self._cursors_db = env.open_db(b"cursors", create=create)
+        self._ledgers_db = env.open_db(b"ledgers", create=create)
         self._log = env.open_db(b"log", create=create)
 
     def _init_meta(self, txn: lmdb.Transaction) -> None:
@@ -417,13 +443,14 @@ class AckStore:
 
                 def create(txn: lmdb.Transaction) -> int:
                     tid = self._next_id(txn, b"next_topic")
-                    txn.put(name.encode(), self._topic_value(tid, directory), db=self._topics_db)
+                    self._put_topic_meta(txn, name, tid, -1)
                     return tid
 
                 tid = self._write(create)
             else:
                 obj = msgpack.unpackb(raw)
-                tid, directory = obj["id"], LedgerDirectory.from_obj(obj)
+                tid = obj["id"]
+                directory = self._read(lambda txn: self._load_directory(txn, tid, obj["last"]))
             topic = self._topics[name] = Topic(self, name, tid, directory)
             return topic
 
@@ -433,13 +460,27 @@ class AckStore:
             self._alive()
             return self._read(lambda txn: [k.decode() for k, _ in txn.cursor(db=self._topics_db)])
 
-    @staticmethod
-    def _topic_value(tid: int, directory: LedgerDirectory) -> bytes:
-        return msgpack.packb({"id": tid, **directory.to_obj()})  # type: ignore[no-any-return]
+    def _put_topic_meta(self, txn: lmdb.Transaction, name: str, tid: int, last_id: int) -> None:
+        txn.put(name.encode(), msgpack.packb({"id": tid, "last": last_id}), db=self._topics_db)
 
-    def _put_topic(self, name: str, tid: int, directory: LedgerDirectory) -> None:
-        value = self._topic_value(tid, directory)
-        self._write(lambda txn: txn.put(name.encode(), value, db=self._topics_db))
+    def _put_ledger(self, txn: lmdb.Transaction, tid: int, ledger: int, count: int) -> None:
+        txn.put(_LEDGER_KEY.pack(tid, ledger), _I64.pack(count), db=self._ledgers_db)
+
+    def _delete_ledgers(self, txn: lmdb.Transaction, tid: int, ledgers: list[int]) -> None:
+        for ledger in ledgers:
+            txn.delete(_LEDGER_KEY.pack(tid, ledger), db=self._ledgers_db)
+
+    def _load_directory(self, txn: lmdb.Transaction, tid: int, last_id: int) -> LedgerDirectory:
+        ids, counts = array("q"), array("q")
+        cur = txn.cursor(db=self._ledgers_db)
+        prefix = _U64.pack(tid)
+        if cur.set_range(prefix):
+            for key, value in cur:
+                if not key.startswith(prefix):
+                    break
+                ids.append(_LEDGER_KEY.unpack(key)[1])
+                counts.append(_I64.unpack(value)[0])
+        return LedgerDirectory(ids, counts, last_id)
 
     # -- cursors ------------------------------------------------------------------------------
 

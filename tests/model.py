@@ -1,0 +1,128 @@
+"""A plain Python model of a topic's ledger directory and its cursors' ack state.
+
+Deliberately naive (sets of positions, loops over entries) so that it is obviously
+right; the engine is checked against it.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+
+MAX_ENTRY = (1 << 32) - 2
+
+Pos = tuple[int, int]
+
+
+@dataclass
+class CursorModel:
+    floor: Pos = (0, -1)
+    acked: set[Pos] = field(default_factory=set)
+    batches: dict[Pos, tuple[int, set[int]]] = field(default_factory=dict)
+
+
+@dataclass
+class TopicModel:
+    ledgers: list[list[int | None]] = field(default_factory=list)  # [[id, count or None]]
+    last_id: int = -1
+    cursors: dict[str, CursorModel] = field(default_factory=dict)
+    flushed: dict[str, CursorModel] = field(default_factory=dict)
+
+    # -- derived ----------------------------------------------------------------------------
+    def ids(self) -> list[int]:
+        return [x[0] for x in self.ledgers]
+
+    def count(self, ledger: int) -> int | None:
+        for i, c in self.ledgers:
+            if i == ledger:
+                return c
+        raise KeyError(ledger)
+
+    def md(self, c: CursorModel) -> Pos:
+        ledger, entry = c.floor
+        ids = self.ids()
+        if not ids:
+            return ledger, entry
+        if ledger < ids[0]:
+            ledger, entry = ids[0], -1
+        if ledger not in ids:
+            return ledger, entry
+        while True:
+            while (ledger, entry + 1) in c.acked:
+                entry += 1
+            count = self.count(ledger)
+            i = ids.index(ledger)
+            if count is not None and entry == count - 1 and i + 1 < len(ids):
+                ledger, entry = ids[i + 1], -1
+                continue
+            return ledger, entry
+
+    def ranges(self, c: CursorModel) -> list[tuple[Pos, Pos]]:
+        md = self.md(c)
+        live = sorted(p for p in c.acked if p > md)
+        out: list[tuple[Pos, Pos]] = []
+        for p in live:
+            if out and out[-1][1][0] == p[0] and out[-1][1][1] == p[1] - 1:
+                out[-1] = (out[-1][0], p)
+            else:
+                out.append((p, p))
+        return out
+
+    def partials(self, c: CursorModel) -> dict[Pos, tuple[int, frozenset[int]]]:
+        md = self.md(c)
+        return {p: (s, frozenset(ix)) for p, (s, ix) in c.batches.items() if p > md and p not in c.acked}
+
+    def is_acked(self, c: CursorModel, p: Pos) -> bool:
+        return p <= self.md(c) or p in c.acked
+
+    # -- validation (True when the engine must accept) ----------------------------------------
+    def valid_position(self, p: Pos, low: int = 0) -> bool:
+        ledger, entry = p
+        if ledger not in self.ids():
+            return False
+        count = self.count(ledger)
+        limit = MAX_ENTRY if count is None else count - 1
+        return low <= entry <= limit
+
+    def highest_live(self, c: CursorModel, ledger: int) -> int:
+        md = self.md(c)
+        hi = md[1] if md[0] == ledger else -1
+        for lg, e in c.acked:
+            if lg == ledger and (lg, e) > md:
+                hi = max(hi, e)
+        for lg, e in self.partials(c):
+            if lg == ledger:
+                hi = max(hi, e)
+        return hi
+
+    # -- operations (call only when valid) -----------------------------------------------------
+    def ack(self, c: CursorModel, positions: list[Pos]) -> None:
+        c.acked.update(positions)
+
+    def ack_cumulative(self, c: CursorModel, p: Pos) -> None:
+        if p > c.floor:
+            c.floor = p
+
+    def ack_batch(self, c: CursorModel, p: Pos, size: int, indexes: list[int]) -> None:
+        if not indexes or self.is_acked(c, p):
+            return
+        old = self.partials(c).get(p)
+        ix = set(indexes) | (set(old[1]) if old else set())
+        if len(ix) == size:
+            c.acked.add(p)
+            c.batches.pop(p, None)
+        else:
+            c.batches[p] = (size, ix)
+
+    def batch_size_conflict(self, c: CursorModel, p: Pos, size: int) -> bool:
+        old = self.partials(c).get(p)
+        return old is not None and old[0] != size
+
+    def flush(self) -> None:
+        self.flushed = copy.deepcopy(self.cursors)
+
+    def crash(self) -> None:
+        restored = copy.deepcopy(self.flushed)
+        for name in self.cursors:
+            restored.setdefault(name, CursorModel())
+        self.cursors = restored

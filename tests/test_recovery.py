@@ -1,0 +1,159 @@
+"""Back-to-front recovery: damaged or missing records make recovery fall back, and say so."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from ackstore import AckStore, CursorConfig, Position
+from ackstore.records import RECORD_LEDGER
+
+from . import rawlog
+
+T = "persistent://t/ns/rec"
+
+
+def _state(cur):  # type: ignore[no-untyped-def]
+    return cur.mark_delete_position, list(cur.ack_ranges()), cur.partial_batches()
+
+
+def _build(path: Path, config: CursorConfig | None = None) -> list[object]:
+    """Three flushes that each touch ledger 2 (and the first touches 1 and 3); states after each."""
+    states = []
+    with AckStore.open(path) as store:
+        topic = store.topic(T)
+        for ledger in (1, 2, 3):
+            topic.add_ledger(ledger)
+            topic.close_ledger(ledger, 100)
+        cur = topic.cursor("c", config or CursorConfig())
+        cur.ack([Position(1, 5), Position(3, 7), Position(2, 10)])
+        cur.ack_batch_index(Position(3, 9), 4, [1])
+        store.flush()
+        states.append(_state(cur))
+        cur.ack([Position(2, 20), Position(2, 21)])
+        store.flush()
+        states.append(_state(cur))
+        cur.ack([Position(2, 40)])
+        store.flush()
+        states.append(_state(cur))
+    return states
+
+
+def _reopen(path: Path):  # type: ignore[no-untyped-def]
+    store = AckStore.open(path)
+    return store, store.topic(T).cursor("c")
+
+
+def test_clean_reopen_recovers_newest(store_path: Path) -> None:
+    states = _build(store_path)
+    store, cur = _reopen(store_path)
+    with store:
+        assert _state(cur) == states[-1]
+        assert cur.stats().recovery.markers_skipped == 0
+
+
+def test_damaged_newest_marker_falls_back(store_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    states = _build(store_path)
+    *_, previous, newest = rawlog.markers(store_path)
+    rawlog.damage(store_path, newest)
+    with caplog.at_level(logging.WARNING, logger="ackstore"):
+        store, cur = _reopen(store_path)
+    with store:
+        assert _state(cur) == states[-2]
+        report = cur.stats().recovery
+        assert report.markers_skipped == 1
+        assert f"marker {newest}" in report.skipped_reasons[0]
+        assert report.marker_seq == previous
+    assert "skipping 1 marker" in caplog.text
+
+
+@pytest.mark.parametrize("how", ["flip", "delete"])
+def test_damaged_or_missing_ledger_record_falls_back(store_path: Path, how: str) -> None:
+    states = _build(store_path)
+    recs = rawlog.records(store_path)
+    newest_ledger_record = [seq for seq, t in recs if t == RECORD_LEDGER][-1]
+    rawlog.damage(store_path, newest_ledger_record, how=how)
+    store, cur = _reopen(store_path)
+    with store:
+        assert _state(cur) == states[-2]
+        reason = cur.stats().recovery.skipped_reasons[0]
+        assert f"record {newest_ledger_record}" in reason
+        assert ("missing" if how == "delete" else "damaged") in reason
+
+
+def test_broken_middle_of_delta_chain_falls_back_past_it(store_path: Path) -> None:
+    states = _build(store_path)
+    m = rawlog.markers(store_path)
+    rawlog.damage(store_path, m[1])  # the newest marker's chain runs through it
+    store, cur = _reopen(store_path)
+    with store:
+        assert _state(cur) == states[0]
+        assert cur.stats().recovery.markers_skipped == 2
+
+
+def test_no_intact_marker_starts_empty_and_says_so(store_path: Path) -> None:
+    _build(store_path)
+    for seq in rawlog.markers(store_path):
+        rawlog.damage(store_path, seq)
+    store, cur = _reopen(store_path)
+    with store:
+        assert cur.mark_delete_position == Position(1, -1)
+        assert list(cur.ack_ranges()) == []
+        report = cur.stats().recovery
+        assert report.marker_seq == -1 and report.markers_skipped == 3
+
+
+def test_store_works_after_fallback_and_next_flush_is_full(store_path: Path) -> None:
+    states = _build(store_path)
+    rawlog.damage(store_path, rawlog.markers(store_path)[-1])
+    store, cur = _reopen(store_path)
+    with store:
+        cur.ack([Position(2, 50)])
+        stats = store.flush()
+        assert stats.full_markers == 1
+        expected = _state(cur)
+    assert expected != states[-1]
+    store, cur = _reopen(store_path)
+    with store:
+        assert _state(cur) == expected
+        assert cur.stats().recovery.markers_skipped == 0
+
+
+def test_garbage_is_trimmed_after_full_markers(store_path: Path) -> None:
+    config = CursorConfig(full_marker_every=2)
+    with AckStore.open(store_path) as store:
+        topic = store.topic(T)
+        topic.add_ledger(1)
+        cur = topic.cursor("c", config)
+        trimmed = 0
+        for i in range(30):
+            cur.ack([Position(1, 2 * i + 5)])
+            trimmed += store.flush().records_trimmed
+        expected = _state(cur)
+    assert trimmed > 0
+    # one ledger: what stays is at most two full-marker generations of records
+    assert len(rawlog.records(store_path)) <= 2 * (config.full_marker_every + 1) * 2
+    store, cur = _reopen(store_path)
+    with store:
+        assert _state(cur) == expected
+
+
+def test_trimmed_ledgers_vanish_on_reopen(store_path: Path) -> None:
+    with AckStore.open(store_path) as store:
+        topic = store.topic(T)
+        for ledger in (1, 2, 3):
+            topic.add_ledger(ledger)
+            topic.close_ledger(ledger, 10)
+        cur = topic.cursor("c")
+        cur.ack([Position(1, 3), Position(2, 4), Position(3, 5)])
+        store.flush()
+        topic.trim_ledgers(3)
+        assert cur.mark_delete_position == Position(3, -1)
+        assert list(cur.ack_ranges()) == [(Position(3, 5), Position(3, 5))]
+        store._abandon()  # the trim is durable, the cursor's move is not flushed
+    store, cur = _reopen(store_path)
+    with store:
+        assert cur.mark_delete_position == Position(3, -1)
+        assert list(cur.ack_ranges()) == [(Position(3, 5), Position(3, 5))]

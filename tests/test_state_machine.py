@@ -1,0 +1,200 @@
+"""The backbone: every engine operation against the plain model, with flush, close/reopen and crash."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import hypothesis.strategies as st
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from ackstore import AckStore, AckStoreError, CursorConfig, Position
+
+from .model import CursorModel, TopicModel
+
+TOPIC = "persistent://t/ns/sm"
+CURSORS = ("a", "b")
+CONFIG = CursorConfig(full_marker_every=3)
+ENTRIES = 40
+
+
+class AckStoreMachine(RuleBasedStateMachine):
+    """Runs the engine and the model side by side; compares them after every step."""
+
+    config = CONFIG
+
+    @initialize()
+    def setup(self) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="ackstore-sm-"))
+        self.model = TopicModel()
+        self.store = AckStore.open(self.dir / "s", map_size=1 << 16, sync=False)
+        self._attach()
+        for name in CURSORS:
+            self.model.cursors[name] = CursorModel()
+
+    def _attach(self) -> None:
+        self.topic = self.store.topic(TOPIC)
+        self.cursors = {name: self.topic.cursor(name, self.config) for name in CURSORS}
+
+    def teardown(self) -> None:
+        if hasattr(self, "store"):
+            self.store._abandon()
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    # -- helpers ------------------------------------------------------------------------------
+    def _position(self, data: st.DataObject, bad: bool = True) -> tuple[int, int]:
+        ids = self.model.ids()
+        ledger = data.draw(st.sampled_from(ids)) if ids else 0
+        if bad and data.draw(st.integers(0, 19)) == 0:
+            return data.draw(st.sampled_from([(ledger, ENTRIES + 30), (self.model.last_id + 1, 0), (ledger, 10**11)]))
+        count = self.model.count(ledger) if ids else None
+        top = ENTRIES if count is None else max(count - 1, 0)
+        return ledger, data.draw(st.integers(0, top))
+
+    def _expect(self, valid: bool, fn, *args) -> None:  # type: ignore[no-untyped-def]
+        if valid:
+            fn(*args)
+        else:
+            with pytest.raises(AckStoreError):
+                fn(*args)
+
+    # -- ledger directory -----------------------------------------------------------------------
+    @rule(step=st.integers(-1, 3))
+    def add_ledger(self, step: int) -> None:
+        m = self.model
+        ledger = max(m.last_id + step, 0)
+        valid = ledger > m.last_id and (not m.ledgers or m.ledgers[-1][1] is not None)
+        self._expect(valid, self.topic.add_ledger, ledger)
+        if valid:
+            m.ledgers.append([ledger, None])
+            m.last_id = ledger
+
+    @precondition(lambda self: self.model.ledgers)
+    @rule(entries=st.integers(0, ENTRIES + 5))
+    def close_ledger(self, entries: int) -> None:
+        m = self.model
+        ledger, count = m.ledgers[-1]
+        valid = count is None and all(m.highest_live(c, ledger) < entries for c in m.cursors.values())
+        self._expect(valid, self.topic.close_ledger, ledger, entries)
+        if valid:
+            m.ledgers[-1][1] = entries
+
+    @precondition(lambda self: len(self.model.ledgers) > 1)
+    @rule(data=st.data())
+    def trim(self, data: st.DataObject) -> None:
+        m = self.model
+        below = data.draw(st.sampled_from([*m.ids()[1:], m.last_id + 1]))
+        valid = below <= m.ids()[-1]
+        self._expect(valid, self.topic.trim_ledgers, below)
+        if valid:
+            m.ledgers = [x for x in m.ledgers if x[0] >= below]
+
+    # -- acks -----------------------------------------------------------------------------------
+    @precondition(lambda self: self.model.ledgers)
+    @rule(name=st.sampled_from(CURSORS), data=st.data(), n=st.integers(1, 12))
+    def ack(self, name: str, data: st.DataObject, n: int) -> None:
+        m = self.model
+        positions = [self._position(data) for _ in range(n)]
+        valid = all(m.valid_position(p) for p in positions)
+        self._expect(valid, self.cursors[name].ack, positions)
+        if valid:
+            m.ack(m.cursors[name], positions)
+
+    @precondition(lambda self: self.model.ledgers)
+    @rule(name=st.sampled_from(CURSORS), data=st.data())
+    def ack_run(self, name: str, data: st.DataObject) -> None:
+        """A long contiguous run, as a consumer catching up would ack."""
+        m = self.model
+        ledger, start = self._position(data, bad=False)
+        count = m.count(ledger)
+        end = min(start + data.draw(st.integers(1, 30)), ENTRIES if count is None else count)
+        positions = [(ledger, e) for e in range(start, end)]
+        self.cursors[name].ack([Position(*p) for p in positions])
+        m.ack(m.cursors[name], positions)
+
+    @precondition(lambda self: self.model.ledgers)
+    @rule(name=st.sampled_from(CURSORS), data=st.data())
+    def ack_cumulative(self, name: str, data: st.DataObject) -> None:
+        m = self.model
+        p = self._position(data)
+        if data.draw(st.booleans()):
+            p = (p[0], -1)
+        valid = m.valid_position(p, low=-1)
+        self._expect(valid, self.cursors[name].ack_cumulative, p)
+        if valid:
+            m.ack_cumulative(m.cursors[name], p)
+
+    @precondition(lambda self: self.model.ledgers)
+    @rule(name=st.sampled_from(CURSORS), data=st.data(), size=st.integers(1, 6))
+    def ack_batch_index(self, name: str, data: st.DataObject, size: int) -> None:
+        m = self.model
+        c = m.cursors[name]
+        p = self._position(data)
+        indexes = data.draw(st.lists(st.integers(0, size), max_size=size))
+        valid = m.valid_position(p) and all(i < size for i in indexes) and not m.batch_size_conflict(c, p, size)
+        self._expect(valid, self.cursors[name].ack_batch_index, p, size, indexes)
+        if valid:
+            m.ack_batch(c, p, size, indexes)
+
+    # -- durability -----------------------------------------------------------------------------
+    @rule()
+    def flush(self) -> None:
+        self.store.flush()
+        self.model.flush()
+
+    @rule()
+    def reopen(self) -> None:
+        self.store.close()
+        self.model.flush()
+        self.store = AckStore.open(self.dir / "s", map_size=1 << 16, sync=False)
+        self._attach()
+
+    @rule()
+    def crash(self) -> None:
+        self.store._abandon()
+        self.model.crash()
+        self.store = AckStore.open(self.dir / "s", map_size=1 << 16, sync=False)
+        self._attach()
+
+    # -- the comparison -------------------------------------------------------------------------
+    @invariant()
+    def equals_model(self) -> None:
+        if not hasattr(self, "store"):
+            return
+        m = self.model
+        for name, cur in self.cursors.items():
+            c = m.cursors[name]
+            cur._check()
+            md = m.md(c)
+            assert cur.mark_delete_position == md, (name, cur.mark_delete_position, md)
+            assert cur.read_position == (md[0], md[1] + 1)
+            ranges = m.ranges(c)
+            assert list(cur.ack_ranges()) == ranges, name
+            assert cur.ack_range_count == len(ranges)
+            assert cur.partial_batches() == m.partials(c)
+            for ledger in m.ids()[-2:]:
+                for entry in range(0, ENTRIES + 2, 3):
+                    assert cur.is_acked(Position(ledger, entry)) == m.is_acked(c, (ledger, entry))
+        assert self.topic.ledgers() == [tuple(x) for x in m.ledgers]
+
+
+class TinyBudgetMachine(AckStoreMachine):
+    """The same machine with every marker full and a one-byte cache budget."""
+
+    config = CursorConfig(full_marker_every=1, max_individual_ack_cache_bytes=1)
+
+
+_settings = settings(
+    max_examples=int(os.environ.get("ACKSTORE_SM_EXAMPLES", "60")),
+    stateful_step_count=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+TestAckStoreMachine = AckStoreMachine.TestCase
+TestAckStoreMachine.settings = _settings
+TestTinyBudgetMachine = TinyBudgetMachine.TestCase
+TestTinyBudgetMachine.settings = settings(_settings, max_examples=25)

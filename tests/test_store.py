@@ -1,0 +1,180 @@
+"""Store behaviour: flush cost, group commit, map growth, threads, lifecycle, readers."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from ackstore import AckStore, CursorConfig, Position
+
+T = "persistent://t/ns/store"
+
+
+def _ledgers(topic, n: int, entries: int) -> None:  # type: ignore[no-untyped-def]
+    for ledger in range(1, n + 1):
+        topic.add_ledger(ledger)
+        topic.close_ledger(ledger, entries)
+
+
+def _holey_cursor(store: AckStore, n: int, entries: int, step: int):  # type: ignore[no-untyped-def]
+    """A cursor over ``n`` sealed ledgers with every ``step``-th entry acked (from entry 1)."""
+    topic = store.topic(T)
+    _ledgers(topic, n, entries)
+    cur = topic.cursor("c")
+    for ledger in range(1, n + 1):
+        cur.ack([Position(ledger, e) for e in range(1, entries, step)])
+    return cur
+
+
+def test_flush_writes_only_the_dirty_ledger_and_a_delta_marker(store_path: Path) -> None:
+    with AckStore.open(store_path, sync=False) as store:
+        cur = _holey_cursor(store, 10_000, 1000, 3)
+        first = store.flush()
+        assert first.ledger_records == 10_000 and first.full_markers == 1
+        cur.ack([Position(5000, 2)])
+        stats = store.flush()
+        assert (stats.ledger_records, stats.markers, stats.full_markers) == (1, 1, 0)
+        from ackstore.records import encode_ledger
+
+        record = len(encode_ledger(5000, cur._ledgers[5000])) + 16
+        assert stats.bytes_written <= 1.2 * record + 200, (stats.bytes_written, record)
+        assert cur.stats().last_flush_bytes == stats.bytes_written
+        assert first.bytes_written > 100 * stats.bytes_written
+
+
+def test_group_commit_one_transaction_for_many_cursors(store_path: Path) -> None:
+    with AckStore.open(store_path) as store:
+        topic = store.topic(T)
+        _ledgers(topic, 3, 100)
+        curs = [topic.cursor(f"s{i}") for i in range(50)]
+        for i, cur in enumerate(curs):
+            cur.ack([Position(2, i)])
+        stats = store.flush()
+        assert stats.cursors == 50 and stats.markers == 50 and stats.ledger_records == 50
+        assert store.flush().cursors == 0  # nothing dirty any more
+    with AckStore.open(store_path, readonly=True) as ro:
+        topic = ro.topic(T)
+        assert [list(topic.cursor(f"s{i}").ack_ranges()) for i in (0, 49)] == [
+            [(Position(2, 0), Position(2, 0))],
+            [(Position(2, 49), Position(2, 49))],
+        ]
+
+
+def test_mark_delete_moves_across_ledgers_and_cumulative(store_path: Path) -> None:
+    with AckStore.open(store_path) as store:
+        topic = store.topic(T)
+        _ledgers(topic, 3, 4)
+        topic.add_ledger(4)
+        cur = topic.cursor("c")
+        assert cur.mark_delete_position == Position(1, -1)
+        cur.ack([Position(2, e) for e in range(4)] + [Position(3, 0)])
+        assert cur.ack_range_count == 2  # a range never spans two ledgers: 2:0..2:3 and 3:0
+        cur.ack([Position(1, e) for e in range(4)])
+        assert cur.mark_delete_position == Position(3, 0)
+        assert cur.read_position == Position(3, 1)
+        cur.ack_cumulative(Position(3, 3))
+        assert cur.mark_delete_position == Position(4, -1)
+        cur.ack_batch_index(Position(4, 0), 3, [0, 2])
+        assert not cur.is_acked(Position(4, 0))
+        assert cur.batch_acked_indexes(Position(4, 0)) == frozenset({0, 2})
+        cur.ack_batch_index(Position(4, 0), 3, [1])
+        assert cur.mark_delete_position == Position(4, 0)
+        assert cur.batch_acked_indexes(Position(4, 0)) is None
+
+
+def test_map_grows_without_the_caller_seeing_it(store_path: Path) -> None:
+    with AckStore.open(store_path, map_size=1 << 16, sync=False) as store:
+        cur = _holey_cursor(store, 200, 5000, 2)
+        stats = store.flush()
+        assert store.map_grows > 0
+        expected = list(cur.ack_ranges())
+    assert stats.ledger_records == 200
+    with AckStore.open(store_path) as store:
+        assert list(store.topic(T).cursor("c").ack_ranges()) == expected
+
+
+def test_threads_ack_while_another_flushes(store_path: Path) -> None:
+    with AckStore.open(store_path, sync=False) as store:
+        topic = store.topic(T)
+        _ledgers(topic, 4, 20_000)
+        cur = topic.cursor("c")
+        stop = threading.Event()
+        errors: list[BaseException] = []
+
+        def flusher() -> None:
+            while not stop.is_set():
+                try:
+                    store.flush()
+                except BaseException as exc:  # pragma: no cover - reported below
+                    errors.append(exc)
+
+        def acker(ledger: int) -> None:
+            try:
+                for start in range(1, 20_000, 400):
+                    cur.ack([Position(ledger, e) for e in range(start, start + 400, 2)])
+                    cur.ack(Position(ledger, start + 1))
+            except BaseException as exc:  # pragma: no cover
+                errors.append(exc)
+
+        f = threading.Thread(target=flusher)
+        f.start()
+        workers = [threading.Thread(target=acker, args=(ledger,)) for ledger in range(1, 5)]
+        for t in workers:
+            t.start()
+        for t in workers:
+            t.join()
+        stop.set()
+        f.join()
+        assert errors == []
+        cur._check()
+        expected = list(cur.ack_ranges())
+        expected_count = cur.ack_range_count
+    assert expected_count == 4 * 10_000 - 4 * 50
+    with AckStore.open(store_path) as store:
+        cur = store.topic(T).cursor("c")
+        assert list(cur.ack_ranges()) == expected
+
+
+def test_close_flushes_and_background_flusher(store_path: Path) -> None:
+    with AckStore.open(store_path, flush_interval=0.05) as store:
+        topic = store.topic(T)
+        topic.add_ledger(1)
+        cur = topic.cursor("c", CursorConfig(full_marker_every=4))
+        cur.ack([Position(1, 3)])
+        deadline = time.monotonic() + 5
+        while cur.dirty and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not cur.dirty  # the background flusher wrote it
+        cur.ack([Position(1, 9)])
+    with AckStore.open(store_path) as store:  # close() flushed the last ack
+        cur = store.topic(T).cursor("c")
+        assert list(cur.ack_ranges()) == [(Position(1, 3), Position(1, 3)), (Position(1, 9), Position(1, 9))]
+        assert cur.config.full_marker_every == 4  # the persisted config came back
+
+
+READER = """
+import sys
+from ackstore import AckStore
+with AckStore.open(sys.argv[1], readonly=True) as s:
+    c = s.topic(sys.argv[2]).cursor("c")
+    print(c.mark_delete_position, c.ack_range_count)
+"""
+
+
+def test_readonly_process_sees_flushed_state_while_writer_runs(store_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)}
+    with AckStore.open(store_path) as store:
+        topic = store.topic(T)
+        topic.add_ledger(1)
+        cur = topic.cursor("c")
+        cur.ack([Position(1, 0), Position(1, 5)])
+        store.flush()
+        cur.ack([Position(1, 7)])  # not flushed: the reader must not see it
+        out = subprocess.run(
+            [sys.executable, "-c", READER, str(store_path), T], capture_output=True, text=True, env=env, check=True
+        )
+        assert out.stdout.split() == ["1:0", "1"]
