@@ -117,6 +117,7 @@ class Cursor:
             # after falling back past a broken marker, start a fresh chain
             self._force_full = state.report.markers_skipped > 0
         self._range_count = sum(la.runs for la in self._ledgers.values())
+        self._limit_ledger, self._limit_value, self._limit_version = -1, -1, -1  # one-entry cache of _limit
         self._reconcile(d)
 
     # -- reconciliation with the ledger directory ---------------------------------------------
@@ -259,8 +260,18 @@ class Cursor:
     def ack(self, positions: Iterable[Position] | Position) -> None:
         """Acknowledge positions individually. All are checked first: one bad position acks none.
 
+        Takes any iterable of ``Position`` (or ``(ledger, entry)`` tuples), or one Position.
         Positions at or below the mark-delete position are already acknowledged and ignored.
+        O(1) for one position; O(k) in C plus O(containers) per ledger touched for k positions.
+        For millions of entries of one ledger, :meth:`ack_entries` skips the Python objects.
         """
+        store = self._store
+        if store._closed or store.readonly:
+            self._alive()
+        if type(positions) is Position:
+            with self._lock:
+                self._ack_one(positions)
+            return
         with self._lock:
             self._alive()
             if isinstance(positions, tuple) and len(positions) == 2 and type(positions[0]) is int:
@@ -274,31 +285,57 @@ class Cursor:
             if len(items) == 1:
                 self._ack_one(items[0])
                 return
-            groups = self._group(items)
-            md_l, md_e = self._md
-            for ledger, bm in groups:
-                if ledger < md_l:
-                    continue
-                if ledger == md_l and md_e >= 0:
-                    bm.remove_range(0, md_e + 1)
-                if not bm:
-                    continue
-                la = self._ledger_for_write(ledger)
-                self._range_count += la.update(bm)
-                self._dirty.add(ledger)
-            la = self._ledgers.get(md_l)
-            if la is not None and (md_e + 1) in la.bitmap:
-                self._advance()
+            self._apply_groups(self._group(items))
+
+    def ack_entries(self, ledger: int, entries: Iterable[int]) -> None:
+        """Acknowledge many entries of one ledger: the columnar fast path of :meth:`ack`.
+
+        ``entries`` may be a ``pyroaring.BitMap``, an ``array('I')``, a ``range`` or any
+        iterable of ints; a BitMap or array is taken without touching Python ints.
+        All are checked first; one bad entry acks none.
+        """
+        with self._lock:
+            self._alive()
+            limit = self._limit(ledger)
+            try:
+                bm = BitMap(entries)  # a copy: it is trimmed below M before use
+            except (TypeError, OverflowError, ValueError):
+                for entry in list(entries):
+                    self._check_entry(ledger, entry)
+                raise InvalidTypeError(f"entries of ledger {ledger} must be ints") from None  # pragma: no cover
+            if bm and bm.max() > limit:
+                self._check_entry(ledger, bm.max())
+            self._apply_groups([(ledger, bm)])
+
+    def _apply_groups(self, groups: list[tuple[int, BitMap]]) -> None:
+        """Apply validated per-ledger bitmaps of acks. Lock held."""
+        md_l, md_e = self._md
+        for ledger, bm in groups:
+            if ledger < md_l:
+                continue
+            if ledger == md_l and md_e >= 0:
+                bm.remove_range(0, md_e + 1)
+            if not bm:
+                continue
+            la = self._ledger_for_write(ledger)
+            self._range_count += la.update(bm)
+            self._dirty.add(ledger)
+        la = self._ledgers.get(md_l)
+        if la is not None and (md_e + 1) in la.bitmap:
+            self._advance()
 
     def _ack_one(self, pos: Any) -> None:
+        """One position: the hot path, kept to a handful of dict/bitmap operations. Lock held."""
         try:
             ledger, entry = pos
         except (TypeError, ValueError):
             raise InvalidTypeError(f"expected a Position(ledger, entry), got {pos!r}") from None
-        if type(entry) is not int or entry < 0:
-            self._check_entry(ledger, entry)
-        limit = self._limit(ledger)
-        if entry > limit:
+        if ledger == self._limit_ledger and self._limit_version == self._topic._version:
+            limit = self._limit_value
+        else:
+            limit = self._limit(ledger)
+            self._limit_ledger, self._limit_value, self._limit_version = ledger, limit, self._topic._version
+        if type(entry) is not int or not 0 <= entry <= limit:
             self._check_entry(ledger, entry)
         md_l, md_e = self._md
         if ledger < md_l or (ledger == md_l and entry <= md_e):
@@ -306,7 +343,15 @@ class Cursor:
         la = self._ledgers.get(ledger)
         if la is None:
             la = self._ledgers[ledger] = LedgerAcks()
-        self._range_count += la.add(entry)
+        bm = la.bitmap
+        if entry in bm:
+            return
+        delta = 1 - ((entry - 1) in bm if entry else 0) - ((entry + 1) in bm)
+        bm.add(entry)
+        if la.batches:
+            la.batches.pop(entry, None)
+        la.runs += delta
+        self._range_count += delta
         self._dirty.add(ledger)
         if ledger == md_l and entry == md_e + 1:
             self._advance()

@@ -12,8 +12,11 @@ LMDB's key order is the log order and a reverse scan reads back to front.
 from __future__ import annotations
 
 import struct
+import sys
 import zlib
+from array import array
 from dataclasses import dataclass, field
+from itertools import accumulate, islice, pairwise
 from typing import Any
 
 import msgpack
@@ -33,6 +36,8 @@ __all__ = [
     "encode_record",
     "decode_record",
     "record_type",
+    "encode_bitmap",
+    "decode_bitmap",
     "encode_ledger",
     "decode_ledger",
     "encode_marker",
@@ -92,14 +97,88 @@ def record_type(value: bytes | memoryview) -> int | None:
         return None
 
 
+#: ledger payload encodings (bit flags)
+_HOLES = 1  # the payload holds the complement of the acks within [first, last]
+_ZLIB = 2  # the payload is zlib-compressed
+_GAPS = 4  # the payload is zlib(byte planes of uint32 gaps between values), not a roaring bitmap
+
+#: the gap encoding is tried for sets up to this many values (bounds flush CPU)
+_GAPS_MAX_VALUES = 1 << 18
+
+
+def _gap_planes(values: BitMap, first: int) -> bytes:
+    """Gaps between consecutive values as uint32, split into 4 byte planes (low bytes first)."""
+    arr = values.to_array()
+    gaps = array("I", [arr[0] - first])
+    gaps.extend(b - a for a, b in pairwise(arr))
+    if sys.byteorder == "big":
+        gaps.byteswap()
+    raw = gaps.tobytes()
+    return b"".join(raw[i::4] for i in range(4))
+
+
+def _from_gap_planes(raw: bytes, first: int) -> BitMap:
+    n = len(raw) // 4
+    planes = [raw[i * n : (i + 1) * n] for i in range(4)]
+    interleaved = bytearray(4 * n)
+    for i in range(4):
+        interleaved[i::4] = planes[i]
+    gaps = array("I")
+    gaps.frombytes(bytes(interleaved))
+    if sys.byteorder == "big":
+        gaps.byteswap()
+    return BitMap(islice(accumulate(gaps, initial=first), 1, None))
+
+
+def encode_bitmap(bitmap: BitMap) -> tuple[int, int, int, bytes]:
+    """The smallest of several encodings of an ack bitmap: ``(flags, first, last, payload)``.
+
+    Candidates: the acked entries, or the holes between the first and last acked entry,
+    each as a portable roaring bitmap, raw or zlib-compressed; and the smaller of those
+    two sets as zlib-compressed byte planes of the gaps between its values. Runs of acks
+    with scattered single holes cost under 2 bytes a hole this way (a roaring run
+    container costs 4 bytes a run). O(containers), plus O(values) for small sets.
+    """
+    if not bitmap:
+        return 0, 0, -1, b""
+    first, last = bitmap.min(), bitmap.max()
+    bitmap.run_optimize()
+    sets = [(0, bitmap)]
+    if last - first + 1 - len(bitmap) <= len(bitmap):  # fewer holes than acks: try the holes too
+        holes = bitmap.flip(first, last + 1)
+        holes.run_optimize()
+        sets.append((_HOLES, holes))
+    candidates: list[tuple[int, bytes]] = []
+    for flag, values in sets:
+        raw = values.serialize()
+        candidates.append((flag, raw))
+        candidates.append((flag | _ZLIB, zlib.compress(raw, 1)))
+    flag, values = min(sets, key=lambda fv: len(fv[1]))
+    if values and len(values) <= _GAPS_MAX_VALUES:
+        candidates.append((flag | _GAPS, zlib.compress(_gap_planes(values, first), 6)))
+    best = min(candidates, key=lambda c: len(c[1]))
+    return best[0], first, last, best[1]
+
+
+def decode_bitmap(flags: int, first: int, last: int, payload: bytes) -> BitMap:
+    if last < first:
+        return BitMap()
+    if flags & _GAPS:
+        bitmap = _from_gap_planes(zlib.decompress(payload), first) if payload else BitMap()
+    else:
+        bitmap = BitMap.deserialize(zlib.decompress(payload) if flags & _ZLIB else payload)
+    if flags & _HOLES:
+        bitmap = bitmap.flip(first, last + 1)
+    return bitmap
+
+
 def encode_ledger(ledger: int, acks: LedgerAcks) -> bytes:
-    """A ledger record: the ledger id, its portable roaring bitmap, runs, partial batches."""
-    bm = acks.bitmap
-    bm.run_optimize()
+    """A ledger record: the ledger id, its encoded ack bitmap, its run count, partial batches."""
+    flags, first, last, payload = encode_bitmap(acks.bitmap)
     batches = [
         [entry, size, mask.to_bytes((size + 7) // 8, "little")] for entry, (size, mask) in sorted(acks.batches.items())
     ]
-    body = msgpack.packb([ledger, bm.serialize(), acks.runs, batches])
+    body = msgpack.packb([ledger, flags, first, last, payload, acks.runs, batches])
     return encode_record(RECORD_LEDGER, body)
 
 
@@ -108,8 +187,8 @@ def decode_ledger(value: bytes | memoryview) -> tuple[int, LedgerAcks]:
     if rtype != RECORD_LEDGER:
         raise CorruptRecordError(f"expected a ledger record, found type {rtype}")
     try:
-        ledger, bitmap_bytes, runs, batches = body
-        bm = BitMap.deserialize(bitmap_bytes)
+        ledger, flags, first, last, payload, runs, batches = body
+        bm = decode_bitmap(flags, first, last, payload)
         parsed = {int(e): (int(s), int.from_bytes(m, "little")) for e, s, m in batches}
     except Exception as exc:
         raise CorruptRecordError(f"ledger record body has the wrong shape: {exc}") from None

@@ -92,6 +92,7 @@ class Topic:
         self.name = name
         self.topic_id = topic_id
         self._directory = directory
+        self._version = 0  # bumped on every directory change (cursors cache ledger limits by it)
         self._cursors: dict[str, Cursor] = {}
 
     def __repr__(self) -> str:
@@ -159,6 +160,7 @@ class Topic:
         self._store._write(persist)
         d = self._directory
         edit(d)
+        self._version += 1
         for cur in self._cursors.values():
             if trim:
                 cur._on_trim(d)

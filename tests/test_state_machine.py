@@ -113,7 +113,10 @@ class AckStoreMachine(RuleBasedStateMachine):
         count = m.count(ledger)
         end = min(start + data.draw(st.integers(1, 30)), ENTRIES if count is None else count)
         positions = [(ledger, e) for e in range(start, end)]
-        self.cursors[name].ack([Position(*p) for p in positions])
+        if data.draw(st.booleans()):
+            self.cursors[name].ack([Position(*p) for p in positions])
+        else:
+            self.cursors[name].ack_entries(ledger, range(start, end))
         m.ack(m.cursors[name], positions)
 
     @precondition(lambda self: self.model.ledgers)
