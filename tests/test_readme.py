@@ -1,0 +1,24 @@
+"""The README's quick start runs as written and prints what it says."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+from pathlib import Path
+
+README = Path(__file__).parent.parent / "README.md"
+
+
+def test_quick_start_runs_as_written() -> None:
+    text = README.read_text()
+    block = re.search(r"## Quick start\n\n```python\n(.*?)```", text, re.S)
+    assert block is not None
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(block.group(1), "README quick start", "exec"), {})
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "7:1 7:2"
+    assert lines[1] == "3 (Position(8, 100), Position(8, 199))"
+    assert lines[2] == "166"
+    assert lines[3] == "3 {Position(7, 9): (10, frozenset({0, 3}))}"
