@@ -13,6 +13,7 @@ to recount that ledger's runs; a single-position ``ack`` is O(1);
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -32,9 +33,10 @@ from .errors import (
     UnknownLedgerError,
 )
 from .ledger_acks import LedgerAcks, count_runs, run_end
+from .ledger_cache import ACK_CHARGE, LedgerCache
 from .position import MAX_ENTRY, Position, _trusted
 from .records import IndexEntry, Marker, encode_ledger, encode_marker, log_key
-from .recover import RecoveredState
+from .recover import RecoveredState, read_ledger_record
 from .stats import CursorStats, RecoveryReport
 
 if TYPE_CHECKING:
@@ -45,6 +47,8 @@ __all__ = ["Cursor", "MAX_BATCH_SIZE"]
 
 #: The largest batch a batch-index ack accepts.
 MAX_BATCH_SIZE = 1 << 16
+
+log = logging.getLogger("ackstore")
 
 _first = itemgetter(0)
 _second = itemgetter(1)
@@ -61,9 +65,12 @@ class _Capture:
     marker_seq: int
     marker_bytes: int
     gc_below: int  # delete unreferenced records below this sequence (-1: none)
-    gc_live: frozenset[int]
+    gc_live: frozenset[int]  # what the previous full marker references
+    full_live: frozenset[int]  # what this marker references, if full
     dirty: set[int]
     vanished: set[int]
+    unmarked: set[int]
+    pinned: set[int]
     meta_dirty: bool
 
 
@@ -77,9 +84,14 @@ class Cursor:
         self.name = name
         self.cursor_id = cursor_id
         self._config = config
-        self._ledgers: dict[int, LedgerAcks] = state.ledgers
+        self._cache = LedgerCache(config.max_individual_ack_cache_bytes)
+        for ledger, la in state.ledgers.items():
+            self._cache.add(ledger, la)
+        self._cache.swapped = set(state.swapped)
         self._dirty: set[int] = set()
         self._vanished: set[int] = set()
+        self._unmarked: set[int] = set()  # written back by eviction, not yet in a marker
+        self._pinned: set[int] = set()  # carried by a flush in flight: not evictable
         self._meta_dirty = False
         self._next_seq = state.next_seq
         self._recovery: RecoveryReport = state.report
@@ -116,7 +128,9 @@ class Cursor:
             self._full_bytes = resolved.full_bytes
             # after falling back past a broken marker, start a fresh chain
             self._force_full = state.report.markers_skipped > 0
-        self._range_count = sum(la.runs for la in self._ledgers.values())
+        self._range_count = sum(la.runs for la in self._cache.loaded.values()) + sum(
+            self._index[ledger].runs for ledger in self._cache.swapped
+        )
         self._limit_ledger, self._limit_value, self._limit_version = -1, -1, -1  # one-entry cache of _limit
         self._reconcile(d)
 
@@ -124,26 +138,29 @@ class Cursor:
 
     def _reconcile(self, d: LedgerDirectory) -> None:
         """Fit recovered state to the current directory (ledgers trimmed or sealed since)."""
-        for ledger in list(self._ledgers):
-            i = d.index(ledger)
-            if i < 0:
+        for ledger in self._cache.known():
+            if ledger not in d:
                 self._vanish(ledger)
-                continue
-            count = d.counts[i]
-            la = self._ledgers[ledger]
-            if count >= 0 and ((la.bitmap and la.bitmap.max() >= count) or any(e >= count for e in la.batches)):
-                self._range_count += la.drop_from(count)
-                self._touched(ledger, la)
+        for ledger, la in list(self._cache.loaded.items()):
+            self._clip(ledger, la, d)
         first = d.first()
         if first is not None and self._md[0] < first:
             self._set_md(_trusted(first, -1))
-        la = self._ledgers.get(self._md[0])
-        if la is not None and la and (la.bitmap.min() if la.bitmap else min(la.batches)) <= self._md[1]:
-            self._range_count += la.drop_through(self._md[1])
-            self._touched(self._md[0], la)
-        for ledger in [x for x in self._ledgers if x < self._md[0]]:
+        md_l, md_e = self._md
+        for ledger in [x for x in self._cache.known() if x < md_l]:
             self._vanish(ledger)
+        la = self._get(md_l)
+        if la is not None and (la.bitmap.min() if la.bitmap else min(la.batches)) <= md_e:
+            self._range_count += la.drop_through(md_e)
+            self._touched(md_l, la)
         self._advance()
+
+    def _clip(self, ledger: int, la: LedgerAcks, d: LedgerDirectory) -> None:
+        """Drop acks beyond a sealed ledger's end (state persisted before it was sealed)."""
+        count = d.count(ledger)
+        if count >= 0 and ((la.bitmap and la.bitmap.max() >= count) or any(e >= count for e in la.batches)):
+            self._range_count += la.drop_from(count)
+            self._touched(ledger, la)
 
     def _on_trim(self, d: LedgerDirectory) -> None:
         self._reconcile(d)
@@ -155,7 +172,7 @@ class Cursor:
         self._advance()
 
     def _check_close(self, ledger: int, entries: int) -> None:
-        la = self._ledgers.get(ledger)
+        la = self._get(ledger)
         highest = -1
         if la is not None:
             if la.bitmap:
@@ -185,17 +202,99 @@ class Cursor:
             self._rp = _trusted(md[0], md[1] + 1)
 
     def _vanish(self, ledger: int) -> None:
-        la = self._ledgers.pop(ledger, None)
+        """Forget a ledger's ack state (it fell below M or out of the directory)."""
+        cache = self._cache
+        la = cache.remove(ledger)
         if la is not None:
             self._range_count -= la.runs
+        elif ledger in cache.swapped:
+            cache.swapped.discard(ledger)
+            self._range_count -= self._index[ledger].runs
         self._dirty.discard(ledger)
         self._vanished.add(ledger)
 
     def _touched(self, ledger: int, la: LedgerAcks) -> None:
         if la:
             self._dirty.add(ledger)
+            self._cache.measure(la)
         else:
             self._vanish(ledger)
+
+    def _get(self, ledger: int, create: bool = False) -> LedgerAcks | None:
+        """The loaded ack state of ``ledger``: swapped in if needed, created if asked. O(1) + swap-in."""
+        cache = self._cache
+        la = cache.loaded.get(ledger)
+        if la is not None:
+            cache.loaded.move_to_end(ledger)
+            return la
+        if ledger in cache.swapped:
+            return self._swap_in(ledger)
+        if create:
+            la = LedgerAcks()
+            cache.add(ledger, la)
+            return la
+        return None
+
+    def _swap_in(self, ledger: int) -> LedgerAcks:
+        """Load a swapped-out ledger whole, evicting least recently used ones to make room."""
+        store, cache = self._store, self._cache
+        entry = self._index[ledger]
+        la = store._read(lambda txn: read_ledger_record(txn, store._log, self.cursor_id, ledger, entry))
+        self._fit(incoming=la.nbytes(), keep=(ledger,))
+        cache.swapped.discard(ledger)
+        cache.add(ledger, la)
+        cache.swap_ins += 1
+        self._clip(ledger, la, self._topic._directory)
+        return la
+
+    def _fit(self, incoming: int = 0, keep: Iterable[int] = (), budget: int | None = None) -> None:
+        """Evict least recently used ledgers until ``incoming`` more bytes fit the budget.
+
+        Dirty victims are written back first, all in one transaction, and the next
+        marker references their records. A ledger in ``keep`` or in a flush in flight
+        stays. Lock held.
+        """
+        cache = self._cache
+        limit = cache.budget if budget is None else budget
+        if cache.nbytes + incoming <= limit:
+            return
+        cache.measure_all()
+        saved, cache.budget = cache.budget, limit
+        try:
+            victims = cache.victims(incoming, set(keep) | self._pinned)
+        finally:
+            cache.budget = saved
+        if not victims:
+            return
+        back = [v for v in victims if v in self._dirty or v not in self._index]
+        if back:
+            try:
+                self._write_back(back)
+            except Exception:  # keep them in memory: over budget beats losing acks
+                log.exception("ackstore: write-back of %d ledgers of cursor %s failed", len(back), self.name)
+                victims = [v for v in victims if v not in set(back)]
+        for ledger in victims:
+            cache.remove(ledger)
+            cache.swapped.add(ledger)
+            cache.evictions += 1
+
+    def _write_back(self, ledgers: list[int]) -> None:
+        """Write the records of dirty ledgers about to be evicted, in one transaction."""
+        loaded = self._cache.loaded
+        staged = [(ledger, self._alloc(), loaded[ledger]) for ledger in ledgers]
+        puts = [(log_key(self.cursor_id, seq), encode_ledger(ledger, la)) for ledger, seq, la in staged]
+        store = self._store
+
+        def write(txn: Any) -> None:
+            for key, value in puts:
+                txn.put(key, value, db=store._log)
+
+        store._write(write)
+        for ledger, seq, la in staged:
+            self._index[ledger] = IndexEntry(seq, la.runs)
+            self._unmarked.add(ledger)
+            self._dirty.discard(ledger)
+        self._cache.write_backs += len(staged)
 
     def _advance(self) -> None:
         """Move M over contiguous acks and across fully acked sealed ledgers."""
@@ -203,7 +302,7 @@ class Cursor:
         ledger, entry = self._md
         moved = False
         while True:
-            la = self._ledgers.get(ledger)
+            la = self._get(ledger)
             if la is not None and (entry + 1) in la.bitmap:
                 entry = run_end(la.bitmap, entry + 1)
                 moved = True
@@ -214,7 +313,7 @@ class Cursor:
                 break
             count = d.counts[i]
             if count >= 0 and entry >= count - 1 and i + 1 < len(d.ids):
-                if ledger in self._ledgers:
+                if ledger in self._cache:
                     self._vanish(ledger)
                 ledger, entry = d.ids[i + 1], -1
                 moved = True
@@ -248,12 +347,6 @@ class Cursor:
                 f"position {ledger}:{entry} is outside ledger {ledger}: allowed entries {low}..{limit}"
                 + (" (the ledger is sealed)" if limit != MAX_ENTRY else "")
             )
-
-    def _ledger_for_write(self, ledger: int) -> LedgerAcks:
-        la = self._ledgers.get(ledger)
-        if la is None:
-            la = self._ledgers[ledger] = LedgerAcks()
-        return la
 
     # -- acks ---------------------------------------------------------------------------------
 
@@ -310,18 +403,21 @@ class Cursor:
     def _apply_groups(self, groups: list[tuple[int, BitMap]]) -> None:
         """Apply validated per-ledger bitmaps of acks. Lock held."""
         md_l, md_e = self._md
+        advance = False
         for ledger, bm in groups:
             if ledger < md_l:
                 continue
-            if ledger == md_l and md_e >= 0:
-                bm.remove_range(0, md_e + 1)
+            if ledger == md_l:
+                if md_e >= 0:
+                    bm.remove_range(0, md_e + 1)
+                advance = (md_e + 1) in bm
             if not bm:
                 continue
-            la = self._ledger_for_write(ledger)
+            la = self._get(ledger, create=True)
             self._range_count += la.update(bm)
-            self._dirty.add(ledger)
-        la = self._ledgers.get(md_l)
-        if la is not None and (md_e + 1) in la.bitmap:
+            self._touched(ledger, la)
+            self._fit(keep=(ledger,))
+        if advance:
             self._advance()
 
     def _ack_one(self, pos: Any) -> None:
@@ -340,9 +436,12 @@ class Cursor:
         md_l, md_e = self._md
         if ledger < md_l or (ledger == md_l and entry <= md_e):
             return
-        la = self._ledgers.get(ledger)
+        cache = self._cache
+        la = cache.loaded.get(ledger)
         if la is None:
-            la = self._ledgers[ledger] = LedgerAcks()
+            la = self._get(ledger, create=True)
+        else:
+            cache.loaded.move_to_end(ledger)
         bm = la.bitmap
         if entry in bm:
             return
@@ -353,6 +452,10 @@ class Cursor:
         la.runs += delta
         self._range_count += delta
         self._dirty.add(ledger)
+        la.size += ACK_CHARGE
+        cache.nbytes += ACK_CHARGE
+        if cache.nbytes > cache.budget:
+            self._fit(keep=(ledger,))
         if ledger == md_l and entry == md_e + 1:
             self._advance()
 
@@ -401,9 +504,12 @@ class Cursor:
             self._check_entry(ledger, entry, low=-1)
             if (ledger, entry) <= self._md:
                 return
-            for other in [x for x in self._ledgers if x < ledger]:
-                self._vanish(other)
-            la = self._ledgers.get(ledger)
+            d = self._topic._directory
+            cache = self._cache
+            for other in d.ids[max(d.index(self._md[0]), 0) : max(d.index(ledger), 0)]:
+                if other in cache:
+                    self._vanish(other)
+            la = self._get(ledger)
             if la is not None:
                 self._range_count += la.drop_through(entry)
                 self._touched(ledger, la)
@@ -434,7 +540,7 @@ class Cursor:
                 if not 0 <= i < batch_size:
                     raise InvalidArgumentError(f"batch index {i} is outside the batch: allowed 0..{batch_size - 1}")
                 mask |= 1 << i
-            la = self._ledgers.get(ledger)
+            la = self._get(ledger) if (ledger, entry) > self._md else None
             old = la.batches.get(entry) if la is not None else None
             if old is not None and old[0] != batch_size:
                 raise InvalidArgumentError(
@@ -444,14 +550,15 @@ class Cursor:
                 return
             if old is not None:
                 mask |= old[1]
-            la = self._ledger_for_write(ledger)
-            self._dirty.add(ledger)
+            la = self._get(ledger, create=True)
             if mask == (1 << batch_size) - 1:
                 self._range_count += la.add(entry)
-                if (ledger, entry - 1) == self._md:
-                    self._advance()
             else:
                 la.batches[entry] = (batch_size, mask)
+            self._touched(ledger, la)
+            self._fit(keep=(ledger,))
+            if (ledger, entry - 1) == self._md and entry in la.bitmap:
+                self._advance()
 
     # -- queries ------------------------------------------------------------------------------
 
@@ -466,13 +573,15 @@ class Cursor:
                 raise InvalidTypeError(f"expected a Position(ledger, entry) of ints, got {position!r}")
             if (ledger, entry) <= self._md:
                 return True
-            la = self._ledgers.get(ledger)
+            self._open()
+            la = self._get(ledger)
             return la is not None and 0 <= entry <= MAX_ENTRY and entry in la.bitmap
 
     def batch_acked_indexes(self, position: Position) -> frozenset[int] | None:
         """Acked indexes of a partially acknowledged batch entry, or None if there is no partial batch."""
         with self._lock:
-            la = self._ledgers.get(position[0])
+            self._open()
+            la = self._get(position[0]) if tuple(position) > self._md else None
             part = la.batches.get(position[1]) if la is not None else None
             if part is None:
                 return None
@@ -503,21 +612,44 @@ class Cursor:
         return self._topic
 
     def ack_ranges(self) -> Iterator[tuple[Position, Position]]:
-        """Inclusive ``(first, last)`` acknowledged ranges above M, ascending. O(ranges)."""
+        """Inclusive ``(first, last)`` acknowledged ranges above M, ascending. O(ranges).
+
+        Ledger by ledger: each ledger's ranges are read under the lock, swapped-out ones
+        straight from their record without entering the cache (a scan must not flush the
+        LRU); acks made while the iterator runs show up in ledgers it has not reached yet.
+        """
         with self._lock:
-            snapshot = [(ledger, self._ledgers[ledger].ranges()) for ledger in sorted(self._ledgers)]
-        for ledger, ranges in snapshot:
+            self._open()
+            ledgers = sorted(self._cache.known())
+        for ledger in ledgers:
+            with self._lock:
+                la = self._peek(ledger)
+                ranges = la.ranges() if la is not None else []
             for first, last in ranges:
                 yield _trusted(ledger, first), _trusted(ledger, last)
 
     def partial_batches(self) -> dict[Position, tuple[int, frozenset[int]]]:
         """Every partially acknowledged batch entry: ``{position: (batch_size, acked indexes)}``."""
+        out: dict[Position, tuple[int, frozenset[int]]] = {}
         with self._lock:
-            return {
-                _trusted(ledger, entry): (size, frozenset(i for i in range(size) if mask >> i & 1))
-                for ledger, la in self._ledgers.items()
-                for entry, (size, mask) in la.batches.items()
-            }
+            self._open()
+            for ledger in sorted(self._cache.known()):
+                la = self._peek(ledger)
+                for entry, (size, mask) in sorted(la.batches.items()) if la is not None else ():
+                    out[_trusted(ledger, entry)] = (size, frozenset(i for i in range(size) if mask >> i & 1))
+        return out
+
+    def _peek(self, ledger: int) -> LedgerAcks | None:
+        """A ledger's state for reading only: the loaded one, or its record (not cached). Lock held."""
+        la = self._cache.loaded.get(ledger)
+        if la is not None or ledger not in self._cache.swapped:
+            return la
+        store, entry = self._store, self._index[ledger]
+        return store._read(lambda txn: read_ledger_record(txn, store._log, self.cursor_id, ledger, entry))
+
+    def _open(self) -> None:
+        if self._store._closed:
+            raise StoreClosedError(f"store {self._store.path} is closed; reopen it with AckStore.open()")
 
     @property
     def properties(self) -> dict[str, int]:
@@ -536,21 +668,28 @@ class Cursor:
             self._meta_dirty = True
 
     def stats(self) -> CursorStats:
-        """A snapshot of this cursor's figures."""
+        """A snapshot of this cursor's figures (cache sizes measured exactly)."""
         with self._lock:
+            cache = self._cache
+            cache.measure_all()
+            sizes = [la.size for la in cache.loaded.values()]
             return CursorStats(
                 topic=self._topic.name,
                 name=self.name,
                 mark_delete_position=self._md,
                 read_position=self._rp,
                 ack_range_count=self._range_count,
-                acked_entries_above_mark_delete=sum(len(la.bitmap) for la in self._ledgers.values()),
-                partial_batches=sum(len(la.batches) for la in self._ledgers.values()),
-                ledgers_in_memory=len(self._ledgers),
+                ledgers_in_memory=len(cache.loaded),
+                ledgers_swapped_out=len(cache.swapped),
                 ledgers_indexed=len(self._index),
                 dirty_ledgers=len(self._dirty),
-                cache_bytes=sum(la.nbytes() for la in self._ledgers.values()),
-                cache_budget=self._config.max_individual_ack_cache_bytes,
+                cache_bytes=cache.nbytes,
+                cache_budget=cache.budget,
+                largest_ledger_bytes=max(sizes, default=0),
+                over_budget=cache.nbytes > cache.budget,
+                swap_ins=cache.swap_ins,
+                evictions=cache.evictions,
+                write_backs=cache.write_backs,
                 flushes=self._flushes,
                 last_flush_bytes=self._last_flush_bytes,
                 total_flush_bytes=self._total_flush_bytes,
@@ -572,24 +711,30 @@ class Cursor:
         return seq
 
     def _capture(self) -> _Capture | None:
-        """Serialize what changed since the last flush. Store lock held."""
+        """Serialize what changed since the last marker. Store lock held."""
         dirty, self._dirty = self._dirty, set()
         vanished, self._vanished = self._vanished, set()
+        unmarked, self._unmarked = self._unmarked, set()
         meta_dirty, self._meta_dirty = self._meta_dirty, False
-        if not dirty and not meta_dirty and not any(v in self._index for v in vanished):
+        if not dirty and not meta_dirty and not unmarked and not any(v in self._index for v in vanished):
             return None
         cid = self.cursor_id
+        loaded = self._cache.loaded
         puts: list[tuple[bytes, bytes]] = []
         changes: dict[int, IndexEntry | None] = {}
         for ledger in sorted(dirty):
-            la = self._ledgers.get(ledger)
+            la = loaded.get(ledger)
             if not la:
                 continue
             seq = self._alloc()
             puts.append((log_key(cid, seq), encode_ledger(ledger, la)))
+            self._cache.measure(la)  # encoding run-optimizes the bitmap, which can change its size
             changes[ledger] = IndexEntry(seq, la.runs)
-        for ledger in vanished:
+        for ledger in unmarked:  # written back by eviction since the last marker
             if ledger not in changes and ledger in self._index:
+                changes[ledger] = self._index[ledger]
+        for ledger in vanished:
+            if ledger not in changes and ledger in self._index and ledger not in self._cache:
                 changes[ledger] = None
         cfg = self._config
         full = (
@@ -605,8 +750,10 @@ class Cursor:
                     index.pop(ledger, None)
                 else:
                     index[ledger] = entry
+            live = frozenset(e.seq for e in index.values() if e is not None)
         else:
             index = changes
+            live = frozenset()
         marker = Marker(
             full=full,
             prev=self._marker_seq,
@@ -619,21 +766,38 @@ class Cursor:
         value = encode_marker(marker)
         puts.append((log_key(cid, marker_seq), value))
         gc_below = self._full_seq if full else -1
+        pinned = {ledger for ledger, entry in changes.items() if entry is not None and ledger in dirty}
+        self._pinned |= pinned
         return _Capture(
-            self, puts, changes, full, marker_seq, len(value), gc_below, self._full_live, dirty, vanished, meta_dirty
+            self,
+            puts,
+            changes,
+            full,
+            marker_seq,
+            len(value),
+            gc_below,
+            self._full_live,
+            live | {marker_seq},
+            dirty,
+            vanished,
+            unmarked,
+            pinned,
+            meta_dirty,
         )
 
     def _commit(self, cap: _Capture) -> None:
         """The flush transaction committed: adopt its index. Store lock held."""
         for ledger, entry in cap.changes.items():
             if entry is None:
-                self._index.pop(ledger, None)
-            else:
+                if ledger not in self._cache:  # not re-created since the capture
+                    self._index.pop(ledger, None)
+            elif ledger not in self._unmarked:  # a later write-back supersedes this record
                 self._index[ledger] = entry
+        self._pinned -= cap.pinned
         self._marker_seq = cap.marker_seq
         if cap.full:
             self._full_seq = cap.marker_seq
-            self._full_live = frozenset({e.seq for e in self._index.values()} | {cap.marker_seq})
+            self._full_live = cap.full_live
             self._deltas = 0
             self._chain_bytes = 0
             self._full_bytes = cap.marker_bytes
@@ -647,9 +811,11 @@ class Cursor:
         self._total_flush_bytes += written
 
     def _abort(self, cap: _Capture) -> None:
-        """The flush transaction failed: everything it carried is dirty again. Store lock held."""
-        self._dirty |= {ledger for ledger in cap.dirty if ledger in self._ledgers}
+        """The flush transaction failed: everything it carried is pending again. Store lock held."""
+        self._pinned -= cap.pinned
+        self._dirty |= {ledger for ledger in cap.dirty if ledger in self._cache.loaded}
         self._vanished |= cap.vanished
+        self._unmarked |= {ledger for ledger in cap.unmarked if ledger in self._index}
         self._meta_dirty = self._meta_dirty or cap.meta_dirty
 
     # -- invariants ---------------------------------------------------------------------------
@@ -658,6 +824,7 @@ class Cursor:
         """Assert every internal invariant (tests call this after each step)."""
         with self._lock:
             d = self._topic._directory
+            cache = self._cache
             md_l, md_e = self._md
             assert self._rp >= (md_l, md_e + 1), (self._rp, self._md)
             if len(d):
@@ -665,12 +832,21 @@ class Cursor:
                 count = d.count(md_l)
                 assert count < 0 or md_e <= count - 1
                 assert not (count >= 0 and md_e == count - 1 and d.next_after(md_l) is not None), "M not normalized"
+            assert not (set(cache.loaded) & cache.swapped)
             total = 0
-            for ledger, la in self._ledgers.items():
+            for ledger in cache.swapped:
+                assert ledger in self._index and ledger >= md_l and ledger in d, ledger
+                total += self._index[ledger].runs
+            exact = 0
+            for ledger, la in cache.loaded.items():
                 assert la, f"empty LedgerAcks kept for ledger {ledger}"
                 assert ledger >= md_l and ledger in d, ledger
                 assert la.runs == count_runs(la.bitmap), ledger
+                assert la.size >= la.nbytes(), (ledger, la.size, la.nbytes())
+                exact += la.nbytes()
                 total += la.runs
+                if ledger not in self._dirty and ledger not in self._pinned:
+                    assert ledger in self._index and self._index[ledger].runs == la.runs, ledger
                 entries = list(la.batches)
                 if la.bitmap:
                     entries += [la.bitmap.min(), la.bitmap.max()]
@@ -684,8 +860,11 @@ class Cursor:
                     assert entry not in la.bitmap
                     assert 0 < mask < (1 << size) - 1, (entry, size, mask)
             assert total == self._range_count, (total, self._range_count)
+            assert cache.nbytes >= exact, "the cache's running total undercounts"
+            largest = max((la.nbytes() for la in cache.loaded.values()), default=0)
+            assert exact <= cache.budget + largest, (exact, cache.budget, largest)
             for ledger in self._dirty:
-                assert ledger in self._ledgers
+                assert ledger in cache.loaded
 
 
 def _describe(d: LedgerDirectory) -> str:

@@ -50,12 +50,13 @@ class LedgerAcks:
     both. ``runs`` is always ``count_runs(bitmap)``.
     """
 
-    __slots__ = ("bitmap", "batches", "runs")
+    __slots__ = ("bitmap", "batches", "runs", "size")
 
     def __init__(self, bitmap: BitMap | None = None, batches: dict[int, tuple[int, int]] | None = None) -> None:
         self.bitmap = bitmap if bitmap is not None else BitMap()
         self.batches: dict[int, tuple[int, int]] = batches if batches is not None else {}
         self.runs = count_runs(self.bitmap)
+        self.size = 0  # bytes charged to the cache (see ledger_cache)
 
     def __bool__(self) -> bool:
         return bool(self.bitmap) or bool(self.batches)
@@ -113,15 +114,9 @@ class LedgerAcks:
         return list(zip(starts, ends, strict=True))
 
     def nbytes(self) -> int:
-        """Bytes this ledger's state holds in memory (bitmap payload + fixed overhead)."""
-        stats = self.bitmap.get_statistics()
-        payload = (
-            stats["n_bytes_array_containers"]
-            + stats["n_bytes_run_containers"]
-            + stats["n_bytes_bitset_containers"]
-            + 16 * stats["n_containers"]
-        )
-        return payload + LEDGER_OVERHEAD_BYTES + 64 * len(self.batches)
+        """Bytes this ledger's state holds in memory: the bitmap's size as pyroaring reports
+        it (``__sizeof__``, its serialized size), a fixed object overhead, 64 B per partial batch."""
+        return self.bitmap.__sizeof__() + LEDGER_OVERHEAD_BYTES + 64 * len(self.batches)
 
     def copy(self) -> LedgerAcks:
         return LedgerAcks(BitMap(self.bitmap), dict(self.batches))

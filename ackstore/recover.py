@@ -29,7 +29,7 @@ from .records import (
 )
 from .stats import RecoveryReport
 
-__all__ = ["RecoveredState", "recover_cursor", "resolve_marker", "ResolvedMarker"]
+__all__ = ["RecoveredState", "recover_cursor", "resolve_marker", "ResolvedMarker", "read_ledger_record"]
 
 
 @dataclass(slots=True)
@@ -51,7 +51,8 @@ class RecoveredState:
     """What a cursor starts from."""
 
     resolved: ResolvedMarker | None
-    ledgers: dict[int, LedgerAcks] = field(default_factory=dict)
+    ledgers: dict[int, LedgerAcks] = field(default_factory=dict)  # loaded, least recently written first
+    swapped: set[int] = field(default_factory=set)  # referenced by the marker, left on disk
     next_seq: int = 0
     report: RecoveryReport = RecoveryReport(-1, 0, (), 0, 0, 0.0)
 
@@ -98,33 +99,68 @@ def resolve_marker(txn: lmdb.Transaction, db: lmdb._Database, cursor_id: int, se
     )
 
 
+def _read_ledger(
+    txn: lmdb.Transaction, db: lmdb._Database, cursor_id: int, seq: int, ledger: int, runs: int, marker_seq: int
+) -> tuple[LedgerAcks, int]:
+    value = txn.get(log_key(cursor_id, seq), db=db)
+    if value is None:
+        raise CorruptRecordError(f"marker {marker_seq}: ledger {ledger}'s record {seq} is missing")
+    try:
+        found, acks = decode_ledger(value)
+    except CorruptRecordError as exc:
+        raise CorruptRecordError(f"marker {marker_seq}: ledger {ledger}'s record {seq} is damaged ({exc})") from None
+    if found != ledger or acks.runs != runs:
+        raise CorruptRecordError(
+            f"marker {marker_seq}: record {seq} holds ledger {found} with {acks.runs} ranges, "
+            f"the marker expects ledger {ledger} with {runs}"
+        )
+    return acks, len(value)
+
+
 def _load_records(
-    txn: lmdb.Transaction, db: lmdb._Database, cursor_id: int, resolved: ResolvedMarker
-) -> tuple[dict[int, LedgerAcks], int]:
-    ledgers: dict[int, LedgerAcks] = {}
-    nbytes = 0
-    for ledger, entry in resolved.index.items():
-        value = txn.get(log_key(cursor_id, entry.seq), db=db)
-        if value is None:
-            raise CorruptRecordError(f"marker {resolved.seq}: ledger {ledger}'s record {entry.seq} is missing")
-        try:
-            found, acks = decode_ledger(value)
-        except CorruptRecordError as exc:
-            raise CorruptRecordError(
-                f"marker {resolved.seq}: ledger {ledger}'s record {entry.seq} is damaged ({exc})"
-            ) from None
-        if found != ledger or acks.runs != entry.runs:
-            raise CorruptRecordError(
-                f"marker {resolved.seq}: record {entry.seq} holds ledger {found} with {acks.runs} ranges, "
-                f"the marker expects ledger {ledger} with {entry.runs}"
-            )
-        nbytes += len(value)
-        ledgers[ledger] = acks
-    return ledgers, nbytes
+    txn: lmdb.Transaction, db: lmdb._Database, cursor_id: int, resolved: ResolvedMarker, budget: int | None
+) -> tuple[dict[int, LedgerAcks], set[int], int]:
+    """Load records newest first until ``budget`` bytes are spent (None: all).
+
+    The mark-delete ledger is always loaded. Every other referenced record must exist
+    (checked by key, without reading it); loaded ones are checksummed. Returns the
+    loaded ledgers in LRU order (least recently written first), the swapped-out ids,
+    and the bytes read.
+    """
+    md_ledger = resolved.marker.mark_delete[0]
+    order = sorted(resolved.index.items(), key=lambda kv: kv[1].seq, reverse=True)
+    order.sort(key=lambda kv: kv[0] != md_ledger)  # stable: the mark-delete ledger first
+    loaded: list[tuple[int, LedgerAcks]] = []
+    swapped: set[int] = set()
+    spent = nbytes = 0
+    probe = txn.cursor(db=db)
+    for ledger, entry in order:
+        if budget is None or spent < budget or ledger == md_ledger:
+            acks, size = _read_ledger(txn, db, cursor_id, entry.seq, ledger, entry.runs, resolved.seq)
+            acks.size = acks.nbytes()
+            if budget is not None and spent + acks.size > budget and ledger != md_ledger and loaded:
+                swapped.add(ledger)  # does not fit: leave it on disk (it was checked anyway)
+                continue
+            spent += acks.size
+            nbytes += size
+            loaded.append((ledger, acks))
+        else:
+            if not probe.set_key(log_key(cursor_id, entry.seq)):
+                raise CorruptRecordError(f"marker {resolved.seq}: ledger {ledger}'s record {entry.seq} is missing")
+            swapped.add(ledger)
+    md_first = loaded[:1] if loaded and loaded[0][0] == md_ledger else []
+    rest = [item for item in loaded if item not in md_first]
+    return dict(list(reversed(rest)) + md_first), swapped, nbytes
 
 
-def recover_cursor(txn: lmdb.Transaction, db: lmdb._Database, cursor_id: int) -> RecoveredState:
-    """Find the newest intact marker of ``cursor_id`` and load what it references."""
+def recover_cursor(
+    txn: lmdb.Transaction, db: lmdb._Database, cursor_id: int, budget: int | None = None
+) -> RecoveredState:
+    """Find the newest intact marker of ``cursor_id`` and load what it references.
+
+    With a ``budget``, records are loaded newest first until that many bytes of ack
+    state are in memory; the rest are only checked to exist and stay swapped out.
+    """
     started = time.perf_counter()
     lo, hi = log_key(cursor_id, 0), log_key(cursor_id + 1, 0)
     cur = txn.cursor(db=db)
@@ -142,11 +178,11 @@ def recover_cursor(txn: lmdb.Transaction, db: lmdb._Database, cursor_id: int) ->
         elif rtype == RECORD_MARKER:
             try:
                 resolved = resolve_marker(txn, db, cursor_id, seq)
-                ledgers, nbytes = _load_records(txn, db, cursor_id, resolved)
+                ledgers, swapped, nbytes = _load_records(txn, db, cursor_id, resolved, budget)
             except CorruptRecordError as exc:
                 skipped.append(str(exc))
             else:
-                state = RecoveredState(resolved, ledgers)
+                state = RecoveredState(resolved, ledgers, swapped)
                 state.report = RecoveryReport(
                     seq,
                     sum(1 for s in skipped if s.startswith("marker")),
@@ -171,3 +207,16 @@ def recover_cursor(txn: lmdb.Transaction, db: lmdb._Database, cursor_id: int) ->
         time.perf_counter() - started,
     )
     return state
+
+
+def read_ledger_record(
+    txn: lmdb.Transaction, db: lmdb._Database, cursor_id: int, ledger: int, entry: IndexEntry
+) -> LedgerAcks:
+    """Read and check one swapped-out ledger's record (for swap-in)."""
+    try:
+        acks, _ = _read_ledger(txn, db, cursor_id, entry.seq, ledger, entry.runs, -1)
+    except CorruptRecordError as exc:
+        raise CorruptRecordError(
+            f"{str(exc).replace('marker -1: ', '')}; run 'ackstore check --fix' on the store"
+        ) from None
+    return acks

@@ -44,13 +44,17 @@ class CursorStats:
     mark_delete_position: Position
     read_position: Position
     ack_range_count: int
-    acked_entries_above_mark_delete: int
-    partial_batches: int
     ledgers_in_memory: int
+    ledgers_swapped_out: int
     ledgers_indexed: int
     dirty_ledgers: int
     cache_bytes: int
     cache_budget: int
+    largest_ledger_bytes: int  # one ledger larger than the budget still loads; this says how large
+    over_budget: bool
+    swap_ins: int
+    evictions: int
+    write_backs: int  # dirty ledgers written before eviction
     flushes: int
     last_flush_bytes: int
     total_flush_bytes: int

@@ -187,6 +187,8 @@ class Topic:
                     store._writable()
                     store._put_cursor(self.topic_id, name, cur.cursor_id, config)
                     cur._config = config
+                    cur._cache.budget = config.max_individual_ack_cache_bytes
+                    cur._fit()
                 return cur
             cur = store._open_cursor(self, name, config)
             self._cursors[name] = cur
@@ -531,7 +533,8 @@ class AckStore:
             if config is not None and config != stored and not self.readonly:
                 self._put_cursor(topic.topic_id, name, cid, config)
             config = config or stored
-        state = self._read(lambda txn: recover_cursor(txn, self._log, cid))
+        budget = config.max_individual_ack_cache_bytes
+        state = self._read(lambda txn: recover_cursor(txn, self._log, cid, budget))
         report = state.report
         if report.markers_skipped or report.skipped_reasons:
             log.warning(

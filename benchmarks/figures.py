@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pyroaring import BitMap
 
-from ackstore import AckStore, Position
+from ackstore import AckStore, CursorConfig, Position
 from ackstore.records import encode_ledger
 
 __all__ = ["main"]
@@ -98,7 +98,7 @@ def ack_rates(root: Path) -> dict[str, float]:
 def flush_one_dirty(root: Path) -> tuple[int, int]:
     with AckStore.open(root / "flush", sync=False) as store:
         topic = store.topic(T)
-        cur = topic.cursor("c")
+        cur = topic.cursor("c", CursorConfig(max_individual_ack_cache_bytes=1 << 30))
         for ledger in range(1, 10_001):
             topic.add_ledger(ledger)
             topic.close_ledger(ledger, 1000)
@@ -108,7 +108,7 @@ def flush_one_dirty(root: Path) -> tuple[int, int]:
         store.flush()
         cur.ack([Position(5000, 2)])
         stats = store.flush()
-        record = len(encode_ledger(5000, cur._ledgers[5000])) + 16
+        record = len(encode_ledger(5000, cur._cache.loaded[5000])) + 16
         return stats.bytes_written, record
 
 

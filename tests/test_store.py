@@ -21,10 +21,10 @@ def _ledgers(topic, n: int, entries: int) -> None:  # type: ignore[no-untyped-de
 
 
 def _holey_cursor(store: AckStore, n: int, entries: int, step: int):  # type: ignore[no-untyped-def]
-    """A cursor over ``n`` sealed ledgers with every ``step``-th entry acked (from entry 1)."""
+    """A cursor over ``n`` sealed ledgers with every ``step``-th entry acked (from entry 1), all in memory."""
     topic = store.topic(T)
     _ledgers(topic, n, entries)
-    cur = topic.cursor("c")
+    cur = topic.cursor("c", CursorConfig(max_individual_ack_cache_bytes=1 << 30))
     for ledger in range(1, n + 1):
         cur.ack([Position(ledger, e) for e in range(1, entries, step)])
     return cur
@@ -40,7 +40,7 @@ def test_flush_writes_only_the_dirty_ledger_and_a_delta_marker(store_path: Path)
         assert (stats.ledger_records, stats.markers, stats.full_markers) == (1, 1, 0)
         from ackstore.records import encode_ledger
 
-        record = len(encode_ledger(5000, cur._ledgers[5000])) + 16
+        record = len(encode_ledger(5000, cur._cache.loaded[5000])) + 16
         assert stats.bytes_written <= 1.2 * record + 200, (stats.bytes_written, record)
         assert cur.stats().last_flush_bytes == stats.bytes_written
         assert first.bytes_written > 100 * stats.bytes_written

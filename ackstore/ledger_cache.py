@@ -1,0 +1,99 @@
+"""The in-memory half of PIP-81: loaded ledgers in LRU order under a byte budget.
+
+A ledger's ack set is either *loaded* (a :class:`LedgerAcks` in :attr:`LedgerCache.loaded`,
+least recently used first) or *swapped out* (its newest record is on disk and the
+cursor's marker index knows it; its id is in :attr:`LedgerCache.swapped`). The cache only
+does the accounting and picks victims; the cursor reads records in and writes dirty
+victims back.
+
+Sizes are honest: a ledger costs ``BitMap.__sizeof__()`` (pyroaring's serialized size,
+which tracks its containers' payload within a few bytes) plus a fixed
+:data:`~ackstore.ledger_acks.LEDGER_OVERHEAD_BYTES` plus 64 bytes per partial batch.
+Between measurements a single-entry ack is charged :data:`ACK_CHARGE` bytes, an upper
+bound of what one value can add to a roaring container, so the running total never
+undercounts; when it passes the budget the loaded ledgers are measured again and
+only then are victims chosen.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable
+
+from .ledger_acks import LedgerAcks
+
+__all__ = ["LedgerCache", "ACK_CHARGE"]
+
+#: bytes charged per single-entry ack until the next measurement (array value 2 B,
+#: a new run 4 B, a new container's header 8 B: 10 B covers every case)
+ACK_CHARGE = 10
+#: after evicting, the cache is brought down to this fraction of its budget so that
+#: evictions (and their write-backs) come in batches, not one per ack
+LOW_WATER = 0.9
+
+
+class LedgerCache:
+    """Loaded ledgers (LRU order) and the ids of swapped-out ones. O(1) per touch."""
+
+    __slots__ = ("loaded", "swapped", "nbytes", "budget", "swap_ins", "evictions", "write_backs", "measures")
+
+    def __init__(self, budget: int) -> None:
+        self.loaded: OrderedDict[int, LedgerAcks] = OrderedDict()
+        self.swapped: set[int] = set()
+        self.nbytes = 0  # an upper bound of the loaded ledgers' real sizes
+        self.budget = budget
+        self.swap_ins = 0
+        self.evictions = 0
+        self.write_backs = 0
+        self.measures = 0
+
+    def __contains__(self, ledger: int) -> bool:
+        return ledger in self.loaded or ledger in self.swapped
+
+    def known(self) -> set[int]:
+        """Every ledger with ack state, loaded or swapped out."""
+        return set(self.loaded) | self.swapped
+
+    def add(self, ledger: int, la: LedgerAcks) -> None:
+        la.size = la.nbytes()
+        self.loaded[ledger] = la
+        self.nbytes += la.size
+
+    def remove(self, ledger: int) -> LedgerAcks | None:
+        la = self.loaded.pop(ledger, None)
+        if la is not None:
+            self.nbytes -= la.size
+        return la
+
+    def measure(self, la: LedgerAcks) -> None:
+        size = la.nbytes()
+        self.nbytes += size - la.size
+        la.size = size
+
+    def measure_all(self) -> None:
+        self.measures += 1
+        total = 0
+        for la in self.loaded.values():
+            la.size = la.nbytes()
+            total += la.size
+        self.nbytes = total
+
+    def victims(self, incoming: int, keep: Iterable[int]) -> list[int]:
+        """Least recently used ledgers to evict so that ``incoming`` more bytes fit.
+
+        Ledgers in ``keep`` are never chosen; if even evicting everything else cannot
+        make room, everything else is chosen (the one big ledger then stands alone).
+        """
+        keep = set(keep)
+        if self.nbytes + incoming <= self.budget:
+            return []
+        target = int(self.budget * LOW_WATER) - incoming
+        freed, out = 0, []
+        for ledger, la in self.loaded.items():
+            if self.nbytes - freed <= target:
+                break
+            if ledger in keep:
+                continue
+            out.append(ledger)
+            freed += la.size
+        return out
