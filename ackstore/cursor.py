@@ -84,7 +84,7 @@ class Cursor:
         self.name = name
         self.cursor_id = cursor_id
         self._config = config
-        self._cache = LedgerCache(config.max_individual_ack_cache_bytes)
+        self._cache = LedgerCache(config.max_individual_ack_cache_bytes, topic._store._pool)
         for ledger, la in state.ledgers.items():
             self._cache.add(ledger, la)
         self._cache.swapped = set(state.swapped)
@@ -252,8 +252,15 @@ class Cursor:
 
         Dirty victims are written back first, all in one transaction, and the next
         marker references their records. A ledger in ``keep`` or in a flush in flight
-        stays. Lock held.
+        stays. Then, if the store-wide budget is exceeded, the store evicts from its
+        largest caches. Lock held.
         """
+        self._fit_own(incoming, keep, budget)
+        pool = self._cache.pool
+        if budget is None and pool.total + incoming > pool.budget:
+            self._store._fit_pool(self, incoming, keep)
+
+    def _fit_own(self, incoming: int, keep: Iterable[int], budget: int | None) -> None:
         cache = self._cache
         limit = cache.budget if budget is None else budget
         if cache.nbytes + incoming <= limit:
@@ -454,7 +461,9 @@ class Cursor:
         self._dirty.add(ledger)
         la.size += ACK_CHARGE
         cache.nbytes += ACK_CHARGE
-        if cache.nbytes > cache.budget:
+        pool = cache.pool
+        pool.total += ACK_CHARGE
+        if cache.nbytes > cache.budget or pool.total > pool.budget:
             self._fit(keep=(ledger,))
         if ledger == md_l and entry == md_e + 1:
             self._advance()

@@ -11,7 +11,7 @@ from array import array
 from bisect import bisect_left
 
 from .errors import LedgerStateError
-from .position import check_ledger_id
+from .position import MAX_ENTRY, check_ledger_id
 
 __all__ = ["LedgerDirectory", "OPEN"]
 
@@ -78,8 +78,8 @@ class LedgerDirectory:
 
     def check_close(self, ledger: int, entries: int) -> tuple[int, int]:
         ledger = check_ledger_id(ledger)
-        if type(entries) is not int or entries < 0:
-            raise LedgerStateError(f"entries must be an int >= 0, got {entries!r}")
+        if type(entries) is not int or not 0 <= entries <= MAX_ENTRY + 1:
+            raise LedgerStateError(f"entries must be an int in 0..{MAX_ENTRY + 1}, got {entries!r}")
         i = self.index(ledger)
         if i < 0:
             raise LedgerStateError(f"cannot close ledger {ledger}: the topic has no such ledger")

@@ -17,12 +17,13 @@ only then are victims chosen.
 
 from __future__ import annotations
 
+import sys
 from collections import OrderedDict
 from collections.abc import Iterable
 
 from .ledger_acks import LedgerAcks
 
-__all__ = ["LedgerCache", "ACK_CHARGE"]
+__all__ = ["LedgerCache", "CachePool", "ACK_CHARGE"]
 
 #: bytes charged per single-entry ack until the next measurement (array value 2 B,
 #: a new run 4 B, a new container's header 8 B: 10 B covers every case)
@@ -32,12 +33,26 @@ ACK_CHARGE = 10
 LOW_WATER = 0.9
 
 
+class CachePool:
+    """The store-wide budget: the running total of every cursor's cache of one store."""
+
+    __slots__ = ("total", "budget")
+
+    def __init__(self, budget: int | None) -> None:
+        self.total = 0
+        self.budget = sys.maxsize if budget is None else budget
+
+
 class LedgerCache:
-    """Loaded ledgers (LRU order) and the ids of swapped-out ones. O(1) per touch."""
+    """Loaded ledgers (LRU order) and the ids of swapped-out ones. O(1) per touch.
 
-    __slots__ = ("loaded", "swapped", "nbytes", "budget", "swap_ins", "evictions", "write_backs", "measures")
+    Every change of :attr:`nbytes` is mirrored into the store's :class:`CachePool`.
+    """
 
-    def __init__(self, budget: int) -> None:
+    __slots__ = ("loaded", "swapped", "nbytes", "budget", "pool", "swap_ins", "evictions", "write_backs", "measures")
+
+    def __init__(self, budget: int, pool: CachePool | None = None) -> None:
+        self.pool = pool if pool is not None else CachePool(None)
         self.loaded: OrderedDict[int, LedgerAcks] = OrderedDict()
         self.swapped: set[int] = set()
         self.nbytes = 0  # an upper bound of the loaded ledgers' real sizes
@@ -54,20 +69,24 @@ class LedgerCache:
         """Every ledger with ack state, loaded or swapped out."""
         return set(self.loaded) | self.swapped
 
+    def charge(self, nbytes: int) -> None:
+        self.nbytes += nbytes
+        self.pool.total += nbytes
+
     def add(self, ledger: int, la: LedgerAcks) -> None:
         la.size = la.nbytes()
         self.loaded[ledger] = la
-        self.nbytes += la.size
+        self.charge(la.size)
 
     def remove(self, ledger: int) -> LedgerAcks | None:
         la = self.loaded.pop(ledger, None)
         if la is not None:
-            self.nbytes -= la.size
+            self.charge(-la.size)
         return la
 
     def measure(self, la: LedgerAcks) -> None:
         size = la.nbytes()
-        self.nbytes += size - la.size
+        self.charge(size - la.size)
         la.size = size
 
     def measure_all(self) -> None:
@@ -76,7 +95,12 @@ class LedgerCache:
         for la in self.loaded.values():
             la.size = la.nbytes()
             total += la.size
-        self.nbytes = total
+        self.charge(total - self.nbytes)
+
+    def clear(self) -> None:
+        """Drop everything (the cursor's store closes): give the bytes back to the pool."""
+        self.charge(-self.nbytes)
+        self.loaded.clear()
 
     def victims(self, incoming: int, keep: Iterable[int]) -> list[int]:
         """Least recently used ledgers to evict so that ``incoming`` more bytes fit.

@@ -169,6 +169,7 @@ def decode_bitmap(flags: int, first: int, last: int, payload: bytes) -> BitMap:
         bitmap = BitMap.deserialize(zlib.decompress(payload) if flags & _ZLIB else payload)
     if flags & _HOLES:
         bitmap = bitmap.flip(first, last + 1)
+    bitmap.run_optimize()  # the smallest in-memory form, as the cache budget counts it
     return bitmap
 
 

@@ -118,12 +118,19 @@ def _read_ledger(
 
 
 def _load_records(
-    txn: lmdb.Transaction, db: lmdb._Database, cursor_id: int, resolved: ResolvedMarker, budget: int | None
+    txn: lmdb.Transaction,
+    db: lmdb._Database,
+    cursor_id: int,
+    resolved: ResolvedMarker,
+    budget: int | None,
+    verify: str = "keys",
 ) -> tuple[dict[int, LedgerAcks], set[int], int]:
     """Load records newest first until ``budget`` bytes are spent (None: all).
 
-    The mark-delete ledger is always loaded. Every other referenced record must exist
-    (checked by key, without reading it); loaded ones are checksummed. Returns the
+    The mark-delete ledger is always loaded and loaded records are checksummed. The
+    records left on disk are checked as ``verify`` says: ``"keys"`` that each exists
+    (one page touched per record), ``"all"`` read and checksummed too (O(state)),
+    ``"loaded"`` not at all (a damaged one then surfaces at swap-in). Returns the
     loaded ledgers in LRU order (least recently written first), the swapped-out ids,
     and the bytes read.
     """
@@ -133,19 +140,23 @@ def _load_records(
     loaded: list[tuple[int, LedgerAcks]] = []
     swapped: set[int] = set()
     spent = nbytes = 0
+    full = False
     probe = txn.cursor(db=db)
     for ledger, entry in order:
-        if budget is None or spent < budget or ledger == md_ledger:
+        if not full or ledger == md_ledger:
             acks, size = _read_ledger(txn, db, cursor_id, entry.seq, ledger, entry.runs, resolved.seq)
             acks.size = acks.nbytes()
             if budget is not None and spent + acks.size > budget and ledger != md_ledger and loaded:
-                swapped.add(ledger)  # does not fit: leave it on disk (it was checked anyway)
+                swapped.add(ledger)  # the first that does not fit ends the loading (it was checked anyway)
+                full = True
                 continue
             spent += acks.size
             nbytes += size
             loaded.append((ledger, acks))
         else:
-            if not probe.set_key(log_key(cursor_id, entry.seq)):
+            if verify == "all":
+                _read_ledger(txn, db, cursor_id, entry.seq, ledger, entry.runs, resolved.seq)
+            elif verify == "keys" and not probe.set_key(log_key(cursor_id, entry.seq)):
                 raise CorruptRecordError(f"marker {resolved.seq}: ledger {ledger}'s record {entry.seq} is missing")
             swapped.add(ledger)
     md_first = loaded[:1] if loaded and loaded[0][0] == md_ledger else []
@@ -154,7 +165,7 @@ def _load_records(
 
 
 def recover_cursor(
-    txn: lmdb.Transaction, db: lmdb._Database, cursor_id: int, budget: int | None = None
+    txn: lmdb.Transaction, db: lmdb._Database, cursor_id: int, budget: int | None = None, verify: str = "keys"
 ) -> RecoveredState:
     """Find the newest intact marker of ``cursor_id`` and load what it references.
 
@@ -178,7 +189,7 @@ def recover_cursor(
         elif rtype == RECORD_MARKER:
             try:
                 resolved = resolve_marker(txn, db, cursor_id, seq)
-                ledgers, swapped, nbytes = _load_records(txn, db, cursor_id, resolved, budget)
+                ledgers, swapped, nbytes = _load_records(txn, db, cursor_id, resolved, budget, verify)
             except CorruptRecordError as exc:
                 skipped.append(str(exc))
             else:

@@ -30,10 +30,11 @@ import fcntl
 import logging
 import os
 import struct
+import sys
 import threading
 import time
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -55,6 +56,7 @@ from .errors import (
     UnknownCursorError,
     UnknownTopicError,
 )
+from .ledger_cache import CachePool
 from .records import FORMAT_VERSION, log_key, split_log_key
 from .recover import recover_cursor
 from .stats import FlushStats
@@ -220,6 +222,8 @@ class AckStore:
         map_size: int = DEFAULT_MAP_SIZE,
         flush_interval: float | None = None,
         cursor_defaults: CursorConfig | None = None,
+        cache_bytes: int | None = None,
+        verify: str = "keys",
     ) -> AckStore:
         """Create or open the store in directory ``path``.
 
@@ -228,6 +232,13 @@ class AckStore:
         - ``map_size``: initial LMDB map size in bytes; it grows by itself when full.
         - ``flush_interval``: seconds between background flushes (None: only explicit flushes).
         - ``cursor_defaults``: the configuration new cursors get when none is given.
+        - ``cache_bytes``: an optional budget for the ack state of all cursors together, on top
+          of each cursor's own ``max_individual_ack_cache_bytes``; the largest caches give way first.
+        - ``verify``: what opening a cursor checks of the records it leaves on disk (swapped
+          out): ``"keys"`` (default) that each exists, ``"all"`` that each also passes its
+          checksum (reads the whole state), ``"loaded"`` nothing (fastest; a damaged record
+          then raises CorruptRecordError when its ledger is first needed). Loaded records
+          are always checksummed, and recovery falls back past any marker that fails.
         """
         for flag, value in (("sync", sync), ("metasync", metasync), ("readonly", readonly)):
             if type(value) is not bool:
@@ -238,6 +249,10 @@ class AckStore:
             not isinstance(flush_interval, (int, float)) or isinstance(flush_interval, bool) or flush_interval <= 0
         ):
             raise InvalidArgumentError(f"flush_interval={flush_interval!r}: allowed None or seconds > 0")
+        if verify not in ("keys", "all", "loaded"):
+            raise InvalidArgumentError(f"verify={verify!r} is not allowed: allowed 'keys', 'all', 'loaded'")
+        if cache_bytes is not None and (type(cache_bytes) is not int or cache_bytes < 0):
+            raise InvalidArgumentError(f"cache_bytes={cache_bytes!r} is not allowed: allowed None or an int >= 0")
         if cursor_defaults is not None and not isinstance(cursor_defaults, CursorConfig):
             raise InvalidTypeError(f"cursor_defaults must be a CursorConfig, got {type(cursor_defaults).__name__}")
         self = cls()
@@ -249,6 +264,8 @@ class AckStore:
         self._flush_lock = threading.Lock()
         self._env_lock = threading.Lock()
         self._topics: dict[str, Topic] = {}
+        self._pool = CachePool(cache_bytes)
+        self._verify = verify
         self._lock_fd: int | None = None
         self._flusher: threading.Thread | None = None
         self._stop = threading.Event()
@@ -534,7 +551,7 @@ class AckStore:
                 self._put_cursor(topic.topic_id, name, cid, config)
             config = config or stored
         budget = config.max_individual_ack_cache_bytes
-        state = self._read(lambda txn: recover_cursor(txn, self._log, cid, budget))
+        state = self._read(lambda txn: recover_cursor(txn, self._log, cid, budget, self._verify))
         report = state.report
         if report.markers_skipped or report.skipped_reasons:
             log.warning(
@@ -546,6 +563,33 @@ class AckStore:
                 "; ".join(report.skipped_reasons),
             )
         return Cursor(topic, name, cid, config, state)
+
+    # -- the store-wide cache budget -----------------------------------------------------------
+
+    @property
+    def cache_bytes(self) -> int:
+        """Bytes of ack state held in memory by every open cursor (an upper bound)."""
+        return self._pool.total
+
+    @property
+    def cache_budget(self) -> int | None:
+        """The store-wide budget given to :meth:`open` (None: only per-cursor budgets)."""
+        return None if self._pool.budget == sys.maxsize else self._pool.budget
+
+    def _fit_pool(self, current: Cursor, incoming: int, keep: Iterable[int]) -> None:
+        """Bring all cursors together under the store-wide budget, largest caches first. Lock held."""
+        pool = self._pool
+        cursors = sorted(
+            (cur for topic in self._topics.values() for cur in topic._cursors.values()),
+            key=lambda cur: cur._cache.nbytes,
+            reverse=True,
+        )
+        for cur in cursors:
+            excess = pool.total + incoming - pool.budget
+            if excess <= 0:
+                return
+            target = max(0, cur._cache.nbytes - excess)
+            cur._fit(budget=target, keep=keep if cur is current else ())
 
     # -- flush --------------------------------------------------------------------------------
 
@@ -647,6 +691,9 @@ class AckStore:
     def _shut(self) -> None:
         with self._lock:
             self._closed = True
+            for topic in self._topics.values():
+                for cur in topic._cursors.values():
+                    cur._cache.clear()
             with self._env_lock:
                 self._env.close()
             self._release_writer_lock()

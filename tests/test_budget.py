@@ -1,0 +1,242 @@
+"""The LRU byte budget (PIP-81's memory half), including PIP-81's own five-point test plan."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+from ackstore import AckStore, CursorConfig, Position
+
+from .model import CursorModel, TopicModel
+
+T = "persistent://t/ns/budget"
+
+
+def _topic_with(store: AckStore, n: int, entries: int):  # type: ignore[no-untyped-def]
+    topic = store.topic(T)
+    for ledger in range(1, n + 1):
+        topic.add_ledger(ledger)
+        topic.close_ledger(ledger, entries)
+    topic.add_ledger(n + 1)
+    return topic
+
+
+def _holes(cur, ledgers, entries: int, rate: float, seed: int = 1) -> None:  # type: ignore[no-untyped-def]
+    rng = random.Random(seed)
+    for ledger in ledgers:
+        cur.ack_entries(ledger, [e for e in range(1, entries) if rng.random() > rate])
+
+
+def _snapshot(cur):  # type: ignore[no-untyped-def]
+    return cur.mark_delete_position, list(cur.ack_ranges()), cur.ack_range_count, cur.partial_batches()
+
+
+def test_1_save_and_restore_under_a_budget(store_path: Path) -> None:
+    config = CursorConfig(max_individual_ack_cache_bytes=8 * 1024)
+    with AckStore.open(store_path) as store:
+        cur = _topic_with(store, 60, 2000).cursor("c", config)
+        _holes(cur, range(1, 61), 2000, 0.1)
+        cur.ack_batch_index(Position(7, 0), 4, [2])
+        cur._check()
+        assert cur.stats().ledgers_swapped_out > 0
+        assert cur.stats().write_backs > 0  # dirty ledgers left memory through their records
+        expected = _snapshot(cur)
+    with AckStore.open(store_path) as store:
+        cur = store.topic(T).cursor("c")
+        stats = cur.stats()
+        assert stats.ledgers_in_memory < 60 and stats.ledgers_swapped_out > 0
+        assert stats.cache_bytes <= config.max_individual_ack_cache_bytes
+        assert cur.ack_range_count == expected[2]  # exact while swapped out
+        assert _snapshot(cur) == expected
+        cur._check()
+
+
+def test_2_marker_index_drops_ledgers_behind_the_mark_delete(store_path: Path) -> None:
+    config = CursorConfig(max_individual_ack_cache_bytes=2 * 1024, full_marker_every=1000)
+    with AckStore.open(store_path) as store:
+        cur = _topic_with(store, 20, 1000).cursor("c", config)
+        _holes(cur, range(1, 21), 1000, 0.2)
+        store.flush()
+        assert cur.stats().ledgers_indexed == 20
+        cur.ack_cumulative(Position(12, 500))
+        cur._check()
+        store.flush()  # a delta marker that drops ledgers 1..11
+        assert cur.stats().ledgers_indexed == 9
+        assert cur.stats().deltas_since_full_marker == 1
+        expected = _snapshot(cur)
+    with AckStore.open(store_path) as store:
+        cur = store.topic(T).cursor("c")
+        assert cur.stats().ledgers_indexed == 9
+        assert _snapshot(cur) == expected
+        assert all(first.ledger >= 12 for first, _ in cur.ack_ranges())
+
+
+def test_3_budget_smaller_than_one_ledger(store_path: Path) -> None:
+    config = CursorConfig(max_individual_ack_cache_bytes=300)
+    with AckStore.open(store_path) as store:
+        cur = _topic_with(store, 3, 50_000).cursor("c", config)
+        _holes(cur, [2], 50_000, 0.3)
+        stats = cur.stats()
+        assert stats.largest_ledger_bytes > config.max_individual_ack_cache_bytes
+        assert stats.over_budget and stats.ledgers_in_memory == 1
+        cur.ack([Position(3, 10)])  # ledger 2 must leave for ledger 3
+        assert cur.stats().ledgers_in_memory == 1 and cur.stats().write_backs >= 1
+        cur._check()
+        expected = _snapshot(cur)
+    with AckStore.open(store_path) as store:
+        cur = store.topic(T).cursor("c")
+        assert _snapshot(cur) == expected
+        for entry in range(0, 50):
+            p = Position(2, entry)
+            assert cur.is_acked(p) == (p <= expected[0] or any(a <= p <= b for a, b in expected[1]))
+
+
+def test_4_lru_switching(store_path: Path) -> None:
+    with AckStore.open(store_path) as store:
+        topic = _topic_with(store, 8, 1000)
+        probe = topic.cursor("probe", CursorConfig(max_individual_ack_cache_bytes=1 << 30))
+        probe.ack_entries(1, range(1, 1000, 2))
+        one = probe.stats().cache_bytes
+        cur = topic.cursor("c", CursorConfig(max_individual_ack_cache_bytes=int(3.5 * one)))
+        for ledger in (1, 2, 3):
+            cur.ack_entries(ledger, range(1, 1000, 2))
+        assert list(cur._cache.loaded) == [1, 2, 3]
+        cur.is_acked(Position(1, 5))  # touch 1: now 2 is the least recently used
+        cur.ack_entries(4, range(1, 1000, 2))
+        assert list(cur._cache.loaded) == [1, 4] or list(cur._cache.loaded)[-2:] == [1, 4]
+        assert 2 not in cur._cache.loaded and 2 in cur._cache.swapped
+        cur.is_acked(Position(2, 5))  # swap 2 back in: the LRU of (3, 1, 4) goes
+        assert list(cur._cache.loaded)[-1] == 2
+        assert cur.stats().swap_ins == 1
+        cur._check()
+
+
+def test_5_swap_in_that_needs_two_evictions(store_path: Path) -> None:
+    with AckStore.open(store_path) as store:
+        topic = _topic_with(store, 6, 20_000)
+        cur = topic.cursor("c", CursorConfig(max_individual_ack_cache_bytes=1 << 30))
+        cur.ack_entries(6, range(1, 20_000, 2))  # a big ledger
+        for ledger in (1, 2, 3, 4, 5):
+            cur.ack_entries(ledger, range(1, 200, 2))  # small ones
+        store.flush()
+        sizes = {ledger: la.nbytes() for ledger, la in cur._cache.loaded.items()}
+    budget = sizes[6] + 2 * sizes[1]
+    with AckStore.open(store_path) as store:
+        cur = store.topic(T).cursor("c", CursorConfig(max_individual_ack_cache_bytes=budget))
+        for ledger in (1, 2, 3, 4, 5):
+            cur.is_acked(Position(ledger, 1))
+        assert 6 in cur._cache.swapped
+        before = cur.stats().evictions
+        assert cur.is_acked(Position(6, 3))
+        assert cur.stats().evictions - before >= 2
+        assert 6 in cur._cache.loaded
+        cur._check()
+
+
+def test_range_count_stays_exact_and_cache_bounded_under_random_work(store_path: Path) -> None:
+    config = CursorConfig(max_individual_ack_cache_bytes=4 * 1024, full_marker_every=4)
+    rng = random.Random(11)
+    with AckStore.open(store_path, sync=False) as store:
+        topic = _topic_with(store, 30, 400)
+        cur = topic.cursor("c", config)
+        model = TopicModel(ledgers=[[i, c] for i, c in topic.ledgers()], last_id=31)
+        state = CursorModel()
+        for step in range(600):
+            ledger = rng.randint(1, 30)
+            kind = rng.random()
+            if kind < 0.6:
+                batch = [(ledger, rng.randint(0, 399)) for _ in range(rng.randint(1, 20))]
+                cur.ack(batch)
+                model.ack(state, batch)
+            elif kind < 0.65:
+                p = (rng.randint(1, 4), rng.randint(-1, 399))
+                cur.ack_cumulative(p)
+                model.ack_cumulative(state, p)
+            elif kind < 0.8:
+                p = (ledger, rng.randint(0, 399))
+                assert cur.is_acked(p) == model.is_acked(state, p)
+            elif kind < 0.85:
+                store.flush()
+            cur._check()
+            assert cur.ack_range_count == len(model.ranges(state)), step
+        assert list(cur.ack_ranges()) == model.ranges(state)
+        assert cur.stats().evictions > 0 and cur.stats().swap_ins > 0
+
+
+def test_store_wide_budget(store_path: Path) -> None:
+    with AckStore.open(store_path, cache_bytes=20_000) as store:
+        topic = _topic_with(store, 10, 3000)
+        curs = [topic.cursor(f"c{i}") for i in range(4)]
+        for i, cur in enumerate(curs):
+            _holes(cur, range(1, 11), 3000, 0.2, seed=i)
+        total = sum(cur.stats().cache_bytes for cur in curs)
+        largest = max(cur.stats().largest_ledger_bytes for cur in curs)
+        assert total <= 20_000 + largest
+        assert store.cache_budget == 20_000 and store.cache_bytes >= total
+        expected = [list(cur.ack_ranges()) for cur in curs]
+    with AckStore.open(store_path) as store:
+        topic = store.topic(T)
+        assert [list(topic.cursor(f"c{i}").ack_ranges()) for i in range(4)] == expected
+
+
+def test_open_loads_newest_first_within_budget(store_path: Path) -> None:
+    with AckStore.open(store_path) as store:
+        cur = _topic_with(store, 40, 2000).cursor("c", CursorConfig(max_individual_ack_cache_bytes=1 << 30))
+        _holes(cur, range(1, 41), 2000, 0.1)
+        store.flush()
+        cur.ack([Position(3, 0)])  # ledger 3 becomes the newest record
+        store.flush()
+        one = cur._cache.loaded[5].nbytes()
+    with AckStore.open(store_path) as store:
+        cur = store.topic(T).cursor("c", CursorConfig(max_individual_ack_cache_bytes=int(4.5 * one)))
+        loaded = list(cur._cache.loaded)
+        assert 1 in loaded  # the mark-delete ledger always
+        assert 3 in loaded  # the newest record
+        assert len(loaded) <= 5
+        assert cur.stats().recovery.records_loaded == len(loaded)
+
+
+def _swapped_record(store_path: Path) -> tuple[int, int, list[object]]:
+    """A store whose cursor, opened with a small budget, leaves ledger 1's record on disk."""
+    with AckStore.open(store_path) as store:
+        cur = _topic_with(store, 30, 2000).cursor("c", CursorConfig(max_individual_ack_cache_bytes=1 << 30))
+        _holes(cur, range(1, 31), 2000, 0.1)
+        store.flush()
+        first_state = list(cur.ack_ranges())
+        cur.ack([Position(30, 0)])
+        store.flush()
+        seq = cur._index[2].seq
+    return seq, 2, first_state
+
+
+def test_verify_keys_falls_back_past_a_missing_swapped_record(store_path: Path) -> None:
+    from . import rawlog
+
+    seq, ledger, _ = _swapped_record(store_path)
+    rawlog.damage(store_path, seq, how="delete")
+    small = CursorConfig(max_individual_ack_cache_bytes=2048)
+    with AckStore.open(store_path, verify="keys") as store:
+        cur = store.topic(T).cursor("c", small)
+        report = cur.stats().recovery
+        assert report.marker_seq == -1 and f"record {seq} is missing" in report.skipped_reasons[0]
+
+
+def test_verify_all_and_loaded_on_a_damaged_swapped_record(store_path: Path) -> None:
+    import pytest
+
+    from ackstore import CorruptRecordError
+
+    from . import rawlog
+
+    seq, ledger, _ = _swapped_record(store_path)
+    rawlog.damage(store_path, seq)
+    small = CursorConfig(max_individual_ack_cache_bytes=2048)
+    with AckStore.open(store_path, readonly=True, verify="keys") as store:
+        cur = store.topic(T).cursor("c", small)
+        assert cur.stats().recovery.markers_skipped == 0  # the key exists: "keys" cannot see the damage
+        with pytest.raises(CorruptRecordError, match=r"ackstore check --fix"):
+            cur.is_acked(Position(ledger, 1999))
+    with AckStore.open(store_path, readonly=True, verify="all") as store:
+        cur = store.topic(T).cursor("c", small)
+        assert cur.stats().recovery.markers_skipped == 2
+        assert "damaged" in cur.stats().recovery.skipped_reasons[0]
