@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .check import FINDING_KINDS, Finding, check
 from .config import CursorConfig
 from .cursor import Cursor
 from .directory import LedgerDirectory
@@ -23,7 +24,7 @@ from .errors import (
     UnknownTopicError,
 )
 from .position import Position
-from .stats import CursorStats, FlushStats, RecoveryReport
+from .stats import CompactStats, CursorStats, FlushStats, RecoveryReport
 from .store import AckStore, Topic
 
 __all__ = [
@@ -36,6 +37,10 @@ __all__ = [
     "CursorStats",
     "FlushStats",
     "RecoveryReport",
+    "CompactStats",
+    "check",
+    "Finding",
+    "FINDING_KINDS",
     "AckStoreError",
     "InvalidArgumentError",
     "InvalidTypeError",

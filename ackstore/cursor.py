@@ -719,6 +719,47 @@ class Cursor:
         self._next_seq += 1
         return seq
 
+    def _rewrite_plan(self) -> tuple[int, list[tuple[int, int, bytes | int]], bytes]:
+        """Plan a fresh log (every ledger's record + one full marker) for compaction. Lock held.
+
+        Returns the first new sequence, ``[(ledger, runs, record bytes or old sequence)]``
+        (swapped-out ledgers are copied from their record, not decoded) and the marker.
+        """
+        cache = self._cache
+        start = self._next_seq
+        items: list[tuple[int, int, bytes | int]] = []
+        for ledger in sorted(cache.known()):
+            la = cache.loaded.get(ledger)
+            if la is not None:
+                items.append((ledger, la.runs, encode_ledger(ledger, la)))
+                cache.measure(la)
+            else:
+                items.append((ledger, self._index[ledger].runs, self._index[ledger].seq))
+        index = {ledger: IndexEntry(start + i, runs) for i, (ledger, runs, _) in enumerate(items)}
+        marker = Marker(
+            full=True,
+            prev=-1,
+            mark_delete=(self._md[0], self._md[1]),
+            read_position=(self._rp[0], self._rp[1]),
+            properties=dict(self._properties),
+            index=dict(index),
+        )
+        self._next_seq = start + len(items) + 1
+        return start, items, encode_marker(marker)
+
+    def _adopt_rewrite(self, start: int, items: list[tuple[int, int, bytes | int]], marker_bytes: int) -> None:
+        """The compaction transaction committed: the log is now exactly the planned one."""
+        self._index = {ledger: IndexEntry(start + i, runs) for i, (ledger, runs, _) in enumerate(items)}
+        self._marker_seq = self._full_seq = start + len(items)
+        self._full_live = frozenset(e.seq for e in self._index.values()) | {self._marker_seq}
+        self._deltas = self._chain_bytes = 0
+        self._full_bytes = marker_bytes
+        self._force_full = False
+        self._dirty.clear()
+        self._vanished.clear()
+        self._unmarked.clear()
+        self._meta_dirty = False
+
     def _capture(self) -> _Capture | None:
         """Serialize what changed since the last marker. Store lock held."""
         dirty, self._dirty = self._dirty, set()

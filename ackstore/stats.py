@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from .position import Position
 
-__all__ = ["CursorStats", "FlushStats", "RecoveryReport"]
+__all__ = ["CursorStats", "FlushStats", "RecoveryReport", "CompactStats"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,3 +61,15 @@ class CursorStats:
     last_marker_seq: int
     deltas_since_full_marker: int
     recovery: RecoveryReport
+
+
+@dataclass(frozen=True, slots=True)
+class CompactStats:
+    """One cursor's log before and after compaction (keys + values)."""
+
+    topic: str
+    cursor: str
+    records_before: int
+    bytes_before: int
+    records_after: int
+    bytes_after: int

@@ -59,7 +59,7 @@ from .errors import (
 from .ledger_cache import CachePool
 from .records import FORMAT_VERSION, log_key, split_log_key
 from .recover import recover_cursor
-from .stats import FlushStats
+from .stats import CompactStats, FlushStats
 
 __all__ = ["AckStore", "Topic", "DEFAULT_MAP_SIZE", "LOCK_FILE"]
 
@@ -284,7 +284,12 @@ class AckStore:
     def _open_env(self, map_size: int, sync: bool, metasync: bool) -> lmdb.Environment:
         path = self.path
         if path.exists() and not path.is_dir():
-            raise NotAStoreError(f"{path} exists and is a file, not a store directory; allowed: a store directory")
+            if not self.readonly:
+                raise NotAStoreError(
+                    f"{path} exists and is a file, not a store directory; allowed: a store directory "
+                    "(a single-file snapshot opens with readonly=True)"
+                )
+            return self._open_snapshot(map_size)
         exists = (path / "data.mdb").exists()
         if self.readonly and not exists:
             raise NotAStoreError(f"no store at {path}: it has no data.mdb (a readonly open never creates one)")
@@ -340,6 +345,26 @@ class AckStore:
         except BaseException:
             env.close()
             self._release_writer_lock()
+            raise
+        return env
+
+    def _open_snapshot(self, map_size: int) -> lmdb.Environment:
+        """A single-file snapshot (from ``copy``): read-only, no lock file, nothing written."""
+        try:
+            env = lmdb.open(
+                str(self.path), map_size=map_size, subdir=False, readonly=True, lock=False, readahead=False, max_dbs=8
+            )
+        except lmdb.Error as exc:
+            raise NotAStoreError(f"{self.path} is not a store snapshot: LMDB says {exc}") from None
+        self._env = env
+        try:
+            with env.begin() as txn:
+                if txn.get(b"meta") is None:
+                    raise NotAStoreError(f"{self.path} holds an LMDB environment that is not an ackstore store")
+            self._init_dbs(create=False)
+            self._check_format()
+        except BaseException:
+            env.close()
             raise
         return env
 
@@ -662,6 +687,82 @@ class AckStore:
                 ok = cur.delete()
                 trimmed += 1
         return trimmed
+
+    # -- maintenance --------------------------------------------------------------------------
+
+    def compact(self, cursors: list[Cursor] | None = None) -> list[CompactStats]:
+        """Rewrite every cursor's log as its live ledger records plus one full marker.
+
+        Drops every record no longer needed (superseded records, older markers, what a
+        crash or a fallback left behind). All cursors (or those given) in ONE write transaction: a crash
+        leaves the store as before or as after. Returns bytes and records per cursor.
+        The file does not shrink (LMDB reuses the pages); ``copy(compact=True)`` does.
+        """
+        self._writable()
+        if cursors is None:
+            topics = [self.topic(t) for t in self.topics()]
+            cursors = [topic.cursor(name) for topic in topics for name in topic.cursors()]
+        with self._flush_lock, self._lock:
+            plans = [(cur, *cur._rewrite_plan()) for cur in cursors]
+
+            def rewrite(txn: lmdb.Transaction) -> list[CompactStats]:
+                out = []
+                for cur, start, items, marker in plans:
+                    cid = cur.cursor_id
+                    before = records_before = 0
+                    c = txn.cursor(db=self._log)
+                    ok = c.set_range(log_key(cid, 0))
+                    while ok and c.key() < log_key(cid, start):
+                        before += len(c.key()) + len(c.value())
+                        records_before += 1
+                        ok = c.next()
+                    after = 0
+                    for i, (ledger, _, src) in enumerate(items):
+                        value = src if isinstance(src, bytes) else txn.get(log_key(cid, src), db=self._log)
+                        if value is None:
+                            raise StoreError(f"compaction: record {src} of ledger {ledger} is missing; run check --fix")
+                        txn.put(log_key(cid, start + i), value, db=self._log)
+                        after += 16 + len(value)
+                    txn.put(log_key(cid, start + len(items)), marker, db=self._log)
+                    after += 16 + len(marker)
+                    c = txn.cursor(db=self._log)
+                    ok = c.set_range(log_key(cid, 0))
+                    while ok and c.key() < log_key(cid, start):
+                        ok = c.delete()
+                    out.append(
+                        CompactStats(cur.topic.name, cur.name, records_before, before, len(items) + 1, after)
+                    )
+                return out
+
+            stats = self._write(rewrite)
+            for cur, start, items, marker in plans:
+                cur._adopt_rewrite(start, items, len(marker))
+            return stats
+
+    def copy(self, dest: str | os.PathLike[str], compact: bool = True) -> int:
+        """Write a consistent single-file snapshot of the flushed state to ``dest``; return its size.
+
+        Readable while this or another process writes. ``compact`` drops free pages.
+        The file appears whole or not at all (written beside it, then renamed).
+        Open it with ``AckStore.open(dest, readonly=True)``.
+        """
+        self._alive()
+        dest = Path(dest)
+        if dest.exists():
+            raise InvalidArgumentError(f"copy destination {dest} exists; allowed: a path that does not exist yet")
+        tmp = dest.with_name(dest.name + ".partial")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            with self._env_lock:
+                self._env.copyfd(fd, compact=compact)
+            os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            tmp.unlink(missing_ok=True)
+            raise
+        os.close(fd)
+        os.replace(tmp, dest)
+        return dest.stat().st_size
 
     def _flush_loop(self, interval: float) -> None:
         while not self._stop.wait(interval):
