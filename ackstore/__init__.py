@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 from .check import FINDING_KINDS, Finding, check
 from .config import CursorConfig
 from .cursor import Cursor
@@ -59,3 +61,6 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
+
+# a library logs, the application decides where it goes (recovery skips are logged as warnings)
+logging.getLogger("ackstore").addHandler(logging.NullHandler())

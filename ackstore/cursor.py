@@ -113,6 +113,7 @@ class Cursor:
             self._chain_bytes = 0
             self._full_bytes = 0
             self._force_full = True
+            self._truncated = False
             self._meta_dirty = True  # a new cursor's start position is persisted by the first flush
         else:
             m = resolved.marker
@@ -126,6 +127,7 @@ class Cursor:
             self._deltas = resolved.deltas_since_full
             self._chain_bytes = resolved.chain_bytes
             self._full_bytes = resolved.full_bytes
+            self._truncated = m.truncated
             # after falling back past a broken marker, start a fresh chain
             self._force_full = state.report.markers_skipped > 0
         self._range_count = sum(la.runs for la in self._cache.loaded.values()) + sum(
@@ -704,6 +706,7 @@ class Cursor:
                 total_flush_bytes=self._total_flush_bytes,
                 last_marker_seq=self._marker_seq,
                 deltas_since_full_marker=self._deltas,
+                truncated=self._truncated,
                 recovery=self._recovery,
             )
 
@@ -718,6 +721,13 @@ class Cursor:
         seq = self._next_seq
         self._next_seq += 1
         return seq
+
+    def _restore_read_position(self, position: Position) -> None:
+        """Set the read position as a dump recorded it (restore only). Lock held by caller or unneeded."""
+        if position < self._md.next():
+            raise InvalidArgumentError(f"read position {position} is below the mark-delete {self._md}")
+        self._rp = position
+        self._meta_dirty = True
 
     def _rewrite_plan(self) -> tuple[int, list[tuple[int, int, bytes | int]], bytes]:
         """Plan a fresh log (every ledger's record + one full marker) for compaction. Lock held.

@@ -44,6 +44,7 @@ class ResolvedMarker:
     deltas_since_full: int
     chain_bytes: int
     full_bytes: int
+    chain: list[int] = field(default_factory=list)  # marker sequences, newest first, down to the full one
 
 
 @dataclass(slots=True)
@@ -96,6 +97,7 @@ def resolve_marker(txn: lmdb.Transaction, db: lmdb._Database, cursor_id: int, se
         deltas_since_full=len(chain) - 1,
         chain_bytes=sum(n for _, _, n in chain[:-1]),
         full_bytes=full_bytes,
+        chain=[s for s, _, _ in chain],
     )
 
 

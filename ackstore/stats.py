@@ -60,6 +60,7 @@ class CursorStats:
     total_flush_bytes: int
     last_marker_seq: int
     deltas_since_full_marker: int
+    truncated: bool  # the recovered marker persisted only part of the ranges (PIP-299)
     recovery: RecoveryReport
 
 

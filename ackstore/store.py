@@ -729,9 +729,7 @@ class AckStore:
                     ok = c.set_range(log_key(cid, 0))
                     while ok and c.key() < log_key(cid, start):
                         ok = c.delete()
-                    out.append(
-                        CompactStats(cur.topic.name, cur.name, records_before, before, len(items) + 1, after)
-                    )
+                    out.append(CompactStats(cur.topic.name, cur.name, records_before, before, len(items) + 1, after))
                 return out
 
             stats = self._write(rewrite)

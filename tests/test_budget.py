@@ -212,7 +212,7 @@ def _swapped_record(store_path: Path) -> tuple[int, int, list[object]]:
 def test_verify_keys_falls_back_past_a_missing_swapped_record(store_path: Path) -> None:
     from . import rawlog
 
-    seq, ledger, _ = _swapped_record(store_path)
+    seq, _, _ = _swapped_record(store_path)
     rawlog.damage(store_path, seq, how="delete")
     small = CursorConfig(max_individual_ack_cache_bytes=2048)
     with AckStore.open(store_path, verify="keys") as store:

@@ -68,8 +68,9 @@ def test_invariant_faults_are_found(store_path: Path) -> None:
         cur.ack([Position(1, 5), Position(1, 50)])
         store.flush()
     # seal ledger 1 shorter than the persisted acks, behind the cursor's back (a buggy writer would)
-    import lmdb
     import struct
+
+    import lmdb
 
     env = lmdb.open(str(store_path), max_dbs=8)
     db = env.open_db(b"ledgers")

@@ -1,0 +1,364 @@
+"""``ackstore``: the recovery tool for ackstore stores. Run ``ackstore --help``.
+
+One function per command; one exit path (:func:`main`): 0 success, 1 failure (including
+``check`` findings), 2 usage. Errors print one line on stderr, never a traceback
+(``ACKSTORE_DEBUG=1`` shows it). Every command takes ``--json``. Only ``check --fix``,
+``compact`` and ``restore`` write, each through one transaction (restore builds the new
+store beside its target and renames it into place).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ackstore import (
+    AckStore,
+    AckStoreError,
+    CursorConfig,
+    UnknownCursorError,
+    UnknownTopicError,
+    check,
+)
+from ackstore.records import FORMAT_VERSION, log_key, split_log_key
+from ackstore.recover import resolve_marker
+
+from .dump import dump_lines, restore, write_dump
+
+__all__ = ["cli", "main"]
+
+EXISTING = click.Path(exists=True, path_type=Path)
+
+
+class UsageFailure(Exception):
+    """A usage problem found after parsing (exit 2)."""
+
+
+def _emit(as_json: bool, obj: Any, text: str) -> None:
+    click.echo(json.dumps(obj, indent=2, sort_keys=True, default=str) if as_json else text)
+
+
+@contextmanager
+def _progress(total: int, label: str, quiet: bool) -> Iterator[Any]:
+    """A rich progress bar on stderr, or nothing when quiet or not on a terminal."""
+    if quiet or not sys.stderr.isatty():
+        yield lambda *a: None
+        return
+    from rich.progress import Progress
+
+    with Progress(transient=True, console=None) as bar:
+        task = bar.add_task(label, total=total)
+        yield lambda *a: bar.advance(task)
+
+
+def _split_cursor(spec: str) -> tuple[str, str]:
+    topic, _, name = spec.rpartition("/")
+    if not topic or not name:
+        raise UsageFailure(f"--cursor {spec!r} must be TOPIC/SUBSCRIPTION, e.g. persistent://t/ns/orders/sub-a")
+    return topic, name
+
+
+def _open_cursor(store: AckStore, spec: str, config: CursorConfig | None = None):  # type: ignore[no-untyped-def]
+    topic, name = _split_cursor(spec)
+    try:
+        return store.topic(topic).cursor(name, config)
+    except (UnknownTopicError, UnknownCursorError) as exc:
+        raise UsageFailure(f"{exc}; `ackstore cursors STORE` lists them") from None
+
+
+def _all_cursors(store: AckStore, topic: str | None = None) -> list[tuple[str, str]]:
+    names = [topic] if topic else store.topics()
+    out = []
+    for t in names:
+        try:
+            out.extend((t, c) for c in store.topic(t).cursors())
+        except UnknownTopicError as exc:
+            raise UsageFailure(f"{exc}; `ackstore stat STORE` lists the topics") from None
+    return out
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+def cli() -> None:
+    """Inspect, check, repair, dump, restore, compact and copy ackstore stores.
+
+    STORE is a store directory or a single-file snapshot made by `copy`. Every command
+    takes --json for scripts. Exit status: 0 ok, 1 failure or findings, 2 usage.
+    """
+
+
+@cli.command()
+@click.argument("store", type=EXISTING)
+@click.option("--json", "as_json", is_flag=True, help="print JSON")
+def stat(store: Path, as_json: bool) -> None:
+    """Format, size and every cursor's positions, ranges, records and garbage."""
+    with AckStore.open(store, readonly=True, verify="loaded") as s:
+        info = s._env.info()
+        files = [store] if store.is_file() else [p for p in store.iterdir() if p.name.endswith(".mdb")]
+        out: dict[str, Any] = {
+            "path": str(store),
+            "format_version": FORMAT_VERSION,
+            "size_on_disk": sum(p.stat().st_size for p in files),
+            "map_size": info["map_size"],
+            "topics": {},
+        }
+        pairs = _all_cursors(s)
+        with _progress(len(pairs), "stat", as_json) as advance:
+            for t in s.topics():
+                topic = s.topic(t)
+                out["topics"][t] = {"ledgers": len(topic.ledgers()), "cursors": {}}
+                for name in topic.cursors():
+                    out["topics"][t]["cursors"][name] = _cursor_figures(
+                        s, topic.cursor(name, CursorConfig(max_individual_ack_cache_bytes=0))
+                    )
+                    advance()
+    lines = [
+        f"{out['path']}: format {out['format_version']}, {out['size_on_disk']:,} B on disk, "
+        f"map {out['map_size']:,} B, {len(out['topics'])} topics"
+    ]
+    for t, tv in out["topics"].items():
+        lines.append(f"  {t}: {tv['ledgers']} ledgers, {len(tv['cursors'])} cursors")
+        for name, c in tv["cursors"].items():
+            lines.append(
+                f"    {name}: mark-delete {c['mark_delete']}, read {c['read_position']}, {c['ranges']:,} ranges, "
+                f"{c['ledgers']} ledgers, {c['records']} records ({c['record_bytes']:,} B, "
+                f"garbage {c['garbage_bytes']:,} B), newest marker {c['newest_marker']}"
+                + (", TRUNCATED" if c["truncated"] else "")
+                + (f", {c['markers_skipped']} broken markers skipped" if c["markers_skipped"] else "")
+            )
+    _emit(as_json, out, "\n".join(lines))
+
+
+def _cursor_figures(s: AckStore, cur) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    st = cur.stats()
+
+    def scan(txn) -> tuple[int, int, int]:  # type: ignore[no-untyped-def]
+        live: set[int] = set()
+        if st.recovery.marker_seq >= 0:
+            resolved = resolve_marker(txn, s._log, cur.cursor_id, st.recovery.marker_seq)
+            live = {e.seq for e in resolved.index.values()} | set(resolved.chain)
+        records = total = garbage = 0
+        c = txn.cursor(db=s._log)
+        ok = c.set_range(log_key(cur.cursor_id, 0))
+        while ok and c.key() < log_key(cur.cursor_id + 1, 0):
+            size = len(c.key()) + len(c.value())
+            records += 1
+            total += size
+            if split_log_key(c.key())[1] not in live:
+                garbage += size
+            ok = c.next()
+        return records, total, garbage
+
+    records, total, garbage = s._read(scan)
+    return {
+        "mark_delete": str(st.mark_delete_position),
+        "read_position": str(st.read_position),
+        "ranges": st.ack_range_count,
+        "ledgers": st.ledgers_indexed,
+        "records": records,
+        "record_bytes": total,
+        "garbage_bytes": garbage,
+        "newest_marker": st.recovery.marker_seq,
+        "markers_skipped": st.recovery.markers_skipped,
+        "truncated": st.truncated,
+    }
+
+
+@cli.command()
+@click.argument("store", type=EXISTING)
+@click.option("--topic", help="only this topic's cursors")
+@click.option("--json", "as_json", is_flag=True, help="print JSON")
+def cursors(store: Path, topic: str | None, as_json: bool) -> None:
+    """One line per cursor: TOPIC/CURSOR, mark-delete, read position, ranges, ledgers."""
+    rows = []
+    with AckStore.open(store, readonly=True, verify="loaded") as s:
+        for t, name in _all_cursors(s, topic):
+            st = s.topic(t).cursor(name, CursorConfig(max_individual_ack_cache_bytes=0)).stats()
+            rows.append(
+                {
+                    "topic": t,
+                    "cursor": name,
+                    "mark_delete": str(st.mark_delete_position),
+                    "read_position": str(st.read_position),
+                    "ranges": st.ack_range_count,
+                    "ledgers": st.ledgers_indexed,
+                }
+            )
+    text = "\n".join(
+        f"{r['topic']}/{r['cursor']}\t{r['mark_delete']}\t{r['read_position']}\t{r['ranges']}\t{r['ledgers']}"
+        for r in rows
+    )
+    _emit(as_json, rows, text or "(no cursors)")
+
+
+@cli.command("check")
+@click.argument("store", type=EXISTING)
+@click.option("--fix", is_flag=True, help="roll broken cursors back to their newest intact marker, drop bad records")
+@click.option("--json", "as_json", is_flag=True, help="print JSON")
+def check_cmd(store: Path, fix: bool, as_json: bool) -> int:
+    """Check checksums, marker chains, references and invariants; exit 1 on findings.
+
+    With --fix, every cursor with findings is rolled back to its newest intact marker,
+    fitted to the ledger directory, and its log rewritten (one transaction); the store
+    is then checked again and the exit status says whether it is clean.
+    """
+    with AckStore.open(store, readonly=True, verify="loaded") as s:
+        total = len(_all_cursors(s))
+    with _progress(total, "check", as_json) as advance:
+        findings = check(store, fix=fix, progress=advance)
+    clean_after = check(store) == [] if fix else not findings
+    rows = [asdict(f) for f in findings]
+    text = "\n".join(str(f) for f in findings) or f"{store}: clean ({total} cursors)"
+    if fix and findings:
+        text += f"\n{len(findings)} findings fixed; the store is {'clean' if clean_after else 'STILL NOT CLEAN'}"
+    _emit(as_json, {"findings": rows, "clean": clean_after}, text)
+    return 0 if clean_after else 1
+
+
+@cli.command()
+@click.argument("store", type=EXISTING)
+@click.option("--cursor", "spec", required=True, help="TOPIC/SUBSCRIPTION (split at the last '/')")
+@click.option("--budget", type=click.IntRange(min=0), default=3 << 20, show_default=True, help="cache budget, bytes")
+@click.option("--verify", type=click.Choice(["keys", "all", "loaded"]), default="keys", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="print JSON")
+def recover(store: Path, spec: str, budget: int, verify: str, as_json: bool) -> None:
+    """Open one cursor as a cursor process would (read-only), timed: what was loaded, skipped, held."""
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    t0 = time.perf_counter()
+    with AckStore.open(store, readonly=True, verify=verify) as s:
+        cur = _open_cursor(s, spec, CursorConfig(max_individual_ack_cache_bytes=budget))
+        seconds = time.perf_counter() - t0
+        st = cur.stats()
+    rep = st.recovery
+    out = {
+        "cursor": spec,
+        "seconds": seconds,
+        "marker": rep.marker_seq,
+        "markers_skipped": rep.markers_skipped,
+        "skipped_reasons": list(rep.skipped_reasons),
+        "records_loaded": rep.records_loaded,
+        "bytes_read": rep.bytes_loaded,
+        "ledgers_in_memory": st.ledgers_in_memory,
+        "ledgers_swapped_out": st.ledgers_swapped_out,
+        "cache_bytes": st.cache_bytes,
+        "budget": budget,
+        "mark_delete": str(st.mark_delete_position),
+        "ranges": st.ack_range_count,
+        "peak_rss_growth_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before,
+    }
+    text = (
+        f"{spec}: recovered from marker {rep.marker_seq} in {seconds * 1000:.1f} ms\n"
+        f"  mark-delete {out['mark_delete']}, {out['ranges']:,} ranges\n"
+        f"  loaded {rep.records_loaded} ledger records ({rep.bytes_loaded:,} B read), "
+        f"{st.ledgers_swapped_out} left on disk; {st.cache_bytes:,} B held of a {budget:,} B budget"
+    )
+    if rep.skipped_reasons:
+        text += f"\n  skipped {rep.markers_skipped} markers:\n" + "\n".join(f"    {r}" for r in rep.skipped_reasons)
+    _emit(as_json, out, text)
+
+
+@cli.command()
+@click.argument("store", type=EXISTING)
+@click.option("--cursor", "specs", multiple=True, help="TOPIC/SUBSCRIPTION; repeat for several (default: all)")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["json", "csv"]),
+    default="json",
+    show_default=True,
+    help="json: JSON Lines that `restore` reads; csv: ranges and batches for analysis",
+)
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="write here (default stdout)")
+@click.option("--json", "as_json", is_flag=True, help="same as --format json")
+def dump(store: Path, specs: tuple[str, ...], fmt: str, output: Path | None, as_json: bool) -> None:
+    """Stream the ack ranges and batch-index acks (with directory, config and positions)."""
+    fmt = "json" if as_json else fmt
+    with AckStore.open(store, readonly=True, verify="loaded") as s:
+        wanted = None
+        if specs:
+            wanted = [_split_cursor(spec) for spec in specs]
+            for spec in specs:
+                _open_cursor(s, spec)
+        objects = dump_lines(s, wanted)
+        if output is None:
+            write_dump(objects, sys.stdout, fmt)
+        else:
+            tmp = output.with_name(output.name + ".partial")
+            with open(tmp, "w", encoding="utf-8") as f:
+                write_dump(objects, f, fmt)
+            os.replace(tmp, output)
+
+
+@cli.command("restore")
+@click.argument("store", type=click.Path(path_type=Path))
+@click.argument("dump_file", metavar="DUMP", type=click.File("r", encoding="utf-8"))
+@click.option("--json", "as_json", is_flag=True, help="print JSON")
+def restore_cmd(store: Path, dump_file: Any, as_json: bool) -> None:
+    """Build a new store at STORE from a JSON Lines DUMP (`-` for stdin); all or nothing."""
+    counts = restore(dump_file, store)
+    _emit(as_json, counts, f"restored {store}: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
+
+
+@cli.command()
+@click.argument("store", type=EXISTING)
+@click.option("--json", "as_json", is_flag=True, help="print JSON")
+def compact(store: Path, as_json: bool) -> None:
+    """Rewrite every cursor's log as live records + one full marker (refuses while a writer runs)."""
+    with AckStore.open(store) as s:
+        stats = s.compact()
+    rows = [asdict(st) for st in stats]
+    before, after = sum(r["bytes_before"] for r in rows), sum(r["bytes_after"] for r in rows)
+    text = "\n".join(
+        f"{r['topic']}/{r['cursor']}: {r['records_before']} -> {r['records_after']} records, "
+        f"{r['bytes_before']:,} -> {r['bytes_after']:,} B"
+        for r in rows
+    )
+    text += f"\ntotal: {before:,} -> {after:,} B of records (`ackstore copy --compact` also shrinks the file)"
+    _emit(as_json, {"cursors": rows, "bytes_before": before, "bytes_after": after}, text.strip())
+
+
+@cli.command()
+@click.argument("store", type=EXISTING)
+@click.argument("dest", type=click.Path(path_type=Path))
+@click.option("--compact/--no-compact", default=True, show_default=True, help="leave out free pages")
+@click.option("--json", "as_json", is_flag=True, help="print JSON")
+def copy(store: Path, dest: Path, compact: bool, as_json: bool) -> None:
+    """Write a consistent single-file snapshot DEST (works while the writer runs)."""
+    with AckStore.open(store, readonly=True, verify="loaded") as s:
+        size = s.copy(dest, compact=compact)
+    _emit(as_json, {"dest": str(dest), "bytes": size}, f"wrote {dest}: {size:,} B")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the tool; the one exit path. Returns the exit status."""
+    try:
+        result = cli.main(args=argv, prog_name="ackstore", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.exceptions.NoArgsIsHelpError as exc:
+        click.echo(exc.ctx.get_help() if exc.ctx else str(exc))
+        return 0
+    except click.ClickException as exc:
+        click.echo(f"ackstore: error: {exc.format_message()}", err=True)
+        return 2 if isinstance(exc, click.UsageError) else exc.exit_code
+    except UsageFailure as exc:
+        click.echo(f"ackstore: error: {exc}", err=True)
+        return 2
+    except (AckStoreError, OSError) as exc:
+        if os.environ.get("ACKSTORE_DEBUG") == "1":
+            raise
+        click.echo(f"ackstore: error: {exc}", err=True)
+        return 1
+    except click.exceptions.Abort:
+        click.echo("ackstore: aborted", err=True)
+        return 1
+    return result if isinstance(result, int) else 0

@@ -1,0 +1,197 @@
+"""The dump format: JSON Lines, one object per line, streamed; and its reader for restore.
+
+A dump starts with a header line, then for each topic its ledger directory followed by
+each of its cursors (configuration, positions, properties) and that cursor's ranges and
+partial batches, and ends with an ``end`` line carrying the counts, so a truncated dump
+is refused. Output is deterministic: the same state always dumps to the same bytes.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from pyroaring import BitMap
+
+from ackstore import AckStore, AckStoreError, CursorConfig, Position
+from ackstore.cursor import Cursor
+
+__all__ = ["DumpError", "dump_lines", "write_dump", "restore", "DUMP_FORMAT"]
+
+DUMP_FORMAT = 1
+
+
+class DumpError(AckStoreError):
+    """A dump that cannot be restored: names the line and what was wrong."""
+
+
+def _line(obj: dict[str, Any]) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"))
+
+
+def dump_lines(store: AckStore, cursors: Iterable[tuple[str, str]] | None = None) -> Iterator[dict[str, Any]]:
+    """Every object of the dump, in order. ``cursors`` limits it to some ``(topic, cursor)``."""
+    wanted = None if cursors is None else set(cursors)
+    counts = {"topics": 0, "cursors": 0, "ranges": 0, "batches": 0}
+    yield {"type": "ackstore-dump", "format": DUMP_FORMAT}
+    for topic_name in store.topics():
+        topic = store.topic(topic_name)
+        names = [n for n in topic.cursors() if wanted is None or (topic_name, n) in wanted]
+        if wanted is not None and not names:
+            continue
+        counts["topics"] += 1
+        yield {"type": "topic", "topic": topic_name, "ledgers": [list(x) for x in topic.ledgers()]}
+        for name in names:
+            cur = topic.cursor(name)
+            counts["cursors"] += 1
+            yield {
+                "type": "cursor",
+                "topic": topic_name,
+                "cursor": name,
+                "config": cur.config.to_obj(),
+                "mark_delete": str(cur.mark_delete_position),
+                "read_position": str(cur.read_position),
+                "properties": cur.properties,
+            }
+            for first, last in cur.ack_ranges():
+                counts["ranges"] += 1
+                yield {"type": "range", "topic": topic_name, "cursor": name, "first": str(first), "last": str(last)}
+            for pos, (size, indexes) in sorted(cur.partial_batches().items()):
+                counts["batches"] += 1
+                yield {
+                    "type": "batch",
+                    "topic": topic_name,
+                    "cursor": name,
+                    "position": str(pos),
+                    "batch_size": size,
+                    "indexes": sorted(indexes),
+                }
+    yield {"type": "end", **counts}
+
+
+def write_dump(objects: Iterable[dict[str, Any]], out: IO[str], fmt: str = "json") -> int:
+    """Write the dump as JSON Lines (``json``, restorable) or CSV (``csv``, ranges and batches only)."""
+    n = 0
+    if fmt == "json":
+        for obj in objects:
+            out.write(_line(obj) + "\n")
+            n += 1
+        return n
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["kind", "topic", "cursor", "first", "last", "batch_size", "indexes"])
+    for obj in objects:
+        if obj["type"] == "range":
+            writer.writerow(["range", obj["topic"], obj["cursor"], obj["first"], obj["last"], "", ""])
+        elif obj["type"] == "batch":
+            indexes = " ".join(map(str, obj["indexes"]))
+            writer.writerow(["batch", obj["topic"], obj["cursor"], obj["position"], "", obj["batch_size"], indexes])
+        else:
+            continue
+        n += 1
+    return n
+
+
+def _parse(lines: Iterable[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+    for number, text in enumerate(lines, start=1):
+        if not text.strip():
+            continue
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise DumpError(f"dump line {number} is not JSON ({exc.msg}); is this an ackstore dump?") from None
+        if not isinstance(obj, dict) or "type" not in obj:
+            raise DumpError(f"dump line {number} has no 'type'; is this an ackstore dump?")
+        yield number, obj
+
+
+def restore(dump: IO[str], dest: Path, sync: bool = True) -> dict[str, int]:
+    """Build a new store at ``dest`` from a JSON Lines dump; it appears whole or not at all.
+
+    The store is built beside ``dest`` and renamed into place at the end, so a failure
+    leaves nothing behind. ``dest`` must not exist (or be an empty directory).
+    """
+    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+        raise DumpError(f"restore target {dest} exists and is not empty; allowed: a new path")
+    tmp = dest.with_name(dest.name + ".restoring")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    counts = {"topics": 0, "cursors": 0, "ranges": 0, "batches": 0}
+    try:
+        with AckStore.open(tmp, sync=sync) as store:
+            _apply(store, _parse(dump), counts)
+        if dest.exists():
+            dest.rmdir()
+        tmp.rename(dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return counts
+
+
+def _apply(store: AckStore, objects: Iterator[tuple[int, dict[str, Any]]], counts: dict[str, int]) -> None:
+    header = next(objects, None)
+    if header is None or header[1].get("type") != "ackstore-dump":
+        raise DumpError("dump line 1 is not an ackstore dump header")
+    if header[1].get("format") != DUMP_FORMAT:
+        raise DumpError(f"dump format {header[1].get('format')!r} is not one this ackstore reads ({DUMP_FORMAT})")
+    cur: Cursor | None = None
+    pending: dict[int, BitMap] = {}
+
+    def settle() -> None:
+        if cur is not None:
+            for ledger, bm in sorted(pending.items()):
+                cur.ack_entries(ledger, bm)
+            pending.clear()
+
+    ended = False
+    for number, obj in objects:
+        try:
+            kind = obj["type"]
+            if kind == "topic":
+                settle()
+                cur = None
+                topic = store.topic(obj["topic"])
+                for ledger, count in obj["ledgers"]:
+                    topic.add_ledger(ledger)
+                    if count is not None:
+                        topic.close_ledger(ledger, count)
+                counts["topics"] += 1
+            elif kind == "cursor":
+                settle()
+                topic = store.topic(obj["topic"])
+                cur = topic.cursor(obj["cursor"], CursorConfig.from_obj(obj["config"]))
+                cur.ack_cumulative(Position.parse(obj["mark_delete"]))
+                for key, value in sorted(obj["properties"].items()):
+                    cur.set_property(key, value)
+                cur._restore_read_position(Position.parse(obj["read_position"]))
+                counts["cursors"] += 1
+            elif kind == "range":
+                assert cur is not None and (obj["topic"], obj["cursor"]) == (cur.topic.name, cur.name)
+                first, last = Position.parse(obj["first"]), Position.parse(obj["last"])
+                if first.ledger != last.ledger or first > last:
+                    raise DumpError(f"dump line {number}: range {first}..{last} is not within one ledger")
+                pending.setdefault(first.ledger, BitMap()).add_range(first.entry, last.entry + 1)
+                counts["ranges"] += 1
+            elif kind == "batch":
+                assert cur is not None and (obj["topic"], obj["cursor"]) == (cur.topic.name, cur.name)
+                settle()
+                cur.ack_batch_index(Position.parse(obj["position"]), obj["batch_size"], obj["indexes"])
+                counts["batches"] += 1
+            elif kind == "end":
+                settle()
+                found = {k: obj.get(k) for k in counts}
+                if found != counts:
+                    raise DumpError(f"dump line {number}: the end line counts {found}, the dump held {counts}")
+                ended = True
+            else:
+                raise DumpError(f"dump line {number}: unknown type {kind!r}")
+        except DumpError:
+            raise
+        except (AckStoreError, KeyError, TypeError, ValueError, AssertionError) as exc:
+            raise DumpError(f"dump line {number} cannot be restored: {exc or type(exc).__name__}") from None
+    if not ended:
+        raise DumpError("the dump has no end line: it was cut short")

@@ -1,0 +1,188 @@
+"""The recovery CLI: every command, its exit codes and its one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import lmdb
+import pytest
+
+from ackstore import AckStore, CursorConfig, Position
+from recovery.cli import main
+
+from . import rawlog
+
+T = "persistent://t/ns/cli"
+ROOT = Path(__file__).parent.parent
+
+
+@pytest.fixture
+def run(capsys: pytest.CaptureFixture[str]):  # type: ignore[no-untyped-def]
+    def invoke(*args: str) -> tuple[int, str, str]:
+        code = main([str(a) for a in args])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return invoke
+
+
+def _make(path: Path) -> None:
+    with AckStore.open(path) as store:
+        for topic_name, n in ((T, 4), (T + "-2", 2)):
+            topic = store.topic(topic_name)
+            for ledger in range(1, n + 1):
+                topic.add_ledger(ledger)
+                topic.close_ledger(ledger, 100)
+            topic.add_ledger(n + 1)
+            for sub in ("a", "b"):
+                cur = topic.cursor(sub, CursorConfig(full_marker_every=2))
+                cur.ack([Position(2, e) for e in range(0, 100, 3)])
+                cur.ack_batch_index(Position(3, 4), 8, [1, 5])
+                cur.set_property("k", 7)
+                store.flush()
+                cur.ack([Position(3, 9)])
+                store.flush()
+        store.topic(T).trim_ledgers(2)
+
+
+def test_stat_and_cursors(store_path: Path, run) -> None:  # type: ignore[no-untyped-def]
+    _make(store_path)
+    code, out, _ = run("stat", store_path, "--json")
+    assert code == 0
+    doc = json.loads(out)
+    cur = doc["topics"][T]["cursors"]["a"]
+    assert cur["mark_delete"] == "2:0" and cur["ranges"] == 34 and cur["ledgers"] == 2
+    assert cur["records"] >= 3 and cur["garbage_bytes"] >= 0 and cur["truncated"] is False
+    code, out, _ = run("cursors", store_path, "--topic", T)
+    assert code == 0
+    assert out.splitlines() == [f"{T}/a\t2:0\t2:1\t34\t2", f"{T}/b\t2:0\t2:1\t34\t2"]
+
+
+def test_check_fix_cycle(store_path: Path, run) -> None:  # type: ignore[no-untyped-def]
+    _make(store_path)
+    assert run("check", store_path)[0] == 0
+    rawlog.damage(store_path, rawlog.markers(store_path)[-1])
+    code, out, _ = run("check", store_path)
+    assert code == 1 and "broken-marker" in out and "corrupt-record" in out
+    code, out, _ = run("check", store_path, "--fix", "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["clean"] and all(f["fixed"] for f in doc["findings"])
+    assert run("check", store_path)[0] == 0
+
+
+def test_dump_restore_dump_is_identical(store_path: Path, tmp_path: Path, run) -> None:  # type: ignore[no-untyped-def]
+    _make(store_path)
+    first, second = tmp_path / "d1.jsonl", tmp_path / "d2.jsonl"
+    assert run("dump", store_path, "-o", first)[0] == 0
+    code, out, _ = run("restore", tmp_path / "restored", first)
+    assert code == 0 and "4 cursors" in out
+    assert run("dump", tmp_path / "restored", "-o", second)[0] == 0
+    assert first.read_bytes() == second.read_bytes()
+    lines = [json.loads(x) for x in first.read_text().splitlines()]
+    assert {"type": "batch", "topic": T, "cursor": "a", "position": "3:4", "batch_size": 8, "indexes": [1, 5]} in lines
+    code, out, _ = run("dump", store_path, "--cursor", f"{T}/b", "--format", "csv")
+    assert code == 0 and out.splitlines()[0] == "kind,topic,cursor,first,last,batch_size,indexes"
+    assert all(f"{T},b," in row for row in out.splitlines()[1:])
+
+
+def test_compact_and_copy(store_path: Path, tmp_path: Path, run) -> None:  # type: ignore[no-untyped-def]
+    _make(store_path)
+    before = run("dump", store_path)[1]
+    code, out, _ = run("compact", store_path, "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["bytes_after"] < doc["bytes_before"]
+    assert all(c["records_after"] <= 3 for c in doc["cursors"])
+    assert run("dump", store_path)[1] == before
+    code, out, _ = run("copy", store_path, tmp_path / "snap.mdb")
+    assert code == 0 and (tmp_path / "snap.mdb").is_file()
+    assert run("dump", tmp_path / "snap.mdb")[1] == before
+    assert run("check", tmp_path / "snap.mdb")[0] == 0
+
+
+def test_recover(store_path: Path, run) -> None:  # type: ignore[no-untyped-def]
+    _make(store_path)
+    code, out, _ = run("recover", store_path, "--cursor", f"{T}/a", "--budget", "0", "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["ranges"] == 34 and doc["markers_skipped"] == 0 and doc["budget"] == 0
+
+
+def _one_line_error(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ackstore: error: "), err
+    return lines[0]
+
+
+def test_errors(store_path: Path, tmp_path: Path, run) -> None:  # type: ignore[no-untyped-def]
+    _make(store_path)
+    code, _, err = run("stat", tmp_path / "missing")
+    assert code == 2 and "does not exist" in _one_line_error(err)
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "plain" / "x.txt").write_text("x")
+    code, _, err = run("check", tmp_path / "plain")
+    assert code == 1 and "no store at" in _one_line_error(err)
+    code, _, err = run("recover", store_path, "--cursor", f"{T}/nope")
+    assert code == 2 and "no cursor 'nope'" in _one_line_error(err)
+    code, _, err = run("recover", store_path, "--cursor", "nope")
+    assert code == 2 and "TOPIC/SUBSCRIPTION" in _one_line_error(err)
+    code, _, err = run("frobnicate")
+    assert code == 2 and "No such command" in _one_line_error(err)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"type":"ackstore-dump","format":1}\n{"type":"topic","topic":"x","ledgers":[[1,null]]}\n')
+    code, _, err = run("restore", tmp_path / "r", bad)
+    assert code == 1 and "cut short" in _one_line_error(err) and not (tmp_path / "r").exists()
+    bad.write_text("not json\n")
+    code, _, err = run("restore", tmp_path / "r", bad)
+    assert code == 1 and "line 1 is not JSON" in _one_line_error(err)
+    code, _, err = run("restore", store_path, bad)
+    assert code == 1 and "not empty" in _one_line_error(err)
+
+
+def test_newer_format_is_refused(store_path: Path, run) -> None:  # type: ignore[no-untyped-def]
+    _make(store_path)
+    env = lmdb.open(str(store_path), max_dbs=8)
+    meta = env.open_db(b"meta")  # outside the write transaction: LMDB has one writer
+    with env.begin(write=True) as txn:
+        txn.put(b"format", struct.pack(">Q", 2), db=meta)
+    env.close()
+    code, _, err = run("stat", store_path)
+    assert code == 1 and "format version 2" in _one_line_error(err)
+
+
+HOLD = """
+import sys, time
+from ackstore import AckStore
+s = AckStore.open(sys.argv[1])
+print("holding", flush=True); time.sleep(60)
+"""
+
+
+def test_compact_refuses_while_a_writer_holds_the_store_but_copy_works(store_path, tmp_path, run) -> None:  # type: ignore[no-untyped-def]
+    _make(store_path)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(store_path)], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "holding"
+        code, _, err = run("compact", store_path)
+        assert code == 1 and "locked by another writer" in _one_line_error(err)
+        code, _, _ = run("copy", store_path, tmp_path / "live.mdb")
+        assert code == 0 and (tmp_path / "live.mdb").stat().st_size > 0
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_real_subprocesses(store_path: Path) -> None:
+    _make(store_path)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-m", "recovery", "check", str(store_path)], capture_output=True, text=True, env=env
+    )
+    assert done.returncode == 0 and "clean (4 cursors)" in done.stdout
+    script = Path(sys.executable).parent / "ackstore"
+    done = subprocess.run([str(script), "stat", str(store_path / "nope")], capture_output=True, text=True, env=env)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
