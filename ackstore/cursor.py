@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
@@ -72,6 +72,9 @@ class _Capture:
     unmarked: set[int]
     pinned: set[int]
     meta_dirty: bool
+    truncated: bool = False  # PIP-299: only the lowest ranges were persisted
+    persisted_ranges: int = 0
+    keep_dirty: frozenset[int] = frozenset()  # ledgers not (wholly) in this marker: still to persist
 
 
 class Cursor:
@@ -133,6 +136,7 @@ class Cursor:
         self._range_count = sum(la.runs for la in self._cache.loaded.values()) + sum(
             self._index[ledger].runs for ledger in self._cache.swapped
         )
+        self._persisted_ranges = self._range_count
         self._limit_ledger, self._limit_value, self._limit_version = -1, -1, -1  # one-entry cache of _limit
         self._reconcile(d)
 
@@ -616,7 +620,41 @@ class Cursor:
 
     @property
     def config(self) -> CursorConfig:
+        """This cursor's settings (persisted with it)."""
         return self._config
+
+    def update_config(self, **changes: Any) -> CursorConfig:
+        """Change settings at run time, e.g. ``update_config(max_unacked_ranges_to_persist=0)``.
+
+        Validated, then persisted at once (durable when this returns); returns the new config.
+        """
+        with self._lock:
+            self._alive()
+            try:
+                new = replace(self._config, **changes)
+            except TypeError:
+                raise InvalidArgumentError(
+                    f"unknown CursorConfig fields {sorted(changes)}: allowed {[f.name for f in fields(CursorConfig)]}"
+                ) from None
+            self._store._put_cursor(self._topic.topic_id, self.name, self.cursor_id, new)
+            self._config = new
+            self._cache.budget = new.max_individual_ack_cache_bytes
+            self._fit()
+            return new
+
+    @property
+    def is_blocked_on_ack_state_persistent(self) -> bool:
+        """PIP-299: True while pausing is on and the ranges exceed what a flush can persist.
+
+        Computed only when ``dispatcher_pause_on_ack_state_persistent`` is on; O(1).
+        It clears as soon as acks, skips, seeks or resets bring the range count back to
+        the limit, or the setting is turned off.
+        """
+        cfg = self._config
+        if not cfg.dispatcher_pause_on_ack_state_persistent:
+            return False
+        limit = cfg.max_unacked_ranges_to_persist
+        return limit > 0 and self._range_count > limit
 
     @property
     def topic(self) -> Topic:
@@ -707,6 +745,10 @@ class Cursor:
                 last_marker_seq=self._marker_seq,
                 deltas_since_full_marker=self._deltas,
                 truncated=self._truncated,
+                persisted_ranges=self._persisted_ranges,
+                ranges_over_limit=max(0, self._range_count - self._config.max_unacked_ranges_to_persist)
+                if self._config.max_unacked_ranges_to_persist
+                else 0,
                 recovery=self._recovery,
             )
 
@@ -778,6 +820,9 @@ class Cursor:
         meta_dirty, self._meta_dirty = self._meta_dirty, False
         if not dirty and not meta_dirty and not unmarked and not any(v in self._index for v in vanished):
             return None
+        limit = self._config.max_unacked_ranges_to_persist
+        if limit and self._range_count > limit:
+            return self._capture_truncated(dirty, vanished, unmarked, meta_dirty, limit)
         cid = self.cursor_id
         loaded = self._cache.loaded
         puts: list[tuple[bytes, bytes]] = []
@@ -799,6 +844,7 @@ class Cursor:
         cfg = self._config
         full = (
             self._force_full
+            or self._truncated
             or self._marker_seq < 0
             or self._deltas >= cfg.full_marker_every
             or self._chain_bytes > max(self._full_bytes, 4096)
@@ -836,13 +882,102 @@ class Cursor:
             marker_seq,
             len(value),
             gc_below,
-            self._full_live,
+            self._gc_live(),
             live | {marker_seq},
             dirty,
             vanished,
             unmarked,
             pinned,
             meta_dirty,
+            persisted_ranges=self._range_count,
+        )
+
+    def _gc_live(self) -> frozenset[int]:
+        """What garbage trimming must keep: the previous full marker's records and every record
+        the cursor itself still points to (swapped-out ledgers a truncated marker left out)."""
+        return self._full_live | {e.seq for e in self._index.values()}
+
+    def _capture_truncated(
+        self, dirty: set[int], vanished: set[int], unmarked: set[int], meta_dirty: bool, limit: int
+    ) -> _Capture:
+        """PIP-299: a full marker holding only the lowest ``limit`` ranges. Lock held.
+
+        Ledgers wholly under the limit are persisted as usual; the ledger the limit cuts
+        through gets a record of its lowest ranges only (its whole state stays in memory
+        and dirty); ledgers above are left out of the marker. A crash loses what was left
+        out: those messages are redelivered.
+        """
+        cid = self.cursor_id
+        cache = self._cache
+        puts: list[tuple[bytes, bytes]] = []
+        changes: dict[int, IndexEntry | None] = {}
+        index: dict[int, IndexEntry | None] = {}
+        keep_dirty: set[int] = set()
+        left = limit
+        for ledger in sorted(cache.known()):
+            la = cache.loaded.get(ledger)
+            runs = la.runs if la is not None else self._index[ledger].runs
+            if left <= 0:
+                if ledger in dirty:
+                    keep_dirty.add(ledger)
+                continue
+            if runs <= left:
+                if ledger in dirty and la is not None:
+                    seq = self._alloc()
+                    puts.append((log_key(cid, seq), encode_ledger(ledger, la)))
+                    cache.measure(la)
+                    changes[ledger] = index[ledger] = IndexEntry(seq, runs)
+                else:
+                    index[ledger] = self._index[ledger]
+                left -= runs
+                continue
+            whole = self._peek(ledger)
+            assert whole is not None
+            cut = whole.ranges()[left - 1][1]
+            part = LedgerAcks(BitMap(whole.bitmap), {e: b for e, b in whole.batches.items() if e < cut})
+            part.drop_from(cut + 1)
+            seq = self._alloc()
+            puts.append((log_key(cid, seq), encode_ledger(ledger, part)))
+            index[ledger] = IndexEntry(seq, part.runs)
+            if ledger in dirty:
+                keep_dirty.add(ledger)
+            left = 0
+        for ledger in vanished:
+            if ledger in self._index and ledger not in cache:
+                changes[ledger] = None
+        marker = Marker(
+            full=True,
+            prev=self._marker_seq,
+            mark_delete=(self._md[0], self._md[1]),
+            read_position=(self._rp[0], self._rp[1]),
+            properties=dict(self._properties),
+            index=index,
+            truncated=True,
+        )
+        marker_seq = self._alloc()
+        value = encode_marker(marker)
+        puts.append((log_key(cid, marker_seq), value))
+        pinned = {ledger for ledger, entry in changes.items() if entry is not None}
+        self._pinned |= pinned
+        live = frozenset(e.seq for e in index.values() if e is not None)
+        return _Capture(
+            self,
+            puts,
+            changes,
+            True,
+            marker_seq,
+            len(value),
+            self._full_seq,
+            self._gc_live(),
+            live | {marker_seq},
+            dirty,
+            vanished,
+            unmarked,
+            pinned,
+            meta_dirty,
+            truncated=True,
+            persisted_ranges=limit,
+            keep_dirty=frozenset(keep_dirty),
         )
 
     def _commit(self, cap: _Capture) -> None:
@@ -854,6 +989,9 @@ class Cursor:
             elif ledger not in self._unmarked:  # a later write-back supersedes this record
                 self._index[ledger] = entry
         self._pinned -= cap.pinned
+        self._dirty |= {ledger for ledger in cap.keep_dirty if ledger in self._cache.loaded}
+        self._truncated = cap.truncated
+        self._persisted_ranges = cap.persisted_ranges
         self._marker_seq = cap.marker_seq
         if cap.full:
             self._full_seq = cap.marker_seq

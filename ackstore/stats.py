@@ -60,7 +60,9 @@ class CursorStats:
     total_flush_bytes: int
     last_marker_seq: int
     deltas_since_full_marker: int
-    truncated: bool  # the recovered marker persisted only part of the ranges (PIP-299)
+    truncated: bool  # the last marker persisted only part of the ranges (PIP-299)
+    persisted_ranges: int  # ranges the last marker holds
+    ranges_over_limit: int  # ranges a flush now would keep in memory only (PIP-299)
     recovery: RecoveryReport
 
 

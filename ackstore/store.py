@@ -186,11 +186,7 @@ class Topic:
             cur = self._cursors.get(name)
             if cur is not None:
                 if config is not None and config != cur._config:
-                    store._writable()
-                    store._put_cursor(self.topic_id, name, cur.cursor_id, config)
-                    cur._config = config
-                    cur._cache.budget = config.max_individual_ack_cache_bytes
-                    cur._fit()
+                    cur.update_config(**config.to_obj())
                 return cur
             cur = store._open_cursor(self, name, config)
             self._cursors[name] = cur

@@ -37,7 +37,7 @@ def bytes_per_range(root: Path, name: str, keep: Callable[[random.Random, int], 
     rng = random.Random(1)
     with AckStore.open(root / name.replace(" ", "_").replace(",", ""), sync=False) as store:
         topic = store.topic(T)
-        cur = topic.cursor("c")
+        cur = topic.cursor("c", CursorConfig(max_unacked_ranges_to_persist=0))
         for ledger in range(1, 21):
             topic.add_ledger(ledger)
             topic.close_ledger(ledger, 50_000)
@@ -98,7 +98,7 @@ def ack_rates(root: Path) -> dict[str, float]:
 def flush_one_dirty(root: Path) -> tuple[int, int]:
     with AckStore.open(root / "flush", sync=False) as store:
         topic = store.topic(T)
-        cur = topic.cursor("c", CursorConfig(max_individual_ack_cache_bytes=1 << 30))
+        cur = topic.cursor("c", CursorConfig(max_individual_ack_cache_bytes=1 << 30, max_unacked_ranges_to_persist=0))
         for ledger in range(1, 10_001):
             topic.add_ledger(ledger)
             topic.close_ledger(ledger, 1000)

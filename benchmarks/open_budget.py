@@ -38,7 +38,7 @@ def build(path: Path, megabytes: float, ledgers: int = LEDGERS, seed: int = 1) -
     total = 0
     with AckStore.open(path, sync=False) as store:
         topic = store.topic(T)
-        cur = topic.cursor("c", CursorConfig(max_individual_ack_cache_bytes=1 << 40))
+        cur = topic.cursor("c", CursorConfig(max_individual_ack_cache_bytes=1 << 40, max_unacked_ranges_to_persist=0))
         for ledger in range(1, ledgers + 1):
             topic.add_ledger(ledger)
             topic.close_ledger(ledger, SPAN)

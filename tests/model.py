@@ -27,6 +27,7 @@ class TopicModel:
     last_id: int = -1
     cursors: dict[str, CursorModel] = field(default_factory=dict)
     flushed: dict[str, CursorModel] = field(default_factory=dict)
+    limit: int = 0  # PIP-299 max_unacked_ranges_to_persist (0: no limit)
 
     # -- derived ----------------------------------------------------------------------------
     def ids(self) -> list[int]:
@@ -119,7 +120,30 @@ class TopicModel:
         return old is not None and old[0] != size
 
     def flush(self) -> None:
-        self.flushed = copy.deepcopy(self.cursors)
+        self.flushed = {name: self.persisted(c) for name, c in self.cursors.items()}
+
+    def persisted(self, c: CursorModel) -> CursorModel:
+        """What a flush persists of ``c``: everything, or with a limit the lowest ranges (PIP-299)."""
+        if not self.limit or len(self.ranges(c)) <= self.limit:
+            return copy.deepcopy(c)
+        md = self.md(c)
+        ranges, partials = self.ranges(c), self.partials(c)
+        ledgers = sorted({a[0] for a, _ in ranges} | {p[0] for p in partials})
+        kept = CursorModel(floor=md)
+        left = self.limit
+        for ledger in ledgers:
+            mine = [r for r in ranges if r[0][0] == ledger]
+            if left <= 0:
+                continue
+            take = mine if len(mine) <= left else mine[:left]
+            for a, b in take:
+                kept.acked.update((ledger, e) for e in range(a[1], b[1] + 1))
+            cut = take[-1][1][1] if len(take) < len(mine) else None
+            for p, (size, ix) in partials.items():
+                if p[0] == ledger and (cut is None or p[1] < cut):
+                    kept.batches[p] = (size, set(ix))
+            left -= len(take)
+        return kept
 
     def crash(self) -> None:
         restored = copy.deepcopy(self.flushed)

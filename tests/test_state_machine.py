@@ -18,7 +18,7 @@ from .model import CursorModel, TopicModel
 
 TOPIC = "persistent://t/ns/sm"
 CURSORS = ("a", "b")
-CONFIG = CursorConfig(full_marker_every=3)
+CONFIG = CursorConfig(full_marker_every=3, max_unacked_ranges_to_persist=0)
 ENTRIES = 40
 
 
@@ -30,7 +30,7 @@ class AckStoreMachine(RuleBasedStateMachine):
     @initialize()
     def setup(self) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="ackstore-sm-"))
-        self.model = TopicModel()
+        self.model = TopicModel(limit=self.config.max_unacked_ranges_to_persist)
         self.store = AckStore.open(self.dir / "s", map_size=1 << 16, sync=False)
         self._attach()
         for name in CURSORS:
@@ -153,6 +153,7 @@ class AckStoreMachine(RuleBasedStateMachine):
     def reopen(self) -> None:
         self.store.close()
         self.model.flush()
+        self.model.crash()  # what was flushed is all a reopen sees (all of it, unless PIP-299 capped it)
         self.store = AckStore.open(self.dir / "s", map_size=1 << 16, sync=False)
         self._attach()
 
@@ -178,6 +179,9 @@ class AckStoreMachine(RuleBasedStateMachine):
             ranges = m.ranges(c)
             assert list(cur.ack_ranges()) == ranges, name
             assert cur.ack_range_count == len(ranges)
+            limit = self.config.max_unacked_ranges_to_persist
+            blocked = self.config.dispatcher_pause_on_ack_state_persistent and 0 < limit < len(ranges)
+            assert cur.is_blocked_on_ack_state_persistent == blocked
             assert cur.partial_batches() == m.partials(c)
             for ledger in m.ids()[-2:]:
                 for entry in range(0, ENTRIES + 2, 3):
@@ -191,6 +195,14 @@ class TinyBudgetMachine(AckStoreMachine):
     config = CursorConfig(full_marker_every=1, max_individual_ack_cache_bytes=1)
 
 
+class TruncatingMachine(AckStoreMachine):
+    """PIP-299: flushes persist only the lowest 3 ranges; a crash must lose exactly the rest."""
+
+    config = CursorConfig(
+        full_marker_every=3, max_unacked_ranges_to_persist=3, dispatcher_pause_on_ack_state_persistent=True
+    )
+
+
 _settings = settings(
     max_examples=int(os.environ.get("ACKSTORE_SM_EXAMPLES", "60")),
     stateful_step_count=40,
@@ -201,3 +213,5 @@ TestAckStoreMachine = AckStoreMachine.TestCase
 TestAckStoreMachine.settings = _settings
 TestTinyBudgetMachine = TinyBudgetMachine.TestCase
 TestTinyBudgetMachine.settings = settings(_settings, max_examples=25)
+TestTruncatingMachine = TruncatingMachine.TestCase
+TestTruncatingMachine.settings = settings(_settings, max_examples=40)

@@ -24,7 +24,7 @@ def _holey_cursor(store: AckStore, n: int, entries: int, step: int):  # type: ig
     """A cursor over ``n`` sealed ledgers with every ``step``-th entry acked (from entry 1), all in memory."""
     topic = store.topic(T)
     _ledgers(topic, n, entries)
-    cur = topic.cursor("c", CursorConfig(max_individual_ack_cache_bytes=1 << 30))
+    cur = topic.cursor("c", CursorConfig(max_individual_ack_cache_bytes=1 << 30, max_unacked_ranges_to_persist=0))
     for ledger in range(1, n + 1):
         cur.ack([Position(ledger, e) for e in range(1, entries, step)])
     return cur
@@ -101,7 +101,7 @@ def test_threads_ack_while_another_flushes(store_path: Path) -> None:
     with AckStore.open(store_path, sync=False) as store:
         topic = store.topic(T)
         _ledgers(topic, 4, 20_000)
-        cur = topic.cursor("c")
+        cur = topic.cursor("c", CursorConfig(max_unacked_ranges_to_persist=0))
         stop = threading.Event()
         errors: list[BaseException] = []
 

@@ -33,7 +33,7 @@ def run_demo(path: Path, ledgers: int, entries: int, hole_rate: float, seed: int
     acked = 0
     with AckStore.open(path, sync=False) as store:
         topic = store.topic(TOPIC)
-        cur = topic.cursor("sub-a", CursorConfig())
+        cur = topic.cursor("sub-a", CursorConfig(max_unacked_ranges_to_persist=0))  # persist every range
         for ledger in range(1, ledgers + 1):
             topic.add_ledger(ledger)
             topic.close_ledger(ledger, entries)

@@ -1,0 +1,116 @@
+"""PIP-299: a cap on the ranges a flush persists, and pausing dispatch while over it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ackstore import AckStore, CursorConfig, InvalidArgumentError, Position
+
+T = "persistent://t/ns/pip299"
+
+
+def _cursor(store: AckStore, config: CursorConfig):  # type: ignore[no-untyped-def]
+    topic = store.topic(T)
+    for ledger in (1, 2, 3):
+        topic.add_ledger(ledger)
+        topic.close_ledger(ledger, 100)
+    topic.add_ledger(4)
+    return topic.cursor("sub", config)
+
+
+def test_flush_persists_lowest_ranges_and_a_crash_redelivers_exactly_the_rest(store_path: Path) -> None:
+    config = CursorConfig(max_unacked_ranges_to_persist=5, max_individual_ack_cache_bytes=1 << 20)
+    with AckStore.open(store_path) as store:
+        cur = _cursor(store, config)
+        acked = [Position(1, e) for e in range(1, 8, 2)] + [Position(2, e) for e in (10, 11, 20, 30)]
+        cur.ack(acked)  # ranges: 1:1 1:3 1:5 1:7 | 2:10-11 2:20 2:30  -> 7 ranges
+        assert cur.ack_range_count == 7
+        store.flush()
+        stats = cur.stats()
+        assert stats.truncated and stats.persisted_ranges == 5 and stats.ranges_over_limit == 2
+        assert cur.dirty  # ledger 2 is not wholly persisted: it stays to persist
+        store._abandon()  # crash
+    with AckStore.open(store_path) as store:
+        cur = store.topic(T).cursor("sub")
+        assert list(cur.ack_ranges()) == [
+            (Position(1, 1), Position(1, 1)),
+            (Position(1, 3), Position(1, 3)),
+            (Position(1, 5), Position(1, 5)),
+            (Position(1, 7), Position(1, 7)),
+            (Position(2, 10), Position(2, 11)),
+        ]
+        # exactly these acked positions come back as unacked (redelivered)
+        assert [p for p in acked if not cur.is_acked(p)] == [Position(2, 20), Position(2, 30)]
+        assert cur.stats().truncated and cur.stats().recovery.markers_skipped == 0
+
+
+def test_back_under_the_limit_persists_everything_again(store_path: Path) -> None:
+    config = CursorConfig(max_unacked_ranges_to_persist=3)
+    with AckStore.open(store_path) as store:
+        cur = _cursor(store, config)
+        cur.ack([Position(1, e) for e in (2, 4, 6, 8)])
+        store.flush()
+        assert cur.stats().truncated
+        cur.ack([Position(1, e) for e in (3, 5, 7)])  # joins them: one range 1:2..1:8
+        store.flush()
+        assert not cur.stats().truncated and cur.stats().persisted_ranges == 1
+        expected = list(cur.ack_ranges())
+        store._abandon()
+    with AckStore.open(store_path) as store:
+        assert list(store.topic(T).cursor("sub").ack_ranges()) == expected
+
+
+def test_limit_zero_means_no_limit(store_path: Path) -> None:
+    with AckStore.open(store_path) as store:
+        cur = _cursor(
+            store, CursorConfig(max_unacked_ranges_to_persist=0, dispatcher_pause_on_ack_state_persistent=True)
+        )
+        cur.ack([Position(1, e) for e in range(1, 100, 2)])
+        store.flush()
+        assert not cur.stats().truncated and not cur.is_blocked_on_ack_state_persistent
+
+
+def test_pause_on_and_unpause_by_acks_and_by_turning_it_off(store_path: Path) -> None:
+    config = CursorConfig(max_unacked_ranges_to_persist=2, dispatcher_pause_on_ack_state_persistent=True)
+    with AckStore.open(store_path) as store:
+        cur = _cursor(store, config)
+        cur.ack([Position(1, 2), Position(1, 4)])
+        assert not cur.is_blocked_on_ack_state_persistent  # 2 ranges: at the limit is fine
+        cur.ack([Position(1, 6)])
+        assert cur.is_blocked_on_ack_state_persistent
+        cur.ack([Position(1, 5)])  # 1:4..1:6 joins: back to 2
+        assert not cur.is_blocked_on_ack_state_persistent
+        cur.ack([Position(2, 9)])
+        assert cur.is_blocked_on_ack_state_persistent
+        cur.ack_cumulative(Position(1, 99))  # a skip / clear-backlog style move
+        assert not cur.is_blocked_on_ack_state_persistent
+        cur.ack([Position(2, 1), Position(2, 3), Position(2, 5)])
+        assert cur.is_blocked_on_ack_state_persistent
+        cur.update_config(dispatcher_pause_on_ack_state_persistent=False)
+        assert not cur.is_blocked_on_ack_state_persistent
+        cur.update_config(dispatcher_pause_on_ack_state_persistent=True, max_unacked_ranges_to_persist=10)
+        assert not cur.is_blocked_on_ack_state_persistent
+    with AckStore.open(store_path) as store:  # the per-subscription override was persisted
+        assert store.topic(T).cursor("sub").config.max_unacked_ranges_to_persist == 10
+
+
+def test_store_wide_default_and_per_subscription_override(store_path: Path) -> None:
+    defaults = CursorConfig(max_unacked_ranges_to_persist=1, dispatcher_pause_on_ack_state_persistent=True)
+    with AckStore.open(store_path, cursor_defaults=defaults) as store:
+        cur = _cursor(store, None)  # type: ignore[arg-type]
+        other = store.topic(T).cursor("other", CursorConfig(max_unacked_ranges_to_persist=0))
+        for c in (cur, other):
+            c.ack([Position(1, 2), Position(1, 4)])
+        assert cur.is_blocked_on_ack_state_persistent and not other.is_blocked_on_ack_state_persistent
+
+
+def test_update_config_rejects_bad_values(store_path: Path) -> None:
+    with AckStore.open(store_path) as store:
+        cur = _cursor(store, CursorConfig())
+        with pytest.raises(InvalidArgumentError, match="max_unacked_ranges_to_persist=-1"):
+            cur.update_config(max_unacked_ranges_to_persist=-1)
+        with pytest.raises(InvalidArgumentError, match="unknown CursorConfig fields"):
+            cur.update_config(nope=1)
+        assert cur.config == CursorConfig()
