@@ -8,6 +8,7 @@ from .check import FINDING_KINDS, Finding, check
 from .config import CursorConfig
 from .cursor import Cursor
 from .directory import LedgerDirectory
+from .dispatcher import Consumer, Dispatcher, RevisionInProgressError
 from .errors import (
     AckStoreError,
     CorruptRecordError,
@@ -26,6 +27,8 @@ from .errors import (
     UnknownTopicError,
 )
 from .position import Position
+from .reads import Entry, InMemoryLedgerReader, LedgerReader
+from .revision import CursorStateRevisionController
 from .stats import CompactStats, CursorStats, FlushStats, RecoveryReport
 from .store import AckStore, Topic
 
@@ -36,6 +39,13 @@ __all__ = [
     "CursorConfig",
     "Position",
     "LedgerDirectory",
+    "Dispatcher",
+    "Consumer",
+    "RevisionInProgressError",
+    "Entry",
+    "LedgerReader",
+    "InMemoryLedgerReader",
+    "CursorStateRevisionController",
     "CursorStats",
     "FlushStats",
     "RecoveryReport",

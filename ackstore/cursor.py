@@ -764,6 +764,35 @@ class Cursor:
         self._next_seq += 1
         return seq
 
+    # -- position resets and reads (driven by a dispatcher through the revision controller) ---
+
+    def _reset_to(self, position: Position) -> None:
+        """A position reset: everything before ``position`` is acked, nothing from it on,
+        and reads start there. The mark-delete position may move backwards. Lock taken."""
+        with self._lock:
+            self._alive()
+            ledger, entry = position
+            self._check_entry(ledger, entry)
+            for known in list(self._cache.known()):
+                self._vanish(known)
+            self._md = _trusted(ledger, entry - 1)
+            self._rp = _trusted(ledger, entry)
+            self._meta_dirty = True
+            self._advance()
+
+    def _move_read_position(self, position: Position) -> None:
+        """A sequential read moved past ``position``'s predecessor (never backwards)."""
+        with self._lock:
+            if position > self._rp:
+                self._rp = position
+                self._meta_dirty = True
+
+    def _rewind(self) -> None:
+        """Read again from the first unacked position."""
+        with self._lock:
+            self._rp = self._md.next()
+            self._meta_dirty = True
+
     def _restore_read_position(self, position: Position) -> None:
         """Set the read position as a dump recorded it (restore only). Lock held by caller or unneeded."""
         if position < self._md.next():

@@ -1,0 +1,212 @@
+"""A small dispatcher over a cursor: sequential and replay reads, position resets through
+the PIP-269 revision controller, consumer epochs (PIP-194) and the PIP-299 pause.
+
+Reads are asyncio coroutines. Sequential reads start at the cursor's read position and
+move it when they complete; replay reads re-read positions below it from the replay
+queue (negative acks, redeliveries) and touch no cursor position. Every position reset
+(``reset``, ``seek``, ``skip``, ``clear_backlog``, ``rewind``) runs as one revision: new
+reads are refused while it runs, a second reset fails fast, and a read that started
+under an older revision is discarded when it completes, both before its read-position
+move and, if that already happened, before delivery. The dispatcher's own state (replay
+queue, recently-joined consumers) changes inside the same revision. No compensation and
+no "rewind after in-flight read" are needed.
+
+PIP-299: with pausing on, sequential reads are refused while the cursor is blocked on
+ack-state persistence; replay reads go on (they are what unblocks it). A single-consumer
+(exclusive / failover) dispatcher never pauses: its one consumer acks in order, and
+pausing it would stop the acks that bring the range count back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from .cursor import Cursor
+from .errors import AckStoreError, InvalidArgumentError
+from .position import Position, _trusted
+from .reads import Entry, LedgerReader
+from .revision import CursorStateRevisionController
+
+__all__ = ["Consumer", "Dispatcher", "RevisionInProgressError"]
+
+
+class RevisionInProgressError(AckStoreError):
+    """A position reset was asked for while another one runs (they fail fast, PIP-269)."""
+
+
+@dataclass
+class Consumer:
+    """An in-process consumer: keeps what it received, drops messages of an older epoch."""
+
+    name: str
+    epoch: int = 0
+    received: list[Position] = field(default_factory=list)
+    dropped: int = 0
+
+    def receive(self, entry: Entry, epoch: int) -> None:
+        if epoch < self.epoch:
+            self.dropped += 1
+            return
+        self.received.append(entry.position)
+
+
+class Dispatcher:
+    """Dispatches a cursor's entries to consumers, round robin."""
+
+    def __init__(
+        self,
+        cursor: Cursor,
+        reader: LedgerReader,
+        controller: CursorStateRevisionController | None = None,
+        single_consumer: bool = False,
+        epochs: bool = True,
+    ) -> None:
+        self.cursor = cursor
+        self.reader = reader
+        self.controller = controller or CursorStateRevisionController()
+        self.single_consumer = single_consumer
+        self.epochs = epochs  # False only to show, in tests, what epochs prevent
+        self.epoch = 0
+        self.consumers: dict[str, Consumer] = {}
+        self.replay: set[Position] = set()
+        self.recently_joined: dict[str, Position] = {}
+        self.refused = self.discarded = self.paused = 0
+        self._turn = 0
+
+    # -- consumers ------------------------------------------------------------------------
+    def add_consumer(self, name: str) -> Consumer:
+        consumer = self.consumers[name] = Consumer(name, self.epoch)
+        if len(self.consumers) > 1:  # Key_Shared style: it may not get entries past this point yet
+            self.recently_joined[name] = self.cursor.read_position
+        return consumer
+
+    def reconnect(self, name: str) -> Consumer:
+        """A reconnecting consumer starts over at the dispatcher's epoch (PIP-194)."""
+        consumer = self.consumers[name]
+        consumer.epoch = self.epoch
+        return consumer
+
+    def redeliver(self, positions: list[Position]) -> None:
+        """Negative acks: these positions go to the replay queue."""
+        self.replay.update(positions)
+
+    # -- reads ------------------------------------------------------------------------------
+    def _next_positions(self, start: Position, n: int) -> list[Position]:
+        out: list[Position] = []
+        ledger, entry = start
+        ledgers = [lid for lid, _ in self.cursor.topic.ledgers()]
+        i = ledgers.index(ledger) if ledger in ledgers else 0
+        while len(out) < n and i < len(ledgers):
+            ledger = ledgers[i]
+            written = self.reader.written(ledger)
+            while len(out) < n and entry < written:
+                p = _trusted(ledger, entry)
+                if not self.cursor.is_acked(p):
+                    out.append(p)
+                entry += 1
+            if len(out) < n:
+                i, entry = i + 1, 0
+        return out
+
+    async def read_more(self, n: int = 10) -> list[Entry]:
+        """One sequential read of up to ``n`` entries from the read position; [] if refused."""
+        if not self.controller.reads_allowed():
+            self.refused += 1
+            return []
+        if not self.single_consumer and self.cursor.is_blocked_on_ack_state_persistent:
+            self.paused += 1
+            return []
+        positions = self._next_positions(self.cursor.read_position, n)
+        if not positions:
+            return []
+        revision, epoch = self.controller.revision_num, self.epoch
+        entries = await self.reader.read(positions)
+        if self.controller.is_revision_num_outdated(revision):
+            self.discarded += 1
+            return []
+        self.cursor._move_read_position(positions[-1].next())
+        await asyncio.sleep(0)  # delivery is a separate step: a reset may land in between
+        if self.controller.is_revision_num_outdated(revision):  # half in-flight
+            self.discarded += 1
+            return []
+        self._deliver(entries, epoch)
+        return entries
+
+    async def replay_read(self, n: int = 10) -> list[Entry]:
+        """One replay read of up to ``n`` queued positions (never paused by PIP-299)."""
+        if not self.controller.reads_allowed():
+            self.refused += 1
+            return []
+        positions = sorted(p for p in self.replay if not self.cursor.is_acked(p))[:n]
+        if not positions:
+            return []
+        revision, epoch = self.controller.revision_num, self.epoch
+        entries = await self.reader.read(positions)
+        if self.controller.is_revision_num_outdated(revision):
+            self.discarded += 1
+            return []
+        self.replay.difference_update(positions)
+        self._deliver(entries, epoch)
+        return entries
+
+    def _deliver(self, entries: list[Entry], epoch: int) -> None:
+        names = sorted(self.consumers)
+        if not names:
+            return
+        for entry in entries:
+            consumer = self.consumers[names[self._turn % len(names)]]
+            self._turn += 1
+            consumer.receive(entry, epoch if self.epochs else consumer.epoch)
+
+    # -- position resets (PIP-269) -----------------------------------------------------------
+    def _revise(self, edit_cursor: object) -> None:
+        if self.controller.start_revision() == -1:
+            raise RevisionInProgressError("a cursor position reset is already running; retry when it ends")
+        self.replay.clear()
+        self.recently_joined.clear()
+        self.controller.end_revision(edit_cursor)  # type: ignore[arg-type]
+
+    def reset(self, position: Position) -> None:
+        """Everything before ``position`` acked, nothing from it on; read from it."""
+        self._revise(lambda: self.cursor._reset_to(position))
+
+    def seek(self, position: Position) -> int:
+        """A reset that also bumps the consumer epoch (PIP-194); returns the new epoch."""
+        self.epoch += 1
+        for consumer in self.consumers.values():
+            consumer.epoch = self.epoch  # the seek response carries the epoch to each consumer
+        self.reset(position)
+        return self.epoch
+
+    def rewind(self) -> None:
+        """Read again from the first unacked position."""
+        self._revise(self.cursor._rewind)
+
+    def skip(self, n: int) -> None:
+        """Acknowledge the next ``n`` unacked entries after the mark-delete position."""
+        if type(n) is not int or n < 0:
+            raise InvalidArgumentError(f"skip count {n!r} is not allowed: allowed an int >= 0")
+        positions = self._next_positions(self.cursor.mark_delete_position.next(), n)
+        self._revise(lambda: self.cursor.ack(positions) if positions else None)
+
+    def clear_backlog(self) -> None:
+        """Acknowledge everything written so far."""
+        ledgers = self.cursor.topic.ledgers()
+        last = next(
+            (_trusted(lid, self.reader.written(lid) - 1) for lid, _ in reversed(ledgers) if self.reader.written(lid)),
+            None,
+        )
+        self._revise(lambda: self.cursor.ack_cumulative(last) if last is not None else None)
+
+    def stats(self) -> dict[str, int]:
+        return {
+            "revisions_done": self.controller.revisions_done,
+            "revision_running": self.controller.revision_running,
+            "revision_num": self.controller.revision_num,
+            "epoch": self.epoch,
+            "reads_refused": self.refused,
+            "reads_discarded": self.discarded,
+            "reads_paused": self.paused,
+            "replay_queue": len(self.replay),
+        }

@@ -1,0 +1,74 @@
+"""PIP-269: the cursor state revision controller.
+
+A *revision* is a cursor position reset (reset to a position, seek, skip, clear-backlog,
+rewind). While one runs, new reads are refused and a second reset fails fast; when it
+ends, the revision number grows, so any read that started under an older number is
+discarded on completion, also when its read-position move already happened
+("half in-flight"). Components that keep state beside the cursor (a dispatcher's replay
+queue, recently-joined consumers) change it between ``start_revision`` and
+``end_revision``, so cursor and component change together.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+__all__ = ["CursorStateRevisionController"]
+
+
+class CursorStateRevisionController:
+    """Revision number and under-revision flag of one cursor, under one lock.
+
+    ``enabled=False`` turns every check off (reads are never refused nor discarded):
+    it exists so tests can show the anomalies the controller prevents.
+    """
+
+    def __init__(self, enabled: bool = True) -> None:
+        self._lock = threading.Lock()
+        self._revision_num = 0
+        self._under_revision = False
+        self.enabled = enabled
+        self.revisions_done = 0  # counter: position resets completed
+
+    @property
+    def revision_num(self) -> int:
+        return self._revision_num
+
+    @property
+    def revision_running(self) -> int:
+        """1 while a position reset is running, else 0 (a gauge)."""
+        return int(self._under_revision)
+
+    def start_revision(self) -> int:
+        """Begin a reset: returns the current revision number, or -1 if one is already running."""
+        with self._lock:
+            if self._under_revision:
+                return -1
+            self._under_revision = True
+            return self._revision_num
+
+    def end_revision(self, editor: Callable[[], None]) -> int:
+        """Apply ``editor`` (the cursor changes), bump the revision number, clear the flag.
+
+        Returns the new revision number, or -1 if no revision was running.
+        """
+        with self._lock:
+            if not self._under_revision:
+                return -1
+            try:
+                editor()
+            finally:
+                self._revision_num += 1
+                self._under_revision = False
+                self.revisions_done += 1
+            return self._revision_num
+
+    def is_revision_num_outdated(self, revision_num: int) -> bool:
+        """True when a reset is running or has completed since ``revision_num`` was read."""
+        if not self.enabled:
+            return False
+        return self._under_revision or revision_num != self._revision_num
+
+    def reads_allowed(self) -> bool:
+        return not self.enabled or not self._under_revision

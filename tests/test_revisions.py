@@ -1,0 +1,252 @@
+"""PIP-269 (revision controller), PIP-194 (consumer epochs) and the PIP-299 dispatch pause.
+
+Each PIP-269 case scripts its interleaving with a manual reader (reads complete when the
+test says so) and runs twice: with the controller, where the case is handled, and with it
+disabled, where the anomaly the PIP describes happens, so the test can fail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from ackstore import (
+    AckStore,
+    CursorConfig,
+    CursorStateRevisionController,
+    Dispatcher,
+    InMemoryLedgerReader,
+    Position,
+    RevisionInProgressError,
+)
+
+T = "persistent://t/ns/rev"
+
+
+def _setup(store: AckStore, config: CursorConfig | None = None, enabled: bool = True, **kw):  # type: ignore[no-untyped-def]
+    topic = store.topic(T)
+    for ledger in (1, 2):
+        topic.add_ledger(ledger)
+        topic.close_ledger(ledger, 10)
+    topic.add_ledger(3)
+    cur = topic.cursor("sub", config or CursorConfig())
+    cur.ack_cumulative(Position(2, 9))  # everything before ledger 3 is consumed
+    reader = InMemoryLedgerReader(topic, manual=True)
+    reader.append(3, 20)
+    dispatcher = Dispatcher(cur, reader, CursorStateRevisionController(enabled=enabled), **kw)
+    return cur, reader, dispatcher
+
+
+async def _until_pending(reader: InMemoryLedgerReader, n: int = 1) -> None:
+    while len(reader.pending) < n:
+        await asyncio.sleep(0)
+
+
+def _p(*entries: int) -> list[Position]:
+    return [Position(3, e) for e in entries]
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_case_1_replay_read_races_a_reset(store_path: Path, enabled: bool) -> None:
+    async def scenario() -> list[Position]:
+        with AckStore.open(store_path) as store:
+            cur, reader, d = _setup(store, enabled=enabled)
+            consumer = d.add_consumer("c1")
+            cur._move_read_position(Position(3, 10))
+            d.redeliver(_p(5, 6))
+            replay = asyncio.create_task(d.replay_read())  # 1: start to read [3:5, 3:6]
+            await _until_pending(reader)
+            d.reset(Position(3, 0))  # 3-4: clear redeliveries, read position -> 3:0
+            reader.complete()  # 5: the replay read completes
+            await replay
+            nxt = asyncio.create_task(d.read_more(3))
+            await _until_pending(reader)
+            reader.complete()
+            await nxt
+            return consumer.received
+
+    received = asyncio.run(scenario())
+    if enabled:
+        assert received == _p(0, 1, 2)  # in order from the reset point
+    else:
+        assert received == _p(5, 6, 0, 1, 2)  # the anomaly: 3:5, 3:6 before 3:0
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_case_2_sequential_read_races_a_reset(store_path: Path, enabled: bool) -> None:
+    async def scenario() -> tuple[list[Position], Position]:
+        with AckStore.open(store_path) as store:
+            cur, reader, d = _setup(store, enabled=enabled)
+            consumer = d.add_consumer("c1")
+            cur._move_read_position(Position(3, 5))
+            read = asyncio.create_task(d.read_more(5))  # 1: read {3:5, 5 entries}
+            await _until_pending(reader)
+            d.reset(Position(3, 0))  # 3-4
+            reader.complete()  # 5: completes; without the controller it moves the read position to 3:10
+            await read
+            nxt = asyncio.create_task(d.read_more(5))
+            await _until_pending(reader)
+            reader.complete()
+            await nxt
+            return consumer.received, cur.read_position
+
+    received, rp = asyncio.run(scenario())
+    if enabled:
+        assert received == _p(0, 1, 2, 3, 4) and rp == Position(3, 5)
+    else:
+        assert received == _p(5, 6, 7, 8, 9, 10, 11, 12, 13, 14)  # 3:0..3:4 are skipped: stuck
+        assert rp == Position(3, 15)
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_half_in_flight_read_is_discarded(store_path: Path, enabled: bool) -> None:
+    """The read position move happened, delivery did not, then a reset: nothing stale is delivered."""
+
+    async def scenario() -> list[Position]:
+        with AckStore.open(store_path) as store:
+            cur, reader, d = _setup(store, enabled=enabled)
+            consumer = d.add_consumer("c1")
+            read = asyncio.create_task(d.read_more(4))
+            await _until_pending(reader)
+            reader.complete()
+            while cur.read_position == Position(3, 0):  # the move has happened, the delivery not yet
+                await asyncio.sleep(0)
+            d.reset(Position(3, 2))
+            await read
+            return consumer.received
+
+    received = asyncio.run(scenario())
+    assert received == ([] if enabled else _p(0, 1, 2, 3))
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_case_7_recently_joined_position_after_rewind_with_read_in_flight(store_path: Path, enabled: bool) -> None:
+    async def scenario() -> tuple[Position, Position]:
+        with AckStore.open(store_path) as store:
+            cur, reader, d = _setup(store, enabled=enabled)
+            d.add_consumer("c1")
+            cur._move_read_position(Position(3, 10))
+            read = asyncio.create_task(d.read_more(5))  # in flight at 3:10
+            await _until_pending(reader)
+            d.rewind()  # all consumers gone and back: read again from 3:0
+            d.add_consumer("c2")  # joins now: may not get entries past the read position
+            reader.complete()
+            await read
+            return d.recently_joined["c2"], cur.read_position
+
+    joined, rp = asyncio.run(scenario())
+    assert joined == Position(3, 0)
+    assert rp == (Position(3, 0) if enabled else Position(3, 15))  # without: c2's position is already stale
+
+
+def test_reads_refused_while_a_reset_runs_and_second_reset_fails_fast(store_path: Path) -> None:
+    async def scenario() -> None:
+        with AckStore.open(store_path) as store:
+            _, _, d = _setup(store)
+            assert d.controller.start_revision() == 0
+            d.redeliver(_p(1))
+            assert await d.read_more() == [] and await d.replay_read() == []
+            assert d.refused == 2
+            with pytest.raises(RevisionInProgressError, match="already running"):
+                d.reset(Position(3, 0))
+            assert d.controller.revision_running == 1
+            d.controller.end_revision(lambda: None)
+            assert d.stats()["revisions_done"] == 1 and d.stats()["revision_running"] == 0
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize(("controller", "epochs"), [(True, True), (False, True), (False, False)])
+def test_pip194_seek_never_delivers_pre_seek_reads_after_it_returns(store_path, controller, epochs) -> None:  # type: ignore[no-untyped-def]
+    async def scenario() -> list[Position]:
+        with AckStore.open(store_path) as store:
+            cur, reader, d = _setup(store, enabled=controller, epochs=epochs)
+            consumer = d.add_consumer("c1")
+            cur._move_read_position(Position(3, 5))
+            read = asyncio.create_task(d.read_more(3))  # reads 3:5..3:7 under epoch 0
+            await _until_pending(reader)
+            assert d.seek(Position(3, 0)) == 1 and consumer.epoch == 1
+            reader.complete()
+            await read
+            return consumer.received
+
+    received = asyncio.run(scenario())
+    if controller or epochs:
+        assert received == []  # the controller discards it, or the consumer drops the old epoch
+    else:
+        assert received == _p(5, 6, 7)  # neither: the anomaly
+
+
+def test_epoch_only_grows_and_reconnect_resets_it(store_path: Path) -> None:
+    with AckStore.open(store_path) as store:
+        _, _, d = _setup(store)
+        c = d.add_consumer("c1")
+        for _ in range(3):
+            d.seek(Position(3, 0))
+        assert d.epoch == 3 and c.epoch == 3
+        c.epoch = 0  # a client that lost its state
+        assert d.reconnect("c1").epoch == 3
+
+
+def _paused_setup(store: AckStore, single: bool = False):  # type: ignore[no-untyped-def]
+    config = CursorConfig(max_unacked_ranges_to_persist=2, dispatcher_pause_on_ack_state_persistent=True)
+    cur, reader, d = _setup(store, config, single_consumer=single)
+    reader.manual = False
+    d.add_consumer("c1")
+    cur.ack(_p(12, 14, 16))  # 3 ranges > 2: blocked
+    assert cur.is_blocked_on_ack_state_persistent
+    return cur, reader, d
+
+
+def test_pip299_pause_stops_sequential_reads_not_replay(store_path: Path) -> None:
+    async def scenario() -> None:
+        with AckStore.open(store_path) as store:
+            cur, _, d = _paused_setup(store)
+            assert await d.read_more() == [] and d.paused == 1
+            d.redeliver(_p(3))
+            assert [e.position for e in await d.replay_read()] == _p(3)
+            cur.ack(_p(13))  # 3:12..3:14 joins: 2 ranges, unblocked
+            assert [e.position for e in await d.read_more(2)] == _p(0, 1)
+
+    asyncio.run(scenario())
+
+
+def test_pip299_unpause_on_skip_and_dynamic_off(store_path: Path) -> None:
+    async def scenario() -> None:
+        with AckStore.open(store_path) as store:
+            cur, reader, d = _paused_setup(store)
+            d.skip(17)  # acks 3:0..3:11, 3:13, 3:15 ... everything up to 3:19 but what is acked
+            assert not cur.is_blocked_on_ack_state_persistent
+            cur.ack(_p(22, 24, 26))
+            assert cur.is_blocked_on_ack_state_persistent
+            assert await d.read_more(1) == []
+            reader.append(3, 20)  # more entries written; still paused until the setting goes off
+            assert await d.read_more(1) == []
+            cur.update_config(dispatcher_pause_on_ack_state_persistent=False)
+            assert [e.position for e in await d.read_more(1)] == _p(20)
+
+    asyncio.run(scenario())
+
+
+def test_pip299_single_consumer_never_pauses(store_path: Path) -> None:
+    async def scenario() -> None:
+        with AckStore.open(store_path) as store:
+            cur, _, d = _paused_setup(store, single=True)
+            assert [e.position for e in await d.read_more(2)] == _p(0, 1)
+            assert cur.is_blocked_on_ack_state_persistent and d.paused == 0
+
+    asyncio.run(scenario())
+
+
+def test_clear_backlog_and_reset_persist(store_path: Path) -> None:
+    with AckStore.open(store_path) as store:
+        cur, _, d = _setup(store)
+        d.clear_backlog()
+        assert cur.mark_delete_position == Position(3, 19)
+        d.reset(Position(3, 4))
+        assert cur.mark_delete_position == Position(3, 3) and cur.read_position == Position(3, 4)
+    with AckStore.open(store_path) as store:
+        cur = store.topic(T).cursor("sub")
+        assert cur.mark_delete_position == Position(3, 3) and cur.read_position == Position(3, 4)
