@@ -115,6 +115,29 @@ class TopicModel:
         else:
             c.batches[p] = (size, ix)
 
+    def written(self, ledger: int, open_entries: int) -> int:
+        count = self.count(ledger)
+        return open_entries if count is None else count
+
+    def unacked_from(self, c: CursorModel, n: int, open_entries: int) -> list[Pos]:
+        """The first ``n`` unacked positions after the mark-delete position."""
+        md = self.md(c)
+        out: list[Pos] = []
+        for ledger in self.ids():
+            if ledger < md[0]:
+                continue
+            for entry in range(self.written(ledger, open_entries)):
+                if len(out) == n:
+                    return out
+                if not self.is_acked(c, (ledger, entry)):
+                    out.append((ledger, entry))
+        return out
+
+    def reset(self, c: CursorModel, p: Pos) -> None:
+        c.floor = (p[0], p[1] - 1)
+        c.acked.clear()
+        c.batches.clear()
+
     def batch_size_conflict(self, c: CursorModel, p: Pos, size: int) -> bool:
         old = self.partials(c).get(p)
         return old is not None and old[0] != size

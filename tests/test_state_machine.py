@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from ackstore import AckStore, AckStoreError, CursorConfig, Position
+from ackstore import AckStore, AckStoreError, CursorConfig, Dispatcher, InMemoryLedgerReader, Position
 
 from .model import CursorModel, TopicModel
 
@@ -39,6 +39,8 @@ class AckStoreMachine(RuleBasedStateMachine):
     def _attach(self) -> None:
         self.topic = self.store.topic(TOPIC)
         self.cursors = {name: self.topic.cursor(name, self.config) for name in CURSORS}
+        reader = _Reader(self.topic)
+        self.dispatchers = {name: Dispatcher(cur, reader) for name, cur in self.cursors.items()}
 
     def teardown(self) -> None:
         if hasattr(self, "store"):
@@ -143,6 +145,38 @@ class AckStoreMachine(RuleBasedStateMachine):
         if valid:
             m.ack_batch(c, p, size, indexes)
 
+    # -- position resets (PIP-269): reset, skip, clear-backlog, rewind ---------------------------
+    @precondition(lambda self: self.model.ledgers)
+    @rule(name=st.sampled_from(CURSORS), data=st.data())
+    def reset(self, name: str, data: st.DataObject) -> None:
+        m = self.model
+        p = self._position(data)
+        valid = m.valid_position(p)
+        self._expect(valid, self.dispatchers[name].reset, p)
+        if valid:
+            m.reset(m.cursors[name], p)
+
+    @precondition(lambda self: self.model.ledgers)
+    @rule(name=st.sampled_from(CURSORS), n=st.integers(0, 15))
+    def skip(self, name: str, n: int) -> None:
+        m = self.model
+        positions = m.unacked_from(m.cursors[name], n, ENTRIES + 1)
+        self.dispatchers[name].skip(n)
+        m.ack(m.cursors[name], positions)
+
+    @precondition(lambda self: self.model.ledgers)
+    @rule(name=st.sampled_from(CURSORS))
+    def clear_backlog(self, name: str) -> None:
+        m = self.model
+        self.dispatchers[name].clear_backlog()
+        last = [(lid, m.written(lid, ENTRIES + 1) - 1) for lid in m.ids() if m.written(lid, ENTRIES + 1)]
+        if last:
+            m.ack_cumulative(m.cursors[name], last[-1])
+
+    @rule(name=st.sampled_from(CURSORS))
+    def rewind(self, name: str) -> None:
+        self.dispatchers[name].rewind()  # no reads here: the read position already is M + 1
+
     # -- durability -----------------------------------------------------------------------------
     @rule()
     def flush(self) -> None:
@@ -187,6 +221,14 @@ class AckStoreMachine(RuleBasedStateMachine):
                 for entry in range(0, ENTRIES + 2, 3):
                     assert cur.is_acked(Position(ledger, entry)) == m.is_acked(c, (ledger, entry))
         assert self.topic.ledgers() == [tuple(x) for x in m.ledgers]
+
+
+class _Reader(InMemoryLedgerReader):
+    """Open ledgers hold entries 0..ENTRIES, as the positions the machine acks."""
+
+    def written(self, ledger: int) -> int:
+        count = dict(self.topic.ledgers()).get(ledger, 0)
+        return ENTRIES + 1 if count is None else count
 
 
 class TinyBudgetMachine(AckStoreMachine):
