@@ -111,44 +111,55 @@ class Dispatcher:
 
     async def read_more(self, n: int = 10) -> list[Entry]:
         """One sequential read of up to ``n`` entries from the read position; [] if refused."""
-        if not self.controller.reads_allowed():
-            self.refused += 1
+        if self._refused():
             return []
         if not self.single_consumer and self.cursor.is_blocked_on_ack_state_persistent:
             self.paused += 1
             return []
         positions = self._next_positions(self.cursor.read_position, n)
-        if not positions:
+        done = await self._read(positions)
+        if done is None:
             return []
-        revision, epoch = self.controller.revision_num, self.epoch
-        entries = await self.reader.read(positions)
-        if self.controller.is_revision_num_outdated(revision):
-            self.discarded += 1
-            return []
+        entries, revision, epoch = done
         self.cursor._move_read_position(positions[-1].next())
         await asyncio.sleep(0)  # delivery is a separate step: a reset may land in between
-        if self.controller.is_revision_num_outdated(revision):  # half in-flight
-            self.discarded += 1
+        if self._stale(revision):  # half in-flight: the move happened, the delivery must not
             return []
         self._deliver(entries, epoch)
         return entries
 
     async def replay_read(self, n: int = 10) -> list[Entry]:
         """One replay read of up to ``n`` queued positions (never paused by PIP-299)."""
-        if not self.controller.reads_allowed():
-            self.refused += 1
+        if self._refused():
             return []
         positions = sorted(p for p in self.replay if not self.cursor.is_acked(p))[:n]
-        if not positions:
+        done = await self._read(positions)
+        if done is None:
             return []
-        revision, epoch = self.controller.revision_num, self.epoch
-        entries = await self.reader.read(positions)
-        if self.controller.is_revision_num_outdated(revision):
-            self.discarded += 1
-            return []
+        entries, _, epoch = done
         self.replay.difference_update(positions)
         self._deliver(entries, epoch)
         return entries
+
+    def _refused(self) -> bool:
+        if self.controller.reads_allowed():
+            return False
+        self.refused += 1
+        return True
+
+    async def _read(self, positions: list[Position]) -> tuple[list[Entry], int, int] | None:
+        """Read ``positions`` under the current revision and epoch; None if none or outdated."""
+        if not positions:
+            return None
+        revision, epoch = self.controller.revision_num, self.epoch
+        entries = await self.reader.read(positions)
+        return None if self._stale(revision) else (entries, revision, epoch)
+
+    def _stale(self, revision: int) -> bool:
+        if self.controller.is_revision_num_outdated(revision):
+            self.discarded += 1
+            return True
+        return False
 
     def _deliver(self, entries: list[Entry], epoch: int) -> None:
         names = sorted(self.consumers)
