@@ -153,6 +153,12 @@ class Cursor:
         if first is not None and self._md[0] < first:
             self._set_md(_trusted(first, -1))
         md_l, md_e = self._md
+        i = d.index(md_l)
+        if i >= 0 and 0 <= d.counts[i] <= md_e:  # persisted past an end sealed since: clip to it
+            md_e = d.counts[i] - 1
+            self._md = _trusted(md_l, md_e)
+            self._rp = self._md.next()
+            self._meta_dirty = True
         for ledger in [x for x in self._cache.known() if x < md_l]:
             self._vanish(ledger)
         la = self._get(md_l)

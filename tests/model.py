@@ -48,6 +48,9 @@ class TopicModel:
             ledger, entry = ids[0], -1
         if ledger not in ids:
             return ledger, entry
+        count = self.count(ledger)
+        if count is not None and entry > count - 1:  # sealed shorter than a persisted mark-delete
+            entry = count - 1
         while True:
             while (ledger, entry + 1) in c.acked:
                 entry += 1
