@@ -250,3 +250,30 @@ def test_clear_backlog_and_reset_persist(store_path: Path) -> None:
     with AckStore.open(store_path) as store:
         cur = store.topic(T).cursor("sub")
         assert cur.mark_delete_position == Position(3, 3) and cur.read_position == Position(3, 4)
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_case_4_rewind_races_a_sequential_read(store_path: Path, enabled: bool) -> None:
+    """Geo-replication's rewind: a read in flight past the rewind point must not skip what it rewound to."""
+
+    async def scenario() -> tuple[list[Position], Position]:
+        with AckStore.open(store_path) as store:
+            cur, reader, d = _setup(store, enabled=enabled)
+            consumer = d.add_consumer("replicator")
+            cur._move_read_position(Position(3, 10))  # 3:0..3:9 were handed out, not yet acked
+            read = asyncio.create_task(d.read_more(5))  # async read from 3:10
+            await _until_pending(reader)
+            d.rewind()  # sending 3:0..3:9 failed: read them again
+            reader.complete()
+            await read
+            again = asyncio.create_task(d.read_more(10))
+            await _until_pending(reader)
+            reader.complete()
+            await again
+            return consumer.received, cur.read_position
+
+    received, rp = asyncio.run(scenario())
+    if enabled:
+        assert received == _p(*range(10)) and rp == Position(3, 10)
+    else:  # 3:0..3:9 are never read again until the next rewind
+        assert received == _p(*range(10, 20)) and rp == Position(3, 20)
