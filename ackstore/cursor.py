@@ -895,6 +895,25 @@ class Cursor:
         else:
             index = changes
             live = frozenset()
+        pinned = {ledger for ledger, entry in changes.items() if entry is not None and ledger in dirty}
+        return self._seal(
+            puts, changes, index, full, live, (dirty, vanished, unmarked, meta_dirty), pinned, self._range_count
+        )
+
+    def _seal(
+        self,
+        puts: list[tuple[bytes, bytes]],
+        changes: dict[int, IndexEntry | None],
+        index: dict[int, IndexEntry | None],
+        full: bool,
+        live: frozenset[int],
+        pending: tuple[set[int], set[int], set[int], bool],
+        pinned: set[int],
+        persisted_ranges: int,
+        truncated: bool = False,
+        keep_dirty: frozenset[int] = frozenset(),
+    ) -> _Capture:
+        """Append the marker to a capture's records and pin what it carries. Lock held."""
         marker = Marker(
             full=full,
             prev=self._marker_seq,
@@ -902,13 +921,13 @@ class Cursor:
             read_position=(self._rp[0], self._rp[1]),
             properties=dict(self._properties),
             index=index,
+            truncated=truncated,
         )
         marker_seq = self._alloc()
         value = encode_marker(marker)
-        puts.append((log_key(cid, marker_seq), value))
-        gc_below = self._full_seq if full else -1
-        pinned = {ledger for ledger, entry in changes.items() if entry is not None and ledger in dirty}
+        puts.append((log_key(self.cursor_id, marker_seq), value))
         self._pinned |= pinned
+        dirty, vanished, unmarked, meta_dirty = pending
         return _Capture(
             self,
             puts,
@@ -916,7 +935,7 @@ class Cursor:
             full,
             marker_seq,
             len(value),
-            gc_below,
+            self._full_seq if full else -1,
             self._gc_live(),
             live | {marker_seq},
             dirty,
@@ -924,7 +943,9 @@ class Cursor:
             unmarked,
             pinned,
             meta_dirty,
-            persisted_ranges=self._range_count,
+            truncated=truncated,
+            persisted_ranges=persisted_ranges,
+            keep_dirty=keep_dirty,
         )
 
     def _gc_live(self) -> frozenset[int]:
@@ -980,38 +1001,18 @@ class Cursor:
         for ledger in vanished:
             if ledger in self._index and ledger not in cache:
                 changes[ledger] = None
-        marker = Marker(
-            full=True,
-            prev=self._marker_seq,
-            mark_delete=(self._md[0], self._md[1]),
-            read_position=(self._rp[0], self._rp[1]),
-            properties=dict(self._properties),
-            index=index,
-            truncated=True,
-        )
-        marker_seq = self._alloc()
-        value = encode_marker(marker)
-        puts.append((log_key(cid, marker_seq), value))
         pinned = {ledger for ledger, entry in changes.items() if entry is not None}
-        self._pinned |= pinned
         live = frozenset(e.seq for e in index.values() if e is not None)
-        return _Capture(
-            self,
+        return self._seal(
             puts,
             changes,
+            index,
             True,
-            marker_seq,
-            len(value),
-            self._full_seq,
-            self._gc_live(),
-            live | {marker_seq},
-            dirty,
-            vanished,
-            unmarked,
+            live,
+            (dirty, vanished, unmarked, meta_dirty),
             pinned,
-            meta_dirty,
+            limit,
             truncated=True,
-            persisted_ranges=limit,
             keep_dirty=frozenset(keep_dirty),
         )
 
