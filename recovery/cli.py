@@ -288,14 +288,16 @@ def dump(store: Path, specs: tuple[str, ...], fmt: str, output: Path | None, as_
             wanted = [_split_cursor(spec) for spec in specs]
             for spec in specs:
                 _open_cursor(s, spec)
-        objects = dump_lines(s, wanted)
-        if output is None:
-            write_dump(objects, sys.stdout, fmt)
-        else:
-            tmp = output.with_name(output.name + ".partial")
-            with open(tmp, "w", encoding="utf-8") as f:
-                write_dump(objects, f, fmt)
-            os.replace(tmp, output)
+        total = len(wanted) if wanted is not None else len(_all_cursors(s))
+        with _progress(total, "dump", output is None or as_json) as advance:
+            objects = dump_lines(s, wanted, advance)
+            if output is None:
+                write_dump(objects, sys.stdout, fmt)
+            else:
+                tmp = output.with_name(output.name + ".partial")
+                with open(tmp, "w", encoding="utf-8") as f:
+                    write_dump(objects, f, fmt)
+                os.replace(tmp, output)
 
 
 @cli.command("restore")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import csv
 import json
 import shutil
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -33,8 +33,13 @@ def _line(obj: dict[str, Any]) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"))
 
 
-def dump_lines(store: AckStore, cursors: Iterable[tuple[str, str]] | None = None) -> Iterator[dict[str, Any]]:
-    """Every object of the dump, in order. ``cursors`` limits it to some ``(topic, cursor)``."""
+def dump_lines(
+    store: AckStore,
+    cursors: Iterable[tuple[str, str]] | None = None,
+    progress: Callable[[], None] | None = None,
+) -> Iterator[dict[str, Any]]:
+    """Every object of the dump, in order. ``cursors`` limits it to some ``(topic, cursor)``;
+    ``progress`` is called after each cursor."""
     wanted = None if cursors is None else set(cursors)
     counts = {"topics": 0, "cursors": 0, "ranges": 0, "batches": 0}
     yield {"type": "ackstore-dump", "format": DUMP_FORMAT}
@@ -70,6 +75,8 @@ def dump_lines(store: AckStore, cursors: Iterable[tuple[str, str]] | None = None
                     "batch_size": size,
                     "indexes": sorted(indexes),
                 }
+            if progress is not None:
+                progress()
     yield {"type": "end", **counts}
 
 
