@@ -186,7 +186,12 @@ class Topic:
             cur = self._cursors.get(name)
             if cur is not None:
                 if config is not None and config != cur._config:
-                    cur.update_config(**config.to_obj())
+                    if store.readonly:  # a reader may pick its own budget; nothing is persisted
+                        cur._config = config
+                        cur._cache.budget = config.max_individual_ack_cache_bytes
+                        cur._fit()
+                    else:
+                        cur.update_config(**config.to_obj())
                 return cur
             cur = store._open_cursor(self, name, config)
             self._cursors[name] = cur

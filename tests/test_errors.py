@@ -260,6 +260,9 @@ def test_readonly_and_closed(store_path: Path) -> None:
         with pytest.raises(UnknownCursorError, match="no cursor 'nope'"):
             ro.topic(T).cursor("nope")
         cur = ro.topic(T).cursor("c")
+        assert ro.topic(T).cursor("c", CursorConfig(max_individual_ack_cache_bytes=0)) is cur  # in memory only
+        with pytest.raises(ReadOnlyError):
+            cur.update_config(full_marker_every=5)
         with pytest.raises(ReadOnlyError):
             cur.ack([Position(1, 1)])
         with pytest.raises(ReadOnlyError):
