@@ -20,6 +20,7 @@ pausing it would stop the acks that bring the range count back.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from .cursor import Cursor
@@ -71,6 +72,7 @@ class Dispatcher:
         self.consumers: dict[str, Consumer] = {}
         self.replay: set[Position] = set()
         self.recently_joined: dict[str, Position] = {}
+        self._joined_during_revision: set[str] = set()
         self.refused = self.discarded = self.paused = 0
         self._turn = 0
 
@@ -78,8 +80,15 @@ class Dispatcher:
     def add_consumer(self, name: str) -> Consumer:
         consumer = self.consumers[name] = Consumer(name, self.epoch)
         if len(self.consumers) > 1:  # Key_Shared style: it may not get entries past this point yet
-            self.recently_joined[name] = self.cursor.read_position
+            if self.controller.revision_running:
+                self._joined_during_revision.add(name)  # its position is the one the reset ends at
+            else:
+                self.recently_joined[name] = self.cursor.read_position
         return consumer
+
+    def remove_consumer(self, name: str) -> None:
+        self.consumers.pop(name, None)
+        self.recently_joined.pop(name, None)
 
     def reconnect(self, name: str) -> Consumer:
         """A reconnecting consumer starts over at the dispatcher's epoch (PIP-194)."""
@@ -171,12 +180,31 @@ class Dispatcher:
             consumer.receive(entry, epoch if self.epochs else consumer.epoch)
 
     # -- position resets (PIP-269) -----------------------------------------------------------
-    def _revise(self, edit_cursor: object) -> None:
+    def _revise(self, edit_cursor: Callable[[], object]) -> None:
+        self._start_revision()
+        self._end_revision(edit_cursor)
+
+    def _start_revision(self) -> None:
         if self.controller.start_revision() == -1:
             raise RevisionInProgressError("a cursor position reset is already running; retry when it ends")
         self.replay.clear()
         self.recently_joined.clear()
+
+    def _end_revision(self, edit_cursor: Callable[[], object]) -> None:
         self.controller.end_revision(edit_cursor)  # type: ignore[arg-type]
+        for name in self._joined_during_revision:
+            if name in self.consumers:
+                self.recently_joined[name] = self.cursor.read_position
+        self._joined_during_revision.clear()
+
+    async def reset_after(self, position: Position, disconnect: Callable[[], Awaitable[object]]) -> None:
+        """A reset that first awaits ``disconnect`` (e.g. closing every consumer), as a broker's
+        reset-cursor does; other tasks run meanwhile, and the revision keeps them consistent."""
+        self._start_revision()
+        try:
+            await disconnect()
+        finally:
+            self._end_revision(lambda: self.cursor._reset_to(position))
 
     def reset(self, position: Position) -> None:
         """Everything before ``position`` acked, nothing from it on; read from it."""

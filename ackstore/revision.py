@@ -20,8 +20,8 @@ __all__ = ["CursorStateRevisionController"]
 class CursorStateRevisionController:
     """Revision number and under-revision flag of one cursor, under one lock.
 
-    ``enabled=False`` turns every check off (reads are never refused nor discarded):
-    it exists so tests can show the anomalies the controller prevents.
+    ``enabled=False`` turns every check off (reads are never refused nor discarded, resets
+    never exclude each other): it exists so tests can show the anomalies it prevents.
     """
 
     def __init__(self, enabled: bool = True) -> None:
@@ -45,7 +45,7 @@ class CursorStateRevisionController:
         with self._lock:
             if self._under_revision:
                 return -1
-            self._under_revision = True
+            self._under_revision = self.enabled  # disabled: resets neither exclude each other nor reads
             return self._revision_num
 
     def end_revision(self, editor: Callable[[], None]) -> int:
@@ -54,7 +54,7 @@ class CursorStateRevisionController:
         Returns the new revision number, or -1 if no revision was running.
         """
         with self._lock:
-            if not self._under_revision:
+            if not self._under_revision and self.enabled:
                 return -1
             try:
                 editor()

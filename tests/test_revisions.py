@@ -277,3 +277,35 @@ def test_case_4_rewind_races_a_sequential_read(store_path: Path, enabled: bool) 
         assert received == _p(*range(10)) and rp == Position(3, 10)
     else:  # 3:0..3:9 are never read again until the next rewind
         assert received == _p(*range(10, 20)) and rp == Position(3, 20)
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_case_3_reset_races_consumer_reconnect(store_path: Path, enabled: bool) -> None:
+    """Reset (disconnect all, then move) while consumers reconnect and a rewind is asked for."""
+
+    async def scenario() -> tuple[dict[str, Position], Position, bool]:
+        with AckStore.open(store_path) as store:
+            cur, _, d = _setup(store, enabled=enabled)
+            d.add_consumer("c0")
+            cur._move_read_position(Position(3, 10))
+            gate = asyncio.Event()
+            reset = asyncio.create_task(d.reset_after(Position(2, 0), gate.wait))  # 1: disconnect all consumers
+            await asyncio.sleep(0)
+            d.remove_consumer("c0")  # 2
+            d.add_consumer("c1")  # 3
+            rewound = True
+            try:
+                d.rewind()  # 4: rewind to 3:0
+            except RevisionInProgressError:
+                rewound = False
+            d.add_consumer("c2")  # 5-6: recently joined at the read position of the moment
+            gate.set()
+            await reset  # 7: read position -> 2:0
+            return dict(d.recently_joined), cur.read_position, rewound
+
+    joined, rp, rewound = asyncio.run(scenario())
+    assert rp == Position(2, 0)
+    if enabled:
+        assert not rewound and joined == {"c2": Position(2, 0)}  # consistent with the reset
+    else:
+        assert rewound and joined == {"c2": Position(3, 0)}  # stale: c2 waits on a position past the reset
