@@ -4,14 +4,17 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test stress bench lint clean
+.PHONY: run demo test stress bench lint clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev,bench]'
+	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev,bench,spark]'
 	touch $(STAMP)
 
 run: $(STAMP)
+	$(BIN)/python -m tools.spark_cli pipeline out --scale small
+
+demo: $(STAMP)
 	$(BIN)/python -m tools.demo
 
 test: $(STAMP)

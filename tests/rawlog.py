@@ -11,7 +11,7 @@ from ackstore.records import RECORD_MARKER, log_key, record_type, split_log_key
 
 def records(path: Path, cursor_id: int = 0) -> list[tuple[int, int]]:
     """``[(seq, type)]`` of one cursor's log, oldest first."""
-    env = lmdb.open(str(path), max_dbs=8, readonly=True, lock=False)
+    env = lmdb.open(str(path), max_dbs=8, readonly=True, lock=False, subdir=path.is_dir())
     try:
         db = env.open_db(b"log", create=False)
         with env.begin() as txn:
@@ -31,7 +31,7 @@ def markers(path: Path, cursor_id: int = 0) -> list[int]:
 
 def damage(path: Path, seq: int, cursor_id: int = 0, how: str = "flip") -> None:
     """Flip a byte near the end of record ``seq`` (or delete it with ``how="delete"``)."""
-    env = lmdb.open(str(path), max_dbs=8)
+    env = lmdb.open(str(path), max_dbs=8, subdir=path.is_dir(), lock=path.is_dir())
     try:
         db = env.open_db(b"log", create=False)
         with env.begin(write=True) as txn:

@@ -1,0 +1,242 @@
+"""The Spark side: generate ack-hole workloads, compact and audit store snapshots in bulk.
+
+Each job is extract -> transform -> load; the transforms are pure functions of
+DataFrames (tested with small inputs in a local session). Executors run the real engine
+inside ``mapPartitions``; stores travel as single-file snapshots on shared storage and are
+copied to executor-local temp before they are opened.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.window import Window
+
+from .workloads import WorkloadSpec, engine_digest, run_spec
+
+__all__ = [
+    "SCALES",
+    "specs_for_scale",
+    "specs_df",
+    "generate_transform",
+    "audit_transform",
+    "verdict_transform",
+    "overlap_check",
+    "below_mark_delete_check",
+    "run_generate",
+    "run_audit",
+]
+
+SCALES: dict[str, dict[str, int]] = {
+    "tiny": {"per_scenario": 1, "ledgers": 2, "entries": 300, "cursors": 2},
+    "small": {"per_scenario": 4, "ledgers": 4, "entries": 2000, "cursors": 2},
+    "medium": {"per_scenario": 20, "ledgers": 10, "entries": 10_000, "cursors": 3},
+    "large": {"per_scenario": 100, "ledgers": 20, "entries": 50_000, "cursors": 4},
+}
+
+
+def specs_for_scale(scale: str, seed: int = 1) -> list[WorkloadSpec]:
+    from .workloads import SCENARIOS
+
+    if scale not in SCALES:
+        raise ValueError(f"scale {scale!r} is not allowed: allowed {', '.join(SCALES)}")
+    size = SCALES[scale]
+    specs = []
+    for scenario in SCENARIOS:
+        for i in range(size["per_scenario"]):
+            specs.append(
+                WorkloadSpec(
+                    spec_id=f"{scenario}-{i}",
+                    scenario=scenario,
+                    seed=seed * 1000 + i,
+                    ledgers=size["ledgers"],
+                    entries=size["entries"],
+                    cursors=size["cursors"],
+                    hole_rate=0.02 + 0.02 * (i % 4),
+                    flush_every=max(100, size["entries"] // 4),
+                    crash_probability=0.2,
+                ).validate()
+            )
+    return specs
+
+
+def specs_df(spark: SparkSession, specs: list[WorkloadSpec]) -> DataFrame:
+    """Extract: the specs as a DataFrame, each validated first (nothing is written for a bad one)."""
+    return spark.createDataFrame([Row(**s.validate().to_row()) for s in specs])
+
+
+def generate_transform(specs: DataFrame, snapshot_dir: str) -> DataFrame:
+    """Transform: run every spec through the engine on the executors; one row per cursor."""
+
+    def run(rows: Iterator[Row]) -> Iterator[Row]:
+        work = Path(tempfile.mkdtemp(prefix="ackstore-gen-"))
+        try:
+            for row in rows:
+                for out in run_spec(WorkloadSpec.from_row(row.asDict()), work, Path(snapshot_dir)):
+                    yield Row(**out)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+    return specs.rdd.mapPartitions(run).toDF()
+
+
+def _audit_snapshot(path: str) -> Iterator[Row]:
+    from ackstore import AckStore, AckStoreError, check
+
+    spec_id = Path(path).stem
+    local = Path(tempfile.mkdtemp(prefix="ackstore-audit-")) / Path(path).name
+    try:
+        shutil.copyfile(path, local)
+        findings = [str(f) for f in check(local)]
+        with AckStore.open(local, readonly=True, verify="all") as store:
+            for topic_name in store.topics():
+                topic = store.topic(topic_name)
+                for name in topic.cursors():
+                    t0 = time.perf_counter()
+                    cur = topic.cursor(name)
+                    seconds = time.perf_counter() - t0
+                    digest, acked = engine_digest(cur)
+                    ranges = [(a.ledger, a.entry, b.entry) for a, b in cur.ack_ranges()]
+                    yield Row(
+                        spec_id=spec_id,
+                        topic=topic_name,
+                        cursor=name,
+                        digest=digest,
+                        acked=acked,
+                        mark_delete=str(cur.mark_delete_position),
+                        range_count=cur.ack_range_count,
+                        findings=findings,
+                        error="",
+                        recover_seconds=seconds,
+                        bytes=Path(path).stat().st_size,
+                        ranges=ranges,
+                    )
+    except (AckStoreError, OSError) as exc:  # a snapshot that cannot be opened is a finding, not a crash
+        yield Row(
+            spec_id=spec_id,
+            topic="",
+            cursor="",
+            digest="",
+            acked=0,
+            mark_delete="",
+            range_count=0,
+            findings=[f"unreadable: {exc}"],
+            error=str(exc),
+            recover_seconds=0.0,
+            bytes=0,
+            ranges=[],
+        )
+    finally:
+        shutil.rmtree(local.parent, ignore_errors=True)
+
+
+AUDIT_SCHEMA = (
+    "spec_id string, topic string, cursor string, digest string, acked long, mark_delete string, "
+    "range_count long, findings array<string>, error string, recover_seconds double, bytes long, "
+    "ranges array<struct<ledger:long, first:long, last:long>>"
+)
+
+
+def audit_transform(snapshots: DataFrame) -> DataFrame:
+    """Transform: check and recover every snapshot (column ``path``) on the executors."""
+    rdd = snapshots.rdd.mapPartitions(lambda rows: (out for row in rows for out in _audit_snapshot(row.path)))
+    return snapshots.sparkSession.createDataFrame(rdd, AUDIT_SCHEMA)
+
+
+def verdict_transform(expected: DataFrame, audited: DataFrame) -> DataFrame:
+    """Transform: one row per expected cursor: did the store recover exactly what was flushed?"""
+    a = audited.select("spec_id", "topic", "cursor", "digest", "findings", "error")
+    return (
+        expected.select("spec_id", "scenario", "topic", "cursor", "expected_digest")
+        .join(a, ["spec_id", "topic", "cursor"], "left")
+        .withColumn("digest_ok", F.coalesce(F.col("digest") == F.col("expected_digest"), F.lit(False)))
+        .withColumn("clean", F.coalesce(F.size("findings") == 0, F.lit(False)))
+        .select("spec_id", "scenario", "topic", "cursor", "digest_ok", "clean", "findings")
+    )
+
+
+def ranges_table(audited: DataFrame) -> DataFrame:
+    """``(store, topic, cursor, ledger, first, last)``: every ack range of every store."""
+    return audited.select(F.col("spec_id").alias("store"), "topic", "cursor", F.explode("ranges").alias("r")).select(
+        "store", "topic", "cursor", "r.ledger", "r.first", "r.last"
+    )
+
+
+def overlap_check(ranges: DataFrame) -> DataFrame:
+    """Ranges of one cursor that overlap or touch the previous one (they must have been merged)."""
+    w = Window.partitionBy("store", "topic", "cursor", "ledger").orderBy("first")
+    return ranges.withColumn("prev_last", F.lag("last").over(w)).where(F.col("first") <= F.col("prev_last") + 1)
+
+
+def below_mark_delete_check(ranges: DataFrame, audited: DataFrame) -> DataFrame:
+    """Ranges at or below their cursor's mark-delete position."""
+    md = audited.where(F.col("mark_delete") != "").select(
+        F.col("spec_id").alias("store"),
+        "topic",
+        "cursor",
+        F.split("mark_delete", ":").getItem(0).cast("long").alias("md_ledger"),
+        F.split("mark_delete", ":").getItem(1).cast("long").alias("md_entry"),
+    )
+    return ranges.join(md, ["store", "topic", "cursor"]).where(
+        (F.col("ledger") < F.col("md_ledger"))
+        | ((F.col("ledger") == F.col("md_ledger")) & (F.col("first") <= F.col("md_entry")))
+    )
+
+
+def run_generate(spark: SparkSession, outdir: Path, specs: list[WorkloadSpec]) -> DataFrame:
+    """Generate: specs -> stores -> snapshots in ``outdir/snapshots``; expected rows as Parquet."""
+    snapshots = outdir / "snapshots"
+    snapshots.mkdir(parents=True, exist_ok=True)
+    expected = generate_transform(
+        specs_df(spark, specs).repartition(spark.sparkContext.defaultParallelism), str(snapshots)
+    )
+    expected.write.mode("overwrite").parquet(str(outdir / "expected"))
+    return spark.read.parquet(str(outdir / "expected"))
+
+
+def run_audit(spark: SparkSession, outdir: Path) -> dict[str, Any]:
+    """Audit: every snapshot checked and recovered, compared with ``expected``; tables + summary."""
+    paths = sorted(str(p) for p in (outdir / "snapshots").glob("*.mdb"))
+    snapshots = spark.createDataFrame([Row(path=p) for p in paths]).repartition(
+        max(1, min(len(paths), spark.sparkContext.defaultParallelism))
+    )
+    started = time.perf_counter()
+    audited = audit_transform(snapshots).cache()
+    audited.count()
+    seconds = time.perf_counter() - started
+    expected = spark.read.parquet(str(outdir / "expected"))
+    verdict = verdict_transform(expected, audited)
+    ranges = ranges_table(audited)
+    ranges.write.mode("overwrite").parquet(str(outdir / "ranges"))
+    verdict.write.mode("overwrite").parquet(str(outdir / "verdict"))
+    bad = verdict.where(~F.col("digest_ok") | ~F.col("clean")).orderBy("spec_id", "topic", "cursor").collect()
+    unreadable = audited.where(F.col("error") != "").select("spec_id", "error").collect()
+    summary = {
+        "snapshots": len(paths),
+        "cursors": verdict.count(),
+        "mismatched_or_unclean": [f"{r.spec_id}/{r.topic}/{r.cursor}" for r in bad],
+        "unreadable": [f"{r.spec_id}: {r.error}" for r in unreadable],
+        "overlapping_ranges": overlap_check(ranges).count(),
+        "ranges_below_mark_delete": below_mark_delete_check(ranges, audited).count(),
+        "audit_seconds": seconds,
+        "audit_stores_per_second": len(paths) / seconds if seconds else 0.0,
+        "audit_mb_per_second": sum(Path(p).stat().st_size for p in paths) / 1e6 / seconds if seconds else 0.0,
+        "holes_by_scenario": {
+            r.scenario: int(r.holes) for r in expected.groupBy("scenario").agg(F.sum("holes").alias("holes")).collect()
+        },
+    }
+    summary["verdict"] = (
+        "PASS"
+        if not bad and not unreadable and not summary["overlapping_ranges"] and not summary["ranges_below_mark_delete"]
+        else "FAIL"
+    )
+    (outdir / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True))
+    return summary

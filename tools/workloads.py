@@ -1,0 +1,210 @@
+"""Seeded ack-hole workloads, run through the real engine (no Spark needed here).
+
+A :class:`WorkloadSpec` names a scenario and its sizes; :func:`run_spec` plays it against a
+fresh store through the cursor API, flushing every ``flush_every`` acks and, with
+``crash_probability``, "crashing" at flush points (the store is dropped unflushed and
+reopened, so acks since the last flush are lost, as a killed process loses them). It
+returns one row per cursor with the digest of what must be recovered, computed from its
+own record of the acks (not from the engine), and exports the store as a single-file
+snapshot.
+
+Scenarios (PIP-299's ack-hole stories): ``missed_acks`` (a fraction never acked),
+``mixed_delays`` (short delays acked soon, long ones held back), ``many_consumers`` (several
+consumers each leaving scattered holes), ``negative_acks`` (nacked messages acked on
+redelivery, later), ``sequential`` (in-order bursts, the baseline).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import shutil
+import time
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from ackstore import AckStore, CursorConfig, Position
+
+__all__ = ["SCENARIOS", "WorkloadSpec", "WorkloadError", "run_spec", "digest_of_runs", "engine_digest"]
+
+SCENARIOS = ("missed_acks", "mixed_delays", "many_consumers", "negative_acks", "sequential")
+
+
+class WorkloadError(ValueError):
+    """A spec with impossible parameters: names the field and what is allowed."""
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    spec_id: str
+    scenario: str
+    seed: int = 1
+    topics: int = 1
+    ledgers: int = 3
+    entries: int = 1000
+    cursors: int = 1
+    hole_rate: float = 0.05
+    flush_every: int = 500
+    crash_probability: float = 0.0
+
+    def validate(self) -> WorkloadSpec:
+        def bad(field: str, allowed: str) -> WorkloadError:
+            return WorkloadError(f"spec {self.spec_id!r}: {field}={getattr(self, field)!r} is not allowed: {allowed}")
+
+        if not self.spec_id or "/" in self.spec_id:
+            raise bad("spec_id", "a non-empty name without '/'")
+        if self.scenario not in SCENARIOS:
+            raise bad("scenario", f"one of {', '.join(SCENARIOS)}")
+        for name, low, high in (
+            ("topics", 1, 100),
+            ("ledgers", 1, 10_000),
+            ("entries", 1, 10_000_000),
+            ("cursors", 1, 1000),
+            ("flush_every", 1, 10**9),
+        ):
+            value = getattr(self, name)
+            if type(value) is not int or not low <= value <= high:
+                raise bad(name, f"an int in {low}..{high}")
+        for name in ("hole_rate", "crash_probability"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+                raise bad(name, "a number in 0..1")
+        return self
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> WorkloadSpec:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in row.items() if k in known}).validate()
+
+    def to_row(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def digest_of_runs(runs: list[tuple[int, int, int]]) -> str:
+    """A stable digest of acked entries given as ``(ledger, first, last)`` runs."""
+    h = hashlib.sha256()
+    for run in runs:
+        h.update(b"%d:%d-%d;" % run)
+    return h.hexdigest()[:32]
+
+
+def _runs_from_set(acked: set[tuple[int, int]]) -> list[tuple[int, int, int]]:
+    runs: list[tuple[int, int, int]] = []
+    for ledger, entry in sorted(acked):
+        if runs and runs[-1][0] == ledger and runs[-1][2] == entry - 1:
+            runs[-1] = (ledger, runs[-1][1], entry)
+        else:
+            runs.append((ledger, entry, entry))
+    return runs
+
+
+def engine_digest(cursor: Any) -> tuple[str, int]:
+    """The digest of everything a cursor counts as acked (below and above its mark-delete)."""
+    md = cursor.mark_delete_position
+    runs: list[tuple[int, int, int]] = []
+    for ledger, count in cursor.topic.ledgers():
+        if ledger < md.ledger and count:
+            runs.append((ledger, 0, count - 1))
+        elif ledger == md.ledger and md.entry >= 0:
+            runs.append((ledger, 0, md.entry))
+    for first, last in cursor.ack_ranges():
+        if runs and runs[-1][0] == first.ledger and runs[-1][2] == first.entry - 1:
+            runs[-1] = (first.ledger, runs[-1][1], last.entry)
+        else:
+            runs.append((first.ledger, first.entry, last.entry))
+    return digest_of_runs(runs), sum(last - first + 1 for _, first, last in runs)
+
+
+def _ack_order(spec: WorkloadSpec, rng: random.Random, consumer: int) -> list[tuple[int, int]]:
+    """The positions one cursor acks, in order, for the spec's scenario."""
+    positions = [(ledger, e) for ledger in range(1, spec.ledgers + 1) for e in range(spec.entries)]
+    hole = spec.hole_rate
+    if spec.scenario == "sequential":
+        return positions
+    if spec.scenario == "missed_acks":
+        return [p for p in positions if rng.random() >= hole]
+    if spec.scenario == "mixed_delays":
+        short = [p for p in positions if rng.random() >= hole]
+        held = set(positions) - set(short)
+        late = [p for p in sorted(held) if rng.random() < 0.5]  # half the long delays end in the run
+        return short + late
+    if spec.scenario == "many_consumers":  # this cursor's consumers each miss a scattered share
+        return [p for i, p in enumerate(positions) if (i + consumer) % 7 or rng.random() >= hole * 7]
+    # negative_acks: nacked ones are acked later, after a redelivery delay
+    first, nacked = [], []
+    for p in positions:
+        (nacked if rng.random() < hole else first).append(p)
+    return first + nacked[: len(nacked) * 3 // 4]
+
+
+def run_spec(spec: WorkloadSpec, workdir: Path, snapshot_dir: Path) -> list[dict[str, Any]]:
+    """Play ``spec`` in ``workdir``, export ``snapshot_dir/<spec_id>.mdb``, return one row per cursor."""
+    spec.validate()
+    rng = random.Random(spec.seed)
+    path = workdir / spec.spec_id
+    if path.exists():
+        shutil.rmtree(path)
+    started = time.perf_counter()
+    config = CursorConfig(max_unacked_ranges_to_persist=0)
+    store = AckStore.open(path, sync=False)
+    names = [
+        (f"persistent://gen/{spec.spec_id}/t{t}", f"sub-{c}") for t in range(spec.topics) for c in range(spec.cursors)
+    ]
+    for t in range(spec.topics):
+        topic = store.topic(f"persistent://gen/{spec.spec_id}/t{t}")
+        for ledger in range(1, spec.ledgers + 1):
+            topic.add_ledger(ledger)
+            topic.close_ledger(ledger, spec.entries)
+    flushed: dict[tuple[str, str], set[tuple[int, int]]] = {key: set() for key in names}
+    pending: dict[tuple[str, str], set[tuple[int, int]]] = {key: set() for key in names}
+    crashes = flushes = 0
+    for i, key in enumerate(names):
+        order = _ack_order(spec, rng, i)
+        for start in range(0, len(order), spec.flush_every):
+            chunk = order[start : start + spec.flush_every]
+            store.topic(key[0]).cursor(key[1], config).ack([Position(*p) for p in chunk])
+            pending[key].update(chunk)
+            if spec.crash_probability and rng.random() < spec.crash_probability:
+                store._abandon()  # a crash: everything since the last flush is gone
+                crashes += 1
+                pending = {k: set() for k in names}
+                store = AckStore.open(path, sync=False)
+            else:
+                store.flush()
+                flushes += 1
+                for k in names:
+                    flushed[k] |= pending[k]
+                    pending[k] = set()
+    store.close()
+    for k in names:
+        flushed[k] |= pending[k]
+    snapshot_dir.mkdir(parents=True, exist_ok=True)
+    snapshot = snapshot_dir / f"{spec.spec_id}.mdb"
+    snapshot.unlink(missing_ok=True)
+    with AckStore.open(path, readonly=True) as ro:
+        size = ro.copy(snapshot)
+    seconds = time.perf_counter() - started
+    shutil.rmtree(path, ignore_errors=True)
+    rows = []
+    for topic_name, cursor_name in names:
+        acked = flushed[(topic_name, cursor_name)]
+        runs = _runs_from_set(acked)
+        rows.append(
+            {
+                "spec_id": spec.spec_id,
+                "scenario": spec.scenario,
+                "topic": topic_name,
+                "cursor": cursor_name,
+                "expected_digest": digest_of_runs(runs),
+                "acked": len(acked),
+                "holes": spec.ledgers * spec.entries - len(acked),
+                "runs": len(runs),
+                "flushes": flushes,
+                "crashes": crashes,
+                "seconds": seconds,
+                "snapshot": str(snapshot),
+                "snapshot_bytes": size,
+            }
+        )
+    return rows
