@@ -70,3 +70,16 @@ def test_tiny_pipeline_end_to_end_finds_planted_faults(spark, tmp_path: Path) ->
     assert summary["verdict"] == "FAIL"
     assert {m.split("/")[0] for m in summary["mismatched_or_unclean"]} == {first.stem, second.stem}
     assert [u.split(":")[0] for u in summary["unreadable"]] == [second.stem]
+
+
+def test_audit_finds_exactly_the_planted_faults(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from tools.faults import plant_faults
+
+    run_generate(spark, tmp_path, specs_for_scale("tiny"))
+    plants = plant_faults(tmp_path, 3, seed=5)
+    assert sorted(p["kind"] for p in plants) == ["damaged-marker", "damaged-record", "garbage-file"]
+    summary = run_audit(spark, tmp_path)
+    assert summary["planted_missed"] == [] and summary["false_positives"] == []
+    assert summary["verdict"] == "PASS" and len(summary["planted_faults"]) == 3
+    with pytest.raises(ValueError, match=r"allowed 0\.\.5"):
+        plant_faults(tmp_path, 6)

@@ -42,6 +42,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--master", help="Spark master (default local[*], or what spark-submit sets)")
     parser.add_argument("--scale", default="small", choices=["tiny", "small", "medium", "large"])
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--plant-faults",
+        type=int,
+        default=0,
+        metavar="N",
+        help="after generate, damage N random snapshots in known ways (planted.json); audit must find exactly those",
+    )
     args = parser.parse_args(argv)
     from tools.spark_jobs import run_audit, run_generate, specs_for_scale  # absolute: spark-submit runs this file
 
@@ -54,6 +61,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"generate: {len(specs)} workload specs at scale {args.scale} ...", flush=True)
             rows = run_generate(spark, args.outdir, specs).count()
             print(f"generate: {rows} cursors in {time.perf_counter() - t0:.1f} s -> {args.outdir / 'snapshots'}")
+            if args.plant_faults:
+                from tools.faults import plant_faults
+
+                for fault in plant_faults(args.outdir, args.plant_faults, args.seed):
+                    print(f"planted {fault['kind']} in {fault['spec_id']}")
         if args.command in ("audit", "pipeline"):
             print("audit: checking and recovering every snapshot ...", flush=True)
             summary = run_audit(spark, args.outdir)

@@ -1,0 +1,66 @@
+"""Planting known faults into snapshots, so an audit can be shown to find exactly them.
+
+Kinds: ``damaged-marker`` (a byte of a cursor's newest marker flipped), ``damaged-record``
+(a byte of its newest ledger record flipped), ``garbage-file`` (the snapshot overwritten
+with bytes that are not an LMDB file). Nothing is truncated: a short file under a memory
+map can kill the reading process instead of raising.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import lmdb
+
+from ackstore.records import RECORD_LEDGER, RECORD_MARKER, record_type
+
+__all__ = ["FAULT_KINDS", "plant_faults", "planted"]
+
+FAULT_KINDS = ("damaged-marker", "damaged-record", "garbage-file")
+PLANTED_FILE = "planted.json"
+
+
+def _flip_newest(path: Path, rtype: int) -> bool:
+    env = lmdb.open(str(path), subdir=False, lock=False, max_dbs=8)
+    try:
+        db = env.open_db(b"log", create=False)
+        with env.begin(write=True) as txn:
+            cur = txn.cursor(db=db)
+            ok = cur.last()
+            while ok:
+                if record_type(cur.value()) == rtype:
+                    raw = bytearray(cur.value())
+                    raw[-2] ^= 0x5A
+                    txn.put(cur.key(), bytes(raw), db=db)
+                    return True
+                ok = cur.prev()
+        return False
+    finally:
+        env.close()
+
+
+def plant_faults(outdir: Path, n: int, seed: int = 1) -> list[dict[str, Any]]:
+    """Damage ``n`` random snapshots of ``outdir/snapshots``; record them in ``outdir/planted.json``."""
+    snapshots = sorted((outdir / "snapshots").glob("*.mdb"))
+    if not 0 <= n <= len(snapshots):
+        raise ValueError(f"--plant-faults {n} is not allowed: allowed 0..{len(snapshots)} (the snapshots there)")
+    rng = random.Random(seed)
+    out = []
+    for i, path in enumerate(rng.sample(snapshots, n)):
+        kind = FAULT_KINDS[i % len(FAULT_KINDS)]
+        if kind == "garbage-file":
+            path.write_bytes(b"this is not an ackstore snapshot\n" * 64)
+        elif not _flip_newest(path, RECORD_MARKER if kind == "damaged-marker" else RECORD_LEDGER):
+            path.write_bytes(b"no record to damage\n" * 64)
+            kind = "garbage-file"
+        out.append({"spec_id": path.stem, "kind": kind})
+    (outdir / PLANTED_FILE).write_text(json.dumps(out, indent=2))
+    return out
+
+
+def planted(outdir: Path) -> list[dict[str, Any]]:
+    path = outdir / PLANTED_FILE
+    return json.loads(path.read_text()) if path.exists() else []
