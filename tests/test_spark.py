@@ -83,3 +83,13 @@ def test_audit_finds_exactly_the_planted_faults(spark, tmp_path: Path) -> None: 
     assert summary["verdict"] == "PASS" and len(summary["planted_faults"]) == 3
     with pytest.raises(ValueError, match=r"allowed 0\.\.5"):
         plant_faults(tmp_path, 6)
+
+
+def test_compaction_keeps_every_digest_and_shrinks(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from tools.spark_jobs import run_compact
+
+    run_generate(spark, tmp_path, specs_for_scale("tiny"))
+    rows = run_compact(spark, tmp_path).collect()
+    assert len(rows) == 5 and all(r.error == "" for r in rows)
+    assert all(r.records_after <= r.records_before and r.bytes_after <= r.bytes_before for r in rows)
+    assert run_audit(spark, tmp_path)["verdict"] == "PASS"

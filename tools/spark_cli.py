@@ -37,7 +37,9 @@ def main(argv: list[str] | None = None) -> int:
         description="Stress-generate ack-hole workloads through the real engine, then audit the stores "
         "(checks, recovery against expected digests, cross-store Spark SQL checks).",
     )
-    parser.add_argument("command", choices=["generate", "audit", "pipeline"], help="pipeline = generate + audit")
+    parser.add_argument(
+        "command", choices=["generate", "compact", "audit", "pipeline"], help="pipeline = generate + compact + audit"
+    )
     parser.add_argument("outdir", type=Path, help="output directory (shared storage on a cluster)")
     parser.add_argument("--master", help="Spark master (default local[*], or what spark-submit sets)")
     parser.add_argument("--scale", default="small", choices=["tiny", "small", "medium", "large"])
@@ -50,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         help="after generate, damage N random snapshots in known ways (planted.json); audit must find exactly those",
     )
     args = parser.parse_args(argv)
-    from tools.spark_jobs import run_audit, run_generate, specs_for_scale  # absolute: spark-submit runs this file
+    from tools.spark_jobs import run_audit, run_compact, run_generate, specs_for_scale  # spark-submit runs this file
 
     spark = _session(args.master)
     try:
@@ -61,11 +63,24 @@ def main(argv: list[str] | None = None) -> int:
             print(f"generate: {len(specs)} workload specs at scale {args.scale} ...", flush=True)
             rows = run_generate(spark, args.outdir, specs).count()
             print(f"generate: {rows} cursors in {time.perf_counter() - t0:.1f} s -> {args.outdir / 'snapshots'}")
-            if args.plant_faults:
+            if args.plant_faults and args.command == "generate":
                 from tools.faults import plant_faults
 
                 for fault in plant_faults(args.outdir, args.plant_faults, args.seed):
                     print(f"planted {fault['kind']} in {fault['spec_id']}")
+        if args.command in ("compact", "pipeline"):
+            rows = run_compact(spark, args.outdir).collect()
+            before, after = sum(r.bytes_before for r in rows), sum(r.bytes_after for r in rows)
+            errors = [f"{r.snapshot}: {r.error}" for r in rows if r.error]
+            print(
+                f"compact: {len(rows)} snapshots, {before:,} -> {after:,} bytes"
+                + (f"; failed: {errors}" if errors else "")
+            )
+        if args.command == "pipeline" and args.plant_faults:
+            from tools.faults import plant_faults
+
+            for fault in plant_faults(args.outdir, args.plant_faults, args.seed):
+                print(f"planted {fault['kind']} in {fault['spec_id']}")
         if args.command in ("audit", "pipeline"):
             print("audit: checking and recovering every snapshot ...", flush=True)
             summary = run_audit(spark, args.outdir)

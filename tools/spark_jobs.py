@@ -31,7 +31,9 @@ __all__ = [
     "verdict_transform",
     "overlap_check",
     "below_mark_delete_check",
+    "compact_transform",
     "run_generate",
+    "run_compact",
     "run_audit",
 ]
 
@@ -86,6 +88,65 @@ def generate_transform(specs: DataFrame, snapshot_dir: str) -> DataFrame:
             shutil.rmtree(work, ignore_errors=True)
 
     return specs.rdd.mapPartitions(run).toDF()
+
+
+def _compact_snapshot(path: str) -> Row:
+    """Rewrite one snapshot with live records only (local copy, compact, copy back, rename)."""
+    from ackstore import AckStore, AckStoreError
+
+    work = Path(tempfile.mkdtemp(prefix="ackstore-compact-"))
+    before = Path(path).stat().st_size
+    try:
+        (work / "store").mkdir()
+        shutil.copyfile(path, work / "store" / "data.mdb")
+        with AckStore.open(work / "store", sync=False) as store:
+            stats = store.compact()
+            store.copy(work / "out.mdb", compact=True)
+        tmp = Path(path + ".compacting")
+        shutil.copyfile(work / "out.mdb", tmp)
+        tmp.replace(path)
+        return Row(
+            snapshot=Path(path).stem,
+            bytes_before=before,
+            bytes_after=Path(path).stat().st_size,
+            records_before=sum(s.records_before for s in stats),
+            records_after=sum(s.records_after for s in stats),
+            error="",
+        )
+    except (AckStoreError, OSError) as exc:
+        return Row(
+            snapshot=Path(path).stem,
+            bytes_before=before,
+            bytes_after=before,
+            records_before=0,
+            records_after=0,
+            error=str(exc),
+        )
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def compact_transform(snapshots: DataFrame) -> DataFrame:
+    """Transform: compact every snapshot (column ``path``) in place; one row of bytes before/after each."""
+    rdd = snapshots.rdd.mapPartitions(lambda rows: (_compact_snapshot(row.path) for row in rows))
+    schema = (
+        "snapshot string, bytes_before long, bytes_after long, records_before long, records_after long, error string"
+    )
+    return snapshots.sparkSession.createDataFrame(rdd, schema)
+
+
+def _snapshots_df(spark: SparkSession, outdir: Path) -> DataFrame:
+    paths = sorted(str(p) for p in (outdir / "snapshots").glob("*.mdb"))
+    return spark.createDataFrame([Row(path=p) for p in paths], "path string").repartition(
+        max(1, min(len(paths), spark.sparkContext.defaultParallelism))
+    )
+
+
+def run_compact(spark: SparkSession, outdir: Path) -> DataFrame:
+    """Compact: every snapshot rewritten with live records; rows to ``outdir/compaction`` (Parquet)."""
+    rows = compact_transform(_snapshots_df(spark, outdir))
+    rows.write.mode("overwrite").parquet(str(outdir / "compaction"))
+    return spark.read.parquet(str(outdir / "compaction"))
 
 
 def _audit_snapshot(path: str) -> Iterator[Row]:
@@ -205,9 +266,7 @@ def run_generate(spark: SparkSession, outdir: Path, specs: list[WorkloadSpec]) -
 def run_audit(spark: SparkSession, outdir: Path) -> dict[str, Any]:
     """Audit: every snapshot checked and recovered, compared with ``expected``; tables + summary."""
     paths = sorted(str(p) for p in (outdir / "snapshots").glob("*.mdb"))
-    snapshots = spark.createDataFrame([Row(path=p) for p in paths]).repartition(
-        max(1, min(len(paths), spark.sparkContext.defaultParallelism))
-    )
+    snapshots = _snapshots_df(spark, outdir)
     started = time.perf_counter()
     audited = audit_transform(snapshots).cache()
     audited.count()
