@@ -84,8 +84,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.command in ("audit", "pipeline"):
             print("audit: checking and recovering every snapshot ...", flush=True)
             summary = run_audit(spark, args.outdir)
-            print(json.dumps({k: v for k, v in summary.items() if k != "holes_by_scenario"}, indent=2))
-            print(f"audit verdict: {summary['verdict']} (summary: {args.outdir / 'summary.json'})")
+            shown = {k: v for k, v in summary.items() if k not in ("holes_by_scenario", "by_scenario")}
+            print(json.dumps(shown, indent=2))
+            print(f"report: {args.outdir / 'report.md'} (and summary.json)")
+            print(f"audit verdict: {summary['verdict']}")
             return 0 if summary["verdict"] == "PASS" else 1
         return 0
     finally:

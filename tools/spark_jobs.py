@@ -292,6 +292,23 @@ def run_audit(spark: SparkSession, outdir: Path) -> dict[str, Any]:
             r.scenario: int(r.holes) for r in expected.groupBy("scenario").agg(F.sum("holes").alias("holes")).collect()
         },
     }
+    summary["by_scenario"] = [
+        r.asDict()
+        for r in expected.join(
+            audited.select("spec_id", "topic", "cursor", "range_count", "bytes", "recover_seconds"),
+            ["spec_id", "topic", "cursor"],
+            "left",
+        )
+        .groupBy("scenario")
+        .agg(
+            F.count("*").alias("cursors"),
+            F.sum("holes").alias("holes"),
+            F.sum("range_count").alias("ranges"),
+            F.round(F.avg("recover_seconds") * 1000, 2).alias("avg_recover_ms"),
+        )
+        .orderBy("scenario")
+        .collect()
+    ]
     from .faults import planted
 
     flagged = {m.split("/")[0] for m in summary["mismatched_or_unclean"]} | {
@@ -303,12 +320,42 @@ def run_audit(spark: SparkSession, outdir: Path) -> dict[str, Any]:
     summary["false_positives"] = sorted(flagged - plants)
     if plants:  # with planted faults, the audit passes when it finds exactly them
         summary["verdict"] = "PASS" if flagged == plants and not summary["overlapping_ranges"] else "FAIL"
-        (outdir / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True))
+        _write(outdir, summary)
         return summary
     summary["verdict"] = (
         "PASS"
         if not bad and not unreadable and not summary["overlapping_ranges"] and not summary["ranges_below_mark_delete"]
         else "FAIL"
     )
-    (outdir / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True))
+    _write(outdir, summary)
     return summary
+
+
+def _write(outdir: Path, summary: dict[str, Any]) -> None:
+    """``summary.json`` for scripts and ``report.md`` for people."""
+    (outdir / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True, default=str))
+    lines = [
+        f"# ackstore audit: {summary['verdict']}",
+        "",
+        f"{summary['snapshots']} snapshots, {summary['cursors']} cursors; audit {summary['audit_seconds']:.2f} s "
+        f"({summary['audit_stores_per_second']:.1f} stores/s, {summary['audit_mb_per_second']:.2f} MB/s).",
+        "",
+        "| scenario | cursors | holes | ranges recovered | avg recover ms |",
+        "|---|---:|---:|---:|---:|",
+        *(
+            f"| {r['scenario']} | {r['cursors']} | {r['holes']} | {r['ranges']} | {r['avg_recover_ms']} |"
+            for r in summary.get("by_scenario", [])
+        ),
+        "",
+        f"- stores whose recovered state differs from the expected digest, or with findings: "
+        f"{summary['mismatched_or_unclean'] or 'none'}",
+        f"- unreadable snapshots: {summary['unreadable'] or 'none'}",
+        f"- overlapping ranges: {summary['overlapping_ranges']}; ranges at or below the mark-delete: "
+        f"{summary['ranges_below_mark_delete']}",
+    ]
+    if summary.get("planted_faults"):
+        lines.append(
+            f"- planted faults: {summary['planted_faults']}; missed: {summary['planted_missed'] or 'none'}; "
+            f"false positives: {summary['false_positives'] or 'none'}"
+        )
+    (outdir / "report.md").write_text("\n".join(lines) + "\n")
