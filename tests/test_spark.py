@@ -41,6 +41,24 @@ def test_overlap_and_below_mark_delete_checks(spark) -> None:  # type: ignore[no
     assert [tuple(r) for r in below] == [(1, 0), (1, 6)]
 
 
+def test_outside_directory_check_and_hole_distribution(spark) -> None:  # type: ignore[no-untyped-def]
+    from tools.spark_jobs import hole_distribution, outside_directory_check
+
+    ranges = spark.createDataFrame(
+        [("s", "t", "c", 1, 0, 5), ("s", "t", "c", 1, 8, 10), ("s", "t", "c", 2, 3, 4), ("s", "t", "c", 9, 0, 0)],
+        "store string, topic string, cursor string, ledger long, first long, last long",
+    )
+    audited = spark.createDataFrame(
+        [("s", "t", "c", [(1, 10), (2, -1)])],
+        "spec_id string, topic string, cursor string, ledgers array<struct<ledger:long, count:long>>",
+    )
+    bad = outside_directory_check(ranges, audited).select("ledger", "first").orderBy("ledger").collect()
+    assert [tuple(r) for r in bad] == [(1, 8), (9, 0)]
+    expected = spark.createDataFrame([("a", 1), ("a", 3), ("a", 10), ("b", 7)], "scenario string, holes long")
+    rows = [tuple(r) for r in hole_distribution(expected).collect()]
+    assert rows == [("a", 1, 3, 10, 10), ("b", 7, 7, 7, 7)]
+
+
 def test_verdict_transform(spark) -> None:  # type: ignore[no-untyped-def]
     expected = spark.createDataFrame(
         [("a", "x", "t", "c", "d1"), ("b", "x", "t", "c", "d2"), ("c", "x", "t", "c", "d3")],

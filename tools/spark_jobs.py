@@ -31,6 +31,8 @@ __all__ = [
     "verdict_transform",
     "overlap_check",
     "below_mark_delete_check",
+    "outside_directory_check",
+    "hole_distribution",
     "compact_transform",
     "run_generate",
     "run_compact",
@@ -166,6 +168,7 @@ def _audit_snapshot(path: str) -> Iterator[Row]:
                     seconds = time.perf_counter() - t0
                     digest, acked = engine_digest(cur)
                     ranges = [(a.ledger, a.entry, b.entry) for a, b in cur.ack_ranges()]
+                    ledgers = [(lid, -1 if count is None else count) for lid, count in topic.ledgers()]
                     yield Row(
                         spec_id=spec_id,
                         topic=topic_name,
@@ -179,6 +182,7 @@ def _audit_snapshot(path: str) -> Iterator[Row]:
                         recover_seconds=seconds,
                         bytes=Path(path).stat().st_size,
                         ranges=ranges,
+                        ledgers=ledgers,
                     )
     except (AckStoreError, OSError) as exc:  # a snapshot that cannot be opened is a finding, not a crash
         yield Row(
@@ -194,6 +198,7 @@ def _audit_snapshot(path: str) -> Iterator[Row]:
             recover_seconds=0.0,
             bytes=0,
             ranges=[],
+            ledgers=[],
         )
     finally:
         shutil.rmtree(local.parent, ignore_errors=True)
@@ -202,7 +207,8 @@ def _audit_snapshot(path: str) -> Iterator[Row]:
 AUDIT_SCHEMA = (
     "spec_id string, topic string, cursor string, digest string, acked long, mark_delete string, "
     "range_count long, findings array<string>, error string, recover_seconds double, bytes long, "
-    "ranges array<struct<ledger:long, first:long, last:long>>"
+    "ranges array<struct<ledger:long, first:long, last:long>>, "
+    "ledgers array<struct<ledger:long, count:long>>"
 )
 
 
@@ -252,6 +258,29 @@ def below_mark_delete_check(ranges: DataFrame, audited: DataFrame) -> DataFrame:
     )
 
 
+def outside_directory_check(ranges: DataFrame, audited: DataFrame) -> DataFrame:
+    """Ranges in a ledger the topic does not hold, or past a sealed ledger's end."""
+    directory = audited.select(
+        F.col("spec_id").alias("store"), "topic", "cursor", F.explode("ledgers").alias("d")
+    ).select("store", "topic", "cursor", F.col("d.ledger").alias("ledger"), F.col("d.count").alias("count"))
+    joined = ranges.join(directory, ["store", "topic", "cursor", "ledger"], "left")
+    return joined.where(F.col("count").isNull() | ((F.col("count") >= 0) & (F.col("last") >= F.col("count"))))
+
+
+def hole_distribution(expected: DataFrame) -> DataFrame:
+    """Holes per cursor, by scenario: min, median, p90, max."""
+    return (
+        expected.groupBy("scenario")
+        .agg(
+            F.min("holes").alias("min"),
+            F.percentile_approx("holes", 0.5).alias("p50"),
+            F.percentile_approx("holes", 0.9).alias("p90"),
+            F.max("holes").alias("max"),
+        )
+        .orderBy("scenario")
+    )
+
+
 def run_generate(spark: SparkSession, outdir: Path, specs: list[WorkloadSpec]) -> DataFrame:
     """Generate: specs -> stores -> snapshots in ``outdir/snapshots``; expected rows as Parquet."""
     snapshots = outdir / "snapshots"
@@ -285,6 +314,8 @@ def run_audit(spark: SparkSession, outdir: Path) -> dict[str, Any]:
         "unreadable": [f"{r.spec_id}: {r.error}" for r in unreadable],
         "overlapping_ranges": overlap_check(ranges).count(),
         "ranges_below_mark_delete": below_mark_delete_check(ranges, audited).count(),
+        "ranges_outside_directory": outside_directory_check(ranges, audited).count(),
+        "holes_per_cursor": [r.asDict() for r in hole_distribution(expected).collect()],
         "audit_seconds": seconds,
         "audit_stores_per_second": len(paths) / seconds if seconds else 0.0,
         "audit_mb_per_second": sum(Path(p).stat().st_size for p in paths) / 1e6 / seconds if seconds else 0.0,
@@ -324,7 +355,11 @@ def run_audit(spark: SparkSession, outdir: Path) -> dict[str, Any]:
         return summary
     summary["verdict"] = (
         "PASS"
-        if not bad and not unreadable and not summary["overlapping_ranges"] and not summary["ranges_below_mark_delete"]
+        if not bad
+        and not unreadable
+        and not summary["overlapping_ranges"]
+        and not summary["ranges_below_mark_delete"]
+        and not summary["ranges_outside_directory"]
         else "FAIL"
     )
     _write(outdir, summary)
@@ -351,7 +386,15 @@ def _write(outdir: Path, summary: dict[str, Any]) -> None:
         f"{summary['mismatched_or_unclean'] or 'none'}",
         f"- unreadable snapshots: {summary['unreadable'] or 'none'}",
         f"- overlapping ranges: {summary['overlapping_ranges']}; ranges at or below the mark-delete: "
-        f"{summary['ranges_below_mark_delete']}",
+        f"{summary['ranges_below_mark_delete']}; ranges outside the ledger directory: "
+        f"{summary['ranges_outside_directory']}",
+        "",
+        "| scenario | holes per cursor: min | p50 | p90 | max |",
+        "|---|---:|---:|---:|---:|",
+        *(
+            f"| {r['scenario']} | {r['min']} | {r['p50']} | {r['p90']} | {r['max']} |"
+            for r in summary.get("holes_per_cursor", [])
+        ),
     ]
     if summary.get("planted_faults"):
         lines.append(
