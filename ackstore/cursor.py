@@ -936,7 +936,7 @@ class Cursor:
             marker_seq,
             len(value),
             self._full_seq if full else -1,
-            self._gc_live(),
+            self._gc_live() if full else frozenset(),  # O(ledgers): only full markers trim garbage
             live | {marker_seq},
             dirty,
             vanished,
