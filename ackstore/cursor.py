@@ -174,9 +174,6 @@ class Cursor:
             self._range_count += la.drop_from(count)
             self._touched(ledger, la)
 
-    def _on_trim(self, d: LedgerDirectory) -> None:
-        self._reconcile(d)
-
     def _on_directory_change(self, d: LedgerDirectory) -> None:
         first = d.first()
         if first is not None and self._md[0] < first:
@@ -184,7 +181,7 @@ class Cursor:
         self._advance()
 
     def _check_close(self, ledger: int, entries: int) -> None:
-        la = self._get(ledger)
+        la = self._peek(ledger)  # a look, not a use: it need not enter the cache
         highest = -1
         if la is not None:
             if la.bitmap:
@@ -278,11 +275,7 @@ class Cursor:
         if cache.nbytes + incoming <= limit:
             return
         cache.measure_all()
-        saved, cache.budget = cache.budget, limit
-        try:
-            victims = cache.victims(incoming, set(keep) | self._pinned)
-        finally:
-            cache.budget = saved
+        victims = cache.victims(incoming, set(keep) | self._pinned, limit)
         if not victims:
             return
         back = [v for v in victims if v in self._dirty or v not in self._index]
@@ -385,7 +378,6 @@ class Cursor:
                 self._ack_one(positions)
             return
         with self._lock:
-            self._alive()
             if isinstance(positions, tuple) and len(positions) == 2 and type(positions[0]) is int:
                 positions = (positions,)  # type: ignore[assignment]
             try:
@@ -643,10 +635,14 @@ class Cursor:
                     f"unknown CursorConfig fields {sorted(changes)}: allowed {[f.name for f in fields(CursorConfig)]}"
                 ) from None
             self._store._put_cursor(self._topic.topic_id, self.name, self.cursor_id, new)
-            self._config = new
-            self._cache.budget = new.max_individual_ack_cache_bytes
-            self._fit()
+            self._apply_config(new)
             return new
+
+    def _apply_config(self, config: CursorConfig) -> None:
+        """Adopt ``config`` in memory (the budget may shrink: evict to fit). Lock held."""
+        self._config = config
+        self._cache.budget = config.max_individual_ack_cache_bytes
+        self._fit()
 
     @property
     def is_blocked_on_ack_state_persistent(self) -> bool:

@@ -117,6 +117,3 @@ class LedgerAcks:
         """Bytes this ledger's state holds in memory: the bitmap's size as pyroaring reports
         it (``__sizeof__``, its serialized size), a fixed object overhead, 64 B per partial batch."""
         return self.bitmap.__sizeof__() + LEDGER_OVERHEAD_BYTES + 64 * len(self.batches)
-
-    def copy(self) -> LedgerAcks:
-        return LedgerAcks(BitMap(self.bitmap), dict(self.batches))

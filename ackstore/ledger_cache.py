@@ -102,16 +102,18 @@ class LedgerCache:
         self.charge(-self.nbytes)
         self.loaded.clear()
 
-    def victims(self, incoming: int, keep: Iterable[int]) -> list[int]:
-        """Least recently used ledgers to evict so that ``incoming`` more bytes fit.
+    def victims(self, incoming: int, keep: Iterable[int], budget: int | None = None) -> list[int]:
+        """Least recently used ledgers to evict so that ``incoming`` more bytes fit ``budget``
+        (default: this cache's own).
 
         Ledgers in ``keep`` are never chosen; if even evicting everything else cannot
         make room, everything else is chosen (the one big ledger then stands alone).
         """
         keep = set(keep)
-        if self.nbytes + incoming <= self.budget:
+        budget = self.budget if budget is None else budget
+        if self.nbytes + incoming <= budget:
             return []
-        target = int(self.budget * LOW_WATER) - incoming
+        target = int(budget * LOW_WATER) - incoming
         freed, out = 0, []
         for ledger, la in self.loaded.items():
             if self.nbytes - freed <= target:

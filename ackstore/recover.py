@@ -161,9 +161,9 @@ def _load_records(
             elif verify == "keys" and not probe.set_key(log_key(cursor_id, entry.seq)):
                 raise CorruptRecordError(f"marker {resolved.seq}: ledger {ledger}'s record {entry.seq} is missing")
             swapped.add(ledger)
-    md_first = loaded[:1] if loaded and loaded[0][0] == md_ledger else []
-    rest = [item for item in loaded if item not in md_first]
-    return dict(list(reversed(rest)) + md_first), swapped, nbytes
+    # LRU order: least recently written first, the mark-delete ledger (loaded first) last
+    split = 1 if loaded and loaded[0][0] == md_ledger else 0
+    return dict(loaded[split:][::-1] + loaded[:split]), swapped, nbytes
 
 
 def recover_cursor(

@@ -165,7 +165,7 @@ class Topic:
         self._version += 1
         for cur in self._cursors.values():
             if trim:
-                cur._on_trim(d)
+                cur._reconcile(d)
             else:
                 cur._on_directory_change(d)
 
@@ -187,9 +187,8 @@ class Topic:
             if cur is not None:
                 if config is not None and config != cur._config:
                     if store.readonly:  # a reader may pick its own budget; nothing is persisted
-                        cur._config = config
-                        cur._cache.budget = config.max_individual_ack_cache_bytes
-                        cur._fit()
+                        with store._lock:
+                            cur._apply_config(config)
                     else:
                         cur.update_config(**config.to_obj())
                 return cur
