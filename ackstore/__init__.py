@@ -8,7 +8,7 @@ from .check import FINDING_KINDS, Finding, check
 from .config import CursorConfig
 from .cursor import Cursor
 from .directory import LedgerDirectory
-from .dispatcher import Consumer, Dispatcher, RevisionInProgressError
+from .dispatcher import Consumer, Dispatcher
 from .errors import (
     AckStoreError,
     CorruptRecordError,
@@ -27,7 +27,9 @@ from .errors import (
     UnknownTopicError,
 )
 from .position import Position
+from .read_loop import CursorReadLoop, RevisionInProgressError
 from .reads import Entry, InMemoryLedgerReader, LedgerReader
+from .replicator import InMemoryRemote, ReplicationSendError, Replicator
 from .revision import CursorStateRevisionController
 from .stats import CompactStats, CursorStats, FlushStats, RecoveryReport
 from .store import AckStore, Topic
@@ -42,6 +44,10 @@ __all__ = [
     "Dispatcher",
     "Consumer",
     "RevisionInProgressError",
+    "CursorReadLoop",
+    "Replicator",
+    "InMemoryRemote",
+    "ReplicationSendError",
     "Entry",
     "LedgerReader",
     "InMemoryLedgerReader",

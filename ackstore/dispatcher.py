@@ -8,8 +8,13 @@ queue (negative acks, redeliveries) and touch no cursor position. Every position
 reads are refused while it runs, a second reset fails fast, and a read that started
 under an older revision is discarded when it completes, both before its read-position
 move and, if that already happened, before delivery. The dispatcher's own state (replay
-queue, recently-joined consumers) changes inside the same revision. No compensation and
-no "rewind after in-flight read" are needed.
+queue, recently-joined consumers, delayed-delivery tracker) changes inside the same
+revision. No compensation and no "rewind after in-flight read" are needed. The shared
+read path lives in :class:`~ackstore.read_loop.CursorReadLoop`.
+
+Delayed delivery: with ``deliver_at`` set, an entry read before its delivery time is held
+in the tracker (``delayed``) instead of delivered; a replay read releases held entries
+whose time has come. A position reset clears the tracker (the entries are read again).
 
 PIP-299: with pausing on, sequential reads are refused while the cursor is blocked on
 ack-state persistence; replay reads go on (they are what unblocks it). A single-consumer
@@ -19,21 +24,18 @@ pausing it would stop the acks that bring the range count back.
 
 from __future__ import annotations
 
-import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from .cursor import Cursor
-from .errors import AckStoreError, InvalidArgumentError
+from .errors import InvalidArgumentError
 from .position import Position, _trusted
+from .read_loop import CursorReadLoop, RevisionInProgressError
 from .reads import Entry, LedgerReader
 from .revision import CursorStateRevisionController
 
 __all__ = ["Consumer", "Dispatcher", "RevisionInProgressError"]
-
-
-class RevisionInProgressError(AckStoreError):
-    """A position reset was asked for while another one runs (they fail fast, PIP-269)."""
 
 
 @dataclass
@@ -52,7 +54,7 @@ class Consumer:
         self.received.append(entry.position)
 
 
-class Dispatcher:
+class Dispatcher(CursorReadLoop):
     """Dispatches a cursor's entries to consumers, round robin."""
 
     def __init__(
@@ -62,18 +64,21 @@ class Dispatcher:
         controller: CursorStateRevisionController | None = None,
         single_consumer: bool = False,
         epochs: bool = True,
+        deliver_at: Callable[[Position], float] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.cursor = cursor
-        self.reader = reader
-        self.controller = controller or CursorStateRevisionController()
+        super().__init__(cursor, reader, controller)
         self.single_consumer = single_consumer
         self.epochs = epochs  # False only to show, in tests, what epochs prevent
+        self.deliver_at = deliver_at
+        self.clock = clock
         self.epoch = 0
         self.consumers: dict[str, Consumer] = {}
         self.replay: set[Position] = set()
         self.recently_joined: dict[str, Position] = {}
+        self.delayed: dict[Position, float] = {}  # the delayed-delivery tracker
         self._joined_during_revision: set[str] = set()
-        self.refused = self.discarded = self.paused = 0
+        self.paused = 0
         self._turn = 0
 
     # -- consumers ------------------------------------------------------------------------
@@ -101,23 +106,6 @@ class Dispatcher:
         self.replay.update(positions)
 
     # -- reads ------------------------------------------------------------------------------
-    def _next_positions(self, start: Position, n: int) -> list[Position]:
-        out: list[Position] = []
-        ledger, entry = start
-        ledgers = [lid for lid, _ in self.cursor.topic.ledgers()]
-        i = ledgers.index(ledger) if ledger in ledgers else 0
-        while len(out) < n and i < len(ledgers):
-            ledger = ledgers[i]
-            written = self.reader.written(ledger)
-            while len(out) < n and entry < written:
-                p = _trusted(ledger, entry)
-                if not self.cursor.is_acked(p):
-                    out.append(p)
-                entry += 1
-            if len(out) < n:
-                i, entry = i + 1, 0
-        return out
-
     async def read_more(self, n: int = 10) -> list[Entry]:
         """One sequential read of up to ``n`` entries from the read position; [] if refused."""
         if self._refused():
@@ -125,73 +113,57 @@ class Dispatcher:
         if not self.single_consumer and self.cursor.is_blocked_on_ack_state_persistent:
             self.paused += 1
             return []
-        positions = self._next_positions(self.cursor.read_position, n)
-        done = await self._read(positions)
+        epoch = self.epoch
+        done = await self._sequential(n)
         if done is None:
             return []
-        entries, revision, epoch = done
-        self.cursor._move_read_position(positions[-1].next())
-        await asyncio.sleep(0)  # delivery is a separate step: a reset may land in between
-        if self._stale(revision):  # half in-flight: the move happened, the delivery must not
-            return []
-        self._deliver(entries, epoch)
-        return entries
+        return self._deliver(done[0], epoch)
 
     async def replay_read(self, n: int = 10) -> list[Entry]:
-        """One replay read of up to ``n`` queued positions (never paused by PIP-299)."""
+        """One replay read of up to ``n`` queued positions (never paused by PIP-299); held
+        delayed entries whose time has come are queued first."""
         if self._refused():
             return []
+        now = self.clock()
+        for p in [p for p, at in self.delayed.items() if at <= now]:
+            del self.delayed[p]
+            self.replay.add(p)
         positions = sorted(p for p in self.replay if not self.cursor.is_acked(p))[:n]
+        epoch = self.epoch
         done = await self._read(positions)
         if done is None:
             return []
-        entries, _, epoch = done
         self.replay.difference_update(positions)
-        self._deliver(entries, epoch)
-        return entries
+        return self._deliver(done[0], epoch)
 
-    def _refused(self) -> bool:
-        if self.controller.reads_allowed():
-            return False
-        self.refused += 1
-        return True
-
-    async def _read(self, positions: list[Position]) -> tuple[list[Entry], int, int] | None:
-        """Read ``positions`` under the current revision and epoch; None if none or outdated."""
-        if not positions:
-            return None
-        revision, epoch = self.controller.revision_num, self.epoch
-        entries = await self.reader.read(positions)
-        return None if self._stale(revision) else (entries, revision, epoch)
-
-    def _stale(self, revision: int) -> bool:
-        if self.controller.is_revision_num_outdated(revision):
-            self.discarded += 1
-            return True
-        return False
-
-    def _deliver(self, entries: list[Entry], epoch: int) -> None:
+    def _deliver(self, entries: list[Entry], epoch: int) -> list[Entry]:
+        """Hand ``entries`` out round robin, holding those not yet due; returns those handed out."""
+        if self.deliver_at is not None:
+            now, due = self.clock(), []
+            for entry in entries:
+                at = self.deliver_at(entry.position)
+                if at > now:
+                    self.delayed[entry.position] = at
+                else:
+                    due.append(entry)
+            entries = due
         names = sorted(self.consumers)
         if not names:
-            return
+            return entries
         for entry in entries:
             consumer = self.consumers[names[self._turn % len(names)]]
             self._turn += 1
             consumer.receive(entry, epoch if self.epochs else consumer.epoch)
+        return entries
 
     # -- position resets (PIP-269) -----------------------------------------------------------
-    def _revise(self, edit_cursor: Callable[[], object]) -> None:
-        self._start_revision()
-        self._end_revision(edit_cursor)
-
-    def _start_revision(self) -> None:
-        if self.controller.start_revision() == -1:
-            raise RevisionInProgressError("a cursor position reset is already running; retry when it ends")
+    def _clear_side_state(self) -> None:
         self.replay.clear()
         self.recently_joined.clear()
+        self.delayed.clear()
 
     def _end_revision(self, edit_cursor: Callable[[], object]) -> None:
-        self.controller.end_revision(edit_cursor)  # type: ignore[arg-type]
+        super()._end_revision(edit_cursor)
         for name in self._joined_during_revision:
             if name in self.consumers:
                 self.recently_joined[name] = self.cursor.read_position
@@ -218,10 +190,6 @@ class Dispatcher:
         self.reset(position)
         return self.epoch
 
-    def rewind(self) -> None:
-        """Read again from the first unacked position."""
-        self._revise(self.cursor._rewind)
-
     def skip(self, n: int) -> None:
         """Acknowledge the next ``n`` unacked entries after the mark-delete position."""
         if type(n) is not int or n < 0:
@@ -240,12 +208,9 @@ class Dispatcher:
 
     def stats(self) -> dict[str, int]:
         return {
-            "revisions_done": self.controller.revisions_done,
-            "revision_running": self.controller.revision_running,
-            "revision_num": self.controller.revision_num,
+            **self.revision_stats(),
             "epoch": self.epoch,
-            "reads_refused": self.refused,
-            "reads_discarded": self.discarded,
             "reads_paused": self.paused,
             "replay_queue": len(self.replay),
+            "delayed": len(self.delayed),
         }

@@ -309,3 +309,33 @@ def test_case_3_reset_races_consumer_reconnect(store_path: Path, enabled: bool) 
         assert not rewound and joined == {"c2": Position(2, 0)}  # consistent with the reset
     else:
         assert rewound and joined == {"c2": Position(3, 0)}  # stale: c2 waits on a position past the reset
+
+
+def test_delayed_delivery_tracker_changes_inside_the_revision(store_path: Path) -> None:
+    """Held delayed entries are dropped by a reset (read again after it), released when due."""
+
+    async def scenario() -> None:
+        now = [0.0]
+        with AckStore.open(store_path) as store:
+            due = {1: 10.0, 5: 20.0}  # entries 3:1 and 3:5 are delayed
+            cur, reader, d = _setup(store, deliver_at=lambda p: due.get(p.entry, 0.0), clock=lambda: now[0])
+            reader.manual = False
+            consumer = d.add_consumer("c1")
+            assert [e.position for e in await d.read_more(4)] == _p(0, 2, 3)
+            assert d.delayed == {Position(3, 1): 10.0} and d.stats()["delayed"] == 1
+            d.rewind()  # the tracker is cleared in the revision: 3:1 will be read again
+            assert d.delayed == {} and cur.read_position == Position(3, 0)
+            await d.read_more(4)
+            assert d.delayed == {Position(3, 1): 10.0}
+            assert await d.replay_read() == []  # not due yet
+            now[0] = 10.0
+            assert [e.position for e in await d.replay_read()] == _p(1)
+            assert consumer.received == _p(0, 2, 3, 0, 2, 3, 1) and d.delayed == {}
+            await d.read_more(4)  # 3:4..3:7, 3:5 held until 20
+            assert d.delayed == {Position(3, 5): 20.0}
+            d.reset(Position(3, 6))  # acks up to 3:5 and clears the tracker with it
+            now[0] = 20.0
+            assert d.delayed == {} and await d.replay_read() == []  # 3:5 is never delivered
+            assert consumer.received[-3:] == _p(4, 6, 7)
+
+    asyncio.run(scenario())

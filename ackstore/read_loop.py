@@ -1,0 +1,128 @@
+"""What every component that reads a cursor shares: the revision-guarded read path.
+
+A *read loop* (the :class:`~ackstore.dispatcher.Dispatcher`, the
+:class:`~ackstore.replicator.Replicator`) reads entries from the cursor's read position
+through a :class:`~ackstore.reads.LedgerReader` and resets the cursor's position through
+the PIP-269 :class:`~ackstore.revision.CursorStateRevisionController`:
+
+- a read is refused while a reset runs;
+- a read remembers the revision number it started under and is discarded when it
+  completes under a newer one, both before its read-position move and, when that already
+  happened, before its entries are used ("half in-flight");
+- a reset clears the loop's own state beside the cursor (:meth:`_clear_side_state`)
+  between ``start_revision`` and ``end_revision``, so both change together;
+- a second reset while one runs fails fast with :class:`RevisionInProgressError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from .cursor import Cursor
+from .errors import AckStoreError
+from .position import Position, _trusted
+from .reads import Entry, LedgerReader
+from .revision import CursorStateRevisionController
+
+__all__ = ["CursorReadLoop", "RevisionInProgressError"]
+
+
+class RevisionInProgressError(AckStoreError):
+    """A position reset was asked for while another one runs (they fail fast, PIP-269)."""
+
+
+class CursorReadLoop:
+    """Base of the components that read a cursor and reset its position."""
+
+    def __init__(
+        self,
+        cursor: Cursor,
+        reader: LedgerReader,
+        controller: CursorStateRevisionController | None = None,
+    ) -> None:
+        self.cursor = cursor
+        self.reader = reader
+        self.controller = controller or CursorStateRevisionController()
+        self.refused = self.discarded = 0
+
+    # -- reads ------------------------------------------------------------------------------
+    def _next_positions(self, start: Position, n: int) -> list[Position]:
+        """Up to ``n`` unacked, written positions from ``start`` on. O(n + acked skipped)."""
+        out: list[Position] = []
+        ledger, entry = start
+        ledgers = [lid for lid, _ in self.cursor.topic.ledgers()]
+        i = ledgers.index(ledger) if ledger in ledgers else 0
+        while len(out) < n and i < len(ledgers):
+            ledger = ledgers[i]
+            written = self.reader.written(ledger)
+            while len(out) < n and entry < written:
+                p = _trusted(ledger, entry)
+                if not self.cursor.is_acked(p):
+                    out.append(p)
+                entry += 1
+            if len(out) < n:
+                i, entry = i + 1, 0
+        return out
+
+    def _refused(self) -> bool:
+        if self.controller.reads_allowed():
+            return False
+        self.refused += 1
+        return True
+
+    async def _read(self, positions: list[Position]) -> tuple[list[Entry], int] | None:
+        """Read ``positions`` under the current revision; None if there are none or it is outdated."""
+        if not positions:
+            return None
+        revision = self.controller.revision_num
+        entries = await self.reader.read(positions)
+        return None if self._stale(revision) else (entries, revision)
+
+    async def _sequential(self, n: int) -> tuple[list[Entry], int] | None:
+        """One sequential read of up to ``n`` entries: read, move the read position, then
+        (a separate step, where a reset may land) check the revision again."""
+        positions = self._next_positions(self.cursor.read_position, n)
+        done = await self._read(positions)
+        if done is None:
+            return None
+        self.cursor._move_read_position(positions[-1].next())
+        await asyncio.sleep(0)  # using the entries is a separate step: a reset may land in between
+        if self._stale(done[1]):  # half in-flight: the move happened, the use must not
+            return None
+        return done
+
+    def _stale(self, revision: int) -> bool:
+        if self.controller.is_revision_num_outdated(revision):
+            self.discarded += 1
+            return True
+        return False
+
+    # -- position resets (PIP-269) -----------------------------------------------------------
+    def _clear_side_state(self) -> None:
+        """Drop the state this loop keeps beside the cursor (runs inside the revision)."""
+
+    def _start_revision(self) -> None:
+        if self.controller.start_revision() == -1:
+            raise RevisionInProgressError("a cursor position reset is already running; retry when it ends")
+        self._clear_side_state()
+
+    def _end_revision(self, edit_cursor: Callable[[], object]) -> None:
+        self.controller.end_revision(edit_cursor)  # type: ignore[arg-type]
+
+    def _revise(self, edit_cursor: Callable[[], object]) -> None:
+        self._start_revision()
+        self._end_revision(edit_cursor)
+
+    def rewind(self) -> None:
+        """Read again from the first unacked position."""
+        self._revise(self.cursor._rewind)
+
+    def revision_stats(self) -> dict[str, int]:
+        return {
+            "revisions_done": self.controller.revisions_done,
+            "revision_running": self.controller.revision_running,
+            "revision_num": self.controller.revision_num,
+            "reads_refused": self.refused,
+            "reads_discarded": self.discarded,
+        }

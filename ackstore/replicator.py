@@ -1,0 +1,165 @@
+"""A geo-replicator over a cursor: read entries, send them to a remote cluster, ack them
+when the remote took them, and rewind when something goes wrong (PIP-269 Cases 4-6).
+
+The loop is the one PIP-269 describes for Pulsar's replicator: read from the source,
+send to the target, on an error rewind to the first unacked position and go on. Two
+errors stop a batch: an entry whose schema the remote does not know yet (the schema is
+loaded asynchronously, then the cursor rewinds) and a failed send. Both make the rewind
+a *revision*: it starts the moment the error is seen, so reads are refused and reads in
+flight are discarded until the cursor is back at the first unacked position. Without
+that, a later batch overtakes the failed one, the remote's de-duplication (it keeps
+entries in position order) rejects the failed batch when it comes again, and those
+entries are never replicated.
+
+:class:`InMemoryRemote` is a target cluster for tests and stress runs: it de-duplicates
+by position, knows a set of schemas, and in ``manual`` mode holds each send until the
+test completes it (with success or failure). Like a producer, it keeps order: a failed
+send fails every send queued behind it, and later sends, until the replicator reconnects
+(it does when its rewind ends).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+from .cursor import Cursor
+from .errors import AckStoreError
+from .position import Position
+from .read_loop import CursorReadLoop
+from .reads import Entry, LedgerReader
+from .revision import CursorStateRevisionController
+
+__all__ = ["InMemoryRemote", "Replicator", "ReplicationSendError"]
+
+
+class ReplicationSendError(AckStoreError):
+    """The remote cluster did not take a batch."""
+
+
+class InMemoryRemote:
+    """A target cluster: accepts entries in position order, rejects older ones as duplicates."""
+
+    def __init__(self, schemas: set[int] | None = None, manual: bool = False) -> None:
+        self.schemas = set(schemas) if schemas is not None else {0}
+        self.manual = manual
+        self.accepted: list[Position] = []
+        self.duplicates: list[Position] = []
+        self.failed = False  # after a failed send, every send fails until reconnect()
+        self.pending: list[tuple[list[Entry], asyncio.Future[bool]]] = []
+
+    async def send(self, entries: list[Entry]) -> None:
+        if self.failed:
+            raise ReplicationSendError(f"producer failed; send from {entries[0].position} refused until reconnect")
+        if self.manual:
+            done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+            self.pending.append((entries, done))
+            if not await done:
+                raise ReplicationSendError(f"send of {len(entries)} entries from {entries[0].position} failed")
+        for entry in entries:
+            if self.accepted and entry.position <= self.accepted[-1]:
+                self.duplicates.append(entry.position)  # producer de-duplication
+            else:
+                self.accepted.append(entry.position)
+
+    def complete(self, ok: bool = True) -> list[Position]:
+        """Let the oldest pending send finish (manual mode); returns its positions. Sends
+        finish in order, and a failure fails every send queued behind it too, as a
+        producer does to keep its order."""
+        failed = self.pending if not ok else self.pending[:1]
+        self.failed = self.failed or not ok
+        for _, done in failed:
+            done.set_result(ok)
+        positions = [e.position for e in self.pending[0][0]]
+        del self.pending[: len(failed)]
+        return positions
+
+    def reconnect(self) -> None:
+        self.failed = False
+
+    async def load_schema(self, schema: int) -> None:
+        self.schemas.add(schema)
+
+
+class Replicator(CursorReadLoop):
+    """Replicates a cursor's entries to ``remote``; acks what the remote took."""
+
+    def __init__(
+        self,
+        cursor: Cursor,
+        reader: LedgerReader,
+        remote: InMemoryRemote,
+        controller: CursorStateRevisionController | None = None,
+        schema_of: Callable[[Position], int] = lambda p: 0,
+        load_schema: Callable[[int], Awaitable[None]] | None = None,
+    ) -> None:
+        super().__init__(cursor, reader, controller)
+        self.remote = remote
+        self.schema_of = schema_of
+        self.load_schema = load_schema or remote.load_schema
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.rewinds = self.send_failures = 0
+
+    async def replicate_once(self, n: int = 10) -> list[Entry]:
+        """One sequential read of up to ``n`` entries, handed to the remote; returns the
+        entries sent ([] when refused, discarded, or stopped by an unknown schema). The
+        send runs as a task: the next read need not wait for it."""
+        if self._refused():
+            return []
+        done = await self._sequential(n)
+        if done is None:
+            return []
+        entries = done[0]
+        unknown = next((s for s in (self.schema_of(e.position) for e in entries) if s not in self.remote.schemas), None)
+        if unknown is not None:
+            self._rewind_after(self.load_schema(unknown))
+            return []
+        self._spawn(self._send(entries, done[1]))
+        return entries
+
+    async def _send(self, entries: list[Entry], revision: int) -> None:
+        if self._stale(revision):  # a rewind came between the read and the send
+            return
+        try:
+            await self.remote.send(entries)
+        except ReplicationSendError:
+            self.send_failures += 1
+            self._rewind_after(None)
+            return
+        self.cursor.ack([e.position for e in entries])
+
+    def _rewind_after(self, work: Awaitable[None] | None) -> None:
+        """Start a rewind now; end it (cursor back at the first unacked entry) after ``work``."""
+        if self.controller.start_revision() == -1:  # a rewind is already under way: it covers this
+            if work is not None:
+                self._spawn(work)
+            return
+        self._clear_side_state()
+        if work is None:
+            self._finish_rewind()
+        else:
+            self._spawn(self._rewind_when_done(work))
+
+    async def _rewind_when_done(self, work: Awaitable[None]) -> None:
+        try:
+            await work
+        finally:
+            self._finish_rewind()
+
+    def _finish_rewind(self) -> None:
+        self.rewinds += 1
+        self.remote.reconnect()
+        self._end_revision(self.cursor._rewind)
+
+    def _spawn(self, coro: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def settle(self) -> None:
+        """Wait for every send and schema load started so far."""
+        while self.tasks:
+            await asyncio.gather(*list(self.tasks))
+
+    def stats(self) -> dict[str, int]:
+        return {**self.revision_stats(), "rewinds": self.rewinds, "send_failures": self.send_failures}
