@@ -78,7 +78,7 @@ class Dispatcher(CursorReadLoop):
         self.recently_joined: dict[str, Position] = {}
         self.delayed: dict[Position, float] = {}  # the delayed-delivery tracker
         self._joined_during_revision: set[str] = set()
-        self.paused = 0
+        self.paused = self.pause_checks = 0
         self._turn = 0
 
     # -- consumers ------------------------------------------------------------------------
@@ -110,7 +110,7 @@ class Dispatcher(CursorReadLoop):
         """One sequential read of up to ``n`` entries from the read position; [] if refused."""
         if self._refused():
             return []
-        if not self.single_consumer and self.cursor.is_blocked_on_ack_state_persistent:
+        if self._pause_for_ack_state():
             self.paused += 1
             return []
         epoch = self.epoch
@@ -118,6 +118,13 @@ class Dispatcher(CursorReadLoop):
         if done is None:
             return []
         return self._deliver(done[0], epoch)
+
+    def _pause_for_ack_state(self) -> bool:
+        """PIP-299: evaluated only when pausing is on for this cursor (``pause_checks`` counts it)."""
+        if self.single_consumer or not self.cursor.config.dispatcher_pause_on_ack_state_persistent:
+            return False
+        self.pause_checks += 1
+        return self.cursor.is_blocked_on_ack_state_persistent
 
     async def replay_read(self, n: int = 10) -> list[Entry]:
         """One replay read of up to ``n`` queued positions (never paused by PIP-299); held
@@ -211,6 +218,7 @@ class Dispatcher(CursorReadLoop):
             **self.revision_stats(),
             "epoch": self.epoch,
             "reads_paused": self.paused,
+            "pause_checks": self.pause_checks,
             "replay_queue": len(self.replay),
             "delayed": len(self.delayed),
         }

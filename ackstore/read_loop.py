@@ -92,6 +92,11 @@ class CursorReadLoop:
             return None
         return done
 
+    async def read_direct(self, positions: list[Position]) -> list[Entry]:
+        """A direct read (peek, get-by-position): touches no cursor state, so neither a
+        running reset nor a completed one affects it."""
+        return await self.reader.read(list(positions)) if positions else []
+
     def _stale(self, revision: int) -> bool:
         if self.controller.is_revision_num_outdated(revision):
             self.discarded += 1

@@ -339,3 +339,36 @@ def test_delayed_delivery_tracker_changes_inside_the_revision(store_path: Path) 
             assert consumer.received[-3:] == _p(4, 6, 7)
 
     asyncio.run(scenario())
+
+
+def test_pip299_check_never_computed_when_pausing_is_off(store_path: Path) -> None:
+    async def scenario() -> None:
+        config = CursorConfig(max_unacked_ranges_to_persist=2)  # pausing off (the default)
+        with AckStore.open(store_path) as store:
+            cur, reader, d = _setup(store, config)
+            reader.manual = False
+            cur.ack(_p(12, 14, 16))  # over the limit, but pausing is off
+            assert len(await d.read_more(2)) == 2
+            assert d.stats()["pause_checks"] == 0 and d.paused == 0
+            cur.update_config(dispatcher_pause_on_ack_state_persistent=True)
+            assert await d.read_more(2) == []
+            assert d.stats()["pause_checks"] == 1 and d.paused == 1
+
+    asyncio.run(scenario())
+
+
+def test_direct_reads_touch_no_cursor_state_and_are_never_refused(store_path: Path) -> None:
+    async def scenario() -> None:
+        with AckStore.open(store_path) as store:
+            cur, reader, d = _setup(store)
+            reader.manual = False
+            cur._move_read_position(Position(3, 4))
+            before = (cur.read_position, cur.mark_delete_position, d.controller.revision_num)
+            assert d.controller.start_revision() == 0  # a reset is running
+            assert [e.position for e in await d.read_direct(_p(7, 1))] == _p(7, 1)
+            assert await d.read_more() == [] and d.refused == 1  # a sequential read is refused
+            d.controller.end_revision(lambda: None)
+            assert (cur.read_position, cur.mark_delete_position) == before[:2]
+            assert d.controller.revision_num == before[2] + 1
+
+    asyncio.run(scenario())
