@@ -773,14 +773,21 @@ class Cursor:
         and reads start there. The mark-delete position may move backwards. Lock taken."""
         with self._lock:
             self._alive()
-            ledger, entry = position
-            self._check_entry(ledger, entry)
+            ledger, entry = self._check_reset_target(position)
             for known in list(self._cache.known()):
                 self._vanish(known)
             self._md = _trusted(ledger, entry - 1)
             self._rp = _trusted(ledger, entry)
             self._meta_dirty = True
             self._advance()
+
+    def _check_reset_target(self, position: Any) -> tuple[int, int]:
+        """Raise a typed error unless ``position`` is a place a reset may move to."""
+        if not isinstance(position, tuple) or len(position) != 2:
+            raise InvalidTypeError(f"reset position must be a Position, got {position!r}")
+        ledger, entry = position
+        self._check_entry(ledger, entry)
+        return ledger, entry
 
     def _move_read_position(self, position: Position) -> None:
         """A sequential read moved past ``position``'s predecessor (never backwards)."""

@@ -190,7 +190,9 @@ class Dispatcher(CursorReadLoop):
         self._revise(lambda: self.cursor._reset_to(position))
 
     def seek(self, position: Position) -> int:
-        """A reset that also bumps the consumer epoch (PIP-194); returns the new epoch."""
+        """A reset that also bumps the consumer epoch (PIP-194); returns the new epoch.
+        A bad position raises before anything changes."""
+        self.cursor._check_reset_target(position)
         self.epoch += 1
         for consumer in self.consumers.values():
             consumer.epoch = self.epoch  # the seek response carries the epoch to each consumer

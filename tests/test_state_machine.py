@@ -145,7 +145,7 @@ class AckStoreMachine(RuleBasedStateMachine):
         if valid:
             m.ack_batch(c, p, size, indexes)
 
-    # -- position resets (PIP-269): reset, skip, clear-backlog, rewind ---------------------------
+    # -- position resets (PIP-269): reset, seek, skip, clear-backlog, rewind ---------------------------
     @precondition(lambda self: self.model.ledgers)
     @rule(name=st.sampled_from(CURSORS), data=st.data())
     def reset(self, name: str, data: st.DataObject) -> None:
@@ -153,6 +153,18 @@ class AckStoreMachine(RuleBasedStateMachine):
         p = self._position(data)
         valid = m.valid_position(p)
         self._expect(valid, self.dispatchers[name].reset, p)
+        if valid:
+            m.reset(m.cursors[name], p)
+
+    @precondition(lambda self: self.model.ledgers)
+    @rule(name=st.sampled_from(CURSORS), data=st.data())
+    def seek(self, name: str, data: st.DataObject) -> None:
+        m, d = self.model, self.dispatchers[name]
+        p = self._position(data)
+        valid = m.valid_position(p)
+        epoch = d.epoch
+        self._expect(valid, d.seek, p)
+        assert d.epoch == epoch + valid  # the epoch grows by one per seek, never on bad input
         if valid:
             m.reset(m.cursors[name], p)
 
