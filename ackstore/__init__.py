@@ -31,7 +31,7 @@ from .read_loop import CursorReadLoop, RevisionInProgressError
 from .reads import Entry, InMemoryLedgerReader, LedgerReader
 from .replicator import InMemoryRemote, ReplicationSendError, Replicator
 from .revision import CursorStateRevisionController
-from .stats import CompactStats, CursorStats, FlushStats, RecoveryReport
+from .stats import CompactStats, CursorStats, FlushStats, LogUsage, RecoveryReport
 from .store import AckStore, Topic
 
 __all__ = [
@@ -56,6 +56,7 @@ __all__ = [
     "FlushStats",
     "RecoveryReport",
     "CompactStats",
+    "LogUsage",
     "check",
     "Finding",
     "FINDING_KINDS",

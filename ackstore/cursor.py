@@ -36,8 +36,8 @@ from .ledger_acks import LedgerAcks, count_runs, run_end
 from .ledger_cache import ACK_CHARGE, LedgerCache
 from .position import MAX_ENTRY, Position, _trusted
 from .records import IndexEntry, Marker, encode_ledger, encode_marker, log_key
-from .recover import RecoveredState, read_ledger_record
-from .stats import CursorStats, RecoveryReport
+from .recover import RecoveredState, log_usage, read_ledger_record
+from .stats import CursorStats, LogUsage, RecoveryReport
 
 if TYPE_CHECKING:
     from .directory import LedgerDirectory
@@ -753,6 +753,19 @@ class Cursor:
                 else 0,
                 recovery=self._recovery,
             )
+
+    def log_usage(self) -> LogUsage:
+        """Records and bytes this cursor has in the log, as of its newest marker. O(records).
+
+        ``live_bytes`` is what recovery reads (with an unlimited budget) and what a
+        compaction keeps; ``garbage_bytes`` is what it deletes. Unflushed changes are not
+        counted."""
+        store = self._store
+        if store._closed:
+            self._alive()
+        with self._lock:
+            seq = self._marker_seq
+        return store._read(lambda txn: log_usage(txn, store._log, self.cursor_id, seq))
 
     @property
     def dirty(self) -> bool:

@@ -27,9 +27,9 @@ from .records import (
     record_type,
     split_log_key,
 )
-from .stats import RecoveryReport
+from .stats import LogUsage, RecoveryReport
 
-__all__ = ["RecoveredState", "recover_cursor", "resolve_marker", "ResolvedMarker", "read_ledger_record"]
+__all__ = ["RecoveredState", "recover_cursor", "resolve_marker", "ResolvedMarker", "read_ledger_record", "log_usage"]
 
 
 @dataclass(slots=True)
@@ -233,3 +233,23 @@ def read_ledger_record(
             f"{str(exc).replace('marker -1: ', '')}; run 'ackstore check --fix' on the store"
         ) from None
     return acks
+
+
+def log_usage(txn: lmdb.Transaction, db: lmdb._Database, cursor_id: int, marker_seq: int) -> LogUsage:
+    """Records and bytes of ``cursor_id`` in the log; live = referenced by marker ``marker_seq``. O(records)."""
+    live: set[int] = set()
+    if marker_seq >= 0:
+        resolved = resolve_marker(txn, db, cursor_id, marker_seq)
+        live = {e.seq for e in resolved.index.values()} | set(resolved.chain)
+    records = total = garbage = 0
+    c = txn.cursor(db=db)
+    ok = c.set_range(log_key(cursor_id, 0))
+    end = log_key(cursor_id + 1, 0)
+    while ok and c.key() < end:
+        size = len(c.key()) + len(c.value())
+        records += 1
+        total += size
+        if split_log_key(c.key())[1] not in live:
+            garbage += size
+        ok = c.next()
+    return LogUsage(records, total, total - garbage, garbage)

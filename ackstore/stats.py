@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from .position import Position
 
-__all__ = ["CursorStats", "FlushStats", "RecoveryReport", "CompactStats"]
+__all__ = ["CursorStats", "FlushStats", "RecoveryReport", "CompactStats", "LogUsage"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,6 +19,16 @@ class RecoveryReport:
     records_loaded: int
     bytes_loaded: int
     seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class LogUsage:
+    """What one cursor's records take in the log (keys + values)."""
+
+    records: int
+    record_bytes: int
+    live_bytes: int  # what the newest marker references (the marker and its chain included)
+    garbage_bytes: int  # superseded records a compaction would delete
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,8 +30,7 @@ from ackstore import (
     UnknownTopicError,
     check,
 )
-from ackstore.records import FORMAT_VERSION, log_key, split_log_key
-from ackstore.recover import resolve_marker
+from ackstore.records import FORMAT_VERSION
 
 from .dump import dump_lines, restore, write_dump
 
@@ -139,34 +138,15 @@ def stat(store: Path, as_json: bool) -> None:
 
 
 def _cursor_figures(s: AckStore, cur) -> dict[str, Any]:  # type: ignore[no-untyped-def]
-    st = cur.stats()
-
-    def scan(txn) -> tuple[int, int, int]:  # type: ignore[no-untyped-def]
-        live: set[int] = set()
-        if st.recovery.marker_seq >= 0:
-            resolved = resolve_marker(txn, s._log, cur.cursor_id, st.recovery.marker_seq)
-            live = {e.seq for e in resolved.index.values()} | set(resolved.chain)
-        records = total = garbage = 0
-        c = txn.cursor(db=s._log)
-        ok = c.set_range(log_key(cur.cursor_id, 0))
-        while ok and c.key() < log_key(cur.cursor_id + 1, 0):
-            size = len(c.key()) + len(c.value())
-            records += 1
-            total += size
-            if split_log_key(c.key())[1] not in live:
-                garbage += size
-            ok = c.next()
-        return records, total, garbage
-
-    records, total, garbage = s._read(scan)
+    st, usage = cur.stats(), cur.log_usage()
     return {
         "mark_delete": str(st.mark_delete_position),
         "read_position": str(st.read_position),
         "ranges": st.ack_range_count,
         "ledgers": st.ledgers_indexed,
-        "records": records,
-        "record_bytes": total,
-        "garbage_bytes": garbage,
+        "records": usage.records,
+        "record_bytes": usage.record_bytes,
+        "garbage_bytes": usage.garbage_bytes,
         "newest_marker": st.recovery.marker_seq,
         "markers_skipped": st.recovery.markers_skipped,
         "truncated": st.truncated,

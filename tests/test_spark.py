@@ -59,6 +59,17 @@ def test_outside_directory_check_and_hole_distribution(spark) -> None:  # type: 
     assert rows == [("a", 1, 3, 10, 10), ("b", 7, 7, 7, 7)]
 
 
+def test_scenario_table(spark) -> None:  # type: ignore[no-untyped-def]
+    from tools.spark_jobs import scenario_table
+
+    per_cursor = spark.createDataFrame(
+        [("a", 3, 4, 400, 0.002), ("a", 1, 0, 100, 0.004), ("b", 0, None, None, None)],
+        "scenario string, holes long, range_count long, state_bytes long, recover_seconds double",
+    )
+    rows = [tuple(r) for r in scenario_table(per_cursor).collect()]
+    assert rows == [("a", 2, 4, 4, 500, 3.0, 125.0), ("b", 1, 0, None, None, None, None)]
+
+
 def test_verdict_transform(spark) -> None:  # type: ignore[no-untyped-def]
     expected = spark.createDataFrame(
         [("a", "x", "t", "c", "d1"), ("b", "x", "t", "c", "d2"), ("c", "x", "t", "c", "d3")],
@@ -80,6 +91,14 @@ def test_tiny_pipeline_end_to_end_finds_planted_faults(spark, tmp_path: Path) ->
     summary = run_audit(spark, tmp_path)
     assert summary["verdict"] == "PASS", summary
     assert summary["snapshots"] == len(specs) and summary["cursors"] == len(specs) * 2
+    assert summary["plots"] == ["plots/holes.png", "plots/bytes_per_range.png", "plots/recovery_time.png"]
+    report = (tmp_path / "report.md").read_text()
+    for plot in summary["plots"]:
+        assert (tmp_path / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"]({plot})" in report
+    by_scenario = {r["scenario"]: r for r in summary["by_scenario"]}
+    assert all(r["cursors"] == 2 and r["state_bytes"] > 0 for r in by_scenario.values())
+    for r in by_scenario.values():
+        assert abs(r["bytes_per_range"] - r["state_bytes"] / max(1, r["ranges"])) < 0.0051, r
     # plant faults: a damaged newest marker in one snapshot, garbage bytes for another
     first, second = sorted((tmp_path / "snapshots").glob("*.mdb"))[:2]
     rawlog.damage(first, rawlog.markers(first)[-1])

@@ -178,3 +178,22 @@ def test_readonly_process_sees_flushed_state_while_writer_runs(store_path: Path)
             [sys.executable, "-c", READER, str(store_path), T], capture_output=True, text=True, env=env, check=True
         )
         assert out.stdout.split() == ["1:0", "1"]
+
+
+def test_log_usage_counts_live_and_garbage_and_compaction_keeps_the_live(store_path: Path) -> None:
+    with AckStore.open(store_path) as store:
+        topic = store.topic(T)
+        topic.add_ledger(1)
+        cur = topic.cursor("sub", CursorConfig(full_marker_every=100))
+        for round_ in range(5):  # the same ledger rewritten: each flush supersedes the last record
+            cur.ack([Position(1, e) for e in range(round_, 1000, 7)])
+            store.flush()
+        usage = cur.log_usage()
+        assert usage.records == 10  # 5 ledger records + 5 markers (1 full, 4 deltas)
+        assert usage.record_bytes == usage.live_bytes + usage.garbage_bytes and usage.garbage_bytes > 0
+        store.compact()
+        after = cur.log_usage()
+        assert after.garbage_bytes == 0 and after.records < usage.records
+        assert after.live_bytes <= usage.live_bytes
+    with AckStore.open(store_path, readonly=True) as store:
+        assert store.topic(T).cursor("sub").log_usage() == after

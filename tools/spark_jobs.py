@@ -33,6 +33,7 @@ __all__ = [
     "below_mark_delete_check",
     "outside_directory_check",
     "hole_distribution",
+    "scenario_table",
     "compact_transform",
     "run_generate",
     "run_compact",
@@ -167,6 +168,7 @@ def _audit_snapshot(path: str) -> Iterator[Row]:
                     cur = topic.cursor(name)
                     seconds = time.perf_counter() - t0
                     digest, acked = engine_digest(cur)
+                    state_bytes = cur.log_usage().live_bytes
                     ranges = [(a.ledger, a.entry, b.entry) for a, b in cur.ack_ranges()]
                     ledgers = [(lid, -1 if count is None else count) for lid, count in topic.ledgers()]
                     yield Row(
@@ -181,6 +183,7 @@ def _audit_snapshot(path: str) -> Iterator[Row]:
                         error="",
                         recover_seconds=seconds,
                         bytes=Path(path).stat().st_size,
+                        state_bytes=state_bytes,
                         ranges=ranges,
                         ledgers=ledgers,
                     )
@@ -197,6 +200,7 @@ def _audit_snapshot(path: str) -> Iterator[Row]:
             error=str(exc),
             recover_seconds=0.0,
             bytes=0,
+            state_bytes=0,
             ranges=[],
             ledgers=[],
         )
@@ -206,7 +210,7 @@ def _audit_snapshot(path: str) -> Iterator[Row]:
 
 AUDIT_SCHEMA = (
     "spec_id string, topic string, cursor string, digest string, acked long, mark_delete string, "
-    "range_count long, findings array<string>, error string, recover_seconds double, bytes long, "
+    "range_count long, findings array<string>, error string, recover_seconds double, bytes long, state_bytes long, "
     "ranges array<struct<ledger:long, first:long, last:long>>, "
     "ledgers array<struct<ledger:long, count:long>>"
 )
@@ -267,6 +271,22 @@ def outside_directory_check(ranges: DataFrame, audited: DataFrame) -> DataFrame:
     return joined.where(F.col("count").isNull() | ((F.col("count") >= 0) & (F.col("last") >= F.col("count"))))
 
 
+def scenario_table(per_cursor: DataFrame) -> DataFrame:
+    """Per scenario: cursors, holes, ranges recovered, live bytes, bytes per range, mean recovery ms."""
+    return (
+        per_cursor.groupBy("scenario")
+        .agg(
+            F.count("*").alias("cursors"),
+            F.sum("holes").alias("holes"),
+            F.sum("range_count").alias("ranges"),
+            F.sum("state_bytes").alias("state_bytes"),
+            F.round(F.avg("recover_seconds") * 1000, 2).alias("avg_recover_ms"),
+        )
+        .withColumn("bytes_per_range", F.round(F.col("state_bytes") / F.greatest(F.col("ranges"), F.lit(1)), 2))
+        .orderBy("scenario")
+    )
+
+
 def hole_distribution(expected: DataFrame) -> DataFrame:
     """Holes per cursor, by scenario: min, median, p90, max."""
     return (
@@ -323,23 +343,21 @@ def run_audit(spark: SparkSession, outdir: Path) -> dict[str, Any]:
             r.scenario: int(r.holes) for r in expected.groupBy("scenario").agg(F.sum("holes").alias("holes")).collect()
         },
     }
-    summary["by_scenario"] = [
-        r.asDict()
-        for r in expected.join(
-            audited.select("spec_id", "topic", "cursor", "range_count", "bytes", "recover_seconds"),
-            ["spec_id", "topic", "cursor"],
-            "left",
-        )
-        .groupBy("scenario")
-        .agg(
-            F.count("*").alias("cursors"),
-            F.sum("holes").alias("holes"),
-            F.sum("range_count").alias("ranges"),
-            F.round(F.avg("recover_seconds") * 1000, 2).alias("avg_recover_ms"),
-        )
-        .orderBy("scenario")
-        .collect()
-    ]
+    per_cursor = expected.join(
+        audited.select("spec_id", "topic", "cursor", "range_count", "state_bytes", "recover_seconds"),
+        ["spec_id", "topic", "cursor"],
+        "left",
+    ).cache()
+    summary["by_scenario"] = [r.asDict() for r in scenario_table(per_cursor).collect()]
+    from .plots import write_plots
+
+    summary["plots"] = write_plots(
+        outdir,
+        [
+            r.asDict()
+            for r in per_cursor.select("scenario", "holes", "range_count", "state_bytes", "recover_seconds").collect()
+        ],
+    )
     from .faults import planted
 
     flagged = {m.split("/")[0] for m in summary["mismatched_or_unclean"]} | {
@@ -375,10 +393,11 @@ def _write(outdir: Path, summary: dict[str, Any]) -> None:
         f"{summary['snapshots']} snapshots, {summary['cursors']} cursors; audit {summary['audit_seconds']:.2f} s "
         f"({summary['audit_stores_per_second']:.1f} stores/s, {summary['audit_mb_per_second']:.2f} MB/s).",
         "",
-        "| scenario | cursors | holes | ranges recovered | avg recover ms |",
-        "|---|---:|---:|---:|---:|",
+        "| scenario | cursors | holes | ranges recovered | live bytes | bytes/range | avg recover ms |",
+        "|---|---:|---:|---:|---:|---:|---:|",
         *(
-            f"| {r['scenario']} | {r['cursors']} | {r['holes']} | {r['ranges']} | {r['avg_recover_ms']} |"
+            f"| {r['scenario']} | {r['cursors']} | {r['holes']} | {r['ranges']} | {r['state_bytes']} | "
+            f"{r['bytes_per_range']} | {r['avg_recover_ms']} |"
             for r in summary.get("by_scenario", [])
         ),
         "",
@@ -401,4 +420,8 @@ def _write(outdir: Path, summary: dict[str, Any]) -> None:
             f"- planted faults: {summary['planted_faults']}; missed: {summary['planted_missed'] or 'none'}; "
             f"false positives: {summary['false_positives'] or 'none'}"
         )
+    if summary.get("plots"):
+        lines += ["", "## Plots", "", *(f"![{Path(p).stem}]({p})" for p in summary["plots"])]
+    elif "plots" in summary:
+        lines += ["", "Plots skipped: matplotlib is not installed (pip install 'ackstore[spark]')."]
     (outdir / "report.md").write_text("\n".join(lines) + "\n")
