@@ -669,6 +669,14 @@ class Cursor:
         straight from their record without entering the cache (a scan must not flush the
         LRU); acks made while the iterator runs show up in ledgers it has not reached yet.
         """
+        for ledger, ranges in self.ledger_ranges():
+            for first, last in ranges:
+                yield _trusted(ledger, first), _trusted(ledger, last)
+
+    def ledger_ranges(self) -> Iterator[tuple[int, list[tuple[int, int]]]]:
+        """``(ledger, [(first, last), ...])`` for every ledger with acks above M, ascending:
+        the ranges of :meth:`ack_ranges` as plain ints, without a Position per bound (the
+        bulk form for audits and exports). Same locking and swap rules. O(ranges), in C."""
         with self._lock:
             self._open()
             ledgers = sorted(self._cache.known())
@@ -676,8 +684,8 @@ class Cursor:
             with self._lock:
                 la = self._peek(ledger)
                 ranges = la.ranges() if la is not None else []
-            for first, last in ranges:
-                yield _trusted(ledger, first), _trusted(ledger, last)
+            if ranges:
+                yield ledger, ranges
 
     def partial_batches(self) -> dict[Position, tuple[int, frozenset[int]]]:
         """Every partially acknowledged batch entry: ``{position: (batch_size, acked indexes)}``."""

@@ -130,3 +130,22 @@ def test_compaction_keeps_every_digest_and_shrinks(spark, tmp_path: Path) -> Non
     assert len(rows) == 5 and all(r.error == "" for r in rows)
     assert all(r.records_after <= r.records_before and r.bytes_after <= r.bytes_before for r in rows)
     assert run_audit(spark, tmp_path)["verdict"] == "PASS"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["generate", "{out}", "--plant-faults", "-1"], "--plant-faults -1 is not allowed: allowed 0 or more"),
+        (["audit", "{file}"], "is not allowed: it exists and is not a directory"),
+        (["pipeline", "{out}", "--scale", "huge"], "invalid choice: 'huge'"),
+    ],
+)
+def test_spark_cli_usage_errors_are_one_line_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
+    import subprocess
+    import sys
+
+    (tmp_path / "f").write_text("x")
+    argv = [a.format(out=tmp_path / "out", file=tmp_path / "f") for a in args]
+    proc = subprocess.run([sys.executable, "-m", "tools.spark_cli", *argv], capture_output=True, text=True)
+    assert proc.returncode == 2 and message in proc.stderr
+    assert "Traceback" not in proc.stderr and not (tmp_path / "out").exists()

@@ -52,6 +52,18 @@ def main(argv: list[str] | None = None) -> int:
         help="after generate, damage N random snapshots in known ways (planted.json); audit must find exactly those",
     )
     args = parser.parse_args(argv)
+    if args.plant_faults < 0:
+        parser.error(f"--plant-faults {args.plant_faults} is not allowed: allowed 0 or more")
+    if args.outdir.exists() and not args.outdir.is_dir():
+        parser.error(f"OUTDIR {args.outdir} is not allowed: it exists and is not a directory")
+    try:
+        return _run(args)
+    except (ValueError, OSError) as exc:  # bad specs, too many faults to plant, unwritable OUTDIR
+        print(f"ackstore-spark: error: {exc}", file=sys.stderr)
+        return 1
+
+
+def _run(args: argparse.Namespace) -> int:
     from tools.spark_jobs import run_audit, run_compact, run_generate, specs_for_scale  # spark-submit runs this file
 
     spark = _session(args.master)

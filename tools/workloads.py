@@ -83,10 +83,7 @@ class WorkloadSpec:
 
 def digest_of_runs(runs: list[tuple[int, int, int]]) -> str:
     """A stable digest of acked entries given as ``(ledger, first, last)`` runs."""
-    h = hashlib.sha256()
-    for run in runs:
-        h.update(b"%d:%d-%d;" % run)
-    return h.hexdigest()[:32]
+    return hashlib.sha256(b"".join([b"%d:%d-%d;" % run for run in runs])).hexdigest()[:32]
 
 
 def _runs_from_set(acked: set[tuple[int, int]]) -> list[tuple[int, int, int]]:
@@ -99,8 +96,12 @@ def _runs_from_set(acked: set[tuple[int, int]]) -> list[tuple[int, int, int]]:
     return runs
 
 
-def engine_digest(cursor: Any) -> tuple[str, int]:
-    """The digest of everything a cursor counts as acked (below and above its mark-delete)."""
+def engine_digest(cursor: Any, ledger_ranges: list[tuple[int, list[tuple[int, int]]]] | None = None) -> tuple[str, int]:
+    """The digest of everything a cursor counts as acked (below and above its mark-delete).
+
+    ``ledger_ranges`` is ``list(cursor.ledger_ranges())`` when the caller already has it.
+    Ranges above the mark-delete position never touch it (M + 1 is unacked by definition)
+    and each ledger's ranges are maximal, so the runs need no merging."""
     md = cursor.mark_delete_position
     runs: list[tuple[int, int, int]] = []
     for ledger, count in cursor.topic.ledgers():
@@ -108,11 +109,8 @@ def engine_digest(cursor: Any) -> tuple[str, int]:
             runs.append((ledger, 0, count - 1))
         elif ledger == md.ledger and md.entry >= 0:
             runs.append((ledger, 0, md.entry))
-    for first, last in cursor.ack_ranges():
-        if runs and runs[-1][0] == first.ledger and runs[-1][2] == first.entry - 1:
-            runs[-1] = (first.ledger, runs[-1][1], last.entry)
-        else:
-            runs.append((first.ledger, first.entry, last.entry))
+    for ledger, ranges in cursor.ledger_ranges() if ledger_ranges is None else ledger_ranges:
+        runs.extend([(ledger, first, last) for first, last in ranges])
     return digest_of_runs(runs), sum(last - first + 1 for _, first, last in runs)
 
 

@@ -1,0 +1,81 @@
+"""Audit throughput: the Spark audit transform against a plain single-process loop.
+
+    python -m benchmarks.audit_throughput OUTDIR [--master local[2]] [--rounds 3]
+
+OUTDIR is what ``ackstore-spark generate`` wrote (its ``snapshots/``). Both sides run the
+same per-snapshot work (``tools.spark_jobs._audit_snapshot``: copy to local temp, check,
+open read-only with verify="all", recover and digest every cursor, list its ranges). JVM
+start is excluded: the session is created and a trivial job run before timing. Each side
+is timed ``--rounds`` times; the best round is reported, as stores/s and MB/s, with the
+Spark/loop ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+__all__ = ["main", "loop_audit", "spark_audit"]
+
+
+def loop_audit(paths: list[str]) -> tuple[float, int]:
+    """Seconds and cursor rows for one pass of the plain loop."""
+    from tools.spark_jobs import _audit_snapshot
+
+    started = time.perf_counter()
+    rows = sum(1 for p in paths for _ in _audit_snapshot(p))
+    return time.perf_counter() - started, rows
+
+
+def spark_audit(spark, outdir: Path) -> tuple[float, int]:  # type: ignore[no-untyped-def]
+    """Seconds and cursor rows for one pass of the Spark audit transform."""
+    from tools.spark_jobs import _snapshots_df, audit_transform
+
+    started = time.perf_counter()
+    rows = audit_transform(_snapshots_df(spark, outdir)).count()
+    return time.perf_counter() - started, rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.audit_throughput", description=__doc__.split("\n\n")[0])
+    parser.add_argument("outdir", type=Path, help="a directory written by 'ackstore-spark generate'")
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args(argv)
+    paths = sorted(str(p) for p in (args.outdir / "snapshots").glob("*.mdb"))
+    if not paths:
+        print(f"audit_throughput: error: no snapshots in {args.outdir / 'snapshots'}", file=sys.stderr)
+        return 1
+    mb = sum(Path(p).stat().st_size for p in paths) / 1e6
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master(args.master)
+        .appName("ackstore-audit-bench")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        spark.range(4).count()  # JVM and first-job start, excluded
+        loop = min(loop_audit(paths) for _ in range(args.rounds))
+        sparked = min(spark_audit(spark, args.outdir) for _ in range(args.rounds))
+    finally:
+        spark.stop()
+    assert loop[1] == sparked[1], f"the two sides audited different cursor counts: {loop[1]} vs {sparked[1]}"
+    print(f"{len(paths)} snapshots, {mb:.1f} MB, {loop[1]} cursors; best of {args.rounds}")
+    print("| side | seconds | stores/s | MB/s |")
+    print("|---|---:|---:|---:|")
+    for name, (seconds, _) in (("plain loop (1 process)", loop), (f"Spark {args.master}", sparked)):
+        print(f"| {name} | {seconds:.2f} | {len(paths) / seconds:.1f} | {mb / seconds:.2f} |")
+    print(f"Spark / loop throughput: {loop[0] / sparked[0]:.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
