@@ -7,7 +7,8 @@ same per-snapshot work (``tools.spark_jobs._audit_snapshot``: copy to local temp
 open read-only with verify="all", recover and digest every cursor, list its ranges). JVM
 start is excluded: the session is created and a trivial job run before timing. Each side
 is timed ``--rounds`` times; the best round is reported, as stores/s and MB/s, with the
-Spark/loop ratio.
+Spark/loop ratio. A third row runs the same work on the executors without building the
+DataFrame, to show what moving the rows (all ack ranges included) into the JVM costs.
 """
 
 from __future__ import annotations
@@ -39,6 +40,17 @@ def spark_audit(spark, outdir: Path) -> tuple[float, int]:  # type: ignore[no-un
     return time.perf_counter() - started, rows
 
 
+def spark_rdd_only(spark, paths: list[str]) -> tuple[float, int]:  # type: ignore[no-untyped-def]
+    """The same per-snapshot work on the executors, rows left in Python (no DataFrame): where
+    the time goes when the audit's rows, ranges included, move into the JVM."""
+    from tools.spark_jobs import _audit_snapshot
+
+    sc = spark.sparkContext
+    started = time.perf_counter()
+    rows = sc.parallelize(paths, max(1, min(len(paths), 4 * sc.defaultParallelism))).flatMap(_audit_snapshot).count()
+    return time.perf_counter() - started, rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.audit_throughput", description=__doc__.split("\n\n")[0])
     parser.add_argument("outdir", type=Path, help="a directory written by 'ackstore-spark generate'")
@@ -65,13 +77,19 @@ def main(argv: list[str] | None = None) -> int:
         spark.range(4).count()  # JVM and first-job start, excluded
         loop = min(loop_audit(paths) for _ in range(args.rounds))
         sparked = min(spark_audit(spark, args.outdir) for _ in range(args.rounds))
+        rdd_only = min(spark_rdd_only(spark, paths) for _ in range(args.rounds))
     finally:
         spark.stop()
     assert loop[1] == sparked[1], f"the two sides audited different cursor counts: {loop[1]} vs {sparked[1]}"
     print(f"{len(paths)} snapshots, {mb:.1f} MB, {loop[1]} cursors; best of {args.rounds}")
     print("| side | seconds | stores/s | MB/s |")
     print("|---|---:|---:|---:|")
-    for name, (seconds, _) in (("plain loop (1 process)", loop), (f"Spark {args.master}", sparked)):
+    sides = (
+        ("plain loop (1 process)", loop),
+        (f"Spark {args.master}, audit transform (DataFrame)", sparked),
+        (f"Spark {args.master}, same work, rows kept in Python", rdd_only),
+    )
+    for name, (seconds, _) in sides:
         print(f"| {name} | {seconds:.2f} | {len(paths) / seconds:.1f} | {mb / seconds:.2f} |")
     print(f"Spark / loop throughput: {loop[0] / sparked[0]:.2f}x")
     return 0

@@ -18,12 +18,13 @@ from pathlib import Path
 
 from pyroaring import BitMap
 
-from ackstore import AckStore, CursorConfig, Position
+from ackstore import AckStore, Position
 from ackstore.records import encode_ledger
+
+from .states import T, sealed_cursor
 
 __all__ = ["main"]
 
-T = "persistent://bench/ns/t"
 PATTERNS: dict[str, Callable[[random.Random, int], bool]] = {
     "random 10% acks": lambda r, e: r.random() < 0.1,
     "alternating acks": lambda r, e: e % 2 == 0,
@@ -36,14 +37,9 @@ def bytes_per_range(root: Path, name: str, keep: Callable[[random.Random, int], 
     """1M entries in 20 ledgers of 50,000; returns (ranges, bytes flushed, bytes per range)."""
     rng = random.Random(1)
     with AckStore.open(root / name.replace(" ", "_").replace(",", ""), sync=False) as store:
-        topic = store.topic(T)
-        cur = topic.cursor("c", CursorConfig(max_unacked_ranges_to_persist=0))
-        for ledger in range(1, 21):
-            topic.add_ledger(ledger)
-            topic.close_ledger(ledger, 50_000)
-        cur.ack_cumulative(Position(1, -1))
-        for ledger in range(1, 21):
-            cur.ack([Position(ledger, e) for e in range(1, 50_000) if keep(rng, e)])  # entry 0 stays a hole
+        cur = sealed_cursor(
+            store, 20, 50_000, lambda ledger: [e for e in range(1, 50_000) if keep(rng, e)]
+        )  # 0: a hole
         stats = store.flush()
         return cur.ack_range_count, stats.bytes_written, stats.bytes_written / cur.ack_range_count
 
@@ -97,14 +93,7 @@ def ack_rates(root: Path) -> dict[str, float]:
 
 def flush_one_dirty(root: Path) -> tuple[int, int]:
     with AckStore.open(root / "flush", sync=False) as store:
-        topic = store.topic(T)
-        cur = topic.cursor("c", CursorConfig(max_individual_ack_cache_bytes=1 << 30, max_unacked_ranges_to_persist=0))
-        for ledger in range(1, 10_001):
-            topic.add_ledger(ledger)
-            topic.close_ledger(ledger, 1000)
-        cur.ack_cumulative(Position(1, -1))
-        for ledger in range(1, 10_001):
-            cur.ack([Position(ledger, e) for e in range(1, 1000, 3)])
+        cur = sealed_cursor(store, 10_000, 1000, lambda ledger: range(1, 1000, 3))
         store.flush()
         cur.ack([Position(5000, 2)])
         stats = store.flush()

@@ -1,0 +1,59 @@
+"""pytest-benchmark suites. Every group has one case marked ``extra_info["baseline"]``,
+run in the same process on the same data; the summary prints each case's ratio to it.
+
+``extra_info["ops"]``: operations per round (for ops/s); ``extra_info["bytes"]``: bytes
+the case writes or holds per round (for a size ratio).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ackstore import AckStore
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[AckStore]:
+    with AckStore.open(tmp_path / "store", sync=False) as s:
+        yield s
+
+
+def _ratio_lines(benchmarks: list[Any]) -> list[str]:
+    groups: dict[str, list[Any]] = defaultdict(list)
+    for bench in benchmarks:
+        groups[bench.group or bench.name].append(bench)
+    lines = [
+        "| group | case | median | ops/s | speed vs baseline | bytes | bytes vs baseline |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for group, cases in sorted(groups.items()):
+        base = next((c for c in cases if c.extra_info.get("baseline")), None)
+        for c in sorted(cases, key=lambda c: not c.extra_info.get("baseline")):
+            median = c.stats.median
+            ops = c.extra_info.get("ops")
+            nbytes = c.extra_info.get("bytes")
+            speed = f"{base.stats.median / median:.2f}x" if base is not None and c is not base else "baseline"
+            size = ""
+            if nbytes is not None and base is not None and base.extra_info.get("bytes"):
+                r = nbytes / base.extra_info["bytes"]
+                size = "baseline" if c is base else (f"{r:.2f}x" if r >= 0.01 else f"1/{1 / r:,.0f}")
+            rate = f"{ops / median:,.0f}" if ops else ""
+            held = "" if nbytes is None else f"{nbytes:,}"
+            case = c.name.removeprefix("test_")
+            lines.append(f"| {group} | {case} | {median * 1e3:.2f} ms | {rate} | {speed} | {held} | {size} |")
+    return lines
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    session = getattr(config, "_benchmarksession", None)
+    benchmarks = [b for b in getattr(session, "benchmarks", []) if b]
+    if not benchmarks:
+        return
+    terminalreporter.section("ratios against the baseline of each group (same process, same data)")
+    for line in _ratio_lines(benchmarks):
+        terminalreporter.write_line(line)
