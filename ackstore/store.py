@@ -204,9 +204,27 @@ class Topic:
 class AckStore:
     """An embedded, persistent store of cursor ack state. Open it with :meth:`open`."""
 
+    path: Path
+    readonly: bool
+    _sync: bool
+    _cursor_defaults: CursorConfig
+    _lock: threading.RLock
+    _flush_lock: threading.Lock
+    _env_lock: threading.Lock
+    _topics: dict[str, Topic]
+    _pool: CachePool
+    _verify: str
+    _lock_fd: int | None
+    _flusher: threading.Thread | None
+    _stop: threading.Event
+    _env: lmdb.Environment
+    _meta: lmdb._Database
+    _topics_db: lmdb._Database
+    _cursors_db: lmdb._Database
+    _ledgers_db: lmdb._Database
+    _log: lmdb._Database
+
     def __init__(self) -> None:  # use AckStore.open()
-        self.path: Path
-        self.readonly: bool
         self._closed = True
 
     # -- opening ------------------------------------------------------------------------------
@@ -263,11 +281,11 @@ class AckStore:
         self._lock = threading.RLock()
         self._flush_lock = threading.Lock()
         self._env_lock = threading.Lock()
-        self._topics: dict[str, Topic] = {}
+        self._topics = {}
         self._pool = CachePool(cache_bytes)
         self._verify = verify
-        self._lock_fd: int | None = None
-        self._flusher: threading.Thread | None = None
+        self._lock_fd = None
+        self._flusher = None
         self._stop = threading.Event()
         self.last_flush: FlushStats | None = None
         self.last_flush_error: BaseException | None = None
