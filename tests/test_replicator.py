@@ -161,11 +161,13 @@ async def _random_run(store_path: Path, enabled: bool, seed: int) -> tuple[list[
         return remote.accepted, cur.mark_delete_position
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
-def test_random_failures_replicate_everything_once_in_order(store_path: Path, seed: int) -> None:
-    accepted, md = asyncio.run(_random_run(store_path, True, seed))
-    assert md == Position(3, 199)
-    assert accepted == _p(*range(200))  # every entry once, in order, despite failures and rewinds
+@pytest.mark.stress
+def test_random_failures_replicate_everything_once_in_order(tmp_path: Path, long_run: bool) -> None:
+    """5 seeds by default, 300 with --long."""
+    for seed in range(1, 301 if long_run else 6):
+        accepted, md = asyncio.run(_random_run(tmp_path / str(seed), True, seed))
+        assert md == Position(3, 199), seed
+        assert accepted == _p(*range(200)), seed  # every entry once, in order, despite failures and rewinds
 
 
 def test_random_failures_lose_entries_without_the_controller(store_path: Path) -> None:
