@@ -373,9 +373,13 @@ class Cursor:
         store = self._store
         if store._closed or store.readonly:
             self._alive()
-        if type(positions) is Position:
-            with self._lock:
+        if type(positions) is Position:  # the hot path: acquire/release is half the cost of `with` here
+            lock = self._lock
+            lock.acquire()
+            try:
                 self._ack_one(positions)
+            finally:
+                lock.release()
             return
         with self._lock:
             if isinstance(positions, tuple) and len(positions) == 2 and type(positions[0]) is int:
