@@ -1,0 +1,89 @@
+"""A group flush of 1,000 cursors with one dirty ledger each, against a raw LMDB
+transaction writing the same bytes.
+
+Each round every cursor acks one more entry of its ledger, then:
+
+- ackstore: ``store.flush()`` encodes and writes, in one transaction, each cursor's
+  ledger record and delta marker;
+- baseline: one raw py-lmdb write transaction puts the very keys and values the
+  previous ackstore flush wrote (read back from its log), into a fresh environment
+  opened with the same flags (``sync=False``), so only the engine's own work differs.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import lmdb
+import pytest
+
+from ackstore import AckStore, Position
+from ackstore.records import log_key
+
+from .states import UNBOUNDED, T
+
+CURSORS, ENTRIES = 1000, 100_000
+GROUP = "group flush: 1,000 cursors x 1 dirty ledger"
+
+
+@pytest.fixture
+def many(store: AckStore):  # type: ignore[no-untyped-def]
+    topic = store.topic(T)
+    topic.add_ledger(1)
+    cursors = [topic.cursor(f"c{i}", UNBOUNDED) for i in range(CURSORS)]
+    for cur in cursors:
+        cur.ack_entries(1, range(1, 5000, 2))
+    store.flush()
+    rng = random.Random(11)
+    fresh = iter(range(5001, ENTRIES))
+
+    def dirty_all() -> None:
+        for cur in cursors:
+            cur.ack(Position(1, next(fresh) + rng.randrange(2)))
+
+    return store, cursors, dirty_all
+
+
+def _last_flush_pairs(store: AckStore, cursors) -> list[tuple[bytes, bytes]]:  # type: ignore[no-untyped-def]
+    """The (key, value) pairs the newest flush wrote: each cursor's newest record and marker."""
+
+    def read(txn: lmdb.Transaction) -> list[tuple[bytes, bytes]]:
+        out = []
+        for cur in cursors:
+            seq = cur.stats().last_marker_seq
+            for s in (seq - 1, seq):
+                key = log_key(cur.cursor_id, s)
+                out.append((key, bytes(txn.get(key, db=store._log))))
+        return out
+
+    return store._read(read)
+
+
+def test_group_flush_raw_lmdb_baseline(benchmark, many, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    store, cursors, dirty_all = many
+    dirty_all()
+    store.flush()
+    pairs = _last_flush_pairs(store, cursors)
+    env = lmdb.open(str(tmp_path / "raw"), map_size=1 << 30, sync=False, max_dbs=2)
+    db = env.open_db(b"log")
+    rounds = iter(range(1, 1000))
+
+    def run() -> None:
+        shift = next(rounds) << 40  # new keys each round, as the engine's sequences are
+        with env.begin(write=True) as txn:
+            for key, value in pairs:
+                txn.put(key[:8] + (int.from_bytes(key[8:], "big") + shift).to_bytes(8, "big"), value, db=db)
+
+    benchmark.group = GROUP
+    benchmark.pedantic(run, rounds=10)
+    benchmark.extra_info.update(baseline=True, bytes=sum(len(k) + len(v) for k, v in pairs))
+    env.close()
+
+
+def test_group_flush_ackstore(benchmark, many) -> None:  # type: ignore[no-untyped-def]
+    store, _, dirty_all = many
+    written: list[int] = []
+    benchmark.group = GROUP
+    benchmark.pedantic(lambda: written.append(store.flush().bytes_written), setup=dirty_all, rounds=10)
+    benchmark.extra_info.update(bytes=written[-1])
