@@ -23,6 +23,16 @@ def store(tmp_path: Path) -> Iterator[AckStore]:
         yield s
 
 
+def bench_flushes(benchmark: Any, store: AckStore, group: str, dirty: Any, rounds: int) -> int:
+    """Time ``store.flush()`` after ``dirty()`` each round; records and returns the bytes
+    the last flush wrote."""
+    written: list[int] = []
+    benchmark.group = group
+    benchmark.pedantic(lambda: written.append(store.flush().bytes_written), setup=dirty, rounds=rounds)
+    benchmark.extra_info.update(bytes=written[-1])
+    return written[-1]
+
+
 def _ratio_lines(benchmarks: list[Any]) -> list[str]:
     groups: dict[str, list[Any]] = defaultdict(list)
     for bench in benchmarks:

@@ -23,6 +23,7 @@ import pytest
 
 from ackstore import AckStore, Position
 
+from .conftest import bench_flushes
 from .states import sealed_cursor
 
 LEDGERS, ENTRIES = 1000, 1000
@@ -57,8 +58,4 @@ def test_flush_rewrite_everything_baseline(benchmark, loaded, tmp_path: Path) ->
 
 def test_flush_ackstore(benchmark, loaded) -> None:  # type: ignore[no-untyped-def]
     store, _, ack_one_more = loaded
-    written: list[int] = []
-    benchmark.group = GROUP
-    benchmark.pedantic(lambda: written.append(store.flush().bytes_written), setup=ack_one_more, rounds=15)
-    benchmark.extra_info.update(bytes=written[-1])
-    assert written[-1] < 1000  # one record and one delta marker
+    assert bench_flushes(benchmark, store, GROUP, ack_one_more, rounds=15) < 1000  # one record, one delta marker

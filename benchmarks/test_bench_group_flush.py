@@ -21,6 +21,7 @@ import pytest
 from ackstore import AckStore, Position
 from ackstore.records import log_key
 
+from .conftest import bench_flushes
 from .states import UNBOUNDED, T
 
 CURSORS, ENTRIES = 1000, 100_000
@@ -83,7 +84,4 @@ def test_group_flush_raw_lmdb_baseline(benchmark, many, tmp_path: Path) -> None:
 
 def test_group_flush_ackstore(benchmark, many) -> None:  # type: ignore[no-untyped-def]
     store, _, dirty_all = many
-    written: list[int] = []
-    benchmark.group = GROUP
-    benchmark.pedantic(lambda: written.append(store.flush().bytes_written), setup=dirty_all, rounds=10)
-    benchmark.extra_info.update(bytes=written[-1])
+    bench_flushes(benchmark, store, GROUP, dirty_all, rounds=10)
