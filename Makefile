@@ -29,6 +29,7 @@ bench: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check ackstore recovery tools tests benchmarks
 	$(BIN)/ruff format --check ackstore recovery tools tests benchmarks
+	$(BIN)/mypy
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis .benchmarks out

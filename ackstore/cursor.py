@@ -18,7 +18,7 @@ import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, fields, replace
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from pyroaring import BitMap
 
@@ -161,9 +161,9 @@ class Cursor:
             self._meta_dirty = True
         for ledger in [x for x in self._cache.known() if x < md_l]:
             self._vanish(ledger)
-        la = self._get(md_l)
-        if la is not None and (la.bitmap.min() if la.bitmap else min(la.batches)) <= md_e:
-            self._range_count += la.drop_through(md_e)
+        md_acks = self._get(md_l)
+        if md_acks is not None and (md_acks.bitmap.min() if md_acks.bitmap else min(md_acks.batches)) <= md_e:
+            self._range_count += md_acks.drop_through(md_e)
             self._touched(md_l, la)
         self._advance()
 
@@ -229,6 +229,10 @@ class Cursor:
         else:
             self._vanish(ledger)
 
+    @overload
+    def _get(self, ledger: int, create: Literal[True]) -> LedgerAcks: ...
+    @overload
+    def _get(self, ledger: int, create: bool = False) -> LedgerAcks | None: ...
     def _get(self, ledger: int, create: bool = False) -> LedgerAcks | None:
         """The loaded ack state of ``ledger``: swapped in if needed, created if asked. O(1) + swap-in."""
         cache = self._cache

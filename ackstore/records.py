@@ -110,6 +110,7 @@ _GAPS_MAX_VALUES = 1 << 18
 #: they save up to a third, or almost everything
 _GAPS_WORTH = 0.05
 
+_np: Any
 try:  # optional: numpy computes the gaps ~50x faster; the bytes are the same either way
     import numpy as _np
 except ImportError:  # pragma: no cover - exercised by the pure-Python functions directly

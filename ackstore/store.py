@@ -223,6 +223,9 @@ class AckStore:
     _cursors_db: lmdb._Database
     _ledgers_db: lmdb._Database
     _log: lmdb._Database
+    last_flush: FlushStats | None
+    last_flush_error: BaseException | None
+    map_grows: int
 
     def __init__(self) -> None:  # use AckStore.open()
         self._closed = True
@@ -287,8 +290,8 @@ class AckStore:
         self._lock_fd = None
         self._flusher = None
         self._stop = threading.Event()
-        self.last_flush: FlushStats | None = None
-        self.last_flush_error: BaseException | None = None
+        self.last_flush = None
+        self.last_flush_error = None
         self.map_grows = 0
         self._env = self._open_env(map_size, sync, metasync)
         self._closed = False
@@ -578,11 +581,11 @@ class AckStore:
         if raw is None:
             if self.readonly:
                 raise UnknownCursorError(f"topic {topic.name!r} has no cursor {name!r}")
-            config = config or self._cursor_defaults
+            cfg = config or self._cursor_defaults
 
             def create(txn: lmdb.Transaction) -> int:
                 cid = self._next_id(txn, b"next_cursor")
-                txn.put(key, msgpack.packb({"id": cid, "cfg": config.to_obj()}), db=self._cursors_db)
+                txn.put(key, msgpack.packb({"id": cid, "cfg": cfg.to_obj()}), db=self._cursors_db)
                 return cid
 
             cid = self._write(create)
@@ -592,8 +595,8 @@ class AckStore:
             stored = CursorConfig.from_obj(obj["cfg"])
             if config is not None and config != stored and not self.readonly:
                 self._put_cursor(topic.topic_id, name, cid, config)
-            config = config or stored
-        budget = config.max_individual_ack_cache_bytes
+            cfg = config or stored
+        budget = cfg.max_individual_ack_cache_bytes
         state = self._read(lambda txn: recover_cursor(txn, self._log, cid, budget, self._verify))
         report = state.report
         if report.markers_skipped or report.skipped_reasons:
@@ -605,7 +608,7 @@ class AckStore:
                 report.markers_skipped,
                 "; ".join(report.skipped_reasons),
             )
-        return Cursor(topic, name, cid, config, state)
+        return Cursor(topic, name, cid, cfg, state)
 
     # -- the store-wide cache budget -----------------------------------------------------------
 
@@ -738,7 +741,9 @@ class AckStore:
                     for i, (ledger, _, src) in enumerate(items):
                         value = src if isinstance(src, bytes) else txn.get(log_key(cid, src), db=self._log)
                         if value is None:
-                            raise StoreError(f"compaction: record {src} of ledger {ledger} is missing; run check --fix")
+                            raise StoreError(
+                                f"compaction: record {src!r} of ledger {ledger} is missing; run check --fix"
+                            )
                         txn.put(log_key(cid, start + i), value, db=self._log)
                         after += 16 + len(value)
                     txn.put(log_key(cid, start + len(items)), marker, db=self._log)
