@@ -381,7 +381,7 @@ class Cursor:
             lock = self._lock
             lock.acquire()
             try:
-                self._ack_one(positions)
+                self._ack_one(positions[0], positions[1])
             finally:
                 lock.release()
             return
@@ -395,7 +395,11 @@ class Cursor:
             if not items:
                 return
             if len(items) == 1:
-                self._ack_one(items[0])
+                try:
+                    ledger, entry = items[0]
+                except (TypeError, ValueError):
+                    raise InvalidTypeError(f"expected a Position(ledger, entry), got {items[0]!r}") from None
+                self._ack_one(ledger, entry)
                 return
             self._apply_groups(self._group(items))
 
@@ -439,12 +443,8 @@ class Cursor:
         if advance:
             self._advance()
 
-    def _ack_one(self, pos: Any) -> None:
+    def _ack_one(self, ledger: Any, entry: Any) -> None:
         """One position: the hot path, kept to a handful of dict/bitmap operations. Lock held."""
-        try:
-            ledger, entry = pos
-        except (TypeError, ValueError):
-            raise InvalidTypeError(f"expected a Position(ledger, entry), got {pos!r}") from None
         if ledger == self._limit_ledger and self._limit_version == self._topic._version:
             limit = self._limit_value
         else:
