@@ -140,7 +140,7 @@ def _gap_planes_py(values: BitMap, first: int) -> bytes:
 
 
 def _from_gap_planes(raw: bytes, first: int) -> BitMap:
-    if _np is None:
+    if _np is None or len(raw) < 1024:  # under 256 values numpy's call overhead costs more
         return _from_gap_planes_py(raw, first)
     gaps = _np.frombuffer(raw, dtype=_np.uint8).reshape(4, -1).T.copy().view("<u4").ravel()
     values = _np.cumsum(gaps, dtype=_np.uint64) + first
