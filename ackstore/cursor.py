@@ -37,6 +37,7 @@ from .ledger_cache import ACK_CHARGE, LedgerCache
 from .position import MAX_ENTRY, Position, _trusted
 from .records import IndexEntry, Marker, encode_ledger, encode_marker, log_key
 from .recover import RecoveredState, log_usage, read_ledger_record
+from .revision import CursorStateRevisionController
 from .stats import CursorStats, LogUsage, RecoveryReport
 
 if TYPE_CHECKING:
@@ -98,6 +99,8 @@ class Cursor:
         self._meta_dirty = False
         self._next_seq = state.next_seq
         self._recovery: RecoveryReport = state.report
+        #: PIP-269: one controller per cursor, shared by every component that reads it
+        self.revision_controller = CursorStateRevisionController()
         self._flushes = 0
         self._last_flush_bytes = 0
         self._total_flush_bytes = 0
@@ -768,6 +771,9 @@ class Cursor:
                 if self._config.max_unacked_ranges_to_persist
                 else 0,
                 recovery=self._recovery,
+                revision_num=self.revision_controller.revision_num,
+                revisions_done=self.revision_controller.revisions_done,
+                revision_running=self.revision_controller.revision_running,
             )
 
     def log_usage(self) -> LogUsage:

@@ -12,6 +12,9 @@ the PIP-269 :class:`~ackstore.revision.CursorStateRevisionController`:
 - a reset clears the loop's own state beside the cursor (:meth:`_clear_side_state`)
   between ``start_revision`` and ``end_revision``, so both change together;
 - a second reset while one runs fails fast with :class:`RevisionInProgressError`.
+
+Every loop over one cursor shares that cursor's controller (``cursor.revision_controller``),
+so a dispatcher's reset also discards a replicator's read in flight, and the other way round.
 """
 
 from __future__ import annotations
@@ -43,7 +46,8 @@ class CursorReadLoop:
     ) -> None:
         self.cursor = cursor
         self.reader = reader
-        self.controller = controller or CursorStateRevisionController()
+        # the cursor's own controller unless one is given (tests pass a disabled one)
+        self.controller = controller or cursor.revision_controller
         self.refused = self.discarded = 0
 
     # -- reads ------------------------------------------------------------------------------

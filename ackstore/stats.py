@@ -74,6 +74,9 @@ class CursorStats:
     persisted_ranges: int  # ranges the last marker holds
     ranges_over_limit: int  # ranges a flush now would keep in memory only (PIP-299)
     recovery: RecoveryReport
+    revision_num: int = 0  # PIP-269: position resets completed on this cursor (its revision number)
+    revisions_done: int = 0  # the same as a counter metric
+    revision_running: int = 0  # 1 while a position reset runs
 
 
 @dataclass(frozen=True, slots=True)

@@ -176,3 +176,30 @@ def test_random_failures_lose_entries_without_the_controller(store_path: Path) -
         accepted, _ = asyncio.run(_random_run(store_path / str(seed), False, seed))
         lost += 200 - len(accepted)
     assert lost > 0
+
+
+def test_loops_over_one_cursor_share_its_revisions(store_path: Path) -> None:
+    """A dispatcher's reset discards a replicator's read in flight on the same cursor; the
+    cursor's stats count the revision."""
+    from ackstore import Dispatcher
+
+    async def scenario() -> None:
+        with AckStore.open(store_path) as store:
+            topic = store.topic(T)
+            topic.add_ledger(3)
+            cur = topic.cursor("shared")
+            reader = InMemoryLedgerReader(topic, manual=True)
+            reader.append(3, 10)
+            rep = Replicator(cur, reader, InMemoryRemote())
+            d = Dispatcher(cur, reader)
+            assert rep.controller is d.controller is cur.revision_controller
+            read = asyncio.create_task(rep.replicate_once(5))
+            await _until(lambda: bool(reader.pending))
+            d.reset(Position(3, 2))
+            reader.complete()
+            assert await read == [] and rep.discarded == 1 and rep.remote.accepted == []
+            stats = cur.stats()
+            assert (stats.revisions_done, stats.revision_running, stats.revision_num) == (1, 0, 1)
+            assert cur.read_position == Position(3, 2)
+
+    asyncio.run(scenario())
