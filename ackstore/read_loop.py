@@ -90,7 +90,9 @@ class CursorReadLoop:
         done = await self._read(positions)
         if done is None:
             return None
-        self.cursor._move_read_position(positions[-1].next())
+        if not self.controller.run_if_current(done[1], lambda: self.cursor._move_read_position(positions[-1].next())):
+            self.discarded += 1  # a reset landed since the completion check (another thread)
+            return None
         await asyncio.sleep(0)  # using the entries is a separate step: a reset may land in between
         if self._stale(done[1]):  # half in-flight: the move happened, the use must not
             return None

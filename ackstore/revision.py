@@ -70,5 +70,15 @@ class CursorStateRevisionController:
             return False
         return self._under_revision or revision_num != self._revision_num
 
+    def run_if_current(self, revision_num: int, fn: Callable[[], None]) -> bool:
+        """Run ``fn`` (a read's cursor change, e.g. moving the read position) only if no
+        reset started or ended since ``revision_num``; atomic with ``end_revision``, so a
+        reset from another thread cannot land between the check and the change."""
+        with self._lock:
+            if self.is_revision_num_outdated(revision_num):
+                return False
+            fn()
+            return True
+
     def reads_allowed(self) -> bool:
         return not self.enabled or not self._under_revision

@@ -372,3 +372,31 @@ def test_direct_reads_touch_no_cursor_state_and_are_never_refused(store_path: Pa
             assert d.controller.revision_num == before[2] + 1
 
     asyncio.run(scenario())
+
+
+def test_run_if_current_is_atomic_with_end_revision() -> None:
+    import threading
+
+    c = CursorStateRevisionController()
+    ran: list[str] = []
+    assert c.run_if_current(0, lambda: ran.append("a")) and ran == ["a"]
+    n = c.start_revision()
+    assert not c.run_if_current(n, lambda: ran.append("b"))  # a reset is running
+    editing, release = threading.Event(), threading.Event()
+
+    def editor() -> None:
+        editing.set()
+        release.wait(5)
+        ran.append("edit")
+
+    ender = threading.Thread(target=c.end_revision, args=(editor,))
+    ender.start()
+    editing.wait(5)
+    late = threading.Thread(target=lambda: ran.append(str(c.run_if_current(n, lambda: ran.append("c")))))
+    late.start()
+    late.join(0.2)
+    assert late.is_alive()  # it waits for the reset to end, then sees it outdated
+    release.set()
+    ender.join(5)
+    late.join(5)
+    assert ran == ["a", "edit", "False"] and c.revision_num == 1
