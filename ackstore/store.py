@@ -362,7 +362,10 @@ class AckStore:
             else:
                 self._env = env
                 self._init_dbs(create=False)
-                self._check_format()
+                if self._check_format() < FORMAT_VERSION and not self.readonly:
+                    # this writer may write records an older ackstore cannot decode: mark the
+                    # store so that one refuses it (FormatVersionError) instead of misreading
+                    self._write(lambda txn: txn.put(b"format", _U64.pack(FORMAT_VERSION), db=self._meta))
         except BaseException:
             env.close()
             self._release_writer_lock()
@@ -403,7 +406,8 @@ class AckStore:
         txn.put(b"next_topic", _U64.pack(0), db=self._meta)
         txn.put(b"next_cursor", _U64.pack(0), db=self._meta)
 
-    def _check_format(self) -> None:
+    def _check_format(self) -> int:
+        """The store's format version; raises unless this ackstore reads it."""
         with self._env.begin() as txn:
             magic = txn.get(b"magic", db=self._meta)
             fmt = txn.get(b"format", db=self._meta)
@@ -415,6 +419,15 @@ class AckStore:
                 f"store {self.path} has format version {version}; this ackstore reads up to {FORMAT_VERSION}: "
                 "upgrade ackstore"
             )
+        return version
+
+    @property
+    def format_version(self) -> int:
+        """The format version recorded in the store (a writer raises an older one to this
+        ackstore's ``FORMAT_VERSION`` when it opens the store)."""
+        self._alive()
+        fmt = self._read(lambda txn: txn.get(b"format", db=self._meta))
+        return int(_U64.unpack(fmt)[0])
 
     def _take_writer_lock(self) -> None:
         fd = os.open(self.path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)

@@ -30,7 +30,6 @@ from ackstore import (
     UnknownTopicError,
     check,
 )
-from ackstore.records import FORMAT_VERSION
 
 from .dump import dump_lines, restore, write_dump
 
@@ -105,7 +104,7 @@ def stat(store: Path, as_json: bool) -> None:
         files = [store] if store.is_file() else [p for p in store.iterdir() if p.name.endswith(".mdb")]
         out: dict[str, Any] = {
             "path": str(store),
-            "format_version": FORMAT_VERSION,
+            "format_version": s.format_version,
             "size_on_disk": sum(p.stat().st_size for p in files),
             "map_size": info["map_size"],
             "topics": {},

@@ -101,11 +101,51 @@ def test_encode_bitmap_round_trips_every_path_and_picks_the_smallest_tried() -> 
     cases = {
         "empty holes (one run)": (BitMap(range(10, 5000)), 0),
         "stride 2": (BitMap(range(1, 50_000, 2)), records._GAPS),
-        "random holes in runs": (BitMap(range(100_000)) - BitMap(rng.sample(range(100_000), 60)), records._GAPS),
+        "random holes in runs": (BitMap(range(100_000)) - BitMap(rng.sample(range(100_000), 60)), records._RICE),
+        "many random holes": (BitMap(range(100_000)) - BitMap(rng.sample(range(100_000), 2000)), records._GAPS),
         "past the gap limit": (BitMap(rng.sample(range(1 << 24), 300_000)), records._ZLIB),
     }
     for name, (values, flag) in cases.items():
         flags, first, last, payload = records.encode_bitmap(BitMap(values))
-        assert flags & (records._GAPS | records._ZLIB) == flag, name
+        assert flags & (records._GAPS | records._ZLIB | records._RICE) == flag, name
         assert records.decode_bitmap(flags, first, last, payload) == values, name
         assert len(payload) <= len(values.serialize()), name
+
+
+def test_rice_code_round_trips_edges_and_random_sets() -> None:
+    import random
+
+    from pyroaring import BitMap
+
+    from ackstore import records
+
+    edges = [
+        (BitMap([0]), 0),
+        (BitMap([(1 << 32) - 1]), 0),  # one gap past the escape: written raw
+        (BitMap([5, 6, 7, 1 << 31, (1 << 32) - 1]), 5),  # a k for small gaps, then huge ones
+        (BitMap(range(0, 256 * 1000, 1000)), 0),
+    ]
+    rng = random.Random(2)
+    for _ in range(200):
+        values = BitMap(rng.sample(range(rng.choice([300, 70_000, 1 << 32])), rng.randint(1, 256)))
+        edges.append((values, max(0, values.min() - rng.randrange(4))))
+    for values, first in edges:
+        assert records._from_rice(records._rice(values, first), first) == values
+
+
+def test_small_random_hole_sets_are_rice_coded_near_their_entropy() -> None:
+    import math
+    import random
+
+    from pyroaring import BitMap
+
+    from ackstore import records
+
+    rng = random.Random(1)
+    holes = BitMap(rng.sample(range(1, 50_000), 60))
+    acks = BitMap(range(50_000)) - holes
+    flags, first, last, payload = records.encode_bitmap(BitMap(acks))
+    assert flags & records._RICE and flags & records._HOLES
+    assert records.decode_bitmap(flags, first, last, payload) == acks
+    entropy_bytes = math.log2(math.comb(last - first + 1, 60)) / 8
+    assert len(payload) <= 1.15 * entropy_bytes + 3  # k and the count
