@@ -167,7 +167,7 @@ class Cursor:
         md_acks = self._get(md_l)
         if md_acks is not None and (md_acks.bitmap.min() if md_acks.bitmap else min(md_acks.batches)) <= md_e:
             self._range_count += md_acks.drop_through(md_e)
-            self._touched(md_l, la)
+            self._touched(md_l, md_acks)
         self._advance()
 
     def _clip(self, ledger: int, la: LedgerAcks, d: LedgerDirectory) -> None:

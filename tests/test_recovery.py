@@ -157,3 +157,34 @@ def test_trimmed_ledgers_vanish_on_reopen(store_path: Path) -> None:
     with store:
         assert cur.mark_delete_position == Position(3, -1)
         assert list(cur.ack_ranges()) == [(Position(3, 5), Position(3, 5))]
+
+
+def test_open_drops_persisted_acks_at_or_below_the_mark_delete_and_measures_that_ledger(store_path: Path) -> None:
+    """A marker whose mark-delete position is past acks in its own ledger's record (left by
+    an older writer): open drops them from that ledger and re-measures that ledger."""
+    with AckStore.open(store_path) as store:
+        topic = store.topic(T)
+        for ledger in (1, 2):
+            topic.add_ledger(ledger)
+            if ledger == 1:
+                topic.close_ledger(1, 100_000)
+        cur = topic.cursor("c", CursorConfig(max_unacked_ranges_to_persist=0))
+        cur.ack_entries(1, range(3, 100_000, 2))  # a large set, then a small one in ledger 2
+        cur.ack([Position(2, 5)])
+        store.flush()
+        with store._lock:  # M past most of ledger 1's record, with no new record for it
+            cur._md = Position(1, 99_990)
+            cur._rp = Position(1, 99_991)
+            cur._meta_dirty = True
+        store.flush()
+        store._abandon()
+    with AckStore.open(store_path) as store:
+        cur = store.topic(T).cursor("c")
+        cache = cur._cache
+        assert cache.loaded[1].size == cache.loaded[1].nbytes()  # measured after the drop
+        assert cache.nbytes == sum(la.nbytes() for la in cache.loaded.values())
+        assert cur.mark_delete_position == Position(1, 99_991)  # advanced over the acked 99,991
+        assert [(a.entry, b.entry) for a, b in cur.ack_ranges() if a.ledger == 1] == [
+            (e, e) for e in (99_993, 99_995, 99_997, 99_999)
+        ]
+        cur._check()
