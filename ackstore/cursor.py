@@ -783,9 +783,8 @@ class Cursor:
         compaction keeps; ``garbage_bytes`` is what it deletes. Unflushed changes are not
         counted."""
         store = self._store
-        if store._closed:
-            self._alive()
         with self._lock:
+            self._open()
             seq = self._marker_seq
         return store._read(lambda txn: log_usage(txn, store._log, self.cursor_id, seq))
 

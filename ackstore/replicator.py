@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable
 from .cursor import Cursor
 from .errors import AckStoreError
 from .position import Position
-from .read_loop import CursorReadLoop
+from .read_loop import CursorReadLoop, RevisionInProgressError
 from .reads import Entry, LedgerReader
 from .revision import CursorStateRevisionController
 
@@ -130,11 +130,12 @@ class Replicator(CursorReadLoop):
 
     def _rewind_after(self, work: Awaitable[None] | None) -> None:
         """Start a rewind now; end it (cursor back at the first unacked entry) after ``work``."""
-        if self.controller.start_revision() == -1:  # a rewind is already under way: it covers this
+        try:
+            self._start_revision()
+        except RevisionInProgressError:  # a rewind is already under way: it covers this
             if work is not None:
                 self._spawn(work)
             return
-        self._clear_side_state()
         if work is None:
             self._finish_rewind()
         else:

@@ -58,7 +58,7 @@ from .errors import (
 )
 from .ledger_cache import CachePool
 from .records import FORMAT_VERSION, log_key, split_log_key
-from .recover import recover_cursor
+from .recover import log_usage, recover_cursor
 from .stats import CompactStats, FlushStats
 
 __all__ = ["AckStore", "Topic", "DEFAULT_MAP_SIZE", "LOCK_FILE"]
@@ -743,13 +743,7 @@ class AckStore:
                 out = []
                 for cur, start, items, marker in plans:
                     cid = cur.cursor_id
-                    before = records_before = 0
-                    c = txn.cursor(db=self._log)
-                    ok = c.set_range(log_key(cid, 0))
-                    while ok and c.key() < log_key(cid, start):
-                        before += len(c.key()) + len(c.value())
-                        records_before += 1
-                        ok = c.next()
+                    usage = log_usage(txn, self._log, cid, -1)  # every record is below ``start``
                     after = 0
                     for i, (ledger, _, src) in enumerate(items):
                         value = src if isinstance(src, bytes) else txn.get(log_key(cid, src), db=self._log)
@@ -765,7 +759,9 @@ class AckStore:
                     ok = c.set_range(log_key(cid, 0))
                     while ok and c.key() < log_key(cid, start):
                         ok = c.delete()
-                    out.append(CompactStats(cur.topic.name, cur.name, records_before, before, len(items) + 1, after))
+                    out.append(
+                        CompactStats(cur.topic.name, cur.name, usage.records, usage.record_bytes, len(items) + 1, after)
+                    )
                 return out
 
             stats = self._write(rewrite)
