@@ -63,6 +63,15 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
+def _plant(args: argparse.Namespace) -> None:
+    """``--plant-faults N``: damage N snapshots in known ways and say which."""
+    if args.plant_faults:
+        from tools.faults import plant_faults
+
+        for fault in plant_faults(args.outdir, args.plant_faults, args.seed):
+            print(f"planted {fault['kind']} in {fault['spec_id']}")
+
+
 def _run(args: argparse.Namespace) -> int:
     from tools.spark_jobs import run_audit, run_compact, run_generate, specs_for_scale  # spark-submit runs this file
 
@@ -75,11 +84,8 @@ def _run(args: argparse.Namespace) -> int:
             print(f"generate: {len(specs)} workload specs at scale {args.scale} ...", flush=True)
             rows = run_generate(spark, args.outdir, specs).count()
             print(f"generate: {rows} cursors in {time.perf_counter() - t0:.1f} s -> {args.outdir / 'snapshots'}")
-            if args.plant_faults and args.command == "generate":
-                from tools.faults import plant_faults
-
-                for fault in plant_faults(args.outdir, args.plant_faults, args.seed):
-                    print(f"planted {fault['kind']} in {fault['spec_id']}")
+            if args.command == "generate":
+                _plant(args)
         if args.command in ("compact", "pipeline"):
             rows = run_compact(spark, args.outdir).collect()
             before, after = sum(r.bytes_before for r in rows), sum(r.bytes_after for r in rows)
@@ -88,15 +94,12 @@ def _run(args: argparse.Namespace) -> int:
                 f"compact: {len(rows)} snapshots, {before:,} -> {after:,} bytes"
                 + (f"; failed: {errors}" if errors else "")
             )
-        if args.command == "pipeline" and args.plant_faults:
-            from tools.faults import plant_faults
-
-            for fault in plant_faults(args.outdir, args.plant_faults, args.seed):
-                print(f"planted {fault['kind']} in {fault['spec_id']}")
+        if args.command == "pipeline":  # after compaction, so it does not rewrite the damage away
+            _plant(args)
         if args.command in ("audit", "pipeline"):
             print("audit: checking and recovering every snapshot ...", flush=True)
             summary = run_audit(spark, args.outdir)
-            shown = {k: v for k, v in summary.items() if k not in ("holes_by_scenario", "by_scenario")}
+            shown = {k: v for k, v in summary.items() if k != "by_scenario"}
             print(json.dumps(shown, indent=2))
             print(f"report: {args.outdir / 'report.md'} (and summary.json)")
             print(f"audit verdict: {summary['verdict']}")
