@@ -46,3 +46,14 @@ def damage(path: Path, seq: int, cursor_id: int = 0, how: str = "flip") -> None:
                 txn.put(key, bytes(raw), db=db)
     finally:
         env.close()
+
+
+def set_format(path: Path, version: int) -> None:
+    """Write ``version`` as the store's format version, as another ackstore release would."""
+    env = lmdb.open(str(path), max_dbs=8)
+    try:
+        meta = env.open_db(b"meta")  # outside the write transaction: LMDB has one writer
+        with env.begin(write=True) as txn:
+            txn.put(b"format", version.to_bytes(8, "big"), db=meta)
+    finally:
+        env.close()

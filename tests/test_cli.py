@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import json
 import os
-import struct
 import subprocess
 import sys
 from pathlib import Path
 
-import lmdb
 import pytest
 
 from ackstore import AckStore, CursorConfig, Position
@@ -144,11 +142,7 @@ def test_errors(store_path: Path, tmp_path: Path, run) -> None:  # type: ignore[
 
 def test_newer_format_is_refused(store_path: Path, run) -> None:  # type: ignore[no-untyped-def]
     _make(store_path)
-    env = lmdb.open(str(store_path), max_dbs=8)
-    meta = env.open_db(b"meta")  # outside the write transaction: LMDB has one writer
-    with env.begin(write=True) as txn:
-        txn.put(b"format", struct.pack(">Q", 99), db=meta)
-    env.close()
+    rawlog.set_format(store_path, 99)
     code, _, err = run("stat", store_path)
     assert code == 1 and "format version 99" in _one_line_error(err)
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -29,6 +28,8 @@ from ackstore import (
     UnknownLedgerError,
     UnknownTopicError,
 )
+
+from . import rawlog
 
 T = "persistent://t/ns/err"
 
@@ -204,11 +205,7 @@ def test_missing_path_readonly(tmp_path: Path) -> None:
 
 def test_newer_format_version(store_path: Path) -> None:
     AckStore.open(store_path).close()
-    env = lmdb.open(str(store_path), max_dbs=8)
-    meta = env.open_db(b"meta")
-    with env.begin(write=True) as txn:
-        txn.put(b"format", struct.pack(">Q", 99), db=meta)
-    env.close()
+    rawlog.set_format(store_path, 99)
     with pytest.raises(FormatVersionError, match=r"format version 99.*upgrade"):
         AckStore.open(store_path)
 

@@ -8,7 +8,9 @@ disabled, where the anomaly the PIP describes happens, so the test can fail.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -44,6 +46,14 @@ async def _until_pending(reader: InMemoryLedgerReader, n: int = 1) -> None:
         await asyncio.sleep(0)
 
 
+async def _read_through(reader: InMemoryLedgerReader, read: Coroutine[Any, Any, object]) -> object:
+    """Run ``read`` with nothing racing it: its reader call completes as soon as it is made."""
+    task = asyncio.create_task(read)
+    await _until_pending(reader)
+    reader.complete()
+    return await task
+
+
 def _p(*entries: int) -> list[Position]:
     return [Position(3, e) for e in entries]
 
@@ -61,10 +71,7 @@ def test_case_1_replay_read_races_a_reset(store_path: Path, enabled: bool) -> No
             d.reset(Position(3, 0))  # 3-4: clear redeliveries, read position -> 3:0
             reader.complete()  # 5: the replay read completes
             await replay
-            nxt = asyncio.create_task(d.read_more(3))
-            await _until_pending(reader)
-            reader.complete()
-            await nxt
+            await _read_through(reader, d.read_more(3))
             return consumer.received
 
     received = asyncio.run(scenario())
@@ -86,10 +93,7 @@ def test_case_2_sequential_read_races_a_reset(store_path: Path, enabled: bool) -
             d.reset(Position(3, 0))  # 3-4
             reader.complete()  # 5: completes; without the controller it moves the read position to 3:10
             await read
-            nxt = asyncio.create_task(d.read_more(5))
-            await _until_pending(reader)
-            reader.complete()
-            await nxt
+            await _read_through(reader, d.read_more(5))
             return consumer.received, cur.read_position
 
     received, rp = asyncio.run(scenario())
@@ -266,10 +270,7 @@ def test_case_4_rewind_races_a_sequential_read(store_path: Path, enabled: bool) 
             d.rewind()  # sending 3:0..3:9 failed: read them again
             reader.complete()
             await read
-            again = asyncio.create_task(d.read_more(10))
-            await _until_pending(reader)
-            reader.complete()
-            await again
+            await _read_through(reader, d.read_more(10))
             return consumer.received, cur.read_position
 
     received, rp = asyncio.run(scenario())

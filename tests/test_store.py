@@ -200,18 +200,15 @@ def test_log_usage_counts_live_and_garbage_and_compaction_keeps_the_live(store_p
 
 
 def test_a_writer_raises_an_older_format_version_and_reads_its_records(store_path: Path) -> None:
-    import lmdb
-
     from ackstore.records import FORMAT_VERSION
+
+    from . import rawlog
 
     with AckStore.open(store_path) as store:
         topic = store.topic(T)
         topic.add_ledger(1)
         topic.cursor("sub").ack([Position(1, e) for e in range(0, 100, 2)])
-    env = lmdb.open(str(store_path), max_dbs=8)
-    with env.begin(write=True) as txn:  # as an ackstore of format 1 left it
-        txn.put(b"format", (1).to_bytes(8, "big"), db=env.open_db(b"meta", txn=txn))
-    env.close()
+    rawlog.set_format(store_path, 1)  # as an ackstore of format 1 left it
     with AckStore.open(store_path, readonly=True) as store:
         assert store.format_version == 1  # a reader changes nothing
         assert store.topic(T).cursor("sub").ack_range_count == 49
