@@ -12,6 +12,7 @@ from .dispatcher import Consumer, Dispatcher
 from .errors import (
     AckStoreError,
     CorruptRecordError,
+    CorruptStoreError,
     FormatVersionError,
     InvalidArgumentError,
     InvalidPositionError,
@@ -75,6 +76,7 @@ __all__ = [
     "UnknownTopicError",
     "UnknownCursorError",
     "CorruptRecordError",
+    "CorruptStoreError",
 ]
 
 __version__ = "0.1.0"

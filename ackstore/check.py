@@ -93,19 +93,19 @@ def check(
 
 
 def _check_cursor(s: AckStore, topic: Topic, name: str) -> list[Finding]:
-    key = s._cursor_key(topic.topic_id, name)
-    return s._read(lambda txn: _check_in(txn, s, topic, name, key))
+    return s._read(lambda txn: _check_in(txn, s, topic, name))
 
 
-def _check_in(txn: lmdb.Transaction, s: AckStore, topic: Topic, name: str, key: bytes) -> list[Finding]:
-    import msgpack
-
+def _check_in(txn: lmdb.Transaction, s: AckStore, topic: Topic, name: str) -> list[Finding]:
     out: list[Finding] = []
 
     def add(kind: str, message: str, seq: int = -1) -> None:
         out.append(Finding(kind, topic.name, name, message, seq))
 
-    cid = msgpack.unpackb(txn.get(key, db=s._cursors_db))["id"]
+    found = s._catalog.cursor(txn, topic.topic_id, name)
+    if found is None:
+        return out
+    cid = found[0]
     records = 0
     c = txn.cursor(db=s._log)
     ok = c.set_range(log_key(cid, 0))

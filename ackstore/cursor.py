@@ -867,6 +867,7 @@ class Cursor:
             read_position=(self._rp[0], self._rp[1]),
             properties=dict(self._properties),
             index=dict(index),
+            extra={"c": self.cursor_id},
         )
         self._next_seq = start + len(items) + 1
         return start, items, encode_marker(marker)
@@ -959,6 +960,7 @@ class Cursor:
             properties=dict(self._properties),
             index=index,
             truncated=truncated,
+            extra={"c": self.cursor_id},
         )
         marker_seq = self._alloc()
         value = encode_marker(marker)

@@ -24,6 +24,7 @@ __all__ = [
     "UnknownTopicError",
     "UnknownCursorError",
     "CorruptRecordError",
+    "CorruptStoreError",
 ]
 
 
@@ -91,3 +92,17 @@ class UnknownCursorError(StoreError, KeyError):
 
 class CorruptRecordError(StoreError):
     """A record failed its checksum or could not be decoded."""
+
+
+class CorruptStoreError(StoreError):
+    """The store's file is damaged: LMDB's structure, a catalog value, or the file's size.
+
+    Carries the ``path`` and, where LMDB raised it, the ``lmdb_error``. The message ends
+    with what to do: ``ackstore check STORE`` says what is damaged.
+    """
+
+    def __init__(self, message: str, path: object = None, lmdb_error: BaseException | None = None) -> None:
+        hint = "run 'ackstore check' on the store to see what is damaged"
+        super().__init__(message if hint in message else f"{message}; {hint}")
+        self.path = path
+        self.lmdb_error = lmdb_error

@@ -45,8 +45,9 @@ __all__ = [
     "decode_marker",
 ]
 
-#: 2 added the Rice-coded gap payload (flag ``_RICE``); version-1 records read unchanged
-FORMAT_VERSION = 2
+#: 2 added the Rice-coded gap payload (flag ``_RICE``); 3 checksummed the catalog (see
+#: ``catalog.py``) and put the cursor id in every marker. Records of 1 and 2 read unchanged.
+FORMAT_VERSION = 3
 RECORD_LEDGER = 1
 RECORD_MARKER = 2
 

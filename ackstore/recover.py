@@ -73,6 +73,9 @@ def resolve_marker(txn: lmdb.Transaction, db: lmdb._Database, cursor_id: int, se
             marker = decode_marker(value)
         except CorruptRecordError as exc:
             raise CorruptRecordError(f"marker {seq}: chain marker {s} is damaged ({exc})") from None
+        owner = marker.extra.get("c", cursor_id)
+        if owner != cursor_id:
+            raise CorruptRecordError(f"marker {seq}: chain marker {s} belongs to cursor id {owner}, not {cursor_id}")
         chain.append((s, marker, len(value)))
         if marker.full:
             break

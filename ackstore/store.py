@@ -29,23 +29,20 @@ import errno
 import fcntl
 import logging
 import os
-import struct
 import sys
 import threading
 import time
-from array import array
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import lmdb
-import msgpack
 
+from .catalog import Catalog
 from .config import CursorConfig
 from .cursor import Cursor, _Capture
 from .directory import OPEN, LedgerDirectory
 from .errors import (
-    FormatVersionError,
     InvalidArgumentError,
     InvalidTypeError,
     NotAStoreError,
@@ -66,11 +63,9 @@ __all__ = ["AckStore", "Topic", "DEFAULT_MAP_SIZE", "LOCK_FILE"]
 log = logging.getLogger("ackstore")
 
 DEFAULT_MAP_SIZE = 64 << 20
+#: the largest map a store may ask for (1 PiB; LMDB needs address space for it)
+MAX_MAP_SIZE = 1 << 50
 LOCK_FILE = "ackstore.lock"
-MAGIC = b"ackstore"
-_U64 = struct.Struct(">Q")
-_I64 = struct.Struct(">q")
-_LEDGER_KEY = struct.Struct(">QQ")
 _MAX_NAME_BYTES = 1024
 
 T = TypeVar("T")
@@ -79,9 +74,14 @@ T = TypeVar("T")
 def _check_name(name: Any, what: str) -> str:
     if not isinstance(name, str):
         raise InvalidTypeError(f"{what} name must be a str, got {name!r} ({type(name).__name__})")
-    if not name or len(name.encode()) > _MAX_NAME_BYTES or "\x00" in name:
+    try:
+        size = len(name.encode())
+    except UnicodeEncodeError:
+        size = -1
+    if not 1 <= size <= _MAX_NAME_BYTES or "\x00" in name:
         raise InvalidArgumentError(
-            f"{what} name {name!r} is not allowed: allowed 1..{_MAX_NAME_BYTES} UTF-8 bytes, no NUL"
+            f"{what} name {name!r} is not allowed: allowed 1..{_MAX_NAME_BYTES} UTF-8 bytes "
+            "(valid Unicode, no lone surrogates), no NUL"
         )
     return name
 
@@ -115,8 +115,8 @@ class Topic:
             ledger = self._directory.check_add(ledger)
 
             def persist(txn: lmdb.Transaction) -> None:
-                store._put_ledger(txn, self.topic_id, ledger, OPEN)
-                store._put_topic_meta(txn, self.name, self.topic_id, ledger)
+                store._catalog.put_ledger(txn, self.topic_id, ledger, OPEN)
+                store._catalog.put_topic(txn, self.name, self.topic_id, ledger)
 
             self._change(persist, lambda d: d.add(ledger))
 
@@ -129,7 +129,7 @@ class Topic:
             for cur in self._cursors.values():
                 cur._check_close(ledger, entries)
             self._change(
-                lambda txn: store._put_ledger(txn, self.topic_id, ledger, entries),
+                lambda txn: store._catalog.put_ledger(txn, self.topic_id, ledger, entries),
                 lambda d: d.close(ledger, entries),
             )
 
@@ -146,7 +146,7 @@ class Topic:
             dropped = [i for i in self._directory.ids if i < below]
             if dropped:
                 self._change(
-                    lambda txn: store._delete_ledgers(txn, self.topic_id, dropped),
+                    lambda txn: store._catalog.delete_ledgers(txn, self.topic_id, dropped),
                     lambda d: d.trim(below),
                     trim=True,
                 )
@@ -218,10 +218,7 @@ class AckStore:
     _flusher: threading.Thread | None
     _stop: threading.Event
     _env: lmdb.Environment
-    _meta: lmdb._Database
-    _topics_db: lmdb._Database
-    _cursors_db: lmdb._Database
-    _ledgers_db: lmdb._Database
+    _catalog: Catalog
     _log: lmdb._Database
     last_flush: FlushStats | None
     last_flush_error: BaseException | None
@@ -355,17 +352,16 @@ class AckStore:
                 has_meta = txn.get(b"meta") is not None
             if exists and not has_meta:
                 raise NotAStoreError(f"{path} holds an LMDB environment that is not an ackstore store")
+            self._env = env
+            self._catalog = Catalog(env, path, create=not has_meta)
+            self._log = env.open_db(b"log", create=not has_meta)
             if not has_meta:
-                self._env = env
-                self._init_dbs(create=True)
-                self._write(self._init_meta)
-            else:
-                self._env = env
-                self._init_dbs(create=False)
-                if self._check_format() < FORMAT_VERSION and not self.readonly:
-                    # this writer may write records an older ackstore cannot decode: mark the
-                    # store so that one refuses it (FormatVersionError) instead of misreading
-                    self._write(lambda txn: txn.put(b"format", _U64.pack(FORMAT_VERSION), db=self._meta))
+                self._write(self._catalog.init)
+            elif self._read(self._catalog.read_format) < FORMAT_VERSION and not self.readonly:
+                # this writer may write what an older ackstore cannot decode: checksum the
+                # catalog and raise the version so that one refuses the store
+                # (FormatVersionError) instead of misreading it
+                self._write(self._catalog.migrate)
         except BaseException:
             env.close()
             self._release_writer_lock()
@@ -385,49 +381,20 @@ class AckStore:
             with env.begin() as txn:
                 if txn.get(b"meta") is None:
                     raise NotAStoreError(f"{self.path} holds an LMDB environment that is not an ackstore store")
-            self._init_dbs(create=False)
-            self._check_format()
+            self._catalog = Catalog(env, self.path, create=False)
+            self._log = env.open_db(b"log", create=False)
+            self._read(self._catalog.read_format)
         except BaseException:
             env.close()
             raise
         return env
-
-    def _init_dbs(self, create: bool) -> None:
-        env = self._env
-        self._meta = env.open_db(b"meta", create=create)
-        self._topics_db = env.open_db(b"topics", create=create)
-        self._cursors_db = env.open_db(b"cursors", create=create)
-        self._ledgers_db = env.open_db(b"ledgers", create=create)
-        self._log = env.open_db(b"log", create=create)
-
-    def _init_meta(self, txn: lmdb.Transaction) -> None:
-        txn.put(b"magic", MAGIC, db=self._meta)
-        txn.put(b"format", _U64.pack(FORMAT_VERSION), db=self._meta)
-        txn.put(b"next_topic", _U64.pack(0), db=self._meta)
-        txn.put(b"next_cursor", _U64.pack(0), db=self._meta)
-
-    def _check_format(self) -> int:
-        """The store's format version; raises unless this ackstore reads it."""
-        with self._env.begin() as txn:
-            magic = txn.get(b"magic", db=self._meta)
-            fmt = txn.get(b"format", db=self._meta)
-        if magic != MAGIC or fmt is None:
-            raise NotAStoreError(f"{self.path} holds an LMDB environment that is not an ackstore store")
-        version = _U64.unpack(fmt)[0]
-        if version > FORMAT_VERSION:
-            raise FormatVersionError(
-                f"store {self.path} has format version {version}; this ackstore reads up to {FORMAT_VERSION}: "
-                "upgrade ackstore"
-            )
-        return version
 
     @property
     def format_version(self) -> int:
         """The format version recorded in the store (a writer raises an older one to this
         ackstore's ``FORMAT_VERSION`` when it opens the store)."""
         self._alive()
-        fmt = self._read(lambda txn: txn.get(b"format", db=self._meta))
-        return int(_U64.unpack(fmt)[0])
+        return self._catalog.version
 
     def _take_writer_lock(self) -> None:
         fd = os.open(self.path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
@@ -500,11 +467,6 @@ class AckStore:
         if self.readonly:
             raise ReadOnlyError(f"store {self.path} was opened readonly=True; it cannot be changed")
 
-    def _next_id(self, txn: lmdb.Transaction, key: bytes) -> int:
-        value = _U64.unpack(txn.get(key, db=self._meta))[0]
-        txn.put(key, _U64.pack(value + 1), db=self._meta)
-        return value  # type: ignore[no-any-return]
-
     # -- topics -------------------------------------------------------------------------------
 
     def topic(self, name: str) -> Topic:
@@ -515,22 +477,22 @@ class AckStore:
             topic = self._topics.get(name)
             if topic is not None:
                 return topic
-            raw = self._read(lambda txn: txn.get(name.encode(), db=self._topics_db))
-            if raw is None:
+            catalog = self._catalog
+            found = self._read(lambda txn: catalog.topic(txn, name))
+            if found is None:
                 if self.readonly:
                     raise UnknownTopicError(f"store {self.path} has no topic {name!r}")
                 directory = LedgerDirectory()
 
                 def create(txn: lmdb.Transaction) -> int:
-                    tid = self._next_id(txn, b"next_topic")
-                    self._put_topic_meta(txn, name, tid, -1)
+                    tid = catalog.next_id(txn, b"next_topic")
+                    catalog.put_topic(txn, name, tid, -1)
                     return tid
 
                 tid = self._write(create)
             else:
-                obj = msgpack.unpackb(raw)
-                tid = obj["id"]
-                directory = self._read(lambda txn: self._load_directory(txn, tid, obj["last"]))
+                tid, last = found
+                directory = self._read(lambda txn: catalog.load_directory(txn, tid, last))
             topic = self._topics[name] = Topic(self, name, tid, directory)
             return topic
 
@@ -538,74 +500,34 @@ class AckStore:
         """Names of every topic in the store, sorted."""
         with self._lock:
             self._alive()
-            return self._read(lambda txn: [k.decode() for k, _ in txn.cursor(db=self._topics_db)])
-
-    def _put_topic_meta(self, txn: lmdb.Transaction, name: str, tid: int, last_id: int) -> None:
-        txn.put(name.encode(), msgpack.packb({"id": tid, "last": last_id}), db=self._topics_db)
-
-    def _put_ledger(self, txn: lmdb.Transaction, tid: int, ledger: int, count: int) -> None:
-        txn.put(_LEDGER_KEY.pack(tid, ledger), _I64.pack(count), db=self._ledgers_db)
-
-    def _delete_ledgers(self, txn: lmdb.Transaction, tid: int, ledgers: list[int]) -> None:
-        for ledger in ledgers:
-            txn.delete(_LEDGER_KEY.pack(tid, ledger), db=self._ledgers_db)
-
-    def _load_directory(self, txn: lmdb.Transaction, tid: int, last_id: int) -> LedgerDirectory:
-        ids, counts = array("q"), array("q")
-        cur = txn.cursor(db=self._ledgers_db)
-        prefix = _U64.pack(tid)
-        if cur.set_range(prefix):
-            for key, value in cur:
-                if not key.startswith(prefix):
-                    break
-                ids.append(_LEDGER_KEY.unpack(key)[1])
-                counts.append(_I64.unpack(value)[0])
-        return LedgerDirectory(ids, counts, last_id)
+            return self._read(self._catalog.topic_names)
 
     # -- cursors ------------------------------------------------------------------------------
 
-    def _cursor_key(self, tid: int, name: str) -> bytes:
-        return _U64.pack(tid) + name.encode()
-
     def _put_cursor(self, tid: int, name: str, cid: int, config: CursorConfig) -> None:
-        value = msgpack.packb({"id": cid, "cfg": config.to_obj()})
-        self._write(lambda txn: txn.put(self._cursor_key(tid, name), value, db=self._cursors_db))
+        self._write(lambda txn: self._catalog.put_cursor(txn, tid, name, cid, config))
 
     def _cursor_names(self, tid: int) -> list[str]:
-        prefix = _U64.pack(tid)
-
-        def scan(txn: lmdb.Transaction) -> list[str]:
-            cur = txn.cursor(db=self._cursors_db)
-            names = []
-            if cur.set_range(prefix):
-                for key in cur.iternext(values=False):
-                    if not key.startswith(prefix):
-                        break
-                    names.append(key[len(prefix) :].decode())
-            return names
-
         with self._lock:
             self._alive()
-            return self._read(scan)
+            return [name for name, _ in self._read(lambda txn: self._catalog.cursor_entries(txn, tid))]
 
     def _open_cursor(self, topic: Topic, name: str, config: CursorConfig | None) -> Cursor:
-        key = self._cursor_key(topic.topic_id, name)
-        raw = self._read(lambda txn: txn.get(key, db=self._cursors_db))
-        if raw is None:
+        catalog, tid = self._catalog, topic.topic_id
+        found = self._read(lambda txn: catalog.cursor(txn, tid, name))
+        if found is None:
             if self.readonly:
                 raise UnknownCursorError(f"topic {topic.name!r} has no cursor {name!r}")
             cfg = config or self._cursor_defaults
 
             def create(txn: lmdb.Transaction) -> int:
-                cid = self._next_id(txn, b"next_cursor")
-                txn.put(key, msgpack.packb({"id": cid, "cfg": cfg.to_obj()}), db=self._cursors_db)
+                cid = catalog.next_id(txn, b"next_cursor")
+                catalog.put_cursor(txn, tid, name, cid, cfg)
                 return cid
 
             cid = self._write(create)
         else:
-            obj = msgpack.unpackb(raw)
-            cid = obj["id"]
-            stored = CursorConfig.from_obj(obj["cfg"])
+            cid, stored = found
             if config is not None and config != stored and not self.readonly:
                 self._put_cursor(topic.topic_id, name, cid, config)
             cfg = config or stored

@@ -49,11 +49,56 @@ def damage(path: Path, seq: int, cursor_id: int = 0, how: str = "flip") -> None:
 
 
 def set_format(path: Path, version: int) -> None:
-    """Write ``version`` as the store's format version, as another ackstore release would."""
+    """Write ``version`` as the store's format version, as another ackstore release would.
+
+    A newer release keeps the checksummed copy in step; an older one (1 or 2) had plain
+    catalog values and no copy, so the catalog is rewritten in that form.
+    """
+    import struct
+    import zlib
+
+    import msgpack
+
+    from ackstore.catalog import CATALOG_CHECKSUMS_SINCE, Catalog
+
     env = lmdb.open(str(path), max_dbs=8)
     try:
-        meta = env.open_db(b"meta")  # outside the write transaction: LMDB has one writer
+        catalog = Catalog(env, path, create=False)  # outside the write transaction: LMDB has one writer
         with env.begin(write=True) as txn:
+            meta = catalog.meta
             txn.put(b"format", version.to_bytes(8, "big"), db=meta)
+            if version >= CATALOG_CHECKSUMS_SINCE:
+                txn.put(
+                    b"formatx",
+                    struct.pack(">QI", version, zlib.crc32(b"formatx" + version.to_bytes(8, "big"))),
+                    db=meta,
+                )
+                return
+            topics = [(k, catalog._topic_value(k, v)) for k, v in txn.cursor(db=catalog.topics_db)]
+            cursors = [(k, catalog._cursor_value(k, v)) for k, v in txn.cursor(db=catalog.cursors_db)]
+            ledgers = [(k, catalog._ledger_count(k, v)) for k, v in txn.cursor(db=catalog.ledgers_db)]
+            counters = {k: catalog._counter_value(k, txn.get(k, db=meta)) for k in (b"next_topic", b"next_cursor")}
+            for key, (_, tid, last) in topics:
+                txn.put(key, msgpack.packb({"id": tid, "last": last}), db=catalog.topics_db)
+            for key, (_, _, cid, cfg) in cursors:
+                txn.put(key, msgpack.packb({"id": cid, "cfg": cfg}), db=catalog.cursors_db)
+            for key, count in ledgers:
+                txn.put(key, struct.pack(">q", count), db=catalog.ledgers_db)
+            for key, value in counters.items():
+                txn.put(key, struct.pack(">Q", value), db=meta)
+            txn.delete(b"formatx", db=meta)
+    finally:
+        env.close()
+
+
+def put_ledger_count(path: Path, topic_id: int, ledger: int, count: int) -> None:
+    """Write a well-formed directory entry for ``ledger`` (as a buggy writer would)."""
+    from ackstore.catalog import Catalog
+
+    env = lmdb.open(str(path), max_dbs=8)
+    try:
+        catalog = Catalog(env, path, create=False)
+        with env.begin(write=True) as txn:
+            catalog.put_ledger(txn, topic_id, ledger, count)
     finally:
         env.close()

@@ -67,16 +67,9 @@ def test_invariant_faults_are_found(store_path: Path) -> None:
         cur = topic.cursor("c")
         cur.ack([Position(1, 5), Position(1, 50)])
         store.flush()
-    # seal ledger 1 shorter than the persisted acks, behind the cursor's back (a buggy writer would)
-    import struct
-
-    import lmdb
-
-    env = lmdb.open(str(store_path), max_dbs=8)
-    db = env.open_db(b"ledgers")
-    with env.begin(write=True) as txn:
-        txn.put(struct.pack(">QQ", 0, 1), struct.pack(">q", 10), db=db)
-    env.close()
+    # seal ledger 1 shorter than the persisted acks, behind the cursor's back (a buggy writer
+    # would: a well-formed, checksummed directory entry)
+    rawlog.put_ledger_count(store_path, topic_id=0, ledger=1, count=10)
     findings = check(store_path)
     assert [f.kind for f in findings] == ["beyond-ledger-end"]
     check(store_path, fix=True)

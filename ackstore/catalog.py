@@ -1,0 +1,312 @@
+"""The catalog: topics, cursors, ledger directories and the meta keys, one codec each.
+
+Four named LMDB databases beside the record log:
+
+==========  ===============================  =================================================
+database    key                              value (format 3)
+==========  ===============================  =================================================
+``meta``    ``magic``                        ``b"ackstore"``
+            ``format``                       ``>Q`` format version (unchecksummed: older
+                                             releases read it to refuse a newer store)
+            ``formatx``                      ``>QI`` the same version + CRC32(key + value)
+            ``next_topic``, ``next_cursor``  ``>QI`` the next id + CRC32(key + value)
+``topics``  name key                         record envelope, type 3: ``[name, id, last id]``
+``cursors`` ``>Q`` topic id + name key       record envelope, type 4: ``[topic id, name, id,
+                                             config]``
+``ledgers`` ``>QQ`` topic id, ledger id      ``>BBqI``: type 5, version, entry count (-1 open),
+                                             CRC32(key + the first 10 bytes)
+==========  ===============================  =================================================
+
+A *name key* is the name's UTF-8 bytes, or for a name longer than ``_RAW_NAME_BYTES``
+(LMDB keys stop at 511 bytes) a NUL byte and its SHA-256: names never hold NUL, so the
+two forms cannot meet. Names are read back from the values, never from the keys.
+
+Every value is checked on read: its checksum, its type, and that it names the key it is
+stored under (a topic value carries its name, a cursor value its topic id and name, a
+ledger value's checksum covers its key), so one flipped bit is damage reported as
+:class:`~ackstore.errors.CorruptStoreError`, never another topic's or cursor's state.
+Formats 1 and 2 stored plain values (msgpack maps, ``>q`` counts, ``>Q`` counters); a
+reader decodes them as they are and a writer rewrites them once (:meth:`Catalog.migrate`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+import zlib
+from array import array
+from typing import Any
+
+import lmdb
+import msgpack
+
+from .config import CursorConfig
+from .directory import LedgerDirectory
+from .errors import CorruptRecordError, CorruptStoreError, FormatVersionError, NotAStoreError
+from .records import FORMAT_VERSION, decode_record, encode_record
+
+__all__ = ["Catalog", "CATALOG_CHECKSUMS_SINCE", "MAGIC", "name_key", "RECORD_TOPIC", "RECORD_CURSOR"]
+
+MAGIC = b"ackstore"
+#: the first format version whose catalog values carry checksums
+CATALOG_CHECKSUMS_SINCE = 3
+RECORD_TOPIC = 3
+RECORD_CURSOR = 4
+_LEDGER_TYPE = 5
+
+_U64 = struct.Struct(">Q")
+_I64 = struct.Struct(">q")
+_LEDGER_KEY = struct.Struct(">QQ")
+_LEDGER_VALUE = struct.Struct(">BBqI")
+_COUNTER = struct.Struct(">QI")
+#: names up to this many UTF-8 bytes are their own key (a cursor key adds 8 bytes: 511 in all)
+_RAW_NAME_BYTES = 503
+
+
+def name_key(name: str) -> bytes:
+    """The key bytes of a topic or cursor name (hashed past ``_RAW_NAME_BYTES``)."""
+    raw = name.encode()
+    if len(raw) <= _RAW_NAME_BYTES:
+        return raw
+    return b"\x00" + hashlib.sha256(raw).digest()
+
+
+def _counter(key: bytes, value: int) -> bytes:
+    return _COUNTER.pack(value, zlib.crc32(key + _U64.pack(value)))
+
+
+class Catalog:
+    """The catalog databases of one open environment, read and written in the store's format.
+
+    ``version`` is the store's format version: below ``CATALOG_CHECKSUMS_SINCE`` the values
+    are the plain ones of formats 1 and 2. Every method takes the transaction to work in.
+    """
+
+    def __init__(self, env: lmdb.Environment, path: object, create: bool) -> None:
+        self.path = path
+        self.meta = env.open_db(b"meta", create=create)
+        self.topics_db = env.open_db(b"topics", create=create)
+        self.cursors_db = env.open_db(b"cursors", create=create)
+        self.ledgers_db = env.open_db(b"ledgers", create=create)
+        self.version = FORMAT_VERSION
+
+    def _damaged(self, what: str) -> CorruptStoreError:
+        return CorruptStoreError(f"store {self.path}: {what}", self.path)
+
+    # -- meta --------------------------------------------------------------------------------
+
+    def init(self, txn: lmdb.Transaction) -> None:
+        """Write the meta keys of a new store."""
+        self.version = FORMAT_VERSION
+        txn.put(b"magic", MAGIC, db=self.meta)
+        txn.put(b"format", _U64.pack(FORMAT_VERSION), db=self.meta)
+        txn.put(b"formatx", _counter(b"formatx", FORMAT_VERSION), db=self.meta)
+        txn.put(b"next_topic", _counter(b"next_topic", 0), db=self.meta)
+        txn.put(b"next_cursor", _counter(b"next_cursor", 0), db=self.meta)
+
+    def read_format(self, txn: lmdb.Transaction) -> int:
+        """The store's format version (also kept in ``self.version``); raises unless this ackstore reads it."""
+        magic = txn.get(b"magic", db=self.meta)
+        fmt = txn.get(b"format", db=self.meta)
+        if magic != MAGIC or fmt is None or len(fmt) != 8:
+            raise NotAStoreError(f"{self.path} holds an LMDB environment that is not an ackstore store")
+        version = int(_U64.unpack(fmt)[0])
+        checked = txn.get(b"formatx", db=self.meta)
+        if checked is not None:
+            if self._counter_value(b"formatx", checked) != version:
+                raise self._damaged(f"the format version ({version}) does not match its checksummed copy")
+        elif CATALOG_CHECKSUMS_SINCE <= version <= FORMAT_VERSION:
+            raise self._damaged(f"format {version} but its checksummed copy is missing")
+        if version > FORMAT_VERSION:
+            raise FormatVersionError(
+                f"store {self.path} has format version {version}; this ackstore reads up to {FORMAT_VERSION}: "
+                "upgrade ackstore"
+            )
+        self.version = version
+        return version
+
+    def _counter_value(self, key: bytes, raw: bytes | None) -> int:
+        if raw is None:
+            raise self._damaged(f"the meta key {key.decode()} is missing")
+        if self.version < CATALOG_CHECKSUMS_SINCE and key != b"formatx":
+            return int(_U64.unpack(raw)[0]) if len(raw) == 8 else self._bad_counter(key)
+        if len(raw) != _COUNTER.size:
+            return self._bad_counter(key)
+        value, crc = _COUNTER.unpack(raw)
+        if zlib.crc32(key + raw[:8]) != crc:
+            return self._bad_counter(key)
+        return int(value)
+
+    def _bad_counter(self, key: bytes) -> int:
+        raise self._damaged(f"the meta key {key.decode()} is damaged (checksum or size)")
+
+    def next_id(self, txn: lmdb.Transaction, key: bytes) -> int:
+        """Take the next topic or cursor id (``key`` is ``next_topic`` or ``next_cursor``)."""
+        value = self._counter_value(key, txn.get(key, db=self.meta))
+        txn.put(key, _counter(key, value + 1), db=self.meta)
+        return value
+
+    def migrate(self, txn: lmdb.Transaction) -> None:
+        """Rewrite a format 1/2 catalog with checksums and raise the store to this format.
+
+        An older ackstore then refuses the store (FormatVersionError) instead of misreading
+        it. Replayable: it reads the old form and writes the new one in the same transaction.
+        """
+        old = self.version
+        if old >= CATALOG_CHECKSUMS_SINCE:
+            txn.put(b"format", _U64.pack(FORMAT_VERSION), db=self.meta)
+            txn.put(b"formatx", _counter(b"formatx", FORMAT_VERSION), db=self.meta)
+            self.version = FORMAT_VERSION
+            return
+        topics = [(key, self._topic_value(key, value)) for key, value in txn.cursor(db=self.topics_db)]
+        cursors = [(key, self._cursor_value(key, value)) for key, value in txn.cursor(db=self.cursors_db)]
+        ledgers = [(key, self._ledger_count(key, value)) for key, value in txn.cursor(db=self.ledgers_db)]
+        counters = {k: self._counter_value(k, txn.get(k, db=self.meta)) for k in (b"next_topic", b"next_cursor")}
+        self.version = FORMAT_VERSION
+        for key, (name, tid, last) in topics:
+            txn.put(key, self._encode_topic(name, tid, last), db=self.topics_db)
+        for key, (tid, name, cid, cfg) in cursors:
+            txn.put(key, self._encode_cursor(tid, name, cid, cfg), db=self.cursors_db)
+        for key, count in ledgers:
+            txn.put(key, self._encode_ledger(key, count), db=self.ledgers_db)
+        for key, value in counters.items():
+            txn.put(key, _counter(key, value), db=self.meta)
+        txn.put(b"format", _U64.pack(FORMAT_VERSION), db=self.meta)
+        txn.put(b"formatx", _counter(b"formatx", FORMAT_VERSION), db=self.meta)
+
+    # -- topics ------------------------------------------------------------------------------
+
+    def _encode_topic(self, name: str, tid: int, last: int) -> bytes:
+        return encode_record(RECORD_TOPIC, msgpack.packb([name, tid, last]))
+
+    def _topic_value(self, key: bytes, raw: bytes) -> tuple[str, int, int]:
+        """``(name, topic id, last ledger id)`` of a topics value stored under ``key``."""
+        try:
+            if self.version < CATALOG_CHECKSUMS_SINCE:
+                obj = msgpack.unpackb(raw)
+                name, tid, last = key.decode(), obj["id"], obj["last"]
+            else:
+                rtype, body = decode_record(raw)
+                if rtype != RECORD_TOPIC:
+                    raise CorruptRecordError(f"type {rtype}, not a topic entry")
+                name, tid, last = body
+            if not (isinstance(name, str) and type(tid) is int and type(last) is int and tid >= 0):
+                raise CorruptRecordError("fields have the wrong types")
+            if name_key(name) != key:
+                raise CorruptRecordError(f"it names topic {name!r}, not the one it is stored under")
+        except Exception as exc:
+            raise self._damaged(f"the catalog entry of topic key {_show(key)} is damaged ({exc})") from None
+        return name, tid, last
+
+    def topic(self, txn: lmdb.Transaction, name: str) -> tuple[int, int] | None:
+        """``(topic id, last ledger id)`` of topic ``name``, or None if there is none."""
+        key = name_key(name)
+        raw = txn.get(key, db=self.topics_db)
+        if raw is None:
+            return None
+        _, tid, last = self._topic_value(key, raw)
+        return tid, last
+
+    def put_topic(self, txn: lmdb.Transaction, name: str, tid: int, last: int) -> None:
+        txn.put(name_key(name), self._encode_topic(name, tid, last), db=self.topics_db)
+
+    def topic_names(self, txn: lmdb.Transaction) -> list[str]:
+        """Every topic's name, sorted."""
+        return sorted(self._topic_value(key, raw)[0] for key, raw in txn.cursor(db=self.topics_db))
+
+    # -- cursors -----------------------------------------------------------------------------
+
+    def _encode_cursor(self, tid: int, name: str, cid: int, cfg: dict[str, Any]) -> bytes:
+        return encode_record(RECORD_CURSOR, msgpack.packb([tid, name, cid, cfg]))
+
+    def _cursor_value(self, key: bytes, raw: bytes) -> tuple[int, str, int, dict[str, Any]]:
+        """``(topic id, name, cursor id, config object)`` of a cursors value stored under ``key``."""
+        try:
+            if self.version < CATALOG_CHECKSUMS_SINCE:
+                obj = msgpack.unpackb(raw)
+                tid, name, cid, cfg = _U64.unpack(key[:8])[0], key[8:].decode(), obj["id"], obj["cfg"]
+            else:
+                rtype, body = decode_record(raw)
+                if rtype != RECORD_CURSOR:
+                    raise CorruptRecordError(f"type {rtype}, not a cursor entry")
+                tid, name, cid, cfg = body
+            if not (isinstance(name, str) and type(tid) is int and type(cid) is int and isinstance(cfg, dict)):
+                raise CorruptRecordError("fields have the wrong types")
+            if cid < 0 or _U64.pack(tid) + name_key(name) != key:
+                raise CorruptRecordError(f"it names cursor {name!r} of topic id {tid}, not the one it is stored under")
+        except Exception as exc:
+            raise self._damaged(f"the catalog entry of cursor key {_show(key)} is damaged ({exc})") from None
+        return tid, name, cid, cfg
+
+    def cursor(self, txn: lmdb.Transaction, tid: int, name: str) -> tuple[int, CursorConfig] | None:
+        """``(cursor id, config)`` of cursor ``name`` of topic ``tid``, or None if there is none."""
+        key = _U64.pack(tid) + name_key(name)
+        raw = txn.get(key, db=self.cursors_db)
+        if raw is None:
+            return None
+        _, _, cid, cfg = self._cursor_value(key, raw)
+        try:
+            return cid, CursorConfig.from_obj(cfg)
+        except Exception as exc:
+            raise self._damaged(f"cursor {name!r} has a configuration this ackstore refuses ({exc})") from None
+
+    def put_cursor(self, txn: lmdb.Transaction, tid: int, name: str, cid: int, config: CursorConfig) -> None:
+        txn.put(
+            _U64.pack(tid) + name_key(name), self._encode_cursor(tid, name, cid, config.to_obj()), db=self.cursors_db
+        )
+
+    def cursor_entries(self, txn: lmdb.Transaction, tid: int) -> list[tuple[str, int]]:
+        """``[(name, cursor id)]`` of topic ``tid``, sorted by name."""
+        prefix = _U64.pack(tid)
+        cur = txn.cursor(db=self.cursors_db)
+        out = []
+        if cur.set_range(prefix):
+            for key, raw in cur:
+                if not key.startswith(prefix):
+                    break
+                _, name, cid, _ = self._cursor_value(key, raw)
+                out.append((name, cid))
+        return sorted(out)
+
+    # -- ledger directories ------------------------------------------------------------------
+
+    def _encode_ledger(self, key: bytes, count: int) -> bytes:
+        head = _LEDGER_VALUE.pack(_LEDGER_TYPE, FORMAT_VERSION, count, 0)[:10]
+        return head + struct.pack(">I", zlib.crc32(key + head))
+
+    def _ledger_count(self, key: bytes, raw: bytes) -> int:
+        if self.version < CATALOG_CHECKSUMS_SINCE:
+            if len(raw) == 8:
+                return int(_I64.unpack(raw)[0])
+        elif len(raw) == _LEDGER_VALUE.size:
+            rtype, _, count, crc = _LEDGER_VALUE.unpack(raw)
+            if rtype == _LEDGER_TYPE and zlib.crc32(key + raw[:10]) == crc and count >= -1:
+                return int(count)
+        tid, ledger = _LEDGER_KEY.unpack(key) if len(key) == 16 else (-1, -1)
+        raise self._damaged(f"the directory entry of ledger {ledger} of topic id {tid} is damaged (checksum)")
+
+    def put_ledger(self, txn: lmdb.Transaction, tid: int, ledger: int, count: int) -> None:
+        key = _LEDGER_KEY.pack(tid, ledger)
+        txn.put(key, self._encode_ledger(key, count) if self.version >= 3 else _I64.pack(count), db=self.ledgers_db)
+
+    def delete_ledgers(self, txn: lmdb.Transaction, tid: int, ledgers: list[int]) -> None:
+        for ledger in ledgers:
+            txn.delete(_LEDGER_KEY.pack(tid, ledger), db=self.ledgers_db)
+
+    def load_directory(self, txn: lmdb.Transaction, tid: int, last_id: int) -> LedgerDirectory:
+        """Topic ``tid``'s ledger directory. O(ledgers)."""
+        ids, counts = array("q"), array("q")
+        cur = txn.cursor(db=self.ledgers_db)
+        prefix = _U64.pack(tid)
+        if cur.set_range(prefix):
+            for key, value in cur:
+                if not key.startswith(prefix):
+                    break
+                ids.append(_LEDGER_KEY.unpack(key)[1])
+                counts.append(self._ledger_count(key, value))
+        return LedgerDirectory(ids, counts, last_id)
+
+
+def _show(key: bytes) -> str:
+    text = key.decode(errors="replace")
+    return repr(text if len(text) <= 80 else text[:77] + "...")
