@@ -210,9 +210,18 @@ class Catalog:
     def put_topic(self, txn: lmdb.Transaction, name: str, tid: int, last: int) -> None:
         txn.put(name_key(name), self._encode_topic(name, tid, last), db=self.topics_db)
 
-    def topic_names(self, txn: lmdb.Transaction) -> list[str]:
-        """Every topic's name, sorted."""
-        return sorted(self._topic_value(key, raw)[0] for key, raw in txn.cursor(db=self.topics_db))
+    def topic_names(self, txn: lmdb.Transaction, damaged: list[str] | None = None) -> list[str]:
+        """Every topic's name, sorted. With a ``damaged`` list, a damaged entry is described
+        there and left out instead of raising (``check`` reports them)."""
+        names = []
+        for key, raw in txn.cursor(db=self.topics_db):
+            try:
+                names.append(self._topic_value(key, raw)[0])
+            except CorruptStoreError as exc:
+                if damaged is None:
+                    raise
+                damaged.append(str(exc))
+        return sorted(names)
 
     # -- cursors -----------------------------------------------------------------------------
 
@@ -255,8 +264,10 @@ class Catalog:
             _U64.pack(tid) + name_key(name), self._encode_cursor(tid, name, cid, config.to_obj()), db=self.cursors_db
         )
 
-    def cursor_entries(self, txn: lmdb.Transaction, tid: int) -> list[tuple[str, int]]:
-        """``[(name, cursor id)]`` of topic ``tid``, sorted by name."""
+    def cursor_entries(
+        self, txn: lmdb.Transaction, tid: int, damaged: list[str] | None = None
+    ) -> list[tuple[str, int]]:
+        """``[(name, cursor id)]`` of topic ``tid``, sorted by name (``damaged``: as in topic_names)."""
         prefix = _U64.pack(tid)
         cur = txn.cursor(db=self.cursors_db)
         out = []
@@ -264,7 +275,13 @@ class Catalog:
             for key, raw in cur:
                 if not key.startswith(prefix):
                     break
-                _, name, cid, _ = self._cursor_value(key, raw)
+                try:
+                    _, name, cid, _ = self._cursor_value(key, raw)
+                except CorruptStoreError as exc:
+                    if damaged is None:
+                        raise
+                    damaged.append(str(exc))
+                    continue
                 out.append((name, cid))
         return sorted(out)
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 
 import lmdb
 
-from .errors import CorruptRecordError, InvalidArgumentError
+from .errors import CorruptRecordError, CorruptStoreError, InvalidArgumentError
 from .records import decode_ledger, decode_record, log_key, split_log_key
 from .recover import recover_cursor
 from .store import AckStore, Topic
@@ -27,6 +27,7 @@ from .store import AckStore, Topic
 __all__ = ["Finding", "check", "FINDING_KINDS"]
 
 FINDING_KINDS = (
+    "corrupt-catalog",  # a topic, cursor or ledger-directory entry fails its checksum (not fixable in place)
     "corrupt-record",  # a record fails its checksum or does not decode
     "broken-marker",  # a marker whose chain or references are not intact (recovery skips it)
     "no-intact-marker",  # the cursor has records but no marker recovery can start from
@@ -75,15 +76,28 @@ def check(
     try:
         findings: list[Finding] = []
         broken: list[tuple[Topic, str]] = []
-        for topic_name in s.topics():
-            topic = s.topic(topic_name)
-            for name in topic.cursors():
-                found = _check_cursor(s, topic, name)
+        damaged: list[str] = []
+        catalog = s._catalog
+        for topic_name in s._read(lambda txn: catalog.topic_names(txn, damaged)):
+            try:
+                topic = s.topic(topic_name)
+            except CorruptStoreError as exc:
+                findings.append(Finding("corrupt-catalog", topic_name, "", str(exc)))
+                continue
+            tid = topic.topic_id
+            names = [n for n, _ in s._read(lambda txn, tid=tid: catalog.cursor_entries(txn, tid, damaged))]
+            for name in names:
+                try:
+                    found = _check_cursor(s, topic, name)
+                except CorruptStoreError as exc:
+                    findings.append(Finding("corrupt-catalog", topic_name, name, str(exc)))
+                    continue
                 if found:
                     broken.append((topic, name))
                 findings.extend(found)
                 if progress is not None:
                     progress(topic_name, name)
+        findings.extend(Finding("corrupt-catalog", "", "", message) for message in damaged)
         if fix and broken:
             findings = _fix(s, broken, findings)
         return findings

@@ -10,6 +10,8 @@ from .errors import InvalidArgumentError, InvalidTypeError
 __all__ = ["CursorConfig"]
 
 MiB = 1 << 20
+#: the largest value an int setting takes (it is persisted as a signed 64-bit int)
+MAX_SETTING = (1 << 63) - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,14 +40,15 @@ class CursorConfig:
                     raise InvalidTypeError(f"CursorConfig.{f.name} must be an int, got {value!r}")
             elif type(value) is not bool:
                 raise InvalidTypeError(f"CursorConfig.{f.name} must be a bool, got {value!r}")
-        if self.max_individual_ack_cache_bytes < 0:
+        if not 0 <= self.max_individual_ack_cache_bytes <= MAX_SETTING:
             raise InvalidArgumentError(
-                f"CursorConfig.max_individual_ack_cache_bytes={self.max_individual_ack_cache_bytes}: allowed >= 0"
+                f"CursorConfig.max_individual_ack_cache_bytes={self.max_individual_ack_cache_bytes}: "
+                f"allowed 0..{MAX_SETTING}"
             )
-        if self.max_unacked_ranges_to_persist < 0:
+        if not 0 <= self.max_unacked_ranges_to_persist <= MAX_SETTING:
             raise InvalidArgumentError(
                 f"CursorConfig.max_unacked_ranges_to_persist={self.max_unacked_ranges_to_persist}: "
-                "allowed >= 0 (0 = no limit)"
+                f"allowed 0..{MAX_SETTING} (0 = no limit)"
             )
         if not 1 <= self.full_marker_every <= 1_000_000:
             raise InvalidArgumentError(f"CursorConfig.full_marker_every={self.full_marker_every}: allowed 1..1000000")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, fields, replace
 from operator import itemgetter
@@ -48,6 +49,8 @@ __all__ = ["Cursor", "MAX_BATCH_SIZE"]
 
 #: The largest batch a batch-index ack accepts.
 MAX_BATCH_SIZE = 1 << 16
+#: The longest property key, in UTF-8 bytes.
+MAX_PROPERTY_KEY_BYTES = 1024
 
 log = logging.getLogger("ackstore")
 
@@ -398,10 +401,7 @@ class Cursor:
             if not items:
                 return
             if len(items) == 1:
-                try:
-                    ledger, entry = items[0]
-                except (TypeError, ValueError):
-                    raise InvalidTypeError(f"expected a Position(ledger, entry), got {items[0]!r}") from None
+                ledger, entry = _pair(items[0])
                 self._ack_one(ledger, entry)
                 return
             self._apply_groups(self._group(items))
@@ -416,6 +416,18 @@ class Cursor:
         with self._lock:
             self._alive()
             limit = self._limit(ledger)
+            if not isinstance(entries, (BitMap, range, array)) and getattr(
+                getattr(entries, "dtype", None), "kind", ""
+            ) not in ("i", "u"):
+                try:
+                    entries = list(entries)
+                except TypeError:
+                    raise InvalidTypeError(f"entries must be an iterable of ints, got {entries!r}") from None
+                if not set(map(type, entries)) <= {int}:
+                    bad = next(e for e in entries if type(e) is not int)
+                    raise InvalidTypeError(f"entry must be an int, got {bad!r} ({type(bad).__name__})")
+            elif isinstance(entries, array) and entries.typecode in "fd":
+                raise InvalidTypeError(f"entries must be ints, got an array of typecode {entries.typecode!r}")
             try:
                 bm = BitMap(entries)  # a copy: it is trimmed below M before use
             except (TypeError, OverflowError, ValueError):
@@ -483,8 +495,12 @@ class Cursor:
         if ledger == md_l and entry == md_e + 1:
             self._advance()
 
-    def _group(self, items: Iterable[Any]) -> list[tuple[int, BitMap]]:
+    def _group(self, items: list[Any] | tuple[Any, ...]) -> list[tuple[int, BitMap]]:
         """Validate ``items`` and group their entries per ledger as bitmaps."""
+        if set(map(type, items)) != {Position}:  # Positions are checked when made; anything else here
+            for item in items:
+                if type(item) is not Position:
+                    _pair(item)
         try:
             ledgers = set(map(_first, items))
             if len(ledgers) == 1:
@@ -603,10 +619,11 @@ class Cursor:
 
     def batch_acked_indexes(self, position: Position) -> frozenset[int] | None:
         """Acked indexes of a partially acknowledged batch entry, or None if there is no partial batch."""
+        ledger, entry = _pair(position)
         with self._lock:
             self._open()
-            la = self._get(position[0]) if tuple(position) > self._md else None
-            part = la.batches.get(position[1]) if la is not None else None
+            la = self._get(ledger) if (ledger, entry) > self._md else None
+            part = la.batches.get(entry) if la is not None else None
             if part is None:
                 return None
             size, mask = part
@@ -730,6 +747,15 @@ class Cursor:
         """Set an integer property; persisted by the next flush."""
         if not isinstance(key, str) or not key:
             raise InvalidTypeError(f"property key must be a non-empty str, got {key!r}")
+        try:
+            size = len(key.encode())
+        except UnicodeEncodeError:
+            size = -1
+        if not 1 <= size <= MAX_PROPERTY_KEY_BYTES:
+            raise InvalidArgumentError(
+                f"property key {key!r} is not allowed: allowed 1..{MAX_PROPERTY_KEY_BYTES} UTF-8 bytes "
+                "(valid Unicode, no lone surrogates)"
+            )
         if type(value) is not int or not -(1 << 63) <= value < (1 << 63):
             raise InvalidArgumentError(f"property {key!r} value must be a 64-bit int, got {value!r}")
         with self._lock:
@@ -886,13 +912,27 @@ class Cursor:
         self._meta_dirty = False
 
     def _capture(self) -> _Capture | None:
-        """Serialize what changed since the last marker. Store lock held."""
+        """Serialize what changed since the last marker. Store lock held.
+
+        Exception-safe: if encoding fails, everything taken from the pending sets is put
+        back before the exception leaves, so the cursor is exactly as dirty as before.
+        """
         dirty, self._dirty = self._dirty, set()
         vanished, self._vanished = self._vanished, set()
         unmarked, self._unmarked = self._unmarked, set()
         meta_dirty, self._meta_dirty = self._meta_dirty, False
         if not dirty and not meta_dirty and not unmarked and not any(v in self._index for v in vanished):
             return None
+        try:
+            return self._capture_pending(dirty, vanished, unmarked, meta_dirty)
+        except BaseException:
+            self._dirty |= dirty
+            self._vanished |= vanished
+            self._unmarked |= unmarked
+            self._meta_dirty = self._meta_dirty or meta_dirty
+            raise
+
+    def _capture_pending(self, dirty: set[int], vanished: set[int], unmarked: set[int], meta_dirty: bool) -> _Capture:
         limit = self._config.max_unacked_ranges_to_persist
         if limit and self._range_count > limit:
             return self._capture_truncated(dirty, vanished, unmarked, meta_dirty, limit)
@@ -1138,6 +1178,17 @@ class Cursor:
             assert exact <= cache.budget + largest, (exact, cache.budget, largest)
             for ledger in self._dirty:
                 assert ledger in cache.loaded
+
+
+def _pair(item: Any) -> tuple[int, int]:
+    """``(ledger, entry)`` of a Position or a 2-tuple of ints; a typed error for anything else."""
+    try:
+        ledger, entry = item
+    except (TypeError, ValueError):
+        raise InvalidTypeError(f"expected a Position(ledger, entry), got {item!r}") from None
+    if type(ledger) is not int or type(entry) is not int:
+        raise InvalidTypeError(f"expected a Position(ledger, entry) of ints, got {item!r}")
+    return ledger, entry
 
 
 def _describe(d: LedgerDirectory) -> str:

@@ -43,6 +43,7 @@ from .config import CursorConfig
 from .cursor import Cursor, _Capture
 from .directory import OPEN, LedgerDirectory
 from .errors import (
+    AckStoreError,
     InvalidArgumentError,
     InvalidTypeError,
     NotAStoreError,
@@ -65,6 +66,8 @@ log = logging.getLogger("ackstore")
 DEFAULT_MAP_SIZE = 64 << 20
 #: the largest map a store may ask for (1 PiB; LMDB needs address space for it)
 MAX_MAP_SIZE = 1 << 50
+#: the longest background flush interval, in seconds (one day)
+MAX_FLUSH_INTERVAL = 86_400.0
 LOCK_FILE = "ackstore.lock"
 _MAX_NAME_BYTES = 1024
 
@@ -261,16 +264,24 @@ class AckStore:
         for flag, value in (("sync", sync), ("metasync", metasync), ("readonly", readonly)):
             if type(value) is not bool:
                 raise InvalidTypeError(f"{flag} must be a bool, got {value!r}")
-        if type(map_size) is not int or map_size < 1 << 16:
-            raise InvalidArgumentError(f"map_size={map_size!r} is not allowed: allowed an int >= 65536 bytes")
+        if type(map_size) is not int or not 1 << 16 <= map_size <= MAX_MAP_SIZE:
+            raise InvalidArgumentError(
+                f"map_size={map_size!r} is not allowed: allowed an int of 65536..{MAX_MAP_SIZE} bytes"
+            )
         if flush_interval is not None and (
-            not isinstance(flush_interval, (int, float)) or isinstance(flush_interval, bool) or flush_interval <= 0
+            not isinstance(flush_interval, (int, float))
+            or isinstance(flush_interval, bool)
+            or not 0 < flush_interval <= MAX_FLUSH_INTERVAL  # also refuses nan
         ):
-            raise InvalidArgumentError(f"flush_interval={flush_interval!r}: allowed None or seconds > 0")
+            raise InvalidArgumentError(
+                f"flush_interval={flush_interval!r}: allowed None or seconds in (0, {MAX_FLUSH_INTERVAL}]"
+            )
         if verify not in ("keys", "all", "loaded"):
             raise InvalidArgumentError(f"verify={verify!r} is not allowed: allowed 'keys', 'all', 'loaded'")
-        if cache_bytes is not None and (type(cache_bytes) is not int or cache_bytes < 0):
-            raise InvalidArgumentError(f"cache_bytes={cache_bytes!r} is not allowed: allowed None or an int >= 0")
+        if cache_bytes is not None and (type(cache_bytes) is not int or not 0 <= cache_bytes <= sys.maxsize):
+            raise InvalidArgumentError(
+                f"cache_bytes={cache_bytes!r} is not allowed: allowed None or an int of 0..{sys.maxsize}"
+            )
         if cursor_defaults is not None and not isinstance(cursor_defaults, CursorConfig):
             raise InvalidTypeError(f"cursor_defaults must be a CursorConfig, got {type(cursor_defaults).__name__}")
         self = cls()
@@ -587,12 +598,26 @@ class AckStore:
         with self._flush_lock:
             with self._lock:
                 self._alive()
-                caps = [
-                    cap
-                    for topic in self._topics.values()
-                    for cur in topic._cursors.values()
-                    if (cap := cur._capture()) is not None
-                ]
+                caps: list[_Capture] = []
+                cur = None
+                try:
+                    for topic in self._topics.values():
+                        for cur in topic._cursors.values():
+                            cap = cur._capture()
+                            if cap is not None:
+                                caps.append(cap)
+                except BaseException as exc:
+                    # every cursor captured so far gets its pending state back (the failing one
+                    # put its own back): nothing is lost, the next flush tries again
+                    for cap in caps:
+                        cap.cursor._abort(cap)
+                    if isinstance(exc, Exception) and not isinstance(exc, AckStoreError):
+                        where = f"{cur.topic.name}/{cur.name}" if cur is not None else "?"
+                        raise StoreError(
+                            f"flush of store {self.path} failed while encoding cursor {where}, nothing was "
+                            f"written; every cursor keeps its state and the next flush retries: {exc!r}"
+                        ) from exc
+                    raise
             if not caps:
                 return FlushStats(0, 0, 0, 0, 0, 0, time.perf_counter() - started, 0)
             grows_before = self.map_grows
