@@ -416,9 +416,7 @@ class Cursor:
         with self._lock:
             self._alive()
             limit = self._limit(ledger)
-            if not isinstance(entries, (BitMap, range, array)) and getattr(
-                getattr(entries, "dtype", None), "kind", ""
-            ) not in ("i", "u"):
+            if not (isinstance(entries, (BitMap, range, array)) or _int_dtype(entries)):
                 try:
                     entries = list(entries)
                 except TypeError:
@@ -1178,6 +1176,11 @@ class Cursor:
             assert exact <= cache.budget + largest, (exact, cache.budget, largest)
             for ledger in self._dirty:
                 assert ledger in cache.loaded
+
+
+def _int_dtype(obj: Any) -> bool:
+    """True for a numpy-like array of integers (taken without a Python int per entry)."""
+    return getattr(getattr(obj, "dtype", None), "kind", "") in ("i", "u")
 
 
 def _pair(item: Any) -> tuple[int, int]:
