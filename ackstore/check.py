@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 
 import lmdb
 
@@ -68,7 +69,7 @@ def check(
     """
     opened = not isinstance(store, AckStore)
     if opened:
-        s = AckStore.open(store, readonly=not fix, verify="all")  # type: ignore[arg-type]
+        s = AckStore.open(store, readonly=not fix, verify="all", create=False)  # type: ignore[arg-type]
     else:
         s = store  # type: ignore[assignment]
         if fix and s.readonly:
@@ -84,8 +85,7 @@ def check(
             except CorruptStoreError as exc:
                 findings.append(Finding("corrupt-catalog", topic_name, "", str(exc)))
                 continue
-            tid = topic.topic_id
-            names = [n for n, _ in s._read(lambda txn, tid=tid: catalog.cursor_entries(txn, tid, damaged))]
+            names = [n for n, _ in s._read(partial(catalog.cursor_entries, tid=topic.topic_id, damaged=damaged))]
             for name in names:
                 try:
                     found = _check_cursor(s, topic, name)

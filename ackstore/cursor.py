@@ -18,6 +18,7 @@ import threading
 from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, fields, replace
+from functools import partial
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Literal, overload
 
@@ -37,7 +38,7 @@ from .ledger_acks import LedgerAcks, count_runs, run_end
 from .ledger_cache import ACK_CHARGE, LedgerCache
 from .position import MAX_ENTRY, Position, _trusted
 from .records import IndexEntry, Marker, encode_ledger, encode_marker, log_key
-from .recover import RecoveredState, log_usage, read_ledger_record
+from .recover import MissingRecordError, RecoveredState, log_usage, read_ledger_record, recover_cursor
 from .revision import CursorStateRevisionController
 from .stats import CursorStats, LogUsage, RecoveryReport
 
@@ -91,7 +92,17 @@ class Cursor:
         self.name = name
         self.cursor_id = cursor_id
         self._config = config
-        self._cache = LedgerCache(config.max_individual_ack_cache_bytes, topic._store._pool)
+        #: PIP-269: one controller per cursor, shared by every component that reads it
+        self.revision_controller = CursorStateRevisionController()
+        self._flushes = 0
+        self._last_flush_bytes = 0
+        self._total_flush_bytes = 0
+        self._adopt(state)
+
+    def _adopt(self, state: RecoveredState) -> None:
+        """Start from a recovered state (at open; a read-only store also when it refreshes)."""
+        topic = self._topic
+        self._cache = LedgerCache(self._config.max_individual_ack_cache_bytes, topic._store._pool)
         for ledger, la in state.ledgers.items():
             self._cache.add(ledger, la)
         self._cache.swapped = set(state.swapped)
@@ -102,11 +113,6 @@ class Cursor:
         self._meta_dirty = False
         self._next_seq = state.next_seq
         self._recovery: RecoveryReport = state.report
-        #: PIP-269: one controller per cursor, shared by every component that reads it
-        self.revision_controller = CursorStateRevisionController()
-        self._flushes = 0
-        self._last_flush_bytes = 0
-        self._total_flush_bytes = 0
         resolved = state.resolved
         d = topic._directory
         if resolved is None:
@@ -247,18 +253,61 @@ class Cursor:
             cache.loaded.move_to_end(ledger)
             return la
         if ledger in cache.swapped:
-            return self._swap_in(ledger)
+            la = self._swap_in(ledger)
+            if la is not None or not create:
+                return la
+            cache = self._cache
         if create:
             la = LedgerAcks()
             cache.add(ledger, la)
             return la
         return None
 
-    def _swap_in(self, ledger: int) -> LedgerAcks:
+    def _read_record(self, ledger: int) -> LedgerAcks | None:
+        """Read a swapped-out ledger's record. Lock held.
+
+        A read-only store whose writer trimmed the record since this cursor's marker was
+        read refreshes to the newest flushed state and reads again (None: the ledger has
+        no acks there any more); only a record missing from that state too is an error.
+        """
+        store = self._store
+        try:
+            return self._fetch(ledger)
+        except MissingRecordError:
+            if not store.readonly:
+                raise
+        for _ in range(3):
+            state = store._read(
+                partial(
+                    recover_cursor,
+                    db=store._log,
+                    cursor_id=self.cursor_id,
+                    budget=self._cache.budget,
+                    verify=store._verify,
+                )
+            )
+            self._cache.clear()
+            self._adopt(state)
+            if ledger in self._cache.loaded:
+                return self._cache.loaded[ledger]
+            if ledger not in self._cache.swapped:
+                return None
+            try:
+                return self._fetch(ledger)
+            except MissingRecordError:
+                continue
+        raise MissingRecordError(f"ledger {ledger}'s record of cursor {self.name!r} keeps vanishing under this reader")
+
+    def _fetch(self, ledger: int) -> LedgerAcks:
+        store, entry, cid = self._store, self._index[ledger], self.cursor_id
+        return store._read(lambda txn: read_ledger_record(txn, store._log, cid, ledger, entry))
+
+    def _swap_in(self, ledger: int) -> LedgerAcks | None:
         """Load a swapped-out ledger whole, evicting least recently used ones to make room."""
-        store, cache = self._store, self._cache
-        entry = self._index[ledger]
-        la = store._read(lambda txn: read_ledger_record(txn, store._log, self.cursor_id, ledger, entry))
+        la = self._read_record(ledger)
+        if la is None or ledger in self._cache.loaded:  # a read-only refresh settled it
+            return la
+        cache = self._cache
         self._fit(incoming=la.nbytes(), keep=(ledger,))
         cache.swapped.discard(ledger)
         cache.add(ledger, la)
@@ -729,8 +778,7 @@ class Cursor:
         la = self._cache.loaded.get(ledger)
         if la is not None or ledger not in self._cache.swapped:
             return la
-        store, entry = self._store, self._index[ledger]
-        return store._read(lambda txn: read_ledger_record(txn, store._log, self.cursor_id, ledger, entry))
+        return self._read_record(ledger)
 
     def _open(self) -> None:
         if self._store._closed:

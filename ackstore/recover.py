@@ -29,7 +29,19 @@ from .records import (
 )
 from .stats import LogUsage, RecoveryReport
 
-__all__ = ["RecoveredState", "recover_cursor", "resolve_marker", "ResolvedMarker", "read_ledger_record", "log_usage"]
+__all__ = [
+    "MissingRecordError",
+    "RecoveredState",
+    "recover_cursor",
+    "resolve_marker",
+    "ResolvedMarker",
+    "read_ledger_record",
+    "log_usage",
+]
+
+
+class MissingRecordError(CorruptRecordError):
+    """A record a marker references is not in the log (trimmed under a reader, or lost)."""
 
 
 @dataclass(slots=True)
@@ -109,7 +121,7 @@ def _read_ledger(
 ) -> tuple[LedgerAcks, int]:
     value = txn.get(log_key(cursor_id, seq), db=db)
     if value is None:
-        raise CorruptRecordError(f"marker {marker_seq}: ledger {ledger}'s record {seq} is missing")
+        raise MissingRecordError(f"marker {marker_seq}: ledger {ledger}'s record {seq} is missing")
     try:
         found, acks = decode_ledger(value)
     except CorruptRecordError as exc:
@@ -232,9 +244,7 @@ def read_ledger_record(
     try:
         acks, _ = _read_ledger(txn, db, cursor_id, entry.seq, ledger, entry.runs, -1)
     except CorruptRecordError as exc:
-        raise CorruptRecordError(
-            f"{str(exc).replace('marker -1: ', '')}; run 'ackstore check --fix' on the store"
-        ) from None
+        raise type(exc)(f"{str(exc).replace('marker -1: ', '')}; run 'ackstore check --fix' on the store") from None
     return acks
 
 

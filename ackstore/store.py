@@ -54,7 +54,9 @@ from .errors import (
     UnknownCursorError,
     UnknownTopicError,
 )
+from .fileio import create_new_file
 from .ledger_cache import CachePool
+from .lmdb_errors import translate
 from .records import FORMAT_VERSION, log_key, split_log_key
 from .recover import log_usage, recover_cursor
 from .stats import CompactStats, FlushStats
@@ -245,6 +247,7 @@ class AckStore:
         cursor_defaults: CursorConfig | None = None,
         cache_bytes: int | None = None,
         verify: str = "keys",
+        create: bool = True,
     ) -> AckStore:
         """Create or open the store in directory ``path``.
 
@@ -260,8 +263,10 @@ class AckStore:
           checksum (reads the whole state), ``"loaded"`` nothing (fastest; a damaged record
           then raises CorruptRecordError when its ledger is first needed). Loaded records
           are always checksummed, and recovery falls back past any marker that fails.
+        - ``create``: make a new store when ``path`` holds none (default); with False a path
+          without a store raises NotAStoreError (maintenance tools use it).
         """
-        for flag, value in (("sync", sync), ("metasync", metasync), ("readonly", readonly)):
+        for flag, value in (("sync", sync), ("metasync", metasync), ("readonly", readonly), ("create", create)):
             if type(value) is not bool:
                 raise InvalidTypeError(f"{flag} must be a bool, got {value!r}")
         if type(map_size) is not int or not 1 << 16 <= map_size <= MAX_MAP_SIZE:
@@ -301,7 +306,7 @@ class AckStore:
         self.last_flush = None
         self.last_flush_error = None
         self.map_grows = 0
-        self._env = self._open_env(map_size, sync, metasync)
+        self._env = self._open_env(map_size, sync, metasync, create)
         self._closed = False
         if flush_interval is not None and not readonly:
             self._flusher = threading.Thread(
@@ -310,7 +315,7 @@ class AckStore:
             self._flusher.start()
         return self
 
-    def _open_env(self, map_size: int, sync: bool, metasync: bool) -> lmdb.Environment:
+    def _open_env(self, map_size: int, sync: bool, metasync: bool, create: bool) -> lmdb.Environment:
         path = self.path
         if path.exists() and not path.is_dir():
             if not self.readonly:
@@ -322,6 +327,8 @@ class AckStore:
         exists = (path / "data.mdb").exists()
         if self.readonly and not exists:
             raise NotAStoreError(f"no store at {path}: it has no data.mdb (a readonly open never creates one)")
+        if not create and not exists:
+            raise NotAStoreError(f"no store at {path}: it has no data.mdb (nothing was created)")
         if not exists and path.exists():
             extra = sorted(p.name for p in path.iterdir() if p.name not in (LOCK_FILE, "lock.mdb"))
             if extra:
@@ -357,7 +364,7 @@ class AckStore:
                     f"store {path} is already open in this process: share that AckStore object "
                     "(LMDB allows one environment per path per process)"
                 ) from None
-            raise StoreError(f"cannot open store {path}: {exc}") from None
+            raise translate(exc, path, "cannot open store") from None
         try:
             with env.begin() as txn:
                 has_meta = txn.get(b"meta") is not None
@@ -385,8 +392,10 @@ class AckStore:
             env = lmdb.open(
                 str(self.path), map_size=map_size, subdir=False, readonly=True, lock=False, readahead=False, max_dbs=8
             )
-        except lmdb.Error as exc:
+        except lmdb.InvalidError as exc:
             raise NotAStoreError(f"{self.path} is not a store snapshot: LMDB says {exc}") from None
+        except lmdb.Error as exc:
+            raise translate(exc, self.path, "cannot open snapshot") from None
         self._env = env
         try:
             with env.begin() as txn:
@@ -446,6 +455,9 @@ class AckStore:
                 except lmdb.MapFullError:
                     txn.abort()
                     self._grow()
+                except lmdb.Error as exc:
+                    txn.abort()
+                    raise translate(exc, self.path, "writing to store") from exc
                 except BaseException:
                     txn.abort()
                     raise
@@ -460,14 +472,17 @@ class AckStore:
     def _read(self, fn: Callable[[lmdb.Transaction], T]) -> T:
         with self._env_lock:
             try:
-                txn = self._env.begin()
-            except lmdb.MapResizedError:
-                self._env.set_mapsize(0)  # adopt the size another process grew the map to
-                txn = self._env.begin()
-            try:
-                return fn(txn)
-            finally:
-                txn.abort()
+                try:
+                    txn = self._env.begin()
+                except lmdb.MapResizedError:
+                    self._env.set_mapsize(0)  # adopt the size another process grew the map to
+                    txn = self._env.begin()
+                try:
+                    return fn(txn)
+                finally:
+                    txn.abort()
+            except lmdb.Error as exc:
+                raise translate(exc, self.path, "reading store") from exc
 
     def _alive(self) -> None:
         if self._closed:
@@ -725,17 +740,19 @@ class AckStore:
         """
         self._alive()
         dest = Path(dest)
-        if dest.exists():
+        if os.path.lexists(dest):
             raise InvalidArgumentError(f"copy destination {dest} exists; allowed: a path that does not exist yet")
         tmp = dest.with_name(dest.name + ".partial")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = create_new_file(tmp)
         try:
             with self._env_lock:
                 self._env.copyfd(fd, compact=compact)
             os.fsync(fd)
-        except BaseException:
+        except BaseException as exc:
             os.close(fd)
             tmp.unlink(missing_ok=True)
+            if isinstance(exc, (lmdb.Error, OSError)):
+                raise translate(exc, dest.parent, f"copy of {self.path} to") from exc
             raise
         os.close(fd)
         os.replace(tmp, dest)

@@ -30,6 +30,7 @@ from ackstore import (
     UnknownTopicError,
     check,
 )
+from ackstore.fileio import create_new_file
 
 from .dump import dump_lines, restore, write_dump
 
@@ -274,8 +275,14 @@ def dump(store: Path, specs: tuple[str, ...], fmt: str, output: Path | None, as_
                 write_dump(objects, sys.stdout, fmt)
             else:
                 tmp = output.with_name(output.name + ".partial")
-                with open(tmp, "w", encoding="utf-8") as f:
-                    write_dump(objects, f, fmt)
+                try:
+                    with os.fdopen(create_new_file(tmp), "w", encoding="utf-8") as f:
+                        write_dump(objects, f, fmt)
+                        f.flush()
+                        os.fsync(f.fileno())
+                except BaseException:
+                    tmp.unlink(missing_ok=True)  # a full disk or an error leaves no .partial behind
+                    raise
                 os.replace(tmp, output)
 
 
@@ -294,7 +301,9 @@ def restore_cmd(store: Path, dump_file: Any, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="print JSON")
 def compact(store: Path, as_json: bool) -> None:
     """Rewrite every cursor's log as live records + one full marker (refuses while a writer runs)."""
-    with AckStore.open(store) as s:
+    if store.is_file():
+        raise UsageFailure(f"{store} is a single-file snapshot; compact works on a store directory")
+    with AckStore.open(store, create=False) as s:
         stats = s.compact()
     rows = [asdict(st) for st in stats]
     before, after = sum(r["bytes_before"] for r in rows), sum(r["bytes_after"] for r in rows)

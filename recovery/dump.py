@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import shutil
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -103,13 +104,24 @@ def write_dump(objects: Iterable[dict[str, Any]], out: IO[str], fmt: str = "json
 
 
 def _parse(lines: Iterable[str]) -> Iterator[tuple[int, dict[str, Any]]]:
-    for number, text in enumerate(lines, start=1):
+    number = 0
+    it = iter(lines)
+    while True:
+        try:
+            text = next(it)
+        except StopIteration:
+            return
+        except UnicodeDecodeError as exc:
+            raise DumpError(f"dump line {number + 1} is not UTF-8 ({exc.reason}); is this an ackstore dump?") from None
+        number += 1
         if not text.strip():
             continue
         try:
             obj = json.loads(text)
         except json.JSONDecodeError as exc:
             raise DumpError(f"dump line {number} is not JSON ({exc.msg}); is this an ackstore dump?") from None
+        except RecursionError:
+            raise DumpError(f"dump line {number} is nested too deeply; is this an ackstore dump?") from None
         if not isinstance(obj, dict) or "type" not in obj:
             raise DumpError(f"dump line {number} has no 'type'; is this an ackstore dump?")
         yield number, obj
@@ -124,8 +136,10 @@ def restore(dump: IO[str], dest: Path, sync: bool = True) -> dict[str, int]:
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         raise DumpError(f"restore target {dest} exists and is not empty; allowed: a new path")
     tmp = dest.with_name(dest.name + ".restoring")
-    if tmp.exists():
-        shutil.rmtree(tmp)
+    if os.path.islink(tmp) or tmp.is_file():
+        tmp.unlink()  # a planted link is removed, never followed
+    elif tmp.exists():
+        shutil.rmtree(tmp)  # left by a restore that was killed
     counts = {"topics": 0, "cursors": 0, "ranges": 0, "batches": 0}
     try:
         with AckStore.open(tmp, sync=sync) as store:
@@ -137,6 +151,15 @@ def restore(dump: IO[str], dest: Path, sync: bool = True) -> dict[str, int]:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return counts
+
+
+def _expect_cursor(cur: Cursor | None, obj: dict[str, Any], number: int) -> None:
+    """A range or batch line must follow the cursor line it belongs to."""
+    if cur is None or (obj.get("topic"), obj.get("cursor")) != (cur.topic.name, cur.name):
+        raise DumpError(
+            f"dump line {number}: a {obj.get('type')} of {obj.get('topic')!r}/{obj.get('cursor')!r} "
+            "does not follow that cursor's line"
+        )
 
 
 def _apply(store: AckStore, objects: Iterator[tuple[int, dict[str, Any]]], counts: dict[str, int]) -> None:
@@ -177,14 +200,14 @@ def _apply(store: AckStore, objects: Iterator[tuple[int, dict[str, Any]]], count
                 cur._restore_read_position(Position.parse(obj["read_position"]))
                 counts["cursors"] += 1
             elif kind == "range":
-                assert cur is not None and (obj["topic"], obj["cursor"]) == (cur.topic.name, cur.name)
+                _expect_cursor(cur, obj, number)
                 first, last = Position.parse(obj["first"]), Position.parse(obj["last"])
                 if first.ledger != last.ledger or first > last:
                     raise DumpError(f"dump line {number}: range {first}..{last} is not within one ledger")
                 pending.setdefault(first.ledger, BitMap()).add_range(first.entry, last.entry + 1)
                 counts["ranges"] += 1
             elif kind == "batch":
-                assert cur is not None and (obj["topic"], obj["cursor"]) == (cur.topic.name, cur.name)
+                _expect_cursor(cur, obj, number)
                 settle()
                 cur.ack_batch_index(Position.parse(obj["position"]), obj["batch_size"], obj["indexes"])
                 counts["batches"] += 1
@@ -198,7 +221,7 @@ def _apply(store: AckStore, objects: Iterator[tuple[int, dict[str, Any]]], count
                 raise DumpError(f"dump line {number}: unknown type {kind!r}")
         except DumpError:
             raise
-        except (AckStoreError, KeyError, TypeError, ValueError, AssertionError) as exc:
+        except (AckStoreError, LookupError, TypeError, ValueError, AttributeError, OverflowError) as exc:
             raise DumpError(f"dump line {number} cannot be restored: {exc or type(exc).__name__}") from None
     if not ended:
         raise DumpError("the dump has no end line: it was cut short")
