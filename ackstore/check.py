@@ -20,7 +20,7 @@ from functools import partial
 
 import lmdb
 
-from .errors import CorruptRecordError, CorruptStoreError, InvalidArgumentError
+from .errors import CorruptRecordError, CorruptStoreError, InvalidArgumentError, StoreError
 from .records import decode_ledger, decode_record, log_key, split_log_key
 from .recover import recover_cursor
 from .store import AckStore, Topic
@@ -28,6 +28,7 @@ from .store import AckStore, Topic
 __all__ = ["Finding", "check", "FINDING_KINDS"]
 
 FINDING_KINDS = (
+    "damaged-file",  # the file's size or B-tree structure is damaged (LMDB cannot read it safely)
     "corrupt-catalog",  # a topic, cursor or ledger-directory entry fails its checksum (not fixable in place)
     "corrupt-record",  # a record fails its checksum or does not decode
     "broken-marker",  # a marker whose chain or references are not intact (recovery skips it)
@@ -68,12 +69,20 @@ def check(
     called with ``(topic, cursor)`` after each cursor.
     """
     opened = not isinstance(store, AckStore)
+    unfixable = " (not fixed: an in-place repair could lose what the file still holds)" if fix else ""
     if opened:
-        s = AckStore.open(store, readonly=not fix, verify="all", create=False)  # type: ignore[arg-type]
+        try:  # verify="all" walks the B-trees in Python before LMDB touches them
+            s = AckStore.open(store, readonly=not fix, verify="all", create=False)  # type: ignore[arg-type]
+        except CorruptStoreError as exc:
+            return [Finding("damaged-file", "", "", f"{exc}{unfixable}")]
     else:
         s = store  # type: ignore[assignment]
         if fix and s.readonly:
             raise InvalidArgumentError("check(fix=True) needs a writable store; this one was opened readonly=True")
+        try:
+            s._walk(s._env)
+        except CorruptStoreError as exc:
+            return [Finding("damaged-file", "", "", f"{exc}{unfixable}")]
     try:
         findings: list[Finding] = []
         broken: list[tuple[Topic, str]] = []
@@ -167,7 +176,11 @@ def _check_in(txn: lmdb.Transaction, s: AckStore, topic: Topic, name: str) -> li
 
 def _fix(s: AckStore, broken: list[tuple[Topic, str]], findings: list[Finding]) -> list[Finding]:
     cursors = [topic.cursor(name) for topic, name in broken]
-    stats = {(st.topic, st.cursor): st for st in s.compact(cursors)}
+    try:
+        stats = {(st.topic, st.cursor): st for st in s.compact(cursors, verify=True)}
+    except StoreError as exc:  # the rewrite did not read back: refuse, change nothing
+        why = f"not fixed: an in-place repair would not keep what open recovers ({exc})"
+        return [replace(f, message=f"{f.message} ({why})") for f in findings]
     fixed = []
     for f in findings:
         st = stats.get((f.topic, f.cursor))

@@ -944,6 +944,28 @@ class Cursor:
         self._next_seq = start + len(items) + 1
         return start, items, encode_marker(marker)
 
+    def _differs_from(self, state: RecoveredState, marker_seq: int) -> str | None:
+        """How ``state`` (recovered with every record loaded) differs from this cursor's
+        state, or None when it is the same. Lock held."""
+        resolved = state.resolved
+        if resolved is None or resolved.seq != marker_seq:
+            return f"recovery found marker {None if resolved is None else resolved.seq}, not {marker_seq}"
+        m = resolved.marker
+        if (tuple(m.mark_delete), tuple(m.read_position)) != (tuple(self._md), tuple(self._rp)):
+            return f"positions {m.mark_delete}/{m.read_position}, not {self._md}/{self._rp}"
+        if m.properties != self._properties:
+            return "the properties differ"
+        if set(state.ledgers) != self._cache.known():
+            return f"ledgers {sorted(state.ledgers)[:8]}, not {sorted(self._cache.known())[:8]}"
+        for ledger, la in state.ledgers.items():
+            mine = self._cache.loaded.get(ledger)
+            if mine is None:
+                if la.runs != self._index[ledger].runs:
+                    return f"ledger {ledger} has {la.runs} ranges, not {self._index[ledger].runs}"
+            elif mine.bitmap != la.bitmap or mine.batches != la.batches:
+                return f"ledger {ledger}'s acks differ"
+        return None
+
     def _adopt_rewrite(self, start: int, items: list[tuple[int, int, bytes | int]], marker_bytes: int) -> None:
         """The compaction transaction committed: the log is now exactly the planned one."""
         self._index = {ledger: IndexEntry(start + i, runs) for i, (ledger, runs, _) in enumerate(items)}

@@ -44,6 +44,7 @@ from .cursor import Cursor, _Capture
 from .directory import OPEN, LedgerDirectory
 from .errors import (
     AckStoreError,
+    CorruptStoreError,
     InvalidArgumentError,
     InvalidTypeError,
     NotAStoreError,
@@ -57,6 +58,7 @@ from .errors import (
 from .fileio import create_new_file
 from .ledger_cache import CachePool
 from .lmdb_errors import translate
+from .lmdb_file import check_size, walk
 from .records import FORMAT_VERSION, log_key, split_log_key
 from .recover import log_usage, recover_cursor
 from .stats import CompactStats, FlushStats
@@ -263,6 +265,10 @@ class AckStore:
           checksum (reads the whole state), ``"loaded"`` nothing (fastest; a damaged record
           then raises CorruptRecordError when its ledger is first needed). Loaded records
           are always checksummed, and recovery falls back past any marker that fails.
+          ``"all"`` also walks the file's B-trees in Python before LMDB reads them
+          (:mod:`ackstore.lmdb_file`): damage LMDB would crash on is a CorruptStoreError.
+          Every open checks the file's size against its meta page (a truncated file would
+          fault when mapped).
         - ``create``: make a new store when ``path`` holds none (default); with False a path
           without a store raises NotAStoreError (maintenance tools use it).
         """
@@ -336,6 +342,8 @@ class AckStore:
                     f"{path} exists and is not a store (it holds {', '.join(extra[:3])}); "
                     "allowed: an empty or missing directory, or an existing store"
                 )
+        if exists:
+            check_size(path)
         if not self.readonly:
             path.mkdir(parents=True, exist_ok=True)
             self._take_writer_lock()
@@ -366,6 +374,8 @@ class AckStore:
                 ) from None
             raise translate(exc, path, "cannot open store") from None
         try:
+            if exists and self._verify == "all":
+                self._walk(env)
             with env.begin() as txn:
                 has_meta = txn.get(b"meta") is not None
             if exists and not has_meta:
@@ -380,14 +390,17 @@ class AckStore:
                 # catalog and raise the version so that one refuses the store
                 # (FormatVersionError) instead of misreading it
                 self._write(self._catalog.migrate)
-        except BaseException:
+        except BaseException as exc:
             env.close()
             self._release_writer_lock()
+            if isinstance(exc, lmdb.Error):
+                raise translate(exc, path, "cannot open store") from None
             raise
         return env
 
     def _open_snapshot(self, map_size: int) -> lmdb.Environment:
         """A single-file snapshot (from ``copy``): read-only, no lock file, nothing written."""
+        check_size(self.path)
         try:
             env = lmdb.open(
                 str(self.path), map_size=map_size, subdir=False, readonly=True, lock=False, readahead=False, max_dbs=8
@@ -398,14 +411,18 @@ class AckStore:
             raise translate(exc, self.path, "cannot open snapshot") from None
         self._env = env
         try:
+            if self._verify == "all":
+                self._walk(env)
             with env.begin() as txn:
                 if txn.get(b"meta") is None:
                     raise NotAStoreError(f"{self.path} holds an LMDB environment that is not an ackstore store")
             self._catalog = Catalog(env, self.path, create=False)
             self._log = env.open_db(b"log", create=False)
             self._read(self._catalog.read_format)
-        except BaseException:
+        except BaseException as exc:
             env.close()
+            if isinstance(exc, lmdb.Error):
+                raise translate(exc, self.path, "cannot open snapshot") from None
             raise
         return env
 
@@ -415,6 +432,14 @@ class AckStore:
         ackstore's ``FORMAT_VERSION`` when it opens the store)."""
         self._alive()
         return self._catalog.version
+
+    def _walk(self, env: lmdb.Environment) -> None:
+        """Walk the file's B-trees in Python (a read transaction pins the pages walked)."""
+        with env.begin() as txn:
+            problems = walk(self.path, txn.id())
+        if problems:
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            raise CorruptStoreError(f"store {self.path}: the file's B-tree is damaged: {problems[0]}{more}", self.path)
 
     def _take_writer_lock(self) -> None:
         fd = os.open(self.path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
@@ -686,13 +711,18 @@ class AckStore:
 
     # -- maintenance --------------------------------------------------------------------------
 
-    def compact(self, cursors: list[Cursor] | None = None) -> list[CompactStats]:
+    def compact(self, cursors: list[Cursor] | None = None, *, verify: bool = False) -> list[CompactStats]:
         """Rewrite every cursor's log as its live ledger records plus one full marker.
 
         Drops every record no longer needed (superseded records, older markers, what a
         crash or a fallback left behind). All cursors (or those given) in ONE write transaction: a crash
         leaves the store as before or as after. Returns bytes and records per cursor.
         The file does not shrink (LMDB reuses the pages); ``copy(compact=True)`` does.
+
+        ``verify``: before committing, recover every rewritten cursor from the new log
+        inside the same transaction and compare it with the state in memory; any
+        difference aborts the transaction (StoreError) and nothing changes. ``check
+        --fix`` uses it, so a repair never leaves less than open recovered.
         """
         self._writable()
         if cursors is None:
@@ -721,6 +751,14 @@ class AckStore:
                     ok = c.set_range(log_key(cid, 0))
                     while ok and c.key() < log_key(cid, start):
                         ok = c.delete()
+                    if verify:
+                        state = recover_cursor(txn, self._log, cid, None, "all")
+                        diff = cur._differs_from(state, start + len(items))
+                        if diff is not None:
+                            raise StoreError(
+                                f"the rewrite of cursor {cur.topic.name}/{cur.name} did not read back ({diff}); "
+                                "nothing was changed"
+                            )
                     out.append(
                         CompactStats(cur.topic.name, cur.name, usage.records, usage.record_bytes, len(items) + 1, after)
                     )

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import signal
 import sys
 import time
 from collections.abc import Iterator
@@ -25,6 +26,7 @@ import click
 from ackstore import (
     AckStore,
     AckStoreError,
+    CorruptStoreError,
     CursorConfig,
     UnknownCursorError,
     UnknownTopicError,
@@ -34,7 +36,7 @@ from ackstore.fileio import create_new_file
 
 from .dump import dump_lines, restore, write_dump
 
-__all__ = ["cli", "main"]
+__all__ = ["cli", "main", "guarded", "entry"]
 
 EXISTING = click.Path(exists=True, path_type=Path)
 
@@ -191,8 +193,11 @@ def check_cmd(store: Path, fix: bool, as_json: bool) -> int:
     fitted to the ledger directory, and its log rewritten (one transaction); the store
     is then checked again and the exit status says whether it is clean.
     """
-    with AckStore.open(store, readonly=True, verify="loaded") as s:
-        total = len(_all_cursors(s))
+    try:
+        with AckStore.open(store, readonly=True, verify="all") as s:
+            total = len(_all_cursors(s))
+    except CorruptStoreError:
+        total = 0  # check() reports what is damaged as a finding
     with _progress(total, "check", as_json) as advance:
         findings = check(store, fix=fix, progress=advance)
     clean_after = check(store) == [] if fix else not findings
@@ -352,3 +357,53 @@ def main(argv: list[str] | None = None) -> int:
         click.echo("ackstore: aborted", err=True)
         return 1
     return result if isinstance(result, int) else 0
+
+
+def guarded(argv: list[str] | None = None) -> int:
+    """:func:`main` in a child process: a signal LMDB raises on a damaged file (SIGBUS,
+    SIGSEGV, SIGABRT) ends the command with a one-line error and exit 1, not a crash.
+
+    ``ACKSTORE_NO_FORK=1`` runs :func:`main` in this process (for debuggers).
+    """
+    if os.environ.get("ACKSTORE_NO_FORK") == "1" or not hasattr(os, "fork"):
+        return main(argv)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # the child: run the command, leave through _exit (no second cleanup of the parent's state)
+        code = 1
+        try:
+            code = main(argv)
+        except BaseException:
+            import traceback
+
+            traceback.print_exc()
+        finally:
+            try:
+                sys.stdout.flush()
+                sys.stderr.flush()
+            finally:
+                os._exit(code)
+    while True:
+        try:
+            _, status = os.waitpid(pid, 0)
+            break
+        except KeyboardInterrupt:  # the child got the same SIGINT from the terminal: wait for it
+            continue
+    if os.WIFSIGNALED(status):
+        sig = signal.Signals(os.WTERMSIG(status))
+        if sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGKILL):
+            click.echo(f"ackstore: aborted ({sig.name})", err=True)
+        else:
+            click.echo(
+                f"ackstore: error: the store's file is damaged in a way LMDB cannot read safely (it stopped on "
+                f"{sig.name}); nothing was written; 'ackstore check STORE' says what is damaged",
+                err=True,
+            )
+        return 1
+    return os.WEXITSTATUS(status)
+
+
+def entry() -> None:
+    """The ``ackstore`` console script."""
+    sys.exit(guarded(sys.argv[1:]))

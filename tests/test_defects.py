@@ -225,7 +225,7 @@ def test_bad_ledger_or_entry_values_change_nothing(acked, bad: object) -> None: 
 
 def test_floats_in_ack_entries_are_refused(acked) -> None:  # type: ignore[no-untyped-def]
     _, cur = acked
-    with pytest.raises(InvalidTypeError, match="1.5"):
+    with pytest.raises(InvalidTypeError, match=r"1\.5"):
         cur.ack_entries(1, [1.5, 7.9])
     with pytest.raises(InvalidTypeError):
         cur.ack([(True, 4)])

@@ -1,0 +1,332 @@
+"""Read an LMDB data file's structure in Python, without letting the C library walk it.
+
+LMDB keeps no page checksums and trusts its file: a truncated file makes a mapped read
+fault (SIGBUS) and a zeroed page trips an assertion (SIGABRT). Before the library is let
+near a file that may be damaged, ackstore checks it here, reading only bytes that lie
+inside the file:
+
+- :func:`check_size`: the newest meta page's last page lies inside the file (a truncated
+  file is refused before it is mapped). Cheap: two pages read. Every open does it.
+- :func:`walk`: every B-tree (the free list, the main tree and each named database) from
+  its root: page numbers in range and matching, page types, node offsets and sizes inside
+  the page, keys in order within the bounds their parents give (a flipped bit in a branch
+  key hides records from lookups while a scan still finds them), equal leaf depth, every
+  page reached once, and the page and entry counts the meta records. O(pages). ``check``
+  does it before anything else.
+
+The layout (LMDB 0.9, 64-bit, little-endian), as this module reads it:
+
+- page header, 16 bytes: ``pgno u64, pad u16, flags u16, lower u16, upper u16`` (an
+  overflow page keeps its page count as ``u32`` where lower/upper are); flags: branch 0x01,
+  leaf 0x02, overflow 0x04, meta 0x08, leaf2 0x20; after it, ``(lower - 16) / 2`` node
+  offsets (``u16``), in key order.
+- node, 8 bytes + key + data: ``lo u16, hi u16, flags u16, ksize u16``; a leaf's data size
+  is ``lo | hi << 16``, a branch node's child page ``lo | hi << 16 | flags << 32``; leaf
+  flags: 0x01 the data is the page number of an overflow run, 0x02 the data is a named
+  database's 48-byte record, 0x04 duplicates (ackstore uses none).
+- meta pages 0 and 1, after the header: ``magic u32 (0xBEEFC0DE), version u32, address
+  u64, mapsize u64``, two 48-byte database records (free list, main tree: ``pad u32`` (the
+  page size, in the free list's), ``flags u16, depth u16, branch_pages, leaf_pages,
+  overflow_pages, entries, root`` all ``u64``), ``last_pgno u64, txnid u64``. The meta
+  with the larger txnid whose magic checks is the current one.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import CorruptStoreError, NotAStoreError
+
+__all__ = ["DbRecord", "Meta", "read_metas", "current_meta", "check_size", "walk", "data_file"]
+
+MAGIC = 0xBEEFC0DE
+P_BRANCH, P_LEAF, P_OVERFLOW, P_META, P_LEAF2 = 0x01, 0x02, 0x04, 0x08, 0x20
+F_BIGDATA, F_SUBDATA, F_DUPDATA = 0x01, 0x02, 0x04
+INVALID_PGNO = (1 << 64) - 1
+
+_HEADER = struct.Struct("<QHHHH")
+_NODE = struct.Struct("<HHHH")
+_DB = struct.Struct("<IHHQQQQQ")
+_META = struct.Struct("<IIQQ")
+_TAIL = struct.Struct("<QQ")
+
+
+@dataclass(frozen=True, slots=True)
+class DbRecord:
+    """One B-tree's record (``MDB_db``)."""
+
+    pad: int
+    flags: int
+    depth: int
+    branch_pages: int
+    leaf_pages: int
+    overflow_pages: int
+    entries: int
+    root: int
+
+
+@dataclass(frozen=True, slots=True)
+class Meta:
+    """One meta page: which of the two, its trees, its last page and transaction id."""
+
+    page: int
+    version: int
+    free: DbRecord
+    main: DbRecord
+    last_pgno: int
+    txnid: int
+
+    @property
+    def page_size(self) -> int:
+        return self.free.pad
+
+
+def data_file(path: str | os.PathLike[str]) -> Path:
+    """The LMDB data file of a store directory, or the snapshot file itself."""
+    p = Path(path)
+    return p / "data.mdb" if p.is_dir() else p
+
+
+def _meta_at(raw: bytes, page: int) -> Meta | None:
+    if len(raw) < 16 + _META.size + 2 * _DB.size + _TAIL.size:
+        return None
+    _, _, flags, _, _ = _HEADER.unpack_from(raw, 0)
+    magic, version, _, _ = _META.unpack_from(raw, 16)
+    if magic != MAGIC or not flags & P_META:
+        return None
+    off = 16 + _META.size
+    free = DbRecord(*_DB.unpack_from(raw, off))
+    main = DbRecord(*_DB.unpack_from(raw, off + _DB.size))
+    last, txnid = _TAIL.unpack_from(raw, off + 2 * _DB.size)
+    if free.pad not in (512, 1024, 2048, 4096, 8192, 16384, 32768, 65536):
+        return None
+    return Meta(page, version, free, main, last, txnid)
+
+
+def read_metas(path: str | os.PathLike[str]) -> list[Meta]:
+    """The meta pages of the data file that pass their magic and page-size checks."""
+    f = data_file(path)
+    with open(f, "rb") as fh:
+        first = fh.read(4096)
+        meta0 = _meta_at(first, 0)
+        size = meta0.page_size if meta0 is not None else 4096
+        fh.seek(size)
+        meta1 = _meta_at(fh.read(4096), 1)
+    return [m for m in (meta0, meta1) if m is not None]
+
+
+def current_meta(metas: list[Meta], txnid: int | None = None) -> Meta:
+    """The meta of transaction ``txnid`` if given and present, else the newest one."""
+    if txnid is not None:
+        for m in metas:
+            if m.txnid == txnid:
+                return m
+    return max(metas, key=lambda m: m.txnid)
+
+
+def check_size(path: str | os.PathLike[str]) -> None:
+    """Refuse a data file shorter than its newest meta page says (mapping it would fault)."""
+    f = data_file(path)
+    try:
+        size = f.stat().st_size
+    except FileNotFoundError:
+        return
+    if size == 0:
+        return  # a new environment
+    try:
+        metas = read_metas(f)
+    except OSError as exc:
+        raise CorruptStoreError(f"cannot read {f}: {exc}", path, None) from None
+    if not metas:
+        if size < 2 * 4096:
+            raise CorruptStoreError(f"{f} is {size} bytes: too short for LMDB's two meta pages", path)
+        raise NotAStoreError(f"{f} is not an LMDB data file (no valid meta page)")
+    meta = current_meta(metas)
+    need = (meta.last_pgno + 1) * meta.page_size
+    if size < need:
+        raise CorruptStoreError(
+            f"{f} is truncated: {size:,} bytes, but its newest transaction ({meta.txnid}) uses "
+            f"{meta.last_pgno + 1:,} pages of {meta.page_size} bytes ({need:,} bytes)",
+            path,
+        )
+
+
+class _Walker:
+    def __init__(self, mm: mmap.mmap, meta: Meta, file_size: int) -> None:
+        self.mm = mm
+        self.psize = meta.page_size
+        self.pages = min(meta.last_pgno + 1, file_size // self.psize)
+        self.seen: set[int] = set()
+        self.problems: list[str] = []
+        self.named: dict[bytes, DbRecord] = {}
+
+    def page(self, pgno: int, where: str) -> tuple[int, int, int, int] | None:
+        """``(flags, lower, upper, offset)`` of page ``pgno``, or None (a problem noted)."""
+        if not 2 <= pgno < self.pages:
+            self.problems.append(f"{where}: page number {pgno} is outside the file (pages 2..{self.pages - 1})")
+            return None
+        if pgno in self.seen:
+            self.problems.append(f"{where}: page {pgno} is reached twice")
+            return None
+        self.seen.add(pgno)
+        off = pgno * self.psize
+        stored, _, flags, lower, upper = _HEADER.unpack_from(self.mm, off)
+        if stored != pgno:
+            self.problems.append(f"{where}: page {pgno} says it is page {stored} (damaged or zeroed)")
+            return None
+        return flags, lower, upper, off
+
+    def tree(self, name: str, db: DbRecord, integer_keys: bool, collect: bool) -> None:
+        if db.root == INVALID_PGNO:
+            if db.entries or db.depth:
+                self.problems.append(f"{name}: no root page, yet {db.entries} entries of depth {db.depth}")
+            return
+        counts = {"branch": 0, "leaf": 0, "overflow": 0, "entries": 0}
+        self.node(name, db.root, 1, db.depth, None, None, integer_keys, collect, counts)
+        expected = {
+            "branch": db.branch_pages,
+            "leaf": db.leaf_pages,
+            "overflow": db.overflow_pages,
+            "entries": db.entries,
+        }
+        if not self.problems and counts != expected:
+            self.problems.append(f"{name}: the tree holds {counts}, its record says {expected}")
+
+    def node(
+        self,
+        name: str,
+        pgno: int,
+        level: int,
+        depth: int,
+        low: bytes | None,
+        high: bytes | None,
+        integer_keys: bool,
+        collect: bool,
+        counts: dict[str, int],
+    ) -> None:
+        where = f"{name} page {pgno}"
+        if len(self.problems) > 50:
+            return
+        got = self.page(pgno, where)
+        if got is None:
+            return
+        flags, lower, upper, off = got
+        kind = flags & (P_BRANCH | P_LEAF | P_OVERFLOW | P_META | P_LEAF2)
+        want = P_LEAF if level == depth else P_BRANCH
+        if kind != want:
+            self.problems.append(f"{where}: page type {flags:#x} at level {level} of {depth}, expected {want:#x}")
+            return
+        if not 16 <= lower <= upper <= self.psize or (lower - 16) % 2:
+            self.problems.append(f"{where}: header bounds lower={lower} upper={upper} are impossible")
+            return
+        n = (lower - 16) // 2
+        if n == 0:
+            self.problems.append(f"{where}: an empty page in the tree")
+            return
+        counts["branch" if kind == P_BRANCH else "leaf"] += 1
+        keys: list[bytes] = []
+        children: list[int] = []
+        for i in range(n):
+            (ptr,) = struct.unpack_from("<H", self.mm, off + 16 + 2 * i)
+            if not upper <= ptr <= self.psize - 8:
+                self.problems.append(f"{where}: node {i} at offset {ptr} lies outside the page's node area")
+                return
+            lo, hi, nflags, ksize = _NODE.unpack_from(self.mm, off + ptr)
+            kstart = off + ptr + 8
+            if ptr + 8 + ksize > self.psize:
+                self.problems.append(f"{where}: node {i}'s key of {ksize} bytes runs past the page")
+                return
+            key = bytes(self.mm[kstart : kstart + ksize])
+            if kind == P_BRANCH:
+                children.append(lo | hi << 16 | nflags << 32)
+                keys.append(key)
+                continue
+            dsize = lo | hi << 16
+            if nflags & F_BIGDATA:
+                if ptr + 8 + ksize + 8 > self.psize:
+                    self.problems.append(f"{where}: node {i}'s overflow page number runs past the page")
+                    return
+                (opg,) = struct.unpack_from("<Q", self.mm, kstart + ksize)
+                self.overflow(f"{where} node {i}", opg, dsize, counts)
+            elif ptr + 8 + ksize + dsize > self.psize:
+                self.problems.append(f"{where}: node {i}'s data of {dsize} bytes runs past the page")
+                return
+            elif nflags & F_SUBDATA and collect:
+                if dsize != _DB.size:
+                    self.problems.append(f"{where}: named database {key!r} has a {dsize}-byte record")
+                    return
+                self.named[key] = DbRecord(*_DB.unpack_from(self.mm, kstart + ksize))
+            if nflags & F_DUPDATA:
+                self.problems.append(f"{where}: node {i} holds duplicates, which ackstore never writes")
+                return
+            counts["entries"] += 1
+            keys.append(key)
+        # keys in order, inside the bounds the parent gave (a branch's first key is unused)
+        order = [_int_order(k) for k in keys] if integer_keys else keys
+        first = 1 if kind == P_BRANCH else 0
+        lo_b = _int_order(low) if integer_keys and low is not None else low
+        hi_b = _int_order(high) if integer_keys and high is not None else high
+        for i in range(first, len(order)):
+            k = order[i]
+            if (
+                (i > first and not order[i - 1] < k)
+                or (lo_b is not None and k < lo_b)
+                or (hi_b is not None and k >= hi_b)
+            ):
+                self.problems.append(f"{where}: key {i} ({keys[i][:24].hex()}) is out of order or outside its bounds")
+                return
+        for i, child in enumerate(children):
+            c_low = keys[i] if i > 0 else low
+            c_high = keys[i + 1] if i + 1 < len(keys) else high
+            self.node(name, child, level + 1, depth, c_low, c_high, integer_keys, collect, counts)
+
+    def overflow(self, where: str, pgno: int, dsize: int, counts: dict[str, int]) -> None:
+        got = self.page(pgno, where)
+        if got is None:
+            return
+        flags, _, _, off = got
+        (npages,) = struct.unpack_from("<I", self.mm, off + 12)
+        if not flags & P_OVERFLOW or npages * self.psize < dsize + 16 or pgno + npages > self.pages:
+            self.problems.append(f"{where}: overflow page {pgno} does not hold {dsize} bytes")
+            return
+        for extra in range(pgno + 1, pgno + npages):
+            self.seen.add(extra)
+        counts["overflow"] += npages
+
+
+def _int_order(key: bytes) -> bytes:
+    """A little-endian integer key as bytes that compare in the integer's order."""
+    return key[::-1].rjust(8, b"\0")
+
+
+def walk(path: str | os.PathLike[str], txnid: int | None = None) -> list[str]:
+    """Problems in the B-trees of the data file as of transaction ``txnid`` (default: newest).
+
+    Reads only inside the file; never raises for damage (an unreadable file is one
+    problem). On a file another process writes, hold an LMDB read transaction open for the
+    walk and pass its id, so the pages walked are not reused meanwhile.
+    """
+    f = data_file(path)
+    try:
+        check_size(f)
+        metas = read_metas(f)
+        if not metas:
+            return [f"{f}: no valid meta page"]
+        meta = current_meta(metas, txnid)
+        with open(f, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            with mmap.mmap(fh.fileno(), size, access=mmap.ACCESS_READ) as mm:
+                w = _Walker(mm, meta, size)
+                w.tree("free list", meta.free, integer_keys=True, collect=False)
+                w.tree("main tree", meta.main, integer_keys=False, collect=True)
+                for name, db in sorted(w.named.items()):
+                    w.tree(f"database {name.decode(errors='replace')!r}", db, integer_keys=False, collect=False)
+                return w.problems
+    except CorruptStoreError as exc:
+        return [str(exc)]
+    except (OSError, ValueError, struct.error) as exc:
+        return [f"{f}: cannot be read ({exc})"]
