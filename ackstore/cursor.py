@@ -353,7 +353,7 @@ class Cursor:
         """Write the records of dirty ledgers about to be evicted, in one transaction."""
         loaded = self._cache.loaded
         staged = [(ledger, self._alloc(), loaded[ledger]) for ledger in ledgers]
-        puts = [(log_key(self.cursor_id, seq), encode_ledger(ledger, la)) for ledger, seq, la in staged]
+        puts = [(log_key(self.cursor_id, seq), encode_ledger(ledger, la, self.cursor_id)) for ledger, seq, la in staged]
         store = self._store
 
         def write(txn: Any) -> None:
@@ -927,7 +927,7 @@ class Cursor:
         for ledger in sorted(cache.known()):
             la = cache.loaded.get(ledger)
             if la is not None:
-                items.append((ledger, la.runs, encode_ledger(ledger, la)))
+                items.append((ledger, la.runs, encode_ledger(ledger, la, self.cursor_id)))
                 cache.measure(la)
             else:
                 items.append((ledger, self._index[ledger].runs, self._index[ledger].seq))
@@ -1013,7 +1013,7 @@ class Cursor:
             if not la:
                 continue
             seq = self._alloc()
-            puts.append((log_key(cid, seq), encode_ledger(ledger, la)))
+            puts.append((log_key(cid, seq), encode_ledger(ledger, la, cid)))
             self._cache.measure(la)  # encoding run-optimizes the bitmap, which can change its size
             changes[ledger] = IndexEntry(seq, la.runs)
         for ledger in unmarked:  # written back by eviction since the last marker
@@ -1127,7 +1127,7 @@ class Cursor:
             if runs <= left:
                 if ledger in dirty and la is not None:
                     seq = self._alloc()
-                    puts.append((log_key(cid, seq), encode_ledger(ledger, la)))
+                    puts.append((log_key(cid, seq), encode_ledger(ledger, la, cid)))
                     cache.measure(la)
                     changes[ledger] = index[ledger] = IndexEntry(seq, runs)
                 else:
@@ -1140,7 +1140,7 @@ class Cursor:
             part = LedgerAcks(BitMap(whole.bitmap), {e: b for e, b in whole.batches.items() if e < cut})
             part.drop_from(cut + 1)
             seq = self._alloc()
-            puts.append((log_key(cid, seq), encode_ledger(ledger, part)))
+            puts.append((log_key(cid, seq), encode_ledger(ledger, part, cid)))
             index[ledger] = IndexEntry(seq, part.runs)
             if ledger in dirty:
                 keep_dirty.add(ledger)

@@ -41,6 +41,7 @@ __all__ = [
     "decode_bitmap",
     "encode_ledger",
     "decode_ledger",
+    "decode_ledger_owned",
     "encode_marker",
     "decode_marker",
 ]
@@ -296,22 +297,33 @@ def decode_bitmap(flags: int, first: int, last: int, payload: bytes) -> BitMap:
     return bitmap
 
 
-def encode_ledger(ledger: int, acks: LedgerAcks) -> bytes:
-    """A ledger record: the ledger id, its encoded ack bitmap, its run count, partial batches."""
+def encode_ledger(ledger: int, acks: LedgerAcks, cursor_id: int | None = None) -> bytes:
+    """A ledger record: the ledger id, its encoded ack bitmap, its run count, partial batches,
+    and (format 3) the id of the cursor it belongs to."""
     flags, first, last, payload = encode_bitmap(acks.bitmap)
     batches = [
         [entry, size, mask.to_bytes((size + 7) // 8, "little")] for entry, (size, mask) in sorted(acks.batches.items())
     ]
-    body = msgpack.packb([ledger, flags, first, last, payload, acks.runs, batches])
-    return encode_record(RECORD_LEDGER, body)
+    fields = [ledger, flags, first, last, payload, acks.runs, batches]
+    if cursor_id is not None:
+        fields.append(cursor_id)
+    return encode_record(RECORD_LEDGER, msgpack.packb(fields))
 
 
 def decode_ledger(value: bytes | memoryview) -> tuple[int, LedgerAcks]:
+    """``(ledger, acks)`` of a ledger record. Raises CorruptRecordError."""
+    ledger, acks, _ = decode_ledger_owned(value)
+    return ledger, acks
+
+
+def decode_ledger_owned(value: bytes | memoryview) -> tuple[int, LedgerAcks, int | None]:
+    """``(ledger, acks, cursor id or None)``: formats 1 and 2 did not record the cursor."""
     rtype, body = decode_record(value)
     if rtype != RECORD_LEDGER:
         raise CorruptRecordError(f"expected a ledger record, found type {rtype}")
     try:
-        ledger, flags, first, last, payload, runs, batches = body
+        owner = body[7] if len(body) == 8 else None
+        ledger, flags, first, last, payload, runs, batches = body[:7]
         bm = decode_bitmap(flags, first, last, payload)
         parsed = {int(e): (int(s), int.from_bytes(m, "little")) for e, s, m in batches}
     except Exception as exc:
@@ -319,7 +331,7 @@ def decode_ledger(value: bytes | memoryview) -> tuple[int, LedgerAcks]:
     acks = LedgerAcks(bm, parsed)
     if acks.runs != runs:
         raise CorruptRecordError(f"ledger {ledger} record says {runs} runs, bitmap has {acks.runs}")
-    return int(ledger), acks
+    return int(ledger), acks, owner
 
 
 @dataclass(frozen=True, slots=True)

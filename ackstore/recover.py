@@ -21,7 +21,7 @@ from .records import (
     RECORD_MARKER,
     IndexEntry,
     Marker,
-    decode_ledger,
+    decode_ledger_owned,
     decode_marker,
     log_key,
     record_type,
@@ -123,9 +123,11 @@ def _read_ledger(
     if value is None:
         raise MissingRecordError(f"marker {marker_seq}: ledger {ledger}'s record {seq} is missing")
     try:
-        found, acks = decode_ledger(value)
+        found, acks, owner = decode_ledger_owned(value)
     except CorruptRecordError as exc:
         raise CorruptRecordError(f"marker {marker_seq}: ledger {ledger}'s record {seq} is damaged ({exc})") from None
+    if owner is not None and owner != cursor_id:
+        raise CorruptRecordError(f"marker {marker_seq}: record {seq} belongs to cursor id {owner}, not {cursor_id}")
     if found != ledger or acks.runs != runs:
         raise CorruptRecordError(
             f"marker {marker_seq}: record {seq} holds ledger {found} with {acks.runs} ranges, "

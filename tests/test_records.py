@@ -149,3 +149,12 @@ def test_small_random_hole_sets_are_rice_coded_near_their_entropy() -> None:
     assert records.decode_bitmap(flags, first, last, payload) == acks
     entropy_bytes = math.log2(math.comb(last - first + 1, 60)) / 8
     assert len(payload) <= 1.15 * entropy_bytes + 3  # k and the count
+
+
+def test_a_ledger_record_names_its_cursor_and_older_ones_read() -> None:
+    from ackstore.records import decode_ledger_owned
+
+    acks = LedgerAcks(BitMap([1, 2, 9]))
+    assert decode_ledger_owned(encode_ledger(4, acks, 17))[::2] == (4, 17)
+    assert decode_ledger_owned(encode_ledger(4, acks))[::2] == (4, None)  # as formats 1 and 2 wrote it
+    assert decode_ledger(encode_ledger(4, acks, 17))[1].bitmap == acks.bitmap
