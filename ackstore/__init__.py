@@ -8,7 +8,11 @@ from .check import FINDING_KINDS, Finding, check
 from .config import CursorConfig
 from .cursor import Cursor
 from .directory import LedgerDirectory
-from .dispatcher import Consumer, Dispatcher
+from .dispatch.dispatcher import Consumer, Dispatcher
+from .dispatch.read_loop import CursorReadLoop, RevisionInProgressError
+from .dispatch.reads import Entry, InMemoryLedgerReader, LedgerReader
+from .dispatch.replicator import InMemoryRemote, ReplicationSendError, Replicator
+from .dispatch.revision import CursorStateRevisionController
 from .errors import (
     AckStoreError,
     CorruptRecordError,
@@ -28,10 +32,6 @@ from .errors import (
     UnknownTopicError,
 )
 from .position import Position
-from .read_loop import CursorReadLoop, RevisionInProgressError
-from .reads import Entry, InMemoryLedgerReader, LedgerReader
-from .replicator import InMemoryRemote, ReplicationSendError, Replicator
-from .revision import CursorStateRevisionController
 from .stats import CompactStats, CursorStats, FlushStats, LogUsage, RecoveryReport
 from .store import AckStore, Topic
 

@@ -21,8 +21,8 @@ from functools import partial
 import lmdb
 
 from .errors import CorruptRecordError, CorruptStoreError, InvalidArgumentError, StoreError
-from .records import decode_ledger, decode_record, log_key, split_log_key
 from .recover import recover_cursor
+from .storage.records import decode_ledger, decode_record, log_key, split_log_key
 from .store import AckStore, Topic
 
 __all__ = ["Finding", "check", "FINDING_KINDS"]

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 from pyroaring import BitMap
 
 from .config import CursorConfig
+from .dispatch.revision import CursorStateRevisionController
 from .errors import (
     InvalidArgumentError,
     InvalidPositionError,
@@ -37,10 +38,9 @@ from .errors import (
 from .ledger_acks import LedgerAcks, count_runs, run_end
 from .ledger_cache import ACK_CHARGE, LedgerCache
 from .position import MAX_ENTRY, Position, _trusted
-from .records import IndexEntry, Marker, encode_ledger, encode_marker, log_key
 from .recover import MissingRecordError, RecoveredState, log_usage, read_ledger_record, recover_cursor
-from .revision import CursorStateRevisionController
 from .stats import CursorStats, LogUsage, RecoveryReport
+from .storage.records import IndexEntry, Marker, encode_ledger, encode_marker, log_key
 
 if TYPE_CHECKING:
     from .directory import LedgerDirectory

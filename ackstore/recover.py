@@ -17,7 +17,8 @@ import lmdb
 
 from .errors import CorruptRecordError
 from .ledger_acks import LedgerAcks
-from .records import (
+from .stats import LogUsage, RecoveryReport
+from .storage.records import (
     RECORD_MARKER,
     IndexEntry,
     Marker,
@@ -27,7 +28,6 @@ from .records import (
     record_type,
     split_log_key,
 )
-from .stats import LogUsage, RecoveryReport
 
 __all__ = [
     "MissingRecordError",

@@ -38,7 +38,6 @@ from typing import Any, TypeVar
 
 import lmdb
 
-from .catalog import Catalog
 from .config import CursorConfig
 from .cursor import Cursor, _Capture
 from .directory import OPEN, LedgerDirectory
@@ -55,13 +54,14 @@ from .errors import (
     UnknownCursorError,
     UnknownTopicError,
 )
-from .fileio import create_new_file
 from .ledger_cache import CachePool
-from .lmdb_errors import translate
-from .lmdb_file import check_size, walk
-from .records import FORMAT_VERSION, log_key, split_log_key
 from .recover import log_usage, recover_cursor
 from .stats import CompactStats, FlushStats
+from .storage.catalog import Catalog
+from .storage.fileio import create_new_file
+from .storage.lmdb_errors import translate
+from .storage.lmdb_file import check_size, walk
+from .storage.records import FORMAT_VERSION, log_key, split_log_key
 
 __all__ = ["AckStore", "Topic", "DEFAULT_MAP_SIZE", "LOCK_FILE"]
 
@@ -266,7 +266,7 @@ class AckStore:
           then raises CorruptRecordError when its ledger is first needed). Loaded records
           are always checksummed, and recovery falls back past any marker that fails.
           ``"all"`` also walks the file's B-trees in Python before LMDB reads them
-          (:mod:`ackstore.lmdb_file`): damage LMDB would crash on is a CorruptStoreError.
+          (:mod:`ackstore.storage.lmdb_file`): damage LMDB would crash on is a CorruptStoreError.
           Every open checks the file's size against its meta page (a truncated file would
           fault when mapped).
         - ``create``: make a new store when ``path`` holds none (default); with False a path

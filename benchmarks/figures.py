@@ -19,7 +19,7 @@ from pathlib import Path
 from pyroaring import BitMap
 
 from ackstore import AckStore, Position
-from ackstore.records import encode_ledger
+from ackstore.storage.records import encode_ledger
 
 from .states import T, sealed_cursor
 

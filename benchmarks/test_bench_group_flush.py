@@ -19,7 +19,7 @@ import lmdb
 import pytest
 
 from ackstore import AckStore, Position
-from ackstore.records import log_key
+from ackstore.storage.records import log_key
 
 from .conftest import bench_flushes
 from .states import UNBOUNDED, T

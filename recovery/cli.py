@@ -32,7 +32,7 @@ from ackstore import (
     UnknownTopicError,
     check,
 )
-from ackstore.fileio import create_new_file
+from ackstore.storage.fileio import create_new_file
 
 from .dump import dump_lines, restore, write_dump
 

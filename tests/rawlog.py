@@ -6,7 +6,7 @@ from pathlib import Path
 
 import lmdb
 
-from ackstore.records import RECORD_MARKER, log_key, record_type, split_log_key
+from ackstore.storage.records import RECORD_MARKER, log_key, record_type, split_log_key
 
 
 def records(path: Path, cursor_id: int = 0) -> list[tuple[int, int]]:
@@ -59,7 +59,7 @@ def set_format(path: Path, version: int) -> None:
 
     import msgpack
 
-    from ackstore.catalog import CATALOG_CHECKSUMS_SINCE, Catalog
+    from ackstore.storage.catalog import CATALOG_CHECKSUMS_SINCE, Catalog
 
     env = lmdb.open(str(path), max_dbs=8)
     try:
@@ -93,7 +93,7 @@ def set_format(path: Path, version: int) -> None:
 
 def put_ledger_count(path: Path, topic_id: int, ledger: int, count: int) -> None:
     """Write a well-formed directory entry for ``ledger`` (as a buggy writer would)."""
-    from ackstore.catalog import Catalog
+    from ackstore.storage.catalog import Catalog
 
     env = lmdb.open(str(path), max_dbs=8)
     try:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from ackstore import AckStore, CursorConfig, Position, check
-from ackstore.records import RECORD_LEDGER
+from ackstore.storage.records import RECORD_LEDGER
 
 from . import rawlog
 from .test_recovery import T, _build, _state

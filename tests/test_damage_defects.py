@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from ackstore import AckStore, CursorConfig, Position, check
-from ackstore.lmdb_file import P_BRANCH, P_LEAF, current_meta, read_metas
+from ackstore.storage.lmdb_file import P_BRANCH, P_LEAF, current_meta, read_metas
 
 T = "persistent://t/ns/damage"
 ROOT = Path(__file__).parent.parent
@@ -62,7 +62,7 @@ def _state(path: Path) -> dict[str, object]:
 
 def _log_pages(path: Path) -> tuple[int, list[int], list[int]]:
     """``(page size, branch pages, leaf pages)`` of the ``log`` database, read from the file."""
-    from ackstore import lmdb_file
+    from ackstore.storage import lmdb_file
 
     meta = current_meta(read_metas(path))
     data = (path / "data.mdb").read_bytes()

@@ -143,7 +143,7 @@ def test_a_flipped_bit_in_a_ledger_entry_count_is_refused(store_path: Path, bit:
 
 def test_a_marker_of_another_cursor_is_not_taken(store_path: Path) -> None:
     """Records carry their cursor's id: a marker moved under another cursor's key is skipped."""
-    from ackstore.records import decode_marker, log_key
+    from ackstore.storage.records import decode_marker, log_key
 
     _two_cursors(store_path)
     env = lmdb.open(str(store_path), max_dbs=8)

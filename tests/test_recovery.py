@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ackstore import AckStore, CursorConfig, Position
-from ackstore.records import RECORD_LEDGER
+from ackstore.storage.records import RECORD_LEDGER
 
 from . import rawlog
 

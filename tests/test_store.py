@@ -38,7 +38,7 @@ def test_flush_writes_only_the_dirty_ledger_and_a_delta_marker(store_path: Path)
         cur.ack([Position(5000, 2)])
         stats = store.flush()
         assert (stats.ledger_records, stats.markers, stats.full_markers) == (1, 1, 0)
-        from ackstore.records import encode_ledger
+        from ackstore.storage.records import encode_ledger
 
         record = len(encode_ledger(5000, cur._cache.loaded[5000])) + 16
         assert stats.bytes_written <= 1.2 * record + 200, (stats.bytes_written, record)
@@ -200,7 +200,7 @@ def test_log_usage_counts_live_and_garbage_and_compaction_keeps_the_live(store_p
 
 
 def test_a_writer_raises_an_older_format_version_and_reads_its_records(store_path: Path) -> None:
-    from ackstore.records import FORMAT_VERSION
+    from ackstore.storage.records import FORMAT_VERSION
 
     from . import rawlog
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import lmdb
 
-from ackstore.records import RECORD_LEDGER, RECORD_MARKER, record_type
+from ackstore.storage.records import RECORD_LEDGER, RECORD_MARKER, record_type
 
 __all__ = ["FAULT_KINDS", "plant_faults", "planted"]
 

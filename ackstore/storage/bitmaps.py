@@ -1,105 +1,31 @@
-"""Record codec: keys of the per-cursor log, ledger records and marker records.
+"""Bitmap codecs of a ledger record's payload: roaring, holes, zlib, gap planes, Rice.
 
-Every record value is ``msgpack([type, format_version, crc32(body), body])``
-where ``body`` is itself msgpack bytes. A record whose checksum or decoding
-fails is reported as :class:`~ackstore.errors.CorruptRecordError` and treated
-by recovery as absent.
+:func:`encode_bitmap` returns ``(flags, first, last, payload)``; :func:`decode_bitmap`
+reverses it. The flags say how the payload is coded:
 
-Log keys are ``struct('>QQ')`` of ``(cursor id, sequence)``: big-endian, so
-LMDB's key order is the log order and a reverse scan reads back to front.
+========  ==========================================================================
+``1``     holes: the payload holds the complement of the acks within [first, last]
+``2``     zlib: the payload is zlib-compressed
+``4``     gaps: zlib of the byte planes of uint32 gaps between values (not roaring)
+``8``     Rice: a Golomb-Rice code of the gaps (small sparse sets, near their entropy)
+========  ==========================================================================
+
+With numpy installed (the ``fast`` extra) the gap planes are computed ~50x faster; the
+bytes are the same either way.
 """
 
 from __future__ import annotations
 
-import struct
 import sys
 import zlib
 from array import array
-from dataclasses import dataclass, field
 from itertools import accumulate, islice
 from operator import sub
 from typing import Any
 
-import msgpack
 from pyroaring import BitMap
 
-from .errors import CorruptRecordError
-from .ledger_acks import LedgerAcks
-
-__all__ = [
-    "FORMAT_VERSION",
-    "RECORD_LEDGER",
-    "RECORD_MARKER",
-    "IndexEntry",
-    "Marker",
-    "log_key",
-    "split_log_key",
-    "encode_record",
-    "decode_record",
-    "record_type",
-    "encode_bitmap",
-    "decode_bitmap",
-    "encode_ledger",
-    "decode_ledger",
-    "decode_ledger_owned",
-    "encode_marker",
-    "decode_marker",
-]
-
-#: 2 added the Rice-coded gap payload (flag ``_RICE``); 3 checksummed the catalog (see
-#: ``catalog.py``) and put the cursor id in every marker. Records of 1 and 2 read unchanged.
-FORMAT_VERSION = 3
-RECORD_LEDGER = 1
-RECORD_MARKER = 2
-
-_KEY = struct.Struct(">QQ")
-
-
-def log_key(cursor_id: int, seq: int) -> bytes:
-    """Key of record ``seq`` in cursor ``cursor_id``'s log."""
-    return _KEY.pack(cursor_id, seq)
-
-
-def split_log_key(key: bytes) -> tuple[int, int]:
-    """``(cursor id, sequence)`` of a log key."""
-    return _KEY.unpack(key)  # type: ignore[return-value]
-
-
-def encode_record(rtype: int, body: bytes) -> bytes:
-    return msgpack.packb([rtype, FORMAT_VERSION, zlib.crc32(body), body])  # type: ignore[no-any-return]
-
-
-def decode_record(value: bytes | memoryview) -> tuple[int, Any]:
-    """Check and decode one record: ``(type, body object)``. Raises CorruptRecordError."""
-    try:
-        rtype, version, crc, body = msgpack.unpackb(value)
-    except Exception as exc:  # msgpack raises several unrelated types
-        raise CorruptRecordError(f"record does not decode: {exc}") from None
-    if not isinstance(body, bytes) or not isinstance(crc, int):
-        raise CorruptRecordError("record envelope has the wrong shape")
-    if version > FORMAT_VERSION:
-        raise CorruptRecordError(f"record format {version} is newer than this ackstore reads ({FORMAT_VERSION})")
-    if zlib.crc32(body) != crc:
-        raise CorruptRecordError("record checksum mismatch")
-    try:
-        return rtype, msgpack.unpackb(body, strict_map_key=False)
-    except Exception as exc:
-        raise CorruptRecordError(f"record body does not decode: {exc}") from None
-
-
-def record_type(value: bytes | memoryview) -> int | None:
-    """The type field of a record without checking it (None if unreadable). Cheap."""
-    try:
-        unpacker = msgpack.Unpacker()
-        unpacker.feed(bytes(value[:16]))
-        size = unpacker.read_array_header()
-        if size != 4:
-            return None
-        rtype = unpacker.unpack()
-        return rtype if isinstance(rtype, int) else None
-    except Exception:
-        return None
-
+__all__ = ["encode_bitmap", "decode_bitmap"]
 
 #: ledger payload encodings (bit flags)
 _HOLES = 1  # the payload holds the complement of the acks within [first, last]
@@ -295,107 +221,3 @@ def decode_bitmap(flags: int, first: int, last: int, payload: bytes) -> BitMap:
         bitmap = bitmap.flip(first, last + 1)
     bitmap.run_optimize()  # the smallest in-memory form, as the cache budget counts it
     return bitmap
-
-
-def encode_ledger(ledger: int, acks: LedgerAcks, cursor_id: int | None = None) -> bytes:
-    """A ledger record: the ledger id, its encoded ack bitmap, its run count, partial batches,
-    and (format 3) the id of the cursor it belongs to."""
-    flags, first, last, payload = encode_bitmap(acks.bitmap)
-    batches = [
-        [entry, size, mask.to_bytes((size + 7) // 8, "little")] for entry, (size, mask) in sorted(acks.batches.items())
-    ]
-    fields = [ledger, flags, first, last, payload, acks.runs, batches]
-    if cursor_id is not None:
-        fields.append(cursor_id)
-    return encode_record(RECORD_LEDGER, msgpack.packb(fields))
-
-
-def decode_ledger(value: bytes | memoryview) -> tuple[int, LedgerAcks]:
-    """``(ledger, acks)`` of a ledger record. Raises CorruptRecordError."""
-    ledger, acks, _ = decode_ledger_owned(value)
-    return ledger, acks
-
-
-def decode_ledger_owned(value: bytes | memoryview) -> tuple[int, LedgerAcks, int | None]:
-    """``(ledger, acks, cursor id or None)``: formats 1 and 2 did not record the cursor."""
-    rtype, body = decode_record(value)
-    if rtype != RECORD_LEDGER:
-        raise CorruptRecordError(f"expected a ledger record, found type {rtype}")
-    try:
-        owner = body[7] if len(body) == 8 else None
-        ledger, flags, first, last, payload, runs, batches = body[:7]
-        bm = decode_bitmap(flags, first, last, payload)
-        parsed = {int(e): (int(s), int.from_bytes(m, "little")) for e, s, m in batches}
-    except Exception as exc:
-        raise CorruptRecordError(f"ledger record body has the wrong shape: {exc}") from None
-    acks = LedgerAcks(bm, parsed)
-    if acks.runs != runs:
-        raise CorruptRecordError(f"ledger {ledger} record says {runs} runs, bitmap has {acks.runs}")
-    return int(ledger), acks, owner
-
-
-@dataclass(frozen=True, slots=True)
-class IndexEntry:
-    """Where a ledger's newest record is, and how many ranges it holds."""
-
-    seq: int
-    runs: int
-
-
-@dataclass(slots=True)
-class Marker:
-    """A commit point of one cursor.
-
-    ``full`` markers carry the whole ``index``; delta markers carry only the
-    ledgers that changed since ``prev`` (``None`` for a ledger that vanished).
-    """
-
-    full: bool
-    prev: int  # sequence of the previous marker, -1 for none
-    mark_delete: tuple[int, int]
-    read_position: tuple[int, int]
-    properties: dict[str, int]
-    index: dict[int, IndexEntry | None]
-    truncated: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-def encode_marker(marker: Marker) -> bytes:
-    index = [[ledger, -1, 0] if e is None else [ledger, e.seq, e.runs] for ledger, e in sorted(marker.index.items())]
-    body = msgpack.packb(
-        {
-            "f": marker.full,
-            "p": marker.prev,
-            "md": list(marker.mark_delete),
-            "rp": list(marker.read_position),
-            "pr": marker.properties,
-            "ix": index,
-            "tr": marker.truncated,
-            "x": marker.extra,
-        }
-    )
-    return encode_record(RECORD_MARKER, body)
-
-
-def decode_marker(value: bytes | memoryview) -> Marker:
-    rtype, body = decode_record(value)
-    if rtype != RECORD_MARKER:
-        raise CorruptRecordError(f"expected a marker record, found type {rtype}")
-    try:
-        index: dict[int, IndexEntry | None] = {
-            int(ledger): (None if seq < 0 else IndexEntry(int(seq), int(runs))) for ledger, seq, runs in body["ix"]
-        }
-        return Marker(
-            full=bool(body["f"]),
-            prev=int(body["p"]),
-            mark_delete=(int(body["md"][0]), int(body["md"][1])),
-            read_position=(int(body["rp"][0]), int(body["rp"][1])),
-            properties={str(k): v for k, v in body["pr"].items()},
-            index=index,
-            truncated=bool(body["tr"]),
-            extra=dict(body.get("x", {})),
-        )
-    except CorruptRecordError:
-        raise
-    except Exception as exc:
-        raise CorruptRecordError(f"marker body has the wrong shape: {exc}") from None

@@ -40,9 +40,9 @@ from typing import Any
 import lmdb
 import msgpack
 
-from .config import CursorConfig
-from .directory import LedgerDirectory
-from .errors import CorruptRecordError, CorruptStoreError, FormatVersionError, NotAStoreError
+from ..config import CursorConfig
+from ..directory import LedgerDirectory
+from ..errors import CorruptRecordError, CorruptStoreError, FormatVersionError, NotAStoreError
 from .records import FORMAT_VERSION, decode_record, encode_record
 
 __all__ = ["Catalog", "CATALOG_CHECKSUMS_SINCE", "MAGIC", "name_key", "RECORD_TOPIC", "RECORD_CURSOR"]

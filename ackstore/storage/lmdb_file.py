@@ -39,7 +39,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import CorruptStoreError, NotAStoreError
+from ..errors import CorruptStoreError, NotAStoreError
 
 __all__ = ["DbRecord", "Meta", "read_metas", "current_meta", "check_size", "walk", "data_file"]
 

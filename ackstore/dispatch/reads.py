@@ -12,10 +12,10 @@ import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from .position import Position
+from ..position import Position
 
 if TYPE_CHECKING:
-    from .store import Topic
+    from ..store import Topic
 
 __all__ = ["Entry", "LedgerReader", "InMemoryLedgerReader"]
 

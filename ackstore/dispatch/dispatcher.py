@@ -10,7 +10,7 @@ under an older revision is discarded when it completes, both before its read-pos
 move and, if that already happened, before delivery. The dispatcher's own state (replay
 queue, recently-joined consumers, delayed-delivery tracker) changes inside the same
 revision. No compensation and no "rewind after in-flight read" are needed. The shared
-read path lives in :class:`~ackstore.read_loop.CursorReadLoop`.
+read path lives in :class:`~ackstore.dispatch.read_loop.CursorReadLoop`.
 
 Delayed delivery: with ``deliver_at`` set, an entry read before its delivery time is held
 in the tracker (``delayed``) instead of delivered; a replay read releases held entries
@@ -28,9 +28,9 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from .cursor import Cursor
-from .errors import InvalidArgumentError
-from .position import Position, _trusted
+from ..cursor import Cursor
+from ..errors import InvalidArgumentError
+from ..position import Position, _trusted
 from .read_loop import CursorReadLoop, RevisionInProgressError
 from .reads import Entry, LedgerReader
 from .revision import CursorStateRevisionController

@@ -12,7 +12,7 @@ import os
 import stat
 from pathlib import Path
 
-from .errors import InvalidArgumentError
+from ..errors import InvalidArgumentError
 
 __all__ = ["create_new_file"]
 

@@ -1,9 +1,9 @@
 """What every component that reads a cursor shares: the revision-guarded read path.
 
-A *read loop* (the :class:`~ackstore.dispatcher.Dispatcher`, the
-:class:`~ackstore.replicator.Replicator`) reads entries from the cursor's read position
-through a :class:`~ackstore.reads.LedgerReader` and resets the cursor's position through
-the PIP-269 :class:`~ackstore.revision.CursorStateRevisionController`:
+A *read loop* (the :class:`~ackstore.dispatch.dispatcher.Dispatcher`, the
+:class:`~ackstore.dispatch.replicator.Replicator`) reads entries from the cursor's read position
+through a :class:`~ackstore.dispatch.reads.LedgerReader` and resets the cursor's position through
+the PIP-269 :class:`~ackstore.dispatch.revision.CursorStateRevisionController`:
 
 - a read is refused while a reset runs;
 - a read remembers the revision number it started under and is discarded when it
@@ -22,9 +22,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from .cursor import Cursor
-from .errors import AckStoreError
-from .position import Position, _trusted
+from ..cursor import Cursor
+from ..errors import AckStoreError
+from ..position import Position, _trusted
 from .reads import Entry, LedgerReader
 from .revision import CursorStateRevisionController
 

@@ -23,9 +23,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
-from .cursor import Cursor
-from .errors import AckStoreError
-from .position import Position
+from ..cursor import Cursor
+from ..errors import AckStoreError
+from ..position import Position
 from .read_loop import CursorReadLoop, RevisionInProgressError
 from .reads import Entry, LedgerReader
 from .revision import CursorStateRevisionController

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import lmdb
 
-from .errors import CorruptStoreError, StoreError
+from ..errors import CorruptStoreError, StoreError
 
 __all__ = ["translate", "DAMAGE", "no_space_left"]
 
