@@ -10,8 +10,8 @@ from .cursor import Cursor
 from .directory import LedgerDirectory
 from .dispatch.dispatcher import Consumer, Dispatcher
 from .dispatch.read_loop import CursorReadLoop, RevisionInProgressError
-from .dispatch.reads import Entry, InMemoryLedgerReader, LedgerReader
-from .dispatch.replicator import InMemoryRemote, ReplicationSendError, Replicator
+from .dispatch.reads import Entry, LedgerReader
+from .dispatch.replicator import ReplicationSendError, Replicator
 from .dispatch.revision import CursorStateRevisionController
 from .errors import (
     AckStoreError,
@@ -34,6 +34,7 @@ from .errors import (
 from .position import Position
 from .stats import CompactStats, CursorStats, FlushStats, LogUsage, RecoveryReport
 from .store import AckStore, Topic
+from .testing import InMemoryLedgerReader, InMemoryRemote
 
 __all__ = [
     "AckStore",

@@ -232,6 +232,7 @@ class Cursor:
             cache.swapped.discard(ledger)
             self._range_count -= self._index[ledger].runs
         self._dirty.discard(ledger)
+        self._unmarked.discard(ledger)  # a written-back record of it must not re-enter the next marker
         self._vanished.add(ledger)
 
     def _touched(self, ledger: int, la: LedgerAcks) -> None:

@@ -303,3 +303,28 @@ def test_names_that_cannot_be_stored_are_refused(store_path: Path, name: str) ->
         with pytest.raises(InvalidArgumentError):
             topic.cursor(name)
         assert store.topics() == [T] and topic.cursors() == []
+
+
+# -- found by the state machine while this work ran: a reset lost to a written-back ledger -------
+
+
+def test_a_reset_drops_ledgers_that_eviction_wrote_back(store_path: Path) -> None:
+    """Under a tiny budget every ledger is written back by eviction; a reset must still drop
+    their acks from the next marker (before the fix they came back after a reopen)."""
+    from ackstore import Dispatcher, InMemoryLedgerReader
+
+    with AckStore.open(store_path) as store:
+        topic = store.topic(T)
+        topic.add_ledger(0)
+        topic.close_ledger(0, 2)
+        topic.add_ledger(1)
+        cur = topic.cursor("a", CursorConfig(max_individual_ack_cache_bytes=1))
+        cur.ack([Position(0, 1)])
+        cur.ack([Position(1, 0)])
+        assert cur.stats().write_backs >= 1
+        Dispatcher(cur, InMemoryLedgerReader(topic)).reset(Position(0, 0))
+        assert list(cur.ack_ranges()) == [] and cur.mark_delete_position == Position(0, -1)
+    with AckStore.open(store_path) as store:
+        cur = store.topic(T).cursor("a")
+        assert list(cur.ack_ranges()) == []
+        assert cur.mark_delete_position == Position(0, -1) and cur.read_position == Position(0, 0)

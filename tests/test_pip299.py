@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ackstore import AckStore, CursorConfig, InvalidArgumentError, Position
+from ackstore import AckStore, CursorConfig, InvalidArgumentError, Position, testing
 
 T = "persistent://t/ns/pip299"
 
@@ -31,7 +31,7 @@ def test_flush_persists_lowest_ranges_and_a_crash_redelivers_exactly_the_rest(st
         stats = cur.stats()
         assert stats.truncated and stats.persisted_ranges == 5 and stats.ranges_over_limit == 2
         assert cur.dirty  # ledger 2 is not wholly persisted: it stays to persist
-        store._abandon()  # crash
+        testing.crash(store)  # crash
     with AckStore.open(store_path) as store:
         cur = store.topic(T).cursor("sub")
         assert list(cur.ack_ranges()) == [
@@ -57,7 +57,7 @@ def test_back_under_the_limit_persists_everything_again(store_path: Path) -> Non
         store.flush()
         assert not cur.stats().truncated and cur.stats().persisted_ranges == 1
         expected = list(cur.ack_ranges())
-        store._abandon()
+        testing.crash(store)
     with AckStore.open(store_path) as store:
         assert list(store.topic(T).cursor("sub").ack_ranges()) == expected
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ackstore import AckStore, CursorConfig, Position
+from ackstore import AckStore, CursorConfig, Position, testing
 from ackstore.storage.records import RECORD_LEDGER
 
 from . import rawlog
@@ -152,7 +152,7 @@ def test_trimmed_ledgers_vanish_on_reopen(store_path: Path) -> None:
         topic.trim_ledgers(3)
         assert cur.mark_delete_position == Position(3, -1)
         assert list(cur.ack_ranges()) == [(Position(3, 5), Position(3, 5))]
-        store._abandon()  # the trim is durable, the cursor's move is not flushed
+        testing.crash(store)  # the trim is durable, the cursor's move is not flushed
     store, cur = _reopen(store_path)
     with store:
         assert cur.mark_delete_position == Position(3, -1)
@@ -177,7 +177,7 @@ def test_open_drops_persisted_acks_at_or_below_the_mark_delete_and_measures_that
             cur._rp = Position(1, 99_991)
             cur._meta_dirty = True
         store.flush()
-        store._abandon()
+        testing.crash(store)
     with AckStore.open(store_path) as store:
         cur = store.topic(T).cursor("c")
         cache = cur._cache

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from ackstore import AckStore, AckStoreError, CursorConfig, Dispatcher, InMemoryLedgerReader, Position
+from ackstore import AckStore, AckStoreError, CursorConfig, Dispatcher, InMemoryLedgerReader, Position, testing
 
 from .model import CursorModel, TopicModel
 
@@ -44,7 +44,7 @@ class AckStoreMachine(RuleBasedStateMachine):
 
     def teardown(self) -> None:
         if hasattr(self, "store"):
-            self.store._abandon()
+            testing.crash(self.store)
             shutil.rmtree(self.dir, ignore_errors=True)
 
     # -- helpers ------------------------------------------------------------------------------
@@ -205,7 +205,7 @@ class AckStoreMachine(RuleBasedStateMachine):
 
     @rule()
     def crash(self) -> None:
-        self.store._abandon()
+        testing.crash(self.store)
         self.model.crash()
         self.store = AckStore.open(self.dir / "s", map_size=1 << 16, sync=False)
         self._attach()

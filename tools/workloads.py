@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from ackstore import AckStore, CursorConfig, Position
+from ackstore import AckStore, CursorConfig, Position, testing
 
 __all__ = ["SCENARIOS", "WorkloadSpec", "WorkloadError", "run_spec", "digest_of_runs", "engine_digest"]
 
@@ -164,7 +164,7 @@ def run_spec(spec: WorkloadSpec, workdir: Path, snapshot_dir: Path) -> list[dict
             store.topic(key[0]).cursor(key[1], config).ack([Position(*p) for p in chunk])
             pending[key].update(chunk)
             if spec.crash_probability and rng.random() < spec.crash_probability:
-                store._abandon()  # a crash: everything since the last flush is gone
+                testing.crash(store)  # a crash: everything since the last flush is gone
                 crashes += 1
                 pending = {k: set() for k in names}
                 store = AckStore.open(path, sync=False)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from ..cursor import Cursor
 from ..errors import AckStoreError
@@ -30,55 +31,14 @@ from .read_loop import CursorReadLoop, RevisionInProgressError
 from .reads import Entry, LedgerReader
 from .revision import CursorStateRevisionController
 
-__all__ = ["InMemoryRemote", "Replicator", "ReplicationSendError"]
+if TYPE_CHECKING:
+    from ..testing import InMemoryRemote
+
+__all__ = ["Replicator", "ReplicationSendError"]
 
 
 class ReplicationSendError(AckStoreError):
     """The remote cluster did not take a batch."""
-
-
-class InMemoryRemote:
-    """A target cluster: accepts entries in position order, rejects older ones as duplicates."""
-
-    def __init__(self, schemas: set[int] | None = None, manual: bool = False) -> None:
-        self.schemas = set(schemas) if schemas is not None else {0}
-        self.manual = manual
-        self.accepted: list[Position] = []
-        self.duplicates: list[Position] = []
-        self.failed = False  # after a failed send, every send fails until reconnect()
-        self.pending: list[tuple[list[Entry], asyncio.Future[bool]]] = []
-
-    async def send(self, entries: list[Entry]) -> None:
-        if self.failed:
-            raise ReplicationSendError(f"producer failed; send from {entries[0].position} refused until reconnect")
-        if self.manual:
-            done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-            self.pending.append((entries, done))
-            if not await done:
-                raise ReplicationSendError(f"send of {len(entries)} entries from {entries[0].position} failed")
-        for entry in entries:
-            if self.accepted and entry.position <= self.accepted[-1]:
-                self.duplicates.append(entry.position)  # producer de-duplication
-            else:
-                self.accepted.append(entry.position)
-
-    def complete(self, ok: bool = True) -> list[Position]:
-        """Let the oldest pending send finish (manual mode); returns its positions. Sends
-        finish in order, and a failure fails every send queued behind it too, as a
-        producer does to keep its order."""
-        failed = self.pending if not ok else self.pending[:1]
-        self.failed = self.failed or not ok
-        for _, done in failed:
-            done.set_result(ok)
-        positions = [e.position for e in self.pending[0][0]]
-        del self.pending[: len(failed)]
-        return positions
-
-    def reconnect(self) -> None:
-        self.failed = False
-
-    async def load_schema(self, schema: int) -> None:
-        self.schemas.add(schema)
 
 
 class Replicator(CursorReadLoop):
