@@ -909,12 +909,19 @@ class Cursor:
             self._rp = self._md.next()
             self._meta_dirty = True
 
-    def _restore_read_position(self, position: Position) -> None:
-        """Set the read position as a dump recorded it (restore only). Lock held by caller or unneeded."""
-        if position < self._md.next():
-            raise InvalidArgumentError(f"read position {position} is below the mark-delete {self._md}")
-        self._rp = position
-        self._meta_dirty = True
+    def restore_read_position(self, position: Position) -> None:
+        """Set the read position exactly (what ``ackstore restore`` does with a dump's).
+
+        Not for cursor processes: their reads move it (and resets, seeks and rewinds go
+        through a Dispatcher). ``position`` may not lie below ``mark_delete_position + 1``.
+        """
+        ledger, entry = _pair(position)
+        with self._lock:
+            self._alive()
+            if (ledger, entry) < self._md.next():
+                raise InvalidArgumentError(f"read position {ledger}:{entry} is below the mark-delete {self._md}")
+            self._rp = _trusted(ledger, entry)
+            self._meta_dirty = True
 
     def _rewrite_plan(self) -> tuple[int, list[tuple[int, int, bytes | int]], bytes]:
         """Plan a fresh log (every ledger's record + one full marker) for compaction. Lock held.

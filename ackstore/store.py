@@ -427,6 +427,13 @@ class AckStore:
         return env
 
     @property
+    def map_size(self) -> int:
+        """The LMDB map's current size in bytes (it grows by itself when full)."""
+        self._alive()
+        with self._env_lock:
+            return int(self._env.info()["map_size"])
+
+    @property
     def format_version(self) -> int:
         """The format version recorded in the store (a writer raises an older one to this
         ackstore's ``FORMAT_VERSION`` when it opens the store)."""

@@ -79,7 +79,7 @@ def _open_cursor(store: AckStore, spec: str, config: CursorConfig | None = None)
 
 def _all_cursors(store: AckStore, topic: str | None = None) -> list[tuple[str, str]]:
     names = [topic] if topic else store.topics()
-    out = []
+    out: list[tuple[str, str]] = []
     for t in names:
         try:
             out.extend((t, c) for c in store.topic(t).cursors())
@@ -103,13 +103,12 @@ def cli() -> None:
 def stat(store: Path, as_json: bool) -> None:
     """Format, size and every cursor's positions, ranges, records and garbage."""
     with AckStore.open(store, readonly=True, verify="loaded") as s:
-        info = s._env.info()
         files = [store] if store.is_file() else [p for p in store.iterdir() if p.name.endswith(".mdb")]
         out: dict[str, Any] = {
             "path": str(store),
             "format_version": s.format_version,
             "size_on_disk": sum(p.stat().st_size for p in files),
-            "map_size": info["map_size"],
+            "map_size": s.map_size,
             "topics": {},
         }
         pairs = _all_cursors(s)

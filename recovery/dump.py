@@ -153,13 +153,14 @@ def restore(dump: IO[str], dest: Path, sync: bool = True) -> dict[str, int]:
     return counts
 
 
-def _expect_cursor(cur: Cursor | None, obj: dict[str, Any], number: int) -> None:
-    """A range or batch line must follow the cursor line it belongs to."""
+def _expect_cursor(cur: Cursor | None, obj: dict[str, Any], number: int) -> Cursor:
+    """A range or batch line must follow the cursor line it belongs to; returns that cursor."""
     if cur is None or (obj.get("topic"), obj.get("cursor")) != (cur.topic.name, cur.name):
         raise DumpError(
             f"dump line {number}: a {obj.get('type')} of {obj.get('topic')!r}/{obj.get('cursor')!r} "
             "does not follow that cursor's line"
         )
+    return cur
 
 
 def _apply(store: AckStore, objects: Iterator[tuple[int, dict[str, Any]]], counts: dict[str, int]) -> None:
@@ -197,7 +198,7 @@ def _apply(store: AckStore, objects: Iterator[tuple[int, dict[str, Any]]], count
                 cur.ack_cumulative(Position.parse(obj["mark_delete"]))
                 for key, value in sorted(obj["properties"].items()):
                     cur.set_property(key, value)
-                cur._restore_read_position(Position.parse(obj["read_position"]))
+                cur.restore_read_position(Position.parse(obj["read_position"]))
                 counts["cursors"] += 1
             elif kind == "range":
                 _expect_cursor(cur, obj, number)
@@ -207,7 +208,7 @@ def _apply(store: AckStore, objects: Iterator[tuple[int, dict[str, Any]]], count
                 pending.setdefault(first.ledger, BitMap()).add_range(first.entry, last.entry + 1)
                 counts["ranges"] += 1
             elif kind == "batch":
-                _expect_cursor(cur, obj, number)
+                cur = _expect_cursor(cur, obj, number)
                 settle()
                 cur.ack_batch_index(Position.parse(obj["position"]), obj["batch_size"], obj["indexes"])
                 counts["batches"] += 1

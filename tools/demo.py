@@ -1,7 +1,7 @@
 """A small local demo workload: acks with holes across many ledgers, flush, reopen, report.
 
-Run ``python -m tools.demo --help``. This is what ``make run`` runs until the Spark
-pipeline lands.
+Run ``python -m tools.demo --help`` (``make demo`` runs it). ``make run`` runs the Spark
+pipeline (``tools/spark_cli.py``).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from ackstore import AckStore, CursorConfig, Position
 
@@ -24,7 +25,7 @@ def _dir_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.iterdir() if p.name == "data.mdb")
 
 
-def run_demo(path: Path, ledgers: int, entries: int, hole_rate: float, seed: int) -> dict[str, object]:
+def run_demo(path: Path, ledgers: int, entries: int, hole_rate: float, seed: int) -> dict[str, Any]:
     """Write a holey workload into a fresh store at ``path``, reopen it, and return the figures."""
     rng = random.Random(seed)
     if path.exists():

@@ -87,11 +87,11 @@ def _run(args: argparse.Namespace) -> int:
             if args.command == "generate":
                 _plant(args)
         if args.command in ("compact", "pipeline"):
-            rows = run_compact(spark, args.outdir).collect()
-            before, after = sum(r.bytes_before for r in rows), sum(r.bytes_after for r in rows)
-            errors = [f"{r.snapshot}: {r.error}" for r in rows if r.error]
+            compacted = run_compact(spark, args.outdir).collect()
+            before, after = sum(r.bytes_before for r in compacted), sum(r.bytes_after for r in compacted)
+            errors = [f"{r.snapshot}: {r.error}" for r in compacted if r.error]
             print(
-                f"compact: {len(rows)} snapshots, {before:,} -> {after:,} bytes"
+                f"compact: {len(compacted)} snapshots, {before:,} -> {after:,} bytes"
                 + (f"; failed: {errors}" if errors else "")
             )
         if args.command == "pipeline":  # after compaction, so it does not rewrite the damage away

@@ -12,7 +12,7 @@ import json
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +81,7 @@ def specs_df(spark: SparkSession, specs: list[WorkloadSpec]) -> DataFrame:
 def generate_transform(specs: DataFrame, snapshot_dir: str) -> DataFrame:
     """Transform: run every spec through the engine on the executors; one row per cursor."""
 
-    def run(rows: Iterator[Row]) -> Iterator[Row]:
+    def run(rows: Iterable[Row]) -> Iterator[Row]:
         work = Path(tempfile.mkdtemp(prefix="ackstore-gen-"))
         try:
             for row in rows:
@@ -328,7 +328,7 @@ def run_audit(spark: SparkSession, outdir: Path) -> dict[str, Any]:
     verdict.write.mode("overwrite").parquet(str(outdir / "verdict"))
     bad = verdict.where(~F.col("digest_ok") | ~F.col("clean")).orderBy("spec_id", "topic", "cursor").collect()
     unreadable = audited.where(F.col("error") != "").select("spec_id", "error").collect()
-    summary = {
+    summary: dict[str, Any] = {
         "snapshots": len(paths),
         "cursors": verdict.count(),
         "mismatched_or_unclean": [f"{r.spec_id}/{r.topic}/{r.cursor}" for r in bad],

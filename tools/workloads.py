@@ -130,7 +130,8 @@ def _ack_order(spec: WorkloadSpec, rng: random.Random, consumer: int) -> list[tu
     if spec.scenario == "many_consumers":  # this cursor's consumers each miss a scattered share
         return [p for i, p in enumerate(positions) if (i + consumer) % 7 or rng.random() >= hole * 7]
     # negative_acks: nacked ones are acked later, after a redelivery delay
-    first, nacked = [], []
+    first: list[tuple[int, int]] = []
+    nacked: list[tuple[int, int]] = []
     for p in positions:
         (nacked if rng.random() < hole else first).append(p)
     return first + nacked[: len(nacked) * 3 // 4]
