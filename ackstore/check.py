@@ -80,21 +80,21 @@ def check(
         if fix and s.readonly:
             raise InvalidArgumentError("check(fix=True) needs a writable store; this one was opened readonly=True")
         try:
-            s._walk(s._env)
+            s.storage.walk()
         except CorruptStoreError as exc:
             return [Finding("damaged-file", "", "", f"{exc}{unfixable}")]
     try:
         findings: list[Finding] = []
         broken: list[tuple[Topic, str]] = []
         damaged: list[str] = []
-        catalog = s._catalog
-        for topic_name in s._read(lambda txn: catalog.topic_names(txn, damaged)):
+        catalog = s.storage.catalog
+        for topic_name in s.storage.read(lambda txn: catalog.topic_names(txn, damaged)):
             try:
                 topic = s.topic(topic_name)
             except CorruptStoreError as exc:
                 findings.append(Finding("corrupt-catalog", topic_name, "", str(exc)))
                 continue
-            names = [n for n, _ in s._read(partial(catalog.cursor_entries, tid=topic.topic_id, damaged=damaged))]
+            names = [n for n, _ in s.storage.read(partial(catalog.cursor_entries, tid=topic.topic_id, damaged=damaged))]
             for name in names:
                 try:
                     found = _check_cursor(s, topic, name)
@@ -116,7 +116,7 @@ def check(
 
 
 def _check_cursor(s: AckStore, topic: Topic, name: str) -> list[Finding]:
-    return s._read(lambda txn: _check_in(txn, s, topic, name))
+    return s.storage.read(lambda txn: _check_in(txn, s, topic, name))
 
 
 def _check_in(txn: lmdb.Transaction, s: AckStore, topic: Topic, name: str) -> list[Finding]:
@@ -125,12 +125,12 @@ def _check_in(txn: lmdb.Transaction, s: AckStore, topic: Topic, name: str) -> li
     def add(kind: str, message: str, seq: int = -1) -> None:
         out.append(Finding(kind, topic.name, name, message, seq))
 
-    found = s._catalog.cursor(txn, topic.topic_id, name)
+    found = s.storage.catalog.cursor(txn, topic.topic_id, name)
     if found is None:
         return out
     cid = found[0]
     records = 0
-    c = txn.cursor(db=s._log)
+    c = txn.cursor(db=s.storage.log_db)
     ok = c.set_range(log_key(cid, 0))
     while ok and c.key() < log_key(cid + 1, 0):
         records += 1
@@ -139,7 +139,7 @@ def _check_in(txn: lmdb.Transaction, s: AckStore, topic: Topic, name: str) -> li
         except CorruptRecordError as exc:
             add("corrupt-record", str(exc), split_log_key(c.key())[1])
         ok = c.next()
-    state = recover_cursor(txn, s._log, cid, budget=0, verify="all")
+    state = recover_cursor(txn, s.storage.log_db, cid, budget=0, verify="all")
     for reason in state.report.skipped_reasons:
         if reason.startswith("marker"):
             add("broken-marker", reason, int(reason.split()[1].rstrip(":")))
@@ -153,7 +153,7 @@ def _check_in(txn: lmdb.Transaction, s: AckStore, topic: Topic, name: str) -> li
     if len(d) and md_l not in d and md_l >= (d.first() or 0):
         add("mark-delete-outside-directory", f"mark-delete {md_l}:{md_e} names no ledger of the topic")
     for ledger, entry in sorted(resolved.index.items()):
-        value = txn.get(log_key(cid, entry.seq), db=s._log)
+        value = txn.get(log_key(cid, entry.seq), db=s.storage.log_db)
         if value is None:  # recovery would have skipped this marker; defensive
             continue
         _, la = decode_ledger(value)

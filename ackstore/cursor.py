@@ -88,6 +88,7 @@ class Cursor:
     def __init__(self, topic: Topic, name: str, cursor_id: int, config: CursorConfig, state: RecoveredState) -> None:
         self._topic = topic
         self._store = topic._store
+        self._storage = topic._store.storage
         self._lock: threading.RLock = topic._store._lock
         self.name = name
         self.cursor_id = cursor_id
@@ -278,10 +279,10 @@ class Cursor:
             if not store.readonly:
                 raise
         for _ in range(3):
-            state = store._read(
+            state = self._storage.read(
                 partial(
                     recover_cursor,
-                    db=store._log,
+                    db=self._storage.log_db,
                     cursor_id=self.cursor_id,
                     budget=self._cache.budget,
                     verify=store._verify,
@@ -300,8 +301,8 @@ class Cursor:
         raise MissingRecordError(f"ledger {ledger}'s record of cursor {self.name!r} keeps vanishing under this reader")
 
     def _fetch(self, ledger: int) -> LedgerAcks:
-        store, entry, cid = self._store, self._index[ledger], self.cursor_id
-        return store._read(lambda txn: read_ledger_record(txn, store._log, cid, ledger, entry))
+        entry, cid = self._index[ledger], self.cursor_id
+        return self._storage.read(lambda txn: read_ledger_record(txn, self._storage.log_db, cid, ledger, entry))
 
     def _swap_in(self, ledger: int) -> LedgerAcks | None:
         """Load a swapped-out ledger whole, evicting least recently used ones to make room."""
@@ -355,13 +356,12 @@ class Cursor:
         loaded = self._cache.loaded
         staged = [(ledger, self._alloc(), loaded[ledger]) for ledger in ledgers]
         puts = [(log_key(self.cursor_id, seq), encode_ledger(ledger, la, self.cursor_id)) for ledger, seq, la in staged]
-        store = self._store
 
         def write(txn: Any) -> None:
             for key, value in puts:
-                txn.put(key, value, db=store._log)
+                txn.put(key, value, db=self._storage.log_db)
 
-        store._write(write)
+        self._storage.write(write)
         for ledger, seq, la in staged:
             self._index[ledger] = IndexEntry(seq, la.runs)
             self._unmarked.add(ledger)
@@ -855,11 +855,10 @@ class Cursor:
         ``live_bytes`` is what recovery reads (with an unlimited budget) and what a
         compaction keeps; ``garbage_bytes`` is what it deletes. Unflushed changes are not
         counted."""
-        store = self._store
         with self._lock:
             self._open()
             seq = self._marker_seq
-        return store._read(lambda txn: log_usage(txn, store._log, self.cursor_id, seq))
+        return self._storage.read(lambda txn: log_usage(txn, self._storage.log_db, self.cursor_id, seq))
 
     @property
     def dirty(self) -> bool:

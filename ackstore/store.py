@@ -25,8 +25,6 @@ process cannot scribble on the file.
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import logging
 import os
 import sys
@@ -43,25 +41,19 @@ from .cursor import Cursor, _Capture
 from .directory import OPEN, LedgerDirectory
 from .errors import (
     AckStoreError,
-    CorruptStoreError,
     InvalidArgumentError,
     InvalidTypeError,
-    NotAStoreError,
     ReadOnlyError,
     StoreClosedError,
     StoreError,
-    StoreLockedError,
     UnknownCursorError,
     UnknownTopicError,
 )
 from .ledger_cache import CachePool
 from .recover import log_usage, recover_cursor
 from .stats import CompactStats, FlushStats
-from .storage.catalog import Catalog
-from .storage.fileio import create_new_file
-from .storage.lmdb_errors import translate
-from .storage.lmdb_file import check_size, walk
-from .storage.records import FORMAT_VERSION, log_key, split_log_key
+from .storage.env import LOCK_FILE, Environment
+from .storage.records import log_key, split_log_key
 
 __all__ = ["AckStore", "Topic", "DEFAULT_MAP_SIZE", "LOCK_FILE"]
 
@@ -72,7 +64,6 @@ DEFAULT_MAP_SIZE = 64 << 20
 MAX_MAP_SIZE = 1 << 50
 #: the longest background flush interval, in seconds (one day)
 MAX_FLUSH_INTERVAL = 86_400.0
-LOCK_FILE = "ackstore.lock"
 _MAX_NAME_BYTES = 1024
 
 T = TypeVar("T")
@@ -122,8 +113,8 @@ class Topic:
             ledger = self._directory.check_add(ledger)
 
             def persist(txn: lmdb.Transaction) -> None:
-                store._catalog.put_ledger(txn, self.topic_id, ledger, OPEN)
-                store._catalog.put_topic(txn, self.name, self.topic_id, ledger)
+                store._storage.catalog.put_ledger(txn, self.topic_id, ledger, OPEN)
+                store._storage.catalog.put_topic(txn, self.name, self.topic_id, ledger)
 
             self._change(persist, lambda d: d.add(ledger))
 
@@ -136,7 +127,7 @@ class Topic:
             for cur in self._cursors.values():
                 cur._check_close(ledger, entries)
             self._change(
-                lambda txn: store._catalog.put_ledger(txn, self.topic_id, ledger, entries),
+                lambda txn: store._storage.catalog.put_ledger(txn, self.topic_id, ledger, entries),
                 lambda d: d.close(ledger, entries),
             )
 
@@ -153,7 +144,7 @@ class Topic:
             dropped = [i for i in self._directory.ids if i < below]
             if dropped:
                 self._change(
-                    lambda txn: store._catalog.delete_ledgers(txn, self.topic_id, dropped),
+                    lambda txn: store._storage.catalog.delete_ledgers(txn, self.topic_id, dropped),
                     lambda d: d.trim(below),
                     trim=True,
                 )
@@ -166,7 +157,7 @@ class Topic:
         trim: bool = False,
     ) -> None:
         """Persist a directory change (durable when this returns), then apply it in memory."""
-        self._store._write(persist)
+        self._store._storage.write(persist)
         d = self._directory
         edit(d)
         self._version += 1
@@ -217,19 +208,14 @@ class AckStore:
     _cursor_defaults: CursorConfig
     _lock: threading.RLock
     _flush_lock: threading.Lock
-    _env_lock: threading.Lock
     _topics: dict[str, Topic]
     _pool: CachePool
     _verify: str
-    _lock_fd: int | None
     _flusher: threading.Thread | None
     _stop: threading.Event
-    _env: lmdb.Environment
-    _catalog: Catalog
-    _log: lmdb._Database
+    _storage: Environment
     last_flush: FlushStats | None
     last_flush_error: BaseException | None
-    map_grows: int
 
     def __init__(self) -> None:  # use AckStore.open()
         self._closed = True
@@ -302,17 +288,22 @@ class AckStore:
         self._cursor_defaults = cursor_defaults or CursorConfig()
         self._lock = threading.RLock()
         self._flush_lock = threading.Lock()
-        self._env_lock = threading.Lock()
         self._topics = {}
         self._pool = CachePool(cache_bytes)
         self._verify = verify
-        self._lock_fd = None
         self._flusher = None
         self._stop = threading.Event()
         self.last_flush = None
         self.last_flush_error = None
-        self.map_grows = 0
-        self._env = self._open_env(map_size, sync, metasync, create)
+        self._storage = Environment.open(
+            self.path,
+            readonly=readonly,
+            map_size=map_size,
+            sync=sync,
+            metasync=metasync,
+            create=create,
+            walk_first=verify == "all",
+        )
         self._closed = False
         if flush_interval is not None and not readonly:
             self._flusher = threading.Thread(
@@ -321,200 +312,30 @@ class AckStore:
             self._flusher.start()
         return self
 
-    def _open_env(self, map_size: int, sync: bool, metasync: bool, create: bool) -> lmdb.Environment:
-        path = self.path
-        if path.exists() and not path.is_dir():
-            if not self.readonly:
-                raise NotAStoreError(
-                    f"{path} exists and is a file, not a store directory; allowed: a store directory "
-                    "(a single-file snapshot opens with readonly=True)"
-                )
-            return self._open_snapshot(map_size)
-        exists = (path / "data.mdb").exists()
-        if self.readonly and not exists:
-            raise NotAStoreError(f"no store at {path}: it has no data.mdb (a readonly open never creates one)")
-        if not create and not exists:
-            raise NotAStoreError(f"no store at {path}: it has no data.mdb (nothing was created)")
-        if not exists and path.exists():
-            extra = sorted(p.name for p in path.iterdir() if p.name not in (LOCK_FILE, "lock.mdb"))
-            if extra:
-                raise NotAStoreError(
-                    f"{path} exists and is not a store (it holds {', '.join(extra[:3])}); "
-                    "allowed: an empty or missing directory, or an existing store"
-                )
-        if exists:
-            check_size(path)
-        if not self.readonly:
-            path.mkdir(parents=True, exist_ok=True)
-            self._take_writer_lock()
-        try:
-            env = lmdb.open(
-                str(path),
-                map_size=map_size,
-                subdir=True,
-                readonly=self.readonly,
-                create=not self.readonly,
-                sync=sync,
-                metasync=metasync,
-                writemap=False,
-                map_async=False,
-                readahead=False,
-                max_dbs=8,
-                lock=True,
-            )
-        except lmdb.InvalidError as exc:
-            self._release_writer_lock()
-            raise NotAStoreError(f"{path} is not a store: LMDB says {exc}") from None
-        except lmdb.Error as exc:
-            self._release_writer_lock()
-            if "already open in this process" in str(exc):
-                raise StoreLockedError(
-                    f"store {path} is already open in this process: share that AckStore object "
-                    "(LMDB allows one environment per path per process)"
-                ) from None
-            raise translate(exc, path, "cannot open store") from None
-        try:
-            if exists and self._verify == "all":
-                self._walk(env)
-            with env.begin() as txn:
-                has_meta = txn.get(b"meta") is not None
-            if exists and not has_meta:
-                raise NotAStoreError(f"{path} holds an LMDB environment that is not an ackstore store")
-            self._env = env
-            self._catalog = Catalog(env, path, create=not has_meta)
-            self._log = env.open_db(b"log", create=not has_meta)
-            if not has_meta:
-                self._write(self._catalog.init)
-            elif self._read(self._catalog.read_format) < FORMAT_VERSION and not self.readonly:
-                # this writer may write what an older ackstore cannot decode: checksum the
-                # catalog and raise the version so that one refuses the store
-                # (FormatVersionError) instead of misreading it
-                self._write(self._catalog.migrate)
-        except BaseException as exc:
-            env.close()
-            self._release_writer_lock()
-            if isinstance(exc, lmdb.Error):
-                raise translate(exc, path, "cannot open store") from None
-            raise
-        return env
-
-    def _open_snapshot(self, map_size: int) -> lmdb.Environment:
-        """A single-file snapshot (from ``copy``): read-only, no lock file, nothing written."""
-        check_size(self.path)
-        try:
-            env = lmdb.open(
-                str(self.path), map_size=map_size, subdir=False, readonly=True, lock=False, readahead=False, max_dbs=8
-            )
-        except lmdb.InvalidError as exc:
-            raise NotAStoreError(f"{self.path} is not a store snapshot: LMDB says {exc}") from None
-        except lmdb.Error as exc:
-            raise translate(exc, self.path, "cannot open snapshot") from None
-        self._env = env
-        try:
-            if self._verify == "all":
-                self._walk(env)
-            with env.begin() as txn:
-                if txn.get(b"meta") is None:
-                    raise NotAStoreError(f"{self.path} holds an LMDB environment that is not an ackstore store")
-            self._catalog = Catalog(env, self.path, create=False)
-            self._log = env.open_db(b"log", create=False)
-            self._read(self._catalog.read_format)
-        except BaseException as exc:
-            env.close()
-            if isinstance(exc, lmdb.Error):
-                raise translate(exc, self.path, "cannot open snapshot") from None
-            raise
-        return env
-
     @property
     def map_size(self) -> int:
         """The LMDB map's current size in bytes (it grows by itself when full)."""
         self._alive()
-        with self._env_lock:
-            return int(self._env.info()["map_size"])
+        return self._storage.map_size
 
     @property
     def format_version(self) -> int:
         """The format version recorded in the store (a writer raises an older one to this
         ackstore's ``FORMAT_VERSION`` when it opens the store)."""
         self._alive()
-        return self._catalog.version
+        return self._storage.catalog.version
 
-    def _walk(self, env: lmdb.Environment) -> None:
-        """Walk the file's B-trees in Python (a read transaction pins the pages walked)."""
-        with env.begin() as txn:
-            problems = walk(self.path, txn.id())
-        if problems:
-            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-            raise CorruptStoreError(f"store {self.path}: the file's B-tree is damaged: {problems[0]}{more}", self.path)
+    @property
+    def map_grows(self) -> int:
+        """How many times the map grew since this store was opened."""
+        return self._storage.map_grows
 
-    def _take_writer_lock(self) -> None:
-        fd = os.open(self.path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
-            os.close(fd)
-            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise StoreLockedError(
-                    f"store {self.path} is locked by another writer (pid {holder}); one writer per store: "
-                    "close the other one, or open with readonly=True"
-                ) from None
-            raise
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        self._lock_fd = fd
-
-    def _release_writer_lock(self) -> None:
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)  # closing the descriptor releases the flock
-            self._lock_fd = None
-
-    # -- LMDB plumbing --------------------------------------------------------------------------
-
-    def _write(self, fn: Callable[[lmdb.Transaction], T]) -> T:
-        """Run ``fn`` in one write transaction; on a full map abort, grow it, replay.
-
-        ``fn`` must be replayable: it may run more than once, only the last run commits.
-        """
-        with self._env_lock:
-            while True:
-                txn = self._env.begin(write=True)
-                try:
-                    result = fn(txn)
-                    txn.commit()
-                    return result
-                except lmdb.MapFullError:
-                    txn.abort()
-                    self._grow()
-                except lmdb.Error as exc:
-                    txn.abort()
-                    raise translate(exc, self.path, "writing to store") from exc
-                except BaseException:
-                    txn.abort()
-                    raise
-
-    def _grow(self) -> None:
-        size = self._env.info()["map_size"]
-        new = size * 2
-        self._env.set_mapsize(new)
-        self.map_grows += 1
-        log.info("ackstore: grew the LMDB map of %s from %d to %d bytes", self.path, size, new)
-
-    def _read(self, fn: Callable[[lmdb.Transaction], T]) -> T:
-        with self._env_lock:
-            try:
-                try:
-                    txn = self._env.begin()
-                except lmdb.MapResizedError:
-                    self._env.set_mapsize(0)  # adopt the size another process grew the map to
-                    txn = self._env.begin()
-                try:
-                    return fn(txn)
-                finally:
-                    txn.abort()
-            except lmdb.Error as exc:
-                raise translate(exc, self.path, "reading store") from exc
+    @property
+    def storage(self) -> Environment:
+        """The storage layer under this store, for maintenance code (``check``, ``compact``)
+        that works on records rather than cursors. Not for cursor processes."""
+        self._alive()
+        return self._storage
 
     def _alive(self) -> None:
         if self._closed:
@@ -535,8 +356,8 @@ class AckStore:
             topic = self._topics.get(name)
             if topic is not None:
                 return topic
-            catalog = self._catalog
-            found = self._read(lambda txn: catalog.topic(txn, name))
+            catalog = self._storage.catalog
+            found = self._storage.read(lambda txn: catalog.topic(txn, name))
             if found is None:
                 if self.readonly:
                     raise UnknownTopicError(f"store {self.path} has no topic {name!r}")
@@ -547,10 +368,10 @@ class AckStore:
                     catalog.put_topic(txn, name, tid, -1)
                     return tid
 
-                tid = self._write(create)
+                tid = self._storage.write(create)
             else:
                 tid, last = found
-                directory = self._read(lambda txn: catalog.load_directory(txn, tid, last))
+                directory = self._storage.read(lambda txn: catalog.load_directory(txn, tid, last))
             topic = self._topics[name] = Topic(self, name, tid, directory)
             return topic
 
@@ -558,21 +379,21 @@ class AckStore:
         """Names of every topic in the store, sorted."""
         with self._lock:
             self._alive()
-            return self._read(self._catalog.topic_names)
+            return self._storage.read(self._storage.catalog.topic_names)
 
     # -- cursors ------------------------------------------------------------------------------
 
     def _put_cursor(self, tid: int, name: str, cid: int, config: CursorConfig) -> None:
-        self._write(lambda txn: self._catalog.put_cursor(txn, tid, name, cid, config))
+        self._storage.write(lambda txn: self._storage.catalog.put_cursor(txn, tid, name, cid, config))
 
     def _cursor_names(self, tid: int) -> list[str]:
         with self._lock:
             self._alive()
-            return [name for name, _ in self._read(lambda txn: self._catalog.cursor_entries(txn, tid))]
+            return [name for name, _ in self._storage.read(lambda txn: self._storage.catalog.cursor_entries(txn, tid))]
 
     def _open_cursor(self, topic: Topic, name: str, config: CursorConfig | None) -> Cursor:
-        catalog, tid = self._catalog, topic.topic_id
-        found = self._read(lambda txn: catalog.cursor(txn, tid, name))
+        catalog, tid = self._storage.catalog, topic.topic_id
+        found = self._storage.read(lambda txn: catalog.cursor(txn, tid, name))
         if found is None:
             if self.readonly:
                 raise UnknownCursorError(f"topic {topic.name!r} has no cursor {name!r}")
@@ -583,14 +404,14 @@ class AckStore:
                 catalog.put_cursor(txn, tid, name, cid, cfg)
                 return cid
 
-            cid = self._write(create)
+            cid = self._storage.write(create)
         else:
             cid, stored = found
             if config is not None and config != stored and not self.readonly:
                 self._put_cursor(topic.topic_id, name, cid, config)
             cfg = config or stored
         budget = cfg.max_individual_ack_cache_bytes
-        state = self._read(lambda txn: recover_cursor(txn, self._log, cid, budget, self._verify))
+        state = self._storage.read(lambda txn: recover_cursor(txn, self._storage.log_db, cid, budget, self._verify))
         report = state.report
         if report.markers_skipped or report.skipped_reasons:
             log.warning(
@@ -667,9 +488,9 @@ class AckStore:
                     raise
             if not caps:
                 return FlushStats(0, 0, 0, 0, 0, 0, time.perf_counter() - started, 0)
-            grows_before = self.map_grows
+            grows_before = self._storage.map_grows
             try:
-                trimmed = self._write(lambda txn: self._write_captures(txn, caps))
+                trimmed = self._storage.write(lambda txn: self._write_captures(txn, caps))
             except BaseException as exc:
                 with self._lock:
                     for cap in caps:
@@ -688,7 +509,7 @@ class AckStore:
                 bytes_written=sum(len(k) + len(v) for c in caps for k, v in c.puts),
                 records_trimmed=trimmed,
                 seconds=time.perf_counter() - started,
-                map_grows=self.map_grows - grows_before,
+                map_grows=self._storage.map_grows - grows_before,
             )
             self.last_flush = stats
             return stats
@@ -697,14 +518,14 @@ class AckStore:
         trimmed = 0
         for cap in caps:
             for key, value in cap.puts:
-                txn.put(key, value, db=self._log, append=False)
+                txn.put(key, value, db=self._storage.log_db, append=False)
             if cap.gc_below > 0:
                 trimmed += self._trim_garbage(txn, cap.cursor.cursor_id, cap.gc_below, cap.gc_live)
         return trimmed
 
     def _trim_garbage(self, txn: lmdb.Transaction, cid: int, below: int, live: frozenset[int]) -> int:
         """Delete records of ``cid`` below sequence ``below`` that ``live`` does not reference."""
-        cur = txn.cursor(db=self._log)
+        cur = txn.cursor(db=self._storage.log_db)
         end = log_key(cid, below)
         trimmed = 0
         ok = cur.set_range(log_key(cid, 0))
@@ -742,24 +563,24 @@ class AckStore:
                 out = []
                 for cur, start, items, marker in plans:
                     cid = cur.cursor_id
-                    usage = log_usage(txn, self._log, cid, -1)  # every record is below ``start``
+                    usage = log_usage(txn, self._storage.log_db, cid, -1)  # every record is below ``start``
                     after = 0
                     for i, (ledger, _, src) in enumerate(items):
-                        value = src if isinstance(src, bytes) else txn.get(log_key(cid, src), db=self._log)
+                        value = src if isinstance(src, bytes) else txn.get(log_key(cid, src), db=self._storage.log_db)
                         if value is None:
                             raise StoreError(
                                 f"compaction: record {src!r} of ledger {ledger} is missing; run check --fix"
                             )
-                        txn.put(log_key(cid, start + i), value, db=self._log)
+                        txn.put(log_key(cid, start + i), value, db=self._storage.log_db)
                         after += 16 + len(value)
-                    txn.put(log_key(cid, start + len(items)), marker, db=self._log)
+                    txn.put(log_key(cid, start + len(items)), marker, db=self._storage.log_db)
                     after += 16 + len(marker)
-                    c = txn.cursor(db=self._log)
+                    c = txn.cursor(db=self._storage.log_db)
                     ok = c.set_range(log_key(cid, 0))
                     while ok and c.key() < log_key(cid, start):
                         ok = c.delete()
                     if verify:
-                        state = recover_cursor(txn, self._log, cid, None, "all")
+                        state = recover_cursor(txn, self._storage.log_db, cid, None, "all")
                         diff = cur._differs_from(state, start + len(items))
                         if diff is not None:
                             raise StoreError(
@@ -771,7 +592,7 @@ class AckStore:
                     )
                 return out
 
-            stats = self._write(rewrite)
+            stats = self._storage.write(rewrite)
             for cur, start, items, marker in plans:
                 cur._adopt_rewrite(start, items, len(marker))
             return stats
@@ -784,24 +605,7 @@ class AckStore:
         Open it with ``AckStore.open(dest, readonly=True)``.
         """
         self._alive()
-        dest = Path(dest)
-        if os.path.lexists(dest):
-            raise InvalidArgumentError(f"copy destination {dest} exists; allowed: a path that does not exist yet")
-        tmp = dest.with_name(dest.name + ".partial")
-        fd = create_new_file(tmp)
-        try:
-            with self._env_lock:
-                self._env.copyfd(fd, compact=compact)
-            os.fsync(fd)
-        except BaseException as exc:
-            os.close(fd)
-            tmp.unlink(missing_ok=True)
-            if isinstance(exc, (lmdb.Error, OSError)):
-                raise translate(exc, dest.parent, f"copy of {self.path} to") from exc
-            raise
-        os.close(fd)
-        os.replace(tmp, dest)
-        return dest.stat().st_size
+        return self._storage.copy(Path(dest), compact)
 
     def _flush_loop(self, interval: float) -> None:
         while not self._stop.wait(interval):
@@ -834,9 +638,7 @@ class AckStore:
             for topic in self._topics.values():
                 for cur in topic._cursors.values():
                     cur._cache.clear()
-            with self._env_lock:
-                self._env.close()
-            self._release_writer_lock()
+            self._storage.close()
 
     def _abandon(self) -> None:
         """Drop the store without flushing, as a crashed process would (for tests)."""

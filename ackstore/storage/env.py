@@ -1,0 +1,296 @@
+"""The LMDB environment of one store: open, the writer's lock file, snapshots, reads,
+writes replayed on a full map, growth, copies, the structure walk, close.
+
+Lock order (outermost first): a cursor's revision controller -> the store's flush lock
+-> the store lock (``AckStore._lock``, shared by its cursors) -> this environment's lock.
+Every function given to :meth:`Environment.write` must be safe to run twice: a full map
+aborts the transaction, grows the map and runs the function again; only the last run
+commits. Every ``lmdb.Error`` leaves here as a ``StoreError`` (``lmdb_errors``).
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import logging
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+import lmdb
+
+from ..errors import CorruptStoreError, InvalidArgumentError, NotAStoreError, StoreLockedError
+from .catalog import Catalog
+from .fileio import create_new_file
+from .lmdb_errors import translate
+from .lmdb_file import check_size, walk
+from .records import FORMAT_VERSION
+
+__all__ = ["Environment", "LOCK_FILE"]
+
+log = logging.getLogger("ackstore")
+
+LOCK_FILE = "ackstore.lock"
+
+T = TypeVar("T")
+
+
+class Environment:
+    """One store's LMDB environment, catalog and record log database. Thread-safe: every
+    transaction runs under :attr:`lock`. Open it with :meth:`open`."""
+
+    path: Path
+    readonly: bool
+    env: lmdb.Environment
+    catalog: Catalog
+    log_db: lmdb._Database
+    lock: threading.Lock
+    map_grows: int
+    _lock_fd: int | None
+    _walk_first: bool
+
+    @classmethod
+    def open(
+        cls,
+        path: Path,
+        *,
+        readonly: bool,
+        map_size: int,
+        sync: bool,
+        metasync: bool,
+        create: bool,
+        walk_first: bool,
+    ) -> Environment:
+        """Open (or create) the environment at ``path``; a file is a single-file snapshot.
+
+        ``walk_first``: walk the file's B-trees in Python before LMDB reads them.
+        """
+        self = cls()
+        self.path = path
+        self.readonly = readonly
+        self.lock = threading.Lock()
+        self.map_grows = 0
+        self._lock_fd = None
+        self._walk_first = walk_first
+        if path.exists() and not path.is_dir():
+            if not readonly:
+                raise NotAStoreError(
+                    f"{path} exists and is a file, not a store directory; allowed: a store directory "
+                    "(a single-file snapshot opens with readonly=True)"
+                )
+            self._open_snapshot(map_size)
+        else:
+            self._open_dir(map_size, sync, metasync, create)
+        return self
+
+    def _open_dir(self, map_size: int, sync: bool, metasync: bool, create: bool) -> None:
+        path = self.path
+        exists = (path / "data.mdb").exists()
+        if self.readonly and not exists:
+            raise NotAStoreError(f"no store at {path}: it has no data.mdb (a readonly open never creates one)")
+        if not create and not exists:
+            raise NotAStoreError(f"no store at {path}: it has no data.mdb (nothing was created)")
+        if not exists and path.exists():
+            extra = sorted(p.name for p in path.iterdir() if p.name not in (LOCK_FILE, "lock.mdb"))
+            if extra:
+                raise NotAStoreError(
+                    f"{path} exists and is not a store (it holds {', '.join(extra[:3])}); "
+                    "allowed: an empty or missing directory, or an existing store"
+                )
+        if exists:
+            check_size(path)
+        if not self.readonly:
+            path.mkdir(parents=True, exist_ok=True)
+            self._take_writer_lock()
+        try:
+            env = lmdb.open(
+                str(path),
+                map_size=map_size,
+                subdir=True,
+                readonly=self.readonly,
+                create=not self.readonly,
+                sync=sync,
+                metasync=metasync,
+                writemap=False,
+                map_async=False,
+                readahead=False,
+                max_dbs=8,
+                lock=True,
+            )
+        except lmdb.InvalidError as exc:
+            self._release_writer_lock()
+            raise NotAStoreError(f"{path} is not a store: LMDB says {exc}") from None
+        except lmdb.Error as exc:
+            self._release_writer_lock()
+            if "already open in this process" in str(exc):
+                raise StoreLockedError(
+                    f"store {path} is already open in this process: share that AckStore object "
+                    "(LMDB allows one environment per path per process)"
+                ) from None
+            raise translate(exc, path, "cannot open store") from None
+        try:
+            if exists and self._walk_first:
+                self._walk(env)
+            with env.begin() as txn:
+                has_meta = txn.get(b"meta") is not None
+            if exists and not has_meta:
+                raise NotAStoreError(f"{path} holds an LMDB environment that is not an ackstore store")
+            self.env = env
+            self.catalog = Catalog(env, path, create=not has_meta)
+            self.log_db = env.open_db(b"log", create=not has_meta)
+            if not has_meta:
+                self.write(self.catalog.init)
+            elif self.read(self.catalog.read_format) < FORMAT_VERSION and not self.readonly:
+                # this writer may write what an older ackstore cannot decode: checksum the
+                # catalog and raise the version so that one refuses the store
+                # (FormatVersionError) instead of misreading it
+                self.write(self.catalog.migrate)
+        except BaseException as exc:
+            env.close()
+            self._release_writer_lock()
+            if isinstance(exc, lmdb.Error):
+                raise translate(exc, path, "cannot open store") from None
+            raise
+
+    def _open_snapshot(self, map_size: int) -> None:
+        """A single-file snapshot (from ``copy``): read-only, no lock file, nothing written."""
+        check_size(self.path)
+        try:
+            env = lmdb.open(
+                str(self.path), map_size=map_size, subdir=False, readonly=True, lock=False, readahead=False, max_dbs=8
+            )
+        except lmdb.InvalidError as exc:
+            raise NotAStoreError(f"{self.path} is not a store snapshot: LMDB says {exc}") from None
+        except lmdb.Error as exc:
+            raise translate(exc, self.path, "cannot open snapshot") from None
+        self.env = env
+        try:
+            if self._walk_first:
+                self._walk(env)
+            with env.begin() as txn:
+                if txn.get(b"meta") is None:
+                    raise NotAStoreError(f"{self.path} holds an LMDB environment that is not an ackstore store")
+            self.catalog = Catalog(env, self.path, create=False)
+            self.log_db = env.open_db(b"log", create=False)
+            self.read(self.catalog.read_format)
+        except BaseException as exc:
+            env.close()
+            if isinstance(exc, lmdb.Error):
+                raise translate(exc, self.path, "cannot open snapshot") from None
+            raise
+
+    def walk(self) -> None:
+        """Walk the file's B-trees in Python; raise CorruptStoreError naming the damage."""
+        self._walk(self.env)
+
+    def _walk(self, env: lmdb.Environment) -> None:
+        """Walk the file's B-trees in Python (a read transaction pins the pages walked)."""
+        with env.begin() as txn:
+            problems = walk(self.path, txn.id())
+        if problems:
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            raise CorruptStoreError(f"store {self.path}: the file's B-tree is damaged: {problems[0]}{more}", self.path)
+
+    def _take_writer_lock(self) -> None:
+        fd = os.open(self.path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise StoreLockedError(
+                    f"store {self.path} is locked by another writer (pid {holder}); one writer per store: "
+                    "close the other one, or open with readonly=True"
+                ) from None
+            raise
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._lock_fd = fd
+
+    def _release_writer_lock(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # closing the descriptor releases the flock
+            self._lock_fd = None
+
+    # -- transactions ---------------------------------------------------------------------------
+
+    def write(self, fn: Callable[[lmdb.Transaction], T]) -> T:
+        """Run ``fn`` in one write transaction; on a full map abort, grow it, replay.
+
+        ``fn`` must be replayable: it may run more than once, only the last run commits.
+        """
+        with self.lock:
+            while True:
+                txn = self.env.begin(write=True)
+                try:
+                    result = fn(txn)
+                    txn.commit()
+                    return result
+                except lmdb.MapFullError:
+                    txn.abort()
+                    self.grow()
+                except lmdb.Error as exc:
+                    txn.abort()
+                    raise translate(exc, self.path, "writing to store") from exc
+                except BaseException:
+                    txn.abort()
+                    raise
+
+    def grow(self) -> None:
+        """Double the map (lock held)."""
+        size = self.env.info()["map_size"]
+        new = size * 2
+        self.env.set_mapsize(new)
+        self.map_grows += 1
+        log.info("ackstore: grew the LMDB map of %s from %d to %d bytes", self.path, size, new)
+
+    def read(self, fn: Callable[[lmdb.Transaction], T]) -> T:
+        """Run ``fn`` in a read transaction (a consistent snapshot of the flushed state)."""
+        with self.lock:
+            try:
+                try:
+                    txn = self.env.begin()
+                except lmdb.MapResizedError:
+                    self.env.set_mapsize(0)  # adopt the size another process grew the map to
+                    txn = self.env.begin()
+                try:
+                    return fn(txn)
+                finally:
+                    txn.abort()
+            except lmdb.Error as exc:
+                raise translate(exc, self.path, "reading store") from exc
+
+    @property
+    def map_size(self) -> int:
+        """The map's current size in bytes."""
+        with self.lock:
+            return int(self.env.info()["map_size"])
+
+    def copy(self, dest: Path, compact: bool) -> int:
+        """Write a consistent single-file snapshot to ``dest`` (beside it, then renamed); its size."""
+        if os.path.lexists(dest):
+            raise InvalidArgumentError(f"copy destination {dest} exists; allowed: a path that does not exist yet")
+        tmp = dest.with_name(dest.name + ".partial")
+        fd = create_new_file(tmp)
+        try:
+            with self.lock:
+                self.env.copyfd(fd, compact=compact)
+            os.fsync(fd)
+        except BaseException as exc:
+            os.close(fd)
+            tmp.unlink(missing_ok=True)
+            if isinstance(exc, (lmdb.Error, OSError)):
+                raise translate(exc, dest.parent, f"copy of {self.path} to") from exc
+            raise
+        os.close(fd)
+        os.replace(tmp, dest)
+        return dest.stat().st_size
+
+    def close(self) -> None:
+        """Close the environment and release the writer's lock file."""
+        with self.lock:
+            self.env.close()
+        self._release_writer_lock()
