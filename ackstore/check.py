@@ -21,8 +21,8 @@ from functools import partial
 import lmdb
 
 from .errors import CorruptRecordError, CorruptStoreError, InvalidArgumentError, StoreError
-from .recover import recover_cursor
-from .storage.records import decode_ledger, decode_record, log_key, split_log_key
+from .storage.log import CursorLog
+from .storage.records import decode_ledger, decode_record
 from .store import AckStore, Topic
 
 __all__ = ["Finding", "check", "FINDING_KINDS"]
@@ -129,17 +129,15 @@ def _check_in(txn: lmdb.Transaction, s: AckStore, topic: Topic, name: str) -> li
     if found is None:
         return out
     cid = found[0]
+    log = CursorLog(s.storage.log_db, cid)
     records = 0
-    c = txn.cursor(db=s.storage.log_db)
-    ok = c.set_range(log_key(cid, 0))
-    while ok and c.key() < log_key(cid + 1, 0):
+    for seq, value in log.records(txn):
         records += 1
         try:
-            decode_record(c.value())
+            decode_record(value)
         except CorruptRecordError as exc:
-            add("corrupt-record", str(exc), split_log_key(c.key())[1])
-        ok = c.next()
-    state = recover_cursor(txn, s.storage.log_db, cid, budget=0, verify="all")
+            add("corrupt-record", str(exc), seq)
+    state = log.recover(txn, budget=0, verify="all")
     for reason in state.report.skipped_reasons:
         if reason.startswith("marker"):
             add("broken-marker", reason, int(reason.split()[1].rstrip(":")))
@@ -153,10 +151,10 @@ def _check_in(txn: lmdb.Transaction, s: AckStore, topic: Topic, name: str) -> li
     if len(d) and md_l not in d and md_l >= (d.first() or 0):
         add("mark-delete-outside-directory", f"mark-delete {md_l}:{md_e} names no ledger of the topic")
     for ledger, entry in sorted(resolved.index.items()):
-        value = txn.get(log_key(cid, entry.seq), db=s.storage.log_db)
-        if value is None:  # recovery would have skipped this marker; defensive
+        record = log.get(txn, entry.seq)
+        if record is None:  # recovery would have skipped this marker; defensive
             continue
-        _, la = decode_ledger(value)
+        _, la = decode_ledger(record)
         entries = sorted(la.batches) + ([la.bitmap.min(), la.bitmap.max()] if la.bitmap else [])
         if not entries:
             continue

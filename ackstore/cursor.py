@@ -38,8 +38,8 @@ from .errors import (
 from .ledger_acks import LedgerAcks, count_runs, run_end
 from .ledger_cache import ACK_CHARGE, LedgerCache
 from .position import MAX_ENTRY, Position, _trusted
-from .recover import MissingRecordError, RecoveredState, log_usage, read_ledger_record, recover_cursor
 from .stats import CursorStats, LogUsage, RecoveryReport
+from .storage.log import CursorLog, MissingRecordError, RecoveredState
 from .storage.records import IndexEntry, Marker, encode_ledger, encode_marker, log_key
 
 if TYPE_CHECKING:
@@ -89,6 +89,7 @@ class Cursor:
         self._topic = topic
         self._store = topic._store
         self._storage = topic._store.storage
+        self._log = CursorLog(self._storage.log_db, cursor_id)
         self._lock: threading.RLock = topic._store._lock
         self.name = name
         self.cursor_id = cursor_id
@@ -279,15 +280,7 @@ class Cursor:
             if not store.readonly:
                 raise
         for _ in range(3):
-            state = self._storage.read(
-                partial(
-                    recover_cursor,
-                    db=self._storage.log_db,
-                    cursor_id=self.cursor_id,
-                    budget=self._cache.budget,
-                    verify=store._verify,
-                )
-            )
+            state = self._storage.read(partial(self._log.recover, budget=self._cache.budget, verify=store._verify))
             self._cache.clear()
             self._adopt(state)
             if ledger in self._cache.loaded:
@@ -301,8 +294,8 @@ class Cursor:
         raise MissingRecordError(f"ledger {ledger}'s record of cursor {self.name!r} keeps vanishing under this reader")
 
     def _fetch(self, ledger: int) -> LedgerAcks:
-        entry, cid = self._index[ledger], self.cursor_id
-        return self._storage.read(lambda txn: read_ledger_record(txn, self._storage.log_db, cid, ledger, entry))
+        entry = self._index[ledger]
+        return self._storage.read(lambda txn: self._log.read_ledger(txn, ledger, entry))
 
     def _swap_in(self, ledger: int) -> LedgerAcks | None:
         """Load a swapped-out ledger whole, evicting least recently used ones to make room."""
@@ -858,7 +851,7 @@ class Cursor:
         with self._lock:
             self._open()
             seq = self._marker_seq
-        return self._storage.read(lambda txn: log_usage(txn, self._storage.log_db, self.cursor_id, seq))
+        return self._storage.read(lambda txn: self._log.usage(txn, seq))
 
     @property
     def dirty(self) -> bool:

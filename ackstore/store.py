@@ -50,10 +50,9 @@ from .errors import (
     UnknownTopicError,
 )
 from .ledger_cache import CachePool
-from .recover import log_usage, recover_cursor
 from .stats import CompactStats, FlushStats
 from .storage.env import LOCK_FILE, Environment
-from .storage.records import log_key, split_log_key
+from .storage.log import CursorLog
 
 __all__ = ["AckStore", "Topic", "DEFAULT_MAP_SIZE", "LOCK_FILE"]
 
@@ -411,7 +410,8 @@ class AckStore:
                 self._put_cursor(topic.topic_id, name, cid, config)
             cfg = config or stored
         budget = cfg.max_individual_ack_cache_bytes
-        state = self._storage.read(lambda txn: recover_cursor(txn, self._storage.log_db, cid, budget, self._verify))
+        cursor_log = CursorLog(self._storage.log_db, cid)
+        state = self._storage.read(lambda txn: cursor_log.recover(txn, budget, self._verify))
         report = state.report
         if report.markers_skipped or report.skipped_reasons:
             log.warning(
@@ -516,25 +516,12 @@ class AckStore:
 
     def _write_captures(self, txn: lmdb.Transaction, caps: list[_Capture]) -> int:
         trimmed = 0
+        db = self._storage.log_db
         for cap in caps:
             for key, value in cap.puts:
-                txn.put(key, value, db=self._storage.log_db, append=False)
+                txn.put(key, value, db=db)
             if cap.gc_below > 0:
-                trimmed += self._trim_garbage(txn, cap.cursor.cursor_id, cap.gc_below, cap.gc_live)
-        return trimmed
-
-    def _trim_garbage(self, txn: lmdb.Transaction, cid: int, below: int, live: frozenset[int]) -> int:
-        """Delete records of ``cid`` below sequence ``below`` that ``live`` does not reference."""
-        cur = txn.cursor(db=self._storage.log_db)
-        end = log_key(cid, below)
-        trimmed = 0
-        ok = cur.set_range(log_key(cid, 0))
-        while ok and cur.key() < end:
-            if split_log_key(cur.key())[1] in live:
-                ok = cur.next()
-            else:
-                ok = cur.delete()
-                trimmed += 1
+                trimmed += CursorLog(db, cap.cursor.cursor_id).trim(txn, cap.gc_below, cap.gc_live)
         return trimmed
 
     # -- maintenance --------------------------------------------------------------------------
@@ -562,25 +549,22 @@ class AckStore:
             def rewrite(txn: lmdb.Transaction) -> list[CompactStats]:
                 out = []
                 for cur, start, items, marker in plans:
-                    cid = cur.cursor_id
-                    usage = log_usage(txn, self._storage.log_db, cid, -1)  # every record is below ``start``
+                    log = CursorLog(self._storage.log_db, cur.cursor_id)
+                    usage = log.usage(txn, -1)  # every record is below ``start``
                     after = 0
                     for i, (ledger, _, src) in enumerate(items):
-                        value = src if isinstance(src, bytes) else txn.get(log_key(cid, src), db=self._storage.log_db)
+                        value = src if isinstance(src, bytes) else log.get(txn, src)
                         if value is None:
                             raise StoreError(
                                 f"compaction: record {src!r} of ledger {ledger} is missing; run check --fix"
                             )
-                        txn.put(log_key(cid, start + i), value, db=self._storage.log_db)
+                        log.put(txn, start + i, value)
                         after += 16 + len(value)
-                    txn.put(log_key(cid, start + len(items)), marker, db=self._storage.log_db)
+                    log.put(txn, start + len(items), marker)
                     after += 16 + len(marker)
-                    c = txn.cursor(db=self._storage.log_db)
-                    ok = c.set_range(log_key(cid, 0))
-                    while ok and c.key() < log_key(cid, start):
-                        ok = c.delete()
+                    log.trim(txn, start)
                     if verify:
-                        state = recover_cursor(txn, self._storage.log_db, cid, None, "all")
+                        state = log.recover(txn, None, "all")
                         diff = cur._differs_from(state, start + len(items))
                         if diff is not None:
                             raise StoreError(

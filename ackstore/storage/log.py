@@ -1,4 +1,10 @@
-"""Open-time recovery of one cursor, back to front.
+"""A cursor's record log: open-time recovery back to front, and every other scan of it.
+
+:class:`CursorLog` is the one place that walks a cursor's keys: recovery, swap-in reads,
+usage, garbage trimming after a flush, the full scan ``check`` does, and compaction's
+rewrite. The functions below it are its implementation, each taking the transaction.
+
+Recovery:
 
 The cursor's log is scanned from its newest record backwards. For each marker
 met, the delta chain is walked back to its full marker and every ledger record
@@ -11,14 +17,15 @@ loaded: a marker is only written in the same transaction as its records.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import lmdb
 
-from .errors import CorruptRecordError
-from .ledger_acks import LedgerAcks
-from .stats import LogUsage, RecoveryReport
-from .storage.records import (
+from ..errors import CorruptRecordError
+from ..ledger_acks import LedgerAcks
+from ..stats import LogUsage, RecoveryReport
+from .records import (
     RECORD_MARKER,
     IndexEntry,
     Marker,
@@ -30,6 +37,7 @@ from .storage.records import (
 )
 
 __all__ = [
+    "CursorLog",
     "MissingRecordError",
     "RecoveredState",
     "recover_cursor",
@@ -268,3 +276,55 @@ def log_usage(txn: lmdb.Transaction, db: lmdb._Database, cursor_id: int, marker_
             garbage += size
         ok = c.next()
     return LogUsage(records, total, total - garbage, garbage)
+
+
+class CursorLog:
+    """The records of one cursor in the store's log database. Every method takes the
+    transaction it works in (from :meth:`Environment.read` or :meth:`Environment.write`)."""
+
+    __slots__ = ("db", "cursor_id", "_lo", "_hi")
+
+    def __init__(self, db: lmdb._Database, cursor_id: int) -> None:
+        self.db = db
+        self.cursor_id = cursor_id
+        self._lo, self._hi = log_key(cursor_id, 0), log_key(cursor_id + 1, 0)
+
+    def recover(self, txn: lmdb.Transaction, budget: int | None, verify: str) -> RecoveredState:
+        """The newest intact marker and what it references (see :func:`recover_cursor`)."""
+        return recover_cursor(txn, self.db, self.cursor_id, budget, verify)
+
+    def read_ledger(self, txn: lmdb.Transaction, ledger: int, entry: IndexEntry) -> LedgerAcks:
+        """A swapped-out ledger's record, checked against the index entry."""
+        return read_ledger_record(txn, self.db, self.cursor_id, ledger, entry)
+
+    def usage(self, txn: lmdb.Transaction, marker_seq: int) -> LogUsage:
+        """Records and bytes; live = referenced by ``marker_seq``. O(records)."""
+        return log_usage(txn, self.db, self.cursor_id, marker_seq)
+
+    def get(self, txn: lmdb.Transaction, seq: int) -> bytes | None:
+        return txn.get(log_key(self.cursor_id, seq), db=self.db)  # type: ignore[no-any-return]
+
+    def put(self, txn: lmdb.Transaction, seq: int, value: bytes) -> None:
+        txn.put(log_key(self.cursor_id, seq), value, db=self.db)
+
+    def records(self, txn: lmdb.Transaction) -> Iterator[tuple[int, bytes]]:
+        """``(seq, value)`` of every record, oldest first."""
+        c = txn.cursor(db=self.db)
+        ok = c.set_range(self._lo)
+        while ok and c.key() < self._hi:
+            yield split_log_key(c.key())[1], c.value()
+            ok = c.next()
+
+    def trim(self, txn: lmdb.Transaction, below: int, keep: frozenset[int] = frozenset()) -> int:
+        """Delete the records below sequence ``below`` that ``keep`` does not name; how many."""
+        c = txn.cursor(db=self.db)
+        end = log_key(self.cursor_id, below)
+        trimmed = 0
+        ok = c.set_range(self._lo)
+        while ok and c.key() < end:
+            if split_log_key(c.key())[1] in keep:
+                ok = c.next()
+            else:
+                ok = c.delete()
+                trimmed += 1
+        return trimmed
