@@ -146,7 +146,7 @@ def _check_in(txn: lmdb.Transaction, s: AckStore, topic: Topic, name: str) -> li
         if records:
             add("no-intact-marker", f"{records} records but no intact marker: recovery starts the cursor empty")
         return out
-    d = topic._directory
+    d = topic.directory
     md_l, md_e = resolved.marker.mark_delete
     if len(d) and md_l not in d and md_l >= (d.first() or 0):
         add("mark-delete-outside-directory", f"mark-delete {md_l}:{md_e} names no ledger of the topic")

@@ -18,8 +18,10 @@ only then are victims chosen.
 from __future__ import annotations
 
 import sys
+import weakref
 from collections import OrderedDict
 from collections.abc import Iterable
+from typing import Any
 
 from .ledger_acks import LedgerAcks
 
@@ -34,13 +36,25 @@ LOW_WATER = 0.9
 
 
 class CachePool:
-    """The store-wide budget: the running total of every cursor's cache of one store."""
+    """The store-wide budget: the running total of every cursor's cache of one store, and
+    the cursors' pages registered in it (held weakly), so that it can make them give way."""
 
-    __slots__ = ("total", "budget")
+    __slots__ = ("total", "budget", "members")
 
     def __init__(self, budget: int | None) -> None:
         self.total = 0
         self.budget = sys.maxsize if budget is None else budget
+        self.members: weakref.WeakSet[Any] = weakref.WeakSet()
+
+    def fit(self, current: Any, incoming: int, keep: Iterable[int]) -> None:
+        """Bring every member under the budget, largest caches first; ``keep`` holds for
+        ``current`` (the pages asking) only. Each member's ``fit_own`` evicts (writing back)."""
+        for pages in sorted(self.members, key=lambda p: p.cache.nbytes, reverse=True):
+            excess = self.total + incoming - self.budget
+            if excess <= 0:
+                return
+            target = max(0, pages.cache.nbytes - excess)
+            pages.fit_own(0, keep if pages is current else (), target)
 
 
 class LedgerCache:

@@ -30,14 +30,15 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import lmdb
 
+from .compact import compact_cursors
 from .config import CursorConfig
-from .cursor import Cursor, _Capture
+from .cursor import Cursor, FlushPlan
 from .directory import OPEN, LedgerDirectory
 from .errors import (
     AckStoreError,
@@ -87,46 +88,49 @@ class Topic:
     """A topic: its ledger directory and its cursors. Get one with ``store.topic(name)``."""
 
     def __init__(self, store: AckStore, name: str, topic_id: int, directory: LedgerDirectory) -> None:
-        self._store = store
+        #: the store this topic belongs to
+        self.store = store
         self.name = name
         self.topic_id = topic_id
-        self._directory = directory
-        self._version = 0  # bumped on every directory change (cursors cache ledger limits by it)
+        #: the ledger directory (read it; change it with add_ledger, close_ledger, trim_ledgers)
+        self.directory = directory
+        #: bumped on every directory change (cursors cache ledger limits by it)
+        self.version = 0
         self._cursors: dict[str, Cursor] = {}
 
     def __repr__(self) -> str:
-        return f"Topic({self.name!r}, ledgers={len(self._directory)})"
+        return f"Topic({self.name!r}, ledgers={len(self.directory)})"
 
     # -- ledger directory ---------------------------------------------------------------------
 
     def ledgers(self) -> list[tuple[int, int | None]]:
         """``[(ledger id, entry count or None while open)]`` in order."""
-        with self._store._lock:
-            return [(i, None if c < 0 else c) for i, c in self._directory.items()]
+        with self.store.lock:
+            return [(i, None if c < 0 else c) for i, c in self.directory.items()]
 
     def add_ledger(self, ledger: int) -> None:
         """Append a new open ledger; ids must increase and the previous ledger must be sealed."""
-        store = self._store
-        with store._lock:
+        store = self.store
+        with store.lock:
             store._writable()
-            ledger = self._directory.check_add(ledger)
+            ledger = self.directory.check_add(ledger)
 
             def persist(txn: lmdb.Transaction) -> None:
-                store._storage.catalog.put_ledger(txn, self.topic_id, ledger, OPEN)
-                store._storage.catalog.put_topic(txn, self.name, self.topic_id, ledger)
+                store.storage.catalog.put_ledger(txn, self.topic_id, ledger, OPEN)
+                store.storage.catalog.put_topic(txn, self.name, self.topic_id, ledger)
 
             self._change(persist, lambda d: d.add(ledger))
 
     def close_ledger(self, ledger: int, entries: int) -> None:
         """Seal an open ledger with its entry count (every cursor's acks must fit in it)."""
-        store = self._store
-        with store._lock:
+        store = self.store
+        with store.lock:
             store._writable()
-            ledger, entries = self._directory.check_close(ledger, entries)
+            ledger, entries = self.directory.check_close(ledger, entries)
             for cur in self._cursors.values():
-                cur._check_close(ledger, entries)
+                cur.check_close(ledger, entries)
             self._change(
-                lambda txn: store._storage.catalog.put_ledger(txn, self.topic_id, ledger, entries),
+                lambda txn: store.storage.catalog.put_ledger(txn, self.topic_id, ledger, entries),
                 lambda d: d.close(ledger, entries),
             )
 
@@ -136,14 +140,14 @@ class Topic:
         Cursors whose mark-delete position was in a dropped ledger move to the first
         remaining one. The newest ledger always stays. Returns the ids dropped.
         """
-        store = self._store
-        with store._lock:
+        store = self.store
+        with store.lock:
             store._writable()
-            below = self._directory.check_trim(below)
-            dropped = [i for i in self._directory.ids if i < below]
+            below = self.directory.check_trim(below)
+            dropped = [i for i in self.directory.ids if i < below]
             if dropped:
                 self._change(
-                    lambda txn: store._storage.catalog.delete_ledgers(txn, self.topic_id, dropped),
+                    lambda txn: store.storage.catalog.delete_ledgers(txn, self.topic_id, dropped),
                     lambda d: d.trim(below),
                     trim=True,
                 )
@@ -156,15 +160,12 @@ class Topic:
         trim: bool = False,
     ) -> None:
         """Persist a directory change (durable when this returns), then apply it in memory."""
-        self._store._storage.write(persist)
-        d = self._directory
+        self.store.storage.write(persist)
+        d = self.directory
         edit(d)
-        self._version += 1
+        self.version += 1
         for cur in self._cursors.values():
-            if trim:
-                cur._reconcile(d)
-            else:
-                cur._on_directory_change(d)
+            cur.directory_changed(d, trimmed=trim)
 
     # -- cursors ------------------------------------------------------------------------------
 
@@ -177,15 +178,14 @@ class Topic:
         name = _check_name(name, "cursor")
         if config is not None and not isinstance(config, CursorConfig):
             raise InvalidTypeError(f"config must be a CursorConfig, got {type(config).__name__}")
-        store = self._store
-        with store._lock:
+        store = self.store
+        with store.lock:
             store._alive()
             cur = self._cursors.get(name)
             if cur is not None:
-                if config is not None and config != cur._config:
+                if config is not None and config != cur.config:
                     if store.readonly:  # a reader may pick its own budget; nothing is persisted
-                        with store._lock:
-                            cur._apply_config(config)
+                        cur.apply_config(config)
                     else:
                         cur.update_config(**config.to_obj())
                 return cur
@@ -195,7 +195,7 @@ class Topic:
 
     def cursors(self) -> list[str]:
         """Names of every cursor of this topic (persisted ones included), sorted."""
-        return self._store._cursor_names(self.topic_id)
+        return self.store._cursor_names(self.topic_id)
 
 
 class AckStore:
@@ -205,11 +205,15 @@ class AckStore:
     readonly: bool
     _sync: bool
     _cursor_defaults: CursorConfig
-    _lock: threading.RLock
+    #: the store lock: cursors of this store share it (lock order: a revision controller,
+    #: then the flush lock, then this one, then the environment's)
+    lock: threading.RLock
     _flush_lock: threading.Lock
     _topics: dict[str, Topic]
-    _pool: CachePool
-    _verify: str
+    #: the store-wide cache budget every cursor's pages are registered in
+    cache_pool: CachePool
+    #: what opening a cursor checks (see ``open``)
+    verify: str
     _flusher: threading.Thread | None
     _stop: threading.Event
     _storage: Environment
@@ -285,11 +289,11 @@ class AckStore:
         self.readonly = readonly
         self._sync = sync
         self._cursor_defaults = cursor_defaults or CursorConfig()
-        self._lock = threading.RLock()
+        self.lock = threading.RLock()
         self._flush_lock = threading.Lock()
         self._topics = {}
-        self._pool = CachePool(cache_bytes)
-        self._verify = verify
+        self.cache_pool = CachePool(cache_bytes)
+        self.verify = verify
         self._flusher = None
         self._stop = threading.Event()
         self.last_flush = None
@@ -350,7 +354,7 @@ class AckStore:
     def topic(self, name: str) -> Topic:
         """The topic ``name``: created on first use (and persisted), else loaded."""
         name = _check_name(name, "topic")
-        with self._lock:
+        with self.lock:
             self._alive()
             topic = self._topics.get(name)
             if topic is not None:
@@ -376,17 +380,18 @@ class AckStore:
 
     def topics(self) -> list[str]:
         """Names of every topic in the store, sorted."""
-        with self._lock:
+        with self.lock:
             self._alive()
             return self._storage.read(self._storage.catalog.topic_names)
 
     # -- cursors ------------------------------------------------------------------------------
 
-    def _put_cursor(self, tid: int, name: str, cid: int, config: CursorConfig) -> None:
+    def persist_cursor_config(self, tid: int, name: str, cid: int, config: CursorConfig) -> None:
+        """Write a cursor's configuration to the catalog (durable when this returns)."""
         self._storage.write(lambda txn: self._storage.catalog.put_cursor(txn, tid, name, cid, config))
 
     def _cursor_names(self, tid: int) -> list[str]:
-        with self._lock:
+        with self.lock:
             self._alive()
             return [name for name, _ in self._storage.read(lambda txn: self._storage.catalog.cursor_entries(txn, tid))]
 
@@ -407,11 +412,11 @@ class AckStore:
         else:
             cid, stored = found
             if config is not None and config != stored and not self.readonly:
-                self._put_cursor(topic.topic_id, name, cid, config)
+                self.persist_cursor_config(topic.topic_id, name, cid, config)
             cfg = config or stored
         budget = cfg.max_individual_ack_cache_bytes
         cursor_log = CursorLog(self._storage.log_db, cid)
-        state = self._storage.read(lambda txn: cursor_log.recover(txn, budget, self._verify))
+        state = self._storage.read(lambda txn: cursor_log.recover(txn, budget, self.verify))
         report = state.report
         if report.markers_skipped or report.skipped_reasons:
             log.warning(
@@ -429,27 +434,12 @@ class AckStore:
     @property
     def cache_bytes(self) -> int:
         """Bytes of ack state held in memory by every open cursor (an upper bound)."""
-        return self._pool.total
+        return self.cache_pool.total
 
     @property
     def cache_budget(self) -> int | None:
         """The store-wide budget given to :meth:`open` (None: only per-cursor budgets)."""
-        return None if self._pool.budget == sys.maxsize else self._pool.budget
-
-    def _fit_pool(self, current: Cursor, incoming: int, keep: Iterable[int]) -> None:
-        """Bring all cursors together under the store-wide budget, largest caches first. Lock held."""
-        pool = self._pool
-        cursors = sorted(
-            (cur for topic in self._topics.values() for cur in topic._cursors.values()),
-            key=lambda cur: cur._cache.nbytes,
-            reverse=True,
-        )
-        for cur in cursors:
-            excess = pool.total + incoming - pool.budget
-            if excess <= 0:
-                return
-            target = max(0, cur._cache.nbytes - excess)
-            cur._fit(budget=target, keep=keep if cur is current else ())
+        return None if self.cache_pool.budget == sys.maxsize else self.cache_pool.budget
 
     # -- flush --------------------------------------------------------------------------------
 
@@ -464,21 +454,21 @@ class AckStore:
             return FlushStats(0, 0, 0, 0, 0, 0, 0.0, 0)
         started = time.perf_counter()
         with self._flush_lock:
-            with self._lock:
+            with self.lock:
                 self._alive()
-                caps: list[_Capture] = []
+                plans: list[FlushPlan] = []
                 cur = None
                 try:
                     for topic in self._topics.values():
                         for cur in topic._cursors.values():
-                            cap = cur._capture()
-                            if cap is not None:
-                                caps.append(cap)
+                            plan = cur.prepare_flush()
+                            if plan is not None:
+                                plans.append(plan)
                 except BaseException as exc:
-                    # every cursor captured so far gets its pending state back (the failing one
+                    # every cursor planned so far gets its pending state back (the failing one
                     # put its own back): nothing is lost, the next flush tries again
-                    for cap in caps:
-                        cap.cursor._abort(cap)
+                    for plan in plans:
+                        plan.abort()
                     if isinstance(exc, Exception) and not isinstance(exc, AckStoreError):
                         where = f"{cur.topic.name}/{cur.name}" if cur is not None else "?"
                         raise StoreError(
@@ -486,27 +476,25 @@ class AckStore:
                             f"written; every cursor keeps its state and the next flush retries: {exc!r}"
                         ) from exc
                     raise
-            if not caps:
+            if not plans:
                 return FlushStats(0, 0, 0, 0, 0, 0, time.perf_counter() - started, 0)
             grows_before = self._storage.map_grows
             try:
-                trimmed = self._storage.write(lambda txn: self._write_captures(txn, caps))
-            except BaseException as exc:
-                with self._lock:
-                    for cap in caps:
-                        cap.cursor._abort(cap)
-                if isinstance(exc, lmdb.Error):
-                    raise StoreError(f"flush of store {self.path} failed, nothing was written: {exc}") from exc
+                trimmed = self._storage.write(lambda txn: self._write_plans(txn, plans))
+            except BaseException:
+                with self.lock:
+                    for plan in plans:
+                        plan.abort()
                 raise
-            with self._lock:
-                for cap in caps:
-                    cap.cursor._commit(cap)
+            with self.lock:
+                for plan in plans:
+                    plan.commit()
             stats = FlushStats(
-                cursors=len(caps),
-                ledger_records=sum(len(c.puts) - 1 for c in caps),
-                markers=len(caps),
-                full_markers=sum(1 for c in caps if c.full),
-                bytes_written=sum(len(k) + len(v) for c in caps for k, v in c.puts),
+                cursors=len(plans),
+                ledger_records=sum(p.ledger_records for p in plans),
+                markers=len(plans),
+                full_markers=sum(1 for p in plans if p.full),
+                bytes_written=sum(p.bytes_written for p in plans),
                 records_trimmed=trimmed,
                 seconds=time.perf_counter() - started,
                 map_grows=self._storage.map_grows - grows_before,
@@ -514,14 +502,15 @@ class AckStore:
             self.last_flush = stats
             return stats
 
-    def _write_captures(self, txn: lmdb.Transaction, caps: list[_Capture]) -> int:
+    def _write_plans(self, txn: lmdb.Transaction, plans: list[FlushPlan]) -> int:
+        """Step 2 of the flush: every plan's records, and its garbage trimmed (replayable)."""
         trimmed = 0
         db = self._storage.log_db
-        for cap in caps:
-            for key, value in cap.puts:
+        for plan in plans:
+            for key, value in plan.puts:
                 txn.put(key, value, db=db)
-            if cap.gc_below > 0:
-                trimmed += CursorLog(db, cap.cursor.cursor_id).trim(txn, cap.gc_below, cap.gc_live)
+            if plan.gc_below > 0:
+                trimmed += CursorLog(db, plan.cursor_id).trim(txn, plan.gc_below, plan.gc_live)
         return trimmed
 
     # -- maintenance --------------------------------------------------------------------------
@@ -543,43 +532,8 @@ class AckStore:
         if cursors is None:
             topics = [self.topic(t) for t in self.topics()]
             cursors = [topic.cursor(name) for topic in topics for name in topic.cursors()]
-        with self._flush_lock, self._lock:
-            plans = [(cur, *cur._rewrite_plan()) for cur in cursors]
-
-            def rewrite(txn: lmdb.Transaction) -> list[CompactStats]:
-                out = []
-                for cur, start, items, marker in plans:
-                    log = CursorLog(self._storage.log_db, cur.cursor_id)
-                    usage = log.usage(txn, -1)  # every record is below ``start``
-                    after = 0
-                    for i, (ledger, _, src) in enumerate(items):
-                        value = src if isinstance(src, bytes) else log.get(txn, src)
-                        if value is None:
-                            raise StoreError(
-                                f"compaction: record {src!r} of ledger {ledger} is missing; run check --fix"
-                            )
-                        log.put(txn, start + i, value)
-                        after += 16 + len(value)
-                    log.put(txn, start + len(items), marker)
-                    after += 16 + len(marker)
-                    log.trim(txn, start)
-                    if verify:
-                        state = log.recover(txn, None, "all")
-                        diff = cur._differs_from(state, start + len(items))
-                        if diff is not None:
-                            raise StoreError(
-                                f"the rewrite of cursor {cur.topic.name}/{cur.name} did not read back ({diff}); "
-                                "nothing was changed"
-                            )
-                    out.append(
-                        CompactStats(cur.topic.name, cur.name, usage.records, usage.record_bytes, len(items) + 1, after)
-                    )
-                return out
-
-            stats = self._storage.write(rewrite)
-            for cur, start, items, marker in plans:
-                cur._adopt_rewrite(start, items, len(marker))
-            return stats
+        with self._flush_lock, self.lock:
+            return compact_cursors(self._storage, cursors, verify)
 
     def copy(self, dest: str | os.PathLike[str], compact: bool = True) -> int:
         """Write a consistent single-file snapshot of the flushed state to ``dest``; return its size.
@@ -617,11 +571,11 @@ class AckStore:
             self._shut()
 
     def _shut(self) -> None:
-        with self._lock:
+        with self.lock:
             self._closed = True
             for topic in self._topics.values():
                 for cur in topic._cursors.values():
-                    cur._cache.clear()
+                    cur.release()
             self._storage.close()
 
     def _abandon(self) -> None:

@@ -55,10 +55,10 @@ def _last_flush_pairs(store: AckStore, cursors) -> list[tuple[bytes, bytes]]:  #
             seq = cur.stats().last_marker_seq
             for s in (seq - 1, seq):
                 key = log_key(cur.cursor_id, s)
-                out.append((key, bytes(txn.get(key, db=store._log))))
+                out.append((key, bytes(txn.get(key, db=store.storage.log_db))))
         return out
 
-    return store._read(read)
+    return store.storage.read(read)
 
 
 def test_group_flush_raw_lmdb_baseline(benchmark, many, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

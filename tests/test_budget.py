@@ -100,13 +100,13 @@ def test_4_lru_switching(store_path: Path) -> None:
         cur = topic.cursor("c", CursorConfig(max_individual_ack_cache_bytes=int(3.5 * one)))
         for ledger in (1, 2, 3):
             cur.ack_entries(ledger, range(1, 1000, 2))
-        assert list(cur._cache.loaded) == [1, 2, 3]
+        assert list(cur._pages.cache.loaded) == [1, 2, 3]
         cur.is_acked(Position(1, 5))  # touch 1: now 2 is the least recently used
         cur.ack_entries(4, range(1, 1000, 2))
-        assert list(cur._cache.loaded) == [1, 4] or list(cur._cache.loaded)[-2:] == [1, 4]
-        assert 2 not in cur._cache.loaded and 2 in cur._cache.swapped
+        assert list(cur._pages.cache.loaded) == [1, 4] or list(cur._pages.cache.loaded)[-2:] == [1, 4]
+        assert 2 not in cur._pages.cache.loaded and 2 in cur._pages.cache.swapped
         cur.is_acked(Position(2, 5))  # swap 2 back in: the LRU of (3, 1, 4) goes
-        assert list(cur._cache.loaded)[-1] == 2
+        assert list(cur._pages.cache.loaded)[-1] == 2
         assert cur.stats().swap_ins == 1
         cur._check()
 
@@ -119,17 +119,17 @@ def test_5_swap_in_that_needs_two_evictions(store_path: Path) -> None:
         for ledger in (1, 2, 3, 4, 5):
             cur.ack_entries(ledger, range(1, 200, 2))  # small ones
         store.flush()
-        sizes = {ledger: la.nbytes() for ledger, la in cur._cache.loaded.items()}
+        sizes = {ledger: la.nbytes() for ledger, la in cur._pages.cache.loaded.items()}
     budget = sizes[6] + 2 * sizes[1]
     with AckStore.open(store_path) as store:
         cur = store.topic(T).cursor("c", CursorConfig(max_individual_ack_cache_bytes=budget))
         for ledger in (1, 2, 3, 4, 5):
             cur.is_acked(Position(ledger, 1))
-        assert 6 in cur._cache.swapped
+        assert 6 in cur._pages.cache.swapped
         before = cur.stats().evictions
         assert cur.is_acked(Position(6, 3))
         assert cur.stats().evictions - before >= 2
-        assert 6 in cur._cache.loaded
+        assert 6 in cur._pages.cache.loaded
         cur._check()
 
 
@@ -186,10 +186,10 @@ def test_open_loads_newest_first_within_budget(store_path: Path) -> None:
         store.flush()
         cur.ack([Position(3, 0)])  # ledger 3 becomes the newest record
         store.flush()
-        one = cur._cache.loaded[5].nbytes()
+        one = cur._pages.cache.loaded[5].nbytes()
     with AckStore.open(store_path) as store:
         cur = store.topic(T).cursor("c", CursorConfig(max_individual_ack_cache_bytes=int(4.5 * one)))
-        loaded = list(cur._cache.loaded)
+        loaded = list(cur._pages.cache.loaded)
         assert 1 in loaded  # the mark-delete ledger always
         assert 3 in loaded  # the newest record
         assert len(loaded) <= 5
@@ -205,7 +205,7 @@ def _swapped_record(store_path: Path) -> tuple[int, int, list[object]]:
         first_state = list(cur.ack_ranges())
         cur.ack([Position(30, 0)])
         store.flush()
-        seq = cur._index[2].seq
+        seq = cur._pages.index[2].seq
     return seq, 2, first_state
 
 

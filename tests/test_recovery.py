@@ -172,15 +172,15 @@ def test_open_drops_persisted_acks_at_or_below_the_mark_delete_and_measures_that
         cur.ack_entries(1, range(3, 100_000, 2))  # a large set, then a small one in ledger 2
         cur.ack([Position(2, 5)])
         store.flush()
-        with store._lock:  # M past most of ledger 1's record, with no new record for it
-            cur._md = Position(1, 99_990)
-            cur._rp = Position(1, 99_991)
-            cur._meta_dirty = True
+        with store.lock:  # M past most of ledger 1's record, with no new record for it
+            cur._state.md = Position(1, 99_990)
+            cur._state.rp = Position(1, 99_991)
+            cur._state.meta_dirty = True
         store.flush()
         testing.crash(store)
     with AckStore.open(store_path) as store:
         cur = store.topic(T).cursor("c")
-        cache = cur._cache
+        cache = cur._pages.cache
         assert cache.loaded[1].size == cache.loaded[1].nbytes()  # measured after the drop
         assert cache.nbytes == sum(la.nbytes() for la in cache.loaded.values())
         assert cur.mark_delete_position == Position(1, 99_991)  # advanced over the acked 99,991

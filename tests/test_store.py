@@ -40,7 +40,7 @@ def test_flush_writes_only_the_dirty_ledger_and_a_delta_marker(store_path: Path)
         assert (stats.ledger_records, stats.markers, stats.full_markers) == (1, 1, 0)
         from ackstore.storage.records import encode_ledger
 
-        record = len(encode_ledger(5000, cur._cache.loaded[5000])) + 16
+        record = len(encode_ledger(5000, cur._pages.cache.loaded[5000])) + 16
         assert stats.bytes_written <= 1.2 * record + 200, (stats.bytes_written, record)
         assert cur.stats().last_flush_bytes == stats.bytes_written
         assert first.bytes_written > 100 * stats.bytes_written

@@ -183,16 +183,16 @@ class Dispatcher(CursorReadLoop):
         try:
             await disconnect()
         finally:
-            self._end_revision(lambda: self.cursor._reset_to(position))
+            self._end_revision(lambda: self.cursor.reset_to(position))
 
     def reset(self, position: Position) -> None:
         """Everything before ``position`` acked, nothing from it on; read from it."""
-        self._revise(lambda: self.cursor._reset_to(position))
+        self._revise(lambda: self.cursor.reset_to(position))
 
     def seek(self, position: Position) -> int:
         """A reset that also bumps the consumer epoch (PIP-194); returns the new epoch.
         A bad position raises before anything changes."""
-        self.cursor._check_reset_target(position)
+        self.cursor.check_reset_target(position)
         self.epoch += 1
         for consumer in self.consumers.values():
             consumer.epoch = self.epoch  # the seek response carries the epoch to each consumer

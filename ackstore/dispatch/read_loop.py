@@ -90,7 +90,7 @@ class CursorReadLoop:
         done = await self._read(positions)
         if done is None:
             return None
-        if not self.controller.run_if_current(done[1], lambda: self.cursor._move_read_position(positions[-1].next())):
+        if not self.controller.run_if_current(done[1], lambda: self.cursor.move_read_position(positions[-1].next())):
             self.discarded += 1  # a reset landed since the completion check (another thread)
             return None
         await asyncio.sleep(0)  # using the entries is a separate step: a reset may land in between
@@ -127,7 +127,7 @@ class CursorReadLoop:
 
     def rewind(self) -> None:
         """Read again from the first unacked position."""
-        self._revise(self.cursor._rewind)
+        self._revise(self.cursor.rewind)
 
     def revision_stats(self) -> dict[str, int]:
         return {

@@ -110,7 +110,7 @@ class Replicator(CursorReadLoop):
     def _finish_rewind(self) -> None:
         self.rewinds += 1
         self.remote.reconnect()
-        self._end_revision(self.cursor._rewind)
+        self._end_revision(self.cursor.rewind)
 
     def _spawn(self, coro: Awaitable[None]) -> None:
         task = asyncio.ensure_future(coro)

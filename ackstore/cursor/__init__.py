@@ -1,0 +1,9 @@
+"""The cursor: a facade (:class:`Cursor`) over its ack state, pages and flush plan."""
+
+from __future__ import annotations
+
+from .facade import Cursor
+from .plan import FlushPlan, RewritePlan
+from .state import MAX_BATCH_SIZE, MAX_PROPERTY_KEY_BYTES
+
+__all__ = ["Cursor", "FlushPlan", "RewritePlan", "MAX_BATCH_SIZE", "MAX_PROPERTY_KEY_BYTES"]

@@ -1,0 +1,418 @@
+"""``Cursor``: one subscription's ack state over a topic, the public face of its parts.
+
+The cursor holds the lock (the store's, shared by its cursors) and checks liveness; the
+work is its components':
+
+- :class:`~ackstore.cursor.state.AckState`: positions, range count, properties, ack rules;
+- :class:`~ackstore.cursor.pages.Pages`: ledger ack sets in memory and on disk (the budget);
+- :class:`~ackstore.cursor.plan.Planner` and :class:`~ackstore.cursor.plan.MarkerChain`:
+  the flush protocol (``prepare_flush() -> FlushPlan``, then ``commit()`` or ``abort()``)
+  and compaction's rewrite plan.
+
+Two small protocols face the rest of the package: the store's (``prepare_flush``,
+``directory_changed``, ``check_close``, the rewrite plan, ``release``) and the read
+path's (``reset_to``, ``rewind``, ``move_read_position``, ``check_reset_target``; the
+dispatch package calls them under the cursor's revision controller). A cursor process
+uses the rest; resets go through a ``Dispatcher``.
+
+Complexity: ``ack`` of one position O(1); of k positions in one ledger O(k) in C plus
+O(containers); ``ack_range_count`` O(1); ``ack_ranges`` O(ranges).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Iterator
+from dataclasses import fields, replace
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from ..config import CursorConfig
+from ..dispatch.revision import CursorStateRevisionController
+from ..errors import InvalidArgumentError, InvalidTypeError, ReadOnlyError, StoreClosedError
+from ..position import Position, _trusted
+from ..stats import CursorStats, LogUsage
+from ..storage.log import CursorLog, RecoveredState
+from .pages import Pages
+from .plan import FlushPlan, MarkerChain, Planner, RewritePlan
+from .state import AckState
+from .validate import pair
+
+if TYPE_CHECKING:
+    from ..directory import LedgerDirectory
+    from ..store import Topic
+
+__all__ = ["Cursor"]
+
+
+class Cursor:
+    """One subscription's ack state over a topic. Get one with ``topic.cursor(name)``."""
+
+    def __init__(
+        self, topic: Topic, name: str, cursor_id: int, config: CursorConfig, recovered: RecoveredState
+    ) -> None:
+        store = topic.store
+        self._topic = topic
+        self._store = store
+        self._lock: threading.RLock = store.lock
+        self.name = name
+        self.cursor_id = cursor_id
+        self._config = config
+        #: PIP-269: one controller per cursor, shared by every component that reads it
+        self.revision_controller = CursorStateRevisionController()
+        storage = store.storage
+        self._log = CursorLog(storage.log_db, cursor_id)
+        self._pages = Pages(storage, self._log, config.max_individual_ack_cache_bytes, store.cache_pool, name)
+        self._state = AckState(topic, name, self._pages)
+        self._chain = MarkerChain()
+        self._planner = Planner(cursor_id, self._state, self._pages, self._chain, config)
+        self._pages.alloc = self._chain.alloc
+        self._pages.on_load = self._state.clip
+        if store.readonly:
+            self._pages.refresh = self._refresh
+        self._ack_one = self._state.ack_one  # bound once: the one-position hot path
+        self._load(recovered)
+
+    def _load(self, recovered: RecoveredState) -> None:
+        """Start from a recovered state (at open; a read-only store also when it refreshes)."""
+        self._pages.load(recovered)
+        self._state.load(recovered.resolved.marker if recovered.resolved is not None else None)
+        self._chain.load(recovered, self._pages.runs())
+
+    def _refresh(self) -> None:
+        """Read-only: adopt the newest flushed state (the writer trimmed a record we needed)."""
+        store = self._store
+        recover = partial(self._log.recover, budget=self._pages.cache.budget, verify=store.verify)
+        self._load(store.storage.read(recover))
+
+    # -- liveness ------------------------------------------------------------------------------
+
+    def _alive(self) -> None:
+        if self._store.closed:
+            raise StoreClosedError(f"store {self._store.path} is closed; reopen it with AckStore.open()")
+        if self._store.readonly:
+            raise ReadOnlyError(f"store {self._store.path} was opened readonly=True; cursors cannot change")
+
+    def _open(self) -> None:
+        if self._store.closed:
+            raise StoreClosedError(f"store {self._store.path} is closed; reopen it with AckStore.open()")
+
+    # -- acks ----------------------------------------------------------------------------------
+
+    def ack(self, positions: Iterable[Position] | Position) -> None:
+        """Acknowledge positions individually. All are checked first: one bad position acks none.
+
+        Takes any iterable of ``Position`` (or ``(ledger, entry)`` tuples), or one Position.
+        Positions at or below the mark-delete position are already acknowledged and ignored.
+        O(1) for one position; O(k) in C plus O(containers) per ledger touched for k positions.
+        For millions of entries of one ledger, :meth:`ack_entries` skips the Python objects.
+        """
+        store = self._store
+        if store.closed or store.readonly:
+            self._alive()
+        if type(positions) is Position:  # the hot path: acquire/release is half the cost of `with` here
+            lock = self._lock
+            lock.acquire()
+            try:
+                self._ack_one(positions[0], positions[1])
+            finally:
+                lock.release()
+            return
+        with self._lock:
+            if isinstance(positions, tuple) and len(positions) == 2 and type(positions[0]) is int:
+                positions = (positions,)  # type: ignore[assignment]
+            try:
+                items = positions if isinstance(positions, (list, tuple)) else list(positions)
+            except TypeError:
+                raise InvalidTypeError(f"ack takes an iterable of Position, got {type(positions).__name__}") from None
+            if not items:
+                return
+            if len(items) == 1:
+                ledger, entry = pair(items[0])
+                self._ack_one(ledger, entry)
+                return
+            self._state.ack_items(items)
+
+    def ack_entries(self, ledger: int, entries: Iterable[int]) -> None:
+        """Acknowledge many entries of one ledger: the columnar fast path of :meth:`ack`.
+
+        ``entries`` may be a ``pyroaring.BitMap``, an ``array('I')``, a ``range`` or any
+        iterable of ints; a BitMap or array is taken without touching Python ints.
+        All are checked first; one bad entry acks none.
+        """
+        with self._lock:
+            self._alive()
+            self._state.ack_entries(ledger, entries)
+
+    def ack_cumulative(self, position: Position) -> None:
+        """Acknowledge everything up to and including ``position`` (moves the mark-delete position)."""
+        with self._lock:
+            self._alive()
+            self._state.ack_cumulative(position)
+
+    def ack_batch_index(self, position: Position, batch_size: int, indexes: Iterable[int]) -> None:
+        """Acknowledge some messages of a batch entry. The entry is acked once all its indexes are."""
+        with self._lock:
+            self._alive()
+            self._state.ack_batch_index(position, batch_size, indexes)
+
+    def set_property(self, key: str, value: int) -> None:
+        """Set an integer property; persisted by the next flush."""
+        with self._lock:
+            self._alive()
+            self._state.set_property(key, value)
+
+    # -- queries -------------------------------------------------------------------------------
+
+    def is_acked(self, position: Position) -> bool:
+        """True when the whole entry at ``position`` is acknowledged."""
+        with self._lock:
+            ledger, entry = pair(position)
+            if (ledger, entry) <= self._state.md:
+                return True
+            self._open()
+            return self._state.is_acked((ledger, entry))
+
+    def batch_acked_indexes(self, position: Position) -> frozenset[int] | None:
+        """Acked indexes of a partially acknowledged batch entry, or None if there is no partial batch."""
+        ledger, entry = pair(position)
+        with self._lock:
+            self._open()
+            return self._state.batch_acked_indexes((ledger, entry))
+
+    @property
+    def mark_delete_position(self) -> Position:
+        """Everything at or below this position is acknowledged."""
+        return self._state.md
+
+    @property
+    def read_position(self) -> Position:
+        """Where the next sequential read starts."""
+        return self._state.rp
+
+    @property
+    def ack_range_count(self) -> int:
+        """Number of contiguous acknowledged ranges above the mark-delete position. O(1)."""
+        return self._state.range_count
+
+    @property
+    def properties(self) -> dict[str, int]:
+        """Cursor properties persisted with each marker (a copy)."""
+        return dict(self._state.properties)
+
+    @property
+    def topic(self) -> Topic:
+        return self._topic
+
+    @property
+    def is_blocked_on_ack_state_persistent(self) -> bool:
+        """PIP-299: True while pausing is on and the ranges exceed what a flush can persist.
+
+        Computed only when ``dispatcher_pause_on_ack_state_persistent`` is on; O(1).
+        It clears as soon as acks, skips, seeks or resets bring the range count back to
+        the limit, or the setting is turned off.
+        """
+        cfg = self._config
+        return self._state.blocked(cfg.dispatcher_pause_on_ack_state_persistent, cfg.max_unacked_ranges_to_persist)
+
+    def ack_ranges(self) -> Iterator[tuple[Position, Position]]:
+        """Inclusive ``(first, last)`` acknowledged ranges above M, ascending. O(ranges).
+
+        Ledger by ledger: each ledger's ranges are read under the lock, swapped-out ones
+        straight from their record without entering the cache (a scan must not flush the
+        LRU); acks made while the iterator runs show up in ledgers it has not reached yet.
+        """
+        for ledger, ranges in self.ledger_ranges():
+            for first, last in ranges:
+                yield _trusted(ledger, first), _trusted(ledger, last)
+
+    def ledger_ranges(self) -> Iterator[tuple[int, list[tuple[int, int]]]]:
+        """``(ledger, [(first, last), ...])`` for every ledger with acks above M, ascending:
+        the ranges of :meth:`ack_ranges` as plain ints, without a Position per bound (the
+        bulk form for audits and exports). Same locking and swap rules. O(ranges), in C."""
+        with self._lock:
+            self._open()
+            ledgers = sorted(self._pages.known())
+        for ledger in ledgers:
+            with self._lock:
+                la = self._pages.peek(ledger)
+                ranges = la.ranges() if la is not None else []
+            if ranges:
+                yield ledger, ranges
+
+    def partial_batches(self) -> dict[Position, tuple[int, frozenset[int]]]:
+        """Every partially acknowledged batch entry: ``{position: (batch_size, acked indexes)}``."""
+        out: dict[Position, tuple[int, frozenset[int]]] = {}
+        with self._lock:
+            self._open()
+            for ledger in sorted(self._pages.known()):
+                la = self._pages.peek(ledger)
+                for entry, (size, mask) in sorted(la.batches.items()) if la is not None else ():
+                    out[_trusted(ledger, entry)] = (size, frozenset(i for i in range(size) if mask >> i & 1))
+        return out
+
+    # -- configuration -------------------------------------------------------------------------
+
+    @property
+    def config(self) -> CursorConfig:
+        """This cursor's settings (persisted with it)."""
+        return self._config
+
+    def update_config(self, **changes: Any) -> CursorConfig:
+        """Change settings at run time, e.g. ``update_config(max_unacked_ranges_to_persist=0)``.
+
+        Validated, then persisted at once (durable when this returns); returns the new config.
+        """
+        with self._lock:
+            self._alive()
+            try:
+                new = replace(self._config, **changes)
+            except TypeError:
+                raise InvalidArgumentError(
+                    f"unknown CursorConfig fields {sorted(changes)}: allowed {[f.name for f in fields(CursorConfig)]}"
+                ) from None
+            self._store.persist_cursor_config(self._topic.topic_id, self.name, self.cursor_id, new)
+            self.apply_config(new)
+            return new
+
+    def apply_config(self, config: CursorConfig) -> None:
+        """Adopt ``config`` in memory only (a read-only store's own budget; ``update_config``
+        persists first). The budget may shrink: evict to fit. Lock held."""
+        self._config = config
+        self._planner.config = config
+        self._pages.cache.budget = config.max_individual_ack_cache_bytes
+        self._pages.fit()
+
+    # -- figures -------------------------------------------------------------------------------
+
+    def stats(self) -> CursorStats:
+        """A snapshot of this cursor's figures (cache sizes measured exactly)."""
+        with self._lock:
+            state, pages, chain, cfg = self._state, self._pages, self._chain, self._config
+            cache = pages.cache
+            cache.measure_all()
+            sizes = [la.size for la in cache.loaded.values()]
+            limit = cfg.max_unacked_ranges_to_persist
+            return CursorStats(
+                topic=self._topic.name,
+                name=self.name,
+                mark_delete_position=state.md,
+                read_position=state.rp,
+                ack_range_count=state.range_count,
+                ledgers_in_memory=len(cache.loaded),
+                ledgers_swapped_out=len(cache.swapped),
+                ledgers_indexed=len(pages.index),
+                dirty_ledgers=len(pages.dirty),
+                cache_bytes=cache.nbytes,
+                cache_budget=cache.budget,
+                largest_ledger_bytes=max(sizes, default=0),
+                over_budget=cache.nbytes > cache.budget,
+                swap_ins=cache.swap_ins,
+                evictions=cache.evictions,
+                write_backs=cache.write_backs,
+                flushes=chain.flushes,
+                last_flush_bytes=chain.last_flush_bytes,
+                total_flush_bytes=chain.total_flush_bytes,
+                last_marker_seq=chain.marker_seq,
+                deltas_since_full_marker=chain.deltas,
+                truncated=chain.truncated,
+                persisted_ranges=chain.persisted_ranges,
+                ranges_over_limit=max(0, state.range_count - limit) if limit else 0,
+                recovery=chain.recovery,
+                revision_num=self.revision_controller.revision_num,
+                revisions_done=self.revision_controller.revisions_done,
+                revision_running=self.revision_controller.revision_running,
+            )
+
+    def log_usage(self) -> LogUsage:
+        """Records and bytes this cursor has in the log, as of its newest marker. O(records).
+
+        ``live_bytes`` is what recovery reads (with an unlimited budget) and what a
+        compaction keeps; ``garbage_bytes`` is what it deletes. Unflushed changes are not
+        counted."""
+        with self._lock:
+            self._open()
+            seq = self._chain.marker_seq
+        return self._store.storage.read(lambda txn: self._log.usage(txn, seq))
+
+    @property
+    def dirty(self) -> bool:
+        """True when a flush would write something for this cursor."""
+        pages = self._pages
+        return bool(pages.dirty or pages.vanished or self._state.meta_dirty)
+
+    # -- the read path's protocol (dispatch/, under the revision controller) -------------------
+
+    def reset_to(self, position: Position) -> None:
+        """A position reset: everything before ``position`` is acked, nothing from it on, and
+        reads start there (M may move backwards). For the read path: a reset outside a
+        Dispatcher's revision races with reads in flight."""
+        with self._lock:
+            self._alive()
+            self._state.reset_to(position)
+
+    def check_reset_target(self, position: Any) -> tuple[int, int]:
+        """Raise a typed error unless ``position`` is a place a reset may move to."""
+        with self._lock:
+            return self._state.check_reset_target(position)
+
+    def move_read_position(self, position: Position) -> None:
+        """A sequential read moved past ``position``'s predecessor (never backwards)."""
+        with self._lock:
+            self._state.move_read_position(position)
+
+    def rewind(self) -> None:
+        """Read again from the first unacked position."""
+        with self._lock:
+            self._state.rewind()
+
+    def restore_read_position(self, position: Position) -> None:
+        """Set the read position exactly (what ``ackstore restore`` does with a dump's).
+
+        Not for cursor processes: their reads move it (and resets, seeks and rewinds go
+        through a Dispatcher). ``position`` may not lie below ``mark_delete_position + 1``.
+        """
+        with self._lock:
+            self._alive()
+            self._state.restore_read_position(position)
+
+    # -- the store's protocol (lock held by the caller) ----------------------------------------
+
+    def prepare_flush(self) -> FlushPlan | None:
+        """Step 1 of a group flush: the plan of what changed (None: nothing did)."""
+        return self._planner.prepare()
+
+    def directory_changed(self, d: LedgerDirectory, trimmed: bool) -> None:
+        """The topic's directory changed (``trimmed``: ledgers were dropped)."""
+        if trimmed:
+            self._state.reconcile(d)
+        else:
+            self._state.on_directory_change(d)
+
+    def check_close(self, ledger: int, entries: int) -> None:
+        """Raise unless sealing ``ledger`` with ``entries`` keeps every ack of this cursor inside it."""
+        self._state.check_close(ledger, entries)
+
+    def plan_rewrite(self) -> RewritePlan:
+        """Compaction: plan a fresh log (every ledger's record + one full marker)."""
+        return self._planner.rewrite_plan()
+
+    def adopt_rewrite(self, plan: RewritePlan) -> None:
+        """Compaction committed: the log is now exactly ``plan``."""
+        self._planner.adopt_rewrite(plan)
+
+    def rewrite_differs(self, recovered: RecoveredState, marker_seq: int) -> str | None:
+        """How a state recovered from a rewritten log differs from this cursor (None: same)."""
+        return self._planner.differs_from(recovered, marker_seq)
+
+    def release(self) -> None:
+        """The store closes: give the cache's bytes back to the pool."""
+        self._pages.cache.clear()
+
+    # -- invariants ----------------------------------------------------------------------------
+
+    def _check(self) -> None:
+        """Assert every internal invariant (tests call this after each step)."""
+        with self._lock:
+            held = self._pages._check(self._state.md, self._topic.directory)
+            self._state._check(held)

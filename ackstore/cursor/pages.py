@@ -1,0 +1,253 @@
+"""A cursor's pages: its ledger ack sets in memory (the LRU budget, PIP-81) and on disk.
+
+:class:`Pages` owns the cache of loaded ledgers, the marker index (``ledger -> newest
+record``), and the sets that say what a flush owes: ``dirty`` (changed in memory),
+``vanished`` (dropped: the next marker removes them), ``unmarked`` (written back by
+eviction, not yet in a marker) and ``pinned`` (carried by a flush in flight: not
+evictable). The sets are never rebound, so the ack state may hold them directly.
+
+Swapping: a swapped-out ledger is loaded whole on first use (:meth:`get`), least recently
+used ones are evicted to make room (:meth:`fit`), a dirty victim is written back first
+(:meth:`write_back`, all victims in one transaction). The store-wide budget is a
+:class:`~ackstore.ledger_cache.CachePool` every cursor's pages are registered in; it asks
+the largest caches to give way, no call back into the store.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, Literal, overload
+
+from ..ledger_acks import LedgerAcks, count_runs
+from ..ledger_cache import CachePool, LedgerCache
+from ..storage.log import CursorLog, MissingRecordError, RecoveredState
+from ..storage.records import IndexEntry, encode_ledger
+
+if TYPE_CHECKING:
+    from ..directory import LedgerDirectory
+    from ..storage.env import Environment
+
+__all__ = ["Pages"]
+
+log = logging.getLogger("ackstore")
+
+
+def _ignore(ledger: int, la: LedgerAcks) -> None:
+    return None
+
+
+class Pages:
+    """Loaded and swapped-out ledgers of one cursor, its marker index and flush bookkeeping."""
+
+    def __init__(self, storage: Environment, cursor_log: CursorLog, budget: int, pool: CachePool, name: str) -> None:
+        self.storage = storage
+        self.log = cursor_log
+        self.name = name
+        self.cache = LedgerCache(budget, pool)
+        self.index: dict[int, IndexEntry] = {}
+        self.dirty: set[int] = set()
+        self.vanished: set[int] = set()
+        self.unmarked: set[int] = set()
+        self.pinned: set[int] = set()
+        #: takes the next log sequence (the marker chain's)
+        self.alloc: Callable[[], int] = lambda: -1
+        #: called with every ledger swapped in (the ack state clips it to the directory)
+        self.on_load: Callable[[int, LedgerAcks], None] = _ignore
+        #: read-only stores: re-read the newest flushed state (the writer trimmed a record)
+        self.refresh: Callable[[], None] | None = None
+        pool.members.add(self)
+
+    def load(self, state: RecoveredState) -> None:
+        """Hold what recovery loaded; everything else it references is swapped out."""
+        cache = self.cache
+        cache.clear()
+        cache.swapped.clear()
+        for ledger, la in state.ledgers.items():
+            cache.add(ledger, la)
+        cache.swapped.update(state.swapped)
+        self.index = state.resolved.index if state.resolved is not None else {}
+        for pending in (self.dirty, self.vanished, self.unmarked, self.pinned):
+            pending.clear()
+
+    def runs(self) -> int:
+        """Ranges held in every ledger, loaded or swapped out (the index knows the latter)."""
+        cache = self.cache
+        return sum(la.runs for la in cache.loaded.values()) + sum(self.index[x].runs for x in cache.swapped)
+
+    def known(self) -> set[int]:
+        return self.cache.known()
+
+    # -- reading -------------------------------------------------------------------------------
+
+    @overload
+    def get(self, ledger: int, create: Literal[True]) -> LedgerAcks: ...
+    @overload
+    def get(self, ledger: int, create: bool = False) -> LedgerAcks | None: ...
+    def get(self, ledger: int, create: bool = False) -> LedgerAcks | None:
+        """The loaded ack state of ``ledger``: swapped in if needed, created if asked. O(1) + swap-in."""
+        cache = self.cache
+        la = cache.loaded.get(ledger)
+        if la is not None:
+            cache.loaded.move_to_end(ledger)
+            return la
+        if ledger in cache.swapped:
+            la = self.swap_in(ledger)
+            if la is not None or not create:
+                return la
+        if create:
+            la = LedgerAcks()
+            cache.add(ledger, la)
+            return la
+        return None
+
+    def peek(self, ledger: int) -> LedgerAcks | None:
+        """A ledger's state for reading only: the loaded one, or its record (not cached)."""
+        la = self.cache.loaded.get(ledger)
+        if la is not None or ledger not in self.cache.swapped:
+            return la
+        return self.read_record(ledger)
+
+    def read_record(self, ledger: int) -> LedgerAcks | None:
+        """Read a swapped-out ledger's record.
+
+        A read-only store whose writer trimmed the record since this cursor's marker was
+        read refreshes to the newest flushed state and reads again (None: the ledger has
+        no acks there any more); only a record missing from that state too is an error.
+        """
+        try:
+            return self._fetch(ledger)
+        except MissingRecordError:
+            if self.refresh is None:
+                raise
+        for _ in range(3):
+            self.refresh()
+            if ledger in self.cache.loaded:
+                return self.cache.loaded[ledger]
+            if ledger not in self.cache.swapped:
+                return None
+            try:
+                return self._fetch(ledger)
+            except MissingRecordError:
+                continue
+        raise MissingRecordError(f"ledger {ledger}'s record of cursor {self.name!r} keeps vanishing under this reader")
+
+    def _fetch(self, ledger: int) -> LedgerAcks:
+        entry = self.index[ledger]
+        return self.storage.read(lambda txn: self.log.read_ledger(txn, ledger, entry))
+
+    def swap_in(self, ledger: int) -> LedgerAcks | None:
+        """Load a swapped-out ledger whole, evicting least recently used ones to make room."""
+        la = self.read_record(ledger)
+        if la is None or ledger in self.cache.loaded:  # a read-only refresh settled it
+            return la
+        self.fit(incoming=la.nbytes(), keep=(ledger,))
+        cache = self.cache
+        cache.swapped.discard(ledger)
+        cache.add(ledger, la)
+        cache.swap_ins += 1
+        self.on_load(ledger, la)
+        return la
+
+    # -- changes -------------------------------------------------------------------------------
+
+    def vanish(self, ledger: int) -> int:
+        """Forget a ledger's ack state (it fell below M or out of the directory); the ranges it held."""
+        cache = self.cache
+        runs = 0
+        la = cache.remove(ledger)
+        if la is not None:
+            runs = la.runs
+        elif ledger in cache.swapped:
+            cache.swapped.discard(ledger)
+            runs = self.index[ledger].runs
+        self.dirty.discard(ledger)
+        self.unmarked.discard(ledger)  # a written-back record of it must not re-enter the next marker
+        self.vanished.add(ledger)
+        return runs
+
+    def touched(self, ledger: int, la: LedgerAcks) -> int:
+        """``la`` changed: mark it dirty and re-measure it, or forget it when empty (the ranges dropped)."""
+        if la:
+            self.dirty.add(ledger)
+            self.cache.measure(la)
+            return 0
+        return self.vanish(ledger)
+
+    # -- the budget ----------------------------------------------------------------------------
+
+    def fit(self, incoming: int = 0, keep: Iterable[int] = ()) -> None:
+        """Evict least recently used ledgers until ``incoming`` more bytes fit this cursor's
+        budget, then, if the store-wide budget is exceeded, let the pool ask the largest
+        caches to give way. A ledger in ``keep`` or pinned by a flush in flight stays."""
+        self.fit_own(incoming, keep, None)
+        pool = self.cache.pool
+        if pool.total + incoming > pool.budget:
+            pool.fit(self, incoming, keep)
+
+    def fit_own(self, incoming: int, keep: Iterable[int], budget: int | None) -> None:
+        cache = self.cache
+        limit = cache.budget if budget is None else budget
+        if cache.nbytes + incoming <= limit:
+            return
+        cache.measure_all()
+        victims = cache.victims(incoming, set(keep) | self.pinned, limit)
+        if not victims:
+            return
+        back = [v for v in victims if v in self.dirty or v not in self.index]
+        if back:
+            try:
+                self.write_back(back)
+            except Exception:  # keep them in memory: over budget beats losing acks
+                log.exception("ackstore: write-back of %d ledgers of cursor %s failed", len(back), self.name)
+                victims = [v for v in victims if v not in set(back)]
+        for ledger in victims:
+            cache.remove(ledger)
+            cache.swapped.add(ledger)
+            cache.evictions += 1
+
+    def write_back(self, ledgers: list[int]) -> None:
+        """Write the records of dirty ledgers about to be evicted, in one transaction; the next
+        marker references them (they are ``unmarked`` until then)."""
+        loaded = self.cache.loaded
+        cid = self.log.cursor_id
+        staged = [(ledger, self.alloc(), loaded[ledger]) for ledger in ledgers]
+        records = [(seq, encode_ledger(ledger, la, cid)) for ledger, seq, la in staged]
+
+        def write(txn: Any) -> None:
+            for seq, value in records:
+                self.log.put(txn, seq, value)
+
+        self.storage.write(write)
+        for ledger, seq, la in staged:
+            self.index[ledger] = IndexEntry(seq, la.runs)
+            self.unmarked.add(ledger)
+            self.dirty.discard(ledger)
+        self.cache.write_backs += len(staged)
+
+    # -- invariants ----------------------------------------------------------------------------
+
+    def _check(self, md: tuple[int, int], d: LedgerDirectory) -> int:
+        """Assert the pages' invariants; returns the ranges they hold (the ack state compares)."""
+        cache, md_l = self.cache, md[0]
+        assert not (set(cache.loaded) & cache.swapped)
+        total = 0
+        for ledger in cache.swapped:
+            assert ledger in self.index and ledger >= md_l and ledger in d, ledger
+            total += self.index[ledger].runs
+        exact = 0
+        for ledger, la in cache.loaded.items():
+            assert la, f"empty LedgerAcks kept for ledger {ledger}"
+            assert ledger >= md_l and ledger in d, ledger
+            assert la.runs == count_runs(la.bitmap), ledger
+            assert la.size >= la.nbytes(), (ledger, la.size, la.nbytes())
+            exact += la.nbytes()
+            total += la.runs
+            if ledger not in self.dirty and ledger not in self.pinned:
+                assert ledger in self.index and self.index[ledger].runs == la.runs, ledger
+        assert cache.nbytes >= exact, "the cache's running total undercounts"
+        largest = max((la.nbytes() for la in cache.loaded.values()), default=0)
+        assert exact <= cache.budget + largest, (exact, cache.budget, largest)
+        for ledger in self.dirty:
+            assert ledger in cache.loaded
+        return total

@@ -1,0 +1,451 @@
+"""The flush protocol of one cursor: prepare a :class:`FlushPlan`, write it, then commit or abort.
+
+The store's group flush is three steps, like a two-phase commit:
+
+1. ``plan = cursor.prepare_flush()`` under the store lock: what changed since the last
+   marker is taken from the cursor's pending sets and encoded into ledger records and a
+   marker (a PIP-299 truncated plan when the ranges exceed the cap). The ledgers the plan
+   carries are pinned (not evictable) until it ends. If encoding raises, the pending sets
+   are put back before the exception leaves.
+2. the store writes every plan's ``puts`` (and trims each plan's garbage) in ONE
+   transaction;
+3. ``plan.commit()`` when it committed: the cursor adopts the new index and marker chain;
+   ``plan.abort()`` when it did not: everything the plan carried is pending again.
+
+:class:`MarkerChain` is where the cursor's log stands (next sequence, newest marker, its
+full marker and the delta chain since). Compaction's rewrite plan lives here too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from pyroaring import BitMap
+
+from ..ledger_acks import LedgerAcks
+from ..stats import RecoveryReport
+from ..storage.log import RecoveredState
+from ..storage.records import IndexEntry, Marker, encode_ledger, encode_marker, log_key
+
+if TYPE_CHECKING:
+    from ..config import CursorConfig
+    from .pages import Pages
+    from .state import AckState
+
+__all__ = ["FlushPlan", "MarkerChain", "Planner", "RewritePlan"]
+
+
+class MarkerChain:
+    """The log's bookkeeping: sequences, the newest marker, the full marker and delta chain
+    behind it, what the last full marker keeps alive, and the flush counters."""
+
+    def __init__(self) -> None:
+        self.next_seq = 0
+        self.marker_seq = -1
+        self.full_seq = -1
+        self.full_live: frozenset[int] = frozenset()
+        self.deltas = 0
+        self.chain_bytes = 0
+        self.full_bytes = 0
+        self.force_full = True
+        self.truncated = False
+        self.persisted_ranges = 0
+        self.recovery = RecoveryReport(-1, 0, (), 0, 0, 0.0)
+        self.flushes = 0
+        self.last_flush_bytes = 0
+        self.total_flush_bytes = 0
+
+    def load(self, state: RecoveredState, ranges: int) -> None:
+        """Stand where recovery left the log (``ranges``: what the marker persisted)."""
+        self.next_seq = state.next_seq
+        self.recovery = state.report
+        resolved = state.resolved
+        if resolved is None:
+            self.marker_seq = self.full_seq = -1
+            self.full_live = frozenset()
+            self.deltas = self.chain_bytes = self.full_bytes = 0
+            self.force_full = True
+            self.truncated = False
+        else:
+            self.marker_seq = resolved.seq
+            self.full_seq = resolved.full_seq
+            self.full_live = frozenset(resolved.full_index_seqs | {resolved.full_seq})
+            self.deltas = resolved.deltas_since_full
+            self.chain_bytes = resolved.chain_bytes
+            self.full_bytes = resolved.full_bytes
+            self.truncated = resolved.marker.truncated
+            # after falling back past a broken marker, start a fresh chain
+            self.force_full = state.report.markers_skipped > 0
+        self.persisted_ranges = ranges
+
+    def alloc(self) -> int:
+        """The next log sequence."""
+        seq = self.next_seq
+        self.next_seq += 1
+        return seq
+
+
+@dataclass(slots=True)
+class FlushPlan:
+    """One cursor's part of a group flush: the records to put (ledger records, then the
+    marker), the garbage to trim, and what to do when the transaction commits or fails."""
+
+    cursor_id: int
+    puts: list[tuple[bytes, bytes]]
+    changes: dict[int, IndexEntry | None]
+    full: bool
+    marker_seq: int
+    marker_bytes: int
+    gc_below: int  # delete unreferenced records below this sequence (-1: none)
+    gc_live: frozenset[int]  # what the previous full marker references
+    full_live: frozenset[int]  # what this marker references, if full
+    dirty: set[int]
+    vanished: set[int]
+    unmarked: set[int]
+    pinned: set[int]
+    meta_dirty: bool
+    truncated: bool = False  # PIP-299: only the lowest ranges were persisted
+    persisted_ranges: int = 0
+    keep_dirty: frozenset[int] = frozenset()  # ledgers not (wholly) in this marker: still to persist
+    planner: Planner | None = field(default=None, repr=False)
+
+    @property
+    def ledger_records(self) -> int:
+        return len(self.puts) - 1
+
+    @property
+    def bytes_written(self) -> int:
+        return sum(len(k) + len(v) for k, v in self.puts)
+
+    def commit(self) -> None:
+        """The transaction committed: the cursor adopts this plan. Store lock held."""
+        assert self.planner is not None
+        self.planner.commit(self)
+
+    def abort(self) -> None:
+        """The transaction failed: everything this plan carried is pending again. Store lock held."""
+        assert self.planner is not None
+        self.planner.abort(self)
+
+
+@dataclass(slots=True)
+class RewritePlan:
+    """Compaction's plan for one cursor: every ledger's record from ``start`` on, then one
+    full marker. ``items`` are ``(ledger, runs, record bytes or the old record's sequence)``
+    (swapped-out ledgers are copied, not decoded)."""
+
+    start: int
+    items: list[tuple[int, int, bytes | int]]
+    marker: bytes
+
+
+class Planner:
+    """Prepares, commits and aborts the flush plans of one cursor (and its rewrite plans)."""
+
+    def __init__(self, cursor_id: int, state: AckState, pages: Pages, chain: MarkerChain, config: CursorConfig) -> None:
+        self.cursor_id = cursor_id
+        self.state = state
+        self.pages = pages
+        self.chain = chain
+        self.config = config
+
+    # -- prepare -------------------------------------------------------------------------------
+
+    def prepare(self) -> FlushPlan | None:
+        """Encode what changed since the last marker (None: nothing did). Exception-safe."""
+        pages, state = self.pages, self.state
+        dirty, vanished, unmarked = set(pages.dirty), set(pages.vanished), set(pages.unmarked)
+        meta_dirty = state.meta_dirty
+        pages.dirty.clear()
+        pages.vanished.clear()
+        pages.unmarked.clear()
+        state.meta_dirty = False
+        if not dirty and not meta_dirty and not unmarked and not any(v in pages.index for v in vanished):
+            return None
+        try:
+            limit = self.config.max_unacked_ranges_to_persist
+            if limit and state.range_count > limit:
+                return self._prepare_truncated(dirty, vanished, unmarked, meta_dirty, limit)
+            return self._prepare(dirty, vanished, unmarked, meta_dirty)
+        except BaseException:
+            pages.dirty |= dirty
+            pages.vanished |= vanished
+            pages.unmarked |= unmarked
+            state.meta_dirty = state.meta_dirty or meta_dirty
+            raise
+
+    def _prepare(self, dirty: set[int], vanished: set[int], unmarked: set[int], meta_dirty: bool) -> FlushPlan:
+        cid, pages, chain = self.cursor_id, self.pages, self.chain
+        cache, index = pages.cache, pages.index
+        loaded = cache.loaded
+        puts: list[tuple[bytes, bytes]] = []
+        changes: dict[int, IndexEntry | None] = {}
+        for ledger in sorted(dirty):
+            la = loaded.get(ledger)
+            if not la:
+                continue
+            seq = chain.alloc()
+            puts.append((log_key(cid, seq), encode_ledger(ledger, la, cid)))
+            cache.measure(la)  # encoding run-optimizes the bitmap, which can change its size
+            changes[ledger] = IndexEntry(seq, la.runs)
+        for ledger in unmarked:  # written back by eviction since the last marker
+            if ledger not in changes and ledger in index:
+                changes[ledger] = index[ledger]
+        for ledger in vanished:
+            if ledger not in changes and ledger in index and ledger not in cache:
+                changes[ledger] = None
+        full = (
+            chain.force_full
+            or chain.truncated
+            or chain.marker_seq < 0
+            or chain.deltas >= self.config.full_marker_every
+            or chain.chain_bytes > max(chain.full_bytes, 4096)
+        )
+        marker_index: dict[int, IndexEntry | None]
+        if full:
+            marker_index = dict(index)
+            for ledger, entry in changes.items():
+                if entry is None:
+                    marker_index.pop(ledger, None)
+                else:
+                    marker_index[ledger] = entry
+            live = frozenset(e.seq for e in marker_index.values() if e is not None)
+        else:
+            marker_index = changes
+            live = frozenset()
+        pinned = {ledger for ledger, entry in changes.items() if entry is not None and ledger in dirty}
+        return self._seal(
+            puts,
+            changes,
+            marker_index,
+            full,
+            live,
+            (dirty, vanished, unmarked, meta_dirty),
+            pinned,
+            self.state.range_count,
+        )
+
+    def _seal(
+        self,
+        puts: list[tuple[bytes, bytes]],
+        changes: dict[int, IndexEntry | None],
+        index: dict[int, IndexEntry | None],
+        full: bool,
+        live: frozenset[int],
+        pending: tuple[set[int], set[int], set[int], bool],
+        pinned: set[int],
+        persisted_ranges: int,
+        truncated: bool = False,
+        keep_dirty: frozenset[int] = frozenset(),
+    ) -> FlushPlan:
+        """Append the marker to a plan's records and pin what it carries."""
+        state, chain = self.state, self.chain
+        marker = Marker(
+            full=full,
+            prev=chain.marker_seq,
+            mark_delete=(state.md[0], state.md[1]),
+            read_position=(state.rp[0], state.rp[1]),
+            properties=dict(state.properties),
+            index=index,
+            truncated=truncated,
+            extra={"c": self.cursor_id},
+        )
+        marker_seq = chain.alloc()
+        value = encode_marker(marker)
+        puts.append((log_key(self.cursor_id, marker_seq), value))
+        self.pages.pinned |= pinned
+        dirty, vanished, unmarked, meta_dirty = pending
+        return FlushPlan(
+            cursor_id=self.cursor_id,
+            puts=puts,
+            changes=changes,
+            full=full,
+            marker_seq=marker_seq,
+            marker_bytes=len(value),
+            gc_below=chain.full_seq if full else -1,
+            gc_live=self._gc_live() if full else frozenset(),  # O(ledgers): only full markers trim
+            full_live=live | {marker_seq},
+            dirty=dirty,
+            vanished=vanished,
+            unmarked=unmarked,
+            pinned=pinned,
+            meta_dirty=meta_dirty,
+            truncated=truncated,
+            persisted_ranges=persisted_ranges,
+            keep_dirty=keep_dirty,
+            planner=self,
+        )
+
+    def _gc_live(self) -> frozenset[int]:
+        """What garbage trimming must keep: the previous full marker's records and every record
+        the cursor itself still points to (swapped-out ledgers a truncated marker left out)."""
+        return self.chain.full_live | {e.seq for e in self.pages.index.values()}
+
+    def _prepare_truncated(
+        self, dirty: set[int], vanished: set[int], unmarked: set[int], meta_dirty: bool, limit: int
+    ) -> FlushPlan:
+        """PIP-299: a full marker holding only the lowest ``limit`` ranges.
+
+        Ledgers wholly under the limit are persisted as usual; the ledger the limit cuts
+        through gets a record of its lowest ranges only (its whole state stays in memory
+        and dirty); ledgers above are left out of the marker. A crash loses what was left
+        out: those messages are redelivered.
+        """
+        cid, pages, chain = self.cursor_id, self.pages, self.chain
+        cache, own = pages.cache, pages.index
+        puts: list[tuple[bytes, bytes]] = []
+        changes: dict[int, IndexEntry | None] = {}
+        index: dict[int, IndexEntry | None] = {}
+        keep_dirty: set[int] = set()
+        left = limit
+        for ledger in sorted(cache.known()):
+            la = cache.loaded.get(ledger)
+            runs = la.runs if la is not None else own[ledger].runs
+            if left <= 0:
+                if ledger in dirty:
+                    keep_dirty.add(ledger)
+                continue
+            if runs <= left:
+                if ledger in dirty and la is not None:
+                    seq = chain.alloc()
+                    puts.append((log_key(cid, seq), encode_ledger(ledger, la, cid)))
+                    cache.measure(la)
+                    changes[ledger] = index[ledger] = IndexEntry(seq, runs)
+                else:
+                    index[ledger] = own[ledger]
+                left -= runs
+                continue
+            whole = pages.peek(ledger)
+            assert whole is not None
+            cut = whole.ranges()[left - 1][1]
+            part = LedgerAcks(BitMap(whole.bitmap), {e: b for e, b in whole.batches.items() if e < cut})
+            part.drop_from(cut + 1)
+            seq = chain.alloc()
+            puts.append((log_key(cid, seq), encode_ledger(ledger, part, cid)))
+            index[ledger] = IndexEntry(seq, part.runs)
+            if ledger in dirty:
+                keep_dirty.add(ledger)
+            left = 0
+        for ledger in vanished:
+            if ledger in own and ledger not in cache:
+                changes[ledger] = None
+        pinned = {ledger for ledger, entry in changes.items() if entry is not None}
+        live = frozenset(e.seq for e in index.values() if e is not None)
+        return self._seal(
+            puts,
+            changes,
+            index,
+            True,
+            live,
+            (dirty, vanished, unmarked, meta_dirty),
+            pinned,
+            limit,
+            truncated=True,
+            keep_dirty=frozenset(keep_dirty),
+        )
+
+    # -- commit / abort ------------------------------------------------------------------------
+
+    def commit(self, plan: FlushPlan) -> None:
+        """The flush transaction committed: adopt the plan's index and marker."""
+        pages, chain = self.pages, self.chain
+        index, cache = pages.index, pages.cache
+        for ledger, entry in plan.changes.items():
+            if entry is None:
+                if ledger not in cache:  # not re-created since the plan was made
+                    index.pop(ledger, None)
+            elif ledger not in pages.unmarked:  # a later write-back supersedes this record
+                index[ledger] = entry
+        pages.pinned -= plan.pinned
+        pages.dirty |= {ledger for ledger in plan.keep_dirty if ledger in cache.loaded}
+        chain.truncated = plan.truncated
+        chain.persisted_ranges = plan.persisted_ranges
+        chain.marker_seq = plan.marker_seq
+        if plan.full:
+            chain.full_seq = plan.marker_seq
+            chain.full_live = plan.full_live
+            chain.deltas = 0
+            chain.chain_bytes = 0
+            chain.full_bytes = plan.marker_bytes
+            chain.force_full = False
+        else:
+            chain.deltas += 1
+            chain.chain_bytes += plan.marker_bytes
+        written = plan.bytes_written
+        chain.flushes += 1
+        chain.last_flush_bytes = written
+        chain.total_flush_bytes += written
+
+    def abort(self, plan: FlushPlan) -> None:
+        """The flush transaction failed: everything the plan carried is pending again."""
+        pages = self.pages
+        pages.pinned -= plan.pinned
+        pages.dirty |= {ledger for ledger in plan.dirty if ledger in pages.cache.loaded}
+        pages.vanished |= plan.vanished
+        pages.unmarked |= {ledger for ledger in plan.unmarked if ledger in pages.index}
+        self.state.meta_dirty = self.state.meta_dirty or plan.meta_dirty
+
+    # -- compaction --------------------------------------------------------------------------
+
+    def rewrite_plan(self) -> RewritePlan:
+        """A fresh log for compaction: every ledger's record + one full marker."""
+        pages, chain, state = self.pages, self.chain, self.state
+        cache = pages.cache
+        start = chain.next_seq
+        items: list[tuple[int, int, bytes | int]] = []
+        for ledger in sorted(cache.known()):
+            la = cache.loaded.get(ledger)
+            if la is not None:
+                items.append((ledger, la.runs, encode_ledger(ledger, la, self.cursor_id)))
+                cache.measure(la)
+            else:
+                items.append((ledger, pages.index[ledger].runs, pages.index[ledger].seq))
+        index = {ledger: IndexEntry(start + i, runs) for i, (ledger, runs, _) in enumerate(items)}
+        marker = Marker(
+            full=True,
+            prev=-1,
+            mark_delete=(state.md[0], state.md[1]),
+            read_position=(state.rp[0], state.rp[1]),
+            properties=dict(state.properties),
+            index=dict(index),
+            extra={"c": self.cursor_id},
+        )
+        chain.next_seq = start + len(items) + 1
+        return RewritePlan(start, items, encode_marker(marker))
+
+    def adopt_rewrite(self, plan: RewritePlan) -> None:
+        """The compaction transaction committed: the log is now exactly the planned one."""
+        pages, chain = self.pages, self.chain
+        start, items = plan.start, plan.items
+        pages.index = {ledger: IndexEntry(start + i, runs) for i, (ledger, runs, _) in enumerate(items)}
+        chain.marker_seq = chain.full_seq = start + len(items)
+        chain.full_live = frozenset(e.seq for e in pages.index.values()) | {chain.marker_seq}
+        chain.deltas = chain.chain_bytes = 0
+        chain.full_bytes = len(plan.marker)
+        chain.force_full = False
+        pages.dirty.clear()
+        pages.vanished.clear()
+        pages.unmarked.clear()
+        self.state.meta_dirty = False
+
+    def differs_from(self, recovered: RecoveredState, marker_seq: int) -> str | None:
+        """How ``recovered`` (every record loaded) differs from the cursor, or None when the same."""
+        resolved = recovered.resolved
+        if resolved is None or resolved.seq != marker_seq:
+            return f"recovery found marker {None if resolved is None else resolved.seq}, not {marker_seq}"
+        m, state, pages = resolved.marker, self.state, self.pages
+        if (tuple(m.mark_delete), tuple(m.read_position)) != (tuple(state.md), tuple(state.rp)):
+            return f"positions {m.mark_delete}/{m.read_position}, not {state.md}/{state.rp}"
+        if m.properties != state.properties:
+            return "the properties differ"
+        if set(recovered.ledgers) != pages.known():
+            return f"ledgers {sorted(recovered.ledgers)[:8]}, not {sorted(pages.known())[:8]}"
+        for ledger, la in recovered.ledgers.items():
+            mine = pages.cache.loaded.get(ledger)
+            if mine is None:
+                if la.runs != pages.index[ledger].runs:
+                    return f"ledger {ledger} has {la.runs} ranges, not {pages.index[ledger].runs}"
+            elif mine.bitmap != la.bitmap or mine.batches != la.batches:
+                return f"ledger {ledger}'s acks differ"
+        return None

@@ -1,0 +1,492 @@
+"""A cursor's ack state: the mark-delete and read positions, the range count, properties,
+and the rules that move them (individual, cumulative and batch-index acks, advancing M
+across sealed ledgers, position resets, fitting to a changed ledger directory).
+
+No LMDB and no lock here: the per-ledger ack sets come from a :class:`LedgerSource` (the
+cursor's :class:`~ackstore.cursor.pages.Pages`, or a plain in-memory one in tests), and the
+caller holds the cursor's lock. Every method validates before it changes anything.
+
+Complexity: one position O(1); k positions of one ledger O(k) in C plus O(containers) to
+recount its runs; a cumulative ack O(ledgers passed); ``range_count`` is kept exact, O(1).
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterable
+from operator import itemgetter
+from typing import TYPE_CHECKING, Any, Literal, Protocol, overload
+
+from pyroaring import BitMap
+
+from ..errors import InvalidArgumentError, InvalidTypeError, LedgerStateError
+from ..ledger_acks import LedgerAcks, run_end
+from ..ledger_cache import ACK_CHARGE, LedgerCache
+from ..position import MAX_ENTRY, Position, _trusted
+from .validate import check_entry, int_dtype, ledger_limit, pair
+
+if TYPE_CHECKING:
+    from ..directory import LedgerDirectory
+    from ..storage.records import Marker
+
+__all__ = ["AckState", "LedgerSource", "MAX_BATCH_SIZE", "MAX_PROPERTY_KEY_BYTES"]
+
+#: The largest batch a batch-index ack accepts.
+MAX_BATCH_SIZE = 1 << 16
+#: The longest property key, in UTF-8 bytes.
+MAX_PROPERTY_KEY_BYTES = 1024
+
+_first = itemgetter(0)
+_second = itemgetter(1)
+
+
+class TopicView(Protocol):
+    """What the ack state reads of its topic: its name, directory and directory version."""
+
+    name: str
+    directory: LedgerDirectory
+    version: int
+
+
+class LedgerSource(Protocol):
+    """Where the ack state finds per-ledger ack sets (the cursor's pages)."""
+
+    cache: LedgerCache
+    dirty: set[int]
+
+    @overload
+    def get(self, ledger: int, create: Literal[True]) -> LedgerAcks: ...
+    @overload
+    def get(self, ledger: int, create: bool = False) -> LedgerAcks | None: ...
+    def peek(self, ledger: int) -> LedgerAcks | None: ...
+    def known(self) -> set[int]: ...
+    def vanish(self, ledger: int) -> int: ...
+    def touched(self, ledger: int, la: LedgerAcks) -> int: ...
+    def fit(self, incoming: int = 0, keep: Iterable[int] = ()) -> None: ...
+    def runs(self) -> int: ...
+
+
+class AckState:
+    """Positions, range count, properties and the ack rules of one cursor."""
+
+    def __init__(self, topic: TopicView, name: str, ledgers: LedgerSource) -> None:
+        self.topic = topic
+        self.name = name
+        self.ledgers = ledgers
+        self._cache = ledgers.cache  # the hot path reads these directly (never rebound)
+        self._dirty = ledgers.dirty
+        self.md: Position = _trusted(0, -1)
+        self.rp: Position = _trusted(0, 0)
+        self.range_count = 0
+        self.properties: dict[str, int] = {}
+        self.meta_dirty = False
+        self._limit_ledger, self._limit_value, self._limit_version = -1, -1, -1  # one-entry cache of the limit
+
+    def load(self, marker: Marker | None) -> None:
+        """Start from a recovered marker (None: a new cursor at the topic's first ledger),
+        with the ledger source already holding its ledgers; then fit the directory."""
+        d = self.topic.directory
+        if marker is None:
+            first = d.first()
+            self.md = _trusted(first if first is not None else 0, -1)
+            self.rp = self.md.next()
+            self.properties = {}
+            self.meta_dirty = True  # a new cursor's start position is persisted by the first flush
+        else:
+            self.md = _trusted(*marker.mark_delete)
+            self.rp = _trusted(*marker.read_position)
+            self.properties = dict(marker.properties)
+            self.meta_dirty = False
+        self.range_count = self.ledgers.runs()
+        self._limit_ledger, self._limit_value, self._limit_version = -1, -1, -1
+        self.reconcile(d)
+
+    # -- the ledger directory --------------------------------------------------------------------
+
+    def reconcile(self, d: LedgerDirectory) -> None:
+        """Fit the state to the current directory (ledgers trimmed or sealed since)."""
+        ledgers = self.ledgers
+        for ledger in ledgers.known():
+            if ledger not in d:
+                self.range_count -= ledgers.vanish(ledger)
+        for ledger, la in list(self._cache.loaded.items()):
+            self.clip(ledger, la)
+        first = d.first()
+        if first is not None and self.md[0] < first:
+            self.set_md(_trusted(first, -1))
+        md_l, md_e = self.md
+        i = d.index(md_l)
+        if i >= 0 and 0 <= d.counts[i] <= md_e:  # persisted past an end sealed since: clip to it
+            md_e = d.counts[i] - 1
+            self.md = _trusted(md_l, md_e)
+            self.rp = self.md.next()
+            self.meta_dirty = True
+        for ledger in [x for x in ledgers.known() if x < md_l]:
+            self.range_count -= ledgers.vanish(ledger)
+        md_acks = ledgers.get(md_l)
+        if md_acks is not None and (md_acks.bitmap.min() if md_acks.bitmap else min(md_acks.batches)) <= md_e:
+            self.range_count += md_acks.drop_through(md_e)
+            self._touched(md_l, md_acks)
+        self.advance()
+
+    def clip(self, ledger: int, la: LedgerAcks) -> None:
+        """Drop acks beyond a sealed ledger's end (state persisted before it was sealed)."""
+        count = self.topic.directory.count(ledger)
+        if count >= 0 and ((la.bitmap and la.bitmap.max() >= count) or any(e >= count for e in la.batches)):
+            self.range_count += la.drop_from(count)
+            self._touched(ledger, la)
+
+    def on_directory_change(self, d: LedgerDirectory) -> None:
+        first = d.first()
+        if first is not None and self.md[0] < first:
+            self.set_md(_trusted(first, -1))
+        self.advance()
+
+    def check_close(self, ledger: int, entries: int) -> None:
+        """Raise unless sealing ``ledger`` with ``entries`` keeps every ack inside it."""
+        la = self.ledgers.peek(ledger)  # a look, not a use: it need not enter the cache
+        highest = -1
+        if la is not None:
+            if la.bitmap:
+                highest = la.bitmap.max()
+            if la.batches:
+                highest = max(highest, max(la.batches))
+        if self.md[0] == ledger:
+            highest = max(highest, self.md[1])
+        if highest >= entries:
+            raise LedgerStateError(
+                f"cannot close ledger {ledger} with {entries} entries: cursor {self.name!r} has acknowledged "
+                f"entry {ledger}:{highest}; allowed entries >= {highest + 1}"
+            )
+
+    # -- helpers -----------------------------------------------------------------------------------
+
+    def set_md(self, md: Position) -> None:
+        self.md = md
+        self.meta_dirty = True
+        if self.rp < (md[0], md[1] + 1):
+            self.rp = _trusted(md[0], md[1] + 1)
+
+    def _touched(self, ledger: int, la: LedgerAcks) -> None:
+        self.range_count -= self.ledgers.touched(ledger, la)
+
+    def limit(self, ledger: Any) -> int:
+        return ledger_limit(self.topic.directory, self.topic.name, ledger)
+
+    def check_entry(self, ledger: int, entry: Any, low: int = 0) -> None:
+        check_entry(self.topic.directory, self.topic.name, ledger, entry, low)
+
+    def advance(self) -> None:
+        """Move M over contiguous acks and across fully acked sealed ledgers."""
+        d = self.topic.directory
+        ledgers = self.ledgers
+        ledger, entry = self.md
+        moved = False
+        while True:
+            la = ledgers.get(ledger)
+            if la is not None and (entry + 1) in la.bitmap:
+                entry = run_end(la.bitmap, entry + 1)
+                moved = True
+                self.range_count += la.drop_through(entry)
+                self._touched(ledger, la)
+            i = d.index(ledger)
+            if i < 0:
+                break
+            count = d.counts[i]
+            if count >= 0 and entry >= count - 1 and i + 1 < len(d.ids):
+                if ledger in self._cache:
+                    self.range_count -= ledgers.vanish(ledger)
+                ledger, entry = d.ids[i + 1], -1
+                moved = True
+                continue
+            break
+        if moved:
+            self.set_md(_trusted(ledger, entry))
+
+    # -- acks --------------------------------------------------------------------------------------
+
+    def ack_one(self, ledger: Any, entry: Any) -> None:
+        """One position: the hot path, kept to a handful of dict/bitmap operations."""
+        if ledger == self._limit_ledger and self._limit_version == self.topic.version:
+            limit = self._limit_value
+        else:
+            limit = self.limit(ledger)
+            self._limit_ledger, self._limit_value, self._limit_version = ledger, limit, self.topic.version
+        if type(entry) is not int or not 0 <= entry <= limit:
+            self.check_entry(ledger, entry)
+        md_l, md_e = self.md
+        if ledger < md_l or (ledger == md_l and entry <= md_e):
+            return
+        cache = self._cache
+        la = cache.loaded.get(ledger)
+        if la is None:
+            la = self.ledgers.get(ledger, create=True)
+        else:
+            cache.loaded.move_to_end(ledger)
+        bm = la.bitmap
+        if entry in bm:
+            return
+        delta = 1 - ((entry - 1) in bm if entry else 0) - ((entry + 1) in bm)
+        bm.add(entry)
+        if la.batches:
+            la.batches.pop(entry, None)
+        la.runs += delta
+        self.range_count += delta
+        self._dirty.add(ledger)
+        la.size += ACK_CHARGE
+        cache.nbytes += ACK_CHARGE
+        pool = cache.pool
+        pool.total += ACK_CHARGE
+        if cache.nbytes > cache.budget or pool.total > pool.budget:
+            self.ledgers.fit(keep=(ledger,))
+        if ledger == md_l and entry == md_e + 1:
+            self.advance()
+
+    def ack_items(self, items: list[Any] | tuple[Any, ...]) -> None:
+        """Validate every item first (one bad item acks none), then apply them per ledger."""
+        self.apply_groups(self.group(items))
+
+    def ack_entries(self, ledger: int, entries: Iterable[int]) -> None:
+        """Many entries of one ledger; a BitMap, array or integer ndarray skips Python ints."""
+        limit = self.limit(ledger)
+        if not (isinstance(entries, (BitMap, range, array)) or int_dtype(entries)):
+            try:
+                entries = list(entries)
+            except TypeError:
+                raise InvalidTypeError(f"entries must be an iterable of ints, got {entries!r}") from None
+            if not set(map(type, entries)) <= {int}:
+                bad = next(e for e in entries if type(e) is not int)
+                raise InvalidTypeError(f"entry must be an int, got {bad!r} ({type(bad).__name__})")
+        elif isinstance(entries, array) and entries.typecode in ("f", "d"):
+            raise InvalidTypeError(f"entries must be ints, got an array of typecode {entries.typecode!r}")
+        try:
+            bm = BitMap(entries)  # a copy: it is trimmed below M before use
+        except (TypeError, OverflowError, ValueError):
+            for entry in list(entries):
+                self.check_entry(ledger, entry)
+            raise InvalidTypeError(f"entries of ledger {ledger} must be ints") from None  # pragma: no cover
+        if bm and bm.max() > limit:
+            self.check_entry(ledger, bm.max())
+        self.apply_groups([(ledger, bm)])
+
+    def apply_groups(self, groups: list[tuple[int, BitMap]]) -> None:
+        """Apply validated per-ledger bitmaps of acks."""
+        md_l, md_e = self.md
+        advance = False
+        for ledger, bm in groups:
+            if ledger < md_l:
+                continue
+            if ledger == md_l:
+                if md_e >= 0:
+                    bm.remove_range(0, md_e + 1)
+                advance = (md_e + 1) in bm
+            if not bm:
+                continue
+            la = self.ledgers.get(ledger, create=True)
+            self.range_count += la.update(bm)
+            self._touched(ledger, la)
+            self.ledgers.fit(keep=(ledger,))
+        if advance:
+            self.advance()
+
+    def group(self, items: list[Any] | tuple[Any, ...]) -> list[tuple[int, BitMap]]:
+        """Validate ``items`` and group their entries per ledger as bitmaps."""
+        if set(map(type, items)) != {Position}:  # Positions are checked when made; anything else here
+            for item in items:
+                if type(item) is not Position:
+                    pair(item)
+        try:
+            ledgers = set(map(_first, items))
+            if len(ledgers) == 1:
+                (ledger,) = ledgers
+                per: dict[Any, Any] = {ledger: list(map(_second, items))}
+            else:
+                per = {}
+                for ledger, entry in items:
+                    lst = per.get(ledger)
+                    if lst is None:
+                        per[ledger] = [entry]
+                    else:
+                        lst.append(entry)
+        except (TypeError, ValueError, IndexError):
+            bad = next((p for p in items if not (isinstance(p, tuple) and len(p) == 2)), items)
+            raise InvalidTypeError(f"expected Position(ledger, entry) items, got {bad!r}") from None
+        out: list[tuple[int, BitMap]] = []
+        for ledger, entries in per.items():
+            limit = self.limit(ledger)
+            try:
+                bm = BitMap(entries)
+            except (TypeError, OverflowError, ValueError):
+                bm = None
+            if bm is None:
+                for entry in entries:
+                    self.check_entry(ledger, entry)
+                raise InvalidTypeError(f"entries of ledger {ledger} must be ints")  # pragma: no cover
+            if bm.max() > limit:
+                self.check_entry(ledger, bm.max())
+            out.append((ledger, bm))
+        return out
+
+    def ack_cumulative(self, position: Any) -> None:
+        """Everything up to and including ``position`` (moves M; never backwards)."""
+        ledger, entry = pair(position)
+        self.check_entry(ledger, entry, low=-1)
+        if (ledger, entry) <= self.md:
+            return
+        d = self.topic.directory
+        ledgers = self.ledgers
+        for other in d.ids[max(d.index(self.md[0]), 0) : max(d.index(ledger), 0)]:
+            if other in self._cache:
+                self.range_count -= ledgers.vanish(other)
+        la = ledgers.get(ledger)
+        if la is not None:
+            self.range_count += la.drop_through(entry)
+            self._touched(ledger, la)
+        self.set_md(_trusted(ledger, entry))
+        self.advance()
+
+    def ack_batch_index(self, position: Any, batch_size: Any, indexes: Iterable[int]) -> None:
+        """Some messages of a batch entry; the entry is acked once all its indexes are."""
+        ledger, entry = pair(position)
+        self.check_entry(ledger, entry)
+        if type(batch_size) is not int:
+            raise InvalidTypeError(f"batch_size must be an int, got {batch_size!r}")
+        if not 1 <= batch_size <= MAX_BATCH_SIZE:
+            raise InvalidArgumentError(f"batch_size {batch_size} is not allowed: allowed 1..{MAX_BATCH_SIZE}")
+        try:
+            idx = list(indexes)
+        except TypeError:
+            raise InvalidTypeError(f"indexes must be an iterable of ints, got {indexes!r}") from None
+        mask = 0
+        for i in idx:
+            if type(i) is not int:
+                raise InvalidTypeError(f"batch index must be an int, got {i!r}")
+            if not 0 <= i < batch_size:
+                raise InvalidArgumentError(f"batch index {i} is outside the batch: allowed 0..{batch_size - 1}")
+            mask |= 1 << i
+        ledgers = self.ledgers
+        la = ledgers.get(ledger) if (ledger, entry) > self.md else None
+        old = la.batches.get(entry) if la is not None else None
+        if old is not None and old[0] != batch_size:
+            raise InvalidArgumentError(
+                f"batch_size {batch_size} does not match the {old[0]} already recorded for {ledger}:{entry}"
+            )
+        if not mask or (ledger, entry) <= self.md or (la is not None and entry in la.bitmap):
+            return
+        if old is not None:
+            mask |= old[1]
+        la = ledgers.get(ledger, create=True)
+        if mask == (1 << batch_size) - 1:
+            self.range_count += la.add(entry)
+        else:
+            la.batches[entry] = (batch_size, mask)
+        self._touched(ledger, la)
+        ledgers.fit(keep=(ledger,))
+        if (ledger, entry - 1) == self.md and entry in la.bitmap:
+            self.advance()
+
+    # -- queries -----------------------------------------------------------------------------------
+
+    def is_acked(self, position: Any) -> bool:
+        ledger, entry = pair(position)
+        if (ledger, entry) <= self.md:
+            return True
+        la = self.ledgers.get(ledger)
+        return la is not None and 0 <= entry <= MAX_ENTRY and entry in la.bitmap
+
+    def batch_acked_indexes(self, position: Any) -> frozenset[int] | None:
+        ledger, entry = pair(position)
+        la = self.ledgers.get(ledger) if (ledger, entry) > self.md else None
+        part = la.batches.get(entry) if la is not None else None
+        if part is None:
+            return None
+        size, mask = part
+        return frozenset(i for i in range(size) if mask >> i & 1)
+
+    def blocked(self, pause: bool, limit: int) -> bool:
+        """PIP-299: pausing is on and the ranges exceed what a flush persists. O(1)."""
+        return pause and limit > 0 and self.range_count > limit
+
+    # -- position resets and reads -----------------------------------------------------------------
+
+    def check_reset_target(self, position: Any) -> tuple[int, int]:
+        """Raise a typed error unless ``position`` is a place a reset may move to."""
+        if not isinstance(position, tuple) or len(position) != 2:
+            raise InvalidTypeError(f"reset position must be a Position, got {position!r}")
+        ledger, entry = position
+        self.check_entry(ledger, entry)
+        return ledger, entry
+
+    def reset_to(self, position: Any) -> None:
+        """Everything before ``position`` acked, nothing from it on; reads start there. M may
+        move backwards."""
+        ledger, entry = self.check_reset_target(position)
+        for known in list(self.ledgers.known()):
+            self.range_count -= self.ledgers.vanish(known)
+        self.md = _trusted(ledger, entry - 1)
+        self.rp = _trusted(ledger, entry)
+        self.meta_dirty = True
+        self.advance()
+
+    def move_read_position(self, position: Position) -> None:
+        """A sequential read moved past ``position``'s predecessor (never backwards)."""
+        if position > self.rp:
+            self.rp = position
+            self.meta_dirty = True
+
+    def rewind(self) -> None:
+        """Read again from the first unacked position."""
+        self.rp = self.md.next()
+        self.meta_dirty = True
+
+    def restore_read_position(self, position: Any) -> None:
+        ledger, entry = pair(position)
+        if (ledger, entry) < self.md.next():
+            raise InvalidArgumentError(f"read position {ledger}:{entry} is below the mark-delete {self.md}")
+        self.rp = _trusted(ledger, entry)
+        self.meta_dirty = True
+
+    def set_property(self, key: Any, value: Any) -> None:
+        if not isinstance(key, str) or not key:
+            raise InvalidTypeError(f"property key must be a non-empty str, got {key!r}")
+        try:
+            size = len(key.encode())
+        except UnicodeEncodeError:
+            size = -1
+        if not 1 <= size <= MAX_PROPERTY_KEY_BYTES:
+            raise InvalidArgumentError(
+                f"property key {key!r} is not allowed: allowed 1..{MAX_PROPERTY_KEY_BYTES} UTF-8 bytes "
+                "(valid Unicode, no lone surrogates)"
+            )
+        if type(value) is not int or not -(1 << 63) <= value < (1 << 63):
+            raise InvalidArgumentError(f"property {key!r} value must be a 64-bit int, got {value!r}")
+        self.properties[key] = value
+        self.meta_dirty = True
+
+    # -- invariants --------------------------------------------------------------------------------
+
+    def _check(self, held_runs: int) -> None:
+        """Assert the positions' invariants and that ``held_runs`` (the ranges in the ledger
+        source) is the range count."""
+        d = self.topic.directory
+        md_l, md_e = self.md
+        assert self.rp >= (md_l, md_e + 1), (self.rp, self.md)
+        if len(d):
+            assert md_l in d, f"mark-delete ledger {md_l} not in directory"
+            count = d.count(md_l)
+            assert count < 0 or md_e <= count - 1
+            assert not (count >= 0 and md_e == count - 1 and d.next_after(md_l) is not None), "M not normalized"
+        assert held_runs == self.range_count, (held_runs, self.range_count)
+        for ledger, la in self._cache.loaded.items():
+            entries = list(la.batches)
+            if la.bitmap:
+                entries += [la.bitmap.min(), la.bitmap.max()]
+            lowest, highest = min(entries), max(entries)
+            if ledger == md_l:
+                assert lowest > md_e, (ledger, lowest, md_e)
+                assert (md_e + 1) not in la.bitmap, "M not advanced"
+            count = d.count(ledger)
+            assert count < 0 or highest < count
+            for entry, (size, mask) in la.batches.items():
+                assert entry not in la.bitmap
+                assert 0 < mask < (1 << size) - 1, (entry, size, mask)

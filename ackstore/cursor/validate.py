@@ -1,0 +1,68 @@
+"""Validation of positions and entries against a topic's ledger directory.
+
+Every check raises a typed error naming the value and what is allowed; nothing here
+changes state.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..directory import LedgerDirectory
+from ..errors import InvalidPositionError, InvalidTypeError, UnknownLedgerError
+from ..position import MAX_ENTRY
+
+__all__ = ["ledger_limit", "check_entry", "pair", "int_dtype", "describe"]
+
+
+def ledger_limit(d: LedgerDirectory, topic: str, ledger: Any) -> int:
+    """Highest entry id allowed in ``ledger``; raises for an unknown or trimmed ledger. O(log n)."""
+    if type(ledger) is not int:
+        raise InvalidTypeError(f"ledger must be an int, got {ledger!r} ({type(ledger).__name__})")
+    i = d.index(ledger)
+    if i < 0:
+        first = d.first()
+        if first is not None and 0 <= ledger < first:
+            why = f"it was trimmed (the topic's first ledger is {first})"
+        else:
+            why = f"the topic's ledgers are {describe(d)}"
+        raise UnknownLedgerError(f"ledger {ledger} is not in topic {topic!r}: {why}")
+    count = d.counts[i]
+    return MAX_ENTRY if count < 0 else count - 1
+
+
+def check_entry(d: LedgerDirectory, topic: str, ledger: int, entry: Any, low: int = 0) -> None:
+    """Raise unless ``ledger:entry`` lies in the ledger (``low`` is -1 for a mark-delete)."""
+    if type(entry) is not int:
+        raise InvalidTypeError(f"entry must be an int, got {entry!r} ({type(entry).__name__})")
+    limit = ledger_limit(d, topic, ledger)
+    if not low <= entry <= limit:
+        raise InvalidPositionError(
+            f"position {ledger}:{entry} is outside ledger {ledger}: allowed entries {low}..{limit}"
+            + (" (the ledger is sealed)" if limit != MAX_ENTRY else "")
+        )
+
+
+def int_dtype(obj: Any) -> bool:
+    """True for a numpy-like array of integers (taken without a Python int per entry)."""
+    return getattr(getattr(obj, "dtype", None), "kind", "") in ("i", "u")
+
+
+def pair(item: Any) -> tuple[int, int]:
+    """``(ledger, entry)`` of a Position or a 2-tuple of ints; a typed error for anything else."""
+    try:
+        ledger, entry = item
+    except (TypeError, ValueError):
+        raise InvalidTypeError(f"expected a Position(ledger, entry), got {item!r}") from None
+    if type(ledger) is not int or type(entry) is not int:
+        raise InvalidTypeError(f"expected a Position(ledger, entry) of ints, got {item!r}")
+    return ledger, entry
+
+
+def describe(d: LedgerDirectory) -> str:
+    """The directory's ledgers in a few words, for messages."""
+    if not len(d):
+        return "none yet (add one with topic.add_ledger)"
+    if len(d) <= 6:
+        return ", ".join(str(x) for x in d.ids)
+    return f"{d.ids[0]}..{d.ids[-1]} ({len(d)} ledgers)"
