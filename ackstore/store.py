@@ -210,6 +210,8 @@ class AckStore:
     lock: threading.RLock
     _flush_lock: threading.Lock
     _topics: dict[str, Topic]
+    #: True once ``close()`` ran (a plain attribute: the ack hot path reads it)
+    closed: bool
     #: the store-wide cache budget every cursor's pages are registered in
     cache_pool: CachePool
     #: what opening a cursor checks (see ``open``)
@@ -221,7 +223,7 @@ class AckStore:
     last_flush_error: BaseException | None
 
     def __init__(self) -> None:  # use AckStore.open()
-        self._closed = True
+        self.closed = True
 
     # -- opening ------------------------------------------------------------------------------
 
@@ -307,7 +309,7 @@ class AckStore:
             create=create,
             walk_first=verify == "all",
         )
-        self._closed = False
+        self.closed = False
         if flush_interval is not None and not readonly:
             self._flusher = threading.Thread(
                 target=self._flush_loop, args=(float(flush_interval),), name="ackstore-flusher", daemon=True
@@ -341,7 +343,7 @@ class AckStore:
         return self._storage
 
     def _alive(self) -> None:
-        if self._closed:
+        if self.closed:
             raise StoreClosedError(f"store {self.path} is closed; reopen it with AckStore.open()")
 
     def _writable(self) -> None:
@@ -559,7 +561,7 @@ class AckStore:
 
     def close(self) -> None:
         """Flush every dirty cursor, then close. Idempotent."""
-        if self._closed:
+        if self.closed:
             return
         self._stop.set()
         if self._flusher is not None and self._flusher is not threading.current_thread():
@@ -572,7 +574,7 @@ class AckStore:
 
     def _shut(self) -> None:
         with self.lock:
-            self._closed = True
+            self.closed = True
             for topic in self._topics.values():
                 for cur in topic._cursors.values():
                     cur.release()
@@ -580,16 +582,13 @@ class AckStore:
 
     def _abandon(self) -> None:
         """Drop the store without flushing, as a crashed process would (for tests)."""
-        if self._closed:
+        if self.closed:
             return
         self._stop.set()
         if self._flusher is not None:
             self._flusher.join()
         self._shut()
 
-    @property
-    def closed(self) -> bool:
-        return self._closed
 
     def __enter__(self) -> AckStore:
         return self
@@ -598,5 +597,5 @@ class AckStore:
         self.close()
 
     def __repr__(self) -> str:
-        state = "closed" if self._closed else ("readonly" if self.readonly else "open")
+        state = "closed" if self.closed else ("readonly" if self.readonly else "open")
         return f"AckStore({str(self.path)!r}, {state})"

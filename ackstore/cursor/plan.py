@@ -155,6 +155,8 @@ class Planner:
     def prepare(self) -> FlushPlan | None:
         """Encode what changed since the last marker (None: nothing did). Exception-safe."""
         pages, state = self.pages, self.state
+        if not (pages.dirty or pages.unmarked or state.meta_dirty or pages.vanished):
+            return None  # an idle cursor: nothing to copy
         dirty, vanished, unmarked = set(pages.dirty), set(pages.vanished), set(pages.unmarked)
         meta_dirty = state.meta_dirty
         pages.dirty.clear()
