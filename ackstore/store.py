@@ -589,7 +589,6 @@ class AckStore:
             self._flusher.join()
         self._shut()
 
-
     def __enter__(self) -> AckStore:
         return self
 
