@@ -6,7 +6,7 @@ from typing import Any
 
 from .errors import InvalidArgumentError, InvalidTypeError
 
-__all__ = ["Position", "MAX_LEDGER", "MAX_ENTRY", "check_ledger_id"]
+__all__ = ["Position", "MAX_LEDGER", "MAX_ENTRY", "check_ledger_id", "trusted"]
 
 #: Ledger ids are unsigned 63-bit (they are packed into big-endian keys).
 MAX_LEDGER = (1 << 63) - 1
@@ -85,6 +85,6 @@ class Position(tuple):  # type: ignore[type-arg]
         return (self[0], self[1])
 
 
-def _trusted(ledger: int, entry: int) -> Position:
+def trusted(ledger: int, entry: int) -> Position:
     """Build a Position without validation (internal, for values already checked)."""
     return tuple.__new__(Position, (ledger, entry))  # type: ignore[no-any-return]

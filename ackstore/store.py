@@ -85,7 +85,12 @@ def _check_name(name: Any, what: str) -> str:
 
 
 class Topic:
-    """A topic: its ledger directory and its cursors. Get one with ``store.topic(name)``."""
+    """A topic: its ledger directory and its cursors. Get one with ``store.topic(name)``.
+
+    Topic and AckStore are one unit of this module: a topic calls the store's ``_alive``,
+    ``_writable``, ``_open_cursor`` and ``_cursor_names``, and the store walks each topic's
+    ``_cursors`` to flush and close them. Nothing outside this module does either.
+    """
 
     def __init__(self, store: AckStore, name: str, topic_id: int, directory: LedgerDirectory) -> None:
         #: the store this topic belongs to

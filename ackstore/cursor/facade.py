@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from ..config import CursorConfig
 from ..dispatch.revision import CursorStateRevisionController
 from ..errors import InvalidArgumentError, InvalidTypeError, ReadOnlyError, StoreClosedError
-from ..position import Position, _trusted
+from ..position import Position, trusted
 from ..stats import CursorStats, LogUsage
 from ..storage.log import CursorLog, RecoveredState
 from .pages import Pages
@@ -224,7 +224,7 @@ class Cursor:
         """
         for ledger, ranges in self.ledger_ranges():
             for first, last in ranges:
-                yield _trusted(ledger, first), _trusted(ledger, last)
+                yield trusted(ledger, first), trusted(ledger, last)
 
     def ledger_ranges(self) -> Iterator[tuple[int, list[tuple[int, int]]]]:
         """``(ledger, [(first, last), ...])`` for every ledger with acks above M, ascending:
@@ -248,7 +248,7 @@ class Cursor:
             for ledger in sorted(self._pages.known()):
                 la = self._pages.peek(ledger)
                 for entry, (size, mask) in sorted(la.batches.items()) if la is not None else ():
-                    out[_trusted(ledger, entry)] = (size, frozenset(i for i in range(size) if mask >> i & 1))
+                    out[trusted(ledger, entry)] = (size, frozenset(i for i in range(size) if mask >> i & 1))
         return out
 
     # -- configuration -------------------------------------------------------------------------
@@ -413,6 +413,6 @@ class Cursor:
 
     def _check(self) -> None:
         """Assert every internal invariant (tests call this after each step)."""
-        with self._lock:
+        with self._lock:  # each component asserts its own invariants (the _check convention)
             held = self._pages._check(self._state.md, self._topic.directory)
             self._state._check(held)

@@ -22,7 +22,7 @@ from pyroaring import BitMap
 from ..errors import InvalidArgumentError, InvalidTypeError, LedgerStateError
 from ..ledger_acks import LedgerAcks, run_end
 from ..ledger_cache import ACK_CHARGE, LedgerCache
-from ..position import MAX_ENTRY, Position, _trusted
+from ..position import MAX_ENTRY, Position, trusted
 from .validate import check_entry, int_dtype, ledger_limit, pair
 
 if TYPE_CHECKING:
@@ -75,8 +75,8 @@ class AckState:
         self.ledgers = ledgers
         self._cache = ledgers.cache  # the hot path reads these directly (never rebound)
         self._dirty = ledgers.dirty
-        self.md: Position = _trusted(0, -1)
-        self.rp: Position = _trusted(0, 0)
+        self.md: Position = trusted(0, -1)
+        self.rp: Position = trusted(0, 0)
         self.range_count = 0
         self.properties: dict[str, int] = {}
         self.meta_dirty = False
@@ -88,13 +88,13 @@ class AckState:
         d = self.topic.directory
         if marker is None:
             first = d.first()
-            self.md = _trusted(first if first is not None else 0, -1)
+            self.md = trusted(first if first is not None else 0, -1)
             self.rp = self.md.next()
             self.properties = {}
             self.meta_dirty = True  # a new cursor's start position is persisted by the first flush
         else:
-            self.md = _trusted(*marker.mark_delete)
-            self.rp = _trusted(*marker.read_position)
+            self.md = trusted(*marker.mark_delete)
+            self.rp = trusted(*marker.read_position)
             self.properties = dict(marker.properties)
             self.meta_dirty = False
         self.range_count = self.ledgers.runs()
@@ -113,12 +113,12 @@ class AckState:
             self.clip(ledger, la)
         first = d.first()
         if first is not None and self.md[0] < first:
-            self.set_md(_trusted(first, -1))
+            self.set_md(trusted(first, -1))
         md_l, md_e = self.md
         i = d.index(md_l)
         if i >= 0 and 0 <= d.counts[i] <= md_e:  # persisted past an end sealed since: clip to it
             md_e = d.counts[i] - 1
-            self.md = _trusted(md_l, md_e)
+            self.md = trusted(md_l, md_e)
             self.rp = self.md.next()
             self.meta_dirty = True
         for ledger in [x for x in ledgers.known() if x < md_l]:
@@ -139,7 +139,7 @@ class AckState:
     def on_directory_change(self, d: LedgerDirectory) -> None:
         first = d.first()
         if first is not None and self.md[0] < first:
-            self.set_md(_trusted(first, -1))
+            self.set_md(trusted(first, -1))
         self.advance()
 
     def check_close(self, ledger: int, entries: int) -> None:
@@ -165,7 +165,7 @@ class AckState:
         self.md = md
         self.meta_dirty = True
         if self.rp < (md[0], md[1] + 1):
-            self.rp = _trusted(md[0], md[1] + 1)
+            self.rp = trusted(md[0], md[1] + 1)
 
     def _touched(self, ledger: int, la: LedgerAcks) -> None:
         self.range_count -= self.ledgers.touched(ledger, la)
@@ -201,7 +201,7 @@ class AckState:
                 continue
             break
         if moved:
-            self.set_md(_trusted(ledger, entry))
+            self.set_md(trusted(ledger, entry))
 
     # -- acks --------------------------------------------------------------------------------------
 
@@ -342,7 +342,7 @@ class AckState:
         if la is not None:
             self.range_count += la.drop_through(entry)
             self._touched(ledger, la)
-        self.set_md(_trusted(ledger, entry))
+        self.set_md(trusted(ledger, entry))
         self.advance()
 
     def ack_batch_index(self, position: Any, batch_size: Any, indexes: Iterable[int]) -> None:
@@ -423,8 +423,8 @@ class AckState:
         ledger, entry = self.check_reset_target(position)
         for known in list(self.ledgers.known()):
             self.range_count -= self.ledgers.vanish(known)
-        self.md = _trusted(ledger, entry - 1)
-        self.rp = _trusted(ledger, entry)
+        self.md = trusted(ledger, entry - 1)
+        self.rp = trusted(ledger, entry)
         self.meta_dirty = True
         self.advance()
 
@@ -443,7 +443,7 @@ class AckState:
         ledger, entry = pair(position)
         if (ledger, entry) < self.md.next():
             raise InvalidArgumentError(f"read position {ledger}:{entry} is below the mark-delete {self.md}")
-        self.rp = _trusted(ledger, entry)
+        self.rp = trusted(ledger, entry)
         self.meta_dirty = True
 
     def set_property(self, key: Any, value: Any) -> None:

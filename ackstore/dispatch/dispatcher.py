@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from ..cursor import Cursor
 from ..errors import InvalidArgumentError
-from ..position import Position, _trusted
+from ..position import Position, trusted
 from .read_loop import CursorReadLoop, RevisionInProgressError
 from .reads import Entry, LedgerReader
 from .revision import CursorStateRevisionController
@@ -210,7 +210,7 @@ class Dispatcher(CursorReadLoop):
         """Acknowledge everything written so far."""
         ledgers = self.cursor.topic.ledgers()
         last = next(
-            (_trusted(lid, self.reader.written(lid) - 1) for lid, _ in reversed(ledgers) if self.reader.written(lid)),
+            (trusted(lid, self.reader.written(lid) - 1) for lid, _ in reversed(ledgers) if self.reader.written(lid)),
             None,
         )
         self._revise(lambda: self.cursor.ack_cumulative(last) if last is not None else None)

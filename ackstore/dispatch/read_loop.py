@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 from ..cursor import Cursor
 from ..errors import AckStoreError
-from ..position import Position, _trusted
+from ..position import Position, trusted
 from .reads import Entry, LedgerReader
 from .revision import CursorStateRevisionController
 
@@ -61,7 +61,7 @@ class CursorReadLoop:
             ledger = ledgers[i]
             written = self.reader.written(ledger)
             while len(out) < n and entry < written:
-                p = _trusted(ledger, entry)
+                p = trusted(ledger, entry)
                 if not self.cursor.is_acked(p):
                     out.append(p)
                 entry += 1

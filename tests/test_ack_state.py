@@ -1,0 +1,170 @@
+"""The ack-state component alone, against the plain model: no LMDB, no lock, no store.
+
+An :class:`AckState` over an in-memory ledger source (a dict of LedgerAcks with the same
+small interface the cursor's pages offer) must move exactly as ``tests/model.py`` says.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal, overload
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ackstore import AckStoreError, Position
+from ackstore.cursor.state import AckState
+from ackstore.directory import LedgerDirectory
+from ackstore.ledger_acks import LedgerAcks
+from ackstore.ledger_cache import LedgerCache
+
+from .model import CursorModel, TopicModel
+
+LEDGERS: list[tuple[int, int | None]] = [(1, 20), (2, 10), (3, None)]
+
+
+@dataclass
+class _Topic:
+    name: str
+    directory: LedgerDirectory
+    version: int = 0
+
+
+class MemoryLedgers:
+    """Ledger ack sets in a dict: everything stays loaded, nothing is written."""
+
+    def __init__(self) -> None:
+        self.cache = LedgerCache(1 << 40)
+        self.dirty: set[int] = set()
+        self.vanished: set[int] = set()
+
+    @overload
+    def get(self, ledger: int, create: Literal[True]) -> LedgerAcks: ...
+    @overload
+    def get(self, ledger: int, create: bool = False) -> LedgerAcks | None: ...
+    def get(self, ledger: int, create: bool = False) -> LedgerAcks | None:
+        la = self.cache.loaded.get(ledger)
+        if la is None and create:
+            la = LedgerAcks()
+            self.cache.add(ledger, la)
+        return la
+
+    def peek(self, ledger: int) -> LedgerAcks | None:
+        return self.cache.loaded.get(ledger)
+
+    def known(self) -> set[int]:
+        return self.cache.known()
+
+    def vanish(self, ledger: int) -> int:
+        la = self.cache.remove(ledger)
+        self.dirty.discard(ledger)
+        self.vanished.add(ledger)
+        return la.runs if la is not None else 0
+
+    def touched(self, ledger: int, la: LedgerAcks) -> int:
+        if la:
+            self.dirty.add(ledger)
+            self.cache.measure(la)
+            return 0
+        return self.vanish(ledger)
+
+    def fit(self, incoming: int = 0, keep: Iterable[int] = ()) -> None:
+        return None
+
+    def runs(self) -> int:
+        return sum(la.runs for la in self.cache.loaded.values())
+
+
+def _fresh() -> tuple[AckState, MemoryLedgers, TopicModel, CursorModel]:
+    d = LedgerDirectory()
+    for ledger, count in LEDGERS:
+        d.add(ledger)
+        if count is not None:
+            d.close(ledger, count)
+    ledgers = MemoryLedgers()
+    state = AckState(_Topic("t", d), "c", ledgers)
+    state.load(None)
+    model = TopicModel(ledgers=[[i, c] for i, c in LEDGERS], last_id=3)
+    return state, ledgers, model, CursorModel(floor=(1, -1))
+
+
+def _same(state: AckState, ledgers: MemoryLedgers, model: TopicModel, c: CursorModel) -> None:
+    state._check(ledgers.runs())
+    assert tuple(state.md) == model.md(c)
+    ranges = [
+        ((ledger, first), (ledger, last))
+        for ledger in sorted(ledgers.known())
+        for first, last in ledgers.cache.loaded[ledger].ranges()
+    ]
+    assert ranges == model.ranges(c)
+    partials = {
+        (ledger, e): (size, frozenset(i for i in range(size) if mask >> i & 1))
+        for ledger in sorted(ledgers.known())
+        for e, (size, mask) in ledgers.cache.loaded[ledger].batches.items()
+    }
+    assert partials == model.partials(c)
+    assert state.range_count == len(ranges)
+
+
+position = st.tuples(st.sampled_from([1, 2, 3]), st.integers(0, 24))
+step = st.one_of(
+    st.tuples(st.just("ack"), st.lists(position, min_size=1, max_size=8)),
+    st.tuples(st.just("one"), position),
+    st.tuples(st.just("cumulative"), st.tuples(st.sampled_from([1, 2, 3]), st.integers(-1, 24))),
+    st.tuples(st.just("batch"), position, st.integers(1, 4), st.lists(st.integers(0, 3), max_size=3)),
+    st.tuples(st.just("reset"), position),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(step, max_size=30))
+def test_ack_state_moves_as_the_model_says(steps: list[tuple]) -> None:  # type: ignore[type-arg]
+    state, ledgers, model, c = _fresh()
+    for op, *args in steps:
+        p = args[0]
+        if op == "ack":
+            valid = all(model.valid_position(x) for x in p)
+        else:
+            valid = model.valid_position(p, low=-1 if op == "cumulative" else 0)
+        if op == "batch":
+            size, indexes = args[1], args[2]
+            valid = valid and all(i < size for i in indexes) and not model.batch_size_conflict(c, p, size)
+        if not valid:
+            call = {
+                "ack": lambda a=args: state.ack_items(a[0]),
+                "one": lambda a=args: state.ack_one(*a[0]),
+                "cumulative": lambda a=args: state.ack_cumulative(a[0]),
+                "batch": lambda a=args: state.ack_batch_index(a[0], a[1], a[2]),
+                "reset": lambda a=args: state.reset_to(a[0]),
+            }[op]
+            with pytest.raises(AckStoreError):
+                call()
+            _same(state, ledgers, model, c)
+            continue
+        if op == "ack":
+            state.ack_items(args[0])
+            model.ack(c, args[0])
+        elif op == "one":
+            state.ack_one(*p)
+            model.ack(c, [p])
+        elif op == "cumulative":
+            state.ack_cumulative(p)
+            model.ack_cumulative(c, p)
+        elif op == "batch":
+            state.ack_batch_index(p, args[1], args[2])
+            model.ack_batch(c, p, args[1], args[2])
+        else:
+            state.reset_to(Position(*p))
+            model.reset(c, p)
+        _same(state, ledgers, model, c)
+
+
+def test_a_new_state_starts_before_the_first_ledger_and_must_persist_it() -> None:
+    state, ledgers, _, _ = _fresh()
+    assert state.md == Position(1, -1) and state.rp == Position(1, 0) and state.meta_dirty
+    state.ack_one(1, 0)
+    assert state.md == Position(1, 0) and state.range_count == 0
+    state.ack_items([Position(1, 5), Position(1, 6), Position(2, 3)])
+    assert state.range_count == 2 and ledgers.dirty == {1, 2}
