@@ -28,10 +28,9 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from ..cursor import Cursor
 from ..errors import InvalidArgumentError
 from ..position import Position, trusted
-from .read_loop import CursorReadLoop, RevisionInProgressError
+from .read_loop import CursorPositions, CursorReadLoop, RevisionInProgressError
 from .reads import Entry, LedgerReader
 from .revision import CursorStateRevisionController
 
@@ -59,7 +58,7 @@ class Dispatcher(CursorReadLoop):
 
     def __init__(
         self,
-        cursor: Cursor,
+        cursor: CursorPositions,
         reader: LedgerReader,
         controller: CursorStateRevisionController | None = None,
         single_consumer: bool = False,

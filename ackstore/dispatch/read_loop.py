@@ -21,14 +21,44 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import Any, Protocol
 
-from ..cursor import Cursor
+from ..config import CursorConfig
 from ..errors import AckStoreError
 from ..position import Position, trusted
 from .reads import Entry, LedgerReader
 from .revision import CursorStateRevisionController
 
-__all__ = ["CursorReadLoop", "RevisionInProgressError"]
+__all__ = ["CursorPositions", "CursorReadLoop", "RevisionInProgressError"]
+
+
+class _LedgerList(Protocol):
+    def ledgers(self) -> list[tuple[int, int | None]]: ...
+
+
+class CursorPositions(Protocol):
+    """What the read path needs of a cursor (``ackstore.Cursor`` is one): its positions and
+    acks, and the moves a read or a reset makes. Nothing else of the cursor is touched."""
+
+    revision_controller: CursorStateRevisionController
+
+    @property
+    def topic(self) -> _LedgerList: ...
+    @property
+    def config(self) -> CursorConfig: ...
+    @property
+    def read_position(self) -> Position: ...
+    @property
+    def mark_delete_position(self) -> Position: ...
+    @property
+    def is_blocked_on_ack_state_persistent(self) -> bool: ...
+    def is_acked(self, position: Position) -> bool: ...
+    def ack(self, positions: Any) -> None: ...
+    def ack_cumulative(self, position: Position) -> None: ...
+    def reset_to(self, position: Position) -> None: ...
+    def check_reset_target(self, position: Any) -> tuple[int, int]: ...
+    def move_read_position(self, position: Position) -> None: ...
+    def rewind(self) -> None: ...
 
 
 class RevisionInProgressError(AckStoreError):
@@ -40,7 +70,7 @@ class CursorReadLoop:
 
     def __init__(
         self,
-        cursor: Cursor,
+        cursor: CursorPositions,
         reader: LedgerReader,
         controller: CursorStateRevisionController | None = None,
     ) -> None:

@@ -24,10 +24,9 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from ..cursor import Cursor
 from ..errors import AckStoreError
 from ..position import Position
-from .read_loop import CursorReadLoop, RevisionInProgressError
+from .read_loop import CursorPositions, CursorReadLoop, RevisionInProgressError
 from .reads import Entry, LedgerReader
 from .revision import CursorStateRevisionController
 
@@ -46,7 +45,7 @@ class Replicator(CursorReadLoop):
 
     def __init__(
         self,
-        cursor: Cursor,
+        cursor: CursorPositions,
         reader: LedgerReader,
         remote: InMemoryRemote,
         controller: CursorStateRevisionController | None = None,
