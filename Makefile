@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-stamp
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev,bench,spark,fast]'
+	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev,bench,spark,fast,metrics]'
 	touch $(STAMP)
 
 run: $(STAMP)

@@ -6,7 +6,16 @@ from dataclasses import dataclass
 
 from .position import Position
 
-__all__ = ["CursorStats", "FlushStats", "RecoveryReport", "CompactStats", "LogUsage"]
+__all__ = [
+    "CURSOR_FIGURES",
+    "StoreStats",
+    "FLUSH_SECONDS_BUCKETS",
+    "CursorStats",
+    "FlushStats",
+    "RecoveryReport",
+    "CompactStats",
+    "LogUsage",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +52,54 @@ class FlushStats:
     records_trimmed: int  # garbage records deleted after a full marker
     seconds: float
     map_grows: int
+
+
+#: upper bounds (seconds) of the flush-duration histogram's buckets; the last is +Inf
+FLUSH_SECONDS_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+#: the figures ``Cursor.figures()`` returns, in order: the cheap per-cursor numbers a metrics
+#: scrape reads (the same counters ``stats()`` reports; cache bytes are the running upper bound)
+CURSOR_FIGURES = (
+    "ack_range_count",
+    "persisted_ranges",
+    "ranges_over_limit",
+    "truncated",
+    "blocked",
+    "cache_bytes",
+    "cache_budget",
+    "ledgers_in_memory",
+    "ledgers_swapped_out",
+    "swap_ins",
+    "evictions",
+    "write_backs",
+    "flushes",
+    "total_flush_bytes",
+    "markers_skipped",
+    "revisions_done",
+    "revision_running",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class StoreStats:
+    """Store-wide figures since the store was opened (``store.stats()``); the counters count
+    flushes that wrote something."""
+
+    path: str
+    readonly: bool
+    format_version: int
+    topics: int
+    cursors: int  # cursors opened by this store object
+    file_bytes: int  # data.mdb (or the snapshot file) on disk
+    map_size: int
+    map_grows: int
+    flushes: int
+    flush_bytes: int
+    records_trimmed: int
+    flush_seconds_sum: float
+    #: cumulative ``(upper bound, flushes that took at most that long)``, ending with +Inf
+    flush_seconds_buckets: tuple[tuple[float, int], ...]
 
 
 @dataclass(frozen=True, slots=True)

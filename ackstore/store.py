@@ -30,6 +30,7 @@ import os
 import sys
 import threading
 import time
+from bisect import bisect_left
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -51,7 +52,7 @@ from .errors import (
     UnknownTopicError,
 )
 from .ledger_cache import CachePool
-from .stats import CompactStats, FlushStats
+from .stats import FLUSH_SECONDS_BUCKETS, CompactStats, FlushStats, StoreStats
 from .storage.env import LOCK_FILE, Environment
 from .storage.log import CursorLog
 
@@ -225,6 +226,8 @@ class AckStore:
     _stop: threading.Event
     _storage: Environment
     last_flush: FlushStats | None
+    _flush_totals: list[float]
+    _flush_buckets: list[int]
     last_flush_error: BaseException | None
 
     def __init__(self) -> None:  # use AckStore.open()
@@ -305,6 +308,8 @@ class AckStore:
         self._stop = threading.Event()
         self.last_flush = None
         self.last_flush_error = None
+        self._flush_totals = [0, 0, 0, 0.0]  # flushes, bytes, records trimmed, seconds
+        self._flush_buckets = [0] * (len(FLUSH_SECONDS_BUCKETS) + 1)
         self._storage = Environment.open(
             self.path,
             readonly=readonly,
@@ -507,7 +512,46 @@ class AckStore:
                 map_grows=self._storage.map_grows - grows_before,
             )
             self.last_flush = stats
+            totals = self._flush_totals
+            totals[0] += 1
+            totals[1] += stats.bytes_written
+            totals[2] += trimmed
+            totals[3] += stats.seconds
+            self._flush_buckets[bisect_left(FLUSH_SECONDS_BUCKETS, stats.seconds)] += 1
             return stats
+
+    def stats(self) -> StoreStats:
+        """Store-wide figures: flush counters and a duration histogram since open, file and
+        map sizes, topics and cursors. O(topics). Per-cursor figures: ``cursor.stats()``."""
+        self._alive()
+        data = self.path if self.path.is_file() else self.path / "data.mdb"
+        with self.lock:
+            flushes, nbytes, trimmed, seconds = self._flush_totals
+            running, buckets = 0, []
+            for bound, count in zip((*FLUSH_SECONDS_BUCKETS, float("inf")), self._flush_buckets, strict=True):
+                running += count
+                buckets.append((bound, running))
+            cursors = sum(len(t._cursors) for t in self._topics.values())
+        return StoreStats(
+            path=str(self.path),
+            readonly=self.readonly,
+            format_version=self._storage.catalog.version,
+            topics=len(self.topics()),
+            cursors=cursors,
+            file_bytes=data.stat().st_size if data.exists() else 0,
+            map_size=self._storage.map_size,
+            map_grows=self._storage.map_grows,
+            flushes=int(flushes),
+            flush_bytes=int(nbytes),
+            records_trimmed=int(trimmed),
+            flush_seconds_sum=float(seconds),
+            flush_seconds_buckets=tuple(buckets),
+        )
+
+    def open_cursors(self) -> list[Cursor]:
+        """Every cursor this store object has opened (the ones in memory), by topic and name."""
+        with self.lock:
+            return [c for t in sorted(self._topics) for _, c in sorted(self._topics[t]._cursors.items())]
 
     def _write_plans(self, txn: lmdb.Transaction, plans: list[FlushPlan]) -> int:
         """Step 2 of the flush: every plan's records, and its garbage trimmed (replayable)."""

@@ -100,8 +100,20 @@ def cli() -> None:
 @cli.command()
 @click.argument("store", type=EXISTING)
 @click.option("--json", "as_json", is_flag=True, help="print JSON")
-def stat(store: Path, as_json: bool) -> None:
+@click.option(
+    "--prometheus",
+    is_flag=True,
+    help="print the metrics of ackstore.metrics in Prometheus' text format (for the node-exporter "
+    "textfile collector or a cron job); needs the ackstore[metrics] extra",
+)
+@click.option("--max-cursors", type=click.IntRange(min=0), default=100, show_default=True, help="with --prometheus")
+def stat(store: Path, as_json: bool, prometheus: bool, max_cursors: int) -> None:
     """Format, size and every cursor's positions, ranges, records and garbage."""
+    if prometheus:
+        if as_json:
+            raise UsageFailure("--json and --prometheus exclude each other")
+        click.echo(_prometheus_text(store, max_cursors), nl=False)
+        return
     with AckStore.open(store, readonly=True, verify="loaded") as s:
         files = [store] if store.is_file() else [p for p in store.iterdir() if p.name.endswith(".mdb")]
         out: dict[str, Any] = {
@@ -136,6 +148,22 @@ def stat(store: Path, as_json: bool) -> None:
                 + (f", {c['markers_skipped']} broken markers skipped" if c["markers_skipped"] else "")
             )
     _emit(as_json, out, "\n".join(lines))
+
+
+def _prometheus_text(store: Path, max_cursors: int) -> str:
+    """Every cursor of an offline store opened read-only (budget 0), exported as metrics."""
+    try:
+        from prometheus_client import CollectorRegistry, generate_latest
+
+        from ackstore.metrics import AckStoreCollector
+    except ImportError:
+        raise click.ClickException("--prometheus needs prometheus-client: pip install 'ackstore[metrics]'") from None
+    with AckStore.open(store, readonly=True, verify="loaded") as s:
+        for t, name in _all_cursors(s):
+            s.topic(t).cursor(name, CursorConfig(max_individual_ack_cache_bytes=0))
+        registry = CollectorRegistry()
+        registry.register(AckStoreCollector(s, max_cursors=max_cursors))
+        return generate_latest(registry).decode()
 
 
 def _cursor_figures(s: AckStore, cur) -> dict[str, Any]:  # type: ignore[no-untyped-def]

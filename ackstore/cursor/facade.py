@@ -324,6 +324,35 @@ class Cursor:
                 revision_running=self.revision_controller.revision_running,
             )
 
+    def figures(self) -> tuple[int, ...]:
+        """The numbers named by ``ackstore.stats.CURSOR_FIGURES``, in that order: what a
+        metrics scrape reads, cheaply (no measuring; cache bytes are the running upper bound
+        the budget enforces). O(1)."""
+        with self._lock:
+            state, pages, chain, cfg = self._state, self._pages, self._chain, self._config
+            cache, controller = pages.cache, self.revision_controller
+            limit = cfg.max_unacked_ranges_to_persist
+            ranges = state.range_count
+            return (
+                ranges,
+                chain.persisted_ranges,
+                max(0, ranges - limit) if limit else 0,
+                int(chain.truncated),
+                int(state.blocked(cfg.dispatcher_pause_on_ack_state_persistent, limit)),
+                cache.nbytes,
+                cache.budget,
+                len(cache.loaded),
+                len(cache.swapped),
+                cache.swap_ins,
+                cache.evictions,
+                cache.write_backs,
+                chain.flushes,
+                chain.total_flush_bytes,
+                chain.recovery.markers_skipped,
+                controller.revisions_done,
+                controller.revision_running,
+            )
+
     def log_usage(self) -> LogUsage:
         """Records and bytes this cursor has in the log, as of its newest marker. O(records).
 

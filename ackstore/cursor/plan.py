@@ -18,6 +18,7 @@ full marker and the delta chain since). Compaction's rewrite plan lives here too
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
 
 __all__ = ["FlushPlan", "MarkerChain", "Planner", "RewritePlan"]
 
+log = logging.getLogger("ackstore")
+
 
 class MarkerChain:
     """The log's bookkeeping: sequences, the newest marker, the full marker and delta chain
@@ -50,6 +53,7 @@ class MarkerChain:
         self.full_bytes = 0
         self.force_full = True
         self.truncated = False
+        self.over_cap = False  # the range count was over the PIP-299 cap at the last flush
         self.persisted_ranges = 0
         self.recovery = RecoveryReport(-1, 0, (), 0, 0, 0.0)
         self.flushes = 0
@@ -157,6 +161,7 @@ class Planner:
         pages, state = self.pages, self.state
         if not (pages.dirty or pages.unmarked or state.meta_dirty or pages.vanished):
             return None  # an idle cursor: nothing to copy
+        self._watch_cap()
         dirty, vanished, unmarked = set(pages.dirty), set(pages.vanished), set(pages.unmarked)
         meta_dirty = state.meta_dirty
         pages.dirty.clear()
@@ -176,6 +181,33 @@ class Planner:
             pages.unmarked |= unmarked
             state.meta_dirty = state.meta_dirty or meta_dirty
             raise
+
+    def _watch_cap(self) -> None:
+        """Say when acks stop (and start again) being persisted whole: one WARNING when the
+        range count first exceeds the cap at a flush, one INFO when it is back under."""
+        chain, state, limit = self.chain, self.state, self.config.max_unacked_ranges_to_persist
+        over = bool(limit) and state.range_count > limit
+        if over and not chain.over_cap:
+            log.warning(
+                "ackstore: cursor %s/%s has %d ack ranges, over its max_unacked_ranges_to_persist=%d: "
+                "flushes now persist only the lowest %d ranges; after a crash the acks in the other %d "
+                "ranges are lost and those messages redelivered",
+                state.topic.name,
+                state.name,
+                state.range_count,
+                limit,
+                limit,
+                state.range_count - limit,
+            )
+        elif chain.over_cap and not over:
+            log.info(
+                "ackstore: cursor %s/%s is back to %d ack ranges (cap %s): flushes persist all of them again",
+                state.topic.name,
+                state.name,
+                state.range_count,
+                limit or "none",
+            )
+        chain.over_cap = over
 
     def _prepare(self, dirty: set[int], vanished: set[int], unmarked: set[int], meta_dirty: bool) -> FlushPlan:
         cid, pages, chain = self.cursor_id, self.pages, self.chain

@@ -24,6 +24,7 @@ pausing it would stop the acks that bring the range count back.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -33,6 +34,8 @@ from ..position import Position, trusted
 from .read_loop import CursorPositions, CursorReadLoop, RevisionInProgressError
 from .reads import Entry, LedgerReader
 from .revision import CursorStateRevisionController
+
+log = logging.getLogger("ackstore")
 
 __all__ = ["Consumer", "Dispatcher", "RevisionInProgressError"]
 
@@ -78,6 +81,7 @@ class Dispatcher(CursorReadLoop):
         self.delayed: dict[Position, float] = {}  # the delayed-delivery tracker
         self._joined_during_revision: set[str] = set()
         self.paused = self.pause_checks = 0
+        self._blocked = False
         self._turn = 0
 
     # -- consumers ------------------------------------------------------------------------
@@ -123,7 +127,22 @@ class Dispatcher(CursorReadLoop):
         if self.single_consumer or not self.cursor.config.dispatcher_pause_on_ack_state_persistent:
             return False
         self.pause_checks += 1
-        return self.cursor.is_blocked_on_ack_state_persistent
+        blocked = self.cursor.is_blocked_on_ack_state_persistent
+        if blocked != self._blocked:  # once per crossing, never per read
+            self._blocked = blocked
+            cfg, cur = self.cursor.config, self.cursor
+            if blocked:
+                log.warning(
+                    "ackstore: dispatcher of %s/%s pauses sequential reads: %d ack ranges exceed "
+                    "max_unacked_ranges_to_persist=%d (dispatcher_pause_on_ack_state_persistent is on)",
+                    cur.topic.name,
+                    cur.name,
+                    cur.ack_range_count,
+                    cfg.max_unacked_ranges_to_persist,
+                )
+            else:
+                log.info("ackstore: dispatcher of %s/%s resumes sequential reads", cur.topic.name, cur.name)
+        return blocked
 
     async def replay_read(self, n: int = 10) -> list[Entry]:
         """One replay read of up to ``n`` queued positions (never paused by PIP-299); held

@@ -33,6 +33,8 @@ __all__ = ["CursorPositions", "CursorReadLoop", "RevisionInProgressError"]
 
 
 class _LedgerList(Protocol):
+    name: str
+
     def ledgers(self) -> list[tuple[int, int | None]]: ...
 
 
@@ -41,9 +43,12 @@ class CursorPositions(Protocol):
     acks, and the moves a read or a reset makes. Nothing else of the cursor is touched."""
 
     revision_controller: CursorStateRevisionController
+    name: str
 
     @property
     def topic(self) -> _LedgerList: ...
+    @property
+    def ack_range_count(self) -> int: ...
     @property
     def config(self) -> CursorConfig: ...
     @property

@@ -1,0 +1,188 @@
+"""Prometheus metrics of an open store, computed at scrape time (extra ``ackstore[metrics]``).
+
+::
+
+    from prometheus_client import REGISTRY, start_http_server
+    from ackstore.metrics import AckStoreCollector
+
+    REGISTRY.register(AckStoreCollector(store, max_cursors=100))
+    start_http_server(9464, addr="127.0.0.1")
+
+Every figure is read from ``store.stats()`` and each open cursor's ``stats()`` when
+Prometheus scrapes: no second bookkeeping and nothing on the ack path. The engine never
+imports this module (or prometheus-client).
+
+Cardinality: the ``max_cursors`` cursors with the most ack ranges get their own series
+(labels ``topic`` and ``subscription``); the others are summed into one series labelled
+``topic="_other", subscription="_other"`` (0/1 gauges become counts of cursors). Only the
+cursors the store object has opened are seen (a cursor process opens its own; ``ackstore
+stat --prometheus`` opens every cursor of an offline store).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    InfoMetricFamily,
+    Metric,
+)
+
+from .stats import CURSOR_FIGURES
+
+if TYPE_CHECKING:
+    from .dispatch.dispatcher import Dispatcher
+    from .store import AckStore
+
+__all__ = ["AckStoreCollector", "CURSOR_METRICS", "OTHER"]
+
+#: the label value of the series that sums the cursors past ``max_cursors``
+OTHER = "_other"
+
+
+@dataclass(frozen=True, slots=True)
+class _CursorMetric:
+    name: str
+    kind: str  # "gauge" or "counter"
+    doc: str
+    figure: str  # a name of ackstore.stats.CURSOR_FIGURES
+
+
+#: every per-cursor metric: name (without the ``ackstore_cursor_`` prefix and the counters'
+#: ``_total``), type, help, and the figure of ``Cursor.figures()`` / ``stats()`` it shows
+CURSOR_METRICS = (
+    _CursorMetric("ack_ranges", "gauge", "Acknowledged ranges above the mark-delete position", "ack_range_count"),
+    _CursorMetric("persisted_ranges", "gauge", "Ranges the newest marker holds", "persisted_ranges"),
+    _CursorMetric(
+        "ranges_over_limit", "gauge", "Ranges a flush now keeps in memory only (PIP-299)", "ranges_over_limit"
+    ),
+    _CursorMetric("truncated", "gauge", "1 while the newest marker holds only part of the ranges", "truncated"),
+    _CursorMetric(
+        "blocked_on_ack_state_persistent",
+        "gauge",
+        "1 while sequential reads are paused because the ranges exceed the cap",
+        "blocked",
+    ),
+    _CursorMetric("cache_bytes", "gauge", "Bytes of ledger ack sets held in memory (upper bound)", "cache_bytes"),
+    _CursorMetric("cache_budget_bytes", "gauge", "The cursor's cache budget in bytes", "cache_budget"),
+    _CursorMetric("ledgers_in_memory", "gauge", "Ledgers whose ack set is loaded", "ledgers_in_memory"),
+    _CursorMetric("ledgers_swapped_out", "gauge", "Ledgers whose ack set is on disk only", "ledgers_swapped_out"),
+    _CursorMetric("swap_ins", "counter", "Ledgers loaded back from disk", "swap_ins"),
+    _CursorMetric("evictions", "counter", "Ledgers evicted to fit the budget", "evictions"),
+    _CursorMetric("write_backs", "counter", "Dirty ledgers written before eviction", "write_backs"),
+    _CursorMetric("flushes", "counter", "Flushes that wrote this cursor", "flushes"),
+    _CursorMetric("flush_bytes", "counter", "Bytes this cursor's flushes wrote", "total_flush_bytes"),
+    _CursorMetric(
+        "recovery_markers_skipped", "gauge", "Broken markers recovery skipped when the cursor opened", "markers_skipped"
+    ),
+    _CursorMetric("revisions", "counter", "Position resets completed (PIP-269)", "revisions_done"),
+    _CursorMetric("revision_running", "gauge", "1 while a position reset runs", "revision_running"),
+)
+_COLUMNS = [CURSOR_FIGURES.index(m.figure) for m in CURSOR_METRICS]
+
+
+class AckStoreCollector:
+    """A prometheus-client collector over one open :class:`~ackstore.AckStore`.
+
+    ``max_cursors``: cursors with their own series (the rest are summed as ``_other``).
+    ``dispatchers``: dispatchers whose PIP-299 pause checks and paused reads to export.
+    """
+
+    def __init__(self, store: AckStore, max_cursors: int = 100, dispatchers: Iterable[Dispatcher] = ()) -> None:
+        if type(max_cursors) is not int or max_cursors < 0:
+            from .errors import InvalidArgumentError
+
+            raise InvalidArgumentError(f"max_cursors={max_cursors!r}: allowed an int >= 0")
+        self.store = store
+        self.max_cursors = max_cursors
+        self.dispatchers = list(dispatchers)
+
+    def describe(self) -> list[Metric]:
+        return []  # computed at scrape time: registering must not scrape
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._store_metrics()
+        yield from self._cursor_metrics()
+        yield from self._dispatcher_metrics()
+
+    # -- the store -----------------------------------------------------------------------------
+
+    def _store_metrics(self) -> Iterator[Metric]:
+        st = self.store.stats()
+        yield _counter("ackstore_flushes", "Group flushes that wrote something", st.flushes)
+        yield _counter("ackstore_flush_bytes", "Bytes (keys and values) the flushes wrote", st.flush_bytes)
+        yield _counter("ackstore_records_trimmed", "Garbage records deleted after full markers", st.records_trimmed)
+        yield _counter("ackstore_map_grows", "Times the LMDB map grew", st.map_grows)
+        hist = HistogramMetricFamily("ackstore_flush_duration_seconds", "Duration of group flushes")
+        hist.add_metric(
+            [],
+            [(_bound(b), c) for b, c in st.flush_seconds_buckets],
+            st.flush_seconds_sum,
+        )
+        yield hist
+        yield _gauge("ackstore_file_size_bytes", "Size of the store's data file", st.file_bytes)
+        yield _gauge("ackstore_map_size_bytes", "Size of the LMDB map", st.map_size)
+        yield _gauge("ackstore_topics", "Topics in the store", st.topics)
+        yield _gauge("ackstore_cursors", "Cursors this store object has open", st.cursors)
+        info = InfoMetricFamily("ackstore_store", "The store's path and format version")
+        info.add_metric([], {"path": st.path, "format_version": str(st.format_version), "readonly": str(st.readonly)})
+        yield info
+
+    # -- cursors -------------------------------------------------------------------------------
+
+    def _cursor_metrics(self) -> Iterator[Metric]:
+        rows = [(cur.topic.name, cur.name, cur.figures()) for cur in self.store.open_cursors()]
+        rows.sort(key=lambda r: (-r[2][0], r[0], r[1]))  # the most ack ranges first
+        own, rest = rows[: self.max_cursors], rows[self.max_cursors :]
+        other = [sum(col) for col in zip(*(r[2] for r in rest), strict=True)] if rest else []
+        for m, col in zip(CURSOR_METRICS, _COLUMNS, strict=True):
+            name = f"ackstore_cursor_{m.name}"
+            family: GaugeMetricFamily | CounterMetricFamily
+            if m.kind == "counter":
+                family = CounterMetricFamily(name, m.doc, labels=["topic", "subscription"])
+            else:
+                family = GaugeMetricFamily(name, m.doc, labels=["topic", "subscription"])
+            for topic, sub, values in own:
+                family.add_metric([topic, sub], values[col])
+            if rest:
+                family.add_metric([OTHER, OTHER], other[col])
+            yield family
+
+    # -- dispatchers ---------------------------------------------------------------------------
+
+    def _dispatcher_metrics(self) -> Iterator[Metric]:
+        if not self.dispatchers:
+            return
+        checks = CounterMetricFamily(
+            "ackstore_dispatcher_pause_checks",
+            "PIP-299 checks a dispatcher made (only while pausing is on)",
+            labels=["topic", "subscription"],
+        )
+        paused = CounterMetricFamily(
+            "ackstore_dispatcher_paused_reads",
+            "Sequential reads a dispatcher paused because the ack state was too big to persist",
+            labels=["topic", "subscription"],
+        )
+        for d in self.dispatchers:
+            labels = [d.cursor.topic.name, d.cursor.name]
+            checks.add_metric(labels, d.pause_checks)
+            paused.add_metric(labels, d.paused)
+        yield checks
+        yield paused
+
+
+def _counter(name: str, doc: str, value: float) -> CounterMetricFamily:
+    return CounterMetricFamily(name, doc, value=value)
+
+
+def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, doc, value=value)
+
+
+def _bound(b: float) -> str:
+    return "+Inf" if b == float("inf") else repr(b)
