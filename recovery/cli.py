@@ -90,7 +90,7 @@ def _all_cursors(store: AckStore, topic: str | None = None) -> list[tuple[str, s
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 def cli() -> None:
-    """Inspect, check, repair, dump, restore, compact and copy ackstore stores.
+    """Inspect, check, repair, salvage, dump, restore, compact and copy ackstore stores.
 
     STORE is a store directory or a single-file snapshot made by `copy`. Every command
     takes --json for scripts. Exit status: 0 ok, 1 failure or findings, 2 usage.
@@ -346,6 +346,52 @@ def compact(store: Path, as_json: bool) -> None:
     )
     text += f"\ntotal: {before:,} -> {after:,} B of records (`ackstore copy --compact` also shrinks the file)"
     _emit(as_json, {"cursors": rows, "bytes_before": before, "bytes_after": after}, text.strip())
+
+
+@cli.command("salvage")
+@click.argument("damaged", type=EXISTING)
+@click.argument("new", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="print JSON")
+def salvage_cmd(damaged: Path, new: Path, as_json: bool) -> int:
+    """Rebuild a clean store NEW from what a damaged store or snapshot still holds.
+
+    Reads DAMAGED page by page (never its B-tree), keeps every record whose checksum
+    holds, and gives each cursor the newest flushed state whose marker chain and records
+    are all intact: never an ack that was not flushed, never a mix of two flushes. Says per
+    cursor which marker it came from and what was lost. DAMAGED is only read; exit 1 when
+    some cursor did not get its newest marker back.
+    """
+    from ackstore.salvage import salvage
+
+    with _progress(100, "salvage", as_json) as advance:
+        report = salvage(damaged, new, progress=lambda done, total: advance())
+    rows = [asdict(c) | {"complete": c.complete} for c in report.cursors]
+    lines = [
+        f"salvaged {damaged} -> {new}: {report.pages:,} pages read, {report.leaf_pages:,} leaf pages, "
+        f"{report.records:,} records, {report.topics} topics, {len(report.cursors)} cursors"
+    ]
+    for c in report.cursors:
+        if c.marker_seq < 0:
+            how = f"LOST: no intact marker among {c.records_found} records; the cursor starts empty"
+        elif c.complete:
+            how = f"complete: newest marker {c.marker_seq}"
+        else:
+            how = (
+                f"from marker {c.marker_seq}, but records up to {c.newest_marker_seen} were found: "
+                "the acks of the flushes after it are lost"
+            )
+        lines.append(f"  {c.topic}/{c.cursor}: {how}; mark-delete {c.mark_delete}, {c.ranges:,} ranges")
+        lines.extend(f"    skipped: {r}" for r in c.reasons[:5])
+        lines.extend(f"    not applied: {p}" for p in c.problems)
+    if report.orphan_cursor_ids:
+        lines.append(f"  records of cursor ids {report.orphan_cursor_ids} had no catalog entry: not salvaged")
+    _emit(
+        as_json,
+        {**{k: v for k, v in asdict(report).items() if k != "cursors"}, "cursors": rows},
+        "\n".join(lines),
+    )
+    complete = all(c.complete for c in report.cursors) and not report.orphan_cursor_ids
+    return 0 if complete else 1
 
 
 @cli.command()

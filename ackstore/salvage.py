@@ -1,0 +1,338 @@
+"""Salvage: rebuild a clean store from whatever a damaged file still holds.
+
+Like SQLite's ``.recover``, this does not trust the damaged B-tree. It reads the data file
+page by page (:mod:`ackstore.storage.lmdb_file`'s layout), keeps every leaf node whose
+bytes check (overflow values included), and sorts them by what they say they are: records
+are self-describing (type, format version, CRC32; markers and ledger records name their
+cursor), and so is a format-3 catalog (topic and cursor entries are checksummed records,
+ledger-directory entries carry a CRC over their key). Stale copies left in freed pages are
+found too; they are older versions of the same self-describing values.
+
+Then, for every cursor, recovery runs as at open but over the salvaged records: the newest
+marker whose delta chain and every referenced record are intact wins. The new store gets
+exactly that flushed state: never an ack that was not flushed, never a mix of two flushes.
+What could not be kept is reported per cursor (which marker it came from, the newest one
+seen, what was skipped and why).
+
+Limits: a format 1 or 2 catalog carries no checksums, so it is not salvaged (its cursors'
+records are found, but not their names); a topic's directory is rebuilt from the entries
+found (a middle ledger found only open is sealed after its highest salvaged ack).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+import zlib
+from bisect import bisect_left
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from .config import CursorConfig
+from .errors import AckStoreError, InvalidArgumentError, NotAStoreError
+from .position import Position
+from .storage.catalog import RECORD_CURSOR, RECORD_TOPIC
+from .storage.lmdb_file import F_BIGDATA, F_DUPDATA, F_SUBDATA, P_LEAF, P_LEAF2, P_OVERFLOW, current_meta, read_metas
+from .storage.log import RecoveredState, recover_cursor
+from .storage.records import RECORD_LEDGER, RECORD_MARKER, decode_record, split_log_key
+from .store import AckStore
+
+__all__ = ["salvage", "SalvageReport", "CursorSalvage"]
+
+_HEADER = struct.Struct("<QHHHH")
+_NODE = struct.Struct("<HHHH")
+_LEDGER_VALUE = struct.Struct(">BBqI")
+
+
+@dataclass(frozen=True, slots=True)
+class CursorSalvage:
+    """What one cursor got back."""
+
+    topic: str
+    cursor: str
+    marker_seq: int  # the marker its state comes from; -1: none intact (the cursor starts empty)
+    newest_marker_seen: int  # the newest record of this cursor found in the file (-1: none)
+    markers_skipped: int
+    reasons: tuple[str, ...]
+    records_found: int
+    mark_delete: str
+    ranges: int
+    problems: tuple[str, ...] = ()  # what could not be applied to the new store
+
+    @property
+    def complete(self) -> bool:
+        """True when no record newer than the marker the state came from survives (a flush
+        whose every record was destroyed cannot be seen: ``check`` before damage can)."""
+        return self.marker_seq >= 0 and self.marker_seq >= self.newest_marker_seen and not self.problems
+
+
+@dataclass(slots=True)
+class SalvageReport:
+    """The whole salvage: pages read, what was found, and every cursor's outcome."""
+
+    source: str
+    dest: str
+    pages: int = 0
+    leaf_pages: int = 0
+    unreadable_pages: int = 0
+    records: int = 0
+    topics: int = 0
+    cursors: list[CursorSalvage] = field(default_factory=list)
+    orphan_cursor_ids: list[int] = field(default_factory=list)  # records whose cursor has no entry
+
+
+class _MemLog:
+    """A read-only stand-in for an LMDB transaction over one database (what recovery uses)."""
+
+    def __init__(self, items: dict[bytes, bytes]) -> None:
+        self.keys = sorted(items)
+        self.items = items
+
+    def get(self, key: bytes, db: object = None) -> bytes | None:
+        return self.items.get(key)
+
+    def cursor(self, db: object = None) -> _MemCursor:
+        return _MemCursor(self)
+
+
+class _MemCursor:
+    def __init__(self, log: _MemLog) -> None:
+        self.log = log
+        self.i = -1
+
+    def _ok(self) -> bool:
+        return 0 <= self.i < len(self.log.keys)
+
+    def set_range(self, key: bytes) -> bool:
+        self.i = bisect_left(self.log.keys, key)
+        return self._ok()
+
+    def set_key(self, key: bytes) -> bool:
+        return self.set_range(key) and self.log.keys[self.i] == key
+
+    def last(self) -> bool:
+        self.i = len(self.log.keys) - 1
+        return self._ok()
+
+    def prev(self) -> bool:
+        self.i -= 1
+        return self._ok()
+
+    def next(self) -> bool:
+        self.i += 1
+        return self._ok()
+
+    def key(self) -> bytes:
+        return self.log.keys[self.i]
+
+    def value(self) -> bytes:
+        return self.log.items[self.log.keys[self.i]]
+
+
+@dataclass(slots=True)
+class _Found:
+    logs: dict[int, dict[bytes, bytes]] = field(default_factory=dict)
+    topics: dict[str, tuple[int, int]] = field(default_factory=dict)  # name -> (id, last ledger id)
+    cursors: dict[tuple[int, str], tuple[int, dict[str, Any]]] = field(default_factory=dict)
+    ledgers: dict[int, dict[int, int]] = field(default_factory=dict)  # topic id -> ledger -> count
+
+
+def _scan(path: Path, report: SalvageReport, progress: Callable[[int, int], None] | None) -> _Found:
+    """Every leaf node of every page that checks, sorted by what it is."""
+    metas = read_metas(path) if path.stat().st_size >= 8192 else []
+    psize = current_meta(metas).page_size if metas else 4096
+    found = _Found()
+    with open(path, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size < 2 * psize:
+            raise NotAStoreError(f"{path} is {size} bytes: too short to hold an LMDB file")
+        with mmap.mmap(fh.fileno(), size, access=mmap.ACCESS_READ) as mm:
+            pages = size // psize
+            report.pages = pages
+            for pgno in range(2, pages):
+                if progress is not None and pgno % 1024 == 0:
+                    progress(pgno, pages)
+                off = pgno * psize
+                stored, _, flags, lower, upper = _HEADER.unpack_from(mm, off)
+                if stored != pgno or not flags & P_LEAF or flags & (P_LEAF2 | P_OVERFLOW):
+                    continue
+                if not 16 <= lower <= upper <= psize or (lower - 16) % 2:
+                    report.unreadable_pages += 1
+                    continue
+                report.leaf_pages += 1
+                for i in range((lower - 16) // 2):
+                    (ptr,) = struct.unpack_from("<H", mm, off + 16 + 2 * i)
+                    if not upper <= ptr <= psize - 8:
+                        continue
+                    lo, hi, nflags, ksize = _NODE.unpack_from(mm, off + ptr)
+                    kstart = off + ptr + 8
+                    if ptr + 8 + ksize > psize or nflags & (F_SUBDATA | F_DUPDATA):
+                        continue
+                    key = bytes(mm[kstart : kstart + ksize])
+                    dsize = lo | hi << 16
+                    if nflags & F_BIGDATA:
+                        if ptr + 8 + ksize + 8 > psize:
+                            continue
+                        (opg,) = struct.unpack_from("<Q", mm, kstart + ksize)
+                        ostart = opg * psize
+                        if not 2 <= opg < pages or ostart + 16 + dsize > size:
+                            continue
+                        if _HEADER.unpack_from(mm, ostart)[0] != opg:
+                            continue
+                        value = bytes(mm[ostart + 16 : ostart + 16 + dsize])
+                    else:
+                        if ptr + 8 + ksize + dsize > psize:
+                            continue
+                        value = bytes(mm[kstart + ksize : kstart + ksize + dsize])
+                    _sort(key, value, found, report)
+    return found
+
+
+def _sort(key: bytes, value: bytes, found: _Found, report: SalvageReport) -> None:
+    if len(key) == 16 and len(value) == _LEDGER_VALUE.size:
+        rtype, _, count, crc = _LEDGER_VALUE.unpack(value)
+        if rtype == 5 and zlib.crc32(key + value[:10]) == crc and count >= -1:
+            tid, ledger = struct.unpack(">QQ", key)
+            per = found.ledgers.setdefault(tid, {})
+            old = per.get(ledger)
+            per[ledger] = count if old is None or old < 0 else old  # a sealed version wins
+            return
+    try:
+        rtype, body = decode_record(value)
+    except AckStoreError:
+        return
+    if rtype in (RECORD_LEDGER, RECORD_MARKER) and len(key) == 16:
+        cid, _ = split_log_key(key)
+        found.logs.setdefault(cid, {})[key] = value
+        report.records += 1
+    elif rtype == RECORD_TOPIC and isinstance(body, list) and len(body) == 3:
+        name, tid, last = body
+        if isinstance(name, str) and type(tid) is int and type(last) is int:
+            seen = found.topics.get(name)
+            found.topics[name] = (tid, max(last, seen[1]) if seen else last)
+    elif rtype == RECORD_CURSOR and isinstance(body, list) and len(body) == 4:
+        tid, name, cid, cfg = body
+        if type(tid) is int and isinstance(name, str) and type(cid) is int and isinstance(cfg, dict):
+            found.cursors[(tid, name)] = (cid, cfg)
+
+
+def salvage(
+    damaged: str | os.PathLike[str],
+    new: str | os.PathLike[str],
+    progress: Callable[[int, int], None] | None = None,
+) -> SalvageReport:
+    """Rebuild a clean store at ``new`` (which must not exist) from the damaged store or
+    snapshot ``damaged``, which is only read. Returns what came back, cursor by cursor."""
+    src, dest = Path(damaged), Path(new)
+    data = src / "data.mdb" if src.is_dir() else src
+    if not data.exists():
+        raise NotAStoreError(f"no store at {src}: it has no data.mdb")
+    if os.path.lexists(dest):
+        raise InvalidArgumentError(f"salvage destination {dest} exists; allowed: a path that does not exist yet")
+    report = SalvageReport(str(src), str(dest))
+    found = _scan(data, report, progress)
+    report.topics = len(found.topics)
+    states: list[tuple[str, int, str, dict[str, Any], RecoveredState, int, int]] = []
+    known_cids = set()
+    for name, (tid, _) in sorted(found.topics.items()):
+        for (ctid, cname), (cid, cfg) in sorted(found.cursors.items()):
+            if ctid != tid:
+                continue
+            known_cids.add(cid)
+            items = found.logs.get(cid, {})
+            state = recover_cursor(_MemLog(items), None, cid, None, "all")  # type: ignore[arg-type]
+            newest = max((split_log_key(k)[1] for k in items), default=-1)  # any record: a newer flush existed
+            states.append((name, tid, cname, cfg, state, newest, len(items)))
+    report.orphan_cursor_ids = sorted(set(found.logs) - known_cids)
+    tmp = dest.with_name(dest.name + ".salvaging")
+    if tmp.exists() or tmp.is_symlink():
+        if tmp.is_dir() and not tmp.is_symlink():
+            import shutil
+
+            shutil.rmtree(tmp)
+        else:
+            tmp.unlink()
+    with AckStore.open(tmp) as store:
+        for name, (tid, _) in sorted(found.topics.items()):
+            _rebuild_topic(store, name, found.ledgers.get(tid, {}), [s for s in states if s[0] == name])
+        for name, _, cname, cfg, state, newest, records in states:
+            problems = _rebuild_cursor(store, name, cname, cfg, state)
+            report.cursors.append(_outcome(name, cname, state, newest, records, problems))
+    os.replace(tmp, dest)
+    return report
+
+
+def _rebuild_topic(store: AckStore, name: str, ledgers: dict[int, int], states: list[tuple[Any, ...]]) -> None:
+    topic = store.topic(name)
+    ids = sorted(ledgers)
+    for i, ledger in enumerate(ids):
+        count = ledgers[ledger]
+        topic.add_ledger(ledger)
+        if count < 0 and i + 1 < len(ids):  # found only open, yet not the last: seal it after its acks
+            highest = -1
+            for *_, state, _, _ in states:
+                la = state.ledgers.get(ledger)
+                if la is not None and la.bitmap:
+                    highest = max(highest, la.bitmap.max())
+                m = state.resolved.marker if state.resolved is not None else None
+                if m is not None and m.mark_delete[0] == ledger:
+                    highest = max(highest, m.mark_delete[1])
+            count = highest + 1
+        if count >= 0:
+            topic.close_ledger(ledger, count)
+
+
+def _rebuild_cursor(
+    store: AckStore, topic_name: str, name: str, cfg: dict[str, Any], state: RecoveredState
+) -> list[str]:
+    problems: list[str] = []
+    try:
+        config = CursorConfig.from_obj(cfg)
+    except AckStoreError as exc:
+        problems.append(f"its configuration was refused ({exc}); defaults used")
+        config = CursorConfig()
+    cur = store.topic(topic_name).cursor(name, config)
+    resolved = state.resolved
+    if resolved is None:
+        return problems
+    marker = resolved.marker
+
+    def attempt(what: str, fn: Callable[[], object]) -> None:
+        try:
+            fn()
+        except AckStoreError as exc:
+            problems.append(f"{what}: {exc}")
+
+    attempt("mark-delete", partial(cur.ack_cumulative, Position(*marker.mark_delete)))
+    for ledger, la in sorted(state.ledgers.items()):
+        attempt(f"ledger {ledger}", partial(cur.ack_entries, ledger, la.bitmap))
+        for entry, (size, mask) in sorted(la.batches.items()):
+            indexes = [i for i in range(size) if mask >> i & 1]
+            attempt(f"batch {ledger}:{entry}", partial(cur.ack_batch_index, Position(ledger, entry), size, indexes))
+    for key, value in sorted(marker.properties.items()):
+        attempt(f"property {key!r}", partial(cur.set_property, key, value))
+    attempt("read position", partial(cur.restore_read_position, Position(*marker.read_position)))
+    return problems
+
+
+def _outcome(
+    topic: str, name: str, state: RecoveredState, newest: int, records: int, problems: list[str]
+) -> CursorSalvage:
+    r = state.report
+    md = state.resolved.marker.mark_delete if state.resolved is not None else None
+    return CursorSalvage(
+        topic=topic,
+        cursor=name,
+        marker_seq=r.marker_seq,
+        newest_marker_seen=newest,
+        markers_skipped=r.markers_skipped,
+        reasons=r.skipped_reasons,
+        records_found=records,
+        mark_delete=f"{md[0]}:{md[1]}" if md is not None else "-",
+        ranges=sum(la.runs for la in state.ledgers.values()),
+        problems=tuple(problems),
+    )
