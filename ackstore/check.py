@@ -21,8 +21,9 @@ from functools import partial
 import lmdb
 
 from .errors import CorruptRecordError, CorruptStoreError, InvalidArgumentError, StoreError
-from .storage.log import CursorLog
-from .storage.records import decode_ledger, decode_record
+from .storage.lmdb_file import leaf_nodes
+from .storage.log import CursorLog, MemoryLog, recover_cursor
+from .storage.records import RECORD_LEDGER, RECORD_MARKER, decode_ledger, decode_record, record_type, split_log_key
 from .store import AckStore, Topic
 
 __all__ = ["Finding", "check", "FINDING_KINDS"]
@@ -30,6 +31,7 @@ __all__ = ["Finding", "check", "FINDING_KINDS"]
 FINDING_KINDS = (
     "damaged-file",  # the file's size or B-tree structure is damaged (LMDB cannot read it safely)
     "corrupt-catalog",  # a topic, cursor or ledger-directory entry fails its checksum (not fixable in place)
+    "hidden-marker",  # a page-level scan finds an intact marker newer than the one the B-tree leads to
     "corrupt-record",  # a record fails its checksum or does not decode
     "broken-marker",  # a marker whose chain or references are not intact (recovery skips it)
     "no-intact-marker",  # the cursor has records but no marker recovery can start from
@@ -87,6 +89,7 @@ def check(
         findings: list[Finding] = []
         broken: list[tuple[Topic, str]] = []
         damaged: list[str] = []
+        seen: dict[int, tuple[str, str, int]] = {}  # cursor id -> topic, name, marker recovery uses
         catalog = s.storage.catalog
         for topic_name in s.storage.read(lambda txn: catalog.topic_names(txn, damaged)):
             try:
@@ -97,7 +100,7 @@ def check(
             names = [n for n, _ in s.storage.read(partial(catalog.cursor_entries, tid=topic.topic_id, damaged=damaged))]
             for name in names:
                 try:
-                    found = _check_cursor(s, topic, name)
+                    found = _check_cursor(s, topic, name, seen)
                 except CorruptStoreError as exc:
                     findings.append(Finding("corrupt-catalog", topic_name, name, str(exc)))
                     continue
@@ -107,6 +110,7 @@ def check(
                 if progress is not None:
                     progress(topic_name, name)
         findings.extend(Finding("corrupt-catalog", "", "", message) for message in damaged)
+        findings.extend(_hidden(s, seen))
         if fix and broken:
             findings = _fix(s, broken, findings)
         return findings
@@ -115,11 +119,46 @@ def check(
             s.close()
 
 
-def _check_cursor(s: AckStore, topic: Topic, name: str) -> list[Finding]:
-    return s.storage.read(lambda txn: _check_in(txn, s, topic, name))
+def _check_cursor(s: AckStore, topic: Topic, name: str, seen: dict[int, tuple[str, str, int]]) -> list[Finding]:
+    return s.storage.read(lambda txn: _check_in(txn, s, topic, name, seen))
 
 
-def _check_in(txn: lmdb.Transaction, s: AckStore, topic: Topic, name: str) -> list[Finding]:
+def _hidden(s: AckStore, seen: dict[int, tuple[str, str, int]]) -> list[Finding]:
+    """Read the file page by page (not through the B-tree) and recover each cursor from the
+    records found there: an intact marker newer than the one the B-tree leads to is hidden
+    by damage (a silent rollback open cannot see). A crash in the middle of a flush can
+    leave such a marker of the flush that did not commit; salvage restores it either way."""
+    logs: dict[int, dict[bytes, bytes]] = {}
+    for key, value in leaf_nodes(s.path):
+        if len(key) != 16:
+            continue
+        cid, _ = split_log_key(key)
+        if cid not in seen or record_type(value) not in (RECORD_LEDGER, RECORD_MARKER):
+            continue
+        logs.setdefault(cid, {})[key] = value
+    out = []
+    for cid, (topic, name, used) in sorted(seen.items()):
+        items = logs.get(cid)
+        if not items:
+            continue
+        newest = recover_cursor(MemoryLog(items), None, cid, 0, "all").report.marker_seq  # type: ignore[arg-type]
+        if newest > used:
+            out.append(
+                Finding(
+                    "hidden-marker",
+                    topic,
+                    name,
+                    f"the file holds intact marker {newest}, newer than marker {used} that recovery reaches "
+                    "through the B-tree: damage hides it; 'ackstore salvage' recovers it",
+                    newest,
+                )
+            )
+    return out
+
+
+def _check_in(
+    txn: lmdb.Transaction, s: AckStore, topic: Topic, name: str, seen: dict[int, tuple[str, str, int]]
+) -> list[Finding]:
     out: list[Finding] = []
 
     def add(kind: str, message: str, seq: int = -1) -> None:
@@ -138,6 +177,7 @@ def _check_in(txn: lmdb.Transaction, s: AckStore, topic: Topic, name: str) -> li
         except CorruptRecordError as exc:
             add("corrupt-record", str(exc), seq)
     state = log.recover(txn, budget=0, verify="all")
+    seen[cid] = (topic.name, name, state.report.marker_seq)
     for reason in state.report.skipped_reasons:
         if reason.startswith("marker"):
             add("broken-marker", reason, int(reason.split()[1].rstrip(":")))

@@ -102,7 +102,7 @@ class CorruptStoreError(StoreError):
     """
 
     def __init__(self, message: str, path: object = None, lmdb_error: BaseException | None = None) -> None:
-        hint = "run 'ackstore check' on the store to see what is damaged"
+        hint = "run 'ackstore check' on the store to see what is damaged ('ackstore salvage' rebuilds what it holds)"
         super().__init__(message if hint in message else f"{message}; {hint}")
         self.path = path
         self.lmdb_error = lmdb_error

@@ -21,11 +21,9 @@ found (a middle ledger found only open is sealed after its highest salvaged ack)
 
 from __future__ import annotations
 
-import mmap
 import os
 import struct
 import zlib
-from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -36,15 +34,13 @@ from .config import CursorConfig
 from .errors import AckStoreError, InvalidArgumentError, NotAStoreError
 from .position import Position
 from .storage.catalog import RECORD_CURSOR, RECORD_TOPIC
-from .storage.lmdb_file import F_BIGDATA, F_DUPDATA, F_SUBDATA, P_LEAF, P_LEAF2, P_OVERFLOW, current_meta, read_metas
-from .storage.log import RecoveredState, recover_cursor
+from .storage.lmdb_file import PageCounts, leaf_nodes
+from .storage.log import MemoryLog, RecoveredState, recover_cursor
 from .storage.records import RECORD_LEDGER, RECORD_MARKER, decode_record, split_log_key
 from .store import AckStore
 
 __all__ = ["salvage", "SalvageReport", "CursorSalvage"]
 
-_HEADER = struct.Struct("<QHHHH")
-_NODE = struct.Struct("<HHHH")
 _LEDGER_VALUE = struct.Struct(">BBqI")
 
 
@@ -85,54 +81,6 @@ class SalvageReport:
     orphan_cursor_ids: list[int] = field(default_factory=list)  # records whose cursor has no entry
 
 
-class _MemLog:
-    """A read-only stand-in for an LMDB transaction over one database (what recovery uses)."""
-
-    def __init__(self, items: dict[bytes, bytes]) -> None:
-        self.keys = sorted(items)
-        self.items = items
-
-    def get(self, key: bytes, db: object = None) -> bytes | None:
-        return self.items.get(key)
-
-    def cursor(self, db: object = None) -> _MemCursor:
-        return _MemCursor(self)
-
-
-class _MemCursor:
-    def __init__(self, log: _MemLog) -> None:
-        self.log = log
-        self.i = -1
-
-    def _ok(self) -> bool:
-        return 0 <= self.i < len(self.log.keys)
-
-    def set_range(self, key: bytes) -> bool:
-        self.i = bisect_left(self.log.keys, key)
-        return self._ok()
-
-    def set_key(self, key: bytes) -> bool:
-        return self.set_range(key) and self.log.keys[self.i] == key
-
-    def last(self) -> bool:
-        self.i = len(self.log.keys) - 1
-        return self._ok()
-
-    def prev(self) -> bool:
-        self.i -= 1
-        return self._ok()
-
-    def next(self) -> bool:
-        self.i += 1
-        return self._ok()
-
-    def key(self) -> bytes:
-        return self.log.keys[self.i]
-
-    def value(self) -> bytes:
-        return self.log.items[self.log.keys[self.i]]
-
-
 @dataclass(slots=True)
 class _Found:
     logs: dict[int, dict[bytes, bytes]] = field(default_factory=dict)
@@ -143,52 +91,11 @@ class _Found:
 
 def _scan(path: Path, report: SalvageReport, progress: Callable[[int, int], None] | None) -> _Found:
     """Every leaf node of every page that checks, sorted by what it is."""
-    metas = read_metas(path) if path.stat().st_size >= 8192 else []
-    psize = current_meta(metas).page_size if metas else 4096
     found = _Found()
-    with open(path, "rb") as fh:
-        size = os.fstat(fh.fileno()).st_size
-        if size < 2 * psize:
-            raise NotAStoreError(f"{path} is {size} bytes: too short to hold an LMDB file")
-        with mmap.mmap(fh.fileno(), size, access=mmap.ACCESS_READ) as mm:
-            pages = size // psize
-            report.pages = pages
-            for pgno in range(2, pages):
-                if progress is not None and pgno % 1024 == 0:
-                    progress(pgno, pages)
-                off = pgno * psize
-                stored, _, flags, lower, upper = _HEADER.unpack_from(mm, off)
-                if stored != pgno or not flags & P_LEAF or flags & (P_LEAF2 | P_OVERFLOW):
-                    continue
-                if not 16 <= lower <= upper <= psize or (lower - 16) % 2:
-                    report.unreadable_pages += 1
-                    continue
-                report.leaf_pages += 1
-                for i in range((lower - 16) // 2):
-                    (ptr,) = struct.unpack_from("<H", mm, off + 16 + 2 * i)
-                    if not upper <= ptr <= psize - 8:
-                        continue
-                    lo, hi, nflags, ksize = _NODE.unpack_from(mm, off + ptr)
-                    kstart = off + ptr + 8
-                    if ptr + 8 + ksize > psize or nflags & (F_SUBDATA | F_DUPDATA):
-                        continue
-                    key = bytes(mm[kstart : kstart + ksize])
-                    dsize = lo | hi << 16
-                    if nflags & F_BIGDATA:
-                        if ptr + 8 + ksize + 8 > psize:
-                            continue
-                        (opg,) = struct.unpack_from("<Q", mm, kstart + ksize)
-                        ostart = opg * psize
-                        if not 2 <= opg < pages or ostart + 16 + dsize > size:
-                            continue
-                        if _HEADER.unpack_from(mm, ostart)[0] != opg:
-                            continue
-                        value = bytes(mm[ostart + 16 : ostart + 16 + dsize])
-                    else:
-                        if ptr + 8 + ksize + dsize > psize:
-                            continue
-                        value = bytes(mm[kstart + ksize : kstart + ksize + dsize])
-                    _sort(key, value, found, report)
+    counts = PageCounts()
+    for key, value in leaf_nodes(path, counts, progress):
+        _sort(key, value, found, report)
+    report.pages, report.leaf_pages, report.unreadable_pages = counts.pages, counts.leaf_pages, counts.unreadable
     return found
 
 
@@ -231,6 +138,8 @@ def salvage(
     data = src / "data.mdb" if src.is_dir() else src
     if not data.exists():
         raise NotAStoreError(f"no store at {src}: it has no data.mdb")
+    if data.stat().st_size < 8192:
+        raise NotAStoreError(f"{data} is {data.stat().st_size} bytes: too short to hold an LMDB file")
     if os.path.lexists(dest):
         raise InvalidArgumentError(f"salvage destination {dest} exists; allowed: a path that does not exist yet")
     report = SalvageReport(str(src), str(dest))
@@ -244,7 +153,7 @@ def salvage(
                 continue
             known_cids.add(cid)
             items = found.logs.get(cid, {})
-            state = recover_cursor(_MemLog(items), None, cid, None, "all")  # type: ignore[arg-type]
+            state = recover_cursor(MemoryLog(items), None, cid, None, "all")  # type: ignore[arg-type]
             newest = max((split_log_key(k)[1] for k in items), default=-1)  # any record: a newer flush existed
             states.append((name, tid, cname, cfg, state, newest, len(items)))
     report.orphan_cursor_ids = sorted(set(found.logs) - known_cids)

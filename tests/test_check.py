@@ -45,7 +45,9 @@ def test_planted_faults_are_found_and_fixed(store_path: Path, fault: str) -> Non
         rawlog.damage(store_path, ledger_records[1])
         expected_kinds, expected_state = {"corrupt-record"}, states[-1]
     findings = check(store_path)
-    assert {f.kind for f in findings} == expected_kinds, findings
+    # LMDB copies a page on write, so an older page may still hold an intact copy of what
+    # was damaged: the page-level scan then says so (hidden-marker), and salvage can use it
+    assert expected_kinds <= {f.kind for f in findings} <= expected_kinds | {"hidden-marker"}, findings
     assert all(f.topic == T and f.cursor == "c" for f in findings)
     fixed = check(store_path, fix=True)
     assert [f.kind for f in fixed] == [f.kind for f in findings] and all(f.fixed for f in fixed)

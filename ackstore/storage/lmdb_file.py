@@ -36,12 +36,23 @@ from __future__ import annotations
 import mmap
 import os
 import struct
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import CorruptStoreError, NotAStoreError
 
-__all__ = ["DbRecord", "Meta", "read_metas", "current_meta", "check_size", "walk", "data_file"]
+__all__ = [
+    "DbRecord",
+    "Meta",
+    "PageCounts",
+    "read_metas",
+    "current_meta",
+    "check_size",
+    "walk",
+    "leaf_nodes",
+    "data_file",
+]
 
 MAGIC = 0xBEEFC0DE
 P_BRANCH, P_LEAF, P_OVERFLOW, P_META, P_LEAF2 = 0x01, 0x02, 0x04, 0x08, 0x20
@@ -330,3 +341,66 @@ def walk(path: str | os.PathLike[str], txnid: int | None = None) -> list[str]:
         return [str(exc)]
     except (OSError, ValueError, struct.error) as exc:
         return [f"{f}: cannot be read ({exc})"]
+
+
+@dataclass(slots=True)
+class PageCounts:
+    """What :func:`leaf_nodes` read."""
+
+    pages: int = 0
+    leaf_pages: int = 0
+    unreadable: int = 0
+
+
+def leaf_nodes(
+    path: str | os.PathLike[str],
+    counts: PageCounts | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Iterator[tuple[bytes, bytes]]:
+    """``(key, value)`` of every node of every page that looks like a leaf, page by page,
+    never following the B-tree (overflow values are read from their pages). Stale pages
+    freed by later transactions are read too. Only bytes inside the file are read."""
+    f = data_file(path)
+    counts = counts if counts is not None else PageCounts()
+    metas = read_metas(f) if f.stat().st_size >= 8192 else []
+    psize = current_meta(metas).page_size if metas else 4096
+    with open(f, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size < 2 * psize:
+            return
+        with mmap.mmap(fh.fileno(), size, access=mmap.ACCESS_READ) as mm:
+            pages = size // psize
+            counts.pages = pages
+            for pgno in range(2, pages):
+                if progress is not None and pgno % 1024 == 0:
+                    progress(pgno, pages)
+                off = pgno * psize
+                stored, _, flags, lower, upper = _HEADER.unpack_from(mm, off)
+                if stored != pgno or not flags & P_LEAF or flags & (P_LEAF2 | P_OVERFLOW):
+                    continue
+                if not 16 <= lower <= upper <= psize or (lower - 16) % 2:
+                    counts.unreadable += 1
+                    continue
+                counts.leaf_pages += 1
+                for i in range((lower - 16) // 2):
+                    (ptr,) = struct.unpack_from("<H", mm, off + 16 + 2 * i)
+                    if not upper <= ptr <= psize - 8:
+                        continue
+                    lo, hi, nflags, ksize = _NODE.unpack_from(mm, off + ptr)
+                    kstart = off + ptr + 8
+                    if ptr + 8 + ksize > psize or nflags & (F_SUBDATA | F_DUPDATA):
+                        continue
+                    key = bytes(mm[kstart : kstart + ksize])
+                    dsize = lo | hi << 16
+                    if nflags & F_BIGDATA:
+                        if ptr + 8 + ksize + 8 > psize:
+                            continue
+                        (opg,) = struct.unpack_from("<Q", mm, kstart + ksize)
+                        ostart = opg * psize
+                        if not 2 <= opg < pages or ostart + 16 + dsize > size:
+                            continue
+                        if _HEADER.unpack_from(mm, ostart)[0] != opg:
+                            continue
+                        yield key, bytes(mm[ostart + 16 : ostart + 16 + dsize])
+                    elif ptr + 8 + ksize + dsize <= psize:
+                        yield key, bytes(mm[kstart + ksize : kstart + ksize + dsize])

@@ -17,6 +17,7 @@ loaded: a marker is only written in the same transaction as its records.
 from __future__ import annotations
 
 import time
+from bisect import bisect_left
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -38,6 +39,7 @@ from .records import (
 
 __all__ = [
     "CursorLog",
+    "MemoryLog",
     "MissingRecordError",
     "RecoveredState",
     "recover_cursor",
@@ -328,3 +330,52 @@ class CursorLog:
                 ok = c.delete()
                 trimmed += 1
         return trimmed
+
+
+class MemoryLog:
+    """A read-only stand-in for a transaction over the log database, holding records found
+    outside the B-tree (a page scan): recovery runs over it as over LMDB."""
+
+    def __init__(self, items: dict[bytes, bytes]) -> None:
+        self.keys = sorted(items)
+        self.items = items
+
+    def get(self, key: bytes, db: object = None) -> bytes | None:
+        return self.items.get(key)
+
+    def cursor(self, db: object = None) -> _MemoryCursor:
+        return _MemoryCursor(self)
+
+
+class _MemoryCursor:
+    def __init__(self, log: MemoryLog) -> None:
+        self.log = log
+        self.i = -1
+
+    def _ok(self) -> bool:
+        return 0 <= self.i < len(self.log.keys)
+
+    def set_range(self, key: bytes) -> bool:
+        self.i = bisect_left(self.log.keys, key)
+        return self._ok()
+
+    def set_key(self, key: bytes) -> bool:
+        return self.set_range(key) and self.log.keys[self.i] == key
+
+    def last(self) -> bool:
+        self.i = len(self.log.keys) - 1
+        return self._ok()
+
+    def prev(self) -> bool:
+        self.i -= 1
+        return self._ok()
+
+    def next(self) -> bool:
+        self.i += 1
+        return self._ok()
+
+    def key(self) -> bytes:
+        return self.log.keys[self.i]
+
+    def value(self) -> bytes:
+        return self.log.items[self.log.keys[self.i]]
