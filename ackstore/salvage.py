@@ -79,6 +79,8 @@ class SalvageReport:
     topics: int = 0
     cursors: list[CursorSalvage] = field(default_factory=list)
     orphan_cursor_ids: list[int] = field(default_factory=list)  # records whose cursor has no entry
+    #: per topic, ledgers the directory had lost and the cursors' states name (added back)
+    inferred_ledgers: dict[str, list[int]] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -166,8 +168,11 @@ def salvage(
         else:
             tmp.unlink()
     with AckStore.open(tmp) as store:
-        for name, (tid, _) in sorted(found.topics.items()):
-            _rebuild_topic(store, name, found.ledgers.get(tid, {}), [s for s in states if s[0] == name])
+        for name, (tid, last) in sorted(found.topics.items()):
+            mine = [s for s in states if s[0] == name]
+            inferred = _rebuild_topic(store, name, last, found.ledgers.get(tid, {}), mine)
+            if inferred:
+                report.inferred_ledgers[name] = inferred
         for name, _, cname, cfg, state, newest, records in states:
             problems = _rebuild_cursor(store, name, cname, cfg, state)
             report.cursors.append(_outcome(name, cname, state, newest, records, problems))
@@ -175,24 +180,37 @@ def salvage(
     return report
 
 
-def _rebuild_topic(store: AckStore, name: str, ledgers: dict[int, int], states: list[tuple[Any, ...]]) -> None:
+def _rebuild_topic(
+    store: AckStore, name: str, last: int, ledgers: dict[int, int], states: list[tuple[Any, ...]]
+) -> list[int]:
+    """The topic's directory from the entries found; a ledger a cursor's state needs but no
+    entry names (its page was lost) is added too, sealed past everything the cursors hold
+    of it unless it is the last. Returns the ledger ids that had to be inferred."""
+    highest: dict[int, int] = {}  # ledger -> the highest entry any cursor's state names in it
+
+    def note(ledger: int, entry: int) -> None:
+        highest[ledger] = max(highest.get(ledger, -1), entry)
+
+    for *_, state, _, _ in states:
+        for ledger, la in state.ledgers.items():
+            note(ledger, max([*([la.bitmap.max()] if la.bitmap else []), *la.batches], default=-1))
+        if state.resolved is not None:
+            m = state.resolved.marker
+            note(*m.mark_delete)
+            note(m.read_position[0], m.read_position[1] - 1)
+    inferred = sorted(set(highest) - set(ledgers))
+    if last >= 0 and last not in ledgers and last not in highest:
+        inferred.append(last)
+    ids = sorted(set(ledgers) | set(inferred))
     topic = store.topic(name)
-    ids = sorted(ledgers)
     for i, ledger in enumerate(ids):
-        count = ledgers[ledger]
+        count = ledgers.get(ledger, -1)
         topic.add_ledger(ledger)
-        if count < 0 and i + 1 < len(ids):  # found only open, yet not the last: seal it after its acks
-            highest = -1
-            for *_, state, _, _ in states:
-                la = state.ledgers.get(ledger)
-                if la is not None and la.bitmap:
-                    highest = max(highest, la.bitmap.max())
-                m = state.resolved.marker if state.resolved is not None else None
-                if m is not None and m.mark_delete[0] == ledger:
-                    highest = max(highest, m.mark_delete[1])
-            count = highest + 1
+        if count < 0 and i + 1 < len(ids):  # found only open (or not at all), yet not the last
+            count = highest.get(ledger, -1) + 2  # one entry past what the cursors hold: M stays put
         if count >= 0:
             topic.close_ledger(ledger, count)
+    return inferred
 
 
 def _rebuild_cursor(

@@ -383,6 +383,8 @@ def salvage_cmd(damaged: Path, new: Path, as_json: bool) -> int:
         lines.append(f"  {c.topic}/{c.cursor}: {how}; mark-delete {c.mark_delete}, {c.ranges:,} ranges")
         lines.extend(f"    skipped: {r}" for r in c.reasons[:5])
         lines.extend(f"    not applied: {p}" for p in c.problems)
+    for topic, ids in report.inferred_ledgers.items():
+        lines.append(f"  {topic}: directory entries of ledgers {ids} were lost; added back from the cursors' states")
     if report.orphan_cursor_ids:
         lines.append(f"  records of cursor ids {report.orphan_cursor_ids} had no catalog entry: not salvaged")
     _emit(

@@ -1,0 +1,176 @@
+"""The byte-damage campaign: bit flips and zeroed pages in copies of a small store, then
+``open``, ``ackstore check`` and ``salvage`` on each, counted by outcome.
+
+A short seeded slice runs in ``make test``; ``make stress`` (``--long``) runs 500 trials.
+``python -m tests.test_damage_campaign 500`` prints the same table by itself.
+
+What must hold in every trial:
+- ``AckStore.open(readonly=True)`` raises nothing but ``AckStoreError`` (no raw py-lmdb error);
+- ``ackstore check`` ends with exit 0 or 1 and no traceback, never killed by a signal;
+- no silent rollback that ``check`` misses: if open gives an older flushed state without
+  reporting a skipped marker, ``check`` has a finding;
+- ``salvage`` gives every cursor a state it had after some flush (or nothing, when no intact
+  marker is left), never a mix and never an ack that was not flushed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from ackstore import AckStore, CursorConfig, Position
+from ackstore.salvage import salvage
+
+T = "persistent://t/ns/campaign"
+ROOT = Path(__file__).parent.parent
+
+CHILD = r"""
+import json, sys
+from ackstore import AckStore, AckStoreError
+out = {}
+try:
+    with AckStore.open(sys.argv[1], readonly=True) as s:
+        t = s.topic(sys.argv[2])
+        out["state"] = {}
+        for c in t.cursors():
+            cur = t.cursor(c)
+            out["state"][c] = [str(cur.mark_delete_position), [[str(a), str(b)] for a, b in cur.ack_ranges()],
+                               cur.stats().recovery.markers_skipped]
+    out["open"] = "opened"
+except AckStoreError as exc:
+    out["open"] = "typed:" + type(exc).__name__
+except Exception as exc:
+    out["open"] = "RAW:" + type(exc).__name__ + ":" + str(exc)[:100]
+print(json.dumps(out))
+"""
+
+
+def build(path: Path) -> list[dict[str, list[object]]]:
+    """3 cursors x 25 flushes; the state of each cursor after every flush."""
+    history = []
+    with AckStore.open(path) as store:
+        topic = store.topic(T)
+        topic.add_ledger(1)
+        topic.close_ledger(1, 100_000)
+        topic.add_ledger(2)
+        curs = [topic.cursor(f"c{i}", CursorConfig(full_marker_every=8)) for i in range(3)]
+        for f in range(25):
+            for i, cur in enumerate(curs):
+                cur.ack([Position(1, e) for e in range(f * 600 + i, f * 600 + 500, 3)])
+                cur.ack(Position(2, f * 3 + i))
+            store.flush()
+            history.append(
+                {c.name: [str(c.mark_delete_position), [[str(a), str(b)] for a, b in c.ack_ranges()]] for c in curs}
+            )
+    return history
+
+
+def damage(src: Path, dst: Path, rng: random.Random) -> str:
+    shutil.copytree(src, dst)
+    raw = bytearray((dst / "data.mdb").read_bytes())
+    if rng.random() < 0.5:
+        pg = rng.randrange(2, len(raw) // 4096)
+        raw[pg * 4096 : (pg + 1) * 4096] = bytes(4096)
+        how = f"zeroed page {pg}"
+    else:
+        off = rng.randrange(8192, len(raw))
+        raw[off] ^= 1 << rng.randrange(8)
+        how = f"bit flip at {off}"
+    (dst / "data.mdb").write_bytes(bytes(raw))
+    return how
+
+
+def trial(base: Path, history: list[dict[str, list[object]]], work: Path, rng: random.Random) -> Counter[str]:
+    """One damaged copy through open, check and salvage; the outcomes counted."""
+    out: Counter[str] = Counter()
+    damaged = work / "damaged"
+    how = damage(base, damaged, rng)
+    r = subprocess.run(
+        [sys.executable, "-c", CHILD, str(damaged), T], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
+    opened = json.loads(r.stdout) if r.returncode == 0 and r.stdout.strip() else {"open": f"signal {-r.returncode}"}
+    kind = opened["open"]
+    newest = history[-1]
+    if kind == "opened":
+        silent = False
+        for c, (md, ranges, skipped) in opened["state"].items():
+            if [md, ranges] != newest[c] and not skipped:
+                silent = True
+        kind = "opened, older state not reported" if silent else "opened"
+    out[f"open: {kind.split(':')[0] if kind.startswith(('typed', 'RAW')) else kind}"] += 1
+    if kind.startswith("RAW"):
+        out[f"RAW {kind} ({how})"] += 1
+    c = subprocess.run(
+        [sys.executable, "-m", "recovery", "check", str(damaged)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    if c.returncode not in (0, 1) or "Traceback" in c.stderr or "Traceback" in c.stdout:
+        out[f"CHECK CRASHED ({how}): rc {c.returncode}"] += 1
+    else:
+        out[f"check: exit {c.returncode}"] += 1
+    if kind == "opened, older state not reported" and c.returncode == 0:
+        out[f"SILENT ROLLBACK CHECK MISSED ({how})"] += 1
+    try:
+        report = salvage(damaged, work / "salvaged")
+    except Exception as exc:  # counted: the campaign says what happened
+        out[f"SALVAGE FAILED ({how}): {type(exc).__name__}: {exc}"] += 1
+        return out
+    missing = set(newest) - {cs.cursor for cs in report.cursors}
+    if missing and not report.orphan_cursor_ids:
+        out[f"SALVAGE LOST A CURSOR SILENTLY ({how}): {sorted(missing)}"] += 1
+    out["salvage: cursor entry lost, its records reported as orphans"] += len(missing)
+    with AckStore.open(work / "salvaged", readonly=True) as store:
+        topic = store.topic(T)
+        for cs in report.cursors:
+            cur = topic.cursor(cs.cursor)
+            state = [str(cur.mark_delete_position), [[str(a), str(b)] for a, b in cur.ack_ranges()]]
+            if cs.marker_seq < 0:
+                out["salvage: cursor without an intact marker"] += state[1] == []
+            elif state == newest[cs.cursor]:
+                out["salvage: newest state"] += 1
+            elif any(state == h[cs.cursor] for h in history):
+                out["salvage: an older flushed state"] += 1
+            else:
+                out[f"SALVAGE GAVE NO FLUSHED STATE ({how}): {cs.cursor}"] += 1
+    return out
+
+
+def campaign(trials: int, seed: int = 20261123) -> Counter[str]:
+    total: Counter[str] = Counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp) / "base"
+        history = build(base)
+        rng = random.Random(seed)
+        for i in range(trials):
+            work = Path(tmp) / f"t{i}"
+            work.mkdir()
+            total += trial(base, history, work, rng)
+            shutil.rmtree(work)
+    return total
+
+
+@pytest.mark.stress
+def test_byte_damage_campaign(long_run: bool) -> None:
+    trials = 500 if long_run else int(os.environ.get("ACKSTORE_DAMAGE_TRIALS", "12"))
+    total = campaign(trials)
+    print("\n".join(f"{v:5d}  {k}" for k, v in sorted(total.items())))
+    bad = {k: v for k, v in total.items() if k.isupper() or k.startswith(("RAW", "CHECK", "SILENT", "SALVAGE"))}
+    assert not bad, bad
+    assert total["check: exit 0"] + total["check: exit 1"] == trials
+
+
+if __name__ == "__main__":  # python -m tests.test_damage_campaign [TRIALS]
+    result = campaign(int(sys.argv[1]) if len(sys.argv) > 1 else 100)
+    print("\n".join(f"{v:5d}  {k}" for k, v in sorted(result.items())))
