@@ -13,6 +13,7 @@ dropping every unreachable or damaged record: all fixed cursors in one transacti
 
 from __future__ import annotations
 
+import fcntl
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -21,6 +22,7 @@ from functools import partial
 import lmdb
 
 from .errors import CorruptRecordError, CorruptStoreError, InvalidArgumentError, StoreError
+from .storage.env import LOCK_FILE
 from .storage.lmdb_file import leaf_nodes
 from .storage.log import CursorLog, MemoryLog, recover_cursor
 from .storage.records import RECORD_LEDGER, RECORD_MARKER, decode_ledger, decode_record, record_type, split_log_key
@@ -31,7 +33,7 @@ __all__ = ["Finding", "check", "FINDING_KINDS"]
 FINDING_KINDS = (
     "damaged-file",  # the file's size or B-tree structure is damaged (LMDB cannot read it safely)
     "corrupt-catalog",  # a topic, cursor or ledger-directory entry fails its checksum (not fixable in place)
-    "hidden-marker",  # a page-level scan finds an intact marker newer than the one the B-tree leads to
+    "hidden-marker",  # a page scan finds an intact marker newer than the B-tree's (skipped while a writer runs)
     "corrupt-record",  # a record fails its checksum or does not decode
     "broken-marker",  # a marker whose chain or references are not intact (recovery skips it)
     "no-intact-marker",  # the cursor has records but no marker recovery can start from
@@ -110,7 +112,8 @@ def check(
                 if progress is not None:
                     progress(topic_name, name)
         findings.extend(Finding("corrupt-catalog", "", "", message) for message in damaged)
-        findings.extend(_hidden(s, seen))
+        if not _writer_running(s):  # a live writer's flush in flight would look like a hidden marker
+            findings.extend(_hidden(s, seen))
         if fix and broken:
             findings = _fix(s, broken, findings)
         return findings
@@ -121,6 +124,21 @@ def check(
 
 def _check_cursor(s: AckStore, topic: Topic, name: str, seen: dict[int, tuple[str, str, int]]) -> list[Finding]:
     return s.storage.read(lambda txn: _check_in(txn, s, topic, name, seen))
+
+
+def _writer_running(s: AckStore) -> bool:
+    """True when another process holds the store's writer lock (this store is read-only)."""
+    lock = s.path / LOCK_FILE
+    if not s.readonly or not lock.exists():
+        return False
+    fd = os.open(lock, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)  # closing releases a lock taken here
+    return False
 
 
 def _hidden(s: AckStore, seen: dict[int, tuple[str, str, int]]) -> list[Finding]:

@@ -78,7 +78,11 @@ class SalvageReport:
     records: int = 0
     topics: int = 0
     cursors: list[CursorSalvage] = field(default_factory=list)
-    orphan_cursor_ids: list[int] = field(default_factory=list)  # records whose cursor has no entry
+    #: cursors whose catalog entry was lost: their state is kept as cursor ``_salvaged`` of
+    #: topic ``_salvaged_cursor_<id>`` (names and configuration unknown)
+    orphan_cursor_ids: list[int] = field(default_factory=list)
+    #: topic id -> the name given to a topic whose own entry was lost (its cursors kept)
+    placeholder_topics: dict[int, str] = field(default_factory=dict)
     #: per topic, ledgers the directory had lost and the cursors' states name (added back)
     inferred_ledgers: dict[str, list[int]] = field(default_factory=dict)
 
@@ -146,7 +150,11 @@ def salvage(
         raise InvalidArgumentError(f"salvage destination {dest} exists; allowed: a path that does not exist yet")
     report = SalvageReport(str(src), str(dest))
     found = _scan(data, report, progress)
-    report.topics = len(found.topics)
+    for tid, _ in found.cursors:  # a cursor whose topic entry was lost: keep it under a placeholder name
+        if tid not in {t for t, _ in found.topics.values()}:
+            placeholder = f"_salvaged_topic_{tid}"
+            found.topics[placeholder] = (tid, -1)
+            report.placeholder_topics[tid] = placeholder
     states: list[tuple[str, int, str, dict[str, Any], RecoveredState, int, int]] = []
     known_cids = set()
     for name, (tid, _) in sorted(found.topics.items()):
@@ -159,6 +167,16 @@ def salvage(
             newest = max((split_log_key(k)[1] for k in items), default=-1)  # any record: a newer flush existed
             states.append((name, tid, cname, cfg, state, newest, len(items)))
     report.orphan_cursor_ids = sorted(set(found.logs) - known_cids)
+    for cid in report.orphan_cursor_ids:  # records whose cursor entry was lost: keep their state anyway
+        items = found.logs[cid]
+        state = recover_cursor(MemoryLog(items), None, cid, None, "all")  # type: ignore[arg-type]
+        if state.resolved is None:
+            continue
+        placeholder, fake_tid = f"_salvaged_cursor_{cid}", -1 - cid
+        found.topics[placeholder] = (fake_tid, -1)
+        newest = max(split_log_key(k)[1] for k in items)
+        states.append((placeholder, fake_tid, "_salvaged", {}, state, newest, len(items)))
+    report.topics = len(found.topics)
     tmp = dest.with_name(dest.name + ".salvaging")
     if tmp.exists() or tmp.is_symlink():
         if tmp.is_dir() and not tmp.is_symlink():

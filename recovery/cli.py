@@ -383,16 +383,22 @@ def salvage_cmd(damaged: Path, new: Path, as_json: bool) -> int:
         lines.append(f"  {c.topic}/{c.cursor}: {how}; mark-delete {c.mark_delete}, {c.ranges:,} ranges")
         lines.extend(f"    skipped: {r}" for r in c.reasons[:5])
         lines.extend(f"    not applied: {p}" for p in c.problems)
+    for tid, placeholder in report.placeholder_topics.items():
+        lines.append(f"  the entry of topic id {tid} was lost: its cursors are kept under the topic {placeholder!r}")
     for topic, ids in report.inferred_ledgers.items():
         lines.append(f"  {topic}: directory entries of ledgers {ids} were lost; added back from the cursors' states")
     if report.orphan_cursor_ids:
-        lines.append(f"  records of cursor ids {report.orphan_cursor_ids} had no catalog entry: not salvaged")
+        lines.append(
+            f"  cursor ids {report.orphan_cursor_ids} lost their catalog entry: each one's state is kept as "
+            "cursor '_salvaged' of topic '_salvaged_cursor_<id>'"
+        )
     _emit(
         as_json,
         {**{k: v for k, v in asdict(report).items() if k != "cursors"}, "cursors": rows},
         "\n".join(lines),
     )
     complete = all(c.complete for c in report.cursors) and not report.orphan_cursor_ids
+    complete = complete and not report.placeholder_topics
     return 0 if complete else 1
 
 

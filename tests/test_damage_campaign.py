@@ -128,15 +128,21 @@ def trial(base: Path, history: list[dict[str, list[object]]], work: Path, rng: r
         out[f"SALVAGE FAILED ({how}): {type(exc).__name__}: {exc}"] += 1
         return out
     missing = set(newest) - {cs.cursor for cs in report.cursors}
-    if missing and not report.orphan_cursor_ids:
+    if len(missing) > len(report.orphan_cursor_ids):
         out[f"SALVAGE LOST A CURSOR SILENTLY ({how}): {sorted(missing)}"] += 1
-    out["salvage: cursor entry lost, its records reported as orphans"] += len(missing)
+    out["salvage: topic entry lost, cursors kept under a placeholder"] += len(report.placeholder_topics)
     with AckStore.open(work / "salvaged", readonly=True) as store:
-        topic = store.topic(T)
         for cs in report.cursors:
-            cur = topic.cursor(cs.cursor)
+            cur = store.topic(cs.topic).cursor(cs.cursor)
             state = [str(cur.mark_delete_position), [[str(a), str(b)] for a, b in cur.ack_ranges()]]
-            if cs.marker_seq < 0:
+            if cs.cursor == "_salvaged":  # its entry was lost: which cursor it was is unknown
+                flushed = any(state == h[c] for h in history for c in h)
+                out[
+                    "salvage: cursor entry lost, a flushed state kept under a placeholder"
+                    if flushed
+                    else f"SALVAGE GAVE NO FLUSHED STATE ({how}): orphan {cs.topic}"
+                ] += 1
+            elif cs.marker_seq < 0:
                 out["salvage: cursor without an intact marker"] += state[1] == []
             elif state == newest[cs.cursor]:
                 out["salvage: newest state"] += 1

@@ -131,6 +131,7 @@ class Environment:
                 ) from None
             raise translate(exc, path, "cannot open store") from None
         try:
+            env.reader_check()  # free the reader slots of processes that died (kill -9) holding one
             if exists and self._walk_first:
                 self._walk(env)
             with env.begin() as txn:

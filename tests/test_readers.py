@@ -1,0 +1,101 @@
+"""Reader processes running ``stat``, ``check`` and ``copy`` while a writer flushes: each sees
+a consistent flushed state, ``check`` reports no false damage, and a reader killed with
+-9 leaves no reader slot behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import lmdb
+import pytest
+
+from ackstore import AckStore
+
+ROOT = Path(__file__).parent.parent
+T = "persistent://t/ns/readers"
+
+WRITER = r"""
+import json, sys, time
+from ackstore import AckStore, Position
+with AckStore.open(sys.argv[1], sync=False) as store, open(sys.argv[4], "w") as log:
+    topic = store.topic(sys.argv[2])
+    topic.add_ledger(1)
+    cur = topic.cursor("c")
+    store.flush()
+    print("ready", flush=True)
+    deadline = time.monotonic() + float(sys.argv[3])
+    r = 0
+    while time.monotonic() < deadline:
+        cur.ack([Position(1, 3 * r + 1), Position(1, 3 * r + 2)])
+        store.flush()
+        log.write(json.dumps([str(cur.mark_delete_position), cur.ack_range_count]) + "\n")
+        log.flush()
+        r += 1
+"""
+
+HOLDER = r"""
+import sys, time
+from ackstore import AckStore
+store = AckStore.open(sys.argv[1], readonly=True)
+txn = store.storage.env.begin()  # a read transaction: a reader slot in the lock file
+print("holding", flush=True)
+time.sleep(60)
+"""
+
+
+def _cli(*args: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "recovery", *map(str, args)], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
+
+
+@pytest.mark.stress
+def test_readers_while_the_writer_flushes(tmp_path: Path, long_run: bool) -> None:
+    path = tmp_path / "store"
+    seconds = 30.0 if long_run else 4.0
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(path), T, str(seconds), str(tmp_path / "history")],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    assert writer.stdout is not None and writer.stdout.readline().strip() == "ready"
+    results = []
+    i = 0
+    while writer.poll() is None:
+        check = _cli("check", path)
+        stat = _cli("stat", path, "--json")
+        copy = _cli("copy", path, tmp_path / f"snap{i}")
+        results.append((check.returncode, check.stdout, stat.returncode, copy.returncode))
+        i += 1
+    writer.communicate(timeout=60)
+    history = [json.loads(line) for line in (tmp_path / "history").read_text().splitlines()]
+    assert writer.returncode == 0 and len(history) > 10 and results
+    for n, (check_rc, check_out, stat_rc, copy_rc) in enumerate(results):
+        assert check_rc == 0, check_out  # no false damage (and no hidden marker) while a writer runs
+        assert stat_rc == 0 and copy_rc == 0
+        with AckStore.open(tmp_path / f"snap{n}", readonly=True) as snap:
+            cur = snap.topic(T).cursor("c")
+            assert [str(cur.mark_delete_position), cur.ack_range_count] in [*history, ["1:-1", 0]]
+
+
+def test_a_reader_killed_with_minus_nine_leaves_no_reader_slot(tmp_path: Path) -> None:
+    path = tmp_path / "store"
+    with AckStore.open(path) as store:
+        store.topic(T).add_ledger(1)
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(path)], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "holding"
+    env = lmdb.open(str(path), readonly=True, max_dbs=8)
+    assert str(holder.pid) in env.readers()
+    env.close()
+    os.kill(holder.pid, signal.SIGKILL)
+    holder.wait()
+    time.sleep(0.1)
+    with AckStore.open(path) as store:  # opening clears the dead process's slot
+        assert str(holder.pid) not in store.storage.env.readers()
