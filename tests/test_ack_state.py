@@ -168,3 +168,23 @@ def test_a_new_state_starts_before_the_first_ledger_and_must_persist_it() -> Non
     assert state.md == Position(1, 0) and state.range_count == 0
     state.ack_items([Position(1, 5), Position(1, 6), Position(2, 3)])
     assert state.range_count == 2 and ledgers.dirty == {1, 2}
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.integers(0, 200), max_size=120),
+    st.integers(-1, 60),
+    st.integers(0, 220),
+    st.integers(0, 220),
+    st.integers(0, 50),
+)
+def test_unacked_entries_hop_over_acked_runs(acked: list[int], md: int, start: int, stop: int, n: int) -> None:
+    state, ledgers, _, _ = _fresh()
+    state.ack_cumulative((1, min(md, 19)))  # ledger 1 is sealed at 20 entries
+    state.ack_items([(3, e) for e in acked] or [(3, 0), (3, 0)])
+    for ledger in (1, 3):
+        la = ledgers.get(ledger)
+        expect = [
+            e for e in range(start, stop) if (ledger, e) > tuple(state.md) and not (la is not None and e in la.bitmap)
+        ][:n]
+        assert state.unacked_entries(ledger, start, stop, n) == expect

@@ -173,6 +173,14 @@ class Cursor:
             self._open()
             return self._state.is_acked((ledger, entry))
 
+    def unacked_entries(self, ledger: int, start: int, stop: int, n: int) -> list[int]:
+        """Up to ``n`` entries of ``ledger`` in ``[start, stop)`` not acknowledged, ascending.
+        Acked runs are hopped over whole: O(runs touched + entries returned), however many
+        acked entries lie between (what reads and skips use)."""
+        with self._lock:
+            self._open()
+            return self._state.unacked_entries(ledger, start, stop, n)
+
     def batch_acked_indexes(self, position: Position) -> frozenset[int] | None:
         """Acked indexes of a partially acknowledged batch entry, or None if there is no partial batch."""
         ledger, entry = pair(position)

@@ -394,6 +394,26 @@ class AckState:
         la = self.ledgers.get(ledger)
         return la is not None and 0 <= entry <= MAX_ENTRY and entry in la.bitmap
 
+    def unacked_entries(self, ledger: int, start: int, stop: int, n: int) -> list[int]:
+        """Up to ``n`` entries of ``ledger`` in ``[start, stop)`` that are not acknowledged,
+        ascending; acked runs are hopped over whole. O(runs touched + entries returned)."""
+        md_l, md_e = self.md
+        if ledger < md_l:
+            return []
+        if ledger == md_l:
+            start = max(start, md_e + 1)
+        la = self.ledgers.get(ledger)
+        bm = la.bitmap if la is not None else None
+        out: list[int] = []
+        e = start
+        while len(out) < n and e < stop:
+            if bm is not None and e in bm:
+                e = run_end(bm, e) + 1
+            else:
+                out.append(e)
+                e += 1
+        return out
+
     def batch_acked_indexes(self, position: Any) -> frozenset[int] | None:
         ledger, entry = pair(position)
         la = self.ledgers.get(ledger) if (ledger, entry) > self.md else None
