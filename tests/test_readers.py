@@ -72,14 +72,14 @@ def test_readers_while_the_writer_flushes(tmp_path: Path, long_run: bool) -> Non
         check = _cli("check", path)
         stat = _cli("stat", path, "--json")
         copy = _cli("copy", path, tmp_path / f"snap{i}")
-        results.append((check.returncode, check.stdout, stat.returncode, copy.returncode))
+        results.append((check.returncode, check.stdout, stat.returncode, copy.returncode, stat.stderr + copy.stderr))
         i += 1
     writer.communicate(timeout=60)
     history = [json.loads(line) for line in (tmp_path / "history").read_text().splitlines()]
     assert writer.returncode == 0 and len(history) > 10 and results
-    for n, (check_rc, check_out, stat_rc, copy_rc) in enumerate(results):
+    for n, (check_rc, check_out, stat_rc, copy_rc, errors) in enumerate(results):
         assert check_rc == 0, check_out  # no false damage (and no hidden marker) while a writer runs
-        assert stat_rc == 0 and copy_rc == 0
+        assert stat_rc == 0 and copy_rc == 0, errors
         with AckStore.open(tmp_path / f"snap{n}", readonly=True) as snap:
             cur = snap.topic(T).cursor("c")
             assert [str(cur.mark_delete_position), cur.ack_range_count] in [*history, ["1:-1", 0]]

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import CursorConfig
 from ..dispatch.revision import CursorStateRevisionController
-from ..errors import InvalidArgumentError, InvalidTypeError, ReadOnlyError, StoreClosedError
+from ..errors import CorruptRecordError, InvalidArgumentError, InvalidTypeError, ReadOnlyError, StoreClosedError
 from ..position import Position, trusted
 from ..stats import CursorStats, LogUsage
 from ..storage.log import CursorLog, RecoveredState
@@ -367,10 +367,18 @@ class Cursor:
         ``live_bytes`` is what recovery reads (with an unlimited budget) and what a
         compaction keeps; ``garbage_bytes`` is what it deletes. Unflushed changes are not
         counted."""
-        with self._lock:
-            self._open()
-            seq = self._chain.marker_seq
-        return self._store.storage.read(lambda txn: self._log.usage(txn, seq))
+        for attempt in range(3):
+            with self._lock:
+                self._open()
+                seq = self._chain.marker_seq
+            try:
+                return self._store.storage.read(partial(self._log.usage, marker_seq=seq))
+            except CorruptRecordError:
+                if not self._store.readonly or attempt == 2:
+                    raise
+                with self._lock:  # the writer trimmed this reader's marker meanwhile: catch up
+                    self._refresh()
+        raise AssertionError("unreachable")  # pragma: no cover
 
     @property
     def dirty(self) -> bool:
