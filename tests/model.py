@@ -88,6 +88,11 @@ class TopicModel:
         limit = MAX_ENTRY if count is None else count - 1
         return low <= entry <= limit
 
+    def valid_reset_position(self, p: Pos) -> bool:
+        """A reset may also go to just after a sealed ledger's last entry (Pulsar's rule)."""
+        ledger, entry = p
+        return self.valid_position(p) or (ledger in self.ids() and self.count(ledger) == entry)
+
     def highest_live(self, c: CursorModel, ledger: int) -> int:
         md = self.md(c)
         hi = md[1] if md[0] == ledger else -1

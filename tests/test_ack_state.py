@@ -126,6 +126,8 @@ def test_ack_state_moves_as_the_model_says(steps: list[tuple]) -> None:  # type:
         p = args[0]
         if op == "ack":
             valid = all(model.valid_position(x) for x in p)
+        elif op == "reset":
+            valid = model.valid_reset_position(p)
         else:
             valid = model.valid_position(p, low=-1 if op == "cumulative" else 0)
         if op == "batch":

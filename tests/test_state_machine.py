@@ -52,7 +52,11 @@ class AckStoreMachine(RuleBasedStateMachine):
         ids = self.model.ids()
         ledger = data.draw(st.sampled_from(ids)) if ids else 0
         if bad and data.draw(st.integers(0, 19)) == 0:
-            return data.draw(st.sampled_from([(ledger, ENTRIES + 30), (self.model.last_id + 1, 0), (ledger, 10**11)]))
+            count = self.model.count(ledger) if ids else None
+            past_end = [(ledger, count)] if count is not None else []  # valid for a reset, not an ack
+            return data.draw(
+                st.sampled_from([(ledger, ENTRIES + 30), (self.model.last_id + 1, 0), (ledger, 10**11), *past_end])
+            )
         count = self.model.count(ledger) if ids else None
         top = ENTRIES if count is None else max(count - 1, 0)
         return ledger, data.draw(st.integers(0, top))
@@ -151,7 +155,7 @@ class AckStoreMachine(RuleBasedStateMachine):
     def reset(self, name: str, data: st.DataObject) -> None:
         m = self.model
         p = self._position(data)
-        valid = m.valid_position(p)
+        valid = m.valid_reset_position(p)
         self._expect(valid, self.dispatchers[name].reset, p)
         if valid:
             m.reset(m.cursors[name], p)
@@ -161,7 +165,7 @@ class AckStoreMachine(RuleBasedStateMachine):
     def seek(self, name: str, data: st.DataObject) -> None:
         m, d = self.model, self.dispatchers[name]
         p = self._position(data)
-        valid = m.valid_position(p)
+        valid = m.valid_reset_position(p)
         epoch = d.epoch
         self._expect(valid, d.seek, p)
         assert d.epoch == epoch + valid  # the epoch grows by one per seek, never on bad input

@@ -430,10 +430,22 @@ class AckState:
     # -- position resets and reads -----------------------------------------------------------------
 
     def check_reset_target(self, position: Any) -> tuple[int, int]:
-        """Raise a typed error unless ``position`` is a place a reset may move to."""
+        """The place a reset to ``position`` moves to; a typed error unless it is one.
+
+        As in Pulsar, the position just after a sealed ledger's last entry, ``(L, count)``
+        (an exclusive seek past message ``L:count-1``), is the next ledger's first entry
+        ``(next, 0)``; with no next ledger yet it stays ``(L, count)`` (everything of L is
+        acked). Positions further out are errors.
+        """
         if not isinstance(position, tuple) or len(position) != 2:
             raise InvalidTypeError(f"reset position must be a Position, got {position!r}")
         ledger, entry = position
+        if type(entry) is int and type(ledger) is int:
+            d = self.topic.directory
+            count = d.count(ledger) if ledger in d else -1
+            if count >= 0 and entry == count:
+                following = d.next_after(ledger)
+                return (following, 0) if following is not None else (ledger, entry)
         self.check_entry(ledger, entry)
         return ledger, entry
 
@@ -449,7 +461,12 @@ class AckState:
         self.advance()
 
     def move_read_position(self, position: Position) -> None:
-        """A sequential read moved past ``position``'s predecessor (never backwards)."""
+        """A sequential read moved past ``position``'s predecessor (never backwards); the
+        position after a sealed ledger's last entry is the next ledger's first."""
+        d = self.topic.directory
+        ledger, entry = position
+        if ledger in d and entry == d.count(ledger) and (following := d.next_after(ledger)) is not None:
+            position = trusted(following, 0)
         if position > self.rp:
             self.rp = position
             self.meta_dirty = True
