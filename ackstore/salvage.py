@@ -22,6 +22,7 @@ found (a middle ledger found only open is sealed after its highest salvaged ack)
 from __future__ import annotations
 
 import os
+import shutil
 import struct
 import zlib
 from collections.abc import Callable
@@ -178,13 +179,10 @@ def salvage(
         states.append((placeholder, fake_tid, "_salvaged", {}, state, newest, len(items)))
     report.topics = len(found.topics)
     tmp = dest.with_name(dest.name + ".salvaging")
-    if tmp.exists() or tmp.is_symlink():
-        if tmp.is_dir() and not tmp.is_symlink():
-            import shutil
-
-            shutil.rmtree(tmp)
-        else:
-            tmp.unlink()
+    if tmp.is_symlink() or tmp.is_file():
+        tmp.unlink()  # a planted link is removed, never followed
+    elif tmp.exists():
+        shutil.rmtree(tmp)  # left by a salvage that was killed
     with AckStore.open(tmp) as store:
         for name, (tid, last) in sorted(found.topics.items()):
             mine = [s for s in states if s[0] == name]
