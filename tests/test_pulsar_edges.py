@@ -57,3 +57,15 @@ def test_a_read_to_a_sealed_ledgers_end_moves_the_read_position_to_the_next(stor
         got = asyncio.run(d.read_more(2))
         assert [e.position for e in got] == [Position(4, 0), Position(4, 1)]
         assert cur.read_position == Position(5, 0)
+
+
+def test_the_documented_differences_in_form(store_path: Path) -> None:
+    """A fully acked sealed ledger: M shows as the next ledger's N:-1 (Pulsar: L:count-1);
+    a cumulative ack behind M is accepted and changes nothing (Pulsar raises)."""
+    with AckStore.open(store_path) as store:
+        _, cur, _ = _setup(store)
+        cur.ack([Position(4, 0), Position(4, 1)])
+        assert cur.mark_delete_position == Position(5, -1)
+        cur.ack(Position(5, 0))
+        cur.ack_cumulative(Position(4, 1))
+        assert cur.mark_delete_position == Position(5, 0) and cur.ack_range_count == 0
