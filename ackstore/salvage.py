@@ -24,7 +24,6 @@ from __future__ import annotations
 import os
 import shutil
 import struct
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -32,17 +31,15 @@ from pathlib import Path
 from typing import Any
 
 from .config import CursorConfig
-from .errors import AckStoreError, InvalidArgumentError, NotAStoreError
+from .errors import AckStoreError, CorruptStoreError, InvalidArgumentError, NotAStoreError
 from .position import Position
-from .storage.catalog import RECORD_CURSOR, RECORD_TOPIC
+from .storage.catalog import LEDGER_ENTRY_BYTES, RECORD_CURSOR, RECORD_TOPIC, Catalog
 from .storage.lmdb_file import PageCounts, leaf_nodes
 from .storage.log import MemoryLog, RecoveredState, recover_cursor
-from .storage.records import RECORD_LEDGER, RECORD_MARKER, decode_record, split_log_key
+from .storage.records import RECORD_LEDGER, RECORD_MARKER, decode_record, record_type, split_log_key
 from .store import AckStore
 
 __all__ = ["salvage", "SalvageReport", "CursorSalvage"]
-
-_LEDGER_VALUE = struct.Struct(">BBqI")
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,38 +97,42 @@ def _scan(path: Path, report: SalvageReport, progress: Callable[[int, int], None
     """Every leaf node of every page that checks, sorted by what it is."""
     found = _Found()
     counts = PageCounts()
+    codec = Catalog.codec(path)
     for key, value in leaf_nodes(path, counts, progress):
-        _sort(key, value, found, report)
+        _sort(key, value, found, report, codec)
     report.pages, report.leaf_pages, report.unreadable_pages = counts.pages, counts.leaf_pages, counts.unreadable
     return found
 
 
-def _sort(key: bytes, value: bytes, found: _Found, report: SalvageReport) -> None:
-    if len(key) == 16 and len(value) == _LEDGER_VALUE.size:
-        rtype, _, count, crc = _LEDGER_VALUE.unpack(value)
-        if rtype == 5 and zlib.crc32(key + value[:10]) == crc and count >= -1:
-            tid, ledger = struct.unpack(">QQ", key)
-            per = found.ledgers.setdefault(tid, {})
-            old = per.get(ledger)
-            per[ledger] = count if old is None or old < 0 else old  # a sealed version wins
+def _sort(key: bytes, value: bytes, found: _Found, report: SalvageReport, codec: Catalog) -> None:
+    """File one leaf node: a log record, or a catalog entry that checks (the catalog's own
+    decoders: checksum, type, and the key it names)."""
+    if len(key) == 16 and len(value) == LEDGER_ENTRY_BYTES:
+        try:
+            count = codec.ledger_entry(key, value)
+        except CorruptStoreError:
             return
-    try:
-        rtype, body = decode_record(value)
-    except AckStoreError:
+        tid, ledger = struct.unpack(">QQ", key)
+        per = found.ledgers.setdefault(tid, {})
+        old = per.get(ledger)
+        per[ledger] = count if old is None or old < 0 else old  # a sealed version wins
         return
-    if rtype in (RECORD_LEDGER, RECORD_MARKER) and len(key) == 16:
-        cid, _ = split_log_key(key)
-        found.logs.setdefault(cid, {})[key] = value
-        report.records += 1
-    elif rtype == RECORD_TOPIC and isinstance(body, list) and len(body) == 3:
-        name, tid, last = body
-        if isinstance(name, str) and type(tid) is int and type(last) is int:
+    rtype = record_type(value)
+    try:
+        if rtype in (RECORD_LEDGER, RECORD_MARKER) and len(key) == 16:
+            decode_record(value)
+            cid, _ = split_log_key(key)
+            found.logs.setdefault(cid, {})[key] = value
+            report.records += 1
+        elif rtype == RECORD_TOPIC:
+            name, tid, last = codec.topic_entry(key, value)
             seen = found.topics.get(name)
             found.topics[name] = (tid, max(last, seen[1]) if seen else last)
-    elif rtype == RECORD_CURSOR and isinstance(body, list) and len(body) == 4:
-        tid, name, cid, cfg = body
-        if type(tid) is int and isinstance(name, str) and type(cid) is int and isinstance(cfg, dict):
+        elif rtype == RECORD_CURSOR:
+            tid, name, cid, cfg = codec.cursor_entry(key, value)
             found.cursors[(tid, name)] = (cid, cfg)
+    except AckStoreError:
+        return
 
 
 def salvage(

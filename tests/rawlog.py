@@ -74,10 +74,10 @@ def set_format(path: Path, version: int) -> None:
                     db=meta,
                 )
                 return
-            topics = [(k, catalog._topic_value(k, v)) for k, v in txn.cursor(db=catalog.topics_db)]
-            cursors = [(k, catalog._cursor_value(k, v)) for k, v in txn.cursor(db=catalog.cursors_db)]
-            ledgers = [(k, catalog._ledger_count(k, v)) for k, v in txn.cursor(db=catalog.ledgers_db)]
-            counters = {k: catalog._counter_value(k, txn.get(k, db=meta)) for k in (b"next_topic", b"next_cursor")}
+            topics = [(k, catalog.topic_entry(k, v)) for k, v in txn.cursor(db=catalog.topics_db)]
+            cursors = [(k, catalog.cursor_entry(k, v)) for k, v in txn.cursor(db=catalog.cursors_db)]
+            ledgers = [(k, catalog.ledger_entry(k, v)) for k, v in txn.cursor(db=catalog.ledgers_db)]
+            counters = {k: catalog.counter_entry(k, txn.get(k, db=meta)) for k in (b"next_topic", b"next_cursor")}
             for key, (_, tid, last) in topics:
                 txn.put(key, msgpack.packb({"id": tid, "last": last}), db=catalog.topics_db)
             for key, (_, _, cid, cfg) in cursors:

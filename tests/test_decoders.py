@@ -73,10 +73,9 @@ def test_checksummed_envelopes_with_any_body(rtype: int, obj: object) -> None:
 @settings(max_examples=300, deadline=None)
 @given(st.binary(min_size=0, max_size=64), st.binary(max_size=200))
 def test_catalog_values(key: bytes, value: bytes) -> None:
-    catalog = Catalog.__new__(Catalog)  # the codecs only; no environment needed
-    catalog.path = "test"
+    catalog = Catalog.codec("test")  # the codecs only; no environment needed
     for version in (2, 3):
         catalog.version = version
-        for decode in (catalog._topic_value, catalog._cursor_value, catalog._ledger_count):
+        for decode in (catalog.topic_entry, catalog.cursor_entry, catalog.ledger_entry):
             with contextlib.suppress(CorruptStoreError):
                 decode(key, value)

@@ -45,7 +45,15 @@ from ..directory import LedgerDirectory
 from ..errors import CorruptRecordError, CorruptStoreError, FormatVersionError, NotAStoreError
 from .records import FORMAT_VERSION, decode_record, encode_record
 
-__all__ = ["Catalog", "CATALOG_CHECKSUMS_SINCE", "MAGIC", "name_key", "RECORD_TOPIC", "RECORD_CURSOR"]
+__all__ = [
+    "Catalog",
+    "CATALOG_CHECKSUMS_SINCE",
+    "LEDGER_ENTRY_BYTES",
+    "MAGIC",
+    "name_key",
+    "RECORD_TOPIC",
+    "RECORD_CURSOR",
+]
 
 MAGIC = b"ackstore"
 #: the first format version whose catalog values carry checksums
@@ -58,6 +66,8 @@ _U64 = struct.Struct(">Q")
 _I64 = struct.Struct(">q")
 _LEDGER_KEY = struct.Struct(">QQ")
 _LEDGER_VALUE = struct.Struct(">BBqI")
+#: the size of a format-3 ledger-directory value
+LEDGER_ENTRY_BYTES = _LEDGER_VALUE.size
 _COUNTER = struct.Struct(">QI")
 #: names up to this many UTF-8 bytes are their own key (a cursor key adds 8 bytes: 511 in all)
 _RAW_NAME_BYTES = 503
@@ -90,6 +100,15 @@ class Catalog:
         self.ledgers_db = env.open_db(b"ledgers", create=create)
         self.version = FORMAT_VERSION
 
+    @classmethod
+    def codec(cls, path: object, version: int = FORMAT_VERSION) -> Catalog:
+        """The value codecs alone, with no environment (``salvage`` decodes what a page scan
+        finds with them; the ``*_entry`` methods are all it may call)."""
+        self = cls.__new__(cls)
+        self.path = path
+        self.version = version
+        return self
+
     def _damaged(self, what: str) -> CorruptStoreError:
         return CorruptStoreError(f"store {self.path}: {what}", self.path)
 
@@ -113,7 +132,7 @@ class Catalog:
         version = int(_U64.unpack(fmt)[0])
         checked = txn.get(b"formatx", db=self.meta)
         if checked is not None:
-            if self._counter_value(b"formatx", checked) != version:
+            if self.counter_entry(b"formatx", checked) != version:
                 raise self._damaged(f"the format version ({version}) does not match its checksummed copy")
         elif CATALOG_CHECKSUMS_SINCE <= version <= FORMAT_VERSION:
             raise self._damaged(f"format {version} but its checksummed copy is missing")
@@ -125,7 +144,7 @@ class Catalog:
         self.version = version
         return version
 
-    def _counter_value(self, key: bytes, raw: bytes | None) -> int:
+    def counter_entry(self, key: bytes, raw: bytes | None) -> int:
         if raw is None:
             raise self._damaged(f"the meta key {key.decode()} is missing")
         if self.version < CATALOG_CHECKSUMS_SINCE and key != b"formatx":
@@ -142,7 +161,7 @@ class Catalog:
 
     def next_id(self, txn: lmdb.Transaction, key: bytes) -> int:
         """Take the next topic or cursor id (``key`` is ``next_topic`` or ``next_cursor``)."""
-        value = self._counter_value(key, txn.get(key, db=self.meta))
+        value = self.counter_entry(key, txn.get(key, db=self.meta))
         txn.put(key, _counter(key, value + 1), db=self.meta)
         return value
 
@@ -158,10 +177,10 @@ class Catalog:
             txn.put(b"formatx", _counter(b"formatx", FORMAT_VERSION), db=self.meta)
             self.version = FORMAT_VERSION
             return
-        topics = [(key, self._topic_value(key, value)) for key, value in txn.cursor(db=self.topics_db)]
-        cursors = [(key, self._cursor_value(key, value)) for key, value in txn.cursor(db=self.cursors_db)]
-        ledgers = [(key, self._ledger_count(key, value)) for key, value in txn.cursor(db=self.ledgers_db)]
-        counters = {k: self._counter_value(k, txn.get(k, db=self.meta)) for k in (b"next_topic", b"next_cursor")}
+        topics = [(key, self.topic_entry(key, value)) for key, value in txn.cursor(db=self.topics_db)]
+        cursors = [(key, self.cursor_entry(key, value)) for key, value in txn.cursor(db=self.cursors_db)]
+        ledgers = [(key, self.ledger_entry(key, value)) for key, value in txn.cursor(db=self.ledgers_db)]
+        counters = {k: self.counter_entry(k, txn.get(k, db=self.meta)) for k in (b"next_topic", b"next_cursor")}
         self.version = FORMAT_VERSION
         for key, (name, tid, last) in topics:
             txn.put(key, self._encode_topic(name, tid, last), db=self.topics_db)
@@ -179,8 +198,9 @@ class Catalog:
     def _encode_topic(self, name: str, tid: int, last: int) -> bytes:
         return encode_record(RECORD_TOPIC, msgpack.packb([name, tid, last]))
 
-    def _topic_value(self, key: bytes, raw: bytes) -> tuple[str, int, int]:
-        """``(name, topic id, last ledger id)`` of a topics value stored under ``key``."""
+    def topic_entry(self, key: bytes, raw: bytes) -> tuple[str, int, int]:
+        """``(name, topic id, last ledger id)`` of a topics value stored under ``key``;
+        CorruptStoreError unless it checks and names that key."""
         try:
             if self.version < CATALOG_CHECKSUMS_SINCE:
                 obj = msgpack.unpackb(raw)
@@ -204,7 +224,7 @@ class Catalog:
         raw = txn.get(key, db=self.topics_db)
         if raw is None:
             return None
-        _, tid, last = self._topic_value(key, raw)
+        _, tid, last = self.topic_entry(key, raw)
         return tid, last
 
     def put_topic(self, txn: lmdb.Transaction, name: str, tid: int, last: int) -> None:
@@ -216,7 +236,7 @@ class Catalog:
         names = []
         for key, raw in txn.cursor(db=self.topics_db):
             try:
-                names.append(self._topic_value(key, raw)[0])
+                names.append(self.topic_entry(key, raw)[0])
             except CorruptStoreError as exc:
                 if damaged is None:
                     raise
@@ -228,8 +248,9 @@ class Catalog:
     def _encode_cursor(self, tid: int, name: str, cid: int, cfg: dict[str, Any]) -> bytes:
         return encode_record(RECORD_CURSOR, msgpack.packb([tid, name, cid, cfg]))
 
-    def _cursor_value(self, key: bytes, raw: bytes) -> tuple[int, str, int, dict[str, Any]]:
-        """``(topic id, name, cursor id, config object)`` of a cursors value stored under ``key``."""
+    def cursor_entry(self, key: bytes, raw: bytes) -> tuple[int, str, int, dict[str, Any]]:
+        """``(topic id, name, cursor id, config object)`` of a cursors value stored under
+        ``key``; CorruptStoreError unless it checks and names that key."""
         try:
             if self.version < CATALOG_CHECKSUMS_SINCE:
                 obj = msgpack.unpackb(raw)
@@ -253,7 +274,7 @@ class Catalog:
         raw = txn.get(key, db=self.cursors_db)
         if raw is None:
             return None
-        _, _, cid, cfg = self._cursor_value(key, raw)
+        _, _, cid, cfg = self.cursor_entry(key, raw)
         try:
             return cid, CursorConfig.from_obj(cfg)
         except Exception as exc:
@@ -276,7 +297,7 @@ class Catalog:
                 if not key.startswith(prefix):
                     break
                 try:
-                    _, name, cid, _ = self._cursor_value(key, raw)
+                    _, name, cid, _ = self.cursor_entry(key, raw)
                 except CorruptStoreError as exc:
                     if damaged is None:
                         raise
@@ -291,7 +312,8 @@ class Catalog:
         head = _LEDGER_VALUE.pack(_LEDGER_TYPE, FORMAT_VERSION, count, 0)[:10]
         return head + struct.pack(">I", zlib.crc32(key + head))
 
-    def _ledger_count(self, key: bytes, raw: bytes) -> int:
+    def ledger_entry(self, key: bytes, raw: bytes) -> int:
+        """The entry count (-1: open) of a ledger-directory value stored under ``key``."""
         if self.version < CATALOG_CHECKSUMS_SINCE:
             if len(raw) == 8:
                 return int(_I64.unpack(raw)[0])
@@ -304,7 +326,7 @@ class Catalog:
 
     def put_ledger(self, txn: lmdb.Transaction, tid: int, ledger: int, count: int) -> None:
         key = _LEDGER_KEY.pack(tid, ledger)
-        txn.put(key, self._encode_ledger(key, count) if self.version >= 3 else _I64.pack(count), db=self.ledgers_db)
+        txn.put(key, self._encode_ledger(key, count), db=self.ledgers_db)  # writers always hold a migrated catalog
 
     def delete_ledgers(self, txn: lmdb.Transaction, tid: int, ledgers: list[int]) -> None:
         for ledger in ledgers:
@@ -320,7 +342,7 @@ class Catalog:
                 if not key.startswith(prefix):
                     break
                 ids.append(_LEDGER_KEY.unpack(key)[1])
-                counts.append(self._ledger_count(key, value))
+                counts.append(self.ledger_entry(key, value))
         return LedgerDirectory(ids, counts, last_id)
 
 
