@@ -166,6 +166,42 @@ def check_size(path: str | os.PathLike[str]) -> None:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class _Node:
+    """One node of a page: its key, flags, and where its data is (a branch's child page,
+    a leaf's data size and offset; with ``F_BIGDATA`` the offset holds the overflow page number)."""
+
+    key: bytes
+    flags: int
+    child: int
+    size: int
+    data: int
+
+
+def _bounds_ok(lower: int, upper: int, psize: int) -> bool:
+    return 16 <= lower <= upper <= psize and not (lower - 16) % 2
+
+
+def _read_node(mm: mmap.mmap, off: int, i: int, upper: int, psize: int, leaf: bool) -> _Node | str:
+    """Node ``i`` of the page at ``off``, or what is wrong with it. Reads only inside the page."""
+    (ptr,) = struct.unpack_from("<H", mm, off + 16 + 2 * i)
+    if not upper <= ptr <= psize - 8:
+        return f"node {i} at offset {ptr} lies outside the page's node area"
+    lo, hi, nflags, ksize = _NODE.unpack_from(mm, off + ptr)
+    if ptr + 8 + ksize > psize:
+        return f"node {i}'s key of {ksize} bytes runs past the page"
+    kstart = off + ptr + 8
+    key = bytes(mm[kstart : kstart + ksize])
+    if not leaf:
+        return _Node(key, nflags, lo | hi << 16 | nflags << 32, 0, 0)
+    dsize = lo | hi << 16
+    if nflags & F_BIGDATA and ptr + 8 + ksize + 8 > psize:
+        return f"node {i}'s overflow page number runs past the page"
+    if not nflags & F_BIGDATA and ptr + 8 + ksize + dsize > psize:
+        return f"node {i}'s data of {dsize} bytes runs past the page"
+    return _Node(key, nflags, 0, dsize, kstart + ksize)
+
+
 class _Walker:
     def __init__(self, mm: mmap.mmap, meta: Meta, file_size: int) -> None:
         self.mm = mm
@@ -231,7 +267,7 @@ class _Walker:
         if kind != want:
             self.problems.append(f"{where}: page type {flags:#x} at level {level} of {depth}, expected {want:#x}")
             return
-        if not 16 <= lower <= upper <= self.psize or (lower - 16) % 2:
+        if not _bounds_ok(lower, upper, self.psize):
             self.problems.append(f"{where}: header bounds lower={lower} upper={upper} are impossible")
             return
         n = (lower - 16) // 2
@@ -242,40 +278,26 @@ class _Walker:
         keys: list[bytes] = []
         children: list[int] = []
         for i in range(n):
-            (ptr,) = struct.unpack_from("<H", self.mm, off + 16 + 2 * i)
-            if not upper <= ptr <= self.psize - 8:
-                self.problems.append(f"{where}: node {i} at offset {ptr} lies outside the page's node area")
+            node = _read_node(self.mm, off, i, upper, self.psize, leaf=kind == P_LEAF)
+            if isinstance(node, str):
+                self.problems.append(f"{where}: {node}")
                 return
-            lo, hi, nflags, ksize = _NODE.unpack_from(self.mm, off + ptr)
-            kstart = off + ptr + 8
-            if ptr + 8 + ksize > self.psize:
-                self.problems.append(f"{where}: node {i}'s key of {ksize} bytes runs past the page")
-                return
-            key = bytes(self.mm[kstart : kstart + ksize])
+            keys.append(node.key)
             if kind == P_BRANCH:
-                children.append(lo | hi << 16 | nflags << 32)
-                keys.append(key)
+                children.append(node.child)
                 continue
-            dsize = lo | hi << 16
-            if nflags & F_BIGDATA:
-                if ptr + 8 + ksize + 8 > self.psize:
-                    self.problems.append(f"{where}: node {i}'s overflow page number runs past the page")
+            if node.flags & F_BIGDATA:
+                (opg,) = struct.unpack_from("<Q", self.mm, node.data)
+                self.overflow(f"{where} node {i}", opg, node.size, counts)
+            elif node.flags & F_SUBDATA and collect:
+                if node.size != _DB.size:
+                    self.problems.append(f"{where}: named database {node.key!r} has a {node.size}-byte record")
                     return
-                (opg,) = struct.unpack_from("<Q", self.mm, kstart + ksize)
-                self.overflow(f"{where} node {i}", opg, dsize, counts)
-            elif ptr + 8 + ksize + dsize > self.psize:
-                self.problems.append(f"{where}: node {i}'s data of {dsize} bytes runs past the page")
-                return
-            elif nflags & F_SUBDATA and collect:
-                if dsize != _DB.size:
-                    self.problems.append(f"{where}: named database {key!r} has a {dsize}-byte record")
-                    return
-                self.named[key] = DbRecord(*_DB.unpack_from(self.mm, kstart + ksize))
-            if nflags & F_DUPDATA:
+                self.named[node.key] = DbRecord(*_DB.unpack_from(self.mm, node.data))
+            if node.flags & F_DUPDATA:
                 self.problems.append(f"{where}: node {i} holds duplicates, which ackstore never writes")
                 return
             counts["entries"] += 1
-            keys.append(key)
         # keys in order, inside the bounds the parent gave (a branch's first key is unused)
         order = [_int_order(k) for k in keys] if integer_keys else keys
         first = 1 if kind == P_BRANCH else 0
@@ -378,29 +400,22 @@ def leaf_nodes(
                 stored, _, flags, lower, upper = _HEADER.unpack_from(mm, off)
                 if stored != pgno or not flags & P_LEAF or flags & (P_LEAF2 | P_OVERFLOW):
                     continue
-                if not 16 <= lower <= upper <= psize or (lower - 16) % 2:
+                if not _bounds_ok(lower, upper, psize):
                     counts.unreadable += 1
                     continue
                 counts.leaf_pages += 1
                 for i in range((lower - 16) // 2):
-                    (ptr,) = struct.unpack_from("<H", mm, off + 16 + 2 * i)
-                    if not upper <= ptr <= psize - 8:
+                    node = _read_node(mm, off, i, upper, psize, leaf=True)
+                    if isinstance(node, str) or node.flags & (F_SUBDATA | F_DUPDATA):
                         continue
-                    lo, hi, nflags, ksize = _NODE.unpack_from(mm, off + ptr)
-                    kstart = off + ptr + 8
-                    if ptr + 8 + ksize > psize or nflags & (F_SUBDATA | F_DUPDATA):
+                    if not node.flags & F_BIGDATA:
+                        yield node.key, bytes(mm[node.data : node.data + node.size])
                         continue
-                    key = bytes(mm[kstart : kstart + ksize])
-                    dsize = lo | hi << 16
-                    if nflags & F_BIGDATA:
-                        if ptr + 8 + ksize + 8 > psize:
-                            continue
-                        (opg,) = struct.unpack_from("<Q", mm, kstart + ksize)
-                        ostart = opg * psize
-                        if not 2 <= opg < pages or ostart + 16 + dsize > size:
-                            continue
-                        if _HEADER.unpack_from(mm, ostart)[0] != opg:
-                            continue
-                        yield key, bytes(mm[ostart + 16 : ostart + 16 + dsize])
-                    elif ptr + 8 + ksize + dsize <= psize:
-                        yield key, bytes(mm[kstart + ksize : kstart + ksize + dsize])
+                    (opg,) = struct.unpack_from("<Q", mm, node.data)
+                    ostart = opg * psize
+                    if (
+                        2 <= opg < pages
+                        and ostart + 16 + node.size <= size
+                        and _HEADER.unpack_from(mm, ostart)[0] == opg
+                    ):
+                        yield node.key, bytes(mm[ostart + 16 : ostart + 16 + node.size])
