@@ -26,7 +26,6 @@ import click
 from ackstore import (
     AckStore,
     AckStoreError,
-    CorruptStoreError,
     CursorConfig,
     UnknownCursorError,
     UnknownTopicError,
@@ -50,8 +49,9 @@ def _emit(as_json: bool, obj: Any, text: str) -> None:
 
 
 @contextmanager
-def _progress(total: int, label: str, quiet: bool) -> Iterator[Any]:
-    """A rich progress bar on stderr, or nothing when quiet or not on a terminal."""
+def _progress(total: int | None, label: str, quiet: bool) -> Iterator[Any]:
+    """A rich progress bar on stderr (``total`` None: a count without an end), or nothing
+    when quiet or not on a terminal."""
     if quiet or not sys.stderr.isatty():
         yield lambda *a: None
         return
@@ -220,13 +220,15 @@ def check_cmd(store: Path, fix: bool, as_json: bool) -> int:
     fitted to the ledger directory, and its log rewritten (one transaction); the store
     is then checked again and the exit status says whether it is clean.
     """
-    try:
-        with AckStore.open(store, readonly=True, verify="all") as s:
-            total = len(_all_cursors(s))
-    except CorruptStoreError:
-        total = 0  # check() reports what is damaged as a finding
-    with _progress(total, "check", as_json) as advance:
-        findings = check(store, fix=fix, progress=advance)
+    checked = []  # check() opens (and walks) the store once; the bar counts cursors as they pass
+
+    def progress(topic: str, cursor: str) -> None:
+        checked.append(cursor)
+        advance()
+
+    with _progress(None, "check", as_json) as advance:
+        findings = check(store, fix=fix, progress=progress)
+    total = len(checked)
     clean_after = check(store) == [] if fix else not findings
     rows = [asdict(f) for f in findings]
     text = "\n".join(str(f) for f in findings) or f"{store}: clean ({total} cursors)"

@@ -29,10 +29,10 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import CursorConfig
 from ..dispatch.revision import CursorStateRevisionController
-from ..errors import CorruptRecordError, InvalidArgumentError, InvalidTypeError, ReadOnlyError, StoreClosedError
+from ..errors import InvalidArgumentError, InvalidTypeError, ReadOnlyError, StoreClosedError
 from ..position import Position, trusted
 from ..stats import CursorStats, LogUsage
-from ..storage.log import CursorLog, RecoveredState
+from ..storage.log import CursorLog, MissingRecordError, RecoveredState
 from .pages import Pages
 from .plan import FlushPlan, MarkerChain, Planner, RewritePlan
 from .state import AckState
@@ -367,18 +367,19 @@ class Cursor:
         ``live_bytes`` is what recovery reads (with an unlimited budget) and what a
         compaction keeps; ``garbage_bytes`` is what it deletes. Unflushed changes are not
         counted."""
-        for attempt in range(3):
+        tries = 3
+        while True:
             with self._lock:
                 self._open()
                 seq = self._chain.marker_seq
             try:
                 return self._store.storage.read(partial(self._log.usage, marker_seq=seq))
-            except CorruptRecordError:
-                if not self._store.readonly or attempt == 2:
+            except MissingRecordError:
+                tries -= 1
+                if not self._store.readonly or not tries:
                     raise
-                with self._lock:  # the writer trimmed this reader's marker meanwhile: catch up
-                    self._refresh()
-        raise AssertionError("unreachable")  # pragma: no cover
+            with self._lock:  # the writer trimmed this reader's marker meanwhile: catch up, look again
+                self._refresh()
 
     @property
     def dirty(self) -> bool:

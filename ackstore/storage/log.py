@@ -90,7 +90,7 @@ def resolve_marker(txn: lmdb.Transaction, db: lmdb._Database, cursor_id: int, se
     while True:
         value = txn.get(log_key(cursor_id, s), db=db)
         if value is None:
-            raise CorruptRecordError(f"marker {seq}: its chain needs marker {s}, which is missing")
+            raise MissingRecordError(f"marker {seq}: its chain needs marker {s}, which is missing")
         try:
             marker = decode_marker(value)
         except CorruptRecordError as exc:
