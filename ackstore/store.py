@@ -40,6 +40,7 @@ import lmdb
 from .compact import compact_cursors
 from .config import CursorConfig
 from .cursor import Cursor, FlushPlan
+from .cursor.validate import utf8_size
 from .directory import OPEN, LedgerDirectory
 from .errors import (
     AckStoreError,
@@ -73,11 +74,7 @@ T = TypeVar("T")
 def _check_name(name: Any, what: str) -> str:
     if not isinstance(name, str):
         raise InvalidTypeError(f"{what} name must be a str, got {name!r} ({type(name).__name__})")
-    try:
-        size = len(name.encode())
-    except UnicodeEncodeError:
-        size = -1
-    if not 1 <= size <= _MAX_NAME_BYTES or "\x00" in name:
+    if not 1 <= utf8_size(name) <= _MAX_NAME_BYTES or "\x00" in name:
         raise InvalidArgumentError(
             f"{what} name {name!r} is not allowed: allowed 1..{_MAX_NAME_BYTES} UTF-8 bytes "
             "(valid Unicode, no lone surrogates), no NUL"

@@ -112,6 +112,7 @@ class FlushPlan:
     truncated: bool = False  # PIP-299: only the lowest ranges were persisted
     persisted_ranges: int = 0
     keep_dirty: frozenset[int] = frozenset()  # ledgers not (wholly) in this marker: still to persist
+    nbytes: int = 0  # keys + values of ``puts``
     planner: Planner | None = field(default=None, repr=False)
 
     @property
@@ -120,7 +121,8 @@ class FlushPlan:
 
     @property
     def bytes_written(self) -> int:
-        return sum(len(k) + len(v) for k, v in self.puts)
+        """Keys and values this plan puts (counted once, when the plan is sealed)."""
+        return self.nbytes
 
     def commit(self) -> None:
         """The transaction committed: the cursor adopts this plan. Store lock held."""
@@ -308,6 +310,7 @@ class Planner:
             truncated=truncated,
             persisted_ranges=persisted_ranges,
             keep_dirty=keep_dirty,
+            nbytes=sum(len(k) + len(v) for k, v in puts),
             planner=self,
         )
 

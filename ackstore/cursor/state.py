@@ -23,7 +23,7 @@ from ..errors import InvalidArgumentError, InvalidTypeError, LedgerStateError
 from ..ledger_acks import LedgerAcks, run_end
 from ..ledger_cache import ACK_CHARGE, LedgerCache
 from ..position import MAX_ENTRY, Position, trusted
-from .validate import check_entry, int_dtype, ledger_limit, pair
+from .validate import check_entry, int_dtype, ledger_limit, pair, utf8_size
 
 if TYPE_CHECKING:
     from ..directory import LedgerDirectory
@@ -486,11 +486,7 @@ class AckState:
     def set_property(self, key: Any, value: Any) -> None:
         if not isinstance(key, str) or not key:
             raise InvalidTypeError(f"property key must be a non-empty str, got {key!r}")
-        try:
-            size = len(key.encode())
-        except UnicodeEncodeError:
-            size = -1
-        if not 1 <= size <= MAX_PROPERTY_KEY_BYTES:
+        if not 1 <= utf8_size(key) <= MAX_PROPERTY_KEY_BYTES:
             raise InvalidArgumentError(
                 f"property key {key!r} is not allowed: allowed 1..{MAX_PROPERTY_KEY_BYTES} UTF-8 bytes "
                 "(valid Unicode, no lone surrogates)"

@@ -12,7 +12,7 @@ from ..directory import LedgerDirectory
 from ..errors import InvalidPositionError, InvalidTypeError, UnknownLedgerError
 from ..position import MAX_ENTRY
 
-__all__ = ["ledger_limit", "check_entry", "pair", "int_dtype", "describe"]
+__all__ = ["ledger_limit", "check_entry", "pair", "int_dtype", "describe", "utf8_size"]
 
 
 def ledger_limit(d: LedgerDirectory, topic: str, ledger: Any) -> int:
@@ -66,3 +66,11 @@ def describe(d: LedgerDirectory) -> str:
     if len(d) <= 6:
         return ", ".join(str(x) for x in d.ids)
     return f"{d.ids[0]}..{d.ids[-1]} ({len(d)} ledgers)"
+
+
+def utf8_size(text: str) -> int:
+    """Bytes of ``text`` in UTF-8, or -1 when it cannot be stored (a lone surrogate)."""
+    try:
+        return len(text.encode())
+    except UnicodeEncodeError:
+        return -1
