@@ -3,6 +3,11 @@
 Kept in memory as two compact ``array('q')`` columns (ids ascending, entry counts
 with ``-1`` for open) so that hundreds of thousands of ledgers cost 16 bytes each.
 On disk each ledger is one small key, so adding or sealing one writes a few bytes.
+
+The open (newest) ledger may carry a *last confirmed entry* (Pulsar's LAC): once a
+topic tracks it (``tracked``, set by the first ``topic.advance``), acks, cumulative acks
+and resets in the open ledger are bounded by it; a topic that never tracks it keeps
+the open ledger unbounded.
 """
 
 from __future__ import annotations
@@ -22,13 +27,25 @@ OPEN = -1
 class LedgerDirectory:
     """Ordered ledger ids with their entry counts. Lookups are O(log n)."""
 
-    __slots__ = ("ids", "counts", "last_id")
+    __slots__ = ("ids", "counts", "last_id", "tracked", "confirmed")
 
-    def __init__(self, ids: array | None = None, counts: array | None = None, last_id: int = -1) -> None:
+    def __init__(
+        self,
+        ids: array | None = None,
+        counts: array | None = None,
+        last_id: int = -1,
+        tracked: bool = False,
+        confirmed: int | None = None,
+    ) -> None:
         self.ids: array = ids if ids is not None else array("q")
         self.counts: array = counts if counts is not None else array("q")
         #: the highest ledger id ever added (trimmed ones included); new ids must exceed it
         self.last_id = last_id
+        #: True once the topic tracks its open ledger's last confirmed entry
+        self.tracked = tracked
+        #: the open ledger's last confirmed entry (-1: none yet); None when the open ledger
+        #: is unbounded (not tracked) or there is no open ledger
+        self.confirmed = confirmed
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -54,6 +71,11 @@ class LedgerDirectory:
         i = bisect_left(self.ids, ledger + 1)
         return self.ids[i] if i < len(self.ids) else None
 
+    def open_limit(self) -> int:
+        """The highest entry the open ledger accepts: its last confirmed entry, or
+        ``MAX_ENTRY`` while that is not tracked."""
+        return MAX_ENTRY if self.confirmed is None else self.confirmed
+
     def items(self) -> list[tuple[int, int]]:
         return list(zip(self.ids, self.counts, strict=True))
 
@@ -75,6 +97,7 @@ class LedgerDirectory:
         self.ids.append(ledger)
         self.counts.append(OPEN)
         self.last_id = ledger
+        self.confirmed = -1 if self.tracked else None
 
     def check_close(self, ledger: int, entries: int) -> tuple[int, int]:
         ledger = check_ledger_id(ledger)
@@ -85,10 +108,48 @@ class LedgerDirectory:
             raise LedgerStateError(f"cannot close ledger {ledger}: the topic has no such ledger")
         if self.counts[i] != OPEN:
             raise LedgerStateError(f"cannot close ledger {ledger}: it is already sealed with {self.counts[i]} entries")
+        if self.confirmed is not None and entries <= self.confirmed:
+            raise LedgerStateError(
+                f"cannot close ledger {ledger} with {entries} entries: its last confirmed entry is "
+                f"{ledger}:{self.confirmed}; allowed entries >= {self.confirmed + 1}"
+            )
         return ledger, entries
 
     def close(self, ledger: int, entries: int) -> None:
         self.counts[self.index(ledger)] = entries
+        self.confirmed = None
+
+    def check_advance(self, ledger: int, last_entry: int) -> tuple[int, int]:
+        """Validate ``topic.advance(ledger, last_entry)``: ``ledger`` is the newest ledger;
+        open, ``last_entry`` may not go back; sealed, it must be its last entry (which only
+        turns tracking on)."""
+        ledger = check_ledger_id(ledger)
+        if not self.ids or ledger != self.ids[-1]:
+            newest = f"the newest ledger is {self.ids[-1]}" if self.ids else "the topic has no ledgers yet"
+            raise LedgerStateError(f"cannot advance ledger {ledger}: only the newest ledger advances; {newest}")
+        if type(last_entry) is not int:
+            raise LedgerStateError(f"last_entry must be an int, got {last_entry!r} ({type(last_entry).__name__})")
+        count = self.counts[-1]
+        if count != OPEN:
+            if last_entry != count - 1:
+                raise LedgerStateError(
+                    f"cannot advance ledger {ledger} to {last_entry}: it is sealed with {count} entries; "
+                    f"allowed last_entry {count - 1}"
+                )
+            return ledger, last_entry
+        low = -1 if self.confirmed is None else self.confirmed
+        if not low <= last_entry <= MAX_ENTRY:
+            raise LedgerStateError(
+                f"cannot advance ledger {ledger} to {last_entry}: allowed last_entry {low}..{MAX_ENTRY}"
+                + (" (the last confirmed entry never goes back)" if self.confirmed is not None else "")
+            )
+        return ledger, last_entry
+
+    def advance(self, last_entry: int) -> None:
+        """Track the open ledger's last confirmed entry (validated by ``check_advance``)."""
+        self.tracked = True
+        if self.counts[-1] == OPEN:
+            self.confirmed = last_entry
 
     def check_trim(self, below: int) -> int:
         below = check_ledger_id(below, "below")

@@ -33,7 +33,7 @@ from typing import Any
 from .config import CursorConfig
 from .errors import AckStoreError, CorruptStoreError, InvalidArgumentError, NotAStoreError
 from .position import Position
-from .storage.catalog import LEDGER_ENTRY_BYTES, RECORD_CURSOR, RECORD_TOPIC, Catalog
+from .storage.catalog import LEDGER_ENTRY_BYTES, OPEN_LEDGER_ENTRY_BYTES, RECORD_CURSOR, RECORD_TOPIC, Catalog
 from .storage.lmdb_file import PageCounts, leaf_nodes
 from .storage.log import MemoryLog, RecoveredState, recover_cursor
 from .storage.records import RECORD_LEDGER, RECORD_MARKER, decode_record, record_type, split_log_key
@@ -83,6 +83,8 @@ class SalvageReport:
     placeholder_topics: dict[int, str] = field(default_factory=dict)
     #: per topic, ledgers the directory had lost and the cursors' states name (added back)
     inferred_ledgers: dict[str, list[int]] = field(default_factory=dict)
+    #: topics whose open ledger's last confirmed entry could not be set again, and why
+    unbounded_topics: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -91,6 +93,9 @@ class _Found:
     topics: dict[str, tuple[int, int]] = field(default_factory=dict)  # name -> (id, last ledger id)
     cursors: dict[tuple[int, str], tuple[int, dict[str, Any]]] = field(default_factory=dict)
     ledgers: dict[int, dict[int, int]] = field(default_factory=dict)  # topic id -> ledger -> count
+    confirmed: dict[int, tuple[int, int]] = field(
+        default_factory=dict
+    )  # topic id -> open ledger's (id, last confirmed)
 
 
 def _scan(path: Path, report: SalvageReport, progress: Callable[[int, int], None] | None) -> _Found:
@@ -107,12 +112,14 @@ def _scan(path: Path, report: SalvageReport, progress: Callable[[int, int], None
 def _sort(key: bytes, value: bytes, found: _Found, report: SalvageReport, codec: Catalog) -> None:
     """File one leaf node: a log record, or a catalog entry that checks (the catalog's own
     decoders: checksum, type, and the key it names)."""
-    if len(key) == 16 and len(value) == LEDGER_ENTRY_BYTES:
+    if len(key) == 16 and len(value) in (LEDGER_ENTRY_BYTES, OPEN_LEDGER_ENTRY_BYTES):
         try:
-            count = codec.ledger_entry(key, value)
+            count, confirmed = codec.ledger_state(key, value)
         except CorruptStoreError:
             return
         tid, ledger = struct.unpack(">QQ", key)
+        if confirmed is not None:
+            found.confirmed[tid] = max(found.confirmed.get(tid, (ledger, confirmed)), (ledger, confirmed))
         per = found.ledgers.setdefault(tid, {})
         old = per.get(ledger)
         per[ledger] = count if old is None or old < 0 else old  # a sealed version wins
@@ -125,7 +132,7 @@ def _sort(key: bytes, value: bytes, found: _Found, report: SalvageReport, codec:
             found.logs.setdefault(cid, {})[key] = value
             report.records += 1
         elif rtype == RECORD_TOPIC:
-            name, tid, last = codec.topic_entry(key, value)
+            name, tid, last, _ = codec.topic_entry(key, value)
             seen = found.topics.get(name)
             found.topics[name] = (tid, max(last, seen[1]) if seen else last)
         elif rtype == RECORD_CURSOR:
@@ -193,6 +200,14 @@ def salvage(
         for name, _, cname, cfg, state, newest, records in states:
             problems = _rebuild_cursor(store, name, cname, cfg, state)
             report.cursors.append(_outcome(name, cname, state, newest, records, problems))
+        for name, (tid, _) in sorted(found.topics.items()):
+            topic = store.topic(name)
+            ledger, confirmed = found.confirmed.get(tid, (-1, -1))
+            if topic.ledgers()[-1:] == [(ledger, None)]:  # the open ledger's bound, once its cursors are back
+                try:
+                    topic.advance(ledger, confirmed)
+                except AckStoreError as exc:
+                    report.unbounded_topics[name] = str(exc)
     os.replace(tmp, dest)
     return report
 

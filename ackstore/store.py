@@ -53,7 +53,9 @@ from .errors import (
     UnknownTopicError,
 )
 from .ledger_cache import CachePool
+from .position import Position
 from .stats import FLUSH_SECONDS_BUCKETS, CompactStats, FlushStats, StoreStats
+from .storage.catalog import OPEN_LEDGER_ENTRY_BYTES
 from .storage.env import LOCK_FILE, Environment
 from .storage.log import CursorLog
 
@@ -100,6 +102,8 @@ class Topic:
         #: bumped on every directory change (cursors cache ledger limits by it)
         self.version = 0
         self._cursors: dict[str, Cursor] = {}
+        #: ``advance`` moved the last confirmed entry past what is written
+        self._confirm_pending = False
 
     def __repr__(self) -> str:
         return f"Topic({self.name!r}, ledgers={len(self.directory)})"
@@ -118,11 +122,14 @@ class Topic:
             store._writable()
             ledger = self.directory.check_add(ledger)
 
+            tracked = self.directory.tracked
+
             def persist(txn: lmdb.Transaction) -> None:
-                store.storage.catalog.put_ledger(txn, self.topic_id, ledger, OPEN)
-                store.storage.catalog.put_topic(txn, self.name, self.topic_id, ledger)
+                store.storage.catalog.put_ledger(txn, self.topic_id, ledger, OPEN, -1 if tracked else None)
+                store.storage.catalog.put_topic(txn, self.name, self.topic_id, ledger, tracked)
 
             self._change(persist, lambda d: d.add(ledger))
+            self._confirm_pending = False
 
     def close_ledger(self, ledger: int, entries: int) -> None:
         """Seal an open ledger with its entry count (every cursor's acks must fit in it)."""
@@ -136,6 +143,68 @@ class Topic:
                 lambda txn: store.storage.catalog.put_ledger(txn, self.topic_id, ledger, entries),
                 lambda d: d.close(ledger, entries),
             )
+            self._confirm_pending = False
+
+    def advance(self, ledger: int, last_entry: int) -> None:
+        """Entries up to ``last_entry`` of the open ``ledger`` are written and confirmed
+        (Pulsar's last confirmed entry): from now on acks, cumulative acks and resets in the
+        open ledger may not go past it (a reset may go to ``last_entry + 1``, the next entry
+        to be written), and a cursor created at ``"latest"`` starts just after it.
+
+        It never goes back. The first call turns tracking on for this topic and is durable
+        when it returns (new open ledgers then start with nothing confirmed); later calls
+        are kept in memory and written by the next flush, in its transaction (one key per
+        topic, rewritten in place), so a crash can only bring back an older bound together
+        with the older acks. On a sealed newest ledger only its last entry is allowed (it
+        turns tracking on). O(1) in memory; O(cursors) on the first call, which checks that
+        no cursor acked past ``last_entry``.
+        """
+        store = self.store
+        with store.lock:
+            store._writable()
+            d = self.directory
+            ledger, last_entry = d.check_advance(ledger, last_entry)
+            if d.confirmed == last_entry:
+                return
+            if d.confirmed is None and d.count(ledger) == OPEN:  # nothing bounded this ledger yet
+                for cur in self._cursors.values():
+                    cur.check_close(ledger, last_entry + 1)
+            if not d.tracked:
+                confirmed = last_entry if d.count(ledger) == OPEN else None
+
+                def persist(txn: lmdb.Transaction) -> None:
+                    store.storage.catalog.put_ledger(txn, self.topic_id, ledger, d.count(ledger), confirmed)
+                    store.storage.catalog.put_topic(txn, self.name, self.topic_id, d.last_id, True)
+
+                store.storage.write(persist)
+            else:
+                self._confirm_pending = True
+            d.advance(last_entry)
+            self.version += 1
+
+    @property
+    def last_confirmed(self) -> Position | None:
+        """The newest ledger's last entry when it is sealed, its last confirmed entry when it
+        is open and tracked (:meth:`advance`); None while the open ledger is not tracked."""
+        with self.store.lock:
+            d = self.directory
+            if not d.ids:
+                return None
+            if d.counts[-1] >= 0:
+                return Position(d.ids[-1], d.counts[-1] - 1)
+            return None if d.confirmed is None else Position(d.ids[-1], d.confirmed)
+
+    def _pending_confirm(self) -> tuple[int, int] | None:
+        """``(open ledger, last confirmed entry)`` not yet written, or None (lock held)."""
+        d = self.directory
+        if not self._confirm_pending or d.confirmed is None:
+            return None
+        return d.ids[-1], d.confirmed
+
+    def _confirm_written(self, written: tuple[int, int]) -> None:
+        """A flush wrote ``written``; nothing more is pending unless it advanced since."""
+        if self._pending_confirm() == written:
+            self._confirm_pending = False
 
     def trim_ledgers(self, below: int) -> list[int]:
         """Drop every ledger with id < ``below`` (the log deleted them); their acks vanish.
@@ -172,15 +241,25 @@ class Topic:
 
     # -- cursors ------------------------------------------------------------------------------
 
-    def cursor(self, name: str, config: CursorConfig | None = None) -> Cursor:
+    def cursor(self, name: str, config: CursorConfig | None = None, *, initial_position: str = "earliest") -> Cursor:
         """The cursor ``name``: created (and persisted) on first use, else recovered back to front.
 
         ``config`` replaces the persisted configuration when given; otherwise a new
         cursor takes the store's default and an existing one keeps its own.
+
+        ``initial_position`` places a cursor that has no flushed state yet: ``"earliest"``
+        (default: the topic's first entry, nothing acked) or ``"latest"`` (Pulsar's
+        default: everything written so far is acked; see :meth:`last_confirmed`). A
+        ``"latest"`` cursor's position is flushed before this returns, so a crash cannot
+        move it back to the earliest. A cursor that has flushed ignores it.
         """
         name = _check_name(name, "cursor")
         if config is not None and not isinstance(config, CursorConfig):
             raise InvalidTypeError(f"config must be a CursorConfig, got {type(config).__name__}")
+        if initial_position not in ("earliest", "latest"):
+            raise InvalidArgumentError(
+                f"initial_position={initial_position!r} is not allowed: allowed 'earliest', 'latest'"
+            )
         store = self.store
         with store.lock:
             store._alive()
@@ -192,9 +271,12 @@ class Topic:
                     else:
                         cur.update_config(**config.to_obj())
                 return cur
-            cur = store._open_cursor(self, name, config)
+            cur = store._open_cursor(self, name, config, initial_position)
             self._cursors[name] = cur
-            return cur
+            place = initial_position == "latest" and not cur.persisted and not store.readonly
+        if place:  # outside the store lock: a flush takes the flush lock first
+            store._flush([cur])
+        return cur
 
     def cursors(self) -> list[str]:
         """Names of every cursor of this topic (persisted ones included), sorted."""
@@ -382,8 +464,8 @@ class AckStore:
 
                 tid = self._storage.write(create)
             else:
-                tid, last = found
-                directory = self._storage.read(lambda txn: catalog.load_directory(txn, tid, last))
+                tid, last, tracked = found
+                directory = self._storage.read(lambda txn: catalog.load_directory(txn, tid, last, tracked))
             topic = self._topics[name] = Topic(self, name, tid, directory)
             return topic
 
@@ -404,7 +486,7 @@ class AckStore:
             self._alive()
             return [name for name, _ in self._storage.read(lambda txn: self._storage.catalog.cursor_entries(txn, tid))]
 
-    def _open_cursor(self, topic: Topic, name: str, config: CursorConfig | None) -> Cursor:
+    def _open_cursor(self, topic: Topic, name: str, config: CursorConfig | None, initial_position: str) -> Cursor:
         catalog, tid = self._storage.catalog, topic.topic_id
         found = self._storage.read(lambda txn: catalog.cursor(txn, tid, name))
         if found is None:
@@ -436,7 +518,7 @@ class AckStore:
                 report.markers_skipped,
                 "; ".join(report.skipped_reasons),
             )
-        return Cursor(topic, name, cid, cfg, state)
+        return Cursor(topic, name, cid, cfg, state, initial_position)
 
     # -- the store-wide cache budget -----------------------------------------------------------
 
@@ -456,8 +538,13 @@ class AckStore:
         """Group commit: every dirty cursor's ledger records and marker in ONE write transaction.
 
         Acks may go on in other threads while the transaction is written. When this
-        returns, the flushed state is durable as the ``sync`` option says.
+        returns, the flushed state is durable as the ``sync`` option says. The topics'
+        last confirmed entries (``topic.advance``) are written in the same transaction.
         """
+        return self._flush(None)
+
+    def _flush(self, only: list[Cursor] | None) -> FlushStats:
+        """The group flush, of every cursor or of ``only`` these."""
         self._alive()
         if self.readonly:
             return FlushStats(0, 0, 0, 0, 0, 0, 0.0, 0)
@@ -466,13 +553,13 @@ class AckStore:
             with self.lock:
                 self._alive()
                 plans: list[FlushPlan] = []
+                confirms = [(t, c) for t in self._topics.values() if (c := t._pending_confirm()) is not None]
                 cur = None
                 try:
-                    for topic in self._topics.values():
-                        for cur in topic._cursors.values():
-                            plan = cur.prepare_flush()
-                            if plan is not None:
-                                plans.append(plan)
+                    for cur in only if only is not None else self._all_cursors():
+                        plan = cur.prepare_flush()
+                        if plan is not None:
+                            plans.append(plan)
                 except BaseException as exc:
                     # every cursor planned so far gets its pending state back (the failing one
                     # put its own back): nothing is lost, the next flush tries again
@@ -485,11 +572,18 @@ class AckStore:
                             f"written; every cursor keeps its state and the next flush retries: {exc!r}"
                         ) from exc
                     raise
-            if not plans:
+            if not plans and not confirms:
                 return FlushStats(0, 0, 0, 0, 0, 0, time.perf_counter() - started, 0)
             grows_before = self._storage.map_grows
+            catalog = self._storage.catalog
+
+            def write(txn: lmdb.Transaction) -> int:
+                for topic, (ledger, confirmed) in confirms:
+                    catalog.put_ledger(txn, topic.topic_id, ledger, OPEN, confirmed)
+                return self._write_plans(txn, plans)
+
             try:
-                trimmed = self._storage.write(lambda txn: self._write_plans(txn, plans))
+                trimmed = self._storage.write(write)
             except BaseException:
                 with self.lock:
                     for plan in plans:
@@ -498,12 +592,14 @@ class AckStore:
             with self.lock:
                 for plan in plans:
                     plan.commit()
+                for topic, written in confirms:
+                    topic._confirm_written(written)
             stats = FlushStats(
                 cursors=len(plans),
                 ledger_records=sum(p.ledger_records for p in plans),
                 markers=len(plans),
                 full_markers=sum(1 for p in plans if p.full),
-                bytes_written=sum(p.bytes_written for p in plans),
+                bytes_written=sum(p.bytes_written for p in plans) + OPEN_LEDGER_ENTRY_BYTES * len(confirms),
                 records_trimmed=trimmed,
                 seconds=time.perf_counter() - started,
                 map_grows=self._storage.map_grows - grows_before,
@@ -544,6 +640,9 @@ class AckStore:
             flush_seconds_sum=float(seconds),
             flush_seconds_buckets=tuple(buckets),
         )
+
+    def _all_cursors(self) -> list[Cursor]:
+        return [cur for topic in self._topics.values() for cur in topic._cursors.values()]
 
     def open_cursors(self) -> list[Cursor]:
         """Every cursor this store object has opened (the ones in memory), by topic and name."""

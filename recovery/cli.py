@@ -127,7 +127,12 @@ def stat(store: Path, as_json: bool, prometheus: bool, max_cursors: int) -> None
         with _progress(len(pairs), "stat", as_json) as advance:
             for t in s.topics():
                 topic = s.topic(t)
-                out["topics"][t] = {"ledgers": len(topic.ledgers()), "cursors": {}}
+                confirmed = topic.last_confirmed if topic.directory.tracked else None
+                out["topics"][t] = {
+                    "ledgers": len(topic.ledgers()),
+                    "last_confirmed": None if confirmed is None else str(confirmed),
+                    "cursors": {},
+                }
                 for name in topic.cursors():
                     out["topics"][t]["cursors"][name] = _cursor_figures(
                         s, topic.cursor(name, CursorConfig(max_individual_ack_cache_bytes=0))
@@ -138,7 +143,8 @@ def stat(store: Path, as_json: bool, prometheus: bool, max_cursors: int) -> None
         f"map {out['map_size']:,} B, {len(out['topics'])} topics"
     ]
     for t, tv in out["topics"].items():
-        lines.append(f"  {t}: {tv['ledgers']} ledgers, {len(tv['cursors'])} cursors")
+        bound = f", last confirmed {tv['last_confirmed']}" if tv["last_confirmed"] else ""
+        lines.append(f"  {t}: {tv['ledgers']} ledgers{bound}, {len(tv['cursors'])} cursors")
         for name, c in tv["cursors"].items():
             lines.append(
                 f"    {name}: mark-delete {c['mark_delete']}, read {c['read_position']}, {c['ranges']:,} ranges, "
@@ -389,6 +395,8 @@ def salvage_cmd(damaged: Path, new: Path, as_json: bool) -> int:
         lines.append(f"  the entry of topic id {tid} was lost: its cursors are kept under the topic {placeholder!r}")
     for topic, ids in report.inferred_ledgers.items():
         lines.append(f"  {topic}: directory entries of ledgers {ids} were lost; added back from the cursors' states")
+    for topic, why in report.unbounded_topics.items():
+        lines.append(f"  {topic}: its open ledger's last confirmed entry was not set again ({why})")
     if report.orphan_cursor_ids:
         lines.append(
             f"  cursor ids {report.orphan_cursor_ids} lost their catalog entry: each one's state is kept as "

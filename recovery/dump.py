@@ -1,7 +1,8 @@
 """The dump format: JSON Lines, one object per line, streamed; and its reader for restore.
 
-A dump starts with a header line, then for each topic its ledger directory followed by
-each of its cursors (configuration, positions, properties) and that cursor's ranges and
+A dump starts with a header line, then for each topic its ledger directory (and, when the
+topic tracks it, its open ledger's last confirmed entry) followed by each of its cursors
+(configuration, positions, int and string properties) and that cursor's ranges and
 partial batches, and ends with an ``end`` line carrying the counts, so a truncated dump
 is refused. Output is deterministic: the same state always dumps to the same bytes.
 """
@@ -23,7 +24,8 @@ from ackstore.cursor import Cursor
 
 __all__ = ["DumpError", "dump_lines", "write_dump", "restore", "DUMP_FORMAT"]
 
-DUMP_FORMAT = 1
+#: 2 added the topic's last confirmed entry and string property values; 1 still restores
+DUMP_FORMAT = 2
 
 
 class DumpError(AckStoreError):
@@ -50,7 +52,13 @@ def dump_lines(
         if wanted is not None and not names:
             continue
         counts["topics"] += 1
-        yield {"type": "topic", "topic": topic_name, "ledgers": [list(x) for x in topic.ledgers()]}
+        yield {
+            "type": "topic",
+            "topic": topic_name,
+            "ledgers": [list(x) for x in topic.ledgers()],
+            "tracked": topic.directory.tracked,
+            "confirmed": topic.directory.confirmed,
+        }
         for name in names:
             cur = topic.cursor(name)
             counts["cursors"] += 1
@@ -167,8 +175,8 @@ def _apply(store: AckStore, objects: Iterator[tuple[int, dict[str, Any]]], count
     header = next(objects, None)
     if header is None or header[1].get("type") != "ackstore-dump":
         raise DumpError("dump line 1 is not an ackstore dump header")
-    if header[1].get("format") != DUMP_FORMAT:
-        raise DumpError(f"dump format {header[1].get('format')!r} is not one this ackstore reads ({DUMP_FORMAT})")
+    if header[1].get("format") not in (1, DUMP_FORMAT):
+        raise DumpError(f"dump format {header[1].get('format')!r} is not one this ackstore reads (1..{DUMP_FORMAT})")
     cur: Cursor | None = None
     pending: dict[int, BitMap] = {}
 
@@ -190,6 +198,10 @@ def _apply(store: AckStore, objects: Iterator[tuple[int, dict[str, Any]]], count
                     topic.add_ledger(ledger)
                     if count is not None:
                         topic.close_ledger(ledger, count)
+                if obj.get("tracked"):  # before its cursors: their acks are checked against it
+                    last, count = obj["ledgers"][-1]
+                    confirmed = obj.get("confirmed")
+                    topic.advance(last, count - 1 if count is not None else -1 if confirmed is None else confirmed)
                 counts["topics"] += 1
             elif kind == "cursor":
                 settle()

@@ -19,6 +19,7 @@ class CursorModel:
     floor: Pos = (0, -1)
     acked: set[Pos] = field(default_factory=set)
     batches: dict[Pos, tuple[int, set[int]]] = field(default_factory=dict)
+    properties: dict[str, int | str] = field(default_factory=dict)
 
 
 @dataclass
@@ -28,6 +29,9 @@ class TopicModel:
     cursors: dict[str, CursorModel] = field(default_factory=dict)
     flushed: dict[str, CursorModel] = field(default_factory=dict)
     limit: int = 0  # PIP-299 max_unacked_ranges_to_persist (0: no limit)
+    tracked: bool = False  # the topic tracks its open ledger's last confirmed entry
+    confirmed: int | None = None  # that entry (None: untracked or no open ledger)
+    confirmed_flushed: int | None = None  # what a reopen finds of it
 
     # -- derived ----------------------------------------------------------------------------
     def ids(self) -> list[int]:
@@ -84,14 +88,67 @@ class TopicModel:
         ledger, entry = p
         if ledger not in self.ids():
             return False
+        return low <= entry <= self.limit_of(ledger)
+
+    def limit_of(self, ledger: int) -> int:
+        """The highest entry ``ledger`` accepts: a sealed one's last, an open one's last
+        confirmed (while tracked)."""
         count = self.count(ledger)
-        limit = MAX_ENTRY if count is None else count - 1
-        return low <= entry <= limit
+        if count is not None:
+            return count - 1
+        return MAX_ENTRY if self.confirmed is None else self.confirmed
 
     def valid_reset_position(self, p: Pos) -> bool:
-        """A reset may also go to just after a sealed ledger's last entry (Pulsar's rule)."""
+        """A reset may also go to just after a sealed ledger's last entry (Pulsar's rule),
+        or to the next entry to be written of a tracked open ledger."""
         ledger, entry = p
-        return self.valid_position(p) or (ledger in self.ids() and self.count(ledger) == entry)
+        if self.valid_position(p):
+            return True
+        if ledger not in self.ids():
+            return False
+        count = self.count(ledger)
+        if count is not None:
+            return count == entry
+        return self.confirmed is not None and entry == self.confirmed + 1
+
+    def latest(self) -> Pos:
+        """Where a cursor created at the latest position starts (its mark-delete)."""
+        if not self.ledgers:
+            return 0, -1
+        ledger, count = self.ledgers[-1]
+        if count is not None:
+            return ledger, count - 1
+        return ledger, -1 if self.confirmed is None else self.confirmed
+
+    def valid_advance(self, ledger: int, entry: int) -> bool:
+        if not self.ledgers or ledger != self.ledgers[-1][0]:
+            return False
+        count = self.ledgers[-1][1]
+        if count is not None:
+            return entry == count - 1
+        low = -1 if self.confirmed is None else self.confirmed
+        if not low <= entry <= MAX_ENTRY:
+            return False
+        if self.confirmed is None:  # turning the bound on: no cursor may hold an ack past it
+            return all(self.highest_live(c, ledger) <= entry for c in self.cursors.values())
+        return True
+
+    def advance(self, ledger: int, entry: int) -> None:
+        first = not self.tracked
+        self.tracked = True
+        if self.ledgers[-1][1] is None:
+            self.confirmed = entry
+            if first:  # the first call is durable at once
+                self.confirmed_flushed = entry
+
+    def add_ledger(self, ledger: int) -> None:
+        self.ledgers.append([ledger, None])
+        self.last_id = ledger
+        self.confirmed = self.confirmed_flushed = -1 if self.tracked else None
+
+    def close_ledger(self, entries: int) -> None:
+        self.ledgers[-1][1] = entries
+        self.confirmed = self.confirmed_flushed = None
 
     def highest_live(self, c: CursorModel, ledger: int) -> int:
         md = self.md(c)
@@ -141,6 +198,20 @@ class TopicModel:
                     out.append((ledger, entry))
         return out
 
+    def entries_from(self, c: CursorModel, n: int, open_entries: int) -> Pos | None:
+        """The ``n``-th written position after the mark-delete position, acked or not (the
+        last written one when fewer follow; None when none does)."""
+        md = self.md(c)
+        last = None
+        for ledger in self.ids():
+            for entry in range(self.written(ledger, open_entries)):
+                if (ledger, entry) <= md:
+                    continue
+                if n == 0:
+                    return last
+                last, n = (ledger, entry), n - 1
+        return last
+
     def reset(self, c: CursorModel, p: Pos) -> None:
         c.floor = (p[0], p[1] - 1)
         c.acked.clear()
@@ -152,6 +223,7 @@ class TopicModel:
 
     def flush(self) -> None:
         self.flushed = {name: self.persisted(c) for name, c in self.cursors.items()}
+        self.confirmed_flushed = self.confirmed
 
     def persisted(self, c: CursorModel) -> CursorModel:
         """What a flush persists of ``c``: everything, or with a limit the lowest ranges (PIP-299)."""
@@ -160,7 +232,7 @@ class TopicModel:
         md = self.md(c)
         ranges, partials = self.ranges(c), self.partials(c)
         ledgers = sorted({a[0] for a, _ in ranges} | {p[0] for p in partials})
-        kept = CursorModel(floor=md)
+        kept = CursorModel(floor=md, properties=dict(c.properties))
         left = self.limit
         for ledger in ledgers:
             mine = [r for r in ranges if r[0][0] == ledger]
@@ -177,6 +249,7 @@ class TopicModel:
         return kept
 
     def crash(self) -> None:
+        self.confirmed = self.confirmed_flushed
         restored = copy.deepcopy(self.flushed)
         for name in self.cursors:
             restored.setdefault(name, CursorModel())

@@ -78,7 +78,7 @@ def set_format(path: Path, version: int) -> None:
             cursors = [(k, catalog.cursor_entry(k, v)) for k, v in txn.cursor(db=catalog.cursors_db)]
             ledgers = [(k, catalog.ledger_entry(k, v)) for k, v in txn.cursor(db=catalog.ledgers_db)]
             counters = {k: catalog.counter_entry(k, txn.get(k, db=meta)) for k in (b"next_topic", b"next_cursor")}
-            for key, (_, tid, last) in topics:
+            for key, (_, tid, last, _) in topics:
                 txn.put(key, msgpack.packb({"id": tid, "last": last}), db=catalog.topics_db)
             for key, (_, _, cid, cfg) in cursors:
                 txn.put(key, msgpack.packb({"id": cid, "cfg": cfg}), db=catalog.cursors_db)

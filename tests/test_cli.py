@@ -180,3 +180,14 @@ def test_real_subprocesses(store_path: Path) -> None:
     script = Path(sys.executable).parent / "ackstore"
     done = subprocess.run([str(script), "stat", str(store_path / "nope")], capture_output=True, text=True, env=env)
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+
+
+def test_stat_shows_a_tracked_topics_last_confirmed_entry(store_path: Path, run) -> None:  # type: ignore[no-untyped-def]
+    _make(store_path)
+    with AckStore.open(store_path) as store:
+        store.topic(T).advance(5, 41)
+    code, out, _ = run("stat", store_path)
+    assert code == 0 and f"{T}: 4 ledgers, last confirmed 5:41, 2 cursors" in out  # 1 was trimmed
+    code, out, _ = run("stat", store_path, "--json")
+    doc = json.loads(out)["topics"]
+    assert doc[T]["last_confirmed"] == "5:41" and doc[T + "-2"]["last_confirmed"] is None

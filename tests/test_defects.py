@@ -24,6 +24,7 @@ from ackstore import (
     StoreError,
     check,
 )
+from ackstore.storage.records import FORMAT_VERSION
 
 T = "persistent://t/ns/defects"
 
@@ -141,6 +142,18 @@ def test_a_flipped_bit_in_a_ledger_entry_count_is_refused(store_path: Path, bit:
     assert [f.kind for f in check(store_path)] == ["corrupt-catalog"]
 
 
+@pytest.mark.parametrize("bit", [3, 140, 142])  # the type; the last confirmed entry's low bits
+def test_a_flipped_bit_in_an_open_ledgers_confirmed_entry_is_refused(store_path: Path, bit: int) -> None:
+    with AckStore.open(store_path) as store:
+        topic = store.topic(T)
+        topic.add_ledger(1)
+        topic.advance(1, 40)
+    _flip(store_path, b"ledgers", lambda k: True, bit)
+    with AckStore.open(store_path, readonly=True) as store, pytest.raises(CorruptStoreError, match="ledger 1"):
+        store.topic(T)
+    assert [f.kind for f in check(store_path)] == ["corrupt-catalog"]
+
+
 def test_a_marker_of_another_cursor_is_not_taken(store_path: Path) -> None:
     """Records carry their cursor's id: a marker moved under another cursor's key is skipped."""
     from ackstore.storage.records import decode_marker, log_key
@@ -173,7 +186,7 @@ def test_a_format_2_store_opens_and_a_writer_checksums_its_catalog(store_path: P
         assert store.format_version == 2
         assert list(store.topic(T).cursor("b").ack_ranges()) == [(Position(1, 20), Position(1, 20))]
     with AckStore.open(store_path) as store:
-        assert store.format_version == 3
+        assert store.format_version == FORMAT_VERSION == 4
     _flip(store_path, b"cursors", lambda k: k.endswith(b"b"), 90)
     with AckStore.open(store_path, readonly=True) as store, pytest.raises(CorruptStoreError):
         store.topic(T).cursor("b")

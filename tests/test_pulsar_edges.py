@@ -3,11 +3,26 @@
 from __future__ import annotations
 
 import asyncio
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from ackstore import AckStore, Dispatcher, InMemoryLedgerReader, InvalidPositionError, Position
+from ackstore import (
+    AckStore,
+    AckStoreError,
+    Dispatcher,
+    InMemoryLedgerReader,
+    InvalidArgumentError,
+    InvalidPositionError,
+    LedgerStateError,
+    Position,
+)
+from ackstore.cursor.state import MAX_PROPERTY_VALUE_BYTES
+from ackstore.storage.catalog import OPEN_LEDGER_ENTRY_BYTES
+from ackstore.testing import crash
 
 T = "persistent://t/ns/pulsar-edges"
 
@@ -69,3 +84,231 @@ def test_the_documented_differences_in_form(store_path: Path) -> None:
         cur.ack(Position(5, 0))
         cur.ack_cumulative(Position(4, 1))
         assert cur.mark_delete_position == Position(5, 0) and cur.ack_range_count == 0
+
+
+# -- the initial position (issue 14.3) ----------------------------------------------------------
+
+
+def _topic(store: AckStore, last_open: bool, confirmed: int | None = None):  # type: ignore[no-untyped-def]
+    topic = store.topic(T)
+    topic.add_ledger(1)
+    topic.close_ledger(1, 10)
+    if last_open:
+        topic.add_ledger(2)
+        if confirmed is not None:
+            topic.advance(2, confirmed)
+    return topic
+
+
+@pytest.mark.parametrize(
+    ("last_open", "confirmed", "md"),
+    [
+        (False, None, Position(1, 9)),  # sealed newest ledger: its last entry
+        (True, 6, Position(2, 6)),  # open and tracked: its last confirmed entry
+        (True, None, Position(2, -1)),  # open, not tracked: everything in sealed ledgers is old
+    ],
+)
+def test_latest_starts_just_before_the_next_entry_to_be_written(
+    store_path: Path, last_open: bool, confirmed: int | None, md: Position
+) -> None:
+    with AckStore.open(store_path) as store:
+        topic = _topic(store, last_open, confirmed)
+        cur = topic.cursor("late", initial_position="latest")
+        assert cur.mark_delete_position == md and cur.read_position == md.next()
+        assert cur.persisted and not cur.dirty  # placed durably before cursor() returned
+        early = topic.cursor("early")  # the default: the earliest entry, as before
+        assert early.mark_delete_position == Position(1, -1)
+    with AckStore.open(store_path) as store:
+        topic = store.topic(T)
+        assert topic.cursor("late", initial_position="earliest").mark_delete_position == md  # ignored now
+        assert topic.cursor("early", initial_position="latest").mark_delete_position == Position(1, -1)
+
+
+def test_latest_on_a_topic_without_ledgers_follows_the_first_one(store_path: Path) -> None:
+    with AckStore.open(store_path) as store:
+        topic = store.topic(T)
+        cur = topic.cursor("c", initial_position="latest")
+        topic.add_ledger(3)
+        assert cur.mark_delete_position == Position(3, -1)
+
+
+def test_a_latest_cursor_survives_a_kill_right_after_it_is_opened(store_path: Path) -> None:
+    with AckStore.open(store_path) as store:
+        _topic(store, last_open=False)
+    code = (
+        "import os, signal, sys\n"
+        "from ackstore import AckStore\n"
+        f"store = AckStore.open({str(store_path)!r})\n"
+        f"store.topic({T!r}).cursor('late', initial_position='latest')\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    with AckStore.open(store_path) as store:
+        cur = store.topic(T).cursor("late")  # no initial position given: the persisted one wins
+        assert cur.mark_delete_position == Position(1, 9)
+
+
+def test_a_bad_initial_position_is_refused_and_creates_nothing(store_path: Path) -> None:
+    with AckStore.open(store_path) as store:
+        topic = _topic(store, last_open=False)
+        with pytest.raises(InvalidArgumentError, match=r"initial_position='newest'.*allowed 'earliest', 'latest'"):
+            topic.cursor("c", initial_position="newest")
+        assert topic.cursors() == []
+
+
+# -- the open ledger's last confirmed entry (issue 14.4) -----------------------------------------
+
+
+def test_a_tracked_open_ledger_bounds_acks_cumulative_acks_and_resets(store_path: Path) -> None:
+    with AckStore.open(store_path) as store:
+        topic = store.topic(T)
+        topic.add_ledger(8)
+        cur = topic.cursor("c")
+        d = Dispatcher(cur, InMemoryLedgerReader(topic))
+        assert topic.last_confirmed is None
+        topic.advance(8, -1)  # nothing written yet
+        assert topic.last_confirmed == Position(8, -1)
+        with pytest.raises(InvalidPositionError, match="no confirmed entry yet"):
+            cur.ack_cumulative(Position(8, 10))
+        with pytest.raises(InvalidPositionError):
+            d.reset(Position(8, 5))
+        d.reset(Position(8, 0))  # the next entry to be written: allowed
+        topic.advance(8, 4)
+        with pytest.raises(InvalidPositionError, match=r"allowed entries 0\.\.4 \(the ledger is open and its last"):
+            cur.ack([Position(8, 3), Position(8, 5)])
+        assert cur.ack_range_count == 0  # one bad position acks none
+        with pytest.raises(InvalidPositionError):
+            cur.ack_entries(8, range(0, 6))
+        with pytest.raises(InvalidPositionError):
+            cur.ack(Position(8, 5))
+        cur.ack_entries(8, range(0, 5))
+        assert cur.mark_delete_position == Position(8, 4)
+        d.reset(Position(8, 5))
+        with pytest.raises(InvalidPositionError):
+            d.reset(Position(8, 6))
+        with pytest.raises(LedgerStateError, match=r"allowed last_entry 4\.\."):
+            topic.advance(8, 3)  # never back
+        with pytest.raises(LedgerStateError, match="only the newest ledger advances"):
+            topic.advance(7, 3)
+        with pytest.raises(LedgerStateError, match=r"allowed entries >= 5"):
+            topic.close_ledger(8, 4)
+        topic.close_ledger(8, 5)
+        topic.add_ledger(9)  # the topic tracks: a new open ledger starts with nothing confirmed
+        assert topic.last_confirmed == Position(9, -1)
+        with pytest.raises(InvalidPositionError):
+            cur.ack(Position(9, 0))
+
+
+def test_an_untracked_topic_keeps_its_open_ledger_unbounded(store_path: Path) -> None:
+    with AckStore.open(store_path) as store:
+        topic = store.topic(T)
+        topic.add_ledger(8)
+        cur = topic.cursor("c")
+        cur.ack_cumulative(Position(8, 10))  # what a caller that never calls advance gets
+        with pytest.raises(LedgerStateError, match=r"cursor 'c' has acknowledged entry 8:10; allowed entries >= 11"):
+            topic.advance(8, 5)  # turning the bound on below an ack is refused
+        topic.advance(8, 10)
+        assert topic.last_confirmed == Position(8, 10)
+
+
+def test_the_bound_is_durable_first_then_written_by_each_flush(store_path: Path) -> None:
+    with AckStore.open(store_path) as store:
+        topic = store.topic(T)
+        topic.add_ledger(8)
+        topic.advance(8, 3)  # the first call: durable at once
+        topic.advance(8, 7)  # later ones: with the next flush
+        crash(store)
+    with AckStore.open(store_path) as store:
+        topic = store.topic(T)
+        assert topic.last_confirmed == Position(8, 3)
+        topic.advance(8, 9)
+        stats = store.flush()  # no cursor is dirty, the bound alone is written
+        assert stats.bytes_written == OPEN_LEDGER_ENTRY_BYTES and stats.cursors == 0
+        topic.cursor("c").ack(Position(8, 9))
+        crash(store)
+    with AckStore.open(store_path) as store:
+        topic = store.topic(T)
+        assert topic.last_confirmed == Position(8, 9)
+        assert topic.cursor("c").ack_range_count == 0  # the ack was never flushed
+        assert store.format_version == 4
+
+
+def test_acks_persisted_before_the_bound_existed_are_clipped_to_it(store_path: Path) -> None:
+    with AckStore.open(store_path) as store:
+        topic = store.topic(T)
+        topic.add_ledger(8)
+        topic.cursor("c").ack([Position(8, 2), Position(8, 20)])
+    with AckStore.open(store_path) as store:
+        topic = store.topic(T)
+        topic.advance(8, 5)  # "c" is not open: nothing in memory to check
+        cur = topic.cursor("c")
+        assert list(cur.ack_ranges()) == [(Position(8, 2), Position(8, 2))]
+        cur._check()
+
+
+def test_dump_and_restore_carry_the_bound_and_string_properties(store_path: Path, tmp_path: Path) -> None:
+    import io
+
+    from recovery.dump import dump_lines, restore, write_dump
+
+    with AckStore.open(store_path) as store:
+        topic = store.topic(T)
+        topic.add_ledger(8)
+        topic.advance(8, 6)
+        cur = topic.cursor("c")
+        cur.ack(Position(8, 4))
+        cur.set_property("owner", "svc-a")
+        cur.set_property("count", 7)
+        out = io.StringIO()
+        write_dump(dump_lines(store), out)
+    dest = tmp_path / "restored"
+    restore(io.StringIO(out.getvalue()), dest)
+    with AckStore.open(dest) as store:
+        topic = store.topic(T)
+        assert topic.last_confirmed == Position(8, 6)
+        cur = topic.cursor("c")
+        assert cur.properties == {"owner": "svc-a", "count": 7}
+        assert list(cur.ack_ranges()) == [(Position(8, 4), Position(8, 4))]
+
+
+# -- skip counting acked entries, string properties (issue 14.5) --------------------------------
+
+
+def test_skip_can_count_acked_entries_too(store_path: Path) -> None:
+    """Pulsar's skipEntries(n, IndividualDeletedEntries.Include) against the default Exclude."""
+    with AckStore.open(store_path) as store:
+        topic = store.topic(T)
+        topic.add_ledger(1)
+        topic.close_ledger(1, 10)
+        topic.add_ledger(2)
+        topic.close_ledger(2, 10)
+        a, b = topic.cursor("a"), topic.cursor("b")
+        for cur in (a, b):
+            cur.ack([Position(1, 1), Position(1, 2), Position(1, 5)])
+        Dispatcher(a, InMemoryLedgerReader(topic)).skip(4)  # 4 unacked: 0, 3, 4, 6
+        assert a.mark_delete_position == Position(1, 6)
+        Dispatcher(b, InMemoryLedgerReader(topic)).skip(4, include_acked=True)  # entries 0..3
+        assert b.mark_delete_position == Position(1, 3) and b.ack_range_count == 1  # 1:5 still above M
+        Dispatcher(b, InMemoryLedgerReader(topic)).skip(7, include_acked=True)  # 1:4..1:9, 2:0
+        assert b.mark_delete_position == Position(2, 0) and b.ack_range_count == 0
+        Dispatcher(b, InMemoryLedgerReader(topic)).skip(100, include_acked=True)  # past the end: all
+        assert b.mark_delete_position == Position(2, 9)
+        with pytest.raises(InvalidArgumentError):
+            Dispatcher(b, InMemoryLedgerReader(topic)).skip(1, include_acked="yes")  # type: ignore[arg-type]
+
+
+def test_string_properties_persist_and_bad_ones_are_refused(store_path: Path) -> None:
+    with AckStore.open(store_path) as store:
+        topic = store.topic(T)
+        topic.add_ledger(1)
+        cur = topic.cursor("c")
+        cur.set_property("owner", "svc-ü")
+        cur.set_property("empty", "")
+        cur.set_property("n", -5)
+        for bad in ("x" * (MAX_PROPERTY_VALUE_BYTES + 1), "\ud800", 1.5, b"raw", None, True):
+            with pytest.raises(AckStoreError, match="property 'bad'"):
+                cur.set_property("bad", bad)
+        assert cur.remove_property("n") and not cur.remove_property("n")
+    with AckStore.open(store_path) as store:
+        assert store.topic(T).cursor("c").properties == {"owner": "svc-ü", "empty": ""}

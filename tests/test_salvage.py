@@ -140,3 +140,24 @@ def test_check_sees_a_rollback_the_btree_hides_and_salvage_undoes_it(tmp_path: P
     report = salvage(path, tmp_path / "new")
     assert _state(tmp_path / "new") == history[-1]
     assert all(c.complete for c in report.cursors)
+
+
+def test_salvage_keeps_the_open_ledgers_bound_and_string_properties(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    with AckStore.open(src) as store:
+        topic = store.topic(T)
+        topic.add_ledger(1)
+        topic.close_ledger(1, 10)
+        topic.add_ledger(2)
+        topic.advance(2, 30)
+        cur = topic.cursor("c")
+        cur.ack(Position(2, 25))
+        cur.set_property("owner", "svc")
+        topic.advance(2, 40)
+    report = salvage(src, tmp_path / "new")
+    assert report.unbounded_topics == {}
+    with AckStore.open(tmp_path / "new", readonly=True) as store:
+        topic = store.topic(T)
+        assert topic.last_confirmed == Position(2, 40)
+        assert topic.cursor("c").properties == {"owner": "svc"}
+        assert list(topic.cursor("c").ack_ranges()) == [(Position(2, 25), Position(2, 25))]

@@ -18,6 +18,8 @@ from .model import CursorModel, TopicModel
 
 TOPIC = "persistent://t/ns/sm"
 CURSORS = ("a", "b")
+LATER = ("c", "d")  # opened by a rule, at the earliest or the latest position
+KEYS = ("k1", "k2", "k3")
 CONFIG = CursorConfig(full_marker_every=3, max_unacked_ranges_to_persist=0)
 ENTRIES = 40
 
@@ -38,9 +40,14 @@ class AckStoreMachine(RuleBasedStateMachine):
 
     def _attach(self) -> None:
         self.topic = self.store.topic(TOPIC)
-        self.cursors = {name: self.topic.cursor(name, self.config) for name in CURSORS}
-        reader = _Reader(self.topic)
-        self.dispatchers = {name: Dispatcher(cur, reader) for name, cur in self.cursors.items()}
+        names = sorted({*CURSORS, *self.model.cursors})
+        self.cursors = {name: self.topic.cursor(name, self.config) for name in names}
+        self.reader = _Reader(self.topic)
+        self.dispatchers = {name: Dispatcher(cur, self.reader) for name, cur in self.cursors.items()}
+
+    def _open_entries(self) -> int:
+        """What the reader says the open ledger holds (its confirmed entries, when tracked)."""
+        return ENTRIES + 1 if self.model.confirmed is None else self.model.confirmed + 1
 
     def teardown(self) -> None:
         if hasattr(self, "store"):
@@ -52,14 +59,13 @@ class AckStoreMachine(RuleBasedStateMachine):
         ids = self.model.ids()
         ledger = data.draw(st.sampled_from(ids)) if ids else 0
         if bad and data.draw(st.integers(0, 19)) == 0:
-            count = self.model.count(ledger) if ids else None
-            past_end = [(ledger, count)] if count is not None else []  # valid for a reset, not an ack
+            end = self.model.limit_of(ledger) + 1 if ids else None
+            past_end = [(ledger, end)] if end is not None and end <= ENTRIES + 1 else []  # a reset's, not an ack's
             return data.draw(
                 st.sampled_from([(ledger, ENTRIES + 30), (self.model.last_id + 1, 0), (ledger, 10**11), *past_end])
             )
-        count = self.model.count(ledger) if ids else None
-        top = ENTRIES if count is None else max(count - 1, 0)
-        return ledger, data.draw(st.integers(0, top))
+        top = min(self.model.limit_of(ledger), ENTRIES) if ids else ENTRIES
+        return ledger, data.draw(st.integers(0, max(top, 0)))
 
     def _expect(self, valid: bool, fn, *args) -> None:  # type: ignore[no-untyped-def]
         if valid:
@@ -76,18 +82,36 @@ class AckStoreMachine(RuleBasedStateMachine):
         valid = ledger > m.last_id and (not m.ledgers or m.ledgers[-1][1] is not None)
         self._expect(valid, self.topic.add_ledger, ledger)
         if valid:
-            m.ledgers.append([ledger, None])
-            m.last_id = ledger
+            m.add_ledger(ledger)
 
     @precondition(lambda self: self.model.ledgers)
     @rule(entries=st.integers(0, ENTRIES + 5))
     def close_ledger(self, entries: int) -> None:
         m = self.model
         ledger, count = m.ledgers[-1]
-        valid = count is None and all(m.highest_live(c, ledger) < entries for c in m.cursors.values())
+        valid = (
+            count is None
+            and all(m.highest_live(c, ledger) < entries for c in m.cursors.values())
+            and (m.confirmed is None or entries > m.confirmed)
+        )
         self._expect(valid, self.topic.close_ledger, ledger, entries)
         if valid:
-            m.ledgers[-1][1] = entries
+            m.close_ledger(entries)
+
+    @precondition(lambda self: self.model.ledgers)
+    @rule(data=st.data())
+    def advance(self, data: st.DataObject) -> None:
+        """The open ledger's last confirmed entry moves on (Pulsar's LAC), or a bad call."""
+        m = self.model
+        ledger, count = m.ledgers[-1]
+        low = -1 if m.confirmed is None else m.confirmed
+        entry = data.draw(st.integers(low - 1, ENTRIES)) if count is None else count - 1
+        if data.draw(st.integers(0, 9)) == 0:
+            ledger = data.draw(st.sampled_from([ledger - 1, ledger + 1]))
+        valid = m.valid_advance(ledger, entry)
+        self._expect(valid, self.topic.advance, ledger, entry)
+        if valid:
+            m.advance(ledger, entry)
 
     @precondition(lambda self: len(self.model.ledgers) > 1)
     @rule(data=st.data())
@@ -116,14 +140,15 @@ class AckStoreMachine(RuleBasedStateMachine):
         """A long contiguous run, as a consumer catching up would ack."""
         m = self.model
         ledger, start = self._position(data, bad=False)
-        count = m.count(ledger)
-        end = min(start + data.draw(st.integers(1, 30)), ENTRIES if count is None else count)
+        end = min(start + data.draw(st.integers(1, 30)), min(m.limit_of(ledger), ENTRIES - 1) + 1)
         positions = [(ledger, e) for e in range(start, end)]
+        valid = all(m.valid_position(p) for p in positions)
         if data.draw(st.booleans()):
-            self.cursors[name].ack([Position(*p) for p in positions])
+            self._expect(valid, self.cursors[name].ack, [Position(*p) for p in positions])
         else:
-            self.cursors[name].ack_entries(ledger, range(start, end))
-        m.ack(m.cursors[name], positions)
+            self._expect(valid, self.cursors[name].ack_entries, ledger, range(start, end))
+        if valid:
+            m.ack(m.cursors[name], positions)
 
     @precondition(lambda self: self.model.ledgers)
     @rule(name=st.sampled_from(CURSORS), data=st.data())
@@ -173,10 +198,16 @@ class AckStoreMachine(RuleBasedStateMachine):
             m.reset(m.cursors[name], p)
 
     @precondition(lambda self: self.model.ledgers)
-    @rule(name=st.sampled_from(CURSORS), n=st.integers(0, 15))
-    def skip(self, name: str, n: int) -> None:
+    @rule(name=st.sampled_from(CURSORS), n=st.integers(0, 15), include_acked=st.booleans())
+    def skip(self, name: str, n: int, include_acked: bool) -> None:
         m = self.model
-        positions = m.unacked_from(m.cursors[name], n, ENTRIES + 1)
+        if include_acked:  # Pulsar's IndividualDeletedEntries.Include: acked entries count too
+            target = m.entries_from(m.cursors[name], n, self._open_entries())
+            self.dispatchers[name].skip(n, include_acked=True)
+            if target is not None:
+                m.ack_cumulative(m.cursors[name], target)
+            return
+        positions = m.unacked_from(m.cursors[name], n, self._open_entries())
         self.dispatchers[name].skip(n)
         m.ack(m.cursors[name], positions)
 
@@ -185,13 +216,39 @@ class AckStoreMachine(RuleBasedStateMachine):
     def clear_backlog(self, name: str) -> None:
         m = self.model
         self.dispatchers[name].clear_backlog()
-        last = [(lid, m.written(lid, ENTRIES + 1) - 1) for lid in m.ids() if m.written(lid, ENTRIES + 1)]
+        n = self._open_entries()
+        last = [(lid, m.written(lid, n) - 1) for lid in m.ids() if m.written(lid, n)]
         if last:
             m.ack_cumulative(m.cursors[name], last[-1])
 
     @rule(name=st.sampled_from(CURSORS))
     def rewind(self, name: str) -> None:
         self.dispatchers[name].rewind()  # no reads here: the read position already is M + 1
+
+    # -- cursors opened later, and properties ----------------------------------------------------
+    @rule(name=st.sampled_from(LATER), latest=st.booleans())
+    def open_cursor(self, name: str, latest: bool) -> None:
+        """A new cursor at the earliest or latest position; an existing one ignores it."""
+        m = self.model
+        self.cursors[name] = self.topic.cursor(name, self.config, initial_position="latest" if latest else "earliest")
+        self.dispatchers[name] = Dispatcher(self.cursors[name], self.reader)
+        if name in m.cursors:
+            return
+        m.cursors[name] = CursorModel(floor=m.latest()) if latest else CursorModel()
+        if latest:  # placed durably before cursor() returns, with the topic's pending bound
+            m.flushed[name] = m.persisted(m.cursors[name])
+            m.confirmed_flushed = m.confirmed
+
+    @rule(name=st.sampled_from(CURSORS), key=st.sampled_from(KEYS), data=st.data())
+    def set_property(self, name: str, key: str, data: st.DataObject) -> None:
+        value = data.draw(st.one_of(st.integers(-(1 << 63), (1 << 63) - 1), st.text(max_size=8), st.none()))
+        props = self.model.cursors[name].properties
+        if value is None:
+            assert self.cursors[name].remove_property(key) == (key in props)
+            props.pop(key, None)
+        else:
+            self.cursors[name].set_property(key, value)
+            props[key] = value
 
     # -- durability -----------------------------------------------------------------------------
     @rule()
@@ -233,18 +290,28 @@ class AckStoreMachine(RuleBasedStateMachine):
             blocked = self.config.dispatcher_pause_on_ack_state_persistent and 0 < limit < len(ranges)
             assert cur.is_blocked_on_ack_state_persistent == blocked
             assert cur.partial_batches() == m.partials(c)
+            assert cur.properties == c.properties, name
             for ledger in m.ids()[-2:]:
                 for entry in range(0, ENTRIES + 2, 3):
                     assert cur.is_acked(Position(ledger, entry)) == m.is_acked(c, (ledger, entry))
         assert self.topic.ledgers() == [tuple(x) for x in m.ledgers]
+        confirmed = self.topic.last_confirmed
+        if not m.ledgers or (m.ledgers[-1][1] is None and m.confirmed is None):
+            assert confirmed is None
+        else:
+            assert confirmed == m.latest()
 
 
 class _Reader(InMemoryLedgerReader):
-    """Open ledgers hold entries 0..ENTRIES, as the positions the machine acks."""
+    """Open ledgers hold entries 0..ENTRIES (the positions the machine acks), or up to the
+    last confirmed entry once the topic tracks it."""
 
     def written(self, ledger: int) -> int:
         count = dict(self.topic.ledgers()).get(ledger, 0)
-        return ENTRIES + 1 if count is None else count
+        if count is not None:
+            return count
+        confirmed = self.topic.last_confirmed
+        return ENTRIES + 1 if confirmed is None else confirmed.entry + 1
 
 
 class TinyBudgetMachine(AckStoreMachine):

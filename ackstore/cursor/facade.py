@@ -49,7 +49,13 @@ class Cursor:
     """One subscription's ack state over a topic. Get one with ``topic.cursor(name)``."""
 
     def __init__(
-        self, topic: Topic, name: str, cursor_id: int, config: CursorConfig, recovered: RecoveredState
+        self,
+        topic: Topic,
+        name: str,
+        cursor_id: int,
+        config: CursorConfig,
+        recovered: RecoveredState,
+        initial_position: str = "earliest",
     ) -> None:
         store = topic.store
         self._topic = topic
@@ -71,12 +77,13 @@ class Cursor:
         if store.readonly:
             self._pages.refresh = self._refresh
         self._ack_one = self._state.ack_one  # bound once: the one-position hot path
-        self._load(recovered)
+        self._load(recovered, initial_position)
 
-    def _load(self, recovered: RecoveredState) -> None:
-        """Start from a recovered state (at open; a read-only store also when it refreshes)."""
+    def _load(self, recovered: RecoveredState, initial_position: str = "earliest") -> None:
+        """Start from a recovered state (at open; a read-only store also when it refreshes);
+        ``initial_position`` places a cursor that has no marker yet."""
         self._pages.load(recovered)
-        self._state.load(recovered.resolved.marker if recovered.resolved is not None else None)
+        self._state.load(recovered.resolved.marker if recovered.resolved is not None else None, initial_position)
         self._chain.load(recovered, self._pages.runs())
 
     def _refresh(self) -> None:
@@ -156,11 +163,19 @@ class Cursor:
             self._alive()
             self._state.ack_batch_index(position, batch_size, indexes)
 
-    def set_property(self, key: str, value: int) -> None:
-        """Set an integer property; persisted by the next flush."""
+    def set_property(self, key: str, value: int | str) -> None:
+        """Set a property: a 64-bit int (Pulsar's mark-delete properties) or a str of up to
+        4096 UTF-8 bytes (its cursor properties). Persisted by the next flush, with every
+        marker (keep them few and small: each flush writes them all)."""
         with self._lock:
             self._alive()
             self._state.set_property(key, value)
+
+    def remove_property(self, key: str) -> bool:
+        """Drop a property (persisted by the next flush); True if it was set."""
+        with self._lock:
+            self._alive()
+            return self._state.remove_property(key)
 
     # -- queries -------------------------------------------------------------------------------
 
@@ -204,7 +219,7 @@ class Cursor:
         return self._state.range_count
 
     @property
-    def properties(self) -> dict[str, int]:
+    def properties(self) -> dict[str, int | str]:
         """Cursor properties persisted with each marker (a copy)."""
         return dict(self._state.properties)
 
@@ -380,6 +395,12 @@ class Cursor:
                     raise
             with self._lock:  # the writer trimmed this reader's marker meanwhile: catch up, look again
                 self._refresh()
+
+    @property
+    def persisted(self) -> bool:
+        """True once a flush wrote this cursor's state (a cursor without one starts at the
+        initial position it is opened with)."""
+        return self._chain.marker_seq >= 0
 
     @property
     def dirty(self) -> bool:

@@ -29,12 +29,21 @@ if TYPE_CHECKING:
     from ..directory import LedgerDirectory
     from ..storage.records import Marker
 
-__all__ = ["AckState", "LedgerSource", "MAX_BATCH_SIZE", "MAX_PROPERTY_KEY_BYTES"]
+__all__ = [
+    "AckState",
+    "LedgerSource",
+    "MAX_BATCH_SIZE",
+    "MAX_PROPERTY_KEY_BYTES",
+    "MAX_PROPERTY_VALUE_BYTES",
+    "latest_mark_delete",
+]
 
 #: The largest batch a batch-index ack accepts.
 MAX_BATCH_SIZE = 1 << 16
 #: The longest property key, in UTF-8 bytes.
 MAX_PROPERTY_KEY_BYTES = 1024
+#: The longest string property value, in UTF-8 bytes (every marker carries every property).
+MAX_PROPERTY_VALUE_BYTES = 4096
 
 _first = itemgetter(0)
 _second = itemgetter(1)
@@ -66,6 +75,32 @@ class LedgerSource(Protocol):
     def runs(self) -> int: ...
 
 
+def _end(d: LedgerDirectory, ledger: int) -> int:
+    """The first entry past what ``ledger`` holds: a sealed ledger's count, an open tracked
+    ledger's last confirmed entry + 1; -1 for an unbounded or unknown ledger."""
+    i = d.index(ledger)
+    if i < 0:
+        return -1
+    count = d.counts[i]
+    if count >= 0:
+        return int(count)
+    return -1 if d.confirmed is None else d.confirmed + 1
+
+
+def latest_mark_delete(d: LedgerDirectory) -> tuple[int, int]:
+    """The mark-delete position of a cursor that starts at the latest position: just before
+    the next entry to be written. That is the newest ledger's last entry when it is sealed,
+    its last confirmed entry when it is open and tracked, and its entry -1 when it is open
+    and not tracked (the caller does not say what was written: everything in sealed ledgers
+    counts as old). With no ledgers yet, ``0:-1``, as for the earliest position."""
+    if not d.ids:
+        return 0, -1
+    ledger, count = d.ids[-1], d.counts[-1]
+    if count >= 0:
+        return ledger, count - 1
+    return ledger, -1 if d.confirmed is None else d.confirmed
+
+
 class AckState:
     """Positions, range count, properties and the ack rules of one cursor."""
 
@@ -78,17 +113,22 @@ class AckState:
         self.md: Position = trusted(0, -1)
         self.rp: Position = trusted(0, 0)
         self.range_count = 0
-        self.properties: dict[str, int] = {}
+        self.properties: dict[str, int | str] = {}
         self.meta_dirty = False
         self._limit_ledger, self._limit_value, self._limit_version = -1, -1, -1  # one-entry cache of the limit
 
-    def load(self, marker: Marker | None) -> None:
-        """Start from a recovered marker (None: a new cursor at the topic's first ledger),
-        with the ledger source already holding its ledgers; then fit the directory."""
+    def load(self, marker: Marker | None, initial_position: str = "earliest") -> None:
+        """Start from a recovered marker, with the ledger source already holding its
+        ledgers; then fit the directory. With no marker (a cursor that never flushed) start
+        at ``initial_position``: ``"earliest"``, the topic's first ledger, or ``"latest"``,
+        just before the next entry to be written (:func:`latest_mark_delete`)."""
         d = self.topic.directory
         if marker is None:
-            first = d.first()
-            self.md = trusted(first if first is not None else 0, -1)
+            if initial_position == "latest":
+                self.md = trusted(*latest_mark_delete(d))
+            else:
+                first = d.first()
+                self.md = trusted(first if first is not None else 0, -1)
             self.rp = self.md.next()
             self.properties = {}
             self.meta_dirty = True  # a new cursor's start position is persisted by the first flush
@@ -115,9 +155,9 @@ class AckState:
         if first is not None and self.md[0] < first:
             self.set_md(trusted(first, -1))
         md_l, md_e = self.md
-        i = d.index(md_l)
-        if i >= 0 and 0 <= d.counts[i] <= md_e:  # persisted past an end sealed since: clip to it
-            md_e = d.counts[i] - 1
+        end = _end(d, md_l)
+        if 0 <= end <= md_e:  # persisted past an end sealed (or confirmed) since: clip to it
+            md_e = end - 1
             self.md = trusted(md_l, md_e)
             self.rp = self.md.next()
             self.meta_dirty = True
@@ -130,10 +170,11 @@ class AckState:
         self.advance()
 
     def clip(self, ledger: int, la: LedgerAcks) -> None:
-        """Drop acks beyond a sealed ledger's end (state persisted before it was sealed)."""
-        count = self.topic.directory.count(ledger)
-        if count >= 0 and ((la.bitmap and la.bitmap.max() >= count) or any(e >= count for e in la.batches)):
-            self.range_count += la.drop_from(count)
+        """Drop acks beyond a sealed ledger's end, or an open one's last confirmed entry
+        (state persisted before it was sealed, or before the topic tracked that entry)."""
+        end = _end(self.topic.directory, ledger)
+        if end >= 0 and ((la.bitmap and la.bitmap.max() >= end) or any(e >= end for e in la.batches)):
+            self.range_count += la.drop_from(end)
             self._touched(ledger, la)
 
     def on_directory_change(self, d: LedgerDirectory) -> None:
@@ -442,10 +483,12 @@ class AckState:
         ledger, entry = position
         if type(entry) is int and type(ledger) is int:
             d = self.topic.directory
-            count = d.count(ledger) if ledger in d else -1
-            if count >= 0 and entry == count:
+            count = d.count(ledger) if ledger in d else None
+            if count is not None and count >= 0 and entry == count:
                 following = d.next_after(ledger)
                 return (following, 0) if following is not None else (ledger, entry)
+            if count is not None and count < 0 and d.confirmed is not None and entry == d.confirmed + 1:
+                return ledger, entry  # the next entry to be written: a reset to the latest position
         self.check_entry(ledger, entry)
         return ledger, entry
 
@@ -484,6 +527,33 @@ class AckState:
         self.meta_dirty = True
 
     def set_property(self, key: Any, value: Any) -> None:
+        """An integer (64-bit) or string (UTF-8, up to ``MAX_PROPERTY_VALUE_BYTES``) property."""
+        self._check_key(key)
+        if type(value) is str:
+            if not 0 <= utf8_size(value) <= MAX_PROPERTY_VALUE_BYTES:
+                shown = repr(value) if len(value) <= 40 else f"{value[:40]!r}... ({len(value)} characters)"
+                raise InvalidArgumentError(
+                    f"property {key!r} value {shown} is not allowed: allowed a str of "
+                    f"0..{MAX_PROPERTY_VALUE_BYTES} UTF-8 bytes (valid Unicode, no lone surrogates)"
+                )
+        elif type(value) is not int or not -(1 << 63) <= value < (1 << 63):
+            raise InvalidArgumentError(
+                f"property {key!r} value must be a 64-bit int or a str, got {value!r} ({type(value).__name__})"
+            )
+        self.properties[key] = value
+        self.meta_dirty = True
+
+    def remove_property(self, key: Any) -> bool:
+        """Drop a property; True if it was set."""
+        self._check_key(key)
+        if key not in self.properties:
+            return False
+        del self.properties[key]
+        self.meta_dirty = True
+        return True
+
+    @staticmethod
+    def _check_key(key: Any) -> None:
         if not isinstance(key, str) or not key:
             raise InvalidTypeError(f"property key must be a non-empty str, got {key!r}")
         if not 1 <= utf8_size(key) <= MAX_PROPERTY_KEY_BYTES:
@@ -491,10 +561,6 @@ class AckState:
                 f"property key {key!r} is not allowed: allowed 1..{MAX_PROPERTY_KEY_BYTES} UTF-8 bytes "
                 "(valid Unicode, no lone surrogates)"
             )
-        if type(value) is not int or not -(1 << 63) <= value < (1 << 63):
-            raise InvalidArgumentError(f"property {key!r} value must be a 64-bit int, got {value!r}")
-        self.properties[key] = value
-        self.meta_dirty = True
 
     # -- invariants --------------------------------------------------------------------------------
 
@@ -507,7 +573,7 @@ class AckState:
         if len(d):
             assert md_l in d, f"mark-delete ledger {md_l} not in directory"
             count = d.count(md_l)
-            assert count < 0 or md_e <= count - 1
+            assert _end(d, md_l) < 0 or md_e <= _end(d, md_l) - 1, (self.md, _end(d, md_l))
             assert not (count >= 0 and md_e == count - 1 and d.next_after(md_l) is not None), "M not normalized"
         assert held_runs == self.range_count, (held_runs, self.range_count)
         for ledger, la in self._cache.loaded.items():
@@ -518,8 +584,7 @@ class AckState:
             if ledger == md_l:
                 assert lowest > md_e, (ledger, lowest, md_e)
                 assert (md_e + 1) not in la.bitmap, "M not advanced"
-            count = d.count(ledger)
-            assert count < 0 or highest < count
+            assert _end(d, ledger) < 0 or highest < _end(d, ledger), (ledger, highest, _end(d, ledger))
             for entry, (size, mask) in la.batches.items():
                 assert entry not in la.bitmap
                 assert 0 < mask < (1 << size) - 1, (entry, size, mask)

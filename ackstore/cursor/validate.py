@@ -28,7 +28,7 @@ def ledger_limit(d: LedgerDirectory, topic: str, ledger: Any) -> int:
             why = f"the topic's ledgers are {describe(d)}"
         raise UnknownLedgerError(f"ledger {ledger} is not in topic {topic!r}: {why}")
     count = d.counts[i]
-    return MAX_ENTRY if count < 0 else count - 1
+    return d.open_limit() if count < 0 else count - 1
 
 
 def check_entry(d: LedgerDirectory, topic: str, ledger: int, entry: Any, low: int = 0) -> None:
@@ -37,9 +37,16 @@ def check_entry(d: LedgerDirectory, topic: str, ledger: int, entry: Any, low: in
         raise InvalidTypeError(f"entry must be an int, got {entry!r} ({type(entry).__name__})")
     limit = ledger_limit(d, topic, ledger)
     if not low <= entry <= limit:
+        if d.count(ledger) >= 0:
+            why = " (the ledger is sealed)"
+        elif limit < 0:
+            why = " (the ledger is open with no confirmed entry yet; topic.advance confirms entries)"
+        elif limit != MAX_ENTRY:
+            why = f" (the ledger is open and its last confirmed entry is {ledger}:{limit}; topic.advance moves it)"
+        else:
+            why = ""
         raise InvalidPositionError(
-            f"position {ledger}:{entry} is outside ledger {ledger}: allowed entries {low}..{limit}"
-            + (" (the ledger is sealed)" if limit != MAX_ENTRY else "")
+            f"position {ledger}:{entry} is outside ledger {ledger}: allowed entries {low}..{limit}{why}"
         )
 
 

@@ -217,12 +217,43 @@ class Dispatcher(CursorReadLoop):
         self.reset(position)
         return self.epoch
 
-    def skip(self, n: int) -> None:
-        """Acknowledge the next ``n`` unacked entries after the mark-delete position."""
+    def skip(self, n: int, *, include_acked: bool = False) -> None:
+        """Acknowledge the next ``n`` unacked entries after the mark-delete position.
+
+        With ``include_acked=True`` (Pulsar's ``IndividualDeletedEntries.Include``) the
+        ``n`` entries are counted whether acked or not: the mark-delete position moves to
+        the ``n``-th written entry after it (or the last written one), acking everything up
+        to there. Either way O(ledgers passed + ranges touched), not O(n) over acked runs.
+        """
         if type(n) is not int or n < 0:
             raise InvalidArgumentError(f"skip count {n!r} is not allowed: allowed an int >= 0")
+        if type(include_acked) is not bool:
+            raise InvalidArgumentError(f"include_acked must be a bool, got {include_acked!r}")
+        if include_acked:
+            target = self._nth_written(self.cursor.mark_delete_position, n)
+            self._revise(lambda: self.cursor.ack_cumulative(target) if target is not None else None)
+            return
         positions = self._next_positions(self.cursor.mark_delete_position.next(), n)
         self._revise(lambda: self.cursor.ack(positions) if positions else None)
+
+    def _nth_written(self, after: Position, n: int) -> Position | None:
+        """The ``n``-th written position after ``after``, counting acked ones too (the last
+        written one if fewer follow); None when none follows or ``n`` is 0."""
+        if n <= 0:
+            return None
+        ledger, entry = after.ledger, after.entry + 1
+        target = None
+        for lid, _ in self.cursor.topic.ledgers():
+            if lid < ledger:
+                continue
+            start = entry if lid == ledger else 0
+            written = self.reader.written(lid)
+            take = min(n, written - start)
+            if take > 0:
+                target, n = trusted(lid, start + take - 1), n - take
+                if not n:
+                    break
+        return target
 
     def clear_backlog(self) -> None:
         """Acknowledge everything written so far."""

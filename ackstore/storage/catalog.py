@@ -10,12 +10,21 @@ database    key                              value (format 3)
                                              releases read it to refuse a newer store)
             ``formatx``                      ``>QI`` the same version + CRC32(key + value)
             ``next_topic``, ``next_cursor``  ``>QI`` the next id + CRC32(key + value)
-``topics``  name key                         record envelope, type 3: ``[name, id, last id]``
+``topics``  name key                         record envelope, type 3: ``[name, id, last id,
+                                             tracked]`` (``tracked``, since format 4: the
+                                             topic tracks its open ledger's last confirmed
+                                             entry; a 3-item value reads as False)
 ``cursors`` ``>Q`` topic id + name key       record envelope, type 4: ``[topic id, name, id,
                                              config]``
 ``ledgers`` ``>QQ`` topic id, ledger id      ``>BBqI``: type 5, version, entry count (-1 open),
-                                             CRC32(key + the first 10 bytes)
+                                             CRC32(key + the first 10 bytes); or, for an open
+                                             ledger of a tracking topic (format 4),
+                                             ``>BBqqI``: type 6, version, -1, last confirmed
+                                             entry (-1: none), CRC32(key + the first 18 bytes)
 ==========  ===============================  =================================================
+
+The open ledger's value is one key per topic, rewritten in place by the flush after a
+``topic.advance`` (a few bytes in the flush's own transaction).
 
 A *name key* is the name's UTF-8 bytes, or for a name longer than ``_RAW_NAME_BYTES``
 (LMDB keys stop at 511 bytes) a NUL byte and its SHA-256: names never hold NUL, so the
@@ -49,6 +58,7 @@ __all__ = [
     "Catalog",
     "CATALOG_CHECKSUMS_SINCE",
     "LEDGER_ENTRY_BYTES",
+    "OPEN_LEDGER_ENTRY_BYTES",
     "MAGIC",
     "name_key",
     "RECORD_TOPIC",
@@ -61,13 +71,16 @@ CATALOG_CHECKSUMS_SINCE = 3
 RECORD_TOPIC = 3
 RECORD_CURSOR = 4
 _LEDGER_TYPE = 5
+_OPEN_LEDGER_TYPE = 6
 
 _U64 = struct.Struct(">Q")
 _I64 = struct.Struct(">q")
 _LEDGER_KEY = struct.Struct(">QQ")
 _LEDGER_VALUE = struct.Struct(">BBqI")
-#: the size of a format-3 ledger-directory value
+_OPEN_LEDGER_VALUE = struct.Struct(">BBqqI")
+#: the sizes of a ledger-directory value (format 3 and later; the longer one since 4)
 LEDGER_ENTRY_BYTES = _LEDGER_VALUE.size
+OPEN_LEDGER_ENTRY_BYTES = _OPEN_LEDGER_VALUE.size
 _COUNTER = struct.Struct(">QI")
 #: names up to this many UTF-8 bytes are their own key (a cursor key adds 8 bytes: 511 in all)
 _RAW_NAME_BYTES = 503
@@ -179,15 +192,15 @@ class Catalog:
             return
         topics = [(key, self.topic_entry(key, value)) for key, value in txn.cursor(db=self.topics_db)]
         cursors = [(key, self.cursor_entry(key, value)) for key, value in txn.cursor(db=self.cursors_db)]
-        ledgers = [(key, self.ledger_entry(key, value)) for key, value in txn.cursor(db=self.ledgers_db)]
+        ledgers = [(key, self.ledger_state(key, value)) for key, value in txn.cursor(db=self.ledgers_db)]
         counters = {k: self.counter_entry(k, txn.get(k, db=self.meta)) for k in (b"next_topic", b"next_cursor")}
         self.version = FORMAT_VERSION
-        for key, (name, tid, last) in topics:
-            txn.put(key, self._encode_topic(name, tid, last), db=self.topics_db)
+        for key, (name, tid, last, tracked) in topics:
+            txn.put(key, self._encode_topic(name, tid, last, tracked), db=self.topics_db)
         for key, (tid, name, cid, cfg) in cursors:
             txn.put(key, self._encode_cursor(tid, name, cid, cfg), db=self.cursors_db)
-        for key, count in ledgers:
-            txn.put(key, self._encode_ledger(key, count), db=self.ledgers_db)
+        for key, (count, confirmed) in ledgers:
+            txn.put(key, self._encode_ledger(key, count, confirmed), db=self.ledgers_db)
         for key, value in counters.items():
             txn.put(key, _counter(key, value), db=self.meta)
         txn.put(b"format", _U64.pack(FORMAT_VERSION), db=self.meta)
@@ -195,13 +208,14 @@ class Catalog:
 
     # -- topics ------------------------------------------------------------------------------
 
-    def _encode_topic(self, name: str, tid: int, last: int) -> bytes:
-        return encode_record(RECORD_TOPIC, msgpack.packb([name, tid, last]))
+    def _encode_topic(self, name: str, tid: int, last: int, tracked: bool) -> bytes:
+        return encode_record(RECORD_TOPIC, msgpack.packb([name, tid, last, tracked]))
 
-    def topic_entry(self, key: bytes, raw: bytes) -> tuple[str, int, int]:
-        """``(name, topic id, last ledger id)`` of a topics value stored under ``key``;
-        CorruptStoreError unless it checks and names that key."""
+    def topic_entry(self, key: bytes, raw: bytes) -> tuple[str, int, int, bool]:
+        """``(name, topic id, last ledger id, tracked)`` of a topics value stored under
+        ``key``; CorruptStoreError unless it checks and names that key."""
         try:
+            tracked = False
             if self.version < CATALOG_CHECKSUMS_SINCE:
                 obj = msgpack.unpackb(raw)
                 name, tid, last = key.decode(), obj["id"], obj["last"]
@@ -209,26 +223,31 @@ class Catalog:
                 rtype, body = decode_record(raw)
                 if rtype != RECORD_TOPIC:
                     raise CorruptRecordError(f"type {rtype}, not a topic entry")
-                name, tid, last = body
-            if not (isinstance(name, str) and type(tid) is int and type(last) is int and tid >= 0):
+                if len(body) == 4:
+                    name, tid, last, tracked = body
+                else:
+                    name, tid, last = body
+            if not (
+                isinstance(name, str) and type(tid) is int and type(last) is int and tid >= 0 and type(tracked) is bool
+            ):
                 raise CorruptRecordError("fields have the wrong types")
             if name_key(name) != key:
                 raise CorruptRecordError(f"it names topic {name!r}, not the one it is stored under")
         except Exception as exc:
             raise self._damaged(f"the catalog entry of topic key {_show(key)} is damaged ({exc})") from None
-        return name, tid, last
+        return name, tid, last, tracked
 
-    def topic(self, txn: lmdb.Transaction, name: str) -> tuple[int, int] | None:
-        """``(topic id, last ledger id)`` of topic ``name``, or None if there is none."""
+    def topic(self, txn: lmdb.Transaction, name: str) -> tuple[int, int, bool] | None:
+        """``(topic id, last ledger id, tracked)`` of topic ``name``, or None if there is none."""
         key = name_key(name)
         raw = txn.get(key, db=self.topics_db)
         if raw is None:
             return None
-        _, tid, last = self.topic_entry(key, raw)
-        return tid, last
+        _, tid, last, tracked = self.topic_entry(key, raw)
+        return tid, last, tracked
 
-    def put_topic(self, txn: lmdb.Transaction, name: str, tid: int, last: int) -> None:
-        txn.put(name_key(name), self._encode_topic(name, tid, last), db=self.topics_db)
+    def put_topic(self, txn: lmdb.Transaction, name: str, tid: int, last: int, tracked: bool = False) -> None:
+        txn.put(name_key(name), self._encode_topic(name, tid, last, tracked), db=self.topics_db)
 
     def topic_names(self, txn: lmdb.Transaction, damaged: list[str] | None = None) -> list[str]:
         """Every topic's name, sorted. With a ``damaged`` list, a damaged entry is described
@@ -308,33 +327,50 @@ class Catalog:
 
     # -- ledger directories ------------------------------------------------------------------
 
-    def _encode_ledger(self, key: bytes, count: int) -> bytes:
-        head = _LEDGER_VALUE.pack(_LEDGER_TYPE, FORMAT_VERSION, count, 0)[:10]
+    def _encode_ledger(self, key: bytes, count: int, confirmed: int | None = None) -> bytes:
+        if confirmed is None:
+            head = _LEDGER_VALUE.pack(_LEDGER_TYPE, FORMAT_VERSION, count, 0)[:10]
+        else:
+            head = _OPEN_LEDGER_VALUE.pack(_OPEN_LEDGER_TYPE, FORMAT_VERSION, count, confirmed, 0)[:18]
         return head + struct.pack(">I", zlib.crc32(key + head))
 
     def ledger_entry(self, key: bytes, raw: bytes) -> int:
         """The entry count (-1: open) of a ledger-directory value stored under ``key``."""
+        return self.ledger_state(key, raw)[0]
+
+    def ledger_state(self, key: bytes, raw: bytes) -> tuple[int, int | None]:
+        """``(entry count or -1 while open, last confirmed entry or None)`` of a
+        ledger-directory value stored under ``key``; CorruptStoreError unless it checks."""
         if self.version < CATALOG_CHECKSUMS_SINCE:
             if len(raw) == 8:
-                return int(_I64.unpack(raw)[0])
+                return int(_I64.unpack(raw)[0]), None
         elif len(raw) == _LEDGER_VALUE.size:
             rtype, _, count, crc = _LEDGER_VALUE.unpack(raw)
             if rtype == _LEDGER_TYPE and zlib.crc32(key + raw[:10]) == crc and count >= -1:
-                return int(count)
+                return int(count), None
+        elif len(raw) == _OPEN_LEDGER_VALUE.size:
+            rtype, _, count, confirmed, crc = _OPEN_LEDGER_VALUE.unpack(raw)
+            if rtype == _OPEN_LEDGER_TYPE and zlib.crc32(key + raw[:18]) == crc and count == -1 and confirmed >= -1:
+                return -1, int(confirmed)
         tid, ledger = _LEDGER_KEY.unpack(key) if len(key) == 16 else (-1, -1)
         raise self._damaged(f"the directory entry of ledger {ledger} of topic id {tid} is damaged (checksum)")
 
-    def put_ledger(self, txn: lmdb.Transaction, tid: int, ledger: int, count: int) -> None:
+    def put_ledger(
+        self, txn: lmdb.Transaction, tid: int, ledger: int, count: int, confirmed: int | None = None
+    ) -> None:
+        """Write a ledger's directory entry (``confirmed``: an open ledger's last confirmed
+        entry, when its topic tracks it)."""
         key = _LEDGER_KEY.pack(tid, ledger)
-        txn.put(key, self._encode_ledger(key, count), db=self.ledgers_db)  # writers always hold a migrated catalog
+        txn.put(key, self._encode_ledger(key, count, confirmed), db=self.ledgers_db)  # writers hold a migrated catalog
 
     def delete_ledgers(self, txn: lmdb.Transaction, tid: int, ledgers: list[int]) -> None:
         for ledger in ledgers:
             txn.delete(_LEDGER_KEY.pack(tid, ledger), db=self.ledgers_db)
 
-    def load_directory(self, txn: lmdb.Transaction, tid: int, last_id: int) -> LedgerDirectory:
+    def load_directory(self, txn: lmdb.Transaction, tid: int, last_id: int, tracked: bool = False) -> LedgerDirectory:
         """Topic ``tid``'s ledger directory. O(ledgers)."""
         ids, counts = array("q"), array("q")
+        confirmed: int | None = None
         cur = txn.cursor(db=self.ledgers_db)
         prefix = _U64.pack(tid)
         if cur.set_range(prefix):
@@ -342,8 +378,11 @@ class Catalog:
                 if not key.startswith(prefix):
                     break
                 ids.append(_LEDGER_KEY.unpack(key)[1])
-                counts.append(self.ledger_entry(key, value))
-        return LedgerDirectory(ids, counts, last_id)
+                count, confirmed = self.ledger_state(key, value)
+                counts.append(count)
+        if tracked and counts and counts[-1] < 0 and confirmed is None:
+            confirmed = -1  # tracking began after this ledger was added: nothing confirmed on disk yet
+        return LedgerDirectory(ids, counts, last_id, tracked, confirmed if counts and counts[-1] < 0 else None)
 
 
 def _show(key: bytes) -> str:

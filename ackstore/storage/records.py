@@ -41,8 +41,10 @@ __all__ = [
 ]
 
 #: 2 added the Rice-coded gap payload (flag ``_RICE``); 3 checksummed the catalog (see
-#: ``catalog.py``) and put the cursor id in every marker. Records of 1 and 2 read unchanged.
-FORMAT_VERSION = 3
+#: ``catalog.py``) and put the cursor id in every marker; 4 added the open ledger's last
+#: confirmed entry to the catalog and string values to marker properties. Records of 1-3
+#: read unchanged.
+FORMAT_VERSION = 4
 RECORD_LEDGER = 1
 RECORD_MARKER = 2
 
@@ -152,7 +154,7 @@ class Marker:
     prev: int  # sequence of the previous marker, -1 for none
     mark_delete: tuple[int, int]
     read_position: tuple[int, int]
-    properties: dict[str, int]
+    properties: dict[str, int | str]
     index: dict[int, IndexEntry | None]
     truncated: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
@@ -175,6 +177,16 @@ def encode_marker(marker: Marker) -> bytes:
     return encode_record(RECORD_MARKER, body)
 
 
+def _properties(raw: Any) -> dict[str, int | str]:
+    """A marker's properties: str keys, int or str values (anything else is damage)."""
+    out: dict[str, int | str] = {}
+    for key, value in raw.items():
+        if type(key) is not str or type(value) not in (int, str):
+            raise CorruptRecordError(f"a property {key!r} = {value!r} is neither an int nor a str")
+        out[key] = value
+    return out
+
+
 def decode_marker(value: bytes | memoryview) -> Marker:
     rtype, body = decode_record(value)
     if rtype != RECORD_MARKER:
@@ -188,7 +200,7 @@ def decode_marker(value: bytes | memoryview) -> Marker:
             prev=int(body["p"]),
             mark_delete=(int(body["md"][0]), int(body["md"][1])),
             read_position=(int(body["rp"][0]), int(body["rp"][1])),
-            properties={str(k): v for k, v in body["pr"].items()},
+            properties=_properties(body["pr"]),
             index=index,
             truncated=bool(body["tr"]),
             extra=dict(body.get("x", {})),
