@@ -69,6 +69,30 @@ def test_one_per_call_ackstore(benchmark, store) -> None:  # type: ignore[no-unt
     assert cur.ack_range_count >= ONE
 
 
+def test_one_per_call_ackstore_tracked_bound(benchmark, store) -> None:  # type: ignore[no-untyped-def]
+    """The same acks on a topic that tracks its open ledger's last confirmed entry, moved on
+    every 100 acks (a broker confirming writes in batches): what the bound costs the hot path."""
+    benchmark.group = "ack: one position per call"
+    benchmark.extra_info.update(ops=ONE)
+    cur, new_ledger = _fresh_ledger(store)
+    topic = store.topic(T)
+
+    def setup():  # type: ignore[no-untyped-def]
+        ledger = new_ledger()
+        topic.advance(ledger, 0)
+        return ([Position(ledger, 2 * e + 1) for e in range(ONE)], ledger), {}
+
+    def run(positions: list[Position], ledger: int) -> None:
+        ack, advance = cur.ack, topic.advance
+        for i in range(0, ONE, 100):
+            advance(ledger, 2 * (i + 100))
+            for p in positions[i : i + 100]:
+                ack(p)
+
+    benchmark.pedantic(run, setup=setup, rounds=7)
+    assert cur.ack_range_count >= ONE
+
+
 def test_1m_in_one_call_raw_pyroaring(benchmark) -> None:  # type: ignore[no-untyped-def]
     benchmark.group = "ack: 1M positions in one call"
     benchmark.extra_info.update(baseline=True, ops=MANY)
