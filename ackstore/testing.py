@@ -30,8 +30,8 @@ def crash(store: AckStore) -> None:
 
 
 class InMemoryLedgerReader:
-    """Synthetic entries over a topic's ledger directory; sealed ledgers are full,
-    open ones hold what :meth:`append` wrote."""
+    """Synthetic entries over a topic's ledger directory; sealed ledgers are full, open
+    ones hold their confirmed entries (a tracking topic) or what :meth:`append` wrote."""
 
     def __init__(self, topic: Topic, latency: float = 0.0, manual: bool = False) -> None:
         self.topic = topic
@@ -46,9 +46,17 @@ class InMemoryLedgerReader:
         self._open_written[ledger] = self._open_written.get(ledger, 0) + n
 
     def written(self, ledger: int) -> int:
+        """A sealed ledger's count; an open one's last confirmed entry + 1 when the topic
+        tracks it (``topic.advance``: reads stop there, as Pulsar's do), else what
+        :meth:`append` wrote."""
         for lid, count in self.topic.ledgers():
             if lid == ledger:
-                return count if count is not None else self._open_written.get(ledger, 0)
+                if count is not None:
+                    return count
+                confirmed = self.topic.last_confirmed
+                if confirmed is not None and self.topic.directory.tracked:
+                    return confirmed.entry + 1
+                return self._open_written.get(ledger, 0)
         return 0
 
     async def read(self, positions: list[Position]) -> list[Entry]:

@@ -312,3 +312,16 @@ def test_string_properties_persist_and_bad_ones_are_refused(store_path: Path) ->
         assert cur.remove_property("n") and not cur.remove_property("n")
     with AckStore.open(store_path) as store:
         assert store.topic(T).cursor("c").properties == {"owner": "svc-ü", "empty": ""}
+
+
+def test_reads_stop_at_the_last_confirmed_entry(store_path: Path) -> None:
+    with AckStore.open(store_path) as store:
+        topic = store.topic(T)
+        topic.add_ledger(8)
+        cur = topic.cursor("c")
+        d = Dispatcher(cur, InMemoryLedgerReader(topic))
+        d.add_consumer("x")
+        topic.advance(8, 2)
+        assert [e.position for e in asyncio.run(d.read_more(10))] == [Position(8, e) for e in range(3)]
+        d.clear_backlog()
+        assert cur.mark_delete_position == Position(8, 2)
