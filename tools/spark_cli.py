@@ -1,8 +1,10 @@
 """``ackstore-spark``: the bulk jobs. ``ackstore-spark --help`` explains them.
 
-ackstore-spark pipeline out/ --scale small            # local[*]
-ackstore-spark audit out/ --master spark://host:7077  # any cluster; OUTDIR on shared storage
-spark-submit --master yarn -m tools.spark_cli pipeline /shared/ackstore-run --scale medium
+ackstore-spark pipeline out/ --scale small                          # local[*]
+ackstore-spark pipeline /shared/run --master spark://host:7077      # a cluster: the environment travels
+ackstore-spark pack-env                                             # build (or reuse) that archive, print it
+PYSPARK_DRIVER_PYTHON=.venv/bin/python spark-submit --master spark://host:7077 \
+    tools/spark_cli.py pipeline /shared/run                        # the same through spark-submit
 """
 
 from __future__ import annotations
@@ -17,15 +19,36 @@ from pathlib import Path
 __all__ = ["main"]
 
 
-def _session(master: str | None):  # type: ignore[no-untyped-def]
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+def _master(requested: str | None) -> str | None:
+    """The master this run will use: ``--master``, else what spark-submit set, else None
+    (local[*], unless SPARK_HOME says a Spark installation decides)."""
+    if requested:
+        return requested
+    if os.environ.get("PYSPARK_GATEWAY_PORT"):  # launched by spark-submit: its JVM holds the conf
+        from pyspark import SparkConf, SparkContext
+
+        SparkContext._ensure_initialized()  # connect to that JVM, so SparkConf reads its settings
+        return SparkConf().get("spark.master", None)
+    return None
+
+
+def _session(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     from pyspark.sql import SparkSession
 
+    from tools.spark_env import ENV_NAME, build_env_archive, is_local_master
+
+    master = _master(args.master)
     builder = SparkSession.builder.appName("ackstore").config("spark.ui.showConsoleProgress", "true")
-    if master:
-        builder = builder.master(master)
-    elif "SPARK_HOME" not in os.environ and not os.environ.get("PYSPARK_SUBMIT_ARGS"):
+    if args.master:
+        builder = builder.master(args.master)
+    elif master is None and "SPARK_HOME" not in os.environ and not os.environ.get("PYSPARK_SUBMIT_ARGS"):
         builder = builder.master("local[*]")
+    if is_local_master(master) and not args.env_archive:
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # tasks run here: this very Python
+    else:  # executors elsewhere: ship the packed environment and run its Python
+        archive = args.env_archive or build_env_archive(args.env_cache, args.python_prefix)
+        builder = builder.config("spark.archives", f"{Path(archive).resolve()}#{ENV_NAME}")
+        os.environ["PYSPARK_PYTHON"] = f"./{ENV_NAME}/bin/python"
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
@@ -38,10 +61,38 @@ def main(argv: list[str] | None = None) -> int:
         "(checks, recovery against expected digests, cross-store Spark SQL checks).",
     )
     parser.add_argument(
-        "command", choices=["generate", "compact", "audit", "pipeline"], help="pipeline = generate + compact + audit"
+        "command",
+        choices=["generate", "compact", "audit", "pipeline", "pack-env"],
+        help="pipeline = generate + compact + audit; pack-env builds (or reuses) the environment archive "
+        "a cluster run ships, and prints its path",
     )
-    parser.add_argument("outdir", type=Path, help="output directory (shared storage on a cluster)")
+    parser.add_argument(
+        "outdir",
+        type=Path,
+        nargs="?",
+        help="output directory; made absolute before any job starts. On a cluster it must be on storage "
+        "every executor sees at the same path (NFS, a shared mount)",
+    )
     parser.add_argument("--master", help="Spark master (default local[*], or what spark-submit sets)")
+    parser.add_argument(
+        "--env-archive",
+        type=Path,
+        metavar="PATH",
+        help="a prebuilt environment archive (from pack-env) to ship instead of building one; "
+        "without it a non-local master gets one built or reused from --env-cache",
+    )
+    parser.add_argument(
+        "--env-cache",
+        type=Path,
+        metavar="DIR",
+        help="where environment archives are built and reused (default $ACKSTORE_CACHE or ~/.cache/ackstore)",
+    )
+    parser.add_argument(
+        "--python-prefix",
+        metavar="PREFIX",
+        help="the prefix of the executors' Python when it differs from this one's (e.g. /usr for "
+        "/usr/bin/python3.11); default: the same path as here",
+    )
     parser.add_argument("--scale", default="small", choices=["tiny", "small", "medium", "large"])
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument(
@@ -54,6 +105,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.plant_faults < 0:
         parser.error(f"--plant-faults {args.plant_faults} is not allowed: allowed 0 or more")
+    if args.env_archive is not None and not args.env_archive.is_file():
+        parser.error(f"--env-archive {args.env_archive} is not allowed: no such file (make one with pack-env)")
+    if args.command == "pack-env":
+        from tools.spark_env import build_env_archive
+
+        archive = build_env_archive(args.env_cache, args.python_prefix, log=lambda m: print(m, file=sys.stderr))
+        print(archive)
+        return 0
+    if args.outdir is None:
+        parser.error(f"{args.command} needs OUTDIR")
+    args.outdir = args.outdir.expanduser().resolve()  # executors run elsewhere: never a relative path
     if args.outdir.exists() and not args.outdir.is_dir():
         parser.error(f"OUTDIR {args.outdir} is not allowed: it exists and is not a directory")
     try:
@@ -73,21 +135,27 @@ def _plant(args: argparse.Namespace) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from tools.spark_jobs import run_audit, run_compact, run_generate, specs_for_scale  # spark-submit runs this file
+    from tools.spark_env import executor_environment, versions  # spark-submit runs this file
+    from tools.spark_jobs import record_run, run_audit, run_compact, run_generate, specs_for_scale
 
-    spark = _session(args.master)
+    spark = _session(args)
     try:
         args.outdir.mkdir(parents=True, exist_ok=True)
+        master = spark.sparkContext.master
         if args.command in ("generate", "pipeline"):
             specs = specs_for_scale(args.scale, args.seed)
             t0 = time.perf_counter()
-            print(f"generate: {len(specs)} workload specs at scale {args.scale} ...", flush=True)
+            print(f"generate: {len(specs)} workload specs at scale {args.scale} on {master} ...", flush=True)
             rows = run_generate(spark, args.outdir, specs).count()
-            print(f"generate: {rows} cursors in {time.perf_counter() - t0:.1f} s -> {args.outdir / 'snapshots'}")
+            seconds = time.perf_counter() - t0
+            record_run(args.outdir, scale=args.scale, seed=args.seed, stores=len(specs), generate_seconds=seconds)
+            print(f"generate: {rows} cursors in {seconds:.1f} s -> {args.outdir / 'snapshots'}")
             if args.command == "generate":
                 _plant(args)
         if args.command in ("compact", "pipeline"):
+            t0 = time.perf_counter()
             compacted = run_compact(spark, args.outdir).collect()
+            record_run(args.outdir, compact_seconds=time.perf_counter() - t0)
             before, after = sum(r.bytes_before for r in compacted), sum(r.bytes_after for r in compacted)
             errors = [f"{r.snapshot}: {r.error}" for r in compacted if r.error]
             print(
@@ -98,8 +166,15 @@ def _run(args: argparse.Namespace) -> int:
             _plant(args)
         if args.command in ("audit", "pipeline"):
             print("audit: checking and recovering every snapshot ...", flush=True)
-            summary = run_audit(spark, args.outdir)
-            shown = {k: v for k, v in summary.items() if k != "by_scenario"}
+            context = record_run(
+                args.outdir,
+                master=master,
+                date=time.strftime("%Y-%m-%d %H:%M %Z"),
+                versions=versions(),
+                executors=executor_environment(spark),
+            )
+            summary = run_audit(spark, args.outdir, context)
+            shown = {k: v for k, v in summary.items() if k not in ("by_scenario", "compaction", "holes_per_cursor")}
             print(json.dumps(shown, indent=2))
             print(f"report: {args.outdir / 'report.md'} (and summary.json)")
             print(f"audit verdict: {summary['verdict']}")
