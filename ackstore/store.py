@@ -301,6 +301,9 @@ class AckStore:
     cache_pool: CachePool
     #: what opening a cursor checks (see ``open``)
     verify: str
+    #: the cursors a flush visits: every one with a change since its last flush (a cursor
+    #: lists itself on change; idle cursors cost a flush nothing)
+    _listed: dict[Cursor, None]
     _flusher: threading.Thread | None
     _stop: threading.Event
     _storage: Environment
@@ -381,6 +384,7 @@ class AckStore:
         self.lock = threading.RLock()
         self._flush_lock = threading.Lock()
         self._topics = {}
+        self._listed = {}
         self.cache_pool = CachePool(cache_bytes)
         self.verify = verify
         self._flusher = None
@@ -553,13 +557,17 @@ class AckStore:
             with self.lock:
                 self._alive()
                 plans: list[FlushPlan] = []
+                planned: list[Cursor] = []
                 confirms = [(t, c) for t in self._topics.values() if (c := t._pending_confirm()) is not None]
                 cur = None
                 try:
-                    for cur in only if only is not None else self._all_cursors():
+                    for cur in only if only is not None else list(self._listed):
                         plan = cur.prepare_flush()
                         if plan is not None:
                             plans.append(plan)
+                            planned.append(cur)
+                        elif not cur.pending:
+                            self._unlist(cur)
                 except BaseException as exc:
                     # every cursor planned so far gets its pending state back (the failing one
                     # put its own back): nothing is lost, the next flush tries again
@@ -592,6 +600,9 @@ class AckStore:
             with self.lock:
                 for plan in plans:
                     plan.commit()
+                for cur in planned:
+                    if not cur.pending:  # acks that came in meanwhile, or ranges PIP-299 left out, keep it listed
+                        self._unlist(cur)
                 for topic, written in confirms:
                     topic._confirm_written(written)
             stats = FlushStats(
@@ -640,6 +651,17 @@ class AckStore:
             flush_seconds_sum=float(seconds),
             flush_seconds_buckets=tuple(buckets),
         )
+
+    def list_for_flush(self, cursor: Cursor) -> None:
+        """A cursor changed: the next flush visits it (the cursor calls this; lock held)."""
+        self._listed[cursor] = None
+
+    def is_listed(self, cursor: Cursor) -> bool:
+        return cursor in self._listed
+
+    def _unlist(self, cursor: Cursor) -> None:
+        self._listed.pop(cursor, None)
+        cursor.listed = False
 
     def _all_cursors(self) -> list[Cursor]:
         return [cur for topic in self._topics.values() for cur in topic._cursors.values()]
@@ -713,7 +735,7 @@ class AckStore:
             self._flusher.join()
         try:
             if not self.readonly:
-                self.flush()
+                self._flush(self._all_cursors())  # at close every cursor is visited, listed or not
         finally:
             self._shut()
 

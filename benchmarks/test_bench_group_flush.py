@@ -85,3 +85,47 @@ def test_group_flush_raw_lmdb_baseline(benchmark, many, tmp_path: Path) -> None:
 def test_group_flush_ackstore(benchmark, many) -> None:  # type: ignore[no-untyped-def]
     store, _, dirty_all = many
     bench_flushes(benchmark, store, GROUP, dirty_all, rounds=10)
+
+
+IDLE = 10_000
+IDLE_GROUP = "flush with 10,000 idle cursors and 10 dirty ones"
+
+
+def _ten_busy(store: AckStore, total: int):  # type: ignore[no-untyped-def]
+    """``total`` cursors that flushed once; returns a setup that makes the first 10 dirty."""
+    topic = store.topic(T)
+    topic.add_ledger(1)
+    cursors = [topic.cursor(f"c{i}", UNBOUNDED) for i in range(total)]
+    for cur in cursors:
+        cur.ack(Position(1, 3))
+    store.flush()
+    busy = cursors[:10]
+    fresh = iter(range(5, 10_000_000, 2))
+
+    def dirty_some() -> None:
+        for cur in busy:
+            cur.ack(Position(1, next(fresh)))
+
+    return dirty_some
+
+
+def test_flush_of_10_dirty_cursors_alone(benchmark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The baseline: the same 10 dirty cursors in a store that holds nothing else."""
+    with AckStore.open(tmp_path / "alone", sync=False) as store:
+        dirty_some = _ten_busy(store, 10)
+        benchmark.extra_info.update(baseline=True)
+        bench_flushes(benchmark, store, IDLE_GROUP, dirty_some, rounds=30)
+
+
+def test_flush_of_10_dirty_among_10000_idle(benchmark, store) -> None:  # type: ignore[no-untyped-def]
+    """Only listed (changed) cursors are visited: 10,000 idle ones should cost nothing."""
+    dirty_some = _ten_busy(store, IDLE)
+    bench_flushes(benchmark, store, IDLE_GROUP, dirty_some, rounds=30)
+    assert store.last_flush is not None and store.last_flush.cursors == 10
+
+
+def test_flush_visiting_every_cursor(benchmark, store) -> None:  # type: ignore[no-untyped-def]
+    """What a flush cost before cursors listed themselves: every cursor visited (close() still does)."""
+    dirty_some = _ten_busy(store, IDLE)
+    benchmark.group = IDLE_GROUP
+    benchmark.pedantic(lambda: store._flush(store._all_cursors()), setup=dirty_some, rounds=30)

@@ -52,11 +52,9 @@ class TopicModel:
             ledger, entry = ids[0], -1
         if ledger not in ids:
             return ledger, entry
-        count = self.count(ledger)
-        if count is not None and entry > count - 1:  # sealed shorter than a persisted mark-delete
-            entry = count - 1
+        entry = min(entry, self.limit_of(ledger))  # sealed (or confirmed) short of a persisted mark-delete
         while True:
-            while (ledger, entry + 1) in c.acked:
+            while (ledger, entry + 1) in c.acked and entry < self.limit_of(ledger):
                 entry += 1
             count = self.count(ledger)
             i = ids.index(ledger)
@@ -65,9 +63,14 @@ class TopicModel:
                 continue
             return ledger, entry
 
+    def within(self, p: Pos) -> bool:
+        """``p`` lies in its ledger as the directory now bounds it (acks persisted past a
+        bound set since are dropped when they are loaded)."""
+        return p[0] in self.ids() and p[1] <= self.limit_of(p[0])
+
     def ranges(self, c: CursorModel) -> list[tuple[Pos, Pos]]:
         md = self.md(c)
-        live = sorted(p for p in c.acked if p > md)
+        live = sorted(p for p in c.acked if p > md and self.within(p))
         out: list[tuple[Pos, Pos]] = []
         for p in live:
             if out and out[-1][1][0] == p[0] and out[-1][1][1] == p[1] - 1:
@@ -78,10 +81,12 @@ class TopicModel:
 
     def partials(self, c: CursorModel) -> dict[Pos, tuple[int, frozenset[int]]]:
         md = self.md(c)
-        return {p: (s, frozenset(ix)) for p, (s, ix) in c.batches.items() if p > md and p not in c.acked}
+        return {
+            p: (s, frozenset(ix)) for p, (s, ix) in c.batches.items() if p > md and p not in c.acked and self.within(p)
+        }
 
     def is_acked(self, c: CursorModel, p: Pos) -> bool:
-        return p <= self.md(c) or p in c.acked
+        return p <= self.md(c) or (p in c.acked and self.within(p))
 
     # -- validation (True when the engine must accept) ----------------------------------------
     def valid_position(self, p: Pos, low: int = 0) -> bool:
@@ -154,7 +159,7 @@ class TopicModel:
         md = self.md(c)
         hi = md[1] if md[0] == ledger else -1
         for lg, e in c.acked:
-            if lg == ledger and (lg, e) > md:
+            if lg == ledger and (lg, e) > md and self.within((lg, e)):
                 hi = max(hi, e)
         for lg, e in self.partials(c):
             if lg == ledger:
@@ -253,4 +258,8 @@ class TopicModel:
         restored = copy.deepcopy(self.flushed)
         for name in self.cursors:
             restored.setdefault(name, CursorModel())
+        for c in restored.values():  # what a load does: clip to the directory's bounds, once
+            c.floor = self.md(c)
+            c.acked = {p for p in c.acked if self.within(p)}
+            c.batches = {p: b for p, b in c.batches.items() if self.within(p)}
         self.cursors = restored

@@ -77,7 +77,12 @@ class Cursor:
         if store.readonly:
             self._pages.refresh = self._refresh
         self._ack_one = self._state.ack_one  # bound once: the one-position hot path
+        #: True while this cursor is on the store's list of cursors a flush visits (every
+        #: change lists it; a flush that leaves it with nothing pending takes it off)
+        self.listed = False
         self._load(recovered, initial_position)
+        if self.pending:
+            self._list()
 
     def _load(self, recovered: RecoveredState, initial_position: str = "earliest") -> None:
         """Start from a recovered state (at open; a read-only store also when it refreshes);
@@ -122,6 +127,8 @@ class Cursor:
             lock.acquire()
             try:
                 self._ack_one(positions[0], positions[1])
+                if not self.listed:
+                    self._list()
             finally:
                 lock.release()
             return
@@ -134,11 +141,14 @@ class Cursor:
                 raise InvalidTypeError(f"ack takes an iterable of Position, got {type(positions).__name__}") from None
             if not items:
                 return
-            if len(items) == 1:
-                ledger, entry = pair(items[0])
-                self._ack_one(ledger, entry)
-                return
-            self._state.ack_items(items)
+            try:
+                if len(items) == 1:
+                    ledger, entry = pair(items[0])
+                    self._ack_one(ledger, entry)
+                else:
+                    self._state.ack_items(items)
+            finally:
+                self._changed()
 
     def ack_entries(self, ledger: int, entries: Iterable[int]) -> None:
         """Acknowledge many entries of one ledger: the columnar fast path of :meth:`ack`.
@@ -149,19 +159,28 @@ class Cursor:
         """
         with self._lock:
             self._alive()
-            self._state.ack_entries(ledger, entries)
+            try:
+                self._state.ack_entries(ledger, entries)
+            finally:
+                self._changed()
 
     def ack_cumulative(self, position: Position) -> None:
         """Acknowledge everything up to and including ``position`` (moves the mark-delete position)."""
         with self._lock:
             self._alive()
-            self._state.ack_cumulative(position)
+            try:
+                self._state.ack_cumulative(position)
+            finally:
+                self._changed()
 
     def ack_batch_index(self, position: Position, batch_size: int, indexes: Iterable[int]) -> None:
         """Acknowledge some messages of a batch entry. The entry is acked once all its indexes are."""
         with self._lock:
             self._alive()
-            self._state.ack_batch_index(position, batch_size, indexes)
+            try:
+                self._state.ack_batch_index(position, batch_size, indexes)
+            finally:
+                self._changed()
 
     def set_property(self, key: str, value: int | str) -> None:
         """Set a property: a 64-bit int (Pulsar's mark-delete properties) or a str of up to
@@ -169,13 +188,19 @@ class Cursor:
         marker (keep them few and small: each flush writes them all)."""
         with self._lock:
             self._alive()
-            self._state.set_property(key, value)
+            try:
+                self._state.set_property(key, value)
+            finally:
+                self._changed()
 
     def remove_property(self, key: str) -> bool:
         """Drop a property (persisted by the next flush); True if it was set."""
         with self._lock:
             self._alive()
-            return self._state.remove_property(key)
+            try:
+                return self._state.remove_property(key)
+            finally:
+                self._changed()
 
     # -- queries -------------------------------------------------------------------------------
 
@@ -305,6 +330,7 @@ class Cursor:
         self._planner.config = config
         self._pages.cache.budget = config.max_individual_ack_cache_bytes
         self._pages.fit()
+        self._changed()
 
     # -- figures -------------------------------------------------------------------------------
 
@@ -397,6 +423,22 @@ class Cursor:
                 self._refresh()
 
     @property
+    def pending(self) -> bool:
+        """True when a flush would have something to do for this cursor (what
+        ``prepare_flush`` checks first). O(1)."""
+        pages = self._pages
+        return bool(pages.dirty or pages.unmarked or pages.vanished or self._state.meta_dirty)
+
+    def _list(self) -> None:
+        self.listed = True
+        self._store.list_for_flush(self)
+
+    def _changed(self) -> None:
+        """After any change: make sure the next flush visits this cursor. Lock held."""
+        if not self.listed and self.pending:
+            self._list()
+
+    @property
     def persisted(self) -> bool:
         """True once a flush wrote this cursor's state (a cursor without one starts at the
         initial position it is opened with)."""
@@ -416,7 +458,10 @@ class Cursor:
         Dispatcher's revision races with reads in flight."""
         with self._lock:
             self._alive()
-            self._state.reset_to(position)
+            try:
+                self._state.reset_to(position)
+            finally:
+                self._changed()
 
     def check_reset_target(self, position: Any) -> tuple[int, int]:
         """Raise a typed error unless ``position`` is a place a reset may move to."""
@@ -426,12 +471,18 @@ class Cursor:
     def move_read_position(self, position: Position) -> None:
         """A sequential read moved past ``position``'s predecessor (never backwards)."""
         with self._lock:
-            self._state.move_read_position(position)
+            try:
+                self._state.move_read_position(position)
+            finally:
+                self._changed()
 
     def rewind(self) -> None:
         """Read again from the first unacked position."""
         with self._lock:
-            self._state.rewind()
+            try:
+                self._state.rewind()
+            finally:
+                self._changed()
 
     def restore_read_position(self, position: Position) -> None:
         """Set the read position exactly (what ``ackstore restore`` does with a dump's).
@@ -441,7 +492,10 @@ class Cursor:
         """
         with self._lock:
             self._alive()
-            self._state.restore_read_position(position)
+            try:
+                self._state.restore_read_position(position)
+            finally:
+                self._changed()
 
     # -- the store's protocol (lock held by the caller) ----------------------------------------
 
@@ -455,6 +509,7 @@ class Cursor:
             self._state.reconcile(d)
         else:
             self._state.on_directory_change(d)
+        self._changed()
 
     def check_close(self, ledger: int, entries: int) -> None:
         """Raise unless sealing ``ledger`` with ``entries`` keeps every ack of this cursor inside it."""
@@ -483,3 +538,5 @@ class Cursor:
         with self._lock:  # each component asserts its own invariants (the _check convention)
             held = self._pages._check(self._state.md, self._topic.directory)
             self._state._check(held)
+            assert self.listed or not self.pending or self._store.readonly, "a pending cursor a flush would not visit"
+            assert self.listed == self._store.is_listed(self), "the store's list and the cursor disagree"
