@@ -1,0 +1,65 @@
+"""ackstore against what a Python developer would otherwise write (``peers.py``), on five
+workloads, in one process: the flush after each round's new acks, the file size after
+the rounds, and the time to reopen and hold the whole state again. The baseline of every
+group is SQLite with one row per range at ``synchronous=NORMAL`` (WAL): the issue's
+bar to beat. ackstore and the pickled BitMaps run on LMDB with ``sync=False``, which,
+like WAL at NORMAL, stays consistent on a power cut but may lose the last flushes;
+SQLite at FULL is the fsync-every-commit row.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .peers import PEERS, WORKLOADS, Workload
+
+ROUNDS = 10
+_built: dict[tuple[str, str], Any] = {}
+
+
+def _peer(workload: Workload, name: str, root: Path) -> Any:
+    """The peer loaded with the workload's state (built once per module, reused by the open test)."""
+    key = (workload.name, name)
+    if key not in _built:
+        path = root / f"{len(_built)}"
+        path.mkdir(parents=True)
+        peer = PEERS[name](path, workload)
+        peer.load(workload.build(random.Random(7)))  # type: ignore[attr-defined]
+        _built[key] = peer
+    return _built[key]
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    yield tmp_path_factory.mktemp("peers")
+    for peer in _built.values():
+        peer.close()
+    _built.clear()
+
+
+@pytest.mark.parametrize("peer", list(PEERS))
+@pytest.mark.parametrize("workload", WORKLOADS, ids=[w.name for w in WORKLOADS])
+def test_flush(benchmark, root: Path, workload: Workload, peer: str) -> None:  # type: ignore[no-untyped-def]
+    p = _peer(workload, peer, root)
+    rng = random.Random(11)
+
+    def touch() -> None:
+        for cursor, ledger, entry in workload.touch(rng, p.state):
+            p.ack(cursor, ledger, entry)
+
+    benchmark.group = f"peers, flush: {workload.name}"
+    benchmark.pedantic(p.flush, setup=touch, rounds=ROUNDS)
+    benchmark.extra_info.update(baseline=peer.endswith("NORMAL"), bytes=p.file_bytes())
+
+
+@pytest.mark.parametrize("peer", list(PEERS))
+@pytest.mark.parametrize("workload", WORKLOADS, ids=[w.name for w in WORKLOADS])
+def test_reopen(benchmark, root: Path, workload: Workload, peer: str) -> None:  # type: ignore[no-untyped-def]
+    p = _peer(workload, peer, root)
+    benchmark.group = f"peers, reopen with the whole state in memory: {workload.name}"
+    benchmark.pedantic(p.reopen, rounds=3)
+    benchmark.extra_info.update(baseline=peer.endswith("NORMAL"), bytes=p.file_bytes())
