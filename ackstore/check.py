@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 
 import lmdb
+from pyroaring import BitMap
 
 from .errors import CorruptRecordError, CorruptStoreError, InvalidArgumentError, StoreError
 from .storage.env import LOCK_FILE
@@ -213,6 +214,8 @@ def _check_in(
         if record is None:  # recovery would have skipped this marker; defensive
             continue
         _, la = decode_ledger(record)
+        if entry.adds:  # the acks made since that record (format 5) count as the ledger's too
+            la.update(BitMap(entry.adds))
         entries = sorted(la.batches) + ([la.bitmap.min(), la.bitmap.max()] if la.bitmap else [])
         if not entries:
             continue

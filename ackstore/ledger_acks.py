@@ -48,15 +48,21 @@ class LedgerAcks:
     ``batches`` maps an entry id to ``(batch_size, mask)`` where bit ``i`` of
     ``mask`` is set when batch index ``i`` is acknowledged. An entry is never in
     both. ``runs`` is always ``count_runs(bitmap)``.
+
+    ``added`` is what was acked since this ledger's newest record on disk (its *base*): a
+    flush may then write only those entries, in the marker, instead of the whole ledger
+    again. None when there is no base or something was removed or a partial batch changed
+    since (the next flush must write a new base).
     """
 
-    __slots__ = ("bitmap", "batches", "runs", "size")
+    __slots__ = ("bitmap", "batches", "runs", "size", "added")
 
     def __init__(self, bitmap: BitMap | None = None, batches: dict[int, tuple[int, int]] | None = None) -> None:
         self.bitmap = bitmap if bitmap is not None else BitMap()
         self.batches: dict[int, tuple[int, int]] = batches if batches is not None else {}
         self.runs = count_runs(self.bitmap)
         self.size = 0  # bytes charged to the cache (see ledger_cache)
+        self.added: BitMap | None = None
 
     def __bool__(self) -> bool:
         return bool(self.bitmap) or bool(self.batches)
@@ -66,10 +72,12 @@ class LedgerAcks:
         bm = self.bitmap
         if entry in bm:
             return 0
-        if self.batches:
-            self.batches.pop(entry, None)
+        if self.batches and self.batches.pop(entry, None) is not None:
+            self.added = None  # a partial batch left the record: a new base
         delta = 1 - ((entry - 1) in bm if entry else 0) - ((entry + 1) in bm)
         bm.add(entry)
+        if self.added is not None:
+            self.added.add(entry)
         self.runs += delta
         return delta
 
@@ -77,9 +85,12 @@ class LedgerAcks:
         """Ack many entries; return the change in ``runs``. O(containers)."""
         before = self.runs
         self.bitmap |= entries
+        if self.added is not None:
+            self.added |= entries
         if self.batches:
             for entry in [e for e in self.batches if e in entries]:
                 del self.batches[entry]
+                self.added = None
         self.runs = count_runs(self.bitmap)
         return self.runs - before
 
@@ -87,10 +98,14 @@ class LedgerAcks:
         """Forget everything ``<= entry`` (it is below the mark-delete now); return the change in ``runs``."""
         before = self.runs
         if entry >= 0:
+            n = len(self.bitmap)
             self.bitmap.remove_range(0, entry + 1)
             if self.batches:
                 for e in [e for e in self.batches if e <= entry]:
                     del self.batches[e]
+                    self.added = None
+            if len(self.bitmap) != n:
+                self.added = None  # removals are never deltas: a new base
         self.runs = count_runs(self.bitmap)
         return self.runs - before
 
@@ -98,6 +113,7 @@ class LedgerAcks:
         """Forget everything ``>= entry`` (beyond a ledger's sealed end); return the change in ``runs``."""
         before = self.runs
         self.bitmap.remove_range(entry, 1 << 32)
+        self.added = None  # removals are never deltas: a new base
         if self.batches:
             for e in [e for e in self.batches if e >= entry]:
                 del self.batches[e]

@@ -231,7 +231,7 @@ def test_the_bound_is_durable_first_then_written_by_each_flush(store_path: Path)
         topic = store.topic(T)
         assert topic.last_confirmed == Position(8, 9)
         assert topic.cursor("c").ack_range_count == 0  # the ack was never flushed
-        assert store.format_version == 4
+        assert store.format_version == 5
 
 
 def test_acks_persisted_before_the_bound_existed_are_clipped_to_it(store_path: Path) -> None:

@@ -320,6 +320,29 @@ class TinyBudgetMachine(AckStoreMachine):
     config = CursorConfig(full_marker_every=1, max_individual_ack_cache_bytes=1)
 
 
+class DeltaMachine(AckStoreMachine):
+    """The same machine with deltas taken whenever possible: a ledger's acks since its
+    record ride in the markers up to 6 of them (whatever the ledger's size), so base+delta
+    folding, swap-in of a ledger with adds, and crashes between them are all in play."""
+
+    config = CursorConfig(full_marker_every=4, max_individual_ack_cache_bytes=600)
+
+    @initialize()
+    def setup(self) -> None:
+        from ackstore.cursor import plan
+
+        self._saved = (plan.DELTA_MAX_ACKS, plan.DELTA_MAX_SHARE)
+        plan.DELTA_MAX_ACKS, plan.DELTA_MAX_SHARE = 6, 1.0
+        super().setup()
+
+    def teardown(self) -> None:
+        from ackstore.cursor import plan
+
+        if hasattr(self, "_saved"):
+            plan.DELTA_MAX_ACKS, plan.DELTA_MAX_SHARE = self._saved
+        super().teardown()
+
+
 class TruncatingMachine(AckStoreMachine):
     """PIP-299: flushes persist only the lowest 3 ranges; a crash must lose exactly the rest."""
 
@@ -338,5 +361,7 @@ TestAckStoreMachine = AckStoreMachine.TestCase
 TestAckStoreMachine.settings = _settings
 TestTinyBudgetMachine = TinyBudgetMachine.TestCase
 TestTinyBudgetMachine.settings = settings(_settings, max_examples=25)
+TestDeltaMachine = DeltaMachine.TestCase
+TestDeltaMachine.settings = settings(_settings, max_examples=40)
 TestTruncatingMachine = TruncatingMachine.TestCase
 TestTruncatingMachine.settings = settings(_settings, max_examples=40)

@@ -9,7 +9,7 @@ import threading
 import time
 from pathlib import Path
 
-from ackstore import AckStore, CursorConfig, Position
+from ackstore import AckStore, CursorConfig, Position, testing
 
 T = "persistent://t/ns/store"
 
@@ -36,14 +36,24 @@ def test_flush_writes_only_the_dirty_ledger_and_a_delta_marker(store_path: Path)
         first = store.flush()
         assert first.ledger_records == 10_000 and first.full_markers == 1
         cur.ack([Position(5000, 2)])
-        stats = store.flush()
-        assert (stats.ledger_records, stats.markers, stats.full_markers) == (1, 1, 0)
+        stats = store.flush()  # one new ack in a ledger of 333: the delta marker carries it alone
+        assert (stats.ledger_records, stats.markers, stats.full_markers) == (0, 1, 0)
+        assert stats.bytes_written <= 120, stats.bytes_written
+        assert cur.stats().last_flush_bytes == stats.bytes_written
+        cur.ack([Position(4000, e) for e in range(2, 1000, 3)])  # a third of ledger 4000: a new record
         from ackstore.storage.records import encode_ledger
 
-        record = len(encode_ledger(5000, cur._pages.cache.loaded[5000])) + 16
+        stats = store.flush()
+        record = len(encode_ledger(4000, cur._pages.cache.loaded[4000])) + 16
+        assert (stats.ledger_records, stats.markers) == (1, 1)
         assert stats.bytes_written <= 1.2 * record + 200, (stats.bytes_written, record)
-        assert cur.stats().last_flush_bytes == stats.bytes_written
         assert first.bytes_written > 100 * stats.bytes_written
+        testing.crash(store)
+    with AckStore.open(store_path) as store:
+        cur = store.topic(T).cursor("c")
+        assert cur.is_acked(Position(5000, 2)) and cur.is_acked(Position(4000, 998))
+        assert not cur.is_acked(Position(5000, 3))
+        cur._check()
 
 
 def test_group_commit_one_transaction_for_many_cursors(store_path: Path) -> None:
@@ -213,5 +223,5 @@ def test_a_writer_raises_an_older_format_version_and_reads_its_records(store_pat
         assert store.format_version == 1  # a reader changes nothing
         assert store.topic(T).cursor("sub").ack_range_count == 49
     with AckStore.open(store_path) as store:
-        assert store.format_version == FORMAT_VERSION == 4
+        assert store.format_version == FORMAT_VERSION == 5
         assert store.topic(T).cursor("sub").ack_range_count == 49

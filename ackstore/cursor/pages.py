@@ -19,6 +19,8 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Literal, overload
 
+from pyroaring import BitMap
+
 from ..ledger_acks import LedgerAcks, count_runs
 from ..ledger_cache import CachePool, LedgerCache
 from ..storage.log import CursorLog, MissingRecordError, RecoveredState
@@ -245,6 +247,8 @@ class Pages:
             total += la.runs
             if ledger not in self.dirty and ledger not in self.pinned:
                 assert ledger in self.index and self.index[ledger].runs == la.runs, ledger
+                if la.added is not None:  # what a delta would carry is what the marker carries
+                    assert la.added == BitMap(self.index[ledger].adds or ()), ledger
         assert cache.nbytes >= exact, "the cache's running total undercounts"
         largest = max((la.nbytes() for la in cache.loaded.values()), default=0)
         assert exact <= cache.budget + largest, (exact, cache.budget, largest)

@@ -22,7 +22,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from pyroaring import BitMap
+from pyroaring import BitMap, FrozenBitMap
 
 from ..ledger_acks import LedgerAcks
 from ..stats import RecoveryReport
@@ -37,6 +37,18 @@ if TYPE_CHECKING:
 __all__ = ["FlushPlan", "MarkerChain", "Planner", "RewritePlan"]
 
 log = logging.getLogger("ackstore")
+
+
+#: a ledger's acks since its record travel in the marker while they are at most this many...
+DELTA_MAX_ACKS = 64
+#: ... and at most this fraction of the ledger's acks; past either, a new base record
+DELTA_MAX_SHARE = 0.125
+
+
+def _worth_a_delta(added: BitMap, la: LedgerAcks) -> bool:
+    """Few acks since the base, compared with the ledger: carry them in the marker."""
+    n = len(added)
+    return n <= DELTA_MAX_ACKS and n <= DELTA_MAX_SHARE * len(la.bitmap)
 
 
 class MarkerChain:
@@ -112,6 +124,7 @@ class FlushPlan:
     truncated: bool = False  # PIP-299: only the lowest ranges were persisted
     persisted_ranges: int = 0
     keep_dirty: frozenset[int] = frozenset()  # ledgers not (wholly) in this marker: still to persist
+    rebased: frozenset[int] = frozenset()  # ledgers this plan writes a new base record of
     nbytes: int = 0  # keys + values of ``puts``
     planner: Planner | None = field(default=None, repr=False)
 
@@ -144,6 +157,7 @@ class RewritePlan:
     start: int
     items: list[tuple[int, int, bytes | int]]
     marker: bytes
+    index: dict[int, IndexEntry] = field(default_factory=dict)  # the new log's index
 
 
 class Planner:
@@ -217,14 +231,23 @@ class Planner:
         loaded = cache.loaded
         puts: list[tuple[bytes, bytes]] = []
         changes: dict[int, IndexEntry | None] = {}
+        rebased: list[tuple[int, BitMap | None]] = []
         for ledger in sorted(dirty):
             la = loaded.get(ledger)
             if not la:
+                continue
+            base = index.get(ledger)
+            added = la.added
+            if base is not None and added is not None and _worth_a_delta(added, la):
+                # a few acks since its record: the marker carries them, the ledger is not rewritten
+                changes[ledger] = IndexEntry(base.seq, la.runs, FrozenBitMap(added))
                 continue
             seq = chain.alloc()
             puts.append((log_key(cid, seq), encode_ledger(ledger, la, cid)))
             cache.measure(la)  # encoding run-optimizes the bitmap, which can change its size
             changes[ledger] = IndexEntry(seq, la.runs)
+            rebased.append((ledger, added))
+            la.added = BitMap()  # acks from now on are relative to the new record
         for ledger in unmarked:  # written back by eviction since the last marker
             if ledger not in changes and ledger in index:
                 changes[ledger] = index[ledger]
@@ -251,16 +274,22 @@ class Planner:
             marker_index = changes
             live = frozenset()
         pinned = {ledger for ledger, entry in changes.items() if entry is not None and ledger in dirty}
-        return self._seal(
-            puts,
-            changes,
-            marker_index,
-            full,
-            live,
-            (dirty, vanished, unmarked, meta_dirty),
-            pinned,
-            self.state.range_count,
-        )
+        try:
+            plan = self._seal(
+                puts,
+                changes,
+                marker_index,
+                full,
+                live,
+                (dirty, vanished, unmarked, meta_dirty),
+                pinned,
+                self.state.range_count,
+            )
+        except BaseException:
+            self._unrebase(rebased)
+            raise
+        plan.rebased = frozenset(ledger for ledger, _ in rebased)
+        return plan
 
     def _seal(
         self,
@@ -336,6 +365,8 @@ class Planner:
         index: dict[int, IndexEntry | None] = {}
         keep_dirty: set[int] = set()
         left = limit
+        for held in cache.loaded.values():  # no deltas against records a truncated marker may drop
+            held.added = None
         for ledger in sorted(cache.known()):
             la = cache.loaded.get(ledger)
             runs = la.runs if la is not None else own[ledger].runs
@@ -414,9 +445,19 @@ class Planner:
         chain.last_flush_bytes = written
         chain.total_flush_bytes += written
 
+    def _unrebase(self, rebased: list[tuple[int, BitMap | None]]) -> None:
+        """A new base was planned but will not be written: the ledgers' acks since their old
+        base are unknown now, so their next flush writes a base again."""
+        loaded = self.pages.cache.loaded
+        for ledger, _ in rebased:
+            la = loaded.get(ledger)
+            if la is not None:
+                la.added = None
+
     def abort(self, plan: FlushPlan) -> None:
         """The flush transaction failed: everything the plan carried is pending again."""
         pages = self.pages
+        self._unrebase([(ledger, None) for ledger in plan.rebased])
         pages.pinned -= plan.pinned
         pages.dirty |= {ledger for ledger in plan.dirty if ledger in pages.cache.loaded}
         pages.vanished |= plan.vanished
@@ -431,14 +472,18 @@ class Planner:
         cache = pages.cache
         start = chain.next_seq
         items: list[tuple[int, int, bytes | int]] = []
+        adds: dict[int, FrozenBitMap] = {}  # swapped-out ledgers keep their acks since their record
         for ledger in sorted(cache.known()):
             la = cache.loaded.get(ledger)
             if la is not None:
                 items.append((ledger, la.runs, encode_ledger(ledger, la, self.cursor_id)))
                 cache.measure(la)
             else:
-                items.append((ledger, pages.index[ledger].runs, pages.index[ledger].seq))
-        index = {ledger: IndexEntry(start + i, runs) for i, (ledger, runs, _) in enumerate(items)}
+                entry = pages.index[ledger]
+                items.append((ledger, entry.runs, entry.seq))
+                if entry.adds:
+                    adds[ledger] = entry.adds
+        index = {ledger: IndexEntry(start + i, runs, adds.get(ledger)) for i, (ledger, runs, _) in enumerate(items)}
         marker = Marker(
             full=True,
             prev=-1,
@@ -449,13 +494,15 @@ class Planner:
             extra={"c": self.cursor_id},
         )
         chain.next_seq = start + len(items) + 1
-        return RewritePlan(start, items, encode_marker(marker))
+        return RewritePlan(start, items, encode_marker(marker), index)
 
     def adopt_rewrite(self, plan: RewritePlan) -> None:
         """The compaction transaction committed: the log is now exactly the planned one."""
         pages, chain = self.pages, self.chain
         start, items = plan.start, plan.items
-        pages.index = {ledger: IndexEntry(start + i, runs) for i, (ledger, runs, _) in enumerate(items)}
+        pages.index = dict(plan.index)
+        for la in pages.cache.loaded.values():  # rewritten whole: nothing added since
+            la.added = BitMap()
         chain.marker_seq = chain.full_seq = start + len(items)
         chain.full_live = frozenset(e.seq for e in pages.index.values()) | {chain.marker_seq}
         chain.deltas = chain.chain_bytes = 0

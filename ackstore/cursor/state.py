@@ -269,8 +269,11 @@ class AckState:
             return
         delta = 1 - ((entry - 1) in bm if entry else 0) - ((entry + 1) in bm)
         bm.add(entry)
-        if la.batches:
-            la.batches.pop(entry, None)
+        added = la.added
+        if added is not None:
+            added.add(entry)
+        if la.batches and la.batches.pop(entry, None) is not None:
+            la.added = None  # a partial batch left the record: the next flush writes a new base
         la.runs += delta
         self.range_count += delta
         self._dirty.add(ledger)
@@ -421,6 +424,7 @@ class AckState:
             self.range_count += la.add(entry)
         else:
             la.batches[entry] = (batch_size, mask)
+            la.added = None  # partial batches live in the base record: write a new one
         self._touched(ledger, la)
         ledgers.fit(keep=(ledger,))
         if (ledger, entry - 1) == self.md and entry in la.bitmap:

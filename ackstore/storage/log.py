@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import lmdb
+from pyroaring import BitMap
 
 from ..errors import CorruptRecordError
 from ..ledger_acks import LedgerAcks
@@ -127,8 +128,11 @@ def resolve_marker(txn: lmdb.Transaction, db: lmdb._Database, cursor_id: int, se
 
 
 def _read_ledger(
-    txn: lmdb.Transaction, db: lmdb._Database, cursor_id: int, seq: int, ledger: int, runs: int, marker_seq: int
+    txn: lmdb.Transaction, db: lmdb._Database, cursor_id: int, entry: IndexEntry, ledger: int, marker_seq: int
 ) -> tuple[LedgerAcks, int]:
+    """A ledger as ``entry`` says: its base record plus the acks made since (format 5),
+    checked against the ranges the marker counted. The result tracks ``added`` from there."""
+    seq = entry.seq
     value = txn.get(log_key(cursor_id, seq), db=db)
     if value is None:
         raise MissingRecordError(f"marker {marker_seq}: ledger {ledger}'s record {seq} is missing")
@@ -138,10 +142,15 @@ def _read_ledger(
         raise CorruptRecordError(f"marker {marker_seq}: ledger {ledger}'s record {seq} is damaged ({exc})") from None
     if owner is not None and owner != cursor_id:
         raise CorruptRecordError(f"marker {marker_seq}: record {seq} belongs to cursor id {owner}, not {cursor_id}")
-    if found != ledger or acks.runs != runs:
+    acks.added = BitMap()
+    if entry.adds:
+        acks.update(BitMap(entry.adds))
+        acks.added = BitMap(entry.adds)
+    if found != ledger or acks.runs != entry.runs:
         raise CorruptRecordError(
-            f"marker {marker_seq}: record {seq} holds ledger {found} with {acks.runs} ranges, "
-            f"the marker expects ledger {ledger} with {runs}"
+            f"marker {marker_seq}: record {seq} holds ledger {found} with {acks.runs} ranges"
+            + (f" ({len(entry.adds)} acks added since)" if entry.adds else "")
+            + f", the marker expects ledger {ledger} with {entry.runs}"
         )
     return acks, len(value)
 
@@ -164,7 +173,8 @@ def _load_records(
     and the bytes read.
     """
     md_ledger = resolved.marker.mark_delete[0]
-    order = sorted(resolved.index.items(), key=lambda kv: kv[1].seq, reverse=True)
+    # newest first: a ledger with acks since its record was touched after every ledger without
+    order = sorted(resolved.index.items(), key=lambda kv: (bool(kv[1].adds), kv[1].seq), reverse=True)
     order.sort(key=lambda kv: kv[0] != md_ledger)  # stable: the mark-delete ledger first
     loaded: list[tuple[int, LedgerAcks]] = []
     swapped: set[int] = set()
@@ -173,7 +183,7 @@ def _load_records(
     probe = txn.cursor(db=db)
     for ledger, entry in order:
         if not full or ledger == md_ledger:
-            acks, size = _read_ledger(txn, db, cursor_id, entry.seq, ledger, entry.runs, resolved.seq)
+            acks, size = _read_ledger(txn, db, cursor_id, entry, ledger, resolved.seq)
             acks.size = acks.nbytes()
             if budget is not None and spent + acks.size > budget and ledger != md_ledger and loaded:
                 swapped.add(ledger)  # the first that does not fit ends the loading (it was checked anyway)
@@ -184,7 +194,7 @@ def _load_records(
             loaded.append((ledger, acks))
         else:
             if verify == "all":
-                _read_ledger(txn, db, cursor_id, entry.seq, ledger, entry.runs, resolved.seq)
+                _read_ledger(txn, db, cursor_id, entry, ledger, resolved.seq)
             elif verify == "keys" and not probe.set_key(log_key(cursor_id, entry.seq)):
                 raise CorruptRecordError(f"marker {resolved.seq}: ledger {ledger}'s record {entry.seq} is missing")
             swapped.add(ledger)
@@ -254,7 +264,7 @@ def read_ledger_record(
 ) -> LedgerAcks:
     """Read and check one swapped-out ledger's record (for swap-in)."""
     try:
-        acks, _ = _read_ledger(txn, db, cursor_id, entry.seq, ledger, entry.runs, -1)
+        acks, _ = _read_ledger(txn, db, cursor_id, entry, ledger, -1)
     except CorruptRecordError as exc:
         raise type(exc)(f"{str(exc).replace('marker -1: ', '')}; run 'ackstore check --fix' on the store") from None
     return acks

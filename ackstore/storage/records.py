@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import msgpack
+from pyroaring import FrozenBitMap
 
 from ..errors import CorruptRecordError
 from ..ledger_acks import LedgerAcks
@@ -42,9 +43,10 @@ __all__ = [
 
 #: 2 added the Rice-coded gap payload (flag ``_RICE``); 3 checksummed the catalog (see
 #: ``catalog.py``) and put the cursor id in every marker; 4 added the open ledger's last
-#: confirmed entry to the catalog and string values to marker properties. Records of 1-3
-#: read unchanged.
-FORMAT_VERSION = 4
+#: confirmed entry to the catalog and string values to marker properties; 5 lets a marker's
+#: index entry carry the acks made since the ledger's record (``IndexEntry.adds``). Records
+#: of 1-4 read unchanged.
+FORMAT_VERSION = 5
 RECORD_LEDGER = 1
 RECORD_MARKER = 2
 
@@ -136,10 +138,14 @@ def decode_ledger_owned(value: bytes | memoryview) -> tuple[int, LedgerAcks, int
 
 @dataclass(frozen=True, slots=True)
 class IndexEntry:
-    """Where a ledger's newest record is, and how many ranges it holds."""
+    """Where a ledger's newest record (its base) is, how many ranges the ledger holds, and
+    (format 5) the entries acked since that record was written: the ledger is the base's
+    acks plus ``adds``. A flush that changed a ledger by a few acks writes only them, here,
+    in the marker; when they grow past a fraction of the ledger it writes a new base."""
 
     seq: int
     runs: int
+    adds: FrozenBitMap | None = None
 
 
 @dataclass(slots=True)
@@ -161,7 +167,7 @@ class Marker:
 
 
 def encode_marker(marker: Marker) -> bytes:
-    index = [[ledger, -1, 0] if e is None else [ledger, e.seq, e.runs] for ledger, e in sorted(marker.index.items())]
+    index = [_index_item(ledger, e) for ledger, e in sorted(marker.index.items())]
     body = msgpack.packb(
         {
             "f": marker.full,
@@ -175,6 +181,24 @@ def encode_marker(marker: Marker) -> bytes:
         }
     )
     return encode_record(RECORD_MARKER, body)
+
+
+def _index_item(ledger: int, e: IndexEntry | None) -> list[Any]:
+    """A marker's index item: ``[ledger, seq, runs]`` (seq -1: the ledger vanished), and
+    since format 5 the adds since that record as a fourth item (portable roaring)."""
+    if e is None:
+        return [ledger, -1, 0]
+    if e.adds is None:
+        return [ledger, e.seq, e.runs]
+    return [ledger, e.seq, e.runs, e.adds.serialize()]
+
+
+def _index_entry(item: list[Any]) -> IndexEntry | None:
+    _, seq, runs, *rest = item
+    if seq < 0:
+        return None
+    adds = FrozenBitMap.deserialize(rest[0]) if rest else None
+    return IndexEntry(int(seq), int(runs), adds)
 
 
 def _properties(raw: Any) -> dict[str, int | str]:
@@ -192,9 +216,7 @@ def decode_marker(value: bytes | memoryview) -> Marker:
     if rtype != RECORD_MARKER:
         raise CorruptRecordError(f"expected a marker record, found type {rtype}")
     try:
-        index: dict[int, IndexEntry | None] = {
-            int(ledger): (None if seq < 0 else IndexEntry(int(seq), int(runs))) for ledger, seq, runs in body["ix"]
-        }
+        index: dict[int, IndexEntry | None] = {int(item[0]): _index_entry(item) for item in body["ix"]}
         return Marker(
             full=bool(body["f"]),
             prev=int(body["p"]),

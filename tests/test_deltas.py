@@ -1,0 +1,97 @@
+"""Base + delta folding (format 5): a ledger changed by a few acks is flushed as those acks
+in the marker, against its newest record; past a threshold a new base record is written.
+A seeded model-based run checks every state a crash or a reopen can bring back."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from ackstore import AckStore, CursorConfig, Position, testing
+from ackstore.cursor import plan
+
+T = "persistent://t/ns/deltas"
+LEDGERS, ENTRIES = (1, 2, 3), 3000
+
+
+def _open(path: Path, budget: int):  # type: ignore[no-untyped-def]
+    store = AckStore.open(path, sync=False)
+    topic = store.topic(T)
+    if not topic.ledgers():
+        for ledger in LEDGERS:
+            topic.add_ledger(ledger)
+            topic.close_ledger(ledger, ENTRIES)
+    cfg = CursorConfig(max_individual_ack_cache_bytes=budget, full_marker_every=5, max_unacked_ranges_to_persist=0)
+    return store, topic.cursor("c", cfg)
+
+
+def _state(cur) -> set[tuple[int, int]]:  # type: ignore[no-untyped-def]
+    return {(lg, e) for lg, ranges in cur.ledger_ranges() for a, b in ranges for e in range(a, b + 1)}
+
+
+def _run(tmp_path: Path, seed: int, steps: int) -> dict[str, int]:
+    """Random acks (entry 0 of each ledger never: the mark-delete position stays put, so
+    only deltas and rebases are at work), flushes, crashes and reopens, with a small budget
+    so ledgers with acks since their record are swapped out and in again."""
+    rng = random.Random(seed)
+    path = tmp_path / f"s{seed}"
+    budget = rng.choice([1, 2000, 1 << 30])
+    store, cur = _open(path, budget)
+    acked: set[tuple[int, int]] = set()
+    flushed: set[tuple[int, int]] = set()
+    seen = {"deltas": 0, "records": 0, "crashes": 0}
+    for _ in range(steps):
+        roll = rng.random()
+        if roll < 0.6:
+            ledger = rng.choice(LEDGERS)
+            batch = [(ledger, rng.randrange(1, ENTRIES)) for _ in range(rng.choice([1, 1, 2, 5, 40]))]
+            cur.ack([Position(*p) for p in batch])
+            acked.update(batch)
+        elif roll < 0.85:
+            stats = store.flush()
+            seen["records"] += stats.ledger_records
+            seen["deltas"] += stats.markers and not stats.ledger_records
+            flushed = set(acked)
+        elif roll < 0.95:
+            testing.crash(store)
+            seen["crashes"] += 1
+            acked = set(flushed)
+            store, cur = _open(path, budget)
+        else:
+            store.close()
+            flushed = set(acked)
+            store, cur = _open(path, budget)
+        cur._check()
+        assert _state(cur) == acked
+    store.close()
+    return seen
+
+
+@pytest.mark.stress
+def test_base_and_delta_folding_against_a_model(tmp_path: Path, long_run: bool) -> None:
+    totals = {"deltas": 0, "records": 0, "crashes": 0}
+    for seed in range(40 if long_run else 6):
+        for key, value in _run(tmp_path, seed, 300 if long_run else 120).items():
+            totals[key] += value
+    assert totals["deltas"] > 0 and totals["records"] > 0 and totals["crashes"] > 0, totals
+
+
+def test_a_delta_grows_until_it_is_folded_into_a_new_base(tmp_path: Path) -> None:
+    store, cur = _open(tmp_path / "s", 1 << 30)
+    cur.ack([Position(1, e) for e in range(1, ENTRIES, 2)])  # 1,500 acks: the base
+    assert store.flush().ledger_records == 1
+    written = []
+    for e in range(2, 2 * plan.DELTA_MAX_ACKS + 6, 2):  # one new ack per flush
+        cur.ack(Position(1, e))
+        written.append(store.flush().ledger_records)
+    assert written[: plan.DELTA_MAX_ACKS] == [0] * plan.DELTA_MAX_ACKS  # the marker carries them
+    assert written[plan.DELTA_MAX_ACKS] == 1  # one past the bound: folded into a new base
+    assert written[plan.DELTA_MAX_ACKS + 1 :] == [0] * (len(written) - plan.DELTA_MAX_ACKS - 1)
+    cur.ack_cumulative(Position(1, 10))  # a removal (below M) is never a delta
+    assert store.flush().ledger_records == 1
+    testing.crash(store)
+    store, cur = _open(tmp_path / "s", 1 << 30)
+    assert cur.is_acked(Position(1, 2 * plan.DELTA_MAX_ACKS + 4)) and not cur.is_acked(Position(2, 5))
+    store.close()
