@@ -118,6 +118,11 @@ def main(argv: list[str] | None = None) -> int:
     args.outdir = args.outdir.expanduser().resolve()  # executors run elsewhere: never a relative path
     if args.outdir.exists() and not args.outdir.is_dir():
         parser.error(f"OUTDIR {args.outdir} is not allowed: it exists and is not a directory")
+    if any(c in str(args.outdir) for c in "[]{}*?\\"):
+        parser.error(
+            f"OUTDIR {args.outdir} is not allowed: Spark reads [ ] {{ }} * ? \\ in a path as a glob; "
+            "allowed a path without them"
+        )
     try:
         return _run(args)
     except (ValueError, OSError) as exc:  # bad specs, too many faults to plant, unwritable OUTDIR
