@@ -14,6 +14,8 @@ from __future__ import annotations
 import struct
 import zlib
 from dataclasses import dataclass, field
+from itertools import accumulate
+from operator import sub
 from typing import Any
 
 import msgpack
@@ -167,37 +169,49 @@ class Marker:
 
 
 def encode_marker(marker: Marker) -> bytes:
+    """A marker record. Its body (format 5) is a msgpack array, not a map: ``[full, prev,
+    md ledger, md entry, rp ledger, rp entry, properties, index, truncated, cursor id]``
+    (no key names: the common delta marker of one changed ledger is ~40 bytes)."""
     index = [_index_item(ledger, e) for ledger, e in sorted(marker.index.items())]
+    md, rp = marker.mark_delete, marker.read_position
     body = msgpack.packb(
-        {
-            "f": marker.full,
-            "p": marker.prev,
-            "md": list(marker.mark_delete),
-            "rp": list(marker.read_position),
-            "pr": marker.properties,
-            "ix": index,
-            "tr": marker.truncated,
-            "x": marker.extra,
-        }
+        [
+            marker.full,
+            marker.prev,
+            md[0],
+            md[1],
+            rp[0],
+            rp[1],
+            marker.properties,
+            index,
+            marker.truncated,
+            marker.extra.get("c", -1),
+        ]
     )
     return encode_record(RECORD_MARKER, body)
 
 
 def _index_item(ledger: int, e: IndexEntry | None) -> list[Any]:
     """A marker's index item: ``[ledger, seq, runs]`` (seq -1: the ledger vanished), and
-    since format 5 the adds since that record as a fourth item (portable roaring)."""
+    since format 5 the acks since that record as a fourth item: the first entry, then the
+    gaps to each next one (small ints, 1-3 bytes each in msgpack)."""
     if e is None:
         return [ledger, -1, 0]
     if e.adds is None:
         return [ledger, e.seq, e.runs]
-    return [ledger, e.seq, e.runs, e.adds.serialize()]
+    values = e.adds.to_array()
+    return [ledger, e.seq, e.runs, [values[0], *map(sub, values[1:], values[:-1])] if values else []]
 
 
 def _index_entry(item: list[Any]) -> IndexEntry | None:
     _, seq, runs, *rest = item
     if seq < 0:
         return None
-    adds = FrozenBitMap.deserialize(rest[0]) if rest else None
+    adds = None
+    if rest:
+        if not isinstance(rest[0], list) or any(type(g) is not int or g < 0 for g in rest[0]):
+            raise CorruptRecordError("an index entry's adds are not a list of gaps")
+        adds = FrozenBitMap(accumulate(rest[0]))
     return IndexEntry(int(seq), int(runs), adds)
 
 
@@ -216,16 +230,23 @@ def decode_marker(value: bytes | memoryview) -> Marker:
     if rtype != RECORD_MARKER:
         raise CorruptRecordError(f"expected a marker record, found type {rtype}")
     try:
-        index: dict[int, IndexEntry | None] = {int(item[0]): _index_entry(item) for item in body["ix"]}
+        if isinstance(body, list):  # format 5
+            full, prev, md_l, md_e, rp_l, rp_e, props, items, truncated, cid = body
+            extra: dict[str, Any] = {} if cid == -1 else {"c": cid}
+        else:  # formats 1-4: a map
+            full, prev, props, items, truncated = body["f"], body["p"], body["pr"], body["ix"], body["tr"]
+            (md_l, md_e), (rp_l, rp_e) = body["md"], body["rp"]
+            extra = dict(body.get("x", {}))
+        index: dict[int, IndexEntry | None] = {int(item[0]): _index_entry(item) for item in items}
         return Marker(
-            full=bool(body["f"]),
-            prev=int(body["p"]),
-            mark_delete=(int(body["md"][0]), int(body["md"][1])),
-            read_position=(int(body["rp"][0]), int(body["rp"][1])),
-            properties=_properties(body["pr"]),
+            full=bool(full),
+            prev=int(prev),
+            mark_delete=(int(md_l), int(md_e)),
+            read_position=(int(rp_l), int(rp_e)),
+            properties=_properties(props),
             index=index,
-            truncated=bool(body["tr"]),
-            extra=dict(body.get("x", {})),
+            truncated=bool(truncated),
+            extra=extra,
         )
     except CorruptRecordError:
         raise
