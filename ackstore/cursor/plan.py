@@ -259,7 +259,7 @@ class Planner:
             or chain.truncated
             or chain.marker_seq < 0
             or chain.deltas >= self.config.full_marker_every
-            or chain.chain_bytes > max(chain.full_bytes, 4096)
+            or chain.chain_bytes > max(chain.full_bytes, 1024)
         )
         marker_index: dict[int, IndexEntry | None]
         if full:
