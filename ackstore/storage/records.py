@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from array import array
 from dataclasses import dataclass, field
 from itertools import accumulate
 from operator import sub
@@ -209,9 +210,10 @@ def _index_entry(item: list[Any]) -> IndexEntry | None:
         return None
     adds = None
     if rest:
-        if not isinstance(rest[0], list) or any(type(g) is not int or g < 0 for g in rest[0]):
-            raise CorruptRecordError("an index entry's adds are not a list of gaps")
-        adds = FrozenBitMap(accumulate(rest[0]))
+        try:  # array('I') refuses anything but ints in 0..2**32-1: damage, not a crash
+            adds = FrozenBitMap(array("I", accumulate(rest[0])))
+        except (TypeError, OverflowError) as exc:
+            raise CorruptRecordError(f"an index entry's adds are not a list of gaps ({exc})") from None
     return IndexEntry(int(seq), int(runs), adds)
 
 
