@@ -76,8 +76,8 @@ def decode_record(value: bytes | memoryview) -> tuple[int, Any]:
         rtype, version, crc, body = msgpack.unpackb(value)
     except Exception as exc:  # msgpack raises several unrelated types
         raise CorruptRecordError(f"record does not decode: {exc}") from None
-    if not isinstance(body, bytes) or not isinstance(crc, int):
-        raise CorruptRecordError("record envelope has the wrong shape")
+    if not isinstance(body, bytes) or type(crc) is not int or type(version) is not int or type(rtype) is not int:
+        raise CorruptRecordError("record envelope has the wrong shape")  # a flipped bit can make any field a list
     if version > FORMAT_VERSION:
         raise CorruptRecordError(f"record format {version} is newer than this ackstore reads ({FORMAT_VERSION})")
     if zlib.crc32(body) != crc:
