@@ -51,6 +51,14 @@ def _worth_a_delta(added: BitMap, la: LedgerAcks) -> bool:
     return n <= DELTA_MAX_ACKS and n <= DELTA_MAX_SHARE * len(la.bitmap)
 
 
+def _since(entry: IndexEntry | None, before: IndexEntry | None) -> IndexEntry | None:
+    """``entry`` as a delta marker writes it: with only the acks ``before`` (the chain's
+    current entry for the ledger) does not already hold, when both name the same record."""
+    if entry is None or entry.adds is None or before is None or before.seq != entry.seq or not before.adds:
+        return entry
+    return IndexEntry(entry.seq, entry.runs, entry.adds - before.adds)
+
+
 class MarkerChain:
     """The log's bookkeeping: sequences, the newest marker, the full marker and delta chain
     behind it, what the last full marker keeps alive, and the flush counters."""
@@ -270,8 +278,8 @@ class Planner:
                 else:
                     marker_index[ledger] = entry
             live = frozenset(e.seq for e in marker_index.values() if e is not None)
-        else:
-            marker_index = changes
+        else:  # a delta marker names only the acks added since the last marker named the ledger
+            marker_index = {ledger: _since(entry, index.get(ledger)) for ledger, entry in changes.items()}
             live = frozenset()
         pinned = {ledger for ledger, entry in changes.items() if entry is not None and ledger in dirty}
         try:

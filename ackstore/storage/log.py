@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import lmdb
-from pyroaring import BitMap
+from pyroaring import BitMap, FrozenBitMap
 
 from ..errors import CorruptRecordError
 from ..ledger_acks import LedgerAcks
@@ -112,8 +112,13 @@ def resolve_marker(txn: lmdb.Transaction, db: lmdb._Database, cursor_id: int, se
         for ledger, entry in delta.index.items():
             if entry is None:
                 index.pop(ledger, None)
-            else:
-                index[ledger] = entry
+                continue
+            old = index.get(ledger)
+            if old is not None and old.seq == entry.seq and old.adds:
+                # the same record as before: a delta marker names only the acks added since
+                # the chain last named this ledger (a union, so repeating them is harmless)
+                entry = IndexEntry(entry.seq, entry.runs, old.adds | (entry.adds or FrozenBitMap()))
+            index[ledger] = entry
     return ResolvedMarker(
         seq=seq,
         marker=chain[0][1],
