@@ -200,8 +200,11 @@ def _apply(store: AckStore, objects: Iterator[tuple[int, dict[str, Any]]], count
                         topic.close_ledger(ledger, count)
                 if obj.get("tracked"):  # before its cursors: their acks are checked against it
                     last, count = obj["ledgers"][-1]
-                    confirmed = obj.get("confirmed")
-                    topic.advance(last, count - 1 if count is not None else -1 if confirmed is None else confirmed)
+                    if count is None:  # open: its last confirmed entry (none yet: -1)
+                        confirmed = obj.get("confirmed")
+                        topic.advance(last, -1 if confirmed is None else confirmed)
+                    else:  # sealed: its last entry, which only turns tracking on
+                        topic.advance(last, count - 1)
                 counts["topics"] += 1
             elif kind == "cursor":
                 settle()

@@ -22,10 +22,10 @@ O(containers); ``ack_range_count`` O(1); ``ack_ranges`` O(ranges).
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import fields, replace
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..config import CursorConfig
 from ..dispatch.revision import CursorStateRevisionController
@@ -43,6 +43,8 @@ if TYPE_CHECKING:
     from ..store import Topic
 
 __all__ = ["Cursor"]
+
+T = TypeVar("T")
 
 
 class Cursor:
@@ -81,8 +83,7 @@ class Cursor:
         #: change lists it; a flush that leaves it with nothing pending takes it off)
         self.listed = False
         self._load(recovered, initial_position)
-        if self.pending:
-            self._list()
+        self._changed()  # a new cursor's start position is pending: list it
 
     def _load(self, recovered: RecoveredState, initial_position: str = "earliest") -> None:
         """Start from a recovered state (at open; a read-only store also when it refreshes);
@@ -157,50 +158,25 @@ class Cursor:
         iterable of ints; a BitMap or array is taken without touching Python ints.
         All are checked first; one bad entry acks none.
         """
-        with self._lock:
-            self._alive()
-            try:
-                self._state.ack_entries(ledger, entries)
-            finally:
-                self._changed()
+        self._edit(self._state.ack_entries, ledger, entries)
 
     def ack_cumulative(self, position: Position) -> None:
         """Acknowledge everything up to and including ``position`` (moves the mark-delete position)."""
-        with self._lock:
-            self._alive()
-            try:
-                self._state.ack_cumulative(position)
-            finally:
-                self._changed()
+        self._edit(self._state.ack_cumulative, position)
 
     def ack_batch_index(self, position: Position, batch_size: int, indexes: Iterable[int]) -> None:
         """Acknowledge some messages of a batch entry. The entry is acked once all its indexes are."""
-        with self._lock:
-            self._alive()
-            try:
-                self._state.ack_batch_index(position, batch_size, indexes)
-            finally:
-                self._changed()
+        self._edit(self._state.ack_batch_index, position, batch_size, indexes)
 
     def set_property(self, key: str, value: int | str) -> None:
         """Set a property: a 64-bit int (Pulsar's mark-delete properties) or a str of up to
         4096 UTF-8 bytes (its cursor properties). Persisted by the next flush, with every
         marker (keep them few and small: each flush writes them all)."""
-        with self._lock:
-            self._alive()
-            try:
-                self._state.set_property(key, value)
-            finally:
-                self._changed()
+        self._edit(self._state.set_property, key, value)
 
     def remove_property(self, key: str) -> bool:
         """Drop a property (persisted by the next flush); True if it was set."""
-        with self._lock:
-            self._alive()
-            try:
-                return self._state.remove_property(key)
-            finally:
-                self._changed()
+        return self._edit(self._state.remove_property, key)
 
     # -- queries -------------------------------------------------------------------------------
 
@@ -426,12 +402,23 @@ class Cursor:
     def pending(self) -> bool:
         """True when a flush would have something to do for this cursor (what
         ``prepare_flush`` checks first). O(1)."""
-        pages = self._pages
-        return bool(pages.dirty or pages.unmarked or pages.vanished or self._state.meta_dirty)
+        return self._pages.pending() or self._state.meta_dirty
 
     def _list(self) -> None:
         self.listed = True
         self._store.list_for_flush(self)
+
+    def _edit(self, change: Callable[..., T], *args: Any, check: bool = True) -> T:
+        """Make one change under the lock (first checking the cursor may change, unless
+        ``check`` is off: the read path's own moves) and see that the next flush visits this
+        cursor, whether or not the change raised."""
+        with self._lock:
+            if check:
+                self._alive()
+            try:
+                return change(*args)
+            finally:
+                self._changed()
 
     def _changed(self) -> None:
         """After any change: make sure the next flush visits this cursor. Lock held."""
@@ -446,9 +433,8 @@ class Cursor:
 
     @property
     def dirty(self) -> bool:
-        """True when a flush would write something for this cursor."""
-        pages = self._pages
-        return bool(pages.dirty or pages.vanished or self._state.meta_dirty)
+        """True when a flush would write something for this cursor (:attr:`pending`)."""
+        return self.pending
 
     # -- the read path's protocol (dispatch/, under the revision controller) -------------------
 
@@ -456,12 +442,7 @@ class Cursor:
         """A position reset: everything before ``position`` is acked, nothing from it on, and
         reads start there (M may move backwards). For the read path: a reset outside a
         Dispatcher's revision races with reads in flight."""
-        with self._lock:
-            self._alive()
-            try:
-                self._state.reset_to(position)
-            finally:
-                self._changed()
+        self._edit(self._state.reset_to, position)
 
     def check_reset_target(self, position: Any) -> tuple[int, int]:
         """Raise a typed error unless ``position`` is a place a reset may move to."""
@@ -470,19 +451,11 @@ class Cursor:
 
     def move_read_position(self, position: Position) -> None:
         """A sequential read moved past ``position``'s predecessor (never backwards)."""
-        with self._lock:
-            try:
-                self._state.move_read_position(position)
-            finally:
-                self._changed()
+        self._edit(self._state.move_read_position, position, check=False)
 
     def rewind(self) -> None:
         """Read again from the first unacked position."""
-        with self._lock:
-            try:
-                self._state.rewind()
-            finally:
-                self._changed()
+        self._edit(self._state.rewind, check=False)
 
     def restore_read_position(self, position: Position) -> None:
         """Set the read position exactly (what ``ackstore restore`` does with a dump's).
@@ -490,12 +463,7 @@ class Cursor:
         Not for cursor processes: their reads move it (and resets, seeks and rewinds go
         through a Dispatcher). ``position`` may not lie below ``mark_delete_position + 1``.
         """
-        with self._lock:
-            self._alive()
-            try:
-                self._state.restore_read_position(position)
-            finally:
-                self._changed()
+        self._edit(self._state.restore_read_position, position)
 
     # -- the store's protocol (lock held by the caller) ----------------------------------------
 

@@ -153,6 +153,10 @@ class Pages:
 
     # -- changes -------------------------------------------------------------------------------
 
+    def pending(self) -> bool:
+        """True when ledgers wait for the next marker: changed, written back, or dropped."""
+        return bool(self.dirty or self.unmarked or self.vanished)
+
     def vanish(self, ledger: int) -> int:
         """Forget a ledger's ack state (it fell below M or out of the directory); the ranges it held."""
         cache = self.cache

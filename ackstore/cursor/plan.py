@@ -19,6 +19,7 @@ full marker and the delta chain since). Compaction's rewrite plan lives here too
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -183,7 +184,7 @@ class Planner:
     def prepare(self) -> FlushPlan | None:
         """Encode what changed since the last marker (None: nothing did). Exception-safe."""
         pages, state = self.pages, self.state
-        if not (pages.dirty or pages.unmarked or state.meta_dirty or pages.vanished):
+        if not (pages.pending() or state.meta_dirty):
             return None  # an idle cursor: nothing to copy
         self._watch_cap()
         dirty, vanished, unmarked = set(pages.dirty), set(pages.vanished), set(pages.unmarked)
@@ -239,7 +240,7 @@ class Planner:
         loaded = cache.loaded
         puts: list[tuple[bytes, bytes]] = []
         changes: dict[int, IndexEntry | None] = {}
-        rebased: list[tuple[int, BitMap | None]] = []
+        rebased: list[int] = []
         for ledger in sorted(dirty):
             la = loaded.get(ledger)
             if not la:
@@ -254,7 +255,7 @@ class Planner:
             puts.append((log_key(cid, seq), encode_ledger(ledger, la, cid)))
             cache.measure(la)  # encoding run-optimizes the bitmap, which can change its size
             changes[ledger] = IndexEntry(seq, la.runs)
-            rebased.append((ledger, added))
+            rebased.append(ledger)
             la.added = BitMap()  # acks from now on are relative to the new record
         for ledger in unmarked:  # written back by eviction since the last marker
             if ledger not in changes and ledger in index:
@@ -296,7 +297,7 @@ class Planner:
         except BaseException:
             self._unrebase(rebased)
             raise
-        plan.rebased = frozenset(ledger for ledger, _ in rebased)
+        plan.rebased = frozenset(rebased)
         return plan
 
     def _seal(
@@ -453,11 +454,11 @@ class Planner:
         chain.last_flush_bytes = written
         chain.total_flush_bytes += written
 
-    def _unrebase(self, rebased: list[tuple[int, BitMap | None]]) -> None:
+    def _unrebase(self, rebased: Iterable[int]) -> None:
         """A new base was planned but will not be written: the ledgers' acks since their old
         base are unknown now, so their next flush writes a base again."""
         loaded = self.pages.cache.loaded
-        for ledger, _ in rebased:
+        for ledger in rebased:
             la = loaded.get(ledger)
             if la is not None:
                 la.added = None
@@ -465,7 +466,7 @@ class Planner:
     def abort(self, plan: FlushPlan) -> None:
         """The flush transaction failed: everything the plan carried is pending again."""
         pages = self.pages
-        self._unrebase([(ledger, None) for ledger in plan.rebased])
+        self._unrebase(plan.rebased)
         pages.pinned -= plan.pinned
         pages.dirty |= {ledger for ledger in plan.dirty if ledger in pages.cache.loaded}
         pages.vanished |= plan.vanished

@@ -147,10 +147,9 @@ def _read_ledger(
         raise CorruptRecordError(f"marker {marker_seq}: ledger {ledger}'s record {seq} is damaged ({exc})") from None
     if owner is not None and owner != cursor_id:
         raise CorruptRecordError(f"marker {marker_seq}: record {seq} belongs to cursor id {owner}, not {cursor_id}")
-    acks.added = BitMap()
+    acks.added = BitMap()  # tracked from the base on: the adds below land in it too
     if entry.adds:
         acks.update(BitMap(entry.adds))
-        acks.added = BitMap(entry.adds)
     if found != ledger or acks.runs != entry.runs:
         raise CorruptRecordError(
             f"marker {marker_seq}: record {seq} holds ledger {found} with {acks.runs} ranges"
