@@ -52,6 +52,7 @@ from .errors import (
     UnknownCursorError,
     UnknownTopicError,
 )
+from .gcpause import gc_paused
 from .ledger_cache import CachePool
 from .position import Position
 from .stats import FLUSH_SECONDS_BUCKETS, CompactStats, FlushStats, StoreStats
@@ -553,7 +554,7 @@ class AckStore:
         if self.readonly:
             return FlushStats(0, 0, 0, 0, 0, 0, 0.0, 0)
         started = time.perf_counter()
-        with self._flush_lock:
+        with self._flush_lock, gc_paused():
             with self.lock:
                 self._alive()
                 plans: list[FlushPlan] = []
