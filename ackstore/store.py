@@ -560,7 +560,7 @@ class AckStore:
                 plans: list[FlushPlan] = []
                 planned: list[Cursor] = []
                 confirms = [(t, c) for t in self._topics.values() if (c := t._pending_confirm()) is not None]
-                cur = None
+                cur: Cursor | None = None
                 try:
                     for cur in only if only is not None else list(self._listed):
                         plan = cur.prepare_flush()
@@ -574,15 +574,23 @@ class AckStore:
                     # put its own back): nothing is lost, the next flush tries again
                     for plan in plans:
                         plan.abort()
-                    if isinstance(exc, Exception) and not isinstance(exc, AckStoreError):
-                        where = f"{cur.topic.name}/{cur.name}" if cur is not None else "?"
-                        raise StoreError(
-                            f"flush of store {self.path} failed while encoding cursor {where}, nothing was "
-                            f"written; every cursor keeps its state and the next flush retries: {exc!r}"
-                        ) from exc
+                    self._encoding_failed(exc, cur)
                     raise
             if not plans and not confirms:
                 return FlushStats(0, 0, 0, 0, 0, 0, time.perf_counter() - started, 0)
+            # encode outside the store lock: acks on every cursor go on meanwhile (the plans
+            # hold copies; the flush lock keeps other flushes and compaction out)
+            encoded = 0
+            try:
+                for plan in plans:
+                    plan.encode()
+                    encoded += 1
+            except BaseException as exc:
+                with self.lock:
+                    for plan in plans:
+                        plan.abort()
+                self._encoding_failed(exc, planned[encoded])
+                raise
             grows_before = self._storage.map_grows
             catalog = self._storage.catalog
 
@@ -624,6 +632,16 @@ class AckStore:
             totals[3] += stats.seconds
             self._flush_buckets[bisect_left(FLUSH_SECONDS_BUCKETS, stats.seconds)] += 1
             return stats
+
+    def _encoding_failed(self, exc: BaseException, cur: Cursor | None) -> None:
+        """Planning or encoding ``cur`` failed and every plan was aborted: raise a StoreError
+        naming it, unless ``exc`` is already the store's own (then the caller re-raises it)."""
+        if isinstance(exc, Exception) and not isinstance(exc, AckStoreError):
+            where = f"{cur.topic.name}/{cur.name}" if cur is not None else "?"
+            raise StoreError(
+                f"flush of store {self.path} failed while encoding cursor {where}, nothing was "
+                f"written; every cursor keeps its state and the next flush retries: {exc!r}"
+            ) from exc
 
     def stats(self) -> StoreStats:
         """Store-wide figures: flush counters and a duration histogram since open, file and

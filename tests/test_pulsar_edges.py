@@ -22,6 +22,7 @@ from ackstore import (
 )
 from ackstore.cursor.state import MAX_PROPERTY_VALUE_BYTES
 from ackstore.storage.catalog import OPEN_LEDGER_ENTRY_BYTES
+from ackstore.storage.records import FORMAT_VERSION
 from ackstore.testing import crash
 
 T = "persistent://t/ns/pulsar-edges"
@@ -231,7 +232,7 @@ def test_the_bound_is_durable_first_then_written_by_each_flush(store_path: Path)
         topic = store.topic(T)
         assert topic.last_confirmed == Position(8, 9)
         assert topic.cursor("c").ack_range_count == 0  # the ack was never flushed
-        assert store.format_version == 5
+        assert store.format_version == FORMAT_VERSION
 
 
 def test_acks_persisted_before_the_bound_existed_are_clipped_to_it(store_path: Path) -> None:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pyroaring import BitMap
+from pyroaring import BitMap, FrozenBitMap
 
 from ackstore import CorruptRecordError
 from ackstore.ledger_acks import LedgerAcks, count_runs
@@ -17,9 +19,13 @@ from ackstore.storage.records import (
     Marker,
     decode_ledger,
     decode_marker,
+    decode_record,
+    encode_delta_marker,
     encode_ledger,
     encode_marker,
 )
+
+T = TypeVar("T")
 
 
 @settings(max_examples=300, deadline=None)
@@ -45,19 +51,25 @@ def test_bytes_per_range_stays_small(name: str, keep, limit: float) -> None:  # 
     assert len(payload) / count_runs(bm) <= limit, (name, flags, len(payload))
 
 
+def _decoded_flips(value: bytes, decode: Callable[[bytes], T]) -> Iterator[T]:
+    """``decode`` of ``value`` with each byte flipped in turn, where it does not raise
+    CorruptRecordError (the caller asserts those decoded to the original)."""
+    for i in range(len(value)):
+        broken = bytearray(value)
+        broken[i] ^= 0xFF
+        try:
+            yield decode(bytes(broken))
+        except CorruptRecordError:
+            continue
+
+
 def test_ledger_record_round_trip_and_damage() -> None:
     acks = LedgerAcks(BitMap([1, 2, 3, 9]), {5: (8, 0b101)})
     value = encode_ledger(42, acks)
     ledger, back = decode_ledger(value)
     assert ledger == 42 and back.bitmap == acks.bitmap and back.batches == acks.batches and back.runs == 2
-    for i in range(len(value)):
-        broken = bytearray(value)
-        broken[i] ^= 0xFF
-        try:
-            got = decode_ledger(bytes(broken))
-        except CorruptRecordError:
-            continue
-        assert got[0] == 42 and got[1].bitmap == acks.bitmap  # a flip the envelope tolerates changes nothing
+    for got in _decoded_flips(value, decode_ledger):  # a flip the envelope tolerates changes nothing
+        assert got[0] == 42 and got[1].bitmap == acks.bitmap
 
 
 def test_marker_round_trip() -> None:
@@ -65,6 +77,90 @@ def test_marker_round_trip() -> None:
     assert decode_marker(encode_marker(m)) == m
     with pytest.raises(CorruptRecordError, match="expected a marker"):
         decode_marker(encode_ledger(1, LedgerAcks(BitMap([1]))))
+
+
+def _delta(index: dict[int, IndexEntry | None], props: dict[str, int | str] | None = None, **kw: int) -> Marker:
+    return Marker(
+        False,
+        kw.get("prev", 11),
+        (kw.get("md_l", 3), kw.get("md_e", -1)),
+        (kw.get("rp_l", 3), kw.get("rp_e", 0)),
+        props or {},
+        index,
+        extra={"c": kw.get("c", 9)},
+    )
+
+
+def _encode_delta(m: Marker) -> bytes:
+    return encode_delta_marker(
+        m.prev, m.mark_delete, m.read_position, m.properties, sorted(m.index.items()), m.extra["c"]
+    )
+
+
+DELTAS = [
+    _delta({3: IndexEntry(40, 2500, FrozenBitMap([5003]))}),  # the common one: one new ack
+    _delta({3: IndexEntry(40, 7, FrozenBitMap(range(100, 164))), 4: None, 9: IndexEntry(41, 1)}),
+    _delta({}, {"k": 1, "s": "v"}, md_e=(1 << 32) - 2, rp_e=(1 << 32) - 2),
+    _delta({(1 << 32) - 1: IndexEntry((1 << 32) - 2, (1 << 32) - 1)}, prev=(1 << 32) - 1, c=(1 << 32) - 1),
+]
+
+
+@pytest.mark.parametrize("m", DELTAS)
+def test_a_delta_marker_takes_the_fixed_layout_and_round_trips(m: Marker) -> None:
+    value = _encode_delta(m)
+    assert isinstance(decode_record(value)[1], bytes)  # the fixed layout, not msgpack
+    assert decode_marker(value) == m
+    for got in _decoded_flips(value, decode_marker):  # every single-byte flip is caught, or changes nothing
+        assert got == m
+
+
+def test_the_common_delta_marker_is_small() -> None:
+    """One new ack in one ledger: 16-byte key + this value <= 80 bytes (issue 15's target)."""
+    assert 16 + len(_encode_delta(DELTAS[0])) <= 80
+
+
+@pytest.mark.parametrize(
+    "m",
+    [
+        _delta({1 << 32: IndexEntry(1, 1)}),  # a ledger id past 32 bits
+        _delta({3: IndexEntry(1 << 32, 1)}),  # a sequence past 32 bits
+        _delta({}, md_e=(1 << 32) - 1),  # entry + 1 does not fit
+        _delta({}, rp_l=1 << 40),
+        _delta({3: IndexEntry(5, 1, FrozenBitMap(range(70_000)))}),  # over 65,535 adds
+    ],
+)
+def test_a_delta_marker_that_does_not_fit_the_layout_is_written_as_msgpack(m: Marker) -> None:
+    value = _encode_delta(m)
+    assert not isinstance(decode_record(value)[1], bytes)
+    assert decode_marker(value) == m
+
+
+def test_records_of_format_5_still_read() -> None:
+    """As format 5 wrote them: a msgpack envelope ``[type, version, crc32(body), body]``,
+    a marker body as a msgpack array, adds as the first entry and gaps."""
+    import zlib
+
+    import msgpack
+
+    def old(rtype: int, body: bytes) -> bytes:
+        return msgpack.packb([rtype, 5, zlib.crc32(body), body])
+
+    marker_body = msgpack.packb([False, 7, 3, -1, 3, 4, {"k": "v"}, [[3, 5, 2, [10, 2, 3]], [4, -1, 0]], False, 9])
+    m = decode_marker(old(2, marker_body))
+    assert m == Marker(
+        False,
+        7,
+        (3, -1),
+        (3, 4),
+        {"k": "v"},
+        {3: IndexEntry(5, 2, FrozenBitMap([10, 12, 15])), 4: None},
+        extra={"c": 9},
+    )
+    ledger_body = msgpack.packb([42, 0, 1, 4, BitMap([1, 2, 4]).serialize(), 2, [], 9])
+    ledger, acks = decode_ledger(old(1, ledger_body))
+    assert ledger == 42 and list(acks.bitmap) == [1, 2, 4] and acks.runs == 2
+    with pytest.raises(CorruptRecordError, match="checksum"):
+        decode_marker(msgpack.packb([2, 5, zlib.crc32(marker_body) ^ 1, marker_body]))
 
 
 def test_gap_planes_numpy_and_pure_python_agree() -> None:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+import random
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
+
+import pytest
 
 from ackstore import AckStore, CursorConfig, Position, testing
 
@@ -105,6 +108,54 @@ def test_map_grows_without_the_caller_seeing_it(store_path: Path) -> None:
     assert stats.ledger_records == 200
     with AckStore.open(store_path) as store:
         assert list(store.topic(T).cursor("c").ack_ranges()) == expected
+
+
+def test_acks_go_on_while_a_flush_encodes(store_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A flush encodes outside the store lock: while it encodes one cursor's big new record,
+    acks on another cursor, and on the same cursor's ledger, complete; none is lost."""
+    from ackstore.cursor.plan import FlushPlan
+
+    encoding: list[tuple[float, float]] = []  # when each plan's encode() ran (the real one)
+    real = FlushPlan.encode
+
+    def timed(plan: FlushPlan) -> None:
+        started = time.perf_counter()
+        real(plan)
+        encoding.append((started, time.perf_counter()))
+
+    monkeypatch.setattr(FlushPlan, "encode", timed)
+    rng = random.Random(8)
+    with AckStore.open(store_path, sync=False) as store:
+        topic = store.topic(T)
+        topic.add_ledger(1)
+        topic.close_ledger(1, 5_000_000)
+        topic.add_ledger(2)
+        unbounded = CursorConfig(max_unacked_ranges_to_persist=0)
+        big, other = topic.cursor("big", unbounded), topic.cursor("other", unbounded)
+        big.ack_entries(1, rng.sample(range(1, 3_000_000), 1_500_000))  # random holes: a slow encoding
+        store.flush()
+        big.ack_entries(1, range(3_000_001, 3_000_400, 2))  # past the delta bound: the next flush writes a base
+        encoding.clear()
+        done: list[float] = []
+        flusher = threading.Thread(target=store.flush)
+        flusher.start()
+        e = 1
+        while flusher.is_alive():
+            other.ack(Position(2, e))
+            big.ack(Position(1, 4_000_000 + e))
+            done.append(time.perf_counter())
+            e += 2
+        flusher.join()
+        start, end = max(encoding, key=lambda w: w[1] - w[0])  # the big cursor's
+        during = [t for t in done if start < t < end]
+        assert len(during) >= 3, (end - start, len(during))  # a lock held while encoding lets none through
+        store.flush()
+        expected = {name: list(c.ack_ranges()) for name, c in (("big", big), ("other", other))}
+    with AckStore.open(store_path) as store:
+        topic = store.topic(T)
+        assert {name: list(topic.cursor(name).ack_ranges()) for name in expected} == expected
+        assert expected["other"][-1][1] == Position(2, e - 2)
+        assert expected["big"][-1][1] == Position(1, 4_000_000 + e - 2)
 
 
 def test_threads_ack_while_another_flushes(store_path: Path) -> None:
@@ -223,5 +274,5 @@ def test_a_writer_raises_an_older_format_version_and_reads_its_records(store_pat
         assert store.format_version == 1  # a reader changes nothing
         assert store.topic(T).cursor("sub").ack_range_count == 49
     with AckStore.open(store_path) as store:
-        assert store.format_version == FORMAT_VERSION == 5
+        assert store.format_version == FORMAT_VERSION == 6
         assert store.topic(T).cursor("sub").ack_range_count == 49

@@ -3,13 +3,17 @@
 The store's group flush is three steps, like a two-phase commit:
 
 1. ``plan = cursor.prepare_flush()`` under the store lock: what changed since the last
-   marker is taken from the cursor's pending sets and encoded into ledger records and a
-   marker (a PIP-299 truncated plan when the ranges exceed the cap). The ledgers the plan
-   carries are pinned (not evictable) until it ends. If encoding raises, the pending sets
-   are put back before the exception leaves.
-2. the store writes every plan's ``puts`` (and trims each plan's garbage) in ONE
+   marker is taken from the cursor's pending sets and copied into the plan: the ledgers
+   that need a new record (snapshots), the acks that ride in the marker, the marker's
+   fields (a PIP-299 truncated plan when the ranges exceed the cap). The ledgers the plan
+   carries are pinned (not evictable) until it ends. If this raises, the pending sets are
+   put back before the exception leaves.
+2. ``plan.encode()`` *outside* the store lock: acks on every cursor go on while the plan's
+   records and marker are encoded from its copies (the store's flush lock keeps flushes
+   one at a time). If it raises, the store aborts every plan (step 4's ``abort``);
+3. the store writes every plan's ``puts`` (and trims each plan's garbage) in ONE
    transaction;
-3. ``plan.commit()`` when it committed: the cursor adopts the new index and marker chain;
+4. ``plan.commit()`` when it committed: the cursor adopts the new index and marker chain;
    ``plan.abort()`` when it did not: everything the plan carried is pending again.
 
 :class:`MarkerChain` is where the cursor's log stands (next sequence, newest marker, its
@@ -28,7 +32,7 @@ from pyroaring import BitMap, FrozenBitMap
 from ..ledger_acks import LedgerAcks
 from ..stats import RecoveryReport
 from ..storage.log import RecoveredState
-from ..storage.records import IndexEntry, Marker, encode_ledger, encode_marker, log_key
+from ..storage.records import IndexEntry, Marker, encode_delta_marker, encode_ledger, encode_marker, log_key
 
 if TYPE_CHECKING:
     from ..config import CursorConfig
@@ -50,14 +54,6 @@ def _worth_a_delta(added: BitMap, la: LedgerAcks) -> bool:
     """Few acks since the base, compared with the ledger: carry them in the marker."""
     n = len(added)
     return n <= DELTA_MAX_ACKS and n <= DELTA_MAX_SHARE * len(la.bitmap)
-
-
-def _since(entry: IndexEntry | None, before: IndexEntry | None) -> IndexEntry | None:
-    """``entry`` as a delta marker writes it: with only the acks ``before`` (the chain's
-    current entry for the ledger) does not already hold, when both name the same record."""
-    if entry is None or entry.adds is None or before is None or before.seq != entry.seq or not before.adds:
-        return entry
-    return IndexEntry(entry.seq, entry.runs, entry.adds - before.adds)
 
 
 class MarkerChain:
@@ -111,35 +107,61 @@ class MarkerChain:
         return seq
 
 
+#: what a marker says besides its index: (prev, mark-delete, read position, properties)
+MarkerHead = tuple[int, tuple[int, int], tuple[int, int], dict[str, int | str]]
+
+
 @dataclass(slots=True)
 class FlushPlan:
-    """One cursor's part of a group flush: the records to put (ledger records, then the
-    marker), the garbage to trim, and what to do when the transaction commits or fails."""
+    """One cursor's part of a group flush: what to encode (``records``: snapshots of the
+    ledgers that get a new record; the marker), then the records to put (ledger records,
+    then the marker), the garbage to trim, and what to do when the transaction commits or fails."""
 
     cursor_id: int
-    puts: list[tuple[bytes, bytes]]
+    records: list[tuple[int, int, LedgerAcks]]  # (seq, ledger, snapshot) to encode
+    head: MarkerHead
+    index: dict[int, IndexEntry | None]  # the marker's index
     changes: dict[int, IndexEntry | None]
     full: bool
     marker_seq: int
-    marker_bytes: int
-    gc_below: int  # delete unreferenced records below this sequence (-1: none)
-    gc_live: frozenset[int]  # what the previous full marker references
-    full_live: frozenset[int]  # what this marker references, if full
-    dirty: set[int]
-    vanished: set[int]
-    unmarked: set[int]
+    pending: tuple[set[int], set[int], set[int], bool]  # dirty, vanished, unmarked, meta_dirty it took
     pinned: set[int]
-    meta_dirty: bool
+    persisted_ranges: int
+    gc_below: int = -1  # delete unreferenced records below this sequence (-1: none)
+    gc_live: frozenset[int] = frozenset()  # what the previous full marker references
+    full_live: frozenset[int] = frozenset()  # what this marker references, if full
     truncated: bool = False  # PIP-299: only the lowest ranges were persisted
-    persisted_ranges: int = 0
     keep_dirty: frozenset[int] = frozenset()  # ledgers not (wholly) in this marker: still to persist
     rebased: frozenset[int] = frozenset()  # ledgers this plan writes a new base record of
+    puts: list[tuple[bytes, bytes]] = field(default_factory=list)  # filled by encode()
+    marker_bytes: int = 0
     nbytes: int = 0  # keys + values of ``puts``
     planner: Planner | None = field(default=None, repr=False)
 
     @property
     def ledger_records(self) -> int:
-        return len(self.puts) - 1
+        return len(self.records)
+
+    def encode(self) -> None:
+        """Step 2, outside the store lock: the plan's ledger records and marker, from the
+        copies ``prepare`` made (nothing here reads the cursor). O(what the plan carries);
+        a delta marker takes the fixed layout (``encode_delta_marker``)."""
+        cid = self.cursor_id
+        puts: list[tuple[bytes, bytes]] = []
+        nbytes = 0
+        if self.records:
+            puts = [(log_key(cid, seq), encode_ledger(ledger, acks, cid)) for seq, ledger, acks in self.records]
+            nbytes = sum(len(k) + len(v) for k, v in puts)
+        prev, md, rp, props = self.head
+        if self.full:
+            value = encode_marker(Marker(True, prev, md, rp, props, self.index, self.truncated, {"c": cid}))
+        else:
+            items = sorted(self.index.items()) if len(self.index) > 1 else list(self.index.items())
+            value = encode_delta_marker(prev, md, rp, props, items, cid)
+        puts.append((log_key(cid, self.marker_seq), value))
+        self.puts = puts
+        self.marker_bytes = len(value)
+        self.nbytes = nbytes + 16 + len(value)
 
     @property
     def bytes_written(self) -> int:
@@ -186,7 +208,8 @@ class Planner:
         pages, state = self.pages, self.state
         if not (pages.pending() or state.meta_dirty):
             return None  # an idle cursor: nothing to copy
-        self._watch_cap()
+        if self.chain.over_cap or self.config.max_unacked_ranges_to_persist:
+            self._watch_cap()
         dirty, vanished, unmarked = set(pages.dirty), set(pages.vanished), set(pages.unmarked)
         meta_dirty = state.meta_dirty
         pages.dirty.clear()
@@ -235,34 +258,9 @@ class Planner:
         chain.over_cap = over
 
     def _prepare(self, dirty: set[int], vanished: set[int], unmarked: set[int], meta_dirty: bool) -> FlushPlan:
-        cid, pages, chain = self.cursor_id, self.pages, self.chain
+        pages, chain = self.pages, self.chain
         cache, index = pages.cache, pages.index
         loaded = cache.loaded
-        puts: list[tuple[bytes, bytes]] = []
-        changes: dict[int, IndexEntry | None] = {}
-        rebased: list[int] = []
-        for ledger in sorted(dirty):
-            la = loaded.get(ledger)
-            if not la:
-                continue
-            base = index.get(ledger)
-            added = la.added
-            if base is not None and added is not None and _worth_a_delta(added, la):
-                # a few acks since its record: the marker carries them, the ledger is not rewritten
-                changes[ledger] = IndexEntry(base.seq, la.runs, FrozenBitMap(added))
-                continue
-            seq = chain.alloc()
-            puts.append((log_key(cid, seq), encode_ledger(ledger, la, cid)))
-            cache.measure(la)  # encoding run-optimizes the bitmap, which can change its size
-            changes[ledger] = IndexEntry(seq, la.runs)
-            rebased.append(ledger)
-            la.added = BitMap()  # acks from now on are relative to the new record
-        for ledger in unmarked:  # written back by eviction since the last marker
-            if ledger not in changes and ledger in index:
-                changes[ledger] = index[ledger]
-        for ledger in vanished:
-            if ledger not in changes and ledger in index and ledger not in cache:
-                changes[ledger] = None
         full = (
             chain.force_full
             or chain.truncated
@@ -270,22 +268,51 @@ class Planner:
             or chain.deltas >= self.config.full_marker_every
             or chain.chain_bytes > max(chain.full_bytes, 1024)
         )
-        marker_index: dict[int, IndexEntry | None]
+        records: list[tuple[int, int, LedgerAcks]] = []
+        changes: dict[int, IndexEntry | None] = {}
+        marker_index: dict[int, IndexEntry | None] = {}  # a delta marker's (a full one's is built below)
+        rebased: list[int] = []
+        pinned: set[int] = set()  # the dirty ledgers this plan carries
+        for ledger in sorted(dirty) if len(dirty) > 1 else dirty:
+            la = loaded.get(ledger)
+            if not la:
+                continue
+            pinned.add(ledger)
+            base = index.get(ledger)
+            added = la.added
+            if base is not None and added is not None and _worth_a_delta(added, la):
+                # a few acks since its record: the marker carries them, the ledger is not rewritten
+                adds = FrozenBitMap(added)
+                changes[ledger] = entry = IndexEntry(base.seq, la.runs, adds)
+                if not full and base.adds:  # a delta marker names only the acks since the chain last named it
+                    entry = IndexEntry(base.seq, la.runs, adds - base.adds)
+                marker_index[ledger] = entry
+                continue
+            seq = chain.alloc()
+            records.append((seq, ledger, la.snapshot()))
+            cache.measure(la)  # the snapshot run-optimized the bitmap, which can change its size
+            changes[ledger] = marker_index[ledger] = IndexEntry(seq, la.runs)
+            rebased.append(ledger)
+            la.added = BitMap()  # acks from now on are relative to the new record
+        for ledger in unmarked:  # written back by eviction since the last marker
+            if ledger not in changes and ledger in index:
+                changes[ledger] = old = index[ledger]
+                marker_index[ledger] = IndexEntry(old.seq, old.runs) if old.adds else old  # its adds are named
+        for ledger in vanished:
+            if ledger not in changes and ledger in index and ledger not in cache:
+                changes[ledger] = marker_index[ledger] = None
+        live: frozenset[int] = frozenset()
         if full:
             marker_index = dict(index)
-            for ledger, entry in changes.items():
-                if entry is None:
+            for ledger, change in changes.items():
+                if change is None:
                     marker_index.pop(ledger, None)
                 else:
-                    marker_index[ledger] = entry
+                    marker_index[ledger] = change
             live = frozenset(e.seq for e in marker_index.values() if e is not None)
-        else:  # a delta marker names only the acks added since the last marker named the ledger
-            marker_index = {ledger: _since(entry, index.get(ledger)) for ledger, entry in changes.items()}
-            live = frozenset()
-        pinned = {ledger for ledger, entry in changes.items() if entry is not None and ledger in dirty}
         try:
             plan = self._seal(
-                puts,
+                records,
                 changes,
                 marker_index,
                 full,
@@ -297,12 +324,13 @@ class Planner:
         except BaseException:
             self._unrebase(rebased)
             raise
-        plan.rebased = frozenset(rebased)
+        if rebased:
+            plan.rebased = frozenset(rebased)
         return plan
 
     def _seal(
         self,
-        puts: list[tuple[bytes, bytes]],
+        records: list[tuple[int, int, LedgerAcks]],
         changes: dict[int, IndexEntry | None],
         index: dict[int, IndexEntry | None],
         full: bool,
@@ -313,44 +341,22 @@ class Planner:
         truncated: bool = False,
         keep_dirty: frozenset[int] = frozenset(),
     ) -> FlushPlan:
-        """Append the marker to a plan's records and pin what it carries."""
+        """Copy the marker's fields into the plan and pin what it carries."""
         state, chain = self.state, self.chain
-        marker = Marker(
-            full=full,
-            prev=chain.marker_seq,
-            mark_delete=(state.md[0], state.md[1]),
-            read_position=(state.rp[0], state.rp[1]),
-            properties=dict(state.properties),
-            index=index,
-            truncated=truncated,
-            extra={"c": self.cursor_id},
-        )
+        md, rp = state.md, state.rp
+        head = (chain.marker_seq, (md[0], md[1]), (rp[0], rp[1]), dict(state.properties))
         marker_seq = chain.alloc()
-        value = encode_marker(marker)
-        puts.append((log_key(self.cursor_id, marker_seq), value))
-        self.pages.pinned |= pinned
-        dirty, vanished, unmarked, meta_dirty = pending
-        return FlushPlan(
-            cursor_id=self.cursor_id,
-            puts=puts,
-            changes=changes,
-            full=full,
-            marker_seq=marker_seq,
-            marker_bytes=len(value),
-            gc_below=chain.full_seq if full else -1,
-            gc_live=self._gc_live() if full else frozenset(),  # O(ledgers): only full markers trim
-            full_live=live | {marker_seq},
-            dirty=dirty,
-            vanished=vanished,
-            unmarked=unmarked,
-            pinned=pinned,
-            meta_dirty=meta_dirty,
-            truncated=truncated,
-            persisted_ranges=persisted_ranges,
-            keep_dirty=keep_dirty,
-            nbytes=sum(len(k) + len(v) for k, v in puts),
-            planner=self,
+        if pinned:
+            self.pages.pinned |= pinned
+        plan = FlushPlan(
+            self.cursor_id, records, head, index, changes, full, marker_seq, pending, pinned, persisted_ranges
         )
+        plan.planner = self
+        if full:  # O(ledgers): only full markers trim
+            plan.gc_below, plan.gc_live, plan.full_live = chain.full_seq, self._gc_live(), live | {marker_seq}
+        if truncated:
+            plan.truncated, plan.keep_dirty = True, keep_dirty
+        return plan
 
     def _gc_live(self) -> frozenset[int]:
         """What garbage trimming must keep: the previous full marker's records and every record
@@ -367,9 +373,9 @@ class Planner:
         and dirty); ledgers above are left out of the marker. A crash loses what was left
         out: those messages are redelivered.
         """
-        cid, pages, chain = self.cursor_id, self.pages, self.chain
+        pages, chain = self.pages, self.chain
         cache, own = pages.cache, pages.index
-        puts: list[tuple[bytes, bytes]] = []
+        records: list[tuple[int, int, LedgerAcks]] = []
         changes: dict[int, IndexEntry | None] = {}
         index: dict[int, IndexEntry | None] = {}
         keep_dirty: set[int] = set()
@@ -386,7 +392,7 @@ class Planner:
             if runs <= left:
                 if ledger in dirty and la is not None:
                     seq = chain.alloc()
-                    puts.append((log_key(cid, seq), encode_ledger(ledger, la, cid)))
+                    records.append((seq, ledger, la.snapshot()))
                     cache.measure(la)
                     changes[ledger] = index[ledger] = IndexEntry(seq, runs)
                 else:
@@ -399,7 +405,7 @@ class Planner:
             part = LedgerAcks(BitMap(whole.bitmap), {e: b for e, b in whole.batches.items() if e < cut})
             part.drop_from(cut + 1)
             seq = chain.alloc()
-            puts.append((log_key(cid, seq), encode_ledger(ledger, part, cid)))
+            records.append((seq, ledger, part))
             index[ledger] = IndexEntry(seq, part.runs)
             if ledger in dirty:
                 keep_dirty.add(ledger)
@@ -410,7 +416,7 @@ class Planner:
         pinned = {ledger for ledger, entry in changes.items() if entry is not None}
         live = frozenset(e.seq for e in index.values() if e is not None)
         return self._seal(
-            puts,
+            records,
             changes,
             index,
             True,
@@ -435,7 +441,8 @@ class Planner:
             elif ledger not in pages.unmarked:  # a later write-back supersedes this record
                 index[ledger] = entry
         pages.pinned -= plan.pinned
-        pages.dirty |= {ledger for ledger in plan.keep_dirty if ledger in cache.loaded}
+        if plan.keep_dirty:
+            pages.dirty |= {ledger for ledger in plan.keep_dirty if ledger in cache.loaded}
         chain.truncated = plan.truncated
         chain.persisted_ranges = plan.persisted_ranges
         chain.marker_seq = plan.marker_seq
@@ -468,10 +475,11 @@ class Planner:
         pages = self.pages
         self._unrebase(plan.rebased)
         pages.pinned -= plan.pinned
-        pages.dirty |= {ledger for ledger in plan.dirty if ledger in pages.cache.loaded}
-        pages.vanished |= plan.vanished
-        pages.unmarked |= {ledger for ledger in plan.unmarked if ledger in pages.index}
-        self.state.meta_dirty = self.state.meta_dirty or plan.meta_dirty
+        dirty, vanished, unmarked, meta_dirty = plan.pending
+        pages.dirty |= {ledger for ledger in dirty if ledger in pages.cache.loaded}
+        pages.vanished |= vanished
+        pages.unmarked |= {ledger for ledger in unmarked if ledger in pages.index}
+        self.state.meta_dirty = self.state.meta_dirty or meta_dirty
 
     # -- compaction --------------------------------------------------------------------------
 

@@ -1,9 +1,28 @@
 """Record codec: keys of the per-cursor log, ledger records and marker records.
 
-Every record value is ``msgpack([type, format_version, crc32(body), body])``
-where ``body`` is itself msgpack bytes. A record whose checksum or decoding
-fails is reported as :class:`~ackstore.errors.CorruptRecordError` and treated
-by recovery as absent.
+Record values (format 6) start with a fixed envelope, then the body::
+
+    offset  size  field
+    0       1     0xC1 (a byte msgpack never writes: formats 1-5 started with 0x94)
+    1       1     record type (1 ledger, 2 marker; the catalog uses others)
+    2       1     format version that wrote it
+    3       4     crc32 of the body, seeded with ``type << 8 | version`` (little-endian)
+    7       ...   body
+
+Formats 1-5 wrote ``msgpack([type, format_version, crc32(body), body])``: 3 bytes more a
+record; both read. A body is msgpack bytes, except a *delta marker's* (below). A record
+whose checksum or decoding fails is reported as :class:`~ackstore.errors.CorruptRecordError`
+and treated by recovery as absent.
+
+A delta marker of format 6 (the one written by nearly every flush) has a fixed layout,
+little-endian, when every field fits 32 bits (otherwise it is written as a msgpack array,
+like full markers)::
+
+    0xC1                                         (a msgpack body never starts with it)
+    prev, md ledger, md entry + 1, rp ledger, rp entry + 1, cursor id, items   (6 x u32, u16)
+    then per item: ledger, seq + 1 (0: the ledger vanished), runs, adds        (3 x u32, u16)
+                   and ``adds`` x u32: the entries acked since that record, ascending
+    then the properties as a msgpack map, when there are any
 
 Log keys are ``struct('>QQ')`` of ``(cursor id, sequence)``: big-endian, so
 LMDB's key order is the log order and a reverse scan reads back to front.
@@ -12,12 +31,13 @@ LMDB's key order is the log order and a reverse scan reads back to front.
 from __future__ import annotations
 
 import struct
+import sys
 import zlib
 from array import array
 from dataclasses import dataclass, field
 from itertools import accumulate
 from operator import sub
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgpack
 from pyroaring import FrozenBitMap
@@ -41,6 +61,7 @@ __all__ = [
     "decode_ledger",
     "decode_ledger_owned",
     "encode_marker",
+    "encode_delta_marker",
     "decode_marker",
 ]
 
@@ -48,8 +69,9 @@ __all__ = [
 #: ``catalog.py``) and put the cursor id in every marker; 4 added the open ledger's last
 #: confirmed entry to the catalog and string values to marker properties; 5 lets a marker's
 #: index entry carry the acks made since the ledger's record (``IndexEntry.adds``). Records
-#: of 1-4 read unchanged.
-FORMAT_VERSION = 5
+#: of 1-4 read unchanged; 6 has the fixed envelope and the fixed delta marker layout (see
+#: the module docstring). Records of 1-5 read unchanged.
+FORMAT_VERSION = 6
 RECORD_LEDGER = 1
 RECORD_MARKER = 2
 
@@ -66,22 +88,44 @@ def split_log_key(key: bytes) -> tuple[int, int]:
     return _KEY.unpack(key)  # type: ignore[return-value]
 
 
+#: the first byte of a format-6 record, and of a fixed-layout delta marker body
+_TAG = 0xC1
+_ENVELOPE = struct.Struct("<BBBI")  # tag, type, version, crc32 of the body seeded with type and version
+
+
 def encode_record(rtype: int, body: bytes) -> bytes:
-    return msgpack.packb([rtype, FORMAT_VERSION, zlib.crc32(body), body])  # type: ignore[no-any-return]
+    return _ENVELOPE.pack(_TAG, rtype, FORMAT_VERSION, zlib.crc32(body, rtype << 8 | FORMAT_VERSION)) + body
+
+
+def _open_record(value: bytes | memoryview) -> tuple[int, bytes]:
+    """Check one record's envelope and checksum: ``(type, body bytes)``. Raises CorruptRecordError."""
+    if value[:1] == b"\xc1":
+        if len(value) < _ENVELOPE.size:
+            raise CorruptRecordError(f"record of {len(value)} bytes is shorter than its envelope")
+        _, rtype, version, crc = _ENVELOPE.unpack_from(value)
+        body = bytes(value[_ENVELOPE.size :])
+        seed = rtype << 8 | version
+    else:  # formats 1-5: a msgpack array
+        try:
+            rtype, version, crc, body = msgpack.unpackb(value)
+        except Exception as exc:  # msgpack raises several unrelated types
+            raise CorruptRecordError(f"record does not decode: {exc}") from None
+        if not isinstance(body, bytes) or type(crc) is not int or type(version) is not int or type(rtype) is not int:
+            raise CorruptRecordError("record envelope has the wrong shape")  # a flipped bit can make any field a list
+        seed = 0
+    if version > FORMAT_VERSION:
+        raise CorruptRecordError(f"record format {version} is newer than this ackstore reads ({FORMAT_VERSION})")
+    if zlib.crc32(body, seed) != crc:
+        raise CorruptRecordError("record checksum mismatch")
+    return rtype, body
 
 
 def decode_record(value: bytes | memoryview) -> tuple[int, Any]:
-    """Check and decode one record: ``(type, body object)``. Raises CorruptRecordError."""
-    try:
-        rtype, version, crc, body = msgpack.unpackb(value)
-    except Exception as exc:  # msgpack raises several unrelated types
-        raise CorruptRecordError(f"record does not decode: {exc}") from None
-    if not isinstance(body, bytes) or type(crc) is not int or type(version) is not int or type(rtype) is not int:
-        raise CorruptRecordError("record envelope has the wrong shape")  # a flipped bit can make any field a list
-    if version > FORMAT_VERSION:
-        raise CorruptRecordError(f"record format {version} is newer than this ackstore reads ({FORMAT_VERSION})")
-    if zlib.crc32(body) != crc:
-        raise CorruptRecordError("record checksum mismatch")
+    """Check and decode one record: ``(type, body object)``; a fixed-layout body (a delta
+    marker's) comes back as its bytes. Raises CorruptRecordError."""
+    rtype, body = _open_record(value)
+    if body[:1] == b"\xc1":
+        return rtype, body
     try:
         return rtype, msgpack.unpackb(body, strict_map_key=False)
     except Exception as exc:
@@ -90,6 +134,8 @@ def decode_record(value: bytes | memoryview) -> tuple[int, Any]:
 
 def record_type(value: bytes | memoryview) -> int | None:
     """The type field of a record without checking it (None if unreadable). Cheap."""
+    if value[:1] == b"\xc1":
+        return value[1] if len(value) >= _ENVELOPE.size else None
     try:
         unpacker = msgpack.Unpacker()
         unpacker.feed(bytes(value[:16]))
@@ -139,12 +185,12 @@ def decode_ledger_owned(value: bytes | memoryview) -> tuple[int, LedgerAcks, int
     return int(ledger), acks, owner
 
 
-@dataclass(frozen=True, slots=True)
-class IndexEntry:
+class IndexEntry(NamedTuple):
     """Where a ledger's newest record (its base) is, how many ranges the ledger holds, and
     (format 5) the entries acked since that record was written: the ledger is the base's
     acks plus ``adds``. A flush that changed a ledger by a few acks writes only them, here,
-    in the marker; when they grow past a fraction of the ledger it writes a new base."""
+    in the marker; when they grow past a fraction of the ledger it writes a new base.
+    (A named tuple: a flush makes two per changed ledger, and a tuple is made faster.)"""
 
     seq: int
     runs: int
@@ -192,6 +238,73 @@ def encode_marker(marker: Marker) -> bytes:
     return encode_record(RECORD_MARKER, body)
 
 
+#: tag, prev, md ledger, md entry + 1, rp ledger, rp entry + 1, cursor id, items
+_DELTA_HEAD = struct.Struct("<BIIIIIIH")
+_DELTA_ITEM = struct.Struct("<IIIH")  # ledger, seq + 1 (0: vanished), runs, adds
+_SWAP = sys.byteorder == "big"  # array('I') is native-endian; the layout is little-endian
+
+
+def encode_delta_marker(
+    prev: int,
+    mark_delete: tuple[int, int],
+    read_position: tuple[int, int],
+    properties: dict[str, int | str],
+    items: list[tuple[int, IndexEntry | None]],
+    cursor_id: int,
+) -> bytes:
+    """A delta marker (not full, not truncated) in the fixed layout of the module docstring;
+    ``items`` ascending by ledger. A field that does not fit the layout (an id or sequence
+    of 2**32 or more, 65,536 items or adds) falls back to :func:`encode_marker`'s msgpack
+    array. O(items + adds), one ``struct.pack`` per item."""
+    item = _DELTA_ITEM.pack
+    try:
+        head = (prev, mark_delete[0], mark_delete[1] + 1, read_position[0], read_position[1] + 1, cursor_id, len(items))
+        parts = [_DELTA_HEAD.pack(_TAG, *head)]
+        for ledger, e in items:
+            if e is None:
+                parts.append(item(ledger, 0, 0, 0))
+            elif not e.adds:
+                parts.append(item(ledger, e.seq + 1, e.runs, 0))
+            else:
+                adds = e.adds.to_array()
+                if _SWAP:
+                    adds.byteswap()
+                parts.append(item(ledger, e.seq + 1, e.runs, len(adds)))
+                parts.append(adds.tobytes())
+    except struct.error:
+        marker = Marker(False, prev, mark_delete, read_position, properties, dict(items), extra={"c": cursor_id})
+        return encode_marker(marker)
+    if properties:
+        parts.append(msgpack.packb(properties))
+    return encode_record(RECORD_MARKER, b"".join(parts))
+
+
+def _decode_delta(body: bytes) -> Marker:
+    """The fixed-layout delta marker of :func:`encode_delta_marker`."""
+    try:
+        _, prev, md_l, md_e, rp_l, rp_e, cid, n = _DELTA_HEAD.unpack_from(body)
+        pos = _DELTA_HEAD.size
+        index: dict[int, IndexEntry | None] = {}
+        for _ in range(n):
+            ledger, seq, runs, nadds = _DELTA_ITEM.unpack_from(body, pos)
+            pos += _DELTA_ITEM.size
+            adds = None
+            if nadds:
+                raw = array("I")
+                raw.frombytes(body[pos : pos + 4 * nadds])
+                if len(raw) != nadds:
+                    raise CorruptRecordError(f"a delta marker's item for ledger {ledger} ends early")
+                if _SWAP:
+                    raw.byteswap()
+                adds = FrozenBitMap(raw)
+                pos += 4 * nadds
+            index[ledger] = IndexEntry(seq - 1, runs, adds) if seq else None
+        props = _properties(msgpack.unpackb(body[pos:])) if pos < len(body) else {}
+    except struct.error as exc:
+        raise CorruptRecordError(f"a delta marker ends early ({exc})") from None
+    return Marker(False, prev, (md_l, md_e - 1), (rp_l, rp_e - 1), props, index, False, {"c": cid})
+
+
 def _index_item(ledger: int, e: IndexEntry | None) -> list[Any]:
     """A marker's index item: ``[ledger, seq, runs]`` (seq -1: the ledger vanished), and
     since format 5 the acks since that record as a fourth item: the first entry, then the
@@ -232,6 +345,8 @@ def decode_marker(value: bytes | memoryview) -> Marker:
     if rtype != RECORD_MARKER:
         raise CorruptRecordError(f"expected a marker record, found type {rtype}")
     try:
+        if isinstance(body, bytes):  # format 6: the fixed delta layout
+            return _decode_delta(body)
         if isinstance(body, list):  # format 5
             full, prev, md_l, md_e, rp_l, rp_e, props, items, truncated, cid = body
             extra: dict[str, Any] = {} if cid == -1 else {"c": cid}
