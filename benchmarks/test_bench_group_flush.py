@@ -29,11 +29,12 @@ CURSORS, ENTRIES = 1000, 100_000
 GROUP = "group flush: 1,000 cursors x 1 dirty ledger"
 
 
-@pytest.fixture
-def many(store: AckStore):  # type: ignore[no-untyped-def]
+def _holey_cursors(store: AckStore, count: int):  # type: ignore[no-untyped-def]
+    """``count`` cursors with one ledger of ~2,500 ranges each, flushed; returns them and a
+    setup that acks one more entry in each."""
     topic = store.topic(T)
     topic.add_ledger(1)
-    cursors = [topic.cursor(f"c{i}", UNBOUNDED) for i in range(CURSORS)]
+    cursors = [topic.cursor(f"c{i}", UNBOUNDED) for i in range(count)]
     for cur in cursors:
         cur.ack_entries(1, range(1, 5000, 2))
     store.flush()
@@ -44,6 +45,12 @@ def many(store: AckStore):  # type: ignore[no-untyped-def]
         for cur in cursors:
             cur.ack(Position(1, next(fresh) + rng.randrange(2)))
 
+    return cursors, dirty_all
+
+
+@pytest.fixture
+def many(store: AckStore):  # type: ignore[no-untyped-def]
+    cursors, dirty_all = _holey_cursors(store, CURSORS)
     return store, cursors, dirty_all
 
 
@@ -88,6 +95,32 @@ def test_group_flush_raw_lmdb_baseline(benchmark, many, tmp_path: Path) -> None:
 def test_group_flush_ackstore(benchmark, many) -> None:  # type: ignore[no-untyped-def]
     store, _, dirty_all = many
     bench_flushes(benchmark, store, GROUP, dirty_all, rounds=10)
+
+
+SCALE = "per-cursor cost: one store of 10,000 cursors vs ten stores of 1,000"
+
+
+def test_group_flush_ten_stores_of_1000(benchmark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The baseline: the same 10,000 cursor flushes as ten flushes of 1,000-cursor stores."""
+    stores = [AckStore.open(tmp_path / f"s{i}", sync=False) for i in range(10)]
+    dirties = [_holey_cursors(s, CURSORS)[1] for s in stores]
+
+    def dirty() -> None:
+        for d in dirties:
+            d()
+
+    benchmark.group = SCALE
+    benchmark.extra_info.update(baseline=True, ops=10 * CURSORS)
+    benchmark.pedantic(lambda: [s.flush() for s in stores], setup=dirty, rounds=5)
+    for s in stores:
+        s.close()
+
+
+def test_group_flush_one_store_of_10000(benchmark, store: AckStore) -> None:  # type: ignore[no-untyped-def]
+    """Issue 15's target: within 1.3x of the baseline's time (speed >= 0.77x)."""
+    _, dirty_all = _holey_cursors(store, 10 * CURSORS)
+    benchmark.extra_info.update(ops=10 * CURSORS)
+    bench_flushes(benchmark, store, SCALE, dirty_all, rounds=5)
 
 
 IDLE = 10_000

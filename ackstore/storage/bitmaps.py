@@ -16,6 +16,7 @@ bytes are the same either way.
 
 from __future__ import annotations
 
+import math
 import sys
 import zlib
 from array import array
@@ -25,7 +26,9 @@ from typing import Any
 
 from pyroaring import BitMap
 
-__all__ = ["encode_bitmap", "decode_bitmap"]
+from ..ledger_acks import count_runs
+
+__all__ = ["encode_bitmap", "decode_bitmap", "smallest_encoding"]
 
 #: ledger payload encodings (bit flags)
 _HOLES = 1  # the payload holds the complement of the acks within [first, last]
@@ -39,7 +42,15 @@ _RICE_MAX_VALUES = 256
 #: a quotient this large is written as an escape and the raw 32-bit gap instead
 _RICE_ESCAPE = 32
 
-#: the gap encoding is tried for sets up to this many values (bounds flush CPU)
+#: a set whose runs average this many values or more is written as roaring: its run
+#: containers cost 4 bytes a run (<= 0.05 B a value), the gap planes would not gain
+_ROARING_RUN_LENGTH = 80
+
+#: zlib of the gap planes costs about this much over the entropy of random gaps (measured:
+#: 1.14x at a mean gap of 10, 1.29x at 2)
+_ZLIB_OVER_ENTROPY = 1.3
+
+#: the gap encoding is used for sets up to this many values (bounds flush CPU)
 _GAPS_MAX_VALUES = 1 << 18
 #: ... and only when the best roaring form costs more than this many bytes a value: below
 #: it the set is made of long runs and gaps gain little; above it (random holes, strides)
@@ -170,42 +181,105 @@ def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
         shift += 7
 
 
-def encode_bitmap(bitmap: BitMap) -> tuple[int, int, int, bytes]:
-    """A small encoding of an ack bitmap: ``(flags, first, last, payload)``.
+def encode_bitmap(bitmap: BitMap, runs: int | None = None) -> tuple[int, int, int, bytes]:
+    """A small encoding of an ack bitmap: ``(flags, first, last, payload)``, chosen from
+    cheap statistics, not by encoding several ways and keeping the smallest.
 
-    Candidates: the acked entries, or the holes between the first and last acked entry,
-    each as a portable roaring bitmap; and, when the smaller of those two sets costs
-    more than ``_GAPS_WORTH`` bytes a value that way, that set as zlib-compressed byte
-    planes of the gaps between its values (or, past ``_GAPS_MAX_VALUES``, its roaring
-    form zlib-compressed); and for small sets still over a byte a value, a Rice code of
-    the gaps. Runs of acks with scattered random holes cost ~1.4 bytes a hole this way
-    (a roaring run container costs 4 bytes a run), strides almost nothing.
-    The smallest candidate wins. O(containers), plus O(values) for sets that are not runs.
+    The set written is the acked entries, or the holes between the first and last acked
+    entry when there are fewer holes. Then, from its count, run count, span and roaring
+    size (``__sizeof__``: computed from the containers, nothing serialized):
+
+    - runs of ``_ROARING_RUN_LENGTH`` values or more on average: a portable roaring
+      bitmap (its run containers, 4 bytes a run, are under 0.05 B a value);
+    - evenly spaced values (one gap repeated): zlib of whichever is shorter, the roaring
+      form or the gaps' byte planes: a few bytes (for a few values, the Rice code, which
+      has no framing);
+    - a roaring form no larger than zlib would make the gaps if the runs lay at random
+      (dense sets, where a bitmap container's 1 bit a position wins): roaring;
+    - at most ``_RICE_MAX_VALUES`` values: the Rice code of the gaps (near that entropy,
+      2 bytes of overhead, where zlib's framing would cost more than the data);
+    - up to ``_GAPS_MAX_VALUES``: zlib of the gaps' byte planes (random holes ~1.4 B each);
+    - more than that: the roaring form zlib-compressed.
+
+    On every workload of ``benchmarks/figures.py`` and the tests' corpus the result is
+    within a few percent of :func:`smallest_encoding`, which tries them all.
+    ``runs``: the bitmap's run count when the caller knows it. O(containers) to choose,
+    plus O(values) for the gap and Rice codes.
     """
     if not bitmap:
         return 0, 0, -1, b""
     first, last = bitmap.min(), bitmap.max()
+    n = len(bitmap)
+    if runs is None:
+        runs = count_runs(bitmap)
+    holes = last - first + 1 - n
+    bitmap.run_optimize()  # the smallest in-memory form, as the cache budget counts it
+    if holes < n:  # write the holes: there are fewer, and one run fewer of them
+        values, flag, count, vruns = bitmap.flip(first, last + 1), _HOLES, holes, runs - 1
+        values.run_optimize()
+    else:
+        values, flag, count, vruns = bitmap, 0, n, runs
+    if count == 0 or count >= _ROARING_RUN_LENGTH * vruns:
+        return flag, first, last, values.serialize()
+    span = last - first + 1
+    level = 6 if count <= 1024 else 1  # level 6 costs 3x level 1 for ~1% on big sets
+    small = count <= _RICE_MAX_VALUES
+    if _is_stride(values, count):  # zlib makes a few bytes of it, plus its ~12 of framing
+        if small and count * (math.log2(span / count) + 2) <= 8 * 24:
+            return flag | _RICE, first, last, _rice(values, first)
+        if values.__sizeof__() < 2 * count:  # bitmap containers: a shorter repeat than the planes
+            return flag | _ZLIB, first, last, zlib.compress(values.serialize(), level)
+        return flag | _GAPS, first, last, zlib.compress(_gap_planes(values, first), level)
+    if values.__sizeof__() <= _ZLIB_OVER_ENTROPY * _gap_entropy(count, vruns, span) / 8:
+        return flag, first, last, values.serialize()
+    if small:
+        return flag | _RICE, first, last, _rice(values, first)
+    if count <= _GAPS_MAX_VALUES:
+        return flag | _GAPS, first, last, zlib.compress(_gap_planes(values, first), level)
+    return flag | _ZLIB, first, last, zlib.compress(values.serialize(), 1)
+
+
+def _gap_entropy(count: int, runs: int, span: int) -> float:
+    """Bits the gaps of ``count`` values in ``runs`` runs over ``span`` positions would take
+    if the runs were placed at random: which gaps start a run (binary entropy), and the
+    geometric-distributed distance before each run. O(1)."""
+    p = runs / count
+    starts = 0.0 if p >= 1 else -count * (p * math.log2(p) + (1 - p) * math.log2(1 - p))
+    return starts + runs * math.log2(math.e * ((span - count) / runs + 1))
+
+
+def _is_stride(values: BitMap, count: int) -> bool:
+    """Evenly spaced (one gap repeated: zlib codes it in a few bytes, Rice or a bitmap in
+    bits per value): the span is ``count - 1`` steps and every value but the last has its
+    successor one step on (one chain, then). O(containers), in C."""
+    if count < 3:
+        return False
+    low, high = values.min(), values.max()
+    step, rest = divmod(high - low, count - 1)
+    return rest == 0 and values.intersection_cardinality(values.shift(step)) == count - 1
+
+
+def smallest_encoding(bitmap: BitMap) -> tuple[int, int, int, bytes]:
+    """The yardstick :func:`encode_bitmap` is measured against (tests, benchmarks): every
+    candidate it chooses from (acks or holes; roaring, zlib of roaring, gap planes, Rice;
+    the same zlib levels) made, the smallest kept. Decodes with :func:`decode_bitmap`."""
+    if not bitmap:
+        return 0, 0, -1, b""
+    first, last = bitmap.min(), bitmap.max()
     bitmap.run_optimize()
-    sets = [(0, bitmap)]
-    if last - first + 1 - len(bitmap) <= len(bitmap):  # fewer holes than acks: try the holes too
-        holes = bitmap.flip(first, last + 1)
-        holes.run_optimize()
-        sets.append((_HOLES, holes))
-    candidates = [(flag, values.serialize()) for flag, values in sets]
-    best = min(candidates, key=lambda c: len(c[1]))
-    (flag, values), raw = min(zip(sets, candidates, strict=True), key=lambda sc: len(sc[0][1]))
-    if values and len(best[1]) > _GAPS_WORTH * len(values):
-        if len(values) <= _GAPS_MAX_VALUES:
-            level = 6 if len(values) <= 1024 else 1  # level 6 costs 3x level 1 for ~1% on big sets
-            other = (flag | _GAPS, zlib.compress(_gap_planes(values, first), level))
-        else:
-            other = (flag | _ZLIB, zlib.compress(raw[1], 1))
-        best = min(best, other, key=lambda c: len(c[1]))
-    if values and len(values) <= _RICE_MAX_VALUES and len(best[1]) > len(values):  # over 1 B a value
-        rice = _rice(values, first)
-        if len(rice) < 0.9 * len(best[1]):  # it decodes slower: worth it only for a real saving
-            best = (flag | _RICE, rice)
-    return best[0], first, last, best[1]
+    holes = bitmap.flip(first, last + 1)
+    holes.run_optimize()
+    found = []
+    for flag, values in ((0, bitmap), (_HOLES, holes)):
+        raw = values.serialize()
+        found += [(flag, raw), (flag | _ZLIB, zlib.compress(raw, 1))]
+        if values and len(values) <= _GAPS_MAX_VALUES:
+            level = 6 if len(values) <= 1024 else 1
+            found.append((flag | _GAPS, zlib.compress(_gap_planes(values, first), level)))
+        if values and len(values) <= _RICE_MAX_VALUES:
+            found.append((flag | _RICE, _rice(values, first)))
+    flag, payload = min(found, key=lambda c: len(c[1]))
+    return flag, first, last, payload
 
 
 def decode_bitmap(flags: int, first: int, last: int, payload: bytes) -> BitMap:

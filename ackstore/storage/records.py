@@ -151,7 +151,7 @@ def record_type(value: bytes | memoryview) -> int | None:
 def encode_ledger(ledger: int, acks: LedgerAcks, cursor_id: int | None = None) -> bytes:
     """A ledger record: the ledger id, its encoded ack bitmap, its run count, partial batches,
     and (format 3) the id of the cursor it belongs to."""
-    flags, first, last, payload = encode_bitmap(acks.bitmap)
+    flags, first, last, payload = encode_bitmap(acks.bitmap, acks.runs)
     batches = [
         [entry, size, mask.to_bytes((size + 7) // 8, "little")] for entry, (size, mask) in sorted(acks.batches.items())
     ]
