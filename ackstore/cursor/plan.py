@@ -266,7 +266,7 @@ class Planner:
             or chain.truncated
             or chain.marker_seq < 0
             or chain.deltas >= self.config.full_marker_every
-            or chain.chain_bytes > max(chain.full_bytes, 1024)
+            or chain.chain_bytes > max(chain.full_bytes, 256)
         )
         records: list[tuple[int, int, LedgerAcks]] = []
         changes: dict[int, IndexEntry | None] = {}
