@@ -140,18 +140,22 @@ def current_meta(metas: list[Meta], txnid: int | None = None) -> Meta:
 
 
 def check_size(path: str | os.PathLike[str]) -> None:
-    """Refuse a data file shorter than its newest meta page says (mapping it would fault)."""
+    """Refuse a data file shorter than its newest meta page says (mapping it would fault).
+
+    The meta pages are read before the size: a writer in another process writes a
+    transaction's pages before its meta page, so the size read after any meta covers it
+    (read the other way round, a commit in between looked like a truncated file).
+    """
     f = data_file(path)
     try:
+        metas = read_metas(f)
         size = f.stat().st_size
     except FileNotFoundError:
         return
-    if size == 0:
-        return  # a new environment
-    try:
-        metas = read_metas(f)
     except OSError as exc:
         raise CorruptStoreError(f"cannot read {f}: {exc}", path, None) from None
+    if size == 0:
+        return  # a new environment
     if not metas:
         if size < 2 * 4096:
             raise CorruptStoreError(f"{f} is {size} bytes: too short for LMDB's two meta pages", path)
