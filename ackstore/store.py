@@ -606,20 +606,23 @@ class AckStore:
                     for plan in plans:
                         plan.abort()
                 raise
+            records = full = nbytes = 0
             with self.lock:
-                for plan in plans:
+                for plan, cur in zip(plans, planned, strict=True):
                     plan.commit()
-                for cur in planned:
                     if not cur.pending:  # acks that came in meanwhile, or ranges PIP-299 left out, keep it listed
                         self._unlist(cur)
+                    records += len(plan.records)
+                    full += plan.full
+                    nbytes += plan.nbytes
                 for topic, written in confirms:
                     topic._confirm_written(written)
             stats = FlushStats(
                 cursors=len(plans),
-                ledger_records=sum(p.ledger_records for p in plans),
+                ledger_records=records,
                 markers=len(plans),
-                full_markers=sum(1 for p in plans if p.full),
-                bytes_written=sum(p.bytes_written for p in plans) + OPEN_LEDGER_ENTRY_BYTES * len(confirms),
+                full_markers=full,
+                bytes_written=nbytes + OPEN_LEDGER_ENTRY_BYTES * len(confirms),
                 records_trimmed=trimmed,
                 seconds=time.perf_counter() - started,
                 map_grows=self._storage.map_grows - grows_before,

@@ -23,7 +23,7 @@ full marker and the delta chain since). Compaction's rewrite plan lives here too
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Set
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -42,6 +42,8 @@ if TYPE_CHECKING:
 __all__ = ["FlushPlan", "MarkerChain", "Planner", "RewritePlan"]
 
 log = logging.getLogger("ackstore")
+
+_NONE: frozenset[int] = frozenset()
 
 
 #: a ledger's acks since its record travel in the marker while they are at most this many...
@@ -124,7 +126,7 @@ class FlushPlan:
     changes: dict[int, IndexEntry | None]
     full: bool
     marker_seq: int
-    pending: tuple[set[int], set[int], set[int], bool]  # dirty, vanished, unmarked, meta_dirty it took
+    pending: tuple[set[int], Set[int], Set[int], bool]  # dirty, vanished, unmarked, meta_dirty it took
     pinned: set[int]
     persisted_ranges: int
     gc_below: int = -1  # delete unreferenced records below this sequence (-1: none)
@@ -210,11 +212,15 @@ class Planner:
             return None  # an idle cursor: nothing to copy
         if self.chain.over_cap or self.config.max_unacked_ranges_to_persist:
             self._watch_cap()
-        dirty, vanished, unmarked = set(pages.dirty), set(pages.vanished), set(pages.unmarked)
-        meta_dirty = state.meta_dirty
+        dirty = set(pages.dirty)  # copied: the ack path holds pages.dirty itself
         pages.dirty.clear()
-        pages.vanished.clear()
-        pages.unmarked.clear()
+        vanished: Set[int] = _NONE  # usually empty: taken whole, not copied
+        unmarked: Set[int] = _NONE
+        if pages.vanished:
+            vanished, pages.vanished = pages.vanished, set()
+        if pages.unmarked:
+            unmarked, pages.unmarked = pages.unmarked, set()
+        meta_dirty = state.meta_dirty
         state.meta_dirty = False
         if not dirty and not meta_dirty and not unmarked and not any(v in pages.index for v in vanished):
             return None
@@ -257,7 +263,7 @@ class Planner:
             )
         chain.over_cap = over
 
-    def _prepare(self, dirty: set[int], vanished: set[int], unmarked: set[int], meta_dirty: bool) -> FlushPlan:
+    def _prepare(self, dirty: set[int], vanished: Set[int], unmarked: Set[int], meta_dirty: bool) -> FlushPlan:
         pages, chain = self.pages, self.chain
         cache, index = pages.cache, pages.index
         loaded = cache.loaded
@@ -335,7 +341,7 @@ class Planner:
         index: dict[int, IndexEntry | None],
         full: bool,
         live: frozenset[int],
-        pending: tuple[set[int], set[int], set[int], bool],
+        pending: tuple[set[int], Set[int], Set[int], bool],
         pinned: set[int],
         persisted_ranges: int,
         truncated: bool = False,
@@ -364,7 +370,7 @@ class Planner:
         return self.chain.full_live | {e.seq for e in self.pages.index.values()}
 
     def _prepare_truncated(
-        self, dirty: set[int], vanished: set[int], unmarked: set[int], meta_dirty: bool, limit: int
+        self, dirty: set[int], vanished: Set[int], unmarked: Set[int], meta_dirty: bool, limit: int
     ) -> FlushPlan:
         """PIP-299: a full marker holding only the lowest ``limit`` ranges.
 
@@ -456,7 +462,7 @@ class Planner:
         else:
             chain.deltas += 1
             chain.chain_bytes += plan.marker_bytes
-        written = plan.bytes_written
+        written = plan.nbytes
         chain.flushes += 1
         chain.last_flush_bytes = written
         chain.total_flush_bytes += written
