@@ -111,7 +111,7 @@ def test_map_grows_without_the_caller_seeing_it(store_path: Path) -> None:
 
 
 def test_acks_go_on_while_a_flush_encodes(store_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A flush encodes outside the store lock: while it encodes one cursor's big new record,
+    """A flush encodes outside the store lock: while it encodes one cursor's 1,000 new records,
     acks on another cursor, and on the same cursor's ledger, complete; none is lost."""
     from ackstore.cursor.plan import FlushPlan
 
@@ -127,22 +127,23 @@ def test_acks_go_on_while_a_flush_encodes(store_path: Path, monkeypatch: pytest.
     rng = random.Random(8)
     with AckStore.open(store_path, sync=False) as store:
         topic = store.topic(T)
-        topic.add_ledger(1)
-        topic.close_ledger(1, 5_000_000)
-        topic.add_ledger(2)
+        for ledger in range(1, 1001):
+            topic.add_ledger(ledger)
+            topic.close_ledger(ledger, 5_000_000)
+        topic.add_ledger(1001)
         unbounded = CursorConfig(max_unacked_ranges_to_persist=0)
         big, other = topic.cursor("big", unbounded), topic.cursor("other", unbounded)
-        big.ack_entries(1, rng.sample(range(1, 3_000_000), 1_500_000))  # random holes: a slow encoding
         store.flush()
-        big.ack_entries(1, range(3_000_001, 3_000_400, 2))  # past the delta bound: the next flush writes a base
+        for ledger in range(1, 1001):  # 1,000 new ledger records of 200 scattered acks: ~0.2 s of encoding
+            big.ack_entries(ledger, rng.sample(range(100_000), 200))
         encoding.clear()
         done: list[float] = []
         flusher = threading.Thread(target=store.flush)
         flusher.start()
         e = 1
         while flusher.is_alive():
-            other.ack(Position(2, e))
-            big.ack(Position(1, 4_000_000 + e))
+            other.ack(Position(1001, e))
+            big.ack(Position(1000, 4_000_000 + e))
             done.append(time.perf_counter())
             e += 2
         flusher.join()
@@ -154,8 +155,8 @@ def test_acks_go_on_while_a_flush_encodes(store_path: Path, monkeypatch: pytest.
     with AckStore.open(store_path) as store:
         topic = store.topic(T)
         assert {name: list(topic.cursor(name).ack_ranges()) for name in expected} == expected
-        assert expected["other"][-1][1] == Position(2, e - 2)
-        assert expected["big"][-1][1] == Position(1, 4_000_000 + e - 2)
+        assert expected["other"][-1][1] == Position(1001, e - 2)
+        assert expected["big"][-1][1] == Position(1000, 4_000_000 + e - 2)
 
 
 def test_threads_ack_while_another_flushes(store_path: Path) -> None:
