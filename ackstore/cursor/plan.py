@@ -1,6 +1,6 @@
-"""The flush protocol of one cursor: prepare a :class:`FlushPlan`, write it, then commit or abort.
+"""The flush protocol of one cursor: prepare a :class:`FlushPlan`, encode it, write it, then commit or abort.
 
-The store's group flush is three steps, like a two-phase commit:
+The store's group flush is four steps, like a two-phase commit:
 
 1. ``plan = cursor.prepare_flush()`` under the store lock: what changed since the last
    marker is taken from the cursor's pending sets and copied into the plan: the ledgers
@@ -140,10 +140,6 @@ class FlushPlan:
     nbytes: int = 0  # keys + values of ``puts``
     planner: Planner | None = field(default=None, repr=False)
 
-    @property
-    def ledger_records(self) -> int:
-        return len(self.records)
-
     def encode(self) -> None:
         """Step 2, outside the store lock: the plan's ledger records and marker, from the
         copies ``prepare`` made (nothing here reads the cursor). O(what the plan carries);
@@ -158,17 +154,11 @@ class FlushPlan:
         if self.full:
             value = encode_marker(Marker(True, prev, md, rp, props, self.index, self.truncated, {"c": cid}))
         else:
-            items = sorted(self.index.items()) if len(self.index) > 1 else list(self.index.items())
-            value = encode_delta_marker(prev, md, rp, props, items, cid)
+            value = encode_delta_marker(prev, md, rp, props, sorted(self.index.items()), cid)
         puts.append((log_key(cid, self.marker_seq), value))
         self.puts = puts
         self.marker_bytes = len(value)
         self.nbytes = nbytes + 16 + len(value)
-
-    @property
-    def bytes_written(self) -> int:
-        """Keys and values this plan puts (counted once, when the plan is sealed)."""
-        return self.nbytes
 
     def commit(self) -> None:
         """The transaction committed: the cursor adopts this plan. Store lock held."""
@@ -206,7 +196,8 @@ class Planner:
     # -- prepare -------------------------------------------------------------------------------
 
     def prepare(self) -> FlushPlan | None:
-        """Encode what changed since the last marker (None: nothing did). Exception-safe."""
+        """Copy what changed since the last marker into a plan (None: nothing did); the plan
+        encodes it later, outside the lock. Exception-safe: on error the pending sets are back."""
         pages, state = self.pages, self.state
         if not (pages.pending() or state.meta_dirty):
             return None  # an idle cursor: nothing to copy
@@ -279,7 +270,7 @@ class Planner:
         marker_index: dict[int, IndexEntry | None] = {}  # a delta marker's (a full one's is built below)
         rebased: list[int] = []
         pinned: set[int] = set()  # the dirty ledgers this plan carries
-        for ledger in sorted(dirty) if len(dirty) > 1 else dirty:
+        for ledger in sorted(dirty):
             la = loaded.get(ledger)
             if not la:
                 continue
