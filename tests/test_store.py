@@ -112,19 +112,26 @@ def test_map_grows_without_the_caller_seeing_it(store_path: Path) -> None:
 
 def test_acks_go_on_while_a_flush_encodes(store_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A flush encodes outside the store lock: while it encodes one cursor's 1,000 new records,
-    acks on another cursor, and on the same cursor's ledger, complete; none is lost."""
+    acks on another cursor, and on the same cursor's ledger, complete; none is lost.
+
+    No timing: the big plan's encode() waits until the main thread has made its acks (a
+    lock held while encoding would block them, so the wait would run out and the test fail).
+    The number of acks is fixed, whatever the machine's speed."""
     from ackstore.cursor.plan import FlushPlan
 
-    encoding: list[tuple[float, float]] = []  # when each plan's encode() ran (the real one)
     real = FlushPlan.encode
+    encoding, acked = threading.Event(), threading.Event()
+    acked_in_time: list[bool] = []
 
-    def timed(plan: FlushPlan) -> None:
-        started = time.perf_counter()
+    def gated(plan: FlushPlan) -> None:
+        if len(plan.records) >= 1000:  # the big cursor's plan: let the acks run first
+            encoding.set()
+            acked_in_time.append(acked.wait(timeout=60))
         real(plan)
-        encoding.append((started, time.perf_counter()))
 
-    monkeypatch.setattr(FlushPlan, "encode", timed)
+    monkeypatch.setattr(FlushPlan, "encode", gated)
     rng = random.Random(8)
+    acks = 50
     with AckStore.open(store_path, sync=False) as store:
         topic = store.topic(T)
         for ledger in range(1, 1001):
@@ -134,29 +141,24 @@ def test_acks_go_on_while_a_flush_encodes(store_path: Path, monkeypatch: pytest.
         unbounded = CursorConfig(max_unacked_ranges_to_persist=0)
         big, other = topic.cursor("big", unbounded), topic.cursor("other", unbounded)
         store.flush()
-        for ledger in range(1, 1001):  # 1,000 new ledger records of 200 scattered acks: ~0.2 s of encoding
+        for ledger in range(1, 1001):  # 1,000 new ledger records of 200 scattered acks
             big.ack_entries(ledger, rng.sample(range(100_000), 200))
-        encoding.clear()
-        done: list[float] = []
         flusher = threading.Thread(target=store.flush)
         flusher.start()
-        e = 1
-        while flusher.is_alive():
-            other.ack(Position(1001, e))
-            big.ack(Position(1000, 4_000_000 + e))
-            done.append(time.perf_counter())
-            e += 2
+        assert encoding.wait(timeout=60)
+        for i in range(acks):  # while the big plan encodes
+            other.ack(Position(1001, 2 * i + 1))
+            big.ack(Position(1000, 4_000_000 + 2 * i + 1))
+        acked.set()
         flusher.join()
-        start, end = max(encoding, key=lambda w: w[1] - w[0])  # the big cursor's
-        during = [t for t in done if start < t < end]
-        assert len(during) >= 3, (end - start, len(during))  # a lock held while encoding lets none through
+        assert acked_in_time == [True]  # a lock held while encoding would have blocked the acks
         store.flush()
         expected = {name: list(c.ack_ranges()) for name, c in (("big", big), ("other", other))}
     with AckStore.open(store_path) as store:
         topic = store.topic(T)
         assert {name: list(topic.cursor(name).ack_ranges()) for name in expected} == expected
-        assert expected["other"][-1][1] == Position(1001, e - 2)
-        assert expected["big"][-1][1] == Position(1000, 4_000_000 + e - 2)
+        assert expected["other"][-1][1] == Position(1001, 2 * acks - 1)
+        assert expected["big"][-1][1] == Position(1000, 4_000_000 + 2 * acks - 1)
 
 
 def test_threads_ack_while_another_flushes(store_path: Path) -> None:
@@ -207,7 +209,7 @@ def test_close_flushes_and_background_flusher(store_path: Path) -> None:
         topic.add_ledger(1)
         cur = topic.cursor("c", CursorConfig(full_marker_every=4))
         cur.ack([Position(1, 3)])
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 60  # a bound for a broken flusher, not a speed
         while cur.dirty and time.monotonic() < deadline:
             time.sleep(0.01)
         assert not cur.dirty  # the background flusher wrote it
