@@ -229,7 +229,6 @@ def _rebuild_topic(
         if state.resolved is not None:
             m = state.resolved.marker
             note(*m.mark_delete)
-            note(m.read_position[0], m.read_position[1] - 1)
     inferred = sorted(set(highest) - set(ledgers))
     if last >= 0 and last not in ledgers and last not in highest:
         inferred.append(last)
@@ -274,7 +273,6 @@ def _rebuild_cursor(
             attempt(f"batch {ledger}:{entry}", partial(cur.ack_batch_index, Position(ledger, entry), size, indexes))
     for key, value in sorted(marker.properties.items()):
         attempt(f"property {key!r}", partial(cur.set_property, key, value))
-    attempt("read position", partial(cur.restore_read_position, Position(*marker.read_position)))
     return problems
 
 

@@ -147,7 +147,7 @@ def stat(store: Path, as_json: bool, prometheus: bool, max_cursors: int) -> None
         lines.append(f"  {t}: {tv['ledgers']} ledgers{bound}, {len(tv['cursors'])} cursors")
         for name, c in tv["cursors"].items():
             lines.append(
-                f"    {name}: mark-delete {c['mark_delete']}, read {c['read_position']}, {c['ranges']:,} ranges, "
+                f"    {name}: mark-delete {c['mark_delete']}, {c['ranges']:,} ranges, "
                 f"{c['ledgers']} ledgers, {c['records']} records ({c['record_bytes']:,} B, "
                 f"garbage {c['garbage_bytes']:,} B), newest marker {c['newest_marker']}"
                 + (", TRUNCATED" if c["truncated"] else "")
@@ -176,7 +176,6 @@ def _cursor_figures(s: AckStore, cur) -> dict[str, Any]:  # type: ignore[no-unty
     st, usage = cur.stats(), cur.log_usage()
     return {
         "mark_delete": str(st.mark_delete_position),
-        "read_position": str(st.read_position),
         "ranges": st.ack_range_count,
         "ledgers": st.ledgers_indexed,
         "records": usage.records,
@@ -193,7 +192,7 @@ def _cursor_figures(s: AckStore, cur) -> dict[str, Any]:  # type: ignore[no-unty
 @click.option("--topic", help="only this topic's cursors")
 @click.option("--json", "as_json", is_flag=True, help="print JSON")
 def cursors(store: Path, topic: str | None, as_json: bool) -> None:
-    """One line per cursor: TOPIC/CURSOR, mark-delete, read position, ranges, ledgers."""
+    """One line per cursor: TOPIC/CURSOR, mark-delete, ranges, ledgers (tab-separated)."""
     rows = []
     with AckStore.open(store, readonly=True, verify="loaded") as s:
         for t, name in _all_cursors(s, topic):
@@ -203,15 +202,11 @@ def cursors(store: Path, topic: str | None, as_json: bool) -> None:
                     "topic": t,
                     "cursor": name,
                     "mark_delete": str(st.mark_delete_position),
-                    "read_position": str(st.read_position),
                     "ranges": st.ack_range_count,
                     "ledgers": st.ledgers_indexed,
                 }
             )
-    text = "\n".join(
-        f"{r['topic']}/{r['cursor']}\t{r['mark_delete']}\t{r['read_position']}\t{r['ranges']}\t{r['ledgers']}"
-        for r in rows
-    )
+    text = "\n".join(f"{r['topic']}/{r['cursor']}\t{r['mark_delete']}\t{r['ranges']}\t{r['ledgers']}" for r in rows)
     _emit(as_json, rows, text or "(no cursors)")
 
 

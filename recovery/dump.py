@@ -24,8 +24,10 @@ from ackstore.cursor import Cursor
 
 __all__ = ["DumpError", "dump_lines", "write_dump", "restore", "DUMP_FORMAT"]
 
-#: 2 added the topic's last confirmed entry and string property values; 1 still restores
-DUMP_FORMAT = 2
+#: 2 added the topic's last confirmed entry and string property values; 3 dropped the read
+#: position (it is not persisted: a restart reads from the mark-delete position + 1, and so
+#: does a restored store); 1 and 2 still restore, their read position ignored
+DUMP_FORMAT = 3
 
 
 class DumpError(AckStoreError):
@@ -68,7 +70,6 @@ def dump_lines(
                 "cursor": name,
                 "config": cur.config.to_obj(),
                 "mark_delete": str(cur.mark_delete_position),
-                "read_position": str(cur.read_position),
                 "properties": cur.properties,
             }
             for first, last in cur.ack_ranges():
@@ -175,7 +176,7 @@ def _apply(store: AckStore, objects: Iterator[tuple[int, dict[str, Any]]], count
     header = next(objects, None)
     if header is None or header[1].get("type") != "ackstore-dump":
         raise DumpError("dump line 1 is not an ackstore dump header")
-    if header[1].get("format") not in (1, DUMP_FORMAT):
+    if header[1].get("format") not in (1, 2, DUMP_FORMAT):
         raise DumpError(f"dump format {header[1].get('format')!r} is not one this ackstore reads (1..{DUMP_FORMAT})")
     cur: Cursor | None = None
     pending: dict[int, BitMap] = {}
@@ -213,7 +214,6 @@ def _apply(store: AckStore, objects: Iterator[tuple[int, dict[str, Any]]], count
                 cur.ack_cumulative(Position.parse(obj["mark_delete"]))
                 for key, value in sorted(obj["properties"].items()):
                     cur.set_property(key, value)
-                cur.restore_read_position(Position.parse(obj["read_position"]))
                 counts["cursors"] += 1
             elif kind == "range":
                 _expect_cursor(cur, obj, number)

@@ -20,6 +20,8 @@ class CursorModel:
     acked: set[Pos] = field(default_factory=set)
     batches: dict[Pos, tuple[int, set[int]]] = field(default_factory=dict)
     properties: dict[str, int | str] = field(default_factory=dict)
+    #: where reads stand, in memory only: a restart forgets it (reads start at M + 1 again)
+    read: Pos = (0, 0)
 
 
 @dataclass
@@ -87,6 +89,45 @@ class TopicModel:
 
     def is_acked(self, c: CursorModel, p: Pos) -> bool:
         return p <= self.md(c) or (p in c.acked and self.within(p))
+
+    def read_position(self, c: CursorModel) -> Pos:
+        """Where the next sequential read starts: where reads stand, never below M + 1."""
+        md = self.md(c)
+        return max(c.read, (md[0], md[1] + 1))
+
+    def readable(self, c: CursorModel, n: int, open_entries: int) -> list[Pos]:
+        """What a sequential read of ``n`` returns: the first unacked written positions from
+        the read position on."""
+        start = self.read_position(c)
+        out: list[Pos] = []
+        for ledger in self.ids():
+            if ledger < start[0]:
+                continue
+            for entry in range(start[1] if ledger == start[0] else 0, self.written(ledger, open_entries)):
+                if len(out) == n:
+                    return out
+                if not self.is_acked(c, (ledger, entry)):
+                    out.append((ledger, entry))
+        return out
+
+    def read(self, c: CursorModel, positions: list[Pos]) -> None:
+        """A sequential read returned ``positions``: reads stand after the last one, past a
+        run of acked entries that follows and past a sealed ledger's end (Pulsar's next
+        available position)."""
+        if not positions:
+            return
+        ledger, entry = positions[-1][0], positions[-1][1] + 1
+        ids = self.ids()
+        while True:
+            count = self.count(ledger)
+            i = ids.index(ledger)
+            if count is not None and entry >= count and i + 1 < len(ids):
+                ledger, entry = ids[i + 1], 0
+            elif self.is_acked(c, (ledger, entry)):
+                entry += 1
+            else:
+                break
+        c.read = max(c.read, (ledger, entry))
 
     # -- validation (True when the engine must accept) ----------------------------------------
     def valid_position(self, p: Pos, low: int = 0) -> bool:
@@ -218,6 +259,7 @@ class TopicModel:
         return last
 
     def reset(self, c: CursorModel, p: Pos) -> None:
+        c.read = p
         c.floor = (p[0], p[1] - 1)
         c.acked.clear()
         c.batches.clear()
@@ -259,6 +301,7 @@ class TopicModel:
         for name in self.cursors:
             restored.setdefault(name, CursorModel())
         for c in restored.values():  # what a load does: clip to the directory's bounds, once
+            c.read = (0, 0)  # never persisted: reads start at M + 1 again
             c.floor = self.md(c)
             c.acked = {p for p in c.acked if self.within(p)}
             c.batches = {p: b for p, b in c.batches.items() if self.within(p)}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import tempfile
@@ -223,7 +224,23 @@ class AckStoreMachine(RuleBasedStateMachine):
 
     @rule(name=st.sampled_from(CURSORS))
     def rewind(self, name: str) -> None:
-        self.dispatchers[name].rewind()  # no reads here: the read position already is M + 1
+        self.dispatchers[name].rewind()
+        self.model.cursors[name].read = (0, 0)  # back to M + 1
+
+    @precondition(lambda self: self.model.ledgers)
+    @rule(name=st.sampled_from(CURSORS), n=st.integers(1, 15))
+    def read_more(self, name: str, n: int) -> None:
+        """A sequential read: the first unacked entries from the read position (none while
+        PIP-299 pauses the dispatcher), then the read position moves past them."""
+        m, cur = self.model, self.cursors[name]
+        c = m.cursors[name]
+        got = [e.position for e in asyncio.run(self.dispatchers[name].read_more(n))]
+        if cur.is_blocked_on_ack_state_persistent:
+            assert got == []
+            return
+        expected = m.readable(c, n, self._open_entries())
+        assert got == expected, (name, got, expected)
+        m.read(c, expected)
 
     # -- cursors opened later, and properties ----------------------------------------------------
     @rule(name=st.sampled_from(LATER), latest=st.booleans())
@@ -282,7 +299,7 @@ class AckStoreMachine(RuleBasedStateMachine):
             cur._check()
             md = m.md(c)
             assert cur.mark_delete_position == md, (name, cur.mark_delete_position, md)
-            assert cur.read_position == (md[0], md[1] + 1)
+            assert cur.read_position == m.read_position(c), (name, cur.read_position, m.read_position(c))
             ranges = m.ranges(c)
             assert list(cur.ack_ranges()) == ranges, name
             assert cur.ack_range_count == len(ranges)

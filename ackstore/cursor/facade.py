@@ -211,7 +211,9 @@ class Cursor:
 
     @property
     def read_position(self) -> Position:
-        """Where the next sequential read starts."""
+        """Where the next sequential read starts. In memory only, as in Pulsar: a restart
+        (clean or a crash) starts it again at the first unacked entry after the mark-delete
+        position, so entries dispatched and not acked are delivered again (at-least-once)."""
         return self._state.rp
 
     @property
@@ -456,14 +458,6 @@ class Cursor:
     def rewind(self) -> None:
         """Read again from the first unacked position."""
         self._edit(self._state.rewind, check=False)
-
-    def restore_read_position(self, position: Position) -> None:
-        """Set the read position exactly (what ``ackstore restore`` does with a dump's).
-
-        Not for cursor processes: their reads move it (and resets, seeks and rewinds go
-        through a Dispatcher). ``position`` may not lie below ``mark_delete_position + 1``.
-        """
-        self._edit(self._state.restore_read_position, position)
 
     # -- the store's protocol (lock held by the caller) ----------------------------------------
 

@@ -340,8 +340,10 @@ class Planner:
     ) -> FlushPlan:
         """Copy the marker's fields into the plan and pin what it carries."""
         state, chain = self.state, self.chain
-        md, rp = state.md, state.rp
-        head = (chain.marker_seq, (md[0], md[1]), (rp[0], rp[1]), dict(state.properties))
+        md = state.md
+        # the read position is not persisted (a restart reads again from M + 1); the
+        # marker's field keeps the layout and holds M + 1, never where reads stood
+        head = (chain.marker_seq, (md[0], md[1]), (md[0], md[1] + 1), dict(state.properties))
         marker_seq = chain.alloc()
         if pinned:
             self.pages.pinned |= pinned
@@ -502,7 +504,7 @@ class Planner:
             full=True,
             prev=-1,
             mark_delete=(state.md[0], state.md[1]),
-            read_position=(state.rp[0], state.rp[1]),
+            read_position=(state.md[0], state.md[1] + 1),
             properties=dict(state.properties),
             index=dict(index),
             extra={"c": self.cursor_id},
@@ -533,8 +535,8 @@ class Planner:
         if resolved is None or resolved.seq != marker_seq:
             return f"recovery found marker {None if resolved is None else resolved.seq}, not {marker_seq}"
         m, state, pages = resolved.marker, self.state, self.pages
-        if (tuple(m.mark_delete), tuple(m.read_position)) != (tuple(state.md), tuple(state.rp)):
-            return f"positions {m.mark_delete}/{m.read_position}, not {state.md}/{state.rp}"
+        if tuple(m.mark_delete) != tuple(state.md):
+            return f"mark-delete {m.mark_delete}, not {state.md}"
         if m.properties != state.properties:
             return "the properties differ"
         if set(recovered.ledgers) != pages.known():

@@ -134,12 +134,16 @@ class AckState:
             self.meta_dirty = True  # a new cursor's start position is persisted by the first flush
         else:
             self.md = trusted(*marker.mark_delete)
-            self.rp = trusted(*marker.read_position)
             self.properties = dict(marker.properties)
             self.meta_dirty = False
         self.range_count = self.ledgers.runs()
         self._limit_ledger, self._limit_value, self._limit_version = -1, -1, -1
         self.reconcile(d)
+        # the read position lives in memory only, as in Pulsar: after any restart reads
+        # start at the first unacked entry after M (M + 1: M always stands just before
+        # one), so whatever was dispatched and not acked is delivered again. A read
+        # position a marker of format 6 or older holds is never used.
+        self.rp = self.md.next()
 
     # -- the ledger directory --------------------------------------------------------------------
 
@@ -508,27 +512,34 @@ class AckState:
         self.advance()
 
     def move_read_position(self, position: Position) -> None:
-        """A sequential read moved past ``position``'s predecessor (never backwards); the
-        position after a sealed ledger's last entry is the next ledger's first."""
+        """A sequential read moved past ``position``'s predecessor (never backwards). Like
+        Pulsar's next available position, it then hops a run of acked entries that starts
+        there, and the position after a sealed ledger's last entry is the next ledger's
+        first. In memory only (never persisted, never makes the cursor dirty).
+        O(runs hopped + ledgers crossed)."""
         d = self.topic.directory
         ledger, entry = position
-        if ledger in d and entry == d.count(ledger) and (following := d.next_after(ledger)) is not None:
-            position = trusted(following, 0)
+        while True:
+            i = d.index(ledger)
+            if i < 0:
+                break
+            count = d.counts[i]
+            if 0 <= count <= entry:
+                if i + 1 >= len(d.ids):
+                    break
+                ledger, entry = d.ids[i + 1], 0
+                continue
+            la = self.ledgers.get(ledger)
+            if la is None or entry not in la.bitmap:
+                break
+            entry = run_end(la.bitmap, entry) + 1
+        position = trusted(ledger, entry)
         if position > self.rp:
             self.rp = position
-            self.meta_dirty = True
 
     def rewind(self) -> None:
-        """Read again from the first unacked position."""
+        """Read again from the first unacked position (in memory only)."""
         self.rp = self.md.next()
-        self.meta_dirty = True
-
-    def restore_read_position(self, position: Any) -> None:
-        ledger, entry = pair(position)
-        if (ledger, entry) < self.md.next():
-            raise InvalidArgumentError(f"read position {ledger}:{entry} is below the mark-delete {self.md}")
-        self.rp = trusted(ledger, entry)
-        self.meta_dirty = True
 
     def set_property(self, key: Any, value: Any) -> None:
         """An integer (64-bit) or string (UTF-8, up to ``MAX_PROPERTY_VALUE_BYTES``) property."""

@@ -24,6 +24,10 @@ like full markers)::
                    and ``adds`` x u32: the entries acked since that record, ascending
     then the properties as a msgpack map, when there are any
 
+The read position fields of both marker forms are never used: the read position is not
+persisted (a restart reads again from the mark-delete position + 1, as Pulsar does); a
+writer stores M + 1 there and open ignores whatever an older writer stored.
+
 Log keys are ``struct('>QQ')`` of ``(cursor id, sequence)``: big-endian, so
 LMDB's key order is the log order and a reverse scan reads back to front.
 """
