@@ -157,6 +157,26 @@ class TopicModel:
             return count == entry
         return self.confirmed is not None and entry == self.confirmed + 1
 
+    def clamp_reset(self, p: Pos) -> Pos | None:
+        """Where a non-strict reset to ``p`` goes (Pulsar's next valid position), None when
+        it raises: earliest before the first ledger, the next ledger's first entry in a
+        missing ledger or past a ledger's end, the latest past the newest ledger."""
+        if self.valid_reset_position(p):
+            return p
+        ids = self.ids()
+        if not ids:
+            return None
+        ledger, entry = p
+        if ledger in ids and entry < 0:
+            return ledger, 0
+        later = [i for i in ids if i > ledger]
+        if later:
+            return later[0], 0
+        last, count = self.ledgers[-1]
+        if count is not None:
+            return last, count
+        return None if self.confirmed is None else (last, self.confirmed + 1)
+
     def latest(self) -> Pos:
         """Where a cursor created at the latest position starts (its mark-delete)."""
         if not self.ledgers:
@@ -258,11 +278,27 @@ class TopicModel:
                 last, n = (ledger, entry), n - 1
         return last
 
-    def reset(self, c: CursorModel, p: Pos) -> None:
+    def reset(self, c: CursorModel, p: Pos, batch: tuple[int, int] | None = None) -> None:
+        """Reset to ``p``; ``batch`` ``(index, size)``: the indexes before ``index`` acked."""
         c.read = p
         c.floor = (p[0], p[1] - 1)
         c.acked.clear()
         c.batches.clear()
+        if batch is not None and batch[0]:
+            c.batches[p] = (batch[1], set(range(batch[0])))
+
+    def reset_outcome(
+        self, p: Pos, batch: tuple[int, int] | None, strict: bool
+    ) -> tuple[Pos, tuple[int, int] | None] | None:
+        """Where a dispatcher's reset(p, batch, strict) goes and with which batch; None: it raises."""
+        if batch is not None and not batch[0] < batch[1]:
+            return None
+        if self.valid_reset_position(p) and (batch is None or not batch[0] or self.valid_position(p)):
+            return p, batch
+        if strict:
+            return None
+        target = self.clamp_reset(p)
+        return None if target is None else (target, None)
 
     def batch_size_conflict(self, c: CursorModel, p: Pos, size: int) -> bool:
         old = self.partials(c).get(p)

@@ -50,7 +50,8 @@ def test_reset_to_just_after_a_sealed_ledgers_last_entry_is_the_next_ledgers_fir
         d.seek(Position(4, 2))
         assert d.epoch == epoch + 1 and cur.read_position == Position(5, 0)
         with pytest.raises(InvalidPositionError, match=r"allowed entries 0\.\.1"):
-            d.reset(Position(4, 3))  # further out stays an error
+            d.reset(Position(4, 3), strict=True)  # further out is an error when strict...
+        assert d.reset(Position(4, 3)) == Position(5, 0)  # ...and by default Pulsar's next valid position
         with pytest.raises(InvalidPositionError):
             cur.ack([Position(4, 2)])  # an ack there is still outside the ledger
 
@@ -173,7 +174,8 @@ def test_a_tracked_open_ledger_bounds_acks_cumulative_acks_and_resets(store_path
         with pytest.raises(InvalidPositionError, match="no confirmed entry yet"):
             cur.ack_cumulative(Position(8, 10))
         with pytest.raises(InvalidPositionError):
-            d.reset(Position(8, 5))
+            d.reset(Position(8, 5), strict=True)
+        assert d.reset(Position(8, 5)) == Position(8, 0)  # clamped to the latest
         d.reset(Position(8, 0))  # the next entry to be written: allowed
         topic.advance(8, 4)
         with pytest.raises(InvalidPositionError, match=r"allowed entries 0\.\.4 \(the ledger is open and its last"):
@@ -187,7 +189,7 @@ def test_a_tracked_open_ledger_bounds_acks_cumulative_acks_and_resets(store_path
         assert cur.mark_delete_position == Position(8, 4)
         d.reset(Position(8, 5))
         with pytest.raises(InvalidPositionError):
-            d.reset(Position(8, 6))
+            d.reset(Position(8, 6), strict=True)
         with pytest.raises(LedgerStateError, match=r"allowed last_entry 4\.\."):
             topic.advance(8, 3)  # never back
         with pytest.raises(LedgerStateError, match="only the newest ledger advances"):

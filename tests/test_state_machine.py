@@ -176,27 +176,40 @@ class AckStoreMachine(RuleBasedStateMachine):
             m.ack_batch(c, p, size, indexes)
 
     # -- position resets (PIP-269): reset, seek, skip, clear-backlog, rewind ---------------------------
+    def _reset_args(self, data: st.DataObject) -> tuple[tuple[int, int], dict[str, object]]:
+        """A reset's position and keywords: sometimes strict, sometimes into a batch."""
+        p = self._position(data)
+        kwargs: dict[str, object] = {"strict": data.draw(st.booleans())}
+        if data.draw(st.integers(0, 3)) == 0:
+            kwargs["batch_index"], kwargs["batch_size"] = data.draw(st.integers(0, 4)), data.draw(st.integers(1, 5))
+        return p, kwargs
+
+    @staticmethod
+    def _batch(kwargs: dict[str, object]) -> tuple[int, int] | None:
+        return None if "batch_index" not in kwargs else (kwargs["batch_index"], kwargs["batch_size"])  # type: ignore[return-value]
+
     @precondition(lambda self: self.model.ledgers)
     @rule(name=st.sampled_from(CURSORS), data=st.data())
     def reset(self, name: str, data: st.DataObject) -> None:
+        """Pulsar's reset: to an entry, into a batch, clamped unless strict."""
         m = self.model
-        p = self._position(data)
-        valid = m.valid_reset_position(p)
-        self._expect(valid, self.dispatchers[name].reset, p)
-        if valid:
-            m.reset(m.cursors[name], p)
+        p, kwargs = self._reset_args(data)
+        outcome = m.reset_outcome(p, self._batch(kwargs), bool(kwargs["strict"]))
+        self._expect(outcome is not None, lambda: self.dispatchers[name].reset(p, **kwargs))
+        if outcome is not None:
+            m.reset(m.cursors[name], *outcome)
 
     @precondition(lambda self: self.model.ledgers)
     @rule(name=st.sampled_from(CURSORS), data=st.data())
     def seek(self, name: str, data: st.DataObject) -> None:
         m, d = self.model, self.dispatchers[name]
-        p = self._position(data)
-        valid = m.valid_reset_position(p)
+        p, kwargs = self._reset_args(data)
+        outcome = m.reset_outcome(p, self._batch(kwargs), bool(kwargs["strict"]))
         epoch = d.epoch
-        self._expect(valid, d.seek, p)
-        assert d.epoch == epoch + valid  # the epoch grows by one per seek, never on bad input
-        if valid:
-            m.reset(m.cursors[name], p)
+        self._expect(outcome is not None, lambda: d.seek(p, **kwargs))
+        assert d.epoch == epoch + (outcome is not None)  # one per seek, never on bad input
+        if outcome is not None:
+            m.reset(m.cursors[name], *outcome)
 
     @precondition(lambda self: self.model.ledgers)
     @rule(name=st.sampled_from(CURSORS), n=st.integers(0, 15), include_acked=st.booleans())

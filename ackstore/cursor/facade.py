@@ -440,16 +440,28 @@ class Cursor:
 
     # -- the read path's protocol (dispatch/, under the revision controller) -------------------
 
-    def reset_to(self, position: Position) -> None:
+    def reset_to(self, position: Position, batch: tuple[int, int] | None = None) -> None:
         """A position reset: everything before ``position`` is acked, nothing from it on, and
-        reads start there (M may move backwards). For the read path: a reset outside a
-        Dispatcher's revision races with reads in flight."""
-        self._edit(self._state.reset_to, position)
+        reads start there (M may move backwards); ``batch`` ``(batch_index, batch_size)``
+        also acks the batch's indexes before ``batch_index``. For the read path: a reset
+        outside a Dispatcher's revision races with reads in flight."""
+        self._edit(self._state.reset_to, position, batch)
 
-    def check_reset_target(self, position: Any) -> tuple[int, int]:
-        """Raise a typed error unless ``position`` is a place a reset may move to."""
+    def check_reset_target(self, position: Any, batch: tuple[int, int] | None = None) -> tuple[int, int]:
+        """Raise a typed error unless ``position`` (and ``batch``) is a place a reset may move to."""
         with self._lock:
-            return self._state.check_reset_target(position)
+            if batch is not None:
+                self._state.check_batch_target(None, *batch)  # the batch's own shape first
+            target = self._state.check_reset_target(position)
+            if batch is not None:
+                self._state.check_batch_target(pair(position), *batch)
+            return target
+
+    def clamp_reset_target(self, position: Any) -> Position:
+        """Where a reset to ``position`` goes by Pulsar's rule (the next valid position:
+        before the first ledger the earliest, past the last entry the latest)."""
+        with self._lock:
+            return trusted(*self._state.clamp_reset_target(position))
 
     def move_read_position(self, position: Position) -> None:
         """A sequential read moved past ``position``'s predecessor (never backwards)."""

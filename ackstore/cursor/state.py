@@ -13,13 +13,14 @@ recount its runs; a cumulative ack O(ledgers passed); ``range_count`` is kept ex
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_left
 from collections.abc import Iterable
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Literal, Protocol, overload
 
 from pyroaring import BitMap
 
-from ..errors import InvalidArgumentError, InvalidTypeError, LedgerStateError
+from ..errors import InvalidArgumentError, InvalidPositionError, InvalidTypeError, LedgerStateError
 from ..ledger_acks import LedgerAcks, run_end
 from ..ledger_cache import ACK_CHARGE, LedgerCache
 from ..position import MAX_ENTRY, Position, trusted
@@ -500,15 +501,70 @@ class AckState:
         self.check_entry(ledger, entry)
         return ledger, entry
 
-    def reset_to(self, position: Any) -> None:
+    def clamp_reset_target(self, position: Any) -> tuple[int, int]:
+        """Pulsar's reset rule for a position that is not (or no longer) in the log: the
+        next valid position. Before the first ledger (its ledger trimmed) it is the
+        earliest, ``(first, 0)``; in a ledger the topic does not hold, or past a ledger's
+        end, the next ledger's first entry; past the newest ledger's end (or in a ledger
+        newer than it) the latest, the next entry to be written. A position that is a place
+        comes back as :meth:`check_reset_target` gives it. Wrong types still raise, and so
+        does a target past an open ledger whose last entry is not tracked
+        (``topic.advance``): where the latest lies is not known then. O(log ledgers)."""
+        pair(position)  # a typed error for anything but two ints
+        try:
+            return self.check_reset_target(position)
+        except InvalidPositionError:
+            d = self.topic.directory
+            if not d.ids:
+                raise
+        ledger, entry = position
+        i = bisect_left(d.ids, ledger)
+        if i < len(d.ids) and d.ids[i] == ledger:
+            if entry < 0:
+                return ledger, 0
+            i += 1  # past this ledger's end
+        if i < len(d.ids):
+            return d.ids[i], 0
+        last, count = d.ids[-1], d.counts[-1]
+        if count < 0 and d.confirmed is None:
+            raise InvalidPositionError(
+                f"reset position {ledger}:{entry} lies past topic {self.topic.name!r}'s open ledger {last}, whose "
+                "last entry is not tracked, so the latest position is not known: allowed a position in the "
+                "topic's ledgers (topic.advance tracks the open ledger's last confirmed entry)"
+            )
+        return (last, count) if count >= 0 else (last, d.confirmed + 1)  # type: ignore[operator]
+
+    def check_batch_target(self, position: tuple[int, int] | None, batch_index: Any, batch_size: Any) -> int:
+        """Validate a reset into a batch: ``batch_index`` of a batch of ``batch_size`` at the
+        entry ``position`` (a written entry; None checks the batch alone). Returns the mask
+        of the indexes before it."""
+        if type(batch_size) is not int or type(batch_index) is not int:
+            raise InvalidTypeError(f"batch_index and batch_size must be ints, got {batch_index!r} and {batch_size!r}")
+        if not 1 <= batch_size <= MAX_BATCH_SIZE:
+            raise InvalidArgumentError(f"batch_size {batch_size} is not allowed: allowed 1..{MAX_BATCH_SIZE}")
+        if not 0 <= batch_index < batch_size:
+            raise InvalidArgumentError(f"batch_index {batch_index} is outside the batch: allowed 0..{batch_size - 1}")
+        if batch_index and position is not None:
+            self.check_entry(position[0], position[1])  # a message inside a batch: a real entry
+        return (1 << batch_index) - 1
+
+    def reset_to(self, position: Any, batch: tuple[int, int] | None = None) -> None:
         """Everything before ``position`` acked, nothing from it on; reads start there. M may
-        move backwards."""
+        move backwards. ``batch``: ``(batch_index, batch_size)``, Pulsar's reset to a message
+        inside a batch: indexes ``0..batch_index-1`` of the entry are acked too, so the next
+        message delivered is exactly that one. Validated before anything changes."""
         ledger, entry = self.check_reset_target(position)
+        mask = self.check_batch_target(pair(position), *batch) if batch is not None else 0
         for known in list(self.ledgers.known()):
             self.range_count -= self.ledgers.vanish(known)
         self.md = trusted(ledger, entry - 1)
         self.rp = trusted(ledger, entry)
         self.meta_dirty = True
+        if mask:
+            la = self.ledgers.get(ledger, create=True)
+            la.batches[entry] = (batch[1], mask)  # type: ignore[index]
+            la.added = None
+            self._touched(ledger, la)
         self.advance()
 
     def move_read_position(self, position: Position) -> None:

@@ -28,8 +28,9 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, InvalidPositionError, InvalidTypeError
 from ..position import Position, trusted
 from .read_loop import CursorPositions, CursorReadLoop, RevisionInProgressError
 from .reads import Entry, LedgerReader
@@ -110,7 +111,9 @@ class Dispatcher(CursorReadLoop):
 
     # -- reads ------------------------------------------------------------------------------
     async def read_more(self, n: int = 10) -> list[Entry]:
-        """One sequential read of up to ``n`` entries from the read position; [] if refused."""
+        """One sequential read of up to ``n`` (an int >= 1) entries from the read position;
+        [] if refused (a reset runs, or PIP-299 pauses reads)."""
+        self._check_count(n, "read_more")
         if self._refused():
             return []
         if self._pause_for_ack_state():
@@ -147,6 +150,7 @@ class Dispatcher(CursorReadLoop):
     async def replay_read(self, n: int = 10) -> list[Entry]:
         """One replay read of up to ``n`` queued positions (never paused by PIP-299); held
         delayed entries whose time has come are queued first."""
+        self._check_count(n, "replay_read")
         if self._refused():
             return []
         now = self.clock()
@@ -194,27 +198,84 @@ class Dispatcher(CursorReadLoop):
                 self.recently_joined[name] = self.cursor.read_position
         self._joined_during_revision.clear()
 
-    async def reset_after(self, position: Position, disconnect: Callable[[], Awaitable[object]]) -> None:
+    async def reset_after(
+        self,
+        position: Position,
+        disconnect: Callable[[], Awaitable[object]],
+        *,
+        batch_index: int | None = None,
+        batch_size: int | None = None,
+        strict: bool = False,
+    ) -> None:
         """A reset that first awaits ``disconnect`` (e.g. closing every consumer), as a broker's
-        reset-cursor does; other tasks run meanwhile, and the revision keeps them consistent."""
+        reset-cursor does; other tasks run meanwhile, and the revision keeps them consistent.
+        The target is settled (and checked) before anything changes, as in :meth:`reset`."""
+        target, batch = self._target(position, batch_index, batch_size, strict)
         self._start_revision()
         try:
             await disconnect()
         finally:
-            self._end_revision(lambda: self.cursor.reset_to(position))
+            self._end_revision(lambda: self.cursor.reset_to(target, batch))
 
-    def reset(self, position: Position) -> None:
-        """Everything before ``position`` acked, nothing from it on; read from it."""
-        self._revise(lambda: self.cursor.reset_to(position))
+    def reset(
+        self,
+        position: Position,
+        *,
+        batch_index: int | None = None,
+        batch_size: int | None = None,
+        strict: bool = False,
+    ) -> Position:
+        """Everything before ``position`` acked, nothing from it on; read from it. Returns
+        where the reset went.
 
-    def seek(self, position: Position) -> int:
-        """A reset that also bumps the consumer epoch (PIP-194); returns the new epoch.
-        A bad position raises before anything changes."""
-        self.cursor.check_reset_target(position)
+        ``batch_index`` and ``batch_size`` (together) reset to a message inside a batch
+        entry, as Pulsar does for a batch message id: indexes ``0..batch_index-1`` of the
+        entry are acked, so the next message delivered is exactly that one; one revision.
+
+        By default a position that is not in the log any more (or not yet) is clamped as
+        Pulsar clamps it: before the first ledger (retention deleted it) to the earliest,
+        past the last entry to the latest, in a missing ledger or past a ledger's end to the
+        next ledger's first entry (a clamped target drops the batch index: that message is
+        gone). ``strict=True`` raises UnknownLedgerError / InvalidPositionError instead.
+        Nothing changes when it raises."""
+        target, batch = self._target(position, batch_index, batch_size, strict)
+        self._revise(lambda: self.cursor.reset_to(target, batch))
+        return self.cursor.read_position if self.controller.enabled else target
+
+    def _target(
+        self, position: Any, batch_index: Any, batch_size: Any, strict: Any
+    ) -> tuple[Position, tuple[int, int] | None]:
+        """Where a reset goes (clamped unless ``strict``) and its batch; typed errors first."""
+        if type(strict) is not bool:
+            raise InvalidTypeError(f"strict must be a bool, got {strict!r}")
+        if (batch_index is None) != (batch_size is None):
+            raise InvalidArgumentError(
+                f"batch_index={batch_index!r} and batch_size={batch_size!r}: allowed both or neither"
+            )
+        batch = None if batch_index is None else (batch_index, batch_size)
+        try:
+            self.cursor.check_reset_target(position, batch)
+        except InvalidPositionError:  # not a place in the log: Pulsar's clamp, unless strict
+            if strict:
+                raise
+            return self.cursor.clamp_reset_target(position), None
+        return trusted(*position), batch
+
+    def seek(
+        self,
+        position: Position,
+        *,
+        batch_index: int | None = None,
+        batch_size: int | None = None,
+        strict: bool = False,
+    ) -> int:
+        """A reset (same arguments as :meth:`reset`) that also bumps the consumer epoch
+        (PIP-194); returns the new epoch. A bad argument raises before anything changes."""
+        target, batch = self._target(position, batch_index, batch_size, strict)
         self.epoch += 1
         for consumer in self.consumers.values():
             consumer.epoch = self.epoch  # the seek response carries the epoch to each consumer
-        self.reset(position)
+        self._revise(lambda: self.cursor.reset_to(target, batch))
         return self.epoch
 
     def skip(self, n: int, *, include_acked: bool = False) -> None:

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from ..config import CursorConfig
-from ..errors import AckStoreError
+from ..errors import AckStoreError, InvalidArgumentError, InvalidTypeError
 from ..position import Position, trusted
 from .reads import Entry, LedgerReader
 from .revision import CursorStateRevisionController
@@ -61,8 +61,9 @@ class CursorPositions(Protocol):
     def unacked_entries(self, ledger: int, start: int, stop: int, n: int) -> list[int]: ...
     def ack(self, positions: Any) -> None: ...
     def ack_cumulative(self, position: Position) -> None: ...
-    def reset_to(self, position: Position) -> None: ...
-    def check_reset_target(self, position: Any) -> tuple[int, int]: ...
+    def reset_to(self, position: Position, batch: tuple[int, int] | None = None) -> None: ...
+    def check_reset_target(self, position: Any, batch: tuple[int, int] | None = None) -> tuple[int, int]: ...
+    def clamp_reset_target(self, position: Any) -> Position: ...
     def move_read_position(self, position: Position) -> None: ...
     def rewind(self) -> None: ...
 
@@ -103,6 +104,15 @@ class CursorReadLoop:
             if len(out) < n:
                 i, entry = i + 1, 0
         return out
+
+    @staticmethod
+    def _check_count(n: Any, what: str) -> int:
+        """A read's entry count: an int >= 1 (as Pulsar's reads require), else a typed error."""
+        if type(n) is not int:
+            raise InvalidTypeError(f"{what} count must be an int, got {n!r} ({type(n).__name__})")
+        if n < 1:
+            raise InvalidArgumentError(f"{what} count {n} is not allowed: allowed an int >= 1")
+        return n
 
     def _refused(self) -> bool:
         if self.controller.reads_allowed():
