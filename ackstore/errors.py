@@ -90,6 +90,15 @@ class UnknownCursorError(StoreError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
+class CursorDeletedError(UnknownCursorError):
+    """A cursor handle was used after its cursor was deleted (``topic.delete_cursor`` or
+    ``store.delete_topic``, here or, for a read-only store, by the writer)."""
+
+
+class TopicDeletedError(UnknownTopicError):
+    """A topic handle was used after ``store.delete_topic`` deleted it."""
+
+
 class CorruptRecordError(StoreError):
     """A record failed its checksum or could not be decoded."""
 

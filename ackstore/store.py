@@ -49,6 +49,7 @@ from .errors import (
     ReadOnlyError,
     StoreClosedError,
     StoreError,
+    TopicDeletedError,
     UnknownCursorError,
     UnknownTopicError,
 )
@@ -105,15 +106,25 @@ class Topic:
         self._cursors: dict[str, Cursor] = {}
         #: ``advance`` moved the last confirmed entry past what is written
         self._confirm_pending = False
+        #: True once ``store.delete_topic`` deleted it: every call raises TopicDeletedError
+        self._deleted = False
 
     def __repr__(self) -> str:
         return f"Topic({self.name!r}, ledgers={len(self.directory)})"
+
+    def _live(self) -> None:
+        """Raise TopicDeletedError once the topic was deleted (lock held or not)."""
+        if self._deleted:
+            raise TopicDeletedError(
+                f"topic {self.name!r} was deleted; store.topic(name) creates a new one under that name"
+            )
 
     # -- ledger directory ---------------------------------------------------------------------
 
     def ledgers(self) -> list[tuple[int, int | None]]:
         """``[(ledger id, entry count or None while open)]`` in order."""
         with self.store.lock:
+            self._live()
             return [(i, None if c < 0 else c) for i, c in self.directory.items()]
 
     def add_ledger(self, ledger: int) -> None:
@@ -121,6 +132,7 @@ class Topic:
         store = self.store
         with store.lock:
             store._writable()
+            self._live()
             ledger = self.directory.check_add(ledger)
 
             tracked = self.directory.tracked
@@ -137,6 +149,7 @@ class Topic:
         store = self.store
         with store.lock:
             store._writable()
+            self._live()
             ledger, entries = self.directory.check_close(ledger, entries)
             for cur in self._cursors.values():
                 cur.check_close(ledger, entries)
@@ -163,6 +176,7 @@ class Topic:
         store = self.store
         with store.lock:
             store._writable()
+            self._live()
             d = self.directory
             ledger, last_entry = d.check_advance(ledger, last_entry)
             if d.confirmed == last_entry:
@@ -188,6 +202,7 @@ class Topic:
         """The newest ledger's last entry when it is sealed, its last confirmed entry when it
         is open and tracked (:meth:`advance`); None while the open ledger is not tracked."""
         with self.store.lock:
+            self._live()
             d = self.directory
             if not d.ids:
                 return None
@@ -216,6 +231,7 @@ class Topic:
         store = self.store
         with store.lock:
             store._writable()
+            self._live()
             below = self.directory.check_trim(below)
             dropped = [i for i in self.directory.ids if i < below]
             if dropped:
@@ -264,6 +280,7 @@ class Topic:
         store = self.store
         with store.lock:
             store._alive()
+            self._live()
             cur = self._cursors.get(name)
             if cur is not None:
                 if config is not None and config != cur.config:
@@ -281,7 +298,20 @@ class Topic:
 
     def cursors(self) -> list[str]:
         """Names of every cursor of this topic (persisted ones included), sorted."""
+        self._live()
         return self.store._cursor_names(self.topic_id)
+
+    def delete_cursor(self, name: str) -> bool:
+        """Delete the cursor ``name`` (Pulsar's unsubscribe): its catalog entry and its whole
+        record log go in ONE write transaction, durable when this returns (as ``sync``
+        says). Returns False when there was no such cursor.
+
+        A handle still held raises CursorDeletedError on every call (readers in other
+        processes: at their next refresh); ``cursor(name)`` then opens a new cursor, at the
+        initial position it is given, with nothing of the old one. The pages freed are
+        reused by later writes. Waits for a flush in flight. O(records of the cursor)."""
+        name = _check_name(name, "cursor")
+        return self.store._delete_cursors(self, [name]) == 1
 
 
 class AckStore:
@@ -524,6 +554,64 @@ class AckStore:
                 "; ".join(report.skipped_reasons),
             )
         return Cursor(topic, name, cid, cfg, state, initial_position)
+
+    def _delete_cursors(self, topic: Topic, names: list[str]) -> int:
+        """Delete cursors ``names`` of ``topic`` with their logs in one transaction; how many were there."""
+        catalog, log_db, tid = self._storage.catalog, self._storage.log_db, topic.topic_id
+        with self._flush_lock, self.lock:  # no flush of these cursors is in flight
+            self._writable()
+            topic._live()
+
+            def delete(txn: lmdb.Transaction) -> int:
+                gone = 0
+                for name in names:
+                    cid = catalog.cursor_id(txn, tid, name)
+                    if cid is not None:
+                        CursorLog(log_db, cid).drop(txn)
+                        catalog.delete_cursor(txn, tid, name)
+                        gone += 1
+                return gone
+
+            gone = self._storage.write(delete)
+            for name in names:
+                cur = topic._cursors.pop(name, None)
+                if cur is not None:
+                    self._unlist(cur)
+                    cur.mark_deleted()
+            return gone
+
+    def delete_topic(self, name: str) -> bool:
+        """Delete the topic ``name`` as Pulsar does when a topic is deleted: every cursor of
+        it with its record log, its ledger directory and its catalog entry, in ONE write
+        transaction, durable when this returns. Returns False when there was no such topic.
+
+        Handles still held raise TopicDeletedError / CursorDeletedError on every call;
+        ``topic(name)`` then creates a new, empty topic. O(cursors' records + ledgers)."""
+        name = _check_name(name, "topic")
+        catalog, log_db = self._storage.catalog, self._storage.log_db
+        with self._flush_lock, self.lock:
+            self._writable()
+
+            def delete(txn: lmdb.Transaction) -> bool:
+                found = catalog.topic(txn, name)
+                if found is None:
+                    return False
+                tid = found[0]
+                for cname, cid in catalog.cursor_entries(txn, tid):
+                    CursorLog(log_db, cid).drop(txn)
+                    catalog.delete_cursor(txn, tid, cname)
+                catalog.delete_topic(txn, name, tid)
+                return True
+
+            existed = self._storage.write(delete)
+            topic = self._topics.pop(name, None)
+            if topic is not None:
+                for cur in topic._cursors.values():
+                    self._unlist(cur)
+                    cur.mark_deleted()
+                topic._cursors.clear()
+                topic._deleted = True
+            return existed
 
     # -- the store-wide cache budget -----------------------------------------------------------
 

@@ -90,7 +90,8 @@ def _all_cursors(store: AckStore, topic: str | None = None) -> list[tuple[str, s
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 def cli() -> None:
-    """Inspect, check, repair, salvage, dump, restore, compact and copy ackstore stores.
+    """Inspect, check, repair, salvage, dump, restore, compact, copy ackstore stores, and delete
+    cursors and topics.
 
     STORE is a store directory or a single-file snapshot made by `copy`. Every command
     takes --json for scripts. Exit status: 0 ok, 1 failure or findings, 2 usage.
@@ -349,6 +350,66 @@ def compact(store: Path, as_json: bool) -> None:
     )
     text += f"\ntotal: {before:,} -> {after:,} B of records (`ackstore copy --compact` also shrinks the file)"
     _emit(as_json, {"cursors": rows, "bytes_before": before, "bytes_after": after}, text.strip())
+
+
+def _confirm(yes: bool, what: str) -> None:
+    """Ask before a deletion (``--yes`` skips it); no answer (no terminal, end of input) is a no."""
+    if yes:
+        return
+    if not click.confirm(f"{what}: this cannot be undone. Delete?", default=False, err=True):
+        raise click.exceptions.Abort()
+
+
+@cli.command("delete-cursor")
+@click.argument("store", type=EXISTING)
+@click.argument("topic")
+@click.argument("name")
+@click.option("--yes", is_flag=True, help="do not ask for confirmation")
+@click.option("--json", "as_json", is_flag=True, help="print JSON")
+def delete_cursor(store: Path, topic: str, name: str, yes: bool, as_json: bool) -> int:
+    """Delete cursor NAME of TOPIC with its whole record log (Pulsar's unsubscribe).
+
+    One transaction, durable when it returns; the store's pages are reused by later
+    writes. Refuses while a writer runs. Exit 1 when there is no such cursor.
+    """
+    if store.is_file():
+        raise UsageFailure(f"{store} is a single-file snapshot; delete-cursor works on a store directory")
+    with AckStore.open(store, create=False) as s:
+        try:
+            t = s.topic(topic) if topic in s.topics() else None
+        except UnknownTopicError:
+            t = None
+        if t is None or name not in t.cursors():
+            _emit(as_json, {"deleted": False}, f"{store}: topic {topic!r} has no cursor {name!r}; nothing deleted")
+            return 1
+        _confirm(yes, f"cursor {name!r} of topic {topic!r} in {store}")
+        t.delete_cursor(name)
+    _emit(as_json, {"deleted": True}, f"deleted cursor {name!r} of topic {topic!r}")
+    return 0
+
+
+@cli.command("delete-topic")
+@click.argument("store", type=EXISTING)
+@click.argument("topic")
+@click.option("--yes", is_flag=True, help="do not ask for confirmation")
+@click.option("--json", "as_json", is_flag=True, help="print JSON")
+def delete_topic(store: Path, topic: str, yes: bool, as_json: bool) -> int:
+    """Delete TOPIC: every cursor of it with its record log, and its ledger directory.
+
+    One transaction, durable when it returns. Refuses while a writer runs. Exit 1 when
+    there is no such topic.
+    """
+    if store.is_file():
+        raise UsageFailure(f"{store} is a single-file snapshot; delete-topic works on a store directory")
+    with AckStore.open(store, create=False) as s:
+        if topic not in s.topics():
+            _emit(as_json, {"deleted": False}, f"{store}: no topic {topic!r}; nothing deleted")
+            return 1
+        n = len(s.topic(topic).cursors())
+        _confirm(yes, f"topic {topic!r} and its {n} cursors in {store}")
+        s.delete_topic(topic)
+    _emit(as_json, {"deleted": True, "cursors": n}, f"deleted topic {topic!r} and its {n} cursors")
+    return 0
 
 
 @cli.command("salvage")

@@ -140,11 +140,12 @@ def test_audit_finds_exactly_the_planted_faults(spark, tmp_path: Path) -> None: 
     from tools.faults import plant_faults
 
     run_generate(spark, tmp_path, specs_for_scale("tiny"))
-    plants = plant_faults(tmp_path, 3, seed=5)
-    assert sorted(p["kind"] for p in plants) == ["damaged-marker", "damaged-record", "garbage-file"]
+    plants = plant_faults(tmp_path, 4, seed=5)
+    assert sorted(p["kind"] for p in plants) == ["damaged-marker", "damaged-record", "garbage-file", "revived-cursor"]
     summary = run_audit(spark, tmp_path)
     assert summary["planted_missed"] == [] and summary["false_positives"] == []
-    assert summary["verdict"] == "PASS" and len(summary["planted_faults"]) == 3
+    assert summary["verdict"] == "PASS" and len(summary["planted_faults"]) == 4
+    assert len(summary["unexpected_cursors"]) == 1 and summary["unexpected_cursors"][0].endswith("/unsubscribed")
     with pytest.raises(ValueError, match=r"allowed 0\.\.5"):
         plant_faults(tmp_path, 6)
 

@@ -2,7 +2,9 @@
 
 Kinds: ``damaged-marker`` (a byte of a cursor's newest marker flipped), ``damaged-record``
 (a byte of its newest ledger record flipped), ``garbage-file`` (the snapshot overwritten
-with bytes that are not an LMDB file). Nothing is truncated: a short file under a memory
+with bytes that are not an LMDB file), ``revived-cursor`` (a catalog entry for the
+deleted ``unsubscribed`` cursor put back, as a repair that brought back a deleted
+subscription would). Nothing is truncated: a short file under a memory
 map can kill the reading process instead of raising.
 """
 
@@ -15,11 +17,14 @@ from typing import Any
 
 import lmdb
 
+from ackstore.storage.catalog import Catalog
 from ackstore.storage.records import RECORD_LEDGER, RECORD_MARKER, record_type
+
+from .workloads import UNSUBSCRIBED
 
 __all__ = ["FAULT_KINDS", "plant_faults", "planted"]
 
-FAULT_KINDS = ("damaged-marker", "damaged-record", "garbage-file")
+FAULT_KINDS = ("damaged-marker", "damaged-record", "garbage-file", "revived-cursor")
 PLANTED_FILE = "planted.json"
 
 
@@ -42,6 +47,25 @@ def _flip_newest(path: Path, rtype: int) -> bool:
         env.close()
 
 
+def _revive(path: Path) -> bool:
+    """Put a catalog entry for the deleted ``unsubscribed`` cursor back (sharing the first
+    cursor's log, so it recovers to a real state)."""
+    env = lmdb.open(str(path), subdir=False, lock=False, max_dbs=8)
+    try:
+        db = env.open_db(b"cursors", create=False)
+        codec = Catalog.codec(path)
+        with env.begin(write=True) as txn:
+            first = next(iter(txn.cursor(db=db)), None)
+            if first is None:
+                return False
+            tid, _, cid, cfg = codec.cursor_entry(*first)
+            key, value = codec.cursor_item(tid, UNSUBSCRIBED, cid, cfg)
+            txn.put(key, value, db=db)
+        return True
+    finally:
+        env.close()
+
+
 def plant_faults(outdir: Path, n: int, seed: int = 1) -> list[dict[str, Any]]:
     """Damage ``n`` random snapshots of ``outdir/snapshots``; record them in ``outdir/planted.json``."""
     snapshots = sorted((outdir / "snapshots").glob("*.mdb"))
@@ -53,6 +77,10 @@ def plant_faults(outdir: Path, n: int, seed: int = 1) -> list[dict[str, Any]]:
         kind = FAULT_KINDS[i % len(FAULT_KINDS)]
         if kind == "garbage-file":
             path.write_bytes(b"this is not an ackstore snapshot\n" * 64)
+        elif kind == "revived-cursor":
+            if not _revive(path):
+                path.write_bytes(b"no cursor to revive\n" * 64)
+                kind = "garbage-file"
         elif not _flip_newest(path, RECORD_MARKER if kind == "damaged-marker" else RECORD_LEDGER):
             path.write_bytes(b"no record to damage\n" * 64)
             kind = "garbage-file"

@@ -484,6 +484,10 @@ def run_audit(spark: SparkSession, outdir: Path, context: dict[str, Any] | None 
             f"{r['spec_id']}/{r['topic']}/{r['cursor']}" for r in expected_rows if not (r["digest_ok"] and r["clean"])
         ),
         "unreadable": sorted(f"{r['spec_id']}: {r['error']}" for r in rows if r["error"]),
+        # a cursor no spec made (a deleted one come back, or one that appeared from nowhere)
+        "unexpected_cursors": sorted(
+            f"{r['spec_id']}/{r['topic']}/{r['cursor']}" for r in rows if r["scenario"] is None and not r["error"]
+        ),
         "overlapping_ranges": sum(r["overlapping"] or 0 for r in rows),
         "ranges_below_mark_delete": sum(r["below_mark_delete"] or 0 for r in rows),
         "ranges_outside_directory": sum(r["outside_directory"] or 0 for r in rows),
@@ -505,9 +509,11 @@ def run_audit(spark: SparkSession, outdir: Path, context: dict[str, Any] | None 
     summary["plots"] = write_plots(outdir, expected_rows)
     from .faults import planted
 
-    flagged = {m.split("/")[0] for m in summary["mismatched_or_unclean"]} | {
-        u.split(":")[0] for u in summary["unreadable"]
-    }
+    flagged = (
+        {m.split("/")[0] for m in summary["mismatched_or_unclean"]}
+        | {u.split(":")[0] for u in summary["unreadable"]}
+        | {u.split("/")[0] for u in summary["unexpected_cursors"]}
+    )
     plants = {p["spec_id"] for p in planted(outdir)}
     summary["planted_faults"] = sorted(plants)
     summary["planted_missed"] = sorted(plants - flagged)
@@ -583,6 +589,7 @@ def _write(outdir: Path, summary: dict[str, Any]) -> None:
         f"- cursors whose recovered state differs from the expected digest, or with findings: "
         f"{s['mismatched_or_unclean'] or 'none'}",
         f"- unreadable stores: {s['unreadable'] or 'none'}",
+        f"- cursors no spec made (e.g. a deleted subscription come back): {s.get('unexpected_cursors') or 'none'}",
         f"- ranges that overlap or touch a neighbour: {_n(s['overlapping_ranges'])}; at or below the mark-delete "
         f"position: {_n(s['ranges_below_mark_delete'])}; outside the ledger directory: "
         f"{_n(s['ranges_outside_directory'])}",

@@ -31,6 +31,11 @@ __all__ = ["SCENARIOS", "WorkloadSpec", "WorkloadError", "run_spec", "digest_of_
 SCENARIOS = ("missed_acks", "mixed_delays", "many_consumers", "negative_acks", "sequential")
 
 
+#: every generated topic also gets a cursor of this name, acked, flushed and then deleted
+#: (an unsubscribe): no audited snapshot may hold it
+UNSUBSCRIBED = "unsubscribed"
+
+
 class WorkloadError(ValueError):
     """A spec with impossible parameters: names the field and what is allowed."""
 
@@ -175,6 +180,12 @@ def run_spec(spec: WorkloadSpec, workdir: Path, snapshot_dir: Path) -> list[dict
                 for k in names:
                     flushed[k] |= pending[k]
                     pending[k] = set()
+    for t in range(spec.topics):  # a subscription that came and went: the audit must not find it
+        topic = store.topic(f"persistent://gen/{spec.spec_id}/t{t}")
+        gone = topic.cursor(UNSUBSCRIBED, config)
+        gone.ack([Position(1, e) for e in range(0, min(spec.entries, 200), 2)])
+        store.flush()
+        topic.delete_cursor(UNSUBSCRIBED)
     store.close()
     for k in names:
         flushed[k] |= pending[k]

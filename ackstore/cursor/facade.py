@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..config import CursorConfig
 from ..dispatch.revision import CursorStateRevisionController
-from ..errors import InvalidArgumentError, InvalidTypeError, ReadOnlyError, StoreClosedError
+from ..errors import CursorDeletedError, InvalidArgumentError, InvalidTypeError, ReadOnlyError, StoreClosedError
 from ..position import Position, trusted
 from ..stats import CursorStats, LogUsage
 from ..storage.log import CursorLog, MissingRecordError, RecoveredState
@@ -82,6 +82,8 @@ class Cursor:
         #: True while this cursor is on the store's list of cursors a flush visits (every
         #: change lists it; a flush that leaves it with nothing pending takes it off)
         self.listed = False
+        #: True once the cursor was deleted: every call raises CursorDeletedError
+        self._deleted = False
         self._load(recovered, initial_position)
         self._changed()  # a new cursor's start position is pending: list it
 
@@ -93,20 +95,45 @@ class Cursor:
         self._chain.load(recovered, self._pages.runs())
 
     def _refresh(self) -> None:
-        """Read-only: adopt the newest flushed state (the writer trimmed a record we needed)."""
+        """Read-only: adopt the newest flushed state (the writer trimmed a record we needed);
+        CursorDeletedError when the writer deleted the cursor (its catalog entry is gone or
+        names another cursor id)."""
         store = self._store
+        catalog = store.storage.catalog
+        cid = store.storage.read(lambda txn: catalog.cursor_id(txn, self._topic.topic_id, self.name))
+        if cid != self.cursor_id:
+            self.mark_deleted()
+            self._gone()
         recover = partial(self._log.recover, budget=self._pages.cache.budget, verify=store.verify)
         self._load(store.storage.read(recover))
 
     # -- liveness ------------------------------------------------------------------------------
 
+    def _gone(self) -> None:
+        raise CursorDeletedError(
+            f"cursor {self.name!r} of topic {self._topic.name!r} was deleted; "
+            "topic.cursor(name) opens a new one under that name"
+        )
+
+    def mark_deleted(self) -> None:
+        """The cursor was deleted (the store calls this, lock held): every later call raises
+        CursorDeletedError, and its memory goes back to the pool."""
+        self._deleted = True
+        self.listed = False
+        self._pages.cache.clear()
+        self._pages.cache.swapped.clear()
+
     def _alive(self) -> None:
+        if self._deleted:
+            self._gone()
         if self._store.closed:
             raise StoreClosedError(f"store {self._store.path} is closed; reopen it with AckStore.open()")
         if self._store.readonly:
             raise ReadOnlyError(f"store {self._store.path} was opened readonly=True; cursors cannot change")
 
     def _open(self) -> None:
+        if self._deleted:
+            self._gone()
         if self._store.closed:
             raise StoreClosedError(f"store {self._store.path} is closed; reopen it with AckStore.open()")
 
@@ -121,7 +148,7 @@ class Cursor:
         For millions of entries of one ledger, :meth:`ack_entries` skips the Python objects.
         """
         store = self._store
-        if store.closed or store.readonly:
+        if store.closed or store.readonly or self._deleted:
             self._alive()
         if type(positions) is Position:  # the hot path: acquire/release is half the cost of `with` here
             lock = self._lock
@@ -183,10 +210,10 @@ class Cursor:
     def is_acked(self, position: Position) -> bool:
         """True when the whole entry at ``position`` is acknowledged."""
         with self._lock:
+            self._open()
             ledger, entry = pair(position)
             if (ledger, entry) <= self._state.md:
                 return True
-            self._open()
             return self._state.is_acked((ledger, entry))
 
     def unacked_entries(self, ledger: int, start: int, stop: int, n: int) -> list[int]:
@@ -207,6 +234,8 @@ class Cursor:
     @property
     def mark_delete_position(self) -> Position:
         """Everything at or below this position is acknowledged."""
+        if self._deleted:
+            self._gone()
         return self._state.md
 
     @property
@@ -214,16 +243,22 @@ class Cursor:
         """Where the next sequential read starts. In memory only, as in Pulsar: a restart
         (clean or a crash) starts it again at the first unacked entry after the mark-delete
         position, so entries dispatched and not acked are delivered again (at-least-once)."""
+        if self._deleted:
+            self._gone()
         return self._state.rp
 
     @property
     def ack_range_count(self) -> int:
         """Number of contiguous acknowledged ranges above the mark-delete position. O(1)."""
+        if self._deleted:
+            self._gone()
         return self._state.range_count
 
     @property
     def properties(self) -> dict[str, int | str]:
         """Cursor properties persisted with each marker (a copy)."""
+        if self._deleted:
+            self._gone()
         return dict(self._state.properties)
 
     @property
@@ -238,6 +273,8 @@ class Cursor:
         It clears as soon as acks, skips, seeks or resets bring the range count back to
         the limit, or the setting is turned off.
         """
+        if self._deleted:
+            self._gone()
         cfg = self._config
         return self._state.blocked(cfg.dispatcher_pause_on_ack_state_persistent, cfg.max_unacked_ranges_to_persist)
 
@@ -315,6 +352,7 @@ class Cursor:
     def stats(self) -> CursorStats:
         """A snapshot of this cursor's figures (cache sizes measured exactly)."""
         with self._lock:
+            self._open()
             state, pages, chain, cfg = self._state, self._pages, self._chain, self._config
             cache = pages.cache
             cache.measure_all()

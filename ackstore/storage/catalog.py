@@ -299,10 +299,34 @@ class Catalog:
         except Exception as exc:
             raise self._damaged(f"cursor {name!r} has a configuration this ackstore refuses ({exc})") from None
 
+    def cursor_item(self, tid: int, name: str, cid: int, config: dict[str, Any]) -> tuple[bytes, bytes]:
+        """The key and value of a cursors entry (what :meth:`put_cursor` writes)."""
+        return _U64.pack(tid) + name_key(name), self._encode_cursor(tid, name, cid, config)
+
+    def cursor_id(self, txn: lmdb.Transaction, tid: int, name: str) -> int | None:
+        """The id of cursor ``name`` of topic ``tid`` (its configuration not decoded), or None."""
+        key = _U64.pack(tid) + name_key(name)
+        raw = txn.get(key, db=self.cursors_db)
+        return None if raw is None else self.cursor_entry(key, raw)[2]
+
     def put_cursor(self, txn: lmdb.Transaction, tid: int, name: str, cid: int, config: CursorConfig) -> None:
         txn.put(
             _U64.pack(tid) + name_key(name), self._encode_cursor(tid, name, cid, config.to_obj()), db=self.cursors_db
         )
+
+    def delete_cursor(self, txn: lmdb.Transaction, tid: int, name: str) -> bool:
+        """Remove cursor ``name`` of topic ``tid`` from the catalog; True if it was there."""
+        return bool(txn.delete(_U64.pack(tid) + name_key(name), db=self.cursors_db))
+
+    def delete_topic(self, txn: lmdb.Transaction, name: str, tid: int) -> None:
+        """Remove topic ``name`` (id ``tid``) and its whole ledger directory from the catalog
+        (its cursors are removed one by one by the caller, with their logs)."""
+        cur = txn.cursor(db=self.ledgers_db)
+        prefix = _U64.pack(tid)
+        ok = cur.set_range(prefix)
+        while ok and cur.key().startswith(prefix):
+            ok = cur.delete()
+        txn.delete(name_key(name), db=self.topics_db)
 
     def cursor_entries(
         self, txn: lmdb.Transaction, tid: int, damaged: list[str] | None = None

@@ -331,6 +331,16 @@ class CursorLog:
             yield split_log_key(c.key())[1], c.value()
             ok = c.next()
 
+    def drop(self, txn: lmdb.Transaction) -> int:
+        """Delete every record of this cursor (it is being deleted); how many. O(records)."""
+        c = txn.cursor(db=self.db)
+        dropped = 0
+        ok = c.set_range(self._lo)
+        while ok and c.key() < self._hi:
+            ok = c.delete()
+            dropped += 1
+        return dropped
+
     def trim(self, txn: lmdb.Transaction, below: int, keep: frozenset[int] = frozenset()) -> int:
         """Delete the records below sequence ``below`` that ``keep`` does not name; how many."""
         c = txn.cursor(db=self.db)
