@@ -13,7 +13,6 @@ dropping every unreachable or damaged record: all fixed cursors in one transacti
 
 from __future__ import annotations
 
-import fcntl
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -22,10 +21,8 @@ from functools import partial
 import lmdb
 
 from .errors import CorruptRecordError, CorruptStoreError, InvalidArgumentError, StoreError
-from .storage.env import LOCK_FILE
-from .storage.lmdb_file import leaf_nodes
-from .storage.log import CursorLog, MemoryLog, recover_cursor
-from .storage.records import RECORD_LEDGER, RECORD_MARKER, decode_record, record_type, split_log_key
+from .storage.log import CursorLog
+from .storage.records import decode_record
 from .store import AckStore, Topic
 
 __all__ = ["Finding", "check", "FINDING_KINDS"]
@@ -33,7 +30,6 @@ __all__ = ["Finding", "check", "FINDING_KINDS"]
 FINDING_KINDS = (
     "damaged-file",  # the file's size or B-tree structure is damaged (LMDB cannot read it safely)
     "corrupt-catalog",  # a topic, cursor or ledger-directory entry fails its checksum (not fixable in place)
-    "hidden-marker",  # a page scan finds an intact marker newer than the B-tree's (skipped while a writer runs)
     "corrupt-record",  # a record fails its checksum or does not decode
     "broken-marker",  # a marker whose chain or references are not intact (recovery skips it)
     "no-intact-marker",  # the cursor has records but no marker recovery can start from
@@ -112,8 +108,6 @@ def check(
                 if progress is not None:
                     progress(topic_name, name)
         findings.extend(Finding("corrupt-catalog", "", "", message) for message in damaged)
-        if not _writer_running(s):  # a live writer's flush in flight would look like a hidden marker
-            findings.extend(_hidden(s, seen))
         if fix and broken:
             findings = _fix(s, broken, findings)
         return findings
@@ -124,54 +118,6 @@ def check(
 
 def _check_cursor(s: AckStore, topic: Topic, name: str, seen: dict[int, tuple[str, str, int]]) -> list[Finding]:
     return s.storage.read(lambda txn: _check_in(txn, s, topic, name, seen))
-
-
-def _writer_running(s: AckStore) -> bool:
-    """True when another process holds the store's writer lock (this store is read-only)."""
-    lock = s.path / LOCK_FILE
-    if not s.readonly or not lock.exists():
-        return False
-    fd = os.open(lock, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except OSError:
-        return True
-    finally:
-        os.close(fd)  # closing releases a lock taken here
-    return False
-
-
-def _hidden(s: AckStore, seen: dict[int, tuple[str, str, int]]) -> list[Finding]:
-    """Read the file page by page (not through the B-tree) and recover each cursor from the
-    records found there: an intact marker newer than the one the B-tree leads to is hidden
-    by damage (a silent rollback open cannot see). A crash in the middle of a flush can
-    leave such a marker of the flush that did not commit; salvage restores it either way."""
-    logs: dict[int, dict[bytes, bytes]] = {}
-    for key, value in leaf_nodes(s.path):
-        if len(key) != 16:
-            continue
-        cid, _ = split_log_key(key)
-        if cid not in seen or record_type(value) not in (RECORD_LEDGER, RECORD_MARKER):
-            continue
-        logs.setdefault(cid, {})[key] = value
-    out = []
-    for cid, (topic, name, used) in sorted(seen.items()):
-        items = logs.get(cid)
-        if not items:
-            continue
-        newest = recover_cursor(MemoryLog(items), None, cid, 0, "all").report.marker_seq  # type: ignore[arg-type]
-        if newest > used:
-            out.append(
-                Finding(
-                    "hidden-marker",
-                    topic,
-                    name,
-                    f"the file holds intact marker {newest}, newer than marker {used} that recovery reaches "
-                    "through the B-tree: damage hides it; 'ackstore salvage' recovers it",
-                    newest,
-                )
-            )
-    return out
 
 
 def _check_in(
@@ -197,7 +143,7 @@ def _check_in(
     state = log.recover(txn, budget=0, verify="all")
     seen[cid] = (topic.name, name, state.report.marker_seq)
     for reason in state.report.skipped_reasons:
-        if reason.startswith("marker"):
+        if reason.startswith("marker "):  # ("marker? ..." is a damaged record: a corrupt-record finding above)
             add("broken-marker", reason, int(reason.split()[1].rstrip(":")))
     resolved = state.resolved
     if resolved is None:

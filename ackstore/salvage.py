@@ -1,18 +1,33 @@
 """Salvage: rebuild a clean store from whatever a damaged file still holds.
 
-Like SQLite's ``.recover``, this does not trust the damaged B-tree. It reads the data file
-page by page (:mod:`ackstore.storage.lmdb_file`'s layout), keeps every leaf node whose
-bytes check (overflow values included), and sorts them by what they say they are: records
-are self-describing (type, format version, CRC32; markers and ledger records name their
-cursor), and so is a format-3 catalog (topic and cursor entries are checksummed records,
-ledger-directory entries carry a CRC over their key). Stale copies left in freed pages are
-found too; they are older versions of the same self-describing values.
+Like SQLite's ``.recover``, this never lets LMDB walk the damaged file: it reads the file
+in Python (:mod:`ackstore.storage.lmdb_file`), and it returns only what a committed
+transaction wrote. The rules, in order:
 
-Then, for every cursor, recovery runs as at open but over the salvaged records: the newest
-marker whose delta chain and every referenced record are intact wins. The new store gets
-exactly that flushed state: never an ack that was not flushed, never a mix of two flushes.
-What could not be kept is reported per cursor (which marker it came from, the newest one
-seen, what was skipped and why).
+1. **The newest transaction's trees are the truth.** The file is walked from the newest
+   meta page's roots. Every intact leaf page reached holds committed, current entries. A
+   healthy store (a clean walk) therefore salvages to exactly its committed state, also
+   when the writer was killed in the middle of a flush: that flush's pages lie past the
+   committed file's last page or on pages its free list names, and are never read.
+2. **Pages damage hides are found by elimination.** LMDB accounts for every page up to the
+   meta's last one: it is reached from a root, or the free list names it. A page that is
+   neither (and says it is a leaf) is a live page a damaged branch page no longer points
+   to: its entries are read too. Pages on the free list hold stale copies (replaced
+   configurations, trimmed ledgers, deleted cursors, garbage records) or the writes of a
+   transaction that never committed: they are never read. When the free list itself is
+   damaged nothing tells those apart, so only pages reached through the trees are used,
+   and the report says so.
+3. **Every cursor gets one flush's state**: recovery runs as at open over its records
+   (the newest marker whose chain and every referenced record are intact), never a mix.
+4. **"Complete" is proven, not assumed**: a cursor is complete when its state comes from
+   its newest marker, no damaged record of it is newer, and no key range its records or
+   its catalog entries may lie in was lost, or the tree holding them gave back as many
+   entries as its own record counts. Otherwise the report names what could not be placed.
+
+Entries of hidden pages are sorted by what they are: log records are self-describing
+(type, format version, CRC32, and markers and ledger records name their cursor), so are
+a format-3 catalog's topic and cursor entries; a ledger-directory value starts with its
+type byte (5 or 6), which no record starts with.
 
 Limits: a format 1 or 2 catalog carries no checksums, so it is not salvaged (its cursors'
 records are found, but not their names); a topic's directory is rebuilt from the entries
@@ -21,25 +36,32 @@ found (a middle ledger found only open is sealed after its highest salvaged ack)
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from .config import CursorConfig
-from .errors import AckStoreError, CorruptStoreError, InvalidArgumentError, NotAStoreError
+from .errors import AckStoreError, CorruptRecordError, CorruptStoreError, InvalidArgumentError, NotAStoreError
 from .position import Position
-from .storage.catalog import LEDGER_ENTRY_BYTES, OPEN_LEDGER_ENTRY_BYTES, RECORD_CURSOR, RECORD_TOPIC, Catalog
-from .storage.lmdb_file import PageCounts, leaf_nodes
+from .storage.catalog import RECORD_CURSOR, RECORD_TOPIC, Catalog, name_key
+from .storage.lmdb_file import MAIN_TREE, PageCounts, Survey, leaf_nodes, survey, tree_name
 from .storage.log import MemoryLog, RecoveredState, recover_cursor
-from .storage.records import RECORD_LEDGER, RECORD_MARKER, decode_record, record_type, split_log_key
+from .storage.records import RECORD_LEDGER, RECORD_MARKER, decode_record, log_key, record_type, split_log_key
 from .store import AckStore
 
 __all__ = ["salvage", "SalvageReport", "CursorSalvage"]
+
+#: the trees of an ackstore file, by the name the walk gives them
+_LOG, _TOPICS, _CURSORS, _LEDGERS, _META = (tree_name(n) for n in (b"log", b"topics", b"cursors", b"ledgers", b"meta"))
+_LEDGER_KEY = struct.Struct(">QQ")
+#: key ranges ``[low, high)`` of one tree (None: unbounded)
+Ranges = list[tuple[bytes | None, bytes | None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,19 +71,25 @@ class CursorSalvage:
     topic: str
     cursor: str
     marker_seq: int  # the marker its state comes from; -1: none intact (the cursor starts empty)
-    newest_marker_seen: int  # the newest record of this cursor found in the file (-1: none)
+    newest_marker_seen: int  # the newest marker (or damaged record) of this cursor found (-1: none)
     markers_skipped: int
     reasons: tuple[str, ...]
     records_found: int
     mark_delete: str
     ranges: int
     problems: tuple[str, ...] = ()  # what could not be applied to the new store
+    #: why completeness could not be proven (empty: it was); see the module docstring
+    doubts: tuple[str, ...] = ()
 
     @property
     def complete(self) -> bool:
-        """True when no record newer than the marker the state came from survives (a flush
-        whose every record was destroyed cannot be seen: ``check`` before damage can)."""
-        return self.marker_seq >= 0 and self.marker_seq >= self.newest_marker_seen and not self.problems
+        """True when the state is provably the cursor's newest committed one."""
+        return (
+            self.marker_seq >= 0
+            and self.marker_seq >= self.newest_marker_seen
+            and not self.problems
+            and not self.doubts
+        )
 
 
 @dataclass(slots=True)
@@ -85,61 +113,213 @@ class SalvageReport:
     inferred_ledgers: dict[str, list[int]] = field(default_factory=dict)
     #: topics whose open ledger's last confirmed entry could not be set again, and why
     unbounded_topics: dict[str, str] = field(default_factory=dict)
+    #: what the walk of the file found damaged (empty: a healthy file)
+    damage: list[str] = field(default_factory=list)
+    #: pages read because damage hid them from the trees (live pages found by elimination)
+    hidden_pages: int = 0
+    #: trees whose entries could not all be accounted for (some may be lost)
+    incomplete_trees: list[str] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        """Every cursor complete, and nothing kept under a placeholder name."""
+        return (
+            all(c.complete for c in self.cursors)
+            and not self.orphan_cursor_ids
+            and not self.placeholder_topics
+            and not self.incomplete_trees
+        )
 
 
 @dataclass(slots=True)
 class _Found:
     logs: dict[int, dict[bytes, bytes]] = field(default_factory=dict)
+    damaged_seqs: dict[int, list[int]] = field(default_factory=dict)  # cursor id -> seqs whose record fails
     topics: dict[str, tuple[int, int]] = field(default_factory=dict)  # name -> (id, last ledger id)
     cursors: dict[tuple[int, str], tuple[int, dict[str, Any]]] = field(default_factory=dict)
     ledgers: dict[int, dict[int, int]] = field(default_factory=dict)  # topic id -> ledger -> count
-    confirmed: dict[int, tuple[int, int]] = field(
-        default_factory=dict
-    )  # topic id -> open ledger's (id, last confirmed)
+    confirmed: dict[int, tuple[int, int]] = field(default_factory=dict)  # topic id -> (open ledger, confirmed)
+    entries: dict[str, int] = field(default_factory=dict)  # tree -> entries found for it
+    conflicts: list[str] = field(default_factory=list)  # a key found twice with different values
+    #: tree -> where each key found damaged (out of order) lies: between its neighbours
+    damaged_keys: dict[str, Ranges] = field(default_factory=dict)
 
 
-def _scan(path: Path, report: SalvageReport, progress: Callable[[int, int], None] | None) -> _Found:
-    """Every leaf node of every page that checks, sorted by what it is."""
+def _pages_to_read(sv: Survey, report: SalvageReport) -> tuple[set[int], set[int]]:
+    """The intact leaf pages the trees reach, and the live pages damage hides (rule 2)."""
+    reached = set(sv.leaf_tree)
+    if not sv.problems or sv.meta is None:
+        return reached, set()
+    if sv.free is None:
+        report.damage.append(
+            "the free list is damaged: pages the trees do not reach cannot be told from stale copies or "
+            "writes that never committed, so none of them was read"
+        )
+        return reached, set()
+    # pages no tree reaches and the free list does not name, and pages the walk reached but
+    # found damaged (or below a damaged branch key): read what of them still parses
+    hidden = set(range(2, sv.meta.last_pgno + 1)) - reached - sv.free
+    return reached, hidden
+
+
+def _scan(path: Path, sv: Survey, report: SalvageReport, progress: Callable[[int, int], None] | None) -> _Found:
+    """Every entry of the pages salvage may read, sorted by what it is."""
     found = _Found()
     counts = PageCounts()
     codec = Catalog.codec(path)
-    for key, value in leaf_nodes(path, counts, progress):
-        _sort(key, value, found, report, codec)
+    reached, hidden = _pages_to_read(sv, report)
+    report.hidden_pages = len(hidden)
+    seen: dict[tuple[str, bytes], bytes] = {}
+
+    def tree_of(pgno: int, key: bytes, value: bytes) -> str | None:
+        return sv.leaf_tree.get(pgno) or sv.page_tree.get(pgno) or _tree_of(key, value)
+
+    for pgno, key, value in _ordered(leaf_nodes(path, counts, progress, reached | hidden), hidden, found, tree_of):
+        tree = tree_of(pgno, key, value)
+        if tree is None:
+            continue
+        old = seen.setdefault((tree, key), value)
+        if old is not value:  # two live pages hold one key: damage made a copy
+            if old != value:
+                found.conflicts.append(f"{tree}: key {key[:24].hex()} has two different values")
+            continue
+        if _sort(tree, key, value, found, report, codec):
+            found.entries[tree] = found.entries.get(tree, 0) + 1
     report.pages, report.leaf_pages, report.unreadable_pages = counts.pages, counts.leaf_pages, counts.unreadable
     return found
 
 
-def _sort(key: bytes, value: bytes, found: _Found, report: SalvageReport, codec: Catalog) -> None:
-    """File one leaf node: a log record, or a catalog entry that checks (the catalog's own
-    decoders: checksum, type, and the key it names)."""
-    if len(key) == 16 and len(value) in (LEDGER_ENTRY_BYTES, OPEN_LEDGER_ENTRY_BYTES):
-        try:
-            count, confirmed = codec.ledger_state(key, value)
-        except CorruptStoreError:
-            return
-        tid, ledger = struct.unpack(">QQ", key)
-        if confirmed is not None:
-            found.confirmed[tid] = max(found.confirmed.get(tid, (ledger, confirmed)), (ledger, confirmed))
-        per = found.ledgers.setdefault(tid, {})
-        old = per.get(ledger)
-        per[ledger] = count if old is None or old < 0 else old  # a sealed version wins
-        return
+def _ordered(
+    nodes: Iterator[tuple[int, bytes, bytes]],
+    suspect: set[int],
+    found: _Found,
+    tree_of: Callable[[int, bytes, bytes], str | None],
+) -> Iterator[tuple[int, bytes, bytes]]:
+    """The nodes, less those of a suspect page (damaged, or hidden by damage) whose key is out
+    of order with its neighbours while they are in order with each other: a damaged key (a
+    record under it would be filed at the wrong place). The range its true key lies in is
+    kept as lost, so no cursor whose records may lie there is called complete."""
+    page: list[tuple[int, bytes, bytes]] = []
+    for node in itertools.chain(nodes, [(-1, b"", b"")]):
+        if page and node[0] != page[0][0]:
+            keys = [k for _, k, _ in page]
+            for i, item in enumerate(page):
+                if page[0][0] in suspect and _misplaced(keys, i):
+                    tree = tree_of(*item)
+                    if tree is not None:
+                        around = (keys[i - 1] if i else None, keys[i + 1] if i + 1 < len(keys) else None)
+                        found.damaged_keys.setdefault(tree, []).append(around)
+                    continue
+                yield item
+            page = []
+        if node[0] >= 0:
+            page.append(node)
+
+
+def _misplaced(keys: list[bytes], i: int) -> bool:
+    """Key ``i`` breaks the page's order where its neighbours keep it."""
+    before = keys[i - 1] if i else None
+    after = keys[i + 1] if i + 1 < len(keys) else None
+    if (before is None or before < keys[i]) and (after is None or keys[i] < after):
+        return False
+    if before is not None and after is not None:
+        return before < after
+    outer = keys[i + 2] if before is None and i + 2 < len(keys) else keys[i - 2] if after is None and i >= 2 else None
+    if outer is None:
+        return True
+    return after < outer if before is None else outer < before  # type: ignore[operator]
+
+
+def _tree_of(key: bytes, value: bytes) -> str | None:
+    """The tree an entry of a hidden page belongs to, from its shape (None: not ours)."""
+    if len(key) == 16 and value[:1] in (b"\x05", b"\x06"):
+        return _LEDGERS  # a directory value starts with its type byte; no record does
     rtype = record_type(value)
+    if rtype in (RECORD_LEDGER, RECORD_MARKER) and len(key) == 16:
+        return _LOG
+    if rtype == RECORD_TOPIC:
+        return _TOPICS
+    if rtype == RECORD_CURSOR:
+        return _CURSORS
+    return None  # meta keys and named-database records: the new store writes its own
+
+
+def _sort(tree: str, key: bytes, value: bytes, found: _Found, report: SalvageReport, codec: Catalog) -> bool:
+    """File one entry of ``tree``; False for a value that fails its check (left out; a
+    damaged log record is remembered: it may be a newer marker)."""
     try:
-        if rtype in (RECORD_LEDGER, RECORD_MARKER) and len(key) == 16:
-            decode_record(value)
-            cid, _ = split_log_key(key)
+        if tree == _LEDGERS:
+            count, confirmed = codec.ledger_state(key, value)
+            tid, ledger = _LEDGER_KEY.unpack(key)
+            if confirmed is not None:
+                found.confirmed[tid] = max(found.confirmed.get(tid, (ledger, confirmed)), (ledger, confirmed))
+            found.ledgers.setdefault(tid, {})[ledger] = count
+        elif tree == _LOG:
+            if len(key) != 16:
+                return False
+            cid, seq = split_log_key(key)
+            try:
+                decode_record(value)
+            except CorruptRecordError:
+                found.damaged_seqs.setdefault(cid, []).append(seq)
+                return False
             found.logs.setdefault(cid, {})[key] = value
             report.records += 1
-        elif rtype == RECORD_TOPIC:
+        elif tree == _TOPICS:
             name, tid, last, _ = codec.topic_entry(key, value)
-            seen = found.topics.get(name)
-            found.topics[name] = (tid, max(last, seen[1]) if seen else last)
-        elif rtype == RECORD_CURSOR:
+            found.topics[name] = (tid, last)
+        elif tree == _CURSORS:
             tid, name, cid, cfg = codec.cursor_entry(key, value)
             found.cursors[(tid, name)] = (cid, cfg)
+        else:
+            return tree == _META
     except AckStoreError:
-        return
+        return False
+    return True
+
+
+def _lost_ranges(sv: Survey, found: _Found, report: SalvageReport) -> dict[str, Ranges]:
+    """Per tree, the key ranges that may have lost entries (rule 4). A tree that gave back as
+    many entries as its record counts lost nothing but the keys found damaged (each lies
+    between its neighbours); otherwise every range the walk found damaged is in doubt too;
+    everything is, for a tree the main tree no longer names."""
+    out: dict[str, Ranges] = {}
+    for tree, low, high in sv.lost:
+        out.setdefault(tree, []).append((low, high))
+    if sv.meta is None:
+        out[MAIN_TREE] = [(None, None)]
+    if MAIN_TREE in out:  # the named databases' records may be wrong or missing
+        for tree in (_LOG, _TOPICS, _CURSORS, _LEDGERS):
+            out.setdefault(tree, []).append((None, None))
+    for name, db in sv.named.items():
+        tree = tree_name(name)
+        damaged = found.damaged_keys.get(tree, [])
+        if tree in out and MAIN_TREE not in out and found.entries.get(tree, 0) + len(damaged) == db.entries:
+            del out[tree]  # every entry the tree holds was found (some on hidden pages)
+    for tree, ranges in found.damaged_keys.items():
+        out.setdefault(tree, []).extend(ranges)
+    report.incomplete_trees = sorted(t for t in out if t != _META)
+    return out
+
+
+def _intersects(ranges: Ranges, lo: bytes, hi: bytes) -> bool:
+    return any((low is None or low < hi) and (high is None or high > lo) for low, high in ranges)
+
+
+def _doubts(lost: dict[str, Ranges], tid: int, name: str, cid: int) -> list[str]:
+    """Why a cursor's completeness cannot be proven: a lost range its keys may lie in."""
+    out = []
+    if _intersects(lost.get(_LOG, []), log_key(cid, 0), log_key(cid + 1, 0)):
+        out.append("damage lost part of the record log where this cursor's records lie")
+    ckey = struct.pack(">Q", tid) + name_key(name)
+    if _intersects(lost.get(_CURSORS, []), ckey, ckey + b"\x00"):
+        out.append("damage lost part of the catalog where this cursor's entry lies")
+    prefix = struct.pack(">Q", tid)
+    if _intersects(lost.get(_LEDGERS, []), prefix, struct.pack(">Q", tid + 1)):
+        out.append("damage lost part of this topic's ledger directory")
+    if lost.get(_TOPICS):
+        out.append("damage lost part of the topics' catalog")
+    return out
 
 
 def salvage(
@@ -148,7 +328,11 @@ def salvage(
     progress: Callable[[int, int], None] | None = None,
 ) -> SalvageReport:
     """Rebuild a clean store at ``new`` (which must not exist) from the damaged store or
-    snapshot ``damaged``, which is only read. Returns what came back, cursor by cursor."""
+    snapshot ``damaged``, which is only read. Returns what came back, cursor by cursor.
+
+    ``new`` is built at ``new.salvaging`` beside it and renamed into place when done: a
+    failure leaves nothing at ``new``; an existing ``new.salvaging`` is refused, not
+    removed (it may be another salvage's)."""
     src, dest = Path(damaged), Path(new)
     data = src / "data.mdb" if src.is_dir() else src
     if not data.exists():
@@ -157,49 +341,88 @@ def salvage(
         raise NotAStoreError(f"{data} is {data.stat().st_size} bytes: too short to hold an LMDB file")
     if os.path.lexists(dest):
         raise InvalidArgumentError(f"salvage destination {dest} exists; allowed: a path that does not exist yet")
+    tmp = dest.with_name(dest.name + ".salvaging")
+    if os.path.lexists(tmp):
+        raise InvalidArgumentError(
+            f"{tmp} exists (a salvage running, or one that was killed); remove it and run salvage again"
+        )
     report = SalvageReport(str(src), str(dest))
-    found = _scan(data, report, progress)
+    sv = survey(data)
+    report.damage = list(sv.problems)
+    if sv.meta is None and not _looks_like_lmdb(data):
+        raise NotAStoreError(f"{data} is not an LMDB data file (no valid meta page): nothing to salvage")
+    found = _scan(data, sv, report, progress)
+    if not found.logs and not found.topics and not found.cursors:
+        raise CorruptStoreError(f"{src}: salvage found no ackstore record or catalog entry in {data}", src)
+    lost = _lost_ranges(sv, found, report)
+    states = _recover_all(found, report, lost)
+    report.topics = len(found.topics)
+    try:
+        _build(tmp, found, states, report)
+        os.replace(tmp, dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return report
+
+
+def _looks_like_lmdb(data: Path) -> bool:
+    """False for a file whose meta pages are both unreadable and that holds no leaf page."""
+    return any(True for _ in leaf_nodes(data, None, None, range(2, 64)))
+
+
+def _recover_all(
+    found: _Found, report: SalvageReport, lost: dict[str, Ranges]
+) -> list[tuple[str, int, str, dict[str, Any], RecoveredState, int, int, list[str]]]:
+    """Every cursor's state, recovered from its records as at open (rule 3)."""
+    tids = {t for t, _ in found.topics.values()}
     for tid, _ in found.cursors:  # a cursor whose topic entry was lost: keep it under a placeholder name
-        if tid not in {t for t, _ in found.topics.values()}:
+        if tid not in tids:
             placeholder = f"_salvaged_topic_{tid}"
             found.topics[placeholder] = (tid, -1)
+            tids.add(tid)
             report.placeholder_topics[tid] = placeholder
-    states: list[tuple[str, int, str, dict[str, Any], RecoveredState, int, int]] = []
+    states = []
     known_cids = set()
+    conflicts = list(found.conflicts)
     for name, (tid, _) in sorted(found.topics.items()):
         for (ctid, cname), (cid, cfg) in sorted(found.cursors.items()):
             if ctid != tid:
                 continue
             known_cids.add(cid)
-            items = found.logs.get(cid, {})
-            state = recover_cursor(MemoryLog(items), None, cid, None, "all")  # type: ignore[arg-type]
-            newest = max((split_log_key(k)[1] for k in items), default=-1)  # any record: a newer flush existed
-            states.append((name, tid, cname, cfg, state, newest, len(items)))
+            doubts = _doubts(lost, tid, cname, cid) + conflicts
+            states.append((name, tid, cname, cfg, *_recover_one(found, cid), doubts))
     report.orphan_cursor_ids = sorted(set(found.logs) - known_cids)
     for cid in report.orphan_cursor_ids:  # records whose cursor entry was lost: keep their state anyway
-        items = found.logs[cid]
-        state = recover_cursor(MemoryLog(items), None, cid, None, "all")  # type: ignore[arg-type]
+        state, newest, records = _recover_one(found, cid)
         if state.resolved is None:
             continue
         placeholder, fake_tid = f"_salvaged_cursor_{cid}", -1 - cid
         found.topics[placeholder] = (fake_tid, -1)
-        newest = max(split_log_key(k)[1] for k in items)
-        states.append((placeholder, fake_tid, "_salvaged", {}, state, newest, len(items)))
-    report.topics = len(found.topics)
-    tmp = dest.with_name(dest.name + ".salvaging")
-    if tmp.is_symlink() or tmp.is_file():
-        tmp.unlink()  # a planted link is removed, never followed
-    elif tmp.exists():
-        shutil.rmtree(tmp)  # left by a salvage that was killed
+        states.append((placeholder, fake_tid, "_salvaged", {}, state, newest, records, ["its catalog entry was lost"]))
+    return states
+
+
+def _recover_one(found: _Found, cid: int) -> tuple[RecoveredState, int, int]:
+    """A cursor's state, the newest marker (or damaged record) seen, and its records found."""
+    items = found.logs.get(cid, {})
+    state = recover_cursor(MemoryLog(items), None, cid, None, "all")  # type: ignore[arg-type]
+    markers = [split_log_key(k)[1] for k, v in items.items() if record_type(v) == RECORD_MARKER]
+    newest = max([*markers, *found.damaged_seqs.get(cid, [])], default=-1)
+    return state, newest, len(items)
+
+
+def _build(tmp: Path, found: _Found, states: list[tuple[Any, ...]], report: SalvageReport) -> None:
+    """The new store: directories, cursors, bounds."""
     with AckStore.open(tmp) as store:
         for name, (tid, last) in sorted(found.topics.items()):
             mine = [s for s in states if s[0] == name]
             inferred = _rebuild_topic(store, name, last, found.ledgers.get(tid, {}), mine)
             if inferred:
                 report.inferred_ledgers[name] = inferred
-        for name, _, cname, cfg, state, newest, records in states:
+        for name, _, cname, cfg, state, newest, records, doubts in states:
             problems = _rebuild_cursor(store, name, cname, cfg, state)
-            report.cursors.append(_outcome(name, cname, state, newest, records, problems))
+            report.cursors.append(_outcome(name, cname, state, newest, records, problems, doubts))
         for name, (tid, _) in sorted(found.topics.items()):
             topic = store.topic(name)
             ledger, confirmed = found.confirmed.get(tid, (-1, -1))
@@ -208,8 +431,6 @@ def salvage(
                     topic.advance(ledger, confirmed)
                 except AckStoreError as exc:
                     report.unbounded_topics[name] = str(exc)
-    os.replace(tmp, dest)
-    return report
 
 
 def _rebuild_topic(
@@ -223,7 +444,7 @@ def _rebuild_topic(
     def note(ledger: int, entry: int) -> None:
         highest[ledger] = max(highest.get(ledger, -1), entry)
 
-    for *_, state, _, _ in states:
+    for *_, state, _, _, _ in states:
         for ledger, la in state.ledgers.items():
             note(ledger, max([*([la.bitmap.max()] if la.bitmap else []), *la.batches], default=-1))
         if state.resolved is not None:
@@ -277,7 +498,13 @@ def _rebuild_cursor(
 
 
 def _outcome(
-    topic: str, name: str, state: RecoveredState, newest: int, records: int, problems: list[str]
+    topic: str,
+    name: str,
+    state: RecoveredState,
+    newest: int,
+    records: int,
+    problems: list[str],
+    doubts: list[str],
 ) -> CursorSalvage:
     r = state.report
     md = state.resolved.marker.mark_delete if state.resolved is not None else None
@@ -292,4 +519,5 @@ def _outcome(
         mark_delete=f"{md[0]}:{md[1]}" if md is not None else "-",
         ranges=sum(la.runs for la in state.ledgers.values()),
         problems=tuple(problems),
+        doubts=tuple(doubts),
     )

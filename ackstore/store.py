@@ -108,6 +108,9 @@ class Topic:
         self._confirm_pending = False
         #: True once ``store.delete_topic`` deleted it: every call raises TopicDeletedError
         self._deleted = False
+        #: True once every cursor entry of this topic was read and checked (the first time a
+        #: name was not found: damage to an entry's key must not pass for a missing cursor)
+        self._entries_checked = False
 
     def __repr__(self) -> str:
         return f"Topic({self.name!r}, ledgers={len(self.directory)})"
@@ -326,6 +329,8 @@ class AckStore:
     lock: threading.RLock
     _flush_lock: threading.Lock
     _topics: dict[str, Topic]
+    #: every topic entry was read and checked (once, when a name was first not found)
+    _topics_checked: bool
     #: True once ``close()`` ran (a plain attribute: the ack hot path reads it)
     closed: bool
     #: the store-wide cache budget every cursor's pages are registered in
@@ -372,18 +377,24 @@ class AckStore:
         - ``cursor_defaults``: the configuration new cursors get when none is given.
         - ``cache_bytes``: an optional budget for the ack state of all cursors together, on top
           of each cursor's own ``max_individual_ack_cache_bytes``; the largest caches give way first.
-        - ``verify``: what opening a cursor checks of the records it leaves on disk (swapped
-          out): ``"keys"`` (default) that each exists, ``"all"`` that each also passes its
-          checksum (reads the whole state), ``"loaded"`` nothing (fastest; a damaged record
-          then raises CorruptRecordError when its ledger is first needed). Loaded records
-          are always checksummed, and recovery falls back past any marker that fails.
-          ``"all"`` also walks the file's B-trees in Python before LMDB reads them
-          (:mod:`ackstore.storage.lmdb_file`): damage LMDB would crash on is a CorruptStoreError.
-          Every open checks the file's size against its meta page (a truncated file would
-          fault when mapped).
+        - ``verify``: how much of the file an open checks. ``"keys"`` (default) first walks
+          the file's B-trees in Python (:mod:`ackstore.storage.lmdb_file`: every page
+          reached lies inside the file and says what it is, keys in order within their
+          parents' bounds, counts as the meta records; O(pages), a fraction of an open's
+          cost) so that damage LMDB would abort the process on, or that would hide records
+          from lookups, is a CorruptStoreError instead; opening a cursor then checks that
+          each record it leaves on disk (swapped out) exists. ``"all"`` also checksums
+          those records (reads the whole state). ``"loaded"`` trusts the file: no walk, no
+          check of swapped-out records (fastest; a damaged page can then stop the process
+          inside LMDB, and a damaged record raises CorruptRecordError when its ledger is
+          first needed). Loaded records are always checksummed, and recovery falls back past
+          any marker that fails, saying so in the cursor's ``stats().recovery`` and the log.
+          Every open checks that the file holds its meta pages and its trees' roots.
         - ``create``: make a new store when ``path`` holds none (default); with False a path
           without a store raises NotAStoreError (maintenance tools use it).
         """
+        if not isinstance(path, (str, os.PathLike)) or not str(path):
+            raise InvalidTypeError(f"path must be a non-empty str or os.PathLike, got {path!r}")
         for flag, value in (("sync", sync), ("metasync", metasync), ("readonly", readonly), ("create", create)):
             if type(value) is not bool:
                 raise InvalidTypeError(f"{flag} must be a bool, got {value!r}")
@@ -415,6 +426,7 @@ class AckStore:
         self.lock = threading.RLock()
         self._flush_lock = threading.Lock()
         self._topics = {}
+        self._topics_checked = False
         self._listed = {}
         self.cache_pool = CachePool(cache_bytes)
         self.verify = verify
@@ -431,7 +443,7 @@ class AckStore:
             sync=sync,
             metasync=metasync,
             create=create,
-            walk_first=verify == "all",
+            walk_first=verify != "loaded",
         )
         self.closed = False
         if flush_interval is not None and not readonly:
@@ -487,6 +499,9 @@ class AckStore:
                 return topic
             catalog = self._storage.catalog
             found = self._storage.read(lambda txn: catalog.topic(txn, name))
+            if found is None and not self._topics_checked:  # as for cursors: damage must not pass for absence
+                self._storage.read(catalog.topic_names)
+                self._topics_checked = True
             if found is None:
                 if self.readonly:
                     raise UnknownTopicError(f"store {self.path} has no topic {name!r}")
@@ -524,6 +539,11 @@ class AckStore:
     def _open_cursor(self, topic: Topic, name: str, config: CursorConfig | None, initial_position: str) -> Cursor:
         catalog, tid = self._storage.catalog, topic.topic_id
         found = self._storage.read(lambda txn: catalog.cursor(txn, tid, name))
+        if found is None and not topic._entries_checked:
+            # not found: make sure no damaged entry (a flipped bit in its key) hides it, or a
+            # new, empty cursor would silently take its place. Once per topic: O(its cursors)
+            self._storage.read(lambda txn: catalog.cursor_entries(txn, tid))
+            topic._entries_checked = True
         if found is None:
             if self.readonly:
                 raise UnknownCursorError(f"topic {topic.name!r} has no cursor {name!r}")
@@ -822,7 +842,15 @@ class AckStore:
         Open it with ``AckStore.open(dest, readonly=True)``.
         """
         self._alive()
-        return self._storage.copy(Path(dest), compact)
+        if not isinstance(dest, (str, os.PathLike)) or not str(dest):
+            raise InvalidTypeError(f"copy destination must be a non-empty str or os.PathLike, got {dest!r}")
+        target = Path(dest)
+        if not target.parent.is_dir():
+            raise InvalidArgumentError(
+                f"copy destination {target}: its directory {target.parent} does not exist; allowed: a new path "
+                "in an existing directory"
+            )
+        return self._storage.copy(target, compact)
 
     def _flush_loop(self, interval: float) -> None:
         while not self._stop.wait(interval):

@@ -62,19 +62,44 @@ def _progress(total: int | None, label: str, quiet: bool) -> Iterator[Any]:
         yield lambda *a: bar.advance(task)
 
 
-def _split_cursor(spec: str) -> tuple[str, str]:
-    topic, _, name = spec.rpartition("/")
-    if not topic or not name:
+def _split_cursor(store: AckStore, spec: str) -> tuple[str, str]:
+    """``TOPIC/SUBSCRIPTION`` as the store holds it: the topic name may hold '/' (Pulsar's
+    do) and so may the cursor's, so every split is tried; exactly one must name a cursor."""
+    if "/" not in spec.strip("/"):
         raise UsageFailure(f"--cursor {spec!r} must be TOPIC/SUBSCRIPTION, e.g. persistent://t/ns/orders/sub-a")
-    return topic, name
+    topics = set(store.topics())
+    found = []
+    for i, ch in enumerate(spec):
+        if (
+            ch == "/"
+            and 0 < i < len(spec) - 1
+            and spec[:i] in topics
+            and spec[i + 1 :] in store.topic(spec[:i]).cursors()
+        ):
+            found.append((spec[:i], spec[i + 1 :]))
+    if len(found) == 1:
+        return found[0]
+    if found:
+        raise UsageFailure(
+            f"--cursor {spec!r} names more than one cursor ({', '.join(f'{t!r} / {n!r}' for t, n in found)})"
+        )
+    raise UsageFailure(f"--cursor {spec!r} names no cursor of the store; `ackstore cursors STORE` lists them")
 
 
 def _open_cursor(store: AckStore, spec: str, config: CursorConfig | None = None):  # type: ignore[no-untyped-def]
-    topic, name = _split_cursor(spec)
+    topic, name = _split_cursor(store, spec)
     try:
         return store.topic(topic).cursor(name, config)
     except (UnknownTopicError, UnknownCursorError) as exc:
         raise UsageFailure(f"{exc}; `ackstore cursors STORE` lists them") from None
+
+
+def _show(name: str) -> str:
+    """A name for a line of text: control characters (a newline could forge a line) and
+    backslashes escaped."""
+    if name.isprintable() and "\\" not in name:
+        return name
+    return "".join(c if c.isprintable() and c != "\\" else c.encode("unicode_escape").decode() for c in name)
 
 
 def _all_cursors(store: AckStore, topic: str | None = None) -> list[tuple[str, str]]:
@@ -145,10 +170,10 @@ def stat(store: Path, as_json: bool, prometheus: bool, max_cursors: int) -> None
     ]
     for t, tv in out["topics"].items():
         bound = f", last confirmed {tv['last_confirmed']}" if tv["last_confirmed"] else ""
-        lines.append(f"  {t}: {tv['ledgers']} ledgers{bound}, {len(tv['cursors'])} cursors")
+        lines.append(f"  {_show(t)}: {tv['ledgers']} ledgers{bound}, {len(tv['cursors'])} cursors")
         for name, c in tv["cursors"].items():
             lines.append(
-                f"    {name}: mark-delete {c['mark_delete']}, {c['ranges']:,} ranges, "
+                f"    {_show(name)}: mark-delete {c['mark_delete']}, {c['ranges']:,} ranges, "
                 f"{c['ledgers']} ledgers, {c['records']} records ({c['record_bytes']:,} B, "
                 f"garbage {c['garbage_bytes']:,} B), newest marker {c['newest_marker']}"
                 + (", TRUNCATED" if c["truncated"] else "")
@@ -207,7 +232,10 @@ def cursors(store: Path, topic: str | None, as_json: bool) -> None:
                     "ledgers": st.ledgers_indexed,
                 }
             )
-    text = "\n".join(f"{r['topic']}/{r['cursor']}\t{r['mark_delete']}\t{r['ranges']}\t{r['ledgers']}" for r in rows)
+    text = "\n".join(
+        f"{_show(str(r['topic']))}/{_show(str(r['cursor']))}\t{r['mark_delete']}\t{r['ranges']}\t{r['ledgers']}"
+        for r in rows
+    )
     _emit(as_json, rows, text or "(no cursors)")
 
 
@@ -233,9 +261,12 @@ def check_cmd(store: Path, fix: bool, as_json: bool) -> int:
     total = len(checked)
     clean_after = check(store) == [] if fix else not findings
     rows = [asdict(f) for f in findings]
-    text = "\n".join(str(f) for f in findings) or f"{store}: clean ({total} cursors)"
+    text = "\n".join(_show(str(f)) for f in findings) or f"{store}: clean ({total} cursors)"
     if fix and findings:
-        text += f"\n{len(findings)} findings fixed; the store is {'clean' if clean_after else 'STILL NOT CLEAN'}"
+        fixed = sum(f.fixed for f in findings)
+        text += (
+            f"\n{fixed} of {len(findings)} findings fixed; the store is {'clean' if clean_after else 'STILL NOT CLEAN'}"
+        )
     _emit(as_json, {"findings": rows, "clean": clean_after}, text)
     return 0 if clean_after else 1
 
@@ -301,7 +332,7 @@ def dump(store: Path, specs: tuple[str, ...], fmt: str, output: Path | None, as_
     with AckStore.open(store, readonly=True, verify="loaded") as s:
         wanted = None
         if specs:
-            wanted = [_split_cursor(spec) for spec in specs]
+            wanted = [_split_cursor(s, spec) for spec in specs]
             for spec in specs:
                 _open_cursor(s, spec)
         total = len(wanted) if wanted is not None else len(_all_cursors(s))
@@ -444,7 +475,7 @@ def salvage_cmd(damaged: Path, new: Path, as_json: bool) -> int:
                 f"from marker {c.marker_seq}, but records up to {c.newest_marker_seen} were found: "
                 "the acks of the flushes after it are lost"
             )
-        lines.append(f"  {c.topic}/{c.cursor}: {how}; mark-delete {c.mark_delete}, {c.ranges:,} ranges")
+        lines.append(f"  {_show(c.topic)}/{_show(c.cursor)}: {how}; mark-delete {c.mark_delete}, {c.ranges:,} ranges")
         lines.extend(f"    skipped: {r}" for r in c.reasons[:5])
         lines.extend(f"    not applied: {p}" for p in c.problems)
     for tid, placeholder in report.placeholder_topics.items():
@@ -495,15 +526,56 @@ def main(argv: list[str] | None = None) -> int:
     except UsageFailure as exc:
         click.echo(f"ackstore: error: {exc}", err=True)
         return 2
+    except BrokenPipeError:  # `ackstore dump S | head`: the reader left; say so once, quietly
+        _silence_stdout()
+        click.echo("ackstore: error: the output was closed before the command finished (broken pipe)", err=True)
+        return 1
     except (AckStoreError, OSError) as exc:
         if os.environ.get("ACKSTORE_DEBUG") == "1":
             raise
         click.echo(f"ackstore: error: {exc}", err=True)
         return 1
-    except click.exceptions.Abort:
+    except (click.exceptions.Abort, KeyboardInterrupt):
         click.echo("ackstore: aborted", err=True)
         return 1
     return result if isinstance(result, int) else 0
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null (after a broken pipe, the interpreter's last flush would fail)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
+def _reopen_closed_streams() -> None:
+    """A standard stream the caller closed (``>&-``, ``<&-``) reads as empty and writes into
+    /dev/null, instead of a traceback: the command still runs, and says what failed."""
+    for fd, name, mode in ((0, "stdin", "r"), (1, "stdout", "w"), (2, "stderr", "w")):
+        if getattr(sys, name) is None:
+            try:
+                os.fstat(fd)
+            except OSError:
+                opened = os.open(os.devnull, os.O_RDONLY if mode == "r" else os.O_WRONLY)
+                if opened != fd:
+                    os.dup2(opened, fd)
+                    os.close(opened)
+            setattr(sys, name, open(fd, mode, closefd=False))  # noqa: SIM115 - lives as long as the process
+
+
+def _die_with_parent(parent: int) -> None:
+    """The child ends when the ``ackstore`` process that forked it does (Linux: the kernel
+    sends SIGKILL; elsewhere nothing is done): killing the tool never leaves a worker behind
+    that finishes the job unseen."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent died before the request took effect
+        os._exit(1)
 
 
 def guarded(argv: list[str] | None = None) -> int:
@@ -512,15 +584,22 @@ def guarded(argv: list[str] | None = None) -> int:
 
     ``ACKSTORE_NO_FORK=1`` runs :func:`main` in this process (for debuggers).
     """
+    _reopen_closed_streams()
     if os.environ.get("ACKSTORE_NO_FORK") == "1" or not hasattr(os, "fork"):
         return main(argv)
     sys.stdout.flush()
     sys.stderr.flush()
+    parent = os.getpid()
     pid = os.fork()
     if pid == 0:  # the child: run the command, leave through _exit (no second cleanup of the parent's state)
         code = 1
         try:
+            _die_with_parent(parent)
             code = main(argv)
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        except KeyboardInterrupt:
+            click.echo("ackstore: aborted", err=True)
         except BaseException:
             import traceback
 
@@ -529,14 +608,14 @@ def guarded(argv: list[str] | None = None) -> int:
             try:
                 sys.stdout.flush()
                 sys.stderr.flush()
+            except (BrokenPipeError, OSError):
+                pass
             finally:
                 os._exit(code)
-    while True:
-        try:
-            _, status = os.waitpid(pid, 0)
-            break
-        except KeyboardInterrupt:  # the child got the same SIGINT from the terminal: wait for it
-            continue
+    status = _wait(pid)
+    if status is None:
+        click.echo("ackstore: aborted", err=True)
+        return 1
     if os.WIFSIGNALED(status):
         sig = signal.Signals(os.WTERMSIG(status))
         if sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGKILL):
@@ -549,6 +628,18 @@ def guarded(argv: list[str] | None = None) -> int:
             )
         return 1
     return os.WEXITSTATUS(status)
+
+
+def _wait(pid: int) -> int | None:
+    """The child's wait status; Ctrl-C reaches the child too, so the parent keeps waiting for
+    it. None when it was reaped elsewhere (nothing more to learn)."""
+    while True:
+        try:
+            return os.waitpid(pid, 0)[1]
+        except KeyboardInterrupt:
+            continue
+        except ChildProcessError:
+            return None
 
 
 def entry() -> None:

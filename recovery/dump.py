@@ -139,16 +139,15 @@ def _parse(lines: Iterable[str]) -> Iterator[tuple[int, dict[str, Any]]]:
 def restore(dump: IO[str], dest: Path, sync: bool = True) -> dict[str, int]:
     """Build a new store at ``dest`` from a JSON Lines dump; it appears whole or not at all.
 
-    The store is built beside ``dest`` and renamed into place at the end, so a failure
-    leaves nothing behind. ``dest`` must not exist (or be an empty directory).
+    The store is built at ``dest.restoring`` beside it and renamed into place at the end, so
+    a failure leaves nothing behind (a kill -9 leaves ``dest.restoring``, which a later
+    restore refuses to remove on its own). ``dest`` must not exist (or be an empty directory).
     """
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         raise DumpError(f"restore target {dest} exists and is not empty; allowed: a new path")
     tmp = dest.with_name(dest.name + ".restoring")
-    if os.path.islink(tmp) or tmp.is_file():
-        tmp.unlink()  # a planted link is removed, never followed
-    elif tmp.exists():
-        shutil.rmtree(tmp)  # left by a restore that was killed
+    if os.path.lexists(tmp):  # another restore's, or one that was killed: never removed unseen
+        raise DumpError(f"{tmp} exists (a restore running, or one that was killed); remove it and restore again")
     counts = {"topics": 0, "cursors": 0, "ranges": 0, "batches": 0}
     try:
         with AckStore.open(tmp, sync=sync) as store:

@@ -124,7 +124,7 @@ def test_errors(store_path: Path, tmp_path: Path, run) -> None:  # type: ignore[
     code, _, err = run("check", tmp_path / "plain")
     assert code == 1 and "no store at" in _one_line_error(err)
     code, _, err = run("recover", store_path, "--cursor", f"{T}/nope")
-    assert code == 2 and "no cursor 'nope'" in _one_line_error(err)
+    assert code == 2 and "names no cursor of the store" in _one_line_error(err)
     code, _, err = run("recover", store_path, "--cursor", "nope")
     assert code == 2 and "TOPIC/SUBSCRIPTION" in _one_line_error(err)
     code, _, err = run("frobnicate")

@@ -5,12 +5,16 @@ A short seeded slice runs in ``make test``; ``make stress`` (``--long``) runs 50
 ``python -m tests.test_damage_campaign 500`` prints the same table by itself.
 
 What must hold in every trial:
-- ``AckStore.open(readonly=True)`` raises nothing but ``AckStoreError`` (no raw py-lmdb error);
+- the default ``AckStore.open(readonly=True)`` (and reading every cursor's whole state)
+  raises nothing but ``AckStoreError`` (no raw error) and is never killed by a signal (LMDB
+  aborting on a damaged page);
+- open never gives a state silently: what it gives is the newest flushed state, or an
+  older flushed state with the fallback reported (``stats().recovery``); never a state no
+  flush wrote, never a deleted cursor;
 - ``ackstore check`` ends with exit 0 or 1 and no traceback, never killed by a signal;
-- no silent rollback that ``check`` misses: if open gives an older flushed state without
-  reporting a skipped marker, ``check`` has a finding;
 - ``salvage`` gives every cursor a state it had after some flush (or nothing, when no intact
-  marker is left), never a mix and never an ack that was not flushed.
+  marker is left): never an ack that was not flushed, never a deleted cursor; and it says
+  "complete" only for the newest state.
 """
 
 from __future__ import annotations
@@ -41,10 +45,11 @@ try:
     with AckStore.open(sys.argv[1], readonly=True) as s:
         t = s.topic(sys.argv[2])
         out["state"] = {}
+        out["ledgers"] = [list(x) for x in t.ledgers()]
         for c in t.cursors():
             cur = t.cursor(c)
             out["state"][c] = [str(cur.mark_delete_position), [[str(a), str(b)] for a, b in cur.ack_ranges()],
-                               cur.stats().recovery.markers_skipped]
+                               cur.stats().recovery.markers_skipped, cur.config.full_marker_every]
     out["open"] = "opened"
 except AckStoreError as exc:
     out["open"] = "typed:" + type(exc).__name__
@@ -55,23 +60,54 @@ print(json.dumps(out))
 
 
 def build(path: Path) -> list[dict[str, list[object]]]:
-    """3 cursors x 25 flushes; the state of each cursor after every flush."""
+    """3 cursors x 25 flushes; the state of each cursor after every flush. Along the way a
+    cursor's configuration changes, a fourth cursor is deleted and the first ledger is
+    trimmed, so the file's free pages hold stale copies of all three."""
     history = []
     with AckStore.open(path) as store:
         topic = store.topic(T)
         topic.add_ledger(1)
         topic.close_ledger(1, 100_000)
         topic.add_ledger(2)
+        topic.close_ledger(2, 1_000)
+        topic.add_ledger(3)
         curs = [topic.cursor(f"c{i}", CursorConfig(full_marker_every=8)) for i in range(3)]
+        gone = topic.cursor("gone")
         for f in range(25):
             for i, cur in enumerate(curs):
-                cur.ack([Position(1, e) for e in range(f * 600 + i, f * 600 + 500, 3)])
-                cur.ack(Position(2, f * 3 + i))
+                if f < 22:
+                    cur.ack([Position(1, e) for e in range(f * 600 + i, f * 600 + 500, 3)])
+                cur.ack([Position(2, f * 3 + i), Position(3, f * 3 + i)])
+            if f < 20:
+                gone.ack([Position(1, f), Position(3, f)])
+            if f == 12:
+                curs[0].update_config(full_marker_every=5)
+            if f == 20:
+                topic.delete_cursor("gone")
+            if f == 22:
+                topic.trim_ledgers(2)
             store.flush()
             history.append(
                 {c.name: [str(c.mark_delete_position), [[str(a), str(b)] for a, b in c.ack_ranges()]] for c in curs}
             )
     return history
+
+
+def fitted(state: list[object]) -> list[object]:
+    """A flushed state as the directory after the trim shows it: an older flush's acks in the
+    trimmed ledger 1 vanish and its mark-delete moves to ledger 2 (what a fallback gives)."""
+    md, ranges = state
+    kept = [r for r in ranges if not str(r[0]).startswith("1:")]  # type: ignore[union-attr]
+    if str(md).startswith("1:"):
+        md = "2:-1"
+        if kept and kept[0][0] == "2:0":  # M moves over the acks that now follow it
+            md = kept.pop(0)[1]
+    return [md, kept]
+
+
+def flushed(state: list[object], history: list[dict[str, list[object]]], cursor: str) -> bool:
+    """``state`` is one the cursor had after some flush (as the current directory shows it)."""
+    return any(state == h[cursor] or state == fitted(h[cursor]) for h in history)
 
 
 def damage(src: Path, dst: Path, rng: random.Random) -> str:
@@ -101,11 +137,23 @@ def trial(base: Path, history: list[dict[str, list[object]]], work: Path, rng: r
     kind = opened["open"]
     newest = history[-1]
     if kind == "opened":
-        silent = False
-        for c, (md, ranges, skipped) in opened["state"].items():
-            if [md, ranges] != newest[c] and not skipped:
-                silent = True
-        kind = "opened, older state not reported" if silent else "opened"
+        for c, (md, ranges, skipped, every) in opened["state"].items():
+            if c not in newest:
+                out[f"OPEN GAVE A CURSOR THAT IS NOT THERE ({how}): {c}"] += 1
+            elif not flushed([md, ranges], history, c):
+                out[f"OPEN GAVE A STATE NO FLUSH WROTE ({how}): {c}"] += 1
+            elif [md, ranges] != newest[c] and not skipped:
+                out[f"OPEN ROLLED BACK SILENTLY ({how}): {c}"] += 1
+            elif [md, ranges] != newest[c]:
+                out["open: an older flushed state, reported"] += 1
+            if every != (5 if c == "c0" else 8):
+                out[f"OPEN GAVE AN OLD CONFIGURATION ({how}): {c}"] += 1
+        if set(newest) - set(opened["state"]):
+            out[f"OPEN LOST A CURSOR SILENTLY ({how})"] += 1
+        if opened["ledgers"] != [[2, 1000], [3, None]]:
+            out[f"OPEN GAVE ANOTHER DIRECTORY ({how}): {opened['ledgers']}"] += 1
+    elif kind.startswith("signal"):
+        out[f"OPEN KILLED BY A {kind.upper()} ({how})"] += 1
     out[f"open: {kind.split(':')[0] if kind.startswith(('typed', 'RAW')) else kind}"] += 1
     if kind.startswith("RAW"):
         out[f"RAW {kind} ({how})"] += 1
@@ -120,8 +168,6 @@ def trial(base: Path, history: list[dict[str, list[object]]], work: Path, rng: r
         out[f"CHECK CRASHED ({how}): rc {c.returncode}"] += 1
     else:
         out[f"check: exit {c.returncode}"] += 1
-    if kind == "opened, older state not reported" and c.returncode == 0:
-        out[f"SILENT ROLLBACK CHECK MISSED ({how})"] += 1
     try:
         report = salvage(damaged, work / "salvaged")
     except Exception as exc:  # counted: the campaign says what happened
@@ -136,18 +182,22 @@ def trial(base: Path, history: list[dict[str, list[object]]], work: Path, rng: r
             cur = store.topic(cs.topic).cursor(cs.cursor)
             state = [str(cur.mark_delete_position), [[str(a), str(b)] for a, b in cur.ack_ranges()]]
             if cs.cursor == "_salvaged":  # its entry was lost: which cursor it was is unknown
-                flushed = any(state == h[c] for h in history for c in h)
+                was = any(flushed(state, history, c) for c in history[-1])
                 out[
                     "salvage: cursor entry lost, a flushed state kept under a placeholder"
-                    if flushed
+                    if was
                     else f"SALVAGE GAVE NO FLUSHED STATE ({how}): orphan {cs.topic}"
                 ] += 1
             elif cs.marker_seq < 0:
                 out["salvage: cursor without an intact marker"] += state[1] == []
+            elif cs.cursor not in newest:
+                out[f"SALVAGE GAVE A CURSOR THAT IS NOT THERE ({how}): {cs.cursor}"] += 1
             elif state == newest[cs.cursor]:
                 out["salvage: newest state"] += 1
-            elif any(state == h[cs.cursor] for h in history):
+            elif flushed(state, history, cs.cursor):
                 out["salvage: an older flushed state"] += 1
+                if cs.complete:
+                    out[f"SALVAGE SAID COMPLETE FOR AN OLDER STATE ({how}): {cs.cursor}"] += 1
             else:
                 out[f"SALVAGE GAVE NO FLUSHED STATE ({how}): {cs.cursor}"] += 1
     return out
@@ -169,7 +219,7 @@ def campaign(trials: int, seed: int = 20261123) -> Counter[str]:
 
 @pytest.mark.stress
 def test_byte_damage_campaign(long_run: bool) -> None:
-    trials = 500 if long_run else int(os.environ.get("ACKSTORE_DAMAGE_TRIALS", "12"))
+    trials = 500 if long_run else int(os.environ.get("ACKSTORE_DAMAGE_TRIALS", "24"))
     total = campaign(trials)
     print("\n".join(f"{v:5d}  {k}" for k, v in sorted(total.items())))
     bad = {k: v for k, v in total.items() if k.isupper() or k.startswith(("RAW", "CHECK", "SILENT", "SALVAGE"))}

@@ -222,7 +222,9 @@ def test_copy_and_dump_never_write_through_a_planted_symlink(tmp_path: Path) -> 
     assert not os.path.lexists(tmp_path / "snap.partial") and not os.path.lexists(tmp_path / "out.jsonl.partial")
 
 
-def test_restore_replaces_a_planted_or_leftover_restoring_path(tmp_path: Path) -> None:
+def test_restore_refuses_a_planted_or_leftover_restoring_path(tmp_path: Path) -> None:
+    """A ``.restoring`` path may be another restore's, or someone's: it is never followed nor
+    removed; the error says what to do."""
     path = tmp_path / "store"
     _build(path, flushes=2)
     dump = tmp_path / "d.jsonl"
@@ -231,12 +233,13 @@ def test_restore_replaces_a_planted_or_leftover_restoring_path(tmp_path: Path) -
     victim.mkdir()
     (victim / "keep").write_text("x")
     (tmp_path / "new.restoring").symlink_to(victim)
-    assert _cli("restore", tmp_path / "new", dump).returncode == 0
-    assert sorted(p.name for p in victim.iterdir()) == ["keep"]
+    r = _cli("restore", tmp_path / "new", dump)
+    assert r.returncode == 1 and "remove it and restore again" in r.stderr
+    assert sorted(p.name for p in victim.iterdir()) == ["keep"] and not os.path.lexists(tmp_path / "new")
     (tmp_path / "again.restoring").mkdir()  # left by a restore that was killed
-    (tmp_path / "again.restoring" / "data.mdb").write_bytes(b"junk")
+    assert _cli("restore", tmp_path / "again", dump).returncode == 1
+    (tmp_path / "again.restoring").rmdir()
     assert _cli("restore", tmp_path / "again", dump).returncode == 0
-    assert not os.path.lexists(tmp_path / "again.restoring")
     assert _state(tmp_path / "again") == _state(path)
 
 

@@ -121,25 +121,22 @@ def test_salvage_gives_a_flushed_state_after_byte_damage(tmp_path: Path, seed: i
             assert got[c.cursor][2] == []
 
 
-def test_check_sees_a_rollback_the_btree_hides_and_salvage_undoes_it(tmp_path: Path) -> None:
-    """The newest markers vanish from the B-tree (as damage to a branch page can make them)
-    while their pages still hold them: open silently starts from an older marker, check's
-    page-level scan reports it, salvage brings the newest state back."""
+def test_salvage_never_revives_what_a_committed_transaction_removed(tmp_path: Path) -> None:
+    """Markers deleted by a committed transaction still sit, intact, on pages the free list
+    names: they are stale copies, not hidden state. Salvage returns what the trees hold (the
+    committed state), and check has nothing to report."""
     from . import rawlog
 
     path = tmp_path / "s"
     history = _build(path, flushes=6)
     for seq in rawlog.markers(path, cursor_id=1)[-2:]:
         rawlog.damage(path, seq, cursor_id=1, how="delete")
-    with AckStore.open(path, readonly=True) as store:
-        rolled_back = store.topic(T).cursor("c1")
-        assert rolled_back.stats().recovery.markers_skipped == 0  # open cannot see it
-    assert _state(path)["c1"] == history[-3]["c1"]
-    hidden = [f for f in check(path) if f.kind == "hidden-marker"]
-    assert [(f.cursor, "salvage" in f.message) for f in hidden] == [("c1", True)]
+    committed = _state(path)
+    assert committed["c1"] == history[-3]["c1"]
+    assert check(path) == []
     report = salvage(path, tmp_path / "new")
-    assert _state(tmp_path / "new") == history[-1]
-    assert all(c.complete for c in report.cursors)
+    assert _state(tmp_path / "new") == committed
+    assert report.complete and report.hidden_pages == 0
 
 
 def test_salvage_keeps_the_open_ledgers_bound_and_string_properties(tmp_path: Path) -> None:

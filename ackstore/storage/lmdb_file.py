@@ -36,8 +36,8 @@ from __future__ import annotations
 import mmap
 import os
 import struct
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import CorruptStoreError, NotAStoreError
@@ -50,6 +50,10 @@ __all__ = [
     "current_meta",
     "check_size",
     "walk",
+    "survey",
+    "Survey",
+    "tree_name",
+    "FREE_TREE",
     "leaf_nodes",
     "data_file",
 ]
@@ -58,6 +62,9 @@ MAGIC = 0xBEEFC0DE
 P_BRANCH, P_LEAF, P_OVERFLOW, P_META, P_LEAF2 = 0x01, 0x02, 0x04, 0x08, 0x20
 F_BIGDATA, F_SUBDATA, F_DUPDATA = 0x01, 0x02, 0x04
 INVALID_PGNO = (1 << 64) - 1
+#: the name the walk gives LMDB's free list (the other trees: "main tree", "database 'NAME'")
+FREE_TREE = "free list"
+MAIN_TREE = "main tree"
 
 _HEADER = struct.Struct("<QHHHH")
 _NODE = struct.Struct("<HHHH")
@@ -140,7 +147,15 @@ def current_meta(metas: list[Meta], txnid: int | None = None) -> Meta:
 
 
 def check_size(path: str | os.PathLike[str]) -> None:
-    """Refuse a data file shorter than its newest meta page says (mapping it would fault).
+    """Refuse a data file too short for LMDB to open it safely: shorter than its two meta
+    pages, or than the root pages of the newest transaction's trees (mapping them would
+    fault). Cheap: two pages read.
+
+    The newest meta's last page number is *not* required to lie inside the file: LMDB
+    counts pages a transaction allocated and then freed again before it committed (its
+    "loose" pages), and those are never written, so a healthy file may end a few pages
+    short of it (a compaction or a deletion can do that). That every page the trees reach
+    lies inside the file is :func:`walk`'s to check.
 
     The meta pages are read before the size: a writer in another process writes a
     transaction's pages before its meta page, so the size read after any meta covers it
@@ -161,11 +176,12 @@ def check_size(path: str | os.PathLike[str]) -> None:
             raise CorruptStoreError(f"{f} is {size} bytes: too short for LMDB's two meta pages", path)
         raise NotAStoreError(f"{f} is not an LMDB data file (no valid meta page)")
     meta = current_meta(metas)
-    need = (meta.last_pgno + 1) * meta.page_size
+    roots = [db.root for db in (meta.free, meta.main) if db.root != INVALID_PGNO]
+    need = (max(roots, default=1) + 1) * meta.page_size
     if size < need:
         raise CorruptStoreError(
-            f"{f} is truncated: {size:,} bytes, but its newest transaction ({meta.txnid}) uses "
-            f"{meta.last_pgno + 1:,} pages of {meta.page_size} bytes ({need:,} bytes)",
+            f"{f} is truncated: {size:,} bytes, but its newest transaction ({meta.txnid}) has a root at page "
+            f"{max(roots):,} of {meta.page_size} bytes ({need:,} bytes needed)",
             path,
         )
 
@@ -214,6 +230,16 @@ class _Walker:
         self.seen: set[int] = set()
         self.problems: list[str] = []
         self.named: dict[bytes, DbRecord] = {}
+        #: every intact leaf page reached, and the tree it belongs to
+        self.leaf_tree: dict[int, str] = {}
+        #: every page reached (damaged ones too), and the tree it was reached in
+        self.page_tree: dict[int, str] = {}
+        #: ``(tree, low, high)``: key ranges a damaged page held or indexed (None: unbounded)
+        self.lost: list[tuple[str, bytes | None, bytes | None]] = []
+        #: the page numbers the free list names (pages LMDB may reuse: stale copies, or a
+        #: transaction that never committed); None until read, or when it is damaged
+        self.free: set[int] | None = None
+        self._free_ok = True
 
     def page(self, pgno: int, where: str) -> tuple[int, int, int, int] | None:
         """``(flags, lower, upper, offset)`` of page ``pgno``, or None (a problem noted)."""
@@ -232,12 +258,16 @@ class _Walker:
         return flags, lower, upper, off
 
     def tree(self, name: str, db: DbRecord, integer_keys: bool, collect: bool) -> None:
+        if name == FREE_TREE:
+            self.free = set()
         if db.root == INVALID_PGNO:
             if db.entries or db.depth:
                 self.problems.append(f"{name}: no root page, yet {db.entries} entries of depth {db.depth}")
             return
         counts = {"branch": 0, "leaf": 0, "overflow": 0, "entries": 0}
         self.node(name, db.root, 1, db.depth, None, None, integer_keys, collect, counts)
+        if name == FREE_TREE and not self._free_ok:
+            self.free = None
         expected = {
             "branch": db.branch_pages,
             "leaf": db.leaf_pages,
@@ -260,24 +290,46 @@ class _Walker:
         counts: dict[str, int],
     ) -> None:
         where = f"{name} page {pgno}"
+        if not self._node(name, pgno, level, depth, low, high, integer_keys, collect, counts, where):
+            self.lost.append((name, low, high))  # this page is damaged: its keys are in doubt
+            if name == FREE_TREE:
+                self._free_ok = False
+
+    def _node(
+        self,
+        name: str,
+        pgno: int,
+        level: int,
+        depth: int,
+        low: bytes | None,
+        high: bytes | None,
+        integer_keys: bool,
+        collect: bool,
+        counts: dict[str, int],
+        where: str,
+    ) -> bool:
+        """Walk one page and (after it checks) its children; False when this page itself is
+        damaged (its children are then not walked: they are pages damage hides)."""
         if len(self.problems) > 50:
-            return
+            self.problems.append(f"{where}: not walked (too much damage)")
+            return False
         got = self.page(pgno, where)
         if got is None:
-            return
+            return False
+        self.page_tree[pgno] = name
         flags, lower, upper, off = got
         kind = flags & (P_BRANCH | P_LEAF | P_OVERFLOW | P_META | P_LEAF2)
         want = P_LEAF if level == depth else P_BRANCH
         if kind != want:
             self.problems.append(f"{where}: page type {flags:#x} at level {level} of {depth}, expected {want:#x}")
-            return
+            return False
         if not _bounds_ok(lower, upper, self.psize):
             self.problems.append(f"{where}: header bounds lower={lower} upper={upper} are impossible")
-            return
+            return False
         n = (lower - 16) // 2
         if n == 0:
             self.problems.append(f"{where}: an empty page in the tree")
-            return
+            return False
         counts["branch" if kind == P_BRANCH else "leaf"] += 1
         keys: list[bytes] = []
         children: list[int] = []
@@ -285,22 +337,27 @@ class _Walker:
             node = _read_node(self.mm, off, i, upper, self.psize, leaf=kind == P_LEAF)
             if isinstance(node, str):
                 self.problems.append(f"{where}: {node}")
-                return
+                return False
             keys.append(node.key)
             if kind == P_BRANCH:
                 children.append(node.child)
                 continue
             if node.flags & F_BIGDATA:
                 (opg,) = struct.unpack_from("<Q", self.mm, node.data)
-                self.overflow(f"{where} node {i}", opg, node.size, counts)
+                if not self.overflow(f"{where} node {i}", opg, node.size, counts):
+                    return False
+                if self.free is not None and name == FREE_TREE:
+                    self.free_list(opg * self.psize + 16, node.size, where)
+            elif self.free is not None and name == FREE_TREE:
+                self.free_list(node.data, node.size, where)
             elif node.flags & F_SUBDATA and collect:
                 if node.size != _DB.size:
                     self.problems.append(f"{where}: named database {node.key!r} has a {node.size}-byte record")
-                    return
+                    return False
                 self.named[node.key] = DbRecord(*_DB.unpack_from(self.mm, node.data))
             if node.flags & F_DUPDATA:
                 self.problems.append(f"{where}: node {i} holds duplicates, which ackstore never writes")
-                return
+                return False
             counts["entries"] += 1
         # keys in order, inside the bounds the parent gave (a branch's first key is unused)
         order = [_int_order(k) for k in keys] if integer_keys else keys
@@ -315,24 +372,40 @@ class _Walker:
                 or (hi_b is not None and k >= hi_b)
             ):
                 self.problems.append(f"{where}: key {i} ({keys[i][:24].hex()}) is out of order or outside its bounds")
-                return
+                return False
+        if kind == P_LEAF:
+            self.leaf_tree[pgno] = name
         for i, child in enumerate(children):
             c_low = keys[i] if i > 0 else low
             c_high = keys[i + 1] if i + 1 < len(keys) else high
             self.node(name, child, level + 1, depth, c_low, c_high, integer_keys, collect, counts)
+        return True
 
-    def overflow(self, where: str, pgno: int, dsize: int, counts: dict[str, int]) -> None:
+    def overflow(self, where: str, pgno: int, dsize: int, counts: dict[str, int]) -> bool:
         got = self.page(pgno, where)
         if got is None:
-            return
+            return False
         flags, _, _, off = got
         (npages,) = struct.unpack_from("<I", self.mm, off + 12)
         if not flags & P_OVERFLOW or npages * self.psize < dsize + 16 or pgno + npages > self.pages:
             self.problems.append(f"{where}: overflow page {pgno} does not hold {dsize} bytes")
-            return
+            return False
         for extra in range(pgno + 1, pgno + npages):
             self.seen.add(extra)
         counts["overflow"] += npages
+        return True
+
+    def free_list(self, start: int, size: int, where: str) -> None:
+        """One free-list record (LMDB's ID list: a count, then that many page numbers)."""
+        if size < 8 or size % 8:
+            self.problems.append(f"{where}: a free-list record of {size} bytes")
+            return
+        (count,) = struct.unpack_from("<Q", self.mm, start)
+        if count != size // 8 - 1:
+            self.problems.append(f"{where}: a free-list record of {size} bytes says it holds {count} pages")
+            return
+        assert self.free is not None
+        self.free.update(struct.unpack_from(f"<{count}Q", self.mm, start + 8))
 
 
 def _int_order(key: bytes) -> bytes:
@@ -340,33 +413,69 @@ def _int_order(key: bytes) -> bytes:
     return key[::-1].rjust(8, b"\0")
 
 
-def walk(path: str | os.PathLike[str], txnid: int | None = None) -> list[str]:
-    """Problems in the B-trees of the data file as of transaction ``txnid`` (default: newest).
+@dataclass(slots=True)
+class Survey:
+    """What a walk of the file's trees found: its problems, and for salvage which pages are
+    live, which are free, and which key ranges damage put in doubt."""
+
+    meta: Meta | None
+    problems: list[str]
+    #: intact leaf pages reached from the meta's roots -> the tree each belongs to
+    leaf_tree: dict[int, str] = field(default_factory=dict)
+    #: every page reached from the roots (branch, leaf, overflow)
+    reached: set[int] = field(default_factory=set)
+    #: every tree page reached, damaged ones too -> the tree it was reached in
+    page_tree: dict[int, str] = field(default_factory=dict)
+    #: the pages the free list names; None when the free list is damaged (then nothing
+    #: tells a live page hidden by damage from a stale or never-committed one)
+    free: set[int] | None = None
+    #: ``(tree, low key, high key)`` ranges a damaged page held or indexed
+    lost: list[tuple[str, bytes | None, bytes | None]] = field(default_factory=list)
+    #: the named databases found in the main tree, with their records (a damaged main
+    #: tree can lose one); a record's ``entries`` is what its tree should hold
+    named: dict[bytes, DbRecord] = field(default_factory=dict)
+
+
+def survey(path: str | os.PathLike[str], txnid: int | None = None) -> Survey:
+    """Walk the B-trees of the data file as of transaction ``txnid`` (default: newest).
 
     Reads only inside the file; never raises for damage (an unreadable file is one
     problem). On a file another process writes, hold an LMDB read transaction open for the
-    walk and pass its id, so the pages walked are not reused meanwhile.
+    walk and pass its id, so the pages walked are not reused meanwhile. O(pages).
     """
     f = data_file(path)
     try:
         check_size(f)
         metas = read_metas(f)
         if not metas:
-            return [f"{f}: no valid meta page"]
+            return Survey(None, [f"{f}: no valid meta page"])
         meta = current_meta(metas, txnid)
         with open(f, "rb") as fh:
             size = os.fstat(fh.fileno()).st_size
             with mmap.mmap(fh.fileno(), size, access=mmap.ACCESS_READ) as mm:
                 w = _Walker(mm, meta, size)
-                w.tree("free list", meta.free, integer_keys=True, collect=False)
-                w.tree("main tree", meta.main, integer_keys=False, collect=True)
+                w.tree(FREE_TREE, meta.free, integer_keys=True, collect=False)
+                w.tree(MAIN_TREE, meta.main, integer_keys=False, collect=True)
                 for name, db in sorted(w.named.items()):
-                    w.tree(f"database {name.decode(errors='replace')!r}", db, integer_keys=False, collect=False)
-                return w.problems
+                    w.tree(tree_name(name), db, integer_keys=False, collect=False)
+                return Survey(meta, w.problems, w.leaf_tree, w.seen, w.page_tree, w.free, w.lost, dict(w.named))
     except CorruptStoreError as exc:
-        return [str(exc)]
+        return Survey(None, [str(exc)])
     except (OSError, ValueError, struct.error) as exc:
-        return [f"{f}: cannot be read ({exc})"]
+        return Survey(None, [f"{f}: cannot be read ({exc})"])
+
+
+def tree_name(db: bytes) -> str:
+    """How the walk names a named database's tree."""
+    return f"database {db.decode(errors='replace')!r}"
+
+
+def walk(path: str | os.PathLike[str], txnid: int | None = None) -> list[str]:
+    """Problems in the B-trees of the data file as of transaction ``txnid`` (default:
+    newest): :func:`survey`'s, alone. Every page number in range and matching, page types,
+    node offsets and sizes inside the page, keys in order within their parents' bounds,
+    equal leaf depth, every page reached once, the counts the meta records."""
+    return survey(path, txnid).problems
 
 
 @dataclass(slots=True)
@@ -382,10 +491,13 @@ def leaf_nodes(
     path: str | os.PathLike[str],
     counts: PageCounts | None = None,
     progress: Callable[[int, int], None] | None = None,
-) -> Iterator[tuple[bytes, bytes]]:
-    """``(key, value)`` of every node of every page that looks like a leaf, page by page,
-    never following the B-tree (overflow values are read from their pages). Stale pages
-    freed by later transactions are read too. Only bytes inside the file are read."""
+    pages_to_read: Iterable[int] | None = None,
+) -> Iterator[tuple[int, bytes, bytes]]:
+    """``(page number, key, value)`` of every node of every page that looks like a leaf,
+    page by page, never following the B-tree (overflow values are read from their pages).
+    ``pages_to_read`` limits it to those pages (default: every page, stale pages freed by
+    later transactions and pages of transactions that never committed included). Only
+    bytes inside the file are read."""
     f = data_file(path)
     counts = counts if counts is not None else PageCounts()
     metas = read_metas(f) if f.stat().st_size >= 8192 else []
@@ -397,7 +509,8 @@ def leaf_nodes(
         with mmap.mmap(fh.fileno(), size, access=mmap.ACCESS_READ) as mm:
             pages = size // psize
             counts.pages = pages
-            for pgno in range(2, pages):
+            wanted = range(2, pages) if pages_to_read is None else sorted(p for p in pages_to_read if 2 <= p < pages)
+            for pgno in wanted:
                 if progress is not None and pgno % 1024 == 0:
                     progress(pgno, pages)
                 off = pgno * psize
@@ -413,7 +526,7 @@ def leaf_nodes(
                     if isinstance(node, str) or node.flags & (F_SUBDATA | F_DUPDATA):
                         continue
                     if not node.flags & F_BIGDATA:
-                        yield node.key, bytes(mm[node.data : node.data + node.size])
+                        yield pgno, node.key, bytes(mm[node.data : node.data + node.size])
                         continue
                     (opg,) = struct.unpack_from("<Q", mm, node.data)
                     ostart = opg * psize
@@ -422,4 +535,4 @@ def leaf_nodes(
                         and ostart + 16 + node.size <= size
                         and _HEADER.unpack_from(mm, ostart)[0] == opg
                     ):
-                        yield node.key, bytes(mm[ostart + 16 : ostart + 16 + node.size])
+                        yield pgno, node.key, bytes(mm[ostart + 16 : ostart + 16 + node.size])

@@ -33,6 +33,7 @@ from .records import (
     Marker,
     decode_ledger_owned,
     decode_marker,
+    decode_record,
     log_key,
     record_type,
     split_log_key,
@@ -222,14 +223,23 @@ def recover_cursor(
     next_seq = 0
     skipped: list[str] = []
     state: RecoveredState | None = None
+    met_marker = False
     while positioned and cur.key() >= lo:
         _, seq = split_log_key(cur.key())
         if next_seq == 0:
             next_seq = seq + 1
         rtype = record_type(cur.value())
-        if rtype is None:
-            skipped.append(f"record {seq} is unreadable")
-        elif rtype == RECORD_MARKER:
+        if rtype != RECORD_MARKER:
+            # newer than every marker: a ledger record written back by eviction (normal), or
+            # the newest marker made unreadable or disguised by damage (a flipped type byte):
+            # checked, so that a fallback past a damaged newest marker is never silent
+            if not met_marker:
+                try:
+                    decode_record(cur.value())
+                except CorruptRecordError as exc:
+                    skipped.append(f"marker? record {seq} is damaged ({exc}); it may have been a newer marker")
+        else:
+            met_marker = True
             try:
                 resolved = resolve_marker(txn, db, cursor_id, seq)
                 ledgers, swapped, nbytes = _load_records(txn, db, cursor_id, resolved, budget, verify)
@@ -239,7 +249,7 @@ def recover_cursor(
                 state = RecoveredState(resolved, ledgers, swapped)
                 state.report = RecoveryReport(
                     seq,
-                    sum(1 for s in skipped if s.startswith("marker")),
+                    sum(1 for s in skipped if s.startswith("marker")),  # "marker?" too: a damaged record
                     tuple(skipped),
                     len(ledgers),
                     nbytes,
