@@ -265,7 +265,8 @@ class _Walker:
                 self.problems.append(f"{name}: no root page, yet {db.entries} entries of depth {db.depth}")
             return
         counts = {"branch": 0, "leaf": 0, "overflow": 0, "entries": 0}
-        self.node(name, db.root, 1, db.depth, None, None, integer_keys, collect, counts)
+        if not self.node(name, db.root, 1, db.depth, None, None, integer_keys, collect, counts):
+            self._lose(name, None, None)
         if name == FREE_TREE and not self._free_ok:
             self.free = None
         expected = {
@@ -276,6 +277,12 @@ class _Walker:
         }
         if not self.problems and counts != expected:
             self.problems.append(f"{name}: the tree holds {counts}, its record says {expected}")
+
+    def _lose(self, name: str, low: bytes | None, high: bytes | None) -> None:
+        """A page of tree ``name`` between ``low`` and ``high`` is damaged: its keys are in doubt."""
+        self.lost.append((name, low, high))
+        if name == FREE_TREE:
+            self._free_ok = False
 
     def node(
         self,
@@ -288,28 +295,10 @@ class _Walker:
         integer_keys: bool,
         collect: bool,
         counts: dict[str, int],
-    ) -> None:
-        where = f"{name} page {pgno}"
-        if not self._node(name, pgno, level, depth, low, high, integer_keys, collect, counts, where):
-            self.lost.append((name, low, high))  # this page is damaged: its keys are in doubt
-            if name == FREE_TREE:
-                self._free_ok = False
-
-    def _node(
-        self,
-        name: str,
-        pgno: int,
-        level: int,
-        depth: int,
-        low: bytes | None,
-        high: bytes | None,
-        integer_keys: bool,
-        collect: bool,
-        counts: dict[str, int],
-        where: str,
     ) -> bool:
         """Walk one page and (after it checks) its children; False when this page itself is
         damaged (its children are then not walked: they are pages damage hides)."""
+        where = f"{name} page {pgno}"
         if len(self.problems) > 50:
             self.problems.append(f"{where}: not walked (too much damage)")
             return False
@@ -378,7 +367,8 @@ class _Walker:
         for i, child in enumerate(children):
             c_low = keys[i] if i > 0 else low
             c_high = keys[i + 1] if i + 1 < len(keys) else high
-            self.node(name, child, level + 1, depth, c_low, c_high, integer_keys, collect, counts)
+            if not self.node(name, child, level + 1, depth, c_low, c_high, integer_keys, collect, counts):
+                self._lose(name, c_low, c_high)
         return True
 
     def overflow(self, where: str, pgno: int, dsize: int, counts: dict[str, int]) -> bool:
