@@ -54,3 +54,43 @@ def test_open_with_1mib_budget(benchmark, built: Path) -> None:
     benchmark.pedantic(lambda: held.append(_open(built, 1 << 20)), rounds=5, warmup_rounds=1)
     benchmark.extra_info.update(bytes=held[-1])
     assert held[-1] <= 1 << 20
+
+
+WALK_GROUP = "open: the structure walk of the default open"
+
+
+@pytest.fixture(scope="module")
+def many_cursors(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """1,000 cursors of 50 scattered acks each over one 100,000-entry ledger."""
+    from ackstore import Position
+
+    path = tmp_path_factory.mktemp("walk") / "store"
+    rng = random.Random(6)
+    with AckStore.open(path, sync=False) as store:
+        topic = store.topic(T)
+        topic.add_ledger(1)
+        topic.close_ledger(1, 100_000)
+        topic.add_ledger(2)
+        for i in range(1000):
+            topic.cursor(f"c{i}").ack([Position(1, rng.randrange(100_000)) for _ in range(50)])
+        store.flush()
+    return path
+
+
+def _open_all(path: Path, verify: str, budget: int) -> None:
+    with AckStore.open(path, readonly=True, verify=verify) as store:
+        topic = store.topic(T)
+        cfg = CursorConfig(max_individual_ack_cache_bytes=budget)
+        for name in topic.cursors():
+            topic.cursor(name, cfg)
+
+
+@pytest.mark.parametrize("store_kind", ["2,000 ledgers, 1 MiB budget", "1,000 cursors"])
+@pytest.mark.parametrize("verify", ["loaded", "keys"])
+def test_open_walked_or_trusted(benchmark, built: Path, many_cursors: Path, store_kind: str, verify: str) -> None:
+    """The same open with the file trusted (``verify="loaded"``: no walk; the baseline) and
+    walked first (``"keys"``, the default). The walk is O(pages) in Python."""
+    path, budget = (built, 1 << 20) if store_kind.startswith("2,000") else (many_cursors, 3 << 20)
+    benchmark.group = f"{WALK_GROUP}: {store_kind}"
+    benchmark.pedantic(lambda: _open_all(path, verify, budget), rounds=7, warmup_rounds=1)
+    benchmark.extra_info.update(baseline=verify == "loaded")

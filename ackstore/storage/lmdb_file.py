@@ -322,46 +322,46 @@ class _Walker:
         counts["branch" if kind == P_BRANCH else "leaf"] += 1
         keys: list[bytes] = []
         children: list[int] = []
-        for i in range(n):
-            node = _read_node(self.mm, off, i, upper, self.psize, leaf=kind == P_LEAF)
-            if isinstance(node, str):
-                self.problems.append(f"{where}: {node}")
+        mm, psize, leaf = self.mm, self.psize, kind == P_LEAF
+        unpack_node = _NODE.unpack_from
+        # the hot loop (every node of every page), inline: bounds first, then the key
+        for i, ptr in enumerate(struct.unpack_from(f"<{n}H", mm, off + 16)):
+            if not upper <= ptr <= psize - 8:
+                self.problems.append(f"{where}: node {i} at offset {ptr} lies outside the page's node area")
                 return False
-            keys.append(node.key)
-            if kind == P_BRANCH:
-                children.append(node.child)
+            lo, hi, nflags, ksize = unpack_node(mm, off + ptr)
+            kend = ptr + 8 + ksize
+            if kend > psize:
+                self.problems.append(f"{where}: node {i}'s key of {ksize} bytes runs past the page")
+                return False
+            key = mm[off + ptr + 8 : off + kend]
+            keys.append(key)
+            if not leaf:
+                children.append(lo | hi << 16 | nflags << 32)
                 continue
-            if node.flags & F_BIGDATA:
-                (opg,) = struct.unpack_from("<Q", self.mm, node.data)
-                if not self.overflow(f"{where} node {i}", opg, node.size, counts):
+            dsize = lo | hi << 16
+            if nflags & (F_BIGDATA | F_SUBDATA | F_DUPDATA) or (self.free is not None and name == FREE_TREE):
+                if not self.special(where, i, nflags, key, off + kend, kend, dsize, collect, name, counts):
                     return False
-                if self.free is not None and name == FREE_TREE:
-                    self.free_list(opg * self.psize + 16, node.size, where)
-            elif self.free is not None and name == FREE_TREE:
-                self.free_list(node.data, node.size, where)
-            elif node.flags & F_SUBDATA and collect:
-                if node.size != _DB.size:
-                    self.problems.append(f"{where}: named database {node.key!r} has a {node.size}-byte record")
-                    return False
-                self.named[node.key] = DbRecord(*_DB.unpack_from(self.mm, node.data))
-            if node.flags & F_DUPDATA:
-                self.problems.append(f"{where}: node {i} holds duplicates, which ackstore never writes")
+            elif kend + dsize > psize:
+                self.problems.append(f"{where}: node {i}'s data of {dsize} bytes runs past the page")
                 return False
-            counts["entries"] += 1
-        # keys in order, inside the bounds the parent gave (a branch's first key is unused)
+        counts["entries"] += n if leaf else 0
+        # keys in order, inside the bounds the parent gave (a branch's first key is unused);
+        # in order, only the first and the last key can fall outside them
         order = [_int_order(k) for k in keys] if integer_keys else keys
-        first = 1 if kind == P_BRANCH else 0
+        first = 0 if leaf else 1
         lo_b = _int_order(low) if integer_keys and low is not None else low
         hi_b = _int_order(high) if integer_keys and high is not None else high
-        for i in range(first, len(order)):
-            k = order[i]
-            if (
-                (i > first and not order[i - 1] < k)
-                or (lo_b is not None and k < lo_b)
-                or (hi_b is not None and k >= hi_b)
-            ):
-                self.problems.append(f"{where}: key {i} ({keys[i][:24].hex()}) is out of order or outside its bounds")
-                return False
+        bad = next((i for i in range(first + 1, n) if not order[i - 1] < order[i]), None)
+        if bad is None and n > first:
+            if lo_b is not None and order[first] < lo_b:
+                bad = first
+            elif hi_b is not None and order[-1] >= hi_b:
+                bad = n - 1
+        if bad is not None:
+            self.problems.append(f"{where}: key {bad} ({keys[bad][:24].hex()}) is out of order or outside its bounds")
+            return False
         if kind == P_LEAF:
             self.leaf_tree[pgno] = name
         for i, child in enumerate(children):
@@ -369,6 +369,46 @@ class _Walker:
             c_high = keys[i + 1] if i + 1 < len(keys) else high
             if not self.node(name, child, level + 1, depth, c_low, c_high, integer_keys, collect, counts):
                 self._lose(name, c_low, c_high)
+        return True
+
+    def special(
+        self,
+        where: str,
+        i: int,
+        nflags: int,
+        key: bytes,
+        data: int,
+        kend: int,
+        dsize: int,
+        collect: bool,
+        name: str,
+        counts: dict[str, int],
+    ) -> bool:
+        """A leaf node that is not plain in-page data: an overflow value, a named database's
+        record, a free-list record, or duplicates (never written by ackstore)."""
+        if nflags & F_DUPDATA:
+            self.problems.append(f"{where}: node {i} holds duplicates, which ackstore never writes")
+            return False
+        if nflags & F_BIGDATA:
+            if kend + 8 > self.psize:
+                self.problems.append(f"{where}: node {i}'s overflow page number runs past the page")
+                return False
+            (opg,) = struct.unpack_from("<Q", self.mm, data)
+            if not self.overflow(f"{where} node {i}", opg, dsize, counts):
+                return False
+            if self.free is not None and name == FREE_TREE:
+                self.free_list(opg * self.psize + 16, dsize, where)
+            return True
+        if kend + dsize > self.psize:
+            self.problems.append(f"{where}: node {i}'s data of {dsize} bytes runs past the page")
+            return False
+        if self.free is not None and name == FREE_TREE:
+            self.free_list(data, dsize, where)
+        elif nflags & F_SUBDATA and collect:
+            if dsize != _DB.size:
+                self.problems.append(f"{where}: named database {key!r} has a {dsize}-byte record")
+                return False
+            self.named[key] = DbRecord(*_DB.unpack_from(self.mm, data))
         return True
 
     def overflow(self, where: str, pgno: int, dsize: int, counts: dict[str, int]) -> bool:
