@@ -1,0 +1,92 @@
+"""The ``ackstore`` tool at its edges: closed streams, broken pipes, a killed parent, names
+that hold '/' or control characters. One line, no traceback, a meaningful exit status."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ackstore import AckStore, Position
+
+ROOT = Path(__file__).parent.parent
+T = "persistent://a/b/t"
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Path:
+    path = tmp_path / "s"
+    with AckStore.open(path) as s:
+        topic = s.topic(T)
+        topic.add_ledger(1)
+        for name in ("x", "sub/with/slash", "new\nline"):
+            topic.cursor(name).ack([Position(1, e) for e in range(0, 8000, 2)])
+    return path
+
+
+def _sh(command: str) -> subprocess.CompletedProcess[str]:
+    """Run ``command`` in a shell (for redirections like ``>&-``), the tool as ``ACK``."""
+    tool = f"{sys.executable} -m recovery"
+    return subprocess.run(["bash", "-c", command.replace("ACK", tool)], capture_output=True, text=True, cwd=ROOT)
+
+
+def _clean(err: str) -> None:
+    assert "Traceback" not in err, err
+    assert len(err.strip().splitlines()) <= 1, err
+
+
+def test_closed_stdout_and_stdin(store: Path, tmp_path: Path) -> None:
+    r = _sh(f"ACK stat {store} >&-")
+    _clean(r.stderr)
+    assert r.returncode in (0, 1)
+    r = _sh(f"ACK restore {tmp_path / 'r'} - <&-")
+    _clean(r.stderr)
+    assert r.returncode == 1 and "dump" in r.stderr and not (tmp_path / "r").exists()
+
+
+def test_a_broken_pipe_is_one_line(store: Path) -> None:
+    r = _sh(f"ACK dump {store} | head -c 10 >/dev/null; exit ${{PIPESTATUS[0]}}")
+    _clean(r.stderr)  # quiet, as a filter should be when its reader leaves
+    assert r.returncode == 1
+
+
+def test_cursor_names_with_a_slash_and_control_characters(store: Path) -> None:
+    r = _sh(f"ACK recover {store} --cursor '{T}/sub/with/slash'")
+    assert r.returncode == 0, r.stderr
+    assert "3,999 ranges" in r.stdout
+    r = _sh(f"ACK cursors {store}")
+    lines = r.stdout.splitlines()
+    assert len(lines) == 3 and f"{T}/new\\nline\t1:0\t3999\t1" in lines  # the newline cannot forge a line
+    r = _sh(f"ACK stat {store}")
+    assert "new\\nline: mark-delete" in r.stdout and "\nline:" not in r.stdout
+
+
+def test_killing_the_tool_kills_its_worker(tmp_path: Path) -> None:
+    """The command runs in a forked worker; a kill -9 of the tool must not leave the worker
+    to finish the job unseen (a salvage target appearing after the caller saw it die)."""
+    src = tmp_path / "big"
+    with AckStore.open(src, sync=False) as s:
+        topic = s.topic(T)
+        topic.add_ledger(1)
+        for i in range(300):
+            topic.cursor(f"c{i}").ack([Position(1, e) for e in range(i, 200_000, 7)])
+    tool = subprocess.Popen(
+        [sys.executable, "-m", "recovery", "salvage", str(src), str(tmp_path / "new")],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "new.salvaging").exists() and tool.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    if tool.poll() is not None:
+        pytest.skip("the salvage finished before it could be killed")  # pragma: no cover
+    os.kill(tool.pid, signal.SIGKILL)
+    tool.wait()
+    time.sleep(2.0)  # long enough for an orphaned worker to finish a salvage of this size
+    assert not (tmp_path / "new").exists()
