@@ -32,6 +32,7 @@ import threading
 import time
 from bisect import bisect_left
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -57,7 +58,7 @@ from .gcpause import gc_paused
 from .ledger_cache import CachePool
 from .position import Position
 from .stats import FLUSH_SECONDS_BUCKETS, CompactStats, FlushStats, StoreStats
-from .storage.catalog import OPEN_LEDGER_ENTRY_BYTES
+from .storage.catalog import OPEN_LEDGER_ENTRY_BYTES, Catalog
 from .storage.env import LOCK_FILE, Environment
 from .storage.log import CursorLog
 
@@ -317,6 +318,58 @@ class Topic:
         return self.store._delete_cursors(self, [name]) == 1
 
 
+@dataclass(slots=True)
+class _FlushJob:
+    """One group flush in flight: the plans taken (and their cursors, in order), the topics'
+    bounds to write, how many plans were encoded, and the cursor whose own code failed."""
+
+    catalog: Catalog
+    log_db: Any
+    plans: list[FlushPlan] = field(default_factory=list)
+    cursors: list[Cursor] = field(default_factory=list)
+    confirms: list[tuple[Topic, tuple[int, int]]] = field(default_factory=list)
+    encoded: int = 0
+    failed: Cursor | None = None
+
+    def encode(self) -> None:
+        """Step 2: every plan's records and marker, from its copies."""
+        for plan in self.plans:
+            plan.encode()
+            self.encoded += 1
+
+    def write(self, txn: lmdb.Transaction) -> int:
+        """Step 3 (replayable): every plan's records, each plan's garbage trimmed, the topics'
+        bounds; returns the records trimmed."""
+        for topic, (ledger, confirmed) in self.confirms:
+            self.catalog.put_ledger(txn, topic.topic_id, ledger, OPEN, confirmed)
+        trimmed = 0
+        db = self.log_db
+        for plan in self.plans:
+            for key, value in plan.puts:
+                txn.put(key, value, db=db)
+            if plan.gc_below > 0:
+                trimmed += CursorLog(db, plan.cursor_id).trim(txn, plan.gc_below, plan.gc_live)
+        return trimmed
+
+
+@dataclass(slots=True)
+class _FlushTotals:
+    """What the flushes since open add up to (``store.stats()`` reads it)."""
+
+    flushes: int = 0
+    bytes: int = 0
+    trimmed: int = 0
+    seconds: float = 0.0
+    buckets: list[int] = field(default_factory=lambda: [0] * (len(FLUSH_SECONDS_BUCKETS) + 1))
+
+    def add(self, stats: FlushStats) -> None:
+        self.flushes += 1
+        self.bytes += stats.bytes_written
+        self.trimmed += stats.records_trimmed
+        self.seconds += stats.seconds
+        self.buckets[bisect_left(FLUSH_SECONDS_BUCKETS, stats.seconds)] += 1
+
+
 class AckStore:
     """An embedded, persistent store of cursor ack state. Open it with :meth:`open`."""
 
@@ -344,8 +397,8 @@ class AckStore:
     _stop: threading.Event
     _storage: Environment
     last_flush: FlushStats | None
-    _flush_totals: list[float]
-    _flush_buckets: list[int]
+    #: the flushes since open: counts, sums and the duration histogram
+    _totals: _FlushTotals
     last_flush_error: BaseException | None
 
     def __init__(self) -> None:  # use AckStore.open()
@@ -434,8 +487,7 @@ class AckStore:
         self._stop = threading.Event()
         self.last_flush = None
         self.last_flush_error = None
-        self._flush_totals = [0, 0, 0, 0.0]  # flushes, bytes, records trimmed, seconds
-        self._flush_buckets = [0] * (len(FLUSH_SECONDS_BUCKETS) + 1)
+        self._totals = _FlushTotals()
         self._storage = Environment.open(
             self.path,
             readonly=readonly,
@@ -657,92 +709,87 @@ class AckStore:
         return self._flush(None)
 
     def _flush(self, only: list[Cursor] | None) -> FlushStats:
-        """The group flush, of every cursor or of ``only`` these."""
+        """The group flush, of every listed cursor or of ``only`` these: a script of named
+        steps with one rollback path (``_abort``)."""
         self._alive()
         if self.readonly:
             return FlushStats(0, 0, 0, 0, 0, 0, 0.0, 0)
         started = time.perf_counter()
         with self._flush_lock, gc_paused():
-            with self.lock:
-                self._alive()
-                plans: list[FlushPlan] = []
-                planned: list[Cursor] = []
-                confirms = [(t, c) for t in self._topics.values() if (c := t._pending_confirm()) is not None]
-                cur: Cursor | None = None
-                try:
-                    for cur in only if only is not None else list(self._listed):
-                        plan = cur.prepare_flush()
-                        if plan is not None:
-                            plans.append(plan)
-                            planned.append(cur)
-                        elif not cur.pending:
-                            self._unlist(cur)
-                except BaseException as exc:
-                    # every cursor planned so far gets its pending state back (the failing one
-                    # put its own back): nothing is lost, the next flush tries again
-                    for plan in plans:
-                        plan.abort()
-                    self._encoding_failed(exc, cur)
-                    raise
-            if not plans and not confirms:
+            job = self._take(only)  # 1. under the store lock: copy what changed into plans
+            if not job.plans and not job.confirms:
                 return FlushStats(0, 0, 0, 0, 0, 0, time.perf_counter() - started, 0)
-            # encode outside the store lock: acks on every cursor go on meanwhile (the plans
-            # hold copies; the flush lock keeps other flushes and compaction out)
-            encoded = 0
-            try:
-                for plan in plans:
-                    plan.encode()
-                    encoded += 1
-            except BaseException as exc:
-                with self.lock:
-                    for plan in plans:
-                        plan.abort()
-                self._encoding_failed(exc, planned[encoded])
-                raise
             grows_before = self._storage.map_grows
-            catalog = self._storage.catalog
-
-            def write(txn: lmdb.Transaction) -> int:
-                for topic, (ledger, confirmed) in confirms:
-                    catalog.put_ledger(txn, topic.topic_id, ledger, OPEN, confirmed)
-                return self._write_plans(txn, plans)
-
             try:
-                trimmed = self._storage.write(write)
-            except BaseException:
-                with self.lock:
-                    for plan in plans:
-                        plan.abort()
+                job.encode()  # 2. outside the store lock: acks go on meanwhile
+                trimmed = self._storage.write(job.write)  # 3. one write transaction for all
+            except BaseException as exc:
+                self._abort(job, exc)  # every plan's state pending again; names what failed
                 raise
-            records = full = nbytes = 0
-            with self.lock:
-                for plan, cur in zip(plans, planned, strict=True):
-                    plan.commit()
-                    if not cur.pending:  # acks that came in meanwhile, or ranges PIP-299 left out, keep it listed
+            self._adopt(job)  # 4. under the store lock: the cursors adopt what was written
+            return self._record(job, trimmed, started, self._storage.map_grows - grows_before)  # 5. figures
+
+    def _take(self, only: list[Cursor] | None) -> _FlushJob:
+        """Step 1: every listed cursor's plan (an idle one is unlisted), and the topics'
+        pending bounds. If a cursor's planning raises, the plans taken are aborted."""
+        with self.lock:
+            self._alive()
+            job = _FlushJob(self._storage.catalog, self._storage.log_db)
+            job.confirms = [(t, c) for t in self._topics.values() if (c := t._pending_confirm()) is not None]
+            cur: Cursor | None = None
+            try:
+                for cur in only if only is not None else list(self._listed):
+                    plan = cur.prepare_flush()
+                    if plan is not None:
+                        job.plans.append(plan)
+                        job.cursors.append(cur)
+                    elif not cur.pending:
                         self._unlist(cur)
-                    records += len(plan.records)
-                    full += plan.full
-                    nbytes += plan.nbytes
-                for topic, written in confirms:
-                    topic._confirm_written(written)
-            stats = FlushStats(
-                cursors=len(plans),
-                ledger_records=records,
-                markers=len(plans),
-                full_markers=full,
-                bytes_written=nbytes + OPEN_LEDGER_ENTRY_BYTES * len(confirms),
-                records_trimmed=trimmed,
-                seconds=time.perf_counter() - started,
-                map_grows=self._storage.map_grows - grows_before,
-            )
-            self.last_flush = stats
-            totals = self._flush_totals
-            totals[0] += 1
-            totals[1] += stats.bytes_written
-            totals[2] += trimmed
-            totals[3] += stats.seconds
-            self._flush_buckets[bisect_left(FLUSH_SECONDS_BUCKETS, stats.seconds)] += 1
-            return stats
+            except BaseException as exc:  # the failing cursor put its own state back
+                job.failed = cur
+                self._abort(job, exc)
+                raise
+            return job
+
+    def _abort(self, job: _FlushJob, exc: BaseException) -> None:
+        """The one rollback path: every plan of ``job`` gives its cursor its pending state
+        back (nothing is lost; the next flush tries again); a failure in a cursor's own code
+        (planning, encoding) is raised as a StoreError naming it."""
+        with self.lock:
+            for plan in job.plans:
+                plan.abort()
+        if job.failed is None and job.encoded < len(job.plans):
+            job.failed = job.cursors[job.encoded]
+        if job.failed is not None:
+            self._encoding_failed(exc, job.failed)
+
+    def _adopt(self, job: _FlushJob) -> None:
+        """Step 4: the transaction committed; each cursor adopts its plan and leaves the flush
+        list unless something came in meanwhile (or PIP-299 left ranges out)."""
+        with self.lock:
+            for plan, cur in zip(job.plans, job.cursors, strict=True):
+                plan.commit()
+                if not cur.pending:
+                    self._unlist(cur)
+            for topic, written in job.confirms:
+                topic._confirm_written(written)
+
+    def _record(self, job: _FlushJob, trimmed: int, started: float, grows: int) -> FlushStats:
+        """Step 5: this flush's figures, added to the store's totals."""
+        plans = job.plans
+        stats = FlushStats(
+            cursors=len(plans),
+            ledger_records=sum(len(plan.records) for plan in plans),
+            markers=len(plans),
+            full_markers=sum(plan.full for plan in plans),
+            bytes_written=sum(plan.nbytes for plan in plans) + OPEN_LEDGER_ENTRY_BYTES * len(job.confirms),
+            records_trimmed=trimmed,
+            seconds=time.perf_counter() - started,
+            map_grows=grows,
+        )
+        self.last_flush = stats
+        self._totals.add(stats)
+        return stats
 
     def _encoding_failed(self, exc: BaseException, cur: Cursor | None) -> None:
         """Planning or encoding ``cur`` failed and every plan was aborted: raise a StoreError
@@ -760,9 +807,9 @@ class AckStore:
         self._alive()
         data = self.path if self.path.is_file() else self.path / "data.mdb"
         with self.lock:
-            flushes, nbytes, trimmed, seconds = self._flush_totals
+            totals = self._totals
             running, buckets = 0, []
-            for bound, count in zip((*FLUSH_SECONDS_BUCKETS, float("inf")), self._flush_buckets, strict=True):
+            for bound, count in zip((*FLUSH_SECONDS_BUCKETS, float("inf")), totals.buckets, strict=True):
                 running += count
                 buckets.append((bound, running))
             cursors = sum(len(t._cursors) for t in self._topics.values())
@@ -775,10 +822,10 @@ class AckStore:
             file_bytes=data.stat().st_size if data.exists() else 0,
             map_size=self._storage.map_size,
             map_grows=self._storage.map_grows,
-            flushes=int(flushes),
-            flush_bytes=int(nbytes),
-            records_trimmed=int(trimmed),
-            flush_seconds_sum=float(seconds),
+            flushes=totals.flushes,
+            flush_bytes=totals.bytes,
+            records_trimmed=totals.trimmed,
+            flush_seconds_sum=totals.seconds,
             flush_seconds_buckets=tuple(buckets),
         )
 
@@ -800,17 +847,6 @@ class AckStore:
         """Every cursor this store object has opened (the ones in memory), by topic and name."""
         with self.lock:
             return [c for t in sorted(self._topics) for _, c in sorted(self._topics[t]._cursors.items())]
-
-    def _write_plans(self, txn: lmdb.Transaction, plans: list[FlushPlan]) -> int:
-        """Step 2 of the flush: every plan's records, and its garbage trimmed (replayable)."""
-        trimmed = 0
-        db = self._storage.log_db
-        for plan in plans:
-            for key, value in plan.puts:
-                txn.put(key, value, db=db)
-            if plan.gc_below > 0:
-                trimmed += CursorLog(db, plan.cursor_id).trim(txn, plan.gc_below, plan.gc_live)
-        return trimmed
 
     # -- maintenance --------------------------------------------------------------------------
 
