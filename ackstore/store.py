@@ -30,9 +30,6 @@ import os
 import sys
 import threading
 import time
-from bisect import bisect_left
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -40,9 +37,8 @@ import lmdb
 
 from .compact import compact_cursors
 from .config import CursorConfig
-from .cursor import Cursor, FlushPlan
-from .cursor.validate import utf8_size
-from .directory import OPEN, LedgerDirectory
+from .cursor import Cursor
+from .directory import LedgerDirectory
 from .errors import (
     AckStoreError,
     InvalidArgumentError,
@@ -50,17 +46,17 @@ from .errors import (
     ReadOnlyError,
     StoreClosedError,
     StoreError,
-    TopicDeletedError,
     UnknownCursorError,
     UnknownTopicError,
 )
+from .flush import FlushJob, FlushTotals
 from .gcpause import gc_paused
 from .ledger_cache import CachePool
-from .position import Position
 from .stats import FLUSH_SECONDS_BUCKETS, CompactStats, FlushStats, StoreStats
-from .storage.catalog import OPEN_LEDGER_ENTRY_BYTES, Catalog
+from .storage.catalog import OPEN_LEDGER_ENTRY_BYTES
 from .storage.env import LOCK_FILE, Environment
 from .storage.log import CursorLog
+from .topic import Topic, check_name
 
 __all__ = ["AckStore", "Topic", "DEFAULT_MAP_SIZE", "LOCK_FILE"]
 
@@ -71,303 +67,49 @@ DEFAULT_MAP_SIZE = 64 << 20
 MAX_MAP_SIZE = 1 << 50
 #: the longest background flush interval, in seconds (one day)
 MAX_FLUSH_INTERVAL = 86_400.0
-_MAX_NAME_BYTES = 1024
 
 T = TypeVar("T")
 
 
-def _check_name(name: Any, what: str) -> str:
-    if not isinstance(name, str):
-        raise InvalidTypeError(f"{what} name must be a str, got {name!r} ({type(name).__name__})")
-    if not 1 <= utf8_size(name) <= _MAX_NAME_BYTES or "\x00" in name:
+def _check_open_options(
+    path: Any,
+    sync: Any,
+    metasync: Any,
+    readonly: Any,
+    create: Any,
+    map_size: Any,
+    flush_interval: Any,
+    verify: Any,
+    cache_bytes: Any,
+    cursor_defaults: Any,
+) -> None:
+    """Every option of :meth:`AckStore.open`, checked before anything is opened: a typed
+    error naming the value and what is allowed."""
+    if not isinstance(path, (str, os.PathLike)) or not str(path):
+        raise InvalidTypeError(f"path must be a non-empty str or os.PathLike, got {path!r}")
+    for flag, value in (("sync", sync), ("metasync", metasync), ("readonly", readonly), ("create", create)):
+        if type(value) is not bool:
+            raise InvalidTypeError(f"{flag} must be a bool, got {value!r}")
+    if type(map_size) is not int or not 1 << 16 <= map_size <= MAX_MAP_SIZE:
         raise InvalidArgumentError(
-            f"{what} name {name!r} is not allowed: allowed 1..{_MAX_NAME_BYTES} UTF-8 bytes "
-            "(valid Unicode, no lone surrogates), no NUL"
+            f"map_size={map_size!r} is not allowed: allowed an int of 65536..{MAX_MAP_SIZE} bytes"
         )
-    return name
-
-
-class Topic:
-    """A topic: its ledger directory and its cursors. Get one with ``store.topic(name)``.
-
-    Topic and AckStore are one unit of this module: a topic calls the store's ``_alive``,
-    ``_writable``, ``_open_cursor`` and ``_cursor_names``, and the store walks each topic's
-    ``_cursors`` to flush and close them. Nothing outside this module does either.
-    """
-
-    def __init__(self, store: AckStore, name: str, topic_id: int, directory: LedgerDirectory) -> None:
-        #: the store this topic belongs to
-        self.store = store
-        self.name = name
-        self.topic_id = topic_id
-        #: the ledger directory (read it; change it with add_ledger, close_ledger, trim_ledgers)
-        self.directory = directory
-        #: bumped on every directory change (cursors cache ledger limits by it)
-        self.version = 0
-        self._cursors: dict[str, Cursor] = {}
-        #: ``advance`` moved the last confirmed entry past what is written
-        self._confirm_pending = False
-        #: True once ``store.delete_topic`` deleted it: every call raises TopicDeletedError
-        self._deleted = False
-        #: True once every cursor entry of this topic was read and checked (the first time a
-        #: name was not found: damage to an entry's key must not pass for a missing cursor)
-        self._entries_checked = False
-
-    def __repr__(self) -> str:
-        return f"Topic({self.name!r}, ledgers={len(self.directory)})"
-
-    def _live(self) -> None:
-        """Raise TopicDeletedError once the topic was deleted (lock held or not)."""
-        if self._deleted:
-            raise TopicDeletedError(
-                f"topic {self.name!r} was deleted; store.topic(name) creates a new one under that name"
-            )
-
-    # -- ledger directory ---------------------------------------------------------------------
-
-    def ledgers(self) -> list[tuple[int, int | None]]:
-        """``[(ledger id, entry count or None while open)]`` in order."""
-        with self.store.lock:
-            self._live()
-            return [(i, None if c < 0 else c) for i, c in self.directory.items()]
-
-    def add_ledger(self, ledger: int) -> None:
-        """Append a new open ledger; ids must increase and the previous ledger must be sealed."""
-        store = self.store
-        with store.lock:
-            store._writable()
-            self._live()
-            ledger = self.directory.check_add(ledger)
-
-            tracked = self.directory.tracked
-
-            def persist(txn: lmdb.Transaction) -> None:
-                store.storage.catalog.put_ledger(txn, self.topic_id, ledger, OPEN, -1 if tracked else None)
-                store.storage.catalog.put_topic(txn, self.name, self.topic_id, ledger, tracked)
-
-            self._change(persist, lambda d: d.add(ledger))
-            self._confirm_pending = False
-
-    def close_ledger(self, ledger: int, entries: int) -> None:
-        """Seal an open ledger with its entry count (every cursor's acks must fit in it)."""
-        store = self.store
-        with store.lock:
-            store._writable()
-            self._live()
-            ledger, entries = self.directory.check_close(ledger, entries)
-            for cur in self._cursors.values():
-                cur.check_close(ledger, entries)
-            self._change(
-                lambda txn: store.storage.catalog.put_ledger(txn, self.topic_id, ledger, entries),
-                lambda d: d.close(ledger, entries),
-            )
-            self._confirm_pending = False
-
-    def advance(self, ledger: int, last_entry: int) -> None:
-        """Entries up to ``last_entry`` of the open ``ledger`` are written and confirmed
-        (Pulsar's last confirmed entry): from now on acks, cumulative acks and resets in the
-        open ledger may not go past it (a reset may go to ``last_entry + 1``, the next entry
-        to be written), and a cursor created at ``"latest"`` starts just after it.
-
-        It never goes back. The first call turns tracking on for this topic and is durable
-        when it returns (new open ledgers then start with nothing confirmed); later calls
-        are kept in memory and written by the next flush, in its transaction (one key per
-        topic, rewritten in place), so a crash can only bring back an older bound together
-        with the older acks. On a sealed newest ledger only its last entry is allowed (it
-        turns tracking on). O(1) in memory; O(cursors) on the first call, which checks that
-        no cursor acked past ``last_entry``.
-        """
-        store = self.store
-        with store.lock:
-            store._writable()
-            self._live()
-            d = self.directory
-            ledger, last_entry = d.check_advance(ledger, last_entry)
-            if d.confirmed == last_entry:
-                return
-            if d.confirmed is None and d.count(ledger) == OPEN:  # nothing bounded this ledger yet
-                for cur in self._cursors.values():
-                    cur.check_close(ledger, last_entry + 1)
-            if not d.tracked:
-                confirmed = last_entry if d.count(ledger) == OPEN else None
-
-                def persist(txn: lmdb.Transaction) -> None:
-                    store.storage.catalog.put_ledger(txn, self.topic_id, ledger, d.count(ledger), confirmed)
-                    store.storage.catalog.put_topic(txn, self.name, self.topic_id, d.last_id, True)
-
-                store.storage.write(persist)
-            else:
-                self._confirm_pending = True
-            d.advance(last_entry)
-            self.version += 1
-
-    @property
-    def last_confirmed(self) -> Position | None:
-        """The newest ledger's last entry when it is sealed, its last confirmed entry when it
-        is open and tracked (:meth:`advance`); None while the open ledger is not tracked."""
-        with self.store.lock:
-            self._live()
-            d = self.directory
-            if not d.ids:
-                return None
-            if d.counts[-1] >= 0:
-                return Position(d.ids[-1], d.counts[-1] - 1)
-            return None if d.confirmed is None else Position(d.ids[-1], d.confirmed)
-
-    def _pending_confirm(self) -> tuple[int, int] | None:
-        """``(open ledger, last confirmed entry)`` not yet written, or None (lock held)."""
-        d = self.directory
-        if not self._confirm_pending or d.confirmed is None:
-            return None
-        return d.ids[-1], d.confirmed
-
-    def _confirm_written(self, written: tuple[int, int]) -> None:
-        """A flush wrote ``written``; nothing more is pending unless it advanced since."""
-        if self._pending_confirm() == written:
-            self._confirm_pending = False
-
-    def trim_ledgers(self, below: int) -> list[int]:
-        """Drop every ledger with id < ``below`` (the log deleted them); their acks vanish.
-
-        Cursors whose mark-delete position was in a dropped ledger move to the first
-        remaining one. The newest ledger always stays. Returns the ids dropped.
-        """
-        store = self.store
-        with store.lock:
-            store._writable()
-            self._live()
-            below = self.directory.check_trim(below)
-            dropped = [i for i in self.directory.ids if i < below]
-            if dropped:
-                self._change(
-                    lambda txn: store.storage.catalog.delete_ledgers(txn, self.topic_id, dropped),
-                    lambda d: d.trim(below),
-                    trim=True,
-                )
-            return dropped
-
-    def _change(
-        self,
-        persist: Callable[[lmdb.Transaction], None],
-        edit: Callable[[LedgerDirectory], object],
-        trim: bool = False,
-    ) -> None:
-        """Persist a directory change (durable when this returns), then apply it in memory."""
-        self.store.storage.write(persist)
-        d = self.directory
-        edit(d)
-        self.version += 1
-        for cur in self._cursors.values():
-            cur.directory_changed(d, trimmed=trim)
-
-    # -- cursors ------------------------------------------------------------------------------
-
-    def cursor(self, name: str, config: CursorConfig | None = None, *, initial_position: str = "earliest") -> Cursor:
-        """The cursor ``name``: created (and persisted) on first use, else recovered back to front.
-
-        ``config`` replaces the persisted configuration when given; otherwise a new
-        cursor takes the store's default and an existing one keeps its own.
-
-        ``initial_position`` places a cursor that has no flushed state yet: ``"earliest"``
-        (default: the topic's first entry, nothing acked) or ``"latest"`` (Pulsar's
-        default: everything written so far is acked; see :meth:`last_confirmed`). A
-        ``"latest"`` cursor's position is flushed before this returns, so a crash cannot
-        move it back to the earliest. A cursor that has flushed ignores it.
-        """
-        name = _check_name(name, "cursor")
-        if config is not None and not isinstance(config, CursorConfig):
-            raise InvalidTypeError(f"config must be a CursorConfig, got {type(config).__name__}")
-        if initial_position not in ("earliest", "latest"):
-            raise InvalidArgumentError(
-                f"initial_position={initial_position!r} is not allowed: allowed 'earliest', 'latest'"
-            )
-        store = self.store
-        with store.lock:
-            store._alive()
-            self._live()
-            cur = self._cursors.get(name)
-            if cur is not None:
-                if config is not None and config != cur.config:
-                    if store.readonly:  # a reader may pick its own budget; nothing is persisted
-                        cur.apply_config(config)
-                    else:
-                        cur.update_config(**config.to_obj())
-                return cur
-            cur = store._open_cursor(self, name, config, initial_position)
-            self._cursors[name] = cur
-            place = initial_position == "latest" and not cur.persisted and not store.readonly
-        if place:  # outside the store lock: a flush takes the flush lock first
-            store._flush([cur])
-        return cur
-
-    def cursors(self) -> list[str]:
-        """Names of every cursor of this topic (persisted ones included), sorted."""
-        self._live()
-        return self.store._cursor_names(self.topic_id)
-
-    def delete_cursor(self, name: str) -> bool:
-        """Delete the cursor ``name`` (Pulsar's unsubscribe): its catalog entry and its whole
-        record log go in ONE write transaction, durable when this returns (as ``sync``
-        says). Returns False when there was no such cursor.
-
-        A handle still held raises CursorDeletedError on every call (readers in other
-        processes: at their next refresh); ``cursor(name)`` then opens a new cursor, at the
-        initial position it is given, with nothing of the old one. The pages freed are
-        reused by later writes. Waits for a flush in flight. O(records of the cursor)."""
-        name = _check_name(name, "cursor")
-        return self.store._delete_cursors(self, [name]) == 1
-
-
-@dataclass(slots=True)
-class _FlushJob:
-    """One group flush in flight: the plans taken (and their cursors, in order), the topics'
-    bounds to write, how many plans were encoded, and the cursor whose own code failed."""
-
-    catalog: Catalog
-    log_db: Any
-    plans: list[FlushPlan] = field(default_factory=list)
-    cursors: list[Cursor] = field(default_factory=list)
-    confirms: list[tuple[Topic, tuple[int, int]]] = field(default_factory=list)
-    encoded: int = 0
-    failed: Cursor | None = None
-
-    def encode(self) -> None:
-        """Step 2: every plan's records and marker, from its copies."""
-        for plan in self.plans:
-            plan.encode()
-            self.encoded += 1
-
-    def write(self, txn: lmdb.Transaction) -> int:
-        """Step 3 (replayable): every plan's records, each plan's garbage trimmed, the topics'
-        bounds; returns the records trimmed."""
-        for topic, (ledger, confirmed) in self.confirms:
-            self.catalog.put_ledger(txn, topic.topic_id, ledger, OPEN, confirmed)
-        trimmed = 0
-        db = self.log_db
-        for plan in self.plans:
-            for key, value in plan.puts:
-                txn.put(key, value, db=db)
-            if plan.gc_below > 0:
-                trimmed += CursorLog(db, plan.cursor_id).trim(txn, plan.gc_below, plan.gc_live)
-        return trimmed
-
-
-@dataclass(slots=True)
-class _FlushTotals:
-    """What the flushes since open add up to (``store.stats()`` reads it)."""
-
-    flushes: int = 0
-    bytes: int = 0
-    trimmed: int = 0
-    seconds: float = 0.0
-    buckets: list[int] = field(default_factory=lambda: [0] * (len(FLUSH_SECONDS_BUCKETS) + 1))
-
-    def add(self, stats: FlushStats) -> None:
-        self.flushes += 1
-        self.bytes += stats.bytes_written
-        self.trimmed += stats.records_trimmed
-        self.seconds += stats.seconds
-        self.buckets[bisect_left(FLUSH_SECONDS_BUCKETS, stats.seconds)] += 1
+    if flush_interval is not None and (
+        not isinstance(flush_interval, (int, float))
+        or isinstance(flush_interval, bool)
+        or not 0 < flush_interval <= MAX_FLUSH_INTERVAL  # also refuses nan
+    ):
+        raise InvalidArgumentError(
+            f"flush_interval={flush_interval!r}: allowed None or seconds in (0, {MAX_FLUSH_INTERVAL}]"
+        )
+    if verify not in ("keys", "all", "loaded"):
+        raise InvalidArgumentError(f"verify={verify!r} is not allowed: allowed 'keys', 'all', 'loaded'")
+    if cache_bytes is not None and (type(cache_bytes) is not int or not 0 <= cache_bytes <= sys.maxsize):
+        raise InvalidArgumentError(
+            f"cache_bytes={cache_bytes!r} is not allowed: allowed None or an int of 0..{sys.maxsize}"
+        )
+    if cursor_defaults is not None and not isinstance(cursor_defaults, CursorConfig):
+        raise InvalidTypeError(f"cursor_defaults must be a CursorConfig, got {type(cursor_defaults).__name__}")
 
 
 class AckStore:
@@ -398,7 +140,7 @@ class AckStore:
     _storage: Environment
     last_flush: FlushStats | None
     #: the flushes since open: counts, sums and the duration histogram
-    _totals: _FlushTotals
+    _totals: FlushTotals
     last_flush_error: BaseException | None
 
     def __init__(self) -> None:  # use AckStore.open()
@@ -446,31 +188,9 @@ class AckStore:
         - ``create``: make a new store when ``path`` holds none (default); with False a path
           without a store raises NotAStoreError (maintenance tools use it).
         """
-        if not isinstance(path, (str, os.PathLike)) or not str(path):
-            raise InvalidTypeError(f"path must be a non-empty str or os.PathLike, got {path!r}")
-        for flag, value in (("sync", sync), ("metasync", metasync), ("readonly", readonly), ("create", create)):
-            if type(value) is not bool:
-                raise InvalidTypeError(f"{flag} must be a bool, got {value!r}")
-        if type(map_size) is not int or not 1 << 16 <= map_size <= MAX_MAP_SIZE:
-            raise InvalidArgumentError(
-                f"map_size={map_size!r} is not allowed: allowed an int of 65536..{MAX_MAP_SIZE} bytes"
-            )
-        if flush_interval is not None and (
-            not isinstance(flush_interval, (int, float))
-            or isinstance(flush_interval, bool)
-            or not 0 < flush_interval <= MAX_FLUSH_INTERVAL  # also refuses nan
-        ):
-            raise InvalidArgumentError(
-                f"flush_interval={flush_interval!r}: allowed None or seconds in (0, {MAX_FLUSH_INTERVAL}]"
-            )
-        if verify not in ("keys", "all", "loaded"):
-            raise InvalidArgumentError(f"verify={verify!r} is not allowed: allowed 'keys', 'all', 'loaded'")
-        if cache_bytes is not None and (type(cache_bytes) is not int or not 0 <= cache_bytes <= sys.maxsize):
-            raise InvalidArgumentError(
-                f"cache_bytes={cache_bytes!r} is not allowed: allowed None or an int of 0..{sys.maxsize}"
-            )
-        if cursor_defaults is not None and not isinstance(cursor_defaults, CursorConfig):
-            raise InvalidTypeError(f"cursor_defaults must be a CursorConfig, got {type(cursor_defaults).__name__}")
+        _check_open_options(
+            path, sync, metasync, readonly, create, map_size, flush_interval, verify, cache_bytes, cursor_defaults
+        )
         self = cls()
         self.path = Path(path)
         self.readonly = readonly
@@ -487,7 +207,7 @@ class AckStore:
         self._stop = threading.Event()
         self.last_flush = None
         self.last_flush_error = None
-        self._totals = _FlushTotals()
+        self._totals = FlushTotals()
         self._storage = Environment.open(
             self.path,
             readonly=readonly,
@@ -543,7 +263,7 @@ class AckStore:
 
     def topic(self, name: str) -> Topic:
         """The topic ``name``: created on first use (and persisted), else loaded."""
-        name = _check_name(name, "topic")
+        name = check_name(name, "topic")
         with self.lock:
             self._alive()
             topic = self._topics.get(name)
@@ -659,7 +379,7 @@ class AckStore:
 
         Handles still held raise TopicDeletedError / CursorDeletedError on every call;
         ``topic(name)`` then creates a new, empty topic. O(cursors' records + ledgers)."""
-        name = _check_name(name, "topic")
+        name = check_name(name, "topic")
         catalog, log_db = self._storage.catalog, self._storage.log_db
         with self._flush_lock, self.lock:
             self._writable()
@@ -729,12 +449,12 @@ class AckStore:
             self._adopt(job)  # 4. under the store lock: the cursors adopt what was written
             return self._record(job, trimmed, started, self._storage.map_grows - grows_before)  # 5. figures
 
-    def _take(self, only: list[Cursor] | None) -> _FlushJob:
+    def _take(self, only: list[Cursor] | None) -> FlushJob:
         """Step 1: every listed cursor's plan (an idle one is unlisted), and the topics'
         pending bounds. If a cursor's planning raises, the plans taken are aborted."""
         with self.lock:
             self._alive()
-            job = _FlushJob(self._storage.catalog, self._storage.log_db)
+            job = FlushJob(self._storage.catalog, self._storage.log_db)
             job.confirms = [(t, c) for t in self._topics.values() if (c := t._pending_confirm()) is not None]
             cur: Cursor | None = None
             try:
@@ -751,7 +471,7 @@ class AckStore:
                 raise
             return job
 
-    def _abort(self, job: _FlushJob, exc: BaseException) -> None:
+    def _abort(self, job: FlushJob, exc: BaseException) -> None:
         """The one rollback path: every plan of ``job`` gives its cursor its pending state
         back (nothing is lost; the next flush tries again); a failure in a cursor's own code
         (planning, encoding) is raised as a StoreError naming it."""
@@ -763,7 +483,7 @@ class AckStore:
         if job.failed is not None:
             self._encoding_failed(exc, job.failed)
 
-    def _adopt(self, job: _FlushJob) -> None:
+    def _adopt(self, job: FlushJob) -> None:
         """Step 4: the transaction committed; each cursor adopts its plan and leaves the flush
         list unless something came in meanwhile (or PIP-299 left ranges out)."""
         with self.lock:
@@ -774,7 +494,7 @@ class AckStore:
             for topic, written in job.confirms:
                 topic._confirm_written(written)
 
-    def _record(self, job: _FlushJob, trimmed: int, started: float, grows: int) -> FlushStats:
+    def _record(self, job: FlushJob, trimmed: int, started: float, grows: int) -> FlushStats:
         """Step 5: this flush's figures, added to the store's totals."""
         plans = job.plans
         stats = FlushStats(

@@ -1,0 +1,270 @@
+"""A topic: its ledger directory and its cursors (``store.topic(name)``).
+
+Topic and :class:`~ackstore.store.AckStore` are one unit: a topic calls the store's
+``_alive``, ``_writable``, ``_open_cursor``, ``_cursor_names`` and ``_delete_cursors``, and
+the store walks each topic's ``_cursors`` to flush and close them. Nothing else does either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import lmdb
+
+from .config import CursorConfig
+from .cursor import Cursor
+from .cursor.validate import utf8_size
+from .directory import OPEN, LedgerDirectory
+from .errors import InvalidArgumentError, InvalidTypeError, TopicDeletedError
+from .position import Position
+
+if TYPE_CHECKING:
+    from .store import AckStore
+
+__all__ = ["Topic", "check_name", "MAX_NAME_BYTES"]
+
+#: the longest topic or cursor name, in UTF-8 bytes
+MAX_NAME_BYTES = 1024
+
+
+def check_name(name: Any, what: str) -> str:
+    if not isinstance(name, str):
+        raise InvalidTypeError(f"{what} name must be a str, got {name!r} ({type(name).__name__})")
+    if not 1 <= utf8_size(name) <= MAX_NAME_BYTES or "\x00" in name:
+        raise InvalidArgumentError(
+            f"{what} name {name!r} is not allowed: allowed 1..{MAX_NAME_BYTES} UTF-8 bytes "
+            "(valid Unicode, no lone surrogates), no NUL"
+        )
+    return name
+
+
+class Topic:
+    """A topic: its ledger directory and its cursors. Get one with ``store.topic(name)``.
+
+    Topic and AckStore are one unit of this module: a topic calls the store's ``_alive``,
+    ``_writable``, ``_open_cursor`` and ``_cursor_names``, and the store walks each topic's
+    ``_cursors`` to flush and close them. Nothing outside this module does either.
+    """
+
+    def __init__(self, store: AckStore, name: str, topic_id: int, directory: LedgerDirectory) -> None:
+        #: the store this topic belongs to
+        self.store = store
+        self.name = name
+        self.topic_id = topic_id
+        #: the ledger directory (read it; change it with add_ledger, close_ledger, trim_ledgers)
+        self.directory = directory
+        #: bumped on every directory change (cursors cache ledger limits by it)
+        self.version = 0
+        self._cursors: dict[str, Cursor] = {}
+        #: ``advance`` moved the last confirmed entry past what is written
+        self._confirm_pending = False
+        #: True once ``store.delete_topic`` deleted it: every call raises TopicDeletedError
+        self._deleted = False
+        #: True once every cursor entry of this topic was read and checked (the first time a
+        #: name was not found: damage to an entry's key must not pass for a missing cursor)
+        self._entries_checked = False
+
+    def __repr__(self) -> str:
+        return f"Topic({self.name!r}, ledgers={len(self.directory)})"
+
+    def _live(self) -> None:
+        """Raise TopicDeletedError once the topic was deleted (lock held or not)."""
+        if self._deleted:
+            raise TopicDeletedError(
+                f"topic {self.name!r} was deleted; store.topic(name) creates a new one under that name"
+            )
+
+    # -- ledger directory ---------------------------------------------------------------------
+
+    def ledgers(self) -> list[tuple[int, int | None]]:
+        """``[(ledger id, entry count or None while open)]`` in order."""
+        with self.store.lock:
+            self._live()
+            return [(i, None if c < 0 else c) for i, c in self.directory.items()]
+
+    def add_ledger(self, ledger: int) -> None:
+        """Append a new open ledger; ids must increase and the previous ledger must be sealed."""
+        store = self.store
+        with store.lock:
+            store._writable()
+            self._live()
+            ledger = self.directory.check_add(ledger)
+
+            tracked = self.directory.tracked
+
+            def persist(txn: lmdb.Transaction) -> None:
+                store.storage.catalog.put_ledger(txn, self.topic_id, ledger, OPEN, -1 if tracked else None)
+                store.storage.catalog.put_topic(txn, self.name, self.topic_id, ledger, tracked)
+
+            self._change(persist, lambda d: d.add(ledger))
+            self._confirm_pending = False
+
+    def close_ledger(self, ledger: int, entries: int) -> None:
+        """Seal an open ledger with its entry count (every cursor's acks must fit in it)."""
+        store = self.store
+        with store.lock:
+            store._writable()
+            self._live()
+            ledger, entries = self.directory.check_close(ledger, entries)
+            for cur in self._cursors.values():
+                cur.check_close(ledger, entries)
+            self._change(
+                lambda txn: store.storage.catalog.put_ledger(txn, self.topic_id, ledger, entries),
+                lambda d: d.close(ledger, entries),
+            )
+            self._confirm_pending = False
+
+    def advance(self, ledger: int, last_entry: int) -> None:
+        """Entries up to ``last_entry`` of the open ``ledger`` are written and confirmed
+        (Pulsar's last confirmed entry): from now on acks, cumulative acks and resets in the
+        open ledger may not go past it (a reset may go to ``last_entry + 1``, the next entry
+        to be written), and a cursor created at ``"latest"`` starts just after it.
+
+        It never goes back. The first call turns tracking on for this topic and is durable
+        when it returns (new open ledgers then start with nothing confirmed); later calls
+        are kept in memory and written by the next flush, in its transaction (one key per
+        topic, rewritten in place), so a crash can only bring back an older bound together
+        with the older acks. On a sealed newest ledger only its last entry is allowed (it
+        turns tracking on). O(1) in memory; O(cursors) on the first call, which checks that
+        no cursor acked past ``last_entry``.
+        """
+        store = self.store
+        with store.lock:
+            store._writable()
+            self._live()
+            d = self.directory
+            ledger, last_entry = d.check_advance(ledger, last_entry)
+            if d.confirmed == last_entry:
+                return
+            if d.confirmed is None and d.count(ledger) == OPEN:  # nothing bounded this ledger yet
+                for cur in self._cursors.values():
+                    cur.check_close(ledger, last_entry + 1)
+            if not d.tracked:
+                confirmed = last_entry if d.count(ledger) == OPEN else None
+
+                def persist(txn: lmdb.Transaction) -> None:
+                    store.storage.catalog.put_ledger(txn, self.topic_id, ledger, d.count(ledger), confirmed)
+                    store.storage.catalog.put_topic(txn, self.name, self.topic_id, d.last_id, True)
+
+                store.storage.write(persist)
+            else:
+                self._confirm_pending = True
+            d.advance(last_entry)
+            self.version += 1
+
+    @property
+    def last_confirmed(self) -> Position | None:
+        """The newest ledger's last entry when it is sealed, its last confirmed entry when it
+        is open and tracked (:meth:`advance`); None while the open ledger is not tracked."""
+        with self.store.lock:
+            self._live()
+            d = self.directory
+            if not d.ids:
+                return None
+            if d.counts[-1] >= 0:
+                return Position(d.ids[-1], d.counts[-1] - 1)
+            return None if d.confirmed is None else Position(d.ids[-1], d.confirmed)
+
+    def _pending_confirm(self) -> tuple[int, int] | None:
+        """``(open ledger, last confirmed entry)`` not yet written, or None (lock held)."""
+        d = self.directory
+        if not self._confirm_pending or d.confirmed is None:
+            return None
+        return d.ids[-1], d.confirmed
+
+    def _confirm_written(self, written: tuple[int, int]) -> None:
+        """A flush wrote ``written``; nothing more is pending unless it advanced since."""
+        if self._pending_confirm() == written:
+            self._confirm_pending = False
+
+    def trim_ledgers(self, below: int) -> list[int]:
+        """Drop every ledger with id < ``below`` (the log deleted them); their acks vanish.
+
+        Cursors whose mark-delete position was in a dropped ledger move to the first
+        remaining one. The newest ledger always stays. Returns the ids dropped.
+        """
+        store = self.store
+        with store.lock:
+            store._writable()
+            self._live()
+            below = self.directory.check_trim(below)
+            dropped = [i for i in self.directory.ids if i < below]
+            if dropped:
+                self._change(
+                    lambda txn: store.storage.catalog.delete_ledgers(txn, self.topic_id, dropped),
+                    lambda d: d.trim(below),
+                    trim=True,
+                )
+            return dropped
+
+    def _change(
+        self,
+        persist: Callable[[lmdb.Transaction], None],
+        edit: Callable[[LedgerDirectory], object],
+        trim: bool = False,
+    ) -> None:
+        """Persist a directory change (durable when this returns), then apply it in memory."""
+        self.store.storage.write(persist)
+        d = self.directory
+        edit(d)
+        self.version += 1
+        for cur in self._cursors.values():
+            cur.directory_changed(d, trimmed=trim)
+
+    # -- cursors ------------------------------------------------------------------------------
+
+    def cursor(self, name: str, config: CursorConfig | None = None, *, initial_position: str = "earliest") -> Cursor:
+        """The cursor ``name``: created (and persisted) on first use, else recovered back to front.
+
+        ``config`` replaces the persisted configuration when given; otherwise a new
+        cursor takes the store's default and an existing one keeps its own.
+
+        ``initial_position`` places a cursor that has no flushed state yet: ``"earliest"``
+        (default: the topic's first entry, nothing acked) or ``"latest"`` (Pulsar's
+        default: everything written so far is acked; see :meth:`last_confirmed`). A
+        ``"latest"`` cursor's position is flushed before this returns, so a crash cannot
+        move it back to the earliest. A cursor that has flushed ignores it.
+        """
+        name = check_name(name, "cursor")
+        if config is not None and not isinstance(config, CursorConfig):
+            raise InvalidTypeError(f"config must be a CursorConfig, got {type(config).__name__}")
+        if initial_position not in ("earliest", "latest"):
+            raise InvalidArgumentError(
+                f"initial_position={initial_position!r} is not allowed: allowed 'earliest', 'latest'"
+            )
+        store = self.store
+        with store.lock:
+            store._alive()
+            self._live()
+            cur = self._cursors.get(name)
+            if cur is not None:
+                if config is not None and config != cur.config:
+                    if store.readonly:  # a reader may pick its own budget; nothing is persisted
+                        cur.apply_config(config)
+                    else:
+                        cur.update_config(**config.to_obj())
+                return cur
+            cur = store._open_cursor(self, name, config, initial_position)
+            self._cursors[name] = cur
+            place = initial_position == "latest" and not cur.persisted and not store.readonly
+        if place:  # outside the store lock: a flush takes the flush lock first
+            store._flush([cur])
+        return cur
+
+    def cursors(self) -> list[str]:
+        """Names of every cursor of this topic (persisted ones included), sorted."""
+        self._live()
+        return self.store._cursor_names(self.topic_id)
+
+    def delete_cursor(self, name: str) -> bool:
+        """Delete the cursor ``name`` (Pulsar's unsubscribe): its catalog entry and its whole
+        record log go in ONE write transaction, durable when this returns (as ``sync``
+        says). Returns False when there was no such cursor.
+
+        A handle still held raises CursorDeletedError on every call (readers in other
+        processes: at their next refresh); ``cursor(name)`` then opens a new cursor, at the
+        initial position it is given, with nothing of the old one. The pages freed are
+        reused by later writes. Waits for a flush in flight. O(records of the cursor)."""
+        name = check_name(name, "cursor")
+        return self.store._delete_cursors(self, [name]) == 1
