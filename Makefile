@@ -12,10 +12,10 @@ $(STAMP): pyproject.toml constraints.txt
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/python -m tools.spark_cli pipeline out --scale small
+	$(BIN)/python -m ackstore.tools.spark_cli pipeline out --scale small
 
 demo: $(STAMP)
-	$(BIN)/python -m tools.demo
+	$(BIN)/python -m ackstore.tools.demo
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

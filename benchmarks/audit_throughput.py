@@ -3,7 +3,7 @@
     python -m benchmarks.audit_throughput OUTDIR [--master local[2]] [--rounds 3]
 
 OUTDIR is what ``ackstore-spark generate`` wrote (its ``snapshots/``). Both sides run the
-same per-snapshot work (``tools.spark_jobs._audit_snapshot``: copy to local temp, check,
+same per-snapshot work (``ackstore.tools.spark_jobs._audit_snapshot``: copy to local temp, check,
 open read-only with verify="all", recover and digest every cursor, list its ranges). JVM
 start is excluded: the session is created and a trivial job run before timing. Each side
 is timed ``--rounds`` times; the best round is reported, as stores/s and MB/s, with the
@@ -25,7 +25,7 @@ __all__ = ["main", "loop_audit", "spark_audit"]
 
 def loop_audit(paths: list[str]) -> tuple[float, int]:
     """Seconds and cursor rows for one pass of the plain loop."""
-    from tools.spark_jobs import _audit_snapshot
+    from ackstore.tools.spark_jobs import _audit_snapshot
 
     started = time.perf_counter()
     rows = sum(1 for p in paths for _ in _audit_snapshot(p))
@@ -34,7 +34,7 @@ def loop_audit(paths: list[str]) -> tuple[float, int]:
 
 def spark_audit(spark, outdir: Path) -> tuple[float, int]:  # type: ignore[no-untyped-def]
     """Seconds and cursor rows for one pass of the Spark audit transform."""
-    from tools.spark_jobs import _snapshots_df, audit_transform
+    from ackstore.tools.spark_jobs import _snapshots_df, audit_transform
 
     started = time.perf_counter()
     rows = audit_transform(_snapshots_df(spark, outdir)).count()
@@ -44,7 +44,7 @@ def spark_audit(spark, outdir: Path) -> tuple[float, int]:  # type: ignore[no-un
 def spark_audit_phase(spark, outdir: Path) -> tuple[float, int]:  # type: ignore[no-untyped-def]
     """Seconds for the whole audit phase, snapshots to report (``run_audit``: the transform,
     the range checks, the verdict, the tables, the plots); it rewrites OUTDIR's audit outputs."""
-    from tools.spark_jobs import run_audit
+    from ackstore.tools.spark_jobs import run_audit
 
     started = time.perf_counter()
     summary = run_audit(spark, outdir)
@@ -56,7 +56,7 @@ def spark_audit_phase(spark, outdir: Path) -> tuple[float, int]:  # type: ignore
 def spark_rdd_only(spark, paths: list[str]) -> tuple[float, int]:  # type: ignore[no-untyped-def]
     """The same per-snapshot work on the executors, rows left in Python (no DataFrame): where
     the time goes when the audit's rows, ranges included, move into the JVM."""
-    from tools.spark_jobs import _audit_snapshot
+    from ackstore.tools.spark_jobs import _audit_snapshot
 
     sc = spark.sparkContext
     started = time.perf_counter()

@@ -1,4 +1,4 @@
-"""``python -m recovery``: the same tool as the ``ackstore`` console script."""
+"""``python -m ackstore.recovery``: the same tool as the ``ackstore`` console script."""
 
 from __future__ import annotations
 

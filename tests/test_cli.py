@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from ackstore.recovery.cli import main
 
 from ackstore import AckStore, CursorConfig, Position
-from recovery.cli import main
 
 from . import rawlog
 
@@ -174,7 +174,7 @@ def test_real_subprocesses(store_path: Path) -> None:
     _make(store_path)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run(
-        [sys.executable, "-m", "recovery", "check", str(store_path)], capture_output=True, text=True, env=env
+        [sys.executable, "-m", "ackstore.recovery", "check", str(store_path)], capture_output=True, text=True, env=env
     )
     assert done.returncode == 0 and "clean (4 cursors)" in done.stdout
     script = Path(sys.executable).parent / "ackstore"

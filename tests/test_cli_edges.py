@@ -31,7 +31,7 @@ def store(tmp_path: Path) -> Path:
 
 def _sh(command: str) -> subprocess.CompletedProcess[str]:
     """Run ``command`` in a shell (for redirections like ``>&-``), the tool as ``ACK``."""
-    tool = f"{sys.executable} -m recovery"
+    tool = f"{sys.executable} -m ackstore.recovery"
     return subprocess.run(["bash", "-c", command.replace("ACK", tool)], capture_output=True, text=True, cwd=ROOT)
 
 
@@ -76,7 +76,7 @@ def test_killing_the_tool_kills_its_worker(tmp_path: Path) -> None:
         for i in range(300):
             topic.cursor(f"c{i}").ack([Position(1, e) for e in range(i, 200_000, 7)])
     tool = subprocess.Popen(
-        [sys.executable, "-m", "recovery", "salvage", str(src), str(tmp_path / "new")],
+        [sys.executable, "-m", "ackstore.recovery", "salvage", str(src), str(tmp_path / "new")],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -158,7 +158,7 @@ def trial(base: Path, history: list[dict[str, list[object]]], work: Path, rng: r
     if kind.startswith("RAW"):
         out[f"RAW {kind} ({how})"] += 1
     c = subprocess.run(
-        [sys.executable, "-m", "recovery", "check", str(damaged)],
+        [sys.executable, "-m", "ackstore.recovery", "check", str(damaged)],
         capture_output=True,
         text=True,
         cwd=ROOT,

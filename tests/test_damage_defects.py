@@ -24,7 +24,7 @@ ROOT = Path(__file__).parent.parent
 
 def _cli(*args: object, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "recovery", *map(str, args)],
+        [sys.executable, "-m", "ackstore.recovery", *map(str, args)],
         capture_output=True,
         text=True,
         cwd=ROOT,

@@ -178,7 +178,7 @@ def test_deleting_and_recreating_cursors_keeps_the_file_bounded(store_path: Path
 
 def _cli(*args: object, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "recovery", *map(str, args)],
+        [sys.executable, "-m", "ackstore.recovery", *map(str, args)],
         capture_output=True,
         text=True,
         cwd=ROOT,

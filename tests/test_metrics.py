@@ -193,7 +193,7 @@ def test_stat_prometheus_of_an_offline_store(store_path: Path) -> None:
         expected = {c: store.topic(T).cursor(c).stats() for c in ("capped", "plain")}
     assert expected["capped"].ack_range_count == 3
     r = subprocess.run(
-        [sys.executable, "-m", "recovery", "stat", "--prometheus", str(store_path)],
+        [sys.executable, "-m", "ackstore.recovery", "stat", "--prometheus", str(store_path)],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -209,7 +209,7 @@ def test_stat_prometheus_of_an_offline_store(store_path: Path) -> None:
     assert got[("ackstore_cursors", ())] == 2
     assert len(CURSOR_METRICS) == len({m.name for m in CURSOR_METRICS})
     bad = subprocess.run(
-        [sys.executable, "-m", "recovery", "stat", "--prometheus", "--json", str(store_path)],
+        [sys.executable, "-m", "ackstore.recovery", "stat", "--prometheus", "--json", str(store_path)],
         capture_output=True,
         text=True,
         cwd=ROOT,

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ackstore.tools.plots import PLOTS, write_plots
 from PIL import Image
-
-from tools.plots import PLOTS, write_plots
 
 
 def test_write_plots_makes_the_pngs_including_unreadable_rows(tmp_path: Path) -> None:
@@ -21,7 +20,7 @@ def test_write_plots_makes_the_pngs_including_unreadable_rows(tmp_path: Path) ->
 
 
 def test_a_dwarfing_scenario_gets_a_log_axis(tmp_path: Path) -> None:
-    from tools.plots import wants_log_scale
+    from ackstore.tools.plots import wants_log_scale
 
     assert wants_log_scale([1.3, 2.0, 90.0]) and not wants_log_scale([1.3, 2.0, 9.0]) and not wants_log_scale([0, 0])
     rows = [

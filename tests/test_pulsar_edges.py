@@ -253,7 +253,7 @@ def test_acks_persisted_before_the_bound_existed_are_clipped_to_it(store_path: P
 def test_dump_and_restore_carry_the_bound_and_string_properties(store_path: Path, tmp_path: Path) -> None:
     import io
 
-    from recovery.dump import dump_lines, restore, write_dump
+    from ackstore.recovery.dump import dump_lines, restore, write_dump
 
     with AckStore.open(store_path) as store:
         topic = store.topic(T)

@@ -51,7 +51,11 @@ time.sleep(60)
 
 def _cli(*args: object) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "recovery", *map(str, args)], capture_output=True, text=True, cwd=ROOT, timeout=120
+        [sys.executable, "-m", "ackstore.recovery", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
     )
 
 

@@ -80,7 +80,9 @@ def test_a_file_shorter_than_its_last_page_number_opens(tmp_path: Path) -> None:
     assert check(path) == []
     with AckStore.open(path) as store:
         store.topic("persistent://t/ns/small3").cursor("c").ack([Position(7, 1)])
-    r = subprocess.run([sys.executable, "-m", "recovery", "stat", str(path)], capture_output=True, text=True, cwd=ROOT)
+    r = subprocess.run(
+        [sys.executable, "-m", "ackstore.recovery", "stat", str(path)], capture_output=True, text=True, cwd=ROOT
+    )
     assert r.returncode == 0, r.stderr
 
 
@@ -125,10 +127,10 @@ def test_salvage_of_a_store_killed_mid_flush_is_its_committed_state(tmp_path: Pa
 
 
 KILLED = {
-    "compact": [sys.executable, "-m", "recovery", "compact", "{s}"],
-    "check --fix": [sys.executable, "-m", "recovery", "check", "--fix", "{s}"],
-    "salvage": [sys.executable, "-m", "recovery", "salvage", "{s}", "{out}"],
-    "restore": [sys.executable, "-m", "recovery", "restore", "{out}", "{dump}"],
+    "compact": [sys.executable, "-m", "ackstore.recovery", "compact", "{s}"],
+    "check --fix": [sys.executable, "-m", "ackstore.recovery", "check", "--fix", "{s}"],
+    "salvage": [sys.executable, "-m", "ackstore.recovery", "salvage", "{s}", "{out}"],
+    "restore": [sys.executable, "-m", "ackstore.recovery", "restore", "{out}", "{dump}"],
 }
 
 
@@ -140,7 +142,9 @@ def test_kill_minus_nine_during_a_tool_leaves_stores_that_open(tmp_path: Path, t
     path = tmp_path / "s"
     expected = build_store(path, 11, flushes=30)
     dump = tmp_path / "dump.jsonl"
-    r = subprocess.run([sys.executable, "-m", "recovery", "dump", str(path), "-o", str(dump)], cwd=ROOT, env=ENV)
+    r = subprocess.run(
+        [sys.executable, "-m", "ackstore.recovery", "dump", str(path), "-o", str(dump)], cwd=ROOT, env=ENV
+    )
     assert r.returncode == 0
     started = time.monotonic()  # one whole run first: the kills spread over its length
     whole = [a.format(s=path, out=tmp_path / "whole", dump=dump) for a in KILLED[tool]]
@@ -235,5 +239,7 @@ def test_salvage_refuses_what_it_cannot_use(tmp_path: Path) -> None:
     with pytest.raises(InvalidArgumentError, match="salvaging exists"):
         salvage(path, tmp_path / "new")
     assert (tmp_path / "new.salvaging" / "keep-me").exists()
-    r = subprocess.run([sys.executable, "-m", "recovery", "salvage", str(junk), str(tmp_path / "n2")], cwd=ROOT)
+    r = subprocess.run(
+        [sys.executable, "-m", "ackstore.recovery", "salvage", str(junk), str(tmp_path / "n2")], cwd=ROOT
+    )
     assert r.returncode == 1 and not (tmp_path / "n2").exists()

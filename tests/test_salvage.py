@@ -81,7 +81,7 @@ def test_salvage_recovers_what_damaged_branch_keys_hide(tmp_path: Path) -> None:
     raw[off + ptr + 8 + 15] ^= 0x40
     (path / "data.mdb").write_bytes(bytes(raw))
     r = subprocess.run(
-        [sys.executable, "-m", "recovery", "salvage", str(path), str(tmp_path / "new")],
+        [sys.executable, "-m", "ackstore.recovery", "salvage", str(path), str(tmp_path / "new")],
         capture_output=True,
         text=True,
         cwd=ROOT,

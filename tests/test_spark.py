@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from tools.spark_jobs import (
+from ackstore.tools.spark_jobs import (
     hole_distribution,
     range_check_counts,
     range_checks,
@@ -18,7 +17,7 @@ from tools.spark_jobs import (
     specs_for_scale,
     verdict_transform,
 )
-from tools.workloads import WorkloadError, WorkloadSpec
+from ackstore.tools.workloads import WorkloadError, WorkloadSpec
 
 from . import rawlog
 
@@ -103,7 +102,7 @@ def test_verdict_transform(spark) -> None:  # type: ignore[no-untyped-def]
     )
     rows = {r.spec_id: (r.digest_ok, r.clean) for r in verdict_transform(expected, audited).collect()}
     assert rows == {"a": (True, True), "b": (False, False), "c": (False, False)}
-    from tools.spark_jobs import per_cursor_table
+    from ackstore.tools.spark_jobs import per_cursor_table
 
     unreadable = [r for r in per_cursor_table(expected, audited).collect() if r.error]
     assert [(r.spec_id, r.scenario) for r in unreadable] == [("d", None)]  # kept by the full join
@@ -137,7 +136,7 @@ def test_tiny_pipeline_end_to_end_finds_planted_faults(spark, tmp_path: Path) ->
 
 
 def test_audit_finds_exactly_the_planted_faults(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from tools.faults import plant_faults
+    from ackstore.tools.faults import plant_faults
 
     run_generate(spark, tmp_path, specs_for_scale("tiny"))
     plants = plant_faults(tmp_path, 4, seed=5)
@@ -151,7 +150,7 @@ def test_audit_finds_exactly_the_planted_faults(spark, tmp_path: Path) -> None: 
 
 
 def test_compaction_keeps_every_digest_and_shrinks(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from tools.spark_jobs import run_compact
+    from ackstore.tools.spark_jobs import run_compact
 
     run_generate(spark, tmp_path, specs_for_scale("tiny"))
     rows = run_compact(spark, tmp_path).collect()
@@ -175,6 +174,6 @@ def test_spark_cli_usage_errors_are_one_line_exit_2(tmp_path: Path, args: list[s
 
     (tmp_path / "f").write_text("x")
     argv = [a.format(out=tmp_path / "out", file=tmp_path / "f") for a in args]
-    proc = subprocess.run([sys.executable, "-m", "tools.spark_cli", *argv], capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-m", "ackstore.tools.spark_cli", *argv], capture_output=True, text=True)
     assert proc.returncode == 2 and message in proc.stderr
     assert "Traceback" not in proc.stderr and not (tmp_path / "out").exists()

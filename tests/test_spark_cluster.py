@@ -12,8 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from tools.spark_env import build_env_archive, env_key
+from ackstore.tools.spark_env import build_env_archive, env_key
 
 from .spark_cluster import Cluster, standalone_cluster
 
@@ -37,7 +36,12 @@ def test_the_archive_is_built_once_and_reused(tmp_path: Path) -> None:
     with tarfile.open(first) as tar:
         names = set(tar.getnames())
         python = tar.getmember("bin/python3")
-    for needed in ("ackstore/__init__.py", "tools/spark_jobs.py", "recovery/cli.py", "lmdb/__init__.py"):
+    for needed in (
+        "ackstore/__init__.py",
+        "ackstore/tools/spark_jobs.py",
+        "ackstore/recovery/cli.py",
+        "lmdb/__init__.py",
+    ):
         assert f"lib/python3.{sys.version_info[1]}/site-packages/{needed}" in names, needed
     assert not any("pyspark/" in n or "__pycache__" in n for n in names)  # executors take pyspark from Spark
     assert python.issym()
@@ -94,8 +98,8 @@ def test_pipeline_on_a_standalone_cluster_with_bare_executors(
 
 @pytest.mark.parametrize("bad", ["missing.tar.gz"])
 def test_a_missing_env_archive_is_a_usage_error(tmp_path: Path, bad: str) -> None:
+    argv = ["audit", str(tmp_path / "o"), "--env-archive", str(tmp_path / bad)]
     proc = subprocess.run(
-        [sys.executable, "-m", "tools.spark_cli", "audit", str(tmp_path / "o"), "--env-archive", str(tmp_path / bad)],
-        capture_output=True, text=True, cwd=ROOT,
-    )  # fmt: skip
+        [sys.executable, "-m", "ackstore.tools.spark_cli", *argv], capture_output=True, text=True, cwd=ROOT
+    )
     assert proc.returncode == 2 and "--env-archive" in proc.stderr and "no such file" in proc.stderr

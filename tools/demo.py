@@ -1,6 +1,6 @@
 """A small local demo workload: acks with holes across many ledgers, flush, reopen, report.
 
-Run ``python -m tools.demo --help`` (``make demo`` runs it). ``make run`` runs the Spark
+Run ``python -m ackstore.tools.demo --help`` (``make demo`` runs it). ``make run`` runs the Spark
 pipeline (``tools/spark_cli.py``).
 """
 
@@ -76,7 +76,7 @@ def run_demo(path: Path, ledgers: int, entries: int, hole_rate: float, seed: int
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m tools.demo",
+        prog="python -m ackstore.tools.demo",
         description="Ack a workload with random holes across many ledgers, flush, reopen the store "
         "and print what recovery found and how long it took.",
     )

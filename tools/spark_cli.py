@@ -33,9 +33,8 @@ def _master(requested: str | None) -> str | None:
 
 
 def _session(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from ackstore.tools.spark_env import ENV_NAME, build_env_archive, is_local_master
     from pyspark.sql import SparkSession
-
-    from tools.spark_env import ENV_NAME, build_env_archive, is_local_master
 
     master = _master(args.master)
     builder = SparkSession.builder.appName("ackstore").config("spark.ui.showConsoleProgress", "true")
@@ -108,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.env_archive is not None and not args.env_archive.is_file():
         parser.error(f"--env-archive {args.env_archive} is not allowed: no such file (make one with pack-env)")
     if args.command == "pack-env":
-        from tools.spark_env import build_env_archive
+        from ackstore.tools.spark_env import build_env_archive
 
         archive = build_env_archive(args.env_cache, args.python_prefix, log=lambda m: print(m, file=sys.stderr))
         print(archive)
@@ -133,15 +132,15 @@ def main(argv: list[str] | None = None) -> int:
 def _plant(args: argparse.Namespace) -> None:
     """``--plant-faults N``: damage N snapshots in known ways and say which."""
     if args.plant_faults:
-        from tools.faults import plant_faults
+        from ackstore.tools.faults import plant_faults
 
         for fault in plant_faults(args.outdir, args.plant_faults, args.seed):
             print(f"planted {fault['kind']} in {fault['spec_id']}")
 
 
 def _run(args: argparse.Namespace) -> int:
-    from tools.spark_env import executor_environment, versions  # spark-submit runs this file
-    from tools.spark_jobs import record_run, run_audit, run_compact, run_generate, specs_for_scale
+    from ackstore.tools.spark_env import executor_environment, versions  # spark-submit runs this file
+    from ackstore.tools.spark_jobs import record_run, run_audit, run_compact, run_generate, specs_for_scale
 
     spark = _session(args)
     try:

@@ -10,7 +10,7 @@ that Spark unpacks itself, and nothing runs on the executors to bootstrap it (a 
 unpacks itself into a cache on every executor's first run, and conda-pack needs conda).
 
 What goes in: a fresh venv holding copies of exactly the files the driver imports, the
-``ackstore``, ``recovery`` and ``tools`` packages as the driver has them (an editable
+``ackstore`` package and its ``ackstore.recovery`` and ``ackstore.tools`` as the driver has them (an editable
 checkout included) and the installed distributions of their runtime dependencies (from
 each one's RECORD: the same versions, no network, no build). pyspark itself stays out:
 executors take it from their own Spark. The archive is named by a digest of the Python
@@ -52,7 +52,7 @@ __all__ = [
 #: the directory name executors unpack the archive as (``spark.archives`` ``PATH#ENV_NAME``)
 ENV_NAME = "environment"
 #: the project's packages, copied from where the driver imports them
-PACKAGES = ("ackstore", "recovery", "tools")
+PACKAGES = ("ackstore", "ackstore.recovery", "ackstore.tools")
 #: the distributions executors need (numpy is optional: ackstore decodes without it, slower)
 RUNTIME = ("lmdb", "msgpack", "pyroaring", "numpy")
 
@@ -87,6 +87,12 @@ def _package_dirs() -> list[Path]:
     return [Path(importlib.import_module(name).__file__ or "").parent for name in PACKAGES]
 
 
+def _installed_as(root: Path) -> Path:
+    """Where a package directory goes in site-packages: recovery/ and tools/ of the checkout
+    install inside the ackstore package."""
+    return Path("ackstore", root.name) if root.name in ("recovery", "tools") else Path(root.name)
+
+
 def _source_files(root: Path) -> list[Path]:
     return sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
 
@@ -100,7 +106,7 @@ def env_key(python_prefix: str | None = None) -> str:
         h.update(f"{dist.metadata['Name']}=={dist.version}\n".encode())
     for root in _package_dirs():
         for path in _source_files(root):
-            h.update(str(path.relative_to(root.parent)).encode())
+            h.update(str(_installed_as(root) / path.relative_to(root)).encode())
             h.update(path.read_bytes())
     return h.hexdigest()[:16]
 
@@ -145,7 +151,7 @@ def build_env_archive(
         for dist in _distributions():
             _copy_distribution(dist, site)
         for root in _package_dirs():
-            shutil.copytree(root, site / root.name, ignore=shutil.ignore_patterns("__pycache__"))
+            shutil.copytree(root, site / _installed_as(root), ignore=shutil.ignore_patterns("__pycache__"))
         partial = Path(tmp) / "partial.tar.gz"
         venv_pack.pack(prefix=str(env), output=str(partial), python_prefix=python_prefix, verbose=False)
         os.replace(partial, out)
