@@ -21,11 +21,11 @@ import sys
 import weakref
 from collections import OrderedDict
 from collections.abc import Iterable
-from typing import Any
+from typing import Protocol
 
 from .ledger_acks import LedgerAcks
 
-__all__ = ["LedgerCache", "CachePool", "ACK_CHARGE"]
+__all__ = ["LedgerCache", "CachePool", "PoolMember", "ACK_CHARGE"]
 
 #: bytes charged per single-entry ack until the next measurement (array value 2 B,
 #: a new run 4 B, a new container's header 8 B: 10 B covers every case)
@@ -33,6 +33,14 @@ ACK_CHARGE = 10
 #: after evicting, the cache is brought down to this fraction of its budget so that
 #: evictions (and their write-backs) come in batches, not one per ack
 LOW_WATER = 0.9
+
+
+class PoolMember(Protocol):
+    """What the pool asks of a cursor's pages: its cache, and to evict down to a budget."""
+
+    cache: LedgerCache
+
+    def fit_own(self, incoming: int, keep: Iterable[int], budget: int | None) -> None: ...
 
 
 class CachePool:
@@ -44,9 +52,9 @@ class CachePool:
     def __init__(self, budget: int | None) -> None:
         self.total = 0
         self.budget = sys.maxsize if budget is None else budget
-        self.members: weakref.WeakSet[Any] = weakref.WeakSet()
+        self.members: weakref.WeakSet[PoolMember] = weakref.WeakSet()
 
-    def fit(self, current: Any, incoming: int, keep: Iterable[int]) -> None:
+    def fit(self, current: PoolMember, incoming: int, keep: Iterable[int]) -> None:
         """Bring every member under the budget, largest caches first; ``keep`` holds for
         ``current`` (the pages asking) only. Each member's ``fit_own`` evicts (writing back)."""
         for pages in sorted(self.members, key=lambda p: p.cache.nbytes, reverse=True):

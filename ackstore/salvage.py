@@ -224,10 +224,9 @@ def _misplaced(keys: list[bytes], i: int) -> bool:
         return False
     if before is not None and after is not None:
         return before < after
-    outer = keys[i + 2] if before is None and i + 2 < len(keys) else keys[i - 2] if after is None and i >= 2 else None
-    if outer is None:
-        return True
-    return after < outer if before is None else outer < before  # type: ignore[operator]
+    if before is None:  # the first key: out of order when the next two are in order
+        return after is not None and (i + 2 >= len(keys) or after < keys[i + 2])
+    return i < 2 or keys[i - 2] < before  # the last key, likewise with the two before it
 
 
 def _tree_of(key: bytes, value: bytes) -> str | None:
@@ -406,7 +405,7 @@ def _recover_all(
 def _recover_one(found: _Found, cid: int) -> tuple[RecoveredState, int, int]:
     """A cursor's state, the newest marker (or damaged record) seen, and its records found."""
     items = found.logs.get(cid, {})
-    state = recover_cursor(MemoryLog(items), None, cid, None, "all")  # type: ignore[arg-type]
+    state = recover_cursor(MemoryLog(items), None, cid, None, "all")
     markers = [split_log_key(k)[1] for k, v in items.items() if record_type(v) == RECORD_MARKER]
     newest = max([*markers, *found.damaged_seqs.get(cid, [])], default=-1)
     return state, newest, len(items)

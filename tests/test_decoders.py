@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import contextlib
 
+import pytest
+
 import msgpack
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -79,3 +81,11 @@ def test_catalog_values(key: bytes, value: bytes) -> None:
         for decode in (catalog.topic_entry, catalog.cursor_entry, catalog.ledger_entry):
             with contextlib.suppress(CorruptStoreError):
                 decode(key, value)
+
+
+@pytest.mark.parametrize("flags", [16, 64, 8 | 4, -1, "2"])
+def test_unknown_bitmap_flags_are_damage(flags: object) -> None:
+    from ackstore.storage.bitmaps import decode_bitmap
+
+    with pytest.raises(CorruptRecordError, match="encoding flags"):
+        decode_bitmap(flags, 0, 10, b"")  # type: ignore[arg-type]

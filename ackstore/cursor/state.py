@@ -532,7 +532,10 @@ class AckState:
                 "last entry is not tracked, so the latest position is not known: allowed a position in the "
                 "topic's ledgers (topic.advance tracks the open ledger's last confirmed entry)"
             )
-        return (last, count) if count >= 0 else (last, d.confirmed + 1)  # type: ignore[operator]
+        if count >= 0:
+            return last, count
+        assert d.confirmed is not None  # refused above
+        return last, d.confirmed + 1
 
     def check_batch_target(self, position: tuple[int, int] | None, batch_index: Any, batch_size: Any) -> int:
         """Validate a reset into a batch: ``batch_index`` of a batch of ``batch_size`` at the
@@ -554,7 +557,7 @@ class AckState:
         inside a batch: indexes ``0..batch_index-1`` of the entry are acked too, so the next
         message delivered is exactly that one. Validated before anything changes."""
         ledger, entry = self.check_reset_target(position)
-        mask = self.check_batch_target(pair(position), *batch) if batch is not None else 0
+        mask, size = (self.check_batch_target(pair(position), *batch), batch[1]) if batch is not None else (0, 0)
         for known in list(self.ledgers.known()):
             self.range_count -= self.ledgers.vanish(known)
         self.md = trusted(ledger, entry - 1)
@@ -562,7 +565,7 @@ class AckState:
         self.meta_dirty = True
         if mask:
             la = self.ledgers.get(ledger, create=True)
-            la.batches[entry] = (batch[1], mask)  # type: ignore[index]
+            la.batches[entry] = (size, mask)
             la.added = None
             self._touched(ledger, la)
         self.advance()

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ..errors import AckStoreError
 from ..position import Position
@@ -30,10 +30,28 @@ from .read_loop import CursorPositions, CursorReadLoop, RevisionInProgressError
 from .reads import Entry, LedgerReader
 from .revision import CursorStateRevisionController
 
-if TYPE_CHECKING:
-    from ..testing import InMemoryRemote
+__all__ = ["Remote", "Replicator", "ReplicationSendError"]
 
-__all__ = ["Replicator", "ReplicationSendError"]
+
+class Remote(Protocol):
+    """What a replicator needs of its target (a producer to another cluster):
+    :class:`~ackstore.testing.InMemoryRemote` is one for tests and stress runs."""
+
+    #: the schema versions the target knows
+    schemas: set[int]
+
+    async def send(self, entries: list[Entry]) -> None:
+        """Send ``entries`` in order; raise ReplicationSendError when it fails (it then
+        refuses every send until :meth:`reconnect`)."""
+        ...
+
+    def reconnect(self) -> None:
+        """Start over after a failed send."""
+        ...
+
+    async def load_schema(self, schema: int) -> None:
+        """Make the target know ``schema``."""
+        ...
 
 
 class ReplicationSendError(AckStoreError):
@@ -47,7 +65,7 @@ class Replicator(CursorReadLoop):
         self,
         cursor: CursorPositions,
         reader: LedgerReader,
-        remote: InMemoryRemote,
+        remote: Remote,
         controller: CursorStateRevisionController | None = None,
         schema_of: Callable[[Position], int] = lambda p: 0,
         load_schema: Callable[[int], Awaitable[None]] | None = None,

@@ -26,6 +26,7 @@ from typing import Any
 
 from pyroaring import BitMap
 
+from ..errors import CorruptRecordError
 from ..ledger_acks import count_runs
 
 __all__ = ["encode_bitmap", "decode_bitmap", "smallest_encoding"]
@@ -282,7 +283,15 @@ def smallest_encoding(bitmap: BitMap) -> tuple[int, int, int, bytes]:
     return flag, first, last, payload
 
 
+#: every flag a writer sets; any other bit is damage (or a newer format)
+_KNOWN_FLAGS = _HOLES | _ZLIB | _GAPS | _RICE
+
+
 def decode_bitmap(flags: int, first: int, last: int, payload: bytes) -> BitMap:
+    """The acks of a ledger record's bitmap fields. Unknown flag bits, or Rice and gap planes
+    together, raise CorruptRecordError (they would decode as something else)."""
+    if type(flags) is not int or flags & ~_KNOWN_FLAGS or (flags & _RICE and flags & _GAPS):
+        raise CorruptRecordError(f"a ledger record's encoding flags {flags!r} are not ones this ackstore writes")
     if last < first:
         return BitMap()
     if flags & _RICE:

@@ -20,6 +20,7 @@ import time
 from bisect import bisect_left
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import lmdb
 from pyroaring import BitMap, FrozenBitMap
@@ -41,6 +42,7 @@ from .records import (
 
 __all__ = [
     "CursorLog",
+    "LogTxn",
     "MemoryLog",
     "MissingRecordError",
     "RecoveredState",
@@ -50,6 +52,14 @@ __all__ = [
     "read_ledger_record",
     "log_usage",
 ]
+
+
+class LogTxn(Protocol):
+    """What recovery needs of a transaction: a key's value, and a cursor over the log's keys
+    (an ``lmdb.Transaction``, or a :class:`MemoryLog` of records a page scan found)."""
+
+    def get(self, key: bytes, db: Any = ...) -> bytes | None: ...
+    def cursor(self, db: Any = ...) -> Any: ...
 
 
 class MissingRecordError(CorruptRecordError):
@@ -82,7 +92,7 @@ class RecoveredState:
     report: RecoveryReport = RecoveryReport(-1, 0, (), 0, 0, 0.0)
 
 
-def resolve_marker(txn: lmdb.Transaction, db: lmdb._Database, cursor_id: int, seq: int) -> ResolvedMarker:
+def resolve_marker(txn: LogTxn, db: lmdb._Database | None, cursor_id: int, seq: int) -> ResolvedMarker:
     """Walk marker ``seq``'s delta chain back to its full marker and build its index.
 
     Raises CorruptRecordError naming the first broken or missing link.
@@ -134,7 +144,7 @@ def resolve_marker(txn: lmdb.Transaction, db: lmdb._Database, cursor_id: int, se
 
 
 def _read_ledger(
-    txn: lmdb.Transaction, db: lmdb._Database, cursor_id: int, entry: IndexEntry, ledger: int, marker_seq: int
+    txn: LogTxn, db: lmdb._Database | None, cursor_id: int, entry: IndexEntry, ledger: int, marker_seq: int
 ) -> tuple[LedgerAcks, int]:
     """A ledger as ``entry`` says: its base record plus the acks made since (format 5),
     checked against the ranges the marker counted. The result tracks ``added`` from there."""
@@ -161,8 +171,8 @@ def _read_ledger(
 
 
 def _load_records(
-    txn: lmdb.Transaction,
-    db: lmdb._Database,
+    txn: LogTxn,
+    db: lmdb._Database | None,
     cursor_id: int,
     resolved: ResolvedMarker,
     budget: int | None,
@@ -209,7 +219,7 @@ def _load_records(
 
 
 def recover_cursor(
-    txn: lmdb.Transaction, db: lmdb._Database, cursor_id: int, budget: int | None = None, verify: str = "keys"
+    txn: LogTxn, db: lmdb._Database | None, cursor_id: int, budget: int | None = None, verify: str = "keys"
 ) -> RecoveredState:
     """Find the newest intact marker of ``cursor_id`` and load what it references.
 
