@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import contextlib
 
-import pytest
-
 import msgpack
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyroaring import BitMap

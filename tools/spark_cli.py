@@ -9,12 +9,16 @@ PYSPARK_DRIVER_PYTHON=.venv/bin/python spark-submit --master spark://host:7077 \
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import click
 
 __all__ = ["main"]
 
@@ -32,7 +36,7 @@ def _master(requested: str | None) -> str | None:
     return None
 
 
-def _session(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+def _session(args: _Args) -> Any:
     from ackstore.tools.spark_env import ENV_NAME, build_env_archive, is_local_master
     from pyspark.sql import SparkSession
 
@@ -53,83 +57,144 @@ def _session(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     return spark
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="ackstore-spark",
-        description="Stress-generate ack-hole workloads through the real engine, then audit the stores "
-        "(checks, recovery against expected digests, cross-store Spark SQL checks).",
-    )
-    parser.add_argument(
-        "command",
-        choices=["generate", "compact", "audit", "pipeline", "pack-env"],
-        help="pipeline = generate + compact + audit; pack-env builds (or reuses) the environment archive "
-        "a cluster run ships, and prints its path",
-    )
-    parser.add_argument(
-        "outdir",
-        type=Path,
-        nargs="?",
-        help="output directory; made absolute before any job starts. On a cluster it must be on storage "
-        "every executor sees at the same path (NFS, a shared mount)",
-    )
-    parser.add_argument("--master", help="Spark master (default local[*], or what spark-submit sets)")
-    parser.add_argument(
-        "--env-archive",
-        type=Path,
-        metavar="PATH",
-        help="a prebuilt environment archive (from pack-env) to ship instead of building one; "
-        "without it a non-local master gets one built or reused from --env-cache",
-    )
-    parser.add_argument(
-        "--env-cache",
-        type=Path,
-        metavar="DIR",
-        help="where environment archives are built and reused (default $ACKSTORE_CACHE or ~/.cache/ackstore)",
-    )
-    parser.add_argument(
-        "--python-prefix",
-        metavar="PREFIX",
-        help="the prefix of the executors' Python when it differs from this one's (e.g. /usr for "
-        "/usr/bin/python3.11); default: the same path as here",
-    )
-    parser.add_argument("--scale", default="small", choices=["tiny", "small", "medium", "large"])
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument(
-        "--plant-faults",
-        type=int,
-        default=0,
-        metavar="N",
-        help="after generate, damage N random snapshots in known ways (planted.json); audit must find exactly those",
-    )
-    args = parser.parse_args(argv)
-    if args.plant_faults < 0:
-        parser.error(f"--plant-faults {args.plant_faults} is not allowed: allowed 0 or more")
-    if args.env_archive is not None and not args.env_archive.is_file():
-        parser.error(f"--env-archive {args.env_archive} is not allowed: no such file (make one with pack-env)")
-    if args.command == "pack-env":
-        from ackstore.tools.spark_env import build_env_archive
+@dataclass
+class _Args:
+    """One run's settings (what the options say, checked)."""
 
-        archive = build_env_archive(args.env_cache, args.python_prefix, log=lambda m: print(m, file=sys.stderr))
-        print(archive)
-        return 0
-    if args.outdir is None:
-        parser.error(f"{args.command} needs OUTDIR")
+    command: str
+    outdir: Path
+    master: str | None
+    env_archive: Path | None
+    env_cache: Path | None
+    python_prefix: str | None
+    scale: str
+    seed: int
+    plant_faults: int
+
+
+def _options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The options every job shares."""
+    for option in reversed(
+        [
+            click.option("--master", help="Spark master (default local[*], or what spark-submit sets)"),
+            click.option(
+                "--env-archive",
+                type=click.Path(path_type=Path),
+                metavar="PATH",
+                help="a prebuilt environment archive (from pack-env) to ship instead of building one; "
+                "without it a non-local master gets one built or reused from --env-cache",
+            ),
+            click.option(
+                "--env-cache",
+                type=click.Path(path_type=Path),
+                metavar="DIR",
+                help="where environment archives are built and reused (default $ACKSTORE_CACHE or ~/.cache/ackstore)",
+            ),
+            click.option(
+                "--python-prefix",
+                metavar="PREFIX",
+                help="the prefix of the executors' Python when it differs from this one's (e.g. /usr for "
+                "/usr/bin/python3.11); default: the same path as here",
+            ),
+            click.option(
+                "--scale", default="small", show_default=True, type=click.Choice(["tiny", "small", "medium", "large"])
+            ),
+            click.option("--seed", type=int, default=1, show_default=True),
+            click.option(
+                "--plant-faults",
+                type=int,
+                default=0,
+                metavar="N",
+                help="after generate, damage N random snapshots in known ways (planted.json); audit must find "
+                "exactly those",
+            ),
+        ]
+    ):
+        command = option(command)
+    return command
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+def cli() -> None:
+    """Stress-generate ack-hole workloads through the real engine, then audit the stores
+    (checks, recovery against expected digests, cross-store Spark SQL checks).
+
+    OUTDIR is made absolute before any job starts; on a cluster it must be on storage every
+    executor sees at the same path (NFS, a shared mount). Exit status: 0 ok (audit PASS),
+    1 failure (audit FAIL), 2 usage.
+    """
+
+
+def _job(name: str, help_text: str) -> None:
+    @cli.command(name, help=help_text)
+    @click.argument("outdir", type=click.Path(path_type=Path))
+    @_options
+    def run(outdir: Path, **options: Any) -> int:
+        return _checked_run(_Args(command=name, outdir=outdir, **options))
+
+
+_job("generate", "Workload specs -> stores -> single-file snapshots in OUTDIR/snapshots, expected digests.")
+_job("compact", "Rewrite every snapshot in OUTDIR/snapshots with only its live records.")
+_job("audit", "Check and recover every snapshot against the expected digests; report.md and summary.json.")
+_job("pipeline", "generate, then compact, then audit.")
+
+
+@cli.command("pack-env")
+@_options
+def pack_env(**options: Any) -> int:
+    """Build (or reuse) the environment archive a cluster run ships, and print its path."""
+    from ackstore.tools.spark_env import build_env_archive
+
+    archive = build_env_archive(options["env_cache"], options["python_prefix"], log=lambda m: print(m, file=sys.stderr))
+    print(archive)
+    return 0
+
+
+class _Usage(Exception):
+    """A usage problem found after parsing (exit 2)."""
+
+
+def _checked_run(args: _Args) -> int:
+    if args.plant_faults < 0:
+        raise _Usage(f"--plant-faults {args.plant_faults} is not allowed: allowed 0 or more")
+    if args.env_archive is not None and not args.env_archive.is_file():
+        raise _Usage(f"--env-archive {args.env_archive} is not allowed: no such file (make one with pack-env)")
     args.outdir = args.outdir.expanduser().resolve()  # executors run elsewhere: never a relative path
     if args.outdir.exists() and not args.outdir.is_dir():
-        parser.error(f"OUTDIR {args.outdir} is not allowed: it exists and is not a directory")
+        raise _Usage(f"OUTDIR {args.outdir} is not allowed: it exists and is not a directory")
     if any(c in str(args.outdir) for c in "[]{}*?\\"):
-        parser.error(
+        raise _Usage(
             f"OUTDIR {args.outdir} is not allowed: Spark reads [ ] {{ }} * ? \\ in a path as a glob; "
             "allowed a path without them"
         )
+    return _run(args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``ackstore-spark``; the one exit path: 0 ok, 1 failure, 2 usage, one line on errors."""
     try:
-        return _run(args)
+        result = cli.main(args=argv, prog_name="ackstore-spark", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.exceptions.NoArgsIsHelpError as exc:
+        click.echo(exc.ctx.get_help() if exc.ctx else str(exc))
+        return 0
+    except click.ClickException as exc:
+        click.echo(f"ackstore-spark: error: {exc.format_message()}", err=True)
+        return 2 if isinstance(exc, click.UsageError) else exc.exit_code
+    except _Usage as exc:
+        click.echo(f"ackstore-spark: error: {exc}", err=True)
+        return 2
     except (ValueError, OSError) as exc:  # bad specs, too many faults to plant, unwritable OUTDIR
-        print(f"ackstore-spark: error: {exc}", file=sys.stderr)
+        click.echo(f"ackstore-spark: error: {exc}", err=True)
         return 1
+    except click.exceptions.Abort:
+        click.echo("ackstore-spark: aborted", err=True)
+        return 1
+    return result if isinstance(result, int) else 0
 
 
-def _plant(args: argparse.Namespace) -> None:
+def _plant(args: _Args) -> None:
     """``--plant-faults N``: damage N snapshots in known ways and say which."""
     if args.plant_faults:
         from ackstore.tools.faults import plant_faults
@@ -138,7 +203,7 @@ def _plant(args: argparse.Namespace) -> None:
             print(f"planted {fault['kind']} in {fault['spec_id']}")
 
 
-def _run(args: argparse.Namespace) -> int:
+def _run(args: _Args) -> int:
     from ackstore.tools.spark_env import executor_environment, versions  # spark-submit runs this file
     from ackstore.tools.spark_jobs import record_run, run_audit, run_compact, run_generate, specs_for_scale
 
