@@ -22,6 +22,8 @@ from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
+from .checks import RANGE_CHECKS, RANGE_FLAGS
+from .report import write_report
 from .workloads import WorkloadSpec, engine_digest, run_spec
 
 __all__ = [
@@ -251,15 +253,9 @@ def ranges_table(audited: DataFrame) -> DataFrame:
 
 
 def range_checks(audited: DataFrame) -> DataFrame:
-    """Every ack range of every store with the cross-store checks as flags, in ONE pass
-    over the ranges (the per-cursor mark-delete positions and ledger directories are small
-    and broadcast; one window sorts each ledger's ranges):
-
-    - ``overlaps``: the range overlaps or touches an earlier one of the same ledger (they
-      must have been merged);
-    - ``below_mark_delete``: it lies at or below its cursor's mark-delete position;
-    - ``outside_directory``: its ledger is not in the topic, or it runs past a sealed end.
-    """
+    """Every ack range of every store with each of :data:`RANGE_CHECKS` as a flag column, in
+    ONE pass over the ranges (the per-cursor mark-delete positions and ledger directories
+    are small and broadcast; one window sorts each ledger's ranges)."""
     keys = ["store", "topic", "cursor"]
     store = F.col("spec_id").alias("store")
     readable = audited.where(F.col("mark_delete") != "")
@@ -280,36 +276,14 @@ def range_checks(audited: DataFrame) -> DataFrame:
         .join(F.broadcast(directory), [*keys, "ledger"], "left")
     )
     return joined.select(
-        *keys,
-        "ledger",
-        "first",
-        "last",
-        F.coalesce(F.col("first") <= F.max("last").over(earlier) + 1, F.lit(False)).alias("overlaps"),
-        F.coalesce(
-            (F.col("ledger") < F.col("md_ledger"))
-            | ((F.col("ledger") == F.col("md_ledger")) & (F.col("first") <= F.col("md_entry"))),
-            F.lit(False),
-        ).alias("below_mark_delete"),
-        (F.col("count").isNull() | ((F.col("count") >= 0) & (F.col("last") >= F.col("count")))).alias(
-            "outside_directory"
-        ),
+        *keys, "ledger", "first", "last", *(check.expression(earlier).alias(check.flag) for check in RANGE_CHECKS)
     )
 
 
-#: the flags of :func:`range_checks`
-RANGE_FLAGS = ("overlaps", "below_mark_delete", "outside_directory")
-
-
 def range_check_counts(flagged: DataFrame) -> DataFrame:
-    """Per cursor, how many of its ranges raised each flag (``overlapping``,
-    ``below_mark_delete``, ``outside_directory``)."""
-    names = {
-        "overlaps": "overlapping",
-        "below_mark_delete": "below_mark_delete",
-        "outside_directory": "outside_directory",
-    }
+    """Per cursor, how many of its ranges raised each check's flag (its ``count`` column)."""
     return flagged.groupBy(F.col("store").alias("spec_id"), "topic", "cursor").agg(
-        *(F.sum(F.col(flag).cast("long")).alias(names[flag]) for flag in RANGE_FLAGS)
+        *(F.sum(F.col(check.flag).cast("long")).alias(check.count) for check in RANGE_CHECKS)
     )
 
 
@@ -488,9 +462,7 @@ def run_audit(spark: SparkSession, outdir: Path, context: dict[str, Any] | None 
         "unexpected_cursors": sorted(
             f"{r['spec_id']}/{r['topic']}/{r['cursor']}" for r in rows if r["scenario"] is None and not r["error"]
         ),
-        "overlapping_ranges": sum(r["overlapping"] or 0 for r in rows),
-        "ranges_below_mark_delete": sum(r["below_mark_delete"] or 0 for r in rows),
-        "ranges_outside_directory": sum(r["outside_directory"] or 0 for r in rows),
+        **{check.summary: sum(r[check.count] or 0 for r in rows) for check in RANGE_CHECKS},
         "ranges": sum(r["range_count"] or 0 for r in rows),
         "holes_per_cursor": hole_distribution(expected_rows),
         "by_scenario": scenario_table(expected_rows),
@@ -519,154 +491,10 @@ def run_audit(spark: SparkSession, outdir: Path, context: dict[str, Any] | None 
     summary["planted_missed"] = sorted(plants - flagged)
     summary["false_positives"] = sorted(flagged - plants)
     if plants:  # with planted faults, the audit passes when it finds exactly them
-        passed = flagged == plants and not summary["overlapping_ranges"]
+        passed = flagged == plants and not any(summary[c.summary] for c in RANGE_CHECKS if c.fails_with_plants)
     else:
-        passed = not flagged and not any(
-            summary[k] for k in ("overlapping_ranges", "ranges_below_mark_delete", "ranges_outside_directory")
-        )
+        passed = not flagged and not any(summary[c.summary] for c in RANGE_CHECKS)
     summary["verdict"] = "PASS" if passed else "FAIL"
     summary["audit_seconds"] = time.perf_counter() - started
-    _write(outdir, summary)
+    write_report(outdir, summary)
     return summary
-
-
-def _n(value: Any) -> str:
-    """A number with thousands separators (None: an em dash)."""
-    if value is None:
-        return "—"
-    if isinstance(value, float):
-        return f"{value:,.2f}"
-    return f"{value:,}"
-
-
-def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
-    aligns = ["---" if i == 0 else "---:" for i in range(len(header))]
-    return [
-        "| " + " | ".join(header) + " |",
-        "|" + "|".join(aligns) + "|",
-        *("| " + " | ".join(str(c) if i == 0 else _n(c) for i, c in enumerate(row)) + " |" for row in rows),
-    ]
-
-
-def _write(outdir: Path, summary: dict[str, Any]) -> None:
-    """``summary.json`` for scripts and ``report.md`` for people."""
-    (outdir / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True, default=str))
-    s = summary
-    phases = [
-        f"{name} {s[key]:,.1f} s"
-        for name, key in (("generate", "generate_seconds"), ("compact", "compact_seconds"))
-        if s.get(key) is not None
-    ]
-    phases.append(
-        f"audit {s['audit_seconds']:,.1f} s (of which the per-store transform {s['audit_transform_seconds']:,.1f} s: "
-        f"{s['audit_stores_per_second']:,.1f} stores/s, {s['audit_mb_per_second']:,.2f} MB/s)"
-    )
-    run = ", ".join(
-        f"{label} {s[key]}"
-        for label, key in (("scale", "scale"), ("seed", "seed"), ("master", "master"), ("date", "date"))
-        if s.get(key) is not None
-    )
-    lines = [
-        f"# ackstore audit: {s['verdict']}",
-        "",
-        f"{_n(s['snapshots'])} stores, {_n(s['cursors'])} cursors, {_n(s['ranges'])} ack ranges recovered."
-        + (f" Run: {run}." if run else ""),
-        "",
-        "Times: " + "; ".join(phases) + ".",
-    ]
-    if s.get("versions"):
-        lines += ["", "Versions: " + ", ".join(f"{k} {v}" for k, v in sorted(s["versions"].items())) + "."]
-    if s.get("executors"):
-        lines += ["", "Executors (where the tasks imported ackstore from):"]
-        lines += [
-            f"- {e['host']}: Python {e['python']} at `{e['executable']}`, ackstore from `{e['ackstore']}`"
-            for e in s["executors"]
-        ]
-    lines += [
-        "",
-        "## Verdict",
-        "",
-        f"- cursors whose recovered state differs from the expected digest, or with findings: "
-        f"{s['mismatched_or_unclean'] or 'none'}",
-        f"- unreadable stores: {s['unreadable'] or 'none'}",
-        f"- cursors no spec made (e.g. a deleted subscription come back): {s.get('unexpected_cursors') or 'none'}",
-        f"- ranges that overlap or touch a neighbour: {_n(s['overlapping_ranges'])}; at or below the mark-delete "
-        f"position: {_n(s['ranges_below_mark_delete'])}; outside the ledger directory: "
-        f"{_n(s['ranges_outside_directory'])}",
-    ]
-    if s.get("planted_faults"):
-        lines.append(
-            f"- planted faults: {s['planted_faults']}; missed: {s['planted_missed'] or 'none'}; "
-            f"false positives: {s['false_positives'] or 'none'}"
-        )
-    lines += [
-        "",
-        "## By scenario",
-        "",
-        "*Holes* are the entries a cursor left unacknowledged (every one lies above its mark-delete "
-        "position); *ranges* are the runs of acknowledged entries above it, the unit ackstore persists. "
-        "Many holes need not mean many ranges: the sequential scenario acks in order and leaves its "
-        "backlog at the end, so it has thousands of holes but a few dozen ranges; the fixed cost of its "
-        "markers and ledger records is spread over those few, which makes its bytes per range the "
-        "highest (an outlier by construction) while its live bytes are the smallest.",
-        "",
-        *_table(
-            ["scenario", "cursors", "holes", "ranges", "live bytes", "bytes/range", "avg recover ms"],
-            [
-                [
-                    r["scenario"],
-                    r["cursors"],
-                    r["holes"],
-                    r["ranges"],
-                    r["state_bytes"],
-                    r["bytes_per_range"],
-                    r["avg_recover_ms"],
-                ]
-                for r in s.get("by_scenario", [])
-            ],
-        ),
-        "",
-        *_table(
-            ["scenario", "holes per cursor: min", "p50", "p90", "max"],
-            [[r["scenario"], r["min"], r["p50"], r["p90"], r["max"]] for r in s.get("holes_per_cursor", [])],
-        ),
-    ]
-    if s.get("compaction"):
-        lines += [
-            "",
-            "## What compaction did",
-            "",
-            "Each store's logs rewritten as live records plus one full marker, then copied without free "
-            "pages; the audit above ran on the compacted stores, so it also proves compaction changed no state.",
-            "",
-            *_table(
-                [
-                    "scenario",
-                    "stores",
-                    "bytes before",
-                    "bytes after",
-                    "after/before",
-                    "records before",
-                    "records after",
-                    "failed",
-                ],
-                [
-                    [
-                        r["scenario"],
-                        r["snapshots"],
-                        r["bytes_before"],
-                        r["bytes_after"],
-                        r["bytes_ratio"],
-                        r["records_before"],
-                        r["records_after"],
-                        r["failed"],
-                    ]
-                    for r in s["compaction"]
-                ],
-            ),
-        ]
-    if s.get("plots"):
-        lines += ["", "## Plots", "", *(f"![{Path(p).stem}]({p})" for p in s["plots"])]
-    elif "plots" in s:
-        lines += ["", "Plots skipped: matplotlib is not installed (pip install 'ackstore[spark]')."]
-    (outdir / "report.md").write_text("\n".join(lines) + "\n")
