@@ -133,8 +133,8 @@ class AckStore:
     #: what opening a cursor checks (see ``open``)
     verify: str
     #: the cursors a flush visits: every one with a change since its last flush (a cursor
-    #: lists itself on change; idle cursors cost a flush nothing)
-    _listed: dict[Cursor, None]
+    #: lists itself on change; idle cursors cost a flush nothing). The store owns it.
+    flush_list: dict[Cursor, None]
     _flusher: threading.Thread | None
     _stop: threading.Event
     _storage: Environment
@@ -200,7 +200,7 @@ class AckStore:
         self._flush_lock = threading.Lock()
         self._topics = {}
         self._topics_checked = False
-        self._listed = {}
+        self.flush_list = {}
         self.cache_pool = CachePool(cache_bytes)
         self.verify = verify
         self._flusher = None
@@ -345,7 +345,7 @@ class AckStore:
                 report.markers_skipped,
                 "; ".join(report.skipped_reasons),
             )
-        return Cursor(topic, name, cid, cfg, state, initial_position)
+        return Cursor(self, topic, name, cid, cfg, state, initial_position)
 
     def _delete_cursors(self, topic: Topic, names: list[str]) -> int:
         """Delete cursors ``names`` of ``topic`` with their logs in one transaction; how many were there."""
@@ -458,7 +458,7 @@ class AckStore:
             job.confirms = [(t, c) for t in self._topics.values() if (c := t._pending_confirm()) is not None]
             cur: Cursor | None = None
             try:
-                for cur in only if only is not None else list(self._listed):
+                for cur in only if only is not None else list(self.flush_list):
                     plan = cur.prepare_flush()
                     if plan is not None:
                         job.plans.append(plan)
@@ -549,16 +549,8 @@ class AckStore:
             flush_seconds_buckets=tuple(buckets),
         )
 
-    def list_for_flush(self, cursor: Cursor) -> None:
-        """A cursor changed: the next flush visits it (the cursor calls this; lock held)."""
-        self._listed[cursor] = None
-
-    def is_listed(self, cursor: Cursor) -> bool:
-        return cursor in self._listed
-
     def _unlist(self, cursor: Cursor) -> None:
-        self._listed.pop(cursor, None)
-        cursor.listed = False
+        self.flush_list.pop(cursor, None)
 
     def _all_cursors(self) -> list[Cursor]:
         return [cur for topic in self._topics.values() for cur in topic._cursors.values()]

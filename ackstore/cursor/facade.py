@@ -25,7 +25,8 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import fields, replace
 from functools import partial
-from typing import TYPE_CHECKING, Any, TypeVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ..config import CursorConfig
 from ..dispatch.revision import CursorStateRevisionController
@@ -40,11 +41,33 @@ from .validate import pair
 
 if TYPE_CHECKING:
     from ..directory import LedgerDirectory
-    from ..store import Topic
+    from ..ledger_cache import CachePool
+    from ..storage.env import Environment
+    from ..topic import Topic
 
-__all__ = ["Cursor"]
+__all__ = ["Cursor", "CursorHost"]
 
 T = TypeVar("T")
+
+
+class CursorHost(Protocol):
+    """What a cursor needs of the store it lives in, and nothing more: the lock it shares,
+    the storage and the cache pool under it, how it opened, the list of cursors the next
+    flush visits (the store owns it; a cursor puts itself on it when it changes), and a
+    durable write of its configuration."""
+
+    lock: threading.RLock
+    cache_pool: CachePool
+    verify: str
+    readonly: bool
+    closed: bool
+    path: Path
+    flush_list: dict[Cursor, None]
+
+    @property
+    def storage(self) -> Environment: ...
+
+    def persist_cursor_config(self, tid: int, name: str, cid: int, config: CursorConfig) -> None: ...
 
 
 class Cursor:
@@ -52,6 +75,7 @@ class Cursor:
 
     def __init__(
         self,
+        host: CursorHost,
         topic: Topic,
         name: str,
         cursor_id: int,
@@ -59,9 +83,12 @@ class Cursor:
         recovered: RecoveredState,
         initial_position: str = "earliest",
     ) -> None:
-        store = topic.store
+        store = host
         self._topic = topic
         self._store = store
+        #: the host's list of cursors the next flush visits (its one owner: the store takes
+        #: a cursor off it; a change puts it on)
+        self._flush_list = store.flush_list
         self._lock: threading.RLock = store.lock
         self.name = name
         self.cursor_id = cursor_id
@@ -79,9 +106,6 @@ class Cursor:
         if store.readonly:
             self._pages.refresh = self._refresh
         self._ack_one = self._state.ack_one  # bound once: the one-position hot path
-        #: True while this cursor is on the store's list of cursors a flush visits (every
-        #: change lists it; a flush that leaves it with nothing pending takes it off)
-        self.listed = False
         #: True once the cursor was deleted: every call raises CursorDeletedError
         self._deleted = False
         self._load(recovered, initial_position)
@@ -119,7 +143,6 @@ class Cursor:
         """The cursor was deleted (the store calls this, lock held): every later call raises
         CursorDeletedError, and its memory goes back to the pool."""
         self._deleted = True
-        self.listed = False
         self._pages.cache.clear()
         self._pages.cache.swapped.clear()
 
@@ -155,8 +178,9 @@ class Cursor:
             lock.acquire()
             try:
                 self._ack_one(positions[0], positions[1])
-                if not self.listed:
-                    self._list()
+                listed = self._flush_list
+                if self not in listed:
+                    listed[self] = None
             finally:
                 lock.release()
             return
@@ -444,9 +468,10 @@ class Cursor:
         ``prepare_flush`` checks first). O(1)."""
         return self._pages.pending() or self._state.meta_dirty
 
-    def _list(self) -> None:
-        self.listed = True
-        self._store.list_for_flush(self)
+    @property
+    def listed(self) -> bool:
+        """True while the next flush visits this cursor (it changed since its last flush)."""
+        return self in self._flush_list
 
     def _edit(self, change: Callable[..., T], *args: Any, check: bool = True) -> T:
         """Make one change under the lock (first checking the cursor may change, unless
@@ -462,8 +487,8 @@ class Cursor:
 
     def _changed(self) -> None:
         """After any change: make sure the next flush visits this cursor. Lock held."""
-        if not self.listed and self.pending:
-            self._list()
+        if self not in self._flush_list and self.pending:
+            self._flush_list[self] = None
 
     @property
     def persisted(self) -> bool:
@@ -551,4 +576,3 @@ class Cursor:
             held = self._pages._check(self._state.md, self._topic.directory)
             self._state._check(held)
             assert self.listed or not self.pending or self._store.readonly, "a pending cursor a flush would not visit"
-            assert self.listed == self._store.is_listed(self), "the store's list and the cursor disagree"
