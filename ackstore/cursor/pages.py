@@ -16,7 +16,8 @@ the largest caches to give way, no call back into the store.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Set
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from pyroaring import BitMap
@@ -30,13 +31,31 @@ if TYPE_CHECKING:
     from ..directory import LedgerDirectory
     from ..storage.env import Environment
 
-__all__ = ["Pages"]
+__all__ = ["Pages", "Pending"]
 
 log = logging.getLogger("ackstore")
 
 
 def _ignore(ledger: int, la: LedgerAcks) -> None:
     return None
+
+
+_NONE: frozenset[int] = frozenset()
+
+
+@dataclass(slots=True)
+class Pending:
+    """What a flush takes from a cursor's pages (and its ack state's ``meta_dirty``): the
+    ledgers changed in memory, dropped, and written back by eviction since the last marker."""
+
+    dirty: set[int]
+    vanished: Set[int]
+    unmarked: Set[int]
+    meta_dirty: bool
+
+    def worth_a_marker(self, index: dict[int, IndexEntry]) -> bool:
+        """True when a marker must be written for it (a dropped ledger no marker named does not count)."""
+        return bool(self.dirty or self.meta_dirty or self.unmarked or any(v in index for v in self.vanished))
 
 
 class Pages:
@@ -156,6 +175,47 @@ class Pages:
     def pending(self) -> bool:
         """True when ledgers wait for the next marker: changed, written back, or dropped."""
         return bool(self.dirty or self.unmarked or self.vanished)
+
+    # -- the flush protocol: take, then restore (abort) or adopt (commit) -------------------
+
+    def take_pending(self, meta_dirty: bool) -> Pending:
+        """Hand what waits for the next marker to a flush plan, and start afresh. ``dirty`` is
+        copied (the ack path holds the set itself); the usually empty sets are taken whole."""
+        pending = Pending(set(self.dirty), _NONE, _NONE, meta_dirty)
+        self.dirty.clear()
+        if self.vanished:
+            pending.vanished, self.vanished = self.vanished, set()
+        if self.unmarked:
+            pending.unmarked, self.unmarked = self.unmarked, set()
+        return pending
+
+    def restore(self, pending: Pending, pinned: Set[int] = _NONE) -> None:
+        """A plan that took ``pending`` will not be written: it waits again (the ledgers
+        still held or indexed), and the plan's ``pinned`` ledgers may be evicted again."""
+        self.pinned -= pinned
+        self.dirty |= {ledger for ledger in pending.dirty if ledger in self.cache.loaded}
+        self.vanished |= pending.vanished
+        self.unmarked |= {ledger for ledger in pending.unmarked if ledger in self.index}
+
+    def pin(self, ledgers: set[int]) -> None:
+        """A plan carries these ledgers' snapshots: not evictable until it ends."""
+        if ledgers:
+            self.pinned |= ledgers
+
+    def adopt(self, changes: dict[int, IndexEntry | None], pinned: Set[int], keep_dirty: Set[int]) -> None:
+        """A plan's transaction committed: its index ``changes`` hold (a ledger dropped and
+        made again since, or written back since, keeps what it has), its ``pinned`` ledgers
+        may be evicted again, and ``keep_dirty`` (what a PIP-299 marker left out) waits again."""
+        index, cache, unmarked = self.index, self.cache, self.unmarked
+        for ledger, entry in changes.items():
+            if entry is None:
+                if ledger not in cache:
+                    index.pop(ledger, None)
+            elif ledger not in unmarked:
+                index[ledger] = entry
+        self.pinned -= pinned
+        if keep_dirty:
+            self.dirty |= {ledger for ledger in keep_dirty if ledger in cache.loaded}
 
     def vanish(self, ledger: int) -> int:
         """Forget a ledger's ack state (it fell below M or out of the directory); the ranges it held."""

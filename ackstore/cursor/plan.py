@@ -23,7 +23,7 @@ full marker and the delta chain since). Compaction's rewrite plan lives here too
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Set
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -36,14 +36,12 @@ from ..storage.records import IndexEntry, Marker, encode_delta_marker, encode_le
 
 if TYPE_CHECKING:
     from ..config import CursorConfig
-    from .pages import Pages
+    from .pages import Pages, Pending
     from .state import AckState
 
 __all__ = ["FlushPlan", "MarkerChain", "Planner", "RewritePlan"]
 
 log = logging.getLogger("ackstore")
-
-_NONE: frozenset[int] = frozenset()
 
 
 #: a ledger's acks since its record travel in the marker while they are at most this many...
@@ -102,6 +100,25 @@ class MarkerChain:
             self.force_full = state.report.markers_skipped > 0
         self.persisted_ranges = ranges
 
+    def adopt(self, plan: FlushPlan) -> None:
+        """``plan``'s marker was written: it is the newest, the start of a new chain if full."""
+        self.truncated = plan.truncated
+        self.persisted_ranges = plan.persisted_ranges
+        self.marker_seq = plan.marker_seq
+        if plan.full:
+            self.full_seq = plan.marker_seq
+            self.full_live = plan.full_live
+            self.deltas = 0
+            self.chain_bytes = 0
+            self.full_bytes = plan.marker_bytes
+            self.force_full = False
+        else:
+            self.deltas += 1
+            self.chain_bytes += plan.marker_bytes
+        self.flushes += 1
+        self.last_flush_bytes = plan.nbytes
+        self.total_flush_bytes += plan.nbytes
+
     def alloc(self) -> int:
         """The next log sequence."""
         seq = self.next_seq
@@ -126,7 +143,7 @@ class FlushPlan:
     changes: dict[int, IndexEntry | None]
     full: bool
     marker_seq: int
-    pending: tuple[set[int], Set[int], Set[int], bool]  # dirty, vanished, unmarked, meta_dirty it took
+    pending: Pending  # what it took from the cursor (given back if it is not written)
     pinned: set[int]
     persisted_ranges: int
     gc_below: int = -1  # delete unreferenced records below this sequence (-1: none)
@@ -183,6 +200,25 @@ class RewritePlan:
     index: dict[int, IndexEntry] = field(default_factory=dict)  # the new log's index
 
 
+@dataclass(slots=True)
+class _Draft:
+    """What the planner decided for one plan, before it is sealed: the records to write, the
+    index changes and the marker's index, full or not, what a full marker keeps alive, what
+    it took from the cursor, the ledgers it carries, the ranges it persists (and for a
+    PIP-299 marker, that it is truncated and what stays dirty)."""
+
+    records: list[tuple[int, int, LedgerAcks]]
+    changes: dict[int, IndexEntry | None]
+    index: dict[int, IndexEntry | None]
+    full: bool
+    live: frozenset[int]
+    pending: Pending
+    pinned: set[int]
+    persisted_ranges: int
+    truncated: bool = False
+    keep_dirty: frozenset[int] = frozenset()
+
+
 class Planner:
     """Prepares, commits and aborts the flush plans of one cursor (and its rewrite plans)."""
 
@@ -203,28 +239,17 @@ class Planner:
             return None  # an idle cursor: nothing to copy
         if self.chain.over_cap or self.config.max_unacked_ranges_to_persist:
             self._watch_cap()
-        dirty = set(pages.dirty)  # copied: the ack path holds pages.dirty itself
-        pages.dirty.clear()
-        vanished: Set[int] = _NONE  # usually empty: taken whole, not copied
-        unmarked: Set[int] = _NONE
-        if pages.vanished:
-            vanished, pages.vanished = pages.vanished, set()
-        if pages.unmarked:
-            unmarked, pages.unmarked = pages.unmarked, set()
-        meta_dirty = state.meta_dirty
-        state.meta_dirty = False
-        if not dirty and not meta_dirty and not unmarked and not any(v in pages.index for v in vanished):
+        pending = pages.take_pending(state.take_meta_dirty())
+        if not pending.worth_a_marker(pages.index):
             return None
         try:
             limit = self.config.max_unacked_ranges_to_persist
             if limit and state.range_count > limit:
-                return self._prepare_truncated(dirty, vanished, unmarked, meta_dirty, limit)
-            return self._prepare(dirty, vanished, unmarked, meta_dirty)
+                return self._prepare_truncated(pending, limit)
+            return self._prepare(pending)
         except BaseException:
-            pages.dirty |= dirty
-            pages.vanished |= vanished
-            pages.unmarked |= unmarked
-            state.meta_dirty = state.meta_dirty or meta_dirty
+            pages.restore(pending)
+            state.restore_meta(pending.meta_dirty)
             raise
 
     def _watch_cap(self) -> None:
@@ -254,8 +279,9 @@ class Planner:
             )
         chain.over_cap = over
 
-    def _prepare(self, dirty: set[int], vanished: Set[int], unmarked: Set[int], meta_dirty: bool) -> FlushPlan:
+    def _prepare(self, pending: Pending) -> FlushPlan:
         pages, chain = self.pages, self.chain
+        dirty, vanished, unmarked = pending.dirty, pending.vanished, pending.unmarked
         cache, index = pages.cache, pages.index
         loaded = cache.loaded
         full = (
@@ -309,14 +335,7 @@ class Planner:
             live = frozenset(e.seq for e in marker_index.values() if e is not None)
         try:
             plan = self._seal(
-                records,
-                changes,
-                marker_index,
-                full,
-                live,
-                (dirty, vanished, unmarked, meta_dirty),
-                pinned,
-                self.state.range_count,
+                _Draft(records, changes, marker_index, full, live, pending, pinned, self.state.range_count)
             )
         except BaseException:
             self._unrebase(rebased)
@@ -325,36 +344,32 @@ class Planner:
             plan.rebased = frozenset(rebased)
         return plan
 
-    def _seal(
-        self,
-        records: list[tuple[int, int, LedgerAcks]],
-        changes: dict[int, IndexEntry | None],
-        index: dict[int, IndexEntry | None],
-        full: bool,
-        live: frozenset[int],
-        pending: tuple[set[int], Set[int], Set[int], bool],
-        pinned: set[int],
-        persisted_ranges: int,
-        truncated: bool = False,
-        keep_dirty: frozenset[int] = frozenset(),
-    ) -> FlushPlan:
-        """Copy the marker's fields into the plan and pin what it carries."""
+    def _seal(self, draft: _Draft) -> FlushPlan:
+        """The plan of ``draft``: the marker's fields copied, what it carries pinned."""
         state, chain = self.state, self.chain
         md = state.md
         # the read position is not persisted (a restart reads again from M + 1); the
         # marker's field keeps the layout and holds M + 1, never where reads stood
         head = (chain.marker_seq, (md[0], md[1]), (md[0], md[1] + 1), dict(state.properties))
         marker_seq = chain.alloc()
-        if pinned:
-            self.pages.pinned |= pinned
+        self.pages.pin(draft.pinned)
         plan = FlushPlan(
-            self.cursor_id, records, head, index, changes, full, marker_seq, pending, pinned, persisted_ranges
+            self.cursor_id,
+            draft.records,
+            head,
+            draft.index,
+            draft.changes,
+            draft.full,
+            marker_seq,
+            draft.pending,
+            draft.pinned,
+            draft.persisted_ranges,
         )
         plan.planner = self
-        if full:  # O(ledgers): only full markers trim
-            plan.gc_below, plan.gc_live, plan.full_live = chain.full_seq, self._gc_live(), live | {marker_seq}
-        if truncated:
-            plan.truncated, plan.keep_dirty = True, keep_dirty
+        if draft.full:  # O(ledgers): only full markers trim
+            plan.gc_below, plan.gc_live, plan.full_live = chain.full_seq, self._gc_live(), draft.live | {marker_seq}
+        if draft.truncated:
+            plan.truncated, plan.keep_dirty = True, draft.keep_dirty
         return plan
 
     def _gc_live(self) -> frozenset[int]:
@@ -362,9 +377,7 @@ class Planner:
         the cursor itself still points to (swapped-out ledgers a truncated marker left out)."""
         return self.chain.full_live | {e.seq for e in self.pages.index.values()}
 
-    def _prepare_truncated(
-        self, dirty: set[int], vanished: Set[int], unmarked: Set[int], meta_dirty: bool, limit: int
-    ) -> FlushPlan:
+    def _prepare_truncated(self, pending: Pending, limit: int) -> FlushPlan:
         """PIP-299: a full marker holding only the lowest ``limit`` ranges.
 
         Ledgers wholly under the limit are persisted as usual; the ledger the limit cuts
@@ -374,6 +387,7 @@ class Planner:
         """
         pages, chain = self.pages, self.chain
         cache, own = pages.cache, pages.index
+        dirty, vanished = pending.dirty, pending.vanished
         records: list[tuple[int, int, LedgerAcks]] = []
         changes: dict[int, IndexEntry | None] = {}
         index: dict[int, IndexEntry | None] = {}
@@ -414,51 +428,15 @@ class Planner:
                 changes[ledger] = None
         pinned = {ledger for ledger, entry in changes.items() if entry is not None}
         live = frozenset(e.seq for e in index.values() if e is not None)
-        return self._seal(
-            records,
-            changes,
-            index,
-            True,
-            live,
-            (dirty, vanished, unmarked, meta_dirty),
-            pinned,
-            limit,
-            truncated=True,
-            keep_dirty=frozenset(keep_dirty),
-        )
+        draft = _Draft(records, changes, index, True, live, pending, pinned, limit, True, frozenset(keep_dirty))
+        return self._seal(draft)
 
     # -- commit / abort ------------------------------------------------------------------------
 
     def commit(self, plan: FlushPlan) -> None:
-        """The flush transaction committed: adopt the plan's index and marker."""
-        pages, chain = self.pages, self.chain
-        index, cache = pages.index, pages.cache
-        for ledger, entry in plan.changes.items():
-            if entry is None:
-                if ledger not in cache:  # not re-created since the plan was made
-                    index.pop(ledger, None)
-            elif ledger not in pages.unmarked:  # a later write-back supersedes this record
-                index[ledger] = entry
-        pages.pinned -= plan.pinned
-        if plan.keep_dirty:
-            pages.dirty |= {ledger for ledger in plan.keep_dirty if ledger in cache.loaded}
-        chain.truncated = plan.truncated
-        chain.persisted_ranges = plan.persisted_ranges
-        chain.marker_seq = plan.marker_seq
-        if plan.full:
-            chain.full_seq = plan.marker_seq
-            chain.full_live = plan.full_live
-            chain.deltas = 0
-            chain.chain_bytes = 0
-            chain.full_bytes = plan.marker_bytes
-            chain.force_full = False
-        else:
-            chain.deltas += 1
-            chain.chain_bytes += plan.marker_bytes
-        written = plan.nbytes
-        chain.flushes += 1
-        chain.last_flush_bytes = written
-        chain.total_flush_bytes += written
+        """The flush transaction committed: the pages adopt the plan's index, the chain its marker."""
+        self.pages.adopt(plan.changes, plan.pinned, plan.keep_dirty)
+        self.chain.adopt(plan)
 
     def _unrebase(self, rebased: Iterable[int]) -> None:
         """A new base was planned but will not be written: the ledgers' acks since their old
@@ -471,14 +449,9 @@ class Planner:
 
     def abort(self, plan: FlushPlan) -> None:
         """The flush transaction failed: everything the plan carried is pending again."""
-        pages = self.pages
         self._unrebase(plan.rebased)
-        pages.pinned -= plan.pinned
-        dirty, vanished, unmarked, meta_dirty = plan.pending
-        pages.dirty |= {ledger for ledger in dirty if ledger in pages.cache.loaded}
-        pages.vanished |= vanished
-        pages.unmarked |= {ledger for ledger in unmarked if ledger in pages.index}
-        self.state.meta_dirty = self.state.meta_dirty or meta_dirty
+        self.pages.restore(plan.pending, plan.pinned)
+        self.state.restore_meta(plan.pending.meta_dirty)
 
     # -- compaction --------------------------------------------------------------------------
 

@@ -207,6 +207,15 @@ class AckState:
 
     # -- helpers -----------------------------------------------------------------------------------
 
+    def take_meta_dirty(self) -> bool:
+        """Whether the positions or properties changed since the last marker; a flush plan
+        takes it (and puts it back with :meth:`restore_meta` if it is not written)."""
+        dirty, self.meta_dirty = self.meta_dirty, False
+        return dirty
+
+    def restore_meta(self, dirty: bool) -> None:
+        self.meta_dirty = self.meta_dirty or dirty
+
     def set_md(self, md: Position) -> None:
         self.md = md
         self.meta_dirty = True
