@@ -3,6 +3,8 @@ flushes since open add up to (:class:`FlushTotals`). :meth:`AckStore.flush` runs
 
 from __future__ import annotations
 
+import threading
+import time
 from bisect import bisect_left
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -10,15 +12,18 @@ from typing import TYPE_CHECKING, Any
 import lmdb
 
 from .directory import OPEN
+from .errors import AckStoreError, StoreError
+from .gcpause import gc_paused
 from .stats import FLUSH_SECONDS_BUCKETS, FlushStats
-from .storage.catalog import Catalog
+from .storage.catalog import OPEN_LEDGER_ENTRY_BYTES, Catalog
 from .storage.log import CursorLog
 
 if TYPE_CHECKING:
     from .cursor import Cursor, FlushPlan
+    from .store import AckStore
     from .topic import Topic
 
-__all__ = ["FlushJob", "FlushTotals"]
+__all__ = ["FlushJob", "FlushTotals", "GroupFlush"]
 
 
 @dataclass(slots=True)
@@ -71,3 +76,105 @@ class FlushTotals:
         self.trimmed += stats.records_trimmed
         self.seconds += stats.seconds
         self.buckets[bisect_left(FLUSH_SECONDS_BUCKETS, stats.seconds)] += 1
+
+
+class GroupFlush:
+    """The store's group flush: every listed cursor's plan written in ONE transaction, as a
+    script of named steps (take, encode, write, adopt, record) with one rollback path.
+    Its ``lock`` is the store's flush lock (flushes, compaction and deletions take it first);
+    ``totals`` add up the flushes since open. It works on its store (the two are one unit:
+    it reads the store's topics, flush list and storage, under the store's lock)."""
+
+    def __init__(self, store: AckStore) -> None:
+        self.store = store
+        self.lock = threading.Lock()
+        self.totals = FlushTotals()
+
+    def run(self, only: list[Cursor] | None) -> FlushStats:
+        """The group flush, of every listed cursor or of ``only`` these: a script of named
+        steps with one rollback path (:meth:`_abort`)."""
+        started = time.perf_counter()
+        with self.lock, gc_paused():
+            job = self._take(only)  # 1. under the store lock: copy what changed into plans
+            if not job.plans and not job.confirms:
+                return FlushStats(0, 0, 0, 0, 0, 0, time.perf_counter() - started, 0)
+            grows_before = self.store._storage.map_grows
+            try:
+                job.encode()  # 2. outside the store lock: acks go on meanwhile
+                trimmed = self.store._storage.write(job.write)  # 3. one write transaction for all
+            except BaseException as exc:
+                self._abort(job, exc)  # every plan's state pending again; names what failed
+                raise
+            self._adopt(job)  # 4. under the store lock: the cursors adopt what was written
+            return self._record(job, trimmed, started, self.store._storage.map_grows - grows_before)  # 5. figures
+
+    def _take(self, only: list[Cursor] | None) -> FlushJob:
+        """Step 1: every listed cursor's plan (an idle one is unlisted), and the topics'
+        pending bounds. If a cursor's planning raises, the plans taken are aborted."""
+        with self.store.lock:
+            self.store._alive()
+            job = FlushJob(self.store._storage.catalog, self.store._storage.log_db)
+            job.confirms = [(t, c) for t in self.store._topics.values() if (c := t._pending_confirm()) is not None]
+            cur: Cursor | None = None
+            try:
+                for cur in only if only is not None else list(self.store.flush_list):
+                    plan = cur.prepare_flush()
+                    if plan is not None:
+                        job.plans.append(plan)
+                        job.cursors.append(cur)
+                    elif not cur.pending:
+                        self.store._unlist(cur)
+            except BaseException as exc:  # the failing cursor put its own state back
+                job.failed = cur
+                self._abort(job, exc)
+                raise
+            return job
+
+    def _abort(self, job: FlushJob, exc: BaseException) -> None:
+        """The one rollback path: every plan of ``job`` gives its cursor its pending state
+        back (nothing is lost; the next flush tries again); a failure in a cursor's own code
+        (planning, encoding) is raised as a StoreError naming it."""
+        with self.store.lock:
+            for plan in job.plans:
+                plan.abort()
+        if job.failed is None and job.encoded < len(job.plans):
+            job.failed = job.cursors[job.encoded]
+        if job.failed is not None:
+            self._encoding_failed(exc, job.failed)
+
+    def _adopt(self, job: FlushJob) -> None:
+        """Step 4: the transaction committed; each cursor adopts its plan and leaves the flush
+        list unless something came in meanwhile (or PIP-299 left ranges out)."""
+        with self.store.lock:
+            for plan, cur in zip(job.plans, job.cursors, strict=True):
+                plan.commit()
+                if not cur.pending:
+                    self.store._unlist(cur)
+            for topic, written in job.confirms:
+                topic._confirm_written(written)
+
+    def _record(self, job: FlushJob, trimmed: int, started: float, grows: int) -> FlushStats:
+        """Step 5: this flush's figures, added to the store's totals."""
+        plans = job.plans
+        stats = FlushStats(
+            cursors=len(plans),
+            ledger_records=sum(len(plan.records) for plan in plans),
+            markers=len(plans),
+            full_markers=sum(plan.full for plan in plans),
+            bytes_written=sum(plan.nbytes for plan in plans) + OPEN_LEDGER_ENTRY_BYTES * len(job.confirms),
+            records_trimmed=trimmed,
+            seconds=time.perf_counter() - started,
+            map_grows=grows,
+        )
+        self.totals.add(stats)
+        return stats
+
+    def _encoding_failed(self, exc: BaseException, cur: Cursor | None) -> None:
+        """Planning or encoding ``cur`` failed and every plan was aborted: raise a StoreError
+        naming it, unless ``exc`` is already the store's own (then the caller re-raises it)."""
+        if isinstance(exc, Exception) and not isinstance(exc, AckStoreError):
+            where = f"{cur.topic.name}/{cur.name}" if cur is not None else "?"
+            raise StoreError(
+                f"flush of store {self.store.path} failed while encoding cursor {where}, nothing was "
+                f"written; every cursor keeps its state and the next flush retries: {exc!r}"
+            ) from exc

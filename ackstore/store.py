@@ -29,7 +29,6 @@ import logging
 import os
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -40,20 +39,16 @@ from .config import CursorConfig
 from .cursor import Cursor
 from .directory import LedgerDirectory
 from .errors import (
-    AckStoreError,
     InvalidArgumentError,
     InvalidTypeError,
     ReadOnlyError,
     StoreClosedError,
-    StoreError,
     UnknownCursorError,
     UnknownTopicError,
 )
-from .flush import FlushJob, FlushTotals
-from .gcpause import gc_paused
+from .flush import GroupFlush
 from .ledger_cache import CachePool
 from .stats import FLUSH_SECONDS_BUCKETS, CompactStats, FlushStats, StoreStats
-from .storage.catalog import OPEN_LEDGER_ENTRY_BYTES
 from .storage.env import LOCK_FILE, Environment
 from .storage.log import CursorLog
 from .topic import Topic, check_name
@@ -122,7 +117,6 @@ class AckStore:
     #: the store lock: cursors of this store share it (lock order: a revision controller,
     #: then the flush lock, then this one, then the environment's)
     lock: threading.RLock
-    _flush_lock: threading.Lock
     _topics: dict[str, Topic]
     #: every topic entry was read and checked (once, when a name was first not found)
     _topics_checked: bool
@@ -139,8 +133,8 @@ class AckStore:
     _stop: threading.Event
     _storage: Environment
     last_flush: FlushStats | None
-    #: the flushes since open: counts, sums and the duration histogram
-    _totals: FlushTotals
+    #: the group flush: its lock (the flush lock), its steps, the totals since open
+    _group: GroupFlush
     last_flush_error: BaseException | None
 
     def __init__(self) -> None:  # use AckStore.open()
@@ -197,7 +191,6 @@ class AckStore:
         self._sync = sync
         self._cursor_defaults = cursor_defaults or CursorConfig()
         self.lock = threading.RLock()
-        self._flush_lock = threading.Lock()
         self._topics = {}
         self._topics_checked = False
         self.flush_list = {}
@@ -207,7 +200,7 @@ class AckStore:
         self._stop = threading.Event()
         self.last_flush = None
         self.last_flush_error = None
-        self._totals = FlushTotals()
+        self._group = GroupFlush(self)
         self._storage = Environment.open(
             self.path,
             readonly=readonly,
@@ -350,7 +343,7 @@ class AckStore:
     def _delete_cursors(self, topic: Topic, names: list[str]) -> int:
         """Delete cursors ``names`` of ``topic`` with their logs in one transaction; how many were there."""
         catalog, log_db, tid = self._storage.catalog, self._storage.log_db, topic.topic_id
-        with self._flush_lock, self.lock:  # no flush of these cursors is in flight
+        with self._group.lock, self.lock:  # no flush of these cursors is in flight
             self._writable()
             topic._live()
 
@@ -381,7 +374,7 @@ class AckStore:
         ``topic(name)`` then creates a new, empty topic. O(cursors' records + ledgers)."""
         name = check_name(name, "topic")
         catalog, log_db = self._storage.catalog, self._storage.log_db
-        with self._flush_lock, self.lock:
+        with self._group.lock, self.lock:
             self._writable()
 
             def delete(txn: lmdb.Transaction) -> bool:
@@ -429,97 +422,14 @@ class AckStore:
         return self._flush(None)
 
     def _flush(self, only: list[Cursor] | None) -> FlushStats:
-        """The group flush, of every listed cursor or of ``only`` these: a script of named
-        steps with one rollback path (``_abort``)."""
+        """The group flush (:class:`~ackstore.flush.GroupFlush`), of every listed cursor or of ``only`` these."""
         self._alive()
         if self.readonly:
             return FlushStats(0, 0, 0, 0, 0, 0, 0.0, 0)
-        started = time.perf_counter()
-        with self._flush_lock, gc_paused():
-            job = self._take(only)  # 1. under the store lock: copy what changed into plans
-            if not job.plans and not job.confirms:
-                return FlushStats(0, 0, 0, 0, 0, 0, time.perf_counter() - started, 0)
-            grows_before = self._storage.map_grows
-            try:
-                job.encode()  # 2. outside the store lock: acks go on meanwhile
-                trimmed = self._storage.write(job.write)  # 3. one write transaction for all
-            except BaseException as exc:
-                self._abort(job, exc)  # every plan's state pending again; names what failed
-                raise
-            self._adopt(job)  # 4. under the store lock: the cursors adopt what was written
-            return self._record(job, trimmed, started, self._storage.map_grows - grows_before)  # 5. figures
-
-    def _take(self, only: list[Cursor] | None) -> FlushJob:
-        """Step 1: every listed cursor's plan (an idle one is unlisted), and the topics'
-        pending bounds. If a cursor's planning raises, the plans taken are aborted."""
-        with self.lock:
-            self._alive()
-            job = FlushJob(self._storage.catalog, self._storage.log_db)
-            job.confirms = [(t, c) for t in self._topics.values() if (c := t._pending_confirm()) is not None]
-            cur: Cursor | None = None
-            try:
-                for cur in only if only is not None else list(self.flush_list):
-                    plan = cur.prepare_flush()
-                    if plan is not None:
-                        job.plans.append(plan)
-                        job.cursors.append(cur)
-                    elif not cur.pending:
-                        self._unlist(cur)
-            except BaseException as exc:  # the failing cursor put its own state back
-                job.failed = cur
-                self._abort(job, exc)
-                raise
-            return job
-
-    def _abort(self, job: FlushJob, exc: BaseException) -> None:
-        """The one rollback path: every plan of ``job`` gives its cursor its pending state
-        back (nothing is lost; the next flush tries again); a failure in a cursor's own code
-        (planning, encoding) is raised as a StoreError naming it."""
-        with self.lock:
-            for plan in job.plans:
-                plan.abort()
-        if job.failed is None and job.encoded < len(job.plans):
-            job.failed = job.cursors[job.encoded]
-        if job.failed is not None:
-            self._encoding_failed(exc, job.failed)
-
-    def _adopt(self, job: FlushJob) -> None:
-        """Step 4: the transaction committed; each cursor adopts its plan and leaves the flush
-        list unless something came in meanwhile (or PIP-299 left ranges out)."""
-        with self.lock:
-            for plan, cur in zip(job.plans, job.cursors, strict=True):
-                plan.commit()
-                if not cur.pending:
-                    self._unlist(cur)
-            for topic, written in job.confirms:
-                topic._confirm_written(written)
-
-    def _record(self, job: FlushJob, trimmed: int, started: float, grows: int) -> FlushStats:
-        """Step 5: this flush's figures, added to the store's totals."""
-        plans = job.plans
-        stats = FlushStats(
-            cursors=len(plans),
-            ledger_records=sum(len(plan.records) for plan in plans),
-            markers=len(plans),
-            full_markers=sum(plan.full for plan in plans),
-            bytes_written=sum(plan.nbytes for plan in plans) + OPEN_LEDGER_ENTRY_BYTES * len(job.confirms),
-            records_trimmed=trimmed,
-            seconds=time.perf_counter() - started,
-            map_grows=grows,
-        )
-        self.last_flush = stats
-        self._totals.add(stats)
+        stats = self._group.run(only)
+        if stats.cursors or stats.bytes_written:
+            self.last_flush = stats
         return stats
-
-    def _encoding_failed(self, exc: BaseException, cur: Cursor | None) -> None:
-        """Planning or encoding ``cur`` failed and every plan was aborted: raise a StoreError
-        naming it, unless ``exc`` is already the store's own (then the caller re-raises it)."""
-        if isinstance(exc, Exception) and not isinstance(exc, AckStoreError):
-            where = f"{cur.topic.name}/{cur.name}" if cur is not None else "?"
-            raise StoreError(
-                f"flush of store {self.path} failed while encoding cursor {where}, nothing was "
-                f"written; every cursor keeps its state and the next flush retries: {exc!r}"
-            ) from exc
 
     def stats(self) -> StoreStats:
         """Store-wide figures: flush counters and a duration histogram since open, file and
@@ -527,7 +437,7 @@ class AckStore:
         self._alive()
         data = self.path if self.path.is_file() else self.path / "data.mdb"
         with self.lock:
-            totals = self._totals
+            totals = self._group.totals
             running, buckets = 0, []
             for bound, count in zip((*FLUSH_SECONDS_BUCKETS, float("inf")), totals.buckets, strict=True):
                 running += count
@@ -579,7 +489,7 @@ class AckStore:
         if cursors is None:
             topics = [self.topic(t) for t in self.topics()]
             cursors = [topic.cursor(name) for topic in topics for name in topic.cursors()]
-        with self._flush_lock, self.lock:
+        with self._group.lock, self.lock:
             return compact_cursors(self._storage, cursors, verify)
 
     def copy(self, dest: str | os.PathLike[str], compact: bool = True) -> int:
