@@ -1,0 +1,164 @@
+"""The moves of a cursor's positions that the read path makes: position resets (to an
+entry, into a batch, clamped as Pulsar clamps a stale position) and the read position's
+moves after reads. A part of :class:`~ackstore.cursor.state.AckState` (its base class),
+kept apart because it is the read path's protocol, not the ack rules; no LMDB, no lock
+(the caller holds the cursor's)."""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from typing import TYPE_CHECKING, Any
+
+from ..errors import InvalidArgumentError, InvalidPositionError, InvalidTypeError
+from ..ledger_acks import LedgerAcks, run_end
+from ..position import Position, trusted
+from .validate import pair
+
+if TYPE_CHECKING:
+    from .state import LedgerSource, TopicView
+
+__all__ = ["PositionMoves", "MAX_BATCH_SIZE"]
+
+#: The largest batch a batch-index ack (or a reset into a batch) accepts.
+MAX_BATCH_SIZE = 1 << 16
+
+
+class PositionMoves:
+    """Resets and read-position moves over the ack state's fields (set by AckState)."""
+
+    topic: TopicView
+    ledgers: LedgerSource
+    md: Position
+    rp: Position
+    range_count: int
+    meta_dirty: bool
+
+    def advance(self) -> None:
+        raise NotImplementedError  # AckState's
+
+    def check_entry(self, ledger: int, entry: Any, low: int = 0) -> None:
+        raise NotImplementedError  # AckState's
+
+    def _touched(self, ledger: int, la: LedgerAcks) -> None:
+        raise NotImplementedError  # AckState's
+
+    def check_reset_target(self, position: Any) -> tuple[int, int]:
+        """The place a reset to ``position`` moves to; a typed error unless it is one.
+
+        As in Pulsar, the position just after a sealed ledger's last entry, ``(L, count)``
+        (an exclusive seek past message ``L:count-1``), is the next ledger's first entry
+        ``(next, 0)``; with no next ledger yet it stays ``(L, count)`` (everything of L is
+        acked). Positions further out are errors.
+        """
+        if not isinstance(position, tuple) or len(position) != 2:
+            raise InvalidTypeError(f"reset position must be a Position, got {position!r}")
+        ledger, entry = position
+        if type(entry) is int and type(ledger) is int:
+            d = self.topic.directory
+            count = d.count(ledger) if ledger in d else None
+            if count is not None and count >= 0 and entry == count:
+                following = d.next_after(ledger)
+                return (following, 0) if following is not None else (ledger, entry)
+            if count is not None and count < 0 and d.confirmed is not None and entry == d.confirmed + 1:
+                return ledger, entry  # the next entry to be written: a reset to the latest position
+        self.check_entry(ledger, entry)
+        return ledger, entry
+
+    def clamp_reset_target(self, position: Any) -> tuple[int, int]:
+        """Pulsar's reset rule for a position that is not (or no longer) in the log: the
+        next valid position. Before the first ledger (its ledger trimmed) it is the
+        earliest, ``(first, 0)``; in a ledger the topic does not hold, or past a ledger's
+        end, the next ledger's first entry; past the newest ledger's end (or in a ledger
+        newer than it) the latest, the next entry to be written. A position that is a place
+        comes back as :meth:`check_reset_target` gives it. Wrong types still raise, and so
+        does a target past an open ledger whose last entry is not tracked
+        (``topic.advance``): where the latest lies is not known then. O(log ledgers)."""
+        pair(position)  # a typed error for anything but two ints
+        try:
+            return self.check_reset_target(position)
+        except InvalidPositionError:
+            d = self.topic.directory
+            if not d.ids:
+                raise
+        ledger, entry = position
+        i = bisect_left(d.ids, ledger)
+        if i < len(d.ids) and d.ids[i] == ledger:
+            if entry < 0:
+                return ledger, 0
+            i += 1  # past this ledger's end
+        if i < len(d.ids):
+            return d.ids[i], 0
+        last, count = d.ids[-1], d.counts[-1]
+        if count < 0 and d.confirmed is None:
+            raise InvalidPositionError(
+                f"reset position {ledger}:{entry} lies past topic {self.topic.name!r}'s open ledger {last}, whose "
+                "last entry is not tracked, so the latest position is not known: allowed a position in the "
+                "topic's ledgers (topic.advance tracks the open ledger's last confirmed entry)"
+            )
+        if count >= 0:
+            return last, count
+        assert d.confirmed is not None  # refused above
+        return last, d.confirmed + 1
+
+    def check_batch_target(self, position: tuple[int, int] | None, batch_index: Any, batch_size: Any) -> int:
+        """Validate a reset into a batch: ``batch_index`` of a batch of ``batch_size`` at the
+        entry ``position`` (a written entry; None checks the batch alone). Returns the mask
+        of the indexes before it."""
+        if type(batch_size) is not int or type(batch_index) is not int:
+            raise InvalidTypeError(f"batch_index and batch_size must be ints, got {batch_index!r} and {batch_size!r}")
+        if not 1 <= batch_size <= MAX_BATCH_SIZE:
+            raise InvalidArgumentError(f"batch_size {batch_size} is not allowed: allowed 1..{MAX_BATCH_SIZE}")
+        if not 0 <= batch_index < batch_size:
+            raise InvalidArgumentError(f"batch_index {batch_index} is outside the batch: allowed 0..{batch_size - 1}")
+        if batch_index and position is not None:
+            self.check_entry(position[0], position[1])  # a message inside a batch: a real entry
+        return (1 << batch_index) - 1
+
+    def reset_to(self, position: Any, batch: tuple[int, int] | None = None) -> None:
+        """Everything before ``position`` acked, nothing from it on; reads start there. M may
+        move backwards. ``batch``: ``(batch_index, batch_size)``, Pulsar's reset to a message
+        inside a batch: indexes ``0..batch_index-1`` of the entry are acked too, so the next
+        message delivered is exactly that one. Validated before anything changes."""
+        ledger, entry = self.check_reset_target(position)
+        mask, size = (self.check_batch_target(pair(position), *batch), batch[1]) if batch is not None else (0, 0)
+        for known in list(self.ledgers.known()):
+            self.range_count -= self.ledgers.vanish(known)
+        self.md = trusted(ledger, entry - 1)
+        self.rp = trusted(ledger, entry)
+        self.meta_dirty = True
+        if mask:
+            la = self.ledgers.get(ledger, create=True)
+            la.batches[entry] = (size, mask)
+            la.added = None
+            self._touched(ledger, la)
+        self.advance()
+
+    def move_read_position(self, position: Position) -> None:
+        """A sequential read moved past ``position``'s predecessor (never backwards). Like
+        Pulsar's next available position, it then hops a run of acked entries that starts
+        there, and the position after a sealed ledger's last entry is the next ledger's
+        first. In memory only (never persisted, never makes the cursor dirty).
+        O(runs hopped + ledgers crossed)."""
+        d = self.topic.directory
+        ledger, entry = position
+        while True:
+            i = d.index(ledger)
+            if i < 0:
+                break
+            count = d.counts[i]
+            if 0 <= count <= entry:
+                if i + 1 >= len(d.ids):
+                    break
+                ledger, entry = d.ids[i + 1], 0
+                continue
+            la = self.ledgers.get(ledger)
+            if la is None or entry not in la.bitmap:
+                break
+            entry = run_end(la.bitmap, entry) + 1
+        position = trusted(ledger, entry)
+        if position > self.rp:
+            self.rp = position
+
+    def rewind(self) -> None:
+        """Read again from the first unacked position (in memory only)."""
+        self.rp = self.md.next()
