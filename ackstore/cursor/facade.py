@@ -34,6 +34,7 @@ from ..errors import CursorDeletedError, InvalidArgumentError, InvalidTypeError,
 from ..position import Position, trusted
 from ..stats import CursorStats, LogUsage
 from ..storage.log import CursorLog, MissingRecordError, RecoveredState
+from .figures import Parts, cursor_figures, cursor_stats
 from .pages import Pages
 from .plan import FlushPlan, MarkerChain, Planner, RewritePlan
 from .state import AckState
@@ -377,70 +378,17 @@ class Cursor:
         """A snapshot of this cursor's figures (cache sizes measured exactly)."""
         with self._lock:
             self._open()
-            state, pages, chain, cfg = self._state, self._pages, self._chain, self._config
-            cache = pages.cache
-            cache.measure_all()
-            sizes = [la.size for la in cache.loaded.values()]
-            limit = cfg.max_unacked_ranges_to_persist
-            return CursorStats(
-                topic=self._topic.name,
-                name=self.name,
-                mark_delete_position=state.md,
-                read_position=state.rp,
-                ack_range_count=state.range_count,
-                ledgers_in_memory=len(cache.loaded),
-                ledgers_swapped_out=len(cache.swapped),
-                ledgers_indexed=len(pages.index),
-                dirty_ledgers=len(pages.dirty),
-                cache_bytes=cache.nbytes,
-                cache_budget=cache.budget,
-                largest_ledger_bytes=max(sizes, default=0),
-                over_budget=cache.nbytes > cache.budget,
-                swap_ins=cache.swap_ins,
-                evictions=cache.evictions,
-                write_backs=cache.write_backs,
-                flushes=chain.flushes,
-                last_flush_bytes=chain.last_flush_bytes,
-                total_flush_bytes=chain.total_flush_bytes,
-                last_marker_seq=chain.marker_seq,
-                deltas_since_full_marker=chain.deltas,
-                truncated=chain.truncated,
-                persisted_ranges=chain.persisted_ranges,
-                ranges_over_limit=max(0, state.range_count - limit) if limit else 0,
-                recovery=chain.recovery,
-                revision_num=self.revision_controller.revision_num,
-                revisions_done=self.revision_controller.revisions_done,
-                revision_running=self.revision_controller.revision_running,
-            )
+            return cursor_stats(self._topic.name, self.name, self._parts())
 
     def figures(self) -> tuple[int, ...]:
         """The numbers named by ``ackstore.stats.CURSOR_FIGURES``, in that order: what a
         metrics scrape reads, cheaply (no measuring; cache bytes are the running upper bound
         the budget enforces). O(1)."""
         with self._lock:
-            state, pages, chain, cfg = self._state, self._pages, self._chain, self._config
-            cache, controller = pages.cache, self.revision_controller
-            limit = cfg.max_unacked_ranges_to_persist
-            ranges = state.range_count
-            return (
-                ranges,
-                chain.persisted_ranges,
-                max(0, ranges - limit) if limit else 0,
-                int(chain.truncated),
-                int(state.blocked(cfg.dispatcher_pause_on_ack_state_persistent, limit)),
-                cache.nbytes,
-                cache.budget,
-                len(cache.loaded),
-                len(cache.swapped),
-                cache.swap_ins,
-                cache.evictions,
-                cache.write_backs,
-                chain.flushes,
-                chain.total_flush_bytes,
-                chain.recovery.markers_skipped,
-                controller.revisions_done,
-                controller.revision_running,
-            )
+            return cursor_figures(self._parts())
+
+    def _parts(self) -> Parts:
+        return Parts(self._state, self._pages, self._chain, self._config, self.revision_controller)
 
     def log_usage(self) -> LogUsage:
         """Records and bytes this cursor has in the log, as of its newest marker. O(records).

@@ -1,0 +1,92 @@
+"""A cursor's figures, read from its parts: the full snapshot ``Cursor.stats()`` returns
+and the cheap tuple a metrics scrape reads (``Cursor.figures()``). The caller holds the
+cursor's lock."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from ..config import CursorConfig
+from ..dispatch.revision import CursorStateRevisionController
+from ..stats import CursorStats
+from .pages import Pages
+from .plan import MarkerChain
+from .state import AckState
+
+__all__ = ["Parts", "cursor_stats", "cursor_figures"]
+
+
+class Parts(NamedTuple):
+    """The parts of one cursor its figures come from."""
+
+    state: AckState
+    pages: Pages
+    chain: MarkerChain
+    config: CursorConfig
+    controller: CursorStateRevisionController
+
+
+def cursor_stats(topic: str, name: str, parts: Parts) -> CursorStats:
+    """Every figure, cache sizes measured exactly. O(loaded ledgers)."""
+    state, pages, chain, cfg, controller = parts
+    cache = pages.cache
+    cache.measure_all()
+    sizes = [la.size for la in cache.loaded.values()]
+    limit = cfg.max_unacked_ranges_to_persist
+    return CursorStats(
+        topic=topic,
+        name=name,
+        mark_delete_position=state.md,
+        read_position=state.rp,
+        ack_range_count=state.range_count,
+        ledgers_in_memory=len(cache.loaded),
+        ledgers_swapped_out=len(cache.swapped),
+        ledgers_indexed=len(pages.index),
+        dirty_ledgers=len(pages.dirty),
+        cache_bytes=cache.nbytes,
+        cache_budget=cache.budget,
+        largest_ledger_bytes=max(sizes, default=0),
+        over_budget=cache.nbytes > cache.budget,
+        swap_ins=cache.swap_ins,
+        evictions=cache.evictions,
+        write_backs=cache.write_backs,
+        flushes=chain.flushes,
+        last_flush_bytes=chain.last_flush_bytes,
+        total_flush_bytes=chain.total_flush_bytes,
+        last_marker_seq=chain.marker_seq,
+        deltas_since_full_marker=chain.deltas,
+        truncated=chain.truncated,
+        persisted_ranges=chain.persisted_ranges,
+        ranges_over_limit=max(0, state.range_count - limit) if limit else 0,
+        recovery=chain.recovery,
+        revision_num=controller.revision_num,
+        revisions_done=controller.revisions_done,
+        revision_running=controller.revision_running,
+    )
+
+
+def cursor_figures(parts: Parts) -> tuple[int, ...]:
+    """The numbers of ``ackstore.stats.CURSOR_FIGURES``, in order, without measuring. O(1)."""
+    state, pages, chain, cfg, controller = parts
+    cache = pages.cache
+    limit = cfg.max_unacked_ranges_to_persist
+    ranges = state.range_count
+    return (
+        ranges,
+        chain.persisted_ranges,
+        max(0, ranges - limit) if limit else 0,
+        int(chain.truncated),
+        int(state.blocked(cfg.dispatcher_pause_on_ack_state_persistent, limit)),
+        cache.nbytes,
+        cache.budget,
+        len(cache.loaded),
+        len(cache.swapped),
+        cache.swap_ins,
+        cache.evictions,
+        cache.write_backs,
+        chain.flushes,
+        chain.total_flush_bytes,
+        chain.recovery.markers_skipped,
+        controller.revisions_done,
+        controller.revision_running,
+    )
