@@ -38,8 +38,8 @@ def _ratio_lines(benchmarks: list[Any]) -> list[str]:
     for bench in benchmarks:
         groups[bench.group or bench.name].append(bench)
     lines = [
-        "| group | case | median | ops/s | speed vs baseline | bytes | bytes vs baseline |",
-        "|---|---|---:|---:|---:|---:|---:|",
+        "| group | case | median | ops/s | speed vs baseline | bytes | bytes vs baseline | write(2) bytes a round |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for group, cases in sorted(groups.items()):
         base = next((c for c in cases if c.extra_info.get("baseline")), None)
@@ -55,7 +55,11 @@ def _ratio_lines(benchmarks: list[Any]) -> list[str]:
             rate = f"{ops / median:,.0f}" if ops else ""
             held = "" if nbytes is None else f"{nbytes:,}"
             case = c.name.removeprefix("test_")
-            lines.append(f"| {group} | {case} | {median * 1e3:.2f} ms | {rate} | {speed} | {held} | {size} |")
+            wchar = c.extra_info.get("wchar")
+            kernel = "" if wchar is None else f"{wchar:,}"
+            lines.append(
+                f"| {group} | {case} | {median * 1e3:.2f} ms | {rate} | {speed} | {held} | {size} | {kernel} |"
+            )
     return lines
 
 

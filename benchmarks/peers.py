@@ -2,8 +2,10 @@
 ackstore on the same workloads (``test_bench_peers.py`` runs them side by side).
 
 - :class:`SqlitePeer`: the stdlib's sqlite3, WAL, one row per ack range
-  ``(cursor, ledger, first, last)`` kept by row deltas (each new ack inserts, extends or
-  merges rows), one transaction per flush. ``synchronous=NORMAL`` or ``FULL``.
+  ``(cursor, ledger, first, last)`` kept by row deltas: one indexed statement per new ack
+  (insert, or extend the neighbouring row; a join of two rows is two), the case known from
+  the acks the peer holds in memory; one transaction per flush. ``synchronous=NORMAL`` or
+  ``FULL``.
 - :class:`PicklePeer`: each cursor's ``{ledger: BitMap}`` pickled (pyroaring's own
   portable serialization inside) into one LMDB value per changed cursor, one transaction.
 - :class:`AckstorePeer`: ackstore itself through its public API.
@@ -21,12 +23,13 @@ import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import lmdb
 from pyroaring import BitMap
 
 from ackstore import AckStore, Position
-from ackstore.ledger_acks import LedgerAcks
+from ackstore.ledger_acks import LedgerAcks, run_end
 
 from .states import UNBOUNDED
 
@@ -100,15 +103,33 @@ def _workloads() -> list[Workload]:
 WORKLOADS = _workloads()
 
 
+def _run_start(bitmap: BitMap, end: int) -> int:
+    """The first value of the run that ends at ``end`` (which must be in ``bitmap``):
+    a binary search on rank, O(log(span) * containers)."""
+    base = bitmap.rank(end)
+    lo, hi = bitmap.min(), end
+    while lo < hi:  # every value in [hi, end] is present
+        mid = (lo + hi) // 2
+        if base - bitmap.rank(mid - 1) == end - mid + 1:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
 class SqlitePeer:
-    """One row per ack range, kept by row deltas: each new ack inserts a one-entry range,
-    extends a neighbour, or merges two (a few indexed statements), all of a flush in one
-    transaction. The initial state is bulk-inserted."""
+    """One row per ack range ``(cursor, ledger, first, last)``, kept as a competent user
+    would: the peer holds the acks in memory anyway, so at ack time it knows whether a new
+    ack starts a range, extends its left or right neighbour, or joins the two, and a flush
+    runs ONE statement per ack on the primary key (an insert, or an update of the
+    neighbouring row, whose ``first`` it also knows from memory; a join is an update and a
+    delete). No second index: every index would be one more page written per ack. All of a
+    flush in one transaction; the initial state is bulk-inserted."""
 
     def __init__(self, path: Path, synchronous: str = "NORMAL") -> None:
         self.path, self.synchronous = path, synchronous
         self.state: State = {}
-        self.pending: list[tuple[str, int, int]] = []
+        self.pending: list[tuple[Any, ...]] = []
         self.db = self._connect()
         self.db.execute(
             "CREATE TABLE IF NOT EXISTS ranges (cursor TEXT, ledger INTEGER, first INTEGER, last INTEGER, "
@@ -131,32 +152,38 @@ class SqlitePeer:
         self.db.execute("COMMIT")
 
     def ack(self, cursor: str, ledger: int, entry: int) -> None:
-        if entry not in self.state[cursor][ledger]:
-            self.state[cursor][ledger].add(entry)
-            self.pending.append((cursor, ledger, entry))
+        bm = self.state[cursor][ledger]
+        if entry in bm:
+            return
+        left, right = entry > 0 and (entry - 1) in bm, (entry + 1) in bm
+        if left and right:
+            self.pending.append(("join", cursor, ledger, entry, _run_start(bm, entry - 1), run_end(bm, entry + 1)))
+        elif left:
+            self.pending.append(("left", cursor, ledger, entry, _run_start(bm, entry - 1)))
+        elif right:
+            self.pending.append(("right", cursor, ledger, entry))
+        else:
+            self.pending.append(("new", cursor, ledger, entry))
+        bm.add(entry)
 
     def flush(self) -> None:
         db = self.db
-        db.execute("BEGIN")
-        for c, lg, e in self.pending:
-            left = db.execute(
-                "SELECT first, last FROM ranges WHERE cursor = ? AND ledger = ? AND first <= ? "
-                "ORDER BY first DESC LIMIT 1",
-                (c, lg, e),
-            ).fetchone()
-            right = db.execute(
-                "SELECT last FROM ranges WHERE cursor = ? AND ledger = ? AND first = ?", (c, lg, e + 1)
-            ).fetchone()
-            if right is not None:
-                db.execute("DELETE FROM ranges WHERE cursor = ? AND ledger = ? AND first = ?", (c, lg, e + 1))
-            last = right[0] if right is not None else e
-            if left is not None and left[1] >= e - 1:
-                db.execute(
-                    "UPDATE ranges SET last = ? WHERE cursor = ? AND ledger = ? AND first = ?", (last, c, lg, left[0])
+        execute = db.execute
+        execute("BEGIN")
+        for kind, c, lg, e, *more in self.pending:
+            if kind == "new":
+                execute("INSERT INTO ranges VALUES (?, ?, ?, ?)", (c, lg, e, e))
+            elif kind == "left":  # more: the left row's first
+                execute("UPDATE ranges SET last = ? WHERE cursor = ? AND ledger = ? AND first = ?", (e, c, lg, more[0]))
+            elif kind == "right":
+                execute("UPDATE ranges SET first = ? WHERE cursor = ? AND ledger = ? AND first = ?", (e, c, lg, e + 1))
+            else:  # more: the left row's first, the right row's last
+                execute("DELETE FROM ranges WHERE cursor = ? AND ledger = ? AND first = ?", (c, lg, e + 1))
+                execute(
+                    "UPDATE ranges SET last = ? WHERE cursor = ? AND ledger = ? AND first = ?",
+                    (more[1], c, lg, more[0]),
                 )
-            else:
-                db.execute("INSERT INTO ranges VALUES (?, ?, ?, ?)", (c, lg, e, last))
-        db.execute("COMMIT")
+        execute("COMMIT")
         self.pending.clear()
 
     def file_bytes(self) -> int:
