@@ -1,0 +1,109 @@
+"""Per-cursor cost from 1,000 to 100,000 cursors in one store: flush, reopen, memory, file.
+
+``python -m benchmarks.scale [SIZES]`` (default ``1000,10000,100000``) prints one table.
+Each size runs in a fresh process (so its peak RSS is its own): build the store (every
+cursor ~100 acks with holes in one sealed ledger, flushed), then a group flush of one new
+ack per cursor (median of 5), then a reopen of the whole store, every cursor opened, with
+the default 3 MiB budget per cursor and with no budget (median of 3), then the file and
+the process's RSS per cursor. Per-cursor figures should stay flat (within ~1.3x) as the
+count grows; the ratios to the smallest size are printed beside them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+__all__ = ["measure", "main"]
+
+T = "persistent://bench/ns/scale"
+
+
+def measure(n: int, root: Path) -> dict[str, float]:
+    """One size's figures, per cursor (run in its own process)."""
+    from ackstore import AckStore, CursorConfig, Position
+
+    path = root / f"s{n}"
+    with AckStore.open(path, sync=False, map_size=1 << 32) as store:
+        topic = store.topic(T)
+        topic.add_ledger(1)
+        topic.close_ledger(1, 10_000)
+        topic.add_ledger(2)
+        curs = [topic.cursor(f"sub-{i}") for i in range(n)]
+        for i, cur in enumerate(curs):
+            cur.ack_entries(1, range(i % 50, 10_000, 97))
+        store.flush()
+        flushes = []
+        for r in range(5):
+            for i, cur in enumerate(curs):
+                cur.ack(Position(2, r * n + i))
+            t0 = time.perf_counter()
+            store.flush()
+            flushes.append(time.perf_counter() - t0)
+    del curs
+    file_bytes = (path / "data.mdb").stat().st_size
+    reopen: dict[str, float] = {}
+    for label, budget in (("default budget", None), ("no budget", 1 << 40)):
+        times = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            with AckStore.open(path, readonly=True) as store:
+                topic = store.topic(T)
+                config = None if budget is None else CursorConfig(max_individual_ack_cache_bytes=budget)
+                for name in topic.cursors():
+                    topic.cursor(name, config)
+                times.append(time.perf_counter() - t0)
+        reopen[label] = statistics.median(times) / n
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return {
+        "cursors": n,
+        "flush_us": statistics.median(flushes) / n * 1e6,
+        "reopen_us": reopen["default budget"] * 1e6,
+        "reopen_unbounded_us": reopen["no budget"] * 1e6,
+        "file_bytes": file_bytes / n,
+        "rss_bytes": rss / n,
+    }
+
+
+def main(argv: list[str]) -> int:
+    if argv and argv[0] == "--one":
+        n, root = int(argv[1]), Path(argv[2])
+        print(json.dumps(measure(n, root)))
+        return 0
+    sizes = [int(x) for x in (argv[0] if argv else "1000,10000,100000").split(",")]
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="ackstore-scale-") as tmp:
+        for n in sizes:
+            out = subprocess.run(
+                [sys.executable, "-m", "benchmarks.scale", "--one", str(n), tmp],
+                capture_output=True,
+                text=True,
+                check=True,
+                env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)},
+            )
+            rows.append(json.loads(out.stdout))
+    base = rows[0]
+    columns = (
+        ("flush / cursor", "flush_us", "µs", 1.0),
+        ("reopen / cursor (3 MiB budget)", "reopen_us", "µs", 1.0),
+        ("reopen / cursor (no budget)", "reopen_unbounded_us", "µs", 1.0),
+        ("file / cursor", "file_bytes", "KB", 1e-3),
+        ("peak RSS / cursor", "rss_bytes", "KB", 1e-3),
+    )
+    print("| cursors | " + " | ".join(c[0] for c in columns) + " |")
+    print("|---:|" + "---:|" * len(columns))
+    for r in rows:
+        cells = [f"{r[key] * scale:,.1f} {unit} ({r[key] / base[key]:.2f}x)" for _, key, unit, scale in columns]
+        print(f"| {r['cursors']:,.0f} | " + " | ".join(cells) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
