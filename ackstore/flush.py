@@ -98,23 +98,23 @@ class GroupFlush:
             job = self._take(only)  # 1. under the store lock: copy what changed into plans
             if not job.plans and not job.confirms:
                 return FlushStats(0, 0, 0, 0, 0, 0, time.perf_counter() - started, 0)
-            grows_before = self.store._storage.map_grows
+            grows_before = self.store.storage.map_grows
             try:
                 job.encode()  # 2. outside the store lock: acks go on meanwhile
-                trimmed = self.store._storage.write(job.write)  # 3. one write transaction for all
+                trimmed = self.store.storage.write(job.write)  # 3. one write transaction for all
             except BaseException as exc:
                 self._abort(job, exc)  # every plan's state pending again; names what failed
                 raise
             self._adopt(job)  # 4. under the store lock: the cursors adopt what was written
-            return self._record(job, trimmed, started, self.store._storage.map_grows - grows_before)  # 5. figures
+            return self._record(job, trimmed, started, self.store.storage.map_grows - grows_before)  # 5. figures
 
     def _take(self, only: list[Cursor] | None) -> FlushJob:
         """Step 1: every listed cursor's plan (an idle one is unlisted), and the topics'
         pending bounds. If a cursor's planning raises, the plans taken are aborted."""
         with self.store.lock:
-            self.store._alive()
-            job = FlushJob(self.store._storage.catalog, self.store._storage.log_db)
-            job.confirms = [(t, c) for t in self.store._topics.values() if (c := t._pending_confirm()) is not None]
+            self.store.check_alive()
+            job = FlushJob(self.store.storage.catalog, self.store.storage.log_db)
+            job.confirms = [(t, c) for t in self.store.held.values() if (c := t.pending_bound()) is not None]
             cur: Cursor | None = None
             try:
                 for cur in only if only is not None else list(self.store.flush_list):
@@ -123,7 +123,7 @@ class GroupFlush:
                         job.plans.append(plan)
                         job.cursors.append(cur)
                     elif not cur.pending:
-                        self.store._unlist(cur)
+                        self.store.unlist(cur)
             except BaseException as exc:  # the failing cursor put its own state back
                 job.failed = cur
                 self._abort(job, exc)
@@ -149,9 +149,9 @@ class GroupFlush:
             for plan, cur in zip(job.plans, job.cursors, strict=True):
                 plan.commit()
                 if not cur.pending:
-                    self.store._unlist(cur)
+                    self.store.unlist(cur)
             for topic, written in job.confirms:
-                topic._confirm_written(written)
+                topic.bound_written(written)
 
     def _record(self, job: FlushJob, trimmed: int, started: float, grows: int) -> FlushStats:
         """Step 5: this flush's figures, added to the store's totals."""

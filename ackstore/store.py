@@ -117,7 +117,8 @@ class AckStore:
     #: the store lock: cursors of this store share it (lock order: a revision controller,
     #: then the flush lock, then this one, then the environment's)
     lock: threading.RLock
-    _topics: dict[str, Topic]
+    #: the topics this store object has loaded (the unit's: topics, flush and close walk it)
+    held: dict[str, Topic]
     #: every topic entry was read and checked (once, when a name was first not found)
     _topics_checked: bool
     #: True once ``close()`` ran (a plain attribute: the ack hot path reads it)
@@ -191,7 +192,7 @@ class AckStore:
         self._sync = sync
         self._cursor_defaults = cursor_defaults or CursorConfig()
         self.lock = threading.RLock()
-        self._topics = {}
+        self.held = {}
         self._topics_checked = False
         self.flush_list = {}
         self.cache_pool = CachePool(cache_bytes)
@@ -221,14 +222,14 @@ class AckStore:
     @property
     def map_size(self) -> int:
         """The LMDB map's current size in bytes (it grows by itself when full)."""
-        self._alive()
+        self.check_alive()
         return self._storage.map_size
 
     @property
     def format_version(self) -> int:
         """The format version recorded in the store (a writer raises an older one to this
         ackstore's ``FORMAT_VERSION`` when it opens the store)."""
-        self._alive()
+        self.check_alive()
         return self._storage.catalog.version
 
     @property
@@ -240,15 +241,15 @@ class AckStore:
     def storage(self) -> Environment:
         """The storage layer under this store, for maintenance code (``check``, ``compact``)
         that works on records rather than cursors. Not for cursor processes."""
-        self._alive()
+        self.check_alive()
         return self._storage
 
-    def _alive(self) -> None:
+    def check_alive(self) -> None:
         if self.closed:
             raise StoreClosedError(f"store {self.path} is closed; reopen it with AckStore.open()")
 
-    def _writable(self) -> None:
-        self._alive()
+    def check_writable(self) -> None:
+        self.check_alive()
         if self.readonly:
             raise ReadOnlyError(f"store {self.path} was opened readonly=True; it cannot be changed")
 
@@ -258,8 +259,8 @@ class AckStore:
         """The topic ``name``: created on first use (and persisted), else loaded."""
         name = check_name(name, "topic")
         with self.lock:
-            self._alive()
-            topic = self._topics.get(name)
+            self.check_alive()
+            topic = self.held.get(name)
             if topic is not None:
                 return topic
             catalog = self._storage.catalog
@@ -281,13 +282,13 @@ class AckStore:
             else:
                 tid, last, tracked = found
                 directory = self._storage.read(lambda txn: catalog.load_directory(txn, tid, last, tracked))
-            topic = self._topics[name] = Topic(self, name, tid, directory)
+            topic = self.held[name] = Topic(self, name, tid, directory)
             return topic
 
     def topics(self) -> list[str]:
         """Names of every topic in the store, sorted."""
         with self.lock:
-            self._alive()
+            self.check_alive()
             return self._storage.read(self._storage.catalog.topic_names)
 
     # -- cursors ------------------------------------------------------------------------------
@@ -296,19 +297,19 @@ class AckStore:
         """Write a cursor's configuration to the catalog (durable when this returns)."""
         self._storage.write(lambda txn: self._storage.catalog.put_cursor(txn, tid, name, cid, config))
 
-    def _cursor_names(self, tid: int) -> list[str]:
+    def cursor_names(self, tid: int) -> list[str]:
         with self.lock:
-            self._alive()
+            self.check_alive()
             return [name for name, _ in self._storage.read(lambda txn: self._storage.catalog.cursor_entries(txn, tid))]
 
-    def _open_cursor(self, topic: Topic, name: str, config: CursorConfig | None, initial_position: str) -> Cursor:
+    def load_cursor(self, topic: Topic, name: str, config: CursorConfig | None, initial_position: str) -> Cursor:
         catalog, tid = self._storage.catalog, topic.topic_id
         found = self._storage.read(lambda txn: catalog.cursor(txn, tid, name))
-        if found is None and not topic._entries_checked:
+        if found is None and not topic.entries_checked:
             # not found: make sure no damaged entry (a flipped bit in its key) hides it, or a
             # new, empty cursor would silently take its place. Once per topic: O(its cursors)
             self._storage.read(lambda txn: catalog.cursor_entries(txn, tid))
-            topic._entries_checked = True
+            topic.entries_checked = True
         if found is None:
             if self.readonly:
                 raise UnknownCursorError(f"topic {topic.name!r} has no cursor {name!r}")
@@ -340,29 +341,16 @@ class AckStore:
             )
         return Cursor(self, topic, name, cid, cfg, state, initial_position)
 
-    def _delete_cursors(self, topic: Topic, names: list[str]) -> int:
+    def delete_cursors(self, topic: Topic, names: list[str]) -> int:
         """Delete cursors ``names`` of ``topic`` with their logs in one transaction; how many were there."""
-        catalog, log_db, tid = self._storage.catalog, self._storage.log_db, topic.topic_id
         with self._group.lock, self.lock:  # no flush of these cursors is in flight
-            self._writable()
-            topic._live()
-
-            def delete(txn: lmdb.Transaction) -> int:
-                gone = 0
-                for name in names:
-                    cid = catalog.cursor_id(txn, tid, name)
-                    if cid is not None:
-                        CursorLog(log_db, cid).drop(txn)
-                        catalog.delete_cursor(txn, tid, name)
-                        gone += 1
-                return gone
-
-            gone = self._storage.write(delete)
+            self.check_writable()
+            topic.check_live()
+            gone = self._storage.drop_cursors(topic.topic_id, names)
             for name in names:
-                cur = topic._cursors.pop(name, None)
+                cur = topic.held.pop(name, None)
                 if cur is not None:
-                    self._unlist(cur)
-                    cur.mark_deleted()
+                    self._forget(cur)
             return gone
 
     def delete_topic(self, name: str) -> bool:
@@ -373,30 +361,20 @@ class AckStore:
         Handles still held raise TopicDeletedError / CursorDeletedError on every call;
         ``topic(name)`` then creates a new, empty topic. O(cursors' records + ledgers)."""
         name = check_name(name, "topic")
-        catalog, log_db = self._storage.catalog, self._storage.log_db
         with self._group.lock, self.lock:
-            self._writable()
-
-            def delete(txn: lmdb.Transaction) -> bool:
-                found = catalog.topic(txn, name)
-                if found is None:
-                    return False
-                tid = found[0]
-                for cname, cid in catalog.cursor_entries(txn, tid):
-                    CursorLog(log_db, cid).drop(txn)
-                    catalog.delete_cursor(txn, tid, cname)
-                catalog.delete_topic(txn, name, tid)
-                return True
-
-            existed = self._storage.write(delete)
-            topic = self._topics.pop(name, None)
+            self.check_writable()
+            existed = self._storage.drop_topic(name)
+            topic = self.held.pop(name, None)
             if topic is not None:
-                for cur in topic._cursors.values():
-                    self._unlist(cur)
-                    cur.mark_deleted()
-                topic._cursors.clear()
-                topic._deleted = True
+                for cur in topic.held.values():
+                    self._forget(cur)
+                topic.mark_deleted()
             return existed
+
+    def _forget(self, cur: Cursor) -> None:
+        """A deleted cursor: off the flush list, its handle dead."""
+        self.unlist(cur)
+        cur.mark_deleted()
 
     # -- the store-wide cache budget -----------------------------------------------------------
 
@@ -419,11 +397,11 @@ class AckStore:
         returns, the flushed state is durable as the ``sync`` option says. The topics'
         last confirmed entries (``topic.advance``) are written in the same transaction.
         """
-        return self._flush(None)
+        return self.flush_cursors(None)
 
-    def _flush(self, only: list[Cursor] | None) -> FlushStats:
+    def flush_cursors(self, only: list[Cursor] | None) -> FlushStats:
         """The group flush (:class:`~ackstore.flush.GroupFlush`), of every listed cursor or of ``only`` these."""
-        self._alive()
+        self.check_alive()
         if self.readonly:
             return FlushStats(0, 0, 0, 0, 0, 0, 0.0, 0)
         stats = self._group.run(only)
@@ -434,7 +412,7 @@ class AckStore:
     def stats(self) -> StoreStats:
         """Store-wide figures: flush counters and a duration histogram since open, file and
         map sizes, topics and cursors. O(topics). Per-cursor figures: ``cursor.stats()``."""
-        self._alive()
+        self.check_alive()
         data = self.path if self.path.is_file() else self.path / "data.mdb"
         with self.lock:
             totals = self._group.totals
@@ -442,7 +420,7 @@ class AckStore:
             for bound, count in zip((*FLUSH_SECONDS_BUCKETS, float("inf")), totals.buckets, strict=True):
                 running += count
                 buckets.append((bound, running))
-            cursors = sum(len(t._cursors) for t in self._topics.values())
+            cursors = sum(len(t.held) for t in self.held.values())
         return StoreStats(
             path=str(self.path),
             readonly=self.readonly,
@@ -459,16 +437,16 @@ class AckStore:
             flush_seconds_buckets=tuple(buckets),
         )
 
-    def _unlist(self, cursor: Cursor) -> None:
+    def unlist(self, cursor: Cursor) -> None:
         self.flush_list.pop(cursor, None)
 
     def _all_cursors(self) -> list[Cursor]:
-        return [cur for topic in self._topics.values() for cur in topic._cursors.values()]
+        return [cur for topic in self.held.values() for cur in topic.held.values()]
 
     def open_cursors(self) -> list[Cursor]:
         """Every cursor this store object has opened (the ones in memory), by topic and name."""
         with self.lock:
-            return [c for t in sorted(self._topics) for _, c in sorted(self._topics[t]._cursors.items())]
+            return [c for t in sorted(self.held) for _, c in sorted(self.held[t].held.items())]
 
     # -- maintenance --------------------------------------------------------------------------
 
@@ -485,7 +463,7 @@ class AckStore:
         difference aborts the transaction (StoreError) and nothing changes. ``check
         --fix`` uses it, so a repair never leaves less than open recovered.
         """
-        self._writable()
+        self.check_writable()
         if cursors is None:
             topics = [self.topic(t) for t in self.topics()]
             cursors = [topic.cursor(name) for topic in topics for name in topic.cursors()]
@@ -499,7 +477,7 @@ class AckStore:
         The file appears whole or not at all (written beside it, then renamed).
         Open it with ``AckStore.open(dest, readonly=True)``.
         """
-        self._alive()
+        self.check_alive()
         if not isinstance(dest, (str, os.PathLike)) or not str(dest):
             raise InvalidTypeError(f"copy destination must be a non-empty str or os.PathLike, got {dest!r}")
         target = Path(dest)
@@ -531,15 +509,15 @@ class AckStore:
             self._flusher.join()
         try:
             if not self.readonly:
-                self._flush(self._all_cursors())  # at close every cursor is visited, listed or not
+                self.flush_cursors(self._all_cursors())  # at close every cursor is visited, listed or not
         finally:
             self._shut()
 
     def _shut(self) -> None:
         with self.lock:
             self.closed = True
-            for topic in self._topics.values():
-                for cur in topic._cursors.values():
+            for topic in self.held.values():
+                for cur in topic.held.values():
                     cur.release()
             self._storage.close()
 

@@ -1,8 +1,10 @@
 """A topic: its ledger directory and its cursors (``store.topic(name)``).
 
-Topic and :class:`~ackstore.store.AckStore` are one unit: a topic calls the store's
-``_alive``, ``_writable``, ``_open_cursor``, ``_cursor_names`` and ``_delete_cursors``, and
-the store walks each topic's ``_cursors`` to flush and close them. Nothing else does either.
+Topic and :class:`~ackstore.store.AckStore` are one unit, and say so in their names instead
+of reaching into each other's private members: a topic calls the store's ``check_alive``,
+``check_writable``, ``load_cursor``, ``cursor_names``, ``delete_cursors`` and
+``flush_cursors``; the store (and its group flush) reads each topic's ``held`` cursors,
+``pending_bound``/``bound_written`` and ``entries_checked``. Applications use neither side.
 """
 
 from __future__ import annotations
@@ -40,12 +42,8 @@ def check_name(name: Any, what: str) -> str:
 
 
 class Topic:
-    """A topic: its ledger directory and its cursors. Get one with ``store.topic(name)``.
-
-    Topic and AckStore are one unit of this module: a topic calls the store's ``_alive``,
-    ``_writable``, ``_open_cursor`` and ``_cursor_names``, and the store walks each topic's
-    ``_cursors`` to flush and close them. Nothing outside this module does either.
-    """
+    """A topic: its ledger directory and its cursors. Get one with ``store.topic(name)``
+    (see the module docstring for what it and its store call of each other)."""
 
     def __init__(self, store: AckStore, name: str, topic_id: int, directory: LedgerDirectory) -> None:
         #: the store this topic belongs to
@@ -56,19 +54,25 @@ class Topic:
         self.directory = directory
         #: bumped on every directory change (cursors cache ledger limits by it)
         self.version = 0
-        self._cursors: dict[str, Cursor] = {}
+        self.held: dict[str, Cursor] = {}
         #: ``advance`` moved the last confirmed entry past what is written
         self._confirm_pending = False
         #: True once ``store.delete_topic`` deleted it: every call raises TopicDeletedError
         self._deleted = False
         #: True once every cursor entry of this topic was read and checked (the first time a
         #: name was not found: damage to an entry's key must not pass for a missing cursor)
-        self._entries_checked = False
+        self.entries_checked = False
 
     def __repr__(self) -> str:
         return f"Topic({self.name!r}, ledgers={len(self.directory)})"
 
-    def _live(self) -> None:
+    def mark_deleted(self) -> None:
+        """``store.delete_topic`` deleted it (its cursors were marked already): every later
+        call raises TopicDeletedError."""
+        self.held.clear()
+        self._deleted = True
+
+    def check_live(self) -> None:
         """Raise TopicDeletedError once the topic was deleted (lock held or not)."""
         if self._deleted:
             raise TopicDeletedError(
@@ -80,15 +84,15 @@ class Topic:
     def ledgers(self) -> list[tuple[int, int | None]]:
         """``[(ledger id, entry count or None while open)]`` in order."""
         with self.store.lock:
-            self._live()
+            self.check_live()
             return [(i, None if c < 0 else c) for i, c in self.directory.items()]
 
     def add_ledger(self, ledger: int) -> None:
         """Append a new open ledger; ids must increase and the previous ledger must be sealed."""
         store = self.store
         with store.lock:
-            store._writable()
-            self._live()
+            store.check_writable()
+            self.check_live()
             ledger = self.directory.check_add(ledger)
 
             tracked = self.directory.tracked
@@ -104,10 +108,10 @@ class Topic:
         """Seal an open ledger with its entry count (every cursor's acks must fit in it)."""
         store = self.store
         with store.lock:
-            store._writable()
-            self._live()
+            store.check_writable()
+            self.check_live()
             ledger, entries = self.directory.check_close(ledger, entries)
-            for cur in self._cursors.values():
+            for cur in self.held.values():
                 cur.check_close(ledger, entries)
             self._change(
                 lambda txn: store.storage.catalog.put_ledger(txn, self.topic_id, ledger, entries),
@@ -131,14 +135,14 @@ class Topic:
         """
         store = self.store
         with store.lock:
-            store._writable()
-            self._live()
+            store.check_writable()
+            self.check_live()
             d = self.directory
             ledger, last_entry = d.check_advance(ledger, last_entry)
             if d.confirmed == last_entry:
                 return
             if d.confirmed is None and d.count(ledger) == OPEN:  # nothing bounded this ledger yet
-                for cur in self._cursors.values():
+                for cur in self.held.values():
                     cur.check_close(ledger, last_entry + 1)
             if not d.tracked:
                 confirmed = last_entry if d.count(ledger) == OPEN else None
@@ -158,7 +162,7 @@ class Topic:
         """The newest ledger's last entry when it is sealed, its last confirmed entry when it
         is open and tracked (:meth:`advance`); None while the open ledger is not tracked."""
         with self.store.lock:
-            self._live()
+            self.check_live()
             d = self.directory
             if not d.ids:
                 return None
@@ -166,16 +170,16 @@ class Topic:
                 return Position(d.ids[-1], d.counts[-1] - 1)
             return None if d.confirmed is None else Position(d.ids[-1], d.confirmed)
 
-    def _pending_confirm(self) -> tuple[int, int] | None:
+    def pending_bound(self) -> tuple[int, int] | None:
         """``(open ledger, last confirmed entry)`` not yet written, or None (lock held)."""
         d = self.directory
         if not self._confirm_pending or d.confirmed is None:
             return None
         return d.ids[-1], d.confirmed
 
-    def _confirm_written(self, written: tuple[int, int]) -> None:
+    def bound_written(self, written: tuple[int, int]) -> None:
         """A flush wrote ``written``; nothing more is pending unless it advanced since."""
-        if self._pending_confirm() == written:
+        if self.pending_bound() == written:
             self._confirm_pending = False
 
     def trim_ledgers(self, below: int) -> list[int]:
@@ -186,8 +190,8 @@ class Topic:
         """
         store = self.store
         with store.lock:
-            store._writable()
-            self._live()
+            store.check_writable()
+            self.check_live()
             below = self.directory.check_trim(below)
             dropped = [i for i in self.directory.ids if i < below]
             if dropped:
@@ -209,7 +213,7 @@ class Topic:
         d = self.directory
         edit(d)
         self.version += 1
-        for cur in self._cursors.values():
+        for cur in self.held.values():
             cur.directory_changed(d, trimmed=trim)
 
     # -- cursors ------------------------------------------------------------------------------
@@ -235,9 +239,9 @@ class Topic:
             )
         store = self.store
         with store.lock:
-            store._alive()
-            self._live()
-            cur = self._cursors.get(name)
+            store.check_alive()
+            self.check_live()
+            cur = self.held.get(name)
             if cur is not None:
                 if config is not None and config != cur.config:
                     if store.readonly:  # a reader may pick its own budget; nothing is persisted
@@ -245,17 +249,17 @@ class Topic:
                     else:
                         cur.update_config(**config.to_obj())
                 return cur
-            cur = store._open_cursor(self, name, config, initial_position)
-            self._cursors[name] = cur
+            cur = store.load_cursor(self, name, config, initial_position)
+            self.held[name] = cur
             place = initial_position == "latest" and not cur.persisted and not store.readonly
         if place:  # outside the store lock: a flush takes the flush lock first
-            store._flush([cur])
+            store.flush_cursors([cur])
         return cur
 
     def cursors(self) -> list[str]:
         """Names of every cursor of this topic (persisted ones included), sorted."""
-        self._live()
-        return self.store._cursor_names(self.topic_id)
+        self.check_live()
+        return self.store.cursor_names(self.topic_id)
 
     def delete_cursor(self, name: str) -> bool:
         """Delete the cursor ``name`` (Pulsar's unsubscribe): its catalog entry and its whole
@@ -267,4 +271,4 @@ class Topic:
         initial position it is given, with nothing of the old one. The pages freed are
         reused by later writes. Waits for a flush in flight. O(records of the cursor)."""
         name = check_name(name, "cursor")
-        return self.store._delete_cursors(self, [name]) == 1
+        return self.store.delete_cursors(self, [name]) == 1

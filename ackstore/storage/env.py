@@ -26,6 +26,7 @@ from .catalog import Catalog
 from .fileio import create_new_file
 from .lmdb_errors import translate
 from .lmdb_file import check_size, walk
+from .log import CursorLog
 from .records import FORMAT_VERSION
 
 __all__ = ["Environment", "LOCK_FILE"]
@@ -239,6 +240,41 @@ class Environment:
                 except BaseException:
                     txn.abort()
                     raise
+
+    def drop_cursors(self, tid: int, names: list[str]) -> int:
+        """Remove cursors ``names`` of topic ``tid`` from the catalog with every record of their
+        logs, in one write transaction; how many were there. O(their records)."""
+        catalog, log_db = self.catalog, self.log_db
+
+        def drop(txn: lmdb.Transaction) -> int:
+            gone = 0
+            for name in names:
+                cid = catalog.cursor_id(txn, tid, name)
+                if cid is not None:
+                    CursorLog(log_db, cid).drop(txn)
+                    catalog.delete_cursor(txn, tid, name)
+                    gone += 1
+            return gone
+
+        return self.write(drop)
+
+    def drop_topic(self, name: str) -> bool:
+        """Remove topic ``name``, every cursor of it with its log, and its ledger directory, in
+        one write transaction; False when there is no such topic."""
+        catalog, log_db = self.catalog, self.log_db
+
+        def drop(txn: lmdb.Transaction) -> bool:
+            found = catalog.topic(txn, name)
+            if found is None:
+                return False
+            tid = found[0]
+            for cname, cid in catalog.cursor_entries(txn, tid):
+                CursorLog(log_db, cid).drop(txn)
+                catalog.delete_cursor(txn, tid, cname)
+            catalog.delete_topic(txn, name, tid)
+            return True
+
+        return self.write(drop)
 
     def grow(self) -> None:
         """Double the map (lock held)."""
