@@ -90,3 +90,32 @@ def test_killing_the_tool_kills_its_worker(tmp_path: Path) -> None:
     tool.wait()
     time.sleep(2.0)  # long enough for an orphaned worker to finish a salvage of this size
     assert not (tmp_path / "new").exists()
+
+
+def test_ctrl_c_is_one_line_and_leaves_nothing(tmp_path: Path) -> None:
+    """Ctrl-C reaches the tool and its worker (one process group, as from a terminal): one
+    line, exit 1, no traceback, and the salvage it interrupted leaves nothing behind."""
+    src = tmp_path / "big"
+    with AckStore.open(src, sync=False) as s:
+        topic = s.topic(T)
+        topic.add_ledger(1)
+        for i in range(300):
+            topic.cursor(f"c{i}").ack([Position(1, e) for e in range(i, 200_000, 7)])
+    tool = subprocess.Popen(
+        [sys.executable, "-m", "ackstore.recovery", "salvage", str(src), str(tmp_path / "new")],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "new.salvaging").exists() and tool.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    if tool.poll() is not None:
+        pytest.skip("the salvage finished before it could be interrupted")  # pragma: no cover
+    os.killpg(tool.pid, signal.SIGINT)
+    _, err = tool.communicate(timeout=60)
+    _clean(err)
+    assert tool.returncode == 1 and "aborted" in err
+    assert not (tmp_path / "new").exists() and not (tmp_path / "new.salvaging").exists()
