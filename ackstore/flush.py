@@ -135,8 +135,8 @@ class GroupFlush:
         back (nothing is lost; the next flush tries again); a failure in a cursor's own code
         (planning, encoding) is raised as a StoreError naming it."""
         with self.store.lock:
-            for plan in job.plans:
-                plan.abort()
+            for plan, cur in zip(job.plans, job.cursors, strict=True):
+                cur.abort_flush(plan)
         if job.failed is None and job.encoded < len(job.plans):
             job.failed = job.cursors[job.encoded]
         if job.failed is not None:
@@ -147,7 +147,7 @@ class GroupFlush:
         list unless something came in meanwhile (or PIP-299 left ranges out)."""
         with self.store.lock:
             for plan, cur in zip(job.plans, job.cursors, strict=True):
-                plan.commit()
+                cur.commit_flush(plan)
                 if not cur.pending:
                     self.store.unlist(cur)
             for topic, written in job.confirms:

@@ -488,6 +488,14 @@ class Cursor:
         """Step 1 of a group flush: the plan of what changed (None: nothing did)."""
         return self._planner.prepare()
 
+    def commit_flush(self, plan: FlushPlan) -> None:
+        """Step 4: ``plan``'s transaction committed; the cursor adopts it."""
+        self._planner.commit(plan)
+
+    def abort_flush(self, plan: FlushPlan) -> None:
+        """Step 4, the other way: ``plan`` was not written; what it carried is pending again."""
+        self._planner.abort(plan)
+
     def directory_changed(self, d: LedgerDirectory, trimmed: bool) -> None:
         """The topic's directory changed (``trimmed``: ledgers were dropped)."""
         if trimmed:

@@ -13,8 +13,10 @@ The store's group flush is four steps, like a two-phase commit:
    one at a time). If it raises, the store aborts every plan (step 4's ``abort``);
 3. the store writes every plan's ``puts`` (and trims each plan's garbage) in ONE
    transaction;
-4. ``plan.commit()`` when it committed: the cursor adopts the new index and marker chain;
-   ``plan.abort()`` when it did not: everything the plan carried is pending again.
+4. ``cursor.commit_flush(plan)`` when it committed: the cursor's pages adopt the new index
+   and its marker chain the new marker; ``cursor.abort_flush(plan)`` when it did not:
+   everything the plan carried is pending again. (A plan is data: it holds no reference
+   back to the cursor that made it.)
 
 :class:`MarkerChain` is where the cursor's log stands (next sequence, newest marker, its
 full marker and the delta chain since). Compaction's rewrite plan lives here too.
@@ -155,7 +157,6 @@ class FlushPlan:
     puts: list[tuple[bytes, bytes]] = field(default_factory=list)  # filled by encode()
     marker_bytes: int = 0
     nbytes: int = 0  # keys + values of ``puts``
-    planner: Planner | None = field(default=None, repr=False)
 
     def encode(self) -> None:
         """Step 2, outside the store lock: the plan's ledger records and marker, from the
@@ -176,16 +177,6 @@ class FlushPlan:
         self.puts = puts
         self.marker_bytes = len(value)
         self.nbytes = nbytes + 16 + len(value)
-
-    def commit(self) -> None:
-        """The transaction committed: the cursor adopts this plan. Store lock held."""
-        assert self.planner is not None
-        self.planner.commit(self)
-
-    def abort(self) -> None:
-        """The transaction failed: everything this plan carried is pending again. Store lock held."""
-        assert self.planner is not None
-        self.planner.abort(self)
 
 
 @dataclass(slots=True)
@@ -365,7 +356,6 @@ class Planner:
             draft.pinned,
             draft.persisted_ranges,
         )
-        plan.planner = self
         if draft.full:  # O(ledgers): only full markers trim
             plan.gc_below, plan.gc_live, plan.full_live = chain.full_seq, self._gc_live(), draft.live | {marker_seq}
         if draft.truncated:
