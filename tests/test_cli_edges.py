@@ -66,26 +66,34 @@ def test_cursor_names_with_a_slash_and_control_characters(store: Path) -> None:
     assert "new\\nline: mark-delete" in r.stdout and "\nline:" not in r.stdout
 
 
-def test_killing_the_tool_kills_its_worker(tmp_path: Path) -> None:
-    """The command runs in a forked worker; a kill -9 of the tool must not leave the worker
-    to finish the job unseen (a salvage target appearing after the caller saw it die)."""
+def _salvage_under_way(tmp_path: Path, **popen: object) -> subprocess.Popen[str]:
+    """``ackstore salvage`` of a 300-cursor store, started and seen building its target
+    (``NEW.salvaging`` exists); skips the test when it finished before that was seen."""
     src = tmp_path / "big"
     with AckStore.open(src, sync=False) as s:
         topic = s.topic(T)
         topic.add_ledger(1)
         for i in range(300):
             topic.cursor(f"c{i}").ack([Position(1, e) for e in range(i, 200_000, 7)])
-    tool = subprocess.Popen(
+    tool: subprocess.Popen[str] = subprocess.Popen(
         [sys.executable, "-m", "ackstore.recovery", "salvage", str(src), str(tmp_path / "new")],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        text=True,
+        **popen,
     )
     deadline = time.monotonic() + 60
     while not (tmp_path / "new.salvaging").exists() and tool.poll() is None and time.monotonic() < deadline:
         time.sleep(0.005)
     if tool.poll() is not None:
-        pytest.skip("the salvage finished before it could be killed")  # pragma: no cover
+        pytest.skip("the salvage finished before it could be interrupted")  # pragma: no cover
+    return tool
+
+
+def test_killing_the_tool_kills_its_worker(tmp_path: Path) -> None:
+    """The command runs in a forked worker; a kill -9 of the tool must not leave the worker
+    to finish the job unseen (a salvage target appearing after the caller saw it die)."""
+    tool = _salvage_under_way(tmp_path, stderr=subprocess.DEVNULL)
     os.kill(tool.pid, signal.SIGKILL)
     tool.wait()
     time.sleep(2.0)  # long enough for an orphaned worker to finish a salvage of this size
@@ -95,25 +103,7 @@ def test_killing_the_tool_kills_its_worker(tmp_path: Path) -> None:
 def test_ctrl_c_is_one_line_and_leaves_nothing(tmp_path: Path) -> None:
     """Ctrl-C reaches the tool and its worker (one process group, as from a terminal): one
     line, exit 1, no traceback, and the salvage it interrupted leaves nothing behind."""
-    src = tmp_path / "big"
-    with AckStore.open(src, sync=False) as s:
-        topic = s.topic(T)
-        topic.add_ledger(1)
-        for i in range(300):
-            topic.cursor(f"c{i}").ack([Position(1, e) for e in range(i, 200_000, 7)])
-    tool = subprocess.Popen(
-        [sys.executable, "-m", "ackstore.recovery", "salvage", str(src), str(tmp_path / "new")],
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    deadline = time.monotonic() + 60
-    while not (tmp_path / "new.salvaging").exists() and tool.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.005)
-    if tool.poll() is not None:
-        pytest.skip("the salvage finished before it could be interrupted")  # pragma: no cover
+    tool = _salvage_under_way(tmp_path, stderr=subprocess.PIPE, start_new_session=True)
     os.killpg(tool.pid, signal.SIGINT)
     _, err = tool.communicate(timeout=60)
     _clean(err)

@@ -281,19 +281,24 @@ class Catalog:
                 tid, name, cid, cfg = body
             if not (isinstance(name, str) and type(tid) is int and type(cid) is int and isinstance(cfg, dict)):
                 raise CorruptRecordError("fields have the wrong types")
-            if cid < 0 or _U64.pack(tid) + name_key(name) != key:
+            if cid < 0 or _cursor_key(tid, name) != key:
                 raise CorruptRecordError(f"it names cursor {name!r} of topic id {tid}, not the one it is stored under")
         except Exception as exc:
             raise self._damaged(f"the catalog entry of cursor key {_show(key)} is damaged ({exc})") from None
         return tid, name, cid, cfg
 
+    def _cursor_found(self, txn: lmdb.Transaction, tid: int, name: str) -> tuple[int, str, int, dict[str, Any]] | None:
+        """:meth:`cursor_entry` of cursor ``name`` of topic ``tid``, or None if there is none."""
+        key = _cursor_key(tid, name)
+        raw = txn.get(key, db=self.cursors_db)
+        return None if raw is None else self.cursor_entry(key, raw)
+
     def cursor(self, txn: lmdb.Transaction, tid: int, name: str) -> tuple[int, CursorConfig] | None:
         """``(cursor id, config)`` of cursor ``name`` of topic ``tid``, or None if there is none."""
-        key = _U64.pack(tid) + name_key(name)
-        raw = txn.get(key, db=self.cursors_db)
-        if raw is None:
+        found = self._cursor_found(txn, tid, name)
+        if found is None:
             return None
-        _, _, cid, cfg = self.cursor_entry(key, raw)
+        _, _, cid, cfg = found
         try:
             return cid, CursorConfig.from_obj(cfg)
         except Exception as exc:
@@ -301,22 +306,19 @@ class Catalog:
 
     def cursor_item(self, tid: int, name: str, cid: int, config: dict[str, Any]) -> tuple[bytes, bytes]:
         """The key and value of a cursors entry (what :meth:`put_cursor` writes)."""
-        return _U64.pack(tid) + name_key(name), self._encode_cursor(tid, name, cid, config)
+        return _cursor_key(tid, name), self._encode_cursor(tid, name, cid, config)
 
     def cursor_id(self, txn: lmdb.Transaction, tid: int, name: str) -> int | None:
         """The id of cursor ``name`` of topic ``tid`` (its configuration not decoded), or None."""
-        key = _U64.pack(tid) + name_key(name)
-        raw = txn.get(key, db=self.cursors_db)
-        return None if raw is None else self.cursor_entry(key, raw)[2]
+        found = self._cursor_found(txn, tid, name)
+        return None if found is None else found[2]
 
     def put_cursor(self, txn: lmdb.Transaction, tid: int, name: str, cid: int, config: CursorConfig) -> None:
-        txn.put(
-            _U64.pack(tid) + name_key(name), self._encode_cursor(tid, name, cid, config.to_obj()), db=self.cursors_db
-        )
+        txn.put(*self.cursor_item(tid, name, cid, config.to_obj()), db=self.cursors_db)
 
     def delete_cursor(self, txn: lmdb.Transaction, tid: int, name: str) -> bool:
         """Remove cursor ``name`` of topic ``tid`` from the catalog; True if it was there."""
-        return bool(txn.delete(_U64.pack(tid) + name_key(name), db=self.cursors_db))
+        return bool(txn.delete(_cursor_key(tid, name), db=self.cursors_db))
 
     def delete_topic(self, txn: lmdb.Transaction, name: str, tid: int) -> None:
         """Remove topic ``name`` (id ``tid``) and its whole ledger directory from the catalog
@@ -407,6 +409,11 @@ class Catalog:
         if tracked and counts and counts[-1] < 0 and confirmed is None:
             confirmed = -1  # tracking began after this ledger was added: nothing confirmed on disk yet
         return LedgerDirectory(ids, counts, last_id, tracked, confirmed if counts and counts[-1] < 0 else None)
+
+
+def _cursor_key(tid: int, name: str) -> bytes:
+    """A cursors key: the topic id, then the cursor's name key."""
+    return _U64.pack(tid) + name_key(name)
 
 
 def _show(key: bytes) -> str:
