@@ -11,7 +11,8 @@ reverses it. The flags say how the payload is coded:
 ========  ==========================================================================
 
 With numpy installed (the ``fast`` extra) the gap planes are computed ~50x faster; the
-bytes are the same either way.
+bytes are the same either way. Decoding goes through :mod:`ackstore.storage.codecs`
+(compiled where it could be built, the same results in pure Python otherwise).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import math
 import sys
 import zlib
 from array import array
-from itertools import accumulate, islice
+from itertools import islice
 from operator import sub
 from typing import Any
 
@@ -28,6 +29,7 @@ from pyroaring import BitMap
 
 from ..errors import CorruptRecordError
 from ..ledger_acks import count_runs
+from . import codecs
 
 __all__ = ["encode_bitmap", "decode_bitmap", "smallest_encoding"]
 
@@ -83,31 +85,6 @@ def _gap_planes_py(values: BitMap, first: int) -> bytes:
     return b"".join(raw[i::4] for i in range(4))
 
 
-def _from_gap_planes(raw: bytes, first: int) -> BitMap:
-    if _np is None or len(raw) < 1024:  # under 256 values numpy's call overhead costs more
-        return _from_gap_planes_py(raw, first)
-    gaps = _np.frombuffer(raw, dtype=_np.uint8).reshape(4, -1).T.copy().view("<u4").ravel()
-    values = _np.cumsum(gaps, dtype=_np.uint64) + first
-    if len(values) and values[-1] > 0xFFFFFFFF:
-        raise ValueError("gap record decodes past 2^32")
-    out = array("I")
-    out.frombytes(values.astype("=u4").tobytes())
-    return BitMap(out)
-
-
-def _from_gap_planes_py(raw: bytes, first: int) -> BitMap:
-    n = len(raw) // 4
-    planes = [raw[i * n : (i + 1) * n] for i in range(4)]
-    interleaved = bytearray(4 * n)
-    for i in range(4):
-        interleaved[i::4] = planes[i]
-    gaps = array("I")
-    gaps.frombytes(bytes(interleaved))
-    if sys.byteorder == "big":
-        gaps.byteswap()
-    return BitMap(islice(accumulate(gaps, initial=first), 1, None))
-
-
 def _rice(values: BitMap, first: int) -> bytes:
     """``k``, the value count (varint) and a Golomb-Rice code of the gaps, most significant
     bit first: each gap (minus one after the first) as its quotient by ``2**k`` in unary
@@ -133,31 +110,6 @@ def _rice(values: BitMap, first: int) -> bytes:
     return bytes([k]) + _varint(len(gaps)) + (acc << pad).to_bytes((width + pad) // 8, "big")
 
 
-def _from_rice(payload: bytes, first: int) -> BitMap:
-    k = payload[0]
-    n, pos = _read_varint(payload, 1)
-    body = payload[pos:]
-    end = len(body) * 8 + 64  # 64 zero bits appended: every 64-bit window below is in range
-    x = int.from_bytes(body, "big") << 64
-    mask, window = (1 << k) - 1, (1 << _RICE_ESCAPE) - 1
-    out = array("I")
-    i, value = 0, first - 1
-    for _ in range(n):
-        w = (x >> (end - i - _RICE_ESCAPE)) & window
-        q = _RICE_ESCAPE - (~w & window).bit_length()  # leading ones
-        if q == _RICE_ESCAPE:
-            i += _RICE_ESCAPE + 32
-            g = (x >> (end - i)) & 0xFFFFFFFF
-        else:
-            i += q + 1 + k
-            g = (q << k) | ((x >> (end - i)) & mask)
-        if i > end - 64:
-            raise ValueError("Rice payload ends early")
-        value += g + 1  # the first gap counts from first - 1, the others were stored minus one
-        out.append(value)
-    return BitMap(out)
-
-
 def _varint(n: int) -> bytes:
     out = bytearray()
     while n >= 0x80:
@@ -165,17 +117,6 @@ def _varint(n: int) -> bytes:
         n >>= 7
     out.append(n)
     return bytes(out)
-
-
-def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
-    n = shift = 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        n |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return n, pos
-        shift += 7
 
 
 def encode_bitmap(bitmap: BitMap, runs: int | None = None) -> tuple[int, int, int, bytes]:
@@ -295,9 +236,9 @@ def decode_bitmap(flags: int, first: int, last: int, payload: bytes) -> BitMap:
     if last < first:
         return BitMap()
     if flags & _RICE:
-        bitmap = _from_rice(payload, first)
+        bitmap = BitMap.deserialize(codecs.rice_to_roaring(payload, first))
     elif flags & _GAPS:
-        bitmap = _from_gap_planes(zlib.decompress(payload), first) if payload else BitMap()
+        bitmap = BitMap.deserialize(codecs.gaps_to_roaring(zlib.decompress(payload), first)) if payload else BitMap()
     else:
         bitmap = BitMap.deserialize(zlib.decompress(payload) if flags & _ZLIB else payload)
     if flags & _HOLES:

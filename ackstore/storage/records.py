@@ -48,6 +48,7 @@ from pyroaring import FrozenBitMap
 
 from ..errors import CorruptRecordError
 from ..ledger_acks import LedgerAcks
+from . import codecs
 from .bitmaps import decode_bitmap, encode_bitmap
 
 __all__ = [
@@ -284,29 +285,19 @@ def encode_delta_marker(
 
 
 def _decode_delta(body: bytes) -> Marker:
-    """The fixed-layout delta marker of :func:`encode_delta_marker`."""
+    """The fixed-layout delta marker of :func:`encode_delta_marker` (decoded by
+    :func:`ackstore.storage.codecs.delta_fields`)."""
     try:
-        _, prev, md_l, md_e, rp_l, rp_e, cid, n = _DELTA_HEAD.unpack_from(body)
-        pos = _DELTA_HEAD.size
-        index: dict[int, IndexEntry | None] = {}
-        for _ in range(n):
-            ledger, seq, runs, nadds = _DELTA_ITEM.unpack_from(body, pos)
-            pos += _DELTA_ITEM.size
-            adds = None
-            if nadds:
-                raw = array("I")
-                raw.frombytes(body[pos : pos + 4 * nadds])
-                if len(raw) != nadds:
-                    raise CorruptRecordError(f"a delta marker's item for ledger {ledger} ends early")
-                if _SWAP:
-                    raw.byteswap()
-                adds = FrozenBitMap(raw)
-                pos += 4 * nadds
-            index[ledger] = IndexEntry(seq - 1, runs, adds) if seq else None
-        props = _properties(msgpack.unpackb(body[pos:])) if pos < len(body) else {}
-    except struct.error as exc:
-        raise CorruptRecordError(f"a delta marker ends early ({exc})") from None
-    return Marker(False, prev, (md_l, md_e - 1), (rp_l, rp_e - 1), props, index, False, {"c": cid})
+        prev, md_l, md_e, rp_l, rp_e, cid, items, end = codecs.delta_fields(body)
+    except ValueError as exc:
+        raise CorruptRecordError(str(exc)) from None
+    deserialize = FrozenBitMap.deserialize
+    index: dict[int, IndexEntry | None] = {
+        ledger: IndexEntry(seq, runs, deserialize(adds) if adds is not None else None) if seq >= 0 else None
+        for ledger, seq, runs, adds in items
+    }
+    props = _properties(msgpack.unpackb(body[end:])) if end < len(body) else {}
+    return Marker(False, prev, (md_l, md_e), (rp_l, rp_e), props, index, False, {"c": cid})
 
 
 def _index_item(ledger: int, e: IndexEntry | None) -> list[Any]:

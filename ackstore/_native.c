@@ -1,0 +1,250 @@
+/* ackstore._native: the compiled twins of ackstore/storage/pure_codecs.py.
+ *
+ * Optional: setup.py builds it where a C compiler and the Python headers exist; without
+ * it, ackstore/storage/codecs.py uses the pure-Python functions, which return the same
+ * bytes and raise the same errors (tests/test_codecs.py runs both on the same cases).
+ *
+ * Every function here decodes bytes read from a store, so every length and count is
+ * checked before it is used: damage raises ValueError, never reads out of bounds.
+ *
+ * The bitmaps are returned in the portable roaring serialization (the format
+ * pyroaring's BitMap.deserialize reads, documented by the RoaringFormatSpec), written
+ * with array and bitmap containers only, as CRoaring serializes a bitmap built from
+ * values: an array container up to 4,096 values, a bitmap container above.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define COOKIE_NO_RUNS 12346
+#define ARRAY_MAX 4096
+#define RICE_ESCAPE 32
+
+static void put16(unsigned char *p, uint32_t v) { p[0] = v & 0xFF; p[1] = (v >> 8) & 0xFF; }
+static void put32(unsigned char *p, uint32_t v) {
+    p[0] = v & 0xFF; p[1] = (v >> 8) & 0xFF; p[2] = (v >> 16) & 0xFF; p[3] = (v >> 24) & 0xFF;
+}
+static uint32_t get32(const unsigned char *p) {
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+static uint16_t get16(const unsigned char *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+
+/* values: ascending, no repeats. The portable serialization with array and bitmap containers. */
+static PyObject *serialize_sorted(const uint32_t *v, Py_ssize_t n) {
+    Py_ssize_t containers = 0, i, size;
+    for (i = 0; i < n; i++)
+        if (i == 0 || (v[i] >> 16) != (v[i - 1] >> 16)) containers++;
+    size = 8 + containers * 8;
+    /* first pass: the size of each container */
+    for (i = 0; i < n;) {
+        Py_ssize_t j = i;
+        uint32_t key = v[i] >> 16;
+        while (j < n && (v[j] >> 16) == key) j++;
+        size += (j - i) > ARRAY_MAX ? 8192 : 2 * (j - i);
+        i = j;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, size);
+    if (out == NULL) return NULL;
+    unsigned char *b = (unsigned char *)PyBytes_AS_STRING(out);
+    memset(b, 0, size);
+    put32(b, COOKIE_NO_RUNS);
+    put32(b + 4, (uint32_t)containers);
+    unsigned char *head = b + 8, *offsets = b + 8 + 4 * containers;
+    Py_ssize_t at = 8 + 8 * containers, c = 0;
+    for (i = 0; i < n; c++) {
+        Py_ssize_t j = i;
+        uint32_t key = v[i] >> 16;
+        while (j < n && (v[j] >> 16) == key) j++;
+        Py_ssize_t card = j - i;
+        put16(head + 4 * c, key);
+        put16(head + 4 * c + 2, (uint32_t)(card - 1));
+        put32(offsets + 4 * c, (uint32_t)at);
+        if (card > ARRAY_MAX) {
+            for (Py_ssize_t k = i; k < j; k++) {
+                uint32_t low = v[k] & 0xFFFF;
+                b[at + (low >> 3)] |= (unsigned char)(1u << (low & 7));
+            }
+            at += 8192;
+        } else {
+            for (Py_ssize_t k = i; k < j; k++, at += 2) put16(b + at, v[k] & 0xFFFF);
+        }
+        i = j;
+    }
+    return out;
+}
+
+/* gaps_to_roaring(planes: bytes, first: int) -> bytes
+ * planes: the four byte planes (low bytes first) of n little-endian uint32 gaps; value i is
+ * first + gap 0 + ... + gap i. */
+static PyObject *gaps_to_roaring(PyObject *self, PyObject *args) {
+    Py_buffer raw;
+    long long first;
+    if (!PyArg_ParseTuple(args, "y*L", &raw, &first)) return NULL;
+    PyObject *result = NULL;
+    uint32_t *vals = NULL;
+    if (raw.len % 4) {
+        PyErr_Format(PyExc_ValueError, "gap planes of %zd bytes are not four planes of equal length", raw.len);
+        goto done;
+    }
+    if (first < 0 || first > 0xFFFFFFFFLL) {
+        PyErr_SetString(PyExc_ValueError, "gap record decodes past 2^32");
+        goto done;
+    }
+    Py_ssize_t n = raw.len / 4, m = 0;
+    const unsigned char *p = (const unsigned char *)raw.buf;
+    vals = (uint32_t *)PyMem_Malloc((n ? n : 1) * sizeof(uint32_t));
+    if (vals == NULL) { PyErr_NoMemory(); goto done; }
+    uint64_t value = (uint64_t)first;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint64_t gap = (uint64_t)p[i] | ((uint64_t)p[n + i] << 8) | ((uint64_t)p[2 * n + i] << 16) |
+                       ((uint64_t)p[3 * n + i] << 24);
+        value += gap;
+        if (value > 0xFFFFFFFFULL) {
+            PyErr_SetString(PyExc_ValueError, "gap record decodes past 2^32");
+            goto done;
+        }
+        if (m == 0 || vals[m - 1] != (uint32_t)value) vals[m++] = (uint32_t)value;
+    }
+    result = serialize_sorted(vals, m);
+done:
+    PyMem_Free(vals);
+    PyBuffer_Release(&raw);
+    return result;
+}
+
+/* rice_to_roaring(payload: bytes, first: int) -> bytes: the Rice code of bitmaps.py's _rice. */
+static PyObject *rice_to_roaring(PyObject *self, PyObject *args) {
+    Py_buffer raw;
+    long long first;
+    if (!PyArg_ParseTuple(args, "y*L", &raw, &first)) return NULL;
+    PyObject *result = NULL;
+    uint32_t *vals = NULL;
+    const unsigned char *p = (const unsigned char *)raw.buf;
+    Py_ssize_t len = raw.len, pos = 1;
+    if (len < 1) { PyErr_SetString(PyExc_ValueError, "Rice payload ends early"); goto done; }
+    unsigned k = p[0];
+    if (k > 31) { PyErr_Format(PyExc_ValueError, "Rice parameter k=%u is over 31", k); goto done; }
+    uint64_t count = 0;
+    for (unsigned shift = 0;; shift += 7) {
+        if (pos >= len || shift > 63) { PyErr_SetString(PyExc_ValueError, "Rice payload ends early"); goto done; }
+        unsigned char byte = p[pos++];
+        count |= (uint64_t)(byte & 0x7F) << shift;
+        if (byte < 0x80) break;
+    }
+    uint64_t bits = (uint64_t)(len - pos) * 8;
+    if (count > bits / (1 + k)) { PyErr_SetString(PyExc_ValueError, "Rice payload ends early"); goto done; }
+    if (first < 0 || first > 0xFFFFFFFFLL) {
+        PyErr_SetString(PyExc_ValueError, "Rice record decodes past 2^32");
+        goto done;
+    }
+    vals = (uint32_t *)PyMem_Malloc((count ? count : 1) * sizeof(uint32_t));
+    if (vals == NULL) { PyErr_NoMemory(); goto done; }
+    const unsigned char *body = p + pos;
+    uint64_t at = 0; /* bit position in body, most significant bit first */
+#define BIT(i) ((i) < bits ? (body[(i) >> 3] >> (7 - ((i) & 7))) & 1u : 0u)
+    int64_t value = first - 1;
+    Py_ssize_t m = 0;
+    for (uint64_t j = 0; j < count; j++) {
+        unsigned q = 0;
+        while (q < RICE_ESCAPE && BIT(at + q)) q++;
+        uint64_t gap = 0;
+        if (q == RICE_ESCAPE) {
+            at += RICE_ESCAPE;
+            for (int b = 0; b < 32; b++) gap = (gap << 1) | BIT(at + b);
+            at += 32;
+        } else {
+            at += q + 1;
+            uint64_t rem = 0;
+            for (unsigned b = 0; b < k; b++) rem = (rem << 1) | BIT(at + b);
+            at += k;
+            gap = ((uint64_t)q << k) | rem;
+        }
+        if (at > bits) { PyErr_SetString(PyExc_ValueError, "Rice payload ends early"); goto done; }
+        value += (int64_t)gap + 1;
+        if (value > 0xFFFFFFFFLL) {
+            PyErr_SetString(PyExc_ValueError, "Rice record decodes past 2^32");
+            goto done;
+        }
+        if (m == 0 || vals[m - 1] != (uint32_t)value) vals[m++] = (uint32_t)value;
+    }
+#undef BIT
+    result = serialize_sorted(vals, m);
+done:
+    PyMem_Free(vals);
+    PyBuffer_Release(&raw);
+    return result;
+}
+
+static int cmp_u32(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* delta_fields(body: bytes) -> (prev, md ledger, md entry, rp ledger, rp entry, cursor id,
+ * items, end): a fixed-layout delta marker (records.py's module docstring). items are
+ * (ledger, seq, runs, adds) with seq -1 for a vanished ledger and adds None or the
+ * portable roaring bytes of the entries; end is where the properties start. */
+static PyObject *delta_fields(PyObject *self, PyObject *args) {
+    Py_buffer raw;
+    if (!PyArg_ParseTuple(args, "y*", &raw)) return NULL;
+    const unsigned char *p = (const unsigned char *)raw.buf;
+    Py_ssize_t len = raw.len, pos = 27;
+    PyObject *items = NULL, *result = NULL;
+    uint32_t *adds = NULL;
+    if (len < 27) { PyErr_SetString(PyExc_ValueError, "a delta marker ends early"); goto done; }
+    uint32_t prev = get32(p + 1), mdl = get32(p + 5), mde = get32(p + 9), rpl = get32(p + 13),
+             rpe = get32(p + 17), cid = get32(p + 21);
+    uint16_t n = get16(p + 25);
+    items = PyList_New(n);
+    if (items == NULL) goto done;
+    for (uint16_t i = 0; i < n; i++) {
+        if (len - pos < 14) { PyErr_SetString(PyExc_ValueError, "a delta marker ends early"); goto done; }
+        uint32_t ledger = get32(p + pos), seq = get32(p + pos + 4), runs = get32(p + pos + 8);
+        uint16_t nadds = get16(p + pos + 12);
+        pos += 14;
+        PyObject *set;
+        if (nadds) {
+            if (len - pos < 4 * (Py_ssize_t)nadds) {
+                PyErr_Format(PyExc_ValueError, "a delta marker's item for ledger %u ends early", ledger);
+                goto done;
+            }
+            adds = (uint32_t *)PyMem_Malloc(nadds * sizeof(uint32_t));
+            if (adds == NULL) { PyErr_NoMemory(); goto done; }
+            for (uint16_t a = 0; a < nadds; a++) adds[a] = get32(p + pos + 4 * a);
+            pos += 4 * (Py_ssize_t)nadds;
+            qsort(adds, nadds, sizeof(uint32_t), cmp_u32);
+            Py_ssize_t m = 0;
+            for (uint16_t a = 0; a < nadds; a++)
+                if (m == 0 || adds[m - 1] != adds[a]) adds[m++] = adds[a];
+            set = serialize_sorted(adds, m);
+            PyMem_Free(adds);
+            adds = NULL;
+            if (set == NULL) goto done;
+        } else {
+            set = Py_NewRef(Py_None);
+        }
+        PyObject *item = Py_BuildValue("(kLkN)", (unsigned long)ledger, (long long)seq - 1, (unsigned long)runs, set);
+        if (item == NULL) goto done;
+        PyList_SET_ITEM(items, i, item);
+    }
+    result = Py_BuildValue("(kkLkLkOn)", (unsigned long)prev, (unsigned long)mdl, (long long)mde - 1,
+                           (unsigned long)rpl, (long long)rpe - 1, (unsigned long)cid, items, pos);
+done:
+    PyMem_Free(adds);
+    Py_XDECREF(items);
+    PyBuffer_Release(&raw);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"gaps_to_roaring", gaps_to_roaring, METH_VARARGS, "Gap planes to the portable roaring serialization."},
+    {"rice_to_roaring", rice_to_roaring, METH_VARARGS, "A Rice code of gaps to the portable roaring serialization."},
+    {"delta_fields", delta_fields, METH_VARARGS, "The fields of a fixed-layout delta marker body."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native", "ackstore's compiled decoders.", -1, methods};
+
+PyMODINIT_FUNC PyInit__native(void) { return PyModule_Create(&module); }

@@ -1,0 +1,35 @@
+"""The decoders recovery spends its time in, compiled where possible.
+
+``ackstore._native`` (C, built by ``pip install`` where a compiler and the Python headers
+exist) or, without it, :mod:`ackstore.storage.pure_codecs`: the same functions, the same
+bytes, the same errors. Set ``ACKSTORE_PURE_PYTHON=1`` before importing ackstore to use
+the pure functions anyway. ``IMPLEMENTATION`` says which is in use.
+"""
+
+from __future__ import annotations
+
+import os
+from types import ModuleType
+
+from . import pure_codecs
+
+__all__ = ["IMPLEMENTATION", "gaps_to_roaring", "rice_to_roaring", "delta_fields", "native"]
+
+
+def _native() -> ModuleType | None:
+    if os.environ.get("ACKSTORE_PURE_PYTHON"):
+        return None
+    try:
+        from .. import _native as module  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return module
+
+
+#: the compiled module, or None where it is not built (or ``ACKSTORE_PURE_PYTHON`` is set)
+native = _native()
+_impl = native or pure_codecs
+IMPLEMENTATION = "native" if native is not None else "python"
+gaps_to_roaring = _impl.gaps_to_roaring
+rice_to_roaring = _impl.rice_to_roaring
+delta_fields = _impl.delta_fields

@@ -1,0 +1,126 @@
+"""The pure-Python twins of the compiled decoders in ``ackstore/_native.c``.
+
+Each function returns exactly the bytes its compiled twin returns and raises the same
+``ValueError`` for the same damage (``tests/test_codecs.py`` runs both on the same cases);
+:mod:`ackstore.storage.codecs` picks one at import. Bitmaps come back in the portable
+roaring serialization (what ``BitMap.deserialize`` reads), with array and bitmap
+containers only, as a bitmap built from its values serializes.
+"""
+
+from __future__ import annotations
+
+import struct
+import sys
+from array import array
+from itertools import accumulate, islice
+
+from pyroaring import BitMap
+
+__all__ = ["gaps_to_roaring", "rice_to_roaring", "delta_fields"]
+
+_U32 = 0xFFFFFFFF
+_RICE_ESCAPE = 32
+_SWAP = sys.byteorder == "big"  # array('I') is native-endian; the layouts are little-endian
+
+
+def gaps_to_roaring(planes: bytes, first: int) -> bytes:
+    """``planes``: four byte planes (low bytes first) of n little-endian uint32 gaps; value
+    ``i`` is ``first`` plus gaps 0..i. O(n)."""
+    if len(planes) % 4:
+        raise ValueError(f"gap planes of {len(planes)} bytes are not four planes of equal length")
+    n = len(planes) // 4
+    interleaved = bytearray(4 * n)
+    for i in range(4):
+        interleaved[i::4] = planes[i * n : (i + 1) * n]
+    gaps = array("I")
+    gaps.frombytes(bytes(interleaved))
+    if _SWAP:
+        gaps.byteswap()
+    values = list(islice(accumulate(gaps, initial=first), 1, None))
+    if not 0 <= first <= _U32 or (values and values[-1] > _U32):
+        raise ValueError("gap record decodes past 2^32")
+    return BitMap(values, optimize=False).serialize()
+
+
+def rice_to_roaring(payload: bytes, first: int) -> bytes:
+    """The Rice code written by ``bitmaps._rice``: ``k``, the count (varint), then each gap's
+    quotient in unary and ``k`` remainder bits, most significant bit first. O(n) big-int
+    shifts (small sets only: the writer uses it up to 256 values)."""
+    if not payload:
+        raise ValueError("Rice payload ends early")
+    k = payload[0]
+    if k > 31:
+        raise ValueError(f"Rice parameter k={k} is over 31")
+    count = shift = 0
+    pos = 1
+    while True:
+        if pos >= len(payload) or shift > 63:
+            raise ValueError("Rice payload ends early")
+        byte = payload[pos]
+        pos += 1
+        count |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            break
+        shift += 7
+    body = payload[pos:]
+    bits = len(body) * 8
+    if count > bits // (1 + k):
+        raise ValueError("Rice payload ends early")
+    if not 0 <= first <= _U32:
+        raise ValueError("Rice record decodes past 2^32")
+    end = bits + 64  # 64 zero bits appended: every 64-bit window below is in range
+    x = int.from_bytes(body, "big") << 64
+    mask, window = (1 << k) - 1, (1 << _RICE_ESCAPE) - 1
+    out = array("I")
+    i, value = 0, first - 1
+    for _ in range(count):
+        w = (x >> (end - i - _RICE_ESCAPE)) & window
+        q = _RICE_ESCAPE - (~w & window).bit_length()  # leading ones
+        if q == _RICE_ESCAPE:
+            i += _RICE_ESCAPE + 32
+            g = (x >> (end - i)) & 0xFFFFFFFF
+        else:
+            i += q + 1 + k
+            g = (q << k) | ((x >> (end - i)) & mask)
+        if i > bits:
+            raise ValueError("Rice payload ends early")
+        value += g + 1  # the first gap counts from first - 1, the others were stored minus one
+        if value > _U32:
+            raise ValueError("Rice record decodes past 2^32")
+        out.append(value)
+    return BitMap(out, optimize=False).serialize()
+
+
+_HEAD = struct.Struct("<BIIIIIIH")
+_ITEM = struct.Struct("<IIIH")
+
+
+def delta_fields(
+    body: bytes,
+) -> tuple[int, int, int, int, int, int, list[tuple[int, int, int, bytes | None]], int]:
+    """A fixed-layout delta marker body: ``(prev, md ledger, md entry, rp ledger, rp entry,
+    cursor id, items, end)``, items ``(ledger, seq, runs, adds)`` (seq -1: the ledger
+    vanished; adds None or the entries' portable roaring bytes); the properties start at
+    ``end``. O(items + adds)."""
+    if len(body) < _HEAD.size:
+        raise ValueError("a delta marker ends early")
+    _, prev, md_l, md_e, rp_l, rp_e, cid, n = _HEAD.unpack_from(body)
+    pos = _HEAD.size
+    items: list[tuple[int, int, int, bytes | None]] = []
+    for _ in range(n):
+        if len(body) - pos < _ITEM.size:
+            raise ValueError("a delta marker ends early")
+        ledger, seq, runs, nadds = _ITEM.unpack_from(body, pos)
+        pos += _ITEM.size
+        adds = None
+        if nadds:
+            if len(body) - pos < 4 * nadds:
+                raise ValueError(f"a delta marker's item for ledger {ledger} ends early")
+            raw = array("I")
+            raw.frombytes(body[pos : pos + 4 * nadds])
+            if _SWAP:
+                raw.byteswap()
+            adds = BitMap(raw, optimize=False).serialize()
+            pos += 4 * nadds
+        items.append((ledger, seq - 1, runs, adds))
+    return prev, md_l, md_e - 1, rp_l, rp_e - 1, cid, items, pos
