@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
+from functools import lru_cache
 from typing import Any
 
 from .errors import InvalidArgumentError, InvalidTypeError
@@ -58,5 +59,19 @@ class CursorConfig:
 
     @classmethod
     def from_obj(cls, obj: dict[str, Any]) -> CursorConfig:
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in obj.items() if k in known})
+        """The config a catalog entry holds (fields this version does not know are ignored).
+        Configs are immutable, so equal entries share one object: O(1) for a repeated one."""
+        try:
+            return _from_items(tuple((k, type(v), v) for k, v in obj.items()))  # True and 1 differ here
+        except TypeError:  # an unhashable value: damage, which the constructor names
+            return _build(obj)
+
+
+def _build(obj: dict[str, Any]) -> CursorConfig:
+    known = {f.name for f in fields(CursorConfig)}
+    return CursorConfig(**{k: v for k, v in obj.items() if k in known})
+
+
+@lru_cache(maxsize=256)
+def _from_items(items: tuple[tuple[str, type, Any], ...]) -> CursorConfig:
+    return _build({k: v for k, _, v in items})

@@ -50,7 +50,7 @@ from .flush import GroupFlush
 from .ledger_cache import CachePool
 from .stats import FLUSH_SECONDS_BUCKETS, CompactStats, FlushStats, StoreStats
 from .storage.env import LOCK_FILE, Environment
-from .storage.log import CursorLog
+from .storage.log import CursorLog, RecoveredState
 from .topic import Topic, check_name
 
 __all__ = ["AckStore", "Topic", "DEFAULT_MAP_SIZE", "LOCK_FILE"]
@@ -303,12 +303,21 @@ class AckStore:
             return [name for name, _ in self._storage.read(lambda txn: self._storage.catalog.cursor_entries(txn, tid))]
 
     def load_cursor(self, topic: Topic, name: str, config: CursorConfig | None, initial_position: str) -> Cursor:
-        catalog, tid = self._storage.catalog, topic.topic_id
-        found = self._storage.read(lambda txn: catalog.cursor(txn, tid, name))
+        catalog, tid, storage = self._storage.catalog, topic.topic_id, self._storage
+
+        def find(txn: lmdb.Transaction) -> tuple[tuple[int, CursorConfig] | None, RecoveredState | None]:
+            """The catalog entry and, for a cursor that exists, its recovered state: one snapshot."""
+            found = catalog.cursor(txn, tid, name)
+            if found is None:
+                return None, None
+            budget = (config or found[1]).max_individual_ack_cache_bytes
+            return found, CursorLog(storage.log_db, found[0]).recover(txn, budget, self.verify)
+
+        found, state = storage.read(find)
         if found is None and not topic.entries_checked:
             # not found: make sure no damaged entry (a flipped bit in its key) hides it, or a
             # new, empty cursor would silently take its place. Once per topic: O(its cursors)
-            self._storage.read(lambda txn: catalog.cursor_entries(txn, tid))
+            storage.read(lambda txn: catalog.cursor_entries(txn, tid))
             topic.entries_checked = True
         if found is None:
             if self.readonly:
@@ -320,15 +329,14 @@ class AckStore:
                 catalog.put_cursor(txn, tid, name, cid, cfg)
                 return cid
 
-            cid = self._storage.write(create)
+            cid = storage.write(create)
+            state = storage.read(lambda txn: CursorLog(storage.log_db, cid).recover(txn, None, self.verify))
         else:
             cid, stored = found
             if config is not None and config != stored and not self.readonly:
                 self.persist_cursor_config(topic.topic_id, name, cid, config)
             cfg = config or stored
-        budget = cfg.max_individual_ack_cache_bytes
-        cursor_log = CursorLog(self._storage.log_db, cid)
-        state = self._storage.read(lambda txn: cursor_log.recover(txn, budget, self.verify))
+        assert state is not None
         report = state.report
         if report.markers_skipped or report.skipped_reasons:
             log.warning(

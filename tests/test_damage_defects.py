@@ -41,12 +41,12 @@ def _one_line_failure(r: subprocess.CompletedProcess[str]) -> str:
     return lines[0]
 
 
-def _build(path: Path, flushes: int = 30) -> dict[str, object]:
-    """3 cursors x ``flushes`` flushes: a log B-tree with branch pages. Returns the state."""
+def _build(path: Path, flushes: int = 30, cursors: int = 3) -> dict[str, object]:
+    """``cursors`` cursors x ``flushes`` flushes: a log B-tree with branch pages. Returns the state."""
     with AckStore.open(path) as store:
         topic = store.topic(T)
         topic.add_ledger(1)
-        curs = [topic.cursor(f"c{i}", CursorConfig(full_marker_every=8)) for i in range(3)]
+        curs = [topic.cursor(f"c{i}", CursorConfig(full_marker_every=8)) for i in range(cursors)]
         for f in range(flushes):
             for cur in curs:
                 cur.ack([Position(1, e) for e in range(f * 600, f * 600 + 500, 3)])
@@ -100,13 +100,14 @@ def _digest(path: Path) -> str:
 
 def test_check_fix_refuses_a_store_whose_branch_keys_are_damaged(tmp_path: Path) -> None:
     path = tmp_path / "store"
-    _build(path)
+    _build(path, cursors=12)
     psize, branches, _ = _log_pages(path)
     assert branches, "the log needs a branch page for this test"
     raw = bytearray((path / "data.mdb").read_bytes())
     off = branches[0] * psize
+    assert struct.unpack_from("<H", raw, off + 12)[0] >= 16 + 2 * 4, "the branch needs 4 nodes for this test"
     (ptr,) = struct.unpack_from("<H", raw, off + 16 + 2 * 2)  # node 2's key: (cursor id, seq) big-endian
-    raw[off + ptr + 8 + 15] ^= 0x40  # a bit of its sequence: lookups now miss keys a scan still finds
+    raw[off + ptr + 8] ^= 0x01  # a high bit of its cursor id: lookups now miss keys a scan still finds
     (path / "data.mdb").write_bytes(bytes(raw))
     before = _digest(path)
     findings = check(path)

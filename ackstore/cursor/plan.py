@@ -58,6 +58,11 @@ def _worth_a_delta(added: BitMap, la: LedgerAcks) -> bool:
     return n <= DELTA_MAX_ACKS and n <= DELTA_MAX_SHARE * len(la.bitmap)
 
 
+#: a chain of delta markers may grow to the size of its full marker, or to this many bytes
+#: for a small cursor (a reopen reads the whole chain: 1-2 deltas of a one-ledger cursor)
+SMALL_CHAIN = 64
+
+
 class MarkerChain:
     """The log's bookkeeping: sequences, the newest marker, the full marker and delta chain
     behind it, what the last full marker keeps alive, and the flush counters."""
@@ -280,7 +285,7 @@ class Planner:
             or chain.truncated
             or chain.marker_seq < 0
             or chain.deltas >= self.config.full_marker_every
-            or chain.chain_bytes > max(chain.full_bytes, 256)
+            or chain.chain_bytes > max(chain.full_bytes, SMALL_CHAIN)
         )
         records: list[tuple[int, int, LedgerAcks]] = []
         changes: dict[int, IndexEntry | None] = {}
