@@ -26,12 +26,16 @@ class CursorConfig:
     - ``dispatcher_pause_on_ack_state_persistent``: pause sequential reads while the
       range count is over that limit (PIP-299).
     - ``full_marker_every``: a full marker is written after this many delta markers.
+    - ``max_deliveries``: an entry delivered this many times is not delivered again: the
+      :class:`~ackstore.Dispatcher` hands it to its ``dead_letter`` callback, then acks
+      it; ``0`` (the default) means no limit.
     """
 
     max_individual_ack_cache_bytes: int = 3 * MiB
     max_unacked_ranges_to_persist: int = 10_000
     dispatcher_pause_on_ack_state_persistent: bool = False
     full_marker_every: int = 64
+    max_deliveries: int = 0
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -50,6 +54,10 @@ class CursorConfig:
             raise InvalidArgumentError(
                 f"CursorConfig.max_unacked_ranges_to_persist={self.max_unacked_ranges_to_persist}: "
                 f"allowed 0..{MAX_SETTING} (0 = no limit)"
+            )
+        if not 0 <= self.max_deliveries <= 1_000_000:
+            raise InvalidArgumentError(
+                f"CursorConfig.max_deliveries={self.max_deliveries}: allowed 0..1000000 (0 = no limit)"
             )
         if not 1 <= self.full_marker_every <= 1_000_000:
             raise InvalidArgumentError(f"CursorConfig.full_marker_every={self.full_marker_every}: allowed 1..1000000")

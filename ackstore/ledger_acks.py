@@ -8,6 +8,8 @@ walking the ranges on every call.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pyroaring import BitMap
 
 __all__ = ["LedgerAcks", "count_runs", "run_end"]
@@ -15,6 +17,8 @@ __all__ = ["LedgerAcks", "count_runs", "run_end"]
 #: Python object overhead charged per ledger on top of the bitmap's own bytes
 #: (the LedgerAcks object, its dict slot and the BitMap wrapper).
 LEDGER_OVERHEAD_BYTES = 200
+#: bytes charged per delivery count held (a dict slot and two small ints)
+COUNT_BYTES = 72
 
 
 def count_runs(bitmap: BitMap) -> int:
@@ -53,19 +57,57 @@ class LedgerAcks:
     flush may then write only those entries, in the marker, instead of the whole ledger
     again. None when there is no base or something was removed or a partial batch changed
     since (the next flush must write a new base).
+
+    ``counts`` maps an entry that is not acknowledged to how many times it was delivered
+    (sparse: an entry never delivered has none, an acked one loses its count);
+    ``counts_added`` is the counts set since the base (the values now), which a delta
+    marker carries as it carries ``added``. A count removed other than by an ack makes
+    ``added`` None (a new base).
     """
 
-    __slots__ = ("bitmap", "batches", "runs", "size", "added")
+    __slots__ = ("bitmap", "batches", "runs", "size", "added", "counts", "counts_added")
 
-    def __init__(self, bitmap: BitMap | None = None, batches: dict[int, tuple[int, int]] | None = None) -> None:
+    def __init__(
+        self,
+        bitmap: BitMap | None = None,
+        batches: dict[int, tuple[int, int]] | None = None,
+        counts: dict[int, int] | None = None,
+    ) -> None:
         self.bitmap = bitmap if bitmap is not None else BitMap()
         self.batches: dict[int, tuple[int, int]] = batches if batches is not None else {}
         self.runs = count_runs(self.bitmap)
         self.size = 0  # bytes charged to the cache (see ledger_cache)
         self.added: BitMap | None = None
+        self.counts: dict[int, int] = counts if counts is not None else {}
+        self.counts_added: dict[int, int] = {}
 
     def __bool__(self) -> bool:
-        return bool(self.bitmap) or bool(self.batches)
+        return bool(self.bitmap) or bool(self.batches) or bool(self.counts)
+
+    def deliver(self, entry: int) -> int:
+        """One more delivery of ``entry`` (not acked); its count now. O(1)."""
+        n = self.counts.get(entry, 0) + 1
+        self.counts[entry] = self.counts_added[entry] = n
+        return n
+
+    def _drop_counts(self, keep: Callable[[int], bool], rebase: bool) -> None:
+        """Forget the counts of entries ``keep`` refuses; ``rebase``: the removal is not one a
+        marker says by itself (an ack, or M passing), so the next flush writes a new base."""
+        gone = [e for e in self.counts if not keep(e)]
+        for e in gone:
+            del self.counts[e]
+            self.counts_added.pop(e, None)
+        if gone and rebase:
+            self.added = None
+
+    def lowest(self) -> int:
+        """The lowest entry with any state (acked, partly acked or counted); -1 when none."""
+        found = [x for x in (self.bitmap.min() if self.bitmap else -1,) if x >= 0]
+        if self.batches:
+            found.append(min(self.batches))
+        if self.counts:
+            found.append(min(self.counts))
+        return min(found, default=-1)
 
     def add(self, entry: int) -> int:
         """Ack one entry; return the change in ``runs``. O(1)."""
@@ -78,6 +120,8 @@ class LedgerAcks:
         bm.add(entry)
         if self.added is not None:
             self.added.add(entry)
+        if self.counts and self.counts.pop(entry, None) is not None:
+            self.counts_added.pop(entry, None)  # an acked entry has no count (the ack says so)
         self.runs += delta
         return delta
 
@@ -91,6 +135,10 @@ class LedgerAcks:
             for entry in [e for e in self.batches if e in entries]:
                 del self.batches[entry]
                 self.added = None
+        if self.counts:
+            for entry in [e for e in self.counts if e in entries]:
+                del self.counts[entry]
+                self.counts_added.pop(entry, None)
         self.runs = count_runs(self.bitmap)
         return self.runs - before
 
@@ -106,6 +154,8 @@ class LedgerAcks:
                     self.added = None
             if len(self.bitmap) != n:
                 self.added = None  # removals are never deltas: a new base
+            if self.counts:
+                self._drop_counts(lambda e: e > entry, rebase=False)  # below M: the marker says so
         self.runs = count_runs(self.bitmap)
         return self.runs - before
 
@@ -117,6 +167,8 @@ class LedgerAcks:
         if self.batches:
             for e in [e for e in self.batches if e >= entry]:
                 del self.batches[e]
+        if self.counts:
+            self._drop_counts(lambda e: e < entry, rebase=True)
         self.runs = count_runs(self.bitmap)
         return self.runs - before
 
@@ -131,6 +183,8 @@ class LedgerAcks:
         copy.runs = self.runs
         copy.size = 0
         copy.added = None
+        copy.counts = dict(self.counts)
+        copy.counts_added = {}
         return copy
 
     def ranges(self) -> list[tuple[int, int]]:
@@ -144,5 +198,11 @@ class LedgerAcks:
 
     def nbytes(self) -> int:
         """Bytes this ledger's state holds in memory: the bitmap's size as pyroaring reports
-        it (``__sizeof__``, its serialized size), a fixed object overhead, 64 B per partial batch."""
-        return self.bitmap.__sizeof__() + LEDGER_OVERHEAD_BYTES + 64 * len(self.batches)
+        it (``__sizeof__``, its serialized size), a fixed object overhead, 64 B per partial batch
+        and ``COUNT_BYTES`` per delivery count (in each of two dicts)."""
+        return (
+            self.bitmap.__sizeof__()
+            + LEDGER_OVERHEAD_BYTES
+            + 64 * len(self.batches)
+            + COUNT_BYTES * (len(self.counts) + len(self.counts_added))
+        )

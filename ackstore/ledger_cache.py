@@ -100,6 +100,11 @@ class LedgerCache:
         self.loaded[ledger] = la
         self.charge(la.size)
 
+    def add_measured(self, ledgers: dict[int, LedgerAcks]) -> None:
+        """Hold ``ledgers`` whose ``size`` is already measured (recovery measures as it loads), in order."""
+        self.loaded.update(ledgers)
+        self.charge(sum(la.size for la in ledgers.values()))
+
     def remove(self, ledger: int) -> LedgerAcks | None:
         la = self.loaded.pop(ledger, None)
         if la is not None:

@@ -22,6 +22,8 @@ class CursorModel:
     properties: dict[str, int | str] = field(default_factory=dict)
     #: where reads stand, in memory only: a restart forgets it (reads start at M + 1 again)
     read: Pos = (0, 0)
+    #: deliveries of entries not acked (an ack, a reset drop them)
+    counts: dict[Pos, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -89,6 +91,10 @@ class TopicModel:
 
     def is_acked(self, c: CursorModel, p: Pos) -> bool:
         return p <= self.md(c) or (p in c.acked and self.within(p))
+
+    def counts(self, c: CursorModel) -> dict[Pos, int]:
+        """The delivery counts a cursor shows: of entries above M, in the directory, not acked."""
+        return {p: n for p, n in sorted(c.counts.items()) if not self.is_acked(c, p) and self.within(p)}
 
     def read_position(self, c: CursorModel) -> Pos:
         """Where the next sequential read starts: where reads stand, never below M + 1."""
@@ -222,7 +228,7 @@ class TopicModel:
         for lg, e in c.acked:
             if lg == ledger and (lg, e) > md and self.within((lg, e)):
                 hi = max(hi, e)
-        for lg, e in self.partials(c):
+        for lg, e in [*self.partials(c), *self.counts(c)]:
             if lg == ledger:
                 hi = max(hi, e)
         return hi
@@ -230,10 +236,24 @@ class TopicModel:
     # -- operations (call only when valid) -----------------------------------------------------
     def ack(self, c: CursorModel, positions: list[Pos]) -> None:
         c.acked.update(positions)
+        for p in positions:
+            c.counts.pop(p, None)
 
     def ack_cumulative(self, c: CursorModel, p: Pos) -> None:
         if p > c.floor:
             c.floor = p
+        c.counts = {q: n for q, n in c.counts.items() if q > p}
+
+    def deliver(self, c: CursorModel, positions: list[Pos]) -> list[int]:
+        """One more delivery of each position (valid ones only); each count after it, 0 if acked."""
+        out = []
+        for p in positions:
+            if self.is_acked(c, p):
+                out.append(0)
+                continue
+            c.counts[p] = self.counts(c).get(p, 0) + 1
+            out.append(c.counts[p])
+        return out
 
     def ack_batch(self, c: CursorModel, p: Pos, size: int, indexes: list[int]) -> None:
         if not indexes or self.is_acked(c, p):
@@ -243,6 +263,7 @@ class TopicModel:
         if len(ix) == size:
             c.acked.add(p)
             c.batches.pop(p, None)
+            c.counts.pop(p, None)
         else:
             c.batches[p] = (size, ix)
 
@@ -284,6 +305,7 @@ class TopicModel:
         c.floor = (p[0], p[1] - 1)
         c.acked.clear()
         c.batches.clear()
+        c.counts.clear()  # a reset is a decision to deliver again, not a failed delivery
         if batch is not None and batch[0]:
             c.batches[p] = (batch[1], set(range(batch[0])))
 
@@ -313,8 +335,8 @@ class TopicModel:
         if not self.limit or len(self.ranges(c)) <= self.limit:
             return copy.deepcopy(c)
         md = self.md(c)
-        ranges, partials = self.ranges(c), self.partials(c)
-        ledgers = sorted({a[0] for a, _ in ranges} | {p[0] for p in partials})
+        ranges, partials, counts = self.ranges(c), self.partials(c), self.counts(c)
+        ledgers = sorted({a[0] for a, _ in ranges} | {p[0] for p in partials} | {p[0] for p in counts})
         kept = CursorModel(floor=md, properties=dict(c.properties))
         left = self.limit
         for ledger in ledgers:
@@ -328,6 +350,7 @@ class TopicModel:
             for p, (size, ix) in partials.items():
                 if p[0] == ledger and (cut is None or p[1] < cut):
                     kept.batches[p] = (size, set(ix))
+            kept.counts.update({p: n for p, n in counts.items() if p[0] == ledger and (cut is None or p[1] < cut)})
             left -= len(take)
         return kept
 
@@ -341,4 +364,5 @@ class TopicModel:
             c.floor = self.md(c)
             c.acked = {p for p in c.acked if self.within(p)}
             c.batches = {p: b for p, b in c.batches.items() if self.within(p)}
+            c.counts = self.counts(c)
         self.cursors = restored

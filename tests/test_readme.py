@@ -22,3 +22,19 @@ def test_quick_start_runs_as_written() -> None:
     assert lines[1] == "3 (Position(8, 100), Position(8, 199))"
     assert lines[2] == "127" and f"every dirty cursor: {lines[2]}" in text
     assert lines[3] == "3 {Position(7, 9): (10, frozenset({0, 3}))}"
+
+
+def test_the_dead_letter_example_runs_as_written(tmp_path: Path) -> None:
+    text = README.read_text()
+    block = re.search(r"## Delivery counts and dead letters\n.*?```python\n(.*?)```", text, re.S)
+    assert block is not None
+    code = block.group(1).replace("/tmp/ackstore-dlq", str(tmp_path / "dlq"))
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, "README dead letter", "exec"), {})
+    assert out.getvalue().splitlines() == [
+        "dead letter: 1:0 after 2 deliveries",
+        "dead letter: 1:1 after 2 deliveries",
+        "dead letter: 1:2 after 2 deliveries",
+        "{} True",
+    ]

@@ -106,8 +106,9 @@ def test_a_read_position_stored_by_an_older_format_is_ignored(store_path: Path) 
         assert cur.read_position == Position(3, 0)
 
 
-def test_reads_and_rewinds_do_not_make_a_cursor_dirty(store_path: Path) -> None:
-    """The read position is not persisted: reading costs a flush nothing."""
+def test_reads_persist_delivery_counts_never_the_read_position(store_path: Path) -> None:
+    """The read position is not persisted; what a read changes on disk is the delivery
+    count of each entry it hands out. Moving the read position alone (a rewind) writes nothing."""
     _store(store_path)
     with AckStore.open(store_path) as store:
         topic = store.topic(T)
@@ -118,8 +119,13 @@ def test_reads_and_rewinds_do_not_make_a_cursor_dirty(store_path: Path) -> None:
         asyncio.run(d.read_more(4))
         d.rewind()
         asyncio.run(d.read_more(4))
-        assert not cur.dirty
-        assert store.flush().markers == 0
+        assert cur.dirty and store.flush().markers == 1
+        d.rewind()
+        assert not cur.dirty and store.flush().markers == 0
+    with AckStore.open(store_path) as store:
+        cur = store.topic(T).cursor("c")
+        assert cur.read_position == Position(3, 0)
+        assert cur.delivery_counts() == {Position(3, e): 2 for e in range(4)}
 
 
 CHILD = r"""

@@ -254,6 +254,19 @@ class AckStoreMachine(RuleBasedStateMachine):
         expected = m.readable(c, n, self._open_entries())
         assert got == expected, (name, got, expected)
         m.read(c, expected)
+        m.deliver(c, expected)  # the dispatcher counts each entry it hands out
+
+    @precondition(lambda self: self.model.ledgers)
+    @rule(name=st.sampled_from(CURSORS), data=st.data(), n=st.integers(1, 6))
+    def record_deliveries(self, name: str, data: st.DataObject, n: int) -> None:
+        """Deliveries counted by a caller that dispatches by itself (some positions bad)."""
+        m = self.model
+        positions = [self._position(data) for _ in range(n)]
+        valid = all(m.valid_position(p) for p in positions)
+        if not valid:
+            self._expect(False, self.cursors[name].record_deliveries, positions)
+            return
+        assert self.cursors[name].record_deliveries(positions) == m.deliver(m.cursors[name], positions)
 
     # -- cursors opened later, and properties ----------------------------------------------------
     @rule(name=st.sampled_from(LATER), latest=st.booleans())
@@ -321,6 +334,7 @@ class AckStoreMachine(RuleBasedStateMachine):
             assert cur.is_blocked_on_ack_state_persistent == blocked
             assert cur.partial_batches() == m.partials(c)
             assert cur.properties == c.properties, name
+            assert cur.delivery_counts() == {Position(*p): n for p, n in m.counts(c).items()}, name
             for ledger in m.ids()[-2:]:
                 for entry in range(0, ENTRIES + 2, 3):
                     assert cur.is_acked(Position(ledger, entry)) == m.is_acked(c, (ledger, entry))

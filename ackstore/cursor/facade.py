@@ -34,6 +34,7 @@ from ..errors import CursorDeletedError, InvalidArgumentError, InvalidTypeError,
 from ..position import Position, trusted
 from ..stats import CursorStats, LogUsage
 from ..storage.log import CursorLog, MissingRecordError, RecoveredState
+from .deliveries import delivery_count, delivery_counts, record_deliveries
 from .figures import Parts, cursor_figures, cursor_stats
 from .pages import Pages
 from .plan import FlushPlan, MarkerChain, Planner, RewritePlan
@@ -69,6 +70,8 @@ class CursorHost(Protocol):
     def storage(self) -> Environment: ...
 
     def persist_cursor_config(self, tid: int, name: str, cid: int, config: CursorConfig) -> None: ...
+
+    def flush(self) -> Any: ...
 
 
 class Cursor:
@@ -229,6 +232,40 @@ class Cursor:
     def remove_property(self, key: str) -> bool:
         """Drop a property (persisted by the next flush); True if it was set."""
         return self._edit(self._state.remove_property, key)
+
+    # -- delivery counts -----------------------------------------------------------------------
+
+    def record_deliveries(self, positions: Iterable[Position], *, durable: bool = False) -> list[int]:
+        """Count one more delivery of each position (for callers that dispatch without
+        :class:`~ackstore.Dispatcher`, which counts by itself); returns each count after it,
+        0 for an acknowledged position (not counted). All are checked first.
+
+        Counts are persisted by the next flush, like acks. ``durable=True`` flushes before
+        returning, so a crash after the caller hands the entries out can never lose the count
+        (one flush per call: see the benchmarks for its cost)."""
+        try:
+            items = list(positions)
+        except TypeError:
+            raise InvalidTypeError(f"positions must be an iterable of Position, got {positions!r}") from None
+        if type(durable) is not bool:
+            raise InvalidTypeError(f"durable must be a bool, got {durable!r}")
+        counts = self._edit(record_deliveries, self._state, items)
+        if durable and any(counts):
+            self._store.flush()
+        return counts
+
+    def delivery_count(self, position: Position) -> int:
+        """How many times ``position`` was delivered; 0 if never, or once it is acknowledged."""
+        with self._lock:
+            self._open()
+            return delivery_count(self._state, position)
+
+    def delivery_counts(self, start: Position | None = None, end: Position | None = None) -> dict[Position, int]:
+        """Every entry in ``[start, end)`` with a delivery count (None: from the mark-delete
+        position on / to the end), ascending: the bulk form of :meth:`delivery_count`."""
+        with self._lock:
+            self._open()
+            return delivery_counts(self._state, start, end)
 
     # -- queries -------------------------------------------------------------------------------
 

@@ -84,8 +84,7 @@ class Pages:
         cache = self.cache
         cache.clear()
         cache.swapped.clear()
-        for ledger, la in state.ledgers.items():
-            cache.add(ledger, la)
+        cache.add_measured(state.ledgers)
         cache.swapped.update(state.swapped)
         self.index = state.resolved.index if state.resolved is not None else {}
         for pending in (self.dirty, self.vanished, self.unmarked, self.pinned):
@@ -313,6 +312,8 @@ class Pages:
                 assert ledger in self.index and self.index[ledger].runs == la.runs, ledger
                 if la.added is not None:  # what a delta would carry is what the marker carries
                     assert la.added == BitMap(self.index[ledger].adds or ()), ledger
+                    named = self.index[ledger].counts or {}
+                    assert all(named.get(e) == n for e, n in la.counts_added.items()), ledger
         assert cache.nbytes >= exact, "the cache's running total undercounts"
         largest = max((la.nbytes() for la in cache.loaded.values()), default=0)
         assert exact <= cache.budget + largest, (exact, cache.budget, largest)

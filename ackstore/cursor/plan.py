@@ -53,9 +53,16 @@ DELTA_MAX_SHARE = 0.125
 
 
 def _worth_a_delta(added: BitMap, la: LedgerAcks) -> bool:
-    """Few acks since the base, compared with the ledger: carry them in the marker."""
-    n = len(added)
-    return n <= DELTA_MAX_ACKS and n <= DELTA_MAX_SHARE * len(la.bitmap)
+    """Few acks and counts since the base, compared with the ledger: carry them in the marker."""
+    n = len(added) + len(la.counts_added)
+    return n <= DELTA_MAX_ACKS and n <= DELTA_MAX_SHARE * (len(la.bitmap) + len(la.counts))
+
+
+def _since(counts: dict[int, int] | None, named: dict[int, int] | None) -> dict[int, int] | None:
+    """The counts a delta marker names: those set since the chain last named them."""
+    if not counts or not named:
+        return counts
+    return {e: n for e, n in counts.items() if named.get(e) != n} or None
 
 
 #: a chain of delta markers may grow to the size of its full marker, or to this many bytes
@@ -300,11 +307,16 @@ class Planner:
             base = index.get(ledger)
             added = la.added
             if base is not None and added is not None and _worth_a_delta(added, la):
-                # a few acks since its record: the marker carries them, the ledger is not rewritten
+                # a few acks (and counts) since its record: the marker carries them, the
+                # ledger is not rewritten
                 adds = FrozenBitMap(added)
-                changes[ledger] = entry = IndexEntry(base.seq, la.runs, adds)
-                if not full and base.adds:  # a delta marker names only the acks since the chain last named it
-                    entry = IndexEntry(base.seq, la.runs, adds - base.adds)
+                counts = dict(la.counts_added) if la.counts_added else None
+                changes[ledger] = entry = IndexEntry(base.seq, la.runs, adds, counts)
+                if not full and (base.adds or base.counts):
+                    # a delta marker names only what changed since the chain last named it
+                    entry = IndexEntry(
+                        base.seq, la.runs, adds - base.adds if base.adds else adds, _since(counts, base.counts)
+                    )
                 marker_index[ledger] = entry
                 continue
             seq = chain.alloc()
@@ -313,6 +325,7 @@ class Planner:
             changes[ledger] = marker_index[ledger] = IndexEntry(seq, la.runs)
             rebased.append(ledger)
             la.added = BitMap()  # acks from now on are relative to the new record
+            la.counts_added = {}
         for ledger in unmarked:  # written back by eviction since the last marker
             if ledger not in changes and ledger in index:
                 changes[ledger] = old = index[ledger]
@@ -410,7 +423,11 @@ class Planner:
             whole = pages.peek(ledger)
             assert whole is not None
             cut = whole.ranges()[left - 1][1]
-            part = LedgerAcks(BitMap(whole.bitmap), {e: b for e, b in whole.batches.items() if e < cut})
+            part = LedgerAcks(
+                BitMap(whole.bitmap),
+                {e: b for e, b in whole.batches.items() if e < cut},
+                {e: n for e, n in whole.counts.items() if e < cut},
+            )
             part.drop_from(cut + 1)
             seq = chain.alloc()
             records.append((seq, ledger, part))
@@ -456,7 +473,7 @@ class Planner:
         cache = pages.cache
         start = chain.next_seq
         items: list[tuple[int, int, bytes | int]] = []
-        adds: dict[int, FrozenBitMap] = {}  # swapped-out ledgers keep their acks since their record
+        adds: dict[int, IndexEntry] = {}  # swapped-out ledgers keep their acks and counts since their record
         for ledger in sorted(cache.known()):
             la = cache.loaded.get(ledger)
             if la is not None:
@@ -465,9 +482,12 @@ class Planner:
             else:
                 entry = pages.index[ledger]
                 items.append((ledger, entry.runs, entry.seq))
-                if entry.adds:
-                    adds[ledger] = entry.adds
-        index = {ledger: IndexEntry(start + i, runs, adds.get(ledger)) for i, (ledger, runs, _) in enumerate(items)}
+                if entry.adds or entry.counts:
+                    adds[ledger] = entry
+        index = {
+            ledger: IndexEntry(start + i, runs, *(adds[ledger][2:] if ledger in adds else ()))
+            for i, (ledger, runs, _) in enumerate(items)
+        }
         marker = Marker(
             full=True,
             prev=-1,
@@ -487,6 +507,7 @@ class Planner:
         pages.index = dict(plan.index)
         for la in pages.cache.loaded.values():  # rewritten whole: nothing added since
             la.added = BitMap()
+            la.counts_added = {}
         chain.marker_seq = chain.full_seq = start + len(items)
         chain.full_live = frozenset(e.seq for e in pages.index.values()) | {chain.marker_seq}
         chain.deltas = chain.chain_bytes = 0

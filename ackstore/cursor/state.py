@@ -168,7 +168,7 @@ class AckState(PositionMoves):
         for ledger in [x for x in ledgers.known() if x < md_l]:
             self.range_count -= ledgers.vanish(ledger)
         md_acks = ledgers.get(md_l)
-        if md_acks is not None and (md_acks.bitmap.min() if md_acks.bitmap else min(md_acks.batches)) <= md_e:
+        if md_acks is not None and 0 <= md_acks.lowest() <= md_e:
             self.range_count += md_acks.drop_through(md_e)
             self._touched(md_l, md_acks)
         self.advance()
@@ -177,7 +177,11 @@ class AckState(PositionMoves):
         """Drop acks beyond a sealed ledger's end, or an open one's last confirmed entry
         (state persisted before it was sealed, or before the topic tracked that entry)."""
         end = _end(self.topic.directory, ledger)
-        if end >= 0 and ((la.bitmap and la.bitmap.max() >= end) or any(e >= end for e in la.batches)):
+        if end >= 0 and (
+            (la.bitmap and la.bitmap.max() >= end)
+            or any(e >= end for e in la.batches)
+            or any(e >= end for e in la.counts)
+        ):
             self.range_count += la.drop_from(end)
             self._touched(ledger, la)
 
@@ -196,12 +200,14 @@ class AckState(PositionMoves):
                 highest = la.bitmap.max()
             if la.batches:
                 highest = max(highest, max(la.batches))
+            if la.counts:
+                highest = max(highest, max(la.counts))  # a delivered entry was written
         if self.md[0] == ledger:
             highest = max(highest, self.md[1])
         if highest >= entries:
             raise LedgerStateError(
                 f"cannot close ledger {ledger} with {entries} entries: cursor {self.name!r} has acknowledged "
-                f"entry {ledger}:{highest}; allowed entries >= {highest + 1}"
+                f"or delivered entry {ledger}:{highest}; allowed entries >= {highest + 1}"
             )
 
     # -- helpers -----------------------------------------------------------------------------------
@@ -287,6 +293,8 @@ class AckState(PositionMoves):
             added.add(entry)
         if la.batches and la.batches.pop(entry, None) is not None:
             la.added = None  # a partial batch left the record: the next flush writes a new base
+        if la.counts and la.counts.pop(entry, None) is not None:
+            la.counts_added.pop(entry, None)  # an acked entry has no delivery count
         la.runs += delta
         self.range_count += delta
         self._dirty.add(ledger)
@@ -536,7 +544,9 @@ class AckState(PositionMoves):
             assert not (count >= 0 and md_e == count - 1 and d.next_after(md_l) is not None), "M not normalized"
         assert held_runs == self.range_count, (held_runs, self.range_count)
         for ledger, la in self._cache.loaded.items():
-            entries = list(la.batches)
+            entries = list(la.batches) + list(la.counts)
+            for entry, n in la.counts.items():
+                assert n >= 1 and entry not in la.bitmap, (ledger, entry, n)
             if la.bitmap:
                 entries += [la.bitmap.min(), la.bitmap.max()]
             lowest, highest = min(entries), max(entries)

@@ -16,6 +16,15 @@ Delayed delivery: with ``deliver_at`` set, an entry read before its delivery tim
 in the tracker (``delayed``) instead of delivered; a replay read releases held entries
 whose time has come. A position reset clears the tracker (the entries are read again).
 
+Delivery counts: every entry handed out (sequential read, replay, redelivery) counts one
+more delivery in the cursor (``cursor.delivery_count``), persisted with the acks. With
+``CursorConfig.max_deliveries`` set, an entry delivered that many times is not delivered
+again: the ``dead_letter`` coroutine receives it with its count and, once it returns, the
+entry is acked. A crash between the two calls ``dead_letter`` again after the restart
+(at-least-once to the dead letter). ``durable_counts=True`` flushes each read's counts
+before the entries are handed out, so a crash never loses a delivery; without it a crash
+loses the counts since the last flush.
+
 PIP-299: with pausing on, sequential reads are refused while the cursor is blocked on
 ack-state persistence; replay reads go on (they are what unblocks it). A single-consumer
 (exclusive / failover) dispatcher never pauses: its one consumer acks in order, and
@@ -30,6 +39,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..cursor.validate import pair as pair_of
 from ..errors import InvalidArgumentError, InvalidPositionError, InvalidTypeError
 from ..position import Position, trusted
 from .read_loop import CursorPositions, CursorReadLoop, RevisionInProgressError
@@ -69,8 +79,20 @@ class Dispatcher(CursorReadLoop):
         epochs: bool = True,
         deliver_at: Callable[[Position], float] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        dead_letter: Callable[[Entry, int], Awaitable[object]] | None = None,
+        durable_counts: bool = False,
     ) -> None:
         super().__init__(cursor, reader, controller)
+        if cursor.config.max_deliveries and dead_letter is None:
+            raise InvalidArgumentError(
+                f"cursor {cursor.name!r} has max_deliveries={cursor.config.max_deliveries}: "
+                "the Dispatcher needs a dead_letter coroutine to hand such entries to"
+            )
+        if type(durable_counts) is not bool:
+            raise InvalidTypeError(f"durable_counts must be a bool, got {durable_counts!r}")
+        self.dead_letter = dead_letter
+        self.durable_counts = durable_counts
+        self.dead_lettered = 0
         self.single_consumer = single_consumer
         self.epochs = epochs  # False only to show, in tests, what epochs prevent
         self.deliver_at = deliver_at
@@ -105,9 +127,19 @@ class Dispatcher(CursorReadLoop):
         consumer.epoch = self.epoch
         return consumer
 
-    def redeliver(self, positions: list[Position]) -> None:
-        """Negative acks: these positions go to the replay queue."""
-        self.replay.update(positions)
+    def redeliver(self, positions: list[Position], *, delay: float = 0.0) -> None:
+        """Negative acks: these positions go to the replay queue, or with ``delay`` (seconds,
+        Pulsar's negative-ack delay) to the delayed tracker, which a replay read releases
+        once the time has come."""
+        if type(delay) not in (int, float) or not 0 <= delay < float("inf"):
+            raise InvalidArgumentError(f"delay={delay!r} is not allowed: allowed a number of seconds >= 0")
+        items = [trusted(*pair_of(p)) for p in positions]
+        if delay:
+            at = self.clock() + delay
+            for p in items:
+                self.delayed[p] = at
+        else:
+            self.replay.update(items)
 
     # -- reads ------------------------------------------------------------------------------
     async def read_more(self, n: int = 10) -> list[Entry]:
@@ -123,7 +155,7 @@ class Dispatcher(CursorReadLoop):
         done = await self._sequential(n)
         if done is None:
             return []
-        return self._deliver(done[0], epoch)
+        return await self._hand_out(done[0], epoch)
 
     def _pause_for_ack_state(self) -> bool:
         """PIP-299: evaluated only when pausing is on for this cursor (``pause_checks`` counts it)."""
@@ -163,10 +195,30 @@ class Dispatcher(CursorReadLoop):
         if done is None:
             return []
         self.replay.difference_update(positions)
-        return self._deliver(done[0], epoch)
+        return await self._hand_out(done[0], epoch)
 
-    def _deliver(self, entries: list[Entry], epoch: int) -> list[Entry]:
-        """Hand ``entries`` out round robin, holding those not yet due; returns those handed out."""
+    async def _hand_out(self, entries: list[Entry], epoch: int) -> list[Entry]:
+        """Dead-letter the entries delivered ``max_deliveries`` times, count one more delivery
+        of the others that are due, and hand those out; returns them."""
+        limit = self.cursor.config.max_deliveries
+        dead: list[tuple[Entry, int]] = []
+        if limit:
+            counted = [(e, self.cursor.delivery_count(e.position)) for e in entries]
+            dead = [(e, n) for e, n in counted if n >= limit]
+            entries = [e for e, n in counted if n < limit]
+        due = self._due(entries)
+        if due:
+            self.cursor.record_deliveries([e.position for e in due], durable=self.durable_counts)
+        handed = self._deliver(due, epoch)
+        for entry, count in dead:
+            assert self.dead_letter is not None
+            await self.dead_letter(entry, count)
+            self.cursor.ack([entry.position])
+            self.dead_lettered += 1
+        return handed
+
+    def _due(self, entries: list[Entry]) -> list[Entry]:
+        """The entries due now; the others wait in the delayed tracker."""
         if self.deliver_at is not None:
             now, due = self.clock(), []
             for entry in entries:
@@ -176,6 +228,10 @@ class Dispatcher(CursorReadLoop):
                 else:
                     due.append(entry)
             entries = due
+        return entries
+
+    def _deliver(self, entries: list[Entry], epoch: int) -> list[Entry]:
+        """Hand ``entries`` out round robin; returns them."""
         names = sorted(self.consumers)
         if not names:
             return entries
@@ -333,4 +389,5 @@ class Dispatcher(CursorReadLoop):
             "pause_checks": self.pause_checks,
             "replay_queue": len(self.replay),
             "delayed": len(self.delayed),
+            "dead_lettered": self.dead_lettered,
         }

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import lmdb
-from pyroaring import BitMap, FrozenBitMap
+from pyroaring import BitMap
 
 from ..errors import CorruptRecordError
 from ..ledger_acks import LedgerAcks
@@ -125,10 +125,13 @@ def resolve_marker(txn: LogTxn, db: lmdb._Database | None, cursor_id: int, seq: 
                 index.pop(ledger, None)
                 continue
             old = index.get(ledger)
-            if old is not None and old.seq == entry.seq and old.adds:
-                # the same record as before: a delta marker names only the acks added since
-                # the chain last named this ledger (a union, so repeating them is harmless)
-                entry = IndexEntry(entry.seq, entry.runs, old.adds | (entry.adds or FrozenBitMap()))
+            if old is not None and old.seq == entry.seq and (old.adds or old.counts):
+                # the same record as before: a delta marker names only the acks added (and the
+                # counts set) since the chain last named this ledger (a union: repeats are
+                # harmless; the newer count wins)
+                counts = {**old.counts, **(entry.counts or {})} if old.counts else entry.counts
+                adds = old.adds | entry.adds if old.adds and entry.adds else old.adds or entry.adds
+                entry = IndexEntry(entry.seq, entry.runs, adds, counts)
             index[ledger] = entry
     return ResolvedMarker(
         seq=seq,
@@ -161,6 +164,11 @@ def _read_ledger(
     acks.added = BitMap()  # tracked from the base on: the adds below land in it too
     if entry.adds:
         acks.update(BitMap(entry.adds))
+    if entry.counts:
+        acked = acks.bitmap
+        for e, n in entry.counts.items():
+            if e not in acked:  # acked since: the ack took its count away
+                acks.counts[e] = acks.counts_added[e] = n
     if found != ledger or acks.runs != entry.runs:
         raise CorruptRecordError(
             f"marker {marker_seq}: record {seq} holds ledger {found} with {acks.runs} ranges"

@@ -14,15 +14,20 @@ record; both read. A body is msgpack bytes, except a *delta marker's* (below). A
 whose checksum or decoding fails is reported as :class:`~ackstore.errors.CorruptRecordError`
 and treated by recovery as absent.
 
-A delta marker of format 6 (the one written by nearly every flush) has a fixed layout,
-little-endian, when every field fits 32 bits (otherwise it is written as a msgpack array,
-like full markers)::
+A delta marker of format 6 and 7 (the one written by nearly every flush) has a fixed
+layout, little-endian, when every field fits 32 bits and it carries no delivery counts
+(otherwise it is written as a msgpack array, like full markers)::
 
     0xC1                                         (a msgpack body never starts with it)
     prev, md ledger, md entry + 1, rp ledger, rp entry + 1, cursor id, items   (6 x u32, u16)
     then per item: ledger, seq + 1 (0: the ledger vanished), runs, adds        (3 x u32, u16)
                    and ``adds`` x u32: the entries acked since that record, ascending
     then the properties as a msgpack map, when there are any
+
+Delivery counts (format 7) are a flat msgpack list ``[entry, count, ...]``, entries
+ascending, counts >= 1, never for an acknowledged entry: a ledger record's ninth field
+(the counts when it was written) and a marker index item's fifth (the counts set since
+that ledger's record; the newest marker naming an entry wins).
 
 The read position fields of both marker forms are never used: the read position is not
 persisted (a restart reads again from the mark-delete position + 1, as Pulsar does); a
@@ -39,7 +44,7 @@ import sys
 import zlib
 from array import array
 from dataclasses import dataclass, field
-from itertools import accumulate
+from itertools import accumulate, pairwise
 from operator import sub
 from typing import Any, NamedTuple
 
@@ -75,8 +80,10 @@ __all__ = [
 #: confirmed entry to the catalog and string values to marker properties; 5 lets a marker's
 #: index entry carry the acks made since the ledger's record (``IndexEntry.adds``). Records
 #: of 1-4 read unchanged; 6 has the fixed envelope and the fixed delta marker layout (see
-#: the module docstring). Records of 1-5 read unchanged.
-FORMAT_VERSION = 6
+#: the module docstring). Records of 1-5 read unchanged. 7 adds delivery counts: a ledger
+#: record's ninth field and an index item's fifth (``[entry, count, ...]`` flat); a delta
+#: marker that carries counts is written as a msgpack array. Records of 1-6 read unchanged.
+FORMAT_VERSION = 7
 RECORD_LEDGER = 1
 RECORD_MARKER = 2
 
@@ -163,7 +170,27 @@ def encode_ledger(ledger: int, acks: LedgerAcks, cursor_id: int | None = None) -
     fields = [ledger, flags, first, last, payload, acks.runs, batches]
     if cursor_id is not None:
         fields.append(cursor_id)
+        if acks.counts:
+            fields.append(flat_counts(acks.counts))
     return encode_record(RECORD_LEDGER, msgpack.packb(fields))
+
+
+def flat_counts(counts: dict[int, int]) -> list[int]:
+    """Delivery counts as msgpack writes them: ``[entry, count, ...]``, entries ascending."""
+    return [x for entry in sorted(counts) for x in (entry, counts[entry])]
+
+
+def parse_counts(flat: Any) -> dict[int, int]:
+    """:func:`flat_counts` back; CorruptRecordError unless entries ascend and counts are >= 1."""
+    if not isinstance(flat, list) or len(flat) % 2 or not all(type(x) is int for x in flat):
+        raise CorruptRecordError(f"delivery counts {str(flat)[:60]} are not [entry, count, ...] ints")
+    counts = dict(zip(flat[::2], flat[1::2], strict=True))
+    entries = flat[::2]
+    if any(not 0 <= e < 1 << 32 for e in entries) or any(b <= a for a, b in pairwise(entries)):
+        raise CorruptRecordError("delivery counts' entries are not ascending 32-bit entry ids")
+    if any(not 1 <= c < 1 << 32 for c in counts.values()):
+        raise CorruptRecordError("a delivery count is not in 1..2**32-1")
+    return counts
 
 
 def decode_ledger(value: bytes | memoryview) -> tuple[int, LedgerAcks]:
@@ -178,13 +205,16 @@ def decode_ledger_owned(value: bytes | memoryview) -> tuple[int, LedgerAcks, int
     if rtype != RECORD_LEDGER:
         raise CorruptRecordError(f"expected a ledger record, found type {rtype}")
     try:
-        owner = body[7] if len(body) == 8 else None
+        owner = body[7] if len(body) in (8, 9) else None
         ledger, flags, first, last, payload, runs, batches = body[:7]
         bm = decode_bitmap(flags, first, last, payload)
-        parsed = {int(e): (int(s), int.from_bytes(m, "little")) for e, s, m in batches}
+        parsed = {int(e): (int(s), int.from_bytes(m, "little")) for e, s, m in batches} if batches else {}
+        counts = parse_counts(body[8]) if len(body) == 9 else None
     except Exception as exc:
         raise CorruptRecordError(f"ledger record body has the wrong shape: {exc}") from None
-    acks = LedgerAcks(bm, parsed)
+    if counts and any(e in bm for e in counts):
+        raise CorruptRecordError(f"ledger {ledger} record counts deliveries of an acknowledged entry")
+    acks = LedgerAcks(bm, parsed, counts)
     if acks.runs != runs:
         raise CorruptRecordError(f"ledger {ledger} record says {runs} runs, bitmap has {acks.runs}")
     return int(ledger), acks, owner
@@ -200,6 +230,8 @@ class IndexEntry(NamedTuple):
     seq: int
     runs: int
     adds: FrozenBitMap | None = None
+    #: (format 7) delivery counts set since that record, their values now
+    counts: dict[int, int] | None = None
 
 
 @dataclass(slots=True)
@@ -259,10 +291,12 @@ def encode_delta_marker(
 ) -> bytes:
     """A delta marker (not full, not truncated) in the fixed layout of the module docstring;
     ``items`` ascending by ledger. A field that does not fit the layout (an id or sequence
-    of 2**32 or more, 65,536 items or adds) falls back to :func:`encode_marker`'s msgpack
-    array. O(items + adds), one ``struct.pack`` per item."""
+    of 2**32 or more, 65,536 items or adds), or delivery counts, fall back to
+    :func:`encode_marker`'s msgpack array. O(items + adds), one ``struct.pack`` per item."""
     item = _DELTA_ITEM.pack
     try:
+        if any(e is not None and e.counts for _, e in items):
+            raise struct.error("delivery counts are not in the fixed layout")
         head = (prev, mark_delete[0], mark_delete[1] + 1, read_position[0], read_position[1] + 1, cursor_id, len(items))
         parts = [_DELTA_HEAD.pack(_TAG, *head)]
         for ledger, e in items:
@@ -306,10 +340,13 @@ def _index_item(ledger: int, e: IndexEntry | None) -> list[Any]:
     gaps to each next one (small ints, 1-3 bytes each in msgpack)."""
     if e is None:
         return [ledger, -1, 0]
-    if e.adds is None:
+    if e.adds is None and not e.counts:
         return [ledger, e.seq, e.runs]
-    values = e.adds.to_array()
-    return [ledger, e.seq, e.runs, [values[0], *map(sub, values[1:], values[:-1])] if values else []]
+    values = e.adds.to_array() if e.adds is not None else []
+    item = [ledger, e.seq, e.runs, [values[0], *map(sub, values[1:], values[:-1])] if values else []]
+    if e.counts:
+        item.append(flat_counts(e.counts))
+    return item
 
 
 def _index_entry(item: list[Any]) -> IndexEntry | None:
@@ -322,7 +359,8 @@ def _index_entry(item: list[Any]) -> IndexEntry | None:
             adds = FrozenBitMap(array("I", accumulate(rest[0])))
         except (TypeError, OverflowError) as exc:
             raise CorruptRecordError(f"an index entry's adds are not a list of gaps ({exc})") from None
-    return IndexEntry(int(seq), int(runs), adds)
+    counts = parse_counts(rest[1]) if len(rest) > 1 else None
+    return IndexEntry(int(seq), int(runs), adds, counts or None)
 
 
 def _properties(raw: Any) -> dict[str, int | str]:

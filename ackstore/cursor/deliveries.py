@@ -1,0 +1,69 @@
+"""Delivery counts: how many times each entry that is not acknowledged was handed out.
+
+They live beside the acks in each ledger's :class:`~ackstore.ledger_acks.LedgerAcks`
+(``counts``, sparse: an entry never delivered has none, an acked one loses its count), so
+they are persisted by the same group flush as the acks (a marker carries the counts set
+since a ledger's record, as it carries the acks), recovered with them, charged to the same
+byte budget and swapped in and out with their ledger. A position reset (reset, seek)
+drops every count: it forgets the acks after its target too, and a reset is a decision to
+deliver from there again, not a failed delivery.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..position import Position, trusted
+from .state import AckState
+from .validate import pair
+
+__all__ = ["record_deliveries", "delivery_count", "delivery_counts"]
+
+
+def record_deliveries(state: AckState, items: list[Any]) -> list[int]:
+    """One more delivery of each position (a position listed twice counts twice); returns
+    each one's count after it, 0 for an acknowledged one (not counted). Every position is
+    checked first: one bad position records none. O(positions) + swap-ins."""
+    checked = [pair(item) for item in items]
+    for ledger, entry in checked:
+        state.check_entry(ledger, entry)
+    out: list[int] = []
+    ledgers = state.ledgers
+    for ledger, entry in checked:
+        if (ledger, entry) <= state.md or state.is_acked((ledger, entry)):
+            out.append(0)
+            continue
+        la = ledgers.get(ledger, create=True)
+        out.append(la.deliver(entry))
+        state.range_count -= ledgers.touched(ledger, la)  # dirty, re-measured
+        ledgers.fit(keep=(ledger,))
+    return out
+
+
+def delivery_count(state: AckState, position: Any) -> int:
+    """How many times ``position`` was delivered; 0 if never, or if it is acknowledged. O(1) + a swap-in."""
+    ledger, entry = pair(position)
+    if (ledger, entry) <= state.md:
+        return 0
+    la = state.ledgers.peek(ledger)
+    return 0 if la is None else la.counts.get(entry, 0)
+
+
+def delivery_counts(state: AckState, start: Any = None, end: Any = None) -> dict[Position, int]:
+    """Every counted entry in ``[start, end)`` (None: from the mark-delete position / to the
+    end) with its count, ascending. Swapped-out ledgers are read, not loaded.
+    O(ledgers in range + counts returned)."""
+    low = pair(start) if start is not None else (state.md[0], state.md[1] + 1)
+    high = pair(end) if end is not None else None
+    out: dict[Position, int] = {}
+    ledgers = state.ledgers
+    for ledger in sorted(ledgers.known()):
+        if ledger < low[0] or (high is not None and ledger > high[0]):
+            continue
+        la = ledgers.peek(ledger)
+        if la is None or not la.counts:
+            continue
+        for entry in sorted(la.counts):
+            if (ledger, entry) >= low and (high is None or (ledger, entry) < high):
+                out[trusted(ledger, entry)] = la.counts[entry]
+    return out

@@ -1,0 +1,272 @@
+"""Delivery counts: kept per entry beside the acks, persisted by the group flush as deltas,
+recovered, budgeted; the dispatcher's max_deliveries and dead letter; kill -9 rounds."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ackstore import (
+    AckStore,
+    CursorConfig,
+    Dispatcher,
+    InMemoryLedgerReader,
+    InvalidArgumentError,
+    InvalidPositionError,
+    InvalidTypeError,
+    Position,
+    testing,
+)
+from ackstore.dispatch.reads import Entry
+
+T = "persistent://t/ns/deliveries"
+ROOT = Path(__file__).parent.parent
+P = Position
+
+
+def _topic(store: AckStore, entries: int = 1000):  # type: ignore[no-untyped-def]
+    topic = store.topic(T)
+    if not topic.ledgers():
+        topic.add_ledger(1)
+        topic.close_ledger(1, entries)
+        topic.add_ledger(2)
+    return topic
+
+
+def test_counts_rise_per_delivery_and_an_ack_of_any_kind_takes_them_away(store_path: Path) -> None:
+    with AckStore.open(store_path) as store:
+        cur = _topic(store).cursor("c")
+        assert cur.record_deliveries([P(1, 5), P(1, 5), P(1, 6), P(1, 7), P(1, 8), P(1, 9), P(2, 3)]) == [
+            1,
+            2,
+            1,
+            1,
+            1,
+            1,
+            1,
+        ]
+        assert cur.delivery_count(P(1, 5)) == 2 and cur.delivery_count(P(1, 4)) == 0
+        cur.ack(P(1, 6))  # individually
+        cur.ack_cumulative(P(1, 5))  # cumulatively
+        cur.ack_batch_index(P(1, 7), 2, [0, 1])  # a completed batch
+        cur.ack_batch_index(P(1, 8), 2, [0])  # a partial one keeps it
+        assert cur.delivery_counts() == {P(1, 8): 1, P(1, 9): 1, P(2, 3): 1}
+        assert cur.delivery_counts(P(1, 9), P(2, 0)) == {P(1, 9): 1}
+        assert cur.record_deliveries([P(1, 6)]) == [0]  # acked: not counted
+        cur._check()
+
+
+def test_a_reset_drops_every_count(store_path: Path) -> None:
+    with AckStore.open(store_path) as store:
+        topic = _topic(store)
+        cur = topic.cursor("c")
+        d = Dispatcher(cur, InMemoryLedgerReader(topic))
+        asyncio.run(d.read_more(5))
+        assert cur.delivery_counts() == {P(1, e): 1 for e in range(5)}
+        d.reset(P(1, 2))
+        assert cur.delivery_counts() == {}
+        asyncio.run(d.read_more(1))
+        d.seek(P(1, 0))
+        assert cur.delivery_counts() == {}
+
+
+def test_bad_input_is_a_typed_error_and_counts_nothing(store_path: Path) -> None:
+    with AckStore.open(store_path) as store:
+        topic = _topic(store)
+        cur = topic.cursor("c")
+        with pytest.raises(InvalidPositionError, match="1000"):
+            cur.record_deliveries([P(1, 3), P(1, 1000)])  # past the sealed end
+        with pytest.raises(InvalidTypeError):
+            cur.record_deliveries(5)  # type: ignore[arg-type]
+        with pytest.raises(InvalidTypeError):
+            cur.record_deliveries([P(1, 3)], durable="yes")  # type: ignore[arg-type]
+        assert cur.delivery_counts() == {}
+        with pytest.raises(InvalidArgumentError, match="max_deliveries=-1"):
+            CursorConfig(max_deliveries=-1)
+        limited = topic.cursor("d", CursorConfig(max_deliveries=3))
+        with pytest.raises(InvalidArgumentError, match="dead_letter"):
+            Dispatcher(limited, InMemoryLedgerReader(topic))
+        with pytest.raises(InvalidArgumentError, match="delay"):
+            Dispatcher(cur, InMemoryLedgerReader(topic)).redeliver([P(1, 1)], delay=-1)
+
+
+@pytest.mark.parametrize("restart", ["close", "crash after flush"])
+def test_counts_survive_a_restart_through_records_and_delta_markers(store_path: Path, restart: str) -> None:
+    """A base record with counts, then delta markers that carry only the counts set since."""
+    with AckStore.open(store_path) as store:
+        cur = _topic(store).cursor("c")
+        cur.ack_entries(1, range(0, 1000, 2))
+        cur.record_deliveries([P(1, e) for e in range(1, 200, 2)])
+        first = store.flush()
+        sizes = []
+        for e in (201, 203, 201):
+            cur.record_deliveries([P(1, e)])
+            sizes.append(store.flush().bytes_written)
+        expected = {**{P(1, e): 1 for e in range(1, 200, 2)}, P(1, 201): 2, P(1, 203): 1}
+        assert cur.delivery_counts() == expected
+        assert max(sizes) < first.bytes_written / 4  # a delta: what changed, not the ledger again
+        if restart != "close":
+            testing.crash(store)
+    with AckStore.open(store_path) as store:
+        cur = _topic(store).cursor("c")
+        assert cur.delivery_counts() == expected
+        cur._check()
+
+
+def test_counts_are_budgeted_and_swap_with_their_ledger(store_path: Path) -> None:
+    with AckStore.open(store_path) as store:
+        topic = store.topic(T)
+        for ledger in range(1, 21):
+            topic.add_ledger(ledger)
+            topic.close_ledger(ledger, 500)
+        cur = topic.cursor("c", CursorConfig(max_individual_ack_cache_bytes=4000))
+        for ledger in range(1, 21):
+            cur.ack_entries(ledger, range(1, 500, 3))
+            cur.record_deliveries([P(ledger, e) for e in range(2, 60, 3)])
+        stats = cur.stats()
+        assert stats.ledgers_swapped_out > 0 and stats.cache_bytes <= 4000 + stats.largest_ledger_bytes
+        expected = {P(lg, e): 1 for lg in range(1, 21) for e in range(2, 60, 3)}
+        assert cur.delivery_counts() == expected
+        cur._check()
+    with AckStore.open(store_path, readonly=True) as store:
+        cur = store.topic(T).cursor("c", CursorConfig(max_individual_ack_cache_bytes=4000))
+        assert cur.delivery_counts() == expected
+
+
+def test_a_store_without_counts_opens_with_none(store_path: Path) -> None:
+    """Records written before counts existed (no ninth field) read as no counts."""
+    with AckStore.open(store_path) as store:
+        cur = _topic(store).cursor("c")
+        cur.ack([P(1, 3)])
+    with AckStore.open(store_path) as store:
+        cur = _topic(store).cursor("c")
+        assert cur.delivery_counts() == {} and cur.delivery_count(P(1, 0)) == 0
+
+
+class _Consumer:
+    """Fails on ``poison`` every time; acks everything else."""
+
+    def __init__(self, cur, poison: Position) -> None:  # type: ignore[no-untyped-def]
+        self.cur, self.poison = cur, poison
+        self.dead: list[tuple[Position, int]] = []
+
+    async def dead_letter(self, entry: Entry, count: int) -> None:
+        self.dead.append((entry.position, count))
+
+
+def test_a_poison_entry_is_dead_lettered_after_max_deliveries(store_path: Path) -> None:
+    with AckStore.open(store_path) as store:
+        topic = _topic(store, entries=10)
+        cur = topic.cursor("c", CursorConfig(max_deliveries=3))
+        poison = P(1, 4)
+        consumer = _Consumer(cur, poison)
+        clock = [0.0]
+        d = Dispatcher(cur, InMemoryLedgerReader(topic), dead_letter=consumer.dead_letter, clock=lambda: clock[0])
+        deliveries = 0
+        for entry in asyncio.run(d.read_more(10)):
+            if entry.position == poison:
+                deliveries += 1
+                d.redeliver([poison], delay=5.0)  # a negative ack with a delay
+            else:
+                cur.ack(entry.position)
+        while not consumer.dead:
+            assert asyncio.run(d.replay_read(10)) == []  # not due yet
+            clock[0] += 5.0
+            for entry in asyncio.run(d.replay_read(10)):
+                assert entry.position == poison
+                deliveries += 1
+                d.redeliver([poison], delay=5.0)
+        assert deliveries == 3 and consumer.dead == [(poison, 3)]
+        assert cur.is_acked(poison) and cur.delivery_counts() == {} and d.stats()["dead_lettered"] == 1
+        assert cur.mark_delete_position == P(2, -1)  # ledger 1 wholly acked: M moves to the next
+
+
+def test_durable_counts_are_on_disk_before_the_entries_are_handed_out(store_path: Path) -> None:
+    with AckStore.open(store_path) as store:
+        topic = _topic(store, entries=10)
+        cur = topic.cursor("c")
+        d = Dispatcher(cur, InMemoryLedgerReader(topic), durable_counts=True)
+        asyncio.run(d.read_more(3))
+        testing.crash(store)  # nothing flushed by hand
+    with AckStore.open(store_path) as store:
+        assert _topic(store).cursor("c").delivery_counts() == {P(1, e): 1 for e in range(3)}
+
+
+# -- kill -9 after every delivery -----------------------------------------------------------------
+
+_CHILD = """
+import asyncio, sys
+from ackstore import AckStore, CursorConfig, Dispatcher, InMemoryLedgerReader, Position
+path, durable, flush = sys.argv[1], sys.argv[2] == "1", sys.argv[3] == "1"
+store = AckStore.open(path)
+topic = store.topic("t")
+cur = topic.cursor("c", CursorConfig(max_deliveries=4))
+async def dead_letter(entry, count):
+    print("dead", count, flush=True)
+d = Dispatcher(cur, InMemoryLedgerReader(topic), dead_letter=dead_letter, durable_counts=durable)
+got = asyncio.run(d.read_more(1))
+if got:  # the consumer dies on it: the parent kills this process now
+    if flush:  # a background flush ran before the kill
+        store.flush()
+    print("delivered", cur.delivery_count(got[0].position), flush=True)
+else:
+    store.flush()
+    print("done", cur.is_acked(Position(1, 0)), flush=True)
+sys.stdin.readline()
+"""
+
+
+def _one_round(path: Path, durable: bool, flush: bool) -> str:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _CHILD, str(path), "1" if durable else "0", "1" if flush else "0"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert proc.stdout is not None
+    lines = []
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line.strip())
+        if line.startswith(("delivered", "done")):
+            break
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    return " / ".join(lines)
+
+
+@pytest.mark.parametrize("durable", [True, False])
+def test_a_poison_entry_reaches_the_dead_letter_across_kill_9(tmp_path: Path, durable: bool) -> None:
+    """The consumer process is killed after every delivery of the one entry; every other
+    round a flush ran before the kill. With durable counts the entry reaches the dead letter
+    after exactly max_deliveries (4) deliveries; without, after 4 + the deliveries no flush
+    saved (a crash loses the counts since the last flush, never more)."""
+    path = tmp_path / "s"
+    with AckStore.open(path) as store:
+        topic = store.topic("t")
+        topic.add_ledger(1)
+        topic.close_ledger(1, 1)
+        topic.cursor("c", CursorConfig(max_deliveries=4))
+    outputs, unsaved = [], 0
+    for round_ in range(12):
+        flush = round_ % 2 == 1
+        out = _one_round(path, durable, flush)
+        outputs.append(out)
+        if "done" in out:
+            break
+        unsaved += out.startswith("delivered") and not flush
+    delivered = [o for o in outputs if o.startswith("delivered")]
+    assert outputs[-1].endswith("done True"), outputs
+    assert any("dead 4" in o for o in outputs), outputs
+    assert len(delivered) == 4 + (0 if durable else unsaved), outputs
