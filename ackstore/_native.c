@@ -182,16 +182,19 @@ static int cmp_u32(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* delta_fields(body: bytes) -> (prev, md ledger, md entry, rp ledger, rp entry, cursor id,
- * items, end): a fixed-layout delta marker (records.py's module docstring). items are
- * (ledger, seq, runs, adds) with seq -1 for a vanished ledger and adds None or the
- * portable roaring bytes of the entries; end is where the properties start. */
+/* delta_fields(body: bytes, with_counts: bool) -> (prev, md ledger, md entry, rp ledger,
+ * rp entry, cursor id, items, end): a fixed-layout delta marker (records.py's module
+ * docstring; format 7 items carry a count of delivery counts and the counts). items are
+ * (ledger, seq, runs, adds, counts) with seq -1 for a vanished ledger, adds None or the
+ * portable roaring bytes of the entries, counts None or {entry: count}; end is where the
+ * properties start. */
 static PyObject *delta_fields(PyObject *self, PyObject *args) {
     Py_buffer raw;
-    if (!PyArg_ParseTuple(args, "y*", &raw)) return NULL;
+    int with_counts;
+    if (!PyArg_ParseTuple(args, "y*p", &raw, &with_counts)) return NULL;
     const unsigned char *p = (const unsigned char *)raw.buf;
-    Py_ssize_t len = raw.len, pos = 27;
-    PyObject *items = NULL, *result = NULL;
+    Py_ssize_t len = raw.len, pos = 27, isize = with_counts ? 16 : 14;
+    PyObject *items = NULL, *result = NULL, *counts = NULL;
     uint32_t *adds = NULL;
     if (len < 27) { PyErr_SetString(PyExc_ValueError, "a delta marker ends early"); goto done; }
     uint32_t prev = get32(p + 1), mdl = get32(p + 5), mde = get32(p + 9), rpl = get32(p + 13),
@@ -200,10 +203,10 @@ static PyObject *delta_fields(PyObject *self, PyObject *args) {
     items = PyList_New(n);
     if (items == NULL) goto done;
     for (uint16_t i = 0; i < n; i++) {
-        if (len - pos < 14) { PyErr_SetString(PyExc_ValueError, "a delta marker ends early"); goto done; }
+        if (len - pos < isize) { PyErr_SetString(PyExc_ValueError, "a delta marker ends early"); goto done; }
         uint32_t ledger = get32(p + pos), seq = get32(p + pos + 4), runs = get32(p + pos + 8);
-        uint16_t nadds = get16(p + pos + 12);
-        pos += 14;
+        uint16_t nadds = get16(p + pos + 12), ncounts = with_counts ? get16(p + pos + 14) : 0;
+        pos += isize;
         PyObject *set;
         if (nadds) {
             if (len - pos < 4 * (Py_ssize_t)nadds) {
@@ -225,7 +228,27 @@ static PyObject *delta_fields(PyObject *self, PyObject *args) {
         } else {
             set = Py_NewRef(Py_None);
         }
-        PyObject *item = Py_BuildValue("(kLkN)", (unsigned long)ledger, (long long)seq - 1, (unsigned long)runs, set);
+        if (ncounts) {
+            if (len - pos < 8 * (Py_ssize_t)ncounts) {
+                Py_DECREF(set);
+                PyErr_Format(PyExc_ValueError, "a delta marker's counts for ledger %u end early", ledger);
+                goto done;
+            }
+            counts = PyDict_New();
+            if (counts == NULL) { Py_DECREF(set); goto done; }
+            for (uint16_t k = 0; k < ncounts; k++, pos += 8) {
+                PyObject *e = PyLong_FromUnsignedLong(get32(p + pos)), *c = PyLong_FromUnsignedLong(get32(p + pos + 4));
+                int bad = e == NULL || c == NULL || PyDict_SetItem(counts, e, c) < 0;
+                Py_XDECREF(e);
+                Py_XDECREF(c);
+                if (bad) { Py_DECREF(set); goto done; }
+            }
+        } else {
+            counts = Py_NewRef(Py_None);
+        }
+        PyObject *item = Py_BuildValue("(kLkNN)", (unsigned long)ledger, (long long)seq - 1, (unsigned long)runs, set,
+                                       counts);
+        counts = NULL;
         if (item == NULL) goto done;
         PyList_SET_ITEM(items, i, item);
     }
@@ -233,6 +256,7 @@ static PyObject *delta_fields(PyObject *self, PyObject *args) {
                            (unsigned long)rpl, (long long)rpe - 1, (unsigned long)cid, items, pos);
 done:
     PyMem_Free(adds);
+    Py_XDECREF(counts);
     Py_XDECREF(items);
     PyBuffer_Release(&raw);
     return result;

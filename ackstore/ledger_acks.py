@@ -61,7 +61,8 @@ class LedgerAcks:
     ``counts`` maps an entry that is not acknowledged to how many times it was delivered
     (sparse: an entry never delivered has none, an acked one loses its count);
     ``counts_added`` is the counts set since the base (the values now), which a delta
-    marker carries as it carries ``added``. A count removed other than by an ack makes
+    marker carries as it carries ``added`` (the one-position ack path leaves an acked
+    entry in it; a flush drops it there). A count removed other than by an ack makes
     ``added`` None (a new base).
     """
 

@@ -58,6 +58,18 @@ def _worth_a_delta(added: BitMap, la: LedgerAcks) -> bool:
     return n <= DELTA_MAX_ACKS and n <= DELTA_MAX_SHARE * (len(la.bitmap) + len(la.counts))
 
 
+def _live_counts(la: LedgerAcks) -> dict[int, int] | None:
+    """The counts set since the base that still stand (an ack took some away since: the
+    ack path leaves ``counts_added`` alone, so they are dropped from it here). O(counts added)."""
+    added, counts = la.counts_added, la.counts
+    if not added:
+        return None
+    if len(added) > len(counts) or any(e not in counts for e in added):
+        for e in [e for e in added if e not in counts]:
+            del added[e]
+    return dict(added) or None
+
+
 def _since(counts: dict[int, int] | None, named: dict[int, int] | None) -> dict[int, int] | None:
     """The counts a delta marker names: those set since the chain last named them."""
     if not counts or not named:
@@ -310,7 +322,7 @@ class Planner:
                 # a few acks (and counts) since its record: the marker carries them, the
                 # ledger is not rewritten
                 adds = FrozenBitMap(added)
-                counts = dict(la.counts_added) if la.counts_added else None
+                counts = _live_counts(la)
                 changes[ledger] = entry = IndexEntry(base.seq, la.runs, adds, counts)
                 if not full and (base.adds or base.counts):
                     # a delta marker names only what changed since the chain last named it

@@ -293,8 +293,9 @@ class AckState(PositionMoves):
             added.add(entry)
         if la.batches and la.batches.pop(entry, None) is not None:
             la.added = None  # a partial batch left the record: the next flush writes a new base
-        if la.counts and la.counts.pop(entry, None) is not None:
-            la.counts_added.pop(entry, None)  # an acked entry has no delivery count
+        if la.counts:
+            la.counts.pop(entry, None)  # an acked entry has no delivery count (the next flush
+            # leaves it out of ``counts_added`` too: the hot path does one dict operation)
         la.runs += delta
         self.range_count += delta
         self._dirty.add(ledger)

@@ -93,25 +93,30 @@ def rice_to_roaring(payload: bytes, first: int) -> bytes:
 
 _HEAD = struct.Struct("<BIIIIIIH")
 _ITEM = struct.Struct("<IIIH")
+_ITEM7 = struct.Struct("<IIIHH")  # format 7: and the number of delivery counts
+_COUNT = struct.Struct("<II")
+
+Item = tuple[int, int, int, bytes | None, dict[int, int] | None]
 
 
-def delta_fields(
-    body: bytes,
-) -> tuple[int, int, int, int, int, int, list[tuple[int, int, int, bytes | None]], int]:
+def delta_fields(body: bytes, with_counts: bool) -> tuple[int, int, int, int, int, int, list[Item], int]:
     """A fixed-layout delta marker body: ``(prev, md ledger, md entry, rp ledger, rp entry,
-    cursor id, items, end)``, items ``(ledger, seq, runs, adds)`` (seq -1: the ledger
-    vanished; adds None or the entries' portable roaring bytes); the properties start at
-    ``end``. O(items + adds)."""
+    cursor id, items, end)``, items ``(ledger, seq, runs, adds, counts)`` (seq -1: the
+    ledger vanished; adds None or the entries' portable roaring bytes; counts None or
+    ``{entry: count}``, in format 7's items only); the properties start at ``end``.
+    O(items + adds + counts)."""
     if len(body) < _HEAD.size:
         raise ValueError("a delta marker ends early")
     _, prev, md_l, md_e, rp_l, rp_e, cid, n = _HEAD.unpack_from(body)
     pos = _HEAD.size
-    items: list[tuple[int, int, int, bytes | None]] = []
+    items: list[Item] = []
+    layout = _ITEM7 if with_counts else _ITEM
     for _ in range(n):
-        if len(body) - pos < _ITEM.size:
+        if len(body) - pos < layout.size:
             raise ValueError("a delta marker ends early")
-        ledger, seq, runs, nadds = _ITEM.unpack_from(body, pos)
-        pos += _ITEM.size
+        ledger, seq, runs, nadds, *more = layout.unpack_from(body, pos)
+        ncounts = more[0] if more else 0
+        pos += layout.size
         adds = None
         if nadds:
             if len(body) - pos < 4 * nadds:
@@ -122,5 +127,11 @@ def delta_fields(
                 raw.byteswap()
             adds = BitMap(raw, optimize=False).serialize()
             pos += 4 * nadds
-        items.append((ledger, seq - 1, runs, adds))
+        counts = None
+        if ncounts:
+            if len(body) - pos < 8 * ncounts:
+                raise ValueError(f"a delta marker's counts for ledger {ledger} end early")
+            counts = dict(_COUNT.iter_unpack(body[pos : pos + 8 * ncounts]))
+            pos += 8 * ncounts
+        items.append((ledger, seq - 1, runs, adds, counts))
     return prev, md_l, md_e - 1, rp_l, rp_e - 1, cid, items, pos

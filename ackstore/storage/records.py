@@ -15,19 +15,22 @@ whose checksum or decoding fails is reported as :class:`~ackstore.errors.Corrupt
 and treated by recovery as absent.
 
 A delta marker of format 6 and 7 (the one written by nearly every flush) has a fixed
-layout, little-endian, when every field fits 32 bits and it carries no delivery counts
-(otherwise it is written as a msgpack array, like full markers)::
+layout, little-endian, when every field fits 32 bits (otherwise it is written as a msgpack
+array, like full markers); the envelope's format version says which item layout::
 
     0xC1                                         (a msgpack body never starts with it)
     prev, md ledger, md entry + 1, rp ledger, rp entry + 1, cursor id, items   (6 x u32, u16)
     then per item: ledger, seq + 1 (0: the ledger vanished), runs, adds        (3 x u32, u16)
-                   and ``adds`` x u32: the entries acked since that record, ascending
+                   and (format 7) counts                                       (u16)
+                   then ``adds`` x u32: the entries acked since that record, ascending
+                   then ``counts`` x (entry, count): delivery counts set since  (2 x u32)
     then the properties as a msgpack map, when there are any
 
 Delivery counts (format 7) are a flat msgpack list ``[entry, count, ...]``, entries
 ascending, counts >= 1, never for an acknowledged entry: a ledger record's ninth field
-(the counts when it was written) and a marker index item's fifth (the counts set since
-that ledger's record; the newest marker naming an entry wins).
+(the counts when it was written) and a msgpack marker index item's fifth (the counts set
+since that ledger's record; the newest marker naming an entry wins); a fixed-layout delta
+marker carries them as pairs of u32.
 
 The read position fields of both marker forms are never used: the read position is not
 persisted (a restart reads again from the mark-delete position + 1, as Pulsar does); a
@@ -82,7 +85,7 @@ __all__ = [
 #: of 1-4 read unchanged; 6 has the fixed envelope and the fixed delta marker layout (see
 #: the module docstring). Records of 1-5 read unchanged. 7 adds delivery counts: a ledger
 #: record's ninth field and an index item's fifth (``[entry, count, ...]`` flat); a delta
-#: marker that carries counts is written as a msgpack array. Records of 1-6 read unchanged.
+#: marker's items gain a u16 count of them. Records of 1-6 read unchanged.
 FORMAT_VERSION = 7
 RECORD_LEDGER = 1
 RECORD_MARKER = 2
@@ -109,8 +112,9 @@ def encode_record(rtype: int, body: bytes) -> bytes:
     return _ENVELOPE.pack(_TAG, rtype, FORMAT_VERSION, zlib.crc32(body, rtype << 8 | FORMAT_VERSION)) + body
 
 
-def _open_record(value: bytes | memoryview) -> tuple[int, bytes]:
-    """Check one record's envelope and checksum: ``(type, body bytes)``. Raises CorruptRecordError."""
+def _open_record(value: bytes | memoryview) -> tuple[int, int, bytes]:
+    """Check one record's envelope and checksum: ``(type, format version, body bytes)``.
+    Raises CorruptRecordError."""
     if value[:1] == b"\xc1":
         if len(value) < _ENVELOPE.size:
             raise CorruptRecordError(f"record of {len(value)} bytes is shorter than its envelope")
@@ -129,17 +133,21 @@ def _open_record(value: bytes | memoryview) -> tuple[int, bytes]:
         raise CorruptRecordError(f"record format {version} is newer than this ackstore reads ({FORMAT_VERSION})")
     if zlib.crc32(body, seed) != crc:
         raise CorruptRecordError("record checksum mismatch")
-    return rtype, body
+    return rtype, version, body
 
 
 def decode_record(value: bytes | memoryview) -> tuple[int, Any]:
     """Check and decode one record: ``(type, body object)``; a fixed-layout body (a delta
     marker's) comes back as its bytes. Raises CorruptRecordError."""
-    rtype, body = _open_record(value)
+    rtype, _, body = _open_record(value)
     if body[:1] == b"\xc1":
         return rtype, body
+    return rtype, _unpack_body(body)
+
+
+def _unpack_body(body: bytes) -> Any:
     try:
-        return rtype, msgpack.unpackb(body, strict_map_key=False)
+        return msgpack.unpackb(body, strict_map_key=False)
     except Exception as exc:
         raise CorruptRecordError(f"record body does not decode: {exc}") from None
 
@@ -277,7 +285,8 @@ def encode_marker(marker: Marker) -> bytes:
 
 #: tag, prev, md ledger, md entry + 1, rp ledger, rp entry + 1, cursor id, items
 _DELTA_HEAD = struct.Struct("<BIIIIIIH")
-_DELTA_ITEM = struct.Struct("<IIIH")  # ledger, seq + 1 (0: vanished), runs, adds
+_DELTA_ITEM = struct.Struct("<IIIHH")  # ledger, seq + 1 (0: vanished), runs, adds, counts
+_COUNT = struct.Struct("<II")  # entry, delivery count
 _SWAP = sys.byteorder == "big"  # array('I') is native-endian; the layout is little-endian
 
 
@@ -292,24 +301,24 @@ def encode_delta_marker(
     """A delta marker (not full, not truncated) in the fixed layout of the module docstring;
     ``items`` ascending by ledger. A field that does not fit the layout (an id or sequence
     of 2**32 or more, 65,536 items or adds), or delivery counts, fall back to
-    :func:`encode_marker`'s msgpack array. O(items + adds), one ``struct.pack`` per item."""
-    item = _DELTA_ITEM.pack
+    :func:`encode_marker`'s msgpack array. O(items + adds + counts), one ``struct.pack``
+    per item."""
+    item, count = _DELTA_ITEM.pack, _COUNT.pack
     try:
-        if any(e is not None and e.counts for _, e in items):
-            raise struct.error("delivery counts are not in the fixed layout")
         head = (prev, mark_delete[0], mark_delete[1] + 1, read_position[0], read_position[1] + 1, cursor_id, len(items))
         parts = [_DELTA_HEAD.pack(_TAG, *head)]
         for ledger, e in items:
             if e is None:
-                parts.append(item(ledger, 0, 0, 0))
-            elif not e.adds:
-                parts.append(item(ledger, e.seq + 1, e.runs, 0))
-            else:
-                adds = e.adds.to_array()
+                parts.append(item(ledger, 0, 0, 0, 0))
+                continue
+            counts = e.counts or {}
+            adds = e.adds.to_array() if e.adds else None
+            parts.append(item(ledger, e.seq + 1, e.runs, len(adds) if adds else 0, len(counts)))
+            if adds:
                 if _SWAP:
                     adds.byteswap()
-                parts.append(item(ledger, e.seq + 1, e.runs, len(adds)))
                 parts.append(adds.tobytes())
+            parts.extend(count(entry, counts[entry]) for entry in sorted(counts))
     except struct.error:
         marker = Marker(False, prev, mark_delete, read_position, properties, dict(items), extra={"c": cursor_id})
         return encode_marker(marker)
@@ -318,20 +327,28 @@ def encode_delta_marker(
     return encode_record(RECORD_MARKER, b"".join(parts))
 
 
-def _decode_delta(body: bytes) -> Marker:
+def _decode_delta(body: bytes, version: int) -> Marker:
     """The fixed-layout delta marker of :func:`encode_delta_marker` (decoded by
-    :func:`ackstore.storage.codecs.delta_fields`)."""
+    :func:`ackstore.storage.codecs.delta_fields`; format 7's items carry counts)."""
     try:
-        prev, md_l, md_e, rp_l, rp_e, cid, items, end = codecs.delta_fields(body)
+        prev, md_l, md_e, rp_l, rp_e, cid, items, end = codecs.delta_fields(body, version >= 7)
     except ValueError as exc:
         raise CorruptRecordError(str(exc)) from None
     deserialize = FrozenBitMap.deserialize
     index: dict[int, IndexEntry | None] = {
-        ledger: IndexEntry(seq, runs, deserialize(adds) if adds is not None else None) if seq >= 0 else None
-        for ledger, seq, runs, adds in items
+        ledger: IndexEntry(seq, runs, deserialize(adds) if adds is not None else None, _checked(counts))
+        if seq >= 0
+        else None
+        for ledger, seq, runs, adds, counts in items
     }
     props = _properties(msgpack.unpackb(body[end:])) if end < len(body) else {}
     return Marker(False, prev, (md_l, md_e), (rp_l, rp_e), props, index, False, {"c": cid})
+
+
+def _checked(counts: dict[int, int] | None) -> dict[int, int] | None:
+    if counts and not all(n >= 1 for n in counts.values()):
+        raise CorruptRecordError("a delivery count is 0")
+    return counts
 
 
 def _index_item(ledger: int, e: IndexEntry | None) -> list[Any]:
@@ -374,12 +391,13 @@ def _properties(raw: Any) -> dict[str, int | str]:
 
 
 def decode_marker(value: bytes | memoryview) -> Marker:
-    rtype, body = decode_record(value)
+    rtype, version, raw = _open_record(value)
     if rtype != RECORD_MARKER:
         raise CorruptRecordError(f"expected a marker record, found type {rtype}")
+    if raw[:1] == b"\xc1":  # formats 6 and 7: the fixed delta layout
+        return _decode_delta(raw, version)
+    body = _unpack_body(raw)
     try:
-        if isinstance(body, bytes):  # format 6: the fixed delta layout
-            return _decode_delta(body)
         if isinstance(body, list):  # format 5
             full, prev, md_l, md_e, rp_l, rp_e, props, items, truncated, cid = body
             extra: dict[str, Any] = {} if cid == -1 else {"c": cid}
