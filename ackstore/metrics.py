@@ -82,6 +82,9 @@ CURSOR_METRICS = (
     ),
     _CursorMetric("revisions", "counter", "Position resets completed (PIP-269)", "revisions_done"),
     _CursorMetric("revision_running", "gauge", "1 while a position reset runs", "revision_running"),
+    _CursorMetric(
+        "redeliveries", "counter", "Deliveries of entries delivered before (since the store opened)", "redeliveries"
+    ),
 )
 _COLUMNS = [CURSOR_FIGURES.index(m.figure) for m in CURSOR_METRICS]
 
@@ -168,12 +171,19 @@ class AckStoreCollector:
             "Sequential reads a dispatcher paused because the ack state was too big to persist",
             labels=["topic", "subscription"],
         )
+        dead = CounterMetricFamily(
+            "ackstore_dispatcher_dead_lettered",
+            "Entries a dispatcher handed to its dead letter after max_deliveries deliveries",
+            labels=["topic", "subscription"],
+        )
         for d in self.dispatchers:
             labels = [d.cursor.topic.name, d.cursor.name]
             checks.add_metric(labels, d.pause_checks)
             paused.add_metric(labels, d.paused)
+            dead.add_metric(labels, d.dead_lettered)
         yield checks
         yield paused
+        yield dead
 
 
 def _counter(name: str, doc: str, value: float) -> CounterMetricFamily:

@@ -445,7 +445,7 @@ def _rebuild_topic(
 
     for *_, state, _, _, _ in states:
         for ledger, la in state.ledgers.items():
-            note(ledger, max([*([la.bitmap.max()] if la.bitmap else []), *la.batches], default=-1))
+            note(ledger, max([*([la.bitmap.max()] if la.bitmap else []), *la.batches, *la.counts], default=-1))
         if state.resolved is not None:
             m = state.resolved.marker
             note(*m.mark_delete)
@@ -491,6 +491,11 @@ def _rebuild_cursor(
         for entry, (size, mask) in sorted(la.batches.items()):
             indexes = [i for i in range(size) if mask >> i & 1]
             attempt(f"batch {ledger}:{entry}", partial(cur.ack_batch_index, Position(ledger, entry), size, indexes))
+    counts = {
+        Position(ledger, e): n for ledger, la in sorted(state.ledgers.items()) for e, n in sorted(la.counts.items())
+    }
+    if counts:
+        attempt("delivery counts", partial(cur.restore_delivery_counts, counts))
     for key, value in sorted(marker.properties.items()):
         attempt(f"property {key!r}", partial(cur.set_property, key, value))
     return problems

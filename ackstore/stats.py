@@ -78,6 +78,7 @@ CURSOR_FIGURES = (
     "markers_skipped",
     "revisions_done",
     "revision_running",
+    "redeliveries",
 )
 
 
@@ -134,6 +135,7 @@ class CursorStats:
     revision_num: int = 0  # PIP-269: position resets completed on this cursor (its revision number)
     revisions_done: int = 0  # the same as a counter metric
     revision_running: int = 0  # 1 while a position reset runs
+    redeliveries: int = 0  # deliveries of entries delivered before, since the store opened
 
 
 @dataclass(frozen=True, slots=True)

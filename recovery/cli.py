@@ -177,6 +177,11 @@ def stat(store: Path, as_json: bool, prometheus: bool, max_cursors: int) -> None
                 f"{c['ledgers']} ledgers, {c['records']} records ({c['record_bytes']:,} B, "
                 f"garbage {c['garbage_bytes']:,} B), newest marker {c['newest_marker']}"
                 + (", TRUNCATED" if c["truncated"] else "")
+                + (
+                    f", {c['redelivered_entries']:,} entries delivered more than once (most {c['max_delivery_count']})"
+                    if c["redelivered_entries"]
+                    else ""
+                )
                 + (f", {c['markers_skipped']} broken markers skipped" if c["markers_skipped"] else "")
             )
     _emit(as_json, out, "\n".join(lines))
@@ -210,6 +215,16 @@ def _cursor_figures(s: AckStore, cur) -> dict[str, Any]:  # type: ignore[no-unty
         "newest_marker": st.recovery.marker_seq,
         "markers_skipped": st.recovery.markers_skipped,
         "truncated": st.truncated,
+        **_delivery_figures(cur.delivery_counts()),
+    }
+
+
+def _delivery_figures(counts: dict[Any, int]) -> dict[str, int]:
+    """Entries with a delivery count, those delivered more than once, and the highest count."""
+    return {
+        "delivered_entries": len(counts),
+        "redelivered_entries": sum(1 for n in counts.values() if n > 1),
+        "max_delivery_count": max(counts.values(), default=0),
     }
 
 

@@ -2,9 +2,9 @@
 
 A dump starts with a header line, then for each topic its ledger directory (and, when the
 topic tracks it, its open ledger's last confirmed entry) followed by each of its cursors
-(configuration, positions, int and string properties) and that cursor's ranges and
-partial batches, and ends with an ``end`` line carrying the counts, so a truncated dump
-is refused. Output is deterministic: the same state always dumps to the same bytes.
+(configuration, positions, int and string properties) and that cursor's ranges, partial
+batches and delivery counts, and ends with an ``end`` line carrying the counts, so a
+truncated dump is refused. Output is deterministic: the same state always dumps to the same bytes.
 """
 
 from __future__ import annotations
@@ -26,8 +26,9 @@ __all__ = ["DumpError", "dump_lines", "write_dump", "restore", "DUMP_FORMAT"]
 
 #: 2 added the topic's last confirmed entry and string property values; 3 dropped the read
 #: position (it is not persisted: a restart reads from the mark-delete position + 1, and so
-#: does a restored store); 1 and 2 still restore, their read position ignored
-DUMP_FORMAT = 3
+#: does a restored store); 1 and 2 still restore, their read position ignored; 4 added
+#: delivery counts (``deliveries`` lines)
+DUMP_FORMAT = 4
 
 
 class DumpError(AckStoreError):
@@ -46,7 +47,7 @@ def dump_lines(
     """Every object of the dump, in order. ``cursors`` limits it to some ``(topic, cursor)``;
     ``progress`` is called after each cursor."""
     wanted = None if cursors is None else set(cursors)
-    counts = {"topics": 0, "cursors": 0, "ranges": 0, "batches": 0}
+    counts = {"topics": 0, "cursors": 0, "ranges": 0, "batches": 0, "deliveries": 0}
     yield {"type": "ackstore-dump", "format": DUMP_FORMAT}
     for topic_name in store.topics():
         topic = store.topic(topic_name)
@@ -85,6 +86,9 @@ def dump_lines(
                     "batch_size": size,
                     "indexes": sorted(indexes),
                 }
+            for pos, n in cur.delivery_counts().items():
+                counts["deliveries"] += 1
+                yield {"type": "deliveries", "topic": topic_name, "cursor": name, "position": str(pos), "count": n}
             if progress is not None:
                 progress()
     yield {"type": "end", **counts}
@@ -148,7 +152,7 @@ def restore(dump: IO[str], dest: Path, sync: bool = True) -> dict[str, int]:
     tmp = dest.with_name(dest.name + ".restoring")
     if os.path.lexists(tmp):  # another restore's, or one that was killed: never removed unseen
         raise DumpError(f"{tmp} exists (a restore running, or one that was killed); remove it and restore again")
-    counts = {"topics": 0, "cursors": 0, "ranges": 0, "batches": 0}
+    counts = {"topics": 0, "cursors": 0, "ranges": 0, "batches": 0, "deliveries": 0}
     try:
         with AckStore.open(tmp, sync=sync) as store:
             _apply(store, _parse(dump), counts)
@@ -175,7 +179,7 @@ def _apply(store: AckStore, objects: Iterator[tuple[int, dict[str, Any]]], count
     header = next(objects, None)
     if header is None or header[1].get("type") != "ackstore-dump":
         raise DumpError("dump line 1 is not an ackstore dump header")
-    if header[1].get("format") not in (1, 2, DUMP_FORMAT):
+    if header[1].get("format") not in (1, 2, 3, DUMP_FORMAT):
         raise DumpError(f"dump format {header[1].get('format')!r} is not one this ackstore reads (1..{DUMP_FORMAT})")
     cur: Cursor | None = None
     pending: dict[int, BitMap] = {}
@@ -226,9 +230,14 @@ def _apply(store: AckStore, objects: Iterator[tuple[int, dict[str, Any]]], count
                 settle()
                 cur.ack_batch_index(Position.parse(obj["position"]), obj["batch_size"], obj["indexes"])
                 counts["batches"] += 1
+            elif kind == "deliveries":
+                cur = _expect_cursor(cur, obj, number)
+                settle()
+                cur.restore_delivery_counts({Position.parse(obj["position"]): obj["count"]})
+                counts["deliveries"] += 1
             elif kind == "end":
                 settle()
-                found = {k: obj.get(k) for k in counts}
+                found = {k: obj.get(k, 0 if k == "deliveries" else None) for k in counts}  # format 1-3: none
                 if found != counts:
                     raise DumpError(f"dump line {number}: the end line counts {found}, the dump held {counts}")
                 ended = True

@@ -270,3 +270,77 @@ def test_a_poison_entry_reaches_the_dead_letter_across_kill_9(tmp_path: Path, du
     assert outputs[-1].endswith("done True"), outputs
     assert any("dead 4" in o for o in outputs), outputs
     assert len(delivered) == 4 + (0 if durable else unsaved), outputs
+
+
+def _counted_store(path: Path) -> dict[Position, int]:
+    with AckStore.open(path) as store:
+        topic = _topic(store)
+        cur = topic.cursor("c")
+        cur.ack_entries(1, range(0, 1000, 3))
+        cur.record_deliveries([P(1, e) for e in range(1, 90, 3)] * 2 + [P(1, 2), P(2, 7)])
+        store.flush()
+        for e in range(300, 400, 3):
+            cur.ack(P(1, e + 1))  # garbage for compaction to drop
+            store.flush()
+        return cur.delivery_counts()
+
+
+def _cli(*args: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ackstore.recovery", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+    )
+
+
+def test_the_tools_carry_counts_dump_restore_compact_salvage_check_stat(tmp_path: Path) -> None:
+    from ackstore import check
+    from ackstore.salvage import salvage
+
+    path = tmp_path / "s"
+    expected = _counted_store(path)
+    assert len(expected) == 32 and max(expected.values()) == 2
+
+    def counts_of(p: Path) -> dict[Position, int]:
+        with AckStore.open(p, readonly=True) as store:
+            return store.topic(T).cursor("c").delivery_counts()
+
+    assert check(path) == []
+    stat = _cli("stat", path)
+    assert stat.returncode == 0 and "30 entries delivered more than once (most 2)" in stat.stdout, stat.stdout
+    dumped = _cli("dump", path, "--output", tmp_path / "d.jsonl")
+    assert dumped.returncode == 0, dumped.stderr
+    assert (tmp_path / "d.jsonl").read_text().count('"type":"deliveries"') == 32
+    restored = _cli("restore", tmp_path / "r", tmp_path / "d.jsonl")
+    assert restored.returncode == 0, restored.stderr
+    assert counts_of(tmp_path / "r") == expected
+    with AckStore.open(path) as store:
+        store.compact()
+    assert counts_of(path) == expected and check(path) == []
+    salvage(path, tmp_path / "v")
+    assert counts_of(tmp_path / "v") == expected
+
+
+def test_restore_delivery_counts_checks_everything_first(store_path: Path) -> None:
+    with AckStore.open(store_path) as store:
+        cur = _topic(store).cursor("c")
+        with pytest.raises(InvalidArgumentError, match="delivery count 0"):
+            cur.restore_delivery_counts({P(1, 1): 3, P(1, 2): 0})
+        assert cur.delivery_counts() == {}
+        assert cur.restore_delivery_counts({P(1, 1): 3}) == 1 and cur.delivery_count(P(1, 1)) == 3
+
+
+def test_a_record_counting_an_acked_entry_is_damage() -> None:
+    from pyroaring import BitMap
+
+    from ackstore import CorruptRecordError
+    from ackstore.ledger_acks import LedgerAcks
+    from ackstore.storage.records import decode_ledger_owned, encode_ledger
+
+    la = LedgerAcks(BitMap([1, 2, 3]), None, {5: 2})
+    assert decode_ledger_owned(encode_ledger(7, la, 1))[1].counts == {5: 2}
+    la.counts[2] = 1  # a writer never leaves a count on an acked entry
+    with pytest.raises(CorruptRecordError, match="acknowledged entry"):
+        decode_ledger_owned(encode_ledger(7, la, 1))

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..errors import InvalidArgumentError
 from ..position import Position, trusted
 from .state import AckState
 from .validate import pair
 
-__all__ = ["record_deliveries", "delivery_count", "delivery_counts"]
+__all__ = ["record_deliveries", "set_delivery_counts", "delivery_count", "delivery_counts"]
 
 
 def record_deliveries(state: AckState, items: list[Any]) -> list[int]:
@@ -34,10 +35,36 @@ def record_deliveries(state: AckState, items: list[Any]) -> list[int]:
             out.append(0)
             continue
         la = ledgers.get(ledger, create=True)
-        out.append(la.deliver(entry))
+        n = la.deliver(entry)
+        out.append(n)
+        if n > 1:
+            state.redeliveries += 1
         state.range_count -= ledgers.touched(ledger, la)  # dirty, re-measured
         ledgers.fit(keep=(ledger,))
     return out
+
+
+def set_delivery_counts(state: AckState, counts: dict[Any, Any]) -> int:
+    """Set counts exactly (restore and salvage tools): ``{position: count >= 1}``; an
+    acknowledged position is skipped. All are checked first. Returns how many were set."""
+    checked = []
+    for position, n in counts.items():
+        ledger, entry = pair(position)
+        state.check_entry(ledger, entry)
+        if type(n) is not int or not 1 <= n < 1 << 32:
+            raise InvalidArgumentError(f"delivery count {n!r} of {ledger}:{entry} is not allowed: allowed 1..2**32-1")
+        checked.append((ledger, entry, n))
+    done = 0
+    ledgers = state.ledgers
+    for ledger, entry, n in checked:
+        if (ledger, entry) <= state.md or state.is_acked((ledger, entry)):
+            continue
+        la = ledgers.get(ledger, create=True)
+        la.counts[entry] = la.counts_added[entry] = n
+        state.range_count -= ledgers.touched(ledger, la)
+        ledgers.fit(keep=(ledger,))
+        done += 1
+    return done
 
 
 def delivery_count(state: AckState, position: Any) -> int:

@@ -34,7 +34,7 @@ from ..errors import CursorDeletedError, InvalidArgumentError, InvalidTypeError,
 from ..position import Position, trusted
 from ..stats import CursorStats, LogUsage
 from ..storage.log import CursorLog, MissingRecordError, RecoveredState
-from .deliveries import delivery_count, delivery_counts, record_deliveries
+from .deliveries import delivery_count, delivery_counts, record_deliveries, set_delivery_counts
 from .figures import Parts, cursor_figures, cursor_stats
 from .pages import Pages
 from .plan import FlushPlan, MarkerChain, Planner, RewritePlan
@@ -253,6 +253,14 @@ class Cursor:
         if durable and any(counts):
             self._store.flush()
         return counts
+
+    def restore_delivery_counts(self, counts: dict[Position, int]) -> int:
+        """Set delivery counts exactly, ``{position: count >= 1}`` (for the restore and salvage
+        tools; an acknowledged position is skipped). All are checked first; returns how many
+        were set. Persisted by the next flush."""
+        if not isinstance(counts, dict):
+            raise InvalidTypeError(f"counts must be a dict of Position to int, got {counts!r}")
+        return self._edit(set_delivery_counts, self._state, counts)
 
     def delivery_count(self, position: Position) -> int:
         """How many times ``position`` was delivered; 0 if never, or once it is acknowledged."""

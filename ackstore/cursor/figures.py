@@ -62,6 +62,7 @@ def cursor_stats(topic: str, name: str, parts: Parts) -> CursorStats:
         revision_num=controller.revision_num,
         revisions_done=controller.revisions_done,
         revision_running=controller.revision_running,
+        redeliveries=state.redeliveries,
     )
 
 
@@ -89,4 +90,5 @@ def cursor_figures(parts: Parts) -> tuple[int, ...]:
         chain.recovery.markers_skipped,
         controller.revisions_done,
         controller.revision_running,
+        state.redeliveries,
     )

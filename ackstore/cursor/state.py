@@ -115,6 +115,7 @@ class AckState(PositionMoves):
         self.range_count = 0
         self.properties: dict[str, int | str] = {}
         self.meta_dirty = False
+        self.redeliveries = 0  # deliveries of entries delivered before (a counter, in memory)
         self._limit_ledger, self._limit_value, self._limit_version = -1, -1, -1  # one-entry cache of the limit
 
     def load(self, marker: Marker | None, initial_position: str = "earliest") -> None:
