@@ -21,15 +21,15 @@ T = "persistent://t/ns/salvage"
 ROOT = Path(__file__).parent.parent
 
 
-def _build(path: Path, flushes: int = 25) -> list[dict[str, object]]:
-    """3 cursors x ``flushes`` flushes; returns the state after every flush (its history)."""
+def _build(path: Path, flushes: int = 25, cursors: int = 3) -> list[dict[str, object]]:
+    """``cursors`` cursors x ``flushes`` flushes; returns the state after every flush (its history)."""
     history = []
     with AckStore.open(path) as store:
         topic = store.topic(T)
         topic.add_ledger(1)
         topic.close_ledger(1, 50_000)
         topic.add_ledger(2)
-        curs = [topic.cursor(f"c{i}", CursorConfig(full_marker_every=8)) for i in range(3)]
+        curs = [topic.cursor(f"c{i}", CursorConfig(full_marker_every=8)) for i in range(cursors)]
         curs[0].ack_batch_index(Position(2, 3), 4, [1])
         curs[0].set_property("k", 9)
         for f in range(flushes):
@@ -73,10 +73,12 @@ def test_salvage_of_a_clean_store_is_the_same_store(tmp_path: Path) -> None:
 def test_salvage_recovers_what_damaged_branch_keys_hide(tmp_path: Path) -> None:
     """The case check --fix must refuse: salvage reads past the damaged B-tree."""
     path = tmp_path / "s"
-    history = _build(path)
+    history = _build(path, cursors=12)
     psize, branches, _ = _log_pages(path)
+    assert branches, "the log needs a branch page for this test"
     raw = bytearray((path / "data.mdb").read_bytes())
     off = branches[0] * psize
+    assert struct.unpack_from("<H", raw, off + 12)[0] >= 16 + 2 * 4, "the branch needs 4 nodes for this test"
     (ptr,) = struct.unpack_from("<H", raw, off + 16 + 2 * 2)
     raw[off + ptr + 8 + 15] ^= 0x40
     (path / "data.mdb").write_bytes(bytes(raw))
@@ -88,7 +90,7 @@ def test_salvage_recovers_what_damaged_branch_keys_hide(tmp_path: Path) -> None:
         timeout=120,
     )
     assert r.returncode == 0, (r.stdout, r.stderr)
-    assert r.stdout.count("complete: newest marker") == 3
+    assert r.stdout.count("complete: newest marker") == 12
     assert _state(tmp_path / "new") == history[-1]
 
 

@@ -34,7 +34,8 @@ AUDITED = (
     "spec_id string, topic string, cursor string, digest string, findings array<string>, error string, "
     "range_count long, state_bytes long, recover_seconds double, mark_delete string, "
     "range_ledger array<long>, range_first array<long>, range_last array<long>, "
-    "ledgers array<struct<ledger:long, count:long>>"
+    "ledgers array<struct<ledger:long, count:long>>, counts_digest string, counted_acked long, "
+    "count_histogram array<long>"
 )
 
 
@@ -43,7 +44,7 @@ def _audited(spark, rows):  # type: ignore[no-untyped-def]
     out = []
     for i, (md, ranges, ledgers) in enumerate(rows):
         columns = list(zip(*ranges, strict=True)) if ranges else [[], [], []]
-        out.append((f"s{i}", "t", "c", "d", [], "", len(ranges), 0, 0.0, md, *map(list, columns), ledgers))
+        out.append((f"s{i}", "t", "c", "d", [], "", len(ranges), 0, 0.0, md, *map(list, columns), ledgers, "k", 0, []))
     return spark.createDataFrame(out, AUDITED)
 
 
@@ -89,19 +90,32 @@ def test_the_small_tables_are_plain_python() -> None:
 
 def test_verdict_transform(spark) -> None:  # type: ignore[no-untyped-def]
     expected = spark.createDataFrame(
-        [("a", "x", "t", "c", "d1", 0), ("b", "x", "t", "c", "d2", 0), ("c", "x", "t", "c", "d3", 0)],
-        "spec_id string, scenario string, topic string, cursor string, expected_digest string, holes long",
+        [
+            ("a", "x", "t", "c", "d1", "k", 0),
+            ("b", "x", "t", "c", "d2", "k", 0),
+            ("c", "x", "t", "c", "d3", "k", 0),
+            ("e", "x", "t", "c", "d5", "k", 0),
+            ("f", "x", "t", "c", "d6", "k", 0),
+        ],
+        "spec_id string, scenario string, topic string, cursor string, expected_digest string, "
+        "expected_counts_digest string, holes long",
     )
     audited = spark.createDataFrame(
         [
-            ("a", "t", "c", "d1", [], "", 0, 0, 0.0, "1:-1", [], [], [], []),
-            ("b", "t", "c", "zz", ["corrupt-record"], "", 0, 0, 0.0, "1:-1", [], [], [], []),
-            ("d", "", "", "", ["unreadable: x"], "x", 0, 0, 0.0, "", [], [], [], []),
+            ("a", "t", "c", "d1", [], "", 0, 0, 0.0, "1:-1", [], [], [], [], "k", 0, [0, 3]),
+            ("b", "t", "c", "zz", ["corrupt-record"], "", 0, 0, 0.0, "1:-1", [], [], [], [], "k", 0, []),
+            ("d", "", "", "", ["unreadable: x"], "x", 0, 0, 0.0, "", [], [], [], [], "", 0, []),
+            ("e", "t", "c", "d5", [], "", 0, 0, 0.0, "1:-1", [], [], [], [], "other counts", 0, []),
+            ("f", "t", "c", "d6", [], "", 0, 0, 0.0, "1:-1", [], [], [], [], "k", 1, []),  # a count on an acked entry
         ],
         AUDITED,
     )
     rows = {r.spec_id: (r.digest_ok, r.clean) for r in verdict_transform(expected, audited).collect()}
-    assert rows == {"a": (True, True), "b": (False, False), "c": (False, False)}
+    assert rows == {"a": (True, True), "b": (False, False), "c": (False, False), "e": (True, True), "f": (True, True)}
+    from ackstore.tools.spark_jobs import per_cursor_table as table
+
+    counted = {r.spec_id: r.counts_ok for r in table(expected, audited).collect() if r.scenario}
+    assert counted == {"a": True, "b": True, "c": False, "e": False, "f": False}
     from ackstore.tools.spark_jobs import per_cursor_table
 
     unreadable = [r for r in per_cursor_table(expected, audited).collect() if r.error]
@@ -119,6 +133,10 @@ def test_tiny_pipeline_end_to_end_finds_planted_faults(spark, tmp_path: Path) ->
     assert summary["plots"] == ["plots/holes.png", "plots/bytes_per_range.png"]
     report = (tmp_path / "report.md").read_text()
     assert "*Holes* are the entries a cursor left unacknowledged" in report
+    # poison messages: delivered 2-5 times and never acked, their counts audited against the generator's
+    hist = {r["scenario"]: r["entries_by_count"] for r in summary["count_histogram"]}
+    assert set(hist) == {"poison_messages"} and sum(hist["poison_messages"][1:5]) > 0, hist
+    assert "## Delivery counts" in report
     for plot in summary["plots"]:
         assert (tmp_path / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"]({plot})" in report
     by_scenario = {r["scenario"]: r for r in summary["by_scenario"]}
@@ -145,8 +163,8 @@ def test_audit_finds_exactly_the_planted_faults(spark, tmp_path: Path) -> None: 
     assert summary["planted_missed"] == [] and summary["false_positives"] == []
     assert summary["verdict"] == "PASS" and len(summary["planted_faults"]) == 4
     assert len(summary["unexpected_cursors"]) == 1 and summary["unexpected_cursors"][0].endswith("/unsubscribed")
-    with pytest.raises(ValueError, match=r"allowed 0\.\.5"):
-        plant_faults(tmp_path, 6)
+    with pytest.raises(ValueError, match=r"allowed 0\.\.6"):
+        plant_faults(tmp_path, 7)
 
 
 def test_compaction_keeps_every_digest_and_shrinks(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -154,7 +172,7 @@ def test_compaction_keeps_every_digest_and_shrinks(spark, tmp_path: Path) -> Non
 
     run_generate(spark, tmp_path, specs_for_scale("tiny"))
     rows = run_compact(spark, tmp_path).collect()
-    assert len(rows) == 5 and all(r.error == "" for r in rows)
+    assert len(rows) == 6 and all(r.error == "" for r in rows)
     assert all(r.records_after <= r.records_before and r.bytes_after <= r.bytes_before for r in rows)
     assert run_audit(spark, tmp_path)["verdict"] == "PASS"
 

@@ -111,6 +111,21 @@ def write_report(outdir: Path, summary: dict[str, Any]) -> None:
             [[r["scenario"], r["min"], r["p50"], r["p90"], r["max"]] for r in s.get("holes_per_cursor", [])],
         ),
     ]
+    if s.get("count_histogram"):
+        top = max(len(r["entries_by_count"]) for r in s["count_histogram"])
+        lines += [
+            "",
+            "## Delivery counts",
+            "",
+            "Entries not yet acknowledged, by how many times they were delivered (as the last flush "
+            "saved it; the last column counts that many or more). Every cursor's counts matched what "
+            "its generator recorded, and no acknowledged entry kept a count, unless listed above.",
+            "",
+            *_table(
+                ["scenario", *(f"{n}x" + ("+" if n == top else "") for n in range(1, top + 1))],
+                [[r["scenario"], *r["entries_by_count"]] for r in s["count_histogram"]],
+            ),
+        ]
     if s.get("compaction"):
         lines += [
             "",

@@ -24,7 +24,10 @@ from pyspark.sql.window import Window
 
 from .checks import RANGE_CHECKS, RANGE_FLAGS
 from .report import write_report
-from .workloads import WorkloadSpec, engine_digest, run_spec
+from .workloads import WorkloadSpec, digest_of_counts, engine_digest, run_spec
+
+#: the audit's delivery-count histogram: counts 1..HISTOGRAM_TOP, the last one "or more"
+HISTOGRAM_TOP = 8
 
 __all__ = [
     "SCALES",
@@ -161,7 +164,7 @@ def run_compact(spark: SparkSession, outdir: Path) -> DataFrame:
 
 
 def _audit_snapshot(path: str) -> Iterator[Row]:
-    from ackstore import AckStore, AckStoreError, check
+    from ackstore import AckStore, AckStoreError, Position, check
 
     spec_id = Path(path).stem
     local = Path(tempfile.mkdtemp(prefix="ackstore-audit-")) / Path(path).name
@@ -177,6 +180,10 @@ def _audit_snapshot(path: str) -> Iterator[Row]:
                     seconds = time.perf_counter() - t0
                     by_ledger = list(cur.ledger_ranges())
                     digest, acked = engine_digest(cur, by_ledger)
+                    counts = {(p.ledger, p.entry): n for p, n in cur.delivery_counts().items()}
+                    histogram = [0] * (HISTOGRAM_TOP + 1)  # index n: entries delivered n times (the top: or more)
+                    for n in counts.values():
+                        histogram[min(n, HISTOGRAM_TOP)] += 1
                     state_bytes = cur.log_usage().live_bytes
                     ledger_col, first_col, last_col = array("l"), array("l"), array("l")
                     for ledger, rs in by_ledger:
@@ -190,6 +197,9 @@ def _audit_snapshot(path: str) -> Iterator[Row]:
                         cursor=name,
                         digest=digest,
                         acked=acked,
+                        counts_digest=digest_of_counts(counts),
+                        counted_acked=sum(1 for p in counts if cur.is_acked(Position(*p))),
+                        count_histogram=histogram,
                         mark_delete=str(cur.mark_delete_position),
                         range_count=cur.ack_range_count,
                         findings=findings,
@@ -209,6 +219,9 @@ def _audit_snapshot(path: str) -> Iterator[Row]:
             cursor="",
             digest="",
             acked=0,
+            counts_digest="",
+            counted_acked=0,
+            count_histogram=[],
             mark_delete="",
             range_count=0,
             findings=[f"unreadable: {exc}"],
@@ -226,7 +239,8 @@ def _audit_snapshot(path: str) -> Iterator[Row]:
 
 
 AUDIT_SCHEMA = (
-    "spec_id string, topic string, cursor string, digest string, acked long, mark_delete string, "
+    "spec_id string, topic string, cursor string, digest string, acked long, counts_digest string, "
+    "counted_acked long, count_histogram array<long>, mark_delete string, "
     "range_count long, findings array<string>, error string, recover_seconds double, bytes long, state_bytes long, "
     "range_ledger array<long>, range_first array<long>, range_last array<long>, "
     "ledgers array<struct<ledger:long, count:long>>"
@@ -295,16 +309,33 @@ def per_cursor_table(expected: DataFrame, audited: DataFrame, counts: DataFrame 
     expected cursor it held has ``digest_ok`` False."""
     keys = ["spec_id", "topic", "cursor"]
     figures = audited.select(
-        *keys, "digest", "findings", "error", "range_count", "state_bytes", "recover_seconds", "mark_delete"
+        *keys,
+        "digest",
+        "counts_digest",
+        "counted_acked",
+        "count_histogram",
+        "findings",
+        "error",
+        "range_count",
+        "state_bytes",
+        "recover_seconds",
+        "mark_delete",
     )
     if counts is not None:
         figures = figures.join(counts, keys, "left")
     return (
-        expected.select(*keys, "scenario", "expected_digest", "holes")
+        expected.select(*keys, "scenario", "expected_digest", "expected_counts_digest", "holes")
         .join(figures, keys, "full")
         .withColumn("digest_ok", F.coalesce(F.col("digest") == F.col("expected_digest"), F.lit(False)))
+        .withColumn(
+            "counts_ok",  # the delivery counts the last flush saved, none on an acked entry
+            F.coalesce(
+                (F.col("counts_digest") == F.col("expected_counts_digest")) & (F.col("counted_acked") == 0),
+                F.lit(False),
+            ),
+        )
         .withColumn("clean", F.coalesce(F.size("findings") == 0, F.lit(False)))
-        .drop("digest", "expected_digest")
+        .drop("digest", "expected_digest", "counts_digest", "expected_counts_digest")
     )
 
 
@@ -346,6 +377,20 @@ def scenario_table(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "avg_recover_ms": round(sum(seconds) / len(seconds) * 1000, 2) if seconds else None,
             }
         )
+    return out
+
+
+def count_histogram(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per scenario with delivery counts: how many entries were delivered n times (the
+    last bucket: ``HISTOGRAM_TOP`` or more), summed over its cursors."""
+    out = []
+    for scenario, group in _groups(rows).items():
+        totals = [0] * (HISTOGRAM_TOP + 1)
+        for r in group:
+            for n, k in enumerate(r["count_histogram"] or []):
+                totals[n] += k
+        if any(totals):
+            out.append({"scenario": scenario, "entries_by_count": totals[1:]})
     return out
 
 
@@ -455,8 +500,11 @@ def run_audit(spark: SparkSession, outdir: Path, context: dict[str, Any] | None 
         "snapshots": len(paths),
         "cursors": len(expected_rows),
         "mismatched_or_unclean": sorted(
-            f"{r['spec_id']}/{r['topic']}/{r['cursor']}" for r in expected_rows if not (r["digest_ok"] and r["clean"])
+            f"{r['spec_id']}/{r['topic']}/{r['cursor']}"
+            for r in expected_rows
+            if not (r["digest_ok"] and r["counts_ok"] and r["clean"])
         ),
+        "count_histogram": count_histogram(expected_rows),
         "unreadable": sorted(f"{r['spec_id']}: {r['error']}" for r in rows if r["error"]),
         # a cursor no spec made (a deleted one come back, or one that appeared from nowhere)
         "unexpected_cursors": sorted(

@@ -11,7 +11,9 @@ snapshot.
 Scenarios (PIP-299's ack-hole stories): ``missed_acks`` (a fraction never acked),
 ``mixed_delays`` (short delays acked soon, long ones held back), ``many_consumers`` (several
 consumers each leaving scattered holes), ``negative_acks`` (nacked messages acked on
-redelivery, later), ``sequential`` (in-order bursts, the baseline).
+redelivery, later), ``sequential`` (in-order bursts, the baseline), ``poison_messages``
+(every entry is delivered before it is acked; a share fails its consumer on every
+delivery: delivered 2-5 times and never acked, the delivery counts the audit checks).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import hashlib
 import random
 import shutil
 import time
+from bisect import bisect_left, bisect_right
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -28,7 +31,7 @@ from ackstore import AckStore, CursorConfig, Position, testing
 
 __all__ = ["SCENARIOS", "WorkloadSpec", "WorkloadError", "run_spec", "digest_of_runs", "engine_digest"]
 
-SCENARIOS = ("missed_acks", "mixed_delays", "many_consumers", "negative_acks", "sequential")
+SCENARIOS = ("missed_acks", "mixed_delays", "many_consumers", "negative_acks", "sequential", "poison_messages")
 
 
 #: every generated topic also gets a cursor of this name, acked, flushed and then deleted
@@ -86,6 +89,11 @@ class WorkloadSpec:
         return asdict(self)
 
 
+def digest_of_counts(counts: dict[tuple[int, int], int]) -> str:
+    """A stable digest of delivery counts ``{(ledger, entry): count}``."""
+    return hashlib.sha256(b"".join([b"%d:%d=%d;" % (*p, n) for p, n in sorted(counts.items())])).hexdigest()[:32]
+
+
 def digest_of_runs(runs: list[tuple[int, int, int]]) -> str:
     """A stable digest of acked entries given as ``(ledger, first, last)`` runs."""
     return hashlib.sha256(b"".join([b"%d:%d-%d;" % run for run in runs])).hexdigest()[:32]
@@ -125,6 +133,8 @@ def _ack_order(spec: WorkloadSpec, rng: random.Random, consumer: int) -> list[tu
     hole = spec.hole_rate
     if spec.scenario == "sequential":
         return positions
+    if spec.scenario == "poison_messages":  # the poison ones are delivered, never acked
+        return [p for p in positions if rng.random() >= hole]
     if spec.scenario == "missed_acks":
         return [p for p in positions if rng.random() >= hole]
     if spec.scenario == "mixed_delays":
@@ -140,6 +150,27 @@ def _ack_order(spec: WorkloadSpec, rng: random.Random, consumer: int) -> list[tu
     for p in positions:
         (nacked if rng.random() < hole else first).append(p)
     return first + nacked[: len(nacked) * 3 // 4]
+
+
+def _deliver(
+    cur: Any,
+    chunk: list[tuple[int, int]],
+    positions: list[tuple[int, int]],
+    rng: random.Random,
+    counts: dict[tuple[int, int], int],
+) -> None:
+    """Poison messages: the chunk's entries (ascending) are delivered once before they are
+    acked; the poison ones between them (never acked) 2-5 times each. ``counts`` is this
+    generator's own record of what the store must hold (not read from the engine)."""
+    if not chunk:
+        return
+    acked = set(chunk)
+    span = positions[bisect_left(positions, chunk[0]) : bisect_right(positions, chunk[-1])]
+    poison = [p for p in span if p not in acked]
+    deliveries = list(chunk) + [p for p in poison for _ in range(rng.randint(2, 5))]
+    cur.record_deliveries([Position(*p) for p in deliveries])
+    for p in deliveries:
+        counts[p] = counts.get(p, 0) + 1
 
 
 def run_spec(spec: WorkloadSpec, workdir: Path, snapshot_dir: Path) -> list[dict[str, Any]]:
@@ -162,21 +193,32 @@ def run_spec(spec: WorkloadSpec, workdir: Path, snapshot_dir: Path) -> list[dict
             topic.close_ledger(ledger, spec.entries)
     flushed: dict[tuple[str, str], set[tuple[int, int]]] = {key: set() for key in names}
     pending: dict[tuple[str, str], set[tuple[int, int]]] = {key: set() for key in names}
+    #: delivery counts: what the store holds now, and what the last flush saved
+    counts: dict[tuple[str, str], dict[tuple[int, int], int]] = {key: {} for key in names}
+    saved: dict[tuple[str, str], dict[tuple[int, int], int]] = {key: {} for key in names}
     crashes = flushes = 0
     for i, key in enumerate(names):
         order = _ack_order(spec, rng, i)
+        all_positions = [(ledger, e) for ledger in range(1, spec.ledgers + 1) for e in range(spec.entries)]
         for start in range(0, len(order), spec.flush_every):
             chunk = order[start : start + spec.flush_every]
-            store.topic(key[0]).cursor(key[1], config).ack([Position(*p) for p in chunk])
+            cur = store.topic(key[0]).cursor(key[1], config)
+            if spec.scenario == "poison_messages":
+                _deliver(cur, chunk, all_positions, rng, counts[key])
+            cur.ack([Position(*p) for p in chunk])
             pending[key].update(chunk)
+            for p in chunk:
+                counts[key].pop(p, None)
             if spec.crash_probability and rng.random() < spec.crash_probability:
                 testing.crash(store)  # a crash: everything since the last flush is gone
                 crashes += 1
                 pending = {k: set() for k in names}
+                counts = {k: dict(v) for k, v in saved.items()}
                 store = AckStore.open(path, sync=False)
             else:
                 store.flush()
                 flushes += 1
+                saved = {k: dict(v) for k, v in counts.items()}
                 for k in names:
                     flushed[k] |= pending[k]
                     pending[k] = set()
@@ -188,7 +230,8 @@ def run_spec(spec: WorkloadSpec, workdir: Path, snapshot_dir: Path) -> list[dict
         topic.delete_cursor(UNSUBSCRIBED)
     store.close()
     for k in names:
-        flushed[k] |= pending[k]
+        flushed[k] |= pending[k]  # close() flushed them
+    saved = counts
     snapshot_dir.mkdir(parents=True, exist_ok=True)
     snapshot = snapshot_dir / f"{spec.spec_id}.mdb"
     snapshot.unlink(missing_ok=True)
@@ -207,6 +250,8 @@ def run_spec(spec: WorkloadSpec, workdir: Path, snapshot_dir: Path) -> list[dict
                 "topic": topic_name,
                 "cursor": cursor_name,
                 "expected_digest": digest_of_runs(runs),
+                "expected_counts_digest": digest_of_counts(saved[(topic_name, cursor_name)]),
+                "counted": len(saved[(topic_name, cursor_name)]),
                 "acked": len(acked),
                 "holes": spec.ledgers * spec.entries - len(acked),
                 "runs": len(runs),
