@@ -45,6 +45,8 @@ class AckStoreMachine(RuleBasedStateMachine):
         self.cursors = {name: self.topic.cursor(name, self.config) for name in names}
         self.reader = _Reader(self.topic)
         self.dispatchers = {name: Dispatcher(cur, self.reader) for name, cur in self.cursors.items()}
+        #: each dispatcher's replay queue (negative acks): new dispatchers start empty
+        self.replay: dict[str, set[tuple[int, int]]] = {name: set() for name in self.cursors}
 
     def _open_entries(self) -> int:
         """What the reader says the open ledger holds (its confirmed entries, when tracked)."""
@@ -198,6 +200,7 @@ class AckStoreMachine(RuleBasedStateMachine):
         self._expect(outcome is not None, lambda: self.dispatchers[name].reset(p, **kwargs))
         if outcome is not None:
             m.reset(m.cursors[name], *outcome)
+            self.replay[name].clear()  # a reset clears the dispatcher's replay queue
 
     @precondition(lambda self: self.model.ledgers)
     @rule(name=st.sampled_from(CURSORS), data=st.data())
@@ -210,11 +213,13 @@ class AckStoreMachine(RuleBasedStateMachine):
         assert d.epoch == epoch + (outcome is not None)  # one per seek, never on bad input
         if outcome is not None:
             m.reset(m.cursors[name], *outcome)
+            self.replay[name].clear()
 
     @precondition(lambda self: self.model.ledgers)
     @rule(name=st.sampled_from(CURSORS), n=st.integers(0, 15), include_acked=st.booleans())
     def skip(self, name: str, n: int, include_acked: bool) -> None:
         m = self.model
+        self.replay[name].clear()  # a revision
         if include_acked:  # Pulsar's IndividualDeletedEntries.Include: acked entries count too
             target = m.entries_from(m.cursors[name], n, self._open_entries())
             self.dispatchers[name].skip(n, include_acked=True)
@@ -229,6 +234,7 @@ class AckStoreMachine(RuleBasedStateMachine):
     @rule(name=st.sampled_from(CURSORS))
     def clear_backlog(self, name: str) -> None:
         m = self.model
+        self.replay[name].clear()
         self.dispatchers[name].clear_backlog()
         n = self._open_entries()
         last = [(lid, m.written(lid, n) - 1) for lid in m.ids() if m.written(lid, n)]
@@ -239,6 +245,7 @@ class AckStoreMachine(RuleBasedStateMachine):
     def rewind(self, name: str) -> None:
         self.dispatchers[name].rewind()
         self.model.cursors[name].read = (0, 0)  # back to M + 1
+        self.replay[name].clear()
 
     @precondition(lambda self: self.model.ledgers)
     @rule(name=st.sampled_from(CURSORS), n=st.integers(1, 15))
@@ -255,6 +262,23 @@ class AckStoreMachine(RuleBasedStateMachine):
         assert got == expected, (name, got, expected)
         m.read(c, expected)
         m.deliver(c, expected)  # the dispatcher counts each entry it hands out
+
+    @rule(name=st.sampled_from(CURSORS), data=st.data(), n=st.integers(1, 6))
+    def nack_and_replay(self, name: str, data: st.DataObject, n: int) -> None:
+        """Negative acks of delivered entries, then a replay read: the queued entries not
+        acked since, ascending, each delivered (and counted) once more."""
+        m, d = self.model, self.dispatchers[name]
+        c = m.cursors[name]
+        delivered = sorted(m.counts(c))
+        if delivered:
+            nacked = data.draw(st.lists(st.sampled_from(delivered), max_size=4))
+            d.redeliver([Position(*p) for p in nacked])
+            self.replay[name].update(nacked)
+        got = [e.position for e in asyncio.run(d.replay_read(n))]
+        expected = sorted(p for p in self.replay[name] if not m.is_acked(c, p))[:n]
+        assert got == expected, (name, got, expected)
+        self.replay[name] -= set(expected)
+        m.deliver(c, expected)
 
     @precondition(lambda self: self.model.ledgers)
     @rule(name=st.sampled_from(CURSORS), data=st.data(), n=st.integers(1, 6))
@@ -275,6 +299,7 @@ class AckStoreMachine(RuleBasedStateMachine):
         m = self.model
         self.cursors[name] = self.topic.cursor(name, self.config, initial_position="latest" if latest else "earliest")
         self.dispatchers[name] = Dispatcher(self.cursors[name], self.reader)
+        self.replay[name] = set()
         if name in m.cursors:
             return
         m.cursors[name] = CursorModel(floor=m.latest()) if latest else CursorModel()
