@@ -293,3 +293,16 @@ def test_a_ledger_record_names_its_cursor_and_older_ones_read() -> None:
     assert decode_ledger_owned(encode_ledger(4, acks, 17))[::2] == (4, 17)
     assert decode_ledger_owned(encode_ledger(4, acks))[::2] == (4, None)  # as formats 1 and 2 wrote it
     assert decode_ledger(encode_ledger(4, acks, 17))[1].bitmap == acks.bitmap
+
+
+def test_a_format_6_delta_marker_reads_with_its_own_item_layout() -> None:
+    """Format 6 wrote delta items without the counts field; they decode as before."""
+    import struct
+    import zlib
+
+    head = struct.pack("<BIIIIIIH", 0xC1, 4, 1, 10, 1, 11, 3, 1)
+    body = head + struct.pack("<IIIH", 7, 3, 2, 2) + struct.pack("<II", 20, 40)
+    value = struct.pack("<BBBI", 0xC1, 2, 6, zlib.crc32(body, 2 << 8 | 6)) + body
+    m = decode_marker(value)
+    assert (m.prev, m.mark_delete, m.extra) == (4, (1, 9), {"c": 3})
+    assert m.index == {7: IndexEntry(2, 2, FrozenBitMap([20, 40]), None)}
