@@ -63,11 +63,25 @@ def _ratio_lines(benchmarks: list[Any]) -> list[str]:
     return lines
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--docs-table",
+        metavar="MARKDOWN",
+        help="also write the ratio table into MARKDOWN, between <!-- begin ratios --> and <!-- end ratios -->",
+    )
+
+
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     session = getattr(config, "_benchmarksession", None)
     benchmarks = [b for b in getattr(session, "benchmarks", []) if b]
     if not benchmarks:
         return
     terminalreporter.section("ratios against the baseline of each group (same process, same data)")
-    for line in _ratio_lines(benchmarks):
+    lines = _ratio_lines(benchmarks)
+    for line in lines:
         terminalreporter.write_line(line)
+    target = config.getoption("--docs-table")
+    if target:
+        from .docs_table import replace_block
+
+        replace_block(Path(target), "ratios", lines)

@@ -1,6 +1,7 @@
 """Per-cursor cost from 1,000 to 100,000 cursors in one store: flush, reopen, memory, file.
 
-``python -m benchmarks.scale [SIZES]`` (default ``1000,10000,100000``) prints one table.
+``python -m benchmarks.scale [SIZES] [--docs MARKDOWN]`` (default ``1000,10000,100000``)
+prints one table (and with ``--docs`` writes it into MARKDOWN's ``scale`` block).
 Each size runs in a fresh process (so its peak RSS is its own): build the store (every
 cursor ~100 acks with holes in one sealed ledger, flushed), then a group flush of one new
 ack per cursor (median of 5), then a reopen of the whole store, every cursor opened, with
@@ -77,6 +78,10 @@ def main(argv: list[str]) -> int:
         n, root = int(argv[1]), Path(argv[2])
         print(json.dumps(measure(n, root)))
         return 0
+    docs = None
+    if "--docs" in argv:
+        i = argv.index("--docs")
+        docs, argv = Path(argv[i + 1]), argv[:i] + argv[i + 2 :]
     sizes = [int(x) for x in (argv[0] if argv else "1000,10000,100000").split(",")]
     rows = []
     with tempfile.TemporaryDirectory(prefix="ackstore-scale-") as tmp:
@@ -97,11 +102,15 @@ def main(argv: list[str]) -> int:
         ("file / cursor", "file_bytes", "KB", 1e-3),
         ("peak RSS / cursor", "rss_bytes", "KB", 1e-3),
     )
-    print("| cursors | " + " | ".join(c[0] for c in columns) + " |")
-    print("|---:|" + "---:|" * len(columns))
+    lines = ["| cursors | " + " | ".join(c[0] for c in columns) + " |", "|---:|" + "---:|" * len(columns)]
     for r in rows:
         cells = [f"{r[key] * scale:,.1f} {unit} ({r[key] / base[key]:.2f}x)" for _, key, unit, scale in columns]
-        print(f"| {r['cursors']:,.0f} | " + " | ".join(cells) + " |")
+        lines.append(f"| {r['cursors']:,.0f} | " + " | ".join(cells) + " |")
+    print("\n".join(lines))
+    if docs is not None:
+        from .docs_table import replace_block
+
+        replace_block(docs, "scale", lines)
     return 0
 
 
