@@ -1,0 +1,50 @@
+"""The API reference builds offline from the docstrings, with warnings as errors (``make docs``),
+and a docstring pdoc cannot read fails it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import ackstore
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_the_api_reference_builds_with_warnings_as_errors(tmp_path: Path) -> None:
+    r = subprocess.run(
+        [sys.executable, "-m", "ackstore.tools.apidoc", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    page = (tmp_path / "ackstore.html").read_text()
+    for name in ackstore.__all__:  # every public name has its entry
+        assert f'id="{name}"' in page, name
+    for module in (
+        "cursor/facade",
+        "store",
+        "storage/records",
+        "dispatch/dispatcher",
+        "recovery/cli",
+        "tools/spark_jobs",
+    ):
+        assert (tmp_path / "ackstore" / f"{module}.html").exists(), module
+
+
+def test_a_docstring_pdoc_cannot_read_fails_the_build(tmp_path: Path) -> None:
+    pkg = tmp_path / "src" / "brokendoc"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text('def f(x: \'NoSuchType\') -> None:\n    """A function."""\n')
+    code = (
+        "import sys, warnings, pdoc; warnings.simplefilter('error'); "
+        f"pdoc.pdoc('brokendoc', output_directory={str(tmp_path / 'out')!r})"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(pkg.parent)}
+    )
+    assert r.returncode != 0 and "NoSuchType" in r.stderr
