@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run demo test stress bench lint clean
+.PHONY: run demo test check stress bench bench-docs docs lint clean
 
 $(STAMP): pyproject.toml constraints.txt setup.py ackstore/_native.c
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,16 @@ stress: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m pytest -q benchmarks
+
+bench-docs: $(STAMP)
+	$(BIN)/python -m pytest -q benchmarks --docs-table docs/benchmarks.md
+	$(BIN)/python -m benchmarks.scale --docs docs/benchmarks.md
+
+docs: $(STAMP)
+	$(BIN)/python -m ackstore.tools.apidoc out/api
+
+check: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow"
 
 lint: $(STAMP)
 	$(BIN)/ruff check ackstore recovery tools tests benchmarks
