@@ -37,12 +37,12 @@ from ..storage.log import CursorLog, MissingRecordError, RecoveredState
 from .deliveries import delivery_count, delivery_counts, record_deliveries, set_delivery_counts
 from .figures import Parts, cursor_figures, cursor_stats
 from .pages import Pages
-from .plan import FlushPlan, MarkerChain, Planner, RewritePlan
+from .plan import MarkerChain, Planner
 from .state import AckState
+from .store_side import StoreSide
 from .validate import pair
 
 if TYPE_CHECKING:
-    from ..directory import LedgerDirectory
     from ..ledger_cache import CachePool
     from ..storage.env import Environment
     from ..topic import Topic
@@ -74,7 +74,7 @@ class CursorHost(Protocol):
     def flush(self) -> Any: ...
 
 
-class Cursor:
+class Cursor(StoreSide):
     """One subscription's ack state over a topic. Get one with ``topic.cursor(name)``."""
 
     def __init__(
@@ -236,13 +236,10 @@ class Cursor:
     # -- delivery counts -----------------------------------------------------------------------
 
     def record_deliveries(self, positions: Iterable[Position], *, durable: bool = False) -> list[int]:
-        """Count one more delivery of each position (for callers that dispatch without
-        :class:`~ackstore.Dispatcher`, which counts by itself); returns each count after it,
-        0 for an acknowledged position (not counted). All are checked first.
-
-        Counts are persisted by the next flush, like acks. ``durable=True`` flushes before
-        returning, so a crash after the caller hands the entries out can never lose the count
-        (one flush per call: see the benchmarks for its cost)."""
+        """One more delivery of each position, for callers that dispatch without the
+        :class:`~ackstore.Dispatcher` (it counts by itself); each count after it, 0 for an acked
+        position. All are checked first. Persisted by the next flush, like acks;
+        ``durable=True`` flushes before returning (a flush per call)."""
         try:
             items = list(positions)
         except TypeError:
@@ -408,15 +405,6 @@ class Cursor:
             self.apply_config(new)
             return new
 
-    def apply_config(self, config: CursorConfig) -> None:
-        """Adopt ``config`` in memory only (a read-only store's own budget; ``update_config``
-        persists first). The budget may shrink: evict to fit. Lock held."""
-        self._config = config
-        self._planner.config = config
-        self._pages.cache.budget = config.max_individual_ack_cache_bytes
-        self._pages.fit()
-        self._changed()
-
     # -- figures -------------------------------------------------------------------------------
 
     def stats(self) -> CursorStats:
@@ -526,48 +514,6 @@ class Cursor:
     def rewind(self) -> None:
         """Read again from the first unacked position."""
         self._edit(self._state.rewind, check=False)
-
-    # -- the store's protocol (lock held by the caller) ----------------------------------------
-
-    def prepare_flush(self) -> FlushPlan | None:
-        """Step 1 of a group flush: the plan of what changed (None: nothing did)."""
-        return self._planner.prepare()
-
-    def commit_flush(self, plan: FlushPlan) -> None:
-        """Step 4: ``plan``'s transaction committed; the cursor adopts it."""
-        self._planner.commit(plan)
-
-    def abort_flush(self, plan: FlushPlan) -> None:
-        """Step 4, the other way: ``plan`` was not written; what it carried is pending again."""
-        self._planner.abort(plan)
-
-    def directory_changed(self, d: LedgerDirectory, trimmed: bool) -> None:
-        """The topic's directory changed (``trimmed``: ledgers were dropped)."""
-        if trimmed:
-            self._state.reconcile(d)
-        else:
-            self._state.on_directory_change(d)
-        self._changed()
-
-    def check_close(self, ledger: int, entries: int) -> None:
-        """Raise unless sealing ``ledger`` with ``entries`` keeps every ack of this cursor inside it."""
-        self._state.check_close(ledger, entries)
-
-    def plan_rewrite(self) -> RewritePlan:
-        """Compaction: plan a fresh log (every ledger's record + one full marker)."""
-        return self._planner.rewrite_plan()
-
-    def adopt_rewrite(self, plan: RewritePlan) -> None:
-        """Compaction committed: the log is now exactly ``plan``."""
-        self._planner.adopt_rewrite(plan)
-
-    def rewrite_differs(self, recovered: RecoveredState, marker_seq: int) -> str | None:
-        """How a state recovered from a rewritten log differs from this cursor (None: same)."""
-        return self._planner.differs_from(recovered, marker_seq)
-
-    def release(self) -> None:
-        """The store closes: give the cache's bytes back to the pool."""
-        self._pages.cache.clear()
 
     # -- invariants ----------------------------------------------------------------------------
 

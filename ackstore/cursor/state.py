@@ -24,7 +24,16 @@ from ..ledger_acks import LedgerAcks, run_end
 from ..ledger_cache import ACK_CHARGE, LedgerCache
 from ..position import MAX_ENTRY, Position, trusted
 from .moves import MAX_BATCH_SIZE, PositionMoves
-from .validate import check_entry, int_dtype, ledger_limit, pair, utf8_size
+from .validate import (
+    MAX_PROPERTY_KEY_BYTES,
+    MAX_PROPERTY_VALUE_BYTES,
+    check_entry,
+    check_property,
+    check_property_key,
+    int_dtype,
+    ledger_limit,
+    pair,
+)
 
 if TYPE_CHECKING:
     from ..directory import LedgerDirectory
@@ -39,10 +48,6 @@ __all__ = [
     "latest_mark_delete",
 ]
 
-#: The longest property key, in UTF-8 bytes.
-MAX_PROPERTY_KEY_BYTES = 1024
-#: The longest string property value, in UTF-8 bytes (every marker carries every property).
-MAX_PROPERTY_VALUE_BYTES = 4096
 
 _first = itemgetter(0)
 _second = itemgetter(1)
@@ -497,39 +502,18 @@ class AckState(PositionMoves):
 
     def set_property(self, key: Any, value: Any) -> None:
         """An integer (64-bit) or string (UTF-8, up to ``MAX_PROPERTY_VALUE_BYTES``) property."""
-        self._check_key(key)
-        if type(value) is str:
-            if not 0 <= utf8_size(value) <= MAX_PROPERTY_VALUE_BYTES:
-                shown = repr(value) if len(value) <= 40 else f"{value[:40]!r}... ({len(value)} characters)"
-                raise InvalidArgumentError(
-                    f"property {key!r} value {shown} is not allowed: allowed a str of "
-                    f"0..{MAX_PROPERTY_VALUE_BYTES} UTF-8 bytes (valid Unicode, no lone surrogates)"
-                )
-        elif type(value) is not int or not -(1 << 63) <= value < (1 << 63):
-            raise InvalidArgumentError(
-                f"property {key!r} value must be a 64-bit int or a str, got {value!r} ({type(value).__name__})"
-            )
+        check_property(key, value)
         self.properties[key] = value
         self.meta_dirty = True
 
     def remove_property(self, key: Any) -> bool:
         """Drop a property; True if it was set."""
-        self._check_key(key)
+        check_property_key(key)
         if key not in self.properties:
             return False
         del self.properties[key]
         self.meta_dirty = True
         return True
-
-    @staticmethod
-    def _check_key(key: Any) -> None:
-        if not isinstance(key, str) or not key:
-            raise InvalidTypeError(f"property key must be a non-empty str, got {key!r}")
-        if not 1 <= utf8_size(key) <= MAX_PROPERTY_KEY_BYTES:
-            raise InvalidArgumentError(
-                f"property key {key!r} is not allowed: allowed 1..{MAX_PROPERTY_KEY_BYTES} UTF-8 bytes "
-                "(valid Unicode, no lone surrogates)"
-            )
 
     # -- invariants --------------------------------------------------------------------------------
 

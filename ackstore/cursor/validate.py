@@ -9,10 +9,26 @@ from __future__ import annotations
 from typing import Any
 
 from ..directory import LedgerDirectory
-from ..errors import InvalidPositionError, InvalidTypeError, UnknownLedgerError
+from ..errors import InvalidArgumentError, InvalidPositionError, InvalidTypeError, UnknownLedgerError
 from ..position import MAX_ENTRY
 
-__all__ = ["ledger_limit", "check_entry", "pair", "int_dtype", "describe", "utf8_size"]
+__all__ = [
+    "ledger_limit",
+    "check_entry",
+    "pair",
+    "int_dtype",
+    "describe",
+    "utf8_size",
+    "check_property",
+    "check_property_key",
+    "MAX_PROPERTY_KEY_BYTES",
+    "MAX_PROPERTY_VALUE_BYTES",
+]
+
+#: The longest property key, in UTF-8 bytes.
+MAX_PROPERTY_KEY_BYTES = 1024
+#: The longest string property value, in UTF-8 bytes (every marker carries every property).
+MAX_PROPERTY_VALUE_BYTES = 4096
 
 
 def ledger_limit(d: LedgerDirectory, topic: str, ledger: Any) -> int:
@@ -81,3 +97,31 @@ def utf8_size(text: str) -> int:
         return len(text.encode())
     except UnicodeEncodeError:
         return -1
+
+
+def check_property(key: Any, value: Any) -> None:
+    """A property: a valid key and a 64-bit int or a str of up to ``MAX_PROPERTY_VALUE_BYTES``
+    UTF-8 bytes; typed errors naming the value otherwise."""
+    check_property_key(key)
+    if type(value) is str:
+        if not 0 <= utf8_size(value) <= MAX_PROPERTY_VALUE_BYTES:
+            shown = repr(value) if len(value) <= 40 else f"{value[:40]!r}... ({len(value)} characters)"
+            raise InvalidArgumentError(
+                f"property {key!r} value {shown} is not allowed: allowed a str of "
+                f"0..{MAX_PROPERTY_VALUE_BYTES} UTF-8 bytes (valid Unicode, no lone surrogates)"
+            )
+    elif type(value) is not int or not -(1 << 63) <= value < (1 << 63):
+        raise InvalidArgumentError(
+            f"property {key!r} value must be a 64-bit int or a str, got {value!r} ({type(value).__name__})"
+        )
+
+
+def check_property_key(key: Any) -> None:
+    """A property key: a non-empty str of 1..``MAX_PROPERTY_KEY_BYTES`` UTF-8 bytes."""
+    if not isinstance(key, str) or not key:
+        raise InvalidTypeError(f"property key must be a non-empty str, got {key!r}")
+    if not 1 <= utf8_size(key) <= MAX_PROPERTY_KEY_BYTES:
+        raise InvalidArgumentError(
+            f"property key {key!r} is not allowed: allowed 1..{MAX_PROPERTY_KEY_BYTES} UTF-8 bytes "
+            "(valid Unicode, no lone surrogates)"
+        )

@@ -1,0 +1,84 @@
+"""The cursor's side of what its store and topic call, lock held by the caller: the group
+flush's steps, compaction's rewrite, directory and configuration changes, and the release
+at close.
+
+:class:`StoreSide` is a base of :class:`~ackstore.cursor.facade.Cursor`: its methods work
+on the cursor's parts (the planner, the ack state, the pages), which the cursor sets up.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..config import CursorConfig
+from ..storage.log import RecoveredState
+from .pages import Pages
+from .plan import FlushPlan, Planner, RewritePlan
+from .state import AckState
+
+if TYPE_CHECKING:
+    from ..directory import LedgerDirectory
+
+__all__ = ["StoreSide"]
+
+
+class StoreSide:
+    """What the store's flush and compaction and the topic's directory changes call."""
+
+    _planner: Planner
+    _state: AckState
+    _pages: Pages
+
+    _config: CursorConfig
+
+    def _changed(self) -> None:
+        raise NotImplementedError  # the cursor lists itself for the next flush
+
+    def apply_config(self, config: CursorConfig) -> None:
+        """Adopt ``config`` in memory only (a read-only store's own budget; ``update_config``
+        persists first). The budget may shrink: evict to fit. Lock held."""
+        self._config = config
+        self._planner.config = config
+        self._pages.cache.budget = config.max_individual_ack_cache_bytes
+        self._pages.fit()
+        self._changed()
+
+    def prepare_flush(self) -> FlushPlan | None:
+        """Step 1 of a group flush: the plan of what changed (None: nothing did)."""
+        return self._planner.prepare()
+
+    def commit_flush(self, plan: FlushPlan) -> None:
+        """Step 4: ``plan``'s transaction committed; the cursor adopts it."""
+        self._planner.commit(plan)
+
+    def abort_flush(self, plan: FlushPlan) -> None:
+        """Step 4, the other way: ``plan`` was not written; what it carried is pending again."""
+        self._planner.abort(plan)
+
+    def directory_changed(self, d: LedgerDirectory, trimmed: bool) -> None:
+        """The topic's directory changed (``trimmed``: ledgers were dropped)."""
+        if trimmed:
+            self._state.reconcile(d)
+        else:
+            self._state.on_directory_change(d)
+        self._changed()
+
+    def check_close(self, ledger: int, entries: int) -> None:
+        """Raise unless sealing ``ledger`` with ``entries`` keeps every ack of this cursor inside it."""
+        self._state.check_close(ledger, entries)
+
+    def plan_rewrite(self) -> RewritePlan:
+        """Compaction: plan a fresh log (every ledger's record + one full marker)."""
+        return self._planner.rewrite_plan()
+
+    def adopt_rewrite(self, plan: RewritePlan) -> None:
+        """Compaction committed: the log is now exactly ``plan``."""
+        self._planner.adopt_rewrite(plan)
+
+    def rewrite_differs(self, recovered: RecoveredState, marker_seq: int) -> str | None:
+        """How a state recovered from a rewritten log differs from this cursor (None: same)."""
+        return self._planner.differs_from(recovered, marker_seq)
+
+    def release(self) -> None:
+        """The store closes: give the cache's bytes back to the pool."""
+        self._pages.cache.clear()
