@@ -146,10 +146,10 @@ class GroupFlush:
         """Step 4: the transaction committed; each cursor adopts its plan and leaves the flush
         list unless something came in meanwhile (or PIP-299 left ranges out)."""
         with self.store.lock:
+            unlist = self.store.unlist
             for plan, cur in zip(job.plans, job.cursors, strict=True):
-                cur.commit_flush(plan)
-                if not cur.pending:
-                    self.store.unlist(cur)
+                if not cur.commit_flush(plan):
+                    unlist(cur)
             for topic, written in job.confirms:
                 topic.bound_written(written)
 

@@ -83,7 +83,7 @@ class LedgerAcks:
         self.counts_added: dict[int, int] = {}
 
     def __bool__(self) -> bool:
-        return bool(self.bitmap) or bool(self.batches) or bool(self.counts)
+        return bool(self.bitmap or self.batches or self.counts)
 
     def deliver(self, entry: int) -> int:
         """One more delivery of ``entry`` (not acked); its count now. O(1)."""

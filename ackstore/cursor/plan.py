@@ -318,11 +318,19 @@ class Planner:
             pinned.add(ledger)
             base = index.get(ledger)
             added = la.added
-            if base is not None and added is not None and _worth_a_delta(added, la):
+            if (
+                base is not None
+                and added is not None
+                and (
+                    len(added) <= DELTA_MAX_ACKS and len(added) <= DELTA_MAX_SHARE * len(la.bitmap)
+                    if not la.counts_added  # the common case, inline
+                    else _worth_a_delta(added, la)
+                )
+            ):
                 # a few acks (and counts) since its record: the marker carries them, the
                 # ledger is not rewritten
                 adds = FrozenBitMap(added)
-                counts = _live_counts(la)
+                counts = _live_counts(la) if la.counts_added else None
                 changes[ledger] = entry = IndexEntry(base.seq, la.runs, adds, counts)
                 if not full and (base.adds or base.counts):
                     # a delta marker names only what changed since the chain last named it

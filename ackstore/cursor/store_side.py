@@ -47,9 +47,12 @@ class StoreSide:
         """Step 1 of a group flush: the plan of what changed (None: nothing did)."""
         return self._planner.prepare()
 
-    def commit_flush(self, plan: FlushPlan) -> None:
-        """Step 4: ``plan``'s transaction committed; the cursor adopts it."""
+    def commit_flush(self, plan: FlushPlan) -> bool:
+        """Step 4: ``plan``'s transaction committed; the cursor adopts it. Returns whether
+        something is pending again (changed meanwhile, or left out by PIP-299)."""
         self._planner.commit(plan)
+        pages = self._pages
+        return bool(pages.dirty or pages.unmarked or pages.vanished) or self._state.meta_dirty
 
     def abort_flush(self, plan: FlushPlan) -> None:
         """Step 4, the other way: ``plan`` was not written; what it carried is pending again."""

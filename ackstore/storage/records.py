@@ -311,14 +311,17 @@ def encode_delta_marker(
             if e is None:
                 parts.append(item(ledger, 0, 0, 0, 0))
                 continue
-            counts = e.counts or {}
-            adds = e.adds.to_array() if e.adds else None
-            parts.append(item(ledger, e.seq + 1, e.runs, len(adds) if adds else 0, len(counts)))
-            if adds:
+            counts = e.counts
+            if not e.adds:
+                parts.append(item(ledger, e.seq + 1, e.runs, 0, len(counts) if counts else 0))
+            else:
+                adds = e.adds.to_array()
                 if _SWAP:
                     adds.byteswap()
+                parts.append(item(ledger, e.seq + 1, e.runs, len(adds), len(counts) if counts else 0))
                 parts.append(adds.tobytes())
-            parts.extend(count(entry, counts[entry]) for entry in sorted(counts))
+            if counts:
+                parts.extend(count(entry, counts[entry]) for entry in sorted(counts))
     except struct.error:
         marker = Marker(False, prev, mark_delete, read_position, properties, dict(items), extra={"c": cursor_id})
         return encode_marker(marker)
