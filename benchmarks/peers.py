@@ -277,8 +277,7 @@ class AckstorePeer:
     def reopen(self) -> None:
         self.store.close()
         self.store = AckStore.open(self.path, sync=False, map_size=1 << 30)
-        topic = self._topic()
-        self.cursors = {name: topic.cursor(name) for name in topic.cursors()}
+        self.cursors = self._topic().open_cursors()  # a restart's bulk open
 
     def close(self) -> None:
         self.store.close()

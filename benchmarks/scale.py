@@ -4,7 +4,8 @@
 prints one table (and with ``--docs`` writes it into MARKDOWN's ``scale`` block).
 Each size runs in a fresh process (so its peak RSS is its own): build the store (every
 cursor ~100 acks with holes in one sealed ledger, flushed), then a group flush of one new
-ack per cursor (median of 5), then a reopen of the whole store, every cursor opened, with
+ack per cursor (median of 5), then a reopen of the whole store, every cursor opened
+(``topic.open_cursors()``), with
 the default 3 MiB budget per cursor and with no budget (median of 3), then the file and
 the process's RSS per cursor. Per-cursor figures should stay flat (within ~1.3x) as the
 count grows; the ratios to the smallest size are printed beside them.
@@ -12,6 +13,7 @@ count grows; the ratios to the smallest size are printed beside them.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import resource
@@ -58,9 +60,9 @@ def measure(n: int, root: Path) -> dict[str, float]:
             with AckStore.open(path, readonly=True) as store:
                 topic = store.topic(T)
                 config = None if budget is None else CursorConfig(max_individual_ack_cache_bytes=budget)
-                for name in topic.cursors():
-                    topic.cursor(name, config)
+                topic.open_cursors(config)
                 times.append(time.perf_counter() - t0)
+            gc.collect()  # the closed store's cursors (they hold cycles): not the next round's garbage
         reopen[label] = statistics.median(times) / n
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     return {

@@ -279,3 +279,27 @@ def test_a_writer_raises_an_older_format_version_and_reads_its_records(store_pat
     with AckStore.open(store_path) as store:
         assert store.format_version == FORMAT_VERSION == 7
         assert store.topic(T).cursor("sub").ack_range_count == 49
+
+
+def test_open_cursors_opens_every_persisted_cursor_with_the_collector_paused(store_path: Path) -> None:
+    import gc
+
+    from ackstore import InvalidTypeError
+
+    with AckStore.open(store_path) as store:
+        topic = store.topic("t")
+        topic.add_ledger(1)
+        for i in range(5):
+            topic.cursor(f"c{i}").ack([Position(1, i), Position(1, 10 + i)])
+    with AckStore.open(store_path, readonly=True) as store:
+        topic = store.topic("t")
+        assert gc.isenabled()
+        opened = topic.open_cursors(CursorConfig(max_individual_ack_cache_bytes=4096))
+        assert gc.isenabled()  # back on
+        assert list(opened) == [f"c{i}" for i in range(5)]
+        assert all(opened[f"c{i}"] is topic.cursor(f"c{i}") for i in range(5))
+        assert [c.ack_range_count for c in opened.values()] == [1, 2, 2, 2, 2]  # c0: 1:0 moved M
+        assert opened["c0"].mark_delete_position == Position(1, 0)
+        assert opened["c3"].config.max_individual_ack_cache_bytes == 4096
+        with pytest.raises(InvalidTypeError):
+            topic.open_cursors({"budget": 1})  # type: ignore[arg-type]
