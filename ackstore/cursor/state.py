@@ -185,8 +185,8 @@ class AckState(PositionMoves):
         end = _end(self.topic.directory, ledger)
         if end >= 0 and (
             (la.bitmap and la.bitmap.max() >= end)
-            or any(e >= end for e in la.batches)
-            or any(e >= end for e in la.counts)
+            or (la.batches and max(la.batches) >= end)
+            or (la.counts and max(la.counts) >= end)
         ):
             self.range_count += la.drop_from(end)
             self._touched(ledger, la)
