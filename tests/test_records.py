@@ -306,3 +306,16 @@ def test_a_format_6_delta_marker_reads_with_its_own_item_layout() -> None:
     m = decode_marker(value)
     assert (m.prev, m.mark_delete, m.extra) == (4, (1, 9), {"c": 3})
     assert m.index == {7: IndexEntry(2, 2, FrozenBitMap([20, 40]), None)}
+
+
+@pytest.mark.parametrize("tail", [b"\x92\x01", b"\x91\x01", b"\xc1", b"\x81\x01\x01"])
+def test_damaged_properties_of_a_fixed_delta_marker_are_corrupt_records(tail: bytes) -> None:
+    """The properties after a fixed-layout delta's items: a truncated, non-map or wrongly
+    typed msgpack tail is a CorruptRecordError (recovery skips the marker), never another error."""
+    import struct
+    import zlib
+
+    body = struct.pack("<BIIIIIIH", 0xC1, 0, 1, 1, 1, 1, 3, 0) + tail
+    value = struct.pack("<BBBI", 0xC1, 2, 7, zlib.crc32(body, 2 << 8 | 7)) + body
+    with pytest.raises(CorruptRecordError):
+        decode_marker(value)

@@ -300,9 +300,8 @@ def encode_delta_marker(
 ) -> bytes:
     """A delta marker (not full, not truncated) in the fixed layout of the module docstring;
     ``items`` ascending by ledger. A field that does not fit the layout (an id or sequence
-    of 2**32 or more, 65,536 items or adds), or delivery counts, fall back to
-    :func:`encode_marker`'s msgpack array. O(items + adds + counts), one ``struct.pack``
-    per item."""
+    of 2**32 or more, 65,536 items, adds or counts) falls back to :func:`encode_marker`'s
+    msgpack array. O(items + adds + counts), one ``struct.pack`` per item."""
     item, count = _DELTA_ITEM.pack, _COUNT.pack
     try:
         head = (prev, mark_delete[0], mark_delete[1] + 1, read_position[0], read_position[1] + 1, cursor_id, len(items))
@@ -344,7 +343,12 @@ def _decode_delta(body: bytes, version: int) -> Marker:
         else None
         for ledger, seq, runs, adds, counts in items
     }
-    props = _properties(msgpack.unpackb(body[end:])) if end < len(body) else {}
+    try:
+        props = _properties(msgpack.unpackb(body[end:])) if end < len(body) else {}
+    except CorruptRecordError:
+        raise
+    except Exception as exc:  # msgpack raises several unrelated types; a list has no .items()
+        raise CorruptRecordError(f"a delta marker's properties do not decode: {exc}") from None
     return Marker(False, prev, (md_l, md_e), (rp_l, rp_e), props, index, False, {"c": cid})
 
 
