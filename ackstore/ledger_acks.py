@@ -87,7 +87,10 @@ class LedgerAcks:
 
     def deliver(self, entry: int) -> int:
         """One more delivery of ``entry`` (not acked); its count now. O(1)."""
-        n = self.counts.get(entry, 0) + 1
+        return self.set_count(entry, self.counts.get(entry, 0) + 1)
+
+    def set_count(self, entry: int, n: int) -> int:
+        """``entry`` (not acked) was delivered ``n`` times; returns ``n``. O(1)."""
         self.counts[entry] = self.counts_added[entry] = n
         return n
 
@@ -103,7 +106,7 @@ class LedgerAcks:
 
     def lowest(self) -> int:
         """The lowest entry with any state (acked, partly acked or counted); -1 when none."""
-        found = [x for x in (self.bitmap.min() if self.bitmap else -1,) if x >= 0]
+        found = [self.bitmap.min()] if self.bitmap else []
         if self.batches:
             found.append(min(self.batches))
         if self.counts:

@@ -11,9 +11,11 @@ deliver from there again, not a failed delivery.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import InvalidArgumentError
+from ..ledger_acks import LedgerAcks
 from ..position import Position, trusted
 from .state import AckState
 from .validate import pair
@@ -28,43 +30,41 @@ def record_deliveries(state: AckState, items: list[Any]) -> list[int]:
     checked = [pair(item) for item in items]
     for ledger, entry in checked:
         state.check_entry(ledger, entry)
-    out: list[int] = []
-    ledgers = state.ledgers
-    for ledger, entry in checked:
-        if (ledger, entry) <= state.md or state.is_acked((ledger, entry)):
-            out.append(0)
-            continue
-        la = ledgers.get(ledger, create=True)
-        n = la.deliver(entry)
-        out.append(n)
-        if n > 1:
-            state.redeliveries += 1
-        state.range_count -= ledgers.touched(ledger, la)  # dirty, re-measured
-        ledgers.fit(keep=(ledger,))
+    out = _count_each(state, checked, lambda la, _, entry: la.deliver(entry))
+    state.redeliveries += sum(1 for n in out if n > 1)
     return out
 
 
 def set_delivery_counts(state: AckState, counts: dict[Any, Any]) -> int:
     """Set counts exactly (restore and salvage tools): ``{position: count >= 1}``; an
     acknowledged position is skipped. All are checked first. Returns how many were set."""
-    checked = []
+    wanted: dict[tuple[int, int], int] = {}
     for position, n in counts.items():
         ledger, entry = pair(position)
         state.check_entry(ledger, entry)
         if type(n) is not int or not 1 <= n < 1 << 32:
             raise InvalidArgumentError(f"delivery count {n!r} of {ledger}:{entry} is not allowed: allowed 1..2**32-1")
-        checked.append((ledger, entry, n))
-    done = 0
+        wanted[(ledger, entry)] = n
+    out = _count_each(state, list(wanted), lambda la, ledger, entry: la.set_count(entry, wanted[(ledger, entry)]))
+    return sum(1 for n in out if n)
+
+
+def _count_each(
+    state: AckState, positions: list[tuple[int, int]], count: Callable[[LedgerAcks, int, int], int]
+) -> list[int]:
+    """``count(ledger's acks, ledger, entry)`` for each position not acknowledged (its new count),
+    0 for an acknowledged one; each touched ledger is marked dirty and the budget kept."""
+    out: list[int] = []
     ledgers = state.ledgers
-    for ledger, entry, n in checked:
-        if (ledger, entry) <= state.md or state.is_acked((ledger, entry)):
+    for ledger, entry in positions:
+        if state.is_acked((ledger, entry)):  # at or below M too
+            out.append(0)
             continue
         la = ledgers.get(ledger, create=True)
-        la.counts[entry] = la.counts_added[entry] = n
-        state.range_count -= ledgers.touched(ledger, la)
+        out.append(count(la, ledger, entry))
+        state.range_count -= ledgers.touched(ledger, la)  # dirty, re-measured
         ledgers.fit(keep=(ledger,))
-        done += 1
-    return done
+    return out
 
 
 def delivery_count(state: AckState, position: Any) -> int:

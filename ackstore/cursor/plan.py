@@ -54,6 +54,8 @@ DELTA_MAX_SHARE = 0.125
 
 def _worth_a_delta(added: BitMap, la: LedgerAcks) -> bool:
     """Few acks and counts since the base, compared with the ledger: carry them in the marker."""
+    if not la.counts_added:  # the common case
+        return len(added) <= DELTA_MAX_ACKS and len(added) <= DELTA_MAX_SHARE * len(la.bitmap)
     n = len(added) + len(la.counts_added)
     return n <= DELTA_MAX_ACKS and n <= DELTA_MAX_SHARE * (len(la.bitmap) + len(la.counts))
 
@@ -62,11 +64,8 @@ def _live_counts(la: LedgerAcks) -> dict[int, int] | None:
     """The counts set since the base that still stand (an ack took some away since: the
     ack path leaves ``counts_added`` alone, so they are dropped from it here). O(counts added)."""
     added, counts = la.counts_added, la.counts
-    if not added:
-        return None
-    if len(added) > len(counts) or any(e not in counts for e in added):
-        for e in [e for e in added if e not in counts]:
-            del added[e]
+    for e in [e for e in added if e not in counts]:
+        del added[e]
     return dict(added) or None
 
 
@@ -318,15 +317,7 @@ class Planner:
             pinned.add(ledger)
             base = index.get(ledger)
             added = la.added
-            if (
-                base is not None
-                and added is not None
-                and (
-                    len(added) <= DELTA_MAX_ACKS and len(added) <= DELTA_MAX_SHARE * len(la.bitmap)
-                    if not la.counts_added  # the common case, inline
-                    else _worth_a_delta(added, la)
-                )
-            ):
+            if base is not None and added is not None and _worth_a_delta(added, la):
                 # a few acks (and counts) since its record: the marker carries them, the
                 # ledger is not rewritten
                 adds = FrozenBitMap(added)
@@ -493,7 +484,7 @@ class Planner:
         cache = pages.cache
         start = chain.next_seq
         items: list[tuple[int, int, bytes | int]] = []
-        adds: dict[int, IndexEntry] = {}  # swapped-out ledgers keep their acks and counts since their record
+        kept: dict[int, IndexEntry] = {}  # swapped-out ledgers keep their acks and counts since their record
         for ledger in sorted(cache.known()):
             la = cache.loaded.get(ledger)
             if la is not None:
@@ -503,9 +494,9 @@ class Planner:
                 entry = pages.index[ledger]
                 items.append((ledger, entry.runs, entry.seq))
                 if entry.adds or entry.counts:
-                    adds[ledger] = entry
+                    kept[ledger] = entry
         index = {
-            ledger: IndexEntry(start + i, runs, *(adds[ledger][2:] if ledger in adds else ()))
+            ledger: kept[ledger]._replace(seq=start + i) if ledger in kept else IndexEntry(start + i, runs)
             for i, (ledger, runs, _) in enumerate(items)
         }
         marker = Marker(
