@@ -127,9 +127,14 @@ def engine_digest(cursor: Any, ledger_ranges: list[tuple[int, list[tuple[int, in
     return digest_of_runs(runs), sum(last - first + 1 for _, first, last in runs)
 
 
+def _positions(spec: WorkloadSpec) -> list[tuple[int, int]]:
+    """Every position of the spec's sealed ledgers, ascending."""
+    return [(ledger, e) for ledger in range(1, spec.ledgers + 1) for e in range(spec.entries)]
+
+
 def _ack_order(spec: WorkloadSpec, rng: random.Random, consumer: int) -> list[tuple[int, int]]:
     """The positions one cursor acks, in order, for the spec's scenario."""
-    positions = [(ledger, e) for ledger in range(1, spec.ledgers + 1) for e in range(spec.entries)]
+    positions = _positions(spec)
     hole = spec.hole_rate
     if spec.scenario == "sequential":
         return positions
@@ -197,14 +202,14 @@ def run_spec(spec: WorkloadSpec, workdir: Path, snapshot_dir: Path) -> list[dict
     counts: dict[tuple[str, str], dict[tuple[int, int], int]] = {key: {} for key in names}
     saved: dict[tuple[str, str], dict[tuple[int, int], int]] = {key: {} for key in names}
     crashes = flushes = 0
+    every = _positions(spec) if spec.scenario == "poison_messages" else []  # what may be delivered
     for i, key in enumerate(names):
         order = _ack_order(spec, rng, i)
-        all_positions = [(ledger, e) for ledger in range(1, spec.ledgers + 1) for e in range(spec.entries)]
         for start in range(0, len(order), spec.flush_every):
             chunk = order[start : start + spec.flush_every]
             cur = store.topic(key[0]).cursor(key[1], config)
             if spec.scenario == "poison_messages":
-                _deliver(cur, chunk, all_positions, rng, counts[key])
+                _deliver(cur, chunk, every, rng, counts[key])
             cur.ack([Position(*p) for p in chunk])
             pending[key].update(chunk)
             for p in chunk:
