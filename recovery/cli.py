@@ -34,6 +34,7 @@ from ackstore import (
 from ackstore.storage.fileio import create_new_file
 
 from .dump import dump_lines, restore, write_dump
+from .exit_path import run
 
 __all__ = ["cli", "main", "guarded", "entry"]
 
@@ -527,40 +528,8 @@ def copy(store: Path, dest: Path, compact: bool, as_json: bool) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the tool; the one exit path. Returns the exit status."""
-    try:
-        result = cli.main(args=argv, prog_name="ackstore", standalone_mode=False)
-    except click.exceptions.Exit as exc:
-        return exc.exit_code
-    except click.exceptions.NoArgsIsHelpError as exc:
-        click.echo(exc.ctx.get_help() if exc.ctx else str(exc))
-        return 0
-    except click.ClickException as exc:
-        click.echo(f"ackstore: error: {exc.format_message()}", err=True)
-        return 2 if isinstance(exc, click.UsageError) else exc.exit_code
-    except UsageFailure as exc:
-        click.echo(f"ackstore: error: {exc}", err=True)
-        return 2
-    except BrokenPipeError:  # `ackstore dump S | head`: the reader left; say so once, quietly
-        _silence_stdout()
-        click.echo("ackstore: error: the output was closed before the command finished (broken pipe)", err=True)
-        return 1
-    except (AckStoreError, OSError) as exc:
-        if os.environ.get("ACKSTORE_DEBUG") == "1":
-            raise
-        click.echo(f"ackstore: error: {exc}", err=True)
-        return 1
-    except (click.exceptions.Abort, KeyboardInterrupt):
-        click.echo("ackstore: aborted", err=True)
-        return 1
-    return result if isinstance(result, int) else 0
-
-
-def _silence_stdout() -> None:
-    """Point stdout at /dev/null (after a broken pipe, the interpreter's last flush would fail)."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    os.close(devnull)
+    """Run the tool; the one exit path (:func:`ackstore.recovery.exit_path.run`). Returns the exit status."""
+    return run(cli, argv, "ackstore", UsageFailure, (AckStoreError, OSError))
 
 
 def _reopen_closed_streams() -> None:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from ackstore.recovery.exit_path import run
 
 __all__ = ["main"]
 
@@ -172,26 +173,8 @@ def _checked_run(args: _Args) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Run ``ackstore-spark``; the one exit path: 0 ok, 1 failure, 2 usage, one line on errors."""
-    try:
-        result = cli.main(args=argv, prog_name="ackstore-spark", standalone_mode=False)
-    except click.exceptions.Exit as exc:
-        return exc.exit_code
-    except click.exceptions.NoArgsIsHelpError as exc:
-        click.echo(exc.ctx.get_help() if exc.ctx else str(exc))
-        return 0
-    except click.ClickException as exc:
-        click.echo(f"ackstore-spark: error: {exc.format_message()}", err=True)
-        return 2 if isinstance(exc, click.UsageError) else exc.exit_code
-    except _Usage as exc:
-        click.echo(f"ackstore-spark: error: {exc}", err=True)
-        return 2
-    except (ValueError, OSError) as exc:  # bad specs, too many faults to plant, unwritable OUTDIR
-        click.echo(f"ackstore-spark: error: {exc}", err=True)
-        return 1
-    except click.exceptions.Abort:
-        click.echo("ackstore-spark: aborted", err=True)
-        return 1
-    return result if isinstance(result, int) else 0
+    # bad specs, too many faults to plant, an unwritable OUTDIR are ValueError / OSError
+    return run(cli, argv, "ackstore-spark", _Usage, (ValueError, OSError))
 
 
 def _plant(args: _Args) -> None:
