@@ -63,6 +63,9 @@ MAX_MAP_SIZE = 1 << 50
 #: the longest background flush interval, in seconds (one day)
 MAX_FLUSH_INTERVAL = 86_400.0
 
+#: cursors a bulk open recovers in one read transaction, under one hold of the store lock
+_LOAD_BATCH = 256
+
 T = TypeVar("T")
 
 
@@ -331,12 +334,63 @@ class AckStore:
 
             cid = storage.write(create)
             state = storage.read(lambda txn: CursorLog(storage.log_db, cid).recover(txn, None, self.verify))
-        else:
-            cid, stored = found
-            if config is not None and config != stored and not self.readonly:
-                self.persist_cursor_config(topic.topic_id, name, cid, config)
-            cfg = config or stored
+            return self._recovered(topic, name, cid, cfg, state, initial_position)
+        cid, stored = found
         assert state is not None
+        return self._recovered(topic, name, cid, self._config_of(topic, name, cid, stored, config), state)
+
+    def load_cursors(self, topic: Topic, config: CursorConfig | None) -> list[str]:
+        """A restart's bulk form of :meth:`load_cursor`: every persisted cursor of ``topic``
+        not held yet, recovered (one catalog scan, then batches of cursors sharing a read
+        transaction) and put in ``topic.held``; each as ``load_cursor`` would. The store
+        lock is taken per batch, so flushes and acks of cursors opened go on between them.
+        Returns the names of every persisted cursor of ``topic``, sorted."""
+        catalog, tid, storage = self._storage.catalog, topic.topic_id, self._storage
+        with self.lock:
+            self.check_alive()
+            entries = storage.read(lambda txn: catalog.cursor_configs(txn, tid))
+
+        def recover(batch: list[tuple[str, int, CursorConfig]]) -> list[RecoveredState]:
+            def each(txn: lmdb.Transaction) -> list[RecoveredState]:
+                return [
+                    CursorLog(storage.log_db, cid).recover(
+                        txn, (config or stored).max_individual_ack_cache_bytes, self.verify
+                    )
+                    for _, cid, stored in batch
+                ]
+
+            return storage.read(each)
+
+        for start in range(0, len(entries), _LOAD_BATCH):
+            with self.lock:
+                self.check_alive()
+                topic.check_live()
+                batch = [e for e in entries[start : start + _LOAD_BATCH] if e[0] not in topic.held]
+                states = recover(batch)
+                for (name, cid, stored), state in zip(batch, states, strict=True):
+                    cfg = self._config_of(topic, name, cid, stored, config)
+                    topic.held[name] = self._recovered(topic, name, cid, cfg, state)
+        return [name for name, _, _ in entries]
+
+    def _config_of(
+        self, topic: Topic, name: str, cid: int, stored: CursorConfig, config: CursorConfig | None
+    ) -> CursorConfig:
+        """The configuration an opened cursor runs with: ``config`` when given (persisted
+        first when it differs, unless read-only), else the one it was stored with."""
+        if config is not None and config != stored and not self.readonly:
+            self.persist_cursor_config(topic.topic_id, name, cid, config)
+        return config or stored
+
+    def _recovered(
+        self,
+        topic: Topic,
+        name: str,
+        cid: int,
+        cfg: CursorConfig,
+        state: RecoveredState,
+        initial_position: str = "earliest",
+    ) -> Cursor:
+        """The cursor over a recovered ``state``; a fallback past damaged markers is logged."""
         report = state.report
         if report.markers_skipped or report.skipped_reasons:
             log.warning(

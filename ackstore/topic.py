@@ -2,7 +2,7 @@
 
 Topic and :class:`~ackstore.store.AckStore` are one unit, and say so in their names instead
 of reaching into each other's private members: a topic calls the store's ``check_alive``,
-``check_writable``, ``load_cursor``, ``cursor_names``, ``delete_cursors`` and
+``check_writable``, ``load_cursor``, ``load_cursors``, ``cursor_names``, ``delete_cursors`` and
 ``flush_cursors``; the store (and its group flush) reads each topic's ``held`` cursors,
 ``pending_bound``/``bound_written`` and ``entries_checked``. Applications use neither side.
 """
@@ -266,7 +266,11 @@ class Topic:
         if config is not None and not isinstance(config, CursorConfig):
             raise InvalidTypeError(f"config must be a CursorConfig, got {type(config).__name__}")
         with gc_paused():
-            return {name: self.cursor(name, config) for name in self.cursors()}
+            names = self.store.load_cursors(self, config)  # the ones not held yet, in batches
+            held = self.held
+            if config is None:  # each was just opened, or held already: as cursor(name) returns it
+                return {name: held.get(name) or self.cursor(name) for name in names}
+            return {name: self.cursor(name, config) for name in names}
 
     def cursors(self) -> list[str]:
         """Names of every cursor of this topic (persisted ones included), sorted."""

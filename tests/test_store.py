@@ -303,3 +303,28 @@ def test_open_cursors_opens_every_persisted_cursor_with_the_collector_paused(sto
         assert opened["c3"].config.max_individual_ack_cache_bytes == 4096
         with pytest.raises(InvalidTypeError):
             topic.open_cursors({"budget": 1})  # type: ignore[arg-type]
+
+
+def test_open_cursors_in_batches_equals_opening_each(store_path: Path) -> None:
+    """More cursors than one batch of the bulk open, some already held: every one recovers
+    to what ``cursor(name)`` gives, and a config given is persisted for each (writer)."""
+    from ackstore.store import _LOAD_BATCH
+
+    count = _LOAD_BATCH * 2 + 7
+    with AckStore.open(store_path) as store:
+        topic = store.topic("t")
+        topic.add_ledger(1)
+        for i in range(count):
+            topic.cursor(f"c{i:04d}").ack([Position(1, i), Position(1, i + 2 + i % 5)])
+    with AckStore.open(store_path, readonly=True) as store:
+        one_by_one = {name: list(store.topic("t").cursor(name).ack_ranges()) for name in store.topic("t").cursors()}
+    bigger = CursorConfig(max_individual_ack_cache_bytes=8192)
+    with AckStore.open(store_path) as store:
+        topic = store.topic("t")
+        early = topic.cursor("c0300")
+        opened = topic.open_cursors(bigger)
+        assert len(opened) == count and opened["c0300"] is early
+        assert {name: list(cur.ack_ranges()) for name, cur in opened.items()} == one_by_one
+        assert all(cur.config == bigger for cur in opened.values())
+    with AckStore.open(store_path, readonly=True) as store:
+        assert store.topic("t").cursor("c0511").config == bigger

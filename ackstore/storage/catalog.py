@@ -44,6 +44,7 @@ import hashlib
 import struct
 import zlib
 from array import array
+from collections.abc import Iterator
 from typing import Any
 
 import lmdb
@@ -299,10 +300,18 @@ class Catalog:
         if found is None:
             return None
         _, _, cid, cfg = found
+        return cid, self._config(name, cfg)
+
+    def _config(self, name: str, cfg: dict[str, Any]) -> CursorConfig:
         try:
-            return cid, CursorConfig.from_obj(cfg)
+            return CursorConfig.from_obj(cfg)
         except Exception as exc:
             raise self._damaged(f"cursor {name!r} has a configuration this ackstore refuses ({exc})") from None
+
+    def cursor_configs(self, txn: lmdb.Transaction, tid: int) -> list[tuple[str, int, CursorConfig]]:
+        """``[(name, cursor id, config)]`` of every cursor of topic ``tid``, sorted by name:
+        one scan (a bulk open's). CorruptStoreError on a damaged entry."""
+        return sorted((name, cid, self._config(name, cfg)) for _, name, cid, cfg in self._cursor_scan(txn, tid, None))
 
     def cursor_item(self, tid: int, name: str, cid: int, config: dict[str, Any]) -> tuple[bytes, bytes]:
         """The key and value of a cursors entry (what :meth:`put_cursor` writes)."""
@@ -334,22 +343,25 @@ class Catalog:
         self, txn: lmdb.Transaction, tid: int, damaged: list[str] | None = None
     ) -> list[tuple[str, int]]:
         """``[(name, cursor id)]`` of topic ``tid``, sorted by name (``damaged``: as in topic_names)."""
+        return sorted((name, cid) for _, name, cid, _ in self._cursor_scan(txn, tid, damaged))
+
+    def _cursor_scan(
+        self, txn: lmdb.Transaction, tid: int, damaged: list[str] | None
+    ) -> Iterator[tuple[int, str, int, dict[str, Any]]]:
+        """:meth:`cursor_entry` of every cursors value of topic ``tid``, in key order; a
+        damaged one is named in ``damaged`` and skipped (None: raise)."""
         prefix = _U64.pack(tid)
         cur = txn.cursor(db=self.cursors_db)
-        out = []
         if cur.set_range(prefix):
             for key, raw in cur:
                 if not key.startswith(prefix):
                     break
                 try:
-                    _, name, cid, _ = self.cursor_entry(key, raw)
+                    yield self.cursor_entry(key, raw)
                 except CorruptStoreError as exc:
                     if damaged is None:
                         raise
                     damaged.append(str(exc))
-                    continue
-                out.append((name, cid))
-        return sorted(out)
 
     # -- ledger directories ------------------------------------------------------------------
 
