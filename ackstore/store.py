@@ -80,6 +80,7 @@ def _check_open_options(
     verify: Any,
     cache_bytes: Any,
     cursor_defaults: Any,
+    load: Any = "budget",
 ) -> None:
     """Every option of :meth:`AckStore.open`, checked before anything is opened: a typed
     error naming the value and what is allowed."""
@@ -102,6 +103,8 @@ def _check_open_options(
         )
     if verify not in ("keys", "all", "loaded"):
         raise InvalidArgumentError(f"verify={verify!r} is not allowed: allowed 'keys', 'all', 'loaded'")
+    if load not in ("budget", "lazy"):
+        raise InvalidArgumentError(f"load={load!r} is not allowed: allowed 'budget', 'lazy'")
     if cache_bytes is not None and (type(cache_bytes) is not int or not 0 <= cache_bytes <= sys.maxsize):
         raise InvalidArgumentError(
             f"cache_bytes={cache_bytes!r} is not allowed: allowed None or an int of 0..{sys.maxsize}"
@@ -130,6 +133,8 @@ class AckStore:
     cache_pool: CachePool
     #: what opening a cursor checks (see ``open``)
     verify: str
+    #: what opening a cursor loads: "budget" or "lazy" (see ``open``)
+    load: str
     #: the cursors a flush visits: every one with a change since its last flush (a cursor
     #: lists itself on change; idle cursors cost a flush nothing). The store owns it.
     flush_list: dict[Cursor, None]
@@ -160,6 +165,7 @@ class AckStore:
         cache_bytes: int | None = None,
         verify: str = "keys",
         create: bool = True,
+        load: str = "budget",
     ) -> AckStore:
         """Create or open the store in directory ``path``.
 
@@ -185,9 +191,19 @@ class AckStore:
           Every open checks that the file holds its meta pages and its trees' roots.
         - ``create``: make a new store when ``path`` holds none (default); with False a path
           without a store raises NotAStoreError (maintenance tools use it).
+        - ``load``: what opening a cursor decodes. ``"budget"`` (default): its newest ledgers,
+          until its ``max_individual_ack_cache_bytes`` are spent. ``"lazy"``: only the
+          mark-delete ledger; every other ledger stays on disk (checked as ``verify`` says)
+          and is read the first time something needs it, as a swapped-out ledger is. The
+          cursor is whole either way: positions, range count and delivery counts are right
+          when ``cursor()`` returns. Lazy opens are faster (a restart of many cursors or
+          ledgers decodes only what is touched) and hold less memory; the first use of
+          each ledger pays its read, and a damaged record not read at open surfaces then,
+          as CorruptRecordError, instead of as a fallback to an older marker at open
+          (``verify="all"`` checks every record at open).
         """
         _check_open_options(
-            path, sync, metasync, readonly, create, map_size, flush_interval, verify, cache_bytes, cursor_defaults
+            path, sync, metasync, readonly, create, map_size, flush_interval, verify, cache_bytes, cursor_defaults, load
         )
         self = cls()
         self.path = Path(path)
@@ -200,6 +216,7 @@ class AckStore:
         self.flush_list = {}
         self.cache_pool = CachePool(cache_bytes)
         self.verify = verify
+        self.load = load
         self._flusher = None
         self._stop = threading.Event()
         self.last_flush = None
@@ -313,7 +330,7 @@ class AckStore:
             found = catalog.cursor(txn, tid, name)
             if found is None:
                 return None, None
-            budget = (config or found[1]).max_individual_ack_cache_bytes
+            budget = self.open_budget(config or found[1])
             return found, CursorLog(storage.log_db, found[0]).recover(txn, budget, self.verify)
 
         found, state = storage.read(find)
@@ -353,9 +370,7 @@ class AckStore:
         def recover(batch: list[tuple[str, int, CursorConfig]]) -> list[RecoveredState]:
             def each(txn: lmdb.Transaction) -> list[RecoveredState]:
                 return [
-                    CursorLog(storage.log_db, cid).recover(
-                        txn, (config or stored).max_individual_ack_cache_bytes, self.verify
-                    )
+                    CursorLog(storage.log_db, cid).recover(txn, self.open_budget(config or stored), self.verify)
                     for _, cid, stored in batch
                 ]
 
@@ -371,6 +386,11 @@ class AckStore:
                     cfg = self._config_of(topic, name, cid, stored, config)
                     topic.held[name] = self._recovered(topic, name, cid, cfg, state)
         return [name for name, _, _ in entries]
+
+    def open_budget(self, config: CursorConfig) -> int:
+        """Bytes of ledgers opening a cursor with ``config`` decodes (see ``load``): its
+        budget, or 0 for a lazy open (the mark-delete ledger only)."""
+        return 0 if self.load == "lazy" else config.max_individual_ack_cache_bytes
 
     def _config_of(
         self, topic: Topic, name: str, cid: int, stored: CursorConfig, config: CursorConfig | None

@@ -274,14 +274,28 @@ class AckstorePeer:
     def file_bytes(self) -> int:
         return (self.path / "data.mdb").stat().st_size
 
-    def reopen(self) -> None:
+    def reopen(self, load: str = "budget", readonly: bool = False, read_all: bool = False) -> None:
+        """Close and reopen every cursor (a restart's bulk open); ``read_all``: then read
+        every ledger once, so a lazy open ends with the whole state in memory too."""
         self.store.close()
-        self.store = AckStore.open(self.path, sync=False, map_size=1 << 30)
-        self.cursors = self._topic().open_cursors()  # a restart's bulk open
+        self.store = AckStore.open(self.path, sync=False, map_size=1 << 30, load=load, readonly=readonly)
+        self.cursors = self._topic().open_cursors()
+        if read_all:
+            for name, cur in self.cursors.items():
+                for ledger in self.state[name]:
+                    cur.is_acked(Position(ledger, 0))
 
     def close(self) -> None:
         self.store.close()
 
+
+#: more ways to reopen the ackstore peer's store: (name, reopen's keyword arguments)
+REOPENS: dict[str, dict[str, Any]] = {
+    "ackstore, load='lazy'": {"load": "lazy"},
+    "ackstore, load='lazy', then every ledger read": {"load": "lazy", "read_all": True},
+    "ackstore, read-only": {"readonly": True},
+    "ackstore, read-only, load='lazy'": {"readonly": True, "load": "lazy"},
+}
 
 PEERS: dict[str, Callable[[Path, Workload], object]] = {
     "sqlite rows, synchronous=NORMAL": lambda p, w: SqlitePeer(p / "acks.sqlite", "NORMAL"),

@@ -240,3 +240,55 @@ def test_verify_all_and_loaded_on_a_damaged_swapped_record(store_path: Path) -> 
         cur = store.topic(T).cursor("c", small)
         assert cur.stats().recovery.markers_skipped == 2
         assert "damaged" in cur.stats().recovery.skipped_reasons[0]
+
+
+def test_a_lazy_open_decodes_only_the_mark_delete_ledger_and_is_whole(store_path: Path) -> None:
+    """``load="lazy"``: one ledger decoded at open (the mark-delete one), yet positions,
+    ranges, range count and delivery counts are right at once; a ledger is read on first
+    use and stays (an unlimited budget evicts nothing); a reader opens lazily too."""
+    import pytest
+
+    from ackstore import InvalidArgumentError
+
+    big = CursorConfig(max_individual_ack_cache_bytes=1 << 30)
+    with AckStore.open(store_path) as store:
+        cur = _topic_with(store, 12, 500).cursor("c", big)
+        _holes(cur, range(1, 13), 500, 0.2)
+        cur.record_deliveries([Position(7, e) for e in range(500) if not cur.is_acked(Position(7, e))][:3])
+        store.flush()
+        cur.ack([Position(4, e) for e in range(500)][::7])  # a delta on top of ledger 4's record
+        store.flush()
+        want = (_snapshot(cur), cur.delivery_counts())
+    for readonly in (False, True):
+        with AckStore.open(store_path, load="lazy", readonly=readonly) as store:
+            cur = store.topic(T).cursor("c", big)
+            md_ledger = cur.mark_delete_position[0]
+            assert list(cur._pages.cache.loaded) == [md_ledger]
+            assert cur.stats().recovery.records_loaded == 1
+            assert (_snapshot(cur), cur.delivery_counts()) == want  # read from disk, not loaded
+            assert list(cur._pages.cache.loaded) == [md_ledger]
+            assert cur.is_acked(Position(4, 0))  # first use of ledger 4: read, with its delta
+            assert sorted(cur._pages.cache.loaded) == sorted({md_ledger, 4})
+            cur._check()
+    with AckStore.open(store_path) as store:  # the default decodes what fits the budget: all
+        assert store.topic(T).cursor("c", big).stats().recovery.records_loaded == 12
+    with pytest.raises(InvalidArgumentError, match=r"load='eager' is not allowed: allowed 'budget', 'lazy'"):
+        AckStore.open(store_path, load="eager")
+
+
+def test_a_lazy_open_meets_a_damaged_record_at_first_use_not_at_open(store_path: Path) -> None:
+    import pytest
+
+    from ackstore import CorruptRecordError
+
+    from . import rawlog
+
+    seq, ledger, _ = _swapped_record(store_path)
+    rawlog.damage(store_path, seq)
+    with AckStore.open(store_path, load="lazy", readonly=True) as store:
+        cur = store.topic(T).cursor("c")
+        assert cur.stats().recovery.markers_skipped == 0
+        with pytest.raises(CorruptRecordError, match=r"ackstore check --fix"):
+            cur.is_acked(Position(ledger, 1999))
+    with AckStore.open(store_path, load="lazy", verify="all", readonly=True) as store:
+        assert store.topic(T).cursor("c").stats().recovery.markers_skipped == 2  # checked at open: fell back

@@ -39,9 +39,11 @@ class AckStoreMachine(RuleBasedStateMachine):
         for name in CURSORS:
             self.model.cursors[name] = CursorModel()
 
-    def _attach(self) -> None:
+    def _attach(self, bulk: bool = False) -> None:
         self.topic = self.store.topic(TOPIC)
         names = sorted({*CURSORS, *self.model.cursors})
+        if bulk:  # a restart's bulk open of the persisted ones first
+            self.topic.open_cursors(self.config)
         self.cursors = {name: self.topic.cursor(name, self.config) for name in names}
         self.reader = _Reader(self.topic)
         self.dispatchers = {name: Dispatcher(cur, self.reader) for name, cur in self.cursors.items()}
@@ -324,20 +326,20 @@ class AckStoreMachine(RuleBasedStateMachine):
         self.store.flush()
         self.model.flush()
 
-    @rule()
-    def reopen(self) -> None:
+    @rule(load=st.sampled_from(["budget", "lazy"]), bulk=st.booleans())
+    def reopen(self, load: str, bulk: bool) -> None:
         self.store.close()
         self.model.flush()
         self.model.crash()  # what was flushed is all a reopen sees (all of it, unless PIP-299 capped it)
-        self.store = AckStore.open(self.dir / "s", map_size=1 << 16, sync=False)
-        self._attach()
+        self.store = AckStore.open(self.dir / "s", map_size=1 << 16, sync=False, load=load)
+        self._attach(bulk)
 
-    @rule()
-    def crash(self) -> None:
+    @rule(load=st.sampled_from(["budget", "lazy"]), bulk=st.booleans())
+    def crash(self, load: str, bulk: bool) -> None:
         testing.crash(self.store)
         self.model.crash()
-        self.store = AckStore.open(self.dir / "s", map_size=1 << 16, sync=False)
-        self._attach()
+        self.store = AckStore.open(self.dir / "s", map_size=1 << 16, sync=False, load=load)
+        self._attach(bulk)
 
     # -- the comparison -------------------------------------------------------------------------
     @invariant()

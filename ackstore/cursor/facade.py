@@ -71,6 +71,8 @@ class CursorHost(Protocol):
 
     def persist_cursor_config(self, tid: int, name: str, cid: int, config: CursorConfig) -> None: ...
 
+    def open_budget(self, config: CursorConfig) -> int: ...
+
     def flush(self) -> Any: ...
 
 
@@ -132,7 +134,7 @@ class Cursor(StoreSide):
         if cid != self.cursor_id:
             self.mark_deleted()
             self._gone()
-        recover = partial(self._log.recover, budget=self._pages.cache.budget, verify=store.verify)
+        recover = partial(self._log.recover, budget=store.open_budget(self._config), verify=store.verify)
         self._load(store.storage.read(recover))
 
     # -- liveness ------------------------------------------------------------------------------

@@ -188,9 +188,9 @@ def _load_records(
 ) -> tuple[dict[int, LedgerAcks], set[int], int]:
     """Load records newest first until ``budget`` bytes are spent (None: all).
 
-    The mark-delete ledger is always loaded and loaded records are checksummed. The
-    records left on disk are checked as ``verify`` says: ``"keys"`` that each exists
-    (one page touched per record), ``"all"`` read and checksummed too (O(state)),
+    The mark-delete ledger is always loaded and loaded records are checksummed; a budget
+    of 0 loads only it (a lazy open). The records left on disk are checked as ``verify``
+    says: ``"keys"`` that each exists (one page touched per record), ``"all"`` read and checksummed too (O(state)),
     ``"loaded"`` not at all (a damaged one then surfaces at swap-in). Returns the
     loaded ledgers in LRU order (least recently written first), the swapped-out ids,
     and the bytes read.
@@ -202,7 +202,7 @@ def _load_records(
     loaded: list[tuple[int, LedgerAcks]] = []
     swapped: set[int] = set()
     spent = nbytes = 0
-    full = False
+    full = budget == 0  # nothing but the mark-delete ledger: the others are read on first use
     probe = txn.cursor(db=db)
     for ledger, entry in order:
         if not full or ledger == md_ledger:
