@@ -82,9 +82,23 @@ def test_catalog_values(key: bytes, value: bytes) -> None:
                 decode(key, value)
 
 
-@pytest.mark.parametrize("flags", [16, 64, 8 | 4, -1, "2"])
+@pytest.mark.parametrize("flags", [32, 64, 8 | 4, 16 | 2, 16 | 4, 16 | 8, -1, "2"])
 def test_unknown_bitmap_flags_are_damage(flags: object) -> None:
     from ackstore.storage.bitmaps import decode_bitmap
 
     with pytest.raises(CorruptRecordError, match="encoding flags"):
         decode_bitmap(flags, 0, 10, b"")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [b"", b"\x00\x02", b"\x00\x02\x05\x01", b"\x80\x80", b"\x00\x00\x03", b"\x00\x02\x00", b"\x00\x02\x07"],
+    ids=["empty", "two varints", "four varints", "unterminated", "step 0", "count 0", "past last"],
+)
+def test_a_damaged_stride_payload_is_a_corrupt_record(payload: bytes) -> None:
+    """A stride (format 8) decodes only to values inside the record's [first, last]."""
+    from ackstore.storage.bitmaps import _STRIDE, decode_bitmap
+
+    assert decode_bitmap(_STRIDE, 0, 10, b"\x00\x02\x06") == BitMap(range(0, 11, 2))  # the healthy one
+    with pytest.raises(CorruptRecordError, match="stride"):
+        decode_bitmap(_STRIDE, 0, 10, payload)

@@ -198,10 +198,12 @@ def test_encode_bitmap_round_trips_every_path_it_chooses() -> None:
     rng = random.Random(9)
     cases = {
         "empty holes (one run)": (BitMap(range(10, 5000)), 0),
-        "stride 2": (BitMap(range(1, 50_000, 2)), records._ZLIB),  # a bitmap container's repeat
-        "stride 20": (BitMap(range(1, 50_000, 20)), records._GAPS),
-        "a few evenly spaced": (BitMap(range(1, 50_000, 1001)), records._GAPS),
-        "a handful evenly spaced": (BitMap([10, 20, 30, 40]), records._RICE),
+        "stride 2": (BitMap(range(1, 50_000, 2)), records._STRIDE),  # three varints
+        "stride 20": (BitMap(range(1, 50_000, 20)), records._STRIDE),
+        "a few evenly spaced": (BitMap(range(1, 50_000, 1001)), records._STRIDE),
+        "a handful evenly spaced": (BitMap([10, 20, 30, 40]), records._STRIDE),
+        "evenly spaced holes": (BitMap(range(100_000)) - BitMap(range(5, 100_000, 7)), records._STRIDE),
+        "two values": (BitMap([3, 9]), records._RICE),
         "dense random": (BitMap(random.Random(3).sample(range(65_536), 30_000)), 0),
         "random holes in runs": (BitMap(range(100_000)) - BitMap(rng.sample(range(100_000), 60)), records._RICE),
         "many random holes": (BitMap(range(100_000)) - BitMap(rng.sample(range(100_000), 2000)), records._GAPS),
@@ -209,7 +211,7 @@ def test_encode_bitmap_round_trips_every_path_it_chooses() -> None:
     }
     for name, (values, flag) in cases.items():
         flags, first, last, payload = records.encode_bitmap(BitMap(values))
-        assert flags & (records._GAPS | records._ZLIB | records._RICE) == flag, name
+        assert flags & (records._GAPS | records._ZLIB | records._RICE | records._STRIDE) == flag, name
         assert records.decode_bitmap(flags, first, last, payload) == values, name
         assert len(payload) <= len(values.serialize()), name
 

@@ -8,6 +8,8 @@ reverses it. The flags say how the payload is coded:
 ``2``     zlib: the payload is zlib-compressed
 ``4``     gaps: zlib of the byte planes of uint32 gaps between values (not roaring)
 ``8``     Rice: a Golomb-Rice code of the gaps (small sparse sets, near their entropy)
+``16``    stride (format 8): evenly spaced values, three varints: the first value's offset
+          from ``first``, the step, the count (alone, or with ``1``)
 ========  ==========================================================================
 
 With numpy installed (the ``fast`` extra) the gap planes are computed ~50x faster; the
@@ -39,6 +41,7 @@ _ZLIB = 2  # the payload is zlib-compressed
 _GAPS = 4  # the payload is zlib(byte planes of uint32 gaps between values), not a roaring bitmap
 
 _RICE = 8  # the payload is a Rice code of the gaps: small sparse sets near their entropy
+_STRIDE = 16  # (format 8) the payload is varints: offset of the first value from ``first``, step, count
 
 #: the Rice code is tried for sets up to this many values (it is coded in Python, ~1 us a value)
 _RICE_MAX_VALUES = 256
@@ -110,6 +113,40 @@ def _rice(values: BitMap, first: int) -> bytes:
     return bytes([k]) + _varint(len(gaps)) + (acc << pad).to_bytes((width + pad) // 8, "big")
 
 
+def _stride(values: BitMap, first: int, count: int) -> bytes:
+    """The stride payload of evenly spaced ``values`` (``_is_stride`` said so)."""
+    low = values.min()
+    step = (values.max() - low) // (count - 1)
+    return _varint(low - first) + _varint(step) + _varint(count)
+
+
+def _read_varints(payload: bytes, n: int) -> list[int]:
+    """Exactly ``n`` varints filling ``payload``; CorruptRecordError otherwise."""
+    out: list[int] = []
+    value = shift = 0
+    for byte in payload:
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            out.append(value)
+            value = shift = 0
+        elif shift > 35:
+            break
+    if len(out) != n or shift:
+        raise CorruptRecordError(f"a stride payload of {len(payload)} bytes is not {n} varints")
+    return out
+
+
+def _from_stride(payload: bytes, first: int, last: int) -> BitMap:
+    """The values of a stride payload; CorruptRecordError unless they lie in [first, last]."""
+    offset, step, count = _read_varints(payload, 3)
+    low = first + offset
+    high = low + step * (count - 1)
+    if count < 1 or step < 1 or high > last:
+        raise CorruptRecordError(f"a stride of {count} values every {step} from {low} leaves [{first}, {last}]")
+    return BitMap(range(low, high + 1, step))
+
+
 def _varint(n: int) -> bytes:
     out = bytearray()
     while n >= 0x80:
@@ -129,9 +166,9 @@ def encode_bitmap(bitmap: BitMap, runs: int | None = None) -> tuple[int, int, in
 
     - runs of ``_ROARING_RUN_LENGTH`` values or more on average: a portable roaring
       bitmap (its run containers, 4 bytes a run, are under 0.05 B a value);
-    - evenly spaced values (one gap repeated): zlib of whichever is shorter, the roaring
-      form or the gaps' byte planes: a few bytes (for a few values, the Rice code, which
-      has no framing);
+    - evenly spaced values (one gap repeated), acks or holes: the stride code (three
+      varints; the acks themselves when they are evenly spaced, so reading them needs no
+      complement);
     - a roaring form no larger than zlib would make the gaps if the runs lay at random
       (dense sets, where a bitmap container's 1 bit a position wins): roaring;
     - at most ``_RICE_MAX_VALUES`` values: the Rice code of the gaps (near that entropy,
@@ -152,6 +189,8 @@ def encode_bitmap(bitmap: BitMap, runs: int | None = None) -> tuple[int, int, in
         runs = count_runs(bitmap)
     holes = last - first + 1 - n
     bitmap.run_optimize()  # the smallest in-memory form, as the cache budget counts it
+    if holes and holes < n and _is_stride(bitmap, n):  # acks evenly spaced: a few bytes, no flip to read
+        return _STRIDE, first, last, _stride(bitmap, first, n)
     if holes < n:  # write the holes: there are fewer, and one run fewer of them
         values, flag, count, vruns = bitmap.flip(first, last + 1), _HOLES, holes, runs - 1
         values.run_optimize()
@@ -162,12 +201,8 @@ def encode_bitmap(bitmap: BitMap, runs: int | None = None) -> tuple[int, int, in
     span = last - first + 1
     level = _zlib_level(count)
     small = count <= _RICE_MAX_VALUES
-    if _is_stride(values, count):  # zlib makes a few bytes of it, plus its ~12 of framing
-        if small and count * (math.log2(span / count) + 2) <= 8 * 24:
-            return flag | _RICE, first, last, _rice(values, first)
-        if values.__sizeof__() < 2 * count:  # bitmap containers: a shorter repeat than the planes
-            return flag | _ZLIB, first, last, zlib.compress(values.serialize(), level)
-        return flag | _GAPS, first, last, zlib.compress(_gap_planes(values, first), level)
+    if _is_stride(values, count):  # evenly spaced: three varints
+        return flag | _STRIDE, first, last, _stride(values, first, count)
     if values.__sizeof__() <= _ZLIB_OVER_ENTROPY * _gap_entropy(count, vruns, span) / 8:
         return flag, first, last, values.serialize()
     if small:
@@ -220,21 +255,34 @@ def smallest_encoding(bitmap: BitMap) -> tuple[int, int, int, bytes]:
             found.append((flag | _GAPS, zlib.compress(_gap_planes(values, first), _zlib_level(len(values)))))
         if values and len(values) <= _RICE_MAX_VALUES:
             found.append((flag | _RICE, _rice(values, first)))
+        if values and _is_stride(values, len(values)):
+            found.append((flag | _STRIDE, _stride(values, first, len(values))))
     flag, payload = min(found, key=lambda c: len(c[1]))
     return flag, first, last, payload
 
 
 #: every flag a writer sets; any other bit is damage (or a newer format)
-_KNOWN_FLAGS = _HOLES | _ZLIB | _GAPS | _RICE
+_KNOWN_FLAGS = _HOLES | _ZLIB | _GAPS | _RICE | _STRIDE
 
 
 def decode_bitmap(flags: int, first: int, last: int, payload: bytes) -> BitMap:
-    """The acks of a ledger record's bitmap fields. Unknown flag bits, or Rice and gap planes
-    together, raise CorruptRecordError (they would decode as something else)."""
-    if type(flags) is not int or flags & ~_KNOWN_FLAGS or (flags & _RICE and flags & _GAPS):
+    """The acks of a ledger record's bitmap fields. Unknown flag bits, or two codes
+    together (Rice and gap planes, a stride with another), raise CorruptRecordError (they
+    would decode as something else)."""
+    if (
+        type(flags) is not int
+        or flags & ~_KNOWN_FLAGS
+        or (flags & _RICE and flags & _GAPS)
+        or (flags & _STRIDE and flags & (_ZLIB | _GAPS | _RICE))
+    ):
         raise CorruptRecordError(f"a ledger record's encoding flags {flags!r} are not ones this ackstore writes")
     if last < first:
         return BitMap()
+    if flags & _STRIDE:
+        bitmap = _from_stride(payload, first, last)
+        if flags & _HOLES:
+            bitmap = bitmap.flip(first, last + 1)
+        return bitmap  # a range's run-optimized form already
     if flags & _RICE:
         bitmap = BitMap.deserialize(codecs.rice_to_roaring(payload, first))
     elif flags & _GAPS:

@@ -85,8 +85,9 @@ __all__ = [
 #: of 1-4 read unchanged; 6 has the fixed envelope and the fixed delta marker layout (see
 #: the module docstring). Records of 1-5 read unchanged. 7 adds delivery counts: a ledger
 #: record's ninth field and an index item's fifth (``[entry, count, ...]`` flat); a delta
-#: marker's items gain a u16 count of them. Records of 1-6 read unchanged.
-FORMAT_VERSION = 7
+#: marker's items gain a u16 count of them. Records of 1-6 read unchanged. 8 adds the stride
+#: code of a ledger record's payload (``bitmaps._STRIDE``). Records of 1-7 read unchanged.
+FORMAT_VERSION = 8
 RECORD_LEDGER = 1
 RECORD_MARKER = 2
 
