@@ -95,3 +95,41 @@ def test_a_delta_grows_until_it_is_folded_into_a_new_base(tmp_path: Path) -> Non
     store, cur = _open(tmp_path / "s", 1 << 30)
     assert cur.is_acked(Position(1, 2 * plan.DELTA_MAX_ACKS + 4)) and not cur.is_acked(Position(2, 5))
     store.close()
+
+
+def test_each_delta_marker_names_only_the_acks_since_the_chain_named_them(tmp_path: Path) -> None:
+    """The common flush (a few acks in a ledger that has a record) writes a delta marker
+    naming the acks since the previous marker, and the chain adds up to every ack since the
+    record; with a delivery count in the ledger the same shape comes from the general path."""
+    from ackstore.storage.log import resolve_marker
+    from ackstore.storage.records import decode_marker, log_key
+
+    store, cur = _open(tmp_path / "s", 1 << 30)
+    cur.ack([Position(1, e) for e in range(1, 200, 2)])
+    store.flush()
+
+    def newest():  # type: ignore[no-untyped-def]
+        seq = cur.stats().last_marker_seq
+        raw = store.storage.read(lambda txn: bytes(txn.get(log_key(cur.cursor_id, seq), db=store.storage.log_db)))
+        index = store.storage.read(lambda txn: resolve_marker(txn, store.storage.log_db, cur.cursor_id, seq).index)
+        return decode_marker(raw), index
+
+    deltas = 0
+    for e in range(2, 20, 2):
+        cur.ack(Position(1, e))
+        stats = store.flush()
+        assert (stats.markers, stats.ledger_records) == (1, 0)
+        marker, index = newest()
+        if not marker.full:  # after a full marker (which names them all) too: only the new one
+            deltas += 1
+            assert sorted(marker.index[1].adds) == [e]
+        assert sorted(index[1].adds) == list(range(2, e + 1, 2))
+    assert deltas >= 6
+    cur.record_deliveries([Position(1, 22)])  # a count rides in the general path's delta
+    cur.ack(Position(1, 20))
+    store.flush()
+    marker, index = newest()
+    assert sorted(index[1].adds) == list(range(2, 21, 2)) and index[1].counts == {22: 1}
+    if not marker.full:
+        assert sorted(marker.index[1].adds) == [20] and marker.index[1].counts == {22: 1}
+    store.close()

@@ -7,7 +7,9 @@ The store's group flush is four steps, like a two-phase commit:
    that need a new record (snapshots), the acks that ride in the marker, the marker's
    fields (a PIP-299 truncated plan when the ranges exceed the cap). The ledgers the plan
    carries are pinned (not evictable) until it ends. If this raises, the pending sets are
-   put back before the exception leaves.
+   put back before the exception leaves. The common plan (a delta marker of a few acks in
+   ledgers that have a record) is encoded here, from the cursor's own sets: copying them
+   to encode later would cost as much as encoding them.
 2. ``plan.encode()`` *outside* the store lock: acks on every cursor go on while the plan's
    records and marker are encoded from its copies (the store's flush lock keeps flushes
    one at a time). If it raises, the store aborts every plan (step 4's ``abort``);
@@ -125,6 +127,17 @@ class MarkerChain:
             self.force_full = state.report.markers_skipped > 0
         self.persisted_ranges = ranges
 
+    def full_due(self, every: int) -> bool:
+        """Whether the next marker must be full: a fresh log, after a fallback or a PIP-299
+        marker, every ``every`` deltas, or when the chain outgrew its full marker. O(1)."""
+        return (
+            self.force_full
+            or self.truncated
+            or self.marker_seq < 0
+            or self.deltas >= every
+            or self.chain_bytes > max(self.full_bytes, SMALL_CHAIN)
+        )
+
     def adopt(self, plan: FlushPlan) -> None:
         """``plan``'s marker was written: it is the newest, the start of a new chain if full."""
         self.truncated = plan.truncated
@@ -153,6 +166,8 @@ class MarkerChain:
 
 #: what a marker says besides its index: (prev, mark-delete, read position, properties)
 MarkerHead = tuple[int, tuple[int, int], tuple[int, int], dict[str, int | str]]
+#: the head of a plan encoded when it was prepared (its marker is in its ``puts`` already)
+_NO_HEAD: MarkerHead = (-1, (0, -1), (0, 0), {})
 
 
 @dataclass(slots=True)
@@ -185,6 +200,8 @@ class FlushPlan:
         """Step 2, outside the store lock: the plan's ledger records and marker, from the
         copies ``prepare`` made (nothing here reads the cursor). O(what the plan carries);
         a delta marker takes the fixed layout (``encode_delta_marker``)."""
+        if self.puts:  # encoded when it was prepared (:meth:`Planner._prepare_delta`)
+            return
         cid = self.cursor_id
         puts: list[tuple[bytes, bytes]] = []
         nbytes = 0
@@ -248,11 +265,21 @@ class Planner:
     def prepare(self) -> FlushPlan | None:
         """Copy what changed since the last marker into a plan (None: nothing did); the plan
         encodes it later, outside the lock. Exception-safe: on error the pending sets are back."""
-        pages, state = self.pages, self.state
-        if not (pages.pending() or state.meta_dirty):
+        pages, state, chain = self.pages, self.state, self.chain
+        if not (pages.dirty or pages.unmarked or pages.vanished or state.meta_dirty):
             return None  # an idle cursor: nothing to copy
-        if self.chain.over_cap or self.config.max_unacked_ranges_to_persist:
+        limit = self.config.max_unacked_ranges_to_persist
+        if chain.over_cap or limit:
             self._watch_cap()
+        if not (
+            pages.unmarked
+            or pages.vanished
+            or (limit and state.range_count > limit)
+            or chain.full_due(self.config.full_marker_every)
+        ):
+            plan = self._prepare_delta()
+            if plan is not None:
+                return plan
         pending = pages.take_pending(state.take_meta_dirty())
         if not pending.worth_a_marker(pages.index):
             return None
@@ -298,13 +325,7 @@ class Planner:
         dirty, vanished, unmarked = pending.dirty, pending.vanished, pending.unmarked
         cache, index = pages.cache, pages.index
         loaded = cache.loaded
-        full = (
-            chain.force_full
-            or chain.truncated
-            or chain.marker_seq < 0
-            or chain.deltas >= self.config.full_marker_every
-            or chain.chain_bytes > max(chain.full_bytes, SMALL_CHAIN)
-        )
+        full = chain.full_due(self.config.full_marker_every)
         records: list[tuple[int, int, LedgerAcks]] = []
         changes: dict[int, IndexEntry | None] = {}
         marker_index: dict[int, IndexEntry | None] = {}  # a delta marker's (a full one's is built below)
@@ -362,6 +383,39 @@ class Planner:
             raise
         if rebased:
             plan.rebased = frozenset(rebased)
+        return plan
+
+    def _prepare_delta(self) -> FlushPlan | None:
+        """The common flush, encoded here: every changed ledger gained a few acks since its
+        record (no counts, nothing dropped or written back) and a delta marker is due, so the
+        plan is that one marker, written from the cursor's own sets under the lock (copying
+        them would cost as much as encoding them). None, having taken nothing, when it is
+        not that case. O(changed ledgers + their acks since their records)."""
+        pages, state, chain = self.pages, self.state, self.chain
+        loaded, index = pages.cache.loaded, pages.index
+        changes: dict[int, IndexEntry | None] = {}
+        items: list[tuple[int, IndexEntry | None]] = []
+        for ledger in sorted(pages.dirty):
+            la = loaded.get(ledger)
+            base = index.get(ledger)
+            if not la or base is None or la.added is None or la.counts_added or not _worth_a_delta(la.added, la):
+                return None
+            adds = FrozenBitMap(la.added)
+            changes[ledger] = IndexEntry(base.seq, la.runs, adds)
+            # a delta marker names only the acks added since the chain last named them
+            items.append((ledger, IndexEntry(base.seq, la.runs, adds - base.adds) if base.adds else changes[ledger]))
+        md = state.md
+        cid, marker_seq = self.cursor_id, chain.next_seq
+        value = encode_delta_marker(chain.marker_seq, md, (md[0], md[1] + 1), state.properties, items, cid)
+        chain.alloc()
+        pending = pages.take_pending(state.take_meta_dirty())
+        pages.pin(pending.dirty)
+        plan = FlushPlan(
+            cid, [], _NO_HEAD, dict(items), changes, False, marker_seq, pending, pending.dirty, state.range_count
+        )
+        plan.puts = [(log_key(cid, marker_seq), value)]
+        plan.marker_bytes = len(value)
+        plan.nbytes = 16 + len(value)
         return plan
 
     def _seal(self, draft: _Draft) -> FlushPlan:
