@@ -50,7 +50,7 @@ from .flush import GroupFlush
 from .ledger_cache import CachePool
 from .stats import FLUSH_SECONDS_BUCKETS, CompactStats, FlushStats, StoreStats
 from .storage.env import LOCK_FILE, Environment
-from .storage.log import CursorLog, RecoveredState
+from .storage.log import LAZY, CursorLog, RecoveredState
 from .topic import Topic, check_name
 
 __all__ = ["AckStore", "Topic", "DEFAULT_MAP_SIZE", "LOCK_FILE"]
@@ -192,9 +192,11 @@ class AckStore:
         - ``create``: make a new store when ``path`` holds none (default); with False a path
           without a store raises NotAStoreError (maintenance tools use it).
         - ``load``: what opening a cursor decodes. ``"budget"`` (default): its newest ledgers,
-          until its ``max_individual_ack_cache_bytes`` are spent. ``"lazy"``: only the
-          mark-delete ledger; every other ledger stays on disk (checked as ``verify`` says)
-          and is read the first time something needs it, as a swapped-out ledger is. The
+          until its ``max_individual_ack_cache_bytes`` are spent. ``"lazy"``: nothing that
+          can wait: every ledger stays on disk (checked as ``verify`` says) and is read the
+          first time something needs it, as a swapped-out ledger is; the mark-delete
+          ledger's record is checksummed at open and decoded only if it holds an entry at
+          or below M + 1 (a state no flush leaves; the cursor then drops or advances over it). The
           cursor is whole either way: positions, range count and delivery counts are right
           when ``cursor()`` returns. Lazy opens are faster (a restart of many cursors or
           ledgers decodes only what is touched) and hold less memory; the first use of
@@ -389,8 +391,8 @@ class AckStore:
 
     def open_budget(self, config: CursorConfig) -> int:
         """Bytes of ledgers opening a cursor with ``config`` decodes (see ``load``): its
-        budget, or 0 for a lazy open (the mark-delete ledger only)."""
-        return 0 if self.load == "lazy" else config.max_individual_ack_cache_bytes
+        budget, or ``LAZY`` (only what cannot wait)."""
+        return LAZY if self.load == "lazy" else config.max_individual_ack_cache_bytes
 
     def _config_of(
         self, topic: Topic, name: str, cid: int, stored: CursorConfig, config: CursorConfig | None

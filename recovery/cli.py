@@ -292,12 +292,19 @@ def check_cmd(store: Path, fix: bool, as_json: bool) -> int:
 @click.option("--cursor", "spec", required=True, help="TOPIC/SUBSCRIPTION (split at the last '/')")
 @click.option("--budget", type=click.IntRange(min=0), default=3 << 20, show_default=True, help="cache budget, bytes")
 @click.option("--verify", type=click.Choice(["keys", "all", "loaded"]), default="keys", show_default=True)
+@click.option(
+    "--load",
+    type=click.Choice(["budget", "lazy"]),
+    default="budget",
+    show_default=True,
+    help="what the open decodes: ledgers up to the budget, or only what cannot wait (AckStore.open(load=))",
+)
 @click.option("--json", "as_json", is_flag=True, help="print JSON")
-def recover(store: Path, spec: str, budget: int, verify: str, as_json: bool) -> None:
+def recover(store: Path, spec: str, budget: int, verify: str, load: str, as_json: bool) -> None:
     """Open one cursor as a cursor process would (read-only), timed: what was loaded, skipped, held."""
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t0 = time.perf_counter()
-    with AckStore.open(store, readonly=True, verify=verify) as s:
+    with AckStore.open(store, readonly=True, verify=verify, load=load) as s:
         cur = _open_cursor(s, spec, CursorConfig(max_individual_ack_cache_bytes=budget))
         seconds = time.perf_counter() - t0
         st = cur.stats()
@@ -314,6 +321,7 @@ def recover(store: Path, spec: str, budget: int, verify: str, as_json: bool) -> 
         "ledgers_swapped_out": st.ledgers_swapped_out,
         "cache_bytes": st.cache_bytes,
         "budget": budget,
+        "load": load,
         "mark_delete": str(st.mark_delete_position),
         "ranges": st.ack_range_count,
         "peak_rss_growth_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before,

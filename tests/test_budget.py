@@ -5,7 +5,10 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+from pyroaring import BitMap
+
 from ackstore import AckStore, CursorConfig, Position
+from ackstore.ledger_acks import LedgerAcks
 
 from .model import CursorModel, TopicModel
 
@@ -242,10 +245,11 @@ def test_verify_all_and_loaded_on_a_damaged_swapped_record(store_path: Path) -> 
         assert "damaged" in cur.stats().recovery.skipped_reasons[0]
 
 
-def test_a_lazy_open_decodes_only_the_mark_delete_ledger_and_is_whole(store_path: Path) -> None:
-    """``load="lazy"``: one ledger decoded at open (the mark-delete one), yet positions,
-    ranges, range count and delivery counts are right at once; a ledger is read on first
-    use and stays (an unlimited budget evicts nothing); a reader opens lazily too."""
+def test_a_lazy_open_decodes_no_ledger_and_is_whole(store_path: Path) -> None:
+    """``load="lazy"``: no ledger decoded at open (the mark-delete one's record holds nothing
+    at or below M + 1), yet positions, ranges, range count and delivery counts are right at
+    once; a ledger is read on first use and stays (an unlimited budget evicts nothing); a
+    reader opens lazily too."""
     import pytest
 
     from ackstore import InvalidArgumentError
@@ -259,16 +263,21 @@ def test_a_lazy_open_decodes_only_the_mark_delete_ledger_and_is_whole(store_path
         cur.ack([Position(4, e) for e in range(500)][::7])  # a delta on top of ledger 4's record
         store.flush()
         want = (_snapshot(cur), cur.delivery_counts())
-    for readonly in (False, True):
+    for readonly in (True, False):  # the writer last: it acks
         with AckStore.open(store_path, load="lazy", readonly=readonly) as store:
             cur = store.topic(T).cursor("c", big)
-            md_ledger = cur.mark_delete_position[0]
-            assert list(cur._pages.cache.loaded) == [md_ledger]
-            assert cur.stats().recovery.records_loaded == 1
+            assert cur.mark_delete_position == want[0][0] and not cur._pages.cache.loaded
+            assert cur.stats().recovery.records_loaded == 0
             assert (_snapshot(cur), cur.delivery_counts()) == want  # read from disk, not loaded
-            assert list(cur._pages.cache.loaded) == [md_ledger]
+            assert not cur._pages.cache.loaded
             assert cur.is_acked(Position(4, 0))  # first use of ledger 4: read, with its delta
-            assert sorted(cur._pages.cache.loaded) == sorted({md_ledger, 4})
+            assert list(cur._pages.cache.loaded) == [4]
+            if not readonly:  # M + 1 acked: ledger 1 is read, M advances over its contiguous acks
+                (md_ledger, md_entry), ranges = want[0][:2]
+                after = {start: end for start, end in ranges}.get(Position(md_ledger, md_entry + 2))
+                cur.ack(Position(md_ledger, md_entry + 1))
+                assert cur.mark_delete_position == (after or Position(md_ledger, md_entry + 1))
+                assert md_ledger in cur._pages.cache.loaded
             cur._check()
     with AckStore.open(store_path) as store:  # the default decodes what fits the budget: all
         assert store.topic(T).cursor("c", big).stats().recovery.records_loaded == 12
@@ -292,3 +301,28 @@ def test_a_lazy_open_meets_a_damaged_record_at_first_use_not_at_open(store_path:
             cur.is_acked(Position(ledger, 1999))
     with AckStore.open(store_path, load="lazy", verify="all", readonly=True) as store:
         assert store.topic(T).cursor("c").stats().recovery.markers_skipped == 2  # checked at open: fell back
+
+
+def test_a_lazy_open_reads_a_mark_delete_ledger_holding_m_plus_1(store_path: Path) -> None:
+    """A mark-delete ledger whose record holds M + 1 (no flush leaves one; planted here) is
+    decoded at a lazy open too, and M advances over it as the default open does."""
+    import lmdb
+
+    from ackstore.storage.records import encode_ledger, log_key
+
+    with AckStore.open(store_path) as store:
+        cur = _topic_with(store, 2, 100).cursor("c")
+        cur.ack([Position(1, e) for e in (0, 1, 2, 3, 4, 7, 8, 10)])  # M = 1:4, ranges 7-8, 10
+        store.flush()
+        cid, seq = cur.cursor_id, cur._pages.index[1].seq
+    env = lmdb.open(str(store_path), max_dbs=8)
+    db = env.open_db(b"log", create=False)
+    with env.begin(write=True) as txn:  # the same run count, one entry lower: 5-6, 9
+        txn.put(log_key(cid, seq), encode_ledger(1, LedgerAcks(BitMap([5, 6, 9])), cid), db=db)
+    env.close()
+    for load in ("lazy", "budget"):
+        with AckStore.open(store_path, load=load, readonly=True) as store:
+            cur = store.topic(T).cursor("c")
+            assert cur.mark_delete_position == Position(1, 6), load
+            assert list(cur.ack_ranges()) == [(Position(1, 9), Position(1, 9))], load
+            assert cur.stats().recovery.records_loaded == 1, load

@@ -144,7 +144,10 @@ class AckState(PositionMoves):
             self.meta_dirty = False
         self.range_count = self.ledgers.runs()
         self._limit_ledger, self._limit_value, self._limit_version = -1, -1, -1
-        self.reconcile(d)
+        # a lazy open leaves the mark-delete ledger on disk only when its record holds
+        # nothing at or below M + 1 (recovery checked): nothing to drop or advance over
+        md_ledger = self.md[0]
+        self.reconcile(d, clean=md_ledger if md_ledger in self._cache.swapped else None)
         # the read position lives in memory only, as in Pulsar: after any restart reads
         # start at the first unacked entry after M (M + 1: M always stands just before
         # one), so whatever was dispatched and not acked is delivered again. A read
@@ -153,8 +156,10 @@ class AckState(PositionMoves):
 
     # -- the ledger directory --------------------------------------------------------------------
 
-    def reconcile(self, d: LedgerDirectory) -> None:
-        """Fit the state to the current directory (ledgers trimmed or sealed since)."""
+    def reconcile(self, d: LedgerDirectory, clean: int | None = None) -> None:
+        """Fit the state to the current directory (ledgers trimmed or sealed since).
+        ``clean``: a ledger left on disk whose state starts above M + 1 (see ``load``): not
+        read to be checked for acks at or below M + 1."""
         ledgers = self.ledgers
         for ledger in ledgers.known():
             if ledger not in d:
@@ -173,11 +178,11 @@ class AckState(PositionMoves):
             self.meta_dirty = True
         for ledger in [x for x in ledgers.known() if x < md_l]:
             self.range_count -= ledgers.vanish(ledger)
-        md_acks = ledgers.get(md_l)
+        md_acks = ledgers.get(md_l) if md_l != clean else None
         if md_acks is not None and 0 <= md_acks.lowest() <= md_e:
             self.range_count += md_acks.drop_through(md_e)
             self._touched(md_l, md_acks)
-        self.advance()
+        self.advance(clean)
 
     def clip(self, ledger: int, la: LedgerAcks) -> None:
         """Drop acks beyond a sealed ledger's end, or an open one's last confirmed entry
@@ -242,14 +247,15 @@ class AckState(PositionMoves):
     def check_entry(self, ledger: int, entry: Any, low: int = 0) -> None:
         check_entry(self.topic.directory, self.topic.name, ledger, entry, low)
 
-    def advance(self) -> None:
-        """Move M over contiguous acks and across fully acked sealed ledgers."""
+    def advance(self, clean: int | None = None) -> None:
+        """Move M over contiguous acks and across fully acked sealed ledgers (``clean``: a
+        ledger known to hold nothing at M + 1, not read for it)."""
         d = self.topic.directory
         ledgers = self.ledgers
         ledger, entry = self.md
         moved = False
         while True:
-            la = ledgers.get(ledger)
+            la = ledgers.get(ledger) if ledger != clean else None
             if la is not None and (entry + 1) in la.bitmap:
                 entry = run_end(la.bitmap, entry + 1)
                 moved = True

@@ -35,12 +35,14 @@ from .records import (
     decode_ledger_owned,
     decode_marker,
     decode_record,
+    ledger_fields,
     log_key,
     record_type,
     split_log_key,
 )
 
 __all__ = [
+    "LAZY",
     "CursorLog",
     "LogTxn",
     "MemoryLog",
@@ -146,19 +148,29 @@ def resolve_marker(txn: LogTxn, db: lmdb._Database | None, cursor_id: int, seq: 
     )
 
 
+def _record(txn: LogTxn, db: lmdb._Database | None, cursor_id: int, seq: int, ledger: int, marker_seq: int) -> bytes:
+    """Record ``seq``, which marker ``marker_seq`` names as ``ledger``'s; MissingRecordError if absent."""
+    value = txn.get(log_key(cursor_id, seq), db=db)
+    if value is None:
+        raise MissingRecordError(f"marker {marker_seq}: ledger {ledger}'s record {seq} is missing")
+    return value
+
+
+def _damaged(marker_seq: int, ledger: int, seq: int, exc: CorruptRecordError) -> CorruptRecordError:
+    return CorruptRecordError(f"marker {marker_seq}: ledger {ledger}'s record {seq} is damaged ({exc})")
+
+
 def _read_ledger(
     txn: LogTxn, db: lmdb._Database | None, cursor_id: int, entry: IndexEntry, ledger: int, marker_seq: int
 ) -> tuple[LedgerAcks, int]:
     """A ledger as ``entry`` says: its base record plus the acks made since (format 5),
     checked against the ranges the marker counted. The result tracks ``added`` from there."""
     seq = entry.seq
-    value = txn.get(log_key(cursor_id, seq), db=db)
-    if value is None:
-        raise MissingRecordError(f"marker {marker_seq}: ledger {ledger}'s record {seq} is missing")
+    value = _record(txn, db, cursor_id, seq, ledger, marker_seq)
     try:
         found, acks, owner = decode_ledger_owned(value)
     except CorruptRecordError as exc:
-        raise CorruptRecordError(f"marker {marker_seq}: ledger {ledger}'s record {seq} is damaged ({exc})") from None
+        raise _damaged(marker_seq, ledger, seq, exc) from None
     if owner is not None and owner != cursor_id:
         raise CorruptRecordError(f"marker {marker_seq}: record {seq} belongs to cursor id {owner}, not {cursor_id}")
     acks.added = BitMap()  # tracked from the base on: the adds below land in it too
@@ -178,6 +190,34 @@ def _read_ledger(
     return acks, len(value)
 
 
+#: a budget that loads no record an open can do without (a lazy open): see :func:`_load_records`
+LAZY = -1
+
+
+def _ledger_floor(
+    txn: LogTxn, db: lmdb._Database | None, cursor_id: int, entry: IndexEntry, ledger: int, marker_seq: int
+) -> int:
+    """The lowest entry ``ledger`` holds any state for (acked, partly acked, counted), from
+    its record's fields and ``entry`` (the acks and counts since), its bitmap not decoded;
+    the record checked as :func:`_read_ledger` checks it (bar the decode). 2**32 when none."""
+    value = _record(txn, db, cursor_id, entry.seq, ledger, marker_seq)
+    try:
+        found, first, last, batches, counts, owner = ledger_fields(value)
+    except CorruptRecordError as exc:
+        raise _damaged(marker_seq, ledger, entry.seq, exc) from None
+    if found != ledger or (owner is not None and owner != cursor_id):
+        raise CorruptRecordError(
+            f"marker {marker_seq}: record {entry.seq} holds ledger {found} of cursor id {owner}, "
+            f"the marker expects ledger {ledger} of {cursor_id}"
+        )
+    lows = [first if last >= first else 1 << 32, *batches[:1], *counts[:1]]
+    if entry.adds:
+        lows.append(entry.adds.min())
+    if entry.counts:
+        lows.append(min(entry.counts))
+    return min(lows)
+
+
 def _load_records(
     txn: LogTxn,
     db: lmdb._Database | None,
@@ -186,23 +226,31 @@ def _load_records(
     budget: int | None,
     verify: str = "keys",
 ) -> tuple[dict[int, LedgerAcks], set[int], int]:
-    """Load records newest first until ``budget`` bytes are spent (None: all).
+    """Load records newest first until ``budget`` bytes are spent (None: all; ``LAZY``: none
+    that can wait, see below).
 
     The mark-delete ledger is always loaded and loaded records are checksummed; a budget
-    of 0 loads only it (a lazy open). The records left on disk are checked as ``verify``
-    says: ``"keys"`` that each exists (one page touched per record), ``"all"`` read and checksummed too (O(state)),
-    ``"loaded"`` not at all (a damaged one then surfaces at swap-in). Returns the
-    loaded ledgers in LRU order (least recently written first), the swapped-out ids,
-    and the bytes read.
+    of 0 loads only it. ``LAZY`` leaves it on disk too when its record and index entry
+    show nothing at or below M + 1 (the record checksummed, its bitmap not decoded): the
+    state is then as a flush left it, with nothing for the cursor to drop or to advance
+    over at open, so it can wait for its first use like any other. The records left on
+    disk are checked as ``verify`` says: ``"keys"`` that each exists (one page touched per
+    record), ``"all"`` read and checksummed too (O(state)), ``"loaded"`` not at all (a
+    damaged one then surfaces at swap-in). Returns the loaded ledgers in LRU order (least
+    recently written first), the swapped-out ids, and the bytes read.
     """
-    md_ledger = resolved.marker.mark_delete[0]
+    md_ledger, md_entry = resolved.marker.mark_delete
     # newest first: a ledger with acks since its record was touched after every ledger without
     order = sorted(resolved.index.items(), key=lambda kv: (bool(kv[1].adds), kv[1].seq), reverse=True)
     order.sort(key=lambda kv: kv[0] != md_ledger)  # stable: the mark-delete ledger first
     loaded: list[tuple[int, LedgerAcks]] = []
     swapped: set[int] = set()
     spent = nbytes = 0
-    full = budget == 0  # nothing but the mark-delete ledger: the others are read on first use
+    full = budget is not None and budget <= 0  # the mark-delete ledger at most: the others wait
+    if budget == LAZY and md_ledger in resolved.index:
+        entry = resolved.index[md_ledger]
+        if _ledger_floor(txn, db, cursor_id, entry, md_ledger, resolved.seq) > md_entry + 1:
+            md_ledger = -1  # clean: it waits too
     probe = txn.cursor(db=db)
     for ledger, entry in order:
         if not full or ledger == md_ledger:

@@ -73,6 +73,7 @@ __all__ = [
     "encode_ledger",
     "decode_ledger",
     "decode_ledger_owned",
+    "ledger_fields",
     "encode_marker",
     "encode_delta_marker",
     "decode_marker",
@@ -200,6 +201,25 @@ def parse_counts(flat: Any) -> dict[int, int]:
     if any(not 1 <= c < 1 << 32 for c in counts.values()):
         raise CorruptRecordError("a delivery count is not in 1..2**32-1")
     return counts
+
+
+def ledger_fields(value: bytes | memoryview) -> tuple[int, int, int, list[int], list[int], int | None]:
+    """A ledger record checked (envelope, checksum, shape) but its bitmap not decoded:
+    ``(ledger, first ack, last ack, partly acked entries, counted entries, cursor id or
+    None)`` (``last < first``: no whole acks; both lists ascending). Raises CorruptRecordError."""
+    rtype, body = decode_record(value)
+    if rtype != RECORD_LEDGER:
+        raise CorruptRecordError(f"expected a ledger record, found type {rtype}")
+    try:
+        ledger, _, first, last = body[:4]
+        batches = sorted(int(b[0]) for b in body[6])
+        counts = body[8][::2] if len(body) == 9 else []
+        owner = body[7] if len(body) in (8, 9) else None
+        if not all(type(x) is int for x in (ledger, first, last, *counts)):
+            raise TypeError("a field is not an int")
+    except Exception as exc:
+        raise CorruptRecordError(f"ledger record body has the wrong shape: {exc}") from None
+    return ledger, first, last, batches, counts, owner
 
 
 def decode_ledger(value: bytes | memoryview) -> tuple[int, LedgerAcks]:
