@@ -362,18 +362,22 @@ class AckStore:
         """A restart's bulk form of :meth:`load_cursor`: every persisted cursor of ``topic``
         not held yet, recovered (one catalog scan, then batches of cursors sharing a read
         transaction) and put in ``topic.held``; each as ``load_cursor`` would. The store
-        lock is taken per batch, so flushes and acks of cursors opened go on between them.
-        Returns the names of every persisted cursor of ``topic``, sorted."""
+        lock is taken per batch, so flushes and acks of cursors opened go on between them
+        (a cursor deleted meanwhile is skipped: each batch checks its catalog entries in its
+        own transaction). Returns the names of every persisted cursor of ``topic`` it found
+        and now holds, sorted."""
         catalog, tid, storage = self._storage.catalog, topic.topic_id, self._storage
         with self.lock:
             self.check_alive()
             entries = storage.read(lambda txn: catalog.cursor_configs(txn, tid))
 
-        def recover(batch: list[tuple[str, int, CursorConfig]]) -> list[RecoveredState]:
-            def each(txn: lmdb.Transaction) -> list[RecoveredState]:
+        def recover(batch: list[tuple[str, int, CursorConfig]]) -> list[RecoveredState | None]:
+            def each(txn: lmdb.Transaction) -> list[RecoveredState | None]:
                 return [
                     CursorLog(storage.log_db, cid).recover(txn, self.open_budget(config or stored), self.verify)
-                    for _, cid, stored in batch
+                    if catalog.cursor_id(txn, tid, name) == cid
+                    else None  # deleted since the scan
+                    for name, cid, stored in batch
                 ]
 
             return storage.read(each)
@@ -383,11 +387,11 @@ class AckStore:
                 self.check_alive()
                 topic.check_live()
                 batch = [e for e in entries[start : start + _LOAD_BATCH] if e[0] not in topic.held]
-                states = recover(batch)
-                for (name, cid, stored), state in zip(batch, states, strict=True):
-                    cfg = self._config_of(topic, name, cid, stored, config)
-                    topic.held[name] = self._recovered(topic, name, cid, cfg, state)
-        return [name for name, _, _ in entries]
+                for (name, cid, stored), state in zip(batch, recover(batch), strict=True):
+                    if state is not None:
+                        cfg = self._config_of(topic, name, cid, stored, config)
+                        topic.held[name] = self._recovered(topic, name, cid, cfg, state)
+        return [name for name, _, _ in entries if name in topic.held]
 
     def open_budget(self, config: CursorConfig) -> int:
         """Bytes of ledgers opening a cursor with ``config`` decodes (see ``load``): its

@@ -267,9 +267,8 @@ class Topic:
             raise InvalidTypeError(f"config must be a CursorConfig, got {type(config).__name__}")
         with gc_paused():
             names = self.store.load_cursors(self, config)  # the ones not held yet, in batches
-            held = self.held
             if config is None:  # each was just opened, or held already: as cursor(name) returns it
-                return {name: held.get(name) or self.cursor(name) for name in names}
+                return {name: cur for name in names if (cur := self.held.get(name)) is not None}
             return {name: self.cursor(name, config) for name in names}
 
     def cursors(self) -> list[str]:
