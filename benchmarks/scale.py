@@ -4,11 +4,13 @@
 prints one table (and with ``--docs`` writes it into MARKDOWN's ``scale`` block).
 Each size runs in a fresh process (so its peak RSS is its own): build the store (every
 cursor ~100 acks with holes in one sealed ledger, flushed), then a group flush of one new
-ack per cursor (median of 5), then a reopen of the whole store, every cursor opened
-(``topic.open_cursors()``), with
-the default 3 MiB budget per cursor and with no budget (median of 3), then the file and
-the process's RSS per cursor. Per-cursor figures should stay flat (within ~1.3x) as the
-count grows; the ratios to the smallest size are printed beside them.
+ack per cursor in the open ledger (median of 5; every cursor holds the same entries at
+every size), then a reopen of the whole store, every cursor opened
+(``topic.open_cursors()``), with the default 3 MiB budget per cursor, with no budget and
+with ``load="lazy"`` (median of 3), then the file and the process's RSS per cursor; beside
+the flush, a raw LMDB transaction doing per cursor the puts and deletes a flush does.
+Per-cursor figures should stay flat (within ~1.3x) as the count grows; the ratios to the
+smallest size are printed beside them.
 """
 
 from __future__ import annotations
@@ -29,6 +31,38 @@ __all__ = ["measure", "main"]
 T = "persistent://bench/ns/scale"
 
 
+def _raw_lmdb(n: int, path: Path) -> float:
+    """Seconds of one raw py-lmdb write transaction that does per cursor what a flush of
+    this workload does to the log (a ledger record and a marker put, the two records they
+    replace deleted), over a log of ``n`` cursors of 4 records each: median of 5. Its
+    per-cursor figure shows what of the flush's growth with the count is LMDB's."""
+    import struct
+
+    import lmdb
+
+    key = struct.Struct(">QQ").pack
+    record, marker = os.urandom(300), os.urandom(60)
+    env = lmdb.open(str(path), map_size=1 << 33, sync=False, max_dbs=2)
+    db = env.open_db(b"log")
+    with env.begin(write=True) as txn:
+        for c in range(n):
+            for s in range(4):
+                txn.put(key(c, s), marker if s % 2 else record, db=db)
+    times = []
+    for r in range(5):
+        s = 4 + 2 * r
+        t0 = time.perf_counter()
+        with env.begin(write=True) as txn:
+            for c in range(n):
+                txn.put(key(c, s), record, db=db)
+                txn.put(key(c, s + 1), marker, db=db)
+                txn.delete(key(c, s - 4), db=db)
+                txn.delete(key(c, s - 3), db=db)
+        times.append(time.perf_counter() - t0)
+    env.close()
+    return statistics.median(times)
+
+
 def measure(n: int, root: Path) -> dict[str, float]:
     """One size's figures, per cursor (run in its own process)."""
     from ackstore import AckStore, CursorConfig, Position
@@ -46,18 +80,22 @@ def measure(n: int, root: Path) -> dict[str, float]:
         flushes = []
         for r in range(5):
             for i, cur in enumerate(curs):
-                cur.ack(Position(2, r * n + i))
+                cur.ack(Position(2, r * 10 + i % 7))  # the same state per cursor at every size
             t0 = time.perf_counter()
             store.flush()
             flushes.append(time.perf_counter() - t0)
     del curs
     file_bytes = (path / "data.mdb").stat().st_size
     reopen: dict[str, float] = {}
-    for label, budget in (("default budget", None), ("no budget", 1 << 40)):
+    for label, budget, load in (
+        ("default budget", None, "budget"),
+        ("no budget", 1 << 40, "budget"),
+        ("lazy", None, "lazy"),
+    ):
         times = []
         for _ in range(3):
             t0 = time.perf_counter()
-            with AckStore.open(path, readonly=True) as store:
+            with AckStore.open(path, readonly=True, load=load) as store:
                 topic = store.topic(T)
                 config = None if budget is None else CursorConfig(max_individual_ack_cache_bytes=budget)
                 topic.open_cursors(config)
@@ -68,8 +106,10 @@ def measure(n: int, root: Path) -> dict[str, float]:
     return {
         "cursors": n,
         "flush_us": statistics.median(flushes) / n * 1e6,
+        "raw_us": _raw_lmdb(n, root / f"raw{n}") / n * 1e6,
         "reopen_us": reopen["default budget"] * 1e6,
         "reopen_unbounded_us": reopen["no budget"] * 1e6,
+        "reopen_lazy_us": reopen["lazy"] * 1e6,
         "file_bytes": file_bytes / n,
         "rss_bytes": rss / n,
     }
@@ -99,8 +139,10 @@ def main(argv: list[str]) -> int:
     base = rows[0]
     columns = (
         ("flush / cursor", "flush_us", "µs", 1.0),
+        ("raw LMDB txn / cursor", "raw_us", "µs", 1.0),
         ("reopen / cursor (3 MiB budget)", "reopen_us", "µs", 1.0),
         ("reopen / cursor (no budget)", "reopen_unbounded_us", "µs", 1.0),
+        ("reopen / cursor (load='lazy')", "reopen_lazy_us", "µs", 1.0),
         ("file / cursor", "file_bytes", "KB", 1e-3),
         ("peak RSS / cursor", "rss_bytes", "KB", 1e-3),
     )

@@ -264,7 +264,8 @@ class Planner:
 
     def prepare(self) -> FlushPlan | None:
         """Copy what changed since the last marker into a plan (None: nothing did); the plan
-        encodes it later, outside the lock. Exception-safe: on error the pending sets are back."""
+        encodes it later, outside the lock (the common delta marker is encoded here: see
+        :meth:`_prepare_delta`). Exception-safe: on error the pending sets are back."""
         pages, state, chain = self.pages, self.state, self.chain
         if not (pages.dirty or pages.unmarked or pages.vanished or state.meta_dirty):
             return None  # an idle cursor: nothing to copy
