@@ -22,9 +22,14 @@ ROOT = CHILD.parent.parent
 
 
 def _engine_state(path: Path) -> tuple[object, list[object], dict[object, object]]:
-    with AckStore.open(path, readonly=True) as store:
-        cur = store.topic(w.TOPIC).cursor(w.CURSOR)
-        return cur.mark_delete_position, list(cur.ack_ranges()), cur.partial_batches()
+    """What a reader recovers; a lazy open (no ledger decoded) must recover the same."""
+    states = []
+    for load in ("budget", "lazy"):
+        with AckStore.open(path, readonly=True, load=load) as store:
+            cur = store.topic(w.TOPIC).cursor(w.CURSOR)
+            states.append((cur.mark_delete_position, list(cur.ack_ranges()), cur.partial_batches()))
+    assert states[0] == states[1], states
+    return states[0]
 
 
 def _model_state(topic: TopicModel, c: CursorModel) -> tuple[object, list[object], dict[object, object]]:
