@@ -371,13 +371,13 @@ class AckStore:
             self.check_alive()
             entries = storage.read(lambda txn: catalog.cursor_configs(txn, tid))
 
-        def recover(batch: list[tuple[str, int, CursorConfig]]) -> list[RecoveredState | None]:
+        def recover(batch: list[tuple[str, int, CursorConfig, bytes]]) -> list[RecoveredState | None]:
             def each(txn: lmdb.Transaction) -> list[RecoveredState | None]:
                 return [
                     CursorLog(storage.log_db, cid).recover(txn, self.open_budget(config or stored), self.verify)
-                    if catalog.cursor_id(txn, tid, name) == cid
-                    else None  # deleted since the scan
-                    for name, cid, stored in batch
+                    if catalog.cursor_raw(txn, tid, name) == raw
+                    else None  # deleted (or made again) since the scan
+                    for name, cid, stored, raw in batch
                 ]
 
             return storage.read(each)
@@ -387,11 +387,11 @@ class AckStore:
                 self.check_alive()
                 topic.check_live()
                 batch = [e for e in entries[start : start + _LOAD_BATCH] if e[0] not in topic.held]
-                for (name, cid, stored), state in zip(batch, recover(batch), strict=True):
+                for (name, cid, stored, _), state in zip(batch, recover(batch), strict=True):
                     if state is not None:
                         cfg = self._config_of(topic, name, cid, stored, config)
                         topic.held[name] = self._recovered(topic, name, cid, cfg, state)
-        return [name for name, _, _ in entries if name in topic.held]
+        return [name for name, *_ in entries if name in topic.held]
 
     def open_budget(self, config: CursorConfig) -> int:
         """Bytes of ledgers opening a cursor with ``config`` decodes (see ``load``): its

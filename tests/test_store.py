@@ -342,7 +342,7 @@ def test_open_cursors_skips_a_cursor_deleted_after_its_catalog_scan(store_path: 
     with AckStore.open(store_path) as store:
         catalog = store.storage.catalog
         scan = catalog.cursor_configs
-        gone = ("a-deleted", 10**6, CursorConfig())
+        gone = ("a-deleted", 10**6, CursorConfig(), b"an entry no longer stored")
         catalog.cursor_configs = lambda txn, tid: sorted([*scan(txn, tid), gone])  # type: ignore[method-assign]
         topic = store.topic("t")
         assert list(topic.open_cursors()) == ["a", "b"]

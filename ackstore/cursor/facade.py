@@ -122,7 +122,7 @@ class Cursor(StoreSide):
         ``initial_position`` places a cursor that has no marker yet."""
         self._pages.load(recovered)
         self._state.load(recovered.resolved.marker if recovered.resolved is not None else None, initial_position)
-        self._chain.load(recovered, self._pages.runs())
+        self._chain.load(recovered, self._state.range_count)  # the pages' ranges (an invariant of _check)
 
     def _refresh(self) -> None:
         """Read-only: adopt the newest flushed state (the writer trimmed a record we needed);

@@ -308,10 +308,17 @@ class Catalog:
         except Exception as exc:
             raise self._damaged(f"cursor {name!r} has a configuration this ackstore refuses ({exc})") from None
 
-    def cursor_configs(self, txn: lmdb.Transaction, tid: int) -> list[tuple[str, int, CursorConfig]]:
-        """``[(name, cursor id, config)]`` of every cursor of topic ``tid``, sorted by name:
-        one scan (a bulk open's). CorruptStoreError on a damaged entry."""
-        return sorted((name, cid, self._config(name, cfg)) for _, name, cid, cfg in self._cursor_scan(txn, tid, None))
+    def cursor_configs(self, txn: lmdb.Transaction, tid: int) -> list[tuple[str, int, CursorConfig, bytes]]:
+        """``[(name, cursor id, config, entry bytes)]`` of every cursor of topic ``tid``, sorted
+        by name: one scan (a bulk open's). CorruptStoreError on a damaged entry."""
+        return sorted(
+            (name, cid, self._config(name, cfg), raw) for (_, name, cid, cfg), raw in self._cursor_scan(txn, tid, None)
+        )
+
+    def cursor_raw(self, txn: lmdb.Transaction, tid: int, name: str) -> bytes | None:
+        """The catalog entry of cursor ``name`` of topic ``tid`` as stored (None: none), to
+        tell whether it changed since a scan read it."""
+        return txn.get(_cursor_key(tid, name), db=self.cursors_db)
 
     def cursor_item(self, tid: int, name: str, cid: int, config: dict[str, Any]) -> tuple[bytes, bytes]:
         """The key and value of a cursors entry (what :meth:`put_cursor` writes)."""
@@ -343,13 +350,13 @@ class Catalog:
         self, txn: lmdb.Transaction, tid: int, damaged: list[str] | None = None
     ) -> list[tuple[str, int]]:
         """``[(name, cursor id)]`` of topic ``tid``, sorted by name (``damaged``: as in topic_names)."""
-        return sorted((name, cid) for _, name, cid, _ in self._cursor_scan(txn, tid, damaged))
+        return sorted((name, cid) for (_, name, cid, _), _ in self._cursor_scan(txn, tid, damaged))
 
     def _cursor_scan(
         self, txn: lmdb.Transaction, tid: int, damaged: list[str] | None
-    ) -> Iterator[tuple[int, str, int, dict[str, Any]]]:
-        """:meth:`cursor_entry` of every cursors value of topic ``tid``, in key order; a
-        damaged one is named in ``damaged`` and skipped (None: raise)."""
+    ) -> Iterator[tuple[tuple[int, str, int, dict[str, Any]], bytes]]:
+        """:meth:`cursor_entry` of every cursors value of topic ``tid`` and the value, in key
+        order; a damaged one is named in ``damaged`` and skipped (None: raise)."""
         prefix = _U64.pack(tid)
         cur = txn.cursor(db=self.cursors_db)
         if cur.set_range(prefix):
@@ -357,7 +364,7 @@ class Catalog:
                 if not key.startswith(prefix):
                     break
                 try:
-                    yield self.cursor_entry(key, raw)
+                    yield self.cursor_entry(key, raw), raw
                 except CorruptStoreError as exc:
                     if damaged is None:
                         raise

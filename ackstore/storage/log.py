@@ -247,11 +247,11 @@ def _load_records(
     swapped: set[int] = set()
     spent = nbytes = 0
     full = budget is not None and budget <= 0  # the mark-delete ledger at most: the others wait
+    probe = None
     if budget == LAZY and md_ledger in resolved.index:
         entry = resolved.index[md_ledger]
         if _ledger_floor(txn, db, cursor_id, entry, md_ledger, resolved.seq) > md_entry + 1:
             md_ledger = -1  # clean: it waits too
-    probe = txn.cursor(db=db)
     for ledger, entry in order:
         if not full or ledger == md_ledger:
             acks, size = _read_ledger(txn, db, cursor_id, entry, ledger, resolved.seq)
@@ -266,8 +266,10 @@ def _load_records(
         else:
             if verify == "all":
                 _read_ledger(txn, db, cursor_id, entry, ledger, resolved.seq)
-            elif verify == "keys" and not probe.set_key(log_key(cursor_id, entry.seq)):
-                raise CorruptRecordError(f"marker {resolved.seq}: ledger {ledger}'s record {entry.seq} is missing")
+            elif verify == "keys":
+                probe = probe or txn.cursor(db=db)
+                if not probe.set_key(log_key(cursor_id, entry.seq)):
+                    raise CorruptRecordError(f"marker {resolved.seq}: ledger {ledger}'s record {entry.seq} is missing")
             swapped.add(ledger)
     # LRU order: least recently written first, the mark-delete ledger (loaded first) last
     split = 1 if loaded and loaded[0][0] == md_ledger else 0
@@ -313,29 +315,16 @@ def recover_cursor(
                 skipped.append(str(exc))
             else:
                 state = RecoveredState(resolved, ledgers, swapped)
-                state.report = RecoveryReport(
-                    seq,
-                    sum(1 for s in skipped if s.startswith("marker")),  # "marker?" too: a damaged record
-                    tuple(skipped),
-                    len(ledgers),
-                    nbytes,
-                    0.0,
-                )
+                loaded = (seq, len(ledgers), nbytes)
                 break
         positioned = cur.prev()
     if state is None:
         state = RecoveredState(None)
-        state.report = RecoveryReport(-1, sum(1 for s in skipped if s.startswith("marker")), tuple(skipped), 0, 0, 0.0)
+        loaded = (-1, 0, 0)
     state.next_seq = next_seq
-    r = state.report
-    state.report = RecoveryReport(
-        r.marker_seq,
-        r.markers_skipped,
-        r.skipped_reasons,
-        r.records_loaded,
-        r.bytes_loaded,
-        time.perf_counter() - started,
-    )
+    marker_seq, records, nbytes = loaded
+    skips = sum(1 for s in skipped if s.startswith("marker")) if skipped else 0  # "marker?" too: a damaged record
+    state.report = RecoveryReport(marker_seq, skips, tuple(skipped), records, nbytes, time.perf_counter() - started)
     return state
 
 
