@@ -37,6 +37,27 @@ def test_bitmap_encodings_round_trip(values: list[int]) -> None:
     assert decode_bitmap(*encode_bitmap(BitMap(bm))) == bm
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    start=st.integers(0, (1 << 32) - 10),
+    step=st.integers(1, 1 << 20),
+    count=st.integers(1, 3000),
+    holes=st.booleans(),
+    extra=st.lists(st.integers(0, 200_000), max_size=3),
+)
+def test_strides_and_stride_holes_round_trip(start: int, step: int, count: int, holes: bool, extra: list[int]) -> None:
+    """Evenly spaced acks, or a span with evenly spaced holes (the stride code, format 8),
+    and the same with a few values off the stride (any other code) decode to themselves."""
+    count = min(count, ((1 << 32) - 1 - start) // step + 1)
+    stride = BitMap(range(start, start + step * count, step))
+    bm = BitMap(range(stride.min(), stride.max() + 1)) - stride if holes and step > 1 else stride
+    for values in (
+        bm,
+        bm | BitMap(x + (bm.min() if bm else 0) for x in extra if x + (bm.min() if bm else 0) < 1 << 32),
+    ):
+        assert decode_bitmap(*encode_bitmap(BitMap(values))) == values
+
+
 @pytest.mark.parametrize(
     ("name", "keep", "limit"),
     [
