@@ -51,7 +51,7 @@ def _ratio_lines(benchmarks: list[Any]) -> list[str]:
             size = ""
             if nbytes is not None and base is not None and base.extra_info.get("bytes"):
                 r = nbytes / base.extra_info["bytes"]
-                size = "baseline" if c is base else (f"{r:.2f}x" if r >= 0.01 else f"1/{1 / r:,.0f}")
+                size = "baseline" if c is base else (f"{r:.2f}x" if r >= 0.01 else f"1/{1 / r:,.0f}" if r else "0")
             rate = f"{ops / median:,.0f}" if ops else ""
             held = "" if nbytes is None else f"{nbytes:,}"
             case = c.name.removeprefix("test_")
