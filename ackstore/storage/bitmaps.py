@@ -43,6 +43,9 @@ _GAPS = 4  # the payload is zlib(byte planes of uint32 gaps between values), not
 _RICE = 8  # the payload is a Rice code of the gaps: small sparse sets near their entropy
 _STRIDE = 16  # (format 8) the payload is varints: offset of the first value from ``first``, step, count
 
+#: the largest entry id
+_U32_MAX = (1 << 32) - 1
+
 #: the Rice code is tried for sets up to this many values (it is coded in Python, ~1 us a value)
 _RICE_MAX_VALUES = 256
 #: a quotient this large is written as an escape and the raw 32-bit gap instead
@@ -138,12 +141,17 @@ def _read_varints(payload: bytes, n: int) -> list[int]:
 
 
 def _from_stride(payload: bytes, first: int, last: int) -> BitMap:
-    """The values of a stride payload; CorruptRecordError unless they lie in [first, last]."""
+    """The values of a stride payload; CorruptRecordError unless they lie in [first, last]
+    and in 32 bits. O(values) in C; a step of 2**16 or more (one value a container, at most
+    65,536 values) is built from an array: pyroaring's stepped range never ends for such a
+    step once it reaches the last 65,536 ids (measured with pyroaring 1.2.0)."""
     offset, step, count = _read_varints(payload, 3)
     low = first + offset
     high = low + step * (count - 1)
-    if count < 1 or step < 1 or high > last:
+    if count < 1 or step < 1 or low < 0 or high > min(last, _U32_MAX):
         raise CorruptRecordError(f"a stride of {count} values every {step} from {low} leaves [{first}, {last}]")
+    if step >= 1 << 16:
+        return BitMap(array("I", range(low, high + 1, step)))
     return BitMap(range(low, high + 1, step))
 
 
@@ -280,10 +288,9 @@ def decode_bitmap(flags: int, first: int, last: int, payload: bytes) -> BitMap:
         return BitMap()
     if flags & _STRIDE:
         bitmap = _from_stride(payload, first, last)
-        if flags & _HOLES:
-            bitmap = bitmap.flip(first, last + 1)
-        return bitmap  # a range's run-optimized form already
-    if flags & _RICE:
+        if not flags & _HOLES:
+            return bitmap  # evenly spaced acks: no runs to gather (a step of 1 is built as one run)
+    elif flags & _RICE:
         bitmap = BitMap.deserialize(codecs.rice_to_roaring(payload, first))
     elif flags & _GAPS:
         bitmap = BitMap.deserialize(codecs.gaps_to_roaring(zlib.decompress(payload), first)) if payload else BitMap()
