@@ -80,7 +80,7 @@ def _check_open_options(
     verify: Any,
     cache_bytes: Any,
     cursor_defaults: Any,
-    load: Any = "budget",
+    load: Any,
 ) -> None:
     """Every option of :meth:`AckStore.open`, checked before anything is opened: a typed
     error naming the value and what is allowed."""

@@ -267,7 +267,7 @@ class Planner:
         encodes it later, outside the lock (the common delta marker is encoded here: see
         :meth:`_prepare_delta`). Exception-safe: on error the pending sets are back."""
         pages, state, chain = self.pages, self.state, self.chain
-        if not (pages.dirty or pages.unmarked or pages.vanished or state.meta_dirty):
+        if not (pages.pending() or state.meta_dirty):
             return None  # an idle cursor: nothing to copy
         limit = self.config.max_unacked_ranges_to_persist
         if chain.over_cap or limit:

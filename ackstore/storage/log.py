@@ -35,7 +35,7 @@ from .records import (
     decode_ledger_owned,
     decode_marker,
     decode_record,
-    ledger_fields,
+    ledger_lowest,
     log_key,
     record_type,
     split_log_key,
@@ -202,7 +202,7 @@ def _ledger_floor(
     the record checked as :func:`_read_ledger` checks it (bar the decode). 2**32 when none."""
     value = _record(txn, db, cursor_id, entry.seq, ledger, marker_seq)
     try:
-        found, first, last, batches, counts, owner = ledger_fields(value)
+        found, lowest, owner = ledger_lowest(value)
     except CorruptRecordError as exc:
         raise _damaged(marker_seq, ledger, entry.seq, exc) from None
     if found != ledger or (owner is not None and owner != cursor_id):
@@ -210,12 +210,11 @@ def _ledger_floor(
             f"marker {marker_seq}: record {entry.seq} holds ledger {found} of cursor id {owner}, "
             f"the marker expects ledger {ledger} of {cursor_id}"
         )
-    lows = [first if last >= first else 1 << 32, *batches[:1], *counts[:1]]
     if entry.adds:
-        lows.append(entry.adds.min())
+        lowest = min(lowest, entry.adds.min())
     if entry.counts:
-        lows.append(min(entry.counts))
-    return min(lows)
+        lowest = min(lowest, min(entry.counts))
+    return lowest
 
 
 def _load_records(

@@ -73,7 +73,7 @@ __all__ = [
     "encode_ledger",
     "decode_ledger",
     "decode_ledger_owned",
-    "ledger_fields",
+    "ledger_lowest",
     "encode_marker",
     "encode_delta_marker",
     "decode_marker",
@@ -203,23 +203,30 @@ def parse_counts(flat: Any) -> dict[int, int]:
     return counts
 
 
-def ledger_fields(value: bytes | memoryview) -> tuple[int, int, int, list[int], list[int], int | None]:
-    """A ledger record checked (envelope, checksum, shape) but its bitmap not decoded:
-    ``(ledger, first ack, last ack, partly acked entries, counted entries, cursor id or
-    None)`` (``last < first``: no whole acks; both lists ascending). Raises CorruptRecordError."""
+def _ledger_body(value: bytes | memoryview) -> Any:
+    """A ledger record's body, its envelope and checksum checked. Raises CorruptRecordError."""
     rtype, body = decode_record(value)
     if rtype != RECORD_LEDGER:
         raise CorruptRecordError(f"expected a ledger record, found type {rtype}")
+    return body
+
+
+def ledger_lowest(value: bytes | memoryview) -> tuple[int, int, int | None]:
+    """``(ledger, lowest entry with any state, cursor id or None)`` of a ledger record, read
+    from its fields (first ack, partial batches, delivery counts) without decoding its
+    bitmap; the lowest is 2**32 when it holds nothing. Raises CorruptRecordError."""
+    body = _ledger_body(value)
     try:
         ledger, _, first, last = body[:4]
-        batches = sorted(int(b[0]) for b in body[6])
-        counts = body[8][::2] if len(body) == 9 else []
+        lows = [first if last >= first else 1 << 32, *(int(b[0]) for b in body[6])]
+        if len(body) == 9 and body[8]:
+            lows.append(body[8][0])  # counts are [entry, count, ...], entries ascending
         owner = body[7] if len(body) in (8, 9) else None
-        if not all(type(x) is int for x in (ledger, first, last, *counts)):
+        if not all(type(x) is int for x in (ledger, *lows)):
             raise TypeError("a field is not an int")
     except Exception as exc:
         raise CorruptRecordError(f"ledger record body has the wrong shape: {exc}") from None
-    return ledger, first, last, batches, counts, owner
+    return ledger, min(lows), owner
 
 
 def decode_ledger(value: bytes | memoryview) -> tuple[int, LedgerAcks]:
@@ -230,9 +237,7 @@ def decode_ledger(value: bytes | memoryview) -> tuple[int, LedgerAcks]:
 
 def decode_ledger_owned(value: bytes | memoryview) -> tuple[int, LedgerAcks, int | None]:
     """``(ledger, acks, cursor id or None)``: formats 1 and 2 did not record the cursor."""
-    rtype, body = decode_record(value)
-    if rtype != RECORD_LEDGER:
-        raise CorruptRecordError(f"expected a ledger record, found type {rtype}")
+    body = _ledger_body(value)
     try:
         owner = body[7] if len(body) in (8, 9) else None
         ledger, flags, first, last, payload, runs, batches = body[:7]
