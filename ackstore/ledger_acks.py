@@ -8,17 +8,27 @@ walking the ranges on every call.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable
 
 from pyroaring import BitMap
 
-__all__ = ["LedgerAcks", "count_runs", "run_end"]
+__all__ = ["LedgerAcks", "bitmap_of_range", "count_runs", "run_end"]
 
 #: Python object overhead charged per ledger on top of the bitmap's own bytes
 #: (the LedgerAcks object, its dict slot and the BitMap wrapper).
 LEDGER_OVERHEAD_BYTES = 200
 #: bytes charged per delivery count held (a dict slot and two small ints)
 COUNT_BYTES = 72
+
+
+def bitmap_of_range(values: range) -> BitMap:
+    """``BitMap(values)``, built from an array when the step is 2**16 or more (one value a
+    container; at most 65,536 values in 32 bits): pyroaring's stepped range constructor
+    never returns for such a step once it reaches the last 65,536 ids (pyroaring 1.2.0)."""
+    if values.step >= 1 << 16:
+        return BitMap(array("I", values))
+    return BitMap(values)
 
 
 def count_runs(bitmap: BitMap) -> int:

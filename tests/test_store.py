@@ -347,3 +347,18 @@ def test_open_cursors_skips_a_cursor_deleted_after_its_catalog_scan(store_path: 
         topic = store.topic("t")
         assert list(topic.open_cursors()) == ["a", "b"]
         assert topic.cursors() == ["a", "b"] and "a-deleted" not in topic.held
+
+
+def test_ack_entries_of_a_wide_stepped_range_up_to_the_last_entry_id(store_path: Path) -> None:
+    """A range with a step of 2**16 or more that reaches the last 65,536 entry ids is acked
+    (pyroaring's own range constructor never returns for it), flushed and read back."""
+    top = (1 << 32) - 2  # the last entry an unsealed ledger accepts
+    wide = range(top - 3 * (1 << 16), top + 1, 1 << 16)
+    with AckStore.open(store_path) as store:
+        topic = store.topic(T)
+        topic.add_ledger(1)
+        cur = topic.cursor("c")
+        cur.ack_entries(1, wide)
+        assert cur.ack_range_count == 4 and all(cur.is_acked(Position(1, e)) for e in wide)
+    with AckStore.open(store_path, readonly=True) as store:
+        assert [first[1] for first, _ in store.topic(T).cursor("c").ack_ranges()] == list(wide)

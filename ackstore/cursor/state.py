@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, overload
 from pyroaring import BitMap
 
 from ..errors import InvalidArgumentError, InvalidTypeError, LedgerStateError
-from ..ledger_acks import LedgerAcks, run_end
+from ..ledger_acks import LedgerAcks, bitmap_of_range, run_end
 from ..ledger_cache import ACK_CHARGE, LedgerCache
 from ..position import MAX_ENTRY, Position, trusted
 from .moves import MAX_BATCH_SIZE, PositionMoves
@@ -338,7 +338,7 @@ class AckState(PositionMoves):
         elif isinstance(entries, array) and entries.typecode in ("f", "d"):
             raise InvalidTypeError(f"entries must be ints, got an array of typecode {entries.typecode!r}")
         try:
-            bm = BitMap(entries)  # a copy: it is trimmed below M before use
+            bm = bitmap_of_range(entries) if isinstance(entries, range) else BitMap(entries)  # a copy: trimmed below M
         except (TypeError, OverflowError, ValueError):
             for entry in list(entries):
                 self.check_entry(ledger, entry)

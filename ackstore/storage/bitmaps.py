@@ -30,7 +30,7 @@ from typing import Any
 from pyroaring import BitMap
 
 from ..errors import CorruptRecordError
-from ..ledger_acks import count_runs
+from ..ledger_acks import bitmap_of_range, count_runs
 from . import codecs
 
 __all__ = ["encode_bitmap", "decode_bitmap", "smallest_encoding"]
@@ -142,17 +142,13 @@ def _read_varints(payload: bytes, n: int) -> list[int]:
 
 def _from_stride(payload: bytes, first: int, last: int) -> BitMap:
     """The values of a stride payload; CorruptRecordError unless they lie in [first, last]
-    and in 32 bits. O(values) in C; a step of 2**16 or more (one value a container, at most
-    65,536 values) is built from an array: pyroaring's stepped range never ends for such a
-    step once it reaches the last 65,536 ids (measured with pyroaring 1.2.0)."""
+    and in 32 bits. O(values)."""
     offset, step, count = _read_varints(payload, 3)
     low = first + offset
     high = low + step * (count - 1)
     if count < 1 or step < 1 or low < 0 or high > min(last, _U32_MAX):
         raise CorruptRecordError(f"a stride of {count} values every {step} from {low} leaves [{first}, {last}]")
-    if step >= 1 << 16:
-        return BitMap(array("I", range(low, high + 1, step)))
-    return BitMap(range(low, high + 1, step))
+    return bitmap_of_range(range(low, high + 1, step))
 
 
 def _varint(n: int) -> bytes:
