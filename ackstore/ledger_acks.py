@@ -11,7 +11,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Callable
 
-from pyroaring import BitMap
+from pyroaring import BitMap, FrozenBitMap
 
 __all__ = ["LedgerAcks", "bitmap_of_range", "count_runs", "run_end"]
 
@@ -139,7 +139,7 @@ class LedgerAcks:
         self.runs += delta
         return delta
 
-    def update(self, entries: BitMap) -> int:
+    def update(self, entries: BitMap | FrozenBitMap) -> int:
         """Ack many entries; return the change in ``runs``. O(containers)."""
         before = self.runs
         self.bitmap |= entries

@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+import pytest
+
 from pyroaring import BitMap
 
 from ackstore import AckStore, CursorConfig, Position
@@ -222,6 +224,36 @@ def test_verify_keys_falls_back_past_a_missing_swapped_record(store_path: Path) 
         cur = store.topic(T).cursor("c", small)
         report = cur.stats().recovery
         assert report.marker_seq == -1 and f"record {seq} is missing" in report.skipped_reasons[0]
+
+
+@pytest.mark.parametrize("load", ["budget", "lazy"])
+def test_both_opens_fall_back_past_a_missing_or_damaged_record_they_check(store_path: Path, load: str) -> None:
+    """What an open checks, a lazy one checks too: a record missing under ``verify="keys"``
+    and a damaged mark-delete record (checksummed at every open) are found at open and
+    recovery falls back past the markers that need them, for either load."""
+    from . import rawlog
+
+    seq, _, _ = _swapped_record(store_path)
+    rawlog.damage(store_path, seq, how="delete")
+    with AckStore.open(store_path, load=load, readonly=True) as store:
+        report = store.topic(T).cursor("c").stats().recovery
+        assert report.marker_seq == -1 and f"record {seq} is missing" in report.skipped_reasons[0]
+    with AckStore.open(store_path) as store:  # another cursor, whose mark-delete ledger's record is damaged
+        topic = store.topic(T + "-2")
+        topic.add_ledger(1)
+        cur = topic.cursor("d")
+        cur.ack([Position(1, e) for e in (3, 5)])
+        store.flush()
+        first = (cur.stats().last_marker_seq, list(cur.ack_ranges()))
+        cur.ack(Position(1, 9))  # a new record of ledger 1 (too many acks for a delta) and marker
+        store.flush()
+        cid, md_seq = cur.cursor_id, cur._pages.index[1].seq
+    rawlog.damage(store_path, md_seq, cursor_id=cid)
+    with AckStore.open(store_path, load=load, readonly=True) as store:
+        cur = store.topic(T + "-2").cursor("d")
+        report = cur.stats().recovery
+        assert report.markers_skipped == 1 and f"record {md_seq} is damaged" in report.skipped_reasons[0]
+        assert (report.marker_seq, list(cur.ack_ranges())) == first  # the previous flush's state
 
 
 def test_verify_all_and_loaded_on_a_damaged_swapped_record(store_path: Path) -> None:

@@ -94,15 +94,19 @@ class RecoveredState:
     report: RecoveryReport = RecoveryReport(-1, 0, (), 0, 0, 0.0)
 
 
-def resolve_marker(txn: LogTxn, db: lmdb._Database | None, cursor_id: int, seq: int) -> ResolvedMarker:
-    """Walk marker ``seq``'s delta chain back to its full marker and build its index.
+def resolve_marker(
+    txn: LogTxn, db: lmdb._Database | None, cursor_id: int, seq: int, value: bytes | None = None
+) -> ResolvedMarker:
+    """Walk marker ``seq``'s delta chain back to its full marker and build its index
+    (``value``: marker ``seq``'s record when the caller read it already).
 
     Raises CorruptRecordError naming the first broken or missing link.
     """
     chain: list[tuple[int, Marker, int]] = []
     s = seq
     while True:
-        value = txn.get(log_key(cursor_id, s), db=db)
+        if value is None:
+            value = txn.get(log_key(cursor_id, s), db=db)
         if value is None:
             raise MissingRecordError(f"marker {seq}: its chain needs marker {s}, which is missing")
         try:
@@ -118,6 +122,7 @@ def resolve_marker(txn: LogTxn, db: lmdb._Database | None, cursor_id: int, seq: 
         if not 0 <= marker.prev < s:
             raise CorruptRecordError(f"marker {seq}: chain marker {s} points to {marker.prev}, not to an older marker")
         s = marker.prev
+        value = None
     full_seq, full_marker, full_bytes = chain[-1]
     index: dict[int, IndexEntry] = {k: v for k, v in full_marker.index.items() if v is not None}
     full_index_seqs = {e.seq for e in index.values()}
@@ -175,7 +180,7 @@ def _read_ledger(
         raise CorruptRecordError(f"marker {marker_seq}: record {seq} belongs to cursor id {owner}, not {cursor_id}")
     acks.added = BitMap()  # tracked from the base on: the adds below land in it too
     if entry.adds:
-        acks.update(BitMap(entry.adds))
+        acks.update(entry.adds)  # read, not kept: the bitmaps take copies
     if entry.counts:
         acked = acks.bitmap
         for e, n in entry.counts.items():
@@ -217,6 +222,26 @@ def _ledger_floor(
     return lowest
 
 
+def _check_left(
+    txn: LogTxn,
+    db: lmdb._Database | None,
+    cursor_id: int,
+    marker_seq: int,
+    left: list[tuple[int, IndexEntry]],
+    verify: str,
+) -> None:
+    """Check the records of the ledgers ``left`` on disk at open as ``verify`` says (see
+    :func:`_load_records`). O(len(left)) page touches, or reads for ``"all"``."""
+    if verify == "all":
+        for ledger, entry in left:
+            _read_ledger(txn, db, cursor_id, entry, ledger, marker_seq)
+    elif verify == "keys" and left:
+        probe = txn.cursor(db=db)
+        for ledger, entry in left:
+            if not probe.set_key(log_key(cursor_id, entry.seq)):
+                raise CorruptRecordError(f"marker {marker_seq}: ledger {ledger}'s record {entry.seq} is missing")
+
+
 def _load_records(
     txn: LogTxn,
     db: lmdb._Database | None,
@@ -239,18 +264,23 @@ def _load_records(
     recently written first), the swapped-out ids, and the bytes read.
     """
     md_ledger, md_entry = resolved.marker.mark_delete
+    index = resolved.index
+    if budget == LAZY:
+        entry = index.get(md_ledger)
+        if entry is None or _ledger_floor(txn, db, cursor_id, entry, md_ledger, resolved.seq) > md_entry + 1:
+            # clean (or absent): it waits too; its record was just read, so it exists
+            skip = md_ledger if verify == "keys" else -1
+            _check_left(txn, db, cursor_id, resolved.seq, [kv for kv in index.items() if kv[0] != skip], verify)
+            return {}, set(index), 0
+        budget = 0  # the mark-delete ledger alone
     # newest first: a ledger with acks since its record was touched after every ledger without
-    order = sorted(resolved.index.items(), key=lambda kv: (bool(kv[1].adds), kv[1].seq), reverse=True)
+    order = sorted(index.items(), key=lambda kv: (bool(kv[1].adds), kv[1].seq), reverse=True)
     order.sort(key=lambda kv: kv[0] != md_ledger)  # stable: the mark-delete ledger first
     loaded: list[tuple[int, LedgerAcks]] = []
     swapped: set[int] = set()
     spent = nbytes = 0
     full = budget is not None and budget <= 0  # the mark-delete ledger at most: the others wait
-    probe = None
-    if budget == LAZY and md_ledger in resolved.index:
-        entry = resolved.index[md_ledger]
-        if _ledger_floor(txn, db, cursor_id, entry, md_ledger, resolved.seq) > md_entry + 1:
-            md_ledger = -1  # clean: it waits too
+    left: list[tuple[int, IndexEntry]] = []
     for ledger, entry in order:
         if not full or ledger == md_ledger:
             acks, size = _read_ledger(txn, db, cursor_id, entry, ledger, resolved.seq)
@@ -263,13 +293,9 @@ def _load_records(
             nbytes += size
             loaded.append((ledger, acks))
         else:
-            if verify == "all":
-                _read_ledger(txn, db, cursor_id, entry, ledger, resolved.seq)
-            elif verify == "keys":
-                probe = probe or txn.cursor(db=db)
-                if not probe.set_key(log_key(cursor_id, entry.seq)):
-                    raise CorruptRecordError(f"marker {resolved.seq}: ledger {ledger}'s record {entry.seq} is missing")
+            left.append((ledger, entry))
             swapped.add(ledger)
+    _check_left(txn, db, cursor_id, resolved.seq, left, verify)
     # LRU order: least recently written first, the mark-delete ledger (loaded first) last
     split = 1 if loaded and loaded[0][0] == md_ledger else 0
     return dict(loaded[split:][::-1] + loaded[:split]), swapped, nbytes
@@ -295,20 +321,21 @@ def recover_cursor(
         _, seq = split_log_key(cur.key())
         if next_seq == 0:
             next_seq = seq + 1
-        rtype = record_type(cur.value())
+        value = cur.value()
+        rtype = record_type(value)
         if rtype != RECORD_MARKER:
             # newer than every marker: a ledger record written back by eviction (normal), or
             # the newest marker made unreadable or disguised by damage (a flipped type byte):
             # checked, so that a fallback past a damaged newest marker is never silent
             if not met_marker:
                 try:
-                    decode_record(cur.value())
+                    decode_record(value)
                 except CorruptRecordError as exc:
                     skipped.append(f"marker? record {seq} is damaged ({exc}); it may have been a newer marker")
         else:
             met_marker = True
             try:
-                resolved = resolve_marker(txn, db, cursor_id, seq)
+                resolved = resolve_marker(txn, db, cursor_id, seq, value)
                 ledgers, swapped, nbytes = _load_records(txn, db, cursor_id, resolved, budget, verify)
             except CorruptRecordError as exc:
                 skipped.append(str(exc))
