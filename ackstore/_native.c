@@ -177,6 +177,96 @@ done:
     return result;
 }
 
+/* rice_code(values: buffer of native uint32, first: int) -> bytes: bitmaps.py's Rice code of
+ * ascending values (k, the count as a varint, then each gap's quotient in unary and k
+ * remainder bits, most significant bit first; a quotient of 32 or more is 32 ones and the
+ * raw 32-bit gap). The first gap counts from first, the others minus one. */
+static PyObject *rice_code(PyObject *self, PyObject *args) {
+    Py_buffer raw;
+    long long first;
+    if (!PyArg_ParseTuple(args, "y*L", &raw, &first)) return NULL;
+    PyObject *result = NULL;
+    uint32_t *gaps = NULL;
+    if (raw.len % 4) {
+        PyErr_Format(PyExc_ValueError, "values of %zd bytes are not 32-bit values", raw.len);
+        goto done;
+    }
+    Py_ssize_t n = raw.len / 4;
+    if (n == 0) { PyErr_SetString(PyExc_ValueError, "no values to code"); goto done; }
+    if (first < 0 || first > 0xFFFFFFFFLL) {
+        PyErr_SetString(PyExc_ValueError, "values are not ascending from first");
+        goto done;
+    }
+    gaps = (uint32_t *)PyMem_Malloc(n * sizeof(uint32_t));
+    if (gaps == NULL) { PyErr_NoMemory(); goto done; }
+    const unsigned char *p = (const unsigned char *)raw.buf;
+    uint64_t sum = 0;
+    int64_t before = first - 1; /* the first gap counts from first: as if first - 1 came before */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint32_t v;
+        memcpy(&v, p + 4 * i, 4);
+        if ((int64_t)v <= before) {
+            PyErr_SetString(PyExc_ValueError, "values are not ascending from first");
+            goto done;
+        }
+        gaps[i] = (uint32_t)((int64_t)v - before - 1);
+        sum += gaps[i];
+        before = v;
+    }
+    double mean = (double)sum / (double)n; /* as Python's int / int: both exact in a double */
+    unsigned k = 0;
+    if (mean >= 2) {
+        uint64_t t = (uint64_t)(mean * 0.69);
+        unsigned bits = 0;
+        while (t) { bits++; t >>= 1; }
+        k = bits == 0 ? 0 : bits - 1;
+        if (k > 31) k = 31;
+    }
+    uint64_t width = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint64_t q = gaps[i] >> k;
+        width += q >= RICE_ESCAPE ? RICE_ESCAPE + 32 : q + 1 + k;
+    }
+    unsigned char head[11];
+    Py_ssize_t h = 0;
+    head[h++] = (unsigned char)k;
+    for (uint64_t c = (uint64_t)n; ; c >>= 7) {
+        if (c < 0x80) { head[h++] = (unsigned char)c; break; }
+        head[h++] = (unsigned char)((c & 0x7F) | 0x80);
+    }
+    Py_ssize_t body = (Py_ssize_t)((width + 7) / 8);
+    result = PyBytes_FromStringAndSize(NULL, h + body);
+    if (result == NULL) goto done;
+    unsigned char *b = (unsigned char *)PyBytes_AS_STRING(result);
+    memcpy(b, head, h);
+    b += h;
+    memset(b, 0, body);
+    uint64_t at = 0;
+#define SET(i) (b[(i) >> 3] |= (unsigned char)(0x80u >> ((i) & 7)))
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint32_t g = gaps[i];
+        uint64_t q = g >> k;
+        if (q >= RICE_ESCAPE) {
+            for (unsigned j = 0; j < RICE_ESCAPE; j++) SET(at + j);
+            at += RICE_ESCAPE;
+            for (unsigned j = 0; j < 32; j++)
+                if ((g >> (31 - j)) & 1u) SET(at + j);
+            at += 32;
+        } else {
+            for (uint64_t j = 0; j < q; j++) SET(at + j);
+            at += q + 1;
+            for (unsigned j = 0; j < k; j++)
+                if ((g >> (k - 1 - j)) & 1u) SET(at + j);
+            at += k;
+        }
+    }
+#undef SET
+done:
+    PyMem_Free(gaps);
+    PyBuffer_Release(&raw);
+    return result;
+}
+
 static int cmp_u32(const void *a, const void *b) {
     uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
     return (x > y) - (x < y);
@@ -266,6 +356,7 @@ static PyMethodDef methods[] = {
     {"gaps_to_roaring", gaps_to_roaring, METH_VARARGS, "Gap planes to the portable roaring serialization."},
     {"rice_to_roaring", rice_to_roaring, METH_VARARGS, "A Rice code of gaps to the portable roaring serialization."},
     {"delta_fields", delta_fields, METH_VARARGS, "The fields of a fixed-layout delta marker body."},
+    {"rice_code", rice_code, METH_VARARGS, "The Rice code of ascending values (what rice_to_roaring reads)."},
     {NULL, NULL, 0, NULL},
 };
 

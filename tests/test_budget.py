@@ -6,7 +6,6 @@ import random
 from pathlib import Path
 
 import pytest
-
 from pyroaring import BitMap
 
 from ackstore import AckStore, CursorConfig, Position

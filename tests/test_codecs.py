@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+from array import array
 from pathlib import Path
 from types import ModuleType
 
@@ -77,6 +78,26 @@ def test_codes_decode_to_the_same_bytes_and_the_same_set(decoder: str, encode: o
         assert kind == "ok" and BitMap.deserialize(out) == values  # type: ignore[arg-type]
         for _ in range(20):
             _same_everywhere(decoder, _damaged(code, rng), first)
+
+
+def test_the_rice_coder_writes_the_same_bytes_everywhere() -> None:
+    """The flush's Rice coder: identical bytes from every implementation, which every
+    decoder reads back to the set; bad input is the same ValueError everywhere."""
+    rng = random.Random(2)
+    for values in _sets(rng):
+        if len(values) > 256:
+            continue
+        first = max(0, values.min() - rng.randrange(3))
+        kind, code = _same_everywhere("rice_code", values.to_array(), first)
+        assert kind == "ok" and code == bitmaps._rice(values, first)
+        assert BitMap.deserialize(_same_everywhere("rice_to_roaring", code, first)[1]) == values  # type: ignore[arg-type]
+    assert _same_everywhere("rice_code", array("I"), 0) == ("error", "no values to code")
+    assert _same_everywhere("rice_code", b"\x01\x02\x03", 0) == ("error", "values of 3 bytes are not 32-bit values")
+    for values, first in (([5, 5], 0), ([3, 2], 0), ([5], 6), ([1], -1), ([1], 1 << 32)):
+        assert _same_everywhere("rice_code", array("I", values), first) == (
+            "error",
+            "values are not ascending from first",
+        ), (values, first)
 
 
 def test_the_errors_say_what_is_wrong() -> None:

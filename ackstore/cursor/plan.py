@@ -270,14 +270,10 @@ class Planner:
         if not (pages.pending() or state.meta_dirty):
             return None  # an idle cursor: nothing to copy
         limit = self.config.max_unacked_ranges_to_persist
-        if chain.over_cap or limit:
+        over = limit and state.range_count > limit
+        if over or chain.over_cap:  # over the cap now, or it was at the last flush
             self._watch_cap()
-        if not (
-            pages.unmarked
-            or pages.vanished
-            or (limit and state.range_count > limit)
-            or chain.full_due(self.config.full_marker_every)
-        ):
+        if not (pages.unmarked or pages.vanished or over or chain.full_due(self.config.full_marker_every)):
             plan = self._prepare_delta()
             if plan is not None:
                 return plan
