@@ -106,7 +106,12 @@ class GroupFlush:
                 self._abort(job, exc)  # every plan's state pending again; names what failed
                 raise
             self._adopt(job)  # 4. under the store lock: the cursors adopt what was written
-            return self._record(job, trimmed, started, self.store.storage.map_grows - grows_before)  # 5. figures
+            stats = self._record(job, trimmed, started, self.store.storage.map_grows - grows_before)  # 5. figures
+            # the plans die while the collector is paused: each freed container takes back its
+            # allocation from the collector's count, so switching it on does not run, inside
+            # this flush, the collection the plans would otherwise have set off
+            del job
+            return stats
 
     def _take(self, only: list[Cursor] | None) -> FlushJob:
         """Step 1: every listed cursor's plan (an idle one is unlisted), and the topics'

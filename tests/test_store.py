@@ -281,6 +281,41 @@ def test_a_writer_raises_an_older_format_version_and_reads_its_records(store_pat
         assert store.topic(T).cursor("sub").ack_range_count == 49
 
 
+def test_a_group_flush_leaves_no_plans_for_the_collector(store_path: Path) -> None:
+    """The flush pauses the cyclic collector and frees its plans before switching it back
+    on: a collection that the flush's allocations set off then walks only what the cursors
+    keep (their new index entries, 1-2 containers a cursor), not every plan's containers
+    (9-15 a cursor, which it then moved to an older generation: a gen-2 collection, walking
+    every object the application holds, came every hundred flushes)."""
+    import gc
+
+    young: list[int] = []
+
+    def seen(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            young.append(len(gc.get_objects(generation=0)))
+
+    n = 2000
+    with AckStore.open(store_path, sync=False) as store:
+        topic = store.topic("t")
+        topic.add_ledger(1)
+        cursors = [topic.cursor(f"c{i}") for i in range(n)]
+        for cur in cursors:
+            cur.ack_entries(1, range(1, 2000, 2))
+        store.flush()
+        for entry in range(2001, 2008):  # deltas, and full markers every third flush
+            for cur in cursors:
+                cur.ack(Position(1, entry))
+            gc.collect()  # the count starts at zero: what the flush allocates sets it off
+            gc.callbacks.append(seen)
+            try:
+                stats = store.flush()
+            finally:
+                gc.callbacks.remove(seen)
+            assert stats.cursors == n and gc.isenabled()
+    assert max(young, default=0) <= 3 * n, young  # none at all is better still
+
+
 def test_open_cursors_opens_every_persisted_cursor_with_the_collector_paused(store_path: Path) -> None:
     import gc
 
