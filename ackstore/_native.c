@@ -272,35 +272,43 @@ static int cmp_u32(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* delta_fields(body: bytes, with_counts: bool) -> (prev, md ledger, md entry, rp ledger,
- * rp entry, cursor id, items, end): a fixed-layout delta marker (records.py's module
- * docstring; format 7 items carry a count of delivery counts and the counts). items are
- * (ledger, seq, runs, adds, counts) with seq -1 for a vanished ledger, adds None or the
- * portable roaring bytes of the entries, counts None or {entry: count}; end is where the
- * properties start. */
+/* delta_fields(body: bytes, version: int) -> (flags, prev, md ledger, md entry, rp ledger,
+ * rp entry, cursor id, items, end): a fixed-layout marker as format `version` wrote it
+ * (records.py's module docstring; from format 7 the items carry a count of delivery counts
+ * and the counts, from format 9 a flags byte follows the tag: 0x01 a full marker; before
+ * 9 flags are 0). items are (ledger, seq, runs, adds, counts) with seq -1 for a vanished
+ * ledger, adds None or the portable roaring bytes of the entries, counts None or
+ * {entry: count}; end is where the properties start. */
 static PyObject *delta_fields(PyObject *self, PyObject *args) {
     Py_buffer raw;
-    int with_counts;
-    if (!PyArg_ParseTuple(args, "y*p", &raw, &with_counts)) return NULL;
+    int version;
+    if (!PyArg_ParseTuple(args, "y*i", &raw, &version)) return NULL;
     const unsigned char *p = (const unsigned char *)raw.buf;
-    Py_ssize_t len = raw.len, pos = 27, isize = with_counts ? 16 : 14;
+    int with_counts = version >= 7, skip = version >= 9 ? 1 : 0;
+    Py_ssize_t len = raw.len, pos = 27 + skip, isize = with_counts ? 16 : 14;
     PyObject *items = NULL, *result = NULL, *counts = NULL;
     uint32_t *adds = NULL;
-    if (len < 27) { PyErr_SetString(PyExc_ValueError, "a delta marker ends early"); goto done; }
-    uint32_t prev = get32(p + 1), mdl = get32(p + 5), mde = get32(p + 9), rpl = get32(p + 13),
-             rpe = get32(p + 17), cid = get32(p + 21);
-    uint16_t n = get16(p + 25);
+    if (len < pos) { PyErr_SetString(PyExc_ValueError, "a fixed-layout marker ends early"); goto done; }
+    unsigned flags = skip ? p[1] : 0;
+    if (flags & ~1u) {
+        PyErr_Format(PyExc_ValueError, "a fixed-layout marker's flags 0x%02x are not ones this ackstore writes", flags);
+        goto done;
+    }
+    const unsigned char *h = p + skip;
+    uint32_t prev = get32(h + 1), mdl = get32(h + 5), mde = get32(h + 9), rpl = get32(h + 13),
+             rpe = get32(h + 17), cid = get32(h + 21);
+    uint16_t n = get16(h + 25);
     items = PyList_New(n);
     if (items == NULL) goto done;
     for (uint16_t i = 0; i < n; i++) {
-        if (len - pos < isize) { PyErr_SetString(PyExc_ValueError, "a delta marker ends early"); goto done; }
+        if (len - pos < isize) { PyErr_SetString(PyExc_ValueError, "a fixed-layout marker ends early"); goto done; }
         uint32_t ledger = get32(p + pos), seq = get32(p + pos + 4), runs = get32(p + pos + 8);
         uint16_t nadds = get16(p + pos + 12), ncounts = with_counts ? get16(p + pos + 14) : 0;
         pos += isize;
         PyObject *set;
         if (nadds) {
             if (len - pos < 4 * (Py_ssize_t)nadds) {
-                PyErr_Format(PyExc_ValueError, "a delta marker's item for ledger %u ends early", ledger);
+                PyErr_Format(PyExc_ValueError, "a fixed-layout marker's item for ledger %u ends early", ledger);
                 goto done;
             }
             adds = (uint32_t *)PyMem_Malloc(nadds * sizeof(uint32_t));
@@ -321,7 +329,7 @@ static PyObject *delta_fields(PyObject *self, PyObject *args) {
         if (ncounts) {
             if (len - pos < 8 * (Py_ssize_t)ncounts) {
                 Py_DECREF(set);
-                PyErr_Format(PyExc_ValueError, "a delta marker's counts for ledger %u end early", ledger);
+                PyErr_Format(PyExc_ValueError, "a fixed-layout marker's counts for ledger %u end early", ledger);
                 goto done;
             }
             counts = PyDict_New();
@@ -342,7 +350,7 @@ static PyObject *delta_fields(PyObject *self, PyObject *args) {
         if (item == NULL) goto done;
         PyList_SET_ITEM(items, i, item);
     }
-    result = Py_BuildValue("(kkLkLkOn)", (unsigned long)prev, (unsigned long)mdl, (long long)mde - 1,
+    result = Py_BuildValue("(IkkLkLkOn)", flags, (unsigned long)prev, (unsigned long)mdl, (long long)mde - 1,
                            (unsigned long)rpl, (long long)rpe - 1, (unsigned long)cid, items, pos);
 done:
     PyMem_Free(adds);
@@ -355,7 +363,7 @@ done:
 static PyMethodDef methods[] = {
     {"gaps_to_roaring", gaps_to_roaring, METH_VARARGS, "Gap planes to the portable roaring serialization."},
     {"rice_to_roaring", rice_to_roaring, METH_VARARGS, "A Rice code of gaps to the portable roaring serialization."},
-    {"delta_fields", delta_fields, METH_VARARGS, "The fields of a fixed-layout delta marker body."},
+    {"delta_fields", delta_fields, METH_VARARGS, "The fields of a fixed-layout marker body."},
     {"rice_code", rice_code, METH_VARARGS, "The Rice code of ascending values (what rice_to_roaring reads)."},
     {NULL, NULL, 0, NULL},
 };

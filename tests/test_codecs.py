@@ -17,7 +17,7 @@ import pytest
 from pyroaring import BitMap
 
 from ackstore.storage import bitmaps, codecs, pure_codecs
-from ackstore.storage.records import IndexEntry, encode_delta_marker
+from ackstore.storage.records import IndexEntry, encode_fixed_marker
 
 from .codec_impls import IMPLEMENTATIONS
 
@@ -112,10 +112,16 @@ def test_the_errors_say_what_is_wrong() -> None:
     assert _same_everywhere("rice_to_roaring", b"", 0) == ("error", "Rice payload ends early")
     assert _same_everywhere("rice_to_roaring", b"\x40\x01\x00", 0) == ("error", "Rice parameter k=64 is over 31")
     assert _same_everywhere("rice_to_roaring", b"\x00\xff\xff\xff\x7f", 0) == ("error", "Rice payload ends early")
-    assert _same_everywhere("delta_fields", b"\xc1\x00", True) == ("error", "a delta marker ends early")
+    for version in (6, 7, 9):
+        assert _same_everywhere("delta_fields", b"\xc1\x00", version) == ("error", "a fixed-layout marker ends early")
+    head = b"\xc1\x03" + bytes(26)
+    assert _same_everywhere("delta_fields", head, 9) == (
+        "error",
+        "a fixed-layout marker's flags 0x03 are not ones this ackstore writes",
+    )
 
 
-def test_delta_markers_decode_to_the_same_fields() -> None:
+def test_fixed_markers_decode_to_the_same_fields() -> None:
     rng = random.Random(3)
     for _ in range(300):
         items: list[tuple[int, IndexEntry | None]] = []
@@ -126,20 +132,22 @@ def test_delta_markers_decode_to_the_same_fields() -> None:
             items.append((ledger, None if rng.random() < 0.2 else entry))
         props = {"k": 1} if rng.random() < 0.3 else {}
         md = (rng.randrange(100), rng.randrange(-1, 100))
-        record = encode_delta_marker(rng.randrange(1000), md, (md[0], md[1] + 1), props, items, rng.randrange(99))
+        full = rng.random() < 0.3 and all(e is not None for _, e in items)
+        cid = rng.randrange(99)
+        record = encode_fixed_marker(rng.randrange(1000), md, (md[0], md[1] + 1), props, items, cid, full)
         body = record[7:]
-        kind, fields = _same_everywhere("delta_fields", body, True)
+        kind, fields = _same_everywhere("delta_fields", body, 9)
         assert kind == "ok"
-        _, md_l, md_e, _, _, _, decoded, _ = fields  # type: ignore[misc]
-        assert (md_l, md_e) == md
+        flags, _, md_l, md_e, _, _, _, decoded, _ = fields  # type: ignore[misc]
+        assert (flags, md_l, md_e) == (int(full), *md)
         assert [(lg, s) for lg, s, *_ in decoded] == [(lg, e.seq if e else -1) for lg, e in items]
         for (_, _, _, adds, counts), (_, e) in zip(decoded, items, strict=True):
             assert (BitMap.deserialize(adds) if adds is not None else None) == (e.adds if e else None)
             assert counts == (e.counts if e else None)
         for _ in range(5):
             damaged = _damaged(body, rng)
-            _same_everywhere("delta_fields", damaged, True)
-            _same_everywhere("delta_fields", damaged, False)  # read as format 6's layout
+            for version in (9, 7, 6):  # and read as the layouts of formats 7 and 6
+                _same_everywhere("delta_fields", damaged, version)
 
 
 def test_the_compiled_module_is_built_where_a_compiler_is() -> None:

@@ -5,6 +5,7 @@ A seeded model-based run checks every state a crash or a reopen can bring back."
 from __future__ import annotations
 
 import random
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -106,6 +107,7 @@ def test_each_delta_marker_names_only_the_acks_since_the_chain_named_them(tmp_pa
 
     store, cur = _open(tmp_path / "s", 1 << 30)
     cur.ack([Position(1, e) for e in range(1, 200, 2)])
+    cur.ack([Position(2, e) for e in range(1, 50, 2)])  # a ledger that does not change: deltas
     store.flush()
 
     def newest():  # type: ignore[no-untyped-def]
@@ -132,4 +134,35 @@ def test_each_delta_marker_names_only_the_acks_since_the_chain_named_them(tmp_pa
     assert sorted(index[1].adds) == list(range(2, 21, 2)) and index[1].counts == {22: 1}
     if not marker.full:
         assert sorted(marker.index[1].adds) == [20] and marker.index[1].counts == {22: 1}
+    store.close()
+
+
+def test_a_cursor_whose_every_ledger_changed_writes_full_markers_while_they_are_small(tmp_path: Path) -> None:
+    """A full marker costs what the delta costs plus the acks the chain named already: while
+    that is at most SMALL_CHAIN bytes the flush writes it, so the reopen of a small cursor
+    reads one marker and no chain; past it, delta markers again (and a full one when due)."""
+    from ackstore.storage.log import resolve_marker
+
+    store, cur = _open(tmp_path / "s", 1 << 30)
+    cur.ack([Position(1, e) for e in range(1, 1000, 2)])
+    store.flush()
+    kinds = []
+    for e in range(2, 2 + 2 * 30, 2):
+        cur.ack(Position(1, e))
+        stats = store.flush()
+        assert (stats.markers, stats.ledger_records) == (1, 0)
+        kinds.append(stats.full_markers)
+        newest = partial(
+            resolve_marker, db=store.storage.log_db, cursor_id=cur.cursor_id, seq=cur.stats().last_marker_seq
+        )
+        resolved = store.storage.read(newest)
+        assert sorted(resolved.index[1].adds) == list(range(2, e + 1, 2))
+        assert len(resolved.chain) == 1 + resolved.deltas_since_full
+    small = plan.SMALL_CHAIN // 4 + 1  # the acks a full marker may repeat, plus the new one
+    assert kinds[:small] == [1] * small  # one marker to read at a reopen
+    assert 0 in kinds[small:]  # then deltas: a full marker would repeat too much
+    testing.crash(store)
+    store, cur = _open(tmp_path / "s", 1 << 30)
+    assert all(cur.is_acked(Position(1, e)) for e in range(2, 2 + 2 * 30, 2))
+    cur._check()
     store.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from array import array
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import TypeVar
 
 import pytest
@@ -21,7 +22,7 @@ from ackstore.storage.records import (
     decode_ledger,
     decode_marker,
     decode_record,
-    encode_delta_marker,
+    encode_fixed_marker,
     encode_ledger,
     encode_marker,
 )
@@ -116,8 +117,8 @@ def _delta(index: dict[int, IndexEntry | None], props: dict[str, int | str] | No
 
 
 def _encode_delta(m: Marker) -> bytes:
-    return encode_delta_marker(
-        m.prev, m.mark_delete, m.read_position, m.properties, sorted(m.index.items()), m.extra["c"]
+    return encode_fixed_marker(
+        m.prev, m.mark_delete, m.read_position, m.properties, sorted(m.index.items()), m.extra["c"], m.full
     )
 
 
@@ -129,8 +130,15 @@ DELTAS = [
 ]
 
 
-@pytest.mark.parametrize("m", DELTAS)
-def test_a_delta_marker_takes_the_fixed_layout_and_round_trips(m: Marker) -> None:
+FULLS = [
+    replace(DELTAS[0], full=True),
+    replace(DELTAS[2], full=True),
+    replace(_delta({3: IndexEntry(40, 7, FrozenBitMap(range(100, 164)), {170: 2}), 9: IndexEntry(41, 1)}), full=True),
+]
+
+
+@pytest.mark.parametrize("m", DELTAS + FULLS)
+def test_a_marker_takes_the_fixed_layout_and_round_trips(m: Marker) -> None:
     value = _encode_delta(m)
     assert isinstance(decode_record(value)[1], bytes)  # the fixed layout, not msgpack
     assert decode_marker(value) == m
@@ -157,6 +165,23 @@ def test_a_delta_marker_that_does_not_fit_the_layout_is_written_as_msgpack(m: Ma
     value = _encode_delta(m)
     assert not isinstance(decode_record(value)[1], bytes)
     assert decode_marker(value) == m
+
+
+def test_fixed_markers_of_format_8_still_read() -> None:
+    """Formats 6-8 wrote delta markers only in the fixed layout, with no flags byte."""
+    import struct
+    import zlib
+
+    head = struct.pack("<BIIIIIIH", 0xC1, 7, 3, 0, 3, 1, 9, 1) + struct.pack("<IIIHH", 3, 41, 2500, 1, 0)
+    body = head + struct.pack("<I", 5003)
+    value = struct.pack("<BBBI", 0xC1, 2, 8, zlib.crc32(body, 2 << 8 | 8)) + body
+    assert decode_marker(value) == replace(DELTAS[0], prev=7, mark_delete=(3, -1), read_position=(3, 0))
+
+
+def test_a_full_marker_naming_a_dropped_ledger_is_damage() -> None:
+    value = _encode_delta(replace(DELTAS[1], full=True))  # its index holds a dropped ledger
+    with pytest.raises(CorruptRecordError, match="a full marker names a ledger as dropped"):
+        decode_marker(value)
 
 
 def test_records_of_format_5_still_read() -> None:

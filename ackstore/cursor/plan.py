@@ -36,7 +36,7 @@ from pyroaring import BitMap, FrozenBitMap
 from ..ledger_acks import LedgerAcks
 from ..stats import RecoveryReport
 from ..storage.log import RecoveredState
-from ..storage.records import IndexEntry, Marker, encode_delta_marker, encode_ledger, encode_marker, log_key
+from ..storage.records import IndexEntry, Marker, encode_fixed_marker, encode_ledger, encode_marker, log_key
 
 if TYPE_CHECKING:
     from ..config import CursorConfig
@@ -71,6 +71,14 @@ def _live_counts(la: LedgerAcks) -> dict[int, int] | None:
     return dict(added) or None
 
 
+def _since_named(entry: IndexEntry | None, base: IndexEntry) -> IndexEntry | None:
+    """What a delta marker names of a ledger's new index ``entry`` (no counts): the acks
+    added since ``base``, the entry the chain named last."""
+    if entry is None or not base.adds or entry.adds is None:
+        return entry
+    return IndexEntry(entry.seq, entry.runs, entry.adds - base.adds)
+
+
 def _since(counts: dict[int, int] | None, named: dict[int, int] | None) -> dict[int, int] | None:
     """The counts a delta marker names: those set since the chain last named them."""
     if not counts or not named:
@@ -79,8 +87,13 @@ def _since(counts: dict[int, int] | None, named: dict[int, int] | None) -> dict[
 
 
 #: a chain of delta markers may grow to the size of its full marker, or to this many bytes
-#: for a small cursor (a reopen reads the whole chain: 1-2 deltas of a one-ledger cursor)
+#: for a small cursor; and a full marker is written instead of a delta when it costs at
+#: most this many bytes more (a reopen reads the whole chain: a small cursor then reads one
+#: marker)
 SMALL_CHAIN = 64
+#: a full marker written for that reason trims the log once the bytes written since the
+#: last trim are over this many times what the chain may hold
+GARBAGE_FACTOR = 4
 
 
 class MarkerChain:
@@ -97,6 +110,7 @@ class MarkerChain:
         self.full_bytes = 0
         self.force_full = True
         self.truncated = False
+        self.untrimmed = 0  # bytes written since the last trim of the log (or the open)
         self.over_cap = False  # the range count was over the PIP-299 cap at the last flush
         self.persisted_ranges = 0
         self.recovery = RecoveryReport(-1, 0, (), 0, 0, 0.0)
@@ -108,6 +122,7 @@ class MarkerChain:
         """Stand where recovery left the log (``ranges``: what the marker persisted)."""
         self.next_seq = state.next_seq
         self.recovery = state.report
+        self.untrimmed = 0  # what earlier runs left untrimmed goes at this run's first trim
         resolved = state.resolved
         if resolved is None:
             self.marker_seq = self.full_seq = -1
@@ -153,6 +168,7 @@ class MarkerChain:
         else:
             self.deltas += 1
             self.chain_bytes += plan.marker_bytes
+        self.untrimmed = 0 if plan.gc_below >= 0 else self.untrimmed + plan.nbytes
         self.flushes += 1
         self.last_flush_bytes = plan.nbytes
         self.total_flush_bytes += plan.nbytes
@@ -199,8 +215,8 @@ class FlushPlan:
     def encode(self) -> None:
         """Step 2, outside the store lock: the plan's ledger records and marker, from the
         copies ``prepare`` made (nothing here reads the cursor). O(what the plan carries);
-        a delta marker takes the fixed layout (``encode_delta_marker``)."""
-        if self.puts:  # encoded when it was prepared (:meth:`Planner._prepare_delta`)
+        a marker takes the fixed layout (``encode_fixed_marker``) unless it is truncated."""
+        if self.puts:  # encoded when it was prepared (:meth:`Planner._prepare_marker`)
             return
         cid = self.cursor_id
         puts: list[tuple[bytes, bytes]] = []
@@ -209,10 +225,10 @@ class FlushPlan:
             puts = [(log_key(cid, seq), encode_ledger(ledger, acks, cid)) for seq, ledger, acks in self.records]
             nbytes = sum(len(k) + len(v) for k, v in puts)
         prev, md, rp, props = self.head
-        if self.full:
-            value = encode_marker(Marker(True, prev, md, rp, props, self.index, self.truncated, {"c": cid}))
+        if self.truncated:  # PIP-299: the msgpack form, which says so
+            value = encode_marker(Marker(True, prev, md, rp, props, self.index, True, {"c": cid}))
         else:
-            value = encode_delta_marker(prev, md, rp, props, sorted(self.index.items()), cid)
+            value = encode_fixed_marker(prev, md, rp, props, sorted(self.index.items()), cid, self.full)
         puts.append((log_key(cid, self.marker_seq), value))
         self.puts = puts
         self.marker_bytes = len(value)
@@ -264,8 +280,8 @@ class Planner:
 
     def prepare(self) -> FlushPlan | None:
         """Copy what changed since the last marker into a plan (None: nothing did); the plan
-        encodes it later, outside the lock (the common delta marker is encoded here: see
-        :meth:`_prepare_delta`). Exception-safe: on error the pending sets are back."""
+        encodes it later, outside the lock (the common plan, one marker, is encoded here: see
+        :meth:`_prepare_marker`). Exception-safe: on error the pending sets are back."""
         pages, state, chain = self.pages, self.state, self.chain
         if not (pages.pending() or state.meta_dirty):
             return None  # an idle cursor: nothing to copy
@@ -273,8 +289,8 @@ class Planner:
         over = limit and state.range_count > limit
         if over or chain.over_cap:  # over the cap now, or it was at the last flush
             self._watch_cap()
-        if not (pages.unmarked or pages.vanished or over or chain.full_due(self.config.full_marker_every)):
-            plan = self._prepare_delta()
+        if not (pages.unmarked or pages.vanished or over):
+            plan = self._prepare_marker(chain.full_due(self.config.full_marker_every))
             if plan is not None:
                 return plan
         pending = pages.take_pending(state.take_meta_dirty())
@@ -382,34 +398,53 @@ class Planner:
             plan.rebased = frozenset(rebased)
         return plan
 
-    def _prepare_delta(self) -> FlushPlan | None:
+    def _prepare_marker(self, due: bool) -> FlushPlan | None:
         """The common flush, encoded here: every changed ledger gained a few acks since its
-        record (no counts, nothing dropped or written back) and a delta marker is due, so the
-        plan is that one marker, written from the cursor's own sets under the lock (copying
-        them would cost as much as encoding them). None, having taken nothing, when it is
-        not that case. O(changed ledgers + their acks since their records)."""
+        record (no counts, nothing dropped or written back), so the plan is one marker,
+        written from the cursor's own sets under the lock (copying them would cost as much as
+        encoding them). A delta marker; or a full one when one is ``due``, or when every
+        ledger of the cursor changed and the full marker repeats at most ``SMALL_CHAIN``
+        bytes of acks the chain named already (then it costs what the delta costs, and a
+        reopen reads one marker and walks no chain). Such a full marker trims the log only
+        once its garbage outgrows ``GARBAGE_FACTOR`` times the chain's allowance (a trim is
+        a scan of the cursor's keys). None, having taken nothing, when it is not that case
+        (a fresh chain after a fallback or a PIP-299 marker is planned by :meth:`_prepare`).
+        O(changed ledgers + their acks since their records); a due full marker O(ledgers)."""
         pages, state, chain = self.pages, self.state, self.chain
         loaded, index = pages.cache.loaded, pages.index
         changes: dict[int, IndexEntry | None] = {}
-        items: list[tuple[int, IndexEntry | None]] = []
+        named = 0  # acks the chain named already: what a full marker writes beyond the delta
         for ledger in sorted(pages.dirty):
             la = loaded.get(ledger)
             base = index.get(ledger)
             if not la or base is None or la.added is None or la.counts_added or not _worth_a_delta(la.added, la):
                 return None
-            adds = FrozenBitMap(la.added)
-            changes[ledger] = IndexEntry(base.seq, la.runs, adds)
-            # a delta marker names only the acks added since the chain last named them
-            items.append((ledger, IndexEntry(base.seq, la.runs, adds - base.adds) if base.adds else changes[ledger]))
+            changes[ledger] = IndexEntry(base.seq, la.runs, FrozenBitMap(la.added))
+            if base.adds:
+                named += len(base.adds)
+        covering = len(changes) == len(index)  # every ledger changed: the changes are the index
+        full = due or (covering and 4 * named <= SMALL_CHAIN)
+        if full and (chain.force_full or chain.truncated or chain.marker_seq < 0):
+            return None
+        items: list[tuple[int, IndexEntry | None]]
+        if not full:  # a delta marker names only the acks added since the chain last named them
+            items = [(ledger, _since_named(e, index[ledger])) for ledger, e in changes.items()]
+        else:
+            whole = changes if covering else {**index, **changes}
+            items = list(whole.items()) if covering else sorted(whole.items())
         md = state.md
         cid, marker_seq = self.cursor_id, chain.next_seq
-        value = encode_delta_marker(chain.marker_seq, md, (md[0], md[1] + 1), state.properties, items, cid)
+        value = encode_fixed_marker(chain.marker_seq, md, (md[0], md[1] + 1), state.properties, items, cid, full)
         chain.alloc()
         pending = pages.take_pending(state.take_meta_dirty())
         pages.pin(pending.dirty)
         plan = FlushPlan(
-            cid, [], _NO_HEAD, dict(items), changes, False, marker_seq, pending, pending.dirty, state.range_count
+            cid, [], _NO_HEAD, dict(items), changes, full, marker_seq, pending, pending.dirty, state.range_count
         )
+        if full:
+            plan.full_live = frozenset(e.seq for _, e in items if e is not None) | {marker_seq}
+            if due or chain.untrimmed > GARBAGE_FACTOR * max(chain.full_bytes, SMALL_CHAIN):
+                plan.gc_below, plan.gc_live = chain.full_seq, self._gc_live()
         plan.puts = [(log_key(cid, marker_seq), value)]
         plan.marker_bytes = len(value)
         plan.nbytes = 16 + len(value)
@@ -550,17 +585,12 @@ class Planner:
             ledger: kept[ledger]._replace(seq=start + i) if ledger in kept else IndexEntry(start + i, runs)
             for i, (ledger, runs, _) in enumerate(items)
         }
-        marker = Marker(
-            full=True,
-            prev=-1,
-            mark_delete=(state.md[0], state.md[1]),
-            read_position=(state.md[0], state.md[1] + 1),
-            properties=dict(state.properties),
-            index=dict(index),
-            extra={"c": self.cursor_id},
+        md = (state.md[0], state.md[1])
+        marker = encode_fixed_marker(
+            -1, md, (md[0], md[1] + 1), dict(state.properties), sorted(index.items()), self.cursor_id, full=True
         )
         chain.next_seq = start + len(items) + 1
-        return RewritePlan(start, items, encode_marker(marker), index)
+        return RewritePlan(start, items, marker, index)
 
     def adopt_rewrite(self, plan: RewritePlan) -> None:
         """The compaction transaction committed: the log is now exactly the planned one."""

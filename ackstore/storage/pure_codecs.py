@@ -91,7 +91,7 @@ def rice_to_roaring(payload: bytes, first: int) -> bytes:
     return BitMap(out, optimize=False).serialize()
 
 
-def rice_code(values: bytes | array[int], first: int) -> bytes:
+def rice_code(values: bytes | array, first: int) -> bytes:  # type: ignore[type-arg]
     """The Rice code :func:`rice_to_roaring` reads, of ``values`` (native-endian uint32,
     ascending, as ``BitMap.to_array()`` gives them), the first gap counted from ``first``:
     ``k`` (from the mean gap: within ~10% of the entropy of gaps drawn at random), the
@@ -134,35 +134,45 @@ def rice_code(values: bytes | array[int], first: int) -> bytes:
 
 
 _HEAD = struct.Struct("<BIIIIIIH")
+_HEAD9 = struct.Struct("<BBIIIIIIH")  # format 9: a flags byte after the tag
 _ITEM = struct.Struct("<IIIH")
 _ITEM7 = struct.Struct("<IIIHH")  # format 7: and the number of delivery counts
 _COUNT = struct.Struct("<II")
+_FLAGS = 0x01  # every flag a writer sets (full)
 
 Item = tuple[int, int, int, bytes | None, dict[int, int] | None]
 
 
-def delta_fields(body: bytes, with_counts: bool) -> tuple[int, int, int, int, int, int, list[Item], int]:
-    """A fixed-layout delta marker body: ``(prev, md ledger, md entry, rp ledger, rp entry,
-    cursor id, items, end)``, items ``(ledger, seq, runs, adds, counts)`` (seq -1: the
-    ledger vanished; adds None or the entries' portable roaring bytes; counts None or
-    ``{entry: count}``, in format 7's items only); the properties start at ``end``.
+def delta_fields(body: bytes, version: int) -> tuple[int, int, int, int, int, int, int, list[Item], int]:
+    """A fixed-layout marker body as format ``version`` wrote it: ``(flags, prev, md
+    ledger, md entry, rp ledger, rp entry, cursor id, items, end)``, items ``(ledger, seq,
+    runs, adds, counts)`` (seq -1: the ledger vanished; adds None or the entries' portable
+    roaring bytes; counts None or ``{entry: count}``, from format 7 on); flags from format
+    9 on (0 before: a delta marker); the properties start at ``end``.
     O(items + adds + counts)."""
-    if len(body) < _HEAD.size:
-        raise ValueError("a delta marker ends early")
-    _, prev, md_l, md_e, rp_l, rp_e, cid, n = _HEAD.unpack_from(body)
-    pos = _HEAD.size
+    head = _HEAD9 if version >= 9 else _HEAD
+    if len(body) < head.size:
+        raise ValueError("a fixed-layout marker ends early")
+    if version >= 9:
+        _, flags, prev, md_l, md_e, rp_l, rp_e, cid, n = _HEAD9.unpack_from(body)
+        if flags & ~_FLAGS:
+            raise ValueError(f"a fixed-layout marker's flags 0x{flags:02x} are not ones this ackstore writes")
+    else:
+        flags = 0
+        _, prev, md_l, md_e, rp_l, rp_e, cid, n = _HEAD.unpack_from(body)
+    pos = head.size
     items: list[Item] = []
-    layout = _ITEM7 if with_counts else _ITEM
+    layout = _ITEM7 if version >= 7 else _ITEM
     for _ in range(n):
         if len(body) - pos < layout.size:
-            raise ValueError("a delta marker ends early")
+            raise ValueError("a fixed-layout marker ends early")
         ledger, seq, runs, nadds, *more = layout.unpack_from(body, pos)
         ncounts = more[0] if more else 0
         pos += layout.size
         adds = None
         if nadds:
             if len(body) - pos < 4 * nadds:
-                raise ValueError(f"a delta marker's item for ledger {ledger} ends early")
+                raise ValueError(f"a fixed-layout marker's item for ledger {ledger} ends early")
             raw = array("I")
             raw.frombytes(body[pos : pos + 4 * nadds])
             if _SWAP:
@@ -172,8 +182,8 @@ def delta_fields(body: bytes, with_counts: bool) -> tuple[int, int, int, int, in
         counts = None
         if ncounts:
             if len(body) - pos < 8 * ncounts:
-                raise ValueError(f"a delta marker's counts for ledger {ledger} end early")
+                raise ValueError(f"a fixed-layout marker's counts for ledger {ledger} end early")
             counts = dict(_COUNT.iter_unpack(body[pos : pos + 8 * ncounts]))
             pos += 8 * ncounts
         items.append((ledger, seq - 1, runs, adds, counts))
-    return prev, md_l, md_e - 1, rp_l, rp_e - 1, cid, items, pos
+    return flags, prev, md_l, md_e - 1, rp_l, rp_e - 1, cid, items, pos

@@ -14,11 +14,13 @@ record; both read. A body is msgpack bytes, except a *delta marker's* (below). A
 whose checksum or decoding fails is reported as :class:`~ackstore.errors.CorruptRecordError`
 and treated by recovery as absent.
 
-A delta marker of format 6 and 7 (the one written by nearly every flush) has a fixed
-layout, little-endian, when every field fits 32 bits (otherwise it is written as a msgpack
-array, like full markers); the envelope's format version says which item layout::
+A marker that is not truncated (the one written by every flush) has a fixed layout,
+little-endian, when every field fits 32 bits (otherwise, and for a PIP-299 truncated
+marker, it is written as a msgpack array); the envelope's format version says which
+layout (formats 6-8 wrote delta markers only in it, without the flags byte)::
 
     0xC1                                         (a msgpack body never starts with it)
+    (format 9) flags                             (u8: 0x01 a full marker; no other bit is set)
     prev, md ledger, md entry + 1, rp ledger, rp entry + 1, cursor id, items   (6 x u32, u16)
     then per item: ledger, seq + 1 (0: the ledger vanished), runs, adds        (3 x u32, u16)
                    and (format 7) counts                                       (u16)
@@ -30,7 +32,8 @@ Delivery counts (format 7) are a flat msgpack list ``[entry, count, ...]``, entr
 ascending, counts >= 1, never for an acknowledged entry: a ledger record's ninth field
 (the counts when it was written) and a msgpack marker index item's fifth (the counts set
 since that ledger's record; the newest marker naming an entry wins); a fixed-layout delta
-marker carries them as pairs of u32.
+marker carries them as pairs of u32. A full marker's items are its whole index (no dropped
+ledger), each with the acks and counts since that ledger's record.
 
 The read position fields of both marker forms are never used: the read position is not
 persisted (a restart reads again from the mark-delete position + 1, as Pulsar does); a
@@ -75,7 +78,7 @@ __all__ = [
     "decode_ledger_owned",
     "ledger_lowest",
     "encode_marker",
-    "encode_delta_marker",
+    "encode_fixed_marker",
     "decode_marker",
 ]
 
@@ -87,8 +90,10 @@ __all__ = [
 #: the module docstring). Records of 1-5 read unchanged. 7 adds delivery counts: a ledger
 #: record's ninth field and an index item's fifth (``[entry, count, ...]`` flat); a delta
 #: marker's items gain a u16 count of them. Records of 1-6 read unchanged. 8 adds the stride
-#: code of a ledger record's payload (``bitmaps._STRIDE``). Records of 1-7 read unchanged.
-FORMAT_VERSION = 8
+#: code of a ledger record's payload (``bitmaps._STRIDE``). Records of 1-7 read unchanged. 9
+#: writes full markers in the fixed layout too (a flags byte after the tag says which). Records
+#: of 1-8 read unchanged.
+FORMAT_VERSION = 9
 RECORD_LEDGER = 1
 RECORD_MARKER = 2
 
@@ -309,29 +314,33 @@ def encode_marker(marker: Marker) -> bytes:
     return encode_record(RECORD_MARKER, body)
 
 
-#: tag, prev, md ledger, md entry + 1, rp ledger, rp entry + 1, cursor id, items
-_DELTA_HEAD = struct.Struct("<BIIIIIIH")
+#: (format 9) tag, flags, prev, md ledger, md entry + 1, rp ledger, rp entry + 1, cursor id, items
+_FIXED_HEAD = struct.Struct("<BBIIIIIIH")
+_FIXED_FULL = 0x01  # the flag of a full marker (its index is the cursor's whole index)
 _DELTA_ITEM = struct.Struct("<IIIHH")  # ledger, seq + 1 (0: vanished), runs, adds, counts
 _COUNT = struct.Struct("<II")  # entry, delivery count
 _SWAP = sys.byteorder == "big"  # array('I') is native-endian; the layout is little-endian
 
 
-def encode_delta_marker(
+def encode_fixed_marker(
     prev: int,
     mark_delete: tuple[int, int],
     read_position: tuple[int, int],
     properties: dict[str, int | str],
     items: list[tuple[int, IndexEntry | None]],
     cursor_id: int,
+    full: bool = False,
 ) -> bytes:
-    """A delta marker (not full, not truncated) in the fixed layout of the module docstring;
-    ``items`` ascending by ledger. A field that does not fit the layout (an id or sequence
-    of 2**32 or more, 65,536 items, adds or counts) falls back to :func:`encode_marker`'s
-    msgpack array. O(items + adds + counts), one ``struct.pack`` per item."""
+    """A marker that is not truncated, in the fixed layout of the module docstring: a delta
+    marker (``items``: the ledgers changed since ``prev``) or with ``full`` a full one (the
+    whole index; no ``None`` items); ``items`` ascending by ledger. A field that does not
+    fit the layout (an id or sequence of 2**32 or more, 65,536 items, adds or counts) falls
+    back to :func:`encode_marker`'s msgpack array. O(items + adds + counts), one
+    ``struct.pack`` per item."""
     item, count = _DELTA_ITEM.pack, _COUNT.pack
     try:
         head = (prev, mark_delete[0], mark_delete[1] + 1, read_position[0], read_position[1] + 1, cursor_id, len(items))
-        parts = [_DELTA_HEAD.pack(_TAG, *head)]
+        parts = [_FIXED_HEAD.pack(_TAG, _FIXED_FULL if full else 0, *head)]
         for ledger, e in items:
             if e is None:
                 parts.append(item(ledger, 0, 0, 0, 0))
@@ -348,18 +357,19 @@ def encode_delta_marker(
             if counts:
                 parts.extend(count(entry, counts[entry]) for entry in sorted(counts))
     except struct.error:
-        marker = Marker(False, prev, mark_delete, read_position, properties, dict(items), extra={"c": cursor_id})
+        marker = Marker(full, prev, mark_delete, read_position, properties, dict(items), extra={"c": cursor_id})
         return encode_marker(marker)
     if properties:
         parts.append(msgpack.packb(properties))
     return encode_record(RECORD_MARKER, b"".join(parts))
 
 
-def _decode_delta(body: bytes, version: int) -> Marker:
-    """The fixed-layout delta marker of :func:`encode_delta_marker` (decoded by
-    :func:`ackstore.storage.codecs.delta_fields`; format 7's items carry counts)."""
+def _decode_fixed(body: bytes, version: int) -> Marker:
+    """The fixed-layout marker of :func:`encode_fixed_marker` (decoded by
+    :func:`ackstore.storage.codecs.delta_fields`; format 7's items carry counts, format 9's
+    head a flags byte: formats 6-8 wrote delta markers only)."""
     try:
-        prev, md_l, md_e, rp_l, rp_e, cid, items, end = codecs.delta_fields(body, version >= 7)
+        flags, prev, md_l, md_e, rp_l, rp_e, cid, items, end = codecs.delta_fields(body, version)
     except ValueError as exc:
         raise CorruptRecordError(str(exc)) from None
     deserialize = FrozenBitMap.deserialize
@@ -369,13 +379,16 @@ def _decode_delta(body: bytes, version: int) -> Marker:
         else None
         for ledger, seq, runs, adds, counts in items
     }
+    full = bool(flags & _FIXED_FULL)
+    if full and None in index.values():
+        raise CorruptRecordError("a full marker names a ledger as dropped")
     try:
         props = _properties(msgpack.unpackb(body[end:])) if end < len(body) else {}
     except CorruptRecordError:
         raise
     except Exception as exc:  # msgpack raises several unrelated types; a list has no .items()
-        raise CorruptRecordError(f"a delta marker's properties do not decode: {exc}") from None
-    return Marker(False, prev, (md_l, md_e), (rp_l, rp_e), props, index, False, {"c": cid})
+        raise CorruptRecordError(f"a marker's properties do not decode: {exc}") from None
+    return Marker(full, prev, (md_l, md_e), (rp_l, rp_e), props, index, False, {"c": cid})
 
 
 def _checked(counts: dict[int, int] | None) -> dict[int, int] | None:
@@ -427,8 +440,8 @@ def decode_marker(value: bytes | memoryview) -> Marker:
     rtype, version, raw = _open_record(value)
     if rtype != RECORD_MARKER:
         raise CorruptRecordError(f"expected a marker record, found type {rtype}")
-    if raw[:1] == b"\xc1":  # formats 6 and 7: the fixed delta layout
-        return _decode_delta(raw, version)
+    if raw[:1] == b"\xc1":  # formats 6-9: the fixed layout
+        return _decode_fixed(raw, version)
     body = _unpack_body(raw)
     try:
         if isinstance(body, list):  # format 5
