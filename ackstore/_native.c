@@ -360,11 +360,122 @@ done:
     return result;
 }
 
+/* Python's bytes order of two keys: the common prefix, then the shorter first. */
+static int key_less(const unsigned char *a, Py_ssize_t na, const unsigned char *b, Py_ssize_t nb) {
+    Py_ssize_t m = na < nb ? na : nb;
+    int c = memcmp(a, b, (size_t)m);
+    return c < 0 || (c == 0 && na < nb);
+}
+
+/* Python's bytes order of two little-endian integer keys as pure_codecs.int_key_order
+ * makes them: reversed, then padded with zero bytes in front to 8 bytes. */
+static unsigned char int_byte(const unsigned char *k, Py_ssize_t n, Py_ssize_t len, Py_ssize_t j) {
+    Py_ssize_t pad = len - n;
+    return j < pad ? 0 : k[n - 1 - (j - pad)];
+}
+
+static int int_key_less(const unsigned char *a, Py_ssize_t na, const unsigned char *b, Py_ssize_t nb) {
+    Py_ssize_t la = na < 8 ? 8 : na, lb = nb < 8 ? 8 : nb, m = la < lb ? la : lb;
+    for (Py_ssize_t j = 0; j < m; j++) {
+        unsigned char x = int_byte(a, na, la, j), y = int_byte(b, nb, lb, j);
+        if (x != y) return x < y;
+    }
+    return la < lb;
+}
+
+/* A problem found: ((node, what, value), specials, [], []). Steals value. */
+static PyObject *problem(Py_ssize_t i, const char *what, PyObject *value, PyObject *specials) {
+    if (value == NULL) return NULL;
+    return Py_BuildValue("((nsN)O[][])", i, what, value, specials);
+}
+
+/* scan_page(buf, off, n, upper, psize, leaf, integer_keys, all_special): pure_codecs.scan_page. */
+static PyObject *scan_page(PyObject *self, PyObject *args) {
+    Py_buffer raw;
+    Py_ssize_t off, n, upper, psize;
+    int leaf, integer_keys, all_special;
+    if (!PyArg_ParseTuple(args, "y*nnnnppp", &raw, &off, &n, &upper, &psize, &leaf, &integer_keys, &all_special))
+        return NULL;
+    PyObject *result = NULL, *specials = PyList_New(0), *keys = PyList_New(0), *children = PyList_New(0);
+    Py_ssize_t *kpos = NULL, *klen = NULL;
+    if (specials == NULL || keys == NULL || children == NULL) goto done;
+    if (off < 0 || n < 0 || psize < 24 || off > raw.len - psize || 16 + 2 * n > psize) {
+        PyErr_SetString(PyExc_ValueError, "a page outside the buffer");
+        goto done;
+    }
+    const unsigned char *pg = (const unsigned char *)raw.buf + off;
+    kpos = PyMem_Malloc((n ? n : 1) * sizeof(Py_ssize_t));
+    klen = PyMem_Malloc((n ? n : 1) * sizeof(Py_ssize_t));
+    if (kpos == NULL || klen == NULL) { PyErr_NoMemory(); goto done; }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t ptr = get16(pg + 16 + 2 * i);
+        if (ptr < upper || ptr > psize - 8) {
+            result = problem(i, "offset", PyLong_FromSsize_t(ptr), specials);
+            goto done;
+        }
+        const unsigned char *node = pg + ptr;
+        uint32_t lo = get16(node), hi = get16(node + 2), nflags = get16(node + 4);
+        Py_ssize_t ksize = get16(node + 6), kend = ptr + 8 + ksize;
+        if (kend > psize) {
+            result = problem(i, "key", PyLong_FromSsize_t(ksize), specials);
+            goto done;
+        }
+        kpos[i] = ptr + 8;
+        klen[i] = ksize;
+        if (!leaf) {
+            PyObject *key = PyBytes_FromStringAndSize((const char *)node + 8, ksize);
+            if (key == NULL || PyList_Append(keys, key) < 0) { Py_XDECREF(key); goto done; }
+            Py_DECREF(key);
+            PyObject *child = PyLong_FromUnsignedLongLong((unsigned long long)lo | (unsigned long long)hi << 16 |
+                                                          (unsigned long long)nflags << 32);
+            if (child == NULL || PyList_Append(children, child) < 0) { Py_XDECREF(child); goto done; }
+            Py_DECREF(child);
+            continue;
+        }
+        Py_ssize_t dsize = (Py_ssize_t)(lo | hi << 16);
+        if ((nflags & 0x07) || all_special) {
+            PyObject *item = Py_BuildValue("(nIy#nn)", i, nflags, (const char *)node + 8, ksize, kend, dsize);
+            if (item == NULL || PyList_Append(specials, item) < 0) { Py_XDECREF(item); goto done; }
+            Py_DECREF(item);
+        } else if (kend + dsize > psize) {
+            result = problem(i, "data", PyLong_FromSsize_t(dsize), specials);
+            goto done;
+        }
+    }
+    for (Py_ssize_t i = leaf ? 1 : 2; i < n; i++) {
+        const unsigned char *x = pg + kpos[i - 1], *y = pg + kpos[i];
+        Py_ssize_t nx = klen[i - 1], ny = klen[i];
+        int less = integer_keys ? int_key_less(x, nx, y, ny) : key_less(x, nx, y, ny);
+        if (!less) {
+            result = problem(i, "order", PyBytes_FromStringAndSize((const char *)pg + kpos[i], klen[i]), specials);
+            goto done;
+        }
+    }
+    if (leaf && n > 0) {
+        for (int e = 0; e < 2; e++) {
+            Py_ssize_t i = e ? n - 1 : 0;
+            PyObject *key = PyBytes_FromStringAndSize((const char *)pg + kpos[i], klen[i]);
+            if (key == NULL || PyList_Append(keys, key) < 0) { Py_XDECREF(key); goto done; }
+            Py_DECREF(key);
+        }
+    }
+    result = Py_BuildValue("(OOOO)", Py_None, specials, keys, children);
+done:
+    PyMem_Free(kpos);
+    PyMem_Free(klen);
+    Py_XDECREF(specials);
+    Py_XDECREF(keys);
+    Py_XDECREF(children);
+    PyBuffer_Release(&raw);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"gaps_to_roaring", gaps_to_roaring, METH_VARARGS, "Gap planes to the portable roaring serialization."},
     {"rice_to_roaring", rice_to_roaring, METH_VARARGS, "A Rice code of gaps to the portable roaring serialization."},
     {"delta_fields", delta_fields, METH_VARARGS, "The fields of a fixed-layout marker body."},
     {"rice_code", rice_code, METH_VARARGS, "The Rice code of ascending values (what rice_to_roaring reads)."},
+    {"scan_page", scan_page, METH_VARARGS, "One B-tree page's nodes checked (pure_codecs.scan_page)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -71,7 +71,7 @@ def check(
     opened = not isinstance(store, AckStore)
     unfixable = " (not fixed: an in-place repair could lose what the file still holds)" if fix else ""
     if opened:
-        try:  # verify="all" walks the B-trees in Python before LMDB touches them
+        try:  # verify="all" walks the B-trees (our reader) before LMDB touches them
             s = AckStore.open(store, readonly=not fix, verify="all", create=False)  # type: ignore[arg-type]
         except CorruptStoreError as exc:
             return [Finding("damaged-file", "", "", f"{exc}{unfixable}")]

@@ -177,7 +177,7 @@ class AckStore:
         - ``cache_bytes``: an optional budget for the ack state of all cursors together, on top
           of each cursor's own ``max_individual_ack_cache_bytes``; the largest caches give way first.
         - ``verify``: how much of the file an open checks. ``"keys"`` (default) first walks
-          the file's B-trees in Python (:mod:`ackstore.storage.lmdb_file`: every page
+          the file's B-trees with its own reader (:mod:`ackstore.storage.lmdb_file`: every page
           reached lies inside the file and says what it is, keys in order within their
           parents' bounds, counts as the meta records; O(pages), a fraction of an open's
           cost) so that damage LMDB would abort the process on, or that would hide records

@@ -150,6 +150,42 @@ def test_fixed_markers_decode_to_the_same_fields() -> None:
                 _same_everywhere("delta_fields", damaged, version)
 
 
+def test_the_page_scan_gives_the_same_outcome_everywhere(tmp_path: Path) -> None:
+    """The structure walk's page scan, on every page of a real store and on copies with
+    bits flipped: the same problem, specials, keys and children from every implementation,
+    read as leaf or branch pages, with byte or integer keys, plain or all-special."""
+    import struct
+
+    from ackstore import AckStore, Position
+
+    with AckStore.open(tmp_path / "s") as store:
+        topic = store.topic("t")
+        topic.add_ledger(1)
+        for i in range(120):
+            topic.cursor(f"c{i}").ack([Position(1, e) for e in range(0, 400, 3 + i % 5)])
+    data = (tmp_path / "s" / "data.mdb").read_bytes()
+    psize, rng = 4096, random.Random(4)
+    pages = [data[p * psize : (p + 1) * psize] for p in range(2, len(data) // psize)]
+    found = set()
+    for trial in range(1500):
+        page = bytearray(pages[trial % len(pages)])
+        for _ in range(rng.randrange(4) if trial >= len(pages) else 0):
+            page[rng.randrange(psize)] ^= 1 << rng.randrange(8)
+        _, _, _, lower, upper = struct.unpack_from("<QHHHH", page)
+        if not (16 <= lower <= upper <= psize and not (lower - 16) % 2):
+            continue
+        for leaf in (True, False):
+            for flags in ((False, False), (True, True), (False, True)):
+                kind, out = _same_everywhere("scan_page", bytes(page), 0, (lower - 16) // 2, upper, psize, leaf, *flags)
+                assert kind == "ok"
+                found.add(out[0][1] if out[0] else None)  # type: ignore[index]
+    assert found >= {None, "offset", "key", "order"}, found  # healthy pages and each kind of damage
+    assert _same_everywhere("scan_page", bytes(100), 0, 1, 20, 4096, True, False, False) == (
+        "error",
+        "a page outside the buffer",
+    )
+
+
 def test_the_compiled_module_is_built_where_a_compiler_is() -> None:
     """``make test``'s install builds it on a machine with a C compiler and the headers."""
     compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]

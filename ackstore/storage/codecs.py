@@ -1,4 +1,5 @@
-"""The decoders recovery spends its time in (and the Rice coder a flush does), compiled where possible.
+"""The decoders recovery spends its time in (and the Rice coder a flush runs, the page scan
+of an open's structure walk), compiled where possible.
 
 ``ackstore._native`` (C, built by ``pip install`` where a compiler and the Python headers
 exist) or, without it, :mod:`ackstore.storage.pure_codecs`: the same functions, the same
@@ -13,7 +14,7 @@ from types import ModuleType
 
 from . import pure_codecs
 
-__all__ = ["IMPLEMENTATION", "gaps_to_roaring", "rice_to_roaring", "rice_code", "delta_fields", "native"]
+__all__ = ["IMPLEMENTATION", "gaps_to_roaring", "rice_to_roaring", "rice_code", "delta_fields", "scan_page", "native"]
 
 
 def _native() -> ModuleType | None:
@@ -34,3 +35,4 @@ gaps_to_roaring = _impl.gaps_to_roaring
 rice_to_roaring = _impl.rice_to_roaring
 rice_code = _impl.rice_code
 delta_fields = _impl.delta_fields
+scan_page = _impl.scan_page

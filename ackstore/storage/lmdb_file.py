@@ -1,4 +1,4 @@
-"""Read an LMDB data file's structure in Python, without letting the C library walk it.
+"""Read an LMDB data file's structure with ackstore's own code, without letting the library walk it.
 
 LMDB keeps no page checksums and trusts its file: a truncated file makes a mapped read
 fault (SIGBUS) and a zeroed page trips an assertion (SIGABRT). Before the library is let
@@ -41,6 +41,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import CorruptStoreError, NotAStoreError
+from .codecs import scan_page
+from .pure_codecs import int_key_order
 
 __all__ = [
     "DbRecord",
@@ -320,47 +322,33 @@ class _Walker:
             self.problems.append(f"{where}: an empty page in the tree")
             return False
         counts["branch" if kind == P_BRANCH else "leaf"] += 1
-        keys: list[bytes] = []
-        children: list[int] = []
-        mm, psize, leaf = self.mm, self.psize, kind == P_LEAF
-        unpack_node = _NODE.unpack_from
-        # the hot loop (every node of every page), inline: bounds first, then the key
-        for i, ptr in enumerate(struct.unpack_from(f"<{n}H", mm, off + 16)):
-            if not upper <= ptr <= psize - 8:
-                self.problems.append(f"{where}: node {i} at offset {ptr} lies outside the page's node area")
+        leaf = kind == P_LEAF
+        # the hot loop (every node of every page) is compiled where it can be: codecs.scan_page
+        problem, specials, keys, children = scan_page(
+            self.mm, off, n, upper, self.psize, leaf, integer_keys, self.free is not None and name == FREE_TREE
+        )
+        for i, nflags, key, kend, dsize in specials:  # the nodes before any problem, in order
+            if not self.special(where, i, nflags, key, off + kend, kend, dsize, collect, name, counts):
                 return False
-            lo, hi, nflags, ksize = unpack_node(mm, off + ptr)
-            kend = ptr + 8 + ksize
-            if kend > psize:
-                self.problems.append(f"{where}: node {i}'s key of {ksize} bytes runs past the page")
-                return False
-            key = mm[off + ptr + 8 : off + kend]
-            keys.append(key)
-            if not leaf:
-                children.append(lo | hi << 16 | nflags << 32)
-                continue
-            dsize = lo | hi << 16
-            if nflags & (F_BIGDATA | F_SUBDATA | F_DUPDATA) or (self.free is not None and name == FREE_TREE):
-                if not self.special(where, i, nflags, key, off + kend, kend, dsize, collect, name, counts):
-                    return False
-            elif kend + dsize > psize:
-                self.problems.append(f"{where}: node {i}'s data of {dsize} bytes runs past the page")
-                return False
+        if problem is not None:
+            i, what, value = problem
+            shown = value[:24].hex() if isinstance(value, bytes) else value
+            self.problems.append(f"{where}: " + _PROBLEMS[what].format(i=i, value=shown))
+            return False
         counts["entries"] += n if leaf else 0
-        # keys in order, inside the bounds the parent gave (a branch's first key is unused);
-        # in order, only the first and the last key can fall outside them
-        order = [_int_order(k) for k in keys] if integer_keys else keys
+        # in order (checked above), only the first and the last key can fall outside the
+        # bounds the parent gave (a branch's first key is unused)
         first = 0 if leaf else 1
-        lo_b = _int_order(low) if integer_keys and low is not None else low
-        hi_b = _int_order(high) if integer_keys and high is not None else high
-        bad = next((i for i in range(first + 1, n) if not order[i - 1] < order[i]), None)
-        if bad is None and n > first:
-            if lo_b is not None and order[first] < lo_b:
+        order = int_key_order if integer_keys else _same
+        bad = None
+        if n > first:
+            if low is not None and order(keys[first]) < order(low):
                 bad = first
-            elif hi_b is not None and order[-1] >= hi_b:
+            elif high is not None and order(keys[-1]) >= order(high):
                 bad = n - 1
-        if bad is not None:
-            self.problems.append(f"{where}: key {bad} ({keys[bad][:24].hex()}) is out of order or outside its bounds")
+        if bad is not None:  # a leaf's keys are its first and last here
+            key = keys[first] if bad == first else keys[-1]
+            self.problems.append(f"{where}: " + _PROBLEMS["order"].format(i=bad, value=key[:24].hex()))
             return False
         if kind == P_LEAF:
             self.leaf_tree[pgno] = name
@@ -438,9 +426,17 @@ class _Walker:
         self.free.update(struct.unpack_from(f"<{count}Q", self.mm, start + 8))
 
 
-def _int_order(key: bytes) -> bytes:
-    """A little-endian integer key as bytes that compare in the integer's order."""
-    return key[::-1].rjust(8, b"\0")
+def _same(key: bytes) -> bytes:
+    return key
+
+
+#: what scan_page's problems say (after "<tree> page <n>: ")
+_PROBLEMS = {
+    "offset": "node {i} at offset {value} lies outside the page's node area",
+    "key": "node {i}'s key of {value} bytes runs past the page",
+    "data": "node {i}'s data of {value} bytes runs past the page",
+    "order": "key {i} ({value}) is out of order or outside its bounds",
+}
 
 
 @dataclass(slots=True)

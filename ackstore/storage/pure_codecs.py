@@ -13,10 +13,11 @@ import struct
 import sys
 from array import array
 from itertools import accumulate, islice, pairwise
+from typing import Any
 
 from pyroaring import BitMap
 
-__all__ = ["gaps_to_roaring", "rice_to_roaring", "rice_code", "delta_fields"]
+__all__ = ["gaps_to_roaring", "rice_to_roaring", "rice_code", "delta_fields", "scan_page"]
 
 _U32 = 0xFFFFFFFF
 _RICE_ESCAPE = 32
@@ -187,3 +188,58 @@ def delta_fields(body: bytes, version: int) -> tuple[int, int, int, int, int, in
             pos += 8 * ncounts
         items.append((ledger, seq - 1, runs, adds, counts))
     return flags, prev, md_l, md_e - 1, rp_l, rp_e - 1, cid, items, pos
+
+
+_NODE = struct.Struct("<HHHH")
+_NOT_PLAIN = 0x07  # a leaf node's flags: overflow value, named database record, duplicates
+Problem = tuple[int, str, "int | bytes"]
+
+
+def int_key_order(key: bytes) -> bytes:
+    """A little-endian integer key (LMDB's ``MDB_INTEGERKEY``) as bytes that compare in
+    the integer's order."""
+    return key[::-1].rjust(8, b"\0")
+
+
+def scan_page(
+    buf: Any, off: int, n: int, upper: int, psize: int, leaf: bool, integer_keys: bool, all_special: bool
+) -> tuple[Problem | None, list[tuple[int, int, bytes, int, int]], list[bytes], list[int]]:
+    """The ``n`` nodes of the B-tree page at ``off`` of ``buf`` (LMDB's layout: see
+    :mod:`ackstore.storage.lmdb_file`), checked in order: each node's offset inside the
+    page's node area (``upper`` .. ``psize - 8``), its key inside the page, a plain leaf
+    value inside the page; then the keys in order (a branch page's first key is unused).
+    Returns ``(problem, specials, keys, children)``: ``problem`` is None or ``(node, what,
+    value)`` for the first node that fails (``"offset"`` and its offset, ``"key"`` and its
+    key size, ``"data"`` and its data size) or the first key out of order (``"order"`` and
+    the key), and then ``keys`` and ``children`` are empty; ``specials`` ``(node, flags,
+    key, key end, data size)`` of the leaf nodes before the problem that are not plain
+    in-page data (every leaf node with ``all_special``); ``keys`` a branch page's every
+    key, a leaf page's first and last; ``children`` a branch page's child page numbers.
+    O(n)."""
+    if off < 0 or n < 0 or psize < 24 or off > len(buf) - psize or 16 + 2 * n > psize:
+        raise ValueError("a page outside the buffer")
+    specials: list[tuple[int, int, bytes, int, int]] = []
+    keys: list[bytes] = []
+    children: list[int] = []
+    for i, ptr in enumerate(struct.unpack_from(f"<{n}H", buf, off + 16)):
+        if not upper <= ptr <= psize - 8:
+            return (i, "offset", ptr), specials, [], []
+        lo, hi, nflags, ksize = _NODE.unpack_from(buf, off + ptr)
+        kend = ptr + 8 + ksize
+        if kend > psize:
+            return (i, "key", ksize), specials, [], []
+        key = bytes(buf[off + ptr + 8 : off + kend])
+        keys.append(key)
+        if not leaf:
+            children.append(lo | hi << 16 | nflags << 32)
+            continue
+        dsize = lo | hi << 16
+        if nflags & _NOT_PLAIN or all_special:
+            specials.append((i, nflags, key, kend, dsize))
+        elif kend + dsize > psize:
+            return (i, "data", dsize), specials, [], []
+    order = [int_key_order(k) for k in keys] if integer_keys else keys
+    bad = next((i for i in range(1 if leaf else 2, n) if not order[i - 1] < order[i]), None)
+    if bad is not None:
+        return (bad, "order", keys[bad]), specials, [], []
+    return None, specials, keys[:1] + keys[-1:] if leaf else keys, children
