@@ -13,6 +13,7 @@ __all__ = [
     "CursorStats",
     "FlushStats",
     "RecoveryReport",
+    "NO_RECOVERY",
     "CompactStats",
     "LogUsage",
 ]
@@ -28,6 +29,10 @@ class RecoveryReport:
     records_loaded: int
     bytes_loaded: int
     seconds: float
+
+
+#: the report of a cursor recovery has not run for (one shared value: it is immutable)
+NO_RECOVERY = RecoveryReport(-1, 0, (), 0, 0, 0.0)
 
 
 @dataclass(frozen=True, slots=True)

@@ -82,18 +82,26 @@ class Pages:
     def load(self, state: RecoveredState) -> None:
         """Hold what recovery loaded; everything else it references is swapped out."""
         cache = self.cache
-        cache.clear()
-        cache.swapped.clear()
-        cache.add_measured(state.ledgers)
+        if cache.loaded or cache.swapped:  # a read-only cursor refreshing (a new one holds nothing)
+            cache.clear()
+            cache.swapped.clear()
+        if state.ledgers:
+            cache.add_measured(state.ledgers)
         cache.swapped.update(state.swapped)
         self.index = state.resolved.index if state.resolved is not None else {}
         for pending in (self.dirty, self.vanished, self.unmarked, self.pinned):
-            pending.clear()
+            if pending:
+                pending.clear()
 
     def runs(self) -> int:
         """Ranges held in every ledger, loaded or swapped out (the index knows the latter)."""
-        cache = self.cache
-        return sum(la.runs for la in cache.loaded.values()) + sum(self.index[x].runs for x in cache.swapped)
+        cache, index = self.cache, self.index
+        runs = 0
+        for la in cache.loaded.values():
+            runs += la.runs
+        for x in cache.swapped:
+            runs += index[x].runs
+        return runs
 
     def known(self) -> set[int]:
         return self.cache.known()

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 from pyroaring import BitMap, FrozenBitMap
 
 from ..ledger_acks import LedgerAcks
-from ..stats import RecoveryReport
+from ..stats import NO_RECOVERY
 from ..storage.log import RecoveredState
 from ..storage.records import IndexEntry, Marker, encode_fixed_marker, encode_ledger, encode_marker, log_key
 
@@ -113,7 +113,7 @@ class MarkerChain:
         self.untrimmed = 0  # bytes written since the last trim of the log (or the open)
         self.over_cap = False  # the range count was over the PIP-299 cap at the last flush
         self.persisted_ranges = 0
-        self.recovery = RecoveryReport(-1, 0, (), 0, 0, 0.0)
+        self.recovery = NO_RECOVERY
         self.flushes = 0
         self.last_flush_bytes = 0
         self.total_flush_bytes = 0

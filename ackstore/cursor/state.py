@@ -161,11 +161,12 @@ class AckState(PositionMoves):
         ``clean``: a ledger left on disk whose state starts above M + 1 (see ``load``): not
         read to be checked for acks at or below M + 1."""
         ledgers = self.ledgers
-        for ledger in ledgers.known():
-            if ledger not in d:
-                self.range_count -= ledgers.vanish(ledger)
-        for ledger, la in list(self._cache.loaded.items()):
-            self.clip(ledger, la)
+        for ledger in [x for x in ledgers.known() if x not in d]:
+            self.range_count -= ledgers.vanish(ledger)
+        loaded = self._cache.loaded
+        if loaded:  # a lazy open loads none
+            for ledger, la in list(loaded.items()):
+                self.clip(ledger, la)
         first = d.first()
         if first is not None and self.md[0] < first:
             self.set_md(trusted(first, -1))

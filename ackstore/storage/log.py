@@ -27,7 +27,7 @@ from pyroaring import BitMap
 
 from ..errors import CorruptRecordError
 from ..ledger_acks import LedgerAcks
-from ..stats import LogUsage, RecoveryReport
+from ..stats import NO_RECOVERY, LogUsage, RecoveryReport
 from .records import (
     RECORD_MARKER,
     IndexEntry,
@@ -91,7 +91,7 @@ class RecoveredState:
     ledgers: dict[int, LedgerAcks] = field(default_factory=dict)  # loaded, least recently written first
     swapped: set[int] = field(default_factory=set)  # referenced by the marker, left on disk
     next_seq: int = 0
-    report: RecoveryReport = RecoveryReport(-1, 0, (), 0, 0, 0.0)
+    report: RecoveryReport = NO_RECOVERY
 
 
 def resolve_marker(
