@@ -414,12 +414,16 @@ class Planner:
         loaded, index = pages.cache.loaded, pages.index
         changes: dict[int, IndexEntry | None] = {}
         named = 0  # acks the chain named already: what a full marker writes beyond the delta
-        for ledger in sorted(pages.dirty):
+        dirty = pages.dirty
+        for ledger in sorted(dirty) if len(dirty) > 1 else dirty:
             la = loaded.get(ledger)
             base = index.get(ledger)
-            if not la or base is None or la.added is None or la.counts_added or not _worth_a_delta(la.added, la):
+            if not la or base is None or la.counts_added:
                 return None
-            changes[ledger] = IndexEntry(base.seq, la.runs, FrozenBitMap(la.added))
+            added = la.added  # few acks since the base, no counts (_worth_a_delta, inline: the hot path)
+            if added is None or len(added) > DELTA_MAX_ACKS or len(added) > DELTA_MAX_SHARE * len(la.bitmap):
+                return None
+            changes[ledger] = IndexEntry(base.seq, la.runs, FrozenBitMap(added))
             if base.adds:
                 named += len(base.adds)
         covering = len(changes) == len(index)  # every ledger changed: the changes are the index
@@ -435,14 +439,15 @@ class Planner:
         md = state.md
         cid, marker_seq = self.cursor_id, chain.next_seq
         value = encode_fixed_marker(chain.marker_seq, md, (md[0], md[1] + 1), state.properties, items, cid, full)
-        chain.alloc()
+        chain.next_seq = marker_seq + 1
         pending = pages.take_pending(state.take_meta_dirty())
-        pages.pin(pending.dirty)
+        pages.pinned |= pending.dirty
         plan = FlushPlan(
-            cid, [], _NO_HEAD, dict(items), changes, full, marker_seq, pending, pending.dirty, state.range_count
-        )
+            cid, [], _NO_HEAD, changes if full and covering else dict(items), changes, full, marker_seq, pending,
+            pending.dirty, state.range_count,
+        )  # fmt: skip
         if full:
-            plan.full_live = frozenset(e.seq for _, e in items if e is not None) | {marker_seq}
+            plan.full_live = frozenset([e.seq for _, e in items if e is not None] + [marker_seq])
             if due or chain.untrimmed > GARBAGE_FACTOR * max(chain.full_bytes, SMALL_CHAIN):
                 plan.gc_below, plan.gc_live = chain.full_seq, self._gc_live()
         plan.puts = [(log_key(cid, marker_seq), value)]
