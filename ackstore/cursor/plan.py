@@ -607,7 +607,7 @@ class Planner:
             la.counts_added = {}
         chain.marker_seq = chain.full_seq = start + len(items)
         chain.full_live = frozenset(e.seq for e in pages.index.values()) | {chain.marker_seq}
-        chain.deltas = chain.chain_bytes = 0
+        chain.deltas = chain.chain_bytes = chain.untrimmed = 0  # a fresh log: no garbage
         chain.full_bytes = len(plan.marker)
         chain.force_full = False
         pages.dirty.clear()
