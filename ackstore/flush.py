@@ -107,9 +107,9 @@ class GroupFlush:
                 raise
             self._adopt(job)  # 4. under the store lock: the cursors adopt what was written
             stats = self._record(job, trimmed, started, self.store.storage.map_grows - grows_before)  # 5. figures
-            # the plans die while the collector is paused: each freed container takes back its
-            # allocation from the collector's count, so switching it on does not run, inside
-            # this flush, the collection the plans would otherwise have set off
+            # the plans die while the collector is paused: a collection that this flush's
+            # allocations set off when it is switched back on finds what the cursors keep
+            # (their new index entries), not every plan's containers (nor promotes them)
             del job
             return stats
 
