@@ -418,34 +418,28 @@ class Planner:
         for ledger in sorted(dirty) if len(dirty) > 1 else dirty:
             la = loaded.get(ledger)
             base = index.get(ledger)
-            if not la or base is None or la.counts_added:
+            if not la or base is None or la.added is None or la.counts_added or not _worth_a_delta(la.added, la):
                 return None
-            added = la.added  # few acks since the base, no counts (_worth_a_delta, inline: the hot path)
-            if added is None or len(added) > DELTA_MAX_ACKS or len(added) > DELTA_MAX_SHARE * len(la.bitmap):
-                return None
-            changes[ledger] = IndexEntry(base.seq, la.runs, FrozenBitMap(added))
+            changes[ledger] = IndexEntry(base.seq, la.runs, FrozenBitMap(la.added))
             if base.adds:
                 named += len(base.adds)
         covering = len(changes) == len(index)  # every ledger changed: the changes are the index
-        full = due or (covering and 4 * named <= SMALL_CHAIN)
+        full = due or (covering and 4 * named <= SMALL_CHAIN)  # an add is a u32 in the fixed layout
         if full and (chain.force_full or chain.truncated or chain.marker_seq < 0):
             return None
         items: list[tuple[int, IndexEntry | None]]
         if not full:  # a delta marker names only the acks added since the chain last named them
             items = [(ledger, _since_named(e, index[ledger])) for ledger, e in changes.items()]
-        else:
-            whole = changes if covering else {**index, **changes}
-            items = list(whole.items()) if covering else sorted(whole.items())
-        md = state.md
-        cid, marker_seq = self.cursor_id, chain.next_seq
+        else:  # the whole index: the changes are it when every ledger changed (in order already)
+            items = list(changes.items()) if covering else sorted({**index, **changes}.items())
+        md, cid = state.md, self.cursor_id
         value = encode_fixed_marker(chain.marker_seq, md, (md[0], md[1] + 1), state.properties, items, cid, full)
-        chain.next_seq = marker_seq + 1
+        marker_seq = chain.alloc()
         pending = pages.take_pending(state.take_meta_dirty())
-        pages.pinned |= pending.dirty
+        pages.pin(pending.dirty)
         plan = FlushPlan(
-            cid, [], _NO_HEAD, changes if full and covering else dict(items), changes, full, marker_seq, pending,
-            pending.dirty, state.range_count,
-        )  # fmt: skip
+            cid, [], _NO_HEAD, dict(items), changes, full, marker_seq, pending, pending.dirty, state.range_count
+        )
         if full:
             plan.full_live = frozenset([e.seq for _, e in items if e is not None] + [marker_seq])
             if due or chain.untrimmed > GARBAGE_FACTOR * max(chain.full_bytes, SMALL_CHAIN):

@@ -32,6 +32,7 @@ from pyroaring import BitMap
 from ..errors import CorruptRecordError
 from ..ledger_acks import bitmap_of_range, count_runs
 from . import codecs
+from .pure_codecs import varint
 
 __all__ = ["encode_bitmap", "decode_bitmap", "smallest_encoding"]
 
@@ -102,7 +103,7 @@ def _stride(values: BitMap, first: int, count: int) -> bytes:
     """The stride payload of evenly spaced ``values`` (``_is_stride`` said so)."""
     low = values.min()
     step = (values.max() - low) // (count - 1)
-    return _varint(low - first) + _varint(step) + _varint(count)
+    return varint(low - first) + varint(step) + varint(count)
 
 
 def _read_varints(payload: bytes, n: int) -> list[int]:
@@ -131,15 +132,6 @@ def _from_stride(payload: bytes, first: int, last: int) -> BitMap:
     if count < 1 or step < 1 or low < 0 or high > min(last, _U32_MAX):
         raise CorruptRecordError(f"a stride of {count} values every {step} from {low} leaves [{first}, {last}]")
     return bitmap_of_range(range(low, high + 1, step))
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def encode_bitmap(bitmap: BitMap, runs: int | None = None) -> tuple[int, int, int, bytes]:

@@ -17,7 +17,17 @@ from typing import Any
 
 from pyroaring import BitMap
 
-__all__ = ["gaps_to_roaring", "rice_to_roaring", "rice_code", "delta_fields", "scan_page"]
+__all__ = [
+    "gaps_to_roaring",
+    "rice_to_roaring",
+    "rice_code",
+    "delta_fields",
+    "scan_page",
+    "varint",
+    "FIXED_HEAD",
+    "FIXED_ITEM",
+    "FIXED_COUNT",
+]
 
 _U32 = 0xFFFFFFFF
 _RICE_ESCAPE = 32
@@ -126,19 +136,26 @@ def rice_code(values: bytes | array, first: int) -> bytes:  # type: ignore[type-
             acc = (acc << (q + 1 + k)) | (((1 << q) - 1) << (k + 1)) | (g & mask)
             width += q + 1 + k
     pad = -width % 8
-    count, head = len(gaps), bytearray([k])
-    while count >= 0x80:
-        head.append((count & 0x7F) | 0x80)
-        count >>= 7
-    head.append(count)
-    return bytes(head) + (acc << pad).to_bytes((width + pad) // 8, "big")
+    return bytes([k]) + varint(len(gaps)) + (acc << pad).to_bytes((width + pad) // 8, "big")
 
 
-_HEAD = struct.Struct("<BIIIIIIH")
-_HEAD9 = struct.Struct("<BBIIIIIIH")  # format 9: a flags byte after the tag
-_ITEM = struct.Struct("<IIIH")
-_ITEM7 = struct.Struct("<IIIHH")  # format 7: and the number of delivery counts
-_COUNT = struct.Struct("<II")
+def varint(n: int) -> bytes:
+    """``n >= 0`` as a little-endian base-128 varint (7 bits a byte, high bit: more follow)."""
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+# the fixed marker layout (records.py's module docstring); records.encode_fixed_marker
+# writes the format-9 one with these structs
+_HEAD = struct.Struct("<BIIIIIIH")  # formats 6-8: tag, prev, md l, md e + 1, rp l, rp e + 1, cursor id, items
+FIXED_HEAD = struct.Struct("<BBIIIIIIH")  # format 9: a flags byte after the tag
+_ITEM = struct.Struct("<IIIH")  # format 6: ledger, seq + 1 (0: vanished), runs, adds
+FIXED_ITEM = struct.Struct("<IIIHH")  # format 7 on: and the number of delivery counts
+FIXED_COUNT = struct.Struct("<II")  # entry, delivery count
 _FLAGS = 0x01  # every flag a writer sets (full)
 
 Item = tuple[int, int, int, bytes | None, dict[int, int] | None]
@@ -151,11 +168,11 @@ def delta_fields(body: bytes, version: int) -> tuple[int, int, int, int, int, in
     roaring bytes; counts None or ``{entry: count}``, from format 7 on); flags from format
     9 on (0 before: a delta marker); the properties start at ``end``.
     O(items + adds + counts)."""
-    head = _HEAD9 if version >= 9 else _HEAD
+    head = FIXED_HEAD if version >= 9 else _HEAD
     if len(body) < head.size:
         raise ValueError("a fixed-layout marker ends early")
     if version >= 9:
-        _, flags, prev, md_l, md_e, rp_l, rp_e, cid, n = _HEAD9.unpack_from(body)
+        _, flags, prev, md_l, md_e, rp_l, rp_e, cid, n = FIXED_HEAD.unpack_from(body)
         if flags & ~_FLAGS:
             raise ValueError(f"a fixed-layout marker's flags 0x{flags:02x} are not ones this ackstore writes")
     else:
@@ -163,7 +180,7 @@ def delta_fields(body: bytes, version: int) -> tuple[int, int, int, int, int, in
         _, prev, md_l, md_e, rp_l, rp_e, cid, n = _HEAD.unpack_from(body)
     pos = head.size
     items: list[Item] = []
-    layout = _ITEM7 if version >= 7 else _ITEM
+    layout = FIXED_ITEM if version >= 7 else _ITEM
     for _ in range(n):
         if len(body) - pos < layout.size:
             raise ValueError("a fixed-layout marker ends early")
@@ -184,7 +201,7 @@ def delta_fields(body: bytes, version: int) -> tuple[int, int, int, int, int, in
         if ncounts:
             if len(body) - pos < 8 * ncounts:
                 raise ValueError(f"a fixed-layout marker's counts for ledger {ledger} end early")
-            counts = dict(_COUNT.iter_unpack(body[pos : pos + 8 * ncounts]))
+            counts = dict(FIXED_COUNT.iter_unpack(body[pos : pos + 8 * ncounts]))
             pos += 8 * ncounts
         items.append((ledger, seq - 1, runs, adds, counts))
     return flags, prev, md_l, md_e - 1, rp_l, rp_e - 1, cid, items, pos

@@ -61,6 +61,7 @@ from ..errors import CorruptRecordError
 from ..ledger_acks import LedgerAcks
 from . import codecs
 from .bitmaps import decode_bitmap, encode_bitmap
+from .pure_codecs import FIXED_COUNT, FIXED_HEAD, FIXED_ITEM
 
 __all__ = [
     "FORMAT_VERSION",
@@ -314,11 +315,8 @@ def encode_marker(marker: Marker) -> bytes:
     return encode_record(RECORD_MARKER, body)
 
 
-#: (format 9) tag, flags, prev, md ledger, md entry + 1, rp ledger, rp entry + 1, cursor id, items
-_FIXED_HEAD = struct.Struct("<BBIIIIIIH")
+#: the fixed layout's structs are the decoder's (pure_codecs.FIXED_HEAD, FIXED_ITEM, FIXED_COUNT)
 _FIXED_FULL = 0x01  # the flag of a full marker (its index is the cursor's whole index)
-_DELTA_ITEM = struct.Struct("<IIIHH")  # ledger, seq + 1 (0: vanished), runs, adds, counts
-_COUNT = struct.Struct("<II")  # entry, delivery count
 _SWAP = sys.byteorder == "big"  # array('I') is native-endian; the layout is little-endian
 
 
@@ -337,10 +335,10 @@ def encode_fixed_marker(
     fit the layout (an id or sequence of 2**32 or more, 65,536 items, adds or counts) falls
     back to :func:`encode_marker`'s msgpack array. O(items + adds + counts), one
     ``struct.pack`` per item."""
-    item, count = _DELTA_ITEM.pack, _COUNT.pack
+    item, count = FIXED_ITEM.pack, FIXED_COUNT.pack
     try:
         head = (prev, mark_delete[0], mark_delete[1] + 1, read_position[0], read_position[1] + 1, cursor_id, len(items))
-        parts = [_FIXED_HEAD.pack(_TAG, _FIXED_FULL if full else 0, *head)]
+        parts = [FIXED_HEAD.pack(_TAG, _FIXED_FULL if full else 0, *head)]
         for ledger, e in items:
             if e is None:
                 parts.append(item(ledger, 0, 0, 0, 0))
