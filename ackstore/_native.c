@@ -470,15 +470,288 @@ done:
     return result;
 }
 
+/* A reader of the few msgpack types a ledger record's body holds: ints (64-bit signed
+ * range), arrays, bins. Each returns -1 at the end of the bytes or at another type. */
+typedef struct {
+    const unsigned char *p, *end;
+} mp_reader;
+
+static int mp_int(mp_reader *m, int64_t *out) {
+    if (m->p >= m->end) return -1;
+    unsigned c = *m->p++;
+    if (c <= 0x7f) { *out = c; return 0; }
+    if (c >= 0xe0) { *out = (int64_t)(int8_t)c; return 0; }
+    int n, sign;
+    if (c >= 0xcc && c <= 0xcf) { n = 1 << (c - 0xcc); sign = 0; }
+    else if (c >= 0xd0 && c <= 0xd3) { n = 1 << (c - 0xd0); sign = 1; }
+    else return -1;
+    if (m->end - m->p < n) return -1;
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++) v = v << 8 | m->p[i];
+    m->p += n;
+    if (!sign) {
+        if (v > (uint64_t)INT64_MAX) return -1;
+        *out = (int64_t)v;
+    } else {
+        *out = n == 1 ? (int64_t)(int8_t)v : n == 2 ? (int64_t)(int16_t)v : n == 4 ? (int64_t)(int32_t)v : (int64_t)v;
+    }
+    return 0;
+}
+
+static int mp_length(mp_reader *m, int bytes, uint32_t *out) {
+    if (m->end - m->p < bytes) return -1;
+    uint32_t v = 0;
+    for (int i = 0; i < bytes; i++) v = v << 8 | m->p[i];
+    m->p += bytes;
+    *out = v;
+    return 0;
+}
+
+static int mp_array(mp_reader *m, uint32_t *n) {
+    if (m->p >= m->end) return -1;
+    unsigned c = *m->p++;
+    if (c >= 0x90 && c <= 0x9f) { *n = c & 0x0f; return 0; }
+    if (c == 0xdc) return mp_length(m, 2, n);
+    if (c == 0xdd) return mp_length(m, 4, n);
+    return -1;
+}
+
+static int mp_skip_bin(mp_reader *m) {
+    if (m->p >= m->end) return -1;
+    unsigned c = *m->p++;
+    if (c < 0xc4 || c > 0xc6) return -1;
+    uint32_t n;
+    if (mp_length(m, 1 << (c - 0xc4), &n) < 0 || (uint64_t)(m->end - m->p) < n) return -1;
+    m->p += n;
+    return 0;
+}
+
+#define LEDGER_SHAPE \
+    "a ledger record's body is not [ledger, flags, first, last, payload, runs, batches(, owner(, counts))]"
+
+/* (ledger, lowest, highest, runs, owner or None) of a ledger record's body: pure_codecs.ledger_fields. */
+static PyObject *fields_of(const unsigned char *body, Py_ssize_t len) {
+    mp_reader m = {body, body + len};
+    uint32_t n, nb, nc;
+    int64_t ledger, flags, first, last, runs, entry, size, owner = 0, low, high;
+    int ok = mp_array(&m, &n) == 0 && n >= 7 && n <= 9 && mp_int(&m, &ledger) == 0 && mp_int(&m, &flags) == 0 &&
+             mp_int(&m, &first) == 0 && mp_int(&m, &last) == 0 && mp_skip_bin(&m) == 0 && mp_int(&m, &runs) == 0 &&
+             mp_array(&m, &nb) == 0;
+    if (ok) {
+        low = last >= first ? first : (int64_t)1 << 32;
+        high = last >= first ? last : -1;
+    }
+    for (uint32_t i = 0; ok && i < nb; i++) {
+        uint32_t three;
+        ok = mp_array(&m, &three) == 0 && three == 3 && mp_int(&m, &entry) == 0 && mp_int(&m, &size) == 0 &&
+             mp_skip_bin(&m) == 0;
+        if (ok) {
+            low = entry < low ? entry : low;
+            high = entry > high ? entry : high;
+        }
+    }
+    if (ok && n >= 8) ok = mp_int(&m, &owner) == 0;
+    if (ok && n == 9) {
+        ok = mp_array(&m, &nc) == 0;
+        for (uint32_t i = 0; ok && i < nc; i++) {
+            int64_t x;
+            ok = mp_int(&m, &x) == 0;
+            if (ok && i % 2 == 0) {
+                low = x < low ? x : low;
+                high = x > high ? x : high;
+            }
+        }
+    }
+    if (!ok || m.p != m.end) {
+        PyErr_SetString(PyExc_ValueError, LEDGER_SHAPE);
+        return NULL;
+    }
+    if (n >= 8)
+        return Py_BuildValue("LLLLL", (long long)ledger, (long long)low, (long long)high, (long long)runs,
+                             (long long)owner);
+    return Py_BuildValue("LLLLO", (long long)ledger, (long long)low, (long long)high, (long long)runs, Py_None);
+}
+
+/* ledger_fields(body): fields_of. */
+static PyObject *ledger_fields(PyObject *self, PyObject *args) {
+    Py_buffer raw;
+    if (!PyArg_ParseTuple(args, "y*", &raw)) return NULL;
+    PyObject *result = fields_of((const unsigned char *)raw.buf, raw.len);
+    PyBuffer_Release(&raw);
+    return result;
+}
+
+/* zlib's CRC-32 (zlib.crc32(data, crc)), by a table for short data and by zlib itself,
+ * through Python's zlib module, for long data (faster there; no zlib headers needed). */
+static uint32_t crc_table[256];
+static PyObject *zlib_crc32;
+
+static void crc_init(void) {
+    for (uint32_t n = 0; n < 256; n++) {
+        uint32_t c = n;
+        for (int k = 0; k < 8; k++) c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        crc_table[n] = c;
+    }
+}
+
+/* -1 with an exception set when zlib fails (it cannot for a buffer). */
+static int64_t crc32_of(const unsigned char *p, Py_ssize_t n, uint32_t crc) {
+    if (n > 512 && zlib_crc32 != NULL) {
+        PyObject *view = PyMemoryView_FromMemory((char *)p, n, PyBUF_READ);
+        if (view == NULL) return -1;
+        PyObject *r = PyObject_CallFunction(zlib_crc32, "OI", view, (unsigned int)crc);
+        Py_DECREF(view);
+        if (r == NULL) return -1;
+        unsigned long v = PyLong_AsUnsignedLong(r);
+        Py_DECREF(r);
+        return PyErr_Occurred() ? -1 : (int64_t)v;
+    }
+    crc = ~crc;
+    for (Py_ssize_t i = 0; i < n; i++) crc = crc_table[(crc ^ p[i]) & 0xFF] ^ (crc >> 8);
+    return ~crc;
+}
+
+/* ledger_span(value, rtype, max_version) -> ledger_fields of a record in the fixed
+ * envelope, its envelope and checksum checked first: pure_codecs.ledger_span. */
+static PyObject *ledger_span(PyObject *self, PyObject *args) {
+    Py_buffer raw;
+    int rtype, max_version;
+    if (!PyArg_ParseTuple(args, "y*ii", &raw, &rtype, &max_version)) return NULL;
+    const unsigned char *p = (const unsigned char *)raw.buf;
+    PyObject *result = NULL;
+    if (raw.len < 1 || p[0] != 0xC1) {
+        PyErr_SetString(PyExc_ValueError, "record is not in the fixed envelope");
+    } else if (raw.len < 7) {
+        PyErr_Format(PyExc_ValueError, "record of %zd bytes is shorter than its envelope", raw.len);
+    } else if (p[2] > max_version) {
+        PyErr_Format(PyExc_ValueError, "record format %d is newer than this ackstore reads (%d)", p[2], max_version);
+    } else {
+        int64_t crc = crc32_of(p + 7, raw.len - 7, (uint32_t)p[1] << 8 | p[2]);
+        if (crc < 0) {
+            /* the exception is set */
+        } else if ((uint32_t)crc != get32(p + 3)) {
+            PyErr_SetString(PyExc_ValueError, "record checksum mismatch");
+        } else if (p[1] != rtype) {
+            PyErr_Format(PyExc_ValueError, "expected a ledger record, found type %d", p[1]);
+        } else {
+            result = fields_of(p + 7, raw.len - 7);
+        }
+    }
+    PyBuffer_Release(&raw);
+    return result;
+}
+
+static int64_t get_be64(const unsigned char *p) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v = v << 8 | p[i];
+    return (int64_t)v;
+}
+
+static uint32_t get_be32(const unsigned char *p) {
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* scan_directory(items, prefix, sealed_type, open_type) -> (ids, counts, confirmed, bad):
+ * pure_codecs.scan_directory. */
+static PyObject *scan_directory(PyObject *self, PyObject *args) {
+    PyObject *items, *iter, *bad = Py_None, *result = NULL, *item = NULL;
+    Py_buffer prefix;
+    int sealed_type, open_type;
+    if (!PyArg_ParseTuple(args, "Oy*ii", &items, &prefix, &sealed_type, &open_type)) return NULL;
+    if ((iter = PyObject_GetIter(items)) == NULL) {
+        PyBuffer_Release(&prefix);
+        return NULL;
+    }
+    Py_ssize_t n = 0, cap = 64;
+    int64_t *ids = PyMem_Malloc(cap * sizeof(int64_t)), *counts = PyMem_Malloc(cap * sizeof(int64_t));
+    int64_t confirmed = 0;
+    int has_confirmed = 0;
+    if (ids == NULL || counts == NULL) { PyErr_NoMemory(); goto done; }
+    while ((item = PyIter_Next(iter)) != NULL) {
+        PyObject *key, *value;
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2 || !PyBytes_Check(key = PyTuple_GET_ITEM(item, 0)) ||
+            !PyBytes_Check(value = PyTuple_GET_ITEM(item, 1))) {
+            PyErr_SetString(PyExc_TypeError, "scan_directory reads (key, value) pairs of bytes");
+            goto done;
+        }
+        const unsigned char *k = (const unsigned char *)PyBytes_AS_STRING(key), *v;
+        Py_ssize_t klen = PyBytes_GET_SIZE(key), vlen = PyBytes_GET_SIZE(value);
+        if (klen < prefix.len || memcmp(k, prefix.buf, prefix.len) != 0) break;  /* past the topic */
+        v = (const unsigned char *)PyBytes_AS_STRING(value);
+        int ok = klen == 16;
+        int64_t count = 0, conf = 0;
+        int is_open = 0;
+        if (ok && vlen == 14) {
+            count = get_be64(v + 2);
+            ok = v[0] == sealed_type && count >= -1;
+            if (ok) ok = (uint32_t)crc32_of(v, 10, (uint32_t)crc32_of(k, 16, 0)) == get_be32(v + 10);
+        } else if (ok && vlen == 22) {
+            count = get_be64(v + 2);
+            conf = get_be64(v + 10);
+            is_open = 1;
+            ok = v[0] == open_type && count == -1 && conf >= -1;
+            if (ok) ok = (uint32_t)crc32_of(v, 18, (uint32_t)crc32_of(k, 16, 0)) == get_be32(v + 18);
+        } else {
+            ok = 0;
+        }
+        if (!ok) {
+            bad = item;
+            item = NULL;
+            break;
+        }
+        Py_CLEAR(item);
+        if (n == cap) {
+            cap *= 2;
+            int64_t *i2 = PyMem_Realloc(ids, cap * sizeof(int64_t)), *c2;
+            if (i2 == NULL) { PyErr_NoMemory(); goto done; }
+            ids = i2;
+            c2 = PyMem_Realloc(counts, cap * sizeof(int64_t));
+            if (c2 == NULL) { PyErr_NoMemory(); goto done; }
+            counts = c2;
+        }
+        ids[n] = get_be64(k + 8);
+        counts[n++] = count;
+        has_confirmed = is_open;
+        confirmed = conf;
+    }
+    if (PyErr_Occurred()) goto done;
+    if (has_confirmed)
+        result = Py_BuildValue("y#y#LO", (const char *)ids, n * (Py_ssize_t)sizeof(int64_t), (const char *)counts,
+                               n * (Py_ssize_t)sizeof(int64_t), (long long)confirmed, bad);
+    else
+        result = Py_BuildValue("y#y#OO", (const char *)ids, n * (Py_ssize_t)sizeof(int64_t), (const char *)counts,
+                               n * (Py_ssize_t)sizeof(int64_t), Py_None, bad);
+done:
+    if (bad != Py_None) Py_DECREF(bad);
+    Py_XDECREF(item);
+    Py_DECREF(iter);
+    PyMem_Free(ids);
+    PyMem_Free(counts);
+    PyBuffer_Release(&prefix);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"gaps_to_roaring", gaps_to_roaring, METH_VARARGS, "Gap planes to the portable roaring serialization."},
     {"rice_to_roaring", rice_to_roaring, METH_VARARGS, "A Rice code of gaps to the portable roaring serialization."},
     {"delta_fields", delta_fields, METH_VARARGS, "The fields of a fixed-layout marker body."},
     {"rice_code", rice_code, METH_VARARGS, "The Rice code of ascending values (what rice_to_roaring reads)."},
     {"scan_page", scan_page, METH_VARARGS, "One B-tree page's nodes checked (pure_codecs.scan_page)."},
+    {"ledger_fields", ledger_fields, METH_VARARGS, "A ledger record body's fields, its bitmap not decoded."},
+    {"ledger_span", ledger_span, METH_VARARGS, "A ledger record's envelope and checksum checked, then its fields."},
+    {"scan_directory", scan_directory, METH_VARARGS, "A topic's ledger directory entries checked and gathered."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native", "ackstore's compiled decoders.", -1, methods};
 
-PyMODINIT_FUNC PyInit__native(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__native(void) {
+    crc_init();
+    PyObject *zlib = PyImport_ImportModule("zlib");
+    if (zlib != NULL) {
+        zlib_crc32 = PyObject_GetAttrString(zlib, "crc32");
+        Py_DECREF(zlib);
+    }
+    if (zlib_crc32 == NULL) PyErr_Clear(); /* the table serves every length then */
+    return PyModule_Create(&module);
+}

@@ -66,6 +66,33 @@ class LedgerDirectory:
         """Entry count of a sealed ledger, ``OPEN`` for an open one. The ledger must exist."""
         return self.counts[self.index(ledger)]  # type: ignore[no-any-return]
 
+    def end(self, ledger: int) -> int:
+        """The first entry past what ``ledger`` holds: a sealed ledger's count, an open tracked
+        ledger's last confirmed entry + 1; -1 for an unbounded or unknown ledger. O(log n)."""
+        i = self.index(ledger)
+        if i < 0:
+            return -1
+        count = self.counts[i]
+        if count >= 0:
+            return int(count)
+        return -1 if self.confirmed is None else self.confirmed + 1
+
+    def past_end(self, spans: list[tuple[int, int]]) -> list[int]:
+        """The ledgers of ``(ledger, highest entry holding state)`` pairs whose highest entry
+        is at or past the ledger's :meth:`end` (the same rule, inline: a restart runs it on
+        every ledger it reads). O(len(spans) log n)."""
+        ids, counts, n = self.ids, self.counts, len(self.ids)
+        bound = -1 if self.confirmed is None else self.confirmed + 1
+        past = []
+        for ledger, highest in spans:
+            i = bisect_left(ids, ledger)
+            if i < n and ids[i] == ledger:
+                count = counts[i]
+                end = count if count >= 0 else bound
+                if 0 <= end <= highest:
+                    past.append(ledger)
+        return past
+
     def next_after(self, ledger: int) -> int | None:
         """The ledger after ``ledger`` in the directory, or None."""
         i = bisect_left(self.ids, ledger + 1)

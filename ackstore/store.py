@@ -50,7 +50,7 @@ from .flush import GroupFlush
 from .ledger_cache import CachePool
 from .stats import FLUSH_SECONDS_BUCKETS, CompactStats, FlushStats, StoreStats
 from .storage.env import LOCK_FILE, Environment
-from .storage.log import LAZY, CursorLog, RecoveredState
+from .storage.log import CursorLog, RecoveredState
 from .topic import Topic, check_name
 
 __all__ = ["AckStore", "Topic", "DEFAULT_MAP_SIZE", "LOCK_FILE"]
@@ -103,8 +103,8 @@ def _check_open_options(
         )
     if verify not in ("keys", "all", "loaded"):
         raise InvalidArgumentError(f"verify={verify!r} is not allowed: allowed 'keys', 'all', 'loaded'")
-    if load not in ("budget", "lazy"):
-        raise InvalidArgumentError(f"load={load!r} is not allowed: allowed 'budget', 'lazy'")
+    if load not in ("lazy", "budget"):
+        raise InvalidArgumentError(f"load={load!r} is not allowed: allowed 'lazy', 'budget'")
     if cache_bytes is not None and (type(cache_bytes) is not int or not 0 <= cache_bytes <= sys.maxsize):
         raise InvalidArgumentError(
             f"cache_bytes={cache_bytes!r} is not allowed: allowed None or an int of 0..{sys.maxsize}"
@@ -133,8 +133,10 @@ class AckStore:
     cache_pool: CachePool
     #: what opening a cursor checks (see ``open``)
     verify: str
-    #: what opening a cursor loads: "budget" or "lazy" (see ``open``)
+    #: when a cursor's ledgers are decoded: "lazy" or "budget" (see ``open``)
     load: str
+    #: ``load == "lazy"``
+    lazy: bool
     #: the cursors a flush visits: every one with a change since its last flush (a cursor
     #: lists itself on change; idle cursors cost a flush nothing). The store owns it.
     flush_list: dict[Cursor, None]
@@ -165,7 +167,7 @@ class AckStore:
         cache_bytes: int | None = None,
         verify: str = "keys",
         create: bool = True,
-        load: str = "budget",
+        load: str = "lazy",
     ) -> AckStore:
         """Create or open the store in directory ``path``.
 
@@ -191,18 +193,22 @@ class AckStore:
           Every open checks that the file holds its meta pages and its trees' roots.
         - ``create``: make a new store when ``path`` holds none (default); with False a path
           without a store raises NotAStoreError (maintenance tools use it).
-        - ``load``: what opening a cursor decodes. ``"budget"`` (default): its newest ledgers,
-          until its ``max_individual_ack_cache_bytes`` are spent. ``"lazy"``: nothing that
-          can wait: every ledger stays on disk (checked as ``verify`` says) and is read the
-          first time something needs it, as a swapped-out ledger is; the mark-delete
-          ledger's record is checksummed at open and decoded only if it holds an entry at
-          or below M + 1 (a state no flush leaves; the cursor then drops or advances over it). The
-          cursor is whole either way: positions, range count and delivery counts are right
-          when ``cursor()`` returns. Lazy opens are faster (a restart of many cursors or
+        - ``load``: when a cursor's ledgers are decoded. ``"lazy"`` (default): at first use,
+          as a swapped-out ledger is; opening it reads and checks, without decoding, the
+          records an eager open would decode (newest first, up to the cursor's
+          ``max_individual_ack_cache_bytes`` in record bytes: envelope, checksum, fields,
+          the range count the marker expects), so a damaged one makes recovery fall back
+          to an older marker at open; the records beyond are checked as ``verify`` says.
+          Decoded at open all the same: the mark-delete ledger when its record holds an
+          entry at or below M + 1, and a ledger holding state past its end (sealed
+          shorter since), states no flush leaves that the cursor drops. ``"budget"`` (as
+          PIP-81 recovers): its newest ledgers, until the budget is spent. The cursor is
+          whole either way: positions, range count and delivery counts are right when
+          ``cursor()`` returns. Lazy opens are faster (a restart of many cursors or
           ledgers decodes only what is touched) and hold less memory; the first use of
-          each ledger pays its read, and a damaged record not read at open surfaces then,
-          as CorruptRecordError, instead of as a fallback to an older marker at open
-          (``verify="all"`` checks every record at open).
+          each ledger pays its decode, and a record beyond the budget that is damaged
+          surfaces then, as CorruptRecordError (``verify="all"`` checks every record at
+          open).
         """
         _check_open_options(
             path, sync, metasync, readonly, create, map_size, flush_interval, verify, cache_bytes, cursor_defaults, load
@@ -219,6 +225,7 @@ class AckStore:
         self.cache_pool = CachePool(cache_bytes)
         self.verify = verify
         self.load = load
+        self.lazy = load == "lazy"
         self._flusher = None
         self._stop = threading.Event()
         self.last_flush = None
@@ -332,8 +339,9 @@ class AckStore:
             found = catalog.cursor(txn, tid, name)
             if found is None:
                 return None, None
-            budget = self.open_budget(config or found[1])
-            return found, CursorLog(storage.log_db, found[0]).recover(txn, budget, self.verify)
+            budget = (config or found[1]).max_individual_ack_cache_bytes
+            log = CursorLog(storage.log_db, found[0])
+            return found, log.recover(txn, budget, self.verify, self.lazy, topic.directory.past_end)
 
         found, state = storage.read(find)
         if found is None and not topic.entries_checked:
@@ -372,9 +380,13 @@ class AckStore:
             entries = storage.read(lambda txn: catalog.cursor_configs(txn, tid))
 
         def recover(batch: list[tuple[str, int, CursorConfig, bytes]]) -> list[RecoveredState | None]:
+            ends = topic.directory.past_end  # as it is now (the store lock is held)
+
             def each(txn: lmdb.Transaction) -> list[RecoveredState | None]:
                 return [
-                    CursorLog(storage.log_db, cid).recover(txn, self.open_budget(config or stored), self.verify)
+                    CursorLog(storage.log_db, cid).recover(
+                        txn, (config or stored).max_individual_ack_cache_bytes, self.verify, self.lazy, ends
+                    )
                     if catalog.cursor_raw(txn, tid, name) == raw
                     else None  # deleted (or made again) since the scan
                     for name, cid, stored, raw in batch
@@ -392,11 +404,6 @@ class AckStore:
                         cfg = self._config_of(topic, name, cid, stored, config)
                         topic.held[name] = self._recovered(topic, name, cid, cfg, state)
         return [name for name, *_ in entries if name in topic.held]
-
-    def open_budget(self, config: CursorConfig) -> int:
-        """Bytes of ledgers opening a cursor with ``config`` decodes (see ``load``): its
-        budget, or ``LAZY`` (only what cannot wait)."""
-        return LAZY if self.load == "lazy" else config.max_individual_ack_cache_bytes
 
     def _config_of(
         self, topic: Topic, name: str, cid: int, stored: CursorConfig, config: CursorConfig | None

@@ -294,10 +294,11 @@ def check_cmd(store: Path, fix: bool, as_json: bool) -> int:
 @click.option("--verify", type=click.Choice(["keys", "all", "loaded"]), default="keys", show_default=True)
 @click.option(
     "--load",
-    type=click.Choice(["budget", "lazy"]),
-    default="budget",
+    type=click.Choice(["lazy", "budget"]),
+    default="lazy",
     show_default=True,
-    help="what the open decodes: ledgers up to the budget, or only what cannot wait (AckStore.open(load=))",
+    help="when ledgers are decoded: at first use (the records the budget covers are checked at open), "
+    "or at open up to the budget (AckStore.open(load=))",
 )
 @click.option("--json", "as_json", is_flag=True, help="print JSON")
 def recover(store: Path, spec: str, budget: int, verify: str, load: str, as_json: bool) -> None:

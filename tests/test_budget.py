@@ -191,7 +191,7 @@ def test_open_loads_newest_first_within_budget(store_path: Path) -> None:
         cur.ack([Position(3, 0)])  # ledger 3 becomes the newest record
         store.flush()
         one = cur._pages.cache.loaded[5].nbytes()
-    with AckStore.open(store_path) as store:
+    with AckStore.open(store_path, load="budget") as store:
         cur = store.topic(T).cursor("c", CursorConfig(max_individual_ack_cache_bytes=int(4.5 * one)))
         loaded = list(cur._pages.cache.loaded)
         assert 1 in loaded  # the mark-delete ledger always
@@ -265,12 +265,12 @@ def test_verify_all_and_loaded_on_a_damaged_swapped_record(store_path: Path) -> 
     seq, ledger, _ = _swapped_record(store_path)
     rawlog.damage(store_path, seq)
     small = CursorConfig(max_individual_ack_cache_bytes=2048)
-    with AckStore.open(store_path, readonly=True, verify="keys") as store:
+    with AckStore.open(store_path, readonly=True, verify="keys", load="budget") as store:
         cur = store.topic(T).cursor("c", small)
         assert cur.stats().recovery.markers_skipped == 0  # the key exists: "keys" cannot see the damage
         with pytest.raises(CorruptRecordError, match=r"ackstore check --fix"):
             cur.is_acked(Position(ledger, 1999))
-    with AckStore.open(store_path, readonly=True, verify="all") as store:
+    with AckStore.open(store_path, readonly=True, verify="all", load="budget") as store:
         cur = store.topic(T).cursor("c", small)
         assert cur.stats().recovery.markers_skipped == 2
         assert "damaged" in cur.stats().recovery.skipped_reasons[0]
@@ -310,13 +310,19 @@ def test_a_lazy_open_decodes_no_ledger_and_is_whole(store_path: Path) -> None:
                 assert cur.mark_delete_position == (after or Position(md_ledger, md_entry + 1))
                 assert md_ledger in cur._pages.cache.loaded
             cur._check()
-    with AckStore.open(store_path) as store:  # the default decodes what fits the budget: all
+    with AckStore.open(store_path) as store:  # lazy is the default
+        assert store.topic(T).cursor("c", big).stats().recovery.records_loaded == 0
+    with AckStore.open(store_path, load="budget") as store:  # decodes what fits the budget: all
         assert store.topic(T).cursor("c", big).stats().recovery.records_loaded == 12
-    with pytest.raises(InvalidArgumentError, match=r"load='eager' is not allowed: allowed 'budget', 'lazy'"):
+    with pytest.raises(InvalidArgumentError, match=r"load='eager' is not allowed: allowed 'lazy', 'budget'"):
         AckStore.open(store_path, load="eager")
 
 
-def test_a_lazy_open_meets_a_damaged_record_at_first_use_not_at_open(store_path: Path) -> None:
+def test_a_lazy_open_checks_what_the_budget_covers_at_open_and_the_rest_at_first_use(store_path: Path) -> None:
+    """A lazy open reads and checksums the records an eager one would decode (newest
+    first, within the budget), so a damaged one among them makes recovery fall back at
+    open, as an eager open does; one beyond the budget raises CorruptRecordError at its
+    first use (``verify="all"`` checks it at open)."""
     import pytest
 
     from ackstore import CorruptRecordError
@@ -324,14 +330,20 @@ def test_a_lazy_open_meets_a_damaged_record_at_first_use_not_at_open(store_path:
     from . import rawlog
 
     seq, ledger, _ = _swapped_record(store_path)
-    rawlog.damage(store_path, seq)
-    with AckStore.open(store_path, load="lazy", readonly=True) as store:
-        cur = store.topic(T).cursor("c")
-        assert cur.stats().recovery.markers_skipped == 0
+    rawlog.damage(store_path, seq)  # ledger 2's record, among the oldest
+    for load in ("lazy", "budget"):  # the default budget covers every record: found at open, both ways
+        with AckStore.open(store_path, load=load, readonly=True) as store:
+            report = store.topic(T).cursor("c").stats().recovery
+            assert report.markers_skipped == 2 and f"record {seq} is damaged" in report.skipped_reasons[0]
+    small = CursorConfig(max_individual_ack_cache_bytes=2048)  # a few of the newest records
+    with AckStore.open(store_path, readonly=True) as store:
+        cur = store.topic(T).cursor("c", small)
+        assert cur.stats().recovery.markers_skipped == 0 and not cur._pages.cache.loaded
+        assert cur.is_acked(Position(30, 0))  # the newest record: checked at open, fine
         with pytest.raises(CorruptRecordError, match=r"ackstore check --fix"):
             cur.is_acked(Position(ledger, 1999))
-    with AckStore.open(store_path, load="lazy", verify="all", readonly=True) as store:
-        assert store.topic(T).cursor("c").stats().recovery.markers_skipped == 2  # checked at open: fell back
+    with AckStore.open(store_path, verify="all", readonly=True) as store:
+        assert store.topic(T).cursor("c", small).stats().recovery.markers_skipped == 2  # checked at open: fell back
 
 
 def test_a_lazy_open_reads_a_mark_delete_ledger_holding_m_plus_1(store_path: Path) -> None:

@@ -107,9 +107,12 @@ def test_recover(store_path: Path, run) -> None:  # type: ignore[no-untyped-def]
     code, out, _ = run("recover", store_path, "--cursor", f"{T}/a", "--budget", "0", "--json")
     doc = json.loads(out)
     assert code == 0 and doc["ranges"] == 34 and doc["markers_skipped"] == 0 and doc["budget"] == 0
-    code, out, _ = run("recover", store_path, "--cursor", f"{T}/a", "--load", "lazy", "--json")
+    code, out, _ = run("recover", store_path, "--cursor", f"{T}/a", "--json")  # lazy, as AckStore.open
     lazy = json.loads(out)
     assert code == 0 and (lazy["ranges"], lazy["load"], lazy["ledgers_in_memory"]) == (34, "lazy", 0)
+    code, out, _ = run("recover", store_path, "--cursor", f"{T}/a", "--load", "budget", "--json")
+    eager = json.loads(out)
+    assert code == 0 and (eager["ranges"], eager["load"]) == (34, "budget") and eager["ledgers_in_memory"] > 0
 
 
 def _one_line_error(err: str) -> str:

@@ -5,7 +5,8 @@ A short seeded slice runs in ``make test``; ``make stress`` (``--long``) runs 50
 ``python -m tests.test_damage_campaign 500`` prints the same table by itself.
 
 What must hold in every trial:
-- the default ``AckStore.open(readonly=True)`` (and reading every cursor's whole state)
+- ``AckStore.open(readonly=True)``, lazy (the default) or ``load="budget"`` (drawn per trial),
+  and reading every cursor's whole state,
   raises nothing but ``AckStoreError`` (no raw error) and is never killed by a signal (LMDB
   aborting on a damaged page);
 - open never gives a state silently: what it gives is the newest flushed state, or an
@@ -42,7 +43,7 @@ import json, sys
 from ackstore import AckStore, AckStoreError
 out = {}
 try:
-    with AckStore.open(sys.argv[1], readonly=True) as s:
+    with AckStore.open(sys.argv[1], readonly=True, load=sys.argv[3]) as s:
         t = s.topic(sys.argv[2])
         out["state"] = {}
         out["ledgers"] = [list(x) for x in t.ledgers()]
@@ -130,8 +131,10 @@ def trial(base: Path, history: list[dict[str, list[object]]], work: Path, rng: r
     out: Counter[str] = Counter()
     damaged = work / "damaged"
     how = damage(base, damaged, rng)
+    load = rng.choice(["lazy", "budget"])
+    how += f", load={load!r}"
     r = subprocess.run(
-        [sys.executable, "-c", CHILD, str(damaged), T], capture_output=True, text=True, cwd=ROOT, timeout=120
+        [sys.executable, "-c", CHILD, str(damaged), T, load], capture_output=True, text=True, cwd=ROOT, timeout=120
     )
     opened = json.loads(r.stdout) if r.returncode == 0 and r.stdout.strip() else {"open": f"signal {-r.returncode}"}
     kind = opened["open"]

@@ -26,10 +26,10 @@ from ackstore.storage.records import (
     encode_ledger,
     encode_marker,
     encode_record,
-    ledger_lowest,
+    ledger_span,
 )
 
-DECODERS = (decode_record, decode_ledger, decode_ledger_owned, ledger_lowest, decode_marker)
+DECODERS = (decode_record, decode_ledger, decode_ledger_owned, ledger_span, decode_marker)
 VALID = (
     encode_ledger(7, LedgerAcks(BitMap([1, 2, 3, 9, 4000]), {12: (4, 0b0101)}), 3),
     encode_ledger(7, LedgerAcks(BitMap(range(0, 50_000, 3)))),

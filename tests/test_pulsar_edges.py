@@ -239,16 +239,26 @@ def test_the_bound_is_durable_first_then_written_by_each_flush(store_path: Path)
         assert store.format_version == FORMAT_VERSION
 
 
-def test_acks_persisted_before_the_bound_existed_are_clipped_to_it(store_path: Path) -> None:
+@pytest.mark.parametrize("load", ["lazy", "budget"])
+def test_acks_persisted_before_the_bound_existed_are_clipped_to_it(store_path: Path, load: str) -> None:
+    """State persisted past what a ledger turned out to hold (bounded while the cursor was
+    not open) is dropped at open, by either load: a lazy open decodes such a ledger at
+    once (its record's fields show it), so the range count is right before any read."""
     with AckStore.open(store_path) as store:
         topic = store.topic(T)
+        topic.add_ledger(7)
+        topic.close_ledger(7, 10)
         topic.add_ledger(8)
-        topic.cursor("c").ack([Position(8, 2), Position(8, 20)])
-    with AckStore.open(store_path) as store:
+        cur = topic.cursor("c")
+        cur.ack([Position(7, 3), Position(8, 2), Position(8, 20)])
+        cur.record_deliveries([Position(8, 30)])
+    with AckStore.open(store_path, load=load) as store:
         topic = store.topic(T)
         topic.advance(8, 5)  # "c" is not open: nothing in memory to check
         cur = topic.cursor("c")
-        assert list(cur.ack_ranges()) == [(Position(8, 2), Position(8, 2))]
+        assert cur.ack_range_count == 2
+        assert list(cur.ack_ranges()) == [(Position(7, 3), Position(7, 3)), (Position(8, 2), Position(8, 2))]
+        assert cur.delivery_counts() == {}
         cur._check()
 
 

@@ -61,6 +61,7 @@ class CursorHost(Protocol):
     lock: threading.RLock
     cache_pool: CachePool
     verify: str
+    lazy: bool
     readonly: bool
     closed: bool
     path: Path
@@ -70,8 +71,6 @@ class CursorHost(Protocol):
     def storage(self) -> Environment: ...
 
     def persist_cursor_config(self, tid: int, name: str, cid: int, config: CursorConfig) -> None: ...
-
-    def open_budget(self, config: CursorConfig) -> int: ...
 
     def flush(self) -> Any: ...
 
@@ -134,7 +133,9 @@ class Cursor(StoreSide):
         if cid != self.cursor_id:
             self.mark_deleted()
             self._gone()
-        recover = partial(self._log.recover, budget=store.open_budget(self._config), verify=store.verify)
+        budget = self._config.max_individual_ack_cache_bytes
+        ends = self._topic.directory.past_end
+        recover = partial(self._log.recover, budget=budget, verify=store.verify, lazy=store.lazy, ends=ends)
         self._load(store.storage.read(recover))
 
     # -- liveness ------------------------------------------------------------------------------

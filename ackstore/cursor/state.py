@@ -79,18 +79,6 @@ class LedgerSource(Protocol):
     def runs(self) -> int: ...
 
 
-def _end(d: LedgerDirectory, ledger: int) -> int:
-    """The first entry past what ``ledger`` holds: a sealed ledger's count, an open tracked
-    ledger's last confirmed entry + 1; -1 for an unbounded or unknown ledger."""
-    i = d.index(ledger)
-    if i < 0:
-        return -1
-    count = d.counts[i]
-    if count >= 0:
-        return int(count)
-    return -1 if d.confirmed is None else d.confirmed + 1
-
-
 def latest_mark_delete(d: LedgerDirectory) -> tuple[int, int]:
     """The mark-delete position of a cursor that starts at the latest position: just before
     the next entry to be written. That is the newest ledger's last entry when it is sealed,
@@ -171,7 +159,7 @@ class AckState(PositionMoves):
         if first is not None and self.md[0] < first:
             self.set_md(trusted(first, -1))
         md_l, md_e = self.md
-        end = _end(d, md_l)
+        end = d.end(md_l)
         if 0 <= end <= md_e:  # persisted past an end sealed (or confirmed) since: clip to it
             md_e = end - 1
             self.md = trusted(md_l, md_e)
@@ -188,7 +176,7 @@ class AckState(PositionMoves):
     def clip(self, ledger: int, la: LedgerAcks) -> None:
         """Drop acks beyond a sealed ledger's end, or an open one's last confirmed entry
         (state persisted before it was sealed, or before the topic tracked that entry)."""
-        end = _end(self.topic.directory, ledger)
+        end = self.topic.directory.end(ledger)
         if end >= 0 and (
             (la.bitmap and la.bitmap.max() >= end)
             or (la.batches and max(la.batches) >= end)
@@ -533,7 +521,7 @@ class AckState(PositionMoves):
         if len(d):
             assert md_l in d, f"mark-delete ledger {md_l} not in directory"
             count = d.count(md_l)
-            assert _end(d, md_l) < 0 or md_e <= _end(d, md_l) - 1, (self.md, _end(d, md_l))
+            assert d.end(md_l) < 0 or md_e <= d.end(md_l) - 1, (self.md, d.end(md_l))
             assert not (count >= 0 and md_e == count - 1 and d.next_after(md_l) is not None), "M not normalized"
         assert held_runs == self.range_count, (held_runs, self.range_count)
         for ledger, la in self._cache.loaded.items():
@@ -546,7 +534,7 @@ class AckState(PositionMoves):
             if ledger == md_l:
                 assert lowest > md_e, (ledger, lowest, md_e)
                 assert (md_e + 1) not in la.bitmap, "M not advanced"
-            assert _end(d, ledger) < 0 or highest < _end(d, ledger), (ledger, highest, _end(d, ledger))
+            assert d.end(ledger) < 0 or highest < d.end(ledger), (ledger, highest, d.end(ledger))
             for entry, (size, mask) in la.batches.items():
                 assert entry not in la.bitmap
                 assert 0 < mask < (1 << size) - 1, (entry, size, mask)

@@ -53,6 +53,7 @@ import msgpack
 from ..config import CursorConfig
 from ..directory import LedgerDirectory
 from ..errors import CorruptRecordError, CorruptStoreError, FormatVersionError, NotAStoreError
+from . import codecs
 from .records import FORMAT_VERSION, decode_record, encode_record
 
 __all__ = [
@@ -413,18 +414,30 @@ class Catalog:
             txn.delete(_LEDGER_KEY.pack(tid, ledger), db=self.ledgers_db)
 
     def load_directory(self, txn: lmdb.Transaction, tid: int, last_id: int, tracked: bool = False) -> LedgerDirectory:
-        """Topic ``tid``'s ledger directory. O(ledgers)."""
+        """Topic ``tid``'s ledger directory, every entry checked. O(ledgers), compiled
+        where built (``codecs.scan_directory``)."""
         ids, counts = array("q"), array("q")
         confirmed: int | None = None
         cur = txn.cursor(db=self.ledgers_db)
         prefix = _U64.pack(tid)
         if cur.set_range(prefix):
-            for key, value in cur:
-                if not key.startswith(prefix):
-                    break
-                ids.append(_LEDGER_KEY.unpack(key)[1])
-                count, confirmed = self.ledger_state(key, value)
-                counts.append(count)
+            if self.version < CATALOG_CHECKSUMS_SINCE:
+                for key, value in cur:
+                    if not key.startswith(prefix):
+                        break
+                    ids.append(_LEDGER_KEY.unpack(key)[1])
+                    count, confirmed = self.ledger_state(key, value)
+                    counts.append(count)
+            else:
+                raw_ids, raw_counts, confirmed, bad = codecs.scan_directory(
+                    cur.iternext(), prefix, _LEDGER_TYPE, _OPEN_LEDGER_TYPE
+                )
+                if bad is not None:
+                    key, value = bad
+                    self.ledger_state(key, value)  # raises, naming the ledger
+                    raise self._damaged(f"a directory key of topic id {tid} is damaged ({len(key)} bytes, not 16)")
+                ids.frombytes(raw_ids)
+                counts.frombytes(raw_counts)
         if tracked and counts and counts[-1] < 0 and confirmed is None:
             confirmed = -1  # tracking began after this ledger was added: nothing confirmed on disk yet
         return LedgerDirectory(ids, counts, last_id, tracked, confirmed if counts and counts[-1] < 0 else None)

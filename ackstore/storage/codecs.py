@@ -14,7 +14,18 @@ from types import ModuleType
 
 from . import pure_codecs
 
-__all__ = ["IMPLEMENTATION", "gaps_to_roaring", "rice_to_roaring", "rice_code", "delta_fields", "scan_page", "native"]
+__all__ = [
+    "IMPLEMENTATION",
+    "gaps_to_roaring",
+    "rice_to_roaring",
+    "rice_code",
+    "delta_fields",
+    "ledger_fields",
+    "ledger_span",
+    "scan_page",
+    "scan_directory",
+    "native",
+]
 
 
 def _native() -> ModuleType | None:
@@ -35,4 +46,7 @@ gaps_to_roaring = _impl.gaps_to_roaring
 rice_to_roaring = _impl.rice_to_roaring
 rice_code = _impl.rice_code
 delta_fields = _impl.delta_fields
+ledger_fields = _impl.ledger_fields
+ledger_span = _impl.ledger_span
 scan_page = _impl.scan_page
+scan_directory = _impl.scan_directory

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from bisect import bisect_left
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -35,14 +35,13 @@ from .records import (
     decode_ledger_owned,
     decode_marker,
     decode_record,
-    ledger_lowest,
+    ledger_span,
     log_key,
     record_type,
     split_log_key,
 )
 
 __all__ = [
-    "LAZY",
     "CursorLog",
     "LogTxn",
     "MemoryLog",
@@ -195,19 +194,18 @@ def _read_ledger(
     return acks, len(value)
 
 
-#: a budget that loads no record an open can do without (a lazy open): see :func:`_load_records`
-LAZY = -1
-
-
-def _ledger_floor(
+def _peek_ledger(
     txn: LogTxn, db: lmdb._Database | None, cursor_id: int, entry: IndexEntry, ledger: int, marker_seq: int
-) -> int:
-    """The lowest entry ``ledger`` holds any state for (acked, partly acked, counted), from
-    its record's fields and ``entry`` (the acks and counts since), its bitmap not decoded;
-    the record checked as :func:`_read_ledger` checks it (bar the decode). 2**32 when none."""
+) -> tuple[int, int, int]:
+    """``(lowest, highest, record bytes)``: the lowest and highest entry ``ledger`` holds
+    any state for (acked, partly acked, counted; 2**32 and -1 when none), from its
+    record's fields and ``entry`` (the acks and counts since), its bitmap not decoded. The
+    record is checked as :func:`_read_ledger` checks it bar the decode: envelope,
+    checksum, fields, ledger, owner, and the range count the marker expects when no acks
+    came since."""
     value = _record(txn, db, cursor_id, entry.seq, ledger, marker_seq)
     try:
-        found, lowest, owner = ledger_lowest(value)
+        found, lowest, highest, runs, owner = ledger_span(value)
     except CorruptRecordError as exc:
         raise _damaged(marker_seq, ledger, entry.seq, exc) from None
     if found != ledger or (owner is not None and owner != cursor_id):
@@ -216,10 +214,21 @@ def _ledger_floor(
             f"the marker expects ledger {ledger} of {cursor_id}"
         )
     if entry.adds:
-        lowest = min(lowest, entry.adds.min())
+        lowest, highest = min(lowest, entry.adds.min()), max(highest, entry.adds.max())
+    elif runs != entry.runs:
+        raise CorruptRecordError(
+            f"marker {marker_seq}: record {entry.seq} holds ledger {found} with {runs} ranges, "
+            f"the marker expects {entry.runs}"
+        )
     if entry.counts:
-        lowest = min(lowest, min(entry.counts))
-    return lowest
+        lowest, highest = min(lowest, min(entry.counts)), max(highest, max(entry.counts))
+    return lowest, highest, len(value)
+
+
+def _newest_first(items: list[tuple[int, IndexEntry]]) -> list[tuple[int, IndexEntry]]:
+    """Index entries newest first: a ledger with acks since its record was touched after
+    every ledger without, then by record sequence. O(n log n)."""
+    return sorted(items, key=lambda kv: (bool(kv[1].adds), kv[1].seq), reverse=True)
 
 
 def _check_left(
@@ -242,6 +251,62 @@ def _check_left(
                 raise CorruptRecordError(f"marker {marker_seq}: ledger {ledger}'s record {entry.seq} is missing")
 
 
+#: which of ``(ledger, highest entry with state)`` hold state at or past the ledger's end,
+#: as the topic's directory says (:meth:`LedgerDirectory.past_end`)
+Ends = Callable[[list[tuple[int, int]]], list[int]]
+
+
+def _load_lazily(
+    txn: LogTxn,
+    db: lmdb._Database | None,
+    cursor_id: int,
+    resolved: ResolvedMarker,
+    budget: int | None,
+    verify: str,
+    ends: Ends | None,
+) -> tuple[dict[int, LedgerAcks], set[int], int]:
+    """:func:`_load_records` for a lazy open: the records an eager open would decode
+    (newest first, up to ``budget`` bytes of records, which are no more than the decoded
+    state's; None: all) are read and checked without decoding (:func:`_peek_ledger`); the
+    rest as ``verify`` says. Decoded all the same: the mark-delete ledger when it holds an
+    entry at or below M + 1, and a ledger holding state at or past its end (``ends``),
+    states no flush leaves (the cursor then drops them). O(records read), plus a sort
+    under a budget."""
+    md_ledger, md_entry = resolved.marker.mark_delete
+    index, seq = resolved.index, resolved.seq
+    clip: list[tuple[int, IndexEntry]] = []
+    spent = 0
+    entry = index.get(md_ledger)
+    if entry is not None:
+        lowest, highest, spent = _peek_ledger(txn, db, cursor_id, entry, md_ledger, seq)
+        if lowest <= md_entry + 1 or (ends is not None and ends([(md_ledger, highest)])):
+            clip.append((md_ledger, entry))
+    items = [kv for kv in index.items() if kv[0] != md_ledger]
+    if budget is not None:
+        items = _newest_first(items)
+    spans: list[tuple[int, int]] = []
+    read = spent
+    stopped = len(items)
+    for i, (ledger, entry) in enumerate(items):
+        if budget is not None and read >= budget:
+            stopped = i
+            break
+        _, highest, size = _peek_ledger(txn, db, cursor_id, entry, ledger, seq)
+        read += size
+        spans.append((ledger, highest))
+    _check_left(txn, db, cursor_id, seq, items if verify == "all" else items[stopped:], verify)
+    if ends is not None:
+        clip += [(ledger, index[ledger]) for ledger in ends(spans)]
+    decoded: dict[int, LedgerAcks] = {}
+    nbytes = 0
+    for ledger, entry in clip[::-1]:  # LRU order: the mark-delete ledger last
+        acks, size = _read_ledger(txn, db, cursor_id, entry, ledger, seq)
+        acks.size = acks.nbytes()
+        decoded[ledger] = acks
+        nbytes += size
+    return decoded, set(index).difference(decoded), nbytes
+
+
 def _load_records(
     txn: LogTxn,
     db: lmdb._Database | None,
@@ -249,32 +314,29 @@ def _load_records(
     resolved: ResolvedMarker,
     budget: int | None,
     verify: str = "keys",
+    lazy: bool = False,
+    ends: Ends | None = None,
 ) -> tuple[dict[int, LedgerAcks], set[int], int]:
-    """Load records newest first until ``budget`` bytes are spent (None: all; ``LAZY``: none
-    that can wait, see below).
+    """Load records newest first until ``budget`` bytes are spent (None: all), or, ``lazy``,
+    none that can wait.
 
     The mark-delete ledger is always loaded and loaded records are checksummed; a budget
-    of 0 loads only it. ``LAZY`` leaves it on disk too when its record and index entry
-    show nothing at or below M + 1 (the record checksummed, its bitmap not decoded): the
+    of 0 loads only it. ``lazy`` leaves it on disk too when its record and index entry
+    show nothing at or below M + 1 (the record checked, its bitmap not decoded): the
     state is then as a flush left it, with nothing for the cursor to drop or to advance
-    over at open, so it can wait for its first use like any other. The records left on
-    disk are checked as ``verify`` says: ``"keys"`` that each exists (one page touched per
-    record), ``"all"`` read and checksummed too (O(state)), ``"loaded"`` not at all (a
-    damaged one then surfaces at swap-in). Returns the loaded ledgers in LRU order (least
-    recently written first), the swapped-out ids, and the bytes read.
+    over at open, so it can wait for its first use like any other. A lazy open reads and
+    checksums, without decoding, the records an eager one would have decoded (newest
+    first, up to ``budget`` bytes of records), so damage there fails this marker at open
+    either way. The records left on disk beyond that are checked as ``verify`` says: ``"keys"``
+    that each exists (one page touched per record), ``"all"`` read and checksummed too
+    (O(state)), ``"loaded"`` not at all (a damaged one then surfaces at swap-in). Returns
+    the loaded ledgers in LRU order (least recently written first), the swapped-out ids,
+    and the bytes read.
     """
-    md_ledger, md_entry = resolved.marker.mark_delete
-    index = resolved.index
-    if budget == LAZY:
-        entry = index.get(md_ledger)
-        if entry is None or _ledger_floor(txn, db, cursor_id, entry, md_ledger, resolved.seq) > md_entry + 1:
-            # clean (or absent): it waits too; its record was just read, so it exists
-            skip = md_ledger if verify == "keys" else -1
-            _check_left(txn, db, cursor_id, resolved.seq, [kv for kv in index.items() if kv[0] != skip], verify)
-            return {}, set(index), 0
-        budget = 0  # the mark-delete ledger alone
-    # newest first: a ledger with acks since its record was touched after every ledger without
-    order = sorted(index.items(), key=lambda kv: (bool(kv[1].adds), kv[1].seq), reverse=True)
+    if lazy:
+        return _load_lazily(txn, db, cursor_id, resolved, budget, verify, ends)
+    md_ledger, index = resolved.marker.mark_delete[0], resolved.index
+    order = _newest_first(list(index.items()))
     order.sort(key=lambda kv: kv[0] != md_ledger)  # stable: the mark-delete ledger first
     loaded: list[tuple[int, LedgerAcks]] = []
     swapped: set[int] = set()
@@ -302,12 +364,20 @@ def _load_records(
 
 
 def recover_cursor(
-    txn: LogTxn, db: lmdb._Database | None, cursor_id: int, budget: int | None = None, verify: str = "keys"
+    txn: LogTxn,
+    db: lmdb._Database | None,
+    cursor_id: int,
+    budget: int | None = None,
+    verify: str = "keys",
+    lazy: bool = False,
+    ends: Ends | None = None,
 ) -> RecoveredState:
     """Find the newest intact marker of ``cursor_id`` and load what it references.
 
     With a ``budget``, records are loaded newest first until that many bytes of ack
-    state are in memory; the rest are only checked to exist and stay swapped out.
+    state are in memory; the rest are checked as ``verify`` says and stay swapped out.
+    ``lazy``: none are loaded that can wait, those within the budget only read and
+    checked (see :func:`_load_records`).
     """
     started = time.perf_counter()
     lo, hi = log_key(cursor_id, 0), log_key(cursor_id + 1, 0)
@@ -336,7 +406,7 @@ def recover_cursor(
             met_marker = True
             try:
                 resolved = resolve_marker(txn, db, cursor_id, seq, value)
-                ledgers, swapped, nbytes = _load_records(txn, db, cursor_id, resolved, budget, verify)
+                ledgers, swapped, nbytes = _load_records(txn, db, cursor_id, resolved, budget, verify, lazy, ends)
             except CorruptRecordError as exc:
                 skipped.append(str(exc))
             else:
@@ -396,9 +466,11 @@ class CursorLog:
         self.cursor_id = cursor_id
         self._lo, self._hi = log_key(cursor_id, 0), log_key(cursor_id + 1, 0)
 
-    def recover(self, txn: lmdb.Transaction, budget: int | None, verify: str) -> RecoveredState:
+    def recover(
+        self, txn: lmdb.Transaction, budget: int | None, verify: str, lazy: bool = False, ends: Ends | None = None
+    ) -> RecoveredState:
         """The newest intact marker and what it references (see :func:`recover_cursor`)."""
-        return recover_cursor(txn, self.db, self.cursor_id, budget, verify)
+        return recover_cursor(txn, self.db, self.cursor_id, budget, verify, lazy, ends)
 
     def read_ledger(self, txn: lmdb.Transaction, ledger: int, entry: IndexEntry) -> LedgerAcks:
         """A swapped-out ledger's record, checked against the index entry."""

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import struct
 import sys
+import zlib
 from array import array
+from collections.abc import Iterable
 from itertools import accumulate, islice, pairwise
 from typing import Any
 
+import msgpack
 from pyroaring import BitMap
 
 __all__ = [
@@ -22,7 +25,10 @@ __all__ = [
     "rice_to_roaring",
     "rice_code",
     "delta_fields",
+    "ledger_fields",
+    "ledger_span",
     "scan_page",
+    "scan_directory",
     "varint",
     "FIXED_HEAD",
     "FIXED_ITEM",
@@ -205,6 +211,106 @@ def delta_fields(body: bytes, version: int) -> tuple[int, int, int, int, int, in
             pos += 8 * ncounts
         items.append((ledger, seq - 1, runs, adds, counts))
     return flags, prev, md_l, md_e - 1, rp_l, rp_e - 1, cid, items, pos
+
+
+_SHAPE = "a ledger record's body is not [ledger, flags, first, last, payload, runs, batches(, owner(, counts))]"
+_INT64 = range(-(1 << 63), 1 << 63)
+
+
+def _ints(*values: Any) -> bool:
+    return all(type(x) is int and x in _INT64 for x in values)
+
+
+def ledger_fields(body: bytes) -> tuple[int, int, int, int, int | None]:
+    """``(ledger, lowest, highest, runs, owner)`` of a ledger record's msgpack body, its
+    bitmap not decoded: the lowest and highest entry holding any state (the first and last
+    ack, partial batches' and delivery counts' entries; 2**32 and -1 when none), the run
+    count it states, the cursor id (None before format 3). ValueError unless the body is
+    ``[ledger, flags, first, last, payload, runs, batches(, owner(, counts))]``: 64-bit
+    ints, bytes, ``[[entry, size, mask bytes], ...]``, ``[entry, count, ...]``. O(batches
+    + counts)."""
+    try:
+        fields = msgpack.unpackb(body)
+    except Exception:  # msgpack raises several unrelated types
+        raise ValueError(_SHAPE) from None
+    if type(fields) is not list or not 7 <= len(fields) <= 9:
+        raise ValueError(_SHAPE)
+    ledger, flags, first, last, payload, runs, batches = fields[:7]
+    if not _ints(ledger, flags, first, last, runs) or type(payload) is not bytes or type(batches) is not list:
+        raise ValueError(_SHAPE)
+    low, high = (first, last) if last >= first else (1 << 32, -1)
+    for batch in batches:
+        if type(batch) is not list or len(batch) != 3 or not _ints(*batch[:2]) or type(batch[2]) is not bytes:
+            raise ValueError(_SHAPE)
+        low, high = min(low, batch[0]), max(high, batch[0])
+    owner = fields[7] if len(fields) > 7 else None
+    if len(fields) > 7 and not _ints(owner):
+        raise ValueError(_SHAPE)
+    if len(fields) == 9:
+        counts = fields[8]
+        if type(counts) is not list or not _ints(*counts):
+            raise ValueError(_SHAPE)
+        for entry in counts[::2]:
+            low, high = min(low, entry), max(high, entry)
+    return ledger, low, high, runs, owner
+
+
+_ENVELOPE = struct.Struct("<BBBI")  # records.py's fixed envelope: tag, type, version, crc32
+
+
+def ledger_span(value: bytes, rtype: int, max_version: int) -> tuple[int, int, int, int, int | None]:
+    """:func:`ledger_fields` of a record in the fixed envelope (format 6 on), the envelope
+    checked first as ``records._open_record`` checks it (length, version up to
+    ``max_version``, checksum, then the type ``rtype``). ValueError says what failed; a
+    record in the msgpack envelope of formats 1-5 is one ("not in the fixed envelope")."""
+    if value[:1] != b"\xc1":
+        raise ValueError("record is not in the fixed envelope")
+    if len(value) < _ENVELOPE.size:
+        raise ValueError(f"record of {len(value)} bytes is shorter than its envelope")
+    _, found, version, crc = _ENVELOPE.unpack_from(value)
+    if version > max_version:
+        raise ValueError(f"record format {version} is newer than this ackstore reads ({max_version})")
+    if zlib.crc32(value[_ENVELOPE.size :], found << 8 | version) != crc:
+        raise ValueError("record checksum mismatch")
+    if found != rtype:
+        raise ValueError(f"expected a ledger record, found type {found}")
+    return ledger_fields(value[_ENVELOPE.size :])
+
+
+# catalog.py's ledger-directory entries (format 3 on): key topic id, ledger; value type,
+# version, entry count (-1: open), [last confirmed entry,] crc32 of key and value before it
+_DIR_KEY = struct.Struct(">QQ")
+_DIR_SEALED = struct.Struct(">BBqI")
+_DIR_OPEN = struct.Struct(">BBqqI")
+
+
+def scan_directory(
+    items: Iterable[tuple[bytes, bytes]], prefix: bytes, sealed_type: int, open_type: int
+) -> tuple[bytes, bytes, int | None, tuple[bytes, bytes] | None]:
+    """A topic's ledger-directory entries, ``(key, value)`` from ``items`` until a key
+    without ``prefix``, each checked (key length, size, type, count, checksum): ``(ids,
+    counts, confirmed, bad)``, ids and counts as native int64 bytes (``array('q')``),
+    confirmed the last entry's last confirmed entry (None when it is sealed or there is
+    none), bad the first entry that fails (the scan stops there) or None. O(entries)."""
+    ids, counts = array("q"), array("q")
+    confirmed: int | None = None
+    for key, value in items:
+        if not key.startswith(prefix):
+            break
+        ok = False
+        if len(key) == 16 and len(value) == _DIR_SEALED.size:
+            rtype, _, count, crc = _DIR_SEALED.unpack(value)
+            ok = rtype == sealed_type and count >= -1 and zlib.crc32(key + value[:10]) == crc
+            conf = None
+        elif len(key) == 16 and len(value) == _DIR_OPEN.size:
+            rtype, _, count, conf, crc = _DIR_OPEN.unpack(value)
+            ok = rtype == open_type and count == -1 and conf >= -1 and zlib.crc32(key + value[:18]) == crc
+        if not ok:
+            return ids.tobytes(), counts.tobytes(), confirmed, (key, value)
+        ids.append(_DIR_KEY.unpack(key)[1])
+        counts.append(count)
+        confirmed = conf
+    return ids.tobytes(), counts.tobytes(), confirmed, None
 
 
 _NODE = struct.Struct("<HHHH")

@@ -77,7 +77,7 @@ __all__ = [
     "encode_ledger",
     "decode_ledger",
     "decode_ledger_owned",
-    "ledger_lowest",
+    "ledger_span",
     "encode_marker",
     "encode_fixed_marker",
     "decode_marker",
@@ -217,22 +217,24 @@ def _ledger_body(value: bytes | memoryview) -> Any:
     return body
 
 
-def ledger_lowest(value: bytes | memoryview) -> tuple[int, int, int | None]:
-    """``(ledger, lowest entry with any state, cursor id or None)`` of a ledger record, read
-    from its fields (first ack, partial batches, delivery counts) without decoding its
-    bitmap; the lowest is 2**32 when it holds nothing. Raises CorruptRecordError."""
-    body = _ledger_body(value)
+def ledger_span(value: bytes | memoryview) -> tuple[int, int, int, int, int | None]:
+    """``(ledger, lowest, highest, runs, cursor id or None)`` of a ledger record: the lowest
+    and highest entry holding any state (first and last ack, partial batches, delivery
+    counts; 2**32 and -1 when none) and the run count it states, read from its fields
+    without decoding its bitmap (compiled where built: ``codecs.ledger_span``), the
+    record's envelope and checksum checked. Raises CorruptRecordError."""
     try:
-        ledger, _, first, last = body[:4]
-        lows = [first if last >= first else 1 << 32, *(int(b[0]) for b in body[6])]
-        if len(body) == 9 and body[8]:
-            lows.append(body[8][0])  # counts are [entry, count, ...], entries ascending
-        owner = body[7] if len(body) in (8, 9) else None
-        if not all(type(x) is int for x in (ledger, *lows)):
-            raise TypeError("a field is not an int")
-    except Exception as exc:
-        raise CorruptRecordError(f"ledger record body has the wrong shape: {exc}") from None
-    return ledger, min(lows), owner
+        return codecs.ledger_span(value, RECORD_LEDGER, FORMAT_VERSION)
+    except ValueError as exc:
+        if value[:1] == b"\xc1":
+            raise CorruptRecordError(str(exc)) from None
+    rtype, _, body = _open_record(value)  # formats 1-5: the msgpack envelope
+    if rtype != RECORD_LEDGER:
+        raise CorruptRecordError(f"expected a ledger record, found type {rtype}")
+    try:
+        return codecs.ledger_fields(body)
+    except ValueError as exc:
+        raise CorruptRecordError(str(exc)) from None
 
 
 def decode_ledger(value: bytes | memoryview) -> tuple[int, LedgerAcks]:
