@@ -274,9 +274,9 @@ class AckstorePeer:
     def file_bytes(self) -> int:
         return (self.path / "data.mdb").stat().st_size
 
-    def reopen(self, load: str = "budget", readonly: bool = False, read_all: bool = False) -> None:
-        """Close and reopen every cursor (a restart's bulk open); ``read_all``: then read
-        every ledger once, so a lazy open ends with the whole state in memory too."""
+    def reopen(self, load: str = "lazy", readonly: bool = False, read_all: bool = False) -> None:
+        """Close and reopen every cursor (a restart's bulk open; lazily, as by default);
+        ``read_all``: then read every ledger once, so it ends with the whole state in memory."""
         self.store.close()
         self.store = AckStore.open(self.path, sync=False, map_size=1 << 30, load=load, readonly=readonly)
         self.cursors = self._topic().open_cursors()
@@ -291,10 +291,10 @@ class AckstorePeer:
 
 #: more ways to reopen the ackstore peer's store: (name, reopen's keyword arguments)
 REOPENS: dict[str, dict[str, Any]] = {
-    "ackstore, load='lazy'": {"load": "lazy"},
-    "ackstore, load='lazy', then every ledger read": {"load": "lazy", "read_all": True},
+    "ackstore, then every ledger read": {"read_all": True},
+    "ackstore, load='budget'": {"load": "budget"},
     "ackstore, read-only": {"readonly": True},
-    "ackstore, read-only, load='lazy'": {"readonly": True, "load": "lazy"},
+    "ackstore, read-only, load='budget'": {"readonly": True, "load": "budget"},
 }
 
 PEERS: dict[str, Callable[[Path, Workload], object]] = {

@@ -4,11 +4,11 @@ The store holds one cursor over 2,000 ledgers of 5,000 entries with 10% random h
 (~0.9M ranges, ~4 MB of ack state in memory when all of it is loaded). Each round opens the store and the cursor
 (back-to-front recovery to the newest marker, ``verify="keys"``) and closes it:
 
-- baseline: an unlimited budget, every ledger decoded into memory;
-- ackstore: a 1 MiB budget, the newest records loaded until it is spent, the rest left
-  on disk and checked to exist;
-- ackstore, ``load="lazy"``: no ledger decoded (the mark-delete one's record checksummed),
-  every record checked to exist.
+- baseline: ``load="budget"`` with an unlimited budget, every ledger decoded into memory;
+- ackstore, ``load="budget"``: a 1 MiB budget, the newest records decoded until it is
+  spent, the rest left on disk and checked to exist;
+- ackstore, lazily (the default open): the same 1 MiB budget's records read and checked,
+  none decoded, the rest checked to exist.
 
 ``bytes`` is the ack state the open leaves in memory.
 """

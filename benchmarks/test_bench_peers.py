@@ -5,9 +5,10 @@ group is SQLite with one row per range at ``synchronous=NORMAL`` (WAL): the
 bar to beat (one indexed statement per new ack, as a competent user writes it). The
 baseline of every reopen group is unpickling the same ``{ledger: BitMap}`` maps from one
 LMDB value per cursor (the least work that holds the state again); ackstore reopens as
-it is opened by default (each cursor decodes its ledgers up to its budget, here all),
-with ``load="lazy"`` (the mark-delete ledger decoded, the others on first use; the
-"then every ledger read" row adds reading them all), and read-only. ``wchar``
+it is opened by default (lazily: the records within each cursor's budget, here all, read
+and checked, each ledger decoded on first use; the "then every ledger read" row adds
+reading them all), with ``load="budget"`` (every ledger within the budget decoded at
+open), and read-only. ``wchar``
 is what each flush hands to write(2) (``/proc/self/io``): LMDB writes whole pages, SQLite
 its WAL frames, so a flush of a few dozen logical bytes costs kilobytes there. ackstore and
 the pickled BitMaps run on LMDB with ``sync=False``, which,

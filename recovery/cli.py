@@ -330,8 +330,9 @@ def recover(store: Path, spec: str, budget: int, verify: str, load: str, as_json
     text = (
         f"{spec}: recovered from marker {rep.marker_seq} in {seconds * 1000:.1f} ms\n"
         f"  mark-delete {out['mark_delete']}, {out['ranges']:,} ranges\n"
-        f"  loaded {rep.records_loaded} ledger records ({rep.bytes_loaded:,} B read), "
-        f"{st.ledgers_swapped_out} left on disk; {st.cache_bytes:,} B held of a {budget:,} B budget"
+        f"  decoded {rep.records_loaded} ledger records ({rep.bytes_loaded:,} B), {st.ledgers_swapped_out} left on "
+        + ("disk (those within the budget checked), decoded when first used" if load == "lazy" else "disk")
+        + f"; {st.cache_bytes:,} B held of a {budget:,} B budget"
     )
     if rep.skipped_reasons:
         text += f"\n  skipped {rep.markers_skipped} markers:\n" + "\n".join(f"    {r}" for r in rep.skipped_reasons)

@@ -295,7 +295,7 @@ def _load_lazily(
         read += size
         spans.append((ledger, highest))
     _check_left(txn, db, cursor_id, seq, items if verify == "all" else items[stopped:], verify)
-    if ends is not None:
+    if ends is not None and spans:
         clip += [(ledger, index[ledger]) for ledger in ends(spans)]
     decoded: dict[int, LedgerAcks] = {}
     nbytes = 0
