@@ -125,7 +125,7 @@ class CursorStats:
     cache_budget: int
     largest_ledger_bytes: int  # one ledger larger than the budget still loads; this says how large
     over_budget: bool
-    swap_ins: int
+    swap_ins: int  # ledgers read from disk since open (after a lazy open, each one's first use too)
     evictions: int
     write_backs: int  # dirty ledgers written before eviction
     flushes: int
