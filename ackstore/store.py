@@ -339,9 +339,7 @@ class AckStore:
             found = catalog.cursor(txn, tid, name)
             if found is None:
                 return None, None
-            budget = (config or found[1]).max_individual_ack_cache_bytes
-            log = CursorLog(storage.log_db, found[0])
-            return found, log.recover(txn, budget, self.verify, self.lazy, topic.directory.past_end)
+            return found, self.recover_log(txn, CursorLog(storage.log_db, found[0]), config or found[1], topic)
 
         found, state = storage.read(find)
         if found is None and not topic.entries_checked:
@@ -366,6 +364,13 @@ class AckStore:
         assert state is not None
         return self._recovered(topic, name, cid, self._config_of(topic, name, cid, stored, config), state)
 
+    def recover_log(self, txn: lmdb.Transaction, log: CursorLog, config: CursorConfig, topic: Topic) -> RecoveredState:
+        """Recover a cursor's ``log`` as this store opens cursors: under ``config``'s budget,
+        as ``verify`` and ``load`` say, against ``topic``'s directory as it is now (the
+        store lock is held)."""
+        budget = config.max_individual_ack_cache_bytes
+        return log.recover(txn, budget, self.verify, self.lazy, topic.directory.past_end)
+
     def load_cursors(self, topic: Topic, config: CursorConfig | None) -> list[str]:
         """A restart's bulk form of :meth:`load_cursor`: every persisted cursor of ``topic``
         not held yet, recovered (one catalog scan, then batches of cursors sharing a read
@@ -380,13 +385,9 @@ class AckStore:
             entries = storage.read(lambda txn: catalog.cursor_configs(txn, tid))
 
         def recover(batch: list[tuple[str, int, CursorConfig, bytes]]) -> list[RecoveredState | None]:
-            ends = topic.directory.past_end  # as it is now (the store lock is held)
-
             def each(txn: lmdb.Transaction) -> list[RecoveredState | None]:
                 return [
-                    CursorLog(storage.log_db, cid).recover(
-                        txn, (config or stored).max_individual_ack_cache_bytes, self.verify, self.lazy, ends
-                    )
+                    self.recover_log(txn, CursorLog(storage.log_db, cid), config or stored, topic)
                     if catalog.cursor_raw(txn, tid, name) == raw
                     else None  # deleted (or made again) since the scan
                     for name, cid, stored, raw in batch

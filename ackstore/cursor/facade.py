@@ -43,6 +43,8 @@ from .store_side import StoreSide
 from .validate import pair
 
 if TYPE_CHECKING:
+    import lmdb
+
     from ..ledger_cache import CachePool
     from ..storage.env import Environment
     from ..topic import Topic
@@ -60,8 +62,6 @@ class CursorHost(Protocol):
 
     lock: threading.RLock
     cache_pool: CachePool
-    verify: str
-    lazy: bool
     readonly: bool
     closed: bool
     path: Path
@@ -71,6 +71,10 @@ class CursorHost(Protocol):
     def storage(self) -> Environment: ...
 
     def persist_cursor_config(self, tid: int, name: str, cid: int, config: CursorConfig) -> None: ...
+
+    def recover_log(
+        self, txn: lmdb.Transaction, log: CursorLog, config: CursorConfig, topic: Topic
+    ) -> RecoveredState: ...
 
     def flush(self) -> Any: ...
 
@@ -133,10 +137,7 @@ class Cursor(StoreSide):
         if cid != self.cursor_id:
             self.mark_deleted()
             self._gone()
-        budget = self._config.max_individual_ack_cache_bytes
-        ends = self._topic.directory.past_end
-        recover = partial(self._log.recover, budget=budget, verify=store.verify, lazy=store.lazy, ends=ends)
-        self._load(store.storage.read(recover))
+        self._load(store.storage.read(lambda txn: store.recover_log(txn, self._log, self._config, self._topic)))
 
     # -- liveness ------------------------------------------------------------------------------
 

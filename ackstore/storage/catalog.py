@@ -54,6 +54,7 @@ from ..config import CursorConfig
 from ..directory import LedgerDirectory
 from ..errors import CorruptRecordError, CorruptStoreError, FormatVersionError, NotAStoreError
 from . import codecs
+from .pure_codecs import DIR_KEY, DIR_OPEN, DIR_SEALED, directory_entry
 from .records import FORMAT_VERSION, decode_record, encode_record
 
 __all__ = [
@@ -77,9 +78,10 @@ _OPEN_LEDGER_TYPE = 6
 
 _U64 = struct.Struct(">Q")
 _I64 = struct.Struct(">q")
-_LEDGER_KEY = struct.Struct(">QQ")
-_LEDGER_VALUE = struct.Struct(">BBqI")
-_OPEN_LEDGER_VALUE = struct.Struct(">BBqqI")
+# a ledger-directory entry's layout, defined beside the twin of its compiled scan
+_LEDGER_KEY = DIR_KEY
+_LEDGER_VALUE = DIR_SEALED
+_OPEN_LEDGER_VALUE = DIR_OPEN
 #: the sizes of a ledger-directory value (format 3 and later; the longer one since 4)
 LEDGER_ENTRY_BYTES = _LEDGER_VALUE.size
 OPEN_LEDGER_ENTRY_BYTES = _OPEN_LEDGER_VALUE.size
@@ -390,14 +392,10 @@ class Catalog:
         if self.version < CATALOG_CHECKSUMS_SINCE:
             if len(raw) == 8:
                 return int(_I64.unpack(raw)[0]), None
-        elif len(raw) == _LEDGER_VALUE.size:
-            rtype, _, count, crc = _LEDGER_VALUE.unpack(raw)
-            if rtype == _LEDGER_TYPE and zlib.crc32(key + raw[:10]) == crc and count >= -1:
-                return int(count), None
-        elif len(raw) == _OPEN_LEDGER_VALUE.size:
-            rtype, _, count, confirmed, crc = _OPEN_LEDGER_VALUE.unpack(raw)
-            if rtype == _OPEN_LEDGER_TYPE and zlib.crc32(key + raw[:18]) == crc and count == -1 and confirmed >= -1:
-                return -1, int(confirmed)
+        else:
+            entry = directory_entry(key, raw, _LEDGER_TYPE, _OPEN_LEDGER_TYPE)
+            if entry is not None:
+                return entry
         tid, ledger = _LEDGER_KEY.unpack(key) if len(key) == 16 else (-1, -1)
         raise self._damaged(f"the directory entry of ledger {ledger} of topic id {tid} is damaged (checksum)")
 

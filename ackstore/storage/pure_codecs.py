@@ -29,7 +29,13 @@ __all__ = [
     "ledger_span",
     "scan_page",
     "scan_directory",
+    "directory_entry",
+    "open_envelope",
     "varint",
+    "ENVELOPE",
+    "DIR_KEY",
+    "DIR_SEALED",
+    "DIR_OPEN",
     "FIXED_HEAD",
     "FIXED_ITEM",
     "FIXED_COUNT",
@@ -255,40 +261,66 @@ def ledger_fields(body: bytes) -> tuple[int, int, int, int, int | None]:
     return ledger, low, high, runs, owner
 
 
-_ENVELOPE = struct.Struct("<BBBI")  # records.py's fixed envelope: tag, type, version, crc32
+#: records.py's fixed envelope (format 6 on): tag, type, version, crc32 of the body seeded
+#: with type and version
+ENVELOPE = struct.Struct("<BBBI")
+
+
+def open_envelope(value: bytes | memoryview, max_version: int) -> tuple[int, int, bytes]:
+    """``(type, format version, body bytes)`` of a record in the fixed envelope, checked in
+    this order: its length, a version up to ``max_version``, its checksum. ValueError says
+    what failed (``records`` raises it as CorruptRecordError)."""
+    if len(value) < ENVELOPE.size:
+        raise ValueError(f"record of {len(value)} bytes is shorter than its envelope")
+    _, rtype, version, crc = ENVELOPE.unpack_from(value)
+    body = bytes(value[ENVELOPE.size :])
+    if version > max_version:
+        raise ValueError(f"record format {version} is newer than this ackstore reads ({max_version})")
+    if zlib.crc32(body, rtype << 8 | version) != crc:
+        raise ValueError("record checksum mismatch")
+    return rtype, version, body
 
 
 def ledger_span(value: bytes, rtype: int, max_version: int) -> tuple[int, int, int, int, int | None]:
     """:func:`ledger_fields` of a record in the fixed envelope (format 6 on), the envelope
-    checked first as ``records._open_record`` checks it (length, version up to
-    ``max_version``, checksum, then the type ``rtype``). ValueError says what failed; a
-    record in the msgpack envelope of formats 1-5 is one ("not in the fixed envelope")."""
+    checked first (:func:`open_envelope`, then the type ``rtype``). ValueError says what
+    failed; a record in the msgpack envelope of formats 1-5 is one ("not in the fixed
+    envelope")."""
     if value[:1] != b"\xc1":
         raise ValueError("record is not in the fixed envelope")
-    if len(value) < _ENVELOPE.size:
-        raise ValueError(f"record of {len(value)} bytes is shorter than its envelope")
-    _, found, version, crc = _ENVELOPE.unpack_from(value)
-    if version > max_version:
-        raise ValueError(f"record format {version} is newer than this ackstore reads ({max_version})")
-    if zlib.crc32(value[_ENVELOPE.size :], found << 8 | version) != crc:
-        raise ValueError("record checksum mismatch")
+    found, _, body = open_envelope(value, max_version)
     if found != rtype:
         raise ValueError(f"expected a ledger record, found type {found}")
-    return ledger_fields(value[_ENVELOPE.size :])
+    return ledger_fields(body)
 
 
 # catalog.py's ledger-directory entries (format 3 on): key topic id, ledger; value type,
 # version, entry count (-1: open), [last confirmed entry,] crc32 of key and value before it
-_DIR_KEY = struct.Struct(">QQ")
-_DIR_SEALED = struct.Struct(">BBqI")
-_DIR_OPEN = struct.Struct(">BBqqI")
+DIR_KEY = struct.Struct(">QQ")
+DIR_SEALED = struct.Struct(">BBqI")
+DIR_OPEN = struct.Struct(">BBqqI")
+
+
+def directory_entry(key: bytes, value: bytes, sealed_type: int, open_type: int) -> tuple[int, int | None] | None:
+    """``(entry count or -1 while open, last confirmed entry or None)`` of a
+    ledger-directory value stored under ``key``, or None unless its size, type, count and
+    checksum check."""
+    if len(value) == DIR_SEALED.size:
+        rtype, _, count, crc = DIR_SEALED.unpack(value)
+        if rtype == sealed_type and count >= -1 and zlib.crc32(key + value[:10]) == crc:
+            return count, None
+    elif len(value) == DIR_OPEN.size:
+        rtype, _, count, confirmed, crc = DIR_OPEN.unpack(value)
+        if rtype == open_type and count == -1 and confirmed >= -1 and zlib.crc32(key + value[:18]) == crc:
+            return -1, confirmed
+    return None
 
 
 def scan_directory(
     items: Iterable[tuple[bytes, bytes]], prefix: bytes, sealed_type: int, open_type: int
 ) -> tuple[bytes, bytes, int | None, tuple[bytes, bytes] | None]:
     """A topic's ledger-directory entries, ``(key, value)`` from ``items`` until a key
-    without ``prefix``, each checked (key length, size, type, count, checksum): ``(ids,
+    without ``prefix``, each checked (a 16-byte key, then :func:`directory_entry`): ``(ids,
     counts, confirmed, bad)``, ids and counts as native int64 bytes (``array('q')``),
     confirmed the last entry's last confirmed entry (None when it is sealed or there is
     none), bad the first entry that fails (the scan stops there) or None. O(entries)."""
@@ -297,19 +329,12 @@ def scan_directory(
     for key, value in items:
         if not key.startswith(prefix):
             break
-        ok = False
-        if len(key) == 16 and len(value) == _DIR_SEALED.size:
-            rtype, _, count, crc = _DIR_SEALED.unpack(value)
-            ok = rtype == sealed_type and count >= -1 and zlib.crc32(key + value[:10]) == crc
-            conf = None
-        elif len(key) == 16 and len(value) == _DIR_OPEN.size:
-            rtype, _, count, conf, crc = _DIR_OPEN.unpack(value)
-            ok = rtype == open_type and count == -1 and conf >= -1 and zlib.crc32(key + value[:18]) == crc
-        if not ok:
+        entry = directory_entry(key, value, sealed_type, open_type) if len(key) == DIR_KEY.size else None
+        if entry is None:
             return ids.tobytes(), counts.tobytes(), confirmed, (key, value)
-        ids.append(_DIR_KEY.unpack(key)[1])
-        counts.append(count)
-        confirmed = conf
+        ids.append(DIR_KEY.unpack(key)[1])
+        counts.append(entry[0])
+        confirmed = entry[1]
     return ids.tobytes(), counts.tobytes(), confirmed, None
 
 

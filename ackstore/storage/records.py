@@ -61,7 +61,7 @@ from ..errors import CorruptRecordError
 from ..ledger_acks import LedgerAcks
 from . import codecs
 from .bitmaps import decode_bitmap, encode_bitmap
-from .pure_codecs import FIXED_COUNT, FIXED_HEAD, FIXED_ITEM
+from .pure_codecs import ENVELOPE, FIXED_COUNT, FIXED_HEAD, FIXED_ITEM, open_envelope
 
 __all__ = [
     "FORMAT_VERSION",
@@ -113,7 +113,7 @@ def split_log_key(key: bytes) -> tuple[int, int]:
 
 #: the first byte of a format-6 record, and of a fixed-layout delta marker body
 _TAG = 0xC1
-_ENVELOPE = struct.Struct("<BBBI")  # tag, type, version, crc32 of the body seeded with type and version
+_ENVELOPE = ENVELOPE  # tag, type, version, crc32 of the body seeded with type and version
 
 
 def encode_record(rtype: int, body: bytes) -> bytes:
@@ -124,22 +124,19 @@ def _open_record(value: bytes | memoryview) -> tuple[int, int, bytes]:
     """Check one record's envelope and checksum: ``(type, format version, body bytes)``.
     Raises CorruptRecordError."""
     if value[:1] == b"\xc1":
-        if len(value) < _ENVELOPE.size:
-            raise CorruptRecordError(f"record of {len(value)} bytes is shorter than its envelope")
-        _, rtype, version, crc = _ENVELOPE.unpack_from(value)
-        body = bytes(value[_ENVELOPE.size :])
-        seed = rtype << 8 | version
-    else:  # formats 1-5: a msgpack array
         try:
-            rtype, version, crc, body = msgpack.unpackb(value)
-        except Exception as exc:  # msgpack raises several unrelated types
-            raise CorruptRecordError(f"record does not decode: {exc}") from None
-        if not isinstance(body, bytes) or type(crc) is not int or type(version) is not int or type(rtype) is not int:
-            raise CorruptRecordError("record envelope has the wrong shape")  # a flipped bit can make any field a list
-        seed = 0
+            return open_envelope(value, FORMAT_VERSION)
+        except ValueError as exc:
+            raise CorruptRecordError(str(exc)) from None
+    try:  # formats 1-5: a msgpack array
+        rtype, version, crc, body = msgpack.unpackb(value)
+    except Exception as exc:  # msgpack raises several unrelated types
+        raise CorruptRecordError(f"record does not decode: {exc}") from None
+    if not isinstance(body, bytes) or type(crc) is not int or type(version) is not int or type(rtype) is not int:
+        raise CorruptRecordError("record envelope has the wrong shape")  # a flipped bit can make any field a list
     if version > FORMAT_VERSION:
         raise CorruptRecordError(f"record format {version} is newer than this ackstore reads ({FORMAT_VERSION})")
-    if zlib.crc32(body, seed) != crc:
+    if zlib.crc32(body) != crc:
         raise CorruptRecordError("record checksum mismatch")
     return rtype, version, body
 
