@@ -641,6 +641,267 @@ static PyObject *ledger_span(PyObject *self, PyObject *args) {
     return result;
 }
 
+/* The values of a portable roaring serialization (RoaringFormatSpec: array, bitmap and run
+ * containers; what pyroaring's serialize() writes), ascending, in a PyMem buffer the caller
+ * frees. Returns their number, or -1 with ValueError when the bytes are not one. */
+#define COOKIE_RUNS 12347
+static Py_ssize_t roaring_values(const unsigned char *p, Py_ssize_t len, uint32_t **out) {
+    *out = NULL;
+    if (len < 4) goto bad;
+    uint32_t cookie = get32(p), size;
+    Py_ssize_t pos = 4;
+    const unsigned char *runs = NULL;
+    int offsets;
+    if ((cookie & 0xFFFF) == COOKIE_RUNS) {
+        size = (cookie >> 16) + 1;
+        runs = p + pos;
+        pos += (size + 7) / 8;
+        offsets = size >= 4;
+    } else if (cookie == COOKIE_NO_RUNS) {
+        if (len < 8) goto bad;
+        size = get32(p + 4);
+        pos = 8;
+        offsets = 1;
+    } else {
+        goto bad;
+    }
+    if (size > 65536 || len - pos < 4 * (Py_ssize_t)size) goto bad;
+    const unsigned char *head = p + pos;
+    pos += 4 * (Py_ssize_t)size + (offsets ? 4 * (Py_ssize_t)size : 0);
+    if (pos > len) goto bad;
+    Py_ssize_t total = 0;
+    for (uint32_t c = 0; c < size; c++) total += (Py_ssize_t)get16(head + 4 * c + 2) + 1;
+    uint32_t *v = (uint32_t *)PyMem_Malloc((total ? total : 1) * sizeof(uint32_t));
+    if (v == NULL) { PyErr_NoMemory(); return -1; }
+    *out = v;
+    Py_ssize_t n = 0;
+    for (uint32_t c = 0; c < size; c++) {
+        uint32_t key = (uint32_t)get16(head + 4 * c) << 16, card = (uint32_t)get16(head + 4 * c + 2) + 1;
+        if (runs != NULL && (runs[c / 8] >> (c % 8)) & 1) {
+            if (len - pos < 2) goto bad;
+            uint32_t nruns = get16(p + pos), got = 0;
+            pos += 2;
+            if (len - pos < 4 * (Py_ssize_t)nruns) goto bad;
+            for (uint32_t r = 0; r < nruns; r++, pos += 4) {
+                uint32_t start = get16(p + pos), length = get16(p + pos + 2);
+                if (start + length > 0xFFFF || got + length + 1 > card) goto bad;
+                for (uint32_t x = start; x <= start + length; x++) v[n++] = key | x;
+                got += length + 1;
+            }
+            if (got != card) goto bad;
+        } else if (card > ARRAY_MAX) {
+            if (len - pos < 8192) goto bad;
+            uint32_t got = 0;
+            for (uint32_t w = 0; w < 8192 && got <= card; w++) {
+                unsigned char byte = p[pos + w];
+                for (int bit = 0; byte && bit < 8; bit++, byte >>= 1)
+                    if (byte & 1) {
+                        if (++got > card) goto bad;
+                        v[n++] = key | (w * 8 + bit);
+                    }
+            }
+            if (got != card) goto bad;
+            pos += 8192;
+        } else {
+            if (len - pos < 2 * (Py_ssize_t)card) goto bad;
+            for (uint32_t i = 0; i < card; i++) v[n++] = key | get16(p + pos + 2 * i);
+            pos += 2 * (Py_ssize_t)card;
+        }
+    }
+    for (Py_ssize_t i = 1; i < n; i++)
+        if (v[i] <= v[i - 1]) goto bad;
+    return n;
+bad:
+    PyMem_Free(*out);
+    *out = NULL;
+    PyErr_SetString(PyExc_ValueError, "not a portable roaring serialization");
+    return -1;
+}
+
+static PyObject *s_serialize; /* "serialize", interned at import */
+
+/* A bitmap's values (its serialize(), read by roaring_values). */
+static Py_ssize_t bitmap_values(PyObject *bitmap, uint32_t **out) {
+    *out = NULL;
+    PyObject *raw = PyObject_CallMethodNoArgs(bitmap, s_serialize);
+    if (raw == NULL) return -1;
+    if (!PyBytes_Check(raw)) {
+        Py_DECREF(raw);
+        PyErr_SetString(PyExc_TypeError, "a bitmap's serialize() did not return bytes");
+        return -1;
+    }
+    Py_ssize_t n = roaring_values((const unsigned char *)PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw), out);
+    Py_DECREF(raw);
+    return n;
+}
+
+/* fixed_marker(version, flags, prev, md_l, md_e, rp_l, rp_e, cursor_id, items, properties)
+ * -> bytes: a whole marker record in the fixed envelope and layout, pure_codecs.fixed_marker
+ * (the same bytes; OverflowError with the same message when a field does not fit). */
+#define OUTSIDE_LAYOUT \
+    "a marker field is not an unsigned int the fixed layout holds (32 bits; 16 for counts of items)"
+
+typedef struct {
+    unsigned char *b;
+    Py_ssize_t len, cap;
+} Out;
+
+static unsigned char *out_room(Out *o, Py_ssize_t n) {
+    if (o->len + n > o->cap) {
+        Py_ssize_t cap = o->cap * 2 > o->len + n ? o->cap * 2 : o->len + n + 64;
+        unsigned char *b = (unsigned char *)PyMem_Realloc(o->b, cap);
+        if (b == NULL) { PyErr_NoMemory(); return NULL; }
+        o->b = b;
+        o->cap = cap;
+    }
+    unsigned char *at = o->b + o->len;
+    o->len += n;
+    return at;
+}
+
+/* An int in [0, most] once `add` is added, or -1 with OverflowError set. */
+static int field_of(PyObject *v, long long add, long long most, uint32_t *out) {
+    if (!PyLong_Check(v)) goto outside;
+    int overflow;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow || (x == -1 && PyErr_Occurred())) { PyErr_Clear(); goto outside; }
+    if (x > most - add || x < -add) goto outside;
+    *out = (uint32_t)(x + add);
+    return 0;
+outside:
+    PyErr_SetString(PyExc_OverflowError, OUTSIDE_LAYOUT);
+    return -1;
+}
+
+#define U32 0xFFFFFFFFLL
+#define U16 0xFFFFLL
+
+/* One item's adds: the values of `adds` not in `named` (a bitmap, or NULL), appended as
+ * u32; their number in *count (at most 65,535, else OverflowError). O(adds + named). */
+static int put_adds(Out *o, PyObject *adds, PyObject *named, uint32_t *count) {
+    uint32_t *v = NULL, *w = NULL;
+    Py_ssize_t n = bitmap_values(adds, &v), m = 0, k = 0;
+    int rc = -1;
+    if (n < 0) goto done;
+    if (named != NULL && (m = bitmap_values(named, &w)) < 0) goto done;
+    unsigned char *room = out_room(o, 4 * n);
+    if (room == NULL) goto done;
+    for (Py_ssize_t i = 0, j = 0; i < n; i++) {
+        while (j < m && w[j] < v[i]) j++;
+        if (j < m && w[j] == v[i]) continue;
+        put32(room + 4 * k++, v[i]);
+    }
+    o->len -= 4 * (n - k);
+    if (k > U16) { PyErr_SetString(PyExc_OverflowError, OUTSIDE_LAYOUT); goto done; }
+    *count = (uint32_t)k;
+    rc = 0;
+done:
+    PyMem_Free(v);
+    PyMem_Free(w);
+    return rc;
+}
+
+static int put_counts(Out *o, PyObject *counts) {
+    PyObject *keys = PyDict_Keys(counts);
+    if (keys == NULL || PyList_Sort(keys) < 0) { Py_XDECREF(keys); return -1; }
+    int rc = 0;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(keys) && rc == 0; i++) {
+        PyObject *key = PyList_GET_ITEM(keys, i), *n = PyDict_GetItemWithError(counts, key);
+        uint32_t e, c;
+        unsigned char *at;
+        if (n == NULL) { if (!PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, key); rc = -1; }
+        else if (field_of(key, 0, U32, &e) < 0 || field_of(n, 0, U32, &c) < 0) rc = -1;
+        else if ((at = out_room(o, 8)) == NULL) rc = -1;
+        else { put32(at, e); put32(at + 4, c); }
+    }
+    Py_DECREF(keys);
+    return rc;
+}
+
+/* One item: (ledger, entry) or (ledger, entry, named). */
+static int put_item(Out *o, PyObject *item) {
+    Py_ssize_t size = PyTuple_Check(item) ? PyTuple_GET_SIZE(item) : 0;
+    if (size != 2 && size != 3) {
+        PyErr_SetString(PyExc_TypeError, "a marker item is (ledger, entry) or (ledger, entry, named)");
+        return -1;
+    }
+    PyObject *entry = PyTuple_GET_ITEM(item, 1), *named = size == 3 ? PyTuple_GET_ITEM(item, 2) : Py_None;
+    uint32_t ledger, seq = 0, runs = 0, nadds = 0, ncounts = 0;
+    if (field_of(PyTuple_GET_ITEM(item, 0), 0, U32, &ledger) < 0) return -1;
+    Py_ssize_t head = o->len;
+    if (out_room(o, 16) == NULL) return -1;
+    if (entry != Py_None) {
+        if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) < 4) {
+            PyErr_SetString(PyExc_TypeError, "a marker item's entry is None or (seq, runs, adds, counts, ...)");
+            return -1;
+        }
+        PyObject *adds = PyTuple_GET_ITEM(entry, 2), *counts = PyTuple_GET_ITEM(entry, 3);
+        if (field_of(PyTuple_GET_ITEM(entry, 0), 1, U32, &seq) < 0) return -1;
+        if (field_of(PyTuple_GET_ITEM(entry, 1), 0, U32, &runs) < 0) return -1;
+        int some = counts == Py_None ? 0 : PyObject_IsTrue(counts);
+        if (some < 0) return -1;
+        if (some) {
+            if (!PyDict_Check(counts)) { PyErr_SetString(PyExc_TypeError, "counts are a dict"); return -1; }
+            if (PyDict_GET_SIZE(counts) > U16) { PyErr_SetString(PyExc_OverflowError, OUTSIDE_LAYOUT); return -1; }
+            ncounts = (uint32_t)PyDict_GET_SIZE(counts);
+        }
+        int any = adds == Py_None ? 0 : PyObject_IsTrue(adds);
+        if (any < 0) return -1;
+        if (any) {
+            int minus = named == Py_None ? 0 : PyObject_IsTrue(named);
+            if (minus < 0) return -1;
+            if (put_adds(o, adds, minus ? named : NULL, &nadds) < 0) return -1;
+        }
+        if (ncounts && put_counts(o, counts) < 0) return -1;
+    }
+    unsigned char *at = o->b + head;
+    put32(at, ledger); put32(at + 4, seq); put32(at + 8, runs);
+    put16(at + 12, nadds); put16(at + 14, ncounts);
+    return 0;
+}
+
+static PyObject *fixed_marker(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 10) {
+        PyErr_SetString(PyExc_TypeError,
+                        "fixed_marker(version, flags, prev, md_l, md_e, rp_l, rp_e, cursor_id, items, properties)");
+        return NULL;
+    }
+    PyObject *items = args[8], *props = args[9], *result = NULL;
+    if (!PyList_Check(items)) { PyErr_SetString(PyExc_TypeError, "items are a list"); return NULL; }
+    if (!PyBytes_Check(props)) { PyErr_SetString(PyExc_TypeError, "properties are bytes"); return NULL; }
+    uint32_t version, flags, head[6];
+    static const long long adds[6] = {0, 0, 1, 0, 1, 0};
+    if (field_of(args[0], 0, 0xFF, &version) < 0) return NULL;
+    if (field_of(args[1], 0, 0xFF, &flags) < 0) return NULL;
+    for (int i = 0; i < 6; i++)
+        if (field_of(args[2 + i], adds[i], U32, &head[i]) < 0) return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(items);
+    if (n > U16) { PyErr_SetString(PyExc_OverflowError, OUTSIDE_LAYOUT); return NULL; }
+    Out o = {NULL, 0, 0};
+    unsigned char *at = out_room(&o, 7 + 28 + 16 * n + PyBytes_GET_SIZE(props));
+    if (at == NULL) return NULL;
+    o.len = 7 + 28;
+    at[7] = 0xC1;
+    at[8] = (unsigned char)flags;
+    for (int i = 0; i < 6; i++) put32(at + 9 + 4 * i, head[i]);
+    put16(at + 33, (uint32_t)n);
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (put_item(&o, PyList_GET_ITEM(items, i)) < 0) goto done;
+    Py_ssize_t np = PyBytes_GET_SIZE(props);
+    if (np && (at = out_room(&o, np)) == NULL) goto done;
+    if (np) memcpy(at, PyBytes_AS_STRING(props), np);
+    int64_t crc = crc32_of(o.b + 7, o.len - 7, 2u << 8 | version);
+    if (crc < 0) goto done;
+    o.b[0] = 0xC1;
+    o.b[1] = 2;
+    o.b[2] = (unsigned char)version;
+    put32(o.b + 3, (uint32_t)crc);
+    result = PyBytes_FromStringAndSize((const char *)o.b, o.len);
+done:
+    PyMem_Free(o.b);
+    return result;
+}
+
 static int64_t get_be64(const unsigned char *p) {
     uint64_t v = 0;
     for (int i = 0; i < 8; i++) v = v << 8 | p[i];
@@ -740,6 +1001,8 @@ static PyMethodDef methods[] = {
     {"ledger_fields", ledger_fields, METH_VARARGS, "A ledger record body's fields, its bitmap not decoded."},
     {"ledger_span", ledger_span, METH_VARARGS, "A ledger record's envelope and checksum checked, then its fields."},
     {"scan_directory", scan_directory, METH_VARARGS, "A topic's ledger directory entries checked and gathered."},
+    {"fixed_marker", (PyCFunction)(void (*)(void))fixed_marker, METH_FASTCALL,
+     "A marker record in the fixed envelope and layout (pure_codecs.fixed_marker)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -753,5 +1016,7 @@ PyMODINIT_FUNC PyInit__native(void) {
         Py_DECREF(zlib);
     }
     if (zlib_crc32 == NULL) PyErr_Clear(); /* the table serves every length then */
+    s_serialize = PyUnicode_InternFromString("serialize");
+    if (s_serialize == NULL) return NULL;
     return PyModule_Create(&module);
 }

@@ -13,11 +13,12 @@ from array import array
 from pathlib import Path
 from types import ModuleType
 
+import msgpack
 import pytest
-from pyroaring import BitMap
+from pyroaring import BitMap, FrozenBitMap
 
 from ackstore.storage import bitmaps, codecs, pure_codecs
-from ackstore.storage.records import IndexEntry, encode_fixed_marker
+from ackstore.storage.records import IndexEntry, decode_marker, encode_fixed_marker
 
 from .codec_impls import IMPLEMENTATIONS
 
@@ -29,6 +30,8 @@ def _outcome(impl: ModuleType, name: str, *args: object) -> tuple[str, object]:
         return "ok", getattr(impl, name)(*args)
     except ValueError as exc:
         return "error", str(exc)
+    except OverflowError as exc:  # the marker encoder: a field the fixed layout cannot hold
+        return "overflow", str(exc)
 
 
 def _same_everywhere(name: str, *args: object) -> tuple[str, object]:
@@ -148,6 +151,79 @@ def test_fixed_markers_decode_to_the_same_fields() -> None:
             damaged = _damaged(body, rng)
             for version in (9, 7, 6):  # and read as the layouts of formats 7 and 6
                 _same_everywhere("delta_fields", damaged, version)
+
+
+def _bitmap(rng: random.Random) -> BitMap | FrozenBitMap:
+    """A set of any container kind (array, bitmap, run), mutable or frozen."""
+    kind = rng.randrange(5)
+    if kind == 0:
+        values = BitMap(rng.sample(range(1 << 32), rng.randint(1, 12)))
+    elif kind == 1:
+        start = rng.randrange(1 << 20)  # runs (under 65,536 values: a marker's adds are a u16 count)
+        values = BitMap(range(start, start + rng.randrange(1, 60_000), rng.choice([1, 3])))
+    elif kind == 2:
+        values = BitMap(rng.sample(range(70_000), rng.randint(4_000, 6_000)))  # a bitmap container
+    elif kind == 3:
+        values = BitMap(range(65_530, 65_560)) | BitMap([1, 2, 3, 7, 1 << 31])
+    else:
+        values = BitMap(rng.sample(range(300), rng.randint(1, 100)))
+    if rng.random() < 0.5:
+        values.run_optimize()
+    return FrozenBitMap(values) if rng.random() < 0.5 else values
+
+
+def test_the_marker_encoder_writes_the_same_bytes_everywhere() -> None:
+    """A flush's marker record (``fixed_marker``): identical bytes from every implementation
+    for adds of every container kind, with or without what the chain named already, counts,
+    vanished ledgers and properties; each decodes to the marker it was given. A field the
+    layout cannot hold is the same OverflowError everywhere, and ``encode_fixed_marker``
+    then writes the msgpack form, which decodes to the same marker."""
+    rng = random.Random(4)
+    for case in range(400):
+        items: list[tuple[object, ...]] = []
+        expected: dict[int, IndexEntry | None] = {}
+        for ledger in sorted(rng.sample(range(1, 10_000), rng.randint(0, 5))):
+            if rng.random() < 0.2:
+                items.append((ledger, None))
+                expected[ledger] = None
+                continue
+            adds = _bitmap(rng) if rng.random() < 0.7 else None
+            counts = {e: rng.randint(1, 9) for e in rng.sample(range(1 << 20), rng.randint(0, 4))} or None
+            entry = IndexEntry(rng.randrange(1 << 20), rng.randrange(1 << 20), adds, counts)
+            named = None
+            if adds is not None and rng.random() < 0.6:
+                named = FrozenBitMap(list(adds)[: rng.randrange(len(adds) + 1)]) if rng.random() < 0.7 else _bitmap(rng)
+            items.append((ledger, entry, named) if rng.random() < 0.8 else (ledger, entry))
+            left = (adds - named if named else adds) if adds is not None and len(items[-1]) == 3 else adds
+            expected[ledger] = IndexEntry(entry.seq, entry.runs, FrozenBitMap(left) if left else None, counts)
+        props = {"k": 1, "name": "x"} if rng.random() < 0.3 else {}
+        md = (rng.randrange(1 << 20), rng.randrange(-1, 1 << 20))
+        full = case % 3 == 0 and all(e is not None for _, e, *_ in items)
+        args = (9, int(full), rng.randrange(1000), *md, md[0], md[1] + 1, rng.randrange(99), items)
+        kind, record = _same_everywhere("fixed_marker", *args, msgpack.packb(props) if props else b"")
+        assert kind == "ok" and isinstance(record, bytes)
+        assert record == encode_fixed_marker(args[2], md, (md[0], md[1] + 1), props, items, args[7], full)  # type: ignore[arg-type]
+        marker = decode_marker(record)
+        assert (marker.full, marker.mark_delete, marker.properties, marker.extra["c"]) == (full, md, props, args[7])
+        assert marker.index == expected
+    entry = IndexEntry(3, 4, FrozenBitMap([5, 6]), {9: 2})
+    too_big = [
+        (9, 0, -1, 1, 1, 1, 2, 7, [(1, entry)]),  # a prev of -1 (compaction's full marker)
+        (9, 0, 1, 1 << 32, 1, 1, 2, 7, [(1, entry)]),
+        (9, 0, 1, 1, (1 << 32) - 1, 1, 2, 7, [(1, entry)]),  # stored + 1
+        (9, 0, 1, 1, 1, 1, 2, 1 << 32, [(1, entry)]),
+        (9, 256, 1, 1, 1, 1, 2, 7, [(1, entry)]),
+        (9, 0, 1, 1, 1, 1, 2, 7, [(1 << 32, entry)]),
+        (9, 0, 1, 1, 1, 1, 2, 7, [(1, entry._replace(seq=(1 << 32) - 1))]),
+        (9, 0, 1, 1, 1, 1, 2, 7, [(1, entry._replace(adds=FrozenBitMap(range(70_000))))]),
+        (9, 0, 1, 1, 1, 1, 2, 7, [(1, entry._replace(counts={1 << 32: 1}))]),
+        (9, 0, 1, 1, 1, 1, 2, 7, [(i, None) for i in range(70_000)]),
+    ]
+    for args in too_big:
+        assert _same_everywhere("fixed_marker", *args, b"") == ("overflow", pure_codecs.OUTSIDE_LAYOUT), args[:8]
+    items = [(1 << 32, entry), (1 << 33, None)]
+    record = encode_fixed_marker(5, (1 << 33, 4), (1 << 33, 5), {}, items, 7, full=False)  # type: ignore[arg-type]
+    assert record[7] != 0xC1 and decode_marker(record).index == dict(items)
 
 
 def test_ledger_fields_give_the_same_outcome_everywhere() -> None:

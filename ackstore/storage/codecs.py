@@ -1,5 +1,5 @@
-"""The decoders recovery spends its time in (and the Rice coder a flush runs, the page scan
-of an open's structure walk), compiled where possible.
+"""The decoders recovery spends its time in (and the encoders a flush runs: the marker
+record and the Rice coder; the page scan of an open's structure walk), compiled where possible.
 
 ``ackstore._native`` (C, built by ``pip install`` where a compiler and the Python headers
 exist) or, without it, :mod:`ackstore.storage.pure_codecs`: the same functions, the same
@@ -20,6 +20,7 @@ __all__ = [
     "rice_to_roaring",
     "rice_code",
     "delta_fields",
+    "fixed_marker",
     "ledger_fields",
     "ledger_span",
     "scan_page",
@@ -46,6 +47,7 @@ gaps_to_roaring = _impl.gaps_to_roaring
 rice_to_roaring = _impl.rice_to_roaring
 rice_code = _impl.rice_code
 delta_fields = _impl.delta_fields
+fixed_marker = _impl.fixed_marker
 ledger_fields = _impl.ledger_fields
 ledger_span = _impl.ledger_span
 scan_page = _impl.scan_page

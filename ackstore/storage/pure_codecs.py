@@ -25,6 +25,7 @@ __all__ = [
     "rice_to_roaring",
     "rice_code",
     "delta_fields",
+    "fixed_marker",
     "ledger_fields",
     "ledger_span",
     "scan_page",
@@ -217,6 +218,63 @@ def delta_fields(body: bytes, version: int) -> tuple[int, int, int, int, int, in
             pos += 8 * ncounts
         items.append((ledger, seq - 1, runs, adds, counts))
     return flags, prev, md_l, md_e - 1, rp_l, rp_e - 1, cid, items, pos
+
+
+#: a marker record's type (records.RECORD_MARKER) and the tag the fixed layouts start with
+_MARKER = 2
+_TAG = 0xC1
+#: what :func:`fixed_marker` raises when a field does not fit its layout
+OUTSIDE_LAYOUT = "a marker field is not an unsigned int the fixed layout holds (32 bits; 16 for counts of items)"
+
+
+def fixed_marker(
+    version: int,
+    flags: int,
+    prev: int,
+    md_l: int,
+    md_e: int,
+    rp_l: int,
+    rp_e: int,
+    cursor_id: int,
+    items: list[tuple[Any, ...]],
+    properties: bytes,
+) -> bytes:
+    """A whole marker record in the fixed envelope (format ``version``) and the fixed
+    layout of records.py's module docstring, what :func:`delta_fields` reads back: ``items``
+    ``(ledger, entry)`` or ``(ledger, entry, named)``, ascending by ledger; ``entry`` None
+    (the ledger vanished) or ``(seq, runs, adds, counts, ...)`` with ``adds`` None or a
+    pyroaring bitmap and ``counts`` None or ``{entry: count}``; ``named`` a bitmap of adds
+    to leave out (what the chain named already) or None; ``properties`` the msgpack map's
+    bytes (empty: none). OverflowError (:data:`OUTSIDE_LAYOUT`) when a field does not fit:
+    the caller writes the msgpack form. O(items + adds + named + counts)."""
+    item, count = FIXED_ITEM.pack, FIXED_COUNT.pack
+    try:
+        parts = [FIXED_HEAD.pack(_TAG, flags, prev, md_l, md_e + 1, rp_l, rp_e + 1, cursor_id, len(items))]
+        for it in items:
+            ledger, e = it[0], it[1]
+            named = it[2] if len(it) > 2 else None
+            if e is None:
+                parts.append(item(ledger, 0, 0, 0, 0))
+                continue
+            seq, runs, adds, counts = e[0], e[1], e[2], e[3]
+            ncounts = len(counts) if counts else 0
+            if adds and named:
+                adds = adds - named
+            if not adds:
+                parts.append(item(ledger, seq + 1, runs, 0, ncounts))
+            else:
+                values = adds.to_array()
+                if _SWAP:
+                    values.byteswap()
+                parts.append(item(ledger, seq + 1, runs, len(values), ncounts))
+                parts.append(values.tobytes())
+            if counts:
+                parts.extend(count(entry, counts[entry]) for entry in sorted(counts))
+        parts.append(properties)
+        body = b"".join(parts)
+        return ENVELOPE.pack(_TAG, _MARKER, version, zlib.crc32(body, _MARKER << 8 | version)) + body
+    except struct.error:
+        raise OverflowError(OUTSIDE_LAYOUT) from None
 
 
 _SHAPE = "a ledger record's body is not [ledger, flags, first, last, payload, runs, batches(, owner(, counts))]"

@@ -46,9 +46,9 @@ LMDB's key order is the log order and a reverse scan reads back to front.
 from __future__ import annotations
 
 import struct
-import sys
 import zlib
 from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate, pairwise
 from operator import sub
@@ -61,7 +61,7 @@ from ..errors import CorruptRecordError
 from ..ledger_acks import LedgerAcks
 from . import codecs
 from .bitmaps import decode_bitmap, encode_bitmap
-from .pure_codecs import ENVELOPE, FIXED_COUNT, FIXED_HEAD, FIXED_ITEM, open_envelope
+from .pure_codecs import ENVELOPE, open_envelope
 
 __all__ = [
     "FORMAT_VERSION",
@@ -80,6 +80,7 @@ __all__ = [
     "ledger_span",
     "encode_marker",
     "encode_fixed_marker",
+    "MarkerItem",
     "decode_marker",
 ]
 
@@ -314,9 +315,13 @@ def encode_marker(marker: Marker) -> bytes:
     return encode_record(RECORD_MARKER, body)
 
 
-#: the fixed layout's structs are the decoder's (pure_codecs.FIXED_HEAD, FIXED_ITEM, FIXED_COUNT)
-_FIXED_FULL = 0x01  # the flag of a full marker (its index is the cursor's whole index)
-_SWAP = sys.byteorder == "big"  # array('I') is native-endian; the layout is little-endian
+#: an item of a marker to encode: ``(ledger, entry)``, or ``(ledger, entry, named)`` whose
+#: ``named`` adds the marker leaves out (the chain named them already)
+MarkerItem = tuple[int, "IndexEntry | None"] | tuple[int, "IndexEntry", "FrozenBitMap | None"]
+
+#: the fixed layout's flag of a full marker, whose index is the cursor's whole index
+#: (codecs.fixed_marker writes the layout)
+_FIXED_FULL = 0x01
 
 
 def encode_fixed_marker(
@@ -324,41 +329,36 @@ def encode_fixed_marker(
     mark_delete: tuple[int, int],
     read_position: tuple[int, int],
     properties: dict[str, int | str],
-    items: list[tuple[int, IndexEntry | None]],
+    items: Sequence[MarkerItem],
     cursor_id: int,
     full: bool = False,
 ) -> bytes:
     """A marker that is not truncated, in the fixed layout of the module docstring: a delta
     marker (``items``: the ledgers changed since ``prev``) or with ``full`` a full one (the
-    whole index; no ``None`` items); ``items`` ascending by ledger. A field that does not
-    fit the layout (an id or sequence of 2**32 or more, 65,536 items, adds or counts) falls
-    back to :func:`encode_marker`'s msgpack array. O(items + adds + counts), one
-    ``struct.pack`` per item."""
-    item, count = FIXED_ITEM.pack, FIXED_COUNT.pack
+    whole index; no ``None`` items); ``items`` ascending by ledger, each ``(ledger, entry)``
+    or ``(ledger, entry, named)`` to leave out of ``entry``'s adds those ``named`` already
+    (a delta marker's). Encoded by :func:`ackstore.storage.codecs.fixed_marker`; a field that
+    does not fit the layout (an id or sequence of 2**32 or more, 65,536 items, adds or
+    counts) falls back to :func:`encode_marker`'s msgpack array. O(items + adds + counts)."""
+    md_l, md_e = mark_delete
+    props = msgpack.packb(properties) if properties else b""
     try:
-        head = (prev, mark_delete[0], mark_delete[1] + 1, read_position[0], read_position[1] + 1, cursor_id, len(items))
-        parts = [FIXED_HEAD.pack(_TAG, _FIXED_FULL if full else 0, *head)]
-        for ledger, e in items:
-            if e is None:
-                parts.append(item(ledger, 0, 0, 0, 0))
-                continue
-            counts = e.counts
-            if not e.adds:
-                parts.append(item(ledger, e.seq + 1, e.runs, 0, len(counts) if counts else 0))
-            else:
-                adds = e.adds.to_array()
-                if _SWAP:
-                    adds.byteswap()
-                parts.append(item(ledger, e.seq + 1, e.runs, len(adds), len(counts) if counts else 0))
-                parts.append(adds.tobytes())
-            if counts:
-                parts.extend(count(entry, counts[entry]) for entry in sorted(counts))
-    except struct.error:
-        marker = Marker(full, prev, mark_delete, read_position, properties, dict(items), extra={"c": cursor_id})
+        return codecs.fixed_marker(
+            FORMAT_VERSION, _FIXED_FULL if full else 0, prev, md_l, md_e, *read_position, cursor_id, items, props
+        )
+    except OverflowError:
+        index = {item[0]: _named_out(item) for item in items}
+        marker = Marker(full, prev, mark_delete, read_position, properties, index, extra={"c": cursor_id})
         return encode_marker(marker)
-    if properties:
-        parts.append(msgpack.packb(properties))
-    return encode_record(RECORD_MARKER, b"".join(parts))
+
+
+def _named_out(item: MarkerItem) -> IndexEntry | None:
+    """An item's entry, less the adds its ``named`` part says were named already."""
+    entry = item[1]
+    named = item[2] if len(item) > 2 else None
+    if entry is None or not entry.adds or not named:
+        return entry
+    return entry._replace(adds=entry.adds - named)
 
 
 def _decode_fixed(body: bytes, version: int) -> Marker:
