@@ -19,7 +19,7 @@ from .storage.catalog import OPEN_LEDGER_ENTRY_BYTES, Catalog
 from .storage.log import CursorLog
 
 if TYPE_CHECKING:
-    from .cursor import Cursor, FlushPlan
+    from .cursor import AnyPlan, Cursor
     from .store import AckStore
     from .topic import Topic
 
@@ -29,34 +29,48 @@ __all__ = ["FlushJob", "FlushTotals", "GroupFlush"]
 @dataclass(slots=True)
 class FlushJob:
     """One group flush in flight: the plans taken (and their cursors, in order), the topics'
-    bounds to write, how many plans were encoded, and the cursor whose own code failed."""
+    bounds to write, how many plans were encoded, the cursor whose own code failed; once
+    encoded, every record to put, the plans that trim garbage, and the figures."""
 
     catalog: Catalog
     log_db: Any
-    plans: list[FlushPlan] = field(default_factory=list)
+    plans: list[AnyPlan] = field(default_factory=list)
     cursors: list[Cursor] = field(default_factory=list)
     confirms: list[tuple[Topic, tuple[int, int]]] = field(default_factory=list)
     encoded: int = 0
     failed: Cursor | None = None
+    puts: list[tuple[bytes, bytes]] = field(default_factory=list)
+    trims: list[AnyPlan] = field(default_factory=list)
+    ledger_records: int = 0
+    full_markers: int = 0
+    nbytes: int = 0
 
     def encode(self) -> None:
-        """Step 2: every plan's records and marker, from its copies."""
+        """Step 2: every plan's records and marker, from its copies (the common plan was
+        encoded when it was taken); their puts gathered in order, with the figures."""
+        puts, trims = self.puts, self.trims
+        records = full = nbytes = 0
         for plan in self.plans:
             plan.encode()
             self.encoded += 1
+            puts += plan.puts
+            if plan.gc_below > 0:
+                trims.append(plan)
+            records += len(plan.records)
+            full += plan.full
+            nbytes += plan.nbytes
+        self.ledger_records, self.full_markers, self.nbytes = records, full, nbytes
 
     def write(self, txn: lmdb.Transaction) -> int:
-        """Step 3 (replayable): every plan's records, each plan's garbage trimmed, the topics'
-        bounds; returns the records trimmed."""
+        """Step 3 (replayable): every plan's records (one call into LMDB for them all), the
+        garbage of the plans that trim, the topics' bounds; returns the records trimmed."""
         for topic, (ledger, confirmed) in self.confirms:
             self.catalog.put_ledger(txn, topic.topic_id, ledger, OPEN, confirmed)
-        trimmed = 0
         db = self.log_db
-        for plan in self.plans:
-            for key, value in plan.puts:
-                txn.put(key, value, db=db)
-            if plan.gc_below > 0:
-                trimmed += CursorLog(db, plan.cursor_id).trim(txn, plan.gc_below, plan.gc_live)
+        txn.cursor(db=db).putmulti(self.puts)
+        trimmed = 0
+        for plan in self.trims:
+            trimmed += CursorLog(db, plan.cursor_id).trim(txn, plan.gc_below, plan.gc_live)
         return trimmed
 
 
@@ -114,25 +128,39 @@ class GroupFlush:
             return stats
 
     def _take(self, only: list[Cursor] | None) -> FlushJob:
-        """Step 1: every listed cursor's plan (an idle one is unlisted), and the topics'
-        pending bounds. If a cursor's planning raises, the plans taken are aborted."""
-        with self.store.lock:
-            self.store.check_alive()
-            job = FlushJob(self.store.storage.catalog, self.store.storage.log_db)
-            job.confirms = [(t, c) for t in self.store.held.values() if (c := t.pending_bound()) is not None]
+        """Step 1: every listed cursor's plan, and the topics' pending bounds. Every cursor
+        visited leaves the flush list (a change from now on, under the same lock, lists it
+        again: see ``Cursor._changed``), so committing needs no look at what came in
+        meanwhile. If a cursor's planning raises, the plans taken are aborted."""
+        store = self.store
+        with store.lock:
+            store.check_alive()
+            job = FlushJob(store.storage.catalog, store.storage.log_db)
+            job.confirms = [(t, c) for t in store.held.values() if (c := t.pending_bound()) is not None]
+            listed = store.flush_list
+            visit = only if only is not None else list(listed)
             cur: Cursor | None = None
+            idle: list[Cursor] = []
             try:
-                for cur in only if only is not None else list(self.store.flush_list):
+                for cur in visit:
                     plan = cur.prepare_flush()
                     if plan is not None:
                         job.plans.append(plan)
                         job.cursors.append(cur)
-                    elif not cur.pending:
-                        self.store.unlist(cur)
+                    else:
+                        idle.append(cur)
             except BaseException as exc:  # the failing cursor put its own state back
                 job.failed = cur
                 self._abort(job, exc)
                 raise
+            if only is None:
+                listed.clear()
+            else:
+                for cur in visit:
+                    listed.pop(cur, None)
+            for cur in idle:  # no plan, yet something waits (never seen; kept listed to be sure)
+                if cur.pending:
+                    listed[cur] = None
             return job
 
     def _abort(self, job: FlushJob, exc: BaseException) -> None:
@@ -140,21 +168,21 @@ class GroupFlush:
         back (nothing is lost; the next flush tries again); a failure in a cursor's own code
         (planning, encoding) is raised as a StoreError naming it."""
         with self.store.lock:
+            listed = self.store.flush_list
             for plan, cur in zip(job.plans, job.cursors, strict=True):
                 cur.abort_flush(plan)
+                listed[cur] = None  # waits for the next flush again
         if job.failed is None and job.encoded < len(job.plans):
             job.failed = job.cursors[job.encoded]
         if job.failed is not None:
             self._encoding_failed(exc, job.failed)
 
     def _adopt(self, job: FlushJob) -> None:
-        """Step 4: the transaction committed; each cursor adopts its plan and leaves the flush
-        list unless something came in meanwhile (or PIP-299 left ranges out)."""
+        """Step 4: the transaction committed; each cursor adopts its plan (one that changed
+        meanwhile, or that PIP-299 left ranges out of, is on the flush list again)."""
         with self.store.lock:
-            unlist = self.store.unlist
             for plan, cur in zip(job.plans, job.cursors, strict=True):
-                if not cur.commit_flush(plan):
-                    unlist(cur)
+                cur.commit_flush(plan)
             for topic, written in job.confirms:
                 topic.bound_written(written)
 
@@ -163,10 +191,10 @@ class GroupFlush:
         plans = job.plans
         stats = FlushStats(
             cursors=len(plans),
-            ledger_records=sum(len(plan.records) for plan in plans),
+            ledger_records=job.ledger_records,
             markers=len(plans),
-            full_markers=sum(plan.full for plan in plans),
-            bytes_written=sum(plan.nbytes for plan in plans) + OPEN_LEDGER_ENTRY_BYTES * len(job.confirms),
+            full_markers=job.full_markers,
+            bytes_written=job.nbytes + OPEN_LEDGER_ENTRY_BYTES * len(job.confirms),
             records_trimmed=trimmed,
             seconds=time.perf_counter() - started,
             map_grows=grows,

@@ -397,3 +397,83 @@ def test_ack_entries_of_a_wide_stepped_range_up_to_the_last_entry_id(store_path:
         assert cur.ack_range_count == 4 and all(cur.is_acked(Position(1, e)) for e in wide)
     with AckStore.open(store_path, readonly=True) as store:
         assert [first[1] for first, _ in store.topic(T).cursor("c").ack_ranges()] == list(wide)
+
+
+def test_a_failed_flush_transaction_gives_every_cursor_its_acks_back(
+    store_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both kinds of plan, the common one (one marker, encoded when taken) and one with a new
+    ledger record, are aborted when the transaction fails: both cursors wait for the next
+    flush with every ack, nothing stays pinned, and the next flush writes it all."""
+    from ackstore.flush import FlushJob
+
+    real = FlushJob.write
+    kinds: list[str] = []
+
+    def broken(job: FlushJob, txn: object) -> int:
+        kinds.extend(type(plan).__name__ for plan in job.plans)
+        raise OSError("the disk went away")
+
+    with AckStore.open(store_path, sync=False) as store:
+        topic = store.topic(T)
+        topic.add_ledger(1)
+        small, big = topic.cursor("small"), topic.cursor("big")
+        for cur in (small, big):
+            cur.ack_entries(1, range(1, 100, 2))
+        store.flush()
+        small.ack(Position(1, 201))  # a few acks since its record: the marker carries them
+        big.ack_entries(1, range(301, 901, 2))  # many: a new ledger record
+        monkeypatch.setattr(FlushJob, "write", broken)
+        with pytest.raises(OSError, match="went away"):
+            store.flush()
+        assert sorted(kinds) == ["FlushPlan", "MarkerPlan"]
+        for cur in (small, big):
+            assert cur.listed and cur.pending and not cur._pages.pinned
+            cur._check()
+        monkeypatch.setattr(FlushJob, "write", real)
+        stats = store.flush()
+        assert (stats.cursors, stats.ledger_records) == (2, 1)
+        assert not small.listed and not big.listed
+        expected = {cur.name: list(cur.ack_ranges()) for cur in (small, big)}
+    with AckStore.open(store_path) as store:
+        topic = store.topic(T)
+        assert {name: list(topic.cursor(name).ack_ranges()) for name in expected} == expected
+        assert expected["small"][-1] == (Position(1, 201), Position(1, 201))
+
+
+def test_a_flush_unlists_what_it_wrote_and_keeps_what_changed_meanwhile(
+    store_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cursor leaves the flush list when its plan is taken: one acked while the transaction
+    is written is listed again by that ack, and the next flush writes it alone; one whose
+    ranges PIP-299 left out stays listed; an idle one is not visited."""
+    from ackstore.flush import FlushJob
+
+    real = FlushJob.write
+
+    with AckStore.open(store_path, sync=False) as store:
+        topic = store.topic(T)
+        topic.add_ledger(1)
+        quiet, busy, idle = topic.cursor("quiet"), topic.cursor("busy"), topic.cursor("idle")
+        capped = topic.cursor("capped", CursorConfig(max_unacked_ranges_to_persist=2))
+        store.flush()
+        assert not any(cur.listed for cur in (quiet, busy, idle, capped))
+
+        def acking(job: FlushJob, txn: object) -> int:
+            busy.ack(Position(1, 51))  # another thread would do this; the store lock is free here
+            return real(job, txn)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(FlushJob, "write", acking)
+        quiet.ack(Position(1, 3))
+        busy.ack(Position(1, 5))
+        capped.ack([Position(1, e) for e in range(1, 20, 2)])  # 10 ranges, 2 persisted
+        stats = store.flush()
+        monkeypatch.setattr(FlushJob, "write", real)
+        assert stats.cursors == 3
+        assert (quiet.listed, busy.listed, idle.listed, capped.listed) == (False, True, False, True)
+        stats = store.flush()
+        assert stats.cursors == 2  # busy's ack made while the last one was written, and capped's rest
+        assert (quiet.listed, busy.listed, capped.listed) == (False, False, True)
+    with AckStore.open(store_path) as store:
+        busy = store.topic(T).cursor("busy")
+        assert list(busy.ack_ranges()) == [(Position(1, 5), Position(1, 5)), (Position(1, 51), Position(1, 51))]

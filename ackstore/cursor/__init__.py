@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .facade import Cursor
-from .plan import FlushPlan, RewritePlan
+from .plan import AnyPlan, FlushPlan, MarkerPlan, RewritePlan
 from .state import MAX_BATCH_SIZE, MAX_PROPERTY_KEY_BYTES
 
-__all__ = ["Cursor", "FlushPlan", "RewritePlan", "MAX_BATCH_SIZE", "MAX_PROPERTY_KEY_BYTES"]
+__all__ = ["AnyPlan", "Cursor", "FlushPlan", "MarkerPlan", "RewritePlan", "MAX_BATCH_SIZE", "MAX_PROPERTY_KEY_BYTES"]

@@ -6,7 +6,7 @@ work is its components':
 - :class:`~ackstore.cursor.state.AckState`: positions, range count, properties, ack rules;
 - :class:`~ackstore.cursor.pages.Pages`: ledger ack sets in memory and on disk (the budget);
 - :class:`~ackstore.cursor.plan.Planner` and :class:`~ackstore.cursor.plan.MarkerChain`:
-  the flush protocol (``prepare_flush() -> FlushPlan``, then ``commit()`` or ``abort()``)
+  the flush protocol (``prepare_flush() -> FlushPlan`` or ``MarkerPlan``, then ``commit()`` or ``abort()``)
   and compaction's rewrite plan.
 
 Two small protocols face the rest of the package: the store's (``prepare_flush``,
@@ -81,6 +81,22 @@ class CursorHost(Protocol):
 
 class Cursor(StoreSide):
     """One subscription's ack state over a topic. Get one with ``topic.cursor(name)``."""
+
+    # slots: a flush reads these for every dirty cursor; one object, no separate dict to fetch
+    __slots__ = (
+        "_ack_one",
+        "_chain",
+        "_deleted",
+        "_flush_list",
+        "_lock",
+        "_log",
+        "_store",
+        "_topic",
+        "cursor_id",
+        "name",
+        "revision_controller",
+        "__weakref__",
+    )
 
     def __init__(
         self,

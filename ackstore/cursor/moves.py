@@ -26,6 +26,8 @@ MAX_BATCH_SIZE = 1 << 16
 class PositionMoves:
     """Resets and read-position moves over the ack state's fields (set by AckState)."""
 
+    __slots__ = ("md", "rp", "range_count", "meta_dirty")  # the positions it moves; AckState has the rest
+
     topic: TopicView
     ledgers: LedgerSource
     md: Position

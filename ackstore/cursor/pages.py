@@ -4,7 +4,10 @@
 record``), and the sets that say what a flush owes: ``dirty`` (changed in memory),
 ``vanished`` (dropped: the next marker removes them), ``unmarked`` (written back by
 eviction, not yet in a marker) and ``pinned`` (carried by a flush in flight: not
-evictable). The sets are never rebound, so the ack state may hold them directly.
+evictable). ``dirty`` is never rebound, so the ack state may hold it directly. The others
+are usually empty, and then they are one shared empty frozenset: a flush asks every dirty
+cursor whether they are empty, and a shared object is in the CPU's cache where thousands of
+cursors' own sets would not be.
 
 Swapping: a swapped-out ledger is loaded whole on first use (:meth:`get`), least recently
 used ones are evicted to make room (:meth:`fit`), a dirty victim is written back first
@@ -43,6 +46,11 @@ def _ignore(ledger: int, la: LedgerAcks) -> None:
 _NONE: frozenset[int] = frozenset()
 
 
+def _own(ledgers: Set[int]) -> set[int]:
+    """A set to change: ``ledgers`` itself, or a new one in place of the shared empty one."""
+    return ledgers if type(ledgers) is set else set(ledgers)
+
+
 @dataclass(slots=True)
 class Pending:
     """What a flush takes from a cursor's pages (and its ack state's ``meta_dirty``): the
@@ -61,16 +69,39 @@ class Pending:
 class Pages:
     """Loaded and swapped-out ledgers of one cursor, its marker index and flush bookkeeping."""
 
+    # slots: a flush reads these for every dirty cursor; one object, no separate dict to fetch (the pool
+    # holds pages by weak reference)
+    __slots__ = (
+        "storage",
+        "log",
+        "name",
+        "cache",
+        "loaded",
+        "index",
+        "dirty",
+        "vanished",
+        "unmarked",
+        "pinned",
+        "alloc",
+        "on_load",
+        "refresh",
+        "__weakref__",
+    )
+
     def __init__(self, storage: Environment, cursor_log: CursorLog, budget: int, pool: CachePool, name: str) -> None:
         self.storage = storage
         self.log = cursor_log
         self.name = name
         self.cache = LedgerCache(budget, pool)
+        #: the cache's loaded ledgers (the same dict, one step nearer for a flush)
+        self.loaded = self.cache.loaded
         self.index: dict[int, IndexEntry] = {}
         self.dirty: set[int] = set()
-        self.vanished: set[int] = set()
-        self.unmarked: set[int] = set()
-        self.pinned: set[int] = set()
+        self.vanished: Set[int] = _NONE  # a set of their own once one is added
+        self.unmarked: Set[int] = _NONE
+        #: the ledgers the flush plan in flight carries (a flush takes the flush lock, so a
+        #: cursor has one plan in flight at most): set and reset whole, never edited
+        self.pinned: Set[int] = _NONE
         #: takes the next log sequence (the marker chain's)
         self.alloc: Callable[[], int] = lambda: -1
         #: called with every ledger swapped in (the ack state clips it to the directory)
@@ -89,9 +120,8 @@ class Pages:
             cache.add_measured(state.ledgers)
         cache.swapped.update(state.swapped)
         self.index = state.resolved.index if state.resolved is not None else {}
-        for pending in (self.dirty, self.vanished, self.unmarked, self.pinned):
-            if pending:
-                pending.clear()
+        self.dirty.clear()
+        self.vanished = self.unmarked = self.pinned = _NONE
 
     def runs(self) -> int:
         """Ranges held in every ledger, loaded or swapped out (the index knows the latter)."""
@@ -191,28 +221,31 @@ class Pages:
         pending = Pending(set(self.dirty), _NONE, _NONE, meta_dirty)
         self.dirty.clear()
         if self.vanished:
-            pending.vanished, self.vanished = self.vanished, set()
+            pending.vanished, self.vanished = self.vanished, _NONE
         if self.unmarked:
-            pending.unmarked, self.unmarked = self.unmarked, set()
+            pending.unmarked, self.unmarked = self.unmarked, _NONE
         return pending
 
-    def restore(self, pending: Pending, pinned: Set[int] = _NONE) -> None:
+    def restore(self, pending: Pending) -> None:
         """A plan that took ``pending`` will not be written: it waits again (the ledgers
-        still held or indexed), and the plan's ``pinned`` ledgers may be evicted again."""
-        self.pinned -= pinned
+        still held or indexed), and the plan's ledgers may be evicted again."""
+        self.pinned = _NONE
         self.dirty |= {ledger for ledger in pending.dirty if ledger in self.cache.loaded}
-        self.vanished |= pending.vanished
-        self.unmarked |= {ledger for ledger in pending.unmarked if ledger in self.index}
+        if pending.vanished:
+            self.vanished = vanished = _own(self.vanished)
+            vanished |= pending.vanished
+        if pending.unmarked:
+            self.unmarked = unmarked = _own(self.unmarked)
+            unmarked |= {ledger for ledger in pending.unmarked if ledger in self.index}
 
-    def pin(self, ledgers: set[int]) -> None:
-        """A plan carries these ledgers' snapshots: not evictable until it ends."""
-        if ledgers:
-            self.pinned |= ledgers
+    def pin(self, ledgers: Set[int]) -> None:
+        """The plan in flight carries these ledgers' snapshots: not evictable until it ends."""
+        self.pinned = ledgers
 
-    def adopt(self, changes: dict[int, IndexEntry | None], pinned: Set[int], keep_dirty: Set[int]) -> None:
+    def adopt(self, changes: dict[int, IndexEntry | None], keep_dirty: Set[int]) -> None:
         """A plan's transaction committed: its index ``changes`` hold (a ledger dropped and
-        made again since, or written back since, keeps what it has), its ``pinned`` ledgers
-        may be evicted again, and ``keep_dirty`` (what a PIP-299 marker left out) waits again."""
+        made again since, or written back since, keeps what it has), its ledgers may be
+        evicted again, and ``keep_dirty`` (what a PIP-299 marker left out) waits again."""
         index, cache, unmarked = self.index, self.cache, self.unmarked
         for ledger, entry in changes.items():
             if entry is None:
@@ -220,7 +253,7 @@ class Pages:
                     index.pop(ledger, None)
             elif ledger not in unmarked:
                 index[ledger] = entry
-        self.pinned -= pinned
+        self.pinned = _NONE
         if keep_dirty:
             self.dirty |= {ledger for ledger in keep_dirty if ledger in cache.loaded}
 
@@ -235,8 +268,11 @@ class Pages:
             cache.swapped.discard(ledger)
             runs = self.index[ledger].runs
         self.dirty.discard(ledger)
-        self.unmarked.discard(ledger)  # a written-back record of it must not re-enter the next marker
-        self.vanished.add(ledger)
+        if ledger in self.unmarked:  # a written-back record of it must not re-enter the next marker
+            self.unmarked = unmarked = _own(self.unmarked)
+            unmarked.discard(ledger)
+        self.vanished = vanished = _own(self.vanished)
+        vanished.add(ledger)
         return runs
 
     def touched(self, ledger: int, la: LedgerAcks) -> int:
@@ -292,9 +328,10 @@ class Pages:
                 self.log.put(txn, seq, value)
 
         self.storage.write(write)
+        self.unmarked = unmarked = _own(self.unmarked)
+        unmarked.update(ledgers)
         for ledger, seq, la in staged:
             self.index[ledger] = IndexEntry(seq, la.runs)
-            self.unmarked.add(ledger)
             self.dirty.discard(ledger)
         self.cache.write_backs += len(staged)
 

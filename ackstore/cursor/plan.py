@@ -1,15 +1,16 @@
-"""The flush protocol of one cursor: prepare a :class:`FlushPlan`, encode it, write it, then commit or abort.
+"""The flush protocol of one cursor: prepare a plan, encode it, write it, then commit or abort.
 
 The store's group flush is four steps, like a two-phase commit:
 
 1. ``plan = cursor.prepare_flush()`` under the store lock: what changed since the last
-   marker is taken from the cursor's pending sets and copied into the plan: the ledgers
-   that need a new record (snapshots), the acks that ride in the marker, the marker's
-   fields (a PIP-299 truncated plan when the ranges exceed the cap). The ledgers the plan
-   carries are pinned (not evictable) until it ends. If this raises, the pending sets are
-   put back before the exception leaves. The common plan (a delta marker of a few acks in
-   ledgers that have a record) is encoded here, from the cursor's own sets: copying them
-   to encode later would cost as much as encoding them.
+   marker is taken from the cursor's pending sets and copied into a :class:`FlushPlan`:
+   the ledgers that need a new record (snapshots), the acks that ride in the marker, the
+   marker's fields (a PIP-299 truncated plan when the ranges exceed the cap). The ledgers
+   the plan carries are pinned (not evictable) until it ends. If this raises, the pending
+   sets are put back before the exception leaves. The common plan (a marker of a few acks
+   in ledgers that have a record) is a :class:`MarkerPlan`, encoded here from the
+   cursor's own sets: copying them to encode later would cost as much as encoding them.
+   The store's flush list forgets the cursor now; a change from here on lists it again.
 2. ``plan.encode()`` *outside* the store lock: acks on every cursor go on while the plan's
    records and marker are encoded from its copies (the store's flush lock keeps flushes
    one at a time). If it raises, the store aborts every plan (step 4's ``abort``);
@@ -36,14 +37,15 @@ from pyroaring import BitMap, FrozenBitMap
 from ..ledger_acks import LedgerAcks
 from ..stats import NO_RECOVERY
 from ..storage.log import RecoveredState
-from ..storage.records import IndexEntry, Marker, encode_fixed_marker, encode_ledger, encode_marker, log_key
+from ..storage.records import IndexEntry, Marker, MarkerItem, encode_fixed_marker, encode_ledger, encode_marker, log_key
+from .pages import Pending
 
 if TYPE_CHECKING:
     from ..config import CursorConfig
-    from .pages import Pages, Pending
+    from .pages import Pages
     from .state import AckState
 
-__all__ = ["FlushPlan", "MarkerChain", "Planner", "RewritePlan"]
+__all__ = ["AnyPlan", "FlushPlan", "MarkerChain", "MarkerPlan", "Planner", "RewritePlan"]
 
 log = logging.getLogger("ackstore")
 
@@ -56,8 +58,10 @@ DELTA_MAX_SHARE = 0.125
 
 def _worth_a_delta(added: BitMap, la: LedgerAcks) -> bool:
     """Few acks and counts since the base, compared with the ledger: carry them in the marker."""
-    if not la.counts_added:  # the common case
-        return len(added) <= DELTA_MAX_ACKS and len(added) <= DELTA_MAX_SHARE * len(la.bitmap)
+    if not la.counts_added:  # the common case; a ledger holds at least as many acks as
+        # ranges, so a few acks against many ranges pass without counting its bitmap
+        n = len(added)
+        return n <= DELTA_MAX_ACKS and (n <= DELTA_MAX_SHARE * la.runs or n <= DELTA_MAX_SHARE * len(la.bitmap))
     n = len(added) + len(la.counts_added)
     return n <= DELTA_MAX_ACKS and n <= DELTA_MAX_SHARE * (len(la.bitmap) + len(la.counts))
 
@@ -69,14 +73,6 @@ def _live_counts(la: LedgerAcks) -> dict[int, int] | None:
     for e in [e for e in added if e not in counts]:
         del added[e]
     return dict(added) or None
-
-
-def _since_named(entry: IndexEntry | None, base: IndexEntry) -> IndexEntry | None:
-    """What a delta marker names of a ledger's new index ``entry`` (no counts): the acks
-    added since ``base``, the entry the chain named last."""
-    if entry is None or not base.adds or entry.adds is None:
-        return entry
-    return IndexEntry(entry.seq, entry.runs, entry.adds - base.adds)
 
 
 def _since(counts: dict[int, int] | None, named: dict[int, int] | None) -> dict[int, int] | None:
@@ -99,6 +95,26 @@ GARBAGE_FACTOR = 4
 class MarkerChain:
     """The log's bookkeeping: sequences, the newest marker, the full marker and delta chain
     behind it, what the last full marker keeps alive, and the flush counters."""
+
+    # slots: a flush reads these for every dirty cursor; one object, no separate dict to fetch
+    __slots__ = (
+        "next_seq",
+        "marker_seq",
+        "full_seq",
+        "full_live",
+        "deltas",
+        "chain_bytes",
+        "full_bytes",
+        "force_full",
+        "truncated",
+        "untrimmed",
+        "over_cap",
+        "persisted_ranges",
+        "recovery",
+        "flushes",
+        "last_flush_bytes",
+        "total_flush_bytes",
+    )
 
     def __init__(self) -> None:
         self.next_seq = 0
@@ -153,7 +169,7 @@ class MarkerChain:
             or self.chain_bytes > max(self.full_bytes, SMALL_CHAIN)
         )
 
-    def adopt(self, plan: FlushPlan) -> None:
+    def adopt(self, plan: AnyPlan) -> None:
         """``plan``'s marker was written: it is the newest, the start of a new chain if full."""
         self.truncated = plan.truncated
         self.persisted_ranges = plan.persisted_ranges
@@ -182,8 +198,6 @@ class MarkerChain:
 
 #: what a marker says besides its index: (prev, mark-delete, read position, properties)
 MarkerHead = tuple[int, tuple[int, int], tuple[int, int], dict[str, int | str]]
-#: the head of a plan encoded when it was prepared (its marker is in its ``puts`` already)
-_NO_HEAD: MarkerHead = (-1, (0, -1), (0, 0), {})
 
 
 @dataclass(slots=True)
@@ -235,6 +249,74 @@ class FlushPlan:
         self.nbytes = nbytes + 16 + len(value)
 
 
+class MarkerPlan:
+    """The common plan: one marker, encoded when it was taken under the store lock (every
+    changed ledger gained a few acks since its record; see :meth:`Planner._prepare_marker`).
+    It has :class:`FlushPlan`'s fields that the group flush and the commit read, and takes
+    the cursor's pending state as two fields (``pinned``: the dirty ledgers it took,
+    ``meta_dirty``) instead of a :class:`Pending`, which only an abort builds."""
+
+    __slots__ = (
+        "cursor_id",
+        "changes",
+        "full",
+        "marker_seq",
+        "pinned",
+        "meta_dirty",
+        "persisted_ranges",
+        "puts",
+        "marker_bytes",
+        "nbytes",
+        "gc_below",
+        "gc_live",
+        "full_live",
+    )
+    #: what a :class:`FlushPlan` may carry and this one never does
+    records: tuple[()] = ()
+    truncated = False
+    keep_dirty: frozenset[int] = frozenset()
+    rebased: frozenset[int] = frozenset()
+
+    def __init__(
+        self,
+        cursor_id: int,
+        changes: dict[int, IndexEntry | None],
+        full: bool,
+        marker_seq: int,
+        pinned: set[int],
+        meta_dirty: bool,
+        persisted_ranges: int,
+        key: bytes,
+        value: bytes,
+    ) -> None:
+        self.cursor_id = cursor_id
+        self.changes = changes
+        self.full = full
+        self.marker_seq = marker_seq
+        self.pinned = pinned
+        self.meta_dirty = meta_dirty
+        self.persisted_ranges = persisted_ranges
+        self.puts = [(key, value)]
+        self.marker_bytes = len(value)
+        self.nbytes = len(key) + len(value)
+        self.gc_below = -1
+        self.gc_live: frozenset[int] = _EMPTY
+        self.full_live: frozenset[int] = _EMPTY
+
+    def encode(self) -> None:
+        """Encoded already: nothing to do outside the lock."""
+
+    @property
+    def pending(self) -> Pending:
+        """What it took from the cursor, as a :class:`Pending` (an abort gives it back)."""
+        return Pending(self.pinned, _EMPTY, _EMPTY, self.meta_dirty)
+
+
+#: a plan of either kind: what the group flush and a cursor's commit and abort take
+AnyPlan = FlushPlan | MarkerPlan
+_EMPTY: frozenset[int] = frozenset()
+
+
 @dataclass(slots=True)
 class RewritePlan:
     """Compaction's plan for one cursor: every ledger's record from ``start`` on, then one
@@ -269,6 +351,9 @@ class _Draft:
 class Planner:
     """Prepares, commits and aborts the flush plans of one cursor (and its rewrite plans)."""
 
+    # slots: a flush reads these for every dirty cursor; one object, no separate dict to fetch
+    __slots__ = ("cursor_id", "state", "pages", "chain", "config")
+
     def __init__(self, cursor_id: int, state: AckState, pages: Pages, chain: MarkerChain, config: CursorConfig) -> None:
         self.cursor_id = cursor_id
         self.state = state
@@ -278,7 +363,7 @@ class Planner:
 
     # -- prepare -------------------------------------------------------------------------------
 
-    def prepare(self) -> FlushPlan | None:
+    def prepare(self) -> AnyPlan | None:
         """Copy what changed since the last marker into a plan (None: nothing did); the plan
         encodes it later, outside the lock (the common plan, one marker, is encoded here: see
         :meth:`_prepare_marker`). Exception-safe: on error the pending sets are back."""
@@ -398,7 +483,7 @@ class Planner:
             plan.rebased = frozenset(rebased)
         return plan
 
-    def _prepare_marker(self, due: bool) -> FlushPlan | None:
+    def _prepare_marker(self, due: bool) -> MarkerPlan | None:
         """The common flush, encoded here: every changed ledger gained a few acks since its
         record (no counts, nothing dropped or written back), so the plan is one marker,
         written from the cursor's own sets under the lock (copying them would cost as much as
@@ -409,44 +494,63 @@ class Planner:
         once its garbage outgrows ``GARBAGE_FACTOR`` times the chain's allowance (a trim is
         a scan of the cursor's keys). None, having taken nothing, when it is not that case
         (a fresh chain after a fallback or a PIP-299 marker is planned by :meth:`_prepare`).
-        O(changed ledgers + their acks since their records); a due full marker O(ledgers)."""
-        pages, state, chain = self.pages, self.state, self.chain
-        loaded, index = pages.cache.loaded, pages.index
+
+        The group flush runs this for every dirty cursor, so it touches as few objects as it
+        can: each one a flush reads is a likely cache miss once thousands of cursors are
+        dirty. O(changed ledgers + their acks since their records); a due full marker
+        O(ledgers)."""
+        pages, chain = self.pages, self.chain
+        loaded, index, dirty = pages.loaded, pages.index, pages.dirty
         changes: dict[int, IndexEntry | None] = {}
+        items: list[MarkerItem] = []  # a delta marker's, each with what the chain named of it
         named = 0  # acks the chain named already: what a full marker writes beyond the delta
-        dirty = pages.dirty
         for ledger in sorted(dirty) if len(dirty) > 1 else dirty:
             la = loaded.get(ledger)
             base = index.get(ledger)
-            if not la or base is None or la.added is None or la.counts_added or not _worth_a_delta(la.added, la):
+            if la is None or base is None:
                 return None
-            changes[ledger] = IndexEntry(base.seq, la.runs, FrozenBitMap(la.added))
+            added = la.added
+            if added is None or la.counts_added or not _worth_a_delta(added, la):
+                return None
+            changes[ledger] = entry = IndexEntry(base.seq, la.runs, FrozenBitMap(added))
             if base.adds:
                 named += len(base.adds)
+            items.append((ledger, entry, base.adds))
         covering = len(changes) == len(index)  # every ledger changed: the changes are the index
         full = due or (covering and 4 * named <= SMALL_CHAIN)  # an add is a u32 in the fixed layout
-        if full and (chain.force_full or chain.truncated or chain.marker_seq < 0):
-            return None
-        items: list[tuple[int, IndexEntry | None]]
+        whole = changes  # a full marker's index: the changes are it when every ledger changed
         if not full:  # a delta marker names only the acks added since the chain last named them
-            items = [(ledger, _since_named(e, index[ledger])) for ledger, e in changes.items()]
-        else:  # the whole index: the changes are it when every ledger changed (in order already)
-            items = list(changes.items()) if covering else sorted({**index, **changes}.items())
-        md, cid = state.md, self.cursor_id
-        value = encode_fixed_marker(chain.marker_seq, md, (md[0], md[1] + 1), state.properties, items, cid, full)
-        marker_seq = chain.alloc()
-        pending = pages.take_pending(state.take_meta_dirty())
-        pages.pin(pending.dirty)
-        plan = FlushPlan(
-            cid, [], _NO_HEAD, dict(items), changes, full, marker_seq, pending, pending.dirty, state.range_count
+            marker_items: list[MarkerItem] = items
+        elif chain.force_full or chain.truncated or chain.marker_seq < 0:
+            return None
+        elif covering:  # in order already
+            marker_items = list(changes.items())
+        else:
+            whole = {**index, **changes}
+            marker_items = sorted(whole.items())
+        state, cid = self.state, self.cursor_id
+        md = state.md
+        value = encode_fixed_marker(chain.marker_seq, md, (md[0], md[1] + 1), state.properties, marker_items, cid, full)
+        marker_seq = chain.next_seq
+        chain.next_seq = marker_seq + 1
+        taken = set(dirty)  # the ack state holds the set itself: copied, then cleared
+        dirty.clear()
+        pages.pinned = taken  # carried by this plan: not evictable until it ends
+        plan = MarkerPlan(
+            cid,
+            changes,
+            full,
+            marker_seq,
+            taken,
+            state.take_meta_dirty(),
+            state.range_count,
+            log_key(cid, marker_seq),
+            value,
         )
         if full:
-            plan.full_live = frozenset([e.seq for _, e in items if e is not None] + [marker_seq])
+            plan.full_live = frozenset([e.seq for e in whole.values() if e is not None] + [marker_seq])
             if due or chain.untrimmed > GARBAGE_FACTOR * max(chain.full_bytes, SMALL_CHAIN):
                 plan.gc_below, plan.gc_live = chain.full_seq, self._gc_live()
-        plan.puts = [(log_key(cid, marker_seq), value)]
-        plan.marker_bytes = len(value)
-        plan.nbytes = 16 + len(value)
         return plan
 
     def _seal(self, draft: _Draft) -> FlushPlan:
@@ -541,9 +645,9 @@ class Planner:
 
     # -- commit / abort ------------------------------------------------------------------------
 
-    def commit(self, plan: FlushPlan) -> None:
+    def commit(self, plan: AnyPlan) -> None:
         """The flush transaction committed: the pages adopt the plan's index, the chain its marker."""
-        self.pages.adopt(plan.changes, plan.pinned, plan.keep_dirty)
+        self.pages.adopt(plan.changes, plan.keep_dirty)
         self.chain.adopt(plan)
 
     def _unrebase(self, rebased: Iterable[int]) -> None:
@@ -555,11 +659,12 @@ class Planner:
             if la is not None:
                 la.added = None
 
-    def abort(self, plan: FlushPlan) -> None:
+    def abort(self, plan: AnyPlan) -> None:
         """The flush transaction failed: everything the plan carried is pending again."""
         self._unrebase(plan.rebased)
-        self.pages.restore(plan.pending, plan.pinned)
-        self.state.restore_meta(plan.pending.meta_dirty)
+        pending = plan.pending
+        self.pages.restore(pending)
+        self.state.restore_meta(pending.meta_dirty)
 
     # -- compaction --------------------------------------------------------------------------
 
@@ -605,8 +710,7 @@ class Planner:
         chain.full_bytes = len(plan.marker)
         chain.force_full = False
         pages.dirty.clear()
-        pages.vanished.clear()
-        pages.unmarked.clear()
+        pages.vanished = pages.unmarked = _EMPTY
         self.state.meta_dirty = False
 
     def differs_from(self, recovered: RecoveredState, marker_seq: int) -> str | None:

@@ -97,6 +97,20 @@ class AckState(PositionMoves):
     """Positions, range count, properties and the ack rules of one cursor (the moves the
     read path makes, resets and reads, are :class:`~ackstore.cursor.moves.PositionMoves`')."""
 
+    # slots: a flush reads these for every dirty cursor; one object, no separate dict to fetch
+    __slots__ = (
+        "_cache",
+        "_dirty",
+        "_limit_ledger",
+        "_limit_value",
+        "_limit_version",
+        "ledgers",
+        "name",
+        "properties",
+        "redeliveries",
+        "topic",
+    )
+
     def __init__(self, topic: TopicView, name: str, ledgers: LedgerSource) -> None:
         self.topic = topic
         self.name = name

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from ..config import CursorConfig
 from ..storage.log import RecoveredState
 from .pages import Pages
-from .plan import FlushPlan, Planner, RewritePlan
+from .plan import AnyPlan, Planner, RewritePlan
 from .state import AckState
 
 if TYPE_CHECKING:
@@ -24,6 +24,8 @@ __all__ = ["StoreSide"]
 
 class StoreSide:
     """What the store's flush and compaction and the topic's directory changes call."""
+
+    __slots__ = ("_config", "_planner", "_state", "_pages")  # the parts it works on; Cursor has the rest
 
     _planner: Planner
     _state: AckState
@@ -43,18 +45,19 @@ class StoreSide:
         self._pages.fit()
         self._changed()
 
-    def prepare_flush(self) -> FlushPlan | None:
+    def prepare_flush(self) -> AnyPlan | None:
         """Step 1 of a group flush: the plan of what changed (None: nothing did)."""
         return self._planner.prepare()
 
-    def commit_flush(self, plan: FlushPlan) -> bool:
-        """Step 4: ``plan``'s transaction committed; the cursor adopts it. Returns whether
-        something is pending again (changed meanwhile, or left out by PIP-299)."""
+    def commit_flush(self, plan: AnyPlan) -> None:
+        """Step 4: ``plan``'s transaction committed; the cursor adopts it, and waits for the
+        next flush again when PIP-299 left ranges out (a change since the plan was taken
+        listed the cursor already)."""
         self._planner.commit(plan)
-        pages = self._pages
-        return bool(pages.dirty or pages.unmarked or pages.vanished) or self._state.meta_dirty
+        if plan.keep_dirty:
+            self._changed()
 
-    def abort_flush(self, plan: FlushPlan) -> None:
+    def abort_flush(self, plan: AnyPlan) -> None:
         """Step 4, the other way: ``plan`` was not written; what it carried is pending again."""
         self._planner.abort(plan)
 
