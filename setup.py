@@ -6,4 +6,4 @@ extension fails quietly and ackstore uses its pure-Python twins (``ackstore.stor
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("ackstore._native", ["ackstore/_native.c"], optional=True)])
+setup(ext_modules=[Extension("ackstore._native", ["ackstore/_native.c", "ackstore/_lane.c"], optional=True)])

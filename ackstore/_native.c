@@ -1,4 +1,5 @@
-/* ackstore._native: the compiled twins of ackstore/storage/pure_codecs.py.
+/* ackstore._native: the compiled twins of ackstore/storage/pure_codecs.py (and, in _lane.c,
+ * of ackstore/cursor/lane.py's take_marker).
  *
  * Optional: setup.py builds it where a C compiler and the Python headers exist; without
  * it, ackstore/storage/codecs.py uses the pure-Python functions, which return the same
@@ -581,17 +582,21 @@ static PyObject *ledger_fields(PyObject *self, PyObject *args) {
     return result;
 }
 
-/* zlib's CRC-32 (zlib.crc32(data, crc)), by a table for short data and by zlib itself,
- * through Python's zlib module, for long data (faster there; no zlib headers needed). */
-static uint32_t crc_table[256];
+/* zlib's CRC-32 (zlib.crc32(data, crc)), by tables for short data (eight bytes a step:
+ * "slicing by eight") and by zlib itself, through Python's zlib module, for long data
+ * (faster there; no zlib headers needed). */
+static uint32_t crc_table[8][256];
 static PyObject *zlib_crc32;
 
 static void crc_init(void) {
     for (uint32_t n = 0; n < 256; n++) {
         uint32_t c = n;
         for (int k = 0; k < 8; k++) c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-        crc_table[n] = c;
+        crc_table[0][n] = c;
     }
+    for (int k = 1; k < 8; k++)
+        for (uint32_t n = 0; n < 256; n++)
+            crc_table[k][n] = (crc_table[k - 1][n] >> 8) ^ crc_table[0][crc_table[k - 1][n] & 0xFF];
 }
 
 /* -1 with an exception set when zlib fails (it cannot for a buffer). */
@@ -607,7 +612,13 @@ static int64_t crc32_of(const unsigned char *p, Py_ssize_t n, uint32_t crc) {
         return PyErr_Occurred() ? -1 : (int64_t)v;
     }
     crc = ~crc;
-    for (Py_ssize_t i = 0; i < n; i++) crc = crc_table[(crc ^ p[i]) & 0xFF] ^ (crc >> 8);
+    for (; n >= 8; p += 8, n -= 8) {
+        uint32_t one = crc ^ get32(p), two = get32(p + 4);
+        crc = crc_table[7][one & 0xFF] ^ crc_table[6][(one >> 8) & 0xFF] ^ crc_table[5][(one >> 16) & 0xFF] ^
+              crc_table[4][one >> 24] ^ crc_table[3][two & 0xFF] ^ crc_table[2][(two >> 8) & 0xFF] ^
+              crc_table[1][(two >> 16) & 0xFF] ^ crc_table[0][two >> 24];
+    }
+    for (Py_ssize_t i = 0; i < n; i++) crc = crc_table[0][(crc ^ p[i]) & 0xFF] ^ (crc >> 8);
     return ~crc;
 }
 
@@ -860,7 +871,8 @@ static int put_item(Out *o, PyObject *item) {
     return 0;
 }
 
-static PyObject *fixed_marker(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+/* not static: _lane.c's take_marker encodes with it */
+PyObject *fixed_marker(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 10) {
         PyErr_SetString(PyExc_TypeError,
                         "fixed_marker(version, flags, prev, md_l, md_e, rp_l, rp_e, cursor_id, items, properties)");
@@ -992,6 +1004,11 @@ done:
     return result;
 }
 
+/* in _lane.c */
+PyObject *lane_setup(PyObject *self, PyObject *args);
+PyObject *take_marker(PyObject *self, PyObject *planner);
+PyObject *commit_marker(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+
 static PyMethodDef methods[] = {
     {"gaps_to_roaring", gaps_to_roaring, METH_VARARGS, "Gap planes to the portable roaring serialization."},
     {"rice_to_roaring", rice_to_roaring, METH_VARARGS, "A Rice code of gaps to the portable roaring serialization."},
@@ -1003,6 +1020,10 @@ static PyMethodDef methods[] = {
     {"scan_directory", scan_directory, METH_VARARGS, "A topic's ledger directory entries checked and gathered."},
     {"fixed_marker", (PyCFunction)(void (*)(void))fixed_marker, METH_FASTCALL,
      "A marker record in the fixed envelope and layout (pure_codecs.fixed_marker)."},
+    {"lane_setup", lane_setup, METH_VARARGS, "The types and bounds take_marker works with (cursor/lane.py)."},
+    {"take_marker", take_marker, METH_O, "A cursor's common flush plan, taken whole (cursor/lane.py)."},
+    {"commit_marker", (PyCFunction)(void (*)(void))commit_marker, METH_FASTCALL,
+     "A written marker plan adopted by its cursor (cursor/lane.py)."},
     {NULL, NULL, 0, NULL},
 };
 

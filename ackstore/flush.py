@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import lmdb
 
+from .cursor import lane
+from .cursor.lane import MarkerPlan
 from .directory import OPEN
 from .errors import AckStoreError, StoreError
 from .gcpause import gc_paused
@@ -20,6 +22,7 @@ from .storage.log import CursorLog
 
 if TYPE_CHECKING:
     from .cursor import AnyPlan, Cursor
+    from .cursor.plan import Planner
     from .store import AckStore
     from .topic import Topic
 
@@ -36,6 +39,7 @@ class FlushJob:
     log_db: Any
     plans: list[AnyPlan] = field(default_factory=list)
     cursors: list[Cursor] = field(default_factory=list)
+    planners: list[Planner] = field(default_factory=list)
     confirms: list[tuple[Topic, tuple[int, int]]] = field(default_factory=list)
     encoded: int = 0
     failed: Cursor | None = None
@@ -51,7 +55,8 @@ class FlushJob:
         puts, trims = self.puts, self.trims
         records = full = nbytes = 0
         for plan in self.plans:
-            plan.encode()
+            if type(plan) is not MarkerPlan:  # encoded when taken
+                plan.encode()
             self.encoded += 1
             puts += plan.puts
             if plan.gc_below > 0:
@@ -138,15 +143,19 @@ class GroupFlush:
             job = FlushJob(store.storage.catalog, store.storage.log_db)
             job.confirms = [(t, c) for t in store.held.values() if (c := t.pending_bound()) is not None]
             listed = store.flush_list
-            visit = only if only is not None else list(listed)
+            visit = list(listed.items()) if only is None else [(cur, cur.planner) for cur in only]
+            plans, cursors, planners = job.plans, job.cursors, job.planners
+            take = lane.take_marker
             cur: Cursor | None = None
             idle: list[Cursor] = []
             try:
-                for cur in visit:
-                    plan = cur.prepare_flush()
+                for cur, planner in visit:  # Cursor.prepare_flush's steps, without its two calls
+                    taken = take(planner)
+                    plan = planner.prepare_other() if taken is False else taken  # False: lane.OTHER
                     if plan is not None:
-                        job.plans.append(plan)
-                        job.cursors.append(cur)
+                        plans.append(plan)
+                        cursors.append(cur)
+                        planners.append(planner)
                     else:
                         idle.append(cur)
             except BaseException as exc:  # the failing cursor put its own state back
@@ -156,11 +165,11 @@ class GroupFlush:
             if only is None:
                 listed.clear()
             else:
-                for cur in visit:
+                for cur, _ in visit:
                     listed.pop(cur, None)
             for cur in idle:  # no plan, yet something waits (never seen; kept listed to be sure)
                 if cur.pending:
-                    listed[cur] = None
+                    listed[cur] = cur.planner
             return job
 
     def _abort(self, job: FlushJob, exc: BaseException) -> None:
@@ -171,7 +180,7 @@ class GroupFlush:
             listed = self.store.flush_list
             for plan, cur in zip(job.plans, job.cursors, strict=True):
                 cur.abort_flush(plan)
-                listed[cur] = None  # waits for the next flush again
+                listed[cur] = cur.planner  # waits for the next flush again
         if job.failed is None and job.encoded < len(job.plans):
             job.failed = job.cursors[job.encoded]
         if job.failed is not None:
@@ -181,8 +190,12 @@ class GroupFlush:
         """Step 4: the transaction committed; each cursor adopts its plan (one that changed
         meanwhile, or that PIP-299 left ranges out of, is on the flush list again)."""
         with self.store.lock:
-            for plan, cur in zip(job.plans, job.cursors, strict=True):
-                cur.commit_flush(plan)
+            commit = lane.commit_marker
+            for plan, planner, cur in zip(job.plans, job.planners, job.cursors, strict=True):
+                if type(plan) is MarkerPlan:  # Cursor.commit_flush's steps, without its two calls
+                    commit(planner, plan)
+                else:
+                    cur.commit_flush(plan)
             for topic, written in job.confirms:
                 topic.bound_written(written)
 

@@ -37,6 +37,7 @@ import lmdb
 from .compact import compact_cursors
 from .config import CursorConfig
 from .cursor import Cursor
+from .cursor.plan import Planner
 from .directory import LedgerDirectory
 from .errors import (
     InvalidArgumentError,
@@ -139,7 +140,7 @@ class AckStore:
     lazy: bool
     #: the cursors a flush visits: every one with a change since its last flush (a cursor
     #: lists itself on change; idle cursors cost a flush nothing). The store owns it.
-    flush_list: dict[Cursor, None]
+    flush_list: dict[Cursor, Planner]
     _flusher: threading.Thread | None
     _stop: threading.Event
     _storage: Environment

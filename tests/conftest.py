@@ -60,7 +60,7 @@ AREAS: dict[str, str] = {
         "cursor",
     ),
     **dict.fromkeys(
-        ("budget", "check", "codecs", "decoders", "defects", "deltas", "peers", "records", "recovery", "store"),
+        ("budget", "check", "codecs", "decoders", "defects", "deltas", "lane", "peers", "records", "recovery", "store"),
         "storage",
     ),
     **dict.fromkeys(("metrics", "replicator", "revisions"), "dispatch"),

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ackstore import AckStore, CursorConfig, Position, testing
-from ackstore.cursor import plan
+from ackstore.cursor import lane
 
 T = "persistent://t/ns/deltas"
 LEDGERS, ENTRIES = (1, 2, 3), 3000
@@ -84,17 +84,17 @@ def test_a_delta_grows_until_it_is_folded_into_a_new_base(tmp_path: Path) -> Non
     cur.ack([Position(1, e) for e in range(1, ENTRIES, 2)])  # 1,500 acks: the base
     assert store.flush().ledger_records == 1
     written = []
-    for e in range(2, 2 * plan.DELTA_MAX_ACKS + 6, 2):  # one new ack per flush
+    for e in range(2, 2 * lane.DELTA_MAX_ACKS + 6, 2):  # one new ack per flush
         cur.ack(Position(1, e))
         written.append(store.flush().ledger_records)
-    assert written[: plan.DELTA_MAX_ACKS] == [0] * plan.DELTA_MAX_ACKS  # the marker carries them
-    assert written[plan.DELTA_MAX_ACKS] == 1  # one past the bound: folded into a new base
-    assert written[plan.DELTA_MAX_ACKS + 1 :] == [0] * (len(written) - plan.DELTA_MAX_ACKS - 1)
+    assert written[: lane.DELTA_MAX_ACKS] == [0] * lane.DELTA_MAX_ACKS  # the marker carries them
+    assert written[lane.DELTA_MAX_ACKS] == 1  # one past the bound: folded into a new base
+    assert written[lane.DELTA_MAX_ACKS + 1 :] == [0] * (len(written) - lane.DELTA_MAX_ACKS - 1)
     cur.ack_cumulative(Position(1, 10))  # a removal (below M) is never a delta
     assert store.flush().ledger_records == 1
     testing.crash(store)
     store, cur = _open(tmp_path / "s", 1 << 30)
-    assert cur.is_acked(Position(1, 2 * plan.DELTA_MAX_ACKS + 4)) and not cur.is_acked(Position(2, 5))
+    assert cur.is_acked(Position(1, 2 * lane.DELTA_MAX_ACKS + 4)) and not cur.is_acked(Position(2, 5))
     store.close()
 
 
@@ -158,7 +158,7 @@ def test_a_cursor_whose_every_ledger_changed_writes_full_markers_while_they_are_
         resolved = store.storage.read(newest)
         assert sorted(resolved.index[1].adds) == list(range(2, e + 1, 2))
         assert len(resolved.chain) == 1 + resolved.deltas_since_full
-    small = plan.SMALL_CHAIN // 4 + 1  # the acks a full marker may repeat, plus the new one
+    small = lane.SMALL_CHAIN // 4 + 1  # the acks a full marker may repeat, plus the new one
     assert kinds[:small] == [1] * small  # one marker to read at a reopen
     assert 0 in kinds[small:]  # then deltas: a full marker would repeat too much
     testing.crash(store)

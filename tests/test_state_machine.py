@@ -15,6 +15,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from ackstore import AckStore, AckStoreError, CursorConfig, Dispatcher, InMemoryLedgerReader, Position, testing
 
+from .lane_twins import lanes_agree
 from .model import CursorModel, TopicModel
 
 TOPIC = "persistent://t/ns/sm"
@@ -323,6 +324,8 @@ class AckStoreMachine(RuleBasedStateMachine):
     # -- durability -----------------------------------------------------------------------------
     @rule()
     def flush(self) -> None:
+        for cur in self.cursors.values():  # the marker lane's twins take the same plan
+            lanes_agree(cur)
         self.store.flush()
         self.model.flush()
 
@@ -400,17 +403,16 @@ class DeltaMachine(AckStoreMachine):
 
     @initialize()
     def setup(self) -> None:
-        from ackstore.cursor import plan
+        from ackstore.cursor import lane
 
-        self._saved = (plan.DELTA_MAX_ACKS, plan.DELTA_MAX_SHARE)
-        plan.DELTA_MAX_ACKS, plan.DELTA_MAX_SHARE = 6, 1.0
+        self._saved = lane.set_delta_bounds(6, 1.0)
         super().setup()
 
     def teardown(self) -> None:
-        from ackstore.cursor import plan
+        from ackstore.cursor import lane
 
         if hasattr(self, "_saved"):
-            plan.DELTA_MAX_ACKS, plan.DELTA_MAX_SHARE = self._saved
+            lane.set_delta_bounds(*self._saved)
         super().teardown()
 
 

@@ -65,7 +65,7 @@ class CursorHost(Protocol):
     readonly: bool
     closed: bool
     path: Path
-    flush_list: dict[Cursor, None]
+    flush_list: dict[Cursor, Planner]
 
     @property
     def storage(self) -> Environment: ...
@@ -125,7 +125,7 @@ class Cursor(StoreSide):
         self._pages = Pages(storage, self._log, config.max_individual_ack_cache_bytes, store.cache_pool, name)
         self._state = AckState(topic, name, self._pages)
         self._chain = MarkerChain()
-        self._planner = Planner(cursor_id, self._state, self._pages, self._chain, config)
+        self.planner = Planner(cursor_id, self._state, self._pages, self._chain, config)
         self._pages.alloc = self._chain.alloc
         self._pages.on_load = self._state.clip
         if store.readonly:
@@ -204,7 +204,7 @@ class Cursor(StoreSide):
                 self._ack_one(positions[0], positions[1])
                 listed = self._flush_list
                 if self not in listed:
-                    listed[self] = None
+                    listed[self] = self.planner
             finally:
                 lock.release()
             return
@@ -489,7 +489,7 @@ class Cursor(StoreSide):
     def _changed(self) -> None:
         """After any change: make sure the next flush visits this cursor. Lock held."""
         if self not in self._flush_list and self.pending:
-            self._flush_list[self] = None
+            self._flush_list[self] = self.planner
 
     @property
     def persisted(self) -> bool:

@@ -28,7 +28,7 @@ full marker and the delta chain since). Compaction's rewrite plan lives here too
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -37,7 +37,9 @@ from pyroaring import BitMap, FrozenBitMap
 from ..ledger_acks import LedgerAcks
 from ..stats import NO_RECOVERY
 from ..storage.log import RecoveredState
-from ..storage.records import IndexEntry, Marker, MarkerItem, encode_fixed_marker, encode_ledger, encode_marker, log_key
+from ..storage.records import IndexEntry, Marker, encode_fixed_marker, encode_ledger, encode_marker, log_key
+from . import lane
+from .lane import OTHER, SMALL_CHAIN, MarkerPlan, worth_a_delta
 from .pages import Pending
 
 if TYPE_CHECKING:
@@ -48,22 +50,6 @@ if TYPE_CHECKING:
 __all__ = ["AnyPlan", "FlushPlan", "MarkerChain", "MarkerPlan", "Planner", "RewritePlan"]
 
 log = logging.getLogger("ackstore")
-
-
-#: a ledger's acks since its record travel in the marker while they are at most this many...
-DELTA_MAX_ACKS = 64
-#: ... and at most this fraction of the ledger's acks; past either, a new base record
-DELTA_MAX_SHARE = 0.125
-
-
-def _worth_a_delta(added: BitMap, la: LedgerAcks) -> bool:
-    """Few acks and counts since the base, compared with the ledger: carry them in the marker."""
-    if not la.counts_added:  # the common case; a ledger holds at least as many acks as
-        # ranges, so a few acks against many ranges pass without counting its bitmap
-        n = len(added)
-        return n <= DELTA_MAX_ACKS and (n <= DELTA_MAX_SHARE * la.runs or n <= DELTA_MAX_SHARE * len(la.bitmap))
-    n = len(added) + len(la.counts_added)
-    return n <= DELTA_MAX_ACKS and n <= DELTA_MAX_SHARE * (len(la.bitmap) + len(la.counts))
 
 
 def _live_counts(la: LedgerAcks) -> dict[int, int] | None:
@@ -80,16 +66,6 @@ def _since(counts: dict[int, int] | None, named: dict[int, int] | None) -> dict[
     if not counts or not named:
         return counts
     return {e: n for e, n in counts.items() if named.get(e) != n} or None
-
-
-#: a chain of delta markers may grow to the size of its full marker, or to this many bytes
-#: for a small cursor; and a full marker is written instead of a delta when it costs at
-#: most this many bytes more (a reopen reads the whole chain: a small cursor then reads one
-#: marker)
-SMALL_CHAIN = 64
-#: a full marker written for that reason trims the log once the bytes written since the
-#: last trim are over this many times what the chain may hold
-GARBAGE_FACTOR = 4
 
 
 class MarkerChain:
@@ -120,7 +96,9 @@ class MarkerChain:
         self.next_seq = 0
         self.marker_seq = -1
         self.full_seq = -1
-        self.full_live: frozenset[int] = frozenset()
+        #: the records the newest full marker references, and itself (a marker plan's is a
+        #: tuple: a frozenset costs more than a flush of a one-ack cursor's other work)
+        self.full_live: Collection[int] = ()
         self.deltas = 0
         self.chain_bytes = 0
         self.full_bytes = 0
@@ -218,7 +196,7 @@ class FlushPlan:
     persisted_ranges: int
     gc_below: int = -1  # delete unreferenced records below this sequence (-1: none)
     gc_live: frozenset[int] = frozenset()  # what the previous full marker references
-    full_live: frozenset[int] = frozenset()  # what this marker references, if full
+    full_live: Collection[int] = ()  # what this marker references, if full
     truncated: bool = False  # PIP-299: only the lowest ranges were persisted
     keep_dirty: frozenset[int] = frozenset()  # ledgers not (wholly) in this marker: still to persist
     rebased: frozenset[int] = frozenset()  # ledgers this plan writes a new base record of
@@ -230,8 +208,6 @@ class FlushPlan:
         """Step 2, outside the store lock: the plan's ledger records and marker, from the
         copies ``prepare`` made (nothing here reads the cursor). O(what the plan carries);
         a marker takes the fixed layout (``encode_fixed_marker``) unless it is truncated."""
-        if self.puts:  # encoded when it was prepared (:meth:`Planner._prepare_marker`)
-            return
         cid = self.cursor_id
         puts: list[tuple[bytes, bytes]] = []
         nbytes = 0
@@ -249,72 +225,8 @@ class FlushPlan:
         self.nbytes = nbytes + 16 + len(value)
 
 
-class MarkerPlan:
-    """The common plan: one marker, encoded when it was taken under the store lock (every
-    changed ledger gained a few acks since its record; see :meth:`Planner._prepare_marker`).
-    It has :class:`FlushPlan`'s fields that the group flush and the commit read, and takes
-    the cursor's pending state as two fields (``pinned``: the dirty ledgers it took,
-    ``meta_dirty``) instead of a :class:`Pending`, which only an abort builds."""
-
-    __slots__ = (
-        "cursor_id",
-        "changes",
-        "full",
-        "marker_seq",
-        "pinned",
-        "meta_dirty",
-        "persisted_ranges",
-        "puts",
-        "marker_bytes",
-        "nbytes",
-        "gc_below",
-        "gc_live",
-        "full_live",
-    )
-    #: what a :class:`FlushPlan` may carry and this one never does
-    records: tuple[()] = ()
-    truncated = False
-    keep_dirty: frozenset[int] = frozenset()
-    rebased: frozenset[int] = frozenset()
-
-    def __init__(
-        self,
-        cursor_id: int,
-        changes: dict[int, IndexEntry | None],
-        full: bool,
-        marker_seq: int,
-        pinned: set[int],
-        meta_dirty: bool,
-        persisted_ranges: int,
-        key: bytes,
-        value: bytes,
-    ) -> None:
-        self.cursor_id = cursor_id
-        self.changes = changes
-        self.full = full
-        self.marker_seq = marker_seq
-        self.pinned = pinned
-        self.meta_dirty = meta_dirty
-        self.persisted_ranges = persisted_ranges
-        self.puts = [(key, value)]
-        self.marker_bytes = len(value)
-        self.nbytes = len(key) + len(value)
-        self.gc_below = -1
-        self.gc_live: frozenset[int] = _EMPTY
-        self.full_live: frozenset[int] = _EMPTY
-
-    def encode(self) -> None:
-        """Encoded already: nothing to do outside the lock."""
-
-    @property
-    def pending(self) -> Pending:
-        """What it took from the cursor, as a :class:`Pending` (an abort gives it back)."""
-        return Pending(self.pinned, _EMPTY, _EMPTY, self.meta_dirty)
-
-
 #: a plan of either kind: what the group flush and a cursor's commit and abort take
 AnyPlan = FlushPlan | MarkerPlan
-_EMPTY: frozenset[int] = frozenset()
 
 
 @dataclass(slots=True)
@@ -364,26 +276,26 @@ class Planner:
     # -- prepare -------------------------------------------------------------------------------
 
     def prepare(self) -> AnyPlan | None:
-        """Copy what changed since the last marker into a plan (None: nothing did); the plan
-        encodes it later, outside the lock (the common plan, one marker, is encoded here: see
-        :meth:`_prepare_marker`). Exception-safe: on error the pending sets are back."""
+        """Take what changed since the last marker (None: nothing did). The common change
+        is taken whole by :func:`~ackstore.cursor.lane.take_marker` (a marker plan, encoded
+        here); any other is copied into a plan that encodes it later, outside the lock.
+        Exception-safe: on error the pending sets are back."""
+        plan = lane.take_marker(self)
+        return plan if plan is not OTHER else self.prepare_other()
+
+    def prepare_other(self) -> FlushPlan | None:
+        """:meth:`prepare` of a change the marker lane left to the general path (the group
+        flush calls this itself when the lane said OTHER)."""
         pages, state, chain = self.pages, self.state, self.chain
-        if not (pages.pending() or state.meta_dirty):
-            return None  # an idle cursor: nothing to copy
         limit = self.config.max_unacked_ranges_to_persist
         over = limit and state.range_count > limit
         if over or chain.over_cap:  # over the cap now, or it was at the last flush
             self._watch_cap()
-        if not (pages.unmarked or pages.vanished or over):
-            plan = self._prepare_marker(chain.full_due(self.config.full_marker_every))
-            if plan is not None:
-                return plan
         pending = pages.take_pending(state.take_meta_dirty())
         if not pending.worth_a_marker(pages.index):
             return None
         try:
-            limit = self.config.max_unacked_ranges_to_persist
-            if limit and state.range_count > limit:
+            if over:
                 return self._prepare_truncated(pending, limit)
             return self._prepare(pending)
         except BaseException:
@@ -436,7 +348,7 @@ class Planner:
             pinned.add(ledger)
             base = index.get(ledger)
             added = la.added
-            if base is not None and added is not None and _worth_a_delta(added, la):
+            if base is not None and added is not None and worth_a_delta(added, la):
                 # a few acks (and counts) since its record: the marker carries them, the
                 # ledger is not rewritten
                 adds = FrozenBitMap(added)
@@ -483,76 +395,6 @@ class Planner:
             plan.rebased = frozenset(rebased)
         return plan
 
-    def _prepare_marker(self, due: bool) -> MarkerPlan | None:
-        """The common flush, encoded here: every changed ledger gained a few acks since its
-        record (no counts, nothing dropped or written back), so the plan is one marker,
-        written from the cursor's own sets under the lock (copying them would cost as much as
-        encoding them). A delta marker; or a full one when one is ``due``, or when every
-        ledger of the cursor changed and the full marker repeats at most ``SMALL_CHAIN``
-        bytes of acks the chain named already (then it costs what the delta costs, and a
-        reopen reads one marker and walks no chain). Such a full marker trims the log only
-        once its garbage outgrows ``GARBAGE_FACTOR`` times the chain's allowance (a trim is
-        a scan of the cursor's keys). None, having taken nothing, when it is not that case
-        (a fresh chain after a fallback or a PIP-299 marker is planned by :meth:`_prepare`).
-
-        The group flush runs this for every dirty cursor, so it touches as few objects as it
-        can: each one a flush reads is a likely cache miss once thousands of cursors are
-        dirty. O(changed ledgers + their acks since their records); a due full marker
-        O(ledgers)."""
-        pages, chain = self.pages, self.chain
-        loaded, index, dirty = pages.loaded, pages.index, pages.dirty
-        changes: dict[int, IndexEntry | None] = {}
-        items: list[MarkerItem] = []  # a delta marker's, each with what the chain named of it
-        named = 0  # acks the chain named already: what a full marker writes beyond the delta
-        for ledger in sorted(dirty) if len(dirty) > 1 else dirty:
-            la = loaded.get(ledger)
-            base = index.get(ledger)
-            if la is None or base is None:
-                return None
-            added = la.added
-            if added is None or la.counts_added or not _worth_a_delta(added, la):
-                return None
-            changes[ledger] = entry = IndexEntry(base.seq, la.runs, FrozenBitMap(added))
-            if base.adds:
-                named += len(base.adds)
-            items.append((ledger, entry, base.adds))
-        covering = len(changes) == len(index)  # every ledger changed: the changes are the index
-        full = due or (covering and 4 * named <= SMALL_CHAIN)  # an add is a u32 in the fixed layout
-        whole = changes  # a full marker's index: the changes are it when every ledger changed
-        if not full:  # a delta marker names only the acks added since the chain last named them
-            marker_items: list[MarkerItem] = items
-        elif chain.force_full or chain.truncated or chain.marker_seq < 0:
-            return None
-        elif covering:  # in order already
-            marker_items = list(changes.items())
-        else:
-            whole = {**index, **changes}
-            marker_items = sorted(whole.items())
-        state, cid = self.state, self.cursor_id
-        md = state.md
-        value = encode_fixed_marker(chain.marker_seq, md, (md[0], md[1] + 1), state.properties, marker_items, cid, full)
-        marker_seq = chain.next_seq
-        chain.next_seq = marker_seq + 1
-        taken = set(dirty)  # the ack state holds the set itself: copied, then cleared
-        dirty.clear()
-        pages.pinned = taken  # carried by this plan: not evictable until it ends
-        plan = MarkerPlan(
-            cid,
-            changes,
-            full,
-            marker_seq,
-            taken,
-            state.take_meta_dirty(),
-            state.range_count,
-            log_key(cid, marker_seq),
-            value,
-        )
-        if full:
-            plan.full_live = frozenset([e.seq for e in whole.values() if e is not None] + [marker_seq])
-            if due or chain.untrimmed > GARBAGE_FACTOR * max(chain.full_bytes, SMALL_CHAIN):
-                plan.gc_below, plan.gc_live = chain.full_seq, self._gc_live()
-        return plan
-
     def _seal(self, draft: _Draft) -> FlushPlan:
         """The plan of ``draft``: the marker's fields copied, what it carries pinned."""
         state, chain = self.state, self.chain
@@ -575,15 +417,15 @@ class Planner:
             draft.persisted_ranges,
         )
         if draft.full:  # O(ledgers): only full markers trim
-            plan.gc_below, plan.gc_live, plan.full_live = chain.full_seq, self._gc_live(), draft.live | {marker_seq}
+            plan.gc_below, plan.gc_live, plan.full_live = chain.full_seq, self.gc_live(), draft.live | {marker_seq}
         if draft.truncated:
             plan.truncated, plan.keep_dirty = True, draft.keep_dirty
         return plan
 
-    def _gc_live(self) -> frozenset[int]:
+    def gc_live(self) -> frozenset[int]:
         """What garbage trimming must keep: the previous full marker's records and every record
         the cursor itself still points to (swapped-out ledgers a truncated marker left out)."""
-        return self.chain.full_live | {e.seq for e in self.pages.index.values()}
+        return frozenset([*self.chain.full_live, *(e.seq for e in self.pages.index.values())])
 
     def _prepare_truncated(self, pending: Pending, limit: int) -> FlushPlan:
         """PIP-299: a full marker holding only the lowest ``limit`` ranges.
@@ -647,6 +489,9 @@ class Planner:
 
     def commit(self, plan: AnyPlan) -> None:
         """The flush transaction committed: the pages adopt the plan's index, the chain its marker."""
+        if type(plan) is MarkerPlan:
+            lane.commit_marker(self, plan)
+            return
         self.pages.adopt(plan.changes, plan.keep_dirty)
         self.chain.adopt(plan)
 
@@ -710,7 +555,7 @@ class Planner:
         chain.full_bytes = len(plan.marker)
         chain.force_full = False
         pages.dirty.clear()
-        pages.vanished = pages.unmarked = _EMPTY
+        pages.vanished = pages.unmarked = frozenset()
         self.state.meta_dirty = False
 
     def differs_from(self, recovered: RecoveredState, marker_seq: int) -> str | None:
@@ -733,3 +578,6 @@ class Planner:
             elif mine.bitmap != la.bitmap or mine.batches != la.batches:
                 return f"ledger {ledger}'s acks differ"
         return None
+
+
+lane.connect(Planner, MarkerChain)  # the compiled lane reads their slots

@@ -25,9 +25,11 @@ __all__ = ["StoreSide"]
 class StoreSide:
     """What the store's flush and compaction and the topic's directory changes call."""
 
-    __slots__ = ("_config", "_planner", "_state", "_pages")  # the parts it works on; Cursor has the rest
+    __slots__ = ("_config", "planner", "_state", "_pages")  # the parts it works on; Cursor has the rest
 
-    _planner: Planner
+    #: the cursor's flush protocol (prepare, commit, abort): the store's group flush calls
+    #: it directly for every listed cursor (the flush list maps each cursor to it)
+    planner: Planner
     _state: AckState
     _pages: Pages
 
@@ -40,26 +42,26 @@ class StoreSide:
         """Adopt ``config`` in memory only (a read-only store's own budget; ``update_config``
         persists first). The budget may shrink: evict to fit. Lock held."""
         self._config = config
-        self._planner.config = config
+        self.planner.config = config
         self._pages.cache.budget = config.max_individual_ack_cache_bytes
         self._pages.fit()
         self._changed()
 
     def prepare_flush(self) -> AnyPlan | None:
         """Step 1 of a group flush: the plan of what changed (None: nothing did)."""
-        return self._planner.prepare()
+        return self.planner.prepare()
 
     def commit_flush(self, plan: AnyPlan) -> None:
         """Step 4: ``plan``'s transaction committed; the cursor adopts it, and waits for the
         next flush again when PIP-299 left ranges out (a change since the plan was taken
         listed the cursor already)."""
-        self._planner.commit(plan)
+        self.planner.commit(plan)
         if plan.keep_dirty:
             self._changed()
 
     def abort_flush(self, plan: AnyPlan) -> None:
         """Step 4, the other way: ``plan`` was not written; what it carried is pending again."""
-        self._planner.abort(plan)
+        self.planner.abort(plan)
 
     def directory_changed(self, d: LedgerDirectory, trimmed: bool) -> None:
         """The topic's directory changed (``trimmed``: ledgers were dropped)."""
@@ -75,15 +77,15 @@ class StoreSide:
 
     def plan_rewrite(self) -> RewritePlan:
         """Compaction: plan a fresh log (every ledger's record + one full marker)."""
-        return self._planner.rewrite_plan()
+        return self.planner.rewrite_plan()
 
     def adopt_rewrite(self, plan: RewritePlan) -> None:
         """Compaction committed: the log is now exactly ``plan``."""
-        self._planner.adopt_rewrite(plan)
+        self.planner.adopt_rewrite(plan)
 
     def rewrite_differs(self, recovered: RecoveredState, marker_seq: int) -> str | None:
         """How a state recovered from a rewritten log differs from this cursor (None: same)."""
-        return self._planner.differs_from(recovered, marker_seq)
+        return self.planner.differs_from(recovered, marker_seq)
 
     def release(self) -> None:
         """The store closes: give the cache's bytes back to the pool."""

@@ -1,0 +1,557 @@
+/* ackstore._native.take_marker and commit_marker: the compiled twins of the functions of
+ * the same names in ackstore/cursor/lane.py.
+ *
+ * A group flush asks every dirty cursor for its plan, and most of them have a few acks in
+ * ledgers that have a record already: lane.take_marker takes such a change whole (one
+ * marker, encoded under the store lock) and lane.commit_marker adopts it once written.
+ * The functions here do what the Python ones do, reading and changing the same attributes
+ * of the same objects with the same effects (take_marker changes nothing before its plan
+ * is made), so the two give equal plans and leave equal cursors; tests/test_lane.py and
+ * the state machines run both on the same cursors. They are compiled because a flush runs
+ * them for every dirty cursor, and in Python their cost was mostly operations on a few
+ * dozen small objects.
+ *
+ * lane_setup (lane.py calls it at import, and again when the tests change the bounds)
+ * gives the classes, the bounds and the helpers. An attribute that is a slot of its class
+ * is read and written at its offset when the object is of exactly that class (what a
+ * member descriptor does, without the type lookup); any other object goes through the
+ * usual attribute protocol.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <stdint.h>
+#include <string.h>
+
+/* in _native.c */
+PyObject *fixed_marker(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+
+/* the classes, in lane_setup's order */
+enum { C_PLANNER, C_PAGES, C_STATE, C_CHAIN, C_CONFIG, C_LEDGER, C_PLAN, C_COUNT };
+
+/* the attributes, each with the class that holds it */
+enum {
+    A_PAGES, A_STATE, A_CHAIN, A_CONFIG, A_CURSOR_ID,
+    A_DIRTY, A_UNMARKED, A_VANISHED, A_LOADED, A_INDEX, A_PINNED,
+    A_META_DIRTY, A_RANGE_COUNT, A_MD, A_PROPERTIES,
+    A_OVER_CAP, A_FORCE_FULL, A_TRUNCATED, A_MARKER_SEQ, A_DELTAS, A_CHAIN_BYTES, A_FULL_BYTES,
+    A_NEXT_SEQ, A_UNTRIMMED, A_FULL_SEQ, A_FULL_LIVE, A_PERSISTED, A_FLUSHES, A_LAST_BYTES, A_TOTAL_BYTES,
+    A_MAX_UNACKED, A_FULL_EVERY,
+    A_ADDED, A_COUNTS_ADDED, A_RUNS, A_BITMAP,
+    P_CURSOR_ID, P_CHANGES, P_FULL, P_MARKER_SEQ, P_PINNED, P_META_DIRTY, P_PERSISTED, P_PUTS, P_MARKER_BYTES,
+    P_NBYTES, P_GC_BELOW, P_GC_LIVE, P_FULL_LIVE, P_TRUNCATED, P_KEEP_DIRTY,
+    A_COUNT
+};
+
+typedef struct {
+    int owner;
+    const char *name;
+    PyObject *str;       /* interned */
+    PyTypeObject *type;  /* the class whose slot it is (NULL: the attribute protocol) */
+    Py_ssize_t offset;
+} Attr;
+
+static Attr attrs[A_COUNT] = {
+    [A_PAGES] = {C_PLANNER, "pages"}, [A_STATE] = {C_PLANNER, "state"}, [A_CHAIN] = {C_PLANNER, "chain"},
+    [A_CONFIG] = {C_PLANNER, "config"}, [A_CURSOR_ID] = {C_PLANNER, "cursor_id"},
+    [A_DIRTY] = {C_PAGES, "dirty"}, [A_UNMARKED] = {C_PAGES, "unmarked"}, [A_VANISHED] = {C_PAGES, "vanished"},
+    [A_LOADED] = {C_PAGES, "loaded"}, [A_INDEX] = {C_PAGES, "index"}, [A_PINNED] = {C_PAGES, "pinned"},
+    [A_META_DIRTY] = {C_STATE, "meta_dirty"}, [A_RANGE_COUNT] = {C_STATE, "range_count"}, [A_MD] = {C_STATE, "md"},
+    [A_PROPERTIES] = {C_STATE, "properties"},
+    [A_OVER_CAP] = {C_CHAIN, "over_cap"}, [A_FORCE_FULL] = {C_CHAIN, "force_full"},
+    [A_TRUNCATED] = {C_CHAIN, "truncated"}, [A_MARKER_SEQ] = {C_CHAIN, "marker_seq"},
+    [A_DELTAS] = {C_CHAIN, "deltas"}, [A_CHAIN_BYTES] = {C_CHAIN, "chain_bytes"},
+    [A_FULL_BYTES] = {C_CHAIN, "full_bytes"}, [A_NEXT_SEQ] = {C_CHAIN, "next_seq"},
+    [A_UNTRIMMED] = {C_CHAIN, "untrimmed"}, [A_FULL_SEQ] = {C_CHAIN, "full_seq"},
+    [A_FULL_LIVE] = {C_CHAIN, "full_live"}, [A_PERSISTED] = {C_CHAIN, "persisted_ranges"},
+    [A_FLUSHES] = {C_CHAIN, "flushes"}, [A_LAST_BYTES] = {C_CHAIN, "last_flush_bytes"},
+    [A_TOTAL_BYTES] = {C_CHAIN, "total_flush_bytes"},
+    [A_MAX_UNACKED] = {C_CONFIG, "max_unacked_ranges_to_persist"}, [A_FULL_EVERY] = {C_CONFIG, "full_marker_every"},
+    [A_ADDED] = {C_LEDGER, "added"}, [A_COUNTS_ADDED] = {C_LEDGER, "counts_added"}, [A_RUNS] = {C_LEDGER, "runs"},
+    [A_BITMAP] = {C_LEDGER, "bitmap"},
+    [P_CURSOR_ID] = {C_PLAN, "cursor_id"}, [P_CHANGES] = {C_PLAN, "changes"}, [P_FULL] = {C_PLAN, "full"},
+    [P_MARKER_SEQ] = {C_PLAN, "marker_seq"}, [P_PINNED] = {C_PLAN, "pinned"}, [P_META_DIRTY] = {C_PLAN, "meta_dirty"},
+    [P_PERSISTED] = {C_PLAN, "persisted_ranges"}, [P_PUTS] = {C_PLAN, "puts"},
+    [P_MARKER_BYTES] = {C_PLAN, "marker_bytes"}, [P_NBYTES] = {C_PLAN, "nbytes"}, [P_GC_BELOW] = {C_PLAN, "gc_below"},
+    [P_GC_LIVE] = {C_PLAN, "gc_live"}, [P_FULL_LIVE] = {C_PLAN, "full_live"}, [P_TRUNCATED] = {C_PLAN, "truncated"},
+    [P_KEEP_DIRTY] = {C_PLAN, "keep_dirty"},
+};
+
+/* what lane_setup gives */
+static PyObject *plan_type, *entry_type, *frozen_type, *packb, *log_key_fn, *version, *empty_set, *empty_tuple,
+    *s_gc_live, *fallback_commit, *no_optimize; /* ("optimize",): FrozenBitMap(added, optimize=False) */
+static long long max_acks, small_chain, garbage_factor;
+static double max_share;
+
+/* obj.<a> (a new reference), or NULL with AttributeError */
+static PyObject *get(PyObject *obj, int a) {
+    const Attr *at = &attrs[a];
+    if (Py_TYPE(obj) == at->type) {
+        PyObject *v = *(PyObject **)((char *)obj + at->offset);
+        if (v != NULL) return Py_NewRef(v);
+        PyErr_SetObject(PyExc_AttributeError, at->str);
+        return NULL;
+    }
+    return PyObject_GetAttr(obj, at->str);
+}
+
+/* obj.<a> = v; -1 with an exception */
+static int set(PyObject *obj, int a, PyObject *v) {
+    const Attr *at = &attrs[a];
+    if (Py_TYPE(obj) == at->type) {
+        PyObject **slot = (PyObject **)((char *)obj + at->offset);
+        Py_XSETREF(*slot, Py_NewRef(v));
+        return 0;
+    }
+    return PyObject_SetAttr(obj, at->str, v);
+}
+
+/* obj.<a> = n (a C integer); -1 with an exception */
+static int set_ll(PyObject *obj, int a, long long n) {
+    PyObject *v = PyLong_FromLongLong(n);
+    if (v == NULL) return -1;
+    int r = set(obj, a, v);
+    Py_DECREF(v);
+    return r;
+}
+
+/* 1 or 0 for obj.<a>'s truth, -1 with an exception */
+static int truth(PyObject *obj, int a) {
+    PyObject *v = get(obj, a);
+    if (v == NULL) return -1;
+    int t = PyObject_IsTrue(v);
+    Py_DECREF(v);
+    return t;
+}
+
+/* obj.<a> as a C integer; -1 with an exception set (check PyErr_Occurred) */
+static long long integer(PyObject *obj, int a) {
+    PyObject *v = get(obj, a);
+    if (v == NULL) return -1;
+    long long x = PyLong_AsLongLong(v);
+    Py_DECREF(v);
+    return x;
+}
+#define FAILED(x) ((x) == -1 && PyErr_Occurred())
+
+/* lane_setup(classes, IndexEntry, FrozenBitMap, packb, log_key, format_version, commit,
+ *            DELTA_MAX_ACKS, DELTA_MAX_SHARE, SMALL_CHAIN, GARBAGE_FACTOR) -> None
+ * classes: (Planner, Pages, AckState, MarkerChain, CursorConfig, LedgerAcks, MarkerPlan);
+ * commit: lane.commit_marker's pure-Python twin (what commit_marker hands an unusual plan). */
+PyObject *lane_setup(PyObject *self, PyObject *args) {
+    PyObject *classes, *e, *f, *k, *l, *v, *c;
+    long long acks, chain, garbage;
+    double share;
+    if (!PyArg_ParseTuple(args, "O!OOOOOOLdLL", &PyTuple_Type, &classes, &e, &f, &k, &l, &v, &c, &acks, &share,
+                          &chain, &garbage))
+        return NULL;
+    if (PyTuple_GET_SIZE(classes) != C_COUNT) {
+        PyErr_Format(PyExc_TypeError, "lane_setup needs %d classes", C_COUNT);
+        return NULL;
+    }
+    for (int i = 0; i < C_COUNT; i++)
+        if (!PyType_Check(PyTuple_GET_ITEM(classes, i))) {
+            PyErr_SetString(PyExc_TypeError, "lane_setup's classes are classes");
+            return NULL;
+        }
+    if (!PyType_Check(e) || !PyType_IsSubtype((PyTypeObject *)e, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "lane_setup needs a tuple type for index entries");
+        return NULL;
+    }
+    if (s_gc_live == NULL && (s_gc_live = PyUnicode_InternFromString("gc_live")) == NULL) return NULL;
+    if (empty_set == NULL && (empty_set = PyFrozenSet_New(NULL)) == NULL) return NULL;
+    if (empty_tuple == NULL && (empty_tuple = PyTuple_New(0)) == NULL) return NULL;
+    if (no_optimize == NULL && (no_optimize = Py_BuildValue("(s)", "optimize")) == NULL) return NULL;
+    for (int a = 0; a < A_COUNT; a++) {
+        Attr *at = &attrs[a];
+        if (at->str == NULL && (at->str = PyUnicode_InternFromString(at->name)) == NULL) return NULL;
+        PyObject *cls = PyTuple_GET_ITEM(classes, at->owner);
+        PyObject *descr = _PyType_Lookup((PyTypeObject *)cls, at->str); /* borrowed */
+        at->type = NULL;
+        if (descr != NULL && Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
+            PyMemberDef *m = ((PyMemberDescrObject *)descr)->d_member;
+            if (m->type == T_OBJECT_EX && !(m->flags & READONLY)) {
+                at->type = (PyTypeObject *)cls;
+                at->offset = m->offset;
+            }
+        }
+    }
+    Py_XSETREF(plan_type, Py_NewRef(PyTuple_GET_ITEM(classes, C_PLAN)));
+    Py_XSETREF(entry_type, Py_NewRef(e));
+    Py_XSETREF(frozen_type, Py_NewRef(f));
+    Py_XSETREF(packb, Py_NewRef(k));
+    Py_XSETREF(log_key_fn, Py_NewRef(l));
+    Py_XSETREF(version, Py_NewRef(v));
+    Py_XSETREF(fallback_commit, Py_NewRef(c));
+    max_acks = acks;
+    max_share = share;
+    small_chain = chain;
+    garbage_factor = garbage;
+    Py_RETURN_NONE;
+}
+
+/* chain.full_due(every): 1, 0, or -1 with an exception */
+static int full_due(PyObject *chain, long long every) {
+    int t;
+    if ((t = truth(chain, A_FORCE_FULL)) != 0) return t;
+    if ((t = truth(chain, A_TRUNCATED)) != 0) return t;
+    long long seq = integer(chain, A_MARKER_SEQ), deltas, chain_bytes, full_bytes;
+    if (FAILED(seq)) return -1;
+    if (seq < 0) return 1;
+    if (FAILED(deltas = integer(chain, A_DELTAS))) return -1;
+    if (deltas >= every) return 1;
+    if (FAILED(chain_bytes = integer(chain, A_CHAIN_BYTES)) || FAILED(full_bytes = integer(chain, A_FULL_BYTES)))
+        return -1;
+    return chain_bytes > (full_bytes > small_chain ? full_bytes : small_chain);
+}
+
+/* lane.worth_a_delta for a ledger without counts since its base: 1, 0, or -1 */
+static int worth_a_delta(PyObject *added, PyObject *la) {
+    Py_ssize_t n = PyObject_Size(added);
+    if (n < 0) return -1;
+    if (n > max_acks) return 0;
+    long long runs = integer(la, A_RUNS);
+    if (FAILED(runs)) return -1;
+    if ((double)n <= max_share * (double)runs) return 1;
+    PyObject *bitmap = get(la, A_BITMAP);
+    if (bitmap == NULL) return -1;
+    Py_ssize_t size = PyObject_Size(bitmap);
+    Py_DECREF(bitmap);
+    if (size < 0) return -1;
+    return (double)n <= max_share * (double)size;
+}
+
+/* x + 1 */
+static PyObject *plus_one(PyObject *x) {
+    PyObject *one = PyLong_FromLong(1);
+    if (one == NULL) return NULL;
+    PyObject *r = PyNumber_Add(x, one);
+    Py_DECREF(one);
+    return r;
+}
+
+/* IndexEntry(seq, runs, adds, None), made as tuple.__new__ makes it */
+static PyObject *index_entry(PyObject *seq, PyObject *runs, PyObject *adds) {
+    PyTypeObject *type = (PyTypeObject *)entry_type;
+    PyObject *entry = type->tp_alloc(type, 4);
+    if (entry == NULL) return NULL;
+    PyTuple_SET_ITEM(entry, 0, Py_NewRef(seq));
+    PyTuple_SET_ITEM(entry, 1, Py_NewRef(runs));
+    PyTuple_SET_ITEM(entry, 2, Py_NewRef(adds));
+    PyTuple_SET_ITEM(entry, 3, Py_NewRef(Py_None));
+    return entry;
+}
+
+/* A MarkerPlan with the fields its __init__ sets (without running it). */
+static PyObject *marker_plan(PyObject *cid, PyObject *changes, int full, PyObject *seq, PyObject *taken,
+                             PyObject *meta, PyObject *ranges, PyObject *key, PyObject *value) {
+    PyTypeObject *type = (PyTypeObject *)plan_type;
+    PyObject *plan = type->tp_alloc(type, 0), *puts = NULL, *pair = NULL;
+    if (plan == NULL) return NULL;
+    if ((pair = PyTuple_Pack(2, key, value)) == NULL || (puts = PyList_New(1)) == NULL) goto fail;
+    PyList_SET_ITEM(puts, 0, pair);
+    pair = NULL;
+    if (set(plan, P_CURSOR_ID, cid) < 0 || set(plan, P_CHANGES, changes) < 0 ||
+        set(plan, P_FULL, full ? Py_True : Py_False) < 0 || set(plan, P_MARKER_SEQ, seq) < 0 ||
+        set(plan, P_PINNED, taken) < 0 || set(plan, P_META_DIRTY, meta) < 0 || set(plan, P_PERSISTED, ranges) < 0 ||
+        set(plan, P_PUTS, puts) < 0 || set_ll(plan, P_MARKER_BYTES, PyBytes_GET_SIZE(value)) < 0 ||
+        set_ll(plan, P_NBYTES, PyBytes_GET_SIZE(key) + PyBytes_GET_SIZE(value)) < 0 ||
+        set_ll(plan, P_GC_BELOW, -1) < 0 || set(plan, P_GC_LIVE, empty_set) < 0 ||
+        set(plan, P_FULL_LIVE, empty_tuple) < 0)
+        goto fail;
+    Py_DECREF(puts);
+    return plan;
+fail:
+    Py_XDECREF(pair);
+    Py_XDECREF(puts);
+    Py_DECREF(plan);
+    return NULL;
+}
+
+/* what a full marker references: every entry's record in `whole`, and itself (a tuple) */
+static PyObject *full_live(PyObject *whole, PyObject *seq) {
+    PyObject *live = PyTuple_New(PyDict_GET_SIZE(whole) + 1), *k, *v;
+    Py_ssize_t pos = 0, n = 0;
+    if (live == NULL) return NULL;
+    while (PyDict_Next(whole, &pos, &k, &v)) {
+        if (v == Py_None) continue;
+        if (!PyTuple_Check(v)) {
+            PyErr_SetString(PyExc_TypeError, "an index entry is not a tuple");
+            Py_DECREF(live);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(live, n++, Py_NewRef(PyTuple_GET_ITEM(v, 0)));
+    }
+    PyTuple_SET_ITEM(live, n++, Py_NewRef(seq));
+    if (n < PyTuple_GET_SIZE(live) && _PyTuple_Resize(&live, n) < 0) return NULL;
+    return live;
+}
+
+#define FAIL(x) do { x; goto done; } while (0)
+#define OTHER_IF(cond) do { if (cond) { result = Py_NewRef(Py_False); goto done; } } while (0)
+
+/* take_marker(planner) -> MarkerPlan | None | False: lane._take_marker */
+PyObject *take_marker(PyObject *self, PyObject *planner) {
+    if (plan_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "take_marker before lane_setup");
+        return NULL;
+    }
+    PyObject *result = NULL, *pages = NULL, *state = NULL, *chain = NULL, *dirty = NULL, *config = NULL,
+             *loaded = NULL, *index = NULL, *changes = NULL, *items = NULL, *marker_items = NULL, *whole = NULL,
+             *ledgers = NULL, *md = NULL, *props = NULL, *props_bytes = NULL, *cid = NULL, *prev = NULL,
+             *rp_e = NULL, *flags = NULL, *value = NULL, *seq = NULL, *taken = NULL, *meta = NULL, *ranges = NULL,
+             *key = NULL, *plan = NULL, *next = NULL, *live = NULL;
+    int t, some, unmarked, vanished;
+    if ((pages = get(planner, A_PAGES)) == NULL || (state = get(planner, A_STATE)) == NULL ||
+        (chain = get(planner, A_CHAIN)) == NULL || (dirty = get(pages, A_DIRTY)) == NULL)
+        goto done;
+    if (!PySet_Check(dirty)) FAIL(PyErr_SetString(PyExc_TypeError, "the dirty ledgers are not a set"));
+    /* an idle cursor: nothing to flush */
+    if ((some = PyObject_IsTrue(dirty)) < 0 || (unmarked = truth(pages, A_UNMARKED)) < 0 ||
+        (vanished = truth(pages, A_VANISHED)) < 0)
+        goto done;
+    if (!some && !unmarked && !vanished) {
+        if ((t = truth(state, A_META_DIRTY)) < 0) goto done;
+        if (!t) { result = Py_NewRef(Py_None); goto done; }
+    }
+    OTHER_IF(unmarked || vanished);
+    if ((t = truth(chain, A_OVER_CAP)) < 0) goto done;
+    OTHER_IF(t);
+    if ((config = get(planner, A_CONFIG)) == NULL) goto done;
+    long long limit = integer(config, A_MAX_UNACKED), every;
+    if (FAILED(limit)) goto done;
+    if (limit) {
+        long long count = integer(state, A_RANGE_COUNT);
+        if (FAILED(count)) goto done;
+        OTHER_IF(count > limit);
+    }
+    if (FAILED(every = integer(config, A_FULL_EVERY))) goto done;
+    int due = full_due(chain, every);
+    if (due < 0) goto done;
+    if ((loaded = get(pages, A_LOADED)) == NULL || (index = get(pages, A_INDEX)) == NULL) goto done;
+    if (!PyDict_Check(loaded) || !PyDict_Check(index)) FAIL(PyErr_SetString(PyExc_TypeError, "pages are not dicts"));
+    if ((changes = PyDict_New()) == NULL || (items = PyList_New(0)) == NULL) goto done;
+    /* the dirty ledgers in order: the one of a set of one without making a list */
+    PyObject *single[1], **order = single;
+    Py_ssize_t count = PySet_GET_SIZE(dirty);
+    if (count == 1) {
+        Py_hash_t hash;
+        Py_ssize_t pos = 0;
+        if (!_PySet_NextEntry(dirty, &pos, &single[0], &hash)) FAIL(PyErr_SetString(PyExc_RuntimeError, "a set of one is empty"));
+        ledgers = Py_NewRef(single[0]); /* kept alive while the loop runs */
+    } else if (count > 1) {
+        if ((ledgers = PySequence_List(dirty)) == NULL || PyList_Sort(ledgers) < 0) goto done;
+        order = ((PyListObject *)ledgers)->ob_item;
+    }
+    long long named = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *ledger = order[i], *la, *base = NULL, *added = NULL, *adds = NULL, *runs = NULL,
+                 *entry = NULL, *item = NULL;
+        int ok = -1;
+        if ((la = PyDict_GetItemWithError(loaded, ledger)) == NULL && PyErr_Occurred()) goto done;
+        if (la != NULL && (base = PyDict_GetItemWithError(index, ledger)) == NULL && PyErr_Occurred()) goto done;
+        OTHER_IF(la == NULL || base == NULL);
+        if (!PyTuple_Check(base) || PyTuple_GET_SIZE(base) < 4)
+            FAIL(PyErr_SetString(PyExc_TypeError, "an index entry is not (seq, runs, adds, counts)"));
+        Py_INCREF(la); /* borrowed from dicts that the calls below could change */
+        Py_INCREF(base);
+        if ((added = get(la, A_ADDED)) == NULL) goto next;
+        if (added == Py_None) { ok = 0; goto next; }
+        if ((t = truth(la, A_COUNTS_ADDED)) != 0) { ok = t < 0 ? -1 : 0; goto next; }
+        if ((ok = worth_a_delta(added, la)) != 1) goto next;
+        ok = -1;
+        PyObject *frozen_args[2] = {added, Py_False};
+        if ((adds = PyObject_Vectorcall(frozen_type, frozen_args, 1, no_optimize)) == NULL ||
+            (runs = get(la, A_RUNS)) == NULL ||
+            (entry = index_entry(PyTuple_GET_ITEM(base, 0), runs, adds)) == NULL ||
+            PyDict_SetItem(changes, ledger, entry) < 0)
+            goto next;
+        PyObject *base_adds = PyTuple_GET_ITEM(base, 2);
+        int has = base_adds == Py_None ? 0 : PyObject_IsTrue(base_adds);
+        Py_ssize_t n = has > 0 ? PyObject_Size(base_adds) : 0;
+        if (has < 0 || n < 0 || (item = PyTuple_Pack(3, ledger, entry, base_adds)) == NULL ||
+            PyList_Append(items, item) < 0)
+            goto next;
+        named += n;
+        ok = 1;
+    next:
+        Py_XDECREF(added); Py_XDECREF(adds); Py_XDECREF(runs); Py_XDECREF(entry); Py_XDECREF(item);
+        Py_DECREF(la); Py_DECREF(base);
+        if (ok < 0) goto done;
+        OTHER_IF(ok == 0);
+    }
+    int covering = PyDict_GET_SIZE(changes) == PyDict_GET_SIZE(index);
+    int full = due || (covering && 4 * named <= small_chain);
+    whole = Py_NewRef(changes);
+    marker_items = Py_NewRef(items);
+    if (full) {
+        if ((t = truth(chain, A_FORCE_FULL)) < 0) goto done;
+        OTHER_IF(t);
+        if ((t = truth(chain, A_TRUNCATED)) < 0) goto done;
+        OTHER_IF(t);
+        long long seq0 = integer(chain, A_MARKER_SEQ);
+        if (FAILED(seq0)) goto done;
+        OTHER_IF(seq0 < 0);
+        Py_CLEAR(marker_items);
+        if (covering) { /* in order already */
+            if ((marker_items = PyList_New(PyList_GET_SIZE(items))) == NULL) goto done;
+            for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items); i++) {
+                PyObject *it = PyList_GET_ITEM(items, i);
+                PyObject *pair = PyTuple_Pack(2, PyTuple_GET_ITEM(it, 0), PyTuple_GET_ITEM(it, 1));
+                if (pair == NULL) goto done;
+                PyList_SET_ITEM(marker_items, i, pair);
+            }
+        } else {
+            Py_SETREF(whole, PyDict_Copy(index));
+            if (whole == NULL || PyDict_Update(whole, changes) < 0) goto done;
+            if ((marker_items = PyDict_Items(whole)) == NULL || PyList_Sort(marker_items) < 0) goto done;
+        }
+    }
+    if ((md = get(state, A_MD)) == NULL || (props = get(state, A_PROPERTIES)) == NULL ||
+        (cid = get(planner, A_CURSOR_ID)) == NULL || (prev = get(chain, A_MARKER_SEQ)) == NULL)
+        goto done;
+    if (!PyTuple_Check(md) || PyTuple_GET_SIZE(md) != 2)
+        FAIL(PyErr_SetString(PyExc_TypeError, "the mark-delete position is not a (ledger, entry) tuple"));
+    if ((t = PyObject_IsTrue(props)) < 0) goto done;
+    if ((props_bytes = t ? PyObject_CallOneArg(packb, props) : PyBytes_FromStringAndSize(NULL, 0)) == NULL ||
+        (rp_e = plus_one(PyTuple_GET_ITEM(md, 1))) == NULL || (flags = PyLong_FromLong(full ? 1 : 0)) == NULL)
+        goto done;
+    {
+        PyObject *args[10] = {version, flags, prev, PyTuple_GET_ITEM(md, 0), PyTuple_GET_ITEM(md, 1),
+                              PyTuple_GET_ITEM(md, 0), rp_e, cid, marker_items, props_bytes};
+        value = fixed_marker(NULL, args, 10);
+    }
+    if (value == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError)) goto done;
+        PyErr_Clear(); /* the general path writes the msgpack form */
+        result = Py_NewRef(Py_False);
+        goto done;
+    }
+    if ((seq = get(chain, A_NEXT_SEQ)) == NULL || (taken = PySet_New(dirty)) == NULL ||
+        (meta = get(state, A_META_DIRTY)) == NULL || (ranges = get(state, A_RANGE_COUNT)) == NULL)
+        goto done;
+    {
+        PyObject *args[2] = {cid, seq};
+        if ((key = PyObject_Vectorcall(log_key_fn, args, 2, NULL)) == NULL) goto done;
+    }
+    if (!PyBytes_Check(key)) FAIL(PyErr_SetString(PyExc_TypeError, "log_key did not return bytes"));
+    if ((plan = marker_plan(cid, changes, full, seq, taken, meta, ranges, key, value)) == NULL) goto done;
+    if (full) {
+        if ((live = full_live(whole, seq)) == NULL || set(plan, P_FULL_LIVE, live) < 0) goto done;
+        int trim = due;
+        if (!trim) {
+            long long untrimmed = integer(chain, A_UNTRIMMED), full_bytes;
+            if (FAILED(untrimmed) || FAILED(full_bytes = integer(chain, A_FULL_BYTES))) goto done;
+            trim = untrimmed > garbage_factor * (full_bytes > small_chain ? full_bytes : small_chain);
+        }
+        if (trim) {
+            PyObject *below = get(chain, A_FULL_SEQ), *keep;
+            if (below == NULL) goto done;
+            keep = PyObject_CallMethodNoArgs(planner, s_gc_live);
+            t = keep == NULL ? -1 : set(plan, P_GC_BELOW, below);
+            if (t == 0) t = set(plan, P_GC_LIVE, keep);
+            Py_DECREF(below);
+            Py_XDECREF(keep);
+            if (t < 0) goto done;
+        }
+    }
+    /* nothing above changed the cursor; now the plan takes what it carries */
+    if ((next = plus_one(seq)) == NULL || set(chain, A_NEXT_SEQ, next) < 0 || PySet_Clear(dirty) < 0 ||
+        set(pages, A_PINNED, taken) < 0 || set(state, A_META_DIRTY, Py_False) < 0)
+        goto done;
+    result = Py_NewRef(plan);
+done:
+    Py_XDECREF(pages); Py_XDECREF(state); Py_XDECREF(chain); Py_XDECREF(dirty); Py_XDECREF(config);
+    Py_XDECREF(loaded); Py_XDECREF(index); Py_XDECREF(changes); Py_XDECREF(items); Py_XDECREF(marker_items);
+    Py_XDECREF(whole); Py_XDECREF(ledgers); Py_XDECREF(md); Py_XDECREF(props); Py_XDECREF(props_bytes);
+    Py_XDECREF(cid); Py_XDECREF(prev); Py_XDECREF(rp_e); Py_XDECREF(flags); Py_XDECREF(value); Py_XDECREF(seq);
+    Py_XDECREF(taken); Py_XDECREF(meta); Py_XDECREF(ranges); Py_XDECREF(key); Py_XDECREF(plan);
+    Py_XDECREF(next); Py_XDECREF(live);
+    return result;
+}
+
+/* obj.<a> += plus (Python ints); -1 with an exception */
+static int add_to(PyObject *obj, int a, PyObject *plus) {
+    PyObject *v = get(obj, a), *sum;
+    if (v == NULL) return -1;
+    sum = PyNumber_Add(v, plus);
+    Py_DECREF(v);
+    if (sum == NULL) return -1;
+    int r = set(obj, a, sum);
+    Py_DECREF(sum);
+    return r;
+}
+
+/* commit_marker(planner, plan) -> None: lane._commit_marker, for a plan whose changes
+ * name no dropped ledger and that keeps nothing dirty (what take_marker makes); any other
+ * is handed to the pure-Python function. */
+PyObject *commit_marker(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "commit_marker(planner, plan)");
+        return NULL;
+    }
+    if (plan_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "commit_marker before lane_setup");
+        return NULL;
+    }
+    PyObject *planner = args[0], *plan = args[1], *result = NULL, *pages = NULL, *chain = NULL, *changes = NULL,
+             *index = NULL, *unmarked = NULL, *keep = NULL, *seq = NULL, *nbytes = NULL, *mbytes = NULL,
+             *v = NULL, *one = NULL, *zero = NULL;
+    int t, usual = 0;
+    if ((changes = get(plan, P_CHANGES)) == NULL || (keep = get(plan, P_KEEP_DIRTY)) == NULL) goto done;
+    if ((t = PyObject_IsTrue(keep)) < 0) goto done;
+    if (!t && PyDict_Check(changes)) {
+        PyObject *k, *e;
+        Py_ssize_t pos = 0;
+        usual = 1;
+        while (PyDict_Next(changes, &pos, &k, &e))
+            if (e == Py_None) usual = 0;
+    }
+    if (!usual) { /* the pure-Python twin knows every case */
+        result = PyObject_Vectorcall(fallback_commit, args, 2, NULL);
+        goto done;
+    }
+    if ((pages = get(planner, A_PAGES)) == NULL || (chain = get(planner, A_CHAIN)) == NULL ||
+        (index = get(pages, A_INDEX)) == NULL || (unmarked = get(pages, A_UNMARKED)) == NULL)
+        goto done;
+    /* pages.adopt(changes, keep_dirty): a ledger written back since keeps its newer record */
+    {
+        PyObject *k, *e;
+        Py_ssize_t pos = 0;
+        while (PyDict_Next(changes, &pos, &k, &e)) {
+            if ((t = PySequence_Contains(unmarked, k)) < 0) goto done;
+            if (!t && PyObject_SetItem(index, k, e) < 0) goto done;
+        }
+    }
+    if (set(pages, A_PINNED, empty_set) < 0) goto done;
+    /* chain.adopt(plan) */
+    if ((v = get(plan, P_TRUNCATED)) == NULL || set(chain, A_TRUNCATED, v) < 0) goto done;
+    Py_CLEAR(v);
+    if ((v = get(plan, P_PERSISTED)) == NULL || set(chain, A_PERSISTED, v) < 0) goto done;
+    Py_CLEAR(v);
+    if ((seq = get(plan, P_MARKER_SEQ)) == NULL || set(chain, A_MARKER_SEQ, seq) < 0) goto done;
+    if ((mbytes = get(plan, P_MARKER_BYTES)) == NULL || (nbytes = get(plan, P_NBYTES)) == NULL) goto done;
+    if ((t = truth(plan, P_FULL)) < 0) goto done;
+    if ((zero = PyLong_FromLong(0)) == NULL || (one = PyLong_FromLong(1)) == NULL) goto done;
+    if (t) {
+        if (set(chain, A_FULL_SEQ, seq) < 0 || (v = get(plan, P_FULL_LIVE)) == NULL || set(chain, A_FULL_LIVE, v) < 0 ||
+            set(chain, A_DELTAS, zero) < 0 || set(chain, A_CHAIN_BYTES, zero) < 0 ||
+            set(chain, A_FULL_BYTES, mbytes) < 0 || set(chain, A_FORCE_FULL, Py_False) < 0)
+            goto done;
+        Py_CLEAR(v);
+    } else if (add_to(chain, A_DELTAS, one) < 0 || add_to(chain, A_CHAIN_BYTES, mbytes) < 0) {
+        goto done;
+    }
+    long long below = integer(plan, P_GC_BELOW);
+    if (FAILED(below)) goto done;
+    if (below >= 0 ? set(chain, A_UNTRIMMED, zero) < 0 : add_to(chain, A_UNTRIMMED, nbytes) < 0) goto done;
+    if (add_to(chain, A_FLUSHES, one) < 0 || set(chain, A_LAST_BYTES, nbytes) < 0 ||
+        add_to(chain, A_TOTAL_BYTES, nbytes) < 0)
+        goto done;
+    result = Py_NewRef(Py_None);
+done:
+    Py_XDECREF(pages); Py_XDECREF(chain); Py_XDECREF(changes); Py_XDECREF(index); Py_XDECREF(unmarked);
+    Py_XDECREF(keep); Py_XDECREF(seq); Py_XDECREF(nbytes); Py_XDECREF(mbytes); Py_XDECREF(v); Py_XDECREF(one);
+    Py_XDECREF(zero);
+    return result;
+}

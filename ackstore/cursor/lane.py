@@ -1,0 +1,280 @@
+"""The marker lane: a cursor's common flush plan, taken whole in one call.
+
+Most flushes of a busy cursor carry a few acks in ledgers that have a record already: the
+plan is one marker, encoded under the store lock from the cursor's own sets, with nothing
+to copy and nothing to encode later (a :class:`MarkerPlan`). :func:`take_marker` decides
+whether a cursor's pending change is that case and, if it is, takes it; and
+:func:`commit_marker` is ``Planner.commit`` of such a plan once it was written.
+
+A group flush of thousands of dirty cursors spends most of its time in these two, and what
+they cost is mostly how many objects they read per cursor (each a likely miss in the CPU's
+caches) and how many Python operations they run. So they are written twice, like the
+codecs: the pure-Python functions below, and ``ackstore._native.take_marker`` and
+``commit_marker`` (``ackstore/_lane.c``), which read and change the same objects the same
+way. The compiled ones are used where the module was built, the pure ones elsewhere or
+with ``ACKSTORE_PURE_PYTHON`` set; the tests run both on the same cursors and compare the
+plans, the cursors after and the bytes every flush writes.
+
+``take_marker(planner)`` returns None when the cursor is idle (nothing to flush), a
+:class:`MarkerPlan` when it took the change, and :data:`OTHER` when the planner's general
+path must plan it, having taken nothing: ledgers dropped or written back since the last
+marker, a PIP-299 cap exceeded now or at the last flush, a changed ledger without a
+record or with delivery counts or too many acks since it, a full marker due where a
+fresh chain must start, or a field outside the fixed marker layout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+from msgpack import packb
+from pyroaring import BitMap, FrozenBitMap
+
+from ..config import CursorConfig
+from ..ledger_acks import LedgerAcks
+from ..storage import codecs
+from ..storage.records import FORMAT_VERSION, IndexEntry, MarkerItem, log_key
+from .pages import Pages, Pending
+from .state import AckState
+
+if TYPE_CHECKING:
+    from .plan import Planner
+
+__all__ = [
+    "DELTA_MAX_ACKS",
+    "DELTA_MAX_SHARE",
+    "GARBAGE_FACTOR",
+    "IMPLEMENTATION",
+    "IMPLEMENTATIONS",
+    "OTHER",
+    "SMALL_CHAIN",
+    "MarkerPlan",
+    "commit_marker",
+    "connect",
+    "set_delta_bounds",
+    "take_marker",
+    "worth_a_delta",
+]
+
+#: a ledger's acks since its record travel in the marker while they are at most this many...
+DELTA_MAX_ACKS = 64
+#: ... and at most this fraction of the ledger's acks; past either, a new base record
+DELTA_MAX_SHARE = 0.125
+#: a chain of delta markers may grow to the size of its full marker, or to this many bytes
+#: for a small cursor; and a full marker is written instead of a delta when it costs at
+#: most this many bytes more (a reopen reads the whole chain: a small cursor then reads one
+#: marker)
+SMALL_CHAIN = 64
+#: a full marker written for that reason trims the log once the bytes written since the
+#: last trim are over this many times what the chain may hold
+GARBAGE_FACTOR = 4
+#: what :func:`take_marker` returns when the planner's general path must plan the change
+OTHER: Final = False
+#: the fixed marker layout's flag of a full marker (records.py's module docstring)
+_FULL = 0x01
+_EMPTY: frozenset[int] = frozenset()
+#: an IndexEntry made from its four fields without the namedtuple's Python-level __new__
+#: (a third of what making a flushed ledger's new index entry costs)
+_entry = tuple.__new__
+
+
+def worth_a_delta(added: BitMap, la: LedgerAcks) -> bool:
+    """Few acks and counts since the base, compared with the ledger: carry them in the marker."""
+    if not la.counts_added:  # the common case; a ledger holds at least as many acks as
+        # ranges, so a few acks against many ranges pass without counting its bitmap
+        n = len(added)
+        return n <= DELTA_MAX_ACKS and (n <= DELTA_MAX_SHARE * la.runs or n <= DELTA_MAX_SHARE * len(la.bitmap))
+    n = len(added) + len(la.counts_added)
+    return n <= DELTA_MAX_ACKS and n <= DELTA_MAX_SHARE * (len(la.bitmap) + len(la.counts))
+
+
+class MarkerPlan:
+    """The common plan: one marker, encoded when it was taken under the store lock (every
+    changed ledger gained a few acks since its record). It has the fields of a
+    :class:`~ackstore.cursor.plan.FlushPlan` that the group flush and the commit read, and
+    holds what it took from the cursor as two fields (``pinned``: the dirty ledgers it
+    took, ``meta_dirty``) instead of a :class:`Pending`, which only an abort builds."""
+
+    __slots__ = (
+        "cursor_id",
+        "changes",
+        "full",
+        "marker_seq",
+        "pinned",
+        "meta_dirty",
+        "persisted_ranges",
+        "puts",
+        "marker_bytes",
+        "nbytes",
+        "gc_below",
+        "gc_live",
+        "full_live",
+    )
+    #: what a FlushPlan may carry and this one never does
+    records: tuple[()] = ()
+    truncated = False
+    keep_dirty: frozenset[int] = _EMPTY
+    rebased: frozenset[int] = _EMPTY
+
+    def __init__(
+        self,
+        cursor_id: int,
+        changes: dict[int, IndexEntry | None],
+        full: bool,
+        marker_seq: int,
+        pinned: set[int],
+        meta_dirty: bool,
+        persisted_ranges: int,
+        key: bytes,
+        value: bytes,
+    ) -> None:
+        self.cursor_id = cursor_id
+        self.changes = changes
+        self.full = full
+        self.marker_seq = marker_seq
+        self.pinned = pinned
+        self.meta_dirty = meta_dirty
+        self.persisted_ranges = persisted_ranges
+        self.puts = [(key, value)]
+        self.marker_bytes = len(value)
+        self.nbytes = len(key) + len(value)
+        self.gc_below = -1
+        self.gc_live: frozenset[int] = _EMPTY
+        self.full_live: tuple[int, ...] = ()
+
+    def encode(self) -> None:
+        """Encoded already: nothing to do outside the lock."""
+
+    @property
+    def pending(self) -> Pending:
+        """What it took from the cursor, as a :class:`Pending` (an abort gives it back)."""
+        return Pending(self.pinned, _EMPTY, _EMPTY, self.meta_dirty)
+
+
+def _take_marker(planner: Planner) -> MarkerPlan | Literal[False] | None:
+    """The pure-Python :func:`take_marker` (see the module docstring). A delta marker; or a
+    full one when one is due, or when every ledger of the cursor changed and the full marker
+    repeats at most ``SMALL_CHAIN`` bytes of acks the chain named already (then it costs what
+    the delta costs, and a reopen reads one marker and walks no chain). Such a full marker
+    trims the log only once its garbage outgrows ``GARBAGE_FACTOR`` times the chain's
+    allowance (a trim is a scan of the cursor's keys). O(changed ledgers + their acks since
+    their records); a due full marker of a cursor not every ledger of which changed
+    O(ledgers)."""
+    pages, state, chain = planner.pages, planner.state, planner.chain
+    dirty = pages.dirty
+    if not (dirty or pages.unmarked or pages.vanished or state.meta_dirty):
+        return None  # an idle cursor
+    if pages.unmarked or pages.vanished or chain.over_cap:
+        return OTHER
+    config = planner.config
+    limit = config.max_unacked_ranges_to_persist
+    if limit and state.range_count > limit:
+        return OTHER
+    due = chain.full_due(config.full_marker_every)
+    loaded, index = pages.loaded, pages.index
+    changes: dict[int, IndexEntry | None] = {}
+    items: list[MarkerItem] = []  # a delta marker's, each with what the chain named of it
+    named = 0  # acks the chain named already: what a full marker writes beyond the delta
+    for ledger in sorted(dirty) if len(dirty) > 1 else dirty:
+        la = loaded.get(ledger)
+        base = index.get(ledger)
+        if la is None or base is None:
+            return OTHER
+        added = la.added
+        if added is None or la.counts_added or not worth_a_delta(added, la):
+            return OTHER
+        adds = FrozenBitMap(added, optimize=False)  # a copy as it is: a few values, nothing to optimize
+        changes[ledger] = entry = _entry(IndexEntry, (base.seq, la.runs, adds, None))
+        if base.adds:
+            named += len(base.adds)
+        items.append((ledger, entry, base.adds))
+    covering = len(changes) == len(index)  # every ledger changed: the changes are the index
+    full = due or (covering and 4 * named <= SMALL_CHAIN)  # an add is a u32 in the fixed layout
+    whole = changes  # a full marker's index
+    marker_items: list[Any] = items  # a delta marker names only the acks added since the chain named them
+    if full:
+        if chain.force_full or chain.truncated or chain.marker_seq < 0:
+            return OTHER  # a fresh chain
+        if covering:  # in order already
+            marker_items = list(changes.items())
+        else:
+            whole = {**index, **changes}
+            marker_items = sorted(whole.items())
+    md, props, cid = state.md, state.properties, planner.cursor_id
+    try:
+        value = codecs.fixed_marker(
+            FORMAT_VERSION, _FULL if full else 0, chain.marker_seq, md[0], md[1], md[0], md[1] + 1, cid,
+            marker_items, packb(props) if props else b"",
+        )  # fmt: skip
+    except OverflowError:
+        return OTHER  # the general path writes the msgpack form
+    marker_seq = chain.next_seq
+    plan = MarkerPlan(
+        cid, changes, full, marker_seq, set(dirty), state.meta_dirty, state.range_count, log_key(cid, marker_seq), value
+    )
+    if full:
+        plan.full_live = (*[e.seq for e in whole.values() if e is not None], marker_seq)
+        if due or chain.untrimmed > GARBAGE_FACTOR * max(chain.full_bytes, SMALL_CHAIN):
+            plan.gc_below, plan.gc_live = chain.full_seq, planner.gc_live()
+    # nothing above changed the cursor; now the plan takes what it carries
+    chain.next_seq = marker_seq + 1
+    dirty.clear()  # the ack state holds the set itself: the plan has a copy
+    pages.pinned = plan.pinned  # not evictable until the plan ends
+    state.meta_dirty = False
+    return plan
+
+
+def _commit_marker(planner: Planner, plan: MarkerPlan) -> None:
+    """The pure-Python :func:`commit_marker`: ``plan`` was written; the cursor's pages adopt
+    its index changes (a ledger written back since keeps its newer record) and its marker
+    chain the marker, as ``Planner.commit`` does for any plan."""
+    planner.pages.adopt(plan.changes, plan.keep_dirty)
+    planner.chain.adopt(plan)
+
+
+#: the classes the compiled twins work with: lane_setup's first argument, less MarkerPlan
+#: (``plan.py`` gives Planner and MarkerChain when it is imported: see :func:`connect`)
+_classes: dict[str, type] = {}
+
+
+def _setup_native() -> None:
+    """Give the compiled twins the classes whose slots they read, the types they make, the
+    helpers they call and the bounds they apply."""
+    if codecs.native is None or len(_classes) < 6:
+        return
+    order = ("Planner", "Pages", "AckState", "MarkerChain", "CursorConfig", "LedgerAcks")
+    codecs.native.lane_setup(
+        (*(_classes[name] for name in order), MarkerPlan), IndexEntry, FrozenBitMap, packb, log_key,
+        FORMAT_VERSION, _commit_marker, DELTA_MAX_ACKS, DELTA_MAX_SHARE, SMALL_CHAIN, GARBAGE_FACTOR,
+    )  # fmt: skip
+
+
+def connect(*classes: type) -> None:
+    """Name the classes of the objects the lane reads (plan.py gives its Planner and
+    MarkerChain once they exist; this module gives the others)."""
+    _classes.update((cls.__name__, cls) for cls in classes)
+    _setup_native()
+
+
+def set_delta_bounds(max_acks: int, max_share: float) -> tuple[int, float]:
+    """Set :data:`DELTA_MAX_ACKS` and :data:`DELTA_MAX_SHARE` for both implementations (the
+    tests make new base records frequent with it); returns the bounds before."""
+    global DELTA_MAX_ACKS, DELTA_MAX_SHARE
+    before = DELTA_MAX_ACKS, DELTA_MAX_SHARE
+    DELTA_MAX_ACKS, DELTA_MAX_SHARE = max_acks, max_share
+    _setup_native()
+    return before
+
+
+connect(Pages, AckState, CursorConfig, LedgerAcks)
+#: the twins, pure first (the tests run each): ``(take_marker, commit_marker)``
+IMPLEMENTATIONS: list[tuple[Callable[[Planner], MarkerPlan | Literal[False] | None], Callable[..., None]]] = [
+    (_take_marker, _commit_marker)
+]
+if codecs.native is not None:
+    IMPLEMENTATIONS.append((codecs.native.take_marker, codecs.native.commit_marker))
+#: the ones in use: the compiled twins where they were built, else the pure-Python functions
+take_marker, commit_marker = IMPLEMENTATIONS[-1]
+#: which are in use: "native" or "python" (as ``codecs.IMPLEMENTATION``)
+IMPLEMENTATION = codecs.IMPLEMENTATION

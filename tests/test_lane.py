@@ -1,0 +1,225 @@
+"""The marker lane: a cursor's common flush plan taken whole, in pure Python and compiled.
+
+Every case builds a cursor in some state, asks both implementations of ``take_marker`` for
+its plan (``lanes_agree``: equal plans, equal cursors after), then flushes and checks what
+a reopen recovers. The state machines run ``lanes_agree`` before every flush as well."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from ackstore import AckStore, CursorConfig, Position
+from ackstore.cursor import lane
+from ackstore.storage import codecs
+
+from .lane_twins import lanes_agree
+
+T = "persistent://t/ns/lane"
+ROOMY = CursorConfig(max_unacked_ranges_to_persist=0, full_marker_every=5)
+
+
+def _ranges(store: AckStore, name: str) -> list[tuple[Position, Position]]:
+    return list(store.topic(T).cursor(name).ack_ranges())
+
+
+def _flush_and_reopen(path: Path, store: AckStore, names: list[str]) -> None:
+    """Flush, then a reopen recovers exactly what the cursors hold."""
+    store.flush()
+    expected = {name: list(store.topic(T).cursor(name).ack_ranges()) for name in names}
+    md = {name: store.topic(T).cursor(name).mark_delete_position for name in names}
+    store.close()
+    with AckStore.open(path, readonly=True) as again:
+        topic = again.topic(T)
+        for name in names:
+            cur = topic.cursor(name)
+            assert (list(cur.ack_ranges()), cur.mark_delete_position) == (expected[name], md[name]), name
+
+
+def test_the_compiled_lane_is_the_one_in_use_where_the_module_is_built() -> None:
+    assert lane.IMPLEMENTATION == codecs.IMPLEMENTATION
+    assert len(lane.IMPLEMENTATIONS) == (2 if codecs.native is not None else 1)
+    assert (lane.take_marker, lane.commit_marker) == lane.IMPLEMENTATIONS[-1]
+
+
+def test_the_common_flushes_are_taken_by_the_lane_alike(store_path: Path) -> None:
+    """A one-ledger cursor: full markers while they repeat few acks, then deltas, then a new
+    base past the delta bound (the general path); an idle cursor; a move of the mark-delete
+    position alone; properties; every step agreed and recovered."""
+    store = AckStore.open(store_path, sync=False)
+    topic = store.topic(T)
+    topic.add_ledger(1)
+    topic.close_ledger(1, 100_000)
+    topic.add_ledger(2)
+    cur, idle = topic.cursor("c", ROOMY), topic.cursor("idle", ROOMY)
+    assert lanes_agree(cur) == "other"  # a fresh log: its first marker starts a chain
+    cur.ack_entries(2, range(1, 4001, 2))
+    store.flush()
+    assert lanes_agree(idle) == "idle"
+    seen = []
+    for e in range(4001, 4001 + 2 * (lane.DELTA_MAX_ACKS + 3), 2):
+        cur.ack(Position(2, e))
+        seen.append(lanes_agree(cur))
+        if len(seen) % 7 == 0:
+            cur.set_property("at", e)
+        store.flush()
+    assert seen.count("plan") >= lane.DELTA_MAX_ACKS - 1 and "other" in seen  # past the bound: a new base
+    cur.ack_cumulative(Position(1, 10))  # the mark-delete position moves; no ledger changes
+    assert lanes_agree(cur) == "plan"
+    _flush_and_reopen(store_path, store, ["c", "idle"])
+
+
+def test_what_the_lane_leaves_to_the_general_path(store_path: Path) -> None:
+    """Delivery counts, a dropped ledger, a write-back by eviction, a PIP-299 cap exceeded
+    now or at the last flush, too many acks, an id outside the fixed layout: OTHER, alike."""
+    store = AckStore.open(store_path, sync=False)
+    topic = store.topic(T)
+    for ledger in (1, 2, 3):
+        topic.add_ledger(ledger)
+        topic.close_ledger(ledger, 10_000)
+    topic.add_ledger(1 << 33)  # a ledger id the fixed marker layout cannot hold
+    counted = topic.cursor("counted", ROOMY)
+    dropping = topic.cursor("dropping", ROOMY)
+    small = topic.cursor("small", CursorConfig(max_individual_ack_cache_bytes=600, max_unacked_ranges_to_persist=0))
+    capped = topic.cursor("capped", CursorConfig(max_unacked_ranges_to_persist=3))
+    many = topic.cursor("many", ROOMY)
+    huge = topic.cursor("huge", ROOMY)
+    names = ["counted", "dropping", "small", "capped", "many", "huge"]
+    for cur in (counted, dropping, many):
+        for ledger in (1, 2):
+            cur.ack_entries(ledger, range(1, 3001, 3))
+    huge.ack([Position(1 << 33, 5)])
+    store.flush()
+    counted.record_deliveries([Position(1, 2)])
+    assert lanes_agree(counted) == "other"
+    dropping.ack_cumulative(Position(2, 0))  # ledger 1 drops below the mark-delete position
+    assert lanes_agree(dropping) == "other"
+    for ledger in (1, 2, 3):  # a 600-byte budget: the older ledgers are written back as it goes
+        small.ack([Position(ledger, e) for e in range(1, 200, 2)])
+    assert small._pages.unmarked and lanes_agree(small) == "other"
+    capped.ack([Position(1, e) for e in range(1, 20, 2)])
+    assert lanes_agree(capped) == "other"
+    store.flush()
+    capped.ack_cumulative(Position(1, 20))  # back under the cap: the flag of the last flush still says over
+    assert capped.ack_range_count <= 3 and lanes_agree(capped) == "other"
+    many.ack([Position(1, e) for e in range(2, 2 + 3 * (lane.DELTA_MAX_ACKS + 1), 3)])
+    assert lanes_agree(many) == "other"
+    huge.ack(Position(1 << 33, 7))
+    assert lanes_agree(huge) == "other"
+    _flush_and_reopen(store_path, store, names)
+
+
+def test_random_cursors_agree_and_recover(store_path: Path) -> None:
+    """Many cursors over several ledgers with random acks, moves and properties, full
+    markers due every few flushes (some trimming the log): every take agrees, and a reopen
+    recovers every cursor."""
+    rng = random.Random(23)
+    store = AckStore.open(store_path, sync=False)
+    topic = store.topic(T)
+    for ledger in range(1, 5):
+        topic.add_ledger(ledger)
+        topic.close_ledger(ledger, 5_000)
+    topic.add_ledger(5)
+    config = CursorConfig(max_unacked_ranges_to_persist=0, full_marker_every=3)
+    cursors = [topic.cursor(f"c{i}", config) for i in range(12)]
+    for cur in cursors:
+        for ledger in rng.sample(range(1, 6), rng.randint(1, 4)):
+            cur.ack_entries(ledger, range(rng.randrange(3), 4000, rng.choice([2, 3, 5])))
+    store.flush()
+    outcomes: dict[str, int] = {}
+    for _ in range(40):
+        for cur in rng.sample(cursors, 6):
+            for _ in range(rng.randint(1, 4)):
+                cur.ack(Position(rng.randint(1, 5), rng.randrange(4000, 5000)))
+            if rng.random() < 0.1:
+                cur.set_property("p", rng.randrange(100))
+        for cur in cursors:
+            kind = lanes_agree(cur)
+            outcomes[kind] = outcomes.get(kind, 0) + 1
+        stats = store.flush()
+        assert stats.cursors <= 6
+    assert min(outcomes.get(kind, 0) for kind in ("plan", "other", "idle")) >= 50, outcomes  # each kind, often
+    _flush_and_reopen(store_path, store, [cur.name for cur in cursors])
+
+
+@pytest.mark.parametrize("bounds", [(6, 1.0), (64, 0.125)])
+def test_the_delta_bounds_reach_both_implementations(store_path: Path, bounds: tuple[int, float]) -> None:
+    """``set_delta_bounds`` changes the rule both apply: with 6 acks, the seventh new ack
+    since the record is a new base for both."""
+    saved = lane.set_delta_bounds(*bounds)
+    try:
+        with AckStore.open(store_path, sync=False) as store:
+            topic = store.topic(T)
+            topic.add_ledger(1)
+            cur = topic.cursor("c", ROOMY)
+            cur.ack_entries(1, range(1, 1001, 2))
+            store.flush()
+            kinds = []
+            for e in range(1001, 1001 + 2 * 8, 2):
+                cur.ack(Position(1, e))
+                kinds.append(lanes_agree(cur))
+                store.flush()
+        assert kinds == (["plan"] * 6 + ["other", "plan"] if bounds[0] == 6 else ["plan"] * 8)
+    finally:
+        lane.set_delta_bounds(*saved)
+
+
+def _log(store: AckStore) -> list[tuple[bytes, bytes]]:
+    """Every record of every cursor's log."""
+    return store.storage.read(lambda txn: [(bytes(k), bytes(v)) for k, v in txn.cursor(db=store.storage.log_db)])
+
+
+def _chains(store: AckStore, names: list[str]) -> list[object]:
+    """What a flush leaves in each cursor: its marker chain's fields, its index, its pins."""
+    out = []
+    for name in names:
+        planner = store.topic(T).cursor(name).planner
+        chain = planner.chain
+        fields = {slot: getattr(chain, slot) for slot in type(chain).__slots__ if slot != "recovery"}
+        index = {ledger: (e.seq, e.runs, sorted(e.adds or ()), e.counts) for ledger, e in planner.pages.index.items()}
+        out.append((name, fields, index, sorted(planner.pages.pinned), sorted(planner.pages.dirty)))
+    return out
+
+
+@pytest.mark.skipif(len(lane.IMPLEMENTATIONS) < 2, reason="the compiled module is not built")
+def test_both_implementations_write_the_same_logs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same workload (many cursors, small acks, moves, properties, full markers due,
+    trims, a cursor with more acks than a delta carries) run once with the pure-Python lane
+    and once with the compiled one: the same bytes in every log, the same chains after
+    every flush."""
+    runs = []
+    for take, commit in lane.IMPLEMENTATIONS:
+        monkeypatch.setattr(lane, "take_marker", take)
+        monkeypatch.setattr(lane, "commit_marker", commit)
+        rng = random.Random(5)
+        with AckStore.open(tmp_path / take.__name__, sync=False) as store:
+            topic = store.topic(T)
+            for ledger in (1, 2, 3):
+                topic.add_ledger(ledger)
+                topic.close_ledger(ledger, 20_000)
+            topic.add_ledger(4)
+            config = CursorConfig(max_unacked_ranges_to_persist=0, full_marker_every=4)
+            names = [f"c{i}" for i in range(8)]
+            cursors = [topic.cursor(name, config) for name in names]
+            for i, cur in enumerate(cursors):  # half of them hold one ledger: full markers while small
+                for ledger in rng.sample((1, 2, 3, 4), 1 if i % 2 else rng.randint(2, 3)):
+                    cur.ack_entries(ledger, range(1, 12_000, rng.choice([2, 3])))
+            store.flush()
+            seen = []
+            for step in range(60):
+                for cur in rng.sample(cursors, 5):
+                    ledger = rng.choice(sorted(cur._pages.known()) or [1])
+                    k = 80 if step % 17 == 0 else rng.randint(1, 3)
+                    cur.ack([Position(ledger, 12_000 + rng.randrange(5_000)) for _ in range(k)])
+                    if rng.random() < 0.05:
+                        cur.set_property("step", step)
+                    if rng.random() < 0.03:
+                        cur.ack_cumulative(Position(1, 2 * step))
+                store.flush()
+                seen.append(_chains(store, names))
+            runs.append((_log(store), seen))
+    (pure_log, pure_chains), (native_log, native_chains) = runs
+    assert pure_chains == native_chains
+    assert pure_log == native_log
