@@ -221,6 +221,39 @@ static int worth_a_delta(PyObject *added, PyObject *la) {
     return (double)n <= max_share * (double)size;
 }
 
+/* 1 when x is an int in [0, 2**64), its value in *out; else 0 (no exception) */
+static int u64_of(PyObject *x, unsigned long long *out) {
+    if (!PyLong_Check(x)) return 0;
+    *out = PyLong_AsUnsignedLongLong(x);
+    if (*out == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    return 1;
+}
+
+/* records.log_key(cid, seq): both big-endian u64; values outside them are handed to
+ * log_key itself, which raises what it raises */
+static PyObject *log_key(PyObject *cid, PyObject *seq) {
+    unsigned long long c, s;
+    if (!u64_of(cid, &c) || !u64_of(seq, &s)) {
+        PyObject *args[2] = {cid, seq}, *key = PyObject_Vectorcall(log_key_fn, args, 2, NULL);
+        if (key != NULL && !PyBytes_Check(key)) {
+            Py_SETREF(key, NULL);
+            PyErr_SetString(PyExc_TypeError, "log_key did not return bytes");
+        }
+        return key;
+    }
+    PyObject *key = PyBytes_FromStringAndSize(NULL, 16);
+    if (key == NULL) return NULL;
+    unsigned char *k = (unsigned char *)PyBytes_AS_STRING(key);
+    for (int i = 0; i < 8; i++) {
+        k[i] = (unsigned char)(c >> (56 - 8 * i));
+        k[8 + i] = (unsigned char)(s >> (56 - 8 * i));
+    }
+    return key;
+}
+
 /* x + 1 */
 static PyObject *plus_one(PyObject *x) {
     PyObject *one = PyLong_FromLong(1);
@@ -430,11 +463,7 @@ PyObject *take_marker(PyObject *self, PyObject *planner) {
     if ((seq = get(chain, A_NEXT_SEQ)) == NULL || (taken = PySet_New(dirty)) == NULL ||
         (meta = get(state, A_META_DIRTY)) == NULL || (ranges = get(state, A_RANGE_COUNT)) == NULL)
         goto done;
-    {
-        PyObject *args[2] = {cid, seq};
-        if ((key = PyObject_Vectorcall(log_key_fn, args, 2, NULL)) == NULL) goto done;
-    }
-    if (!PyBytes_Check(key)) FAIL(PyErr_SetString(PyExc_TypeError, "log_key did not return bytes"));
+    if ((key = log_key(cid, seq)) == NULL) goto done;
     if ((plan = marker_plan(cid, changes, full, seq, taken, meta, ranges, key, value)) == NULL) goto done;
     if (full) {
         if ((live = full_live(whole, seq)) == NULL || set(plan, P_FULL_LIVE, live) < 0) goto done;
