@@ -1,9 +1,10 @@
-/* ackstore._native.take_marker and commit_marker: the compiled twins of the functions of
- * the same names in ackstore/cursor/lane.py.
+/* ackstore._native.take_marker, commit_marker, take_all and commit_all: the compiled twins
+ * of the functions of the same names in ackstore/cursor/lane.py.
  *
  * A group flush asks every dirty cursor for its plan, and most of them have a few acks in
  * ledgers that have a record already: lane.take_marker takes such a change whole (one
- * marker, encoded under the store lock) and lane.commit_marker adopts it once written.
+ * marker, encoded under the store lock) and lane.commit_marker adopts it once written;
+ * take_all and commit_all are the flush's loops around them.
  * The functions here do what the Python ones do, reading and changing the same attributes
  * of the same objects with the same effects (take_marker changes nothing before its plan
  * is made), so the two give equal plans and leave equal cursors; tests/test_lane.py and
@@ -583,4 +584,71 @@ done:
     Py_XDECREF(keep); Py_XDECREF(seq); Py_XDECREF(nbytes); Py_XDECREF(mbytes); Py_XDECREF(v); Py_XDECREF(one);
     Py_XDECREF(zero);
     return result;
+}
+
+/* take_all(visit, plans, cursors, planners, idle) -> None: lane._take_all (the plan of each
+ * visited (cursor, planner): take_marker's, or the planner's prepare_other() when it says
+ * OTHER; appended as it goes, so the caller knows which cursor failed) */
+PyObject *take_all(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "take_all(visit, plans, cursors, planners, idle)");
+        return NULL;
+    }
+    PyObject *visit = args[0], *plans = args[1], *cursors = args[2], *planners = args[3], *idle = args[4];
+    static PyObject *s_prepare_other;
+    if (s_prepare_other == NULL && (s_prepare_other = PyUnicode_InternFromString("prepare_other")) == NULL) return NULL;
+    if (!PyList_Check(visit) || !PyList_Check(plans) || !PyList_Check(cursors) || !PyList_Check(planners) ||
+        !PyList_Check(idle)) {
+        PyErr_SetString(PyExc_TypeError, "take_all takes lists");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(visit); i++) {
+        PyObject *pair = PyList_GET_ITEM(visit, i);
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+            PyErr_SetString(PyExc_TypeError, "take_all visits (cursor, planner) pairs");
+            return NULL;
+        }
+        PyObject *cur = PyTuple_GET_ITEM(pair, 0), *planner = PyTuple_GET_ITEM(pair, 1);
+        PyObject *plan = take_marker(NULL, planner);
+        if (plan == Py_False) {
+            Py_DECREF(plan);
+            plan = PyObject_CallMethodNoArgs(planner, s_prepare_other);
+        }
+        if (plan == NULL) return NULL;
+        int rc = plan == Py_None ? PyList_Append(idle, cur) : PyList_Append(plans, plan);
+        if (rc == 0 && plan != Py_None && (PyList_Append(cursors, cur) < 0 || PyList_Append(planners, planner) < 0))
+            rc = -1;
+        Py_DECREF(plan);
+        if (rc < 0) return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* commit_all(plans, planners, cursors) -> None: lane._commit_all (commit_marker for a marker
+ * plan, the cursor's commit_flush(plan) for any other) */
+PyObject *commit_all(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "commit_all(plans, planners, cursors)");
+        return NULL;
+    }
+    PyObject *plans = args[0], *planners = args[1], *cursors = args[2];
+    static PyObject *s_commit_flush;
+    if (s_commit_flush == NULL && (s_commit_flush = PyUnicode_InternFromString("commit_flush")) == NULL) return NULL;
+    if (!PyList_Check(plans) || !PyList_Check(planners) || !PyList_Check(cursors) ||
+        PyList_GET_SIZE(planners) != PyList_GET_SIZE(plans) || PyList_GET_SIZE(cursors) != PyList_GET_SIZE(plans)) {
+        PyErr_SetString(PyExc_TypeError, "commit_all takes three lists of one length");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(plans); i++) {
+        PyObject *plan = PyList_GET_ITEM(plans, i), *r;
+        if (Py_TYPE(plan) == (PyTypeObject *)plan_type) {
+            PyObject *pair[2] = {PyList_GET_ITEM(planners, i), plan};
+            r = commit_marker(NULL, pair, 2);
+        } else {
+            r = PyObject_CallMethodOneArg(PyList_GET_ITEM(cursors, i), s_commit_flush, plan);
+        }
+        if (r == NULL) return NULL;
+        Py_DECREF(r);
+    }
+    Py_RETURN_NONE;
 }

@@ -1008,6 +1008,8 @@ done:
 PyObject *lane_setup(PyObject *self, PyObject *args);
 PyObject *take_marker(PyObject *self, PyObject *planner);
 PyObject *commit_marker(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *take_all(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *commit_all(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 
 static PyMethodDef methods[] = {
     {"gaps_to_roaring", gaps_to_roaring, METH_VARARGS, "Gap planes to the portable roaring serialization."},
@@ -1024,6 +1026,8 @@ static PyMethodDef methods[] = {
     {"take_marker", take_marker, METH_O, "A cursor's common flush plan, taken whole (cursor/lane.py)."},
     {"commit_marker", (PyCFunction)(void (*)(void))commit_marker, METH_FASTCALL,
      "A written marker plan adopted by its cursor (cursor/lane.py)."},
+    {"take_all", (PyCFunction)(void (*)(void))take_all, METH_FASTCALL, "Every listed cursor's plan (cursor/lane.py)."},
+    {"commit_all", (PyCFunction)(void (*)(void))commit_all, METH_FASTCALL, "Every written plan adopted (cursor/lane.py)."},
     {NULL, NULL, 0, NULL},
 };
 

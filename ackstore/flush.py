@@ -144,22 +144,12 @@ class GroupFlush:
             job.confirms = [(t, c) for t in store.held.values() if (c := t.pending_bound()) is not None]
             listed = store.flush_list
             visit = list(listed.items()) if only is None else [(cur, cur.planner) for cur in only]
-            plans, cursors, planners = job.plans, job.cursors, job.planners
-            take = lane.take_marker
-            cur: Cursor | None = None
             idle: list[Cursor] = []
-            try:
-                for cur, planner in visit:  # Cursor.prepare_flush's steps, without its two calls
-                    taken = take(planner)
-                    plan = planner.prepare_other() if taken is False else taken  # False: lane.OTHER
-                    if plan is not None:
-                        plans.append(plan)
-                        cursors.append(cur)
-                        planners.append(planner)
-                    else:
-                        idle.append(cur)
+            try:  # each cursor's Cursor.prepare_flush, in one call
+                lane.take_all(visit, job.plans, job.cursors, job.planners, idle)
             except BaseException as exc:  # the failing cursor put its own state back
-                job.failed = cur
+                done = len(job.plans) + len(idle)
+                job.failed = visit[done][0] if done < len(visit) else None
                 self._abort(job, exc)
                 raise
             if only is None:
@@ -190,12 +180,7 @@ class GroupFlush:
         """Step 4: the transaction committed; each cursor adopts its plan (one that changed
         meanwhile, or that PIP-299 left ranges out of, is on the flush list again)."""
         with self.store.lock:
-            commit = lane.commit_marker
-            for plan, planner, cur in zip(job.plans, job.planners, job.cursors, strict=True):
-                if type(plan) is MarkerPlan:  # Cursor.commit_flush's steps, without its two calls
-                    commit(planner, plan)
-                else:
-                    cur.commit_flush(plan)
+            lane.commit_all(job.plans, job.planners, job.cursors)  # each cursor's Cursor.commit_flush
             for topic, written in job.confirms:
                 topic.bound_written(written)
 

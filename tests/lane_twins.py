@@ -54,7 +54,8 @@ def lanes_agree(cur: Cursor) -> str:
     with cur._lock:
         before = _cursor(cur)
         outcomes = []
-        for take, _ in lane.IMPLEMENTATIONS:
+        for impl in lane.IMPLEMENTATIONS:
+            take = impl.take_marker
             try:
                 plan = take(planner)
             except Exception as exc:  # the same exception everywhere

@@ -41,7 +41,7 @@ def _flush_and_reopen(path: Path, store: AckStore, names: list[str]) -> None:
 def test_the_compiled_lane_is_the_one_in_use_where_the_module_is_built() -> None:
     assert lane.IMPLEMENTATION == codecs.IMPLEMENTATION
     assert len(lane.IMPLEMENTATIONS) == (2 if codecs.native is not None else 1)
-    assert (lane.take_marker, lane.commit_marker) == lane.IMPLEMENTATIONS[-1]
+    assert (lane.take_marker, lane.commit_marker, lane.take_all, lane.commit_all) == lane.IMPLEMENTATIONS[-1]
 
 
 def test_the_common_flushes_are_taken_by_the_lane_alike(store_path: Path) -> None:
@@ -190,11 +190,11 @@ def test_both_implementations_write_the_same_logs(tmp_path: Path, monkeypatch: p
     and once with the compiled one: the same bytes in every log, the same chains after
     every flush."""
     runs = []
-    for take, commit in lane.IMPLEMENTATIONS:
-        monkeypatch.setattr(lane, "take_marker", take)
-        monkeypatch.setattr(lane, "commit_marker", commit)
+    for impl in lane.IMPLEMENTATIONS:
+        for name, function in impl._asdict().items():
+            monkeypatch.setattr(lane, name, function)
         rng = random.Random(5)
-        with AckStore.open(tmp_path / take.__name__, sync=False) as store:
+        with AckStore.open(tmp_path / impl.take_marker.__name__, sync=False) as store:
             topic = store.topic(T)
             for ledger in (1, 2, 3):
                 topic.add_ledger(ledger)
@@ -223,3 +223,34 @@ def test_both_implementations_write_the_same_logs(tmp_path: Path, monkeypatch: p
     (pure_log, pure_chains), (native_log, native_chains) = runs
     assert pure_chains == native_chains
     assert pure_log == native_log
+
+
+@pytest.mark.parametrize("impl", lane.IMPLEMENTATIONS, ids=["python", "native"][: len(lane.IMPLEMENTATIONS)])
+def test_a_cursor_whose_take_raises_is_named_and_nothing_is_lost(
+    store_path: Path, monkeypatch: pytest.MonkeyPatch, impl: lane.Lane
+) -> None:
+    """The flush's loop stops at the cursor whose planning raised, names it, and every cursor
+    keeps what it had, the ones taken before it included (each implementation)."""
+    from ackstore import StoreError
+
+    for name, function in impl._asdict().items():
+        monkeypatch.setattr(lane, name, function)
+    with AckStore.open(store_path, sync=False) as store:
+        topic = store.topic(T)
+        topic.add_ledger(1)
+        cursors = [topic.cursor(name, ROOMY) for name in ("a", "b", "c")]
+        for cur in cursors:
+            cur.ack_entries(1, range(1, 2001, 2))
+        store.flush()
+        for i, cur in enumerate(cursors):
+            cur.ack(Position(1, 3001 + i))
+        cursors[1]._state.properties["key-\udcff"] = 1  # msgpack cannot encode it: the take raises
+        with pytest.raises(StoreError, match=r"while encoding cursor .*/b, nothing was written"):
+            store.flush()
+        assert all(cur.listed and cur.pending for cur in cursors)
+        del cursors[1]._state.properties["key-\udcff"]
+        assert store.flush().cursors == 3
+        expected = [list(cur.ack_ranges()) for cur in cursors]
+    with AckStore.open(store_path, readonly=True) as store:
+        topic = store.topic(T)
+        assert [list(topic.cursor(name).ack_ranges()) for name in ("a", "b", "c")] == expected

@@ -5,15 +5,17 @@ plan is one marker, encoded under the store lock from the cursor's own sets, wit
 to copy and nothing to encode later (a :class:`MarkerPlan`). :func:`take_marker` decides
 whether a cursor's pending change is that case and, if it is, takes it; and
 :func:`commit_marker` is ``Planner.commit`` of such a plan once it was written.
+:func:`take_all` and :func:`commit_all` are the group flush's loops over its cursors
+around them (the general path's plans go to the planner and the cursor).
 
-A group flush of thousands of dirty cursors spends most of its time in these two, and what
-they cost is mostly how many objects they read per cursor (each a likely miss in the CPU's
-caches) and how many Python operations they run. So they are written twice, like the
-codecs: the pure-Python functions below, and ``ackstore._native.take_marker`` and
-``commit_marker`` (``ackstore/_lane.c``), which read and change the same objects the same
-way. The compiled ones are used where the module was built, the pure ones elsewhere or
-with ``ACKSTORE_PURE_PYTHON`` set; the tests run both on the same cursors and compare the
-plans, the cursors after and the bytes every flush writes.
+A group flush of thousands of dirty cursors spends most of its time here, and what it
+costs is mostly how many objects it reads per cursor (each a likely miss in the CPU's
+caches) and how many Python operations it runs. So the four are written twice, like the
+codecs: the pure-Python functions below, and their compiled twins in ``ackstore._native``
+(``ackstore/_lane.c``), which read and change the same objects the same way. The compiled
+ones are used where the module was built, the pure ones elsewhere or with
+``ACKSTORE_PURE_PYTHON`` set; the tests run both on the same cursors and compare the plans,
+the cursors after and the bytes every flush writes.
 
 ``take_marker(planner)`` returns None when the cursor is idle (nothing to flush), a
 :class:`MarkerPlan` when it took the change, and :data:`OTHER` when the planner's general
@@ -26,7 +28,7 @@ fresh chain must start, or a field outside the fixed marker layout.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple
 
 from msgpack import packb
 from pyroaring import BitMap, FrozenBitMap
@@ -39,7 +41,8 @@ from .pages import Pages, Pending
 from .state import AckState
 
 if TYPE_CHECKING:
-    from .plan import Planner
+    from .facade import Cursor
+    from .plan import AnyPlan, Planner
 
 __all__ = [
     "DELTA_MAX_ACKS",
@@ -48,11 +51,14 @@ __all__ = [
     "IMPLEMENTATION",
     "IMPLEMENTATIONS",
     "OTHER",
+    "Lane",
     "SMALL_CHAIN",
     "MarkerPlan",
+    "commit_all",
     "commit_marker",
     "connect",
     "set_delta_bounds",
+    "take_all",
     "take_marker",
     "worth_a_delta",
 ]
@@ -225,6 +231,39 @@ def _take_marker(planner: Planner) -> MarkerPlan | Literal[False] | None:
     return plan
 
 
+def _take_all(
+    visit: list[tuple[Cursor, Planner]],
+    plans: list[AnyPlan],
+    cursors: list[Cursor],
+    planners: list[Planner],
+    idle: list[Cursor],
+) -> None:
+    """The pure-Python :func:`take_all`: the group flush's take over the cursors it visits
+    (``(cursor, planner)`` pairs): each one's plan, :func:`take_marker`'s or, when that
+    says :data:`OTHER`, the planner's general path's, appended with its cursor and planner;
+    an idle cursor to ``idle``. If one raises, what was taken is in the lists: the cursor
+    that failed is ``visit[len(plans) + len(idle)]``'s."""
+    for cur, planner in visit:
+        taken = _take_marker(planner)
+        plan = planner.prepare_other() if taken is False else taken  # False: OTHER
+        if plan is None:
+            idle.append(cur)
+        else:
+            plans.append(plan)
+            cursors.append(cur)
+            planners.append(planner)
+
+
+def _commit_all(plans: list[AnyPlan], planners: list[Planner], cursors: list[Cursor]) -> None:
+    """The pure-Python :func:`commit_all`: every plan written, adopted by its cursor
+    (:func:`commit_marker` for a marker plan, ``commit_flush`` for any other)."""
+    for plan, planner, cur in zip(plans, planners, cursors, strict=True):
+        if type(plan) is MarkerPlan:
+            _commit_marker(planner, plan)
+        else:
+            cur.commit_flush(plan)
+
+
 def _commit_marker(planner: Planner, plan: MarkerPlan) -> None:
     """The pure-Python :func:`commit_marker`: ``plan`` was written; the cursor's pages adopt
     its index changes (a ledger written back since keeps its newer record) and its marker
@@ -267,14 +306,22 @@ def set_delta_bounds(max_acks: int, max_share: float) -> tuple[int, float]:
     return before
 
 
+class Lane(NamedTuple):
+    """One implementation of the lane's four functions (their signatures are the pure ones')."""
+
+    take_marker: Callable[..., Any]
+    commit_marker: Callable[..., Any]
+    take_all: Callable[..., Any]
+    commit_all: Callable[..., Any]
+
+
 connect(Pages, AckState, CursorConfig, LedgerAcks)
-#: the twins, pure first (the tests run each): ``(take_marker, commit_marker)``
-IMPLEMENTATIONS: list[tuple[Callable[[Planner], MarkerPlan | Literal[False] | None], Callable[..., None]]] = [
-    (_take_marker, _commit_marker)
-]
+#: the twins, pure first (the tests run each)
+IMPLEMENTATIONS = [Lane(_take_marker, _commit_marker, _take_all, _commit_all)]
 if codecs.native is not None:
-    IMPLEMENTATIONS.append((codecs.native.take_marker, codecs.native.commit_marker))
+    native = codecs.native
+    IMPLEMENTATIONS.append(Lane(native.take_marker, native.commit_marker, native.take_all, native.commit_all))
 #: the ones in use: the compiled twins where they were built, else the pure-Python functions
-take_marker, commit_marker = IMPLEMENTATIONS[-1]
+take_marker, commit_marker, take_all, commit_all = IMPLEMENTATIONS[-1]
 #: which are in use: "native" or "python" (as ``codecs.IMPLEMENTATION``)
 IMPLEMENTATION = codecs.IMPLEMENTATION
