@@ -36,7 +36,7 @@ from pyroaring import BitMap, FrozenBitMap
 from ..config import CursorConfig
 from ..ledger_acks import LedgerAcks
 from ..storage import codecs
-from ..storage.records import FORMAT_VERSION, IndexEntry, MarkerItem, log_key
+from ..storage.records import FIXED_FULL, FORMAT_VERSION, IndexEntry, MarkerItem, log_key
 from .pages import Pages, Pending
 from .state import AckState
 
@@ -77,8 +77,6 @@ SMALL_CHAIN = 64
 GARBAGE_FACTOR = 4
 #: what :func:`take_marker` returns when the planner's general path must plan the change
 OTHER: Final = False
-#: the fixed marker layout's flag of a full marker (records.py's module docstring)
-_FULL = 0x01
 _EMPTY: frozenset[int] = frozenset()
 #: an IndexEntry made from its four fields without the namedtuple's Python-level __new__
 #: (a third of what making a flushed ledger's new index entry costs)
@@ -210,7 +208,7 @@ def _take_marker(planner: Planner) -> MarkerPlan | Literal[False] | None:
     md, props, cid = state.md, state.properties, planner.cursor_id
     try:
         value = codecs.fixed_marker(
-            FORMAT_VERSION, _FULL if full else 0, chain.marker_seq, md[0], md[1], md[0], md[1] + 1, cid,
+            FORMAT_VERSION, FIXED_FULL if full else 0, chain.marker_seq, md[0], md[1], md[0], md[1] + 1, cid,
             marker_items, packb(props) if props else b"",
         )  # fmt: skip
     except OverflowError:

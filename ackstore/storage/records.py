@@ -80,6 +80,7 @@ __all__ = [
     "ledger_span",
     "encode_marker",
     "encode_fixed_marker",
+    "FIXED_FULL",
     "MarkerItem",
     "decode_marker",
 ]
@@ -321,7 +322,7 @@ MarkerItem = tuple[int, "IndexEntry | None"] | tuple[int, "IndexEntry", "FrozenB
 
 #: the fixed layout's flag of a full marker, whose index is the cursor's whole index
 #: (codecs.fixed_marker writes the layout)
-_FIXED_FULL = 0x01
+FIXED_FULL = 0x01
 
 
 def encode_fixed_marker(
@@ -344,7 +345,7 @@ def encode_fixed_marker(
     props = msgpack.packb(properties) if properties else b""
     try:
         return codecs.fixed_marker(
-            FORMAT_VERSION, _FIXED_FULL if full else 0, prev, md_l, md_e, *read_position, cursor_id, items, props
+            FORMAT_VERSION, FIXED_FULL if full else 0, prev, md_l, md_e, *read_position, cursor_id, items, props
         )
     except OverflowError:
         index = {item[0]: _named_out(item) for item in items}
@@ -376,7 +377,7 @@ def _decode_fixed(body: bytes, version: int) -> Marker:
         else None
         for ledger, seq, runs, adds, counts in items
     }
-    full = bool(flags & _FIXED_FULL)
+    full = bool(flags & FIXED_FULL)
     if full and None in index.values():
         raise CorruptRecordError("a full marker names a ledger as dropped")
     try:
