@@ -167,14 +167,19 @@ PyObject *lane_setup(PyObject *self, PyObject *args) {
         Attr *at = &attrs[a];
         if (at->str == NULL && (at->str = PyUnicode_InternFromString(at->name)) == NULL) return NULL;
         PyObject *cls = PyTuple_GET_ITEM(classes, at->owner);
-        PyObject *descr = _PyType_Lookup((PyTypeObject *)cls, at->str); /* borrowed */
+        PyObject *descr = PyObject_GetAttr(cls, at->str); /* a slot's member descriptor, or a class attribute */
         at->type = NULL;
-        if (descr != NULL && Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
-            PyMemberDef *m = ((PyMemberDescrObject *)descr)->d_member;
-            if (m->type == T_OBJECT_EX && !(m->flags & READONLY)) {
-                at->type = (PyTypeObject *)cls;
-                at->offset = m->offset;
+        if (descr == NULL) {
+            PyErr_Clear(); /* an instance attribute: the attribute protocol */
+        } else {
+            if (Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
+                PyMemberDef *m = ((PyMemberDescrObject *)descr)->d_member;
+                if (m->type == T_OBJECT_EX && !(m->flags & READONLY)) {
+                    at->type = (PyTypeObject *)cls;
+                    at->offset = m->offset;
+                }
             }
+            Py_DECREF(descr);
         }
     }
     Py_XSETREF(plan_type, Py_NewRef(PyTuple_GET_ITEM(classes, C_PLAN)));
@@ -304,9 +309,11 @@ fail:
 
 /* what a full marker references: every entry's record in `whole`, and itself (a tuple) */
 static PyObject *full_live(PyObject *whole, PyObject *seq) {
-    PyObject *live = PyTuple_New(PyDict_GET_SIZE(whole) + 1), *k, *v;
+    PyObject *live, *k, *v;
     Py_ssize_t pos = 0, n = 0;
-    if (live == NULL) return NULL;
+    while (PyDict_Next(whole, &pos, &k, &v)) n += v != Py_None;
+    if ((live = PyTuple_New(n + 1)) == NULL) return NULL;
+    pos = n = 0;
     while (PyDict_Next(whole, &pos, &k, &v)) {
         if (v == Py_None) continue;
         if (!PyTuple_Check(v)) {
@@ -316,8 +323,7 @@ static PyObject *full_live(PyObject *whole, PyObject *seq) {
         }
         PyTuple_SET_ITEM(live, n++, Py_NewRef(PyTuple_GET_ITEM(v, 0)));
     }
-    PyTuple_SET_ITEM(live, n++, Py_NewRef(seq));
-    if (n < PyTuple_GET_SIZE(live) && _PyTuple_Resize(&live, n) < 0) return NULL;
+    PyTuple_SET_ITEM(live, n, Py_NewRef(seq));
     return live;
 }
 
@@ -369,13 +375,17 @@ PyObject *take_marker(PyObject *self, PyObject *planner) {
     PyObject *single[1], **order = single;
     Py_ssize_t count = PySet_GET_SIZE(dirty);
     if (count == 1) {
-        Py_hash_t hash;
-        Py_ssize_t pos = 0;
-        if (!_PySet_NextEntry(dirty, &pos, &single[0], &hash)) FAIL(PyErr_SetString(PyExc_RuntimeError, "a set of one is empty"));
-        ledgers = Py_NewRef(single[0]); /* kept alive while the loop runs */
+        PyObject *it = PyObject_GetIter(dirty);
+        ledgers = it == NULL ? NULL : PyIter_Next(it); /* kept alive while the loop runs */
+        Py_XDECREF(it);
+        if (ledgers == NULL) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "a set of one is empty");
+            goto done;
+        }
+        single[0] = ledgers;
     } else if (count > 1) {
         if ((ledgers = PySequence_List(dirty)) == NULL || PyList_Sort(ledgers) < 0) goto done;
-        order = ((PyListObject *)ledgers)->ob_item;
+        order = PySequence_Fast_ITEMS(ledgers);
     }
     long long named = 0;
     for (Py_ssize_t i = 0; i < count; i++) {

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import lmdb
 
 from .cursor import lane
-from .cursor.lane import MarkerPlan
+from .cursor.plan import FlushPlan
 from .directory import OPEN
 from .errors import AckStoreError, StoreError
 from .gcpause import gc_paused
@@ -55,7 +55,7 @@ class FlushJob:
         puts, trims = self.puts, self.trims
         records = full = nbytes = 0
         for plan in self.plans:
-            if type(plan) is not MarkerPlan:  # encoded when taken
+            if isinstance(plan, FlushPlan):  # a MarkerPlan was encoded when taken
                 plan.encode()
             self.encoded += 1
             puts += plan.puts

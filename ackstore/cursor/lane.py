@@ -147,9 +147,6 @@ class MarkerPlan:
         self.gc_live: frozenset[int] = _EMPTY
         self.full_live: tuple[int, ...] = ()
 
-    def encode(self) -> None:
-        """Encoded already: nothing to do outside the lock."""
-
     @property
     def pending(self) -> Pending:
         """What it took from the cursor, as a :class:`Pending` (an abort gives it back)."""

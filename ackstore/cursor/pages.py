@@ -120,6 +120,11 @@ class Pages:
             cache.add_measured(state.ledgers)
         cache.swapped.update(state.swapped)
         self.index = state.resolved.index if state.resolved is not None else {}
+        self.settled()
+
+    def settled(self) -> None:
+        """Nothing waits for a marker any more (the log was just loaded or rewritten), and no
+        plan is in flight."""
         self.dirty.clear()
         self.vanished = self.unmarked = self.pinned = _NONE
 

@@ -554,8 +554,7 @@ class Planner:
         chain.deltas = chain.chain_bytes = chain.untrimmed = 0  # a fresh log: no garbage
         chain.full_bytes = len(plan.marker)
         chain.force_full = False
-        pages.dirty.clear()
-        pages.vanished = pages.unmarked = frozenset()
+        pages.settled()
         self.state.meta_dirty = False
 
     def differs_from(self, recovered: RecoveredState, marker_seq: int) -> str | None:

@@ -32,6 +32,8 @@ __all__ = [
     "scan_directory",
     "directory_entry",
     "open_envelope",
+    "seal_envelope",
+    "TAG",
     "varint",
     "ENVELOPE",
     "DIR_KEY",
@@ -220,9 +222,8 @@ def delta_fields(body: bytes, version: int) -> tuple[int, int, int, int, int, in
     return flags, prev, md_l, md_e - 1, rp_l, rp_e - 1, cid, items, pos
 
 
-#: a marker record's type (records.RECORD_MARKER) and the tag the fixed layouts start with
+#: a marker record's type (records.RECORD_MARKER)
 _MARKER = 2
-_TAG = 0xC1
 #: what :func:`fixed_marker` raises when a field does not fit its layout
 OUTSIDE_LAYOUT = "a marker field is not an unsigned int the fixed layout holds (32 bits; 16 for counts of items)"
 
@@ -249,7 +250,7 @@ def fixed_marker(
     the caller writes the msgpack form. O(items + adds + named + counts)."""
     item, count = FIXED_ITEM.pack, FIXED_COUNT.pack
     try:
-        parts = [FIXED_HEAD.pack(_TAG, flags, prev, md_l, md_e + 1, rp_l, rp_e + 1, cursor_id, len(items))]
+        parts = [FIXED_HEAD.pack(TAG, flags, prev, md_l, md_e + 1, rp_l, rp_e + 1, cursor_id, len(items))]
         for it in items:
             ledger, e = it[0], it[1]
             named = it[2] if len(it) > 2 else None
@@ -271,8 +272,7 @@ def fixed_marker(
             if counts:
                 parts.extend(count(entry, counts[entry]) for entry in sorted(counts))
         parts.append(properties)
-        body = b"".join(parts)
-        return ENVELOPE.pack(_TAG, _MARKER, version, zlib.crc32(body, _MARKER << 8 | version)) + body
+        return seal_envelope(_MARKER, version, b"".join(parts))
     except struct.error:
         raise OverflowError(OUTSIDE_LAYOUT) from None
 
@@ -322,6 +322,14 @@ def ledger_fields(body: bytes) -> tuple[int, int, int, int, int | None]:
 #: records.py's fixed envelope (format 6 on): tag, type, version, crc32 of the body seeded
 #: with type and version
 ENVELOPE = struct.Struct("<BBBI")
+#: the first byte of a record in the fixed envelope, and of a fixed-layout marker body
+TAG = 0xC1
+
+
+def seal_envelope(rtype: int, version: int, body: bytes) -> bytes:
+    """``body`` in the fixed envelope of a record of type ``rtype`` and format ``version``
+    (what :func:`open_envelope` checks). O(len(body))."""
+    return ENVELOPE.pack(TAG, rtype, version, zlib.crc32(body, rtype << 8 | version)) + body
 
 
 def open_envelope(value: bytes | memoryview, max_version: int) -> tuple[int, int, bytes]:

@@ -61,7 +61,7 @@ from ..errors import CorruptRecordError
 from ..ledger_acks import LedgerAcks
 from . import codecs
 from .bitmaps import decode_bitmap, encode_bitmap
-from .pure_codecs import ENVELOPE, open_envelope
+from .pure_codecs import ENVELOPE, open_envelope, seal_envelope
 
 __all__ = [
     "FORMAT_VERSION",
@@ -113,13 +113,8 @@ def split_log_key(key: bytes) -> tuple[int, int]:
     return _KEY.unpack(key)  # type: ignore[return-value]
 
 
-#: the first byte of a format-6 record, and of a fixed-layout delta marker body
-_TAG = 0xC1
-_ENVELOPE = ENVELOPE  # tag, type, version, crc32 of the body seeded with type and version
-
-
 def encode_record(rtype: int, body: bytes) -> bytes:
-    return _ENVELOPE.pack(_TAG, rtype, FORMAT_VERSION, zlib.crc32(body, rtype << 8 | FORMAT_VERSION)) + body
+    return seal_envelope(rtype, FORMAT_VERSION, body)
 
 
 def _open_record(value: bytes | memoryview) -> tuple[int, int, bytes]:
@@ -162,7 +157,7 @@ def _unpack_body(body: bytes) -> Any:
 def record_type(value: bytes | memoryview) -> int | None:
     """The type field of a record without checking it (None if unreadable). Cheap."""
     if value[:1] == b"\xc1":
-        return value[1] if len(value) >= _ENVELOPE.size else None
+        return value[1] if len(value) >= ENVELOPE.size else None
     try:
         unpacker = msgpack.Unpacker()
         unpacker.feed(bytes(value[:16]))
