@@ -40,7 +40,7 @@ enum {
     A_MAX_UNACKED, A_FULL_EVERY,
     A_ADDED, A_COUNTS_ADDED, A_RUNS, A_BITMAP,
     P_CURSOR_ID, P_CHANGES, P_FULL, P_MARKER_SEQ, P_PINNED, P_META_DIRTY, P_PERSISTED, P_PUTS, P_MARKER_BYTES,
-    P_NBYTES, P_GC_BELOW, P_GC_LIVE, P_FULL_LIVE, P_TRUNCATED, P_KEEP_DIRTY,
+    P_NBYTES, P_GC_BELOW, P_GC_LIVE, P_FULL_LIVE, P_TRUNCATED, P_KEEP_DIRTY, P_RECORDS,
     A_COUNT
 };
 
@@ -75,12 +75,13 @@ static Attr attrs[A_COUNT] = {
     [P_PERSISTED] = {C_PLAN, "persisted_ranges"}, [P_PUTS] = {C_PLAN, "puts"},
     [P_MARKER_BYTES] = {C_PLAN, "marker_bytes"}, [P_NBYTES] = {C_PLAN, "nbytes"}, [P_GC_BELOW] = {C_PLAN, "gc_below"},
     [P_GC_LIVE] = {C_PLAN, "gc_live"}, [P_FULL_LIVE] = {C_PLAN, "full_live"}, [P_TRUNCATED] = {C_PLAN, "truncated"},
-    [P_KEEP_DIRTY] = {C_PLAN, "keep_dirty"},
+    [P_KEEP_DIRTY] = {C_PLAN, "keep_dirty"}, [P_RECORDS] = {C_PLAN, "records"},
 };
 
 /* what lane_setup gives */
 static PyObject *plan_type, *entry_type, *frozen_type, *packb, *log_key_fn, *version, *empty_set, *empty_tuple,
-    *s_gc_live, *fallback_commit, *no_optimize; /* ("optimize",): FrozenBitMap(added, optimize=False) */
+    *s_gc_live, *fallback_commit, *no_optimize, /* ("optimize",): FrozenBitMap(added, optimize=False) */
+    *plan_keep_dirty, *plan_truncated; /* MarkerPlan's class constants (its instances have no others) */
 static long long max_acks, small_chain, garbage_factor;
 static double max_share;
 
@@ -182,7 +183,15 @@ PyObject *lane_setup(PyObject *self, PyObject *args) {
             Py_DECREF(descr);
         }
     }
-    Py_XSETREF(plan_type, Py_NewRef(PyTuple_GET_ITEM(classes, C_PLAN)));
+    PyObject *plan_cls = PyTuple_GET_ITEM(classes, C_PLAN), *keep, *truncated;
+    if ((keep = PyObject_GetAttr(plan_cls, attrs[P_KEEP_DIRTY].str)) == NULL) return NULL;
+    if ((truncated = PyObject_GetAttr(plan_cls, attrs[P_TRUNCATED].str)) == NULL) {
+        Py_DECREF(keep);
+        return NULL;
+    }
+    Py_XSETREF(plan_keep_dirty, keep);
+    Py_XSETREF(plan_truncated, truncated);
+    Py_XSETREF(plan_type, Py_NewRef(plan_cls));
     Py_XSETREF(entry_type, Py_NewRef(e));
     Py_XSETREF(frozen_type, Py_NewRef(f));
     Py_XSETREF(packb, Py_NewRef(k));
@@ -538,7 +547,10 @@ PyObject *commit_marker(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
              *index = NULL, *unmarked = NULL, *keep = NULL, *seq = NULL, *nbytes = NULL, *mbytes = NULL,
              *v = NULL, *one = NULL, *zero = NULL;
     int t, usual = 0;
-    if ((changes = get(plan, P_CHANGES)) == NULL || (keep = get(plan, P_KEEP_DIRTY)) == NULL) goto done;
+    int exact = Py_TYPE(plan) == (PyTypeObject *)plan_type; /* its class constants were read at setup */
+    if ((changes = get(plan, P_CHANGES)) == NULL ||
+        (keep = exact ? Py_NewRef(plan_keep_dirty) : get(plan, P_KEEP_DIRTY)) == NULL)
+        goto done;
     if ((t = PyObject_IsTrue(keep)) < 0) goto done;
     if (!t && PyDict_Check(changes)) {
         PyObject *k, *e;
@@ -559,13 +571,15 @@ PyObject *commit_marker(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyObject *k, *e;
         Py_ssize_t pos = 0;
         while (PyDict_Next(changes, &pos, &k, &e)) {
-            if ((t = PySequence_Contains(unmarked, k)) < 0) goto done;
+            t = PyAnySet_Check(unmarked) && PySet_GET_SIZE(unmarked) == 0 ? 0 : PySequence_Contains(unmarked, k);
+            if (t < 0) goto done;
             if (!t && PyObject_SetItem(index, k, e) < 0) goto done;
         }
     }
     if (set(pages, A_PINNED, empty_set) < 0) goto done;
     /* chain.adopt(plan) */
-    if ((v = get(plan, P_TRUNCATED)) == NULL || set(chain, A_TRUNCATED, v) < 0) goto done;
+    if ((v = exact ? Py_NewRef(plan_truncated) : get(plan, P_TRUNCATED)) == NULL || set(chain, A_TRUNCATED, v) < 0)
+        goto done;
     Py_CLEAR(v);
     if ((v = get(plan, P_PERSISTED)) == NULL || set(chain, A_PERSISTED, v) < 0) goto done;
     Py_CLEAR(v);
@@ -596,39 +610,47 @@ done:
     return result;
 }
 
-/* take_all(visit, plans, cursors, planners, idle) -> None: lane._take_all (the plan of each
- * visited (cursor, planner): take_marker's, or the planner's prepare_other() when it says
- * OTHER; appended as it goes, so the caller knows which cursor failed) */
+/* take_all(cursors_in, planners_in, plans, cursors, planners, idle) -> None: lane._take_all
+ * (the plan of each visited cursor, with its planner at the same place: take_marker's, or
+ * the planner's prepare_other() when it says OTHER; appended as it goes, so the caller
+ * knows which cursor failed) */
 PyObject *take_all(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 5) {
-        PyErr_SetString(PyExc_TypeError, "take_all(visit, plans, cursors, planners, idle)");
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "take_all(cursors_in, planners_in, plans, cursors, planners, idle)");
         return NULL;
     }
-    PyObject *visit = args[0], *plans = args[1], *cursors = args[2], *planners = args[3], *idle = args[4];
+    PyObject *visit = args[0], *from = args[1], *plans = args[2], *cursors = args[3], *planners = args[4],
+             *idle = args[5];
     static PyObject *s_prepare_other;
     if (s_prepare_other == NULL && (s_prepare_other = PyUnicode_InternFromString("prepare_other")) == NULL) return NULL;
-    if (!PyList_Check(visit) || !PyList_Check(plans) || !PyList_Check(cursors) || !PyList_Check(planners) ||
-        !PyList_Check(idle)) {
+    if (!PyList_Check(visit) || !PyList_Check(from) || !PyList_Check(plans) || !PyList_Check(cursors) ||
+        !PyList_Check(planners) || !PyList_Check(idle)) {
         PyErr_SetString(PyExc_TypeError, "take_all takes lists");
         return NULL;
     }
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(visit); i++) {
-        PyObject *pair = PyList_GET_ITEM(visit, i);
-        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
-            PyErr_SetString(PyExc_TypeError, "take_all visits (cursor, planner) pairs");
-            return NULL;
-        }
-        PyObject *cur = PyTuple_GET_ITEM(pair, 0), *planner = PyTuple_GET_ITEM(pair, 1);
+    if (PyList_GET_SIZE(visit) != PyList_GET_SIZE(from)) {
+        PyErr_SetString(PyExc_ValueError, "take_all visits as many planners as cursors");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(visit) && i < PyList_GET_SIZE(from); i++) {
+        PyObject *cur = PyList_GET_ITEM(visit, i), *planner = PyList_GET_ITEM(from, i);
+        Py_INCREF(cur); /* the lists are the caller's: a planner's code could change them */
+        Py_INCREF(planner);
         PyObject *plan = take_marker(NULL, planner);
         if (plan == Py_False) {
             Py_DECREF(plan);
             plan = PyObject_CallMethodNoArgs(planner, s_prepare_other);
         }
-        if (plan == NULL) return NULL;
-        int rc = plan == Py_None ? PyList_Append(idle, cur) : PyList_Append(plans, plan);
-        if (rc == 0 && plan != Py_None && (PyList_Append(cursors, cur) < 0 || PyList_Append(planners, planner) < 0))
-            rc = -1;
-        Py_DECREF(plan);
+        int rc = -1;
+        if (plan != NULL) {
+            rc = plan == Py_None ? PyList_Append(idle, cur) : PyList_Append(plans, plan);
+            if (rc == 0 && plan != Py_None &&
+                (PyList_Append(cursors, cur) < 0 || PyList_Append(planners, planner) < 0))
+                rc = -1;
+            Py_DECREF(plan);
+        }
+        Py_DECREF(cur);
+        Py_DECREF(planner);
         if (rc < 0) return NULL;
     }
     Py_RETURN_NONE;
@@ -661,4 +683,93 @@ PyObject *commit_all(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
         Py_DECREF(r);
     }
     Py_RETURN_NONE;
+}
+
+/* the fields of a FlushJob that encode_all reads and sets */
+enum { J_PLANS, J_PUTS, J_TRIMS, J_ENCODED, J_RECORDS, J_FULL, J_NBYTES, J_COUNT };
+static const char *job_names[J_COUNT] = {"plans", "puts", "trims", "encoded", "ledger_records", "full_markers", "nbytes"};
+static PyObject *job_str[J_COUNT];
+
+/* job.<name> = n; -1 with an exception */
+static int set_job(PyObject *job, int j, long long n) {
+    PyObject *v = PyLong_FromLongLong(n);
+    if (v == NULL) return -1;
+    int r = PyObject_SetAttr(job, job_str[j], v);
+    Py_DECREF(v);
+    return r;
+}
+
+/* One plan's part of the figures: its puts appended, itself to the trims if it trims.
+ * 0, or -1 with an exception. */
+static int gather(PyObject *plan, PyObject *puts, PyObject *trims, long long *records, long long *full,
+                  long long *nbytes) {
+    PyObject *p = get(plan, P_PUTS);
+    if (p == NULL) return -1;
+    PyObject *seq = PySequence_Fast(p, "a plan's puts are a sequence");
+    Py_DECREF(p);
+    if (seq == NULL) return -1;
+    int rc = 0;
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq) && rc == 0; i++)
+        rc = PyList_Append(puts, PySequence_Fast_GET_ITEM(seq, i));
+    Py_DECREF(seq);
+    if (rc < 0) return -1;
+    long long below = integer(plan, P_GC_BELOW), n;
+    if (FAILED(below)) return -1;
+    if (below > 0 && PyList_Append(trims, plan) < 0) return -1;
+    if (Py_TYPE(plan) != (PyTypeObject *)plan_type) { /* a MarkerPlan writes no ledger record */
+        PyObject *r = get(plan, P_RECORDS);
+        Py_ssize_t size = r == NULL ? -1 : PyObject_Size(r);
+        Py_XDECREF(r);
+        if (size < 0) return -1;
+        *records += size;
+    }
+    int t = truth(plan, P_FULL);
+    if (t < 0 || FAILED(n = integer(plan, P_NBYTES))) return -1;
+    *full += t;
+    *nbytes += n;
+    return 0;
+}
+
+/* encode_all(job) -> None: lane._encode_all (FlushJob.encode: every plan's records and
+ * marker encoded, a MarkerPlan's when it was taken; the puts gathered in order, the plans
+ * that trim, the figures; job.encoded counts the plans encoded, also when one raises) */
+PyObject *encode_all(PyObject *self, PyObject *job) {
+    static PyObject *s_encode;
+    if (s_encode == NULL && (s_encode = PyUnicode_InternFromString("encode")) == NULL) return NULL;
+    for (int j = 0; j < J_COUNT; j++)
+        if (job_str[j] == NULL && (job_str[j] = PyUnicode_InternFromString(job_names[j])) == NULL) return NULL;
+    if (plan_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "encode_all before lane_setup");
+        return NULL;
+    }
+    PyObject *plans = PyObject_GetAttr(job, job_str[J_PLANS]), *puts = NULL, *trims = NULL, *result = NULL;
+    long long records = 0, full = 0, nbytes = 0;
+    if (plans == NULL || (puts = PyObject_GetAttr(job, job_str[J_PUTS])) == NULL ||
+        (trims = PyObject_GetAttr(job, job_str[J_TRIMS])) == NULL)
+        goto done;
+    if (!PyList_Check(plans) || !PyList_Check(puts) || !PyList_Check(trims)) {
+        PyErr_SetString(PyExc_TypeError, "a flush job's plans, puts and trims are lists");
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(plans); i++) {
+        PyObject *plan = PyList_GET_ITEM(plans, i);
+        Py_INCREF(plan);
+        int rc = 0;
+        if (Py_TYPE(plan) != (PyTypeObject *)plan_type) { /* a MarkerPlan was encoded when taken */
+            PyObject *r;
+            rc = set_job(job, J_ENCODED, i);
+            if (rc == 0 && (r = PyObject_CallMethodNoArgs(plan, s_encode)) == NULL) rc = -1;
+            else if (rc == 0) Py_DECREF(r);
+        }
+        if (rc == 0) rc = gather(plan, puts, trims, &records, &full, &nbytes);
+        Py_DECREF(plan);
+        if (rc < 0) goto done;
+    }
+    if (set_job(job, J_ENCODED, PyList_GET_SIZE(plans)) < 0 || set_job(job, J_RECORDS, records) < 0 ||
+        set_job(job, J_FULL, full) < 0 || set_job(job, J_NBYTES, nbytes) < 0)
+        goto done;
+    result = Py_NewRef(Py_None);
+done:
+    Py_XDECREF(plans); Py_XDECREF(puts); Py_XDECREF(trims);
+    return result;
 }

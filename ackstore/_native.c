@@ -1010,6 +1010,7 @@ PyObject *take_marker(PyObject *self, PyObject *planner);
 PyObject *commit_marker(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *take_all(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *commit_all(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *encode_all(PyObject *self, PyObject *job);
 
 static PyMethodDef methods[] = {
     {"gaps_to_roaring", gaps_to_roaring, METH_VARARGS, "Gap planes to the portable roaring serialization."},
@@ -1028,6 +1029,7 @@ static PyMethodDef methods[] = {
      "A written marker plan adopted by its cursor (cursor/lane.py)."},
     {"take_all", (PyCFunction)(void (*)(void))take_all, METH_FASTCALL, "Every listed cursor's plan (cursor/lane.py)."},
     {"commit_all", (PyCFunction)(void (*)(void))commit_all, METH_FASTCALL, "Every written plan adopted (cursor/lane.py)."},
+    {"encode_all", (PyCFunction)encode_all, METH_O, "Every taken plan encoded and gathered (cursor/lane.py)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 import lmdb
 
 from .cursor import lane
-from .cursor.plan import FlushPlan
 from .directory import OPEN
 from .errors import AckStoreError, StoreError
 from .gcpause import gc_paused
@@ -51,20 +50,9 @@ class FlushJob:
 
     def encode(self) -> None:
         """Step 2: every plan's records and marker, from its copies (the common plan was
-        encoded when it was taken); their puts gathered in order, with the figures."""
-        puts, trims = self.puts, self.trims
-        records = full = nbytes = 0
-        for plan in self.plans:
-            if isinstance(plan, FlushPlan):  # a MarkerPlan was encoded when taken
-                plan.encode()
-            self.encoded += 1
-            puts += plan.puts
-            if plan.gc_below > 0:
-                trims.append(plan)
-            records += len(plan.records)
-            full += plan.full
-            nbytes += plan.nbytes
-        self.ledger_records, self.full_markers, self.nbytes = records, full, nbytes
+        encoded when it was taken); their puts gathered in order, with the figures (one
+        call: :func:`ackstore.cursor.lane.encode_all`)."""
+        lane.encode_all(self)
 
     def write(self, txn: lmdb.Transaction) -> int:
         """Step 3 (replayable): every plan's records (one call into LMDB for them all), the
@@ -143,19 +131,22 @@ class GroupFlush:
             job = FlushJob(store.storage.catalog, store.storage.log_db)
             job.confirms = [(t, c) for t in store.held.values() if (c := t.pending_bound()) is not None]
             listed = store.flush_list
-            visit = list(listed.items()) if only is None else [(cur, cur.planner) for cur in only]
+            if only is None:  # the cursors and their planners as two lists: no pair made per cursor
+                visit, planners = list(listed), list(listed.values())
+            else:
+                visit, planners = list(only), [cur.planner for cur in only]
             idle: list[Cursor] = []
             try:  # each cursor's Cursor.prepare_flush, in one call
-                lane.take_all(visit, job.plans, job.cursors, job.planners, idle)
+                lane.take_all(visit, planners, job.plans, job.cursors, job.planners, idle)
             except BaseException as exc:  # the failing cursor put its own state back
                 done = len(job.plans) + len(idle)
-                job.failed = visit[done][0] if done < len(visit) else None
+                job.failed = visit[done] if done < len(visit) else None
                 self._abort(job, exc)
                 raise
             if only is None:
                 listed.clear()
             else:
-                for cur, _ in visit:
+                for cur in visit:
                     listed.pop(cur, None)
             for cur in idle:  # no plan, yet something waits (never seen; kept listed to be sure)
                 if cur.pending:

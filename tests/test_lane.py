@@ -41,7 +41,13 @@ def _flush_and_reopen(path: Path, store: AckStore, names: list[str]) -> None:
 def test_the_compiled_lane_is_the_one_in_use_where_the_module_is_built() -> None:
     assert lane.IMPLEMENTATION == codecs.IMPLEMENTATION
     assert len(lane.IMPLEMENTATIONS) == (2 if codecs.native is not None else 1)
-    assert (lane.take_marker, lane.commit_marker, lane.take_all, lane.commit_all) == lane.IMPLEMENTATIONS[-1]
+    assert (
+        lane.take_marker,
+        lane.commit_marker,
+        lane.take_all,
+        lane.commit_all,
+        lane.encode_all,
+    ) == lane.IMPLEMENTATIONS[-1]
 
 
 def test_the_common_flushes_are_taken_by_the_lane_alike(store_path: Path) -> None:
@@ -217,8 +223,9 @@ def test_both_implementations_write_the_same_logs(tmp_path: Path, monkeypatch: p
                         cur.set_property("step", step)
                     if rng.random() < 0.03:
                         cur.ack_cumulative(Position(1, 2 * step))
-                store.flush()
-                seen.append(_chains(store, names))
+                stats = store.flush()
+                figures = (stats.cursors, stats.ledger_records, stats.full_markers, stats.bytes_written)
+                seen.append((_chains(store, names), figures, stats.records_trimmed))
             runs.append((_log(store), seen))
     (pure_log, pure_chains), (native_log, native_chains) = runs
     assert pure_chains == native_chains
@@ -254,3 +261,40 @@ def test_a_cursor_whose_take_raises_is_named_and_nothing_is_lost(
     with AckStore.open(store_path, readonly=True) as store:
         topic = store.topic(T)
         assert [list(topic.cursor(name).ack_ranges()) for name in ("a", "b", "c")] == expected
+
+
+@pytest.mark.parametrize("impl", lane.IMPLEMENTATIONS, ids=["python", "native"][: len(lane.IMPLEMENTATIONS)])
+def test_a_plan_whose_encoding_raises_is_named_and_nothing_is_lost(
+    store_path: Path, monkeypatch: pytest.MonkeyPatch, impl: lane.Lane
+) -> None:
+    """encode_all stops at the general-path plan whose encoding raised (step 2, outside the
+    store lock) and the flush names its cursor, not a neighbour: the marker plans around it
+    were encoded when taken. Every cursor keeps what it had (each implementation)."""
+    from ackstore import StoreError
+
+    for name, function in impl._asdict().items():
+        monkeypatch.setattr(lane, name, function)
+    with AckStore.open(store_path, sync=False) as store:
+        topic = store.topic(T)
+        topic.add_ledger(1)
+        topic.close_ledger(1, 5000)
+        topic.add_ledger(2)
+        cursors = [topic.cursor(name, ROOMY) for name in ("a", "b", "c", "d")]
+        for cur in cursors:
+            cur.ack_entries(1, range(1, 2001, 2))
+        store.flush()
+        for i, cur in enumerate(cursors):  # a and d: marker plans
+            cur.ack(Position(1, 3001 + i))
+        for cur in cursors[1:3]:  # b and c: a ledger without a record, the general path
+            cur.ack(Position(2, 7))
+        cursors[2]._state.properties["key-\udcff"] = 1  # msgpack cannot encode it
+        with pytest.raises(StoreError, match=r"while encoding cursor .*/c, nothing was written"):
+            store.flush()
+        assert all(cur.listed and cur.pending for cur in cursors)
+        del cursors[2]._state.properties["key-\udcff"]
+        stats = store.flush()
+        assert stats.cursors == 4 and stats.ledger_records == 2
+        expected = [list(cur.ack_ranges()) for cur in cursors]
+    with AckStore.open(store_path, readonly=True) as store:
+        topic = store.topic(T)
+        assert [list(topic.cursor(name).ack_ranges()) for name in ("a", "b", "c", "d")] == expected

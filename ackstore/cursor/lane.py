@@ -5,12 +5,13 @@ plan is one marker, encoded under the store lock from the cursor's own sets, wit
 to copy and nothing to encode later (a :class:`MarkerPlan`). :func:`take_marker` decides
 whether a cursor's pending change is that case and, if it is, takes it; and
 :func:`commit_marker` is ``Planner.commit`` of such a plan once it was written.
-:func:`take_all` and :func:`commit_all` are the group flush's loops over its cursors
-around them (the general path's plans go to the planner and the cursor).
+:func:`take_all`, :func:`encode_all` and :func:`commit_all` are the group flush's loops
+over its cursors and plans around them (the general path's plans go to the planner, are
+encoded by themselves and adopted by the cursor).
 
 A group flush of thousands of dirty cursors spends most of its time here, and what it
 costs is mostly how many objects it reads per cursor (each a likely miss in the CPU's
-caches) and how many Python operations it runs. So the four are written twice, like the
+caches) and how many Python operations it runs. So the five are written twice, like the
 codecs: the pure-Python functions below, and their compiled twins in ``ackstore._native``
 (``ackstore/_lane.c``), which read and change the same objects the same way. The compiled
 ones are used where the module was built, the pure ones elsewhere or with
@@ -28,7 +29,7 @@ fresh chain must start, or a field outside the fixed marker layout.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, cast
 
 from msgpack import packb
 from pyroaring import BitMap, FrozenBitMap
@@ -41,8 +42,9 @@ from .pages import Pages, Pending
 from .state import AckState
 
 if TYPE_CHECKING:
+    from ..flush import FlushJob
     from .facade import Cursor
-    from .plan import AnyPlan, Planner
+    from .plan import AnyPlan, FlushPlan, Planner
 
 __all__ = [
     "DELTA_MAX_ACKS",
@@ -57,6 +59,7 @@ __all__ = [
     "commit_all",
     "commit_marker",
     "connect",
+    "encode_all",
     "set_delta_bounds",
     "take_all",
     "take_marker",
@@ -227,18 +230,21 @@ def _take_marker(planner: Planner) -> MarkerPlan | Literal[False] | None:
 
 
 def _take_all(
-    visit: list[tuple[Cursor, Planner]],
+    visit: list[Cursor],
+    planners_in: list[Planner],
     plans: list[AnyPlan],
     cursors: list[Cursor],
     planners: list[Planner],
     idle: list[Cursor],
 ) -> None:
     """The pure-Python :func:`take_all`: the group flush's take over the cursors it visits
-    (``(cursor, planner)`` pairs): each one's plan, :func:`take_marker`'s or, when that
-    says :data:`OTHER`, the planner's general path's, appended with its cursor and planner;
-    an idle cursor to ``idle``. If one raises, what was taken is in the lists: the cursor
-    that failed is ``visit[len(plans) + len(idle)]``'s."""
-    for cur, planner in visit:
+    (``visit``, each with its planner at the same place in ``planners_in``): each one's plan,
+    :func:`take_marker`'s or, when that says :data:`OTHER`, the planner's general path's,
+    appended with its cursor and planner; an idle cursor to ``idle``. If one raises, what was
+    taken is in the lists: the cursor that failed is ``visit[len(plans) + len(idle)]``."""
+    if len(visit) != len(planners_in):
+        raise ValueError("take_all visits as many planners as cursors")
+    for cur, planner in zip(visit, planners_in, strict=True):
         taken = _take_marker(planner)
         plan = planner.prepare_other() if taken is False else taken  # False: OTHER
         if plan is None:
@@ -247,6 +253,27 @@ def _take_all(
             plans.append(plan)
             cursors.append(cur)
             planners.append(planner)
+
+
+def _encode_all(job: FlushJob) -> None:
+    """The pure-Python :func:`encode_all`: ``FlushJob.encode``, the group flush's step 2 (outside
+    the store lock). Every plan's records and marker are encoded (a MarkerPlan's were when it
+    was taken) and its puts gathered in order, with the plans that trim and the figures;
+    ``job.encoded`` counts the plans encoded, also when one raises (it names the cursor)."""
+    puts, trims = job.puts, job.trims
+    records = full = nbytes = 0
+    for i, plan in enumerate(job.plans):
+        if type(plan) is not MarkerPlan:  # a MarkerPlan was encoded when taken
+            job.encoded = i
+            cast("FlushPlan", plan).encode()
+        puts += plan.puts
+        if plan.gc_below > 0:
+            trims.append(plan)
+        if type(plan) is not MarkerPlan:  # which writes no ledger record
+            records += len(plan.records)
+        full += bool(plan.full)
+        nbytes += plan.nbytes
+    job.encoded, job.ledger_records, job.full_markers, job.nbytes = len(job.plans), records, full, nbytes
 
 
 def _commit_all(plans: list[AnyPlan], planners: list[Planner], cursors: list[Cursor]) -> None:
@@ -302,21 +329,24 @@ def set_delta_bounds(max_acks: int, max_share: float) -> tuple[int, float]:
 
 
 class Lane(NamedTuple):
-    """One implementation of the lane's four functions (their signatures are the pure ones')."""
+    """One implementation of the lane's five functions (their signatures are the pure ones')."""
 
     take_marker: Callable[..., Any]
     commit_marker: Callable[..., Any]
     take_all: Callable[..., Any]
     commit_all: Callable[..., Any]
+    encode_all: Callable[..., Any]
 
 
 connect(Pages, AckState, CursorConfig, LedgerAcks)
 #: the twins, pure first (the tests run each)
-IMPLEMENTATIONS = [Lane(_take_marker, _commit_marker, _take_all, _commit_all)]
+IMPLEMENTATIONS = [Lane(_take_marker, _commit_marker, _take_all, _commit_all, _encode_all)]
 if codecs.native is not None:
     native = codecs.native
-    IMPLEMENTATIONS.append(Lane(native.take_marker, native.commit_marker, native.take_all, native.commit_all))
+    IMPLEMENTATIONS.append(
+        Lane(native.take_marker, native.commit_marker, native.take_all, native.commit_all, native.encode_all)
+    )
 #: the ones in use: the compiled twins where they were built, else the pure-Python functions
-take_marker, commit_marker, take_all, commit_all = IMPLEMENTATIONS[-1]
+take_marker, commit_marker, take_all, commit_all, encode_all = IMPLEMENTATIONS[-1]
 #: which are in use: "native" or "python" (as ``codecs.IMPLEMENTATION``)
 IMPLEMENTATION = codecs.IMPLEMENTATION
