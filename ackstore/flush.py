@@ -17,7 +17,7 @@ from .errors import AckStoreError, StoreError
 from .gcpause import gc_paused
 from .stats import FLUSH_SECONDS_BUCKETS, FlushStats
 from .storage.catalog import OPEN_LEDGER_ENTRY_BYTES, Catalog
-from .storage.log import CursorLog
+from .storage.log import trim_records
 
 if TYPE_CHECKING:
     from .cursor import AnyPlan, Cursor
@@ -59,11 +59,11 @@ class FlushJob:
         garbage of the plans that trim, the topics' bounds; returns the records trimmed."""
         for topic, (ledger, confirmed) in self.confirms:
             self.catalog.put_ledger(txn, topic.topic_id, ledger, OPEN, confirmed)
-        db = self.log_db
-        txn.cursor(db=db).putmulti(self.puts)
+        c = txn.cursor(db=self.log_db)
+        c.putmulti(self.puts)
         trimmed = 0
-        for plan in self.trims:
-            trimmed += CursorLog(db, plan.cursor_id).trim(txn, plan.gc_below, plan.gc_live)
+        for plan in self.trims:  # with the same LMDB cursor
+            trimmed += trim_records(c, plan.cursor_id, plan.gc_below, plan.gc_live)
         return trimmed
 
 

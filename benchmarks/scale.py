@@ -4,7 +4,7 @@
 prints one table (and with ``--docs`` writes it into MARKDOWN's ``scale`` block).
 Each size runs in a fresh process (so its peak RSS is its own): build the store (every
 cursor ~100 acks with holes in one sealed ledger, flushed), then a group flush of one new
-ack per cursor in the open ledger (median of 5; every cursor holds the same entries at
+ack per cursor in the open ledger (median of 9; every cursor holds the same entries at
 every size), then a reopen of the whole store, every cursor opened
 (``topic.open_cursors()``), as opened by default (lazily, the default 3 MiB budget per
 cursor), and decoding at open (``load="budget"``) with that budget and with none (median
@@ -30,6 +30,9 @@ from pathlib import Path
 __all__ = ["measure", "main"]
 
 T = "persistent://bench/ns/scale"
+#: flushes timed at every size (their median): the smallest size's flushes take a few
+#: milliseconds each, where this machine's noise is of that order
+FLUSHES = 9
 
 
 def _raw_lmdb(n: int, path: Path) -> float:
@@ -79,7 +82,7 @@ def measure(n: int, root: Path) -> dict[str, float]:
             cur.ack_entries(1, range(i % 50, 10_000, 97))
         store.flush()
         flushes = []
-        for r in range(5):
+        for r in range(FLUSHES):
             for i, cur in enumerate(curs):
                 cur.ack(Position(2, r * 10 + i % 7))  # the same state per cursor at every size
             t0 = time.perf_counter()
@@ -117,6 +120,9 @@ def measure(n: int, root: Path) -> dict[str, float]:
 
 
 def main(argv: list[str]) -> int:
+    if argv and argv[0] in ("-h", "--help"):
+        print(__doc__)
+        return 0
     if argv and argv[0] == "--one":
         n, root = int(argv[1]), Path(argv[2])
         print(json.dumps(measure(n, root)))
