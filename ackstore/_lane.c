@@ -78,9 +78,16 @@ static Attr attrs[A_COUNT] = {
     [P_KEEP_DIRTY] = {C_PLAN, "keep_dirty"}, [P_RECORDS] = {C_PLAN, "records"},
 };
 
+/* the methods and FlushJob fields the lane calls and reads (interned by lane_setup) */
+enum { M_GC_LIVE, M_PREPARE_OTHER, M_COMMIT_FLUSH, M_ENCODE,
+       J_PLANS, J_PUTS, J_TRIMS, J_ENCODED, J_RECORDS, J_FULL, J_NBYTES, N_COUNT };
+static const char *names[N_COUNT] = {"gc_live", "prepare_other", "commit_flush", "encode", "plans", "puts", "trims",
+                                     "encoded", "ledger_records", "full_markers", "nbytes"};
+static PyObject *name_str[N_COUNT];
+
 /* what lane_setup gives */
 static PyObject *plan_type, *entry_type, *frozen_type, *packb, *log_key_fn, *version, *empty_set, *empty_tuple,
-    *s_gc_live, *fallback_commit, *no_optimize, /* ("optimize",): FrozenBitMap(added, optimize=False) */
+    *fallback_commit, *no_optimize, /* ("optimize",): FrozenBitMap(added, optimize=False) */
     *plan_keep_dirty, *plan_truncated; /* MarkerPlan's class constants (its instances have no others) */
 static long long max_acks, small_chain, garbage_factor;
 static double max_share;
@@ -136,6 +143,20 @@ static long long integer(PyObject *obj, int a) {
 }
 #define FAILED(x) ((x) == -1 && PyErr_Occurred())
 
+/* 0 when `function` got `want` arguments (its `usage`) and lane_setup has run; else -1
+ * with TypeError or RuntimeError */
+static int ready(const char *function, const char *usage, Py_ssize_t nargs, Py_ssize_t want) {
+    if (nargs != want) {
+        PyErr_SetString(PyExc_TypeError, usage);
+        return -1;
+    }
+    if (plan_type == NULL) {
+        PyErr_Format(PyExc_RuntimeError, "%s before lane_setup", function);
+        return -1;
+    }
+    return 0;
+}
+
 /* lane_setup(classes, IndexEntry, FrozenBitMap, packb, log_key, format_version, commit,
  *            DELTA_MAX_ACKS, DELTA_MAX_SHARE, SMALL_CHAIN, GARBAGE_FACTOR) -> None
  * classes: (Planner, Pages, AckState, MarkerChain, CursorConfig, LedgerAcks, MarkerPlan);
@@ -160,7 +181,8 @@ PyObject *lane_setup(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_TypeError, "lane_setup needs a tuple type for index entries");
         return NULL;
     }
-    if (s_gc_live == NULL && (s_gc_live = PyUnicode_InternFromString("gc_live")) == NULL) return NULL;
+    for (int n = 0; n < N_COUNT; n++)
+        if (name_str[n] == NULL && (name_str[n] = PyUnicode_InternFromString(names[n])) == NULL) return NULL;
     if (empty_set == NULL && (empty_set = PyFrozenSet_New(NULL)) == NULL) return NULL;
     if (empty_tuple == NULL && (empty_tuple = PyTuple_New(0)) == NULL) return NULL;
     if (no_optimize == NULL && (no_optimize = Py_BuildValue("(s)", "optimize")) == NULL) return NULL;
@@ -341,10 +363,7 @@ static PyObject *full_live(PyObject *whole, PyObject *seq) {
 
 /* take_marker(planner) -> MarkerPlan | None | False: lane._take_marker */
 PyObject *take_marker(PyObject *self, PyObject *planner) {
-    if (plan_type == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "take_marker before lane_setup");
-        return NULL;
-    }
+    if (ready("take_marker", "take_marker(planner)", 1, 1) < 0) return NULL;
     PyObject *result = NULL, *pages = NULL, *state = NULL, *chain = NULL, *dirty = NULL, *config = NULL,
              *loaded = NULL, *index = NULL, *changes = NULL, *items = NULL, *marker_items = NULL, *whole = NULL,
              *ledgers = NULL, *md = NULL, *props = NULL, *props_bytes = NULL, *cid = NULL, *prev = NULL,
@@ -496,7 +515,7 @@ PyObject *take_marker(PyObject *self, PyObject *planner) {
         if (trim) {
             PyObject *below = get(chain, A_FULL_SEQ), *keep;
             if (below == NULL) goto done;
-            keep = PyObject_CallMethodNoArgs(planner, s_gc_live);
+            keep = PyObject_CallMethodNoArgs(planner, name_str[M_GC_LIVE]);
             t = keep == NULL ? -1 : set(plan, P_GC_BELOW, below);
             if (t == 0) t = set(plan, P_GC_LIVE, keep);
             Py_DECREF(below);
@@ -535,14 +554,7 @@ static int add_to(PyObject *obj, int a, PyObject *plus) {
  * name no dropped ledger and that keeps nothing dirty (what take_marker makes); any other
  * is handed to the pure-Python function. */
 PyObject *commit_marker(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "commit_marker(planner, plan)");
-        return NULL;
-    }
-    if (plan_type == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "commit_marker before lane_setup");
-        return NULL;
-    }
+    if (ready("commit_marker", "commit_marker(planner, plan)", nargs, 2) < 0) return NULL;
     PyObject *planner = args[0], *plan = args[1], *result = NULL, *pages = NULL, *chain = NULL, *changes = NULL,
              *index = NULL, *unmarked = NULL, *keep = NULL, *seq = NULL, *nbytes = NULL, *mbytes = NULL,
              *v = NULL, *one = NULL, *zero = NULL;
@@ -615,14 +627,10 @@ done:
  * the planner's prepare_other() when it says OTHER; appended as it goes, so the caller
  * knows which cursor failed) */
 PyObject *take_all(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 6) {
-        PyErr_SetString(PyExc_TypeError, "take_all(cursors_in, planners_in, plans, cursors, planners, idle)");
+    if (ready("take_all", "take_all(cursors_in, planners_in, plans, cursors, planners, idle)", nargs, 6) < 0)
         return NULL;
-    }
     PyObject *visit = args[0], *from = args[1], *plans = args[2], *cursors = args[3], *planners = args[4],
              *idle = args[5];
-    static PyObject *s_prepare_other;
-    if (s_prepare_other == NULL && (s_prepare_other = PyUnicode_InternFromString("prepare_other")) == NULL) return NULL;
     if (!PyList_Check(visit) || !PyList_Check(from) || !PyList_Check(plans) || !PyList_Check(cursors) ||
         !PyList_Check(planners) || !PyList_Check(idle)) {
         PyErr_SetString(PyExc_TypeError, "take_all takes lists");
@@ -639,7 +647,7 @@ PyObject *take_all(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
         PyObject *plan = take_marker(NULL, planner);
         if (plan == Py_False) {
             Py_DECREF(plan);
-            plan = PyObject_CallMethodNoArgs(planner, s_prepare_other);
+            plan = PyObject_CallMethodNoArgs(planner, name_str[M_PREPARE_OTHER]);
         }
         int rc = -1;
         if (plan != NULL) {
@@ -659,13 +667,8 @@ PyObject *take_all(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
 /* commit_all(plans, planners, cursors) -> None: lane._commit_all (commit_marker for a marker
  * plan, the cursor's commit_flush(plan) for any other) */
 PyObject *commit_all(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "commit_all(plans, planners, cursors)");
-        return NULL;
-    }
+    if (ready("commit_all", "commit_all(plans, planners, cursors)", nargs, 3) < 0) return NULL;
     PyObject *plans = args[0], *planners = args[1], *cursors = args[2];
-    static PyObject *s_commit_flush;
-    if (s_commit_flush == NULL && (s_commit_flush = PyUnicode_InternFromString("commit_flush")) == NULL) return NULL;
     if (!PyList_Check(plans) || !PyList_Check(planners) || !PyList_Check(cursors) ||
         PyList_GET_SIZE(planners) != PyList_GET_SIZE(plans) || PyList_GET_SIZE(cursors) != PyList_GET_SIZE(plans)) {
         PyErr_SetString(PyExc_TypeError, "commit_all takes three lists of one length");
@@ -677,7 +680,7 @@ PyObject *commit_all(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
             PyObject *pair[2] = {PyList_GET_ITEM(planners, i), plan};
             r = commit_marker(NULL, pair, 2);
         } else {
-            r = PyObject_CallMethodOneArg(PyList_GET_ITEM(cursors, i), s_commit_flush, plan);
+            r = PyObject_CallMethodOneArg(PyList_GET_ITEM(cursors, i), name_str[M_COMMIT_FLUSH], plan);
         }
         if (r == NULL) return NULL;
         Py_DECREF(r);
@@ -685,16 +688,11 @@ PyObject *commit_all(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     Py_RETURN_NONE;
 }
 
-/* the fields of a FlushJob that encode_all reads and sets */
-enum { J_PLANS, J_PUTS, J_TRIMS, J_ENCODED, J_RECORDS, J_FULL, J_NBYTES, J_COUNT };
-static const char *job_names[J_COUNT] = {"plans", "puts", "trims", "encoded", "ledger_records", "full_markers", "nbytes"};
-static PyObject *job_str[J_COUNT];
-
 /* job.<name> = n; -1 with an exception */
 static int set_job(PyObject *job, int j, long long n) {
     PyObject *v = PyLong_FromLongLong(n);
     if (v == NULL) return -1;
-    int r = PyObject_SetAttr(job, job_str[j], v);
+    int r = PyObject_SetAttr(job, name_str[j], v);
     Py_DECREF(v);
     return r;
 }
@@ -734,18 +732,11 @@ static int gather(PyObject *plan, PyObject *puts, PyObject *trims, long long *re
  * marker encoded, a MarkerPlan's when it was taken; the puts gathered in order, the plans
  * that trim, the figures; job.encoded counts the plans encoded, also when one raises) */
 PyObject *encode_all(PyObject *self, PyObject *job) {
-    static PyObject *s_encode;
-    if (s_encode == NULL && (s_encode = PyUnicode_InternFromString("encode")) == NULL) return NULL;
-    for (int j = 0; j < J_COUNT; j++)
-        if (job_str[j] == NULL && (job_str[j] = PyUnicode_InternFromString(job_names[j])) == NULL) return NULL;
-    if (plan_type == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "encode_all before lane_setup");
-        return NULL;
-    }
-    PyObject *plans = PyObject_GetAttr(job, job_str[J_PLANS]), *puts = NULL, *trims = NULL, *result = NULL;
+    if (ready("encode_all", "encode_all(job)", 1, 1) < 0) return NULL;
+    PyObject *plans = PyObject_GetAttr(job, name_str[J_PLANS]), *puts = NULL, *trims = NULL, *result = NULL;
     long long records = 0, full = 0, nbytes = 0;
-    if (plans == NULL || (puts = PyObject_GetAttr(job, job_str[J_PUTS])) == NULL ||
-        (trims = PyObject_GetAttr(job, job_str[J_TRIMS])) == NULL)
+    if (plans == NULL || (puts = PyObject_GetAttr(job, name_str[J_PUTS])) == NULL ||
+        (trims = PyObject_GetAttr(job, name_str[J_TRIMS])) == NULL)
         goto done;
     if (!PyList_Check(plans) || !PyList_Check(puts) || !PyList_Check(trims)) {
         PyErr_SetString(PyExc_TypeError, "a flush job's plans, puts and trims are lists");
@@ -758,7 +749,7 @@ PyObject *encode_all(PyObject *self, PyObject *job) {
         if (Py_TYPE(plan) != (PyTypeObject *)plan_type) { /* a MarkerPlan was encoded when taken */
             PyObject *r;
             rc = set_job(job, J_ENCODED, i);
-            if (rc == 0 && (r = PyObject_CallMethodNoArgs(plan, s_encode)) == NULL) rc = -1;
+            if (rc == 0 && (r = PyObject_CallMethodNoArgs(plan, name_str[M_ENCODE])) == NULL) rc = -1;
             else if (rc == 0) Py_DECREF(r);
         }
         if (rc == 0) rc = gather(plan, puts, trims, &records, &full, &nbytes);

@@ -1,5 +1,5 @@
 /* ackstore._native: the compiled twins of ackstore/storage/pure_codecs.py (and, in _lane.c,
- * of ackstore/cursor/lane.py's take_marker).
+ * of the functions of ackstore/cursor/lane.py).
  *
  * Optional: setup.py builds it where a C compiler and the Python headers exist; without
  * it, ackstore/storage/codecs.py uses the pure-Python functions, which return the same
@@ -1023,7 +1023,7 @@ static PyMethodDef methods[] = {
     {"scan_directory", scan_directory, METH_VARARGS, "A topic's ledger directory entries checked and gathered."},
     {"fixed_marker", (PyCFunction)(void (*)(void))fixed_marker, METH_FASTCALL,
      "A marker record in the fixed envelope and layout (pure_codecs.fixed_marker)."},
-    {"lane_setup", lane_setup, METH_VARARGS, "The types and bounds take_marker works with (cursor/lane.py)."},
+    {"lane_setup", lane_setup, METH_VARARGS, "The classes, helpers and bounds the lane works with (cursor/lane.py)."},
     {"take_marker", take_marker, METH_O, "A cursor's common flush plan, taken whole (cursor/lane.py)."},
     {"commit_marker", (PyCFunction)(void (*)(void))commit_marker, METH_FASTCALL,
      "A written marker plan adopted by its cursor (cursor/lane.py)."},

@@ -263,14 +263,13 @@ def _encode_all(job: FlushJob) -> None:
     puts, trims = job.puts, job.trims
     records = full = nbytes = 0
     for i, plan in enumerate(job.plans):
-        if type(plan) is not MarkerPlan:  # a MarkerPlan was encoded when taken
+        if type(plan) is not MarkerPlan:  # a MarkerPlan was encoded when taken, and writes no ledger record
             job.encoded = i
             cast("FlushPlan", plan).encode()
+            records += len(plan.records)
         puts += plan.puts
         if plan.gc_below > 0:
             trims.append(plan)
-        if type(plan) is not MarkerPlan:  # which writes no ledger record
-            records += len(plan.records)
         full += bool(plan.full)
         nbytes += plan.nbytes
     job.encoded, job.ledger_records, job.full_markers, job.nbytes = len(job.plans), records, full, nbytes
