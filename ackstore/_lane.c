@@ -728,13 +728,23 @@ static int gather(PyObject *plan, PyObject *puts, PyObject *trims, long long *re
     return 0;
 }
 
-/* encode_all(job) -> None: lane._encode_all (FlushJob.encode: every plan's records and
- * marker encoded, a MarkerPlan's when it was taken; the puts gathered in order, the plans
- * that trim, the figures; job.encoded counts the plans encoded, also when one raises) */
+/* job.<name> as a C integer in *out; -1 with an exception */
+static int get_job(PyObject *job, int j, long long *out) {
+    PyObject *v = PyObject_GetAttr(job, name_str[j]);
+    if (v == NULL) return -1;
+    *out = PyLong_AsLongLong(v);
+    Py_DECREF(v);
+    return FAILED(*out) ? -1 : 0;
+}
+
+/* encode_all(job) -> None: lane._encode_all (FlushJob.encode: the records and marker of
+ * every plan from job.encoded on encoded, a MarkerPlan's when it was taken; the puts
+ * gathered in order, the plans that trim, added to the figures; job.encoded counts the
+ * plans encoded, also when one raises) */
 PyObject *encode_all(PyObject *self, PyObject *job) {
     if (ready("encode_all", "encode_all(job)", 1, 1) < 0) return NULL;
     PyObject *plans = PyObject_GetAttr(job, name_str[J_PLANS]), *puts = NULL, *trims = NULL, *result = NULL;
-    long long records = 0, full = 0, nbytes = 0;
+    long long records = 0, full = 0, nbytes = 0, start = 0, had_records, had_full, had_nbytes;
     if (plans == NULL || (puts = PyObject_GetAttr(job, name_str[J_PUTS])) == NULL ||
         (trims = PyObject_GetAttr(job, name_str[J_TRIMS])) == NULL)
         goto done;
@@ -742,7 +752,14 @@ PyObject *encode_all(PyObject *self, PyObject *job) {
         PyErr_SetString(PyExc_TypeError, "a flush job's plans, puts and trims are lists");
         goto done;
     }
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(plans); i++) {
+    if (get_job(job, J_ENCODED, &start) < 0 || get_job(job, J_RECORDS, &had_records) < 0 ||
+        get_job(job, J_FULL, &had_full) < 0 || get_job(job, J_NBYTES, &had_nbytes) < 0)
+        goto done;
+    if (start < 0) {
+        PyErr_Format(PyExc_ValueError, "a flush job's encoded count is %lld, not a count", start);
+        goto done;
+    }
+    for (Py_ssize_t i = (Py_ssize_t)start; i < PyList_GET_SIZE(plans); i++) {
         PyObject *plan = PyList_GET_ITEM(plans, i);
         Py_INCREF(plan);
         int rc = 0;
@@ -756,8 +773,8 @@ PyObject *encode_all(PyObject *self, PyObject *job) {
         Py_DECREF(plan);
         if (rc < 0) goto done;
     }
-    if (set_job(job, J_ENCODED, PyList_GET_SIZE(plans)) < 0 || set_job(job, J_RECORDS, records) < 0 ||
-        set_job(job, J_FULL, full) < 0 || set_job(job, J_NBYTES, nbytes) < 0)
+    if (set_job(job, J_ENCODED, PyList_GET_SIZE(plans)) < 0 || set_job(job, J_RECORDS, had_records + records) < 0 ||
+        set_job(job, J_FULL, had_full + full) < 0 || set_job(job, J_NBYTES, had_nbytes + nbytes) < 0)
         goto done;
     result = Py_NewRef(Py_None);
 done:

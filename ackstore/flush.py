@@ -25,17 +25,26 @@ if TYPE_CHECKING:
     from .store import AckStore
     from .topic import Topic
 
-__all__ = ["FlushJob", "FlushTotals", "GroupFlush"]
+__all__ = ["CHUNK", "FlushJob", "FlushTotals", "GroupFlush"]
+
+#: cursors taken (under the store lock) and encoded (outside it) at a time: acks wait for
+#: one chunk's take at most, not for the whole flush's, and a chunk's plans are still in
+#: the CPU's caches when they are encoded
+CHUNK = 1024
 
 
 @dataclass(slots=True)
 class FlushJob:
-    """One group flush in flight: the plans taken (and their cursors, in order), the topics'
-    bounds to write, how many plans were encoded, the cursor whose own code failed; once
-    encoded, every record to put, the plans that trim garbage, and the figures."""
+    """One group flush in flight: the cursors to visit (with their planners), the plans
+    taken (and their cursors, in order), the topics' bounds to write, how many plans were
+    encoded, the cursor whose own code failed; as they are encoded, every record to put,
+    the plans that trim garbage, and the figures."""
 
     catalog: Catalog
     log_db: Any
+    visit: list[Cursor] = field(default_factory=list)
+    visit_planners: list[Planner] = field(default_factory=list)
+    visit_listed: bool = False
     plans: list[AnyPlan] = field(default_factory=list)
     cursors: list[Cursor] = field(default_factory=list)
     planners: list[Planner] = field(default_factory=list)
@@ -49,9 +58,9 @@ class FlushJob:
     nbytes: int = 0
 
     def encode(self) -> None:
-        """Step 2: every plan's records and marker, from its copies (the common plan was
-        encoded when it was taken); their puts gathered in order, with the figures (one
-        call: :func:`ackstore.cursor.lane.encode_all`)."""
+        """Step 2: the records and marker of every plan taken since the last call, from its
+        copies (the common plan was encoded when it was taken); their puts gathered in
+        order, added to the figures (one call: :func:`ackstore.cursor.lane.encode_all`)."""
         lane.encode_all(self)
 
     def write(self, txn: lmdb.Transaction) -> int:
@@ -99,15 +108,18 @@ class GroupFlush:
 
     def run(self, only: list[Cursor] | None) -> FlushStats:
         """The group flush, of every listed cursor or of ``only`` these: a script of named
-        steps with one rollback path (:meth:`_abort`)."""
+        steps with one rollback path (:meth:`_abort`). Steps 1 and 2 go a chunk of
+        :data:`CHUNK` cursors at a time."""
         started = time.perf_counter()
         with self.lock, gc_paused():
-            job = self._take(only)  # 1. under the store lock: copy what changed into plans
-            if not job.plans and not job.confirms:
-                return FlushStats(0, 0, 0, 0, 0, 0, time.perf_counter() - started, 0)
+            job = self._begin(only)  # under the store lock: the topics' bounds, the cursors to visit
             grows_before = self.store.storage.map_grows
             try:
-                job.encode()  # 2. outside the store lock: acks go on meanwhile
+                for start in range(0, len(job.visit), CHUNK):
+                    self._take(job, start)  # 1. under the store lock: copy what changed into plans
+                    job.encode()  # 2. outside the store lock: acks go on meanwhile
+                if not job.plans and not job.confirms:
+                    return FlushStats(0, 0, 0, 0, 0, 0, time.perf_counter() - started, 0)
                 trimmed = self.store.storage.write(job.write)  # 3. one write transaction for all
             except BaseException as exc:
                 self._abort(job, exc)  # every plan's state pending again; names what failed
@@ -120,30 +132,47 @@ class GroupFlush:
             del job
             return stats
 
-    def _take(self, only: list[Cursor] | None) -> FlushJob:
-        """Step 1: every listed cursor's plan, and the topics' pending bounds. Every cursor
-        visited leaves the flush list (a change from now on, under the same lock, lists it
-        again: see ``Cursor._changed``), so committing needs no look at what came in
-        meanwhile. If a cursor's planning raises, the plans taken are aborted."""
+    def _begin(self, only: list[Cursor] | None) -> FlushJob:
+        """A flush job: the topics' pending bounds, and the cursors to visit (the listed ones,
+        or ``only``) with their planners, as two lists (no pair made per cursor). Only the
+        flush lock unlists a cursor, so the listed ones stay listed until visited."""
         store = self.store
         with store.lock:
             store.check_alive()
             job = FlushJob(store.storage.catalog, store.storage.log_db)
             job.confirms = [(t, c) for t in store.held.values() if (c := t.pending_bound()) is not None]
-            listed = store.flush_list
-            if only is None:  # the cursors and their planners as two lists: no pair made per cursor
-                visit, planners = list(listed), list(listed.values())
+            if only is None:
+                listed = store.flush_list
+                job.visit, job.visit_planners = list(listed), list(listed.values())
+                job.visit_listed = True
             else:
-                visit, planners = list(only), [cur.planner for cur in only]
+                job.visit, job.visit_planners = list(only), [cur.planner for cur in only]
+            return job
+
+    def _take(self, job: FlushJob, start: int) -> None:
+        """Step 1, for the chunk of ``job.visit`` from ``start``: each cursor's plan, added to
+        the job's. Every cursor visited leaves the flush list (a change from now on, under
+        the same lock, lists it again: see ``Cursor._changed``), so committing needs no look
+        at what came in meanwhile. If a cursor's planning raises, the failing cursor put its
+        own state back, ``job.failed`` names it and the exception goes to the caller, which
+        aborts the plans taken."""
+        store = self.store
+        stop = start + CHUNK
+        visit = job.visit[start:stop] if start or stop < len(job.visit) else job.visit
+        planners = job.visit_planners[start:stop] if visit is not job.visit else job.visit_planners
+        with store.lock:
+            store.check_alive()
+            taken = len(job.plans)
             idle: list[Cursor] = []
             try:  # each cursor's Cursor.prepare_flush, in one call
                 lane.take_all(visit, planners, job.plans, job.cursors, job.planners, idle)
-            except BaseException as exc:  # the failing cursor put its own state back
-                done = len(job.plans) + len(idle)
+            except BaseException:
+                done = len(job.plans) - taken + len(idle)
                 job.failed = visit[done] if done < len(visit) else None
-                self._abort(job, exc)
                 raise
-            if only is None:
+            listed = store.flush_list
+            if job.visit_listed and visit is job.visit and len(listed) == len(visit):
+                # every listed cursor was visited (none was listed since the job began)
                 listed.clear()
             else:
                 for cur in visit:
@@ -151,7 +180,6 @@ class GroupFlush:
             for cur in idle:  # no plan, yet something waits (never seen; kept listed to be sure)
                 if cur.pending:
                     listed[cur] = cur.planner
-            return job
 
     def _abort(self, job: FlushJob, exc: BaseException) -> None:
         """The one rollback path: every plan of ``job`` gives its cursor its pending state
@@ -169,9 +197,17 @@ class GroupFlush:
 
     def _adopt(self, job: FlushJob) -> None:
         """Step 4: the transaction committed; each cursor adopts its plan (one that changed
-        meanwhile, or that PIP-299 left ranges out of, is on the flush list again)."""
+        meanwhile, or that PIP-299 left ranges out of, is on the flush list again), a chunk
+        of :data:`CHUNK` under the store lock at a time (a cursor acked before it adopts is
+        one acked while its plan was written)."""
+        plans, planners, cursors = job.plans, job.planners, job.cursors
+        for start in range(0, len(plans), CHUNK):
+            stop = start + CHUNK
+            if start or stop < len(plans):
+                plans, planners, cursors = job.plans[start:stop], job.planners[start:stop], job.cursors[start:stop]
+            with self.store.lock:
+                lane.commit_all(plans, planners, cursors)  # each cursor's Cursor.commit_flush
         with self.store.lock:
-            lane.commit_all(job.plans, job.planners, job.cursors)  # each cursor's Cursor.commit_flush
             for topic, written in job.confirms:
                 topic.bound_written(written)
 

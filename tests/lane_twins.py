@@ -1,17 +1,23 @@
 """Both implementations of the marker lane (``ackstore.cursor.lane.take_marker``) on the
 same cursor: equal outcomes, equal cursors after. Used by test_lane and, before every
-flush, by the state machines."""
+flush, by the state machines. And one workload whose logs and chains two ways of flushing
+must write alike (``twin_workload``)."""
 
 from __future__ import annotations
 
+import random
+from pathlib import Path
 from typing import Any
 
 from pyroaring import BitMap
 
+from ackstore import AckStore, CursorConfig, Position
 from ackstore.cursor import Cursor, lane
 from ackstore.cursor.lane import MarkerPlan
 
-__all__ = ["lanes_agree"]
+__all__ = ["lanes_agree", "twin_workload"]
+
+T = "persistent://t/ns/lane"
 
 
 def _value(x: Any) -> Any:
@@ -72,3 +78,55 @@ def lanes_agree(cur: Cursor) -> str:
         raise AssertionError(f"take_marker raised on a cursor: {first}")
     plan = first[1]
     return "idle" if plan is None else "other" if plan is lane.OTHER else "plan"
+
+
+def _log(store: AckStore) -> list[tuple[bytes, bytes]]:
+    """Every record of every cursor's log."""
+    return store.storage.read(lambda txn: [(bytes(k), bytes(v)) for k, v in txn.cursor(db=store.storage.log_db)])
+
+
+def _chains(store: AckStore, names: list[str]) -> list[object]:
+    """What a flush leaves in each cursor: its marker chain's fields, its index, its pins."""
+    out = []
+    for name in names:
+        planner = store.topic(T).cursor(name).planner
+        chain = planner.chain
+        fields = {slot: getattr(chain, slot) for slot in type(chain).__slots__ if slot != "recovery"}
+        index = {ledger: (e.seq, e.runs, sorted(e.adds or ()), e.counts) for ledger, e in planner.pages.index.items()}
+        out.append((name, fields, index, sorted(planner.pages.pinned), sorted(planner.pages.dirty)))
+    return out
+
+
+def twin_workload(path: Path) -> tuple[list[tuple[bytes, bytes]], list[object]]:
+    """One seeded workload in a new store at ``path`` (many cursors, small acks, moves,
+    properties, full markers due, trims, a cursor with more acks than a delta carries, the
+    general path and the lane): every record of the log at the end, and after every flush
+    each cursor's chain and index with the flush's figures."""
+    rng = random.Random(5)
+    with AckStore.open(path, sync=False) as store:
+        topic = store.topic(T)
+        for ledger in (1, 2, 3):
+            topic.add_ledger(ledger)
+            topic.close_ledger(ledger, 20_000)
+        topic.add_ledger(4)
+        config = CursorConfig(max_unacked_ranges_to_persist=0, full_marker_every=4)
+        names = [f"c{i}" for i in range(8)]
+        cursors = [topic.cursor(name, config) for name in names]
+        for i, cur in enumerate(cursors):  # half of them hold one ledger: full markers while small
+            for ledger in rng.sample((1, 2, 3, 4), 1 if i % 2 else rng.randint(2, 3)):
+                cur.ack_entries(ledger, range(1, 12_000, rng.choice([2, 3])))
+        store.flush()
+        seen: list[object] = []
+        for step in range(60):
+            for cur in rng.sample(cursors, 5):
+                ledger = rng.choice(sorted(cur._pages.known()) or [1])
+                k = 80 if step % 17 == 0 else rng.randint(1, 3)
+                cur.ack([Position(ledger, 12_000 + rng.randrange(5_000)) for _ in range(k)])
+                if rng.random() < 0.05:
+                    cur.set_property("step", step)
+                if rng.random() < 0.03:
+                    cur.ack_cumulative(Position(1, 2 * step))
+            stats = store.flush()
+            figures = (stats.cursors, stats.ledger_records, stats.full_markers, stats.bytes_written)
+            seen.append((_chains(store, names), figures, stats.records_trimmed))
+        return _log(store), seen

@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 
 from ackstore import AckStore, CursorConfig, Position
+from ackstore import flush as group_flush
 from ackstore.cursor import lane
 from ackstore.storage import codecs
 
-from .lane_twins import lanes_agree
+from .lane_twins import lanes_agree, twin_workload
 
 T = "persistent://t/ns/lane"
 ROOMY = CursorConfig(max_unacked_ranges_to_persist=0, full_marker_every=5)
@@ -172,23 +173,6 @@ def test_the_delta_bounds_reach_both_implementations(store_path: Path, bounds: t
         lane.set_delta_bounds(*saved)
 
 
-def _log(store: AckStore) -> list[tuple[bytes, bytes]]:
-    """Every record of every cursor's log."""
-    return store.storage.read(lambda txn: [(bytes(k), bytes(v)) for k, v in txn.cursor(db=store.storage.log_db)])
-
-
-def _chains(store: AckStore, names: list[str]) -> list[object]:
-    """What a flush leaves in each cursor: its marker chain's fields, its index, its pins."""
-    out = []
-    for name in names:
-        planner = store.topic(T).cursor(name).planner
-        chain = planner.chain
-        fields = {slot: getattr(chain, slot) for slot in type(chain).__slots__ if slot != "recovery"}
-        index = {ledger: (e.seq, e.runs, sorted(e.adds or ()), e.counts) for ledger, e in planner.pages.index.items()}
-        out.append((name, fields, index, sorted(planner.pages.pinned), sorted(planner.pages.dirty)))
-    return out
-
-
 @pytest.mark.skipif(len(lane.IMPLEMENTATIONS) < 2, reason="the compiled module is not built")
 def test_both_implementations_write_the_same_logs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The same workload (many cursors, small acks, moves, properties, full markers due,
@@ -199,49 +183,25 @@ def test_both_implementations_write_the_same_logs(tmp_path: Path, monkeypatch: p
     for impl in lane.IMPLEMENTATIONS:
         for name, function in impl._asdict().items():
             monkeypatch.setattr(lane, name, function)
-        rng = random.Random(5)
-        with AckStore.open(tmp_path / impl.take_marker.__name__, sync=False) as store:
-            topic = store.topic(T)
-            for ledger in (1, 2, 3):
-                topic.add_ledger(ledger)
-                topic.close_ledger(ledger, 20_000)
-            topic.add_ledger(4)
-            config = CursorConfig(max_unacked_ranges_to_persist=0, full_marker_every=4)
-            names = [f"c{i}" for i in range(8)]
-            cursors = [topic.cursor(name, config) for name in names]
-            for i, cur in enumerate(cursors):  # half of them hold one ledger: full markers while small
-                for ledger in rng.sample((1, 2, 3, 4), 1 if i % 2 else rng.randint(2, 3)):
-                    cur.ack_entries(ledger, range(1, 12_000, rng.choice([2, 3])))
-            store.flush()
-            seen = []
-            for step in range(60):
-                for cur in rng.sample(cursors, 5):
-                    ledger = rng.choice(sorted(cur._pages.known()) or [1])
-                    k = 80 if step % 17 == 0 else rng.randint(1, 3)
-                    cur.ack([Position(ledger, 12_000 + rng.randrange(5_000)) for _ in range(k)])
-                    if rng.random() < 0.05:
-                        cur.set_property("step", step)
-                    if rng.random() < 0.03:
-                        cur.ack_cumulative(Position(1, 2 * step))
-                stats = store.flush()
-                figures = (stats.cursors, stats.ledger_records, stats.full_markers, stats.bytes_written)
-                seen.append((_chains(store, names), figures, stats.records_trimmed))
-            runs.append((_log(store), seen))
+        runs.append(twin_workload(tmp_path / impl.take_marker.__name__))
     (pure_log, pure_chains), (native_log, native_chains) = runs
     assert pure_chains == native_chains
     assert pure_log == native_log
 
 
+@pytest.mark.parametrize("chunk", [1, group_flush.CHUNK], ids=["a cursor a chunk", "one chunk"])
 @pytest.mark.parametrize("impl", lane.IMPLEMENTATIONS, ids=["python", "native"][: len(lane.IMPLEMENTATIONS)])
 def test_a_cursor_whose_take_raises_is_named_and_nothing_is_lost(
-    store_path: Path, monkeypatch: pytest.MonkeyPatch, impl: lane.Lane
+    store_path: Path, monkeypatch: pytest.MonkeyPatch, impl: lane.Lane, chunk: int
 ) -> None:
     """The flush's loop stops at the cursor whose planning raised, names it, and every cursor
-    keeps what it had, the ones taken before it included (each implementation)."""
+    keeps what it had, the ones taken before it included, in its chunk or an earlier one
+    (each implementation)."""
     from ackstore import StoreError
 
     for name, function in impl._asdict().items():
         monkeypatch.setattr(lane, name, function)
+    monkeypatch.setattr(group_flush, "CHUNK", chunk)  # one: the failing cursor's chunk is not the first
     with AckStore.open(store_path, sync=False) as store:
         topic = store.topic(T)
         topic.add_ledger(1)
@@ -263,17 +223,20 @@ def test_a_cursor_whose_take_raises_is_named_and_nothing_is_lost(
         assert [list(topic.cursor(name).ack_ranges()) for name in ("a", "b", "c")] == expected
 
 
+@pytest.mark.parametrize("chunk", [1, group_flush.CHUNK], ids=["a cursor a chunk", "one chunk"])
 @pytest.mark.parametrize("impl", lane.IMPLEMENTATIONS, ids=["python", "native"][: len(lane.IMPLEMENTATIONS)])
 def test_a_plan_whose_encoding_raises_is_named_and_nothing_is_lost(
-    store_path: Path, monkeypatch: pytest.MonkeyPatch, impl: lane.Lane
+    store_path: Path, monkeypatch: pytest.MonkeyPatch, impl: lane.Lane, chunk: int
 ) -> None:
     """encode_all stops at the general-path plan whose encoding raised (step 2, outside the
     store lock) and the flush names its cursor, not a neighbour: the marker plans around it
-    were encoded when taken. Every cursor keeps what it had (each implementation)."""
+    were encoded when taken; in a chunk of its own, after chunks encoded before it. Every
+    cursor keeps what it had (each implementation)."""
     from ackstore import StoreError
 
     for name, function in impl._asdict().items():
         monkeypatch.setattr(lane, name, function)
+    monkeypatch.setattr(group_flush, "CHUNK", chunk)  # one: the failing cursor's chunk is not the first
     with AckStore.open(store_path, sync=False) as store:
         topic = store.topic(T)
         topic.add_ledger(1)

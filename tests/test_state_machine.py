@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from ackstore import AckStore, AckStoreError, CursorConfig, Dispatcher, InMemoryLedgerReader, Position, testing
+from ackstore import flush as group_flush
 
 from .lane_twins import lanes_agree
 from .model import CursorModel, TopicModel
@@ -322,11 +323,15 @@ class AckStoreMachine(RuleBasedStateMachine):
             props[key] = value
 
     # -- durability -----------------------------------------------------------------------------
-    @rule()
-    def flush(self) -> None:
+    @rule(chunk=st.sampled_from([1, 2, group_flush.CHUNK]))
+    def flush(self, chunk: int) -> None:
         for cur in self.cursors.values():  # the marker lane's twins take the same plan
             lanes_agree(cur)
-        self.store.flush()
+        saved, group_flush.CHUNK = group_flush.CHUNK, chunk  # cursors taken and adopted this many at a time
+        try:
+            self.store.flush()
+        finally:
+            group_flush.CHUNK = saved
         self.model.flush()
 
     @rule(load=st.sampled_from(["budget", "lazy"]), bulk=st.booleans())

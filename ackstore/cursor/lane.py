@@ -257,12 +257,16 @@ def _take_all(
 
 def _encode_all(job: FlushJob) -> None:
     """The pure-Python :func:`encode_all`: ``FlushJob.encode``, the group flush's step 2 (outside
-    the store lock). Every plan's records and marker are encoded (a MarkerPlan's were when it
-    was taken) and its puts gathered in order, with the plans that trim and the figures;
-    ``job.encoded`` counts the plans encoded, also when one raises (it names the cursor)."""
-    puts, trims = job.puts, job.trims
+    the store lock). The records and marker of every plan from ``job.encoded`` on are encoded
+    (a MarkerPlan's were when it was taken) and its puts gathered in order, with the plans
+    that trim, and added to the figures; ``job.encoded`` counts the plans encoded, also when
+    one raises (it names the cursor). O(plans from job.encoded on)."""
+    puts, trims, plans = job.puts, job.trims, job.plans
+    if job.encoded < 0:
+        raise ValueError(f"a flush job's encoded count is {job.encoded}, not a count")
     records = full = nbytes = 0
-    for i, plan in enumerate(job.plans):
+    for i in range(job.encoded, len(plans)):
+        plan = plans[i]
         if type(plan) is not MarkerPlan:  # a MarkerPlan was encoded when taken, and writes no ledger record
             job.encoded = i
             cast("FlushPlan", plan).encode()
@@ -272,7 +276,10 @@ def _encode_all(job: FlushJob) -> None:
             trims.append(plan)
         full += bool(plan.full)
         nbytes += plan.nbytes
-    job.encoded, job.ledger_records, job.full_markers, job.nbytes = len(job.plans), records, full, nbytes
+    job.encoded = len(plans)
+    job.ledger_records += records
+    job.full_markers += full
+    job.nbytes += nbytes
 
 
 def _commit_all(plans: list[AnyPlan], planners: list[Planner], cursors: list[Cursor]) -> None:
