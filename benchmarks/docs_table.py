@@ -14,7 +14,7 @@ import platform
 import re
 from pathlib import Path
 
-__all__ = ["machine_line", "replace_block"]
+__all__ = ["docs_option", "machine_line", "publish", "replace_block"]
 
 
 def machine_line() -> str:
@@ -37,3 +37,20 @@ def replace_block(path: Path, name: str, lines: list[str]) -> None:
         raise ValueError(f"{path} has no block {begin} ... {end}")
     body = "\n".join([begin, "", machine_line(), "", *lines, "", end])
     path.write_text(pattern.sub(lambda _: body, text, count=1))
+
+
+def docs_option(argv: list[str]) -> tuple[Path | None, list[str]]:
+    """A table command's ``--docs MARKDOWN`` option taken out of ``argv``: (the file or
+    None, the other arguments)."""
+    if "--docs" not in argv:
+        return None, argv
+    i = argv.index("--docs")
+    return Path(argv[i + 1]), argv[:i] + argv[i + 2 :]
+
+
+def publish(lines: list[str], docs: Path | None, name: str) -> None:
+    """Print a table command's ``lines``, and write them into block ``name`` of ``docs``
+    when one was given."""
+    print("\n".join(lines))
+    if docs is not None:
+        replace_block(docs, name, lines)

@@ -37,6 +37,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from .docs_table import docs_option, publish
+
 __all__ = ["measure", "main"]
 
 T = "persistent://bench/ns/scale"
@@ -176,10 +178,7 @@ def main(argv: list[str]) -> int:
         n, root = int(argv[1]), Path(argv[2])
         print(json.dumps(measure(n, root, cold=argv[3:] == ["cold"])))
         return 0
-    docs = None
-    if "--docs" in argv:
-        i = argv.index("--docs")
-        docs, argv = Path(argv[i + 1]), argv[:i] + argv[i + 2 :]
+    docs, argv = docs_option(argv)
     sizes = [int(x) for x in (argv[0] if argv else "1000,10000,100000").split(",")]
     rows = []
     with tempfile.TemporaryDirectory(prefix="ackstore-scale-") as tmp:
@@ -212,11 +211,7 @@ def main(argv: list[str]) -> int:
     for r in rows:
         cells = [f"{r[key] * scale:,.1f} {unit} ({r[key] / base[key]:.2f}x)" for _, key, unit, scale in columns]
         lines.append(f"| {r['cursors']:,.0f} | " + " | ".join(cells) + " |")
-    print("\n".join(lines))
-    if docs is not None:
-        from .docs_table import replace_block
-
-        replace_block(docs, "scale", lines)
+    publish(lines, docs, "scale")
     return 0
 
 
