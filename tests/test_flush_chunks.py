@@ -7,6 +7,7 @@ already encoded."""
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -192,3 +193,56 @@ def test_encode_all_goes_on_from_the_plans_encoded(
         for name in ("a", "b", "c"):
             cur = topic.cursor(name)
             assert cur.is_acked(Position(1, 3001)) and cur.is_acked(Position(2, 7)) == (name != "a"), name
+
+
+def test_acks_from_another_thread_during_chunked_flushes_are_all_kept(
+    store_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another thread acks (individual and cumulative) across 40 cursors while this one
+    flushes in a loop, 3 cursors a chunk, so acks land before, between and after the
+    chunks of takes and adopts. Whatever the interleaving, after a last flush and a crash
+    every cursor recovers exactly what it held."""
+    import random
+
+    from ackstore import testing
+
+    monkeypatch.setattr(group_flush, "CHUNK", 3)
+    names = [f"c{i}" for i in range(40)]
+    store, cursors = _store(store_path, names)
+    rng = random.Random(11)
+    plan = [(rng.randrange(len(cursors)), rng.randrange(2, 4000), rng.random() < 0.02) for _ in range(4000)]
+    failed: list[BaseException] = []
+
+    def acker() -> None:
+        try:
+            for k, (i, entry, cumulative) in enumerate(plan):
+                if k % 4 == 0:
+                    time.sleep(0)  # let the flushing thread run: acks land all through its steps
+                cur = cursors[i]
+                if cumulative:
+                    cur.ack_cumulative(Position(1, entry // 4))
+                else:
+                    cur.ack(Position(1, entry))
+        except BaseException as exc:  # reported below
+            failed.append(exc)
+
+    thread = threading.Thread(target=acker)
+    flushes = 0
+    try:
+        thread.start()
+        while thread.is_alive():
+            store.flush()
+            flushes += 1
+        thread.join()
+        assert not failed, failed
+        store.flush()
+        assert not any(cur.listed for cur in cursors)
+        expected = [list(cur.ack_ranges()) for cur in cursors]
+        marks = [cur.mark_delete_position for cur in cursors]
+    finally:
+        testing.crash(store)
+    assert flushes >= 1, flushes
+    assert _recovered(store_path, names) == expected
+    with AckStore.open(store_path, readonly=True) as reopened:
+        topic = reopened.topic(T)
+        assert [topic.cursor(name).mark_delete_position for name in names] == marks
