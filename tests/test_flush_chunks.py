@@ -195,13 +195,14 @@ def test_encode_all_goes_on_from_the_plans_encoded(
             assert cur.is_acked(Position(1, 3001)) and cur.is_acked(Position(2, 7)) == (name != "a"), name
 
 
+@pytest.mark.stress
 def test_acks_from_another_thread_during_chunked_flushes_are_all_kept(
-    store_path: Path, monkeypatch: pytest.MonkeyPatch
+    store_path: Path, monkeypatch: pytest.MonkeyPatch, long_run: bool
 ) -> None:
-    """Another thread acks (individual and cumulative) across 40 cursors while this one
-    flushes in a loop, 3 cursors a chunk, so acks land before, between and after the
-    chunks of takes and adopts. Whatever the interleaving, after a last flush and a crash
-    every cursor recovers exactly what it held."""
+    """Another thread makes 4,000 acks (60,000 with ``--long``), individual and cumulative,
+    across 40 cursors while this one flushes in a loop, 3 cursors a chunk, so acks land
+    before, between and after the chunks of takes and adopts. Whatever the interleaving,
+    after a last flush and a crash every cursor recovers exactly what it held."""
     import random
 
     from ackstore import testing
@@ -210,7 +211,8 @@ def test_acks_from_another_thread_during_chunked_flushes_are_all_kept(
     names = [f"c{i}" for i in range(40)]
     store, cursors = _store(store_path, names)
     rng = random.Random(11)
-    plan = [(rng.randrange(len(cursors)), rng.randrange(2, 4000), rng.random() < 0.02) for _ in range(4000)]
+    acks = 60_000 if long_run else 4_000
+    plan = [(rng.randrange(len(cursors)), rng.randrange(2, 4000), rng.random() < 0.02) for _ in range(acks)]
     failed: list[BaseException] = []
 
     def acker() -> None:
