@@ -38,7 +38,7 @@ enum {
     A_OVER_CAP, A_FORCE_FULL, A_TRUNCATED, A_MARKER_SEQ, A_DELTAS, A_CHAIN_BYTES, A_FULL_BYTES,
     A_NEXT_SEQ, A_UNTRIMMED, A_FULL_SEQ, A_FULL_LIVE, A_PERSISTED, A_FLUSHES, A_LAST_BYTES, A_TOTAL_BYTES,
     A_MAX_UNACKED, A_FULL_EVERY,
-    A_ADDED, A_COUNTS_ADDED, A_RUNS, A_BITMAP,
+    A_ADDED, A_COUNTS_ADDED, A_COUNTS, A_RUNS, A_BITMAP,
     P_CURSOR_ID, P_CHANGES, P_FULL, P_MARKER_SEQ, P_PINNED, P_META_DIRTY, P_PERSISTED, P_PUTS, P_MARKER_BYTES,
     P_NBYTES, P_GC_BELOW, P_GC_LIVE, P_FULL_LIVE, P_TRUNCATED, P_KEEP_DIRTY, P_RECORDS,
     A_COUNT
@@ -69,7 +69,7 @@ static Attr attrs[A_COUNT] = {
     [A_TOTAL_BYTES] = {C_CHAIN, "total_flush_bytes"},
     [A_MAX_UNACKED] = {C_CONFIG, "max_unacked_ranges_to_persist"}, [A_FULL_EVERY] = {C_CONFIG, "full_marker_every"},
     [A_ADDED] = {C_LEDGER, "added"}, [A_COUNTS_ADDED] = {C_LEDGER, "counts_added"}, [A_RUNS] = {C_LEDGER, "runs"},
-    [A_BITMAP] = {C_LEDGER, "bitmap"},
+    [A_BITMAP] = {C_LEDGER, "bitmap"}, [A_COUNTS] = {C_LEDGER, "counts"},
     [P_CURSOR_ID] = {C_PLAN, "cursor_id"}, [P_CHANGES] = {C_PLAN, "changes"}, [P_FULL] = {C_PLAN, "full"},
     [P_MARKER_SEQ] = {C_PLAN, "marker_seq"}, [P_PINNED] = {C_PLAN, "pinned"}, [P_META_DIRTY] = {C_PLAN, "meta_dirty"},
     [P_PERSISTED] = {C_PLAN, "persisted_ranges"}, [P_PUTS] = {C_PLAN, "puts"},
@@ -242,6 +242,21 @@ static int full_due(PyObject *chain, long long every) {
     return chain_bytes > (full_bytes > small_chain ? full_bytes : small_chain);
 }
 
+/* lane.worth_a_delta for a ledger with `live` counts set since its base that still stand
+ * (of `counts`, the ledger's counts): 1, 0, or -1 */
+static int worth_a_delta_counted(PyObject *added, PyObject *la, Py_ssize_t live, PyObject *counts) {
+    Py_ssize_t n = PyObject_Size(added);
+    if (n < 0) return -1;
+    n += live;
+    if (n > max_acks) return 0;
+    PyObject *bitmap = get(la, A_BITMAP);
+    if (bitmap == NULL) return -1;
+    Py_ssize_t size = PyObject_Size(bitmap);
+    Py_DECREF(bitmap);
+    if (size < 0) return -1;
+    return (double)n <= max_share * (double)(size + PyDict_GET_SIZE(counts));
+}
+
 /* lane.worth_a_delta for a ledger without counts since its base: 1, 0, or -1 */
 static int worth_a_delta(PyObject *added, PyObject *la) {
     Py_ssize_t n = PyObject_Size(added);
@@ -301,15 +316,78 @@ static PyObject *plus_one(PyObject *x) {
 }
 
 /* IndexEntry(seq, runs, adds, None), made as tuple.__new__ makes it */
-static PyObject *index_entry(PyObject *seq, PyObject *runs, PyObject *adds) {
+static PyObject *index_entry(PyObject *seq, PyObject *runs, PyObject *adds, PyObject *counts) {
     PyTypeObject *type = (PyTypeObject *)entry_type;
     PyObject *entry = type->tp_alloc(type, 4);
     if (entry == NULL) return NULL;
     PyTuple_SET_ITEM(entry, 0, Py_NewRef(seq));
     PyTuple_SET_ITEM(entry, 1, Py_NewRef(runs));
     PyTuple_SET_ITEM(entry, 2, Py_NewRef(adds));
-    PyTuple_SET_ITEM(entry, 3, Py_NewRef(Py_None));
+    PyTuple_SET_ITEM(entry, 3, Py_NewRef(counts));
     return entry;
+}
+
+/* lane.live_counts: a new dict of the items of counts_added whose entry is still in counts
+ * (possibly empty; the caller reads an empty one as None) */
+static PyObject *live_counts(PyObject *counts_added, PyObject *counts) {
+    PyObject *live = PyDict_New(), *e, *n;
+    Py_ssize_t pos = 0;
+    if (live == NULL) return NULL;
+    while (PyDict_Next(counts_added, &pos, &e, &n)) {
+        int has = PyDict_Contains(counts, e);
+        if (has < 0 || (has && PyDict_SetItem(live, e, n) < 0)) {
+            Py_DECREF(live);
+            return NULL;
+        }
+    }
+    return live;
+}
+
+/* lane.counts_since(counts, named), counts a non-empty dict: counts itself when named is
+ * None or empty, else a new dict of the items named does not hold alike, or None */
+static PyObject *counts_since(PyObject *counts, PyObject *named) {
+    if (named == Py_None || (PyDict_Check(named) && PyDict_GET_SIZE(named) == 0)) return Py_NewRef(counts);
+    if (!PyDict_Check(named)) {
+        PyErr_SetString(PyExc_TypeError, "an index entry's counts are not a dict");
+        return NULL;
+    }
+    PyObject *since = PyDict_New(), *e, *n;
+    Py_ssize_t pos = 0;
+    if (since == NULL) return NULL;
+    while (PyDict_Next(counts, &pos, &e, &n)) {
+        PyObject *was = PyDict_GetItemWithError(named, e);
+        int differs = was == NULL ? (PyErr_Occurred() ? -1 : 1) : PyObject_RichCompareBool(was, n, Py_NE);
+        if (differs < 0 || (differs && PyDict_SetItem(since, e, n) < 0)) {
+            Py_DECREF(since);
+            return NULL;
+        }
+    }
+    if (PyDict_GET_SIZE(since) == 0) Py_SETREF(since, Py_NewRef(Py_None));
+    return since;
+}
+
+/* lane.prune_counts: the entries of la.counts_added no longer in la.counts removed; -1 with
+ * an exception */
+static int prune_counts(PyObject *la) {
+    PyObject *added = get(la, A_COUNTS_ADDED), *counts = get(la, A_COUNTS), *gone = NULL, *e, *n;
+    Py_ssize_t pos = 0;
+    int rc = -1;
+    if (added == NULL || counts == NULL) goto done;
+    if (!PyDict_Check(added) || !PyDict_Check(counts)) {
+        PyErr_SetString(PyExc_TypeError, "a ledger's counts are not dicts");
+        goto done;
+    }
+    if ((gone = PyList_New(0)) == NULL) goto done;
+    while (PyDict_Next(added, &pos, &e, &n)) {
+        int has = PyDict_Contains(counts, e);
+        if (has < 0 || (!has && PyList_Append(gone, e) < 0)) goto done;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(gone); i++)
+        if (PyDict_DelItem(added, PyList_GET_ITEM(gone, i)) < 0) goto done;
+    rc = 0;
+done:
+    Py_XDECREF(added); Py_XDECREF(counts); Py_XDECREF(gone);
+    return rc;
 }
 
 /* A MarkerPlan with the fields its __init__ sets (without running it). */
@@ -368,7 +446,7 @@ PyObject *take_marker(PyObject *self, PyObject *planner) {
              *loaded = NULL, *index = NULL, *changes = NULL, *items = NULL, *marker_items = NULL, *whole = NULL,
              *ledgers = NULL, *md = NULL, *props = NULL, *props_bytes = NULL, *cid = NULL, *prev = NULL,
              *rp_e = NULL, *flags = NULL, *value = NULL, *seq = NULL, *taken = NULL, *meta = NULL, *ranges = NULL,
-             *key = NULL, *plan = NULL, *next = NULL, *live = NULL;
+             *key = NULL, *plan = NULL, *next = NULL, *live = NULL, *counted = NULL;
     int t, some, unmarked, vanished;
     if ((pages = get(planner, A_PAGES)) == NULL || (state = get(planner, A_STATE)) == NULL ||
         (chain = get(planner, A_CHAIN)) == NULL || (dirty = get(pages, A_DIRTY)) == NULL)
@@ -398,7 +476,8 @@ PyObject *take_marker(PyObject *self, PyObject *planner) {
     if (due < 0) goto done;
     if ((loaded = get(pages, A_LOADED)) == NULL || (index = get(pages, A_INDEX)) == NULL) goto done;
     if (!PyDict_Check(loaded) || !PyDict_Check(index)) FAIL(PyErr_SetString(PyExc_TypeError, "pages are not dicts"));
-    if ((changes = PyDict_New()) == NULL || (items = PyList_New(0)) == NULL) goto done;
+    if ((changes = PyDict_New()) == NULL || (items = PyList_New(0)) == NULL || (counted = PyList_New(0)) == NULL)
+        goto done;
     /* the dirty ledgers in order: the one of a set of one without making a list */
     PyObject *single[1], **order = single;
     Py_ssize_t count = PySet_GET_SIZE(dirty);
@@ -415,10 +494,11 @@ PyObject *take_marker(PyObject *self, PyObject *planner) {
         if ((ledgers = PySequence_List(dirty)) == NULL || PyList_Sort(ledgers) < 0) goto done;
         order = PySequence_Fast_ITEMS(ledgers);
     }
-    long long named = 0;
+    long long named = 0; /* u32s the chain named already: what a full marker writes beyond the delta */
     for (Py_ssize_t i = 0; i < count; i++) {
         PyObject *ledger = order[i], *la, *base = NULL, *added = NULL, *adds = NULL, *runs = NULL,
-                 *entry = NULL, *item = NULL;
+                 *entry = NULL, *item = NULL, *counts_added = NULL, *counts = NULL, *alive = NULL, *since = NULL,
+                 *mentry = NULL;
         int ok = -1;
         if ((la = PyDict_GetItemWithError(loaded, ledger)) == NULL && PyErr_Occurred()) goto done;
         if (la != NULL && (base = PyDict_GetItemWithError(index, ledger)) == NULL && PyErr_Occurred()) goto done;
@@ -429,25 +509,52 @@ PyObject *take_marker(PyObject *self, PyObject *planner) {
         Py_INCREF(base);
         if ((added = get(la, A_ADDED)) == NULL) goto next;
         if (added == Py_None) { ok = 0; goto next; }
-        if ((t = truth(la, A_COUNTS_ADDED)) != 0) { ok = t < 0 ? -1 : 0; goto next; }
-        if ((ok = worth_a_delta(added, la)) != 1) goto next;
+        if ((counts_added = get(la, A_COUNTS_ADDED)) == NULL) goto next;
+        if (!PyDict_Check(counts_added)) {
+            PyErr_SetString(PyExc_TypeError, "a ledger's counts are not dicts");
+            goto next;
+        }
+        if (PyDict_GET_SIZE(counts_added)) { /* counts since the base: the ones that still stand */
+            if ((counts = get(la, A_COUNTS)) == NULL) goto next;
+            if (!PyDict_Check(counts)) {
+                PyErr_SetString(PyExc_TypeError, "a ledger's counts are not dicts");
+                goto next;
+            }
+            if ((alive = live_counts(counts_added, counts)) == NULL) goto next;
+            if (PyList_Append(counted, la) < 0) goto next;
+            ok = worth_a_delta_counted(added, la, PyDict_GET_SIZE(alive), counts);
+            if (PyDict_GET_SIZE(alive) == 0) Py_SETREF(alive, Py_NewRef(Py_None));
+        } else {
+            alive = Py_NewRef(Py_None);
+            ok = worth_a_delta(added, la);
+        }
+        if (ok != 1) goto next;
         ok = -1;
         PyObject *frozen_args[2] = {added, Py_False};
         if ((adds = PyObject_Vectorcall(frozen_type, frozen_args, 1, no_optimize)) == NULL ||
             (runs = get(la, A_RUNS)) == NULL ||
-            (entry = index_entry(PyTuple_GET_ITEM(base, 0), runs, adds)) == NULL ||
+            (entry = index_entry(PyTuple_GET_ITEM(base, 0), runs, adds, alive)) == NULL ||
             PyDict_SetItem(changes, ledger, entry) < 0)
             goto next;
         PyObject *base_adds = PyTuple_GET_ITEM(base, 2);
         int has = base_adds == Py_None ? 0 : PyObject_IsTrue(base_adds);
         Py_ssize_t n = has > 0 ? PyObject_Size(base_adds) : 0;
-        if (has < 0 || n < 0 || (item = PyTuple_Pack(3, ledger, entry, base_adds)) == NULL ||
-            PyList_Append(items, item) < 0)
-            goto next;
+        if (has < 0 || n < 0) goto next;
         named += n;
+        mentry = Py_NewRef(entry);
+        if (alive != Py_None) { /* the delta names the counts set since the chain named them */
+            if ((since = counts_since(alive, PyTuple_GET_ITEM(base, 3))) == NULL) goto next;
+            named += 2 * (PyDict_GET_SIZE(alive) - (since == Py_None ? 0 : PyDict_GET_SIZE(since)));
+            if (since != alive) {
+                Py_SETREF(mentry, index_entry(PyTuple_GET_ITEM(base, 0), runs, adds, since));
+                if (mentry == NULL) goto next;
+            }
+        }
+        if ((item = PyTuple_Pack(3, ledger, mentry, base_adds)) == NULL || PyList_Append(items, item) < 0) goto next;
         ok = 1;
     next:
         Py_XDECREF(added); Py_XDECREF(adds); Py_XDECREF(runs); Py_XDECREF(entry); Py_XDECREF(item);
+        Py_XDECREF(counts_added); Py_XDECREF(counts); Py_XDECREF(alive); Py_XDECREF(since); Py_XDECREF(mentry);
         Py_DECREF(la); Py_DECREF(base);
         if (ok < 0) goto done;
         OTHER_IF(ok == 0);
@@ -468,9 +575,15 @@ PyObject *take_marker(PyObject *self, PyObject *planner) {
         if (covering) { /* in order already */
             if ((marker_items = PyList_New(PyList_GET_SIZE(items))) == NULL) goto done;
             for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items); i++) {
-                PyObject *it = PyList_GET_ITEM(items, i);
-                PyObject *pair = PyTuple_Pack(2, PyTuple_GET_ITEM(it, 0), PyTuple_GET_ITEM(it, 1));
-                if (pair == NULL) goto done;
+                /* the ledger's whole change (an item's entry names only the counts since
+                 * the chain named them) */
+                PyObject *ledger = PyTuple_GET_ITEM(PyList_GET_ITEM(items, i), 0);
+                PyObject *entry = PyDict_GetItemWithError(changes, ledger), *pair;
+                if (entry == NULL) {
+                    if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "a changed ledger left the changes");
+                    goto done;
+                }
+                if ((pair = PyTuple_Pack(2, ledger, entry)) == NULL) goto done;
                 PyList_SET_ITEM(marker_items, i, pair);
             }
         } else {
@@ -524,6 +637,8 @@ PyObject *take_marker(PyObject *self, PyObject *planner) {
         }
     }
     /* nothing above changed the cursor; now the plan takes what it carries */
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(counted); i++)
+        if (prune_counts(PyList_GET_ITEM(counted, i)) < 0) goto done;
     if ((next = plus_one(seq)) == NULL || set(chain, A_NEXT_SEQ, next) < 0 || PySet_Clear(dirty) < 0 ||
         set(pages, A_PINNED, taken) < 0 || set(state, A_META_DIRTY, Py_False) < 0)
         goto done;
@@ -534,7 +649,7 @@ done:
     Py_XDECREF(whole); Py_XDECREF(ledgers); Py_XDECREF(md); Py_XDECREF(props); Py_XDECREF(props_bytes);
     Py_XDECREF(cid); Py_XDECREF(prev); Py_XDECREF(rp_e); Py_XDECREF(flags); Py_XDECREF(value); Py_XDECREF(seq);
     Py_XDECREF(taken); Py_XDECREF(meta); Py_XDECREF(ranges); Py_XDECREF(key); Py_XDECREF(plan);
-    Py_XDECREF(next); Py_XDECREF(live);
+    Py_XDECREF(next); Py_XDECREF(live); Py_XDECREF(counted);
     return result;
 }
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ackstore import AckStore, CursorConfig, Position
+from ackstore import AckStore, CursorConfig, Position, Topic
 from ackstore import flush as group_flush
 from ackstore.cursor import lane
 from ackstore.storage import codecs
@@ -51,15 +51,21 @@ def test_the_compiled_lane_is_the_one_in_use_where_the_module_is_built() -> None
     ) == lane.IMPLEMENTATIONS[-1]
 
 
-def test_the_common_flushes_are_taken_by_the_lane_alike(store_path: Path) -> None:
-    """A one-ledger cursor: full markers while they repeat few acks, then deltas, then a new
-    base past the delta bound (the general path); an idle cursor; a move of the mark-delete
-    position alone; properties; every step agreed and recovered."""
-    store = AckStore.open(store_path, sync=False)
+def _sealed_and_open(path: Path) -> tuple[AckStore, Topic]:
+    """A new store at ``path`` whose topic has ledger 1 sealed (100,000 entries) and 2 open."""
+    store = AckStore.open(path, sync=False)
     topic = store.topic(T)
     topic.add_ledger(1)
     topic.close_ledger(1, 100_000)
     topic.add_ledger(2)
+    return store, topic
+
+
+def test_the_common_flushes_are_taken_by_the_lane_alike(store_path: Path) -> None:
+    """A one-ledger cursor: full markers while they repeat few acks, then deltas, then a new
+    base past the delta bound (the general path); an idle cursor; a move of the mark-delete
+    position alone; properties; every step agreed and recovered."""
+    store, topic = _sealed_and_open(store_path)
     cur, idle = topic.cursor("c", ROOMY), topic.cursor("idle", ROOMY)
     assert lanes_agree(cur) == "other"  # a fresh log: its first marker starts a chain
     cur.ack_entries(2, range(1, 4001, 2))
@@ -78,9 +84,62 @@ def test_the_common_flushes_are_taken_by_the_lane_alike(store_path: Path) -> Non
     _flush_and_reopen(store_path, store, ["c", "idle"])
 
 
+def test_delivery_counts_ride_in_the_lane(store_path: Path) -> None:
+    """A few delivery counts since the base go in the marker like a few acks: the counts
+    that still stand (an ack since took some away: they leave ``counts_added`` once the
+    plan is taken), and in a delta only those the chain has not named with the same value.
+    Past the delta bound (acks and counts together), the general path; every step agreed,
+    and a reopen has the counts."""
+    store, topic = _sealed_and_open(store_path)
+    cur, other = topic.cursor("c", ROOMY), topic.cursor("other", ROOMY)
+    for c in (cur, other):  # the other ledger keeps full markers from being written instead of deltas
+        c.ack_entries(1, range(1, 4001, 2))
+        c.ack_entries(2, range(1, 4001, 2))
+    store.flush()
+    cur.record_deliveries([Position(1, 4002), Position(1, 4004)])
+    assert lanes_agree(cur) == "plan"
+    stats = store.flush()
+    assert stats.ledger_records == 0 and cur.planner.pages.index[1].counts == {4002: 1, 4004: 1}
+    cur.record_deliveries([Position(1, 4004), Position(1, 4006)])
+    cur.ack(Position(1, 4002))  # its count goes (the ack path leaves counts_added alone)
+    cur.ack(Position(2, 4001))
+    assert 4002 in cur.planner.pages.loaded[1].counts_added
+    assert lanes_agree(cur) == "plan"
+    assert store.flush().ledger_records == 0
+    la = cur.planner.pages.loaded[1]
+    assert la.counts_added == {4004: 2, 4006: 1} == cur.planner.pages.index[1].counts
+    assert cur.delivery_counts() == {Position(1, 4004): 2, Position(1, 4006): 1}
+    cur.record_deliveries([Position(1, 4006)])  # the chain named 4004's count already: the delta names one
+    one = store.flush().bytes_written
+    cur.record_deliveries([Position(1, 4004), Position(1, 4006)])  # both changed: two
+    assert store.flush().bytes_written == one + 8  # an entry and a count, a u32 each
+    for e in range(4010, 4010 + 2 * lane.DELTA_MAX_ACKS, 2):  # acks and counts past the bound
+        cur.record_deliveries([Position(1, e + 1)])
+        cur.ack(Position(1, e))
+    assert lanes_agree(cur) == "other"
+    assert store.flush().ledger_records == 1  # a new base record of ledger 1
+    cur.record_deliveries([Position(1, 4004)])
+    assert lanes_agree(cur) == "plan"
+    single = topic.cursor("single", ROOMY)  # one ledger: full markers while they repeat little
+    single.ack_entries(1, range(1, 4001, 2))
+    store.flush()
+    for e in (4002, 4004, 4002):  # each full marker holds every count since the base
+        single.record_deliveries([Position(1, e)])
+        assert lanes_agree(single) == "plan"
+        stats = store.flush()
+        assert stats.full_markers == 1 and stats.ledger_records == 0
+    expected = {"c": cur.delivery_counts(), "single": single.delivery_counts()}
+    assert expected["single"] == {Position(1, 4002): 2, Position(1, 4004): 1}
+    _flush_and_reopen(store_path, store, ["c", "other", "single"])
+    with AckStore.open(store_path, readonly=True) as reopened:
+        assert {name: reopened.topic(T).cursor(name).delivery_counts() for name in expected} == expected
+        assert expected["c"][Position(1, 4004)] == 4
+
+
 def test_what_the_lane_leaves_to_the_general_path(store_path: Path) -> None:
-    """Delivery counts, a dropped ledger, a write-back by eviction, a PIP-299 cap exceeded
-    now or at the last flush, too many acks, an id outside the fixed layout: OTHER, alike."""
+    """More delivery counts and acks since the base than a delta carries, a dropped ledger,
+    a write-back by eviction, a PIP-299 cap exceeded now or at the last flush, too many
+    acks, an id outside the fixed layout: OTHER, alike."""
     store = AckStore.open(store_path, sync=False)
     topic = store.topic(T)
     for ledger in (1, 2, 3):
@@ -99,7 +158,7 @@ def test_what_the_lane_leaves_to_the_general_path(store_path: Path) -> None:
             cur.ack_entries(ledger, range(1, 3001, 3))
     huge.ack([Position(1 << 33, 5)])
     store.flush()
-    counted.record_deliveries([Position(1, 2)])
+    counted.record_deliveries([Position(1, e) for e in range(2, 2 + 3 * (lane.DELTA_MAX_ACKS + 1), 3)])
     assert lanes_agree(counted) == "other"
     dropping.ack_cumulative(Position(2, 0))  # ledger 1 drops below the mark-delete position
     assert lanes_agree(dropping) == "other"

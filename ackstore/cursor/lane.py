@@ -22,7 +22,7 @@ the cursors after and the bytes every flush writes.
 :class:`MarkerPlan` when it took the change, and :data:`OTHER` when the planner's general
 path must plan it, having taken nothing: ledgers dropped or written back since the last
 marker, a PIP-299 cap exceeded now or at the last flush, a changed ledger without a
-record or with delivery counts or too many acks since it, a full marker due where a
+record or with too many acks and delivery counts since it, a full marker due where a
 fresh chain must start, or a field outside the fixed marker layout.
 """
 
@@ -59,7 +59,10 @@ __all__ = [
     "commit_all",
     "commit_marker",
     "connect",
+    "counts_since",
     "encode_all",
+    "live_counts",
+    "prune_counts",
     "set_delta_bounds",
     "take_all",
     "take_marker",
@@ -87,13 +90,39 @@ _entry = tuple.__new__
 
 
 def worth_a_delta(added: BitMap, la: LedgerAcks) -> bool:
-    """Few acks and counts since the base, compared with the ledger: carry them in the marker."""
+    """Few acks and counts since the base, compared with the ledger: carry them in the marker.
+    The counts are those set since the base that still stand (:func:`live_counts`)."""
     if not la.counts_added:  # the common case; a ledger holds at least as many acks as
         # ranges, so a few acks against many ranges pass without counting its bitmap
         n = len(added)
         return n <= DELTA_MAX_ACKS and (n <= DELTA_MAX_SHARE * la.runs or n <= DELTA_MAX_SHARE * len(la.bitmap))
-    n = len(added) + len(la.counts_added)
-    return n <= DELTA_MAX_ACKS and n <= DELTA_MAX_SHARE * (len(la.bitmap) + len(la.counts))
+    counts = la.counts
+    n = len(added) + sum(1 for e in la.counts_added if e in counts)
+    return n <= DELTA_MAX_ACKS and n <= DELTA_MAX_SHARE * (len(la.bitmap) + len(counts))
+
+
+def live_counts(la: LedgerAcks) -> dict[int, int] | None:
+    """The delivery counts set since the ledger's base record that still stand, or None: an
+    ack takes a count away from ``counts`` and, on the hot path, leaves ``counts_added``
+    alone, so those are left out here. Nothing is changed (:func:`prune_counts` does
+    that). O(counts added)."""
+    counts = la.counts
+    return {e: n for e, n in la.counts_added.items() if e in counts} or None
+
+
+def prune_counts(la: LedgerAcks) -> None:
+    """Drop from ``counts_added`` the entries an ack took the count of. O(counts added)."""
+    added, counts = la.counts_added, la.counts
+    for e in [e for e in added if e not in counts]:
+        del added[e]
+
+
+def counts_since(counts: dict[int, int] | None, named: dict[int, int] | None) -> dict[int, int] | None:
+    """The counts a delta marker names: those of ``counts`` set since the chain last named
+    them (``named``, the index entry's). O(counts)."""
+    if not counts or not named:
+        return counts
+    return {e: n for e, n in counts.items() if named.get(e) != n} or None
 
 
 class MarkerPlan:
@@ -179,19 +208,29 @@ def _take_marker(planner: Planner) -> MarkerPlan | Literal[False] | None:
     loaded, index = pages.loaded, pages.index
     changes: dict[int, IndexEntry | None] = {}
     items: list[MarkerItem] = []  # a delta marker's, each with what the chain named of it
-    named = 0  # acks the chain named already: what a full marker writes beyond the delta
+    named = 0  # u32s the chain named already: what a full marker writes beyond the delta
+    counted: list[LedgerAcks] = []  # ledgers with counts since their base: pruned once taken
     for ledger in sorted(dirty) if len(dirty) > 1 else dirty:
         la = loaded.get(ledger)
         base = index.get(ledger)
         if la is None or base is None:
             return OTHER
         added = la.added
-        if added is None or la.counts_added or not worth_a_delta(added, la):
+        if added is None or not worth_a_delta(added, la):
             return OTHER
         adds = FrozenBitMap(added, optimize=False)  # a copy as it is: a few values, nothing to optimize
-        changes[ledger] = entry = _entry(IndexEntry, (base.seq, la.runs, adds, None))
+        counts = live_counts(la) if la.counts_added else None
+        changes[ledger] = entry = _entry(IndexEntry, (base.seq, la.runs, adds, counts))
         if base.adds:
             named += len(base.adds)
+        if la.counts_added:
+            counted.append(la)
+        if counts:  # the delta names the counts set since the chain named them (an entry and
+            # a count: two u32s each)
+            since = counts_since(counts, base.counts)
+            named += 2 * (len(counts) - len(since or ()))
+            if since is not counts:
+                entry = _entry(IndexEntry, (base.seq, la.runs, adds, since))
         items.append((ledger, entry, base.adds))
     covering = len(changes) == len(index)  # every ledger changed: the changes are the index
     full = due or (covering and 4 * named <= SMALL_CHAIN)  # an add is a u32 in the fixed layout
@@ -222,6 +261,8 @@ def _take_marker(planner: Planner) -> MarkerPlan | Literal[False] | None:
         if due or chain.untrimmed > GARBAGE_FACTOR * max(chain.full_bytes, SMALL_CHAIN):
             plan.gc_below, plan.gc_live = chain.full_seq, planner.gc_live()
     # nothing above changed the cursor; now the plan takes what it carries
+    for la in counted:
+        prune_counts(la)
     chain.next_seq = marker_seq + 1
     dirty.clear()  # the ack state holds the set itself: the plan has a copy
     pages.pinned = plan.pinned  # not evictable until the plan ends

@@ -39,7 +39,7 @@ from ..stats import NO_RECOVERY
 from ..storage.log import RecoveredState
 from ..storage.records import IndexEntry, Marker, encode_fixed_marker, encode_ledger, encode_marker, log_key
 from . import lane
-from .lane import OTHER, SMALL_CHAIN, MarkerPlan, worth_a_delta
+from .lane import OTHER, SMALL_CHAIN, MarkerPlan, counts_since, live_counts, prune_counts, worth_a_delta
 from .pages import Pending
 
 if TYPE_CHECKING:
@@ -50,22 +50,6 @@ if TYPE_CHECKING:
 __all__ = ["AnyPlan", "FlushPlan", "MarkerChain", "MarkerPlan", "Planner", "RewritePlan"]
 
 log = logging.getLogger("ackstore")
-
-
-def _live_counts(la: LedgerAcks) -> dict[int, int] | None:
-    """The counts set since the base that still stand (an ack took some away since: the
-    ack path leaves ``counts_added`` alone, so they are dropped from it here). O(counts added)."""
-    added, counts = la.counts_added, la.counts
-    for e in [e for e in added if e not in counts]:
-        del added[e]
-    return dict(added) or None
-
-
-def _since(counts: dict[int, int] | None, named: dict[int, int] | None) -> dict[int, int] | None:
-    """The counts a delta marker names: those set since the chain last named them."""
-    if not counts or not named:
-        return counts
-    return {e: n for e, n in counts.items() if named.get(e) != n} or None
 
 
 class MarkerChain:
@@ -352,12 +336,13 @@ class Planner:
                 # a few acks (and counts) since its record: the marker carries them, the
                 # ledger is not rewritten
                 adds = FrozenBitMap(added)
-                counts = _live_counts(la) if la.counts_added else None
+                counts = live_counts(la) if la.counts_added else None
+                prune_counts(la)
                 changes[ledger] = entry = IndexEntry(base.seq, la.runs, adds, counts)
                 if not full and (base.adds or base.counts):
                     # a delta marker names only what changed since the chain last named it
                     entry = IndexEntry(
-                        base.seq, la.runs, adds - base.adds if base.adds else adds, _since(counts, base.counts)
+                        base.seq, la.runs, adds - base.adds if base.adds else adds, counts_since(counts, base.counts)
                     )
                 marker_index[ledger] = entry
                 continue
