@@ -242,35 +242,34 @@ static int full_due(PyObject *chain, long long every) {
     return chain_bytes > (full_bytes > small_chain ? full_bytes : small_chain);
 }
 
-/* lane.worth_a_delta for a ledger with `live` counts set since its base that still stand
- * (of `counts`, the ledger's counts): 1, 0, or -1 */
-static int worth_a_delta_counted(PyObject *added, PyObject *la, Py_ssize_t live, PyObject *counts) {
+/* lane.worth_a_delta: 1, 0, or -1. `counts` is NULL for a ledger without counts since its
+ * base; else the ledger's counts, of which `live` were set since the base and still stand */
+static int worth_a_delta(PyObject *added, PyObject *la, Py_ssize_t live, PyObject *counts) {
     Py_ssize_t n = PyObject_Size(added);
     if (n < 0) return -1;
     n += live;
     if (n > max_acks) return 0;
+    if (counts == NULL) { /* a few acks against many ranges pass without counting its bitmap */
+        long long runs = integer(la, A_RUNS);
+        if (FAILED(runs)) return -1;
+        if ((double)n <= max_share * (double)runs) return 1;
+    }
     PyObject *bitmap = get(la, A_BITMAP);
     if (bitmap == NULL) return -1;
     Py_ssize_t size = PyObject_Size(bitmap);
     Py_DECREF(bitmap);
     if (size < 0) return -1;
-    return (double)n <= max_share * (double)(size + PyDict_GET_SIZE(counts));
+    return (double)n <= max_share * (double)(size + (counts == NULL ? 0 : PyDict_GET_SIZE(counts)));
 }
 
-/* lane.worth_a_delta for a ledger without counts since its base: 1, 0, or -1 */
-static int worth_a_delta(PyObject *added, PyObject *la) {
-    Py_ssize_t n = PyObject_Size(added);
-    if (n < 0) return -1;
-    if (n > max_acks) return 0;
-    long long runs = integer(la, A_RUNS);
-    if (FAILED(runs)) return -1;
-    if ((double)n <= max_share * (double)runs) return 1;
-    PyObject *bitmap = get(la, A_BITMAP);
-    if (bitmap == NULL) return -1;
-    Py_ssize_t size = PyObject_Size(bitmap);
-    Py_DECREF(bitmap);
-    if (size < 0) return -1;
-    return (double)n <= max_share * (double)size;
+/* la.<a> when it is a dict (a new reference); NULL with an exception */
+static PyObject *get_counts(PyObject *la, int a) {
+    PyObject *d = get(la, a);
+    if (d != NULL && !PyDict_Check(d)) {
+        Py_SETREF(d, NULL);
+        PyErr_SetString(PyExc_TypeError, "a ledger's counts are not dicts");
+    }
+    return d;
 }
 
 /* 1 when x is an int in [0, 2**64), its value in *out; else 0 (no exception) */
@@ -369,15 +368,10 @@ static PyObject *counts_since(PyObject *counts, PyObject *named) {
 /* lane.prune_counts: the entries of la.counts_added no longer in la.counts removed; -1 with
  * an exception */
 static int prune_counts(PyObject *la) {
-    PyObject *added = get(la, A_COUNTS_ADDED), *counts = get(la, A_COUNTS), *gone = NULL, *e, *n;
+    PyObject *added = get_counts(la, A_COUNTS_ADDED), *counts = NULL, *gone = NULL, *e, *n;
     Py_ssize_t pos = 0;
     int rc = -1;
-    if (added == NULL || counts == NULL) goto done;
-    if (!PyDict_Check(added) || !PyDict_Check(counts)) {
-        PyErr_SetString(PyExc_TypeError, "a ledger's counts are not dicts");
-        goto done;
-    }
-    if ((gone = PyList_New(0)) == NULL) goto done;
+    if (added == NULL || (counts = get_counts(la, A_COUNTS)) == NULL || (gone = PyList_New(0)) == NULL) goto done;
     while (PyDict_Next(added, &pos, &e, &n)) {
         int has = PyDict_Contains(counts, e);
         if (has < 0 || (!has && PyList_Append(gone, e) < 0)) goto done;
@@ -509,24 +503,16 @@ PyObject *take_marker(PyObject *self, PyObject *planner) {
         Py_INCREF(base);
         if ((added = get(la, A_ADDED)) == NULL) goto next;
         if (added == Py_None) { ok = 0; goto next; }
-        if ((counts_added = get(la, A_COUNTS_ADDED)) == NULL) goto next;
-        if (!PyDict_Check(counts_added)) {
-            PyErr_SetString(PyExc_TypeError, "a ledger's counts are not dicts");
-            goto next;
-        }
+        if ((counts_added = get_counts(la, A_COUNTS_ADDED)) == NULL) goto next;
         if (PyDict_GET_SIZE(counts_added)) { /* counts since the base: the ones that still stand */
-            if ((counts = get(la, A_COUNTS)) == NULL) goto next;
-            if (!PyDict_Check(counts)) {
-                PyErr_SetString(PyExc_TypeError, "a ledger's counts are not dicts");
+            if ((counts = get_counts(la, A_COUNTS)) == NULL || (alive = live_counts(counts_added, counts)) == NULL ||
+                PyList_Append(counted, la) < 0)
                 goto next;
-            }
-            if ((alive = live_counts(counts_added, counts)) == NULL) goto next;
-            if (PyList_Append(counted, la) < 0) goto next;
-            ok = worth_a_delta_counted(added, la, PyDict_GET_SIZE(alive), counts);
+            ok = worth_a_delta(added, la, PyDict_GET_SIZE(alive), counts);
             if (PyDict_GET_SIZE(alive) == 0) Py_SETREF(alive, Py_NewRef(Py_None));
         } else {
             alive = Py_NewRef(Py_None);
-            ok = worth_a_delta(added, la);
+            ok = worth_a_delta(added, la, 0, NULL);
         }
         if (ok != 1) goto next;
         ok = -1;

@@ -7,7 +7,7 @@ import threading
 import time
 from bisect import bisect_left
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import lmdb
 
@@ -31,6 +31,15 @@ __all__ = ["CHUNK", "FlushJob", "FlushTotals", "GroupFlush"]
 #: one chunk's take at most, not for the whole flush's, and a chunk's plans are still in
 #: the CPU's caches when they are encoded
 CHUNK = 1024
+
+
+_T = TypeVar("_T")
+
+
+def _chunk(items: list[_T], start: int) -> list[_T]:
+    """The chunk of ``items`` from ``start``: ``items`` itself when it is all of them."""
+    stop = start + CHUNK
+    return items[start:stop] if start or stop < len(items) else items
 
 
 @dataclass(slots=True)
@@ -157,9 +166,7 @@ class GroupFlush:
         own state back, ``job.failed`` names it and the exception goes to the caller, which
         aborts the plans taken."""
         store = self.store
-        stop = start + CHUNK
-        visit = job.visit[start:stop] if start or stop < len(job.visit) else job.visit
-        planners = job.visit_planners[start:stop] if visit is not job.visit else job.visit_planners
+        visit, planners = _chunk(job.visit, start), _chunk(job.visit_planners, start)
         with store.lock:
             store.check_alive()
             taken = len(job.plans)
@@ -200,11 +207,8 @@ class GroupFlush:
         meanwhile, or that PIP-299 left ranges out of, is on the flush list again), a chunk
         of :data:`CHUNK` under the store lock at a time (a cursor acked before it adopts is
         one acked while its plan was written)."""
-        plans, planners, cursors = job.plans, job.planners, job.cursors
-        for start in range(0, len(plans), CHUNK):
-            stop = start + CHUNK
-            if start or stop < len(plans):
-                plans, planners, cursors = job.plans[start:stop], job.planners[start:stop], job.cursors[start:stop]
+        for start in range(0, len(job.plans), CHUNK):
+            plans, planners, cursors = _chunk(job.plans, start), _chunk(job.planners, start), _chunk(job.cursors, start)
             with self.store.lock:
                 lane.commit_all(plans, planners, cursors)  # each cursor's Cursor.commit_flush
         with self.store.lock:

@@ -493,8 +493,8 @@ class AckStore:
         Acks may go on in other threads while the transaction is written, and between the
         chunks of cursors the flush takes and adopts (an ack waits for one chunk of
         ``flush.CHUNK`` cursors at most). When this returns, the flushed state is durable
-        as the ``sync`` option says. The topics'
-        last confirmed entries (``topic.advance``) are written in the same transaction.
+        as the ``sync`` option says. The topics' last confirmed entries
+        (``topic.advance``) are written in the same transaction.
         """
         return self.flush_cursors(None)
 

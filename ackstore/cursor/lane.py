@@ -89,16 +89,15 @@ _EMPTY: frozenset[int] = frozenset()
 _entry = tuple.__new__
 
 
-def worth_a_delta(added: BitMap, la: LedgerAcks) -> bool:
+def worth_a_delta(added: BitMap, la: LedgerAcks, counts: dict[int, int] | None) -> bool:
     """Few acks and counts since the base, compared with the ledger: carry them in the marker.
-    The counts are those set since the base that still stand (:func:`live_counts`)."""
+    ``counts``: those set since the base that still stand (:func:`live_counts`). O(1)."""
     if not la.counts_added:  # the common case; a ledger holds at least as many acks as
         # ranges, so a few acks against many ranges pass without counting its bitmap
         n = len(added)
         return n <= DELTA_MAX_ACKS and (n <= DELTA_MAX_SHARE * la.runs or n <= DELTA_MAX_SHARE * len(la.bitmap))
-    counts = la.counts
-    n = len(added) + sum(1 for e in la.counts_added if e in counts)
-    return n <= DELTA_MAX_ACKS and n <= DELTA_MAX_SHARE * (len(la.bitmap) + len(counts))
+    n = len(added) + len(counts or ())
+    return n <= DELTA_MAX_ACKS and n <= DELTA_MAX_SHARE * (len(la.bitmap) + len(la.counts))
 
 
 def live_counts(la: LedgerAcks) -> dict[int, int] | None:
@@ -216,10 +215,12 @@ def _take_marker(planner: Planner) -> MarkerPlan | Literal[False] | None:
         if la is None or base is None:
             return OTHER
         added = la.added
-        if added is None or not worth_a_delta(added, la):
+        if added is None:
+            return OTHER
+        counts = live_counts(la) if la.counts_added else None
+        if not worth_a_delta(added, la, counts):
             return OTHER
         adds = FrozenBitMap(added, optimize=False)  # a copy as it is: a few values, nothing to optimize
-        counts = live_counts(la) if la.counts_added else None
         changes[ledger] = entry = _entry(IndexEntry, (base.seq, la.runs, adds, counts))
         if base.adds:
             named += len(base.adds)

@@ -332,11 +332,11 @@ class Planner:
             pinned.add(ledger)
             base = index.get(ledger)
             added = la.added
-            if base is not None and added is not None and worth_a_delta(added, la):
+            counts = live_counts(la) if la.counts_added else None
+            if base is not None and added is not None and worth_a_delta(added, la, counts):
                 # a few acks (and counts) since its record: the marker carries them, the
                 # ledger is not rewritten
                 adds = FrozenBitMap(added)
-                counts = live_counts(la) if la.counts_added else None
                 prune_counts(la)
                 changes[ledger] = entry = IndexEntry(base.seq, la.runs, adds, counts)
                 if not full and (base.adds or base.counts):
