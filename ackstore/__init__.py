@@ -7,6 +7,7 @@ import logging
 from .check import FINDING_KINDS, Finding, check
 from .config import CursorConfig
 from .cursor import Cursor
+from .cursor.snapshot import CursorSnapshot
 from .directory import LedgerDirectory
 from .dispatch.dispatcher import Consumer, Dispatcher
 from .dispatch.read_loop import CursorReadLoop, RevisionInProgressError
@@ -24,6 +25,7 @@ from .errors import (
     InvalidTypeError,
     LedgerStateError,
     NotAStoreError,
+    ReaderBehindError,
     ReadOnlyError,
     StoreClosedError,
     StoreError,
@@ -42,6 +44,7 @@ __all__ = [
     "AckStore",
     "Topic",
     "Cursor",
+    "CursorSnapshot",
     "CursorConfig",
     "Position",
     "LedgerDirectory",
@@ -82,6 +85,7 @@ __all__ = [
     "TopicDeletedError",
     "CorruptRecordError",
     "CorruptStoreError",
+    "ReaderBehindError",
 ]
 
 __version__ = "0.1.0"

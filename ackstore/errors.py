@@ -25,6 +25,7 @@ __all__ = [
     "UnknownCursorError",
     "CorruptRecordError",
     "CorruptStoreError",
+    "ReaderBehindError",
 ]
 
 
@@ -97,6 +98,12 @@ class CursorDeletedError(UnknownCursorError):
 
 class TopicDeletedError(UnknownTopicError):
     """A topic handle was used after ``store.delete_topic`` deleted it."""
+
+
+class ReaderBehindError(StoreError):
+    """A read-only cursor could not answer from one flushed state: each time it moved to the
+    writer's newest flush, the writer had trimmed what it needed before the read ended.
+    Nothing is wrong with the store; try again (a writer flushing less often helps)."""
 
 
 class CorruptRecordError(StoreError):

@@ -362,8 +362,9 @@ def dump(store: Path, specs: tuple[str, ...], fmt: str, output: Path | None, as_
             for spec in specs:
                 _open_cursor(s, spec)
         total = len(wanted) if wanted is not None else len(_all_cursors(s))
+        skipped: list[list[str]] = []
         with _progress(total, "dump", output is None or as_json) as advance:
-            objects = dump_lines(s, wanted, advance)
+            objects = _noting_skips(dump_lines(s, wanted, advance), skipped)
             if output is None:
                 write_dump(objects, sys.stdout, fmt)
             else:
@@ -377,6 +378,17 @@ def dump(store: Path, specs: tuple[str, ...], fmt: str, output: Path | None, as_
                     tmp.unlink(missing_ok=True)  # a full disk or an error leaves no .partial behind
                     raise
                 os.replace(tmp, output)
+        if skipped:
+            names = ", ".join(f"{_show(t)}/{_show(c)}" for t, c in skipped[:5]) + (" ..." if len(skipped) > 5 else "")
+            click.echo(f"dump: left out {len(skipped)} cursor(s) the writer deleted during the dump: {names}", err=True)
+
+
+def _noting_skips(objects: Iterator[dict[str, Any]], skipped: list[list[str]]) -> Iterator[dict[str, Any]]:
+    """``objects`` as they are; the end line's ``skipped`` cursors are added to ``skipped``."""
+    for obj in objects:
+        if obj["type"] == "end":
+            skipped.extend(obj.get("skipped", ()))
+        yield obj
 
 
 @cli.command("restore")

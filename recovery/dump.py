@@ -19,7 +19,15 @@ from typing import IO, Any
 
 from pyroaring import BitMap
 
-from ackstore import AckStore, AckStoreError, CursorConfig, Position
+from ackstore import (
+    AckStore,
+    AckStoreError,
+    CursorConfig,
+    CursorSnapshot,
+    Position,
+    UnknownCursorError,
+    UnknownTopicError,
+)
 from ackstore.cursor import Cursor
 
 __all__ = ["DumpError", "dump_lines", "write_dump", "restore", "DUMP_FORMAT"]
@@ -45,13 +53,23 @@ def dump_lines(
     progress: Callable[[], None] | None = None,
 ) -> Iterator[dict[str, Any]]:
     """Every object of the dump, in order. ``cursors`` limits it to some ``(topic, cursor)``;
-    ``progress`` is called after each cursor."""
+    ``progress`` is called after each cursor.
+
+    Each cursor is read whole before its lines are made (:meth:`Cursor.snapshot`), so on a
+    store a writer is flushing, each cursor is one flushed state. A cursor (or topic) the
+    writer deletes during the dump is left out and named in the end line's ``skipped``
+    (``[[topic, cursor], ...]``, only when there are some)."""
     wanted = None if cursors is None else set(cursors)
     counts = {"topics": 0, "cursors": 0, "ranges": 0, "batches": 0, "deliveries": 0}
+    skipped: list[list[str]] = []
     yield {"type": "ackstore-dump", "format": DUMP_FORMAT}
     for topic_name in store.topics():
-        topic = store.topic(topic_name)
-        names = [n for n in topic.cursors() if wanted is None or (topic_name, n) in wanted]
+        try:
+            topic = store.topic(topic_name)
+            names = [n for n in topic.cursors() if wanted is None or (topic_name, n) in wanted]
+        except UnknownTopicError:  # deleted since the list was read
+            skipped.extend([topic_name, n] for t, n in sorted(wanted or ()) if t == topic_name)
+            continue
         if wanted is not None and not names:
             continue
         counts["topics"] += 1
@@ -63,35 +81,56 @@ def dump_lines(
             "confirmed": topic.directory.confirmed,
         }
         for name in names:
-            cur = topic.cursor(name)
-            counts["cursors"] += 1
-            yield {
-                "type": "cursor",
-                "topic": topic_name,
-                "cursor": name,
-                "config": cur.config.to_obj(),
-                "mark_delete": str(cur.mark_delete_position),
-                "properties": cur.properties,
-            }
-            for first, last in cur.ack_ranges():
-                counts["ranges"] += 1
-                yield {"type": "range", "topic": topic_name, "cursor": name, "first": str(first), "last": str(last)}
-            for pos, (size, indexes) in sorted(cur.partial_batches().items()):
-                counts["batches"] += 1
-                yield {
-                    "type": "batch",
-                    "topic": topic_name,
-                    "cursor": name,
-                    "position": str(pos),
-                    "batch_size": size,
-                    "indexes": sorted(indexes),
-                }
-            for pos, n in cur.delivery_counts().items():
-                counts["deliveries"] += 1
-                yield {"type": "deliveries", "topic": topic_name, "cursor": name, "position": str(pos), "count": n}
+            try:
+                cur = topic.cursor(name)
+                snap = cur.snapshot()
+            except (UnknownCursorError, UnknownTopicError):  # deleted by the writer meanwhile
+                skipped.append([topic_name, name])
+                if progress is not None:
+                    progress()
+                continue
+            yield from _cursor_lines(topic_name, name, cur, snap, counts)
             if progress is not None:
                 progress()
-    yield {"type": "end", **counts}
+    yield {"type": "end", **counts, **({"skipped": skipped} if skipped else {})}
+
+
+def _cursor_lines(
+    topic: str, name: str, cur: Cursor, snap: CursorSnapshot, counts: dict[str, int]
+) -> Iterator[dict[str, Any]]:
+    """A cursor's lines, from one snapshot of it."""
+    counts["cursors"] += 1
+    yield {
+        "type": "cursor",
+        "topic": topic,
+        "cursor": name,
+        "config": cur.config.to_obj(),
+        "mark_delete": str(snap.mark_delete_position),
+        "properties": snap.properties,
+    }
+    for ledger, ranges in snap.ranges:
+        for first, last in ranges:
+            counts["ranges"] += 1
+            yield {
+                "type": "range",
+                "topic": topic,
+                "cursor": name,
+                "first": f"{ledger}:{first}",
+                "last": f"{ledger}:{last}",
+            }
+    for pos, (size, indexes) in sorted(snap.partial_batches.items()):
+        counts["batches"] += 1
+        yield {
+            "type": "batch",
+            "topic": topic,
+            "cursor": name,
+            "position": str(pos),
+            "batch_size": size,
+            "indexes": sorted(indexes),
+        }
+    for pos, n in snap.delivery_counts.items():
+        counts["deliveries"] += 1
+        yield {"type": "deliveries", "topic": topic, "cursor": name, "position": str(pos), "count": n}
 
 
 def write_dump(objects: Iterable[dict[str, Any]], out: IO[str], fmt: str = "json") -> int:

@@ -79,14 +79,24 @@ AREAS: dict[str, str] = {
     **dict.fromkeys(("metrics", "replicator", "revisions"), "dispatch"),
     **dict.fromkeys(("cli", "cli_edges", "damage_defects", "repair_tools", "salvage"), "cli"),
     **dict.fromkeys(("plots", "spark", "spark_cluster"), "spark"),
-    **dict.fromkeys(("crash", "damage_campaign", "power_cut", "readers", "soak"), "campaigns"),
+    **dict.fromkeys(("crash", "damage_campaign", "power_cut", "readers", "reader_states", "soak"), "campaigns"),
     **dict.fromkeys(("api_docs", "docs", "readme"), "docs"),
 }
 
 #: tests that take over a second or so on a busy 2-core machine (subprocesses, kill -9
 #: rounds, Spark, campaigns): ``make check`` (``-m "not slow"``) leaves them out and runs
 #: the rest in under a minute; ``make test`` runs everything
-SLOW_FILES = {"spark", "spark_cluster", "plots", "crash", "damage_campaign", "power_cut", "readers", "soak"}
+SLOW_FILES = {
+    "spark",
+    "spark_cluster",
+    "plots",
+    "crash",
+    "damage_campaign",
+    "power_cut",
+    "readers",
+    "reader_states",
+    "soak",
+}
 SLOW_TESTS = {
     "test_redelivery.py::test_kill_minus_nine_redelivers_every_dispatched_unacked_entry",
     "test_cli_edges.py::test_killing_the_tool_kills_its_worker",

@@ -30,7 +30,14 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ..config import CursorConfig
 from ..dispatch.revision import CursorStateRevisionController
-from ..errors import CursorDeletedError, InvalidArgumentError, InvalidTypeError, ReadOnlyError, StoreClosedError
+from ..errors import (
+    CursorDeletedError,
+    InvalidArgumentError,
+    InvalidTypeError,
+    ReaderBehindError,
+    ReadOnlyError,
+    StoreClosedError,
+)
 from ..position import Position, trusted
 from ..stats import CursorStats, LogUsage
 from ..storage.log import CursorLog, MissingRecordError, RecoveredState
@@ -38,6 +45,7 @@ from .deliveries import delivery_count, delivery_counts, record_deliveries, set_
 from .figures import Parts, cursor_figures, cursor_stats
 from .pages import Pages
 from .plan import MarkerChain, Planner
+from .snapshot import CursorSnapshot
 from .state import AckState
 from .store_side import StoreSide
 from .validate import pair
@@ -52,6 +60,10 @@ if TYPE_CHECKING:
 __all__ = ["Cursor", "CursorHost"]
 
 T = TypeVar("T")
+
+#: how many times a read-only cursor's read runs again when the cursor moved to a newer
+#: flush while it ran, before it gives up (ReaderBehindError)
+_READ_TRIES = 4
 
 
 class CursorHost(Protocol):
@@ -281,42 +293,50 @@ class Cursor(StoreSide):
 
     def delivery_count(self, position: Position) -> int:
         """How many times ``position`` was delivered; 0 if never, or once it is acknowledged."""
-        with self._lock:
-            self._open()
-            return delivery_count(self._state, position)
+        return self._one_state(delivery_count, self._state, position)
 
     def delivery_counts(self, start: Position | None = None, end: Position | None = None) -> dict[Position, int]:
         """Every entry in ``[start, end)`` with a delivery count (None: from the mark-delete
         position on / to the end), ascending: the bulk form of :meth:`delivery_count`."""
-        with self._lock:
-            self._open()
-            return delivery_counts(self._state, start, end)
+        return self._one_state(delivery_counts, self._state, start, end)
 
     # -- queries -------------------------------------------------------------------------------
 
-    def is_acked(self, position: Position) -> bool:
-        """True when the whole entry at ``position`` is acknowledged."""
+    def _one_state(self, read: Callable[..., T], *args: Any) -> T:
+        """``read(*args)`` under the lock, on one state. A read-only cursor moves to the
+        writer's newest flush whole when a record it needs was trimmed (``Pages.refresh``);
+        a read that saw it move ran partly on the old state, so it runs again on the new
+        one: no answer mixes two flushes. The writer's cursor never moves: one run."""
         with self._lock:
             self._open()
-            ledger, entry = pair(position)
-            if (ledger, entry) <= self._state.md:
-                return True
-            return self._state.is_acked((ledger, entry))
+            pages = self._pages
+            for _ in range(_READ_TRIES):
+                seen = pages.generation
+                result = read(*args)
+                if pages.generation == seen:
+                    return result
+        raise ReaderBehindError(
+            f"cursor {self.name!r} of topic {self._topic.name!r}: the writer trimmed what this reader needed "
+            f"{_READ_TRIES} times while one read ran; try again"
+        )
+
+    def is_acked(self, position: Position) -> bool:
+        """True when the whole entry at ``position`` is acknowledged."""
+        return self._one_state(self._is_acked, pair(position))
+
+    def _is_acked(self, at: tuple[int, int]) -> bool:
+        return at <= self._state.md or self._state.is_acked(at)
 
     def unacked_entries(self, ledger: int, start: int, stop: int, n: int) -> list[int]:
         """Up to ``n`` entries of ``ledger`` in ``[start, stop)`` not acknowledged, ascending.
         Acked runs are hopped over whole: O(runs touched + entries returned), however many
         acked entries lie between (what reads and skips use)."""
-        with self._lock:
-            self._open()
-            return self._state.unacked_entries(ledger, start, stop, n)
+        return self._one_state(self._state.unacked_entries, ledger, start, stop, n)
 
     def batch_acked_indexes(self, position: Position) -> frozenset[int] | None:
         """Acked indexes of a partially acknowledged batch entry, or None if there is no partial batch."""
         ledger, entry = pair(position)
-        with self._lock:
-            self._open()
-            return self._state.batch_acked_indexes((ledger, entry))
+        return self._one_state(self._state.batch_acked_indexes, (ledger, entry))
 
     @property
     def mark_delete_position(self) -> Position:
@@ -379,7 +399,14 @@ class Cursor(StoreSide):
     def ledger_ranges(self) -> Iterator[tuple[int, list[tuple[int, int]]]]:
         """``(ledger, [(first, last), ...])`` for every ledger with acks above M, ascending:
         the ranges of :meth:`ack_ranges` as plain ints, without a Position per bound (the
-        bulk form for audits and exports). Same locking and swap rules. O(ranges), in C."""
+        bulk form for audits and exports). O(ranges), in C.
+
+        The writer's cursor is read ledger by ledger, each under the lock (acks go on
+        between them and show up in ledgers not reached yet); a read-only cursor's ranges
+        are read whole first, from one flushed state (see :meth:`snapshot`)."""
+        if self._store.readonly:
+            yield from self._one_state(self._ranges)
+            return
         with self._lock:
             self._open()
             ledgers = sorted(self._pages.known())
@@ -390,16 +417,44 @@ class Cursor(StoreSide):
             if ranges:
                 yield ledger, ranges
 
+    def _ranges(self) -> list[tuple[int, list[tuple[int, int]]]]:
+        """Every ledger's ranges, read under the lock already held."""
+        pages, out = self._pages, []
+        for ledger in sorted(pages.known()):
+            la = pages.peek(ledger)
+            ranges = la.ranges() if la is not None else []
+            if ranges:
+                out.append((ledger, ranges))
+        return out
+
     def partial_batches(self) -> dict[Position, tuple[int, frozenset[int]]]:
         """Every partially acknowledged batch entry: ``{position: (batch_size, acked indexes)}``."""
+        return self._one_state(self._partial_batches)
+
+    def _partial_batches(self) -> dict[Position, tuple[int, frozenset[int]]]:
         out: dict[Position, tuple[int, frozenset[int]]] = {}
-        with self._lock:
-            self._open()
-            for ledger in sorted(self._pages.known()):
-                la = self._pages.peek(ledger)
-                for entry, (size, mask) in sorted(la.batches.items()) if la is not None else ():
-                    out[trusted(ledger, entry)] = (size, frozenset(i for i in range(size) if mask >> i & 1))
+        for ledger in sorted(self._pages.known()):
+            la = self._pages.peek(ledger)
+            for entry, (size, mask) in sorted(la.batches.items()) if la is not None else ():
+                out[trusted(ledger, entry)] = (size, frozenset(i for i in range(size) if mask >> i & 1))
         return out
+
+    def snapshot(self) -> CursorSnapshot:
+        """The cursor's whole ack state read at once: mark-delete position, properties,
+        ranges, partial batches and delivery counts. On a read-only store it is one flushed
+        state (what a reopen after that flush recovers), never parts of two: a backup or an
+        audit of a store a writer is flushing reads cursors this way. O(state)."""
+        return self._one_state(self._snapshot)
+
+    def _snapshot(self) -> CursorSnapshot:
+        state = self._state
+        return CursorSnapshot(
+            state.md,
+            dict(state.properties),
+            self._ranges(),
+            self._partial_batches(),
+            delivery_counts(state, None, None),
+        )
 
     # -- configuration -------------------------------------------------------------------------
 

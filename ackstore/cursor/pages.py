@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 
 from pyroaring import BitMap
 
+from ..errors import ReaderBehindError
 from ..ledger_acks import LedgerAcks, count_runs
 from ..ledger_cache import CachePool, LedgerCache
 from ..storage.log import CursorLog, MissingRecordError, RecoveredState
@@ -85,6 +86,7 @@ class Pages:
         "alloc",
         "on_load",
         "refresh",
+        "generation",
         "__weakref__",
     )
 
@@ -108,6 +110,10 @@ class Pages:
         self.on_load: Callable[[int, LedgerAcks], None] = _ignore
         #: read-only stores: re-read the newest flushed state (the writer trimmed a record)
         self.refresh: Callable[[], None] | None = None
+        #: how many recovered states these pages were loaded from: a read-only cursor's
+        #: refresh moves it to a newer flush whole, and a read that saw this change ran
+        #: partly on the old state (the cursor runs it again)
+        self.generation = 0
         pool.members.add(self)
 
     def load(self, state: RecoveredState) -> None:
@@ -120,6 +126,7 @@ class Pages:
             cache.add_measured(state.ledgers)
         cache.swapped.update(state.swapped)
         self.index = state.resolved.index if state.resolved is not None else {}
+        self.generation += 1
         self.settled()
 
     def settled(self) -> None:
@@ -193,7 +200,10 @@ class Pages:
                 return self._fetch(ledger)
             except MissingRecordError:
                 continue
-        raise MissingRecordError(f"ledger {ledger}'s record of cursor {self.name!r} keeps vanishing under this reader")
+        raise ReaderBehindError(
+            f"ledger {ledger}'s record of cursor {self.name!r} keeps vanishing under this reader: the writer "
+            "trimmed it again each time this reader moved to its newest flush; try again"
+        )
 
     def _fetch(self, ledger: int) -> LedgerAcks:
         entry = self.index[ledger]

@@ -1,0 +1,35 @@
+"""``CursorSnapshot``: a cursor's whole ack state, read from one state at once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..position import Position
+
+__all__ = ["CursorSnapshot"]
+
+
+@dataclass(frozen=True, slots=True)
+class CursorSnapshot:
+    """Everything a flush persists of a cursor, read in one go (:meth:`Cursor.snapshot`).
+
+    On a read-only store it is one flushed state, never parts of two: what a reopen after
+    that flush recovers. On the writer it is the state in memory, flushed or not.
+    """
+
+    #: everything at or below it is acknowledged
+    mark_delete_position: Position
+    #: the properties persisted with each marker
+    properties: dict[str, int | str]
+    #: ``(ledger, [(first, last), ...])`` for every ledger with acks above the mark-delete
+    #: position, ascending (as :meth:`Cursor.ledger_ranges`)
+    ranges: list[tuple[int, list[tuple[int, int]]]]
+    #: ``{position: (batch_size, acked indexes)}`` of every partially acknowledged batch entry
+    partial_batches: dict[Position, tuple[int, frozenset[int]]]
+    #: ``{position: count}`` of every unacknowledged entry delivered at least once
+    delivery_counts: dict[Position, int]
+
+    @property
+    def ack_range_count(self) -> int:
+        """Contiguous acknowledged ranges above the mark-delete position."""
+        return sum(len(r) for _, r in self.ranges)

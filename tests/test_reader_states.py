@@ -1,0 +1,168 @@
+"""A reader sees flushed states only: a read-only cursor (lazy and budget opens) and a
+dump of a store a writer is flushing are each one flushed state, never parts of two.
+
+The writer is another process (one environment per path per process) driven a step at
+a time over a pipe, so nothing here depends on timing: each flush happens exactly
+between the reads the test chooses."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ackstore.recovery.dump import dump_lines
+
+from ackstore import AckStore
+
+LEDGERS = 10
+
+WRITER = r"""
+import json, sys
+from ackstore import AckStore, CursorConfig
+store = AckStore.open(sys.argv[1], sync=False)
+topic = store.topic("t")
+for ledger in range(int(sys.argv[4])):
+    topic.add_ledger(ledger)
+    topic.close_ledger(ledger, 1_000_000)
+cfg = CursorConfig(max_individual_ack_cache_bytes=int(sys.argv[2]), full_marker_every=4)
+curs = {n: topic.cursor(n, cfg) for n in sys.argv[3].split(",")}
+r = 0
+
+def state(cur):
+    return {"md": str(cur.mark_delete_position), "props": cur.properties,
+            "ranges": [[l, x] for l, x in cur.ledger_ranges()]}
+
+for line in sys.stdin:
+    cmd, *arg = line.split()
+    if cmd == "round":
+        r += 1
+        for cur in curs.values():
+            for ledger in range(int(sys.argv[4])):
+                cur.ack_entries(ledger, range(r * 100 + 1, r * 100 + 41, 2))
+            cur.set_property("round", r)
+        store.flush()
+        print(json.dumps({n: state(c) for n, c in curs.items()}), flush=True)
+    elif cmd == "delete":
+        topic.delete_cursor(arg[0])
+        del curs[arg[0]]
+        print("{}", flush=True)
+store.close()
+"""
+
+
+class Writer:
+    """The writer process: ``round()`` acks 20 entries of every ledger of every cursor,
+    sets the property ``round`` and flushes; returns each cursor's flushed state."""
+
+    def __init__(self, path: Path, budget: int, names: list[str]) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(path), str(budget), ",".join(names), str(LEDGERS)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self.states: dict[str, list[Any]] = {n: [] for n in names}
+
+    def _say(self, line: str) -> dict[str, Any]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+        answer = self.proc.stdout.readline()
+        assert answer, "the writer died"
+        return dict(json.loads(answer))
+
+    def round(self) -> None:
+        for name, state in self._say("round").items():
+            self.states[name].append(state)
+
+    def delete(self, name: str) -> None:
+        self._say(f"delete {name}")
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        assert self.proc.wait(timeout=60) == 0
+
+
+def _state(cur: Any) -> dict[str, Any]:
+    snap = cur.snapshot()
+    return {
+        "md": str(snap.mark_delete_position),
+        "props": snap.properties,
+        "ranges": [[ledger, [list(r) for r in ranges]] for ledger, ranges in snap.ranges],
+    }
+
+
+def _ranges(cur: Any) -> list[Any]:
+    return [[ledger, [list(r) for r in ranges]] for ledger, ranges in cur.ledger_ranges()]
+
+
+@pytest.mark.parametrize("load,budget", [("lazy", 1 << 20), ("budget", 1 << 20), ("budget", 1)])
+def test_a_reader_cursor_is_one_flushed_state_while_the_writer_flushes(tmp_path: Path, load: str, budget: int) -> None:
+    """The reader touches half the ledgers, the writer flushes, the reader reads the whole
+    cursor: each read equals one state the writer flushed, never older than the last."""
+    writer = Writer(tmp_path / "s", budget, ["c"])
+    try:
+        writer.round()
+        with AckStore.open(tmp_path / "s", readonly=True, load=load) as store:
+            cur = store.topic("t").cursor("c")
+            seen = 0
+            for _ in range(24):
+                for ledger in range(LEDGERS // 2):  # decoded (or swapped in) at this state
+                    cur.is_acked((ledger, 101))
+                writer.round()
+                flushed = [s["ranges"] for s in writer.states["c"]]
+                for got in (_ranges(cur), _state(cur)["ranges"]):
+                    assert got in flushed, "a read-only cursor mixed flushed states"
+                    at = flushed.index(got)
+                    assert at >= seen, "a reader went back to an older flush"
+                    seen = at
+                snap = _state(cur)
+                assert snap["props"] == {"round": flushed.index(snap["ranges"]) + 1}, "properties of another flush"
+                assert cur.ack_range_count == sum(len(x) for _, x in snap["ranges"])
+    finally:
+        writer.close()
+
+
+def test_dump_writes_each_cursor_as_one_flushed_state_and_skips_one_deleted_meanwhile(tmp_path: Path) -> None:
+    """The dump is pulled line by line while the writer flushes between cursors and
+    deletes a cursor after the dump listed it: every dumped cursor is one flushed state
+    (its ``round`` property names the flush its ranges come from) and the deleted one is
+    left out and named, the dump still whole."""
+    names = [f"c{i}" for i in range(6)]
+    writer = Writer(tmp_path / "s", 1 << 20, names)
+    try:
+        writer.round()
+        with AckStore.open(tmp_path / "s", readonly=True, verify="loaded") as store:
+            lines = []
+            for obj in dump_lines(store):
+                lines.append(obj)
+                if obj["type"] == "topic":
+                    writer.delete("c3")  # listed, not yet dumped
+                if obj["type"] in ("topic", "cursor"):
+                    for _ in range(3):  # flushes between a cursor's first line and its ranges
+                        writer.round()
+    finally:
+        writer.close()
+    end = lines[-1]
+    assert end["type"] == "end" and end["skipped"] == [["t", "c3"]]
+    assert end["cursors"] == 5
+    dumped: dict[str, dict[str, Any]] = {}
+    for obj in lines:
+        if obj["type"] == "cursor":
+            dumped[obj["cursor"]] = {"props": obj["properties"], "md": obj["mark_delete"], "ranges": {}}
+        elif obj["type"] == "range":
+            ledger, first = map(int, obj["first"].split(":"))
+            last = int(obj["last"].split(":")[1])
+            dumped[obj["cursor"]]["ranges"].setdefault(ledger, []).append([first, last])
+    assert sorted(dumped) == ["c0", "c1", "c2", "c4", "c5"]
+    for name, got in dumped.items():
+        state = writer.states[name][got["props"]["round"] - 1]
+        assert state["props"] == got["props"]
+        assert {ledger: ranges for ledger, ranges in state["ranges"]} == got["ranges"], (
+            f"cursor {name}: ranges of another flush than its round={got['props']['round']}"
+        )
