@@ -17,7 +17,8 @@ metasync=False``       undo the last flush (the meta page is not fsynced) but th
 
 In every mode: acks not yet flushed live only in memory and a crash loses them
 (their messages are redelivered); ``close()`` flushes, so a graceful shutdown
-loses nothing. Ledger-directory changes (``add_ledger``, ``close_ledger``,
+loses nothing (a close whose flush fails raises and leaves the store open, its state
+held, so the caller can free space and close again). Ledger-directory changes (``add_ledger``, ``close_ledger``,
 ``trim_ledgers``) and cursor creation are written when the call returns, under
 the same ``sync`` setting. LMDB's ``writemap`` is never used, so a crash of this
 process cannot scribble on the file.
@@ -142,6 +143,7 @@ class AckStore:
     #: lists itself on change; idle cursors cost a flush nothing). The store owns it.
     flush_list: dict[Cursor, Planner]
     _flusher: threading.Thread | None
+    _flush_interval: float | None
     _stop: threading.Event
     _storage: Environment
     last_flush: FlushStats | None
@@ -242,12 +244,18 @@ class AckStore:
             walk_first=verify != "loaded",
         )
         self.closed = False
+        self._flush_interval = flush_interval
         if flush_interval is not None and not readonly:
-            self._flusher = threading.Thread(
-                target=self._flush_loop, args=(float(flush_interval),), name="ackstore-flusher", daemon=True
-            )
-            self._flusher.start()
+            self._start_flusher(flush_interval)
         return self
+
+    def _start_flusher(self, interval: float | None) -> None:
+        assert interval is not None
+        self._stop = threading.Event()
+        self._flusher = threading.Thread(
+            target=self._flush_loop, args=(float(interval), self._stop), name="ackstore-flusher", daemon=True
+        )
+        self._flusher.start()
 
     @property
     def map_size(self) -> int:
@@ -587,8 +595,8 @@ class AckStore:
             )
         return self._storage.copy(target, compact)
 
-    def _flush_loop(self, interval: float) -> None:
-        while not self._stop.wait(interval):
+    def _flush_loop(self, interval: float, stop: threading.Event) -> None:
+        while not stop.wait(interval):
             try:
                 self.flush()
             except StoreClosedError:
@@ -599,18 +607,31 @@ class AckStore:
 
     # -- lifecycle ----------------------------------------------------------------------------
 
-    def close(self) -> None:
-        """Flush every dirty cursor, then close. Idempotent."""
+    def close(self, *, discard: bool = False) -> None:
+        """Flush every dirty cursor, then close. Idempotent.
+
+        If the closing flush fails (a full disk, an I/O error), it raises and the store
+        stays open with every unflushed ack and delivery count still held (the background
+        flusher, if any, keeps running): free space and call ``close()`` again, or
+        ``flush()``. ``discard=True`` closes without flushing, dropping what was not
+        flushed, as a crash would (a read-only store has nothing to flush either way).
+        """
+        if type(discard) is not bool:
+            raise InvalidTypeError(f"discard must be a bool, got {discard!r}")
         if self.closed:
             return
+        flusher = self._flusher
         self._stop.set()
-        if self._flusher is not None and self._flusher is not threading.current_thread():
-            self._flusher.join()
-        try:
-            if not self.readonly:
+        if flusher is not None and flusher is not threading.current_thread():
+            flusher.join()
+        if not self.readonly and not discard:
+            try:
                 self.flush_cursors(self._all_cursors())  # at close every cursor is visited, listed or not
-        finally:
-            self._shut()
+            except BaseException:
+                if flusher is not None:  # still open: as it was
+                    self._start_flusher(self._flush_interval)
+                raise
+        self._shut()
 
     def _shut(self) -> None:
         with self.lock:

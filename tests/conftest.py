@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +20,29 @@ def long_run(request: pytest.FixtureRequest) -> bool:
 @pytest.fixture
 def store_path(tmp_path: Path) -> Iterator[Path]:
     yield tmp_path / "store"
+
+
+@pytest.fixture
+def tmpfs(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """``tmpfs(size)`` mounts a tmpfs of ``size`` bytes in ``tmp_path`` and returns its
+    path (root only; the test is skipped where mounting is not allowed); all are
+    unmounted after the test."""
+    mounted: list[Path] = []
+
+    def mount(size: int) -> Path:
+        mnt = tmp_path / f"tmpfs{len(mounted)}"
+        mnt.mkdir()
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mnt)], capture_output=True)
+        if r.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here: {r.stderr.decode().strip()}")
+        mounted.append(mnt)
+        return mnt
+
+    try:
+        yield mount
+    finally:
+        for mnt in mounted:
+            subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
 @pytest.fixture(scope="session")
@@ -79,7 +103,9 @@ AREAS: dict[str, str] = {
     **dict.fromkeys(("metrics", "replicator", "revisions"), "dispatch"),
     **dict.fromkeys(("cli", "cli_edges", "damage_defects", "repair_tools", "salvage"), "cli"),
     **dict.fromkeys(("plots", "spark", "spark_cluster"), "spark"),
-    **dict.fromkeys(("crash", "damage_campaign", "power_cut", "readers", "reader_states", "soak"), "campaigns"),
+    **dict.fromkeys(
+        ("crash", "damage_campaign", "full_disk", "power_cut", "readers", "reader_states", "soak"), "campaigns"
+    ),
     **dict.fromkeys(("api_docs", "docs", "readme"), "docs"),
 }
 
@@ -95,6 +121,7 @@ SLOW_FILES = {
     "power_cut",
     "readers",
     "reader_states",
+    "full_disk",
     "soak",
 }
 SLOW_TESTS = {
