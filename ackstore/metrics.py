@@ -21,9 +21,9 @@ stat --prometheus`` opens every cursor of an offline store).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -161,29 +161,48 @@ class AckStoreCollector:
     def _dispatcher_metrics(self) -> Iterator[Metric]:
         if not self.dispatchers:
             return
-        checks = CounterMetricFamily(
-            "ackstore_dispatcher_pause_checks",
-            "PIP-299 checks a dispatcher made (only while pausing is on)",
-            labels=["topic", "subscription"],
-        )
-        paused = CounterMetricFamily(
-            "ackstore_dispatcher_paused_reads",
-            "Sequential reads a dispatcher paused because the ack state was too big to persist",
-            labels=["topic", "subscription"],
-        )
-        dead = CounterMetricFamily(
-            "ackstore_dispatcher_dead_lettered",
-            "Entries a dispatcher handed to its dead letter after max_deliveries deliveries",
-            labels=["topic", "subscription"],
-        )
-        for d in self.dispatchers:
-            labels = [d.cursor.topic.name, d.cursor.name]
-            checks.add_metric(labels, d.pause_checks)
-            paused.add_metric(labels, d.paused)
-            dead.add_metric(labels, d.dead_lettered)
-        yield checks
-        yield paused
-        yield dead
+        for kind, name, doc, value in _DISPATCHER_METRICS:
+            family = kind(name, doc, labels=["topic", "subscription"])
+            for d in self.dispatchers:
+                family.add_metric([d.cursor.topic.name, d.cursor.name], value(d))
+            yield family
+
+
+#: a dispatcher's metrics: family, name, help, its value
+_DISPATCHER_METRICS: tuple[
+    tuple[type[CounterMetricFamily | GaugeMetricFamily], str, str, Callable[[Any], int]], ...
+] = (
+    (
+        CounterMetricFamily,
+        "ackstore_dispatcher_pause_checks",
+        "PIP-299 checks a dispatcher made (only while pausing is on)",
+        lambda d: d.pause_checks,
+    ),
+    (
+        CounterMetricFamily,
+        "ackstore_dispatcher_paused_reads",
+        "Sequential reads a dispatcher paused because the ack state was too big to persist",
+        lambda d: d.paused,
+    ),
+    (
+        CounterMetricFamily,
+        "ackstore_dispatcher_dead_lettered",
+        "Entries a dispatcher handed to its dead letter after max_deliveries deliveries",
+        lambda d: d.dead_lettered,
+    ),
+    (
+        CounterMetricFamily,
+        "ackstore_dispatcher_dead_letter_failures",
+        "Calls of a dispatcher's dead letter that raised (the entry stays due; the next read tries again)",
+        lambda d: d.dead_letter_failures,
+    ),
+    (
+        GaugeMetricFamily,
+        "ackstore_dispatcher_dead_letter_due",
+        "Entries at max_deliveries waiting for the dead letter (a failing dead letter keeps them here)",
+        lambda d: len(d.dead),
+    ),
+)
 
 
 def _counter(name: str, doc: str, value: float) -> CounterMetricFamily:

@@ -72,6 +72,7 @@ AREAS: dict[str, str] = {
     **dict.fromkeys(
         (
             "ack_state",
+            "dead_letters",
             "delete",
             "delivery_counts",
             "errors",

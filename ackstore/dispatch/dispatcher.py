@@ -19,9 +19,15 @@ whose time has come. A position reset clears the tracker (the entries are read a
 Delivery counts: every entry handed out (sequential read, replay, redelivery) counts one
 more delivery in the cursor (``cursor.delivery_count``), persisted with the acks. With
 ``CursorConfig.max_deliveries`` set, an entry delivered that many times is not delivered
-again: the ``dead_letter`` coroutine receives it with its count and, once it returns, the
-entry is acked. A crash between the two calls ``dead_letter`` again after the restart
-(at-least-once to the dead letter). ``durable_counts=True`` flushes each read's counts
+again: it is *due* for the dead letter from the release that reaches the limit
+(``redeliver``), from a read that finds it there, or, after a restart, from the
+dispatcher's construction. The ``dead_letter`` coroutine receives each due entry with its
+count and, once it returns, the entry is acked: at once in a task when an event loop is
+running, else at the start of the next read (or ``await dispatcher.dead_letter_due()``).
+A dead letter that raises leaves the entry due (``stats()["dead_letter_due"]``, the
+error in ``last_dead_letter_error``); the next read tries it again. A crash between the
+dead letter and the ack calls ``dead_letter`` again after the restart (at-least-once to
+the dead letter). ``durable_counts=True`` flushes each read's counts
 before the entries are handed out, so a crash never loses a delivery; without it a crash
 loses the counts since the last flush.
 
@@ -33,6 +39,8 @@ pausing it would stop the acks that bring the range count back.
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -40,7 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..cursor.validate import pair as pair_of
-from ..errors import InvalidArgumentError, InvalidPositionError, InvalidTypeError
+from ..errors import InvalidArgumentError, InvalidPositionError, InvalidTypeError, UnknownLedgerError
 from ..position import Position, trusted
 from .read_loop import CursorPositions, CursorReadLoop, RevisionInProgressError
 from .reads import Entry, LedgerReader
@@ -88,11 +96,21 @@ class Dispatcher(CursorReadLoop):
                 f"cursor {cursor.name!r} has max_deliveries={cursor.config.max_deliveries}: "
                 "the Dispatcher needs a dead_letter coroutine to hand such entries to"
             )
+        if dead_letter is not None and not _is_coroutine_function(dead_letter):
+            raise InvalidTypeError(
+                f"dead_letter must be a coroutine function, async def (entry, count), got {dead_letter!r}"
+            )
         if type(durable_counts) is not bool:
             raise InvalidTypeError(f"durable_counts must be a bool, got {durable_counts!r}")
         self.dead_letter = dead_letter
         self.durable_counts = durable_counts
         self.dead_lettered = 0
+        #: entries due for the dead letter, in the order they became due (the Entry once read)
+        self.dead: dict[Position, Entry | None] = {}
+        self.dead_letter_failures = 0
+        self.last_dead_letter_error: BaseException | None = None
+        self._draining = False
+        self._drain_task: asyncio.Task[int] | None = None
         self.single_consumer = single_consumer
         self.epochs = epochs  # False only to show, in tests, what epochs prevent
         self.deliver_at = deliver_at
@@ -106,6 +124,9 @@ class Dispatcher(CursorReadLoop):
         self.paused = self.pause_checks = 0
         self._blocked = False
         self._turn = 0
+        limit = cursor.config.max_deliveries
+        if limit:  # a restart left these at the limit: due now, not after the next read finds them
+            self.dead.update((p, None) for p, n in cursor.delivery_counts().items() if n >= limit)
 
     # -- consumers ------------------------------------------------------------------------
     def add_consumer(self, name: str) -> Consumer:
@@ -134,12 +155,91 @@ class Dispatcher(CursorReadLoop):
         if type(delay) not in (int, float) or not 0 <= delay < float("inf"):
             raise InvalidArgumentError(f"delay={delay!r} is not allowed: allowed a number of seconds >= 0")
         items = [trusted(*pair_of(p)) for p in positions]
+        for p in items:
+            self._check_written(p)
+        items = [p for p in items if not self.cursor.is_acked(p)]  # acked since: nothing to deliver again
+        limit = self.cursor.config.max_deliveries
+        if limit:  # the release that reaches the limit dead-letters (Kafka share groups archive there)
+            last = [p for p in items if self.cursor.delivery_count(p) >= limit]
+            if last:
+                self.dead.update((p, None) for p in last if p not in self.dead)
+                items = [p for p in items if p not in self.dead]
+                self._drain_soon()
         if delay:
             at = self.clock() + delay
             for p in items:
                 self.delayed[p] = at
         else:
             self.replay.update(items)
+
+    def _check_written(self, p: Position) -> None:
+        """A typed error unless ``p`` is an entry the log holds (or held: an acked one)."""
+        if self.cursor.is_acked(p):
+            return
+        ledgers = [lid for lid, _ in self.cursor.topic.ledgers()]
+        if p.ledger not in ledgers:
+            raise UnknownLedgerError(f"redeliver {p}: the topic has no ledger {p.ledger} (ledgers: {ledgers})")
+        written = self.reader.written(p.ledger)
+        if not 0 <= p.entry < written:
+            raise InvalidPositionError(
+                f"redeliver {p}: entry {p.entry} was never written; allowed entries 0..{written - 1} of ledger "
+                f"{p.ledger}"
+            )
+
+    # -- dead letters -------------------------------------------------------------------------
+    async def dead_letter_due(self) -> int:
+        """Hand every entry due for the dead letter to it now, each acked once it returns;
+        returns how many. Raises what the dead letter raises: that entry and the ones after
+        it stay due. Reads do this first by themselves (logging a failure instead)."""
+        return await self._drain(raise_errors=True)
+
+    def _drain_soon(self) -> None:
+        """Dead-letter the due entries in a task when an event loop runs here (else the next read does)."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        if self._drain_task is None or self._drain_task.done():
+            self._drain_task = loop.create_task(self._drain(raise_errors=False))
+
+    async def _drain(self, raise_errors: bool) -> int:
+        if self._draining or not self.dead:
+            return 0
+        assert self.dead_letter is not None
+        self._draining = True
+        done = 0
+        try:
+            for p in list(self.dead):
+                if p not in self.dead:  # a reset dropped it meanwhile
+                    continue
+                if self.cursor.is_acked(p):  # acked since (a consumer, a cumulative ack)
+                    del self.dead[p]
+                    continue
+                entry = self.dead[p] or (await self.reader.read([p]))[0]
+                count = self.cursor.delivery_count(p)
+                try:
+                    await self.dead_letter(entry, count)
+                except Exception as exc:
+                    self.dead_letter_failures += 1
+                    self.last_dead_letter_error = exc
+                    if raise_errors:
+                        raise
+                    log.warning(
+                        "ackstore: dead letter of %s/%s %s failed (%r); %d entries stay due, the next read tries again",
+                        self.cursor.topic.name,
+                        self.cursor.name,
+                        p,
+                        exc,
+                        len(self.dead),
+                    )
+                    break
+                if self.dead.pop(p, False) is not False:  # still due: no reset dropped it meanwhile
+                    self.cursor.ack([p])
+                    self.dead_lettered += 1
+                    done += 1
+        finally:
+            self._draining = False
+        return done
 
     # -- reads ------------------------------------------------------------------------------
     async def read_more(self, n: int = 10) -> list[Entry]:
@@ -148,6 +248,7 @@ class Dispatcher(CursorReadLoop):
         self._check_count(n, "read_more")
         if self._refused():
             return []
+        await self._drain(raise_errors=False)
         if self._pause_for_ack_state():
             self.paused += 1
             return []
@@ -185,11 +286,13 @@ class Dispatcher(CursorReadLoop):
         self._check_count(n, "replay_read")
         if self._refused():
             return []
+        await self._drain(raise_errors=False)
         now = self.clock()
         for p in [p for p, at in self.delayed.items() if at <= now]:
             del self.delayed[p]
             self.replay.add(p)
-        positions = sorted(p for p in self.replay if not self.cursor.is_acked(p))[:n]
+        self.replay.difference_update([p for p in self.replay if p in self.dead or self.cursor.is_acked(p)])
+        positions = sorted(self.replay)[:n]
         epoch = self.epoch
         done = await self._read(positions)
         if done is None:
@@ -201,20 +304,15 @@ class Dispatcher(CursorReadLoop):
         """Dead-letter the entries delivered ``max_deliveries`` times, count one more delivery
         of the others that are due, and hand those out; returns them."""
         limit = self.cursor.config.max_deliveries
-        dead: list[tuple[Entry, int]] = []
         if limit:
             counted = [(e, self.cursor.delivery_count(e.position)) for e in entries]
-            dead = [(e, n) for e, n in counted if n >= limit]
+            self.dead.update((e.position, e) for e, n in counted if n >= limit)
             entries = [e for e, n in counted if n < limit]
         due = self._due(entries)
         if due:
             self.cursor.record_deliveries([e.position for e in due], durable=self.durable_counts)
         handed = self._deliver(due, epoch)
-        for entry, count in dead:
-            assert self.dead_letter is not None
-            await self.dead_letter(entry, count)
-            self.cursor.ack([entry.position])
-            self.dead_lettered += 1
+        await self._drain(raise_errors=False)
         return handed
 
     def _due(self, entries: list[Entry]) -> list[Entry]:
@@ -243,6 +341,7 @@ class Dispatcher(CursorReadLoop):
 
     # -- position resets (PIP-269) -----------------------------------------------------------
     def _clear_side_state(self) -> None:
+        self.dead.clear()  # a reset drops the counts: nothing is at the limit any more
         self.replay.clear()
         self.recently_joined.clear()
         self.delayed.clear()
@@ -390,4 +489,13 @@ class Dispatcher(CursorReadLoop):
             "replay_queue": len(self.replay),
             "delayed": len(self.delayed),
             "dead_lettered": self.dead_lettered,
+            "dead_letter_due": len(self.dead),
+            "dead_letter_failures": self.dead_letter_failures,
         }
+
+
+def _is_coroutine_function(fn: object) -> bool:
+    """``fn`` is an ``async def`` (a function, bound method, partial of one, or an object whose
+    ``__call__`` is one)."""
+    call = next((k.__dict__["__call__"] for k in type(fn).__mro__ if "__call__" in k.__dict__), None)
+    return inspect.iscoroutinefunction(fn) or (call is not None and inspect.iscoroutinefunction(call))

@@ -1,0 +1,176 @@
+"""Dead letters that never strand an entry: a dead letter that fails leaves its entry due
+and the next read tries again; the release that reaches ``max_deliveries`` dead-letters
+(not the next read); a restart's entries at the limit are due from construction; a
+``dead_letter`` that is not a coroutine function, or a redelivery of a position the log
+never had, is refused where it is given."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from pathlib import Path
+
+import pytest
+
+from ackstore import (
+    AckStore,
+    CursorConfig,
+    Dispatcher,
+    InMemoryLedgerReader,
+    InvalidPositionError,
+    InvalidTypeError,
+    Position,
+    UnknownLedgerError,
+)
+from ackstore.dispatch.reads import Entry
+
+T = "persistent://t/ns/dead"
+P = Position
+
+
+class DeadLetterTopic:
+    """A dead-letter topic that is down for its first ``down`` calls."""
+
+    def __init__(self, down: int = 0) -> None:
+        self.down = down
+        self.calls = 0
+        self.received: list[tuple[Position, int]] = []
+
+    async def send(self, entry: Entry, count: int) -> None:
+        self.calls += 1
+        if self.calls <= self.down:
+            raise ConnectionError("dead-letter topic is down")
+        self.received.append((entry.position, count))
+
+
+def _store(path: Path, limit: int = 2):  # type: ignore[no-untyped-def]
+    store = AckStore.open(path)
+    topic = store.topic(T)
+    if not topic.ledgers():
+        topic.add_ledger(1)
+        topic.close_ledger(1, 20)
+        topic.add_ledger(2)
+    return store, topic, topic.cursor("c", CursorConfig(max_deliveries=limit))
+
+
+def _scrape(store: AckStore, d: Dispatcher) -> str:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from ackstore.metrics import AckStoreCollector
+
+    registry = CollectorRegistry()
+    registry.register(AckStoreCollector(store, dispatchers=[d]))
+    return generate_latest(registry).decode()
+
+
+def _fail_all(d: Dispatcher, entries: list[Entry]) -> None:
+    d.redeliver([e.position for e in entries])  # a consumer that fails on every entry
+
+
+def test_a_dead_letter_that_fails_leaves_its_entries_due_and_the_next_read_tries_again(store_path: Path) -> None:
+    store, topic, cur = _store(store_path, limit=2)
+    with store:
+        dlq = DeadLetterTopic(down=1)
+        d = Dispatcher(cur, InMemoryLedgerReader(topic), dead_letter=dlq.send)
+        first = asyncio.run(d.read_more(3))  # delivery 1 of 1:0..1:2
+        _fail_all(d, first)
+        second = asyncio.run(d.replay_read(3))  # delivery 2: the limit
+        assert [e.position for e in second] == [P(1, 0), P(1, 1), P(1, 2)]
+        _fail_all(d, second)  # the release that reaches the limit: all three due
+        assert d.stats()["dead_letter_due"] == 3 and d.stats()["replay_queue"] == 0
+        assert asyncio.run(d.replay_read(3)) == []  # the dead letter is down: the first one fails
+        assert dlq.calls == 1 and isinstance(d.last_dead_letter_error, ConnectionError)
+        assert d.stats()["dead_letter_due"] == 3 and d.stats()["dead_letter_failures"] == 1
+        assert not any(cur.is_acked(P(1, e)) for e in range(3))
+        scrape = _scrape(store, d)
+        assert "ackstore_dispatcher_dead_letter_due{" in scrape and "} 3.0" in scrape.split("dead_letter_due{")[1]
+        assert "} 1.0" in scrape.split("ackstore_dispatcher_dead_letter_failures_total{")[1]
+        asyncio.run(d.read_more(2))  # the next read tries again: every due entry goes
+        assert dlq.received == [(P(1, 0), 2), (P(1, 1), 2), (P(1, 2), 2)]
+        assert all(cur.is_acked(P(1, e)) for e in range(3)) and cur.mark_delete_position == P(1, 2)
+        assert d.stats()["dead_letter_due"] == 0 and d.stats()["dead_lettered"] == 3
+
+
+def test_dead_letter_due_raises_what_the_dead_letter_raises_and_keeps_the_entry(store_path: Path) -> None:
+    store, topic, cur = _store(store_path, limit=1)
+    with store:
+        dlq = DeadLetterTopic(down=1)
+        d = Dispatcher(cur, InMemoryLedgerReader(topic), dead_letter=dlq.send)
+        _fail_all(d, asyncio.run(d.read_more(1)))
+        with pytest.raises(ConnectionError):
+            asyncio.run(d.dead_letter_due())
+        assert not cur.is_acked(P(1, 0)) and d.stats()["dead_letter_due"] == 1
+        assert asyncio.run(d.dead_letter_due()) == 1
+        assert cur.is_acked(P(1, 0)) and dlq.received == [(P(1, 0), 1)]
+
+
+def test_the_release_that_reaches_the_limit_dead_letters_without_a_read(store_path: Path) -> None:
+    """Inside a running event loop the negative ack that reaches the limit hands the
+    entry to the dead letter at once: the backlog, mark-delete and stats are right
+    before anything reads again."""
+    store, topic, cur = _store(store_path, limit=1)
+    with store:
+        dlq = DeadLetterTopic()
+        d = Dispatcher(cur, InMemoryLedgerReader(topic), dead_letter=dlq.send)
+
+        async def consume() -> None:
+            entries = await d.read_more(1)
+            assert [e.position for e in entries] == [P(1, 0)]
+            d.redeliver([P(1, 0)])
+            for _ in range(5):  # the dead letter's task runs; nothing reads
+                await asyncio.sleep(0)
+
+        asyncio.run(consume())
+        assert dlq.received == [(P(1, 0), 1)]
+        assert cur.is_acked(P(1, 0)) and cur.mark_delete_position == P(1, 0)
+        assert d.stats()["dead_lettered"] == 1 and d.stats()["dead_letter_due"] == 0
+
+
+def test_a_restart_leaves_no_poison_entry_in_the_backlog(store_path: Path) -> None:
+    store, topic, cur = _store(store_path, limit=2)
+    with store:
+        d = Dispatcher(cur, InMemoryLedgerReader(topic), dead_letter=DeadLetterTopic().send)
+        _fail_all(d, asyncio.run(d.read_more(1)))
+        assert [e.position for e in asyncio.run(d.replay_read(1))] == [P(1, 0)]  # delivery 2: the limit
+    # the consumer died holding it: its count (2, the limit) is persisted, no release came
+    store, topic, cur = _store(store_path, limit=2)
+    with store:
+        dlq = DeadLetterTopic()
+        d = Dispatcher(cur, InMemoryLedgerReader(topic), dead_letter=dlq.send)
+        assert d.stats()["dead_letter_due"] == 1  # due from construction, before any read
+        assert asyncio.run(d.dead_letter_due()) == 1
+        assert dlq.received == [(P(1, 0), 2)] and cur.is_acked(P(1, 0))
+
+
+def test_dead_letter_must_be_a_coroutine_function(store_path: Path) -> None:
+    store, topic, cur = _store(store_path)
+    with store:
+        reader = InMemoryLedgerReader(topic)
+        for bad in (lambda e, n: None, 42, print):
+            with pytest.raises(InvalidTypeError, match="dead_letter must be a coroutine function"):
+                Dispatcher(cur, reader, dead_letter=bad)  # type: ignore[arg-type]
+
+        async def send(entry: Entry, count: int, where: str) -> None:
+            return None
+
+        class Sender:
+            async def __call__(self, entry: Entry, count: int) -> None:
+                return None
+
+        for good in (DeadLetterTopic().send, functools.partial(send, where="dlq"), Sender()):
+            Dispatcher(cur, reader, dead_letter=good)
+
+
+def test_redeliver_refuses_a_position_the_log_never_had(store_path: Path) -> None:
+    store, topic, cur = _store(store_path, limit=3)
+    with store:
+        d = Dispatcher(cur, InMemoryLedgerReader(topic), dead_letter=DeadLetterTopic().send)
+        with pytest.raises(InvalidPositionError, match="redeliver 1:21: entry 21 was never written"):
+            d.redeliver([P(1, 21)])
+        with pytest.raises(UnknownLedgerError, match="no ledger 9"):
+            d.redeliver([P(9, 0)])
+        with pytest.raises(InvalidPositionError):
+            d.redeliver([P(1, 3), P(1, 20)])  # one bad position queues none
+        assert d.stats()["replay_queue"] == 0
+        d.redeliver([P(1, 3)])
+        assert [e.position for e in asyncio.run(d.replay_read(5))] == [P(1, 3)]
