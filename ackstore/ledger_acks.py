@@ -201,6 +201,30 @@ class LedgerAcks:
         copy.counts_added = {}
         return copy
 
+    def prefix(self, runs: int) -> LedgerAcks:
+        """A new state holding this one's lowest ``runs`` runs of acked entries (``runs`` >= 1,
+        fewer than it holds) and the partial batches and counts below the last of them's end
+        (what a PIP-299 truncated marker persists of the ledger the cap cuts through).
+
+        Time and memory as the prefix's containers, whatever the bitmap holds above it: a
+        window from the lowest entry grows (doubling) until the ``runs``-th run ends inside
+        it; the whole bitmap is never copied and no list of ranges is made."""
+        bm = self.bitmap
+        low, last, span = bm.min(), bm.max(), 1 << 16
+        while True:
+            stop = min(low + span, last + 1)
+            part = bm & BitMap(range(low, stop))
+            if stop > last or count_runs(part) > runs:  # the runs-th run ended inside the window
+                break
+            span *= 2
+        cut = int((part - part.shift(-1))[runs - 1])  # the runs' ends, one select
+        part.remove_range(cut + 1, 1 << 32)
+        return LedgerAcks(
+            part,
+            {e: b for e, b in self.batches.items() if e < cut},
+            {e: n for e, n in self.counts.items() if e < cut},
+        )
+
     def ranges(self) -> list[tuple[int, int]]:
         """Inclusive ``(first, last)`` entry runs, ascending. O(runs)."""
         bm = self.bitmap

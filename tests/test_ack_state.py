@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from typing import Literal, overload
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from pyroaring import BitMap
 
 from ackstore import AckStoreError, Position
 from ackstore.cursor.state import AckState
@@ -190,3 +191,29 @@ def test_unacked_entries_hop_over_acked_runs(acked: list[int], md: int, start: i
             e for e in range(start, stop) if (ledger, e) > tuple(state.md) and not (la is not None and e in la.bitmap)
         ][:n]
         assert state.unacked_entries(ledger, start, stop, n) == expect
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 400_000), st.integers(1, 70_000)), min_size=2, max_size=30),
+    st.data(),
+)
+@settings(max_examples=150, deadline=None)
+def test_prefix_keeps_exactly_the_lowest_runs_and_what_lies_below_them(spans, data) -> None:  # type: ignore[no-untyped-def]
+    """``LedgerAcks.prefix`` against its naive definition: the lowest k runs (from a list of
+    every range), batches and counts below the k-th run's end; runs spanning containers."""
+    bm = BitMap()
+    for start, length in spans:
+        bm.add_range(start, start + length)
+    la = LedgerAcks(bm)
+    ranges = la.ranges()
+    assume(len(ranges) >= 2)
+    k = data.draw(st.integers(1, len(ranges) - 1))
+    holes = [e for e in range(0, 500_000, 997) if e not in bm][:40]
+    la.batches = {e: (4, 0b11) for e in holes[::2]}
+    la.counts = {e: 2 for e in holes[1::2]}
+    part = la.prefix(k)
+    cut = ranges[k - 1][1]
+    assert part.ranges() == ranges[:k] and part.runs == k
+    assert part.batches == {e: b for e, b in la.batches.items() if e < cut}
+    assert part.counts == {e: n for e, n in la.counts.items() if e < cut}
+    assert la.ranges() == ranges, "prefix changed the ledger it was taken from"

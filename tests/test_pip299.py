@@ -114,3 +114,36 @@ def test_update_config_rejects_bad_values(store_path: Path) -> None:
         with pytest.raises(InvalidArgumentError, match="unknown CursorConfig fields"):
             cur.update_config(nope=1)
         assert cur.config == CursorConfig()
+
+
+HUGE = r"""
+import resource, sys
+from ackstore import AckStore, CursorConfig
+resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))  # the old flush needed ~9 GB here
+with AckStore.open(sys.argv[1], sync=False) as store:
+    topic = store.topic("t")
+    topic.add_ledger(2)
+    cur = topic.cursor("c", CursorConfig(max_unacked_ranges_to_persist=10_000))
+    cur.ack_entries(2, range(0, 2**27, 2))  # 67M ranges, a 16 MB bitmap, accepted at once
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    store.flush()
+    print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024)
+"""
+
+
+def test_a_capped_flush_of_a_huge_stride_takes_memory_as_what_it_writes(tmp_path: Path) -> None:
+    """Millions of ranges in one ledger over the PIP-299 cap: the flush cuts the lowest
+    10,000 from a prefix of the bitmap (it made a list of every range: ~135 B each, the
+    OOM killer's at 2**31 entries)."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-c", HUGE, str(tmp_path / "s")], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert int(r.stdout) < 64 << 20, f"the flush grew the process by {int(r.stdout):,} bytes"
+    with AckStore.open(tmp_path / "s", readonly=True) as store:
+        cur = store.topic("t").cursor("c")
+        assert cur.ack_range_count == 10_000
+        assert cur.mark_delete_position == Position(2, 0)  # entry 0 moved it at the ack
+        assert list(cur.ack_ranges())[-1] == (Position(2, 20_000), Position(2, 20_000))
+        assert cur.is_acked(Position(2, 20_000)) and not cur.is_acked(Position(2, 20_002))

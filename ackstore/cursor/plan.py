@@ -449,13 +449,7 @@ class Planner:
                 continue
             whole = pages.peek(ledger)
             assert whole is not None
-            cut = whole.ranges()[left - 1][1]
-            part = LedgerAcks(
-                BitMap(whole.bitmap),
-                {e: b for e, b in whole.batches.items() if e < cut},
-                {e: n for e, n in whole.counts.items() if e < cut},
-            )
-            part.drop_from(cut + 1)
+            part = whole.prefix(left)  # memory as what it writes, whatever the ledger holds above
             seq = chain.alloc()
             records.append((seq, ledger, part))
             index[ledger] = IndexEntry(seq, part.runs)
