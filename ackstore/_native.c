@@ -390,15 +390,32 @@ static PyObject *problem(Py_ssize_t i, const char *what, PyObject *value, PyObje
     return Py_BuildValue("((nsN)O[][])", i, what, value, specials);
 }
 
-/* scan_page(buf, off, n, upper, psize, leaf, integer_keys, all_special): pure_codecs.scan_page. */
+/* one node's extent in its page, for the tiling check (sorted by ptr, then size, then index) */
+typedef struct {
+    Py_ssize_t ptr, size, i;
+} extent;
+
+static int extent_cmp(const void *a, const void *b) {
+    const extent *x = a, *y = b;
+    if (x->ptr != y->ptr) return x->ptr < y->ptr ? -1 : 1;
+    if (x->size != y->size) return x->size < y->size ? -1 : 1;
+    return x->i < y->i ? -1 : x->i > y->i;
+}
+
+/* scan_page(buf, off, n, upper, psize, leaf, integer_keys, all_special[, kmin, kmax, allowed, required]):
+ * pure_codecs.scan_page. */
 static PyObject *scan_page(PyObject *self, PyObject *args) {
     Py_buffer raw;
-    Py_ssize_t off, n, upper, psize;
+    Py_ssize_t off, n, upper, psize, kmin = 0, kmax = 0xFFFF;
     int leaf, integer_keys, all_special;
-    if (!PyArg_ParseTuple(args, "y*nnnnppp", &raw, &off, &n, &upper, &psize, &leaf, &integer_keys, &all_special))
+    unsigned int allowed = 0xFFFF, required = 0;
+    if (!PyArg_ParseTuple(args, "y*nnnnppp|nnII", &raw, &off, &n, &upper, &psize, &leaf, &integer_keys, &all_special,
+                          &kmin, &kmax, &allowed, &required))
         return NULL;
     PyObject *result = NULL, *specials = PyList_New(0), *keys = PyList_New(0), *children = PyList_New(0);
     Py_ssize_t *kpos = NULL, *klen = NULL;
+    extent *ext = NULL;
+    Py_ssize_t next = 0;
     if (specials == NULL || keys == NULL || children == NULL) goto done;
     if (off < 0 || n < 0 || psize < 24 || off > raw.len - psize || 16 + 2 * n > psize) {
         PyErr_SetString(PyExc_ValueError, "a page outside the buffer");
@@ -407,7 +424,8 @@ static PyObject *scan_page(PyObject *self, PyObject *args) {
     const unsigned char *pg = (const unsigned char *)raw.buf + off;
     kpos = PyMem_Malloc((n ? n : 1) * sizeof(Py_ssize_t));
     klen = PyMem_Malloc((n ? n : 1) * sizeof(Py_ssize_t));
-    if (kpos == NULL || klen == NULL) { PyErr_NoMemory(); goto done; }
+    ext = PyMem_Malloc((n ? n : 1) * sizeof(extent));
+    if (kpos == NULL || klen == NULL || ext == NULL) { PyErr_NoMemory(); goto done; }
     for (Py_ssize_t i = 0; i < n; i++) {
         Py_ssize_t ptr = get16(pg + 16 + 2 * i);
         if (ptr < upper || ptr > psize - 8) {
@@ -421,9 +439,14 @@ static PyObject *scan_page(PyObject *self, PyObject *args) {
             result = problem(i, "key", PyLong_FromSsize_t(ksize), specials);
             goto done;
         }
+        if ((ksize < kmin || ksize > kmax) && (leaf || i > 0)) {
+            result = problem(i, "ksize", PyLong_FromSsize_t(ksize), specials);
+            goto done;
+        }
         kpos[i] = ptr + 8;
         klen[i] = ksize;
         if (!leaf) {
+            ext[next++] = (extent){ptr, 8 + ksize, i};
             PyObject *key = PyBytes_FromStringAndSize((const char *)node + 8, ksize);
             if (key == NULL || PyList_Append(keys, key) < 0) { Py_XDECREF(key); goto done; }
             Py_DECREF(key);
@@ -432,6 +455,10 @@ static PyObject *scan_page(PyObject *self, PyObject *args) {
             if (child == NULL || PyList_Append(children, child) < 0) { Py_XDECREF(child); goto done; }
             Py_DECREF(child);
             continue;
+        }
+        if ((nflags & ~allowed) || (nflags & required) != required) {
+            result = problem(i, "flags", PyLong_FromUnsignedLong(nflags), specials);
+            goto done;
         }
         Py_ssize_t dsize = (Py_ssize_t)(lo | hi << 16);
         if ((nflags & 0x07) || all_special) {
@@ -442,6 +469,21 @@ static PyObject *scan_page(PyObject *self, PyObject *args) {
             result = problem(i, "data", PyLong_FromSsize_t(dsize), specials);
             goto done;
         }
+        ext[next++] = (extent){ptr, 8 + ksize + ((nflags & 0x01) ? 8 : dsize), i};
+    }
+    /* the nodes tile the node area: LMDB packs them, each rounded up to an even size */
+    qsort(ext, (size_t)next, sizeof(extent), extent_cmp);
+    Py_ssize_t at = upper;
+    for (Py_ssize_t k = 0; k < next; k++) {
+        if (ext[k].ptr != at) {
+            result = problem(ext[k].i, "extent", PyLong_FromSsize_t(ext[k].ptr), specials);
+            goto done;
+        }
+        at = ext[k].ptr + ext[k].size + (ext[k].size & 1);
+    }
+    if (next && at != psize) {
+        result = problem(ext[next - 1].i, "extent", PyLong_FromSsize_t(ext[next - 1].ptr), specials);
+        goto done;
     }
     for (Py_ssize_t i = leaf ? 1 : 2; i < n; i++) {
         const unsigned char *x = pg + kpos[i - 1], *y = pg + kpos[i];
@@ -464,6 +506,7 @@ static PyObject *scan_page(PyObject *self, PyObject *args) {
 done:
     PyMem_Free(kpos);
     PyMem_Free(klen);
+    PyMem_Free(ext);
     Py_XDECREF(specials);
     Py_XDECREF(keys);
     Py_XDECREF(children);

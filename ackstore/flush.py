@@ -3,6 +3,7 @@ flushes since open add up to (:class:`FlushTotals`). :meth:`AckStore.flush` runs
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from bisect import bisect_left
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
     from .topic import Topic
 
 __all__ = ["CHUNK", "FlushJob", "FlushTotals", "GroupFlush"]
+
+log = logging.getLogger("ackstore")
 
 #: cursors taken (under the store lock) and encoded (outside it) at a time: acks wait for
 #: one chunk's take at most, not for the whole flush's, and a chunk's plans are still in
@@ -62,6 +65,10 @@ class FlushJob:
     failed: Cursor | None = None
     puts: list[tuple[bytes, bytes]] = field(default_factory=list)
     trims: list[AnyPlan] = field(default_factory=list)
+    #: the plan whose trim raised in the last run of :meth:`write` (None: none did)
+    trim_failed: AnyPlan | None = None
+    #: cursor ids whose garbage this flush leaves untrimmed (their trim failed once)
+    untrimmed: set[int] = field(default_factory=set)
     ledger_records: int = 0
     full_markers: int = 0
     nbytes: int = 0
@@ -80,8 +87,15 @@ class FlushJob:
         c = txn.cursor(db=self.log_db)
         c.putmulti(self.puts)
         trimmed = 0
+        self.trim_failed = None
         for plan in self.trims:  # with the same LMDB cursor
-            trimmed += trim_records(c, plan.cursor_id, plan.gc_below, plan.gc_live)
+            if plan.cursor_id in self.untrimmed:
+                continue
+            try:
+                trimmed += trim_records(c, plan.cursor_id, plan.gc_below, plan.gc_live)
+            except lmdb.Error:
+                self.trim_failed = plan  # one cursor's records: the flush can go on without this trim
+                raise
         return trimmed
 
 
@@ -129,7 +143,7 @@ class GroupFlush:
                     job.encode()  # 2. outside the store lock: acks go on meanwhile
                 if not job.plans and not job.confirms:
                     return FlushStats(0, 0, 0, 0, 0, 0, time.perf_counter() - started, 0)
-                trimmed = self.store.storage.write(job.write)  # 3. one write transaction for all
+                trimmed = self._write(job)  # 3. one write transaction for all
             except BaseException as exc:
                 self._abort(job, exc)  # every plan's state pending again; names what failed
                 raise
@@ -187,6 +201,32 @@ class GroupFlush:
             for cur in idle:  # no plan, yet something waits (never seen; kept listed to be sure)
                 if cur.pending:
                     listed[cur] = cur.planner
+
+    def _write(self, job: FlushJob) -> int:
+        """Step 3: the job's write transaction. A trim that LMDB refuses (a damaged node
+        among a cursor's old records: ``mdb_cursor_del`` raised) fails that cursor's trim
+        only: the transaction runs again without it, so every cursor's records and marker
+        are still written (that cursor's old records stay until ``ackstore check`` or
+        ``salvage`` deals with the damage, which a WARNING names)."""
+        while True:
+            try:
+                return self.store.storage.write(job.write)
+            except StoreError:
+                plan = job.trim_failed
+                if plan is None or plan.cursor_id in job.untrimmed:
+                    raise
+                job.untrimmed.add(plan.cursor_id)
+                cur = job.cursors[job.plans.index(plan)]
+                log.warning(
+                    "ackstore: the old records of cursor %s/%s (id %d) below record %d cannot be trimmed: LMDB "
+                    "refused to delete one (a damaged node); its state is flushed, its old records stay. Run "
+                    "'ackstore check' on %s",
+                    cur.topic.name,
+                    cur.name,
+                    plan.cursor_id,
+                    plan.gc_below,
+                    self.store.path,
+                )
 
     def _abort(self, job: FlushJob, exc: BaseException) -> None:
         """The one rollback path: every plan of ``job`` gives its cursor its pending state

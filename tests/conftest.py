@@ -102,7 +102,7 @@ AREAS: dict[str, str] = {
         "storage",
     ),
     **dict.fromkeys(("metrics", "replicator", "revisions"), "dispatch"),
-    **dict.fromkeys(("cli", "cli_edges", "damage_defects", "repair_tools", "salvage"), "cli"),
+    **dict.fromkeys(("cli", "cli_edges", "damage_defects", "node_damage", "repair_tools", "salvage"), "cli"),
     **dict.fromkeys(("plots", "spark", "spark_cluster"), "spark"),
     **dict.fromkeys(
         ("crash", "damage_campaign", "full_disk", "power_cut", "readers", "reader_states", "soak"), "campaigns"

@@ -102,3 +102,53 @@ def put_ledger_count(path: Path, topic_id: int, ledger: int, count: int) -> None
             catalog.put_ledger(txn, topic_id, ledger, count)
     finally:
         env.close()
+
+
+def node_offset(path: Path, seq: int, cursor_id: int = 0) -> int:
+    """The file offset of the LMDB node header (``lo u16, hi u16, flags u16, ksize u16``) of
+    record ``seq`` in its live leaf page of the log tree (LookupError: no such node)."""
+    import struct
+
+    from ackstore.storage.lmdb_file import data_file, survey, tree_name
+
+    sv = survey(path)
+    assert sv.meta is not None and not sv.problems, sv.problems
+    psize, raw, key = sv.meta.page_size, data_file(path).read_bytes(), log_key(cursor_id, seq)
+    for pgno, tree in sv.leaf_tree.items():
+        if tree != tree_name(b"log"):
+            continue
+        off = pgno * psize
+        (lower,) = struct.unpack_from("<H", raw, off + 12)
+        for i in range((lower - 16) // 2):
+            (ptr,) = struct.unpack_from("<H", raw, off + 16 + 2 * i)
+            (ksize,) = struct.unpack_from("<H", raw, off + ptr + 6)
+            if raw[off + ptr + 8 : off + ptr + 8 + ksize] == key:
+                return off + ptr
+    raise LookupError(f"no live node holds record {seq} of cursor {cursor_id}")
+
+
+def patch_node(
+    path: Path,
+    seq: int,
+    cursor_id: int = 0,
+    *,
+    flags: int | None = None,
+    ksize: int | None = None,
+    dsize: int | None = None,
+) -> None:
+    """Change the node header of record ``seq`` in the file, as damage would: its flags, its
+    key size, its data size (``lo | hi << 16``)."""
+    import struct
+
+    from ackstore.storage.lmdb_file import data_file
+
+    at = node_offset(path, seq, cursor_id)
+    with open(data_file(path), "r+b") as fh:
+        fh.seek(at)
+        lo, hi, old_flags, old_ksize = struct.unpack("<HHHH", fh.read(8))
+        if dsize is not None:
+            lo, hi = dsize & 0xFFFF, dsize >> 16
+        fh.seek(at)
+        fh.write(
+            struct.pack("<HHHH", lo, hi, old_flags if flags is None else flags, old_ksize if ksize is None else ksize)
+        )

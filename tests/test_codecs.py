@@ -382,10 +382,13 @@ def test_the_page_scan_gives_the_same_outcome_everywhere(tmp_path: Path) -> None
             continue
         for leaf in (True, False):
             for flags in ((False, False), (True, True), (False, True)):
-                kind, out = _same_everywhere("scan_page", bytes(page), 0, (lower - 16) // 2, upper, psize, leaf, *flags)
-                assert kind == "ok"
-                found.add(out[0][1] if out[0] else None)  # type: ignore[index]
-    assert found >= {None, "offset", "key", "order"}, found  # healthy pages and each kind of damage
+                for rules in ((), (16, 16, 1, 0), (1, 511, 2, 2), (9, 511, 1, 0)):
+                    n = (lower - 16) // 2
+                    kind, out = _same_everywhere("scan_page", bytes(page), 0, n, upper, psize, leaf, *flags, *rules)
+                    assert kind == "ok"
+                    found.add(out[0][1] if out[0] else None)  # type: ignore[index]
+    # healthy pages and each kind of damage
+    assert found >= {None, "offset", "key", "order", "ksize", "flags", "extent"}, found
     assert _same_everywhere("scan_page", bytes(100), 0, 1, 20, 4096, True, False, False) == (
         "error",
         "a page outside the buffer",

@@ -165,9 +165,9 @@ def test_redeliver_refuses_a_position_the_log_never_had(store_path: Path) -> Non
     store, topic, cur = _store(store_path, limit=3)
     with store:
         d = Dispatcher(cur, InMemoryLedgerReader(topic), dead_letter=DeadLetterTopic().send)
-        with pytest.raises(InvalidPositionError, match="redeliver 1:21: entry 21 was never written"):
+        with pytest.raises(InvalidPositionError, match=r"position 1:21 is outside ledger 1: allowed entries 0\.\.19"):
             d.redeliver([P(1, 21)])
-        with pytest.raises(UnknownLedgerError, match="no ledger 9"):
+        with pytest.raises(UnknownLedgerError, match="ledger 9 is not in topic"):
             d.redeliver([P(9, 0)])
         with pytest.raises(InvalidPositionError):
             d.redeliver([P(1, 3), P(1, 20)])  # one bad position queues none

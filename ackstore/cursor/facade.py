@@ -576,6 +576,15 @@ class Cursor(StoreSide):
                 self._state.check_batch_target(pair(position), *batch)
             return target
 
+    def check_position(self, position: Any) -> None:
+        """Raise a typed error unless ``position`` is an entry the topic's ledgers allow (a
+        ledger the topic has, within its sealed end or its open bound): the rule acks and
+        delivery counts follow (the read path checks a redelivery with it)."""
+        ledger, entry = pair(position)
+        with self._lock:
+            self._open()
+            self._state.check_entry(ledger, entry)
+
     def clamp_reset_target(self, position: Any) -> Position:
         """Where a reset to ``position`` goes by Pulsar's rule (the next valid position:
         before the first ledger the earliest, past the last entry the latest)."""

@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..cursor.validate import pair as pair_of
-from ..errors import InvalidArgumentError, InvalidPositionError, InvalidTypeError, UnknownLedgerError
+from ..errors import InvalidArgumentError, InvalidPositionError, InvalidTypeError
 from ..position import Position, trusted
 from .read_loop import CursorPositions, CursorReadLoop, RevisionInProgressError
 from .reads import Entry, LedgerReader
@@ -155,9 +155,9 @@ class Dispatcher(CursorReadLoop):
         if type(delay) not in (int, float) or not 0 <= delay < float("inf"):
             raise InvalidArgumentError(f"delay={delay!r} is not allowed: allowed a number of seconds >= 0")
         items = [trusted(*pair_of(p)) for p in positions]
-        for p in items:
-            self._check_written(p)
-        items = [p for p in items if not self.cursor.is_acked(p)]  # acked since: nothing to deliver again
+        items = [p for p in items if not self.cursor.is_acked(p)]  # acked: nothing to deliver again
+        for p in items:  # a position the log never had raises here, typed, before anything is queued
+            self.cursor.check_position(p)
         limit = self.cursor.config.max_deliveries
         if limit:  # the release that reaches the limit dead-letters (Kafka share groups archive there)
             last = [p for p in items if self.cursor.delivery_count(p) >= limit]
@@ -171,20 +171,6 @@ class Dispatcher(CursorReadLoop):
                 self.delayed[p] = at
         else:
             self.replay.update(items)
-
-    def _check_written(self, p: Position) -> None:
-        """A typed error unless ``p`` is an entry the log holds (or held: an acked one)."""
-        if self.cursor.is_acked(p):
-            return
-        ledgers = [lid for lid, _ in self.cursor.topic.ledgers()]
-        if p.ledger not in ledgers:
-            raise UnknownLedgerError(f"redeliver {p}: the topic has no ledger {p.ledger} (ledgers: {ledgers})")
-        written = self.reader.written(p.ledger)
-        if not 0 <= p.entry < written:
-            raise InvalidPositionError(
-                f"redeliver {p}: entry {p.entry} was never written; allowed entries 0..{written - 1} of ledger "
-                f"{p.ledger}"
-            )
 
     # -- dead letters -------------------------------------------------------------------------
     async def dead_letter_due(self) -> int:

@@ -68,6 +68,15 @@ INVALID_PGNO = (1 << 64) - 1
 FREE_TREE = "free list"
 MAIN_TREE = "main tree"
 
+#: what each tree's nodes may hold, as ackstore writes them: ``(shortest key, longest key,
+#: leaf flags allowed, leaf flags required)``. The free list's keys are transaction ids;
+#: the main tree holds only the named databases' records; the log's keys are ``(cursor id,
+#: sequence)``, a ledger-directory key ``(topic id, ledger)``, a cursor key a topic id and a
+#: name; only a value too big for its page goes to overflow pages. Anything else is damage.
+_TREE_RULES: dict[str, tuple[int, int, int, int]] = {}
+#: a tree ackstore does not know (another program's database): any LMDB key, no duplicates
+_ANY_TREE = (1, 511, F_BIGDATA | F_SUBDATA, 0)
+
 _HEADER = struct.Struct("<QHHHH")
 _NODE = struct.Struct("<HHHH")
 _DB = struct.Struct("<IHHQQQQQ")
@@ -325,7 +334,15 @@ class _Walker:
         leaf = kind == P_LEAF
         # the hot loop (every node of every page) is compiled where it can be: codecs.scan_page
         problem, specials, keys, children = scan_page(
-            self.mm, off, n, upper, self.psize, leaf, integer_keys, self.free is not None and name == FREE_TREE
+            self.mm,
+            off,
+            n,
+            upper,
+            self.psize,
+            leaf,
+            integer_keys,
+            (self.free is not None and name == FREE_TREE) or name == MAIN_TREE,
+            *_TREE_RULES.get(name, _ANY_TREE),
         )
         for i, nflags, key, kend, dsize in specials:  # the nodes before any problem, in order
             if not self.special(where, i, nflags, key, off + kend, kend, dsize, collect, name, counts):
@@ -392,6 +409,9 @@ class _Walker:
             return False
         if self.free is not None and name == FREE_TREE:
             self.free_list(data, dsize, where)
+        elif name == MAIN_TREE and key in OWN_DATABASES and not nflags & F_SUBDATA:
+            self.problems.append(f"{where}: node {i} ({key!r}) lost the flag that makes it a named database")
+            return False
         elif nflags & F_SUBDATA and collect:
             if dsize != _DB.size:
                 self.problems.append(f"{where}: named database {key!r} has a {dsize}-byte record")
@@ -436,6 +456,9 @@ _PROBLEMS = {
     "key": "node {i}'s key of {value} bytes runs past the page",
     "data": "node {i}'s data of {value} bytes runs past the page",
     "order": "key {i} ({value}) is out of order or outside its bounds",
+    "ksize": "node {i}'s key of {value} bytes is a size this tree's keys never have",
+    "flags": "node {i} has node flags {value}, which this tree's nodes never have",
+    "extent": "node {i} at offset {value} does not abut its neighbours (a node's size is damaged)",
 }
 
 
@@ -494,6 +517,22 @@ def survey(path: str | os.PathLike[str], txnid: int | None = None) -> Survey:
 def tree_name(db: bytes) -> str:
     """How the walk names a named database's tree."""
     return f"database {db.decode(errors='replace')!r}"
+
+
+#: the named databases ackstore keeps
+OWN_DATABASES = frozenset({b"log", b"ledgers", b"cursors", b"topics", b"meta"})
+
+_TREE_RULES.update(
+    {
+        FREE_TREE: (8, 8, F_BIGDATA, 0),
+        MAIN_TREE: (1, 511, F_SUBDATA | F_BIGDATA, 0),  # another program's file may keep values here
+        tree_name(b"log"): (16, 16, F_BIGDATA, 0),
+        tree_name(b"ledgers"): (16, 16, 0, 0),
+        tree_name(b"cursors"): (9, 511, F_BIGDATA, 0),
+        tree_name(b"topics"): (1, 511, F_BIGDATA, 0),
+        tree_name(b"meta"): (1, 64, F_BIGDATA, 0),
+    }
+)
 
 
 def walk(path: str | os.PathLike[str], txnid: int | None = None) -> list[str]:

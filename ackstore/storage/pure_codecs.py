@@ -406,6 +406,7 @@ def scan_directory(
 
 _NODE = struct.Struct("<HHHH")
 _NOT_PLAIN = 0x07  # a leaf node's flags: overflow value, named database record, duplicates
+_BIGDATA = 0x01  # the value is on overflow pages: the node holds their first page number
 Problem = tuple[int, str, "int | bytes"]
 
 
@@ -416,25 +417,42 @@ def int_key_order(key: bytes) -> bytes:
 
 
 def scan_page(
-    buf: Any, off: int, n: int, upper: int, psize: int, leaf: bool, integer_keys: bool, all_special: bool
+    buf: Any,
+    off: int,
+    n: int,
+    upper: int,
+    psize: int,
+    leaf: bool,
+    integer_keys: bool,
+    all_special: bool,
+    kmin: int = 0,
+    kmax: int = 0xFFFF,
+    allowed: int = 0xFFFF,
+    required: int = 0,
 ) -> tuple[Problem | None, list[tuple[int, int, bytes, int, int]], list[bytes], list[int]]:
     """The ``n`` nodes of the B-tree page at ``off`` of ``buf`` (LMDB's layout: see
     :mod:`ackstore.storage.lmdb_file`), checked in order: each node's offset inside the
-    page's node area (``upper`` .. ``psize - 8``), its key inside the page, a plain leaf
-    value inside the page; then the keys in order (a branch page's first key is unused).
-    Returns ``(problem, specials, keys, children)``: ``problem`` is None or ``(node, what,
-    value)`` for the first node that fails (``"offset"`` and its offset, ``"key"`` and its
-    key size, ``"data"`` and its data size) or the first key out of order (``"order"`` and
-    the key), and then ``keys`` and ``children`` are empty; ``specials`` ``(node, flags,
-    key, key end, data size)`` of the leaf nodes before the problem that are not plain
-    in-page data (every leaf node with ``all_special``); ``keys`` a branch page's every
-    key, a leaf page's first and last; ``children`` a branch page's child page numbers.
-    O(n)."""
+    page's node area (``upper`` .. ``psize - 8``), its key inside the page and of a size
+    the tree holds (``kmin`` .. ``kmax`` bytes; a branch page's first key is unused), a
+    leaf node's flags within ``allowed`` and holding ``required``, a plain leaf value inside
+    the page; then that the nodes tile the node area (LMDB packs them: each node's extent,
+    8 bytes + key + its data or overflow page number, rounded up to even, ends where the
+    next begins, from ``upper`` to the page's end: a damaged size shows); then the keys in
+    order. Returns ``(problem, specials, keys, children)``: ``problem`` is None or ``(node,
+    what, value)`` for the first node that fails (``"offset"`` and its offset, ``"key"``
+    and its key size, ``"ksize"`` and its key size, ``"flags"`` and its flags, ``"data"``
+    and its data size, ``"extent"`` and its offset) or the first key out of order
+    (``"order"`` and the key), and then ``keys`` and ``children`` are empty;
+    ``specials`` ``(node, flags, key, key end, data size)`` of the leaf nodes before the
+    problem that are not plain in-page data (every leaf node with ``all_special``);
+    ``keys`` a branch page's every key, a leaf page's first and last; ``children`` a
+    branch page's child page numbers. O(n log n)."""
     if off < 0 or n < 0 or psize < 24 or off > len(buf) - psize or 16 + 2 * n > psize:
         raise ValueError("a page outside the buffer")
     specials: list[tuple[int, int, bytes, int, int]] = []
     keys: list[bytes] = []
     children: list[int] = []
+    extents: list[tuple[int, int, int]] = []
     for i, ptr in enumerate(struct.unpack_from(f"<{n}H", buf, off + 16)):
         if not upper <= ptr <= psize - 8:
             return (i, "offset", ptr), specials, [], []
@@ -442,16 +460,30 @@ def scan_page(
         kend = ptr + 8 + ksize
         if kend > psize:
             return (i, "key", ksize), specials, [], []
+        if not kmin <= ksize <= kmax and (leaf or i > 0):
+            return (i, "ksize", ksize), specials, [], []
         key = bytes(buf[off + ptr + 8 : off + kend])
         keys.append(key)
         if not leaf:
             children.append(lo | hi << 16 | nflags << 32)
+            extents.append((ptr, 8 + ksize, i))
             continue
+        if nflags & ~allowed or nflags & required != required:
+            return (i, "flags", nflags), specials, [], []
         dsize = lo | hi << 16
         if nflags & _NOT_PLAIN or all_special:
             specials.append((i, nflags, key, kend, dsize))
         elif kend + dsize > psize:
             return (i, "data", dsize), specials, [], []
+        extents.append((ptr, 8 + ksize + (8 if nflags & _BIGDATA else dsize), i))
+    at = upper
+    for ptr, size, i in sorted(extents):
+        if ptr != at:
+            return (i, "extent", ptr), specials, [], []
+        at = ptr + size + (size & 1)
+    if at != psize and extents:
+        ptr, _, i = max(extents)
+        return (i, "extent", ptr), specials, [], []
     order = [int_key_order(k) for k in keys] if integer_keys else keys
     bad = next((i for i in range(1 if leaf else 2, n) if not order[i - 1] < order[i]), None)
     if bad is not None:
