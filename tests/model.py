@@ -359,10 +359,15 @@ class TopicModel:
         restored = copy.deepcopy(self.flushed)
         for name in self.cursors:
             restored.setdefault(name, CursorModel())
-        for c in restored.values():  # what a load does: clip to the directory's bounds, once
-            c.read = (0, 0)  # never persisted: reads start at M + 1 again
-            c.floor = self.md(c)
-            c.acked = {p for p in c.acked if self.within(p)}
-            c.batches = {p: b for p, b in c.batches.items() if self.within(p)}
-            c.counts = self.counts(c)
-        self.cursors = restored
+        self.cursors = {name: self.load(c) for name, c in restored.items()}
+
+    def load(self, c: CursorModel) -> CursorModel:
+        """What a load (a restart, a reader's open or refresh) makes of a flushed ``c``:
+        clipped to this directory's bounds, once; reads start at M + 1 again."""
+        c = copy.deepcopy(c)
+        c.read = (0, 0)  # never persisted
+        c.floor = self.md(c)
+        c.acked = {p for p in c.acked if self.within(p)}
+        c.batches = {p: b for p, b in c.batches.items() if self.within(p)}
+        c.counts = self.counts(c)
+        return c

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import atexit
+import copy
+import json
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import hypothesis.strategies as st
 import pytest
@@ -27,6 +33,74 @@ CONFIG = CursorConfig(full_marker_every=3, max_unacked_ranges_to_persist=0)
 ENTRIES = 40
 
 
+#: a reader in another process (one environment per path per process): opens a store
+#: read-only and reports its cursors' snapshots; one process for the whole session
+READER = r"""
+import json, sys
+from ackstore import AckStore
+store = None
+for line in sys.stdin:
+    cmd, *args = json.loads(line)
+    try:
+        if cmd in ("open", "close") and store is not None:
+            store.close()
+            store = None
+        if cmd == "open":
+            store = AckStore.open(args[0], readonly=True, load=args[1])
+        out = "ok"
+        if cmd == "read":
+            topic, out = store.topic(args[0]), {}
+            for name in args[1]:
+                cur = topic.cursor(name)
+                for ledger, entry in args[2]:  # decode these ledgers (or swap them in) now
+                    cur.is_acked((ledger, entry))
+                if args[3] == "ranges":  # the iterator alone
+                    out[name] = {"ranges": [[ledger, a, b] for ledger, runs in cur.ledger_ranges() for a, b in runs]}
+                    continue
+                snap = cur.snapshot()
+                out[name] = {
+                    "md": list(snap.mark_delete_position),
+                    "ranges": [[ledger, a, b] for ledger, runs in snap.ranges for a, b in runs],
+                    "partials": sorted([*p, size, sorted(ix)] for p, (size, ix) in snap.partial_batches.items()),
+                    "counts": sorted([*p, n] for p, n in snap.delivery_counts.items()),
+                    "props": snap.properties,
+                }
+    except Exception as exc:
+        out = {"error": repr(exc)}
+    print(json.dumps(out), flush=True)
+"""
+_reader: subprocess.Popen[str] | None = None
+
+
+def _ask_reader(*command: object) -> Any:
+    """Send one command to the session's reader process; its answer."""
+    global _reader
+    if _reader is None or _reader.poll() is not None:
+        _reader = subprocess.Popen(
+            [sys.executable, "-c", READER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        atexit.register(_reader.kill)
+    assert _reader.stdin is not None and _reader.stdout is not None
+    _reader.stdin.write(json.dumps(command) + "\n")
+    _reader.stdin.flush()
+    answer = json.loads(_reader.stdout.readline())
+    assert not (isinstance(answer, dict) and "error" in answer), answer
+    return answer
+
+
+def _view(directory: TopicModel, flushed: CursorModel | None) -> dict[str, Any]:
+    """What a reader whose directory is ``directory`` shows of the flushed state ``flushed``
+    (None: a cursor no flush wrote yet), in the reader process's form."""
+    c = directory.load(flushed or CursorModel())
+    return {
+        "md": list(directory.md(c)),
+        "ranges": [[a[0], a[1], b[1]] for a, b in directory.ranges(c)],
+        "partials": sorted([*p, size, sorted(ix)] for p, (size, ix) in directory.partials(c).items()),
+        "counts": sorted([*p, n] for p, n in directory.counts(c).items()),
+        "props": c.properties,
+    }
+
+
 class AckStoreMachine(RuleBasedStateMachine):
     """Runs the engine and the model side by side; compares them after every step."""
 
@@ -40,6 +114,17 @@ class AckStoreMachine(RuleBasedStateMachine):
         self._attach()
         for name in CURSORS:
             self.model.cursors[name] = CursorModel()
+        #: every flushed state the writer left, oldest first (what a reader may show)
+        self.flushes: list[dict[str, CursorModel]] = [{}]
+        #: the reader's directory as it opened it, the first flush it may show, and per
+        #: cursor the newest flush it showed
+        self.reader_directory: TopicModel | None = None
+        self.reader_from = 0
+        self.reader_seen: dict[str, int] = {}
+
+    def _flushed(self) -> None:
+        """The flushed state changed: a reader may show it from now on."""
+        self.flushes.append(copy.deepcopy(self.model.flushed))
 
     def _attach(self, bulk: bool = False) -> None:
         self.topic = self.store.topic(TOPIC)
@@ -57,6 +142,8 @@ class AckStoreMachine(RuleBasedStateMachine):
         return ENTRIES + 1 if self.model.confirmed is None else self.model.confirmed + 1
 
     def teardown(self) -> None:
+        if getattr(self, "reader_directory", None) is not None:
+            _ask_reader("close")
         if hasattr(self, "store"):
             testing.crash(self.store)
             shutil.rmtree(self.dir, ignore_errors=True)
@@ -310,6 +397,7 @@ class AckStoreMachine(RuleBasedStateMachine):
         if latest:  # placed durably before cursor() returns, with the topic's pending bound
             m.flushed[name] = m.persisted(m.cursors[name])
             m.confirmed_flushed = m.confirmed
+            self._flushed()
 
     @rule(name=st.sampled_from(CURSORS), key=st.sampled_from(KEYS), data=st.data())
     def set_property(self, name: str, key: str, data: st.DataObject) -> None:
@@ -333,11 +421,13 @@ class AckStoreMachine(RuleBasedStateMachine):
         finally:
             group_flush.CHUNK = saved
         self.model.flush()
+        self._flushed()
 
     @rule(load=st.sampled_from(["budget", "lazy"]), bulk=st.booleans())
     def reopen(self, load: str, bulk: bool) -> None:
         self.store.close()
         self.model.flush()
+        self._flushed()
         self.model.crash()  # what was flushed is all a reopen sees (all of it, unless PIP-299 capped it)
         self.store = AckStore.open(self.dir / "s", map_size=1 << 16, sync=False, load=load)
         self._attach(bulk)
@@ -348,6 +438,31 @@ class AckStoreMachine(RuleBasedStateMachine):
         self.model.crash()
         self.store = AckStore.open(self.dir / "s", map_size=1 << 16, sync=False, load=load)
         self._attach(bulk)
+
+    # -- a reader in another process -----------------------------------------------------------
+    @rule(load=st.sampled_from(["budget", "lazy"]), again=st.booleans(), whole=st.booleans(), data=st.data())
+    def reader_reads(self, load: str, again: bool, whole: bool, data: st.DataObject) -> None:
+        """A read-only store in another process, kept open across the writer's flushes (or
+        opened again): each of its cursors is one state a flush wrote, as a load with the
+        reader's directory shows it, never older than the last one it showed."""
+        m = self.model
+        if self.reader_directory is None or again:
+            _ask_reader("open", str(self.dir / "s"), load)
+            self.reader_directory = TopicModel(
+                ledgers=copy.deepcopy(m.ledgers), confirmed=m.confirmed_flushed, tracked=m.tracked
+            )
+            self.reader_from = len(self.flushes) - 1
+            self.reader_seen = {}
+        d = self.reader_directory
+        touch = [self._position(data, bad=False) for _ in range(data.draw(st.integers(0, 3)))] if d.ledgers else []
+        touch = [p for p in touch if d.within(p)]
+        got = _ask_reader("read", TOPIC, sorted(m.cursors), touch, "snapshot" if whole else "ranges")
+        for name, shown in got.items():
+            start = self.reader_seen.get(name, self.reader_from)
+            views = [_view(d, self.flushes[k].get(name)) for k in range(start, len(self.flushes))]
+            views = [{key: v[key] for key in shown} for v in views]  # what was read
+            assert shown in views, (name, shown, views[-1])
+            self.reader_seen[name] = start + views.index(shown)
 
     # -- the comparison -------------------------------------------------------------------------
     @invariant()
