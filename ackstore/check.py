@@ -108,12 +108,47 @@ def check(
                 if progress is not None:
                     progress(topic_name, name)
         findings.extend(Finding("corrupt-catalog", "", "", message) for message in damaged)
+        findings.extend(_check_counters(s, seen))
         if fix and broken:
             findings = _fix(s, broken, findings)
         return findings
     finally:
         if opened:
             s.close()
+
+
+def _check_counters(s: AckStore, seen: dict[int, tuple[str, str, int]]) -> list[Finding]:
+    """The id counters in the meta catalog: each intact (checksum, size) and above every id
+    in use (a damaged one would make the next ``topic()`` or ``cursor()`` fail, or hand out
+    an id some records already carry)."""
+    catalog, out = s.storage.catalog, []
+
+    def read(txn: lmdb.Transaction) -> None:
+        tids = []
+        for key, raw in txn.cursor(db=catalog.topics_db):
+            try:
+                tids.append(catalog.topic_entry(key, raw)[1])
+            except CorruptStoreError:  # reported with the topics
+                continue
+        in_use = {b"next_topic": max(tids, default=-1), b"next_cursor": max(seen, default=-1)}
+        for key, highest in in_use.items():
+            try:
+                value = catalog.counter_entry(key, txn.get(key, db=catalog.meta))
+            except CorruptStoreError as exc:
+                out.append(Finding("corrupt-catalog", "", "", str(exc)))
+                continue
+            if value <= highest:
+                out.append(
+                    Finding(
+                        "corrupt-catalog",
+                        "",
+                        "",
+                        f"the meta key {key.decode()} is {value}, not above id {highest} in use",
+                    )
+                )
+
+    s.storage.read(read)
+    return out
 
 
 def _check_cursor(s: AckStore, topic: Topic, name: str, seen: dict[int, tuple[str, str, int]]) -> list[Finding]:

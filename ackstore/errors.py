@@ -117,8 +117,15 @@ class CorruptStoreError(StoreError):
     with what to do: ``ackstore check STORE`` says what is damaged.
     """
 
-    def __init__(self, message: str, path: object = None, lmdb_error: BaseException | None = None) -> None:
-        hint = "run 'ackstore check' on the store to see what is damaged ('ackstore salvage' rebuilds what it holds)"
-        super().__init__(message if hint in message else f"{message}; {hint}")
+    #: what to do, unless the raiser knows better
+    HINT = "run 'ackstore check' on the store to see what is damaged ('ackstore salvage' rebuilds what it holds)"
+
+    def __init__(
+        self, message: str, path: object = None, lmdb_error: BaseException | None = None, hint: str | None = None
+    ) -> None:
+        hint = self.HINT if hint is None else hint
+        super().__init__(message if not hint or hint in message else f"{message}; {hint}")
+        #: the message without what to do
+        self.detail = message
         self.path = path
         self.lmdb_error = lmdb_error

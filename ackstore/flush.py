@@ -149,6 +149,7 @@ class GroupFlush:
                 raise
             self._adopt(job)  # 4. under the store lock: the cursors adopt what was written
             stats = self._record(job, trimmed, started, self.store.storage.map_grows - grows_before)  # 5. figures
+            self.store.readers.observe(self.store.storage.env)  # 6. a reader holding pages back (one WARNING)
             # the plans die while the collector is paused: a collection that this flush's
             # allocations set off when it is switched back on finds what the cursors keep
             # (their new index entries), not every plan's containers (nor promotes them)

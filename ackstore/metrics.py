@@ -132,6 +132,18 @@ class AckStoreCollector:
         yield _gauge("ackstore_map_size_bytes", "Size of the LMDB map", st.map_size)
         yield _gauge("ackstore_topics", "Topics in the store", st.topics)
         yield _gauge("ackstore_cursors", "Cursors this store object has open", st.cursors)
+        oldest = st.oldest_reader
+        yield _gauge(
+            "ackstore_oldest_reader_transactions_behind",
+            "Transactions committed since the one the oldest reader sees (LMDB keeps its pages: the file grows)",
+            0 if oldest is None else oldest.behind,
+        )
+        if oldest is not None and oldest.seconds is not None:
+            yield _gauge(
+                "ackstore_oldest_reader_seconds",
+                "Seconds this writer has seen the oldest reader hold its transaction",
+                oldest.seconds,
+            )
         info = InfoMetricFamily("ackstore_store", "The store's path and format version")
         info.add_metric([], {"path": st.path, "format_version": str(st.format_version), "readonly": str(st.readonly)})
         yield info

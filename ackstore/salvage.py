@@ -119,6 +119,9 @@ class SalvageReport:
     hidden_pages: int = 0
     #: trees whose entries could not all be accounted for (some may be lost)
     incomplete_trees: list[str] = field(default_factory=list)
+    #: ``(pages left, pages the file had)`` when the file was cut short and every page
+    #: left was read (rule 5); None otherwise
+    cut_short: tuple[int, int] | None = None
 
     @property
     def complete(self) -> bool:
@@ -145,9 +148,18 @@ class _Found:
     damaged_keys: dict[str, Ranges] = field(default_factory=dict)
 
 
-def _pages_to_read(sv: Survey, report: SalvageReport) -> tuple[set[int], set[int]]:
-    """The intact leaf pages the trees reach, and the live pages damage hides (rule 2)."""
+def _pages_to_read(sv: Survey, report: SalvageReport, pages: int) -> tuple[set[int], set[int]]:
+    """The intact leaf pages the trees reach, and the live pages damage hides (rule 2); of
+    a file cut short (``pages`` is how many it holds) whose free list was lost, every page
+    left (rule 5)."""
     reached = set(sv.leaf_tree)
+    if sv.meta is not None and sv.free is None and pages <= sv.meta.last_pgno:
+        report.cut_short = (pages, sv.meta.last_pgno + 1)
+        report.damage.append(
+            f"the file is cut short: {pages} of its {sv.meta.last_pgno + 1:,} pages are left and its free list "
+            "is lost, so every page left was read, stale copies included; nothing that came back is proven complete"
+        )
+        return reached, set(range(2, pages)) - reached
     if not sv.problems or sv.meta is None:
         return reached, set()
     if sv.free is None:
@@ -167,7 +179,8 @@ def _scan(path: Path, sv: Survey, report: SalvageReport, progress: Callable[[int
     found = _Found()
     counts = PageCounts()
     codec = Catalog.codec(path)
-    reached, hidden = _pages_to_read(sv, report)
+    pages = path.stat().st_size // (sv.meta.page_size if sv.meta is not None else 4096)
+    reached, hidden = _pages_to_read(sv, report, pages)
     report.hidden_pages = len(hidden)
     seen: dict[tuple[str, bytes], bytes] = {}
 
@@ -179,9 +192,11 @@ def _scan(path: Path, sv: Survey, report: SalvageReport, progress: Callable[[int
         if tree is None:
             continue
         old = seen.setdefault((tree, key), value)
-        if old is not value:  # two live pages hold one key: damage made a copy
+        if old is not value:  # two live pages hold one key: damage made a copy (or a stale one)
             if old != value:
                 found.conflicts.append(f"{tree}: key {key[:24].hex()} has two different values")
+                if tree in (_CURSORS, _TOPICS):  # one made again under its name has a higher id
+                    _sort(tree, key, value, found, report, codec, newer_only=True)
             continue
         if _sort(tree, key, value, found, report, codec):
             found.entries[tree] = found.entries.get(tree, 0) + 1
@@ -243,9 +258,13 @@ def _tree_of(key: bytes, value: bytes) -> str | None:
     return None  # meta keys and named-database records: the new store writes its own
 
 
-def _sort(tree: str, key: bytes, value: bytes, found: _Found, report: SalvageReport, codec: Catalog) -> bool:
+def _sort(
+    tree: str, key: bytes, value: bytes, found: _Found, report: SalvageReport, codec: Catalog, newer_only: bool = False
+) -> bool:
     """File one entry of ``tree``; False for a value that fails its check (left out; a
-    damaged log record is remembered: it may be a newer marker)."""
+    damaged log record is remembered: it may be a newer marker). ``newer_only``: a second
+    value of a topic or cursor entry's key replaces the first only if its id is higher
+    (ids only grow: one deleted and made again under its name has the higher)."""
     try:
         if tree == _LEDGERS:
             count, confirmed = codec.ledger_state(key, value)
@@ -266,10 +285,12 @@ def _sort(tree: str, key: bytes, value: bytes, found: _Found, report: SalvageRep
             report.records += 1
         elif tree == _TOPICS:
             name, tid, last, _ = codec.topic_entry(key, value)
-            found.topics[name] = (tid, last)
+            if not newer_only or tid > found.topics.get(name, (-1, -1))[0]:
+                found.topics[name] = (tid, last)
         elif tree == _CURSORS:
             tid, name, cid, cfg = codec.cursor_entry(key, value)
-            found.cursors[(tid, name)] = (cid, cfg)
+            if not newer_only or cid > found.cursors.get((tid, name), (-1, {}))[0]:
+                found.cursors[(tid, name)] = (cid, cfg)
         else:
             return tree == _META
     except AckStoreError:
@@ -299,6 +320,15 @@ def _lost_ranges(sv: Survey, found: _Found, report: SalvageReport) -> dict[str, 
         out.setdefault(tree, []).extend(ranges)
     report.incomplete_trees = sorted(t for t in out if t != _META)
     return out
+
+
+def _cut_doubt(report: SalvageReport) -> list[str]:
+    if report.cut_short is None:
+        return []
+    left, had = report.cut_short
+    return [
+        f"the file was cut short ({left} of {had} pages left): a newer state, or this cursor's deletion, may be lost"
+    ]
 
 
 def _intersects(ranges: Ranges, lo: bytes, hi: bytes) -> bool:
@@ -352,7 +382,12 @@ def salvage(
         raise NotAStoreError(f"{data} is not an LMDB data file (no valid meta page): nothing to salvage")
     found = _scan(data, sv, report, progress)
     if not found.logs and not found.topics and not found.cursors:
-        raise CorruptStoreError(f"{src}: salvage found no ackstore record or catalog entry in {data}", src)
+        raise CorruptStoreError(
+            f"{src}: salvage found no ackstore record or catalog entry in {data}",
+            src,
+            hint="nothing of ackstore's is left to bring back: restore the store from a copy ('ackstore copy' or "
+            "'ackstore dump' made earlier) or start a new one",
+        )
     lost = _lost_ranges(sv, found, report)
     states = _recover_all(found, report, lost)
     report.topics = len(found.topics)
@@ -389,7 +424,7 @@ def _recover_all(
             if ctid != tid:
                 continue
             known_cids.add(cid)
-            doubts = _doubts(lost, tid, cname, cid) + conflicts
+            doubts = _doubts(lost, tid, cname, cid) + conflicts + _cut_doubt(report)
             states.append((name, tid, cname, cfg, *_recover_one(found, cid), doubts))
     report.orphan_cursor_ids = sorted(set(found.logs) - known_cids)
     for cid in report.orphan_cursor_ids:  # records whose cursor entry was lost: keep their state anyway

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .position import Position
+from .readers import OldestReader
 
 __all__ = [
     "CURSOR_FIGURES",
@@ -106,6 +107,9 @@ class StoreStats:
     flush_seconds_sum: float
     #: cumulative ``(upper bound, flushes that took at most that long)``, ending with +Inf
     flush_seconds_buckets: tuple[tuple[float, int], ...]
+    #: the read transaction holding back the most pages (None: no reader); see
+    #: :mod:`ackstore.readers`
+    oldest_reader: OldestReader | None = None
 
 
 @dataclass(frozen=True, slots=True)

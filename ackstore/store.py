@@ -50,6 +50,7 @@ from .errors import (
 )
 from .flush import GroupFlush
 from .ledger_cache import CachePool
+from .readers import ReaderWatch, oldest_reader
 from .stats import FLUSH_SECONDS_BUCKETS, CompactStats, FlushStats, StoreStats
 from .storage.env import LOCK_FILE, Environment
 from .storage.log import CursorLog, RecoveredState
@@ -83,6 +84,7 @@ def _check_open_options(
     cache_bytes: Any,
     cursor_defaults: Any,
     load: Any,
+    reader_warn_flushes: Any,
 ) -> None:
     """Every option of :meth:`AckStore.open`, checked before anything is opened: a typed
     error naming the value and what is allowed."""
@@ -110,6 +112,10 @@ def _check_open_options(
     if cache_bytes is not None and (type(cache_bytes) is not int or not 0 <= cache_bytes <= sys.maxsize):
         raise InvalidArgumentError(
             f"cache_bytes={cache_bytes!r} is not allowed: allowed None or an int of 0..{sys.maxsize}"
+        )
+    if type(reader_warn_flushes) is not int or not 1 <= reader_warn_flushes <= 1 << 62:
+        raise InvalidArgumentError(
+            f"reader_warn_flushes={reader_warn_flushes!r} is not allowed: allowed an int of 1..{1 << 62}"
         )
     if cursor_defaults is not None and not isinstance(cursor_defaults, CursorConfig):
         raise InvalidTypeError(f"cursor_defaults must be a CursorConfig, got {type(cursor_defaults).__name__}")
@@ -150,6 +156,8 @@ class AckStore:
     #: the group flush: its lock (the flush lock), its steps, the totals since open
     _group: GroupFlush
     last_flush_error: BaseException | None
+    #: the writer's watch on the readers of its file (see :mod:`ackstore.readers`)
+    readers: ReaderWatch
 
     def __init__(self) -> None:  # use AckStore.open()
         self.closed = True
@@ -171,6 +179,7 @@ class AckStore:
         verify: str = "keys",
         create: bool = True,
         load: str = "lazy",
+        reader_warn_flushes: int = 1000,
     ) -> AckStore:
         """Create or open the store in directory ``path``.
 
@@ -212,9 +221,23 @@ class AckStore:
           each ledger pays its decode, and a record beyond the budget that is damaged
           surfaces then, as CorruptRecordError (``verify="all"`` checks every record at
           open).
+        - ``reader_warn_flushes``: one WARNING when a reader (another process's read
+          transaction) has held back more than this many flushes: LMDB cannot reuse the
+          pages it sees, so the file grows until it ends. ``stats().oldest_reader`` shows it.
         """
         _check_open_options(
-            path, sync, metasync, readonly, create, map_size, flush_interval, verify, cache_bytes, cursor_defaults, load
+            path,
+            sync,
+            metasync,
+            readonly,
+            create,
+            map_size,
+            flush_interval,
+            verify,
+            cache_bytes,
+            cursor_defaults,
+            load,
+            reader_warn_flushes,
         )
         self = cls()
         self.path = Path(path)
@@ -234,6 +257,7 @@ class AckStore:
         self.last_flush = None
         self.last_flush_error = None
         self._group = GroupFlush(self)
+        self.readers = ReaderWatch(reader_warn_flushes, self.path)
         self._storage = Environment.open(
             self.path,
             readonly=readonly,
@@ -542,6 +566,9 @@ class AckStore:
             records_trimmed=totals.trimmed,
             flush_seconds_sum=totals.seconds,
             flush_seconds_buckets=tuple(buckets),
+            oldest_reader=self.readers.observe(self._storage.env)
+            if not self.readonly
+            else oldest_reader(self._storage.env),
         )
 
     def unlist(self, cursor: Cursor) -> None:

@@ -150,6 +150,10 @@ def stat(store: Path, as_json: bool, prometheus: bool, max_cursors: int) -> None
             "map_size": s.map_size,
             "topics": {},
         }
+        oldest = s.stats().oldest_reader
+        out["oldest_reader"] = (
+            None if oldest is None else {"pid": oldest.pid, "txnid": oldest.txnid, "behind": oldest.behind}
+        )
         pairs = _all_cursors(s)
         with _progress(len(pairs), "stat", as_json) as advance:
             for t in s.topics():
@@ -169,6 +173,11 @@ def stat(store: Path, as_json: bool, prometheus: bool, max_cursors: int) -> None
         f"{out['path']}: format {out['format_version']}, {out['size_on_disk']:,} B on disk, "
         f"map {out['map_size']:,} B, {len(out['topics'])} topics"
     ]
+    if oldest is not None:
+        lines.append(
+            f"  oldest reader: pid {oldest.pid}, sees transaction {oldest.txnid}, {oldest.behind:,} transactions "
+            "behind the newest (LMDB keeps every page it sees: the file grows while it holds them)"
+        )
     for t, tv in out["topics"].items():
         bound = f", last confirmed {tv['last_confirmed']}" if tv["last_confirmed"] else ""
         lines.append(f"  {_show(t)}: {tv['ledgers']} ledgers{bound}, {len(tv['cursors'])} cursors")

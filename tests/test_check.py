@@ -85,3 +85,37 @@ def test_check_on_an_open_store_and_readonly_fix_refused(store_path: Path) -> No
         assert check(store) == []
         with pytest.raises(Exception, match="writable"):
             check(store, fix=True)
+
+
+@pytest.mark.parametrize("key", [b"next_cursor", b"next_topic"])
+def test_check_finds_a_damaged_or_too_low_id_counter(tmp_path: Path, key: bytes) -> None:
+    """A flipped bit in an id counter (the next ``cursor()`` or ``topic()`` would fail), or
+    one intact but not above an id in use (it would hand out an id records carry)."""
+    import struct
+    import zlib
+
+    import lmdb
+
+    path = tmp_path / "s"
+    with AckStore.open(path) as store:
+        topic = store.topic("t")
+        topic.add_ledger(1)
+        topic.cursor("a")
+        topic.cursor("b")
+    assert check(path) == []
+    for value in ("flip", "low"):
+        env = lmdb.open(str(path), max_dbs=8)
+        try:
+            db = env.open_db(b"meta", create=False)
+            with env.begin(write=True) as txn:
+                raw = bytearray(txn.get(key, db=db))
+                if value == "flip":
+                    raw[7] ^= 1
+                else:
+                    raw = bytearray(struct.pack(">QI", 0, zlib.crc32(key + struct.pack(">Q", 0))))
+                txn.put(key, bytes(raw), db=db)
+        finally:
+            env.close()
+        found = check(path)
+        assert [f.kind for f in found] == ["corrupt-catalog"], found
+        assert key.decode() in found[0].message

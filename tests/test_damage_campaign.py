@@ -1,5 +1,6 @@
-"""The byte-damage campaign: bit flips and zeroed pages in copies of a small store, then
-``open``, ``ackstore check`` and ``salvage`` on each, counted by outcome.
+"""The damage campaign: bit flips, zeroed pages, damaged node and page headers of live
+pages, and files cut at a page boundary, in copies of a small store; then ``open``,
+``ackstore check`` and ``salvage`` on each, counted by outcome.
 
 A short seeded slice runs in ``make test``; ``make stress`` (``--long``) runs 500 trials.
 ``python -m tests.test_damage_campaign 500`` prints the same table by itself.
@@ -12,7 +13,8 @@ What must hold in every trial:
 - open never gives a state silently: what it gives is the newest flushed state, or an
   older flushed state with the fallback reported (``stats().recovery``); never a state no
   flush wrote, never a deleted cursor;
-- ``ackstore check`` ends with exit 0 or 1 and no traceback, never killed by a signal;
+- ``ackstore check`` ends with exit 0 or 1 and no traceback, never killed by a signal, and
+  never calls clean a store whose damage lies in a page the trees reach (or cuts one off);
 - ``salvage`` gives every cursor a state it had after some flush (or nothing, when no intact
   marker is left): never an ack that was not flushed, never a deleted cursor; and it says
   "complete" only for the newest state.
@@ -24,6 +26,7 @@ import json
 import os
 import random
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -89,7 +92,10 @@ def build(path: Path) -> list[dict[str, list[object]]]:
                 topic.trim_ledgers(2)
             store.flush()
             history.append(
-                {c.name: [str(c.mark_delete_position), [[str(a), str(b)] for a, b in c.ack_ranges()]] for c in curs}
+                {
+                    c.name: [str(c.mark_delete_position), [[str(a), str(b)] for a, b in c.ack_ranges()]]
+                    for c in (*curs, *([gone] if f < 20 else []))  # the deleted one while it lived
+                }
             )
     return history
 
@@ -108,29 +114,93 @@ def fitted(state: list[object]) -> list[object]:
 
 def flushed(state: list[object], history: list[dict[str, list[object]]], cursor: str) -> bool:
     """``state`` is one the cursor had after some flush (as the current directory shows it)."""
-    return any(state == h[cursor] or state == fitted(h[cursor]) for h in history)
+    return any(cursor in h and (state == h[cursor] or state == fitted(h[cursor])) for h in history)
 
 
-def damage(src: Path, dst: Path, rng: random.Random) -> str:
+#: a node header's changes: key size, flags, data size (as a disk or a bad write makes them)
+NODE_CHANGES = [
+    *[("ksize", k) for k in (17, 18, 20, 24, 32, 15, 8, 0, 272)],
+    *[("flags", f) for f in (1, 2, 4)],
+    *[("dsize", d) for d in (-1, 1, 0, 65535)],
+]
+
+
+def damage(src: Path, dst: Path, rng: random.Random) -> tuple[str, bool]:
+    """Damage a copy of ``src`` at ``dst``: a zeroed page, a bit flip, a node header or a
+    page header of a live page, or the file cut at a page boundary. Returns what was done,
+    and whether ``check`` must find it (damage to what the trees reach)."""
+    from ackstore.storage.lmdb_file import survey
+
     shutil.copytree(src, dst)
     raw = bytearray((dst / "data.mdb").read_bytes())
-    if rng.random() < 0.5:
+    sv = survey(src)
+    assert sv.meta is not None
+    live = sorted(sv.page_tree)
+    kind = rng.random()
+    must = False
+    if kind < 0.25:
         pg = rng.randrange(2, len(raw) // 4096)
         raw[pg * 4096 : (pg + 1) * 4096] = bytes(4096)
         how = f"zeroed page {pg}"
-    else:
+    elif kind < 0.45:
         off = rng.randrange(8192, len(raw))
         raw[off] ^= 1 << rng.randrange(8)
         how = f"bit flip at {off}"
+    elif kind < 0.75:
+        log = [p for p, t in sv.leaf_tree.items() if t == "database 'log'"]
+        pg = rng.choice(log if rng.random() < 0.7 else sorted(sv.leaf_tree))
+        off = pg * 4096
+        (lower,) = struct.unpack_from("<H", raw, off + 12)
+        i = rng.randrange((lower - 16) // 2)
+        (ptr,) = struct.unpack_from("<H", raw, off + 16 + 2 * i)
+        lo, hi, flags, ksize = struct.unpack_from("<HHHH", raw, off + ptr)
+        field, value = rng.choice(NODE_CHANGES)
+        if field == "ksize":
+            ksize = value
+        elif field == "flags":
+            flags |= value
+        else:
+            dsize = (lo | hi << 16) + value if value in (-1, 1) else value
+            lo, hi = dsize & 0xFFFF, dsize >> 16 & 0xFFFF
+        before = bytes(raw[off + ptr : off + ptr + 8])
+        struct.pack_into("<HHHH", raw, off + ptr, lo, hi, flags, ksize)
+        how = f"node {i} of page {pg} ({sv.leaf_tree[pg]}): {field} {value:+d}"
+        # +1 may round to the same even extent (the record fails its own check instead); a
+        # flag the node had already changes nothing
+        must = (field != "dsize" or value != 1) and before != bytes(raw[off + ptr : off + ptr + 8])
+    elif kind < 0.85:
+        pg = rng.choice(live)
+        field, at, value = rng.choice(
+            [
+                ("pgno", 0, pg + 1),
+                ("flags", 10, 0x01),
+                ("flags", 10, 0x02),
+                ("flags", 10, 0x08),
+                ("lower", 12, 2),
+                ("upper", 14, 2),
+            ]
+        )
+        if field in ("lower", "upper"):
+            (old,) = struct.unpack_from("<H", raw, pg * 4096 + at)
+            value = old + rng.choice([-value, value])
+        elif field == "flags":
+            (old,) = struct.unpack_from("<H", raw, pg * 4096 + at)
+            value ^= old
+        struct.pack_into("<Q" if field == "pgno" else "<H", raw, pg * 4096 + at, value)
+        how, must = f"page {pg} header {field} -> {value}", True
+    else:
+        keep = rng.randrange(3, len(raw) // 4096)
+        raw = raw[: keep * 4096]
+        how, must = f"cut at page {keep} of {len(live) and sv.meta.last_pgno + 1}", any(p >= keep for p in live)
     (dst / "data.mdb").write_bytes(bytes(raw))
-    return how
+    return how, must
 
 
 def trial(base: Path, history: list[dict[str, list[object]]], work: Path, rng: random.Random) -> Counter[str]:
     """One damaged copy through open, check and salvage; the outcomes counted."""
     out: Counter[str] = Counter()
     damaged = work / "damaged"
-    how = damage(base, damaged, rng)
+    how, must_find = damage(base, damaged, rng)
     load = rng.choice(["lazy", "budget"])
     how += f", load={load!r}"
     r = subprocess.run(
@@ -168,16 +238,21 @@ def trial(base: Path, history: list[dict[str, list[object]]], work: Path, rng: r
         timeout=120,
     )
     if c.returncode not in (0, 1) or "Traceback" in c.stderr or "Traceback" in c.stdout:
-        out[f"CHECK CRASHED ({how}): rc {c.returncode}"] += 1
+        last = (c.stderr.strip().splitlines() or [""])[-1][:160]
+        out[f"CHECK CRASHED ({how}): rc {c.returncode}: {last}"] += 1
     else:
         out[f"check: exit {c.returncode}"] += 1
+        if c.returncode == 0 and must_find:
+            out[f"CHECK CALLED A DAMAGED STORE CLEAN ({how})"] += 1
     try:
         report = salvage(damaged, work / "salvaged")
     except Exception as exc:  # counted: the campaign says what happened
         out[f"SALVAGE FAILED ({how}): {type(exc).__name__}: {exc}"] += 1
         return out
     missing = set(newest) - {cs.cursor for cs in report.cursors}
-    if len(missing) > len(report.orphan_cursor_ids):
+    if report.cut_short and missing:  # their pages are gone; the report says the file was cut short
+        out["salvage: a file cut short: cursors whose pages are gone left out, the cut said"] += len(missing)
+    elif len(missing) > len(report.orphan_cursor_ids):
         out[f"SALVAGE LOST A CURSOR SILENTLY ({how}): {sorted(missing)}"] += 1
     out["salvage: topic entry lost, cursors kept under a placeholder"] += len(report.placeholder_topics)
     with AckStore.open(work / "salvaged", readonly=True) as store:
@@ -185,7 +260,7 @@ def trial(base: Path, history: list[dict[str, list[object]]], work: Path, rng: r
             cur = store.topic(cs.topic).cursor(cs.cursor)
             state = [str(cur.mark_delete_position), [[str(a), str(b)] for a, b in cur.ack_ranges()]]
             if cs.cursor == "_salvaged":  # its entry was lost: which cursor it was is unknown
-                was = any(flushed(state, history, c) for c in history[-1])
+                was = any(flushed(state, history, c) for c in (*history[-1], *(["gone"] if report.cut_short else [])))
                 out[
                     "salvage: cursor entry lost, a flushed state kept under a placeholder"
                     if was
@@ -193,6 +268,8 @@ def trial(base: Path, history: list[dict[str, list[object]]], work: Path, rng: r
                 ] += 1
             elif cs.marker_seq < 0:
                 out["salvage: cursor without an intact marker"] += state[1] == []
+            elif cs.cursor not in newest and report.cut_short and flushed(state, history, cs.cursor) and cs.doubts:
+                out["salvage: a file cut short: a deleted cursor's flushed state kept, its doubt said"] += 1
             elif cs.cursor not in newest:
                 out[f"SALVAGE GAVE A CURSOR THAT IS NOT THERE ({how}): {cs.cursor}"] += 1
             elif state == newest[cs.cursor]:

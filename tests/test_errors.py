@@ -268,3 +268,34 @@ def test_readonly_and_closed(store_path: Path) -> None:
         cur.ack([Position(1, 1)])
     with pytest.raises(StoreClosedError):
         ro.topic(T)
+
+
+def test_reads_after_close_raise_whether_or_not_there_is_anything_to_read(tmp_path: Path) -> None:
+    """As Pulsar's ManagedCursorTest#readFromClosedLedger expects: an error either way."""
+    import asyncio
+
+    from ackstore import Dispatcher, InMemoryLedgerReader, StoreClosedError
+
+    store = AckStore.open(tmp_path / "s")
+    topic = store.topic("t")
+    topic.add_ledger(1)  # open, nothing written: nothing to read
+    d = Dispatcher(topic.cursor("c"), InMemoryLedgerReader(topic))
+    assert asyncio.run(d.read_more(2)) == []
+    store.close()
+    for read in (d.read_more, d.replay_read):
+        with pytest.raises(StoreClosedError):
+            asyncio.run(read(2))
+
+
+def test_update_config_names_a_wrong_type_not_an_unknown_field(tmp_path: Path) -> None:
+    from ackstore import InvalidTypeError
+
+    with AckStore.open(tmp_path / "s") as store:
+        topic = store.topic("t")
+        topic.add_ledger(1)
+        cur = topic.cursor("c")
+        with pytest.raises(InvalidTypeError, match="max_deliveries must be an int, got '2'"):
+            cur.update_config(max_deliveries="2")
+        with pytest.raises(InvalidArgumentError, match=r"unknown CursorConfig fields \['nope'\]"):
+            cur.update_config(nope=1)
+        assert cur.config.max_deliveries == 0

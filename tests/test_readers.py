@@ -103,3 +103,47 @@ def test_a_reader_killed_with_minus_nine_leaves_no_reader_slot(tmp_path: Path) -
     time.sleep(0.1)
     with AckStore.open(path) as store:  # opening clears the dead process's slot
         assert str(holder.pid) not in store.storage.env.readers()
+
+
+def test_a_long_reader_is_shown_and_warned_about_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A reader process holding one read transaction while the writer flushes 150 times:
+    LMDB keeps every page it sees (the file grows). The writer warns once when it holds
+    back more than ``reader_warn_flushes``; ``stats()``, the metrics and ``ackstore stat``
+    show its pid and how far behind it is; once it is gone, none is shown."""
+    import logging
+
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from ackstore import Position
+    from ackstore.metrics import AckStoreCollector
+
+    path = tmp_path / "store"
+    with AckStore.open(path, sync=False) as store:
+        store.topic(T).add_ledger(1)
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(path)], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "holding"
+        with AckStore.open(path, sync=False, reader_warn_flushes=100) as store, caplog.at_level(logging.WARNING):
+            cur = store.topic(T).cursor("c")
+            for e in range(150):
+                cur.ack([Position(1, 2 * e)])
+                store.flush()
+            warned = [r.getMessage() for r in caplog.records if "has held transaction" in r.getMessage()]
+            assert len(warned) == 1 and f"(pid {holder.pid})" in warned[0], warned
+            oldest = store.stats().oldest_reader
+            assert oldest is not None and oldest.pid == holder.pid and oldest.behind >= 150
+            registry = CollectorRegistry()
+            registry.register(AckStoreCollector(store))
+            scrape = generate_latest(registry).decode()
+            behind = next(x for x in scrape.splitlines() if x.startswith("ackstore_oldest_reader_transactions_behind "))
+            assert float(behind.split()[1]) >= 150
+            r = _cli("stat", path)
+            assert r.returncode == 0 and f"oldest reader: pid {holder.pid}" in r.stdout, r.stdout + r.stderr
+            os.kill(holder.pid, signal.SIGKILL)
+            holder.wait()
+            cur.ack([Position(1, 1)])
+            store.flush()
+            assert store.stats().oldest_reader is None
+    finally:
+        holder.kill()
+        holder.wait()

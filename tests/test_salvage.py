@@ -163,3 +163,64 @@ def test_salvage_keeps_the_open_ledgers_bound_and_string_properties(tmp_path: Pa
         assert topic.last_confirmed == Position(2, 40)
         assert topic.cursor("c").properties == {"owner": "svc"}
         assert list(topic.cursor("c").ack_ranges()) == [(Position(2, 25), Position(2, 25))]
+
+
+def test_salvage_of_a_store_cut_at_every_page_boundary_brings_back_what_survives(tmp_path: Path) -> None:
+    """A copy cut off (or a disk that filled) at each page boundary: salvage brings back
+    every cursor whose intact marker and records lie in the pages left (at least that
+    state; under a placeholder when its catalog entry is gone), each a state some flush
+    wrote, none called complete; a cut that leaves nothing of ackstore's says what to do."""
+
+    from ackstore import CorruptStoreError
+    from ackstore.storage.lmdb_file import leaf_nodes
+    from ackstore.storage.log import MemoryLog, recover_cursor
+    from ackstore.storage.records import split_log_key
+
+    from .test_damage_campaign import T as CAMPAIGN_TOPIC
+    from .test_damage_campaign import build, flushed
+
+    base = tmp_path / "base"
+    history = build(base)
+    with AckStore.open(base, readonly=True) as store:
+        topic = store.topic(CAMPAIGN_TOPIC)
+        ids = {topic.cursor(c).cursor_id: c for c in topic.cursors()}
+    pages = (base / "data.mdb").stat().st_size // 4096
+    brought_back = 0
+    for cut in range(3, pages):
+        src = tmp_path / f"cut{cut}"
+        shutil.copytree(base, src)
+        with open(src / "data.mdb", "r+b") as fh:
+            fh.truncate(cut * 4096)
+        left: dict[int, dict[bytes, bytes]] = {}
+        for _, key, value in leaf_nodes(base, pages_to_read=range(2, cut)):
+            if len(key) == 16 and split_log_key(key)[0] in ids:
+                left.setdefault(split_log_key(key)[0], {})[key] = value
+        due = {
+            cid: recover_cursor(MemoryLog(items), None, cid, None, "all").report.marker_seq
+            for cid, items in left.items()
+        }
+        due = {cid: seq for cid, seq in due.items() if seq >= 0}
+        try:
+            report = salvage(src, tmp_path / f"new{cut}")
+        except CorruptStoreError as exc:
+            assert not due, f"cut at page {cut}: salvage gave up though {sorted(due)} survive"
+            assert "salvage" not in str(exc).split(";")[-1], f"circular advice: {exc}"
+            continue
+        got: dict[int, int] = {}
+        with AckStore.open(tmp_path / f"new{cut}", readonly=True) as store:
+            for cs in report.cursors:
+                cid = int(cs.topic.rsplit("_", 1)[1]) if cs.topic.startswith("_salvaged_cursor_") else None
+                name = ids.get(cid) if cid is not None else cs.cursor
+                if cid is None:
+                    cid = next(i for i, n in ids.items() if n == name)
+                cur = store.topic(cs.topic).cursor(cs.cursor)
+                state = [str(cur.mark_delete_position), [[str(a), str(b)] for a, b in cur.ack_ranges()]]
+                assert flushed(state, history, name), f"cut at page {cut}: {name} has a state no flush wrote"
+                assert not cs.complete or state == history[-1][name], f"cut at page {cut}: {name} called complete"
+                got[cid] = cs.marker_seq
+        for cid, seq in due.items():
+            assert got.get(cid, -1) >= seq, (
+                f"cut at page {cut}: cursor {ids[cid]} came back at {got.get(cid)}, not {seq}"
+            )
+            brought_back += 1
+    assert brought_back > 0

@@ -470,12 +470,11 @@ class Cursor(StoreSide):
         """
         with self._lock:
             self._alive()
-            try:
-                new = replace(self._config, **changes)
-            except TypeError:
-                raise InvalidArgumentError(
-                    f"unknown CursorConfig fields {sorted(changes)}: allowed {[f.name for f in fields(CursorConfig)]}"
-                ) from None
+            known = [f.name for f in fields(CursorConfig)]
+            unknown = sorted(set(changes) - set(known))
+            if unknown:
+                raise InvalidArgumentError(f"unknown CursorConfig fields {unknown}: allowed {known}")
+            new = replace(self._config, **changes)  # each value checked by CursorConfig: a typed error naming it
             self._store.persist_cursor_config(self._topic.topic_id, self.name, self.cursor_id, new)
             self.apply_config(new)
             return new
@@ -575,6 +574,12 @@ class Cursor(StoreSide):
             if batch is not None:
                 self._state.check_batch_target(pair(position), *batch)
             return target
+
+    def ensure_open(self) -> None:
+        """Raise StoreClosedError once the store is closed, CursorDeletedError once the cursor
+        is deleted: the read path checks it before every read (Pulsar's reads of a closed
+        cursor fail, whether or not there are entries to read)."""
+        self._open()
 
     def check_position(self, position: Any) -> None:
         """Raise a typed error unless ``position`` is an entry the topic's ledgers allow (a

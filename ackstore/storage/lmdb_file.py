@@ -194,6 +194,8 @@ def check_size(path: str | os.PathLike[str]) -> None:
             f"{f} is truncated: {size:,} bytes, but its newest transaction ({meta.txnid}) has a root at page "
             f"{max(roots):,} of {meta.page_size} bytes ({need:,} bytes needed)",
             path,
+            hint="a copy cut off or a disk that filled: restore the store from a copy if there is one, else "
+            "'ackstore salvage STORE NEW' brings back what the pages left hold",
         )
 
 
@@ -494,22 +496,27 @@ def survey(path: str | os.PathLike[str], txnid: int | None = None) -> Survey:
     """
     f = data_file(path)
     try:
-        check_size(f)
+        cut: list[str] = []
+        try:
+            check_size(f)
+        except CorruptStoreError as exc:  # cut short: walk what the file still holds
+            cut.append(exc.detail)
         metas = read_metas(f)
         if not metas:
-            return Survey(None, [f"{f}: no valid meta page"])
+            return Survey(None, [*cut, f"{f}: no valid meta page"])
         meta = current_meta(metas, txnid)
         with open(f, "rb") as fh:
             size = os.fstat(fh.fileno()).st_size
             with mmap.mmap(fh.fileno(), size, access=mmap.ACCESS_READ) as mm:
                 w = _Walker(mm, meta, size)
+                w.problems.extend(cut)
                 w.tree(FREE_TREE, meta.free, integer_keys=True, collect=False)
                 w.tree(MAIN_TREE, meta.main, integer_keys=False, collect=True)
                 for name, db in sorted(w.named.items()):
                     w.tree(tree_name(name), db, integer_keys=False, collect=False)
                 return Survey(meta, w.problems, w.leaf_tree, w.seen, w.page_tree, w.free, w.lost, dict(w.named))
     except CorruptStoreError as exc:
-        return Survey(None, [str(exc)])
+        return Survey(None, [exc.detail])
     except (OSError, ValueError, struct.error) as exc:
         return Survey(None, [f"{f}: cannot be read ({exc})"])
 
