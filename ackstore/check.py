@@ -51,6 +51,9 @@ class Finding:
     message: str
     seq: int = -1  # the record concerned, -1 for none
     fixed: bool = False
+    #: flushes whose state the fix gave up (the cursor rolled back past their markers: the
+    #: acks they held are lost, those messages redelivered); on a cursor's first finding only
+    lost: int = 0
 
     def __str__(self) -> str:
         where = f"{self.topic}/{self.cursor}" + (f" record {self.seq}" if self.seq >= 0 else "")
@@ -219,6 +222,7 @@ def _fix(s: AckStore, broken: list[tuple[Topic, str]], findings: list[Finding]) 
         why = f"not fixed: an in-place repair would not keep what open recovers ({exc})"
         return [replace(f, message=f"{f.message} ({why})") for f in findings]
     fixed = []
+    counted: set[tuple[str, str]] = set()
     for f in findings:
         st = stats.get((f.topic, f.cursor))
         if st is None:
@@ -226,8 +230,13 @@ def _fix(s: AckStore, broken: list[tuple[Topic, str]], findings: list[Finding]) 
             continue
         cur = next(c for c in cursors if c.topic.name == f.topic and c.name == f.cursor)
         rec = cur.stats().recovery
+        lost = rec.markers_skipped if rec.marker_seq >= 0 else max(rec.markers_skipped, 1)
         how = (
             f"rolled back to marker {rec.marker_seq}" if rec.marker_seq >= 0 else "no intact marker: cursor reset"
         ) + f"; log rewritten {st.records_before} -> {st.records_after} records"
-        fixed.append(replace(f, message=f"{f.message} ({how})", fixed=True))
+        if lost:
+            how += f"; the acks of {lost} newer flush(es) are lost and their messages will be redelivered"
+        first = (f.topic, f.cursor) not in counted
+        counted.add((f.topic, f.cursor))
+        fixed.append(replace(f, message=f"{f.message} ({how})", fixed=True, lost=lost if first else 0))
     return fixed

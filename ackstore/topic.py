@@ -9,7 +9,8 @@ of reaching into each other's private members: a topic calls the store's ``check
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import copy
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import lmdb
@@ -103,6 +104,51 @@ class Topic:
                 store.storage.catalog.put_topic(txn, self.name, self.topic_id, ledger, tracked)
 
             self._change(persist, lambda d: d.add(ledger))
+            self._confirm_pending = False
+
+    def add_ledgers(self, ledgers: Iterable[tuple[int, int | None]]) -> None:
+        """Append many ledgers in ONE transaction, durable when this returns: ``(id,
+        entries)`` a sealed ledger, ``(id, None)`` an open one (only the last may be). The
+        same as :meth:`add_ledger` and :meth:`close_ledger` for each (the same checks, on
+        every one first: a bad one adds none), for rebuilding a directory (``restore``).
+        O(ledgers)."""
+        store = self.store
+        with store.lock:
+            store.check_writable()
+            self.check_live()
+            try:
+                items = [(ledger, entries) for ledger, entries in ledgers]
+            except (TypeError, ValueError):
+                raise InvalidTypeError("add_ledgers takes an iterable of (ledger id, entries or None)") from None
+            trial = copy.deepcopy(self.directory)  # every rule applied as the one-ledger calls apply it
+            checked: list[tuple[int, int | None]] = []
+            for ledger, entries in items:
+                ledger = trial.check_add(ledger)
+                trial.add(ledger)
+                if entries is not None:
+                    ledger, entries = trial.check_close(ledger, entries)
+                    trial.close(ledger, entries)
+                checked.append((ledger, entries))
+            if not checked:
+                return
+            tracked = self.directory.tracked
+            catalog = store.storage.catalog
+
+            def persist(txn: lmdb.Transaction) -> None:
+                for ledger, entries in checked:
+                    if entries is None:
+                        catalog.put_ledger(txn, self.topic_id, ledger, OPEN, -1 if tracked else None)
+                    else:
+                        catalog.put_ledger(txn, self.topic_id, ledger, entries)
+                catalog.put_topic(txn, self.name, self.topic_id, checked[-1][0], tracked)
+
+            def edit(d: LedgerDirectory) -> None:
+                for ledger, entries in checked:
+                    d.add(ledger)
+                    if entries is not None:
+                        d.close(ledger, entries)
+
+            self._change(persist, edit)
             self._confirm_pending = False
 
     def close_ledger(self, ledger: int, entries: int) -> None:

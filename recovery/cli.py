@@ -287,13 +287,19 @@ def check_cmd(store: Path, fix: bool, as_json: bool) -> int:
     clean_after = check(store) == [] if fix else not findings
     rows = [asdict(f) for f in findings]
     text = "\n".join(_show(str(f)) for f in findings) or f"{store}: clean ({total} cursors)"
+    lost = sum(f.lost for f in findings)
     if fix and findings:
         fixed = sum(f.fixed for f in findings)
         text += (
             f"\n{fixed} of {len(findings)} findings fixed; the store is {'clean' if clean_after else 'STILL NOT CLEAN'}"
         )
-    _emit(as_json, {"findings": rows, "clean": clean_after}, text)
-    return 0 if clean_after else 1
+        if lost:
+            text += (
+                f", but the repair lost the acks of {lost} flush(es) (cursors rolled back past damaged markers): "
+                "their messages will be redelivered"
+            )
+    _emit(as_json, {"findings": rows, "clean": clean_after, "flushes_lost": lost}, text)
+    return 0 if clean_after and not lost else 1
 
 
 @cli.command()
@@ -610,6 +616,8 @@ def guarded(argv: list[str] | None = None) -> int:
         code = 1
         try:
             _die_with_parent(parent)
+            for sig in (signal.SIGTERM, signal.SIGHUP):  # cleaned up after as Ctrl-C is
+                signal.signal(sig, _terminated)
             code = main(argv)
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else 1
@@ -627,6 +635,8 @@ def guarded(argv: list[str] | None = None) -> int:
                 pass
             finally:
                 os._exit(code)
+    for sig in (signal.SIGTERM, signal.SIGHUP):  # the worker ends the command, and cleans up
+        signal.signal(sig, lambda signum, _frame: os.kill(pid, signum))
     status = _wait(pid)
     if status is None:
         click.echo("ackstore: aborted", err=True)
@@ -643,6 +653,15 @@ def guarded(argv: list[str] | None = None) -> int:
             )
         return 1
     return os.WEXITSTATUS(status)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP in the worker: raised where it runs, so that everything a Ctrl-C
+    cleans up (``NEW.restoring``, ``OUT.partial``, ``NEW.salvaging``) is cleaned up too."""
+
+
+def _terminated(signum: int, _frame: object) -> None:
+    raise Terminated(signal.Signals(signum).name)
 
 
 def _wait(pid: int) -> int | None:

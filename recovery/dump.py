@@ -237,10 +237,7 @@ def _apply(store: AckStore, objects: Iterator[tuple[int, dict[str, Any]]], count
                 settle()
                 cur = None
                 topic = store.topic(obj["topic"])
-                for ledger, count in obj["ledgers"]:
-                    topic.add_ledger(ledger)
-                    if count is not None:
-                        topic.close_ledger(ledger, count)
+                topic.add_ledgers((ledger, count) for ledger, count in obj["ledgers"])  # one transaction
                 if obj.get("tracked"):  # before its cursors: their acks are checked against it
                     last, count = obj["ledgers"][-1]
                     if count is None:  # open: its last confirmed entry (none yet: -1)

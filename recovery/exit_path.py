@@ -8,13 +8,14 @@ Ctrl-C). ``ACKSTORE_DEBUG=1`` lets a failure's traceback through.
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from collections.abc import Sequence
 
 import click
 
-__all__ = ["run"]
+__all__ = ["describe_os_error", "run"]
 
 
 def run(
@@ -45,12 +46,46 @@ def run(
     except failures as exc:
         if os.environ.get("ACKSTORE_DEBUG") == "1":
             raise
-        click.echo(f"{prog}: error: {exc}", err=True)
+        text = describe_os_error(exc, _command(argv)) if isinstance(exc, OSError) else str(exc)
+        click.echo(f"{prog}: error: {text}", err=True)
         return 1
-    except (click.exceptions.Abort, KeyboardInterrupt):
-        click.echo(f"{prog}: aborted", err=True)
+    except (click.exceptions.Abort, KeyboardInterrupt) as exc:
+        cause = exc if isinstance(exc, KeyboardInterrupt) else exc.__cause__  # click wraps it in Abort
+        why = f" ({cause})" if isinstance(cause, KeyboardInterrupt) and str(cause) else ""  # the signal, if not Ctrl-C
+        click.echo(f"{prog}: aborted{why}", err=True)
         return 1
     return result if isinstance(result, int) else 0
+
+
+#: what to do about the operating system's common refusals
+_OS_ADVICE = {
+    errno.ENOSPC: "free space on that file system (or give the command another path) and run it again",
+    errno.EDQUOT: "the disk quota is used up: free some of it and run it again",
+    errno.EACCES: "run the command as a user that may read and write there, or change the permissions",
+    errno.EPERM: "run the command as a user that may read and write there, or change the permissions",
+    errno.EROFS: "the file system is mounted read-only: use a path on a writable one",
+    errno.ENOTDIR: "a part of that path is a file, not a directory: check the path",
+    errno.EISDIR: "that path is a directory: give a file's path",
+    errno.ENOENT: "check the path: it, or a directory on the way to it, does not exist",
+    errno.EIO: "the device reported an I/O error: check the disk (dmesg), then run 'ackstore check'",
+}
+
+
+def describe_os_error(exc: OSError, doing: str) -> str:
+    """An operating-system error as one line: what was being done, on which path, what went
+    wrong and what to do (Python's own form names neither the command nor, often, the path)."""
+    where = f" {exc.filename}" if exc.filename else ""
+    if exc.filename2:
+        where += f" -> {exc.filename2}"
+    why = exc.strerror or str(exc)
+    advice = _OS_ADVICE.get(exc.errno or -1)
+    return f"{doing}{where}: {why}" + (f"; {advice}" if advice else "")
+
+
+def _command(argv: Sequence[str] | None) -> str:
+    """The subcommand the arguments name (for messages): ``dump``, ``restore``, ..."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    return next((a for a in args if not a.startswith("-")), "the command")
 
 
 def _silence_stdout() -> None:

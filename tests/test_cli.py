@@ -69,8 +69,19 @@ def test_check_fix_cycle(store_path: Path, run) -> None:  # type: ignore[no-unty
     assert code == 1 and "broken-marker" in out and "corrupt-record" in out
     code, out, _ = run("check", store_path, "--fix", "--json")
     doc = json.loads(out)
-    assert code == 0 and doc["clean"] and all(f["fixed"] for f in doc["findings"])
+    # clean now, but the fix rolled cursor a back past its damaged newest marker: a repair
+    # that loses acks says how many flushes' and fails
+    assert code == 1 and doc["clean"] and all(f["fixed"] for f in doc["findings"]) and doc["flushes_lost"] == 1
     assert run("check", store_path)[0] == 0
+
+
+def test_check_fix_that_loses_acks_says_so_and_fails(store_path: Path, run) -> None:  # type: ignore[no-untyped-def]
+    _make(store_path)
+    rawlog.damage(store_path, rawlog.markers(store_path)[-1])
+    code, out, _ = run("check", store_path, "--fix")
+    assert code == 1
+    assert "the store is clean, but the repair lost the acks of 1 flush(es)" in out
+    assert "will be redelivered" in out
 
 
 def test_dump_restore_dump_is_identical(store_path: Path, tmp_path: Path, run) -> None:  # type: ignore[no-untyped-def]

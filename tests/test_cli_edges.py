@@ -109,3 +109,93 @@ def test_ctrl_c_is_one_line_and_leaves_nothing(tmp_path: Path) -> None:
     _clean(err)
     assert tool.returncode == 1 and "aborted" in err
     assert not (tmp_path / "new").exists() and not (tmp_path / "new.salvaging").exists()
+
+
+CTRL_C_IN_IMPORT = r"""
+import sys
+class CtrlC:  # a Ctrl-C while the tool imports its modules (here: the moment lmdb is imported)
+    def find_spec(self, name, path=None, target=None):
+        if name == "lmdb":
+            raise KeyboardInterrupt
+        return None
+sys.meta_path.insert(0, CtrlC())
+import ackstore_launch
+getattr(ackstore_launch, sys.argv[1])()
+"""
+
+
+@pytest.mark.parametrize("script", ["ackstore", "ackstore_spark"])
+def test_ctrl_c_while_the_tool_imports_is_one_line(script: str) -> None:
+    r = subprocess.run(
+        [sys.executable, "-c", CTRL_C_IN_IMPORT, script], capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
+    assert r.returncode == 1, (r.returncode, r.stderr)
+    assert r.stderr == f"{script.replace('_', '-')}: aborted\n"
+
+
+def test_sigterm_is_one_line_and_leaves_nothing(tmp_path: Path) -> None:
+    """SIGTERM to the tool alone (a service manager stopping it): the worker is told, cleans
+    up what it was building as Ctrl-C does, and the tool says so in one line, exit 1."""
+    tool = _salvage_under_way(tmp_path, stderr=subprocess.PIPE)
+    tool.send_signal(signal.SIGTERM)
+    _, err = tool.communicate(timeout=60)
+    _clean(err)
+    assert tool.returncode == 1 and "aborted (SIGTERM)" in err, err
+    assert not (tmp_path / "new").exists() and not (tmp_path / "new.salvaging").exists()
+
+
+def test_sigterm_during_restore_leaves_no_restoring_directory(tmp_path: Path) -> None:
+    dump = tmp_path / "dump.jsonl"
+    with AckStore.open(tmp_path / "src", sync=False) as s:
+        topic = s.topic(T)
+        topic.add_ledger(1)
+        for i in range(200):
+            topic.cursor(f"c{i}").ack([Position(1, e) for e in range(i, 200_000, 7)])
+    subprocess.run(
+        [sys.executable, "-m", "ackstore.recovery", "dump", str(tmp_path / "src"), "-o", str(dump)],
+        check=True,
+        cwd=ROOT,
+    )
+    tool = subprocess.Popen(
+        [sys.executable, "-m", "ackstore.recovery", "restore", str(tmp_path / "new"), str(dump)],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "new.restoring").exists() and tool.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    if tool.poll() is not None:
+        pytest.skip("the restore finished before it could be interrupted")  # pragma: no cover
+    tool.send_signal(signal.SIGTERM)
+    _, err = tool.communicate(timeout=60)
+    _clean(err)
+    assert tool.returncode == 1 and "aborted (SIGTERM)" in err, err
+    assert not (tmp_path / "new").exists() and not (tmp_path / "new.restoring").exists()
+
+
+def test_os_errors_say_what_was_done_to_which_path_and_what_to_do(tmp_path: Path) -> None:
+    import errno
+
+    from ackstore.recovery.exit_path import describe_os_error
+
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    r = subprocess.run(
+        [sys.executable, "-m", "ackstore.recovery", "restore", str(afile / "new"), os.devnull],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert r.stderr.startswith(f"ackstore: error: restore {afile / 'new'}") and "Not a directory" in r.stderr
+    assert "check the path" in r.stderr and "[Errno" not in r.stderr
+    full = describe_os_error(OSError(errno.ENOSPC, "No space left on device", "/x/out.partial"), "dump")
+    assert full == (
+        "dump /x/out.partial: No space left on device; free space on that file system (or give the command "
+        "another path) and run it again"
+    )
+    locked = describe_os_error(PermissionError(errno.EACCES, "Permission denied", "/s/ackstore.lock"), "stat")
+    assert locked.startswith("stat /s/ackstore.lock: Permission denied; run the command as a user")

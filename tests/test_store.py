@@ -477,3 +477,27 @@ def test_a_flush_unlists_what_it_wrote_and_keeps_what_changed_meanwhile(
     with AckStore.open(store_path) as store:
         busy = store.topic(T).cursor("busy")
         assert list(busy.ack_ranges()) == [(Position(1, 5), Position(1, 5)), (Position(1, 51), Position(1, 51))]
+
+
+def test_add_ledgers_is_one_transaction_with_the_one_ledger_checks(store_path: Path) -> None:
+    """``topic.add_ledgers``: what add_ledger and close_ledger do for each, in ONE write
+    transaction (restore's directory of 100,000 ledgers took a durable one per call); a bad
+    ledger anywhere adds none."""
+    from ackstore import LedgerStateError
+
+    with AckStore.open(store_path) as store:
+        topic = store.topic("t")
+        env = store.storage.env
+        before = env.info()["last_txnid"]
+        topic.add_ledgers([(1, 10), (3, 5), (7, None)])
+        assert env.info()["last_txnid"] == before + 1
+        assert topic.ledgers() == [(1, 10), (3, 5), (7, None)]
+        for bad in ([(9, 1)], [(8, 1), (8, 2)], [(10, None), (11, 1)], [(12, -1)]):
+            with pytest.raises(LedgerStateError):  # 7 is open; ids must increase; only the last open; entries >= 0
+                topic.add_ledgers(bad)
+        topic.close_ledger(7, 4)
+        with pytest.raises(LedgerStateError):
+            topic.add_ledgers([(8, 1), (8, 2)])
+        assert topic.ledgers() == [(1, 10), (3, 5), (7, 4)]
+    with AckStore.open(store_path, readonly=True) as store:
+        assert store.topic("t").ledgers() == [(1, 10), (3, 5), (7, 4)]
