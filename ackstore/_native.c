@@ -76,13 +76,39 @@ static PyObject *serialize_sorted(const uint32_t *v, Py_ssize_t n) {
     return out;
 }
 
+/* An int argument in lo..hi, as pure_codecs._ranged checks it: ValueError "NAME=VALUE is
+ * outside LO..HI" for any other int (never OverflowError), TypeError for a non-int. */
+static int ranged(PyObject *obj, const char *name, long long lo, long long hi, long long *out) {
+    if (!PyLong_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s must be an int, got %.100s", name, Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
+    if (v == -1 && PyErr_Occurred()) return -1;
+    if (overflow || v < lo || v > hi) {
+        PyErr_Format(PyExc_ValueError, "%s=%S is outside %lld..%lld", name, obj, lo, hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+#define U32_MAX_LL 4294967295LL
+#define SSIZE_MAX_LL 9223372036854775807LL
+
 /* gaps_to_roaring(planes: bytes, first: int) -> bytes
  * planes: the four byte planes (low bytes first) of n little-endian uint32 gaps; value i is
  * first + gap 0 + ... + gap i. */
 static PyObject *gaps_to_roaring(PyObject *self, PyObject *args) {
     Py_buffer raw;
     long long first;
-    if (!PyArg_ParseTuple(args, "y*L", &raw, &first)) return NULL;
+    PyObject *first_obj;
+    if (!PyArg_ParseTuple(args, "y*O", &raw, &first_obj)) return NULL;
+    if (ranged(first_obj, "first", 0, U32_MAX_LL, &first) < 0) {
+        PyBuffer_Release(&raw);
+        return NULL;
+    }
     PyObject *result = NULL;
     uint32_t *vals = NULL;
     if (raw.len % 4) {
@@ -119,7 +145,12 @@ done:
 static PyObject *rice_to_roaring(PyObject *self, PyObject *args) {
     Py_buffer raw;
     long long first;
-    if (!PyArg_ParseTuple(args, "y*L", &raw, &first)) return NULL;
+    PyObject *first_obj;
+    if (!PyArg_ParseTuple(args, "y*O", &raw, &first_obj)) return NULL;
+    if (ranged(first_obj, "first", 0, U32_MAX_LL, &first) < 0) {
+        PyBuffer_Release(&raw);
+        return NULL;
+    }
     PyObject *result = NULL;
     uint32_t *vals = NULL;
     const unsigned char *p = (const unsigned char *)raw.buf;
@@ -185,7 +216,12 @@ done:
 static PyObject *rice_code(PyObject *self, PyObject *args) {
     Py_buffer raw;
     long long first;
-    if (!PyArg_ParseTuple(args, "y*L", &raw, &first)) return NULL;
+    PyObject *first_obj;
+    if (!PyArg_ParseTuple(args, "y*O", &raw, &first_obj)) return NULL;
+    if (ranged(first_obj, "first", 0, U32_MAX_LL, &first) < 0) {
+        PyBuffer_Release(&raw);
+        return NULL;
+    }
     PyObject *result = NULL;
     uint32_t *gaps = NULL;
     if (raw.len % 4) {
@@ -282,8 +318,14 @@ static int cmp_u32(const void *a, const void *b) {
  * {entry: count}; end is where the properties start. */
 static PyObject *delta_fields(PyObject *self, PyObject *args) {
     Py_buffer raw;
-    int version;
-    if (!PyArg_ParseTuple(args, "y*i", &raw, &version)) return NULL;
+    PyObject *version_obj;
+    long long version_ll;
+    if (!PyArg_ParseTuple(args, "y*O", &raw, &version_obj)) return NULL;
+    if (ranged(version_obj, "version", 0, 255, &version_ll) < 0) {
+        PyBuffer_Release(&raw);
+        return NULL;
+    }
+    int version = (int)version_ll;
     const unsigned char *p = (const unsigned char *)raw.buf;
     int with_counts = version >= 7, skip = version >= 9 ? 1 : 0;
     Py_ssize_t len = raw.len, pos = 27 + skip, isize = with_counts ? 16 : 14;
@@ -409,15 +451,28 @@ static PyObject *scan_page(PyObject *self, PyObject *args) {
     Py_ssize_t off, n, upper, psize, kmin = 0, kmax = 0xFFFF;
     int leaf, integer_keys, all_special;
     unsigned int allowed = 0xFFFF, required = 0;
-    if (!PyArg_ParseTuple(args, "y*nnnnppp|nnII", &raw, &off, &n, &upper, &psize, &leaf, &integer_keys, &all_special,
-                          &kmin, &kmax, &allowed, &required))
+    PyObject *o[8] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    if (!PyArg_ParseTuple(args, "y*OOOOppp|OOOO", &raw, &o[0], &o[1], &o[2], &o[3], &leaf, &integer_keys, &all_special,
+                          &o[4], &o[5], &o[6], &o[7]))
         return NULL;
+    {
+        static const char *names[8] = {"off", "n", "upper", "psize", "kmin", "kmax", "allowed", "required"};
+        long long v[8] = {0, 0, 0, 0, 0, 0xFFFF, 0xFFFF, 0};
+        for (int a = 0; a < 8; a++) {
+            if (o[a] != NULL && ranged(o[a], names[a], 0, a < 4 ? SSIZE_MAX_LL : 0xFFFF, &v[a]) < 0) {
+                PyBuffer_Release(&raw);
+                return NULL;
+            }
+        }
+        off = (Py_ssize_t)v[0], n = (Py_ssize_t)v[1], upper = (Py_ssize_t)v[2], psize = (Py_ssize_t)v[3];
+        kmin = (Py_ssize_t)v[4], kmax = (Py_ssize_t)v[5], allowed = (unsigned int)v[6], required = (unsigned int)v[7];
+    }
     PyObject *result = NULL, *specials = PyList_New(0), *keys = PyList_New(0), *children = PyList_New(0);
     Py_ssize_t *kpos = NULL, *klen = NULL;
     extent *ext = NULL;
     Py_ssize_t next = 0;
     if (specials == NULL || keys == NULL || children == NULL) goto done;
-    if (off < 0 || n < 0 || psize < 24 || off > raw.len - psize || 16 + 2 * n > psize) {
+    if (off < 0 || n < 0 || psize < 24 || off > raw.len - psize || n > psize / 2 || 16 + 2 * n > psize) {
         PyErr_SetString(PyExc_ValueError, "a page outside the buffer");
         goto done;
     }
@@ -669,8 +724,14 @@ static int64_t crc32_of(const unsigned char *p, Py_ssize_t n, uint32_t crc) {
  * envelope, its envelope and checksum checked first: pure_codecs.ledger_span. */
 static PyObject *ledger_span(PyObject *self, PyObject *args) {
     Py_buffer raw;
-    int rtype, max_version;
-    if (!PyArg_ParseTuple(args, "y*ii", &raw, &rtype, &max_version)) return NULL;
+    PyObject *rtype_obj, *max_obj;
+    long long rtype_ll, max_ll;
+    if (!PyArg_ParseTuple(args, "y*OO", &raw, &rtype_obj, &max_obj)) return NULL;
+    if (ranged(rtype_obj, "rtype", 0, 255, &rtype_ll) < 0 || ranged(max_obj, "max_version", 0, 255, &max_ll) < 0) {
+        PyBuffer_Release(&raw);
+        return NULL;
+    }
+    int rtype = (int)rtype_ll, max_version = (int)max_ll;
     const unsigned char *p = (const unsigned char *)raw.buf;
     PyObject *result = NULL;
     if (raw.len < 1 || p[0] != 0xC1) {
@@ -970,10 +1031,15 @@ static uint32_t get_be32(const unsigned char *p) {
 /* scan_directory(items, prefix, sealed_type, open_type) -> (ids, counts, confirmed, bad):
  * pure_codecs.scan_directory. */
 static PyObject *scan_directory(PyObject *self, PyObject *args) {
-    PyObject *items, *iter, *bad = Py_None, *result = NULL, *item = NULL;
+    PyObject *items, *iter, *bad = Py_None, *result = NULL, *item = NULL, *sealed_obj, *open_obj;
     Py_buffer prefix;
-    int sealed_type, open_type;
-    if (!PyArg_ParseTuple(args, "Oy*ii", &items, &prefix, &sealed_type, &open_type)) return NULL;
+    long long sealed_ll, open_ll;
+    if (!PyArg_ParseTuple(args, "Oy*OO", &items, &prefix, &sealed_obj, &open_obj)) return NULL;
+    if (ranged(sealed_obj, "sealed_type", 0, 255, &sealed_ll) < 0 || ranged(open_obj, "open_type", 0, 255, &open_ll) < 0) {
+        PyBuffer_Release(&prefix);
+        return NULL;
+    }
+    int sealed_type = (int)sealed_ll, open_type = (int)open_ll;
     if ((iter = PyObject_GetIter(items)) == NULL) {
         PyBuffer_Release(&prefix);
         return NULL;

@@ -49,9 +49,22 @@ _RICE_ESCAPE = 32
 _SWAP = sys.byteorder == "big"  # array('I') is native-endian; the layouts are little-endian
 
 
+def _ranged(name: str, value: Any, lo: int, hi: int) -> None:
+    """An int argument in ``lo..hi``, as the compiled twin checks it: ValueError naming it
+    for any other int, TypeError for a non-int (before anything is read)."""
+    if not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if not lo <= value <= hi:
+        raise ValueError(f"{name}={value} is outside {lo}..{hi}")
+
+
+_SSIZE = (1 << 63) - 1
+
+
 def gaps_to_roaring(planes: bytes, first: int) -> bytes:
     """``planes``: four byte planes (low bytes first) of n little-endian uint32 gaps; value
     ``i`` is ``first`` plus gaps 0..i. O(n)."""
+    _ranged("first", first, 0, _U32)
     if len(planes) % 4:
         raise ValueError(f"gap planes of {len(planes)} bytes are not four planes of equal length")
     n = len(planes) // 4
@@ -72,6 +85,7 @@ def rice_to_roaring(payload: bytes, first: int) -> bytes:
     """The Rice code written by :func:`rice_code`: ``k``, the count (varint), then each gap's
     quotient in unary and ``k`` remainder bits, most significant bit first. O(n) big-int
     shifts (small sets only: the writer uses it up to 256 values)."""
+    _ranged("first", first, 0, _U32)
     if not payload:
         raise ValueError("Rice payload ends early")
     k = payload[0]
@@ -124,9 +138,12 @@ def rice_code(values: bytes | array, first: int) -> bytes:  # type: ignore[type-
     count as a varint, then each gap (minus one after the first) as its quotient by
     ``2**k`` in unary (ones, then a zero) and ``k`` remainder bits, most significant bit
     first; a quotient of 32 or more is 32 ones and the raw 32-bit gap. O(n) big-int shifts."""
+    _ranged("first", first, 0, _U32)
     if isinstance(values, array):
         arr = values
     else:
+        if isinstance(values, memoryview):  # its bytes, as the compiled twin's buffer reads it
+            values = values.cast("B")
         if len(values) % 4:
             raise ValueError(f"values of {len(values)} bytes are not 32-bit values")
         arr = array("I")
@@ -183,6 +200,7 @@ def delta_fields(body: bytes, version: int) -> tuple[int, int, int, int, int, in
     roaring bytes; counts None or ``{entry: count}``, from format 7 on); flags from format
     9 on (0 before: a delta marker); the properties start at ``end``.
     O(items + adds + counts)."""
+    _ranged("version", version, 0, 255)
     head = FIXED_HEAD if version >= 9 else _HEAD
     if len(body) < head.size:
         raise ValueError("a fixed-layout marker ends early")
@@ -352,6 +370,8 @@ def ledger_span(value: bytes, rtype: int, max_version: int) -> tuple[int, int, i
     checked first (:func:`open_envelope`, then the type ``rtype``). ValueError says what
     failed; a record in the msgpack envelope of formats 1-5 is one ("not in the fixed
     envelope")."""
+    _ranged("rtype", rtype, 0, 255)
+    _ranged("max_version", max_version, 0, 255)
     if value[:1] != b"\xc1":
         raise ValueError("record is not in the fixed envelope")
     found, _, body = open_envelope(value, max_version)
@@ -390,6 +410,8 @@ def scan_directory(
     counts, confirmed, bad)``, ids and counts as native int64 bytes (``array('q')``),
     confirmed the last entry's last confirmed entry (None when it is sealed or there is
     none), bad the first entry that fails (the scan stops there) or None. O(entries)."""
+    _ranged("sealed_type", sealed_type, 0, 255)
+    _ranged("open_type", open_type, 0, 255)
     ids, counts = array("q"), array("q")
     confirmed: int | None = None
     for key, value in items:
@@ -447,6 +469,17 @@ def scan_page(
     problem that are not plain in-page data (every leaf node with ``all_special``);
     ``keys`` a branch page's every key, a leaf page's first and last; ``children`` a
     branch page's child page numbers. O(n log n)."""
+    for name, value, hi in (
+        ("off", off, _SSIZE),
+        ("n", n, _SSIZE),
+        ("upper", upper, _SSIZE),
+        ("psize", psize, _SSIZE),
+        ("kmin", kmin, 0xFFFF),
+        ("kmax", kmax, 0xFFFF),
+        ("allowed", allowed, 0xFFFF),
+        ("required", required, 0xFFFF),
+    ):
+        _ranged(name, value, 0, hi)
     if off < 0 or n < 0 or psize < 24 or off > len(buf) - psize or 16 + 2 * n > psize:
         raise ValueError("a page outside the buffer")
     specials: list[tuple[int, int, bytes, int, int]] = []
