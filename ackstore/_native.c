@@ -526,8 +526,26 @@ static PyObject *scan_page(PyObject *self, PyObject *args) {
         }
         ext[next++] = (extent){ptr, 8 + ksize + ((nflags & 0x01) ? 8 : dsize), i};
     }
-    /* the nodes tile the node area: LMDB packs them, each rounded up to an even size */
-    qsort(ext, (size_t)next, sizeof(extent), extent_cmp);
+    /* the nodes tile the node area: LMDB packs them, each rounded up to an even size. Sorted
+     * by offset: nodes appended in key order sit at falling offsets, so the index order
+     * reversed is nearly sorted and an insertion sort is about linear (qsort past a bound) */
+    for (Py_ssize_t a = 0, b = next - 1; a < b; a++, b--) {
+        extent t = ext[a];
+        ext[a] = ext[b];
+        ext[b] = t;
+    }
+    Py_ssize_t moves = 0;
+    for (Py_ssize_t k = 1; k < next && moves <= 4 * next; k++) {
+        extent t = ext[k];
+        Py_ssize_t j = k;
+        while (j > 0 && extent_cmp(&ext[j - 1], &t) > 0) {
+            ext[j] = ext[j - 1];
+            j--;
+            moves++;
+        }
+        ext[j] = t;
+    }
+    if (moves > 4 * next) qsort(ext, (size_t)next, sizeof(extent), extent_cmp);
     Py_ssize_t at = upper;
     for (Py_ssize_t k = 0; k < next; k++) {
         if (ext[k].ptr != at) {
