@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -123,8 +124,11 @@ class AckStoreMachine(RuleBasedStateMachine):
         self.reader_seen: dict[str, int] = {}
 
     def _flushed(self) -> None:
-        """The flushed state changed: a reader may show it from now on."""
-        self.flushes.append(copy.deepcopy(self.model.flushed))
+        """The flushed state changed: a reader may show it from now on. Each cursor's as the
+        flush wrote it: its marker holds the mark-delete position the writer's directory
+        gave then (past a sealed ledger wholly acked or empty), whatever the reader's says."""
+        m = self.model
+        self.flushes.append({name: replace(copy.deepcopy(c), floor=m.md(c)) for name, c in m.flushed.items()})
 
     def _attach(self, bulk: bool = False) -> None:
         self.topic = self.store.topic(TOPIC)
