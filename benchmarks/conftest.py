@@ -33,10 +33,18 @@ def bench_flushes(benchmark: Any, store: AckStore, group: str, dirty: Any, round
     return written[-1]
 
 
+def _steady(bench: Any) -> bool:
+    """A case of the steady workload (its own table: :func:`_steady_lines`)."""
+    return (bench.group or "").startswith("steady:") and "cursors" in bench.extra_info
+
+
 def _ratio_lines(benchmarks: list[Any]) -> list[str]:
     groups: dict[str, list[Any]] = defaultdict(list)
     for bench in benchmarks:
-        groups[bench.group or bench.name].append(bench)
+        if not _steady(bench):
+            groups[bench.group or bench.name].append(bench)
+    if not groups:
+        return []
     lines = [
         "| group | case | median | ops/s | speed vs baseline | bytes | bytes vs baseline | write(2) bytes a round |",
         "|---|---|---:|---:|---:|---:|---:|---:|",
@@ -63,6 +71,41 @@ def _ratio_lines(benchmarks: list[Any]) -> list[str]:
     return lines
 
 
+def _steady_lines(benchmarks: list[Any]) -> list[str]:
+    """The steady workload's groups per cursor a flush: each engine's median time, write(2)
+    and logical bytes, ackstore's against the faster peer's, and Pulsar's PositionInfo."""
+    groups: dict[str, list[Any]] = defaultdict(list)
+    for bench in benchmarks:
+        if _steady(bench):
+            groups[bench.group].append(bench)
+    if not groups:
+        return []
+    lines = [
+        "| workload | engine | flush per cursor | vs the faster peer | write(2) B per cursor | logical B per cursor "
+        "| Pulsar PositionInfo B |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+
+    def size(group: list[Any]) -> tuple[int, int, bool]:
+        info = group[0].extra_info
+        return info["cursors"], info["k"], info["sync"]
+
+    for cases in sorted(groups.values(), key=size):
+        group = cases[0].group
+        peers = [c for c in cases if c.extra_info["engine"] != "ackstore"]
+        fastest = min((c.stats.median for c in peers), default=None)
+        for c in sorted(cases, key=lambda c: (c.extra_info["engine"] != "ackstore", c.extra_info["engine"])):
+            n = c.extra_info["cursors"]
+            mine = c.extra_info["engine"] == "ackstore"
+            ratio = f"{c.stats.median / fastest:.1f}x" if mine and fastest else ""
+            info = f"{c.extra_info['position_info']:,.0f}" if mine else ""
+            lines.append(
+                f"| {group.removeprefix('steady: ')} | {c.extra_info['engine']} | {c.stats.median / n * 1e6:.2f} us "
+                f"| {ratio} | {c.extra_info['wchar'] / n:,.0f} | {c.extra_info['bytes'] / n:,.0f} | {info} |"
+            )
+    return lines
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--docs-table",
@@ -80,8 +123,16 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     lines = _ratio_lines(benchmarks)
     for line in lines:
         terminalreporter.write_line(line)
+    steady = _steady_lines(benchmarks)
+    if steady:
+        terminalreporter.section("the steady workload, per cursor a flush")
+        for line in steady:
+            terminalreporter.write_line(line)
     target = config.getoption("--docs-table")
     if target:
         from .docs_table import replace_block
 
-        replace_block(Path(target), "ratios", lines)
+        if lines:  # the steady suite alone writes its own block only
+            replace_block(Path(target), "ratios", lines)
+        if steady:
+            replace_block(Path(target), "steady", steady)

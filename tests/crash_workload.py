@@ -42,6 +42,42 @@ def round_ops(seed: int, rnd: int) -> list[Op]:
     return ops
 
 
+#: entries a steady round consumes
+STEADY_K = 15
+
+
+def log_position(i: int) -> tuple[int, int]:
+    """The ``i``-th entry of the log, in order across its ledgers (wrapping around)."""
+    sizes = [count or OPEN_TOP + 1 for _, count in LEDGERS]
+    i %= sum(sizes)
+    for (ledger, _), size in zip(LEDGERS, sizes, strict=True):
+        if i < size:
+            return ledger, i
+        i -= size
+    raise AssertionError("unreachable")
+
+
+def _held(seed: int, rnd: int) -> dict[int, int]:
+    """The entries (log indexes) steady round ``rnd`` holds back, and the round each is made."""
+    rng = random.Random(seed * 7_919 + rnd)
+    start = rnd * STEADY_K
+    return {i: rnd + rng.randint(1, 3) for i in rng.sample(range(start, start + STEADY_K), rng.choice((1, 1, 2)))}
+
+
+def steady_ops(seed: int, rnd: int) -> list[Op]:
+    """A broker's round: the next ``STEADY_K`` entries of the log in order, less one or two
+    held back, and the ones held back in the three rounds before that are due now: the
+    mark-delete position moves every round, a few holes stay open. The same whatever the
+    state, like :func:`round_ops`."""
+    held = _held(seed, rnd)
+    batch = [log_position(i) for i in range(rnd * STEADY_K, (rnd + 1) * STEADY_K) if i not in held]
+    late = [log_position(i) for r in range(max(0, rnd - 3), rnd) for i, due in _held(seed, r).items() if due == rnd]
+    return [("ack", batch + late)]
+
+
+WORKLOADS = {"random": round_ops, "steady": steady_ops}
+
+
 def apply_engine(cursor: Any, ops: list[Op]) -> None:
     for kind, arg in ops:
         if kind == "ack":
@@ -64,16 +100,17 @@ def apply_model(topic: Any, cursor: Any, ops: list[Op]) -> None:
 
 
 def main() -> None:
-    """Child: ``crash_workload.py STORE SEED FIRST_ROUND``; acks and flushes until killed."""
+    """Child: ``crash_workload.py STORE SEED FIRST_ROUND [WORKLOAD]``; acks and flushes until killed."""
     from ackstore import AckStore
 
     path, seed, first = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    ops = WORKLOADS[sys.argv[4] if len(sys.argv) > 4 else "random"]
     store = AckStore.open(path, sync=True)
     cursor = store.topic(TOPIC).cursor(CURSOR)
     print("ready", flush=True)
     rnd = first
     while True:
-        apply_engine(cursor, round_ops(seed, rnd))
+        apply_engine(cursor, ops(seed, rnd))
         store.flush()
         print(f"flushed {rnd}", flush=True)
         rnd += 1

@@ -117,6 +117,8 @@ class AckStoreMachine(RuleBasedStateMachine):
             self.model.cursors[name] = CursorModel()
         #: every flushed state the writer left, oldest first (what a reader may show)
         self.flushes: list[dict[str, CursorModel]] = [{}]
+        #: acks a steady consumer holds back, made a round later
+        self.held: dict[str, list[tuple[int, int]]] = {}
         #: the reader's directory as it opened it, the first flush it may show, and per
         #: cursor the newest flush it showed
         self.reader_directory: TopicModel | None = None
@@ -247,6 +249,33 @@ class AckStoreMachine(RuleBasedStateMachine):
             self._expect(valid, self.cursors[name].ack_entries, ledger, range(start, end))
         if valid:
             m.ack(m.cursors[name], positions)
+
+    @precondition(lambda self: self.model.ledgers)
+    @rule(name=st.sampled_from(CURSORS), k=st.integers(1, 8), hold=st.integers(0, 2), data=st.data())
+    def steady_round(self, name: str, k: int, hold: int, data: st.DataObject) -> None:
+        """A broker's round: the next ``k`` entries after the mark-delete position acked in
+        order in one call (as a consumer acks what it processed), less up to ``hold`` held
+        back, and the acks held back before made now, late: the mark-delete moves most
+        rounds and a few holes stay open."""
+        m = self.model
+        c = m.cursors[name]
+        ledger, entry = m.md(c)
+        held = self.held.setdefault(name, [])
+        late = [p for p in held if m.valid_position(p)]
+        held.clear()
+        if ledger in m.ids():
+            top = min(m.limit_of(ledger), ENTRIES - 1)
+            start = max([entry + 1, *(e + 1 for lg, e in c.acked if lg == ledger)])
+            batch = [(ledger, e) for e in range(start, min(start + k, top + 1))]
+            if batch and hold:
+                held.extend(data.draw(st.lists(st.sampled_from(batch), max_size=hold, unique=True)))
+                batch = [p for p in batch if p not in held]
+            if batch:
+                self.cursors[name].ack_entries(ledger, [e for _, e in batch])
+                m.ack(c, batch)
+        if late:
+            self.cursors[name].ack([Position(*p) for p in late])
+            m.ack(c, late)
 
     @precondition(lambda self: self.model.ledgers)
     @rule(name=st.sampled_from(CURSORS), data=st.data())
