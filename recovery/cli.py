@@ -29,9 +29,12 @@ from ackstore import (
     CursorConfig,
     UnknownCursorError,
     UnknownTopicError,
+    __version__,
     check,
 )
+from ackstore.storage.codecs import IMPLEMENTATION
 from ackstore.storage.fileio import create_new_file
+from ackstore.storage.records import FORMAT_VERSION
 
 from .dump import dump_lines, restore, write_dump
 from .exit_path import run
@@ -115,6 +118,11 @@ def _all_cursors(store: AckStore, topic: str | None = None) -> list[tuple[str, s
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(
+    __version__,
+    prog_name="ackstore",
+    message=f"%(prog)s %(version)s (store format {FORMAT_VERSION}, {IMPLEMENTATION} codecs)",
+)
 def cli() -> None:
     """Inspect, check, repair, salvage, dump, restore, compact, copy ackstore stores, and delete
     cursors and topics.

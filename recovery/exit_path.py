@@ -11,7 +11,7 @@ from __future__ import annotations
 import errno
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import click
 
@@ -24,8 +24,11 @@ def run(
     prog: str,
     usage: type[BaseException] | tuple[type[BaseException], ...],
     failures: type[BaseException] | tuple[type[BaseException], ...],
+    missing: Mapping[str, str] | None = None,
 ) -> int:
-    """Run ``command`` on ``argv`` as ``prog``; returns the exit status."""
+    """Run ``command`` on ``argv`` as ``prog``; returns the exit status. ``missing`` maps a
+    module a command may import (``pyspark``) to what installs it: its absence is then
+    one line saying so, exit 1."""
     try:
         result = command.main(args=argv, prog_name=prog, standalone_mode=False)
     except click.exceptions.Exit as exc:
@@ -48,6 +51,12 @@ def run(
             raise
         text = describe_os_error(exc, _command(argv)) if isinstance(exc, OSError) else str(exc)
         click.echo(f"{prog}: error: {text}", err=True)
+        return 1
+    except ModuleNotFoundError as exc:
+        top = (exc.name or "").split(".")[0]
+        if not missing or top not in missing or os.environ.get("ACKSTORE_DEBUG") == "1":
+            raise
+        click.echo(f"{prog}: error: {top} is not installed; {missing[top]}", err=True)
         return 1
     except (click.exceptions.Abort, KeyboardInterrupt) as exc:
         cause = exc if isinstance(exc, KeyboardInterrupt) else exc.__cause__  # click wraps it in Abort

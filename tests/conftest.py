@@ -107,7 +107,7 @@ AREAS: dict[str, str] = {
     **dict.fromkeys(
         ("crash", "damage_campaign", "full_disk", "power_cut", "readers", "reader_states", "soak"), "campaigns"
     ),
-    **dict.fromkeys(("api_docs", "docs", "readme"), "docs"),
+    **dict.fromkeys(("api_docs", "docs", "packaging", "readme"), "docs"),
 }
 
 #: tests that take over a second or so on a busy 2-core machine (subprocesses, kill -9

@@ -199,3 +199,46 @@ def test_os_errors_say_what_was_done_to_which_path_and_what_to_do(tmp_path: Path
     )
     locked = describe_os_error(PermissionError(errno.EACCES, "Permission denied", "/s/ackstore.lock"), "stat")
     assert locked.startswith("stat /s/ackstore.lock: Permission denied; run the command as a user")
+
+
+NO_SPARK = r"""
+import sys
+class NoSpark:  # an install without the Spark extras
+    def find_spec(self, name, path=None, target=None):
+        if name == "pyspark" or name.startswith("pyspark."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+sys.meta_path.insert(0, NoSpark())
+from ackstore.tools.spark_cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_ackstore_spark_without_pyspark_says_what_to_install(tmp_path: Path) -> None:
+    r = subprocess.run(
+        [sys.executable, "-c", NO_SPARK, "pipeline", str(tmp_path / "out"), "--scale", "small"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.strip().splitlines() == [
+        "ackstore-spark: error: pyspark is not installed; install the Spark extras: pip install 'ackstore[spark]'"
+    ]
+
+
+def test_version() -> None:
+    from ackstore import __version__
+    from ackstore.storage.codecs import IMPLEMENTATION
+    from ackstore.storage.records import FORMAT_VERSION
+
+    for tool, line in (
+        ("ackstore.recovery", f"ackstore {__version__} (store format {FORMAT_VERSION}, {IMPLEMENTATION} codecs)"),
+        ("ackstore.tools.spark_cli", f"ackstore-spark {__version__}"),
+    ):
+        code = (
+            f"import sys; from {tool.replace('.recovery', '.recovery.cli')} import main; sys.exit(main(['--version']))"
+        )
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+        assert r.returncode == 0 and r.stdout.strip() == line, (r.stdout, r.stderr)

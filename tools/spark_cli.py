@@ -21,6 +21,8 @@ from typing import Any
 import click
 from ackstore.recovery.exit_path import run
 
+from ackstore import __version__
+
 __all__ = ["main"]
 
 
@@ -116,6 +118,7 @@ def _options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="ackstore-spark", message="%(prog)s %(version)s")
 def cli() -> None:
     """Stress-generate ack-hole workloads through the real engine, then audit the stores
     (checks, recovery against expected digests, cross-store Spark SQL checks).
@@ -174,7 +177,8 @@ def _checked_run(args: _Args) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Run ``ackstore-spark``; the one exit path: 0 ok, 1 failure, 2 usage, one line on errors."""
     # bad specs, too many faults to plant, an unwritable OUTDIR are ValueError / OSError
-    return run(cli, argv, "ackstore-spark", _Usage, (ValueError, OSError))
+    spark = "install the Spark extras: pip install 'ackstore[spark]'"
+    return run(cli, argv, "ackstore-spark", _Usage, (ValueError, OSError), {"pyspark": spark, "matplotlib": spark})
 
 
 def _plant(args: _Args) -> None:
