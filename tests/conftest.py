@@ -110,43 +110,9 @@ AREAS: dict[str, str] = {
     **dict.fromkeys(("api_docs", "docs", "packaging", "readme"), "docs"),
 }
 
-#: tests that take over a second or so on a busy 2-core machine (subprocesses, kill -9
-#: rounds, Spark, campaigns): ``make check`` (``-m "not slow"``) leaves them out and runs
-#: the rest in under a minute; ``make test`` runs everything
-SLOW_FILES = {
-    "spark",
-    "spark_cluster",
-    "plots",
-    "crash",
-    "damage_campaign",
-    "power_cut",
-    "readers",
-    "reader_states",
-    "full_disk",
-    "soak",
-}
-SLOW_TESTS = {
-    "test_redelivery.py::test_kill_minus_nine_redelivers_every_dispatched_unacked_entry",
-    "test_cli_edges.py::test_killing_the_tool_kills_its_worker",
-    "test_cli_edges.py::test_ctrl_c_is_one_line_and_leaves_nothing",
-    "test_cli_edges.py::test_cursor_names_with_a_slash_and_control_characters",
-    "test_api_docs.py::test_the_api_reference_builds_with_warnings_as_errors",
-    "test_repair_tools.py::test_kill_minus_nine_during_a_tool_leaves_stores_that_open",
-    "test_repair_tools.py::test_salvage_of_a_store_killed_mid_flush_is_its_committed_state",
-    "test_delete.py::test_deleting_and_recreating_cursors_keeps_the_file_bounded",
-    "test_delete.py::test_cli_delete_cursor_and_topic",
-    "test_store.py::test_map_grows_without_the_caller_seeing_it",
-    "test_store.py::test_flush_writes_only_the_dirty_ledger_and_a_delta_marker",
-    "test_store.py::test_acks_go_on_while_a_flush_encodes",
-    "test_delivery_counts.py::test_a_poison_entry_reaches_the_dead_letter_across_kill_9",
-    "test_delivery_counts.py::test_the_tools_carry_counts_dump_restore_compact_salvage_check_stat",
-    "test_salvage.py::test_salvage_recovers_what_damaged_branch_keys_hide",
-    "test_damage_defects.py::test_a_zeroed_leaf_page_is_an_error_not_sigabrt",
-    "test_damage_defects.py::test_a_truncated_file_is_an_error_not_sigbus",
-    "test_damage_defects.py::test_restore_refuses_a_planted_or_leftover_restoring_path",
-    "test_budget.py::test_range_count_stays_exact_and_cache_bounded_under_random_work",
-    "test_decoders.py::test_checksummed_envelopes_with_any_body",
-}
+#: the slow tests (subprocesses, kill -9 rounds, Spark, campaigns) carry ``@pytest.mark.slow``
+#: (a module: ``pytestmark``) where they are defined, and every ``stress`` test is slow:
+#: ``make check`` (``-m "not slow"``) leaves them out; ``make test`` runs everything
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -156,6 +122,5 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if stem not in AREAS:
             raise pytest.UsageError(f"tests/{path.name} is in no area: name it in AREAS in tests/conftest.py")
         item.add_marker(getattr(pytest.mark, AREAS[stem]))
-        test = f"{path.name}::{item.name.split('[')[0]}"
-        if stem in SLOW_FILES or test in SLOW_TESTS or item.get_closest_marker("stress"):
+        if item.get_closest_marker("stress"):
             item.add_marker(pytest.mark.slow)

@@ -8,11 +8,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import ackstore
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.slow
 def test_the_api_reference_builds_with_warnings_as_errors(tmp_path: Path) -> None:
     r = subprocess.run(
         [sys.executable, "-m", "ackstore.tools.apidoc", str(tmp_path)],

@@ -137,6 +137,7 @@ def test_5_swap_in_that_needs_two_evictions(store_path: Path) -> None:
         cur._check()
 
 
+@pytest.mark.slow
 def test_range_count_stays_exact_and_cache_bounded_under_random_work(store_path: Path) -> None:
     config = CursorConfig(max_individual_ack_cache_bytes=4 * 1024, full_marker_every=4)
     rng = random.Random(11)

@@ -55,6 +55,7 @@ def test_a_broken_pipe_is_one_line(store: Path) -> None:
     assert r.returncode == 1
 
 
+@pytest.mark.slow
 def test_cursor_names_with_a_slash_and_control_characters(store: Path) -> None:
     r = _sh(f"ACK recover {store} --cursor '{T}/sub/with/slash'")
     assert r.returncode == 0, r.stderr
@@ -90,6 +91,7 @@ def _salvage_under_way(tmp_path: Path, **popen: object) -> subprocess.Popen[str]
     return tool
 
 
+@pytest.mark.slow
 def test_killing_the_tool_kills_its_worker(tmp_path: Path) -> None:
     """The command runs in a forked worker; a kill -9 of the tool must not leave the worker
     to finish the job unseen (a salvage target appearing after the caller saw it die)."""
@@ -100,6 +102,7 @@ def test_killing_the_tool_kills_its_worker(tmp_path: Path) -> None:
     assert not (tmp_path / "new").exists()
 
 
+@pytest.mark.slow
 def test_ctrl_c_is_one_line_and_leaves_nothing(tmp_path: Path) -> None:
     """Ctrl-C reaches the tool and its worker (one process group, as from a terminal): one
     line, exit 1, no traceback, and the salvage it interrupted leaves nothing behind."""
@@ -133,6 +136,7 @@ def test_ctrl_c_while_the_tool_imports_is_one_line(script: str) -> None:
     assert r.stderr == f"{script.replace('_', '-')}: aborted\n"
 
 
+@pytest.mark.slow
 def test_sigterm_is_one_line_and_leaves_nothing(tmp_path: Path) -> None:
     """SIGTERM to the tool alone (a service manager stopping it): the worker is told, cleans
     up what it was building as Ctrl-C does, and the tool says so in one line, exit 1."""
@@ -144,6 +148,7 @@ def test_sigterm_is_one_line_and_leaves_nothing(tmp_path: Path) -> None:
     assert not (tmp_path / "new").exists() and not (tmp_path / "new.salvaging").exists()
 
 
+@pytest.mark.slow
 def test_sigterm_during_restore_leaves_no_restoring_directory(tmp_path: Path) -> None:
     dump = tmp_path / "dump.jsonl"
     with AckStore.open(tmp_path / "src", sync=False) as s:

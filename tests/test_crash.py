@@ -17,6 +17,8 @@ from ackstore import AckStore
 from . import crash_workload as w
 from .model import CursorModel, TopicModel
 
+pytestmark = pytest.mark.slow  # subprocesses, Spark or long campaigns: make check leaves them out
+
 CHILD = Path(w.__file__)
 ROOT = CHILD.parent.parent
 

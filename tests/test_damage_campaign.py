@@ -38,6 +38,8 @@ import pytest
 from ackstore import AckStore, CursorConfig, Position
 from ackstore.salvage import salvage
 
+pytestmark = pytest.mark.slow  # subprocesses, Spark or long campaigns: make check leaves them out
+
 T = "persistent://t/ns/campaign"
 ROOT = Path(__file__).parent.parent
 

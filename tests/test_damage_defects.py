@@ -154,6 +154,7 @@ def _open_in_child(path: Path) -> str:
     return r.stdout.strip() or f"signal {-r.returncode}"
 
 
+@pytest.mark.slow
 def test_a_truncated_file_is_an_error_not_sigbus(tmp_path: Path) -> None:
     path = tmp_path / "store"
     _build(path, flushes=10)
@@ -171,6 +172,7 @@ def test_a_truncated_file_is_an_error_not_sigbus(tmp_path: Path) -> None:
     assert not (tmp_path / "c").exists()
 
 
+@pytest.mark.slow
 def test_a_zeroed_leaf_page_is_an_error_not_sigabrt(tmp_path: Path) -> None:
     path = tmp_path / "store"
     _build(path, flushes=10)
@@ -223,6 +225,7 @@ def test_copy_and_dump_never_write_through_a_planted_symlink(tmp_path: Path) -> 
     assert not os.path.lexists(tmp_path / "snap.partial") and not os.path.lexists(tmp_path / "out.jsonl.partial")
 
 
+@pytest.mark.slow
 def test_restore_refuses_a_planted_or_leftover_restoring_path(tmp_path: Path) -> None:
     """A ``.restoring`` path may be another restore's, or someone's: it is never followed nor
     removed; the error says what to do."""

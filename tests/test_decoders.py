@@ -65,6 +65,7 @@ body = st.recursive(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(st.sampled_from([RECORD_LEDGER, RECORD_MARKER, 3, 4, 99]), body)
 def test_checksummed_envelopes_with_any_body(rtype: int, obj: object) -> None:

@@ -187,6 +187,7 @@ def _cli(*args: object, stdin: str | None = None) -> subprocess.CompletedProcess
     )
 
 
+@pytest.mark.slow
 def test_cli_delete_cursor_and_topic(store_path: Path) -> None:
     with AckStore.open(store_path) as store:
         topic = _topic(store)

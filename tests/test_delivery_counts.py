@@ -248,6 +248,7 @@ def _one_round(path: Path, durable: bool, flush: bool) -> str:
     return " / ".join(lines)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("durable", [True, False])
 def test_a_poison_entry_reaches_the_dead_letter_across_kill_9(tmp_path: Path, durable: bool) -> None:
     """The consumer process is killed after every delivery of the one entry; every other
@@ -297,6 +298,7 @@ def _cli(*args: object) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_the_tools_carry_counts_dump_restore_compact_salvage_check_stat(tmp_path: Path) -> None:
     from ackstore import check
     from ackstore.salvage import salvage

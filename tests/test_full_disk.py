@@ -10,6 +10,8 @@ import pytest
 
 from ackstore import AckStore, CursorConfig, Position, StoreError
 
+pytestmark = pytest.mark.slow  # subprocesses, Spark or long campaigns: make check leaves them out
+
 T = "persistent://t/ns/full"
 
 

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from ackstore.tools.plots import PLOTS, write_plots
 from PIL import Image
+
+pytestmark = pytest.mark.slow  # subprocesses, Spark or long campaigns: make check leaves them out
 
 
 def test_write_plots_makes_the_pngs_including_unreadable_rows(tmp_path: Path) -> None:

@@ -18,6 +18,8 @@ from ackstore.recovery.dump import dump_lines
 
 from ackstore import AckStore
 
+pytestmark = pytest.mark.slow  # subprocesses, Spark or long campaigns: make check leaves them out
+
 LEDGERS = 10
 
 WRITER = r"""

@@ -17,6 +17,8 @@ import pytest
 
 from ackstore import AckStore
 
+pytestmark = pytest.mark.slow  # subprocesses, Spark or long campaigns: make check leaves them out
+
 ROOT = Path(__file__).parent.parent
 T = "persistent://t/ns/readers"
 

@@ -70,6 +70,7 @@ def test_salvage_of_a_clean_store_is_the_same_store(tmp_path: Path) -> None:
         salvage(tmp_path / "s", tmp_path / "new")
 
 
+@pytest.mark.slow
 def test_salvage_recovers_what_damaged_branch_keys_hide(tmp_path: Path) -> None:
     """The case check --fix must refuse: salvage reads past the damaged B-tree."""
     path = tmp_path / "s"
@@ -165,6 +166,7 @@ def test_salvage_keeps_the_open_ledgers_bound_and_string_properties(tmp_path: Pa
         assert list(topic.cursor("c").ack_ranges()) == [(Position(2, 25), Position(2, 25))]
 
 
+@pytest.mark.slow
 def test_salvage_of_a_store_cut_at_every_page_boundary_brings_back_what_survives(tmp_path: Path) -> None:
     """A copy cut off (or a disk that filled) at each page boundary: salvage brings back
     every cursor whose intact marker and records lie in the pages left (at least that

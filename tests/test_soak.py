@@ -12,6 +12,8 @@ import pytest
 
 from ackstore import AckStore, CursorConfig, Position
 
+pytestmark = pytest.mark.slow  # subprocesses, Spark or long campaigns: make check leaves them out
+
 CURSORS = 2_000
 
 

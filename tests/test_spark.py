@@ -21,6 +21,8 @@ from ackstore.tools.workloads import WorkloadError, WorkloadSpec
 
 from . import rawlog
 
+pytestmark = pytest.mark.slow  # subprocesses, Spark or long campaigns: make check leaves them out
+
 
 def test_bad_spec_is_rejected_naming_the_field(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(WorkloadError, match=r"hole_rate=1.5 is not allowed: a number in 0..1"):

@@ -16,6 +16,8 @@ from ackstore.tools.spark_env import build_env_archive, env_key
 
 from .spark_cluster import Cluster, standalone_cluster
 
+pytestmark = pytest.mark.slow  # subprocesses, Spark or long campaigns: make check leaves them out
+
 ROOT = Path(__file__).parent.parent
 BIN = Path(sys.executable).parent
 

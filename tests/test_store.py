@@ -33,6 +33,7 @@ def _holey_cursor(store: AckStore, n: int, entries: int, step: int):  # type: ig
     return cur
 
 
+@pytest.mark.slow
 def test_flush_writes_only_the_dirty_ledger_and_a_delta_marker(store_path: Path) -> None:
     with AckStore.open(store_path, sync=False) as store:
         cur = _holey_cursor(store, 10_000, 1000, 3)
@@ -99,6 +100,7 @@ def test_mark_delete_moves_across_ledgers_and_cumulative(store_path: Path) -> No
         assert cur.batch_acked_indexes(Position(4, 0)) is None
 
 
+@pytest.mark.slow
 def test_map_grows_without_the_caller_seeing_it(store_path: Path) -> None:
     with AckStore.open(store_path, map_size=1 << 16, sync=False) as store:
         cur = _holey_cursor(store, 200, 5000, 2)
@@ -110,6 +112,7 @@ def test_map_grows_without_the_caller_seeing_it(store_path: Path) -> None:
         assert list(store.topic(T).cursor("c").ack_ranges()) == expected
 
 
+@pytest.mark.slow
 def test_acks_go_on_while_a_flush_encodes(store_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A flush encodes outside the store lock: while it encodes one cursor's 1,000 new records,
     acks on another cursor, and on the same cursor's ledger, complete; none is lost.
