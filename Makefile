@@ -17,8 +17,11 @@ run: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/python -m ackstore.tools.demo
 
+# the whole suite with the compiled codecs and lane, then the fast tests again with their
+# pure-Python twins (what an install without a C compiler runs)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+	ACKSTORE_PURE_PYTHON=1 $(BIN)/python -m pytest -q -m "not slow"
 
 stress: $(STAMP)
 	$(BIN)/python -m pytest -q -m stress --long
