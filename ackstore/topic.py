@@ -17,7 +17,7 @@ import lmdb
 
 from .config import CursorConfig
 from .cursor import Cursor
-from .cursor.validate import utf8_size
+from .cursor.validate import quoted, utf8_size
 from .directory import OPEN, LedgerDirectory
 from .errors import InvalidArgumentError, InvalidTypeError, TopicDeletedError
 from .gcpause import gc_paused
@@ -35,9 +35,10 @@ MAX_NAME_BYTES = 1024
 def check_name(name: Any, what: str) -> str:
     if not isinstance(name, str):
         raise InvalidTypeError(f"{what} name must be a str, got {name!r} ({type(name).__name__})")
-    if not 1 <= utf8_size(name) <= MAX_NAME_BYTES or "\x00" in name:
+    size = utf8_size(name)
+    if not 1 <= size <= MAX_NAME_BYTES or "\x00" in name:
         raise InvalidArgumentError(
-            f"{what} name {name!r} is not allowed: allowed 1..{MAX_NAME_BYTES} UTF-8 bytes "
+            f"{what} name {quoted(name)} is not allowed: allowed 1..{MAX_NAME_BYTES} UTF-8 bytes "
             "(valid Unicode, no lone surrogates), no NUL"
         )
     return name

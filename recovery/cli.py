@@ -3,8 +3,9 @@
 One function per command; one exit path (:func:`main`): 0 success, 1 failure (including
 ``check`` findings), 2 usage. Errors print one line on stderr, never a traceback
 (``ACKSTORE_DEBUG=1`` shows it). Every command takes ``--json``. Only ``check --fix``,
-``compact`` and ``restore`` write, each through one transaction (restore builds the new
-store beside its target and renames it into place).
+``compact``, ``restore``, ``salvage`` (a new store) and the deletes write, each through one
+transaction (restore and salvage build the new store beside its target and rename it into
+place).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from ackstore import (
     __version__,
     check,
 )
+from ackstore.cursor.validate import quoted
 from ackstore.storage.codecs import IMPLEMENTATION
 from ackstore.storage.fileio import create_new_file
 from ackstore.storage.records import FORMAT_VERSION
@@ -70,7 +72,7 @@ def _split_cursor(store: AckStore, spec: str) -> tuple[str, str]:
     """``TOPIC/SUBSCRIPTION`` as the store holds it: the topic name may hold '/' (Pulsar's
     do) and so may the cursor's, so every split is tried; exactly one must name a cursor."""
     if "/" not in spec.strip("/"):
-        raise UsageFailure(f"--cursor {spec!r} must be TOPIC/SUBSCRIPTION, e.g. persistent://t/ns/orders/sub-a")
+        raise UsageFailure(f"--cursor {quoted(spec)} must be TOPIC/SUBSCRIPTION, e.g. persistent://t/ns/orders/sub-a")
     topics = set(store.topics())
     found = []
     for i, ch in enumerate(spec):
@@ -85,9 +87,9 @@ def _split_cursor(store: AckStore, spec: str) -> tuple[str, str]:
         return found[0]
     if found:
         raise UsageFailure(
-            f"--cursor {spec!r} names more than one cursor ({', '.join(f'{t!r} / {n!r}' for t, n in found)})"
+            f"--cursor {quoted(spec)} names more than one cursor ({', '.join(f'{t!r} / {n!r}' for t, n in found)})"
         )
-    raise UsageFailure(f"--cursor {spec!r} names no cursor of the store; `ackstore cursors STORE` lists them")
+    raise UsageFailure(f"--cursor {quoted(spec)} names no cursor of the store; `ackstore cursors STORE` lists them")
 
 
 def _open_cursor(store: AckStore, spec: str, config: CursorConfig | None = None):  # type: ignore[no-untyped-def]
@@ -96,6 +98,15 @@ def _open_cursor(store: AckStore, spec: str, config: CursorConfig | None = None)
         return store.topic(topic).cursor(name, config)
     except (UnknownTopicError, UnknownCursorError) as exc:
         raise UsageFailure(f"{exc}; `ackstore cursors STORE` lists them") from None
+
+
+#: plural forms that are not the singular with an s
+_PLURALS = {"entry": "entries", "batch": "batches", "delivery": "deliveries"}
+
+
+def _n(count: int, noun: str) -> str:
+    """``count`` and ``noun``, plural unless the count is one: "1 cursor", "2,000 ranges"."""
+    return f"{count:,} {noun if count == 1 else _PLURALS.get(noun, noun + 's')}"
 
 
 def _show(name: str) -> str:
@@ -128,7 +139,8 @@ def cli() -> None:
     cursors and topics.
 
     STORE is a store directory or a single-file snapshot made by `copy`. Every command
-    takes --json for scripts. Exit status: 0 ok, 1 failure or findings, 2 usage.
+    takes --json for scripts, before its name or after it. Exit status: 0 ok, 1 failure or
+    findings, 2 usage.
     """
 
 
@@ -179,7 +191,7 @@ def stat(store: Path, as_json: bool, prometheus: bool, max_cursors: int) -> None
                     advance()
     lines = [
         f"{out['path']}: format {out['format_version']}, {out['size_on_disk']:,} B on disk, "
-        f"map {out['map_size']:,} B, {len(out['topics'])} topics"
+        f"map {out['map_size']:,} B, {_n(len(out['topics']), 'topic')}"
     ]
     if oldest is not None:
         lines.append(
@@ -188,11 +200,11 @@ def stat(store: Path, as_json: bool, prometheus: bool, max_cursors: int) -> None
         )
     for t, tv in out["topics"].items():
         bound = f", last confirmed {tv['last_confirmed']}" if tv["last_confirmed"] else ""
-        lines.append(f"  {_show(t)}: {tv['ledgers']} ledgers{bound}, {len(tv['cursors'])} cursors")
+        lines.append(f"  {_show(t)}: {_n(tv['ledgers'], 'ledger')}{bound}, {_n(len(tv['cursors']), 'cursor')}")
         for name, c in tv["cursors"].items():
             lines.append(
-                f"    {_show(name)}: mark-delete {c['mark_delete']}, {c['ranges']:,} ranges, "
-                f"{c['ledgers']} ledgers, {c['records']} records ({c['record_bytes']:,} B, "
+                f"    {_show(name)}: mark-delete {c['mark_delete']}, {_n(c['ranges'], 'range')}, "
+                f"{_n(c['ledgers'], 'ledger')}, {_n(c['records'], 'record')} ({c['record_bytes']:,} B, "
                 f"garbage {c['garbage_bytes']:,} B), newest marker {c['newest_marker']}"
                 + (", TRUNCATED" if c["truncated"] else "")
                 + (
@@ -251,7 +263,8 @@ def _delivery_figures(counts: dict[Any, int]) -> dict[str, int]:
 @click.option("--topic", help="only this topic's cursors")
 @click.option("--json", "as_json", is_flag=True, help="print JSON")
 def cursors(store: Path, topic: str | None, as_json: bool) -> None:
-    """One line per cursor: TOPIC/CURSOR, mark-delete, ranges, ledgers (tab-separated)."""
+    """One line per cursor under a header: TOPIC/CURSOR, mark-delete, ranges, ledgers
+    (tab-separated; --json for a program)."""
     rows = []
     with AckStore.open(store, readonly=True, verify="loaded") as s:
         for t, name in _all_cursors(s, topic):
@@ -266,10 +279,13 @@ def cursors(store: Path, topic: str | None, as_json: bool) -> None:
                 }
             )
     text = "\n".join(
-        f"{_show(str(r['topic']))}/{_show(str(r['cursor']))}\t{r['mark_delete']}\t{r['ranges']}\t{r['ledgers']}"
-        for r in rows
+        ["cursor\tmark-delete\tranges\tledgers"]
+        + [
+            f"{_show(str(r['topic']))}/{_show(str(r['cursor']))}\t{r['mark_delete']}\t{r['ranges']}\t{r['ledgers']}"
+            for r in rows
+        ]
     )
-    _emit(as_json, rows, text or "(no cursors)")
+    _emit(as_json, rows, text if rows else "(no cursors)")
 
 
 @cli.command("check")
@@ -294,13 +310,12 @@ def check_cmd(store: Path, fix: bool, as_json: bool) -> int:
     total = len(checked)
     clean_after = check(store) == [] if fix else not findings
     rows = [asdict(f) for f in findings]
-    text = "\n".join(_show(str(f)) for f in findings) or f"{store}: clean ({total} cursors)"
+    text = "\n".join(_show(str(f)) for f in findings) or f"{store}: clean ({_n(total, 'cursor')})"
     lost = sum(f.lost for f in findings)
     if fix and findings:
         fixed = sum(f.fixed for f in findings)
-        text += (
-            f"\n{fixed} of {len(findings)} findings fixed; the store is {'clean' if clean_after else 'STILL NOT CLEAN'}"
-        )
+        state = "clean" if clean_after else "STILL NOT CLEAN"
+        text += f"\n{fixed} of {_n(len(findings), 'finding')} fixed; the store is {state}"
         if lost:
             text += (
                 f", but the repair lost the acks of {lost} flush(es) (cursors rolled back past damaged markers): "
@@ -312,7 +327,12 @@ def check_cmd(store: Path, fix: bool, as_json: bool) -> int:
 
 @cli.command()
 @click.argument("store", type=EXISTING)
-@click.option("--cursor", "spec", required=True, help="TOPIC/SUBSCRIPTION (split at the last '/')")
+@click.option(
+    "--cursor",
+    "spec",
+    required=True,
+    help="TOPIC/SUBSCRIPTION (names may hold '/': every split is tried, and exactly one must name a cursor)",
+)
 @click.option("--budget", type=click.IntRange(min=0), default=3 << 20, show_default=True, help="cache budget, bytes")
 @click.option("--verify", type=click.Choice(["keys", "all", "loaded"]), default="keys", show_default=True)
 @click.option(
@@ -352,13 +372,15 @@ def recover(store: Path, spec: str, budget: int, verify: str, load: str, as_json
     }
     text = (
         f"{spec}: recovered from marker {rep.marker_seq} in {seconds * 1000:.1f} ms\n"
-        f"  mark-delete {out['mark_delete']}, {out['ranges']:,} ranges\n"
+        f"  mark-delete {out['mark_delete']}, {_n(out['ranges'], 'range')}\n"
         f"  decoded {rep.records_loaded} ledger records ({rep.bytes_loaded:,} B), {st.ledgers_swapped_out} left on "
         + ("disk (those within the budget checked), decoded when first used" if load == "lazy" else "disk")
         + f"; {st.cache_bytes:,} B held of a {budget:,} B budget"
     )
     if rep.skipped_reasons:
-        text += f"\n  skipped {rep.markers_skipped} markers:\n" + "\n".join(f"    {r}" for r in rep.skipped_reasons)
+        text += f"\n  skipped {_n(rep.markers_skipped, 'marker')}:\n" + "\n".join(
+            f"    {r}" for r in rep.skipped_reasons
+        )
     _emit(as_json, out, text)
 
 
@@ -421,7 +443,8 @@ def _noting_skips(objects: Iterator[dict[str, Any]], skipped: list[list[str]]) -
 def restore_cmd(store: Path, dump_file: Any, as_json: bool) -> None:
     """Build a new store at STORE from a JSON Lines DUMP (`-` for stdin); all or nothing."""
     counts = restore(dump_file, store)
-    _emit(as_json, counts, f"restored {store}: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
+    singular = {"topics": "topic", "cursors": "cursor", "ranges": "range", "batches": "batch", "deliveries": "delivery"}
+    _emit(as_json, counts, f"restored {store}: " + ", ".join(_n(v, singular.get(k, k)) for k, v in counts.items()))
 
 
 @cli.command()
@@ -436,11 +459,14 @@ def compact(store: Path, as_json: bool) -> None:
     rows = [asdict(st) for st in stats]
     before, after = sum(r["bytes_before"] for r in rows), sum(r["bytes_after"] for r in rows)
     text = "\n".join(
-        f"{r['topic']}/{r['cursor']}: {r['records_before']} -> {r['records_after']} records, "
+        f"{r['topic']}/{r['cursor']}: {r['records_before']:,} -> {_n(r['records_after'], 'record')}, "
         f"{r['bytes_before']:,} -> {r['bytes_after']:,} B"
         for r in rows
     )
-    text += f"\ntotal: {before:,} -> {after:,} B of records (`ackstore copy --compact` also shrinks the file)"
+    text += (
+        f"\ntotal: {before:,} -> {after:,} B of records; the file keeps its size (LMDB reuses the freed pages): "
+        "`ackstore copy STORE NEW.mdb` writes a smaller copy"
+    )
     _emit(as_json, {"cursors": rows, "bytes_before": before, "bytes_after": after}, text.strip())
 
 
@@ -498,9 +524,9 @@ def delete_topic(store: Path, topic: str, yes: bool, as_json: bool) -> int:
             _emit(as_json, {"deleted": False}, f"{store}: no topic {topic!r}; nothing deleted")
             return 1
         n = len(s.topic(topic).cursors())
-        _confirm(yes, f"topic {topic!r} and its {n} cursors in {store}")
+        _confirm(yes, f"topic {topic!r} and its {_n(n, 'cursor')} in {store}")
         s.delete_topic(topic)
-    _emit(as_json, {"deleted": True, "cursors": n}, f"deleted topic {topic!r} and its {n} cursors")
+    _emit(as_json, {"deleted": True, "cursors": n}, f"deleted topic {topic!r} and its {_n(n, 'cursor')}")
     return 0
 
 
@@ -524,7 +550,7 @@ def salvage_cmd(damaged: Path, new: Path, as_json: bool) -> int:
     rows = [asdict(c) | {"complete": c.complete} for c in report.cursors]
     lines = [
         f"salvaged {damaged} -> {new}: {report.pages:,} pages read, {report.leaf_pages:,} leaf pages, "
-        f"{report.records:,} records, {report.topics} topics, {len(report.cursors)} cursors"
+        f"{_n(report.records, 'record')}, {_n(report.topics, 'topic')}, {_n(len(report.cursors), 'cursor')}"
     ]
     for c in report.cursors:
         if c.marker_seq < 0:
@@ -536,7 +562,9 @@ def salvage_cmd(damaged: Path, new: Path, as_json: bool) -> int:
                 f"from marker {c.marker_seq}, but records up to {c.newest_marker_seen} were found: "
                 "the acks of the flushes after it are lost"
             )
-        lines.append(f"  {_show(c.topic)}/{_show(c.cursor)}: {how}; mark-delete {c.mark_delete}, {c.ranges:,} ranges")
+        lines.append(
+            f"  {_show(c.topic)}/{_show(c.cursor)}: {how}; mark-delete {c.mark_delete}, {_n(c.ranges, 'range')}"
+        )
         lines.extend(f"    skipped: {r}" for r in c.reasons[:5])
         lines.extend(f"    not applied: {p}" for p in c.problems)
     for tid, placeholder in report.placeholder_topics.items():
@@ -574,7 +602,20 @@ def copy(store: Path, dest: Path, compact: bool, as_json: bool) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the tool; the one exit path (:func:`ackstore.recovery.exit_path.run`). Returns the exit status."""
-    return run(cli, argv, "ackstore", UsageFailure, (AckStoreError, OSError))
+    return run(
+        cli, _json_first(sys.argv[1:] if argv is None else argv), "ackstore", UsageFailure, (AckStoreError, OSError)
+    )
+
+
+def _json_first(argv: list[str]) -> list[str]:
+    """``ackstore --json COMMAND ...`` as ``ackstore COMMAND --json ...``: every command
+    takes ``--json``, before its name or after it."""
+    args = list(argv)
+    command = next((i for i, a in enumerate(args) if not a.startswith("-")), None)
+    if command is None or "--json" not in args[:command]:
+        return args
+    args.remove("--json")
+    return [*args[: command - 1], args[command - 1], "--json", *args[command:]]
 
 
 def _reopen_closed_streams() -> None:

@@ -58,7 +58,7 @@ def test_stat_and_cursors(store_path: Path, run) -> None:  # type: ignore[no-unt
     assert cur["records"] >= 3 and cur["garbage_bytes"] >= 0 and cur["truncated"] is False
     code, out, _ = run("cursors", store_path, "--topic", T)
     assert code == 0
-    assert out.splitlines() == [f"{T}/a\t2:0\t34\t2", f"{T}/b\t2:0\t34\t2"]
+    assert out.splitlines() == ["cursor\tmark-delete\tranges\tledgers", f"{T}/a\t2:0\t34\t2", f"{T}/b\t2:0\t34\t2"]
 
 
 def test_check_fix_cycle(store_path: Path, run) -> None:  # type: ignore[no-untyped-def]
@@ -208,3 +208,26 @@ def test_stat_shows_a_tracked_topics_last_confirmed_entry(store_path: Path, run)
     code, out, _ = run("stat", store_path, "--json")
     doc = json.loads(out)["topics"]
     assert doc[T]["last_confirmed"] == "5:41" and doc[T + "-2"]["last_confirmed"] is None
+
+
+def test_the_cli_reads_well(store_path: Path, tmp_path: Path, run) -> None:  # type: ignore[no-untyped-def]
+    """One of each: singular nouns for one, --json before the command as after it, a
+    header over the cursors' columns, compact saying the file keeps its size, a long name
+    not echoed whole."""
+    with AckStore.open(store_path) as store:
+        topic = store.topic(T)
+        topic.add_ledger(1)
+        topic.cursor("a").ack([Position(1, 3)])
+    code, out, _ = run("stat", store_path)
+    assert code == 0 and ", 1 topic" in out and "1 ledger, 1 cursor" in out and "1 range, 1 ledger, " in out
+    assert run("check", store_path)[1].strip() == f"{store_path}: clean (1 cursor)"
+    assert run("--json", "cursors", store_path) == run("cursors", store_path, "--json")
+    assert run("cursors", store_path)[1].splitlines()[0] == "cursor\tmark-delete\tranges\tledgers"
+    code, out, _ = run("compact", store_path)
+    assert code == 0 and "the file keeps its size" in out and "also shrinks" not in out
+    code, _, err = run("recover", store_path, "--cursor", T + "/" + "x" * 1200)
+    assert code == 2 and len(err) < 400, err
+    dump = tmp_path / "d.jsonl"
+    assert run("dump", store_path, "-o", dump)[0] == 0
+    code, out, _ = run("restore", tmp_path / "r", dump)
+    assert code == 0 and out.strip().endswith("1 topic, 1 cursor, 1 range, 0 batches, 0 deliveries")

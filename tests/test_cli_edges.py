@@ -62,7 +62,8 @@ def test_cursor_names_with_a_slash_and_control_characters(store: Path) -> None:
     assert "3,999 ranges" in r.stdout
     r = _sh(f"ACK cursors {store}")
     lines = r.stdout.splitlines()
-    assert len(lines) == 3 and f"{T}/new\\nline\t1:0\t3999\t1" in lines  # the newline cannot forge a line
+    assert lines[0] == "cursor\tmark-delete\tranges\tledgers"  # a header, then a line a cursor
+    assert len(lines) == 4 and f"{T}/new\\nline\t1:0\t3999\t1" in lines  # the newline cannot forge a line
     r = _sh(f"ACK stat {store}")
     assert "new\\nline: mark-delete" in r.stdout and "\nline:" not in r.stdout
 
@@ -247,3 +248,38 @@ def test_version() -> None:
         )
         r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
         assert r.returncode == 0 and r.stdout.strip() == line, (r.stdout, r.stderr)
+
+
+def test_make_demo_and_make_run_end_with_what_a_person_needs(tmp_path: Path) -> None:
+    """The demo says where its store is; a pipeline run ends with a few lines (what was
+    audited, each phase's time, the planted faults) before the report's path and the verdict,
+    not the whole summary."""
+    from ackstore.tools.spark_cli import _summary_lines
+
+    store = tmp_path / "demo"
+    r = subprocess.run(
+        [sys.executable, "-m", "ackstore.tools.demo", "--path", str(store), "--ledgers", "3", "--entries", "2000"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[-1].startswith(f"the store is at {store} ")
+    summary = {
+        "stores": 24,
+        "cursors": 48,
+        "ranges": 10_727,
+        "generate_seconds": 8.13,
+        "compact_seconds": 2.5,
+        "audit_seconds": 6.5,
+        "planted_faults": [{"a": 1}, {"b": 2}],
+        "planted_missed": [],
+        "false_positives": [],
+        "unexpected_cursors": [],
+        "by_scenario": [{"x": 1}] * 50,
+    }
+    assert _summary_lines(summary) == [
+        "audit: 24 stores, 48 cursors, 10,727 ranges; generate 8.1 s, compact 2.5 s, audit 6.5 s",
+        "faults planted: 2, found 2; false positives: 0; unexpected differences: 0",
+    ]

@@ -104,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         f"({r['live_bytes']:,} B live in the log); store file {r['store_bytes']:,} B"
     )
     print(f"state after reopen equals state before close: {r['recovered_equal']}")
+    print(f"the store is at {args.path} (`ackstore stat {args.path}` shows it; `--path` puts it elsewhere)")
     return 0 if r["recovered_equal"] else 1
 
 

@@ -18,6 +18,7 @@ __all__ = [
     "pair",
     "int_dtype",
     "describe",
+    "quoted",
     "utf8_size",
     "check_property",
     "check_property_key",
@@ -89,6 +90,12 @@ def describe(d: LedgerDirectory) -> str:
     if len(d) <= 6:
         return ", ".join(str(x) for x in d.ids)
     return f"{d.ids[0]}..{d.ids[-1]} ({len(d)} ledgers)"
+
+
+def quoted(text: str) -> str:
+    """``text`` quoted for a message, cut to its start when long: a 1,000-byte name is not
+    echoed whole."""
+    return repr(text) if len(text) <= 80 else f"{text[:60]!r}... ({len(text):,} characters)"
 
 
 def utf8_size(text: str) -> int:
