@@ -165,6 +165,11 @@ def test_audit_finds_exactly_the_planted_faults(spark, tmp_path: Path) -> None: 
     assert summary["planted_missed"] == [] and summary["false_positives"] == []
     assert summary["verdict"] == "PASS" and len(summary["planted_faults"]) == 4
     assert len(summary["unexpected_cursors"]) == 1 and summary["unexpected_cursors"][0].endswith("/unsubscribed")
+    verdict = (tmp_path / "report.md").read_text().split("## Verdict")[1].split("\n## ")[0]
+    unexpected, planted_part = verdict.split("Planted (expected")
+    assert "**PASS**: the audit found exactly the 4 planted faults" in unexpected
+    assert unexpected.count(": none") == 3, unexpected  # the planted faults' cursors are not listed as unexpected
+    assert "unsubscribed" in planted_part and "missed: none" in planted_part
     with pytest.raises(ValueError, match=r"allowed 0\.\.6"):
         plant_faults(tmp_path, 7)
 

@@ -94,6 +94,9 @@ def bytes_per_range_plot(rows: Sequence[Mapping[str, Any]], path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(8, 4.5))
     bars = ax.bar(list(groups), values, color="#4c72b0")
     ax.bar_label(bars, labels=[f"{v:,.1f}" for v in values])
+    ax.tick_params(axis="x", labelrotation=30)  # long scenario names side by side would run together
+    for label in ax.get_xticklabels():
+        label.set_horizontalalignment("right")
     ax.set_ylabel("bytes per range (records + markers)")
     if wants_log_scale(values):
         _log_axis(ax, values, "bytes per range, log scale (records + markers)")

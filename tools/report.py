@@ -64,21 +64,51 @@ def write_report(outdir: Path, summary: dict[str, Any]) -> None:
             f"- {e['host']}: Python {e['python']} at `{e['executable']}`, ackstore from `{e['ackstore']}`"
             for e in s["executors"]
         ]
+    plants = set(s.get("planted_faults") or [])
+
+    def unplanted(items: list[str], sep: str) -> list[str]:
+        """The findings of snapshots no fault was planted in: the unexpected ones."""
+        return [x for x in items if x.split(sep)[0] not in plants]
+
     lines += [
         "",
         "## Verdict",
         "",
+        f"**{s['verdict']}**"
+        + (
+            f": the audit found exactly the {len(plants)} planted faults and nothing else"
+            if plants and s["verdict"] == "PASS"
+            else ""
+        ),
+        "",
+        "Unexpected (in snapshots no fault was planted in):",
+        "",
         f"- cursors whose recovered state differs from the expected digest, or with findings: "
-        f"{s['mismatched_or_unclean'] or 'none'}",
-        f"- unreadable stores: {s['unreadable'] or 'none'}",
-        f"- cursors no spec made (e.g. a deleted subscription come back): {s.get('unexpected_cursors') or 'none'}",
+        f"{unplanted(s['mismatched_or_unclean'], '/') or 'none'}",
+        f"- unreadable stores: {unplanted(s['unreadable'], ':') or 'none'}",
+        f"- cursors no spec made (e.g. a deleted subscription come back): "
+        f"{unplanted(s.get('unexpected_cursors') or [], '/') or 'none'}",
         *(f"- {check.described}: {_n(s[check.summary])}" for check in RANGE_CHECKS),
     ]
-    if s.get("planted_faults"):
-        lines.append(
+    if plants:
+        found = [
+            x
+            for items, sep in (
+                (s["mismatched_or_unclean"], "/"),
+                (s["unreadable"], ":"),
+                (s.get("unexpected_cursors") or [], "/"),
+            )
+            for x in items
+            if x.split(sep)[0] in plants
+        ]
+        lines += [
+            "",
+            "Planted (expected: the audit must find each):",
+            "",
             f"- planted faults: {s['planted_faults']}; missed: {s['planted_missed'] or 'none'}; "
-            f"false positives: {s['false_positives'] or 'none'}"
-        )
+            f"false positives: {s['false_positives'] or 'none'}",
+            f"- what the audit found in them: {found or 'nothing'}",
+        ]
     lines += [
         "",
         "## By scenario",

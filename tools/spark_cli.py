@@ -194,7 +194,7 @@ def _summary_lines(summary: dict[str, Any]) -> list[str]:
         f"{summary.get('ranges', 0):,} ranges; {phases}",
         f"faults planted: {len(planted)}, found {len(planted) - len(missed)}; "
         f"false positives: {len(summary.get('false_positives', []))}; "
-        f"unexpected differences: {len(summary.get('unexpected_cursors', []))}",
+        f"cursors no spec made: {len(summary.get('unexpected_cursors', []))}",
     ]
     return lines
 
