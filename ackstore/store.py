@@ -26,6 +26,7 @@ process cannot scribble on the file.
 
 from __future__ import annotations
 
+import _thread
 import logging
 import os
 import sys
@@ -130,7 +131,7 @@ class AckStore:
     _cursor_defaults: CursorConfig
     #: the store lock: cursors of this store share it (lock order: a revision controller,
     #: then the flush lock, then this one, then the environment's)
-    lock: threading.RLock
+    lock: _thread.RLock
     #: the topics this store object has loaded (the unit's: topics, flush and close walk it)
     held: dict[str, Topic]
     #: every topic entry was read and checked (once, when a name was first not found)

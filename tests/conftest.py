@@ -107,7 +107,7 @@ AREAS: dict[str, str] = {
     **dict.fromkeys(
         ("crash", "damage_campaign", "full_disk", "power_cut", "readers", "reader_states", "soak"), "campaigns"
     ),
-    **dict.fromkeys(("api_docs", "docs", "packaging", "readme", "wheel"), "docs"),
+    **dict.fromkeys(("api_docs", "docs", "packaging", "public_names", "readme", "wheel"), "docs"),
 }
 
 #: the slow tests (subprocesses, kill -9 rounds, Spark, campaigns) carry ``@pytest.mark.slow``

@@ -21,7 +21,7 @@ O(containers); ``ack_range_count`` O(1); ``ack_ranges`` O(ranges).
 
 from __future__ import annotations
 
-import threading
+import _thread
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import fields, replace
 from functools import partial
@@ -72,7 +72,7 @@ class CursorHost(Protocol):
     flush visits (the store owns it; a cursor puts itself on it when it changes), and a
     durable write of its configuration."""
 
-    lock: threading.RLock
+    lock: _thread.RLock
     cache_pool: CachePool
     readonly: bool
     closed: bool
@@ -126,7 +126,7 @@ class Cursor(StoreSide):
         #: the host's list of cursors the next flush visits (its one owner: the store takes
         #: a cursor off it; a change puts it on)
         self._flush_list = store.flush_list
-        self._lock: threading.RLock = store.lock
+        self._lock: _thread.RLock = store.lock
         self.name = name
         self.cursor_id = cursor_id
         self._config = config
