@@ -72,7 +72,8 @@ MAIN_TREE = "main tree"
 #: leaf flags allowed, leaf flags required)``. The free list's keys are transaction ids;
 #: the main tree holds only the named databases' records; the log's keys are ``(cursor id,
 #: sequence)``, a ledger-directory key ``(topic id, ledger)``, a cursor key a topic id and a
-#: name; only a value too big for its page goes to overflow pages. Anything else is damage.
+#: name; only a log record can be too big for its page and go to overflow pages. Anything
+#: else is damage.
 _TREE_RULES: dict[str, tuple[int, int, int, int]] = {}
 #: a tree ackstore does not know (another program's database): any LMDB key, no duplicates
 _ANY_TREE = (1, 511, F_BIGDATA | F_SUBDATA, 0)
@@ -535,9 +536,11 @@ _TREE_RULES.update(
         MAIN_TREE: (1, 511, F_SUBDATA | F_BIGDATA, 0),  # another program's file may keep values here
         tree_name(b"log"): (16, 16, F_BIGDATA, 0),
         tree_name(b"ledgers"): (16, 16, 0, 0),
-        tree_name(b"cursors"): (9, 511, F_BIGDATA, 0),
-        tree_name(b"topics"): (1, 511, F_BIGDATA, 0),
-        tree_name(b"meta"): (1, 64, F_BIGDATA, 0),
+        # catalog values are far below LMDB's overflow size (a node holds up to about half a
+        # page): a key of at most 511 bytes and a value of tens of bytes
+        tree_name(b"cursors"): (9, 511, 0, 0),
+        tree_name(b"topics"): (1, 511, 0, 0),
+        tree_name(b"meta"): (1, 64, 0, 0),
     }
 )
 
