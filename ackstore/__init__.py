@@ -38,7 +38,6 @@ from .errors import (
 from .position import Position
 from .stats import CompactStats, CursorStats, FlushStats, LogUsage, RecoveryReport
 from .store import AckStore, Topic
-from .testing import InMemoryLedgerReader, InMemoryRemote
 
 __all__ = [
     "AckStore",
@@ -53,11 +52,9 @@ __all__ = [
     "RevisionInProgressError",
     "CursorReadLoop",
     "Replicator",
-    "InMemoryRemote",
     "ReplicationSendError",
     "Entry",
     "LedgerReader",
-    "InMemoryLedgerReader",
     "CursorStateRevisionController",
     "CursorStats",
     "FlushStats",

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from ackstore import AckStore, Dispatcher, InMemoryLedgerReader
+from ackstore import AckStore, Dispatcher
+from ackstore.testing import InMemoryLedgerReader
 
 GROUP = "read_more(100) past an acked run"
 ROUNDS = 5

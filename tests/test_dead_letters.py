@@ -16,13 +16,13 @@ from ackstore import (
     AckStore,
     CursorConfig,
     Dispatcher,
-    InMemoryLedgerReader,
     InvalidPositionError,
     InvalidTypeError,
     Position,
     UnknownLedgerError,
 )
 from ackstore.dispatch.reads import Entry
+from ackstore.testing import InMemoryLedgerReader
 
 T = "persistent://t/ns/dead"
 P = Position

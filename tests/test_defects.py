@@ -324,7 +324,8 @@ def test_names_that_cannot_be_stored_are_refused(store_path: Path, name: str) ->
 def test_a_reset_drops_ledgers_that_eviction_wrote_back(store_path: Path) -> None:
     """Under a tiny budget every ledger is written back by eviction; a reset must still drop
     their acks from the next marker (before the fix they came back after a reopen)."""
-    from ackstore import Dispatcher, InMemoryLedgerReader
+    from ackstore import Dispatcher
+    from ackstore.testing import InMemoryLedgerReader
 
     with AckStore.open(store_path) as store:
         topic = store.topic(T)

@@ -17,7 +17,6 @@ from ackstore import (
     AckStore,
     CursorConfig,
     Dispatcher,
-    InMemoryLedgerReader,
     InvalidArgumentError,
     InvalidPositionError,
     InvalidTypeError,
@@ -25,6 +24,7 @@ from ackstore import (
     testing,
 )
 from ackstore.dispatch.reads import Entry
+from ackstore.testing import InMemoryLedgerReader
 
 T = "persistent://t/ns/deliveries"
 ROOT = Path(__file__).parent.parent
@@ -205,7 +205,8 @@ def test_durable_counts_are_on_disk_before_the_entries_are_handed_out(store_path
 
 _CHILD = """
 import asyncio, sys
-from ackstore import AckStore, CursorConfig, Dispatcher, InMemoryLedgerReader, Position
+from ackstore import AckStore, CursorConfig, Dispatcher, Position
+from ackstore.testing import InMemoryLedgerReader
 path, durable, flush = sys.argv[1], sys.argv[2] == "1", sys.argv[3] == "1"
 store = AckStore.open(path)
 topic = store.topic("t")

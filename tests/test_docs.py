@@ -119,8 +119,9 @@ def test_commands_in_the_docs_exist(where: str, line: str) -> None:
 def test_alert_rules_name_metrics_the_collector_exports(tmp_path: Path) -> None:
     from prometheus_client import CollectorRegistry, generate_latest
 
-    from ackstore import AckStore, Dispatcher, InMemoryLedgerReader
+    from ackstore import AckStore, Dispatcher
     from ackstore.metrics import AckStoreCollector
+    from ackstore.testing import InMemoryLedgerReader
 
     with AckStore.open(tmp_path / "s") as store:
         topic = store.topic("t")

@@ -274,7 +274,8 @@ def test_reads_after_close_raise_whether_or_not_there_is_anything_to_read(tmp_pa
     """As Pulsar's ManagedCursorTest#readFromClosedLedger expects: an error either way."""
     import asyncio
 
-    from ackstore import Dispatcher, InMemoryLedgerReader, StoreClosedError
+    from ackstore import Dispatcher, StoreClosedError
+    from ackstore.testing import InMemoryLedgerReader
 
     store = AckStore.open(tmp_path / "s")
     topic = store.topic("t")

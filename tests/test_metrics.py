@@ -17,8 +17,9 @@ pytest.importorskip("prometheus_client")
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.parser import text_string_to_metric_families
 
-from ackstore import AckStore, CursorConfig, Dispatcher, InMemoryLedgerReader, Position
+from ackstore import AckStore, CursorConfig, Dispatcher, Position
 from ackstore.metrics import CURSOR_METRICS, OTHER, AckStoreCollector
+from ackstore.testing import InMemoryLedgerReader
 
 T = "persistent://t/ns/metrics"
 ROOT = Path(__file__).parent.parent

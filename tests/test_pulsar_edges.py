@@ -14,7 +14,6 @@ from ackstore import (
     AckStore,
     AckStoreError,
     Dispatcher,
-    InMemoryLedgerReader,
     InvalidArgumentError,
     InvalidPositionError,
     LedgerStateError,
@@ -23,7 +22,7 @@ from ackstore import (
 from ackstore.cursor.state import MAX_PROPERTY_VALUE_BYTES
 from ackstore.storage.catalog import OPEN_LEDGER_ENTRY_BYTES
 from ackstore.storage.records import FORMAT_VERSION
-from ackstore.testing import crash
+from ackstore.testing import InMemoryLedgerReader, crash
 
 T = "persistent://t/ns/pulsar-edges"
 

@@ -12,13 +12,13 @@ import pytest
 from ackstore import (
     AckStore,
     Dispatcher,
-    InMemoryLedgerReader,
     InvalidArgumentError,
     InvalidPositionError,
     InvalidTypeError,
     Position,
     UnknownLedgerError,
 )
+from ackstore.testing import InMemoryLedgerReader
 
 T = "persistent://t/ns/seek"
 

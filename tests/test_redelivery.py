@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from ackstore import AckStore, Dispatcher, InMemoryLedgerReader, Position, testing
+from ackstore import AckStore, Dispatcher, Position, testing
+from ackstore.testing import InMemoryLedgerReader
 
 T = "persistent://t/ns/redeliver"
 ROOT = Path(__file__).parent.parent
@@ -130,7 +131,8 @@ def test_reads_persist_delivery_counts_never_the_read_position(store_path: Path)
 
 CHILD = r"""
 import asyncio, random, sys
-from ackstore import AckStore, Dispatcher, InMemoryLedgerReader, Position
+from ackstore import AckStore, Dispatcher, Position
+from ackstore.testing import InMemoryLedgerReader
 path, seed, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 rng = random.Random(seed)
 store = AckStore.open(path, sync=True)

@@ -12,14 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from ackstore import (
-    AckStore,
-    CursorStateRevisionController,
-    InMemoryLedgerReader,
-    InMemoryRemote,
-    Position,
-    Replicator,
-)
+from ackstore import AckStore, CursorStateRevisionController, Position, Replicator
+from ackstore.testing import InMemoryLedgerReader, InMemoryRemote
 
 T = "persistent://t/ns/geo"
 

@@ -19,10 +19,10 @@ from ackstore import (
     CursorConfig,
     CursorStateRevisionController,
     Dispatcher,
-    InMemoryLedgerReader,
     Position,
     RevisionInProgressError,
 )
+from ackstore.testing import InMemoryLedgerReader
 
 T = "persistent://t/ns/rev"
 

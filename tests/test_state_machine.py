@@ -20,8 +20,9 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from ackstore import AckStore, AckStoreError, CursorConfig, Dispatcher, InMemoryLedgerReader, Position, testing
+from ackstore import AckStore, AckStoreError, CursorConfig, Dispatcher, Position, testing
 from ackstore import flush as group_flush
+from ackstore.testing import InMemoryLedgerReader
 
 from .lane_twins import lanes_agree
 from .model import CursorModel, TopicModel

@@ -11,7 +11,7 @@ that, a later batch overtakes the failed one, the remote's de-duplication (it ke
 entries in position order) rejects the failed batch when it comes again, and those
 entries are never replicated.
 
-:class:`InMemoryRemote` is a target cluster for tests and stress runs: it de-duplicates
+:class:`~ackstore.testing.InMemoryRemote` is a target cluster for tests and stress runs: it de-duplicates
 by position, knows a set of schemas, and in ``manual`` mode holds each send until the
 test completes it (with success or failure). Like a producer, it keeps order: a failed
 send fails every send queued behind it, and later sends, until the replicator reconnects
