@@ -129,26 +129,26 @@ class AckStore:
     readonly: bool
     _sync: bool
     _cursor_defaults: CursorConfig
-    #: the store lock: cursors of this store share it (lock order: a revision controller,
-    #: then the flush lock, then this one, then the environment's)
     lock: _thread.RLock
-    #: the topics this store object has loaded (the unit's: topics, flush and close walk it)
+    """@private the store lock: cursors of this store share it (lock order: a revision
+    controller, then the flush lock, then this one, then the environment's)"""
     held: dict[str, Topic]
+    """@private the topics this store object has loaded (the unit's: topics, flush and close walk it)"""
     #: every topic entry was read and checked (once, when a name was first not found)
     _topics_checked: bool
     #: True once ``close()`` ran (a plain attribute: the ack hot path reads it)
     closed: bool
-    #: the store-wide cache budget every cursor's pages are registered in
     cache_pool: CachePool
-    #: what opening a cursor checks (see ``open``)
+    """@private the store-wide cache budget every cursor's pages are registered in"""
     verify: str
-    #: when a cursor's ledgers are decoded: "lazy" or "budget" (see ``open``)
+    """@private what opening a cursor checks (see ``open``)"""
     load: str
-    #: ``load == "lazy"``
+    """@private when a cursor's ledgers are decoded: "lazy" or "budget" (see ``open``)"""
     lazy: bool
-    #: the cursors a flush visits: every one with a change since its last flush (a cursor
-    #: lists itself on change; idle cursors cost a flush nothing). The store owns it.
+    """@private ``load == "lazy"``"""
     flush_list: dict[Cursor, Planner]
+    """@private the cursors a flush visits: every one with a change since its last flush (a
+    cursor lists itself on change; idle cursors cost a flush nothing). The store owns it."""
     _flusher: threading.Thread | None
     _flush_interval: float | None
     _stop: threading.Event
@@ -157,8 +157,8 @@ class AckStore:
     #: the group flush: its lock (the flush lock), its steps, the totals since open
     _group: GroupFlush
     last_flush_error: BaseException | None
-    #: the writer's watch on the readers of its file (see :mod:`ackstore.readers`)
     readers: ReaderWatch
+    """@private the writer's watch on the readers of its file (see :mod:`ackstore.readers`)"""
 
     def __init__(self) -> None:  # use AckStore.open()
         self.closed = True
@@ -308,10 +308,12 @@ class AckStore:
         return self._storage
 
     def check_alive(self) -> None:
+        """@private"""
         if self.closed:
             raise StoreClosedError(f"store {self.path} is closed; reopen it with AckStore.open()")
 
     def check_writable(self) -> None:
+        """@private"""
         self.check_alive()
         if self.readonly:
             raise ReadOnlyError(f"store {self.path} was opened readonly=True; it cannot be changed")
@@ -357,7 +359,7 @@ class AckStore:
     # -- cursors ------------------------------------------------------------------------------
 
     def persist_cursor_config(self, tid: int, name: str, cid: int, config: CursorConfig) -> None:
-        """Write a cursor's configuration to the catalog (durable when this returns)."""
+        """@private Write a cursor's configuration to the catalog (durable when this returns)."""
         self._storage.write(lambda txn: self._storage.catalog.put_cursor(txn, tid, name, cid, config))
 
     def cursor_names(self, tid: int) -> list[str]:
@@ -366,6 +368,7 @@ class AckStore:
             return [name for name, _ in self._storage.read(lambda txn: self._storage.catalog.cursor_entries(txn, tid))]
 
     def load_cursor(self, topic: Topic, name: str, config: CursorConfig | None, initial_position: str) -> Cursor:
+        """@private"""
         catalog, tid, storage = self._storage.catalog, topic.topic_id, self._storage
 
         def find(txn: lmdb.Transaction) -> tuple[tuple[int, CursorConfig] | None, RecoveredState | None]:
@@ -399,14 +402,14 @@ class AckStore:
         return self._recovered(topic, name, cid, self._config_of(topic, name, cid, stored, config), state)
 
     def recover_log(self, txn: lmdb.Transaction, log: CursorLog, config: CursorConfig, topic: Topic) -> RecoveredState:
-        """Recover a cursor's ``log`` as this store opens cursors: under ``config``'s budget,
+        """@private Recover a cursor's ``log`` as this store opens cursors: under ``config``'s budget,
         as ``verify`` and ``load`` say, against ``topic``'s directory as it is now (the
         store lock is held)."""
         budget = config.max_individual_ack_cache_bytes
         return log.recover(txn, budget, self.verify, self.lazy, topic.directory.past_end)
 
     def load_cursors(self, topic: Topic, config: CursorConfig | None) -> list[str]:
-        """A restart's bulk form of :meth:`load_cursor`: every persisted cursor of ``topic``
+        """@private A restart's bulk form of :meth:`load_cursor`: every persisted cursor of ``topic``
         not held yet, recovered (one catalog scan, then batches of cursors sharing a read
         transaction) and put in ``topic.held``; each as ``load_cursor`` would. The store
         lock is taken per batch, so flushes and acks of cursors opened go on between them
@@ -472,7 +475,7 @@ class AckStore:
         return Cursor(self, topic, name, cid, cfg, state, initial_position)
 
     def delete_cursors(self, topic: Topic, names: list[str]) -> int:
-        """Delete cursors ``names`` of ``topic`` with their logs in one transaction; how many were there."""
+        """@private Delete cursors ``names`` of ``topic`` with their logs in one transaction; how many were there."""
         with self._group.lock, self.lock:  # no flush of these cursors is in flight
             self.check_writable()
             topic.check_live()
@@ -532,7 +535,8 @@ class AckStore:
         return self.flush_cursors(None)
 
     def flush_cursors(self, only: list[Cursor] | None) -> FlushStats:
-        """The group flush (:class:`~ackstore.flush.GroupFlush`), of every listed cursor or of ``only`` these."""
+        """@private The group flush (:class:`~ackstore.flush.GroupFlush`), of every listed
+        cursor or of ``only`` these."""
         self.check_alive()
         if self.readonly:
             return FlushStats(0, 0, 0, 0, 0, 0, 0.0, 0)
@@ -573,6 +577,7 @@ class AckStore:
         )
 
     def unlist(self, cursor: Cursor) -> None:
+        """@private"""
         self.flush_list.pop(cursor, None)
 
     def _all_cursors(self) -> list[Cursor]:

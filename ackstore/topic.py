@@ -58,6 +58,7 @@ class Topic:
         #: bumped on every directory change (cursors cache ledger limits by it)
         self.version = 0
         self.held: dict[str, Cursor] = {}
+        """@private the cursors this topic object holds"""
         #: ``advance`` moved the last confirmed entry past what is written
         self._confirm_pending = False
         #: True once ``store.delete_topic`` deleted it: every call raises TopicDeletedError

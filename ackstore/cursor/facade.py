@@ -67,7 +67,7 @@ _READ_TRIES = 4
 
 
 class CursorHost(Protocol):
-    """What a cursor needs of the store it lives in, and nothing more: the lock it shares,
+    """@private What a cursor needs of the store it lives in, and nothing more: the lock it shares,
     the storage and the cache pool under it, how it opened, the list of cursors the next
     flush visits (the store owns it; a cursor puts itself on it when it changes), and a
     durable write of its configuration."""
@@ -176,7 +176,7 @@ class Cursor(StoreSide):
         )
 
     def mark_deleted(self) -> None:
-        """The cursor was deleted (the store calls this, lock held): every later call raises
+        """@private The cursor was deleted (the store calls this, lock held): every later call raises
         CursorDeletedError, and its memory goes back to the pool."""
         self._deleted = True
         self._pages.cache.clear()
@@ -519,13 +519,13 @@ class Cursor(StoreSide):
 
     @property
     def pending(self) -> bool:
-        """True when a flush would have something to do for this cursor (what
+        """@private True when a flush would have something to do for this cursor (what
         ``prepare_flush`` checks first). O(1)."""
         return self._pages.pending() or self._state.meta_dirty
 
     @property
     def listed(self) -> bool:
-        """True while the next flush visits this cursor (it changed since its last flush)."""
+        """@private True while the next flush visits this cursor (it changed since its last flush)."""
         return self in self._flush_list
 
     def _edit(self, change: Callable[..., T], *args: Any, check: bool = True) -> T:
@@ -553,20 +553,20 @@ class Cursor(StoreSide):
 
     @property
     def dirty(self) -> bool:
-        """True when a flush would write something for this cursor (:attr:`pending`)."""
+        """@private True when a flush would write something for this cursor (:attr:`pending`)."""
         return self.pending
 
     # -- the read path's protocol (dispatch/, under the revision controller) -------------------
 
     def reset_to(self, position: Position, batch: tuple[int, int] | None = None) -> None:
-        """A position reset: everything before ``position`` is acked, nothing from it on, and
+        """@private A position reset: everything before ``position`` is acked, nothing from it on, and
         reads start there (M may move backwards); ``batch`` ``(batch_index, batch_size)``
         also acks the batch's indexes before ``batch_index``. For the read path: a reset
         outside a Dispatcher's revision races with reads in flight."""
         self._edit(self._state.reset_to, position, batch)
 
     def check_reset_target(self, position: Any, batch: tuple[int, int] | None = None) -> tuple[int, int]:
-        """Raise a typed error unless ``position`` (and ``batch``) is a place a reset may move to."""
+        """@private Raise a typed error unless ``position`` (and ``batch``) is a place a reset may move to."""
         with self._lock:
             if batch is not None:
                 self._state.check_batch_target(None, *batch)  # the batch's own shape first
@@ -576,13 +576,13 @@ class Cursor(StoreSide):
             return target
 
     def ensure_open(self) -> None:
-        """Raise StoreClosedError once the store is closed, CursorDeletedError once the cursor
+        """@private Raise StoreClosedError once the store is closed, CursorDeletedError once the cursor
         is deleted: the read path checks it before every read (Pulsar's reads of a closed
         cursor fail, whether or not there are entries to read)."""
         self._open()
 
     def check_position(self, position: Any) -> None:
-        """Raise a typed error unless ``position`` is an entry the topic's ledgers allow (a
+        """@private Raise a typed error unless ``position`` is an entry the topic's ledgers allow (a
         ledger the topic has, within its sealed end or its open bound): the rule acks and
         delivery counts follow (the read path checks a redelivery with it)."""
         ledger, entry = pair(position)
@@ -591,17 +591,17 @@ class Cursor(StoreSide):
             self._state.check_entry(ledger, entry)
 
     def clamp_reset_target(self, position: Any) -> Position:
-        """Where a reset to ``position`` goes by Pulsar's rule (the next valid position:
+        """@private Where a reset to ``position`` goes by Pulsar's rule (the next valid position:
         before the first ledger the earliest, past the last entry the latest)."""
         with self._lock:
             return trusted(*self._state.clamp_reset_target(position))
 
     def move_read_position(self, position: Position) -> None:
-        """A sequential read moved past ``position``'s predecessor (never backwards)."""
+        """@private A sequential read moved past ``position``'s predecessor (never backwards)."""
         self._edit(self._state.move_read_position, position, check=False)
 
     def rewind(self) -> None:
-        """Read again from the first unacked position."""
+        """@private Read again from the first unacked position."""
         self._edit(self._state.rewind, check=False)
 
     # -- invariants ----------------------------------------------------------------------------

@@ -27,9 +27,9 @@ class StoreSide:
 
     __slots__ = ("_config", "planner", "_state", "_pages")  # the parts it works on; Cursor has the rest
 
-    #: the cursor's flush protocol (prepare, commit, abort): the store's group flush calls
-    #: it directly for every listed cursor (the flush list maps each cursor to it)
     planner: Planner
+    """@private the cursor's flush protocol (prepare, commit, abort): the store's group flush
+    calls it directly for every listed cursor (the flush list maps each cursor to it)"""
     _state: AckState
     _pages: Pages
 
@@ -39,7 +39,7 @@ class StoreSide:
         raise NotImplementedError  # the cursor lists itself for the next flush
 
     def apply_config(self, config: CursorConfig) -> None:
-        """Adopt ``config`` in memory only (a read-only store's own budget; ``update_config``
+        """@private Adopt ``config`` in memory only (a read-only store's own budget; ``update_config``
         persists first). The budget may shrink: evict to fit. Lock held."""
         self._config = config
         self.planner.config = config
@@ -48,11 +48,11 @@ class StoreSide:
         self._changed()
 
     def prepare_flush(self) -> AnyPlan | None:
-        """Step 1 of a group flush: the plan of what changed (None: nothing did)."""
+        """@private Step 1 of a group flush: the plan of what changed (None: nothing did)."""
         return self.planner.prepare()
 
     def commit_flush(self, plan: AnyPlan) -> None:
-        """Step 4: ``plan``'s transaction committed; the cursor adopts it, and waits for the
+        """@private Step 4: ``plan``'s transaction committed; the cursor adopts it, and waits for the
         next flush again when PIP-299 left ranges out (a change since the plan was taken
         listed the cursor already)."""
         self.planner.commit(plan)
@@ -60,11 +60,11 @@ class StoreSide:
             self._changed()
 
     def abort_flush(self, plan: AnyPlan) -> None:
-        """Step 4, the other way: ``plan`` was not written; what it carried is pending again."""
+        """@private Step 4, the other way: ``plan`` was not written; what it carried is pending again."""
         self.planner.abort(plan)
 
     def directory_changed(self, d: LedgerDirectory, trimmed: bool) -> None:
-        """The topic's directory changed (``trimmed``: ledgers were dropped)."""
+        """@private The topic's directory changed (``trimmed``: ledgers were dropped)."""
         if trimmed:
             self._state.reconcile(d)
         else:
@@ -72,21 +72,21 @@ class StoreSide:
         self._changed()
 
     def check_close(self, ledger: int, entries: int) -> None:
-        """Raise unless sealing ``ledger`` with ``entries`` keeps every ack of this cursor inside it."""
+        """@private Raise unless sealing ``ledger`` with ``entries`` keeps every ack of this cursor inside it."""
         self._state.check_close(ledger, entries)
 
     def plan_rewrite(self) -> RewritePlan:
-        """Compaction: plan a fresh log (every ledger's record + one full marker)."""
+        """@private Compaction: plan a fresh log (every ledger's record + one full marker)."""
         return self.planner.rewrite_plan()
 
     def adopt_rewrite(self, plan: RewritePlan) -> None:
-        """Compaction committed: the log is now exactly ``plan``."""
+        """@private Compaction committed: the log is now exactly ``plan``."""
         self.planner.adopt_rewrite(plan)
 
     def rewrite_differs(self, recovered: RecoveredState, marker_seq: int) -> str | None:
-        """How a state recovered from a rewritten log differs from this cursor (None: same)."""
+        """@private How a state recovered from a rewritten log differs from this cursor (None: same)."""
         return self.planner.differs_from(recovered, marker_seq)
 
     def release(self) -> None:
-        """The store closes: give the cache's bytes back to the pool."""
+        """@private The store closes: give the cache's bytes back to the pool."""
         self._pages.cache.clear()
