@@ -1,4 +1,30 @@
-"""ackstore: an embedded, persistent store of message-cursor acknowledgment state on LMDB."""
+"""ackstore: an embedded, persistent store of message-cursor acknowledgment state on LMDB.
+
+What a program calls, by task (everything else in the package is the engine's own):
+
+- **Open a store**: `AckStore.open` (durability options, read-only readers), then
+  `AckStore.topic` (a `Topic`: its ledger directory, `Topic.add_ledger`,
+  `Topic.close_ledger`, `Topic.advance`) and `Topic.cursor` (a `Cursor`, configured by a
+  `CursorConfig`); `AckStore.flush` writes every changed cursor in one transaction;
+  `AckStore.close` flushes and closes.
+- **Acks**: `Cursor.ack`, `Cursor.ack_entries`, `Cursor.ack_cumulative`,
+  `Cursor.ack_batch_index`; reading them back: `Cursor.is_acked`, `Cursor.ack_ranges`,
+  `Cursor.mark_delete_position`, `Cursor.snapshot` (a `CursorSnapshot`: the whole state at
+  once). Positions are `Position` values.
+- **Reads and resets**: a `Dispatcher` over a cursor and a `LedgerReader` (sequential and
+  replay reads, `Dispatcher.reset`, `Dispatcher.seek` with consumer epochs, skips, the
+  PIP-299 pause); a `Replicator` for geo-replication. Test doubles of the reader and of a
+  remote cluster are in `ackstore.testing`.
+- **Delivery counts and dead letters**: `Cursor.record_deliveries`,
+  `Cursor.delivery_count`; `CursorConfig.max_deliveries` with a `Dispatcher`'s
+  `dead_letter` coroutine.
+- **Tools**: `check` (and the `ackstore` command: check, salvage, dump, restore,
+  compact, copy, stat); `AckStore.compact`, `AckStore.copy`.
+- **Figures and metrics**: `AckStore.stats`, `Cursor.stats` (`CursorStats`), and the
+  Prometheus collector in `ackstore.metrics`.
+- **Errors**: every error ackstore raises on purpose is an `AckStoreError`; argument errors
+  are also `ValueError` or `TypeError`.
+"""
 
 from __future__ import annotations
 
