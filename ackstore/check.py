@@ -46,14 +46,20 @@ class Finding:
     """One problem found in a cursor's log or state."""
 
     kind: str
+    """what was found: one of ``FINDING_KINDS``"""
     topic: str
+    """the topic concerned ("" for the store as a whole)"""
     cursor: str
+    """the cursor concerned ("" for a topic or the store)"""
     message: str
-    seq: int = -1  # the record concerned, -1 for none
+    """what is wrong, and after a fix what was done"""
+    seq: int = -1
+    """the record concerned, -1 for none"""
     fixed: bool = False
-    #: flushes whose state the fix gave up (the cursor rolled back past their markers: the
-    #: acks they held are lost, those messages redelivered); on a cursor's first finding only
+    """True once ``check(fix=True)`` repaired it"""
     lost: int = 0
+    """flushes whose state the fix gave up (the cursor rolled back past their markers: the acks
+    they held are lost, those messages redelivered); on a cursor's first finding only"""
 
     def __str__(self) -> str:
         where = f"{self.topic}/{self.cursor}" + (f" record {self.seq}" if self.seq >= 0 else "")

@@ -39,13 +39,13 @@ class LedgerDirectory:
     ) -> None:
         self.ids: array = ids if ids is not None else array("q")
         self.counts: array = counts if counts is not None else array("q")
-        #: the highest ledger id ever added (trimmed ones included); new ids must exceed it
         self.last_id = last_id
-        #: True once the topic tracks its open ledger's last confirmed entry
+        """the highest ledger id ever added (trimmed ones included); new ids must exceed it"""
         self.tracked = tracked
-        #: the open ledger's last confirmed entry (-1: none yet); None when the open ledger
-        #: is unbounded (not tracked) or there is no open ledger
+        """True once the topic tracks its open ledger's last confirmed entry"""
         self.confirmed = confirmed
+        """the open ledger's last confirmed entry (-1: none yet); None when the open ledger is
+        unbounded (not tracked) or there is no open ledger"""
 
     def __len__(self) -> int:
         return len(self.ids)

@@ -125,7 +125,7 @@ class CorruptStoreError(StoreError):
     ) -> None:
         hint = self.HINT if hint is None else hint
         super().__init__(message if not hint or hint in message else f"{message}; {hint}")
-        #: the message without what to do
         self.detail = message
+        """the message without what to do"""
         self.path = path
         self.lmdb_error = lmdb_error

@@ -65,10 +65,10 @@ class FlushJob:
     failed: Cursor | None = None
     puts: list[tuple[bytes, bytes]] = field(default_factory=list)
     trims: list[AnyPlan] = field(default_factory=list)
-    #: the plan whose trim raised in the last run of :meth:`write` (None: none did)
     trim_failed: AnyPlan | None = None
-    #: cursor ids whose garbage this flush leaves untrimmed (their trim failed once)
+    """the plan whose trim raised in the last run of :meth:`write` (None: none did)"""
     untrimmed: set[int] = field(default_factory=set)
+    """cursor ids whose garbage this flush leaves untrimmed (their trim failed once)"""
     ledger_records: int = 0
     full_markers: int = 0
     nbytes: int = 0

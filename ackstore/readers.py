@@ -36,10 +36,10 @@ class OldestReader:
 
     pid: int
     txnid: int
-    #: transactions committed since the one it sees (each flush is one)
     behind: int
-    #: seconds since this process first saw it hold that transaction (None: not watched here)
+    """transactions committed since the one it sees (each flush is one)"""
     seconds: float | None = None
+    """seconds since this process first saw it hold that transaction (None: not watched here)"""
 
 
 def reader_slots(env: Any) -> list[ReaderSlot]:

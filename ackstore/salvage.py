@@ -78,8 +78,8 @@ class CursorSalvage:
     mark_delete: str
     ranges: int
     problems: tuple[str, ...] = ()  # what could not be applied to the new store
-    #: why completeness could not be proven (empty: it was); see the module docstring
     doubts: tuple[str, ...] = ()
+    """why completeness could not be proven (empty: it was); see the module docstring"""
 
     @property
     def complete(self) -> bool:
@@ -104,24 +104,24 @@ class SalvageReport:
     records: int = 0
     topics: int = 0
     cursors: list[CursorSalvage] = field(default_factory=list)
-    #: cursors whose catalog entry was lost: their state is kept as cursor ``_salvaged`` of
-    #: topic ``_salvaged_cursor_<id>`` (names and configuration unknown)
     orphan_cursor_ids: list[int] = field(default_factory=list)
-    #: topic id -> the name given to a topic whose own entry was lost (its cursors kept)
+    """cursors whose catalog entry was lost: their state is kept as cursor ``_salvaged`` of
+    topic ``_salvaged_cursor_<id>`` (names and configuration unknown)"""
     placeholder_topics: dict[int, str] = field(default_factory=dict)
-    #: per topic, ledgers the directory had lost and the cursors' states name (added back)
+    """topic id -> the name given to a topic whose own entry was lost (its cursors kept)"""
     inferred_ledgers: dict[str, list[int]] = field(default_factory=dict)
-    #: topics whose open ledger's last confirmed entry could not be set again, and why
+    """per topic, ledgers the directory had lost and the cursors' states name (added back)"""
     unbounded_topics: dict[str, str] = field(default_factory=dict)
-    #: what the walk of the file found damaged (empty: a healthy file)
+    """topics whose open ledger's last confirmed entry could not be set again, and why"""
     damage: list[str] = field(default_factory=list)
-    #: pages read because damage hid them from the trees (live pages found by elimination)
+    """what the walk of the file found damaged (empty: a healthy file)"""
     hidden_pages: int = 0
-    #: trees whose entries could not all be accounted for (some may be lost)
+    """pages read because damage hid them from the trees (live pages found by elimination)"""
     incomplete_trees: list[str] = field(default_factory=list)
-    #: ``(pages left, pages the file had)`` when the file was cut short and every page
-    #: left was read (rule 5); None otherwise
+    """trees whose entries could not all be accounted for (some may be lost)"""
     cut_short: tuple[int, int] | None = None
+    """``(pages left, pages the file had)`` when the file was cut short and every page left was
+    read (rule 5); None otherwise"""
 
     @property
     def complete(self) -> bool:
@@ -144,8 +144,8 @@ class _Found:
     confirmed: dict[int, tuple[int, int]] = field(default_factory=dict)  # topic id -> (open ledger, confirmed)
     entries: dict[str, int] = field(default_factory=dict)  # tree -> entries found for it
     conflicts: list[str] = field(default_factory=list)  # a key found twice with different values
-    #: tree -> where each key found damaged (out of order) lies: between its neighbours
     damaged_keys: dict[str, Ranges] = field(default_factory=dict)
+    """tree -> where each key found damaged (out of order) lies: between its neighbours"""
 
 
 def _pages_to_read(sv: Survey, report: SalvageReport, pages: int) -> tuple[set[int], set[int]]:

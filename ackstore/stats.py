@@ -105,11 +105,10 @@ class StoreStats:
     flush_bytes: int
     records_trimmed: int
     flush_seconds_sum: float
-    #: cumulative ``(upper bound, flushes that took at most that long)``, ending with +Inf
     flush_seconds_buckets: tuple[tuple[float, int], ...]
-    #: the read transaction holding back the most pages (None: no reader); see
-    #: :mod:`ackstore.readers`
+    """cumulative ``(upper bound, flushes that took at most that long)``, ending with +Inf"""
     oldest_reader: OldestReader | None = None
+    """the read transaction holding back the most pages (None: no reader); see :mod:`ackstore.readers`"""
 
 
 @dataclass(frozen=True, slots=True)

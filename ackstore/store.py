@@ -134,10 +134,10 @@ class AckStore:
     controller, then the flush lock, then this one, then the environment's)"""
     held: dict[str, Topic]
     """@private the topics this store object has loaded (the unit's: topics, flush and close walk it)"""
-    #: every topic entry was read and checked (once, when a name was first not found)
     _topics_checked: bool
-    #: True once ``close()`` ran (a plain attribute: the ack hot path reads it)
+    """every topic entry was read and checked (once, when a name was first not found)"""
     closed: bool
+    """True once ``close()`` ran (a plain attribute: the ack hot path reads it)"""
     cache_pool: CachePool
     """@private the store-wide cache budget every cursor's pages are registered in"""
     verify: str
@@ -154,8 +154,8 @@ class AckStore:
     _stop: threading.Event
     _storage: Environment
     last_flush: FlushStats | None
-    #: the group flush: its lock (the flush lock), its steps, the totals since open
     _group: GroupFlush
+    """the group flush: its lock (the flush lock), its steps, the totals since open"""
     last_flush_error: BaseException | None
     readers: ReaderWatch
     """@private the writer's watch on the readers of its file (see :mod:`ackstore.readers`)"""

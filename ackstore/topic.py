@@ -49,23 +49,23 @@ class Topic:
     (see the module docstring for what it and its store call of each other)."""
 
     def __init__(self, store: AckStore, name: str, topic_id: int, directory: LedgerDirectory) -> None:
-        #: the store this topic belongs to
         self.store = store
+        """the store this topic belongs to"""
         self.name = name
         self.topic_id = topic_id
-        #: the ledger directory (read it; change it with add_ledger, close_ledger, trim_ledgers)
         self.directory = directory
-        #: bumped on every directory change (cursors cache ledger limits by it)
+        """the ledger directory (read it; change it with add_ledger, close_ledger, trim_ledgers)"""
         self.version = 0
+        """bumped on every directory change (cursors cache ledger limits by it)"""
         self.held: dict[str, Cursor] = {}
         """@private the cursors this topic object holds"""
-        #: ``advance`` moved the last confirmed entry past what is written
         self._confirm_pending = False
-        #: True once ``store.delete_topic`` deleted it: every call raises TopicDeletedError
+        """``advance`` moved the last confirmed entry past what is written"""
         self._deleted = False
-        #: True once every cursor entry of this topic was read and checked (the first time a
-        #: name was not found: damage to an entry's key must not pass for a missing cursor)
+        """True once ``store.delete_topic`` deleted it: every call raises TopicDeletedError"""
         self.entries_checked = False
+        """True once every cursor entry of this topic was read and checked (the first time a
+        name was not found: damage to an entry's key must not pass for a missing cursor)"""
 
     def __repr__(self) -> str:
         return f"Topic({self.name!r}, ledgers={len(self.directory)})"

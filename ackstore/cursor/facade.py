@@ -123,15 +123,18 @@ class Cursor(StoreSide):
         store = host
         self._topic = topic
         self._store = store
-        #: the host's list of cursors the next flush visits (its one owner: the store takes
-        #: a cursor off it; a change puts it on)
         self._flush_list = store.flush_list
+        """the host's list of cursors the next flush visits (its one owner: the store takes a
+        cursor off it; a change puts it on)"""
         self._lock: _thread.RLock = store.lock
         self.name = name
+        """the subscription's name in its topic"""
         self.cursor_id = cursor_id
+        """the id the store gave this cursor (its records' keys carry it; a cursor deleted and
+        made again under its name gets a new one)"""
         self._config = config
-        #: PIP-269: one controller per cursor, shared by every component that reads it
         self.revision_controller = CursorStateRevisionController()
+        """PIP-269: one controller per cursor, shared by every component that reads it"""
         storage = store.storage
         self._log = CursorLog(storage.log_db, cursor_id)
         self._pages = Pages(storage, self._log, config.max_individual_ack_cache_bytes, store.cache_pool, name)
@@ -143,8 +146,8 @@ class Cursor(StoreSide):
         if store.readonly:
             self._pages.refresh = self._refresh
         self._ack_one = self._state.ack_one  # bound once: the one-position hot path
-        #: True once the cursor was deleted: every call raises CursorDeletedError
         self._deleted = False
+        """True once the cursor was deleted: every call raises CursorDeletedError"""
         self._load(recovered, initial_position)
         self._changed()  # a new cursor's start position is pending: list it
 

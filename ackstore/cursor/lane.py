@@ -146,8 +146,8 @@ class MarkerPlan:
         "gc_live",
         "full_live",
     )
-    #: what a FlushPlan may carry and this one never does
     records: tuple[()] = ()
+    """what a FlushPlan may carry and this one never does"""
     truncated = False
     keep_dirty: frozenset[int] = _EMPTY
     rebased: frozenset[int] = _EMPTY

@@ -95,25 +95,25 @@ class Pages:
         self.log = cursor_log
         self.name = name
         self.cache = LedgerCache(budget, pool)
-        #: the cache's loaded ledgers (the same dict, one step nearer for a flush)
         self.loaded = self.cache.loaded
+        """the cache's loaded ledgers (the same dict, one step nearer for a flush)"""
         self.index: dict[int, IndexEntry] = {}
         self.dirty: set[int] = set()
         self.vanished: Set[int] = _NONE  # a set of their own once one is added
         self.unmarked: Set[int] = _NONE
-        #: the ledgers the flush plan in flight carries (a flush takes the flush lock, so a
-        #: cursor has one plan in flight at most): set and reset whole, never edited
         self.pinned: Set[int] = _NONE
-        #: takes the next log sequence (the marker chain's)
+        """the ledgers the flush plan in flight carries (a flush takes the flush lock, so a
+        cursor has one plan in flight at most): set and reset whole, never edited"""
         self.alloc: Callable[[], int] = lambda: -1
-        #: called with every ledger swapped in (the ack state clips it to the directory)
+        """takes the next log sequence (the marker chain's)"""
         self.on_load: Callable[[int, LedgerAcks], None] = _ignore
-        #: read-only stores: re-read the newest flushed state (the writer trimmed a record)
+        """called with every ledger swapped in (the ack state clips it to the directory)"""
         self.refresh: Callable[[], None] | None = None
-        #: how many recovered states these pages were loaded from: a read-only cursor's
-        #: refresh moves it to a newer flush whole, and a read that saw this change ran
-        #: partly on the old state (the cursor runs it again)
+        """read-only stores: re-read the newest flushed state (the writer trimmed a record)"""
         self.generation = 0
+        """how many recovered states these pages were loaded from: a read-only cursor's refresh
+        moves it to a newer flush whole, and a read that saw this change ran partly on the
+        old state (the cursor runs it again)"""
         pool.members.add(self)
 
     def load(self, state: RecoveredState) -> None:

@@ -80,9 +80,9 @@ class MarkerChain:
         self.next_seq = 0
         self.marker_seq = -1
         self.full_seq = -1
-        #: the records the newest full marker references, and itself (a marker plan's is a
-        #: tuple: a frozenset costs more than a flush of a one-ack cursor's other work)
         self.full_live: Collection[int] = ()
+        """the records the newest full marker references, and itself (a marker plan's is a
+        tuple: a frozenset costs more than a flush of a one-ack cursor's other work)"""
         self.deltas = 0
         self.chain_bytes = 0
         self.full_bytes = 0

@@ -17,17 +17,17 @@ class CursorSnapshot:
     that flush recovers. On the writer it is the state in memory, flushed or not.
     """
 
-    #: everything at or below it is acknowledged
     mark_delete_position: Position
-    #: the properties persisted with each marker
+    """everything at or below it is acknowledged"""
     properties: dict[str, int | str]
-    #: ``(ledger, [(first, last), ...])`` for every ledger with acks above the mark-delete
-    #: position, ascending (as :meth:`Cursor.ledger_ranges`)
+    """the properties persisted with each marker"""
     ranges: list[tuple[int, list[tuple[int, int]]]]
-    #: ``{position: (batch_size, acked indexes)}`` of every partially acknowledged batch entry
+    """``(ledger, [(first, last), ...])`` for every ledger with acks above the mark-delete
+    position, ascending (as :meth:`Cursor.ledger_ranges`)"""
     partial_batches: dict[Position, tuple[int, frozenset[int]]]
-    #: ``{position: count}`` of every unacknowledged entry delivered at least once
+    """``{position: (batch_size, acked indexes)}`` of every partially acknowledged batch entry"""
     delivery_counts: dict[Position, int]
+    """``{position: count}`` of every unacknowledged entry delivered at least once"""
 
     @property
     def ack_range_count(self) -> int:

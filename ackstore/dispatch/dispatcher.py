@@ -105,8 +105,8 @@ class Dispatcher(CursorReadLoop):
         self.dead_letter = dead_letter
         self.durable_counts = durable_counts
         self.dead_lettered = 0
-        #: entries due for the dead letter, in the order they became due (the Entry once read)
         self.dead: dict[Position, Entry | None] = {}
+        """entries due for the dead letter, in the order they became due (the Entry once read)"""
         self.dead_letter_failures = 0
         self.last_dead_letter_error: BaseException | None = None
         self._draining = False

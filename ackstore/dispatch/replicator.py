@@ -37,8 +37,8 @@ class Remote(Protocol):
     """What a replicator needs of its target (a producer to another cluster):
     :class:`~ackstore.testing.InMemoryRemote` is one for tests and stress runs."""
 
-    #: the schema versions the target knows
     schemas: set[int]
+    """the schema versions the target knows"""
 
     async def send(self, entries: list[Entry]) -> None:
         """Send ``entries`` in order; raise ReplicationSendError when it fails (it then

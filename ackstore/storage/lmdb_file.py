@@ -244,15 +244,15 @@ class _Walker:
         self.seen: set[int] = set()
         self.problems: list[str] = []
         self.named: dict[bytes, DbRecord] = {}
-        #: every intact leaf page reached, and the tree it belongs to
         self.leaf_tree: dict[int, str] = {}
-        #: every page reached (damaged ones too), and the tree it was reached in
+        """every intact leaf page reached, and the tree it belongs to"""
         self.page_tree: dict[int, str] = {}
-        #: ``(tree, low, high)``: key ranges a damaged page held or indexed (None: unbounded)
+        """every page reached (damaged ones too), and the tree it was reached in"""
         self.lost: list[tuple[str, bytes | None, bytes | None]] = []
-        #: the page numbers the free list names (pages LMDB may reuse: stale copies, or a
-        #: transaction that never committed); None until read, or when it is damaged
+        """``(tree, low, high)``: key ranges a damaged page held or indexed (None: unbounded)"""
         self.free: set[int] | None = None
+        """the page numbers the free list names (pages LMDB may reuse: stale copies, or a
+        transaction that never committed); None until read, or when it is damaged"""
         self._free_ok = True
 
     def page(self, pgno: int, where: str) -> tuple[int, int, int, int] | None:
@@ -472,20 +472,20 @@ class Survey:
 
     meta: Meta | None
     problems: list[str]
-    #: intact leaf pages reached from the meta's roots -> the tree each belongs to
     leaf_tree: dict[int, str] = field(default_factory=dict)
-    #: every page reached from the roots (branch, leaf, overflow)
+    """intact leaf pages reached from the meta's roots -> the tree each belongs to"""
     reached: set[int] = field(default_factory=set)
-    #: every tree page reached, damaged ones too -> the tree it was reached in
+    """every page reached from the roots (branch, leaf, overflow)"""
     page_tree: dict[int, str] = field(default_factory=dict)
-    #: the pages the free list names; None when the free list is damaged (then nothing
-    #: tells a live page hidden by damage from a stale or never-committed one)
+    """every tree page reached, damaged ones too -> the tree it was reached in"""
     free: set[int] | None = None
-    #: ``(tree, low key, high key)`` ranges a damaged page held or indexed
+    """the pages the free list names; None when the free list is damaged (then nothing tells a
+    live page hidden by damage from a stale or never-committed one)"""
     lost: list[tuple[str, bytes | None, bytes | None]] = field(default_factory=list)
-    #: the named databases found in the main tree, with their records (a damaged main
-    #: tree can lose one); a record's ``entries`` is what its tree should hold
+    """``(tree, low key, high key)`` ranges a damaged page held or indexed"""
     named: dict[bytes, DbRecord] = field(default_factory=dict)
+    """the named databases found in the main tree, with their records (a damaged main tree can
+    lose one); a record's ``entries`` is what its tree should hold"""
 
 
 def survey(path: str | os.PathLike[str], txnid: int | None = None) -> Survey:

@@ -266,8 +266,8 @@ class IndexEntry(NamedTuple):
     seq: int
     runs: int
     adds: FrozenBitMap | None = None
-    #: (format 7) delivery counts set since that record, their values now
     counts: dict[int, int] | None = None
+    """(format 7) delivery counts set since that record, their values now"""
 
 
 @dataclass(slots=True)
