@@ -97,6 +97,7 @@ def check(
         broken: list[tuple[Topic, str]] = []
         damaged: list[str] = []
         seen: dict[int, tuple[str, str, int]] = {}  # cursor id -> topic, name, marker recovery uses
+        tids: list[int] = []  # the topic ids in use (of the entries that check)
         catalog = s.storage.catalog
         for topic_name in s.storage.read(lambda txn: catalog.topic_names(txn, damaged)):
             try:
@@ -104,6 +105,7 @@ def check(
             except CorruptStoreError as exc:
                 findings.append(Finding("corrupt-catalog", topic_name, "", str(exc)))
                 continue
+            tids.append(topic.topic_id)
             names = [n for n, _ in s.storage.read(partial(catalog.cursor_entries, tid=topic.topic_id, damaged=damaged))]
             for name in names:
                 try:
@@ -117,7 +119,7 @@ def check(
                 if progress is not None:
                     progress(topic_name, name)
         findings.extend(Finding("corrupt-catalog", "", "", message) for message in damaged)
-        findings.extend(_check_counters(s, seen))
+        findings.extend(_check_counters(s, tids, seen))
         if fix and broken:
             findings = _fix(s, broken, findings)
         return findings
@@ -126,20 +128,14 @@ def check(
             s.close()
 
 
-def _check_counters(s: AckStore, seen: dict[int, tuple[str, str, int]]) -> list[Finding]:
+def _check_counters(s: AckStore, tids: list[int], seen: dict[int, tuple[str, str, int]]) -> list[Finding]:
     """The id counters in the meta catalog: each intact (checksum, size) and above every id
-    in use (a damaged one would make the next ``topic()`` or ``cursor()`` fail, or hand out
-    an id some records already carry)."""
+    in use, ``tids`` and ``seen``'s cursor ids (a damaged one would make the next ``topic()``
+    or ``cursor()`` fail, or hand out an id some records already carry)."""
     catalog, out = s.storage.catalog, []
+    in_use = {b"next_topic": max(tids, default=-1), b"next_cursor": max(seen, default=-1)}
 
     def read(txn: lmdb.Transaction) -> None:
-        tids = []
-        for key, raw in txn.cursor(db=catalog.topics_db):
-            try:
-                tids.append(catalog.topic_entry(key, raw)[1])
-            except CorruptStoreError:  # reported with the topics
-                continue
-        in_use = {b"next_topic": max(tids, default=-1), b"next_cursor": max(seen, default=-1)}
         for key, highest in in_use.items():
             try:
                 value = catalog.counter_entry(key, txn.get(key, db=catalog.meta))

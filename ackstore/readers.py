@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 __all__ = ["OldestReader", "ReaderSlot", "ReaderWatch", "oldest_reader", "reader_slots"]
@@ -52,16 +52,27 @@ def reader_slots(env: Any) -> list[ReaderSlot]:
     return out
 
 
-def oldest_reader(env: Any) -> OldestReader | None:
-    """The active reader seeing the oldest transaction of ``env``; None when there is none."""
+def _live_slots(env: Any) -> list[ReaderSlot]:
+    """:func:`reader_slots`, after clearing the slots of readers that died (a killed
+    reader's slot stays until someone clears it)."""
     slots = reader_slots(env)
-    if slots:  # a killed reader's slot stays until someone clears it
+    if slots:
         env.reader_check()
         slots = reader_slots(env)
+    return slots
+
+
+def _oldest(env: Any, slots: list[ReaderSlot]) -> OldestReader | None:
+    """The slot seeing the oldest transaction, and how far behind the newest it is."""
     if not slots:
         return None
     oldest = min(slots, key=lambda s: s.txnid)
     return OldestReader(oldest.pid, oldest.txnid, int(env.info()["last_txnid"]) - oldest.txnid)
+
+
+def oldest_reader(env: Any) -> OldestReader | None:
+    """The active reader seeing the oldest transaction of ``env``; None when there is none."""
+    return _oldest(env, _live_slots(env))
 
 
 class ReaderWatch:
@@ -81,20 +92,16 @@ class ReaderWatch:
     def observe(self, env: Any) -> OldestReader | None:
         """Read the reader table now; the oldest reader (also kept in ``oldest``)."""
         now = time.monotonic()
-        slots = reader_slots(env)
-        if slots:  # a killed reader's slot stays until someone clears it
-            env.reader_check()
-            slots = reader_slots(env)
+        slots = _live_slots(env)
         held = {(s.pid, s.txnid) for s in slots}
         self.first_seen = {key: self.first_seen.get(key, now) for key in held}
         self.warned &= held
-        if not slots:
+        found = _oldest(env, slots)
+        if found is None:
             self.oldest = None
             return None
-        oldest = min(slots, key=lambda s: s.txnid)
-        key = (oldest.pid, oldest.txnid)
-        behind = int(env.info()["last_txnid"]) - oldest.txnid
-        self.oldest = OldestReader(oldest.pid, oldest.txnid, behind, now - self.first_seen[key])
+        key, behind = (found.pid, found.txnid), found.behind
+        self.oldest = replace(found, seconds=now - self.first_seen[key])
         if behind > self.warn_after and key not in self.warned:
             self.warned.add(key)
             log.warning(
@@ -102,8 +109,8 @@ class ReaderWatch:
                 "pages it sees, so the file grows until it ends its read transaction (a hung reader, a stopped "
                 "'ackstore copy'?)",
                 self.path,
-                oldest.pid,
-                oldest.txnid,
+                found.pid,
+                found.txnid,
                 behind,
             )
         return self.oldest

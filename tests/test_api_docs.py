@@ -16,24 +16,22 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.slow
+def _build_reference(out: Path) -> None:
+    """``python -m ackstore.tools.apidoc OUT``, which must succeed."""
+    r = subprocess.run(
+        [sys.executable, "-m", "ackstore.tools.apidoc", str(out)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+
+
 def test_the_api_reference_builds_with_warnings_as_errors(tmp_path: Path) -> None:
-    r = subprocess.run(
-        [sys.executable, "-m", "ackstore.tools.apidoc", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        timeout=300,
-    )
-    assert r.returncode == 0, r.stderr[-3000:]
+    _build_reference(tmp_path)
     again = tmp_path / "again"
-    r = subprocess.run(
-        [sys.executable, "-m", "ackstore.tools.apidoc", str(again)],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        timeout=300,
-    )
-    assert r.returncode == 0, r.stderr[-3000:]
+    _build_reference(again)
     differ = [
         str(p.relative_to(again))
         for p in again.rglob("*")

@@ -18,6 +18,8 @@ import pytest
 from ackstore import AckStore, CursorConfig, Position, check
 from ackstore.storage.lmdb_file import P_BRANCH, P_LEAF, current_meta, read_metas
 
+from .test_full_disk import fill
+
 T = "persistent://t/ns/damage"
 ROOT = Path(__file__).parent.parent
 
@@ -332,15 +334,7 @@ def tiny_fs(tmpfs) -> Path:  # type: ignore[no-untyped-def]
 def test_copy_and_dump_on_a_full_disk_are_one_line_and_leave_nothing(tmp_path: Path, tiny_fs: Path) -> None:
     path = tmp_path / "store"
     _build(path, flushes=30)
-    with open(tiny_fs / "filler", "wb", buffering=0) as fh:  # fill it to the last block
-        try:
-            while True:
-                fh.write(b"x" * 4096)
-                fh.flush()
-        except OSError:
-            pass
-    with open(tiny_fs / "filler", "r+b") as fh:  # then give back less than a snapshot needs
-        fh.truncate(os.path.getsize(tiny_fs / "filler") - 8192)
+    fill(tiny_fs, leave=8192)  # to the last block, then give back less than a snapshot needs
     line = _one_line_failure(_cli("copy", path, tiny_fs / "snap"))
     assert "no space left on the device" in line
     line = _one_line_failure(_cli("dump", path, "-o", tiny_fs / "out.jsonl"))

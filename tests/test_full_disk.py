@@ -15,9 +15,9 @@ pytestmark = pytest.mark.slow  # subprocesses, Spark or long campaigns: make che
 T = "persistent://t/ns/full"
 
 
-def fill(directory: Path) -> Path:
-    """Fill the file system of ``directory`` to its last block with one file; returns the
-    file (remove it to free the space)."""
+def fill(directory: Path, leave: int = 0) -> Path:
+    """Fill the file system of ``directory`` to its last block with one file, then give
+    ``leave`` bytes back; returns the file (remove it to free the space)."""
     filler = directory / "filler"
     with open(filler, "wb", buffering=0) as fh:
         try:
@@ -25,6 +25,9 @@ def fill(directory: Path) -> Path:
                 fh.write(b"x" * 4096)
         except OSError:
             pass
+    if leave:
+        with open(filler, "r+b") as fh:
+            fh.truncate(filler.stat().st_size - leave)
     return filler
 
 

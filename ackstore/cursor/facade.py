@@ -415,17 +415,20 @@ class Cursor(StoreSide):
             ledgers = sorted(self._pages.known())
         for ledger in ledgers:
             with self._lock:
-                la = self._pages.peek(ledger)
-                ranges = la.ranges() if la is not None else []
+                ranges = self._ledger_ranges(ledger)
             if ranges:
                 yield ledger, ranges
 
+    def _ledger_ranges(self, ledger: int) -> list[tuple[int, int]]:
+        """One ledger's ranges (a swapped-out one read from its record, not cached); lock held."""
+        la = self._pages.peek(ledger)
+        return la.ranges() if la is not None else []
+
     def _ranges(self) -> list[tuple[int, list[tuple[int, int]]]]:
         """Every ledger's ranges, read under the lock already held."""
-        pages, out = self._pages, []
-        for ledger in sorted(pages.known()):
-            la = pages.peek(ledger)
-            ranges = la.ranges() if la is not None else []
+        out = []
+        for ledger in sorted(self._pages.known()):
+            ranges = self._ledger_ranges(ledger)
             if ranges:
                 out.append((ledger, ranges))
         return out

@@ -234,7 +234,8 @@ class Dispatcher(CursorReadLoop):
         self._check_count(n, "read_more")
         if self._refused():
             return []
-        await self._drain(raise_errors=False)
+        if self.dead:
+            await self._drain(raise_errors=False)
         if self._pause_for_ack_state():
             self.paused += 1
             return []
@@ -272,7 +273,8 @@ class Dispatcher(CursorReadLoop):
         self._check_count(n, "replay_read")
         if self._refused():
             return []
-        await self._drain(raise_errors=False)
+        if self.dead:
+            await self._drain(raise_errors=False)
         now = self.clock()
         for p in [p for p, at in self.delayed.items() if at <= now]:
             del self.delayed[p]
@@ -298,7 +300,8 @@ class Dispatcher(CursorReadLoop):
         if due:
             self.cursor.record_deliveries([e.position for e in due], durable=self.durable_counts)
         handed = self._deliver(due, epoch)
-        await self._drain(raise_errors=False)
+        if self.dead:
+            await self._drain(raise_errors=False)
         return handed
 
     def _due(self, entries: list[Entry]) -> list[Entry]:
@@ -483,5 +486,4 @@ class Dispatcher(CursorReadLoop):
 def _is_coroutine_function(fn: object) -> bool:
     """``fn`` is an ``async def`` (a function, bound method, partial of one, or an object whose
     ``__call__`` is one)."""
-    call = next((k.__dict__["__call__"] for k in type(fn).__mro__ if "__call__" in k.__dict__), None)
-    return inspect.iscoroutinefunction(fn) or (call is not None and inspect.iscoroutinefunction(call))
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__)
