@@ -993,6 +993,22 @@ static int put_item(Out *o, PyObject *item) {
     return 0;
 }
 
+/* The marker record `o` holds (its body from byte 7 on) with `props` appended, sealed in
+ * the fixed envelope of format `version`: the record's bytes, or NULL with an exception. */
+static PyObject *seal_marker(Out *o, PyObject *props, uint32_t version) {
+    Py_ssize_t np = PyBytes_GET_SIZE(props);
+    unsigned char *at;
+    if (np && (at = out_room(o, np)) == NULL) return NULL;
+    if (np) memcpy(at, PyBytes_AS_STRING(props), np);
+    int64_t crc = crc32_of(o->b + 7, o->len - 7, 2u << 8 | version);
+    if (crc < 0) return NULL;
+    o->b[0] = 0xC1;
+    o->b[1] = 2;
+    o->b[2] = (unsigned char)version;
+    put32(o->b + 3, (uint32_t)crc);
+    return PyBytes_FromStringAndSize((const char *)o->b, o->len);
+}
+
 /* not static: _lane.c's take_marker encodes with it */
 PyObject *fixed_marker(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 10) {
@@ -1021,18 +1037,305 @@ PyObject *fixed_marker(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
     put16(at + 33, (uint32_t)n);
     for (Py_ssize_t i = 0; i < n; i++)
         if (put_item(&o, PyList_GET_ITEM(items, i)) < 0) goto done;
-    Py_ssize_t np = PyBytes_GET_SIZE(props);
-    if (np && (at = out_room(&o, np)) == NULL) goto done;
-    if (np) memcpy(at, PyBytes_AS_STRING(props), np);
-    int64_t crc = crc32_of(o.b + 7, o.len - 7, 2u << 8 | version);
-    if (crc < 0) goto done;
-    o.b[0] = 0xC1;
-    o.b[1] = 2;
-    o.b[2] = (unsigned char)version;
-    put32(o.b + 3, (uint32_t)crc);
-    result = PyBytes_FromStringAndSize((const char *)o.b, o.len);
+    result = seal_marker(&o, props, (uint32_t)version);
 done:
     PyMem_Free(o.b);
+    return result;
+}
+
+/* state_marker(version, cursor_id, md_l, md_e, ledgers, properties) -> bytes: a whole
+ * marker record in the fixed envelope and the state layout (format 10; records.py's module
+ * docstring), pure_codecs.state_marker: the same bytes, the same errors. `ledgers`: a list
+ * of (ledger, bitmap, {entry: (size, mask)}, {entry: count}), ascending. */
+#define STATE_PROPS 0x01
+#define STATE_BATCHES 0x02
+#define STATE_COUNTS 0x04
+#define LEDGER_MAX_LL 9223372036854775807LL
+
+static int put_varint(Out *o, unsigned long long v) {
+    unsigned char buf[10];
+    int n = 0;
+    while (v >= 0x80) { buf[n++] = (unsigned char)((v & 0x7F) | 0x80); v >>= 7; }
+    buf[n++] = (unsigned char)v;
+    unsigned char *at = out_room(o, n);
+    if (at == NULL) return -1;
+    memcpy(at, buf, n);
+    return 0;
+}
+
+/* The sorted keys of a dict, as a new list (NULL with an exception set). */
+static PyObject *sorted_keys(PyObject *d) {
+    if (!PyDict_Check(d)) { PyErr_SetString(PyExc_TypeError, "batches and counts are dicts"); return NULL; }
+    PyObject *keys = PyDict_Keys(d);
+    if (keys != NULL && PyList_Sort(keys) < 0) Py_CLEAR(keys);
+    return keys;
+}
+
+/* A ledger's partial batches (`batches`: {entry: (size, mask)}) or delivery counts
+ * ({entry: count}): their number, then per entry, ascending, its gap from the one before
+ * (from `start`), then the batch's size and mask bytes or the count - 1. */
+static int put_state_entries(Out *o, PyObject *d, long long ledger, long long start, int batches) {
+    PyObject *keys = sorted_keys(d);
+    if (keys == NULL) return -1;
+    int rc = put_varint(o, (unsigned long long)PyList_GET_SIZE(keys));
+    long long at = start;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(keys) && rc == 0; i++) {
+        PyObject *key = PyList_GET_ITEM(keys, i), *v = PyDict_GetItemWithError(d, key), *mask = NULL;
+        long long entry, n;
+        rc = -1;
+        if (v == NULL) { if (!PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, key); break; }
+        if (batches && (!PyTuple_Check(v) || PyTuple_GET_SIZE(v) != 2)) {
+            PyErr_SetString(PyExc_TypeError, "a batch is (size, mask)");
+            break;
+        }
+        if (ranged(key, "entry", LLONG_MIN, LLONG_MAX, &entry) < 0) break;
+        if (ranged(batches ? PyTuple_GET_ITEM(v, 0) : v, batches ? "size" : "count", LLONG_MIN, LLONG_MAX, &n) < 0) break;
+        if (entry < at || n < 1 || n > U32_MAX_LL) {
+            if (batches)
+                PyErr_Format(PyExc_ValueError, "ledger %lld's partial batch at entry %lld of size %lld is outside the layout",
+                             ledger, entry, n);
+            else
+                PyErr_Format(PyExc_ValueError, "ledger %lld's delivery count %lld of entry %lld is outside the layout",
+                             ledger, n, entry);
+            break;
+        }
+        if (batches) {
+            mask = PyObject_CallMethod(PyTuple_GET_ITEM(v, 1), "to_bytes", "ns", (Py_ssize_t)((n + 7) / 8), "little");
+            if (mask == NULL) break;
+        }
+        unsigned char *room;
+        if (put_varint(o, (unsigned long long)(entry - at)) == 0 &&
+            put_varint(o, (unsigned long long)(batches ? n : n - 1)) == 0) {
+            rc = 0;
+            if (mask != NULL) {
+                if ((room = out_room(o, PyBytes_GET_SIZE(mask))) == NULL) rc = -1;
+                else memcpy(room, PyBytes_AS_STRING(mask), PyBytes_GET_SIZE(mask));
+            }
+        }
+        Py_XDECREF(mask);
+        at = entry + 1;
+    }
+    Py_DECREF(keys);
+    return rc;
+}
+
+static PyObject *state_marker(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "state_marker(version, cursor_id, md_l, md_e, ledgers, properties)");
+        return NULL;
+    }
+    PyObject *ledgers = args[4], *props = args[5], *result = NULL;
+    long long version, cid, md_l, md_e;
+    if (ranged(args[1], "cursor_id", 0, LEDGER_MAX_LL, &cid) < 0) return NULL;
+    if (ranged(args[2], "md_l", 0, LEDGER_MAX_LL, &md_l) < 0) return NULL;
+    if (ranged(args[3], "md_e", -1, U32_MAX_LL - 1, &md_e) < 0) return NULL;
+    if (ranged(args[0], "version", 0, 0xFF, &version) < 0) return NULL;
+    if (!PyList_Check(ledgers)) { PyErr_SetString(PyExc_TypeError, "ledgers are a list"); return NULL; }
+    if (!PyBytes_Check(props)) { PyErr_SetString(PyExc_TypeError, "properties are bytes"); return NULL; }
+    Py_ssize_t n = PyList_GET_SIZE(ledgers);
+    int flags = PyBytes_GET_SIZE(props) ? STATE_PROPS : 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyList_GET_ITEM(ledgers, i);
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 4) {
+            PyErr_SetString(PyExc_TypeError, "a ledger is (ledger, bitmap, batches, counts)");
+            return NULL;
+        }
+        int b = PyObject_IsTrue(PyTuple_GET_ITEM(item, 2)), c = PyObject_IsTrue(PyTuple_GET_ITEM(item, 3));
+        if (b < 0 || c < 0) return NULL;
+        flags |= (b ? STATE_BATCHES : 0) | (c ? STATE_COUNTS : 0);
+    }
+    Out o = {NULL, 0, 0};
+    unsigned char *at = out_room(&o, 9);
+    if (at == NULL) return NULL;
+    at[7] = 0xC2;
+    at[8] = (unsigned char)flags;
+    if (put_varint(&o, (unsigned long long)cid) < 0 || put_varint(&o, (unsigned long long)md_l) < 0 ||
+        put_varint(&o, (unsigned long long)(md_e + 1)) < 0 || put_varint(&o, (unsigned long long)n) < 0)
+        goto done;
+    long long last = md_l;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyList_GET_ITEM(ledgers, i);
+        long long ledger;
+        if (ranged(PyTuple_GET_ITEM(item, 0), "ledger", last, LEDGER_MAX_LL, &ledger) < 0) goto done;
+        long long start = ledger == md_l ? md_e + 1 : 0;
+        if (put_varint(&o, (unsigned long long)(ledger - last)) < 0) goto done;
+        last = ledger + 1;
+        uint32_t *v = NULL;
+        Py_ssize_t nv = bitmap_values(PyTuple_GET_ITEM(item, 1), &v);
+        if (nv < 0) goto done;
+        Py_ssize_t nruns = 0;
+        for (Py_ssize_t j = 0; j < nv; j++)
+            if (j == 0 || v[j] != v[j - 1] + 1) nruns++;
+        int bad = put_varint(&o, (unsigned long long)nruns);
+        long long pos = start;
+        for (Py_ssize_t j = 0; j < nv && !bad;) {
+            Py_ssize_t k = j;
+            while (k + 1 < nv && v[k + 1] == v[k] + 1) k++;
+            long long first = v[j], end = v[k];
+            if (first < pos) {
+                PyErr_Format(PyExc_ValueError, "ledger %lld holds entry %lld, at or below the mark-delete position",
+                             ledger, first);
+                bad = 1;
+                break;
+            }
+            bad = put_varint(&o, (unsigned long long)(first - pos)) < 0 || put_varint(&o, (unsigned long long)(end - first)) < 0;
+            pos = end + 2;
+            j = k + 1;
+        }
+        PyMem_Free(v);
+        if (bad) goto done;
+        if ((flags & STATE_BATCHES) && put_state_entries(&o, PyTuple_GET_ITEM(item, 2), ledger, start, 1) < 0) goto done;
+        if ((flags & STATE_COUNTS) && put_state_entries(&o, PyTuple_GET_ITEM(item, 3), ledger, start, 0) < 0) goto done;
+    }
+    result = seal_marker(&o, props, (uint32_t)version);
+done:
+    PyMem_Free(o.b);
+    return result;
+}
+
+/* state_fields(body) -> (cursor id, md ledger, md entry, ledgers, end): a state-layout
+ * marker body read back, pure_codecs.state_fields (the same values, the same ValueError). */
+typedef struct {
+    const unsigned char *p;
+    Py_ssize_t len, i;
+} Reader;
+
+static int get_varint(Reader *r, unsigned long long most, const char *what, unsigned long long *out) {
+    unsigned long long n = 0;
+    int shift = 0;
+    while (1) {
+        if (r->i >= r->len) {
+            PyErr_Format(PyExc_ValueError, "a state marker ends inside its %s", what);
+            return -1;
+        }
+        unsigned char b = r->p[r->i++];
+        if (shift > 63 || (shift == 63 && (b & 0x7E))) { /* more than 64 bits */
+            PyErr_Format(PyExc_ValueError, "a state marker's %s is not a varint", what);
+            return -1;
+        }
+        n |= (unsigned long long)(b & 0x7F) << shift;
+        if (!(b & 0x80)) break;
+        shift += 7;
+    }
+    if (n > most) {
+        PyErr_Format(PyExc_ValueError, "a state marker's %s %llu is over %llu", what, n, most);
+        return -1;
+    }
+    *out = n;
+    return 0;
+}
+
+/* {entry: (size, mask)} or {entry: count} of one ledger, as state_fields reads them. */
+static PyObject *get_state_entries(Reader *r, unsigned long long start, long long ledger, int batches,
+                                   unsigned long long *highest) {
+    unsigned long long n, at = start, gap, v;
+    if (get_varint(r, (unsigned long long)r->len, batches ? "batch count" : "count count", &n) < 0) return NULL;
+    PyObject *d = PyDict_New();
+    if (d == NULL) return NULL;
+    for (unsigned long long k = 0; k < n; k++) {
+        if (get_varint(r, U32_MAX_LL, batches ? "batch entry" : "counted entry", &gap) < 0) goto bad;
+        if (get_varint(r, batches ? U32_MAX_LL : U32_MAX_LL - 1, batches ? "batch size" : "delivery count", &v) < 0)
+            goto bad;
+        unsigned long long entry = at + gap;
+        PyObject *key = PyLong_FromUnsignedLongLong(entry), *value;
+        if (key == NULL) goto bad;
+        if (batches) {
+            Py_ssize_t width = (Py_ssize_t)((v + 7) / 8);
+            if (!v || r->i + width > r->len) {
+                Py_DECREF(key);
+                PyErr_Format(PyExc_ValueError, "a state marker's ledger %lld batch of size %llu is damaged", ledger, v);
+                goto bad;
+            }
+            PyObject *mask = _PyLong_FromByteArray(r->p + r->i, width, 1, 0);
+            value = mask == NULL ? NULL : Py_BuildValue("(KN)", v, mask);
+            r->i += width;
+        } else {
+            value = PyLong_FromUnsignedLongLong(v + 1);
+        }
+        if (value == NULL || PyDict_SetItem(d, key, value) < 0) {
+            Py_DECREF(key);
+            Py_XDECREF(value);
+            goto bad;
+        }
+        Py_DECREF(key);
+        Py_DECREF(value);
+        at = entry + 1;
+        *highest = entry; /* ascending: the last is the highest */
+    }
+    return d;
+bad:
+    Py_DECREF(d);
+    return NULL;
+}
+
+static PyObject *state_fields(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    if (!PyArg_ParseTuple(args, "y*", &buf)) return NULL;
+    Reader r = {(const unsigned char *)buf.buf, buf.len, 2};
+    PyObject *ledgers = NULL, *result = NULL;
+    unsigned long long cid, md_l, md_e1, n;
+    if (buf.len < 2 || r.p[0] != 0xC2 || (r.p[1] & ~(STATE_PROPS | STATE_BATCHES | STATE_COUNTS))) {
+        PyErr_SetString(PyExc_ValueError, "a state marker's head is damaged (tag or flags)");
+        goto done;
+    }
+    int flags = r.p[1];
+    if (get_varint(&r, LEDGER_MAX_LL, "cursor id", &cid) < 0 || get_varint(&r, LEDGER_MAX_LL, "mark-delete ledger", &md_l) < 0 ||
+        get_varint(&r, U32_MAX_LL, "mark-delete entry", &md_e1) < 0 || get_varint(&r, (unsigned long long)buf.len, "ledger count", &n) < 0)
+        goto done;
+    if ((ledgers = PyList_New(0)) == NULL) goto done;
+    unsigned long long last = md_l;
+    for (unsigned long long k = 0; k < n; k++) {
+        unsigned long long step, nruns;
+        if (get_varint(&r, (unsigned long long)LEDGER_MAX_LL - last, "ledger id", &step) < 0) goto done;
+        unsigned long long ledger = last + step;
+        last = ledger + 1;
+        unsigned long long at = ledger == md_l ? md_e1 : 0, start = at;
+        if (get_varint(&r, (unsigned long long)buf.len, "run count", &nruns) < 0) goto done;
+        PyObject *runs = PyList_New((Py_ssize_t)(2 * nruns)), *batches = NULL, *counts = NULL, *item;
+        if (runs == NULL) goto done;
+        for (unsigned long long j = 0; j < nruns; j++) {
+            unsigned long long gap, length;
+            if (get_varint(&r, U32_MAX_LL, "run start", &gap) < 0 || get_varint(&r, U32_MAX_LL, "run length", &length) < 0) {
+                Py_DECREF(runs);
+                goto done;
+            }
+            unsigned long long first = at + gap, end = first + length;
+            if (end >= U32_MAX_LL + 1) {
+                Py_DECREF(runs);
+                PyErr_Format(PyExc_ValueError, "a state marker's ledger %llu run ends past entry 2**32-1", ledger);
+                goto done;
+            }
+            PyList_SET_ITEM(runs, 2 * j, PyLong_FromUnsignedLongLong(first));
+            PyList_SET_ITEM(runs, 2 * j + 1, PyLong_FromUnsignedLongLong(end));
+            at = end + 2;
+        }
+        unsigned long long hb = 0, hc = 0;
+        batches = (flags & STATE_BATCHES) ? get_state_entries(&r, start, (long long)ledger, 1, &hb) : PyDict_New();
+        counts = batches == NULL                ? NULL
+                 : (flags & STATE_COUNTS) ? get_state_entries(&r, start, (long long)ledger, 0, &hc)
+                                          : PyDict_New();
+        if (counts != NULL && (hb > U32_MAX_LL || hc > U32_MAX_LL)) {
+            PyErr_Format(PyExc_ValueError, "a state marker's ledger %llu names an entry past 2**32-1", ledger);
+            Py_DECREF(counts);
+            counts = NULL;
+        }
+        item = counts == NULL ? NULL : Py_BuildValue("(KNNN)", ledger, runs, batches, counts);
+        if (item == NULL) {
+            if (counts == NULL) { Py_DECREF(runs); Py_XDECREF(batches); }
+            goto done;
+        }
+        int rc = PyList_Append(ledgers, item);
+        Py_DECREF(item);
+        if (rc < 0) goto done;
+    }
+    if (!(flags & STATE_PROPS) && r.i != buf.len) {
+        PyErr_Format(PyExc_ValueError, "a state marker has %zd bytes after its ledgers", buf.len - r.i);
+        goto done;
+    }
+    result = Py_BuildValue("(KKLOn)", cid, md_l, (long long)md_e1 - 1, ledgers, r.i);
+done:
+    Py_XDECREF(ledgers);
+    PyBuffer_Release(&buf);
     return result;
 }
 
@@ -1150,6 +1453,9 @@ static PyMethodDef methods[] = {
     {"scan_directory", scan_directory, METH_VARARGS, "A topic's ledger directory entries checked and gathered."},
     {"fixed_marker", (PyCFunction)(void (*)(void))fixed_marker, METH_FASTCALL,
      "A marker record in the fixed envelope and layout (pure_codecs.fixed_marker)."},
+    {"state_marker", (PyCFunction)(void (*)(void))state_marker, METH_FASTCALL,
+     "A marker record in the fixed envelope and the state layout (pure_codecs.state_marker)."},
+    {"state_fields", state_fields, METH_VARARGS, "The fields of a state-layout marker body (pure_codecs.state_fields)."},
     {"lane_setup", lane_setup, METH_VARARGS, "The classes, helpers and bounds the lane works with (cursor/lane.py)."},
     {"take_marker", take_marker, METH_O, "A cursor's common flush plan, taken whole (cursor/lane.py)."},
     {"commit_marker", (PyCFunction)(void (*)(void))commit_marker, METH_FASTCALL,

@@ -2,7 +2,9 @@
 
 All the cursors given in ONE write transaction: a crash leaves the store as before or as
 after. Each cursor plans its rewrite (``plan_rewrite``: its ledgers' records, encoded from
-memory or copied from the old record, and a full marker), the plans are written through
+memory or copied from the old record, and a full marker; a small cursor's one state marker;
+a swapped-out ledger whose record is a state marker is written as a ledger record of its
+own), the plans are written through
 :class:`~ackstore.storage.log.CursorLog`, everything below each new log is deleted, and the
 cursors adopt the new logs once the transaction commits. With ``verify``, every rewritten
 cursor is recovered from its new log inside the same transaction and compared with its
@@ -19,6 +21,7 @@ import lmdb
 from .errors import StoreError
 from .stats import CompactStats
 from .storage.log import CursorLog
+from .storage.records import RECORD_MARKER, encode_ledger, record_type, state_ledger
 
 if TYPE_CHECKING:
     from .cursor import Cursor
@@ -42,6 +45,8 @@ def compact_cursors(storage: Environment, cursors: list[Cursor], verify: bool = 
                 value = src if isinstance(src, bytes) else log.get(txn, src)
                 if value is None:
                     raise StoreError(f"compaction: record {src!r} of ledger {ledger} is missing; run check --fix")
+                if isinstance(src, int) and record_type(value) == RECORD_MARKER:  # a state marker holds it
+                    value = encode_ledger(ledger, state_ledger(value, src, ledger)[0], cur.cursor_id)
                 log.put(txn, plan.start + i, value)
                 after += 16 + len(value)
             marker_seq = plan.start + len(plan.items)

@@ -85,9 +85,10 @@ class FlushJob:
         for topic, (ledger, confirmed) in self.confirms:
             self.catalog.put_ledger(txn, topic.topic_id, ledger, OPEN, confirmed)
         c = txn.cursor(db=self.log_db)
-        c.putmulti(self.puts)
         trimmed = 0
         self.trim_failed = None
+        # the garbage goes first: a page that makes room before it takes the new records is
+        # not split (splits leave pages half full, and a flush writes every page it touches)
         for plan in self.trims:  # with the same LMDB cursor
             if plan.cursor_id in self.untrimmed:
                 continue
@@ -96,6 +97,7 @@ class FlushJob:
             except lmdb.Error:
                 self.trim_failed = plan  # one cursor's records: the flush can go on without this trim
                 raise
+        c.putmulti(self.puts)
         return trimmed
 
 

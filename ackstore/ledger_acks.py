@@ -92,6 +92,17 @@ class LedgerAcks:
         self.counts: dict[int, int] = counts if counts is not None else {}
         self.counts_added: dict[int, int] = {}
 
+    @classmethod
+    def of_runs(
+        cls, bitmap: BitMap, runs: int, batches: dict[int, tuple[int, int]], counts: dict[int, int]
+    ) -> LedgerAcks:
+        """A state whose run count is known (``runs``: what a decoder built ``bitmap`` from,
+        maximal runs), without counting them again. O(1)."""
+        la = cls.__new__(cls)
+        la.bitmap, la.batches, la.runs, la.size = bitmap, batches, runs, 0
+        la.added, la.counts, la.counts_added = None, counts, {}
+        return la
+
     def __bool__(self) -> bool:
         return bool(self.bitmap or self.batches or self.counts)
 

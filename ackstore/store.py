@@ -214,7 +214,8 @@ class AckStore:
           to an older marker at open; the records beyond are checked as ``verify`` says.
           Decoded at open all the same: the mark-delete ledger when its record holds an
           entry at or below M + 1, and a ledger holding state past its end (sealed
-          shorter since), states no flush leaves that the cursor drops. ``"budget"`` (as
+          shorter since), states no flush leaves that the cursor drops, and a small
+          cursor's ledgers, held in the one state marker the open reads. ``"budget"`` (as
           PIP-81 recovers): its newest ledgers, until the budget is spent. The cursor is
           whole either way: positions, range count and delivery counts are right when
           ``cursor()`` returns. Lazy opens are faster (a restart of many cursors or

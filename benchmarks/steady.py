@@ -123,8 +123,10 @@ class AckstoreSteady:
     def __init__(self, path: Path, state: Steady, sync: bool) -> None:
         self.store = AckStore.open(path, sync=sync, map_size=1 << 30)
         self.cursors = []
+        self.topics: list[str] = []
         for t in range(0, state.cursors, PER_TOPIC):
-            topic = self.store.topic(f"persistent://t/ns/steady-{t // PER_TOPIC}")
+            self.topics.append(f"persistent://t/ns/steady-{t // PER_TOPIC}")
+            topic = self.store.topic(self.topics[-1])
             topic.add_ledger(LEDGER)
             self.cursors += [topic.cursor(f"s{c}", CONFIG) for c in range(t, min(t + PER_TOPIC, state.cursors))]
         self.logical = 0
@@ -135,6 +137,19 @@ class AckstoreSteady:
 
     def flush(self) -> None:
         self.logical = self.store.flush().bytes_written
+
+    def reopen(self, read_all: bool = False) -> None:
+        """Close and reopen every cursor (a restart's bulk open, lazy as by default);
+        ``read_all``: then read every cursor's ranges, so its whole state is in memory."""
+        path = self.store.path
+        self.store.close()
+        self.store = AckStore.open(path, sync=False, map_size=1 << 30)
+        self.cursors = []
+        for name in self.topics:
+            self.cursors += self.store.topic(name).open_cursors(CONFIG).values()
+        if read_all:
+            for cur in self.cursors:
+                list(cur.ledger_ranges())
 
     def close(self) -> None:
         self.store.close()
@@ -160,6 +175,15 @@ class PickleSteady:
         with self.env.begin(write=True) as txn:
             txn.cursor().putmulti(list(zip(self.keys, values, strict=True)))
         self.logical = sum(map(len, values)) + 8 * len(values)
+
+    def reopen(self) -> None:
+        """Close and reopen the environment, unpickling every cursor's state (the least work
+        that holds the state again)."""
+        path = self.env.path()
+        self.env.close()
+        self.env = lmdb.open(path, map_size=1 << 30, sync=False, max_dbs=1)
+        with self.env.begin() as txn:
+            self.loaded = [pickle.loads(v) for _, v in txn.cursor()]
 
     def close(self) -> None:
         self.env.close()

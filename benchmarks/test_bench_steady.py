@@ -53,3 +53,36 @@ def test_steady_flush(benchmark: Any, tmp_path: Path, engine: str, cursors: int,
         )
     finally:
         peer.close()
+
+
+#: the reopen groups' workload: cursors, k, rounds flushed before the store is reopened
+REOPEN = (1000, 50, 1000)
+
+
+@pytest.fixture(scope="module")
+def reopened(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The ackstore and pickle engines after REOPEN's rounds of one workload (in lockstep)."""
+    cursors, k, rounds = REOPEN
+    state = Steady(cursors, k)
+    root = tmp_path_factory.mktemp("steady-reopen")
+    engines = {name: ENGINES[name](root / name, state, False) for name in ("ackstore", "pickle")}
+    for _ in range(rounds):
+        batches = state.step()
+        for engine in engines.values():
+            engine.ack(batches)
+            engine.flush()
+    yield engines
+    for engine in engines.values():
+        engine.close()
+
+
+@pytest.mark.parametrize("case", ["pickle", "ackstore", "ackstore, every cursor read"])
+def test_steady_reopen(benchmark: Any, reopened: Any, case: str) -> None:
+    """Reopen to a usable state after the steady workload ran: ackstore's bulk open (lazy),
+    and then with every cursor's ranges read; the baseline unpickles every cursor's state."""
+    cursors, k, rounds = REOPEN
+    engine = reopened["pickle" if case == "pickle" else "ackstore"]
+    options = {"read_all": True} if case.endswith("read") else {}
+    benchmark.group = f"steady workload, reopen: {cursors:,} cursors, k={k}, after {rounds:,} flushes"
+    benchmark.pedantic(lambda: engine.reopen(**options), rounds=5)
+    benchmark.extra_info.update(baseline=case == "pickle")

@@ -23,6 +23,19 @@ def store_path(tmp_path: Path) -> Iterator[Path]:
 
 
 @pytest.fixture
+def marker_layout() -> Iterator[None]:
+    """Every cursor flushes in the marker layout (a ledger record per changed ledger and a
+    marker), never the state layout: for the tests of those records themselves."""
+    from ackstore.cursor.plan import set_state_bound
+
+    before = set_state_bound(-1)
+    try:
+        yield
+    finally:
+        set_state_bound(before)
+
+
+@pytest.fixture
 def tmpfs(tmp_path: Path):  # type: ignore[no-untyped-def]
     """``tmpfs(size)`` mounts a tmpfs of ``size`` bytes in ``tmp_path`` and returns its
     path (root only; the test is skipped where mounting is not allowed); all are
@@ -97,6 +110,7 @@ AREAS: dict[str, str] = {
             "peers",
             "records",
             "recovery",
+            "state_layout",
             "store",
         ),
         "storage",

@@ -227,7 +227,9 @@ def test_verify_keys_falls_back_past_a_missing_swapped_record(store_path: Path) 
 
 
 @pytest.mark.parametrize("load", ["budget", "lazy"])
-def test_both_opens_fall_back_past_a_missing_or_damaged_record_they_check(store_path: Path, load: str) -> None:
+def test_both_opens_fall_back_past_a_missing_or_damaged_record_they_check(
+    store_path: Path, load: str, marker_layout: None
+) -> None:
     """What an open checks, a lazy one checks too: a record missing under ``verify="keys"``
     and a damaged mark-delete record (checksummed at every open) are found at open and
     recovery falls back past the markers that need them, for either load."""
@@ -347,7 +349,7 @@ def test_a_lazy_open_checks_what_the_budget_covers_at_open_and_the_rest_at_first
         assert store.topic(T).cursor("c", small).stats().recovery.markers_skipped == 2  # checked at open: fell back
 
 
-def test_a_lazy_open_reads_a_mark_delete_ledger_holding_m_plus_1(store_path: Path) -> None:
+def test_a_lazy_open_reads_a_mark_delete_ledger_holding_m_plus_1(store_path: Path, marker_layout: None) -> None:
     """A mark-delete ledger whose record holds M + 1 (no flush leaves one; planted here) is
     decoded at a lazy open too, and M advances over it as the default open does."""
     import lmdb

@@ -23,8 +23,19 @@ def test_clean_store_has_no_findings(store_path: Path) -> None:
     assert check(store_path) == []
 
 
-@pytest.mark.parametrize("fault", ["newest-marker", "ledger-record", "missing-record", "every-marker", "garbage"])
-def test_planted_faults_are_found_and_fixed(store_path: Path, fault: str) -> None:
+#: each fault on each layout it applies to (a state-layout log holds no ledger records)
+FAULTS = [
+    *[(f, "marker") for f in ("newest-marker", "ledger-record", "missing-record", "every-marker", "garbage")],
+    *[(f, "state") for f in ("newest-marker", "every-marker")],
+]
+
+
+@pytest.mark.parametrize("fault,layout", FAULTS)
+def test_planted_faults_are_found_and_fixed(
+    store_path: Path, fault: str, layout: str, request: pytest.FixtureRequest
+) -> None:
+    if layout == "marker":
+        request.getfixturevalue("marker_layout")
     states = _build(store_path, CursorConfig(full_marker_every=100))
     markers = rawlog.markers(store_path)
     ledger_records = [seq for seq, t in rawlog.records(store_path) if t == RECORD_LEDGER]

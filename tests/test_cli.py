@@ -55,7 +55,7 @@ def test_stat_and_cursors(store_path: Path, run) -> None:  # type: ignore[no-unt
     doc = json.loads(out)
     cur = doc["topics"][T]["cursors"]["a"]
     assert cur["mark_delete"] == "2:0" and cur["ranges"] == 34 and cur["ledgers"] == 2
-    assert cur["records"] >= 3 and cur["garbage_bytes"] >= 0 and cur["truncated"] is False
+    assert cur["records"] >= 2 and cur["garbage_bytes"] >= 0 and cur["truncated"] is False
     code, out, _ = run("cursors", store_path, "--topic", T)
     assert code == 0
     assert out.splitlines() == ["cursor\tmark-delete\tranges\tledgers", f"{T}/a\t2:0\t34\t2", f"{T}/b\t2:0\t34\t2"]
@@ -120,7 +120,8 @@ def test_recover(store_path: Path, run) -> None:  # type: ignore[no-untyped-def]
     assert code == 0 and doc["ranges"] == 34 and doc["markers_skipped"] == 0 and doc["budget"] == 0
     code, out, _ = run("recover", store_path, "--cursor", f"{T}/a", "--json")  # lazy, as AckStore.open
     lazy = json.loads(out)
-    assert code == 0 and (lazy["ranges"], lazy["load"], lazy["ledgers_in_memory"]) == (34, "lazy", 0)
+    # a small cursor: its two ledgers are in the one state marker the open reads, decoded with it
+    assert code == 0 and (lazy["ranges"], lazy["load"], lazy["ledgers_in_memory"]) == (34, "lazy", 2)
     code, out, _ = run("recover", store_path, "--cursor", f"{T}/a", "--load", "budget", "--json")
     eager = json.loads(out)
     assert code == 0 and (eager["ranges"], eager["load"]) == (34, "budget") and eager["ledgers_in_memory"] > 0

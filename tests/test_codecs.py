@@ -18,7 +18,7 @@ import pytest
 from pyroaring import BitMap, FrozenBitMap
 
 from ackstore.storage import bitmaps, codecs, pure_codecs
-from ackstore.storage.records import IndexEntry, decode_marker, encode_fixed_marker
+from ackstore.storage.records import FORMAT_VERSION, IndexEntry, decode_marker, encode_fixed_marker
 
 from .codec_impls import IMPLEMENTATIONS
 
@@ -206,7 +206,7 @@ def test_the_marker_encoder_writes_the_same_bytes_everywhere() -> None:
         props = {"k": 1, "name": "x"} if rng.random() < 0.3 else {}
         md = (rng.randrange(1 << 20), rng.randrange(-1, 1 << 20))
         full = case % 3 == 0 and all(e is not None for _, e, *_ in items)
-        args = (9, int(full), rng.randrange(1000), *md, md[0], md[1] + 1, rng.randrange(99), items)
+        args = (FORMAT_VERSION, int(full), rng.randrange(1000), *md, md[0], md[1] + 1, rng.randrange(99), items)
         kind, record = _same_everywhere("fixed_marker", *args, msgpack.packb(props) if props else b"")
         assert kind == "ok" and isinstance(record, bytes)
         assert record == encode_fixed_marker(args[2], md, (md[0], md[1] + 1), props, items, args[7], full)  # type: ignore[arg-type]

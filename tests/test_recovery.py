@@ -70,7 +70,7 @@ def test_damaged_newest_marker_falls_back(store_path: Path, caplog: pytest.LogCa
 
 
 @pytest.mark.parametrize("how", ["flip", "delete"])
-def test_damaged_or_missing_ledger_record_falls_back(store_path: Path, how: str) -> None:
+def test_damaged_or_missing_ledger_record_falls_back(store_path: Path, how: str, marker_layout: None) -> None:
     states = _build(store_path)
     recs = rawlog.records(store_path)
     newest_ledger_record = [seq for seq, t in recs if t == RECORD_LEDGER][-1]
@@ -83,7 +83,7 @@ def test_damaged_or_missing_ledger_record_falls_back(store_path: Path, how: str)
         assert ("missing" if how == "delete" else "damaged") in reason
 
 
-def test_broken_middle_of_delta_chain_falls_back_past_it(store_path: Path) -> None:
+def test_broken_middle_of_delta_chain_falls_back_past_it(store_path: Path, marker_layout: None) -> None:
     states = _build(store_path)
     m = rawlog.markers(store_path)
     rawlog.damage(store_path, m[1])  # the newest marker's chain runs through it
@@ -93,7 +93,7 @@ def test_broken_middle_of_delta_chain_falls_back_past_it(store_path: Path) -> No
         assert cur.stats().recovery.markers_skipped == 2
 
 
-def test_no_intact_marker_starts_empty_and_says_so(store_path: Path) -> None:
+def test_no_intact_marker_starts_empty_and_says_so(store_path: Path, marker_layout: None) -> None:
     _build(store_path)
     for seq in rawlog.markers(store_path):
         rawlog.damage(store_path, seq)

@@ -22,6 +22,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from ackstore import AckStore, AckStoreError, CursorConfig, Dispatcher, Position, testing
 from ackstore import flush as group_flush
+from ackstore.cursor.plan import STATE_MAX_RUNS, set_state_bound
 from ackstore.testing import InMemoryLedgerReader
 
 from .lane_twins import lanes_agree
@@ -107,9 +108,12 @@ class AckStoreMachine(RuleBasedStateMachine):
     """Runs the engine and the model side by side; compares them after every step."""
 
     config = CONFIG
+    #: the state layout's bound the run starts with (see the ``layout`` rule)
+    state_bound = STATE_MAX_RUNS
 
     @initialize()
     def setup(self) -> None:
+        self._bound = set_state_bound(self.state_bound)
         self.dir = Path(tempfile.mkdtemp(prefix="ackstore-sm-"))
         self.model = TopicModel(limit=self.config.max_unacked_ranges_to_persist)
         self.store = AckStore.open(self.dir / "s", map_size=1 << 16, sync=False)
@@ -149,6 +153,8 @@ class AckStoreMachine(RuleBasedStateMachine):
         return ENTRIES + 1 if self.model.confirmed is None else self.model.confirmed + 1
 
     def teardown(self) -> None:
+        if hasattr(self, "_bound"):
+            set_state_bound(self._bound)
         if getattr(self, "reader_directory", None) is not None:
             _ask_reader("close")
         if hasattr(self, "store"):
@@ -445,6 +451,12 @@ class AckStoreMachine(RuleBasedStateMachine):
             props[key] = value
 
     # -- durability -----------------------------------------------------------------------------
+    @rule(bound=st.sampled_from([-1, 3, STATE_MAX_RUNS]))
+    def layout(self, bound: int) -> None:
+        """Which cursors flush in the state layout from now on: none (-1), those of at most 3
+        ranges, or every small one: cursors move between the layouts as they grow and shrink."""
+        set_state_bound(bound)
+
     @rule(chunk=st.sampled_from([1, 2, group_flush.CHUNK]))
     def flush(self, chunk: int) -> None:
         for cur in self.cursors.values():  # the marker lane's twins take the same plan
@@ -551,9 +563,11 @@ class TinyBudgetMachine(AckStoreMachine):
 class DeltaMachine(AckStoreMachine):
     """The same machine with deltas taken whenever possible: a ledger's acks since its
     record ride in the markers up to 6 of them (whatever the ledger's size), so base+delta
-    folding, swap-in of a ledger with adds, and crashes between them are all in play."""
+    folding, swap-in of a ledger with adds, and crashes between them are all in play (the
+    run starts in the marker layout)."""
 
     config = CursorConfig(full_marker_every=4, max_individual_ack_cache_bytes=600)
+    state_bound = -1
 
     @initialize()
     def setup(self) -> None:

@@ -1,7 +1,9 @@
 """Planting known faults into snapshots, so an audit can be shown to find exactly them.
 
 Kinds: ``damaged-marker`` (a byte of a cursor's newest marker flipped), ``damaged-record``
-(a byte of its newest ledger record flipped), ``garbage-file`` (the snapshot overwritten
+(a byte of its newest ledger record flipped, in a snapshot that holds one; a store of
+small cursors holds none, and then the newest state marker, which holds their ledgers, is
+the record flipped), ``garbage-file`` (the snapshot overwritten
 with bytes that are not an LMDB file), ``revived-cursor`` (a catalog entry for the
 deleted ``unsubscribed`` cursor put back, as a repair that brought back a deleted
 subscription would). Nothing is truncated: a short file under a memory
@@ -47,6 +49,17 @@ def _flip_newest(path: Path, rtype: int) -> bool:
         env.close()
 
 
+def _holds(path: Path, rtype: int) -> bool:
+    """Whether the snapshot's log holds a record of type ``rtype``."""
+    env = lmdb.open(str(path), subdir=False, lock=False, readonly=True, max_dbs=8)
+    try:
+        db = env.open_db(b"log", create=False)
+        with env.begin() as txn:
+            return any(record_type(value) == rtype for value in txn.cursor(db=db).iternext(keys=False))
+    finally:
+        env.close()
+
+
 def _revive(path: Path) -> bool:
     """Put a catalog entry for the deleted ``unsubscribed`` cursor back (sharing the first
     cursor's log, so it recovers to a real state)."""
@@ -73,15 +86,26 @@ def plant_faults(outdir: Path, n: int, seed: int = 1) -> list[dict[str, Any]]:
         raise ValueError(f"--plant-faults {n} is not allowed: allowed 0..{len(snapshots)} (the snapshots there)")
     rng = random.Random(seed)
     out = []
-    for i, path in enumerate(rng.sample(snapshots, n)):
-        kind = FAULT_KINDS[i % len(FAULT_KINDS)]
+    chosen = rng.sample(snapshots, n)
+    kinds = [FAULT_KINDS[i % len(FAULT_KINDS)] for i in range(n)]
+    if "damaged-record" in kinds:  # a store of small cursors holds no ledger record: give it one that does
+        i = kinds.index("damaged-record")
+        holders = [j for j, path in enumerate(chosen) if _holds(path, RECORD_LEDGER)]
+        if holders and i not in holders:
+            j = holders[0]
+            chosen[i], chosen[j] = chosen[j], chosen[i]
+    for path, kind in zip(chosen, kinds, strict=True):
         if kind == "garbage-file":
             path.write_bytes(b"this is not an ackstore snapshot\n" * 64)
         elif kind == "revived-cursor":
             if not _revive(path):
                 path.write_bytes(b"no cursor to revive\n" * 64)
                 kind = "garbage-file"
-        elif not _flip_newest(path, RECORD_MARKER if kind == "damaged-marker" else RECORD_LEDGER):
+        elif not (
+            _flip_newest(path, RECORD_MARKER)
+            if kind == "damaged-marker"
+            else _flip_newest(path, RECORD_LEDGER) or _flip_newest(path, RECORD_MARKER)
+        ):
             path.write_bytes(b"no record to damage\n" * 64)
             kind = "garbage-file"
         out.append({"spec_id": path.stem, "kind": kind})

@@ -180,8 +180,11 @@ class MarkerPlan:
 
     @property
     def pending(self) -> Pending:
-        """What it took from the cursor, as a :class:`Pending` (an abort gives it back)."""
-        return Pending(self.pinned, _EMPTY, _EMPTY, self.meta_dirty)
+        """What it took from the cursor, as a :class:`Pending` (an abort gives it back): the
+        ledgers it changed, those it drops (a state marker's; none of this lane's), and
+        whether the positions or properties changed."""
+        dropped = {ledger for ledger, entry in self.changes.items() if entry is None}
+        return Pending(self.pinned, dropped or _EMPTY, _EMPTY, self.meta_dirty)
 
 
 def _take_marker(planner: Planner) -> MarkerPlan | Literal[False] | None:

@@ -241,6 +241,14 @@ class Pages:
             pending.unmarked, self.unmarked = self.unmarked, _NONE
         return pending
 
+    def take_changes(self, pinned: set[int]) -> None:
+        """A state marker plan took every change (``pinned``: the dirty ledgers, copied): no
+        ledger is dirty or dropped any more, and those it carries are pinned until it ends
+        (only a cursor with nothing written back takes one)."""
+        self.dirty.clear()
+        self.vanished = _NONE
+        self.pinned = pinned
+
     def restore(self, pending: Pending) -> None:
         """A plan that took ``pending`` will not be written: it waits again (the ledgers
         still held or indexed), and the plan's ledgers may be evicted again."""

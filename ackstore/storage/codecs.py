@@ -21,6 +21,8 @@ __all__ = [
     "rice_code",
     "delta_fields",
     "fixed_marker",
+    "state_marker",
+    "state_fields",
     "ledger_fields",
     "ledger_span",
     "scan_page",
@@ -48,6 +50,8 @@ rice_to_roaring = _impl.rice_to_roaring
 rice_code = _impl.rice_code
 delta_fields = _impl.delta_fields
 fixed_marker = _impl.fixed_marker
+state_marker = _impl.state_marker
+state_fields = _impl.state_fields
 ledger_fields = _impl.ledger_fields
 ledger_span = _impl.ledger_span
 scan_page = _impl.scan_page

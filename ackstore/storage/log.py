@@ -39,6 +39,7 @@ from .records import (
     log_key,
     record_type,
     split_log_key,
+    state_ledger,
 )
 
 __all__ = [
@@ -110,7 +111,7 @@ def resolve_marker(
         if value is None:
             raise MissingRecordError(f"marker {seq}: its chain needs marker {s}, which is missing")
         try:
-            marker = decode_marker(value)
+            marker = decode_marker(value, s)
         except CorruptRecordError as exc:
             raise CorruptRecordError(f"marker {seq}: chain marker {s} is damaged ({exc})") from None
         owner = marker.extra.get("c", cursor_id)
@@ -165,34 +166,65 @@ def _damaged(marker_seq: int, ledger: int, seq: int, exc: CorruptRecordError) ->
     return CorruptRecordError(f"marker {marker_seq}: ledger {ledger}'s record {seq} is damaged ({exc})")
 
 
-def _read_ledger(
-    txn: LogTxn, db: lmdb._Database | None, cursor_id: int, entry: IndexEntry, ledger: int, marker_seq: int
-) -> tuple[LedgerAcks, int]:
-    """A ledger as ``entry`` says: its base record plus the acks made since (format 5),
-    checked against the ranges the marker counted. The result tracks ``added`` from there."""
-    seq = entry.seq
-    value = _record(txn, db, cursor_id, seq, ledger, marker_seq)
+def _ledger_in(
+    value: bytes, cursor_id: int, seq: int, ledger: int, marker_seq: int
+) -> tuple[int, LedgerAcks, int | None]:
+    """``(ledger found, acks, owner)`` of record ``seq``: a ledger record, or (format 10) a
+    state marker holding ``ledger``. Raises CorruptRecordError naming the marker."""
     try:
+        if record_type(value) == RECORD_MARKER:
+            acks, cid = state_ledger(value, seq, ledger)
+            acks.added = None  # no deltas against a state marker: the next flush writes the state again
+            return ledger, acks, cid
         found, acks, owner = decode_ledger_owned(value)
     except CorruptRecordError as exc:
         raise _damaged(marker_seq, ledger, seq, exc) from None
+    acks.added = BitMap()  # tracked from the base on: the adds below land in it too
+    return found, acks, owner
+
+
+def _read_ledger(
+    txn: LogTxn,
+    db: lmdb._Database | None,
+    cursor_id: int,
+    entry: IndexEntry,
+    ledger: int,
+    marker_seq: int,
+    decoded: dict[int, LedgerAcks] | None = None,
+) -> tuple[LedgerAcks, int]:
+    """A ledger as ``entry`` says: its base record plus the acks made since (format 5),
+    checked against the ranges the marker counted. The result tracks ``added`` from there
+    (a ledger read from a state marker does not: its next flush writes the state whole).
+    ``decoded``: the ledgers of the state marker ``marker_seq`` when it was decoded already
+    (the one named is taken from it, not decoded again)."""
+    seq = entry.seq
+    owner: int | None
+    if decoded is not None and seq == marker_seq and ledger in decoded:
+        found, acks, owner = ledger, decoded.pop(ledger), cursor_id
+        acks.added = None
+        size = 0  # counted with the marker
+    else:
+        value = _record(txn, db, cursor_id, seq, ledger, marker_seq)
+        found, acks, owner = _ledger_in(value, cursor_id, seq, ledger, marker_seq)
+        size = len(value)
     if owner is not None and owner != cursor_id:
         raise CorruptRecordError(f"marker {marker_seq}: record {seq} belongs to cursor id {owner}, not {cursor_id}")
-    acks.added = BitMap()  # tracked from the base on: the adds below land in it too
     if entry.adds:
         acks.update(entry.adds)  # read, not kept: the bitmaps take copies
     if entry.counts:
         acked = acks.bitmap
         for e, n in entry.counts.items():
             if e not in acked:  # acked since: the ack took its count away
-                acks.counts[e] = acks.counts_added[e] = n
+                acks.counts[e] = n
+                if acks.added is not None:
+                    acks.counts_added[e] = n
     if found != ledger or acks.runs != entry.runs:
         raise CorruptRecordError(
             f"marker {marker_seq}: record {seq} holds ledger {found} with {acks.runs} ranges"
             + (f" ({len(entry.adds)} acks added since)" if entry.adds else "")
             + f", the marker expects ledger {ledger} with {entry.runs}"
         )
-    return acks, len(value)
+    return acks, size
 
 
 def _peek_ledger(
@@ -205,6 +237,11 @@ def _peek_ledger(
     checksum, fields, ledger, owner, and the range count the marker expects when no acks
     came since."""
     value = _record(txn, db, cursor_id, entry.seq, ledger, marker_seq)
+    if record_type(value) == RECORD_MARKER:  # a state marker: small, decoded whole
+        acks, size = _read_ledger(txn, db, cursor_id, entry, ledger, marker_seq)
+        highest = max([*([acks.bitmap.max()] if acks.bitmap else []), *acks.batches, *acks.counts], default=-1)
+        lowest = acks.lowest()
+        return (lowest if lowest >= 0 else 1 << 32), highest, size
     try:
         found, lowest, highest, runs, owner = ledger_span(value)
     except CorruptRecordError as exc:
@@ -301,7 +338,7 @@ def _load_lazily(
     decoded: dict[int, LedgerAcks] = {}
     nbytes = 0
     for ledger, entry in clip[::-1]:  # LRU order: the mark-delete ledger last
-        acks, size = _read_ledger(txn, db, cursor_id, entry, ledger, seq)
+        acks, size = _read_ledger(txn, db, cursor_id, entry, ledger, seq, resolved.marker.ledgers)
         acks.size = acks.nbytes()
         decoded[ledger] = acks
         nbytes += size
@@ -334,7 +371,7 @@ def _load_records(
     the loaded ledgers in LRU order (least recently written first), the swapped-out ids,
     and the bytes read.
     """
-    if lazy:
+    if lazy and resolved.marker.ledgers is None:  # a state marker's ledgers are decoded already: all are loaded
         return _load_lazily(txn, db, cursor_id, resolved, budget, verify, ends)
     md_ledger, index = resolved.marker.mark_delete[0], resolved.index
     order = _newest_first(list(index.items()))
@@ -346,7 +383,7 @@ def _load_records(
     left: list[tuple[int, IndexEntry]] = []
     for ledger, entry in order:
         if not full or ledger == md_ledger:
-            acks, size = _read_ledger(txn, db, cursor_id, entry, ledger, resolved.seq)
+            acks, size = _read_ledger(txn, db, cursor_id, entry, ledger, resolved.seq, resolved.marker.ledgers)
             acks.size = acks.nbytes()
             if budget is not None and spent + acks.size > budget and ledger != md_ledger and loaded:
                 swapped.add(ledger)  # the first that does not fit ends the loading (it was checked anyway)

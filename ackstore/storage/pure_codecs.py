@@ -26,6 +26,8 @@ __all__ = [
     "rice_code",
     "delta_fields",
     "fixed_marker",
+    "state_marker",
+    "state_fields",
     "ledger_fields",
     "ledger_span",
     "scan_page",
@@ -42,6 +44,7 @@ __all__ = [
     "FIXED_HEAD",
     "FIXED_ITEM",
     "FIXED_COUNT",
+    "STATE_TAG",
 ]
 
 _U32 = 0xFFFFFFFF
@@ -522,3 +525,168 @@ def scan_page(
     if bad is not None:
         return (bad, "order", keys[bad]), specials, [], []
     return None, specials, keys[:1] + keys[-1:] if leaf else keys, children
+
+
+# the state layout (format 10, records.py's module docstring): a small cursor's whole state
+# in one marker
+STATE_TAG = 0xC2
+STATE_PROPS, STATE_BATCHES, STATE_COUNTS = 0x01, 0x02, 0x04
+_STATE_FLAGS = STATE_PROPS | STATE_BATCHES | STATE_COUNTS
+_LEDGER_MAX = (1 << 63) - 1
+
+
+def _runs_of(bitmap: BitMap) -> list[int]:
+    """``[first, last, first, last, ...]`` of the bitmap's maximal runs. O(containers)."""
+    if not bitmap:
+        return []
+    starts, ends = bitmap - bitmap.shift(1), bitmap - bitmap.shift(-1)
+    return [x for pair in zip(starts, ends, strict=True) for x in pair]
+
+
+def state_marker(
+    version: int,
+    cursor_id: int,
+    md_l: int,
+    md_e: int,
+    ledgers: list[tuple[int, BitMap, dict[int, tuple[int, int]], dict[int, int]]],
+    properties: bytes,
+) -> bytes:
+    """A whole marker record in the fixed envelope (format ``version``) and the state layout
+    of records.py's module docstring, what :func:`state_fields` reads back: the mark-delete
+    position ``(md_l, md_e)`` and ``ledgers``, ascending, none below ``md_l``, each
+    ``(ledger, acked bitmap, {entry: (batch size, mask)}, {entry: delivery count})`` with
+    nothing at or below ``md_e`` in ``md_l``; ``properties`` the msgpack map's bytes (empty:
+    none). ValueError for an argument outside the layout (nothing is returned).
+    O(ledgers + runs + batches + counts)."""
+    _ranged("cursor_id", cursor_id, 0, _LEDGER_MAX)
+    _ranged("md_l", md_l, 0, _LEDGER_MAX)
+    _ranged("md_e", md_e, -1, _U32 - 1)
+    flags = (STATE_PROPS if properties else 0) | (
+        (STATE_BATCHES if any(b for _, _, b, _ in ledgers) else 0)
+        | (STATE_COUNTS if any(c for _, _, _, c in ledgers) else 0)
+    )
+    out = bytearray((STATE_TAG, flags))
+    out += varint(cursor_id) + varint(md_l) + varint(md_e + 1) + varint(len(ledgers))
+    last = md_l
+    for ledger, bitmap, batches, counts in ledgers:
+        _ranged("ledger", ledger, last, _LEDGER_MAX)
+        start = md_e + 1 if ledger == md_l else 0
+        out += varint(ledger - last)
+        last = ledger + 1
+        runs = _runs_of(bitmap)
+        out += varint(len(runs) // 2)
+        at = start
+        for i in range(0, len(runs), 2):
+            first, end = runs[i], runs[i + 1]
+            if first < at:
+                raise ValueError(f"ledger {ledger} holds entry {first}, at or below the mark-delete position")
+            out += varint(first - at) + varint(end - first)
+            at = end + 2
+        if flags & STATE_BATCHES:
+            out += varint(len(batches))
+            at = start
+            for entry in sorted(batches):
+                size, mask = batches[entry]
+                if entry < at or not 1 <= size <= _U32:
+                    raise ValueError(
+                        f"ledger {ledger}'s partial batch at entry {entry} of size {size} is outside the layout"
+                    )
+                out += varint(entry - at) + varint(size) + mask.to_bytes((size + 7) // 8, "little")
+                at = entry + 1
+        if flags & STATE_COUNTS:
+            out += varint(len(counts))
+            at = start
+            for entry in sorted(counts):
+                n = counts[entry]
+                if entry < at or not 1 <= n <= _U32:
+                    raise ValueError(f"ledger {ledger}'s delivery count {n} of entry {entry} is outside the layout")
+                out += varint(entry - at) + varint(n - 1)
+                at = entry + 1
+    out += properties
+    return seal_envelope(_MARKER, version, bytes(out))
+
+
+def _read_varint(body: bytes, i: int, most: int, what: str) -> tuple[int, int]:
+    """The varint at ``body[i]`` and the offset after it; ValueError past the end or over ``most``."""
+    n = shift = 0
+    while True:
+        if i >= len(body):
+            raise ValueError(f"a state marker ends inside its {what}")
+        b = body[i]
+        i += 1
+        if shift > 63 or (shift == 63 and b & 0x7E):  # more than 64 bits
+            raise ValueError(f"a state marker's {what} is not a varint")
+        n |= (b & 0x7F) << shift
+        if not b & 0x80:
+            break
+        shift += 7
+    if n > most:
+        raise ValueError(f"a state marker's {what} {n} is over {most}")
+    return n, i
+
+
+StateLedger = tuple[int, list[int], dict[int, tuple[int, int]], dict[int, int]]
+
+
+def state_fields(body: bytes) -> tuple[int, int, int, list[StateLedger], int]:
+    """``(cursor id, md ledger, md entry, ledgers, end)`` of a state-layout marker body (the
+    envelope's body, its tag first): each ledger ``(ledger, [first, last, ...] of its runs,
+    {entry: (batch size, mask)}, {entry: count})``; ``end``: where the properties start.
+    ValueError for a body that does not follow the layout. O(len(body))."""
+    if len(body) < 2 or body[0] != STATE_TAG or body[1] & ~_STATE_FLAGS:
+        raise ValueError("a state marker's head is damaged (tag or flags)")
+    flags = body[1]
+    cid, i = _read_varint(body, 2, _LEDGER_MAX, "cursor id")
+    md_l, i = _read_varint(body, i, _LEDGER_MAX, "mark-delete ledger")
+    md_e1, i = _read_varint(body, i, _U32, "mark-delete entry")
+    n, i = _read_varint(body, i, len(body), "ledger count")
+    ledgers: list[StateLedger] = []
+    last = md_l
+    for _ in range(n):
+        step, i = _read_varint(body, i, _LEDGER_MAX - last, "ledger id")
+        ledger = last + step
+        last = ledger + 1
+        at = md_e1 if ledger == md_l else 0
+        start = at
+        nruns, i = _read_varint(body, i, len(body), "run count")
+        runs: list[int] = []
+        for _ in range(nruns):
+            gap, i = _read_varint(body, i, _U32, "run start")
+            length, i = _read_varint(body, i, _U32, "run length")
+            first = at + gap
+            end = first + length
+            if end >= _U32 + 1:
+                raise ValueError(f"a state marker's ledger {ledger} run ends past entry 2**32-1")
+            runs += (first, end)
+            at = end + 2
+        batches: dict[int, tuple[int, int]] = {}
+        counts: dict[int, int] = {}
+        if flags & STATE_BATCHES:
+            nb, i = _read_varint(body, i, len(body), "batch count")
+            at = start
+            for _ in range(nb):
+                gap, i = _read_varint(body, i, _U32, "batch entry")
+                size, i = _read_varint(body, i, _U32, "batch size")
+                width = (size + 7) // 8
+                if not size or i + width > len(body):
+                    raise ValueError(f"a state marker's ledger {ledger} batch of size {size} is damaged")
+                entry = at + gap
+                batches[entry] = (size, int.from_bytes(body[i : i + width], "little"))
+                i += width
+                at = entry + 1
+        if flags & STATE_COUNTS:
+            nc, i = _read_varint(body, i, len(body), "count count")
+            at = start
+            for _ in range(nc):
+                gap, i = _read_varint(body, i, _U32, "counted entry")
+                count, i = _read_varint(body, i, _U32 - 1, "delivery count")
+                entry = at + gap
+                counts[entry] = count + 1
+                at = entry + 1
+        for entries in (batches, counts):
+            if entries and max(entries) > _U32:
+                raise ValueError(f"a state marker's ledger {ledger} names an entry past 2**32-1")
+        ledgers.append((ledger, runs, batches, counts))
+    if not flags & STATE_PROPS and i != len(body):
+        raise ValueError(f"a state marker has {len(body) - i} bytes after its ledgers")
+    return cid, md_l, md_e1 - 1, ledgers, i

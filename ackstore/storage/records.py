@@ -28,6 +28,30 @@ layout (formats 6-8 wrote delta markers only in it, without the flags byte)::
                    then ``counts`` x (entry, count): delivery counts set since  (2 x u32)
     then the properties as a msgpack map, when there are any
 
+A small cursor's flush (format 10) writes its whole state as one full marker in the
+*state layout*: its ledgers inside it, so the cursor's log holds one value where the
+marker layout needs a ledger record per ledger too. The marker's index entries name the
+marker's own sequence (it is each ledger's record). Varints are little-endian base 128;
+an entry is written as the gap from the one before (from the mark-delete entry + 1 in the
+mark-delete ledger, from 0 in any other)::
+
+    0xC2                                          (neither msgpack nor the fixed layout)
+    flags                                         (u8: 0x01 properties follow the ledgers,
+                                                   0x02 each ledger lists partial batches,
+                                                   0x04 each ledger lists delivery counts)
+    cursor id, md ledger, md entry + 1, ledgers   (varints)
+    then per ledger, ascending, none below the mark-delete ledger:
+        ledger - (previous ledger + 1; the first: - md ledger), runs       (varints)
+        per run: gap to its first entry, its length - 1                    (varints;
+                 the gap after a run counts from its last entry + 2)
+        (0x02) batches, then per batch: entry gap, batch size, the mask    ((size + 7) // 8
+               bytes, little-endian; bit i: batch index i acked)
+        (0x04) counts, then per count: entry gap, count - 1                (varints)
+    then (0x01) the properties as a msgpack map
+
+A steady consumer's state (the mark-delete position and a few holes above it) is some
+25 bytes of body.
+
 Delivery counts (format 7) are a flat msgpack list ``[entry, count, ...]``, entries
 ascending, counts >= 1, never for an acknowledged entry: a ledger record's ninth field
 (the counts when it was written) and a msgpack marker index item's fifth (the counts set
@@ -55,7 +79,7 @@ from operator import sub
 from typing import Any, NamedTuple
 
 import msgpack
-from pyroaring import FrozenBitMap
+from pyroaring import BitMap, FrozenBitMap
 
 from ..errors import CorruptRecordError
 from ..ledger_acks import LedgerAcks
@@ -82,6 +106,8 @@ __all__ = [
     "encode_fixed_marker",
     "FIXED_FULL",
     "MarkerItem",
+    "encode_state_marker",
+    "state_ledger",
     "decode_marker",
 ]
 
@@ -95,8 +121,9 @@ __all__ = [
 #: marker's items gain a u16 count of them. Records of 1-6 read unchanged. 8 adds the stride
 #: code of a ledger record's payload (``bitmaps._STRIDE``). Records of 1-7 read unchanged. 9
 #: writes full markers in the fixed layout too (a flags byte after the tag says which). Records
-#: of 1-8 read unchanged.
-FORMAT_VERSION = 9
+#: of 1-8 read unchanged. 10 adds the state layout: a small cursor's whole state in one full
+#: marker, its ledgers inside it (see the module docstring). Records of 1-9 read unchanged.
+FORMAT_VERSION = 10
 RECORD_LEDGER = 1
 RECORD_MARKER = 2
 
@@ -142,7 +169,7 @@ def decode_record(value: bytes | memoryview) -> tuple[int, Any]:
     """Check and decode one record: ``(type, body object)``; a fixed-layout body (a delta
     marker's) comes back as its bytes. Raises CorruptRecordError."""
     rtype, _, body = _open_record(value)
-    if body[:1] == b"\xc1":
+    if body[:1] in (b"\xc1", b"\xc2"):  # the fixed and the state layout
         return rtype, body
     return rtype, _unpack_body(body)
 
@@ -286,6 +313,9 @@ class Marker:
     index: dict[int, IndexEntry | None]
     truncated: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+    ledgers: dict[int, LedgerAcks] | None = None
+    """(format 10) a state marker's ledgers: it is its index's record of each (their index
+    entries name the marker's own sequence); None for any other marker"""
 
 
 def encode_marker(marker: Marker) -> bytes:
@@ -375,13 +405,21 @@ def _decode_fixed(body: bytes, version: int) -> Marker:
     full = bool(flags & FIXED_FULL)
     if full and None in index.values():
         raise CorruptRecordError("a full marker names a ledger as dropped")
+    props = _tail_properties(body, end)
+    return Marker(full, prev, (md_l, md_e), (rp_l, rp_e), props, index, False, {"c": cid})
+
+
+def _tail_properties(body: bytes, end: int) -> dict[str, int | str]:
+    """The properties a fixed- or state-layout marker body ends with, from ``end`` (none
+    when nothing follows). Raises CorruptRecordError."""
+    if end >= len(body):
+        return {}
     try:
-        props = _properties(msgpack.unpackb(body[end:])) if end < len(body) else {}
+        return _properties(msgpack.unpackb(body[end:]))
     except CorruptRecordError:
         raise
     except Exception as exc:  # msgpack raises several unrelated types; a list has no .items()
         raise CorruptRecordError(f"a marker's properties do not decode: {exc}") from None
-    return Marker(full, prev, (md_l, md_e), (rp_l, rp_e), props, index, False, {"c": cid})
 
 
 def _checked(counts: dict[int, int] | None) -> dict[int, int] | None:
@@ -429,12 +467,74 @@ def _properties(raw: Any) -> dict[str, int | str]:
     return out
 
 
-def decode_marker(value: bytes | memoryview) -> Marker:
+def encode_state_marker(
+    cursor_id: int,
+    mark_delete: tuple[int, int],
+    properties: dict[str, int | str],
+    ledgers: Sequence[tuple[int, LedgerAcks]],
+) -> bytes:
+    """A state marker (format 10, the state layout of the module docstring): the mark-delete
+    position, the properties and every ledger's acks, partial batches and delivery counts,
+    ``ledgers`` ascending, none below the mark-delete ledger. Encoded by
+    :func:`ackstore.storage.codecs.state_marker`. O(ledgers + runs + batches + counts)."""
+    props = msgpack.packb(properties) if properties else b""
+    return codecs.state_marker(
+        FORMAT_VERSION,
+        cursor_id,
+        mark_delete[0],
+        mark_delete[1],
+        [(ledger, la.bitmap, la.batches, la.counts) for ledger, la in ledgers],
+        props,
+    )
+
+
+def _decode_state(body: bytes, seq: int) -> Marker:
+    """The state marker of :func:`encode_state_marker` stored as record ``seq`` (its index
+    entries name that sequence). Raises CorruptRecordError."""
+    try:
+        cid, md_l, md_e, items, end = codecs.state_fields(body)
+    except ValueError as exc:
+        raise CorruptRecordError(str(exc)) from None
+    ledgers: dict[int, LedgerAcks] = {}
+    index: dict[int, IndexEntry | None] = {}
+    for ledger, runs, batches, counts in items:
+        bm = BitMap()
+        for i in range(0, len(runs), 2):  # maximal runs: the layout keeps a gap between two
+            bm.add_range(runs[i], runs[i + 1] + 1)
+        if batches or counts:
+            if any(e in bm for e in batches) or any(e in bm for e in counts):
+                raise CorruptRecordError(f"a state marker's ledger {ledger} has a batch or a count of an acked entry")
+        elif not runs:
+            raise CorruptRecordError(f"a state marker names ledger {ledger} with nothing in it")
+        ledgers[ledger] = LedgerAcks.of_runs(bm, len(runs) // 2, batches, counts)
+        index[ledger] = IndexEntry(seq, len(runs) // 2)
+    props = _tail_properties(body, end)
+    return Marker(True, -1, (md_l, md_e), (md_l, md_e + 1), props, index, False, {"c": cid}, ledgers)
+
+
+def state_ledger(value: bytes | memoryview, seq: int, ledger: int) -> tuple[LedgerAcks, int]:
+    """``ledger``'s acks in the state marker ``value`` (record ``seq``), and the cursor id
+    it names. Raises CorruptRecordError (also when the record is not a state marker, or
+    holds no such ledger)."""
+    marker = decode_marker(value, seq)
+    if marker.ledgers is None:
+        raise CorruptRecordError(f"record {seq} is a marker that holds no ledgers, not ledger {ledger}'s record")
+    la = marker.ledgers.get(ledger)
+    if la is None:
+        raise CorruptRecordError(f"state marker {seq} holds no ledger {ledger}")
+    return la, marker.extra["c"]
+
+
+def decode_marker(value: bytes | memoryview, seq: int = -1) -> Marker:
+    """A marker record (``seq``: its sequence, which a state marker's index entries name).
+    Raises CorruptRecordError."""
     rtype, version, raw = _open_record(value)
     if rtype != RECORD_MARKER:
         raise CorruptRecordError(f"expected a marker record, found type {rtype}")
     if raw[:1] == b"\xc1":  # formats 6-9: the fixed layout
         return _decode_fixed(raw, version)
+    if raw[:1] == b"\xc2" and version >= 10:  # format 10: the state layout
+        return _decode_state(raw, seq)
     body = _unpack_body(raw)
     try:
         if isinstance(body, list):  # format 5

@@ -1,0 +1,254 @@
+"""The state layout (format 10): a small cursor's whole state in one marker.
+
+Its codec's twins write the same bytes and refuse the same inputs; a small cursor's flush
+writes one state marker and keeps the previous one to fall back to; a cursor moves between
+the layouts as it grows and shrinks; every open, swap-in, compaction and damage case
+reads it back exactly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+from pathlib import Path
+
+import pytest
+from pyroaring import BitMap
+
+from ackstore import AckStore, CursorConfig, Position, check
+from ackstore.cursor.plan import STATE_MAX_RUNS
+from ackstore.errors import CorruptRecordError
+from ackstore.storage import codecs, pure_codecs
+from ackstore.storage.records import (
+    FORMAT_VERSION,
+    RECORD_LEDGER,
+    RECORD_MARKER,
+    decode_marker,
+    encode_state_marker,
+)
+
+from . import rawlog
+
+T = "persistent://t/ns/state"
+TWINS = [pure_codecs] + ([codecs.native] if codecs.native is not None else [])
+
+
+def _random_state(rng: random.Random) -> tuple[int, int, list, bytes]:  # type: ignore[type-arg]
+    md_l, md_e = rng.randrange(0, 1 << rng.choice((3, 20, 40))), rng.randrange(-1, 300)
+    ledgers, ledger = [], md_l
+    for i in range(rng.randrange(0, 4)):
+        ledger += rng.randrange(0 if i == 0 else 1, 1 << rng.choice((2, 10, 33)))
+        start = md_e + 1 if ledger == md_l else 0
+        bm = BitMap(rng.sample(range(start, start + 400), rng.randrange(0, 40)))
+        if rng.random() < 0.1:
+            bm.add_range(start + 1000, start + 70_000)  # runs crossing roaring containers
+        free = [e for e in range(start, start + 500) if e not in bm]
+        batches = {}
+        for e in rng.sample(free, rng.randrange(0, 3)):
+            size = rng.randrange(1, 70)
+            batches[e] = (size, rng.getrandbits(size))
+        counts = {
+            e: rng.randrange(1, 1 << 32) for e in rng.sample([e for e in free if e not in batches], rng.randrange(0, 3))
+        }
+        ledgers.append((ledger, bm, batches, counts))
+    props = rng.choice([b"", b"\x81\xa1k\x07", b"\x82\xa1a\x01\xa1b\xa3xyz"])
+    return md_l, md_e, ledgers, props
+
+
+def test_the_twins_write_the_same_bytes_and_read_them_back() -> None:
+    rng = random.Random(11)
+    for _ in range(1500):
+        md_l, md_e, ledgers, props = _random_state(rng)
+        records = [twin.state_marker(FORMAT_VERSION, 42, md_l, md_e, ledgers, props) for twin in TWINS]
+        assert all(r == records[0] for r in records)
+        cid, ml, me, items, end = pure_codecs.state_fields(records[0][7:])
+        assert (cid, ml, me, records[0][7 + end :]) == (42, md_l, md_e, props)
+        for (ledger, bm, batches, counts), (ledger2, runs, batches2, counts2) in zip(ledgers, items, strict=True):
+            back = BitMap()
+            for i in range(0, len(runs), 2):
+                back.add_range(runs[i], runs[i + 1] + 1)
+            assert (ledger2, back, batches2, counts2) == (ledger, bm, batches, counts)
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        ((-1, 0, 0, []), "cursor_id=-1 is outside"),
+        ((1, -3, 0, []), "md_l=-3 is outside"),
+        ((1, 0, -2, []), "md_e=-2 is outside"),
+        ((1, 0, 1 << 32, []), "md_e=4294967296 is outside"),
+        ((1, 5, 0, [(4, BitMap([1]), {}, {})]), "ledger=4 is outside 5.."),
+        ((1, 5, 0, [(6, BitMap([1]), {}, {}), (6, BitMap([1]), {}, {})]), "ledger=6 is outside 7.."),
+        ((1, 5, 9, [(5, BitMap([9]), {}, {})]), "ledger 5 holds entry 9, at or below the mark-delete"),
+        ((1, 5, 9, [(5, BitMap(), {3: (4, 1)}, {})]), "partial batch at entry 3 of size 4 is outside"),
+        ((1, 5, 0, [(5, BitMap(), {3: (0, 0)}, {})]), "partial batch at entry 3 of size 0 is outside"),
+        ((1, 5, 0, [(5, BitMap(), {}, {3: 0})]), "delivery count 0 of entry 3 is outside"),
+        ((1, 5, 0, [(5, BitMap(), {}, {3: 1 << 32})]), "delivery count 4294967296 of entry 3 is outside"),
+    ],
+)
+def test_the_twins_refuse_the_same_inputs(args: tuple, message: str) -> None:  # type: ignore[type-arg]
+    for twin in TWINS:
+        with pytest.raises(ValueError, match=message):
+            twin.state_marker(FORMAT_VERSION, *args, b"")
+
+
+def _outcome(fn, *args):  # type: ignore[no-untyped-def]
+    try:
+        return "ok", fn(*args)
+    except ValueError as exc:
+        return "ValueError", str(exc)
+
+
+def test_the_twins_read_every_body_alike() -> None:
+    """The decoders return the same fields for every body, and the same ValueError for
+    every cut and every flipped byte (checksum or not)."""
+    rng = random.Random(8)
+    for _ in range(200):
+        md_l, md_e, ledgers, props = _random_state(rng)
+        body = pure_codecs.state_marker(FORMAT_VERSION, 7, md_l, md_e, ledgers, props)[7:]
+        cases = [body, *(body[:cut] for cut in range(len(body)))]
+        for _ in range(20):
+            flipped = bytearray(body)
+            flipped[rng.randrange(len(body))] ^= 1 << rng.randrange(8)
+            cases.append(bytes(flipped))
+        cases.append(body[:2] + b"\xff" * 9 + b"\x7f" + body[2:])  # a varint over 64 bits
+        for case in cases:
+            outcomes = [_outcome(twin.state_fields, case) for twin in TWINS]
+            assert all(o == outcomes[0] for o in outcomes), (case, outcomes)
+
+
+def test_every_cut_or_flipped_state_marker_is_a_corrupt_record() -> None:
+    """A damaged state marker is CorruptRecordError (never another exception), whether its
+    checksum or its layout finds it: every cut, and every flipped byte of the body decoded
+    as if the checksum had matched."""
+    rng = random.Random(5)
+    for _ in range(60):
+        md_l, md_e, ledgers, _ = _random_state(rng)
+        value = encode_state_marker(9, (md_l, md_e), {}, [(x[0], _acks(x)) for x in ledgers])
+        for cut in range(len(value)):
+            with pytest.raises(CorruptRecordError):
+                decode_marker(value[:cut], 3)
+        body = value[7:]
+        for i in range(1, len(body)):
+            flipped = bytearray(body)
+            flipped[i] ^= 1 << rng.randrange(8)
+            with contextlib.suppress(ValueError):  # anything else fails the test
+                pure_codecs.state_fields(bytes(flipped))
+
+
+def _acks(item):  # type: ignore[no-untyped-def]
+    from ackstore.ledger_acks import LedgerAcks
+
+    _, bm, batches, counts = item
+    return LedgerAcks(BitMap(bm), dict(batches), dict(counts))
+
+
+def _small(store: AckStore, name: str = "c"):  # type: ignore[no-untyped-def]
+    topic = store.topic(T)
+    if not topic.ledgers():
+        for ledger in (1, 2):
+            topic.add_ledger(ledger)
+            topic.close_ledger(ledger, entries=1000)
+        topic.add_ledger(3)
+    return topic.cursor(name)
+
+
+def _state(cur):  # type: ignore[no-untyped-def]
+    return cur.snapshot()
+
+
+def test_a_small_cursor_keeps_one_state_marker_and_the_one_before(store_path: Path) -> None:
+    states = []
+    with AckStore.open(store_path) as store:
+        cur = _small(store)
+        for i in range(30):
+            cur.ack([Position(1, 3 * i), Position(1, 3 * i + 1), Position(2, i)])
+            if i % 7 == 0:
+                cur.ack_batch_index(Position(3, i), 8, [1, 2])
+                cur.set_property("round", i)
+            stats = store.flush()
+            assert (stats.ledger_records, stats.markers, stats.full_markers) == (0, 1, 1)
+            states.append(_state(cur))
+        cur._check()
+    records = rawlog.records(store_path)
+    assert [t for _, t in records] == [RECORD_MARKER, RECORD_MARKER]  # the newest and the one before
+    for load in ("budget", "lazy"):
+        with AckStore.open(store_path, load=load, readonly=True) as store:
+            cur = store.topic(T).cursor("c")
+            assert _state(cur) == states[-1], load
+    # the newest damaged: the one before is recovered, exactly, and said so
+    rawlog.damage(store_path, records[-1][0])
+    with AckStore.open(store_path, readonly=True) as store:
+        cur = store.topic(T).cursor("c")
+        assert _state(cur) == states[-2]
+        assert cur.stats().recovery.markers_skipped == 1
+
+
+def test_a_cursor_moves_between_the_layouts_as_it_grows_and_shrinks(store_path: Path) -> None:
+    with AckStore.open(store_path) as store:
+        cur = _small(store)
+        cur.ack([Position(1, e) for e in range(2, 2 * STATE_MAX_RUNS + 4, 2)])  # one range more than the bound
+        stats = store.flush()
+        assert stats.ledger_records == 1  # the marker layout: a ledger record and a marker
+        big = _state(cur)
+        cur.ack([Position(1, e) for e in range(3, 2 * STATE_MAX_RUNS + 2, 2)])  # the holes filled: one range
+        assert cur.ack_range_count == 1
+        assert store.flush().ledger_records == 0  # the state layout again
+        small = _state(cur)
+        store.flush()
+        cur.ack([Position(2, 5)])
+        store.flush()
+        cur._check()
+    assert [t for _, t in rawlog.records(store_path)] == [RECORD_MARKER, RECORD_MARKER]  # the marker layout's trimmed
+    with AckStore.open(store_path) as store:
+        cur = store.topic(T).cursor("c")
+        assert _state(cur).ranges == [*small.ranges, (2, [(5, 5)])] and big != small
+
+
+def test_a_swapped_out_ledger_is_read_from_the_state_marker(store_path: Path) -> None:
+    """Under a tiny budget a state cursor's ledgers are swapped out; each is read back from
+    the state marker that holds it, and the next flush (not every ledger in memory) takes
+    the marker layout, with the state marker as the untouched ledgers' record."""
+    with AckStore.open(store_path) as store:
+        cur = _small(store)
+        cur.ack([Position(ledger, e) for ledger in (1, 2, 3) for e in (4, 6, 8)])
+        store.flush()
+        whole = _state(cur)
+    tiny = CursorConfig(max_individual_ack_cache_bytes=1)
+    with AckStore.open(store_path) as store:
+        cur = store.topic(T).cursor("c", tiny)
+        assert _state(cur) == whole
+        cur.ack([Position(3, 10)])
+        assert store.flush().ledger_records >= 1
+        cur._check()
+        after = _state(cur)
+    kinds = [t for _, t in rawlog.records(store_path)]
+    assert RECORD_LEDGER in kinds
+    assert check(store_path) == []
+    with AckStore.open(store_path, load="lazy", readonly=True) as store:
+        assert _state(store.topic(T).cursor("c", tiny)) == after
+
+
+def test_compaction_writes_a_small_cursor_as_one_state_marker(store_path: Path, marker_layout: None) -> None:
+    """A log of the marker layout (records, deltas, garbage) compacts to one state marker
+    once the state layout is allowed again, and reads back the same."""
+    from ackstore.cursor.plan import set_state_bound
+
+    with AckStore.open(store_path) as store:
+        cur = _small(store)
+        for i in range(10):
+            cur.ack([Position(1, 2 * i), Position(3, i)])
+            store.flush()
+        before = _state(cur)
+    assert len(rawlog.records(store_path)) > 2
+    saved = set_state_bound(STATE_MAX_RUNS)
+    try:
+        with AckStore.open(store_path) as store:
+            store.topic(T).cursor("c")
+            store.compact(verify=True)
+    finally:
+        set_state_bound(saved)
+    assert [t for _, t in rawlog.records(store_path)] == [RECORD_MARKER]
+    with AckStore.open(store_path) as store:
+        assert _state(store.topic(T).cursor("c")) == before
+    assert check(store_path) == []
