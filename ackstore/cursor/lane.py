@@ -28,7 +28,7 @@ fresh chain must start, or a field outside the fixed marker layout.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, cast
 
 from msgpack import packb
@@ -175,7 +175,7 @@ class MarkerPlan:
         self.marker_bytes = len(value)
         self.nbytes = len(key) + len(value)
         self.gc_below = -1
-        self.gc_live: frozenset[int] = _EMPTY
+        self.gc_live: Collection[int] = _EMPTY
         self.full_live: tuple[int, ...] = ()
 
     @property

@@ -69,6 +69,8 @@ __all__ = [
 ]
 
 log = logging.getLogger("ackstore")
+#: an IndexEntry made from its four fields without the named tuple's Python-level __new__
+_entry = tuple.__new__
 
 #: a cursor whose ledgers are all in memory and hold at most this many ranges, and at most
 #: STATE_MAX_EXTRAS partial batches and delivery counts, writes its whole state as one state
@@ -345,9 +347,13 @@ class Planner:
         """The cursor's whole state as one state marker, or None when it is over
         :data:`STATE_MAX_BYTES` (its properties) or outside the layout."""
         state, loaded = self.state, self.pages.loaded
-        ledgers = sorted(loaded.items()) if len(loaded) > 1 else list(loaded.items())
         try:
-            value = encode_state_marker(self.cursor_id, state.md, state.properties, ledgers)
+            value = encode_state_marker(
+                self.cursor_id,
+                state.md,
+                state.properties,
+                sorted(loaded.items()) if len(loaded) > 1 else loaded.items(),
+            )
         except (ValueError, OverflowError):  # a field outside the layout: the marker layout takes it
             return None
         return value if len(value) <= STATE_MAX_BYTES else None
@@ -369,14 +375,14 @@ class Planner:
         if value is None:
             return OTHER
         seq = chain.next_seq
-        changes: dict[int, IndexEntry | None] = dict.fromkeys(dropped)
+        changes: dict[int, IndexEntry | None] = dict.fromkeys(dropped) if dropped else {}
         for ledger, la in pages.loaded.items():
-            changes[ledger] = IndexEntry(seq, la.runs)
+            changes[ledger] = _entry(IndexEntry, (seq, la.runs, None, None))
         plan = MarkerPlan(
             cid, changes, True, seq, set(dirty), state.meta_dirty, state.range_count, log_key(cid, seq), value
         )
         plan.full_live = (seq,)
-        plan.gc_below, plan.gc_live = chain.full_seq, frozenset(chain.full_live)  # the index names nothing else
+        plan.gc_below, plan.gc_live = chain.full_seq, chain.full_live  # the index names nothing else
         # nothing above changed the cursor; now the plan takes what it carries
         for la in pages.loaded.values():
             la.added = None

@@ -72,7 +72,7 @@ from __future__ import annotations
 import struct
 import zlib
 from array import array
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate, pairwise
 from operator import sub
@@ -471,7 +471,7 @@ def encode_state_marker(
     cursor_id: int,
     mark_delete: tuple[int, int],
     properties: dict[str, int | str],
-    ledgers: Sequence[tuple[int, LedgerAcks]],
+    ledgers: Iterable[tuple[int, LedgerAcks]],
 ) -> bytes:
     """A state marker (format 10, the state layout of the module docstring): the mark-delete
     position, the properties and every ledger's acks, partial batches and delivery counts,
