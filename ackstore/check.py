@@ -39,6 +39,7 @@ FINDING_KINDS = (
     "mark-delete-outside-directory",  # the mark-delete position names no ledger of the topic
     "bad-batch",  # a partial batch that is empty, full, or also acked whole
 )
+"""every kind a :class:`Finding` may be (the source says what each means)"""
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,8 +11,8 @@ from .errors import InvalidArgumentError, InvalidTypeError
 __all__ = ["CursorConfig"]
 
 MiB = 1 << 20
-#: the largest value an int setting takes (it is persisted as a signed 64-bit int)
 MAX_SETTING = (1 << 63) - 1
+"""the largest value an int setting takes (it is persisted as a signed 64-bit int)"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,10 +32,16 @@ class CursorConfig:
     """
 
     max_individual_ack_cache_bytes: int = 3 * MiB
+    """the LRU byte budget of the ledger ack sets held in memory (PIP-81's
+    maxIndividualAckCacheBytesPerCursor); 0..2**63-1"""
     max_unacked_ranges_to_persist: int = 10_000
+    """ranges a flush persists at most (PIP-299); 0: no limit"""
     dispatcher_pause_on_ack_state_persistent: bool = False
+    """pause sequential reads while the range count is over that limit (PIP-299)"""
     full_marker_every: int = 64
+    """a full marker is written after this many delta markers; 1..1000000"""
     max_deliveries: int = 0
+    """an entry delivered this many times goes to the Dispatcher's dead_letter instead; 0: no limit"""
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -63,6 +69,7 @@ class CursorConfig:
             raise InvalidArgumentError(f"CursorConfig.full_marker_every={self.full_marker_every}: allowed 1..1000000")
 
     def to_obj(self) -> dict[str, Any]:
+        """The settings as a plain dict (what the catalog persists; :meth:`from_obj` reads it)."""
         return asdict(self)
 
     @classmethod

@@ -20,8 +20,8 @@ from .position import MAX_ENTRY, check_ledger_id
 
 __all__ = ["LedgerDirectory", "OPEN"]
 
-#: Entry count of a ledger that is still open.
 OPEN = -1
+"""Entry count of a ledger that is still open."""
 
 
 class LedgerDirectory:

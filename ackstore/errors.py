@@ -117,8 +117,8 @@ class CorruptStoreError(StoreError):
     with what to do: ``ackstore check STORE`` says what is damaged.
     """
 
-    #: what to do, unless the raiser knows better
     HINT = "run 'ackstore check' on the store to see what is damaged ('ackstore salvage' rebuilds what it holds)"
+    """what to do, unless the raiser knows better"""
 
     def __init__(
         self, message: str, path: object = None, lmdb_error: BaseException | None = None, hint: str | None = None
@@ -128,4 +128,6 @@ class CorruptStoreError(StoreError):
         self.detail = message
         """the message without what to do"""
         self.path = path
+        """the store's path, where known"""
         self.lmdb_error = lmdb_error
+        """the LMDB exception behind it, where LMDB raised one"""

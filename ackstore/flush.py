@@ -30,10 +30,10 @@ __all__ = ["CHUNK", "FlushJob", "FlushTotals", "GroupFlush"]
 
 log = logging.getLogger("ackstore")
 
-#: cursors taken (under the store lock) and encoded (outside it) at a time: acks wait for
-#: one chunk's take at most, not for the whole flush's, and a chunk's plans are still in
-#: the CPU's caches when they are encoded
 CHUNK = 1024
+"""cursors taken (under the store lock) and encoded (outside it) at a time: acks wait for one
+chunk's take at most, not for the whole flush's, and a chunk's plans are still in the CPU's
+caches when they are encoded"""
 
 
 _T = TypeVar("_T")

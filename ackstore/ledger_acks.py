@@ -15,11 +15,11 @@ from pyroaring import BitMap, FrozenBitMap
 
 __all__ = ["LedgerAcks", "bitmap_of_range", "count_runs", "run_end"]
 
-#: Python object overhead charged per ledger on top of the bitmap's own bytes
-#: (the LedgerAcks object, its dict slot and the BitMap wrapper).
 LEDGER_OVERHEAD_BYTES = 200
-#: bytes charged per delivery count held (a dict slot and two small ints)
+"""Python object overhead charged per ledger on top of the bitmap's own bytes (the LedgerAcks
+object, its dict slot and the BitMap wrapper)."""
 COUNT_BYTES = 72
+"""bytes charged per delivery count held (a dict slot and two small ints)"""
 
 
 def bitmap_of_range(values: range) -> BitMap:

@@ -27,12 +27,12 @@ from .ledger_acks import LedgerAcks
 
 __all__ = ["LedgerCache", "CachePool", "PoolMember", "ACK_CHARGE"]
 
-#: bytes charged per single-entry ack until the next measurement (array value 2 B,
-#: a new run 4 B, a new container's header 8 B: 10 B covers every case)
 ACK_CHARGE = 10
-#: after evicting, the cache is brought down to this fraction of its budget so that
-#: evictions (and their write-backs) come in batches, not one per ack
+"""bytes charged per single-entry ack until the next measurement (array value 2 B, a new run 4
+B, a new container's header 8 B: 10 B covers every case)"""
 LOW_WATER = 0.9
+"""after evicting, the cache is brought down to this fraction of its budget so that evictions
+(and their write-backs) come in batches, not one per ack"""
 
 
 class PoolMember(Protocol):

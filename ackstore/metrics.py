@@ -41,8 +41,8 @@ if TYPE_CHECKING:
 
 __all__ = ["AckStoreCollector", "CURSOR_METRICS", "OTHER"]
 
-#: the label value of the series that sums the cursors past ``max_cursors``
 OTHER = "_other"
+"""the label value of the series that sums the cursors past ``max_cursors``"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,8 +53,6 @@ class _CursorMetric:
     figure: str  # a name of ackstore.stats.CURSOR_FIGURES
 
 
-#: every per-cursor metric: name (without the ``ackstore_cursor_`` prefix and the counters'
-#: ``_total``), type, help, and the figure of ``Cursor.figures()`` / ``stats()`` it shows
 CURSOR_METRICS = (
     _CursorMetric("ack_ranges", "gauge", "Acknowledged ranges above the mark-delete position", "ack_range_count"),
     _CursorMetric("persisted_ranges", "gauge", "Ranges the newest marker holds", "persisted_ranges"),
@@ -86,6 +84,8 @@ CURSOR_METRICS = (
         "redeliveries", "counter", "Deliveries of entries delivered before (since the store opened)", "redeliveries"
     ),
 )
+"""every per-cursor metric: name (without the ``ackstore_cursor_`` prefix and the counters'
+``_total``), type, help, and the figure of ``Cursor.figures()`` / ``stats()`` it shows"""
 _COLUMNS = [CURSOR_FIGURES.index(m.figure) for m in CURSOR_METRICS]
 
 
@@ -102,13 +102,18 @@ class AckStoreCollector:
 
             raise InvalidArgumentError(f"max_cursors={max_cursors!r}: allowed an int >= 0")
         self.store = store
+        """the store scraped"""
         self.max_cursors = max_cursors
+        """cursors with their own series; the rest are summed as ``_other``"""
         self.dispatchers = list(dispatchers)
+        """the dispatchers whose pause checks and paused reads are exported"""
 
     def describe(self) -> list[Metric]:
+        """None: the metrics are computed at scrape time (registering must not scrape)."""
         return []  # computed at scrape time: registering must not scrape
 
     def collect(self) -> Iterator[Metric]:
+        """The store's, every cursor's and the dispatchers' metrics, read now."""
         yield from self._store_metrics()
         yield from self._cursor_metrics()
         yield from self._dispatcher_metrics()
@@ -180,7 +185,6 @@ class AckStoreCollector:
             yield family
 
 
-#: a dispatcher's metrics: family, name, help, its value
 _DISPATCHER_METRICS: tuple[
     tuple[type[CounterMetricFamily | GaugeMetricFamily], str, str, Callable[[Any], int]], ...
 ] = (
@@ -215,6 +219,7 @@ _DISPATCHER_METRICS: tuple[
         lambda d: len(d.dead),
     ),
 )
+"""a dispatcher's metrics: family, name, help, its value"""
 
 
 def _counter(name: str, doc: str, value: float) -> CounterMetricFamily:

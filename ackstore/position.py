@@ -8,10 +8,10 @@ from .errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = ["Position", "MAX_LEDGER", "MAX_ENTRY", "check_ledger_id", "trusted"]
 
-#: Ledger ids are unsigned 63-bit (they are packed into big-endian keys).
 MAX_LEDGER = (1 << 63) - 1
-#: Entry ids live in 32-bit roaring bitmaps; the top value is kept free as a sentinel.
+"""Ledger ids are unsigned 63-bit (they are packed into big-endian keys)."""
 MAX_ENTRY = (1 << 32) - 2
+"""Entry ids live in 32-bit roaring bitmaps; the top value is kept free as a sentinel."""
 
 
 def check_ledger_id(ledger: Any, what: str = "ledger") -> int:

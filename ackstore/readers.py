@@ -26,8 +26,11 @@ class ReaderSlot:
     """One active read transaction: the process, its thread, the transaction it sees."""
 
     pid: int
+    """the reading process"""
     thread: str
+    """the reading thread, as LMDB names it"""
     txnid: int
+    """the transaction its snapshot sees"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +38,9 @@ class OldestReader:
     """The reader holding back the most: LMDB keeps every page its snapshot sees."""
 
     pid: int
+    """the reading process"""
     txnid: int
+    """the transaction its snapshot sees"""
     behind: int
     """transactions committed since the one it sees (each flush is one)"""
     seconds: float | None = None
@@ -84,10 +89,15 @@ class ReaderWatch:
 
     def __init__(self, warn_after: int, path: object) -> None:
         self.warn_after = warn_after
+        """transactions a reader may hold back before its one WARNING"""
         self.path = path
+        """the store's path, for the WARNING"""
         self.first_seen: dict[tuple[int, int], float] = {}
+        """(pid, transaction) -> when this process first saw that reader hold it"""
         self.warned: set[tuple[int, int]] = set()
+        """the readers warned about (once each)"""
         self.oldest: OldestReader | None = None
+        """the oldest reader at the last observe (None: none)"""
 
     def observe(self, env: Any) -> OldestReader | None:
         """Read the reader table now; the oldest reader (also kept in ``oldest``)."""

@@ -57,11 +57,11 @@ from .store import AckStore
 
 __all__ = ["salvage", "SalvageReport", "CursorSalvage"]
 
-#: the trees of an ackstore file, by the name the walk gives them
 _LOG, _TOPICS, _CURSORS, _LEDGERS, _META = (tree_name(n) for n in (b"log", b"topics", b"cursors", b"ledgers", b"meta"))
+"""the trees of an ackstore file, by the name the walk gives them"""
 _LEDGER_KEY = struct.Struct(">QQ")
-#: key ranges ``[low, high)`` of one tree (None: unbounded)
 Ranges = list[tuple[bytes | None, bytes | None]]
+"""key ranges ``[low, high)`` of one tree (None: unbounded)"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,15 +69,25 @@ class CursorSalvage:
     """What one cursor got back."""
 
     topic: str
+    """the topic's name"""
     cursor: str
-    marker_seq: int  # the marker its state comes from; -1: none intact (the cursor starts empty)
-    newest_marker_seen: int  # the newest marker (or damaged record) of this cursor found (-1: none)
+    """the subscription's name"""
+    marker_seq: int
+    """the marker its state comes from; -1: none intact (the cursor starts empty)"""
+    newest_marker_seen: int
+    """the newest marker (or damaged record) of this cursor found; -1: none"""
     markers_skipped: int
+    """newer markers passed over (damaged, or their records were)"""
     reasons: tuple[str, ...]
+    """why each was skipped"""
     records_found: int
+    """the cursor's records found in the file"""
     mark_delete: str
+    """the mark-delete position salvaged, as LEDGER:ENTRY"""
     ranges: int
-    problems: tuple[str, ...] = ()  # what could not be applied to the new store
+    """ack ranges salvaged above it"""
+    problems: tuple[str, ...] = ()
+    """what could not be applied to the new store"""
     doubts: tuple[str, ...] = ()
     """why completeness could not be proven (empty: it was); see the module docstring"""
 
@@ -97,13 +107,21 @@ class SalvageReport:
     """The whole salvage: pages read, what was found, and every cursor's outcome."""
 
     source: str
+    """the damaged store read"""
     dest: str
+    """the new store written"""
     pages: int = 0
+    """pages of the file read"""
     leaf_pages: int = 0
+    """leaf pages among them"""
     unreadable_pages: int = 0
+    """pages whose header or nodes could not be read"""
     records: int = 0
+    """log records found"""
     topics: int = 0
+    """topics rebuilt"""
     cursors: list[CursorSalvage] = field(default_factory=list)
+    """every cursor's outcome"""
     orphan_cursor_ids: list[int] = field(default_factory=list)
     """cursors whose catalog entry was lost: their state is kept as cursor ``_salvaged`` of
     topic ``_salvaged_cursor_<id>`` (names and configuration unknown)"""

@@ -62,13 +62,14 @@ __all__ = ["AckStore", "Topic", "DEFAULT_MAP_SIZE", "LOCK_FILE"]
 log = logging.getLogger("ackstore")
 
 DEFAULT_MAP_SIZE = 64 << 20
-#: the largest map a store may ask for (1 PiB; LMDB needs address space for it)
+"""the memory map a new store starts with, in bytes (it grows as the store does)"""
 MAX_MAP_SIZE = 1 << 50
-#: the longest background flush interval, in seconds (one day)
+"""the largest map a store may ask for (1 PiB; LMDB needs address space for it)"""
 MAX_FLUSH_INTERVAL = 86_400.0
+"""the longest background flush interval, in seconds (one day)"""
 
-#: cursors a bulk open recovers in one read transaction, under one hold of the store lock
 _LOAD_BATCH = 256
+"""cursors a bulk open recovers in one read transaction, under one hold of the store lock"""
 
 T = TypeVar("T")
 
@@ -126,7 +127,9 @@ class AckStore:
     """An embedded, persistent store of cursor ack state. Open it with :meth:`open`."""
 
     path: Path
+    """the store's directory (or snapshot file)"""
     readonly: bool
+    """opened read-only (``AckStore.open(readonly=True)``)"""
     _sync: bool
     _cursor_defaults: CursorConfig
     lock: _thread.RLock
@@ -154,9 +157,11 @@ class AckStore:
     _stop: threading.Event
     _storage: Environment
     last_flush: FlushStats | None
+    """the figures of the newest flush that wrote something (None: none yet)"""
     _group: GroupFlush
     """the group flush: its lock (the flush lock), its steps, the totals since open"""
     last_flush_error: BaseException | None
+    """what the background flusher's last failed flush raised (None: none failed)"""
     readers: ReaderWatch
     """@private the writer's watch on the readers of its file (see :mod:`ackstore.readers`)"""
 
@@ -364,6 +369,7 @@ class AckStore:
         self._storage.write(lambda txn: self._storage.catalog.put_cursor(txn, tid, name, cid, config))
 
     def cursor_names(self, tid: int) -> list[str]:
+        """@private The names of topic ``tid``'s persisted cursors (``Topic.cursor_names`` asks)."""
         with self.lock:
             self.check_alive()
             return [name for name, _ in self._storage.read(lambda txn: self._storage.catalog.cursor_entries(txn, tid))]

@@ -35,11 +35,16 @@ class InMemoryLedgerReader:
 
     def __init__(self, topic: Topic, latency: float = 0.0, manual: bool = False) -> None:
         self.topic = topic
+        """the topic whose ledger directory the entries follow"""
         self.latency = latency
+        """seconds each read takes"""
         self.manual = manual
+        """reads wait for :meth:`complete`"""
         self.pending: list[tuple[list[Position], asyncio.Future[None]]] = []
+        """reads waiting for :meth:`complete` (manual mode)"""
         self._open_written: dict[int, int] = {}
         self.reads = 0
+        """reads made"""
 
     def append(self, ledger: int, n: int) -> None:
         """``n`` more entries were written to open ``ledger``."""
@@ -60,6 +65,7 @@ class InMemoryLedgerReader:
         return 0
 
     async def read(self, positions: list[Position]) -> list[Entry]:
+        """The entries at ``positions`` (their payload: the position's text)."""
         self.reads += 1
         if self.manual:
             done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -81,13 +87,20 @@ class InMemoryRemote:
 
     def __init__(self, schemas: set[int] | None = None, manual: bool = False) -> None:
         self.schemas = set(schemas) if schemas is not None else {0}
+        """the schema versions the target knows"""
         self.manual = manual
+        """sends wait for :meth:`complete`"""
         self.accepted: list[Position] = []
+        """positions accepted, in order"""
         self.duplicates: list[Position] = []
-        self.failed = False  # after a failed send, every send fails until reconnect()
+        """positions refused as already accepted (producer de-duplication)"""
+        self.failed = False
+        """after a failed send, every send fails until :meth:`reconnect`"""
         self.pending: list[tuple[list[Entry], asyncio.Future[bool]]] = []
+        """sends waiting for :meth:`complete` (manual mode)"""
 
     async def send(self, entries: list[Entry]) -> None:
+        """Take ``entries`` in order; ReplicationSendError after a failure until :meth:`reconnect`."""
         if self.failed:
             raise ReplicationSendError(f"producer failed; send from {entries[0].position} refused until reconnect")
         if self.manual:
@@ -114,7 +127,9 @@ class InMemoryRemote:
         return positions
 
     def reconnect(self) -> None:
+        """A new producer: sends are taken again."""
         self.failed = False
 
     async def load_schema(self, schema: int) -> None:
+        """The target learns ``schema``."""
         self.schemas.add(schema)

@@ -28,11 +28,13 @@ if TYPE_CHECKING:
 
 __all__ = ["Topic", "check_name", "MAX_NAME_BYTES"]
 
-#: the longest topic or cursor name, in UTF-8 bytes
 MAX_NAME_BYTES = 1024
+"""the longest topic or cursor name, in UTF-8 bytes"""
 
 
 def check_name(name: Any, what: str) -> str:
+    """``name`` if it is a topic or cursor name (a str of 1..MAX_NAME_BYTES UTF-8 bytes, no
+    NUL); else InvalidTypeError or InvalidArgumentError naming ``what`` and the value."""
     if not isinstance(name, str):
         raise InvalidTypeError(f"{what} name must be a str, got {name!r} ({type(name).__name__})")
     size = utf8_size(name)
@@ -52,7 +54,9 @@ class Topic:
         self.store = store
         """the store this topic belongs to"""
         self.name = name
+        """the topic's name"""
         self.topic_id = topic_id
+        """the id the catalog gave the topic (names longer than a key are found by it)"""
         self.directory = directory
         """the ledger directory (read it; change it with add_ledger, close_ledger, trim_ledgers)"""
         self.version = 0

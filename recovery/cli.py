@@ -100,8 +100,8 @@ def _open_cursor(store: AckStore, spec: str, config: CursorConfig | None = None)
         raise UsageFailure(f"{exc}; `ackstore cursors STORE` lists them") from None
 
 
-#: plural forms that are not the singular with an s
 _PLURALS = {"entry": "entries", "batch": "batches", "delivery": "deliveries"}
+"""plural forms that are not the singular with an s"""
 
 
 def _n(count: int, noun: str) -> str:

@@ -32,11 +32,11 @@ from ackstore.cursor import Cursor
 
 __all__ = ["DumpError", "dump_lines", "write_dump", "restore", "DUMP_FORMAT"]
 
-#: 2 added the topic's last confirmed entry and string property values; 3 dropped the read
-#: position (it is not persisted: a restart reads from the mark-delete position + 1, and so
-#: does a restored store); 1 and 2 still restore, their read position ignored; 4 added
-#: delivery counts (``deliveries`` lines)
 DUMP_FORMAT = 4
+"""2 added the topic's last confirmed entry and string property values; 3 dropped the read
+position (it is not persisted: a restart reads from the mark-delete position + 1, and so does
+a restored store); 1 and 2 still restore, their read position ignored; 4 added delivery
+counts (``deliveries`` lines)"""
 
 
 class DumpError(AckStoreError):

@@ -66,7 +66,6 @@ def run(
     return result if isinstance(result, int) else 0
 
 
-#: what to do about the operating system's common refusals
 _OS_ADVICE = {
     errno.ENOSPC: "free space on that file system (or give the command another path) and run it again",
     errno.EDQUOT: "the disk quota is used up: free some of it and run it again",
@@ -78,6 +77,7 @@ _OS_ADVICE = {
     errno.ENOENT: "check the path: it, or a directory on the way to it, does not exist",
     errno.EIO: "the device reported an I/O error: check the disk (dmesg), then run 'ackstore check'",
 }
+"""what to do about the operating system's common refusals"""
 
 
 def describe_os_error(exc: OSError, doing: str) -> str:

@@ -12,7 +12,43 @@ import sys
 import warnings
 from pathlib import Path
 
-__all__ = ["modules", "build", "main"]
+__all__ = ["INTERNAL", "INTERNAL_NOTE", "modules", "build", "main"]
+
+INTERNAL = (
+    "ackstore.compact",
+    "ackstore.cursor.deliveries",
+    "ackstore.cursor.figures",
+    "ackstore.cursor.lane",
+    "ackstore.cursor.moves",
+    "ackstore.cursor.pages",
+    "ackstore.cursor.plan",
+    "ackstore.cursor.state",
+    "ackstore.cursor.store_side",
+    "ackstore.cursor.validate",
+    "ackstore.directory",
+    "ackstore.flush",
+    "ackstore.gcpause",
+    "ackstore.ledger_acks",
+    "ackstore.ledger_cache",
+    "ackstore.recovery",
+    "ackstore.storage",
+    "ackstore.tools",
+)
+"""the modules (and packages, with every module in them) that hold what ackstore's own parts
+call on each other: their pages say so first; ``ackstore.tools.spark_jobs`` is the Spark
+job's API and not among them"""
+INTERNAL_NOTE = (
+    "**Engine internals**: what ackstore's own parts call on each other, documented for its "
+    "maintainers; not API: names here change without notice.\n\n"
+)
+"""what an internal module's page starts with"""
+
+
+def internal(name: str) -> bool:
+    """Whether module ``name`` is one of :data:`INTERNAL` (or in a package that is)."""
+    if name == "ackstore.tools.spark_jobs":
+        return False
+    return any(name == m or name.startswith(m + ".") for m in INTERNAL)
 
 
 def modules() -> list[str]:
@@ -48,10 +84,16 @@ def _resolve_named_tuples(names: list[str]) -> None:
 
 def build(out: Path) -> int:
     """Write the reference into ``out``; how many modules it documents."""
+    import importlib
+
     import pdoc
 
     names = modules()
     _resolve_named_tuples(names)
+    for name in names:  # in this process only: the page says it first
+        module = importlib.import_module(name)
+        if internal(name) and not (module.__doc__ or "").startswith(INTERNAL_NOTE):
+            module.__doc__ = INTERNAL_NOTE + (module.__doc__ or "")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         # a package's pages already list the submodules this names again: not a docs problem

@@ -32,7 +32,6 @@ class RangeCheck:
     expression: Callable[[WindowSpec], Column]
 
 
-#: every range check, in the order the report lists them
 RANGE_CHECKS = (
     RangeCheck(
         "overlaps",
@@ -63,5 +62,7 @@ RANGE_CHECKS = (
         lambda _: F.col("count").isNull() | ((F.col("count") >= 0) & (F.col("last") >= F.col("count"))),
     ),
 )
-#: the flags of :func:`range_checks`
+"""every range check, in the order the report lists them"""
 RANGE_FLAGS = tuple(check.flag for check in RANGE_CHECKS)
+"""each range check's flag column, in the same order"""
+"""the flags of :func:`range_checks`"""

@@ -13,13 +13,13 @@ from typing import Any
 
 __all__ = ["PLOTS", "write_plots", "holes_plot", "bytes_per_range_plot", "wants_log_scale"]
 
-#: Recovery time against state size is not plotted: at the sizes one audit holds every
-#: cursor opens in a few ms and the plot was flat. How recovery grows with state size is
-#: measured over a real range of sizes by ``benchmarks/test_bench_open.py`` (README, Figures).
 PLOTS = ("holes.png", "bytes_per_range.png")
+"""Recovery time against state size is not plotted: at the sizes one audit holds every cursor
+opens in a few ms and the plot was flat. How recovery grows with state size is measured over
+a real range of sizes by ``benchmarks/test_bench_open.py`` (README, Figures)."""
 
-#: a linear axis stops being readable when the largest value is this many times the smallest
 LOG_SCALE_RATIO = 30.0
+"""a linear axis stops being readable when the largest value is this many times the smallest"""
 
 
 def wants_log_scale(values: Iterable[float]) -> bool:

@@ -49,12 +49,12 @@ __all__ = [
     "versions",
 ]
 
-#: the directory name executors unpack the archive as (``spark.archives`` ``PATH#ENV_NAME``)
 ENV_NAME = "environment"
-#: the project's packages, copied from where the driver imports them
+"""the directory name executors unpack the archive as (``spark.archives`` ``PATH#ENV_NAME``)"""
 PACKAGES = ("ackstore", "ackstore.recovery", "ackstore.tools")
-#: the distributions executors need (numpy is optional: ackstore decodes without it, slower)
+"""the project's packages, copied from where the driver imports them"""
 RUNTIME = ("lmdb", "msgpack", "pyroaring", "numpy")
+"""the distributions executors need (numpy is optional: ackstore decodes without it, slower)"""
 
 
 def default_cache_dir() -> Path:

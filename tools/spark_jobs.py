@@ -26,8 +26,8 @@ from .checks import RANGE_CHECKS, RANGE_FLAGS
 from .report import write_report
 from .workloads import WorkloadSpec, digest_of_counts, engine_digest, run_spec
 
-#: the audit's delivery-count histogram: counts 1..HISTOGRAM_TOP, the last one "or more"
 HISTOGRAM_TOP = 8
+"""the audit's delivery-count histogram: counts 1..HISTOGRAM_TOP, the last one 'or more'"""
 
 __all__ = [
     "SCALES",
@@ -57,9 +57,11 @@ SCALES: dict[str, dict[str, int]] = {
     "medium": {"per_scenario": 20, "ledgers": 10, "entries": 10_000, "cursors": 3},
     "large": {"per_scenario": 100, "ledgers": 20, "entries": 50_000, "cursors": 4},
 }
+"""the workload sizes ``--scale`` names: specs per scenario, ledgers, entries a ledger, cursors a spec"""
 
 
 def specs_for_scale(scale: str, seed: int = 1) -> list[WorkloadSpec]:
+    """Every scenario's workload specs at ``scale`` (a name of :data:`SCALES`), seeded."""
     from .workloads import SCENARIOS
 
     if scale not in SCALES:

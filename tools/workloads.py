@@ -34,9 +34,9 @@ __all__ = ["SCENARIOS", "WorkloadSpec", "WorkloadError", "run_spec", "digest_of_
 SCENARIOS = ("missed_acks", "mixed_delays", "many_consumers", "negative_acks", "sequential", "poison_messages")
 
 
-#: every generated topic also gets a cursor of this name, acked, flushed and then deleted
-#: (an unsubscribe): no audited snapshot may hold it
 UNSUBSCRIBED = "unsubscribed"
+"""every generated topic also gets a cursor of this name, acked, flushed and then deleted (an
+unsubscribe): no audited snapshot may hold it"""
 
 
 class WorkloadError(ValueError):

@@ -61,9 +61,9 @@ __all__ = ["Cursor", "CursorHost"]
 
 T = TypeVar("T")
 
-#: how many times a read-only cursor's read runs again when the cursor moved to a newer
-#: flush while it ran, before it gives up (ReaderBehindError)
 _READ_TRIES = 4
+"""how many times a read-only cursor's read runs again when the cursor moved to a newer flush
+while it ran, before it gives up (ReaderBehindError)"""
 
 
 class CursorHost(Protocol):
@@ -373,6 +373,7 @@ class Cursor(StoreSide):
 
     @property
     def topic(self) -> Topic:
+        """The topic this cursor (subscription) reads."""
         return self._topic
 
     @property

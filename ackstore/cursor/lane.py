@@ -69,24 +69,23 @@ __all__ = [
     "worth_a_delta",
 ]
 
-#: a ledger's acks since its record travel in the marker while they are at most this many...
 DELTA_MAX_ACKS = 64
-#: ... and at most this fraction of the ledger's acks; past either, a new base record
+"""a ledger's acks since its record travel in the marker while they are at most this many..."""
 DELTA_MAX_SHARE = 0.125
-#: a chain of delta markers may grow to the size of its full marker, or to this many bytes
-#: for a small cursor; and a full marker is written instead of a delta when it costs at
-#: most this many bytes more (a reopen reads the whole chain: a small cursor then reads one
-#: marker)
+"""... and at most this fraction of the ledger's acks; past either, a new base record"""
 SMALL_CHAIN = 64
-#: a full marker written for that reason trims the log once the bytes written since the
-#: last trim are over this many times what the chain may hold
+"""a chain of delta markers may grow to the size of its full marker, or to this many bytes for a
+small cursor; and a full marker is written instead of a delta when it costs at most this many
+bytes more (a reopen reads the whole chain: a small cursor then reads one marker)"""
 GARBAGE_FACTOR = 4
-#: what :func:`take_marker` returns when the planner's general path must plan the change
+"""a full marker written for that reason trims the log once the bytes written since the last
+trim are over this many times what the chain may hold"""
 OTHER: Final = False
+"""what :func:`take_marker` returns when the planner's general path must plan the change"""
 _EMPTY: frozenset[int] = frozenset()
-#: an IndexEntry made from its four fields without the namedtuple's Python-level __new__
-#: (a third of what making a flushed ledger's new index entry costs)
 _entry = tuple.__new__
+"""an IndexEntry made from its four fields without the namedtuple's Python-level __new__ (a
+third of what making a flushed ledger's new index entry costs)"""
 
 
 def worth_a_delta(added: BitMap, la: LedgerAcks, counts: dict[int, int] | None) -> bool:
@@ -345,9 +344,9 @@ def _commit_marker(planner: Planner, plan: MarkerPlan) -> None:
     planner.chain.adopt(plan)
 
 
-#: the classes the compiled twins work with: lane_setup's first argument, less MarkerPlan
-#: (``plan.py`` gives Planner and MarkerChain when it is imported: see :func:`connect`)
 _classes: dict[str, type] = {}
+"""the classes the compiled twins work with: lane_setup's first argument, less MarkerPlan
+(``plan.py`` gives Planner and MarkerChain when it is imported: see :func:`connect`)"""
 
 
 def _setup_native() -> None:
@@ -390,14 +389,14 @@ class Lane(NamedTuple):
 
 
 connect(Pages, AckState, CursorConfig, LedgerAcks)
-#: the twins, pure first (the tests run each)
 IMPLEMENTATIONS = [Lane(_take_marker, _commit_marker, _take_all, _commit_all, _encode_all)]
+"""the twins, pure first (the tests run each)"""
 if codecs.native is not None:
     native = codecs.native
     IMPLEMENTATIONS.append(
         Lane(native.take_marker, native.commit_marker, native.take_all, native.commit_all, native.encode_all)
     )
-#: the ones in use: the compiled twins where they were built, else the pure-Python functions
 take_marker, commit_marker, take_all, commit_all, encode_all = IMPLEMENTATIONS[-1]
-#: which are in use: "native" or "python" (as ``codecs.IMPLEMENTATION``)
+"""the ones in use: the compiled twins where they were built, else the pure-Python functions"""
 IMPLEMENTATION = codecs.IMPLEMENTATION
+"""which are in use: "native" or "python" (as ``codecs.IMPLEMENTATION``)"""

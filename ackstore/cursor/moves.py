@@ -19,8 +19,8 @@ if TYPE_CHECKING:
 
 __all__ = ["PositionMoves", "MAX_BATCH_SIZE"]
 
-#: The largest batch a batch-index ack (or a reset into a batch) accepts.
 MAX_BATCH_SIZE = 1 << 16
+"""The largest batch a batch-index ack (or a reset into a batch) accepts."""
 
 
 class PositionMoves:

@@ -69,16 +69,16 @@ __all__ = [
 ]
 
 log = logging.getLogger("ackstore")
-#: an IndexEntry made from its four fields without the named tuple's Python-level __new__
 _entry = tuple.__new__
+"""an IndexEntry made from its four fields without the named tuple's Python-level __new__"""
 
-#: a cursor whose ledgers are all in memory and hold at most this many ranges, and at most
-#: STATE_MAX_EXTRAS partial batches and delivery counts, writes its whole state as one state
-#: marker (format 10) each flush: one value a cursor, which many cursors share a page with
 STATE_MAX_RUNS = 64
+"""a cursor whose ledgers are all in memory and hold at most this many ranges, and at most
+STATE_MAX_EXTRAS partial batches and delivery counts, writes its whole state as one state
+marker (format 10) each flush: one value a cursor, which many cursors share a page with"""
 STATE_MAX_EXTRAS = 64
-#: ... of at most this many bytes (its properties count too)
 STATE_MAX_BYTES = 1024
+"""... of at most this many bytes (its properties count too)"""
 
 
 def set_state_bound(max_runs: int) -> int:
@@ -195,8 +195,8 @@ class MarkerChain:
         return seq
 
 
-#: what a marker says besides its index: (prev, mark-delete, read position, properties)
 MarkerHead = tuple[int, tuple[int, int], tuple[int, int], dict[str, int | str]]
+"""what a marker says besides its index: (prev, mark-delete, read position, properties)"""
 
 
 @dataclass(slots=True)
@@ -246,8 +246,8 @@ class FlushPlan:
         self.nbytes = nbytes + 16 + len(value)
 
 
-#: a plan of either kind: what the group flush and a cursor's commit and abort take
 AnyPlan = FlushPlan | MarkerPlan
+"""a plan of either kind: what the group flush and a cursor's commit and abort take"""
 
 
 @dataclass(slots=True)

@@ -26,10 +26,10 @@ __all__ = [
     "MAX_PROPERTY_VALUE_BYTES",
 ]
 
-#: The longest property key, in UTF-8 bytes.
 MAX_PROPERTY_KEY_BYTES = 1024
-#: The longest string property value, in UTF-8 bytes (every marker carries every property).
+"""The longest property key, in UTF-8 bytes."""
 MAX_PROPERTY_VALUE_BYTES = 4096
+"""The longest string property value, in UTF-8 bytes (every marker carries every property)."""
 
 
 def ledger_limit(d: LedgerDirectory, topic: str, ledger: Any) -> int:

@@ -64,11 +64,16 @@ class Consumer:
     """An in-process consumer: keeps what it received, drops messages of an older epoch."""
 
     name: str
+    """the consumer's name, unique within its dispatcher"""
     epoch: int = 0
+    """the newest consumer epoch (PIP-194) it has seen; a message of an older one is dropped"""
     received: list[Position] = field(default_factory=list)
+    """positions received, in order"""
     dropped: int = 0
+    """messages dropped because they carried an older epoch"""
 
     def receive(self, entry: Entry, epoch: int) -> None:
+        """Take one entry sent with ``epoch``: kept, or dropped when the epoch is older."""
         if epoch < self.epoch:
             self.dropped += 1
             return
@@ -103,23 +108,37 @@ class Dispatcher(CursorReadLoop):
         if type(durable_counts) is not bool:
             raise InvalidTypeError(f"durable_counts must be a bool, got {durable_counts!r}")
         self.dead_letter = dead_letter
+        """the coroutine an entry past ``max_deliveries`` is handed to (then acked)"""
         self.durable_counts = durable_counts
+        """count a delivery in the store (persisted with the acks at the next flush), not in memory only"""
         self.dead_lettered = 0
+        """entries the dead letter took (and that were then acked)"""
         self.dead: dict[Position, Entry | None] = {}
         """entries due for the dead letter, in the order they became due (the Entry once read)"""
         self.dead_letter_failures = 0
+        """calls of the dead letter that raised (their entries stay due)"""
         self.last_dead_letter_error: BaseException | None = None
+        """what the last failing call raised"""
         self._draining = False
         self._drain_task: asyncio.Task[int] | None = None
         self.single_consumer = single_consumer
-        self.epochs = epochs  # False only to show, in tests, what epochs prevent
+        """every entry goes to the first consumer (Failover-like); else round robin"""
+        self.epochs = epochs
+        """PIP-194 consumer epochs on (False only to show, in tests, what epochs prevent)"""
         self.deliver_at = deliver_at
+        """the time an entry may be delivered (delayed delivery), on ``clock``; None: at once"""
         self.clock = clock
+        """the clock ``deliver_at`` times are on"""
         self.epoch = 0
+        """the current consumer epoch: a position reset or restore moves every consumer to a new one"""
         self.consumers: dict[str, Consumer] = {}
+        """the consumers by name"""
         self.replay: set[Position] = set()
+        """entries released for redelivery (negative acks), delivered before new reads"""
         self.recently_joined: dict[str, Position] = {}
-        self.delayed: dict[Position, float] = {}  # the delayed-delivery tracker
+        """a consumer that joined a shared dispatcher: the read position it may not get entries past yet"""
+        self.delayed: dict[Position, float] = {}
+        """the delayed-delivery tracker: entries read and held back until their time"""
         self._joined_during_revision: set[str] = set()
         self.paused = self.pause_checks = 0
         self._blocked = False
@@ -130,6 +149,8 @@ class Dispatcher(CursorReadLoop):
 
     # -- consumers ------------------------------------------------------------------------
     def add_consumer(self, name: str) -> Consumer:
+        """A new consumer, at the current epoch; on a shared dispatcher it gets no entry past
+        the read position it joined at until the entries before are acked."""
         consumer = self.consumers[name] = Consumer(name, self.epoch)
         if len(self.consumers) > 1:  # Key_Shared style: it may not get entries past this point yet
             if self.controller.revision_running:
@@ -139,6 +160,7 @@ class Dispatcher(CursorReadLoop):
         return consumer
 
     def remove_consumer(self, name: str) -> None:
+        """Forget a consumer (what it was sent and did not ack is the caller's to redeliver)."""
         self.consumers.pop(name, None)
         self.recently_joined.pop(name, None)
 
@@ -470,6 +492,8 @@ class Dispatcher(CursorReadLoop):
         self._revise(lambda: self.cursor.ack_cumulative(last) if last is not None else None)
 
     def stats(self) -> dict[str, int]:
+        """The dispatcher's counters: revisions (PIP-269), the epoch, paused reads, the replay
+        and delayed queues, and the dead letter's."""
         return {
             **self.revision_stats(),
             "epoch": self.epoch,

@@ -39,8 +39,9 @@ class _LedgerList(Protocol):
 
 
 class CursorPositions(Protocol):
-    """What the read path needs of a cursor (``ackstore.Cursor`` is one): its positions and
-    acks, and the moves a read or a reset makes. Nothing else of the cursor is touched."""
+    """@private What the read path needs of a cursor (``ackstore.Cursor`` is one, and its
+    methods are documented there): its positions and acks, and the moves a read or a reset
+    makes. Nothing else of the cursor is touched."""
 
     revision_controller: CursorStateRevisionController
     name: str
@@ -87,9 +88,11 @@ class CursorReadLoop:
         controller: CursorStateRevisionController | None = None,
     ) -> None:
         self.cursor = cursor
+        """the cursor whose entries are read"""
         self.reader = reader
-        # the cursor's own controller unless one is given (tests pass a disabled one)
+        """where the entries are read from"""
         self.controller = controller or cursor.revision_controller
+        """the cursor's revision controller (PIP-269) unless one was given (tests pass a disabled one)"""
         self.refused = self.discarded = 0
 
     # -- reads ------------------------------------------------------------------------------
@@ -183,6 +186,7 @@ class CursorReadLoop:
         self._revise(self.cursor.rewind)
 
     def revision_stats(self) -> dict[str, int]:
+        """Reads refused and discarded because a position reset ran, and the revision figures."""
         return {
             "revisions_done": self.controller.revisions_done,
             "revision_running": self.controller.revision_running,

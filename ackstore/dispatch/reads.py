@@ -16,8 +16,12 @@ __all__ = ["Entry", "LedgerReader"]
 
 @dataclass(frozen=True, slots=True)
 class Entry:
+    """One entry of the log, as a :class:`LedgerReader` returns it."""
+
     position: Position
+    """where it is in the log"""
     payload: bytes
+    """its bytes"""
 
 
 class LedgerReader(Protocol):

@@ -72,9 +72,13 @@ class Replicator(CursorReadLoop):
     ) -> None:
         super().__init__(cursor, reader, controller)
         self.remote = remote
+        """where the entries are sent"""
         self.schema_of = schema_of
+        """the schema version of the entry at a position"""
         self.load_schema = load_schema or remote.load_schema
+        """makes the remote know a schema before an entry of it is sent"""
         self.tasks: set[asyncio.Task[None]] = set()
+        """sends in flight"""
         self.rewinds = self.send_failures = 0
 
     async def replicate_once(self, n: int = 10) -> list[Entry]:
@@ -140,4 +144,5 @@ class Replicator(CursorReadLoop):
             await asyncio.gather(*list(self.tasks))
 
     def stats(self) -> dict[str, int]:
+        """The replicator's counters: revisions (PIP-269), rewinds after a failed send, failed sends."""
         return {**self.revision_stats(), "rewinds": self.rewinds, "send_failures": self.send_failures}

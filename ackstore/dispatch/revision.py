@@ -29,10 +29,13 @@ class CursorStateRevisionController:
         self._revision_num = 0
         self._under_revision = False
         self.enabled = enabled
-        self.revisions_done = 0  # counter: position resets completed
+        """False: every check off (tests show with it what the controller prevents)"""
+        self.revisions_done = 0
+        """position resets completed (a counter)"""
 
     @property
     def revision_num(self) -> int:
+        """The revision number: one more at the start and the end of each position reset."""
         return self._revision_num
 
     @property
@@ -81,4 +84,5 @@ class CursorStateRevisionController:
             return True
 
     def reads_allowed(self) -> bool:
+        """False while a position reset runs (a read started now would be discarded)."""
         return not self.enabled or not self._under_revision

@@ -36,30 +36,31 @@ from .pure_codecs import varint
 
 __all__ = ["encode_bitmap", "decode_bitmap", "smallest_encoding"]
 
-#: ledger payload encodings (bit flags)
 _HOLES = 1  # the payload holds the complement of the acks within [first, last]
+"""ledger payload encodings (bit flags)"""
 _ZLIB = 2  # the payload is zlib-compressed
 _GAPS = 4  # the payload is zlib(byte planes of uint32 gaps between values), not a roaring bitmap
 
 _RICE = 8  # the payload is a Rice code of the gaps: small sparse sets near their entropy
 _STRIDE = 16  # (format 8) the payload is varints: offset of the first value from ``first``, step, count
 
-#: the largest entry id
 _U32_MAX = (1 << 32) - 1
+"""the largest entry id"""
 
-#: the Rice code is tried for sets up to this many values (the pure-Python coder takes ~1 us a value)
 _RICE_MAX_VALUES = 256
+"""the Rice code is tried for sets up to this many values (the pure-Python coder takes ~1 us a
+value)"""
 
-#: a set whose runs average this many values or more is written as roaring: its run
-#: containers cost 4 bytes a run (<= 0.05 B a value), the gap planes would not gain
 _ROARING_RUN_LENGTH = 80
+"""a set whose runs average this many values or more is written as roaring: its run containers
+cost 4 bytes a run (<= 0.05 B a value), the gap planes would not gain"""
 
-#: zlib of the gap planes costs about this much over the entropy of random gaps (measured:
-#: 1.14x at a mean gap of 10, 1.29x at 2)
 _ZLIB_OVER_ENTROPY = 1.3
+"""zlib of the gap planes costs about this much over the entropy of random gaps (measured: 1.14x
+at a mean gap of 10, 1.29x at 2)"""
 
-#: the gap encoding is used for sets up to this many values (bounds flush CPU)
 _GAPS_MAX_VALUES = 1 << 18
+"""the gap encoding is used for sets up to this many values (bounds flush CPU)"""
 
 _np: Any
 try:  # optional: numpy computes the gaps ~50x faster; the bytes are the same either way
@@ -239,8 +240,8 @@ def smallest_encoding(bitmap: BitMap) -> tuple[int, int, int, bytes]:
     return flag, first, last, payload
 
 
-#: every flag a writer sets; any other bit is damage (or a newer format)
 _KNOWN_FLAGS = _HOLES | _ZLIB | _GAPS | _RICE | _STRIDE
+"""every flag a writer sets; any other bit is damage (or a newer format)"""
 
 
 def decode_bitmap(flags: int, first: int, last: int, payload: bytes) -> BitMap:

@@ -69,8 +69,8 @@ __all__ = [
 ]
 
 MAGIC = b"ackstore"
-#: the first format version whose catalog values carry checksums
 CATALOG_CHECKSUMS_SINCE = 3
+"""the first format version whose catalog values carry checksums"""
 RECORD_TOPIC = 3
 RECORD_CURSOR = 4
 _LEDGER_TYPE = 5
@@ -82,12 +82,12 @@ _I64 = struct.Struct(">q")
 _LEDGER_KEY = DIR_KEY
 _LEDGER_VALUE = DIR_SEALED
 _OPEN_LEDGER_VALUE = DIR_OPEN
-#: the sizes of a ledger-directory value (format 3 and later; the longer one since 4)
 LEDGER_ENTRY_BYTES = _LEDGER_VALUE.size
+"""the sizes of a ledger-directory value (format 3 and later; the longer one since 4)"""
 OPEN_LEDGER_ENTRY_BYTES = _OPEN_LEDGER_VALUE.size
 _COUNTER = struct.Struct(">QI")
-#: names up to this many UTF-8 bytes are their own key (a cursor key adds 8 bytes: 511 in all)
 _RAW_NAME_BYTES = 503
+"""names up to this many UTF-8 bytes are their own key (a cursor key adds 8 bytes: 511 in all)"""
 
 
 def name_key(name: str) -> bytes:

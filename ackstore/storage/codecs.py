@@ -41,8 +41,8 @@ def _native() -> ModuleType | None:
     return module
 
 
-#: the compiled module, or None where it is not built (or ``ACKSTORE_PURE_PYTHON`` is set)
 native = _native()
+"""the compiled module, or None where it is not built (or ``ACKSTORE_PURE_PYTHON`` is set)"""
 _impl = native or pure_codecs
 IMPLEMENTATION = "native" if native is not None else "python"
 gaps_to_roaring = _impl.gaps_to_roaring

@@ -34,6 +34,7 @@ __all__ = ["Environment", "LOCK_FILE"]
 log = logging.getLogger("ackstore")
 
 LOCK_FILE = "ackstore.lock"
+"""the file in a store's directory whose lock says a writer has the store open"""
 
 T = TypeVar("T")
 

@@ -25,7 +25,6 @@ from ..errors import CorruptStoreError, StoreError
 
 __all__ = ["translate", "DAMAGE", "no_space_left"]
 
-#: LMDB errors that mean the file's structure is damaged
 DAMAGE: tuple[type[lmdb.Error], ...] = (
     lmdb.CorruptedError,
     lmdb.PageNotFoundError,
@@ -34,6 +33,7 @@ DAMAGE: tuple[type[lmdb.Error], ...] = (
     lmdb.PanicError,
     lmdb.VersionMismatchError,
 )
+"""LMDB errors that mean the file's structure is damaged"""
 
 
 def no_space_left(path: Path | str) -> bool:

@@ -64,19 +64,18 @@ MAGIC = 0xBEEFC0DE
 P_BRANCH, P_LEAF, P_OVERFLOW, P_META, P_LEAF2 = 0x01, 0x02, 0x04, 0x08, 0x20
 F_BIGDATA, F_SUBDATA, F_DUPDATA = 0x01, 0x02, 0x04
 INVALID_PGNO = (1 << 64) - 1
-#: the name the walk gives LMDB's free list (the other trees: "main tree", "database 'NAME'")
 FREE_TREE = "free list"
+"""the name the walk gives LMDB's free list (the other trees: "main tree", "database 'NAME'")"""
 MAIN_TREE = "main tree"
 
-#: what each tree's nodes may hold, as ackstore writes them: ``(shortest key, longest key,
-#: leaf flags allowed, leaf flags required)``. The free list's keys are transaction ids;
-#: the main tree holds only the named databases' records; the log's keys are ``(cursor id,
-#: sequence)``, a ledger-directory key ``(topic id, ledger)``, a cursor key a topic id and a
-#: name; only a log record can be too big for its page and go to overflow pages. Anything
-#: else is damage.
 _TREE_RULES: dict[str, tuple[int, int, int, int]] = {}
-#: a tree ackstore does not know (another program's database): any LMDB key, no duplicates
+"""what each tree's nodes may hold, as ackstore writes them: ``(shortest key, longest key, leaf
+flags allowed, leaf flags required)``. The free list's keys are transaction ids; the main
+tree holds only the named databases' records; the log's keys are ``(cursor id, sequence)``, a
+ledger-directory key ``(topic id, ledger)``, a cursor key a topic id and a name; only a log
+record can be too big for its page and go to overflow pages. Anything else is damage."""
 _ANY_TREE = (1, 511, F_BIGDATA | F_SUBDATA, 0)
+"""a tree ackstore does not know (another program's database): any LMDB key, no duplicates"""
 
 _HEADER = struct.Struct("<QHHHH")
 _NODE = struct.Struct("<HHHH")
@@ -453,7 +452,6 @@ def _same(key: bytes) -> bytes:
     return key
 
 
-#: what scan_page's problems say (after "<tree> page <n>: ")
 _PROBLEMS = {
     "offset": "node {i} at offset {value} lies outside the page's node area",
     "key": "node {i}'s key of {value} bytes runs past the page",
@@ -463,6 +461,7 @@ _PROBLEMS = {
     "flags": "node {i} has node flags {value}, which this tree's nodes never have",
     "extent": "node {i} at offset {value} does not abut its neighbours (a node's size is damaged)",
 }
+"""what scan_page's problems say (after "<tree> page <n>: ")"""
 
 
 @dataclass(slots=True)
@@ -527,8 +526,8 @@ def tree_name(db: bytes) -> str:
     return f"database {db.decode(errors='replace')!r}"
 
 
-#: the named databases ackstore keeps
 OWN_DATABASES = frozenset({b"log", b"ledgers", b"cursors", b"topics", b"meta"})
+"""the named databases ackstore keeps"""
 
 _TREE_RULES.update(
     {

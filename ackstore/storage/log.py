@@ -289,9 +289,9 @@ def _check_left(
                 raise CorruptRecordError(f"marker {marker_seq}: ledger {ledger}'s record {entry.seq} is missing")
 
 
-#: which of ``(ledger, highest entry with state)`` hold state at or past the ledger's end,
-#: as the topic's directory says (:meth:`LedgerDirectory.past_end`)
 Ends = Callable[[list[tuple[int, int]]], list[int]]
+"""which of ``(ledger, highest entry with state)`` hold state at or past the ledger's end, as
+the topic's directory says (:meth:`LedgerDirectory.past_end`)"""
 
 
 def _load_lazily(

@@ -243,10 +243,10 @@ def delta_fields(body: bytes, version: int) -> tuple[int, int, int, int, int, in
     return flags, prev, md_l, md_e - 1, rp_l, rp_e - 1, cid, items, pos
 
 
-#: a marker record's type (records.RECORD_MARKER)
 _MARKER = 2
-#: what :func:`fixed_marker` raises when a field does not fit its layout
+"""a marker record's type (records.RECORD_MARKER)"""
 OUTSIDE_LAYOUT = "a marker field is not an unsigned int the fixed layout holds (32 bits; 16 for counts of items)"
+"""what :func:`fixed_marker` raises when a field does not fit its layout"""
 
 
 def fixed_marker(
@@ -340,11 +340,11 @@ def ledger_fields(body: bytes) -> tuple[int, int, int, int, int | None]:
     return ledger, low, high, runs, owner
 
 
-#: records.py's fixed envelope (format 6 on): tag, type, version, crc32 of the body seeded
-#: with type and version
 ENVELOPE = struct.Struct("<BBBI")
-#: the first byte of a record in the fixed envelope, and of a fixed-layout marker body
+"""records.py's fixed envelope (format 6 on): tag, type, version, crc32 of the body seeded with
+type and version"""
 TAG = 0xC1
+"""the first byte of a record in the fixed envelope, and of a fixed-layout marker body"""
 
 
 def seal_envelope(rtype: int, version: int, body: bytes) -> bytes:

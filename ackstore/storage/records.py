@@ -111,19 +111,19 @@ __all__ = [
     "decode_marker",
 ]
 
-#: 2 added the Rice-coded gap payload (flag ``_RICE``); 3 checksummed the catalog (see
-#: ``catalog.py``) and put the cursor id in every marker; 4 added the open ledger's last
-#: confirmed entry to the catalog and string values to marker properties; 5 lets a marker's
-#: index entry carry the acks made since the ledger's record (``IndexEntry.adds``). Records
-#: of 1-4 read unchanged; 6 has the fixed envelope and the fixed delta marker layout (see
-#: the module docstring). Records of 1-5 read unchanged. 7 adds delivery counts: a ledger
-#: record's ninth field and an index item's fifth (``[entry, count, ...]`` flat); a delta
-#: marker's items gain a u16 count of them. Records of 1-6 read unchanged. 8 adds the stride
-#: code of a ledger record's payload (``bitmaps._STRIDE``). Records of 1-7 read unchanged. 9
-#: writes full markers in the fixed layout too (a flags byte after the tag says which). Records
-#: of 1-8 read unchanged. 10 adds the state layout: a small cursor's whole state in one full
-#: marker, its ledgers inside it (see the module docstring). Records of 1-9 read unchanged.
 FORMAT_VERSION = 10
+"""2 added the Rice-coded gap payload (flag ``_RICE``); 3 checksummed the catalog (see
+``catalog.py``) and put the cursor id in every marker; 4 added the open ledger's last
+confirmed entry to the catalog and string values to marker properties; 5 lets a marker's
+index entry carry the acks made since the ledger's record (``IndexEntry.adds``). Records of
+1-4 read unchanged; 6 has the fixed envelope and the fixed delta marker layout (see the
+module docstring). Records of 1-5 read unchanged. 7 adds delivery counts: a ledger record's
+ninth field and an index item's fifth (``[entry, count, ...]`` flat); a delta marker's items
+gain a u16 count of them. Records of 1-6 read unchanged. 8 adds the stride code of a ledger
+record's payload (``bitmaps._STRIDE``). Records of 1-7 read unchanged. 9 writes full markers
+in the fixed layout too (a flags byte after the tag says which). Records of 1-8 read
+unchanged. 10 adds the state layout: a small cursor's whole state in one full marker, its
+ledgers inside it (see the module docstring). Records of 1-9 read unchanged."""
 RECORD_LEDGER = 1
 RECORD_MARKER = 2
 
@@ -341,13 +341,13 @@ def encode_marker(marker: Marker) -> bytes:
     return encode_record(RECORD_MARKER, body)
 
 
-#: an item of a marker to encode: ``(ledger, entry)``, or ``(ledger, entry, named)`` whose
-#: ``named`` adds the marker leaves out (the chain named them already)
 MarkerItem = tuple[int, "IndexEntry | None"] | tuple[int, "IndexEntry", "FrozenBitMap | None"]
+"""an item of a marker to encode: ``(ledger, entry)``, or ``(ledger, entry, named)`` whose
+``named`` adds the marker leaves out (the chain named them already)"""
 
-#: the fixed layout's flag of a full marker, whose index is the cursor's whole index
-#: (codecs.fixed_marker writes the layout)
 FIXED_FULL = 0x01
+"""the fixed layout's flag of a full marker, whose index is the cursor's whole index
+(codecs.fixed_marker writes the layout)"""
 
 
 def encode_fixed_marker(
