@@ -1379,7 +1379,9 @@ static PyObject *scan_directory(PyObject *self, PyObject *args) {
         }
         const unsigned char *k = (const unsigned char *)PyBytes_AS_STRING(key), *v;
         Py_ssize_t klen = PyBytes_GET_SIZE(key), vlen = PyBytes_GET_SIZE(value);
-        if (klen < prefix.len || memcmp(k, prefix.buf, prefix.len) != 0) break;  /* past the topic */
+        /* past the topic: that entry is checked too (a damaged topic id in a key moves an
+         * entry out of its topic's range, and its checksum, which covers the key, fails) */
+        int past = klen < prefix.len || memcmp(k, prefix.buf, prefix.len) != 0;
         v = (const unsigned char *)PyBytes_AS_STRING(value);
         int ok = klen == 16;
         int64_t count = 0, conf = 0;
@@ -1403,6 +1405,7 @@ static PyObject *scan_directory(PyObject *self, PyObject *args) {
             break;
         }
         Py_CLEAR(item);
+        if (past) break;
         if (n == cap) {
             cap *= 2;
             int64_t *i2 = PyMem_Realloc(ids, cap * sizeof(int64_t)), *c2;

@@ -340,3 +340,35 @@ def test_copy_and_dump_on_a_full_disk_are_one_line_and_leave_nothing(tmp_path: P
     line = _one_line_failure(_cli("dump", path, "-o", tiny_fs / "out.jsonl"))
     assert "No space left" in line or "no space left" in line
     assert sorted(p.name for p in tiny_fs.iterdir()) == ["filler"]
+
+
+def test_a_directory_key_whose_topic_id_is_damaged_is_found_not_a_vanished_ledger(tmp_path: Path) -> None:
+    """A flipped bit in the topic id of a directory key moves the entry out of its topic's
+    range, where no scan of that topic met it: the open ledger vanished and every cursor's
+    acks in it were dropped, silently. The entry past a topic's range is checked too: the
+    open is a CorruptStoreError naming it, and check a corrupt-catalog finding."""
+    import lmdb
+
+    from ackstore import CorruptStoreError
+
+    path = tmp_path / "s"
+    with AckStore.open(path) as store:
+        topic = store.topic("persistent://t/ns/dir")
+        topic.add_ledger(2)
+        topic.close_ledger(2, 1000)
+        topic.add_ledger(3)
+        topic.cursor("c").ack([Position(3, 5)])
+    env = lmdb.open(str(path), max_dbs=8)
+    with env.begin(write=True) as txn:
+        db = env.open_db(b"ledgers", txn=txn)
+        key = struct.pack(">QQ", 0, 3)
+        value = txn.get(key, db=db)
+        txn.delete(key, db=db)
+        txn.put(struct.pack(">QQ", 0x20, 3), value, db=db)  # the topic id's low byte: 0x00 -> 0x20
+    env.close()
+    with (
+        pytest.raises(CorruptStoreError, match="directory entry of ledger 3 of topic id 32"),
+        AckStore.open(path, readonly=True) as store,
+    ):
+        store.topic("persistent://t/ns/dir").ledgers()
+    assert [f.kind for f in check(path)] == ["corrupt-catalog"]

@@ -433,7 +433,9 @@ class Catalog:
                 if bad is not None:
                     key, value = bad
                     self.ledger_state(key, value)  # raises, naming the ledger
-                    raise self._damaged(f"a directory key of topic id {tid} is damaged ({len(key)} bytes, not 16)")
+                    raise self._damaged(
+                        f"a directory entry next to topic id {tid}'s is damaged (a {len(key)}-byte key)"
+                    )
                 ids.frombytes(raw_ids)
                 counts.frombytes(raw_counts)
         if tracked and counts and counts[-1] < 0 and confirmed is None:

@@ -412,17 +412,19 @@ def scan_directory(
     without ``prefix``, each checked (a 16-byte key, then :func:`directory_entry`): ``(ids,
     counts, confirmed, bad)``, ids and counts as native int64 bytes (``array('q')``),
     confirmed the last entry's last confirmed entry (None when it is sealed or there is
-    none), bad the first entry that fails (the scan stops there) or None. O(entries)."""
+    none), bad the first entry that fails (the scan stops there; the first entry past the
+    prefix is checked as well) or None. O(entries)."""
     _ranged("sealed_type", sealed_type, 0, 255)
     _ranged("open_type", open_type, 0, 255)
     ids, counts = array("q"), array("q")
     confirmed: int | None = None
     for key, value in items:
+        entry = directory_entry(key, value, sealed_type, open_type) if len(key) == DIR_KEY.size else None
+        if entry is None:  # the first entry past the topic is checked too: a damaged topic id in a
+            # key moves an entry out of its topic's range (and its checksum, over the key, fails)
+            return ids.tobytes(), counts.tobytes(), confirmed, (key, value)
         if not key.startswith(prefix):
             break
-        entry = directory_entry(key, value, sealed_type, open_type) if len(key) == DIR_KEY.size else None
-        if entry is None:
-            return ids.tobytes(), counts.tobytes(), confirmed, (key, value)
         ids.append(DIR_KEY.unpack(key)[1])
         counts.append(entry[0])
         confirmed = entry[1]
