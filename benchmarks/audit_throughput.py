@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-__all__ = ["main", "loop_audit", "spark_audit"]
+__all__ = ["main", "measure", "loop_audit", "spark_audit"]
 
 
 def loop_audit(paths: list[str]) -> tuple[float, int]:
@@ -64,22 +64,19 @@ def spark_rdd_only(spark, paths: list[str]) -> tuple[float, int]:  # type: ignor
     return time.perf_counter() - started, rows
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.audit_throughput", description=__doc__.split("\n\n")[0])
-    parser.add_argument("outdir", type=Path, help="a directory written by 'ackstore-spark generate'")
-    parser.add_argument("--master", default="local[2]")
-    parser.add_argument("--rounds", type=int, default=3)
-    args = parser.parse_args(argv)
-    paths = sorted(str(p) for p in (args.outdir / "snapshots").glob("*.mdb"))
+def measure(outdir: Path, master: str, rounds: int) -> tuple[list[str], float, list[tuple[str, tuple[float, int]]]]:
+    """The snapshots, their MB, and each side's best ``(seconds, cursor rows)`` of ``rounds``:
+    the plain loop, the Spark transform, the same work with rows kept in Python, the whole
+    audit phase (JVM and first-job start excluded). SystemExit when there are no snapshots."""
+    paths = sorted(str(p) for p in (outdir / "snapshots").glob("*.mdb"))
     if not paths:
-        print(f"audit_throughput: error: no snapshots in {args.outdir / 'snapshots'}", file=sys.stderr)
-        return 1
+        raise SystemExit(f"audit_throughput: error: no snapshots in {outdir / 'snapshots'}")
     mb = sum(Path(p).stat().st_size for p in paths) / 1e6
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
     spark = (
-        SparkSession.builder.master(args.master)
+        SparkSession.builder.master(master)
         .appName("ackstore-audit-bench")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
@@ -88,22 +85,33 @@ def main(argv: list[str] | None = None) -> int:
     spark.sparkContext.setLogLevel("ERROR")
     try:
         spark.range(4).count()  # JVM and first-job start, excluded
-        loop = min(loop_audit(paths) for _ in range(args.rounds))
-        sparked = min(spark_audit(spark, args.outdir) for _ in range(args.rounds))
-        rdd_only = min(spark_rdd_only(spark, paths) for _ in range(args.rounds))
-        phase = min(spark_audit_phase(spark, args.outdir) for _ in range(args.rounds))
+        loop = min(loop_audit(paths) for _ in range(rounds))
+        sparked = min(spark_audit(spark, outdir) for _ in range(rounds))
+        rdd_only = min(spark_rdd_only(spark, paths) for _ in range(rounds))
+        phase = min(spark_audit_phase(spark, outdir) for _ in range(rounds))
     finally:
         spark.stop()
     assert loop[1] == sparked[1], f"the two sides audited different cursor counts: {loop[1]} vs {sparked[1]}"
+    sides = [
+        ("plain loop, one process, the per-store work only", loop),
+        (f"Spark {master}, the per-store transform (DataFrame)", sparked),
+        (f"Spark {master}, same work, rows kept in Python", rdd_only),
+        (f"Spark {master}, the whole audit phase (snapshots to report)", phase),
+    ]
+    return paths, mb, sides
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.audit_throughput", description=__doc__.split("\n\n")[0])
+    parser.add_argument("outdir", type=Path, help="a directory written by 'ackstore-spark generate'")
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args(argv)
+    paths, mb, sides = measure(args.outdir, args.master, args.rounds)
+    loop, sparked, phase = sides[0][1], sides[1][1], sides[3][1]
     print(f"{len(paths)} snapshots, {mb:.1f} MB, {loop[1]} cursors; best of {args.rounds}")
     print("| side | seconds | stores/s | MB/s |")
     print("|---|---:|---:|---:|")
-    sides = (
-        ("plain loop (1 process)", loop),
-        (f"Spark {args.master}, audit transform (DataFrame)", sparked),
-        (f"Spark {args.master}, same work, rows kept in Python", rdd_only),
-        (f"Spark {args.master}, the whole audit phase (snapshots to report)", phase),
-    )
     for name, (seconds, _) in sides:
         print(f"| {name} | {seconds:.2f} | {len(paths) / seconds:.1f} | {mb / seconds:.2f} |")
     print(f"transform / loop throughput: {loop[0] / sparked[0]:.2f}x (target >= 1.5x)")

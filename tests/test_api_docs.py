@@ -73,7 +73,6 @@ def _undocumented() -> list[str]:
     import importlib
 
     import pdoc.doc
-
     from ackstore.tools.apidoc import _resolve_named_tuples, internal, modules
 
     names = modules()
