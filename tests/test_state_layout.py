@@ -287,3 +287,23 @@ def test_compacting_again_changes_nothing(store_path: Path, layout: str, request
         runs.append(({(s.cursor, s.records_after, s.bytes_after) for s in stats}, states))
     assert runs[0] == runs[1] == runs[2]
     assert check(store_path) == []
+
+
+def test_a_small_cursor_with_large_properties_takes_the_marker_layout(store_path: Path) -> None:
+    """A state marker is at most STATE_MAX_BYTES: a small cursor whose properties are larger
+    is written in the marker layout (a ledger record and a marker), and back in the state
+    layout once they shrink; each flush reads back the same."""
+    from ackstore.cursor.plan import STATE_MAX_BYTES
+
+    with AckStore.open(store_path) as store:
+        cur = _small(store)
+        cur.ack([Position(3, 4), Position(3, 9)])
+        cur.set_property("big", "x" * STATE_MAX_BYTES)
+        assert store.flush().ledger_records == 1
+        big = _state(cur)
+        cur.remove_property("big")
+        assert store.flush().ledger_records == 0
+        small = _state(cur)
+    with AckStore.open(store_path, readonly=True) as store:
+        assert _state(store.topic(T).cursor("c")) == small
+    assert big.properties == {"big": "x" * STATE_MAX_BYTES} and small.properties == {}
