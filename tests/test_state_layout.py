@@ -307,3 +307,29 @@ def test_a_small_cursor_with_large_properties_takes_the_marker_layout(store_path
     with AckStore.open(store_path, readonly=True) as store:
         assert _state(store.topic(T).cursor("c")) == small
     assert big.properties == {"big": "x" * STATE_MAX_BYTES} and small.properties == {}
+
+
+def test_the_steady_workload_writes_a_small_value_a_cursor(store_path: Path) -> None:
+    """The steady workload (benchmarks/steady.py: in-order acks, the mark-delete moving every
+    round, one or two acks made late) at 100 cursors, k = 50: every flush writes one state
+    marker a cursor and no ledger record, at most 48 logical bytes a cursor (key and value:
+    under Pulsar's PositionInfo of the same state, 42-46 B, plus the 16-byte key), and each
+    cursor's log holds its newest state and the one before, nothing else."""
+    from benchmarks.steady import LEDGER, Steady, position_info_bytes
+
+    state = Steady(100, 50, seed=3)
+    with AckStore.open(store_path) as store:
+        topic = store.topic(T)
+        topic.add_ledger(LEDGER)
+        cursors = [topic.cursor(f"s{c}", CursorConfig(max_unacked_ranges_to_persist=0)) for c in range(100)]
+        for _ in range(30):
+            for cur, batch in zip(cursors, state.step(), strict=True):
+                cur.ack_entries(LEDGER, batch)
+            stats = store.flush()
+            assert (stats.cursors, stats.ledger_records, stats.full_markers) == (100, 0, 100)
+            assert stats.bytes_written <= 48 * 100, stats.bytes_written
+        info = sum(position_info_bytes((LEDGER, state.md[c]), state.ranges(c)) for c in range(100)) / 100
+        assert stats.bytes_written / 100 - 16 <= info, (stats.bytes_written, info)
+        ids = [cur.cursor_id for cur in cursors]
+    for cid in ids[:10]:
+        assert [t for _, t in rawlog.records(store_path, cid)] == [RECORD_MARKER, RECORD_MARKER]
