@@ -1119,6 +1119,65 @@ static int put_state_entries(Out *o, PyObject *d, long long ledger, long long st
     return rc;
 }
 
+/* The maximal runs of a bitmap: their first and last values in two PyMem buffers the caller
+ * frees, and their number (-1 with an exception set). A bitmap of a few values is read
+ * whole; a larger one (a long run is one run whatever its length) through its runs' starts
+ * and ends, two bitmaps its own shift and difference make in O(containers), as
+ * ledger_acks.run_bounds does. */
+#define RUNS_READ_WHOLE 4096
+static Py_ssize_t bitmap_runs(PyObject *bitmap, uint32_t **firsts, uint32_t **lasts) {
+    *firsts = *lasts = NULL;
+    Py_ssize_t card = PyObject_Length(bitmap);
+    if (card < 0) return -1;
+    if (card > RUNS_READ_WHOLE) {
+        PyObject *ends[2] = {NULL, NULL};
+        for (int side = 0; side < 2; side++) {
+            PyObject *shifted = PyObject_CallMethod(bitmap, "shift", "i", side ? -1 : 1);
+            if (shifted == NULL) break;
+            ends[side] = PyNumber_Subtract(bitmap, shifted);
+            Py_DECREF(shifted);
+            if (ends[side] == NULL) break;
+        }
+        Py_ssize_t n = -1, m = -1;
+        if (ends[0] != NULL && ends[1] != NULL) {
+            n = bitmap_values(ends[0], firsts);
+            if (n >= 0) m = bitmap_values(ends[1], lasts);
+        }
+        Py_XDECREF(ends[0]);
+        Py_XDECREF(ends[1]);
+        if (n < 0 || m < 0 || n != m) {
+            if (n >= 0 && m >= 0) PyErr_SetString(PyExc_ValueError, "a bitmap's runs have unequal starts and ends");
+            PyMem_Free(*firsts);
+            PyMem_Free(*lasts);
+            *firsts = *lasts = NULL;
+            return -1;
+        }
+        return n;
+    }
+    uint32_t *v = NULL;
+    Py_ssize_t nv = bitmap_values(bitmap, &v), n = 0;
+    if (nv < 0) return -1;
+    *firsts = PyMem_Malloc((nv ? nv : 1) * sizeof(uint32_t));
+    *lasts = PyMem_Malloc((nv ? nv : 1) * sizeof(uint32_t));
+    if (*firsts == NULL || *lasts == NULL) {
+        PyMem_Free(v);
+        PyMem_Free(*firsts);
+        PyMem_Free(*lasts);
+        *firsts = *lasts = NULL;
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t j = 0; j < nv;) {
+        Py_ssize_t k = j;
+        while (k + 1 < nv && v[k + 1] == v[k] + 1) k++;
+        (*firsts)[n] = v[j];
+        (*lasts)[n++] = v[k];
+        j = k + 1;
+    }
+    PyMem_Free(v);
+    return n;
+}
+
 static PyObject *state_marker(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 6) {
         PyErr_SetString(PyExc_TypeError, "state_marker(version, cursor_id, md_l, md_e, ledgers, properties)");
@@ -1160,18 +1219,13 @@ static PyObject *state_marker(PyObject *self, PyObject *const *args, Py_ssize_t 
         long long start = ledger == md_l ? md_e + 1 : 0;
         if (put_varint(&o, (unsigned long long)(ledger - last)) < 0) goto done;
         last = ledger + 1;
-        uint32_t *v = NULL;
-        Py_ssize_t nv = bitmap_values(PyTuple_GET_ITEM(item, 1), &v);
-        if (nv < 0) goto done;
-        Py_ssize_t nruns = 0;
-        for (Py_ssize_t j = 0; j < nv; j++)
-            if (j == 0 || v[j] != v[j - 1] + 1) nruns++;
+        uint32_t *firsts = NULL, *lasts = NULL;
+        Py_ssize_t nruns = bitmap_runs(PyTuple_GET_ITEM(item, 1), &firsts, &lasts);
+        if (nruns < 0) goto done;
         int bad = put_varint(&o, (unsigned long long)nruns);
         long long pos = start;
-        for (Py_ssize_t j = 0; j < nv && !bad;) {
-            Py_ssize_t k = j;
-            while (k + 1 < nv && v[k + 1] == v[k] + 1) k++;
-            long long first = v[j], end = v[k];
+        for (Py_ssize_t j = 0; j < nruns && !bad; j++) {
+            long long first = firsts[j], end = lasts[j];
             if (first < pos) {
                 PyErr_Format(PyExc_ValueError, "ledger %lld holds entry %lld, at or below the mark-delete position",
                              ledger, first);
@@ -1180,9 +1234,9 @@ static PyObject *state_marker(PyObject *self, PyObject *const *args, Py_ssize_t 
             }
             bad = put_varint(&o, (unsigned long long)(first - pos)) < 0 || put_varint(&o, (unsigned long long)(end - first)) < 0;
             pos = end + 2;
-            j = k + 1;
         }
-        PyMem_Free(v);
+        PyMem_Free(firsts);
+        PyMem_Free(lasts);
         if (bad) goto done;
         if ((flags & STATE_BATCHES) && put_state_entries(&o, PyTuple_GET_ITEM(item, 2), ledger, start, 1) < 0) goto done;
         if ((flags & STATE_COUNTS) && put_state_entries(&o, PyTuple_GET_ITEM(item, 3), ledger, start, 0) < 0) goto done;

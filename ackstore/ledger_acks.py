@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from pyroaring import BitMap, FrozenBitMap
 
-__all__ = ["LedgerAcks", "bitmap_of_range", "count_runs", "run_end"]
+__all__ = ["LedgerAcks", "bitmap_of_range", "count_runs", "run_bounds", "run_end"]
 
 LEDGER_OVERHEAD_BYTES = 200
 """Python object overhead charged per ledger on top of the bitmap's own bytes (the LedgerAcks
@@ -37,6 +37,14 @@ def count_runs(bitmap: BitMap) -> int:
     if n == 0:
         return 0
     return n - bitmap.intersection_cardinality(bitmap.shift(1))
+
+
+def run_bounds(bitmap: BitMap) -> list[tuple[int, int]]:
+    """Inclusive ``(first, last)`` of each maximal run of consecutive values, ascending.
+    O(containers + runs), in C but for the list."""
+    if not bitmap:
+        return []
+    return list(zip(bitmap - bitmap.shift(1), bitmap - bitmap.shift(-1), strict=True))
 
 
 def run_end(bitmap: BitMap, start: int) -> int:
@@ -97,7 +105,8 @@ class LedgerAcks:
         cls, bitmap: BitMap, runs: int, batches: dict[int, tuple[int, int]], counts: dict[int, int]
     ) -> LedgerAcks:
         """A state whose run count is known (``runs``: what a decoder built ``bitmap`` from,
-        maximal runs), without counting them again. O(1)."""
+        maximal runs), without counting them again; it tracks no acks since a record
+        (``added`` None: what a state marker's ledgers are). O(1)."""
         la = cls.__new__(cls)
         la.bitmap, la.batches, la.runs, la.size = bitmap, batches, runs, 0
         la.added, la.counts, la.counts_added = None, counts, {}
@@ -125,14 +134,21 @@ class LedgerAcks:
         if gone and rebase:
             self.added = None
 
+    def highest(self) -> int:
+        """The highest entry with any state (acked, partly acked or counted); -1 when none."""
+        return self._extreme(max, self.bitmap.max)
+
     def lowest(self) -> int:
         """The lowest entry with any state (acked, partly acked or counted); -1 when none."""
-        found = [self.bitmap.min()] if self.bitmap else []
+        return self._extreme(min, self.bitmap.min)
+
+    def _extreme(self, pick: Callable[..., int], of_bitmap: Callable[[], int]) -> int:
+        found = [of_bitmap()] if self.bitmap else []
         if self.batches:
-            found.append(min(self.batches))
+            found.append(pick(self.batches))
         if self.counts:
-            found.append(min(self.counts))
-        return min(found, default=-1)
+            found.append(pick(self.counts))
+        return pick(found, default=-1)
 
     def add(self, entry: int) -> int:
         """Ack one entry; return the change in ``runs``. O(1)."""
@@ -238,12 +254,7 @@ class LedgerAcks:
 
     def ranges(self) -> list[tuple[int, int]]:
         """Inclusive ``(first, last)`` entry runs, ascending. O(runs)."""
-        bm = self.bitmap
-        if not bm:
-            return []
-        starts = bm - bm.shift(1)
-        ends = bm - bm.shift(-1)
-        return list(zip(starts, ends, strict=True))
+        return run_bounds(self.bitmap)
 
     def nbytes(self) -> int:
         """Bytes this ledger's state holds in memory: the bitmap's size as pyroaring reports

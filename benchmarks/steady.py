@@ -32,7 +32,7 @@ import lmdb
 from pyroaring import BitMap
 
 from ackstore import AckStore, CursorConfig
-from ackstore.ledger_acks import run_end
+from ackstore.ledger_acks import run_bounds, run_end
 
 __all__ = ["Steady", "AckstoreSteady", "PickleSteady", "SqliteSteady", "ENGINES", "position_info_bytes"]
 
@@ -85,9 +85,7 @@ class Steady:
         return out
 
     def ranges(self, c: int) -> Iterator[tuple[int, int]]:
-        bm = self.acked[c]
-        if bm:
-            yield from zip(bm - bm.shift(1), bm - bm.shift(-1), strict=True)
+        yield from run_bounds(self.acked[c])
 
 
 def _varint(n: int) -> int:

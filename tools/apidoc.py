@@ -12,7 +12,7 @@ import sys
 import warnings
 from pathlib import Path
 
-__all__ = ["INTERNAL", "INTERNAL_NOTE", "modules", "build", "main"]
+__all__ = ["INTERNAL", "INTERNAL_NOTE", "PUBLIC", "modules", "build", "main"]
 
 INTERNAL = (
     "ackstore.compact",
@@ -34,9 +34,10 @@ INTERNAL = (
     "ackstore.storage",
     "ackstore.tools",
 )
-"""the modules (and packages, with every module in them) that hold what ackstore's own parts
-call on each other: their pages say so first; ``ackstore.tools.spark_jobs`` is the Spark
-job's API and not among them"""
+"""the modules (and packages, with every module in them but those of :data:`PUBLIC`) that
+hold what ackstore's own parts call on each other: their pages say so first"""
+PUBLIC = ("ackstore.tools.spark_jobs",)
+"""modules of an :data:`INTERNAL` package that are API all the same (the Spark job's)"""
 INTERNAL_NOTE = (
     "**Engine internals**: what ackstore's own parts call on each other, documented for its "
     "maintainers; not API: names here change without notice.\n\n"
@@ -46,7 +47,7 @@ INTERNAL_NOTE = (
 
 def internal(name: str) -> bool:
     """Whether module ``name`` is one of :data:`INTERNAL` (or in a package that is)."""
-    if name == "ackstore.tools.spark_jobs":
+    if name in PUBLIC:
         return False
     return any(name == m or name.startswith(m + ".") for m in INTERNAL)
 

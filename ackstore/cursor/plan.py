@@ -47,7 +47,7 @@ from ..storage.records import (
     log_key,
 )
 from . import lane
-from .lane import OTHER, SMALL_CHAIN, MarkerPlan, counts_since, live_counts, prune_counts, worth_a_delta
+from .lane import OTHER, SMALL_CHAIN, MarkerPlan, _entry, counts_since, live_counts, prune_counts, worth_a_delta
 from .pages import Pending
 
 if TYPE_CHECKING:
@@ -69,8 +69,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("ackstore")
-_entry = tuple.__new__
-"""an IndexEntry made from its four fields without the named tuple's Python-level __new__"""
 
 STATE_MAX_RUNS = 64
 """a cursor whose ledgers are all in memory and hold at most this many ranges, and at most

@@ -172,9 +172,9 @@ def _ledger_in(
     """``(ledger found, acks, owner)`` of record ``seq``: a ledger record, or (format 10) a
     state marker holding ``ledger``. Raises CorruptRecordError naming the marker."""
     try:
-        if record_type(value) == RECORD_MARKER:
+        if record_type(value) == RECORD_MARKER:  # tracks no acks since it (of_runs): the next
+            # flush writes the state again, never a delta against it
             acks, cid = state_ledger(value, seq, ledger)
-            acks.added = None  # no deltas against a state marker: the next flush writes the state again
             return ledger, acks, cid
         found, acks, owner = decode_ledger_owned(value)
     except CorruptRecordError as exc:
@@ -191,20 +191,22 @@ def _read_ledger(
     ledger: int,
     marker_seq: int,
     decoded: dict[int, LedgerAcks] | None = None,
+    value: bytes | None = None,
 ) -> tuple[LedgerAcks, int]:
     """A ledger as ``entry`` says: its base record plus the acks made since (format 5),
     checked against the ranges the marker counted. The result tracks ``added`` from there
     (a ledger read from a state marker does not: its next flush writes the state whole).
     ``decoded``: the ledgers of the state marker ``marker_seq`` when it was decoded already
-    (the one named is taken from it, not decoded again)."""
+    (the one named is taken from it, not decoded again); ``value``: the record when the
+    caller read it already."""
     seq = entry.seq
     owner: int | None
     if decoded is not None and seq == marker_seq and ledger in decoded:
         found, acks, owner = ledger, decoded.pop(ledger), cursor_id
-        acks.added = None
         size = 0  # counted with the marker
     else:
-        value = _record(txn, db, cursor_id, seq, ledger, marker_seq)
+        if value is None:
+            value = _record(txn, db, cursor_id, seq, ledger, marker_seq)
         found, acks, owner = _ledger_in(value, cursor_id, seq, ledger, marker_seq)
         size = len(value)
     if owner is not None and owner != cursor_id:
@@ -238,10 +240,9 @@ def _peek_ledger(
     came since."""
     value = _record(txn, db, cursor_id, entry.seq, ledger, marker_seq)
     if record_type(value) == RECORD_MARKER:  # a state marker: small, decoded whole
-        acks, size = _read_ledger(txn, db, cursor_id, entry, ledger, marker_seq)
-        highest = max([*([acks.bitmap.max()] if acks.bitmap else []), *acks.batches, *acks.counts], default=-1)
+        acks, size = _read_ledger(txn, db, cursor_id, entry, ledger, marker_seq, value=value)
         lowest = acks.lowest()
-        return (lowest if lowest >= 0 else 1 << 32), highest, size
+        return (lowest if lowest >= 0 else 1 << 32), acks.highest(), size
     try:
         found, lowest, highest, runs, owner = ledger_span(value)
     except CorruptRecordError as exc:

@@ -20,6 +20,8 @@ from typing import Any
 import msgpack
 from pyroaring import BitMap
 
+from ..ledger_acks import run_bounds
+
 __all__ = [
     "gaps_to_roaring",
     "rice_to_roaring",
@@ -537,14 +539,6 @@ _STATE_FLAGS = STATE_PROPS | STATE_BATCHES | STATE_COUNTS
 _LEDGER_MAX = (1 << 63) - 1
 
 
-def _runs_of(bitmap: BitMap) -> list[int]:
-    """``[first, last, first, last, ...]`` of the bitmap's maximal runs. O(containers)."""
-    if not bitmap:
-        return []
-    starts, ends = bitmap - bitmap.shift(1), bitmap - bitmap.shift(-1)
-    return [x for pair in zip(starts, ends, strict=True) for x in pair]
-
-
 def state_marker(
     version: int,
     cursor_id: int,
@@ -575,11 +569,10 @@ def state_marker(
         start = md_e + 1 if ledger == md_l else 0
         out += varint(ledger - last)
         last = ledger + 1
-        runs = _runs_of(bitmap)
-        out += varint(len(runs) // 2)
+        runs = run_bounds(bitmap)
+        out += varint(len(runs))
         at = start
-        for i in range(0, len(runs), 2):
-            first, end = runs[i], runs[i + 1]
+        for first, end in runs:
             if first < at:
                 raise ValueError(f"ledger {ledger} holds entry {first}, at or below the mark-delete position")
             out += varint(first - at) + varint(end - first)

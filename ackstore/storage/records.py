@@ -49,8 +49,8 @@ mark-delete ledger, from 0 in any other)::
         (0x04) counts, then per count: entry gap, count - 1                (varints)
     then (0x01) the properties as a msgpack map
 
-A steady consumer's state (the mark-delete position and a few holes above it) is some
-25 bytes of body.
+A steady consumer's flush (the mark-delete position and a few holes above it) writes at
+most 48 bytes a cursor, key included (``tests/test_state_layout.py`` holds it to that).
 
 Delivery counts (format 7) are a flat msgpack list ``[entry, count, ...]``, entries
 ascending, counts >= 1, never for an acknowledged entry: a ledger record's ninth field
