@@ -13,22 +13,26 @@
  * dozen small objects.
  *
  * lane_setup (lane.py calls it at import, and again when the tests change the bounds)
- * gives the classes, the bounds and the helpers. An attribute that is a slot of its class
- * is read and written at its offset when the object is of exactly that class (what a
- * member descriptor does, without the type lookup); any other object goes through the
- * usual attribute protocol.
+ * gives the plan class, the bounds and the helpers. The fields the lane reads are those of
+ * ackstore/fields.py's field types, which _fields.c made: each is read and written at the
+ * place its field type put it (fields_offset) when the object is of that type or derives
+ * from it; any other object (a cursor config, a FlushPlan, a test's stand-in) goes
+ * through the attribute protocol.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-#include <structmember.h>
 #include <stdint.h>
 #include <string.h>
 
-/* in _native.c */
+/* in _native.c and _fields.c */
 PyObject *fixed_marker(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+Py_ssize_t fields_offset(const char *type_name, const char *field, PyTypeObject **type_out);
 
-/* the classes, in lane_setup's order */
+/* the field types of ackstore/fields.py the lane reads (C_CONFIG: none, a CursorConfig's
+ * attributes) */
 enum { C_PLANNER, C_PAGES, C_STATE, C_CHAIN, C_CONFIG, C_LEDGER, C_PLAN, C_COUNT };
+static const char *owner_names[C_COUNT] = {"PlannerFields", "PagesFields", "StateFields", "ChainFields", NULL,
+                                           "LedgerFields", "PlanFields"};
 
 /* the attributes, each with the class that holds it */
 enum {
@@ -48,8 +52,9 @@ typedef struct {
     int owner;
     const char *name;
     PyObject *str;       /* interned */
-    PyTypeObject *type;  /* the class whose slot it is (NULL: the attribute protocol) */
-    Py_ssize_t offset;
+    PyTypeObject *type;  /* the field type that holds it (NULL: the attribute protocol) */
+    Py_ssize_t offset;   /* where in an instance of it */
+    PyTypeObject *seen;  /* the class derived from it the last object was of (a strong reference) */
 } Attr;
 
 static Attr attrs[A_COUNT] = {
@@ -93,9 +98,19 @@ static long long max_acks, small_chain, garbage_factor;
 static double max_share;
 
 /* obj.<a> (a new reference), or NULL with AttributeError */
+/* whether obj is of the field type that holds attribute `at`: most often of the class
+ * the last one was of */
+static inline int holds(PyObject *obj, Attr *at) {
+    PyTypeObject *tp = Py_TYPE(obj);
+    if (tp == at->seen) return 1;
+    if (at->type == NULL || !PyType_IsSubtype(tp, at->type)) return 0;
+    Py_XSETREF(at->seen, (PyTypeObject *)Py_NewRef(tp));
+    return 1;
+}
+
 static PyObject *get(PyObject *obj, int a) {
-    const Attr *at = &attrs[a];
-    if (Py_TYPE(obj) == at->type) {
+    Attr *at = &attrs[a];
+    if (holds(obj, at)) {
         PyObject *v = *(PyObject **)((char *)obj + at->offset);
         if (v != NULL) return Py_NewRef(v);
         PyErr_SetObject(PyExc_AttributeError, at->str);
@@ -106,8 +121,8 @@ static PyObject *get(PyObject *obj, int a) {
 
 /* obj.<a> = v; -1 with an exception */
 static int set(PyObject *obj, int a, PyObject *v) {
-    const Attr *at = &attrs[a];
-    if (Py_TYPE(obj) == at->type) {
+    Attr *at = &attrs[a];
+    if (holds(obj, at)) {
         PyObject **slot = (PyObject **)((char *)obj + at->offset);
         Py_XSETREF(*slot, Py_NewRef(v));
         return 0;
@@ -157,26 +172,17 @@ static int ready(const char *function, const char *usage, Py_ssize_t nargs, Py_s
     return 0;
 }
 
-/* lane_setup(classes, IndexEntry, FrozenBitMap, packb, log_key, format_version, commit,
+/* lane_setup(MarkerPlan, IndexEntry, FrozenBitMap, packb, log_key, format_version, commit,
  *            DELTA_MAX_ACKS, DELTA_MAX_SHARE, SMALL_CHAIN, GARBAGE_FACTOR) -> None
- * classes: (Planner, Pages, AckState, MarkerChain, CursorConfig, LedgerAcks, MarkerPlan);
- * commit: lane.commit_marker's pure-Python twin (what commit_marker hands an unusual plan). */
+ * commit: lane.commit_marker's pure-Python twin (what commit_marker hands an unusual plan).
+ * LookupError when a field the lane reads is not one of its field type's. */
 PyObject *lane_setup(PyObject *self, PyObject *args) {
-    PyObject *classes, *e, *f, *k, *l, *v, *c;
+    PyObject *plan_cls, *e, *f, *k, *l, *v, *c;
     long long acks, chain, garbage;
     double share;
-    if (!PyArg_ParseTuple(args, "O!OOOOOOLdLL", &PyTuple_Type, &classes, &e, &f, &k, &l, &v, &c, &acks, &share,
+    if (!PyArg_ParseTuple(args, "O!OOOOOOLdLL", &PyType_Type, &plan_cls, &e, &f, &k, &l, &v, &c, &acks, &share,
                           &chain, &garbage))
         return NULL;
-    if (PyTuple_GET_SIZE(classes) != C_COUNT) {
-        PyErr_Format(PyExc_TypeError, "lane_setup needs %d classes", C_COUNT);
-        return NULL;
-    }
-    for (int i = 0; i < C_COUNT; i++)
-        if (!PyType_Check(PyTuple_GET_ITEM(classes, i))) {
-            PyErr_SetString(PyExc_TypeError, "lane_setup's classes are classes");
-            return NULL;
-        }
     if (!PyType_Check(e) || !PyType_IsSubtype((PyTypeObject *)e, &PyTuple_Type)) {
         PyErr_SetString(PyExc_TypeError, "lane_setup needs a tuple type for index entries");
         return NULL;
@@ -189,23 +195,20 @@ PyObject *lane_setup(PyObject *self, PyObject *args) {
     for (int a = 0; a < A_COUNT; a++) {
         Attr *at = &attrs[a];
         if (at->str == NULL && (at->str = PyUnicode_InternFromString(at->name)) == NULL) return NULL;
-        PyObject *cls = PyTuple_GET_ITEM(classes, at->owner);
-        PyObject *descr = PyObject_GetAttr(cls, at->str); /* a slot's member descriptor, or a class attribute */
+        const char *owner = owner_names[at->owner];
         at->type = NULL;
-        if (descr == NULL) {
-            PyErr_Clear(); /* an instance attribute: the attribute protocol */
-        } else {
-            if (Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
-                PyMemberDef *m = ((PyMemberDescrObject *)descr)->d_member;
-                if (m->type == T_OBJECT_EX && !(m->flags & READONLY)) {
-                    at->type = (PyTypeObject *)cls;
-                    at->offset = m->offset;
-                }
-            }
-            Py_DECREF(descr);
-        }
+        Py_CLEAR(at->seen);
+        if (owner == NULL) continue; /* the attribute protocol */
+        if (a == P_TRUNCATED || a == P_KEEP_DIRTY || a == P_RECORDS) continue; /* MarkerPlan's class constants */
+        Py_ssize_t offset = fields_offset(owner, at->name, &at->type);
+        if (offset < 0) return NULL;
+        at->offset = offset;
     }
-    PyObject *plan_cls = PyTuple_GET_ITEM(classes, C_PLAN), *keep, *truncated;
+    if (!PyType_IsSubtype((PyTypeObject *)plan_cls, attrs[P_CURSOR_ID].type)) {
+        PyErr_SetString(PyExc_TypeError, "lane_setup's plan class derives from PlanFields");
+        return NULL;
+    }
+    PyObject *keep, *truncated;
     if ((keep = PyObject_GetAttr(plan_cls, attrs[P_KEEP_DIRTY].str)) == NULL) return NULL;
     if ((truncated = PyObject_GetAttr(plan_cls, attrs[P_TRUNCATED].str)) == NULL) {
         Py_DECREF(keep);

@@ -1491,6 +1491,9 @@ done:
     return result;
 }
 
+/* in _fields.c */
+PyObject *fields_type(PyObject *self, PyObject *args);
+
 /* in _lane.c */
 PyObject *lane_setup(PyObject *self, PyObject *args);
 PyObject *take_marker(PyObject *self, PyObject *planner);
@@ -1513,6 +1516,7 @@ static PyMethodDef methods[] = {
     {"state_marker", (PyCFunction)(void (*)(void))state_marker, METH_FASTCALL,
      "A marker record in the fixed envelope and the state layout (pure_codecs.state_marker)."},
     {"state_fields", state_fields, METH_VARARGS, "The fields of a state-layout marker body (pure_codecs.state_fields)."},
+    {"fields_type", fields_type, METH_VARARGS, "A type holding the given fields in its own struct (ackstore/fields.py)."},
     {"lane_setup", lane_setup, METH_VARARGS, "The classes, helpers and bounds the lane works with (cursor/lane.py)."},
     {"take_marker", take_marker, METH_O, "A cursor's common flush plan, taken whole (cursor/lane.py)."},
     {"commit_marker", (PyCFunction)(void (*)(void))commit_marker, METH_FASTCALL,

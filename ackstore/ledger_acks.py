@@ -13,6 +13,8 @@ from collections.abc import Callable
 
 from pyroaring import BitMap, FrozenBitMap
 
+from .fields import LedgerFields
+
 __all__ = ["LedgerAcks", "bitmap_of_range", "count_runs", "run_bounds", "run_end"]
 
 LEDGER_OVERHEAD_BYTES = 200
@@ -64,7 +66,7 @@ def run_end(bitmap: BitMap, start: int) -> int:
     return lo
 
 
-class LedgerAcks:
+class LedgerAcks(LedgerFields):
     """Acks of one ledger: ``bitmap`` of whole entries, ``batches`` of partial ones.
 
     ``batches`` maps an entry id to ``(batch_size, mask)`` where bit ``i`` of
@@ -84,7 +86,7 @@ class LedgerAcks:
     ``added`` None (a new base).
     """
 
-    __slots__ = ("bitmap", "batches", "runs", "size", "added", "counts", "counts_added")
+    __slots__ = ("batches", "size")  # and LedgerFields'
 
     def __init__(
         self,

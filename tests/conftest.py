@@ -105,6 +105,7 @@ AREAS: dict[str, str] = {
             "decoders",
             "defects",
             "deltas",
+            "fields",
             "flush_chunks",
             "lane",
             "peers",

@@ -26,6 +26,7 @@ INTERNAL = (
     "ackstore.cursor.store_side",
     "ackstore.cursor.validate",
     "ackstore.directory",
+    "ackstore.fields",
     "ackstore.flush",
     "ackstore.gcpause",
     "ackstore.ledger_acks",

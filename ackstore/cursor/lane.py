@@ -34,12 +34,11 @@ from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, cast
 from msgpack import packb
 from pyroaring import BitMap, FrozenBitMap
 
-from ..config import CursorConfig
+from ..fields import PlanFields
 from ..ledger_acks import LedgerAcks
 from ..storage import codecs
 from ..storage.records import FIXED_FULL, FORMAT_VERSION, IndexEntry, MarkerItem, log_key
-from .pages import Pages, Pending
-from .state import AckState
+from .pages import Pending
 
 if TYPE_CHECKING:
     from ..flush import FlushJob
@@ -58,7 +57,6 @@ __all__ = [
     "MarkerPlan",
     "commit_all",
     "commit_marker",
-    "connect",
     "counts_since",
     "encode_all",
     "live_counts",
@@ -123,28 +121,14 @@ def counts_since(counts: dict[int, int] | None, named: dict[int, int] | None) ->
     return {e: n for e, n in counts.items() if named.get(e) != n} or None
 
 
-class MarkerPlan:
+class MarkerPlan(PlanFields):
     """The common plan: one marker, encoded when it was taken under the store lock (every
     changed ledger gained a few acks since its record). It has the fields of a
     :class:`~ackstore.cursor.plan.FlushPlan` that the group flush and the commit read, and
     holds what it took from the cursor as two fields (``pinned``: the dirty ledgers it
     took, ``meta_dirty``) instead of a :class:`Pending`, which only an abort builds."""
 
-    __slots__ = (
-        "cursor_id",
-        "changes",
-        "full",
-        "marker_seq",
-        "pinned",
-        "meta_dirty",
-        "persisted_ranges",
-        "puts",
-        "marker_bytes",
-        "nbytes",
-        "gc_below",
-        "gc_live",
-        "full_live",
-    )
+    __slots__ = ()  # PlanFields'
     records: tuple[()] = ()
     """what a FlushPlan may carry and this one never does"""
     truncated = False
@@ -344,28 +328,15 @@ def _commit_marker(planner: Planner, plan: MarkerPlan) -> None:
     planner.chain.adopt(plan)
 
 
-_classes: dict[str, type] = {}
-"""the classes the compiled twins work with: lane_setup's first argument, less MarkerPlan
-(``plan.py`` gives Planner and MarkerChain when it is imported: see :func:`connect`)"""
-
-
 def _setup_native() -> None:
-    """Give the compiled twins the classes whose slots they read, the types they make, the
-    helpers they call and the bounds they apply."""
-    if codecs.native is None or len(_classes) < 6:
+    """Give the compiled twins the plan class they make, the types they make, the helpers
+    they call and the bounds they apply (the fields they read are ackstore.fields')."""
+    if codecs.native is None:
         return
-    order = ("Planner", "Pages", "AckState", "MarkerChain", "CursorConfig", "LedgerAcks")
     codecs.native.lane_setup(
-        (*(_classes[name] for name in order), MarkerPlan), IndexEntry, FrozenBitMap, packb, log_key,
-        FORMAT_VERSION, _commit_marker, DELTA_MAX_ACKS, DELTA_MAX_SHARE, SMALL_CHAIN, GARBAGE_FACTOR,
+        MarkerPlan, IndexEntry, FrozenBitMap, packb, log_key, FORMAT_VERSION, _commit_marker,
+        DELTA_MAX_ACKS, DELTA_MAX_SHARE, SMALL_CHAIN, GARBAGE_FACTOR,
     )  # fmt: skip
-
-
-def connect(*classes: type) -> None:
-    """Name the classes of the objects the lane reads (plan.py gives its Planner and
-    MarkerChain once they exist; this module gives the others)."""
-    _classes.update((cls.__name__, cls) for cls in classes)
-    _setup_native()
 
 
 def set_delta_bounds(max_acks: int, max_share: float) -> tuple[int, float]:
@@ -388,7 +359,7 @@ class Lane(NamedTuple):
     encode_all: Callable[..., Any]
 
 
-connect(Pages, AckState, CursorConfig, LedgerAcks)
+_setup_native()
 IMPLEMENTATIONS = [Lane(_take_marker, _commit_marker, _take_all, _commit_all, _encode_all)]
 """the twins, pure first (the tests run each)"""
 if codecs.native is not None:

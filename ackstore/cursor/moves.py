@@ -10,6 +10,7 @@ from bisect import bisect_left
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidArgumentError, InvalidPositionError, InvalidTypeError
+from ..fields import StateFields
 from ..ledger_acks import LedgerAcks, run_end
 from ..position import Position, trusted
 from .validate import pair
@@ -23,10 +24,10 @@ MAX_BATCH_SIZE = 1 << 16
 """The largest batch a batch-index ack (or a reset into a batch) accepts."""
 
 
-class PositionMoves:
+class PositionMoves(StateFields):
     """Resets and read-position moves over the ack state's fields (set by AckState)."""
 
-    __slots__ = ("md", "rp", "range_count", "meta_dirty")  # the positions it moves; AckState has the rest
+    __slots__ = ("rp",)  # and StateFields' (md, range count, properties); AckState has the rest
 
     topic: TopicView
     ledgers: LedgerSource

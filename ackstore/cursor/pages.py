@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 from pyroaring import BitMap
 
 from ..errors import ReaderBehindError
+from ..fields import PagesFields
 from ..ledger_acks import LedgerAcks, count_runs
 from ..ledger_cache import CachePool, LedgerCache
 from ..storage.log import CursorLog, MissingRecordError, RecoveredState
@@ -67,7 +68,7 @@ class Pending:
         return bool(self.dirty or self.meta_dirty or self.unmarked or any(v in index for v in self.vanished))
 
 
-class Pages:
+class Pages(PagesFields):
     """Loaded and swapped-out ledgers of one cursor, its marker index and flush bookkeeping."""
 
     # slots: a flush reads these for every dirty cursor; one object, no separate dict to fetch (the pool
@@ -77,12 +78,6 @@ class Pages:
         "log",
         "name",
         "cache",
-        "loaded",
-        "index",
-        "dirty",
-        "vanished",
-        "unmarked",
-        "pinned",
         "alloc",
         "on_load",
         "refresh",

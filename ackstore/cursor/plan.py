@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pyroaring import BitMap, FrozenBitMap
 
+from ..fields import ChainFields, PlannerFields
 from ..ledger_acks import LedgerAcks
 from ..stats import NO_RECOVERY
 from ..storage.log import RecoveredState
@@ -87,29 +88,11 @@ def set_state_bound(max_runs: int) -> int:
     return before
 
 
-class MarkerChain:
+class MarkerChain(ChainFields):
     """The log's bookkeeping: sequences, the newest marker, the full marker and delta chain
     behind it, what the last full marker keeps alive, and the flush counters."""
 
-    # slots: a flush reads these for every dirty cursor; one object, no separate dict to fetch
-    __slots__ = (
-        "next_seq",
-        "marker_seq",
-        "full_seq",
-        "full_live",
-        "deltas",
-        "chain_bytes",
-        "full_bytes",
-        "force_full",
-        "truncated",
-        "untrimmed",
-        "over_cap",
-        "persisted_ranges",
-        "recovery",
-        "flushes",
-        "last_flush_bytes",
-        "total_flush_bytes",
-    )
+    __slots__ = ("recovery",)  # and ChainFields' (what a flush reads)
 
     def __init__(self) -> None:
         self.next_seq = 0
@@ -280,11 +263,10 @@ class _Draft:
     keep_dirty: frozenset[int] = frozenset()
 
 
-class Planner:
+class Planner(PlannerFields):
     """Prepares, commits and aborts the flush plans of one cursor (and its rewrite plans)."""
 
-    # slots: a flush reads these for every dirty cursor; one object, no separate dict to fetch
-    __slots__ = ("cursor_id", "state", "pages", "chain", "config")
+    __slots__ = ()  # PlannerFields' (what a flush reads)
 
     def __init__(self, cursor_id: int, state: AckState, pages: Pages, chain: MarkerChain, config: CursorConfig) -> None:
         self.cursor_id = cursor_id
@@ -670,6 +652,3 @@ class Planner:
             elif mine.bitmap != la.bitmap or mine.batches != la.batches:
                 return f"ledger {ledger}'s acks differ"
         return None
-
-
-lane.connect(Planner, MarkerChain)  # the compiled lane reads their slots

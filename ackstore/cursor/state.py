@@ -106,7 +106,6 @@ class AckState(PositionMoves):
         "_limit_version",
         "ledgers",
         "name",
-        "properties",
         "redeliveries",
         "topic",
     )

@@ -9,9 +9,7 @@ the pure functions anyway. ``IMPLEMENTATION`` says which is in use.
 
 from __future__ import annotations
 
-import os
-from types import ModuleType
-
+from ..fields import native
 from . import pure_codecs
 
 __all__ = [
@@ -30,19 +28,6 @@ __all__ = [
     "native",
 ]
 
-
-def _native() -> ModuleType | None:
-    if os.environ.get("ACKSTORE_PURE_PYTHON"):
-        return None
-    try:
-        from .. import _native as module  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    return module
-
-
-native = _native()
-"""the compiled module, or None where it is not built (or ``ACKSTORE_PURE_PYTHON`` is set)"""
 _impl = native or pure_codecs
 IMPLEMENTATION = "native" if native is not None else "python"
 gaps_to_roaring = _impl.gaps_to_roaring

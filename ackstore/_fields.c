@@ -1,0 +1,141 @@
+/* ackstore._native.fields_type: the compiled twin of ackstore/fields.py's field types.
+ *
+ * A flush reads a few fields of every dirty cursor's parts (its pages, ack state, marker
+ * chain, planner, ledgers) and of the plans it makes. ackstore/fields.py declares those
+ * fields, once, per part; this module makes each declaration a type of its own whose
+ * instances hold the fields in their own struct (an array of object pointers, in the
+ * declared order), with a member descriptor per field so that Python reads and writes
+ * them as attributes. The cursor's classes derive from these types. Compiled code (the
+ * lane, _lane.c) reads a field of an object of such a type at the place this type put it,
+ * looked up by name through fields_offset; anything else it reads through the attribute
+ * protocol. Nothing here knows the classes that derive from the types.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <string.h>
+
+#ifndef Py_T_OBJECT_EX
+#define Py_T_OBJECT_EX T_OBJECT_EX
+#endif
+
+#define MAX_TYPES 16
+
+typedef struct {
+    PyTypeObject *type;
+    PyObject *names; /* the tuple of field names, in struct order */
+    Py_ssize_t n;
+} Declared;
+
+static Declared declared[MAX_TYPES];
+static int ndeclared;
+
+static PyObject **fields_of(PyObject *self) { return (PyObject **)((char *)self + sizeof(PyObject)); }
+
+/* how many fields the field type `tp` is or derives from holds (0: none) */
+static Py_ssize_t fields_count(PyTypeObject *tp) {
+    for (; tp != NULL; tp = tp->tp_base)
+        for (int i = 0; i < ndeclared; i++)
+            if (declared[i].type == tp) return declared[i].n;
+    return 0;
+}
+
+static int fields_traverse(PyObject *self, visitproc visit, void *arg) {
+    PyObject **f = fields_of(self);
+    for (Py_ssize_t i = 0, n = fields_count(Py_TYPE(self)); i < n; i++) Py_VISIT(f[i]);
+    Py_VISIT(Py_TYPE(self)); /* a heap type's instances keep it alive */
+    return 0;
+}
+
+static int fields_clear(PyObject *self) {
+    PyObject **f = fields_of(self);
+    for (Py_ssize_t i = 0, n = fields_count(Py_TYPE(self)); i < n; i++) Py_CLEAR(f[i]);
+    return 0;
+}
+
+static void fields_dealloc(PyObject *self) {
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    fields_clear(self);
+    tp->tp_free(self);
+    Py_DECREF(tp);
+}
+
+/* fields_type(qualified_name, names, doc) -> a new type holding `names` */
+PyObject *fields_type(PyObject *self, PyObject *args) {
+    const char *qualified, *doc;
+    PyObject *names;
+    if (!PyArg_ParseTuple(args, "sO!s", &qualified, &PyTuple_Type, &names, &doc)) return NULL;
+    if (ndeclared == MAX_TYPES) {
+        PyErr_Format(PyExc_RuntimeError, "fields_type makes at most %d types", MAX_TYPES);
+        return NULL;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(names);
+    /* the names, the members and the type's strings live as long as the process (a type
+     * may point into them) */
+    PyMemberDef *members = PyMem_Calloc((size_t)n + 1, sizeof(PyMemberDef));
+    char *name_copy = PyMem_Malloc(strlen(qualified) + 1), *doc_copy = PyMem_Malloc(strlen(doc) + 1);
+    if (members == NULL || name_copy == NULL || doc_copy == NULL) {
+        PyMem_Free(members);
+        PyMem_Free(name_copy);
+        PyMem_Free(doc_copy);
+        return PyErr_NoMemory();
+    }
+    strcpy(name_copy, qualified);
+    strcpy(doc_copy, doc);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *name = PyTuple_GET_ITEM(names, i);
+        const char *utf8 = PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
+        if (utf8 == NULL) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "fields_type's names are strings");
+            PyMem_Free(members);
+            PyMem_Free(name_copy);
+            PyMem_Free(doc_copy);
+            return NULL;
+        }
+        members[i].name = utf8; /* the tuple is kept below, so its strings are */
+        members[i].type = Py_T_OBJECT_EX;
+        members[i].offset = (Py_ssize_t)(sizeof(PyObject) + (size_t)i * sizeof(PyObject *));
+    }
+    PyType_Slot slots[] = {
+        {Py_tp_members, members}, {Py_tp_traverse, fields_traverse}, {Py_tp_clear, fields_clear},
+        {Py_tp_dealloc, fields_dealloc}, {Py_tp_doc, doc_copy}, {0, NULL},
+    };
+    PyType_Spec spec = {
+        name_copy, (int)(sizeof(PyObject) + (size_t)n * sizeof(PyObject *)), 0,
+        Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC, slots,
+    };
+    PyObject *type = PyType_FromSpec(&spec);
+    if (type == NULL) {
+        PyMem_Free(members);
+        PyMem_Free(name_copy);
+        PyMem_Free(doc_copy);
+        return NULL;
+    }
+    declared[ndeclared].type = (PyTypeObject *)Py_NewRef(type);
+    declared[ndeclared].names = Py_NewRef(names);
+    declared[ndeclared].n = n;
+    ndeclared++;
+    return type;
+}
+
+/* Where the field `field` of the field type named `type_name` (its unqualified name) is:
+ * its offset in an instance, and the type in *type_out (a borrowed reference). -1 with
+ * LookupError when no such type or field was declared. */
+Py_ssize_t fields_offset(const char *type_name, const char *field, PyTypeObject **type_out) {
+    for (int i = 0; i < ndeclared; i++) {
+        const char *name = declared[i].type->tp_name, *dot = strrchr(name, '.');
+        if (strcmp(dot != NULL ? dot + 1 : name, type_name) != 0) continue;
+        for (Py_ssize_t j = 0; j < declared[i].n; j++) {
+            const char *utf8 = PyUnicode_AsUTF8(PyTuple_GET_ITEM(declared[i].names, j));
+            if (utf8 != NULL && strcmp(utf8, field) == 0) {
+                *type_out = declared[i].type;
+                return (Py_ssize_t)(sizeof(PyObject) + (size_t)j * sizeof(PyObject *));
+            }
+        }
+        PyErr_Format(PyExc_LookupError, "the field type %s declares no field %s", type_name, field);
+        return -1;
+    }
+    PyErr_Format(PyExc_LookupError, "no field type %s was made (ackstore.fields declares them)", type_name);
+    return -1;
+}

@@ -1,0 +1,190 @@
+"""The fields a flush reads of a cursor's parts and of its plans, declared once.
+
+Engine internals. A group flush visits every dirty cursor and reads a few fields of its
+planner, pages, ack state, marker chain and ledgers; the marker lane (``cursor/lane.py``)
+and its compiled twin take a plan from them. Each part's flush-facing fields are declared
+here, once, as a *field type*; the part's class derives from it and adds the fields only
+Python reads as ``__slots__`` of its own. Renaming a field is an edit here and at the
+places that use it (the compiled lane looks each one up by name when it is set up, and
+fails then, naming it, if one is missing).
+
+Where ``ackstore._native`` was built, the field types are made by it
+(``_native.fields_type``): types of its own whose instances hold the fields in their own
+struct, which the compiled lane reads directly; elsewhere (or with
+``ACKSTORE_PURE_PYTHON`` set) they are plain classes with the same ``__slots__``. Either
+way Python reads and writes the fields as attributes, at the cost of a slot.
+
+This module is also where the choice of implementation is made, once, for the whole
+package: :data:`native` is the compiled module or None.
+"""
+
+from __future__ import annotations
+
+import os
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+__all__ = [
+    "FIELDS",
+    "ChainFields",
+    "LedgerFields",
+    "PagesFields",
+    "PlanFields",
+    "PlannerFields",
+    "StateFields",
+    "field_names",
+    "native",
+]
+
+
+def _native() -> ModuleType | None:
+    if os.environ.get("ACKSTORE_PURE_PYTHON"):
+        return None
+    try:
+        from . import _native as module  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return module
+
+
+native = _native()
+"""the compiled module, or None where it is not built (or ``ACKSTORE_PURE_PYTHON`` is set)"""
+
+if TYPE_CHECKING:
+    from collections.abc import Collection, Set
+
+    from pyroaring import BitMap
+
+    from .config import CursorConfig
+    from .cursor.pages import Pages
+    from .cursor.plan import MarkerChain
+    from .cursor.state import AckState
+    from .ledger_acks import LedgerAcks
+    from .position import Position
+    from .storage.records import IndexEntry
+
+
+class _Planner:
+    """A planner's parts: the cursor's id, ack state, pages, marker chain and config."""
+
+    cursor_id: int
+    state: AckState
+    pages: Pages
+    chain: MarkerChain
+    config: CursorConfig
+
+
+class _Pages:
+    """The ledgers a cursor holds, its marker index and what changed since its last marker."""
+
+    dirty: set[int]
+    unmarked: Set[int]
+    vanished: Set[int]
+    loaded: dict[int, LedgerAcks]
+    index: dict[int, IndexEntry]
+    pinned: Set[int]
+
+
+class _State:
+    """A cursor's mark-delete position, range count, properties and whether they changed."""
+
+    md: Position
+    range_count: int
+    meta_dirty: bool
+    properties: dict[str, int | str]
+
+
+class _Chain:
+    """Where a cursor's log stands: sequences, the newest marker, its chain, flush counters."""
+
+    next_seq: int
+    marker_seq: int
+    full_seq: int
+    full_live: Collection[int]
+    deltas: int
+    chain_bytes: int
+    full_bytes: int
+    force_full: bool
+    truncated: bool
+    untrimmed: int
+    over_cap: bool
+    persisted_ranges: int
+    flushes: int
+    last_flush_bytes: int
+    total_flush_bytes: int
+
+
+class _Ledger:
+    """A ledger's acks, their run count, and the acks and counts set since its record."""
+
+    bitmap: BitMap
+    runs: int
+    added: BitMap | None
+    counts: dict[int, int]
+    counts_added: dict[int, int]
+
+
+class _Plan:
+    """A marker plan: the marker it writes, what it took, what it trims."""
+
+    cursor_id: int
+    changes: dict[int, IndexEntry | None]
+    full: bool
+    marker_seq: int
+    pinned: set[int]
+    meta_dirty: bool
+    persisted_ranges: int
+    puts: list[tuple[bytes, bytes]]
+    marker_bytes: int
+    nbytes: int
+    gc_below: int
+    gc_live: Collection[int]
+    full_live: tuple[int, ...]
+
+
+_DECLARED = {
+    "PlannerFields": _Planner,
+    "PagesFields": _Pages,
+    "StateFields": _State,
+    "ChainFields": _Chain,
+    "LedgerFields": _Ledger,
+    "PlanFields": _Plan,
+}
+FIELDS: dict[str, tuple[str, ...]] = {name: tuple(decl.__annotations__) for name, decl in _DECLARED.items()}
+"""each field type's name and fields (what its instances hold, in this order): the
+annotations of its declaration above"""
+
+
+def _make(name: str) -> type:
+    decl = _DECLARED[name]
+    doc = f"Field type (engine internals): {decl.__doc__}"
+    if native is not None:
+        made: type = native.fields_type(f"{__name__}.{name}", FIELDS[name], doc)
+        return made
+    return type(name, (), {"__slots__": FIELDS[name], "__module__": __name__, "__doc__": doc})
+
+
+if TYPE_CHECKING:  # what the type checker sees: the declarations
+    PlannerFields = _Planner
+    PagesFields = _Pages
+    StateFields = _State
+    ChainFields = _Chain
+    LedgerFields = _Ledger
+    PlanFields = _Plan
+else:
+    PlannerFields = _make("PlannerFields")
+    PagesFields = _make("PagesFields")
+    StateFields = _make("StateFields")
+    ChainFields = _make("ChainFields")
+    LedgerFields = _make("LedgerFields")
+    PlanFields = _make("PlanFields")
+
+
+def field_names(cls: type) -> tuple[str, ...]:
+    """Every field an instance of ``cls`` holds: its field type's and its classes' slots
+    (less ``__weakref__``), base first."""
+    names: list[str] = []
+    for klass in reversed(cls.__mro__):
+        names += FIELDS.get(klass.__name__, ()) if klass.__module__ == __name__ else ()
+        names += [s for s in klass.__dict__.get("__slots__", ()) if s not in ("__weakref__", "__dict__")]
+    return tuple(dict.fromkeys(names))

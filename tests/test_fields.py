@@ -1,0 +1,118 @@
+"""The field types (``ackstore.fields``): what a flush reads of a cursor's parts, declared
+once, held by the compiled module's own types where it was built (else by slotted classes),
+read and written from Python as attributes either way."""
+
+from __future__ import annotations
+
+import gc
+import sys
+import weakref
+
+import pytest
+from pyroaring import FrozenBitMap
+
+from ackstore import fields
+from ackstore.cursor.lane import MarkerPlan
+from ackstore.cursor.pages import Pages
+from ackstore.cursor.plan import MarkerChain, Planner
+from ackstore.cursor.state import AckState
+from ackstore.ledger_acks import LedgerAcks
+from ackstore.storage import codecs
+from ackstore.storage.records import IndexEntry
+
+PARTS = {
+    "PlannerFields": Planner,
+    "PagesFields": Pages,
+    "StateFields": AckState,
+    "ChainFields": MarkerChain,
+    "LedgerFields": LedgerAcks,
+    "PlanFields": MarkerPlan,
+}
+
+
+def test_every_part_derives_from_its_field_type_and_holds_its_fields() -> None:
+    for name, cls in PARTS.items():
+        base = getattr(fields, name)
+        assert issubclass(cls, base), (cls, base)
+        assert fields.field_names(cls)[: len(fields.FIELDS[name])] == fields.FIELDS[name]
+        # no part declares a field of its field type again as a slot of its own
+        own = {s for klass in cls.__mro__ if klass is not base for s in klass.__dict__.get("__slots__", ())}
+        assert not own & set(fields.FIELDS[name]), (cls, own & set(fields.FIELDS[name]))
+
+
+def test_the_field_names_are_the_declarations_annotations() -> None:
+    assert fields.FIELDS["LedgerFields"] == ("bitmap", "runs", "added", "counts", "counts_added")
+    assert len(fields.FIELDS["ChainFields"]) == 15
+    assert fields.field_names(LedgerAcks) == ("bitmap", "runs", "added", "counts", "counts_added", "batches", "size")
+
+
+class _Derived(fields.ChainFields):  # type: ignore[misc,valid-type]
+    __slots__ = ("extra", "__weakref__")
+
+
+def test_a_field_is_an_attribute_unset_until_set() -> None:
+    obj = _Derived()
+    with pytest.raises(AttributeError):
+        obj.next_seq  # noqa: B018
+    obj.next_seq = 7
+    obj.extra = "x"
+    assert (obj.next_seq, obj.extra) == (7, "x")
+    del obj.next_seq
+    with pytest.raises(AttributeError):
+        obj.next_seq  # noqa: B018
+    with pytest.raises(AttributeError):
+        obj.not_a_field = 1  # type: ignore[attr-defined]
+
+
+def test_a_field_holds_a_reference_and_lets_it_go() -> None:
+    value = object()
+    before = sys.getrefcount(value)
+    obj = _Derived()
+    for name in fields.FIELDS["ChainFields"]:
+        setattr(obj, name, value)
+    assert sys.getrefcount(value) == before + 15
+    del obj
+    assert sys.getrefcount(value) == before
+
+
+def test_a_cycle_through_fields_is_collected() -> None:
+    a, b = _Derived(), _Derived()
+    a.full_live, b.full_live = b, a
+    gone = weakref.ref(a)
+    del a, b
+    gc.collect()
+    assert gone() is None
+
+
+@pytest.mark.skipif(codecs.native is None, reason="the compiled module is not built")
+def test_the_compiled_field_types_are_the_modules_own() -> None:
+    native = codecs.native
+    assert native is not None
+    for name in fields.FIELDS:
+        made = getattr(fields, name)
+        assert made.__module__ == "ackstore.fields" and made.__name__ == name
+        assert "__slots__" not in made.__dict__  # a type of the compiled module, not a class
+    with pytest.raises(TypeError, match="names are strings"):
+        native.fields_type("ackstore.fields.Bad", (1,), "")
+
+
+@pytest.mark.skipif(codecs.native is None, reason="the compiled module is not built")
+def test_the_lane_refuses_a_plan_class_without_the_plan_fields() -> None:
+    from msgpack import packb
+
+    from ackstore.cursor import lane
+    from ackstore.storage.records import FORMAT_VERSION, log_key
+
+    native = codecs.native
+    assert native is not None
+
+    class NotAPlan:
+        keep_dirty = frozenset()
+        truncated = False
+
+    with pytest.raises(TypeError, match="derives from PlanFields"):
+        native.lane_setup(
+            NotAPlan, IndexEntry, FrozenBitMap, packb, log_key, FORMAT_VERSION, lane._commit_marker, 64, 0.125, 64, 4
+        )
+    lane.set_delta_bounds(lane.DELTA_MAX_ACKS, lane.DELTA_MAX_SHARE)  # set up again as it was
+    assert lane.take_marker is native.take_marker
