@@ -26,6 +26,7 @@
 
 /* in _native.c and _fields.c */
 PyObject *fixed_marker(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *state_marker(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 Py_ssize_t fields_offset(const char *type_name, const char *field, PyTypeObject **type_out);
 
 /* the field types of ackstore/fields.py the lane reads (C_CONFIG: none, a CursorConfig's
@@ -37,12 +38,12 @@ static const char *owner_names[C_COUNT] = {"PlannerFields", "PagesFields", "Stat
 /* the attributes, each with the class that holds it */
 enum {
     A_PAGES, A_STATE, A_CHAIN, A_CONFIG, A_CURSOR_ID,
-    A_DIRTY, A_UNMARKED, A_VANISHED, A_LOADED, A_INDEX, A_PINNED,
+    A_DIRTY, A_UNMARKED, A_VANISHED, A_LOADED, A_SWAPPED, A_INDEX, A_PINNED,
     A_META_DIRTY, A_RANGE_COUNT, A_MD, A_PROPERTIES,
     A_OVER_CAP, A_FORCE_FULL, A_TRUNCATED, A_MARKER_SEQ, A_DELTAS, A_CHAIN_BYTES, A_FULL_BYTES,
     A_NEXT_SEQ, A_UNTRIMMED, A_FULL_SEQ, A_FULL_LIVE, A_PERSISTED, A_FLUSHES, A_LAST_BYTES, A_TOTAL_BYTES,
     A_MAX_UNACKED, A_FULL_EVERY,
-    A_ADDED, A_COUNTS_ADDED, A_COUNTS, A_RUNS, A_BITMAP,
+    A_ADDED, A_COUNTS_ADDED, A_COUNTS, A_RUNS, A_BITMAP, A_BATCHES,
     P_CURSOR_ID, P_CHANGES, P_FULL, P_MARKER_SEQ, P_PINNED, P_META_DIRTY, P_PERSISTED, P_PUTS, P_MARKER_BYTES,
     P_NBYTES, P_GC_BELOW, P_GC_LIVE, P_FULL_LIVE, P_TRUNCATED, P_KEEP_DIRTY, P_RECORDS,
     A_COUNT
@@ -61,7 +62,7 @@ static Attr attrs[A_COUNT] = {
     [A_PAGES] = {C_PLANNER, "pages"}, [A_STATE] = {C_PLANNER, "state"}, [A_CHAIN] = {C_PLANNER, "chain"},
     [A_CONFIG] = {C_PLANNER, "config"}, [A_CURSOR_ID] = {C_PLANNER, "cursor_id"},
     [A_DIRTY] = {C_PAGES, "dirty"}, [A_UNMARKED] = {C_PAGES, "unmarked"}, [A_VANISHED] = {C_PAGES, "vanished"},
-    [A_LOADED] = {C_PAGES, "loaded"}, [A_INDEX] = {C_PAGES, "index"}, [A_PINNED] = {C_PAGES, "pinned"},
+    [A_LOADED] = {C_PAGES, "loaded"}, [A_SWAPPED] = {C_PAGES, "swapped"}, [A_INDEX] = {C_PAGES, "index"}, [A_PINNED] = {C_PAGES, "pinned"},
     [A_META_DIRTY] = {C_STATE, "meta_dirty"}, [A_RANGE_COUNT] = {C_STATE, "range_count"}, [A_MD] = {C_STATE, "md"},
     [A_PROPERTIES] = {C_STATE, "properties"},
     [A_OVER_CAP] = {C_CHAIN, "over_cap"}, [A_FORCE_FULL] = {C_CHAIN, "force_full"},
@@ -74,7 +75,7 @@ static Attr attrs[A_COUNT] = {
     [A_TOTAL_BYTES] = {C_CHAIN, "total_flush_bytes"},
     [A_MAX_UNACKED] = {C_CONFIG, "max_unacked_ranges_to_persist"}, [A_FULL_EVERY] = {C_CONFIG, "full_marker_every"},
     [A_ADDED] = {C_LEDGER, "added"}, [A_COUNTS_ADDED] = {C_LEDGER, "counts_added"}, [A_RUNS] = {C_LEDGER, "runs"},
-    [A_BITMAP] = {C_LEDGER, "bitmap"}, [A_COUNTS] = {C_LEDGER, "counts"},
+    [A_BITMAP] = {C_LEDGER, "bitmap"}, [A_COUNTS] = {C_LEDGER, "counts"}, [A_BATCHES] = {C_LEDGER, "batches"},
     [P_CURSOR_ID] = {C_PLAN, "cursor_id"}, [P_CHANGES] = {C_PLAN, "changes"}, [P_FULL] = {C_PLAN, "full"},
     [P_MARKER_SEQ] = {C_PLAN, "marker_seq"}, [P_PINNED] = {C_PLAN, "pinned"}, [P_META_DIRTY] = {C_PLAN, "meta_dirty"},
     [P_PERSISTED] = {C_PLAN, "persisted_ranges"}, [P_PUTS] = {C_PLAN, "puts"},
@@ -94,7 +95,7 @@ static PyObject *name_str[N_COUNT];
 static PyObject *plan_type, *entry_type, *frozen_type, *packb, *log_key_fn, *version, *empty_set, *empty_tuple,
     *fallback_commit, *no_optimize, /* ("optimize",): FrozenBitMap(added, optimize=False) */
     *plan_keep_dirty, *plan_truncated; /* MarkerPlan's class constants (its instances have no others) */
-static long long max_acks, small_chain, garbage_factor;
+static long long max_acks, small_chain, garbage_factor, state_max_runs, state_max_extras, state_max_bytes;
 static double max_share;
 
 /* obj.<a> (a new reference), or NULL with AttributeError */
@@ -173,15 +174,16 @@ static int ready(const char *function, const char *usage, Py_ssize_t nargs, Py_s
 }
 
 /* lane_setup(MarkerPlan, IndexEntry, FrozenBitMap, packb, log_key, format_version, commit,
- *            DELTA_MAX_ACKS, DELTA_MAX_SHARE, SMALL_CHAIN, GARBAGE_FACTOR) -> None
+ *            DELTA_MAX_ACKS, DELTA_MAX_SHARE, SMALL_CHAIN, GARBAGE_FACTOR,
+ *            STATE_MAX_RUNS, STATE_MAX_EXTRAS, STATE_MAX_BYTES) -> None
  * commit: lane.commit_marker's pure-Python twin (what commit_marker hands an unusual plan).
  * LookupError when a field the lane reads is not one of its field type's. */
 PyObject *lane_setup(PyObject *self, PyObject *args) {
     PyObject *plan_cls, *e, *f, *k, *l, *v, *c;
-    long long acks, chain, garbage;
+    long long acks, chain, garbage, runs, extras, bytes;
     double share;
-    if (!PyArg_ParseTuple(args, "O!OOOOOOLdLL", &PyType_Type, &plan_cls, &e, &f, &k, &l, &v, &c, &acks, &share,
-                          &chain, &garbage))
+    if (!PyArg_ParseTuple(args, "O!OOOOOOLdLLLLL", &PyType_Type, &plan_cls, &e, &f, &k, &l, &v, &c, &acks, &share,
+                          &chain, &garbage, &runs, &extras, &bytes))
         return NULL;
     if (!PyType_Check(e) || !PyType_IsSubtype((PyTypeObject *)e, &PyTuple_Type)) {
         PyErr_SetString(PyExc_TypeError, "lane_setup needs a tuple type for index entries");
@@ -227,6 +229,9 @@ PyObject *lane_setup(PyObject *self, PyObject *args) {
     max_share = share;
     small_chain = chain;
     garbage_factor = garbage;
+    state_max_runs = runs;
+    state_max_extras = extras;
+    state_max_bytes = bytes;
     Py_RETURN_NONE;
 }
 
@@ -436,6 +441,173 @@ static PyObject *full_live(PyObject *whole, PyObject *seq) {
 #define FAIL(x) do { x; goto done; } while (0)
 #define OTHER_IF(cond) do { if (cond) { result = Py_NewRef(Py_False); goto done; } } while (0)
 
+/* What every plan the lane takes does last, having changed nothing before (lane._took):
+ * the cursor's next sequence is past the plan's marker `seq`, its dirty set is empty (the
+ * plan holds a copy, `taken`, pinned until it ends: not evictable) and so is its set of
+ * dropped ledgers when `dropped` (a state plan names them), and the positions and
+ * properties are no longer changed. -1 with an exception. */
+static int took(PyObject *pages, PyObject *state, PyObject *chain, PyObject *seq, PyObject *dirty, PyObject *taken,
+                int dropped) {
+    PyObject *next = plus_one(seq);
+    int rc = next == NULL || set(chain, A_NEXT_SEQ, next) < 0 || PySet_Clear(dirty) < 0 ||
+                     (dropped && set(pages, A_VANISHED, empty_set) < 0) || set(pages, A_PINNED, taken) < 0 ||
+                     set(state, A_META_DIRTY, Py_False) < 0
+                 ? -1
+                 : 0;
+    Py_XDECREF(next);
+    return rc;
+}
+
+/* lane.small(pages, state): 1, 0, or -1 with an exception */
+static int small(PyObject *pages, PyObject *state) {
+    int t = truth(pages, A_SWAPPED);
+    if (t != 0) return t < 0 ? -1 : 0;
+    long long count = integer(state, A_RANGE_COUNT);
+    if (FAILED(count)) return -1;
+    if (count > state_max_runs) return 0;
+    PyObject *loaded = get(pages, A_LOADED), *ledger, *la;
+    if (loaded == NULL) return -1;
+    if (!PyDict_Check(loaded)) {
+        Py_DECREF(loaded);
+        PyErr_SetString(PyExc_TypeError, "pages are not dicts");
+        return -1;
+    }
+    Py_ssize_t pos = 0, extras = 0;
+    int rc = 1;
+    while (rc == 1 && PyDict_Next(loaded, &pos, &ledger, &la)) {
+        PyObject *batches = get(la, A_BATCHES), *counts = batches == NULL ? NULL : get(la, A_COUNTS);
+        Py_ssize_t nb = batches == NULL ? -1 : PyObject_Size(batches), nc = counts == NULL ? -1 : PyObject_Size(counts);
+        Py_XDECREF(batches);
+        Py_XDECREF(counts);
+        if (nb < 0 || nc < 0) rc = -1;
+        else extras += nb + nc;
+    }
+    Py_DECREF(loaded);
+    return rc < 0 ? -1 : extras <= state_max_extras;
+}
+
+/* lane._take_state(planner), `some`: whether the dirty set holds a ledger (the caller read
+ * them): the state marker plan, None, or False (OTHER: the state is outside the layout or
+ * over STATE_MAX_BYTES); NULL with an exception. Changes nothing until the plan is made. */
+static PyObject *take_state(PyObject *planner, PyObject *pages, PyObject *state, PyObject *chain, PyObject *dirty,
+                            int some) {
+    PyObject *result = NULL, *vanished = NULL, *index = NULL, *loaded = NULL, *dropped = NULL, *meta = NULL,
+             *md = NULL, *props = NULL, *props_bytes = NULL, *cid = NULL, *keys = NULL, *items = NULL,
+             *value = NULL, *seq = NULL, *changes = NULL, *taken = NULL, *ranges = NULL, *key = NULL, *plan = NULL,
+             *live = NULL, *below = NULL, *keep = NULL, *ledger, *la;
+    Py_ssize_t pos;
+    int t, any_vanished, meta_dirty;
+    if ((vanished = get(pages, A_VANISHED)) == NULL || (index = get(pages, A_INDEX)) == NULL ||
+        (loaded = get(pages, A_LOADED)) == NULL || (dropped = PyList_New(0)) == NULL)
+        goto done;
+    if (!PyDict_Check(loaded) || !PyDict_Check(index)) FAIL(PyErr_SetString(PyExc_TypeError, "pages are not dicts"));
+    if ((any_vanished = PyObject_IsTrue(vanished)) < 0) goto done;
+    if (any_vanished) { /* the dropped ledgers a marker named */
+        PyObject *it = PyObject_GetIter(vanished), *l;
+        if (it == NULL) goto done;
+        while ((l = PyIter_Next(it)) != NULL) {
+            int has = PyDict_Contains(index, l);
+            t = has < 0 || (has && PyList_Append(dropped, l) < 0);
+            Py_DECREF(l);
+            if (t) break;
+        }
+        Py_DECREF(it);
+        if (PyErr_Occurred()) goto done;
+    }
+    if ((meta = get(state, A_META_DIRTY)) == NULL || (meta_dirty = PyObject_IsTrue(meta)) < 0) goto done;
+    if (!some && PyList_GET_SIZE(dropped) == 0 && !meta_dirty) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    /* the state marker: the ledgers in order, each (ledger, bitmap, batches, counts) */
+    if ((md = get(state, A_MD)) == NULL || (props = get(state, A_PROPERTIES)) == NULL ||
+        (cid = get(planner, A_CURSOR_ID)) == NULL)
+        goto done;
+    if (!PyTuple_Check(md) || PyTuple_GET_SIZE(md) != 2)
+        FAIL(PyErr_SetString(PyExc_TypeError, "the mark-delete position is not a (ledger, entry) tuple"));
+    if ((keys = PyDict_Keys(loaded)) == NULL || PyList_Sort(keys) < 0 ||
+        (items = PyList_New(PyList_GET_SIZE(keys))) == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(keys); i++) {
+        ledger = PyList_GET_ITEM(keys, i);
+        if ((la = PyDict_GetItemWithError(loaded, ledger)) == NULL) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "a loaded ledger left the pages");
+            goto done;
+        }
+        PyObject *bitmap = get(la, A_BITMAP), *batches = NULL, *counts = NULL, *item = NULL;
+        if (bitmap != NULL && (batches = get(la, A_BATCHES)) != NULL && (counts = get(la, A_COUNTS)) != NULL)
+            item = PyTuple_Pack(4, ledger, bitmap, batches, counts);
+        Py_XDECREF(bitmap);
+        Py_XDECREF(batches);
+        Py_XDECREF(counts);
+        if (item == NULL) goto done;
+        PyList_SET_ITEM(items, i, item);
+    }
+    if ((t = PyObject_IsTrue(props)) < 0) goto done;
+    props_bytes = t ? PyObject_CallOneArg(packb, props) : PyBytes_FromStringAndSize(NULL, 0);
+    if (props_bytes != NULL) {
+        PyObject *args[6] = {version, cid, PyTuple_GET_ITEM(md, 0), PyTuple_GET_ITEM(md, 1), items, props_bytes};
+        value = state_marker(NULL, args, 6);
+    }
+    if (value == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_ValueError) && !PyErr_ExceptionMatches(PyExc_OverflowError)) goto done;
+        PyErr_Clear(); /* a field outside the layout: the marker layout takes it */
+        result = Py_NewRef(Py_False);
+        goto done;
+    }
+    if (PyBytes_GET_SIZE(value) > state_max_bytes) {
+        result = Py_NewRef(Py_False);
+        goto done;
+    }
+    /* the plan: every ledger's record is this marker; the dropped ones leave the index */
+    if ((seq = get(chain, A_NEXT_SEQ)) == NULL || (changes = PyDict_New()) == NULL) goto done;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(dropped); i++)
+        if (PyDict_SetItem(changes, PyList_GET_ITEM(dropped, i), Py_None) < 0) goto done;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items); i++) { /* in order, as the marker holds them */
+        PyObject *item = PyList_GET_ITEM(items, i);
+        ledger = PyTuple_GET_ITEM(item, 0);
+        if ((la = PyDict_GetItemWithError(loaded, ledger)) == NULL) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "a loaded ledger left the pages");
+            goto done;
+        }
+        PyObject *runs = get(la, A_RUNS), *entry = runs == NULL ? NULL : index_entry(seq, runs, Py_None, Py_None);
+        t = entry == NULL ? -1 : PyDict_SetItem(changes, ledger, entry);
+        Py_XDECREF(runs);
+        Py_XDECREF(entry);
+        if (t < 0) goto done;
+    }
+    if ((taken = PySet_New(dirty)) == NULL || (ranges = get(state, A_RANGE_COUNT)) == NULL ||
+        (key = log_key(cid, seq)) == NULL ||
+        (plan = marker_plan(cid, changes, 1, seq, taken, meta, ranges, key, value)) == NULL)
+        goto done;
+    if ((live = PyTuple_Pack(1, seq)) == NULL || set(plan, P_FULL_LIVE, live) < 0 ||
+        (below = get(chain, A_FULL_SEQ)) == NULL || set(plan, P_GC_BELOW, below) < 0 ||
+        (keep = get(chain, A_FULL_LIVE)) == NULL || set(plan, P_GC_LIVE, keep) < 0)
+        goto done;
+    /* nothing above changed the cursor; now the plan takes what it carries */
+    pos = 0;
+    while (PyDict_Next(loaded, &pos, &ledger, &la)) {
+        PyObject *counts_added;
+        if (set(la, A_ADDED, Py_None) < 0 || (counts_added = get(la, A_COUNTS_ADDED)) == NULL) goto done;
+        t = PyObject_IsTrue(counts_added);
+        Py_DECREF(counts_added);
+        if (t > 0) {
+            PyObject *fresh = PyDict_New();
+            t = fresh == NULL ? -1 : set(la, A_COUNTS_ADDED, fresh);
+            Py_XDECREF(fresh);
+        }
+        if (t < 0) goto done;
+    }
+    if (took(pages, state, chain, seq, dirty, taken, any_vanished) < 0) goto done;
+    result = Py_NewRef(plan);
+done:
+    Py_XDECREF(vanished); Py_XDECREF(index); Py_XDECREF(loaded); Py_XDECREF(dropped); Py_XDECREF(meta);
+    Py_XDECREF(md); Py_XDECREF(props); Py_XDECREF(props_bytes); Py_XDECREF(cid); Py_XDECREF(keys);
+    Py_XDECREF(items); Py_XDECREF(value); Py_XDECREF(seq); Py_XDECREF(changes); Py_XDECREF(taken);
+    Py_XDECREF(ranges); Py_XDECREF(key); Py_XDECREF(plan); Py_XDECREF(live); Py_XDECREF(below); Py_XDECREF(keep);
+    return result;
+}
+
 /* take_marker(planner) -> MarkerPlan | None | False: lane._take_marker */
 PyObject *take_marker(PyObject *self, PyObject *planner) {
     if (ready("take_marker", "take_marker(planner)", 1, 1) < 0) return NULL;
@@ -457,7 +629,7 @@ PyObject *take_marker(PyObject *self, PyObject *planner) {
         if ((t = truth(state, A_META_DIRTY)) < 0) goto done;
         if (!t) { result = Py_NewRef(Py_None); goto done; }
     }
-    OTHER_IF(unmarked || vanished);
+    OTHER_IF(unmarked);
     if ((t = truth(chain, A_OVER_CAP)) < 0) goto done;
     OTHER_IF(t);
     if ((config = get(planner, A_CONFIG)) == NULL) goto done;
@@ -468,6 +640,14 @@ PyObject *take_marker(PyObject *self, PyObject *planner) {
         if (FAILED(count)) goto done;
         OTHER_IF(count > limit);
     }
+    if ((t = small(pages, state)) < 0) goto done;
+    if (t) { /* the state layout */
+        PyObject *taken = take_state(planner, pages, state, chain, dirty, some);
+        if (taken == NULL) goto done;
+        if (taken != Py_False) { result = taken; goto done; }
+        Py_DECREF(taken);
+    }
+    OTHER_IF(vanished);
     if (FAILED(every = integer(config, A_FULL_EVERY))) goto done;
     int due = full_due(chain, every);
     if (due < 0) goto done;
@@ -628,9 +808,7 @@ PyObject *take_marker(PyObject *self, PyObject *planner) {
     /* nothing above changed the cursor; now the plan takes what it carries */
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(counted); i++)
         if (prune_counts(PyList_GET_ITEM(counted, i)) < 0) goto done;
-    if ((next = plus_one(seq)) == NULL || set(chain, A_NEXT_SEQ, next) < 0 || PySet_Clear(dirty) < 0 ||
-        set(pages, A_PINNED, taken) < 0 || set(state, A_META_DIRTY, Py_False) < 0)
-        goto done;
+    if (took(pages, state, chain, seq, dirty, taken, 0) < 0) goto done;
     result = Py_NewRef(plan);
 done:
     Py_XDECREF(pages); Py_XDECREF(state); Py_XDECREF(chain); Py_XDECREF(dirty); Py_XDECREF(config);

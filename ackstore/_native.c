@@ -1178,7 +1178,7 @@ static Py_ssize_t bitmap_runs(PyObject *bitmap, uint32_t **firsts, uint32_t **la
     return n;
 }
 
-static PyObject *state_marker(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+PyObject *state_marker(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 6) {
         PyErr_SetString(PyExc_TypeError, "state_marker(version, cursor_id, md_l, md_e, ledgers, properties)");
         return NULL;

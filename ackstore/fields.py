@@ -81,6 +81,7 @@ class _Pages:
     unmarked: Set[int]
     vanished: Set[int]
     loaded: dict[int, LedgerAcks]
+    swapped: set[int]
     index: dict[int, IndexEntry]
     pinned: Set[int]
 
@@ -118,6 +119,7 @@ class _Ledger:
     """A ledger's acks, their run count, and the acks and counts set since its record."""
 
     bitmap: BitMap
+    batches: dict[int, tuple[int, int]]
     runs: int
     added: BitMap | None
     counts: dict[int, int]

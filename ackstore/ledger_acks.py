@@ -86,7 +86,7 @@ class LedgerAcks(LedgerFields):
     ``added`` None (a new base).
     """
 
-    __slots__ = ("batches", "size")  # and LedgerFields'
+    __slots__ = ("size",)  # and LedgerFields'
 
     def __init__(
         self,

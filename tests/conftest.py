@@ -26,7 +26,7 @@ def store_path(tmp_path: Path) -> Iterator[Path]:
 def marker_layout() -> Iterator[None]:
     """Every cursor flushes in the marker layout (a ledger record per changed ledger and a
     marker), never the state layout: for the tests of those records themselves."""
-    from ackstore.cursor.plan import set_state_bound
+    from ackstore.cursor.lane import set_state_bound
 
     before = set_state_bound(-1)
     try:

@@ -14,6 +14,7 @@ from pyroaring import BitMap
 from ackstore import AckStore, CursorConfig, Position
 from ackstore.cursor import Cursor, lane
 from ackstore.cursor.lane import MarkerPlan
+from ackstore.fields import field_names
 
 __all__ = ["lanes_agree", "twin_workload"]
 
@@ -34,7 +35,7 @@ def _value(x: Any) -> Any:
 def _plan(plan: object) -> Any:
     if not isinstance(plan, MarkerPlan):
         return plan
-    return {name: _value(getattr(plan, name)) for name in MarkerPlan.__slots__}
+    return {name: _value(getattr(plan, name)) for name in field_names(MarkerPlan)}
 
 
 def _cursor(cur: Cursor) -> Any:
@@ -91,17 +92,18 @@ def _chains(store: AckStore, names: list[str]) -> list[object]:
     for name in names:
         planner = store.topic(T).cursor(name).planner
         chain = planner.chain
-        fields = {slot: getattr(chain, slot) for slot in type(chain).__slots__ if slot != "recovery"}
+        fields = {slot: getattr(chain, slot) for slot in field_names(type(chain)) if slot != "recovery"}
         index = {ledger: (e.seq, e.runs, sorted(e.adds or ()), e.counts) for ledger, e in planner.pages.index.items()}
         out.append((name, fields, index, sorted(planner.pages.pinned), sorted(planner.pages.dirty)))
     return out
 
 
-def twin_workload(path: Path) -> tuple[list[tuple[bytes, bytes]], list[object]]:
+def twin_workload(path: Path, small: bool = False) -> tuple[list[tuple[bytes, bytes]], list[object]]:
     """One seeded workload in a new store at ``path`` (many cursors, small acks, moves,
     properties, full markers due, trims, a cursor with more acks than a delta carries, the
-    general path and the lane): every record of the log at the end, and after every flush
-    each cursor's chain and index with the flush's figures."""
+    general path and the lane; ``small``: cursors of a few ranges, which write the state
+    layout and cross into the marker layout as their ranges grow): every record of the log
+    at the end, and after every flush each cursor's chain and index with the flush's figures."""
     rng = random.Random(5)
     with AckStore.open(path, sync=False) as store:
         topic = store.topic(T)
@@ -114,14 +116,15 @@ def twin_workload(path: Path) -> tuple[list[tuple[bytes, bytes]], list[object]]:
         cursors = [topic.cursor(name, config) for name in names]
         for i, cur in enumerate(cursors):  # half of them hold one ledger: full markers while small
             for ledger in rng.sample((1, 2, 3, 4), 1 if i % 2 else rng.randint(2, 3)):
-                cur.ack_entries(ledger, range(1, 12_000, rng.choice([2, 3])))
+                cur.ack_entries(ledger, range(1, 40 if small else 12_000, rng.choice([2, 3])))
         store.flush()
         seen: list[object] = []
         for step in range(60):
             for cur in rng.sample(cursors, 5):
                 ledger = rng.choice(sorted(cur._pages.known()) or [1])
                 k = 80 if step % 17 == 0 else rng.randint(1, 3)
-                cur.ack([Position(ledger, 12_000 + rng.randrange(5_000)) for _ in range(k)])
+                span = 150 if small else 5_000
+                cur.ack([Position(ledger, 12_000 + rng.randrange(span)) for _ in range(k)])
                 if rng.random() < 0.05:
                     cur.set_property("step", step)
                 if rng.random() < 0.03:

@@ -61,6 +61,7 @@ def _sealed_and_open(path: Path) -> tuple[AckStore, Topic]:
     return store, topic
 
 
+@pytest.mark.usefixtures("marker_layout")
 def test_the_common_flushes_are_taken_by_the_lane_alike(store_path: Path) -> None:
     """A one-ledger cursor: full markers while they repeat few acks, then deltas, then a new
     base past the delta bound (the general path); an idle cursor; a move of the mark-delete
@@ -84,6 +85,7 @@ def test_the_common_flushes_are_taken_by_the_lane_alike(store_path: Path) -> Non
     _flush_and_reopen(store_path, store, ["c", "idle"])
 
 
+@pytest.mark.usefixtures("marker_layout")
 def test_delivery_counts_ride_in_the_lane(store_path: Path) -> None:
     """A few delivery counts since the base go in the marker like a few acks: the counts
     that still stand (an ack since took some away: they leave ``counts_added`` once the
@@ -136,6 +138,7 @@ def test_delivery_counts_ride_in_the_lane(store_path: Path) -> None:
         assert expected["c"][Position(1, 4004)] == 4
 
 
+@pytest.mark.usefixtures("marker_layout")
 def test_what_the_lane_leaves_to_the_general_path(store_path: Path) -> None:
     """More delivery counts and acks since the base than a delta carries, a dropped ledger,
     a write-back by eviction, a PIP-299 cap exceeded now or at the last flush, too many
@@ -177,6 +180,7 @@ def test_what_the_lane_leaves_to_the_general_path(store_path: Path) -> None:
     _flush_and_reopen(store_path, store, names)
 
 
+@pytest.mark.usefixtures("marker_layout")
 def test_random_cursors_agree_and_recover(store_path: Path) -> None:
     """Many cursors over several ledgers with random acks, moves and properties, full
     markers due every few flushes (some trimming the log): every take agrees, and a reopen
@@ -210,6 +214,7 @@ def test_random_cursors_agree_and_recover(store_path: Path) -> None:
     _flush_and_reopen(store_path, store, [cur.name for cur in cursors])
 
 
+@pytest.mark.usefixtures("marker_layout")
 @pytest.mark.parametrize("bounds", [(6, 1.0), (64, 0.125)])
 def test_the_delta_bounds_reach_both_implementations(store_path: Path, bounds: tuple[int, float]) -> None:
     """``set_delta_bounds`` changes the rule both apply: with 6 acks, the seventh new ack
@@ -233,19 +238,77 @@ def test_the_delta_bounds_reach_both_implementations(store_path: Path, bounds: t
 
 
 @pytest.mark.skipif(len(lane.IMPLEMENTATIONS) < 2, reason="the compiled module is not built")
-def test_both_implementations_write_the_same_logs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("small", [False, True], ids=["marker layout", "state layout"])
+def test_both_implementations_write_the_same_logs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, small: bool) -> None:
     """The same workload (many cursors, small acks, moves, properties, full markers due,
-    trims, a cursor with more acks than a delta carries) run once with the pure-Python lane
-    and once with the compiled one: the same bytes in every log, the same chains after
+    trims, a cursor with more acks than a delta carries; or small cursors that write the
+    state layout and cross into the marker layout and back) run once with the pure-Python
+    lane and once with the compiled one: the same bytes in every log, the same chains after
     every flush."""
     runs = []
     for impl in lane.IMPLEMENTATIONS:
         for name, function in impl._asdict().items():
             monkeypatch.setattr(lane, name, function)
-        runs.append(twin_workload(tmp_path / impl.take_marker.__name__))
+        runs.append(twin_workload(tmp_path / impl.take_marker.__name__, small=small))
     (pure_log, pure_chains), (native_log, native_chains) = runs
     assert pure_chains == native_chains
     assert pure_log == native_log
+
+
+def test_small_cursors_take_the_state_layout_alike(store_path: Path) -> None:
+    """Small cursors (few ranges, a few partial batches and delivery counts, properties)
+    are taken whole as state markers, alike: in-order acks with late ones, the mark-delete
+    position moving past ledgers (dropped from the index), an idle cursor, a cursor that
+    grows past the state bound (the marker layout, then the state layout again once it
+    shrinks), one whose properties make the state too large; every step agreed, and a
+    reopen recovers every cursor."""
+    rng = random.Random(41)
+    store = AckStore.open(store_path, sync=False)
+    topic = store.topic(T)
+    for ledger in range(1, 9):
+        topic.add_ledger(ledger)
+        topic.close_ledger(ledger, 400)
+    topic.add_ledger(9)
+    cursors = [topic.cursor(f"s{i}", ROOMY) for i in range(8)]
+    nxt = dict.fromkeys(range(8), 0)  # each cursor's next entry in order, over ledgers 1..9
+    held: dict[int, list[Position]] = {i: [] for i in range(8)}
+    outcomes: dict[str, int] = {}
+    for step in range(60):
+        for i, cur in enumerate(cursors):
+            if i == 7 and step % 5:
+                continue  # mostly idle
+            positions = [Position(1 + (nxt[i] + k) // 400, (nxt[i] + k) % 400) for k in range(rng.randint(5, 40))]
+            nxt[i] += len(positions)
+            late = [p for p in positions if rng.random() < 0.1]
+            cur.ack([p for p in positions if p not in late])
+            if held[i]:  # the late ones of earlier rounds, a few at a time
+                cur.ack(held[i][:3])
+                del held[i][:3]
+            held[i] += late
+            if rng.random() < 0.1:
+                cur.record_deliveries([rng.choice(late or positions)])
+            if rng.random() < 0.1:
+                p = Position(1 + nxt[i] // 400, nxt[i] % 400)
+                cur.ack_batch_index(p, 8, [rng.randrange(8)])
+            if rng.random() < 0.1:
+                cur.set_property("step", step)
+        if step == 20:  # one cursor's ranges past the bound, then filled again
+            cursors[1].ack([Position(8, e) for e in range(0, 2 * lane.STATE_MAX_RUNS + 8, 2)])
+        if step == 30:
+            cursors[1].ack([Position(8, e) for e in range(1, 2 * lane.STATE_MAX_RUNS + 8, 2)])
+        if step == 40:
+            cursors[2].set_property("big", "x" * lane.STATE_MAX_BYTES)
+        if step == 50:
+            cursors[2].remove_property("big")
+        for cur in cursors:
+            kind = lanes_agree(cur)
+            outcomes[kind] = outcomes.get(kind, 0) + 1
+        store.flush()
+    assert outcomes.get("plan", 0) >= 350 and outcomes.get("idle", 0) >= 40 and outcomes.get("other", 0) >= 10, outcomes
+    for cur in cursors:  # every ledger below the mark-delete went; the state layout holds what is left
+        assert min(cur._pages.index, default=cur.mark_delete_position[0]) >= cur.mark_delete_position[0]
+        assert len({entry.seq for entry in cur._pages.index.values()}) <= 1, cur.name  # one state marker
+    _flush_and_reopen(store_path, store, [cur.name for cur in cursors])
 
 
 @pytest.mark.parametrize("chunk", [1, group_flush.CHUNK], ids=["a cursor a chunk", "one chunk"])

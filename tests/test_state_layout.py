@@ -16,7 +16,7 @@ import pytest
 from pyroaring import BitMap
 
 from ackstore import AckStore, CursorConfig, Position, check
-from ackstore.cursor.plan import STATE_MAX_RUNS
+from ackstore.cursor.lane import STATE_MAX_RUNS
 from ackstore.errors import CorruptRecordError
 from ackstore.storage import codecs, pure_codecs
 from ackstore.storage.records import (
@@ -232,7 +232,7 @@ def test_a_swapped_out_ledger_is_read_from_the_state_marker(store_path: Path) ->
 def test_compaction_writes_a_small_cursor_as_one_state_marker(store_path: Path, marker_layout: None) -> None:
     """A log of the marker layout (records, deltas, garbage) compacts to one state marker
     once the state layout is allowed again, and reads back the same."""
-    from ackstore.cursor.plan import set_state_bound
+    from ackstore.cursor.lane import set_state_bound
 
     with AckStore.open(store_path) as store:
         cur = _small(store)
@@ -293,7 +293,7 @@ def test_a_small_cursor_with_large_properties_takes_the_marker_layout(store_path
     """A state marker is at most STATE_MAX_BYTES: a small cursor whose properties are larger
     is written in the marker layout (a ledger record and a marker), and back in the state
     layout once they shrink; each flush reads back the same."""
-    from ackstore.cursor.plan import STATE_MAX_BYTES
+    from ackstore.cursor.lane import STATE_MAX_BYTES
 
     with AckStore.open(store_path) as store:
         cur = _small(store)

@@ -22,7 +22,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from ackstore import AckStore, AckStoreError, CursorConfig, Dispatcher, Position, testing
 from ackstore import flush as group_flush
-from ackstore.cursor.plan import STATE_MAX_RUNS, set_state_bound
+from ackstore.cursor.lane import STATE_MAX_RUNS, set_state_bound
 from ackstore.testing import InMemoryLedgerReader
 
 from .lane_twins import lanes_agree

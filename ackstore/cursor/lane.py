@@ -28,7 +28,7 @@ fresh chain must start, or a field outside the fixed marker layout.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
 from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, cast
 
 from msgpack import packb
@@ -37,13 +37,15 @@ from pyroaring import BitMap, FrozenBitMap
 from ..fields import PlanFields
 from ..ledger_acks import LedgerAcks
 from ..storage import codecs
-from ..storage.records import FIXED_FULL, FORMAT_VERSION, IndexEntry, MarkerItem, log_key
+from ..storage.records import FIXED_FULL, FORMAT_VERSION, IndexEntry, MarkerItem, encode_state_marker, log_key
 from .pages import Pending
 
 if TYPE_CHECKING:
     from ..flush import FlushJob
     from .facade import Cursor
+    from .pages import Pages
     from .plan import AnyPlan, FlushPlan, Planner
+    from .state import AckState
 
 __all__ = [
     "DELTA_MAX_ACKS",
@@ -54,6 +56,9 @@ __all__ = [
     "OTHER",
     "Lane",
     "SMALL_CHAIN",
+    "STATE_MAX_BYTES",
+    "STATE_MAX_EXTRAS",
+    "STATE_MAX_RUNS",
     "MarkerPlan",
     "commit_all",
     "commit_marker",
@@ -62,6 +67,9 @@ __all__ = [
     "live_counts",
     "prune_counts",
     "set_delta_bounds",
+    "set_state_bound",
+    "small",
+    "state_value",
     "take_all",
     "take_marker",
     "worth_a_delta",
@@ -78,6 +86,13 @@ bytes more (a reopen reads the whole chain: a small cursor then reads one marker
 GARBAGE_FACTOR = 4
 """a full marker written for that reason trims the log once the bytes written since the last
 trim are over this many times what the chain may hold"""
+STATE_MAX_RUNS = 64
+"""a cursor whose ledgers are all in memory and hold at most this many ranges, and at most
+STATE_MAX_EXTRAS partial batches and delivery counts, writes its whole state as one state
+marker (format 10) each flush: one value a cursor, which many cursors share a page with"""
+STATE_MAX_EXTRAS = 64
+STATE_MAX_BYTES = 1024
+"""... of at most this many bytes (its properties count too)"""
 OTHER: Final = False
 """what :func:`take_marker` returns when the planner's general path must plan the change"""
 _EMPTY: frozenset[int] = frozenset()
@@ -170,6 +185,80 @@ class MarkerPlan(PlanFields):
         return Pending(self.pinned, dropped or _EMPTY, _EMPTY, self.meta_dirty)
 
 
+def _took(planner: Planner, seq: int, taken: set[int], dropped: bool) -> None:
+    """What every plan the lane takes does last, having changed nothing before: the
+    cursor's next sequence is past the plan's marker ``seq``, its dirty set is empty (the
+    plan holds a copy, ``taken``, pinned until it ends: not evictable; the ack state holds
+    the set itself, so it is emptied, not replaced) and so is its set of dropped ledgers
+    when ``dropped`` (a state plan names them), and the positions and properties are no
+    longer changed."""
+    pages = planner.pages
+    planner.chain.next_seq = seq + 1
+    pages.dirty.clear()
+    if dropped:
+        pages.vanished = _EMPTY
+    pages.pinned = taken
+    planner.state.meta_dirty = False
+
+
+def small(pages: Pages, state: AckState) -> bool:
+    """Whether a cursor's whole state is small enough for one state marker: every ledger in
+    memory, at most :data:`STATE_MAX_RUNS` ranges and :data:`STATE_MAX_EXTRAS` partial
+    batches and delivery counts. O(ledgers)."""
+    if pages.swapped or state.range_count > STATE_MAX_RUNS:
+        return False
+    extras = 0
+    for la in pages.loaded.values():
+        if la.batches or la.counts:
+            extras += len(la.batches) + len(la.counts)
+    return extras <= STATE_MAX_EXTRAS
+
+
+def state_value(cursor_id: int, state: AckState, ledgers: Iterable[tuple[int, LedgerAcks]]) -> bytes | None:
+    """A small cursor's whole state as one state marker (``ledgers`` ascending), or None
+    when it is over :data:`STATE_MAX_BYTES` (its properties) or outside the layout. O(the
+    state)."""
+    try:
+        value = encode_state_marker(cursor_id, state.md, state.properties, ledgers)
+    except (ValueError, OverflowError):  # a field outside the layout: the marker layout takes it
+        return None
+    return value if len(value) <= STATE_MAX_BYTES else None
+
+
+def _take_state(planner: Planner) -> MarkerPlan | Literal[False] | None:
+    """A small cursor's plan (:func:`small` said so): its whole state as one state marker
+    (format 10), written with the previous full marker's generation kept (to fall back to)
+    and everything older trimmed; None when nothing changed, :data:`OTHER` when the state
+    does not fit the layout (nothing taken). Encoded here, and nothing is changed until the
+    plan is made. From here on the cursor's ledgers carry no acks since a record (``added``
+    None): the state is written whole each flush, never a delta against it. O(the state)."""
+    pages, state, chain, cid = planner.pages, planner.state, planner.chain, planner.cursor_id
+    dirty, vanished, index, loaded = pages.dirty, pages.vanished, pages.index, pages.loaded
+    dropped = [ledger for ledger in vanished if ledger in index] if vanished else ()
+    if not (dirty or dropped or state.meta_dirty):
+        return None
+    ledgers = sorted(loaded.items()) if len(loaded) > 1 else list(loaded.items())
+    value = state_value(cid, state, ledgers)
+    if value is None:
+        return OTHER
+    seq = chain.next_seq
+    changes: dict[int, IndexEntry | None] = dict.fromkeys(dropped) if dropped else {}
+    for ledger, la in ledgers:
+        changes[ledger] = _entry(IndexEntry, (seq, la.runs, None, None))
+    plan = MarkerPlan(
+        cid, changes, True, seq, set(dirty), state.meta_dirty, state.range_count, log_key(cid, seq), value
+    )
+    plan.full_live = (seq,)
+    plan.gc_below, plan.gc_live = chain.full_seq, chain.full_live  # the index names nothing else
+    # nothing above changed the cursor; now the plan takes what it carries
+    for la in loaded.values():
+        la.added = None
+        if la.counts_added:
+            la.counts_added = {}
+    _took(planner, seq, plan.pinned, bool(vanished))
+    return plan
+
+
 def _take_marker(planner: Planner) -> MarkerPlan | Literal[False] | None:
     """The pure-Python :func:`take_marker` (see the module docstring). A delta marker; or a
     full one when one is due, or when every ledger of the cursor changed and the full marker
@@ -183,11 +272,17 @@ def _take_marker(planner: Planner) -> MarkerPlan | Literal[False] | None:
     dirty = pages.dirty
     if not (dirty or pages.unmarked or pages.vanished or state.meta_dirty):
         return None  # an idle cursor
-    if pages.unmarked or pages.vanished or chain.over_cap:
+    if pages.unmarked or chain.over_cap:
         return OTHER
     config = planner.config
     limit = config.max_unacked_ranges_to_persist
     if limit and state.range_count > limit:
+        return OTHER
+    if small(pages, state):  # the state layout
+        taken = _take_state(planner)
+        if taken is not OTHER:
+            return taken
+    if pages.vanished:
         return OTHER
     due = chain.full_due(config.full_marker_every)
     loaded, index = pages.loaded, pages.index
@@ -250,10 +345,7 @@ def _take_marker(planner: Planner) -> MarkerPlan | Literal[False] | None:
     # nothing above changed the cursor; now the plan takes what it carries
     for la in counted:
         prune_counts(la)
-    chain.next_seq = marker_seq + 1
-    dirty.clear()  # the ack state holds the set itself: the plan has a copy
-    pages.pinned = plan.pinned  # not evictable until the plan ends
-    state.meta_dirty = False
+    _took(planner, marker_seq, plan.pinned, False)
     return plan
 
 
@@ -335,7 +427,8 @@ def _setup_native() -> None:
         return
     codecs.native.lane_setup(
         MarkerPlan, IndexEntry, FrozenBitMap, packb, log_key, FORMAT_VERSION, _commit_marker,
-        DELTA_MAX_ACKS, DELTA_MAX_SHARE, SMALL_CHAIN, GARBAGE_FACTOR,
+        DELTA_MAX_ACKS, DELTA_MAX_SHARE, SMALL_CHAIN, GARBAGE_FACTOR, STATE_MAX_RUNS, STATE_MAX_EXTRAS,
+        STATE_MAX_BYTES,
     )  # fmt: skip
 
 
@@ -345,6 +438,15 @@ def set_delta_bounds(max_acks: int, max_share: float) -> tuple[int, float]:
     global DELTA_MAX_ACKS, DELTA_MAX_SHARE
     before = DELTA_MAX_ACKS, DELTA_MAX_SHARE
     DELTA_MAX_ACKS, DELTA_MAX_SHARE = max_acks, max_share
+    _setup_native()
+    return before
+
+
+def set_state_bound(max_runs: int) -> int:
+    """Set :data:`STATE_MAX_RUNS` for both implementations (-1: no cursor writes the state
+    layout; the tests of the marker layout's own records use it); returns the bound before."""
+    global STATE_MAX_RUNS
+    before, STATE_MAX_RUNS = STATE_MAX_RUNS, max_runs
     _setup_native()
     return before
 

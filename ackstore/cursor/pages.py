@@ -92,6 +92,8 @@ class Pages(PagesFields):
         self.cache = LedgerCache(budget, pool)
         self.loaded = self.cache.loaded
         """the cache's loaded ledgers (the same dict, one step nearer for a flush)"""
+        self.swapped = self.cache.swapped
+        """the cache's swapped-out ledgers (the same set, as ``loaded``)"""
         self.index: dict[int, IndexEntry] = {}
         self.dirty: set[int] = set()
         self.vanished: Set[int] = _NONE  # a set of their own once one is added
@@ -235,14 +237,6 @@ class Pages(PagesFields):
         if self.unmarked:
             pending.unmarked, self.unmarked = self.unmarked, _NONE
         return pending
-
-    def take_changes(self, pinned: set[int]) -> None:
-        """A state marker plan took every change (``pinned``: the dirty ledgers, copied): no
-        ledger is dirty or dropped any more, and those it carries are pinned until it ends
-        (only a cursor with nothing written back takes one)."""
-        self.dirty.clear()
-        self.vanished = _NONE
-        self.pinned = pinned
 
     def restore(self, pending: Pending) -> None:
         """A plan that took ``pending`` will not be written: it waits again (the ledgers

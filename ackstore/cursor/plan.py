@@ -30,7 +30,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from pyroaring import BitMap, FrozenBitMap
 
@@ -44,11 +44,10 @@ from ..storage.records import (
     encode_fixed_marker,
     encode_ledger,
     encode_marker,
-    encode_state_marker,
     log_key,
 )
 from . import lane
-from .lane import OTHER, SMALL_CHAIN, MarkerPlan, _entry, counts_since, live_counts, prune_counts, worth_a_delta
+from .lane import OTHER, SMALL_CHAIN, MarkerPlan, counts_since, live_counts, prune_counts, worth_a_delta
 from .pages import Pending
 
 if TYPE_CHECKING:
@@ -57,35 +56,15 @@ if TYPE_CHECKING:
     from .state import AckState
 
 __all__ = [
-    "STATE_MAX_BYTES",
-    "STATE_MAX_EXTRAS",
-    "STATE_MAX_RUNS",
     "AnyPlan",
     "FlushPlan",
     "MarkerChain",
     "MarkerPlan",
     "Planner",
     "RewritePlan",
-    "set_state_bound",
 ]
 
 log = logging.getLogger("ackstore")
-
-STATE_MAX_RUNS = 64
-"""a cursor whose ledgers are all in memory and hold at most this many ranges, and at most
-STATE_MAX_EXTRAS partial batches and delivery counts, writes its whole state as one state
-marker (format 10) each flush: one value a cursor, which many cursors share a page with"""
-STATE_MAX_EXTRAS = 64
-STATE_MAX_BYTES = 1024
-"""... of at most this many bytes (its properties count too)"""
-
-
-def set_state_bound(max_runs: int) -> int:
-    """Set :data:`STATE_MAX_RUNS` (-1: no cursor writes the state layout; the tests of the
-    marker layout's own records use it); returns the bound before."""
-    global STATE_MAX_RUNS
-    before, STATE_MAX_RUNS = STATE_MAX_RUNS, max_runs
-    return before
 
 
 class MarkerChain(ChainFields):
@@ -287,17 +266,13 @@ class Planner(PlannerFields):
 
     def prepare_other(self) -> AnyPlan | None:
         """:meth:`prepare` of a change the marker lane left to the general path (the group
-        flush calls this itself when the lane said OTHER): a small cursor's state marker
-        (:meth:`take_state`), a PIP-299 truncated plan, or a plan of records and a marker."""
+        flush calls this itself when the lane said OTHER): a PIP-299 truncated plan, or a
+        plan of records and a marker."""
         pages, state, chain = self.pages, self.state, self.chain
         limit = self.config.max_unacked_ranges_to_persist
         over = limit and state.range_count > limit
         if over or chain.over_cap:  # over the cap now, or it was at the last flush
             self._watch_cap()
-        if not over and not pages.unmarked and self.small():
-            plan = self.take_state()
-            if plan is not OTHER:
-                return plan
         pending = pages.take_pending(state.take_meta_dirty())
         if not pending.worth_a_marker(pages.index):
             return None
@@ -309,69 +284,6 @@ class Planner(PlannerFields):
             pages.restore(pending)
             state.restore_meta(pending.meta_dirty)
             raise
-
-    def small(self) -> bool:
-        """Whether the cursor's whole state is small enough for one state marker: every
-        ledger in memory, at most :data:`STATE_MAX_RUNS` ranges and :data:`STATE_MAX_EXTRAS`
-        partial batches and delivery counts. O(ledgers)."""
-        pages = self.pages
-        if pages.cache.swapped or self.state.range_count > STATE_MAX_RUNS:
-            return False
-        extras = 0
-        for la in pages.loaded.values():
-            if la.batches or la.counts:
-                extras += len(la.batches) + len(la.counts)
-        return extras <= STATE_MAX_EXTRAS
-
-    def _state_value(self) -> bytes | None:
-        """The cursor's whole state as one state marker, or None when it is over
-        :data:`STATE_MAX_BYTES` (its properties) or outside the layout."""
-        state, loaded = self.state, self.pages.loaded
-        try:
-            value = encode_state_marker(
-                self.cursor_id,
-                state.md,
-                state.properties,
-                sorted(loaded.items()) if len(loaded) > 1 else loaded.items(),
-            )
-        except (ValueError, OverflowError):  # a field outside the layout: the marker layout takes it
-            return None
-        return value if len(value) <= STATE_MAX_BYTES else None
-
-    def take_state(self) -> MarkerPlan | Literal[False] | None:
-        """A small cursor's plan (:meth:`small` said so): its whole state as one state marker
-        (format 10), written with the previous full marker's generation kept (to fall back
-        to) and everything older trimmed; None when nothing changed, :data:`OTHER` when the
-        state does not fit the layout (nothing taken: the caller plans the marker layout).
-        Like the lane's, it is encoded here and changes nothing until the plan is made. From
-        here on the cursor's ledgers carry no acks since a record (``added`` None): the state
-        is written whole each flush, never a delta against it. O(the state)."""
-        pages, state, chain, cid = self.pages, self.state, self.chain, self.cursor_id
-        dirty, vanished, index = pages.dirty, pages.vanished, pages.index
-        dropped = [ledger for ledger in vanished if ledger in index] if vanished else ()
-        if not (dirty or dropped or state.meta_dirty):
-            return None
-        value = self._state_value()
-        if value is None:
-            return OTHER
-        seq = chain.next_seq
-        changes: dict[int, IndexEntry | None] = dict.fromkeys(dropped) if dropped else {}
-        for ledger, la in pages.loaded.items():
-            changes[ledger] = _entry(IndexEntry, (seq, la.runs, None, None))
-        plan = MarkerPlan(
-            cid, changes, True, seq, set(dirty), state.meta_dirty, state.range_count, log_key(cid, seq), value
-        )
-        plan.full_live = (seq,)
-        plan.gc_below, plan.gc_live = chain.full_seq, chain.full_live  # the index names nothing else
-        # nothing above changed the cursor; now the plan takes what it carries
-        for la in pages.loaded.values():
-            la.added = None
-            if la.counts_added:
-                la.counts_added = {}
-        chain.next_seq = seq + 1
-        pages.take_changes(plan.pinned)
-        state.take_meta_dirty()
-        return plan
 
     def _watch_cap(self) -> None:
         """Say when acks stop (and start again) being persisted whole: one WARNING when the
@@ -584,11 +496,11 @@ class Planner(PlannerFields):
         pages, chain, state = self.pages, self.chain, self.state
         cache = pages.cache
         start = chain.next_seq
-        if self.state.range_count <= STATE_MAX_RUNS:
+        if state.range_count <= lane.STATE_MAX_RUNS:
             for ledger in list(cache.swapped):  # a small cursor's ledgers, read to write them as one
                 pages.get(ledger)
-        if self.small():
-            value = self._state_value()
+        if lane.small(pages, state):
+            value = lane.state_value(self.cursor_id, state, sorted(cache.loaded.items()))
             if value is not None:
                 chain.next_seq = start + 1
                 whole = {ledger: IndexEntry(start, la.runs) for ledger, la in cache.loaded.items()}
