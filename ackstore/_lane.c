@@ -41,11 +41,11 @@ enum {
     A_DIRTY, A_UNMARKED, A_VANISHED, A_LOADED, A_SWAPPED, A_INDEX, A_PINNED,
     A_META_DIRTY, A_RANGE_COUNT, A_MD, A_PROPERTIES,
     A_OVER_CAP, A_FORCE_FULL, A_TRUNCATED, A_MARKER_SEQ, A_DELTAS, A_CHAIN_BYTES, A_FULL_BYTES,
-    A_NEXT_SEQ, A_UNTRIMMED, A_FULL_SEQ, A_FULL_LIVE, A_PERSISTED, A_FLUSHES, A_LAST_BYTES, A_TOTAL_BYTES,
+    A_NEXT_SEQ, A_UNTRIMMED, A_FULL_SEQ, A_FULL_LIVE, A_PERSISTED, A_FLUSHES, A_LAST_BYTES, A_TOTAL_BYTES, A_FLOOR,
     A_MAX_UNACKED, A_FULL_EVERY,
     A_ADDED, A_COUNTS_ADDED, A_COUNTS, A_RUNS, A_BITMAP, A_BATCHES,
     P_CURSOR_ID, P_CHANGES, P_FULL, P_MARKER_SEQ, P_PINNED, P_META_DIRTY, P_PERSISTED, P_PUTS, P_MARKER_BYTES,
-    P_NBYTES, P_GC_BELOW, P_GC_LIVE, P_FULL_LIVE, P_TRUNCATED, P_KEEP_DIRTY, P_RECORDS,
+    P_NBYTES, P_GC_BELOW, P_GC_LIVE, P_TRIM_KEYS, P_FULL_LIVE, P_TRUNCATED, P_KEEP_DIRTY, P_RECORDS,
     A_COUNT
 };
 
@@ -72,7 +72,7 @@ static Attr attrs[A_COUNT] = {
     [A_UNTRIMMED] = {C_CHAIN, "untrimmed"}, [A_FULL_SEQ] = {C_CHAIN, "full_seq"},
     [A_FULL_LIVE] = {C_CHAIN, "full_live"}, [A_PERSISTED] = {C_CHAIN, "persisted_ranges"},
     [A_FLUSHES] = {C_CHAIN, "flushes"}, [A_LAST_BYTES] = {C_CHAIN, "last_flush_bytes"},
-    [A_TOTAL_BYTES] = {C_CHAIN, "total_flush_bytes"},
+    [A_TOTAL_BYTES] = {C_CHAIN, "total_flush_bytes"}, [A_FLOOR] = {C_CHAIN, "floor"},
     [A_MAX_UNACKED] = {C_CONFIG, "max_unacked_ranges_to_persist"}, [A_FULL_EVERY] = {C_CONFIG, "full_marker_every"},
     [A_ADDED] = {C_LEDGER, "added"}, [A_COUNTS_ADDED] = {C_LEDGER, "counts_added"}, [A_RUNS] = {C_LEDGER, "runs"},
     [A_BITMAP] = {C_LEDGER, "bitmap"}, [A_COUNTS] = {C_LEDGER, "counts"}, [A_BATCHES] = {C_LEDGER, "batches"},
@@ -80,7 +80,7 @@ static Attr attrs[A_COUNT] = {
     [P_MARKER_SEQ] = {C_PLAN, "marker_seq"}, [P_PINNED] = {C_PLAN, "pinned"}, [P_META_DIRTY] = {C_PLAN, "meta_dirty"},
     [P_PERSISTED] = {C_PLAN, "persisted_ranges"}, [P_PUTS] = {C_PLAN, "puts"},
     [P_MARKER_BYTES] = {C_PLAN, "marker_bytes"}, [P_NBYTES] = {C_PLAN, "nbytes"}, [P_GC_BELOW] = {C_PLAN, "gc_below"},
-    [P_GC_LIVE] = {C_PLAN, "gc_live"}, [P_FULL_LIVE] = {C_PLAN, "full_live"}, [P_TRUNCATED] = {C_PLAN, "truncated"},
+    [P_GC_LIVE] = {C_PLAN, "gc_live"}, [P_TRIM_KEYS] = {C_PLAN, "trim_keys"}, [P_FULL_LIVE] = {C_PLAN, "full_live"}, [P_TRUNCATED] = {C_PLAN, "truncated"},
     [P_KEEP_DIRTY] = {C_PLAN, "keep_dirty"}, [P_RECORDS] = {C_PLAN, "records"},
 };
 
@@ -95,7 +95,8 @@ static PyObject *name_str[N_COUNT];
 static PyObject *plan_type, *entry_type, *frozen_type, *packb, *log_key_fn, *version, *empty_set, *empty_tuple,
     *fallback_commit, *no_optimize, /* ("optimize",): FrozenBitMap(added, optimize=False) */
     *plan_keep_dirty, *plan_truncated; /* MarkerPlan's class constants (its instances have no others) */
-static long long max_acks, small_chain, garbage_factor, state_max_runs, state_max_extras, state_max_bytes;
+static long long max_acks, small_chain, garbage_factor, state_max_runs, state_max_extras, state_max_bytes,
+    exact_trim;
 static double max_share;
 
 /* obj.<a> (a new reference), or NULL with AttributeError */
@@ -175,15 +176,15 @@ static int ready(const char *function, const char *usage, Py_ssize_t nargs, Py_s
 
 /* lane_setup(MarkerPlan, IndexEntry, FrozenBitMap, packb, log_key, format_version, commit,
  *            DELTA_MAX_ACKS, DELTA_MAX_SHARE, SMALL_CHAIN, GARBAGE_FACTOR,
- *            STATE_MAX_RUNS, STATE_MAX_EXTRAS, STATE_MAX_BYTES) -> None
+ *            STATE_MAX_RUNS, STATE_MAX_EXTRAS, STATE_MAX_BYTES, EXACT_TRIM) -> None
  * commit: lane.commit_marker's pure-Python twin (what commit_marker hands an unusual plan).
  * LookupError when a field the lane reads is not one of its field type's. */
 PyObject *lane_setup(PyObject *self, PyObject *args) {
     PyObject *plan_cls, *e, *f, *k, *l, *v, *c;
-    long long acks, chain, garbage, runs, extras, bytes;
+    long long acks, chain, garbage, runs, extras, bytes, exact;
     double share;
-    if (!PyArg_ParseTuple(args, "O!OOOOOOLdLLLLL", &PyType_Type, &plan_cls, &e, &f, &k, &l, &v, &c, &acks, &share,
-                          &chain, &garbage, &runs, &extras, &bytes))
+    if (!PyArg_ParseTuple(args, "O!OOOOOOLdLLLLLL", &PyType_Type, &plan_cls, &e, &f, &k, &l, &v, &c, &acks, &share,
+                          &chain, &garbage, &runs, &extras, &bytes, &exact))
         return NULL;
     if (!PyType_Check(e) || !PyType_IsSubtype((PyTypeObject *)e, &PyTuple_Type)) {
         PyErr_SetString(PyExc_TypeError, "lane_setup needs a tuple type for index entries");
@@ -232,6 +233,7 @@ PyObject *lane_setup(PyObject *self, PyObject *args) {
     state_max_runs = runs;
     state_max_extras = extras;
     state_max_bytes = bytes;
+    exact_trim = exact;
     Py_RETURN_NONE;
 }
 
@@ -406,7 +408,7 @@ static PyObject *marker_plan(PyObject *cid, PyObject *changes, int full, PyObjec
         set(plan, P_PINNED, taken) < 0 || set(plan, P_META_DIRTY, meta) < 0 || set(plan, P_PERSISTED, ranges) < 0 ||
         set(plan, P_PUTS, puts) < 0 || set_ll(plan, P_MARKER_BYTES, PyBytes_GET_SIZE(value)) < 0 ||
         set_ll(plan, P_NBYTES, PyBytes_GET_SIZE(key) + PyBytes_GET_SIZE(value)) < 0 ||
-        set_ll(plan, P_GC_BELOW, -1) < 0 || set(plan, P_GC_LIVE, empty_set) < 0 ||
+        set_ll(plan, P_GC_BELOW, -1) < 0 || set(plan, P_GC_LIVE, empty_set) < 0 || set(plan, P_TRIM_KEYS, Py_None) < 0 ||
         set(plan, P_FULL_LIVE, empty_tuple) < 0)
         goto fail;
     Py_DECREF(puts);
@@ -458,6 +460,56 @@ static int took(PyObject *pages, PyObject *state, PyObject *chain, PyObject *seq
     return rc;
 }
 
+/* lane.trims: `plan` trims the log below the chain's full marker, keeping `keep`; with
+ * the keys to delete when the chain's floor is at most EXACT_TRIM below. -1 with an
+ * exception. */
+static int trims(PyObject *plan, PyObject *chain, PyObject *keep) {
+    PyObject *below = get(chain, A_FULL_SEQ), *keys = NULL, *cid = NULL;
+    int rc = -1;
+    if (below == NULL || set(plan, P_GC_BELOW, below) < 0 || set(plan, P_GC_LIVE, keep) < 0) goto done;
+    long long b = PyLong_AsLongLong(below), floor = integer(chain, A_FLOOR);
+    if ((b == -1 || floor == -1) && PyErr_Occurred()) goto done;
+    if (floor < 0 || b - floor > exact_trim) {
+        rc = 0;
+        goto done;
+    }
+    if ((keys = PyList_New(0)) == NULL || (cid = get(plan, P_CURSOR_ID)) == NULL) goto done;
+    for (long long s = floor; s < b; s++) {
+        PyObject *seq = PyLong_FromLongLong(s), *key = NULL;
+        int kept = seq == NULL ? -1 : PySequence_Contains(keep, seq);
+        if (kept == 0) {
+            key = log_key(cid, seq);
+            kept = key == NULL ? -1 : PyList_Append(keys, key);
+        }
+        Py_XDECREF(seq);
+        Py_XDECREF(key);
+        if (kept < 0) goto done;
+    }
+    Py_SETREF(keys, PyList_AsTuple(keys));
+    if (keys != NULL && set(plan, P_TRIM_KEYS, keys) == 0) rc = 0;
+done:
+    Py_XDECREF(below);
+    Py_XDECREF(keys);
+    Py_XDECREF(cid);
+    return rc;
+}
+
+/* chain.adopt's floor: the lowest of `below` and the sequences of `keep` (what a trim
+ * below `below` left); -1 with an exception set */
+static long long floor_after(long long below, PyObject *keep) {
+    PyObject *it = PyObject_GetIter(keep), *x;
+    if (it == NULL) return -1;
+    long long low = below;
+    while ((x = PyIter_Next(it)) != NULL) {
+        long long v = PyLong_AsLongLong(x);
+        Py_DECREF(x);
+        if (v == -1 && PyErr_Occurred()) break;
+        if (v < low) low = v;
+    }
+    Py_DECREF(it);
+    return PyErr_Occurred() ? -1 : low;
+}
+
 /* lane.small(pages, state): 1, 0, or -1 with an exception */
 static int small(PyObject *pages, PyObject *state) {
     int t = truth(pages, A_SWAPPED);
@@ -494,7 +546,7 @@ static PyObject *take_state(PyObject *planner, PyObject *pages, PyObject *state,
     PyObject *result = NULL, *vanished = NULL, *index = NULL, *loaded = NULL, *dropped = NULL, *meta = NULL,
              *md = NULL, *props = NULL, *props_bytes = NULL, *cid = NULL, *keys = NULL, *items = NULL,
              *value = NULL, *seq = NULL, *changes = NULL, *taken = NULL, *ranges = NULL, *key = NULL, *plan = NULL,
-             *live = NULL, *below = NULL, *keep = NULL, *ledger, *la;
+             *live = NULL, *keep = NULL, *ledger, *la;
     Py_ssize_t pos;
     int t, any_vanished, meta_dirty;
     if ((vanished = get(pages, A_VANISHED)) == NULL || (index = get(pages, A_INDEX)) == NULL ||
@@ -581,8 +633,7 @@ static PyObject *take_state(PyObject *planner, PyObject *pages, PyObject *state,
         (plan = marker_plan(cid, changes, 1, seq, taken, meta, ranges, key, value)) == NULL)
         goto done;
     if ((live = PyTuple_Pack(1, seq)) == NULL || set(plan, P_FULL_LIVE, live) < 0 ||
-        (below = get(chain, A_FULL_SEQ)) == NULL || set(plan, P_GC_BELOW, below) < 0 ||
-        (keep = get(chain, A_FULL_LIVE)) == NULL || set(plan, P_GC_LIVE, keep) < 0)
+        (keep = get(chain, A_FULL_LIVE)) == NULL || trims(plan, chain, keep) < 0)
         goto done;
     /* nothing above changed the cursor; now the plan takes what it carries */
     pos = 0;
@@ -604,7 +655,7 @@ done:
     Py_XDECREF(vanished); Py_XDECREF(index); Py_XDECREF(loaded); Py_XDECREF(dropped); Py_XDECREF(meta);
     Py_XDECREF(md); Py_XDECREF(props); Py_XDECREF(props_bytes); Py_XDECREF(cid); Py_XDECREF(keys);
     Py_XDECREF(items); Py_XDECREF(value); Py_XDECREF(seq); Py_XDECREF(changes); Py_XDECREF(taken);
-    Py_XDECREF(ranges); Py_XDECREF(key); Py_XDECREF(plan); Py_XDECREF(live); Py_XDECREF(below); Py_XDECREF(keep);
+    Py_XDECREF(ranges); Py_XDECREF(key); Py_XDECREF(plan); Py_XDECREF(live); Py_XDECREF(keep);
     return result;
 }
 
@@ -795,12 +846,8 @@ PyObject *take_marker(PyObject *self, PyObject *planner) {
             trim = untrimmed > garbage_factor * (full_bytes > small_chain ? full_bytes : small_chain);
         }
         if (trim) {
-            PyObject *below = get(chain, A_FULL_SEQ), *keep;
-            if (below == NULL) goto done;
-            keep = PyObject_CallMethodNoArgs(planner, name_str[M_GC_LIVE]);
-            t = keep == NULL ? -1 : set(plan, P_GC_BELOW, below);
-            if (t == 0) t = set(plan, P_GC_LIVE, keep);
-            Py_DECREF(below);
+            PyObject *keep = PyObject_CallMethodNoArgs(planner, name_str[M_GC_LIVE]);
+            t = keep == NULL ? -1 : trims(plan, chain, keep);
             Py_XDECREF(keep);
             if (t < 0) goto done;
         }
@@ -892,7 +939,15 @@ PyObject *commit_marker(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     long long below = integer(plan, P_GC_BELOW);
     if (FAILED(below)) goto done;
-    if (below >= 0 ? set(chain, A_UNTRIMMED, zero) < 0 : add_to(chain, A_UNTRIMMED, nbytes) < 0) goto done;
+    if (below >= 0) { /* trimmed: below it, only what the trim kept */
+        long long low;
+        if ((v = get(plan, P_GC_LIVE)) == NULL || FAILED(low = floor_after(below, v)) ||
+            set(chain, A_UNTRIMMED, zero) < 0 || set_ll(chain, A_FLOOR, low) < 0)
+            goto done;
+        Py_CLEAR(v);
+    } else if (add_to(chain, A_UNTRIMMED, nbytes) < 0) {
+        goto done;
+    }
     if (add_to(chain, A_FLUSHES, one) < 0 || set(chain, A_LAST_BYTES, nbytes) < 0 ||
         add_to(chain, A_TOTAL_BYTES, nbytes) < 0)
         goto done;

@@ -113,6 +113,7 @@ class _Chain:
     flushes: int
     last_flush_bytes: int
     total_flush_bytes: int
+    floor: int
 
 
 class _Ledger:
@@ -141,6 +142,7 @@ class _Plan:
     nbytes: int
     gc_below: int
     gc_live: Collection[int]
+    trim_keys: tuple[bytes, ...] | None
     full_live: tuple[int, ...]
 
 

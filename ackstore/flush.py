@@ -93,7 +93,14 @@ class FlushJob:
             if plan.cursor_id in self.untrimmed:
                 continue
             try:
-                trimmed += trim_records(c, plan.cursor_id, plan.gc_below, plan.gc_live)
+                keys = plan.trim_keys
+                if keys is None:
+                    trimmed += trim_records(c, plan.cursor_id, plan.gc_below, plan.gc_live)
+                else:  # known: by key
+                    for key in keys:
+                        if c.set_key(key):
+                            c.delete()
+                            trimmed += 1
             except lmdb.Error:
                 self.trim_failed = plan  # one cursor's records: the flush can go on without this trim
                 raise
@@ -230,6 +237,7 @@ class GroupFlush:
                     plan.gc_below,
                     self.store.path,
                 )
+                plan.gc_below = -1  # its cursor adopts the plan as one that trimmed nothing
 
     def _abort(self, job: FlushJob, exc: BaseException) -> None:
         """The one rollback path: every plan of ``job`` gives its cursor its pending state

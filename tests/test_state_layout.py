@@ -333,3 +333,86 @@ def test_the_steady_workload_writes_a_small_value_a_cursor(store_path: Path) -> 
         ids = [cur.cursor_id for cur in cursors]
     for cid in ids[:10]:
         assert [t for _, t in rawlog.records(store_path, cid)] == [RECORD_MARKER, RECORD_MARKER]
+
+
+def test_a_small_cursors_flush_trims_the_state_before_by_key(store_path: Path) -> None:
+    """Once a trim has run, the marker chain knows the log holds nothing below a sequence
+    (its floor), and a small cursor's flush deletes the one state marker it no longer keeps
+    by key, not by a scan: the log stays its two newest states, through a compaction (a
+    fresh log: the floor is its start) and a reopen (not known until the first trim)."""
+
+    def flush_a_few(store: AckStore, cur_name: str, start: int) -> list[int]:
+        cur = store.topic(T).cursor(cur_name)
+        floors = []
+        for e in range(start, start + 6):
+            cur.ack(Position(1, e))
+            store.flush()
+            floors.append(cur.planner.chain.floor)
+            assert cur.planner.chain.floor == cur.planner.chain.full_seq - 1 or floors == [-1]
+        return floors
+
+    with AckStore.open(store_path) as store:
+        topic = store.topic(T)
+        topic.add_ledger(1)
+        cur = topic.cursor("c", CursorConfig(max_unacked_ranges_to_persist=0))
+        cid = cur.cursor_id
+        floors = flush_a_few(store, "c", 0)
+        assert floors[0] == -1 and floors[-1] >= 0  # the first flush had nothing to trim
+    assert len(rawlog.records(store_path, cid)) == 2
+    with AckStore.open(store_path) as store:
+        assert store.topic(T).cursor("c").planner.chain.floor == -1  # not known after a reopen
+        flush_a_few(store, "c", 10)
+        store.compact()
+        chain = store.topic(T).cursor("c").planner.chain
+        assert chain.floor == chain.full_seq  # the compacted log starts at its one state marker
+        flush_a_few(store, "c", 20)
+        expected = list(store.topic(T).cursor("c").ack_ranges())
+    assert len(rawlog.records(store_path, cid)) == 2
+    with AckStore.open(store_path, readonly=True) as store:
+        assert list(store.topic(T).cursor("c").ack_ranges()) == expected
+
+
+def test_a_trim_by_key_deletes_what_a_scan_deletes() -> None:
+    """The keys ``lane.trims`` names when the chain knows its floor delete what a scan of
+    the cursor's keys below the bound deletes, and none of its neighbours', for random
+    logs, bounds, kept sequences and floors at or below the cursor's lowest record."""
+    import tempfile
+    from types import SimpleNamespace
+
+    import lmdb
+
+    from ackstore.cursor.lane import EXACT_TRIM, trims
+    from ackstore.storage.log import trim_records
+    from ackstore.storage.records import log_key
+
+    rng = random.Random(17)
+    by_key = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        env = lmdb.open(tmp, map_size=1 << 24)
+        for _ in range(300):
+            seqs = sorted(rng.sample(range(40), rng.randint(0, 12)))
+            below = rng.randint(0, 42)
+            keep = frozenset(rng.sample(range(42), rng.randint(0, 4)))
+            lowest = seqs[0] if seqs else 40
+            floor = min(rng.randint(max(0, below - EXACT_TRIM), below), lowest) if rng.random() < 0.7 else -1
+            plan = SimpleNamespace(cursor_id=5, trim_keys=None)
+            trims(plan, SimpleNamespace(full_seq=below, floor=floor), keep)  # type: ignore[arg-type]
+            assert plan.gc_below == below and plan.gc_live is keep
+            results = []
+            for keys in (plan.trim_keys, None):
+                with env.begin(write=True) as txn:
+                    txn.drop(env.open_db(), delete=False)
+                    for cid in (4, 5, 6):
+                        for s in seqs:
+                            txn.put(log_key(cid, s), b"x")
+                    c = txn.cursor()
+                    if keys is None:
+                        n = trim_records(c, 5, below, keep)
+                    else:
+                        n = sum(bool(c.set_key(k) and c.delete()) for k in keys)
+                    results.append((n, [bytes(k) for k, _ in txn.cursor()]))
+            by_key += plan.trim_keys is not None
+            assert results[0] == results[1], (seqs, below, keep, floor)
+            assert results[0][0] == len([s for s in seqs if s < below and s not in keep])
+        env.close()
+    assert by_key >= 80  # a third of the cases, at least, by key

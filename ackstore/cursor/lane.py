@@ -1,29 +1,35 @@
-"""The marker lane: a cursor's common flush plan, taken whole in one call.
+"""The marker lane: the plan a cursor makes at a flush, decided in one place and, when it
+can be, taken whole in one call.
 
-Most flushes of a busy cursor carry a few acks in ledgers that have a record already: the
-plan is one marker, encoded under the store lock from the cursor's own sets, with nothing
-to copy and nothing to encode later (a :class:`MarkerPlan`). :func:`take_marker` decides
-whether a cursor's pending change is that case and, if it is, takes it; and
-:func:`commit_marker` is ``Planner.commit`` of such a plan once it was written.
+Most flushes of a busy cursor are one of two plans, each one value encoded under the
+store lock from the cursor's own sets, with nothing to copy and nothing to encode later
+(a :class:`MarkerPlan`): a *small* cursor's whole state as one state marker
+(:func:`small`, :func:`state_value`), or, for a larger one, a marker carrying a few acks
+in ledgers that have a record already. :func:`take_marker` decides which plan a cursor
+makes (the rules, each once: :func:`small`, :func:`worth_a_delta`, ``MarkerChain.full_due``,
+:func:`trims`) and takes it; what it leaves is the planner's general path's
+(``Planner.prepare_other``: new ledger records, PIP-299 truncated markers).
+:func:`commit_marker` is ``Planner.commit`` of a marker plan once it was written.
 :func:`take_all`, :func:`encode_all` and :func:`commit_all` are the group flush's loops
-over its cursors and plans around them (the general path's plans go to the planner, are
-encoded by themselves and adopted by the cursor).
+over its cursors and plans around them (the general path's plans are encoded by
+themselves and adopted by the cursor).
 
 A group flush of thousands of dirty cursors spends most of its time here, and what it
 costs is mostly how many objects it reads per cursor (each a likely miss in the CPU's
 caches) and how many Python operations it runs. So the five are written twice, like the
 codecs: the pure-Python functions below, and their compiled twins in ``ackstore._native``
-(``ackstore/_lane.c``), which read and change the same objects the same way. The compiled
-ones are used where the module was built, the pure ones elsewhere or with
-``ACKSTORE_PURE_PYTHON`` set; the tests run both on the same cursors and compare the plans,
-the cursors after and the bytes every flush writes.
+(``ackstore/_lane.c``), which read and change the same fields (those of
+:mod:`ackstore.fields`) the same way. The compiled ones are used where the module was
+built, the pure ones elsewhere or with ``ACKSTORE_PURE_PYTHON`` set; the tests run both on
+the same cursors and compare the plans, the cursors after and the bytes every flush writes.
 
 ``take_marker(planner)`` returns None when the cursor is idle (nothing to flush), a
 :class:`MarkerPlan` when it took the change, and :data:`OTHER` when the planner's general
-path must plan it, having taken nothing: ledgers dropped or written back since the last
-marker, a PIP-299 cap exceeded now or at the last flush, a changed ledger without a
-record or with too many acks and delivery counts since it, a full marker due where a
-fresh chain must start, or a field outside the fixed marker layout.
+path must plan it, having taken nothing: ledgers written back since the last marker, a
+PIP-299 cap exceeded now or at the last flush; for a cursor that is not small, ledgers
+dropped since the last marker, a changed ledger without a record or with too many acks and
+delivery counts since it, a full marker due where a fresh chain must start, or a field
+outside the fixed marker layout.
 """
 
 from __future__ import annotations
@@ -44,12 +50,13 @@ if TYPE_CHECKING:
     from ..flush import FlushJob
     from .facade import Cursor
     from .pages import Pages
-    from .plan import AnyPlan, FlushPlan, Planner
+    from .plan import AnyPlan, FlushPlan, MarkerChain, Planner
     from .state import AckState
 
 __all__ = [
     "DELTA_MAX_ACKS",
     "DELTA_MAX_SHARE",
+    "EXACT_TRIM",
     "GARBAGE_FACTOR",
     "IMPLEMENTATION",
     "IMPLEMENTATIONS",
@@ -72,6 +79,7 @@ __all__ = [
     "state_value",
     "take_all",
     "take_marker",
+    "trims",
     "worth_a_delta",
 ]
 
@@ -83,6 +91,9 @@ SMALL_CHAIN = 64
 """a chain of delta markers may grow to the size of its full marker, or to this many bytes for a
 small cursor; and a full marker is written instead of a delta when it costs at most this many
 bytes more (a reopen reads the whole chain: a small cursor then reads one marker)"""
+EXACT_TRIM = 8
+"""a trim whose cursor's log is known to hold nothing below a sequence at most this many
+below the trim's bound deletes those sequences by key instead of scanning the cursor's keys"""
 GARBAGE_FACTOR = 4
 """a full marker written for that reason trims the log once the bytes written since the last
 trim are over this many times what the chain may hold"""
@@ -173,6 +184,7 @@ class MarkerPlan(PlanFields):
         self.marker_bytes = len(value)
         self.nbytes = len(key) + len(value)
         self.gc_below = -1
+        self.trim_keys: tuple[bytes, ...] | None = None
         self.gc_live: Collection[int] = _EMPTY
         self.full_live: tuple[int, ...] = ()
 
@@ -183,6 +195,19 @@ class MarkerPlan(PlanFields):
         whether the positions or properties changed."""
         dropped = {ledger for ledger, entry in self.changes.items() if entry is None}
         return Pending(self.pinned, dropped or _EMPTY, _EMPTY, self.meta_dirty)
+
+
+def trims(plan: MarkerPlan | FlushPlan, chain: MarkerChain, keep: Collection[int]) -> None:
+    """``plan`` trims the log below the chain's full marker, keeping ``keep``. When the chain
+    knows the log holds nothing below a sequence (its floor) at most :data:`EXACT_TRIM`
+    below, the plan names the keys to delete (``trim_keys``: what a small cursor's every
+    flush trims is the one state marker before the one it keeps); else the write scans the
+    cursor's keys below the bound. O(EXACT_TRIM)."""
+    below, floor = chain.full_seq, chain.floor
+    plan.gc_below, plan.gc_live = below, keep
+    if floor >= 0 and below - floor <= EXACT_TRIM:
+        cid = plan.cursor_id
+        plan.trim_keys = tuple([log_key(cid, seq) for seq in range(floor, below) if seq not in keep])
 
 
 def _took(planner: Planner, seq: int, taken: set[int], dropped: bool) -> None:
@@ -249,7 +274,7 @@ def _take_state(planner: Planner) -> MarkerPlan | Literal[False] | None:
         cid, changes, True, seq, set(dirty), state.meta_dirty, state.range_count, log_key(cid, seq), value
     )
     plan.full_live = (seq,)
-    plan.gc_below, plan.gc_live = chain.full_seq, chain.full_live  # the index names nothing else
+    trims(plan, chain, chain.full_live)  # the index names nothing else
     # nothing above changed the cursor; now the plan takes what it carries
     for la in loaded.values():
         la.added = None
@@ -341,7 +366,7 @@ def _take_marker(planner: Planner) -> MarkerPlan | Literal[False] | None:
     if full:
         plan.full_live = (*[e.seq for e in whole.values() if e is not None], marker_seq)
         if due or chain.untrimmed > GARBAGE_FACTOR * max(chain.full_bytes, SMALL_CHAIN):
-            plan.gc_below, plan.gc_live = chain.full_seq, planner.gc_live()
+            trims(plan, chain, planner.gc_live())
     # nothing above changed the cursor; now the plan takes what it carries
     for la in counted:
         prune_counts(la)
@@ -381,7 +406,7 @@ def _encode_all(job: FlushJob) -> None:
     (a MarkerPlan's were when it was taken) and its puts gathered in order, with the plans
     that trim, and added to the figures; ``job.encoded`` counts the plans encoded, also when
     one raises (it names the cursor). O(plans from job.encoded on)."""
-    puts, trims, plans = job.puts, job.trims, job.plans
+    puts, trimming, plans = job.puts, job.trims, job.plans
     if job.encoded < 0:
         raise ValueError(f"a flush job's encoded count is {job.encoded}, not a count")
     records = full = nbytes = 0
@@ -393,7 +418,7 @@ def _encode_all(job: FlushJob) -> None:
             records += len(plan.records)
         puts += plan.puts
         if plan.gc_below > 0:
-            trims.append(plan)
+            trimming.append(plan)
         full += bool(plan.full)
         nbytes += plan.nbytes
     job.encoded = len(plans)
@@ -428,7 +453,7 @@ def _setup_native() -> None:
     codecs.native.lane_setup(
         MarkerPlan, IndexEntry, FrozenBitMap, packb, log_key, FORMAT_VERSION, _commit_marker,
         DELTA_MAX_ACKS, DELTA_MAX_SHARE, SMALL_CHAIN, GARBAGE_FACTOR, STATE_MAX_RUNS, STATE_MAX_EXTRAS,
-        STATE_MAX_BYTES,
+        STATE_MAX_BYTES, EXACT_TRIM,
     )  # fmt: skip
 
 

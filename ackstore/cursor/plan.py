@@ -92,12 +92,16 @@ class MarkerChain(ChainFields):
         self.flushes = 0
         self.last_flush_bytes = 0
         self.total_flush_bytes = 0
+        self.floor = -1
+        """the log holds no record of the cursor below this sequence (-1: not known), so a
+        trim deletes the few sequences from here by key instead of scanning"""
 
     def load(self, state: RecoveredState, ranges: int) -> None:
         """Stand where recovery left the log (``ranges``: what the marker persisted)."""
         self.next_seq = state.next_seq
         self.recovery = state.report
         self.untrimmed = 0  # what earlier runs left untrimmed goes at this run's first trim
+        self.floor = -1
         resolved = state.resolved
         if resolved is None:
             self.marker_seq = self.full_seq = -1
@@ -143,7 +147,11 @@ class MarkerChain(ChainFields):
         else:
             self.deltas += 1
             self.chain_bytes += plan.marker_bytes
-        self.untrimmed = 0 if plan.gc_below >= 0 else self.untrimmed + plan.nbytes
+        if plan.gc_below >= 0:  # trimmed: below it, only what the trim kept
+            self.untrimmed = 0
+            self.floor = min(plan.gc_below, *plan.gc_live)
+        else:
+            self.untrimmed += plan.nbytes
         self.flushes += 1
         self.last_flush_bytes = plan.nbytes
         self.total_flush_bytes += plan.nbytes
@@ -177,6 +185,7 @@ class FlushPlan:
     persisted_ranges: int
     gc_below: int = -1  # delete unreferenced records below this sequence (-1: none)
     gc_live: frozenset[int] = frozenset()  # what the previous full marker references
+    trim_keys: tuple[bytes, ...] | None = None  # the trim's keys, when known (None: a scan)
     full_live: Collection[int] = ()  # what this marker references, if full
     truncated: bool = False  # PIP-299: only the lowest ranges were persisted
     keep_dirty: frozenset[int] = frozenset()  # ledgers not (wholly) in this marker: still to persist
@@ -400,7 +409,8 @@ class Planner(PlannerFields):
             draft.persisted_ranges,
         )
         if draft.full:  # O(ledgers): only full markers trim
-            plan.gc_below, plan.gc_live, plan.full_live = chain.full_seq, self.gc_live(), draft.live | {marker_seq}
+            lane.trims(plan, chain, self.gc_live())
+            plan.full_live = draft.live | {marker_seq}
         if draft.truncated:
             plan.truncated, plan.keep_dirty = True, draft.keep_dirty
         return plan
@@ -539,6 +549,7 @@ class Planner(PlannerFields):
         chain.marker_seq = chain.full_seq = start + len(items)
         chain.full_live = frozenset(e.seq for e in pages.index.values()) | {chain.marker_seq}
         chain.deltas = chain.chain_bytes = chain.untrimmed = 0  # a fresh log: no garbage
+        chain.floor = start
         chain.full_bytes = len(plan.marker)
         chain.force_full = False
         pages.settled()
