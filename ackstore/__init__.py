@@ -46,6 +46,7 @@ from .errors import (
     CorruptStoreError,
     CursorDeletedError,
     FormatVersionError,
+    HistoryRangeError,
     InvalidArgumentError,
     InvalidPositionError,
     InvalidTypeError,
@@ -61,6 +62,7 @@ from .errors import (
     UnknownLedgerError,
     UnknownTopicError,
 )
+from .history import HistoryPoint
 from .position import Position
 from .stats import CompactStats, CursorStats, FlushStats, LogUsage, RecoveryReport
 from .store import AckStore, Topic
@@ -70,6 +72,7 @@ __all__ = [
     "Topic",
     "Cursor",
     "CursorSnapshot",
+    "HistoryPoint",
     "CursorConfig",
     "Position",
     "LedgerDirectory",
@@ -96,6 +99,7 @@ __all__ = [
     "InvalidPositionError",
     "UnknownLedgerError",
     "LedgerStateError",
+    "HistoryRangeError",
     "StoreError",
     "NotAStoreError",
     "FormatVersionError",

@@ -8,11 +8,13 @@ from typing import Any
 
 from .errors import InvalidArgumentError, InvalidTypeError
 
-__all__ = ["CursorConfig"]
+__all__ = ["MAX_HISTORY_SECONDS", "CursorConfig"]
 
 MiB = 1 << 20
 MAX_SETTING = (1 << 63) - 1
 """the largest value an int setting takes (it is persisted as a signed 64-bit int)"""
+MAX_HISTORY_SECONDS = 366 * 24 * 3600
+"""the longest history window a cursor keeps: a year"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +31,8 @@ class CursorConfig:
     - ``max_deliveries``: an entry delivered this many times is not delivered again: the
       :class:`~ackstore.Dispatcher` hands it to its ``dead_letter`` callback, then acks
       it; ``0`` (the default) means no limit.
+    - ``history_seconds``: how long the states this cursor's flushes wrote are kept, so
+      that ``Cursor.restore_as_of`` can put it back to one; ``0`` (the default) keeps none.
     """
 
     max_individual_ack_cache_bytes: int = 3 * MiB
@@ -42,6 +46,9 @@ class CursorConfig:
     """a full marker is written after this many delta markers; 1..1000000"""
     max_deliveries: int = 0
     """an entry delivered this many times goes to the Dispatcher's dead_letter instead; 0: no limit"""
+    history_seconds: int = 0
+    """how long the states this cursor's flushes wrote are kept, to restore one
+    (``Cursor.restore_as_of``); 0 (the default): none are; 0..MAX_HISTORY_SECONDS"""
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -64,6 +71,10 @@ class CursorConfig:
         if not 0 <= self.max_deliveries <= 1_000_000:
             raise InvalidArgumentError(
                 f"CursorConfig.max_deliveries={self.max_deliveries}: allowed 0..1000000 (0 = no limit)"
+            )
+        if not 0 <= self.history_seconds <= MAX_HISTORY_SECONDS:
+            raise InvalidArgumentError(
+                f"CursorConfig.history_seconds={self.history_seconds}: allowed 0..{MAX_HISTORY_SECONDS} (0 = off)"
             )
         if not 1 <= self.full_marker_every <= 1_000_000:
             raise InvalidArgumentError(f"CursorConfig.full_marker_every={self.full_marker_every}: allowed 1..1000000")

@@ -15,6 +15,7 @@ __all__ = [
     "InvalidPositionError",
     "UnknownLedgerError",
     "LedgerStateError",
+    "HistoryRangeError",
     "StoreError",
     "NotAStoreError",
     "FormatVersionError",
@@ -51,6 +52,11 @@ class UnknownLedgerError(InvalidPositionError):
 
 class LedgerStateError(InvalidArgumentError):
     """A ledger-directory change that the directory's state does not allow."""
+
+
+class HistoryRangeError(InvalidArgumentError):
+    """A restore to a time the cursor's kept history does not cover (before its oldest
+    kept flush, or a cursor that keeps none); the message names the range kept."""
 
 
 class StoreError(AckStoreError):

@@ -23,6 +23,7 @@ from .storage.log import trim_records
 if TYPE_CHECKING:
     from .cursor import AnyPlan, Cursor
     from .cursor.plan import Planner
+    from .history import HistoryKeeper, Taken
     from .store import AckStore
     from .topic import Topic
 
@@ -72,6 +73,12 @@ class FlushJob:
     ledger_records: int = 0
     full_markers: int = 0
     nbytes: int = 0
+    history: list[Taken] = field(default_factory=list)
+    """the points of the cursors that keep history (``ackstore.history``), with what they drop"""
+    keeper: HistoryKeeper | None = None
+    """the store's history keeper, when a cursor of the job keeps history"""
+    micros: int = -1
+    """this flush's time for the history points (microseconds; -1: not taken yet)"""
 
     def encode(self) -> None:
         """Step 2: the records and marker of every plan taken since the last call, from its
@@ -105,6 +112,9 @@ class FlushJob:
                 self.trim_failed = plan  # one cursor's records: the flush can go on without this trim
                 raise
         c.putmulti(self.puts)
+        if self.history:
+            assert self.keeper is not None
+            self.keeper.write(txn, self.history)
         return trimmed
 
 
@@ -197,6 +207,8 @@ class GroupFlush:
             idle: list[Cursor] = []
             try:  # each cursor's Cursor.prepare_flush, in one call
                 lane.take_all(visit, planners, job.plans, job.cursors, job.planners, idle)
+                if store.history.windows:
+                    self._history(job, taken)
             except BaseException:
                 done = len(job.plans) - taken + len(idle)
                 job.failed = visit[done] if done < len(visit) else None
@@ -211,6 +223,21 @@ class GroupFlush:
             for cur in idle:  # no plan, yet something waits (never seen; kept listed to be sure)
                 if cur.pending:
                     listed[cur] = cur.planner
+
+    def _history(self, job: FlushJob, start: int) -> None:
+        """Step 1's part for the cursors that keep history (store lock held): each one's
+        point of this flush, and its plan trims nothing the window needs."""
+        keeper = job.keeper = self.store.history
+        windows = keeper.windows
+        if job.micros < 0:
+            job.micros = keeper.now(time.time())
+        for i in range(start, len(job.plans)):
+            planner = job.planners[i]
+            cid = planner.cursor_id
+            if cid in windows:
+                plan = job.plans[i]
+                full_seq = plan.marker_seq if plan.full else planner.chain.full_seq
+                job.history.append(keeper.take(cid, plan, planner.state.md, full_seq, job.micros))
 
     def _write(self, job: FlushJob) -> int:
         """Step 3: the job's write transaction. A trim that LMDB refuses (a damaged node
@@ -263,6 +290,8 @@ class GroupFlush:
             with self.store.lock:
                 lane.commit_all(plans, planners, cursors)  # each cursor's Cursor.commit_flush
         with self.store.lock:
+            if job.history:
+                self.store.history.adopt(job.history)
             for topic, written in job.confirms:
                 topic.bound_written(written)
 

@@ -31,6 +31,8 @@ import logging
 import os
 import sys
 import threading
+import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -42,6 +44,8 @@ from .cursor import Cursor
 from .cursor.plan import Planner
 from .directory import LedgerDirectory
 from .errors import (
+    CorruptRecordError,
+    HistoryRangeError,
     InvalidArgumentError,
     InvalidTypeError,
     ReadOnlyError,
@@ -50,6 +54,7 @@ from .errors import (
     UnknownTopicError,
 )
 from .flush import GroupFlush
+from .history import HistoryKeeper, HistoryPoint, drop_points
 from .ledger_cache import CachePool
 from .readers import ReaderWatch, oldest_reader
 from .stats import FLUSH_SECONDS_BUCKETS, CompactStats, FlushStats, StoreStats
@@ -60,6 +65,12 @@ from .topic import Topic, check_name
 __all__ = ["AckStore", "Topic", "DEFAULT_MAP_SIZE", "LOCK_FILE"]
 
 log = logging.getLogger("ackstore")
+
+
+def _iso(micros: int) -> str:
+    """A time in microseconds as ISO-8601 UTC (what history errors name)."""
+    return datetime.fromtimestamp(micros / 1e6, tz=UTC).isoformat(timespec="microseconds")
+
 
 DEFAULT_MAP_SIZE = 64 << 20
 """the memory map a new store starts with, in bytes (it grows as the store does)"""
@@ -164,6 +175,8 @@ class AckStore:
     """what the background flusher's last failed flush raised (None: none failed)"""
     readers: ReaderWatch
     """@private the writer's watch on the readers of its file (see :mod:`ackstore.readers`)"""
+    history: HistoryKeeper
+    """@private which cursors keep history, their points and the flush clock (:mod:`ackstore.history`)"""
 
     def __init__(self) -> None:  # use AckStore.open()
         self.closed = True
@@ -274,6 +287,7 @@ class AckStore:
             create=create,
             walk_first=verify != "loaded",
         )
+        self.history = HistoryKeeper(self._storage.history_db, self._storage.read)
         self.closed = False
         self._flush_interval = flush_interval
         if flush_interval is not None and not readonly:
@@ -365,8 +379,18 @@ class AckStore:
     # -- cursors ------------------------------------------------------------------------------
 
     def persist_cursor_config(self, tid: int, name: str, cid: int, config: CursorConfig) -> None:
-        """@private Write a cursor's configuration to the catalog (durable when this returns)."""
-        self._storage.write(lambda txn: self._storage.catalog.put_cursor(txn, tid, name, cid, config))
+        """@private Write a cursor's configuration to the catalog (durable when this returns); a
+        config that keeps no history drops the points the cursor kept, in the same transaction."""
+        storage = self._storage
+
+        def put(txn: lmdb.Transaction) -> None:
+            storage.catalog.put_cursor(txn, tid, name, cid, config)
+            if not config.history_seconds:
+                drop_points(txn, storage.history_db, cid)
+
+        storage.write(put)
+        if not config.history_seconds:
+            self.history.forget(cid)
 
     def cursor_names(self, tid: int) -> list[str]:
         """@private The names of topic ``tid``'s persisted cursors (``Topic.cursor_names`` asks)."""
@@ -511,10 +535,46 @@ class AckStore:
                 topic.mark_deleted()
             return existed
 
+    def restore_cursor(self, cur: Cursor, micros: int) -> HistoryPoint:
+        """@private ``Cursor.restore_as_of``: under the flush lock (no plan of it in flight)
+        and the store lock, the newest kept point at or before ``micros`` recovered from
+        the log and adopted by ``cur``."""
+        with self._group.lock, self.lock:
+            self.check_writable()
+            cur.ensure_open()
+            name = f"{cur.topic.name}/{cur.name}"
+            window = self.history.windows.get(cur.cursor_id)
+            if not window:
+                raise HistoryRangeError(
+                    f"cursor {name} keeps no history to restore from: set CursorConfig.history_seconds"
+                )
+            points = self.history.of(cur.cursor_id).visible(self.history.now(time.time()) - window * 1_000_000)
+            if not points or micros < points[0].micros:
+                kept = f"{_iso(points[0].micros)} .. {_iso(points[-1].micros)}" if points else "nothing flushed yet"
+                raise HistoryRangeError(
+                    f"cursor {name} cannot be restored as of {_iso(micros)}: its history holds {kept}"
+                )
+            target = next(p for p in reversed(points) if p.micros <= micros)
+            storage, log_ = self._storage, CursorLog(self._storage.log_db, cur.cursor_id)
+            budget = cur.config.max_individual_ack_cache_bytes
+            recovered = storage.read(
+                lambda txn: log_.recover(txn, budget, self.verify, self.lazy, cur.topic.directory.past_end, target.seq)
+            )
+            resolved = recovered.resolved
+            if resolved is None or resolved.seq != target.seq:
+                raise CorruptRecordError(
+                    f"cursor {name}: the state flushed at {_iso(target.micros)} (marker {target.seq}) cannot be read "
+                    f"({'; '.join(recovered.report.skipped_reasons) or 'no marker'}); nothing was changed"
+                )
+            cur.adopt_restored(recovered)
+            return target.public()
+
     def _forget(self, cur: Cursor) -> None:
-        """A deleted cursor: off the flush list, its handle dead."""
+        """A deleted cursor: off the flush list, its handle dead, its history forgotten."""
         self.unlist(cur)
         cur.mark_deleted()
+        self.history.set_window(cur.cursor_id, 0)
+        self.history.forget(cur.cursor_id)
 
     # -- the store-wide cache budget -----------------------------------------------------------
 
@@ -609,13 +669,24 @@ class AckStore:
         inside the same transaction and compare it with the state in memory; any
         difference aborts the transaction (StoreError) and nothing changes. ``check
         --fix`` uses it, so a repair never leaves less than open recovered.
+
+        A cursor that keeps history (``CursorConfig.history_seconds``) is left as it is: its
+        log is its window (its flushes trim what is older), and a rewrite would lose it.
         """
         self.check_writable()
         if cursors is None:
             topics = [self.topic(t) for t in self.topics()]
             cursors = [topic.cursor(name) for topic in topics for name in topic.cursors()]
         with self._group.lock, self.lock:
-            return compact_cursors(self._storage, cursors, verify)
+            windows = self.history.windows
+            kept = [cur for cur in cursors if cur.cursor_id in windows]
+            if kept:
+                log.info(
+                    "ackstore: compaction leaves %d cursor(s) that keep history as they are (%s)",
+                    len(kept),
+                    ", ".join(f"{cur.topic.name}/{cur.name}" for cur in kept[:5]),
+                )
+            return compact_cursors(self._storage, [cur for cur in cursors if cur.cursor_id not in windows], verify)
 
     def copy(self, dest: str | os.PathLike[str], compact: bool = True) -> int:
         """Write a consistent single-file snapshot of the flushed state to ``dest``; return its size.

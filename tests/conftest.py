@@ -107,6 +107,7 @@ AREAS: dict[str, str] = {
             "deltas",
             "fields",
             "flush_chunks",
+            "history",
             "lane",
             "peers",
             "records",

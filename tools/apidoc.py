@@ -28,6 +28,7 @@ INTERNAL = (
     "ackstore.directory",
     "ackstore.fields",
     "ackstore.flush",
+    "ackstore.history",
     "ackstore.gcpause",
     "ackstore.ledger_acks",
     "ackstore.ledger_cache",

@@ -22,8 +22,10 @@ O(containers); ``ack_range_count`` O(1); ``ack_ranges`` O(ranges).
 from __future__ import annotations
 
 import _thread
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import fields, replace
+from datetime import datetime
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -38,6 +40,7 @@ from ..errors import (
     ReadOnlyError,
     StoreClosedError,
 )
+from ..history import HistoryPoint, as_micros
 from ..position import Position, trusted
 from ..stats import CursorStats, LogUsage
 from ..storage.log import CursorLog, MissingRecordError, RecoveredState
@@ -53,6 +56,7 @@ from .validate import pair
 if TYPE_CHECKING:
     import lmdb
 
+    from ..history import HistoryKeeper
     from ..ledger_cache import CachePool
     from ..storage.env import Environment
     from ..topic import Topic
@@ -61,9 +65,11 @@ __all__ = ["Cursor", "CursorHost"]
 
 T = TypeVar("T")
 
-_READ_TRIES = 4
+_READ_TRIES = 16
 """how many times a read-only cursor's read runs again when the cursor moved to a newer flush
-while it ran, before it gives up (ReaderBehindError)"""
+while it ran, before it gives up (ReaderBehindError): a small cursor's flush trims the state
+before the one it keeps, so a writer flushing in a tight loop on a busy machine moves a
+reader on every other flush"""
 
 
 class CursorHost(Protocol):
@@ -83,6 +89,11 @@ class CursorHost(Protocol):
     def storage(self) -> Environment: ...
 
     def persist_cursor_config(self, tid: int, name: str, cid: int, config: CursorConfig) -> None: ...
+
+    @property
+    def history(self) -> HistoryKeeper: ...
+
+    def restore_cursor(self, cursor: Cursor, micros: int) -> HistoryPoint: ...
 
     def recover_log(
         self, txn: lmdb.Transaction, log: CursorLog, config: CursorConfig, topic: Topic
@@ -149,6 +160,8 @@ class Cursor(StoreSide):
         self._deleted = False
         """True once the cursor was deleted: every call raises CursorDeletedError"""
         self._load(recovered, initial_position)
+        if config.history_seconds:
+            store.history.set_window(cursor_id, config.history_seconds)
         self._changed()  # a new cursor's start position is pending: list it
 
     def _load(self, recovered: RecoveredState, initial_position: str = "earliest") -> None:
@@ -446,6 +459,37 @@ class Cursor(StoreSide):
                 out[trusted(ledger, entry)] = (size, frozenset(i for i in range(size) if mask >> i & 1))
         return out
 
+    def history(self) -> list[HistoryPoint]:
+        """The flushed states this cursor can be put back to with :meth:`restore_as_of`,
+        newest first: one per flush that wrote this cursor within its window
+        (``CursorConfig.history_seconds``), each with the flush's time, the mark-delete
+        position and the range count of that state. Empty for a cursor that keeps no
+        history. O(points kept)."""
+        with self._lock:
+            self._open()
+            keeper = self._store.history
+            window = self._config.history_seconds
+            if not window:
+                return []
+            cutoff = keeper.now(time.time()) - window * 1_000_000
+            return [p.public() for p in reversed(keeper.of(self.cursor_id).visible(cutoff))]
+
+    def restore_as_of(self, when: datetime | float) -> HistoryPoint:
+        """Put the cursor back exactly as a flush left it: its acks, mark-delete position,
+        partial batches and delivery counts become those of the newest kept state flushed
+        at or before ``when`` (a datetime, or a Unix time in seconds); its properties stay;
+        reads start again at the first unacked entry after the mark-delete position, as
+        after a restart. Acks not flushed yet are dropped, as a crash would. Durable at the
+        next flush, which is itself a point of the history (a restore can be undone).
+        Returns the point restored.
+
+        HistoryRangeError when ``when`` is before the oldest state kept (the message names
+        the range kept) or the cursor keeps no history; ReadOnlyError on a read-only store.
+        Outside a :class:`~ackstore.Dispatcher` this races with reads in flight as a reset
+        does; ``Dispatcher.restore_as_of`` makes it a revision. O(the state restored)."""
+        micros = as_micros(when)
+        return self._store.restore_cursor(self, micros)
+
     def snapshot(self) -> CursorSnapshot:
         """The cursor's whole ack state read at once: mark-delete position, properties,
         ranges, partial batches and delivery counts. On a read-only store it is one flushed
@@ -484,6 +528,7 @@ class Cursor(StoreSide):
             new = replace(self._config, **changes)  # each value checked by CursorConfig: a typed error naming it
             self._store.persist_cursor_config(self._topic.topic_id, self.name, self.cursor_id, new)
             self.apply_config(new)
+            self._store.history.set_window(self.cursor_id, new.history_seconds)
             return new
 
     # -- figures -------------------------------------------------------------------------------

@@ -41,6 +41,8 @@ class StoreSide:
     def apply_config(self, config: CursorConfig) -> None:
         """@private Adopt ``config`` in memory only (a read-only store's own budget; ``update_config``
         persists first). The budget may shrink: evict to fit. Lock held."""
+        if config.history_seconds and not self._config.history_seconds:
+            self.planner.chain.force_full = True  # history starts with a full marker
         self._config = config
         self.planner.config = config
         self._pages.cache.budget = config.max_individual_ack_cache_bytes
@@ -82,6 +84,22 @@ class StoreSide:
     def adopt_rewrite(self, plan: RewritePlan) -> None:
         """@private Compaction committed: the log is now exactly ``plan``."""
         self.planner.adopt_rewrite(plan)
+
+    def adopt_restored(self, recovered: RecoveredState) -> None:
+        """@private ``restore_as_of``: the cursor's acks, mark-delete position, partial
+        batches and delivery counts become ``recovered``'s (a kept flush's state, recovered
+        as a reopen right after that flush would), its properties stay, its read position
+        goes to M + 1; the next flush writes it whole, as a new full marker. The store's
+        flush lock and lock are held (no plan is in flight)."""
+        state, chain = self._state, self.planner.chain
+        assert recovered.resolved is not None
+        properties = dict(state.properties)
+        self._pages.load(recovered)
+        state.load(recovered.resolved.marker)
+        state.properties = properties
+        state.meta_dirty = True  # the next flush writes the restored state
+        chain.force_full = True  # ... whole: it names records older than the chain's
+        self._changed()
 
     def rewrite_differs(self, recovered: RecoveredState, marker_seq: int) -> str | None:
         """@private How a state recovered from a rewritten log differs from this cursor (None: same)."""

@@ -22,6 +22,7 @@ from typing import TypeVar
 import lmdb
 
 from ..errors import CorruptStoreError, InvalidArgumentError, NotAStoreError, StoreLockedError
+from ..history import drop_points
 from .catalog import Catalog
 from .fileio import create_new_file
 from .lmdb_errors import translate
@@ -48,6 +49,7 @@ class Environment:
     env: lmdb.Environment
     catalog: Catalog
     log_db: lmdb._Database
+    history_db: lmdb._Database | None
     lock: threading.Lock
     map_grows: int
     _lock_fd: int | None
@@ -143,6 +145,7 @@ class Environment:
             self.env = env
             self.catalog = Catalog(env, path, create=not has_meta)
             self.log_db = env.open_db(b"log", create=not has_meta)
+            self.history_db = self._history_db(env)
             if not has_meta:
                 self.write(self.catalog.init)
             elif self.read(self.catalog.read_format) < FORMAT_VERSION and not self.readonly:
@@ -177,6 +180,7 @@ class Environment:
                     raise NotAStoreError(f"{self.path} holds an LMDB environment that is not an ackstore store")
             self.catalog = Catalog(env, self.path, create=False)
             self.log_db = env.open_db(b"log", create=False)
+            self.history_db = self._history_db(env)
             self.read(self.catalog.read_format)
         except BaseException as exc:
             env.close()
@@ -242,6 +246,14 @@ class Environment:
                     txn.abort()
                     raise
 
+    def _history_db(self, env: lmdb.Environment) -> lmdb._Database | None:
+        """The cursors' history points (``ackstore.history``): made on a writer's open (a
+        store older than it has none); None for a reader of a store that has none."""
+        try:
+            return env.open_db(b"history", create=not self.readonly)
+        except lmdb.NotFoundError:
+            return None
+
     def drop_cursors(self, tid: int, names: list[str]) -> int:
         """Remove cursors ``names`` of topic ``tid`` from the catalog with every record of their
         logs, in one write transaction; how many were there. O(their records)."""
@@ -253,6 +265,7 @@ class Environment:
                 cid = catalog.cursor_id(txn, tid, name)
                 if cid is not None:
                     CursorLog(log_db, cid).drop(txn)
+                    drop_points(txn, self.history_db, cid)
                     catalog.delete_cursor(txn, tid, name)
                     gone += 1
             return gone
@@ -271,6 +284,7 @@ class Environment:
             tid = found[0]
             for cname, cid in catalog.cursor_entries(txn, tid):
                 CursorLog(log_db, cid).drop(txn)
+                drop_points(txn, self.history_db, cid)
                 catalog.delete_cursor(txn, tid, cname)
             catalog.delete_topic(txn, name, tid)
             return True

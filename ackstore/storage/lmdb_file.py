@@ -526,7 +526,7 @@ def tree_name(db: bytes) -> str:
     return f"database {db.decode(errors='replace')!r}"
 
 
-OWN_DATABASES = frozenset({b"log", b"ledgers", b"cursors", b"topics", b"meta"})
+OWN_DATABASES = frozenset({b"log", b"ledgers", b"cursors", b"topics", b"meta", b"history"})
 """the named databases ackstore keeps"""
 
 _TREE_RULES.update(
@@ -535,6 +535,7 @@ _TREE_RULES.update(
         MAIN_TREE: (1, 511, F_SUBDATA | F_BIGDATA, 0),  # another program's file may keep values here
         tree_name(b"log"): (16, 16, F_BIGDATA, 0),
         tree_name(b"ledgers"): (16, 16, 0, 0),
+        tree_name(b"history"): (16, 16, F_BIGDATA, 0),  # a full marker's point names its records
         # catalog values are far below LMDB's overflow size (a node holds up to about half a
         # page): a key of at most 511 bytes and a value of tens of bytes
         tree_name(b"cursors"): (9, 511, 0, 0),

@@ -410,8 +410,11 @@ def recover_cursor(
     verify: str = "keys",
     lazy: bool = False,
     ends: Ends | None = None,
+    at: int | None = None,
 ) -> RecoveredState:
-    """Find the newest intact marker of ``cursor_id`` and load what it references.
+    """Find the newest intact marker of ``cursor_id`` and load what it references; with
+    ``at``, the newest at or below that sequence (what a reopen right after the flush that
+    wrote marker ``at`` recovered: a history point's state; ``next_seq`` is then past it).
 
     With a ``budget``, records are loaded newest first until that many bytes of ack
     state are in memory; the rest are checked as ``verify`` says and stay swapped out.
@@ -419,7 +422,7 @@ def recover_cursor(
     checked (see :func:`_load_records`).
     """
     started = time.perf_counter()
-    lo, hi = log_key(cursor_id, 0), log_key(cursor_id + 1, 0)
+    lo, hi = log_key(cursor_id, 0), log_key(cursor_id + 1, 0) if at is None else log_key(cursor_id, at + 1)
     cur = txn.cursor(db=db)
     positioned = cur.prev() if cur.set_range(hi) else cur.last()
     next_seq = 0
@@ -506,10 +509,17 @@ class CursorLog:
         self._lo, self._hi = log_key(cursor_id, 0), log_key(cursor_id + 1, 0)
 
     def recover(
-        self, txn: lmdb.Transaction, budget: int | None, verify: str, lazy: bool = False, ends: Ends | None = None
+        self,
+        txn: lmdb.Transaction,
+        budget: int | None,
+        verify: str,
+        lazy: bool = False,
+        ends: Ends | None = None,
+        at: int | None = None,
     ) -> RecoveredState:
-        """The newest intact marker and what it references (see :func:`recover_cursor`)."""
-        return recover_cursor(txn, self.db, self.cursor_id, budget, verify, lazy, ends)
+        """The newest intact marker (at or below sequence ``at``) and what it references
+        (see :func:`recover_cursor`)."""
+        return recover_cursor(txn, self.db, self.cursor_id, budget, verify, lazy, ends, at)
 
     def read_ledger(self, txn: lmdb.Transaction, ledger: int, entry: IndexEntry) -> LedgerAcks:
         """A swapped-out ledger's record, checked against the index entry."""

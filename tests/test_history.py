@@ -1,0 +1,262 @@
+"""A cursor's history (``CursorConfig.history_seconds``): every flushed state in the window
+can be restored exactly, the window is kept and only the window, and bad requests change
+nothing. The flush clock is a fake one (``clock``): nothing here depends on how fast the
+machine is."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ackstore import (
+    AckStore,
+    Cursor,
+    CursorConfig,
+    HistoryPoint,
+    HistoryRangeError,
+    InvalidArgumentError,
+    InvalidTypeError,
+    Position,
+    ReadOnlyError,
+)
+from ackstore.storage.records import split_log_key
+
+T = "persistent://t/ns/history"
+HOUR = CursorConfig(history_seconds=3600, max_unacked_ranges_to_persist=0, full_marker_every=4)
+
+
+class Clock:
+    """``time.time`` for the test: starts at a fixed moment and moves only when told."""
+
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def tick(self, seconds: float = 1.0) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[Clock]:
+    fake = Clock()
+    monkeypatch.setattr(time, "time", fake)
+    yield fake
+
+
+def _state(cur: Cursor) -> tuple[Any, ...]:
+    """What a restore brings back: everything a flush persists but the properties."""
+    s = cur.snapshot()
+    return s.mark_delete_position, s.ranges, s.partial_batches, s.delivery_counts
+
+
+def _points(store: AckStore, cursor_id: int) -> list[int]:
+    """The sequences of the history points the store holds for ``cursor_id``."""
+    db = store.storage.history_db
+    assert db is not None
+    return store.storage.read(
+        lambda txn: [
+            split_log_key(bytes(k))[1] for k, _ in txn.cursor(db=db) if split_log_key(bytes(k))[0] == cursor_id
+        ]
+    )
+
+
+def _step(rng: random.Random, cur: Cursor, r: int, sparse: bool) -> None:
+    """One round of a consumer: in-order acks with late ones, or scattered acks; now and
+    then the mark-delete moves, a batch is partly acked, entries are delivered."""
+    if sparse:
+        cur.ack([Position(1 + rng.randrange(3), rng.randrange(20_000)) for _ in range(rng.randint(1, 30))])
+    else:
+        base = 50 * r
+        cur.ack([Position(4, e) for e in range(base, base + 50) if rng.random() > 0.1])
+    if rng.random() < 0.2:
+        cur.ack_batch_index(Position(4, 50 * r + 60), 8, [rng.randrange(8)])
+    if rng.random() < 0.2:
+        cur.record_deliveries([Position(4, 50 * r + rng.randrange(50, 100))])
+    if rng.random() < 0.1:
+        cur.ack_cumulative(Position(1 + rng.randrange(2), rng.randrange(1000)))
+    if rng.random() < 0.2:
+        cur.set_property("round", r)
+
+
+def _topic(store: AckStore) -> Any:
+    topic = store.topic(T)
+    for ledger in (1, 2, 3):
+        topic.add_ledger(ledger)
+        topic.close_ledger(ledger, 20_000)
+    topic.add_ledger(4)
+    return topic
+
+
+def test_every_point_restores_the_state_that_flush_wrote(store_path: Path, clock: Clock) -> None:
+    """A seeded run of 40 flushes of a small cursor (the state layout) and a large one
+    (ledger records and delta markers, full markers every 4): restoring to each point, in
+    a random order, gives exactly the state that flush wrote (what a reopen after it
+    recovered); a time between two flushes gives the earlier one; the restored state is
+    durable at the next flush."""
+    rng = random.Random(11)
+    written: dict[str, dict[float, tuple[Any, ...]]] = {"small": {}, "large": {}}
+    with AckStore.open(store_path, sync=False) as store:
+        topic = _topic(store)
+        cursors = {name: topic.cursor(name, HOUR) for name in written}
+        cursors["large"].ack_entries(1, range(0, 20_000, 3))  # thousands of ranges: the marker layout
+        for r in range(40):
+            for name, cur in cursors.items():
+                _step(rng, cur, r, sparse=name == "large")
+            store.flush()
+            for name, cur in cursors.items():
+                written[name][clock.now] = _state(cur)
+            clock.tick()
+        for name, cur in cursors.items():
+            points = cur.history()
+            assert [p.time for p in points] == sorted(written[name], reverse=True), name
+            assert all(isinstance(p, HistoryPoint) for p in points)
+            order = list(points)
+            rng.shuffle(order)
+            for p in order:
+                assert cur.restore_as_of(p.time + 0.5) == p  # between two flushes: the earlier
+                assert _state(cur) == written[name][p.time], (name, p)
+                assert p.mark_delete_position == written[name][p.time][0]
+                assert p.ack_range_count == sum(len(r) for _, r in written[name][p.time][1])
+        target = points[-5]
+        cursors["small"].restore_as_of(datetime.fromtimestamp(target.time, tz=UTC))
+        expected = _state(cursors["small"])
+        assert expected == written["small"][target.time]
+        store.flush()
+    with AckStore.open(store_path, readonly=True) as store:
+        assert _state(store.topic(T).cursor("small")) == expected
+
+
+def test_a_restore_is_itself_a_point_and_can_be_undone(store_path: Path, clock: Clock) -> None:
+    """A restore is written by the next flush like any change, so the history gains a
+    point and the state before the restore can be restored again; acks not flushed when
+    the restore ran are dropped, as a crash would."""
+    with AckStore.open(store_path, sync=False) as store:
+        topic = _topic(store)
+        cur = topic.cursor("c", HOUR)
+        states = []
+        for r in range(6):
+            cur.ack([Position(4, e) for e in range(10 * r, 10 * r + 8)])
+            store.flush()
+            states.append(_state(cur))
+            clock.tick()
+        cur.ack(Position(4, 9))  # not flushed: the restore drops it
+        before = cur.history()
+        cur.restore_as_of(before[3].time)
+        assert _state(cur) == states[2]
+        store.flush()
+        clock.tick()
+        after = cur.history()
+        assert len(after) == len(before) + 1 and after[0].mark_delete_position == states[2][0]
+        cur.restore_as_of(before[0].time)  # undo
+        assert _state(cur) == states[5]
+        store.flush()
+    with AckStore.open(store_path, readonly=True) as store:
+        assert _state(store.topic(T).cursor("c")) == states[5]
+
+
+def test_the_window_is_kept_and_only_the_window(store_path: Path, clock: Clock) -> None:
+    """With a 10-second window and a flush a second, a cursor keeps 11 points (and its log
+    only the records they need): older ones are trimmed as flushes go, restoring to the
+    oldest kept works, and one second before it is a typed error naming the range kept."""
+    config = CursorConfig(history_seconds=10, max_unacked_ranges_to_persist=0)
+    with AckStore.open(store_path, sync=False) as store:
+        topic = _topic(store)
+        cur = topic.cursor("c", config)
+        plain = topic.cursor("plain", CursorConfig(max_unacked_ranges_to_persist=0))
+        states = {}
+        for r in range(60):
+            for c in (cur, plain):
+                c.ack([Position(4, e) for e in range(10 * r, 10 * r + 9)])
+            store.flush()
+            states[clock.now] = _state(cur)
+            clock.tick()
+        clock.tick(-1)  # the newest flush's time
+        points = cur.history()
+        assert [p.time for p in points] == [clock.now - s for s in range(11)]
+        assert len(_points(store, cur.cursor_id)) == 11
+        assert len(_points(store, plain.cursor_id)) == 0
+        records = store.storage.read(lambda txn: len(list(cur._log.records(txn))))
+        assert records <= 12  # a state marker a flush in the window (and the one before it)
+        assert store.storage.read(lambda txn: len(list(plain._log.records(txn)))) == 2
+        oldest = points[-1].time
+        cur.restore_as_of(oldest)
+        assert _state(cur) == states[oldest]
+        with pytest.raises(HistoryRangeError, match="history holds 20") as info:
+            cur.restore_as_of(oldest - 1)
+        assert datetime.fromtimestamp(oldest, tz=UTC).isoformat()[:19] in str(info.value)
+
+
+def test_bad_restores_change_nothing(store_path: Path, clock: Clock) -> None:
+    """A cursor that keeps no history, a time that is not one, a negative time, a time
+    before the window, a read-only store: each a typed error, and the cursor is as it was."""
+    with AckStore.open(store_path, sync=False) as store:
+        topic = _topic(store)
+        cur = topic.cursor("c", HOUR)
+        none = topic.cursor("none")
+        for r in range(3):
+            cur.ack(Position(4, r * 2))
+            none.ack(Position(4, r * 2))
+            store.flush()
+            clock.tick()
+        cur.ack(Position(4, 100))
+        before = _state(cur)
+        with pytest.raises(HistoryRangeError, match="keeps no history"):
+            none.restore_as_of(clock.now)
+        with pytest.raises(InvalidTypeError, match="'yesterday'"):
+            cur.restore_as_of("yesterday")  # type: ignore[arg-type]
+        with pytest.raises(InvalidTypeError):
+            cur.restore_as_of(True)
+        with pytest.raises(InvalidArgumentError, match="-5"):
+            cur.restore_as_of(-5)
+        with pytest.raises(HistoryRangeError, match="cannot be restored as of"):
+            cur.restore_as_of(clock.now - 3600)
+        assert _state(cur) == before and none.history() == []
+    with AckStore.open(store_path, readonly=True) as store:
+        ro = store.topic(T).cursor("c")
+        assert len(ro.history()) == 4  # the close flushed the pending ack
+        with pytest.raises(ReadOnlyError):
+            ro.restore_as_of(clock.now)
+
+
+def test_turning_history_off_or_deleting_the_cursor_drops_its_points(store_path: Path, clock: Clock) -> None:
+    with AckStore.open(store_path, sync=False) as store:
+        topic = _topic(store)
+        a, b = topic.cursor("a", HOUR), topic.cursor("b", HOUR)
+        for r in range(4):
+            for c in (a, b):
+                c.ack(Position(4, r))
+            store.flush()
+            clock.tick()
+        assert len(_points(store, a.cursor_id)) == 4 and len(a.history()) == 4
+        a.update_config(history_seconds=0)
+        assert _points(store, a.cursor_id) == [] and a.history() == []
+        bid = b.cursor_id
+        topic.delete_cursor("b")
+        assert _points(store, bid) == []
+        a.update_config(history_seconds=60)  # on again: from the next flush
+        a.ack(Position(4, 10))
+        store.flush()
+        assert len(a.history()) == 1
+
+
+def test_compaction_leaves_a_cursor_with_history_as_it_is(store_path: Path, clock: Clock) -> None:
+    with AckStore.open(store_path, sync=False) as store:
+        topic = _topic(store)
+        cur = topic.cursor("c", HOUR)
+        for r in range(5):
+            cur.ack(Position(4, 2 * r))
+            store.flush()
+            clock.tick()
+        first = cur.history()[-1]
+        stats = store.compact()
+        assert [s.cursor for s in stats] == []
+        cur.restore_as_of(first.time)
+        assert cur.snapshot().ranges == [(4, [(0, 0)])]
