@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .errors import CorruptRecordError, InvalidArgumentError, InvalidTypeError
@@ -51,6 +51,7 @@ __all__ = [
 ]
 
 _HEAD = struct.Struct(">QQqIQI")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 class HistoryPoint(NamedTuple):
@@ -105,8 +106,9 @@ def as_micros(when: object) -> int:
     """``when`` (a datetime, or a Unix time in seconds) in microseconds since the epoch; a
     typed error for anything else. A naive datetime is local time, as
     ``datetime.timestamp`` reads it."""
-    if isinstance(when, datetime):
-        return round(when.timestamp() * 1e6)
+    if isinstance(when, datetime):  # exact: no float in between
+        aware = when if when.tzinfo is not None else when.astimezone()
+        return (aware - _EPOCH) // timedelta(microseconds=1)
     if isinstance(when, bool) or not isinstance(when, int | float):
         raise InvalidTypeError(f"a time is a datetime or a Unix time in seconds, got {when!r}")
     if when != when or when in (float("inf"), float("-inf")) or when < 0:

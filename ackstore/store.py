@@ -54,7 +54,7 @@ from .errors import (
     UnknownTopicError,
 )
 from .flush import GroupFlush
-from .history import HistoryKeeper, HistoryPoint, drop_points
+from .history import HistoryKeeper, HistoryPoint, Point, drop_points
 from .ledger_cache import CachePool
 from .readers import ReaderWatch, oldest_reader
 from .stats import FLUSH_SECONDS_BUCKETS, CompactStats, FlushStats, StoreStats
@@ -540,6 +540,27 @@ class AckStore:
         and the store lock, the newest kept point at or before ``micros`` recovered from
         the log and adopted by ``cur``."""
         with self._group.lock, self.lock:
+            target = self.history_target(cur, micros)
+            name = f"{cur.topic.name}/{cur.name}"
+            storage, log_ = self._storage, CursorLog(self._storage.log_db, cur.cursor_id)
+            budget = cur.config.max_individual_ack_cache_bytes
+            recovered = storage.read(
+                lambda txn: log_.recover(txn, budget, self.verify, self.lazy, cur.topic.directory.past_end, target.seq)
+            )
+            resolved = recovered.resolved
+            if resolved is None or resolved.seq != target.seq:
+                raise CorruptRecordError(
+                    f"cursor {name}: the state flushed at {_iso(target.micros)} (marker {target.seq}) cannot be read "
+                    f"({'; '.join(recovered.report.skipped_reasons) or 'no marker'}); nothing was changed"
+                )
+            cur.adopt_restored(recovered)
+            return target.public()
+
+    def history_target(self, cur: Cursor, micros: int) -> Point:
+        """@private The kept point a restore of ``cur`` as of ``micros`` goes to; a typed
+        error (the store read-only or closed, the cursor deleted, no history, a time before
+        the window) when there is none. Nothing is changed."""
+        with self.lock:
             self.check_writable()
             cur.ensure_open()
             name = f"{cur.topic.name}/{cur.name}"
@@ -554,20 +575,7 @@ class AckStore:
                 raise HistoryRangeError(
                     f"cursor {name} cannot be restored as of {_iso(micros)}: its history holds {kept}"
                 )
-            target = next(p for p in reversed(points) if p.micros <= micros)
-            storage, log_ = self._storage, CursorLog(self._storage.log_db, cur.cursor_id)
-            budget = cur.config.max_individual_ack_cache_bytes
-            recovered = storage.read(
-                lambda txn: log_.recover(txn, budget, self.verify, self.lazy, cur.topic.directory.past_end, target.seq)
-            )
-            resolved = recovered.resolved
-            if resolved is None or resolved.seq != target.seq:
-                raise CorruptRecordError(
-                    f"cursor {name}: the state flushed at {_iso(target.micros)} (marker {target.seq}) cannot be read "
-                    f"({'; '.join(recovered.report.skipped_reasons) or 'no marker'}); nothing was changed"
-                )
-            cur.adopt_restored(recovered)
-            return target.public()
+            return next(p for p in reversed(points) if p.micros <= micros)
 
     def _forget(self, cur: Cursor) -> None:
         """A deleted cursor: off the flush list, its handle dead, its history forgotten."""

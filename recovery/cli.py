@@ -19,6 +19,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -528,6 +529,101 @@ def delete_topic(store: Path, topic: str, yes: bool, as_json: bool) -> int:
         s.delete_topic(topic)
     _emit(as_json, {"deleted": True, "cursors": n}, f"deleted topic {topic!r} and its {_n(n, 'cursor')}")
     return 0
+
+
+def _when(text: str) -> float | datetime:
+    """``--to``: an ISO-8601 time (a naive one is local time; ``Z`` is UTC) or a Unix time
+    in seconds; a usage error names anything else."""
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageFailure(
+            f"--to {quoted(text)} is not a time: allowed ISO-8601 (2026-11-26T13:59:00Z) or a Unix time in seconds"
+        ) from None
+
+
+def _iso(t: float) -> str:
+    return datetime.fromtimestamp(t, tz=UTC).isoformat(timespec="microseconds")
+
+
+def _acked(snapshot: Any) -> int:
+    """Entries acked above the mark-delete position, in ranges."""
+    return sum(last - first + 1 for _, runs in snapshot.ranges for first, last in runs)
+
+
+@cli.command("history")
+@click.argument("store", type=EXISTING)
+@click.option("--cursor", "spec", required=True, metavar="TOPIC/SUB", help="the cursor, e.g. persistent://t/ns/o/sub")
+@click.option("--json", "as_json", is_flag=True, help="print JSON")
+def history_cmd(store: Path, spec: str, as_json: bool) -> None:
+    """List the flushed states of a cursor that `rewind` can put it back to, newest first.
+
+    One line per flush within the cursor's window (CursorConfig.history_seconds): when it
+    ran (UTC), the mark-delete position and the ranges of acks it held. Works while a
+    writer runs (read-only).
+    """
+    with AckStore.open(store, readonly=True) as s:
+        cur = _open_cursor(s, spec)
+        window = cur.config.history_seconds
+        points = cur.history()
+    rows = [{"time": p.time, "iso": _iso(p.time), "mark_delete": str(p.mark_delete_position),
+             "ranges": p.ack_range_count} for p in points]  # fmt: skip
+    if not window:
+        text = f"{spec}: keeps no history (CursorConfig.history_seconds is 0)"
+    else:
+        text = "\n".join(
+            [f"{spec}: {_n(len(rows), 'flushed state')} kept (window {window:,} s)"]
+            + [f"  {r['iso']}  mark-delete {r['mark_delete']}, {_n(r['ranges'], 'range')}" for r in rows]
+        )
+    _emit(as_json, {"cursor": spec, "history_seconds": window, "points": rows}, text)
+
+
+@cli.command("rewind")
+@click.argument("store", type=EXISTING)
+@click.option("--cursor", "spec", required=True, metavar="TOPIC/SUB", help="the cursor, e.g. persistent://t/ns/o/sub")
+@click.option("--to", "to", required=True, metavar="TIME", help="ISO-8601 (2026-11-26T13:59:00Z) or Unix seconds")
+@click.option("--yes", is_flag=True, help="do not ask for confirmation")
+@click.option("--json", "as_json", is_flag=True, help="print JSON")
+def rewind_cmd(store: Path, spec: str, to: str, yes: bool, as_json: bool) -> None:
+    """Put one cursor back exactly as a flush left it: its acks, mark-delete position,
+    partial batches and delivery counts become those of the newest kept state flushed at
+    or before TIME (`ackstore history` lists them); its properties stay.
+
+    Says what changes and asks first (--yes does not). Durable when it returns, and
+    itself a new point of the history, so it can be rewound again. Refuses while a
+    writer holds the store (stop it, or call Cursor.restore_as_of in it).
+    """
+    when = _when(to)
+    if store.is_file():
+        raise UsageFailure(f"{store} is a single-file snapshot; rewind works on a store directory")
+    s = AckStore.open(store, create=False)
+    try:
+        cur = _open_cursor(s, spec)
+        before = cur.snapshot()
+        point = cur.restore_as_of(when)  # checked: a typed error before anything changes
+        after = cur.snapshot()
+        change = (
+            f"{spec} to its state of {_iso(point.time)}: mark-delete {before.mark_delete_position} -> "
+            f"{after.mark_delete_position}, {_n(before.ack_range_count, 'range')} -> "
+            f"{_n(after.ack_range_count, 'range')}, acked above it {_acked(before):,} -> {_acked(after):,} entries"
+        )
+        if not yes and not click.confirm(f"rewind {change}?", default=False, err=True):
+            s.close(discard=True)  # the restore is in memory only: dropped
+            raise click.exceptions.Abort()
+        s.flush()
+    finally:
+        s.close(discard=True)  # flushed above, or nothing to keep
+    row = {
+        "cursor": spec,
+        "to": to,
+        "restored": _iso(point.time),
+        "mark_delete": str(after.mark_delete_position),
+    }
+    _emit(as_json, row | {"ranges": after.ack_range_count}, f"rewound {change}")
 
 
 @cli.command("salvage")

@@ -5,7 +5,10 @@ machine is."""
 
 from __future__ import annotations
 
+import json
 import random
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -260,3 +263,90 @@ def test_compaction_leaves_a_cursor_with_history_as_it_is(store_path: Path, cloc
         assert [s.cursor for s in stats] == []
         cur.restore_as_of(first.time)
         assert cur.snapshot().ranges == [(4, [(0, 0)])]
+
+
+def _cli(*args: object, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ackstore.recovery", *map(str, args)],
+        capture_output=True,
+        text=True,
+        input=stdin,
+        timeout=120,
+    )
+
+
+def test_the_history_and_rewind_commands(store_path: Path) -> None:
+    """``ackstore history`` lists the points (JSON too); ``ackstore rewind`` says what
+    changes and asks, changes nothing when told no, restores exactly and durably with
+    --yes; a time that is not one is a usage error (exit 2), one before the window a
+    failure naming the range (exit 1), and so is a store a writer holds."""
+    states = []
+    with AckStore.open(store_path) as store:
+        topic = _topic(store)
+        cur = topic.cursor("sub", HOUR)
+        for r in range(5):
+            cur.ack([Position(4, e) for e in range(10 * r, 10 * r + 6)])
+            store.flush()
+            states.append(_state(cur))
+    spec = f"{T}/sub"
+    listed = _cli("history", store_path, "--cursor", spec, "--json")
+    assert listed.returncode == 0, listed.stderr
+    points = json.loads(listed.stdout)["points"]
+    assert len(points) == 5 and [p["ranges"] for p in points] == [5, 4, 3, 2, 1]
+    text = _cli("history", store_path, "--cursor", spec)
+    assert "5 flushed states kept (window 3,600 s)" in text.stdout and points[0]["iso"] in text.stdout
+    no = _cli("rewind", store_path, "--cursor", spec, "--to", points[3]["time"], stdin="n\n")
+    assert no.returncode == 1 and "5 ranges -> 2 ranges" in no.stderr, no.stderr
+    yes = _cli("rewind", store_path, "--cursor", spec, "--to", points[3]["iso"], "--yes")
+    assert yes.returncode == 0 and "rewound" in yes.stdout, yes.stderr
+    with AckStore.open(store_path, readonly=True) as store:
+        again = store.topic(T).cursor("sub")
+        assert _state(again) == states[1] and len(again.history()) == 6
+    bad = _cli("rewind", store_path, "--cursor", spec, "--to", "soon", "--yes")
+    assert bad.returncode == 2 and "'soon' is not a time" in bad.stderr and "Traceback" not in bad.stderr
+    early = _cli("rewind", store_path, "--cursor", spec, "--to", "2001-01-01T00:00:00Z", "--yes")
+    assert early.returncode == 1 and "its history holds" in early.stderr, early.stderr
+    with AckStore.open(store_path):
+        held = _cli("rewind", store_path, "--cursor", spec, "--to", points[0]["time"], "--yes")
+    assert held.returncode != 0 and "Traceback" not in held.stderr, held.stderr
+
+
+def test_a_dispatcher_restore_is_a_revision_and_a_new_epoch(store_path: Path, clock: Clock) -> None:
+    """Through a Dispatcher, a restore discards the read in flight (PIP-269), moves the
+    consumers to a new epoch (PIP-194) and reads again from after the restored mark-delete
+    position; a time before the window raises before anything changes (same epoch)."""
+    import asyncio
+
+    from ackstore import CursorStateRevisionController, Dispatcher
+    from ackstore.testing import InMemoryLedgerReader
+
+    async def scenario() -> tuple[list[Position], Position, int]:
+        with AckStore.open(store_path) as store:
+            topic = store.topic(T)
+            topic.add_ledger(1)
+            cur = topic.cursor("sub", HOUR)
+            reader = InMemoryLedgerReader(topic, manual=True)
+            reader.append(1, 40)
+            d = Dispatcher(cur, reader, CursorStateRevisionController())
+            consumer = d.add_consumer("c1")
+            cur.ack_cumulative(Position(1, 4))
+            store.flush()
+            kept = clock.now
+            clock.tick()
+            cur.ack_cumulative(Position(1, 20))  # the bad deploy
+            store.flush()
+            clock.tick()
+            with pytest.raises(HistoryRangeError):
+                d.restore_as_of(kept - 100)
+            assert d.epoch == 0 and cur.mark_delete_position == Position(1, 20)
+            read = asyncio.create_task(d.read_more(3))  # 1:21..1:23, in flight
+            while not reader.pending:
+                await asyncio.sleep(0)
+            point = d.restore_as_of(kept)
+            reader.complete()
+            await read
+            assert point.mark_delete_position == Position(1, 4) and cur.read_position == Position(1, 5)
+            return consumer.received, cur.mark_delete_position, consumer.epoch
+
+    received, md, epoch = asyncio.run(scenario())
+    assert received == [] and md == Position(1, 4) and epoch == 1

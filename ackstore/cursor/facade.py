@@ -56,7 +56,7 @@ from .validate import pair
 if TYPE_CHECKING:
     import lmdb
 
-    from ..history import HistoryKeeper
+    from ..history import HistoryKeeper, Point
     from ..ledger_cache import CachePool
     from ..storage.env import Environment
     from ..topic import Topic
@@ -94,6 +94,8 @@ class CursorHost(Protocol):
     def history(self) -> HistoryKeeper: ...
 
     def restore_cursor(self, cursor: Cursor, micros: int) -> HistoryPoint: ...
+
+    def history_target(self, cursor: Cursor, micros: int) -> Point: ...
 
     def recover_log(
         self, txn: lmdb.Transaction, log: CursorLog, config: CursorConfig, topic: Topic
@@ -487,8 +489,12 @@ class Cursor(StoreSide):
         the range kept) or the cursor keeps no history; ReadOnlyError on a read-only store.
         Outside a :class:`~ackstore.Dispatcher` this races with reads in flight as a reset
         does; ``Dispatcher.restore_as_of`` makes it a revision. O(the state restored)."""
-        micros = as_micros(when)
-        return self._store.restore_cursor(self, micros)
+        return self._store.restore_cursor(self, as_micros(when))
+
+    def check_restore(self, when: datetime | float) -> HistoryPoint:
+        """@private The point :meth:`restore_as_of` would restore (the same typed errors);
+        nothing is changed."""
+        return self._store.history_target(self, as_micros(when)).public()
 
     def snapshot(self) -> CursorSnapshot:
         """The cursor's whole ack state read at once: mark-delete position, properties,

@@ -45,7 +45,8 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 from ..cursor.validate import pair as pair_of
 from ..errors import InvalidArgumentError, InvalidPositionError, InvalidTypeError
@@ -53,6 +54,9 @@ from ..position import Position, trusted
 from .read_loop import CursorPositions, CursorReadLoop, RevisionInProgressError
 from .reads import Entry, LedgerReader
 from .revision import CursorStateRevisionController
+
+if TYPE_CHECKING:
+    from ..history import HistoryPoint
 
 log = logging.getLogger("ackstore")
 
@@ -443,6 +447,20 @@ class Dispatcher(CursorReadLoop):
             consumer.epoch = self.epoch  # the seek response carries the epoch to each consumer
         self._revise(lambda: self.cursor.reset_to(target, batch))
         return self.epoch
+
+    def restore_as_of(self, when: datetime | float) -> HistoryPoint:
+        """``Cursor.restore_as_of`` as a position change: one revision (reads in flight are
+        discarded, as for a reset) and a new consumer epoch (PIP-194), as :meth:`seek`;
+        reads start again at the first unacked entry after the restored mark-delete
+        position. Returns the point restored; a bad time (or a cursor that keeps no
+        history) raises before anything changes."""
+        self.cursor.check_restore(when)
+        self.epoch += 1
+        for consumer in self.consumers.values():
+            consumer.epoch = self.epoch
+        restored: list[HistoryPoint] = []
+        self._revise(lambda: restored.append(self.cursor.restore_as_of(when)))
+        return restored[0]
 
     def skip(self, n: int, *, include_acked: bool = False) -> None:
         """Acknowledge the next ``n`` unacked entries after the mark-delete position.
