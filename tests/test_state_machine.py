@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from ackstore import AckStore, AckStoreError, CursorConfig, Dispatcher, Position, testing
+from ackstore import AckStore, AckStoreError, CursorConfig, Dispatcher, HistoryRangeError, Position, testing
 from ackstore import flush as group_flush
 from ackstore.cursor.lane import STATE_MAX_RUNS, set_state_bound
 from ackstore.testing import InMemoryLedgerReader
@@ -129,6 +129,21 @@ class AckStoreMachine(RuleBasedStateMachine):
         self.reader_directory: TopicModel | None = None
         self.reader_from = 0
         self.reader_seen: dict[str, int] = {}
+        #: per cursor that keeps history, each kept point's time and the state its flush
+        #: wrote (what a restore to it must give back)
+        self.points: dict[str, dict[float, CursorModel]] = {}
+        self.seen_points: dict[str, int] = {}
+
+    def _points(self) -> None:
+        """After a flush (or the close before a reopen): each cursor that got a new history
+        point maps its time to the state that flush wrote."""
+        if not self.config.history_seconds:
+            return
+        for name, cur in self.cursors.items():
+            points = cur.history()
+            if len(points) > self.seen_points.get(name, 0):
+                self.points.setdefault(name, {})[points[0].time] = copy.deepcopy(self.model.flushed[name])
+            self.seen_points[name] = len(points)
 
     def _flushed(self) -> None:
         """The flushed state changed: a reader may show it from now on. Each cursor's as the
@@ -468,6 +483,7 @@ class AckStoreMachine(RuleBasedStateMachine):
             group_flush.CHUNK = saved
         self.model.flush()
         self._flushed()
+        self._points()
 
     @rule(load=st.sampled_from(["budget", "lazy"]), bulk=st.booleans())
     def reopen(self, load: str, bulk: bool) -> None:
@@ -477,6 +493,32 @@ class AckStoreMachine(RuleBasedStateMachine):
         self.model.crash()  # what was flushed is all a reopen sees (all of it, unless PIP-299 capped it)
         self.store = AckStore.open(self.dir / "s", map_size=1 << 16, sync=False, load=load)
         self._attach(bulk)
+        self._points()  # the close's flush
+
+    @precondition(lambda self: any(self.points.values()))
+    @rule(data=st.data())
+    def restore(self, data: st.DataObject) -> None:
+        """A restore through the dispatcher to a kept point, to a time between two, after
+        the newest, or before the oldest (a typed error, nothing changed): the cursor is the
+        state that flush wrote, as a reopen would load it now, its properties kept; one
+        revision, a new epoch."""
+        m = self.model
+        name = data.draw(st.sampled_from(sorted(n for n, p in self.points.items() if p)))
+        times = sorted(self.points[name])
+        when = data.draw(st.sampled_from(times)) + data.draw(st.sampled_from([0.0, 1e-7, 5.0, -1.0]))
+        d, epoch = self.dispatchers[name], self.dispatchers[name].epoch
+        if when < times[0]:
+            with pytest.raises(HistoryRangeError):
+                d.restore_as_of(when)
+            assert d.epoch == epoch
+            return
+        chosen = max(t for t in times if t <= when)
+        point = d.restore_as_of(when)
+        assert point.time == chosen and d.epoch == epoch + 1
+        properties = m.cursors[name].properties
+        m.cursors[name] = m.load(self.points[name][chosen])
+        m.cursors[name].properties = properties
+        self.replay[name].clear()
 
     @rule(load=st.sampled_from(["budget", "lazy"]), bulk=st.booleans())
     def crash(self, load: str, bulk: bool) -> None:
@@ -584,6 +626,16 @@ class DeltaMachine(AckStoreMachine):
         super().teardown()
 
 
+class HistoryMachine(AckStoreMachine):
+    """Every cursor keeps an hour of history, with a small cache budget (swapped-out
+    ledgers) and full markers every 3: restores to any flushed state, crashes and reopens
+    between them (a rule of its own: ``restore``)."""
+
+    config = CursorConfig(
+        full_marker_every=3, max_individual_ack_cache_bytes=600, max_unacked_ranges_to_persist=0, history_seconds=3600
+    )
+
+
 class TruncatingMachine(AckStoreMachine):
     """PIP-299: flushes persist only the lowest 3 ranges; a crash must lose exactly the rest."""
 
@@ -604,5 +656,7 @@ TestTinyBudgetMachine = TinyBudgetMachine.TestCase
 TestTinyBudgetMachine.settings = settings(_settings, max_examples=25)
 TestDeltaMachine = DeltaMachine.TestCase
 TestDeltaMachine.settings = settings(_settings, max_examples=40)
+TestHistoryMachine = HistoryMachine.TestCase
+TestHistoryMachine.settings = settings(_settings, max_examples=int(os.environ.get("ACKSTORE_SM_EXAMPLES", "40")))
 TestTruncatingMachine = TruncatingMachine.TestCase
 TestTruncatingMachine.settings = settings(_settings, max_examples=40)
