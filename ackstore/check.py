@@ -21,8 +21,9 @@ from functools import partial
 import lmdb
 
 from .errors import CorruptRecordError, CorruptStoreError, InvalidArgumentError, StoreError
-from .storage.log import CursorLog
-from .storage.records import decode_record
+from .history import decode_point, point_entries
+from .storage.log import CursorLog, resolve_marker
+from .storage.records import decode_record, log_key
 from .store import AckStore, Topic
 
 __all__ = ["Finding", "check", "FINDING_KINDS"]
@@ -38,6 +39,7 @@ FINDING_KINDS = (
     "at-or-below-mark-delete",  # acks the mark-delete position already covers
     "mark-delete-outside-directory",  # the mark-delete position names no ledger of the topic
     "bad-batch",  # a partial batch that is empty, full, or also acked whole
+    "damaged-history",  # a kept history point that does not decode, or whose state cannot be restored
 )
 """every kind a :class:`Finding` may be (the source says what each means)"""
 
@@ -181,6 +183,7 @@ def _check_in(
             decode_record(value)
         except CorruptRecordError as exc:
             add("corrupt-record", str(exc), seq)
+    _check_history(txn, s, cid, add)
     state = log.recover(txn, budget=0, verify="all")
     seen[cid] = (topic.name, name, state.report.marker_seq)
     for reason in state.report.skipped_reasons:
@@ -217,10 +220,31 @@ def _check_in(
     return out
 
 
+def _check_history(txn: lmdb.Transaction, s: AckStore, cid: int, add: Callable[..., None]) -> None:
+    """Every history point the cursor keeps decodes, and the state it names can be
+    restored: its marker's chain resolves and every record it references is there."""
+    db, log_db = s.storage.history_db, s.storage.log_db
+    if db is None:
+        return
+    for key, value in point_entries(txn, db, cid):
+        try:
+            _, point = decode_point(key, value)
+        except CorruptRecordError as exc:
+            add("damaged-history", str(exc))
+            continue
+        try:
+            resolved = resolve_marker(txn, log_db, cid, point.seq)
+            for entry in resolved.index.values():
+                if txn.get(log_key(cid, entry.seq), db=log_db) is None:
+                    raise CorruptRecordError(f"record {entry.seq} it names is missing")
+        except CorruptRecordError as exc:
+            add("damaged-history", f"the state flushed at point {point.seq} cannot be restored: {exc}", point.seq)
+
+
 def _fix(s: AckStore, broken: list[tuple[Topic, str]], findings: list[Finding]) -> list[Finding]:
     cursors = [topic.cursor(name) for topic, name in broken]
     try:
-        stats = {(st.topic, st.cursor): st for st in s.compact(cursors, verify=True)}
+        stats = {(st.topic, st.cursor): st for st in s.compact(cursors, verify=True, drop_history=True)}
     except StoreError as exc:  # the rewrite did not read back: refuse, change nothing
         why = f"not fixed: an in-place repair would not keep what open recovers ({exc})"
         return [replace(f, message=f"{f.message} ({why})") for f in findings]
@@ -237,6 +261,8 @@ def _fix(s: AckStore, broken: list[tuple[Topic, str]], findings: list[Finding]) 
         how = (
             f"rolled back to marker {rec.marker_seq}" if rec.marker_seq >= 0 else "no intact marker: cursor reset"
         ) + f"; log rewritten {st.records_before} -> {st.records_after} records"
+        if cur.config.history_seconds:
+            how += "; its history was dropped (it starts again at the next flush)"
         if lost:
             how += f"; the acks of {lost} newer flush(es) are lost and their messages will be redelivered"
         first = (f.topic, f.cursor) not in counted

@@ -9,7 +9,8 @@ own), the plans are written through
 cursors adopt the new logs once the transaction commits. With ``verify``, every rewritten
 cursor is recovered from its new log inside the same transaction and compared with its
 state in memory; a difference aborts it all (``check --fix`` uses this, so a repair never
-keeps less than open recovered).
+keeps less than open recovered). A rewritten cursor's history points are dropped in the
+same transaction (the markers they named are gone).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING
 import lmdb
 
 from .errors import StoreError
+from .history import drop_points
 from .stats import CompactStats
 from .storage.log import CursorLog
 from .storage.records import RECORD_MARKER, encode_ledger, record_type, state_ledger
@@ -53,6 +55,7 @@ def compact_cursors(storage: Environment, cursors: list[Cursor], verify: bool = 
             log.put(txn, marker_seq, plan.marker)
             after += 16 + len(plan.marker)
             log.trim(txn, plan.start)
+            drop_points(txn, storage.history_db, cur.cursor_id)  # the states they named are gone
             if verify:
                 diff = cur.rewrite_differs(log.recover(txn, None, "all"), marker_seq)
                 if diff is not None:

@@ -22,6 +22,7 @@ Engine internals: the cursor's methods are the API.
 
 from __future__ import annotations
 
+import logging
 import struct
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -48,8 +49,10 @@ __all__ = [
     "drop_points",
     "encode_point",
     "history_keys",
+    "point_entries",
 ]
 
+log = logging.getLogger("ackstore")
 _HEAD = struct.Struct(">QQqIQI")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -125,14 +128,15 @@ class CursorHistory:
 
     @classmethod
     def read(cls, txn: lmdb.Transaction, db: lmdb._Database, cursor_id: int) -> CursorHistory:
-        """The points of ``cursor_id`` stored in ``db``. O(points)."""
+        """The points of ``cursor_id`` stored in ``db``, less any damaged one (a WARNING
+        names it; ``ackstore check`` reports it): a damaged point is a state that cannot be
+        restored, never a reason to stop flushing. O(points)."""
         points = []
-        c = txn.cursor(db=db)
-        ok = c.set_range(log_key(cursor_id, 0))
-        end = log_key(cursor_id + 1, 0)
-        while ok and c.key() < end:
-            points.append(decode_point(c.key(), c.value())[1])
-            ok = c.next()
+        for key, value in point_entries(txn, db, cursor_id):
+            try:
+                points.append(decode_point(key, value)[1])
+            except CorruptRecordError as exc:
+                log.warning("ackstore: a history point of cursor id %d is left out: %s", cursor_id, exc)
         return cls(points)
 
     def visible(self, cutoff: int) -> list[Point]:
@@ -247,6 +251,18 @@ class HistoryKeeper:
         """Step 4's part (store lock held): the written points are the cursors' own."""
         for t in taken:
             self.of(t.cursor_id).points = t.keep
+
+
+def point_entries(txn: lmdb.Transaction, db: lmdb._Database, cursor_id: int) -> list[tuple[bytes, bytes]]:
+    """The raw ``(key, value)`` entries of ``cursor_id``'s points, in sequence order."""
+    out = []
+    c = txn.cursor(db=db)
+    ok = c.set_range(log_key(cursor_id, 0))
+    end = log_key(cursor_id + 1, 0)
+    while ok and c.key() < end:
+        out.append((bytes(c.key()), bytes(c.value())))
+        ok = c.next()
+    return out
 
 
 def drop_points(txn: lmdb.Transaction, db: lmdb._Database | None, cursor_id: int) -> int:

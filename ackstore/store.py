@@ -665,7 +665,9 @@ class AckStore:
 
     # -- maintenance --------------------------------------------------------------------------
 
-    def compact(self, cursors: list[Cursor] | None = None, *, verify: bool = False) -> list[CompactStats]:
+    def compact(
+        self, cursors: list[Cursor] | None = None, *, verify: bool = False, drop_history: bool = False
+    ) -> list[CompactStats]:
         """Rewrite every cursor's log as its live ledger records plus one full marker.
 
         Drops every record no longer needed (superseded records, older markers, what a
@@ -679,22 +681,32 @@ class AckStore:
         --fix`` uses it, so a repair never leaves less than open recovered.
 
         A cursor that keeps history (``CursorConfig.history_seconds``) is left as it is: its
-        log is its window (its flushes trim what is older), and a rewrite would lose it.
+        log is its window (its flushes trim what is older), and a rewrite would lose it;
+        ``drop_history=True`` rewrites it too and drops its history (it starts again at the
+        next flush).
         """
+        if type(drop_history) is not bool:
+            raise InvalidTypeError(f"drop_history must be a bool, got {drop_history!r}")
         self.check_writable()
         if cursors is None:
             topics = [self.topic(t) for t in self.topics()]
             cursors = [topic.cursor(name) for topic in topics for name in topic.cursors()]
         with self._group.lock, self.lock:
             windows = self.history.windows
-            kept = [cur for cur in cursors if cur.cursor_id in windows]
+            kept = [] if drop_history else [cur for cur in cursors if cur.cursor_id in windows]
             if kept:
                 log.info(
                     "ackstore: compaction leaves %d cursor(s) that keep history as they are (%s)",
                     len(kept),
                     ", ".join(f"{cur.topic.name}/{cur.name}" for cur in kept[:5]),
                 )
-            return compact_cursors(self._storage, [cur for cur in cursors if cur.cursor_id not in windows], verify)
+            rewritten = [cur for cur in cursors if drop_history or cur.cursor_id not in windows]
+            stats = compact_cursors(self._storage, rewritten, verify)
+            for cur in rewritten:  # their points went with the rewrite
+                self.history.forget(cur.cursor_id)
+                if cur.cursor_id in windows:
+                    cur.planner.chain.force_full = True  # history starts again with a full marker
+            return stats
 
     def copy(self, dest: str | os.PathLike[str], compact: bool = True) -> int:
         """Write a consistent single-file snapshot of the flushed state to ``dest``; return its size.

@@ -450,13 +450,21 @@ def restore_cmd(store: Path, dump_file: Any, as_json: bool) -> None:
 
 @cli.command()
 @click.argument("store", type=EXISTING)
+@click.option("--drop-history", is_flag=True, help="rewrite cursors that keep history too, dropping it")
 @click.option("--json", "as_json", is_flag=True, help="print JSON")
-def compact(store: Path, as_json: bool) -> None:
-    """Rewrite every cursor's log as live records + one full marker (refuses while a writer runs)."""
+def compact(store: Path, drop_history: bool, as_json: bool) -> None:
+    """Rewrite every cursor's log as live records + one full marker (refuses while a writer runs).
+
+    A cursor that keeps history (CursorConfig.history_seconds) is left as it is, its
+    window kept; --drop-history rewrites it too and drops its history (it starts again at
+    its next flush).
+    """
     if store.is_file():
         raise UsageFailure(f"{store} is a single-file snapshot; compact works on a store directory")
     with AckStore.open(store, create=False) as s:
-        stats = s.compact()
+        stats = s.compact(drop_history=drop_history)
+        keeping = [c for c in s.open_cursors() if c.config.history_seconds]
+        kept = [] if drop_history else [f"{c.topic.name}/{c.name}" for c in keeping]
     rows = [asdict(st) for st in stats]
     before, after = sum(r["bytes_before"] for r in rows), sum(r["bytes_after"] for r in rows)
     text = "\n".join(
@@ -468,7 +476,11 @@ def compact(store: Path, as_json: bool) -> None:
         f"\ntotal: {before:,} -> {after:,} B of records; the file keeps its size (LMDB reuses the freed pages): "
         "`ackstore copy STORE NEW.mdb` writes a smaller copy"
     )
-    _emit(as_json, {"cursors": rows, "bytes_before": before, "bytes_after": after}, text.strip())
+    if kept:
+        text += f"\nleft as they are, keeping their history (--drop-history rewrites them): {', '.join(kept)}"
+    if drop_history:
+        text += "\nthe history of every cursor rewritten was dropped"
+    _emit(as_json, {"cursors": rows, "bytes_before": before, "bytes_after": after, "kept": kept}, text.strip())
 
 
 def _confirm(yes: bool, what: str) -> None:

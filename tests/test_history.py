@@ -350,3 +350,74 @@ def test_a_dispatcher_restore_is_a_revision_and_a_new_epoch(store_path: Path, cl
 
     received, md, epoch = asyncio.run(scenario())
     assert received == [] and md == Position(1, 4) and epoch == 1
+
+
+def test_check_reports_damaged_history_and_fix_drops_it(store_path: Path, clock: Clock) -> None:
+    """A point whose value is damaged, and one whose marker is gone: ``check`` names both
+    (damaged-history); the store still opens and flushes (the damaged point is left out,
+    the other refuses a restore with a typed error and changes nothing); ``check --fix``
+    drops the cursor's history, saying so, and the store is clean again."""
+    import lmdb
+
+    from ackstore import CorruptRecordError, check
+    from ackstore.storage.records import log_key
+
+    with AckStore.open(store_path, sync=False) as store:
+        topic = _topic(store)
+        cur = topic.cursor("c", HOUR)
+        cur.ack_entries(1, range(0, 20_000, 3))  # the marker layout: ledger records and markers
+        for r in range(8):
+            cur.ack([Position(4, e) for e in range(10 * r, 10 * r + 5)])
+            store.flush()
+            clock.tick()
+        cid = cur.cursor_id
+        seqs = _points(store, cid)
+    assert check(store_path) == []
+    env = lmdb.open(str(store_path), max_dbs=8)
+    history_db, log_db = env.open_db(b"history"), env.open_db(b"log")
+    with env.begin(write=True) as txn:
+        txn.put(log_key(cid, seqs[3]), b"\x00" * 7, db=history_db)  # a damaged point
+        txn.delete(log_key(cid, seqs[1]), db=log_db)  # an old point's marker gone
+    env.close()
+    found = check(store_path)
+    assert {f.kind for f in found} == {"damaged-history"}, found
+    assert any(f.seq == seqs[1] for f in found) and any("is not a point" in f.message for f in found)
+    with AckStore.open(store_path, sync=False) as store:
+        cur = store.topic(T).cursor("c")
+        points = cur.history()
+        assert len(points) == 7  # the damaged one left out
+        before = _state(cur)
+        with pytest.raises(CorruptRecordError, match="nothing was changed"):
+            cur.restore_as_of(points[-2].time)  # the point whose marker is gone
+        assert _state(cur) == before
+        cur.ack(Position(4, 500))
+        store.flush()  # flushing goes on
+        expected = _state(cur)
+    fixed = check(store_path, fix=True)
+    assert fixed and all(f.fixed and "history was dropped" in f.message for f in fixed)
+    assert check(store_path) == []
+    with AckStore.open(store_path, sync=False) as store:
+        cur = store.topic(T).cursor("c")
+        assert _state(cur) == expected and cur.history() == []
+        cur.ack(Position(4, 501))
+        store.flush()
+        assert len(cur.history()) == 1
+
+
+def test_the_compact_command_keeps_the_window_unless_told(store_path: Path) -> None:
+    with AckStore.open(store_path) as store:
+        topic = _topic(store)
+        kept, plain = topic.cursor("kept", HOUR), topic.cursor("plain")
+        for r in range(4):
+            for c in (kept, plain):
+                c.ack(Position(4, 2 * r))
+            store.flush()
+    first = _cli("compact", store_path)
+    assert first.returncode == 0 and f"keeping their history (--drop-history rewrites them): {T}/kept" in first.stdout
+    with AckStore.open(store_path, readonly=True) as store:
+        assert len(store.topic(T).cursor("kept").history()) == 4
+    second = _cli("compact", store_path, "--drop-history", "--json")
+    assert second.returncode == 0 and json.loads(second.stdout)["kept"] == []
+    with AckStore.open(store_path, readonly=True) as store:
+        cur = store.topic(T).cursor("kept")
+        assert cur.history() == [] and cur.snapshot().ranges == [(4, [(0, 0), (2, 2), (4, 4), (6, 6)])]
