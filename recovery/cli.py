@@ -214,6 +214,12 @@ def stat(store: Path, as_json: bool, prometheus: bool, max_cursors: int) -> None
                     else ""
                 )
                 + (f", {c['markers_skipped']} broken markers skipped" if c["markers_skipped"] else "")
+                + (
+                    f", history {c['history_seconds']:,} s: {_n(c['history_points'], 'state')} kept"
+                    + (f" from {c['history_oldest']} (garbage includes the window)" if c["history_points"] else "")
+                    if c["history_seconds"]
+                    else ""
+                )
             )
     _emit(as_json, out, "\n".join(lines))
 
@@ -247,6 +253,21 @@ def _cursor_figures(s: AckStore, cur) -> dict[str, Any]:  # type: ignore[no-unty
         "markers_skipped": st.recovery.markers_skipped,
         "truncated": st.truncated,
         **_delivery_figures(cur.delivery_counts()),
+        **_history_figures(s, cur),
+    }
+
+
+def _history_figures(s: AckStore, cur) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    """The cursor's history window (as persisted: stat opens cursors with a budget of its
+    own), the states it keeps and the oldest one's time."""
+    found = s.storage.read(lambda txn: s.storage.catalog.cursor(txn, cur.topic.topic_id, cur.name))
+    window = 0 if found is None else found[1].history_seconds
+    cutoff = (time.time() - window) * 1e6
+    points = s.history.of(cur.cursor_id).visible(round(cutoff)) if window else []
+    return {
+        "history_seconds": window,
+        "history_points": len(points),
+        "history_oldest": _iso(points[0].micros / 1e6) if points else None,
     }
 
 

@@ -289,6 +289,10 @@ def test_the_history_and_rewind_commands(store_path: Path) -> None:
             store.flush()
             states.append(_state(cur))
     spec = f"{T}/sub"
+    stat = _cli("stat", store_path, "--json")
+    figures = json.loads(stat.stdout)["topics"][T]["cursors"]["sub"]
+    assert (figures["history_seconds"], figures["history_points"]) == (3600, 5), stat.stderr
+    assert "history 3,600 s: 5 states kept from" in _cli("stat", store_path).stdout
     listed = _cli("history", store_path, "--cursor", spec, "--json")
     assert listed.returncode == 0, listed.stderr
     points = json.loads(listed.stdout)["points"]
