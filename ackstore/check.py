@@ -21,7 +21,7 @@ from functools import partial
 import lmdb
 
 from .errors import CorruptRecordError, CorruptStoreError, InvalidArgumentError, StoreError
-from .history import decode_point, point_entries
+from .history import decode_point
 from .storage.log import CursorLog, resolve_marker
 from .storage.records import decode_record, log_key
 from .store import AckStore, Topic
@@ -226,9 +226,9 @@ def _check_history(txn: lmdb.Transaction, s: AckStore, cid: int, add: Callable[.
     db, log_db = s.storage.history_db, s.storage.log_db
     if db is None:
         return
-    for key, value in point_entries(txn, db, cid):
+    for seq, value in CursorLog(db, cid).records(txn):
         try:
-            _, point = decode_point(key, value)
+            point = decode_point(cid, seq, value)
         except CorruptRecordError as exc:
             add("damaged-history", str(exc))
             continue

@@ -24,17 +24,17 @@ from __future__ import annotations
 
 import logging
 import struct
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .errors import CorruptRecordError, InvalidArgumentError, InvalidTypeError
 from .position import Position, trusted
-from .storage.records import log_key, split_log_key
+from .storage.log import CursorLog
+from .storage.records import log_key
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
-
     import lmdb
 
 __all__ = [
@@ -48,8 +48,7 @@ __all__ = [
     "decode_point",
     "drop_points",
     "encode_point",
-    "history_keys",
-    "point_entries",
+    "iso",
 ]
 
 log = logging.getLogger("ackstore")
@@ -93,16 +92,20 @@ def encode_point(point: Point) -> bytes:
     return head + struct.pack(f">{len(point.refs)}Q", *point.refs)
 
 
-def decode_point(key: bytes, value: bytes) -> tuple[int, Point]:
-    """``(cursor id, point)`` of a history entry; CorruptRecordError when it is not one."""
-    if len(key) != 16 or len(value) < _HEAD.size:
-        raise CorruptRecordError(f"history entry of {len(key)}-byte key and {len(value)}-byte value is not a point")
-    cid, seq = split_log_key(key)
+def decode_point(cursor_id: int, seq: int, value: bytes) -> Point:
+    """The point ``cursor_id`` keeps at ``seq``; CorruptRecordError when ``value`` is not one."""
+    if len(value) < _HEAD.size:
+        raise CorruptRecordError(f"history point of cursor id {cursor_id} at {seq}: {len(value)} bytes is not a point")
     micros, md_l, md_e, ranges, full_seq, n = _HEAD.unpack_from(value)
     if len(value) != _HEAD.size + 8 * n or full_seq > seq or md_e < -1:
-        raise CorruptRecordError(f"history point of cursor id {cid} at {seq} is damaged")
+        raise CorruptRecordError(f"history point of cursor id {cursor_id} at {seq} is damaged")
     refs = struct.unpack_from(f">{n}Q", value, _HEAD.size)
-    return cid, Point(seq, micros, (md_l, md_e), ranges, full_seq, refs)
+    return Point(seq, micros, (md_l, md_e), ranges, full_seq, refs)
+
+
+def iso(micros: int) -> str:
+    """A time in microseconds as ISO-8601 UTC (what history's messages and tools name)."""
+    return datetime.fromtimestamp(micros / 1e6, tz=UTC).isoformat(timespec="microseconds")
 
 
 def as_micros(when: object) -> int:
@@ -132,36 +135,50 @@ class CursorHistory:
         names it; ``ackstore check`` reports it): a damaged point is a state that cannot be
         restored, never a reason to stop flushing. O(points)."""
         points = []
-        for key, value in point_entries(txn, db, cursor_id):
+        for seq, value in CursorLog(db, cursor_id).records(txn):
             try:
-                points.append(decode_point(key, value)[1])
+                points.append(decode_point(cursor_id, seq, value))
             except CorruptRecordError as exc:
                 log.warning("ackstore: a history point of cursor id %d is left out: %s", cursor_id, exc)
         return cls(points)
 
     def visible(self, cutoff: int) -> list[Point]:
         """The points a restore may go to: those of flushes at or after ``cutoff``
-        (microseconds), oldest first."""
-        return [p for p in self.points if p.micros >= cutoff]
+        (microseconds), oldest first. O(log points + points returned)."""
+        return self.points[bisect_left(self.points, cutoff, key=_micros) :]
 
-    def after(self, point: Point, cutoff: int) -> tuple[list[Point], list[int], Point]:
-        """With ``point`` added (a flush's): the points to keep, the sequences of those to
-        drop, and the full marker the oldest visible point's chain starts at (kept while
-        that point is: the flush keeps the log from it on, and the records it names).
-        O(points)."""
-        points = [*self.points, point]
-        first = next(p for p in points if p.micros >= cutoff)  # the new point is, at least
-        # its chain's full marker is a point too (history starts with a full marker); were
-        # it not, the log is kept from that marker on all the same
-        full = next((p for p in points if p.seq == first.full_seq), None) or first._replace(seq=first.full_seq, refs=())
-        keep = [p for p in points if p.seq >= first.seq or p is full]
-        dropped = [p.seq for p in points if p.seq < first.seq and p is not full]
-        return keep, dropped, full
+    def after(self, point: Point, cutoff: int) -> tuple[list[int], Point]:
+        """With ``point`` added (a flush's, the newest): the sequences of the points to drop
+        (older than ``cutoff``, microseconds), and the full marker the oldest point kept
+        starts its chain at (kept while that point is: the flush keeps the log from it on,
+        and the records it names). Nothing is changed (:meth:`add` does it once the flush
+        is written). O(log points + points dropped)."""
+        points = self.points
+        at = bisect_left(points, cutoff, key=_micros)
+        first = points[at] if at < len(points) else point
+        f = bisect_left(points, first.full_seq, key=_seq)
+        if f < len(points) and points[f].seq == first.full_seq:
+            full = points[f]
+        else:  # history starts with a full marker, so this is not seen; the log is kept from it all the same
+            full = first._replace(seq=first.full_seq, refs=())
+        return [p.seq for p in points[:at] if p is not full], full
+
+    def add(self, point: Point, dropped: list[int]) -> None:
+        """The flush that took ``point`` was written: it is the newest point, and those at
+        ``dropped`` (the oldest, but for a full marker still needed) are gone."""
+        points = self.points
+        if dropped:  # the oldest points, but for at most one full marker among them
+            gone, cut = set(dropped), len(dropped) + 1
+            points[:cut] = [p for p in points[:cut] if p.seq not in gone]
+        points.append(point)
 
 
-def history_keys(cursor_id: int, seqs: Iterable[int]) -> list[bytes]:
-    """The keys of ``cursor_id``'s points at ``seqs``."""
-    return [log_key(cursor_id, seq) for seq in seqs]
+def _micros(p: Point) -> int:
+    return p.micros
+
+
+def _seq(p: Point) -> int:
+    return p.seq
 
 
 def clamp_trim(plan: Any, full: Point) -> None:
@@ -181,7 +198,6 @@ class Taken:
 
     cursor_id: int
     point: Point
-    keep: list[Point]
     dropped: list[int]
 
 
@@ -222,6 +238,13 @@ class HistoryKeeper:
             )
         return h
 
+    def visible(self, cursor_id: int, window: int, wall: float) -> list[Point]:
+        """The points cursor ``cursor_id`` keeps within ``window`` seconds before ``wall``
+        (Unix seconds; the flush clock, if it is ahead), oldest first: what a restore may go
+        to. Reads nothing but the first time; moves no clock."""
+        now = max(self.clock, round(wall * 1e6))
+        return self.of(cursor_id).visible(now - window * 1_000_000)
+
     def now(self, wall: float) -> int:
         """The time of a flush starting at ``wall`` (Unix seconds), in microseconds: never
         before the previous flush's, whatever the clock did."""
@@ -235,9 +258,9 @@ class HistoryKeeper:
         refs = tuple(sorted(plan.full_live)) if plan.full else ()
         point = Point(plan.marker_seq, micros, (md[0], md[1]), plan.persisted_ranges, full_seq, refs)
         cutoff = micros - self.windows[cursor_id] * 1_000_000
-        keep, dropped, full = h.after(point, cutoff)
+        dropped, full = h.after(point, cutoff)
         clamp_trim(plan, full)
-        return Taken(cursor_id, point, keep, dropped)
+        return Taken(cursor_id, point, dropped)
 
     def write(self, txn: lmdb.Transaction, taken: list[Taken]) -> None:
         """Step 3's part: every taken point put, the dropped ones deleted."""
@@ -250,30 +273,10 @@ class HistoryKeeper:
     def adopt(self, taken: list[Taken]) -> None:
         """Step 4's part (store lock held): the written points are the cursors' own."""
         for t in taken:
-            self.of(t.cursor_id).points = t.keep
-
-
-def point_entries(txn: lmdb.Transaction, db: lmdb._Database, cursor_id: int) -> list[tuple[bytes, bytes]]:
-    """The raw ``(key, value)`` entries of ``cursor_id``'s points, in sequence order."""
-    out = []
-    c = txn.cursor(db=db)
-    ok = c.set_range(log_key(cursor_id, 0))
-    end = log_key(cursor_id + 1, 0)
-    while ok and c.key() < end:
-        out.append((bytes(c.key()), bytes(c.value())))
-        ok = c.next()
-    return out
+            self.of(t.cursor_id).add(t.point, t.dropped)
 
 
 def drop_points(txn: lmdb.Transaction, db: lmdb._Database | None, cursor_id: int) -> int:
     """Delete every point of ``cursor_id`` from ``db`` (in the caller's write transaction:
-    the cursor was deleted or its log rewritten); how many."""
-    if db is None:
-        return 0
-    c = txn.cursor(db=db)
-    end, n = log_key(cursor_id + 1, 0), 0
-    ok = c.set_range(log_key(cursor_id, 0))
-    while ok and c.key() < end:
-        ok = c.delete()
-        n += 1
-    return n
+    the cursor was deleted, its history turned off or its log rewritten); how many."""
+    return 0 if db is None else CursorLog(db, cursor_id).drop(txn)

@@ -32,7 +32,6 @@ import os
 import sys
 import threading
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -54,7 +53,7 @@ from .errors import (
     UnknownTopicError,
 )
 from .flush import GroupFlush
-from .history import HistoryKeeper, HistoryPoint, Point, drop_points
+from .history import HistoryKeeper, HistoryPoint, Point, drop_points, iso
 from .ledger_cache import CachePool
 from .readers import ReaderWatch, oldest_reader
 from .stats import FLUSH_SECONDS_BUCKETS, CompactStats, FlushStats, StoreStats
@@ -65,11 +64,6 @@ from .topic import Topic, check_name
 __all__ = ["AckStore", "Topic", "DEFAULT_MAP_SIZE", "LOCK_FILE"]
 
 log = logging.getLogger("ackstore")
-
-
-def _iso(micros: int) -> str:
-    """A time in microseconds as ISO-8601 UTC (what history errors name)."""
-    return datetime.fromtimestamp(micros / 1e6, tz=UTC).isoformat(timespec="microseconds")
 
 
 DEFAULT_MAP_SIZE = 64 << 20
@@ -378,18 +372,21 @@ class AckStore:
 
     # -- cursors ------------------------------------------------------------------------------
 
-    def persist_cursor_config(self, tid: int, name: str, cid: int, config: CursorConfig) -> None:
-        """@private Write a cursor's configuration to the catalog (durable when this returns); a
-        config that keeps no history drops the points the cursor kept, in the same transaction."""
+    def persist_cursor_config(
+        self, tid: int, name: str, cid: int, config: CursorConfig, drop_history: bool = False
+    ) -> None:
+        """@private Write a cursor's configuration to the catalog (durable when this returns);
+        ``drop_history`` (its history was turned off) drops the points the cursor kept, in the
+        same transaction."""
         storage = self._storage
 
         def put(txn: lmdb.Transaction) -> None:
             storage.catalog.put_cursor(txn, tid, name, cid, config)
-            if not config.history_seconds:
+            if drop_history:
                 drop_points(txn, storage.history_db, cid)
 
         storage.write(put)
-        if not config.history_seconds:
+        if drop_history:
             self.history.forget(cid)
 
     def cursor_names(self, tid: int) -> list[str]:
@@ -550,7 +547,7 @@ class AckStore:
             resolved = recovered.resolved
             if resolved is None or resolved.seq != target.seq:
                 raise CorruptRecordError(
-                    f"cursor {name}: the state flushed at {_iso(target.micros)} (marker {target.seq}) cannot be read "
+                    f"cursor {name}: the state flushed at {iso(target.micros)} (marker {target.seq}) cannot be read "
                     f"({'; '.join(recovered.report.skipped_reasons) or 'no marker'}); nothing was changed"
                 )
             cur.adopt_restored(recovered)
@@ -569,11 +566,11 @@ class AckStore:
                 raise HistoryRangeError(
                     f"cursor {name} keeps no history to restore from: set CursorConfig.history_seconds"
                 )
-            points = self.history.of(cur.cursor_id).visible(self.history.now(time.time()) - window * 1_000_000)
+            points = self.history.visible(cur.cursor_id, window, time.time())
             if not points or micros < points[0].micros:
-                kept = f"{_iso(points[0].micros)} .. {_iso(points[-1].micros)}" if points else "nothing flushed yet"
+                kept = f"{iso(points[0].micros)} .. {iso(points[-1].micros)}" if points else "nothing flushed yet"
                 raise HistoryRangeError(
-                    f"cursor {name} cannot be restored as of {_iso(micros)}: its history holds {kept}"
+                    f"cursor {name} cannot be restored as of {iso(micros)}: its history holds {kept}"
                 )
             return next(p for p in reversed(points) if p.micros <= micros)
 

@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,7 @@ from ackstore import (
     check,
 )
 from ackstore.cursor.validate import quoted
+from ackstore.history import iso
 from ackstore.storage.codecs import IMPLEMENTATION
 from ackstore.storage.fileio import create_new_file
 from ackstore.storage.records import FORMAT_VERSION
@@ -262,12 +263,11 @@ def _history_figures(s: AckStore, cur) -> dict[str, Any]:  # type: ignore[no-unt
     own), the states it keeps and the oldest one's time."""
     found = s.storage.read(lambda txn: s.storage.catalog.cursor(txn, cur.topic.topic_id, cur.name))
     window = 0 if found is None else found[1].history_seconds
-    cutoff = (time.time() - window) * 1e6
-    points = s.history.of(cur.cursor_id).visible(round(cutoff)) if window else []
+    points = s.history.visible(cur.cursor_id, window, time.time()) if window else []
     return {
         "history_seconds": window,
         "history_points": len(points),
-        "history_oldest": _iso(points[0].micros / 1e6) if points else None,
+        "history_oldest": iso(points[0].micros) if points else None,
     }
 
 
@@ -580,7 +580,8 @@ def _when(text: str) -> float | datetime:
 
 
 def _iso(t: float) -> str:
-    return datetime.fromtimestamp(t, tz=UTC).isoformat(timespec="microseconds")
+    """A HistoryPoint's time (Unix seconds) as ISO-8601 UTC."""
+    return iso(round(t * 1e6))
 
 
 def _acked(snapshot: Any) -> int:

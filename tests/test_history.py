@@ -425,3 +425,26 @@ def test_the_compact_command_keeps_the_window_unless_told(store_path: Path) -> N
     with AckStore.open(store_path, readonly=True) as store:
         cur = store.topic(T).cursor("kept")
         assert cur.history() == [] and cur.snapshot().ranges == [(4, [(0, 0), (2, 2), (4, 4), (6, 6)])]
+
+
+def test_the_window_keeps_the_full_marker_its_oldest_point_needs() -> None:
+    """``CursorHistory.after`` / ``add`` on points of a chain: what leaves the window goes,
+    but for the full marker the oldest point kept starts its chain at."""
+    from ackstore.history import CursorHistory, Point
+
+    def p(seq: int, full_seq: int) -> Point:
+        return Point(seq, 100 * seq, (1, -1), 0, full_seq, (seq,) if seq == full_seq else ())
+
+    h = CursorHistory([p(1, 1), p(2, 1), p(3, 1), p(4, 4), p(5, 4)])
+    dropped, full = h.after(p(6, 4), cutoff=300)  # the oldest kept: 3, whose chain starts at 1
+    assert (dropped, full.seq) == ([2], 1)
+    h.add(p(6, 4), dropped)
+    assert [x.seq for x in h.points] == [1, 3, 4, 5, 6] and [x.seq for x in h.visible(300)] == [3, 4, 5, 6]
+    dropped, full = h.after(p(7, 4), cutoff=500)  # the oldest kept: 5, from 4
+    assert (dropped, full.seq) == ([1, 3], 4)
+    h.add(p(7, 4), dropped)
+    assert [x.seq for x in h.points] == [4, 5, 6, 7]
+    dropped, full = h.after(p(8, 8), cutoff=900)  # nothing older kept: the new point only
+    assert (dropped, full.seq) == ([4, 5, 6, 7], 8)
+    h.add(p(8, 8), dropped)
+    assert [x.seq for x in h.points] == [8]

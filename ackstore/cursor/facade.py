@@ -88,7 +88,9 @@ class CursorHost(Protocol):
     @property
     def storage(self) -> Environment: ...
 
-    def persist_cursor_config(self, tid: int, name: str, cid: int, config: CursorConfig) -> None: ...
+    def persist_cursor_config(
+        self, tid: int, name: str, cid: int, config: CursorConfig, drop_history: bool = False
+    ) -> None: ...
 
     @property
     def history(self) -> HistoryKeeper: ...
@@ -473,8 +475,7 @@ class Cursor(StoreSide):
             window = self._config.history_seconds
             if not window:
                 return []
-            cutoff = keeper.now(time.time()) - window * 1_000_000
-            return [p.public() for p in reversed(keeper.of(self.cursor_id).visible(cutoff))]
+            return [p.public() for p in reversed(keeper.visible(self.cursor_id, window, time.time()))]
 
     def restore_as_of(self, when: datetime | float) -> HistoryPoint:
         """Put the cursor back exactly as a flush left it: its acks, mark-delete position,
@@ -532,7 +533,8 @@ class Cursor(StoreSide):
             if unknown:
                 raise InvalidArgumentError(f"unknown CursorConfig fields {unknown}: allowed {known}")
             new = replace(self._config, **changes)  # each value checked by CursorConfig: a typed error naming it
-            self._store.persist_cursor_config(self._topic.topic_id, self.name, self.cursor_id, new)
+            off = bool(self._config.history_seconds) and not new.history_seconds
+            self._store.persist_cursor_config(self._topic.topic_id, self.name, self.cursor_id, new, off)
             self.apply_config(new)
             self._store.history.set_window(self.cursor_id, new.history_seconds)
             return new
