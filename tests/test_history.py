@@ -448,3 +448,33 @@ def test_the_window_keeps_the_full_marker_its_oldest_point_needs() -> None:
     assert (dropped, full.seq) == ([4, 5, 6, 7], 8)
     h.add(p(8, 8), dropped)
     assert [x.seq for x in h.points] == [8]
+
+
+def test_a_store_of_format_10_gains_the_history_database_at_a_writers_open(store_path: Path, clock: Clock) -> None:
+    """A store an ackstore without history left (format 10, no ``history`` database) opens for
+    reading as it is; a writer creates the database and raises the store to format 11 (an
+    ackstore that would trim a window away then refuses it), and history works from there."""
+    import lmdb
+
+    from ackstore.storage.records import FORMAT_VERSION
+
+    from . import rawlog
+
+    with AckStore.open(store_path) as store:
+        _topic(store).cursor("sub").ack([Position(1, e) for e in range(0, 100, 2)])
+    env = lmdb.open(str(store_path), max_dbs=8)
+    with env.begin(write=True) as txn:
+        txn.drop(env.open_db(b"history", txn=txn), delete=True)
+    env.close()
+    rawlog.set_format(store_path, 10)
+    with AckStore.open(store_path, readonly=True) as store:
+        assert store.format_version == 10 and store.storage.history_db is None
+        cur = store.topic(T).cursor("sub")
+        assert cur.ack_range_count == 49 and cur.history() == []
+    with AckStore.open(store_path) as store:
+        assert store.format_version == FORMAT_VERSION == 11 and store.storage.history_db is not None
+        cur = store.topic(T).cursor("sub")
+        cur.update_config(history_seconds=3600)
+        cur.ack([Position(1, 1)])
+        store.flush()
+        assert [p.ack_range_count for p in cur.history()] == [48]

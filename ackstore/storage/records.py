@@ -111,7 +111,7 @@ __all__ = [
     "decode_marker",
 ]
 
-FORMAT_VERSION = 10
+FORMAT_VERSION = 11
 """2 added the Rice-coded gap payload (flag ``_RICE``); 3 checksummed the catalog (see
 ``catalog.py``) and put the cursor id in every marker; 4 added the open ledger's last
 confirmed entry to the catalog and string values to marker properties; 5 lets a marker's
@@ -123,7 +123,9 @@ gain a u16 count of them. Records of 1-6 read unchanged. 8 adds the stride code 
 record's payload (``bitmaps._STRIDE``). Records of 1-7 read unchanged. 9 writes full markers
 in the fixed layout too (a flags byte after the tag says which). Records of 1-8 read
 unchanged. 10 adds the state layout: a small cursor's whole state in one full marker, its
-ledgers inside it (see the module docstring). Records of 1-9 read unchanged."""
+ledgers inside it (see the module docstring). Records of 1-9 read unchanged. 11 adds the
+``history`` database (``ackstore/history.py``): an older ackstore would trim a history
+cursor's kept states away, so it must refuse the store. Records of 1-10 read unchanged."""
 RECORD_LEDGER = 1
 RECORD_MARKER = 2
 
