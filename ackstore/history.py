@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import logging
 import struct
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .errors import CorruptRecordError, InvalidArgumentError, InvalidTypeError
+from .errors import CorruptRecordError, HistoryRangeError, InvalidArgumentError, InvalidTypeError
 from .position import Position, trusted
 from .storage.log import CursorLog
 from .storage.records import log_key
@@ -155,13 +155,25 @@ class CursorHistory:
         is written). O(log points + points dropped)."""
         points = self.points
         at = bisect_left(points, cutoff, key=_micros)
-        first = points[at] if at < len(points) else point
+        full = self._full_of(points[at] if at < len(points) else point)
+        return [p.seq for p in points[:at] if p is not full], full
+
+    def _full_of(self, first: Point) -> Point:
+        """The full marker ``first``'s chain starts at: a kept point (or, never seen, since
+        history starts with a full marker, a stand-in naming no records)."""
+        points = self.points
         f = bisect_left(points, first.full_seq, key=_seq)
         if f < len(points) and points[f].seq == first.full_seq:
-            full = points[f]
-        else:  # history starts with a full marker, so this is not seen; the log is kept from it all the same
-            full = first._replace(seq=first.full_seq, refs=())
-        return [p.seq for p in points[:at] if p is not full], full
+            return points[f]
+        return first._replace(seq=first.full_seq, refs=())
+
+    def keeps(self) -> tuple[int, frozenset[int]] | None:
+        """What the log keeps for these points: every record from a sequence on, and the
+        records that sequence's full marker names (None: no point kept). O(log points)."""
+        if not self.points:
+            return None
+        full = self._full_of(self.points[0])
+        return full.seq, frozenset(full.refs)
 
     def add(self, point: Point, dropped: list[int]) -> None:
         """The flush that took ``point`` was written: it is the newest point, and those at
@@ -207,15 +219,18 @@ class HistoryKeeper:
     steps for them (take, write, adopt). A store whose cursors keep none pays one empty
     check a flush."""
 
-    __slots__ = ("windows", "cursors", "clock", "db", "read")
+    __slots__ = ("windows", "cursors", "clock", "db", "read", "writer")
 
-    def __init__(self, db: lmdb._Database | None, read: Any) -> None:
+    def __init__(self, db: lmdb._Database | None, read: Any, writer: bool = True) -> None:
         self.windows: dict[int, int] = {}
         self.cursors: dict[int, CursorHistory] = {}
         self.clock = 0
         """the newest flush's time (microseconds): a flush is never earlier"""
         self.db = db
         self.read = read  # storage.read: a function run in a read transaction
+        self.writer = writer
+        """False on a read-only store: another process writes the points, so they are read
+        again each time (never cached)"""
 
     def set_window(self, cursor_id: int, seconds: int) -> None:
         """Cursor ``cursor_id`` keeps ``seconds`` of history (0: none)."""
@@ -228,22 +243,40 @@ class HistoryKeeper:
         """A cursor deleted or compacted: its points are gone (its keys dropped by the caller)."""
         self.cursors.pop(cursor_id, None)
 
-    def of(self, cursor_id: int) -> CursorHistory:
-        """Cursor ``cursor_id``'s points (read from the store the first time)."""
+    def of(self, cursor_id: int, txn: lmdb.Transaction | None = None) -> CursorHistory:
+        """Cursor ``cursor_id``'s points (read from the store the first time, in ``txn`` or
+        a read transaction of its own)."""
         h = self.cursors.get(cursor_id)
         if h is None:
-            db = self.db
-            h = self.cursors[cursor_id] = (
-                CursorHistory() if db is None else self.read(lambda txn: CursorHistory.read(txn, db, cursor_id))
-            )
+            h = self._read(cursor_id, txn)
+            if self.writer:
+                self.cursors[cursor_id] = h
         return h
 
-    def visible(self, cursor_id: int, window: int, wall: float) -> list[Point]:
+    def _read(self, cursor_id: int, txn: lmdb.Transaction | None) -> CursorHistory:
+        db = self.db
+        if db is None:
+            return CursorHistory()
+        if txn is None:
+            return self.read(lambda t: CursorHistory.read(t, db, cursor_id))  # type: ignore[no-any-return]
+        return CursorHistory.read(txn, db, cursor_id)
+
+    def visible(self, cursor_id: int, window: int, wall: float, txn: lmdb.Transaction | None = None) -> list[Point]:
         """The points cursor ``cursor_id`` keeps within ``window`` seconds before ``wall``
         (Unix seconds; the flush clock, if it is ahead), oldest first: what a restore may go
-        to. Reads nothing but the first time; moves no clock."""
+        to. The writer reads nothing but the first time; a reader reads them in ``txn`` (or
+        a read transaction of its own). Moves no clock. O(log points + points returned)."""
         now = max(self.clock, round(wall * 1e6))
-        return self.of(cursor_id).visible(now - window * 1_000_000)
+        return self.of(cursor_id, txn).visible(now - window * 1_000_000)
+
+    def target(self, points: list[Point], micros: int, name: str) -> Point:
+        """The point a restore as of ``micros`` goes to: the newest of ``points`` (what
+        :meth:`visible` gave) at or before it. HistoryRangeError, naming the range kept,
+        when ``micros`` is before the oldest."""
+        if not points or micros < points[0].micros:
+            kept = f"{iso(points[0].micros)} .. {iso(points[-1].micros)}" if points else "nothing flushed yet"
+            raise HistoryRangeError(f"cursor {name} has no state as of {iso(micros)}: its history holds {kept}")
+        return points[bisect_right(points, micros, key=_micros) - 1]
 
     def now(self, wall: float) -> int:
         """The time of a flush starting at ``wall`` (Unix seconds), in microseconds: never

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from .dispatch.dispatcher import Dispatcher
     from .store import AckStore
 
-__all__ = ["AckStoreCollector", "CURSOR_METRICS", "OTHER"]
+__all__ = ["AckStoreCollector", "CURSOR_METRICS", "HISTORY_METRICS", "OTHER"]
 
 OTHER = "_other"
 """the label value of the series that sums the cursors past ``max_cursors``"""
@@ -87,6 +87,20 @@ CURSOR_METRICS = (
 """every per-cursor metric: name (without the ``ackstore_cursor_`` prefix and the counters'
 ``_total``), type, help, and the figure of ``Cursor.figures()`` / ``stats()`` it shows"""
 _COLUMNS = [CURSOR_FIGURES.index(m.figure) for m in CURSOR_METRICS]
+_FLUSHES = CURSOR_FIGURES.index("flushes")
+
+HISTORY_METRICS = (
+    _CursorMetric("history_states", "gauge", "Flushed states the cursor's history keeps", "history_states"),
+    _CursorMetric(
+        "history_bytes",
+        "gauge",
+        "Bytes the cursor's history keeps: records only its kept states need, and its points",
+        "history_bytes",
+    ),
+)
+"""a cursor's history (``CursorConfig.history_seconds``): read from the store, not from
+``Cursor.figures()``; 0 for a cursor that keeps none"""
+_HISTORY_COLUMNS = [len(CURSOR_FIGURES), len(CURSOR_FIGURES) + 1]
 
 
 class AckStoreCollector:
@@ -107,6 +121,7 @@ class AckStoreCollector:
         """cursors with their own series; the rest are summed as ``_other``"""
         self.dispatchers = list(dispatchers)
         """the dispatchers whose pause checks and paused reads are exported"""
+        self._history_bytes: dict[int, tuple[int, int]] = {}  # cursor id -> (its flushes, history bytes)
 
     def describe(self) -> list[Metric]:
         """None: the metrics are computed at scrape time (registering must not scrape)."""
@@ -156,11 +171,12 @@ class AckStoreCollector:
     # -- cursors -------------------------------------------------------------------------------
 
     def _cursor_metrics(self) -> Iterator[Metric]:
-        rows = [(cur.topic.name, cur.name, cur.figures()) for cur in self.store.open_cursors()]
+        cursors = self.store.open_cursors()
+        rows = [(cur.topic.name, cur.name, cur.figures() + self._history(cur)) for cur in cursors]
         rows.sort(key=lambda r: (-r[2][0], r[0], r[1]))  # the most ack ranges first
         own, rest = rows[: self.max_cursors], rows[self.max_cursors :]
         other = [sum(col) for col in zip(*(r[2] for r in rest), strict=True)] if rest else []
-        for m, col in zip(CURSOR_METRICS, _COLUMNS, strict=True):
+        for m, col in zip(CURSOR_METRICS + HISTORY_METRICS, _COLUMNS + _HISTORY_COLUMNS, strict=True):
             name = f"ackstore_cursor_{m.name}"
             family: GaugeMetricFamily | CounterMetricFamily
             if m.kind == "counter":
@@ -172,6 +188,19 @@ class AckStoreCollector:
             if rest:
                 family.add_metric([OTHER, OTHER], other[col])
             yield family
+
+    def _history(self, cur: Any) -> tuple[int, int]:
+        """The states and bytes a cursor's history keeps. The bytes are counted from the log
+        (``Cursor.log_usage``, O(records)); on the writer once per flush of the cursor (a
+        scrape between two flushes reuses the figure), on a reader at every scrape."""
+        states = cur.history_kept()
+        if not states:
+            return 0, 0
+        flushes = cur.figures()[_FLUSHES]
+        cached = self._history_bytes.get(cur.cursor_id)
+        if cached is None or cached[0] != flushes or self.store.readonly:
+            cached = self._history_bytes[cur.cursor_id] = (flushes, cur.log_usage().history_bytes)
+        return states, cached[1]
 
     # -- dispatchers ---------------------------------------------------------------------------
 

@@ -29,6 +29,10 @@ Entries of hidden pages are sorted by what they are: log records are self-descri
 a format-3 catalog's topic and cursor entries; a ledger-directory value starts with its
 type byte (5 or 6), which no record starts with.
 
+History (``CursorConfig.history_seconds``) is not carried: each cursor gets its newest
+state back, the report says how many kept states of its history the file held
+(``CursorSalvage.history_lost``), and a cursor that keeps history starts a new one.
+
 Limits: a format 1 or 2 catalog carries no checksums, so it is not salvaged (its cursors'
 records are found, but not their names); a topic's directory is rebuilt from the entries
 found (a middle ledger found only open is sealed after its highest salvaged ack).
@@ -57,7 +61,9 @@ from .store import AckStore
 
 __all__ = ["salvage", "SalvageReport", "CursorSalvage"]
 
-_LOG, _TOPICS, _CURSORS, _LEDGERS, _META = (tree_name(n) for n in (b"log", b"topics", b"cursors", b"ledgers", b"meta"))
+_LOG, _TOPICS, _CURSORS, _LEDGERS, _META, _HISTORY = (
+    tree_name(n) for n in (b"log", b"topics", b"cursors", b"ledgers", b"meta", b"history")
+)
 """the trees of an ackstore file, by the name the walk gives them"""
 _LEDGER_KEY = struct.Struct(">QQ")
 Ranges = list[tuple[bytes | None, bytes | None]]
@@ -90,6 +96,10 @@ class CursorSalvage:
     """what could not be applied to the new store"""
     doubts: tuple[str, ...] = ()
     """why completeness could not be proven (empty: it was); see the module docstring"""
+    history_lost: int = 0
+    """states its history kept that the file still holds points of and the new store does
+    not carry: salvage brings back the newest state only, and a cursor that keeps history
+    starts a new one at it (0: it kept none, or none was found)"""
 
     @property
     def complete(self) -> bool:
@@ -162,6 +172,7 @@ class _Found:
     confirmed: dict[int, tuple[int, int]] = field(default_factory=dict)  # topic id -> (open ledger, confirmed)
     entries: dict[str, int] = field(default_factory=dict)  # tree -> entries found for it
     conflicts: list[str] = field(default_factory=list)  # a key found twice with different values
+    history: dict[int, int] = field(default_factory=dict)  # cursor id -> history points found
     damaged_keys: dict[str, Ranges] = field(default_factory=dict)
     """tree -> where each key found damaged (out of order) lies: between its neighbours"""
 
@@ -309,6 +320,11 @@ def _sort(
             tid, name, cid, cfg = codec.cursor_entry(key, value)
             if not newer_only or cid > found.cursors.get((tid, name), (-1, {}))[0]:
                 found.cursors[(tid, name)] = (cid, cfg)
+        elif tree == _HISTORY:  # counted only: salvage does not carry history
+            if len(key) != 16:
+                return False
+            cid = split_log_key(key)[0]
+            found.history[cid] = found.history.get(cid, 0) + 1
         else:
             return tree == _META
     except AckStoreError:
@@ -425,7 +441,7 @@ def _looks_like_lmdb(data: Path) -> bool:
 
 def _recover_all(
     found: _Found, report: SalvageReport, lost: dict[str, Ranges]
-) -> list[tuple[str, int, str, dict[str, Any], RecoveredState, int, int, list[str]]]:
+) -> list[tuple[str, int, str, dict[str, Any], RecoveredState, int, int, list[str], int]]:
     """Every cursor's state, recovered from its records as at open (rule 3)."""
     tids = {t for t, _ in found.topics.values()}
     for tid, _ in found.cursors:  # a cursor whose topic entry was lost: keep it under a placeholder name
@@ -443,7 +459,7 @@ def _recover_all(
                 continue
             known_cids.add(cid)
             doubts = _doubts(lost, tid, cname, cid) + conflicts + _cut_doubt(report)
-            states.append((name, tid, cname, cfg, *_recover_one(found, cid), doubts))
+            states.append((name, tid, cname, cfg, *_recover_one(found, cid), doubts, found.history.get(cid, 0)))
     report.orphan_cursor_ids = sorted(set(found.logs) - known_cids)
     for cid in report.orphan_cursor_ids:  # records whose cursor entry was lost: keep their state anyway
         state, newest, records = _recover_one(found, cid)
@@ -451,7 +467,10 @@ def _recover_all(
             continue
         placeholder, fake_tid = f"_salvaged_cursor_{cid}", -1 - cid
         found.topics[placeholder] = (fake_tid, -1)
-        states.append((placeholder, fake_tid, "_salvaged", {}, state, newest, records, ["its catalog entry was lost"]))
+        lost_entry = ["its catalog entry was lost"]
+        states.append(
+            (placeholder, fake_tid, "_salvaged", {}, state, newest, records, lost_entry, found.history.get(cid, 0))
+        )
     return states
 
 
@@ -472,9 +491,9 @@ def _build(tmp: Path, found: _Found, states: list[tuple[Any, ...]], report: Salv
             inferred = _rebuild_topic(store, name, last, found.ledgers.get(tid, {}), mine)
             if inferred:
                 report.inferred_ledgers[name] = inferred
-        for name, _, cname, cfg, state, newest, records, doubts in states:
+        for name, _, cname, cfg, state, newest, records, doubts, history in states:
             problems = _rebuild_cursor(store, name, cname, cfg, state)
-            report.cursors.append(_outcome(name, cname, state, newest, records, problems, doubts))
+            report.cursors.append(_outcome(name, cname, state, newest, records, problems, doubts, history))
         for name, (tid, _) in sorted(found.topics.items()):
             topic = store.topic(name)
             ledger, confirmed = found.confirmed.get(tid, (-1, -1))
@@ -496,7 +515,7 @@ def _rebuild_topic(
     def note(ledger: int, entry: int) -> None:
         highest[ledger] = max(highest.get(ledger, -1), entry)
 
-    for *_, state, _, _, _ in states:
+    for *_, state, _, _, _, _ in states:
         for ledger, la in state.ledgers.items():
             note(ledger, max([*([la.bitmap.max()] if la.bitmap else []), *la.batches, *la.counts], default=-1))
         if state.resolved is not None:
@@ -562,6 +581,7 @@ def _outcome(
     records: int,
     problems: list[str],
     doubts: list[str],
+    history: int,
 ) -> CursorSalvage:
     r = state.report
     md = state.resolved.marker.mark_delete if state.resolved is not None else None
@@ -577,4 +597,5 @@ def _outcome(
         ranges=sum(la.runs for la in state.ledgers.values()),
         problems=tuple(problems),
         doubts=tuple(doubts),
+        history_lost=history,
     )

@@ -54,6 +54,9 @@ class LogUsage:
     """what the newest marker references (the marker and its chain included)"""
     garbage_bytes: int
     """superseded records a compaction would delete"""
+    history_bytes: int = 0
+    """what the cursor's history keeps (``CursorConfig.history_seconds``): the records only
+    its kept states need, and its points"""
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,6 +32,7 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -59,6 +60,7 @@ from .readers import ReaderWatch, oldest_reader
 from .stats import FLUSH_SECONDS_BUCKETS, CompactStats, FlushStats, StoreStats
 from .storage.env import LOCK_FILE, Environment
 from .storage.log import CursorLog, RecoveredState
+from .storage.records import log_key
 from .topic import Topic, check_name
 
 __all__ = ["AckStore", "Topic", "DEFAULT_MAP_SIZE", "LOCK_FILE"]
@@ -281,7 +283,7 @@ class AckStore:
             create=create,
             walk_first=verify != "loaded",
         )
-        self.history = HistoryKeeper(self._storage.history_db, self._storage.read)
+        self.history = HistoryKeeper(self._storage.history_db, self._storage.read, writer=not readonly)
         self.closed = False
         self._flush_interval = flush_interval
         if flush_interval is not None and not readonly:
@@ -537,19 +539,8 @@ class AckStore:
         and the store lock, the newest kept point at or before ``micros`` recovered from
         the log and adopted by ``cur``."""
         with self._group.lock, self.lock:
-            target = self.history_target(cur, micros)
-            name = f"{cur.topic.name}/{cur.name}"
-            storage, log_ = self._storage, CursorLog(self._storage.log_db, cur.cursor_id)
-            budget = cur.config.max_individual_ack_cache_bytes
-            recovered = storage.read(
-                lambda txn: log_.recover(txn, budget, self.verify, self.lazy, cur.topic.directory.past_end, target.seq)
-            )
-            resolved = recovered.resolved
-            if resolved is None or resolved.seq != target.seq:
-                raise CorruptRecordError(
-                    f"cursor {name}: the state flushed at {iso(target.micros)} (marker {target.seq}) cannot be read "
-                    f"({'; '.join(recovered.report.skipped_reasons) or 'no marker'}); nothing was changed"
-                )
+            self.check_writable()
+            target, recovered = self.history_state(cur, micros, cur.config.max_individual_ack_cache_bytes)
             cur.adopt_restored(recovered)
             return target.public()
 
@@ -559,20 +550,68 @@ class AckStore:
         the window) when there is none. Nothing is changed."""
         with self.lock:
             self.check_writable()
-            cur.ensure_open()
-            name = f"{cur.topic.name}/{cur.name}"
-            window = self.history.windows.get(cur.cursor_id)
-            if not window:
-                raise HistoryRangeError(
-                    f"cursor {name} keeps no history to restore from: set CursorConfig.history_seconds"
-                )
+            name, window = self._history_of(cur)
+            return self.history.target(self.history.visible(cur.cursor_id, window, time.time()), micros, name)
+
+    def history_state(self, cur: Cursor, micros: int, budget: int | None) -> tuple[Point, RecoveredState]:
+        """@private The kept point as of ``micros`` and its state, recovered as a reopen right
+        after that flush would (``budget``: as an open with that budget; None: every ledger
+        loaded). One read transaction: on a reader, the point and the records it needs are
+        of one moment of the writer's. Typed errors as :meth:`history_target`; nothing is
+        changed."""
+        with self.lock:
+            name, window = self._history_of(cur)
+            cid, past_end = cur.cursor_id, cur.topic.directory.past_end
+            log_ = CursorLog(self._storage.log_db, cid)
+            lazy = self.lazy and budget is not None
+
+            def read(txn: lmdb.Transaction) -> tuple[Point, RecoveredState]:
+                target = self.history.target(self.history.visible(cid, window, time.time(), txn), micros, name)
+                return target, log_.recover(txn, budget, self.verify, lazy, past_end, target.seq)
+
+            target, recovered = self._storage.read(read)
+            return target, self._resolved_at(name, target, recovered)
+
+    def history_states(self, cur: Cursor) -> Iterator[tuple[Point, RecoveredState]]:
+        """@private Every kept point of ``cur`` (oldest first, as listed when this starts) with
+        its state, every ledger loaded; each state read in a read transaction of its own, so
+        a point the writer's window left behind meanwhile is skipped. O(points + states)."""
+        with self.lock:
+            name, window = self._history_of(cur)
             points = self.history.visible(cur.cursor_id, window, time.time())
-            if not points or micros < points[0].micros:
-                kept = f"{iso(points[0].micros)} .. {iso(points[-1].micros)}" if points else "nothing flushed yet"
-                raise HistoryRangeError(
-                    f"cursor {name} cannot be restored as of {iso(micros)}: its history holds {kept}"
-                )
-            return next(p for p in reversed(points) if p.micros <= micros)
+        cid, past_end, db = cur.cursor_id, cur.topic.directory.past_end, self._storage.history_db
+        log_ = CursorLog(self._storage.log_db, cid)
+        for point in points:
+
+            def read(txn: lmdb.Transaction, seq: int = point.seq) -> RecoveredState | None:
+                if txn.get(log_key(cid, seq), db=db) is None:
+                    return None  # the window moved past it since the list was read
+                return log_.recover(txn, None, self.verify, False, past_end, seq)
+
+            with self.lock:
+                cur.ensure_open()
+                recovered = self._storage.read(read)
+            if recovered is not None:
+                yield point, self._resolved_at(name, point, recovered)
+
+    def _resolved_at(self, name: str, target: Point, recovered: RecoveredState) -> RecoveredState:
+        """``recovered``, which must be the state of ``target``'s marker: CorruptRecordError if not."""
+        resolved = recovered.resolved
+        if resolved is None or resolved.seq != target.seq:
+            raise CorruptRecordError(
+                f"cursor {name}: the state flushed at {iso(target.micros)} (marker {target.seq}) cannot be read "
+                f"({'; '.join(recovered.report.skipped_reasons) or 'no marker'}); nothing was changed"
+            )
+        return recovered
+
+    def _history_of(self, cur: Cursor) -> tuple[str, int]:
+        """``cur``'s name and history window; HistoryRangeError when it keeps none."""
+        cur.ensure_open()
+        name = f"{cur.topic.name}/{cur.name}"
+        window = cur.config.history_seconds
+        if not window:
+            raise HistoryRangeError(f"cursor {name} keeps no history: set CursorConfig.history_seconds")
+        return name, window
 
     def _forget(self, cur: Cursor) -> None:
         """A deleted cursor: off the flush list, its handle dead, its history forgotten."""

@@ -217,7 +217,8 @@ def stat(store: Path, as_json: bool, prometheus: bool, max_cursors: int) -> None
                 + (f", {c['markers_skipped']} broken markers skipped" if c["markers_skipped"] else "")
                 + (
                     f", history {c['history_seconds']:,} s: {_n(c['history_points'], 'state')} kept"
-                    + (f" from {c['history_oldest']} (garbage includes the window)" if c["history_points"] else "")
+                    + (f" from {c['history_oldest']}" if c["history_points"] else "")
+                    + f" ({c['history_bytes']:,} B)"
                     if c["history_seconds"]
                     else ""
                 )
@@ -250,6 +251,7 @@ def _cursor_figures(s: AckStore, cur) -> dict[str, Any]:  # type: ignore[no-unty
         "records": usage.records,
         "record_bytes": usage.record_bytes,
         "garbage_bytes": usage.garbage_bytes,
+        "history_bytes": usage.history_bytes,
         "newest_marker": st.recovery.marker_seq,
         "markers_skipped": st.recovery.markers_skipped,
         "truncated": st.truncated,
@@ -419,9 +421,17 @@ def recover(store: Path, spec: str, budget: int, verify: str, load: str, as_json
 )
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="write here (default stdout)")
 @click.option("--json", "as_json", is_flag=True, help="same as --format json")
-def dump(store: Path, specs: tuple[str, ...], fmt: str, output: Path | None, as_json: bool) -> None:
+@click.option(
+    "--history",
+    "with_history",
+    is_flag=True,
+    help="add every state a cursor's history keeps (JSON only; restore counts them, does not bring them back)",
+)
+def dump(store: Path, specs: tuple[str, ...], fmt: str, output: Path | None, as_json: bool, with_history: bool) -> None:
     """Stream the ack ranges and batch-index acks (with directory, config and positions)."""
     fmt = "json" if as_json else fmt
+    if with_history and fmt != "json":
+        raise click.UsageError("--history writes JSON Lines: it cannot be used with --format csv")
     with AckStore.open(store, readonly=True, verify="loaded") as s:
         wanted = None
         if specs:
@@ -431,7 +441,7 @@ def dump(store: Path, specs: tuple[str, ...], fmt: str, output: Path | None, as_
         total = len(wanted) if wanted is not None else len(_all_cursors(s))
         skipped: list[list[str]] = []
         with _progress(total, "dump", output is None or as_json) as advance:
-            objects = _noting_skips(dump_lines(s, wanted, advance), skipped)
+            objects = _noting_skips(dump_lines(s, wanted, advance, with_history), skipped)
             if output is None:
                 write_dump(objects, sys.stdout, fmt)
             else:
@@ -465,8 +475,12 @@ def _noting_skips(objects: Iterator[dict[str, Any]], skipped: list[list[str]]) -
 def restore_cmd(store: Path, dump_file: Any, as_json: bool) -> None:
     """Build a new store at STORE from a JSON Lines DUMP (`-` for stdin); all or nothing."""
     counts = restore(dump_file, store)
+    kept = counts.pop("history")
     singular = {"topics": "topic", "cursors": "cursor", "ranges": "range", "batches": "batch", "deliveries": "delivery"}
-    _emit(as_json, counts, f"restored {store}: " + ", ".join(_n(v, singular.get(k, k)) for k, v in counts.items()))
+    text = f"restored {store}: " + ", ".join(_n(v, singular.get(k, k)) for k, v in counts.items())
+    if kept:
+        text += f"\n  history states not brought back: {kept:,} (a restored cursor's history starts at the restore)"
+    _emit(as_json, {**counts, "history_not_restored": kept}, text)
 
 
 @cli.command()
@@ -670,8 +684,10 @@ def salvage_cmd(damaged: Path, new: Path, as_json: bool) -> int:
     Reads DAMAGED page by page (never its B-tree), keeps every record whose checksum
     holds, and gives each cursor the newest flushed state whose marker chain and records
     are all intact: never an ack that was not flushed, never a mix of two flushes. Says per
-    cursor which marker it came from and what was lost. DAMAGED is only read; exit 1 when
-    some cursor did not get its newest marker back.
+    cursor which marker it came from and what was lost. A cursor's history (the states
+    CursorConfig.history_seconds keeps) is not carried: the report says how many kept
+    states each cursor loses. DAMAGED is only read; exit 1 when some cursor did not get
+    its newest marker back.
     """
     from ackstore.salvage import salvage
 
@@ -697,6 +713,11 @@ def salvage_cmd(damaged: Path, new: Path, as_json: bool) -> int:
         )
         lines.extend(f"    skipped: {r}" for r in c.reasons[:5])
         lines.extend(f"    not applied: {p}" for p in c.problems)
+        if c.history_lost:
+            lines.append(
+                f"    history not carried: {_n(c.history_lost, 'kept state')} of its history cannot be restored "
+                "from the new store (its history starts again at this state)"
+            )
     for tid, placeholder in report.placeholder_topics.items():
         lines.append(f"  the entry of topic id {tid} was lost: its cursors are kept under the topic {placeholder!r}")
     for topic, ids in report.inferred_ledgers.items():

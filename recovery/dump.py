@@ -3,7 +3,9 @@
 A dump starts with a header line, then for each topic its ledger directory (and, when the
 topic tracks it, its open ledger's last confirmed entry) followed by each of its cursors
 (configuration, positions, int and string properties) and that cursor's ranges, partial
-batches and delivery counts, and ends with an ``end`` line carrying the counts, so a
+batches and delivery counts (and, when asked, one ``history`` line per state its history
+keeps, oldest first: time, mark-delete position, ranges, partial batches, delivery counts,
+properties), and ends with an ``end`` line carrying the counts, so a
 truncated dump is refused. Output is deterministic: the same state always dumps to the same bytes.
 """
 
@@ -14,6 +16,7 @@ import json
 import os
 import shutil
 from collections.abc import Callable, Iterable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
@@ -32,11 +35,12 @@ from ackstore.cursor import Cursor
 
 __all__ = ["DumpError", "dump_lines", "write_dump", "restore", "DUMP_FORMAT"]
 
-DUMP_FORMAT = 4
+DUMP_FORMAT = 5
 """2 added the topic's last confirmed entry and string property values; 3 dropped the read
 position (it is not persisted: a restart reads from the mark-delete position + 1, and so does
 a restored store); 1 and 2 still restore, their read position ignored; 4 added delivery
-counts (``deliveries`` lines)"""
+counts (``deliveries`` lines); 5 added the kept states of a cursor's history (``history``
+lines, with ``dump --history``), which restore reads and counts but does not bring back"""
 
 
 class DumpError(AckStoreError):
@@ -51,9 +55,11 @@ def dump_lines(
     store: AckStore,
     cursors: Iterable[tuple[str, str]] | None = None,
     progress: Callable[[], None] | None = None,
+    history: bool = False,
 ) -> Iterator[dict[str, Any]]:
     """Every object of the dump, in order. ``cursors`` limits it to some ``(topic, cursor)``;
-    ``progress`` is called after each cursor.
+    ``progress`` is called after each cursor; ``history`` adds the kept states of each
+    cursor that keeps history (``Cursor.history_snapshots``).
 
     Each cursor is read whole before its lines are made (:meth:`Cursor.snapshot`), so on a
     store a writer is flushing, each cursor is one flushed state. A cursor (or topic) the
@@ -61,6 +67,8 @@ def dump_lines(
     (``[[topic, cursor], ...]``, only when there are some)."""
     wanted = None if cursors is None else set(cursors)
     counts = {"topics": 0, "cursors": 0, "ranges": 0, "batches": 0, "deliveries": 0}
+    if history:
+        counts["history"] = 0
     skipped: list[list[str]] = []
     yield {"type": "ackstore-dump", "format": DUMP_FORMAT}
     for topic_name in store.topics():
@@ -90,6 +98,8 @@ def dump_lines(
                     progress()
                 continue
             yield from _cursor_lines(topic_name, name, cur, snap, counts)
+            if history:
+                yield from _history_lines(topic_name, name, cur, counts)
             if progress is not None:
                 progress()
     yield {"type": "end", **counts, **({"skipped": skipped} if skipped else {})}
@@ -131,6 +141,23 @@ def _cursor_lines(
     for pos, n in snap.delivery_counts.items():
         counts["deliveries"] += 1
         yield {"type": "deliveries", "topic": topic, "cursor": name, "position": str(pos), "count": n}
+
+
+def _history_lines(topic: str, name: str, cur: Cursor, counts: dict[str, int]) -> Iterator[dict[str, Any]]:
+    """A cursor's kept states, oldest first, a line each."""
+    for point, snap in cur.history_snapshots():
+        counts["history"] += 1
+        yield {
+            "type": "history",
+            "topic": topic,
+            "cursor": name,
+            "time": datetime.fromtimestamp(point.time, tz=UTC).isoformat(timespec="microseconds"),
+            "mark_delete": str(snap.mark_delete_position),
+            "ranges": [[ledger, first, last] for ledger, runs in snap.ranges for first, last in runs],
+            "batches": [[str(pos), size, sorted(ix)] for pos, (size, ix) in snap.partial_batches.items()],
+            "deliveries": [[str(pos), n] for pos, n in snap.delivery_counts.items()],
+            "properties": snap.properties,
+        }
 
 
 def write_dump(objects: Iterable[dict[str, Any]], out: IO[str], fmt: str = "json") -> int:
@@ -191,7 +218,7 @@ def restore(dump: IO[str], dest: Path, sync: bool = True) -> dict[str, int]:
     tmp = dest.with_name(dest.name + ".restoring")
     if os.path.lexists(tmp):  # another restore's, or one that was killed: never removed unseen
         raise DumpError(f"{tmp} exists (a restore running, or one that was killed); remove it and restore again")
-    counts = {"topics": 0, "cursors": 0, "ranges": 0, "batches": 0, "deliveries": 0}
+    counts = {"topics": 0, "cursors": 0, "ranges": 0, "batches": 0, "deliveries": 0, "history": 0}
     try:
         with AckStore.open(tmp, sync=sync) as store:
             _apply(store, _parse(dump), counts)
@@ -218,7 +245,7 @@ def _apply(store: AckStore, objects: Iterator[tuple[int, dict[str, Any]]], count
     header = next(objects, None)
     if header is None or header[1].get("type") != "ackstore-dump":
         raise DumpError("dump line 1 is not an ackstore dump header")
-    if header[1].get("format") not in (1, 2, 3, DUMP_FORMAT):
+    if header[1].get("format") not in (1, 2, 3, 4, DUMP_FORMAT):
         raise DumpError(f"dump format {header[1].get('format')!r} is not one this ackstore reads (1..{DUMP_FORMAT})")
     cur: Cursor | None = None
     pending: dict[int, BitMap] = {}
@@ -271,9 +298,13 @@ def _apply(store: AckStore, objects: Iterator[tuple[int, dict[str, Any]]], count
                 settle()
                 cur.restore_delivery_counts({Position.parse(obj["position"]): obj["count"]})
                 counts["deliveries"] += 1
+            elif kind == "history":  # a kept state: counted, not brought back (the new store's history starts anew)
+                cur = _expect_cursor(cur, obj, number)
+                counts["history"] += 1
             elif kind == "end":
                 settle()
-                found = {k: obj.get(k, 0 if k == "deliveries" else None) for k in counts}  # format 1-3: none
+                # format 1-3 has no deliveries, a dump without --history no history count
+                found = {k: obj.get(k, 0 if k in ("deliveries", "history") else None) for k in counts}
                 if found != counts:
                     raise DumpError(f"dump line {number}: the end line counts {found}, the dump held {counts}")
                 ended = True

@@ -21,6 +21,7 @@ from ackstore import (
     AckStore,
     Cursor,
     CursorConfig,
+    CursorSnapshot,
     HistoryPoint,
     HistoryRangeError,
     InvalidArgumentError,
@@ -56,7 +57,10 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[Clock]:
 
 def _state(cur: Cursor) -> tuple[Any, ...]:
     """What a restore brings back: everything a flush persists but the properties."""
-    s = cur.snapshot()
+    return _state_of(cur.snapshot())
+
+
+def _state_of(s: CursorSnapshot) -> tuple[Any, ...]:
     return s.mark_delete_position, s.ranges, s.partial_batches, s.delivery_counts
 
 
@@ -121,6 +125,8 @@ def test_every_point_restores_the_state_that_flush_wrote(store_path: Path, clock
             points = cur.history()
             assert [p.time for p in points] == sorted(written[name], reverse=True), name
             assert all(isinstance(p, HistoryPoint) for p in points)
+            for p in points:  # read without a restore: the same states
+                assert _state_of(cur.snapshot_as_of(p.time + 0.5)) == written[name][p.time], (name, p)
             order = list(points)
             rng.shuffle(order)
             for p in order:
@@ -135,6 +141,9 @@ def test_every_point_restores_the_state_that_flush_wrote(store_path: Path, clock
         store.flush()
     with AckStore.open(store_path, readonly=True) as store:
         assert _state(store.topic(T).cursor("small")) == expected
+        large = store.topic(T).cursor("large")
+        for t, state in written["large"].items():  # a reader reads every kept state too
+            assert _state_of(large.snapshot_as_of(t)) == state
 
 
 def test_a_restore_is_itself_a_point_and_can_be_undone(store_path: Path, clock: Clock) -> None:
@@ -219,8 +228,14 @@ def test_bad_restores_change_nothing(store_path: Path, clock: Clock) -> None:
             cur.restore_as_of(True)
         with pytest.raises(InvalidArgumentError, match="-5"):
             cur.restore_as_of(-5)
-        with pytest.raises(HistoryRangeError, match="cannot be restored as of"):
+        with pytest.raises(HistoryRangeError, match="has no state as of"):
             cur.restore_as_of(clock.now - 3600)
+        with pytest.raises(HistoryRangeError, match="has no state as of"):
+            cur.snapshot_as_of(clock.now - 3600)
+        with pytest.raises(HistoryRangeError, match="keeps no history"):
+            none.snapshot_as_of(clock.now)
+        with pytest.raises(InvalidTypeError, match="'yesterday'"):
+            cur.snapshot_as_of("yesterday")  # type: ignore[arg-type]
         assert _state(cur) == before and none.history() == []
     with AckStore.open(store_path, readonly=True) as store:
         ro = store.topic(T).cursor("c")
@@ -313,6 +328,74 @@ def test_the_history_and_rewind_commands(store_path: Path) -> None:
     with AckStore.open(store_path):
         held = _cli("rewind", store_path, "--cursor", spec, "--to", points[0]["time"], "--yes")
     assert held.returncode != 0 and "Traceback" not in held.stderr, held.stderr
+
+
+def test_dump_with_history_writes_every_kept_state(store_path: Path, tmp_path: Path) -> None:
+    """``ackstore dump --history`` adds one line per kept state, oldest first, each the state
+    that flush wrote (ranges, batches, delivery counts, the properties then); a dump without
+    it has none; restore reads such a dump, counts the states and says it does not bring
+    them back (the restored store's cursor has today's state and a history of its own)."""
+    states = []
+    with AckStore.open(store_path) as store:
+        topic = _topic(store)
+        cur = topic.cursor("sub", HOUR)
+        topic.cursor("plain")  # keeps no history: no lines
+        for r in range(4):
+            cur.ack([Position(4, e) for e in range(10 * r, 10 * r + 6)])
+            cur.ack_batch_index(Position(4, 200 + r), 8, [1, 2])
+            cur.record_deliveries([Position(4, 300 + r)])
+            cur.set_property("round", r)
+            store.flush()
+            states.append(cur.snapshot())
+    spec = f"{T}/sub"
+    dumped = _cli("dump", store_path, "--history")
+    assert dumped.returncode == 0, dumped.stderr
+    lines = [json.loads(x) for x in dumped.stdout.splitlines()]
+    kept = [x for x in lines if x["type"] == "history"]
+    assert [x["cursor"] for x in kept] == ["sub"] * 4 and lines[-1]["history"] == 4
+    for line, snap in zip(kept, states, strict=True):
+        assert line["mark_delete"] == str(snap.mark_delete_position)
+        assert line["ranges"] == [[ledger, a, b] for ledger, runs in snap.ranges for a, b in runs]
+        assert line["batches"] == [[str(p), n, sorted(ix)] for p, (n, ix) in snap.partial_batches.items()]
+        assert line["deliveries"] == [[str(p), n] for p, n in snap.delivery_counts.items()]
+        assert line["properties"] == snap.properties
+    assert [x["time"] for x in kept] == sorted(x["time"] for x in kept)
+    plain = _cli("dump", store_path, "--cursor", spec)
+    assert plain.returncode == 0 and '"history"' not in plain.stdout
+    csv_ = _cli("dump", store_path, "--history", "--format", "csv")
+    assert csv_.returncode == 2 and "--history" in csv_.stderr and "Traceback" not in csv_.stderr
+    back = _cli("restore", tmp_path / "back", "-", stdin=dumped.stdout)
+    assert back.returncode == 0 and "history states not brought back: 4" in back.stdout, back.stderr
+    with AckStore.open(tmp_path / "back", readonly=True) as store:
+        again = store.topic(T).cursor("sub")
+        assert again.snapshot() == states[-1] and len(again.history()) == 1
+
+
+def test_salvage_brings_back_the_newest_state_and_says_history_did_not_survive(
+    store_path: Path, tmp_path: Path, clock: Clock
+) -> None:
+    """Salvage gives a history cursor its newest state, says how many kept states it loses
+    (library report and CLI), and the new store's cursor keeps history again from there."""
+    with AckStore.open(store_path, sync=False) as store:
+        topic = _topic(store)
+        cur, plain = topic.cursor("sub", HOUR), topic.cursor("plain")
+        for r in range(6):
+            for c in (cur, plain):
+                c.ack([Position(4, e) for e in range(10 * r, 10 * r + 6)])
+            store.flush()
+            clock.tick()
+        newest = _state(cur)
+    from ackstore.salvage import salvage
+
+    report = salvage(store_path, tmp_path / "saved")
+    by_name = {c.cursor: c for c in report.cursors}
+    assert by_name["sub"].history_lost == 6 and by_name["plain"].history_lost == 0
+    assert all(c.complete for c in report.cursors)  # complete is about the newest state
+    with AckStore.open(tmp_path / "saved", readonly=True) as saved:
+        again = saved.topic(T).cursor("sub")
+        assert _state(again) == newest and again.config.history_seconds == 3600 and len(again.history()) == 1
+    out = _cli("salvage", store_path, tmp_path / "cli")
+    assert out.returncode == 0 and "history not carried: 6 kept states" in out.stdout, out.stderr
 
 
 def test_a_dispatcher_restore_is_a_revision_and_a_new_epoch(store_path: Path, clock: Clock) -> None:

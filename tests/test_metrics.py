@@ -132,6 +132,50 @@ def test_the_cardinality_cap_sums_the_smallest_cursors(store_path: Path) -> None
     assert {k[1] for k, _ in got.items() if k[0] == "ackstore_cursor_flushes_total"} == set(ranges)
 
 
+def test_history_metrics_count_the_states_and_the_bytes_a_window_keeps(store_path: Path) -> None:
+    """A cursor keeping an hour of history exports its kept states and their bytes; with
+    nothing old enough to trim, that is every record its live state does not need, plus the
+    points; a cursor without history exports 0 for both. A second scrape after a flush
+    counts again."""
+    from ackstore.storage.records import split_log_key
+
+    cfg = CursorConfig(history_seconds=3600, max_unacked_ranges_to_persist=0, full_marker_every=4)
+    with AckStore.open(store_path, sync=False) as store:
+        topic = store.topic(T)
+        for ledger in (1, 2, 3):
+            topic.add_ledger(ledger)
+            if ledger < 3:
+                topic.close_ledger(ledger, 5000)
+        kept, plain = topic.cursor("kept", cfg), topic.cursor("plain")
+        for r in range(10):
+            for cur in (kept, plain):
+                cur.ack_entries(1 + r % 3, range(r, 3000, 7 + r))
+            store.flush()
+        registry = CollectorRegistry()
+        registry.register(AckStoreCollector(store))
+        got = _samples(_scrape(registry))
+
+        def raw(txn):  # type: ignore[no-untyped-def]
+            log = [(k, v) for k, v in txn.cursor(db=store.storage.log_db) if split_log_key(bytes(k))[0] == 0]
+            points = [(k, v) for k, v in txn.cursor(db=store.storage.history_db) if split_log_key(bytes(k))[0] == 0]
+            return sum(len(k) + len(v) for k, v in log), sum(len(k) + len(v) for k, v in points), len(points)
+
+        log_bytes, point_bytes, npoints = store.storage.read(raw)
+        usage = kept.log_usage()
+        labels = (("subscription", "kept"), ("topic", T))
+        assert got[("ackstore_cursor_history_states", labels)] == npoints == len(kept.history()) == 10
+        assert usage.garbage_bytes == 0 and usage.record_bytes == log_bytes
+        assert got[("ackstore_cursor_history_bytes", labels)] == log_bytes - usage.live_bytes + point_bytes > 0
+        none = (("subscription", "plain"), ("topic", T))
+        assert got[("ackstore_cursor_history_states", none)] == got[("ackstore_cursor_history_bytes", none)] == 0
+        kept.ack_entries(1, range(3000, 3100))
+        store.flush()
+        again = _samples(_scrape(registry))
+        assert again[("ackstore_cursor_history_states", labels)] == 11
+        assert again[("ackstore_cursor_history_bytes", labels)] == kept.log_usage().history_bytes
+        assert again[("ackstore_cursor_history_bytes", labels)] > got[("ackstore_cursor_history_bytes", labels)]
+
+
 def test_one_warning_per_crossing_and_one_info_on_return(store_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="ackstore")
     with AckStore.open(store_path) as store:

@@ -48,7 +48,7 @@ from .deliveries import delivery_count, delivery_counts, record_deliveries, set_
 from .figures import Parts, cursor_figures, cursor_stats
 from .pages import Pages
 from .plan import MarkerChain, Planner
-from .snapshot import CursorSnapshot
+from .snapshot import CursorSnapshot, batch_items, snapshot_of
 from .state import AckState
 from .store_side import StoreSide
 from .validate import pair
@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     import lmdb
 
     from ..history import HistoryKeeper, Point
+    from ..ledger_acks import LedgerAcks
     from ..ledger_cache import CachePool
     from ..storage.env import Environment
     from ..topic import Topic
@@ -99,11 +100,22 @@ class CursorHost(Protocol):
 
     def history_target(self, cursor: Cursor, micros: int) -> Point: ...
 
+    def history_state(self, cursor: Cursor, micros: int, budget: int | None) -> tuple[Point, RecoveredState]: ...
+
+    def history_states(self, cursor: Cursor) -> Iterator[tuple[Point, RecoveredState]]: ...
+
     def recover_log(
         self, txn: lmdb.Transaction, log: CursorLog, config: CursorConfig, topic: Topic
     ) -> RecoveredState: ...
 
     def flush(self) -> Any: ...
+
+
+def _recovered_snapshot(recovered: RecoveredState) -> CursorSnapshot:
+    """The snapshot of a kept state recovered with every ledger loaded."""
+    assert recovered.resolved is not None
+    marker = recovered.resolved.marker
+    return snapshot_of(trusted(*marker.mark_delete), marker.properties, sorted(recovered.ledgers.items()))
 
 
 class Cursor(StoreSide):
@@ -457,11 +469,17 @@ class Cursor(StoreSide):
 
     def _partial_batches(self) -> dict[Position, tuple[int, frozenset[int]]]:
         out: dict[Position, tuple[int, frozenset[int]]] = {}
-        for ledger in sorted(self._pages.known()):
-            la = self._pages.peek(ledger)
-            for entry, (size, mask) in sorted(la.batches.items()) if la is not None else ():
-                out[trusted(ledger, entry)] = (size, frozenset(i for i in range(size) if mask >> i & 1))
+        for ledger, la in self._ledgers():
+            out.update(batch_items(ledger, la))
         return out
+
+    def _ledgers(self) -> Iterator[tuple[int, LedgerAcks]]:
+        """Every ledger's acks, ascending (a swapped-out one read, not loaded); lock held."""
+        pages = self._pages
+        for ledger in sorted(pages.known()):
+            la = pages.peek(ledger)
+            if la is not None:
+                yield ledger, la
 
     def history(self) -> list[HistoryPoint]:
         """The flushed states this cursor can be put back to with :meth:`restore_as_of`,
@@ -506,13 +524,28 @@ class Cursor(StoreSide):
 
     def _snapshot(self) -> CursorSnapshot:
         state = self._state
-        return CursorSnapshot(
-            state.md,
-            dict(state.properties),
-            self._ranges(),
-            self._partial_batches(),
-            delivery_counts(state, None, None),
-        )
+        return snapshot_of(state.md, state.properties, self._ledgers())
+
+    def snapshot_as_of(self, when: datetime | float) -> CursorSnapshot:
+        """The cursor's whole ack state as the newest kept flush at or before ``when`` (a
+        datetime, or a Unix time in seconds) left it: the state :meth:`restore_as_of` would
+        put back, with the properties that flush persisted (a restore keeps today's).
+        Nothing is changed; it works on a read-only store too (one flushed moment of the
+        writer's, never parts of two). HistoryRangeError as :meth:`restore_as_of`.
+        O(the state read)."""
+        _, recovered = self._store.history_state(self, as_micros(when), None)
+        return _recovered_snapshot(recovered)
+
+    def history_snapshots(self) -> Iterator[tuple[HistoryPoint, CursorSnapshot]]:
+        """Every kept state with its point, oldest first: what :meth:`snapshot_as_of` gives
+        for each point of :meth:`history` (``ackstore dump --history`` writes them). Each
+        state is read on its own (one flushed moment); a state the writer's window drops
+        while this runs is left out. Empty for a cursor that keeps no history.
+        O(points + the states read)."""
+        if not self._config.history_seconds:
+            return
+        for point, recovered in self._store.history_states(self):
+            yield point.public(), _recovered_snapshot(recovered)
 
     # -- configuration -------------------------------------------------------------------------
 
@@ -561,7 +594,8 @@ class Cursor(StoreSide):
         """Records and bytes this cursor has in the log, as of its newest marker. O(records).
 
         ``live_bytes`` is what recovery reads (with an unlimited budget) and what a
-        compaction keeps; ``garbage_bytes`` is what it deletes. Unflushed changes are not
+        compaction keeps; ``garbage_bytes`` is what it deletes; ``history_bytes`` what the
+        cursor's history keeps besides (its points included). Unflushed changes are not
         counted."""
         tries = 3
         while True:
@@ -569,13 +603,28 @@ class Cursor(StoreSide):
                 self._open()
                 seq = self._chain.marker_seq
             try:
-                return self._store.storage.read(partial(self._log.usage, marker_seq=seq))
+                return self._store.storage.read(partial(self._usage, seq))
             except MissingRecordError:
                 tries -= 1
                 if not self._store.readonly or not tries:
                     raise
             with self._lock:  # the writer trimmed this reader's marker meanwhile: catch up, look again
                 self._refresh()
+
+    def _usage(self, seq: int, txn: lmdb.Transaction) -> LogUsage:
+        """:meth:`log_usage` in ``txn``: the points the store holds for this cursor say what
+        its history keeps (a reader's cursor may have been opened with another config)."""
+        keeper, cid = self._store.history, self.cursor_id
+        kept = keeper.of(cid, txn) if keeper.db is not None and (cid in keeper.windows or not keeper.writer) else None
+        return self._log.usage(txn, seq, kept.keeps() if kept is not None else None, keeper.db)
+
+    def history_kept(self) -> int:
+        """@private The states the store holds for this cursor's history (what
+        ``ackstore stat`` and the metrics show; a reader reads them). O(1) on the writer."""
+        keeper, cid = self._store.history, self.cursor_id
+        if keeper.db is None or (keeper.writer and cid not in keeper.windows):
+            return 0
+        return len(keeper.of(cid).points)
 
     @property
     def pending(self) -> bool:

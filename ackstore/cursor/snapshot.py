@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from ..position import Position
+from ..position import Position, trusted
 
-__all__ = ["CursorSnapshot"]
+if TYPE_CHECKING:
+    from ..ledger_acks import LedgerAcks
+
+__all__ = ["CursorSnapshot", "batch_items", "snapshot_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,3 +38,29 @@ class CursorSnapshot:
     def ack_range_count(self) -> int:
         """Contiguous acknowledged ranges above the mark-delete position."""
         return sum(len(r) for _, r in self.ranges)
+
+
+def batch_items(ledger: int, la: LedgerAcks) -> Iterator[tuple[Position, tuple[int, frozenset[int]]]]:
+    """A ledger's partially acknowledged entries as ``(position, (batch_size, acked indexes))``, ascending."""
+    for entry, (size, mask) in sorted(la.batches.items()):
+        yield trusted(ledger, entry), (size, frozenset(i for i in range(size) if mask >> i & 1))
+
+
+def snapshot_of(
+    md: Position, properties: dict[str, int | str], ledgers: Iterable[tuple[int, LedgerAcks]]
+) -> CursorSnapshot:
+    """The snapshot of a state: its mark-delete position, properties and ledgers (ascending).
+    Delivery counts at or below ``md`` are not part of it. O(state)."""
+    ranges: list[tuple[int, list[tuple[int, int]]]] = []
+    batches: dict[Position, tuple[int, frozenset[int]]] = {}
+    counts: dict[Position, int] = {}
+    low = (md.ledger, md.entry + 1)
+    for ledger, la in ledgers:
+        runs = la.ranges()
+        if runs:
+            ranges.append((ledger, runs))
+        batches.update(batch_items(ledger, la))
+        for entry in sorted(la.counts):
+            if (ledger, entry) >= low:
+                counts[trusted(ledger, entry)] = la.counts[entry]
+    return CursorSnapshot(md, dict(properties), ranges, batches, counts)

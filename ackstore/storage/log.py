@@ -477,13 +477,24 @@ def read_ledger_record(
     return acks
 
 
-def log_usage(txn: lmdb.Transaction, db: lmdb._Database, cursor_id: int, marker_seq: int) -> LogUsage:
-    """Records and bytes of ``cursor_id`` in the log; live = referenced by marker ``marker_seq``. O(records)."""
+def log_usage(
+    txn: lmdb.Transaction,
+    db: lmdb._Database,
+    cursor_id: int,
+    marker_seq: int,
+    keeps: tuple[int, frozenset[int]] | None = None,
+    history_db: lmdb._Database | None = None,
+) -> LogUsage:
+    """Records and bytes of ``cursor_id`` in the log; live = referenced by marker
+    ``marker_seq``; ``keeps``: what its history keeps besides (records from a sequence on,
+    and those its full marker names: ``CursorHistory.keeps``), whose points in
+    ``history_db`` are counted too. O(records + points)."""
     live: set[int] = set()
     if marker_seq >= 0:
         resolved = resolve_marker(txn, db, cursor_id, marker_seq)
         live = {e.seq for e in resolved.index.values()} | set(resolved.chain)
-    records = total = garbage = 0
+    kept_from, named = keeps if keeps is not None else (-1, frozenset())
+    records = total = garbage = history = 0
     c = txn.cursor(db=db)
     ok = c.set_range(log_key(cursor_id, 0))
     end = log_key(cursor_id + 1, 0)
@@ -491,10 +502,17 @@ def log_usage(txn: lmdb.Transaction, db: lmdb._Database, cursor_id: int, marker_
         size = len(c.key()) + len(c.value())
         records += 1
         total += size
-        if split_log_key(c.key())[1] not in live:
-            garbage += size
+        seq = split_log_key(c.key())[1]
+        if seq not in live:
+            if keeps is not None and (seq >= kept_from or seq in named):
+                history += size
+            else:
+                garbage += size
         ok = c.next()
-    return LogUsage(records, total, total - garbage, garbage)
+    points = 0
+    if keeps is not None and history_db is not None:
+        points = sum(16 + len(value) for _, value in CursorLog(history_db, cursor_id).records(txn))
+    return LogUsage(records, total, total - garbage - history, garbage, history + points)
 
 
 class CursorLog:
@@ -525,9 +543,15 @@ class CursorLog:
         """A swapped-out ledger's record, checked against the index entry."""
         return read_ledger_record(txn, self.db, self.cursor_id, ledger, entry)
 
-    def usage(self, txn: lmdb.Transaction, marker_seq: int) -> LogUsage:
-        """Records and bytes; live = referenced by ``marker_seq``. O(records)."""
-        return log_usage(txn, self.db, self.cursor_id, marker_seq)
+    def usage(
+        self,
+        txn: lmdb.Transaction,
+        marker_seq: int,
+        keeps: tuple[int, frozenset[int]] | None = None,
+        history_db: lmdb._Database | None = None,
+    ) -> LogUsage:
+        """Records and bytes; live = referenced by ``marker_seq`` (see :func:`log_usage`). O(records)."""
+        return log_usage(txn, self.db, self.cursor_id, marker_seq, keeps, history_db)
 
     def get(self, txn: lmdb.Transaction, seq: int) -> bytes | None:
         return txn.get(log_key(self.cursor_id, seq), db=self.db)  # type: ignore[no-any-return]
