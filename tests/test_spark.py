@@ -37,7 +37,7 @@ AUDITED = (
     "range_count long, state_bytes long, recover_seconds double, mark_delete string, "
     "range_ledger array<long>, range_first array<long>, range_last array<long>, "
     "ledgers array<struct<ledger:long, count:long>>, counts_digest string, counted_acked long, "
-    "count_histogram array<long>"
+    "count_histogram array<long>, restored_digest string"
 )
 
 
@@ -46,7 +46,8 @@ def _audited(spark, rows):  # type: ignore[no-untyped-def]
     out = []
     for i, (md, ranges, ledgers) in enumerate(rows):
         columns = list(zip(*ranges, strict=True)) if ranges else [[], [], []]
-        out.append((f"s{i}", "t", "c", "d", [], "", len(ranges), 0, 0.0, md, *map(list, columns), ledgers, "k", 0, []))
+        row = (f"s{i}", "t", "c", "d", [], "", len(ranges), 0, 0.0, md, *map(list, columns), ledgers, "k", 0, [], "")
+        out.append(row)
     return spark.createDataFrame(out, AUDITED)
 
 
@@ -93,31 +94,42 @@ def test_the_small_tables_are_plain_python() -> None:
 def test_verdict_transform(spark) -> None:  # type: ignore[no-untyped-def]
     expected = spark.createDataFrame(
         [
-            ("a", "x", "t", "c", "d1", "k", 0),
-            ("b", "x", "t", "c", "d2", "k", 0),
-            ("c", "x", "t", "c", "d3", "k", 0),
-            ("e", "x", "t", "c", "d5", "k", 0),
-            ("f", "x", "t", "c", "d6", "k", 0),
+            ("a", "x", "t", "c", "d1", "k", "r", 0),
+            ("b", "x", "t", "c", "d2", "k", "", 0),
+            ("c", "x", "t", "c", "d3", "k", "", 0),
+            ("e", "x", "t", "c", "d5", "k", "", 0),
+            ("f", "x", "t", "c", "d6", "k", "", 0),
+            ("g", "x", "t", "c", "d7", "k", "r1", 0),
         ],
         "spec_id string, scenario string, topic string, cursor string, expected_digest string, "
-        "expected_counts_digest string, holes long",
+        "expected_counts_digest string, expected_restore_digest string, holes long",
     )
     audited = spark.createDataFrame(
         [
-            ("a", "t", "c", "d1", [], "", 0, 0, 0.0, "1:-1", [], [], [], [], "k", 0, [0, 3]),
-            ("b", "t", "c", "zz", ["corrupt-record"], "", 0, 0, 0.0, "1:-1", [], [], [], [], "k", 0, []),
-            ("d", "", "", "", ["unreadable: x"], "x", 0, 0, 0.0, "", [], [], [], [], "", 0, []),
-            ("e", "t", "c", "d5", [], "", 0, 0, 0.0, "1:-1", [], [], [], [], "other counts", 0, []),
-            ("f", "t", "c", "d6", [], "", 0, 0, 0.0, "1:-1", [], [], [], [], "k", 1, []),  # a count on an acked entry
+            ("a", "t", "c", "d1", [], "", 0, 0, 0.0, "1:-1", [], [], [], [], "k", 0, [0, 3], "r"),
+            ("b", "t", "c", "zz", ["corrupt-record"], "", 0, 0, 0.0, "1:-1", [], [], [], [], "k", 0, [], ""),
+            ("d", "", "", "", ["unreadable: x"], "x", 0, 0, 0.0, "", [], [], [], [], "", 0, [], ""),
+            ("e", "t", "c", "d5", [], "", 0, 0, 0.0, "1:-1", [], [], [], [], "other counts", 0, [], ""),
+            # a count on an acked entry
+            ("f", "t", "c", "d6", [], "", 0, 0, 0.0, "1:-1", [], [], [], [], "k", 1, [], ""),
+            ("g", "t", "c", "d7", [], "", 0, 0, 0.0, "1:-1", [], [], [], [], "k", 0, [], "r2"),  # restored wrongly
         ],
         AUDITED,
     )
     rows = {r.spec_id: (r.digest_ok, r.clean) for r in verdict_transform(expected, audited).collect()}
-    assert rows == {"a": (True, True), "b": (False, False), "c": (False, False), "e": (True, True), "f": (True, True)}
+    assert rows == {
+        "a": (True, True), "b": (False, False), "c": (False, False), "e": (True, True), "f": (True, True),
+        "g": (True, True),
+    }  # fmt: skip
     from ackstore.tools.spark_jobs import per_cursor_table as table
 
     counted = {r.spec_id: r.counts_ok for r in table(expected, audited).collect() if r.scenario}
-    assert counted == {"a": True, "b": True, "c": False, "e": False, "f": False}
+    assert counted == {"a": True, "b": True, "c": False, "e": False, "f": False, "g": True}
+    restored = {r.spec_id: (r.restored, r.restore_ok) for r in table(expected, audited).collect() if r.scenario}
+    assert restored == {
+        "a": (True, True), "b": (False, True), "c": (False, True), "e": (False, True), "f": (False, True),
+        "g": (True, False),
+    }  # fmt: skip
     from ackstore.tools.spark_jobs import per_cursor_table
 
     unreadable = [r for r in per_cursor_table(expected, audited).collect() if r.error]
@@ -139,6 +151,9 @@ def test_tiny_pipeline_end_to_end_finds_planted_faults(spark, tmp_path: Path) ->
     hist = {r["scenario"]: r["entries_by_count"] for r in summary["count_histogram"]}
     assert set(hist) == {"poison_messages"} and sum(hist["poison_messages"][1:5]) > 0, hist
     assert "## Delivery counts" in report
+    # bad deploy: every cursor restored as of the deploy holds what the generator recorded then
+    assert summary["restored"] == summary["restored_ok"] == 2, summary
+    assert "Bad deploy: 2 of 2 cursors restored" in report
     for plot in summary["plots"]:
         assert (tmp_path / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"]({plot})" in report
     by_scenario = {r["scenario"]: r for r in summary["by_scenario"]}
@@ -170,8 +185,8 @@ def test_audit_finds_exactly_the_planted_faults(spark, tmp_path: Path) -> None: 
     assert "**PASS**: the audit found exactly the 4 planted faults" in unexpected
     assert unexpected.count(": none") == 3, unexpected  # the planted faults' cursors are not listed as unexpected
     assert "unsubscribed" in planted_part and "missed: none" in planted_part
-    with pytest.raises(ValueError, match=r"allowed 0\.\.6"):
-        plant_faults(tmp_path, 7)
+    with pytest.raises(ValueError, match=r"allowed 0\.\.7"):
+        plant_faults(tmp_path, 8)
 
 
 def test_compaction_keeps_every_digest_and_shrinks(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -179,7 +194,7 @@ def test_compaction_keeps_every_digest_and_shrinks(spark, tmp_path: Path) -> Non
 
     run_generate(spark, tmp_path, specs_for_scale("tiny"))
     rows = run_compact(spark, tmp_path).collect()
-    assert len(rows) == 6 and all(r.error == "" for r in rows)
+    assert len(rows) == 7 and all(r.error == "" for r in rows)
     assert all(r.records_after <= r.records_before and r.bytes_after <= r.bytes_before for r in rows)
     assert run_audit(spark, tmp_path)["verdict"] == "PASS"
 

@@ -82,8 +82,9 @@ def test_pipeline_on_a_standalone_cluster_with_bare_executors(
     out = run / "relout"
     summary = json.loads((out / "summary.json").read_text())
     assert summary["verdict"] == "PASS" and summary["mismatched_or_unclean"] == [] and summary["unreadable"] == []
-    assert summary["cursors"] == 12 and summary["master"] == cluster.url  # 6 scenarios x 2 cursors
-    assert len(list((out / "snapshots").glob("*.mdb"))) == 6  # written where the driver said, not in the worker
+    assert summary["cursors"] == 14 and summary["master"] == cluster.url  # 7 scenarios x 2 cursors
+    assert summary["restored"] == summary["restored_ok"] == 2  # the bad deploy's cursors, restored on the executors
+    assert len(list((out / "snapshots").glob("*.mdb"))) == 7  # written where the driver said, not in the worker
     apps = [a for a in cluster.state()["completedapps"] + cluster.state()["activeapps"] if a["id"] not in before]
     assert [a["name"] for a in apps] == ["ackstore"]
     app_dir = cluster.work_dir / apps[0]["id"]

@@ -83,13 +83,21 @@ def write_report(outdir: Path, summary: dict[str, Any]) -> None:
         "",
         "Unexpected (in snapshots no fault was planted in):",
         "",
-        f"- cursors whose recovered state differs from the expected digest, or with findings: "
+        f"- cursors whose recovered state differs from the expected digest (or, restored as of a "
+        f"bad deploy, from the generator's record of that moment), or with findings: "
         f"{unplanted(s['mismatched_or_unclean'], '/') or 'none'}",
         f"- unreadable stores: {unplanted(s['unreadable'], ':') or 'none'}",
         f"- cursors no spec made (e.g. a deleted subscription come back): "
         f"{unplanted(s.get('unexpected_cursors') or [], '/') or 'none'}",
         *(f"- {check.described}: {_n(s[check.summary])}" for check in RANGE_CHECKS),
     ]
+    if s.get("restored"):
+        lines += [
+            "",
+            f"Bad deploy: {s['restored_ok']} of {s['restored']} cursors restored as of the deploy's time "
+            "(`Cursor.restore_as_of`, flushed, read back) hold exactly the acks the generator recorded "
+            "flushed at that moment, the wrong acks of the bad release gone.",
+        ]
     if plants:
         found = [
             x

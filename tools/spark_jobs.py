@@ -35,6 +35,7 @@ __all__ = [
     "specs_df",
     "generate_transform",
     "audit_transform",
+    "with_restores",
     "ranges_table",
     "range_checks",
     "range_check_counts",
@@ -165,13 +166,40 @@ def run_compact(spark: SparkSession, outdir: Path) -> DataFrame:
     return spark.read.parquet(str(outdir / "compaction"))
 
 
-def _audit_snapshot(path: str) -> Iterator[Row]:
+def _restored_digests(local: Path, restores: list[Any]) -> dict[tuple[str, str], str]:
+    """Each ``(topic, cursor, time)`` of ``restores`` restored with ``Cursor.restore_as_of``
+    in a writable copy of the snapshot ``local``, flushed, and read back by a reader: the
+    digest of what the restore made durable (or the error that stopped it)."""
+    from ackstore import AckStore, AckStoreError
+
+    work = local.parent / "restore"
+    work.mkdir()
+    shutil.copyfile(local, work / "data.mdb")
+    out: dict[tuple[str, str], str] = {}
+    with AckStore.open(work, sync=False) as store:
+        for r in restores:
+            try:
+                store.topic(r.topic).cursor(r.cursor).restore_as_of(r.time)
+            except AckStoreError as exc:
+                out[(r.topic, r.cursor)] = f"error: {exc}"
+        store.flush()
+    with AckStore.open(work, readonly=True) as store:
+        for r in restores:
+            if (r.topic, r.cursor) not in out:
+                out[(r.topic, r.cursor)] = engine_digest(store.topic(r.topic).cursor(r.cursor))[0]
+    return out
+
+
+def _audit_snapshot(path: str, restores: list[Any] | None = None) -> Iterator[Row]:
+    """One snapshot's audit rows, a row per cursor; ``restores`` (``bad_deploy``): the
+    cursors to restore as of a time, each row then carries the restored state's digest."""
     from ackstore import AckStore, AckStoreError, Position, check
 
     spec_id = Path(path).stem
     local = Path(tempfile.mkdtemp(prefix="ackstore-audit-")) / Path(path).name
     try:
         shutil.copyfile(path, local)
+        restored = _restored_digests(local, restores) if restores else {}
         with AckStore.open(local, readonly=True, verify="all") as store:
             findings = [str(f) for f in check(store)]
             for topic_name in store.topics():
@@ -200,6 +228,7 @@ def _audit_snapshot(path: str) -> Iterator[Row]:
                         digest=digest,
                         acked=acked,
                         counts_digest=digest_of_counts(counts),
+                        restored_digest=restored.get((topic_name, name), ""),
                         counted_acked=sum(1 for p in counts if cur.is_acked(Position(*p))),
                         count_histogram=histogram,
                         mark_delete=str(cur.mark_delete_position),
@@ -222,6 +251,7 @@ def _audit_snapshot(path: str) -> Iterator[Row]:
             digest="",
             acked=0,
             counts_digest="",
+            restored_digest="",
             counted_acked=0,
             count_histogram=[],
             mark_delete="",
@@ -242,7 +272,7 @@ def _audit_snapshot(path: str) -> Iterator[Row]:
 
 AUDIT_SCHEMA = (
     "spec_id string, topic string, cursor string, digest string, acked long, counts_digest string, "
-    "counted_acked long, count_histogram array<long>, mark_delete string, "
+    "restored_digest string, counted_acked long, count_histogram array<long>, mark_delete string, "
     "range_count long, findings array<string>, error string, recover_seconds double, bytes long, state_bytes long, "
     "range_ledger array<long>, range_first array<long>, range_last array<long>, "
     "ledgers array<struct<ledger:long, count:long>>"
@@ -252,10 +282,32 @@ AUDIT_SCHEMA = (
 
 
 def audit_transform(snapshots: DataFrame) -> DataFrame:
-    """Transform: check and recover every snapshot (column ``path``) on the executors."""
-    rdd = snapshots.rdd.mapPartitions(lambda rows: (out for row in rows for out in _audit_snapshot(row.path)))
+    """Transform: check and recover every snapshot (column ``path``; an optional column
+    ``restores``, an array of ``(topic, cursor, time)``, names cursors to restore as of a
+    time: :func:`with_restores`) on the executors."""
+    restores = "restores" in snapshots.columns
+
+    def audit(rows: Iterable[Row]) -> Iterator[Row]:
+        for row in rows:
+            yield from _audit_snapshot(row.path, row.restores if restores else None)
+
+    rdd = snapshots.rdd.mapPartitions(audit)
     # the rows are built by _audit_snapshot with fixed types: skip per-value verification (~40% of the cost)
     return snapshots.sparkSession.createDataFrame(rdd, AUDIT_SCHEMA, verifySchema=False)
+
+
+def with_restores(snapshots: DataFrame, expected: DataFrame) -> DataFrame:
+    """The snapshots with a ``restores`` column: per store, the ``(topic, cursor, time)`` of
+    each expected cursor with a ``restore_time`` (``bad_deploy``; null for the others)."""
+    if "restore_time" not in expected.columns:  # generated before bad_deploy existed
+        return snapshots
+    restores = (
+        expected.where(F.col("restore_time") >= 0)
+        .groupBy("spec_id")
+        .agg(F.collect_list(F.struct("topic", "cursor", F.col("restore_time").alias("time"))).alias("restores"))
+    )
+    spec_id = F.regexp_extract("path", r"([^/]+)\.mdb$", 1)
+    return snapshots.withColumn("spec_id", spec_id).join(F.broadcast(restores), "spec_id", "left").drop("spec_id")
 
 
 def ranges_table(audited: DataFrame) -> DataFrame:
@@ -310,9 +362,12 @@ def per_cursor_table(expected: DataFrame, audited: DataFrame, counts: DataFrame 
     A store that could not be read has a row with its ``error`` and no scenario; an
     expected cursor it held has ``digest_ok`` False."""
     keys = ["spec_id", "topic", "cursor"]
+    if "expected_restore_digest" not in expected.columns:  # generated before bad_deploy existed
+        expected = expected.withColumn("expected_restore_digest", F.lit(""))
     figures = audited.select(
         *keys,
         "digest",
+        "restored_digest",
         "counts_digest",
         "counted_acked",
         "count_histogram",
@@ -326,9 +381,20 @@ def per_cursor_table(expected: DataFrame, audited: DataFrame, counts: DataFrame 
     if counts is not None:
         figures = figures.join(counts, keys, "left")
     return (
-        expected.select(*keys, "scenario", "expected_digest", "expected_counts_digest", "holes")
+        expected.select(
+            *keys, "scenario", "expected_digest", "expected_counts_digest", "expected_restore_digest", "holes"
+        )
         .join(figures, keys, "full")
         .withColumn("digest_ok", F.coalesce(F.col("digest") == F.col("expected_digest"), F.lit(False)))
+        .withColumn(  # bad_deploy: restored as of the deploy, the generator's record of that moment
+            "restore_ok",
+            F.coalesce(
+                (F.col("expected_restore_digest") == "")
+                | (F.col("restored_digest") == F.col("expected_restore_digest")),
+                F.lit(False),
+            ),
+        )
+        .withColumn("restored", F.coalesce(F.col("expected_restore_digest") != "", F.lit(False)))
         .withColumn(
             "counts_ok",  # the delivery counts the last flush saved, none on an acked entry
             F.coalesce(
@@ -337,7 +403,14 @@ def per_cursor_table(expected: DataFrame, audited: DataFrame, counts: DataFrame 
             ),
         )
         .withColumn("clean", F.coalesce(F.size("findings") == 0, F.lit(False)))
-        .drop("digest", "expected_digest", "counts_digest", "expected_counts_digest")
+        .drop(
+            "digest",
+            "expected_digest",
+            "counts_digest",
+            "expected_counts_digest",
+            "restored_digest",
+            "expected_restore_digest",
+        )
     )
 
 
@@ -485,10 +558,10 @@ def run_audit(spark: SparkSession, outdir: Path, context: dict[str, Any] | None 
     # partitions, not the default 200 tasks of nothing each
     spark.conf.set("spark.sql.shuffle.partitions", str(max(2, spark.sparkContext.defaultParallelism)))
     paths = sorted(str(p) for p in (outdir / "snapshots").glob("*.mdb"))
-    audited = audit_transform(_snapshots_df(spark, outdir)).cache()
+    expected = spark.read.parquet(str(outdir / "expected"))
+    audited = audit_transform(with_restores(_snapshots_df(spark, outdir), expected)).cache()
     audited.count()
     transform_seconds = time.perf_counter() - started
-    expected = spark.read.parquet(str(outdir / "expected"))
     range_checks(audited).write.mode("overwrite").parquet(str(outdir / "ranges"))  # the one pass over ranges
     counts = range_check_counts(spark.read.parquet(str(outdir / "ranges")))  # three flag columns: a cheap scan
     per_cursor = per_cursor_table(expected, audited, counts).cache()
@@ -504,8 +577,11 @@ def run_audit(spark: SparkSession, outdir: Path, context: dict[str, Any] | None 
         "mismatched_or_unclean": sorted(
             f"{r['spec_id']}/{r['topic']}/{r['cursor']}"
             for r in expected_rows
-            if not (r["digest_ok"] and r["counts_ok"] and r["clean"])
+            if not (r["digest_ok"] and r["counts_ok"] and r["restore_ok"] and r["clean"])
         ),
+        # bad_deploy: cursors restored as of the deploy, and those whose restored state was the generator's
+        "restored": sum(1 for r in expected_rows if r["restored"]),
+        "restored_ok": sum(1 for r in expected_rows if r["restored"] and r["restore_ok"]),
         "count_histogram": count_histogram(expected_rows),
         "unreadable": sorted(f"{r['spec_id']}: {r['error']}" for r in rows if r["error"]),
         # a cursor no spec made (a deleted one come back, or one that appeared from nowhere)

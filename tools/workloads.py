@@ -13,25 +13,51 @@ Scenarios (PIP-299's ack-hole stories): ``missed_acks`` (a fraction never acked)
 consumers each leaving scattered holes), ``negative_acks`` (nacked messages acked on
 redelivery, later), ``sequential`` (in-order bursts, the baseline), ``poison_messages``
 (every entry is delivered before it is acked; a share fails its consumer on every
-delivery: delivered 2-5 times and never acked, the delivery counts the audit checks).
+delivery: delivered 2-5 times and never acked, the delivery counts the audit checks),
+``bad_deploy`` (the cursors keep history; a healthy consumer leaves holes through the first
+60 % of the entries, then a bad release, after a known time, acks everything after them
+and half the holes it should have left: the rows carry that time and the generator's own
+record of the flushed acks at it, which the audit restores each cursor to and compares).
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import random
 import shutil
 import time
 from bisect import bisect_left, bisect_right
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from ackstore import AckStore, CursorConfig, Position, testing
+from ackstore.config import MAX_HISTORY_SECONDS
 
-__all__ = ["SCENARIOS", "WorkloadSpec", "WorkloadError", "run_spec", "digest_of_runs", "engine_digest"]
+__all__ = [
+    "SCENARIOS",
+    "WorkloadSpec",
+    "WorkloadError",
+    "run_spec",
+    "digest_of_runs",
+    "engine_digest",
+    "state_digest",
+]
 
-SCENARIOS = ("missed_acks", "mixed_delays", "many_consumers", "negative_acks", "sequential", "poison_messages")
+SCENARIOS = (
+    "missed_acks",
+    "mixed_delays",
+    "many_consumers",
+    "negative_acks",
+    "sequential",
+    "poison_messages",
+    "bad_deploy",
+)
+
+DEPLOY_AT = 0.6
+"""``bad_deploy``: the share of the positions the healthy release consumes"""
 
 
 UNSUBSCRIBED = "unsubscribed"
@@ -112,17 +138,25 @@ def _runs_from_set(acked: set[tuple[int, int]]) -> list[tuple[int, int, int]]:
 def engine_digest(cursor: Any, ledger_ranges: list[tuple[int, list[tuple[int, int]]]] | None = None) -> tuple[str, int]:
     """The digest of everything a cursor counts as acked (below and above its mark-delete).
 
-    ``ledger_ranges`` is ``list(cursor.ledger_ranges())`` when the caller already has it.
+    ``ledger_ranges`` is ``list(cursor.ledger_ranges())`` when the caller already has it."""
+    ranges = list(cursor.ledger_ranges()) if ledger_ranges is None else ledger_ranges
+    return state_digest(cursor.mark_delete_position, cursor.topic.ledgers(), ranges)
+
+
+def state_digest(
+    md: Position, directory: list[tuple[int, int | None]], ledger_ranges: list[tuple[int, list[tuple[int, int]]]]
+) -> tuple[str, int]:
+    """The digest of a state (a mark-delete position and the ranges above it, as a cursor or
+    a ``CursorSnapshot`` holds them) over a topic's ledger directory, and the entries it acks.
     Ranges above the mark-delete position never touch it (M + 1 is unacked by definition)
     and each ledger's ranges are maximal, so the runs need no merging."""
-    md = cursor.mark_delete_position
     runs: list[tuple[int, int, int]] = []
-    for ledger, count in cursor.topic.ledgers():
+    for ledger, count in directory:
         if ledger < md.ledger and count:
             runs.append((ledger, 0, count - 1))
         elif ledger == md.ledger and md.entry >= 0:
             runs.append((ledger, 0, md.entry))
-    for ledger, ranges in cursor.ledger_ranges() if ledger_ranges is None else ledger_ranges:
+    for ledger, ranges in ledger_ranges:
         runs.extend([(ledger, first, last) for first, last in ranges])
     return digest_of_runs(runs), sum(last - first + 1 for _, first, last in runs)
 
@@ -132,8 +166,24 @@ def _positions(spec: WorkloadSpec) -> list[tuple[int, int]]:
     return [(ledger, e) for ledger in range(1, spec.ledgers + 1) for e in range(spec.entries)]
 
 
-def _ack_order(spec: WorkloadSpec, rng: random.Random, consumer: int) -> list[tuple[int, int]]:
-    """The positions one cursor acks, in order, for the spec's scenario."""
+def _ack_order(spec: WorkloadSpec, rng: random.Random, consumer: int) -> tuple[list[tuple[int, int]], int]:
+    """The positions one cursor acks, in order, for the spec's scenario, and where in that
+    order a bad release starts acking (``bad_deploy``; -1 for the others)."""
+    if spec.scenario == "bad_deploy":
+        good, bad = _deploy_orders(_positions(spec), rng, spec.hole_rate)
+        return good + bad, len(good)
+    return _scenario_order(spec, rng, consumer), -1
+
+
+def _chunks(order: list[tuple[int, int]], size: int, cut: int) -> Iterator[tuple[int, list[tuple[int, int]]]]:
+    """``(start, chunk)``: ``order`` in chunks of ``size``, none across ``cut`` (-1: none)."""
+    bounds = [0, cut, len(order)] if 0 < cut < len(order) else [0, len(order)]
+    for lo, hi in itertools.pairwise(bounds):
+        for start in range(lo, hi, size):
+            yield start, order[start : min(start + size, hi)]
+
+
+def _scenario_order(spec: WorkloadSpec, rng: random.Random, consumer: int) -> list[tuple[int, int]]:
     positions = _positions(spec)
     hole = spec.hole_rate
     if spec.scenario == "sequential":
@@ -155,6 +205,18 @@ def _ack_order(spec: WorkloadSpec, rng: random.Random, consumer: int) -> list[tu
     for p in positions:
         (nacked if rng.random() < hole else first).append(p)
     return first + nacked[: len(nacked) * 3 // 4]
+
+
+def _deploy_orders(
+    positions: list[tuple[int, int]], rng: random.Random, hole: float
+) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """``bad_deploy``: what the healthy release acks (the first ``DEPLOY_AT`` of the
+    positions, with holes), then what the bad one acks (half those holes, and the rest)."""
+    cut = int(len(positions) * DEPLOY_AT)
+    good = [p for p in positions[:cut] if rng.random() >= hole]
+    kept = set(good)
+    holes = [p for p in positions[:cut] if p not in kept]
+    return good, holes[::2] + positions[cut:]
 
 
 def _deliver(
@@ -186,7 +248,8 @@ def run_spec(spec: WorkloadSpec, workdir: Path, snapshot_dir: Path) -> list[dict
     if path.exists():
         shutil.rmtree(path)
     started = time.perf_counter()
-    config = CursorConfig(max_unacked_ranges_to_persist=0)
+    history = MAX_HISTORY_SECONDS if spec.scenario == "bad_deploy" else 0  # audited whenever the audit runs
+    config = CursorConfig(max_unacked_ranges_to_persist=0, history_seconds=history)
     store = AckStore.open(path, sync=False)
     names = [
         (f"persistent://gen/{spec.spec_id}/t{t}", f"sub-{c}") for t in range(spec.topics) for c in range(spec.cursors)
@@ -203,10 +266,22 @@ def run_spec(spec: WorkloadSpec, workdir: Path, snapshot_dir: Path) -> list[dict
     saved: dict[tuple[str, str], dict[tuple[int, int], int]] = {key: {} for key in names}
     crashes = flushes = 0
     every = _positions(spec) if spec.scenario == "poison_messages" else []  # what may be delivered
+    #: bad_deploy: per cursor, the time of the deploy and the flushed acks at it
+    deployed: dict[tuple[str, str], tuple[float, str]] = {}
     for i, key in enumerate(names):
-        order = _ack_order(spec, rng, i)
-        for start in range(0, len(order), spec.flush_every):
-            chunk = order[start : start + spec.flush_every]
+        order, deploy = _ack_order(spec, rng, i)
+        for start, chunk in _chunks(order, spec.flush_every, deploy):
+            if start == deploy:  # the healthy release's acks are flushed: the bad one starts now
+                store.flush()
+                flushes += 1
+                for k in names:
+                    flushed[k] |= pending[k]
+                    pending[k] = set()
+                saved = {k: dict(v) for k, v in counts.items()}
+                at = time.time()
+                deployed[key] = (at, digest_of_runs(_runs_from_set(flushed[key])))
+                while time.time() <= at:  # every later flush is after the known time
+                    time.sleep(0.001)
             cur = store.topic(key[0]).cursor(key[1], config)
             if spec.scenario == "poison_messages":
                 _deliver(cur, chunk, every, rng, counts[key])
@@ -265,6 +340,9 @@ def run_spec(spec: WorkloadSpec, workdir: Path, snapshot_dir: Path) -> list[dict
                 "seconds": seconds,
                 "snapshot": str(snapshot),
                 "snapshot_bytes": size,
+                # bad_deploy: the deploy's time and the generator's record of the flushed acks then
+                "restore_time": deployed.get((topic_name, cursor_name), (-1.0, ""))[0],
+                "expected_restore_digest": deployed.get((topic_name, cursor_name), (-1.0, ""))[1],
             }
         )
     return rows
