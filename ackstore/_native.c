@@ -1063,6 +1063,33 @@ static int put_varint(Out *o, unsigned long long v) {
     return 0;
 }
 
+/* point_value(micros, fields) -> bytes: a big-endian u64 `micros`, then each int of the
+ * tuple `fields` as a varint (a history point's value: ackstore/history.py);
+ * pure_codecs.point_value: the same bytes, the same errors. */
+static PyObject *point_value(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *micros_obj, *fields;
+    if (!PyArg_ParseTuple(args, "OO!", &micros_obj, &PyTuple_Type, &fields)) return NULL;
+    long long micros;
+    if (ranged(micros_obj, "micros", 0, LLONG_MAX, &micros) < 0) return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(fields);
+    Out o = {NULL, 0, 0};
+    unsigned char *at = out_room(&o, 8 + 3 * n);
+    if (at == NULL) return NULL;
+    for (int i = 0; i < 8; i++) at[i] = (unsigned char)((unsigned long long)micros >> (56 - 8 * i));
+    o.len = 8;
+    PyObject *result = NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long long v;
+        if (ranged(PyTuple_GET_ITEM(fields, i), "a point field", 0, LLONG_MAX, &v) < 0 || put_varint(&o, (unsigned long long)v) < 0)
+            goto done;
+    }
+    result = PyBytes_FromStringAndSize((const char *)o.b, o.len);
+done:
+    PyMem_Free(o.b);
+    return result;
+}
+
 /* The sorted keys of a dict, as a new list (NULL with an exception set). */
 static PyObject *sorted_keys(PyObject *d) {
     if (!PyDict_Check(d)) { PyErr_SetString(PyExc_TypeError, "batches and counts are dicts"); return NULL; }
@@ -1516,6 +1543,7 @@ static PyMethodDef methods[] = {
     {"state_marker", (PyCFunction)(void (*)(void))state_marker, METH_FASTCALL,
      "A marker record in the fixed envelope and the state layout (pure_codecs.state_marker)."},
     {"state_fields", state_fields, METH_VARARGS, "The fields of a state-layout marker body (pure_codecs.state_fields)."},
+    {"point_value", point_value, METH_VARARGS, "A history point's value: a u64 and varints (pure_codecs.point_value)."},
     {"fields_type", fields_type, METH_VARARGS, "A type holding the given fields in its own struct (ackstore/fields.py)."},
     {"lane_setup", lane_setup, METH_VARARGS, "The classes, helpers and bounds the lane works with (cursor/lane.py)."},
     {"take_marker", take_marker, METH_O, "A cursor's common flush plan, taken whole (cursor/lane.py)."},

@@ -11,11 +11,15 @@ the marker's own key ``(cursor id, sequence)``: the flush's time, the mark-delet
 position and range count the marker holds, the full marker its chain starts at, and, for a
 full marker, the records it names (what must outlive the trim while it is needed).
 
-A point's value (big-endian)::
+A point's value: a big-endian u64 and then varints (little-endian base 128)::
 
     u64 time (microseconds since the epoch; never less than the store's previous flush)
-    u64 mark-delete ledger   i64 mark-delete entry   u32 ranges
-    u64 full marker sequence   u32 n   n x u64 records the marker names (a full marker's)
+    varint mark-delete ledger   varint mark-delete entry + 1   varint ranges
+    varint sequence - full marker sequence (0: the point's own marker is full)
+    varint n   n x varint the records a full marker names, ascending, each as the gap
+    from the one before (the first from 0)
+
+A point of a small cursor is 13-20 bytes beside its 16-byte key.
 
 Engine internals: the cursor's methods are the API.
 """
@@ -27,11 +31,14 @@ import struct
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .errors import CorruptRecordError, HistoryRangeError, InvalidArgumentError, InvalidTypeError
 from .position import Position, trusted
+from .storage.codecs import point_value
 from .storage.log import CursorLog
+from .storage.pure_codecs import read_varint
 from .storage.records import log_key
 
 if TYPE_CHECKING:
@@ -52,7 +59,8 @@ __all__ = [
 ]
 
 log = logging.getLogger("ackstore")
-_HEAD = struct.Struct(">QQqIQI")
+_TIME = struct.Struct(">Q")
+_U63 = (1 << 63) - 1
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -88,19 +96,35 @@ class Point(NamedTuple):
 def encode_point(point: Point) -> bytes:
     """A point's value (the layout of the module docstring)."""
     md_l, md_e = point.md
-    head = _HEAD.pack(point.micros, md_l, md_e, point.ranges, point.full_seq, len(point.refs))
-    return head + struct.pack(f">{len(point.refs)}Q", *point.refs)
+    refs = point.refs
+    if not refs:
+        return point_value(point.micros, (md_l, md_e + 1, point.ranges, point.seq - point.full_seq, 0))
+    gaps = [b - a for a, b in zip((0, *refs), refs, strict=False)]
+    return point_value(point.micros, (md_l, md_e + 1, point.ranges, point.seq - point.full_seq, len(refs), *gaps))
 
 
 def decode_point(cursor_id: int, seq: int, value: bytes) -> Point:
     """The point ``cursor_id`` keeps at ``seq``; CorruptRecordError when ``value`` is not one."""
-    if len(value) < _HEAD.size:
-        raise CorruptRecordError(f"history point of cursor id {cursor_id} at {seq}: {len(value)} bytes is not a point")
-    micros, md_l, md_e, ranges, full_seq, n = _HEAD.unpack_from(value)
-    if len(value) != _HEAD.size + 8 * n or full_seq > seq or md_e < -1:
-        raise CorruptRecordError(f"history point of cursor id {cursor_id} at {seq} is damaged")
-    refs = struct.unpack_from(f">{n}Q", value, _HEAD.size)
-    return Point(seq, micros, (md_l, md_e), ranges, full_seq, refs)
+    kind = f"history point of cursor id {cursor_id} at {seq}"
+    try:
+        if len(value) < _TIME.size:
+            raise ValueError(f"{kind} is {len(value)} bytes: too short")
+        (micros,) = _TIME.unpack_from(value)
+        md_l, i = read_varint(value, _TIME.size, _U63, "mark-delete ledger", kind)
+        md_e1, i = read_varint(value, i, _U63, "mark-delete entry", kind)
+        ranges, i = read_varint(value, i, _U63, "range count", kind)
+        back, i = read_varint(value, i, seq, "full marker distance", kind)
+        n, i = read_varint(value, i, len(value), "record count", kind)
+        refs, last = [], 0
+        for _ in range(n):
+            gap, i = read_varint(value, i, seq - last, "record", kind)
+            last += gap
+            refs.append(last)
+        if i != len(value):
+            raise ValueError(f"{kind} has {len(value) - i} bytes past its end")
+    except ValueError as exc:
+        raise CorruptRecordError(f"{exc}: the point is damaged") from None
+    return Point(seq, micros, (md_l, md_e1 - 1), ranges, seq - back, tuple(refs))
 
 
 def iso(micros: int) -> str:
@@ -125,9 +149,31 @@ def as_micros(when: object) -> int:
 @dataclass(slots=True)
 class CursorHistory:
     """The points one cursor keeps, oldest first, and what a flush of it must keep of its
-    log. Loaded from the store's history database when first needed."""
+    log. Loaded from the store's history database when first needed.
+
+    ``points[start:]`` are the points kept (those before ``start`` are gone: the window
+    drops its oldest every flush, and moving ``start`` is O(1) where deleting from the
+    front of a list is O(points); the lists are cut down once ``start`` passes half of
+    them). ``times`` and ``seqs`` are the points' times and sequences, beside them so the
+    searches compare ints (both ascend: a later flush has a higher sequence and no
+    earlier time)."""
 
     points: list[Point] = field(default_factory=list)
+    times: list[int] = field(default_factory=list)
+    seqs: list[int] = field(default_factory=list)
+    start: int = 0
+
+    def __post_init__(self) -> None:
+        self.times = [p.micros for p in self.points]
+        self.seqs = [p.seq for p in self.points]
+
+    def __len__(self) -> int:
+        return len(self.points) - self.start
+
+    @property
+    def kept(self) -> list[Point]:
+        """The points kept, oldest first (a copy). O(points)."""
+        return self.points[self.start :]
 
     @classmethod
     def read(cls, txn: lmdb.Transaction, db: lmdb._Database, cursor_id: int) -> CursorHistory:
@@ -145,7 +191,7 @@ class CursorHistory:
     def visible(self, cutoff: int) -> list[Point]:
         """The points a restore may go to: those of flushes at or after ``cutoff``
         (microseconds), oldest first. O(log points + points returned)."""
-        return self.points[bisect_left(self.points, cutoff, key=_micros) :]
+        return self.points[bisect_left(self.times, cutoff, self.start) :]
 
     def after(self, point: Point, cutoff: int) -> tuple[list[int], Point]:
         """With ``point`` added (a flush's, the newest): the sequences of the points to drop
@@ -154,43 +200,52 @@ class CursorHistory:
         and the records it names). Nothing is changed (:meth:`add` does it once the flush
         is written). O(log points + points dropped)."""
         points = self.points
-        at = bisect_left(points, cutoff, key=_micros)
+        at = bisect_left(self.times, cutoff, self.start)
         full = self._full_of(points[at] if at < len(points) else point)
-        return [p.seq for p in points[:at] if p is not full], full
+        return [p.seq for p in points[self.start : at] if p is not full], full
 
     def _full_of(self, first: Point) -> Point:
         """The full marker ``first``'s chain starts at: a kept point (or, never seen, since
         history starts with a full marker, a stand-in naming no records)."""
-        points = self.points
-        f = bisect_left(points, first.full_seq, key=_seq)
-        if f < len(points) and points[f].seq == first.full_seq:
-            return points[f]
+        if first.full_seq == first.seq:
+            return first
+        seqs = self.seqs
+        f = bisect_left(seqs, first.full_seq, self.start)
+        if f < len(seqs) and seqs[f] == first.full_seq:
+            return self.points[f]
         return first._replace(seq=first.full_seq, refs=())
 
     def keeps(self) -> tuple[int, frozenset[int]] | None:
         """What the log keeps for these points: every record from a sequence on, and the
         records that sequence's full marker names (None: no point kept). O(log points)."""
-        if not self.points:
+        if not len(self):
             return None
-        full = self._full_of(self.points[0])
+        full = self._full_of(self.points[self.start])
         return full.seq, frozenset(full.refs)
 
     def add(self, point: Point, dropped: list[int]) -> None:
         """The flush that took ``point`` was written: it is the newest point, and those at
-        ``dropped`` (the oldest, but for a full marker still needed) are gone."""
-        points = self.points
+        ``dropped`` (the oldest, but for a full marker still needed) are gone.
+        O(points dropped), amortized."""
+        points, times, seqs = self.points, self.times, self.seqs
         if dropped:  # the oldest points, but for at most one full marker among them
-            gone, cut = set(dropped), len(dropped) + 1
-            points[:cut] = [p for p in points[:cut] if p.seq not in gone]
+            gone, i, left, full = set(dropped), self.start, len(dropped), None
+            while left:
+                if points[i].seq in gone:
+                    left -= 1
+                else:
+                    full = points[i]
+                i += 1
+            if full is not None:  # the full marker kept: the oldest point now (its time and sequence are the lowest)
+                i -= 1
+                points[i], times[i], seqs[i] = full, full.micros, full.seq
+            self.start = i
+            if i > 64 and 2 * i > len(points):
+                del points[:i], times[:i], seqs[:i]
+                self.start = 0
         points.append(point)
-
-
-def _micros(p: Point) -> int:
-    return p.micros
-
-
-def _seq(p: Point) -> int:
-    return p.seq
+        times.append(point.micros)
+        seqs.append(point.seq)
 
 
 def clamp_trim(plan: Any, full: Point) -> None:
@@ -211,6 +266,8 @@ class Taken:
     cursor_id: int
     point: Point
     dropped: list[int]
+    value: bytes
+    """the point's value, as written"""
 
 
 class HistoryKeeper:
@@ -276,7 +333,7 @@ class HistoryKeeper:
         if not points or micros < points[0].micros:
             kept = f"{iso(points[0].micros)} .. {iso(points[-1].micros)}" if points else "nothing flushed yet"
             raise HistoryRangeError(f"cursor {name} has no state as of {iso(micros)}: its history holds {kept}")
-        return points[bisect_right(points, micros, key=_micros) - 1]
+        return points[bisect_right(points, micros, key=attrgetter("micros")) - 1]
 
     def now(self, wall: float) -> int:
         """The time of a flush starting at ``wall`` (Unix seconds), in microseconds: never
@@ -286,22 +343,27 @@ class HistoryKeeper:
 
     def take(self, cursor_id: int, plan: Any, md: tuple[int, int], full_seq: int, micros: int) -> Taken:
         """A history cursor's plan was taken (store lock held): its point, with the points
-        kept from the window's start; the plan trims nothing they need."""
+        kept from the window's start; the plan trims nothing they need, and counts the
+        point's bytes."""
         h = self.of(cursor_id)
-        refs = tuple(sorted(plan.full_live)) if plan.full else ()
-        point = Point(plan.marker_seq, micros, (md[0], md[1]), plan.persisted_ranges, full_seq, refs)
+        seq = plan.marker_seq  # a full marker's records older than itself (the log is kept from it on anyway)
+        refs = tuple(sorted(r for r in plan.full_live if r < seq)) if plan.full else ()
+        point = Point(seq, micros, (md[0], md[1]), plan.persisted_ranges, full_seq, refs)
         cutoff = micros - self.windows[cursor_id] * 1_000_000
         dropped, full = h.after(point, cutoff)
         clamp_trim(plan, full)
-        return Taken(cursor_id, point, dropped)
+        value = encode_point(point)
+        plan.nbytes += 16 + len(value)  # the point is part of what this cursor's flush writes
+        return Taken(cursor_id, point, dropped, value)
 
     def write(self, txn: lmdb.Transaction, taken: list[Taken]) -> None:
         """Step 3's part: every taken point put, the dropped ones deleted."""
-        db = self.db
+        c = txn.cursor(db=self.db)
         for t in taken:
-            txn.put(log_key(t.cursor_id, t.point.seq), encode_point(t.point), db=db)
             for seq in t.dropped:
-                txn.delete(log_key(t.cursor_id, seq), db=db)
+                if c.set_key(log_key(t.cursor_id, seq)):
+                    c.delete()
+        c.putmulti([(log_key(t.cursor_id, t.point.seq), t.value) for t in taken])
 
     def adopt(self, taken: list[Taken]) -> None:
         """Step 4's part (store lock held): the written points are the cursors' own."""

@@ -118,7 +118,7 @@ class AckstoreSteady:
 
     name = "ackstore"
 
-    def __init__(self, path: Path, state: Steady, sync: bool) -> None:
+    def __init__(self, path: Path, state: Steady, sync: bool, config: CursorConfig = CONFIG) -> None:
         self.store = AckStore.open(path, sync=sync, map_size=1 << 30)
         self.cursors = []
         self.topics: list[str] = []
@@ -126,7 +126,7 @@ class AckstoreSteady:
             self.topics.append(f"persistent://t/ns/steady-{t // PER_TOPIC}")
             topic = self.store.topic(self.topics[-1])
             topic.add_ledger(LEDGER)
-            self.cursors += [topic.cursor(f"s{c}", CONFIG) for c in range(t, min(t + PER_TOPIC, state.cursors))]
+            self.cursors += [topic.cursor(f"s{c}", config) for c in range(t, min(t + PER_TOPIC, state.cursors))]
         self.logical = 0
 
     def ack(self, batches: list[BitMap]) -> None:

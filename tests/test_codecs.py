@@ -478,3 +478,17 @@ def test_out_of_range_arguments_fail_alike_in_every_implementation(name: str, ar
         assert kind == "ok", out
     else:
         assert kind == ("type" if 1.5 in args else "error"), out
+
+
+def test_point_value_is_the_same_everywhere() -> None:
+    """A history point's value (a u64 and varints): the same bytes from every
+    implementation on random fields, and the same error for a negative or too large one,
+    a field that is not an int, or fields that are not a tuple."""
+    rng = random.Random(3)
+    for _ in range(500):
+        fields = tuple(rng.randrange(1 << rng.choice((3, 7, 8, 14, 30, 62))) for _ in range(rng.randrange(12)))
+        kind, out = _same_everywhere("point_value", rng.randrange(1 << 62), fields)
+        assert kind == "ok", out
+    for bad in ((-1, ()), (1 << 63, ()), (5, (-1,)), (5, (1 << 63,)), (5, ("x",)), (5, [1, 2]), ("x", ())):
+        kind, _ = _same_everywhere("point_value", *bad)
+        assert kind != "ok", bad

@@ -468,7 +468,7 @@ def test_check_reports_damaged_history_and_fix_drops_it(store_path: Path, clock:
     env.close()
     found = check(store_path)
     assert {f.kind for f in found} == {"damaged-history"}, found
-    assert any(f.seq == seqs[1] for f in found) and any("is not a point" in f.message for f in found)
+    assert any(f.seq == seqs[1] for f in found) and any("too short" in f.message for f in found)
     with AckStore.open(store_path, sync=False) as store:
         cur = store.topic(T).cursor("c")
         points = cur.history()
@@ -522,15 +522,15 @@ def test_the_window_keeps_the_full_marker_its_oldest_point_needs() -> None:
     dropped, full = h.after(p(6, 4), cutoff=300)  # the oldest kept: 3, whose chain starts at 1
     assert (dropped, full.seq) == ([2], 1)
     h.add(p(6, 4), dropped)
-    assert [x.seq for x in h.points] == [1, 3, 4, 5, 6] and [x.seq for x in h.visible(300)] == [3, 4, 5, 6]
+    assert [x.seq for x in h.kept] == [1, 3, 4, 5, 6] and [x.seq for x in h.visible(300)] == [3, 4, 5, 6]
     dropped, full = h.after(p(7, 4), cutoff=500)  # the oldest kept: 5, from 4
     assert (dropped, full.seq) == ([1, 3], 4)
     h.add(p(7, 4), dropped)
-    assert [x.seq for x in h.points] == [4, 5, 6, 7]
+    assert [x.seq for x in h.kept] == [4, 5, 6, 7]
     dropped, full = h.after(p(8, 8), cutoff=900)  # nothing older kept: the new point only
     assert (dropped, full.seq) == ([4, 5, 6, 7], 8)
     h.add(p(8, 8), dropped)
-    assert [x.seq for x in h.points] == [8]
+    assert [x.seq for x in h.kept] == [8]
 
 
 def test_a_store_of_format_10_gains_the_history_database_at_a_writers_open(store_path: Path, clock: Clock) -> None:
@@ -561,3 +561,62 @@ def test_a_store_of_format_10_gains_the_history_database_at_a_writers_open(store
         cur.ack([Position(1, 1)])
         store.flush()
         assert [p.ack_range_count for p in cur.history()] == [48]
+
+
+def test_a_point_round_trips_and_any_cut_or_extra_byte_is_damage() -> None:
+    """Points of random shapes decode to themselves; every value cut short, or with a byte
+    more, is a CorruptRecordError naming the point, never another point."""
+    from ackstore.errors import CorruptRecordError
+    from ackstore.history import Point, decode_point, encode_point
+
+    rng = random.Random(5)
+    for _ in range(300):
+        seq = rng.randrange(1 << rng.choice((4, 20, 40, 62)))
+        full = rng.randint(0, seq)
+        refs = tuple(sorted(rng.sample(range(full + 1), min(full + 1, rng.randrange(6))))) if full == seq else ()
+        md = (rng.randrange(1 << rng.choice((3, 30, 62))), rng.randrange(-1, 1 << rng.choice((3, 31, 62))))
+        point = Point(seq, rng.randrange(1 << 63), md, rng.randrange(1 << 20), full, refs)
+        value = encode_point(point)
+        assert decode_point(9, seq, value) == point
+        for cut in range(len(value)):
+            with pytest.raises(CorruptRecordError, match=f"cursor id 9 at {seq}"):
+                decode_point(9, seq, value[:cut])
+        with pytest.raises(CorruptRecordError, match="past its end"):
+            decode_point(9, seq, value + b"\x00")
+    small = encode_point(Point(1000, 1_800_000_000_000_000, (4, 123_456), 3, 1000, ()))
+    assert len(small) <= 20
+
+
+def test_the_disk_bound_holds_while_the_window_slides(store_path: Path, clock: Clock) -> None:
+    """Steady consumption (the mark-delete moving every flush, a few acks held back) and a
+    cursor of thousands of ranges, a minute of history at one flush a second, for five
+    minutes: ``data.mdb`` stays within 4x (live + what the window keeps) + 16 KiB a cursor,
+    every cursor keeps the window's 60 states, and a kept flush costs what the flush wrote."""
+    rng = random.Random(8)
+    minute = CursorConfig(history_seconds=60, max_unacked_ranges_to_persist=0)
+    with AckStore.open(store_path, sync=False) as store:
+        topic = _topic(store)
+        cursors = [topic.cursor(f"s{i}", minute) for i in range(40)]
+        big = topic.cursor("big", minute)
+        big.ack_entries(1, range(0, 20_000, 3))
+        held: list[list[int]] = [[] for _ in cursors]
+        written = 0
+        for r in range(300):
+            for i, cur in enumerate(cursors):
+                batch = list(range(50 * r, 50 * r + 50))
+                back = rng.sample(batch, rng.randint(1, 2)) if len(held[i]) < 5 else []
+                cur.ack([Position(4, e) for e in batch if e not in back] + [Position(4, e) for e in held[i][:1]])
+                held[i] = held[i][1:] + back
+            big.ack(Position(2, 7 * r + 1))  # a new ack every flush: every flush writes it
+            stats = store.flush()
+            if r >= 200:
+                written += stats.bytes_written
+            clock.tick()
+        usages = [cur.log_usage() for cur in [*cursors, big]]
+        live = sum(u.live_bytes for u in usages)
+        history = sum(u.history_bytes for u in usages)
+        assert [len(cur.history()) for cur in [*cursors, big]] == [60] * 41
+        kept_per_flush = history / (60 * 41)
+        assert kept_per_flush <= 1.5 * written / (100 * 41)  # a kept flush costs about what a flush wrote
+    size = (store_path / "data.mdb").stat().st_size
+    assert size <= 4 * (live + history) + 16 * 1024 * 41, (size, live, history)

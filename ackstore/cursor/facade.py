@@ -624,7 +624,7 @@ class Cursor(StoreSide):
         keeper, cid = self._store.history, self.cursor_id
         if keeper.db is None or (keeper.writer and cid not in keeper.windows):
             return 0
-        return len(keeper.of(cid).points)
+        return len(keeper.of(cid))
 
     @property
     def pending(self) -> bool:

@@ -25,6 +25,7 @@ __all__ = [
     "ledger_span",
     "scan_page",
     "scan_directory",
+    "point_value",
     "native",
 ]
 
@@ -41,3 +42,4 @@ ledger_fields = _impl.ledger_fields
 ledger_span = _impl.ledger_span
 scan_page = _impl.scan_page
 scan_directory = _impl.scan_directory
+point_value = _impl.point_value

@@ -39,6 +39,8 @@ __all__ = [
     "seal_envelope",
     "TAG",
     "varint",
+    "read_varint",
+    "point_value",
     "ENVELOPE",
     "DIR_KEY",
     "DIR_SEALED",
@@ -601,22 +603,48 @@ def state_marker(
     return seal_envelope(_MARKER, version, bytes(out))
 
 
-def _read_varint(body: bytes, i: int, most: int, what: str) -> tuple[int, int]:
-    """The varint at ``body[i]`` and the offset after it; ValueError past the end or over ``most``."""
+def point_value(micros: int, fields: tuple[int, ...]) -> bytes:
+    """A big-endian u64 ``micros``, then each int of ``fields`` as a varint (a history
+    point's value: ``ackstore/history.py``); ``_native.point_value``'s twin."""
+    if not isinstance(micros, int):
+        raise TypeError(f"micros must be an int, got {type(micros).__name__}")
+    if not 0 <= micros <= _I63:
+        raise ValueError(f"micros={micros} is outside 0..{_I63}")
+    if not isinstance(fields, tuple):
+        raise TypeError(f"argument 2 must be tuple, not {type(fields).__name__}")
+    out = bytearray(micros.to_bytes(8, "big"))
+    for n in fields:
+        if not isinstance(n, int):
+            raise TypeError(f"a point field must be an int, got {type(n).__name__}")
+        if not 0 <= n <= _I63:
+            raise ValueError(f"a point field={n} is outside 0..{_I63}")
+        if n < 0x80:  # most fields of most points: one byte
+            out.append(n)
+        else:
+            out += varint(n)
+    return bytes(out)
+
+
+_I63 = (1 << 63) - 1
+
+
+def read_varint(body: bytes, i: int, most: int, what: str, kind: str = "a state marker") -> tuple[int, int]:
+    """The varint at ``body[i]`` and the offset after it; ValueError (naming ``kind``'s
+    ``what``) past the end or over ``most``."""
     n = shift = 0
     while True:
         if i >= len(body):
-            raise ValueError(f"a state marker ends inside its {what}")
+            raise ValueError(f"{kind} ends inside its {what}")
         b = body[i]
         i += 1
         if shift > 63 or (shift == 63 and b & 0x7E):  # more than 64 bits
-            raise ValueError(f"a state marker's {what} is not a varint")
+            raise ValueError(f"{kind}'s {what} is not a varint")
         n |= (b & 0x7F) << shift
         if not b & 0x80:
             break
         shift += 7
     if n > most:
-        raise ValueError(f"a state marker's {what} {n} is over {most}")
+        raise ValueError(f"{kind}'s {what} {n} is over {most}")
     return n, i
 
 
@@ -631,23 +659,23 @@ def state_fields(body: bytes) -> tuple[int, int, int, list[StateLedger], int]:
     if len(body) < 2 or body[0] != STATE_TAG or body[1] & ~_STATE_FLAGS:
         raise ValueError("a state marker's head is damaged (tag or flags)")
     flags = body[1]
-    cid, i = _read_varint(body, 2, _LEDGER_MAX, "cursor id")
-    md_l, i = _read_varint(body, i, _LEDGER_MAX, "mark-delete ledger")
-    md_e1, i = _read_varint(body, i, _U32, "mark-delete entry")
-    n, i = _read_varint(body, i, len(body), "ledger count")
+    cid, i = read_varint(body, 2, _LEDGER_MAX, "cursor id")
+    md_l, i = read_varint(body, i, _LEDGER_MAX, "mark-delete ledger")
+    md_e1, i = read_varint(body, i, _U32, "mark-delete entry")
+    n, i = read_varint(body, i, len(body), "ledger count")
     ledgers: list[StateLedger] = []
     last = md_l
     for _ in range(n):
-        step, i = _read_varint(body, i, _LEDGER_MAX - last, "ledger id")
+        step, i = read_varint(body, i, _LEDGER_MAX - last, "ledger id")
         ledger = last + step
         last = ledger + 1
         at = md_e1 if ledger == md_l else 0
         start = at
-        nruns, i = _read_varint(body, i, len(body), "run count")
+        nruns, i = read_varint(body, i, len(body), "run count")
         runs: list[int] = []
         for _ in range(nruns):
-            gap, i = _read_varint(body, i, _U32, "run start")
-            length, i = _read_varint(body, i, _U32, "run length")
+            gap, i = read_varint(body, i, _U32, "run start")
+            length, i = read_varint(body, i, _U32, "run length")
             first = at + gap
             end = first + length
             if end >= _U32 + 1:
@@ -657,11 +685,11 @@ def state_fields(body: bytes) -> tuple[int, int, int, list[StateLedger], int]:
         batches: dict[int, tuple[int, int]] = {}
         counts: dict[int, int] = {}
         if flags & STATE_BATCHES:
-            nb, i = _read_varint(body, i, len(body), "batch count")
+            nb, i = read_varint(body, i, len(body), "batch count")
             at = start
             for _ in range(nb):
-                gap, i = _read_varint(body, i, _U32, "batch entry")
-                size, i = _read_varint(body, i, _U32, "batch size")
+                gap, i = read_varint(body, i, _U32, "batch entry")
+                size, i = read_varint(body, i, _U32, "batch size")
                 width = (size + 7) // 8
                 if not size or i + width > len(body):
                     raise ValueError(f"a state marker's ledger {ledger} batch of size {size} is damaged")
@@ -670,11 +698,11 @@ def state_fields(body: bytes) -> tuple[int, int, int, list[StateLedger], int]:
                 i += width
                 at = entry + 1
         if flags & STATE_COUNTS:
-            nc, i = _read_varint(body, i, len(body), "count count")
+            nc, i = read_varint(body, i, len(body), "count count")
             at = start
             for _ in range(nc):
-                gap, i = _read_varint(body, i, _U32, "counted entry")
-                count, i = _read_varint(body, i, _U32 - 1, "delivery count")
+                gap, i = read_varint(body, i, _U32, "counted entry")
+                count, i = read_varint(body, i, _U32 - 1, "delivery count")
                 entry = at + gap
                 counts[entry] = count + 1
                 at = entry + 1
