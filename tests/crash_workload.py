@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import sys
+import time
 from typing import Any
 
 TOPIC = "persistent://t/ns/crash"
@@ -75,7 +76,9 @@ def steady_ops(seed: int, rnd: int) -> list[Op]:
     return [("ack", batch + late)]
 
 
-WORKLOADS = {"random": round_ops, "steady": steady_ops}
+WORKLOADS = {"random": round_ops, "steady": steady_ops, "history": round_ops}
+"""``history``: the random workload on a cursor that keeps an hour of history (its kept
+states are checked too)"""
 
 
 def apply_engine(cursor: Any, ops: list[Op]) -> None:
@@ -109,11 +112,14 @@ def main() -> None:
     cursor = store.topic(TOPIC).cursor(CURSOR)
     print("ready", flush=True)
     rnd = first
+    pause = 0.002 if len(sys.argv) > 4 and sys.argv[4] == "history" else 0.0
     while True:
         apply_engine(cursor, ops(seed, rnd))
         store.flush()
         print(f"flushed {rnd}", flush=True)
         rnd += 1
+        if pause:  # fewer rounds a kill: the parent checks every state the history keeps against its model
+            time.sleep(pause)
 
 
 if __name__ == "__main__":

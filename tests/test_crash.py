@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ackstore import AckStore
+from ackstore import AckStore, CursorConfig, Position
 
 from . import crash_workload as w
 from .model import CursorModel, TopicModel
@@ -48,6 +48,36 @@ def _acked(state: tuple[object, list[object], dict[object, object]]) -> set[tupl
     return out
 
 
+#: the history workload's cursor: an hour of history, delta markers between full ones
+HISTORY = CursorConfig(history_seconds=3600, full_marker_every=4)
+
+
+def _check_history(path: Path, states: list[tuple[object, list[object], dict[object, object]]]) -> int:
+    """Every state the cursor's history keeps is the state after one of the rounds, in the
+    order they ran (no state invented, none mixed from two flushes, none out of order), the
+    newest is the state recovered, and ``check`` finds nothing. Returns the states kept."""
+    from ackstore import check
+
+    with AckStore.open(path, readonly=True) as store:
+        cur = store.topic(w.TOPIC).cursor(w.CURSOR)
+        points = list(reversed(cur.history()))
+        assert points, "a cursor that keeps history kept nothing"
+        at = 0
+        for n, point in enumerate(points):
+            snap = cur.snapshot_as_of(point.time)
+            kept = (
+                snap.mark_delete_position,
+                [(Position(ledger, a), Position(ledger, b)) for ledger, runs in snap.ranges for a, b in runs],
+                snap.partial_batches,
+            )
+            while at < len(states) and states[at] != kept:
+                at += 1
+            assert at < len(states), f"kept state {n} of {len(points)} ({point}) is no round's state"
+        assert kept == (cur.mark_delete_position, list(cur.ack_ranges()), cur.partial_batches())
+        assert check(store) == []
+        return len(points)
+
+
 @pytest.mark.stress
 @pytest.mark.parametrize("workload", sorted(w.WORKLOADS))
 def test_kill_minus_nine_during_ack_and_flush(tmp_path: Path, long_run: bool, workload: str) -> None:
@@ -64,9 +94,10 @@ def test_kill_minus_nine_during_ack_and_flush(tmp_path: Path, long_run: bool, wo
             topic.add_ledger(ledger)
             if count is not None:
                 topic.close_ledger(ledger, count)
-        topic.cursor(w.CURSOR)
+        topic.cursor(w.CURSOR, HISTORY if workload == "history" else CursorConfig())
     model = TopicModel(ledgers=[[i, c] for i, c in w.LEDGERS], last_id=w.LEDGERS[-1][0])
     state = CursorModel()
+    states = [_model_state(model, state)]  # the state after each round, in order (history's candidates)
     next_round = 0
     rng = random.Random(seed)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -88,6 +119,8 @@ def test_kill_minus_nine_during_ack_and_flush(tmp_path: Path, long_run: bool, wo
         # state after the last reported flush, and after the one that may have committed unreported
         for rnd in range(next_round, last + 1):
             w.apply_model(model, state, ops(seed, rnd))
+            if workload == "history":
+                states.append(_model_state(model, state))
         after_reported = _model_state(model, state)
         pending = TopicModel(ledgers=model.ledgers, last_id=model.last_id)
         maybe = CursorModel(state.floor, set(state.acked), {k: (s, set(v)) for k, (s, v) in state.batches.items()})
@@ -97,6 +130,7 @@ def test_kill_minus_nine_during_ack_and_flush(tmp_path: Path, long_run: bool, wo
             next_round = last + 1
         elif found == _model_state(pending, maybe):
             state, next_round = maybe, last + 2
+            states.append(found)
         else:  # name what differs: flushed acks that are gone, or acks that were never made
             have, flushed, maybe_too = _acked(found), _acked(after_reported), _acked(_model_state(pending, maybe))
             lost, phantom = flushed - have, have - maybe_too
@@ -105,6 +139,8 @@ def test_kill_minus_nine_during_ack_and_flush(tmp_path: Path, long_run: bool, wo
                 f"{len(lost)} flushed acks lost (e.g. {sorted(lost)[:5]}), "
                 f"{len(phantom)} never-made acks appeared (e.g. {sorted(phantom)[:5]})"
             )
+        if workload == "history" and kill == rounds - 1:
+            assert _check_history(path, states) >= rounds  # every kill's flushes left states, all checked
     assert next_round > rounds  # the children really made progress between kills
     if workload == "steady":  # in order: the mark-delete moved along the log
         assert model.md(state) >= w.log_position(rounds * w.STEADY_K - 2 * w.STEADY_K), model.md(state)
