@@ -97,8 +97,6 @@ def encode_point(point: Point) -> bytes:
     """A point's value (the layout of the module docstring)."""
     md_l, md_e = point.md
     refs = point.refs
-    if not refs:
-        return point_value(point.micros, (md_l, md_e + 1, point.ranges, point.seq - point.full_seq, 0))
     gaps = [b - a for a, b in zip((0, *refs), refs, strict=False)]
     return point_value(point.micros, (md_l, md_e + 1, point.ranges, point.seq - point.full_seq, len(refs), *gaps))
 
@@ -309,6 +307,14 @@ class HistoryKeeper:
             if self.writer:
                 self.cursors[cursor_id] = h
         return h
+
+    def held(self, cursor_id: int, txn: lmdb.Transaction | None = None) -> CursorHistory | None:
+        """The points the store holds for ``cursor_id`` whatever its config says (a reader's
+        cursor may have been opened with another one): None when there can be none (no
+        history database, or on the writer a cursor that keeps no history)."""
+        if self.db is None or (self.writer and cursor_id not in self.windows):
+            return None
+        return self.of(cursor_id, txn)
 
     def _read(self, cursor_id: int, txn: lmdb.Transaction | None) -> CursorHistory:
         db = self.db

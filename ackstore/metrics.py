@@ -172,7 +172,10 @@ class AckStoreCollector:
 
     def _cursor_metrics(self) -> Iterator[Metric]:
         cursors = self.store.open_cursors()
-        rows = [(cur.topic.name, cur.name, cur.figures() + self._history(cur)) for cur in cursors]
+        rows = []
+        for cur in cursors:
+            figures = cur.figures()
+            rows.append((cur.topic.name, cur.name, figures + self._history(cur, figures[_FLUSHES])))
         rows.sort(key=lambda r: (-r[2][0], r[0], r[1]))  # the most ack ranges first
         own, rest = rows[: self.max_cursors], rows[self.max_cursors :]
         other = [sum(col) for col in zip(*(r[2] for r in rest), strict=True)] if rest else []
@@ -189,14 +192,13 @@ class AckStoreCollector:
                 family.add_metric([OTHER, OTHER], other[col])
             yield family
 
-    def _history(self, cur: Any) -> tuple[int, int]:
+    def _history(self, cur: Any, flushes: int) -> tuple[int, int]:
         """The states and bytes a cursor's history keeps. The bytes are counted from the log
         (``Cursor.log_usage``, O(records)); on the writer once per flush of the cursor (a
         scrape between two flushes reuses the figure), on a reader at every scrape."""
         states = cur.history_kept()
         if not states:
             return 0, 0
-        flushes = cur.figures()[_FLUSHES]
         cached = self._history_bytes.get(cur.cursor_id)
         if cached is None or cached[0] != flushes or self.store.readonly:
             cached = self._history_bytes[cur.cursor_id] = (flushes, cur.log_usage().history_bytes)

@@ -16,7 +16,6 @@ import json
 import os
 import shutil
 from collections.abc import Callable, Iterable, Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
@@ -32,6 +31,7 @@ from ackstore import (
     UnknownTopicError,
 )
 from ackstore.cursor import Cursor
+from ackstore.history import iso
 
 __all__ = ["DumpError", "dump_lines", "write_dump", "restore", "DUMP_FORMAT"]
 
@@ -151,7 +151,7 @@ def _history_lines(topic: str, name: str, cur: Cursor, counts: dict[str, int]) -
             "type": "history",
             "topic": topic,
             "cursor": name,
-            "time": datetime.fromtimestamp(point.time, tz=UTC).isoformat(timespec="microseconds"),
+            "time": iso(round(point.time * 1e6)),
             "mark_delete": str(snap.mark_delete_position),
             "ranges": [[ledger, first, last] for ledger, runs in snap.ranges for first, last in runs],
             "batches": [[str(pos), size, sorted(ix)] for pos, (size, ix) in snap.partial_batches.items()],

@@ -614,17 +614,15 @@ class Cursor(StoreSide):
     def _usage(self, seq: int, txn: lmdb.Transaction) -> LogUsage:
         """:meth:`log_usage` in ``txn``: the points the store holds for this cursor say what
         its history keeps (a reader's cursor may have been opened with another config)."""
-        keeper, cid = self._store.history, self.cursor_id
-        kept = keeper.of(cid, txn) if keeper.db is not None and (cid in keeper.windows or not keeper.writer) else None
+        keeper = self._store.history
+        kept = keeper.held(self.cursor_id, txn)
         return self._log.usage(txn, seq, kept.keeps() if kept is not None else None, keeper.db)
 
     def history_kept(self) -> int:
         """@private The states the store holds for this cursor's history (what
         ``ackstore stat`` and the metrics show; a reader reads them). O(1) on the writer."""
-        keeper, cid = self._store.history, self.cursor_id
-        if keeper.db is None or (keeper.writer and cid not in keeper.windows):
-            return 0
-        return len(keeper.of(cid))
+        kept = self._store.history.held(self.cursor_id)
+        return 0 if kept is None else len(kept)
 
     @property
     def pending(self) -> bool:
