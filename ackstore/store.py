@@ -438,14 +438,15 @@ class AckStore:
         budget = config.max_individual_ack_cache_bytes
         return log.recover(txn, budget, self.verify, self.lazy, topic.directory.past_end)
 
-    def load_cursors(self, topic: Topic, config: CursorConfig | None) -> list[str]:
+    def load_cursors(self, topic: Topic, config: CursorConfig | None) -> tuple[list[str], set[str]]:
         """@private A restart's bulk form of :meth:`load_cursor`: every persisted cursor of ``topic``
         not held yet, recovered (one catalog scan, then batches of cursors sharing a read
         transaction) and put in ``topic.held``; each as ``load_cursor`` would. The store
         lock is taken per batch, so flushes and acks of cursors opened go on between them
         (a cursor deleted meanwhile is skipped: each batch checks its catalog entries in its
         own transaction). Returns the names of every persisted cursor of ``topic`` it found
-        and now holds, sorted."""
+        and now holds, sorted, and those of the ones it opened itself (with ``config``, as
+        ``load_cursor`` would: the others were held already)."""
         catalog, tid, storage = self._storage.catalog, topic.topic_id, self._storage
         with self.lock:
             self.check_alive()
@@ -462,6 +463,7 @@ class AckStore:
 
             return storage.read(each)
 
+        opened: set[str] = set()
         for start in range(0, len(entries), _LOAD_BATCH):
             with self.lock:
                 self.check_alive()
@@ -471,7 +473,8 @@ class AckStore:
                     if state is not None:
                         cfg = self._config_of(topic, name, cid, stored, config)
                         topic.held[name] = self._recovered(topic, name, cid, cfg, state)
-        return [name for name, *_ in entries if name in topic.held]
+                        opened.add(name)
+        return [name for name, *_ in entries if name in topic.held], opened
 
     def _config_of(
         self, topic: Topic, name: str, cid: int, stored: CursorConfig, config: CursorConfig | None

@@ -318,10 +318,14 @@ class Topic:
         if config is not None and not isinstance(config, CursorConfig):
             raise InvalidTypeError(f"config must be a CursorConfig, got {type(config).__name__}")
         with gc_paused():
-            names = self.store.load_cursors(self, config)  # the ones not held yet, in batches
-            if config is None:  # each was just opened, or held already: as cursor(name) returns it
-                return {name: cur for name in names if (cur := self.held.get(name)) is not None}
-            return {name: self.cursor(name, config) for name in names}
+            names, opened = self.store.load_cursors(self, config)  # the ones not held yet, in batches
+            # each was just opened with ``config``, or held already: as cursor(name, config) returns it
+            held = self.held
+            return {
+                name: cur if config is None or name in opened else self.cursor(name, config)
+                for name in names
+                if (cur := held.get(name)) is not None
+            }
 
     def cursors(self) -> list[str]:
         """Names of every cursor of this topic (persisted ones included), sorted."""
