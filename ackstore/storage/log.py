@@ -125,7 +125,11 @@ def resolve_marker(
         s = marker.prev
         value = None
     full_seq, full_marker, full_bytes = chain[-1]
-    index: dict[int, IndexEntry] = {k: v for k, v in full_marker.index.items() if v is not None}
+    if len(chain) == 1:  # a full marker (a small cursor's every one): no chain to apply
+        index = _named(full_marker)
+        seqs = {e.seq for e in index.values()}
+        return ResolvedMarker(seq, full_marker, index, seq, seqs, 0, 0, full_bytes, [seq])
+    index = _named(full_marker)
     full_index_seqs = {e.seq for e in index.values()}
     for _, delta, _ in reversed(chain[:-1]):
         for ledger, entry in delta.index.items():
@@ -152,6 +156,12 @@ def resolve_marker(
         full_bytes=full_bytes,
         chain=[s for s, _, _ in chain],
     )
+
+
+def _named(marker: Marker) -> dict[int, IndexEntry]:
+    """The index entries a full marker names (a full marker names no dropped ledger; one
+    that did is read as not naming it)."""
+    return {k: v for k, v in marker.index.items() if v is not None}
 
 
 def _record(txn: LogTxn, db: lmdb._Database | None, cursor_id: int, seq: int, ledger: int, marker_seq: int) -> bytes:
@@ -375,8 +385,10 @@ def _load_records(
     if lazy and resolved.marker.ledgers is None:  # a state marker's ledgers are decoded already: all are loaded
         return _load_lazily(txn, db, cursor_id, resolved, budget, verify, ends)
     md_ledger, index = resolved.marker.mark_delete[0], resolved.index
-    order = _newest_first(list(index.items()))
-    order.sort(key=lambda kv: kv[0] != md_ledger)  # stable: the mark-delete ledger first
+    # every ledger of a state marker is as new as the others (its order is kept)
+    order = list(index.items()) if resolved.marker.ledgers is not None else _newest_first(list(index.items()))
+    if len(order) > 1:
+        order.sort(key=lambda kv: kv[0] != md_ledger)  # stable: the mark-delete ledger first
     loaded: list[tuple[int, LedgerAcks]] = []
     swapped: set[int] = set()
     spent = nbytes = 0

@@ -299,6 +299,11 @@ class IndexEntry(NamedTuple):
     """(format 7) delivery counts set since that record, their values now"""
 
 
+_new_entry = tuple.__new__
+"""an IndexEntry made from its four fields without the namedtuple's Python-level __new__ (one
+per ledger of every state marker an open decodes)"""
+
+
 @dataclass(slots=True)
 class Marker:
     """A commit point of one cursor.
@@ -508,8 +513,9 @@ def _decode_state(body: bytes, seq: int) -> Marker:
                 raise CorruptRecordError(f"a state marker's ledger {ledger} has a batch or a count of an acked entry")
         elif not runs:
             raise CorruptRecordError(f"a state marker names ledger {ledger} with nothing in it")
-        ledgers[ledger] = LedgerAcks.of_runs(bm, len(runs) // 2, batches, counts)
-        index[ledger] = IndexEntry(seq, len(runs) // 2)
+        n = len(runs) // 2
+        ledgers[ledger] = LedgerAcks.of_runs(bm, n, batches, counts)
+        index[ledger] = _new_entry(IndexEntry, (seq, n, None, None))
     props = _tail_properties(body, end)
     return Marker(True, -1, (md_l, md_e), (md_l, md_e + 1), props, index, False, {"c": cid}, ledgers)
 
