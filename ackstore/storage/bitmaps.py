@@ -62,23 +62,36 @@ at a mean gap of 10, 1.29x at 2)"""
 _GAPS_MAX_VALUES = 1 << 18
 """the gap encoding is used for sets up to this many values (bounds flush CPU)"""
 
-_np: Any
-try:  # optional: numpy computes the gaps ~50x faster; the bytes are the same either way
-    import numpy as _np
-except ImportError:  # pragma: no cover - exercised by the pure-Python functions directly
-    _np = None
+_UNKNOWN: Any = object()
+_np: Any = _UNKNOWN
+
+
+def _numpy() -> Any:
+    """numpy, imported on first use, or None where it is not installed (optional: it computes
+    the gaps ~50x faster; the bytes are the same either way). Imported here rather than
+    with the package because it is about a third of ``import ackstore``'s time, and most
+    processes (the CLI, a store holding few holes) never encode a large set of gaps."""
+    global _np
+    if _np is _UNKNOWN:
+        try:
+            import numpy
+        except ImportError:  # pragma: no cover - exercised by the pure-Python functions directly
+            numpy = None  # type: ignore[assignment]
+        _np = numpy
+    return _np
 
 
 def _gap_planes(values: BitMap, first: int) -> bytes:
     """Gaps between consecutive values (the first from ``first``) as little-endian uint32,
     split into 4 byte planes, low bytes first."""
-    if _np is None:
+    np = _numpy()
+    if np is None:
         return _gap_planes_py(values, first)
-    arr = _np.frombuffer(values.to_array(), dtype=_np.uint32)
-    gaps = _np.empty(len(arr), dtype="<u4")
+    arr = np.frombuffer(values.to_array(), dtype=np.uint32)
+    gaps = np.empty(len(arr), dtype="<u4")
     gaps[0] = arr[0] - first
-    _np.subtract(arr[1:], arr[:-1], out=gaps[1:])
-    return gaps.view(_np.uint8).reshape(-1, 4).T.tobytes()
+    np.subtract(arr[1:], arr[:-1], out=gaps[1:])
+    return gaps.view(np.uint8).reshape(-1, 4).T.tobytes()
 
 
 def _gap_planes_py(values: BitMap, first: int) -> bytes:
