@@ -43,7 +43,7 @@ from pyroaring import BitMap, FrozenBitMap
 from ..fields import PlanFields
 from ..ledger_acks import LedgerAcks
 from ..storage import codecs
-from ..storage.records import FIXED_FULL, FORMAT_VERSION, IndexEntry, MarkerItem, encode_state_marker, log_key
+from ..storage.records import FIXED_FULL, FORMAT_VERSION, IndexEntry, MarkerItem, encode_state_marker, entry_of, log_key
 from .pages import Pending
 
 if TYPE_CHECKING:
@@ -107,9 +107,6 @@ STATE_MAX_BYTES = 1024
 OTHER: Final = False
 """what :func:`take_marker` returns when the planner's general path must plan the change"""
 _EMPTY: frozenset[int] = frozenset()
-_entry = tuple.__new__
-"""an IndexEntry made from its four fields without the namedtuple's Python-level __new__ (a
-third of what making a flushed ledger's new index entry costs)"""
 
 
 def worth_a_delta(added: BitMap, la: LedgerAcks, counts: dict[int, int] | None) -> bool:
@@ -269,7 +266,7 @@ def _take_state(planner: Planner) -> MarkerPlan | Literal[False] | None:
     seq = chain.next_seq
     changes: dict[int, IndexEntry | None] = dict.fromkeys(dropped) if dropped else {}
     for ledger, la in ledgers:
-        changes[ledger] = _entry(IndexEntry, (seq, la.runs, None, None))
+        changes[ledger] = entry_of((seq, la.runs, None, None))
     plan = MarkerPlan(
         cid, changes, True, seq, set(dirty), state.meta_dirty, state.range_count, log_key(cid, seq), value
     )
@@ -327,7 +324,7 @@ def _take_marker(planner: Planner) -> MarkerPlan | Literal[False] | None:
         if not worth_a_delta(added, la, counts):
             return OTHER
         adds = FrozenBitMap(added, optimize=False)  # a copy as it is: a few values, nothing to optimize
-        changes[ledger] = entry = _entry(IndexEntry, (base.seq, la.runs, adds, counts))
+        changes[ledger] = entry = entry_of((base.seq, la.runs, adds, counts))
         if base.adds:
             named += len(base.adds)
         if la.counts_added:
@@ -337,7 +334,7 @@ def _take_marker(planner: Planner) -> MarkerPlan | Literal[False] | None:
             since = counts_since(counts, base.counts)
             named += 2 * (len(counts) - len(since or ()))
             if since is not counts:
-                entry = _entry(IndexEntry, (base.seq, la.runs, adds, since))
+                entry = entry_of((base.seq, la.runs, adds, since))
         items.append((ledger, entry, base.adds))
     covering = len(changes) == len(index)  # every ledger changed: the changes are the index
     full = due or (covering and 4 * named <= SMALL_CHAIN)  # an add is a u32 in the fixed layout
