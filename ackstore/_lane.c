@@ -26,7 +26,9 @@
 
 /* in _native.c and _fields.c */
 PyObject *fixed_marker(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
-PyObject *state_marker(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *state_marker_of(PyObject *version, PyObject *cid, PyObject *md_l, PyObject *md_e, Py_ssize_t n,
+                          PyObject *const *ids, PyObject *const *bitmaps, PyObject *const *batches,
+                          PyObject *const *counts, PyObject *props);
 Py_ssize_t fields_offset(const char *type_name, const char *field, PyTypeObject **type_out);
 
 /* the field types of ackstore/fields.py the lane reads (C_CONFIG: none, a CursorConfig's
@@ -460,6 +462,32 @@ static int took(PyObject *pages, PyObject *state, PyObject *chain, PyObject *seq
     return rc;
 }
 
+/* whether `keep` (a tuple of ints, or any collection) holds the sequence `s`; -1 with an
+ * exception */
+static int kept_in(PyObject *keep, long long s) {
+    if (PyTuple_CheckExact(keep)) {
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(keep); i++) {
+            PyObject *x = PyTuple_GET_ITEM(keep, i);
+            if (PyLong_CheckExact(x)) {
+                int overflow;
+                long long v = PyLong_AsLongLongAndOverflow(x, &overflow);
+                if (v == -1 && PyErr_Occurred()) return -1;
+                if (!overflow && v == s) return 1;
+                continue;
+            }
+            PyObject *seq = PyLong_FromLongLong(s);
+            int eq = seq == NULL ? -1 : PyObject_RichCompareBool(x, seq, Py_EQ);
+            Py_XDECREF(seq);
+            if (eq != 0) return eq;
+        }
+        return 0;
+    }
+    PyObject *seq = PyLong_FromLongLong(s);
+    int has = seq == NULL ? -1 : PySequence_Contains(keep, seq);
+    Py_XDECREF(seq);
+    return has;
+}
+
 /* lane.trims: `plan` trims the log below the chain's full marker, keeping `keep`; with
  * the keys to delete when the chain's floor is at most EXACT_TRIM below. -1 with an
  * exception. */
@@ -473,19 +501,29 @@ static int trims(PyObject *plan, PyObject *chain, PyObject *keep) {
         rc = 0;
         goto done;
     }
-    if ((keys = PyList_New(0)) == NULL || (cid = get(plan, P_CURSOR_ID)) == NULL) goto done;
+    if ((cid = get(plan, P_CURSOR_ID)) == NULL) goto done;
+    /* the keys of the sequences from the floor below `b` that `keep` does not name: counted
+     * first (exact_trim's few, on the stack), then one tuple */
+    long long stack[16], *gone = b - floor <= 16 ? stack : PyMem_Malloc((b - floor) * sizeof(long long));
+    Py_ssize_t n = 0;
+    if (gone == NULL) FAIL(PyErr_NoMemory());
     for (long long s = floor; s < b; s++) {
-        PyObject *seq = PyLong_FromLongLong(s), *key = NULL;
-        int kept = seq == NULL ? -1 : PySequence_Contains(keep, seq);
-        if (kept == 0) {
-            key = log_key(cid, seq);
-            kept = key == NULL ? -1 : PyList_Append(keys, key);
-        }
-        Py_XDECREF(seq);
-        Py_XDECREF(key);
-        if (kept < 0) goto done;
+        int kept = kept_in(keep, s);
+        if (kept < 0) break;
+        if (!kept) gone[n++] = s;
     }
-    Py_SETREF(keys, PyList_AsTuple(keys));
+    if (!PyErr_Occurred() && (keys = PyTuple_New(n)) != NULL) {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *seq = PyLong_FromLongLong(gone[i]), *key = seq == NULL ? NULL : log_key(cid, seq);
+            Py_XDECREF(seq);
+            if (key == NULL) {
+                Py_CLEAR(keys);
+                break;
+            }
+            PyTuple_SET_ITEM(keys, i, key);
+        }
+    }
+    if (gone != stack) PyMem_Free(gone);
     if (keys != NULL && set(plan, P_TRIM_KEYS, keys) == 0) rc = 0;
 done:
     Py_XDECREF(below);
@@ -544,19 +582,25 @@ static int small(PyObject *pages, PyObject *state) {
 static PyObject *take_state(PyObject *planner, PyObject *pages, PyObject *state, PyObject *chain, PyObject *dirty,
                             int some) {
     PyObject *result = NULL, *vanished = NULL, *index = NULL, *loaded = NULL, *dropped = NULL, *meta = NULL,
-             *md = NULL, *props = NULL, *props_bytes = NULL, *cid = NULL, *keys = NULL, *items = NULL,
-             *value = NULL, *seq = NULL, *changes = NULL, *taken = NULL, *ranges = NULL, *key = NULL, *plan = NULL,
-             *live = NULL, *keep = NULL, *ledger, *la;
-    Py_ssize_t pos;
+             *md = NULL, *props = NULL, *props_bytes = NULL, *cid = NULL, *keys = NULL, *value = NULL, *seq = NULL,
+             *changes = NULL, *taken = NULL, *ranges = NULL, *key = NULL, *plan = NULL, *live = NULL, *keep = NULL,
+             *ledger, *la;
+    /* the loaded ledgers in order, and each one's ack state and fields (new references);
+     * a cursor of one ledger (most) needs no list of them */
+    PyObject *one[5] = {NULL, NULL, NULL, NULL, NULL}, **fields = one;
+    Py_ssize_t pos, n = 0, got = 0;
     int t, any_vanished, meta_dirty;
     if ((vanished = get(pages, A_VANISHED)) == NULL || (index = get(pages, A_INDEX)) == NULL ||
-        (loaded = get(pages, A_LOADED)) == NULL || (dropped = PyList_New(0)) == NULL)
+        (loaded = get(pages, A_LOADED)) == NULL)
         goto done;
     if (!PyDict_Check(loaded) || !PyDict_Check(index)) FAIL(PyErr_SetString(PyExc_TypeError, "pages are not dicts"));
     if ((any_vanished = PyObject_IsTrue(vanished)) < 0) goto done;
     if (any_vanished) { /* the dropped ledgers a marker named */
         PyObject *it = PyObject_GetIter(vanished), *l;
-        if (it == NULL) goto done;
+        if (it == NULL || (dropped = PyList_New(0)) == NULL) {
+            Py_XDECREF(it);
+            goto done;
+        }
         while ((l = PyIter_Next(it)) != NULL) {
             int has = PyDict_Contains(index, l);
             t = has < 0 || (has && PyList_Append(dropped, l) < 0);
@@ -567,7 +611,7 @@ static PyObject *take_state(PyObject *planner, PyObject *pages, PyObject *state,
         if (PyErr_Occurred()) goto done;
     }
     if ((meta = get(state, A_META_DIRTY)) == NULL || (meta_dirty = PyObject_IsTrue(meta)) < 0) goto done;
-    if (!some && PyList_GET_SIZE(dropped) == 0 && !meta_dirty) {
+    if (!some && (dropped == NULL || PyList_GET_SIZE(dropped) == 0) && !meta_dirty) {
         result = Py_NewRef(Py_None);
         goto done;
     }
@@ -577,30 +621,36 @@ static PyObject *take_state(PyObject *planner, PyObject *pages, PyObject *state,
         goto done;
     if (!PyTuple_Check(md) || PyTuple_GET_SIZE(md) != 2)
         FAIL(PyErr_SetString(PyExc_TypeError, "the mark-delete position is not a (ledger, entry) tuple"));
-    if ((keys = PyDict_Keys(loaded)) == NULL || PyList_Sort(keys) < 0 ||
-        (items = PyList_New(PyList_GET_SIZE(keys))) == NULL)
-        goto done;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(keys); i++) {
-        ledger = PyList_GET_ITEM(keys, i);
-        if ((la = PyDict_GetItemWithError(loaded, ledger)) == NULL) {
-            if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "a loaded ledger left the pages");
+    n = PyDict_GET_SIZE(loaded);
+    if (n > 1) {
+        if ((keys = PyDict_Keys(loaded)) == NULL || PyList_Sort(keys) < 0) goto done;
+        if ((fields = PyMem_Calloc(5 * n, sizeof(PyObject *))) == NULL) FAIL(PyErr_NoMemory());
+    }
+    for (Py_ssize_t i = 0; i < n; i++, got++) { /* fields[i], [n + i] .. [4n + i]: ledger, la, bitmap, batches, counts */
+        pos = 0;
+        if (keys == NULL) {
+            if (!PyDict_Next(loaded, &pos, &ledger, &la))
+                FAIL(PyErr_SetString(PyExc_RuntimeError, "a loaded ledger left the pages"));
+        } else {
+            ledger = PyList_GET_ITEM(keys, i);
+            if ((la = PyDict_GetItemWithError(loaded, ledger)) == NULL) {
+                if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "a loaded ledger left the pages");
+                goto done;
+            }
+        }
+        fields[i] = Py_NewRef(ledger);
+        fields[n + i] = Py_NewRef(la);
+        if ((fields[2 * n + i] = get(la, A_BITMAP)) == NULL || (fields[3 * n + i] = get(la, A_BATCHES)) == NULL ||
+            (fields[4 * n + i] = get(la, A_COUNTS)) == NULL) {
+            got++;
             goto done;
         }
-        PyObject *bitmap = get(la, A_BITMAP), *batches = NULL, *counts = NULL, *item = NULL;
-        if (bitmap != NULL && (batches = get(la, A_BATCHES)) != NULL && (counts = get(la, A_COUNTS)) != NULL)
-            item = PyTuple_Pack(4, ledger, bitmap, batches, counts);
-        Py_XDECREF(bitmap);
-        Py_XDECREF(batches);
-        Py_XDECREF(counts);
-        if (item == NULL) goto done;
-        PyList_SET_ITEM(items, i, item);
     }
     if ((t = PyObject_IsTrue(props)) < 0) goto done;
     props_bytes = t ? PyObject_CallOneArg(packb, props) : PyBytes_FromStringAndSize(NULL, 0);
-    if (props_bytes != NULL) {
-        PyObject *args[6] = {version, cid, PyTuple_GET_ITEM(md, 0), PyTuple_GET_ITEM(md, 1), items, props_bytes};
-        value = state_marker(NULL, args, 6);
-    }
+    if (props_bytes != NULL)
+        value = state_marker_of(version, cid, PyTuple_GET_ITEM(md, 0), PyTuple_GET_ITEM(md, 1), n, fields,
+                                fields + 2 * n, fields + 3 * n, fields + 4 * n, props_bytes);
     if (value == NULL) {
         if (!PyErr_ExceptionMatches(PyExc_ValueError) && !PyErr_ExceptionMatches(PyExc_OverflowError)) goto done;
         PyErr_Clear(); /* a field outside the layout: the marker layout takes it */
@@ -613,17 +663,11 @@ static PyObject *take_state(PyObject *planner, PyObject *pages, PyObject *state,
     }
     /* the plan: every ledger's record is this marker; the dropped ones leave the index */
     if ((seq = get(chain, A_NEXT_SEQ)) == NULL || (changes = PyDict_New()) == NULL) goto done;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(dropped); i++)
+    for (Py_ssize_t i = 0; dropped != NULL && i < PyList_GET_SIZE(dropped); i++)
         if (PyDict_SetItem(changes, PyList_GET_ITEM(dropped, i), Py_None) < 0) goto done;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items); i++) { /* in order, as the marker holds them */
-        PyObject *item = PyList_GET_ITEM(items, i);
-        ledger = PyTuple_GET_ITEM(item, 0);
-        if ((la = PyDict_GetItemWithError(loaded, ledger)) == NULL) {
-            if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "a loaded ledger left the pages");
-            goto done;
-        }
-        PyObject *runs = get(la, A_RUNS), *entry = runs == NULL ? NULL : index_entry(seq, runs, Py_None, Py_None);
-        t = entry == NULL ? -1 : PyDict_SetItem(changes, ledger, entry);
+    for (Py_ssize_t i = 0; i < n; i++) { /* in order, as the marker holds them */
+        PyObject *runs = get(fields[n + i], A_RUNS), *entry = runs == NULL ? NULL : index_entry(seq, runs, Py_None, Py_None);
+        t = entry == NULL ? -1 : PyDict_SetItem(changes, fields[i], entry);
         Py_XDECREF(runs);
         Py_XDECREF(entry);
         if (t < 0) goto done;
@@ -652,9 +696,12 @@ static PyObject *take_state(PyObject *planner, PyObject *pages, PyObject *state,
     if (took(pages, state, chain, seq, dirty, taken, any_vanished) < 0) goto done;
     result = Py_NewRef(plan);
 done:
+    for (Py_ssize_t i = 0; i < got; i++)
+        for (int f = 0; f < 5; f++) Py_XDECREF(fields[f * n + i]);
+    if (fields != one) PyMem_Free(fields);
     Py_XDECREF(vanished); Py_XDECREF(index); Py_XDECREF(loaded); Py_XDECREF(dropped); Py_XDECREF(meta);
     Py_XDECREF(md); Py_XDECREF(props); Py_XDECREF(props_bytes); Py_XDECREF(cid); Py_XDECREF(keys);
-    Py_XDECREF(items); Py_XDECREF(value); Py_XDECREF(seq); Py_XDECREF(changes); Py_XDECREF(taken);
+    Py_XDECREF(value); Py_XDECREF(seq); Py_XDECREF(changes); Py_XDECREF(taken);
     Py_XDECREF(ranges); Py_XDECREF(key); Py_XDECREF(plan); Py_XDECREF(live); Py_XDECREF(keep);
     return result;
 }

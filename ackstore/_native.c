@@ -774,12 +774,44 @@ static PyObject *ledger_span(PyObject *self, PyObject *args) {
     return result;
 }
 
-/* The values of a portable roaring serialization (RoaringFormatSpec: array, bitmap and run
- * containers; what pyroaring's serialize() writes), ascending, in a PyMem buffer the caller
- * frees. Returns their number, or -1 with ValueError when the bytes are not one. */
+/* Where a walk of a portable roaring serialization puts what it reads: each value
+ * (`lasts` NULL) or each maximal run (`firsts`, `lasts`), ascending, in PyMem buffers of
+ * `cap` entries (the set's cardinality: never outgrown). */
+typedef struct {
+    uint32_t *firsts, *lasts;
+    Py_ssize_t n, cap;
+    int any;
+} Sink;
+
+/* The values lo..hi (ascending after everything before): -1 if they are not. */
+static inline int sink_range(Sink *k, uint32_t lo, uint32_t hi) {
+    if (k->any) {
+        uint32_t last = k->lasts != NULL ? k->lasts[k->n - 1] : k->firsts[k->n - 1];
+        if (lo <= last) return -1;
+        if (k->lasts != NULL && lo == last + 1) {
+            k->lasts[k->n - 1] = hi;
+            return 0;
+        }
+    }
+    k->any = 1;
+    if (k->lasts != NULL) {
+        k->firsts[k->n] = lo;
+        k->lasts[k->n++] = hi;
+    } else {
+        for (uint64_t x = lo; x <= hi; x++) k->firsts[k->n++] = (uint32_t)x;
+    }
+    return 0;
+}
+
+/* The values (or runs) of a portable roaring serialization (RoaringFormatSpec: array,
+ * bitmap and run containers; what pyroaring's serialize() writes), ascending, into a Sink
+ * whose buffers this allocates (the caller frees them). Returns their number, or -1 with
+ * ValueError when the bytes are not one. */
 #define COOKIE_RUNS 12347
-static Py_ssize_t roaring_values(const unsigned char *p, Py_ssize_t len, uint32_t **out) {
-    *out = NULL;
+static Py_ssize_t roaring_walk(const unsigned char *p, Py_ssize_t len, Sink *k, int runs_wanted) {
+    k->firsts = k->lasts = NULL;
+    k->n = k->cap = 0;
+    k->any = 0;
     if (len < 4) goto bad;
     uint32_t cookie = get32(p), size;
     Py_ssize_t pos = 4;
@@ -804,10 +836,16 @@ static Py_ssize_t roaring_values(const unsigned char *p, Py_ssize_t len, uint32_
     if (pos > len) goto bad;
     Py_ssize_t total = 0;
     for (uint32_t c = 0; c < size; c++) total += (Py_ssize_t)get16(head + 4 * c + 2) + 1;
-    uint32_t *v = (uint32_t *)PyMem_Malloc((total ? total : 1) * sizeof(uint32_t));
-    if (v == NULL) { PyErr_NoMemory(); return -1; }
-    *out = v;
-    Py_ssize_t n = 0;
+    k->cap = total ? total : 1;
+    k->firsts = (uint32_t *)PyMem_Malloc(k->cap * sizeof(uint32_t));
+    if (runs_wanted) k->lasts = (uint32_t *)PyMem_Malloc(k->cap * sizeof(uint32_t));
+    if (k->firsts == NULL || (runs_wanted && k->lasts == NULL)) {
+        PyMem_Free(k->firsts);
+        PyMem_Free(k->lasts);
+        k->firsts = k->lasts = NULL;
+        PyErr_NoMemory();
+        return -1;
+    }
     for (uint32_t c = 0; c < size; c++) {
         uint32_t key = (uint32_t)get16(head + 4 * c) << 16, card = (uint32_t)get16(head + 4 * c + 2) + 1;
         if (runs != NULL && (runs[c / 8] >> (c % 8)) & 1) {
@@ -818,7 +856,7 @@ static Py_ssize_t roaring_values(const unsigned char *p, Py_ssize_t len, uint32_
             for (uint32_t r = 0; r < nruns; r++, pos += 4) {
                 uint32_t start = get16(p + pos), length = get16(p + pos + 2);
                 if (start + length > 0xFFFF || got + length + 1 > card) goto bad;
-                for (uint32_t x = start; x <= start + length; x++) v[n++] = key | x;
+                if (sink_range(k, key | start, key | (start + length)) < 0) goto bad;
                 got += length + 1;
             }
             if (got != card) goto bad;
@@ -830,32 +868,36 @@ static Py_ssize_t roaring_values(const unsigned char *p, Py_ssize_t len, uint32_
                 for (int bit = 0; byte && bit < 8; bit++, byte >>= 1)
                     if (byte & 1) {
                         if (++got > card) goto bad;
-                        v[n++] = key | (w * 8 + bit);
+                        uint32_t x = key | (w * 8 + bit);
+                        if (sink_range(k, x, x) < 0) goto bad;
                     }
             }
             if (got != card) goto bad;
             pos += 8192;
         } else {
             if (len - pos < 2 * (Py_ssize_t)card) goto bad;
-            for (uint32_t i = 0; i < card; i++) v[n++] = key | get16(p + pos + 2 * i);
+            for (uint32_t i = 0; i < card; i++) {
+                uint32_t x = key | get16(p + pos + 2 * i);
+                if (sink_range(k, x, x) < 0) goto bad;
+            }
             pos += 2 * (Py_ssize_t)card;
         }
     }
-    for (Py_ssize_t i = 1; i < n; i++)
-        if (v[i] <= v[i - 1]) goto bad;
-    return n;
+    return k->n;
 bad:
-    PyMem_Free(*out);
-    *out = NULL;
+    PyMem_Free(k->firsts);
+    PyMem_Free(k->lasts);
+    k->firsts = k->lasts = NULL;
     PyErr_SetString(PyExc_ValueError, "not a portable roaring serialization");
     return -1;
 }
 
+
 static PyObject *s_serialize; /* "serialize", interned at import */
 
-/* A bitmap's values (its serialize(), read by roaring_values). */
-static Py_ssize_t bitmap_values(PyObject *bitmap, uint32_t **out) {
-    *out = NULL;
+/* A bitmap's values or runs (its serialize(), read by roaring_walk); the count, or -1. */
+static Py_ssize_t bitmap_walk(PyObject *bitmap, Sink *k, int runs_wanted) {
+    k->firsts = k->lasts = NULL;
     PyObject *raw = PyObject_CallMethodNoArgs(bitmap, s_serialize);
     if (raw == NULL) return -1;
     if (!PyBytes_Check(raw)) {
@@ -863,8 +905,16 @@ static Py_ssize_t bitmap_values(PyObject *bitmap, uint32_t **out) {
         PyErr_SetString(PyExc_TypeError, "a bitmap's serialize() did not return bytes");
         return -1;
     }
-    Py_ssize_t n = roaring_values((const unsigned char *)PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw), out);
+    Py_ssize_t n = roaring_walk((const unsigned char *)PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw), k, runs_wanted);
     Py_DECREF(raw);
+    return n;
+}
+
+/* A bitmap's values, ascending, in a PyMem buffer the caller frees; their number, or -1. */
+static Py_ssize_t bitmap_values(PyObject *bitmap, uint32_t **out) {
+    Sink k;
+    Py_ssize_t n = bitmap_walk(bitmap, &k, 0);
+    *out = k.firsts;
     return n;
 }
 
@@ -1181,52 +1231,29 @@ static Py_ssize_t bitmap_runs(PyObject *bitmap, uint32_t **firsts, uint32_t **la
         }
         return n;
     }
-    uint32_t *v = NULL;
-    Py_ssize_t nv = bitmap_values(bitmap, &v), n = 0;
-    if (nv < 0) return -1;
-    *firsts = PyMem_Malloc((nv ? nv : 1) * sizeof(uint32_t));
-    *lasts = PyMem_Malloc((nv ? nv : 1) * sizeof(uint32_t));
-    if (*firsts == NULL || *lasts == NULL) {
-        PyMem_Free(v);
-        PyMem_Free(*firsts);
-        PyMem_Free(*lasts);
-        *firsts = *lasts = NULL;
-        PyErr_NoMemory();
-        return -1;
-    }
-    for (Py_ssize_t j = 0; j < nv;) {
-        Py_ssize_t k = j;
-        while (k + 1 < nv && v[k + 1] == v[k] + 1) k++;
-        (*firsts)[n] = v[j];
-        (*lasts)[n++] = v[k];
-        j = k + 1;
-    }
-    PyMem_Free(v);
+    Sink k;
+    Py_ssize_t n = bitmap_walk(bitmap, &k, 1);
+    *firsts = k.firsts;
+    *lasts = k.lasts;
     return n;
 }
 
-PyObject *state_marker(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 6) {
-        PyErr_SetString(PyExc_TypeError, "state_marker(version, cursor_id, md_l, md_e, ledgers, properties)");
-        return NULL;
-    }
-    PyObject *ledgers = args[4], *props = args[5], *result = NULL;
+/* The state marker of `n` ledgers given as parallel arrays (borrowed references, ledgers
+ * ascending): state_marker's work once its arguments are unpacked; _lane.c's take_marker
+ * calls it with a cursor's ledgers as they are, without making a tuple of each. */
+PyObject *state_marker_of(PyObject *version_obj, PyObject *cid_obj, PyObject *md_l_obj, PyObject *md_e_obj,
+                          Py_ssize_t n, PyObject *const *ids, PyObject *const *bitmaps, PyObject *const *batches,
+                          PyObject *const *counts, PyObject *props) {
+    PyObject *result = NULL;
     long long version, cid, md_l, md_e;
-    if (ranged(args[1], "cursor_id", 0, LEDGER_MAX_LL, &cid) < 0) return NULL;
-    if (ranged(args[2], "md_l", 0, LEDGER_MAX_LL, &md_l) < 0) return NULL;
-    if (ranged(args[3], "md_e", -1, U32_MAX_LL - 1, &md_e) < 0) return NULL;
-    if (ranged(args[0], "version", 0, 0xFF, &version) < 0) return NULL;
-    if (!PyList_Check(ledgers)) { PyErr_SetString(PyExc_TypeError, "ledgers are a list"); return NULL; }
+    if (ranged(cid_obj, "cursor_id", 0, LEDGER_MAX_LL, &cid) < 0) return NULL;
+    if (ranged(md_l_obj, "md_l", 0, LEDGER_MAX_LL, &md_l) < 0) return NULL;
+    if (ranged(md_e_obj, "md_e", -1, U32_MAX_LL - 1, &md_e) < 0) return NULL;
+    if (ranged(version_obj, "version", 0, 0xFF, &version) < 0) return NULL;
     if (!PyBytes_Check(props)) { PyErr_SetString(PyExc_TypeError, "properties are bytes"); return NULL; }
-    Py_ssize_t n = PyList_GET_SIZE(ledgers);
     int flags = PyBytes_GET_SIZE(props) ? STATE_PROPS : 0;
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *item = PyList_GET_ITEM(ledgers, i);
-        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 4) {
-            PyErr_SetString(PyExc_TypeError, "a ledger is (ledger, bitmap, batches, counts)");
-            return NULL;
-        }
-        int b = PyObject_IsTrue(PyTuple_GET_ITEM(item, 2)), c = PyObject_IsTrue(PyTuple_GET_ITEM(item, 3));
+        int b = PyObject_IsTrue(batches[i]), c = PyObject_IsTrue(counts[i]);
         if (b < 0 || c < 0) return NULL;
         flags |= (b ? STATE_BATCHES : 0) | (c ? STATE_COUNTS : 0);
     }
@@ -1240,14 +1267,13 @@ PyObject *state_marker(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
         goto done;
     long long last = md_l;
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *item = PyList_GET_ITEM(ledgers, i);
         long long ledger;
-        if (ranged(PyTuple_GET_ITEM(item, 0), "ledger", last, LEDGER_MAX_LL, &ledger) < 0) goto done;
+        if (ranged(ids[i], "ledger", last, LEDGER_MAX_LL, &ledger) < 0) goto done;
         long long start = ledger == md_l ? md_e + 1 : 0;
         if (put_varint(&o, (unsigned long long)(ledger - last)) < 0) goto done;
         last = ledger + 1;
         uint32_t *firsts = NULL, *lasts = NULL;
-        Py_ssize_t nruns = bitmap_runs(PyTuple_GET_ITEM(item, 1), &firsts, &lasts);
+        Py_ssize_t nruns = bitmap_runs(bitmaps[i], &firsts, &lasts);
         if (nruns < 0) goto done;
         int bad = put_varint(&o, (unsigned long long)nruns);
         long long pos = start;
@@ -1265,12 +1291,39 @@ PyObject *state_marker(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
         PyMem_Free(firsts);
         PyMem_Free(lasts);
         if (bad) goto done;
-        if ((flags & STATE_BATCHES) && put_state_entries(&o, PyTuple_GET_ITEM(item, 2), ledger, start, 1) < 0) goto done;
-        if ((flags & STATE_COUNTS) && put_state_entries(&o, PyTuple_GET_ITEM(item, 3), ledger, start, 0) < 0) goto done;
+        if ((flags & STATE_BATCHES) && put_state_entries(&o, batches[i], ledger, start, 1) < 0) goto done;
+        if ((flags & STATE_COUNTS) && put_state_entries(&o, counts[i], ledger, start, 0) < 0) goto done;
     }
     result = seal_marker(&o, props, (uint32_t)version);
 done:
     PyMem_Free(o.b);
+    return result;
+}
+
+PyObject *state_marker(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "state_marker(version, cursor_id, md_l, md_e, ledgers, properties)");
+        return NULL;
+    }
+    PyObject *ledgers = args[4];
+    if (!PyList_Check(ledgers)) { PyErr_SetString(PyExc_TypeError, "ledgers are a list"); return NULL; }
+    Py_ssize_t n = PyList_GET_SIZE(ledgers);
+    PyObject **arrays = PyMem_Malloc(4 * (n ? n : 1) * sizeof(PyObject *)), *result = NULL;
+    if (arrays == NULL) return PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyList_GET_ITEM(ledgers, i);
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 4) {
+            PyErr_SetString(PyExc_TypeError, "a ledger is (ledger, bitmap, batches, counts)");
+            goto done;
+        }
+        for (int f = 0; f < 4; f++) arrays[f * n + i] = PyTuple_GET_ITEM(item, f);
+    }
+    Py_INCREF(ledgers); /* its items, borrowed in `arrays`, live while it does */
+    result = state_marker_of(args[0], args[1], args[2], args[3], n, arrays, arrays + n, arrays + 2 * n,
+                             arrays + 3 * n, args[5]);
+    Py_DECREF(ledgers);
+done:
+    PyMem_Free(arrays);
     return result;
 }
 

@@ -70,6 +70,36 @@ def test_the_twins_write_the_same_bytes_and_read_them_back() -> None:
             assert (ledger2, back, batches2, counts2) == (ledger, bm, batches, counts)
 
 
+def _runs_optimized(values: list[int] | range) -> BitMap:
+    bm = BitMap(values)
+    bm.run_optimize()
+    return bm
+
+
+@pytest.mark.parametrize(
+    "bitmap",
+    [
+        BitMap([65535, 65536]),  # two array containers whose values make one run across the boundary
+        BitMap([65534, 65536, 65537, 131071, 131072]),
+        _runs_optimized(range(65500, 65600)),  # run containers, one run across the boundary
+        _runs_optimized([*range(10, 20), *range(21, 30), *range(65536, 65540), 70000]),
+        _runs_optimized([*range(0, 4000), *range(4001, 4090)]),  # a run container of most of its card
+    ],
+    ids=["arrays-adjacent", "arrays-gaps", "runs-across", "runs-and-arrays", "runs-large"],
+)
+def test_the_twins_write_the_same_runs_from_every_container_kind(bitmap: BitMap) -> None:
+    """The compiled encoder reads a bitmap's runs straight from its serialization: array and
+    run containers, runs that cross a container boundary, as the pure twin does."""
+    records = [twin.state_marker(FORMAT_VERSION, 3, 0, -1, [(0, bitmap, {}, {})], b"") for twin in TWINS]
+    assert all(r == records[0] for r in records)
+    _, _, _, items, _ = pure_codecs.state_fields(records[0][7:])
+    back = BitMap()
+    runs = items[0][1]
+    for i in range(0, len(runs), 2):
+        back.add_range(runs[i], runs[i + 1] + 1)
+    assert back == bitmap
+
+
 @pytest.mark.parametrize(
     "args,message",
     [
