@@ -929,14 +929,20 @@ typedef struct {
     Py_ssize_t len, cap;
 } Out;
 
-static unsigned char *out_room(Out *o, Py_ssize_t n) {
+/* room for `n` more bytes; -1 with MemoryError */
+static inline int reserve(Out *o, Py_ssize_t n) {
     if (o->len + n > o->cap) {
         Py_ssize_t cap = o->cap * 2 > o->len + n ? o->cap * 2 : o->len + n + 64;
         unsigned char *b = (unsigned char *)PyMem_Realloc(o->b, cap);
-        if (b == NULL) { PyErr_NoMemory(); return NULL; }
+        if (b == NULL) { PyErr_NoMemory(); return -1; }
         o->b = b;
         o->cap = cap;
     }
+    return 0;
+}
+
+static unsigned char *out_room(Out *o, Py_ssize_t n) {
+    if (reserve(o, n) < 0) return NULL;
     unsigned char *at = o->b + o->len;
     o->len += n;
     return at;
@@ -1102,14 +1108,12 @@ done:
 #define STATE_COUNTS 0x04
 #define LEDGER_MAX_LL 9223372036854775807LL
 
-static int put_varint(Out *o, unsigned long long v) {
-    unsigned char buf[10];
-    int n = 0;
-    while (v >= 0x80) { buf[n++] = (unsigned char)((v & 0x7F) | 0x80); v >>= 7; }
-    buf[n++] = (unsigned char)v;
-    unsigned char *at = out_room(o, n);
-    if (at == NULL) return -1;
-    memcpy(at, buf, n);
+static inline int put_varint(Out *o, unsigned long long v) {
+    if (reserve(o, 10) < 0) return -1; /* room for the longest */
+    unsigned char *at = o->b + o->len;
+    while (v >= 0x80) { *at++ = (unsigned char)((v & 0x7F) | 0x80); v >>= 7; }
+    *at++ = (unsigned char)v;
+    o->len = at - o->b;
     return 0;
 }
 
