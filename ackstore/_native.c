@@ -1542,6 +1542,7 @@ static PyObject *scan_directory(PyObject *self, PyObject *args) {
             item = NULL;
             break;
         }
+        int64_t id = get_be64(k + 8); /* read while `item` holds the key's bytes */
         Py_CLEAR(item);
         if (past) break;
         if (n == cap) {
@@ -1553,7 +1554,7 @@ static PyObject *scan_directory(PyObject *self, PyObject *args) {
             if (c2 == NULL) { PyErr_NoMemory(); goto done; }
             counts = c2;
         }
-        ids[n] = get_be64(k + 8);
+        ids[n] = id;
         counts[n++] = count;
         has_confirmed = is_open;
         confirmed = conf;
