@@ -309,6 +309,37 @@ def test_ledger_span_checks_the_envelope_alike_everywhere() -> None:
     assert _same_everywhere("ledger_span", b"\x94\x01", 1, 9)[1] == "record is not in the fixed envelope"
 
 
+_FRESH_PAIRS = """
+import struct, zlib
+from array import array
+from ackstore.storage import codecs
+from ackstore.storage.catalog import _LEDGER_TYPE
+
+def pair(ledger):
+    key = struct.pack(">QQ", 0, ledger * 3)
+    body = bytes([_LEDGER_TYPE, 0]) + struct.pack(">q", ledger)
+    return key, body + struct.pack(">I", zlib.crc32(body, zlib.crc32(key)))
+
+def pairs():  # each pair made as it is read, as an LMDB cursor makes them: nothing else holds it
+    for ledger in range(1, 200):
+        yield pair(ledger)
+
+ids, counts, confirmed, bad = codecs.native.scan_directory(pairs(), struct.pack(">Q", 0), _LEDGER_TYPE, 1)
+assert bad is None, bad
+assert list(array("q", ids)) == [3 * i for i in range(1, 200)], list(array("q", ids))[:5]
+"""
+
+
+@pytest.mark.skipif(codecs.native is None, reason="the compiled module is not built")
+def test_the_compiled_directory_scan_reads_each_key_while_it_holds_it() -> None:
+    """A pair nothing else holds is released as the scan moves on; the ledger id is read from
+    its key before that (it was read after: freed memory, which Python's debug allocator
+    fills with a pattern, so the ids came out wrong)."""
+    env = {**os.environ, "PYTHONMALLOC": "debug"}
+    run = subprocess.run([sys.executable, "-c", _FRESH_PAIRS], env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+
+
 def test_the_directory_scan_gives_the_same_outcome_everywhere(tmp_path: Path) -> None:
     """A topic's ledger-directory entries as a real store wrote them (sealed ledgers, an
     open one with its last confirmed entry, another topic's after them), then with a bit
