@@ -72,36 +72,29 @@ def _ratio_lines(benchmarks: list[Any]) -> list[str]:
 
 
 def _steady_lines(benchmarks: list[Any]) -> list[str]:
-    """The steady workload's groups per cursor a flush: each engine's median time, write(2)
-    and logical bytes, ackstore's against the faster peer's, and Pulsar's PositionInfo."""
-    groups: dict[str, list[Any]] = defaultdict(list)
-    for bench in benchmarks:
-        if _steady(bench):
-            groups[bench.group].append(bench)
-    if not groups:
+    """The steady workload's groups per cursor a flush: each engine's median time over the
+    same rounds (ackstore's from pytest-benchmark, the peers' timed in its rounds), write(2)
+    and logical bytes, ackstore's time against the faster peer's, and Pulsar's
+    PositionInfo."""
+    cases = [bench for bench in benchmarks if _steady(bench)]
+    if not cases:
         return []
     lines = [
         "| workload | engine | flush per cursor | vs the faster peer | write(2) B per cursor | logical B per cursor "
         "| Pulsar PositionInfo B |",
         "|---|---|---:|---:|---:|---:|---:|",
     ]
-
-    def size(group: list[Any]) -> tuple[int, int, bool]:
-        info = group[0].extra_info
-        return info["cursors"], info["k"], info["sync"]
-
-    for cases in sorted(groups.values(), key=size):
-        group = cases[0].group
-        peers = [c for c in cases if c.extra_info["engine"] != "ackstore"]
-        fastest = min((c.stats.median for c in peers), default=None)
-        for c in sorted(cases, key=lambda c: (c.extra_info["engine"] != "ackstore", c.extra_info["engine"])):
-            n = c.extra_info["cursors"]
-            mine = c.extra_info["engine"] == "ackstore"
-            ratio = f"{c.stats.median / fastest:.1f}x" if mine and fastest else ""
-            info = f"{c.extra_info['position_info']:,.0f}" if mine else ""
+    for case in sorted(cases, key=lambda c: (c.extra_info["cursors"], c.extra_info["k"], c.extra_info["sync"])):
+        info, group = case.extra_info, case.group.removeprefix("steady: ")
+        n, peers = info["cursors"], sorted(info["peers"].values(), key=lambda p: p["engine"])
+        fastest = min(p["median"] for p in peers)
+        ours = case.stats.median
+        rows = [(info["engine"], ours, f"{ours / fastest:.1f}x", info, f"{info['position_info']:,.0f}")]
+        rows += [(p["engine"], p["median"], "", p, "") for p in peers]
+        for engine, median, ratio, figures, position_info in rows:
             lines.append(
-                f"| {group.removeprefix('steady: ')} | {c.extra_info['engine']} | {c.stats.median / n * 1e6:.2f} us "
-                f"| {ratio} | {c.extra_info['wchar'] / n:,.0f} | {c.extra_info['bytes'] / n:,.0f} | {info} |"
+                f"| {group} | {engine} | {median / n * 1e6:.2f} us | {ratio} | {figures['wchar'] / n:,.0f} "
+                f"| {figures['bytes'] / n:,.0f} | {position_info} |"
             )
     return lines
 

@@ -1,14 +1,24 @@
 """The steady broker workload (``steady.py``): a flush per round of every cursor, timed
 alone (the round's acks are applied untimed, as the peers keep their state in memory),
 with both peers in the same process on the same state. Each group is one size: 1,000 or
-10,000 cursors, ``k`` acks a cursor a round, sync off or on; its baseline is the pickled
-state in LMDB. Besides the time, each case records per cursor a round: the write(2) bytes
-the process handed the kernel, the logical bytes (keys and values) and, for ackstore, the
-size of Pulsar's ``PositionInfo`` for the same state.
+10,000 cursors, ``k`` acks a cursor a round, sync off or on.
+
+The three engines are measured in the same rounds: each round applies the round's acks to
+all three and flushes each, ackstore's flush being the case's target (pytest-benchmark
+times it) and each peer's timed alone around it. So ackstore's time and the peers' are
+medians over the same rounds on a machine in the same state: a shared machine whose speed
+drifts between cases moves them together, and the ratio stands. The order of the three
+flushes rotates from round to round (each engine flushes first, second and last equally
+often), because the engine that flushes right after the acks finds its state in the CPU's
+caches. Besides the times, per cursor a round: the write(2) bytes each engine handed the
+kernel, the logical bytes (keys and values) and, for ackstore, the size of Pulsar's
+``PositionInfo`` for the same state.
 """
 
 from __future__ import annotations
 
+import statistics
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +26,10 @@ import pytest
 
 from .steady import ENGINES, Steady, position_info_bytes
 
-#: (cursors, k, sync) of each group, and the rounds timed
+#: (cursors, k, sync) of each group
 SIZES = [(n, k, sync) for n in (1000, 10_000) for k in (10, 50, 100) for sync in (False, True)]
 WARM = 12  # untimed rounds first: held-back acks, holes and ledger records as the workload keeps them
+PEERS = [name for name in ENGINES if name != "ackstore"]
 
 
 def _wchar() -> int:
@@ -26,33 +37,76 @@ def _wchar() -> int:
         return next(int(line.split()[1]) for line in fh if line.startswith("wchar:"))
 
 
-@pytest.mark.parametrize("engine", sorted(ENGINES))
 @pytest.mark.parametrize("cursors,k,sync", SIZES, ids=[f"{n}x{k}-sync-{'on' if s else 'off'}" for n, k, s in SIZES])
-def test_steady_flush(benchmark: Any, tmp_path: Path, engine: str, cursors: int, k: int, sync: bool) -> None:
+def test_steady_flush(benchmark: Any, tmp_path: Path, cursors: int, k: int, sync: bool) -> None:
     state = Steady(cursors, k)
-    peer = ENGINES[engine](tmp_path / engine, state, sync)
+    engines = {name: ENGINES[name](tmp_path / name, state, sync) for name in ENGINES}
+    ours = engines["ackstore"]
+    times: dict[str, list[float]] = {name: [] for name in PEERS}
+    wchar = dict.fromkeys(ENGINES, 0)
+    names = list(ENGINES)
+    orders = [names[i:] + names[:i] for i in range(len(names))]  # each engine first, then in the middle, then last
+    rounds = 24 if cursors <= 1000 else 9
+    mark, after, done = [0], [[]], [0]  # the kernel's count as ackstore's flush began; peers due after it
+
+    def flush_peer(name: str) -> None:
+        before = _wchar()
+        started = time.perf_counter()
+        engines[name].flush()
+        times[name].append(time.perf_counter() - started)
+        wchar[name] += _wchar() - before
+
+    def round_setup() -> None:
+        """The previous round's peers due after ackstore's flush; then this round's acks on
+        every engine and the peers due before ackstore's flush (its place rotates)."""
+        if mark[0]:
+            wchar["ackstore"] += _wchar() - mark[0]  # ackstore's flush of the previous round
+        for name in after[0]:
+            flush_peer(name)
+        order = orders[done[0] % len(orders)]
+        done[0] += 1
+        at = order.index("ackstore")
+        after[0] = order[at + 1 :]
+        batches = state.step()
+        for engine in engines.values():
+            engine.ack(batches)
+        for name in order[:at]:
+            flush_peer(name)
+        mark[0] = _wchar()
+
     try:
         for _ in range(WARM):
-            peer.ack(state.step())
-            peer.flush()
-        rounds = 12 if cursors <= 1000 else 4
-        written = _wchar()
+            batches = state.step()
+            for engine in engines.values():
+                engine.ack(batches)
+                engine.flush()
         benchmark.group = f"steady: {cursors:,} cursors, k={k}, sync {'on' if sync else 'off'}"
-        benchmark.pedantic(peer.flush, setup=lambda: peer.ack(state.step()), rounds=rounds)
-        wchar = (_wchar() - written) // rounds
+        benchmark.pedantic(ours.flush, setup=round_setup, rounds=rounds)
+        wchar["ackstore"] += _wchar() - mark[0]
+        for name in after[0]:
+            flush_peer(name)
         info = sum(position_info_bytes((1, state.md[c]), state.ranges(c)) for c in range(cursors)) / cursors
         benchmark.extra_info.update(
-            baseline=engine == "pickle",
-            bytes=peer.logical,
-            wchar=wchar,
+            bytes=ours.logical,
+            wchar=wchar["ackstore"] // rounds,
             cursors=cursors,
             k=k,
             sync=sync,
-            engine=peer.name,
+            engine=ours.name,
             position_info=round(info, 1),
+            peers={
+                name: {
+                    "engine": engines[name].name,
+                    "median": statistics.median(times[name]),
+                    "wchar": wchar[name] // rounds,
+                    "bytes": engines[name].logical,
+                }
+                for name in PEERS
+            },
         )
     finally:
-        peer.close()
+        for engine in engines.values():
+            engine.close()
 
 
 #: the reopen groups' workload: cursors, k, rounds flushed before the store is reopened
