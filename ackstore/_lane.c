@@ -87,15 +87,17 @@ static Attr attrs[A_COUNT] = {
 };
 
 /* the methods and FlushJob fields the lane calls and reads (interned by lane_setup) */
-enum { M_GC_LIVE, M_PREPARE_OTHER, M_COMMIT_FLUSH, M_ENCODE,
-       J_PLANS, J_PUTS, J_TRIMS, J_ENCODED, J_RECORDS, J_FULL, J_NBYTES, N_COUNT };
-static const char *names[N_COUNT] = {"gc_live", "prepare_other", "commit_flush", "encode", "plans", "puts", "trims",
-                                     "encoded", "ledger_records", "full_markers", "nbytes"};
+enum { M_GC_LIVE, M_PREPARE_OTHER, M_COMMIT_FLUSH, M_ENCODE, M_SET_KEY, M_DELETE,
+       J_PLANS, J_PUTS, J_TRIMS, J_ENCODED, J_RECORDS, J_FULL, J_NBYTES, J_UNTRIMMED, J_TRIM_FAILED, N_COUNT };
+static const char *names[N_COUNT] = {"gc_live", "prepare_other", "commit_flush", "encode", "set_key", "delete",
+                                     "plans", "puts", "trims", "encoded", "ledger_records", "full_markers", "nbytes",
+                                     "untrimmed", "trim_failed"};
 static PyObject *name_str[N_COUNT];
 
 /* what lane_setup gives */
 static PyObject *plan_type, *entry_type, *frozen_type, *packb, *log_key_fn, *version, *empty_set, *empty_tuple,
-    *fallback_commit, *no_optimize, /* ("optimize",): FrozenBitMap(added, optimize=False) */
+    *fallback_commit, *trim_records_fn, *lmdb_error,
+    *no_optimize, /* ("optimize",): FrozenBitMap(added, optimize=False) */
     *plan_keep_dirty, *plan_truncated; /* MarkerPlan's class constants (its instances have no others) */
 static long long max_acks, small_chain, garbage_factor, state_max_runs, state_max_extras, state_max_bytes,
     exact_trim;
@@ -182,11 +184,11 @@ static int ready(const char *function, const char *usage, Py_ssize_t nargs, Py_s
  * commit: lane.commit_marker's pure-Python twin (what commit_marker hands an unusual plan).
  * LookupError when a field the lane reads is not one of its field type's. */
 PyObject *lane_setup(PyObject *self, PyObject *args) {
-    PyObject *plan_cls, *e, *f, *k, *l, *v, *c;
+    PyObject *plan_cls, *e, *f, *k, *l, *v, *c, *t, *err;
     long long acks, chain, garbage, runs, extras, bytes, exact;
     double share;
-    if (!PyArg_ParseTuple(args, "O!OOOOOOLdLLLLLL", &PyType_Type, &plan_cls, &e, &f, &k, &l, &v, &c, &acks, &share,
-                          &chain, &garbage, &runs, &extras, &bytes, &exact))
+    if (!PyArg_ParseTuple(args, "O!OOOOOOOOLdLLLLLL", &PyType_Type, &plan_cls, &e, &f, &k, &l, &v, &c, &t, &err,
+                          &acks, &share, &chain, &garbage, &runs, &extras, &bytes, &exact))
         return NULL;
     if (!PyType_Check(e) || !PyType_IsSubtype((PyTypeObject *)e, &PyTuple_Type)) {
         PyErr_SetString(PyExc_TypeError, "lane_setup needs a tuple type for index entries");
@@ -228,6 +230,8 @@ PyObject *lane_setup(PyObject *self, PyObject *args) {
     Py_XSETREF(log_key_fn, Py_NewRef(l));
     Py_XSETREF(version, Py_NewRef(v));
     Py_XSETREF(fallback_commit, Py_NewRef(c));
+    Py_XSETREF(trim_records_fn, Py_NewRef(t));
+    Py_XSETREF(lmdb_error, Py_NewRef(err));
     max_acks = acks;
     max_share = share;
     small_chain = chain;
@@ -1046,6 +1050,89 @@ PyObject *take_all(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
         if (rc < 0) return NULL;
     }
     Py_RETURN_NONE;
+}
+
+/* One plan's trim with LMDB cursor `c` (lane._trim_all's loop body): its keys deleted
+ * where it names them, else trim_records' scan; the records deleted, or -1 with an
+ * exception. */
+static long long trim_plan(PyObject *plan, PyObject *c, PyObject *cid) {
+    PyObject *keys = get(plan, P_TRIM_KEYS);
+    long long trimmed = 0;
+    if (keys == NULL) return -1;
+    if (keys == Py_None) {
+        PyObject *below = get(plan, P_GC_BELOW), *live = below == NULL ? NULL : get(plan, P_GC_LIVE), *n = NULL;
+        if (live != NULL) {
+            PyObject *call[4] = {c, cid, below, live};
+            n = PyObject_Vectorcall(trim_records_fn, call, 4, NULL);
+        }
+        trimmed = n == NULL ? -1 : PyLong_AsLongLong(n);
+        Py_XDECREF(below);
+        Py_XDECREF(live);
+        Py_XDECREF(n);
+    } else if (!PyTuple_Check(keys)) {
+        PyErr_SetString(PyExc_TypeError, "a plan's trim keys are a tuple");
+        trimmed = -1;
+    } else {
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(keys); i++) {
+            PyObject *call[2] = {c, PyTuple_GET_ITEM(keys, i)};
+            PyObject *found = PyObject_VectorcallMethod(name_str[M_SET_KEY], call, 2, NULL);
+            int there = found == NULL ? -1 : PyObject_IsTrue(found);
+            Py_XDECREF(found);
+            PyObject *gone = there > 0 ? PyObject_VectorcallMethod(name_str[M_DELETE], call, 1, NULL) : NULL;
+            if (there < 0 || (there > 0 && gone == NULL)) {
+                trimmed = -1;
+                break;
+            }
+            Py_XDECREF(gone);
+            trimmed += there;
+        }
+    }
+    Py_DECREF(keys);
+    return trimmed;
+}
+
+/* trim_all(job, c) -> int: lane._trim_all (the garbage of every plan that trims, deleted
+ * with LMDB cursor `c`; a plan whose trim raised an LMDB error is job.trim_failed) */
+PyObject *trim_all(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (ready("trim_all", "trim_all(job, c)", nargs, 2) < 0) return NULL;
+    PyObject *job = args[0], *c = args[1], *trims = NULL, *untrimmed = NULL, *result = NULL;
+    long long trimmed = 0;
+    if ((trims = PyObject_GetAttr(job, name_str[J_TRIMS])) == NULL ||
+        (untrimmed = PyObject_GetAttr(job, name_str[J_UNTRIMMED])) == NULL)
+        goto done;
+    if (!PyList_Check(trims)) {
+        PyErr_SetString(PyExc_TypeError, "a flush job's trims are a list");
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(trims); i++) {
+        PyObject *plan = Py_NewRef(PyList_GET_ITEM(trims, i)), *cid = get(plan, P_CURSOR_ID);
+        int skip = cid == NULL ? -1 : PySequence_Contains(untrimmed, cid);
+        long long n = skip ? 0 : trim_plan(plan, c, cid);
+        Py_XDECREF(cid);
+        if (skip < 0 || n < 0) {
+            if (n < 0 && PyErr_Occurred() && PyErr_ExceptionMatches(lmdb_error)) {
+                PyObject *type, *value, *tb; /* the plan is named; the LMDB error goes on */
+                PyErr_Fetch(&type, &value, &tb);
+                int rc = PyObject_SetAttr(job, name_str[J_TRIM_FAILED], plan);
+                if (rc < 0) {
+                    Py_XDECREF(type);
+                    Py_XDECREF(value);
+                    Py_XDECREF(tb);
+                } else {
+                    PyErr_Restore(type, value, tb);
+                }
+            }
+            Py_DECREF(plan);
+            goto done;
+        }
+        Py_DECREF(plan);
+        trimmed += n;
+    }
+    result = PyLong_FromLongLong(trimmed);
+done:
+    Py_XDECREF(trims);
+    Py_XDECREF(untrimmed);
+    return result;
 }
 
 /* commit_all(plans, planners, cursors) -> None: lane._commit_all (commit_marker for a marker

@@ -1585,6 +1585,7 @@ PyObject *take_marker(PyObject *self, PyObject *planner);
 PyObject *commit_marker(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *take_all(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *commit_all(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *trim_all(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *encode_all(PyObject *self, PyObject *job);
 
 static PyMethodDef methods[] = {
@@ -1609,6 +1610,8 @@ static PyMethodDef methods[] = {
      "A written marker plan adopted by its cursor (cursor/lane.py)."},
     {"take_all", (PyCFunction)(void (*)(void))take_all, METH_FASTCALL, "Every listed cursor's plan (cursor/lane.py)."},
     {"commit_all", (PyCFunction)(void (*)(void))commit_all, METH_FASTCALL, "Every written plan adopted (cursor/lane.py)."},
+    {"trim_all", (PyCFunction)(void (*)(void))trim_all, METH_FASTCALL,
+     "Every trimming plan's garbage deleted (cursor/lane.py)."},
     {"encode_all", (PyCFunction)encode_all, METH_O, "Every taken plan encoded and gathered (cursor/lane.py)."},
     {NULL, NULL, 0, NULL},
 };

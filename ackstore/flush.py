@@ -18,7 +18,6 @@ from .errors import AckStoreError, StoreError
 from .gcpause import gc_paused
 from .stats import FLUSH_SECONDS_BUCKETS, FlushStats
 from .storage.catalog import OPEN_LEDGER_ENTRY_BYTES, Catalog
-from .storage.log import trim_records
 
 if TYPE_CHECKING:
     from .cursor import AnyPlan, Cursor
@@ -92,25 +91,10 @@ class FlushJob:
         for topic, (ledger, confirmed) in self.confirms:
             self.catalog.put_ledger(txn, topic.topic_id, ledger, OPEN, confirmed)
         c = txn.cursor(db=self.log_db)
-        trimmed = 0
         self.trim_failed = None
         # the garbage goes first: a page that makes room before it takes the new records is
         # not split (splits leave pages half full, and a flush writes every page it touches)
-        for plan in self.trims:  # with the same LMDB cursor
-            if plan.cursor_id in self.untrimmed:
-                continue
-            try:
-                keys = plan.trim_keys
-                if keys is None:
-                    trimmed += trim_records(c, plan.cursor_id, plan.gc_below, plan.gc_live)
-                else:  # known: by key
-                    for key in keys:
-                        if c.set_key(key):
-                            c.delete()
-                            trimmed += 1
-            except lmdb.Error:
-                self.trim_failed = plan  # one cursor's records: the flush can go on without this trim
-                raise
+        trimmed = lane.trim_all(self, c)  # with the same LMDB cursor
         c.putmulti(self.puts)
         if self.history:
             assert self.keeper is not None

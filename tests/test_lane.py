@@ -48,6 +48,7 @@ def test_the_compiled_lane_is_the_one_in_use_where_the_module_is_built() -> None
         lane.take_all,
         lane.commit_all,
         lane.encode_all,
+        lane.trim_all,
     ) == lane.IMPLEMENTATIONS[-1]
 
 

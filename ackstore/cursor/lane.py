@@ -10,9 +10,9 @@ makes (the rules, each once: :func:`small`, :func:`worth_a_delta`, ``MarkerChain
 :func:`trims`) and takes it; what it leaves is the planner's general path's
 (``Planner.prepare_other``: new ledger records, PIP-299 truncated markers).
 :func:`commit_marker` is ``Planner.commit`` of a marker plan once it was written.
-:func:`take_all`, :func:`encode_all` and :func:`commit_all` are the group flush's loops
-over its cursors and plans around them (the general path's plans are encoded by
-themselves and adopted by the cursor).
+:func:`take_all`, :func:`encode_all`, :func:`trim_all` and :func:`commit_all` are the
+group flush's loops over its cursors and plans around them (the general path's plans are
+encoded by themselves and adopted by the cursor).
 
 A group flush of thousands of dirty cursors spends most of its time here, and what it
 costs is mostly how many objects it reads per cursor (each a likely miss in the CPU's
@@ -37,12 +37,14 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable
 from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, cast
 
+import lmdb
 from msgpack import packb
 from pyroaring import BitMap, FrozenBitMap
 
 from ..fields import PlanFields
 from ..ledger_acks import LedgerAcks
 from ..storage import codecs
+from ..storage.log import trim_records
 from ..storage.records import FIXED_FULL, FORMAT_VERSION, IndexEntry, MarkerItem, encode_state_marker, entry_of, log_key
 from .pages import Pending
 
@@ -79,6 +81,7 @@ __all__ = [
     "state_value",
     "take_all",
     "take_marker",
+    "trim_all",
     "trims",
     "worth_a_delta",
 ]
@@ -424,6 +427,33 @@ def _encode_all(job: FlushJob) -> None:
     job.nbytes += nbytes
 
 
+def _trim_all(job: FlushJob, c: lmdb.Cursor) -> int:
+    """The pure-Python :func:`trim_all`: the first part of the group flush's write
+    (``FlushJob.write``): the garbage of every plan that trims (``job.trims``), deleted with
+    LMDB cursor ``c`` over the log, but a cursor's whose trim failed before in this flush
+    (``job.untrimmed``); by key where the plan names its keys (:func:`trims`), else by a
+    scan of the cursor's keys below its bound (``trim_records``). Returns how many records
+    it deleted. A trim that LMDB refuses leaves its plan in ``job.trim_failed`` and the error
+    goes on. O(records deleted), and a scan's records kept."""
+    trimmed, untrimmed = 0, job.untrimmed
+    for plan in job.trims:
+        if plan.cursor_id in untrimmed:
+            continue
+        try:
+            keys = plan.trim_keys
+            if keys is None:
+                trimmed += trim_records(c, plan.cursor_id, plan.gc_below, plan.gc_live)
+            else:
+                for key in keys:
+                    if c.set_key(key):
+                        c.delete()
+                        trimmed += 1
+        except lmdb.Error:
+            job.trim_failed = plan  # one cursor's records: the flush can go on without this trim
+            raise
+    return trimmed
+
+
 def _commit_all(plans: list[AnyPlan], planners: list[Planner], cursors: list[Cursor]) -> None:
     """The pure-Python :func:`commit_all`: every plan written, adopted by its cursor
     (:func:`commit_marker` for a marker plan, ``commit_flush`` for any other)."""
@@ -448,8 +478,8 @@ def _setup_native() -> None:
     if codecs.native is None:
         return
     codecs.native.lane_setup(
-        MarkerPlan, IndexEntry, FrozenBitMap, packb, log_key, FORMAT_VERSION, _commit_marker,
-        DELTA_MAX_ACKS, DELTA_MAX_SHARE, SMALL_CHAIN, GARBAGE_FACTOR, STATE_MAX_RUNS, STATE_MAX_EXTRAS,
+        MarkerPlan, IndexEntry, FrozenBitMap, packb, log_key, FORMAT_VERSION, _commit_marker, trim_records,
+        lmdb.Error, DELTA_MAX_ACKS, DELTA_MAX_SHARE, SMALL_CHAIN, GARBAGE_FACTOR, STATE_MAX_RUNS, STATE_MAX_EXTRAS,
         STATE_MAX_BYTES, EXACT_TRIM,
     )  # fmt: skip
 
@@ -474,24 +504,28 @@ def set_state_bound(max_runs: int) -> int:
 
 
 class Lane(NamedTuple):
-    """One implementation of the lane's five functions (their signatures are the pure ones')."""
+    """One implementation of the lane's six functions (their signatures are the pure ones')."""
 
     take_marker: Callable[..., Any]
     commit_marker: Callable[..., Any]
     take_all: Callable[..., Any]
     commit_all: Callable[..., Any]
     encode_all: Callable[..., Any]
+    trim_all: Callable[..., Any]
 
 
 _setup_native()
-IMPLEMENTATIONS = [Lane(_take_marker, _commit_marker, _take_all, _commit_all, _encode_all)]
+IMPLEMENTATIONS = [Lane(_take_marker, _commit_marker, _take_all, _commit_all, _encode_all, _trim_all)]
 """the twins, pure first (the tests run each)"""
 if codecs.native is not None:
     native = codecs.native
     IMPLEMENTATIONS.append(
-        Lane(native.take_marker, native.commit_marker, native.take_all, native.commit_all, native.encode_all)
-    )
-take_marker, commit_marker, take_all, commit_all, encode_all = IMPLEMENTATIONS[-1]
+        Lane(
+            native.take_marker, native.commit_marker, native.take_all, native.commit_all, native.encode_all,
+            native.trim_all,
+        )
+    )  # fmt: skip
+take_marker, commit_marker, take_all, commit_all, encode_all, trim_all = IMPLEMENTATIONS[-1]
 """the ones in use: the compiled twins where they were built, else the pure-Python functions"""
 IMPLEMENTATION = codecs.IMPLEMENTATION
 """which are in use: "native" or "python" (as ``codecs.IMPLEMENTATION``)"""
