@@ -98,9 +98,11 @@ def test_the_compiled_field_types_are_the_modules_own() -> None:
 
 @pytest.mark.skipif(codecs.native is None, reason="the compiled module is not built")
 def test_the_lane_refuses_a_plan_class_without_the_plan_fields() -> None:
+    import lmdb
     from msgpack import packb
 
     from ackstore.cursor import lane
+    from ackstore.storage.log import trim_records
     from ackstore.storage.records import FORMAT_VERSION, log_key
 
     native = codecs.native
@@ -112,8 +114,8 @@ def test_the_lane_refuses_a_plan_class_without_the_plan_fields() -> None:
 
     with pytest.raises(TypeError, match="derives from PlanFields"):
         native.lane_setup(
-            NotAPlan, IndexEntry, FrozenBitMap, packb, log_key, FORMAT_VERSION, lane._commit_marker,
-            64, 0.125, 64, 4, 64, 64, 1024, 8,
+            NotAPlan, IndexEntry, FrozenBitMap, packb, log_key, FORMAT_VERSION, lane._commit_marker, trim_records,
+            lmdb.Error, 64, 0.125, 64, 4, 64, 64, 1024, 8,
         )  # fmt: skip
     lane.set_delta_bounds(lane.DELTA_MAX_ACKS, lane.DELTA_MAX_SHARE)  # set up again as it was
     assert lane.take_marker is native.take_marker
