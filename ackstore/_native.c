@@ -1443,8 +1443,14 @@ static PyObject *state_fields(PyObject *self, PyObject *args) {
                 PyErr_Format(PyExc_ValueError, "a state marker's ledger %llu run ends past entry 2**32-1", ledger);
                 goto done;
             }
-            PyList_SET_ITEM(runs, 2 * j, PyLong_FromUnsignedLongLong(first));
-            PyList_SET_ITEM(runs, 2 * j + 1, PyLong_FromUnsignedLongLong(end));
+            PyObject *lo = PyLong_FromUnsignedLongLong(first), *hi = lo == NULL ? NULL : PyLong_FromUnsignedLongLong(end);
+            if (hi == NULL) { /* MemoryError: no list with a hole in it goes back */
+                Py_XDECREF(lo);
+                Py_DECREF(runs);
+                goto done;
+            }
+            PyList_SET_ITEM(runs, 2 * j, lo);
+            PyList_SET_ITEM(runs, 2 * j + 1, hi);
             at = end + 2;
         }
         unsigned long long hb = 0, hc = 0;
