@@ -780,12 +780,11 @@ static PyObject *ledger_span(PyObject *self, PyObject *args) {
 typedef struct {
     uint32_t *firsts, *lasts;
     Py_ssize_t n, cap;
-    int any;
 } Sink;
 
 /* The values lo..hi (ascending after everything before): -1 if they are not. */
 static inline int sink_range(Sink *k, uint32_t lo, uint32_t hi) {
-    if (k->any) {
+    if (k->n) {
         uint32_t last = k->lasts != NULL ? k->lasts[k->n - 1] : k->firsts[k->n - 1];
         if (lo <= last) return -1;
         if (k->lasts != NULL && lo == last + 1) {
@@ -793,7 +792,6 @@ static inline int sink_range(Sink *k, uint32_t lo, uint32_t hi) {
             return 0;
         }
     }
-    k->any = 1;
     if (k->lasts != NULL) {
         k->firsts[k->n] = lo;
         k->lasts[k->n++] = hi;
@@ -811,7 +809,6 @@ static inline int sink_range(Sink *k, uint32_t lo, uint32_t hi) {
 static Py_ssize_t roaring_walk(const unsigned char *p, Py_ssize_t len, Sink *k, int runs_wanted) {
     k->firsts = k->lasts = NULL;
     k->n = k->cap = 0;
-    k->any = 0;
     if (len < 4) goto bad;
     uint32_t cookie = get32(p), size;
     Py_ssize_t pos = 4;

@@ -47,7 +47,9 @@ def test_steady_flush(benchmark: Any, tmp_path: Path, cursors: int, k: int, sync
     names = list(ENGINES)
     orders = [names[i:] + names[:i] for i in range(len(names))]  # each engine first, then in the middle, then last
     rounds = 24 if cursors <= 1000 else 9
-    mark, after, done = [0], [[]], [0]  # the kernel's count as ackstore's flush began; peers due after it
+    mark = 0  # the kernel's count as ackstore's flush began its round (0: none yet)
+    after: list[str] = []  # the peers due after ackstore's flush of the round
+    done = 0  # rounds set up
 
     def flush_peer(name: str) -> None:
         before = _wchar()
@@ -59,20 +61,21 @@ def test_steady_flush(benchmark: Any, tmp_path: Path, cursors: int, k: int, sync
     def round_setup() -> None:
         """The previous round's peers due after ackstore's flush; then this round's acks on
         every engine and the peers due before ackstore's flush (its place rotates)."""
-        if mark[0]:
-            wchar["ackstore"] += _wchar() - mark[0]  # ackstore's flush of the previous round
-        for name in after[0]:
+        nonlocal mark, after, done
+        if mark:
+            wchar["ackstore"] += _wchar() - mark  # ackstore's flush of the previous round
+        for name in after:
             flush_peer(name)
-        order = orders[done[0] % len(orders)]
-        done[0] += 1
+        order = orders[done % len(orders)]
+        done += 1
         at = order.index("ackstore")
-        after[0] = order[at + 1 :]
+        after = order[at + 1 :]
         batches = state.step()
         for engine in engines.values():
             engine.ack(batches)
         for name in order[:at]:
             flush_peer(name)
-        mark[0] = _wchar()
+        mark = _wchar()
 
     try:
         for _ in range(WARM):
@@ -82,8 +85,8 @@ def test_steady_flush(benchmark: Any, tmp_path: Path, cursors: int, k: int, sync
                 engine.flush()
         benchmark.group = f"steady: {cursors:,} cursors, k={k}, sync {'on' if sync else 'off'}"
         benchmark.pedantic(ours.flush, setup=round_setup, rounds=rounds)
-        wchar["ackstore"] += _wchar() - mark[0]
-        for name in after[0]:
+        wchar["ackstore"] += _wchar() - mark
+        for name in after:
             flush_peer(name)
         info = sum(position_info_bytes((1, state.md[c]), state.ranges(c)) for c in range(cursors)) / cursors
         benchmark.extra_info.update(

@@ -125,13 +125,10 @@ def resolve_marker(
         s = marker.prev
         value = None
     full_seq, full_marker, full_bytes = chain[-1]
-    if len(chain) == 1:  # a full marker (a small cursor's every one): no chain to apply
-        index = _named(full_marker)
-        seqs = {e.seq for e in index.values()}
-        return ResolvedMarker(seq, full_marker, index, seq, seqs, 0, 0, full_bytes, [seq])
-    index = _named(full_marker)
+    index: dict[int, IndexEntry] = {k: v for k, v in full_marker.index.items() if v is not None}
     full_index_seqs = {e.seq for e in index.values()}
-    for _, delta, _ in reversed(chain[:-1]):
+    deltas = chain[:-1]  # newest first; none when marker ``seq`` is full (a small cursor's every marker)
+    for _, delta, _ in reversed(deltas):
         for ledger, entry in delta.index.items():
             if entry is None:
                 index.pop(ledger, None)
@@ -151,17 +148,11 @@ def resolve_marker(
         index=index,
         full_seq=full_seq,
         full_index_seqs=full_index_seqs,
-        deltas_since_full=len(chain) - 1,
-        chain_bytes=sum(n for _, _, n in chain[:-1]),
+        deltas_since_full=len(deltas),
+        chain_bytes=sum([n for _, _, n in deltas]) if deltas else 0,
         full_bytes=full_bytes,
         chain=[s for s, _, _ in chain],
     )
-
-
-def _named(marker: Marker) -> dict[int, IndexEntry]:
-    """The index entries a full marker names (a full marker names no dropped ledger; one
-    that did is read as not naming it)."""
-    return {k: v for k, v in marker.index.items() if v is not None}
 
 
 def _record(txn: LogTxn, db: lmdb._Database | None, cursor_id: int, seq: int, ledger: int, marker_seq: int) -> bytes:
