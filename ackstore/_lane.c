@@ -30,6 +30,8 @@ PyObject *state_marker_of(PyObject *version, PyObject *cid, PyObject *md_l, PyOb
                           PyObject *const *ids, PyObject *const *bitmaps, PyObject *const *batches,
                           PyObject *const *counts, PyObject *props);
 Py_ssize_t fields_offset(const char *type_name, const char *field, PyTypeObject **type_out);
+PyObject *sealed_slot(unsigned long long cid, int slot, unsigned long long seq, PyObject *record,
+                      PyObject **key_out);
 
 /* the field types of ackstore/fields.py the lane reads (C_CONFIG: none, a CursorConfig's
  * attributes) */
@@ -44,7 +46,7 @@ enum {
     A_META_DIRTY, A_RANGE_COUNT, A_MD, A_PROPERTIES,
     A_OVER_CAP, A_FORCE_FULL, A_TRUNCATED, A_MARKER_SEQ, A_DELTAS, A_CHAIN_BYTES, A_FULL_BYTES,
     A_NEXT_SEQ, A_UNTRIMMED, A_FULL_SEQ, A_FULL_LIVE, A_PERSISTED, A_FLUSHES, A_LAST_BYTES, A_TOTAL_BYTES, A_FLOOR,
-    A_MAX_UNACKED, A_FULL_EVERY,
+    A_SLOT, A_MAX_UNACKED, A_FULL_EVERY, A_HISTORY,
     A_ADDED, A_COUNTS_ADDED, A_COUNTS, A_RUNS, A_BITMAP, A_BATCHES,
     P_CURSOR_ID, P_CHANGES, P_FULL, P_MARKER_SEQ, P_PINNED, P_META_DIRTY, P_PERSISTED, P_PUTS, P_MARKER_BYTES,
     P_NBYTES, P_GC_BELOW, P_GC_LIVE, P_TRIM_KEYS, P_FULL_LIVE, P_TRUNCATED, P_KEEP_DIRTY, P_RECORDS,
@@ -74,8 +76,9 @@ static Attr attrs[A_COUNT] = {
     [A_UNTRIMMED] = {C_CHAIN, "untrimmed"}, [A_FULL_SEQ] = {C_CHAIN, "full_seq"},
     [A_FULL_LIVE] = {C_CHAIN, "full_live"}, [A_PERSISTED] = {C_CHAIN, "persisted_ranges"},
     [A_FLUSHES] = {C_CHAIN, "flushes"}, [A_LAST_BYTES] = {C_CHAIN, "last_flush_bytes"},
-    [A_TOTAL_BYTES] = {C_CHAIN, "total_flush_bytes"}, [A_FLOOR] = {C_CHAIN, "floor"},
+    [A_TOTAL_BYTES] = {C_CHAIN, "total_flush_bytes"}, [A_FLOOR] = {C_CHAIN, "floor"}, [A_SLOT] = {C_CHAIN, "slot"},
     [A_MAX_UNACKED] = {C_CONFIG, "max_unacked_ranges_to_persist"}, [A_FULL_EVERY] = {C_CONFIG, "full_marker_every"},
+    [A_HISTORY] = {C_CONFIG, "history_seconds"},
     [A_ADDED] = {C_LEDGER, "added"}, [A_COUNTS_ADDED] = {C_LEDGER, "counts_added"}, [A_RUNS] = {C_LEDGER, "runs"},
     [A_BITMAP] = {C_LEDGER, "bitmap"}, [A_COUNTS] = {C_LEDGER, "counts"}, [A_BATCHES] = {C_LEDGER, "batches"},
     [P_CURSOR_ID] = {C_PLAN, "cursor_id"}, [P_CHANGES] = {C_PLAN, "changes"}, [P_FULL] = {C_PLAN, "full"},
@@ -594,6 +597,7 @@ static PyObject *take_state(PyObject *planner, PyObject *pages, PyObject *state,
     PyObject *one[5] = {NULL, NULL, NULL, NULL, NULL}, **fields = one;
     Py_ssize_t pos, n = 0, got = 0;
     int t, any_vanished, meta_dirty;
+    long long slot = -1; /* the state slot it goes to; -1: its log key */
     if ((vanished = get(pages, A_VANISHED)) == NULL || (index = get(pages, A_INDEX)) == NULL ||
         (loaded = get(pages, A_LOADED)) == NULL)
         goto done;
@@ -667,6 +671,24 @@ static PyObject *take_state(PyObject *planner, PyObject *pages, PyObject *state,
     }
     /* the plan: every ledger's record is this marker; the dropped ones leave the index */
     if ((seq = get(chain, A_NEXT_SEQ)) == NULL || (changes = PyDict_New()) == NULL) goto done;
+    /* where it goes: the state slot the newest state is not in, or its log key when the
+     * cursor keeps history (its points name their markers by log key) */
+    {
+        PyObject *config = get(planner, A_CONFIG);
+        long long hist = config == NULL ? -1 : integer(config, A_HISTORY);
+        Py_XDECREF(config);
+        if (FAILED(hist)) goto done;
+        if (hist == 0) {
+            long long last = integer(chain, A_SLOT);
+            if (FAILED(last)) goto done;
+            slot = last == 0 ? 1 : 0;
+            unsigned long long c = PyLong_AsUnsignedLongLong(cid), s = PyLong_AsUnsignedLongLong(seq);
+            if (PyErr_Occurred()) goto done;
+            PyObject *sealed = sealed_slot(c, (int)slot, s, value, &key);
+            if (sealed == NULL) goto done;
+            Py_SETREF(value, sealed);
+        }
+    }
     for (Py_ssize_t i = 0; dropped != NULL && i < PyList_GET_SIZE(dropped); i++)
         if (PyDict_SetItem(changes, PyList_GET_ITEM(dropped, i), Py_None) < 0) goto done;
     for (Py_ssize_t i = 0; i < n; i++) { /* in order, as the marker holds them */
@@ -677,7 +699,7 @@ static PyObject *take_state(PyObject *planner, PyObject *pages, PyObject *state,
         if (t < 0) goto done;
     }
     if ((taken = PySet_New(dirty)) == NULL || (ranges = get(state, A_RANGE_COUNT)) == NULL ||
-        (key = log_key(cid, seq)) == NULL ||
+        (key == NULL && (key = log_key(cid, seq)) == NULL) ||
         (plan = marker_plan(cid, changes, 1, seq, taken, meta, ranges, key, value)) == NULL)
         goto done;
     if ((live = PyTuple_Pack(1, seq)) == NULL || set(plan, P_FULL_LIVE, live) < 0 ||
@@ -697,7 +719,8 @@ static PyObject *take_state(PyObject *planner, PyObject *pages, PyObject *state,
         }
         if (t < 0) goto done;
     }
-    if (took(pages, state, chain, seq, dirty, taken, any_vanished) < 0) goto done;
+    if ((slot >= 0 && set_ll(chain, A_SLOT, slot) < 0) || took(pages, state, chain, seq, dirty, taken, any_vanished) < 0)
+        goto done;
     result = Py_NewRef(plan);
 done:
     for (Py_ssize_t i = 0; i < got; i++)

@@ -22,8 +22,8 @@ import lmdb
 
 from .errors import CorruptRecordError, CorruptStoreError, InvalidArgumentError, StoreError
 from .history import decode_point
-from .storage.log import CursorLog, resolve_marker
-from .storage.records import decode_record, log_key
+from .storage.log import CursorLog, fetch_record, resolve_marker
+from .storage.records import decode_record
 from .store import AckStore, Topic
 
 __all__ = ["Finding", "check", "FINDING_KINDS"]
@@ -235,7 +235,7 @@ def _check_history(txn: lmdb.Transaction, s: AckStore, cid: int, add: Callable[.
         try:
             resolved = resolve_marker(txn, log_db, cid, point.seq)
             for entry in resolved.index.values():
-                if txn.get(log_key(cid, entry.seq), db=log_db) is None:
+                if fetch_record(txn, log_db, cid, entry.seq) is None:
                     raise CorruptRecordError(f"record {entry.seq} it names is missing")
         except CorruptRecordError as exc:
             add("damaged-history", f"the state flushed at point {point.seq} cannot be restored: {exc}", point.seq)

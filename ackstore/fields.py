@@ -114,6 +114,7 @@ class _Chain:
     last_flush_bytes: int
     total_flush_bytes: int
     floor: int
+    slot: int
 
 
 class _Ledger:

@@ -56,7 +56,17 @@ from .position import Position
 from .storage.catalog import RECORD_CURSOR, RECORD_TOPIC, Catalog, name_key
 from .storage.lmdb_file import MAIN_TREE, PageCounts, Survey, leaf_nodes, survey, tree_name
 from .storage.log import MemoryLog, RecoveredState, recover_cursor
-from .storage.records import RECORD_LEDGER, RECORD_MARKER, decode_record, log_key, record_type, split_log_key
+from .storage.records import (
+    RECORD_LEDGER,
+    RECORD_MARKER,
+    decode_record,
+    log_key,
+    open_slot,
+    record_type,
+    slot_key,
+    split_log_key,
+    split_slot_key,
+)
 from .store import AckStore
 
 __all__ = ["salvage", "SalvageReport", "CursorSalvage"]
@@ -277,6 +287,8 @@ def _tree_of(key: bytes, value: bytes) -> str | None:
     """The tree an entry of a hidden page belongs to, from its shape (None: not ours)."""
     if len(key) == 16 and value[:1] in (b"\x05", b"\x06"):
         return _LEDGERS  # a directory value starts with its type byte; no record does
+    if split_slot_key(key) is not None:
+        return _LOG  # a state slot (its value starts with the sequence, not a record)
     rtype = record_type(value)
     if rtype in (RECORD_LEDGER, RECORD_MARKER) and len(key) == 16:
         return _LOG
@@ -302,13 +314,18 @@ def _sort(
                 found.confirmed[tid] = max(found.confirmed.get(tid, (ledger, confirmed)), (ledger, confirmed))
             found.ledgers.setdefault(tid, {})[ledger] = count
         elif tree == _LOG:
-            if len(key) != 16:
+            slotted = split_slot_key(key)
+            if len(key) != 16 and slotted is None:
                 return False
-            cid, seq = split_log_key(key)
+            cid, seq = split_log_key(key) if slotted is None else (slotted[0], -1)
             try:
-                decode_record(value)
+                if slotted is None:
+                    decode_record(value)
+                else:
+                    seq, record = open_slot(key, value)
+                    decode_record(record)
             except CorruptRecordError:
-                found.damaged_seqs.setdefault(cid, []).append(seq)
+                found.damaged_seqs.setdefault(cid, []).append(seq)  # -1: a slot's sequence is damaged
                 return False
             found.logs.setdefault(cid, {})[key] = value
             report.records += 1
@@ -372,7 +389,10 @@ def _intersects(ranges: Ranges, lo: bytes, hi: bytes) -> bool:
 def _doubts(lost: dict[str, Ranges], tid: int, name: str, cid: int) -> list[str]:
     """Why a cursor's completeness cannot be proven: a lost range its keys may lie in."""
     out = []
-    if _intersects(lost.get(_LOG, []), log_key(cid, 0), log_key(cid + 1, 0)):
+    lost_log = lost.get(_LOG, [])
+    if _intersects(lost_log, log_key(cid, 0), log_key(cid + 1, 0)) or any(
+        _intersects(lost_log, key, key + b"\x00") for key in (slot_key(cid, 0), slot_key(cid, 1))
+    ):
         out.append("damage lost part of the record log where this cursor's records lie")
     ckey = struct.pack(">Q", tid) + name_key(name)
     if _intersects(lost.get(_CURSORS, []), ckey, ckey + b"\x00"):
@@ -478,9 +498,17 @@ def _recover_one(found: _Found, cid: int) -> tuple[RecoveredState, int, int]:
     """A cursor's state, the newest marker (or damaged record) seen, and its records found."""
     items = found.logs.get(cid, {})
     state = recover_cursor(MemoryLog(items), None, cid, None, "all")
-    markers = [split_log_key(k)[1] for k, v in items.items() if record_type(v) == RECORD_MARKER]
+    markers = [seq for seq, record in map(_record_of, items.items()) if record_type(record) == RECORD_MARKER]
     newest = max([*markers, *found.damaged_seqs.get(cid, [])], default=-1)
     return state, newest, len(items)
+
+
+def _record_of(item: tuple[bytes, bytes]) -> tuple[int, bytes | memoryview]:
+    """``(sequence, record)`` of a log entry found (a state slot's opened: it was checked)."""
+    key, value = item
+    if split_slot_key(key) is None:
+        return split_log_key(key)[1], value
+    return open_slot(key, value)
 
 
 def _build(tmp: Path, found: _Found, states: list[tuple[Any, ...]], report: SalvageReport) -> None:

@@ -2,48 +2,110 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import lmdb
 
-from ackstore.storage.records import RECORD_MARKER, log_key, record_type, split_log_key
+from ackstore.storage.records import (
+    RECORD_MARKER,
+    log_key,
+    open_slot,
+    record_type,
+    slot_key,
+    split_log_key,
+    split_slot_key,
+)
 
 
 def records(path: Path, cursor_id: int = 0) -> list[tuple[int, int]]:
-    """``[(seq, type)]`` of one cursor's log, oldest first."""
+    """``[(seq, type)]`` of one cursor's log, its state slots' too, oldest first."""
     env = lmdb.open(str(path), max_dbs=8, readonly=True, lock=False, subdir=path.is_dir())
     try:
         db = env.open_db(b"log", create=False)
         with env.begin() as txn:
             out = []
             for key, value in txn.cursor(db=db):
+                slotted = split_slot_key(key)
+                if slotted is not None:
+                    if slotted[0] == cursor_id:
+                        seq, record = open_slot(key, value)
+                        out.append((seq, record_type(record) or -1))
+                    continue
                 cid, seq = split_log_key(key)
                 if cid == cursor_id:
                     out.append((seq, record_type(value) or -1))
+            return sorted(out)
+    finally:
+        env.close()
+
+
+def slots(path: Path, cursor_id: int = 0) -> dict[int, int]:
+    """``{slot: seq}`` of one cursor's state slots that hold a state."""
+    env = lmdb.open(str(path), max_dbs=8, readonly=True, lock=False, subdir=path.is_dir())
+    try:
+        db = env.open_db(b"log", create=False)
+        with env.begin() as txn:
+            out = {}
+            for slot in (0, 1):
+                key = slot_key(cursor_id, slot)
+                value = txn.get(key, db=db)
+                if value is not None:
+                    out[slot] = open_slot(key, value)[0]
             return out
     finally:
         env.close()
+
+
+def key_of(txn: lmdb.Transaction, db: object, seq: int, cursor_id: int = 0) -> bytes:
+    """The key record ``seq`` is stored under: its log key, or the state slot holding it."""
+    key = log_key(cursor_id, seq)
+    if txn.get(key, db=db) is None:
+        for slot in (0, 1):
+            skey = slot_key(cursor_id, slot)
+            value = txn.get(skey, db=db)
+            if value is not None and int.from_bytes(value[:8], "big") == seq:
+                return skey
+    return key
 
 
 def markers(path: Path, cursor_id: int = 0) -> list[int]:
     return [seq for seq, t in records(path, cursor_id) if t == RECORD_MARKER]
 
 
-def damage(path: Path, seq: int, cursor_id: int = 0, how: str = "flip") -> None:
-    """Flip a byte near the end of record ``seq`` (or delete it with ``how="delete"``)."""
+def edit(path: Path, seq: int, change: Callable[[bytearray], None], cursor_id: int = 0) -> None:
+    """Change record ``seq``'s bytes in place with ``change`` (a state slot's record, its
+    sequence and check left as they are)."""
     env = lmdb.open(str(path), max_dbs=8, subdir=path.is_dir(), lock=path.is_dir())
     try:
         db = env.open_db(b"log", create=False)
         with env.begin(write=True) as txn:
-            key = log_key(cursor_id, seq)
+            key = key_of(txn, db, seq, cursor_id)
             value = txn.get(key, db=db)
             assert value is not None, f"no record {seq}"
-            if how == "delete":
-                txn.delete(key, db=db)
-            else:
-                raw = bytearray(value)
-                raw[-2] ^= 0x5A
-                txn.put(key, bytes(raw), db=db)
+            head = 12 if split_slot_key(key) is not None else 0
+            raw = bytearray(value[head:])
+            change(raw)
+            txn.put(key, value[:head] + bytes(raw), db=db)
+    finally:
+        env.close()
+
+
+def damage(path: Path, seq: int, cursor_id: int = 0, how: str = "flip") -> None:
+    """Flip a byte near the end of record ``seq`` (or delete it with ``how="delete"``)."""
+    if how != "delete":
+
+        def flip(raw: bytearray) -> None:
+            raw[-2] ^= 0x5A
+
+        edit(path, seq, flip, cursor_id)
+        return
+    env = lmdb.open(str(path), max_dbs=8, subdir=path.is_dir(), lock=path.is_dir())
+    try:
+        db = env.open_db(b"log", create=False)
+        with env.begin(write=True) as txn:
+            key = key_of(txn, db, seq, cursor_id)
+            assert txn.delete(key, db=db), f"no record {seq}"
     finally:
         env.close()
 
@@ -111,9 +173,15 @@ def node_offset(path: Path, seq: int, cursor_id: int = 0) -> int:
 
     from ackstore.storage.lmdb_file import data_file, survey, tree_name
 
+    env = lmdb.open(str(path), max_dbs=8, readonly=True, lock=False, subdir=path.is_dir())
+    try:
+        with env.begin() as txn:
+            key = key_of(txn, env.open_db(b"log", create=False, txn=txn), seq, cursor_id)
+    finally:
+        env.close()
     sv = survey(path)
     assert sv.meta is not None and not sv.problems, sv.problems
-    psize, raw, key = sv.meta.page_size, data_file(path).read_bytes(), log_key(cursor_id, seq)
+    psize, raw = sv.meta.page_size, data_file(path).read_bytes()
     for pgno, tree in sv.leaf_tree.items():
         if tree != tree_name(b"log"):
             continue

@@ -21,7 +21,7 @@ from ackstore import (
     check,
     testing,
 )
-from ackstore.storage.records import split_log_key
+from ackstore.storage.records import split_log_key, split_slot_key
 
 T = "persistent://t/ns/delete"
 ROOT = Path(__file__).parent.parent
@@ -38,7 +38,11 @@ def _topic(store: AckStore, name: str = T):  # type: ignore[no-untyped-def]
 
 def _log_cursor_ids(store: AckStore) -> set[int]:
     storage = store.storage
-    return storage.read(lambda txn: {split_log_key(k)[0] for k, _ in txn.cursor(db=storage.log_db)})
+
+    def ids(txn):  # type: ignore[no-untyped-def]
+        return {(split_slot_key(k) or split_log_key(k))[0] for k, _ in txn.cursor(db=storage.log_db)}
+
+    return storage.read(ids)  # type: ignore[no-any-return]
 
 
 def test_delete_cursor_is_durable_and_the_name_opens_fresh(store_path: Path) -> None:

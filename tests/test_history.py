@@ -555,7 +555,7 @@ def test_a_store_of_format_10_gains_the_history_database_at_a_writers_open(store
         cur = store.topic(T).cursor("sub")
         assert cur.ack_range_count == 49 and cur.history() == []
     with AckStore.open(store_path) as store:
-        assert store.format_version == FORMAT_VERSION == 11 and store.storage.history_db is not None
+        assert store.format_version == FORMAT_VERSION == 12 and store.storage.history_db is not None
         cur = store.topic(T).cursor("sub")
         cur.update_config(history_seconds=3600)
         cur.ack([Position(1, 1)])

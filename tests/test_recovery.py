@@ -121,7 +121,7 @@ def test_store_works_after_fallback_and_next_flush_is_full(store_path: Path) -> 
         assert cur.stats().recovery.markers_skipped == 0
 
 
-def test_garbage_is_trimmed_after_full_markers(store_path: Path) -> None:
+def test_garbage_is_trimmed_after_full_markers(store_path: Path, marker_layout: None) -> None:
     config = CursorConfig(full_marker_every=2)
     with AckStore.open(store_path) as store:
         topic = store.topic(T)

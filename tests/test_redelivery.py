@@ -82,7 +82,8 @@ def test_after_a_restart_reads_skip_acked_entries_above_the_mark_delete(store_pa
 
 def test_a_read_position_stored_by_an_older_format_is_ignored(store_path: Path) -> None:
     """Markers of format 6 and older held the read position; open never starts reads there."""
-    from ackstore.storage.records import decode_marker, encode_marker, log_key
+    from ackstore.storage.log import fetch_record
+    from ackstore.storage.records import decode_marker, encode_marker, log_key, slot_key
 
     _store(store_path)
     with AckStore.open(store_path) as store:
@@ -95,10 +96,11 @@ def test_a_read_position_stored_by_an_older_format_is_ignored(store_path: Path) 
         storage = store.storage
 
         def plant(txn):  # type: ignore[no-untyped-def]
-            key = log_key(cid, seq)
-            marker = decode_marker(txn.get(key, db=storage.log_db))
+            marker = decode_marker(fetch_record(txn, storage.log_db, cid, seq))
             marker.read_position = (3, 10)  # what an older writer stored after reading everything
-            txn.put(key, encode_marker(marker), db=storage.log_db)
+            for slot in (0, 1):  # an older writer kept every marker under its log key
+                txn.delete(slot_key(cid, slot), db=storage.log_db)
+            txn.put(log_key(cid, seq), encode_marker(marker), db=storage.log_db)
 
         storage.write(plant)
         testing.crash(store)

@@ -206,18 +206,11 @@ def test_a_newest_marker_disguised_as_a_ledger_record_is_a_reported_fallback(tmp
             cur.ack([Position(1, 10 * i + 1)])
             store.flush()
     newest = rawlog.markers(path, cursor_id=0)[-1]
-    env_path = str(path)
-    import lmdb
 
-    from ackstore.storage.records import log_key
-
-    env = lmdb.open(env_path, max_dbs=8)
-    db = env.open_db(b"log", create=False)
-    with env.begin(write=True) as txn:
-        raw = bytearray(txn.get(log_key(0, newest), db=db))
+    def disguise(raw: bytearray) -> None:
         raw[1] = 1  # type: marker -> ledger
-        txn.put(log_key(0, newest), bytes(raw), db=db)
-    env.close()
+
+    rawlog.edit(path, newest, disguise)
     with AckStore.open(path, readonly=True) as store:
         cur = store.topic("t").cursor("c")
         rec = cur.stats().recovery

@@ -343,7 +343,8 @@ def test_the_steady_workload_writes_a_small_value_a_cursor(store_path: Path) -> 
     """The steady workload (benchmarks/steady.py: in-order acks, the mark-delete moving every
     round, one or two acks made late) at 100 cursors, k = 50: every flush writes one state
     marker a cursor and no ledger record, at most 48 logical bytes a cursor (key and value:
-    under Pulsar's PositionInfo of the same state, 42-46 B, plus the 16-byte key), and each
+    under Pulsar's PositionInfo of the same state, 42-46 B, plus 16 bytes: the slot's
+    10-byte key and, of its 12-byte head, what the state marker saves on it), and each
     cursor's log holds its newest state and the one before, nothing else."""
     from benchmarks.steady import LEDGER, Steady, position_info_bytes
 
@@ -446,3 +447,148 @@ def test_a_trim_by_key_deletes_what_a_scan_deletes() -> None:
             assert results[0][0] == len([s for s in seqs if s < below and s not in keep])
         env.close()
     assert by_key >= 80  # a third of the cases, at least, by key
+
+
+def _slotted(path: Path, cid: int = 0) -> tuple[dict[int, int], int]:
+    """``({slot: seq}, records under log keys)`` of a cursor."""
+    slots = rawlog.slots(path, cid)
+    return slots, len(rawlog.records(path, cid)) - len(slots)
+
+
+def test_a_small_cursors_states_alternate_between_its_two_slots(store_path: Path) -> None:
+    """A small cursor that keeps no history writes each state into the slot its newest state
+    is not in, across reopens: its log keys hold nothing, its two slots its newest two states."""
+    newest_slots = []
+    for i in range(5):
+        with AckStore.open(store_path) as store:
+            cur = _small(store)
+            cur.ack([Position(1, 2 * i)])
+            store.flush()
+            seq = cur.stats().last_marker_seq
+        slots, logged = _slotted(store_path)
+        assert logged == 0
+        assert sorted(slots.values()) == ([seq - 1, seq] if i else [seq])
+        newest_slots.append(next(s for s, q in slots.items() if q == seq))
+    assert newest_slots == [0, 1, 0, 1, 0]
+
+
+def test_a_state_in_a_slot_whose_sequence_is_damaged_is_skipped_and_overwritten(store_path: Path) -> None:
+    """The sequence a slot holds is checked (with its key): one flipped bit there and the
+    state is skipped, said so, and reported by check; the other slot's state is recovered,
+    and the next flush writes over the damaged slot, keeping the good one to fall back to."""
+    import lmdb
+
+    from ackstore.storage.records import slot_key
+
+    with AckStore.open(store_path) as store:
+        cur = _small(store)
+        cur.ack([Position(1, 5)])
+        store.flush()
+        before = _state(cur)
+        cur.ack([Position(1, 9)])
+        store.flush()
+    slots, _ = _slotted(store_path)
+    newest = max(slots, key=slots.__getitem__)
+    env = lmdb.open(str(store_path), max_dbs=8)
+    try:
+        db = env.open_db(b"log", create=False)
+        with env.begin(write=True) as txn:
+            raw = bytearray(txn.get(slot_key(0, newest), db=db))
+            raw[7] ^= 0x01  # the sequence's low bit
+            txn.put(slot_key(0, newest), bytes(raw), db=db)
+    finally:
+        env.close()
+    assert [f.kind for f in check(store_path)] == ["corrupt-record"]
+    with AckStore.open(store_path) as store:
+        cur = store.topic(T).cursor("c")
+        assert _state(cur) == before
+        assert cur.stats().recovery.markers_skipped == 1
+        assert f"state slot {newest} is damaged" in cur.stats().recovery.skipped_reasons[0]
+        cur.ack([Position(1, 20)])
+        store.flush()
+        after = _state(cur)
+    slots_after, _ = _slotted(store_path)
+    assert slots_after[1 - newest] == slots[1 - newest]  # the recovered state, kept
+    assert slots_after[newest] > slots[1 - newest]
+    assert check(store_path) == []
+    with AckStore.open(store_path, readonly=True) as store:
+        assert _state(store.topic(T).cursor("c")) == after
+
+
+def test_a_store_of_format_11_moves_its_states_into_the_slots(store_path: Path) -> None:
+    """Format 11 kept every state marker under its log key: such a store opens as it was,
+    and a writer's flushes put the next states into the slots and trim the old ones."""
+    import lmdb
+
+    from ackstore.storage.records import log_key, open_slot, slot_key
+
+    with AckStore.open(store_path) as store:
+        cur = _small(store)
+        for e in (3, 4, 8):
+            cur.ack([Position(1, e)])
+            store.flush()
+        expected = _state(cur)
+    env = lmdb.open(str(store_path), max_dbs=8)
+    try:
+        db = env.open_db(b"log", create=False)
+        with env.begin(write=True) as txn:
+            for slot in (0, 1):
+                key = slot_key(0, slot)
+                seq, record = open_slot(key, txn.get(key, db=db))
+                txn.put(log_key(0, seq), bytes(record), db=db)
+                txn.delete(key, db=db)
+    finally:
+        env.close()
+    rawlog.set_format(store_path, 11)
+    assert _slotted(store_path) == ({}, 2)
+    with AckStore.open(store_path, readonly=True) as store:
+        assert store.format_version == 11
+        assert _state(store.topic(T).cursor("c")) == expected
+    with AckStore.open(store_path) as store:
+        assert store.format_version == FORMAT_VERSION
+        cur = store.topic(T).cursor("c")
+        assert _state(cur) == expected
+        for e in (20, 21):
+            cur.ack([Position(1, e)])
+            store.flush()
+        expected = _state(cur)
+    slots, logged = _slotted(store_path)
+    assert len(slots) == 2 and logged == 0
+    with AckStore.open(store_path, readonly=True) as store:
+        assert _state(store.topic(T).cursor("c")) == expected
+
+
+def test_a_cursor_that_keeps_history_keeps_its_states_under_log_keys(store_path: Path) -> None:
+    """A history point names its marker by log key: such a cursor's states stay there."""
+    with AckStore.open(store_path) as store:
+        _small(store)
+        cur = store.topic(T).cursor("h", CursorConfig(history_seconds=3600))
+        for e in range(4):
+            cur.ack([Position(1, e * 2)])
+            store.flush()
+        cid = cur.cursor_id
+    slots, logged = _slotted(store_path, cid)
+    assert slots == {} and logged == 4
+
+
+def test_a_state_not_written_gives_its_slot_back(store_path: Path) -> None:
+    """A flush whose transaction fails leaves the slots as they were: the next state goes
+    into the slot the aborted one would have used, never over the newest state."""
+    with AckStore.open(store_path) as store:
+        cur = _small(store)
+        for e in (1, 3):
+            cur.ack([Position(1, e)])
+            store.flush()
+        cur.ack([Position(1, 7)])
+        with store.lock:
+            plan = cur.prepare_flush()
+            assert plan is not None
+            cur.abort_flush(plan)
+            store.flush_list[cur] = cur.planner
+        store.flush()
+        seq, expected = cur.stats().last_marker_seq, _state(cur)
+    slots, _ = _slotted(store_path)
+    assert sorted(slots.values())[0] == 1 and max(slots.values()) == seq  # the state at 1 kept
+    assert slots[0] == seq  # slots 0, 1, then 0 again
+    with AckStore.open(store_path, readonly=True) as store:
+        assert _state(store.topic(T).cursor("c")) == expected

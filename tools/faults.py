@@ -20,7 +20,7 @@ from typing import Any
 import lmdb
 
 from ackstore.storage.catalog import Catalog
-from ackstore.storage.records import RECORD_LEDGER, RECORD_MARKER, record_type
+from ackstore.storage.records import RECORD_LEDGER, RECORD_MARKER, record_type, split_log_key, split_slot_key
 
 from .workloads import UNSUBSCRIBED
 
@@ -30,21 +30,35 @@ FAULT_KINDS = ("damaged-marker", "damaged-record", "garbage-file", "revived-curs
 PLANTED_FILE = "planted.json"
 
 
+def _entries(txn: lmdb.Transaction, db: object) -> list[tuple[int, int, bytes, bytes]]:
+    """``(cursor id, sequence, key, record)`` of every log entry (a state slot's record
+    without its sequence and check)."""
+    out = []
+    for key, value in txn.cursor(db=db):
+        slotted = split_slot_key(key)
+        if slotted is None:
+            cid, seq = split_log_key(key)
+            out.append((cid, seq, key, value))
+        else:
+            out.append((slotted[0], int.from_bytes(value[:8], "big"), key, value[12:]))
+    return out
+
+
 def _flip_newest(path: Path, rtype: int) -> bool:
+    """Flip a byte of the newest record of type ``rtype`` of the cursor with the highest id
+    holding one (its record's checksum then fails)."""
     env = lmdb.open(str(path), subdir=False, lock=False, max_dbs=8)
     try:
         db = env.open_db(b"log", create=False)
         with env.begin(write=True) as txn:
-            cur = txn.cursor(db=db)
-            ok = cur.last()
-            while ok:
-                if record_type(cur.value()) == rtype:
-                    raw = bytearray(cur.value())
-                    raw[-2] ^= 0x5A
-                    txn.put(cur.key(), bytes(raw), db=db)
-                    return True
-                ok = cur.prev()
-        return False
+            found = [e for e in _entries(txn, db) if record_type(e[3]) == rtype]
+            if not found:
+                return False
+            _, _, key, _ = max(found)
+            raw = bytearray(txn.get(key, db=db))
+            raw[-2] ^= 0x5A
+            txn.put(key, bytes(raw), db=db)
+            return True
     finally:
         env.close()
 
@@ -55,7 +69,7 @@ def _holds(path: Path, rtype: int) -> bool:
     try:
         db = env.open_db(b"log", create=False)
         with env.begin() as txn:
-            return any(record_type(value) == rtype for value in txn.cursor(db=db).iternext(keys=False))
+            return any(record_type(record) == rtype for _, _, _, record in _entries(txn, db))
     finally:
         env.close()
 

@@ -45,7 +45,17 @@ from ..fields import PlanFields
 from ..ledger_acks import LedgerAcks
 from ..storage import codecs
 from ..storage.log import trim_records
-from ..storage.records import FIXED_FULL, FORMAT_VERSION, IndexEntry, MarkerItem, encode_state_marker, entry_of, log_key
+from ..storage.records import (
+    FIXED_FULL,
+    FORMAT_VERSION,
+    IndexEntry,
+    MarkerItem,
+    encode_state_marker,
+    entry_of,
+    log_key,
+    seal_slot,
+    slot_key,
+)
 from .pages import Pending
 
 if TYPE_CHECKING:
@@ -270,9 +280,16 @@ def _take_state(planner: Planner) -> MarkerPlan | Literal[False] | None:
     changes: dict[int, IndexEntry | None] = dict.fromkeys(dropped) if dropped else {}
     for ledger, la in ledgers:
         changes[ledger] = entry_of((seq, la.runs, None, None))
-    plan = MarkerPlan(
-        cid, changes, True, seq, set(dirty), state.meta_dirty, state.range_count, log_key(cid, seq), value
-    )
+    # where it goes: the state slot the newest state is not in (that one is what a damaged
+    # new one falls back to), or its log key when the cursor keeps history (a history
+    # point names its marker by log key)
+    slot = -1 if planner.config.history_seconds else 1 - chain.slot
+    if slot < 0:
+        key = log_key(cid, seq)
+    else:
+        key = slot_key(cid, slot)
+        value = seal_slot(key, seq, value)
+    plan = MarkerPlan(cid, changes, True, seq, set(dirty), state.meta_dirty, state.range_count, key, value)
     plan.full_live = (seq,)
     trims(plan, chain, chain.full_live)  # the index names nothing else
     # nothing above changed the cursor; now the plan takes what it carries
@@ -280,6 +297,8 @@ def _take_state(planner: Planner) -> MarkerPlan | Literal[False] | None:
         la.added = None
         if la.counts_added:
             la.counts_added = {}
+    if slot >= 0:
+        chain.slot = slot
     _took(planner, seq, plan.pinned, bool(vanished))
     return plan
 

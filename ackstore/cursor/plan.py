@@ -45,6 +45,7 @@ from ..storage.records import (
     encode_ledger,
     encode_marker,
     log_key,
+    split_slot_key,
 )
 from . import lane
 from .lane import OTHER, SMALL_CHAIN, MarkerPlan, counts_since, live_counts, prune_counts, worth_a_delta
@@ -95,10 +96,13 @@ class MarkerChain(ChainFields):
         self.floor = -1
         """the log holds no record of the cursor below this sequence (-1: not known), so a
         trim deletes the few sequences from here by key instead of scanning"""
+        self.slot = 1
+        """the state slot the newest state marker is in (the next one goes to the other)"""
 
     def load(self, state: RecoveredState, ranges: int) -> None:
         """Stand where recovery left the log (``ranges``: what the marker persisted)."""
         self.next_seq = state.next_seq
+        self.slot = state.slot
         self.recovery = state.report
         self.untrimmed = 0  # what earlier runs left untrimmed goes at this run's first trim
         self.floor = -1
@@ -494,6 +498,10 @@ class Planner(PlannerFields):
     def abort(self, plan: AnyPlan) -> None:
         """The flush transaction failed: everything the plan carried is pending again."""
         self._unrebase(plan.rebased)
+        if type(plan) is MarkerPlan:  # a state marker not written: its slot still holds the older one
+            slotted = split_slot_key(plan.puts[-1][0])
+            if slotted is not None:
+                self.chain.slot = 1 - slotted[1]
         pending = plan.pending
         self.pages.restore(pending)
         self.state.restore_meta(pending.meta_dirty)

@@ -52,7 +52,7 @@ import msgpack
 
 from ..config import CursorConfig
 from ..directory import LedgerDirectory
-from ..errors import CorruptRecordError, CorruptStoreError, FormatVersionError, NotAStoreError
+from ..errors import CorruptRecordError, CorruptStoreError, FormatVersionError, NotAStoreError, StoreError
 from . import codecs
 from .pure_codecs import DIR_KEY, DIR_OPEN, DIR_SEALED, directory_entry
 from .records import FORMAT_VERSION, decode_record, encode_record
@@ -63,6 +63,7 @@ __all__ = [
     "LEDGER_ENTRY_BYTES",
     "OPEN_LEDGER_ENTRY_BYTES",
     "MAGIC",
+    "MAX_ID",
     "name_key",
     "RECORD_TOPIC",
     "RECORD_CURSOR",
@@ -71,6 +72,8 @@ __all__ = [
 MAGIC = b"ackstore"
 CATALOG_CHECKSUMS_SINCE = 3
 """the first format version whose catalog values carry checksums"""
+MAX_ID = 2**63
+"""topic and cursor ids stay below it (the state slots' keys sort after every log key)"""
 RECORD_TOPIC = 3
 RECORD_CURSOR = 4
 _LEDGER_TYPE = 5
@@ -179,6 +182,8 @@ class Catalog:
     def next_id(self, txn: lmdb.Transaction, key: bytes) -> int:
         """Take the next topic or cursor id (``key`` is ``next_topic`` or ``next_cursor``)."""
         value = self.counter_entry(key, txn.get(key, db=self.meta))
+        if value >= MAX_ID:  # a log key of a cursor id this high would reach the state slots
+            raise StoreError(f"store {self.path} has used every id the format allows ({MAX_ID})")
         txn.put(key, _counter(key, value + 1), db=self.meta)
         return value
 

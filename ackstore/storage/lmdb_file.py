@@ -533,7 +533,7 @@ _TREE_RULES.update(
     {
         FREE_TREE: (8, 8, F_BIGDATA, 0),
         MAIN_TREE: (1, 511, F_SUBDATA | F_BIGDATA, 0),  # another program's file may keep values here
-        tree_name(b"log"): (16, 16, F_BIGDATA, 0),
+        tree_name(b"log"): (10, 16, F_BIGDATA, 0),  # 10: a state slot's key
         tree_name(b"ledgers"): (16, 16, 0, 0),
         tree_name(b"history"): (16, 16, F_BIGDATA, 0),  # a full marker's point names its records
         # catalog values are far below LMDB's overflow size (a node holds up to about half a

@@ -12,6 +12,11 @@ the resulting index references is read and checked. The first marker whose
 whole chain and references are intact is the recovered state; every marker
 skipped on the way is reported with its reason. Nothing half-written is ever
 loaded: a marker is only written in the same transaction as its records.
+
+A cursor's state markers may sit in its two state slots (format 12, see
+:mod:`ackstore.storage.records`) instead of under log keys: every read of a record by its
+sequence (:func:`fetch_record`) and the back-to-front walk take them as part of the log,
+by their sequences.
 """
 
 from __future__ import annotations
@@ -37,13 +42,16 @@ from .records import (
     decode_record,
     ledger_span,
     log_key,
+    open_slot,
     record_type,
+    slot_key,
     split_log_key,
     state_ledger,
 )
 
 __all__ = [
     "CursorLog",
+    "fetch_record",
     "LogTxn",
     "MemoryLog",
     "MissingRecordError",
@@ -93,6 +101,49 @@ class RecoveredState:
     swapped: set[int] = field(default_factory=set)  # referenced by the marker, left on disk
     next_seq: int = 0
     report: RecoveryReport = NO_RECOVERY
+    slot: int = 1  # the state slot the next state marker must not overwrite (see read_slots)
+
+
+SLOTS = (0, 1)
+
+
+def read_slots(
+    txn: LogTxn, db: lmdb._Database | None, cursor_id: int
+) -> tuple[list[tuple[int, bytes, int]], list[str]]:
+    """The cursor's state slots that hold a value: ``(sequence, state marker record, slot)``
+    newest first (the record not yet checked), and what was wrong with the others. O(1)."""
+    found: list[tuple[int, bytes, int]] = []
+    damaged: list[str] = []
+    for slot in SLOTS:
+        key = slot_key(cursor_id, slot)
+        value = txn.get(key, db=db)
+        if value is None:
+            continue
+        try:
+            seq, record = open_slot(key, value)
+        except CorruptRecordError as exc:
+            damaged.append(f"marker? state slot {slot} is damaged ({exc}); it may have held a newer state")
+            continue
+        found.append((seq, bytes(record), slot))
+    if len(found) > 1 and found[0][0] < found[1][0]:
+        found.reverse()
+    return found, damaged
+
+
+def fetch_record(txn: LogTxn, db: lmdb._Database | None, cursor_id: int, seq: int) -> bytes | None:
+    """Record ``seq`` of the cursor, under its log key or in a state slot; None if neither
+    holds it. O(1): one lookup, three for a state slot's."""
+    value = txn.get(log_key(cursor_id, seq), db=db)
+    if value is None:
+        for slot in SLOTS:
+            key = slot_key(cursor_id, slot)
+            raw = txn.get(key, db=db)
+            if raw is not None and len(raw) >= 8 and int.from_bytes(raw[:8], "big") == seq:
+                try:
+                    return bytes(open_slot(key, raw)[1])
+                except CorruptRecordError:
+                    return None
+    return value  # type: ignore[no-any-return]
 
 
 def resolve_marker(
@@ -107,7 +158,7 @@ def resolve_marker(
     s = seq
     while True:
         if value is None:
-            value = txn.get(log_key(cursor_id, s), db=db)
+            value = fetch_record(txn, db, cursor_id, s)
         if value is None:
             raise MissingRecordError(f"marker {seq}: its chain needs marker {s}, which is missing")
         try:
@@ -157,7 +208,7 @@ def resolve_marker(
 
 def _record(txn: LogTxn, db: lmdb._Database | None, cursor_id: int, seq: int, ledger: int, marker_seq: int) -> bytes:
     """Record ``seq``, which marker ``marker_seq`` names as ``ledger``'s; MissingRecordError if absent."""
-    value = txn.get(log_key(cursor_id, seq), db=db)
+    value = fetch_record(txn, db, cursor_id, seq)
     if value is None:
         raise MissingRecordError(f"marker {marker_seq}: ledger {ledger}'s record {seq} is missing")
     return value
@@ -287,7 +338,7 @@ def _check_left(
     elif verify == "keys" and left:
         probe = txn.cursor(db=db)
         for ledger, entry in left:
-            if not probe.set_key(log_key(cursor_id, entry.seq)):
+            if not probe.set_key(log_key(cursor_id, entry.seq)) and fetch_record(txn, db, cursor_id, entry.seq) is None:
                 raise CorruptRecordError(f"marker {marker_seq}: ledger {ledger}'s record {entry.seq} is missing")
 
 
@@ -426,17 +477,26 @@ def recover_cursor(
     """
     started = time.perf_counter()
     lo, hi = log_key(cursor_id, 0), log_key(cursor_id + 1, 0) if at is None else log_key(cursor_id, at + 1)
+    slots, skipped = read_slots(txn, db, cursor_id)
+    if at is not None and slots:
+        slots = [s for s in slots if s[0] <= at]
+    keep_slot = slots[0][2] if slots else 1
     cur = txn.cursor(db=db)
     positioned = cur.prev() if cur.set_range(hi) else cur.last()
     next_seq = 0
-    skipped: list[str] = []
     state: RecoveredState | None = None
     met_marker = False
-    while positioned and cur.key() >= lo:
-        _, seq = split_log_key(cur.key())
+    while True:  # the log's records and the slots' state markers, newest first
+        seq = split_log_key(cur.key())[1] if positioned and cur.key() >= lo else -1
+        if slots and slots[0][0] > seq:
+            seq, value, slot = slots.pop(0)
+        elif seq < 0:
+            break
+        else:
+            value, slot = cur.value(), -1
+            positioned = cur.prev()
         if next_seq == 0:
             next_seq = seq + 1
-        value = cur.value()
         rtype = record_type(value)
         if rtype != RECORD_MARKER:
             # newer than every marker: a ledger record written back by eviction (normal), or
@@ -457,12 +517,14 @@ def recover_cursor(
             else:
                 state = RecoveredState(resolved, ledgers, swapped)
                 loaded = (seq, len(ledgers), nbytes)
+                if slot >= 0:  # the state recovered from: the next state marker keeps it
+                    keep_slot = slot
                 break
-        positioned = cur.prev()
     if state is None:
         state = RecoveredState(None)
         loaded = (-1, 0, 0)
     state.next_seq = next_seq
+    state.slot = keep_slot
     marker_seq, records, nbytes = loaded
     skips = sum(1 for s in skipped if s.startswith("marker")) if skipped else 0  # "marker?" too: a damaged record
     state.report = RecoveryReport(marker_seq, skips, tuple(skipped), records, nbytes, time.perf_counter() - started)
@@ -512,6 +574,16 @@ def log_usage(
             else:
                 garbage += size
         ok = c.next()
+    for slot in SLOTS:  # a state slot's value is a record of the log (its seq and check: 12 bytes)
+        key = slot_key(cursor_id, slot)
+        value = txn.get(key, db=db)
+        if value is None:
+            continue
+        size = len(key) + len(value)
+        records += 1
+        total += size
+        if len(value) < 8 or int.from_bytes(value[:8], "big") not in live:
+            garbage += size
     points = 0
     if keeps is not None and history_db is not None:
         points = sum(16 + len(value) for _, value in CursorLog(history_db, cursor_id).records(txn))
@@ -557,18 +629,30 @@ class CursorLog:
         return log_usage(txn, self.db, self.cursor_id, marker_seq, keeps, history_db)
 
     def get(self, txn: lmdb.Transaction, seq: int) -> bytes | None:
-        return txn.get(log_key(self.cursor_id, seq), db=self.db)  # type: ignore[no-any-return]
+        """Record ``seq``, under its log key or in a state slot (:func:`fetch_record`)."""
+        return fetch_record(txn, self.db, self.cursor_id, seq)
 
     def put(self, txn: lmdb.Transaction, seq: int, value: bytes) -> None:
         txn.put(log_key(self.cursor_id, seq), value, db=self.db)
 
     def records(self, txn: lmdb.Transaction) -> Iterator[tuple[int, bytes]]:
-        """``(seq, value)`` of every record, oldest first."""
+        """``(seq, value)`` of every record: those under log keys oldest first, then the
+        state slots' (a slot whose sequence does not check comes as ``(-1, its value)``,
+        which does not decode either)."""
         c = txn.cursor(db=self.db)
         ok = c.set_range(self._lo)
         while ok and c.key() < self._hi:
             yield split_log_key(c.key())[1], c.value()
             ok = c.next()
+        for slot in SLOTS:
+            key = slot_key(self.cursor_id, slot)
+            value = txn.get(key, db=self.db)
+            if value is not None:
+                try:
+                    seq, record = open_slot(key, value)
+                except CorruptRecordError:
+                    seq, record = -1, value
+                yield seq, bytes(record)
 
     def drop(self, txn: lmdb.Transaction) -> int:
         """Delete every record of this cursor (it is being deleted); how many. O(records)."""
@@ -578,6 +662,8 @@ class CursorLog:
         while ok and c.key() < self._hi:
             ok = c.delete()
             dropped += 1
+        for slot in SLOTS:
+            dropped += bool(txn.delete(slot_key(self.cursor_id, slot), db=self.db))
         return dropped
 
     def trim(self, txn: lmdb.Transaction, below: int, keep: frozenset[int] = frozenset()) -> int:
@@ -587,7 +673,8 @@ class CursorLog:
 
 def trim_records(c: lmdb.Cursor, cursor_id: int, below: int, keep: Collection[int] = ()) -> int:
     """Delete with LMDB cursor ``c`` (over the log database, in a write transaction) cursor
-    ``cursor_id``'s records below sequence ``below`` that ``keep`` does not name; how many.
+    ``cursor_id``'s records below sequence ``below`` that ``keep`` does not name, in its
+    state slots too; how many.
     A group flush trims many cursors' garbage with one LMDB cursor. O(records below)."""
     end = log_key(cursor_id, below)
     kept = {log_key(cursor_id, seq) for seq in keep if seq < below}  # compared as keys: nothing to split
@@ -602,6 +689,13 @@ def trim_records(c: lmdb.Cursor, cursor_id: int, below: int, keep: Collection[in
         else:
             ok = c.delete()  # and on to the next record
             trimmed += 1
+    for slot in SLOTS:  # a state slot's marker below the bound, unless kept (or damaged: left to check)
+        if c.set_key(slot_key(cursor_id, slot)):
+            value = c.value()
+            seq = int.from_bytes(value[:8], "big") if len(value) >= 8 else -1
+            if 0 <= seq < below and seq not in keep:
+                c.delete()
+                trimmed += 1
     return trimmed
 
 

@@ -65,6 +65,21 @@ writer stores M + 1 there and open ignores whatever an older writer stored.
 
 Log keys are ``struct('>QQ')`` of ``(cursor id, sequence)``: big-endian, so
 LMDB's key order is the log order and a reverse scan reads back to front.
+
+State slots (format 12): a small cursor that keeps no history writes its state markers
+into two *slots* instead, after every log key in the same database, and alternates
+between them, so that its newest state and the one before it (to fall back to) are both
+kept without a trim, and a flush of many steady cursors rewrites one slot of each: values
+that sit together on a few pages, not the one or two pages per cursor its own keys would
+dirty. A slot's key and value::
+
+    key    0xFF, slot (u8: 0 or 1), cursor id (u64)         10 bytes, big-endian; no log
+                                                            key starts with 0xFF (cursor
+                                                            ids stay below 2**63)
+    value  seq (u64, big-endian), crc32(key + seq) (u32, big-endian), then the state marker
+           record (its envelope and its own checksum, as in the log)
+
+Recovery reads a cursor's two slots with its log keys, newest sequence first.
 """
 
 from __future__ import annotations
@@ -97,6 +112,11 @@ __all__ = [
     "Marker",
     "log_key",
     "split_log_key",
+    "SLOT_PREFIX",
+    "slot_key",
+    "split_slot_key",
+    "seal_slot",
+    "open_slot",
     "encode_record",
     "decode_record",
     "record_type",
@@ -113,7 +133,7 @@ __all__ = [
     "decode_marker",
 ]
 
-FORMAT_VERSION = 11
+FORMAT_VERSION = 12
 """2 added the Rice-coded gap payload (flag ``_RICE``); 3 checksummed the catalog (see
 ``catalog.py``) and put the cursor id in every marker; 4 added the open ledger's last
 confirmed entry to the catalog and string values to marker properties; 5 lets a marker's
@@ -142,6 +162,42 @@ def log_key(cursor_id: int, seq: int) -> bytes:
 def split_log_key(key: bytes) -> tuple[int, int]:
     """``(cursor id, sequence)`` of a log key."""
     return _KEY.unpack(key)  # type: ignore[return-value]
+
+
+SLOT_PREFIX = b"\xff"
+"""what every state slot's key starts with (and no log key does)"""
+_SLOT_KEY = struct.Struct(">1sBQ")
+_SLOT_HEAD = struct.Struct(">QI")
+
+
+def slot_key(cursor_id: int, slot: int) -> bytes:
+    """Key of cursor ``cursor_id``'s state slot ``slot`` (0 or 1)."""
+    return _SLOT_KEY.pack(SLOT_PREFIX, slot, cursor_id)
+
+
+def split_slot_key(key: bytes) -> tuple[int, int] | None:
+    """``(cursor id, slot)`` of a state slot's key; None for any other key."""
+    if len(key) != _SLOT_KEY.size or not key.startswith(SLOT_PREFIX):
+        return None
+    _, slot, cid = _SLOT_KEY.unpack(key)
+    return (cid, slot) if slot < 2 else None
+
+
+def seal_slot(key: bytes, seq: int, record: bytes) -> bytes:
+    """The value of state slot ``key`` holding ``record``, the state marker of sequence ``seq``."""
+    head = seq.to_bytes(8, "big")
+    return head + (zlib.crc32(key + head)).to_bytes(4, "big") + record
+
+
+def open_slot(key: bytes, value: bytes | memoryview) -> tuple[int, bytes | memoryview]:
+    """``(sequence, state marker record)`` of state slot ``key``'s ``value``, its sequence
+    checked (the record checks itself when decoded). Raises CorruptRecordError."""
+    if len(value) < _SLOT_HEAD.size:
+        raise CorruptRecordError(f"state slot value of {len(value)} bytes is too short")
+    seq, crc = _SLOT_HEAD.unpack_from(value)
+    if zlib.crc32(key + bytes(value[:8])) != crc:
+        raise CorruptRecordError("state slot checksum mismatch (its sequence)")
+    return seq, value[_SLOT_HEAD.size :]
 
 
 def encode_record(rtype: int, body: bytes) -> bytes:
