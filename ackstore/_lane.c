@@ -705,6 +705,17 @@ static PyObject *take_state(PyObject *planner, PyObject *pages, PyObject *state,
     if ((live = PyTuple_Pack(1, seq)) == NULL || set(plan, P_FULL_LIVE, live) < 0 ||
         (keep = get(chain, A_FULL_LIVE)) == NULL || trims(plan, chain, keep) < 0)
         goto done;
+    if (slot >= 0) { /* the state before is the other slot's: the log's keys hold nothing below this one */
+        PyObject *named = get(plan, P_TRIM_KEYS);
+        long long full = named == NULL ? -1 : integer(chain, A_FULL_SEQ), s;
+        Py_ssize_t n_keep = FAILED(full) ? -1 : PyObject_Size(keep);
+        t = n_keep == 1 && named != Py_None ? kept_in(keep, full) : n_keep < 0 ? -1 : 0;
+        Py_XDECREF(named);
+        if (t < 0) goto done;
+        if (t && (FAILED(s = PyLong_AsLongLong(seq)) || set_ll(plan, P_GC_BELOW, s + 1) < 0 ||
+                  set(plan, P_GC_LIVE, empty_tuple) < 0))
+            goto done;
+    }
     /* nothing above changed the cursor; now the plan takes what it carries */
     pos = 0;
     while (PyDict_Next(loaded, &pos, &ledger, &la)) {

@@ -52,9 +52,8 @@ def compact_cursors(storage: Environment, cursors: list[Cursor], verify: bool = 
                 log.put(txn, plan.start + i, value)
                 after += 16 + len(value)
             marker_seq = plan.start + len(plan.items)
-            log.put(txn, marker_seq, plan.marker)
-            after += 16 + len(plan.marker)
-            log.trim(txn, plan.start)
+            after += log.put_marker(txn, marker_seq, plan.marker, plan.slot)
+            log.trim(txn, plan.start)  # the slots' older states too
             drop_points(txn, storage.history_db, cur.cursor_id)  # the states they named are gone
             if verify:
                 diff = cur.rewrite_differs(log.recover(txn, None, "all"), marker_seq)

@@ -366,11 +366,12 @@ def test_the_steady_workload_writes_a_small_value_a_cursor(store_path: Path) -> 
         assert [t for _, t in rawlog.records(store_path, cid)] == [RECORD_MARKER, RECORD_MARKER]
 
 
-def test_a_small_cursors_flush_trims_the_state_before_by_key(store_path: Path) -> None:
-    """Once a trim has run, the marker chain knows the log holds nothing below a sequence
-    (its floor), and a small cursor's flush deletes the one state marker it no longer keeps
-    by key, not by a scan: the log stays its two newest states, through a compaction (a
-    fresh log: the floor is its start) and a reopen (not known until the first trim)."""
+def test_a_small_cursors_flush_names_no_key_to_trim(store_path: Path) -> None:
+    """Once a trim has run, the marker chain knows the log's keys hold nothing of the cursor
+    below a sequence (its floor); a small cursor's state goes into a slot and the one before
+    is in the other, so from its second trim on its flush names no key to delete (the floor
+    is past its newest state): through a compaction (a fresh log whose state is in a slot)
+    and a reopen (the floor not known until the first trim); its log is its two slots."""
 
     def flush_a_few(store: AckStore, cur_name: str, start: int) -> list[int]:
         cur = store.topic(T).cursor(cur_name)
@@ -379,7 +380,15 @@ def test_a_small_cursors_flush_trims_the_state_before_by_key(store_path: Path) -
             cur.ack(Position(1, e))
             store.flush()
             floors.append(cur.planner.chain.floor)
-            assert cur.planner.chain.floor == cur.planner.chain.full_seq - 1 or floors == [-1]
+        chain = cur.planner.chain
+        assert chain.floor == chain.full_seq + 1, floors
+        cur.ack(Position(1, start + 7))
+        with store.lock:
+            plan = cur.prepare_flush()
+            assert plan is not None and plan.trim_keys == ()
+            cur.abort_flush(plan)
+            store.flush_list[cur] = cur.planner
+        store.flush()
         return floors
 
     with AckStore.open(store_path) as store:
@@ -388,8 +397,8 @@ def test_a_small_cursors_flush_trims_the_state_before_by_key(store_path: Path) -
         cur = topic.cursor("c", CursorConfig(max_unacked_ranges_to_persist=0))
         cid = cur.cursor_id
         floors = flush_a_few(store, "c", 0)
-        assert floors[0] == -1 and floors[-1] >= 0  # the first flush had nothing to trim
-    assert len(rawlog.records(store_path, cid)) == 2
+        assert floors[:2] == [-1, 0]  # nothing to trim, then a scan
+    assert _slotted(store_path, cid) == ({0: 7, 1: 5}, 0)  # (6: the plan not written)
     with AckStore.open(store_path) as store:
         assert store.topic(T).cursor("c").planner.chain.floor == -1  # not known after a reopen
         flush_a_few(store, "c", 10)
@@ -398,7 +407,8 @@ def test_a_small_cursors_flush_trims_the_state_before_by_key(store_path: Path) -
         assert chain.floor == chain.full_seq  # the compacted log starts at its one state marker
         flush_a_few(store, "c", 20)
         expected = list(store.topic(T).cursor("c").ack_ranges())
-    assert len(rawlog.records(store_path, cid)) == 2
+    slots, logged = _slotted(store_path, cid)
+    assert len(slots) == 2 and logged == 0
     with AckStore.open(store_path, readonly=True) as store:
         assert list(store.topic(T).cursor("c").ack_ranges()) == expected
 
@@ -592,3 +602,25 @@ def test_a_state_not_written_gives_its_slot_back(store_path: Path) -> None:
     assert slots[0] == seq  # slots 0, 1, then 0 again
     with AckStore.open(store_path, readonly=True) as store:
         assert _state(store.topic(T).cursor("c")) == expected
+
+
+def test_a_state_and_its_fallback_are_on_different_pages(store_path: Path) -> None:
+    """Every cursor's slot 0 sits with the others', then every slot 1: in a store of many
+    small cursors a state and the one before it lie on different leaf pages (but at the
+    page where the two runs meet), so one damaged page does not take both."""
+    with AckStore.open(store_path) as store:
+        topic = store.topic(T)
+        topic.add_ledger(1)
+        cursors = [topic.cursor(f"s{c}") for c in range(300)]
+        for e in range(2):
+            for cur in cursors:
+                cur.ack([Position(1, e)])
+            store.flush()
+        ids = [cur.cursor_id for cur in cursors]
+    shared = 0
+    for cid in ids:
+        slots = rawlog.slots(store_path, cid)
+        assert len(slots) == 2
+        pages = {rawlog.node_offset(store_path, seq, cid) // 4096 for seq in slots.values()}
+        shared += len(pages) == 1
+    assert shared <= 60, shared  # at most the one page where slot 0's run ends and slot 1's starts

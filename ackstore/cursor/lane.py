@@ -291,7 +291,12 @@ def _take_state(planner: Planner) -> MarkerPlan | Literal[False] | None:
         value = seal_slot(key, seq, value)
     plan = MarkerPlan(cid, changes, True, seq, set(dirty), state.meta_dirty, state.range_count, key, value)
     plan.full_live = (seq,)
-    trims(plan, chain, chain.full_live)  # the index names nothing else
+    keep = chain.full_live
+    trims(plan, chain, keep)  # the index names nothing else
+    if slot >= 0 and plan.trim_keys is not None and len(keep) == 1 and chain.full_seq in keep:
+        # the state before is the other slot's: once the trim ran, the log's keys hold
+        # nothing of the cursor below this state (its next flush names no key to delete)
+        plan.gc_below, plan.gc_live = seq + 1, ()
     # nothing above changed the cursor; now the plan takes what it carries
     for la in loaded.values():
         la.added = None

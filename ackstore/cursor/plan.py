@@ -153,7 +153,7 @@ class MarkerChain(ChainFields):
             self.chain_bytes += plan.marker_bytes
         if plan.gc_below >= 0:  # trimmed: below it, only what the trim kept
             self.untrimmed = 0
-            self.floor = min(plan.gc_below, *plan.gc_live)
+            self.floor = min((plan.gc_below, *plan.gc_live))
         else:
             self.untrimmed += plan.nbytes
         self.flushes += 1
@@ -234,6 +234,7 @@ class RewritePlan:
     marker: bytes
     index: dict[int, IndexEntry] = field(default_factory=dict)  # the new log's index
     state: bool = False  # the marker is a state marker holding every ledger (no items)
+    slot: int = -1  # the state slot the state marker goes to (-1: its log key)
 
 
 @dataclass(slots=True)
@@ -522,7 +523,8 @@ class Planner(PlannerFields):
             if value is not None:
                 chain.next_seq = start + 1
                 whole = {ledger: IndexEntry(start, la.runs) for ledger, la in cache.loaded.items()}
-                return RewritePlan(start, [], value, whole, state=True)
+                slot = -1 if self.config.history_seconds else 0  # as a flush would put it
+                return RewritePlan(start, [], value, whole, state=True, slot=slot)
         items: list[tuple[int, int, bytes | int]] = []
         kept: dict[int, IndexEntry] = {}  # swapped-out ledgers keep their acks and counts since their record
         for ledger in sorted(cache.known()):
@@ -558,6 +560,8 @@ class Planner(PlannerFields):
         chain.full_live = frozenset(e.seq for e in pages.index.values()) | {chain.marker_seq}
         chain.deltas = chain.chain_bytes = chain.untrimmed = 0  # a fresh log: no garbage
         chain.floor = start
+        if plan.slot >= 0:
+            chain.slot = plan.slot
         chain.full_bytes = len(plan.marker)
         chain.force_full = False
         pages.settled()

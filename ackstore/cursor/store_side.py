@@ -43,6 +43,8 @@ class StoreSide:
         persists first). The budget may shrink: evict to fit. Lock held."""
         if config.history_seconds and not self._config.history_seconds:
             self.planner.chain.force_full = True  # history starts with a full marker
+        elif self._config.history_seconds and not config.history_seconds:
+            self.planner.chain.floor = -1  # the window's states: the next trim scans for them
         self._config = config
         self.planner.config = config
         self._pages.cache.budget = config.max_individual_ack_cache_bytes

@@ -44,6 +44,7 @@ from .records import (
     log_key,
     open_slot,
     record_type,
+    seal_slot,
     slot_key,
     split_log_key,
     state_ledger,
@@ -634,6 +635,17 @@ class CursorLog:
 
     def put(self, txn: lmdb.Transaction, seq: int, value: bytes) -> None:
         txn.put(log_key(self.cursor_id, seq), value, db=self.db)
+
+    def put_marker(self, txn: lmdb.Transaction, seq: int, value: bytes, slot: int = -1) -> int:
+        """Put marker ``seq``, into state slot ``slot`` (-1: under its log key); the bytes
+        of its key and value."""
+        if slot < 0:
+            key = log_key(self.cursor_id, seq)
+        else:
+            key = slot_key(self.cursor_id, slot)
+            value = seal_slot(key, seq, value)
+        txn.put(key, value, db=self.db)
+        return len(key) + len(value)
 
     def records(self, txn: lmdb.Transaction) -> Iterator[tuple[int, bytes]]:
         """``(seq, value)`` of every record: those under log keys oldest first, then the
