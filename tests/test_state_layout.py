@@ -624,3 +624,24 @@ def test_a_state_and_its_fallback_are_on_different_pages(store_path: Path) -> No
         pages = {rawlog.node_offset(store_path, seq, cid) // 4096 for seq in slots.values()}
         shared += len(pages) == 1
     assert shared <= 60, shared  # at most the one page where slot 0's run ends and slot 1's starts
+
+
+def test_turning_history_off_trims_the_window_and_moves_into_the_slots(store_path: Path) -> None:
+    """A cursor that kept history kept its states under log keys; once history is off, its
+    next flushes put its states into the slots and trim the window's states away."""
+    with AckStore.open(store_path) as store:
+        _small(store)
+        cur = store.topic(T).cursor("h", CursorConfig(history_seconds=3600))
+        for e in range(4):
+            cur.ack([Position(1, e * 2)])
+            store.flush()
+        cid = cur.cursor_id
+        cur.update_config(history_seconds=0)
+        for e in (20, 22, 24):
+            cur.ack([Position(1, e)])
+            store.flush()
+        expected = _state(cur)
+    slots, logged = _slotted(store_path, cid)
+    assert len(slots) == 2 and logged == 0
+    with AckStore.open(store_path, readonly=True) as store:
+        assert _state(store.topic(T).cursor("h")) == expected
