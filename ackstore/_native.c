@@ -743,30 +743,31 @@ static int64_t crc32_of(const unsigned char *p, Py_ssize_t n, uint32_t crc) {
  * sequence `seq` (returned); NULL with an exception set (nothing in *key_out) */
 PyObject *sealed_slot(unsigned long long cid, int slot, unsigned long long seq, PyObject *record,
                       PyObject **key_out) {
-    unsigned char head[18]; /* the key (0xFF, slot, cid), then the sequence: what the check covers */
+    unsigned char head[20]; /* the key (0xFF, slot, cid), then the sequence's varint: what the check covers */
+    Py_ssize_t h = 10;
     head[0] = 0xFF;
     head[1] = (unsigned char)slot;
-    for (int i = 0; i < 8; i++) {
-        head[2 + i] = (unsigned char)(cid >> (56 - 8 * i));
-        head[10 + i] = (unsigned char)(seq >> (56 - 8 * i));
-    }
+    for (int i = 0; i < 8; i++) head[2 + i] = (unsigned char)(cid >> (56 - 8 * i));
+    for (; seq > 0x7F; seq >>= 7) head[h++] = (unsigned char)(seq & 0x7F) | 0x80;
+    head[h++] = (unsigned char)seq;
     if (!PyBytes_Check(record)) {
         PyErr_SetString(PyExc_TypeError, "a state slot holds a bytes record");
         return NULL;
     }
     Py_ssize_t n = PyBytes_GET_SIZE(record);
     PyObject *key = PyBytes_FromStringAndSize((const char *)head, 10),
-             *value = key == NULL ? NULL : PyBytes_FromStringAndSize(NULL, 12 + n);
+             *value = key == NULL ? NULL : PyBytes_FromStringAndSize(NULL, h - 10 + 4 + n);
     if (value == NULL) {
         Py_XDECREF(key);
         return NULL;
     }
     unsigned char *v = (unsigned char *)PyBytes_AS_STRING(value);
-    uint32_t crc = (uint32_t)crc32_of(head, 18, 0); /* short: never through zlib, never fails */
-    memcpy(v, head + 10, 8);
-    v[8] = (unsigned char)(crc >> 24), v[9] = (unsigned char)(crc >> 16), v[10] = (unsigned char)(crc >> 8);
-    v[11] = (unsigned char)crc;
-    memcpy(v + 12, PyBytes_AS_STRING(record), n);
+    uint32_t crc = (uint32_t)crc32_of(head, h, 0); /* short: never through zlib, never fails */
+    memcpy(v, head + 10, h - 10);
+    v += h - 10;
+    v[0] = (unsigned char)(crc >> 24), v[1] = (unsigned char)(crc >> 16), v[2] = (unsigned char)(crc >> 8);
+    v[3] = (unsigned char)crc;
+    memcpy(v + 4, PyBytes_AS_STRING(record), n);
     *key_out = key;
     return value;
 }

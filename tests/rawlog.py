@@ -13,6 +13,7 @@ from ackstore.storage.records import (
     open_slot,
     record_type,
     slot_key,
+    slot_seq,
     split_log_key,
     split_slot_key,
 )
@@ -64,7 +65,7 @@ def key_of(txn: lmdb.Transaction, db: object, seq: int, cursor_id: int = 0) -> b
         for slot in (0, 1):
             skey = slot_key(cursor_id, slot)
             value = txn.get(skey, db=db)
-            if value is not None and int.from_bytes(value[:8], "big") == seq:
+            if value is not None and slot_seq(value)[0] == seq:
                 return skey
     return key
 
@@ -83,7 +84,7 @@ def edit(path: Path, seq: int, change: Callable[[bytearray], None], cursor_id: i
             key = key_of(txn, db, seq, cursor_id)
             value = txn.get(key, db=db)
             assert value is not None, f"no record {seq}"
-            head = 12 if split_slot_key(key) is not None else 0
+            head = slot_seq(value)[1] + 4 if split_slot_key(key) is not None else 0  # its sequence and check
             raw = bytearray(value[head:])
             change(raw)
             txn.put(key, value[:head] + bytes(raw), db=db)

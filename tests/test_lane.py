@@ -261,8 +261,9 @@ def test_small_cursors_take_the_state_layout_alike(store_path: Path) -> None:
     are taken whole as state markers, alike: in-order acks with late ones, the mark-delete
     position moving past ledgers (dropped from the index), an idle cursor, a cursor that
     grows past the state bound (the marker layout, then the state layout again once it
-    shrinks), one whose properties make the state too large; every step agreed, and a
-    reopen recovers every cursor."""
+    shrinks), one whose properties make the state too large, sequences whose varints in
+    the state slots are one to six bytes; every step agreed, and a reopen recovers every
+    cursor."""
     rng = random.Random(41)
     store = AckStore.open(store_path, sync=False)
     topic = store.topic(T)
@@ -271,6 +272,8 @@ def test_small_cursors_take_the_state_layout_alike(store_path: Path) -> None:
         topic.close_ledger(ledger, 400)
     topic.add_ledger(9)
     cursors = [topic.cursor(f"s{i}", ROOMY) for i in range(8)]
+    cursors[3].planner.chain.next_seq = 1 << 40  # a state slot's sequence of six varint bytes
+    cursors[4].planner.chain.next_seq = 120  # of one, then two
     nxt = dict.fromkeys(range(8), 0)  # each cursor's next entry in order, over ledgers 1..9
     held: dict[int, list[Position]] = {i: [] for i in range(8)}
     outcomes: dict[str, int] = {}

@@ -504,7 +504,7 @@ def test_a_state_in_a_slot_whose_sequence_is_damaged_is_skipped_and_overwritten(
         db = env.open_db(b"log", create=False)
         with env.begin(write=True) as txn:
             raw = bytearray(txn.get(slot_key(0, newest), db=db))
-            raw[7] ^= 0x01  # the sequence's low bit
+            raw[0] ^= 0x01  # the sequence's low bit (its varint's first byte)
             txn.put(slot_key(0, newest), bytes(raw), db=db)
     finally:
         env.close()

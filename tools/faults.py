@@ -20,7 +20,7 @@ from typing import Any
 import lmdb
 
 from ackstore.storage.catalog import Catalog
-from ackstore.storage.records import RECORD_LEDGER, RECORD_MARKER, record_type, split_log_key, split_slot_key
+from ackstore.storage.records import RECORD_LEDGER, RECORD_MARKER, record_type, slot_seq, split_log_key, split_slot_key
 
 from .workloads import UNSUBSCRIBED
 
@@ -40,7 +40,8 @@ def _entries(txn: lmdb.Transaction, db: object) -> list[tuple[int, int, bytes, b
             cid, seq = split_log_key(key)
             out.append((cid, seq, key, value))
         else:
-            out.append((slotted[0], int.from_bytes(value[:8], "big"), key, value[12:]))
+            seq, end = slot_seq(value)
+            out.append((slotted[0], seq, key, value[end + 4 :]))
     return out
 
 

@@ -46,6 +46,7 @@ from .records import (
     record_type,
     seal_slot,
     slot_key,
+    slot_seq,
     split_log_key,
     state_ledger,
 )
@@ -125,7 +126,7 @@ def read_slots(
         except CorruptRecordError as exc:
             damaged.append(f"marker? state slot {slot} is damaged ({exc}); it may have held a newer state")
             continue
-        found.append((seq, bytes(record), slot))
+        found.append((seq, record if isinstance(record, bytes) else bytes(record), slot))
     if len(found) > 1 and found[0][0] < found[1][0]:
         found.reverse()
     return found, damaged
@@ -139,7 +140,7 @@ def fetch_record(txn: LogTxn, db: lmdb._Database | None, cursor_id: int, seq: in
         for slot in SLOTS:
             key = slot_key(cursor_id, slot)
             raw = txn.get(key, db=db)
-            if raw is not None and len(raw) >= 8 and int.from_bytes(raw[:8], "big") == seq:
+            if raw is not None and slot_seq(raw)[0] == seq:
                 try:
                     return bytes(open_slot(key, raw)[1])
                 except CorruptRecordError:
@@ -583,7 +584,7 @@ def log_usage(
         size = len(key) + len(value)
         records += 1
         total += size
-        if len(value) < 8 or int.from_bytes(value[:8], "big") not in live:
+        if slot_seq(value)[0] not in live:
             garbage += size
     points = 0
     if keeps is not None and history_db is not None:
@@ -704,7 +705,7 @@ def trim_records(c: lmdb.Cursor, cursor_id: int, below: int, keep: Collection[in
     for slot in SLOTS:  # a state slot's marker below the bound, unless kept (or damaged: left to check)
         if c.set_key(slot_key(cursor_id, slot)):
             value = c.value()
-            seq = int.from_bytes(value[:8], "big") if len(value) >= 8 else -1
+            seq = slot_seq(value)[0]
             if 0 <= seq < below and seq not in keep:
                 c.delete()
                 trimmed += 1

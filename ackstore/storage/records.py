@@ -76,8 +76,8 @@ dirty. A slot's key and value::
     key    0xFF, slot (u8: 0 or 1), cursor id (u64)         10 bytes, big-endian; no log
                                                             key starts with 0xFF (cursor
                                                             ids stay below 2**63)
-    value  seq (u64, big-endian), crc32(key + seq) (u32, big-endian), then the state marker
-           record (its envelope and its own checksum, as in the log)
+    value  seq (varint), crc32(key + those varint bytes) (u32, big-endian), then the
+           state marker record (its envelope and its own checksum, as in the log)
 
 Recovery reads a cursor's two slots with its log keys, newest sequence first.
 """
@@ -116,6 +116,7 @@ __all__ = [
     "slot_key",
     "split_slot_key",
     "seal_slot",
+    "slot_seq",
     "open_slot",
     "encode_record",
     "decode_record",
@@ -167,7 +168,7 @@ def split_log_key(key: bytes) -> tuple[int, int]:
 SLOT_PREFIX = b"\xff"
 """what every state slot's key starts with (and no log key does)"""
 _SLOT_KEY = struct.Struct(">1sBQ")
-_SLOT_HEAD = struct.Struct(">QI")
+_CRC = struct.Struct(">I")
 
 
 def slot_key(cursor_id: int, slot: int) -> bytes:
@@ -185,19 +186,36 @@ def split_slot_key(key: bytes) -> tuple[int, int] | None:
 
 def seal_slot(key: bytes, seq: int, record: bytes) -> bytes:
     """The value of state slot ``key`` holding ``record``, the state marker of sequence ``seq``."""
-    head = seq.to_bytes(8, "big")
-    return head + (zlib.crc32(key + head)).to_bytes(4, "big") + record
+    head = bytearray()
+    while seq > 0x7F:
+        head.append(seq & 0x7F | 0x80)
+        seq >>= 7
+    head.append(seq)
+    return bytes(head) + _CRC.pack(zlib.crc32(key + head)) + record
+
+
+def slot_seq(value: bytes | memoryview) -> tuple[int, int]:
+    """``(sequence, where its check starts)`` a state slot's value names, unchecked
+    (``(-1, 0)`` when it does not hold a whole varint). O(1)."""
+    seq = shift = 0
+    for i in range(min(len(value), 10)):
+        byte = value[i]
+        seq |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return seq, i + 1
+        shift += 7
+    return -1, 0
 
 
 def open_slot(key: bytes, value: bytes | memoryview) -> tuple[int, bytes | memoryview]:
     """``(sequence, state marker record)`` of state slot ``key``'s ``value``, its sequence
     checked (the record checks itself when decoded). Raises CorruptRecordError."""
-    if len(value) < _SLOT_HEAD.size:
-        raise CorruptRecordError(f"state slot value of {len(value)} bytes is too short")
-    seq, crc = _SLOT_HEAD.unpack_from(value)
-    if zlib.crc32(key + bytes(value[:8])) != crc:
+    seq, end = slot_seq(value)
+    if seq < 0 or len(value) < end + _CRC.size:
+        raise CorruptRecordError(f"state slot value of {len(value)} bytes holds no whole sequence and check")
+    if zlib.crc32(key + bytes(value[:end])) != _CRC.unpack_from(value, end)[0]:
         raise CorruptRecordError("state slot checksum mismatch (its sequence)")
-    return seq, value[_SLOT_HEAD.size :]
+    return seq, value[end + _CRC.size :]
 
 
 def encode_record(rtype: int, body: bytes) -> bytes:
