@@ -1369,17 +1369,19 @@ typedef struct {
     Py_ssize_t len, i;
 } Reader;
 
-static int get_varint(Reader *r, unsigned long long most, const char *what, unsigned long long *out) {
+/* pure_codecs.read_varint: the varint at r, at most `most`; ValueError naming `kind`'s `what` */
+static int get_varint_of(Reader *r, unsigned long long most, const char *kind, const char *what,
+                         unsigned long long *out) {
     unsigned long long n = 0;
     int shift = 0;
     while (1) {
         if (r->i >= r->len) {
-            PyErr_Format(PyExc_ValueError, "a state marker ends inside its %s", what);
+            PyErr_Format(PyExc_ValueError, "%s ends inside its %s", kind, what);
             return -1;
         }
         unsigned char b = r->p[r->i++];
         if (shift > 63 || (shift == 63 && (b & 0x7E))) { /* more than 64 bits */
-            PyErr_Format(PyExc_ValueError, "a state marker's %s is not a varint", what);
+            PyErr_Format(PyExc_ValueError, "%s's %s is not a varint", kind, what);
             return -1;
         }
         n |= (unsigned long long)(b & 0x7F) << shift;
@@ -1387,11 +1389,45 @@ static int get_varint(Reader *r, unsigned long long most, const char *what, unsi
         shift += 7;
     }
     if (n > most) {
-        PyErr_Format(PyExc_ValueError, "a state marker's %s %llu is over %llu", what, n, most);
+        PyErr_Format(PyExc_ValueError, "%s's %s %llu is over %llu", kind, what, n, most);
         return -1;
     }
     *out = n;
     return 0;
+}
+
+static int get_varint(Reader *r, unsigned long long most, const char *what, unsigned long long *out) {
+    return get_varint_of(r, most, "a state marker", what, out);
+}
+
+static uint32_t get_be32(const unsigned char *p);
+
+/* slot_head(key, value) -> (seq, start): a state slot's sequence and where its record
+ * starts, its check verified (pure_codecs.slot_head: the same results, the same errors) */
+static PyObject *slot_head(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer key, value;
+    if (!PyArg_ParseTuple(args, "y*y*", &key, &value)) return NULL;
+    PyObject *result = NULL;
+    Reader r = {value.buf, value.len, 0};
+    unsigned long long seq;
+    if (get_varint_of(&r, LLONG_MAX, "a state slot", "sequence", &seq) < 0) goto done;
+    if (r.len - r.i < 4) {
+        PyErr_SetString(PyExc_ValueError, "a state slot ends inside its check");
+        goto done;
+    }
+    int64_t crc = crc32_of(key.buf, key.len, 0);
+    if (crc >= 0) crc = crc32_of(r.p, r.i, (uint32_t)crc);
+    if (crc < 0) goto done;
+    if ((uint32_t)crc != get_be32(r.p + r.i)) {
+        PyErr_SetString(PyExc_ValueError, "a state slot's check does not match its key and sequence");
+        goto done;
+    }
+    result = Py_BuildValue("(Kn)", seq, r.i + 4);
+done:
+    PyBuffer_Release(&key);
+    PyBuffer_Release(&value);
+    return result;
 }
 
 /* {entry: (size, mask)} or {entry: count} of one ledger, as state_fields reads them. */
@@ -1640,6 +1676,7 @@ static PyMethodDef methods[] = {
      "A marker record in the fixed envelope and the state layout (pure_codecs.state_marker)."},
     {"state_fields", state_fields, METH_VARARGS, "The fields of a state-layout marker body (pure_codecs.state_fields)."},
     {"point_value", point_value, METH_VARARGS, "A history point's value: a u64 and varints (pure_codecs.point_value)."},
+    {"slot_head", slot_head, METH_VARARGS, "A state slot's sequence and record offset, checked (pure_codecs.slot_head)."},
     {"fields_type", fields_type, METH_VARARGS, "A type holding the given fields in its own struct (ackstore/fields.py)."},
     {"lane_setup", lane_setup, METH_VARARGS, "The classes, helpers and bounds the lane works with (cursor/lane.py)."},
     {"take_marker", take_marker, METH_O, "A cursor's common flush plan, taken whole (cursor/lane.py)."},

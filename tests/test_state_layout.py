@@ -645,3 +645,46 @@ def test_turning_history_off_trims_the_window_and_moves_into_the_slots(store_pat
     assert len(slots) == 2 and logged == 0
     with AckStore.open(store_path, readonly=True) as store:
         assert _state(store.topic(T).cursor("h")) == expected
+
+
+def test_the_twins_read_every_state_slot_head_alike() -> None:
+    """The sequence and check at the head of a state slot's value: what ``seal_slot``
+    writes reads back (sequences of one to nine varint bytes) in both twins; every cut and
+    every flipped bit of the head is the same ValueError in both, never a wrong sequence."""
+    from ackstore.storage.records import seal_slot, slot_key
+
+    rng = random.Random(23)
+    for seq in [
+        0,
+        1,
+        127,
+        128,
+        300,
+        1 << 40,
+        (1 << 63) - 1,
+        *[rng.randrange(1 << rng.randrange(1, 63)) for _ in range(50)],
+    ]:
+        key = slot_key(rng.randrange(1 << 63), rng.randrange(2))
+        value = seal_slot(key, seq, b"\xc2record")
+        start = len(value) - len(b"\xc2record")
+        for twin in TWINS:
+            assert twin.slot_head(key, value) == (seq, start)
+        for cut in range(start):
+            outcomes = []
+            for twin in TWINS:
+                with pytest.raises(ValueError) as exc:
+                    twin.slot_head(key, value[:cut])
+                outcomes.append(str(exc.value))
+            assert len(set(outcomes)) == 1, outcomes
+        for bit in range(8 * start):
+            raw = bytearray(value)
+            raw[bit // 8] ^= 1 << (bit % 8)
+            outcomes = []
+            for twin in TWINS:
+                try:
+                    outcomes.append(twin.slot_head(key, bytes(raw)))
+                except ValueError as exc:
+                    outcomes.append(str(exc))
+            assert len(set(outcomes)) == 1 and isinstance(outcomes[0], str), outcomes
+    with pytest.raises(ValueError, match="a state slot's sequence 9223372036854775808 is over"):
+        pure_codecs.slot_head(b"k", pure_codecs.varint(1 << 63) + b"\0" * 4)

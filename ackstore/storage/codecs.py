@@ -26,6 +26,7 @@ __all__ = [
     "scan_page",
     "scan_directory",
     "point_value",
+    "slot_head",
     "native",
 ]
 
@@ -43,3 +44,4 @@ ledger_span = _impl.ledger_span
 scan_page = _impl.scan_page
 scan_directory = _impl.scan_directory
 point_value = _impl.point_value
+slot_head = _impl.slot_head

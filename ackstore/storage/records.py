@@ -209,13 +209,13 @@ def slot_seq(value: bytes | memoryview) -> tuple[int, int]:
 
 def open_slot(key: bytes, value: bytes | memoryview) -> tuple[int, bytes | memoryview]:
     """``(sequence, state marker record)`` of state slot ``key``'s ``value``, its sequence
-    checked (the record checks itself when decoded). Raises CorruptRecordError."""
-    seq, end = slot_seq(value)
-    if seq < 0 or len(value) < end + _CRC.size:
-        raise CorruptRecordError(f"state slot value of {len(value)} bytes holds no whole sequence and check")
-    if zlib.crc32(key + bytes(value[:end])) != _CRC.unpack_from(value, end)[0]:
-        raise CorruptRecordError("state slot checksum mismatch (its sequence)")
-    return seq, value[end + _CRC.size :]
+    checked (:func:`ackstore.storage.codecs.slot_head`; the record checks itself when
+    decoded). Raises CorruptRecordError."""
+    try:
+        seq, start = codecs.slot_head(key, value)
+    except ValueError as exc:
+        raise CorruptRecordError(str(exc)) from None
+    return seq, value[start:]
 
 
 def encode_record(rtype: int, body: bytes) -> bytes:
