@@ -109,6 +109,15 @@ class RecoveredState:
 SLOTS = (0, 1)
 
 
+def _slot_values(txn: LogTxn, db: lmdb._Database | None, cursor_id: int) -> Iterator[tuple[int, bytes, bytes]]:
+    """``(slot, key, value)`` of each of the cursor's state slots that holds a value. O(1)."""
+    for slot in SLOTS:
+        key = slot_key(cursor_id, slot)
+        value = txn.get(key, db=db)
+        if value is not None:
+            yield slot, key, value
+
+
 def read_slots(
     txn: LogTxn, db: lmdb._Database | None, cursor_id: int
 ) -> tuple[list[tuple[int, bytes, int]], list[str]]:
@@ -116,11 +125,7 @@ def read_slots(
     newest first (the record not yet checked), and what was wrong with the others. O(1)."""
     found: list[tuple[int, bytes, int]] = []
     damaged: list[str] = []
-    for slot in SLOTS:
-        key = slot_key(cursor_id, slot)
-        value = txn.get(key, db=db)
-        if value is None:
-            continue
+    for slot, key, value in _slot_values(txn, db, cursor_id):
         try:
             seq, record = open_slot(key, value)
         except CorruptRecordError as exc:
@@ -137,10 +142,8 @@ def fetch_record(txn: LogTxn, db: lmdb._Database | None, cursor_id: int, seq: in
     holds it. O(1): one lookup, three for a state slot's."""
     value = txn.get(log_key(cursor_id, seq), db=db)
     if value is None:
-        for slot in SLOTS:
-            key = slot_key(cursor_id, slot)
-            raw = txn.get(key, db=db)
-            if raw is not None and slot_seq(raw)[0] == seq:
+        for _, key, raw in _slot_values(txn, db, cursor_id):
+            if slot_seq(raw)[0] == seq:
                 try:
                     return bytes(open_slot(key, raw)[1])
                 except CorruptRecordError:
@@ -576,11 +579,7 @@ def log_usage(
             else:
                 garbage += size
         ok = c.next()
-    for slot in SLOTS:  # a state slot's value is a record of the log (its seq and check: 12 bytes)
-        key = slot_key(cursor_id, slot)
-        value = txn.get(key, db=db)
-        if value is None:
-            continue
+    for _, key, value in _slot_values(txn, db, cursor_id):  # a state slot's value is a record of the log
         size = len(key) + len(value)
         records += 1
         total += size
@@ -657,15 +656,12 @@ class CursorLog:
         while ok and c.key() < self._hi:
             yield split_log_key(c.key())[1], c.value()
             ok = c.next()
-        for slot in SLOTS:
-            key = slot_key(self.cursor_id, slot)
-            value = txn.get(key, db=self.db)
-            if value is not None:
-                try:
-                    seq, record = open_slot(key, value)
-                except CorruptRecordError:
-                    seq, record = -1, value
-                yield seq, bytes(record)
+        for _, key, value in _slot_values(txn, self.db, self.cursor_id):
+            try:
+                seq, record = open_slot(key, value)
+            except CorruptRecordError:
+                seq, record = -1, value
+            yield seq, bytes(record)
 
     def drop(self, txn: lmdb.Transaction) -> int:
         """Delete every record of this cursor (it is being deleted); how many. O(records)."""
@@ -702,7 +698,7 @@ def trim_records(c: lmdb.Cursor, cursor_id: int, below: int, keep: Collection[in
         else:
             ok = c.delete()  # and on to the next record
             trimmed += 1
-    for slot in SLOTS:  # a state slot's marker below the bound, unless kept (or damaged: left to check)
+    for slot in SLOTS:  # a state slot's marker below the bound, unless kept (a sequence it cannot read: left to check)
         if c.set_key(slot_key(cursor_id, slot)):
             value = c.value()
             seq = slot_seq(value)[0]
