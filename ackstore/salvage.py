@@ -234,7 +234,9 @@ def _scan(path: Path, sv: Survey, report: SalvageReport, progress: Callable[[int
         if old is not value:  # two live pages hold one key: damage made a copy (or a stale one)
             if old != value:
                 found.conflicts.append(f"{tree}: key {key[:24].hex()} has two different values")
-                if tree in (_CURSORS, _TOPICS):  # one made again under its name has a higher id
+                if tree in (_CURSORS, _TOPICS) or split_slot_key(key) is not None:
+                    # one made again under its name has a higher id; a state slot is only
+                    # ever written over with a newer state (a stale page holds an older one)
                     _sort(tree, key, value, found, report, codec, newer_only=True)
             continue
         if _sort(tree, key, value, found, report, codec):
@@ -305,7 +307,8 @@ def _sort(
     """File one entry of ``tree``; False for a value that fails its check (left out; a
     damaged log record is remembered: it may be a newer marker). ``newer_only``: a second
     value of a topic or cursor entry's key replaces the first only if its id is higher
-    (ids only grow: one deleted and made again under its name has the higher)."""
+    (ids only grow: one deleted and made again under its name has the higher), of a state
+    slot's only if its sequence is."""
     try:
         if tree == _LEDGERS:
             count, confirmed = codec.ledger_state(key, value)
@@ -327,7 +330,12 @@ def _sort(
             except CorruptRecordError:
                 found.damaged_seqs.setdefault(cid, []).append(seq)  # -1: a slot's sequence is damaged
                 return False
-            found.logs.setdefault(cid, {})[key] = value
+            logs = found.logs.setdefault(cid, {})
+            if newer_only and key in logs:
+                if _record_of((key, logs[key]))[0] >= seq:
+                    return True
+                report.records -= 1  # replaced
+            logs[key] = value
             report.records += 1
         elif tree == _TOPICS:
             name, tid, last, _ = codec.topic_entry(key, value)

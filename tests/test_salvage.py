@@ -226,3 +226,24 @@ def test_salvage_of_a_store_cut_at_every_page_boundary_brings_back_what_survives
             )
             brought_back += 1
     assert brought_back > 0
+
+
+def test_of_two_values_found_for_a_state_slot_the_newer_is_kept(tmp_path: Path) -> None:
+    """A state slot is only ever written over with a newer state, so a page salvage reads
+    that damage hid (a stale copy) may hold an older value of the same slot: whichever order
+    the pages come in, the value with the higher sequence is the one filed, once."""
+    from ackstore.salvage import _LOG, SalvageReport, _Found, _sort
+    from ackstore.storage.catalog import Catalog
+    from ackstore.storage.records import encode_state_marker, seal_slot, slot_key
+
+    with AckStore.open(tmp_path / "s") as store:
+        store.topic("persistent://t/ns/x")
+    codec = Catalog.codec(tmp_path / "s" / "data.mdb")
+    key = slot_key(3, 1)
+    record = encode_state_marker(3, (1, 5), {}, [])
+    older, newer = seal_slot(key, 7, record), seal_slot(key, 9, record)
+    for first, second in ((older, newer), (newer, older)):
+        found, report = _Found(), SalvageReport("a", "b")
+        assert _sort(_LOG, key, first, found, report, codec)
+        assert _sort(_LOG, key, second, found, report, codec, newer_only=True)
+        assert found.logs == {3: {key: newer}} and report.records == 1
