@@ -671,8 +671,8 @@ static PyObject *take_state(PyObject *planner, PyObject *pages, PyObject *state,
     }
     /* the plan: every ledger's record is this marker; the dropped ones leave the index */
     if ((seq = get(chain, A_NEXT_SEQ)) == NULL || (changes = PyDict_New()) == NULL) goto done;
-    /* where it goes: the state slot the newest state is not in, or its log key when the
-     * cursor keeps history (its points name their markers by log key) */
+    /* where it goes (lane.state_slot): the state slot the newest state is not in, or its
+     * log key when the cursor keeps history (its points name their markers by log key) */
     {
         PyObject *config = get(planner, A_CONFIG);
         long long hist = config == NULL ? -1 : integer(config, A_HISTORY);

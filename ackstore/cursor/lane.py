@@ -59,6 +59,7 @@ from ..storage.records import (
 from .pages import Pending
 
 if TYPE_CHECKING:
+    from ..config import CursorConfig
     from ..flush import FlushJob
     from .facade import Cursor
     from .pages import Pages
@@ -88,6 +89,7 @@ __all__ = [
     "set_delta_bounds",
     "set_state_bound",
     "small",
+    "state_slot",
     "state_value",
     "take_all",
     "take_marker",
@@ -249,6 +251,13 @@ def small(pages: Pages, state: AckState) -> bool:
     return extras <= STATE_MAX_EXTRAS
 
 
+def state_slot(config: CursorConfig, chain: MarkerChain) -> int:
+    """Where a state marker goes: the state slot the newest state is not in (that one is
+    what a damaged new one falls back to), or -1, its log key, when the cursor keeps history
+    (a history point names its marker by log key). O(1)."""
+    return -1 if config.history_seconds else 1 - chain.slot
+
+
 def state_value(cursor_id: int, state: AckState, ledgers: Iterable[tuple[int, LedgerAcks]]) -> bytes | None:
     """A small cursor's whole state as one state marker (``ledgers`` ascending), or None
     when it is over :data:`STATE_MAX_BYTES` (its properties) or outside the layout. O(the
@@ -280,10 +289,7 @@ def _take_state(planner: Planner) -> MarkerPlan | Literal[False] | None:
     changes: dict[int, IndexEntry | None] = dict.fromkeys(dropped) if dropped else {}
     for ledger, la in ledgers:
         changes[ledger] = entry_of((seq, la.runs, None, None))
-    # where it goes: the state slot the newest state is not in (that one is what a damaged
-    # new one falls back to), or its log key when the cursor keeps history (a history
-    # point names its marker by log key)
-    slot = -1 if planner.config.history_seconds else 1 - chain.slot
+    slot = state_slot(planner.config, chain)
     if slot < 0:
         key = log_key(cid, seq)
     else:
