@@ -68,9 +68,9 @@ T = TypeVar("T")
 
 _READ_TRIES = 16
 """how many times a read-only cursor's read runs again when the cursor moved to a newer flush
-while it ran, before it gives up (ReaderBehindError): a small cursor's flush trims the state
-before the one it keeps, so a writer flushing in a tight loop on a busy machine moves a
-reader on every other flush"""
+while it ran, before it gives up (ReaderBehindError): a small cursor's flush writes over the
+state before the one it keeps, so a writer flushing in a tight loop on a busy machine moves
+a reader on every other flush"""
 
 
 class CursorHost(Protocol):
