@@ -31,7 +31,7 @@ PyObject *state_marker_of(PyObject *version, PyObject *cid, PyObject *md_l, PyOb
                           PyObject *const *counts, PyObject *props);
 Py_ssize_t fields_offset(const char *type_name, const char *field, PyTypeObject **type_out);
 PyObject *sealed_slot(unsigned long long cid, int slot, unsigned long long seq, PyObject *record,
-                      PyObject **key_out);
+                      Py_ssize_t reserve, PyObject **key_out);
 
 /* the field types of ackstore/fields.py the lane reads (C_CONFIG: none, a CursorConfig's
  * attributes) */
@@ -46,7 +46,7 @@ enum {
     A_META_DIRTY, A_RANGE_COUNT, A_MD, A_PROPERTIES,
     A_OVER_CAP, A_FORCE_FULL, A_TRUNCATED, A_MARKER_SEQ, A_DELTAS, A_CHAIN_BYTES, A_FULL_BYTES,
     A_NEXT_SEQ, A_UNTRIMMED, A_FULL_SEQ, A_FULL_LIVE, A_PERSISTED, A_FLUSHES, A_LAST_BYTES, A_TOTAL_BYTES, A_FLOOR,
-    A_SLOT, A_MAX_UNACKED, A_FULL_EVERY, A_HISTORY,
+    A_SLOT, A_SLOTS, A_MAX_UNACKED, A_FULL_EVERY, A_HISTORY,
     A_ADDED, A_COUNTS_ADDED, A_COUNTS, A_RUNS, A_BITMAP, A_BATCHES,
     P_CURSOR_ID, P_CHANGES, P_FULL, P_MARKER_SEQ, P_PINNED, P_META_DIRTY, P_PERSISTED, P_PUTS, P_MARKER_BYTES,
     P_NBYTES, P_GC_BELOW, P_GC_LIVE, P_TRIM_KEYS, P_FULL_LIVE, P_TRUNCATED, P_KEEP_DIRTY, P_RECORDS,
@@ -77,6 +77,7 @@ static Attr attrs[A_COUNT] = {
     [A_FULL_LIVE] = {C_CHAIN, "full_live"}, [A_PERSISTED] = {C_CHAIN, "persisted_ranges"},
     [A_FLUSHES] = {C_CHAIN, "flushes"}, [A_LAST_BYTES] = {C_CHAIN, "last_flush_bytes"},
     [A_TOTAL_BYTES] = {C_CHAIN, "total_flush_bytes"}, [A_FLOOR] = {C_CHAIN, "floor"}, [A_SLOT] = {C_CHAIN, "slot"},
+    [A_SLOTS] = {C_CHAIN, "slots"},
     [A_MAX_UNACKED] = {C_CONFIG, "max_unacked_ranges_to_persist"}, [A_FULL_EVERY] = {C_CONFIG, "full_marker_every"},
     [A_HISTORY] = {C_CONFIG, "history_seconds"},
     [A_ADDED] = {C_LEDGER, "added"}, [A_COUNTS_ADDED] = {C_LEDGER, "counts_added"}, [A_RUNS] = {C_LEDGER, "runs"},
@@ -103,7 +104,7 @@ static PyObject *plan_type, *entry_type, *frozen_type, *packb, *log_key_fn, *ver
     *no_optimize, /* ("optimize",): FrozenBitMap(added, optimize=False) */
     *plan_keep_dirty, *plan_truncated; /* MarkerPlan's class constants (its instances have no others) */
 static long long max_acks, small_chain, garbage_factor, state_max_runs, state_max_extras, state_max_bytes,
-    exact_trim;
+    exact_trim, slot_reserve;
 static double max_share;
 
 /* obj.<a> (a new reference), or NULL with AttributeError */
@@ -182,17 +183,21 @@ static int ready(const char *function, const char *usage, Py_ssize_t nargs, Py_s
 }
 
 /* lane_setup(MarkerPlan, IndexEntry, FrozenBitMap, packb, log_key, format_version, commit,
- *            DELTA_MAX_ACKS, DELTA_MAX_SHARE, SMALL_CHAIN, GARBAGE_FACTOR,
- *            STATE_MAX_RUNS, STATE_MAX_EXTRAS, STATE_MAX_BYTES, EXACT_TRIM) -> None
+ *            trim_records, lmdb.Error, DELTA_MAX_ACKS, DELTA_MAX_SHARE, SMALL_CHAIN, GARBAGE_FACTOR,
+ *            STATE_MAX_RUNS, STATE_MAX_EXTRAS, STATE_MAX_BYTES, EXACT_TRIM, SLOT_RESERVE) -> None
  * commit: lane.commit_marker's pure-Python twin (what commit_marker hands an unusual plan).
  * LookupError when a field the lane reads is not one of its field type's. */
 PyObject *lane_setup(PyObject *self, PyObject *args) {
     PyObject *plan_cls, *e, *f, *k, *l, *v, *c, *t, *err;
-    long long acks, chain, garbage, runs, extras, bytes, exact;
+    long long acks, chain, garbage, runs, extras, bytes, exact, reserve;
     double share;
-    if (!PyArg_ParseTuple(args, "O!OOOOOOOOLdLLLLLL", &PyType_Type, &plan_cls, &e, &f, &k, &l, &v, &c, &t, &err,
-                          &acks, &share, &chain, &garbage, &runs, &extras, &bytes, &exact))
+    if (!PyArg_ParseTuple(args, "O!OOOOOOOOLdLLLLLLL", &PyType_Type, &plan_cls, &e, &f, &k, &l, &v, &c, &t, &err,
+                          &acks, &share, &chain, &garbage, &runs, &extras, &bytes, &exact, &reserve))
         return NULL;
+    if (reserve < 0 || reserve > 255) {
+        PyErr_SetString(PyExc_ValueError, "lane_setup's slot reserve is 0..255 bytes");
+        return NULL;
+    }
     if (!PyType_Check(e) || !PyType_IsSubtype((PyTypeObject *)e, &PyTuple_Type)) {
         PyErr_SetString(PyExc_TypeError, "lane_setup needs a tuple type for index entries");
         return NULL;
@@ -243,6 +248,7 @@ PyObject *lane_setup(PyObject *self, PyObject *args) {
     state_max_extras = extras;
     state_max_bytes = bytes;
     exact_trim = exact;
+    slot_reserve = reserve;
     Py_RETURN_NONE;
 }
 
@@ -679,12 +685,13 @@ static PyObject *take_state(PyObject *planner, PyObject *pages, PyObject *state,
         Py_XDECREF(config);
         if (FAILED(hist)) goto done;
         if (hist == 0) {
-            long long last = integer(chain, A_SLOT);
-            if (FAILED(last)) goto done;
+            long long last = integer(chain, A_SLOT), held = FAILED(last) ? -1 : integer(chain, A_SLOTS);
+            if (FAILED(held)) goto done;
             slot = last == 0 ? 1 : 0;
             unsigned long long c = PyLong_AsUnsignedLongLong(cid), s = PyLong_AsUnsignedLongLong(seq);
             if (PyErr_Occurred()) goto done;
-            PyObject *sealed = sealed_slot(c, (int)slot, s, value, &key);
+            /* a slot's first value reserves room (records.SLOT_RESERVE) */
+            PyObject *sealed = sealed_slot(c, (int)slot, s, value, (held >> slot) & 1 ? 0 : slot_reserve, &key);
             if (sealed == NULL) goto done;
             Py_SETREF(value, sealed);
         }
@@ -730,8 +737,12 @@ static PyObject *take_state(PyObject *planner, PyObject *pages, PyObject *state,
         }
         if (t < 0) goto done;
     }
-    if ((slot >= 0 && set_ll(chain, A_SLOT, slot) < 0) || took(pages, state, chain, seq, dirty, taken, any_vanished) < 0)
-        goto done;
+    if (slot >= 0) {
+        long long held = integer(chain, A_SLOTS);
+        if (FAILED(held) || set_ll(chain, A_SLOT, slot) < 0 || set_ll(chain, A_SLOTS, held | 1LL << slot) < 0)
+            goto done;
+    }
+    if (took(pages, state, chain, seq, dirty, taken, any_vanished) < 0) goto done;
     result = Py_NewRef(plan);
 done:
     for (Py_ssize_t i = 0; i < got; i++)

@@ -740,9 +740,10 @@ static int64_t crc32_of(const unsigned char *p, Py_ssize_t n, uint32_t crc) {
 
 /* records.slot_key and records.seal_slot at once: the key of cursor `cid`'s state slot
  * `slot` (*key_out, a new reference) and the value holding `record`, the state marker of
- * sequence `seq` (returned); NULL with an exception set (nothing in *key_out) */
+ * sequence `seq`, after `reserve` zero bytes (returned); NULL with an exception set
+ * (nothing in *key_out) */
 PyObject *sealed_slot(unsigned long long cid, int slot, unsigned long long seq, PyObject *record,
-                      PyObject **key_out) {
+                      Py_ssize_t reserve, PyObject **key_out) {
     unsigned char head[20]; /* the key (0xFF, slot, cid), then the sequence's varint: what the check covers */
     Py_ssize_t h = 10;
     head[0] = 0xFF;
@@ -756,7 +757,7 @@ PyObject *sealed_slot(unsigned long long cid, int slot, unsigned long long seq, 
     }
     Py_ssize_t n = PyBytes_GET_SIZE(record);
     PyObject *key = PyBytes_FromStringAndSize((const char *)head, 10),
-             *value = key == NULL ? NULL : PyBytes_FromStringAndSize(NULL, h - 10 + 4 + n);
+             *value = key == NULL ? NULL : PyBytes_FromStringAndSize(NULL, h - 10 + 4 + reserve + n);
     if (value == NULL) {
         Py_XDECREF(key);
         return NULL;
@@ -767,7 +768,8 @@ PyObject *sealed_slot(unsigned long long cid, int slot, unsigned long long seq, 
     v += h - 10;
     v[0] = (unsigned char)(crc >> 24), v[1] = (unsigned char)(crc >> 16), v[2] = (unsigned char)(crc >> 8);
     v[3] = (unsigned char)crc;
-    memcpy(v + 4, PyBytes_AS_STRING(record), n);
+    memset(v + 4, 0, (size_t)reserve);
+    memcpy(v + 4 + reserve, PyBytes_AS_STRING(record), n);
     *key_out = key;
     return value;
 }
@@ -1423,7 +1425,9 @@ static PyObject *slot_head(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "a state slot's check does not match its key and sequence");
         goto done;
     }
-    result = Py_BuildValue("(Kn)", seq, r.i + 4);
+    Py_ssize_t start = r.i + 4;
+    while (start < r.len && r.p[start] == 0) start++; /* the room a first value reserves */
+    result = Py_BuildValue("(Kn)", seq, start);
 done:
     PyBuffer_Release(&key);
     PyBuffer_Release(&value);

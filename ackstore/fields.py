@@ -115,6 +115,7 @@ class _Chain:
     total_flush_bytes: int
     floor: int
     slot: int
+    slots: int
 
 
 class _Ledger:

@@ -49,6 +49,8 @@ def _cursor(cur: Cursor) -> Any:
         state.meta_dirty,
         _value(pages.index),
         _value(chain.full_live),
+        chain.slot,
+        chain.slots,
     )
 
 

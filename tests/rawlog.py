@@ -84,7 +84,7 @@ def edit(path: Path, seq: int, change: Callable[[bytearray], None], cursor_id: i
             key = key_of(txn, db, seq, cursor_id)
             value = txn.get(key, db=db)
             assert value is not None, f"no record {seq}"
-            head = slot_seq(value)[1] + 4 if split_slot_key(key) is not None else 0  # its sequence and check
+            head = len(value) - len(open_slot(key, value)[1]) if split_slot_key(key) is not None else 0  # its head
             raw = bytearray(value[head:])
             change(raw)
             txn.put(key, value[:head] + bytes(raw), db=db)

@@ -42,7 +42,7 @@ def test_every_part_derives_from_its_field_type_and_holds_its_fields() -> None:
 
 def test_the_field_names_are_the_declarations_annotations() -> None:
     assert fields.FIELDS["LedgerFields"] == ("bitmap", "batches", "runs", "added", "counts", "counts_added")
-    assert len(fields.FIELDS["ChainFields"]) == 17
+    assert len(fields.FIELDS["ChainFields"]) == 18
     assert fields.field_names(LedgerAcks) == ("bitmap", "batches", "runs", "added", "counts", "counts_added", "size")
 
 
@@ -115,7 +115,7 @@ def test_the_lane_refuses_a_plan_class_without_the_plan_fields() -> None:
     with pytest.raises(TypeError, match="derives from PlanFields"):
         native.lane_setup(
             NotAPlan, IndexEntry, FrozenBitMap, packb, log_key, FORMAT_VERSION, lane._commit_marker, trim_records,
-            lmdb.Error, 64, 0.125, 64, 4, 64, 64, 1024, 8,
+            lmdb.Error, 64, 0.125, 64, 4, 64, 64, 1024, 8, 8,
         )  # fmt: skip
     lane.set_delta_bounds(lane.DELTA_MAX_ACKS, lane.DELTA_MAX_SHARE)  # set up again as it was
     assert lane.take_marker is native.take_marker

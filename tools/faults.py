@@ -19,8 +19,17 @@ from typing import Any
 
 import lmdb
 
+from ackstore.errors import CorruptRecordError
 from ackstore.storage.catalog import Catalog
-from ackstore.storage.records import RECORD_LEDGER, RECORD_MARKER, record_type, slot_seq, split_log_key, split_slot_key
+from ackstore.storage.records import (
+    RECORD_LEDGER,
+    RECORD_MARKER,
+    open_slot,
+    record_type,
+    slot_seq,
+    split_log_key,
+    split_slot_key,
+)
 
 from .workloads import UNSUBSCRIBED
 
@@ -40,8 +49,11 @@ def _entries(txn: lmdb.Transaction, db: object) -> list[tuple[int, int, bytes, b
             cid, seq = split_log_key(key)
             out.append((cid, seq, key, value))
         else:
-            seq, end = slot_seq(value)
-            out.append((slotted[0], seq, key, value[end + 4 :]))
+            try:
+                seq, record = open_slot(key, value)
+            except CorruptRecordError:
+                seq, record = slot_seq(value)[0], b""
+            out.append((slotted[0], seq, key, bytes(record)))
     return out
 
 

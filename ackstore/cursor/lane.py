@@ -48,6 +48,7 @@ from ..storage.log import trim_records
 from ..storage.records import (
     FIXED_FULL,
     FORMAT_VERSION,
+    SLOT_RESERVE,
     IndexEntry,
     MarkerItem,
     encode_state_marker,
@@ -292,9 +293,9 @@ def _take_state(planner: Planner) -> MarkerPlan | Literal[False] | None:
     slot = state_slot(planner.config, chain)
     if slot < 0:
         key = log_key(cid, seq)
-    else:
+    else:  # a slot's first value reserves room
         key = slot_key(cid, slot)
-        value = seal_slot(key, seq, value)
+        value = seal_slot(key, seq, value, 0 if chain.slots >> slot & 1 else SLOT_RESERVE)
     plan = MarkerPlan(cid, changes, True, seq, set(dirty), state.meta_dirty, state.range_count, key, value)
     plan.full_live = (seq,)
     keep = chain.full_live
@@ -310,6 +311,7 @@ def _take_state(planner: Planner) -> MarkerPlan | Literal[False] | None:
             la.counts_added = {}
     if slot >= 0:
         chain.slot = slot
+        chain.slots |= 1 << slot
     _took(planner, seq, plan.pinned, bool(vanished))
     return plan
 
@@ -510,7 +512,7 @@ def _setup_native() -> None:
     codecs.native.lane_setup(
         MarkerPlan, IndexEntry, FrozenBitMap, packb, log_key, FORMAT_VERSION, _commit_marker, trim_records,
         lmdb.Error, DELTA_MAX_ACKS, DELTA_MAX_SHARE, SMALL_CHAIN, GARBAGE_FACTOR, STATE_MAX_RUNS, STATE_MAX_EXTRAS,
-        STATE_MAX_BYTES, EXACT_TRIM,
+        STATE_MAX_BYTES, EXACT_TRIM, SLOT_RESERVE,
     )  # fmt: skip
 
 

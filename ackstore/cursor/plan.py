@@ -45,6 +45,7 @@ from ..storage.records import (
     encode_ledger,
     encode_marker,
     log_key,
+    slot_room,
     split_slot_key,
 )
 from . import lane
@@ -98,11 +99,13 @@ class MarkerChain(ChainFields):
         trim deletes the few sequences from here by key instead of scanning"""
         self.slot = 1
         """the state slot the newest state marker is in (the next one goes to the other)"""
+        self.slots = 0
+        """which state slots hold a value (bit 0, bit 1): a slot's first value reserves room"""
 
     def load(self, state: RecoveredState, ranges: int) -> None:
         """Stand where recovery left the log (``ranges``: what the marker persisted)."""
         self.next_seq = state.next_seq
-        self.slot = state.slot
+        self.slot, self.slots = state.slot, state.slots
         self.recovery = state.report
         self.untrimmed = 0  # what earlier runs left untrimmed goes at this run's first trim
         self.floor = -1
@@ -500,9 +503,13 @@ class Planner(PlannerFields):
         """The flush transaction failed: everything the plan carried is pending again."""
         self._unrebase(plan.rebased)
         if type(plan) is MarkerPlan:  # a state marker not written: its slot still holds the older one
-            slotted = split_slot_key(plan.puts[-1][0])
+            key, value = plan.puts[-1]
+            slotted = split_slot_key(key)
             if slotted is not None:
-                self.chain.slot = 1 - slotted[1]
+                slot = slotted[1]
+                self.chain.slot = 1 - slot
+                if slot_room(key, value):  # the slot's first value: the slot is empty still
+                    self.chain.slots &= ~(1 << slot)
         pending = plan.pending
         self.pages.restore(pending)
         self.state.restore_meta(pending.meta_dirty)
@@ -560,8 +567,8 @@ class Planner(PlannerFields):
         chain.full_live = frozenset(e.seq for e in pages.index.values()) | {chain.marker_seq}
         chain.deltas = chain.chain_bytes = chain.untrimmed = 0  # a fresh log: no garbage
         chain.floor = start
-        if plan.slot >= 0:
-            chain.slot = plan.slot
+        if plan.slot >= 0:  # the other slot's older state went with the rewrite
+            chain.slot, chain.slots = plan.slot, 1 << plan.slot
         chain.full_bytes = len(plan.marker)
         chain.force_full = False
         pages.settled()

@@ -104,6 +104,7 @@ class RecoveredState:
     next_seq: int = 0
     report: RecoveryReport = NO_RECOVERY
     slot: int = 1  # the state slot the next state marker must not overwrite (see read_slots)
+    slots: int = 0  # which state slots hold a value, readable or not (bit 0, bit 1)
 
 
 SLOTS = (0, 1)
@@ -120,12 +121,15 @@ def _slot_values(txn: LogTxn, db: lmdb._Database | None, cursor_id: int) -> Iter
 
 def read_slots(
     txn: LogTxn, db: lmdb._Database | None, cursor_id: int
-) -> tuple[list[tuple[int, bytes, int]], list[str]]:
+) -> tuple[list[tuple[int, bytes, int]], list[str], int]:
     """The cursor's state slots that hold a value: ``(sequence, state marker record, slot)``
-    newest first (the record not yet checked), and what was wrong with the others. O(1)."""
+    newest first (the record not yet checked), what was wrong with the others, and which
+    hold a value at all (bit 0, bit 1). O(1)."""
     found: list[tuple[int, bytes, int]] = []
     damaged: list[str] = []
+    held = 0
     for slot, key, value in _slot_values(txn, db, cursor_id):
+        held |= 1 << slot
         try:
             seq, record = open_slot(key, value)
         except CorruptRecordError as exc:
@@ -134,7 +138,7 @@ def read_slots(
         found.append((seq, record if isinstance(record, bytes) else bytes(record), slot))
     if len(found) > 1 and found[0][0] < found[1][0]:
         found.reverse()
-    return found, damaged
+    return found, damaged, held
 
 
 def fetch_record(txn: LogTxn, db: lmdb._Database | None, cursor_id: int, seq: int) -> bytes | None:
@@ -482,7 +486,7 @@ def recover_cursor(
     """
     started = time.perf_counter()
     lo, hi = log_key(cursor_id, 0), log_key(cursor_id + 1, 0) if at is None else log_key(cursor_id, at + 1)
-    slots, skipped = read_slots(txn, db, cursor_id)
+    slots, skipped, held = read_slots(txn, db, cursor_id)
     if at is not None and slots:
         slots = [s for s in slots if s[0] <= at]
     keep_slot = slots[0][2] if slots else 1
@@ -529,7 +533,7 @@ def recover_cursor(
         state = RecoveredState(None)
         loaded = (-1, 0, 0)
     state.next_seq = next_seq
-    state.slot = keep_slot
+    state.slot, state.slots = keep_slot, held
     marker_seq, records, nbytes = loaded
     skips = sum(1 for s in skipped if s.startswith("marker")) if skipped else 0  # "marker?" too: a damaged record
     state.report = RecoveryReport(marker_seq, skips, tuple(skipped), records, nbytes, time.perf_counter() - started)

@@ -607,14 +607,17 @@ def state_marker(
 def slot_head(key: bytes, value: bytes) -> tuple[int, int]:
     """A state slot's value (``ackstore/storage/records.py``): its sequence (a varint, at
     most 2**63 - 1) and the offset of the record, after the check (a big-endian CRC32 of
-    ``key`` and the varint's bytes); ValueError when it holds no whole sequence and check or
-    the check fails. O(1)."""
+    ``key`` and the varint's bytes) and the zero bytes of room that may follow it; ValueError
+    when it holds no whole sequence and check or the check fails. O(the room)."""
     seq, end = read_varint(value, 0, (1 << 63) - 1, "sequence", "a state slot")
     if len(value) - end < 4:
         raise ValueError("a state slot ends inside its check")
     if zlib.crc32(value[:end], zlib.crc32(key)) != int.from_bytes(value[end : end + 4], "big"):
         raise ValueError("a state slot's check does not match its key and sequence")
-    return seq, end + 4
+    start = end + 4
+    while start < len(value) and value[start] == 0:
+        start += 1
+    return seq, start
 
 
 def point_value(micros: int, fields: tuple[int, ...]) -> bytes:
