@@ -603,7 +603,7 @@ static PyObject *take_state(PyObject *planner, PyObject *pages, PyObject *state,
     PyObject *one[5] = {NULL, NULL, NULL, NULL, NULL}, **fields = one;
     Py_ssize_t pos, n = 0, got = 0;
     int t, any_vanished, meta_dirty;
-    long long slot = -1; /* the state slot it goes to; -1: its log key */
+    long long slot = -1, held = 0; /* the state slot it goes to (-1: its log key), which hold a value */
     if ((vanished = get(pages, A_VANISHED)) == NULL || (index = get(pages, A_INDEX)) == NULL ||
         (loaded = get(pages, A_LOADED)) == NULL)
         goto done;
@@ -685,8 +685,8 @@ static PyObject *take_state(PyObject *planner, PyObject *pages, PyObject *state,
         Py_XDECREF(config);
         if (FAILED(hist)) goto done;
         if (hist == 0) {
-            long long last = integer(chain, A_SLOT), held = FAILED(last) ? -1 : integer(chain, A_SLOTS);
-            if (FAILED(held)) goto done;
+            long long last = integer(chain, A_SLOT);
+            if (FAILED(last) || FAILED(held = integer(chain, A_SLOTS))) goto done;
             slot = last == 0 ? 1 : 0;
             unsigned long long c = PyLong_AsUnsignedLongLong(cid), s = PyLong_AsUnsignedLongLong(seq);
             if (PyErr_Occurred()) goto done;
@@ -737,11 +737,7 @@ static PyObject *take_state(PyObject *planner, PyObject *pages, PyObject *state,
         }
         if (t < 0) goto done;
     }
-    if (slot >= 0) {
-        long long held = integer(chain, A_SLOTS);
-        if (FAILED(held) || set_ll(chain, A_SLOT, slot) < 0 || set_ll(chain, A_SLOTS, held | 1LL << slot) < 0)
-            goto done;
-    }
+    if (slot >= 0 && (set_ll(chain, A_SLOT, slot) < 0 || set_ll(chain, A_SLOTS, held | 1LL << slot) < 0)) goto done;
     if (took(pages, state, chain, seq, dirty, taken, any_vanished) < 0) goto done;
     result = Py_NewRef(plan);
 done:

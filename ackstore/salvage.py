@@ -60,6 +60,7 @@ from .storage.records import (
     RECORD_LEDGER,
     RECORD_MARKER,
     decode_record,
+    log_entry,
     log_key,
     open_slot,
     record_type,
@@ -332,7 +333,7 @@ def _sort(
                 return False
             logs = found.logs.setdefault(cid, {})
             if newer_only and key in logs:
-                if _record_of((key, logs[key]))[0] >= seq:
+                if log_entry(key, logs[key])[1] >= seq:
                     return True
                 report.records -= 1  # replaced
             logs[key] = value
@@ -506,17 +507,10 @@ def _recover_one(found: _Found, cid: int) -> tuple[RecoveredState, int, int]:
     """A cursor's state, the newest marker (or damaged record) seen, and its records found."""
     items = found.logs.get(cid, {})
     state = recover_cursor(MemoryLog(items), None, cid, None, "all")
-    markers = [seq for seq, record in map(_record_of, items.items()) if record_type(record) == RECORD_MARKER]
+    entries = (log_entry(key, value) for key, value in items.items())
+    markers = [seq for _, seq, record in entries if record_type(record) == RECORD_MARKER]
     newest = max([*markers, *found.damaged_seqs.get(cid, [])], default=-1)
     return state, newest, len(items)
-
-
-def _record_of(item: tuple[bytes, bytes]) -> tuple[int, bytes | memoryview]:
-    """``(sequence, record)`` of a log entry found (a state slot's opened: it was checked)."""
-    key, value = item
-    if split_slot_key(key) is None:
-        return split_log_key(key)[1], value
-    return open_slot(key, value)
 
 
 def _build(tmp: Path, found: _Found, states: list[tuple[Any, ...]], report: SalvageReport) -> None:

@@ -9,12 +9,12 @@ import lmdb
 
 from ackstore.storage.records import (
     RECORD_MARKER,
+    log_entry,
     log_key,
     open_slot,
     record_type,
     slot_key,
     slot_seq,
-    split_log_key,
     split_slot_key,
 )
 
@@ -27,15 +27,9 @@ def records(path: Path, cursor_id: int = 0) -> list[tuple[int, int]]:
         with env.begin() as txn:
             out = []
             for key, value in txn.cursor(db=db):
-                slotted = split_slot_key(key)
-                if slotted is not None:
-                    if slotted[0] == cursor_id:
-                        seq, record = open_slot(key, value)
-                        out.append((seq, record_type(record) or -1))
-                    continue
-                cid, seq = split_log_key(key)
+                cid, seq, record = log_entry(key, value)
                 if cid == cursor_id:
-                    out.append((seq, record_type(value) or -1))
+                    out.append((seq, record_type(record) or -1))
             return sorted(out)
     finally:
         env.close()

@@ -568,19 +568,6 @@ def test_a_store_of_format_11_moves_its_states_into_the_slots(store_path: Path) 
         assert _state(store.topic(T).cursor("c")) == expected
 
 
-def test_a_cursor_that_keeps_history_keeps_its_states_under_log_keys(store_path: Path) -> None:
-    """A history point names its marker by log key: such a cursor's states stay there."""
-    with AckStore.open(store_path) as store:
-        _small(store)
-        cur = store.topic(T).cursor("h", CursorConfig(history_seconds=3600))
-        for e in range(4):
-            cur.ack([Position(1, e * 2)])
-            store.flush()
-        cid = cur.cursor_id
-    slots, logged = _slotted(store_path, cid)
-    assert slots == {} and logged == 4
-
-
 def test_a_state_not_written_gives_its_slot_back(store_path: Path) -> None:
     """A flush whose transaction fails leaves the slots as they were: the next state goes
     into the slot the aborted one would have used, never over the newest state."""
@@ -626,17 +613,22 @@ def test_a_state_and_its_fallback_are_on_different_pages(store_path: Path) -> No
     assert shared <= 60, shared  # at most the one page where slot 0's run ends and slot 1's starts
 
 
-def test_turning_history_off_trims_the_window_and_moves_into_the_slots(store_path: Path) -> None:
-    """A cursor that kept history kept its states under log keys; once history is off, its
-    next flushes put its states into the slots and trim the window's states away."""
+def test_a_history_cursor_keeps_log_keys_and_moves_into_the_slots_when_it_stops(store_path: Path) -> None:
+    """A history point names its marker by log key: a cursor that keeps history keeps its
+    states there; once history is off, its next flushes put its states into the slots and
+    trim the window's states away."""
+    from ackstore.storage.log import CursorLog, read_slots
+
     with AckStore.open(store_path) as store:
         _small(store)
         cur = store.topic(T).cursor("h", CursorConfig(history_seconds=3600))
         for e in range(4):
             cur.ack([Position(1, e * 2)])
             store.flush()
-        cid = cur.cursor_id
-        cur.update_config(history_seconds=0)
+        cid, log = cur.cursor_id, CursorLog(store.storage.log_db, cur.cursor_id)
+        records = store.storage.read(lambda txn: sum(1 for _ in log.records(txn)))
+        assert records == 4 and store.storage.read(lambda txn: read_slots(txn, log.db, cid)[2]) == 0
+        cur.update_config(history_seconds=0)  # in the same run: the chain's floor must be forgotten
         for e in (20, 22, 24):
             cur.ack([Position(1, e)])
             store.flush()

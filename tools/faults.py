@@ -24,10 +24,9 @@ from ackstore.storage.catalog import Catalog
 from ackstore.storage.records import (
     RECORD_LEDGER,
     RECORD_MARKER,
-    open_slot,
+    log_entry,
     record_type,
     slot_seq,
-    split_log_key,
     split_slot_key,
 )
 
@@ -44,16 +43,11 @@ def _entries(txn: lmdb.Transaction, db: object) -> list[tuple[int, int, bytes, b
     without its sequence and check)."""
     out = []
     for key, value in txn.cursor(db=db):
-        slotted = split_slot_key(key)
-        if slotted is None:
-            cid, seq = split_log_key(key)
-            out.append((cid, seq, key, value))
-        else:
-            try:
-                seq, record = open_slot(key, value)
-            except CorruptRecordError:
-                seq, record = slot_seq(value)[0], b""
-            out.append((slotted[0], seq, key, bytes(record)))
+        try:
+            cid, seq, record = log_entry(key, value)
+        except CorruptRecordError:  # a state slot whose head does not check: no record to flip
+            cid, seq, record = split_slot_key(key)[0], slot_seq(value)[0], b""  # type: ignore[index]
+        out.append((cid, seq, key, bytes(record)))
     return out
 
 

@@ -272,11 +272,13 @@ def state_value(cursor_id: int, state: AckState, ledgers: Iterable[tuple[int, Le
 
 def _take_state(planner: Planner) -> MarkerPlan | Literal[False] | None:
     """A small cursor's plan (:func:`small` said so): its whole state as one state marker
-    (format 10), written with the previous full marker's generation kept (to fall back to)
-    and everything older trimmed; None when nothing changed, :data:`OTHER` when the state
-    does not fit the layout (nothing taken). Encoded here, and nothing is changed until the
-    plan is made. From here on the cursor's ledgers carry no acks since a record (``added``
-    None): the state is written whole each flush, never a delta against it. O(the state)."""
+    (format 10), written where :func:`state_slot` says (over the older of its two state
+    slots, the newer kept to fall back to; under its log key for a cursor that keeps
+    history, the previous full marker's generation kept and everything older trimmed);
+    None when nothing changed, :data:`OTHER` when the state does not fit the layout
+    (nothing taken). Encoded here, and nothing is changed until the plan is made. From here
+    on the cursor's ledgers carry no acks since a record (``added`` None): the state is
+    written whole each flush, never a delta against it. O(the state)."""
     pages, state, chain, cid = planner.pages, planner.state, planner.chain, planner.cursor_id
     dirty, vanished, index, loaded = pages.dirty, pages.vanished, pages.index, pages.loaded
     dropped = [ledger for ledger in vanished if ledger in index] if vanished else ()

@@ -121,6 +121,7 @@ __all__ = [
     "slot_seq",
     "slot_room",
     "open_slot",
+    "log_entry",
     "encode_record",
     "decode_record",
     "record_type",
@@ -239,6 +240,17 @@ def open_slot(key: bytes, value: bytes | memoryview) -> tuple[int, bytes | memor
     except ValueError as exc:
         raise CorruptRecordError(str(exc)) from None
     return seq, value[start:]
+
+
+def log_entry(key: bytes, value: bytes) -> tuple[int, int, bytes | memoryview]:
+    """``(cursor id, sequence, record)`` of an entry of the log database, under a log key or
+    in a state slot (its head checked). Raises CorruptRecordError."""
+    slotted = split_slot_key(key)
+    if slotted is None:
+        cid, seq = split_log_key(key)
+        return cid, seq, value
+    seq, record = open_slot(key, value)
+    return slotted[0], seq, record
 
 
 def encode_record(rtype: int, body: bytes) -> bytes:
