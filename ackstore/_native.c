@@ -774,6 +774,42 @@ PyObject *sealed_slot(unsigned long long cid, int slot, unsigned long long seq, 
     return value;
 }
 
+/* The fixed envelope of a record (format 6 on) checked in this order: its length, a version
+ * up to `max_version`, its checksum (the tag is the caller's to look at): 0, or -1 with the
+ * ValueError pure_codecs.open_envelope raises. */
+static int envelope_ok(const unsigned char *p, Py_ssize_t len, long long max_version) {
+    if (len < 7) {
+        PyErr_Format(PyExc_ValueError, "record of %zd bytes is shorter than its envelope", len);
+        return -1;
+    }
+    if (p[2] > max_version) {
+        PyErr_Format(PyExc_ValueError, "record format %d is newer than this ackstore reads (%lld)", p[2], max_version);
+        return -1;
+    }
+    int64_t crc = crc32_of(p + 7, len - 7, (uint32_t)p[1] << 8 | p[2]);
+    if (crc < 0) return -1; /* the exception is set */
+    if ((uint32_t)crc != get32(p + 3)) {
+        PyErr_SetString(PyExc_ValueError, "record checksum mismatch");
+        return -1;
+    }
+    return 0;
+}
+
+/* open_envelope(value, max_version) -> (type, version, body bytes) of a record in the fixed
+ * envelope (envelope_ok): pure_codecs.open_envelope, the same results and errors. */
+static PyObject *open_envelope(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer raw;
+    PyObject *max_obj, *result = NULL;
+    long long max_ll;
+    if (!PyArg_ParseTuple(args, "y*O", &raw, &max_obj)) return NULL;
+    const unsigned char *p = (const unsigned char *)raw.buf;
+    if (ranged(max_obj, "max_version", 0, 255, &max_ll) == 0 && envelope_ok(p, raw.len, max_ll) == 0)
+        result = Py_BuildValue("(iiy#)", p[1], p[2], (const char *)p + 7, raw.len - 7);
+    PyBuffer_Release(&raw);
+    return result;
+}
+
 /* ledger_span(value, rtype, max_version) -> ledger_fields of a record in the fixed
  * envelope, its envelope and checksum checked first: pure_codecs.ledger_span. */
 static PyObject *ledger_span(PyObject *self, PyObject *args) {
@@ -785,26 +821,16 @@ static PyObject *ledger_span(PyObject *self, PyObject *args) {
         PyBuffer_Release(&raw);
         return NULL;
     }
-    int rtype = (int)rtype_ll, max_version = (int)max_ll;
     const unsigned char *p = (const unsigned char *)raw.buf;
     PyObject *result = NULL;
     if (raw.len < 1 || p[0] != 0xC1) {
         PyErr_SetString(PyExc_ValueError, "record is not in the fixed envelope");
-    } else if (raw.len < 7) {
-        PyErr_Format(PyExc_ValueError, "record of %zd bytes is shorter than its envelope", raw.len);
-    } else if (p[2] > max_version) {
-        PyErr_Format(PyExc_ValueError, "record format %d is newer than this ackstore reads (%d)", p[2], max_version);
+    } else if (envelope_ok(p, raw.len, max_ll) < 0) {
+        /* the exception is set */
+    } else if (p[1] != rtype_ll) {
+        PyErr_Format(PyExc_ValueError, "expected a ledger record, found type %d", p[1]);
     } else {
-        int64_t crc = crc32_of(p + 7, raw.len - 7, (uint32_t)p[1] << 8 | p[2]);
-        if (crc < 0) {
-            /* the exception is set */
-        } else if ((uint32_t)crc != get32(p + 3)) {
-            PyErr_SetString(PyExc_ValueError, "record checksum mismatch");
-        } else if (p[1] != rtype) {
-            PyErr_Format(PyExc_ValueError, "expected a ledger record, found type %d", p[1]);
-        } else {
-            result = fields_of(p + 7, raw.len - 7);
-        }
+        result = fields_of(p + 7, raw.len - 7);
     }
     PyBuffer_Release(&raw);
     return result;
@@ -1672,6 +1698,7 @@ static PyMethodDef methods[] = {
     {"rice_code", rice_code, METH_VARARGS, "The Rice code of ascending values (what rice_to_roaring reads)."},
     {"scan_page", scan_page, METH_VARARGS, "One B-tree page's nodes checked (pure_codecs.scan_page)."},
     {"ledger_fields", ledger_fields, METH_VARARGS, "A ledger record body's fields, its bitmap not decoded."},
+    {"open_envelope", open_envelope, METH_VARARGS, "A record's fixed envelope checked: (type, version, body)."},
     {"ledger_span", ledger_span, METH_VARARGS, "A ledger record's envelope and checksum checked, then its fields."},
     {"scan_directory", scan_directory, METH_VARARGS, "A topic's ledger directory entries checked and gathered."},
     {"fixed_marker", (PyCFunction)(void (*)(void))fixed_marker, METH_FASTCALL,

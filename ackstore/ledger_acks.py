@@ -145,6 +145,8 @@ class LedgerAcks(LedgerFields):
         return self._extreme(min, self.bitmap.min)
 
     def _extreme(self, pick: Callable[..., int], of_bitmap: Callable[[], int]) -> int:
+        if not self.batches and not self.counts:  # most ledgers: acks only
+            return of_bitmap() if self.bitmap else -1
         found = [of_bitmap()] if self.bitmap else []
         if self.batches:
             found.append(pick(self.batches))

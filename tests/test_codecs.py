@@ -309,6 +309,33 @@ def test_ledger_span_checks_the_envelope_alike_everywhere() -> None:
     assert _same_everywhere("ledger_span", b"\x94\x01", 1, 9)[1] == "record is not in the fixed envelope"
 
 
+def test_open_envelope_is_the_same_everywhere() -> None:
+    """A record's fixed envelope (every record a store reads: log records, catalog entries):
+    type, version and body of short records (the compiled code's own CRC-32 table) and long
+    ones (zlib's), and the same error for every cut, flipped bit or added byte, everywhere."""
+    from ackstore.storage.records import FORMAT_VERSION, RECORD_LEDGER, RECORD_MARKER, encode_record
+
+    rng = random.Random(29)
+    errors = set()
+    for size in (0, 1, 5, 40, 600, 5_000):
+        body = rng.randbytes(size)
+        for rtype in (RECORD_LEDGER, RECORD_MARKER):
+            record = encode_record(rtype, body)
+            assert _same_everywhere("open_envelope", record, FORMAT_VERSION) == ("ok", (rtype, FORMAT_VERSION, body))
+            for _ in range(40):
+                kind, out = _same_everywhere("open_envelope", _damaged(record, rng), FORMAT_VERSION)
+                errors.add(out if kind == "error" else "ok")
+    assert {"record checksum mismatch", "ok"} <= errors
+    record = encode_record(RECORD_MARKER, b"\x90")
+    assert _same_everywhere("open_envelope", record, FORMAT_VERSION - 1)[1] == (
+        f"record format {FORMAT_VERSION} is newer than this ackstore reads ({FORMAT_VERSION - 1})"
+    )
+    for cut in range(7):
+        assert _same_everywhere("open_envelope", record[:cut], FORMAT_VERSION)[1] == (
+            f"record of {cut} bytes is shorter than its envelope"
+        )
+
+
 _FRESH_PAIRS = """
 import struct, zlib
 from array import array

@@ -27,6 +27,7 @@ __all__ = [
     "scan_directory",
     "point_value",
     "slot_head",
+    "open_envelope",
     "native",
 ]
 
@@ -45,3 +46,4 @@ scan_page = _impl.scan_page
 scan_directory = _impl.scan_directory
 point_value = _impl.point_value
 slot_head = _impl.slot_head
+open_envelope = _impl.open_envelope

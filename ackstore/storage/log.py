@@ -110,13 +110,15 @@ class RecoveredState:
 SLOTS = (0, 1)
 
 
-def _slot_values(txn: LogTxn, db: lmdb._Database | None, cursor_id: int) -> Iterator[tuple[int, bytes, bytes]]:
+def _slot_values(txn: LogTxn, db: lmdb._Database | None, cursor_id: int) -> list[tuple[int, bytes, bytes]]:
     """``(slot, key, value)`` of each of the cursor's state slots that holds a value. O(1)."""
+    found = []
     for slot in SLOTS:
         key = slot_key(cursor_id, slot)
         value = txn.get(key, db=db)
         if value is not None:
-            yield slot, key, value
+            found.append((slot, key, value))
+    return found
 
 
 def read_slots(
@@ -146,12 +148,17 @@ def fetch_record(txn: LogTxn, db: lmdb._Database | None, cursor_id: int, seq: in
     holds it. O(1): one lookup, three for a state slot's."""
     value = txn.get(log_key(cursor_id, seq), db=db)
     if value is None:
-        for _, key, raw in _slot_values(txn, db, cursor_id):
-            if slot_seq(raw)[0] == seq:
-                try:
-                    return bytes(open_slot(key, raw)[1])
-                except CorruptRecordError:
-                    return None
+        for slot in SLOTS:  # the first that holds it ends the look
+            key = slot_key(cursor_id, slot)
+            raw = txn.get(key, db=db)
+            if raw is None:
+                continue
+            try:
+                held, record = open_slot(key, raw)
+            except CorruptRecordError:
+                continue  # a damaged slot: neither its sequence nor a record in it can be trusted
+            if held == seq:
+                return record if isinstance(record, bytes) else bytes(record)
     return value  # type: ignore[no-any-return]
 
 
@@ -202,16 +209,16 @@ def resolve_marker(
                 adds = old.adds | entry.adds if old.adds and entry.adds else old.adds or entry.adds
                 entry = IndexEntry(entry.seq, entry.runs, adds, counts)
             index[ledger] = entry
-    return ResolvedMarker(
-        seq=seq,
-        marker=chain[0][1],
-        index=index,
-        full_seq=full_seq,
-        full_index_seqs=full_index_seqs,
-        deltas_since_full=len(deltas),
-        chain_bytes=sum([n for _, _, n in deltas]) if deltas else 0,
-        full_bytes=full_bytes,
-        chain=[s for s, _, _ in chain],
+    return ResolvedMarker(  # positional (a restart builds one a cursor): the fields' order
+        seq,
+        chain[0][1],
+        index,
+        full_seq,
+        full_index_seqs,
+        len(deltas),
+        sum([n for _, _, n in deltas]) if deltas else 0,
+        full_bytes,
+        [s for s, _, _ in chain],
     )
 
 
@@ -291,14 +298,25 @@ def _read_ledger(
 
 
 def _peek_ledger(
-    txn: LogTxn, db: lmdb._Database | None, cursor_id: int, entry: IndexEntry, ledger: int, marker_seq: int
+    txn: LogTxn,
+    db: lmdb._Database | None,
+    cursor_id: int,
+    entry: IndexEntry,
+    ledger: int,
+    marker_seq: int,
+    decoded: dict[int, LedgerAcks] | None = None,
 ) -> tuple[int, int, int]:
     """``(lowest, highest, record bytes)``: the lowest and highest entry ``ledger`` holds
     any state for (acked, partly acked, counted; 2**32 and -1 when none), from its
     record's fields and ``entry`` (the acks and counts since), its bitmap not decoded. The
     record is checked as :func:`_read_ledger` checks it bar the decode: envelope,
     checksum, fields, ledger, owner, and the range count the marker expects when no acks
-    came since."""
+    came since. ``decoded``: the ledgers of the state marker ``marker_seq``, decoded (and
+    so checked) with it; one of them is read from there (no bytes: counted with the marker)."""
+    if decoded is not None and entry.seq == marker_seq and ledger in decoded:
+        acks = decoded[ledger]
+        lowest = acks.lowest()
+        return (lowest if lowest >= 0 else 1 << 32), acks.highest(), 0
     value = _record(txn, db, cursor_id, entry.seq, ledger, marker_seq)
     if record_type(value) == RECORD_MARKER:  # a state marker: small, decoded whole
         acks, size = _read_ledger(txn, db, cursor_id, entry, ledger, marker_seq, value=value)
@@ -373,12 +391,12 @@ def _load_lazily(
     states no flush leaves (the cursor then drops them). O(records read), plus a sort
     under a budget."""
     md_ledger, md_entry = resolved.marker.mark_delete
-    index, seq = resolved.index, resolved.seq
+    index, seq, within = resolved.index, resolved.seq, resolved.marker.ledgers
     clip: list[tuple[int, IndexEntry]] = []
     spent = 0
     entry = index.get(md_ledger)
     if entry is not None:
-        lowest, highest, spent = _peek_ledger(txn, db, cursor_id, entry, md_ledger, seq)
+        lowest, highest, spent = _peek_ledger(txn, db, cursor_id, entry, md_ledger, seq, within)
         if lowest <= md_entry + 1 or (ends is not None and ends([(md_ledger, highest)])):
             clip.append((md_ledger, entry))
     items = [kv for kv in index.items() if kv[0] != md_ledger]
@@ -391,7 +409,7 @@ def _load_lazily(
         if budget is not None and read >= budget:
             stopped = i
             break
-        _, highest, size = _peek_ledger(txn, db, cursor_id, entry, ledger, seq)
+        _, highest, size = _peek_ledger(txn, db, cursor_id, entry, ledger, seq, within)
         read += size
         spans.append((ledger, highest))
     _check_left(txn, db, cursor_id, seq, items if verify == "all" else items[stopped:], verify)
@@ -400,7 +418,7 @@ def _load_lazily(
     decoded: dict[int, LedgerAcks] = {}
     nbytes = 0
     for ledger, entry in clip[::-1]:  # LRU order: the mark-delete ledger last
-        acks, size = _read_ledger(txn, db, cursor_id, entry, ledger, seq, resolved.marker.ledgers)
+        acks, size = _read_ledger(txn, db, cursor_id, entry, ledger, seq, within)
         acks.size = acks.nbytes()
         decoded[ledger] = acks
         nbytes += size
@@ -427,13 +445,15 @@ def _load_records(
     over at open, so it can wait for its first use like any other. A lazy open reads and
     checksums, without decoding, the records an eager one would have decoded (newest
     first, up to ``budget`` bytes of records), so damage there fails this marker at open
-    either way. The records left on disk beyond that are checked as ``verify`` says: ``"keys"``
+    either way. A state marker's ledgers (decoded with it, so checked) follow the same
+    rule: those that can wait are left in the marker, read again at first use. The
+    records left on disk beyond that are checked as ``verify`` says: ``"keys"``
     that each exists (one page touched per record), ``"all"`` read and checksummed too
     (O(state)), ``"loaded"`` not at all (a damaged one then surfaces at swap-in). Returns
     the loaded ledgers in LRU order (least recently written first), the swapped-out ids,
     and the bytes read.
     """
-    if lazy and resolved.marker.ledgers is None:  # a state marker's ledgers are decoded already: all are loaded
+    if lazy:
         return _load_lazily(txn, db, cursor_id, resolved, budget, verify, ends)
     md_ledger, index = resolved.marker.mark_delete[0], resolved.index
     # every ledger of a state marker is as new as the others (its order is kept)

@@ -102,7 +102,7 @@ from ..errors import CorruptRecordError
 from ..ledger_acks import LedgerAcks
 from . import codecs
 from .bitmaps import decode_bitmap, encode_bitmap
-from .pure_codecs import ENVELOPE, open_envelope, seal_envelope
+from .pure_codecs import ENVELOPE, seal_envelope
 
 __all__ = [
     "FORMAT_VERSION",
@@ -262,7 +262,7 @@ def _open_record(value: bytes | memoryview) -> tuple[int, int, bytes]:
     Raises CorruptRecordError."""
     if value[:1] == b"\xc1":
         try:
-            return open_envelope(value, FORMAT_VERSION)
+            return codecs.open_envelope(value, FORMAT_VERSION)  # type: ignore[no-any-return]
         except ValueError as exc:
             raise CorruptRecordError(str(exc)) from None
     try:  # formats 1-5: a msgpack array
