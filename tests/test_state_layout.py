@@ -259,6 +259,46 @@ def test_a_swapped_out_ledger_is_read_from_the_state_marker(store_path: Path) ->
         assert _state(store.topic(T).cursor("c", tiny)) == after
 
 
+def test_a_lazy_open_leaves_a_small_cursors_ledgers_in_its_state_marker(store_path: Path) -> None:
+    """A lazy open decodes the state marker it reads (so checks every ledger in it) and
+    holds none of its ledgers that can wait: each is read from the marker at its first use.
+    An ack in another ledger while they wait takes the marker layout, naming the state
+    marker, in its slot, as their record: the slot keeps it while it is named, and every
+    open reads the cursor exactly; once every ledger is in memory again the state layout
+    comes back."""
+    with AckStore.open(store_path) as store:
+        cur = _small(store)
+        cur.ack([Position(ledger, e) for ledger in (1, 2) for e in (4, 6, 8)])
+        store.flush()
+        whole = _state(cur)
+        named = cur.stats().last_marker_seq
+    with AckStore.open(store_path) as store:  # lazy, the default
+        cur = store.topic(T).cursor("c")
+        cache = cur._pages.cache
+        assert (list(cache.loaded), cache.swapped) == ([], {1, 2})
+        assert _state(cur) == whole  # read from the marker, not held
+        assert list(cache.loaded) == []
+        cur.ack([Position(3, 1)])  # a ledger of its own while 1 and 2 wait in the marker
+        assert store.flush().ledger_records == 1  # the marker layout: ledger 3's record and a marker
+        assert cache.swapped == {1, 2}
+        cur._check()
+        mixed = _state(cur)
+    assert named in rawlog.slots(store_path).values()
+    assert check(store_path) == []
+    for load in ("lazy", "budget"):
+        with AckStore.open(store_path, load=load, readonly=True) as store:
+            assert _state(store.topic(T).cursor("c")) == mixed, load
+    with AckStore.open(store_path) as store:
+        cur = store.topic(T).cursor("c")
+        cur.ack([Position(ledger, 9) for ledger in (1, 2, 3)])  # every ledger in memory again
+        assert store.flush().ledger_records == 0  # the state layout
+        cur._check()
+        small = _state(cur)
+    assert check(store_path) == []
+    with AckStore.open(store_path, readonly=True) as store:
+        assert _state(store.topic(T).cursor("c")) == small
+
+
 def test_compaction_writes_a_small_cursor_as_one_state_marker(store_path: Path, marker_layout: None) -> None:
     """A log of the marker layout (records, deltas, garbage) compacts to one state marker
     once the state layout is allowed again, and reads back the same."""
