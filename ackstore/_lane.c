@@ -107,6 +107,16 @@ static long long max_acks, small_chain, garbage_factor, state_max_runs, state_ma
     exact_trim, slot_reserve;
 static double max_share;
 
+/* The field accessors below run a few dozen times for every cursor a flush plans and
+ * adopts: inlined, each call site reads its attribute's place directly (callgrind, a
+ * steady cursor's take and commit: 15.0k -> 12.5k instructions; a one-ack cursor of the
+ * marker layout, take, encode and adopt: 17.9k -> 15.9k). */
+#if defined(__GNUC__) || defined(__clang__)
+#define ACCESSOR static inline __attribute__((always_inline))
+#else
+#define ACCESSOR static inline
+#endif
+
 /* obj.<a> (a new reference), or NULL with AttributeError */
 /* whether obj is of the field type that holds attribute `at`: most often of the class
  * the last one was of */
@@ -118,7 +128,7 @@ static inline int holds(PyObject *obj, Attr *at) {
     return 1;
 }
 
-static PyObject *get(PyObject *obj, int a) {
+ACCESSOR PyObject *get(PyObject *obj, int a) {
     Attr *at = &attrs[a];
     if (holds(obj, at)) {
         PyObject *v = *(PyObject **)((char *)obj + at->offset);
@@ -130,7 +140,7 @@ static PyObject *get(PyObject *obj, int a) {
 }
 
 /* obj.<a> = v; -1 with an exception */
-static int set(PyObject *obj, int a, PyObject *v) {
+ACCESSOR int set(PyObject *obj, int a, PyObject *v) {
     Attr *at = &attrs[a];
     if (holds(obj, at)) {
         PyObject **slot = (PyObject **)((char *)obj + at->offset);
@@ -141,7 +151,7 @@ static int set(PyObject *obj, int a, PyObject *v) {
 }
 
 /* obj.<a> = n (a C integer); -1 with an exception */
-static int set_ll(PyObject *obj, int a, long long n) {
+ACCESSOR int set_ll(PyObject *obj, int a, long long n) {
     PyObject *v = PyLong_FromLongLong(n);
     if (v == NULL) return -1;
     int r = set(obj, a, v);
@@ -150,7 +160,7 @@ static int set_ll(PyObject *obj, int a, long long n) {
 }
 
 /* 1 or 0 for obj.<a>'s truth, -1 with an exception */
-static int truth(PyObject *obj, int a) {
+ACCESSOR int truth(PyObject *obj, int a) {
     PyObject *v = get(obj, a);
     if (v == NULL) return -1;
     int t = PyObject_IsTrue(v);
@@ -159,7 +169,7 @@ static int truth(PyObject *obj, int a) {
 }
 
 /* obj.<a> as a C integer; -1 with an exception set (check PyErr_Occurred) */
-static long long integer(PyObject *obj, int a) {
+ACCESSOR long long integer(PyObject *obj, int a) {
     PyObject *v = get(obj, a);
     if (v == NULL) return -1;
     long long x = PyLong_AsLongLong(v);
