@@ -619,12 +619,11 @@ class CursorLog:
     """The records of one cursor in the store's log database. Every method takes the
     transaction it works in (from :meth:`Environment.read` or :meth:`Environment.write`)."""
 
-    __slots__ = ("db", "cursor_id", "_lo", "_hi")
+    __slots__ = ("db", "cursor_id")  # one a cursor, made at every open: nothing it does not need
 
     def __init__(self, db: lmdb._Database, cursor_id: int) -> None:
         self.db = db
         self.cursor_id = cursor_id
-        self._lo, self._hi = log_key(cursor_id, 0), log_key(cursor_id + 1, 0)
 
     def recover(
         self,
@@ -676,8 +675,8 @@ class CursorLog:
         state slots' (a slot whose sequence does not check comes as ``(-1, its value)``,
         which does not decode either)."""
         c = txn.cursor(db=self.db)
-        ok = c.set_range(self._lo)
-        while ok and c.key() < self._hi:
+        ok, end = c.set_range(log_key(self.cursor_id, 0)), log_key(self.cursor_id + 1, 0)
+        while ok and c.key() < end:
             yield split_log_key(c.key())[1], c.value()
             ok = c.next()
         for _, key, value in _slot_values(txn, self.db, self.cursor_id):
@@ -691,8 +690,8 @@ class CursorLog:
         """Delete every record of this cursor (it is being deleted); how many. O(records)."""
         c = txn.cursor(db=self.db)
         dropped = 0
-        ok = c.set_range(self._lo)
-        while ok and c.key() < self._hi:
+        ok, end = c.set_range(log_key(self.cursor_id, 0)), log_key(self.cursor_id + 1, 0)
+        while ok and c.key() < end:
             ok = c.delete()
             dropped += 1
         for slot in SLOTS:
