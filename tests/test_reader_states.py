@@ -32,6 +32,7 @@ for ledger in range(int(sys.argv[4])):
     topic.close_ledger(ledger, 1_000_000)
 cfg = CursorConfig(max_individual_ack_cache_bytes=int(sys.argv[2]), full_marker_every=4)
 curs = {n: topic.cursor(n, cfg) for n in sys.argv[3].split(",")}
+small = sys.argv[5] == "small"  # one growing range a ledger: a small cursor's state slots
 r = 0
 
 def state(cur):
@@ -44,7 +45,7 @@ for line in sys.stdin:
         r += 1
         for cur in curs.values():
             for ledger in range(int(sys.argv[4])):
-                cur.ack_entries(ledger, range(r * 100 + 1, r * 100 + 41, 2))
+                cur.ack_entries(ledger, range(1, r * 10 + 1) if small else range(r * 100 + 1, r * 100 + 41, 2))
             cur.set_property("round", r)
         store.flush()
         print(json.dumps({n: state(c) for n, c in curs.items()}), flush=True)
@@ -57,12 +58,22 @@ store.close()
 
 
 class Writer:
-    """The writer process: ``round()`` acks 20 entries of every ledger of every cursor,
-    sets the property ``round`` and flushes; returns each cursor's flushed state."""
+    """The writer process: ``round()`` acks 20 entries of every ledger of every cursor
+    (``small``: extends one range a ledger, so each cursor stays small), sets the property
+    ``round`` and flushes; returns each cursor's flushed state."""
 
-    def __init__(self, path: Path, budget: int, names: list[str]) -> None:
+    def __init__(self, path: Path, budget: int, names: list[str], ledgers: int = LEDGERS, small: bool = False) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", WRITER, str(path), str(budget), ",".join(names), str(LEDGERS)],
+            [
+                sys.executable,
+                "-c",
+                WRITER,
+                str(path),
+                str(budget),
+                ",".join(names),
+                str(ledgers),
+                "small" if small else "wide",
+            ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -126,6 +137,34 @@ def test_a_reader_cursor_is_one_flushed_state_while_the_writer_flushes(tmp_path:
                 snap = _state(cur)
                 assert snap["props"] == {"round": flushed.index(snap["ranges"]) + 1}, "properties of another flush"
                 assert cur.ack_range_count == sum(len(x) for _, x in snap["ranges"])
+    finally:
+        writer.close()
+
+
+def test_a_small_cursors_reader_moves_on_when_the_writer_wrote_over_its_state_slot(tmp_path: Path) -> None:
+    """A small cursor's ledgers wait in its state marker after a lazy read-only open; by the
+    time the reader reads them the writer has flushed twice, so the slot that marker was in
+    holds a newer state: the read moves the reader to the writer's newest flush, whole, and
+    reads that one (never a missing record, never a mix, never back to an older flush)."""
+    writer = Writer(tmp_path / "s", 1 << 20, ["c"], ledgers=3, small=True)
+    try:
+        writer.round()
+        with AckStore.open(tmp_path / "s", readonly=True) as store:
+            cur = store.topic("t").cursor("c")
+            assert cur._pages.cache.swapped == {0, 1, 2}  # waiting in the state marker
+            seen = 0
+            for _ in range(6):
+                writer.round()
+                writer.round()  # the reader's state marker is written over in its slot
+                flushed = [s["ranges"] for s in writer.states["c"]]
+                moves = cur._pages.generation
+                for got in (_ranges(cur), _state(cur)["ranges"]):
+                    assert got in flushed, "a read-only cursor mixed flushed states"
+                    at = flushed.index(got)
+                    assert at >= seen and at > 0, "a reader went back to an older flush"
+                    seen = at
+                assert cur._pages.generation > moves, "the reader did not move to a newer flush"
+                assert at == len(flushed) - 1 and cur.stats().recovery.markers_skipped == 0
     finally:
         writer.close()
 
