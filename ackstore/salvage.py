@@ -60,8 +60,8 @@ from .storage.records import (
     RECORD_LEDGER,
     RECORD_MARKER,
     decode_record,
+    log_bounds,
     log_entry,
-    log_key,
     open_slot,
     record_type,
     slot_key,
@@ -399,7 +399,7 @@ def _doubts(lost: dict[str, Ranges], tid: int, name: str, cid: int) -> list[str]
     """Why a cursor's completeness cannot be proven: a lost range its keys may lie in."""
     out = []
     lost_log = lost.get(_LOG, [])
-    if _intersects(lost_log, log_key(cid, 0), log_key(cid + 1, 0)) or any(
+    if _intersects(lost_log, *log_bounds(cid)) or any(
         _intersects(lost_log, key, key + b"\x00") for key in (slot_key(cid, 0), slot_key(cid, 1))
     ):
         out.append("damage lost part of the record log where this cursor's records lie")

@@ -41,6 +41,7 @@ from .records import (
     decode_marker,
     decode_record,
     ledger_span,
+    log_bounds,
     log_key,
     open_slot,
     record_type,
@@ -110,15 +111,14 @@ class RecoveredState:
 SLOTS = (0, 1)
 
 
-def _slot_values(txn: LogTxn, db: lmdb._Database | None, cursor_id: int) -> list[tuple[int, bytes, bytes]]:
-    """``(slot, key, value)`` of each of the cursor's state slots that holds a value. O(1)."""
-    found = []
+def _slot_values(txn: LogTxn, db: lmdb._Database | None, cursor_id: int) -> Iterator[tuple[int, bytes, bytes]]:
+    """``(slot, key, value)`` of each of the cursor's state slots that holds a value, read
+    as they are asked for. O(1)."""
     for slot in SLOTS:
         key = slot_key(cursor_id, slot)
         value = txn.get(key, db=db)
         if value is not None:
-            found.append((slot, key, value))
-    return found
+            yield slot, key, value
 
 
 def read_slots(
@@ -148,11 +148,7 @@ def fetch_record(txn: LogTxn, db: lmdb._Database | None, cursor_id: int, seq: in
     holds it. O(1): one lookup, three for a state slot's."""
     value = txn.get(log_key(cursor_id, seq), db=db)
     if value is None:
-        for slot in SLOTS:  # the first that holds it ends the look
-            key = slot_key(cursor_id, slot)
-            raw = txn.get(key, db=db)
-            if raw is None:
-                continue
+        for _, key, raw in _slot_values(txn, db, cursor_id):  # the first that holds it ends the look
             try:
                 held, record = open_slot(key, raw)
             except CorruptRecordError:
@@ -314,14 +310,19 @@ def _peek_ledger(
     came since. ``decoded``: the ledgers of the state marker ``marker_seq``, decoded (and
     so checked) with it; one of them is read from there (no bytes: counted with the marker)."""
     if decoded is not None and entry.seq == marker_seq and ledger in decoded:
-        acks = decoded[ledger]
-        lowest = acks.lowest()
-        return (lowest if lowest >= 0 else 1 << 32), acks.highest(), 0
-    value = _record(txn, db, cursor_id, entry.seq, ledger, marker_seq)
-    if record_type(value) == RECORD_MARKER:  # a state marker: small, decoded whole
+        acks, size = decoded[ledger], 0
+    else:
+        value = _record(txn, db, cursor_id, entry.seq, ledger, marker_seq)
+        if record_type(value) != RECORD_MARKER:
+            return _span_of(value, cursor_id, entry, ledger, marker_seq)
+        # a state marker: small, decoded whole
         acks, size = _read_ledger(txn, db, cursor_id, entry, ledger, marker_seq, value=value)
-        lowest = acks.lowest()
-        return (lowest if lowest >= 0 else 1 << 32), acks.highest(), size
+    lowest = acks.lowest()
+    return (lowest if lowest >= 0 else 1 << 32), acks.highest(), size
+
+
+def _span_of(value: bytes, cursor_id: int, entry: IndexEntry, ledger: int, marker_seq: int) -> tuple[int, int, int]:
+    """:func:`_peek_ledger` of a ledger record ``value``: its fields read, its bitmap not decoded."""
     try:
         found, lowest, highest, runs, owner = ledger_span(value)
     except CorruptRecordError as exc:
@@ -505,7 +506,9 @@ def recover_cursor(
     checked (see :func:`_load_records`).
     """
     started = time.perf_counter()
-    lo, hi = log_key(cursor_id, 0), log_key(cursor_id + 1, 0) if at is None else log_key(cursor_id, at + 1)
+    lo, hi = log_bounds(cursor_id)
+    if at is not None:
+        hi = log_key(cursor_id, at + 1)
     slots, skipped, held = read_slots(txn, db, cursor_id)
     if at is not None and slots:
         slots = [s for s in slots if s[0] <= at]
@@ -590,8 +593,8 @@ def log_usage(
     kept_from, named = keeps if keeps is not None else (-1, frozenset())
     records = total = garbage = history = 0
     c = txn.cursor(db=db)
-    ok = c.set_range(log_key(cursor_id, 0))
-    end = log_key(cursor_id + 1, 0)
+    start, end = log_bounds(cursor_id)
+    ok = c.set_range(start)
     while ok and c.key() < end:
         size = len(c.key()) + len(c.value())
         records += 1
@@ -675,7 +678,8 @@ class CursorLog:
         state slots' (a slot whose sequence does not check comes as ``(-1, its value)``,
         which does not decode either)."""
         c = txn.cursor(db=self.db)
-        ok, end = c.set_range(log_key(self.cursor_id, 0)), log_key(self.cursor_id + 1, 0)
+        start, end = log_bounds(self.cursor_id)
+        ok = c.set_range(start)
         while ok and c.key() < end:
             yield split_log_key(c.key())[1], c.value()
             ok = c.next()
@@ -690,7 +694,8 @@ class CursorLog:
         """Delete every record of this cursor (it is being deleted); how many. O(records)."""
         c = txn.cursor(db=self.db)
         dropped = 0
-        ok, end = c.set_range(log_key(self.cursor_id, 0)), log_key(self.cursor_id + 1, 0)
+        start, end = log_bounds(self.cursor_id)
+        ok = c.set_range(start)
         while ok and c.key() < end:
             ok = c.delete()
             dropped += 1

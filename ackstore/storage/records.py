@@ -112,6 +112,7 @@ __all__ = [
     "entry_of",
     "Marker",
     "log_key",
+    "log_bounds",
     "split_log_key",
     "SLOT_PREFIX",
     "slot_key",
@@ -162,6 +163,12 @@ _KEY = struct.Struct(">QQ")
 def log_key(cursor_id: int, seq: int) -> bytes:
     """Key of record ``seq`` in cursor ``cursor_id``'s log."""
     return _KEY.pack(cursor_id, seq)
+
+
+def log_bounds(cursor_id: int) -> tuple[bytes, bytes]:
+    """The first key of cursor ``cursor_id``'s log and the first key past it (its state
+    slots are elsewhere: after every log key)."""
+    return _KEY.pack(cursor_id, 0), _KEY.pack(cursor_id + 1, 0)
 
 
 def split_log_key(key: bytes) -> tuple[int, int]:
