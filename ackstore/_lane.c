@@ -470,8 +470,8 @@ static PyObject *full_live(PyObject *whole, PyObject *seq) {
 
 /* What every plan the lane takes does last, having changed nothing before (lane._took):
  * the cursor's next sequence is past the plan's marker `seq`, its dirty set is empty (the
- * plan holds a copy, `taken`, pinned until it ends: not evictable) and so is its set of
- * dropped ledgers when `dropped` (a state plan names them), and the positions and
+ * plan holds what it was, `taken`, pinned until it ends: not evictable) and so is its set
+ * of dropped ledgers when `dropped` (a state plan names them), and the positions and
  * properties are no longer changed. -1 with an exception. */
 static int took(PyObject *pages, PyObject *state, PyObject *chain, PyObject *seq, PyObject *dirty, PyObject *taken,
                 int dropped) {
@@ -483,6 +483,20 @@ static int took(PyObject *pages, PyObject *state, PyObject *chain, PyObject *seq
                  : 0;
     Py_XDECREF(next);
     return rc;
+}
+
+/* lane._taken(dirty, changes): `changes` (a new reference) when its keys are the dirty
+ * set's members, else a copy of the set; NULL with an exception */
+static PyObject *taken_of(PyObject *dirty, PyObject *changes) {
+    Py_ssize_t n = PyAnySet_Check(dirty) ? PySet_GET_SIZE(dirty) : -1, pos = 0;
+    if (n >= 0 && PyDict_Check(changes) && PyDict_GET_SIZE(changes) == n) {
+        PyObject *ledger, *entry;
+        int all = 1; /* as many, so the same when every key is a member (no iterator made) */
+        while (all == 1 && PyDict_Next(changes, &pos, &ledger, &entry)) all = PySet_Contains(dirty, ledger);
+        if (all < 0) return NULL;
+        if (all) return Py_NewRef(changes);
+    }
+    return PySet_New(dirty);
 }
 
 /* whether `keep` (a tuple of ints, or any collection) holds the sequence `s`; -1 with an
@@ -715,7 +729,7 @@ static PyObject *take_state(PyObject *planner, PyObject *pages, PyObject *state,
         Py_XDECREF(entry);
         if (t < 0) goto done;
     }
-    if ((taken = PySet_New(dirty)) == NULL || (ranges = get(state, A_RANGE_COUNT)) == NULL ||
+    if ((taken = taken_of(dirty, changes)) == NULL || (ranges = get(state, A_RANGE_COUNT)) == NULL ||
         (key == NULL && (key = log_key(cid, seq)) == NULL) ||
         (plan = marker_plan(cid, changes, 1, seq, taken, meta, ranges, key, value)) == NULL)
         goto done;
@@ -934,11 +948,13 @@ PyObject *take_marker(PyObject *self, PyObject *planner) {
         result = Py_NewRef(Py_False);
         goto done;
     }
-    if ((seq = get(chain, A_NEXT_SEQ)) == NULL || (taken = PySet_New(dirty)) == NULL ||
+    if ((seq = get(chain, A_NEXT_SEQ)) == NULL ||
         (meta = get(state, A_META_DIRTY)) == NULL || (ranges = get(state, A_RANGE_COUNT)) == NULL)
         goto done;
     if ((key = log_key(cid, seq)) == NULL) goto done;
-    if ((plan = marker_plan(cid, changes, full, seq, taken, meta, ranges, key, value)) == NULL) goto done;
+    if ((taken = taken_of(dirty, changes)) == NULL ||
+        (plan = marker_plan(cid, changes, full, seq, taken, meta, ranges, key, value)) == NULL)
+        goto done;
     if (full) {
         if ((live = full_live(whole, seq)) == NULL || set(plan, P_FULL_LIVE, live) < 0) goto done;
         int trim = due;

@@ -83,7 +83,7 @@ class _Pages:
     loaded: dict[int, LedgerAcks]
     swapped: set[int]
     index: dict[int, IndexEntry]
-    pinned: Set[int]
+    pinned: Collection[int]
 
 
 class _State:
@@ -136,7 +136,7 @@ class _Plan:
     changes: dict[int, IndexEntry | None]
     full: bool
     marker_seq: int
-    pinned: set[int]
+    pinned: Collection[int]
     meta_dirty: bool
     persisted_ranges: int
     puts: list[tuple[bytes, bytes]]

@@ -315,6 +315,49 @@ def test_small_cursors_take_the_state_layout_alike(store_path: Path) -> None:
     _flush_and_reopen(store_path, store, [cur.name for cur in cursors])
 
 
+@pytest.mark.parametrize("impl", lane.IMPLEMENTATIONS, ids=["python", "native"][: len(lane.IMPLEMENTATIONS)])
+def test_a_plan_holds_its_changes_as_what_it_took_when_they_are_the_dirty_ledgers(
+    store_path: Path, impl: lane.Lane
+) -> None:
+    """What a plan holds of the dirty set it took (pinned while it is written, dirty again
+    if it is not) is its index changes when their keys are the dirty ledgers, no set made:
+    a marker plan's always, a state plan's when every ledger of the cursor was dirty (the
+    steady cursor's). Else a copy of the dirty set: a state plan of two ledgers of which one
+    changed. An aborted plan leaves the dirty set as it was, either way."""
+    with AckStore.open(store_path, sync=False) as store:
+        topic = store.topic(T)
+        topic.add_ledger(1)
+        topic.close_ledger(1, 100)
+        topic.add_ledger(2)
+        steady, pair = topic.cursor("steady", ROOMY), topic.cursor("pair", ROOMY)
+        steady.ack([Position(1, e) for e in range(3, 9)])
+        pair.ack([Position(1, 5), Position(2, 5)])
+        store.flush()
+        steady.ack([Position(1, 10)])
+        pair.ack([Position(2, 7)])
+        for cur, dirty, whole in ((steady, {1}, True), (pair, {2}, False)):
+            planner = cur.planner
+            with cur._lock:
+                before = (sorted(planner.pages.dirty), planner.chain.next_seq, planner.chain.slot)
+                assert before[0] == sorted(dirty)
+                plan = impl.take_marker(planner)
+                assert isinstance(plan, lane.MarkerPlan) and plan.full  # a state marker
+                assert sorted(plan.changes) == ([1] if whole else [1, 2])
+                assert (plan.pinned is plan.changes) is whole
+                assert sorted(plan.pinned) == sorted(dirty)
+                assert planner.pages.pinned is plan.pinned and not planner.pages.dirty
+                planner.abort(plan)
+                planner.chain.next_seq = before[1]
+                assert (sorted(planner.pages.dirty), planner.chain.next_seq, planner.chain.slot) == before
+                assert not planner.pages.pinned
+        store.flush()  # what the aborted plans took is written by the next flush
+    with AckStore.open(store_path, sync=False) as store:
+        assert _ranges(store, "steady") == [(Position(1, 3), Position(1, 8)), (Position(1, 10), Position(1, 10))]
+        pair_ranges = [(Position(1, 5), Position(1, 5)), (Position(2, 5), Position(2, 5))]
+        pair_ranges.append((Position(2, 7), Position(2, 7)))
+        assert _ranges(store, "pair") == pair_ranges
+
+
 @pytest.mark.parametrize("chunk", [1, group_flush.CHUNK], ids=["a cursor a chunk", "one chunk"])
 @pytest.mark.parametrize("impl", lane.IMPLEMENTATIONS, ids=["python", "native"][: len(lane.IMPLEMENTATIONS)])
 def test_a_cursor_whose_take_raises_is_named_and_nothing_is_lost(

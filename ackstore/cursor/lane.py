@@ -165,7 +165,8 @@ class MarkerPlan(PlanFields):
     changed ledger gained a few acks since its record). It has the fields of a
     :class:`~ackstore.cursor.plan.FlushPlan` that the group flush and the commit read, and
     holds what it took from the cursor as two fields (``pinned``: the dirty ledgers it
-    took, ``meta_dirty``) instead of a :class:`Pending`, which only an abort builds."""
+    took, often its ``changes``, whose keys they are; ``meta_dirty``) instead of a
+    :class:`Pending`, which only an abort builds."""
 
     __slots__ = ()  # PlanFields'
     records: tuple[()] = ()
@@ -180,7 +181,7 @@ class MarkerPlan(PlanFields):
         changes: dict[int, IndexEntry | None],
         full: bool,
         marker_seq: int,
-        pinned: set[int],
+        pinned: Collection[int],
         meta_dirty: bool,
         persisted_ranges: int,
         key: bytes,
@@ -223,11 +224,11 @@ def trims(plan: MarkerPlan | FlushPlan, chain: MarkerChain, keep: Collection[int
         plan.trim_keys = tuple([log_key(cid, seq) for seq in range(floor, below) if seq not in keep])
 
 
-def _took(planner: Planner, seq: int, taken: set[int], dropped: bool) -> None:
+def _took(planner: Planner, seq: int, taken: Collection[int], dropped: bool) -> None:
     """What every plan the lane takes does last, having changed nothing before: the
     cursor's next sequence is past the plan's marker ``seq``, its dirty set is empty (the
-    plan holds a copy, ``taken``, pinned until it ends: not evictable; the ack state holds
-    the set itself, so it is emptied, not replaced) and so is its set of dropped ledgers
+    plan holds what it was, ``taken``, pinned until it ends: not evictable; the ack state
+    holds the set itself, so it is emptied, not replaced) and so is its set of dropped ledgers
     when ``dropped`` (a state plan names them), and the positions and properties are no
     longer changed."""
     pages = planner.pages
@@ -237,6 +238,18 @@ def _took(planner: Planner, seq: int, taken: set[int], dropped: bool) -> None:
         pages.vanished = _EMPTY
     pages.pinned = taken
     planner.state.meta_dirty = False
+
+
+def _taken(dirty: set[int], changes: dict[int, IndexEntry | None]) -> Collection[int]:
+    """What a plan whose index ``changes`` name every dirty ledger holds of the dirty set
+    (``Pending.dirty``, what an abort makes dirty again): ``changes`` itself when its keys
+    are the dirty ledgers (a marker plan's are, a state plan's when every ledger of the
+    cursor was dirty and none was dropped: the steady cursor's), else a copy. A flush
+    of thousands of cursors then copies no set for most of them: a set made and freed a
+    cursor, each a few cache lines a flush goes through. O(dirty)."""
+    if len(changes) == len(dirty) and all(ledger in dirty for ledger in changes):
+        return changes
+    return set(dirty)
 
 
 def small(pages: Pages, state: AckState) -> bool:
@@ -298,7 +311,7 @@ def _take_state(planner: Planner) -> MarkerPlan | Literal[False] | None:
     else:  # a slot's first value reserves room
         key = slot_key(cid, slot)
         value = seal_slot(key, seq, value, 0 if chain.slots >> slot & 1 else SLOT_RESERVE)
-    plan = MarkerPlan(cid, changes, True, seq, set(dirty), state.meta_dirty, state.range_count, key, value)
+    plan = MarkerPlan(cid, changes, True, seq, _taken(dirty, changes), state.meta_dirty, state.range_count, key, value)
     plan.full_live = (seq,)
     keep = chain.full_live
     trims(plan, chain, keep)  # the index names nothing else
@@ -394,9 +407,8 @@ def _take_marker(planner: Planner) -> MarkerPlan | Literal[False] | None:
     except OverflowError:
         return OTHER  # the general path writes the msgpack form
     marker_seq = chain.next_seq
-    plan = MarkerPlan(
-        cid, changes, full, marker_seq, set(dirty), state.meta_dirty, state.range_count, log_key(cid, marker_seq), value
-    )
+    key, held = log_key(cid, marker_seq), _taken(dirty, changes)
+    plan = MarkerPlan(cid, changes, full, marker_seq, held, state.meta_dirty, state.range_count, key, value)
     if full:
         plan.full_live = (*[e.seq for e in whole.values() if e is not None], marker_seq)
         if due or chain.untrimmed > GARBAGE_FACTOR * max(chain.full_bytes, SMALL_CHAIN):

@@ -19,7 +19,7 @@ the largest caches to give way, no call back into the store.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Set
+from collections.abc import Callable, Collection, Iterable, Set
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, overload
 
@@ -58,7 +58,7 @@ class Pending:
     """What a flush takes from a cursor's pages (and its ack state's ``meta_dirty``): the
     ledgers changed in memory, dropped, and written back by eviction since the last marker."""
 
-    dirty: set[int]
+    dirty: Collection[int]
     vanished: Set[int]
     unmarked: Set[int]
     meta_dirty: bool
@@ -98,7 +98,7 @@ class Pages(PagesFields):
         self.dirty: set[int] = set()
         self.vanished: Set[int] = _NONE  # a set of their own once one is added
         self.unmarked: Set[int] = _NONE
-        self.pinned: Set[int] = _NONE
+        self.pinned: Collection[int] = _NONE
         """the ledgers the flush plan in flight carries (a flush takes the flush lock, so a
         cursor has one plan in flight at most): set and reset whole, never edited"""
         self.alloc: Callable[[], int] = lambda: -1
@@ -250,7 +250,7 @@ class Pages(PagesFields):
             self.unmarked = unmarked = _own(self.unmarked)
             unmarked |= {ledger for ledger in pending.unmarked if ledger in self.index}
 
-    def pin(self, ledgers: Set[int]) -> None:
+    def pin(self, ledgers: Collection[int]) -> None:
         """The plan in flight carries these ledgers' snapshots: not evictable until it ends."""
         self.pinned = ledgers
 
@@ -312,7 +312,7 @@ class Pages(PagesFields):
         if cache.nbytes + incoming <= limit:
             return
         cache.measure_all()
-        victims = cache.victims(incoming, set(keep) | self.pinned, limit)
+        victims = cache.victims(incoming, set(keep).union(self.pinned), limit)
         if not victims:
             return
         back = [v for v in victims if v in self.dirty or v not in self.index]
