@@ -102,7 +102,8 @@ static PyObject *name_str[N_COUNT];
 static PyObject *plan_type, *entry_type, *frozen_type, *packb, *log_key_fn, *version, *empty_set, *empty_tuple,
     *fallback_commit, *trim_records_fn, *lmdb_error,
     *no_optimize, /* ("optimize",): FrozenBitMap(added, optimize=False) */
-    *plan_keep_dirty, *plan_truncated; /* MarkerPlan's class constants (its instances have no others) */
+    *plan_keep_dirty, *plan_truncated, /* MarkerPlan's class constants (its instances have no others) */
+    *no_entries; /* ledger_acks.NO_ENTRIES: a ledger's batches, counts or counts added while empty */
 static long long max_acks, small_chain, garbage_factor, state_max_runs, state_max_extras, state_max_bytes,
     exact_trim, slot_reserve;
 static double max_share;
@@ -194,15 +195,16 @@ static int ready(const char *function, const char *usage, Py_ssize_t nargs, Py_s
 
 /* lane_setup(MarkerPlan, IndexEntry, FrozenBitMap, packb, log_key, format_version, commit,
  *            trim_records, lmdb.Error, DELTA_MAX_ACKS, DELTA_MAX_SHARE, SMALL_CHAIN, GARBAGE_FACTOR,
- *            STATE_MAX_RUNS, STATE_MAX_EXTRAS, STATE_MAX_BYTES, EXACT_TRIM, SLOT_RESERVE) -> None
+ *            STATE_MAX_RUNS, STATE_MAX_EXTRAS, STATE_MAX_BYTES, EXACT_TRIM, SLOT_RESERVE, NO_ENTRIES) -> None
  * commit: lane.commit_marker's pure-Python twin (what commit_marker hands an unusual plan).
  * LookupError when a field the lane reads is not one of its field type's. */
 PyObject *lane_setup(PyObject *self, PyObject *args) {
-    PyObject *plan_cls, *e, *f, *k, *l, *v, *c, *t, *err;
+    PyObject *plan_cls, *e, *f, *k, *l, *v, *c, *t, *err, *none;
     long long acks, chain, garbage, runs, extras, bytes, exact, reserve;
     double share;
-    if (!PyArg_ParseTuple(args, "O!OOOOOOOOLdLLLLLLL", &PyType_Type, &plan_cls, &e, &f, &k, &l, &v, &c, &t, &err,
-                          &acks, &share, &chain, &garbage, &runs, &extras, &bytes, &exact, &reserve))
+    if (!PyArg_ParseTuple(args, "O!OOOOOOOOLdLLLLLLLO!", &PyType_Type, &plan_cls, &e, &f, &k, &l, &v, &c, &t, &err,
+                          &acks, &share, &chain, &garbage, &runs, &extras, &bytes, &exact, &reserve, &PyDict_Type,
+                          &none))
         return NULL;
     if (reserve < 0 || reserve > 255) {
         PyErr_SetString(PyExc_ValueError, "lane_setup's slot reserve is 0..255 bytes");
@@ -250,6 +252,7 @@ PyObject *lane_setup(PyObject *self, PyObject *args) {
     Py_XSETREF(fallback_commit, Py_NewRef(c));
     Py_XSETREF(trim_records_fn, Py_NewRef(t));
     Py_XSETREF(lmdb_error, Py_NewRef(err));
+    Py_XSETREF(no_entries, Py_NewRef(none));
     max_acks = acks;
     max_share = share;
     small_chain = chain;
@@ -754,11 +757,7 @@ static PyObject *take_state(PyObject *planner, PyObject *pages, PyObject *state,
         if (set(la, A_ADDED, Py_None) < 0 || (counts_added = get(la, A_COUNTS_ADDED)) == NULL) goto done;
         t = PyObject_IsTrue(counts_added);
         Py_DECREF(counts_added);
-        if (t > 0) {
-            PyObject *fresh = PyDict_New();
-            t = fresh == NULL ? -1 : set(la, A_COUNTS_ADDED, fresh);
-            Py_XDECREF(fresh);
-        }
+        if (t > 0) t = set(la, A_COUNTS_ADDED, no_entries);
         if (t < 0) goto done;
     }
     if (slot >= 0 && (set_ll(chain, A_SLOT, slot) < 0 || set_ll(chain, A_SLOTS, held | 1LL << slot) < 0)) goto done;

@@ -217,3 +217,49 @@ def test_prefix_keeps_exactly_the_lowest_runs_and_what_lies_below_them(spans, da
     assert part.batches == {e: b for e, b in la.batches.items() if e < cut}
     assert part.counts == {e: n for e, n in la.counts.items() if e < cut}
     assert la.ranges() == ranges, "prefix changed the ledger it was taken from"
+
+
+def test_a_ledger_shares_the_empty_entries_until_it_holds_one() -> None:
+    """A ledger without partial batches or delivery counts holds the one shared, read-only
+    empty mapping for each (three empty dicts a ledger were most of an idle ledger's
+    memory); it takes a dict of its own at its first one, and the shared one stays empty."""
+    from ackstore.ledger_acks import NO_ENTRIES
+
+    idle = LedgerAcks(BitMap([1, 2, 3]), {}, {})
+    assert idle.batches is idle.counts is idle.counts_added is NO_ENTRIES
+    assert idle.snapshot().batches is NO_ENTRIES and LedgerAcks.of_runs(BitMap([1]), 1, {}, {}).counts is NO_ENTRIES
+    for write in (
+        lambda m: m.__setitem__(1, 1),
+        lambda m: m.update({1: 1}),
+        lambda m: m.setdefault(1, 1),
+        lambda m: m.__delitem__(1),
+        lambda m: m.clear(),
+        lambda m: m.popitem(),
+    ):
+        with pytest.raises(TypeError, match="read-only"):
+            write(idle.batches)
+    assert idle.counts.pop(7, None) is None and idle.counts.get(7) is None and 7 not in idle.counts
+    busy = LedgerAcks(BitMap([1]))
+    assert busy.deliver(5) == 1 and busy.counts == {5: 1} == busy.counts_added
+    assert busy.own_batches() is busy.batches is not NO_ENTRIES
+    busy.batches[9] = (4, 0b11)
+    assert busy.add(5) == 1 and busy.counts == {} and busy.counts is not NO_ENTRIES  # a new run; its own, emptied
+    assert idle.batches is NO_ENTRIES and not NO_ENTRIES and NO_ENTRIES == {}
+    kept = LedgerAcks(BitMap([1]), {4: (8, 1)}, {6: 2})
+    assert kept.batches == {4: (8, 1)} and kept.counts == {6: 2} and kept.counts_added is NO_ENTRIES
+
+
+def test_an_idle_ledger_takes_under_160_bytes_of_python_memory() -> None:
+    """What docs/architecture.md says of an idle ledger: its Python objects (the ledger,
+    the BitMap wrapper; the bitmap's own containers are pyroaring's, outside the Python
+    heap) take under 160 B, three empty dicts of its own not among them."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        ledgers = [LedgerAcks(BitMap([1, 5, 9])) for _ in range(2000)]
+        per = (tracemalloc.get_traced_memory()[0] - before) / len(ledgers)
+    finally:
+        tracemalloc.stop()
+    assert 40 < per < 160, per

@@ -16,7 +16,7 @@ from ackstore.cursor.lane import MarkerPlan
 from ackstore.cursor.pages import Pages
 from ackstore.cursor.plan import MarkerChain, Planner
 from ackstore.cursor.state import AckState
-from ackstore.ledger_acks import LedgerAcks
+from ackstore.ledger_acks import NO_ENTRIES, LedgerAcks
 from ackstore.storage import codecs
 from ackstore.storage.records import IndexEntry
 
@@ -115,7 +115,7 @@ def test_the_lane_refuses_a_plan_class_without_the_plan_fields() -> None:
     with pytest.raises(TypeError, match="derives from PlanFields"):
         native.lane_setup(
             NotAPlan, IndexEntry, FrozenBitMap, packb, log_key, FORMAT_VERSION, lane._commit_marker, trim_records,
-            lmdb.Error, 64, 0.125, 64, 4, 64, 64, 1024, 8, 8,
+            lmdb.Error, 64, 0.125, 64, 4, 64, 64, 1024, 8, 8, NO_ENTRIES,
         )  # fmt: skip
     lane.set_delta_bounds(lane.DELTA_MAX_ACKS, lane.DELTA_MAX_SHARE)  # set up again as it was
     assert lane.take_marker is native.take_marker

@@ -42,7 +42,7 @@ from msgpack import packb
 from pyroaring import BitMap, FrozenBitMap
 
 from ..fields import PlanFields
-from ..ledger_acks import LedgerAcks
+from ..ledger_acks import NO_ENTRIES, LedgerAcks
 from ..storage import codecs
 from ..storage.log import trim_records
 from ..storage.records import (
@@ -323,7 +323,7 @@ def _take_state(planner: Planner) -> MarkerPlan | Literal[False] | None:
     for la in loaded.values():
         la.added = None
         if la.counts_added:
-            la.counts_added = {}
+            la.counts_added = NO_ENTRIES
     if slot >= 0:
         chain.slot = slot
         chain.slots |= 1 << slot
@@ -526,7 +526,7 @@ def _setup_native() -> None:
     codecs.native.lane_setup(
         MarkerPlan, IndexEntry, FrozenBitMap, packb, log_key, FORMAT_VERSION, _commit_marker, trim_records,
         lmdb.Error, DELTA_MAX_ACKS, DELTA_MAX_SHARE, SMALL_CHAIN, GARBAGE_FACTOR, STATE_MAX_RUNS, STATE_MAX_EXTRAS,
-        STATE_MAX_BYTES, EXACT_TRIM, SLOT_RESERVE,
+        STATE_MAX_BYTES, EXACT_TRIM, SLOT_RESERVE, NO_ENTRIES,
     )  # fmt: skip
 
 

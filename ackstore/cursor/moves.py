@@ -131,7 +131,7 @@ class PositionMoves(StateFields):
         self.meta_dirty = True
         if mask:
             la = self.ledgers.get(ledger, create=True)
-            la.batches[entry] = (size, mask)
+            la.own_batches()[entry] = (size, mask)
             la.added = None
             self._touched(ledger, la)
         self.advance()

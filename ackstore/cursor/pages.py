@@ -27,7 +27,7 @@ from pyroaring import BitMap
 
 from ..errors import ReaderBehindError
 from ..fields import PagesFields
-from ..ledger_acks import LedgerAcks, count_runs
+from ..ledger_acks import NO_ENTRIES, LedgerAcks, count_runs
 from ..ledger_cache import CachePool, LedgerCache
 from ..storage.log import CursorLog, MissingRecordError, RecoveredState
 from ..storage.records import IndexEntry, encode_ledger
@@ -353,6 +353,7 @@ class Pages(PagesFields):
         """Assert the pages' invariants; returns the ranges they hold (the ack state compares)."""
         cache, md_l = self.cache, md[0]
         assert not (set(cache.loaded) & cache.swapped)
+        assert not NO_ENTRIES and type(NO_ENTRIES) is not dict, "a ledger wrote to the shared empty entries"
         total = 0
         for ledger in cache.swapped:
             assert ledger in self.index and ledger >= md_l and ledger in d, ledger

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 from pyroaring import BitMap, FrozenBitMap
 
 from ..fields import ChainFields, PlannerFields
-from ..ledger_acks import LedgerAcks
+from ..ledger_acks import NO_ENTRIES, LedgerAcks
 from ..stats import NO_RECOVERY
 from ..storage.log import RecoveredState
 from ..storage.records import (
@@ -367,7 +367,7 @@ class Planner(PlannerFields):
             changes[ledger] = marker_index[ledger] = IndexEntry(seq, la.runs)
             rebased.append(ledger)
             la.added = BitMap()  # acks from now on are relative to the new record
-            la.counts_added = {}
+            la.counts_added = NO_ENTRIES
         for ledger in unmarked:  # written back by eviction since the last marker
             if ledger not in changes and ledger in index:
                 changes[ledger] = old = index[ledger]
@@ -562,7 +562,7 @@ class Planner(PlannerFields):
         pages.index = dict(plan.index)
         for la in pages.cache.loaded.values():  # rewritten whole: nothing added since
             la.added = None if plan.state else BitMap()  # (never a delta against a state marker)
-            la.counts_added = {}
+            la.counts_added = NO_ENTRIES
         chain.marker_seq = chain.full_seq = start + len(items)
         chain.full_live = frozenset(e.seq for e in pages.index.values()) | {chain.marker_seq}
         chain.deltas = chain.chain_bytes = chain.untrimmed = 0  # a fresh log: no garbage

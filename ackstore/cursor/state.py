@@ -459,7 +459,7 @@ class AckState(PositionMoves):
         if mask == (1 << batch_size) - 1:
             self.range_count += la.add(entry)
         else:
-            la.batches[entry] = (batch_size, mask)
+            la.own_batches()[entry] = (batch_size, mask)
             la.added = None  # partial batches live in the base record: write a new one
         self._touched(ledger, la)
         ledgers.fit(keep=(ledger,))

@@ -281,9 +281,9 @@ def _read_ledger(
         acked = acks.bitmap
         for e, n in entry.counts.items():
             if e not in acked:  # acked since: the ack took its count away
-                acks.counts[e] = n
+                acks.own_counts()[e] = n
                 if acks.added is not None:
-                    acks.counts_added[e] = n
+                    acks.own_counts_added()[e] = n
     if found != ledger or acks.runs != entry.runs:
         raise CorruptRecordError(
             f"marker {marker_seq}: record {seq} holds ledger {found} with {acks.runs} ranges"
