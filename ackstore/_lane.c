@@ -473,9 +473,9 @@ static PyObject *full_live(PyObject *whole, PyObject *seq) {
 
 /* What every plan the lane takes does last, having changed nothing before (lane._took):
  * the cursor's next sequence is past the plan's marker `seq`, its dirty set is empty (the
- * plan holds what it was, `taken`, pinned until it ends: not evictable) and so is its set
- * of dropped ledgers when `dropped` (a state plan names them), and the positions and
- * properties are no longer changed. -1 with an exception. */
+ * plan holds the ledgers it took, `taken` (taken_of), pinned until it ends: not
+ * evictable) and so is its set of dropped ledgers when `dropped` (a state plan names
+ * them), and the positions and properties are no longer changed. -1 with an exception. */
 static int took(PyObject *pages, PyObject *state, PyObject *chain, PyObject *seq, PyObject *dirty, PyObject *taken,
                 int dropped) {
     PyObject *next = plus_one(seq);

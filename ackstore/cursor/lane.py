@@ -227,10 +227,10 @@ def trims(plan: MarkerPlan | FlushPlan, chain: MarkerChain, keep: Collection[int
 def _took(planner: Planner, seq: int, taken: Collection[int], dropped: bool) -> None:
     """What every plan the lane takes does last, having changed nothing before: the
     cursor's next sequence is past the plan's marker ``seq``, its dirty set is empty (the
-    plan holds what it was, ``taken``, pinned until it ends: not evictable; the ack state
-    holds the set itself, so it is emptied, not replaced) and so is its set of dropped ledgers
-    when ``dropped`` (a state plan names them), and the positions and properties are no
-    longer changed."""
+    plan holds the ledgers it took, ``taken`` (:func:`_taken`), pinned until it ends: not
+    evictable; the ack state holds the set itself, so it is emptied, not replaced) and so
+    is its set of dropped ledgers when ``dropped`` (a state plan names them), and the
+    positions and properties are no longer changed."""
     pages = planner.pages
     planner.chain.next_seq = seq + 1
     pages.dirty.clear()
