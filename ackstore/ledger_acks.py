@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Callable
-from typing import Any, Final, NoReturn
+from typing import Any, Final, NoReturn, TypeVar
 
 from pyroaring import BitMap, FrozenBitMap
 
@@ -23,6 +23,9 @@ LEDGER_OVERHEAD_BYTES = 200
 object, its dict slot and the BitMap wrapper)."""
 COUNT_BYTES = 72
 """bytes charged per delivery count held (a dict slot and two small ints)"""
+
+
+_V = TypeVar("_V")
 
 
 class _NoEntries(dict[int, Any]):
@@ -44,6 +47,11 @@ Python memory, and three objects a flush of a small cursor would read). A ledger
 dict of its own when it first holds an entry (:meth:`LedgerAcks.own_batches`,
 :meth:`~LedgerAcks.own_counts`, :meth:`~LedgerAcks.own_counts_added`); reads, ``pop``
 with a default and ``len`` work on it as on any empty dict."""
+
+
+def _own(entries: dict[int, _V]) -> dict[int, _V]:
+    """``entries``, or a new dict in place of :data:`NO_ENTRIES` (a ledger's own to write to)."""
+    return {} if entries is NO_ENTRIES else entries
 
 
 def bitmap_of_range(values: range) -> BitMap:
@@ -134,28 +142,24 @@ class LedgerAcks(LedgerFields):
         maximal runs), without counting them again; it tracks no acks since a record
         (``added`` None: what a state marker's ledgers are). O(1)."""
         la = cls.__new__(cls)
-        la.bitmap, la.batches, la.runs, la.size = bitmap, batches, runs, 0
+        la.bitmap, la.batches, la.runs, la.size = bitmap, batches or NO_ENTRIES, runs, 0
         la.added, la.counts, la.counts_added = None, counts or NO_ENTRIES, NO_ENTRIES
-        la.batches = batches or NO_ENTRIES
         return la
 
     def own_batches(self) -> dict[int, tuple[int, int]]:
         """``batches``, a dict of this ledger's own to write to (no longer :data:`NO_ENTRIES`). O(1)."""
-        if self.batches is NO_ENTRIES:
-            self.batches = {}
-        return self.batches
+        self.batches = owned = _own(self.batches)
+        return owned
 
     def own_counts(self) -> dict[int, int]:
         """``counts``, a dict of this ledger's own to write to. O(1)."""
-        if self.counts is NO_ENTRIES:
-            self.counts = {}
-        return self.counts
+        self.counts = owned = _own(self.counts)
+        return owned
 
     def own_counts_added(self) -> dict[int, int]:
         """``counts_added``, a dict of this ledger's own to write to. O(1)."""
-        if self.counts_added is NO_ENTRIES:
-            self.counts_added = {}
-        return self.counts_added
+        self.counts_added = owned = _own(self.counts_added)
+        return owned
 
     def __bool__(self) -> bool:
         return bool(self.bitmap or self.batches or self.counts)

@@ -353,7 +353,7 @@ class Pages(PagesFields):
         """Assert the pages' invariants; returns the ranges they hold (the ack state compares)."""
         cache, md_l = self.cache, md[0]
         assert not (set(cache.loaded) & cache.swapped)
-        assert not NO_ENTRIES and type(NO_ENTRIES) is not dict, "a ledger wrote to the shared empty entries"
+        assert not NO_ENTRIES, "a ledger wrote to the shared empty entries"
         total = 0
         for ledger in cache.swapped:
             assert ledger in self.index and ledger >= md_l and ledger in d, ledger
