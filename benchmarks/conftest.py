@@ -74,8 +74,8 @@ def _ratio_lines(benchmarks: list[Any]) -> list[str]:
 def _steady_lines(benchmarks: list[Any]) -> list[str]:
     """The steady workload's groups per cursor a flush: each engine's median time over the
     same rounds (ackstore's from pytest-benchmark, the peers' timed in its rounds), write(2)
-    and logical bytes, ackstore's time against the faster peer's, and Pulsar's
-    PositionInfo."""
+    and logical bytes, ackstore's time against the faster peer's (the median of each round's
+    ratio: both flushed in that round, on the same state), and Pulsar's PositionInfo."""
     cases = [bench for bench in benchmarks if _steady(bench)]
     if not cases:
         return []
@@ -87,9 +87,8 @@ def _steady_lines(benchmarks: list[Any]) -> list[str]:
     for case in sorted(cases, key=lambda c: (c.extra_info["cursors"], c.extra_info["k"], c.extra_info["sync"])):
         info, group = case.extra_info, case.group.removeprefix("steady: ")
         n, peers = info["cursors"], sorted(info["peers"].values(), key=lambda p: p["engine"])
-        fastest = min(p["median"] for p in peers)
         ours = case.stats.median
-        rows = [(info["engine"], ours, f"{ours / fastest:.1f}x", info, f"{info['position_info']:,.0f}")]
+        rows = [(info["engine"], ours, f"{info['paired']:.1f}x", info, f"{info['position_info']:,.0f}")]
         rows += [(p["engine"], p["median"], "", p, "") for p in peers]
         for engine, median, ratio, figures, position_info in rows:
             lines.append(

@@ -6,8 +6,10 @@ with both peers in the same process on the same state. Each group is one size: 1
 The three engines are measured in the same rounds: each round applies the round's acks to
 all three and flushes each, ackstore's flush being the case's target (pytest-benchmark
 times it) and each peer's timed alone around it. So ackstore's time and the peers' are
-medians over the same rounds on a machine in the same state: a shared machine whose speed
-drifts between cases moves them together, and the ratio stands. The order of the three
+medians over the same rounds on a machine in the same state, and the ratio against the
+faster peer is taken round by round (the median of each round's ackstore flush over that
+peer's flush of the same round): a shared machine whose speed drifts, between cases or
+within one, moves both flushes of a round together, and the ratio stands. The order of the three
 flushes rotates from round to round (each engine flushes first, second and last equally
 often), because the engine that flushes right after the acks finds its state in the CPU's
 caches. Besides the times, per cursor a round: the write(2) bytes each engine handed the
@@ -46,7 +48,7 @@ def test_steady_flush(benchmark: Any, tmp_path: Path, cursors: int, k: int, sync
     wchar = dict.fromkeys(ENGINES, 0)
     names = list(ENGINES)
     orders = [names[i:] + names[:i] for i in range(len(names))]  # each engine first, then in the middle, then last
-    rounds = 24 if cursors <= 1000 else 9
+    rounds = 24 if cursors <= 1000 else 15
     mark = 0  # the kernel's count as ackstore's flush began its round (0: none yet)
     after: list[str] = []  # the peers due after ackstore's flush of the round
     done = 0  # rounds set up
@@ -89,7 +91,12 @@ def test_steady_flush(benchmark: Any, tmp_path: Path, cursors: int, k: int, sync
         for name in after:
             flush_peer(name)
         info = sum(position_info_bytes((1, state.md[c]), state.ranges(c)) for c in range(cursors)) / cursors
+        # each round's ackstore flush against the faster peer's flush of the same round
+        faster = min(PEERS, key=lambda name: statistics.median(times[name]))
+        mine = benchmark.stats.stats.data
+        assert len(mine) == len(times[faster]) == rounds
         benchmark.extra_info.update(
+            paired=statistics.median(ours_t / peer_t for ours_t, peer_t in zip(mine, times[faster], strict=True)),
             bytes=ours.logical,
             wchar=wchar["ackstore"] // rounds,
             cursors=cursors,
