@@ -74,7 +74,9 @@ def lanes_agree(cur: Cursor) -> str:
             if isinstance(plan, MarkerPlan):
                 planner.abort(plan)
                 planner.chain.next_seq = before[0]
-            assert _cursor(cur) == before, take
+            after = _cursor(cur)
+            changed = [(i, was, now) for i, (was, now) in enumerate(zip(before, after, strict=True)) if was != now]
+            assert not changed, (take, changed)  # which of _cursor's fields, as they were and are
         assert all(o == outcomes[0] for o in outcomes), outcomes
     first = outcomes[0]
     if first[0] != "ok":
