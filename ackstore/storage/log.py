@@ -716,7 +716,7 @@ def trim_records(c: lmdb.Cursor, cursor_id: int, below: int, keep: Collection[in
     end = log_key(cursor_id, below)
     kept = {log_key(cursor_id, seq) for seq in keep if seq < below}  # compared as keys: nothing to split
     trimmed = 0
-    ok = c.set_range(log_key(cursor_id, 0))
+    ok = c.set_range(log_bounds(cursor_id)[0])
     while ok:
         key = c.key()
         if key >= end:
