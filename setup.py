@@ -32,6 +32,7 @@ setup(
         Extension(
             "ackstore._native",
             ["ackstore/_native.c", "ackstore/_lane.c", "ackstore/_fields.c"],
+            depends=["ackstore/_native.h"],
             optional=True,
             extra_link_args=["-s"] if sys.platform.startswith("linux") else [],
         )

@@ -13,9 +13,7 @@
  * with array and bitmap containers only, as CRoaring serializes a bitmap built from
  * values: an array container up to 4,096 values, a bitmap container above.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <stdint.h>
+#include "_native.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -716,7 +714,7 @@ static void crc_init(void) {
 }
 
 /* -1 with an exception set when zlib fails (it cannot for a buffer). */
-static int64_t crc32_of(const unsigned char *p, Py_ssize_t n, uint32_t crc) {
+int64_t crc32_of(const unsigned char *p, Py_ssize_t n, uint32_t crc) {
     if (n > 512 && zlib_crc32 != NULL) {
         PyObject *view = PyMemoryView_FromMemory((char *)p, n, PyBUF_READ);
         if (view == NULL) return -1;
@@ -738,12 +736,14 @@ static int64_t crc32_of(const unsigned char *p, Py_ssize_t n, uint32_t crc) {
     return ~crc;
 }
 
-/* records.slot_key and records.seal_slot at once: the key of cursor `cid`'s state slot
- * `slot` (*key_out, a new reference) and the value holding `record`, the state marker of
- * sequence `seq`, after `reserve` zero bytes (returned); NULL with an exception set
- * (nothing in *key_out) */
-PyObject *sealed_slot(unsigned long long cid, int slot, unsigned long long seq, PyObject *record,
-                      Py_ssize_t reserve, PyObject **key_out) {
+Py_ssize_t slot_head_len(unsigned long long seq, Py_ssize_t reserve) {
+    Py_ssize_t n = 1;
+    for (; seq > 0x7F; seq >>= 7) n++;
+    return n + 4 + reserve;
+}
+
+void put_slot_head(unsigned char *key, unsigned char *v, unsigned long long cid, int slot, unsigned long long seq,
+                   Py_ssize_t reserve) {
     unsigned char head[20]; /* the key (0xFF, slot, cid), then the sequence's varint: what the check covers */
     Py_ssize_t h = 10;
     head[0] = 0xFF;
@@ -751,25 +751,35 @@ PyObject *sealed_slot(unsigned long long cid, int slot, unsigned long long seq, 
     for (int i = 0; i < 8; i++) head[2 + i] = (unsigned char)(cid >> (56 - 8 * i));
     for (; seq > 0x7F; seq >>= 7) head[h++] = (unsigned char)(seq & 0x7F) | 0x80;
     head[h++] = (unsigned char)seq;
-    if (!PyBytes_Check(record)) {
-        PyErr_SetString(PyExc_TypeError, "a state slot holds a bytes record");
-        return NULL;
-    }
-    Py_ssize_t n = PyBytes_GET_SIZE(record);
-    PyObject *key = PyBytes_FromStringAndSize((const char *)head, 10),
-             *value = key == NULL ? NULL : PyBytes_FromStringAndSize(NULL, h - 10 + 4 + reserve + n);
-    if (value == NULL) {
-        Py_XDECREF(key);
-        return NULL;
-    }
-    unsigned char *v = (unsigned char *)PyBytes_AS_STRING(value);
     uint32_t crc = (uint32_t)crc32_of(head, h, 0); /* short: never through zlib, never fails */
+    memcpy(key, head, 10);
     memcpy(v, head + 10, h - 10);
     v += h - 10;
     v[0] = (unsigned char)(crc >> 24), v[1] = (unsigned char)(crc >> 16), v[2] = (unsigned char)(crc >> 8);
     v[3] = (unsigned char)crc;
     memset(v + 4, 0, (size_t)reserve);
-    memcpy(v + 4 + reserve, PyBytes_AS_STRING(record), n);
+}
+
+/* records.slot_key and records.seal_slot at once: the key of cursor `cid`'s state slot
+ * `slot` (*key_out, a new reference) and the value holding `record`, the state marker of
+ * sequence `seq`, after `reserve` zero bytes (returned); NULL with an exception set
+ * (nothing in *key_out) */
+PyObject *sealed_slot(unsigned long long cid, int slot, unsigned long long seq, PyObject *record,
+                      Py_ssize_t reserve, PyObject **key_out) {
+    if (!PyBytes_Check(record)) {
+        PyErr_SetString(PyExc_TypeError, "a state slot holds a bytes record");
+        return NULL;
+    }
+    Py_ssize_t n = PyBytes_GET_SIZE(record), h = slot_head_len(seq, reserve);
+    PyObject *value = PyBytes_FromStringAndSize(NULL, h + n), *key = NULL;
+    if (value == NULL) return NULL;
+    unsigned char k[10], *v = (unsigned char *)PyBytes_AS_STRING(value);
+    put_slot_head(k, v, cid, slot, seq, reserve);
+    memcpy(v + h, PyBytes_AS_STRING(record), n);
+    if ((key = PyBytes_FromStringAndSize((const char *)k, 10)) == NULL) {
+        Py_DECREF(value);
+        return NULL;
+    }
     *key_out = key;
     return value;
 }
@@ -983,30 +993,6 @@ static Py_ssize_t bitmap_values(PyObject *bitmap, uint32_t **out) {
 #define OUTSIDE_LAYOUT \
     "a marker field is not an unsigned int the fixed layout holds (32 bits; 16 for counts of items)"
 
-typedef struct {
-    unsigned char *b;
-    Py_ssize_t len, cap;
-} Out;
-
-/* room for `n` more bytes; -1 with MemoryError */
-static inline int reserve(Out *o, Py_ssize_t n) {
-    if (o->len + n > o->cap) {
-        Py_ssize_t cap = o->cap * 2 > o->len + n ? o->cap * 2 : o->len + n + 64;
-        unsigned char *b = (unsigned char *)PyMem_Realloc(o->b, cap);
-        if (b == NULL) { PyErr_NoMemory(); return -1; }
-        o->b = b;
-        o->cap = cap;
-    }
-    return 0;
-}
-
-static unsigned char *out_room(Out *o, Py_ssize_t n) {
-    if (reserve(o, n) < 0) return NULL;
-    unsigned char *at = o->b + o->len;
-    o->len += n;
-    return at;
-}
-
 /* An int in [0, most] once `add` is added, or -1 with OverflowError set. */
 static int field_of(PyObject *v, long long add, long long most, uint32_t *out) {
     if (!PyLong_Check(v)) goto outside;
@@ -1110,17 +1096,22 @@ static int put_item(Out *o, PyObject *item) {
 
 /* The marker record `o` holds (its body from byte 7 on) with `props` appended, sealed in
  * the fixed envelope of format `version`: the record's bytes, or NULL with an exception. */
+int seal_envelope_at(Out *o, Py_ssize_t at, uint32_t rtype, uint32_t version) {
+    int64_t crc = crc32_of(o->b + at + 7, o->len - at - 7, rtype << 8 | version);
+    if (crc < 0) return -1;
+    o->b[at] = 0xC1;
+    o->b[at + 1] = (unsigned char)rtype;
+    o->b[at + 2] = (unsigned char)version;
+    put32(o->b + at + 3, (uint32_t)crc);
+    return 0;
+}
+
 static PyObject *seal_marker(Out *o, PyObject *props, uint32_t version) {
     Py_ssize_t np = PyBytes_GET_SIZE(props);
     unsigned char *at;
     if (np && (at = out_room(o, np)) == NULL) return NULL;
     if (np) memcpy(at, PyBytes_AS_STRING(props), np);
-    int64_t crc = crc32_of(o->b + 7, o->len - 7, 2u << 8 | version);
-    if (crc < 0) return NULL;
-    o->b[0] = 0xC1;
-    o->b[1] = 2;
-    o->b[2] = (unsigned char)version;
-    put32(o->b + 3, (uint32_t)crc);
+    if (seal_envelope_at(o, 0, 2, version) < 0) return NULL;
     return PyBytes_FromStringAndSize((const char *)o->b, o->len);
 }
 
@@ -1166,15 +1157,6 @@ done:
 #define STATE_BATCHES 0x02
 #define STATE_COUNTS 0x04
 #define LEDGER_MAX_LL 9223372036854775807LL
-
-static inline int put_varint(Out *o, unsigned long long v) {
-    if (reserve(o, 10) < 0) return -1; /* room for the longest */
-    unsigned char *at = o->b + o->len;
-    while (v >= 0x80) { *at++ = (unsigned char)((v & 0x7F) | 0x80); v >>= 7; }
-    *at++ = (unsigned char)v;
-    o->len = at - o->b;
-    return 0;
-}
 
 /* point_value(micros, fields) -> bytes: a big-endian u64 `micros`, then each int of the
  * tuple `fields` as a varint (a history point's value: ackstore/history.py);
@@ -1265,7 +1247,7 @@ static int put_state_entries(Out *o, PyObject *d, long long ledger, long long st
  * and ends, two bitmaps its own shift and difference make in O(containers), as
  * ledger_acks.run_bounds does. */
 #define RUNS_READ_WHOLE 4096
-static Py_ssize_t bitmap_runs(PyObject *bitmap, uint32_t **firsts, uint32_t **lasts) {
+Py_ssize_t bitmap_runs(PyObject *bitmap, uint32_t **firsts, uint32_t **lasts) {
     *firsts = *lasts = NULL;
     Py_ssize_t card = PyObject_Length(bitmap);
     if (card < 0) return -1;
@@ -1301,6 +1283,34 @@ static Py_ssize_t bitmap_runs(PyObject *bitmap, uint32_t **firsts, uint32_t **la
     return n;
 }
 
+int put_state_head(Out *o, int flags, unsigned long long cid, long long md_l, long long md_e, Py_ssize_t ledgers) {
+    unsigned char *at = out_room(o, 2);
+    if (at == NULL) return -1;
+    at[0] = 0xC2;
+    at[1] = (unsigned char)flags;
+    if (put_varint(o, cid) < 0 || put_varint(o, (unsigned long long)md_l) < 0 ||
+        put_varint(o, (unsigned long long)(md_e + 1)) < 0 || put_varint(o, (unsigned long long)ledgers) < 0)
+        return -1;
+    return 0;
+}
+
+int put_state_runs(Out *o, long long ledger, const uint32_t *firsts, const uint32_t *lasts, Py_ssize_t stride,
+                   Py_ssize_t n, long long pos) {
+    if (put_varint(o, (unsigned long long)n) < 0) return -1;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        long long first = firsts[j * stride], end = lasts[j * stride];
+        if (first < pos) {
+            PyErr_Format(PyExc_ValueError, "ledger %lld holds entry %lld, at or below the mark-delete position", ledger,
+                         first);
+            return -1;
+        }
+        if (put_varint(o, (unsigned long long)(first - pos)) < 0 || put_varint(o, (unsigned long long)(end - first)) < 0)
+            return -1;
+        pos = end + 2;
+    }
+    return 0;
+}
+
 /* The state marker of `n` ledgers given as parallel arrays (borrowed references, ledgers
  * ascending): state_marker's work once its arguments are unpacked; _lane.c's take_marker
  * calls it with a cursor's ledgers as they are, without making a tuple of each. */
@@ -1321,13 +1331,7 @@ PyObject *state_marker_of(PyObject *version_obj, PyObject *cid_obj, PyObject *md
         flags |= (b ? STATE_BATCHES : 0) | (c ? STATE_COUNTS : 0);
     }
     Out o = {NULL, 0, 0};
-    unsigned char *at = out_room(&o, 9);
-    if (at == NULL) return NULL;
-    at[7] = 0xC2;
-    at[8] = (unsigned char)flags;
-    if (put_varint(&o, (unsigned long long)cid) < 0 || put_varint(&o, (unsigned long long)md_l) < 0 ||
-        put_varint(&o, (unsigned long long)(md_e + 1)) < 0 || put_varint(&o, (unsigned long long)n) < 0)
-        goto done;
+    if (out_room(&o, 7) == NULL || put_state_head(&o, flags, (unsigned long long)cid, md_l, md_e, n) < 0) goto done;
     long long last = md_l;
     for (Py_ssize_t i = 0; i < n; i++) {
         long long ledger;
@@ -1338,19 +1342,7 @@ PyObject *state_marker_of(PyObject *version_obj, PyObject *cid_obj, PyObject *md
         uint32_t *firsts = NULL, *lasts = NULL;
         Py_ssize_t nruns = bitmap_runs(bitmaps[i], &firsts, &lasts);
         if (nruns < 0) goto done;
-        int bad = put_varint(&o, (unsigned long long)nruns);
-        long long pos = start;
-        for (Py_ssize_t j = 0; j < nruns && !bad; j++) {
-            long long first = firsts[j], end = lasts[j];
-            if (first < pos) {
-                PyErr_Format(PyExc_ValueError, "ledger %lld holds entry %lld, at or below the mark-delete position",
-                             ledger, first);
-                bad = 1;
-                break;
-            }
-            bad = put_varint(&o, (unsigned long long)(first - pos)) < 0 || put_varint(&o, (unsigned long long)(end - first)) < 0;
-            pos = end + 2;
-        }
+        int bad = put_state_runs(&o, ledger, firsts, lasts, 1, nruns, start) < 0;
         PyMem_Free(firsts);
         PyMem_Free(lasts);
         if (bad) goto done;

@@ -1,0 +1,68 @@
+/* What the compiled parts of ackstore._native share (_native.c defines these; _lane.c and
+ * _small.c use them): a growing output buffer, and the pieces of the state layout and of a
+ * state slot's value (ackstore/storage/records.py documents both), so each is written once. */
+#ifndef ACKSTORE_NATIVE_H
+#define ACKSTORE_NATIVE_H
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+
+/* bytes being written: `len` of `cap` used */
+typedef struct {
+    unsigned char *b;
+    Py_ssize_t len, cap;
+} Out;
+
+/* room for `n` more bytes; -1 with MemoryError */
+static inline int reserve(Out *o, Py_ssize_t n) {
+    if (o->len + n > o->cap) {
+        Py_ssize_t cap = o->cap * 2 > o->len + n ? o->cap * 2 : o->len + n + 64;
+        unsigned char *b = (unsigned char *)PyMem_Realloc(o->b, cap);
+        if (b == NULL) { PyErr_NoMemory(); return -1; }
+        o->b = b;
+        o->cap = cap;
+    }
+    return 0;
+}
+
+/* `n` more bytes, to be filled; NULL with MemoryError */
+static inline unsigned char *out_room(Out *o, Py_ssize_t n) {
+    if (reserve(o, n) < 0) return NULL;
+    unsigned char *at = o->b + o->len;
+    o->len += n;
+    return at;
+}
+
+static inline int put_varint(Out *o, unsigned long long v) {
+    if (reserve(o, 10) < 0) return -1; /* room for the longest */
+    unsigned char *at = o->b + o->len;
+    while (v >= 0x80) { *at++ = (unsigned char)((v & 0x7F) | 0x80); v >>= 7; }
+    *at++ = (unsigned char)v;
+    o->len = at - o->b;
+    return 0;
+}
+
+/* zlib.crc32(p[:n], crc); -1 with an exception set when zlib fails */
+int64_t crc32_of(const unsigned char *p, Py_ssize_t n, uint32_t crc);
+/* a bitmap's maximal runs (first, last) in two PyMem buffers the caller frees; their number, or -1 */
+Py_ssize_t bitmap_runs(PyObject *bitmap, uint32_t **firsts, uint32_t **lasts);
+
+/* The state layout's head: its tag, `flags`, the cursor id, the mark-delete position and the
+ * number of ledgers that follow. */
+int put_state_head(Out *o, int flags, unsigned long long cid, long long md_l, long long md_e, Py_ssize_t ledgers);
+/* One ledger's runs in the state layout, `pos` the first entry a run may start at (M + 1 in
+ * the mark-delete ledger): their number, then each one's gap and length. The i-th run is
+ * (firsts[i * stride], lasts[i * stride]). ValueError for a run below `pos`. */
+int put_state_runs(Out *o, long long ledger, const uint32_t *firsts, const uint32_t *lasts, Py_ssize_t stride,
+                   Py_ssize_t n, long long pos);
+/* The fixed envelope (type `rtype`, format `version`) of the record from o->b + at to the end,
+ * written into its first 7 bytes (left for it). -1 with an exception set. */
+int seal_envelope_at(Out *o, Py_ssize_t at, uint32_t rtype, uint32_t version);
+/* A state slot's head, the bytes before its record: the sequence as a varint, the CRC32 of
+ * the slot's key and that varint, `reserve` zero bytes. Its length: */
+Py_ssize_t slot_head_len(unsigned long long seq, Py_ssize_t reserve);
+/* ... and the key (10 bytes into `key`) and the head (into `v`, slot_head_len bytes). */
+void put_slot_head(unsigned char *key, unsigned char *v, unsigned long long cid, int slot, unsigned long long seq,
+                   Py_ssize_t reserve);
+
+#endif
