@@ -1715,6 +1715,8 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native", "ackstore's compiled decoders.", -1, methods};
 
+int small_init(PyObject *module); /* _small.c */
+
 PyMODINIT_FUNC PyInit__native(void) {
     crc_init();
     PyObject *zlib = PyImport_ImportModule("zlib");
@@ -1725,5 +1727,7 @@ PyMODINIT_FUNC PyInit__native(void) {
     if (zlib_crc32 == NULL) PyErr_Clear(); /* the table serves every length then */
     s_serialize = PyUnicode_InternFromString("serialize");
     if (s_serialize == NULL) return NULL;
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    if (m != NULL && small_init(m) < 0) Py_CLEAR(m);
+    return m;
 }

@@ -112,6 +112,7 @@ AREAS: dict[str, str] = {
             "peers",
             "records",
             "recovery",
+            "small",
             "state_layout",
             "store",
         ),

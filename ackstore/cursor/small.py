@@ -1,0 +1,319 @@
+"""The small form: a small cursor's whole state in one object of its own.
+
+A broker's cursor spends its day consuming its topic's open ledger in order: its acks above
+the mark-delete position M all lie in M's ledger, in a few ranges, and each flush writes its
+whole state as one state marker into a state slot (the state layout of
+``ackstore/storage/records.py``). Once a flush wrote such a state, the cursor takes the small
+form (:func:`small_of` is the rule): a :class:`SmallState` holds M, the runs of acks above
+it, the log's next sequence and which state slots hold a value. ``ack_entries`` and ``ack``
+of one position write into it, and the group flush encodes each changed one's slot value
+straight from it and adopts it in the same visit (:func:`flush_small`; :func:`undo_small`
+gives back a flush that was not written). A flush then touches one small object per cursor
+instead of the cursor's parts, and writes the same bytes they would.
+
+The cursor's parts (its AckState, Pages and MarkerChain) keep the state as it was when the
+form began. Anything else asked of the cursor ends the form first (``Cursor._grow``): the
+parts load the newest flushed state as a reopen would (when a flush wrote one since), then
+take the acks since, so the rest of ackstore only ever sees the parts.
+
+A cursor stays out of the form while it keeps history, holds partial batches, delivery
+counts or properties, has acks outside M's ledger or M is not in the topic's open ledger,
+or holds more runs than the state layout takes (:data:`ackstore.cursor.lane.STATE_MAX_RUNS`)
+or than PIP-299 persists; an ack that takes it over that cap ends the form.
+
+Two twins of one API, as the lane: ``ackstore._native``'s ``SmallState``, ``flush_small``
+and ``undo_small`` (``ackstore/_small.c``) and the pure-Python ones here, which return the
+same values and write the same bytes (``tests/test_small.py`` runs both on the same
+operations); :data:`SmallState`, :data:`flush_small` and :data:`undo_small` are the ones in
+use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from pyroaring import BitMap
+
+from ..ledger_acks import run_bounds
+from ..storage import codecs, pure_codecs
+from ..storage.records import FORMAT_VERSION, SLOT_RESERVE, seal_slot, slot_key
+from . import lane
+
+if TYPE_CHECKING:
+    from ..config import CursorConfig
+    from ..directory import LedgerDirectory
+    from .pages import Pages
+    from .plan import MarkerChain
+    from .state import AckState
+
+__all__ = [
+    "FLUSH_FORMAT",
+    "IMPLEMENTATIONS",
+    "PySmallState",
+    "SmallState",
+    "Small",
+    "check_small",
+    "flush_small",
+    "small_of",
+    "undo_small",
+]
+
+_ENTRY_MAX = 0xFFFFFFFF
+
+
+def _entry(value: Any, what: str) -> int:
+    if type(value) is not int:
+        raise TypeError(f"{what} must be an int, got {value!r}")
+    if not 0 <= value <= _ENTRY_MAX:
+        raise ValueError(f"{what} {value} is not an entry of the layout (0..2**32-1)")
+    return value
+
+
+class PySmallState:
+    """The pure-Python twin of ``ackstore._native.SmallState``: a small cursor's mark-delete
+    position ``(md_l, md_e)``, the runs of acks above it in ``md_l`` (``runs``: ascending
+    ``(first, last)``, a gap between two, none at M + 1), the log's ``next_seq``, the state
+    slot the newest state is in and which slots hold a value, and ``cap``: the most runs the
+    form holds. The flush counters count the flushes in the form."""
+
+    __slots__ = (
+        "cursor_id", "md_l", "md_e", "next_seq", "slot", "slots", "dirty", "cap", "persisted", "flushes",
+        "flush_bytes", "last_bytes", "ended", "_runs", "_undo", "_undo_persisted",
+    )  # fmt: skip
+
+    def __init__(
+        self, cursor_id: int, md_l: int, md_e: int, next_seq: int, slot: int, slots: int, runs: Any, cap: int
+    ) -> None:
+        if md_l < 0 or not -1 <= md_e < _ENTRY_MAX or slot not in (0, 1) or not 0 <= slots <= 3:
+            raise ValueError("a small state's position, slot or slots are outside the layout")
+        flat: list[int] = []
+        at = md_e + 2  # a run starts above M + 1, each a gap after the one before
+        for run in runs:
+            if type(run) is not tuple or len(run) != 2:
+                raise TypeError("a run is a (first, last) tuple")
+            first, last = _entry(run[0], "first"), _entry(run[1], "last")
+            if first < at or last < first:
+                raise ValueError(f"run ({first}, {last}) is not above M + 1 and the run before, with a gap")
+            flat += (first, last)
+            at = last + 2
+        self.cursor_id = cursor_id
+        """the cursor's id"""
+        self.md_l = md_l
+        """the mark-delete position's ledger (the topic's open ledger)"""
+        self.md_e = md_e
+        """the mark-delete position's entry"""
+        self.next_seq = next_seq
+        """the log's next sequence"""
+        self.slot = slot
+        """the state slot the newest state is in (the next goes to the other)"""
+        self.slots = slots
+        """which state slots hold a value (bits 0 and 1): a slot's first value reserves room"""
+        self.cap = cap
+        """the most runs the form holds"""
+        self.dirty = 0
+        """1 when it changed since its last flush"""
+        self.ended = 0
+        """1 once the cursor left the small form (no flush takes it again)"""
+        self.persisted = len(flat) // 2
+        """runs the newest flushed state holds"""
+        self.flushes = 0
+        """flushes in the small form"""
+        self.flush_bytes = 0
+        """the bytes they wrote (keys and values)"""
+        self.last_bytes = 0
+        """the bytes the last one wrote"""
+        self._runs = flat
+        self._undo = -1  # the slots before the last flush took it (-1: it did not)
+        self._undo_persisted = 0
+
+    @property
+    def n(self) -> int:
+        """Runs held."""
+        return len(self._runs) // 2
+
+    def runs(self) -> list[tuple[int, int]]:
+        """The runs above M, ``[(first, last), ...]``. O(runs)."""
+        r = self._runs
+        return [(r[i], r[i + 1]) for i in range(0, len(r), 2)]
+
+    def ack_range(self, first: int, last: int) -> bool:
+        """Entries ``first..last`` of M's ledger acked (those at or below M are); whether the
+        runs still fit :attr:`cap`. O(runs)."""
+        first, last = _entry(first, "first"), _entry(last, "last")
+        if last < first:
+            raise ValueError(f"run ({first}, {last}) ends before it starts")
+        self._ack_run(first, last)
+        return self.n <= self.cap
+
+    def ack_bitmap(self, bitmap: BitMap) -> bool:
+        """A BitMap's entries of M's ledger acked; whether the runs still fit. O(its runs x runs)."""
+        for first, last in run_bounds(bitmap):
+            self._ack_run(first, last)
+        return self.n <= self.cap
+
+    def acked(self, entry: int) -> bool:
+        """Whether ``entry`` of M's ledger is acked (at or below M, or in a run). O(log runs)."""
+        if entry <= self.md_e:
+            return True
+        r = self._runs
+        lo, hi = 0, len(r) // 2
+        while lo < hi:  # the first run ending at or after entry
+            mid = (lo + hi) // 2
+            if r[2 * mid + 1] < entry:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo < len(r) // 2 and r[2 * lo] <= entry
+
+    def end(self) -> None:
+        """The cursor left the small form: no flush takes this one again."""
+        self.ended, self.dirty = 1, 0
+
+    def _ack_run(self, first: int, last: int) -> None:
+        if last <= self.md_e:
+            return
+        first = max(first, self.md_e + 1)
+        r, n = self._runs, self.n
+        i = 0
+        while i < n and r[2 * i + 1] + 1 < first:
+            i += 1
+        j = i
+        while j < n and r[2 * j] <= last + 1:
+            j += 1
+        if j == i + 1 and r[2 * i] <= first and last <= r[2 * i + 1]:
+            return  # acked already
+        if j > i:
+            first, last = min(first, r[2 * i]), max(last, r[2 * j - 1])
+        r[2 * i : 2 * j] = (first, last)
+        self.dirty = 1
+        if r[0] == self.md_e + 1:  # M moves over the first run
+            self.md_e = r[1]
+            del r[:2]
+
+
+def _py_flush_small(smalls: list[Any], version: int, reserve: int) -> tuple[list[tuple[bytes, bytes]], int]:
+    """The pure-Python :data:`flush_small`: every changed one's next state as the value of
+    the state slot its newest is not in (``reserve`` zero bytes of room in a slot's first
+    value; ``version`` the record's format), and each adopted: its sequence on, that slot
+    the newest, unchanged. Returns the puts and their bytes. O(smalls + their runs)."""
+    if not 0 <= version <= 0xFF or not 0 <= reserve <= 64:
+        raise ValueError(f"flush_small: format {version} or room {reserve} is outside the layout (0..255, 0..64)")
+    puts, total = [], 0
+    for s in smalls:
+        if type(s) is not PySmallState:
+            raise TypeError(f"flush_small flushes SmallStates, not {s!r}")
+        s._undo = -1
+        if not s.dirty or s.ended:
+            continue
+        slot = 1 - s.slot
+        key = slot_key(s.cursor_id, slot)
+        ledgers: list[tuple[int, BitMap, dict[int, tuple[int, int]], dict[int, int]]] = []
+        if s.n:
+            bitmap = BitMap()
+            for first, last in s.runs():
+                bitmap.add_range(first, last + 1)
+            ledgers.append((s.md_l, bitmap, {}, {}))
+        record = pure_codecs.state_marker(version, s.cursor_id, s.md_l, s.md_e, ledgers, b"")
+        value = seal_slot(key, s.next_seq, record, 0 if s.slots >> slot & 1 else reserve)
+        puts.append((key, value))
+        nbytes = len(key) + len(value)
+        s._undo, s._undo_persisted = s.slots, s.persisted  # adopted now: undo_small gives it back
+        s.next_seq += 1
+        s.slot = slot
+        s.slots |= 1 << slot
+        s.dirty = 0
+        s.persisted = s.n
+        s.flushes += 1
+        s.flush_bytes += nbytes
+        s.last_bytes = nbytes
+        total += nbytes
+    return puts, total
+
+
+def _py_undo_small(smalls: list[Any]) -> None:
+    """The pure-Python :data:`undo_small`: each one the last flush took, as it was before
+    that flush, and changed again (its state waits for the next flush). O(smalls)."""
+    for s in smalls:
+        if type(s) is not PySmallState or s._undo < 0 or s.ended:
+            continue
+        s.next_seq -= 1
+        s.slot = 1 - s.slot
+        s.slots, s.persisted = s._undo, s._undo_persisted
+        s.flushes -= 1
+        s.flush_bytes -= s.last_bytes
+        s.dirty = 1
+        s._undo = -1
+
+
+class Small(NamedTuple):
+    """One implementation of the small form (the type and its two functions)."""
+
+    SmallState: Callable[..., Any]
+    flush_small: Callable[..., Any]
+    undo_small: Callable[..., Any]
+
+
+IMPLEMENTATIONS = [Small(PySmallState, _py_flush_small, _py_undo_small)]
+"""the twins, pure first (the tests run each)"""
+if codecs.native is not None:
+    IMPLEMENTATIONS.append(Small(codecs.native.SmallState, codecs.native.flush_small, codecs.native.undo_small))
+SmallState = IMPLEMENTATIONS[-1].SmallState
+"""the small form's type in use: ``ackstore._native.SmallState`` where the compiled module
+was built, else :class:`PySmallState`"""
+flush_small = IMPLEMENTATIONS[-1].flush_small
+"""the flush of small forms in use (the pure twin: :func:`_py_flush_small`)"""
+undo_small = IMPLEMENTATIONS[-1].undo_small
+"""the undo of a flush of small forms in use (the pure twin: :func:`_py_undo_small`)"""
+
+
+def small_of(
+    cursor_id: int,
+    state: AckState,
+    pages: Pages,
+    chain: MarkerChain,
+    config: CursorConfig,
+    directory: LedgerDirectory,
+) -> Any:
+    """The small form of a cursor whose flush just wrote its whole state into a state slot
+    and that has nothing pending since, or None when the cursor is outside the form (see
+    the module docstring; the caller knows the store is writable). O(its ranges)."""
+    if config.history_seconds or lane.STATE_MAX_RUNS < 0:
+        return None
+    limit = config.max_unacked_ranges_to_persist
+    cap = min(lane.STATE_MAX_RUNS, limit) if limit else lane.STATE_MAX_RUNS
+    if state.properties or state.range_count > cap or pages.swapped or pages.vanished or pages.unmarked:
+        return None
+    md_l, md_e = state.md
+    ids = directory.ids
+    if not ids or ids[-1] != md_l or directory.counts[-1] >= 0:  # M in the open ledger
+        return None
+    loaded = pages.loaded
+    runs: list[tuple[int, int]] = []
+    if loaded:
+        la = loaded.get(md_l)
+        if la is None or len(loaded) > 1 or la.batches or la.counts:
+            return None
+        runs = run_bounds(la.bitmap)
+    if len(pages.index) > len(loaded):
+        return None
+    return SmallState(cursor_id, md_l, md_e, chain.next_seq, chain.slot, chain.slots, runs, cap)
+
+
+def check_small(s: Any, md: tuple[int, int]) -> None:
+    """Assert every invariant of a small form (the tests call it after each change):
+    its runs ascending, a gap between two, all above M + 1, in the layout; at most ``cap``;
+    its M at or after ``md``, the parts' (which hold the state as it was when the form
+    began, or as the last flush before it wrote it) and in the same ledger."""
+    assert not s.ended, "an ended small form is still the cursor's"
+    assert s.md_l == md[0] and s.md_e >= md[1], f"small M {(s.md_l, s.md_e)} is behind the parts' {md}"
+    at = s.md_e + 2
+    for first, last in s.runs():
+        assert at <= first <= last <= _ENTRY_MAX, f"run ({first}, {last}) is not above M + 1 and its neighbour"
+        at = last + 2
+    assert s.n <= s.cap, f"{s.n} runs in a small form of {s.cap}"
+    assert s.slot in (0, 1) and s.slots >> s.slot & 1, f"the newest state's slot {s.slot} holds nothing ({s.slots})"
+
+
+FLUSH_FORMAT = FORMAT_VERSION, SLOT_RESERVE
+"""the record format and a slot's first room the group flush gives :data:`flush_small`"""
