@@ -12,12 +12,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import lmdb
 
-from .cursor import lane
+from .cursor import lane, small
 from .directory import OPEN
 from .errors import AckStoreError, StoreError
 from .gcpause import gc_paused
 from .stats import FLUSH_SECONDS_BUCKETS, FlushStats
 from .storage.catalog import OPEN_LEDGER_ENTRY_BYTES, Catalog
+from .storage.records import split_slot_key
 
 if TYPE_CHECKING:
     from .cursor import AnyPlan, Cursor
@@ -72,6 +73,12 @@ class FlushJob:
     ledger_records: int = 0
     full_markers: int = 0
     nbytes: int = 0
+    smalls: list[Any] = field(default_factory=list)
+    """the small forms this flush visits (``ackstore.cursor.small``), written from there"""
+    small_cursors: list[Cursor] = field(default_factory=list)
+    """their cursors, at the same places"""
+    small_written: int = 0
+    """how many of them changed and have a state in ``puts``"""
     history: list[Taken] = field(default_factory=list)
     """the points of the cursors that keep history (``ackstore.history``), with what they drop"""
     keeper: HistoryKeeper | None = None
@@ -141,10 +148,12 @@ class GroupFlush:
             job = self._begin(only)  # under the store lock: the topics' bounds, the cursors to visit
             grows_before = self.store.storage.map_grows
             try:
+                for start in range(0, len(job.smalls), CHUNK):
+                    self._take_small(job, start)  # 1. the small forms' states, under the store lock
                 for start in range(0, len(job.visit), CHUNK):
                     self._take(job, start)  # 1. under the store lock: copy what changed into plans
                     job.encode()  # 2. outside the store lock: acks go on meanwhile
-                if not job.plans and not job.confirms:
+                if not job.plans and not job.confirms and not job.small_written:
                     return FlushStats(0, 0, 0, 0, 0, 0, time.perf_counter() - started, 0)
                 trimmed = self._write(job)  # 3. one write transaction for all
             except BaseException as exc:
@@ -169,11 +178,18 @@ class GroupFlush:
             job = FlushJob(store.storage.catalog, store.storage.log_db)
             job.confirms = [(t, c) for t in store.held.values() if (c := t.pending_bound()) is not None]
             if only is None:
-                listed = store.flush_list
+                listed, smalls = store.flush_list, store.small_list
                 job.visit, job.visit_planners = list(listed), list(listed.values())
                 job.visit_listed = True
+                job.smalls, job.small_cursors = list(smalls), list(smalls.values())
+                smalls.clear()
             else:
-                job.visit, job.visit_planners = list(only), [cur.planner for cur in only]
+                job.visit = [cur for cur in only if cur.small is None]
+                job.visit_planners = [cur.planner for cur in job.visit]
+                job.small_cursors = [cur for cur in only if cur.small is not None]
+                job.smalls = [cur.small for cur in job.small_cursors]
+                for small in job.smalls:
+                    store.small_list.pop(small, None)
             return job
 
     def _take(self, job: FlushJob, start: int) -> None:
@@ -207,6 +223,19 @@ class GroupFlush:
             for cur in idle:  # no plan, yet something waits (never seen; kept listed to be sure)
                 if cur.pending:
                     listed[cur] = cur.planner
+
+    def _take_small(self, job: FlushJob, start: int) -> None:
+        """Step 1 for the small forms of the chunk of ``job.smalls`` from ``start``: each
+        changed one's state, encoded and adopted in one visit (``undo_small`` gives it back
+        if the write fails), its put added to the job's. A form whose cursor left it
+        meanwhile (it ended) is not written: its cursor holds its state again."""
+        with self.store.lock:
+            self.store.check_alive()
+            puts, nbytes = small.flush_small(_chunk(job.smalls, start), *small.FLUSH_FORMAT)
+        job.puts += puts
+        job.nbytes += nbytes
+        job.small_written += len(puts)
+        job.full_markers += len(puts)
 
     def _history(self, job: FlushJob, start: int) -> None:
         """Step 1's part for the cursors that keep history (store lock held): each one's
@@ -255,6 +284,12 @@ class GroupFlush:
         back (nothing is lost; the next flush tries again); a failure in a cursor's own code
         (planning, encoding) is raised as a StoreError naming it."""
         with self.store.lock:
+            if job.smalls:  # their states wait for the next flush again
+                small.undo_small(job.smalls)
+                smalls = self.store.small_list
+                for form, cur in zip(job.smalls, job.small_cursors, strict=True):
+                    if cur.small is form and form.dirty:
+                        smalls[form] = cur
             listed = self.store.flush_list
             for plan, cur in zip(job.plans, job.cursors, strict=True):
                 cur.abort_flush(plan)
@@ -274,6 +309,9 @@ class GroupFlush:
             with self.store.lock:
                 lane.commit_all(plans, planners, cursors)  # each cursor's Cursor.commit_flush
         with self.store.lock:
+            for plan, cur in zip(job.plans, job.cursors, strict=True):
+                if type(plan) is lane.MarkerPlan and plan.full and split_slot_key(plan.puts[0][0]) is not None:
+                    cur.take_small_form()  # its whole state is in a slot: the small form, if it fits
             if job.history:
                 self.store.history.adopt(job.history)
             for topic, written in job.confirms:
@@ -283,9 +321,9 @@ class GroupFlush:
         """Step 5: this flush's figures, added to the store's totals."""
         plans = job.plans
         stats = FlushStats(
-            cursors=len(plans),
+            cursors=len(plans) + job.small_written,
             ledger_records=job.ledger_records,
-            markers=len(plans),
+            markers=len(plans) + job.small_written,
             full_markers=job.full_markers,
             bytes_written=job.nbytes + OPEN_LEDGER_ENTRY_BYTES * len(job.confirms),
             records_trimmed=trimmed,
@@ -293,6 +331,7 @@ class GroupFlush:
             map_grows=grows,
         )
         self.totals.add(stats)
+        self.store.flush_count += 1
         return stats
 
     def _encoding_failed(self, exc: BaseException, cur: Cursor | None) -> None:

@@ -159,6 +159,12 @@ class AckStore:
     flush_list: dict[Cursor, Planner]
     """@private the cursors a flush visits: every one with a change since its last flush (a
     cursor lists itself on change; idle cursors cost a flush nothing). The store owns it."""
+    small_list: dict[Any, Cursor]
+    """@private the same for the cursors in the small form (``ackstore.cursor.small``): each
+    changed form, with its cursor"""
+    flush_count: int
+    """@private flushes written since open (a cursor asked something the small form does not
+    serve since the last one stays out of it at the next)"""
     _flusher: threading.Thread | None
     _flush_interval: float | None
     _stop: threading.Event
@@ -264,6 +270,8 @@ class AckStore:
         self.held = {}
         self._topics_checked = False
         self.flush_list = {}
+        self.small_list = {}
+        self.flush_count = 0
         self.cache_pool = CachePool(cache_bytes)
         self.verify = verify
         self.load = load
@@ -693,6 +701,8 @@ class AckStore:
     def unlist(self, cursor: Cursor) -> None:
         """@private"""
         self.flush_list.pop(cursor, None)
+        if cursor.small is not None:
+            self.small_list.pop(cursor.small, None)
 
     def _all_cursors(self) -> list[Cursor]:
         return [cur for topic in self.held.values() for cur in topic.held.values()]

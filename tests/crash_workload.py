@@ -65,15 +65,26 @@ def _held(seed: int, rnd: int) -> dict[int, int]:
     return {i: rnd + rng.randint(1, 3) for i in rng.sample(range(start, start + STEADY_K), rng.choice((1, 1, 2)))}
 
 
+STEADY_FROM = sum(count for _, count in LEDGERS if count is not None)
+"""where the steady workload starts in the log: the open ledger's first entry (a broker's
+subscription consumes the ledger being written)"""
+
+
 def steady_ops(seed: int, rnd: int) -> list[Op]:
-    """A broker's round: the next ``STEADY_K`` entries of the log in order, less one or two
-    held back, and the ones held back in the three rounds before that are due now: the
-    mark-delete position moves every round, a few holes stay open. The same whatever the
-    state, like :func:`round_ops`."""
+    """A broker's round on the open ledger: the next ``STEADY_K`` entries in order as one
+    BitMap, less one or two held back, and the ones held back in the three rounds before
+    that are due now, one position at a time (the small form takes both); the mark-delete
+    position moves every round, a few holes stay open. Round 0 first acks the sealed
+    ledgers whole (a subscription caught up). The same whatever the state, like
+    :func:`round_ops`."""
     held = _held(seed, rnd)
-    batch = [log_position(i) for i in range(rnd * STEADY_K, (rnd + 1) * STEADY_K) if i not in held]
-    late = [log_position(i) for r in range(max(0, rnd - 3), rnd) for i, due in _held(seed, r).items() if due == rnd]
-    return [("ack", batch + late)]
+    batch = [log_position(STEADY_FROM + i) for i in range(rnd * STEADY_K, (rnd + 1) * STEADY_K) if i not in held]
+    due = [i for r in range(max(0, rnd - 3), rnd) for i, when in _held(seed, r).items() if when == rnd]
+    late = [log_position(STEADY_FROM + i) for i in due]
+    ops: list[Op] = [("cum", (LEDGERS[-2][0], LEDGERS[-2][1] - 1))] if rnd == 0 else []  # type: ignore[operator]
+    for ledger in sorted({lg for lg, _ in batch}):
+        ops.append(("entries", (ledger, [e for lg, e in batch if lg == ledger])))
+    return [*ops, ("each", late)]
 
 
 WORKLOADS = {"random": round_ops, "steady": steady_ops, "history": round_ops}
@@ -82,10 +93,19 @@ states are checked too)"""
 
 
 def apply_engine(cursor: Any, ops: list[Op]) -> None:
+    from pyroaring import BitMap
+
+    from ackstore import Position
+
     for kind, arg in ops:
         if kind == "ack":
             if arg:
                 cursor.ack(arg)
+        elif kind == "entries":
+            cursor.ack_entries(arg[0], BitMap(arg[1]))
+        elif kind == "each":
+            for position in arg:
+                cursor.ack(Position(*position))
         elif kind == "cum":
             cursor.ack_cumulative(arg)
         else:
@@ -94,8 +114,10 @@ def apply_engine(cursor: Any, ops: list[Op]) -> None:
 
 def apply_model(topic: Any, cursor: Any, ops: list[Op]) -> None:
     for kind, arg in ops:
-        if kind == "ack":
+        if kind in ("ack", "each"):
             topic.ack(cursor, arg)
+        elif kind == "entries":
+            topic.ack(cursor, [(arg[0], e) for e in arg[1]])
         elif kind == "cum":
             topic.ack_cumulative(cursor, arg)
         else:
@@ -116,7 +138,7 @@ def main() -> None:
     while True:
         apply_engine(cursor, ops(seed, rnd))
         store.flush()
-        print(f"flushed {rnd}", flush=True)
+        print(f"flushed {rnd}{' small' if cursor.small is not None else ''}", flush=True)
         rnd += 1
         if pause:  # fewer rounds a kill: the parent checks every state the history keeps against its model
             time.sleep(pause)

@@ -1,22 +1,30 @@
 """The small form (``ackstore/cursor/small.py``): its two twins on the same operations
-against a plain model, and the bytes they write against the state layout's own encoder and
-decoder."""
+against a plain model, the bytes they write against the state layout's own encoder and
+decoder, and cursors going in and out of the form with their state exact, the same bytes
+on disk as a cursor that never takes it, a failed write given back, and a cursor leaving
+the form while its flush is being written."""
 
 from __future__ import annotations
 
+import threading
+from pathlib import Path
 from typing import Any
 
+import lmdb
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyroaring import BitMap
 
+from ackstore import AckStore, CursorConfig, Position, StoreError
 from ackstore.cursor import small as small_form
 from ackstore.cursor.small import IMPLEMENTATIONS, Small, check_small
+from ackstore.flush import FlushJob, GroupFlush
 from ackstore.ledger_acks import LedgerAcks, run_bounds
 from ackstore.storage import records
 
 IDS = ["python", "native"][: len(IMPLEMENTATIONS)]
+T = "persistent://t/ns/small"
 CID, LEDGER = 7, 3
 VERSION, RESERVE = small_form.FLUSH_FORMAT
 
@@ -187,3 +195,218 @@ def test_a_cap_the_runs_pass_is_reported() -> None:
         s = impl.SmallState(CID, LEDGER, -1, 0, 1, 1, [], 2)
         assert s.ack_range(2, 3) and s.ack_range(5, 5)
         assert not s.ack_range(8, 8) and s.n == 3  # applied; the caller takes it to the parts
+
+
+# -- cursors in and out of the form --------------------------------------------------------
+
+
+def _topic(store: AckStore) -> Any:
+    topic = store.topic(T)
+    if not topic.ledgers():
+        topic.add_ledger(1)
+    return topic
+
+
+def _steady(cur: Any, rnd: int) -> None:
+    """A broker's round: ten entries acked in order, one held back for two rounds."""
+    batch = BitMap(range(10 * rnd, 10 * rnd + 10))
+    batch.discard(10 * rnd + 3)
+    if rnd >= 2:
+        batch.add(10 * (rnd - 2) + 3)
+    cur.ack_entries(1, batch)
+
+
+def _model_ranges(rounds: int) -> tuple[int, list[tuple[int, int]]]:
+    acked = set(range(10 * rounds)) - {10 * r + 3 for r in range(max(rounds - 2, 0), rounds)}
+    md = -1
+    while md + 1 in acked:
+        md += 1
+    return md, run_bounds(BitMap(e for e in acked if e > md))
+
+
+def _log(path: Path) -> dict[bytes, bytes]:
+    env = lmdb.open(str(path), readonly=True, lock=False, max_dbs=8)
+    try:
+        with env.begin(db=env.open_db(b"log", create=False)) as txn:
+            return dict(txn.cursor())
+    finally:
+        env.close()
+
+
+def test_a_steady_cursor_takes_the_form_and_writes_what_a_cursor_without_it_writes(tmp_path: Path) -> None:
+    """After its first state flush a steady cursor is in the form: its acks go there, its
+    reads are answered from it, each flush writes it; the store holds the very bytes a
+    cursor kept out of the form (read through its parts every round) writes, and both
+    reopen to the model's state."""
+    stores = {}
+    for name in ("small", "parts"):
+        store = AckStore.open(tmp_path / name)
+        cur = _topic(store).cursor("c")
+        for rnd in range(12):
+            _steady(cur, rnd)
+            if name == "parts":
+                cur.snapshot()  # a read the form does not serve: the cursor stays out of it
+            stats = store.flush()
+            assert stats.cursors == 1
+            assert (cur.small is not None) == (name == "small" and rnd >= 0), (name, rnd)
+            cur._check()
+        md, ranges = _model_ranges(12)
+        assert cur.mark_delete_position == Position(1, md) and list(cur.ledger_ranges()) == [(1, ranges)]
+        assert cur.ack_range_count == len(ranges) and cur.read_position == Position(1, md + 1)
+        assert cur.is_acked(Position(1, ranges[0][0])) and not cur.is_acked(Position(1, md + 1))
+        assert cur.figures()[:2] == (len(ranges), len(ranges)) and cur.figures()[12] == 12
+        assert cur.partial_batches() == {} and cur.delivery_counts() == {} and cur.properties == {}
+        stores[name] = store
+        store.close()
+    assert _log(tmp_path / "small") == _log(tmp_path / "parts")
+    for name in stores:
+        with AckStore.open(tmp_path / name) as store:
+            cur = store.topic(T).cursor("c")
+            assert cur.mark_delete_position == Position(1, md) and list(cur.ledger_ranges()) == [(1, ranges)]
+
+
+def test_a_read_the_form_does_not_serve_ends_it_with_the_state_exact(tmp_path: Path) -> None:
+    """A snapshot ends the form: the parts load the newest flushed state and take the acks
+    since; the flush counters go on; the cursor stays out for one flush, then is back."""
+    with AckStore.open(tmp_path / "s") as store:
+        cur = _topic(store).cursor("c")
+        for rnd in range(6):
+            _steady(cur, rnd)
+            store.flush()
+        _steady(cur, 6)
+        cur.ack(Position(1, 200))  # one position: the form takes it too
+        assert cur.small is not None and cur.small.dirty
+        snap = cur.snapshot()
+        assert cur.small is None
+        md, ranges = _model_ranges(7)
+        assert snap.mark_delete_position == Position(1, md)
+        assert list(cur.ledger_ranges()) == [(1, [*ranges, (200, 200)])]
+        assert cur.stats().flushes == 6 and cur.pending and cur.listed
+        cur._check()
+        store.flush()
+        assert cur.small is None  # asked something else since its last flush
+        _steady(cur, 7)
+        store.flush()
+        assert cur.small is not None
+    with AckStore.open(tmp_path / "s") as store:
+        cur = store.topic(T).cursor("c")
+        md, ranges = _model_ranges(8)
+        assert cur.mark_delete_position == Position(1, md)
+        assert list(cur.ledger_ranges()) == [(1, [*ranges, (200, 200)])]
+
+
+def test_acks_past_the_cap_and_a_new_ledger_end_the_form(tmp_path: Path) -> None:
+    """More runs than PIP-299 persists take the cursor to its parts (and its truncation);
+    sealing the ledger and opening the next does too; nothing is lost either way."""
+    config = CursorConfig(max_unacked_ranges_to_persist=3)
+    with AckStore.open(tmp_path / "s") as store:
+        topic = _topic(store)
+        cur = topic.cursor("c", config)
+        cur.ack_entries(1, range(0, 5))
+        store.flush()
+        assert cur.small is not None and cur.small.cap == 3
+        for e in (7, 9, 11):
+            cur.ack(Position(1, e))
+        assert cur.small is not None and cur.ack_range_count == 3
+        cur.ack(Position(1, 13))
+        assert cur.small is None and cur.ack_range_count == 4
+        cur._check()
+        store.flush()
+        assert cur.small is None and cur.figures()[3] == 1  # truncated (figures ask the parts nothing)
+        cur.ack_entries(1, BitMap(range(5, 14)))
+        store.flush()  # the whole state again, out of the PIP-299 cap: a fresh chain first
+        assert cur.small is None and cur.mark_delete_position == Position(1, 13)
+        cur.ack(Position(1, 15))
+        store.flush()  # then a state marker into a slot
+        assert cur.small is not None
+        topic.close_ledger(1, 20)
+        assert cur.small is None
+        topic.add_ledger(2)
+        cur.ack_entries(1, BitMap([14, *range(16, 20)]))
+        store.flush()
+        assert cur.mark_delete_position == Position(2, -1)
+        cur.ack_entries(2, BitMap([0, 1, 5]))
+        store.flush()
+        assert cur.small is not None
+    with AckStore.open(tmp_path / "s") as store:
+        cur = store.topic(T).cursor("c", config)
+        assert cur.mark_delete_position == Position(2, 1) and list(cur.ledger_ranges()) == [(2, [(5, 5)])]
+
+
+def test_a_write_that_fails_gives_the_forms_their_state_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A flush whose transaction fails leaves every form as before it (its state pending,
+    listed again); the next flush writes it with the sequence the failed one took."""
+    with AckStore.open(tmp_path / "s") as store:
+        cursors = [_topic(store).cursor(f"c{i}") for i in range(3)]
+        for cur in cursors:
+            _steady(cur, 0)
+        store.flush()
+        for cur in cursors:
+            _steady(cur, 1)
+        before = [(c.small.next_seq, c.small.slot, c.small.slots, c.small.flushes) for c in cursors]
+
+        def fail(self: FlushJob, txn: lmdb.Transaction) -> int:
+            raise lmdb.DiskError("injected")
+
+        with monkeypatch.context() as m:
+            m.setattr(FlushJob, "write", fail)
+            with pytest.raises(StoreError):
+                store.flush()
+        assert [(c.small.next_seq, c.small.slot, c.small.slots, c.small.flushes) for c in cursors] == before
+        assert all(c.pending and c.listed for c in cursors)
+        assert store.flush().cursors == 3
+        assert [c.small.next_seq for c in cursors] == [b[0] + 1 for b in before]
+    with AckStore.open(tmp_path / "s") as store:
+        md, ranges = _model_ranges(2)
+        for i in range(3):
+            cur = store.topic(T).cursor(f"c{i}")
+            assert cur.mark_delete_position == Position(1, md) and list(cur.ledger_ranges()) == [(1, ranges)]
+
+
+@pytest.mark.parametrize("fails", [False, True], ids=["lands", "fails"])
+def test_a_cursor_that_leaves_the_form_while_its_flush_is_in_flight_never_reuses_a_sequence(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fails: bool
+) -> None:
+    """The flush took the form's state (its sequence on) and, before its transaction, another
+    thread's read ends the form (the parts load the state the store holds, the one before).
+    The cursor's next flush writes a sequence past the one in flight, whether that write
+    lands or fails, and the store reopens to the state."""
+    path = tmp_path / "s"
+    with AckStore.open(path) as store:
+        cur = _topic(store).cursor("c")
+        _steady(cur, 0)
+        store.flush()
+        _steady(cur, 1)
+        in_flight = cur.small.next_seq
+        write_job, write = GroupFlush._write, FlushJob.write
+
+        def read_then_write(self: GroupFlush, job: FlushJob) -> int:
+            reader = threading.Thread(target=cur.snapshot)  # outside the store lock, before the transaction
+            reader.start()
+            reader.join()
+            return write_job(self, job)
+
+        def write_or_fail(self: FlushJob, txn: lmdb.Transaction) -> int:
+            if fails:
+                raise lmdb.DiskError("injected")
+            return write(self, txn)
+
+        with monkeypatch.context() as m:
+            m.setattr(GroupFlush, "_write", read_then_write)
+            m.setattr(FlushJob, "write", write_or_fail)
+            if fails:
+                with pytest.raises(StoreError):
+                    store.flush()
+            else:
+                store.flush()
+        assert cur.small is None and cur._chain.next_seq == in_flight + 1
+        _steady(cur, 2)
+        store.flush()
+        log = store.storage.read(lambda txn: dict(txn.cursor(db=store.storage.log_db)))
+        entries = [records.log_entry(k, v) for k, v in log.items()]
+        seqs = [seq for cid, seq, _ in entries if cid == cur.cursor_id]
+        assert len(seqs) == len(set(seqs)) and max(seqs) == in_flight + 1, seqs
+    with AckStore.open(path) as store:
+        cur = store.topic(T).cursor("c")
+        md, ranges = _model_ranges(3)
+        assert cur.mark_delete_position == Position(1, md) and list(cur.ledger_ranges()) == [(1, ranges)]

@@ -17,8 +17,9 @@ from typing import Any
 
 import hypothesis.strategies as st
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, event, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from pyroaring import BitMap
 
 from ackstore import AckStore, AckStoreError, CursorConfig, Dispatcher, HistoryRangeError, Position, testing
 from ackstore import flush as group_flush
@@ -292,11 +293,16 @@ class AckStoreMachine(RuleBasedStateMachine):
             if batch and hold:
                 held.extend(data.draw(st.lists(st.sampled_from(batch), max_size=hold, unique=True)))
                 batch = [p for p in batch if p not in held]
-            if batch:
-                self.cursors[name].ack_entries(ledger, [e for _, e in batch])
+            if batch:  # a BitMap, as a broker hands them: the small form takes it (a list ends it)
+                entries = [e for _, e in batch]
+                self.cursors[name].ack_entries(ledger, BitMap(entries) if data.draw(st.booleans()) else entries)
                 m.ack(c, batch)
-        if late:
-            self.cursors[name].ack([Position(*p) for p in late])
+        if late:  # one at a time (the small form takes each) or in one call (which ends it)
+            if data.draw(st.booleans()):
+                for p in late:
+                    self.cursors[name].ack(Position(*p))
+            else:
+                self.cursors[name].ack([Position(*p) for p in late])
             m.ack(c, late)
 
     @precondition(lambda self: self.model.ledgers)
@@ -561,6 +567,8 @@ class AckStoreMachine(RuleBasedStateMachine):
         for name, cur in self.cursors.items():
             c = m.cursors[name]
             cur._check()
+            if cur.small is not None:
+                event("a cursor in the small form")
             md = m.md(c)
             assert cur.mark_delete_position == md, (name, cur.mark_delete_position, md)
             assert cur.read_position == m.read_position(c), (name, cur.read_position, m.read_position(c))
@@ -644,6 +652,32 @@ class TruncatingMachine(AckStoreMachine):
     )
 
 
+class SteadyMachine(AckStoreMachine):
+    """A broker's day: the rules a subscription runs all the time (steady rounds, single
+    acks and runs, the last confirmed entry moving, ledgers rolling over, flushes, reopens
+    and crashes) and a few that end the small form (a list of positions, a property, a
+    cumulative ack, a reset, a cursor opened later): cursors go in and out of it often."""
+
+    ack_batch_index = seek = skip = clear_backlog = rewind = read_more = None  # type: ignore[assignment]
+    nack_and_replay = record_deliveries = restore = reader_reads = trim = None  # type: ignore[assignment]
+
+    @initialize()
+    def setup(self) -> None:
+        super().setup()
+        self.topic.add_ledger(1)  # steady rounds from the first step
+        self.model.add_ledger(1)
+
+    @precondition(lambda self: self.model.ledgers)
+    @rule(name=st.sampled_from(CURSORS), k=st.integers(1, 8), hold=st.integers(0, 2), data=st.data())
+    def another_steady_round(self, name: str, k: int, hold: int, data: st.DataObject) -> None:
+        """As often again as any other rule: the workload the small form is for."""
+        self.steady_round(name, k, hold, data)
+
+    @rule(chunk=st.sampled_from([1, group_flush.CHUNK]))
+    def another_flush(self, chunk: int) -> None:
+        self.flush(chunk)
+
+
 _settings = settings(
     max_examples=int(os.environ.get("ACKSTORE_SM_EXAMPLES", "60")),
     stateful_step_count=40,
@@ -658,5 +692,7 @@ TestDeltaMachine = DeltaMachine.TestCase
 TestDeltaMachine.settings = settings(_settings, max_examples=40)
 TestHistoryMachine = HistoryMachine.TestCase
 TestHistoryMachine.settings = settings(_settings, max_examples=int(os.environ.get("ACKSTORE_SM_EXAMPLES", "40")))
+TestSteadyMachine = SteadyMachine.TestCase
+TestSteadyMachine.settings = settings(_settings, max_examples=40)
 TestTruncatingMachine = TruncatingMachine.TestCase
 TestTruncatingMachine.settings = settings(_settings, max_examples=40)

@@ -30,6 +30,8 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from pyroaring import BitMap
+
 from ..config import CursorConfig
 from ..dispatch.revision import CursorStateRevisionController
 from ..errors import (
@@ -48,6 +50,7 @@ from .deliveries import delivery_count, delivery_counts, record_deliveries, set_
 from .figures import Parts, cursor_figures, cursor_stats
 from .pages import Pages
 from .plan import MarkerChain, Planner
+from .small import check_small, small_of
 from .snapshot import CursorSnapshot, batch_items, snapshot_of
 from .state import AckState
 from .store_side import StoreSide
@@ -85,6 +88,8 @@ class CursorHost(Protocol):
     closed: bool
     path: Path
     flush_list: dict[Cursor, Planner]
+    small_list: dict[Any, Cursor]
+    flush_count: int
 
     @property
     def storage(self) -> Environment: ...
@@ -124,6 +129,7 @@ class Cursor(StoreSide):
     # slots: a flush reads these for every dirty cursor; one object, no separate dict to fetch
     __slots__ = (
         "_ack_one",
+        "_asked",
         "_chain",
         "_deleted",
         "_flush_list",
@@ -173,6 +179,11 @@ class Cursor(StoreSide):
         if store.readonly:
             self._pages.refresh = self._refresh
         self._ack_one = self._state.ack_one  # bound once: the one-position hot path
+        self.small = None
+        self._asked = -1
+        """the store's flush count when the cursor was last asked something the small form
+        does not serve: asked since the last flush, it stays out of the form at the next
+        (a cursor read through its parts every round would leave the form every round)"""
         self._deleted = False
         """True once the cursor was deleted: every call raises CursorDeletedError"""
         self._load(recovered, initial_position)
@@ -211,6 +222,10 @@ class Cursor(StoreSide):
         """@private The cursor was deleted (the store calls this, lock held): every later call raises
         CursorDeletedError, and its memory goes back to the pool."""
         self._deleted = True
+        if self.small is not None:
+            self._store.small_list.pop(self.small, None)
+            self.small.end()
+            self.small = None
         self._pages.cache.clear()
         self._pages.cache.swapped.clear()
 
@@ -245,6 +260,16 @@ class Cursor(StoreSide):
             lock = self._lock
             lock.acquire()
             try:
+                small = self.small
+                if small is not None:
+                    ledger, entry = positions
+                    if ledger == small.md_l and 0 <= entry <= self._topic.directory.open_limit():
+                        fits = small.ack_range(entry, entry)
+                        self._store.small_list[small] = self
+                        if not fits:
+                            self._parts()  # over the form's cap: the parts take it
+                        return
+                    self._parts()
                 self._ack_one(positions[0], positions[1])
                 listed = self._flush_list
                 if self not in listed:
@@ -253,6 +278,7 @@ class Cursor(StoreSide):
                 lock.release()
             return
         with self._lock:
+            self._parts()
             if isinstance(positions, tuple) and len(positions) == 2 and type(positions[0]) is int:
                 positions = (positions,)  # type: ignore[assignment]
             try:
@@ -277,7 +303,23 @@ class Cursor(StoreSide):
         iterable of ints; a BitMap or array is taken without touching Python ints.
         All are checked first; one bad entry acks none.
         """
-        self._edit(self._state.ack_entries, ledger, entries)
+        small = self.small
+        bitmap = entries if isinstance(entries, BitMap) else None
+        span = entries if isinstance(entries, range) and entries.step == 1 and entries.start >= 0 else None
+        served = bitmap is not None or span is not None  # a kind of entries the small form takes
+        if small is not None and served and type(ledger) is int and ledger == small.md_l:
+            with self._lock:
+                if self.small is small and not (self._deleted or self._store.closed):
+                    if not entries:
+                        return
+                    top = bitmap.max() if bitmap is not None else span[-1]  # type: ignore[index]
+                    if top <= self._topic.directory.open_limit():
+                        fits = small.ack_bitmap(bitmap) if bitmap is not None else small.ack_range(span[0], top)  # type: ignore[index]
+                        self._store.small_list[small] = self
+                        if not fits:
+                            self._parts()  # over the form's cap: the parts take it
+                        return
+        self._edit(self._state.ack_entries, ledger, entries, served=served)
 
     def ack_cumulative(self, position: Position) -> None:
         """Acknowledge everything up to and including ``position`` (moves the mark-delete position)."""
@@ -325,22 +367,26 @@ class Cursor(StoreSide):
 
     def delivery_count(self, position: Position) -> int:
         """How many times ``position`` was delivered; 0 if never, or once it is acknowledged."""
-        return self._one_state(delivery_count, self._state, position)
+        return self._one_state(delivery_count, self._state, position, served=True)
 
     def delivery_counts(self, start: Position | None = None, end: Position | None = None) -> dict[Position, int]:
         """Every entry in ``[start, end)`` with a delivery count (None: from the mark-delete
         position on / to the end), ascending: the bulk form of :meth:`delivery_count`."""
-        return self._one_state(delivery_counts, self._state, start, end)
+        return self._one_state(delivery_counts, self._state, start, end, served=True)
 
     # -- queries -------------------------------------------------------------------------------
 
-    def _one_state(self, read: Callable[..., T], *args: Any) -> T:
+    def _one_state(self, read: Callable[..., T], *args: Any, served: bool = False) -> T:
         """``read(*args)`` under the lock, on one state. A read-only cursor moves to the
         writer's newest flush whole when a record it needs was trimmed (``Pages.refresh``);
         a read that saw it move ran partly on the old state, so it runs again on the new
-        one: no answer mixes two flushes. The writer's cursor never moves: one run."""
+        one: no answer mixes two flushes. The writer's cursor never moves: one run. A read
+        ``served`` answers from the parts as they are in the small form too (what it reads
+        does not change there: partial batches, delivery counts)."""
         with self._lock:
             self._open()
+            if not served:
+                self._parts()
             pages = self._pages
             for _ in range(_READ_TRIES):
                 seen = pages.generation
@@ -354,9 +400,12 @@ class Cursor(StoreSide):
 
     def is_acked(self, position: Position) -> bool:
         """True when the whole entry at ``position`` is acknowledged."""
-        return self._one_state(self._is_acked, pair(position))
+        return self._one_state(self._is_acked, pair(position), served=True)
 
     def _is_acked(self, at: tuple[int, int]) -> bool:
+        small = self.small
+        if small is not None:
+            return at <= (small.md_l, small.md_e) or (at[0] == small.md_l and small.acked(at[1]))
         return at <= self._state.md or self._state.is_acked(at)
 
     def unacked_entries(self, ledger: int, start: int, stop: int, n: int) -> list[int]:
@@ -375,7 +424,8 @@ class Cursor(StoreSide):
         """Everything at or below this position is acknowledged."""
         if self._deleted:
             self._gone()
-        return self._state.md
+        small = self.small
+        return self._state.md if small is None else trusted(small.md_l, small.md_e)
 
     @property
     def read_position(self) -> Position:
@@ -384,14 +434,18 @@ class Cursor(StoreSide):
         position, so entries dispatched and not acked are delivered again (at-least-once)."""
         if self._deleted:
             self._gone()
-        return self._state.rp
+        small, rp = self.small, self._state.rp
+        if small is not None and rp <= (small.md_l, small.md_e):
+            return trusted(small.md_l, small.md_e + 1)  # M moved past it, as AckState.set_md moves it
+        return rp
 
     @property
     def ack_range_count(self) -> int:
         """Number of contiguous acknowledged ranges above the mark-delete position. O(1)."""
         if self._deleted:
             self._gone()
-        return self._state.range_count
+        small = self.small
+        return self._state.range_count if small is None else small.n
 
     @property
     def properties(self) -> dict[str, int | str]:
@@ -416,6 +470,8 @@ class Cursor(StoreSide):
         if self._deleted:
             self._gone()
         cfg = self._config
+        if self.small is not None:
+            return False  # the form holds no more ranges than PIP-299 persists
         return self._state.blocked(cfg.dispatcher_pause_on_ack_state_persistent, cfg.max_unacked_ranges_to_persist)
 
     def ack_ranges(self) -> Iterator[tuple[Position, Position]]:
@@ -442,7 +498,15 @@ class Cursor(StoreSide):
             return
         with self._lock:
             self._open()
-            ledgers = sorted(self._pages.known())
+            small = self.small
+            if small is None:
+                ledgers = sorted(self._pages.known())
+            else:  # the form's one ledger, read at once
+                runs = small.runs()
+        if small is not None:
+            if runs:
+                yield small.md_l, runs
+            return
         for ledger in ledgers:
             with self._lock:
                 ranges = self._ledger_ranges(ledger)
@@ -451,6 +515,9 @@ class Cursor(StoreSide):
 
     def _ledger_ranges(self, ledger: int) -> list[tuple[int, int]]:
         """One ledger's ranges (a swapped-out one read from its record, not cached); lock held."""
+        small = self.small
+        if small is not None:  # the form began since the iterator started
+            return small.runs() if ledger == small.md_l else []
         la = self._pages.peek(ledger)
         return la.ranges() if la is not None else []
 
@@ -465,7 +532,7 @@ class Cursor(StoreSide):
 
     def partial_batches(self) -> dict[Position, tuple[int, frozenset[int]]]:
         """Every partially acknowledged batch entry: ``{position: (batch_size, acked indexes)}``."""
-        return self._one_state(self._partial_batches)
+        return self._one_state(self._partial_batches, served=True)
 
     def _partial_batches(self) -> dict[Position, tuple[int, frozenset[int]]]:
         out: dict[Position, tuple[int, frozenset[int]]] = {}
@@ -578,16 +645,17 @@ class Cursor(StoreSide):
         """A snapshot of this cursor's figures (cache sizes measured exactly)."""
         with self._lock:
             self._open()
-            return cursor_stats(self._topic.name, self.name, self._parts())
+            self._parts()
+            return cursor_stats(self._topic.name, self.name, self._figure_parts())
 
     def figures(self) -> tuple[int, ...]:
         """The numbers named by ``ackstore.stats.CURSOR_FIGURES``, in that order: what a
         metrics scrape reads, cheaply (no measuring; cache bytes are the running upper bound
         the budget enforces). O(1)."""
         with self._lock:
-            return cursor_figures(self._parts())
+            return cursor_figures(self._figure_parts(), self.small)
 
-    def _parts(self) -> Parts:
+    def _figure_parts(self) -> Parts:
         return Parts(self._state, self._pages, self._chain, self._config, self.revision_controller)
 
     def log_usage(self) -> LogUsage:
@@ -601,6 +669,7 @@ class Cursor(StoreSide):
         while True:
             with self._lock:
                 self._open()
+                self._parts()
                 seq = self._chain.marker_seq
             try:
                 return self._store.storage.read(partial(self._usage, seq))
@@ -628,20 +697,28 @@ class Cursor(StoreSide):
     def pending(self) -> bool:
         """@private True when a flush would have something to do for this cursor (what
         ``prepare_flush`` checks first). O(1)."""
+        small = self.small
+        if small is not None:
+            return bool(small.dirty)
         return self._pages.pending() or self._state.meta_dirty
 
     @property
     def listed(self) -> bool:
         """@private True while the next flush visits this cursor (it changed since its last flush)."""
-        return self in self._flush_list
+        small = self.small
+        return self in self._flush_list if small is None else small in self._store.small_list
 
-    def _edit(self, change: Callable[..., T], *args: Any, check: bool = True) -> T:
+    def _edit(self, change: Callable[..., T], *args: Any, check: bool = True, served: bool = False) -> T:
         """Make one change under the lock (first checking the cursor may change, unless
         ``check`` is off: the read path's own moves) and see that the next flush visits this
-        cursor, whether or not the change raised."""
+        cursor, whether or not the change raised. The change works on the parts (the small
+        form ends first); one the small form also ``served`` keeps the cursor eligible for
+        it at its next flush."""
         with self._lock:
             if check:
                 self._alive()
+            if not served or self.small is not None:
+                self._parts()
             try:
                 return change(*args)
             finally:
@@ -649,6 +726,11 @@ class Cursor(StoreSide):
 
     def _changed(self) -> None:
         """After any change: make sure the next flush visits this cursor. Lock held."""
+        small = self.small
+        if small is not None:
+            if small.dirty:
+                self._store.small_list[small] = self
+            return
         if self not in self._flush_list and self.pending:
             self._flush_list[self] = self.planner
 
@@ -663,6 +745,58 @@ class Cursor(StoreSide):
         """@private True when a flush would write something for this cursor (:attr:`pending`)."""
         return self.pending
 
+    # -- the small form (cursor/small.py) -----------------------------------------------------
+
+    def _parts(self) -> None:
+        """Before anything the small form does not serve (lock held): the parts hold the
+        cursor's state, and the cursor stays out of the form at its next flush."""
+        self._asked = self._store.flush_count
+        if self.small is not None:
+            self._grow()
+
+    def _grow(self) -> None:
+        """End the small form: the parts hold the cursor's state again. When a flush wrote
+        the form's state since it began (or is writing it), the parts first load the newest
+        flushed state as a reopen would, keeping what lives in memory only (the read
+        position, the flush counters, the open's recovery report), and the next sequence
+        stays past the form's; then they take the acks since. O(the state)."""
+        small = self.small
+        assert small is not None
+        self.small = None
+        small.end()
+        store = self._store
+        store.small_list.pop(small, None)
+        state, chain = self._state, self._chain
+        if small.flushes:
+            rp, recovery, flushes, total = state.rp, chain.recovery, chain.flushes, chain.total_flush_bytes
+            storage = store.storage
+            self._load(storage.read(lambda txn: store.recover_log(txn, self._log, self._config, self._topic)))
+            state.rp = max(rp, state.rp)
+            chain.recovery = recovery
+            chain.flushes, chain.total_flush_bytes = flushes + small.flushes, total + small.flush_bytes
+            chain.last_flush_bytes = small.last_bytes
+            chain.next_seq = max(chain.next_seq, small.next_seq)  # never a sequence a flush in flight took
+        if (small.md_l, small.md_e) > state.md:  # M where the form had it, by the rule acks take
+            state.ack_cumulative((small.md_l, small.md_e))
+        runs = small.runs()
+        if runs:
+            acks = BitMap()
+            for first, last in runs:
+                acks.add_range(first, last + 1)
+            state.apply_groups([(small.md_l, acks)])
+        self._changed()
+
+    def take_small_form(self) -> None:
+        """@private A flush just wrote this cursor's whole state into a state slot: take the
+        small form when the cursor fits it and was asked nothing else since its last flush
+        (store lock held)."""
+        store = self._store
+        if self._asked >= store.flush_count or self.small is not None or self._deleted or store.readonly:
+            return
+        if not self.pending:
+            parts = self._state, self._pages, self._chain, self._config, self._topic.directory
+            self.small = small_of(self.cursor_id, *parts)
+
     # -- the read path's protocol (dispatch/, under the revision controller) -------------------
 
     def reset_to(self, position: Position, batch: tuple[int, int] | None = None) -> None:
@@ -675,6 +809,7 @@ class Cursor(StoreSide):
     def check_reset_target(self, position: Any, batch: tuple[int, int] | None = None) -> tuple[int, int]:
         """@private Raise a typed error unless ``position`` (and ``batch``) is a place a reset may move to."""
         with self._lock:
+            self._parts()
             if batch is not None:
                 self._state.check_batch_target(None, *batch)  # the batch's own shape first
             target = self._state.check_reset_target(position)
@@ -695,12 +830,14 @@ class Cursor(StoreSide):
         ledger, entry = pair(position)
         with self._lock:
             self._open()
+            self._parts()
             self._state.check_entry(ledger, entry)
 
     def clamp_reset_target(self, position: Any) -> Position:
         """@private Where a reset to ``position`` goes by Pulsar's rule (the next valid position:
         before the first ledger the earliest, past the last entry the latest)."""
         with self._lock:
+            self._parts()
             return trusted(*self._state.clamp_reset_target(position))
 
     def move_read_position(self, position: Position) -> None:
@@ -718,4 +855,6 @@ class Cursor(StoreSide):
         with self._lock:  # each component asserts its own invariants (the _check convention)
             held = self._pages._check(self._state.md, self._topic.directory)
             self._state._check(held)
+            if self.small is not None:
+                check_small(self.small, self._state.md)
             assert self.listed or not self.pending or self._store.readonly, "a pending cursor a flush would not visit"

@@ -4,7 +4,7 @@ cursor's lock."""
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ..config import CursorConfig
 from ..dispatch.revision import CursorStateRevisionController
@@ -66,18 +66,23 @@ def cursor_stats(topic: str, name: str, parts: Parts) -> CursorStats:
     )
 
 
-def cursor_figures(parts: Parts) -> tuple[int, ...]:
-    """The numbers of ``ackstore.stats.CURSOR_FIGURES``, in order, without measuring. O(1)."""
+def cursor_figures(parts: Parts, small: Any = None) -> tuple[int, ...]:
+    """The numbers of ``ackstore.stats.CURSOR_FIGURES``, in order, without measuring; of a
+    cursor in the small form (``small``, ``ackstore.cursor.small``), its ranges and flushes
+    are the form's (the parts hold the state as it was when the form began). O(1)."""
     state, pages, chain, cfg, controller = parts
     cache = pages.cache
     limit = cfg.max_unacked_ranges_to_persist
-    ranges = state.range_count
+    if small is None:
+        ranges, persisted, flushes, flush_bytes = state.range_count, chain.persisted_ranges, 0, 0
+    else:  # within the PIP-299 limit by the form's cap: never over it, truncated or blocked
+        ranges, persisted, flushes, flush_bytes = small.n, small.persisted, small.flushes, small.flush_bytes
     return (
         ranges,
-        chain.persisted_ranges,
+        persisted,
         max(0, ranges - limit) if limit else 0,
-        int(chain.truncated),
-        int(state.blocked(cfg.dispatcher_pause_on_ack_state_persistent, limit)),
+        int(chain.truncated) if small is None else 0,
+        int(state.blocked(cfg.dispatcher_pause_on_ack_state_persistent, limit)) if small is None else 0,
         cache.nbytes,
         cache.budget,
         len(cache.loaded),
@@ -85,8 +90,8 @@ def cursor_figures(parts: Parts) -> tuple[int, ...]:
         cache.swap_ins,
         cache.evictions,
         cache.write_backs,
-        chain.flushes,
-        chain.total_flush_bytes,
+        chain.flushes + flushes,
+        chain.total_flush_bytes + flush_bytes,
         chain.recovery.markers_skipped,
         controller.revisions_done,
         controller.revision_running,

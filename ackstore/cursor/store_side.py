@@ -8,7 +8,7 @@ on the cursor's parts (the planner, the ack state, the pages), which the cursor 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..config import CursorConfig
 from ..storage.log import RecoveredState
@@ -25,22 +25,29 @@ __all__ = ["StoreSide"]
 class StoreSide:
     """What the store's flush and compaction and the topic's directory changes call."""
 
-    __slots__ = ("_config", "planner", "_state", "_pages")  # the parts it works on; Cursor has the rest
+    __slots__ = ("_config", "planner", "_state", "_pages", "small")  # the parts it works on; Cursor has the rest
 
     planner: Planner
     """@private the cursor's flush protocol (prepare, commit, abort): the store's group flush
     calls it directly for every listed cursor (the flush list maps each cursor to it)"""
     _state: AckState
     _pages: Pages
+    small: Any
+    """@private the cursor's small form (``ackstore.cursor.small``) while it is in it, else
+    None: then its state is there and the group flush writes it from there"""
 
     _config: CursorConfig
 
     def _changed(self) -> None:
         raise NotImplementedError  # the cursor lists itself for the next flush
 
+    def _parts(self) -> None:
+        raise NotImplementedError  # the parts hold the cursor's state (the small form ends)
+
     def apply_config(self, config: CursorConfig) -> None:
         """@private Adopt ``config`` in memory only (a read-only store's own budget; ``update_config``
         persists first). The budget may shrink: evict to fit. Lock held."""
+        self._parts()
         if config.history_seconds and not self._config.history_seconds:
             self.planner.chain.force_full = True  # history starts with a full marker
         elif self._config.history_seconds and not config.history_seconds:
@@ -53,6 +60,7 @@ class StoreSide:
 
     def prepare_flush(self) -> AnyPlan | None:
         """@private Step 1 of a group flush: the plan of what changed (None: nothing did)."""
+        self._parts()
         return self.planner.prepare()
 
     def commit_flush(self, plan: AnyPlan) -> None:
@@ -69,6 +77,7 @@ class StoreSide:
 
     def directory_changed(self, d: LedgerDirectory, trimmed: bool) -> None:
         """@private The topic's directory changed (``trimmed``: ledgers were dropped)."""
+        self._parts()
         if trimmed:
             self._state.reconcile(d)
         else:
@@ -77,10 +86,12 @@ class StoreSide:
 
     def check_close(self, ledger: int, entries: int) -> None:
         """@private Raise unless sealing ``ledger`` with ``entries`` keeps every ack of this cursor inside it."""
+        self._parts()
         self._state.check_close(ledger, entries)
 
     def plan_rewrite(self) -> RewritePlan:
         """@private Compaction: plan a fresh log (every ledger's record + one full marker)."""
+        self._parts()
         return self.planner.rewrite_plan()
 
     def adopt_rewrite(self, plan: RewritePlan) -> None:
@@ -93,6 +104,7 @@ class StoreSide:
         as a reopen right after that flush would), its properties stay, its read position
         goes to M + 1; the next flush writes it whole, as a new full marker. The store's
         flush lock and lock are held (no plan is in flight)."""
+        self._parts()
         state, chain = self._state, self.planner.chain
         assert recovered.resolved is not None
         properties = dict(state.properties)
@@ -105,6 +117,7 @@ class StoreSide:
 
     def rewrite_differs(self, recovered: RecoveredState, marker_seq: int) -> str | None:
         """@private How a state recovered from a rewritten log differs from this cursor (None: same)."""
+        self._parts()
         return self.planner.differs_from(recovered, marker_seq)
 
     def release(self) -> None:
