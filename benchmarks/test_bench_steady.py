@@ -25,8 +25,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pyroaring import BitMap
 
-from .steady import ENGINES, Steady, position_info_bytes
+from ackstore.ledger_acks import run_end
+
+from .steady import ENGINES, AckstoreSteady, Steady, position_info_bytes
 
 #: (cursors, k, sync) of each group
 SIZES = [(n, k, sync) for n in (1000, 10_000) for k in (10, 50, 100) for sync in (False, True)]
@@ -150,3 +153,59 @@ def test_steady_reopen(benchmark: Any, reopened: Any, case: str) -> None:
     benchmark.group = f"steady workload, reopen: {cursors:,} cursors, k={k}, after {rounds:,} flushes"
     benchmark.pedantic(lambda: engine.reopen(**options), rounds=5)
     benchmark.extra_info.update(baseline=case == "pickle")
+
+
+#: the ack groups' workloads: (cursors, k)
+ACKS = [(1000, 10), (10_000, 10), (1000, 100)]
+
+
+class _PeerAcks:
+    """What a peer's developer writes to keep the steady state in memory (the pickle and
+    SQLite engines keep exactly this): per cursor its mark-delete entry and a BitMap of the
+    acks above it, a round's batch or-ed in, the mark-delete moved over the run at M + 1."""
+
+    def __init__(self, cursors: int) -> None:
+        self.md = [-1] * cursors
+        self.acked = [BitMap() for _ in range(cursors)]
+
+    def ack(self, batches: list[BitMap]) -> None:
+        md, acked = self.md, self.acked
+        for c, batch in enumerate(batches):
+            mine = acked[c]
+            mine |= batch
+            m = md[c]
+            if m + 1 in mine:
+                m = run_end(mine, m + 1)
+                mine.remove_range(0, m + 1)
+                md[c] = m
+
+
+@pytest.mark.parametrize("cursors,k", ACKS, ids=[f"{n}x{k}" for n, k in ACKS])
+@pytest.mark.parametrize("case", ["python peer", "ackstore"])
+def test_steady_acks(benchmark: Any, tmp_path: Path, cursors: int, k: int, case: str) -> None:
+    """A round's acks of the steady workload, one BitMap a cursor (``ack_entries``), each
+    cursor in the small form (its state flushed, untimed, after every round); the baseline
+    keeps the same state in memory as a peer does (a BitMap and the mark-delete entry a
+    cursor, in plain Python)."""
+    state = Steady(cursors, k)
+    engine: Any = _PeerAcks(cursors) if case == "python peer" else AckstoreSteady(tmp_path / "s", state, False)
+    batches: list[BitMap] = []
+
+    def round_setup() -> None:
+        nonlocal batches
+        if case == "ackstore":
+            engine.flush()
+        batches = state.step()
+
+    try:
+        for _ in range(WARM):
+            round_setup()
+            engine.ack(batches)
+        if case == "ackstore":
+            assert all(cur.small is not None for cur in engine.cursors), "a steady cursor out of the small form"
+        benchmark.group = f"steady workload, a round's acks: {cursors:,} cursors, k={k}"
+        benchmark.pedantic(lambda: engine.ack(batches), setup=round_setup, rounds=15 if cursors <= 1000 else 9)
+        benchmark.extra_info.update(baseline=case == "python peer")
+    finally:
+        if case == "ackstore":
+            engine.close()
