@@ -677,6 +677,16 @@ class SteadyMachine(AckStoreMachine):
     def another_flush(self, chunk: int) -> None:
         self.flush(chunk)
 
+    @precondition(lambda self: self.model.ledgers)
+    @rule(k=st.integers(1, 3), hold=st.integers(0, 1), data=st.data())
+    def rounds_flushed(self, k: int, hold: int, data: st.DataObject) -> None:
+        """A few rounds of every cursor, each flushed: what takes a cursor into the small
+        form (a few state flushes in a row, its old chain trimmed)."""
+        for _ in range(data.draw(st.integers(1, 4))):
+            for name in CURSORS:
+                self.steady_round(name, k, hold, data)
+            self.flush(group_flush.CHUNK)
+
 
 _settings = settings(
     max_examples=int(os.environ.get("ACKSTORE_SM_EXAMPLES", "60")),
@@ -693,6 +703,6 @@ TestDeltaMachine.settings = settings(_settings, max_examples=40)
 TestHistoryMachine = HistoryMachine.TestCase
 TestHistoryMachine.settings = settings(_settings, max_examples=int(os.environ.get("ACKSTORE_SM_EXAMPLES", "40")))
 TestSteadyMachine = SteadyMachine.TestCase
-TestSteadyMachine.settings = settings(_settings, max_examples=40)
+TestSteadyMachine.settings = settings(_settings, max_examples=int(os.environ.get("ACKSTORE_SM_EXAMPLES", "40")))
 TestTruncatingMachine = TruncatingMachine.TestCase
 TestTruncatingMachine.settings = settings(_settings, max_examples=40)

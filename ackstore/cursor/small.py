@@ -277,9 +277,12 @@ def small_of(
 ) -> Any:
     """The small form of a cursor whose flush just wrote its whole state into a state slot
     and that has nothing pending since, or None when the cursor is outside the form (see
-    the module docstring; the caller knows the store is writable). O(its ranges)."""
-    if config.history_seconds or lane.STATE_MAX_RUNS < 0:
-        return None
+    the module docstring; the caller knows the store is writable). Only once its trims
+    left nothing of it under log keys (the chain's floor past its newest state): the form
+    writes its two slots and never trims, so what the log keys held would stay. O(its
+    ranges)."""
+    if config.history_seconds or lane.STATE_MAX_RUNS < 0 or chain.floor <= chain.marker_seq:
+        return None  # (the floor: until a trim left nothing of it under log keys, which the form never trims)
     limit = config.max_unacked_ranges_to_persist
     cap = min(lane.STATE_MAX_RUNS, limit) if limit else lane.STATE_MAX_RUNS
     if state.properties or state.range_count > cap or pages.swapped or pages.vanished or pages.unmarked:
