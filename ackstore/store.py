@@ -42,6 +42,7 @@ from .compact import compact_cursors
 from .config import CursorConfig
 from .cursor import Cursor
 from .cursor.plan import Planner
+from .cursor.small import small_opened
 from .directory import LedgerDirectory
 from .errors import (
     CorruptRecordError,
@@ -57,9 +58,9 @@ from .flush import GroupFlush
 from .history import HistoryKeeper, HistoryPoint, Point, drop_points, iso
 from .ledger_cache import CachePool
 from .readers import ReaderWatch, oldest_reader
-from .stats import FLUSH_SECONDS_BUCKETS, CompactStats, FlushStats, StoreStats
+from .stats import FLUSH_SECONDS_BUCKETS, NO_RECOVERY, CompactStats, FlushStats, StoreStats
 from .storage.env import LOCK_FILE, Environment
-from .storage.log import CursorLog, RecoveredState
+from .storage.log import CursorLog, RecoveredState, slotted_state
 from .storage.records import log_key
 from .topic import Topic, check_name
 
@@ -409,12 +410,12 @@ class AckStore:
         """@private"""
         catalog, tid, storage = self._storage.catalog, topic.topic_id, self._storage
 
-        def find(txn: lmdb.Transaction) -> tuple[tuple[int, CursorConfig] | None, RecoveredState | None]:
+        def find(txn: lmdb.Transaction) -> tuple[tuple[int, CursorConfig] | None, Any]:
             """The catalog entry and, for a cursor that exists, its recovered state: one snapshot."""
             found = catalog.cursor(txn, tid, name)
             if found is None:
                 return None, None
-            return found, self.recover_log(txn, CursorLog(storage.log_db, found[0]), config or found[1], topic)
+            return found, self.open_log(txn, CursorLog(storage.log_db, found[0]), config or found[1], topic)
 
         found, state = storage.read(find)
         if found is None and not topic.entries_checked:
@@ -439,6 +440,18 @@ class AckStore:
         assert state is not None
         return self._recovered(topic, name, cid, self._config_of(topic, name, cid, stored, config), state)
 
+    def open_log(self, txn: lmdb.Transaction, log: CursorLog, config: CursorConfig, topic: Topic) -> Any:
+        """@private A cursor's state as an open starts from it: the small form, read from the
+        cursor's state slots, when its log is only those and its state is in the form (a
+        writer's open; ``ackstore.cursor.small``); else :meth:`recover_log`'s."""
+        if not self.readonly:
+            slotted = slotted_state(txn, log.db, log.cursor_id)
+            if slotted is not None:
+                small = small_opened(log.cursor_id, slotted, config, topic.directory)
+                if small is not None:
+                    return small
+        return self.recover_log(txn, log, config, topic)
+
     def recover_log(self, txn: lmdb.Transaction, log: CursorLog, config: CursorConfig, topic: Topic) -> RecoveredState:
         """@private Recover a cursor's ``log`` as this store opens cursors: under ``config``'s budget,
         as ``verify`` and ``load`` say, against ``topic``'s directory as it is now (the
@@ -460,10 +473,10 @@ class AckStore:
             self.check_alive()
             entries = storage.read(lambda txn: catalog.cursor_configs(txn, tid))
 
-        def recover(batch: list[tuple[str, int, CursorConfig, bytes]]) -> list[RecoveredState | None]:
-            def each(txn: lmdb.Transaction) -> list[RecoveredState | None]:
+        def recover(batch: list[tuple[str, int, CursorConfig, bytes]]) -> list[Any]:
+            def each(txn: lmdb.Transaction) -> list[Any]:
                 return [
-                    self.recover_log(txn, CursorLog(storage.log_db, cid), config or stored, topic)
+                    self.open_log(txn, CursorLog(storage.log_db, cid), config or stored, topic)
                     if catalog.cursor_raw(txn, tid, name) == raw
                     else None  # deleted (or made again) since the scan
                     for name, cid, stored, raw in batch
@@ -499,11 +512,12 @@ class AckStore:
         name: str,
         cid: int,
         cfg: CursorConfig,
-        state: RecoveredState,
+        state: Any,
         initial_position: str = "earliest",
     ) -> Cursor:
-        """The cursor over a recovered ``state``; a fallback past damaged markers is logged."""
-        report = state.report
+        """The cursor over a recovered ``state`` (or a small form read at open); a fallback past
+        damaged markers is logged."""
+        report = state.report if isinstance(state, RecoveredState) else NO_RECOVERY
         if report.markers_skipped or report.skipped_reasons:
             log.warning(
                 "ackstore: cursor %s/%s recovered from marker %d after skipping %d marker(s): %s",

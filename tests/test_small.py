@@ -6,6 +6,7 @@ the form while its flush is being written."""
 
 from __future__ import annotations
 
+import shutil
 import threading
 from pathlib import Path
 from typing import Any
@@ -449,3 +450,66 @@ def test_a_cursor_that_shrinks_into_the_form_leaves_nothing_under_its_log_keys(t
         mine = [key for key, value in log.items() if records.log_entry(key, value)[0] == cur.cursor_id]
         assert len(mine) == 2 and all(records.split_slot_key(key) is not None for key in mine), mine
         assert cur.log_usage().records == 2  # the newest state, and the one before to fall back to
+
+
+def _flip_newest_slot(path: Path, cursor_id: int) -> None:
+    """Flip one byte inside the record of the cursor's newest state slot (its check fails)."""
+    env = lmdb.open(str(path), max_dbs=8)
+    try:
+        db = env.open_db(b"log", create=False)
+        with env.begin(write=True, db=db) as txn:
+            slots = [
+                (records.open_slot(k, v)[0], k, bytearray(v)) for k, v in txn.cursor() if records.split_slot_key(k)
+            ]
+            _, key, value = max(s for s in slots if records.split_slot_key(s[1])[0] == cursor_id)  # type: ignore[index]
+            value[-1] ^= 0x40
+            txn.put(key, bytes(value))
+    finally:
+        env.close()
+
+
+def test_a_writer_opens_a_steady_cursor_into_the_form(tmp_path: Path) -> None:
+    """A cursor whose log is its two state slots, its state in the form, is opened into the
+    form (its slots read and decoded; its parts loaded when first needed), by the bulk open
+    and by one cursor's open; its state is the model's, and a read that ends the form loads
+    the parts as recovery does (its report, the flushes since the open). A reader's open, a
+    damaged newest slot, a state with properties or a log under log keys are recovered."""
+    path = tmp_path / "s"
+    with AckStore.open(path) as store:
+        cursors = [_topic(store).cursor(name) for name in ("a", "b", "props", "wide")]
+        _settle(store, cursors)
+        cursors[2].set_property("k", 1)
+        cursors[3].ack_entries(1, BitMap(range(1000, 1400, 2)))  # 200 ranges: the marker layout
+        store.flush()
+    md, ranges = _model_ranges(SETTLE)
+    shutil.copytree(path, tmp_path / "copy")
+    for bulk in (True, False):
+        with AckStore.open(path if bulk else tmp_path / "copy") as store:
+            topic = store.topic(T)
+            opened = (
+                topic.open_cursors() if bulk else {name: topic.cursor(name) for name in ("a", "b", "props", "wide")}
+            )
+            assert [name for name, cur in sorted(opened.items()) if cur.small is not None] == ["a", "b"]
+            cur = opened["a"]
+            assert cur._unloaded and cur.persisted and not cur.pending
+            cur._check()
+            assert cur.mark_delete_position == Position(1, md) and list(cur.ledger_ranges()) == [(1, ranges)]
+            assert cur.is_acked(Position(1, ranges[0][0])) and not cur.is_acked(Position(1, md + 1))
+            assert cur.read_position == Position(1, md + 1) and cur.ack_range_count == len(ranges)
+            _steady(cur, SETTLE)
+            store.flush()
+            newest = cur.small.next_seq - 1
+            snap = cur.snapshot()  # ends the form: the parts loaded by recovery
+            assert cur.small is None and not cur._unloaded
+            assert cur.stats().recovery.marker_seq == newest and cur.stats().flushes == 1
+            md2, ranges2 = _model_ranges(SETTLE + 1)
+            assert snap.mark_delete_position == Position(1, md2) and list(cur.ledger_ranges()) == [(1, ranges2)]
+            cur._check()
+    with AckStore.open(path, readonly=True) as store:
+        assert all(cur.small is None for cur in store.topic(T).open_cursors().values())
+    with AckStore.open(path) as store:
+        cid = store.topic(T).cursor("b").cursor_id
+    _flip_newest_slot(path, cid)
+    with AckStore.open(path) as store:
+        cur = store.topic(T).cursor("b")
+        assert cur.small is None and cur.stats().recovery.markers_skipped == 1  # fell back to the slot before

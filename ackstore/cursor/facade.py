@@ -137,6 +137,7 @@ class Cursor(StoreSide):
         "_log",
         "_store",
         "_topic",
+        "_unloaded",
         "cursor_id",
         "name",
         "revision_controller",
@@ -150,7 +151,7 @@ class Cursor(StoreSide):
         name: str,
         cursor_id: int,
         config: CursorConfig,
-        recovered: RecoveredState,
+        recovered: RecoveredState | Any,
         initial_position: str = "earliest",
     ) -> None:
         store = host
@@ -186,7 +187,13 @@ class Cursor(StoreSide):
         (a cursor read through its parts every round would leave the form every round)"""
         self._deleted = False
         """True once the cursor was deleted: every call raises CursorDeletedError"""
-        self._load(recovered, initial_position)
+        self._unloaded = not isinstance(recovered, RecoveredState)
+        """True while the parts hold nothing: the cursor was opened into the small form
+        (``recovered`` is that form) and its parts are loaded when first needed"""
+        if self._unloaded:
+            self.small = recovered
+        else:
+            self._load(recovered, initial_position)
         if config.history_seconds:
             store.history.set_window(cursor_id, config.history_seconds)
         self._changed()  # a new cursor's start position is pending: list it
@@ -738,7 +745,7 @@ class Cursor(StoreSide):
     def persisted(self) -> bool:
         """True once a flush wrote this cursor's state (a cursor without one starts at the
         initial position it is opened with)."""
-        return self._chain.marker_seq >= 0
+        return self.small is not None or self._chain.marker_seq >= 0
 
     @property
     def dirty(self) -> bool:
@@ -767,12 +774,14 @@ class Cursor(StoreSide):
         store = self._store
         store.small_list.pop(small, None)
         state, chain = self._state, self._chain
-        if small.flushes:
+        if small.flushes or self._unloaded:
             rp, recovery, flushes, total = state.rp, chain.recovery, chain.flushes, chain.total_flush_bytes
             storage = store.storage
             self._load(storage.read(lambda txn: store.recover_log(txn, self._log, self._config, self._topic)))
             state.rp = max(rp, state.rp)
-            chain.recovery = recovery
+            if not self._unloaded:  # (an open into the form: the report is this first recovery's)
+                chain.recovery = recovery
+            self._unloaded = False
             chain.flushes, chain.total_flush_bytes = flushes + small.flushes, total + small.flush_bytes
             chain.last_flush_bytes = small.last_bytes
             chain.next_seq = max(chain.next_seq, small.next_seq)  # never a sequence a flush in flight took
@@ -853,8 +862,12 @@ class Cursor(StoreSide):
     def _check(self) -> None:
         """Assert every internal invariant (tests call this after each step)."""
         with self._lock:  # each component asserts its own invariants (the _check convention)
-            held = self._pages._check(self._state.md, self._topic.directory)
-            self._state._check(held)
-            if self.small is not None:
-                check_small(self.small, self._state.md)
+            if self._unloaded:  # the parts hold nothing yet: the form is the state
+                assert self.small is not None, "a cursor with neither its parts nor the small form"
+                check_small(self.small, (self.small.md_l, -1))
+            else:
+                held = self._pages._check(self._state.md, self._topic.directory)
+                self._state._check(held)
+                if self.small is not None:
+                    check_small(self.small, self._state.md)
             assert self.listed or not self.pending or self._store.readonly, "a pending cursor a flush would not visit"

@@ -56,6 +56,7 @@ __all__ = [
     "check_small",
     "flush_small",
     "small_of",
+    "small_opened",
     "undo_small",
 ]
 
@@ -267,6 +268,22 @@ undo_small = IMPLEMENTATIONS[-1].undo_small
 """the undo of a flush of small forms in use (the pure twin: :func:`_py_undo_small`)"""
 
 
+def _cap(config: CursorConfig) -> int:
+    """The most runs a cursor of ``config`` holds in the small form; -1: it never takes it
+    (it keeps history, or no cursor writes the state layout)."""
+    if config.history_seconds or lane.STATE_MAX_RUNS < 0:
+        return -1
+    limit = config.max_unacked_ranges_to_persist
+    return min(lane.STATE_MAX_RUNS, limit) if limit else lane.STATE_MAX_RUNS
+
+
+def _in_open_ledger(directory: LedgerDirectory, md_l: int) -> bool:
+    """Whether M is in the topic's open ledger (the form's acks are all in M's ledger, and M
+    never crosses into another while it is there)."""
+    ids = directory.ids
+    return bool(ids) and ids[-1] == md_l and directory.counts[-1] < 0
+
+
 def small_of(
     cursor_id: int,
     state: AckState,
@@ -281,15 +298,13 @@ def small_of(
     left nothing of it under log keys (the chain's floor past its newest state): the form
     writes its two slots and never trims, so what the log keys held would stay. O(its
     ranges)."""
-    if config.history_seconds or lane.STATE_MAX_RUNS < 0 or chain.floor <= chain.marker_seq:
-        return None  # (the floor: until a trim left nothing of it under log keys, which the form never trims)
-    limit = config.max_unacked_ranges_to_persist
-    cap = min(lane.STATE_MAX_RUNS, limit) if limit else lane.STATE_MAX_RUNS
+    cap = _cap(config)
+    if cap < 0 or chain.floor <= chain.marker_seq:
+        return None
     if state.properties or state.range_count > cap or pages.swapped or pages.vanished or pages.unmarked:
         return None
     md_l, md_e = state.md
-    ids = directory.ids
-    if not ids or ids[-1] != md_l or directory.counts[-1] >= 0:  # M in the open ledger
+    if not _in_open_ledger(directory, md_l):
         return None
     loaded = pages.loaded
     runs: list[tuple[int, int]] = []
@@ -301,6 +316,32 @@ def small_of(
     if len(pages.index) > len(loaded):
         return None
     return SmallState(cursor_id, md_l, md_e, chain.next_seq, chain.slot, chain.slots, runs, cap)
+
+
+def small_opened(
+    cursor_id: int, slotted: tuple[int, int, int, tuple[int, int, int, list[Any], int]], config: CursorConfig,
+    directory: LedgerDirectory,
+) -> Any:  # fmt: skip
+    """The small form of a cursor opened from a log that is only its state slots
+    (``slotted``: :func:`ackstore.storage.log.slotted_state`), or None when its newest state
+    is outside the form (then the cursor is recovered as any other). The same rule as
+    :func:`small_of`, on the state as the slot holds it. O(its ranges)."""
+    seq, slot, slots, (_, md_l, md_e, ledgers, end) = slotted
+    cap = _cap(config)
+    if cap < 0 or end or not _in_open_ledger(directory, md_l) or len(ledgers) > 1:
+        return None  # (end: properties follow the ledgers)
+    runs: list[tuple[int, int]] = []
+    if ledgers:
+        ledger, flat, batches, counts = ledgers[0]
+        if ledger != md_l or batches or counts or not flat or len(flat) > 2 * cap:
+            return None
+        if flat[-1] > directory.open_limit():
+            return None  # acks past the ledger's bound: recovery's to clip
+        runs = list(zip(flat[::2], flat[1::2], strict=True))
+    try:
+        return SmallState(cursor_id, md_l, md_e, seq + 1, slot, slots, runs, cap)
+    except ValueError:  # a state the form does not hold (recovery says what is wrong with it)
+        return None
 
 
 def check_small(s: Any, md: tuple[int, int]) -> None:

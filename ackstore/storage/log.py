@@ -50,6 +50,7 @@ from .records import (
     slot_seq,
     split_log_key,
     state_ledger,
+    state_record_fields,
 )
 
 __all__ = [
@@ -65,6 +66,7 @@ __all__ = [
     "read_ledger_record",
     "log_usage",
     "trim_records",
+    "slotted_state",
 ]
 
 
@@ -141,6 +143,31 @@ def read_slots(
     if len(found) > 1 and found[0][0] < found[1][0]:
         found.reverse()
     return found, damaged, held
+
+
+def slotted_state(
+    txn: LogTxn, db: lmdb._Database | None, cursor_id: int
+) -> tuple[int, int, int, tuple[int, int, int, list[Any], int]] | None:
+    """``(sequence, slot, slots held, the state's fields)`` of a cursor whose log is only
+    its state slots, their heads checked, the newest an intact state marker
+    (:func:`ackstore.storage.records.state_record_fields`); None for any other log (then
+    recovery reads it, and reports what it finds). O(1): a look at the cursor's log keys
+    and the two slots."""
+    c = txn.cursor(db=db)
+    start, end = log_bounds(cursor_id)
+    if c.set_range(start) and c.key() < end:
+        return None  # records under log keys: recovery's to resolve
+    found, damaged, held = read_slots(txn, db, cursor_id)
+    if damaged or not found:
+        return None
+    seq, record, slot = found[0]
+    try:  # the newest only, as recovery reads back to front to the newest intact state
+        fields = state_record_fields(record)
+    except CorruptRecordError:
+        return None
+    if fields is None or fields[0] != cursor_id:
+        return None
+    return seq, slot, held, fields
 
 
 def fetch_record(txn: LogTxn, db: lmdb._Database | None, cursor_id: int, seq: int) -> bytes | None:
