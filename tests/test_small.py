@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyroaring import BitMap
 
-from ackstore import AckStore, CursorConfig, Position, StoreError
+from ackstore import AckStore, CursorConfig, Position, StoreError, testing
 from ackstore.cursor import small as small_form
 from ackstore.cursor.small import IMPLEMENTATIONS, Small, check_small
 from ackstore.flush import FlushJob, GroupFlush
@@ -513,3 +513,29 @@ def test_a_writer_opens_a_steady_cursor_into_the_form(tmp_path: Path) -> None:
     with AckStore.open(path) as store:
         cur = store.topic(T).cursor("b")
         assert cur.small is None and cur.stats().recovery.markers_skipped == 1  # fell back to the slot before
+
+
+def test_a_state_past_its_ledgers_durable_bound_is_recovered_not_opened_into_the_form(tmp_path: Path) -> None:
+    """The open ledger's bound went durable (the topic's first ``advance``) below the
+    mark-delete position a cursor last flushed (it was reset since, not flushed; then a
+    crash): the open does not take that state into the form, it recovers it, which clips
+    it to the bound, as a reader's open does."""
+    path = tmp_path / "s"
+    with AckStore.open(path) as store:
+        cur = _topic(store).cursor("c")
+        for e in range(SETTLE):
+            cur.ack_entries(1, range(0, 38 + e))
+            store.flush()
+        assert cur.small is not None and cur.mark_delete_position == Position(1, 39)
+    store = AckStore.open(path)
+    topic = store.topic(T)
+    cur = topic.cursor("c")
+    assert cur.small is not None  # opened into the form
+    cur.reset_to(Position(1, 1))  # in memory only
+    topic.advance(1, 0)  # durable at once: the bound is below the state the slot holds
+    testing.crash(store)
+    with AckStore.open(path, readonly=True) as reader:
+        recovered = reader.topic(T).cursor("c").mark_delete_position
+    with AckStore.open(path) as store:
+        cur = store.topic(T).cursor("c")
+        assert cur.small is None and cur.mark_delete_position == recovered, (cur.mark_delete_position, recovered)

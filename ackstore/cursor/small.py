@@ -335,9 +335,9 @@ def small_opened(
         ledger, flat, batches, counts = ledgers[0]
         if ledger != md_l or batches or counts or not flat or len(flat) > 2 * cap:
             return None
-        if flat[-1] > directory.open_limit():
-            return None  # acks past the ledger's bound: recovery's to clip
         runs = list(zip(flat[::2], flat[1::2], strict=True))
+    if directory.past_end([(md_l, runs[-1][1] if runs else md_e)]):
+        return None  # M or acks at or past the ledger's bound (the bound went durable first): recovery's to clip
     try:
         return SmallState(cursor_id, md_l, md_e, seq + 1, slot, slots, runs, cap)
     except ValueError:  # a state the form does not hold (recovery says what is wrong with it)
