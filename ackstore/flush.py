@@ -18,7 +18,6 @@ from .errors import AckStoreError, StoreError
 from .gcpause import gc_paused
 from .stats import FLUSH_SECONDS_BUCKETS, FlushStats
 from .storage.catalog import OPEN_LEDGER_ENTRY_BYTES, Catalog
-from .storage.records import split_slot_key
 
 if TYPE_CHECKING:
     from .cursor import AnyPlan, Cursor
@@ -310,8 +309,8 @@ class GroupFlush:
                 lane.commit_all(plans, planners, cursors)  # each cursor's Cursor.commit_flush
         with self.store.lock:
             for plan, cur in zip(job.plans, job.cursors, strict=True):
-                if type(plan) is lane.MarkerPlan and plan.full and split_slot_key(plan.puts[0][0]) is not None:
-                    cur.take_small_form()  # its whole state is in a slot: the small form, if it fits
+                if type(plan) is lane.MarkerPlan and plan.full:  # a state plan among them
+                    cur.take_small_form()  # the small form, if the cursor fits it (its state in a slot)
             if job.history:
                 self.store.history.adopt(job.history)
             for topic, written in job.confirms:

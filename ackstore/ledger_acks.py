@@ -9,14 +9,14 @@ walking the ranges on every call.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Final, NoReturn, TypeVar
 
 from pyroaring import BitMap, FrozenBitMap
 
 from .fields import LedgerFields
 
-__all__ = ["NO_ENTRIES", "LedgerAcks", "bitmap_of_range", "count_runs", "run_bounds", "run_end"]
+__all__ = ["NO_ENTRIES", "LedgerAcks", "bitmap_of_range", "bitmap_of_runs", "count_runs", "run_bounds", "run_end"]
 
 LEDGER_OVERHEAD_BYTES = 200
 """Python object overhead charged per ledger on top of the bitmap's own bytes (the LedgerAcks
@@ -77,6 +77,15 @@ def run_bounds(bitmap: BitMap) -> list[tuple[int, int]]:
     if not bitmap:
         return []
     return list(zip(bitmap - bitmap.shift(1), bitmap - bitmap.shift(-1), strict=True))
+
+
+def bitmap_of_runs(runs: Iterable[tuple[int, int]]) -> BitMap:
+    """The values of inclusive runs ``(first, last)``: what :func:`run_bounds` reads, back.
+    O(runs)."""
+    bitmap = BitMap()
+    for first, last in runs:
+        bitmap.add_range(first, last + 1)
+    return bitmap
 
 
 def run_end(bitmap: BitMap, start: int) -> int:

@@ -43,6 +43,7 @@ from ..errors import (
     StoreClosedError,
 )
 from ..history import HistoryPoint, as_micros
+from ..ledger_acks import bitmap_of_runs
 from ..position import Position, trusted
 from ..stats import CursorStats, LogUsage
 from ..storage.log import CursorLog, MissingRecordError, RecoveredState
@@ -229,8 +230,7 @@ class Cursor(StoreSide):
         """@private The cursor was deleted (the store calls this, lock held): every later call raises
         CursorDeletedError, and its memory goes back to the pool."""
         self._deleted = True
-        if self.small is not None:
-            self._store.small_list.pop(self.small, None)
+        if self.small is not None:  # (the store's unlist took it off the list)
             self.small.end()
             self.small = None
         self._pages.cache.clear()
@@ -789,16 +789,13 @@ class Cursor(StoreSide):
             state.ack_cumulative((small.md_l, small.md_e))
         runs = small.runs()
         if runs:
-            acks = BitMap()
-            for first, last in runs:
-                acks.add_range(first, last + 1)
-            state.apply_groups([(small.md_l, acks)])
+            state.apply_groups([(small.md_l, bitmap_of_runs(runs))])
         self._changed()
 
     def take_small_form(self) -> None:
-        """@private A flush just wrote this cursor's whole state into a state slot: take the
-        small form when the cursor fits it and was asked nothing else since its last flush
-        (store lock held)."""
+        """@private A flush just wrote a full marker of this cursor: take the small form when
+        the cursor fits it (its whole state in a state slot: ``small_of``) and was asked
+        nothing else since its last flush (store lock held)."""
         store = self._store
         if self._asked >= store.flush_count or self.small is not None or self._deleted or store.readonly:
             return

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pyroaring import BitMap
 
-from ..ledger_acks import run_bounds
+from ..ledger_acks import bitmap_of_runs, run_bounds
 from ..storage import codecs, pure_codecs
 from ..storage.records import FORMAT_VERSION, SLOT_RESERVE, seal_slot, slot_key
 from . import lane
@@ -211,10 +211,7 @@ def _py_flush_small(smalls: list[Any], version: int, reserve: int) -> tuple[list
         key = slot_key(s.cursor_id, slot)
         ledgers: list[tuple[int, BitMap, dict[int, tuple[int, int]], dict[int, int]]] = []
         if s.n:
-            bitmap = BitMap()
-            for first, last in s.runs():
-                bitmap.add_range(first, last + 1)
-            ledgers.append((s.md_l, bitmap, {}, {}))
+            ledgers.append((s.md_l, bitmap_of_runs(s.runs()), {}, {}))
         record = pure_codecs.state_marker(version, s.cursor_id, s.md_l, s.md_e, ledgers, b"")
         value = seal_slot(key, s.next_seq, record, 0 if s.slots >> slot & 1 else reserve)
         puts.append((key, value))
@@ -295,9 +292,9 @@ def small_of(
     """The small form of a cursor whose flush just wrote its whole state into a state slot
     and that has nothing pending since, or None when the cursor is outside the form (see
     the module docstring; the caller knows the store is writable). Only once its trims
-    left nothing of it under log keys (the chain's floor past its newest state): the form
-    writes its two slots and never trims, so what the log keys held would stay. O(its
-    ranges)."""
+    left nothing of it under log keys (the chain's floor past its newest state, which is
+    then in a state slot): the form writes its two slots and never trims, so what the log
+    keys held would stay. O(its ranges)."""
     cap = _cap(config)
     if cap < 0 or chain.floor <= chain.marker_seq:
         return None
@@ -319,17 +316,17 @@ def small_of(
 
 
 def small_opened(
-    cursor_id: int, slotted: tuple[int, int, int, tuple[int, int, int, list[Any], int]], config: CursorConfig,
+    cursor_id: int, slotted: tuple[int, int, int, tuple[int, int, int, list[Any], bool]], config: CursorConfig,
     directory: LedgerDirectory,
 ) -> Any:  # fmt: skip
     """The small form of a cursor opened from a log that is only its state slots
     (``slotted``: :func:`ackstore.storage.log.slotted_state`), or None when its newest state
     is outside the form (then the cursor is recovered as any other). The same rule as
     :func:`small_of`, on the state as the slot holds it. O(its ranges)."""
-    seq, slot, slots, (_, md_l, md_e, ledgers, end) = slotted
+    seq, slot, slots, (_, md_l, md_e, ledgers, properties) = slotted
     cap = _cap(config)
-    if cap < 0 or end or not _in_open_ledger(directory, md_l) or len(ledgers) > 1:
-        return None  # (end: properties follow the ledgers)
+    if cap < 0 or properties or not _in_open_ledger(directory, md_l) or len(ledgers) > 1:
+        return None
     runs: list[tuple[int, int]] = []
     if ledgers:
         ledger, flat, batches, counts = ledgers[0]

@@ -147,7 +147,7 @@ def read_slots(
 
 def slotted_state(
     txn: LogTxn, db: lmdb._Database | None, cursor_id: int
-) -> tuple[int, int, int, tuple[int, int, int, list[Any], int]] | None:
+) -> tuple[int, int, int, tuple[int, int, int, list[Any], bool]] | None:
     """``(sequence, slot, slots held, the state's fields)`` of a cursor whose log is only
     its state slots, their heads checked, the newest an intact state marker
     (:func:`ackstore.storage.records.state_record_fields`); None for any other log (then

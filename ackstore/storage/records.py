@@ -596,12 +596,11 @@ def _properties(raw: Any) -> dict[str, int | str]:
     return out
 
 
-def state_record_fields(record: bytes | memoryview) -> tuple[int, int, int, list[Any], int] | None:
+def state_record_fields(record: bytes | memoryview) -> tuple[int, int, int, list[Any], bool] | None:
     """The fields of a marker record in the state layout (its envelope and checksum
-    checked): ``(cursor id, md ledger, md entry, ledgers, end)`` as
-    :func:`ackstore.storage.codecs.state_fields` reads them (``end < `` the body's length:
-    it holds properties); None for a record of another layout. Raises CorruptRecordError.
-    O(the record)."""
+    checked): ``(cursor id, md ledger, md entry, ledgers, whether properties follow)``, the
+    first four as :func:`ackstore.storage.codecs.state_fields` reads them; None for a
+    record of another layout. Raises CorruptRecordError. O(the record)."""
     rtype, _, body = _open_record(record)
     if rtype != RECORD_MARKER or body[:1] != b"\xc2":
         return None
@@ -609,7 +608,8 @@ def state_record_fields(record: bytes | memoryview) -> tuple[int, int, int, list
         fields = codecs.state_fields(body)
     except ValueError as exc:
         raise CorruptRecordError(str(exc)) from None
-    return (*fields[:4], fields[4] - len(body))  # end: 0 when no properties follow
+    cid, md_l, md_e, ledgers, end = fields
+    return cid, md_l, md_e, ledgers, end < len(body)
 
 
 def encode_state_marker(
