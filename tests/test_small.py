@@ -22,6 +22,7 @@ from ackstore.cursor import small as small_form
 from ackstore.cursor.small import IMPLEMENTATIONS, Small, check_small
 from ackstore.flush import FlushJob, GroupFlush
 from ackstore.ledger_acks import LedgerAcks, run_bounds
+from ackstore.stats import CURSOR_FIGURES
 from ackstore.storage import records
 
 IDS = ["python", "native"][: len(IMPLEMENTATIONS)]
@@ -513,6 +514,44 @@ def test_a_writer_opens_a_steady_cursor_into_the_form(tmp_path: Path) -> None:
     with AckStore.open(path) as store:
         cur = store.topic(T).cursor("b")
         assert cur.small is None and cur.stats().recovery.markers_skipped == 1  # fell back to the slot before
+
+
+def test_a_cursor_opened_into_the_form_builds_no_parts_until_asked(tmp_path: Path) -> None:
+    """A cursor opened into the form has no parts until something the form does not serve
+    asks for them: its acks, flushes, positions, ranges and figures (a metrics scrape) leave
+    them unbuilt; a read that needs them (the read position) builds them holding nothing,
+    and the figures are the same before and after; a read the form does not serve loads
+    them, with the state exact."""
+    path = tmp_path / "s"
+    with AckStore.open(path) as store:
+        _settle(store, [_topic(store).cursor("a")])
+    md, ranges = _model_ranges(SETTLE)
+    with AckStore.open(path) as store:
+        cur = store.topic(T).cursor("a")
+        assert cur.small is not None and cur._unbuilt
+        figures = dict(zip(CURSOR_FIGURES, cur.figures(), strict=True))
+        budget = CursorConfig().max_individual_ack_cache_bytes
+        assert figures == dict.fromkeys(CURSOR_FIGURES, 0) | {
+            "ack_range_count": len(ranges), "persisted_ranges": len(ranges), "cache_budget": budget,
+        }  # fmt: skip
+        assert cur.mark_delete_position == Position(1, md) and list(cur.ledger_ranges()) == [(1, ranges)]
+        assert cur.is_acked(Position(1, md)) and cur.ack_range_count == len(ranges) and cur.persisted
+        _steady(cur, SETTLE)
+        assert cur.pending
+        store.flush()
+        assert not cur.pending and cur._unbuilt and cur.figures()[CURSOR_FIGURES.index("flushes")] == 1
+        before = cur.figures()
+        md2, ranges2 = _model_ranges(SETTLE + 1)
+        assert cur.read_position == Position(1, md2 + 1)
+        assert cur.partial_batches() == {} and cur.delivery_count(Position(1, md2 + 1)) == 0
+        assert cur.properties == {}
+        assert not cur._unbuilt and cur._unloaded and cur.small is not None  # built, holding nothing
+        assert cur.figures() == before
+        cur._check()
+        snap = cur.snapshot()  # not served: the form ends, the parts load
+        assert cur.small is None and not cur._unloaded
+        assert snap.mark_delete_position == Position(1, md2) and list(cur.ledger_ranges()) == [(1, ranges2)]
+        cur._check()
 
 
 def test_a_state_past_its_ledgers_durable_bound_is_recovered_not_opened_into_the_form(tmp_path: Path) -> None:

@@ -138,6 +138,7 @@ class Cursor(StoreSide):
         "_log",
         "_store",
         "_topic",
+        "_unbuilt",
         "_unloaded",
         "cursor_id",
         "name",
@@ -170,17 +171,7 @@ class Cursor(StoreSide):
         self._config = config
         self.revision_controller = CursorStateRevisionController()
         """PIP-269: one controller per cursor, shared by every component that reads it"""
-        storage = store.storage
-        self._log = CursorLog(storage.log_db, cursor_id)
-        self._pages = Pages(storage, self._log, config.max_individual_ack_cache_bytes, store.cache_pool, name)
-        self._state = AckState(topic, name, self._pages)
-        self._chain = MarkerChain()
-        self.planner = Planner(cursor_id, self._state, self._pages, self._chain, config)
-        self._pages.alloc = self._chain.alloc
-        self._pages.on_load = self._state.clip
-        if store.readonly:
-            self._pages.refresh = self._refresh
-        self._ack_one = self._state.ack_one  # bound once: the one-position hot path
+        self._log = CursorLog(store.storage.log_db, cursor_id)
         self.small = None
         self._asked = -1
         """the store's flush count when the cursor was last asked something the small form
@@ -188,16 +179,41 @@ class Cursor(StoreSide):
         (a cursor read through its parts every round would leave the form every round)"""
         self._deleted = False
         """True once the cursor was deleted: every call raises CursorDeletedError"""
-        self._unloaded = not isinstance(recovered, RecoveredState)
-        """True while the parts hold nothing: the cursor was opened into the small form
-        (``recovered`` is that form) and its parts are loaded when first needed"""
+        self._unloaded = self._unbuilt = not isinstance(recovered, RecoveredState)
+        """``_unloaded``: True while the parts hold nothing: the cursor was opened into the
+        small form (``recovered`` is that form) and its parts are loaded when first needed;
+        ``_unbuilt``: True while they do not even exist (:meth:`_built` makes them)"""
         if self._unloaded:
             self.small = recovered
         else:
+            self._build_parts()
             self._load(recovered, initial_position)
         if config.history_seconds:
             store.history.set_window(cursor_id, config.history_seconds)
         self._changed()  # a new cursor's start position is pending: list it
+
+    def _built(self) -> AckState:
+        """The parts exist (lock held), and the ack state is returned: a cursor opened into
+        the small form has none until something asks for them, and then they are made
+        holding nothing (the form holds the state until :meth:`_grow` loads them). O(1)."""
+        if self._unbuilt:
+            self._build_parts()
+        return self._state
+
+    def _build_parts(self) -> None:
+        """Make the cursor's parts, holding nothing yet, and wire them together."""
+        store, name, config = self._store, self.name, self._config
+        budget = config.max_individual_ack_cache_bytes
+        self._pages = pages = Pages(store.storage, self._log, budget, store.cache_pool, name)
+        self._state = state = AckState(self._topic, name, pages)
+        self._chain = chain = MarkerChain()
+        self.planner = Planner(self.cursor_id, state, pages, chain, config)
+        pages.alloc = chain.alloc
+        pages.on_load = state.clip
+        if store.readonly:
+            pages.refresh = self._refresh
+        self._ack_one = state.ack_one  # bound once: the one-position hot path
+        self._unbuilt = False
 
     def _load(self, recovered: RecoveredState, initial_position: str = "earliest") -> None:
         """Start from a recovered state (at open; a read-only store also when it refreshes);
@@ -233,8 +249,15 @@ class Cursor(StoreSide):
         if self.small is not None:  # (the store's unlist took it off the list)
             self.small.end()
             self.small = None
-        self._pages.cache.clear()
-        self._pages.cache.swapped.clear()
+        if not self._unbuilt:
+            self._pages.cache.clear()
+            self._pages.cache.swapped.clear()
+
+    def release(self) -> None:
+        """@private The store closes: give the cache's bytes back to the pool (parts never built
+        have none)."""
+        if not self._unbuilt:
+            super().release()
 
     def _alive(self) -> None:
         if self._deleted:
@@ -326,25 +349,25 @@ class Cursor(StoreSide):
                         if not fits:
                             self._parts()  # over the form's cap: the parts take it
                         return
-        self._edit(self._state.ack_entries, ledger, entries, served=served)
+        self._edit(AckState.ack_entries, ledger, entries, served=served)
 
     def ack_cumulative(self, position: Position) -> None:
         """Acknowledge everything up to and including ``position`` (moves the mark-delete position)."""
-        self._edit(self._state.ack_cumulative, position)
+        self._edit(AckState.ack_cumulative, position)
 
     def ack_batch_index(self, position: Position, batch_size: int, indexes: Iterable[int]) -> None:
         """Acknowledge some messages of a batch entry. The entry is acked once all its indexes are."""
-        self._edit(self._state.ack_batch_index, position, batch_size, indexes)
+        self._edit(AckState.ack_batch_index, position, batch_size, indexes)
 
     def set_property(self, key: str, value: int | str) -> None:
         """Set a property: a 64-bit int (Pulsar's mark-delete properties) or a str of up to
         4096 UTF-8 bytes (its cursor properties). Persisted by the next flush, with every
         marker (keep them few and small: each flush writes them all)."""
-        self._edit(self._state.set_property, key, value)
+        self._edit(AckState.set_property, key, value)
 
     def remove_property(self, key: str) -> bool:
         """Drop a property (persisted by the next flush); True if it was set."""
-        return self._edit(self._state.remove_property, key)
+        return self._edit(AckState.remove_property, key)
 
     # -- delivery counts -----------------------------------------------------------------------
 
@@ -359,7 +382,7 @@ class Cursor(StoreSide):
             raise InvalidTypeError(f"positions must be an iterable of Position, got {positions!r}") from None
         if type(durable) is not bool:
             raise InvalidTypeError(f"durable must be a bool, got {durable!r}")
-        counts = self._edit(record_deliveries, self._state, items)
+        counts = self._edit(record_deliveries, items)
         if durable and any(counts):
             self._store.flush()
         return counts
@@ -370,16 +393,16 @@ class Cursor(StoreSide):
         were set. Persisted by the next flush."""
         if not isinstance(counts, dict):
             raise InvalidTypeError(f"counts must be a dict of Position to int, got {counts!r}")
-        return self._edit(set_delivery_counts, self._state, counts)
+        return self._edit(set_delivery_counts, counts)
 
     def delivery_count(self, position: Position) -> int:
         """How many times ``position`` was delivered; 0 if never, or once it is acknowledged."""
-        return self._one_state(delivery_count, self._state, position, served=True)
+        return self._one_state(lambda: delivery_count(self._built(), position), served=True)
 
     def delivery_counts(self, start: Position | None = None, end: Position | None = None) -> dict[Position, int]:
         """Every entry in ``[start, end)`` with a delivery count (None: from the mark-delete
         position on / to the end), ascending: the bulk form of :meth:`delivery_count`."""
-        return self._one_state(delivery_counts, self._state, start, end, served=True)
+        return self._one_state(lambda: delivery_counts(self._built(), start, end), served=True)
 
     # -- queries -------------------------------------------------------------------------------
 
@@ -388,12 +411,15 @@ class Cursor(StoreSide):
         writer's newest flush whole when a record it needs was trimmed (``Pages.refresh``);
         a read that saw it move ran partly on the old state, so it runs again on the new
         one: no answer mixes two flushes. The writer's cursor never moves: one run. A read
-        ``served`` answers from the parts as they are in the small form too (what it reads
-        does not change there: partial batches, delivery counts)."""
+        ``served`` answers from the form, or from the parts as they are in the form (what it
+        reads does not change there: partial batches, delivery counts), which it builds if
+        they were never built."""
         with self._lock:
             self._open()
             if not served:
                 self._parts()
+            elif self._unbuilt:  # a writer's cursor opened into the form: it never moves, one run
+                return read(*args)
             pages = self._pages
             for _ in range(_READ_TRIES):
                 seen = pages.generation
@@ -419,12 +445,12 @@ class Cursor(StoreSide):
         """Up to ``n`` entries of ``ledger`` in ``[start, stop)`` not acknowledged, ascending.
         Acked runs are hopped over whole: O(runs touched + entries returned), however many
         acked entries lie between (what reads and skips use)."""
-        return self._one_state(self._state.unacked_entries, ledger, start, stop, n)
+        return self._one_state(lambda: self._state.unacked_entries(ledger, start, stop, n))
 
     def batch_acked_indexes(self, position: Position) -> frozenset[int] | None:
         """Acked indexes of a partially acknowledged batch entry, or None if there is no partial batch."""
         ledger, entry = pair(position)
-        return self._one_state(self._state.batch_acked_indexes, (ledger, entry))
+        return self._one_state(lambda: self._state.batch_acked_indexes((ledger, entry)))
 
     @property
     def mark_delete_position(self) -> Position:
@@ -441,10 +467,10 @@ class Cursor(StoreSide):
         position, so entries dispatched and not acked are delivered again (at-least-once)."""
         if self._deleted:
             self._gone()
-        small, rp = self.small, self._state.rp
-        if small is not None and rp <= (small.md_l, small.md_e):
+        small = self.small
+        if small is not None and (self._unbuilt or self._state.rp <= (small.md_l, small.md_e)):
             return trusted(small.md_l, small.md_e + 1)  # M moved past it, as AckState.set_md moves it
-        return rp
+        return self._state.rp
 
     @property
     def ack_range_count(self) -> int:
@@ -457,9 +483,10 @@ class Cursor(StoreSide):
     @property
     def properties(self) -> dict[str, int | str]:
         """Cursor properties persisted with each marker (a copy)."""
-        if self._deleted:
-            self._gone()
-        return dict(self._state.properties)
+        with self._lock:
+            if self._deleted:
+                self._gone()
+            return dict(self._built().properties)
 
     @property
     def topic(self) -> Topic:
@@ -542,6 +569,7 @@ class Cursor(StoreSide):
         return self._one_state(self._partial_batches, served=True)
 
     def _partial_batches(self) -> dict[Position, tuple[int, frozenset[int]]]:
+        self._built()
         out: dict[Position, tuple[int, frozenset[int]]] = {}
         for ledger, la in self._ledgers():
             out.update(batch_items(ledger, la))
@@ -663,6 +691,8 @@ class Cursor(StoreSide):
             return cursor_figures(self._figure_parts(), self.small)
 
     def _figure_parts(self) -> Parts:
+        if self._unbuilt:  # (a scrape does not build them)
+            return Parts(None, None, None, self._config, self.revision_controller)
         return Parts(self._state, self._pages, self._chain, self._config, self.revision_controller)
 
     def log_usage(self) -> LogUsage:
@@ -707,7 +737,7 @@ class Cursor(StoreSide):
         small = self.small
         if small is not None:
             return bool(small.dirty)
-        return self._pages.pending() or self._state.meta_dirty
+        return not self._unbuilt and (self._pages.pending() or self._state.meta_dirty)
 
     @property
     def listed(self) -> bool:
@@ -716,18 +746,18 @@ class Cursor(StoreSide):
         return self in self._flush_list if small is None else small in self._store.small_list
 
     def _edit(self, change: Callable[..., T], *args: Any, check: bool = True, served: bool = False) -> T:
-        """Make one change under the lock (first checking the cursor may change, unless
-        ``check`` is off: the read path's own moves) and see that the next flush visits this
-        cursor, whether or not the change raised. The change works on the parts (the small
-        form ends first); one the small form also ``served`` keeps the cursor eligible for
-        it at its next flush."""
+        """Make one change, ``change(ack state, *args)``, under the lock (first checking the
+        cursor may change, unless ``check`` is off: the read path's own moves) and see that
+        the next flush visits this cursor, whether or not the change raised. The change
+        works on the parts (the small form ends first); one the small form also ``served``
+        keeps the cursor eligible for it at its next flush."""
         with self._lock:
             if check:
                 self._alive()
             if not served or self.small is not None:
                 self._parts()
             try:
-                return change(*args)
+                return change(self._state, *args)
             finally:
                 self._changed()
 
@@ -745,7 +775,7 @@ class Cursor(StoreSide):
     def persisted(self) -> bool:
         """True once a flush wrote this cursor's state (a cursor without one starts at the
         initial position it is opened with)."""
-        return self.small is not None or self._chain.marker_seq >= 0
+        return self.small is not None or (not self._unbuilt and self._chain.marker_seq >= 0)
 
     @property
     def dirty(self) -> bool:
@@ -760,6 +790,8 @@ class Cursor(StoreSide):
         self._asked = self._store.flush_count
         if self.small is not None:
             self._grow()
+        elif self._unbuilt:  # (deleted while in the form: the parts of nothing)
+            self._build_parts()
 
     def _grow(self) -> None:
         """End the small form: the parts hold the cursor's state again. When a flush wrote
@@ -769,6 +801,7 @@ class Cursor(StoreSide):
         stays past the form's; then they take the acks since. O(the state)."""
         small = self.small
         assert small is not None
+        self._built()
         self.small = None
         small.end()
         store = self._store
@@ -810,7 +843,7 @@ class Cursor(StoreSide):
         reads start there (M may move backwards); ``batch`` ``(batch_index, batch_size)``
         also acks the batch's indexes before ``batch_index``. For the read path: a reset
         outside a Dispatcher's revision races with reads in flight."""
-        self._edit(self._state.reset_to, position, batch)
+        self._edit(AckState.reset_to, position, batch)
 
     def check_reset_target(self, position: Any, batch: tuple[int, int] | None = None) -> tuple[int, int]:
         """@private Raise a typed error unless ``position`` (and ``batch``) is a place a reset may move to."""
@@ -848,11 +881,11 @@ class Cursor(StoreSide):
 
     def move_read_position(self, position: Position) -> None:
         """@private A sequential read moved past ``position``'s predecessor (never backwards)."""
-        self._edit(self._state.move_read_position, position, check=False)
+        self._edit(AckState.move_read_position, position, check=False)
 
     def rewind(self) -> None:
         """@private Read again from the first unacked position."""
-        self._edit(self._state.rewind, check=False)
+        self._edit(AckState.rewind, check=False)
 
     # -- invariants ----------------------------------------------------------------------------
 

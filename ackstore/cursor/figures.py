@@ -17,18 +17,19 @@ __all__ = ["Parts", "cursor_stats", "cursor_figures"]
 
 
 class Parts(NamedTuple):
-    """The parts of one cursor its figures come from."""
+    """The parts of one cursor its figures come from (None: not built)."""
 
-    state: AckState
-    pages: Pages
-    chain: MarkerChain
+    state: AckState | None
+    pages: Pages | None
+    chain: MarkerChain | None
     config: CursorConfig
     controller: CursorStateRevisionController
 
 
 def cursor_stats(topic: str, name: str, parts: Parts) -> CursorStats:
-    """Every figure, cache sizes measured exactly. O(loaded ledgers)."""
+    """Every figure, cache sizes measured exactly (the parts built). O(loaded ledgers)."""
     state, pages, chain, cfg, controller = parts
+    assert state is not None and pages is not None and chain is not None
     cache = pages.cache
     cache.measure_all()
     sizes = [la.size for la in cache.loaded.values()]
@@ -69,31 +70,38 @@ def cursor_stats(topic: str, name: str, parts: Parts) -> CursorStats:
 def cursor_figures(parts: Parts, small: Any = None) -> tuple[int, ...]:
     """The numbers of ``ackstore.stats.CURSOR_FIGURES``, in order, without measuring; of a
     cursor in the small form (``small``, ``ackstore.cursor.small``), its ranges and flushes
-    are the form's (the parts hold the state as it was when the form began). O(1)."""
+    are the form's (the parts hold the state as it was when the form began, or nothing:
+    ``parts`` of None, never built, as a cursor opened into the form has them). O(1)."""
     state, pages, chain, cfg, controller = parts
-    cache = pages.cache
     limit = cfg.max_unacked_ranges_to_persist
-    if small is None:
-        ranges, persisted, flushes, flush_bytes = state.range_count, chain.persisted_ranges, 0, 0
-    else:  # within the PIP-299 limit by the form's cap: never over it, truncated or blocked
+    if state is None or pages is None or chain is None:  # parts that hold nothing
+        cache_figures: tuple[int, ...] = (0, cfg.max_individual_ack_cache_bytes, 0, 0, 0, 0, 0)
+        ranges = persisted = truncated = blocked = chain_flushes = chain_bytes = skipped = redeliveries = 0
+    else:
+        cache = pages.cache
+        cache_figures = (
+            cache.nbytes, cache.budget, len(cache.loaded), len(cache.swapped), cache.swap_ins, cache.evictions,
+            cache.write_backs,
+        )  # fmt: skip
+        ranges, persisted, truncated = state.range_count, chain.persisted_ranges, int(chain.truncated)
+        blocked = int(state.blocked(cfg.dispatcher_pause_on_ack_state_persistent, limit))
+        chain_flushes, chain_bytes = chain.flushes, chain.total_flush_bytes
+        skipped, redeliveries = chain.recovery.markers_skipped, state.redeliveries
+    flushes = flush_bytes = 0
+    if small is not None:  # within the PIP-299 limit by the form's cap: never over it, truncated or blocked
         ranges, persisted, flushes, flush_bytes = small.n, small.persisted, small.flushes, small.flush_bytes
+        truncated = blocked = 0
     return (
         ranges,
         persisted,
         max(0, ranges - limit) if limit else 0,
-        int(chain.truncated) if small is None else 0,
-        int(state.blocked(cfg.dispatcher_pause_on_ack_state_persistent, limit)) if small is None else 0,
-        cache.nbytes,
-        cache.budget,
-        len(cache.loaded),
-        len(cache.swapped),
-        cache.swap_ins,
-        cache.evictions,
-        cache.write_backs,
-        chain.flushes + flushes,
-        chain.total_flush_bytes + flush_bytes,
-        chain.recovery.markers_skipped,
+        truncated,
+        blocked,
+        *cache_figures,
+        chain_flushes + flushes,
+        chain_bytes + flush_bytes,
+        skipped,
         controller.revisions_done,
         controller.revision_running,
-        state.redeliveries,
+        redeliveries,
     )
