@@ -92,7 +92,6 @@ static int ranged(PyObject *obj, const char *name, long long lo, long long hi, l
     return 0;
 }
 
-#define U32_MAX_LL 4294967295LL
 #define SSIZE_MAX_LL 9223372036854775807LL
 
 /* gaps_to_roaring(planes: bytes, first: int) -> bytes
@@ -742,13 +741,17 @@ Py_ssize_t slot_head_len(unsigned long long seq, Py_ssize_t reserve) {
     return n + 4 + reserve;
 }
 
+void put_slot_key(unsigned char *key, unsigned long long cid, int slot) {
+    key[0] = 0xFF;
+    key[1] = (unsigned char)slot;
+    for (int i = 0; i < 8; i++) key[2 + i] = (unsigned char)(cid >> (56 - 8 * i));
+}
+
 void put_slot_head(unsigned char *key, unsigned char *v, unsigned long long cid, int slot, unsigned long long seq,
                    Py_ssize_t reserve) {
-    unsigned char head[20]; /* the key (0xFF, slot, cid), then the sequence's varint: what the check covers */
+    unsigned char head[20]; /* the key, then the sequence's varint: what the check covers */
     Py_ssize_t h = 10;
-    head[0] = 0xFF;
-    head[1] = (unsigned char)slot;
-    for (int i = 0; i < 8; i++) head[2 + i] = (unsigned char)(cid >> (56 - 8 * i));
+    put_slot_key(head, cid, slot);
     for (; seq > 0x7F; seq >>= 7) head[h++] = (unsigned char)(seq & 0x7F) | 0x80;
     head[h++] = (unsigned char)seq;
     uint32_t crc = (uint32_t)crc32_of(head, h, 0); /* short: never through zlib, never fails */
@@ -787,7 +790,7 @@ PyObject *sealed_slot(unsigned long long cid, int slot, unsigned long long seq, 
 /* The fixed envelope of a record (format 6 on) checked in this order: its length, a version
  * up to `max_version`, its checksum (the tag is the caller's to look at): 0, or -1 with the
  * ValueError pure_codecs.open_envelope raises. */
-static int envelope_ok(const unsigned char *p, Py_ssize_t len, long long max_version) {
+int envelope_ok(const unsigned char *p, Py_ssize_t len, long long max_version) {
     if (len < 7) {
         PyErr_Format(PyExc_ValueError, "record of %zd bytes is shorter than its envelope", len);
         return -1;
@@ -1153,10 +1156,6 @@ done:
  * marker record in the fixed envelope and the state layout (format 10; records.py's module
  * docstring), pure_codecs.state_marker: the same bytes, the same errors. `ledgers`: a list
  * of (ledger, bitmap, {entry: (size, mask)}, {entry: count}), ascending. */
-#define STATE_PROPS 0x01
-#define STATE_BATCHES 0x02
-#define STATE_COUNTS 0x04
-#define LEDGER_MAX_LL 9223372036854775807LL
 
 /* point_value(micros, fields) -> bytes: a big-endian u64 `micros`, then each int of the
  * tuple `fields` as a varint (a history point's value: ackstore/history.py);
@@ -1382,15 +1381,8 @@ done:
     return result;
 }
 
-/* state_fields(body) -> (cursor id, md ledger, md entry, ledgers, end): a state-layout
- * marker body read back, pure_codecs.state_fields (the same values, the same ValueError). */
-typedef struct {
-    const unsigned char *p;
-    Py_ssize_t len, i;
-} Reader;
-
 /* pure_codecs.read_varint: the varint at r, at most `most`; ValueError naming `kind`'s `what` */
-static int get_varint_of(Reader *r, unsigned long long most, const char *kind, const char *what,
+int get_varint_of(Reader *r, unsigned long long most, const char *kind, const char *what,
                          unsigned long long *out) {
     unsigned long long n = 0;
     int shift = 0;
@@ -1422,31 +1414,39 @@ static int get_varint(Reader *r, unsigned long long most, const char *what, unsi
 
 static uint32_t get_be32(const unsigned char *p);
 
-/* slot_head(key, value) -> (seq, start): a state slot's sequence and where its record
- * starts, its check verified (pure_codecs.slot_head: the same results, the same errors) */
+int get_slot_head(const unsigned char *key, Py_ssize_t klen, const unsigned char *v, Py_ssize_t len,
+                  unsigned long long *seq, Py_ssize_t *start) {
+    Reader r = {v, len, 0};
+    if (get_varint_of(&r, LLONG_MAX, "a state slot", "sequence", seq) < 0) return -1;
+    if (r.len - r.i < 4) {
+        PyErr_SetString(PyExc_ValueError, "a state slot ends inside its check");
+        return -1;
+    }
+    int64_t crc = crc32_of(key, klen, 0);
+    if (crc >= 0) crc = crc32_of(r.p, r.i, (uint32_t)crc);
+    if (crc < 0) return -1;
+    if ((uint32_t)crc != get_be32(r.p + r.i)) {
+        PyErr_SetString(PyExc_ValueError, "a state slot's check does not match its key and sequence");
+        return -1;
+    }
+    Py_ssize_t at = r.i + 4;
+    while (at < r.len && r.p[at] == 0) at++; /* the room a first value reserves */
+    *start = at;
+    return 0;
+}
+
+/* slot_head(key, value) -> (seq, start): get_slot_head, pure_codecs.slot_head (the same
+ * results, the same errors) */
 static PyObject *slot_head(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer key, value;
     if (!PyArg_ParseTuple(args, "y*y*", &key, &value)) return NULL;
     PyObject *result = NULL;
-    Reader r = {value.buf, value.len, 0};
     unsigned long long seq;
-    if (get_varint_of(&r, LLONG_MAX, "a state slot", "sequence", &seq) < 0) goto done;
-    if (r.len - r.i < 4) {
-        PyErr_SetString(PyExc_ValueError, "a state slot ends inside its check");
-        goto done;
-    }
-    int64_t crc = crc32_of(key.buf, key.len, 0);
-    if (crc >= 0) crc = crc32_of(r.p, r.i, (uint32_t)crc);
-    if (crc < 0) goto done;
-    if ((uint32_t)crc != get_be32(r.p + r.i)) {
-        PyErr_SetString(PyExc_ValueError, "a state slot's check does not match its key and sequence");
-        goto done;
-    }
-    Py_ssize_t start = r.i + 4;
-    while (start < r.len && r.p[start] == 0) start++; /* the room a first value reserves */
-    result = Py_BuildValue("(Kn)", seq, start);
-done:
+    Py_ssize_t start;
+    if (get_slot_head(key.buf, key.len, value.buf, value.len, &seq, &start) == 0)
+        result = Py_BuildValue("(Kn)", seq, start);
+
     PyBuffer_Release(&key);
     PyBuffer_Release(&value);
     return result;
@@ -1495,41 +1495,68 @@ bad:
     return NULL;
 }
 
+int get_state_head(Reader *r, int *flags, unsigned long long *cid, unsigned long long *md_l,
+                   unsigned long long *md_e1, unsigned long long *n) {
+    if (r->len - r->i < 2 || r->p[r->i] != 0xC2 || (r->p[r->i + 1] & ~(STATE_PROPS | STATE_BATCHES | STATE_COUNTS))) {
+        PyErr_SetString(PyExc_ValueError, "a state marker's head is damaged (tag or flags)");
+        return -1;
+    }
+    *flags = r->p[r->i + 1];
+    r->i += 2;
+    if (get_varint(r, LEDGER_MAX_LL, "cursor id", cid) < 0 || get_varint(r, LEDGER_MAX_LL, "mark-delete ledger", md_l) < 0 ||
+        get_varint(r, U32_MAX_LL, "mark-delete entry", md_e1) < 0 || get_varint(r, (unsigned long long)r->len, "ledger count", n) < 0)
+        return -1;
+    return 0;
+}
+
+int get_state_ledger(Reader *r, unsigned long long md_l, unsigned long long md_e1, unsigned long long *last,
+                     unsigned long long *ledger, unsigned long long *nruns, unsigned long long *at) {
+    unsigned long long step;
+    if (get_varint(r, (unsigned long long)LEDGER_MAX_LL - *last, "ledger id", &step) < 0) return -1;
+    *ledger = *last + step;
+    *last = *ledger + 1;
+    *at = *ledger == md_l ? md_e1 : 0;
+    return get_varint(r, (unsigned long long)r->len, "run count", nruns);
+}
+
+int get_state_run(Reader *r, unsigned long long ledger, unsigned long long *at, unsigned long long *first,
+                  unsigned long long *last) {
+    unsigned long long gap, length;
+    if (get_varint(r, U32_MAX_LL, "run start", &gap) < 0 || get_varint(r, U32_MAX_LL, "run length", &length) < 0)
+        return -1;
+    *first = *at + gap;
+    *last = *first + length;
+    if (*last >= U32_MAX_LL + 1) {
+        PyErr_Format(PyExc_ValueError, "a state marker's ledger %llu run ends past entry 2**32-1", ledger);
+        return -1;
+    }
+    *at = *last + 2;
+    return 0;
+}
+
+/* state_fields(body) -> (cursor id, md ledger, md entry, ledgers, end): a state-layout
+ * marker body read back with the readers above, pure_codecs.state_fields (the same values,
+ * the same ValueError). */
 static PyObject *state_fields(PyObject *self, PyObject *args) {
     Py_buffer buf;
     if (!PyArg_ParseTuple(args, "y*", &buf)) return NULL;
-    Reader r = {(const unsigned char *)buf.buf, buf.len, 2};
+    Reader r = {(const unsigned char *)buf.buf, buf.len, 0};
     PyObject *ledgers = NULL, *result = NULL;
     unsigned long long cid, md_l, md_e1, n;
-    if (buf.len < 2 || r.p[0] != 0xC2 || (r.p[1] & ~(STATE_PROPS | STATE_BATCHES | STATE_COUNTS))) {
-        PyErr_SetString(PyExc_ValueError, "a state marker's head is damaged (tag or flags)");
-        goto done;
-    }
-    int flags = r.p[1];
-    if (get_varint(&r, LEDGER_MAX_LL, "cursor id", &cid) < 0 || get_varint(&r, LEDGER_MAX_LL, "mark-delete ledger", &md_l) < 0 ||
-        get_varint(&r, U32_MAX_LL, "mark-delete entry", &md_e1) < 0 || get_varint(&r, (unsigned long long)buf.len, "ledger count", &n) < 0)
-        goto done;
+    int flags;
+    if (get_state_head(&r, &flags, &cid, &md_l, &md_e1, &n) < 0) goto done;
     if ((ledgers = PyList_New(0)) == NULL) goto done;
     unsigned long long last = md_l;
     for (unsigned long long k = 0; k < n; k++) {
-        unsigned long long step, nruns;
-        if (get_varint(&r, (unsigned long long)LEDGER_MAX_LL - last, "ledger id", &step) < 0) goto done;
-        unsigned long long ledger = last + step;
-        last = ledger + 1;
-        unsigned long long at = ledger == md_l ? md_e1 : 0, start = at;
-        if (get_varint(&r, (unsigned long long)buf.len, "run count", &nruns) < 0) goto done;
+        unsigned long long ledger, nruns, at;
+        if (get_state_ledger(&r, md_l, md_e1, &last, &ledger, &nruns, &at) < 0) goto done;
+        unsigned long long start = at;
         PyObject *runs = PyList_New((Py_ssize_t)(2 * nruns)), *batches = NULL, *counts = NULL, *item;
         if (runs == NULL) goto done;
         for (unsigned long long j = 0; j < nruns; j++) {
-            unsigned long long gap, length;
-            if (get_varint(&r, U32_MAX_LL, "run start", &gap) < 0 || get_varint(&r, U32_MAX_LL, "run length", &length) < 0) {
+            unsigned long long first, end;
+            if (get_state_run(&r, ledger, &at, &first, &end) < 0) {
                 Py_DECREF(runs);
-                goto done;
-            }
-            unsigned long long first = at + gap, end = first + length;
-            if (end >= U32_MAX_LL + 1) {
-                Py_DECREF(runs);
-                PyErr_Format(PyExc_ValueError, "a state marker's ledger %llu run ends past entry 2**32-1", ledger);
                 goto done;
             }
             PyObject *lo = PyLong_FromUnsignedLongLong(first), *hi = lo == NULL ? NULL : PyLong_FromUnsignedLongLong(end);
@@ -1540,7 +1567,6 @@ static PyObject *state_fields(PyObject *self, PyObject *args) {
             }
             PyList_SET_ITEM(runs, 2 * j, lo);
             PyList_SET_ITEM(runs, 2 * j + 1, hi);
-            at = end + 2;
         }
         unsigned long long hb = 0, hc = 0;
         batches = (flags & STATE_BATCHES) ? get_state_entries(&r, start, (long long)ledger, 1, &hb) : PyDict_New();

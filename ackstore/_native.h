@@ -58,11 +58,51 @@ int put_state_runs(Out *o, long long ledger, const uint32_t *firsts, const uint3
 /* The fixed envelope (type `rtype`, format `version`) of the record from o->b + at to the end,
  * written into its first 7 bytes (left for it). -1 with an exception set. */
 int seal_envelope_at(Out *o, Py_ssize_t at, uint32_t rtype, uint32_t version);
+/* A state slot's key: 0xFF, the slot, the cursor id as a big-endian u64 (10 bytes). */
+void put_slot_key(unsigned char *key, unsigned long long cid, int slot);
 /* A state slot's head, the bytes before its record: the sequence as a varint, the CRC32 of
  * the slot's key and that varint, `reserve` zero bytes. Its length: */
 Py_ssize_t slot_head_len(unsigned long long seq, Py_ssize_t reserve);
 /* ... and the key (10 bytes into `key`) and the head (into `v`, slot_head_len bytes). */
 void put_slot_head(unsigned char *key, unsigned char *v, unsigned long long cid, int slot, unsigned long long seq,
                    Py_ssize_t reserve);
+
+/* The readers, each the inverse of a writer above. Every one checks each length and count
+ * before it uses it, and raises the ValueError of its twin in pure_codecs.py for damage. */
+
+/* bytes being read, from `i` */
+typedef struct {
+    const unsigned char *p;
+    Py_ssize_t len, i;
+} Reader;
+
+#define U32_MAX_LL 4294967295LL
+#define LEDGER_MAX_LL 9223372036854775807LL
+#define RECORD_MARKER 2 /* a marker record's type (records.py) */
+#define STATE_PROPS 0x01 /* the state layout's flags: properties follow the ledgers, */
+#define STATE_BATCHES 0x02 /* ... each ledger has partial batches, */
+#define STATE_COUNTS 0x04 /* ... and delivery counts */
+
+/* pure_codecs.read_varint: the varint at r, at most `most`; ValueError naming `kind`'s `what` */
+int get_varint_of(Reader *r, unsigned long long most, const char *kind, const char *what, unsigned long long *out);
+/* A record's fixed envelope checked (its length, a version up to `max_version`, its
+ * checksum); the type at p[1] is the caller's to look at. */
+int envelope_ok(const unsigned char *p, Py_ssize_t len, long long max_version);
+/* A state slot's head (put_slot_head's) checked against its `key`: the sequence, and where
+ * the record starts (past the room). */
+int get_slot_head(const unsigned char *key, Py_ssize_t klen, const unsigned char *v, Py_ssize_t len,
+                  unsigned long long *seq, Py_ssize_t *start);
+/* The state layout's head (put_state_head's): the flags, the cursor id, M's ledger and
+ * entry + 1, and the number of ledgers. */
+int get_state_head(Reader *r, int *flags, unsigned long long *cid, unsigned long long *md_l,
+                   unsigned long long *md_e1, unsigned long long *n);
+/* A ledger's id and number of runs (put_state_runs's); `last`: the lowest id it may have
+ * (M's ledger for the first, then one past the one before), moved past it; `at`: where its
+ * first run may start (M + 1 in M's ledger). */
+int get_state_ledger(Reader *r, unsigned long long md_l, unsigned long long md_e1, unsigned long long *last,
+                     unsigned long long *ledger, unsigned long long *nruns, unsigned long long *at);
+/* The ledger's next run (first, last), `at` moved past it and its gap. */
+int get_state_run(Reader *r, unsigned long long ledger, unsigned long long *at, unsigned long long *first,
+                  unsigned long long *last);
 
 #endif

@@ -291,7 +291,7 @@ static PyObject *slot_value(SmallState *s, int slot, unsigned char *key, uint32_
     if (put_state_head(&o, 0, s->cursor_id, s->md_l, s->md_e, s->n ? 1 : 0) < 0) goto done;
     if (s->n && (put_varint(&o, 0) < 0 || put_state_runs(&o, s->md_l, s->runs, s->runs + 1, 2, s->n, s->md_e + 1) < 0))
         goto done;
-    if (seal_envelope_at(&o, head, 2, version) < 0) goto done;
+    if (seal_envelope_at(&o, head, RECORD_MARKER, version) < 0) goto done;
     put_slot_head(key, o.b, s->cursor_id, slot, s->next_seq, room);
     value = PyBytes_FromStringAndSize((const char *)o.b, o.len);
 done:
@@ -377,7 +377,96 @@ static PyObject *undo_small(PyObject *self, PyObject *list) {
     Py_RETURN_NONE;
 }
 
+/* small_of_slots(cursor_id, value0, value1, max_version, cap) -> SmallState | None: the small
+ * form of a cursor whose log is only its state slots, read from their values (None: the slot
+ * holds none) with the state layout's readers (_native.h); None when a slot's head is
+ * damaged (recovery says what it may have held), when the newest state is not an intact
+ * state marker of this cursor, or when it is outside the form: properties, partial batches
+ * or delivery counts, a ledger other than M's, no run, more than `cap` runs, or a run at
+ * M + 1. cursor/small.py's _py_small_of_slots, the same rule. O(the newest value). */
+static PyObject *small_of_slots(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "small_of_slots(cursor_id, value0, value1, max_version, cap)");
+        return NULL;
+    }
+    unsigned long long cid = PyLong_AsUnsignedLongLong(args[0]);
+    long long max_version = PyLong_AsLongLong(args[3]);
+    unsigned long cap = PyLong_AsUnsignedLong(args[4]);
+    if (PyErr_Occurred()) return NULL;
+    const unsigned char *newest = NULL;
+    Py_ssize_t newest_len = 0, start = 0;
+    unsigned long long seq = 0;
+    int slot = -1, held = 0;
+    for (int k = 0; k < 2; k++) {
+        PyObject *v = args[1 + k];
+        if (v == Py_None) continue;
+        if (!PyBytes_Check(v)) {
+            PyErr_Format(PyExc_TypeError, "a state slot's value is bytes or None, not %R", v);
+            return NULL;
+        }
+        unsigned char key[10];
+        unsigned long long s_k;
+        Py_ssize_t at;
+        held |= 1 << k;
+        put_slot_key(key, cid, k);
+        const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(v);
+        if (get_slot_head(key, 10, p, PyBytes_GET_SIZE(v), &s_k, &at) < 0) goto declined;
+        if (slot < 0 || s_k > seq) {
+            slot = k, seq = s_k, newest = p, newest_len = PyBytes_GET_SIZE(v), start = at;
+        }
+    }
+    if (slot < 0) Py_RETURN_NONE;
+    const unsigned char *rec = newest + start;
+    Py_ssize_t len = newest_len - start;
+    if (len < 1 || rec[0] != 0xC1) Py_RETURN_NONE; /* not the fixed envelope: recovery's */
+    if (envelope_ok(rec, len, max_version) < 0) goto declined;
+    if (rec[1] != RECORD_MARKER || len < 8 || rec[7] != 0xC2) Py_RETURN_NONE; /* another layout */
+    Reader r = {rec + 7, len - 7, 0};
+    int flags;
+    unsigned long long got, md_l, md_e1, n, last, ledger, nruns = 0, at = 0;
+    if (get_state_head(&r, &flags, &got, &md_l, &md_e1, &n) < 0) goto declined;
+    if (flags || got != cid || n > 1) Py_RETURN_NONE;
+    if (n) {
+        last = md_l;
+        if (get_state_ledger(&r, md_l, md_e1, &last, &ledger, &nruns, &at) < 0) goto declined;
+        if (ledger != md_l || !nruns || nruns > cap) Py_RETURN_NONE;
+    }
+    SmallState *s = (SmallState *)SmallStateType.tp_alloc(&SmallStateType, 0);
+    if (s == NULL) return NULL;
+    s->runs = s->own;
+    s->room = OWN_RUNS;
+    if (room_for(s, (uint32_t)nruns) < 0) goto fail;
+    for (unsigned long long j = 0; j < nruns; j++) {
+        unsigned long long first, end;
+        if (get_state_run(&r, ledger, &at, &first, &end) < 0) goto fail;
+        s->runs[2 * j] = (uint32_t)first;
+        s->runs[2 * j + 1] = (uint32_t)end;
+    }
+    if (r.i != r.len || (nruns && s->runs[0] == md_e1)) { /* bytes after the ledgers; a run at M + 1 */
+        Py_DECREF(s);
+        Py_RETURN_NONE;
+    }
+    s->cursor_id = cid;
+    s->md_l = (long long)md_l;
+    s->md_e = (long long)md_e1 - 1;
+    s->next_seq = seq + 1;
+    s->slot = (uint8_t)slot;
+    s->slots = (uint8_t)held;
+    s->cap = (uint32_t)cap;
+    s->n = s->persisted = (uint32_t)nruns;
+    return (PyObject *)s;
+fail:
+    Py_DECREF(s);
+declined: /* damage: recovery's to report */
+    if (!PyErr_ExceptionMatches(PyExc_ValueError)) return NULL;
+    PyErr_Clear();
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef small_functions[] = {
+    {"small_of_slots", (PyCFunction)(void (*)(void))small_of_slots, METH_FASTCALL,
+     "The small form read from a cursor's state slots, or None (cursor/small.py)."},
     {"flush_small", (PyCFunction)(void (*)(void))flush_small, METH_FASTCALL,
      "Every changed SmallState's state slot value, adopted (cursor/small.py)."},
     {"undo_small", (PyCFunction)undo_small, METH_O, "The last flush_small of these given back (cursor/small.py)."},

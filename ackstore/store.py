@@ -60,7 +60,7 @@ from .ledger_cache import CachePool
 from .readers import ReaderWatch, oldest_reader
 from .stats import FLUSH_SECONDS_BUCKETS, NO_RECOVERY, CompactStats, FlushStats, StoreStats
 from .storage.env import LOCK_FILE, Environment
-from .storage.log import CursorLog, RecoveredState, slotted_state
+from .storage.log import CursorLog, RecoveredState, slot_values
 from .storage.records import log_key
 from .topic import Topic, check_name
 
@@ -445,9 +445,9 @@ class AckStore:
         cursor's state slots, when its log is only those and its state is in the form (a
         writer's open; ``ackstore.cursor.small``); else :meth:`recover_log`'s."""
         if not self.readonly:
-            slotted = slotted_state(txn, log.db, log.cursor_id)
-            if slotted is not None:
-                small = small_opened(log.cursor_id, slotted, config, topic.directory)
+            values = slot_values(txn, log.db, log.cursor_id)
+            if values is not None:
+                small = small_opened(log.cursor_id, values, config, topic.directory)
                 if small is not None:
                     return small
         return self.recover_log(txn, log, config, topic)

@@ -146,6 +146,87 @@ def test_the_twins_agree_with_the_model_and_write_the_state_layout(
             assert [s.acked(e) for s in forms] == [e <= model.md_e or e in model.acked] * len(forms)
 
 
+SHAPES = ["plain", "properties", "batch", "count", "other ledger", "two ledgers", "other cursor"]
+
+
+def _slot_value(slot: int, seq: int, md_e: int, acked: set[int], shape: str) -> bytes:
+    """State slot ``slot``'s value: a state marker of cursor CID (M = (LEDGER, md_e), the
+    acks above it) in ``shape``, by the state layout's own encoder, at sequence ``seq``."""
+    bitmap = BitMap(acked)
+    batches = {90: (4, 0b0011)} if shape == "batch" else {}
+    counts = {91: 2} if shape == "count" else {}
+    la = LedgerAcks.of_runs(bitmap, len(run_bounds(bitmap)), batches, counts)
+    ledgers = [(LEDGER, la)] if bitmap or batches or counts else []
+    other = (LEDGER + 1, LedgerAcks.of_runs(BitMap([5]), 1, {}, {}))
+    if shape == "other ledger":
+        ledgers = [other]
+    elif shape == "two ledgers":
+        ledgers = [(LEDGER, LedgerAcks.of_runs(BitMap([md_e + 5]), 1, {}, {})), other]
+    cid = CID + 1 if shape == "other cursor" else CID
+    record = records.encode_state_marker(cid, (LEDGER, md_e), {"k": 1} if shape == "properties" else {}, ledgers)
+    key = records.slot_key(CID, slot)
+    return records.seal_slot(key, seq, record, RESERVE if seq % 2 else 0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    md_e=st.integers(-1, 20),
+    acked=st.frozensets(st.integers(0, 60), max_size=10),
+    seqs=st.tuples(st.none() | st.integers(0, 300), st.none() | st.integers(0, 300)),
+    cap=st.integers(0, 8),
+    shape=st.sampled_from(SHAPES),
+    damage=st.none() | st.tuples(st.integers(0, 1), st.integers(0, 200), st.integers(1, 255)),
+    cut=st.none() | st.tuples(st.integers(0, 1), st.integers(0, 200)),
+)
+def test_the_twins_read_a_small_form_from_its_slots_alike(
+    md_e: int,
+    acked: frozenset[int],
+    seqs: tuple[int | None, int | None],
+    cap: int,
+    shape: str,
+    damage: tuple[int, int, int] | None,
+    cut: tuple[int, int] | None,
+) -> None:
+    """``small_of_slots``: from the same two slot values (slot k holds M + k and the acks
+    above it; a byte flipped or the value cut short), both twins return the same form or
+    both None; from intact values, the form of the newest state when that state is in the
+    form (no properties, batches or counts, M's ledger only, at most ``cap`` runs), else
+    None."""
+    states = [(md_e + k, {e for e in acked if e > md_e + k + 1}) for k in (0, 1)]
+    values: list[bytes | None] = [
+        None if seq is None else _slot_value(k, seq, *states[k], shape) for k, seq in enumerate(seqs)
+    ]
+    for change in (damage, cut):
+        if change is not None and values[change[0]] is not None:
+            value = bytearray(values[change[0]])  # type: ignore[arg-type]
+            if change is damage:
+                value[change[1] % len(value)] ^= change[2]  # type: ignore[misc]
+            else:
+                del value[change[1] % len(value) :]
+            values[change[0]] = bytes(value)
+    outs = [impl.small_of_slots(CID, *values, VERSION, cap) for impl in IMPLEMENTATIONS]
+    got = [None if out is None else _fields(out) for out in outs]
+    assert got == [got[0]] * len(got), (IDS, got)
+    if damage is not None or cut is not None:
+        return
+    held = [k for k in (0, 1) if seqs[k] is not None]
+    if not held:
+        assert got[0] is None
+        return
+    newest = max(held, key=lambda k: (seqs[k], -k))  # the first on a tie
+    m, above = states[newest]
+    runs = run_bounds(BitMap(above))
+    if shape != "plain" or len(runs) > cap:
+        assert got[0] is None
+        return
+    seq = seqs[newest]
+    assert seq is not None
+    slots = sum(1 << k for k in held)
+    assert got[0] == (LEDGER, m, runs, len(runs), seq + 1, newest, slots, 0, len(runs), 0, 0, 0, False)
+    for out in outs:
+        check_small(out, (LEDGER, m))
+
+
 @pytest.mark.parametrize("impl", IMPLEMENTATIONS, ids=IDS)
 def test_bad_arguments_are_refused_with_the_same_errors(impl: Small) -> None:
     """Each twin refuses a position, slot or run outside the layout, and an entry that is

@@ -37,7 +37,7 @@ from pyroaring import BitMap
 
 from ..ledger_acks import bitmap_of_runs, run_bounds
 from ..storage import codecs, pure_codecs
-from ..storage.records import FORMAT_VERSION, SLOT_RESERVE, seal_slot, slot_key
+from ..storage.records import FORMAT_VERSION, RECORD_MARKER, SLOT_RESERVE, seal_slot, slot_key
 from . import lane
 
 if TYPE_CHECKING:
@@ -56,6 +56,7 @@ __all__ = [
     "check_small",
     "flush_small",
     "small_of",
+    "small_of_slots",
     "small_opened",
     "undo_small",
 ]
@@ -244,18 +245,64 @@ def _py_undo_small(smalls: list[Any]) -> None:
         s._undo = -1
 
 
+def _py_small_of_slots(cursor_id: int, value0: bytes | None, value1: bytes | None, max_version: int, cap: int) -> Any:
+    """The small form of a cursor whose log is only its state slots, read from their values
+    (None: the slot holds none), or None: when a slot's head is damaged (recovery says what
+    it may have held), when the newest state is not an intact state marker of this cursor,
+    or when it is outside the form (properties, partial batches or delivery counts, a ledger
+    other than M's, no run, more than ``cap`` runs). O(the newest value)."""
+    newest: tuple[int, int, bytes] | None = None
+    held = 0
+    for slot, value in enumerate((value0, value1)):
+        if value is None:
+            continue
+        held |= 1 << slot
+        try:
+            seq, start = pure_codecs.slot_head(slot_key(cursor_id, slot), value)
+        except ValueError:
+            return None
+        if newest is None or seq > newest[0]:
+            newest = seq, slot, value[start:]
+    if newest is None:
+        return None
+    seq, slot, record = newest
+    if record[:1] != b"\xc1":
+        return None  # not the fixed envelope: recovery's
+    try:
+        rtype, _, body = pure_codecs.open_envelope(record, max_version)
+        if rtype != RECORD_MARKER or body[:1] != b"\xc2":
+            return None  # another layout
+        cid, md_l, md_e, ledgers, _ = pure_codecs.state_fields(body)
+    except ValueError:
+        return None
+    if body[1] or cid != cursor_id or len(ledgers) > 1:
+        return None  # (flags: properties, batches or counts follow)
+    runs: list[tuple[int, int]] = []
+    if ledgers:
+        ledger, flat, _, _ = ledgers[0]
+        if ledger != md_l or not flat or len(flat) > 2 * cap:
+            return None
+        runs = list(zip(flat[::2], flat[1::2], strict=True))
+    try:
+        return PySmallState(cursor_id, md_l, md_e, seq + 1, slot, held, runs, cap)
+    except ValueError:  # a run at M + 1
+        return None
+
+
 class Small(NamedTuple):
-    """One implementation of the small form (the type and its two functions)."""
+    """One implementation of the small form (the type and its functions)."""
 
     SmallState: Callable[..., Any]
     flush_small: Callable[..., Any]
     undo_small: Callable[..., Any]
+    small_of_slots: Callable[..., Any]
 
 
-IMPLEMENTATIONS = [Small(PySmallState, _py_flush_small, _py_undo_small)]
+IMPLEMENTATIONS = [Small(PySmallState, _py_flush_small, _py_undo_small, _py_small_of_slots)]
 """the twins, pure first (the tests run each)"""
 if codecs.native is not None:
-    IMPLEMENTATIONS.append(Small(codecs.native.SmallState, codecs.native.flush_small, codecs.native.undo_small))
+    n = codecs.native
+    IMPLEMENTATIONS.append(Small(n.SmallState, n.flush_small, n.undo_small, n.small_of_slots))
 SmallState = IMPLEMENTATIONS[-1].SmallState
 """the small form's type in use: ``ackstore._native.SmallState`` where the compiled module
 was built, else :class:`PySmallState`"""
@@ -263,6 +310,8 @@ flush_small = IMPLEMENTATIONS[-1].flush_small
 """the flush of small forms in use (the pure twin: :func:`_py_flush_small`)"""
 undo_small = IMPLEMENTATIONS[-1].undo_small
 """the undo of a flush of small forms in use (the pure twin: :func:`_py_undo_small`)"""
+small_of_slots = IMPLEMENTATIONS[-1].small_of_slots
+"""the read of a small form from its state slots in use (the pure twin: :func:`_py_small_of_slots`)"""
 
 
 def _cap(config: CursorConfig) -> int:
@@ -316,29 +365,22 @@ def small_of(
 
 
 def small_opened(
-    cursor_id: int, slotted: tuple[int, int, int, tuple[int, int, int, list[Any], bool]], config: CursorConfig,
-    directory: LedgerDirectory,
-) -> Any:  # fmt: skip
-    """The small form of a cursor opened from a log that is only its state slots
-    (``slotted``: :func:`ackstore.storage.log.slotted_state`), or None when its newest state
-    is outside the form (then the cursor is recovered as any other). The same rule as
-    :func:`small_of`, on the state as the slot holds it. O(its ranges)."""
-    seq, slot, slots, (_, md_l, md_e, ledgers, properties) = slotted
+    cursor_id: int, values: tuple[bytes | None, bytes | None], config: CursorConfig, directory: LedgerDirectory
+) -> Any:
+    """The small form of a cursor opened from a log that is only its state slots (``values``:
+    theirs, :func:`ackstore.storage.log.slot_values`), or None when its newest state is
+    outside the form (then the cursor is recovered as any other): :func:`small_of`'s rule,
+    on the state as the slot holds it (:data:`small_of_slots`), and M in the open ledger
+    with nothing at or past its durable bound. O(its ranges)."""
     cap = _cap(config)
-    if cap < 0 or properties or not _in_open_ledger(directory, md_l) or len(ledgers) > 1:
+    if cap < 0:
         return None
-    runs: list[tuple[int, int]] = []
-    if ledgers:
-        ledger, flat, batches, counts = ledgers[0]
-        if ledger != md_l or batches or counts or not flat or len(flat) > 2 * cap:
-            return None
-        runs = list(zip(flat[::2], flat[1::2], strict=True))
-    if directory.past_end([(md_l, runs[-1][1] if runs else md_e)]):
+    s = small_of_slots(cursor_id, *values, FORMAT_VERSION, cap)
+    if s is None or not _in_open_ledger(directory, s.md_l):
+        return None
+    if directory.past_end([(s.md_l, s.runs()[-1][1] if s.n else s.md_e)]):
         return None  # M or acks at or past the ledger's bound (the bound went durable first): recovery's to clip
-    try:
-        return SmallState(cursor_id, md_l, md_e, seq + 1, slot, slots, runs, cap)
-    except ValueError:  # a state the form does not hold (recovery says what is wrong with it)
-        return None
+    return s
 
 
 def check_small(s: Any, md: tuple[int, int]) -> None:

@@ -50,7 +50,6 @@ from .records import (
     slot_seq,
     split_log_key,
     state_ledger,
-    state_record_fields,
 )
 
 __all__ = [
@@ -66,7 +65,7 @@ __all__ = [
     "read_ledger_record",
     "log_usage",
     "trim_records",
-    "slotted_state",
+    "slot_values",
 ]
 
 
@@ -145,29 +144,17 @@ def read_slots(
     return found, damaged, held
 
 
-def slotted_state(
-    txn: LogTxn, db: lmdb._Database | None, cursor_id: int
-) -> tuple[int, int, int, tuple[int, int, int, list[Any], bool]] | None:
-    """``(sequence, slot, slots held, the state's fields)`` of a cursor whose log is only
-    its state slots, their heads checked, the newest an intact state marker
-    (:func:`ackstore.storage.records.state_record_fields`); None for any other log (then
-    recovery reads it, and reports what it finds). O(1): a look at the cursor's log keys
-    and the two slots."""
-    c = txn.cursor(db=db)
+def slot_values(txn: LogTxn, db: lmdb._Database | None, cursor_id: int) -> tuple[bytes | None, bytes | None] | None:
+    """The values of the cursor's two state slots (None where one holds none) when its log
+    is only those slots; None for any other log (then recovery reads it) or for an empty
+    one. Unchecked: ``ackstore.cursor.small.small_of_slots`` checks them. O(1): a look at
+    the cursor's log keys and the two slots."""
     start, end = log_bounds(cursor_id)
+    c = txn.cursor(db=db)
     if c.set_range(start) and c.key() < end:
         return None  # records under log keys: recovery's to resolve
-    found, damaged, held = read_slots(txn, db, cursor_id)
-    if damaged or not found:
-        return None
-    seq, record, slot = found[0]
-    try:  # the newest only, as recovery reads back to front to the newest intact state
-        fields = state_record_fields(record)
-    except CorruptRecordError:
-        return None
-    if fields is None or fields[0] != cursor_id:
-        return None
-    return seq, slot, held, fields
+    v0, v1 = txn.get(slot_key(cursor_id, 0), db=db), txn.get(slot_key(cursor_id, 1), db=db)
+    return None if v0 is None and v1 is None else (v0, v1)
 
 
 def fetch_record(txn: LogTxn, db: lmdb._Database | None, cursor_id: int, seq: int) -> bytes | None:

@@ -135,7 +135,6 @@ __all__ = [
     "FIXED_FULL",
     "MarkerItem",
     "encode_state_marker",
-    "state_record_fields",
     "state_ledger",
     "decode_marker",
 ]
@@ -594,22 +593,6 @@ def _properties(raw: Any) -> dict[str, int | str]:
             raise CorruptRecordError(f"a property {key!r} = {value!r} is neither an int nor a str")
         out[key] = value
     return out
-
-
-def state_record_fields(record: bytes | memoryview) -> tuple[int, int, int, list[Any], bool] | None:
-    """The fields of a marker record in the state layout (its envelope and checksum
-    checked): ``(cursor id, md ledger, md entry, ledgers, whether properties follow)``, the
-    first four as :func:`ackstore.storage.codecs.state_fields` reads them; None for a
-    record of another layout. Raises CorruptRecordError. O(the record)."""
-    rtype, _, body = _open_record(record)
-    if rtype != RECORD_MARKER or body[:1] != b"\xc2":
-        return None
-    try:
-        fields = codecs.state_fields(body)
-    except ValueError as exc:
-        raise CorruptRecordError(str(exc)) from None
-    cid, md_l, md_e, ledgers, end = fields
-    return cid, md_l, md_e, ledgers, end < len(body)
 
 
 def encode_state_marker(
