@@ -471,13 +471,15 @@ class AckStore:
         catalog, tid, storage = self._storage.catalog, topic.topic_id, self._storage
         with self.lock:
             self.check_alive()
+            scanned = storage.writes  # (read before the scan's transaction begins)
             entries = storage.read(lambda txn: catalog.cursor_configs(txn, tid))
 
         def recover(batch: list[tuple[str, int, CursorConfig, bytes]]) -> list[Any]:
             def each(txn: lmdb.Transaction) -> list[Any]:
+                same = storage.writes == scanned and not self.readonly  # nothing written since the scan
                 return [
                     self.open_log(txn, CursorLog(storage.log_db, cid), config or stored, topic)
-                    if catalog.cursor_raw(txn, tid, name) == raw
+                    if same or catalog.cursor_raw(txn, tid, name) == raw
                     else None  # deleted (or made again) since the scan
                     for name, cid, stored, raw in batch
                 ]

@@ -52,6 +52,10 @@ class Environment:
     history_db: lmdb._Database | None
     lock: threading.Lock
     map_grows: int
+    writes: int
+    """write transactions this object began to commit: a reader of this writer's store
+    that saw the same count twice knows nothing was written in between (a read-only
+    store's changes come from another process: it never counts any)"""
     _lock_fd: int | None
     _walk_first: bool
 
@@ -76,6 +80,7 @@ class Environment:
         self.readonly = readonly
         self.lock = threading.Lock()
         self.map_grows = 0
+        self.writes = 0
         self._lock_fd = None
         self._walk_first = walk_first
         if path.exists() and not path.is_dir():
@@ -234,6 +239,7 @@ class Environment:
                 txn = self.env.begin(write=True)
                 try:
                     result = fn(txn)
+                    self.writes += 1  # before the commit: a read that sees the count unchanged began before it
                     txn.commit()
                     return result
                 except lmdb.MapFullError:
