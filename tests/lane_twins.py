@@ -58,7 +58,10 @@ def lanes_agree(cur: Cursor) -> str:
     """Run every ``take_marker`` on ``cur`` under its lock and assert the same outcome (the
     plan's every field, or None, or OTHER, or the same exception) and the same cursor after;
     each plan is aborted and the sequence it took given back, so the cursor is as it was.
-    Returns what the outcome was: "idle", "other" or "plan"."""
+    Returns what the outcome was: "idle", "other" or "plan" ("form" for a cursor opened
+    into the small form whose parts were never built: the lane never sees it)."""
+    if cur._unbuilt:
+        return "form"
     planner = cur.planner
     with cur._lock:
         before = _cursor(cur)
