@@ -107,6 +107,28 @@ static int entry_of(PyObject *v, const char *what, long long *out) {
     return 0;
 }
 
+/* A new SmallState of `type` holding these fields and no run yet, with room for `runs`
+ * of them; NULL with an exception set */
+static SmallState *small_new(PyTypeObject *type, unsigned long long cid, long long md_l, long long md_e,
+                             unsigned long long seq, int slot, int slots, uint32_t cap, uint32_t runs) {
+    SmallState *s = (SmallState *)type->tp_alloc(type, 0);
+    if (s == NULL) return NULL;
+    s->runs = s->own;
+    s->room = OWN_RUNS;
+    s->cursor_id = cid;
+    s->md_l = md_l;
+    s->md_e = md_e;
+    s->next_seq = seq;
+    s->slot = (uint8_t)slot;
+    s->slots = (uint8_t)slots;
+    s->cap = cap;
+    if (room_for(s, runs) < 0) {
+        Py_DECREF(s);
+        return NULL;
+    }
+    return s;
+}
+
 /* SmallState(cursor_id, md_l, md_e, next_seq, slot, slots, runs, cap) */
 static PyObject *SmallState_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     unsigned long long cid, seq;
@@ -123,22 +145,12 @@ static PyObject *SmallState_new(PyTypeObject *type, PyObject *args, PyObject *kw
     }
     PyObject *seq_obj = PySequence_Fast(runs, "runs are a sequence of (first, last)");
     if (seq_obj == NULL) return NULL;
-    SmallState *s = (SmallState *)type->tp_alloc(type, 0);
+    Py_ssize_t m = PySequence_Fast_GET_SIZE(seq_obj);
+    SmallState *s = small_new(type, cid, md_l, md_e, seq, slot, slots, cap, (uint32_t)m);
     if (s == NULL) {
         Py_DECREF(seq_obj);
         return NULL;
     }
-    s->runs = s->own;
-    s->room = OWN_RUNS;
-    s->cursor_id = cid;
-    s->md_l = md_l;
-    s->md_e = md_e;
-    s->next_seq = seq;
-    s->slot = (uint8_t)slot;
-    s->slots = (uint8_t)slots;
-    s->cap = cap;
-    Py_ssize_t m = PySequence_Fast_GET_SIZE(seq_obj);
-    if (room_for(s, (uint32_t)m) < 0) goto fail;
     long long at = md_e + 2; /* a run starts above M + 1, each a gap after the one before */
     for (Py_ssize_t i = 0; i < m; i++) {
         PyObject *t = PySequence_Fast_GET_ITEM(seq_obj, i);
@@ -432,11 +444,9 @@ static PyObject *small_of_slots(PyObject *self, PyObject *const *args, Py_ssize_
         if (get_state_ledger(&r, md_l, md_e1, &last, &ledger, &nruns, &at) < 0) goto declined;
         if (ledger != md_l || !nruns || nruns > cap) Py_RETURN_NONE;
     }
-    SmallState *s = (SmallState *)SmallStateType.tp_alloc(&SmallStateType, 0);
+    SmallState *s = small_new(&SmallStateType, cid, (long long)md_l, (long long)md_e1 - 1, seq + 1, slot, held,
+                              (uint32_t)cap, (uint32_t)nruns);
     if (s == NULL) return NULL;
-    s->runs = s->own;
-    s->room = OWN_RUNS;
-    if (room_for(s, (uint32_t)nruns) < 0) goto fail;
     for (unsigned long long j = 0; j < nruns; j++) {
         unsigned long long first, end;
         if (get_state_run(&r, ledger, &at, &first, &end) < 0) goto fail;
@@ -447,13 +457,6 @@ static PyObject *small_of_slots(PyObject *self, PyObject *const *args, Py_ssize_
         Py_DECREF(s);
         Py_RETURN_NONE;
     }
-    s->cursor_id = cid;
-    s->md_l = (long long)md_l;
-    s->md_e = (long long)md_e1 - 1;
-    s->next_seq = seq + 1;
-    s->slot = (uint8_t)slot;
-    s->slots = (uint8_t)held;
-    s->cap = (uint32_t)cap;
     s->n = s->persisted = (uint32_t)nruns;
     return (PyObject *)s;
 fail:
