@@ -1114,7 +1114,7 @@ static PyObject *seal_marker(Out *o, PyObject *props, uint32_t version) {
     unsigned char *at;
     if (np && (at = out_room(o, np)) == NULL) return NULL;
     if (np) memcpy(at, PyBytes_AS_STRING(props), np);
-    if (seal_envelope_at(o, 0, 2, version) < 0) return NULL;
+    if (seal_envelope_at(o, 0, RECORD_MARKER, version) < 0) return NULL;
     return PyBytes_FromStringAndSize((const char *)o->b, o->len);
 }
 
