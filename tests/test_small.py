@@ -25,6 +25,8 @@ from ackstore.ledger_acks import LedgerAcks, run_bounds
 from ackstore.stats import CURSOR_FIGURES
 from ackstore.storage import records
 
+from .rawlog import damage, slots
+
 IDS = ["python", "native"][: len(IMPLEMENTATIONS)]
 T = "persistent://t/ns/small"
 CID, LEDGER = 7, 3
@@ -534,22 +536,6 @@ def test_a_cursor_that_shrinks_into_the_form_leaves_nothing_under_its_log_keys(t
         assert cur.log_usage().records == 2  # the newest state, and the one before to fall back to
 
 
-def _flip_newest_slot(path: Path, cursor_id: int) -> None:
-    """Flip one byte inside the record of the cursor's newest state slot (its check fails)."""
-    env = lmdb.open(str(path), max_dbs=8)
-    try:
-        db = env.open_db(b"log", create=False)
-        with env.begin(write=True, db=db) as txn:
-            slots = [
-                (records.open_slot(k, v)[0], k, bytearray(v)) for k, v in txn.cursor() if records.split_slot_key(k)
-            ]
-            _, key, value = max(s for s in slots if records.split_slot_key(s[1])[0] == cursor_id)  # type: ignore[index]
-            value[-1] ^= 0x40
-            txn.put(key, bytes(value))
-    finally:
-        env.close()
-
-
 def test_a_writer_opens_a_steady_cursor_into_the_form(tmp_path: Path) -> None:
     """A cursor whose log is its two state slots, its state in the form, is opened into the
     form (its slots read and decoded; its parts loaded when first needed), by the bulk open
@@ -591,7 +577,7 @@ def test_a_writer_opens_a_steady_cursor_into_the_form(tmp_path: Path) -> None:
         assert all(cur.small is None for cur in store.topic(T).open_cursors().values())
     with AckStore.open(path) as store:
         cid = store.topic(T).cursor("b").cursor_id
-    _flip_newest_slot(path, cid)
+    damage(path, max(slots(path, cid).values()), cid)  # the newest state's record: its check fails
     with AckStore.open(path) as store:
         cur = store.topic(T).cursor("b")
         assert cur.small is None and cur.stats().recovery.markers_skipped == 1  # fell back to the slot before
