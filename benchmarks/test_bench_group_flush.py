@@ -7,11 +7,13 @@ Each round every cursor acks one more entry of its ledger, then:
   marker, which carries the ledger's few acks since its record (a full marker while it
   repeats few of them, then deltas; a new ledger record only when they outgrow the delta
   bound);
-- baseline: one raw py-lmdb write transaction puts the very keys and values the
-  previous ackstore flush wrote (read back from its log), into a fresh environment
-  opened with the same flags (``sync=False``), so only the engine's own work differs:
-  with one ``putmulti`` call, as the engine itself puts its records; a second row puts
-  them one ``put`` at a time, as the baseline of earlier tables did.
+- baseline: one raw py-lmdb write transaction a round puts the very keys and values
+  ackstore's flush of that round wrote (the same rounds, run untimed from the same state
+  and read back from the log), into a fresh environment opened with the same flags
+  (``sync=False``), so only the engine's own work differs: with one ``putmulti`` call, as
+  the engine itself puts its records; a second row puts them one ``put`` at a time, as
+  the baseline of earlier tables did. Round by round the bytes are the same (a full
+  marker grows by an ack a round while it repeats the acks since the ledger's record).
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from .conftest import bench_flushes
 from .states import UNBOUNDED, T
 
 CURSORS, ENTRIES = 1000, 100_000
+ROUNDS = 10
+"""flushes timed a case: the raw cases replay ackstore's ten, round by round"""
 GROUP = "group flush: 1,000 cursors x 1 dirty ledger"
 
 
@@ -74,42 +78,48 @@ def _flush_pairs(store: AckStore, cursors, before: dict[int, int]) -> list[tuple
 
 
 def _raw_transaction(many, tmp_path: Path, bulk: bool):  # type: ignore[no-untyped-def]
-    """A raw py-lmdb write transaction of what one ackstore flush of ``many`` wrote, into a
-    fresh environment opened with the same flags: new keys each round (as the engine's
-    sequences are), built in the timed part as the engine builds its own. ``bulk``: one
-    ``putmulti`` call for all the pairs (py-lmdb's bulk put, which the engine uses), else a
-    ``put`` per pair. Returns the function to time, the bytes, and the environment."""
+    """A raw py-lmdb write transaction a round of what ackstore's flush of that round
+    wrote: the :data:`ROUNDS` rounds the ackstore case times, run here untimed on ``many``
+    (the same state, the same acks), their pairs replayed in turn into a fresh environment
+    opened with the same flags, under new keys each round (as the engine's sequences are),
+    built in the timed part as the engine builds its own. ``bulk``: one ``putmulti`` call
+    for all the pairs (py-lmdb's bulk put, which the engine uses), else a ``put`` per pair.
+    Returns the function to time, the last round's bytes (the figure the ackstore case
+    reports), and the environment."""
     store, cursors, dirty_all = many
-    dirty_all()
-    before = {cur.cursor_id: cur.stats().last_marker_seq for cur in cursors}
-    store.flush()
-    pairs = _flush_pairs(store, cursors, before)
+    rounds: list[list[tuple[bytes, bytes]]] = []
+    for _ in range(ROUNDS):
+        dirty_all()
+        before = {cur.cursor_id: cur.stats().last_marker_seq for cur in cursors}
+        store.flush()
+        rounds.append(_flush_pairs(store, cursors, before))
     env = lmdb.open(str(tmp_path / "raw"), map_size=1 << 30, sync=False, max_dbs=2)
     db = env.open_db(b"log")
-    rounds = iter(range(1, 1000))
+    replay = iter(enumerate(rounds, start=1))
 
-    def shifted() -> list[tuple[bytes, bytes]]:
-        shift = next(rounds) << 40
+    def shifted(shift: int, pairs: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
         return [(key[:8] + (int.from_bytes(key[8:], "big") + shift).to_bytes(8, "big"), value) for key, value in pairs]
 
     def putmulti() -> None:
+        r, pairs = next(replay)
         with env.begin(write=True) as txn:
-            txn.cursor(db=db).putmulti(shifted())
+            txn.cursor(db=db).putmulti(shifted(r << 40, pairs))
 
     def put_each() -> None:
-        shift = next(rounds) << 40
+        r, pairs = next(replay)
+        shift = r << 40
         with env.begin(write=True) as txn:
             for key, value in pairs:
                 txn.put(key[:8] + (int.from_bytes(key[8:], "big") + shift).to_bytes(8, "big"), value, db=db)
 
-    return (putmulti if bulk else put_each), sum(len(k) + len(v) for k, v in pairs), env
+    return (putmulti if bulk else put_each), sum(len(k) + len(v) for k, v in rounds[-1]), env
 
 
 def test_group_flush_raw_lmdb_baseline(benchmark, many, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """The baseline: the raw transaction, one ``putmulti`` call (the fastest way py-lmdb writes them)."""
     run, nbytes, env = _raw_transaction(many, tmp_path, bulk=True)
     benchmark.group = GROUP
-    benchmark.pedantic(run, rounds=10)
+    benchmark.pedantic(run, rounds=ROUNDS)
     benchmark.extra_info.update(baseline=True, bytes=nbytes)
     env.close()
 
@@ -118,14 +128,14 @@ def test_group_flush_raw_lmdb_put_each(benchmark, many, tmp_path: Path) -> None:
     """The same raw transaction with a ``put`` per pair (the baseline of earlier tables)."""
     run, nbytes, env = _raw_transaction(many, tmp_path, bulk=False)
     benchmark.group = GROUP
-    benchmark.pedantic(run, rounds=10)
+    benchmark.pedantic(run, rounds=ROUNDS)
     benchmark.extra_info.update(bytes=nbytes)
     env.close()
 
 
 def test_group_flush_ackstore(benchmark, many) -> None:  # type: ignore[no-untyped-def]
     store, _, dirty_all = many
-    bench_flushes(benchmark, store, GROUP, dirty_all, rounds=10)
+    bench_flushes(benchmark, store, GROUP, dirty_all, rounds=ROUNDS)
 
 
 SCALE = "per-cursor cost: one store of 10,000 cursors vs ten stores of 1,000"
