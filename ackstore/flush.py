@@ -308,8 +308,10 @@ class GroupFlush:
             with self.store.lock:
                 lane.commit_all(plans, planners, cursors)  # each cursor's Cursor.commit_flush
         with self.store.lock:
-            for plan, cur in zip(job.plans, job.cursors, strict=True):
-                if type(plan) is lane.MarkerPlan and plan.full:  # a state plan among them
+            for plan, planner, cur in zip(job.plans, job.planners, job.cursors, strict=True):
+                # a state plan among them, which left nothing under log keys (most full markers
+                # are of cursors with records there, and this is what skips them cheaply)
+                if type(plan) is lane.MarkerPlan and plan.full and planner.chain.in_slots:
                     cur.take_small_form()  # the small form, if the cursor fits it (its state in a slot)
             if job.history:
                 self.store.history.adopt(job.history)

@@ -163,6 +163,12 @@ class MarkerChain(ChainFields):
         self.last_flush_bytes = plan.nbytes
         self.total_flush_bytes += plan.nbytes
 
+    @property
+    def in_slots(self) -> bool:
+        """Whether the log's keys hold nothing of the cursor: its trims left only its newest
+        state, which is in a state slot (the floor is past the newest marker). O(1)."""
+        return self.floor > self.marker_seq
+
     def alloc(self) -> int:
         """The next log sequence."""
         seq = self.next_seq

@@ -345,7 +345,7 @@ def small_of(
     then in a state slot): the form writes its two slots and never trims, so what the log
     keys held would stay. O(its ranges)."""
     cap = _cap(config)
-    if cap < 0 or chain.floor <= chain.marker_seq:
+    if cap < 0 or not chain.in_slots:
         return None
     if state.properties or state.range_count > cap or pages.swapped or pages.vanished or pages.unmarked:
         return None
