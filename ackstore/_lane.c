@@ -46,7 +46,7 @@ enum {
     A_META_DIRTY, A_RANGE_COUNT, A_MD, A_PROPERTIES,
     A_OVER_CAP, A_FORCE_FULL, A_TRUNCATED, A_MARKER_SEQ, A_DELTAS, A_CHAIN_BYTES, A_FULL_BYTES,
     A_NEXT_SEQ, A_UNTRIMMED, A_FULL_SEQ, A_FULL_LIVE, A_PERSISTED, A_FLUSHES, A_LAST_BYTES, A_TOTAL_BYTES, A_FLOOR,
-    A_SLOT, A_SLOTS, A_MAX_UNACKED, A_FULL_EVERY, A_HISTORY,
+    A_KEPT, A_SLOT, A_SLOTS, A_MAX_UNACKED, A_FULL_EVERY, A_HISTORY,
     A_ADDED, A_COUNTS_ADDED, A_COUNTS, A_RUNS, A_BITMAP, A_BATCHES,
     P_CURSOR_ID, P_CHANGES, P_FULL, P_MARKER_SEQ, P_PINNED, P_META_DIRTY, P_PERSISTED, P_PUTS, P_MARKER_BYTES,
     P_NBYTES, P_GC_BELOW, P_GC_LIVE, P_TRIM_KEYS, P_FULL_LIVE, P_TRUNCATED, P_KEEP_DIRTY, P_RECORDS,
@@ -76,7 +76,8 @@ static Attr attrs[A_COUNT] = {
     [A_UNTRIMMED] = {C_CHAIN, "untrimmed"}, [A_FULL_SEQ] = {C_CHAIN, "full_seq"},
     [A_FULL_LIVE] = {C_CHAIN, "full_live"}, [A_PERSISTED] = {C_CHAIN, "persisted_ranges"},
     [A_FLUSHES] = {C_CHAIN, "flushes"}, [A_LAST_BYTES] = {C_CHAIN, "last_flush_bytes"},
-    [A_TOTAL_BYTES] = {C_CHAIN, "total_flush_bytes"}, [A_FLOOR] = {C_CHAIN, "floor"}, [A_SLOT] = {C_CHAIN, "slot"},
+    [A_TOTAL_BYTES] = {C_CHAIN, "total_flush_bytes"}, [A_FLOOR] = {C_CHAIN, "floor"}, [A_KEPT] = {C_CHAIN, "kept"},
+    [A_SLOT] = {C_CHAIN, "slot"},
     [A_SLOTS] = {C_CHAIN, "slots"},
     [A_MAX_UNACKED] = {C_CONFIG, "max_unacked_ranges_to_persist"}, [A_FULL_EVERY] = {C_CONFIG, "full_marker_every"},
     [A_HISTORY] = {C_CONFIG, "history_seconds"},
@@ -529,10 +530,12 @@ static int kept_in(PyObject *keep, long long s) {
 }
 
 /* lane.trims: `plan` trims the log below the chain's full marker, keeping `keep`; with
- * the keys to delete when the chain's floor is at most EXACT_TRIM below. -1 with an
- * exception. */
+ * the keys to delete when the chain's floor is at most EXACT_TRIM below: those of the
+ * chain's kept sequences `keep` no longer names, then those of the sequences from the
+ * floor below the bound that it does not name. -1 with an exception. */
 static int trims(PyObject *plan, PyObject *chain, PyObject *keep) {
-    PyObject *below = get(chain, A_FULL_SEQ), *keys = NULL, *cid = NULL;
+    PyObject *below = get(chain, A_FULL_SEQ), *keys = NULL, *cid = NULL, *kept = NULL;
+    long long stack[32], *gone = stack;
     int rc = -1;
     if (below == NULL || set(plan, P_GC_BELOW, below) < 0 || set(plan, P_GC_LIVE, keep) < 0) goto done;
     long long b = PyLong_AsLongLong(below), floor = integer(chain, A_FLOOR);
@@ -541,51 +544,94 @@ static int trims(PyObject *plan, PyObject *chain, PyObject *keep) {
         rc = 0;
         goto done;
     }
-    if ((cid = get(plan, P_CURSOR_ID)) == NULL) goto done;
-    /* the keys of the sequences from the floor below `b` that `keep` does not name: counted
-     * first (exact_trim's few, on the stack), then one tuple */
-    long long stack[16], *gone = b - floor <= 16 ? stack : PyMem_Malloc((b - floor) * sizeof(long long));
-    Py_ssize_t n = 0;
-    if (gone == NULL) FAIL(PyErr_NoMemory());
+    if ((cid = get(plan, P_CURSOR_ID)) == NULL || (kept = get(chain, A_KEPT)) == NULL) goto done;
+    if (!PyTuple_Check(kept)) FAIL(PyErr_SetString(PyExc_TypeError, "a chain's kept sequences are a tuple"));
+    /* the sequences to delete: counted first (a few, on the stack), then one tuple of keys */
+    Py_ssize_t room = PyTuple_GET_SIZE(kept) + (Py_ssize_t)(b > floor ? b - floor : 0), n = 0;
+    if (room > (Py_ssize_t)(sizeof stack / sizeof *stack) && (gone = PyMem_Malloc(room * sizeof *gone)) == NULL)
+        FAIL(PyErr_NoMemory());
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kept); i++) {
+        long long s = PyLong_AsLongLong(PyTuple_GET_ITEM(kept, i));
+        int k = FAILED(s) ? -1 : kept_in(keep, s);
+        if (k < 0) goto done;
+        if (!k) gone[n++] = s;
+    }
     for (long long s = floor; s < b; s++) {
-        int kept = kept_in(keep, s);
-        if (kept < 0) break;
-        if (!kept) gone[n++] = s;
+        int k = kept_in(keep, s);
+        if (k < 0) goto done;
+        if (!k) gone[n++] = s;
     }
-    if (!PyErr_Occurred() && (keys = PyTuple_New(n)) != NULL) {
-        for (Py_ssize_t i = 0; i < n; i++) {
-            PyObject *seq = PyLong_FromLongLong(gone[i]), *key = seq == NULL ? NULL : log_key(cid, seq);
-            Py_XDECREF(seq);
-            if (key == NULL) {
-                Py_CLEAR(keys);
-                break;
-            }
-            PyTuple_SET_ITEM(keys, i, key);
-        }
+    if ((keys = PyTuple_New(n)) == NULL) goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *seq = PyLong_FromLongLong(gone[i]), *key = seq == NULL ? NULL : log_key(cid, seq);
+        Py_XDECREF(seq);
+        if (key == NULL) goto done;
+        PyTuple_SET_ITEM(keys, i, key);
     }
-    if (gone != stack) PyMem_Free(gone);
-    if (keys != NULL && set(plan, P_TRIM_KEYS, keys) == 0) rc = 0;
+    if (set(plan, P_TRIM_KEYS, keys) == 0) rc = 0;
 done:
+    if (gone != stack) PyMem_Free(gone);
     Py_XDECREF(below);
     Py_XDECREF(keys);
     Py_XDECREF(cid);
+    Py_XDECREF(kept);
     return rc;
 }
 
-/* chain.adopt's floor: the lowest of `below` and the sequences of `keep` (what a trim
- * below `below` left); -1 with an exception set */
-static long long floor_after(long long below, PyObject *keep) {
+static int cmp_ll(const void *a, const void *b) {
+    long long x = *(const long long *)a, y = *(const long long *)b;
+    return (x > y) - (x < y);
+}
+
+/* lane.floor_after: the chain's floor and kept sequences once a trim below `below` that
+ * kept `keep` ran: `below` and the ones of `keep` under it (ascending) while they are at
+ * most EXACT_TRIM, else the lowest of them and none; `was` (the chain's kept tuple before)
+ * when they are the same. The floor, its kept tuple in *kept_out (a new reference); -1
+ * with an exception set. */
+static long long floor_after(long long below, PyObject *keep, PyObject *was, PyObject **kept_out) {
     PyObject *it = PyObject_GetIter(keep), *x;
+    long long stack[32], *low = stack, floor = below;
+    Py_ssize_t n = 0, room = sizeof stack / sizeof *stack;
+    *kept_out = NULL;
     if (it == NULL) return -1;
-    long long low = below;
     while ((x = PyIter_Next(it)) != NULL) {
         long long v = PyLong_AsLongLong(x);
         Py_DECREF(x);
-        if (v == -1 && PyErr_Occurred()) break;
-        if (v < low) low = v;
+        if (FAILED(v)) break;
+        if (v >= below) continue;
+        if (n == room) { /* more than a few: grown (the floor is then the lowest, kept none) */
+            long long *more = PyMem_Malloc(2 * room * sizeof *more);
+            if (more == NULL) { PyErr_NoMemory(); break; }
+            memcpy(more, low, n * sizeof *low);
+            if (low != stack) PyMem_Free(low);
+            low = more;
+            room *= 2;
+        }
+        low[n++] = v;
     }
     Py_DECREF(it);
-    return PyErr_Occurred() ? -1 : low;
+    if (!PyErr_Occurred()) {
+        qsort(low, n, sizeof *low, cmp_ll);
+        if (n > exact_trim) {
+            floor = low[0];
+            n = 0;
+        }
+        int same = PyTuple_Check(was) && PyTuple_GET_SIZE(was) == n;
+        for (Py_ssize_t i = 0; same == 1 && i < n; i++) {
+            long long v = PyLong_AsLongLong(PyTuple_GET_ITEM(was, i));
+            same = FAILED(v) ? -1 : v == low[i];
+        }
+        PyObject *kept = same < 0 ? NULL : same ? Py_NewRef(was) : PyTuple_New(n);
+        if (same) n = 0;
+        for (Py_ssize_t i = 0; kept != NULL && i < n; i++) {
+            PyObject *v = PyLong_FromLongLong(low[i]);
+            if (v == NULL) Py_CLEAR(kept);
+            else PyTuple_SET_ITEM(kept, i, v);
+        }
+        *kept_out = kept;
+    }
+    if (low != stack) PyMem_Free(low);
+    return *kept_out == NULL ? -1 : floor;
 }
 
 /* lane.small(pages, state): 1, 0, or -1 with an exception */
@@ -1058,9 +1104,16 @@ PyObject *commit_marker(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (FAILED(below)) goto done;
     if (below >= 0) { /* trimmed: below it, only what the trim kept */
         long long low;
-        if ((v = get(plan, P_GC_LIVE)) == NULL || FAILED(low = floor_after(below, v)) ||
-            set(chain, A_UNTRIMMED, zero) < 0 || set_ll(chain, A_FLOOR, low) < 0)
+        PyObject *kept = NULL, *was = get(chain, A_KEPT);
+        if (was == NULL) goto done;
+        low = (v = get(plan, P_GC_LIVE)) == NULL ? -1 : floor_after(below, v, was, &kept);
+        Py_DECREF(was);
+        if (v == NULL || FAILED(low) ||
+            set(chain, A_UNTRIMMED, zero) < 0 || set_ll(chain, A_FLOOR, low) < 0 || set(chain, A_KEPT, kept) < 0) {
+            Py_XDECREF(kept);
             goto done;
+        }
+        Py_DECREF(kept);
         Py_CLEAR(v);
     } else if (add_to(chain, A_UNTRIMMED, nbytes) < 0) {
         goto done;

@@ -114,6 +114,7 @@ class _Chain:
     last_flush_bytes: int
     total_flush_bytes: int
     floor: int
+    kept: tuple[int, ...]
     slot: int
     slots: int
 

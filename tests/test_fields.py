@@ -42,7 +42,7 @@ def test_every_part_derives_from_its_field_type_and_holds_its_fields() -> None:
 
 def test_the_field_names_are_the_declarations_annotations() -> None:
     assert fields.FIELDS["LedgerFields"] == ("bitmap", "batches", "runs", "added", "counts", "counts_added")
-    assert len(fields.FIELDS["ChainFields"]) == 18
+    assert len(fields.FIELDS["ChainFields"]) == 19
     assert fields.field_names(LedgerAcks) == ("bitmap", "batches", "runs", "added", "counts", "counts_added", "size")
 
 

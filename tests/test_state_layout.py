@@ -459,7 +459,8 @@ def test_a_small_cursors_flush_names_no_key_to_trim(store_path: Path) -> None:
 def test_a_trim_by_key_deletes_what_a_scan_deletes() -> None:
     """The keys ``lane.trims`` names when the chain knows its floor delete what a scan of
     the cursor's keys below the bound deletes, and none of its neighbours', for random
-    logs, bounds, kept sequences and floors at or below the cursor's lowest record."""
+    logs, bounds, sequences to keep, and floors with what the chain knows it kept below
+    them (every record under the floor, and some sequences the log no longer holds)."""
     import tempfile
     from types import SimpleNamespace
 
@@ -477,10 +478,12 @@ def test_a_trim_by_key_deletes_what_a_scan_deletes() -> None:
             seqs = sorted(rng.sample(range(40), rng.randint(0, 12)))
             below = rng.randint(0, 42)
             keep = frozenset(rng.sample(range(42), rng.randint(0, 4)))
-            lowest = seqs[0] if seqs else 40
-            floor = min(rng.randint(max(0, below - EXACT_TRIM), below), lowest) if rng.random() < 0.7 else -1
+            floor = rng.randint(max(0, below - EXACT_TRIM), below) if rng.random() < 0.7 else -1
+            under = {s for s in seqs if s < floor} | set(rng.sample(range(max(floor, 0)), min(max(floor, 0), 2)))
+            kept = tuple(sorted(under))  # what the log holds under the floor, and maybe more
             plan = SimpleNamespace(cursor_id=5, trim_keys=None)
-            trims(plan, SimpleNamespace(full_seq=below, floor=floor), keep)  # type: ignore[arg-type]
+            chain = SimpleNamespace(full_seq=below, floor=floor, kept=kept)
+            trims(plan, chain, keep)  # type: ignore[arg-type]
             assert plan.gc_below == below and plan.gc_live is keep
             results = []
             for keys in (plan.trim_keys, None):
@@ -496,10 +499,55 @@ def test_a_trim_by_key_deletes_what_a_scan_deletes() -> None:
                         n = sum(bool(c.set_key(k) and c.delete()) for k in keys)
                     results.append((n, [bytes(k) for k, _ in txn.cursor()]))
             by_key += plan.trim_keys is not None
-            assert results[0] == results[1], (seqs, below, keep, floor)
+            assert results[0] == results[1], (seqs, below, keep, floor, kept)
             assert results[0][0] == len([s for s in seqs if s < below and s not in keep])
         env.close()
     assert by_key >= 80  # a third of the cases, at least, by key
+
+
+def test_a_cursor_of_the_marker_layout_trims_by_key_keeping_its_ledgers_record(store_path: Path) -> None:
+    """A cursor of ~2,000 ranges acking one entry a flush writes a full marker each flush
+    (it repeats few acks) and trims every few: the first trim (after the open) scans, and
+    tells the chain its floor and the one record it kept under it (the ledger's); every
+    trim after it whose bound is at most EXACT_TRIM past the floor names its keys (the
+    markers since the last trim), keeps the record, and leaves the log's keys holding
+    nothing under the floor but it. A reopen recovers it."""
+    from ackstore.cursor.lane import EXACT_TRIM
+    from ackstore.storage.records import split_log_key
+
+    with AckStore.open(store_path) as store:
+        topic = store.topic(T)
+        topic.add_ledger(1)
+        cur = topic.cursor("c", CursorConfig(max_unacked_ranges_to_persist=0))
+        cur.ack_entries(1, range(1, 4001, 2))
+        store.flush()
+        record = cur.planner.pages.index[1].seq
+        scans, by_key = 0, 0
+        for e in range(4001, 4061, 2):
+            cur.ack(Position(1, e))
+            with store.lock:
+                plan = cur.prepare_flush()
+                assert plan is not None
+                if plan.gc_below >= 0:  # a trim: by key exactly when the chain knows enough
+                    floor = cur.planner.chain.floor
+                    assert (plan.trim_keys is not None) == (floor >= 0 and plan.gc_below - floor <= EXACT_TRIM)
+                    scans += plan.trim_keys is None
+                    by_key += plan.trim_keys is not None
+                cur.abort_flush(plan)
+                store.flush_list[cur] = cur.planner
+            store.flush()
+            chain = cur.planner.chain
+            seqs = store.storage.read(
+                lambda txn: [split_log_key(bytes(k))[1] for k, _ in txn.cursor(db=store.storage.log_db)]
+            )
+            assert record in seqs and cur.planner.pages.index[1].seq == record  # no new record: deltas of it
+            if chain.floor >= 0:
+                assert chain.kept == (record,), (chain.floor, chain.kept)
+                assert [s for s in seqs if s < chain.floor] == [record], (seqs, chain.floor)
+        assert scans <= 3 and by_key >= 3, (scans, by_key)
+        expected = list(cur.ack_ranges())
+    with AckStore.open(store_path, readonly=True) as store:
+        assert list(store.topic(T).cursor("c").ack_ranges()) == expected
 
 
 def _slotted(path: Path, cid: int = 0) -> tuple[dict[int, int], int]:

@@ -85,6 +85,7 @@ __all__ = [
     "commit_marker",
     "counts_since",
     "encode_all",
+    "floor_after",
     "live_counts",
     "prune_counts",
     "set_delta_bounds",
@@ -213,15 +214,36 @@ class MarkerPlan(PlanFields):
 
 def trims(plan: MarkerPlan | FlushPlan, chain: MarkerChain, keep: Collection[int]) -> None:
     """``plan`` trims the log below the chain's full marker, keeping ``keep``. When the chain
-    knows the log holds nothing below a sequence (its floor) at most :data:`EXACT_TRIM`
-    below, the plan names the keys to delete (``trim_keys``: what a small cursor's every
-    flush trims is the one state marker before the one it keeps); else the write scans the
-    cursor's keys below the bound. O(EXACT_TRIM)."""
+    knows the log's keys hold nothing below a sequence (its floor) at most
+    :data:`EXACT_TRIM` below but the few the last trim kept (``chain.kept``), the plan names
+    the keys to delete (``trim_keys``): those of the kept ones ``keep`` no longer names,
+    then those of the sequences from the floor that it does not name. What a small cursor's
+    every flush trims is the one state marker before the one it keeps; what a cursor of
+    the marker layout trims, the markers since its last trim (its ledgers' records kept
+    below the floor). Else the write scans the cursor's keys below the bound.
+    O(EXACT_TRIM)."""
     below, floor = chain.full_seq, chain.floor
     plan.gc_below, plan.gc_live = below, keep
     if floor >= 0 and below - floor <= EXACT_TRIM:
         cid = plan.cursor_id
-        plan.trim_keys = tuple([log_key(cid, seq) for seq in range(floor, below) if seq not in keep])
+        gone = [seq for seq in chain.kept if seq not in keep]
+        gone += [seq for seq in range(floor, below) if seq not in keep]
+        plan.trim_keys = tuple([log_key(cid, seq) for seq in gone])
+
+
+def floor_after(below: int, keep: Collection[int], was: tuple[int, ...]) -> tuple[int, tuple[int, ...]]:
+    """The chain's floor and kept sequences once a trim below ``below`` that kept ``keep``
+    ran (:func:`trims`, or a scan: either leaves nothing below ``below`` that ``keep`` does
+    not name): ``below`` and the kept ones under it, while they are at most
+    :data:`EXACT_TRIM` (a cursor's ledgers' records, often one); past that, the lowest of
+    them and none (what a cursor of many ledgers holds, which is not worth copying). The
+    kept ones are ``was``, the chain's before, when they are the same (most trims keep the
+    same records: no new object a cursor). O(keep)."""
+    low = sorted([seq for seq in keep if seq < below])
+    if len(low) > EXACT_TRIM:
+        return low[0], ()
+    kept = tuple(low)
+    return below, was if kept == was else kept
 
 
 def _took(planner: Planner, seq: int, taken: Collection[int], dropped: bool) -> None:

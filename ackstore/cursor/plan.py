@@ -95,8 +95,12 @@ class MarkerChain(ChainFields):
         self.last_flush_bytes = 0
         self.total_flush_bytes = 0
         self.floor = -1
-        """the log holds no record of the cursor below this sequence (-1: not known), so a
-        trim deletes the few sequences from here by key instead of scanning"""
+        """the log's keys hold no record of the cursor below this sequence (-1: not known)
+        but the ones ``kept`` names, so a trim deletes those it no longer keeps and the few
+        sequences from here by key instead of scanning (:func:`~ackstore.cursor.lane.trims`)"""
+        self.kept: tuple[int, ...] = ()
+        """the sequences below the floor the last trim kept (ascending; at most
+        :data:`~ackstore.cursor.lane.EXACT_TRIM` of them: ``lane.floor_after``)"""
         self.slot = 1
         """the state slot the newest state marker is in (the next one goes to the other)"""
         self.slots = 0
@@ -108,7 +112,7 @@ class MarkerChain(ChainFields):
         self.slot, self.slots = state.slot, state.slots
         self.recovery = state.report
         self.untrimmed = 0  # what earlier runs left untrimmed goes at this run's first trim
-        self.floor = -1
+        self.floor, self.kept = -1, ()
         resolved = state.resolved
         if resolved is None:
             self.marker_seq = self.full_seq = -1
@@ -156,7 +160,7 @@ class MarkerChain(ChainFields):
             self.chain_bytes += plan.marker_bytes
         if plan.gc_below >= 0:  # trimmed: below it, only what the trim kept
             self.untrimmed = 0
-            self.floor = min((plan.gc_below, *plan.gc_live))
+            self.floor, self.kept = lane.floor_after(plan.gc_below, plan.gc_live, self.kept)
         else:
             self.untrimmed += plan.nbytes
         self.flushes += 1
@@ -166,8 +170,9 @@ class MarkerChain(ChainFields):
     @property
     def in_slots(self) -> bool:
         """Whether the log's keys hold nothing of the cursor: its trims left only its newest
-        state, which is in a state slot (the floor is past the newest marker). O(1)."""
-        return self.floor > self.marker_seq
+        state, which is in a state slot (the floor is past the newest marker, and nothing
+        below it was kept). O(1)."""
+        return self.floor > self.marker_seq and not self.kept
 
     def alloc(self) -> int:
         """The next log sequence."""
@@ -572,7 +577,7 @@ class Planner(PlannerFields):
         chain.marker_seq = chain.full_seq = start + len(items)
         chain.full_live = frozenset(e.seq for e in pages.index.values()) | {chain.marker_seq}
         chain.deltas = chain.chain_bytes = chain.untrimmed = 0  # a fresh log: no garbage
-        chain.floor = start
+        chain.floor, chain.kept = start, ()
         if plan.slot >= 0:  # the other slot's older state went with the rewrite
             chain.slot, chain.slots = plan.slot, 1 << plan.slot
         chain.full_bytes = len(plan.marker)
