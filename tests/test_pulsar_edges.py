@@ -13,6 +13,7 @@ import pytest
 from ackstore import (
     AckStore,
     AckStoreError,
+    CursorConfig,
     Dispatcher,
     InvalidArgumentError,
     InvalidPositionError,
@@ -259,6 +260,47 @@ def test_acks_persisted_before_the_bound_existed_are_clipped_to_it(store_path: P
         assert list(cur.ack_ranges()) == [(Position(7, 3), Position(7, 3)), (Position(8, 2), Position(8, 2))]
         assert cur.delivery_counts() == {}
         cur._check()
+
+
+@pytest.mark.parametrize("load", ["lazy", "budget"])
+def test_state_past_a_ledgers_end_is_dropped_when_the_ledger_is_left_out_of_the_budget(
+    store_path: Path, load: str
+) -> None:
+    """The same with a budget too small for the ledger holding that state (the mark-delete
+    ledger's ~2,000 ranges spend it first), and that ledger sealed with fewer entries than a
+    flushed ack while the cursor's memory no longer held it (a reset, then a crash): an
+    eager open keeps such a ledger out of the budget no more (it was left on disk, and a
+    look at it showed the state, the range count counted it, and a read that swapped it
+    in left the cursor changed and off the flush list), so it drops that state at open,
+    as a lazy open does."""
+    config = CursorConfig(max_individual_ack_cache_bytes=600)
+    with AckStore.open(store_path) as store:
+        topic = store.topic(T)
+        topic.add_ledger(0)
+        topic.close_ledger(0, 10_000)
+        topic.add_ledger(1)
+        cur = topic.cursor("c", config)
+        cur.ack_entries(0, range(1, 4001, 2))
+        cur.record_deliveries([Position(0, 0), Position(1, 0), Position(1, 1)])
+        cur.ack([Position(1, 70)])
+        held = list(cur.ack_ranges())[:-1]  # ledger 0's
+    with AckStore.open(store_path, load=load) as store:
+        topic = store.topic(T)
+        cur = topic.cursor("c", config)
+        cur.reset_to(Position(1, 0))  # not flushed: only the memory forgets ledger 1's state
+        topic.close_ledger(1, 0)
+        crash(store)
+    for look in ("ranges", "is_acked"):
+        with AckStore.open(store_path, load=load) as store:
+            cur = store.topic(T).cursor("c", config)
+            if look == "is_acked":  # a read that swaps ledger 1 in, if it was left on disk
+                assert not cur.is_acked(Position(1, 70))
+                cur._check()
+            assert list(cur.ack_ranges()) == held
+            assert cur.delivery_counts() == {Position(0, 0): 1}
+            assert cur.ack_range_count == len(held)
+            cur._check()
+            crash(store)
 
 
 def test_dump_and_restore_carry_the_bound_and_string_properties(store_path: Path, tmp_path: Path) -> None:

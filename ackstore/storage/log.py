@@ -454,7 +454,9 @@ def _load_records(
     none that can wait.
 
     The mark-delete ledger is always loaded and loaded records are checksummed; a budget
-    of 0 loads only it. ``lazy`` leaves it on disk too when its record and index entry
+    of 0 loads only it. A ledger read that does not fit the budget but holds state at or
+    past its end (``ends``) is loaded all the same, as a lazy open decodes it: the cursor
+    drops that state at open. ``lazy`` leaves it on disk too when its record and index entry
     show nothing at or below M + 1 (the record checked, its bitmap not decoded): the
     state is then as a flush left it, with nothing for the cursor to drop or to advance
     over at open, so it can wait for its first use like any other. A lazy open reads and
@@ -485,9 +487,12 @@ def _load_records(
             acks, size = _read_ledger(txn, db, cursor_id, entry, ledger, resolved.seq, resolved.marker.ledgers)
             acks.size = acks.nbytes()
             if budget is not None and spent + acks.size > budget and ledger != md_ledger and loaded:
-                swapped.add(ledger)  # the first that does not fit ends the loading (it was checked anyway)
-                full = True
-                continue
+                full = True  # the first that does not fit ends the loading (it was checked anyway)
+                if ends is None or not ends([(ledger, acks.highest())]):
+                    swapped.add(ledger)
+                    continue
+                # one holding state at or past its end stays, as a lazy open decodes it: the
+                # cursor drops that state at open, so its range count and reads agree
             spent += acks.size
             nbytes += size
             loaded.append((ledger, acks))
