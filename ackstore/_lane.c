@@ -49,7 +49,7 @@ enum {
     A_KEPT, A_SLOT, A_SLOTS, A_MAX_UNACKED, A_FULL_EVERY, A_HISTORY,
     A_ADDED, A_COUNTS_ADDED, A_COUNTS, A_RUNS, A_BITMAP, A_BATCHES,
     P_CURSOR_ID, P_CHANGES, P_FULL, P_MARKER_SEQ, P_PINNED, P_META_DIRTY, P_PERSISTED, P_PUTS, P_MARKER_BYTES,
-    P_NBYTES, P_GC_BELOW, P_GC_LIVE, P_TRIM_KEYS, P_FULL_LIVE, P_TRUNCATED, P_KEEP_DIRTY, P_RECORDS,
+    P_NBYTES, P_GC_BELOW, P_GC_LIVE, P_TRIM_KEYS, P_FULL_LIVE, P_DROPPED, P_TRUNCATED, P_KEEP_DIRTY, P_RECORDS,
     A_COUNT
 };
 
@@ -87,7 +87,7 @@ static Attr attrs[A_COUNT] = {
     [P_MARKER_SEQ] = {C_PLAN, "marker_seq"}, [P_PINNED] = {C_PLAN, "pinned"}, [P_META_DIRTY] = {C_PLAN, "meta_dirty"},
     [P_PERSISTED] = {C_PLAN, "persisted_ranges"}, [P_PUTS] = {C_PLAN, "puts"},
     [P_MARKER_BYTES] = {C_PLAN, "marker_bytes"}, [P_NBYTES] = {C_PLAN, "nbytes"}, [P_GC_BELOW] = {C_PLAN, "gc_below"},
-    [P_GC_LIVE] = {C_PLAN, "gc_live"}, [P_TRIM_KEYS] = {C_PLAN, "trim_keys"}, [P_FULL_LIVE] = {C_PLAN, "full_live"}, [P_TRUNCATED] = {C_PLAN, "truncated"},
+    [P_GC_LIVE] = {C_PLAN, "gc_live"}, [P_TRIM_KEYS] = {C_PLAN, "trim_keys"}, [P_FULL_LIVE] = {C_PLAN, "full_live"}, [P_DROPPED] = {C_PLAN, "dropped"}, [P_TRUNCATED] = {C_PLAN, "truncated"},
     [P_KEEP_DIRTY] = {C_PLAN, "keep_dirty"}, [P_RECORDS] = {C_PLAN, "records"},
 };
 
@@ -438,7 +438,7 @@ static PyObject *marker_plan(PyObject *cid, PyObject *changes, int full, PyObjec
         set(plan, P_PUTS, puts) < 0 || set_ll(plan, P_MARKER_BYTES, PyBytes_GET_SIZE(value)) < 0 ||
         set_ll(plan, P_NBYTES, PyBytes_GET_SIZE(key) + PyBytes_GET_SIZE(value)) < 0 ||
         set_ll(plan, P_GC_BELOW, -1) < 0 || set(plan, P_GC_LIVE, empty_set) < 0 || set(plan, P_TRIM_KEYS, Py_None) < 0 ||
-        set(plan, P_FULL_LIVE, empty_tuple) < 0)
+        set(plan, P_FULL_LIVE, empty_tuple) < 0 || set(plan, P_DROPPED, empty_set) < 0)
         goto fail;
     Py_DECREF(puts);
     return plan;
@@ -782,6 +782,7 @@ static PyObject *take_state(PyObject *planner, PyObject *pages, PyObject *state,
         (key == NULL && (key = log_key(cid, seq)) == NULL) ||
         (plan = marker_plan(cid, changes, 1, seq, taken, meta, ranges, key, value)) == NULL)
         goto done;
+    if (any_vanished && set(plan, P_DROPPED, vanished) < 0) goto done; /* what an abort gives back */
     if ((live = PyTuple_Pack(1, seq)) == NULL || set(plan, P_FULL_LIVE, live) < 0 ||
         (keep = get(chain, A_FULL_LIVE)) == NULL || trims(plan, chain, keep) < 0)
         goto done;

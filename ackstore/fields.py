@@ -147,6 +147,7 @@ class _Plan:
     gc_live: Collection[int]
     trim_keys: tuple[bytes, ...] | None
     full_live: tuple[int, ...]
+    dropped: Set[int]
 
 
 _DECLARED = {

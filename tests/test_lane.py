@@ -430,3 +430,20 @@ def test_a_plan_whose_encoding_raises_is_named_and_nothing_is_lost(
     with AckStore.open(store_path, readonly=True) as store:
         topic = store.topic(T)
         assert [list(topic.cursor(name).ack_ranges()) for name in ("a", "b", "c", "d")] == expected
+
+
+def test_an_aborted_state_plan_gives_back_the_dropped_ledgers_it_took(store_path: Path) -> None:
+    """A small cursor whose reset dropped both its ledgers, one of them acked again since:
+    its state plan names both as dropped and the acked one with its state; an abort gives
+    back every dropped ledger it took (the one made again among them), so the next take,
+    by either twin, makes the same plan (``lanes_agree`` takes, aborts and takes again)."""
+    store, topic = _sealed_and_open(store_path)
+    cur = topic.cursor("c")
+    cur.ack([Position(1, 3), Position(2, 3)])
+    store.flush()
+    cur.reset_to(Position(1, 0))  # both ledgers' acks gone: both dropped since the marker
+    cur.ack(Position(1, 5))  # ledger 1 again
+    assert sorted(cur.planner.pages.vanished) == [1, 2]
+    assert lanes_agree(cur) == "plan"
+    assert sorted(cur.planner.pages.vanished) == [1, 2]
+    _flush_and_reopen(store_path, store, ["c"])

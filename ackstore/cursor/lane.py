@@ -34,7 +34,7 @@ outside the fixed marker layout.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Set
 from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, cast
 
 import lmdb
@@ -202,14 +202,16 @@ class MarkerPlan(PlanFields):
         self.trim_keys: tuple[bytes, ...] | None = None
         self.gc_live: Collection[int] = _EMPTY
         self.full_live: tuple[int, ...] = ()
+        self.dropped: Set[int] = _EMPTY
+        """the cursor's dropped ledgers it took (a state plan's, the set itself; an abort
+        gives them back as they were, one made again since among them)"""
 
     @property
     def pending(self) -> Pending:
         """What it took from the cursor, as a :class:`Pending` (an abort gives it back): the
-        ledgers it changed, those it drops (a state marker's; none of this lane's), and
-        whether the positions or properties changed."""
-        dropped = {ledger for ledger, entry in self.changes.items() if entry is None}
-        return Pending(self.pinned, dropped or _EMPTY, _EMPTY, self.meta_dirty)
+        ledgers it changed, those dropped since the last marker (a state plan takes them;
+        none of this lane's other plans), and whether the positions or properties changed."""
+        return Pending(self.pinned, self.dropped, _EMPTY, self.meta_dirty)
 
 
 def trims(plan: MarkerPlan | FlushPlan, chain: MarkerChain, keep: Collection[int]) -> None:
@@ -334,6 +336,8 @@ def _take_state(planner: Planner) -> MarkerPlan | Literal[False] | None:
         key = slot_key(cid, slot)
         value = seal_slot(key, seq, value, 0 if chain.slots >> slot & 1 else SLOT_RESERVE)
     plan = MarkerPlan(cid, changes, True, seq, _taken(dirty, changes), state.meta_dirty, state.range_count, key, value)
+    if vanished:
+        plan.dropped = vanished  # what an abort gives back
     plan.full_live = (seq,)
     keep = chain.full_live
     trims(plan, chain, keep)  # the index names nothing else
