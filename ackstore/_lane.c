@@ -105,6 +105,8 @@ static PyObject *plan_type, *entry_type, *frozen_type, *packb, *log_key_fn, *ver
     *no_optimize, /* ("optimize",): FrozenBitMap(added, optimize=False) */
     *plan_keep_dirty, *plan_truncated, /* MarkerPlan's class constants (its instances have no others) */
     *no_entries; /* ledger_acks.NO_ENTRIES: a ledger's batches, counts or counts added while empty */
+/* the most sequences a chain keeps under its floor (lane_setup refuses an EXACT_TRIM past it) */
+#define KEPT_ROOM 32
 static long long max_acks, small_chain, garbage_factor, state_max_runs, state_max_extras, state_max_bytes,
     exact_trim, slot_reserve;
 static double max_share;
@@ -209,6 +211,10 @@ PyObject *lane_setup(PyObject *self, PyObject *args) {
         return NULL;
     if (reserve < 0 || reserve > 255) {
         PyErr_SetString(PyExc_ValueError, "lane_setup's slot reserve is 0..255 bytes");
+        return NULL;
+    }
+    if (exact < 0 || exact >= KEPT_ROOM) { /* floor_after keeps at most KEPT_ROOM sequences */
+        PyErr_Format(PyExc_ValueError, "lane_setup's EXACT_TRIM is %lld; allowed 0..%d", exact, KEPT_ROOM - 1);
         return NULL;
     }
     if (!PyType_Check(e) || !PyType_IsSubtype((PyTypeObject *)e, &PyTuple_Type)) {
@@ -590,8 +596,8 @@ static int cmp_ll(const void *a, const void *b) {
  * with an exception set. */
 static long long floor_after(long long below, PyObject *keep, PyObject *was, PyObject **kept_out) {
     PyObject *it = PyObject_GetIter(keep), *x;
-    long long stack[32], *low = stack, floor = below;
-    Py_ssize_t n = 0, room = sizeof stack / sizeof *stack;
+    long long low[KEPT_ROOM], lowest = below, floor = below;
+    Py_ssize_t n = 0; /* how many are under `below`; the first KEPT_ROOM of them in `low` */
     *kept_out = NULL;
     if (it == NULL) return -1;
     while ((x = PyIter_Next(it)) != NULL) {
@@ -599,39 +605,30 @@ static long long floor_after(long long below, PyObject *keep, PyObject *was, PyO
         Py_DECREF(x);
         if (FAILED(v)) break;
         if (v >= below) continue;
-        if (n == room) { /* more than a few: grown (the floor is then the lowest, kept none) */
-            long long *more = PyMem_Malloc(2 * room * sizeof *more);
-            if (more == NULL) { PyErr_NoMemory(); break; }
-            memcpy(more, low, n * sizeof *low);
-            if (low != stack) PyMem_Free(low);
-            low = more;
-            room *= 2;
-        }
-        low[n++] = v;
+        if (n < KEPT_ROOM) low[n] = v;
+        if (v < lowest) lowest = v;
+        n++;
     }
     Py_DECREF(it);
-    if (!PyErr_Occurred()) {
-        qsort(low, n, sizeof *low, cmp_ll);
-        if (n > exact_trim) {
-            floor = low[0];
-            n = 0;
-        }
-        int same = PyTuple_Check(was) && PyTuple_GET_SIZE(was) == n;
-        for (Py_ssize_t i = 0; same == 1 && i < n; i++) {
-            long long v = PyLong_AsLongLong(PyTuple_GET_ITEM(was, i));
-            same = FAILED(v) ? -1 : v == low[i];
-        }
-        PyObject *kept = same < 0 ? NULL : same ? Py_NewRef(was) : PyTuple_New(n);
-        if (same) n = 0;
-        for (Py_ssize_t i = 0; kept != NULL && i < n; i++) {
-            PyObject *v = PyLong_FromLongLong(low[i]);
-            if (v == NULL) Py_CLEAR(kept);
-            else PyTuple_SET_ITEM(kept, i, v);
-        }
-        *kept_out = kept;
+    if (PyErr_Occurred()) return -1;
+    if (n > exact_trim) { /* more than a few: the floor is the lowest, kept none */
+        floor = lowest;
+        n = 0;
     }
-    if (low != stack) PyMem_Free(low);
-    return *kept_out == NULL ? -1 : floor;
+    qsort(low, n, sizeof *low, cmp_ll);
+    int same = PyTuple_Check(was) && PyTuple_GET_SIZE(was) == n;
+    for (Py_ssize_t i = 0; same == 1 && i < n; i++) {
+        long long v = PyLong_AsLongLong(PyTuple_GET_ITEM(was, i));
+        same = FAILED(v) ? -1 : v == low[i];
+    }
+    PyObject *kept = same < 0 ? NULL : same ? Py_NewRef(was) : PyTuple_New(n);
+    for (Py_ssize_t i = 0; kept != NULL && !same && i < n; i++) {
+        PyObject *v = PyLong_FromLongLong(low[i]);
+        if (v == NULL) Py_CLEAR(kept);
+        else PyTuple_SET_ITEM(kept, i, v);
+    }
+    *kept_out = kept;
+    return kept == NULL ? -1 : floor;
 }
 
 /* lane.small(pages, state): 1, 0, or -1 with an exception */

@@ -107,10 +107,9 @@ def _raw_transaction(many, tmp_path: Path, bulk: bool):  # type: ignore[no-untyp
 
     def put_each() -> None:
         r, pairs = next(replay)
-        shift = r << 40
         with env.begin(write=True) as txn:
-            for key, value in pairs:
-                txn.put(key[:8] + (int.from_bytes(key[8:], "big") + shift).to_bytes(8, "big"), value, db=db)
+            for key, value in shifted(r << 40, pairs):
+                txn.put(key, value, db=db)
 
     return (putmulti if bulk else put_each), sum(len(k) + len(v) for k, v in rounds[-1]), env
 

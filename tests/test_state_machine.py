@@ -254,8 +254,11 @@ class AckStoreMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.model.ledgers)
     @rule(name=st.sampled_from(CURSORS), data=st.data(), n=st.integers(1, 12))
     def ack(self, name: str, data: st.DataObject, n: int) -> None:
+        self._ack(name, [self._position(data) for _ in range(n)])
+
+    def _ack(self, name: str, positions: list[tuple[int, int]]) -> None:
+        """``positions`` acked in one call: done on the model too, or refused by both."""
         m = self.model
-        positions = [self._position(data) for _ in range(n)]
         valid = all(m.valid_position(p) for p in positions)
         self._expect(valid, self.cursors[name].ack, positions)
         if valid:
@@ -660,11 +663,7 @@ class DeltaMachine(AckStoreMachine):
         ledger = data.draw(st.sampled_from(m.ids()))
         for _ in range(data.draw(st.integers(2, 16))):  # a record two full markers old is kept below the floor
             for name in CURSORS:
-                p = self._position(data, ledger=ledger)
-                valid = m.valid_position(p)
-                self._expect(valid, self.cursors[name].ack, [p])
-                if valid:
-                    m.ack(m.cursors[name], [p])
+                self._ack(name, [self._position(data, ledger=ledger)])
             self.flush(group_flush.CHUNK)
         if data.draw(st.booleans()):
             self.crash(data.draw(st.sampled_from(["budget", "lazy"])), data.draw(st.booleans()))
