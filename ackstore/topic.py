@@ -89,6 +89,20 @@ class Topic:
 
     # -- ledger directory ---------------------------------------------------------------------
 
+    def reread_directory(self, txn: lmdb.Transaction) -> None:
+        """@private A read-only store's topic takes the directory the writer last persisted, as
+        ``txn`` sees it (a reader's cursor moving to a newer flush reads its state against
+        the directory of that moment). O(ledgers)."""
+        catalog = self.store.storage.catalog
+        found = catalog.topic(txn, self.name)
+        if found is None or found[0] != self.topic_id:
+            return  # deleted since: the cursor's own catalog look says so
+        directory = catalog.load_directory(txn, self.topic_id, found[1], found[2])
+        old = self.directory
+        if (directory.items(), directory.tracked, directory.confirmed) != (old.items(), old.tracked, old.confirmed):
+            self.directory = directory
+            self.version += 1
+
     def ledgers(self) -> list[tuple[int, int | None]]:
         """``[(ledger id, entry count or None while open)]`` in order."""
         with self.store.lock:

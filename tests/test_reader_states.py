@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from ackstore.recovery.dump import dump_lines
 
-from ackstore import AckStore
+from ackstore import AckStore, Position
 
 pytestmark = pytest.mark.slow  # subprocesses, Spark or long campaigns: make check leaves them out
 
@@ -207,3 +207,89 @@ def test_dump_writes_each_cursor_as_one_flushed_state_and_skips_one_deleted_mean
         assert {ledger: ranges for ledger, ranges in state["ranges"]} == got["ranges"], (
             f"cursor {name}: ranges of another flush than its round={got['props']['round']}"
         )
+
+
+RESIDUES = r"""
+import json, sys
+from pyroaring import BitMap
+from ackstore import AckStore, CursorConfig, Position
+ledgers, entries = int(sys.argv[2]), int(sys.argv[3])
+store = AckStore.open(sys.argv[1], sync=False)
+topic = store.topic("t")
+for ledger in range(1, ledgers + 1):
+    topic.add_ledger(ledger)
+    topic.close_ledger(ledger, entries)
+topic.add_ledger(ledgers + 1)
+cur = topic.cursor("c", CursorConfig(full_marker_every=4))
+
+def flush(r):
+    cur.set_property("round", r)
+    store.flush()
+    return {"md": str(cur.mark_delete_position), "props": cur.properties, "count": cur.ack_range_count,
+            "ranges": [[l, [list(x) for x in rs]] for l, rs in cur.ledger_ranges()],
+            "batches": sorted([str(p), n, sorted(ix)] for p, (n, ix) in cur.partial_batches().items()),
+            "counts": sorted([str(p), n] for p, n in cur.delivery_counts().items())}
+
+for ledger in range(1, ledgers + 1):  # every 7th entry; residue class 6 is left for batches and counts
+    cur.ack_entries(ledger, BitMap(range(0, entries, 7)))
+print(json.dumps(flush(0)), flush=True)
+for line in sys.stdin:
+    r = int(line)  # one more residue class acked in every ledger, a batch and a delivery more
+    for ledger in range(1, ledgers + 1):
+        cur.ack([Position(ledger, e) for e in range(r, entries, 7)])
+        cur.ack_batch_index(Position(ledger, 6), 8, [r])
+        cur.record_deliveries([Position(ledger, 13)])
+    print(json.dumps(flush(r)), flush=True)
+store.close()
+"""
+
+
+@pytest.mark.parametrize(
+    "ledgers,entries,load",
+    [(10, 1_000, "lazy"), (10, 1_000, "budget"), (3, 21, "lazy"), (3, 21, "budget")],
+    ids=["large-lazy", "large-budget", "small-lazy", "small-budget"],
+)
+def test_a_readers_cursor_read_ledger_by_ledger_answers_from_the_newest_flush_whole(
+    tmp_path: Path, ledgers: int, entries: int, load: str
+) -> None:
+    """The writer acks one more residue class of every ledger at each flush; after flush i
+    the reader counts the acked entries of ledgers 1..i with ``is_acked``, ledger by ledger,
+    then reads every other figure: each read answers from flush i, the writer's newest when
+    it began (a reader's cursor holding ledgers read at an older flush moves whole), never
+    a ledger of one flush beside a ledger of another."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", RESIDUES, str(tmp_path / "s"), str(ledgers), str(entries)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    flushed = [json.loads(proc.stdout.readline())]
+    try:
+        with AckStore.open(tmp_path / "s", readonly=True, load=load) as store:
+            cur = store.topic("t").open_cursors()["c"]
+            for r in range(1, 7):
+                proc.stdin.write(f"{r}\n")
+                proc.stdin.flush()
+                state = json.loads(proc.stdout.readline())
+                flushed.append(state)
+                expect = {
+                    ledger: sum(first <= e <= last for first, last in ranges for e in range(entries))
+                    for ledger, ranges in state["ranges"]
+                }
+                md = Position.parse(state["md"])
+                for ledger in range(1, r + 1):
+                    got = sum(cur.is_acked(Position(ledger, e)) for e in range(entries))
+                    below = sum(Position(ledger, e) <= md for e in range(entries))
+                    assert got == expect.get(ledger, 0) + below, f"flush {r}: ledger {ledger} of another flush"
+                assert cur.ack_range_count == state["count"]
+                assert str(cur.mark_delete_position) == state["md"]
+                assert cur.properties == {"round": r}
+                assert _ranges(cur) == state["ranges"]
+                batches = sorted([str(p), n, sorted(ix)] for p, (n, ix) in cur.partial_batches().items())
+                assert batches == state["batches"]
+                assert sorted([str(p), n] for p, n in cur.delivery_counts().items()) == state["counts"]
+                assert _state(cur)["ranges"] == state["ranges"]
+    finally:
+        proc.stdin.close()
+        assert proc.wait(timeout=60) == 0

@@ -140,6 +140,7 @@ class Cursor(StoreSide):
         "_topic",
         "_unbuilt",
         "_unloaded",
+        "_view",
         "cursor_id",
         "name",
         "revision_controller",
@@ -183,6 +184,9 @@ class Cursor(StoreSide):
         """``_unloaded``: True while the parts hold nothing: the cursor was opened into the
         small form (``recovered`` is that form) and its parts are loaded when first needed;
         ``_unbuilt``: True while they do not even exist (:meth:`_built` makes them)"""
+        self._view = (-1, recovered.next_seq - 1) if store.readonly else (-1, -1)
+        """read-only: ``(transaction, newest sequence)``: the newest sequence of the cursor's log
+        when its state was read, and the last transaction that found it unchanged"""
         if self._unloaded:
             self.small = recovered
         else:
@@ -223,16 +227,39 @@ class Cursor(StoreSide):
         self._chain.load(recovered, self._state.range_count)  # the pages' ranges (an invariant of _check)
 
     def _refresh(self) -> None:
-        """Read-only: adopt the newest flushed state (the writer trimmed a record we needed);
-        CursorDeletedError when the writer deleted the cursor (its catalog entry is gone or
-        names another cursor id)."""
+        """Read-only: move the whole cursor to the writer's newest flush (the writer trimmed a
+        record this state needs); CursorDeletedError when the writer deleted the cursor."""
+        self._store.storage.read(self._move)
+
+    def _move(self, txn: lmdb.Transaction) -> None:
+        """Read-only (lock held): adopt the newest flushed state as ``txn`` sees it, against
+        the topic's directory as ``txn`` sees it; CursorDeletedError when the writer deleted
+        the cursor (its catalog entry is gone or names another cursor id)."""
         store = self._store
-        catalog = store.storage.catalog
-        cid = store.storage.read(lambda txn: catalog.cursor_id(txn, self._topic.topic_id, self.name))
-        if cid != self.cursor_id:
+        if store.storage.catalog.cursor_id(txn, self._topic.topic_id, self.name) != self.cursor_id:
             self.mark_deleted()
             self._gone()
-        self._load(store.storage.read(lambda txn: store.recover_log(txn, self._log, self._config, self._topic)))
+        self._topic.reread_directory(txn)
+        self._view = (txn.id(), self._log.newest(txn))
+        self._load(store.recover_log(txn, self._log, self._config, self._topic))
+
+    def _catch_up(self) -> None:
+        """Read-only (lock held), before every read: when the writer wrote this cursor's log
+        since its state was read, the whole cursor moves to the newest flush first, so a
+        read is never older than the writer's newest flush when it began, and reads never go
+        back. O(1) (one read transaction) when nothing was written; a move reads the cursor
+        as a reopen would."""
+        self._store.storage.read(self._look)
+
+    def _look(self, txn: lmdb.Transaction) -> None:
+        seen, newest = self._view
+        now = txn.id()
+        if now == seen:
+            return
+        if self._log.newest(txn) == newest:
+            self._view = (now, newest)
+            return
+        self._move(txn)
 
     # -- liveness ------------------------------------------------------------------------------
 
@@ -420,6 +447,8 @@ class Cursor(StoreSide):
                 self._parts()
             elif self._unbuilt:  # a writer's cursor opened into the form: it never moves, one run
                 return read(*args)
+            if self._store.readonly:
+                self._catch_up()
             pages = self._pages
             for _ in range(_READ_TRIES):
                 seen = pages.generation
@@ -457,6 +486,8 @@ class Cursor(StoreSide):
         """Everything at or below this position is acknowledged."""
         if self._deleted:
             self._gone()
+        if self._store.readonly:
+            return self._one_state(lambda: self._state.md)
         small = self.small
         return self._state.md if small is None else trusted(small.md_l, small.md_e)
 
@@ -467,6 +498,8 @@ class Cursor(StoreSide):
         position, so entries dispatched and not acked are delivered again (at-least-once)."""
         if self._deleted:
             self._gone()
+        if self._store.readonly:
+            return self._one_state(lambda: self._state.rp)
         small = self.small
         if small is not None and (self._unbuilt or self._state.rp <= (small.md_l, small.md_e)):
             return trusted(small.md_l, small.md_e + 1)  # M moved past it, as AckState.set_md moves it
@@ -477,6 +510,8 @@ class Cursor(StoreSide):
         """Number of contiguous acknowledged ranges above the mark-delete position. O(1)."""
         if self._deleted:
             self._gone()
+        if self._store.readonly:
+            return self._one_state(lambda: self._state.range_count)
         small = self.small
         return self._state.range_count if small is None else small.n
 
@@ -486,6 +521,8 @@ class Cursor(StoreSide):
         with self._lock:
             if self._deleted:
                 self._gone()
+            if self._store.readonly:
+                return self._one_state(lambda: dict(self._state.properties))
             return dict(self._built().properties)
 
     @property
@@ -504,6 +541,12 @@ class Cursor(StoreSide):
         if self._deleted:
             self._gone()
         cfg = self._config
+        if self._store.readonly:
+            return self._one_state(
+                lambda: self._state.blocked(
+                    cfg.dispatcher_pause_on_ack_state_persistent, cfg.max_unacked_ranges_to_persist
+                )
+            )
         if self.small is not None:
             return False  # the form holds no more ranges than PIP-299 persists
         return self._state.blocked(cfg.dispatcher_pause_on_ack_state_persistent, cfg.max_unacked_ranges_to_persist)
@@ -681,6 +724,8 @@ class Cursor(StoreSide):
         with self._lock:
             self._open()
             self._parts()
+            if self._store.readonly:
+                self._catch_up()
             return cursor_stats(self._topic.name, self.name, self._figure_parts())
 
     def figures(self) -> tuple[int, ...]:

@@ -660,6 +660,16 @@ class CursorLog:
         (see :func:`recover_cursor`)."""
         return recover_cursor(txn, self.db, self.cursor_id, budget, verify, lazy, ends, at)
 
+    def newest(self, txn: lmdb.Transaction) -> int:
+        """The highest sequence the log holds, under a log key or in a state slot whose
+        head checks (-1: none): a flush of this cursor, or a write-back, raises it. O(1)."""
+        start, end = log_bounds(self.cursor_id)
+        c = txn.cursor(db=self.db)
+        positioned = c.prev() if c.set_range(end) else c.last()
+        newest = split_log_key(c.key())[1] if positioned and start <= c.key() < end else -1
+        slots, _, _ = read_slots(txn, self.db, self.cursor_id)
+        return max(newest, slots[0][0]) if slots else newest
+
     def read_ledger(self, txn: lmdb.Transaction, ledger: int, entry: IndexEntry) -> LedgerAcks:
         """A swapped-out ledger's record, checked against the index entry."""
         return read_ledger_record(txn, self.db, self.cursor_id, ledger, entry)
