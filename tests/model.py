@@ -142,6 +142,15 @@ class TopicModel:
             return False
         return low <= entry <= self.limit_of(ledger)
 
+    def valid_ack(self, c: CursorModel, p: Pos, low: int = 0) -> bool:
+        """:meth:`valid_position` for an ack or a delivery: a position at or below the
+        mark-delete position passes whatever its ledger (one trimmed since), if its entry is
+        one a ledger can have."""
+        ledger, entry = p
+        if ledger not in self.ids():
+            return 0 <= ledger < self.md(c)[0] and low <= entry <= MAX_ENTRY
+        return self.valid_position(p, low)
+
     def limit_of(self, ledger: int) -> int:
         """The highest entry ``ledger`` accepts: a sealed one's last, an open one's last
         confirmed (while tracked)."""
@@ -235,6 +244,8 @@ class TopicModel:
 
     # -- operations (call only when valid) -----------------------------------------------------
     def ack(self, c: CursorModel, positions: list[Pos]) -> None:
+        ids = set(self.ids())
+        positions = [p for p in positions if p[0] in ids]  # (the others lie below M: ignored)
         c.acked.update(positions)
         for p in positions:
             c.counts.pop(p, None)

@@ -91,7 +91,9 @@ def test_position_parse_and_order() -> None:
     ("call", "error", "words"),
     [
         (lambda c: c.ack([Position(4, 1), Position(9, 1)]), UnknownLedgerError, ["ledger 9", "4, 5"]),
-        (lambda c: c.ack([Position(4, 1), Position(3, 1)]), UnknownLedgerError, ["ledger 3", "trimmed"]),
+        (lambda c: c.ack([Position(4, 1), (3, -1)]), InvalidPositionError, ["3:-1", "allowed entries 0.."]),
+        (lambda c: c.ack_entries(3, [1, -1]), InvalidPositionError, ["3:-1"]),
+        (lambda c: c.ack_batch_index(Position(3, 1), 0, [0]), InvalidArgumentError, ["batch_size 0"]),
         (lambda c: c.ack([Position(4, 1), Position(4, 10)]), InvalidPositionError, ["4:10", "0..9", "sealed"]),
         (lambda c: c.ack([Position(4, 10)]), InvalidPositionError, ["4:10", "0..9"]),
         (lambda c: c.ack([(4, 1), (4, -1)]), InvalidPositionError, ["4:-1", "allowed entries 0.."]),

@@ -381,3 +381,70 @@ def test_reads_stop_at_the_last_confirmed_entry(store_path: Path) -> None:
         assert [e.position for e in asyncio.run(d.read_more(10))] == [Position(8, e) for e in range(3)]
         d.clear_backlog()
         assert cur.mark_delete_position == Position(8, 2)
+
+
+def _trimmed(store: AckStore):  # type: ignore[no-untyped-def]
+    """Ledgers 1 and 2 sealed at 5 entries, 3 open, a cursor at the start, then 1 trimmed."""
+    t = store.topic("trimmed")
+    for ledger in (1, 2):
+        t.add_ledger(ledger)
+        t.close_ledger(ledger, 5)
+    t.add_ledger(3)
+    c = t.cursor("c")
+    t.trim_ledgers(2)
+    return t, c
+
+
+def test_acks_of_positions_in_a_trimmed_ledger_are_ignored_and_the_rest_of_the_call_acks(tmp_path: Path) -> None:
+    """A ledger trimmed under a cursor left every position of it at or below the mark-delete
+    position: acks there are ignored by every ack call, as Pulsar ignores acks at or below
+    it, and the positions beside them in the same call are acked (they were failing the
+    whole batch, so 2:4 was delivered again)."""
+    with AckStore.open(tmp_path / "s") as store:
+        _, c = _trimmed(store)
+        assert c.mark_delete_position == Position(2, -1) and c.is_acked(Position(1, 3))
+        c.ack([Position(1, 3), Position(2, 4)])
+        assert c.is_acked(Position(2, 4)) and list(c.ack_ranges()) == [(Position(2, 4), Position(2, 4))]
+        c.ack(Position(1, 2))
+        c.ack([(1, 4)])
+        c.ack_entries(1, [0, 1, 2])
+        c.ack_entries(1, range(5))
+        c.ack_cumulative(Position(1, 4))
+        c.ack_batch_index(Position(1, 2), 10, [1])
+        assert c.record_deliveries([Position(1, 0), Position(2, 1)]) == [0, 1]
+        assert c.restore_delivery_counts({Position(1, 1): 3, Position(2, 2): 2}) == 1
+        assert c.mark_delete_position == Position(2, -1)
+        assert c.ack_range_count == 1 and c.partial_batches() == {}
+        assert c.delivery_counts() == {Position(2, 1): 1, Position(2, 2): 2}
+        c.ack_batch_index(Position(2, 0), 2, [0])  # a live position of the same kind still counts
+        assert c.partial_batches() == {Position(2, 0): (2, frozenset({0}))}
+        c._check()
+    with AckStore.open(tmp_path / "s") as store:
+        c = store.topic("trimmed").cursor("c")
+        assert c.is_acked(Position(2, 4)) and c.ack_range_count == 1
+        assert c.delivery_counts() == {Position(2, 1): 1, Position(2, 2): 2}
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda c: c.ack([Position(1, 3), Position(4, 0)]),
+        lambda c: c.ack(Position(4, 0)),
+        lambda c: c.ack_entries(4, [0]),
+        lambda c: c.ack_cumulative(Position(4, 0)),
+        lambda c: c.ack_batch_index(Position(4, 0), 2, [0]),
+        lambda c: c.record_deliveries([Position(1, 3), Position(4, 0)]),
+    ],
+)
+def test_a_ledger_never_added_above_the_mark_delete_position_stays_an_error(tmp_path: Path, call) -> None:  # type: ignore[no-untyped-def]
+    """Only positions at or below the mark-delete position pass whatever their ledger: a
+    ledger the topic never had above it is an UnknownLedgerError, and nothing is changed."""
+    from ackstore import UnknownLedgerError
+
+    with AckStore.open(tmp_path / "s") as store:
+        _, c = _trimmed(store)
+        store.flush()
+        with pytest.raises(UnknownLedgerError, match="ledger 4 is not in topic 'trimmed'"):
+            call(c)
+        assert c.ack_range_count == 0 and c.delivery_counts() == {}
+        assert store.flush().bytes_written == 0

@@ -198,6 +198,8 @@ class AckStoreMachine(RuleBasedStateMachine):
         ids = self.model.ids()
         if ledger is None:
             ledger = data.draw(st.sampled_from(ids)) if ids else 0
+        if bad and ids and ids[0] > 0 and data.draw(st.integers(0, 14)) == 0:  # in a ledger trimmed (or never
+            return data.draw(st.integers(0, ids[0] - 1)), data.draw(st.integers(-1, ENTRIES))  # added) below
         if bad and data.draw(st.integers(0, 19)) == 0:
             end = self.model.limit_of(ledger) + 1 if ids else None
             past_end = [(ledger, end)] if end is not None and end <= ENTRIES + 1 else []  # a reset's, not an ack's
@@ -272,7 +274,7 @@ class AckStoreMachine(RuleBasedStateMachine):
     def _ack(self, name: str, positions: list[tuple[int, int]]) -> None:
         """``positions`` acked in one call: done on the model too, or refused by both."""
         m = self.model
-        valid = all(m.valid_position(p) for p in positions)
+        valid = all(m.valid_ack(m.cursors[name], p) for p in positions)
         self._expect(valid, self.cursors[name].ack, positions)
         if valid:
             m.ack(m.cursors[name], positions)
@@ -332,7 +334,7 @@ class AckStoreMachine(RuleBasedStateMachine):
         p = self._position(data)
         if data.draw(st.booleans()):
             p = (p[0], -1)
-        valid = m.valid_position(p, low=-1)
+        valid = m.valid_ack(m.cursors[name], p, low=-1)
         self._expect(valid, self.cursors[name].ack_cumulative, p)
         if valid:
             m.ack_cumulative(m.cursors[name], p)
@@ -344,7 +346,7 @@ class AckStoreMachine(RuleBasedStateMachine):
         c = m.cursors[name]
         p = self._position(data)
         indexes = data.draw(st.lists(st.integers(0, size), max_size=size))
-        valid = m.valid_position(p) and all(i < size for i in indexes) and not m.batch_size_conflict(c, p, size)
+        valid = m.valid_ack(c, p) and all(i < size for i in indexes) and not m.batch_size_conflict(c, p, size)
         self._expect(valid, self.cursors[name].ack_batch_index, p, size, indexes)
         if valid:
             m.ack_batch(c, p, size, indexes)
@@ -458,7 +460,7 @@ class AckStoreMachine(RuleBasedStateMachine):
         """Deliveries counted by a caller that dispatches by itself (some positions bad)."""
         m = self.model
         positions = [self._position(data) for _ in range(n)]
-        valid = all(m.valid_position(p) for p in positions)
+        valid = all(m.valid_ack(m.cursors[name], p) for p in positions)
         if not valid:
             self._expect(False, self.cursors[name].record_deliveries, positions)
             return

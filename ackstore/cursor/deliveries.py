@@ -29,7 +29,7 @@ def record_deliveries(state: AckState, items: list[Any]) -> list[int]:
     checked first: one bad position records none. O(positions) + swap-ins."""
     checked = [pair(item) for item in items]
     for ledger, entry in checked:
-        state.check_entry(ledger, entry)
+        state.check_ack(ledger, entry)
     out = _count_each(state, checked, lambda la, _, entry: la.deliver(entry))
     state.redeliveries += sum(1 for n in out if n > 1)
     return out
@@ -41,7 +41,7 @@ def set_delivery_counts(state: AckState, counts: dict[Any, Any]) -> int:
     wanted: dict[tuple[int, int], int] = {}
     for position, n in counts.items():
         ledger, entry = pair(position)
-        state.check_entry(ledger, entry)
+        state.check_ack(ledger, entry)
         if type(n) is not int or not 1 <= n < 1 << 32:
             raise InvalidArgumentError(f"delivery count {n!r} of {ledger}:{entry} is not allowed: allowed 1..2**32-1")
         wanted[(ledger, entry)] = n

@@ -306,7 +306,8 @@ class Cursor(StoreSide):
         """Acknowledge positions individually. All are checked first: one bad position acks none.
 
         Takes any iterable of ``Position`` (or ``(ledger, entry)`` tuples), or one Position.
-        Positions at or below the mark-delete position are already acknowledged and ignored.
+        Positions at or below the mark-delete position are already acknowledged and ignored,
+        whatever their ledger (one the topic trimmed since is no error).
         O(1) for one position; O(k) in C plus O(containers) per ledger touched for k positions.
         For millions of entries of one ledger, :meth:`ack_entries` skips the Python objects.
         """

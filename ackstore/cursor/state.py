@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, overload
 
 from pyroaring import BitMap
 
-from ..errors import InvalidArgumentError, InvalidTypeError, LedgerStateError
+from ..errors import InvalidArgumentError, InvalidPositionError, InvalidTypeError, LedgerStateError, UnknownLedgerError
 from ..ledger_acks import LedgerAcks, bitmap_of_range, run_end
 from ..ledger_cache import ACK_CHARGE, LedgerCache
 from ..position import MAX_ENTRY, Position, trusted
@@ -249,6 +249,31 @@ class AckState(PositionMoves):
     def check_entry(self, ledger: int, entry: Any, low: int = 0) -> None:
         check_entry(self.topic.directory, self.topic.name, ledger, entry, low)
 
+    def check_ack(self, ledger: int, entry: Any, low: int = 0) -> None:
+        """:meth:`check_entry` for an ack (or a delivery): a position at or below M passes
+        whatever its ledger, one trimmed since included (the ack is ignored, as Pulsar
+        ignores it), if its entry is one a ledger can have; a ledger never added above M
+        stays an error."""
+        try:
+            self.check_entry(ledger, entry, low)
+        except UnknownLedgerError:
+            if not 0 <= ledger < self.md[0]:
+                raise
+            if not low <= entry <= MAX_ENTRY:
+                raise InvalidPositionError(
+                    f"position {ledger}:{entry} is not a position: allowed entries {low}..{MAX_ENTRY}"
+                ) from None
+
+    def ack_limit(self, ledger: Any) -> int:
+        """:meth:`limit` for acks: a ledger below M's that the topic no longer has (trimmed)
+        allows any entry, all of them at or below M (ignored)."""
+        try:
+            return self.limit(ledger)
+        except UnknownLedgerError:
+            if not 0 <= ledger < self.md[0]:
+                raise
+            return MAX_ENTRY
+
     def advance(self, clean: int | None = None) -> None:
         """Move M over contiguous acks and across fully acked sealed ledgers (``clean``: a
         ledger known to hold nothing at M + 1, not read for it)."""
@@ -284,7 +309,11 @@ class AckState(PositionMoves):
         if ledger == self._limit_ledger and self._limit_version == self.topic.version:
             limit = self._limit_value
         else:
-            limit = self.limit(ledger)
+            try:
+                limit = self.limit(ledger)
+            except UnknownLedgerError:
+                self.check_ack(ledger, entry)  # raises unless at or below M (a ledger trimmed since)
+                return
             self._limit_ledger, self._limit_value, self._limit_version = ledger, limit, self.topic.version
         if type(entry) is not int or not 0 <= entry <= limit:
             self.check_entry(ledger, entry)
@@ -328,7 +357,7 @@ class AckState(PositionMoves):
 
     def ack_entries(self, ledger: int, entries: Iterable[int]) -> None:
         """Many entries of one ledger; a BitMap, array or integer ndarray skips Python ints."""
-        limit = self.limit(ledger)
+        limit = self.ack_limit(ledger)
         if not (isinstance(entries, (BitMap, range, array)) or int_dtype(entries)):
             try:
                 entries = list(entries)
@@ -343,10 +372,10 @@ class AckState(PositionMoves):
             bm = bitmap_of_range(entries) if isinstance(entries, range) else BitMap(entries)  # a copy: trimmed below M
         except (TypeError, OverflowError, ValueError):
             for entry in list(entries):
-                self.check_entry(ledger, entry)
+                self.check_ack(ledger, entry)
             raise InvalidTypeError(f"entries of ledger {ledger} must be ints") from None  # pragma: no cover
         if bm and bm.max() > limit:
-            self.check_entry(ledger, bm.max())
+            self.check_ack(ledger, bm.max())
         self.apply_groups([(ledger, bm)])
 
     def apply_groups(self, groups: list[tuple[int, BitMap]]) -> None:
@@ -393,24 +422,24 @@ class AckState(PositionMoves):
             raise InvalidTypeError(f"expected Position(ledger, entry) items, got {bad!r}") from None
         out: list[tuple[int, BitMap]] = []
         for ledger, entries in per.items():
-            limit = self.limit(ledger)
+            limit = self.ack_limit(ledger)
             try:
                 bm = BitMap(entries)
             except (TypeError, OverflowError, ValueError):
                 bm = None
             if bm is None:
                 for entry in entries:
-                    self.check_entry(ledger, entry)
+                    self.check_ack(ledger, entry)
                 raise InvalidTypeError(f"entries of ledger {ledger} must be ints")  # pragma: no cover
             if bm.max() > limit:
-                self.check_entry(ledger, bm.max())
+                self.check_ack(ledger, bm.max())
             out.append((ledger, bm))
         return out
 
     def ack_cumulative(self, position: Any) -> None:
         """Everything up to and including ``position`` (moves M; never backwards)."""
         ledger, entry = pair(position)
-        self.check_entry(ledger, entry, low=-1)
+        self.check_ack(ledger, entry, low=-1)
         if (ledger, entry) <= self.md:
             return
         d = self.topic.directory
@@ -428,7 +457,7 @@ class AckState(PositionMoves):
     def ack_batch_index(self, position: Any, batch_size: Any, indexes: Iterable[int]) -> None:
         """Some messages of a batch entry; the entry is acked once all its indexes are."""
         ledger, entry = pair(position)
-        self.check_entry(ledger, entry)
+        self.check_ack(ledger, entry)
         if type(batch_size) is not int:
             raise InvalidTypeError(f"batch_size must be an int, got {batch_size!r}")
         if not 1 <= batch_size <= MAX_BATCH_SIZE:
