@@ -11,15 +11,26 @@ the marker's own key ``(cursor id, sequence)``: the flush's time, the mark-delet
 position and range count the marker holds, the full marker its chain starts at, and, for a
 full marker, the records it names (what must outlive the trim while it is needed).
 
-A point's value: a big-endian u64 and then varints (little-endian base 128)::
+A point's value (format 13): a tag byte, a big-endian u64, varints (little-endian base
+128), then a CRC32 (u32, little-endian) of the key and everything before it::
 
+    u8 0x01 (the tag: format 12's points have none and start with the time's top byte, 0)
     u64 time (microseconds since the epoch; never less than the store's previous flush)
     varint mark-delete ledger   varint mark-delete entry + 1   varint ranges
     varint sequence - full marker sequence (0: the point's own marker is full)
     varint n   n x varint the records a full marker names, ascending, each as the gap
     from the one before (the first from 0)
+    u32 CRC32
 
-A point of a small cursor is 13-20 bytes beside its 16-byte key.
+A point of a small cursor is 18-25 bytes beside its 16-byte key. A point that fails its
+checksum is damaged: ``ackstore check`` reports it, a restore that it could be the answer to
+refuses (``CorruptRecordError`` naming it), salvage counts it. Format 12's points (no tag,
+no checksum) read as they were written.
+
+The history database holds one key that is not a point, :data:`CLOCK_KEY` (a cursor id no
+cursor has): the store's flush clock, the newest point's time (u64 big-endian, then a CRC32
+of the key and it), written with every flush that writes points, so that a writer opened
+later never labels a flush before it (see :meth:`HistoryKeeper.now`).
 
 Engine internals: the cursor's methods are the API.
 """
@@ -28,7 +39,10 @@ from __future__ import annotations
 
 import logging
 import struct
+import time
+import zlib
 from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from operator import attrgetter
@@ -45,21 +59,42 @@ if TYPE_CHECKING:
     import lmdb
 
 __all__ = [
+    "CLOCK_KEY",
+    "ClockReading",
     "CursorHistory",
+    "FlushClock",
     "HistoryKeeper",
     "HistoryPoint",
     "Point",
     "Taken",
     "as_micros",
     "clamp_trim",
+    "decode_clock",
     "decode_point",
     "drop_points",
+    "encode_clock",
     "encode_point",
     "iso",
 ]
 
 log = logging.getLogger("ackstore")
 _TIME = struct.Struct(">Q")
+_CRC = struct.Struct("<I")
+_TAG = b"\x01"
+CLOCK_KEY = b"\xff" * 8 + b"\x00" * 8
+"""the key of the store's flush clock in the history database (cursor id 2**64 - 1: ids stay below 2**63)"""
+STEP_SECONDS = 10.0
+"""a wall clock that moved this much more (or less) than the steady clock between two flushes
+of one process stepped: the step is not taken into the points' times (see ``HistoryKeeper.now``)"""
+
+
+def _elapsed() -> float:
+    """Seconds on a clock that never steps (``CLOCK_BOOTTIME`` where there is one: it counts
+    a suspend as the wall clock does; else ``time.monotonic``)."""
+    return time.clock_gettime(_STEADY)
+
+
+_STEADY = getattr(time, "CLOCK_BOOTTIME", time.CLOCK_MONOTONIC)
 _U63 = (1 << 63) - 1
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -93,36 +128,134 @@ class Point(NamedTuple):
         return HistoryPoint(self.micros / 1e6, trusted(*self.md), self.ranges)
 
 
-def encode_point(point: Point) -> bytes:
-    """A point's value (the layout of the module docstring)."""
+def encode_point(point: Point, cursor_id: int) -> bytes:
+    """A point's value under ``cursor_id``'s key (the layout of the module docstring)."""
     md_l, md_e = point.md
     refs = point.refs
     gaps = [b - a for a, b in zip((0, *refs), refs, strict=False)]
-    return point_value(point.micros, (md_l, md_e + 1, point.ranges, point.seq - point.full_seq, len(refs), *gaps))
+    body = _TAG + point_value(
+        point.micros, (md_l, md_e + 1, point.ranges, point.seq - point.full_seq, len(refs), *gaps)
+    )
+    return body + _CRC.pack(zlib.crc32(body, zlib.crc32(log_key(cursor_id, point.seq))))
 
 
 def decode_point(cursor_id: int, seq: int, value: bytes) -> Point:
-    """The point ``cursor_id`` keeps at ``seq``; CorruptRecordError when ``value`` is not one."""
+    """The point ``cursor_id`` keeps at ``seq``; CorruptRecordError when ``value`` is not one
+    (its checksum fails, or it does not decode)."""
     kind = f"history point of cursor id {cursor_id} at {seq}"
     try:
-        if len(value) < _TIME.size:
+        start, end = 0, len(value)
+        if value[:1] == _TAG:  # format 13: checksummed
+            start, end = 1, len(value) - _CRC.size
+            if end < 1 + _TIME.size:
+                raise ValueError(f"{kind} is {len(value)} bytes: too short")
+            body = memoryview(value)[:end]
+            if zlib.crc32(body, zlib.crc32(log_key(cursor_id, seq))) != _CRC.unpack_from(value, end)[0]:
+                raise ValueError(f"{kind} fails its checksum")
+        if end - start < _TIME.size:
             raise ValueError(f"{kind} is {len(value)} bytes: too short")
-        (micros,) = _TIME.unpack_from(value)
-        md_l, i = read_varint(value, _TIME.size, _U63, "mark-delete ledger", kind)
+        (micros,) = _TIME.unpack_from(value, start)
+        md_l, i = read_varint(value, start + _TIME.size, _U63, "mark-delete ledger", kind)
         md_e1, i = read_varint(value, i, _U63, "mark-delete entry", kind)
         ranges, i = read_varint(value, i, _U63, "range count", kind)
         back, i = read_varint(value, i, seq, "full marker distance", kind)
-        n, i = read_varint(value, i, len(value), "record count", kind)
+        n, i = read_varint(value, i, end, "record count", kind)
         refs, last = [], 0
         for _ in range(n):
             gap, i = read_varint(value, i, seq - last, "record", kind)
             last += gap
             refs.append(last)
-        if i != len(value):
-            raise ValueError(f"{kind} has {len(value) - i} bytes past its end")
+        if i != end:
+            raise ValueError(f"{kind} has {end - i} bytes past its end")
     except ValueError as exc:
         raise CorruptRecordError(f"{exc}: the point is damaged") from None
     return Point(seq, micros, (md_l, md_e1 - 1), ranges, seq - back, tuple(refs))
+
+
+_CLOCK = struct.Struct(">QQ16s")
+
+
+class ClockReading(NamedTuple):
+    """The store's flush clock as a flush left it: the newest point's time, the steady clock
+    then (microseconds) and the boot it was read in (the steady clock counts from a boot)."""
+
+    micros: int
+    steady: int
+    boot: bytes
+
+
+def encode_clock(reading: ClockReading) -> bytes:
+    """The value of :data:`CLOCK_KEY`: a reading, checksummed (u64 time, u64 steady, 16-byte
+    boot id, all big-endian, then a CRC32 of the key and them)."""
+    body = _CLOCK.pack(*reading)
+    return body + _CRC.pack(zlib.crc32(body, zlib.crc32(CLOCK_KEY)))
+
+
+def decode_clock(value: bytes) -> ClockReading:
+    """The reading :func:`encode_clock` wrote; CorruptRecordError when ``value`` does not check."""
+    if (
+        len(value) != _CLOCK.size + _CRC.size
+        or zlib.crc32(value[: _CLOCK.size], zlib.crc32(CLOCK_KEY)) != (_CRC.unpack_from(value, _CLOCK.size)[0])
+    ):
+        raise CorruptRecordError("the history clock fails its checksum: it is damaged")
+    return ClockReading(*_CLOCK.unpack_from(value))
+
+
+def _boot_id() -> bytes:
+    """This boot's id (Linux), 16 bytes; zeros where there is none (then every open is
+    taken for a new boot)."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", "rb") as f:
+            return bytes.fromhex(f.read().decode().strip().replace("-", ""))[:16].ljust(16, b"\0")
+    except (OSError, ValueError):
+        return bytes(16)
+
+
+class FlushClock:
+    """The store's flush clock: the time a flush labels its points with. The wall clock's,
+    but never before the previous flush's, and a step of the wall clock is not taken: the
+    steady clock (``_elapsed``, which never steps) measures the time between two flushes,
+    and a wall clock that moved more than ``STEP_SECONDS`` away from it stepped (a
+    correction, a bad reading): the time goes on from the previous flush's by the steady
+    clock, and the difference is kept (``offset``) until the wall clock steps back. The
+    previous flush is the store's newest (:data:`CLOCK_KEY`), so this holds across a restart
+    in the same boot; after a reboot a wall clock behind the newest flush goes on from it.
+    O(1)."""
+
+    __slots__ = ("micros", "steady", "offset", "boot")
+
+    def __init__(self, stored: ClockReading | None, boot: bytes) -> None:
+        self.micros = stored.micros if stored is not None else 0
+        """the newest flush's time (microseconds)"""
+        self.steady: int | None = stored.steady if stored is not None and stored.boot == boot else None
+        """the steady clock at that flush (None: not in this boot)"""
+        self.offset = 0
+        """microseconds added to the wall clock's reading"""
+        self.boot = boot
+
+    def reading(self, wall: float) -> tuple[int, int, int]:
+        """``(time, offset, steady)`` a flush starting at ``wall`` (Unix seconds) takes; nothing changes."""
+        steady = round(_elapsed() * 1e6)
+        label = round(wall * 1e6) + self.offset
+        offset = self.offset
+        if self.steady is None:
+            if label < self.micros:  # a wall clock behind the store's newest flush: go on from it
+                offset += self.micros - label
+                label = self.micros
+        else:
+            expected = self.micros + steady - self.steady
+            if abs(label - expected) > STEP_SECONDS * 1e6:  # the wall clock stepped since
+                offset += expected - label
+                label = expected
+        return max(label, self.micros), offset, steady
+
+    def take(self, wall: float) -> int:
+        """The time of a flush starting at ``wall``: the reading, taken."""
+        self.micros, self.offset, self.steady = self.reading(wall)
+        return self.micros
+
+    def stored(self) -> ClockReading:
+        return ClockReading(self.micros, self.steady or 0, self.boot)
 
 
 def iso(micros: int) -> str:
@@ -160,6 +293,10 @@ class CursorHistory:
     times: list[int] = field(default_factory=list)
     seqs: list[int] = field(default_factory=list)
     start: int = 0
+    damaged: list[int] = field(default_factory=list)
+    """the sequences of points the store holds that do not check (ascending): a restore
+    they could be the answer to refuses; one older than every kept point goes with the
+    window"""
 
     def __post_init__(self) -> None:
         self.times = [p.micros for p in self.points]
@@ -178,13 +315,19 @@ class CursorHistory:
         """The points of ``cursor_id`` stored in ``db``, less any damaged one (a WARNING
         names it; ``ackstore check`` reports it): a damaged point is a state that cannot be
         restored, never a reason to stop flushing. O(points)."""
-        points = []
+        points, damaged = [], []
         for seq, value in CursorLog(db, cursor_id).records(txn):
             try:
                 points.append(decode_point(cursor_id, seq, value))
             except CorruptRecordError as exc:
                 log.warning("ackstore: a history point of cursor id %d is left out: %s", cursor_id, exc)
-        return cls(points)
+                damaged.append(seq)
+        return cls(points, damaged=damaged)
+
+    def damaged_between(self, low: int, high: int) -> int | None:
+        """A damaged point's sequence between ``low`` and ``high`` (exclusive), or None."""
+        i = bisect_right(self.damaged, low)
+        return self.damaged[i] if i < len(self.damaged) and self.damaged[i] < high else None
 
     def visible(self, cutoff: int) -> list[Point]:
         """The points a restore may go to: those of flushes at or after ``cutoff``
@@ -215,11 +358,33 @@ class CursorHistory:
 
     def keeps(self) -> tuple[int, frozenset[int]] | None:
         """What the log keeps for these points: every record from a sequence on, and the
-        records that sequence's full marker names (None: no point kept). O(log points)."""
+        records below it that a kept point names (None: no point kept). O(points)."""
         if not len(self):
             return None
         full = self._full_of(self.points[self.start])
-        return full.seq, frozenset(full.refs)
+        return full.seq, self.named_below(full, ())
+
+    def named_below(self, full: Point, dropped: Collection[int]) -> frozenset[int]:
+        """The records older than ``full`` (the full marker the oldest point kept starts its
+        chain at) that a point kept names: ``full``'s, and those of any later full marker
+        that names records older than ``full`` (a restored state's: its marker names the
+        records of the state restored, which may be older than every marker since). A
+        delta marker names only records written since its chain's full marker. The points
+        at ``dropped`` are not kept. O(points)."""
+        below = full.seq
+        named = set(full.refs)
+        gone = set(dropped)
+        for p in self.points[self.start :]:
+            if p.refs and p.seq > below and p.refs[0] < below and p.seq not in gone:
+                named.update(r for r in p.refs if r < below)
+        return frozenset(named)
+
+    def stale(self, dropped: list[int]) -> list[int]:
+        """The damaged points older than every point kept once ``dropped`` are gone: no
+        restore can be asked about them any more, so they go with the window."""
+        gone = set(dropped)
+        oldest = next((p.seq for p in self.points[self.start :] if p.seq not in gone), None)
+        return [d for d in self.damaged if oldest is not None and d < oldest]
 
     def add(self, point: Point, dropped: list[int]) -> None:
         """The flush that took ``point`` was written: it is the newest point, and those at
@@ -246,13 +411,14 @@ class CursorHistory:
         seqs.append(point.seq)
 
 
-def clamp_trim(plan: Any, full: Point) -> None:
+def clamp_trim(plan: Any, full: Point, named: Callable[[], frozenset[int]]) -> None:
     """A history cursor's plan (a MarkerPlan or a FlushPlan) trims nothing its window
-    needs: nothing from ``full``'s marker on, and not the records that marker names."""
+    needs: nothing from ``full``'s marker on, and none of the older records a kept point
+    names (``named()``, asked only when the plan trims)."""
     if plan.gc_below > full.seq:
         plan.gc_below = full.seq
     if plan.gc_below >= 0:
-        plan.gc_live = frozenset(plan.gc_live) | frozenset(full.refs)
+        plan.gc_live = frozenset(plan.gc_live) | named()
         plan.trim_keys = None
 
 
@@ -266,6 +432,8 @@ class Taken:
     dropped: list[int]
     value: bytes
     """the point's value, as written"""
+    stale: list[int] = field(default_factory=list)
+    """damaged points that go with the window"""
 
 
 class HistoryKeeper:
@@ -274,13 +442,13 @@ class HistoryKeeper:
     steps for them (take, write, adopt). A store whose cursors keep none pays one empty
     check a flush."""
 
-    __slots__ = ("windows", "cursors", "clock", "db", "read", "writer")
+    __slots__ = ("windows", "cursors", "_clock", "db", "read", "writer")
 
     def __init__(self, db: lmdb._Database | None, read: Any, writer: bool = True) -> None:
         self.windows: dict[int, int] = {}
         self.cursors: dict[int, CursorHistory] = {}
-        self.clock = 0
-        """the newest flush's time (microseconds): a flush is never earlier"""
+        self._clock: FlushClock | None = None
+        """the writer's flush clock (read from the store when first needed)"""
         self.db = db
         self.read = read  # storage.read: a function run in a read transaction
         self.writer = writer
@@ -324,28 +492,91 @@ class HistoryKeeper:
             return self.read(lambda t: CursorHistory.read(t, db, cursor_id))  # type: ignore[no-any-return]
         return CursorHistory.read(txn, db, cursor_id)
 
+    def stored_clock(self, txn: lmdb.Transaction | None = None) -> ClockReading | None:
+        """The store's flush clock as the history database holds it (None: none). A store
+        that has points but no clock (format 12) takes the newest point's time: one scan."""
+        db = self.db
+        if db is None:
+            return None
+
+        def look(t: lmdb.Transaction) -> ClockReading | None:
+            value = t.get(CLOCK_KEY, db=db)
+            if value is not None:
+                try:
+                    return decode_clock(value)
+                except CorruptRecordError as exc:
+                    log.warning("ackstore: %s; the points' times are read instead", exc)
+            newest = -1
+            c = t.cursor(db=db)
+            ok = c.first()
+            while ok:
+                key, value = c.item()
+                if key != CLOCK_KEY and len(value) >= 1 + _TIME.size:
+                    newest = max(newest, _TIME.unpack_from(value, 1 if value[:1] == _TAG else 0)[0])
+                ok = c.next()
+            return ClockReading(newest, 0, bytes(16)) if newest >= 0 else None
+
+        return look(txn) if txn is not None else self.read(look)  # type: ignore[no-any-return]
+
+    def clock(self, txn: lmdb.Transaction | None = None) -> FlushClock:
+        """The flush clock: the writer's own (read from the store once), a reader's read
+        from the store each time (another process flushes)."""
+        if self.writer and self._clock is not None:
+            return self._clock
+        clock = FlushClock(self.stored_clock(txn), _boot_id())
+        if self.writer:
+            self._clock = clock
+        return clock
+
+    def wall_now(self, wall: float, txn: lmdb.Transaction | None = None) -> int:
+        """The store's time now (microseconds), as a flush starting at ``wall`` would take it."""
+        return self.clock(txn).reading(wall)[0]
+
     def visible(self, cursor_id: int, window: int, wall: float, txn: lmdb.Transaction | None = None) -> list[Point]:
         """The points cursor ``cursor_id`` keeps within ``window`` seconds before ``wall``
-        (Unix seconds; the flush clock, if it is ahead), oldest first: what a restore may go
+        (Unix seconds, as :meth:`wall_now` takes it), oldest first: what a restore may go
         to. The writer reads nothing but the first time; a reader reads them in ``txn`` (or
         a read transaction of its own). Moves no clock. O(log points + points returned)."""
-        now = max(self.clock, round(wall * 1e6))
+        now = self.wall_now(wall, txn)
         return self.of(cursor_id, txn).visible(now - window * 1_000_000)
 
-    def target(self, points: list[Point], micros: int, name: str) -> Point:
-        """The point a restore as of ``micros`` goes to: the newest of ``points`` (what
-        :meth:`visible` gave) at or before it. HistoryRangeError, naming the range kept,
-        when ``micros`` is before the oldest."""
+    def target(
+        self, cursor_id: int, window: int, micros: int, name: str, wall: float, txn: lmdb.Transaction | None = None
+    ) -> Point:
+        """The point a restore as of ``micros`` goes to: the newest visible point at or before
+        it (``micros`` is read against the points' times). HistoryRangeError, naming the range
+        kept, when ``micros`` is before the oldest (and saying so when the wall clock's
+        reading ``wall`` is behind the newest flush); CorruptRecordError naming a damaged
+        point that may be the answer."""
+        points = self.visible(cursor_id, window, wall, txn)
         if not points or micros < points[0].micros:
             kept = f"{iso(points[0].micros)} .. {iso(points[-1].micros)}" if points else "nothing flushed yet"
-            raise HistoryRangeError(f"cursor {name} has no state as of {iso(micros)}: its history holds {kept}")
-        return points[bisect_right(points, micros, key=attrgetter("micros")) - 1]
+            behind = ""
+            wall_us = round(wall * 1e6)
+            if points and wall_us < points[-1].micros:
+                behind = (
+                    f" (this machine's clock reads {iso(wall_us)}, behind the newest flush: the points' times went on "
+                    "from the store's clock, a time from `history` names one)"
+                )
+            raise HistoryRangeError(f"cursor {name} has no state as of {iso(micros)}: its history holds {kept}{behind}")
+        at = bisect_right(points, micros, key=attrgetter("micros")) - 1
+        point = points[at]
+        later = points[at + 1].seq if at + 1 < len(points) else 1 << 64
+        damaged = self.of(cursor_id, txn).damaged_between(point.seq, later)
+        if damaged is not None:
+            raise CorruptRecordError(
+                f"cursor {name}: history point {damaged} is damaged and may be the state as of {iso(micros)} "
+                f"(the kept points around it are {iso(point.micros)} and "
+                f"{iso(points[at + 1].micros) if at + 1 < len(points) else 'none newer'}); nothing was changed: "
+                "restore as of a time outside them, and run 'ackstore check'"
+            )
+        return point
 
     def now(self, wall: float) -> int:
-        """The time of a flush starting at ``wall`` (Unix seconds), in microseconds: never
-        before the previous flush's, whatever the clock did."""
-        self.clock = max(self.clock, round(wall * 1e6))
-        return self.clock
+        """The time of a flush starting at ``wall`` (Unix seconds), in microseconds (see
+        :class:`FlushClock`): never before the previous flush's, a step of the wall clock
+        not taken."""
+        return self.clock().take(wall)
 
     def take(self, cursor_id: int, plan: Any, md: tuple[int, int], full_seq: int, micros: int) -> Taken:
         """A history cursor's plan was taken (store lock held): its point, with the points
@@ -357,24 +588,31 @@ class HistoryKeeper:
         point = Point(seq, micros, (md[0], md[1]), plan.persisted_ranges, full_seq, refs)
         cutoff = micros - self.windows[cursor_id] * 1_000_000
         dropped, full = h.after(point, cutoff)
-        clamp_trim(plan, full)
-        value = encode_point(point)
+        clamp_trim(plan, full, lambda: h.named_below(full, dropped))
+        value = encode_point(point, cursor_id)
         plan.nbytes += 16 + len(value)  # the point is part of what this cursor's flush writes
-        return Taken(cursor_id, point, dropped, value)
+        return Taken(cursor_id, point, dropped, value, h.stale(dropped) if h.damaged else [])
 
     def write(self, txn: lmdb.Transaction, taken: list[Taken]) -> None:
-        """Step 3's part: every taken point put, the dropped ones deleted."""
+        """Step 3's part: every taken point put, the dropped ones (and damaged ones the window
+        left) deleted, and the store's clock."""
         c = txn.cursor(db=self.db)
         for t in taken:
-            for seq in t.dropped:
+            for seq in (*t.dropped, *t.stale):
                 if c.set_key(log_key(t.cursor_id, seq)):
                     c.delete()
-        c.putmulti([(log_key(t.cursor_id, t.point.seq), t.value) for t in taken])
+        items = [(log_key(t.cursor_id, t.point.seq), t.value) for t in taken]
+        if taken:
+            items.append((CLOCK_KEY, encode_clock(self.clock().stored())))
+        c.putmulti(items)
 
     def adopt(self, taken: list[Taken]) -> None:
         """Step 4's part (store lock held): the written points are the cursors' own."""
         for t in taken:
-            self.of(t.cursor_id).add(t.point, t.dropped)
+            h = self.of(t.cursor_id)
+            h.add(t.point, t.dropped)
+            if t.stale:
+                h.damaged = [d for d in h.damaged if d not in t.stale]
 
 
 def drop_points(txn: lmdb.Transaction, db: lmdb._Database | None, cursor_id: int) -> int:

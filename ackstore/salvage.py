@@ -52,6 +52,7 @@ from typing import Any
 
 from .config import CursorConfig
 from .errors import AckStoreError, CorruptRecordError, CorruptStoreError, InvalidArgumentError, NotAStoreError
+from .history import CLOCK_KEY, decode_point
 from .position import Position
 from .storage.catalog import RECORD_CURSOR, RECORD_TOPIC, Catalog, name_key
 from .storage.lmdb_file import MAIN_TREE, PageCounts, Survey, leaf_nodes, survey, tree_name
@@ -111,6 +112,8 @@ class CursorSalvage:
     """states its history kept that the file still holds points of and the new store does
     not carry: salvage brings back the newest state only, and a cursor that keeps history
     starts a new one at it (0: it kept none, or none was found)"""
+    history_damaged: int = 0
+    """of ``history_lost``, the points that were damaged in the file (they fail their checksum)"""
 
     @property
     def complete(self) -> bool:
@@ -184,6 +187,7 @@ class _Found:
     entries: dict[str, int] = field(default_factory=dict)  # tree -> entries found for it
     conflicts: list[str] = field(default_factory=list)  # a key found twice with different values
     history: dict[int, int] = field(default_factory=dict)  # cursor id -> history points found
+    history_damaged: dict[int, int] = field(default_factory=dict)  # cursor id -> of them, damaged
     damaged_keys: dict[str, Ranges] = field(default_factory=dict)
     """tree -> where each key found damaged (out of order) lies: between its neighbours"""
 
@@ -349,8 +353,14 @@ def _sort(
         elif tree == _HISTORY:  # counted only: salvage does not carry history
             if len(key) != 16:
                 return False
-            cid = split_log_key(key)[0]
+            if key == CLOCK_KEY:
+                return True
+            cid, seq = split_log_key(key)
             found.history[cid] = found.history.get(cid, 0) + 1
+            try:
+                decode_point(cid, seq, value)
+            except CorruptRecordError:
+                found.history_damaged[cid] = found.history_damaged.get(cid, 0) + 1
         else:
             return tree == _META
     except AckStoreError:
@@ -470,7 +480,7 @@ def _looks_like_lmdb(data: Path) -> bool:
 
 def _recover_all(
     found: _Found, report: SalvageReport, lost: dict[str, Ranges]
-) -> list[tuple[str, int, str, dict[str, Any], RecoveredState, int, int, list[str], int]]:
+) -> list[tuple[str, int, str, dict[str, Any], RecoveredState, int, int, list[str], tuple[int, int]]]:
     """Every cursor's state, recovered from its records as at open (rule 3)."""
     tids = {t for t, _ in found.topics.values()}
     for tid, _ in found.cursors:  # a cursor whose topic entry was lost: keep it under a placeholder name
@@ -488,7 +498,7 @@ def _recover_all(
                 continue
             known_cids.add(cid)
             doubts = _doubts(lost, tid, cname, cid) + conflicts + _cut_doubt(report)
-            states.append((name, tid, cname, cfg, *_recover_one(found, cid), doubts, found.history.get(cid, 0)))
+            states.append((name, tid, cname, cfg, *_recover_one(found, cid), doubts, _history_of(found, cid)))
     report.orphan_cursor_ids = sorted(set(found.logs) - known_cids)
     for cid in report.orphan_cursor_ids:  # records whose cursor entry was lost: keep their state anyway
         state, newest, records = _recover_one(found, cid)
@@ -498,9 +508,14 @@ def _recover_all(
         found.topics[placeholder] = (fake_tid, -1)
         lost_entry = ["its catalog entry was lost"]
         states.append(
-            (placeholder, fake_tid, "_salvaged", {}, state, newest, records, lost_entry, found.history.get(cid, 0))
+            (placeholder, fake_tid, "_salvaged", {}, state, newest, records, lost_entry, _history_of(found, cid))
         )
     return states
+
+
+def _history_of(found: _Found, cid: int) -> tuple[int, int]:
+    """The history points of cursor ``cid`` found, and how many of them are damaged."""
+    return found.history.get(cid, 0), found.history_damaged.get(cid, 0)
 
 
 def _recover_one(found: _Found, cid: int) -> tuple[RecoveredState, int, int]:
@@ -611,7 +626,7 @@ def _outcome(
     records: int,
     problems: list[str],
     doubts: list[str],
-    history: int,
+    history: tuple[int, int],
 ) -> CursorSalvage:
     r = state.report
     md = state.resolved.marker.mark_delete if state.resolved is not None else None
@@ -627,5 +642,6 @@ def _outcome(
         ranges=sum(la.runs for la in state.ledgers.values()),
         problems=tuple(problems),
         doubts=tuple(doubts),
-        history_lost=history,
+        history_lost=history[0],
+        history_damaged=history[1],
     )

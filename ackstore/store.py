@@ -578,7 +578,7 @@ class AckStore:
         with self.lock:
             self.check_writable()
             name, window = self._history_of(cur)
-            return self.history.target(self.history.visible(cur.cursor_id, window, time.time()), micros, name)
+            return self.history.target(cur.cursor_id, window, micros, name, time.time())
 
     def history_state(self, cur: Cursor, micros: int, budget: int | None) -> tuple[Point, RecoveredState]:
         """@private The kept point as of ``micros`` and its state, recovered as a reopen right
@@ -593,7 +593,7 @@ class AckStore:
             lazy = self.lazy and budget is not None
 
             def read(txn: lmdb.Transaction) -> tuple[Point, RecoveredState]:
-                target = self.history.target(self.history.visible(cid, window, time.time(), txn), micros, name)
+                target = self.history.target(cid, window, micros, name, time.time(), txn)
                 return target, log_.recover(txn, budget, self.verify, lazy, past_end, target.seq)
 
             target, recovered = self._storage.read(read)

@@ -717,6 +717,7 @@ def salvage_cmd(damaged: Path, new: Path, as_json: bool) -> int:
             lines.append(
                 f"    history not carried: {_n(c.history_lost, 'kept state')} of its history cannot be restored "
                 "from the new store (its history starts again at this state)"
+                + (f"; {_n(c.history_damaged, 'point')} of them damaged in the file" if c.history_damaged else "")
             )
     for tid, placeholder in report.placeholder_topics.items():
         lines.append(f"  the entry of topic id {tid} was lost: its cursors are kept under the topic {placeholder!r}")

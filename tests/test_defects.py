@@ -187,7 +187,7 @@ def test_a_format_2_store_opens_and_a_writer_checksums_its_catalog(store_path: P
         assert store.format_version == 2
         assert list(store.topic(T).cursor("b").ack_ranges()) == [(Position(1, 20), Position(1, 20))]
     with AckStore.open(store_path) as store:
-        assert store.format_version == FORMAT_VERSION == 12
+        assert store.format_version == FORMAT_VERSION == 13
     _flip(store_path, b"cursors", lambda k: k.endswith(b"b"), 90)
     with AckStore.open(store_path, readonly=True) as store, pytest.raises(CorruptStoreError):
         store.topic(T).cursor("b")

@@ -36,22 +36,36 @@ HOUR = CursorConfig(history_seconds=3600, max_unacked_ranges_to_persist=0, full_
 
 
 class Clock:
-    """``time.time`` for the test: starts at a fixed moment and moves only when told."""
+    """``time.time`` for the test, and the steady clock history measures steps of it with:
+    start at fixed moments and move only when told."""
 
     def __init__(self) -> None:
         self.now = 1_800_000_000.0
+        self.steady = 1_000.0
 
     def __call__(self) -> float:
         return self.now
 
+    def elapsed(self) -> float:
+        return self.steady
+
     def tick(self, seconds: float = 1.0) -> None:
+        """Time passes: both clocks move."""
+        self.now += seconds
+        self.steady += seconds
+
+    def step(self, seconds: float) -> None:
+        """The wall clock alone is set ahead (or back): a correction, a bad reading."""
         self.now += seconds
 
 
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[Clock]:
+    from ackstore import history
+
     fake = Clock()
     monkeypatch.setattr(time, "time", fake)
+    monkeypatch.setattr(history, "_elapsed", fake.elapsed)
     yield fake
 
 
@@ -555,7 +569,7 @@ def test_a_store_of_format_10_gains_the_history_database_at_a_writers_open(store
         cur = store.topic(T).cursor("sub")
         assert cur.ack_range_count == 49 and cur.history() == []
     with AckStore.open(store_path) as store:
-        assert store.format_version == FORMAT_VERSION == 12 and store.storage.history_db is not None
+        assert store.format_version == FORMAT_VERSION == 13 and store.storage.history_db is not None
         cur = store.topic(T).cursor("sub")
         cur.update_config(history_seconds=3600)
         cur.ack([Position(1, 1)])
@@ -563,11 +577,13 @@ def test_a_store_of_format_10_gains_the_history_database_at_a_writers_open(store
         assert [p.ack_range_count for p in cur.history()] == [48]
 
 
-def test_a_point_round_trips_and_any_cut_or_extra_byte_is_damage() -> None:
-    """Points of random shapes decode to themselves; every value cut short, or with a byte
-    more, is a CorruptRecordError naming the point, never another point."""
+def test_a_point_round_trips_and_any_cut_flipped_or_extra_byte_is_damage() -> None:
+    """Points of random shapes decode to themselves; every value cut short, with a byte
+    more, with any one bit flipped, or read under another key is a CorruptRecordError naming
+    the point, never another point. A point of format 12 (no tag, no checksum) still reads."""
     from ackstore.errors import CorruptRecordError
     from ackstore.history import Point, decode_point, encode_point
+    from ackstore.storage.codecs import point_value
 
     rng = random.Random(5)
     for _ in range(300):
@@ -576,15 +592,26 @@ def test_a_point_round_trips_and_any_cut_or_extra_byte_is_damage() -> None:
         refs = tuple(sorted(rng.sample(range(full + 1), min(full + 1, rng.randrange(6))))) if full == seq else ()
         md = (rng.randrange(1 << rng.choice((3, 30, 62))), rng.randrange(-1, 1 << rng.choice((3, 31, 62))))
         point = Point(seq, rng.randrange(1 << 63), md, rng.randrange(1 << 20), full, refs)
-        value = encode_point(point)
+        value = encode_point(point, 9)
         assert decode_point(9, seq, value) == point
         for cut in range(len(value)):
             with pytest.raises(CorruptRecordError, match=f"cursor id 9 at {seq}"):
                 decode_point(9, seq, value[:cut])
-        with pytest.raises(CorruptRecordError, match="past its end"):
+        with pytest.raises(CorruptRecordError, match="fails its checksum"):
             decode_point(9, seq, value + b"\x00")
-    small = encode_point(Point(1000, 1_800_000_000_000_000, (4, 123_456), 3, 1000, ()))
-    assert len(small) <= 20
+        for bit in rng.sample(range(8 * len(value)), 12):
+            flipped = bytearray(value)
+            flipped[bit // 8] ^= 1 << (bit % 8)
+            with pytest.raises(CorruptRecordError, match=f"cursor id 9 at {seq}"):
+                decode_point(9, seq, bytes(flipped))
+        with pytest.raises(CorruptRecordError, match="fails its checksum"):
+            decode_point(10, seq, value)
+        gaps = [b - a for a, b in zip((0, *refs), refs, strict=False)]
+        legacy = point_value(point.micros, (md[0], md[1] + 1, point.ranges, seq - full, len(refs), *gaps))
+        if legacy[0] == 0:  # format 12's (every time before the year 4253)
+            assert decode_point(9, seq, legacy) == point
+    small = encode_point(Point(1000, 1_800_000_000_000_000, (4, 123_456), 3, 1000, ()), 9)
+    assert len(small) <= 25
 
 
 def test_the_disk_bound_holds_while_the_window_slides(store_path: Path, clock: Clock) -> None:
@@ -620,3 +647,144 @@ def test_the_disk_bound_holds_while_the_window_slides(store_path: Path, clock: C
         assert kept_per_flush <= 1.5 * written / (100 * 41)  # a kept flush costs about what a flush wrote
     size = (store_path / "data.mdb").stat().st_size
     assert size <= 4 * (live + history) + 16 * 1024 * 41, (size, live, history)
+
+
+def test_every_kept_point_stays_restorable_while_restores_and_the_window_trim(store_path: Path, clock: Clock) -> None:
+    """A two-second window, a full marker every third flush, 150 rounds of 20 random acks
+    over three ledgers, a flush each round 1/64 s apart, and every tenth round a
+    restore to a random kept point: a restore's full marker names the records of the state
+    it restored, older than the window's oldest full marker, and the window kept only what
+    that one named. Every kept point stays restorable to the state its flush wrote, and
+    ``check`` finds nothing."""
+    from ackstore import check
+
+    rng = random.Random(52)
+    written: dict[float, tuple[Any, ...]] = {}
+    with AckStore.open(store_path, sync=False) as store:
+        topic = _topic(store)
+        cur = topic.cursor("c", CursorConfig(history_seconds=2, full_marker_every=3))
+        for r in range(150):
+            cur.ack([Position(rng.randint(1, 3), rng.randrange(500)) for _ in range(20)])
+            if r % 10 == 9:
+                cur.restore_as_of(rng.choice(cur.history()).time)
+            store.flush()
+            written[clock.now] = _state(cur)
+            clock.tick(1 / 64)
+        points = cur.history()
+        assert len(points) == 128
+        for p in points:
+            assert _state_of(cur.snapshot_as_of(p.time)) == written[p.time], p
+    assert check(store_path) == []
+
+
+@pytest.mark.parametrize("reboot", [False, True], ids=["same-boot", "after-a-reboot"])
+def test_a_clock_stepped_back_across_a_restart_labels_no_point_before_the_last(
+    store_path: Path, clock: Clock, reboot: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three flushes, a reopen with the wall clock ten minutes behind, three more: the new
+    points are never before the newest one: in the same boot they go on from it by the
+    steady clock, a second apart as they ran; after a reboot (no steady clock to go by)
+    the first one takes the newest point's time and the rest go on from it. A restore to a
+    point's time gives its state, one between two flushes the earlier; the wall clock's now,
+    before every point, is a HistoryRangeError that says the clock is behind them."""
+    from ackstore import history
+
+    states = []
+    with AckStore.open(store_path, sync=False) as store:
+        cur = _topic(store).cursor("c", HOUR)
+        for r in range(3):
+            cur.ack(Position(4, r))
+            store.flush()
+            states.append(_state(cur))
+            clock.tick()
+    first = clock.now - 1
+    clock.step(-600)
+    if reboot:
+        monkeypatch.setattr(history, "_boot_id", lambda: b"another boot....")
+    with AckStore.open(store_path, sync=False) as store:
+        cur = store.topic(T).cursor("c")
+        for r in range(3, 6):
+            cur.ack(Position(4, 10 + r))
+            store.flush()
+            states.append(_state(cur))
+            clock.tick()
+        times = [p.time for p in reversed(cur.history())]
+        after = [first, first + 1, first + 2] if reboot else [first + 1, first + 2, first + 3]
+        assert times == [first - 2, first - 1, first, *after], times
+        assert cur.restore_as_of(after[2]).time == after[2] and _state(cur) == states[5]
+        assert cur.restore_as_of(after[1] + 0.5).time == after[1] and _state(cur) == states[4]
+        assert cur.restore_as_of(first - 0.5).time == first - 1 and _state(cur) == states[1]
+        with pytest.raises(HistoryRangeError, match=r"this machine's clock reads .* behind the newest flush"):
+            cur.restore_as_of(time.time())  # ten minutes before every point, by the points' times
+
+
+def test_one_wrong_clock_reading_neither_mislabels_points_nor_empties_the_window(
+    store_path: Path, clock: Clock
+) -> None:
+    """Ten flushes a second apart, one with the wall clock two hours ahead, then the clock
+    corrected and three more: the one-hour window keeps all fourteen states, each labelled
+    a second after the one before as the steady clock measured, and each restores to its
+    own; a restore as of now gives the newest."""
+    states = {}
+    with AckStore.open(store_path, sync=False) as store:
+        cur = _topic(store).cursor("c", HOUR)
+        start = clock.now
+        for r in range(14):
+            if r == 10:
+                clock.step(7200)
+            if r == 11:
+                clock.step(-7200)
+            cur.ack(Position(4, r))
+            store.flush()
+            states[start + r] = _state(cur)
+            clock.tick()
+        points = list(reversed(cur.history()))
+        assert [p.time for p in points] == [start + r for r in range(14)]
+        for p in points:
+            assert _state_of(cur.snapshot_as_of(p.time)) == states[p.time]
+        assert cur.restore_as_of(time.time()).time == start + 13
+    with AckStore.open(store_path, sync=False) as store:  # the restore was flushed at close: a point more
+        assert len(store.topic(T).cursor("c").history()) == 15
+
+
+def test_a_damaged_point_is_found_refused_and_counted(store_path: Path, tmp_path: Path, clock: Clock) -> None:
+    """One bit of the newest point's time flipped (a time in 2035 if it were believed):
+    ``check`` reports it, a restore it could be the answer to refuses naming it (the API
+    and ``ackstore rewind``, one line, nothing changed), an older one still works, and
+    salvage says the point was damaged."""
+    import lmdb
+
+    from ackstore import CorruptRecordError, check
+    from ackstore.salvage import salvage
+    from ackstore.storage.records import log_key
+
+    with AckStore.open(store_path, sync=False) as store:
+        cur = _topic(store).cursor("c", HOUR)
+        for r in range(5):
+            cur.ack(Position(4, r))
+            store.flush()
+            clock.tick()
+        cid, seqs = cur.cursor_id, _points(store, cur.cursor_id)
+        before = _state(cur)
+    env = lmdb.open(str(store_path), max_dbs=8)
+    db = env.open_db(b"history")
+    with env.begin(write=True) as txn:
+        value = bytearray(txn.get(log_key(cid, seqs[-1]), db=db))
+        value[4] ^= 0x10  # a bit of the time
+        txn.put(log_key(cid, seqs[-1]), bytes(value), db=db)
+    env.close()
+    found = check(store_path)
+    assert [f.kind for f in found] == ["damaged-history"] and "fails its checksum" in found[0].message
+    rewind = _cli("rewind", store_path, "--cursor", f"{T}/c", "--to", str(time.time()), "--yes")
+    assert rewind.returncode == 1 and f"history point {seqs[-1]} is damaged" in rewind.stderr
+    assert len(rewind.stderr.strip().splitlines()) == 1 and "Traceback" not in rewind.stderr
+    with AckStore.open(store_path, sync=False) as store:
+        cur = store.topic(T).cursor("c")
+        assert len(cur.history()) == 4
+        with pytest.raises(CorruptRecordError, match=f"history point {seqs[-1]} is damaged"):
+            cur.restore_as_of(time.time())
+        assert _state(cur) == before
+        assert cur.restore_as_of(clock.now - 3.5).time == clock.now - 4  # before it: not in doubt
+    report = salvage(store_path, tmp_path / "new")
+    (c,) = report.cursors
+    assert (c.history_lost, c.history_damaged) == (6, 1)  # (the restore's flush at close is a point too)

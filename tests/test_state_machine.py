@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -699,6 +700,44 @@ class HistoryMachine(AckStoreMachine):
     config = CursorConfig(
         full_marker_every=3, max_individual_ack_cache_bytes=600, max_unacked_ranges_to_persist=0, history_seconds=3600
     )
+
+    @initialize()
+    def setup(self) -> None:
+        super().setup()
+        self.skew = 0.0
+        self._wall = time.time
+        time.time = lambda: self._wall() + self.skew  # the wall clock the flushes read, stepped by the rules
+
+    def teardown(self) -> None:
+        if hasattr(self, "_wall"):
+            time.time = self._wall
+        super().teardown()
+
+    def _window_whole(self) -> None:
+        """Every point a cursor's flushes made is still kept (the run is far shorter than
+        the window), and their times never decrease in the order the flushes ran."""
+        for name, cur in self.cursors.items():
+            times = [p.time for p in reversed(cur.history())]
+            assert times == sorted(times), (name, times)
+            assert len(times) >= len(self.points.get(name, {})), (name, times, sorted(self.points.get(name, {})))
+
+    @rule(step=st.sampled_from([7200.0, -7200.0, 600.0, -600.0]))
+    def one_bad_clock_reading(self, step: float) -> None:
+        """One flush with the wall clock stepped ahead or back, then the clock corrected."""
+        self.skew += step
+        try:
+            self.flush(group_flush.CHUNK)
+        finally:
+            self.skew -= step
+        self._window_whole()
+
+    @rule(load=st.sampled_from(["budget", "lazy"]), bulk=st.booleans())
+    def reopen_with_the_clock_behind(self, load: str, bulk: bool) -> None:
+        """The process restarts on a machine whose clock is ten minutes behind the last one's."""
+        self.skew -= 600
+        self.reopen(load, bulk)
+        self.flush(group_flush.CHUNK)
+        self._window_whole()
 
 
 class TruncatingMachine(AckStoreMachine):

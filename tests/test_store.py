@@ -281,7 +281,7 @@ def test_a_writer_raises_an_older_format_version_and_reads_its_records(store_pat
         assert store.format_version == 1  # a reader changes nothing
         assert store.topic(T).cursor("sub").ack_range_count == 49
     with AckStore.open(store_path) as store:
-        assert store.format_version == FORMAT_VERSION == 12
+        assert store.format_version == FORMAT_VERSION == 13
         assert store.topic(T).cursor("sub").ack_range_count == 49
 
 

@@ -139,7 +139,7 @@ __all__ = [
     "decode_marker",
 ]
 
-FORMAT_VERSION = 12
+FORMAT_VERSION = 13
 """2 added the Rice-coded gap payload (flag ``_RICE``); 3 checksummed the catalog (see
 ``catalog.py``) and put the cursor id in every marker; 4 added the open ledger's last
 confirmed entry to the catalog and string values to marker properties; 5 lets a marker's
@@ -153,7 +153,10 @@ in the fixed layout too (a flags byte after the tag says which). Records of 1-8 
 unchanged. 10 adds the state layout: a small cursor's whole state in one full marker, its
 ledgers inside it (see the module docstring). Records of 1-9 read unchanged. 11 adds the
 ``history`` database (``ackstore/history.py``): an older ackstore would trim a history
-cursor's kept states away, so it must refuse the store. Records of 1-10 read unchanged."""
+cursor's kept states away, so it must refuse the store. Records of 1-10 read unchanged. 12
+adds the state slots (see the module docstring). 13 checksums history points and adds the
+store's flush clock to the history database (``ackstore/history.py``): records of 1-12 and
+points of 11-12 read unchanged."""
 RECORD_LEDGER = 1
 RECORD_MARKER = 2
 
