@@ -497,7 +497,7 @@ def _recover_all(
             if ctid != tid:
                 continue
             known_cids.add(cid)
-            doubts = _doubts(lost, tid, cname, cid) + conflicts + _cut_doubt(report)
+            doubts = _doubts(lost, tid, cname, cid) + conflicts + _cut_doubt(report) + _slot_doubt(found, cid)
             states.append((name, tid, cname, cfg, *_recover_one(found, cid), doubts, _history_of(found, cid)))
     report.orphan_cursor_ids = sorted(set(found.logs) - known_cids)
     for cid in report.orphan_cursor_ids:  # records whose cursor entry was lost: keep their state anyway
@@ -506,11 +506,19 @@ def _recover_all(
             continue
         placeholder, fake_tid = f"_salvaged_cursor_{cid}", -1 - cid
         found.topics[placeholder] = (fake_tid, -1)
-        lost_entry = ["its catalog entry was lost"]
+        lost_entry = ["its catalog entry was lost", *_slot_doubt(found, cid)]
         states.append(
             (placeholder, fake_tid, "_salvaged", {}, state, newest, records, lost_entry, _history_of(found, cid))
         )
     return states
+
+
+def _slot_doubt(found: _Found, cid: int) -> list[str]:
+    """A state slot of the cursor whose sequence does not check may have held a newer state
+    than any found (as a damaged record under a log key may have been a newer marker)."""
+    if -1 in found.damaged_seqs.get(cid, ()):
+        return ["a state slot of it is damaged (its sequence does not check): it may have held a newer state"]
+    return []
 
 
 def _history_of(found: _Found, cid: int) -> tuple[int, int]:

@@ -703,6 +703,8 @@ def salvage_cmd(damaged: Path, new: Path, as_json: bool) -> int:
             how = f"LOST: no intact marker among {c.records_found} records; the cursor starts empty"
         elif c.complete:
             how = f"complete: newest marker {c.marker_seq}"
+        elif c.marker_seq >= c.newest_marker_seen and c.doubts:
+            how = f"from marker {c.marker_seq}, not proven the newest ({'; '.join(c.doubts)})"
         else:
             how = (
                 f"from marker {c.marker_seq}, but records up to {c.newest_marker_seen} were found: "

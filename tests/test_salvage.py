@@ -247,3 +247,51 @@ def test_of_two_values_found_for_a_state_slot_the_newer_is_kept(tmp_path: Path) 
         assert _sort(_LOG, key, first, found, report, codec)
         assert _sort(_LOG, key, second, found, report, codec, newer_only=True)
         assert found.logs == {3: {key: newer}} and report.records == 1
+
+
+def test_a_damaged_state_slot_head_makes_the_older_state_unproven(tmp_path: Path) -> None:
+    """A small cursor after five flushes: a bit of its newest state slot's head (the
+    sequence or its checksum) flipped. The open falls back to the other slot and says so;
+    salvage brings back that older flushed state but never calls it complete (the damaged
+    slot may have held a newer one), says why, and exits 1."""
+    from ackstore.storage.records import slot_key
+
+    from . import rawlog
+
+    path = tmp_path / "s"
+    states = []
+    with AckStore.open(path) as store:
+        topic = store.topic(T)
+        topic.add_ledger(1)
+        cur = topic.cursor("c")
+        for f in range(5):
+            cur.ack(Position(1, 2 * f + 1))
+            store.flush()
+            states.append(list(cur.ack_ranges()))
+        cid = cur.cursor_id
+    newest = max(rawlog.slots(path, cid).items(), key=lambda item: item[1])[0]
+    key = slot_key(cid, newest)
+    rng = random.Random(4)
+    for bit in sorted(rng.sample(range(8 * 5), 10)):  # the head: a 1-byte varint and a u32 checksum
+        damaged = tmp_path / f"d{bit}"
+        shutil.copytree(path, damaged)
+        env = __import__("lmdb").open(str(damaged), max_dbs=8)
+        db = env.open_db(b"log")
+        with env.begin(write=True) as txn:
+            value = bytearray(txn.get(key, db=db))
+            value[bit // 8] ^= 1 << (bit % 8)
+            txn.put(key, bytes(value), db=db)
+        env.close()
+        with AckStore.open(damaged, readonly=True) as store:
+            opened = store.topic(T).cursor("c")
+            assert list(opened.ack_ranges()) == states[3] and opened.stats().recovery.markers_skipped == 1
+        report = salvage(damaged, tmp_path / f"n{bit}")
+        (c,) = report.cursors
+        assert not c.complete and any("state slot" in d for d in c.doubts), (bit, c)
+        assert _state(tmp_path / f"n{bit}")["c"][2] == states[3]
+    run = subprocess.run(
+        [sys.executable, "-m", "ackstore.recovery", "salvage", str(damaged), str(tmp_path / "cli")],
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 1 and "not proven the newest (a state slot of it is damaged" in run.stdout, run.stdout
