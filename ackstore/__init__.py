@@ -28,44 +28,47 @@ What a program calls, by task (everything else in the package is the engine's ow
 
 from __future__ import annotations
 
+import importlib
 import logging
+from typing import TYPE_CHECKING, Any
 
-from .check import FINDING_KINDS, Finding, check
-from .config import CursorConfig
-from .cursor import Cursor
-from .cursor.snapshot import CursorSnapshot
-from .directory import LedgerDirectory
-from .dispatch.dispatcher import Consumer, Dispatcher
-from .dispatch.read_loop import CursorReadLoop, RevisionInProgressError
-from .dispatch.reads import Entry, LedgerReader
-from .dispatch.replicator import ReplicationSendError, Replicator
-from .dispatch.revision import CursorStateRevisionController
-from .errors import (
-    AckStoreError,
-    CorruptRecordError,
-    CorruptStoreError,
-    CursorDeletedError,
-    FormatVersionError,
-    HistoryRangeError,
-    InvalidArgumentError,
-    InvalidPositionError,
-    InvalidTypeError,
-    LedgerStateError,
-    NotAStoreError,
-    ReaderBehindError,
-    ReadOnlyError,
-    StoreClosedError,
-    StoreError,
-    StoreLockedError,
-    TopicDeletedError,
-    UnknownCursorError,
-    UnknownLedgerError,
-    UnknownTopicError,
-)
-from .history import HistoryPoint
-from .position import Position
-from .stats import CompactStats, CursorStats, FlushStats, LogUsage, RecoveryReport
-from .store import AckStore, Topic
+if TYPE_CHECKING:
+    from .checker import FINDING_KINDS, Finding, check
+    from .config import CursorConfig
+    from .cursor import Cursor
+    from .cursor.snapshot import CursorSnapshot
+    from .directory import LedgerDirectory
+    from .dispatch.dispatcher import Consumer, Dispatcher
+    from .dispatch.read_loop import CursorReadLoop, RevisionInProgressError
+    from .dispatch.reads import Entry, LedgerReader
+    from .dispatch.replicator import ReplicationSendError, Replicator
+    from .dispatch.revision import CursorStateRevisionController
+    from .errors import (
+        AckStoreError,
+        CorruptRecordError,
+        CorruptStoreError,
+        CursorDeletedError,
+        FormatVersionError,
+        HistoryRangeError,
+        InvalidArgumentError,
+        InvalidPositionError,
+        InvalidTypeError,
+        LedgerStateError,
+        NotAStoreError,
+        ReaderBehindError,
+        ReadOnlyError,
+        StoreClosedError,
+        StoreError,
+        StoreLockedError,
+        TopicDeletedError,
+        UnknownCursorError,
+        UnknownLedgerError,
+        UnknownTopicError,
+    )
+    from .history import HistoryPoint
+    from .position import Position
+    from .stats import CompactStats, CursorStats, FlushStats, LogUsage, RecoveryReport
+    from .store import AckStore, Topic
 
 __all__ = [
     "AckStore",
@@ -116,6 +119,40 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
+
+_HOME = {
+    **dict.fromkeys(("FINDING_KINDS", "Finding", "check"), ".checker"),
+    "CursorConfig": ".config",
+    "Cursor": ".cursor",
+    "CursorSnapshot": ".cursor.snapshot",
+    "LedgerDirectory": ".directory",
+    **dict.fromkeys(("Consumer", "Dispatcher"), ".dispatch.dispatcher"),
+    **dict.fromkeys(("CursorReadLoop", "RevisionInProgressError"), ".dispatch.read_loop"),
+    **dict.fromkeys(("Entry", "LedgerReader"), ".dispatch.reads"),
+    **dict.fromkeys(("ReplicationSendError", "Replicator"), ".dispatch.replicator"),
+    "CursorStateRevisionController": ".dispatch.revision",
+    "HistoryPoint": ".history",
+    "Position": ".position",
+    **dict.fromkeys(("CompactStats", "CursorStats", "FlushStats", "LogUsage", "RecoveryReport"), ".stats"),
+    **dict.fromkeys(("AckStore", "Topic"), ".store"),
+}
+"""where each public name lives: the package imports a module when one of its names is first
+used, so ``import ackstore`` (and ``python -m ackstore.recovery``, which imports it first)
+costs nothing until then"""
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name) or (".errors" if name in __all__ else None)
+    if home is None:
+        raise AttributeError(f"module 'ackstore' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
 
 # a library logs, the application decides where it goes (recovery skips are logged as warnings)
 logging.getLogger("ackstore").addHandler(logging.NullHandler())

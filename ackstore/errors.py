@@ -133,6 +133,8 @@ class CorruptStoreError(StoreError):
         super().__init__(message if not hint or hint in message else f"{message}; {hint}")
         self.detail = message
         """the message without what to do"""
+        self.hint = hint
+        """what to do"""
         self.path = path
         """the store's path, where known"""
         self.lmdb_error = lmdb_error

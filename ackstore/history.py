@@ -263,17 +263,28 @@ def iso(micros: int) -> str:
     return datetime.fromtimestamp(micros / 1e6, tz=UTC).isoformat(timespec="microseconds")
 
 
+_MAX_MICROS = (datetime(9999, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC) - _EPOCH) // timedelta(microseconds=1)
+_ALLOWED = "allowed a Unix time from 0 (1970-01-01) to 253402300799 (9999-12-31), or a datetime in that range"
+
+
 def as_micros(when: object) -> int:
     """``when`` (a datetime, or a Unix time in seconds) in microseconds since the epoch; a
-    typed error for anything else. A naive datetime is local time, as
-    ``datetime.timestamp`` reads it."""
+    typed error for anything else, or a time before 1970 or after 9999. A naive datetime
+    is local time, as ``datetime.timestamp`` reads it."""
     if isinstance(when, datetime):  # exact: no float in between
-        aware = when if when.tzinfo is not None else when.astimezone()
-        return (aware - _EPOCH) // timedelta(microseconds=1)
+        try:
+            aware = when if when.tzinfo is not None else when.astimezone()
+            micros = (aware - _EPOCH) // timedelta(microseconds=1)
+        except (ValueError, OverflowError):
+            micros = -1  # (a naive datetime at the calendar's very ends: no local time)
+        if not 0 <= micros <= _MAX_MICROS:
+            raise InvalidArgumentError(f"time {when.isoformat()}: {_ALLOWED}")
+        return micros
     if isinstance(when, bool) or not isinstance(when, int | float):
         raise InvalidTypeError(f"a time is a datetime or a Unix time in seconds, got {when!r}")
-    if when != when or when in (float("inf"), float("-inf")) or when < 0:
-        raise InvalidArgumentError(f"time {when!r}: allowed a Unix time from 0 on")
+    if when != when or not 0 <= when <= _MAX_MICROS / 1e6:
+        shown = repr(when) if len(repr(when)) <= 40 else f"{repr(when)[:30]}... ({len(repr(when))} digits)"
+        raise InvalidArgumentError(f"time {shown}: {_ALLOWED}")
     return round(when * 1e6)
 
 
@@ -442,18 +453,24 @@ class HistoryKeeper:
     steps for them (take, write, adopt). A store whose cursors keep none pays one empty
     check a flush."""
 
-    __slots__ = ("windows", "cursors", "_clock", "db", "read", "writer")
+    __slots__ = ("windows", "cursors", "_clock", "_storage", "read", "writer")
 
-    def __init__(self, db: lmdb._Database | None, read: Any, writer: bool = True) -> None:
+    def __init__(self, storage: Any, writer: bool = True) -> None:
         self.windows: dict[int, int] = {}
         self.cursors: dict[int, CursorHistory] = {}
         self._clock: FlushClock | None = None
         """the writer's flush clock (read from the store when first needed)"""
-        self.db = db
-        self.read = read  # storage.read: a function run in a read transaction
+        self._storage = storage
+        self.read = storage.read  # a function run in a read transaction
         self.writer = writer
         """False on a read-only store: another process writes the points, so they are read
         again each time (never cached)"""
+
+    @property
+    def db(self) -> lmdb._Database | None:
+        """The history database (None: the store has none yet; a writer's first write to a
+        store of an older format makes it)."""
+        return self._storage.history_db  # type: ignore[no-any-return]
 
     def set_window(self, cursor_id: int, seconds: int) -> None:
         """Cursor ``cursor_id`` keeps ``seconds`` of history (0: none)."""

@@ -55,7 +55,8 @@ from .errors import AckStoreError, CorruptRecordError, CorruptStoreError, Invali
 from .history import CLOCK_KEY, decode_point
 from .position import Position
 from .storage.catalog import RECORD_CURSOR, RECORD_TOPIC, Catalog, name_key
-from .storage.lmdb_file import MAIN_TREE, PageCounts, Survey, leaf_nodes, survey, tree_name
+from .storage.fileio import temporary
+from .storage.lmdb_file import MAIN_TREE, PageCounts, Survey, has_magic, leaf_nodes, survey, tree_name
 from .storage.log import MemoryLog, RecoveredState, recover_cursor
 from .storage.records import (
     RECORD_LEDGER,
@@ -440,7 +441,14 @@ def salvage(
     if not data.exists():
         raise NotAStoreError(f"no store at {src}: it has no data.mdb")
     if data.stat().st_size < 8192:
-        raise NotAStoreError(f"{data} is {data.stat().st_size} bytes: too short to hold an LMDB file")
+        if not has_magic(data):
+            raise NotAStoreError(f"{data} is not a store: {data.stat().st_size:,} bytes that are not an LMDB data file")
+        raise CorruptStoreError(
+            f"{data} is {data.stat().st_size:,} bytes: too short to hold anything salvage could read",
+            src,
+            hint="a copy cut off or a disk that filled: restore the store from a copy if there is one, else start a "
+            "new one",
+        )
     if os.path.lexists(dest):
         raise InvalidArgumentError(f"salvage destination {dest} exists; allowed: a path that does not exist yet")
     tmp = dest.with_name(dest.name + ".salvaging")
@@ -464,12 +472,13 @@ def salvage(
     lost = _lost_ranges(sv, found, report)
     states = _recover_all(found, report, lost)
     report.topics = len(found.topics)
-    try:
-        _build(tmp, found, states, report)
-        os.replace(tmp, dest)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    with temporary(tmp):
+        try:
+            _build(tmp, found, states, report)
+            os.replace(tmp, dest)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
     return report
 
 

@@ -292,7 +292,7 @@ class AckStore:
             create=create,
             walk_first=verify != "loaded",
         )
-        self.history = HistoryKeeper(self._storage.history_db, self._storage.read, writer=not readonly)
+        self.history = HistoryKeeper(self._storage, writer=not readonly)
         self.closed = False
         self._flush_interval = flush_interval
         if flush_interval is not None and not readonly:

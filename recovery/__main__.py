@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
-from .cli import entry
+import sys
+
+try:
+    from .cli import entry
+except KeyboardInterrupt:  # a Ctrl-C while the tool imports: one line, as at any later point
+    sys.stderr.write("ackstore: aborted\n")
+    raise SystemExit(1) from None
 
 entry()

@@ -35,9 +35,9 @@ from ackstore import (
     check,
 )
 from ackstore.cursor.validate import quoted
-from ackstore.history import iso
+from ackstore.history import as_micros, iso
 from ackstore.storage.codecs import IMPLEMENTATION
-from ackstore.storage.fileio import create_new_file
+from ackstore.storage.fileio import LEFTOVERS, create_new_file, remove_leftovers, temporary
 from ackstore.storage.records import FORMAT_VERSION
 
 from .dump import dump_lines, restore, write_dump
@@ -163,7 +163,7 @@ def stat(store: Path, as_json: bool, prometheus: bool, max_cursors: int) -> None
             raise UsageFailure("--json and --prometheus exclude each other")
         click.echo(_prometheus_text(store, max_cursors), nl=False)
         return
-    with AckStore.open(store, readonly=True, verify="loaded") as s:
+    with AckStore.open(store, readonly=True) as s:
         files = [store] if store.is_file() else [p for p in store.iterdir() if p.name.endswith(".mdb")]
         out: dict[str, Any] = {
             "path": str(store),
@@ -234,7 +234,7 @@ def _prometheus_text(store: Path, max_cursors: int) -> str:
         from ackstore.metrics import AckStoreCollector
     except ImportError:
         raise click.ClickException("--prometheus needs prometheus-client: pip install 'ackstore[metrics]'") from None
-    with AckStore.open(store, readonly=True, verify="loaded") as s:
+    with AckStore.open(store, readonly=True) as s:
         for t, name in _all_cursors(s):
             s.topic(t).cursor(name, CursorConfig(max_individual_ack_cache_bytes=0))
         registry = CollectorRegistry()
@@ -290,7 +290,7 @@ def cursors(store: Path, topic: str | None, as_json: bool) -> None:
     """One line per cursor under a header: TOPIC/CURSOR, mark-delete, ranges, ledgers
     (tab-separated; --json for a program)."""
     rows = []
-    with AckStore.open(store, readonly=True, verify="loaded") as s:
+    with AckStore.open(store, readonly=True) as s:
         for t, name in _all_cursors(s, topic):
             st = s.topic(t).cursor(name, CursorConfig(max_individual_ack_cache_bytes=0)).stats()
             rows.append(
@@ -432,7 +432,7 @@ def dump(store: Path, specs: tuple[str, ...], fmt: str, output: Path | None, as_
     fmt = "json" if as_json else fmt
     if with_history and fmt != "json":
         raise click.UsageError("--history writes JSON Lines: it cannot be used with --format csv")
-    with AckStore.open(store, readonly=True, verify="loaded") as s:
+    with AckStore.open(store, readonly=True) as s:
         wanted = None
         if specs:
             wanted = [_split_cursor(s, spec) for spec in specs]
@@ -445,16 +445,16 @@ def dump(store: Path, specs: tuple[str, ...], fmt: str, output: Path | None, as_
             if output is None:
                 write_dump(objects, sys.stdout, fmt)
             else:
-                tmp = output.with_name(output.name + ".partial")
-                try:
-                    with os.fdopen(create_new_file(tmp), "w", encoding="utf-8") as f:
-                        write_dump(objects, f, fmt)
-                        f.flush()
-                        os.fsync(f.fileno())
-                except BaseException:
-                    tmp.unlink(missing_ok=True)  # a full disk or an error leaves no .partial behind
-                    raise
-                os.replace(tmp, output)
+                with temporary(output.with_name(output.name + ".partial")) as tmp:
+                    try:
+                        with os.fdopen(create_new_file(tmp), "w", encoding="utf-8") as f:
+                            write_dump(objects, f, fmt)
+                            f.flush()
+                            os.fsync(f.fileno())
+                    except BaseException:
+                        tmp.unlink(missing_ok=True)  # a full disk or an error leaves no .partial behind
+                        raise
+                    os.replace(tmp, output)
         if skipped:
             names = ", ".join(f"{_show(t)}/{_show(c)}" for t, c in skipped[:5]) + (" ..." if len(skipped) > 5 else "")
             click.echo(f"dump: left out {len(skipped)} cursor(s) the writer deleted during the dump: {names}", err=True)
@@ -581,16 +581,21 @@ def delete_topic(store: Path, topic: str, yes: bool, as_json: bool) -> int:
 def _when(text: str) -> float | datetime:
     """``--to``: an ISO-8601 time (a naive one is local time; ``Z`` is UTC) or a Unix time
     in seconds; a usage error names anything else."""
+    when: float | datetime
     try:
-        return float(text)
+        when = float(text)
     except ValueError:
-        pass
+        try:
+            when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            raise UsageFailure(
+                f"--to {quoted(text)} is not a time: allowed ISO-8601 (2026-11-26T13:59:00Z) or a Unix time in seconds"
+            ) from None
     try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise UsageFailure(
-            f"--to {quoted(text)} is not a time: allowed ISO-8601 (2026-11-26T13:59:00Z) or a Unix time in seconds"
-        ) from None
+        as_micros(when)
+    except AckStoreError as exc:
+        raise UsageFailure(f"--to {quoted(text)}: {exc}") from None
+    return when
 
 
 def _iso(t: float) -> str:
@@ -749,7 +754,7 @@ def salvage_cmd(damaged: Path, new: Path, as_json: bool) -> int:
 @click.option("--json", "as_json", is_flag=True, help="print JSON")
 def copy(store: Path, dest: Path, compact: bool, as_json: bool) -> None:
     """Write a consistent single-file snapshot DEST (works while the writer runs)."""
-    with AckStore.open(store, readonly=True, verify="loaded") as s:
+    with AckStore.open(store, readonly=True) as s:
         size = s.copy(dest, compact=compact)
     _emit(as_json, {"dest": str(dest), "bytes": size}, f"wrote {dest}: {size:,} B")
 
@@ -806,6 +811,15 @@ def guarded(argv: list[str] | None = None) -> int:
     """:func:`main` in a child process: a signal LMDB raises on a damaged file (SIGBUS,
     SIGSEGV, SIGABRT) ends the command with a one-line error and exit 1, not a crash.
 
+    What the child's C code writes to the standard error (LMDB's ``Assertion ... failed``
+    before an abort) comes to this process through a pipe, and is shown only when the
+    command did not end on a signal (then the one line says what happened); Python's own
+    output goes straight to the terminal. The temporary paths the child makes
+    (``DEST.partial``, ``NEW.salvaging``, ``NEW.restoring``) are announced to this process,
+    which removes any the child left, however it ended. After the first SIGTERM, SIGHUP
+    or Ctrl-C the child ignores more of them, so its cleanup runs to its end (a signal sent
+    to the process group reaches it twice: directly and from this process).
+
     ``ACKSTORE_NO_FORK=1`` runs :func:`main` in this process (for debuggers).
     """
     _reopen_closed_streams()
@@ -814,13 +828,22 @@ def guarded(argv: list[str] | None = None) -> int:
     sys.stdout.flush()
     sys.stderr.flush()
     parent = os.getpid()
+    c_err, c_err_w = os.pipe()
+    made, made_w = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: run the command, leave through _exit (no second cleanup of the parent's state)
         code = 1
         try:
+            os.close(c_err)
+            os.close(made)
             _die_with_parent(parent)
-            for sig in (signal.SIGTERM, signal.SIGHUP):  # cleaned up after as Ctrl-C is
-                signal.signal(sig, _terminated)
+            encoding = getattr(sys.stderr, "encoding", None) or "utf-8"
+            sys.stderr = open(os.dup(2), "w", buffering=1, encoding=encoding, errors="backslashreplace")  # noqa: SIM115
+            os.dup2(c_err_w, 2)  # C code's stderr (LMDB's assertions) goes to the parent
+            os.close(c_err_w)
+            LEFTOVERS[:] = [made_w]
+            for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):  # cleaned up after, once
+                signal.signal(sig, _stop)
             code = main(argv)
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else 1
@@ -838,9 +861,15 @@ def guarded(argv: list[str] | None = None) -> int:
                 pass
             finally:
                 os._exit(code)
+    os.close(c_err_w)
+    os.close(made_w)
     for sig in (signal.SIGTERM, signal.SIGHUP):  # the worker ends the command, and cleans up
         signal.signal(sig, lambda signum, _frame: os.kill(pid, signum))
+    c_output = _Drain(c_err)
+    announced = _Drain(made)
     status = _wait(pid)
+    c_text, paths = c_output.result(), announced.result()
+    remove_leftovers(paths)
     if status is None:
         click.echo("ackstore: aborted", err=True)
         return 1
@@ -849,13 +878,43 @@ def guarded(argv: list[str] | None = None) -> int:
         if sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGKILL):
             click.echo(f"ackstore: aborted ({sig.name})", err=True)
         else:
+            said = next((line.strip() for line in c_text.decode(errors="replace").splitlines() if line.strip()), "")
             click.echo(
                 f"ackstore: error: the store's file is damaged in a way LMDB cannot read safely (it stopped on "
-                f"{sig.name}); nothing was written; 'ackstore check STORE' says what is damaged",
+                f"{sig.name}{': ' + said[:200] if said else ''}); nothing was written; 'ackstore check STORE' "
+                "says what is damaged",
                 err=True,
             )
         return 1
+    if c_text:
+        sys.stderr.buffer.write(c_text)
+        sys.stderr.flush()
     return os.WEXITSTATUS(status)
+
+
+class _Drain:
+    """Reads a pipe to its end in a thread (a child that writes much must not block)."""
+
+    def __init__(self, fd: int) -> None:
+        import threading
+
+        self.fd = fd
+        self.chunks: list[bytes] = []
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            while chunk := os.read(self.fd, 65536):
+                self.chunks.append(chunk)
+        except OSError:
+            pass
+        finally:
+            os.close(self.fd)
+
+    def result(self) -> bytes:
+        self.thread.join()
+        return b"".join(self.chunks)
 
 
 class Terminated(KeyboardInterrupt):
@@ -863,7 +922,13 @@ class Terminated(KeyboardInterrupt):
     cleans up (``NEW.restoring``, ``OUT.partial``, ``NEW.salvaging``) is cleaned up too."""
 
 
-def _terminated(signum: int, _frame: object) -> None:
+def _stop(signum: int, _frame: object) -> None:
+    """The worker's first SIGTERM, SIGHUP or SIGINT: later ones are ignored (the cleanup the
+    first one starts runs to its end), and this one is raised where the worker runs."""
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(sig, signal.SIG_IGN)
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
     raise Terminated(signal.Signals(signum).name)
 
 
@@ -880,5 +945,11 @@ def _wait(pid: int) -> int | None:
 
 
 def entry() -> None:
-    """The ``ackstore`` console script."""
-    sys.exit(guarded(sys.argv[1:]))
+    """The ``ackstore`` console script. A Ctrl-C that reaches this process before its
+    worker runs the command (or after) is one line too."""
+    try:
+        code = guarded(sys.argv[1:])
+    except KeyboardInterrupt:
+        click.echo("ackstore: aborted", err=True)
+        code = 1
+    sys.exit(code)

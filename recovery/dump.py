@@ -32,6 +32,7 @@ from ackstore import (
 )
 from ackstore.cursor import Cursor
 from ackstore.history import iso
+from ackstore.storage.fileio import temporary
 
 __all__ = ["DumpError", "dump_lines", "write_dump", "restore", "DUMP_FORMAT"]
 
@@ -219,15 +220,16 @@ def restore(dump: IO[str], dest: Path, sync: bool = True) -> dict[str, int]:
     if os.path.lexists(tmp):  # another restore's, or one that was killed: never removed unseen
         raise DumpError(f"{tmp} exists (a restore running, or one that was killed); remove it and restore again")
     counts = {"topics": 0, "cursors": 0, "ranges": 0, "batches": 0, "deliveries": 0, "history": 0}
-    try:
-        with AckStore.open(tmp, sync=sync) as store:
-            _apply(store, _parse(dump), counts)
-        if dest.exists():
-            dest.rmdir()
-        tmp.rename(dest)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    with temporary(tmp):
+        try:
+            with AckStore.open(tmp, sync=sync) as store:
+                _apply(store, _parse(dump), counts)
+            if dest.exists():
+                dest.rmdir()
+            tmp.rename(dest)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
     return counts
 
 

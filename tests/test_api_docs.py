@@ -73,10 +73,10 @@ def _undocumented() -> list[str]:
     import importlib
 
     import pdoc.doc
-    from ackstore.tools.apidoc import _resolve_named_tuples, internal, modules
+    from ackstore.tools.apidoc import internal, modules, resolve_names
 
     names = modules()
-    _resolve_named_tuples(names)
+    resolve_names(names)
     docs = {name: pdoc.doc.Module(importlib.import_module(name)) for name in names}
     # a re-exported variable is documented where it is defined: pdoc cannot say where that is
     defined = {(v.name, id(v.default_value)) for m in docs.values() for v in m.variables if (v.docstring or "").strip()}

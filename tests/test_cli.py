@@ -166,6 +166,41 @@ def test_newer_format_is_refused(store_path: Path, run) -> None:  # type: ignore
     assert code == 1 and "format version 99" in _one_line_error(err)
 
 
+@pytest.mark.parametrize("older", [9, 10, 11, 12])
+def test_a_command_that_changes_nothing_leaves_an_older_store_at_its_format(store_path: Path, run, older) -> None:  # type: ignore[no-untyped-def]
+    """A writer's open of an older store writes nothing until its first real write: a
+    rewind refused, a delete of a cursor that does not exist, a delete answered "no", an
+    open and close that changed nothing all leave the store at its format, so the older
+    ackstore still opens it. The first write raises it (and makes the history database),
+    in the same transaction."""
+    _make(store_path)
+    rawlog.set_format(store_path, older)
+    attempts = [
+        ("rewind", store_path, "--cursor", f"{T}/a", "--to", "0", "--yes"),
+        ("delete-cursor", store_path, T, "nobody", "--yes"),
+        ("delete-topic", store_path, "no-such-topic", "--yes"),
+    ]
+    for args in attempts:
+        code, _, err = run(*args)
+        assert code == 1, (args, err)
+    declined = subprocess.run(
+        [sys.executable, "-m", "ackstore.recovery", "delete-cursor", str(store_path), T, "a"],
+        input="n\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert declined.returncode == 1, declined.stderr
+    with AckStore.open(store_path) as store:
+        assert store.topic(T).cursor("a").ack_range_count > 0  # read, nothing changed
+    with AckStore.open(store_path, readonly=True) as store:
+        assert store.format_version == older
+    with AckStore.open(store_path) as store:
+        store.topic(T).cursor("a").ack(Position(5, 1))
+    with AckStore.open(store_path, readonly=True) as store:
+        assert store.format_version == 13 and store.storage.history_db is not None
+
+
 HOLD = """
 import sys, time
 from ackstore import AckStore

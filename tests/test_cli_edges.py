@@ -35,6 +35,13 @@ def _sh(command: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["bash", "-c", command.replace("ACK", tool)], capture_output=True, text=True, cwd=ROOT)
 
 
+def _tool(*args: object) -> subprocess.CompletedProcess[str]:
+    """The tool run as ``python -m ackstore.recovery ARGS``, its output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "ackstore.recovery", *map(str, args)], capture_output=True, text=True, timeout=120
+    )
+
+
 def _clean(err: str) -> None:
     assert "Traceback" not in err, err
     assert len(err.strip().splitlines()) <= 1, err
@@ -124,9 +131,9 @@ def test_ctrl_c_is_one_line_and_leaves_nothing(tmp_path: Path) -> None:
 
 CTRL_C_IN_IMPORT = r"""
 import sys
-class CtrlC:  # a Ctrl-C while the tool imports its modules (here: the moment lmdb is imported)
+class CtrlC:  # a Ctrl-C while the tool imports its modules (here: the moment click is imported)
     def find_spec(self, name, path=None, target=None):
-        if name == "lmdb":
+        if name == "click":
             raise KeyboardInterrupt
         return None
 sys.meta_path.insert(0, CtrlC())
@@ -290,3 +297,154 @@ def test_make_demo_and_make_run_end_with_what_a_person_needs(tmp_path: Path) -> 
         "audit: 24 stores, 48 cursors, 10,727 ranges; generate 8.1 s, compact 2.5 s, audit 6.5 s",
         "faults planted: 2, found 2; false positives: 0; cursors no spec made: 0",
     ]
+
+
+@pytest.mark.slow
+def test_sigterm_to_the_process_group_during_salvage_leaves_nothing(tmp_path: Path) -> None:
+    """A service manager's stop sends SIGTERM to the whole process group: the worker gets it
+    twice (directly, and passed on by the tool). The first starts its cleanup; the second
+    must not cut it short: one line, exit 1, neither NEW nor NEW.salvaging left, at every
+    moment tried."""
+    for attempt in range(2):
+        where = tmp_path / str(attempt)
+        where.mkdir()
+        tool = _salvage_under_way(where, stderr=subprocess.PIPE, start_new_session=True, preexec_fn=_interruptible)
+        time.sleep(0.05 * attempt)
+        os.killpg(tool.pid, signal.SIGTERM)
+        _, err = tool.communicate(timeout=60)
+        _clean(err)
+        assert tool.returncode == 1 and "aborted" in err, err
+        assert not (where / "new").exists() and not (where / "new.salvaging").exists(), attempt
+
+
+CTRL_C_IN_PYTHON_M = r"""
+import runpy, sys
+MODULE = sys.argv[1]
+class CtrlC:  # a Ctrl-C the moment `python -m ackstore.recovery` imports one of its modules
+    def find_spec(self, name, path=None, target=None):
+        if name == MODULE:
+            raise KeyboardInterrupt
+        return None
+sys.meta_path.insert(0, CtrlC())
+sys.argv = ["-m", "stat", sys.argv[2]]
+runpy.run_module("ackstore.recovery", run_name="__main__", alter_sys=True)
+"""
+
+
+@pytest.mark.parametrize("module", ["lmdb", "click", "ackstore.recovery.cli", "ackstore.store", "pyroaring"])
+def test_ctrl_c_while_python_m_imports_the_tool_is_one_line(store: Path, module: str) -> None:
+    """``python -m ackstore.recovery`` imports the package first (which imports nothing
+    heavy), then the tool in its ``__main__``: a Ctrl-C while any of the tool's modules
+    loads is one line and exit 1, never a traceback."""
+    r = subprocess.run(
+        [sys.executable, "-c", CTRL_C_IN_PYTHON_M, module, str(store)], capture_output=True, text=True, timeout=60
+    )
+    assert (r.returncode, r.stderr) == (1, "ackstore: aborted\n")
+
+
+ABORTS = r"""
+import os, sys
+from ackstore.recovery import cli
+def main(argv):  # C code that writes to the standard error, then aborts (LMDB's assert on a damaged page)
+    os.write(2, b"mdb.c:1234: Assertion 'IS_LEAF(mp)' failed in mdb_cursor_next()\n")
+    os.abort()
+cli.main = main
+sys.exit(cli.guarded([]))
+"""
+
+
+def test_what_c_code_prints_before_an_abort_is_folded_into_the_one_line() -> None:
+    r = subprocess.run([sys.executable, "-c", ABORTS], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("ackstore: error: the store's file is damaged"), r.stderr
+    assert "SIGABRT: mdb.c:1234: Assertion 'IS_LEAF(mp)' failed" in r.stderr
+
+
+LEAVES = r"""
+import os, signal, sys
+from pathlib import Path
+from ackstore.recovery import cli
+from ackstore.storage.fileio import temporary
+def main(argv):  # a worker killed with a temporary file made, before its cleanup can run
+    with temporary(Path(argv[0])) as tmp:
+        tmp.write_text("half")
+        os.kill(os.getpid(), signal.SIGSEGV)
+cli.main = main
+sys.exit(cli.guarded([sys.argv[1]]))
+"""
+
+
+def test_a_worker_killed_by_a_signal_leaves_no_temporary_file(tmp_path: Path) -> None:
+    partial = tmp_path / "dest.mdb.partial"
+    r = subprocess.run([sys.executable, "-c", LEAVES, str(partial)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and "SIGSEGV" in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    assert not partial.exists()
+
+
+@pytest.mark.slow
+def test_every_command_walks_the_file_before_lmdb_reads_it(tmp_path: Path) -> None:
+    """A store of five cursors of scattered acks, a dozen of its pages zeroed in turn: every
+    reading command ends in one line (exit 0 or 1, never a traceback, never LMDB's own
+    text), leaves no temporary file, and what stat says agrees with what cursors says;
+    whenever check finds the file's structure damaged, so do stat and cursors."""
+    import random
+    import shutil
+
+    src = tmp_path / "s"
+    rng = random.Random(52)
+    with AckStore.open(src) as s:
+        topic = s.topic(T)
+        topic.add_ledger(1)
+        topic.close_ledger(1, 1_000_000)
+        topic.add_ledger(2)
+        curs = [topic.cursor(f"c{i}") for i in range(5)]
+        for _ in range(5):
+            for cur in curs:
+                cur.ack([Position(1, rng.randrange(1_000_000)) for _ in range(1000)])
+            s.flush()
+    pages = (src / "data.mdb").stat().st_size // 4096
+    for page in sorted(rng.sample(range(2, pages), 12)):
+        damaged = tmp_path / f"z{page}"
+        shutil.copytree(src, damaged)
+        with open(damaged / "data.mdb", "r+b") as f:
+            f.seek(page * 4096)
+            f.write(bytes(4096))
+        codes = {}
+        for command in ("stat", "cursors", "check", "dump", "copy"):
+            extra = {"dump": ["-o", str(tmp_path / f"d{page}")], "copy": [str(tmp_path / f"c{page}.mdb")]}.get(
+                command, []
+            )
+            r = _tool(command, damaged, *extra)
+            _clean(r.stderr)
+            assert "mdb.c" not in r.stderr and r.returncode in (0, 1), (page, command, r.stderr)
+            codes[command] = (r.returncode, "B-tree is damaged" in r.stderr + r.stdout)
+            if command == "check":
+                assert "run 'ackstore check'" not in r.stdout, r.stdout  # check's advice is a step after it
+        assert codes["stat"] == codes["cursors"], (page, codes)
+        if codes["check"][1]:
+            assert codes["stat"] == (1, True), (page, codes)
+        assert not [p for p in tmp_path.iterdir() if p.name.endswith(".partial")], page
+
+
+def test_a_file_that_is_no_store_is_said_to_be_none_and_a_cut_one_says_what_works(store: Path, tmp_path: Path) -> None:
+    """A six-byte text file (or a store directory holding one as data.mdb) is not a store,
+    and every command says so, suggesting no repair; a real data file cut to a few bytes is
+    damaged past salvage, and the advice is a copy, never a salvage that would refuse."""
+    text = tmp_path / "six.txt"
+    text.write_text("hello\n")
+    folder = tmp_path / "sixdir"
+    folder.mkdir()
+    (folder / "data.mdb").write_text("hello\n")
+    cut = tmp_path / "cut"
+    cut.mkdir()
+    (cut / "data.mdb").write_bytes((store / "data.mdb").read_bytes()[:3000])
+    for target in (text, folder):
+        for command in ("stat", "cursors", "check", "salvage"):
+            extra = [str(tmp_path / f"new-{command}")] if command == "salvage" else []
+            r = _tool(command, target, *extra)
+            _clean(r.stderr)
+            assert r.returncode == 1 and "not" in r.stderr and "salvage" not in r.stderr, (command, r.stderr)
+    for command in ("stat", "check"):
+        r = _tool(command, cut)
+        said = r.stderr + r.stdout
+        assert r.returncode == 1 and "restore the store from a copy" in said and "salvage" not in said, said

@@ -547,10 +547,13 @@ def test_the_window_keeps_the_full_marker_its_oldest_point_needs() -> None:
     assert [x.seq for x in h.kept] == [8]
 
 
-def test_a_store_of_format_10_gains_the_history_database_at_a_writers_open(store_path: Path, clock: Clock) -> None:
+def test_a_store_of_format_10_gains_the_history_database_at_a_writers_first_write(
+    store_path: Path, clock: Clock
+) -> None:
     """A store an ackstore without history left (format 10, no ``history`` database) opens for
-    reading as it is; a writer creates the database and raises the store to format 11 (an
-    ackstore that would trim a window away then refuses it), and history works from there."""
+    reading as it is, and for writing too until something is written; the writer's first
+    write creates the database and raises the store to this format (an ackstore that would
+    trim a window away then refuses it), and history works from there."""
     import lmdb
 
     from ackstore.storage.records import FORMAT_VERSION
@@ -569,9 +572,11 @@ def test_a_store_of_format_10_gains_the_history_database_at_a_writers_open(store
         cur = store.topic(T).cursor("sub")
         assert cur.ack_range_count == 49 and cur.history() == []
     with AckStore.open(store_path) as store:
-        assert store.format_version == FORMAT_VERSION == 13 and store.storage.history_db is not None
+        assert store.format_version == 10 and store.storage.history_db is None
         cur = store.topic(T).cursor("sub")
-        cur.update_config(history_seconds=3600)
+        assert cur.history() == []
+        cur.update_config(history_seconds=3600)  # a write: the store is raised in its transaction
+        assert store.format_version == FORMAT_VERSION == 13 and store.storage.history_db is not None
         cur.ack([Position(1, 1)])
         store.flush()
         assert [p.ack_range_count for p in cur.history()] == [48]
@@ -788,3 +793,27 @@ def test_a_damaged_point_is_found_refused_and_counted(store_path: Path, tmp_path
     report = salvage(store_path, tmp_path / "new")
     (c,) = report.cursors
     assert (c.history_lost, c.history_damaged) == (6, 1)  # (the restore's flush at close is a point too)
+
+
+@pytest.mark.parametrize(
+    "when", [10**400, 2**63, 1e300, -0.5, datetime.min, datetime(1960, 1, 1, tzinfo=UTC)], ids=repr
+)
+def test_a_time_outside_the_calendar_is_a_typed_error_naming_it(store_path: Path, clock: Clock, when: Any) -> None:
+    """A restore, a look or ``ackstore rewind --to`` as of a time before 1970 or past 9999
+    (a huge int, an infinite-ish float, ``datetime.min``) is an InvalidArgumentError naming
+    it and the range allowed, never an OverflowError or ValueError from inside; nothing
+    changes, and the tool says so in one line, exit 2."""
+    from ackstore import InvalidArgumentError
+
+    with AckStore.open(store_path, sync=False) as store:
+        cur = _topic(store).cursor("c", HOUR)
+        cur.ack(Position(4, 1))
+        store.flush()
+        before = _state(cur)
+        for call in (cur.restore_as_of, cur.snapshot_as_of):
+            with pytest.raises(InvalidArgumentError, match=r"allowed a Unix time from 0 .1970-01-01. to 253402300799"):
+                call(when)
+        assert _state(cur) == before and not cur.dirty
+    text = when.isoformat() if isinstance(when, datetime) else repr(when)
+    r = _cli("rewind", store_path, "--cursor", f"{T}/c", "--to", text, "--yes")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "allowed a Unix time" in r.stderr, r.stderr

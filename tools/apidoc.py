@@ -70,13 +70,18 @@ def modules() -> list[str]:
     return sorted(names)
 
 
-def _resolve_named_tuples(names: list[str]) -> None:
-    """A NamedTuple's generated constructor holds its field annotations as strings to be
-    resolved in a namespace of its own, where the module's imports are not: hand it the
-    types its class resolves (in this process only)."""
+def resolve_names(names: list[str]) -> None:
+    """Make the modules ``names`` readable by pdoc (in this process only): a package's public
+    names it imports when first used are imported now, and a NamedTuple's generated
+    constructor, which holds its field annotations as strings to be resolved in a namespace
+    of its own where the module's imports are not, is handed the types its class resolves."""
     import importlib
     import typing
 
+    for name in names:
+        module = importlib.import_module(name)
+        for public in getattr(module, "__all__", ()):
+            getattr(module, public)
     for name in names:
         module = importlib.import_module(name)
         for value in vars(module).values():
@@ -92,7 +97,7 @@ def build(out: Path) -> int:
     import pdoc
 
     names = modules()
-    _resolve_named_tuples(names)
+    resolve_names(names)
     for name in names:  # in this process only: the page says it first
         module = importlib.import_module(name)
         if internal(name) and not (module.__doc__ or "").startswith(INTERNAL_NOTE):

@@ -24,7 +24,7 @@ import lmdb
 from ..errors import CorruptStoreError, InvalidArgumentError, NotAStoreError, StoreLockedError
 from ..history import drop_points
 from .catalog import Catalog
-from .fileio import create_new_file
+from .fileio import create_new_file, temporary
 from .lmdb_errors import translate
 from .lmdb_file import check_size, walk
 from .log import CursorLog
@@ -58,6 +58,8 @@ class Environment:
     store's changes come from another process: it never counts any)"""
     _lock_fd: int | None
     _walk_first: bool
+    _older: int | None
+    _history_missing: bool
 
     @classmethod
     def open(
@@ -83,6 +85,10 @@ class Environment:
         self.writes = 0
         self._lock_fd = None
         self._walk_first = walk_first
+        self._older = None
+        """the format of an older store this writer opened, until its first write raises it"""
+        self._history_missing = False
+        """that store has no history database: the first write makes it"""
         if path.exists() and not path.is_dir():
             if not readonly:
                 raise NotAStoreError(
@@ -150,14 +156,17 @@ class Environment:
             self.env = env
             self.catalog = Catalog(env, path, create=not has_meta)
             self.log_db = env.open_db(b"log", create=not has_meta)
-            self.history_db = self._history_db(env)
+            self.history_db = self._history_db(env, create=not has_meta)
             if not has_meta:
                 self.write(self.catalog.init)
             elif self.read(self.catalog.read_format) < FORMAT_VERSION and not self.readonly:
-                # this writer may write what an older ackstore cannot decode: checksum the
-                # catalog and raise the version so that one refuses the store
-                # (FormatVersionError) instead of misreading it
-                self.write(self.catalog.migrate)
+                # this writer may write what an older ackstore cannot decode: its first write
+                # checksums the catalog, makes the history database and raises the version
+                # (in that write's transaction), so that an older ackstore refuses the store
+                # (FormatVersionError) instead of misreading it; an open that writes nothing
+                # (a command refused or declined) leaves the store as it was
+                self._older = self.catalog.version
+                self._history_missing = self.history_db is None
         except BaseException as exc:
             env.close()
             self._release_writer_lock()
@@ -185,7 +194,7 @@ class Environment:
                     raise NotAStoreError(f"{self.path} holds an LMDB environment that is not an ackstore store")
             self.catalog = Catalog(env, self.path, create=False)
             self.log_db = env.open_db(b"log", create=False)
-            self.history_db = self._history_db(env)
+            self.history_db = self._history_db(env, create=False)
             self.read(self.catalog.read_format)
         except BaseException as exc:
             env.close()
@@ -238,27 +247,45 @@ class Environment:
             while True:
                 txn = self.env.begin(write=True)
                 try:
+                    if self._older is not None:
+                        self._raise_format(txn, self._older)
                     result = fn(txn)
                     self.writes += 1  # before the commit: a read that sees the count unchanged began before it
                     txn.commit()
+                    self._older, self._history_missing = None, False
                     return result
                 except lmdb.MapFullError:
-                    txn.abort()
+                    self._abort(txn)
                     self.grow()
                 except lmdb.Error as exc:
-                    txn.abort()
+                    self._abort(txn)
                     raise translate(exc, self.path, "writing to store") from exc
                 except BaseException:
-                    txn.abort()
+                    self._abort(txn)
                     raise
 
-    def _history_db(self, env: lmdb.Environment) -> lmdb._Database | None:
-        """The cursors' history points (``ackstore.history``): made on a writer's open (a
-        store older than it has none); None for a reader of a store that has none."""
+    def _abort(self, txn: lmdb.Transaction) -> None:
+        """Abort a write transaction; a history database it made is gone with it."""
+        txn.abort()
+        if self._history_missing:
+            self.history_db = None
+
+    def _history_db(self, env: lmdb.Environment, create: bool) -> lmdb._Database | None:
+        """The cursors' history points (``ackstore.history``); None for a store older than
+        them until a writer's first write makes it (:meth:`_raise_format`)."""
         try:
-            return env.open_db(b"history", create=not self.readonly)
+            return env.open_db(b"history", create=create)
         except lmdb.NotFoundError:
             return None
+
+    def _raise_format(self, txn: lmdb.Transaction, older: int) -> None:
+        """The first write to a store of an older format: in the same transaction, make the
+        history database if there is none, checksum the catalog and raise the version to
+        this one's (replayable: from the version the store had, ``older``)."""
+        if self._history_missing:  # (made again when the transaction is replayed)
+            self.history_db = self.env.open_db(b"history", txn=txn, create=True)
+        self.catalog.version = older
+        self.catalog.migrate(txn)
 
     def drop_cursors(self, tid: int, names: list[str]) -> int:
         """Remove cursors ``names`` of topic ``tid`` from the catalog with every record of their
@@ -331,20 +358,20 @@ class Environment:
         """Write a consistent single-file snapshot to ``dest`` (beside it, then renamed); its size."""
         if os.path.lexists(dest):
             raise InvalidArgumentError(f"copy destination {dest} exists; allowed: a path that does not exist yet")
-        tmp = dest.with_name(dest.name + ".partial")
-        fd = create_new_file(tmp)
-        try:
-            with self.lock:
-                self.env.copyfd(fd, compact=compact)
-            os.fsync(fd)
-        except BaseException as exc:
+        with temporary(dest.with_name(dest.name + ".partial")) as tmp:
+            fd = create_new_file(tmp)
+            try:
+                with self.lock:
+                    self.env.copyfd(fd, compact=compact)
+                os.fsync(fd)
+            except BaseException as exc:
+                os.close(fd)
+                tmp.unlink(missing_ok=True)
+                if isinstance(exc, (lmdb.Error, OSError)):
+                    raise translate(exc, dest.parent, f"copy of {self.path} to") from exc
+                raise
             os.close(fd)
-            tmp.unlink(missing_ok=True)
-            if isinstance(exc, (lmdb.Error, OSError)):
-                raise translate(exc, dest.parent, f"copy of {self.path} to") from exc
-            raise
-        os.close(fd)
-        os.replace(tmp, dest)
+            os.replace(tmp, dest)
         return dest.stat().st_size
 
     def close(self) -> None:

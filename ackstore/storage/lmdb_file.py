@@ -136,6 +136,14 @@ def _meta_at(raw: bytes, page: int) -> Meta | None:
     return Meta(page, version, free, main, last, txnid)
 
 
+def has_magic(f: Path) -> bool:
+    """True when the file starts as LMDB's first meta page does (its magic number), however
+    short or damaged the rest is."""
+    with open(f, "rb") as fh:
+        head = fh.read(16 + _META.size)
+    return len(head) >= 20 and struct.unpack_from("<I", head, 16)[0] == MAGIC
+
+
 def read_metas(path: str | os.PathLike[str]) -> list[Meta]:
     """The meta pages of the data file that pass their magic and page-size checks."""
     f = data_file(path)
@@ -183,8 +191,18 @@ def check_size(path: str | os.PathLike[str]) -> None:
     if size == 0:
         return  # a new environment
     if not metas:
+        if not has_magic(f):
+            raise NotAStoreError(
+                f"{f} is not a store: {size:,} bytes that are not an LMDB data file (no LMDB meta page); give a "
+                "store directory, or a single-file snapshot 'ackstore copy' made"
+            )
         if size < 2 * 4096:
-            raise CorruptStoreError(f"{f} is {size} bytes: too short for LMDB's two meta pages", path)
+            raise CorruptStoreError(
+                f"{f} is {size:,} bytes: too short for LMDB's two meta pages",
+                path,
+                hint="a copy cut off or a disk that filled, too short for anything in it to be read: restore the "
+                "store from a copy if there is one, else start a new one",
+            )
         raise NotAStoreError(f"{f} is not an LMDB data file (no valid meta page)")
     meta = current_meta(metas)
     roots = [db.root for db in (meta.free, meta.main) if db.root != INVALID_PGNO]
@@ -195,7 +213,11 @@ def check_size(path: str | os.PathLike[str]) -> None:
             f"{max(roots):,} of {meta.page_size} bytes ({need:,} bytes needed)",
             path,
             hint="a copy cut off or a disk that filled: restore the store from a copy if there is one, else "
-            "'ackstore salvage STORE NEW' brings back what the pages left hold",
+            + (
+                "'ackstore salvage STORE NEW' brings back what the pages left hold"
+                if size >= 2 * meta.page_size
+                else "start a new one (too little of it is left to read)"
+            ),
         )
 
 

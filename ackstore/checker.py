@@ -81,12 +81,11 @@ def check(
     called with ``(topic, cursor)`` after each cursor.
     """
     opened = not isinstance(store, AckStore)
-    unfixable = " (not fixed: an in-place repair could lose what the file still holds)" if fix else ""
     if opened:
         try:  # verify="all" walks the B-trees (our reader) before LMDB touches them
             s = AckStore.open(store, readonly=not fix, verify="all", create=False)  # type: ignore[arg-type]
         except CorruptStoreError as exc:
-            return [Finding("damaged-file", "", "", f"{exc}{unfixable}")]
+            return [_damaged_file(exc, fix)]
     else:
         s = store  # type: ignore[assignment]
         if fix and s.readonly:
@@ -94,7 +93,7 @@ def check(
         try:
             s.storage.walk()
         except CorruptStoreError as exc:
-            return [Finding("damaged-file", "", "", f"{exc}{unfixable}")]
+            return [_damaged_file(exc, fix)]
     try:
         findings: list[Finding] = []
         broken: list[tuple[Topic, str]] = []
@@ -218,6 +217,16 @@ def _check_in(
             if not 0 < mask < (1 << size) - 1 or e in la.bitmap:
                 add("bad-batch", f"partial batch at {ledger}:{e} is empty, full, or also acked whole", entry.seq)
     return out
+
+
+def _damaged_file(exc: CorruptStoreError, fix: bool) -> Finding:
+    """The finding of a file damaged past what check reads, with the next step that works
+    (never "run 'ackstore check'": this is it)."""
+    hint = exc.hint or ""
+    if not hint or "ackstore check" in hint:
+        hint = "'ackstore salvage STORE NEW' rebuilds what it still holds"
+    unfixable = " (not fixed: an in-place repair could lose what the file still holds)" if fix else ""
+    return Finding("damaged-file", "", "", f"{exc.detail}{unfixable}; {hint}")
 
 
 def _check_history(txn: lmdb.Transaction, s: AckStore, cid: int, add: Callable[..., None]) -> None:
