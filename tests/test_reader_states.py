@@ -293,3 +293,50 @@ def test_a_readers_cursor_read_ledger_by_ledger_answers_from_the_newest_flush_wh
     finally:
         proc.stdin.close()
         assert proc.wait(timeout=60) == 0
+
+
+TRIMMED_READER = r"""
+import sys
+from ackstore import AckStore, Position
+with AckStore.open(sys.argv[1], readonly=True) as store:
+    cur = store.topic("t").cursor("c")
+    print(cur.is_acked(Position(1, 4)), flush=True)
+    sys.stdin.readline()
+    print(cur.is_acked(Position(1, 4)), cur.mark_delete_position, store.topic("t").ledgers()[0][0], flush=True)
+"""
+
+
+def test_a_reader_moving_to_a_flush_under_a_trimmed_directory_reads_what_it_must(tmp_path: Path) -> None:
+    """The writer trims the ledger the reader's cursor has its mark-delete position in, then
+    an eviction writes a ledger's record back (the cursor's log changed, no new marker): the
+    reader moves to the newest state against the trimmed directory, which moves its
+    mark-delete position into the next ledger and reads that ledger from its record. That
+    read ran inside the transaction the move looked in, and waited for itself (a reader
+    that never answered); it now answers."""
+    from ackstore import CursorConfig
+
+    path = tmp_path / "s"
+    with AckStore.open(path, sync=False) as store:
+        topic = store.topic("t")
+        topic.add_ledger(0)
+        topic.close_ledger(0, 10)
+        topic.add_ledger(1)
+        topic.close_ledger(1, 1000)
+        topic.add_ledger(2)
+        cur = topic.cursor("c", CursorConfig(max_individual_ack_cache_bytes=300))
+        cur.ack([Position(0, 3), Position(0, 5)] + [Position(1, e) for e in range(1, 1000, 3)])
+        store.flush()
+        reader = subprocess.Popen(
+            [sys.executable, "-c", TRIMMED_READER, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        try:
+            assert reader.stdout is not None and reader.stdout.readline().strip() == "True"
+            topic.trim_ledgers(1)
+            before = cur.stats().write_backs
+            cur.ack([Position(1, 2)])
+            cur.ack([Position(2, e) for e in range(0, 3000, 2)])  # evicts ledger 1, dirty: written back
+            assert cur.stats().write_backs > before
+            out, _ = reader.communicate("go\n", timeout=60)
+        finally:
+            reader.kill()
+        assert out.split() == ["True", "1:-1", "1"]

@@ -28,7 +28,7 @@ from dataclasses import fields, replace
 from datetime import datetime
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, Protocol, TypeVar
 
 from pyroaring import BitMap
 
@@ -229,19 +229,26 @@ class Cursor(StoreSide):
     def _refresh(self) -> None:
         """Read-only: move the whole cursor to the writer's newest flush (the writer trimmed a
         record this state needs); CursorDeletedError when the writer deleted the cursor."""
-        self._store.storage.read(self._move)
+        self._load_newest(self._store.storage.read(self._newest))
 
-    def _move(self, txn: lmdb.Transaction) -> None:
-        """Read-only (lock held): adopt the newest flushed state as ``txn`` sees it, against
-        the topic's directory as ``txn`` sees it; CursorDeletedError when the writer deleted
-        the cursor (its catalog entry is gone or names another cursor id)."""
+    def _newest(self, txn: lmdb.Transaction) -> RecoveredState | None:
+        """Read-only (lock held): the newest flushed state as ``txn`` sees it, recovered
+        against the topic's directory as ``txn`` sees it (which the topic takes); None when
+        the writer deleted the cursor (its catalog entry is gone or names another cursor id)."""
         store = self._store
         if store.storage.catalog.cursor_id(txn, self._topic.topic_id, self.name) != self.cursor_id:
-            self.mark_deleted()
-            self._gone()
+            return None
         self._topic.reread_directory(txn)
         self._view = (txn.id(), self._log.newest(txn))
-        self._load(store.recover_log(txn, self._log, self._config, self._topic))
+        return store.recover_log(txn, self._log, self._config, self._topic)
+
+    def _load_newest(self, recovered: RecoveredState | None) -> None:
+        """Adopt what :meth:`_newest` read (outside its transaction: loading the state may
+        read records in transactions of its own)."""
+        if recovered is None:
+            self.mark_deleted()
+            self._gone()
+        self._load(recovered)
 
     def _catch_up(self) -> None:
         """Read-only (lock held), before every read: when the writer wrote this cursor's log
@@ -249,21 +256,24 @@ class Cursor(StoreSide):
         read is never older than the writer's newest flush when it began, and reads never go
         back. O(1) (one read transaction) when nothing was written; a move reads the cursor
         as a reopen would."""
-        self._store.storage.read(self._look)
+        moved = self._store.storage.read(self._look)
+        if moved is not False:
+            self._load_newest(moved)
 
-    def _look(self, txn: lmdb.Transaction) -> None:
+    def _look(self, txn: lmdb.Transaction) -> RecoveredState | Literal[False] | None:
+        """False when the cursor's log is as its state was read; else :meth:`_newest`."""
         seen, newest = self._view
         now = txn.id()
         if now == seen:
-            return
+            return False
         if self._log.newest(txn) == newest:
             self._view = (now, newest)
-            return
-        self._move(txn)
+            return False
+        return self._newest(txn)
 
     # -- liveness ------------------------------------------------------------------------------
 
-    def _gone(self) -> None:
+    def _gone(self) -> NoReturn:
         raise CursorDeletedError(
             f"cursor {self.name!r} of topic {self._topic.name!r} was deleted; "
             "topic.cursor(name) opens a new one under that name"
