@@ -303,6 +303,48 @@ def test_state_past_a_ledgers_end_is_dropped_when_the_ledger_is_left_out_of_the_
             crash(store)
 
 
+@pytest.mark.parametrize("load", ["lazy", "budget"])
+@pytest.mark.parametrize("cut", ["sealed", "bound"])
+def test_the_ledger_open_at_the_last_flush_is_checked_for_state_past_its_end_whatever_the_budget(
+    store_path: Path, load: str, cut: str
+) -> None:
+    """A one-byte budget (no record is read at open to fill it): the cursor's last flush
+    holds acks and a delivery count in the open ledger 3 and acks in sealed ledgers; a reset
+    held in memory forgets ledger 3, which is then sealed with no entries (or given a
+    durable bound below the acks, ``advance``), and the process crashes. That ledger is the
+    one a seal or a bound can cut below a flushed state (older ones were sealed before the
+    flush, within their bounds): the open checks it whatever the budget and the cursor drops
+    the state past its end, its range count, ranges, counts and memory agreeing (the open
+    may hold it beyond the budget until the next fit)."""
+    config = CursorConfig(full_marker_every=1, max_individual_ack_cache_bytes=1)
+    with AckStore.open(store_path, sync=False) as store:
+        topic = store.topic(T)
+        for ledger in range(3):
+            topic.add_ledger(ledger)
+            topic.close_ledger(ledger, 40)
+        topic.add_ledger(3)
+        cur = topic.cursor("c", config)
+        cur.ack([Position(0, 5), Position(0, 9), Position(1, 3), Position(3, 2), Position(3, 5), Position(3, 30)])
+        cur.record_deliveries([Position(3, 31), Position(3, 7)])
+        store.flush()
+        Dispatcher(cur, InMemoryLedgerReader(topic)).seek(Position(0, 3))  # in memory only
+        if cut == "sealed":
+            topic.close_ledger(3, 0)
+        else:
+            topic.advance(3, 10)  # the bound is durable at once: entries 0..10
+        crash(store)
+    kept = [(0, 5), (0, 9), (1, 3)] + ([] if cut == "sealed" else [(3, 2), (3, 5)])
+    with AckStore.open(store_path, load=load) as store:
+        cur = store.topic(T).cursor("c", config)
+        assert list(cur.ack_ranges()) == [(Position(*p), Position(*p)) for p in kept]
+        assert cur.ack_range_count == len(kept)
+        assert cur.delivery_counts() == ({} if cut == "sealed" else {Position(3, 7): 1})
+        assert not cur.is_acked(Position(3, 30))
+        cur._check()
+        cur.ack(Position(2, 1))  # a use fits the budget again
+        cur._check()
+
+
 def test_dump_and_restore_carry_the_bound_and_string_properties(store_path: Path, tmp_path: Path) -> None:
     import io
 

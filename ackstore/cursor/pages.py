@@ -82,6 +82,7 @@ class Pages(PagesFields):
         "on_load",
         "refresh",
         "generation",
+        "forced",
         "__weakref__",
     )
 
@@ -111,6 +112,9 @@ class Pages(PagesFields):
         """how many recovered states these pages were loaded from: a read-only cursor's refresh
         moves it to a newer flush whole, and a read that saw this change ran partly on the
         old state (the cursor runs it again)"""
+        self.forced: frozenset[int] = frozenset()
+        """ledgers the open loaded beyond the budget because they held state past their end
+        (the cursor dropped it): held until the next :meth:`fit_own`, which may evict them"""
         pool.members.add(self)
 
     def load(self, state: RecoveredState) -> None:
@@ -122,6 +126,7 @@ class Pages(PagesFields):
         if state.ledgers:
             cache.add_measured(state.ledgers)
         cache.swapped.update(state.swapped)
+        self.forced = frozenset(state.forced)
         self.index = state.resolved.index if state.resolved is not None else {}
         self.generation += 1
         self.settled()
@@ -307,6 +312,7 @@ class Pages(PagesFields):
             pool.fit(self, incoming, keep)
 
     def fit_own(self, incoming: int, keep: Iterable[int], budget: int | None) -> None:
+        self.forced = frozenset()  # the budget holds from here on
         cache = self.cache
         limit = cache.budget if budget is None else budget
         if cache.nbytes + incoming <= limit:
@@ -374,7 +380,8 @@ class Pages(PagesFields):
                     assert all(named.get(e) == n for e, n in la.counts_added.items()), ledger
         assert cache.nbytes >= exact, "the cache's running total undercounts"
         largest = max((la.nbytes() for la in cache.loaded.values()), default=0)
-        assert exact <= cache.budget + largest, (exact, cache.budget, largest)
+        forced = sum(cache.loaded[ledger].nbytes() for ledger in self.forced if ledger in cache.loaded)
+        assert exact <= cache.budget + largest + forced, (exact, cache.budget, largest, forced)
         for ledger in self.dirty:
             assert ledger in cache.loaded
         return total

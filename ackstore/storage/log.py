@@ -107,6 +107,7 @@ class RecoveredState:
     report: RecoveryReport = NO_RECOVERY
     slot: int = 1  # the state slot the next state marker must not overwrite (see read_slots)
     slots: int = 0  # which state slots hold a value, readable or not (bit 0, bit 1)
+    forced: set[int] = field(default_factory=set)  # loaded beyond the budget: state past their end
 
 
 SLOTS = (0, 1)
@@ -384,6 +385,17 @@ def _check_left(
                 raise CorruptRecordError(f"marker {marker_seq}: ledger {ledger}'s record {entry.seq} is missing")
 
 
+def _cut_candidate(index: dict[int, IndexEntry], md_ledger: int) -> int | None:
+    """The one ledger of a marker's index whose state may lie past its end however the
+    directory changed since (None: none but the mark-delete ledger's): its highest. A
+    flush wrote every ledger within the directory's bounds as they were then, and after it
+    only the ledger open then can be sealed, or given a durable bound (``topic.advance``),
+    below that state (after a reset held in memory only, and a crash); the marker's ledgers
+    are that one or older, all sealed before. O(ledgers)."""
+    last = max(index, default=None)
+    return None if last is None or last == md_ledger else last
+
+
 Ends = Callable[[list[tuple[int, int]]], list[int]]
 """which of ``(ledger, highest entry with state)`` hold state at or past the ledger's end, as
 the topic's directory says (:meth:`LedgerDirectory.past_end`)"""
@@ -397,7 +409,7 @@ def _load_lazily(
     budget: int | None,
     verify: str,
     ends: Ends | None,
-) -> tuple[dict[int, LedgerAcks], set[int], int]:
+) -> tuple[dict[int, LedgerAcks], set[int], int, set[int]]:
     """:func:`_load_records` for a lazy open: the records an eager open would decode
     (newest first, up to ``budget`` bytes of records, which are no more than the decoded
     state's; None: all) are read and checked without decoding (:func:`_peek_ledger`); the
@@ -427,6 +439,9 @@ def _load_lazily(
         _, highest, size = _peek_ledger(txn, db, cursor_id, entry, ledger, seq, within)
         read += size
         spans.append((ledger, highest))
+    last = _cut_candidate(index, md_ledger)
+    if ends is not None and last is not None and last not in {ledger for ledger, _ in spans}:
+        spans.append((last, _peek_ledger(txn, db, cursor_id, index[last], last, seq, within)[1]))
     _check_left(txn, db, cursor_id, seq, items if verify == "all" else items[stopped:], verify)
     if ends is not None and spans:
         clip += [(ledger, index[ledger]) for ledger in ends(spans)]
@@ -437,7 +452,7 @@ def _load_lazily(
         acks.size = acks.nbytes()
         decoded[ledger] = acks
         nbytes += size
-    return decoded, set(index).difference(decoded), nbytes
+    return decoded, set(index).difference(decoded), nbytes, set(decoded).difference((md_ledger,))
 
 
 def _load_records(
@@ -449,7 +464,7 @@ def _load_records(
     verify: str = "keys",
     lazy: bool = False,
     ends: Ends | None = None,
-) -> tuple[dict[int, LedgerAcks], set[int], int]:
+) -> tuple[dict[int, LedgerAcks], set[int], int, set[int]]:
     """Load records newest first until ``budget`` bytes are spent (None: all), or, ``lazy``,
     none that can wait.
 
@@ -468,7 +483,8 @@ def _load_records(
     that each exists (one page touched per record), ``"all"`` read and checksummed too
     (O(state)), ``"loaded"`` not at all (a damaged one then surfaces at swap-in). Returns
     the loaded ledgers in LRU order (least recently written first), the swapped-out ids,
-    and the bytes read.
+    the bytes read, and the ledgers loaded beyond the budget because they hold state past
+    their end (the cursor drops it; they may then be evicted).
     """
     if lazy:
         return _load_lazily(txn, db, cursor_id, resolved, budget, verify, ends)
@@ -482,15 +498,18 @@ def _load_records(
     spent = nbytes = 0
     full = budget is not None and budget <= 0  # the mark-delete ledger at most: the others wait
     left: list[tuple[int, IndexEntry]] = []
+    forced: set[int] = set()
+    last = _cut_candidate(index, md_ledger) if ends is not None else None
     for ledger, entry in order:
-        if not full or ledger == md_ledger:
+        if not full or ledger in (md_ledger, last):  # the last: read to see it is not cut
             acks, size = _read_ledger(txn, db, cursor_id, entry, ledger, resolved.seq, resolved.marker.ledgers)
             acks.size = acks.nbytes()
-            if budget is not None and spent + acks.size > budget and ledger != md_ledger and loaded:
+            if budget is not None and (full or spent + acks.size > budget) and ledger != md_ledger and loaded:
                 full = True  # the first that does not fit ends the loading (it was checked anyway)
                 if ends is None or not ends([(ledger, acks.highest())]):
                     swapped.add(ledger)
                     continue
+                forced.add(ledger)
                 # one holding state at or past its end stays, as a lazy open decodes it: the
                 # cursor drops that state at open, so its range count and reads agree
             spent += acks.size
@@ -502,7 +521,7 @@ def _load_records(
     _check_left(txn, db, cursor_id, resolved.seq, left, verify)
     # LRU order: least recently written first, the mark-delete ledger (loaded first) last
     split = 1 if loaded and loaded[0][0] == md_ledger else 0
-    return dict(loaded[split:][::-1] + loaded[:split]), swapped, nbytes
+    return dict(loaded[split:][::-1] + loaded[:split]), swapped, nbytes, forced
 
 
 def recover_cursor(
@@ -562,11 +581,13 @@ def recover_cursor(
             met_marker = True
             try:
                 resolved = resolve_marker(txn, db, cursor_id, seq, value)
-                ledgers, swapped, nbytes = _load_records(txn, db, cursor_id, resolved, budget, verify, lazy, ends)
+                ledgers, swapped, nbytes, forced = _load_records(
+                    txn, db, cursor_id, resolved, budget, verify, lazy, ends
+                )
             except CorruptRecordError as exc:
                 skipped.append(str(exc))
             else:
-                state = RecoveredState(resolved, ledgers, swapped)
+                state = RecoveredState(resolved, ledgers, swapped, forced=forced)
                 loaded = (seq, len(ledgers), nbytes)
                 if slot >= 0:  # the state recovered from: the next state marker keeps it
                     keep_slot = slot
