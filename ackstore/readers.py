@@ -110,17 +110,19 @@ class ReaderWatch:
         if found is None:
             self.oldest = None
             return None
-        key, behind = (found.pid, found.txnid), found.behind
-        self.oldest = replace(found, seconds=now - self.first_seen[key])
-        if behind > self.warn_after and key not in self.warned:
-            self.warned.add(key)
-            log.warning(
-                "ackstore: a reader of %s (pid %d) has held transaction %d for %d flushes: LMDB cannot reuse the "
-                "pages it sees, so the file grows until it ends its read transaction (a hung reader, a stopped "
-                "'ackstore copy'?)",
-                self.path,
-                found.pid,
-                found.txnid,
-                behind,
-            )
+        self.oldest = replace(found, seconds=now - self.first_seen[(found.pid, found.txnid)])
+        last = found.txnid + found.behind
+        for slot in slots:
+            key, behind = (slot.pid, slot.txnid), last - slot.txnid
+            if behind > self.warn_after and key not in self.warned:
+                self.warned.add(key)
+                log.warning(
+                    "ackstore: a reader of %s (pid %d) has held transaction %d for %d flushes: LMDB cannot reuse "
+                    "the pages it sees, so the file grows until it ends its read transaction (a hung reader, a "
+                    "stopped 'ackstore copy'?)",
+                    self.path,
+                    slot.pid,
+                    slot.txnid,
+                    behind,
+                )
         return self.oldest

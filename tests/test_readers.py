@@ -149,3 +149,77 @@ def test_a_long_reader_is_shown_and_warned_about_once(tmp_path: Path, caplog: py
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_of_several_readers_the_oldest_is_shown_and_each_is_warned_about_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Two reader processes, the first holding its transaction from the start, the second
+    from 150 flushes later: ``stats()``, the metric and ``ackstore stat`` name the first,
+    exactly as far behind as the flushes since its transaction; each reader is warned
+    about once, when it passes ``reader_warn_flushes``; when the first ends, the second is
+    the oldest."""
+    import logging
+
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from ackstore import Position
+    from ackstore.metrics import AckStoreCollector
+    from ackstore.readers import reader_slots
+
+    path = tmp_path / "store"
+    with AckStore.open(path, sync=False) as store:
+        store.topic(T).add_ledger(1)
+        store.topic(T).cursor("c")
+
+    def hold() -> subprocess.Popen[str]:
+        holder = subprocess.Popen(
+            [sys.executable, "-c", HOLDER, str(path)], stdout=subprocess.PIPE, text=True, cwd=ROOT
+        )
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "holding"
+        return holder
+
+    first = hold()
+    second = None
+    try:
+        with AckStore.open(path, sync=False, reader_warn_flushes=100) as store, caplog.at_level(logging.WARNING):
+            cur = store.topic(T).cursor("c")
+            for e in range(150):
+                cur.ack([Position(1, 2 * e)])
+                store.flush()
+            second = hold()
+            for e in range(150, 270):
+                cur.ack([Position(1, 2 * e)])
+                store.flush()
+            env = store.storage.env
+            held = {slot.pid: slot.txnid for slot in reader_slots(env)}
+            last = int(env.info()["last_txnid"])
+            assert held[second.pid] - held[first.pid] == 150
+            warned = [r.getMessage() for r in caplog.records if "has held transaction" in r.getMessage()]
+            assert sorted(m.split("(pid ")[1].split(")")[0] for m in warned) == sorted(
+                [str(first.pid), str(second.pid)]
+            ), warned
+            oldest = store.stats().oldest_reader
+            assert oldest is not None and (oldest.pid, oldest.txnid) == (first.pid, held[first.pid])
+            assert oldest.behind == last - held[first.pid] == 270
+            registry = CollectorRegistry()
+            registry.register(AckStoreCollector(store))
+            lines = generate_latest(registry).decode().splitlines()
+            (behind,) = [x for x in lines if x.startswith("ackstore_oldest_reader_transactions_behind ")]
+            assert float(behind.split()[1]) == 270.0
+            r = _cli("stat", path)
+            assert (
+                r.returncode == 0
+                and f"oldest reader: pid {first.pid}, sees transaction {held[first.pid]}, 270 " in (r.stdout)
+            ), r.stdout + r.stderr
+            os.kill(first.pid, signal.SIGKILL)
+            first.wait()
+            cur.ack([Position(1, 1)])
+            store.flush()
+            oldest = store.stats().oldest_reader
+            assert oldest is not None and oldest.pid == second.pid and oldest.behind == 121
+    finally:
+        for holder in (first, second):
+            if holder is not None:
+                holder.kill()
+                holder.wait()
