@@ -954,6 +954,8 @@ class Cursor(StoreSide):
             else:
                 held = self._pages._check(self._state.md, self._topic.directory)
                 self._state._check(held)
+                cfg = self._config
+                self._chain._check(cfg.full_marker_every, cfg.max_unacked_ranges_to_persist, self._pages.index)
                 if self.small is not None:
                     check_small(self.small, self._state.md)
             assert self.listed or not self.pending or self._store.readonly, "a pending cursor a flush would not visit"

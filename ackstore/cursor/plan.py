@@ -132,6 +132,27 @@ class MarkerChain(ChainFields):
             self.force_full = state.report.markers_skipped > 0
         self.persisted_ranges = ranges
 
+    def _check(self, every: int, limit: int, index: dict[int, IndexEntry]) -> None:
+        """Assert the chain's invariants: the sequences in order, the full marker cadence
+        (``every``), the PIP-299 cap (``limit``, 0: none) on what the newest marker
+        persisted, each index entry's acks since its record within the delta bound, the
+        slots, and the sequences a trim kept below its floor. (Whether a record the chain
+        needs lies below the floor unkept is the log's to say: a state slot holds its
+        state below the floor; the crash steps of the state machines read it back.)"""
+        assert self.full_seq <= self.marker_seq < self.next_seq or self.marker_seq < 0, (
+            self.full_seq,
+            self.marker_seq,
+            self.next_seq,
+        )
+        assert self.deltas <= every, (self.deltas, every)
+        assert not limit or self.persisted_ranges <= limit, (self.persisted_ranges, limit)
+        for ledger, entry in index.items():
+            since = len(entry.adds or ()) + len(entry.counts or ())
+            assert since <= lane.DELTA_MAX_ACKS, (ledger, since)
+        assert self.slot in (0, 1) and 0 <= self.slots <= 3, (self.slot, self.slots)
+        assert list(self.kept) == sorted(self.kept) and len(self.kept) <= lane.EXACT_TRIM, self.kept
+        assert self.floor < 0 or all(seq < self.floor for seq in self.kept), (self.kept, self.floor)
+
     def full_due(self, every: int) -> bool:
         """Whether the next marker must be full: a fresh log, after a fallback or a PIP-299
         marker, every ``every`` deltas, or when the chain outgrew its full marker. O(1)."""
