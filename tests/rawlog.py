@@ -215,3 +215,35 @@ def patch_node(
         fh.write(
             struct.pack("<HHHH", lo, hi, old_flags if flags is None else flags, old_ksize if ksize is None else ksize)
         )
+
+
+def drop_ledger(path: Path, topic_id: int, ledger: int) -> None:
+    """Remove ``ledger``'s directory entry and nothing else (as a buggy writer would)."""
+    from ackstore.storage.catalog import _LEDGER_KEY, Catalog
+
+    env = lmdb.open(str(path), max_dbs=8)
+    try:
+        catalog = Catalog(env, path, create=False)
+        with env.begin(write=True) as txn:
+            assert txn.delete(_LEDGER_KEY.pack(topic_id, ledger), db=catalog.ledgers_db), ledger
+    finally:
+        env.close()
+
+
+def forge(path: Path, seq: int, change: Callable[[object], None], cursor_id: int = 0) -> None:
+    """Decode record ``seq`` (a marker, or a ledger record's acks), let ``change`` edit it,
+    and write it back well formed and checksummed, as a buggy writer would have written it."""
+    from ackstore.storage.records import decode_ledger_owned, decode_marker, encode_ledger, encode_marker
+
+    def rewrite(raw: bytearray) -> None:
+        if record_type(bytes(raw)) == RECORD_MARKER:
+            marker = decode_marker(bytes(raw), seq)
+            change(marker)
+            value = encode_marker(marker)
+        else:
+            ledger, acks, owner = decode_ledger_owned(bytes(raw))
+            change(acks)
+            value = encode_ledger(ledger, acks, owner)
+        raw[:] = value
+
+    edit(path, seq, rewrite, cursor_id)

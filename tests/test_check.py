@@ -69,7 +69,8 @@ def test_planted_faults_are_found_and_fixed(
     else:
         assert state == expected_state
     assert len(rawlog.markers(store_path)) == 1  # the log was rewritten: one full marker, live records only
-    assert len(rawlog.records(store_path)) <= 1 + 3
+    ledgers = {first.ledger for first, _ in state[1]} | {p.ledger for p in state[2]}
+    assert len(rawlog.records(store_path)) == 1 + (len(ledgers) if layout == "marker" else 0)
 
 
 def test_invariant_faults_are_found(store_path: Path) -> None:
@@ -91,11 +92,130 @@ def test_invariant_faults_are_found(store_path: Path) -> None:
 
 
 def test_check_on_an_open_store_and_readonly_fix_refused(store_path: Path) -> None:
+    from ackstore import InvalidArgumentError
+
     _build(store_path)
     with AckStore.open(store_path, readonly=True) as store:
         assert check(store) == []
-        with pytest.raises(Exception, match="writable"):
+        with pytest.raises(InvalidArgumentError, match=r"check.fix=True. needs a writable store"):
             check(store, fix=True)
+
+
+def _plant(path: Path, acks: list[Position], batch: Position | None = None) -> tuple[int, dict[int, int]]:
+    """Topic ``t``: ledgers 1 and 2 sealed at 20 entries, 3 open; cursor ``c`` with ``acks``
+    (and a partial batch: index 1 of 4 at ``batch``), one flush in the marker layout. Its
+    marker's sequence, and each ledger's record's."""
+    from ackstore.cursor.lane import set_state_bound
+
+    before = set_state_bound(-1)
+    try:
+        with AckStore.open(path) as store:
+            topic = store.topic("t")
+            for ledger in (1, 2):
+                topic.add_ledger(ledger)
+                topic.close_ledger(ledger, 20)
+            topic.add_ledger(3)
+            cur = topic.cursor("c")
+            cur.ack(acks)
+            if batch is not None:
+                cur.ack_batch_index(batch, 4, [1])
+            store.flush()
+    finally:
+        set_state_bound(before)
+    (marker,) = rawlog.markers(path)
+    records = [seq for seq, t in rawlog.records(path) if t == RECORD_LEDGER]
+    from ackstore.storage.records import decode_ledger
+
+    env = __import__("lmdb").open(str(path), max_dbs=8, readonly=True)
+    with env.begin() as txn:
+        db = env.open_db(b"log", txn=txn)
+        by_ledger = {decode_ledger(txn.get(rawlog.log_key(0, seq), db=db))[0]: seq for seq in records}
+    env.close()
+    return marker, by_ledger
+
+
+def _set_md(md: tuple[int, int]):  # type: ignore[no-untyped-def]
+    def change(marker) -> None:  # type: ignore[no-untyped-def]
+        marker.mark_delete = md
+
+    return change
+
+
+def _kinds(path: Path) -> list[str]:
+    return sorted(f.kind for f in check(path))
+
+
+@pytest.mark.parametrize("ack,count,found", [(10, 10, ["beyond-ledger-end"]), (9, 10, [])])
+def test_beyond_a_ledgers_end_is_found_at_its_first_entry_past_it(
+    store_path: Path, ack: int, count: int, found: list[str]
+) -> None:
+    """An ack at the entry count (the first entry past a sealed ledger's end) is a finding;
+    one at the count less one is not."""
+    _plant(store_path, [Position(1, 3), Position(1, ack)])
+    rawlog.put_ledger_count(store_path, topic_id=0, ledger=1, count=count)
+    assert _kinds(store_path) == found
+
+
+@pytest.mark.parametrize("md,found", [((2, 5), ["at-or-below-mark-delete"]), ((2, 4), []), ((1, 19), [])])
+def test_an_ack_at_the_mark_delete_position_is_found_and_one_past_it_is_not(
+    store_path: Path, md: tuple[int, int], found: list[str]
+) -> None:
+    """Acks at 2:5 and 2:9 under a marker whose mark-delete position is 2:5 (a buggy writer's):
+    the ack at M is a finding; with M at 2:4 (the ack at M + 1) or in the ledger before, none."""
+    marker, _ = _plant(store_path, [Position(2, 5), Position(2, 9)])
+    rawlog.forge(store_path, marker, _set_md(md))
+    assert _kinds(store_path) == found
+
+
+@pytest.mark.parametrize("dropped,found", [(2, ["unknown-ledger"]), (1, [])])
+def test_acks_in_a_ledger_the_directory_lost_are_found(store_path: Path, dropped: int, found: list[str]) -> None:
+    """The directory entry of the ledger holding acks gone (the ledgers around it kept): a
+    finding; the entry of another ledger gone (the first: a trim), none."""
+    _plant(store_path, [Position(2, 5), Position(2, 9)])
+    rawlog.drop_ledger(store_path, topic_id=0, ledger=dropped)
+    assert _kinds(store_path) == found
+
+
+@pytest.mark.parametrize("md,dropped,found", [((2, 3), 2, ["mark-delete-outside-directory"]), ((1, 3), 1, [])])
+def test_a_mark_delete_position_in_a_ledger_the_directory_lost_is_found(
+    store_path: Path, md: tuple[int, int], dropped: int, found: list[str]
+) -> None:
+    """M in ledger 2, whose entry is gone while 1 and 3 stay: a finding. M in ledger 1, whose
+    entry is gone as a trim takes it (the first ledger): none."""
+    marker, _ = _plant(store_path, [Position(3, 5)])
+    rawlog.forge(store_path, marker, _set_md(md))
+    rawlog.drop_ledger(store_path, topic_id=0, ledger=dropped)
+    assert _kinds(store_path) == found
+
+
+@pytest.mark.parametrize(
+    "how,found", [("empty", ["bad-batch"]), ("full", ["bad-batch"]), ("acked", ["bad-batch"]), ("partial", [])]
+)
+def test_a_batch_that_is_empty_full_or_acked_whole_is_found(store_path: Path, how: str, found: list[str]) -> None:
+    """A ledger record whose partial batch at 2:7 has no index acked, every index, or whose
+    entry is also acked whole (the marker counting its ranges so): a finding each; the
+    partial batch as written (index 1 of 4), none."""
+    marker, records = _plant(store_path, [Position(2, 2)], batch=Position(2, 7))
+
+    def change(acks) -> None:  # type: ignore[no-untyped-def]
+        size = acks.batches[7][0]
+        if how == "empty":
+            acks.own_batches()[7] = (size, 0)
+        elif how == "full":
+            acks.own_batches()[7] = (size, (1 << size) - 1)
+        elif how == "acked":  # the bitmap alone: LedgerAcks.add would take the batch away, as it should
+            acks.bitmap.add(7)
+            acks.runs += 1
+
+    rawlog.forge(store_path, records[2], change)
+    if how == "acked":
+
+        def runs(marker) -> None:  # type: ignore[no-untyped-def]
+            entry = marker.index[2]
+            marker.index[2] = entry._replace(runs=entry.runs + 1)
+
+        rawlog.forge(store_path, marker, runs)
+    assert _kinds(store_path) == found
 
 
 @pytest.mark.parametrize("key", [b"next_cursor", b"next_topic"])

@@ -53,14 +53,23 @@ def _store(path: Path, limit: int = 2):  # type: ignore[no-untyped-def]
     return store, topic, topic.cursor("c", CursorConfig(max_deliveries=limit))
 
 
-def _scrape(store: AckStore, d: Dispatcher) -> str:
+def _scrape(store: AckStore, d: Dispatcher) -> dict[str, float]:
+    """The dispatcher's samples of one scrape, parsed: ``{sample name: value}`` (each
+    ``ackstore_dispatcher_*`` sample has this one dispatcher's labels)."""
     from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
 
     from ackstore.metrics import AckStoreCollector
 
     registry = CollectorRegistry()
     registry.register(AckStoreCollector(store, dispatchers=[d]))
-    return generate_latest(registry).decode()
+    samples = {}
+    for family in text_string_to_metric_families(generate_latest(registry).decode()):
+        for sample in family.samples:
+            if sample.name.startswith("ackstore_dispatcher_"):
+                assert sample.name not in samples, sample  # one dispatcher: one sample a name
+                samples[sample.name] = sample.value
+    return samples
 
 
 def _fail_all(d: Dispatcher, entries: list[Entry]) -> None:
@@ -83,8 +92,8 @@ def test_a_dead_letter_that_fails_leaves_its_entries_due_and_the_next_read_tries
         assert d.stats()["dead_letter_due"] == 3 and d.stats()["dead_letter_failures"] == 1
         assert not any(cur.is_acked(P(1, e)) for e in range(3))
         scrape = _scrape(store, d)
-        assert "ackstore_dispatcher_dead_letter_due{" in scrape and "} 3.0" in scrape.split("dead_letter_due{")[1]
-        assert "} 1.0" in scrape.split("ackstore_dispatcher_dead_letter_failures_total{")[1]
+        assert scrape["ackstore_dispatcher_dead_letter_due"] == 3.0
+        assert scrape["ackstore_dispatcher_dead_letter_failures_total"] == 1.0
         asyncio.run(d.read_more(2))  # the next read tries again: every due entry goes
         assert dlq.received == [(P(1, 0), 2), (P(1, 1), 2), (P(1, 2), 2)]
         assert all(cur.is_acked(P(1, e)) for e in range(3)) and cur.mark_delete_position == P(1, 2)
@@ -150,15 +159,25 @@ def test_dead_letter_must_be_a_coroutine_function(store_path: Path) -> None:
             with pytest.raises(InvalidTypeError, match="dead_letter must be a coroutine function"):
                 Dispatcher(cur, reader, dead_letter=bad)  # type: ignore[arg-type]
 
+        called: list[tuple[str, Position, int]] = []
+
         async def send(entry: Entry, count: int, where: str) -> None:
-            return None
+            called.append((where, entry.position, count))
 
         class Sender:
             async def __call__(self, entry: Entry, count: int) -> None:
-                return None
+                called.append(("object", entry.position, count))
 
-        for good in (DeadLetterTopic().send, functools.partial(send, where="dlq"), Sender()):
-            Dispatcher(cur, reader, dead_letter=good)
+        topic_dlq = DeadLetterTopic()
+        goods = (topic_dlq.send, functools.partial(send, where="partial"), Sender())
+        for e, good in enumerate(goods):  # each one taken, and called when an entry reaches the limit
+            cur.update_config(max_deliveries=1)
+            d = Dispatcher(cur, reader, dead_letter=good)
+            _fail_all(d, asyncio.run(d.read_more(1)))  # delivery 1 of 1:e, released: at the limit
+            asyncio.run(d.dead_letter_due())
+            assert cur.is_acked(P(1, e)) and cur.mark_delete_position == P(1, e)
+        assert topic_dlq.received == [(P(1, 0), 1)]
+        assert called == [("partial", P(1, 1), 1), ("object", P(1, 2), 1)]
 
 
 def test_redeliver_refuses_a_position_the_log_never_had(store_path: Path) -> None:

@@ -324,7 +324,9 @@ def test_the_tools_carry_counts_dump_restore_compact_salvage_check_stat(tmp_path
     with AckStore.open(path) as store:
         store.compact()
     assert counts_of(path) == expected and check(path) == []
-    salvage(path, tmp_path / "v")
+    report = salvage(path, tmp_path / "v")
+    (c,) = report.cursors
+    assert c.complete and c.problems == () and c.doubts == () and report.damage == []
     assert counts_of(tmp_path / "v") == expected
 
 
@@ -349,3 +351,45 @@ def test_a_record_counting_an_acked_entry_is_damage() -> None:
     la.counts[2] = 1  # a writer never leaves a count on an acked entry
     with pytest.raises(CorruptRecordError, match="acknowledged entry"):
         decode_ledger_owned(encode_ledger(7, la, 1))
+
+
+def test_redeliveries_count_each_delivery_of_an_entry_delivered_before(store_path: Path) -> None:
+    """``stats().redeliveries`` and the metric count deliveries of entries delivered before
+    (a first delivery, or one of an acked entry, is not one), by ``record_deliveries`` and
+    through a Dispatcher's replay; they live in memory (a reopen starts at 0)."""
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from ackstore import Dispatcher
+    from ackstore.metrics import AckStoreCollector
+    from ackstore.testing import InMemoryLedgerReader
+
+    def scraped(store: AckStore) -> float:
+        registry = CollectorRegistry()
+        registry.register(AckStoreCollector(store))
+        (value,) = [
+            sample.value
+            for family in text_string_to_metric_families(generate_latest(registry).decode())
+            for sample in family.samples
+            if sample.name == "ackstore_cursor_redeliveries_total" and sample.labels["subscription"] == "c"
+        ]
+        return value
+
+    with AckStore.open(store_path) as store:
+        topic = _topic(store)
+        cur = topic.cursor("c")
+        assert cur.record_deliveries([P(1, 1), P(1, 2)]) == [1, 1] and cur.stats().redeliveries == 0
+        assert cur.record_deliveries([P(1, 1)]) == [2] and cur.stats().redeliveries == 1
+        assert cur.record_deliveries([P(1, 1), P(1, 1), P(1, 3)]) == [3, 4, 1] and cur.stats().redeliveries == 3
+        cur.ack(P(1, 1))
+        assert cur.record_deliveries([P(1, 1)]) == [0] and cur.stats().redeliveries == 3
+        assert scraped(store) == 3.0
+        d = Dispatcher(cur, InMemoryLedgerReader(topic))
+        read = asyncio.run(d.read_more(5))  # 1:0, 1:2 (a second time), 1:3 (a second), 1:4, 1:5
+        assert [e.position for e in read] == [P(1, 0), P(1, 2), P(1, 3), P(1, 4), P(1, 5)]
+        assert cur.stats().redeliveries == 5
+        d.redeliver([P(1, 4)])
+        assert [e.position for e in asyncio.run(d.replay_read(5))] == [P(1, 4)]
+        assert cur.stats().redeliveries == 6 and scraped(store) == 6.0
+    with AckStore.open(store_path) as store:
+        assert _topic(store).cursor("c").stats().redeliveries == 0

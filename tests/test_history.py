@@ -40,8 +40,10 @@ class Clock:
     start at fixed moments and move only when told."""
 
     def __init__(self) -> None:
+        from ackstore import history
+
         self.now = 1_800_000_000.0
-        self.steady = 1_000.0
+        self.steady = history._elapsed()  # where the real one is: the tool run in another process reads that
 
     def __call__(self) -> float:
         return self.now

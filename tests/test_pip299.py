@@ -70,6 +70,48 @@ def test_limit_zero_means_no_limit(store_path: Path) -> None:
         cur.ack([Position(1, e) for e in range(1, 100, 2)])
         store.flush()
         assert not cur.stats().truncated and not cur.is_blocked_on_ack_state_persistent
+        expected = list(cur.ack_ranges())
+        testing.crash(store)
+    with AckStore.open(store_path) as store:
+        cur = store.topic(T).cursor("sub")
+        assert list(cur.ack_ranges()) == expected and len(expected) == 50
+        assert not cur.stats().truncated and not cur.is_blocked_on_ack_state_persistent
+
+
+@pytest.mark.parametrize("cap", [3, 4, 5, 7, 8, 9])
+def test_the_cap_cuts_across_ledgers_at_its_exact_count_and_a_crash_keeps_exactly_that(
+    store_path: Path, cap: int
+) -> None:
+    """Eight ranges over three ledgers (3 in ledger 1, 3 in ledger 2, 2 in ledger 3): a cap
+    at a ledger's last range keeps that ledger whole and the next one not at all, a cap
+    inside a ledger cuts it there, a ledger wholly above the cap persists nothing, and a cap
+    at the count or over it persists everything (not truncated). After a crash the cursor
+    holds exactly the lowest ``cap`` ranges, its flags as the reopen computes them."""
+    config = CursorConfig(max_unacked_ranges_to_persist=cap, dispatcher_pause_on_ack_state_persistent=True)
+    with AckStore.open(store_path) as store:
+        cur = _cursor(store, config)
+        cur.ack([Position(1, e) for e in (1, 3, 5)] + [Position(2, e) for e in (1, 3, 5)] + [Position(3, 1)])
+        cur.ack_entries(3, [3])
+        ranges = list(cur.ack_ranges())
+        assert len(ranges) == 8
+        store.flush()
+        stats = cur.stats()
+        assert (stats.truncated, stats.persisted_ranges, stats.ranges_over_limit) == (
+            cap < 8,
+            min(cap, 8),
+            max(8 - cap, 0),
+        )
+        assert cur.is_blocked_on_ack_state_persistent == (cap < 8)
+        testing.crash(store)
+    with AckStore.open(store_path) as store:
+        cur = store.topic(T).cursor("sub")
+        assert list(cur.ack_ranges()) == ranges[:cap]
+        stats = cur.stats()
+        assert (stats.truncated, cur.ack_range_count, cur.is_blocked_on_ack_state_persistent) == (
+            cap < 8,
+            min(cap, 8),
+            False,
+        )
 
 
 def test_pause_on_and_unpause_by_acks_and_by_turning_it_off(store_path: Path) -> None:

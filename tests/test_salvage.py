@@ -95,7 +95,7 @@ def test_salvage_recovers_what_damaged_branch_keys_hide(tmp_path: Path) -> None:
     assert _state(tmp_path / "new") == history[-1]
 
 
-@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("seed", range(12))
 def test_salvage_gives_a_flushed_state_after_byte_damage(tmp_path: Path, seed: int) -> None:
     """Every cursor comes back as it was after SOME flush (the newest whose records
     survive), and the report says when that is not the newest."""
@@ -114,17 +114,21 @@ def test_salvage_gives_a_flushed_state_after_byte_damage(tmp_path: Path, seed: i
     (damaged / "data.mdb").write_bytes(bytes(raw))
     report = salvage(damaged, tmp_path / "new")
     with AckStore.open(tmp_path / "new", readonly=True) as store:  # a topic whose entry was lost has a placeholder
-        got = {c: s for topic in {c.topic for c in report.cursors} for c, s in _state_of(store, topic).items()}
-    assert sorted(got) == sorted(c.cursor for c in report.cursors)
+        got = {(t, c): s for t in {c.topic for c in report.cursors} for c, s in _state_of(store, t).items()}
+    assert sorted(got) == sorted((c.topic, c.cursor) for c in report.cursors)
     for c in report.cursors:
         # a cursor whose catalog entry was lost comes back under a placeholder name: any cursor's
         states = [h[c.cursor] for h in history] if c.cursor in history[0] else [s for h in history for s in h.values()]
+        state = got[(c.topic, c.cursor)]
         if c.marker_seq >= 0:
-            # a flushed state, never a mix; "complete" cannot see a flush whose every record
-            # was destroyed, so an older state may come back without a trace of the newer one
-            assert got[c.cursor] in states, f"seed {seed}: {c.cursor} is no flushed state"
+            assert state in states, f"seed {seed}: {c.cursor} is no flushed state"  # never a mix
         else:
-            assert got[c.cursor][2] == []
+            assert state[2] == []
+        if c.complete:  # proven the newest: it is the state the last flush wrote
+            assert c.cursor in history[-1] and state == history[-1][c.cursor], (seed, c)
+            assert c.marker_seq == c.newest_marker_seen and not c.doubts and not c.problems
+        else:  # and the report says why not
+            assert c.marker_seq < c.newest_marker_seen or c.doubts or c.problems or c.marker_seq < 0, (seed, c)
 
 
 def test_salvage_never_revives_what_a_committed_transaction_removed(tmp_path: Path) -> None:

@@ -26,6 +26,8 @@ from ackstore import AckStore, AckStoreError, CursorConfig, Dispatcher, HistoryR
 from ackstore import flush as group_flush
 from ackstore.cursor.lane import STATE_MAX_RUNS, set_state_bound
 from ackstore.stats import CURSOR_FIGURES
+from ackstore.storage.log import CursorLog
+from ackstore.storage.records import RECORD_MARKER, record_type
 from ackstore.testing import InMemoryLedgerReader
 
 from .lane_twins import lanes_agree
@@ -79,6 +81,9 @@ for line in sys.stdin:
 """
 _reader: subprocess.Popen[str] | None = None
 
+REACHED: dict[str, list[frozenset[str]]] = {}
+"""per machine, what each example it ran reached (its ``ran`` at teardown)"""
+
 
 def _ask_reader(*command: object) -> Any:
     """Send one command to the session's reader process; its answer."""
@@ -128,8 +133,8 @@ class AckStoreMachine(RuleBasedStateMachine):
     #: the state layout's bound the run starts with (see the ``layout`` rule)
     state_bound = STATE_MAX_RUNS
 
-    @initialize()
-    def setup(self) -> None:
+    @initialize(data=st.data())
+    def setup(self, data: st.DataObject) -> None:
         self._bound = set_state_bound(self.state_bound)
         self.dir = Path(tempfile.mkdtemp(prefix="ackstore-sm-"))
         self.model = TopicModel(limit=self.config.max_unacked_ranges_to_persist)
@@ -137,18 +142,47 @@ class AckStoreMachine(RuleBasedStateMachine):
         self._attach()
         for name in CURSORS:
             self.model.cursors[name] = CursorModel()
-        #: every flushed state the writer left, oldest first (what a reader may show)
+        #: every flushed state the writer left, oldest first (what a reader may show), and
+        #: each cursor's newest marker when the last was taken
         self.flushes: list[dict[str, CursorModel]] = [{}]
+        self.marked: dict[str, int] = {}
         #: acks a steady consumer holds back, made a round later
         self.held: dict[str, list[tuple[int, int]]] = {}
-        #: the reader's directory as it opened it, and per cursor the directory it last
-        #: moved to a newer flush with (the writer's then)
+        #: the reader's directory as it opened it, and per cursor the directories it may have
+        #: read its state with (its own from its open, or the writer's when it moved)
         self.reader_directory: TopicModel | None = None
-        self.reader_seen: dict[str, TopicModel] = {}
+        self.reader_seen: dict[str, list[TopicModel]] = {}
         #: per cursor that keeps history, each kept point's time and the state its flush
         #: wrote (what a restore to it must give back)
         self.points: dict[str, dict[float, CursorModel]] = {}
         self.seen_points: dict[str, int] = {}
+        #: what this example reached (Hypothesis events at teardown, and ``REACHED``)
+        self.ran: set[str] = set()
+        self._opening(data)
+
+    def _opening(self, data: st.DataObject) -> None:
+        """Every example starts deep: 3-4 ledgers (all but the last sealed), acks over all of
+        them in every cursor (holes between), a flush and a crash, more acks, a flush and a
+        reopen, more acks: the rules that follow start from a recovered state of many ranges
+        (more than a PIP-299 cap keeps, when there is one)."""
+        m = self.model
+        for _ in range(data.draw(st.integers(3, 4))):
+            if m.ledgers:
+                self.close_ledger(ENTRIES)
+            self.add_ledger(1)
+        for restart in (self.crash, self.reopen, None):
+            for name in CURSORS:
+                positions = [
+                    self._position(data, bad=False, ledger=ledger, name=name)
+                    for ledger in m.ids()
+                    for _ in range(data.draw(st.integers(1, 4)))
+                ]
+                self._ack(name, positions)
+                self.ack_batch_index(name, data, data.draw(st.integers(2, 6)))
+                self.record_deliveries(name, data, data.draw(st.integers(1, 3)))
+            if restart is not None:
+                self.flush(group_flush.CHUNK)
+                restart(data.draw(st.sampled_from(["budget", "lazy"])), data.draw(st.booleans()))
 
     def _points(self) -> None:
         """After a flush (or the close before a reopen): each cursor that got a new history
@@ -166,7 +200,29 @@ class AckStoreMachine(RuleBasedStateMachine):
         flush wrote it: its marker holds the mark-delete position the writer's directory
         gave then (past a sealed ledger wholly acked or empty), whatever the reader's says."""
         m = self.model
-        self.flushes.append({name: replace(copy.deepcopy(c), floor=m.md(c)) for name, c in m.flushed.items()})
+        marked = self._markers()
+        before = self.flushes[-1]
+        self.flushes.append(
+            {
+                name: before[name]
+                if name in before and marked.get(name) == self.marked.get(name)  # not written: the marker it had
+                else replace(copy.deepcopy(c), floor=m.md(c))
+                for name, c in m.flushed.items()
+            }
+        )
+        self.marked = marked
+
+    def _markers(self) -> dict[str, int]:
+        """Each cursor's newest marker in the store (the sequence: a flush that wrote the
+        cursor raises it; one that did not, or an eviction's write-back, leaves it)."""
+        db = self.store.storage.log_db
+
+        def newest(txn: Any, cid: int) -> int:
+            seqs = [seq for seq, value in CursorLog(db, cid).records(txn) if record_type(value) == RECORD_MARKER]
+            return max(seqs, default=-1)
+
+        cursors = {name: cur.cursor_id for name, cur in self.cursors.items()}
+        return self.store.storage.read(lambda txn: {name: newest(txn, cid) for name, cid in cursors.items()})
 
     def _attach(self, bulk: bool = False) -> None:
         self.topic = self.store.topic(TOPIC)
@@ -184,6 +240,10 @@ class AckStoreMachine(RuleBasedStateMachine):
         return ENTRIES + 1 if self.model.confirmed is None else self.model.confirmed + 1
 
     def teardown(self) -> None:
+        if hasattr(self, "ran"):
+            for what in sorted(self.ran):
+                event(what)
+            REACHED.setdefault(type(self).__name__, []).append(frozenset(self.ran))
         if hasattr(self, "_bound"):
             set_state_bound(self._bound)
         if getattr(self, "reader_directory", None) is not None:
@@ -193,12 +253,29 @@ class AckStoreMachine(RuleBasedStateMachine):
             shutil.rmtree(self.dir, ignore_errors=True)
 
     # -- helpers ------------------------------------------------------------------------------
-    def _position(self, data: st.DataObject, bad: bool = True, ledger: int | None = None) -> tuple[int, int]:
+    def _position(
+        self, data: st.DataObject, bad: bool = True, ledger: int | None = None, name: str | None = None
+    ) -> tuple[int, int]:
         """A position to ack: in ``ledger`` (any of the model's when None), now and then one
-        outside what the topic allows (``bad``)."""
+        outside what the topic allows (``bad``), and now and then one at a boundary: a
+        ledger's last entry, and (for cursor ``name``) its mark-delete position and the one
+        after it."""
         ids = self.model.ids()
         if ledger is None:
             ledger = data.draw(st.sampled_from(ids)) if ids else 0
+        if ids and data.draw(st.integers(0, 3)) == 0:
+            edges = {"a ledger's last entry": (ledger, self.model.limit_of(ledger))}
+            if name is not None:
+                md = self.model.md(self.model.cursors[name])
+                edges |= {"the mark-delete position": md, "the one after the mark-delete position": (md[0], md[1] + 1)}
+            edges = {what: p for what, p in edges.items() if self.model.valid_position(p) and p[1] <= ENTRIES}
+            if edges:
+                what = data.draw(st.sampled_from(sorted(edges)))
+                self.ran.add(f"a position at {what}")
+                return edges[what]
+        return self._plain_position(data, bad, ledger, ids)
+
+    def _plain_position(self, data: st.DataObject, bad: bool, ledger: int, ids: list[int]) -> tuple[int, int]:
         if bad and ids and ids[0] > 0 and data.draw(st.integers(0, 14)) == 0:  # in a ledger trimmed (or never
             return data.draw(st.integers(0, ids[0] - 1)), data.draw(st.integers(-1, ENTRIES))  # added) below
         if bad and data.draw(st.integers(0, 19)) == 0:
@@ -270,7 +347,7 @@ class AckStoreMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.model.ledgers)
     @rule(name=st.sampled_from(CURSORS), data=st.data(), n=st.integers(1, 12))
     def ack(self, name: str, data: st.DataObject, n: int) -> None:
-        self._ack(name, [self._position(data) for _ in range(n)])
+        self._ack(name, [self._position(data, name=name) for _ in range(n)])
 
     def _ack(self, name: str, positions: list[tuple[int, int]]) -> None:
         """``positions`` acked in one call: done on the model too, or refused by both."""
@@ -332,7 +409,7 @@ class AckStoreMachine(RuleBasedStateMachine):
     @rule(name=st.sampled_from(CURSORS), data=st.data())
     def ack_cumulative(self, name: str, data: st.DataObject) -> None:
         m = self.model
-        p = self._position(data)
+        p = self._position(data, name=name)
         if data.draw(st.booleans()):
             p = (p[0], -1)
         valid = m.valid_ack(m.cursors[name], p, low=-1)
@@ -345,12 +422,14 @@ class AckStoreMachine(RuleBasedStateMachine):
     def ack_batch_index(self, name: str, data: st.DataObject, size: int) -> None:
         m = self.model
         c = m.cursors[name]
-        p = self._position(data)
+        p = self._position(data, name=name)
         indexes = data.draw(st.lists(st.integers(0, size), max_size=size))
         valid = m.valid_ack(c, p) and all(i < size for i in indexes) and not m.batch_size_conflict(c, p, size)
         self._expect(valid, self.cursors[name].ack_batch_index, p, size, indexes)
         if valid:
             m.ack_batch(c, p, size, indexes)
+            if m.partials(c):
+                self.ran.add("a partial batch")
 
     # -- position resets (PIP-269): reset, seek, skip, clear-backlog, rewind ---------------------------
     def _reset_args(self, data: st.DataObject) -> tuple[tuple[int, int], dict[str, object]]:
@@ -435,6 +514,8 @@ class AckStoreMachine(RuleBasedStateMachine):
             return
         expected = m.readable(c, n, self._open_entries())
         assert got == expected, (name, got, expected)
+        if got:
+            self.ran.add("a read through a dispatcher")
         m.read(c, expected)
         m.deliver(c, expected)  # the dispatcher counts each entry it hands out
 
@@ -452,6 +533,8 @@ class AckStoreMachine(RuleBasedStateMachine):
         got = [e.position for e in asyncio.run(d.replay_read(n))]
         expected = sorted(p for p in self.replay[name] if not m.is_acked(c, p))[:n]
         assert got == expected, (name, got, expected)
+        if got:
+            self.ran.add("a negative ack read again")
         self.replay[name] -= set(expected)
         m.deliver(c, expected)
 
@@ -460,12 +543,14 @@ class AckStoreMachine(RuleBasedStateMachine):
     def record_deliveries(self, name: str, data: st.DataObject, n: int) -> None:
         """Deliveries counted by a caller that dispatches by itself (some positions bad)."""
         m = self.model
-        positions = [self._position(data) for _ in range(n)]
+        positions = [self._position(data, name=name) for _ in range(n)]
         valid = all(m.valid_ack(m.cursors[name], p) for p in positions)
         if not valid:
             self._expect(False, self.cursors[name].record_deliveries, positions)
             return
         assert self.cursors[name].record_deliveries(positions) == m.deliver(m.cursors[name], positions)
+        if m.counts(m.cursors[name]):
+            self.ran.add("delivery counts")
 
     # -- cursors opened later, and properties ----------------------------------------------------
     @rule(name=st.sampled_from(LATER), latest=st.booleans())
@@ -510,18 +595,20 @@ class AckStoreMachine(RuleBasedStateMachine):
             self.store.flush()
         finally:
             group_flush.CHUNK = saved
+        self.ran.add("flush")
         self.model.flush()
         self._flushed()
         self._points()
 
     @rule(load=st.sampled_from(["budget", "lazy"]), bulk=st.booleans())
     def reopen(self, load: str, bulk: bool) -> None:
+        self.ran.add("reopen")
         self.store.close()
         self.model.flush()
-        self._flushed()
         self.model.crash()  # what was flushed is all a reopen sees (all of it, unless PIP-299 capped it)
         self.store = AckStore.open(self.dir / "s", map_size=1 << 16, sync=False, load=load)
         self._attach(bulk)
+        self._flushed()  # what the close's flush wrote, seen in the store opened again
         self._points()  # the close's flush
 
     @precondition(lambda self: any(self.points.values()))
@@ -543,6 +630,7 @@ class AckStoreMachine(RuleBasedStateMachine):
             return
         chosen = max(t for t in times if t <= when)
         point = d.restore_as_of(when)
+        self.ran.add("a restore")
         assert point.time == chosen and d.epoch == epoch + 1
         properties = m.cursors[name].properties
         m.cursors[name] = m.load(self.points[name][chosen])
@@ -551,6 +639,7 @@ class AckStoreMachine(RuleBasedStateMachine):
 
     @rule(load=st.sampled_from(["budget", "lazy"]), bulk=st.booleans())
     def crash(self, load: str, bulk: bool) -> None:
+        self.ran.add("crash")
         testing.crash(self.store)
         self.model.crash()
         self.store = AckStore.open(self.dir / "s", map_size=1 << 16, sync=False, load=load)
@@ -580,13 +669,13 @@ class AckStoreMachine(RuleBasedStateMachine):
         touch = [self._position(data, bad=False) for _ in range(data.draw(st.integers(0, 4)))] if d.ledgers else []
         touch = [p for p in touch if d.within(p) and current.within(p)]
         got = _ask_reader("read", TOPIC, sorted(m.cursors), touch, what)
+        self.ran.add("a reader in another process")
         newest = self.flushes[-1]
         for name, shown in got.items():
-            seen = self.reader_seen.get(name, d)
-            views = [_shown(directory, newest.get(name), shown, touch) for directory in (seen, current)]
+            could = [*self.reader_seen.get(name, [d]), current]  # the directories it may have read with
+            views = [_shown(directory, newest.get(name), shown, touch) for directory in could]
             assert shown in views, (name, shown, views)
-            if shown == views[1]:
-                self.reader_seen[name] = current
+            self.reader_seen[name] = [directory for directory, view in zip(could, views, strict=True) if view == shown]
 
     # -- the comparison -------------------------------------------------------------------------
     @invariant()
@@ -604,8 +693,10 @@ class AckStoreMachine(RuleBasedStateMachine):
             assert cur.read_position == m.read_position(c), (name, cur.read_position, m.read_position(c))
             ranges = m.ranges(c)
             assert list(cur.ack_ranges()) == ranges, name
-            assert cur.ack_range_count == len(ranges)
             limit = self.config.max_unacked_ranges_to_persist
+            if limit and len(ranges) > limit and len({first[0] for first, _ in ranges}) >= 3:
+                self.ran.add("past the range cap, over 3 ledgers or more")
+            assert cur.ack_range_count == len(ranges)
             blocked = self.config.dispatcher_pause_on_ack_state_persistent and 0 < limit < len(ranges)
             assert cur.is_blocked_on_ack_state_persistent == blocked
             if cur.small is None:
@@ -660,12 +751,12 @@ class DeltaMachine(AckStoreMachine):
     config = CursorConfig(full_marker_every=4, max_individual_ack_cache_bytes=600)
     state_bound = -1
 
-    @initialize()
-    def setup(self) -> None:
+    @initialize(data=st.data())
+    def setup(self, data: st.DataObject) -> None:
         from ackstore.cursor import lane
 
         self._saved = lane.set_delta_bounds(6, 1.0)
-        super().setup()
+        super().setup(data)
 
     def teardown(self) -> None:
         from ackstore.cursor import lane
@@ -701,17 +792,22 @@ class HistoryMachine(AckStoreMachine):
         full_marker_every=3, max_individual_ack_cache_bytes=600, max_unacked_ranges_to_persist=0, history_seconds=3600
     )
 
-    @initialize()
-    def setup(self) -> None:
-        super().setup()
+    @initialize(data=st.data())
+    def setup(self, data: st.DataObject) -> None:
         self.skew = 0.0
         self._wall = time.time
         time.time = lambda: self._wall() + self.skew  # the wall clock the flushes read, stepped by the rules
+        super().setup(data)
 
     def teardown(self) -> None:
         if hasattr(self, "_wall"):
             time.time = self._wall
         super().teardown()
+
+    def _opening(self, data: st.DataObject) -> None:
+        """The opening of every machine, then a restore to one of the states it flushed."""
+        super()._opening(data)
+        self.restore(data)
 
     def _window_whole(self) -> None:
         """Every point a cursor's flushes made is still kept (the run is far shorter than
@@ -757,11 +853,13 @@ class SteadyMachine(AckStoreMachine):
     ack_batch_index = seek = skip = clear_backlog = rewind = read_more = None  # type: ignore[assignment]
     nack_and_replay = record_deliveries = restore = reader_reads = trim = None  # type: ignore[assignment]
 
-    @initialize()
-    def setup(self) -> None:
-        super().setup()
-        self.topic.add_ledger(1)  # steady rounds from the first step
-        self.model.add_ledger(1)
+    def _opening(self, data: st.DataObject) -> None:
+        """Steady rounds from the first step: a ledger, rounds of every cursor flushed, a
+        crash, more rounds, a reopen."""
+        self.add_ledger(1)
+        for restart in (self.crash, self.reopen):
+            self.rounds_flushed(data.draw(st.integers(1, 3)), data.draw(st.integers(0, 1)), data)
+            restart(data.draw(st.sampled_from(["budget", "lazy"])), data.draw(st.booleans()))
 
     @precondition(lambda self: self.model.ledgers)
     @rule(name=st.sampled_from(CURSORS), k=st.integers(1, 8), hold=st.integers(0, 2), data=st.data())
@@ -802,3 +900,49 @@ TestSteadyMachine = SteadyMachine.TestCase
 TestSteadyMachine.settings = settings(_settings, max_examples=int(os.environ.get("ACKSTORE_SM_EXAMPLES", "40")))
 TestTruncatingMachine = TruncatingMachine.TestCase
 TestTruncatingMachine.settings = settings(_settings, max_examples=40)
+
+
+#: how deep each machine must reach: the share of its examples (a seeded run of
+#: ``DEPTH_EXAMPLES``) in which each of these happened at least once; every machine must
+#: also run a flush, a reopen and a crash in ``ALL_THREE`` of them
+DEPTH: dict[type[AckStoreMachine], dict[str, float]] = {
+    AckStoreMachine: {
+        "a position at a ledger's last entry": 0.3,
+        "a position at the mark-delete position": 0.3,
+        "a position at the one after the mark-delete position": 0.3,
+        "a partial batch": 0.05,
+        "delivery counts": 0.05,
+        "a read through a dispatcher": 0.05,
+        "a negative ack read again": 0.02,
+        "a reader in another process": 0.2,
+    },
+    TinyBudgetMachine: {"a position at a ledger's last entry": 0.3, "a reader in another process": 0.05},
+    DeltaMachine: {"a position at the mark-delete position": 0.2, "delivery counts": 0.02},
+    HistoryMachine: {"a restore": 0.5, "a reader in another process": 0.05},
+    TruncatingMachine: {"past the range cap, over 3 ledgers or more": 0.3, "delivery counts": 0.2},
+    SteadyMachine: {"a position at a ledger's last entry": 0.05},
+}
+ALL_THREE = 0.8
+DEPTH_EXAMPLES = 40
+
+
+@pytest.mark.parametrize("machine", list(DEPTH), ids=lambda m: m.__name__)
+def test_the_machines_reach_deep(machine: type[AckStoreMachine]) -> None:
+    """Each machine, in a seeded run, reaches what it is for: a flush, a reopen and a crash
+    in most examples, positions at the boundaries, the steps of its kind (batches, delivery
+    counts, readers, restores, past the PIP-299 cap over several ledgers). A change that
+    makes them shallow (a rule that no longer runs, an opening that no longer builds state)
+    fails here instead of passing quietly."""
+    from hypothesis.stateful import run_state_machine_as_test
+
+    REACHED.pop(machine.__name__, None)
+    run_state_machine_as_test(
+        machine, settings=settings(_settings, max_examples=DEPTH_EXAMPLES, derandomize=True, database=None)
+    )
+    runs = REACHED.pop(machine.__name__)
+    assert len(runs) >= DEPTH_EXAMPLES // 2
+    share = {what: sum(what in r for r in runs) / len(runs) for what in {w for r in runs for w in r}}
+    all_three = sum({"flush", "reopen", "crash"} <= r for r in runs) / len(runs)
+    assert all_three >= ALL_THREE, (machine.__name__, all_three)
+    for what, least in DEPTH[machine].items():
+        assert share.get(what, 0.0) >= least, (machine.__name__, what, share.get(what, 0.0), least)
