@@ -43,8 +43,8 @@ check: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"
 
 lint: $(STAMP)
-	$(BIN)/ruff check ackstore ackstore_launch.py recovery tools tests benchmarks
-	$(BIN)/ruff format --check ackstore ackstore_launch.py recovery tools tests benchmarks
+	$(BIN)/ruff check ackstore recovery tools tests benchmarks
+	$(BIN)/ruff format --check ackstore recovery tools tests benchmarks
 	$(BIN)/mypy
 
 clean:

@@ -72,7 +72,15 @@ class FormatVersionError(StoreError):
 
 
 class StoreLockedError(StoreError):
-    """Another writer (process or open store object) holds the store."""
+    """Another writer (process or open store object) holds the store. ``holder`` is its pid
+    as the lock file names it ("unknown" when it does not), ``path`` the store."""
+
+    def __init__(self, message: str, path: object = None, holder: str = "unknown") -> None:
+        super().__init__(message)
+        self.path = path
+        """the store's path"""
+        self.holder = holder
+        """the pid of the process holding the store, as its lock file names it"""
 
 
 class ReadOnlyError(StoreError):

@@ -29,6 +29,7 @@ from ackstore import (
     AckStore,
     AckStoreError,
     CursorConfig,
+    StoreLockedError,
     UnknownCursorError,
     UnknownTopicError,
     __version__,
@@ -94,6 +95,21 @@ def _split_cursor(store: AckStore, spec: str) -> tuple[str, str]:
     raise UsageFailure(f"--cursor {quoted(spec)} names no cursor of the store; `ackstore cursors STORE` lists them")
 
 
+def _writer(store: Path) -> AckStore:
+    """``store`` opened for writing; when another process holds it, a failure that says what
+    an operator can do (the library's advice names an argument, not a command)."""
+    try:
+        return AckStore.open(store, create=False)
+    except StoreLockedError as exc:
+        raise StoreLockedError(
+            f"store {store} is held by a writer, pid {exc.holder} (ps -p {exc.holder} shows it): stop it, or wait "
+            "until it closes the store, and run this again; the commands that only read (stat, cursors, check, "
+            "dump, copy, history) work while it runs",
+            exc.path,
+            exc.holder,
+        ) from None
+
+
 def _open_cursor(store: AckStore, spec: str, config: CursorConfig | None = None):  # type: ignore[no-untyped-def]
     topic, name = _split_cursor(store, spec)
     try:
@@ -137,8 +153,8 @@ def _all_cursors(store: AckStore, topic: str | None = None) -> list[tuple[str, s
     message=f"%(prog)s %(version)s (store format {FORMAT_VERSION}, {IMPLEMENTATION} codecs)",
 )
 def cli() -> None:
-    """Inspect, check, repair, salvage, dump, restore, compact, copy ackstore stores, and delete
-    cursors and topics.
+    """Inspect, check, repair, salvage, dump, restore, compact, copy ackstore stores, list a
+    cursor's history and rewind it to a flushed state, and delete cursors and topics.
 
     STORE is a store directory or a single-file snapshot made by `copy`. Every command
     takes --json for scripts, before its name or after it. Exit status: 0 ok, 1 failure or
@@ -330,6 +346,13 @@ def check_cmd(store: Path, fix: bool, as_json: bool) -> int:
         advance()
 
     with _progress(None, "check", as_json) as advance:
+        if fix:  # a writer: the operator's words when another one holds the store
+            try:
+                _writer(store).close()
+            except StoreLockedError:
+                raise
+            except AckStoreError:
+                pass  # (a damaged file: check says what, as a finding)
         findings = check(store, fix=fix, progress=progress)
     total = len(checked)
     clean_after = check(store) == [] if fix else not findings
@@ -496,7 +519,7 @@ def compact(store: Path, drop_history: bool, as_json: bool) -> None:
     """
     if store.is_file():
         raise UsageFailure(f"{store} is a single-file snapshot; compact works on a store directory")
-    with AckStore.open(store, create=False) as s:
+    with _writer(store) as s:
         stats = s.compact(drop_history=drop_history)
         keeping = [c for c in s.open_cursors() if c.config.history_seconds]
         kept = [] if drop_history else [f"{c.topic.name}/{c.name}" for c in keeping]
@@ -540,7 +563,7 @@ def delete_cursor(store: Path, topic: str, name: str, yes: bool, as_json: bool) 
     """
     if store.is_file():
         raise UsageFailure(f"{store} is a single-file snapshot; delete-cursor works on a store directory")
-    with AckStore.open(store, create=False) as s:
+    with _writer(store) as s:
         try:
             t = s.topic(topic) if topic in s.topics() else None
         except UnknownTopicError:
@@ -567,7 +590,7 @@ def delete_topic(store: Path, topic: str, yes: bool, as_json: bool) -> int:
     """
     if store.is_file():
         raise UsageFailure(f"{store} is a single-file snapshot; delete-topic works on a store directory")
-    with AckStore.open(store, create=False) as s:
+    with _writer(store) as s:
         if topic not in s.topics():
             _emit(as_json, {"deleted": False}, f"{store}: no topic {topic!r}; nothing deleted")
             return 1
@@ -653,7 +676,7 @@ def rewind_cmd(store: Path, spec: str, to: str, yes: bool, as_json: bool) -> Non
     when = _when(to)
     if store.is_file():
         raise UsageFailure(f"{store} is a single-file snapshot; rewind works on a store directory")
-    s = AckStore.open(store, create=False)
+    s = _writer(store)
     try:
         cur = _open_cursor(s, spec)
         before = cur.snapshot()

@@ -1,9 +1,10 @@
 """The one exit path of the project's commands (``ackstore``, ``ackstore-spark``).
 
 :func:`run` runs a click command and turns every way it can end into an exit status and at
-most one line on stderr, never a traceback: 0 ok (or help), 2 usage (click's, or the
-command's own ``usage`` errors), 1 failure (the command's ``failures``, a broken pipe,
-Ctrl-C). ``ACKSTORE_DEBUG=1`` lets a failure's traceback through.
+most one line on stderr, never a traceback: 0 ok (``--help``, or a reader of the output that
+closed it early, as ``head`` does), 2 usage (click's, no command at all, or the command's
+own ``usage`` errors), 1 failure (the command's ``failures``, Ctrl-C).
+``ACKSTORE_DEBUG=1`` lets a failure's traceback through.
 """
 
 from __future__ import annotations
@@ -33,19 +34,23 @@ def run(
         result = command.main(args=argv, prog_name=prog, standalone_mode=False)
     except click.exceptions.Exit as exc:
         return exc.exit_code
-    except click.exceptions.NoArgsIsHelpError as exc:
-        click.echo(exc.ctx.get_help() if exc.ctx else str(exc))
-        return 0
+    except SystemExit:
+        if type(sys.stdout).__name__ == "_PacifyFlushWrapper":  # click's own end of a closed pipe (EPIPE)
+            _silence_stdout()
+            return 0
+        raise
+    except click.exceptions.NoArgsIsHelpError as exc:  # no command given: a usage error, the help on stderr
+        click.echo(exc.ctx.get_help() if exc.ctx else str(exc), err=True)
+        return 2
     except click.ClickException as exc:
         click.echo(f"{prog}: error: {exc.format_message()}", err=True)
         return 2 if isinstance(exc, click.UsageError) else exc.exit_code
     except usage as exc:
         click.echo(f"{prog}: error: {exc}", err=True)
         return 2
-    except BrokenPipeError:  # `ackstore dump S | head`: the reader left; say so once, quietly
-        _silence_stdout()
-        click.echo(f"{prog}: error: the output was closed before the command finished (broken pipe)", err=True)
-        return 1
+    except BrokenPipeError:  # `ackstore dump S | head`: the reader took what it wanted and left, as
+        _silence_stdout()  # `cat` is told: nothing to say, nothing failed
+        return 0
     except failures as exc:
         if os.environ.get("ACKSTORE_DEBUG") == "1":
             raise

@@ -3,10 +3,19 @@ module where it was built (``make test`` builds it; CI must have it: see test_co
 
 from __future__ import annotations
 
+import os
 from types import ModuleType
 
 from ackstore.storage import codecs, pure_codecs
 
-__all__ = ["IMPLEMENTATIONS"]
+__all__ = ["IMPLEMENTATIONS", "NOT_COMPILED"]
 
 IMPLEMENTATIONS: list[ModuleType] = [pure_codecs] + ([codecs.native] if codecs.native is not None else [])
+
+#: why a test of the compiled module skips when it is not in use: switched off for this run
+#: (``make test``'s second pass), or not built at install
+NOT_COMPILED = (
+    "ACKSTORE_PURE_PYTHON is set: the compiled module is switched off for this run"
+    if os.environ.get("ACKSTORE_PURE_PYTHON")
+    else "the compiled module is not built (no C compiler or Python headers at install)"
+)

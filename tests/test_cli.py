@@ -216,7 +216,7 @@ def test_compact_refuses_while_a_writer_holds_the_store_but_copy_works(store_pat
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "holding"
         code, _, err = run("compact", store_path)
-        assert code == 1 and "locked by another writer" in _one_line_error(err)
+        assert code == 1 and "is held by a writer, pid" in _one_line_error(err)
         code, _, _ = run("copy", store_path, tmp_path / "live.mdb")
         assert code == 0 and (tmp_path / "live.mdb").stat().st_size > 0
     finally:

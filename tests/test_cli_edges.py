@@ -4,6 +4,7 @@ that hold '/' or control characters. One line, no traceback, a meaningful exit s
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -11,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from pyroaring import BitMap
 
 from ackstore import AckStore, Position
 
@@ -56,10 +58,69 @@ def test_closed_stdout_and_stdin(store: Path, tmp_path: Path) -> None:
     assert r.returncode == 1 and "dump" in r.stderr and not (tmp_path / "r").exists()
 
 
-def test_a_broken_pipe_is_one_line(store: Path) -> None:
+def test_a_reader_that_closes_the_output_early_ends_the_command_quietly(store: Path) -> None:
+    """``ackstore dump S | head``: the reader took what it wanted; the command ends with exit
+    0 and nothing on stderr, as ``cat`` would, and a full dump still comes out whole."""
     r = _sh(f"ACK dump {store} | head -c 10 >/dev/null; exit ${{PIPESTATUS[0]}}")
-    _clean(r.stderr)  # quiet, as a filter should be when its reader leaves
-    assert r.returncode == 1
+    assert (r.returncode, r.stderr) == (0, "")
+    whole = _sh(f"ACK dump {store} | wc -l")
+    assert whole.returncode == 0 and int(whole.stdout) > 4000
+
+
+def test_no_command_is_a_usage_error_with_the_help_and_the_help_names_every_command() -> None:
+    """A bare ``ackstore`` (or ``ackstore-spark``) is a usage error (exit 2) that shows the
+    help on stderr; ``--help`` exits 0 and lists every command, history and rewind among them."""
+    from ackstore.recovery.cli import cli
+
+    bare = _tool()
+    assert bare.returncode == 2 and bare.stdout == "" and "Commands:" in bare.stderr
+    shown = _tool("--help")
+    assert shown.returncode == 0
+    listed = {line.split()[0] for line in shown.stdout.split("Commands:")[1].splitlines() if line.strip()}
+    assert listed == set(cli.commands) and {"history", "rewind"} <= listed
+    assert "history" in shown.stdout.split("Commands:")[0] and "rewind" in shown.stdout.split("Commands:")[0]
+    spark = subprocess.run(
+        [sys.executable, "-m", "ackstore.tools.spark_cli"], capture_output=True, text=True, timeout=60
+    )
+    assert spark.returncode == 2 and "Commands:" in spark.stderr
+
+
+@pytest.mark.parametrize(
+    "command,reads",
+    [
+        (
+            "generate",
+            {"--master", "--env-archive", "--env-cache", "--python-prefix", "--scale", "--seed", "--plant-faults"},
+        ),
+        (
+            "pipeline",
+            {"--master", "--env-archive", "--env-cache", "--python-prefix", "--scale", "--seed", "--plant-faults"},
+        ),
+        ("compact", {"--master", "--env-archive", "--env-cache", "--python-prefix"}),
+        ("audit", {"--master", "--env-archive", "--env-cache", "--python-prefix"}),
+        ("pack-env", {"--env-cache", "--python-prefix"}),
+    ],
+)
+def test_each_spark_command_shows_the_options_it_reads(command: str, reads: set[str]) -> None:
+    r = subprocess.run(
+        [sys.executable, "-m", "ackstore.tools.spark_cli", command, "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    shown = {line.split()[0].rstrip(",") for line in r.stdout.splitlines() if line.strip().startswith("--")}
+    assert shown - {"-h", "--help"} == reads, shown
+
+
+def test_a_writer_command_on_a_held_store_says_what_an_operator_can_do(store: Path) -> None:
+    """compact (or a delete, rewind, check --fix) while a process holds the store: one line
+    naming the pid and what to do, never a library argument."""
+    with AckStore.open(store):
+        for args in (("compact", store), ("check", store, "--fix"), ("delete-cursor", store, T, "x", "--yes")):
+            r = _tool(*args)
+            assert r.returncode == 1 and r.stderr.count("\n") == 1, (args, r.stderr)
+            assert f"held by a writer, pid {os.getpid()}" in r.stderr and "readonly=True" not in r.stderr
+            assert "the commands that only read (stat, cursors, check, dump, copy, history) work" in r.stderr
 
 
 @pytest.mark.slow
@@ -80,15 +141,24 @@ def _interruptible() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def _salvage_under_way(tmp_path: Path, **popen: object) -> subprocess.Popen[str]:
-    """``ackstore salvage`` of a 300-cursor store, started and seen building its target
-    (``NEW.salvaging`` exists); skips the test when it finished before that was seen."""
-    src = tmp_path / "big"
+@pytest.fixture(scope="module")
+def big_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A store of 300 cursors of ~28,000 scattered acks each (a salvage of it takes long
+    enough to be interrupted), built once: each test works on a copy of it."""
+    src = tmp_path_factory.mktemp("big") / "store"
     with AckStore.open(src, sync=False) as s:
         topic = s.topic(T)
         topic.add_ledger(1)
         for i in range(300):
-            topic.cursor(f"c{i}").ack([Position(1, e) for e in range(i, 200_000, 7)])
+            topic.cursor(f"c{i}").ack_entries(1, BitMap(range(i, 200_000, 7)))
+    return src
+
+
+def _salvage_under_way(tmp_path: Path, big_store: Path, **popen: object) -> subprocess.Popen[str]:
+    """``ackstore salvage`` of a copy of ``big_store``, started and seen building its target
+    (``NEW.salvaging`` exists); skips the test when it finished before that was seen."""
+    src = tmp_path / "big"
+    shutil.copytree(big_store, src)
     tool: subprocess.Popen[str] = subprocess.Popen(
         [sys.executable, "-m", "ackstore.recovery", "salvage", str(src), str(tmp_path / "new")],
         cwd=ROOT,
@@ -105,10 +175,10 @@ def _salvage_under_way(tmp_path: Path, **popen: object) -> subprocess.Popen[str]
 
 
 @pytest.mark.slow
-def test_killing_the_tool_kills_its_worker(tmp_path: Path) -> None:
+def test_killing_the_tool_kills_its_worker(tmp_path: Path, big_store: Path) -> None:
     """The command runs in a forked worker; a kill -9 of the tool must not leave the worker
     to finish the job unseen (a salvage target appearing after the caller saw it die)."""
-    tool = _salvage_under_way(tmp_path, stderr=subprocess.DEVNULL)
+    tool = _salvage_under_way(tmp_path, big_store, stderr=subprocess.DEVNULL)
     os.kill(tool.pid, signal.SIGKILL)
     tool.wait()
     time.sleep(2.0)  # long enough for an orphaned worker to finish a salvage of this size
@@ -116,12 +186,14 @@ def test_killing_the_tool_kills_its_worker(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_ctrl_c_is_one_line_and_leaves_nothing(tmp_path: Path) -> None:
+def test_ctrl_c_is_one_line_and_leaves_nothing(tmp_path: Path, big_store: Path) -> None:
     """Ctrl-C reaches the tool and its worker (one process group, as from a terminal): one
     line, exit 1, no traceback, and the salvage it interrupted leaves nothing behind."""
     # as from a terminal: a suite started in the background of a shell without job control
     # runs with SIGINT ignored, which the tool would inherit (and then finish the salvage)
-    tool = _salvage_under_way(tmp_path, stderr=subprocess.PIPE, start_new_session=True, preexec_fn=_interruptible)
+    tool = _salvage_under_way(
+        tmp_path, big_store, stderr=subprocess.PIPE, start_new_session=True, preexec_fn=_interruptible
+    )
     os.killpg(tool.pid, signal.SIGINT)
     _, err = tool.communicate(timeout=60)
     _clean(err)
@@ -137,8 +209,8 @@ class CtrlC:  # a Ctrl-C while the tool imports its modules (here: the moment cl
             raise KeyboardInterrupt
         return None
 sys.meta_path.insert(0, CtrlC())
-import ackstore_launch
-getattr(ackstore_launch, sys.argv[1])()
+from ackstore import launch
+getattr(launch, sys.argv[1])()
 """
 
 
@@ -152,10 +224,10 @@ def test_ctrl_c_while_the_tool_imports_is_one_line(script: str) -> None:
 
 
 @pytest.mark.slow
-def test_sigterm_is_one_line_and_leaves_nothing(tmp_path: Path) -> None:
+def test_sigterm_is_one_line_and_leaves_nothing(tmp_path: Path, big_store: Path) -> None:
     """SIGTERM to the tool alone (a service manager stopping it): the worker is told, cleans
     up what it was building as Ctrl-C does, and the tool says so in one line, exit 1."""
-    tool = _salvage_under_way(tmp_path, stderr=subprocess.PIPE)
+    tool = _salvage_under_way(tmp_path, big_store, stderr=subprocess.PIPE)
     tool.send_signal(signal.SIGTERM)
     _, err = tool.communicate(timeout=60)
     _clean(err)
@@ -164,15 +236,10 @@ def test_sigterm_is_one_line_and_leaves_nothing(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_sigterm_during_restore_leaves_no_restoring_directory(tmp_path: Path) -> None:
+def test_sigterm_during_restore_leaves_no_restoring_directory(tmp_path: Path, big_store: Path) -> None:
     dump = tmp_path / "dump.jsonl"
-    with AckStore.open(tmp_path / "src", sync=False) as s:
-        topic = s.topic(T)
-        topic.add_ledger(1)
-        for i in range(200):
-            topic.cursor(f"c{i}").ack([Position(1, e) for e in range(i, 200_000, 7)])
     subprocess.run(
-        [sys.executable, "-m", "ackstore.recovery", "dump", str(tmp_path / "src"), "-o", str(dump)],
+        [sys.executable, "-m", "ackstore.recovery", "dump", str(big_store), "-o", str(dump)],
         check=True,
         cwd=ROOT,
     )
@@ -300,7 +367,7 @@ def test_make_demo_and_make_run_end_with_what_a_person_needs(tmp_path: Path) -> 
 
 
 @pytest.mark.slow
-def test_sigterm_to_the_process_group_during_salvage_leaves_nothing(tmp_path: Path) -> None:
+def test_sigterm_to_the_process_group_during_salvage_leaves_nothing(tmp_path: Path, big_store: Path) -> None:
     """A service manager's stop sends SIGTERM to the whole process group: the worker gets it
     twice (directly, and passed on by the tool). The first starts its cleanup; the second
     must not cut it short: one line, exit 1, neither NEW nor NEW.salvaging left, at every
@@ -308,7 +375,9 @@ def test_sigterm_to_the_process_group_during_salvage_leaves_nothing(tmp_path: Pa
     for attempt in range(2):
         where = tmp_path / str(attempt)
         where.mkdir()
-        tool = _salvage_under_way(where, stderr=subprocess.PIPE, start_new_session=True, preexec_fn=_interruptible)
+        tool = _salvage_under_way(
+            where, big_store, stderr=subprocess.PIPE, start_new_session=True, preexec_fn=_interruptible
+        )
         time.sleep(0.05 * attempt)
         os.killpg(tool.pid, signal.SIGTERM)
         _, err = tool.communicate(timeout=60)
@@ -388,7 +457,6 @@ def test_every_command_walks_the_file_before_lmdb_reads_it(tmp_path: Path) -> No
     text), leaves no temporary file, and what stat says agrees with what cursors says;
     whenever check finds the file's structure damaged, so do stat and cursors."""
     import random
-    import shutil
 
     src = tmp_path / "s"
     rng = random.Random(52)

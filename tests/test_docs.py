@@ -132,3 +132,70 @@ def test_alert_rules_name_metrics_the_collector_exports(tmp_path: Path) -> None:
         exported = set(re.findall(r"^(ackstore_\w+)", generate_latest(registry).decode(), re.M))
     named = {m for _, code in _blocks("yaml") for m in re.findall(r"\b(ackstore_\w+)", code)}
     assert named and named <= exported, named - exported
+
+
+def test_the_spark_scales_page_says_what_each_scale_makes() -> None:
+    """docs/spark.md's sentence on the scales names each one's specs, cursors, ledgers and
+    entries as ``specs_for_scale`` makes them (the page said 20 specs where the run made 28)."""
+    from ackstore.tools.spark_jobs import specs_for_scale
+
+    page = " ".join((ROOT / "docs" / "spark.md").read_text().split())
+    for scale in ("tiny", "small", "medium", "large"):
+        specs = specs_for_scale(scale, 1)
+        ((ledgers, entries),) = {(s.ledgers, s.entries) for s in specs}
+        cursors = sum(s.cursors * s.topics for s in specs)
+        said = f"{len(specs):,} specs, {cursors:,} cursors over {ledgers} ledgers of {entries:,}"
+        assert said in page, (scale, said)
+
+
+# a measured figure: a number (or a range of two) with the unit of a time, a ratio, bytes
+# or a share; "1,000 cursors", "k = 50" and "1 MiB budget" are the workload, not figures
+FIGURE = re.compile(r"(?<![\w.,])~?(\d[\d,]*(?:\.\d+)?)(?:-(\d[\d,]*(?:\.\d+)?))?\s?(x|µs|us|ms|B|KB|MB|%)(?![\w])")
+
+
+def _prose_and_tables(text: str) -> tuple[list[str], set[str]]:
+    """The page's prose lines (outside tables and code) and every figure its tables hold."""
+    text = FENCE.sub("", text)
+    prose, cells = [], set()
+    header: list[str] = []
+    for line in text.splitlines():
+        if not line.startswith("|"):
+            prose.append(line)
+            header = []
+            continue
+        row = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        header = header or row
+        for name, cell in zip(header, row, strict=False):
+            cells.update(_figures(cell))
+            if re.fullmatch(r"[\d,]+", cell) and re.search(r"\bB\b|bytes", name):
+                cells.add(f"{cell}B")  # a column of bytes holds bare numbers
+    return prose, cells
+
+
+def _figures(text: str) -> list[str]:
+    out = []
+    for m in FIGURE.finditer(text):
+        unit = "us" if m.group(3) == "µs" else m.group(3)
+        out += [f"{n}{unit}" for n in m.group(1, 2) if n]
+    return out
+
+
+def test_every_figure_in_the_benchmarks_prose_is_in_its_tables() -> None:
+    """A figure the prose of benchmarks.md gives is read from a table ``make bench-docs``
+    writes into the same page: when the tables are written anew, a figure they no longer
+    hold fails here until the prose follows (or drops it)."""
+    prose, cells = _prose_and_tables((ROOT / "docs" / "benchmarks.md").read_text())
+    assert {"0.33x", "70B", "0.60us"} <= cells  # the tables are read
+    missing = [(line.strip()[:60], f) for line in prose for f in _figures(line) if f not in cells]
+    assert missing == []
+
+
+def test_the_figure_pattern_reads_ranges_and_units() -> None:
+    assert _figures("0.2-0.5x the peer, 56-70 B a cursor, 2.3 µs, ~30% and 1,000 cursors") == [
+        "0.2x",
+        "0.5x",
+        "56B",
+        "70B",
+        "2.3us",
+        "30%",
+    ]

@@ -20,6 +20,8 @@ from ackstore.ledger_acks import NO_ENTRIES, LedgerAcks
 from ackstore.storage import codecs
 from ackstore.storage.records import IndexEntry
 
+from .codec_impls import NOT_COMPILED
+
 PARTS = {
     "PlannerFields": Planner,
     "PagesFields": Pages,
@@ -84,7 +86,7 @@ def test_a_cycle_through_fields_is_collected() -> None:
     assert gone() is None
 
 
-@pytest.mark.skipif(codecs.native is None, reason="the compiled module is not built")
+@pytest.mark.skipif(codecs.native is None, reason=NOT_COMPILED)
 def test_the_compiled_field_types_are_the_modules_own() -> None:
     native = codecs.native
     assert native is not None
@@ -96,7 +98,7 @@ def test_the_compiled_field_types_are_the_modules_own() -> None:
         native.fields_type("ackstore.fields.Bad", (1,), "")
 
 
-@pytest.mark.skipif(codecs.native is None, reason="the compiled module is not built")
+@pytest.mark.skipif(codecs.native is None, reason=NOT_COMPILED)
 def test_the_lane_refuses_a_plan_class_without_the_plan_fields() -> None:
     import lmdb
     from msgpack import packb

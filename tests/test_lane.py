@@ -16,6 +16,7 @@ from ackstore import flush as group_flush
 from ackstore.cursor import lane
 from ackstore.storage import codecs
 
+from .codec_impls import NOT_COMPILED
 from .lane_twins import lanes_agree, twin_workload
 
 T = "persistent://t/ns/lane"
@@ -238,7 +239,7 @@ def test_the_delta_bounds_reach_both_implementations(store_path: Path, bounds: t
         lane.set_delta_bounds(*saved)
 
 
-@pytest.mark.skipif(len(lane.IMPLEMENTATIONS) < 2, reason="the compiled module is not built")
+@pytest.mark.skipif(len(lane.IMPLEMENTATIONS) < 2, reason=NOT_COMPILED)
 @pytest.mark.parametrize("small", [False, True], ids=["marker layout", "state layout"])
 def test_both_implementations_write_the_same_logs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, small: bool) -> None:
     """The same workload (many cursors, small acks, moves, properties, full markers due,

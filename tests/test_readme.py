@@ -10,13 +10,17 @@ from pathlib import Path
 README = Path(__file__).parent.parent / "README.md"
 
 
-def test_quick_start_runs_as_written() -> None:
+def test_quick_start_runs_as_written_and_leaves_nothing_behind(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import tempfile
+
     text = README.read_text()
     block = re.search(r"## Quick start\n\n```python\n(.*?)```", text, re.S)
     assert block is not None
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         exec(compile(block.group(1), "README quick start", "exec"), {})
+    assert list(tmp_path.iterdir()) == []
     lines = out.getvalue().splitlines()
     assert lines[0] == "7:1 7:2"
     assert lines[1] == "3 (Position(8, 100), Position(8, 199))"
@@ -28,7 +32,7 @@ def test_the_dead_letter_example_runs_as_written(tmp_path: Path) -> None:
     text = (README.parent / "docs" / "cursors.md").read_text()
     block = re.search(r"## Delivery counts and dead letters\n.*?```python\n(.*?)```", text, re.S)
     assert block is not None
-    code = block.group(1).replace("/tmp/ackstore-dlq", str(tmp_path / "dlq"))
+    code = block.group(1)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         exec(compile(code, "README dead letter", "exec"), {})

@@ -196,7 +196,11 @@ def test_compaction_keeps_every_digest_and_shrinks(spark, tmp_path: Path) -> Non
     rows = run_compact(spark, tmp_path).collect()
     assert len(rows) == 7 and all(r.error == "" for r in rows)
     assert all(r.records_after <= r.records_before and r.bytes_after <= r.bytes_before for r in rows)
+    kept = {r.snapshot.split("-")[0]: r.kept_history for r in rows}
+    assert kept.pop("bad_deploy") == 2 and set(kept.values()) == {0}  # its two cursors keep history: left alone
     assert run_audit(spark, tmp_path)["verdict"] == "PASS"
+    report = (tmp_path / "report.md").read_text()
+    assert "cursors left as they are (history)" in report and "| bad_deploy | 1 |" in report
 
 
 @pytest.mark.parametrize(

@@ -69,23 +69,23 @@ class _Args:
     env_archive: Path | None
     env_cache: Path | None
     python_prefix: str | None
-    scale: str
-    seed: int
-    plant_faults: int
+    scale: str = "small"
+    seed: int = 1
+    plant_faults: int = 0
 
 
-def _options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """The options every job shares."""
-    for option in reversed(
+def _with(command: Callable[..., Any], options: list[Callable[[Any], Any]]) -> Callable[..., Any]:
+    """``command`` with ``options``, listed in its help in this order."""
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _environment_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The options of the environment a cluster run ships (every job's, and pack-env's)."""
+    return _with(
+        command,
         [
-            click.option("--master", help="Spark master (default local[*], or what spark-submit sets)"),
-            click.option(
-                "--env-archive",
-                type=click.Path(path_type=Path),
-                metavar="PATH",
-                help="a prebuilt environment archive (from pack-env) to ship instead of building one; "
-                "without it a non-local master gets one built or reused from --env-cache",
-            ),
             click.option(
                 "--env-cache",
                 type=click.Path(path_type=Path),
@@ -98,6 +98,33 @@ def _options(command: Callable[..., Any]) -> Callable[..., Any]:
                 help="the prefix of the executors' Python when it differs from this one's (e.g. /usr for "
                 "/usr/bin/python3.11); default: the same path as here",
             ),
+        ],
+    )
+
+
+def _job_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The options every job reads: where it runs."""
+    command = _environment_options(command)
+    return _with(
+        command,
+        [
+            click.option("--master", help="Spark master (default local[*], or what spark-submit sets)"),
+            click.option(
+                "--env-archive",
+                type=click.Path(path_type=Path),
+                metavar="PATH",
+                help="a prebuilt environment archive (from pack-env) to ship instead of building one; "
+                "without it a non-local master gets one built or reused from --env-cache",
+            ),
+        ],
+    )
+
+
+def _workload_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The options of the jobs that make workloads (generate, pipeline)."""
+    return _with(
+        command,
+        [
             click.option(
                 "--scale", default="small", show_default=True, type=click.Choice(["tiny", "small", "medium", "large"])
             ),
@@ -110,10 +137,8 @@ def _options(command: Callable[..., Any]) -> Callable[..., Any]:
                 help="after generate, damage N random snapshots in known ways (planted.json); audit must find "
                 "exactly those",
             ),
-        ]
-    ):
-        command = option(command)
-    return command
+        ],
+    )
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -128,22 +153,23 @@ def cli() -> None:
     """
 
 
-def _job(name: str, help_text: str) -> None:
-    @cli.command(name, help=help_text)
-    @click.argument("outdir", type=click.Path(path_type=Path))
-    @_options
+def _job(name: str, help_text: str, makes_workloads: bool) -> None:
     def run(outdir: Path, **options: Any) -> int:
         return _checked_run(_Args(command=name, outdir=outdir, **options))
 
+    if makes_workloads:
+        run = _workload_options(run)
+    cli.command(name, help=help_text)(click.argument("outdir", type=click.Path(path_type=Path))(_job_options(run)))
 
-_job("generate", "Workload specs -> stores -> single-file snapshots in OUTDIR/snapshots, expected digests.")
-_job("compact", "Rewrite every snapshot in OUTDIR/snapshots with only its live records.")
-_job("audit", "Check and recover every snapshot against the expected digests; report.md and summary.json.")
-_job("pipeline", "generate, then compact, then audit.")
+
+_job("generate", "Workload specs -> stores -> single-file snapshots in OUTDIR/snapshots, expected digests.", True)
+_job("compact", "Rewrite every snapshot in OUTDIR/snapshots with only its live records.", False)
+_job("audit", "Check and recover every snapshot against the expected digests; report.md and summary.json.", False)
+_job("pipeline", "generate, then compact, then audit.", True)
 
 
 @cli.command("pack-env")
-@_options
+@_environment_options
 def pack_env(**options: Any) -> int:
     """Build (or reuse) the environment archive a cluster run ships, and print its path."""
     from ackstore.tools.spark_env import build_env_archive

@@ -118,6 +118,12 @@ def _compact_snapshot(path: str) -> Row:
         shutil.copyfile(path, work / "store" / "data.mdb")
         with AckStore.open(work / "store", sync=False) as store:
             stats = store.compact()
+            kept = sum(  # compaction leaves a cursor that keeps history as it is
+                1
+                for name in store.topics()
+                for cursor in store.topic(name).cursors()
+                if store.topic(name).cursor(cursor).config.history_seconds
+            )
             store.copy(work / "out.mdb", compact=True)
         tmp = Path(path + ".compacting")
         shutil.copyfile(work / "out.mdb", tmp)
@@ -128,6 +134,7 @@ def _compact_snapshot(path: str) -> Row:
             bytes_after=Path(path).stat().st_size,
             records_before=sum(s.records_before for s in stats),
             records_after=sum(s.records_after for s in stats),
+            kept_history=kept,
             error="",
         )
     except (AckStoreError, OSError) as exc:
@@ -137,6 +144,7 @@ def _compact_snapshot(path: str) -> Row:
             bytes_after=before,
             records_before=0,
             records_after=0,
+            kept_history=0,
             error=str(exc),
         )
     finally:
@@ -147,7 +155,8 @@ def compact_transform(snapshots: DataFrame) -> DataFrame:
     """Transform: compact every snapshot (column ``path``) in place; one row of bytes before/after each."""
     rdd = snapshots.rdd.mapPartitions(lambda rows: (_compact_snapshot(row.path) for row in rows))
     schema = (
-        "snapshot string, bytes_before long, bytes_after long, records_before long, records_after long, error string"
+        "snapshot string, bytes_before long, bytes_after long, records_before long, records_after long, "
+        "kept_history long, error string"
     )
     return snapshots.sparkSession.createDataFrame(rdd, schema)
 
@@ -503,6 +512,7 @@ def compaction_table(compacted: list[dict[str, Any]], scenarios: dict[str, str])
                 "bytes_after": after,
                 "records_before": sum(r["records_before"] for r in group),
                 "records_after": sum(r["records_after"] for r in group),
+                "kept_history": sum(r.get("kept_history", 0) or 0 for r in group),
                 "bytes_ratio": round(after / before, 3) if before else None,
                 "failed": sum(1 for r in group if r["error"]),
             }

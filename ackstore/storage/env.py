@@ -224,7 +224,9 @@ class Environment:
             if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
                 raise StoreLockedError(
                     f"store {self.path} is locked by another writer (pid {holder}); one writer per store: "
-                    "close the other one, or open with readonly=True"
+                    "close the other one, or open with readonly=True",
+                    self.path,
+                    holder,
                 ) from None
             raise
         os.ftruncate(fd, 0)

@@ -1,6 +1,7 @@
-"""The console scripts' first step, outside the ``ackstore`` package: importing the package
-(LMDB, roaring bitmaps, click) takes a moment, and a Ctrl-C in it must end the command with
-one line and exit 1, like a Ctrl-C at any later point, not with a traceback."""
+"""The console scripts' first step: importing the tool (LMDB, roaring bitmaps, click) takes a
+moment, and a Ctrl-C in it must end the command with one line and exit 1, like a Ctrl-C at
+any later point, not with a traceback. The ``ackstore`` package imports nothing of its own
+until a name of it is used, so this module is all that runs before the guard."""
 
 from __future__ import annotations
 
