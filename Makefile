@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run demo test check stress bench bench-docs docs lint clean
+.PHONY: run demo test check stress bench bench-docs docs lint mutate clean
 
 $(STAMP): pyproject.toml constraints.txt setup.py ackstore/_native.h ackstore/_native.c ackstore/_lane.c ackstore/_fields.c ackstore/_small.c
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,14 @@ bench-docs: $(STAMP)
 docs: $(STAMP)
 	$(BIN)/python -m ackstore.tools.apidoc out/api
 
+# mutation testing of the engine's rules (not part of CI; see docs/reliability.md): mutmut
+# mutates the modules [tool.mutmut] names in a copy (mutants/), and runs each mutant against
+# the fast tests that reach it, on the pure-Python twins; `mutmut results` lists survivors
+mutate: $(STAMP)
+	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt mutmut
+	ACKSTORE_PURE_PYTHON=1 $(BIN)/mutmut run
+	$(BIN)/python -m ackstore.tools.mutation_score
+
 check: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"
 
@@ -48,4 +56,4 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis .benchmarks out
+	rm -rf $(VENV) .pytest_cache .hypothesis .benchmarks out mutants
