@@ -38,10 +38,15 @@ def _steady(bench: Any) -> bool:
     return (bench.group or "").startswith("steady:") and "cursors" in bench.extra_info
 
 
+def _day(bench: Any) -> bool:
+    """A case of the broker's day (its own table: :func:`_day_lines`)."""
+    return bool(bench.extra_info.get("day"))
+
+
 def _ratio_lines(benchmarks: list[Any]) -> list[str]:
     groups: dict[str, list[Any]] = defaultdict(list)
     for bench in benchmarks:
-        if not _steady(bench):
+        if not _steady(bench) and not _day(bench):
             groups[bench.group or bench.name].append(bench)
     if not groups:
         return []
@@ -98,6 +103,47 @@ def _steady_lines(benchmarks: list[Any]) -> list[str]:
     return lines
 
 
+def _day_lines(benchmarks: list[Any]) -> list[str]:
+    """The broker's day per cursor a round: each engine's acks and flush (medians over the
+    same rounds), ackstore's against the faster peer's round by round (acks and flush, and
+    the flush alone), write(2) and logical bytes; a rollover case also gives its rollover
+    rounds against the plain rounds between them."""
+    cases = [bench for bench in benchmarks if _day(bench)]
+    if not cases:
+        return []
+    lines = [
+        "| workload | engine | acks + flush per cursor | acks | flush | vs the faster peer: acks + flush "
+        "| flush alone | write(2) B per cursor | logical B per cursor |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    order = {"list": 0, "each": 1}
+    for case in sorted(
+        cases,
+        key=lambda c: (
+            c.extra_info["rollover"],
+            c.extra_info["cursors"],
+            order[c.extra_info["variant"]],
+            c.extra_info["k"],
+        ),
+    ):
+        info = case.extra_info
+        n = info["cursors"]
+        what = f"{n:,} cursors, k={info['k']}, " + (
+            "one ack call per read" if info["variant"] == "list" else "one ack call per entry"
+        )
+        if info["rollover"]:
+            what += f", rollover rounds ({info['total'] / info['plain']:.2f}x the plain rounds)"
+        rows = [(info, "ackstore", f"{info['paired']:.2f}x", f"{info['paired_flush']:.2f}x")]
+        rows += [(peer, peer["engine"], "", "") for peer in sorted(info["peers"].values(), key=lambda p: p["engine"])]
+        for figures, engine, paired, paired_flush in rows:
+            lines.append(
+                f"| {what} | {engine} | {figures['total'] / n * 1e6:.2f} us | {figures['ack'] / n * 1e6:.2f} us "
+                f"| {figures['flush'] / n * 1e6:.2f} us | {paired} | {paired_flush} | {figures['wchar'] / n:,.0f} "
+                f"| {figures['bytes'] / n:,.0f} |"
+            )
+    return lines
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--docs-table",
@@ -120,6 +166,11 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         terminalreporter.section("the steady workload, per cursor a flush")
         for line in steady:
             terminalreporter.write_line(line)
+    day = _day_lines(benchmarks)
+    if day:
+        terminalreporter.section("a broker's day, per cursor a round")
+        for line in day:
+            terminalreporter.write_line(line)
     target = config.getoption("--docs-table")
     if target:
         from .docs_table import replace_block
@@ -128,3 +179,5 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
             replace_block(Path(target), "ratios", lines)
         if steady:
             replace_block(Path(target), "steady", steady)
+        if day:
+            replace_block(Path(target), "broker-day", day)

@@ -27,6 +27,7 @@ from pathlib import Path
 from ackstore import CursorConfig
 
 from .docs_table import docs_option, publish
+from .kernel import wchar as _wchar
 from .steady import CONFIG, AckstoreSteady, Steady
 
 __all__ = ["main", "measure"]
@@ -44,11 +45,6 @@ class _Clock:
 
     def __call__(self) -> float:
         return self.now
-
-
-def _wchar() -> int:
-    with open("/proc/self/io") as fh:
-        return next(int(line.split()[1]) for line in fh if line.startswith("wchar:"))
 
 
 def measure(cursors: int, flushes: int, k: int) -> dict[str, dict[str, float]]:

@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from .kernel import wchar as _wchar
 from .peers import PEERS, REOPENS, WORKLOADS, Workload
 
 ROUNDS = 10
@@ -66,18 +67,6 @@ def test_flush(benchmark, root: Path, workload: Workload, peer: str) -> None:  #
     benchmark.extra_info.update(
         baseline=peer.endswith("NORMAL"), bytes=p.file_bytes(), wchar=(_wchar() - written) // ROUNDS
     )
-
-
-def _wchar() -> int:
-    """Bytes this process handed to write(2) and its kind so far (Linux ``/proc/self/io``;
-    0 elsewhere): what a flush costs the kernel, beside the logical bytes it writes."""
-    try:
-        for line in Path("/proc/self/io").read_text().splitlines():
-            if line.startswith("wchar:"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
 
 
 @pytest.mark.parametrize("peer", [*PEERS, *REOPENS])

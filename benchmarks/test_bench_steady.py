@@ -29,17 +29,13 @@ from pyroaring import BitMap
 
 from ackstore.ledger_acks import run_end
 
+from .kernel import wchar as _wchar
 from .steady import ENGINES, AckstoreSteady, Steady, position_info_bytes
 
 #: (cursors, k, sync) of each group
 SIZES = [(n, k, sync) for n in (1000, 10_000) for k in (10, 50, 100) for sync in (False, True)]
 WARM = 12  # untimed rounds first: held-back acks, holes and ledger records as the workload keeps them
 PEERS = [name for name in ENGINES if name != "ackstore"]
-
-
-def _wchar() -> int:
-    with open("/proc/self/io") as fh:
-        return next(int(line.split()[1]) for line in fh if line.startswith("wchar:"))
 
 
 @pytest.mark.parametrize("cursors,k,sync", SIZES, ids=[f"{n}x{k}-sync-{'on' if s else 'off'}" for n, k, s in SIZES])
