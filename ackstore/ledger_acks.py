@@ -243,8 +243,13 @@ class LedgerAcks(LedgerFields):
         self.runs = count_runs(self.bitmap)
         return self.runs - before
 
-    def drop_through(self, entry: int) -> int:
-        """Forget everything ``<= entry`` (it is below the mark-delete now); return the change in ``runs``."""
+    def drop_through(self, entry: int, since: int = 0) -> int:
+        """Forget everything ``<= entry`` (it is below the mark-delete now); return the change
+        in ``runs``. ``since``: no entry below it has a count (the mark-delete position was
+        just under it, and nothing at or below M is counted), so only the counts of the
+        entries the move passed are looked up: O(min(entries passed, counts)) for them, not
+        O(counts) for every move of M (a cursor acked one entry at a time, with every read
+        entry counted, moves M each ack)."""
         before = self.runs
         if entry >= 0:
             n = len(self.bitmap)
@@ -255,8 +260,15 @@ class LedgerAcks(LedgerFields):
                     self.added = None
             if len(self.bitmap) != n:
                 self.added = None  # removals are never deltas: a new base
-            if self.counts:
-                self._drop_counts(lambda e: e > entry, rebase=False)  # below M: the marker says so
+            counts = self.counts
+            if counts:  # below M: the marker says so (no new base)
+                if entry - since < len(counts):
+                    added = self.counts_added
+                    for e in range(since, entry + 1):
+                        if counts.pop(e, None) is not None:
+                            added.pop(e, None)
+                else:
+                    self._drop_counts(lambda e: e > entry, rebase=False)
         self.runs = count_runs(self.bitmap)
         return self.runs - before
 

@@ -35,6 +35,22 @@ def records(path: Path, cursor_id: int = 0) -> list[tuple[int, int]]:
         env.close()
 
 
+def sizes(path: Path, cursor_id: int = 0) -> dict[int, int]:
+    """``{seq: bytes}`` of one cursor's records (key and value), its state slots' too."""
+    env = lmdb.open(str(path), max_dbs=8, readonly=True, lock=False, subdir=path.is_dir())
+    try:
+        db = env.open_db(b"log", create=False)
+        with env.begin() as txn:
+            out = {}
+            for key, value in txn.cursor(db=db):
+                cid, seq, _ = log_entry(key, value)
+                if cid == cursor_id:
+                    out[seq] = len(key) + len(value)
+            return out
+    finally:
+        env.close()
+
+
 def slots(path: Path, cursor_id: int = 0) -> dict[int, int]:
     """``{slot: seq}`` of one cursor's state slots that hold a state."""
     env = lmdb.open(str(path), max_dbs=8, readonly=True, lock=False, subdir=path.is_dir())

@@ -249,6 +249,24 @@ def test_a_ledger_shares_the_empty_entries_until_it_holds_one() -> None:
     assert kept.batches == {4: (8, 1)} and kept.counts == {6: 2} and kept.counts_added is NO_ENTRIES
 
 
+@pytest.mark.parametrize("passed", [3, 40], ids=["fewer-passed-than-counts", "more-passed-than-counts"])
+def test_moving_past_entries_drops_exactly_their_counts(passed: int) -> None:
+    """``drop_through(entry, since)``: the counts of the entries M passed go, the others
+    stay, whether it looks each passed entry up (fewer passed than counts) or scans the
+    counts; neither starts a new base for a count (the marker says M moved)."""
+    la = LedgerAcks(BitMap(range(10, 10 + passed)))
+    for entry in [*range(10, 10 + passed), 10 + passed + 1, 10 + passed + 5, 200, 300, 400, 500]:
+        if entry not in la.bitmap:
+            la.deliver(entry)
+    la.counts[10 + passed - 1] = 2  # (as a count the ack left behind would be)
+    la.own_counts_added()
+    la.added = BitMap()
+    la.drop_through(10 + passed - 1, since=10)
+    assert sorted(la.counts) == [10 + passed + 1, 10 + passed + 5, 200, 300, 400, 500]
+    assert not la.bitmap and la.added is None  # the bitmap shrank: its removal is a new base
+    assert 10 + passed - 1 not in la.counts_added
+
+
 def test_an_idle_ledger_takes_under_160_bytes_of_python_memory() -> None:
     """What docs/architecture.md says of an idle ledger: its Python objects (the ledger,
     the BitMap wrapper; the bitmap's own containers are pyroaring's, outside the Python

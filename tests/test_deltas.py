@@ -12,6 +12,9 @@ import pytest
 
 from ackstore import AckStore, CursorConfig, Position, testing
 from ackstore.cursor import lane
+from ackstore.storage.records import RECORD_LEDGER, RECORD_MARKER
+
+from . import rawlog
 
 T = "persistent://t/ns/deltas"
 LEDGERS, ENTRIES = (1, 2, 3), 3000
@@ -166,3 +169,66 @@ def test_a_cursor_whose_every_ledger_changed_writes_full_markers_while_they_are_
     assert all(cur.is_acked(Position(1, e)) for e in range(2, 2 + 2 * 30, 2))
     cur._check()
     store.close()
+
+
+@pytest.mark.parametrize("counted", [False, True], ids=["acks", "delivered-then-acked"])
+def test_acking_the_next_entries_one_at_a_time_writes_no_record_again(tmp_path: Path, counted: bool) -> None:
+    """A consumer acking M + 1, M + 2, ... one call each, with 5,000 scattered acks held
+    above M: the flush writes M's move (a marker), not the ledger's record again (each such
+    ack passed through the ledger's acks, and the removal below M made the next flush write
+    a new base of the whole record). With delivery counts on those entries (a dispatcher
+    counted them) the same, and the counts go with the acks. A reopen shows every ack."""
+    path = tmp_path / "s"
+    rng = random.Random(5)
+    held = rng.sample(range(100, 50_000), 5000)
+    with AckStore.open(path, sync=False) as store:
+        topic = store.topic(T)
+        topic.add_ledger(1)
+        cur = topic.cursor("c", CursorConfig(max_unacked_ranges_to_persist=0))
+        cur.ack([Position(1, e) for e in held])
+        if counted:
+            cur.record_deliveries([Position(1, e) for e in range(10)])
+        record = store.flush().bytes_written
+        assert record > 3000
+        for e in range(10):
+            cur.ack(Position(1, e))
+        moved = store.flush().bytes_written
+        assert moved < 100, (moved, record)
+        assert cur.mark_delete_position == Position(1, 9) and cur.delivery_counts() == {}
+    with AckStore.open(path, readonly=True) as store:
+        again = store.topic(T).open_cursors()["c"]
+        assert again.mark_delete_position == Position(1, 9)
+        runs = len(held) - len(set(held) & {e + 1 for e in held})  # an entry after an acked one joins its run
+        assert again.ack_range_count == runs
+        assert again.delivery_counts() == {} and all(again.is_acked(Position(1, e)) for e in held)
+
+
+def test_log_usage_says_which_records_the_newest_chain_references(tmp_path: Path, marker_layout: None) -> None:
+    """Four flushes in the marker layout (ledgers 1-3 with acks; a new base of ledger 2 and
+    a delta marker; a delta marker; a new base of ledger 3 and a full marker): nine records,
+    every byte of them counted; the garbage is the superseded records of ledgers 2 and 3
+    and the chain of markers the full one replaced, the rest (what it references) is live."""
+    path = tmp_path / "s"
+    steps = [
+        [Position(lg, e) for lg in (1, 2, 3) for e in range(5, 900, 3)],
+        [Position(2, e) for e in range(6, 900, 3)],
+        [Position(2, 7)],
+        [Position(3, e) for e in range(6, 900, 3)],
+    ]
+    for acks in steps:  # a process each: the file is read between them
+        with AckStore.open(path, sync=False) as store:
+            topic = store.topic(T)
+            if not topic.ledgers():
+                for ledger in (1, 2, 3):
+                    topic.add_ledger(ledger)
+                    topic.close_ledger(ledger, 1000)
+            cur = topic.cursor("c", CursorConfig(full_marker_every=100))
+            cur.ack(acks)
+            store.flush()
+            usage = cur.log_usage()
+    sizes = rawlog.sizes(path)
+    led, mark = RECORD_LEDGER, RECORD_MARKER
+    assert [t for _, t in rawlog.records(path)] == [led, led, led, mark, led, mark, mark, led, mark]
+    garbage = sum(sizes[seq] for seq in (1, 2, 3, 5, 6))  # records 4 and 7 replaced 1 and 2, marker 8 the chain
+    assert (usage.records, usage.record_bytes) == (9, sum(sizes.values()))
+    assert (usage.garbage_bytes, usage.live_bytes, usage.history_bytes) == (garbage, sum(sizes.values()) - garbage, 0)

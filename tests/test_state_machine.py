@@ -366,10 +366,14 @@ class AckStoreMachine(RuleBasedStateMachine):
         end = min(start + data.draw(st.integers(1, 30)), min(m.limit_of(ledger), ENTRIES - 1) + 1)
         positions = [(ledger, e) for e in range(start, end)]
         valid = all(m.valid_position(p) for p in positions)
-        if data.draw(st.booleans()):
+        how = data.draw(st.sampled_from(["list", "entries", "each"]))
+        if how == "list":
             self._expect(valid, self.cursors[name].ack, [Position(*p) for p in positions])
-        else:
+        elif how == "entries":
             self._expect(valid, self.cursors[name].ack_entries, ledger, range(start, end))
+        elif valid:  # one call per position, in order (from M + 1, M moves with each)
+            for p in positions:
+                self.cursors[name].ack(Position(*p))
         if valid:
             m.ack(m.cursors[name], positions)
 
@@ -395,7 +399,12 @@ class AckStoreMachine(RuleBasedStateMachine):
                 batch = [p for p in batch if p not in held]
             if batch:  # a BitMap, as a broker hands them: the small form takes it (a list ends it)
                 entries = [e for _, e in batch]
-                self.cursors[name].ack_entries(ledger, BitMap(entries) if data.draw(st.booleans()) else entries)
+                how = data.draw(st.sampled_from(["bitmap", "ints", "each"]))
+                if how == "each":  # one ack call per position, in order
+                    for e in entries:
+                        self.cursors[name].ack(Position(ledger, e))
+                else:
+                    self.cursors[name].ack_entries(ledger, BitMap(entries) if how == "bitmap" else entries)
                 m.ack(c, batch)
         if late:  # one at a time (the small form takes each) or in one call (which ends it)
             if data.draw(st.booleans()):

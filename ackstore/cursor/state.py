@@ -284,9 +284,9 @@ class AckState(PositionMoves):
         while True:
             la = ledgers.get(ledger) if ledger != clean else None
             if la is not None and (entry + 1) in la.bitmap:
-                entry = run_end(la.bitmap, entry + 1)
+                since, entry = entry + 1, run_end(la.bitmap, entry + 1)
                 moved = True
-                self.range_count += la.drop_through(entry)
+                self.range_count += la.drop_through(entry, since)
                 self._touched(ledger, la)
             i = d.index(ledger)
             if i < 0:
@@ -320,6 +320,8 @@ class AckState(PositionMoves):
         md_l, md_e = self.md
         if ledger < md_l or (ledger == md_l and entry <= md_e):
             return
+        if ledger == md_l and entry == md_e + 1 and self._pass(ledger, entry):
+            return
         cache = self._cache
         la = cache.loaded.get(ledger)
         if la is None:
@@ -350,6 +352,39 @@ class AckState(PositionMoves):
             self.ledgers.fit(keep=(ledger,))
         if ledger == md_l and entry == md_e + 1:
             self.advance()
+
+    def _pass(self, ledger: int, entry: int) -> bool:
+        """An ack of M + 1 (``entry``, in M's ``ledger``) that moves M to it and no further:
+        M moves, the entry's delivery count and partial batch go, and nothing enters the
+        ledger's acks (what is at or below M is not held: the marker says it). Returns False,
+        changing nothing, when M would move further (``entry + 1`` is acked, or ``entry`` is
+        the last of a sealed ledger with one after it): :meth:`advance` moves it then. O(1)."""
+        cache = self._cache
+        la = cache.loaded.get(ledger)
+        if la is None:
+            la = self.ledgers.get(ledger)  # swapped in when it is on disk; None: no state
+            if la is not None and (cache.nbytes > cache.budget or cache.pool.total > cache.pool.budget):
+                self.ledgers.fit(keep=(ledger,))
+        else:
+            cache.loaded.move_to_end(ledger)
+        if la is not None and (entry + 1) in la.bitmap:
+            return False
+        d = self.topic.directory
+        i = d.index(ledger)
+        if i >= 0 and d.counts[i] >= 0 and entry >= d.counts[i] - 1 and i + 1 < len(d.ids):
+            return False
+        if la is not None:
+            changed = False
+            if la.counts and la.counts.pop(entry, None) is not None:
+                la.counts_added.pop(entry, None)  # below M: the marker says so (no new base)
+                changed = True
+            if la.batches and la.batches.pop(entry, None) is not None:
+                la.added = None  # a partial batch left the record: the next flush writes a new base
+                changed = True
+            if changed:
+                self._touched(ledger, la)
+        self.set_md(trusted(ledger, entry))
+        return True
 
     def ack_items(self, items: list[Any] | tuple[Any, ...]) -> None:
         """Validate every item first (one bad item acks none), then apply them per ledger."""
