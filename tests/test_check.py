@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -60,8 +61,20 @@ def test_planted_faults_are_found_and_fixed(
     # was damaged: the page-level scan then says so (hidden-marker), and salvage can use it
     assert expected_kinds <= {f.kind for f in findings} <= expected_kinds | {"hidden-marker"}, findings
     assert all(f.topic == T and f.cursor == "c" for f in findings)
+    before = len(rawlog.records(store_path))
     fixed = check(store_path, fix=True)
     assert [f.kind for f in fixed] == [f.kind for f in findings] and all(f.fixed for f in fixed)
+    # each says how: the marker it rolled back to, the log's records before and after, and
+    # (on the cursor's first finding) how many newer flushes' acks are lost
+    after = len(rawlog.records(store_path))
+    back = {"every-marker": "no intact marker: cursor reset", "garbage": f"rolled back to marker {markers[-1]}"}
+    lost = {"every-marker": len(markers), "garbage": 0}.get(fault, 1)
+    how = back.get(fault, f"rolled back to marker {markers[-2]}") + f"; log rewritten {before} -> {after} records"
+    if lost:
+        how += f"; the acks of {lost} newer flush(es) are lost and their messages will be redelivered"
+    assert [f.message for f in fixed] == [f"{f.message} ({how})" for f in findings]
+    assert [f.lost for f in fixed] == [lost] + [0] * (len(fixed) - 1)
+    assert all(str(f).endswith(f"({how}) [fixed]") for f in fixed)
     assert check(store_path) == []
     state = _recovered(store_path)
     if expected_state is None:
@@ -141,42 +154,62 @@ def _set_md(md: tuple[int, int]):  # type: ignore[no-untyped-def]
     return change
 
 
-def _kinds(path: Path) -> list[str]:
-    return sorted(f.kind for f in check(path))
+def _with_records(found: list[str], records: dict[int, int]) -> list[str]:
+    """``found`` with each ``{L}`` the sequence of ledger L's record."""
+    return [re.sub(r"\{(\d+)\}", lambda m: str(records[int(m.group(1))]), line) for line in found]
 
 
-@pytest.mark.parametrize("ack,count,found", [(10, 10, ["beyond-ledger-end"]), (9, 10, [])])
+def _found(path: Path) -> list[str]:
+    """What check says, a line a finding (its kind, the cursor, the record, what is wrong)."""
+    return sorted(str(f) for f in check(path))
+
+
+@pytest.mark.parametrize(
+    "ack,count,found",
+    [(10, 10, ["beyond-ledger-end: t/c record {1}: ack at 1:10 but the ledger has 10 entries"]), (9, 10, [])],
+)
 def test_beyond_a_ledgers_end_is_found_at_its_first_entry_past_it(
     store_path: Path, ack: int, count: int, found: list[str]
 ) -> None:
     """An ack at the entry count (the first entry past a sealed ledger's end) is a finding;
     one at the count less one is not."""
-    _plant(store_path, [Position(1, 3), Position(1, ack)])
+    _, records = _plant(store_path, [Position(1, 3), Position(1, ack)])
     rawlog.put_ledger_count(store_path, topic_id=0, ledger=1, count=count)
-    assert _kinds(store_path) == found
+    assert _found(store_path) == _with_records(found, records)
 
 
-@pytest.mark.parametrize("md,found", [((2, 5), ["at-or-below-mark-delete"]), ((2, 4), []), ((1, 19), [])])
+@pytest.mark.parametrize(
+    "md,found",
+    [((2, 5), ["at-or-below-mark-delete: t/c record {2}: ack at 2:5 is at or below 2:5"]), ((2, 4), []), ((1, 19), [])],
+)
 def test_an_ack_at_the_mark_delete_position_is_found_and_one_past_it_is_not(
     store_path: Path, md: tuple[int, int], found: list[str]
 ) -> None:
     """Acks at 2:5 and 2:9 under a marker whose mark-delete position is 2:5 (a buggy writer's):
     the ack at M is a finding; with M at 2:4 (the ack at M + 1) or in the ledger before, none."""
-    marker, _ = _plant(store_path, [Position(2, 5), Position(2, 9)])
+    marker, records = _plant(store_path, [Position(2, 5), Position(2, 9)])
     rawlog.forge(store_path, marker, _set_md(md))
-    assert _kinds(store_path) == found
+    assert _found(store_path) == _with_records(found, records)
 
 
-@pytest.mark.parametrize("dropped,found", [(2, ["unknown-ledger"]), (1, [])])
+@pytest.mark.parametrize(
+    "dropped,found", [(2, ["unknown-ledger: t/c record {2}: acks in ledger 2, which the topic does not hold"]), (1, [])]
+)
 def test_acks_in_a_ledger_the_directory_lost_are_found(store_path: Path, dropped: int, found: list[str]) -> None:
     """The directory entry of the ledger holding acks gone (the ledgers around it kept): a
     finding; the entry of another ledger gone (the first: a trim), none."""
-    _plant(store_path, [Position(2, 5), Position(2, 9)])
+    _, records = _plant(store_path, [Position(2, 5), Position(2, 9)])
     rawlog.drop_ledger(store_path, topic_id=0, ledger=dropped)
-    assert _kinds(store_path) == found
+    assert _found(store_path) == _with_records(found, records)
 
 
-@pytest.mark.parametrize("md,dropped,found", [((2, 3), 2, ["mark-delete-outside-directory"]), ((1, 3), 1, [])])
+@pytest.mark.parametrize(
+    "md,dropped,found",
+    [
+        ((2, 3), 2, ["mark-delete-outside-directory: t/c: mark-delete 2:3 names no ledger of the topic"]),
+        ((1, 3), 1, []),
+    ],
+)
 def test_a_mark_delete_position_in_a_ledger_the_directory_lost_is_found(
     store_path: Path, md: tuple[int, int], dropped: int, found: list[str]
 ) -> None:
@@ -185,11 +218,16 @@ def test_a_mark_delete_position_in_a_ledger_the_directory_lost_is_found(
     marker, _ = _plant(store_path, [Position(3, 5)])
     rawlog.forge(store_path, marker, _set_md(md))
     rawlog.drop_ledger(store_path, topic_id=0, ledger=dropped)
-    assert _kinds(store_path) == found
+    assert _found(store_path) == found
 
 
 @pytest.mark.parametrize(
-    "how,found", [("empty", ["bad-batch"]), ("full", ["bad-batch"]), ("acked", ["bad-batch"]), ("partial", [])]
+    "how,found",
+    [
+        (how, ["bad-batch: t/c record {2}: partial batch at 2:7 is empty, full, or also acked whole"])
+        for how in ("empty", "full", "acked")
+    ]
+    + [("partial", [])],
 )
 def test_a_batch_that_is_empty_full_or_acked_whole_is_found(store_path: Path, how: str, found: list[str]) -> None:
     """A ledger record whose partial batch at 2:7 has no index acked, every index, or whose
@@ -215,7 +253,7 @@ def test_a_batch_that_is_empty_full_or_acked_whole_is_found(store_path: Path, ho
             marker.index[2] = entry._replace(runs=entry.runs + 1)
 
         rawlog.forge(store_path, marker, runs)
-    assert _kinds(store_path) == found
+    assert _found(store_path) == _with_records(found, records)
 
 
 @pytest.mark.parametrize("key", [b"next_cursor", b"next_topic"])

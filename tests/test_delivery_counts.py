@@ -393,3 +393,28 @@ def test_redeliveries_count_each_delivery_of_an_entry_delivered_before(store_pat
         assert cur.stats().redeliveries == 6 and scraped(store) == 6.0
     with AckStore.open(store_path) as store:
         assert _topic(store).cursor("c").stats().redeliveries == 0
+
+
+def test_counts_at_their_bounds(store_path: Path) -> None:
+    """A count is 1..2**32-1 (0 and 2**32 refused, nothing set); a position at or below the
+    mark-delete position reads 0 whatever it was counted before; entry 0 of a ledger can be
+    counted, reset to and redelivered like any other."""
+    with AckStore.open(store_path) as store:
+        cur = _topic(store, entries=10).cursor("c")
+        assert cur.restore_delivery_counts({P(1, 5): 1, P(1, 6): (1 << 32) - 1}) == 2
+        assert cur.delivery_counts() == {P(1, 5): 1, P(1, 6): (1 << 32) - 1}
+        for n in (0, 1 << 32):
+            with pytest.raises(InvalidArgumentError, match=r"allowed 1\.\.2\*\*32-1"):
+                cur.restore_delivery_counts({P(1, 7): n})
+            assert cur.delivery_count(P(1, 7)) == 0
+        assert cur.record_deliveries([P(1, 0), P(1, 1)]) == [1, 1]
+        cur.ack(P(1, 0))
+        assert cur.mark_delete_position == P(1, 0)
+        assert (cur.delivery_count(P(1, 0)), cur.delivery_count(P(1, 1))) == (0, 1)  # at M, above it
+        cur.ack_cumulative(P(1, 5))
+        assert [cur.delivery_count(P(1, e)) for e in (1, 5, 6)] == [0, 0, (1 << 32) - 1]  # below M, at M, above
+        cur.reset_to(P(1, 0))  # entry 0: a real entry to reset to
+        assert cur.read_position == P(1, 0) and cur.delivery_counts() == {}
+        d = Dispatcher(cur, InMemoryLedgerReader(cur.topic))
+        d.redeliver([P(1, 0)])
+        assert d.replay == {P(1, 0)}
