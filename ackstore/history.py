@@ -309,9 +309,28 @@ class CursorHistory:
     they could be the answer to refuses; one older than every kept point goes with the
     window"""
 
+    reaching: list[Point] = field(default_factory=list)
+    """the full markers that name a record their previous full marker among the points did
+    not name although older than it (a restored state's, and the first full marker), in
+    order: the only points whose older records :meth:`named_below` must look at"""
+    last_full: Point | None = None
+    """the newest full marker among the points"""
+
     def __post_init__(self) -> None:
         self.times = [p.micros for p in self.points]
         self.seqs = [p.seq for p in self.points]
+        for point in self.points:
+            self._note_full(point)
+
+    def _note_full(self, point: Point) -> None:
+        """``point`` is the newest: if it is a full marker, remember it, and whether it
+        reaches back past what the previous full marker named. O(its records)."""
+        if point.full_seq != point.seq:
+            return
+        prev = self.last_full
+        if point.refs and (prev is None or not {r for r in point.refs if r < prev.seq} <= set(prev.refs)):
+            self.reaching.append(point)
+        self.last_full = point
 
     def __len__(self) -> int:
         return len(self.points) - self.start
@@ -385,8 +404,13 @@ class CursorHistory:
         below = full.seq
         named = set(full.refs)
         gone = set(dropped)
-        for p in self.points[self.start :]:
-            if p.refs and p.seq > below and p.refs[0] < below and p.seq not in gone:
+        # A full marker's records older than the full marker before it are ones that marker
+        # named too (a record, once superseded, is named again only by a restore): by
+        # induction from ``full``, what a later full marker names below ``full`` is
+        # ``full``'s, or a reaching marker's between them. So only those are looked at:
+        # O(reaching markers), where every kept point was O(points) a flush.
+        for p in self.reaching:
+            if p.seq > below and p.refs[0] < below and p.seq not in gone:
                 named.update(r for r in p.refs if r < below)
         return frozenset(named)
 
@@ -417,9 +441,12 @@ class CursorHistory:
             if i > 64 and 2 * i > len(points):
                 del points[:i], times[:i], seqs[:i]
                 self.start = 0
+                oldest = points[0].seq
+                self.reaching = [p for p in self.reaching if p.seq >= oldest]
         points.append(point)
         times.append(point.micros)
         seqs.append(point.seq)
+        self._note_full(point)
 
 
 def clamp_trim(plan: Any, full: Point, named: Callable[[], frozenset[int]]) -> None:

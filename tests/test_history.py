@@ -819,3 +819,52 @@ def test_a_time_outside_the_calendar_is_a_typed_error_naming_it(store_path: Path
     text = when.isoformat() if isinstance(when, datetime) else repr(when)
     r = _cli("rewind", store_path, "--cursor", f"{T}/c", "--to", text, "--yes")
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "allowed a Unix time" in r.stderr, r.stderr
+
+
+def _named_below_by_scan(h: Any, full: Any, dropped: list[int]) -> frozenset[int]:
+    """What ``CursorHistory.named_below`` must give, by its definition: ``full``'s records
+    and those older than it that any later kept point names (every point looked at)."""
+    named = set(full.refs)
+    for p in h.points[h.start :]:
+        if p.refs and p.seq > full.seq and p.seq not in set(dropped):
+            named.update(r for r in p.refs if r < full.seq)
+    return frozenset(named)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_records_a_window_keeps_are_what_every_kept_point_names(seed: int) -> None:
+    """A cursor's window over a log of three ledgers: each flush writes a new record of some
+    ledgers and a marker (full every few flushes, naming each ledger's newest record), and
+    now and then a restore's full marker names the records of an older state instead. At
+    every flush, what the window keeps below its oldest full marker (looking only at the
+    markers that reach back) is what a scan of every kept point names, over the window
+    sliding, restores, a reopen's reload of the points, and the lists being cut down."""
+    from ackstore.history import CursorHistory, Point
+
+    rng = random.Random(seed)
+    live = {ledger: -1 for ledger in (1, 2, 3)}
+    fulls: list[tuple[int, ...]] = []  # what each full marker named: a restore goes back to one
+    h, seq, full_seq, window = CursorHistory(), 0, 0, rng.choice([3, 10, 40])
+    for flush in range(300):
+        for ledger in rng.sample(sorted(live), rng.randint(0, 2)):
+            live[ledger], seq = seq, seq + 1
+        if fulls and rng.random() < 0.08:  # a restore: a full marker naming an older state's records
+            refs = rng.choice(fulls)
+        elif rng.random() < 0.3 or not fulls:
+            refs = tuple(sorted(r for r in live.values() if r >= 0))
+        else:
+            refs = ()
+        if refs:
+            full_seq = seq
+            fulls.append(refs)
+        point = Point(seq, flush * 1_000_000, (1, flush), 0, full_seq, refs)
+        seq += 1
+        dropped, full = h.after(point, (flush - window) * 1_000_000)
+        assert h.named_below(full, dropped) == _named_below_by_scan(h, full, dropped), flush
+        h.add(point, dropped)
+        if rng.random() < 0.02:  # a reopen reads the points back, in order
+            h = CursorHistory(list(h.kept))
+        assert h.keeps() == (
+            h._full_of(h.points[h.start]).seq,
+            _named_below_by_scan(h, h._full_of(h.points[h.start]), []),
+        )
