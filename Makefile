@@ -32,6 +32,8 @@ bench: $(STAMP)
 bench-docs: $(STAMP)
 	$(BIN)/python -m pytest -q benchmarks --docs-table docs/benchmarks.md
 	$(BIN)/python -m benchmarks.scale --docs docs/benchmarks.md
+	$(BIN)/python -m benchmarks.history_window --docs docs/benchmarks.md
+	$(BIN)/python -m benchmarks.ack_wait --docs docs/benchmarks.md
 	$(BIN)/python -m benchmarks.ack_wait --docs docs/benchmarks.md
 	$(BIN)/python -m benchmarks.history_window --docs docs/benchmarks.md
 	$(BIN)/python -m benchmarks.spark_tables --docs docs/spark.md

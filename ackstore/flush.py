@@ -307,12 +307,12 @@ class GroupFlush:
             plans, planners, cursors = _chunk(job.plans, start), _chunk(job.planners, start), _chunk(job.cursors, start)
             with self.store.lock:
                 lane.commit_all(plans, planners, cursors)  # each cursor's Cursor.commit_flush
+                for plan, planner, cur in zip(plans, planners, cursors, strict=True):
+                    # a state plan among them, which left nothing under log keys (most full markers
+                    # are of cursors with records there, and this is what skips them cheaply)
+                    if type(plan) is lane.MarkerPlan and plan.full and planner.chain.in_slots:
+                        cur.take_small_form()  # the small form, if the cursor fits it (its state in a slot)
         with self.store.lock:
-            for plan, planner, cur in zip(job.plans, job.planners, job.cursors, strict=True):
-                # a state plan among them, which left nothing under log keys (most full markers
-                # are of cursors with records there, and this is what skips them cheaply)
-                if type(plan) is lane.MarkerPlan and plan.full and planner.chain.in_slots:
-                    cur.take_small_form()  # the small form, if the cursor fits it (its state in a slot)
             if job.history:
                 self.store.history.adopt(job.history)
             for topic, written in job.confirms:
