@@ -15,7 +15,6 @@ import ackstore
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.mark.slow
 def _build_reference(out: Path) -> None:
     """``python -m ackstore.tools.apidoc OUT``, which must succeed."""
     r = subprocess.run(
@@ -28,17 +27,27 @@ def _build_reference(out: Path) -> None:
     assert r.returncode == 0, r.stderr[-3000:]
 
 
-def test_the_api_reference_builds_with_warnings_as_errors(tmp_path: Path) -> None:
-    _build_reference(tmp_path)
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The reference, built once for the tests that read it."""
+    out = tmp_path_factory.mktemp("reference")
+    _build_reference(out)
+    return out
+
+
+# the reference's build is the docs' and does not depend on which twins run: it is slow
+# (a subprocess building every page), so the pure-Python pass and `make check` leave it out
+@pytest.mark.slow
+def test_the_api_reference_builds_with_warnings_as_errors(reference: Path, tmp_path: Path) -> None:
     again = tmp_path / "again"
     _build_reference(again)
     differ = [
         str(p.relative_to(again))
         for p in again.rglob("*")
-        if p.is_file() and p.read_bytes() != (tmp_path / p.relative_to(again)).read_bytes()
+        if p.is_file() and p.read_bytes() != (reference / p.relative_to(again)).read_bytes()
     ]
     assert not differ, f"the reference is not the same twice: {differ} (a memory address, an unordered set?)"
-    page = (tmp_path / "ackstore.html").read_text()
+    page = (reference / "ackstore.html").read_text()
     for name in ackstore.__all__:  # every public name has its entry
         assert f'id="{name}"' in page, name
     for module in (
@@ -49,7 +58,7 @@ def test_the_api_reference_builds_with_warnings_as_errors(tmp_path: Path) -> Non
         "recovery/cli",
         "tools/spark_jobs",
     ):
-        assert (tmp_path / "ackstore" / f"{module}.html").exists(), module
+        assert (reference / "ackstore" / f"{module}.html").exists(), module
 
 
 def test_a_docstring_pdoc_cannot_read_fails_the_build(tmp_path: Path) -> None:
@@ -110,13 +119,13 @@ def test_every_name_a_user_may_call_has_a_docstring() -> None:
     assert _undocumented() == []
 
 
-def test_internal_modules_say_so_in_the_reference(tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_internal_modules_say_so_in_the_reference(reference: Path) -> None:
     from ackstore.tools.apidoc import INTERNAL_NOTE
 
-    _build_reference(tmp_path)
     note = "Engine internals"
     assert INTERNAL_NOTE.startswith(f"**{note}**")
     for module in ("cursor/plan", "storage/records", "flush"):
-        assert note in (tmp_path / "ackstore" / f"{module}.html").read_text(), module
+        assert note in (reference / "ackstore" / f"{module}.html").read_text(), module
     for module in ("cursor/facade", "store", "stats", "tools/spark_jobs"):
-        assert note not in (tmp_path / "ackstore" / f"{module}.html").read_text(), module
+        assert note not in (reference / "ackstore" / f"{module}.html").read_text(), module
