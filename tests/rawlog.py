@@ -19,8 +19,9 @@ from ackstore.storage.records import (
 )
 
 
-def records(path: Path, cursor_id: int = 0) -> list[tuple[int, int]]:
-    """``[(seq, type)]`` of one cursor's log, its state slots' too, oldest first."""
+def _scan(path: Path, cursor_id: int) -> list[tuple[int, bytes, int]]:
+    """``[(seq, record, bytes of key and value)]`` of one cursor's log, its state slots' too,
+    oldest first: what :func:`records` and :func:`sizes` read."""
     env = lmdb.open(str(path), max_dbs=8, readonly=True, lock=False, subdir=path.is_dir())
     try:
         db = env.open_db(b"log", create=False)
@@ -29,26 +30,20 @@ def records(path: Path, cursor_id: int = 0) -> list[tuple[int, int]]:
             for key, value in txn.cursor(db=db):
                 cid, seq, record = log_entry(key, value)
                 if cid == cursor_id:
-                    out.append((seq, record_type(record) or -1))
+                    out.append((seq, bytes(record), len(key) + len(value)))
             return sorted(out)
     finally:
         env.close()
 
 
+def records(path: Path, cursor_id: int = 0) -> list[tuple[int, int]]:
+    """``[(seq, type)]`` of one cursor's log, its state slots' too, oldest first."""
+    return [(seq, record_type(record) or -1) for seq, record, _ in _scan(path, cursor_id)]
+
+
 def sizes(path: Path, cursor_id: int = 0) -> dict[int, int]:
     """``{seq: bytes}`` of one cursor's records (key and value), its state slots' too."""
-    env = lmdb.open(str(path), max_dbs=8, readonly=True, lock=False, subdir=path.is_dir())
-    try:
-        db = env.open_db(b"log", create=False)
-        with env.begin() as txn:
-            out = {}
-            for key, value in txn.cursor(db=db):
-                cid, seq, _ = log_entry(key, value)
-                if cid == cursor_id:
-                    out[seq] = len(key) + len(value)
-            return out
-    finally:
-        env.close()
+    return {seq: size for seq, _, size in _scan(path, cursor_id)}
 
 
 def slots(path: Path, cursor_id: int = 0) -> dict[int, int]:

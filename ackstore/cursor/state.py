@@ -93,6 +93,13 @@ def latest_mark_delete(d: LedgerDirectory) -> tuple[int, int]:
     return ledger, -1 if d.confirmed is None else d.confirmed
 
 
+def _ends_before_another(d: LedgerDirectory, i: int, entry: int) -> bool:
+    """``entry`` is the last (or past the last) of the sealed ledger at ``d``'s index ``i``,
+    and a ledger follows it: M there moves on to the next ledger. O(1)."""
+    count = d.counts[i]
+    return bool(count >= 0 and entry >= count - 1 and i + 1 < len(d.ids))
+
+
 class AckState(PositionMoves):
     """Positions, range count, properties and the ack rules of one cursor (the moves the
     read path makes, resets and reads, are :class:`~ackstore.cursor.moves.PositionMoves`')."""
@@ -291,8 +298,7 @@ class AckState(PositionMoves):
             i = d.index(ledger)
             if i < 0:
                 break
-            count = d.counts[i]
-            if count >= 0 and entry >= count - 1 and i + 1 < len(d.ids):
+            if _ends_before_another(d, i, entry):
                 if ledger in self._cache:
                     self.range_count -= ledgers.vanish(ledger)
                 ledger, entry = d.ids[i + 1], -1
@@ -371,7 +377,7 @@ class AckState(PositionMoves):
             return False
         d = self.topic.directory
         i = d.index(ledger)
-        if i >= 0 and d.counts[i] >= 0 and entry >= d.counts[i] - 1 and i + 1 < len(d.ids):
+        if i >= 0 and _ends_before_another(d, i, entry):
             return False
         if la is not None:
             changed = False
