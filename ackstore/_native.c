@@ -138,6 +138,81 @@ done:
     return result;
 }
 
+/* positions_by_ledger(items: list | tuple) -> list[(ledger, bytes)] | None
+ * Acks' positions grouped per ledger, ascending, each ledger's entries as the portable
+ * roaring serialization of them; None (nothing raised) when an item is not a 2-tuple (a
+ * Position is one) of ints with the ledger in 0..2**63-1 and the entry in 0..2**32-2: the
+ * caller's own checks then say what is wrong. */
+typedef struct {
+    long long ledger;
+    uint32_t entry;
+    Py_ssize_t item;
+} Pos;
+
+static int pos_cmp(const void *a, const void *b) {
+    const Pos *x = (const Pos *)a, *y = (const Pos *)b;
+    if (x->ledger != y->ledger) return x->ledger < y->ledger ? -1 : 1;
+    return x->entry < y->entry ? -1 : x->entry > y->entry;
+}
+
+static PyObject *positions_by_ledger(PyObject *self, PyObject *items) {
+    if (!PyList_Check(items) && !PyTuple_Check(items)) Py_RETURN_NONE;
+    PyObject *seq = PySequence_Fast(items, "items");
+    if (seq == NULL) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject **it = PySequence_Fast_ITEMS(seq), *out = NULL;
+    Pos *pos = PyMem_Malloc((n ? n : 1) * sizeof(Pos));
+    uint32_t *vals = PyMem_Malloc((n ? n : 1) * sizeof(uint32_t));
+    int sorted = 1;
+    if (pos == NULL || vals == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *p = it[i], *l, *e;
+        int over = 0;
+        if (!PyTuple_Check(p) || PyTuple_GET_SIZE(p) != 2) goto none;
+        l = PyTuple_GET_ITEM(p, 0);
+        e = PyTuple_GET_ITEM(p, 1);
+        if (!PyLong_CheckExact(l) || !PyLong_CheckExact(e)) goto none;
+        long long ledger = PyLong_AsLongLongAndOverflow(l, &over);
+        if (over || ledger < 0) goto none;
+        long long entry = PyLong_AsLongLongAndOverflow(e, &over);
+        if (over || entry < 0 || entry > U32_MAX_LL - 1) goto none;
+        pos[i].ledger = ledger;
+        pos[i].entry = (uint32_t)entry;
+        pos[i].item = i;
+        if (i && pos_cmp(&pos[i - 1], &pos[i]) > 0) sorted = 0;
+    }
+    if (!sorted) qsort(pos, n, sizeof(Pos), pos_cmp);
+    if ((out = PyList_New(0)) == NULL) goto done;
+    for (Py_ssize_t i = 0; i < n;) {
+        Py_ssize_t j = i, m = 0;
+        while (j < n && pos[j].ledger == pos[i].ledger) {
+            if (m == 0 || vals[m - 1] != pos[j].entry) vals[m++] = pos[j].entry;
+            j++;
+        }
+        PyObject *raw = serialize_sorted(vals, m), *pair = NULL;
+        if (raw != NULL) pair = PyTuple_Pack(2, PyTuple_GET_ITEM(it[pos[i].item], 0), raw);
+        Py_XDECREF(raw);
+        if (pair == NULL || PyList_Append(out, pair) < 0) {
+            Py_XDECREF(pair);
+            Py_CLEAR(out);
+            goto done;
+        }
+        Py_DECREF(pair);
+        i = j;
+    }
+    goto done;
+none:
+    out = Py_NewRef(Py_None);
+done:
+    PyMem_Free(pos);
+    PyMem_Free(vals);
+    Py_DECREF(seq);
+    return out;
+}
+
 /* rice_to_roaring(payload: bytes, first: int) -> bytes: the Rice code of bitmaps.py's _rice. */
 static PyObject *rice_to_roaring(PyObject *self, PyObject *args) {
     Py_buffer raw;
@@ -1713,6 +1788,7 @@ static PyMethodDef methods[] = {
     {"gaps_to_roaring", gaps_to_roaring, METH_VARARGS, "Gap planes to the portable roaring serialization."},
     {"rice_to_roaring", rice_to_roaring, METH_VARARGS, "A Rice code of gaps to the portable roaring serialization."},
     {"delta_fields", delta_fields, METH_VARARGS, "The fields of a fixed-layout marker body."},
+    {"positions_by_ledger", positions_by_ledger, METH_O, "Acks' positions grouped per ledger, as roaring bytes."},
     {"rice_code", rice_code, METH_VARARGS, "The Rice code of ascending values (what rice_to_roaring reads)."},
     {"scan_page", scan_page, METH_VARARGS, "One B-tree page's nodes checked (pure_codecs.scan_page)."},
     {"ledger_fields", ledger_fields, METH_VARARGS, "A ledger record body's fields, its bitmap not decoded."},

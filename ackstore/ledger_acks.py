@@ -91,10 +91,14 @@ def bitmap_of_runs(runs: Iterable[tuple[int, int]]) -> BitMap:
 def run_end(bitmap: BitMap, start: int) -> int:
     """Last value of the run that starts at ``start`` (which must be in ``bitmap``).
 
-    Binary search on rank: O(log(span) * containers).
+    O(containers) when the run reaches the bitmap's maximum (an in-order consumer's acks);
+    else a binary search on rank: O(log(span) * containers).
     """
+    hi = bitmap.max()
+    if bitmap.range_cardinality(start, hi + 1) == hi - start + 1:
+        return hi
     base = bitmap.rank(start)  # values <= start, start included
-    lo, hi = start, bitmap.max()
+    lo = start
     # invariant: every value in [start, lo] is present
     while lo < hi:
         mid = (lo + hi + 1) // 2
@@ -237,11 +241,27 @@ class LedgerAcks(LedgerFields):
                 del self.batches[entry]
                 self.added = None
         if self.counts:
-            for entry in [e for e in self.counts if e in entries]:
-                del self.counts[entry]
-                self.counts_added.pop(entry, None)
+            self._ack_counts(entries)
         self.runs = count_runs(self.bitmap)
         return self.runs - before
+
+    def _ack_counts(self, entries: BitMap | FrozenBitMap) -> None:
+        """The counts of ``entries`` (just acked) go. O(min(counts, entries)) dict operations;
+        O(counts) in C when every counted entry is acked (what a consumer that acks what it
+        read does)."""
+        counts, added = self.counts, self.counts_added
+        if len(entries) < len(counts):
+            for entry in entries:
+                if counts.pop(entry, None) is not None:
+                    added.pop(entry, None)
+            return
+        gone = [e for e in counts if e in entries]
+        if len(gone) == len(counts):  # every count: the entries in ``counts_added`` are acked too
+            self.counts = self.counts_added = NO_ENTRIES
+            return
+        for entry in gone:
+            del counts[entry]
+            added.pop(entry, None)
 
     def drop_through(self, entry: int, since: int = 0) -> int:
         """Forget everything ``<= entry`` (it is below the mark-delete now); return the change
@@ -251,24 +271,29 @@ class LedgerAcks(LedgerFields):
         O(counts) for every move of M (a cursor acked one entry at a time, with every read
         entry counted, moves M each ack)."""
         before = self.runs
-        if entry >= 0:
-            n = len(self.bitmap)
+        if entry < 0:
+            return 0
+        n = len(self.bitmap)
+        if n:
             self.bitmap.remove_range(0, entry + 1)
-            if self.batches:
-                for e in [e for e in self.batches if e <= entry]:
-                    del self.batches[e]
-                    self.added = None
-            if len(self.bitmap) != n:
-                self.added = None  # removals are never deltas: a new base
-            counts = self.counts
-            if counts:  # below M: the marker says so (no new base)
-                if entry - since < len(counts):
-                    added = self.counts_added
-                    for e in range(since, entry + 1):
-                        if counts.pop(e, None) is not None:
-                            added.pop(e, None)
-                else:
-                    self._drop_counts(lambda e: e > entry, rebase=False)
+        if self.batches:
+            for e in [e for e in self.batches if e <= entry]:
+                del self.batches[e]
+                self.added = None
+        counts = self.counts
+        if counts:  # below M: the marker says so (no new base)
+            if max(counts) <= entry:  # every count (and what ``counts_added`` holds above M is acked)
+                self.counts = self.counts_added = NO_ENTRIES
+            elif entry - since < len(counts):
+                added = self.counts_added
+                for e in range(since, entry + 1):
+                    if counts.pop(e, None) is not None:
+                        added.pop(e, None)
+            else:
+                self._drop_counts(lambda e: e > entry, rebase=False)
+        if len(self.bitmap) == n:
+            return 0  # nothing left the bitmap: its runs are as they were
+        self.added = None  # removals are never deltas: a new base
         self.runs = count_runs(self.bitmap)
         return self.runs - before
 

@@ -281,3 +281,73 @@ def test_an_idle_ledger_takes_under_160_bytes_of_python_memory() -> None:
     finally:
         tracemalloc.stop()
     assert 40 < per < 160, per
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.integers(0, 19), max_size=20),
+    st.lists(st.lists(st.integers(0, 19), max_size=12), min_size=1, max_size=5),
+)
+def test_list_acks_leave_what_one_at_a_time_leaves(delivered: list[int], rounds: list[list[int]]) -> None:
+    """Delivered entries (counted) acked by one list a round leave the state that the same
+    acks one position at a time leave: M, the ranges held and the counts that stand,
+    however the list meets M (a run from M + 1 that M passes, a hole, acks already held),
+    and the invariants hold after each round."""
+    lists, each = _fresh()[:2], _fresh()[:2]
+    for _state, ledgers in (lists, each):
+        for entry in delivered:
+            la = ledgers.get(1, create=True)
+            if entry not in la.bitmap:
+                la.deliver(entry)
+        ledgers.dirty.clear()
+    for acks in rounds:
+        positions = [Position(1, e) for e in acks]
+        if positions:
+            lists[0].ack_items(positions)
+        for p in positions:
+            each[0].ack_one(*p)
+        for state, ledgers in (lists, each):
+            state._check(ledgers.runs())
+        want = [
+            (state.md, {k: (sorted(la.bitmap), dict(la.counts)) for k, la in ledgers.cache.loaded.items()})
+            for state, ledgers in (lists, each)
+        ]
+        assert want[0] == want[1]
+
+
+def test_acks_that_pass_every_count_leave_the_shared_empty_entries() -> None:
+    """M passing every counted entry, or an ack of every counted entry, leaves the ledger
+    the shared empty counts (``NO_ENTRIES``), ``counts_added`` too; otherwise exactly the
+    counts of the entries acked or passed go."""
+    from ackstore.ledger_acks import NO_ENTRIES
+
+    la = LedgerAcks(BitMap([30]))
+    for entry in (3, 4, 9):
+        la.deliver(entry)
+    la.drop_through(9, since=3)
+    assert la.counts is NO_ENTRIES and la.counts_added is NO_ENTRIES and list(la.bitmap) == [30]
+    la = LedgerAcks(BitMap([30]))
+    for entry in range(10):
+        la.deliver(entry)
+    la.update(BitMap(range(10)))
+    assert la.counts is NO_ENTRIES and la.counts_added is NO_ENTRIES
+    for entry in (40, 41, 42):
+        la.deliver(entry)
+    la.update(BitMap([41]))  # fewer acked than counted: looked up one by one
+    assert la.counts == {40: 1, 42: 1} and la.counts_added == {40: 1, 42: 1}
+    la.update(BitMap([40, 50, 51, 52]))  # more acked than counted: the counts scanned
+    assert la.counts == {42: 1} and la.counts_added == {42: 1}
+
+
+@given(st.lists(st.tuples(st.integers(0, 300), st.integers(1, 40)), min_size=1, max_size=12), st.data())
+def test_the_end_of_a_run_is_found_inside_and_at_the_top(spans: list[tuple[int, int]], data: st.DataObject) -> None:
+    from ackstore.ledger_acks import run_end
+
+    bm = BitMap()
+    for first, n in spans:
+        bm.add_range(first, first + n)
+    start = data.draw(st.sampled_from(list(bm)))
+    end = start
+    while end + 1 in bm:
+        end += 1
+    assert run_end(bm, start) == end

@@ -554,3 +554,31 @@ def test_point_value_is_the_same_everywhere() -> None:
     for bad in ((-1, ()), (1 << 63, ()), (5, (-1,)), (5, (1 << 63,)), (5, ("x",)), (5, [1, 2]), ("x", ())):
         kind, _ = _same_everywhere("point_value", *bad)
         assert kind != "ok", bad
+
+
+def test_acks_positions_are_grouped_alike_everywhere() -> None:
+    """``positions_by_ledger``: the ledgers ascending, each one's entries (deduplicated) as
+    roaring bytes, the same from every implementation; None, raising nothing, for anything
+    but 2-tuples of ints in range (the caller's checks name the bad item)."""
+    from ackstore import Position
+
+    top = (1 << 32) - 2
+    assert _same_everywhere("positions_by_ledger", [Position(7, 3), (7, 1), (2, top), (7, 3)]) == (
+        "ok",
+        [(2, BitMap([top]).serialize()), (7, BitMap([1, 3]).serialize())],
+    )
+    assert _same_everywhere("positions_by_ledger", ()) == ("ok", [])
+    for bad in ([(1, top + 1)], [(1, -1)], [(-1, 0)], [(1 << 63, 0)], [(1, True)], [(1, 2, 3)], [[1, 2]], [(1, 2.0)]):
+        assert _same_everywhere("positions_by_ledger", [(1, 0), *bad]) == ("ok", None), bad
+    assert _same_everywhere("positions_by_ledger", iter([(1, 0)])) == ("ok", None)
+    rng = random.Random(5)
+    for _ in range(40):
+        entries = [rng.choice([rng.randrange(70_000), rng.randrange(top + 1)]) for _ in range(rng.randrange(5_000))]
+        items = [(rng.randrange(3), entry) for entry in entries]
+        grouped = _same_everywhere("positions_by_ledger", items)[1]
+        want: dict[int, set[int]] = {}
+        for ledger, entry in items:
+            want.setdefault(ledger, set()).add(entry)
+        assert [(ledger, sorted(BitMap.deserialize(raw))) for ledger, raw in grouped] == [  # type: ignore[union-attr]
+            (ledger, sorted(want[ledger])) for ledger in sorted(want)
+        ]

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterable
-from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Literal, Protocol, overload
 
 from pyroaring import BitMap
@@ -23,6 +22,7 @@ from ..errors import InvalidArgumentError, InvalidPositionError, InvalidTypeErro
 from ..ledger_acks import LedgerAcks, bitmap_of_range, run_end
 from ..ledger_cache import ACK_CHARGE, LedgerCache
 from ..position import MAX_ENTRY, Position, trusted
+from ..storage.codecs import positions_by_ledger
 from .moves import MAX_BATCH_SIZE, PositionMoves
 from .validate import (
     MAX_PROPERTY_KEY_BYTES,
@@ -47,10 +47,6 @@ __all__ = [
     "MAX_PROPERTY_VALUE_BYTES",
     "latest_mark_delete",
 ]
-
-
-_first = itemgetter(0)
-_second = itemgetter(1)
 
 
 class TopicView(Protocol):
@@ -98,6 +94,27 @@ def _ends_before_another(d: LedgerDirectory, i: int, entry: int) -> bool:
     and a ledger follows it: M there moves on to the next ledger. O(1)."""
     count = d.counts[i]
     return bool(count >= 0 and entry >= count - 1 and i + 1 < len(d.ids))
+
+
+def _per_ledger(items: list[Any] | tuple[Any, ...]) -> dict[Any, list[Any]]:
+    """``items`` (each checked to be a Position or a ``(ledger, entry)`` pair) grouped per
+    ledger, their entries as given, for :meth:`AckState.group` to check."""
+    if set(map(type, items)) != {Position}:  # Positions are checked when made; anything else here
+        for item in items:
+            if type(item) is not Position:
+                pair(item)
+    try:
+        per: dict[Any, list[Any]] = {}
+        for ledger, entry in items:
+            lst = per.get(ledger)
+            if lst is None:
+                per[ledger] = [entry]
+            else:
+                lst.append(entry)
+    except (TypeError, ValueError, IndexError):
+        bad = next((p for p in items if not (isinstance(p, tuple) and len(p) == 2)), items)
+        raise InvalidTypeError(f"expected Position(ledger, entry) items, got {bad!r}") from None
+    return per
 
 
 class AckState(PositionMoves):
@@ -326,7 +343,7 @@ class AckState(PositionMoves):
         md_l, md_e = self.md
         if ledger < md_l or (ledger == md_l and entry <= md_e):
             return
-        if ledger == md_l and entry == md_e + 1 and self._pass(ledger, entry):
+        if ledger == md_l and entry == md_e + 1 and self._pass(ledger, entry, limit):
             return
         cache = self._cache
         la = cache.loaded.get(ledger)
@@ -359,12 +376,15 @@ class AckState(PositionMoves):
         if ledger == md_l and entry == md_e + 1:
             self.advance()
 
-    def _pass(self, ledger: int, entry: int) -> bool:
-        """An ack of M + 1 (``entry``, in M's ``ledger``) that moves M to it and no further:
-        M moves, the entry's delivery count and partial batch go, and nothing enters the
-        ledger's acks (what is at or below M is not held: the marker says it). Returns False,
-        changing nothing, when M would move further (``entry + 1`` is acked, or ``entry`` is
-        the last of a sealed ledger with one after it): :meth:`advance` moves it then. O(1)."""
+    def _pass(self, ledger: int, entry: int, limit: int) -> bool:
+        """An ack of M + 1 (``entry``, in M's ``ledger``, whose highest entry allowed is
+        ``limit``) that moves M to it and no further: M moves, the entry's delivery count and
+        partial batch go, and nothing enters the ledger's acks (what is at or below M is not
+        held: the marker says it). Returns False, changing nothing, when M would move further
+        (``entry + 1`` is acked, or ``entry`` is the last of a sealed ledger with one after
+        it): :meth:`advance` moves it then. O(1).
+
+        The ledger's size stays charged as it was (an upper bound, as an ack's charge is)."""
         cache = self._cache
         la = cache.loaded.get(ledger)
         if la is None:
@@ -375,10 +395,11 @@ class AckState(PositionMoves):
             cache.loaded.move_to_end(ledger)
         if la is not None and (entry + 1) in la.bitmap:
             return False
-        d = self.topic.directory
-        i = d.index(ledger)
-        if i >= 0 and _ends_before_another(d, i, entry):
-            return False
+        if entry >= limit:  # a sealed ledger's last entry (an open ledger never ends)
+            d = self.topic.directory
+            i = d.index(ledger)
+            if i >= 0 and _ends_before_another(d, i, entry):
+                return False
         if la is not None:
             changed = False
             if la.counts and la.counts.pop(entry, None) is not None:
@@ -388,7 +409,10 @@ class AckState(PositionMoves):
                 la.added = None  # a partial batch left the record: the next flush writes a new base
                 changed = True
             if changed:
-                self._touched(ledger, la)
+                if la:
+                    self._dirty.add(ledger)
+                else:
+                    self.range_count -= self.ledgers.vanish(ledger)
         self.set_md(trusted(ledger, entry))
         return True
 
@@ -420,7 +444,9 @@ class AckState(PositionMoves):
         self.apply_groups([(ledger, bm)])
 
     def apply_groups(self, groups: list[tuple[int, BitMap]]) -> None:
-        """Apply validated per-ledger bitmaps of acks."""
+        """Apply validated per-ledger bitmaps of acks. Acks that M passes never enter the
+        ledger's acks: M moves over the run they start at M + 1 first (with the acks held),
+        and only what lies above it is added."""
         md_l, md_e = self.md
         advance = False
         for ledger, bm in groups:
@@ -429,7 +455,9 @@ class AckState(PositionMoves):
             if ledger == md_l:
                 if md_e >= 0:
                     bm.remove_range(0, md_e + 1)
-                advance = (md_e + 1) in bm
+                if (md_e + 1) in bm:
+                    self._lead(ledger, md_e + 1, bm)
+                    advance = True
             if not bm:
                 continue
             la = self.ledgers.get(ledger, create=True)
@@ -439,39 +467,40 @@ class AckState(PositionMoves):
         if advance:
             self.advance()
 
+    def _lead(self, ledger: int, since: int, bm: BitMap) -> None:
+        """``bm`` (acks of M's ``ledger``, none at or below M) holds ``since`` (M + 1): M moves
+        to the end of the run from it that ``bm`` and the acks held make, and ``bm`` keeps
+        only what lies above. The ledger's acks lose what M passed; nothing of ``bm`` is
+        added here. O(containers)."""
+        la = self.ledgers.get(ledger)
+        held = la.bitmap if la is not None else None
+        end = run_end(bm | held if held else bm, since)
+        bm.remove_range(0, end + 1)
+        if la is not None:
+            self.range_count += la.drop_through(end, since)
+            if not bm:
+                self._touched(ledger, la)
+        self.set_md(trusted(ledger, end))
+
     def group(self, items: list[Any] | tuple[Any, ...]) -> list[tuple[int, BitMap]]:
-        """Validate ``items`` and group their entries per ledger as bitmaps."""
-        if set(map(type, items)) != {Position}:  # Positions are checked when made; anything else here
-            for item in items:
-                if type(item) is not Position:
-                    pair(item)
-        try:
-            ledgers = set(map(_first, items))
-            if len(ledgers) == 1:
-                (ledger,) = ledgers
-                per: dict[Any, Any] = {ledger: list(map(_second, items))}
-            else:
-                per = {}
-                for ledger, entry in items:
-                    lst = per.get(ledger)
-                    if lst is None:
-                        per[ledger] = [entry]
-                    else:
-                        lst.append(entry)
-        except (TypeError, ValueError, IndexError):
-            bad = next((p for p in items if not (isinstance(p, tuple) and len(p) == 2)), items)
-            raise InvalidTypeError(f"expected Position(ledger, entry) items, got {bad!r}") from None
+        """Validate ``items`` and group their entries per ledger as bitmaps. Positions (and
+        ``(ledger, entry)`` tuples of ints) are grouped in one compiled pass, each ledger's
+        entries handed over as roaring bytes; anything else is checked item by item, and the
+        first bad one named."""
+        grouped = positions_by_ledger(items)
+        per: dict[Any, Any] = dict(grouped) if grouped is not None else _per_ledger(items)
         out: list[tuple[int, BitMap]] = []
         for ledger, entries in per.items():
             limit = self.ack_limit(ledger)
-            try:
-                bm = BitMap(entries)
-            except (TypeError, OverflowError, ValueError):
-                bm = None
-            if bm is None:
-                for entry in entries:
-                    self.check_ack(ledger, entry)
-                raise InvalidTypeError(f"entries of ledger {ledger} must be ints")  # pragma: no cover
+            if grouped is not None:
+                bm = BitMap.deserialize(entries)
+            else:
+                try:
+                    bm = BitMap(entries)
+                except (TypeError, OverflowError, ValueError):
+                    for entry in entries:
+                        self.check_ack(ledger, entry)
+                    raise InvalidTypeError(f"entries of ledger {ledger} must be ints") from None  # pragma: no cover
             if bm.max() > limit:
                 self.check_ack(ledger, bm.max())
             out.append((ledger, bm))

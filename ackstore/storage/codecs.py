@@ -17,6 +17,7 @@ __all__ = [
     "gaps_to_roaring",
     "rice_to_roaring",
     "rice_code",
+    "positions_by_ledger",
     "delta_fields",
     "fixed_marker",
     "state_marker",
@@ -36,6 +37,7 @@ IMPLEMENTATION = "native" if native is not None else "python"
 gaps_to_roaring = _impl.gaps_to_roaring
 rice_to_roaring = _impl.rice_to_roaring
 rice_code = _impl.rice_code
+positions_by_ledger = _impl.positions_by_ledger
 delta_fields = _impl.delta_fields
 fixed_marker = _impl.fixed_marker
 state_marker = _impl.state_marker

@@ -26,6 +26,7 @@ __all__ = [
     "gaps_to_roaring",
     "rice_to_roaring",
     "rice_code",
+    "positions_by_ledger",
     "delta_fields",
     "fixed_marker",
     "state_marker",
@@ -87,6 +88,27 @@ def gaps_to_roaring(planes: bytes, first: int) -> bytes:
     if not 0 <= first <= _U32 or (values and values[-1] > _U32):
         raise ValueError("gap record decodes past 2^32")
     return BitMap(values, optimize=False).serialize()
+
+
+def positions_by_ledger(items: Any) -> list[tuple[int, bytes]] | None:
+    """Acks' positions grouped per ledger, ascending, each ledger's entries as the portable
+    roaring serialization of them; None (nothing raised) when ``items`` is not a list or
+    tuple, or an item is not a 2-tuple (a Position is one) of ints with the ledger in
+    0..2**63-1 and the entry in 0..2**32-2: the caller's own checks then say what is wrong.
+    O(n log n)."""
+    if not isinstance(items, (list, tuple)):
+        return None
+    per: dict[int, list[int]] = {}
+    for item in items:
+        if not (isinstance(item, tuple) and len(item) == 2):
+            return None
+        ledger, entry = item
+        if type(ledger) is not int or type(entry) is not int:
+            return None
+        if not (0 <= ledger <= _SSIZE and 0 <= entry < _U32):
+            return None
+        per.setdefault(ledger, []).append(entry)
+    return [(ledger, BitMap(per[ledger], optimize=False).serialize()) for ledger in sorted(per)]
 
 
 def rice_to_roaring(payload: bytes, first: int) -> bytes:
