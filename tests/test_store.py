@@ -519,3 +519,31 @@ def test_add_ledgers_is_one_transaction_with_the_one_ledger_checks(store_path: P
         assert topic.ledgers() == [(1, 10), (3, 5), (7, 4)]
     with AckStore.open(store_path, readonly=True) as store:
         assert store.topic("t").ledgers() == [(1, 10), (3, 5), (7, 4)]
+
+
+def test_a_read_transaction_in_this_process_is_the_oldest_reader_until_it_ends(tmp_path: Path) -> None:
+    """The reader table as the writer and a read-only store see it, without a subprocess:
+    a read transaction held here is the oldest reader (this pid, its transaction id, as
+    many transactions behind as were written since); once it ends there is none."""
+    from ackstore.readers import oldest_reader
+
+    with AckStore.open(tmp_path / "s", sync=False) as store:
+        store.topic("t").add_ledger(1)
+        cur = store.topic("t").cursor("c")
+        store.flush()
+        env = store._storage.env
+        assert oldest_reader(env) is None and store.stats().oldest_reader is None
+        txn = env.begin()
+        try:
+            for e in range(4):
+                cur.ack([Position(1, 2 * e)])
+                store.flush()
+            last = env.info()["last_txnid"]
+            found = oldest_reader(env)
+            assert found is not None and (found.pid, found.txnid) == (os.getpid(), txn.id())
+            assert found.behind == last - txn.id() >= 4
+            seen = store.stats().oldest_reader
+            assert seen is not None and (seen.pid, seen.txnid, seen.behind) == (found.pid, found.txnid, found.behind)
+        finally:
+            txn.abort()
+        assert oldest_reader(env) is None and store.stats().oldest_reader is None
