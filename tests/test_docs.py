@@ -185,7 +185,7 @@ def test_every_figure_in_the_benchmarks_prose_is_in_its_tables() -> None:
     writes into the same page: when the tables are written anew, a figure they no longer
     hold fails here until the prose follows (or drops it)."""
     prose, cells = _prose_and_tables((ROOT / "docs" / "benchmarks.md").read_text())
-    assert {"0.33x", "70B", "0.60us"} <= cells  # the tables are read
+    assert len(cells) > 100 and {"x", "B", "us", "ms"} <= {re.sub(r"^[\d.,]+", "", c) for c in cells}  # tables read
     missing = [(line.strip()[:60], f) for line in prose for f in _figures(line) if f not in cells]
     assert missing == []
 
