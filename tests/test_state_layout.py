@@ -805,3 +805,100 @@ def test_a_slots_first_value_reserves_room_and_keeps_the_pages_full(store_path: 
         leaf_pages = store.storage.read(lambda txn: txn.stat(store.storage.log_db)["leaf_pages"])
     assert rooms == [SLOT_RESERVE, SLOT_RESERVE, 0]  # each slot's first value, then none
     assert leaf_pages <= 32, leaf_pages
+
+
+@pytest.mark.parametrize("layout", ["state", "marker"])
+def test_cursors_flush_on_from_their_compacted_logs(
+    store_path: Path, layout: str, request: pytest.FixtureRequest
+) -> None:
+    """After a compaction each cursor flushes on from its new log: what it acks, counts,
+    batches and sets afterwards, flushed, is what a reopen reads (the next marker lies above
+    the compacted one, and is no delta against a state marker); the compacted log is the
+    plan's (a state marker, or a record a ledger and a full marker), and each cursor's
+    invariants hold after the compaction and after the next flush. Small, large and
+    swapped-out cursors, with delivery counts, partial batches and properties."""
+    if layout == "marker":
+        request.getfixturevalue("marker_layout")
+    tiny = CursorConfig(max_individual_ack_cache_bytes=1)
+    with AckStore.open(store_path) as store:
+        small, large, swapped = (_small(store, name) for name in ("small", "large", "swapped"))
+        small.ack([Position(1, 3), Position(3, 9)])
+        small.ack_batch_index(Position(3, 12), 8, [1, 2])
+        small.record_deliveries([Position(3, 14)])
+        small.set_property("k", "v")
+        large.ack([Position(ledger, e) for ledger in (2, 3) for e in range(0, 400, 3)])
+        swapped.ack([Position(ledger, e) for ledger in (2, 3) for e in range(1, 300, 2)])
+        for i in range(4):
+            for cur in (small, large, swapped):
+                cur.ack([Position(3, 500 + 2 * i)])
+            store.flush()
+    names = ("small", "large", "swapped")
+    with AckStore.open(store_path) as store:
+        topic = store.topic(T)
+        cursors = {name: topic.cursor(name, tiny if name == "swapped" else None) for name in names}
+        for cur in cursors.values():  # ledgers in memory (a lazy open left them on disk)
+            assert [cur.is_acked(Position(ledger, 1)) for ledger in (2, 3)] == [cur.name == "swapped"] * 2
+        ids = {name: cur.cursor_id for name, cur in cursors.items()}
+        stats = {s.cursor: s for s in store.compact(verify=True)}
+        for cur in cursors.values():
+            cur._check()
+            want = 1 if (layout, cur.name) == ("state", "small") else len(cur.snapshot().ranges) + 1
+            usage = cur.log_usage()
+            assert (usage.records, usage.garbage_bytes, stats[cur.name].records_after) == (want, 0, want), cur.name
+        compacted = {name: cur.stats().last_marker_seq for name, cur in cursors.items()}
+        for cur in cursors.values():  # one ack in one ledger: rides in a delta marker (a state marker when small)
+            cur.ack([Position(3, 601)])
+        one = store.flush()
+        assert (one.ledger_records, one.full_markers) == ((0, 1) if layout == "state" else (1, 0)), one
+        ones = {name: cur.stats().last_marker_seq for name, cur in cursors.items()}
+        assert all(ones[name] > compacted[name] for name in names), (ones, compacted)
+    if layout == "state":  # the compacted state stays to fall back to, in the other slot
+        assert sorted(rawlog.slots(store_path, ids["small"]).values()) == [compacted["small"], ones["small"]]
+    with AckStore.open(store_path) as store:
+        topic = store.topic(T)
+        cursors = {name: topic.cursor(name, tiny if name == "swapped" else None) for name in names}
+        for cur in cursors.values():
+            cur.ack([Position(3, 603), Position(3, 605)])
+            cur.ack_batch_index(Position(3, 700), 4, [0])
+            cur.record_deliveries([Position(3, 702), Position(3, 702)])
+            cur.set_property("after", cur.name)
+        store.flush()
+        for cur in cursors.values():
+            cur._check()
+        after = {name: cur.snapshot() for name, cur in cursors.items()}
+        marked = {name: cur.stats().last_marker_seq for name, cur in cursors.items()}
+    for name, cur_id in ids.items():
+        kinds = [t for _, t in rawlog.records(store_path, cur_id)]
+        assert max(rawlog.markers(store_path, cur_id)) == marked[name] and kinds[-1] == RECORD_MARKER, (name, kinds)
+    with AckStore.open(store_path, readonly=True) as store:
+        topic = store.topic(T)
+        assert {name: topic.cursor(name).snapshot() for name in after} == after
+    for name, snap in after.items():
+        assert snap.properties["after"] == name and snap.delivery_counts[Position(3, 702)] == 2
+        assert snap.partial_batches[Position(3, 700)] == (4, frozenset({0}))
+        assert Position(3, 603) not in snap.delivery_counts and snap.ranges[-1][1][-1][1] >= 603
+    assert check(store_path) == []
+
+
+@pytest.mark.parametrize("extra", [0, 1], ids=["at-the-bound", "one-over"])
+def test_compaction_reads_the_ledgers_a_lazy_open_left_of_a_cursor_at_the_state_bound(
+    store_path: Path, extra: int
+) -> None:
+    """A cursor with exactly STATE_MAX_RUNS ranges in two ledgers, opened lazily (its
+    ledgers left in its state marker until first used), compacts to one state marker: its
+    ledgers are read to be written as one. One range more and it compacts to a record a
+    ledger and a full marker. Both read back as they were."""
+    runs = STATE_MAX_RUNS + extra
+    with AckStore.open(store_path) as store:
+        cur = _small(store)
+        cur.ack([Position(1 + i % 2, 2 * i + 1) for i in range(runs)])
+        store.flush()
+        before = cur.snapshot()
+    assert before.ack_range_count == runs
+    with AckStore.open(store_path) as store:
+        cur = store.topic(T).cursor("c")
+        (stats,) = store.compact(verify=True)
+        cur._check()
+        assert stats.records_after == (1 if extra == 0 else 3)
+    with AckStore.open(store_path, readonly=True) as store:
+        assert store.topic(T).cursor("c").snapshot() == before
