@@ -56,7 +56,17 @@ def test_planted_faults_are_found_and_fixed(
     else:  # a superseded record nobody needs any more
         rawlog.damage(store_path, ledger_records[1])
         expected_kinds, expected_state = {"corrupt-record"}, states[-1]
+    seqs = {seq for seq, _ in rawlog.records(store_path)}
+    records_now = len(seqs)
     findings = check(store_path)
+    for f in findings:  # each names its record and says what is wrong with it
+        if f.kind == "corrupt-record":
+            assert f.message == "record checksum mismatch" and f.seq in seqs, f
+        elif f.kind == "broken-marker":
+            assert f.seq in markers and f.message.startswith(f"marker {f.seq}: "), f
+        elif f.kind == "no-intact-marker":
+            want = f"{records_now} records but no intact marker: recovery starts the cursor empty"
+            assert (f.seq, f.message) == (-1, want), f
     # LMDB copies a page on write, so an older page may still hold an intact copy of what
     # was damaged: the page-level scan then says so (hidden-marker), and salvage can use it
     assert expected_kinds <= {f.kind for f in findings} <= expected_kinds | {"hidden-marker"}, findings
@@ -288,3 +298,63 @@ def test_check_finds_a_damaged_or_too_low_id_counter(tmp_path: Path, key: bytes)
         found = check(path)
         assert [f.kind for f in found] == ["corrupt-catalog"], found
         assert key.decode() in found[0].message
+
+
+def test_a_ledger_holding_only_a_partial_batch_is_checked_clean(store_path: Path) -> None:
+    """A ledger whose record holds a partial batch and no whole acks is read and checked
+    like any other: nothing is wrong, so nothing is found."""
+    marker, records = _plant(store_path, [Position(1, 3)], batch=Position(2, 5))
+    assert set(records) == {1, 2} and marker > max(records.values())
+    assert check(store_path) == []
+
+
+def test_fix_rolls_back_only_the_damaged_cursor_to_its_first_marker_and_says_so(store_path: Path) -> None:
+    """Two topics each with a cursor ``c`` (the damaged one keeps history) and a healthy
+    cursor beside them: a fix rewrites the damaged cursor alone, back to its first marker
+    (sequence 0), and each of its findings says so, the history it dropped and the one flush
+    lost; the other cursors' logs are left byte for byte."""
+    with AckStore.open(store_path) as store:
+        cursors = []
+        for name, config in (("a", CursorConfig(history_seconds=3600)), ("b", None)):
+            topic = store.topic(f"persistent://t/ns/{name}")
+            topic.add_ledger(1)
+            cursors += [topic.cursor("c", config), topic.cursor("healthy")]
+        for e in (3, 5):
+            for cur in cursors:
+                cur.ack([Position(1, e)])
+            store.flush()
+        damaged, others = cursors[0].cursor_id, [cur.cursor_id for cur in cursors[1:]]
+    markers = rawlog.markers(store_path, damaged)
+    assert markers[0] == 0 and len(markers) == 2
+    before = {cid: rawlog.sizes(store_path, cid) for cid in others}
+    records = len(rawlog.records(store_path, damaged))
+    rawlog.damage(store_path, markers[-1], damaged)
+    fixed = check(store_path, fix=True)
+    assert {(f.topic, f.cursor) for f in fixed} == {("persistent://t/ns/a", "c")} and all(f.fixed for f in fixed)
+    how = (
+        f"rolled back to marker 0; log rewritten {records} -> 1 records; its history was dropped (it starts again "
+        "at the next flush); the acks of 1 newer flush(es) are lost and their messages will be redelivered"
+    )
+    assert all(f.message.endswith(f" ({how})") for f in fixed), [f.message for f in fixed]
+    assert sorted(f.lost for f in fixed) == [0] * (len(fixed) - 1) + [1]
+    assert {cid: rawlog.sizes(store_path, cid) for cid in others} == before
+    assert check(store_path) == []
+
+
+def test_fix_of_a_cursor_whose_only_marker_is_damaged_loses_that_one_flush(store_path: Path) -> None:
+    with AckStore.open(store_path) as store:
+        topic = store.topic("t")
+        topic.add_ledger(1)
+        topic.cursor("c").ack([Position(1, 4)])
+        store.flush()
+    (marker,) = rawlog.markers(store_path)
+    rawlog.damage(store_path, marker)
+    fixed = check(store_path, fix=True)
+    assert sorted(f.lost for f in fixed) == [0] * (len(fixed) - 1) + [1] and "no-intact-marker" in {
+        f.kind for f in fixed
+    }
+    assert all("(no intact marker: cursor reset; " in f.message for f in fixed)
+    assert all(
+        f.message.endswith("the acks of 1 newer flush(es) are lost and their messages will be redelivered)")
+        for f in fixed
+    )

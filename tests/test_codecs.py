@@ -582,3 +582,34 @@ def test_acks_positions_are_grouped_alike_everywhere() -> None:
         assert [(ledger, sorted(BitMap.deserialize(raw))) for ledger, raw in grouped] == [  # type: ignore[union-attr]
             (ledger, sorted(want[ledger])) for ledger in sorted(want)
         ]
+
+
+def test_gap_planes_decode_to_the_same_bytes_everywhere() -> None:
+    """``gaps_to_roaring``: the same bytes from every implementation (array and bitmap
+    containers, never run containers), gaps of 2**31 and more read unsigned, the top entry
+    id reachable and one past it refused alike."""
+
+    def planes(gaps: list[int]) -> bytes:
+        raw = array("I", gaps)
+        if sys.byteorder == "big":
+            raw.byteswap()
+        data = raw.tobytes()
+        return b"".join(data[i::4] for i in range(4))
+
+    top = (1 << 32) - 1
+    cases = [
+        ([0, 1, 1, 1], 5),
+        ([0] + [1] * 5000, 3),  # a run across a container's worth of values: a bitmap container, not a run
+        ([0, (1 << 31) + 5], 0),
+        ([0, top - 1], 1),
+        ([0], top),
+        ([], 7),
+    ]
+    for gaps, first in cases:
+        outcome, raw = _same_everywhere("gaps_to_roaring", planes(gaps), first)
+        values = [first + sum(gaps[: i + 1]) for i in range(len(gaps))]
+        assert outcome == "ok" and list(BitMap.deserialize(raw)) == values, (gaps, first)  # type: ignore[arg-type]
+        assert raw == BitMap(values, optimize=False).serialize()
+    assert _same_everywhere("gaps_to_roaring", planes([0, 1]), top)[0] == "error"
+    for bad in (top + 1, -1):
+        assert _same_everywhere("gaps_to_roaring", planes([0]), bad) == ("error", f"first={bad} is outside 0..{top}")

@@ -100,6 +100,32 @@ def _digest(path: Path) -> str:
 # -- 2. check --fix never leaves less than open recovers -----------------------------------------
 
 
+def _said_as_damaged_file(path: Path, hint: str) -> None:
+    """``check`` and ``check(fix=True)`` each give one damaged-file finding of the store as a
+    whole (no topic, cursor or record): what is wrong, then ``hint``, the step that works;
+    the fix says it fixed nothing, and why."""
+    (found,) = check(path)
+    assert (found.kind, found.topic, found.cursor, found.seq, found.fixed) == ("damaged-file", "", "", -1, False)
+    assert found.message.endswith(f"; {hint}") and str(found) == f"damaged-file: /: {found.message}"
+    detail = found.message[: -len(hint) - 2]
+    (tried,) = check(path, fix=True)
+    assert (tried.kind, tried.topic, tried.cursor, tried.fixed) == ("damaged-file", "", "", False)
+    assert tried.message == f"{detail} (not fixed: an in-place repair could lose what the file still holds); {hint}"
+
+
+def test_check_says_a_file_cut_short_is_to_be_restored(tmp_path: Path) -> None:
+    """A data file cut below its newest root, too short to salvage: check's one finding
+    says so, and says to restore a copy (not to run salvage, nor check again)."""
+    path = tmp_path / "store"
+    _build(path, cursors=2)
+    os.truncate(path / "data.mdb", 5000)
+    _said_as_damaged_file(
+        path,
+        "a copy cut off or a disk that filled: restore the store from a copy if there is one, else start a new "
+        "one (too little of it is left to read)",
+    )
+
+
 def test_check_fix_refuses_a_store_whose_branch_keys_are_damaged(tmp_path: Path) -> None:
     path = tmp_path / "store"
     _build(path, cursors=12)
@@ -115,6 +141,7 @@ def test_check_fix_refuses_a_store_whose_branch_keys_are_damaged(tmp_path: Path)
     findings = check(path)
     assert [f.kind for f in findings] == ["damaged-file"]
     assert "out of order" in findings[0].message
+    _said_as_damaged_file(path, "'ackstore salvage STORE NEW' rebuilds what it still holds")
     r = _cli("check", "--fix", path)
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert "not fixed" in r.stdout and "STILL NOT CLEAN" in r.stdout

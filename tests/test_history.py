@@ -190,6 +190,20 @@ def test_a_restore_is_itself_a_point_and_can_be_undone(store_path: Path, clock: 
         assert _state(store.topic(T).cursor("c")) == states[5]
 
 
+def _history_states(store: AckStore) -> dict[str, float]:
+    """Each cursor's ``ackstore_cursor_history_states`` sample, from a scrape."""
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from ackstore.metrics import AckStoreCollector
+
+    registry = CollectorRegistry()
+    registry.register(AckStoreCollector(store))
+    families = text_string_to_metric_families(generate_latest(registry).decode())
+    family = next(f for f in families if f.name == "ackstore_cursor_history_states")
+    return {s.labels["subscription"]: s.value for s in family.samples}
+
+
 def test_the_window_is_kept_and_only_the_window(store_path: Path, clock: Clock) -> None:
     """With a 10-second window and a flush a second, a cursor keeps 11 points (and its log
     only the records they need): older ones are trimmed as flushes go, restoring to the
@@ -211,6 +225,7 @@ def test_the_window_is_kept_and_only_the_window(store_path: Path, clock: Clock) 
         assert [p.time for p in points] == [clock.now - s for s in range(11)]
         assert len(_points(store, cur.cursor_id)) == 11
         assert len(_points(store, plain.cursor_id)) == 0
+        assert _history_states(store) == {"c": 11, "plain": 0}  # what metrics and stat say, the window slid
         records = store.storage.read(lambda txn: len(list(cur._log.records(txn))))
         assert records <= 12  # a state marker a flush in the window (and the one before it)
         assert store.storage.read(lambda txn: len(list(plain._log.records(txn)))) == 2
@@ -754,32 +769,43 @@ def test_one_wrong_clock_reading_neither_mislabels_points_nor_empties_the_window
         assert len(store.topic(T).cursor("c").history()) == 15
 
 
+def _flushed_points(store_path: Path, clock: Clock, config: CursorConfig, flushes: int) -> tuple[int, list[int], Any]:
+    """Cursor ``c`` with ``config`` acks one entry and flushes ``flushes`` times, a second
+    apart: its id, its points' sequences and its state."""
+    with AckStore.open(store_path, sync=False) as store:
+        cur = _topic(store).cursor("c", config)
+        for r in range(flushes):
+            cur.ack(Position(4, r))
+            store.flush()
+            clock.tick()
+        return cur.cursor_id, _points(store, cur.cursor_id), _state(cur)
+
+
+def _flip_point_time(store_path: Path, cid: int, seq: int) -> None:
+    """One bit of the time of the point at ``seq`` flipped (a time in 2035 if believed)."""
+    import lmdb
+
+    from ackstore.storage.records import log_key
+
+    env = lmdb.open(str(store_path), max_dbs=8)
+    db = env.open_db(b"history")
+    with env.begin(write=True) as txn:
+        value = bytearray(txn.get(log_key(cid, seq), db=db))
+        value[4] ^= 0x10
+        txn.put(log_key(cid, seq), bytes(value), db=db)
+    env.close()
+
+
 def test_a_damaged_point_is_found_refused_and_counted(store_path: Path, tmp_path: Path, clock: Clock) -> None:
     """One bit of the newest point's time flipped (a time in 2035 if it were believed):
     ``check`` reports it, a restore it could be the answer to refuses naming it (the API
     and ``ackstore rewind``, one line, nothing changed), an older one still works, and
     salvage says the point was damaged."""
-    import lmdb
-
     from ackstore import CorruptRecordError, check
     from ackstore.salvage import salvage
-    from ackstore.storage.records import log_key
 
-    with AckStore.open(store_path, sync=False) as store:
-        cur = _topic(store).cursor("c", HOUR)
-        for r in range(5):
-            cur.ack(Position(4, r))
-            store.flush()
-            clock.tick()
-        cid, seqs = cur.cursor_id, _points(store, cur.cursor_id)
-        before = _state(cur)
-    env = lmdb.open(str(store_path), max_dbs=8)
-    db = env.open_db(b"history")
-    with env.begin(write=True) as txn:
-        value = bytearray(txn.get(log_key(cid, seqs[-1]), db=db))
-        value[4] ^= 0x10  # a bit of the time
-        txn.put(log_key(cid, seqs[-1]), bytes(value), db=db)
-    env.close()
+    cid, seqs, before = _flushed_points(store_path, clock, HOUR, 5)
+    _flip_point_time(store_path, cid, seqs[-1])
     found = check(store_path)
     assert [f.kind for f in found] == ["damaged-history"] and "fails its checksum" in found[0].message
     rewind = _cli("rewind", store_path, "--cursor", f"{T}/c", "--to", str(time.time()), "--yes")
@@ -868,3 +894,31 @@ def test_the_records_a_window_keeps_are_what_every_kept_point_names(seed: int) -
             h._full_of(h.points[h.start]).seq,
             _named_below_by_scan(h, h._full_of(h.points[h.start]), []),
         )
+
+
+def test_a_damaged_point_goes_with_the_window(store_path: Path, clock: Clock) -> None:
+    """A damaged point is a ``check`` finding while the window holds a point older than it;
+    once the window has left every point before it, the writer deletes it with the points
+    it drops (it can answer no restore any more): ``check`` is clean, and only the window's
+    points are left."""
+    from ackstore import check
+
+    config = CursorConfig(history_seconds=3, max_unacked_ranges_to_persist=0)
+    cid, seqs, _ = _flushed_points(store_path, clock, config, 3)
+    _flip_point_time(store_path, cid, seqs[1])
+    assert [f.kind for f in check(store_path)] == ["damaged-history"]
+    with AckStore.open(store_path, sync=False) as store:
+        cur = store.topic(T).cursor("c", config)
+        cur.ack(Position(4, 3))
+        store.flush()  # the window still holds the first point: the damaged one stays
+        assert seqs[0] in _points(store, cid) and seqs[1] in _points(store, cid)
+        for r in range(4, 10):
+            clock.tick()
+            cur.ack(Position(4, r))
+            store.flush()
+            held = _points(store, cid)
+            assert (seqs[0] in held) == (seqs[1] in held), (r, held)  # it goes in the flush that drops the first
+        kept = _points(store, cid)
+        assert seqs[0] not in kept and seqs[1] not in kept
+        assert len(kept) == len(cur.history()) == 4  # the points of the last 3 seconds and the one at their start
+    assert check(store_path) == []
