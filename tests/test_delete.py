@@ -231,3 +231,27 @@ def test_delete_waits_for_a_flush_in_flight(store_path: Path) -> None:
         topic.delete_cursor("c")
         flusher.join()
         assert topic.cursors() == [] and _log_cursor_ids(store) == set()
+
+
+def test_deleting_a_cursor_leaves_the_next_cursors_first_record(store_path: Path, marker_layout: None) -> None:
+    """A cursor's log ends where the next cursor's begins (its first record, sequence 0, is
+    the first key past it): deleting the first cursor deletes its records alone."""
+    from . import rawlog
+
+    with AckStore.open(store_path) as store:
+        topic = _topic(store)
+        gone, kept = topic.cursor("gone"), topic.cursor("kept")
+        for cur in (gone, kept):
+            cur.ack([Position(1, e) for e in range(0, 60, 3)])
+        store.flush()
+        ids = gone.cursor_id, kept.cursor_id
+        state = kept.snapshot()
+    assert ids[1] == ids[0] + 1
+    before = rawlog.sizes(store_path, ids[1])
+    assert 0 in before and rawlog.sizes(store_path, ids[0])
+    with AckStore.open(store_path) as store:
+        assert store.topic(T).delete_cursor("gone") is True
+    assert rawlog.sizes(store_path, ids[1]) == before and rawlog.sizes(store_path, ids[0]) == {}
+    with AckStore.open(store_path, readonly=True) as store:
+        assert store.topic(T).cursor("kept").snapshot() == state
+    assert check(store_path) == []

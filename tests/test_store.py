@@ -547,3 +547,44 @@ def test_a_read_transaction_in_this_process_is_the_oldest_reader_until_it_ends(t
         finally:
             txn.abort()
         assert oldest_reader(env) is None and store.stats().oldest_reader is None
+
+
+def test_log_usage_of_a_state_cursor_and_of_its_neighbour_is_exactly_theirs(store_path: Path) -> None:
+    """``log_usage`` of a small cursor (its states in two slots): after its first flush (its
+    marker is sequence 0) everything is live; after the second the older slot is garbage,
+    to the byte. A cursor in the marker layout beside it counts its own records only, not
+    the next cursor's first record (the first key past its log)."""
+    from ackstore.cursor.lane import set_state_bound
+
+    from . import rawlog
+
+    with AckStore.open(store_path) as store:
+        topic = store.topic(T)
+        topic.add_ledger(1)
+        small = topic.cursor("small")
+        small.ack([Position(1, 3)])
+        store.flush()
+        first = small.log_usage()
+        small.ack([Position(1, 5)])
+        store.flush()
+        second = small.log_usage()
+        cid = small.cursor_id
+    sizes = rawlog.sizes(store_path, cid)
+    assert sorted(sizes) == [0, 1]
+    assert (first.records, first.record_bytes, first.live_bytes, first.garbage_bytes) == (1, sizes[0], sizes[0], 0)
+    assert (second.records, second.record_bytes) == (2, sizes[0] + sizes[1])
+    assert (second.live_bytes, second.garbage_bytes, second.history_bytes) == (sizes[1], sizes[0], 0)
+    saved = set_state_bound(-1)
+    try:
+        with AckStore.open(store_path) as store:
+            topic = store.topic(T)
+            big, after = topic.cursor("big"), topic.cursor("after")
+            for cur in (big, after):
+                cur.ack([Position(1, 10), Position(1, 12)])
+            store.flush()
+            usage, ids = big.log_usage(), (big.cursor_id, after.cursor_id)
+    finally:
+        set_state_bound(saved)
+    assert ids[1] == ids[0] + 1 and 0 in rawlog.sizes(store_path, ids[1])
+    own = rawlog.sizes(store_path, ids[0])
+    assert (usage.records, usage.record_bytes, usage.garbage_bytes) == (len(own), sum(own.values()), 0)
