@@ -299,3 +299,32 @@ def test_a_damaged_state_slot_head_makes_the_older_state_unproven(tmp_path: Path
         text=True,
     )
     assert run.returncode == 1 and "not proven the newest (a state slot of it is damaged" in run.stdout, run.stdout
+
+
+@pytest.mark.parametrize(
+    "keys,i,out",
+    [
+        ("abc", 1, False),  # in order
+        ("a", 0, False),  # alone
+        ("azc", 1, True),  # out of order where its neighbours keep it
+        ("azb", 1, True),
+        ("aab", 1, True),  # equal to the one before: out of order too
+        ("cza", 1, False),  # its neighbours are out of order themselves: it cannot be told
+        ("cab", 0, True),  # the first key, the next two in order
+        ("cba", 0, False),  # the first key, the next two out of order too
+        ("ca", 0, True),  # the first of two
+        ("ab0", 2, True),  # the last key, the two before it in order
+        ("ba0", 2, False),  # the last key, the two before it out of order too
+        ("b0", 1, True),  # the last of two
+        ("abb", 1, True),  # equal to the one after
+        ("aza", 1, False),  # its neighbours equal: it cannot be told
+        ("cbb", 0, False),  # the first key, the next two equal
+        ("bb0", 2, False),  # the last key, the two before it equal
+    ],
+)
+def test_a_key_is_misplaced_where_its_neighbours_keep_the_order(keys: str, i: int, out: bool) -> None:
+    """Salvage's reading of a damaged page: key ``i`` breaks the page's order (and is left
+    out) only where the keys around it keep it."""
+    from ackstore.salvage import _misplaced
+
+    assert _misplaced([k.encode() for k in keys], i) is out
