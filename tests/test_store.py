@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -588,3 +589,47 @@ def test_log_usage_of_a_state_cursor_and_of_its_neighbour_is_exactly_theirs(stor
     assert ids[1] == ids[0] + 1 and 0 in rawlog.sizes(store_path, ids[1])
     own = rawlog.sizes(store_path, ids[0])
     assert (usage.records, usage.record_bytes, usage.garbage_bytes) == (len(own), sum(own.values()), 0)
+
+
+def test_a_rewrite_that_does_not_read_back_is_told_how(store_path: Path) -> None:
+    """Compaction's verify (and ``check --fix``'s) compares what the new log recovers with
+    the cursor: the same state is no difference; each way they can differ is named (the
+    marker found, M, the properties, which ledgers, a ledger's acks or batches)."""
+    from ackstore.cursor.lane import set_state_bound
+
+    saved = set_state_bound(-1)
+    try:
+        with AckStore.open(store_path) as store:
+            topic = store.topic(T)
+            for ledger in range(1, 12):
+                topic.add_ledger(ledger)
+                if ledger < 11:
+                    topic.close_ledger(ledger, 20)
+            cur = topic.cursor("c")
+            cur.ack([Position(ledger, 5) for ledger in range(2, 11)])
+            cur.set_property("k", 1)
+            store.flush()
+
+            def differs(seq: int) -> str | None:
+                recovered = store.storage.read(lambda txn: cur._log.recover(txn, None, "all"))
+                return cur.rewrite_differs(recovered, seq)
+
+            seq = cur.stats().last_marker_seq
+            assert differs(seq) is None
+            assert differs(seq + 1) == f"recovery found marker {seq}, not {seq + 1}"
+            empty = topic.cursor("never-flushed")._log  # a log without a marker
+            nothing = store.storage.read(lambda txn: empty.recover(txn, None, "all"))
+            assert cur.rewrite_differs(nothing, seq) == f"recovery found marker None, not {seq}"
+            changes: list[tuple[Callable[[], object], str]] = [
+                (lambda: cur.ack_batch_index(Position(3, 9), 4, [1]), "ledger 3's acks differ"),
+                (lambda: cur.ack([Position(4, 7)]), "ledger 4's acks differ"),
+                (lambda: cur.set_property("k", 2), "the properties differ"),
+                (lambda: cur.ack([Position(11, 1)]), "ledgers [2, 3, 4, 5, 6, 7, 8, 9], not [2, 3, 4, 5, 6, 7, 8, 9]"),
+                (lambda: cur.ack_cumulative(Position(1, 3)), "mark-delete (1, -1), not 1:3"),
+            ]
+            for change, said in changes:  # each a change not flushed yet, then flushed
+                change()
+                assert differs(cur.stats().last_marker_seq) == said
+                store.flush()
+    finally:
+        set_state_bound(saved)
