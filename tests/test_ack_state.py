@@ -18,6 +18,7 @@ from pyroaring import BitMap
 from ackstore import AckStoreError, Position
 from ackstore.cursor.state import AckState
 from ackstore.directory import LedgerDirectory
+from ackstore.errors import LedgerStateError
 from ackstore.ledger_acks import LedgerAcks
 from ackstore.ledger_cache import LedgerCache
 
@@ -351,3 +352,96 @@ def test_the_end_of_a_run_is_found_inside_and_at_the_top(spans: list[tuple[int, 
     while end + 1 in bm:
         end += 1
     assert run_end(bm, start) == end
+
+
+def test_the_directory_answers_each_question_exactly() -> None:
+    """The ledger directory's lookups, on ledgers 3 (sealed at 10), 7 (sealed at 0) and 9
+    (open): membership, index, count, end, the next ledger and what lies past an end,
+    untracked and then tracked."""
+    from ackstore.position import MAX_ENTRY
+
+    d = LedgerDirectory()
+    for ledger, count in ((3, 10), (7, 0), (9, None)):
+        d.add(ledger)
+        if count is not None:
+            d.close(ledger, count)
+    assert [x in d for x in (2, 3, 5, 7, 9, 10)] == [False, True, False, True, True, False]
+    assert [d.index(x) for x in (2, 3, 5, 7, 9, 10)] == [-1, 0, -1, 1, 2, -1]
+    assert (d.first(), d.count(3), d.count(7), d.count(9)) == (3, 10, 0, -1)
+    assert [d.next_after(x) for x in (1, 3, 7, 8, 9)] == [3, 7, 9, 9, None]
+    assert d.items() == [(3, 10), (7, 0), (9, -1)]
+    assert [d.end(x) for x in (3, 7, 9, 5)] == [10, 0, -1, -1]  # the open ledger untracked: no end
+    assert d.open_limit() == MAX_ENTRY
+    spans = [(3, 9), (3, 10), (7, 0), (9, 0), (9, 5), (5, 100), (10, 0)]
+    assert d.past_end(spans) == [3, 7]
+    d.advance(4)  # tracked: the open ledger ends after its last confirmed entry
+    assert (d.end(9), d.open_limit()) == (5, 4)
+    assert d.past_end(spans) == [3, 7, 9] and d.past_end([(9, 4)]) == []
+    assert d.trim(7) == [3] and d.items() == [(7, 0), (9, -1)] and d.trim(7) == []
+
+
+OPEN_TRACKED = "(the last confirmed entry never goes back)"
+
+
+@pytest.mark.parametrize(
+    "check,args,message",
+    [
+        ("check_add", (9,), "cannot add ledger 9: ledger ids must increase, the last one added was 9"),
+        ("check_add", (10,), "cannot add ledger 10: ledger 9 is still open; close it with its entry count first"),
+        ("check_close", (9, -1), "entries must be an int in 0..4294967295, got -1"),
+        ("check_close", (9, 4294967296), "entries must be an int in 0..4294967295, got 4294967296"),
+        (
+            "check_close",
+            (9, 4),
+            "cannot close ledger 9 with 4 entries: its last confirmed entry is 9:4; allowed entries >= 5",
+        ),
+        ("check_close", (8, 5), "cannot close ledger 8: the topic has no such ledger"),
+        ("check_close", (3, 5), "cannot close ledger 3: it is already sealed with 10 entries"),
+        ("check_advance", (7, 1), "cannot advance ledger 7: only the newest ledger advances; the newest ledger is 9"),
+        ("check_advance", (9, "1"), "last_entry must be an int, got '1' (str)"),
+        ("check_advance", (9, 3), f"cannot advance ledger 9 to 3: allowed last_entry 4..4294967294 {OPEN_TRACKED}"),
+        (
+            "check_advance",
+            (9, 2**32 - 1),
+            f"cannot advance ledger 9 to 4294967295: allowed last_entry 4..4294967294 {OPEN_TRACKED}",
+        ),
+        ("check_trim", (10,), "cannot trim below ledger 10: the newest ledger 9 must stay; allowed below <= 9"),
+        ("check_trim", (-1,), "below -1 is out of range: allowed 0..9223372036854775807"),
+    ],
+)
+def test_the_directorys_checks_say_what_is_allowed(check: str, args: tuple[object, ...], message: str) -> None:
+    """Each refusal of a change to the directory names the value and what is allowed; the
+    last allowed values pass."""
+    d = LedgerDirectory(tracked=True)
+    for ledger, count in ((3, 10), (7, 0), (9, None)):
+        d.add(ledger)
+        if count is not None:
+            d.close(ledger, count)
+    d.advance(4)
+    with pytest.raises(AckStoreError) as info:
+        getattr(d, check)(*args)
+    assert str(info.value) == message
+    assert d.check_close(9, 5) == (9, 5) and d.check_close(9, 2**32 - 1) == (9, 2**32 - 1)
+    assert d.check_advance(9, 4) == (9, 4) and d.check_advance(9, 2**32 - 2) == (9, 2**32 - 2)
+    assert d.check_trim(9) == 9 and d.check_trim(0) == 0
+
+
+def test_an_empty_or_sealed_newest_ledger_advances_only_as_allowed() -> None:
+    d = LedgerDirectory()
+    with pytest.raises(
+        LedgerStateError,
+        match=r"^cannot advance ledger 1: only the newest ledger advances; the topic has no ledgers yet$",
+    ):
+        d.check_advance(1, 0)
+    d.add(1)
+    assert d.check_advance(1, -1) == (1, -1)  # untracked: from -1
+    with pytest.raises(LedgerStateError, match=r"^cannot advance ledger 1 to -2: allowed last_entry -1\.\.4294967294$"):
+        d.check_advance(1, -2)
+    d.close(1, 6)
+    assert d.check_advance(1, 5) == (1, 5)
+    for bad in (4, 6):
+        with pytest.raises(
+            LedgerStateError,
+            match=rf"^cannot advance ledger 1 to {bad}: it is sealed with 6 entries; allowed last_entry 5$",
+        ):
+            d.check_advance(1, bad)
