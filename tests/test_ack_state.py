@@ -445,3 +445,20 @@ def test_an_empty_or_sealed_newest_ledger_advances_only_as_allowed() -> None:
             match=rf"^cannot advance ledger 1 to {bad}: it is sealed with 6 entries; allowed last_entry 5$",
         ):
             d.check_advance(1, bad)
+
+
+def test_a_read_past_a_sealed_ledgers_end_starts_the_next_ledger_at_its_first_entry() -> None:
+    """The read position after a sealed ledger's last entry is the next ledger's entry 0
+    (from any ledger but the newest), hopping the acked run that starts there; past the
+    newest ledger's known entries it stays where the read left it."""
+    state = _fresh()[0]
+    state.move_read_position(Position(1, 20))  # ledger 1 holds entries 0..19
+    assert state.rp == Position(2, 0)
+    state.move_read_position(Position(2, 10))  # ledger 2 holds 0..9: on to the open ledger 3
+    assert state.rp == Position(3, 0)
+    fresh = _fresh()[0]
+    fresh.ack_items([Position(2, e) for e in range(0, 4)])
+    fresh.move_read_position(Position(1, 20))
+    assert fresh.rp == Position(2, 4)  # entries 0..3 of ledger 2 are acked: hopped
+    fresh.move_read_position(Position(2, 2))  # never backwards
+    assert fresh.rp == Position(2, 4)
