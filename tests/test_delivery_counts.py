@@ -418,3 +418,30 @@ def test_counts_at_their_bounds(store_path: Path) -> None:
         d = Dispatcher(cur, InMemoryLedgerReader(cur.topic))
         d.redeliver([P(1, 0)])
         assert d.replay == {P(1, 0)}
+
+
+def test_a_count_the_mark_delete_passed_stays_gone_through_swap_out_and_in(store_path: Path) -> None:
+    """M moves over a counted entry without a new base record (the marker says the count is
+    gone): its ledger swapped out and in again must not bring the count back, in memory or
+    in what ``delivery_counts`` shows from below M."""
+    with AckStore.open(store_path) as store:
+        topic = store.topic(T)
+        for ledger in range(1, 6):
+            topic.add_ledger(ledger)
+            topic.close_ledger(ledger, 1000)
+        cur = topic.cursor("c", CursorConfig(max_individual_ack_cache_bytes=3000))
+        cur.record_deliveries([P(1, e) for e in range(0, 10)])
+        cur.ack_entries(1, range(20, 1000, 2))
+        store.flush()  # ledger 1's base record holds the counts of 0-9
+        cur.ack([P(1, 0), P(1, 1)])  # M moves to 1:1; the counts of 0 and 1 go
+        store.flush()
+        assert cur.mark_delete_position == P(1, 1)
+        for ledger in range(2, 6):  # ledger 1 swapped out by the others
+            cur.ack_entries(ledger, range(1, 1000, 2))
+        assert cur.stats().ledgers_swapped_out > 0
+        expected = {P(1, e): 1 for e in range(2, 10)}
+        assert cur.delivery_counts(P(1, 0)) == expected
+        cur.ack(P(1, 501))  # swaps ledger 1 in
+        assert cur.delivery_counts(P(1, 0)) == expected
+        assert cur.delivery_count(P(1, 1)) == 0 and cur.delivery_count(P(1, 2)) == 1
+        cur._check()

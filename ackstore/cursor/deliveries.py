@@ -77,10 +77,12 @@ def delivery_count(state: AckState, position: Any) -> int:
 
 
 def delivery_counts(state: AckState, start: Any = None, end: Any = None) -> dict[Position, int]:
-    """Every counted entry in ``[start, end)`` (None: from the mark-delete position / to the
-    end) with its count, ascending. Swapped-out ledgers are read, not loaded.
+    """Every counted entry in ``[start, end)`` above the mark-delete position (None: from it /
+    to the end) with its count, ascending. Swapped-out ledgers are read, not loaded.
     O(ledgers in range + counts returned)."""
-    low = pair(start) if start is not None else (state.md[0], state.md[1] + 1)
+    low = (state.md[0], state.md[1] + 1)  # what is at or below M has no count (its record may still hold one)
+    if start is not None:
+        low = max(low, pair(start))
     high = pair(end) if end is not None else None
     out: dict[Position, int] = {}
     ledgers = state.ledgers

@@ -213,7 +213,7 @@ class Cursor(StoreSide):
         self._chain = chain = MarkerChain()
         self.planner = Planner(self.cursor_id, state, pages, chain, config)
         pages.alloc = chain.alloc
-        pages.on_load = state.clip
+        pages.on_load = state.on_load
         if store.readonly:
             pages.refresh = self._refresh
         self._ack_one = state.ack_one  # bound once: the one-position hot path

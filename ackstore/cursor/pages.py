@@ -105,7 +105,8 @@ class Pages(PagesFields):
         self.alloc: Callable[[], int] = lambda: -1
         """takes the next log sequence (the marker chain's)"""
         self.on_load: Callable[[int, LedgerAcks], None] = _ignore
-        """called with every ledger swapped in (the ack state clips it to the directory)"""
+        """called with every ledger swapped in (the ack state clips it to the directory and to
+        M, and forgets it when nothing is left)"""
         self.refresh: Callable[[], None] | None = None
         """read-only stores: re-read the newest flushed state (the writer trimmed a record)"""
         self.generation = 0
@@ -222,7 +223,7 @@ class Pages(PagesFields):
         cache.add(ledger, la)
         cache.swap_ins += 1
         self.on_load(ledger, la)
-        return la
+        return cache.loaded.get(ledger)  # None: nothing was left of it
 
     # -- changes -------------------------------------------------------------------------------
 

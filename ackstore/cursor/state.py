@@ -222,6 +222,17 @@ class AckState(PositionMoves):
             self.range_count += la.drop_from(end)
             self._touched(ledger, la)
 
+    def on_load(self, ledger: int, la: LedgerAcks) -> None:
+        """A ledger just swapped in: clipped to its end (:meth:`clip`) and, M's ledger, to
+        what lies above M. Its record may hold delivery counts at or below M: a move of M
+        drops them in memory without a new base record (the marker says they are gone), so
+        every reader of the record clips them, as recovery does. O(counts) for M's ledger."""
+        self.clip(ledger, la)
+        md_l, md_e = self.md
+        if ledger == md_l and ledger in self._cache.loaded and 0 <= la.lowest() <= md_e:
+            self.range_count += la.drop_through(md_e)
+            self._touched(ledger, la)
+
     def on_directory_change(self, d: LedgerDirectory) -> None:
         first = d.first()
         if first is not None and self.md[0] < first:
