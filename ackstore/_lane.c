@@ -1040,39 +1040,43 @@ static int add_to(PyObject *obj, int a, PyObject *plus) {
     return r;
 }
 
-/* commit_marker(planner, plan) -> None: lane._commit_marker, for a plan whose changes
- * name no dropped ledger and that keeps nothing dirty (what take_marker makes); any other
- * is handed to the pure-Python function. */
+/* commit_marker(planner, plan) -> None: lane._commit_marker, for a plan that keeps nothing
+ * dirty (what take_marker makes); any other is handed to the pure-Python function. */
 PyObject *commit_marker(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (ready("commit_marker", "commit_marker(planner, plan)", nargs, 2) < 0) return NULL;
     PyObject *planner = args[0], *plan = args[1], *result = NULL, *pages = NULL, *chain = NULL, *changes = NULL,
              *index = NULL, *unmarked = NULL, *keep = NULL, *seq = NULL, *nbytes = NULL, *mbytes = NULL,
-             *v = NULL, *one = NULL, *zero = NULL;
-    int t, usual = 0;
+             *v = NULL, *one = NULL, *zero = NULL, *loaded = NULL, *swapped = NULL;
+    int t;
     int exact = Py_TYPE(plan) == (PyTypeObject *)plan_type; /* its class constants were read at setup */
     if ((changes = get(plan, P_CHANGES)) == NULL ||
         (keep = exact ? Py_NewRef(plan_keep_dirty) : get(plan, P_KEEP_DIRTY)) == NULL)
         goto done;
     if ((t = PyObject_IsTrue(keep)) < 0) goto done;
-    if (!t && PyDict_Check(changes)) {
-        PyObject *k, *e;
-        Py_ssize_t pos = 0;
-        usual = 1;
-        while (PyDict_Next(changes, &pos, &k, &e))
-            if (e == Py_None) usual = 0;
-    }
-    if (!usual) { /* the pure-Python twin knows every case */
+    if (t || !PyDict_Check(changes)) { /* the pure-Python twin knows every case */
         result = PyObject_Vectorcall(fallback_commit, args, 2, NULL);
         goto done;
     }
     if ((pages = get(planner, A_PAGES)) == NULL || (chain = get(planner, A_CHAIN)) == NULL ||
         (index = get(pages, A_INDEX)) == NULL || (unmarked = get(pages, A_UNMARKED)) == NULL)
         goto done;
-    /* pages.adopt(changes, keep_dirty): a ledger written back since keeps its newer record */
+    /* pages.adopt(changes, keep_dirty): a ledger dropped and made again since keeps what it
+     * has, and one written back since keeps its newer record */
     {
         PyObject *k, *e;
         Py_ssize_t pos = 0;
         while (PyDict_Next(changes, &pos, &k, &e)) {
+            if (e == Py_None) { /* dropped: forgotten unless it holds state again */
+                if (loaded == NULL && ((loaded = get(pages, A_LOADED)) == NULL || (swapped = get(pages, A_SWAPPED)) == NULL))
+                    goto done;
+                if ((t = PySequence_Contains(loaded, k)) == 0) t = PySequence_Contains(swapped, k);
+                if (t < 0) goto done;
+                if (!t && PyObject_DelItem(index, k) < 0) { /* index.pop(ledger, None) */
+                    if (!PyErr_ExceptionMatches(PyExc_KeyError)) goto done;
+                    PyErr_Clear();
+                }
+                continue;
+            }
             t = PyAnySet_Check(unmarked) && PySet_GET_SIZE(unmarked) == 0 ? 0 : PySequence_Contains(unmarked, k);
             if (t < 0) goto done;
             if (!t && PyObject_SetItem(index, k, e) < 0) goto done;
@@ -1123,7 +1127,7 @@ PyObject *commit_marker(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 done:
     Py_XDECREF(pages); Py_XDECREF(chain); Py_XDECREF(changes); Py_XDECREF(index); Py_XDECREF(unmarked);
     Py_XDECREF(keep); Py_XDECREF(seq); Py_XDECREF(nbytes); Py_XDECREF(mbytes); Py_XDECREF(v); Py_XDECREF(one);
-    Py_XDECREF(zero);
+    Py_XDECREF(zero); Py_XDECREF(loaded); Py_XDECREF(swapped);
     return result;
 }
 

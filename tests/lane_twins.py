@@ -107,10 +107,11 @@ def _chains(store: AckStore, names: list[str]) -> list[object]:
 
 def twin_workload(path: Path, small: bool = False) -> tuple[list[tuple[bytes, bytes]], list[object]]:
     """One seeded workload in a new store at ``path`` (many cursors, small acks, moves,
-    properties, full markers due, trims, a cursor with more acks than a delta carries, the
-    general path and the lane; ``small``: cursors of a few ranges, which write the state
-    layout and cross into the marker layout as their ranges grow): every record of the log
-    at the end, and after every flush each cursor's chain and index with the flush's figures."""
+    properties, full markers due, trims, a cursor with more acks than a delta carries, ledgers
+    dropped whole by a cumulative ack, the general path and the lane; ``small``: cursors of
+    a few ranges, which write the state layout and cross into the marker layout as their
+    ranges grow): every record of the log at the end, and after every flush each cursor's
+    chain and index with the flush's figures."""
     rng = random.Random(5)
     with AckStore.open(path, sync=False) as store:
         topic = store.topic(T)
@@ -136,6 +137,9 @@ def twin_workload(path: Path, small: bool = False) -> tuple[list[tuple[bytes, by
                     cur.set_property("step", step)
                 if rng.random() < 0.03:
                     cur.ack_cumulative(Position(1, 2 * step))
+            if step in (30, 45):  # cursors' ledgers dropped whole: their plans forget them
+                for cur in cursors[step % 2 :: 2]:
+                    cur.ack_cumulative(Position(step // 15 - 1, 19_999))
             stats = store.flush()
             figures = (stats.cursors, stats.ledger_records, stats.full_markers, stats.bytes_written)
             seen.append((_chains(store, names), figures, stats.records_trimmed))
