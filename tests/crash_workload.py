@@ -92,6 +92,25 @@ WORKLOADS = {"random": round_ops, "steady": steady_ops, "history": round_ops}
 states are checked too)"""
 
 
+def run_and_kill(argv: list[str], pause: float) -> str:
+    """Run ``python argv...`` (the project on its path) until it prints ``ready``, let it run
+    ``pause`` seconds more, kill it with SIGKILL; what it printed."""
+    import os
+    import signal
+    import subprocess
+    from pathlib import Path
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)}
+    child = subprocess.Popen([sys.executable, *argv], stdout=subprocess.PIPE, text=True, env=env)
+    assert child.stdout is not None
+    assert child.stdout.readline().strip() == "ready"
+    time.sleep(pause)
+    child.send_signal(signal.SIGKILL)
+    out, _ = child.communicate()
+    assert child.returncode == -signal.SIGKILL
+    return out
+
+
 def apply_engine(cursor: Any, ops: list[Op]) -> None:
     from pyroaring import BitMap
 

@@ -891,6 +891,86 @@ class SteadyMachine(AckStoreMachine):
             self.flush(group_flush.CHUNK)
 
 
+class BrokerDayMachine(AckStoreMachine):
+    """A broker's day through the Dispatcher: each round every subscription reads again what
+    it negatively acked the round before and reads on, negatively acks some of what it read
+    (read again next round) and acks the rest in one list or one position at a time, every
+    delivery counted; ledgers roll over (the open one sealed at what was written, the next
+    added, the one before trimmed); flushes, reopens and crashes between rounds."""
+
+    ack = ack_run = steady_round = ack_cumulative = ack_batch_index = None  # type: ignore[assignment]
+    reset = seek = skip = clear_backlog = rewind = read_more = nack_and_replay = None  # type: ignore[assignment]
+    record_deliveries = open_cursor = set_property = restore = trim = advance = None  # type: ignore[assignment]
+    add_ledger = close_ledger = None  # type: ignore[assignment]
+
+    def _opening(self, data: st.DataObject) -> None:
+        """Rounds from the first step: a ledger, rounds flushed, a crash, more rounds, a reopen."""
+        AckStoreMachine.add_ledger(self, 1)
+        for restart in (self.crash, self.reopen):
+            self.rounds_flushed(data.draw(st.integers(1, 3)), data)
+            restart(data.draw(st.sampled_from(["budget", "lazy"])), data.draw(st.booleans()))
+
+    def _round(self, name: str, k: int, data: st.DataObject) -> None:
+        m, d, cur = self.model, self.dispatchers[name], self.cursors[name]
+        c = m.cursors[name]
+        again = [e.position for e in asyncio.run(d.replay_read(10))]
+        expected = sorted(p for p in self.replay[name] if not m.is_acked(c, p))[:10]
+        assert again == expected, (name, again, expected)
+        self.replay[name] -= set(expected)
+        m.deliver(c, expected)
+        new = [e.position for e in asyncio.run(d.read_more(k))]
+        expected = m.readable(c, k, self._open_entries())
+        assert new == expected, (name, new, expected)
+        m.read(c, expected)
+        m.deliver(c, expected)
+        nacked = data.draw(st.lists(st.sampled_from(new), max_size=2, unique=True)) if new else []
+        if nacked:
+            d.redeliver(nacked)
+            self.replay[name].update(tuple(p) for p in nacked)
+        acks = [*again, *(p for p in new if p not in nacked)]
+        if again:
+            self.ran.add("a negative ack read again")
+        if m.counts(c):
+            self.ran.add("delivery counts")
+        if acks:
+            if data.draw(st.booleans()):
+                cur.ack(acks)
+            else:
+                for p in acks:
+                    cur.ack(p)
+            m.ack(c, [tuple(p) for p in acks])
+
+    @precondition(lambda self: self.model.ledgers)
+    @rule(k=st.integers(1, 15), data=st.data())
+    def broker_round(self, k: int, data: st.DataObject) -> None:
+        for name in CURSORS:
+            self._round(name, k, data)
+
+    @precondition(lambda self: self.model.ledgers)
+    @rule(rounds=st.integers(1, 3), data=st.data())
+    def rounds_flushed(self, rounds: int, data: st.DataObject) -> None:
+        """Rounds of every subscription, each followed by a flush of the store, as a broker runs."""
+        for _ in range(rounds):
+            self.broker_round(data.draw(st.integers(1, 15)), data)
+            self.flush(group_flush.CHUNK)
+
+    @precondition(lambda self: self.model.ledgers)
+    @rule()
+    def rollover(self) -> None:
+        """The open ledger sealed at what was written, the next one added, and every ledger
+        before the sealed one trimmed (as retention does once its entries age out)."""
+        m = self.model
+        ledger, _ = m.ledgers[-1]
+        written = self._open_entries()
+        self.topic.close_ledger(ledger, written)
+        m.close_ledger(written)
+        self.topic.add_ledger(ledger + 1)
+        m.add_ledger(ledger + 1)
+        self.topic.trim_ledgers(ledger)
+        m.ledgers = [x for x in m.ledgers if x[0] >= ledger]
+        self.ran.add("a rollover")
+
+
 _settings = settings(
     max_examples=int(os.environ.get("ACKSTORE_SM_EXAMPLES", "60")),
     stateful_step_count=40,
@@ -907,6 +987,8 @@ TestHistoryMachine = HistoryMachine.TestCase
 TestHistoryMachine.settings = settings(_settings, max_examples=int(os.environ.get("ACKSTORE_SM_EXAMPLES", "40")))
 TestSteadyMachine = SteadyMachine.TestCase
 TestSteadyMachine.settings = settings(_settings, max_examples=int(os.environ.get("ACKSTORE_SM_EXAMPLES", "40")))
+TestBrokerDayMachine = BrokerDayMachine.TestCase
+TestBrokerDayMachine.settings = settings(_settings, max_examples=int(os.environ.get("ACKSTORE_SM_EXAMPLES", "30")))
 TestTruncatingMachine = TruncatingMachine.TestCase
 TestTruncatingMachine.settings = settings(_settings, max_examples=40)
 
@@ -930,6 +1012,7 @@ DEPTH: dict[type[AckStoreMachine], dict[str, float]] = {
     HistoryMachine: {"a restore": 0.5, "a reader in another process": 0.05},
     TruncatingMachine: {"past the range cap, over 3 ledgers or more": 0.3, "delivery counts": 0.2},
     SteadyMachine: {"a position at a ledger's last entry": 0.05},
+    BrokerDayMachine: {"a negative ack read again": 0.5, "a rollover": 0.3, "delivery counts": 0.5},
 }
 ALL_THREE = 0.8
 DEPTH_EXAMPLES = 40
