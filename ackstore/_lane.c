@@ -94,7 +94,7 @@ static Attr attrs[A_COUNT] = {
 /* the methods and FlushJob fields the lane calls and reads (interned by lane_setup) */
 enum { M_GC_LIVE, M_PREPARE_OTHER, M_COMMIT_FLUSH, M_ENCODE, M_SET_KEY, M_DELETE,
        J_PLANS, J_PUTS, J_TRIMS, J_ENCODED, J_RECORDS, J_FULL, J_NBYTES, J_UNTRIMMED, J_TRIM_FAILED, N_COUNT };
-static const char *names[N_COUNT] = {"gc_live", "prepare_other", "commit_flush", "encode", "set_key", "delete",
+static const char *names[N_COUNT] = {"gc_live", "prepare_other", "_commit_flush", "encode", "set_key", "delete",
                                      "plans", "puts", "trims", "encoded", "ledger_records", "full_markers", "nbytes",
                                      "untrimmed", "trim_failed"};
 static PyObject *name_str[N_COUNT];
@@ -1257,7 +1257,7 @@ done:
 }
 
 /* commit_all(plans, planners, cursors) -> None: lane._commit_all (commit_marker for a marker
- * plan, the cursor's commit_flush(plan) for any other) */
+ * plan, the cursor's _commit_flush(plan) for any other) */
 PyObject *commit_all(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (ready("commit_all", "commit_all(plans, planners, cursors)", nargs, 3) < 0) return NULL;
     PyObject *plans = args[0], *planners = args[1], *cursors = args[2];

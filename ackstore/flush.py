@@ -173,7 +173,7 @@ class GroupFlush:
         flush lock unlists a cursor, so the listed ones stay listed until visited."""
         store = self.store
         with store.lock:
-            store.check_alive()
+            store._check_alive()
             job = FlushJob(store.storage.catalog, store.storage.log_db)
             job.confirms = [(t, c) for t in store.held.values() if (c := t.pending_bound()) is not None]
             if only is None:
@@ -184,7 +184,7 @@ class GroupFlush:
                 smalls.clear()
             else:
                 job.visit = [cur for cur in only if cur.small is None]
-                job.visit_planners = [cur.planner for cur in job.visit]
+                job.visit_planners = [cur._planner for cur in job.visit]
                 job.small_cursors = [cur for cur in only if cur.small is not None]
                 job.smalls = [cur.small for cur in job.small_cursors]
                 for small in job.smalls:
@@ -201,10 +201,10 @@ class GroupFlush:
         store = self.store
         visit, planners = _chunk(job.visit, start), _chunk(job.visit_planners, start)
         with store.lock:
-            store.check_alive()
+            store._check_alive()
             taken = len(job.plans)
             idle: list[Cursor] = []
-            try:  # each cursor's Cursor.prepare_flush, in one call
+            try:  # each cursor's Cursor._prepare_flush, in one call
                 lane.take_all(visit, planners, job.plans, job.cursors, job.planners, idle)
                 if store.history.windows:
                     self._history(job, taken)
@@ -220,8 +220,8 @@ class GroupFlush:
                 for cur in visit:
                     listed.pop(cur, None)
             for cur in idle:  # no plan, yet something waits (never seen; kept listed to be sure)
-                if cur.pending:
-                    listed[cur] = cur.planner
+                if cur._pending:
+                    listed[cur] = cur._planner
 
     def _take_small(self, job: FlushJob, start: int) -> None:
         """Step 1 for the small forms of the chunk of ``job.smalls`` from ``start``: each
@@ -229,7 +229,7 @@ class GroupFlush:
         if the write fails), its put added to the job's. A form whose cursor left it
         meanwhile (it ended) is not written: its cursor holds its state again."""
         with self.store.lock:
-            self.store.check_alive()
+            self.store._check_alive()
             puts, nbytes = small.flush_small(_chunk(job.smalls, start), *small.FLUSH_FORMAT)
         job.puts += puts
         job.nbytes += nbytes
@@ -291,8 +291,8 @@ class GroupFlush:
                         smalls[form] = cur
             listed = self.store.flush_list
             for plan, cur in zip(job.plans, job.cursors, strict=True):
-                cur.abort_flush(plan)
-                listed[cur] = cur.planner  # waits for the next flush again
+                cur._abort_flush(plan)
+                listed[cur] = cur._planner  # waits for the next flush again
         if job.failed is None and job.encoded < len(job.plans):
             job.failed = job.cursors[job.encoded]
         if job.failed is not None:
@@ -306,7 +306,7 @@ class GroupFlush:
         for start in range(0, len(job.plans), CHUNK):
             plans, planners, cursors = _chunk(job.plans, start), _chunk(job.planners, start), _chunk(job.cursors, start)
             with self.store.lock:
-                lane.commit_all(plans, planners, cursors)  # each cursor's Cursor.commit_flush
+                lane.commit_all(plans, planners, cursors)  # each cursor's Cursor._commit_flush
                 for plan, planner, cur in zip(plans, planners, cursors, strict=True):
                     # a state plan among them, which left nothing under log keys (most full markers
                     # are of cursors with records there, and this is what skips them cheaply)

@@ -310,14 +310,14 @@ class AckStore:
     @property
     def map_size(self) -> int:
         """The LMDB map's current size in bytes (it grows by itself when full)."""
-        self.check_alive()
+        self._check_alive()
         return self._storage.map_size
 
     @property
     def format_version(self) -> int:
         """The format version recorded in the store (a writer raises an older one to this
         ackstore's ``FORMAT_VERSION`` when it opens the store)."""
-        self.check_alive()
+        self._check_alive()
         return self._storage.catalog.version
 
     @property
@@ -329,17 +329,17 @@ class AckStore:
     def storage(self) -> Environment:
         """The storage layer under this store, for maintenance code (``check``, ``compact``)
         that works on records rather than cursors. Not for cursor processes."""
-        self.check_alive()
+        self._check_alive()
         return self._storage
 
-    def check_alive(self) -> None:
+    def _check_alive(self) -> None:
         """@private"""
         if self.closed:
             raise StoreClosedError(f"store {self.path} is closed; reopen it with AckStore.open()")
 
     def check_writable(self) -> None:
         """@private"""
-        self.check_alive()
+        self._check_alive()
         if self.readonly:
             raise ReadOnlyError(f"store {self.path} was opened readonly=True; it cannot be changed")
 
@@ -349,7 +349,7 @@ class AckStore:
         """The topic ``name``: created on first use (and persisted), else loaded."""
         name = check_name(name, "topic")
         with self.lock:
-            self.check_alive()
+            self._check_alive()
             topic = self.held.get(name)
             if topic is not None:
                 return topic
@@ -378,7 +378,7 @@ class AckStore:
     def topics(self) -> list[str]:
         """Names of every topic in the store, sorted."""
         with self.lock:
-            self.check_alive()
+            self._check_alive()
             return self._storage.read(self._storage.catalog.topic_names)
 
     # -- cursors ------------------------------------------------------------------------------
@@ -403,10 +403,10 @@ class AckStore:
     def cursor_names(self, tid: int) -> list[str]:
         """@private The names of topic ``tid``'s persisted cursors (``Topic.cursor_names`` asks)."""
         with self.lock:
-            self.check_alive()
+            self._check_alive()
             return [name for name, _ in self._storage.read(lambda txn: self._storage.catalog.cursor_entries(txn, tid))]
 
-    def load_cursor(self, topic: Topic, name: str, config: CursorConfig | None, initial_position: str) -> Cursor:
+    def _load_cursor(self, topic: Topic, name: str, config: CursorConfig | None, initial_position: str) -> Cursor:
         """@private"""
         catalog, tid, storage = self._storage.catalog, topic.topic_id, self._storage
 
@@ -443,16 +443,16 @@ class AckStore:
     def open_log(self, txn: lmdb.Transaction, log: CursorLog, config: CursorConfig, topic: Topic) -> Any:
         """@private A cursor's state as an open starts from it: the small form, read from the
         cursor's state slots, when its log is only those and its state is in the form (a
-        writer's open; ``ackstore.cursor.small``); else :meth:`recover_log`'s."""
+        writer's open; ``ackstore.cursor.small``); else :meth:`_recover_log`'s."""
         if not self.readonly:
             values = slot_values(txn, log.db, log.cursor_id)
             if values is not None:
                 small = small_opened(log.cursor_id, values, config, topic.directory)
                 if small is not None:
                     return small
-        return self.recover_log(txn, log, config, topic)
+        return self._recover_log(txn, log, config, topic)
 
-    def recover_log(self, txn: lmdb.Transaction, log: CursorLog, config: CursorConfig, topic: Topic) -> RecoveredState:
+    def _recover_log(self, txn: lmdb.Transaction, log: CursorLog, config: CursorConfig, topic: Topic) -> RecoveredState:
         """@private Recover a cursor's ``log`` as this store opens cursors: under ``config``'s budget,
         as ``verify`` and ``load`` say, against ``topic``'s directory as it is now (the
         store lock is held)."""
@@ -460,17 +460,17 @@ class AckStore:
         return log.recover(txn, budget, self.verify, self.lazy, topic.directory.past_end)
 
     def load_cursors(self, topic: Topic, config: CursorConfig | None) -> tuple[list[str], set[str]]:
-        """@private A restart's bulk form of :meth:`load_cursor`: every persisted cursor of ``topic``
+        """@private A restart's bulk form of :meth:`_load_cursor`: every persisted cursor of ``topic``
         not held yet, recovered (one catalog scan, then batches of cursors sharing a read
-        transaction) and put in ``topic.held``; each as ``load_cursor`` would. The store
+        transaction) and put in ``topic.held``; each as ``_load_cursor`` would. The store
         lock is taken per batch, so flushes and acks of cursors opened go on between them
         (a cursor deleted meanwhile is skipped: each batch checks its catalog entries in its
         own transaction). Returns the names of every persisted cursor of ``topic`` it found
         and now holds, sorted, and those of the ones it opened itself (with ``config``, as
-        ``load_cursor`` would: the others were held already)."""
+        ``_load_cursor`` would: the others were held already)."""
         catalog, tid, storage = self._storage.catalog, topic.topic_id, self._storage
         with self.lock:
-            self.check_alive()
+            self._check_alive()
             scanned = storage.writes  # (read before the scan's transaction begins)
             entries = storage.read(lambda txn: catalog.cursor_configs(txn, tid))
 
@@ -489,7 +489,7 @@ class AckStore:
         opened: set[str] = set()
         for start in range(0, len(entries), _LOAD_BATCH):
             with self.lock:
-                self.check_alive()
+                self._check_alive()
                 topic.check_live()
                 batch = [e for e in entries[start : start + _LOAD_BATCH] if e[0] not in topic.held]
                 for (name, cid, stored, _), state in zip(batch, recover(batch), strict=True):
@@ -642,7 +642,7 @@ class AckStore:
 
     def _forget(self, cur: Cursor) -> None:
         """A deleted cursor: off the flush list, its handle dead, its history forgotten."""
-        self.unlist(cur)
+        self._unlist(cur)
         cur.mark_deleted()
         self.history.set_window(cur.cursor_id, 0)
         self.history.forget(cur.cursor_id)
@@ -675,7 +675,7 @@ class AckStore:
     def flush_cursors(self, only: list[Cursor] | None) -> FlushStats:
         """@private The group flush (:class:`~ackstore.flush.GroupFlush`), of every listed
         cursor or of ``only`` these."""
-        self.check_alive()
+        self._check_alive()
         if self.readonly:
             return FlushStats(0, 0, 0, 0, 0, 0, 0.0, 0)
         stats = self._group.run(only)
@@ -686,7 +686,7 @@ class AckStore:
     def stats(self) -> StoreStats:
         """Store-wide figures: flush counters and a duration histogram since open, file and
         map sizes, topics and cursors. O(topics). Per-cursor figures: ``cursor.stats()``."""
-        self.check_alive()
+        self._check_alive()
         data = self.path if self.path.is_file() else self.path / "data.mdb"
         with self.lock:
             totals = self._group.totals
@@ -714,7 +714,7 @@ class AckStore:
             else oldest_reader(self._storage.env),
         )
 
-    def unlist(self, cursor: Cursor) -> None:
+    def _unlist(self, cursor: Cursor) -> None:
         """@private"""
         self.flush_list.pop(cursor, None)
         if cursor.small is not None:
@@ -770,7 +770,7 @@ class AckStore:
             for cur in rewritten:  # their points went with the rewrite
                 self.history.forget(cur.cursor_id)
                 if cur.cursor_id in windows:
-                    cur.planner.chain.force_full = True  # history starts again with a full marker
+                    cur._planner.chain.force_full = True  # history starts again with a full marker
             return stats
 
     def copy(self, dest: str | os.PathLike[str], compact: bool = True) -> int:
@@ -780,7 +780,7 @@ class AckStore:
         The file appears whole or not at all (written beside it, then renamed).
         Open it with ``AckStore.open(dest, readonly=True)``.
         """
-        self.check_alive()
+        self._check_alive()
         if not isinstance(dest, (str, os.PathLike)) or not str(dest):
             raise InvalidTypeError(f"copy destination must be a non-empty str or os.PathLike, got {dest!r}")
         target = Path(dest)
@@ -834,7 +834,7 @@ class AckStore:
             self.closed = True
             for topic in self.held.values():
                 for cur in topic.held.values():
-                    cur.release()
+                    cur._release()
             self._storage.close()
 
     def _abandon(self) -> None:

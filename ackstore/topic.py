@@ -1,8 +1,8 @@
 """A topic: its ledger directory and its cursors (``store.topic(name)``).
 
 Topic and :class:`~ackstore.store.AckStore` are one unit, and say so in their names instead
-of reaching into each other's private members: a topic calls the store's ``check_alive``,
-``check_writable``, ``load_cursor``, ``load_cursors``, ``cursor_names``, ``delete_cursors`` and
+of reaching into each other's private members: a topic calls the store's ``_check_alive``,
+``check_writable``, ``_load_cursor``, ``load_cursors``, ``cursor_names``, ``delete_cursors`` and
 ``flush_cursors``; the store (and its group flush) reads each topic's ``held`` cursors,
 ``pending_bound``/``bound_written`` and ``entries_checked``. Applications use neither side.
 """
@@ -306,7 +306,7 @@ class Topic:
             )
         store = self.store
         with store.lock:
-            store.check_alive()
+            store._check_alive()
             self.check_live()
             cur = self.held.get(name)
             if cur is not None:
@@ -316,7 +316,7 @@ class Topic:
                     else:
                         cur.update_config(**config.to_obj())
                 return cur
-            cur = store.load_cursor(self, name, config, initial_position)
+            cur = store._load_cursor(self, name, config, initial_position)
             self.held[name] = cur
             place = initial_position == "latest" and not cur.persisted and not store.readonly
         if place:  # outside the store lock: a flush takes the flush lock first

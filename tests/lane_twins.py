@@ -40,7 +40,7 @@ def _plan(plan: object) -> Any:
 
 def _cursor(cur: Cursor) -> Any:
     """What a take may change, and what it reads."""
-    planner = cur.planner
+    planner = cur._planner
     pages, chain, state = planner.pages, planner.chain, planner.state
     return (
         chain.next_seq,
@@ -62,7 +62,7 @@ def lanes_agree(cur: Cursor) -> str:
     into the small form whose parts were never built: the lane never sees it)."""
     if cur._unbuilt:
         return "form"
-    planner = cur.planner
+    planner = cur._planner
     with cur._lock:
         before = _cursor(cur)
         outcomes = []
@@ -97,7 +97,7 @@ def _chains(store: AckStore, names: list[str]) -> list[object]:
     """What a flush leaves in each cursor: its marker chain's fields, its index, its pins."""
     out = []
     for name in names:
-        planner = store.topic(T).cursor(name).planner
+        planner = store.topic(T).cursor(name)._planner
         chain = planner.chain
         fields = {slot: getattr(chain, slot) for slot in field_names(type(chain)) if slot != "recovery"}
         index = {ledger: (e.seq, e.runs, sorted(e.adds or ()), e.counts) for ledger, e in planner.pages.index.items()}

@@ -93,11 +93,11 @@ def test_acks_between_chunks_are_kept(store_path: Path, monkeypatch: pytest.Monk
         stats = store.flush()
         assert chunks == [1, 2, 3] and adopted == [1, 1, 1]  # a cursor a chunk: a, b, c
         assert stats.cursors == 3
-        assert a.listed and c.listed and d.listed and not b.listed  # changed since they were taken, or never visited
+        assert a._listed and c._listed and d._listed and not b._listed  # changed since taken, or never visited
         monkeypatch.setattr(FlushJob, "encode", encode)
         monkeypatch.setattr(lane, "commit_all", commit_all)
         assert store.flush().cursors == 3  # a, c and d
-        assert not any(cur.listed for cur in (a, b, c, d))
+        assert not any(cur._listed for cur in (a, b, c, d))
         expected = [list(cur.ack_ranges()) for cur in (a, b, c, d)]
         for cur, entries in ((a, (3001, 3003)), (b, (3001,)), (c, (3001, 3005, 3009)), (d, (3007,))):
             assert all(cur.is_acked(Position(1, e)) for e in entries), cur.name
@@ -143,7 +143,7 @@ def test_an_ack_gets_in_between_the_chunks_of_a_take(store_path: Path, monkeypat
     finally:
         monkeypatch.setattr(group_flush.GroupFlush, "_take", take)
     try:
-        assert stats.cursors == len(names) and other.listed
+        assert stats.cursors == len(names) and other._listed
         assert store.flush().cursors == 1
     finally:
         store.close()
@@ -167,11 +167,11 @@ def test_encode_all_goes_on_from_the_plans_encoded(
         visit = list(store.flush_list)
         idle: list[Any] = []
         with store.lock:
-            impl.take_all(visit[:1], [c.planner for c in visit[:1]], job.plans, job.cursors, job.planners, idle)
+            impl.take_all(visit[:1], [c._planner for c in visit[:1]], job.plans, job.cursors, job.planners, idle)
         impl.encode_all(job)
         first = (job.encoded, len(job.puts), job.ledger_records, job.full_markers, job.nbytes)
         with store.lock:
-            impl.take_all(visit[1:], [c.planner for c in visit[1:]], job.plans, job.cursors, job.planners, idle)
+            impl.take_all(visit[1:], [c._planner for c in visit[1:]], job.plans, job.cursors, job.planners, idle)
         impl.encode_all(job)
         assert first[0] == 1 and job.encoded == 3
         assert job.ledger_records == first[2] + 2  # the two general plans' records, added
@@ -184,8 +184,8 @@ def test_encode_all_goes_on_from_the_plans_encoded(
         assert len(job.puts) == sum(len(p.puts) for p in job.plans)
         with store.lock:
             for plan, cur in zip(job.plans, job.cursors, strict=True):
-                cur.abort_flush(plan)
-                store.flush_list[cur] = cur.planner
+                cur._abort_flush(plan)
+                store.flush_list[cur] = cur._planner
     finally:
         store.close()
     with AckStore.open(store_path, readonly=True) as store:  # the aborted plans' acks were kept and flushed
@@ -238,7 +238,7 @@ def test_acks_from_another_thread_during_chunked_flushes_are_all_kept(
         thread.join()
         assert not failed, failed
         store.flush()
-        assert not any(cur.listed for cur in cursors)
+        assert not any(cur._listed for cur in cursors)
         expected = [list(cur.ack_ranges()) for cur in cursors]
         marks = [cur.mark_delete_position for cur in cursors]
     finally:

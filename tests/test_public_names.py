@@ -60,5 +60,20 @@ def test_the_public_names_are_the_listed_ones() -> None:
     )
 
 
+#: what the store and its group flush call on a cursor or a store: the engine's own calls,
+#: never names of the objects a user holds
+ENGINE_CALLS = (
+    "prepare_flush", "commit_flush", "abort_flush", "planner", "pending", "listed", "release",
+    "check_alive", "load_cursor", "recover_log", "unlist",
+)  # fmt: skip
+
+
+def test_the_engines_own_calls_are_not_on_the_public_objects() -> None:
+    import ackstore
+
+    for cls in (ackstore.AckStore, ackstore.Cursor):
+        assert not set(ENGINE_CALLS) & set(dir(cls)), (cls.__name__, sorted(set(ENGINE_CALLS) & set(dir(cls))))
+
+
 if __name__ == "__main__":  # python -m tests.test_public_names > tests/public_names.txt
     sys.stdout.write("\n".join(public_names()) + "\n")

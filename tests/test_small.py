@@ -380,7 +380,7 @@ def test_a_read_the_form_does_not_serve_ends_it_with_the_state_exact(tmp_path: P
         md, ranges = _model_ranges(7)
         assert snap.mark_delete_position == Position(1, md)
         assert list(cur.ledger_ranges()) == [(1, [*ranges, (200, 200)])]
-        assert cur.stats().flushes == 6 and cur.pending and cur.listed
+        assert cur.stats().flushes == 6 and cur._pending and cur._listed
         cur._check()
         store.flush()
         assert cur.small is None  # asked something else since its last flush
@@ -454,7 +454,7 @@ def test_a_write_that_fails_gives_the_forms_their_state_back(tmp_path: Path, mon
             with pytest.raises(StoreError):
                 store.flush()
         assert [(c.small.next_seq, c.small.slot, c.small.slots, c.small.flushes) for c in cursors] == before
-        assert all(c.pending and c.listed for c in cursors)
+        assert all(c._pending and c._listed for c in cursors)
         assert store.flush().cursors == 3
         assert [c.small.next_seq for c in cursors] == [b[0] + 1 for b in before]
     with AckStore.open(tmp_path / "s") as store:
@@ -559,7 +559,7 @@ def test_a_writer_opens_a_steady_cursor_into_the_form(tmp_path: Path) -> None:
             )
             assert [name for name, cur in sorted(opened.items()) if cur.small is not None] == ["a", "b"]
             cur = opened["a"]
-            assert cur._unloaded and cur.persisted and not cur.pending
+            assert cur._unloaded and cur.persisted and not cur._pending
             cur._check()
             assert cur.mark_delete_position == Position(1, md) and list(cur.ledger_ranges()) == [(1, ranges)]
             assert cur.is_acked(Position(1, ranges[0][0])) and not cur.is_acked(Position(1, md + 1))
@@ -604,9 +604,9 @@ def test_a_cursor_opened_into_the_form_builds_no_parts_until_asked(tmp_path: Pat
         assert cur.mark_delete_position == Position(1, md) and list(cur.ledger_ranges()) == [(1, ranges)]
         assert cur.is_acked(Position(1, md)) and cur.ack_range_count == len(ranges) and cur.persisted
         _steady(cur, SETTLE)
-        assert cur.pending
+        assert cur._pending
         store.flush()
-        assert not cur.pending and cur._unbuilt and cur.figures()[CURSOR_FIGURES.index("flushes")] == 1
+        assert not cur._pending and cur._unbuilt and cur.figures()[CURSOR_FIGURES.index("flushes")] == 1
         before = cur.figures()
         md2, ranges2 = _model_ranges(SETTLE + 1)
         assert cur.read_position == Position(1, md2 + 1)

@@ -447,12 +447,12 @@ def test_a_failed_flush_transaction_gives_every_cursor_its_acks_back(
             store.flush()
         assert sorted(kinds) == ["FlushPlan", "MarkerPlan"]
         for cur in (small, big):
-            assert cur.listed and cur.pending and not cur._pages.pinned
+            assert cur._listed and cur._pending and not cur._pages.pinned
             cur._check()
         monkeypatch.setattr(FlushJob, "write", real)
         stats = store.flush()
         assert (stats.cursors, stats.ledger_records) == (2, 1)
-        assert not small.listed and not big.listed
+        assert not small._listed and not big._listed
         expected = {cur.name: list(cur.ack_ranges()) for cur in (small, big)}
     with AckStore.open(store_path) as store:
         topic = store.topic(T)
@@ -476,7 +476,7 @@ def test_a_flush_unlists_what_it_wrote_and_keeps_what_changed_meanwhile(
         quiet, busy, idle = topic.cursor("quiet"), topic.cursor("busy"), topic.cursor("idle")
         capped = topic.cursor("capped", CursorConfig(max_unacked_ranges_to_persist=2))
         store.flush()
-        assert not any(cur.listed for cur in (quiet, busy, idle, capped))
+        assert not any(cur._listed for cur in (quiet, busy, idle, capped))
 
         def acking(job: FlushJob, txn: object) -> int:
             busy.ack(Position(1, 51))  # another thread would do this; the store lock is free here
@@ -489,10 +489,10 @@ def test_a_flush_unlists_what_it_wrote_and_keeps_what_changed_meanwhile(
         stats = store.flush()
         monkeypatch.setattr(FlushJob, "write", real)
         assert stats.cursors == 3
-        assert (quiet.listed, busy.listed, idle.listed, capped.listed) == (False, True, False, True)
+        assert (quiet._listed, busy._listed, idle._listed, capped._listed) == (False, True, False, True)
         stats = store.flush()
         assert stats.cursors == 2  # busy's ack made while the last one was written, and capped's rest
-        assert (quiet.listed, busy.listed, capped.listed) == (False, False, True)
+        assert (quiet._listed, busy._listed, capped._listed) == (False, False, True)
     with AckStore.open(store_path) as store:
         busy = store.topic(T).cursor("busy")
         assert list(busy.ack_ranges()) == [(Position(1, 5), Position(1, 5)), (Position(1, 51), Position(1, 51))]

@@ -6,10 +6,10 @@ work is its components':
 - :class:`~ackstore.cursor.state.AckState`: positions, range count, properties, ack rules;
 - :class:`~ackstore.cursor.pages.Pages`: ledger ack sets in memory and on disk (the budget);
 - :class:`~ackstore.cursor.plan.Planner` and :class:`~ackstore.cursor.plan.MarkerChain`:
-  the flush protocol (``prepare_flush() -> FlushPlan`` or ``MarkerPlan``, then ``commit()`` or ``abort()``)
+  the flush protocol (``_prepare_flush() -> FlushPlan`` or ``MarkerPlan``, then ``commit()`` or ``abort()``)
   and compaction's rewrite plan.
 
-Two small protocols face the rest of the package: the store's (``prepare_flush``,
+Two small protocols face the rest of the package: the store's (``_prepare_flush``,
 ``directory_changed``, ``check_close``, the rewrite plan, ``release``) and the read
 path's (``reset_to``, ``rewind``, ``move_read_position``, ``check_reset_target``; the
 dispatch package calls them under the cursor's revision controller). A cursor process
@@ -110,7 +110,7 @@ class CursorHost(Protocol):
 
     def history_states(self, cursor: Cursor) -> Iterator[tuple[Point, RecoveredState]]: ...
 
-    def recover_log(
+    def _recover_log(
         self, txn: lmdb.Transaction, log: CursorLog, config: CursorConfig, topic: Topic
     ) -> RecoveredState: ...
 
@@ -211,7 +211,7 @@ class Cursor(StoreSide):
         self._pages = pages = Pages(store.storage, self._log, budget, store.cache_pool, name)
         self._state = state = AckState(self._topic, name, pages)
         self._chain = chain = MarkerChain()
-        self.planner = Planner(self.cursor_id, state, pages, chain, config)
+        self._planner = Planner(self.cursor_id, state, pages, chain, config)
         pages.alloc = chain.alloc
         pages.on_load = state.on_load
         if store.readonly:
@@ -240,7 +240,7 @@ class Cursor(StoreSide):
             return None
         self._topic.reread_directory(txn)
         self._view = (txn.id(), self._log.newest(txn))
-        return store.recover_log(txn, self._log, self._config, self._topic)
+        return store._recover_log(txn, self._log, self._config, self._topic)
 
     def _load_newest(self, recovered: RecoveredState | None) -> None:
         """Adopt what :meth:`_newest` read (outside its transaction: loading the state may
@@ -283,18 +283,18 @@ class Cursor(StoreSide):
         """@private The cursor was deleted (the store calls this, lock held): every later call raises
         CursorDeletedError, and its memory goes back to the pool."""
         self._deleted = True
-        if self.small is not None:  # (the store's unlist took it off the list)
+        if self.small is not None:  # (the store's _unlist took it off the list)
             self.small.end()
             self.small = None
         if not self._unbuilt:
             self._pages.cache.clear()
             self._pages.cache.swapped.clear()
 
-    def release(self) -> None:
+    def _release(self) -> None:
         """@private The store closes: give the cache's bytes back to the pool (parts never built
         have none)."""
         if not self._unbuilt:
-            super().release()
+            super()._release()
 
     def _alive(self) -> None:
         if self._deleted:
@@ -341,7 +341,7 @@ class Cursor(StoreSide):
                 self._ack_one(positions[0], positions[1])
                 listed = self._flush_list
                 if self not in listed:
-                    listed[self] = self.planner
+                    listed[self] = self._planner
             finally:
                 lock.release()
             return
@@ -787,16 +787,16 @@ class Cursor(StoreSide):
         return 0 if kept is None else len(kept)
 
     @property
-    def pending(self) -> bool:
+    def _pending(self) -> bool:
         """@private True when a flush would have something to do for this cursor (what
-        ``prepare_flush`` checks first). O(1)."""
+        ``_prepare_flush`` checks first). O(1)."""
         small = self.small
         if small is not None:
             return bool(small.dirty)
         return not self._unbuilt and (self._pages.pending() or self._state.meta_dirty)
 
     @property
-    def listed(self) -> bool:
+    def _listed(self) -> bool:
         """@private True while the next flush visits this cursor (it changed since its last flush)."""
         small = self.small
         return self in self._flush_list if small is None else small in self._store.small_list
@@ -824,8 +824,8 @@ class Cursor(StoreSide):
             if small.dirty:
                 self._store.small_list[small] = self
             return
-        if self not in self._flush_list and self.pending:
-            self._flush_list[self] = self.planner
+        if self not in self._flush_list and self._pending:
+            self._flush_list[self] = self._planner
 
     @property
     def persisted(self) -> bool:
@@ -836,7 +836,7 @@ class Cursor(StoreSide):
     @property
     def dirty(self) -> bool:
         """@private True when a flush would write something for this cursor (:attr:`pending`)."""
-        return self.pending
+        return self._pending
 
     # -- the small form (cursor/small.py) -----------------------------------------------------
 
@@ -866,7 +866,7 @@ class Cursor(StoreSide):
         if small.flushes or self._unloaded:
             rp, recovery, flushes, total = state.rp, chain.recovery, chain.flushes, chain.total_flush_bytes
             storage = store.storage
-            self._load(storage.read(lambda txn: store.recover_log(txn, self._log, self._config, self._topic)))
+            self._load(storage.read(lambda txn: store._recover_log(txn, self._log, self._config, self._topic)))
             state.rp = max(rp, state.rp)
             if not self._unloaded:  # (an open into the form: the report is this first recovery's)
                 chain.recovery = recovery
@@ -888,7 +888,7 @@ class Cursor(StoreSide):
         store = self._store
         if self._asked >= store.flush_count or self.small is not None or self._deleted or store.readonly:
             return
-        if not self.pending:
+        if not self._pending:
             parts = self._state, self._pages, self._chain, self._config, self._topic.directory
             self.small = small_of(self.cursor_id, *parts)
 
@@ -958,4 +958,4 @@ class Cursor(StoreSide):
                 self._chain._check(cfg.full_marker_every, cfg.max_unacked_ranges_to_persist, self._pages.index)
                 if self.small is not None:
                     check_small(self.small, self._state.md)
-            assert self.listed or not self.pending or self._store.readonly, "a pending cursor a flush would not visit"
+            assert self._listed or not self._pending or self._store.readonly, "a pending cursor a flush would not visit"

@@ -528,12 +528,12 @@ def _trim_all(job: FlushJob, c: lmdb.Cursor) -> int:
 
 def _commit_all(plans: list[AnyPlan], planners: list[Planner], cursors: list[Cursor]) -> None:
     """The pure-Python :func:`commit_all`: every plan written, adopted by its cursor
-    (:func:`commit_marker` for a marker plan, ``commit_flush`` for any other)."""
+    (:func:`commit_marker` for a marker plan, ``_commit_flush`` for any other)."""
     for plan, planner, cur in zip(plans, planners, cursors, strict=True):
         if type(plan) is MarkerPlan:
             _commit_marker(planner, plan)
         else:
-            cur.commit_flush(plan)
+            cur._commit_flush(plan)
 
 
 def _commit_marker(planner: Planner, plan: MarkerPlan) -> None:

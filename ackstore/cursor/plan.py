@@ -2,7 +2,7 @@
 
 The store's group flush is four steps, like a two-phase commit:
 
-1. ``plan = cursor.prepare_flush()`` under the store lock: what changed since the last
+1. ``plan = cursor._prepare_flush()`` under the store lock: what changed since the last
    marker is taken from the cursor's pending sets and copied into a :class:`FlushPlan`:
    the ledgers that need a new record (snapshots), the acks that ride in the marker, the
    marker's fields (a PIP-299 truncated plan when the ranges exceed the cap). The ledgers
@@ -16,8 +16,8 @@ The store's group flush is four steps, like a two-phase commit:
    one at a time). If it raises, the store aborts every plan (step 4's ``abort``);
 3. the store writes every plan's ``puts`` (and trims each plan's garbage) in ONE
    transaction;
-4. ``cursor.commit_flush(plan)`` when it committed: the cursor's pages adopt the new index
-   and its marker chain the new marker; ``cursor.abort_flush(plan)`` when it did not:
+4. ``cursor._commit_flush(plan)`` when it committed: the cursor's pages adopt the new index
+   and its marker chain the new marker; ``cursor._abort_flush(plan)`` when it did not:
    everything the plan carried is pending again. (A plan is data: it holds no reference
    back to the cursor that made it.)
 

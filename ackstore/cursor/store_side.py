@@ -25,9 +25,9 @@ __all__ = ["StoreSide"]
 class StoreSide:
     """What the store's flush and compaction and the topic's directory changes call."""
 
-    __slots__ = ("_config", "planner", "_state", "_pages", "small")  # the parts it works on; Cursor has the rest
+    __slots__ = ("_config", "_planner", "_state", "_pages", "small")  # the parts it works on; Cursor has the rest
 
-    planner: Planner
+    _planner: Planner
     """@private the cursor's flush protocol (prepare, commit, abort): the store's group flush
     calls it directly for every listed cursor (the flush list maps each cursor to it)"""
     _state: AckState
@@ -49,31 +49,31 @@ class StoreSide:
         persists first). The budget may shrink: evict to fit. Lock held."""
         self._parts()
         if config.history_seconds and not self._config.history_seconds:
-            self.planner.chain.force_full = True  # history starts with a full marker
+            self._planner.chain.force_full = True  # history starts with a full marker
         elif self._config.history_seconds and not config.history_seconds:
-            self.planner.chain.floor = -1  # the window's states: the next trim scans for them
+            self._planner.chain.floor = -1  # the window's states: the next trim scans for them
         self._config = config
-        self.planner.config = config
+        self._planner.config = config
         self._pages.cache.budget = config.max_individual_ack_cache_bytes
         self._pages.fit()
         self._changed()
 
-    def prepare_flush(self) -> AnyPlan | None:
+    def _prepare_flush(self) -> AnyPlan | None:
         """@private Step 1 of a group flush: the plan of what changed (None: nothing did)."""
         self._parts()
-        return self.planner.prepare()
+        return self._planner.prepare()
 
-    def commit_flush(self, plan: AnyPlan) -> None:
+    def _commit_flush(self, plan: AnyPlan) -> None:
         """@private Step 4: ``plan``'s transaction committed; the cursor adopts it, and waits for the
         next flush again when PIP-299 left ranges out (a change since the plan was taken
         listed the cursor already)."""
-        self.planner.commit(plan)
+        self._planner.commit(plan)
         if plan.keep_dirty:
             self._changed()
 
-    def abort_flush(self, plan: AnyPlan) -> None:
+    def _abort_flush(self, plan: AnyPlan) -> None:
         """@private Step 4, the other way: ``plan`` was not written; what it carried is pending again."""
-        self.planner.abort(plan)
+        self._planner.abort(plan)
 
     def directory_changed(self, d: LedgerDirectory, trimmed: bool) -> None:
         """@private The topic's directory changed (``trimmed``: ledgers were dropped)."""
@@ -92,11 +92,11 @@ class StoreSide:
     def plan_rewrite(self) -> RewritePlan:
         """@private Compaction: plan a fresh log (every ledger's record + one full marker)."""
         self._parts()
-        return self.planner.rewrite_plan()
+        return self._planner.rewrite_plan()
 
     def adopt_rewrite(self, plan: RewritePlan) -> None:
         """@private Compaction committed: the log is now exactly ``plan``."""
-        self.planner.adopt_rewrite(plan)
+        self._planner.adopt_rewrite(plan)
 
     def adopt_restored(self, recovered: RecoveredState) -> None:
         """@private ``restore_as_of``: the cursor's acks, mark-delete position, partial
@@ -105,7 +105,7 @@ class StoreSide:
         goes to M + 1; the next flush writes it whole, as a new full marker. The store's
         flush lock and lock are held (no plan is in flight)."""
         self._parts()
-        state, chain = self._state, self.planner.chain
+        state, chain = self._state, self._planner.chain
         assert recovered.resolved is not None
         properties = dict(state.properties)
         self._pages.load(recovered)
@@ -118,8 +118,8 @@ class StoreSide:
     def rewrite_differs(self, recovered: RecoveredState, marker_seq: int) -> str | None:
         """@private How a state recovered from a rewritten log differs from this cursor (None: same)."""
         self._parts()
-        return self.planner.differs_from(recovered, marker_seq)
+        return self._planner.differs_from(recovered, marker_seq)
 
-    def release(self) -> None:
+    def _release(self) -> None:
         """@private The store closes: give the cache's bytes back to the pool."""
         self._pages.cache.clear()
