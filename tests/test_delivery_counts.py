@@ -445,3 +445,24 @@ def test_a_count_the_mark_delete_passed_stays_gone_through_swap_out_and_in(store
         assert cur.delivery_counts(P(1, 0)) == expected
         assert cur.delivery_count(P(1, 1)) == 0 and cur.delivery_count(P(1, 2)) == 1
         cur._check()
+
+
+def test_delivery_counts_of_a_span_hold_its_start_and_not_its_end(store_path: Path) -> None:
+    """``delivery_counts(start, end)`` is ``[start, end)``: an end inside a ledger keeps that
+    ledger's counts below it, a count at the end is left out, and M bounds the start."""
+    with AckStore.open(store_path) as store:
+        cur = _topic(store).cursor("c")
+        cur.record_deliveries([P(1, 2), P(1, 5), P(1, 5), P(2, 1)])
+        assert cur.delivery_counts(P(1, 0), P(1, 5)) == {P(1, 2): 1}
+        assert cur.delivery_counts(P(1, 2), P(1, 6)) == {P(1, 2): 1, P(1, 5): 2}
+        assert cur.delivery_counts(P(1, 3), P(2, 1)) == {P(1, 5): 2}
+        assert cur.delivery_counts(P(1, 5), P(2, 2)) == {P(1, 5): 2, P(2, 1): 1}
+        assert cur.delivery_counts(P(2, 0)) == {P(2, 1): 1}
+
+
+def test_delivery_counts_look_past_a_ledger_with_acks_and_no_counts(store_path: Path) -> None:
+    with AckStore.open(store_path) as store:
+        cur = _topic(store).cursor("c")
+        cur.ack([P(1, 7)])
+        cur.record_deliveries([P(2, 3)])
+        assert cur.delivery_counts() == {P(2, 3): 1}
