@@ -1,0 +1,37 @@
+"""The mutant screen places each one-line mutant in its own function, or says it cannot."""
+
+from __future__ import annotations
+
+from ackstore.tools.mutant_screen import apply_mutant
+
+SOURCE = """def top(x):
+    if x < 0:
+        return 0
+    return x
+
+
+class Moves:
+    def step(self, x):
+        if x < 0:
+            return 0
+        return x + 1
+"""
+
+
+def _diff(minus: str, plus: str) -> str:
+    return f"# name\n--- a.py\n+++ a.py\n@@ -1,3 +1,3 @@\n def f():\n-{minus}\n+{plus}\n"
+
+
+def test_a_mutant_is_placed_in_its_own_function_with_its_indentation() -> None:
+    method = apply_mutant(SOURCE, "m.xǁMovesǁstep__mutmut_3", _diff("    if x < 0:", "    if x <= 0:"))
+    assert method == SOURCE.replace("        if x < 0:", "        if x <= 0:")
+    function = apply_mutant(SOURCE, "m.x_top__mutmut_1", _diff("    if x < 0:", "    if x < 1:"))
+    before, after = "    if x < 0:\n        return 0\n    return x\n", "    if x < 1:\n        return 0\n    return x\n"
+    assert function == SOURCE.replace(before, after)
+
+
+def test_a_mutant_that_cannot_be_placed_is_none() -> None:
+    assert apply_mutant(SOURCE, "m.xǁMovesǁgone__mutmut_1", _diff("    return x", "    return 1")) is None
+    assert apply_mutant(SOURCE, "m.xǁMovesǁstep__mutmut_1", _diff("    return y", "    return 1")) is None
+    two = "--- a\n+++ a\n-    if x < 0:\n-        return 0\n+    pass\n"
+    assert apply_mutant(SOURCE, "m.xǁMovesǁstep__mutmut_2", two) is None
