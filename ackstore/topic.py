@@ -1,10 +1,11 @@
 """A topic: its ledger directory and its cursors (``store.topic(name)``).
 
-Topic and :class:`~ackstore.store.AckStore` are one unit, and say so in their names instead
-of reaching into each other's private members: a topic calls the store's ``_check_alive``,
-``check_writable``, ``_load_cursor``, ``load_cursors``, ``cursor_names``, ``delete_cursors`` and
-``flush_cursors``; the store (and its group flush) reads each topic's ``held`` cursors,
-``pending_bound``/``bound_written`` and ``entries_checked``. Applications use neither side.
+Topic and :class:`~ackstore.store.AckStore` are one unit, and these are the only places
+where one calls into the other: a topic calls the store's ``_check_alive`` and
+``_load_cursor`` (underscored: the engine's own calls) and its ``check_writable``,
+``load_cursors``, ``cursor_names``, ``delete_cursors`` and ``flush_cursors``; the store (and
+its group flush) reads each topic's ``held`` cursors, ``pending_bound``/``bound_written``
+and ``entries_checked``. Applications use neither side.
 """
 
 from __future__ import annotations

@@ -18,6 +18,10 @@ from __future__ import annotations
 import asyncio
 import random
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ackstore import Topic
 
 TOPIC = "persistent://t/ns/broker-day"
 CURSORS = [f"s{i}" for i in range(12)]
@@ -58,22 +62,22 @@ def acked_after(seed: int, rnd: int, cursor: int) -> set[tuple[int, int]]:
     return out - set(nacked(seed, rnd, cursor)) if rnd >= 0 else out
 
 
-def roll_to(topic: object, rnd: int) -> None:
+def roll_to(topic: Topic, rnd: int) -> None:
     """Bring the topic's directory to what round ``rnd`` reads: its open ledger added, every
     ledger before it sealed at ``R * K`` entries, and the ones before the last sealed one
     trimmed. Idempotent: a child that restarts after a kill finds the directory its
     predecessor left (directory changes are durable at once) and makes only what is missing."""
     target = ledger_of(rnd)
-    if not topic.ledgers():  # type: ignore[attr-defined]
-        topic.add_ledger(1)  # type: ignore[attr-defined]
+    if not topic.ledgers():
+        topic.add_ledger(1)
     while True:
-        ledger, count = topic.ledgers()[-1]  # type: ignore[attr-defined]
+        ledger, count = topic.ledgers()[-1]
         if count is None and ledger >= target:
             return
         if count is None:  # (a kill between the seal and the next ledger leaves it sealed)
-            topic.close_ledger(ledger, R * K)  # type: ignore[attr-defined]
-        topic.add_ledger(ledger + 1)  # type: ignore[attr-defined]
-        topic.trim_ledgers(ledger)  # type: ignore[attr-defined]
+            topic.close_ledger(ledger, R * K)
+        topic.add_ledger(ledger + 1)
+        topic.trim_ledgers(ledger)
 
 
 def main() -> None:

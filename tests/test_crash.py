@@ -176,17 +176,14 @@ def test_kill_minus_nine_during_a_brokers_day(tmp_path: Path, long_run: bool) ->
         reported = [int(line.split()[1]) for line in out.splitlines() if line.startswith("flushed")]
         last = reported[-1] if reported else next_round - 1
         acked, counted, ledgers = _broker_day_found(path)
-        matched = []
-        for rnd in (last, last + 1):
-            want = {
-                name: {p for p in b.acked_after(seed, rnd, i) if p[0] in ledgers} for i, name in enumerate(b.CURSORS)
-            }
-            if acked == want:
-                matched.append(rnd)
-            elif rnd == last:  # name what differs from the last reported round
-                lost = {name: want[name] - acked[name] for name in want if want[name] - acked[name]}
-                phantom = {name: acked[name] - want[name] for name in want if acked[name] - want[name]}
-        if not matched:
+        want = {
+            rnd: {name: {p for p in b.acked_after(seed, rnd, i) if p[0] in ledgers} for i, name in enumerate(b.CURSORS)}
+            for rnd in (last, last + 1)
+        }
+        matched = [rnd for rnd, state in want.items() if acked == state]
+        if not matched:  # name what differs from the last reported round
+            lost = {name: v - acked[name] for name, v in want[last].items() if v - acked[name]}
+            phantom = {name: acked[name] - v for name, v in want[last].items() if acked[name] - v}
             pytest.fail(
                 f"kill {kill}: recovered state matches neither round {last} nor {last + 1}: "
                 f"flushed acks lost {sorted(lost.items())[:3]}, "

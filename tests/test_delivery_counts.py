@@ -122,13 +122,19 @@ def test_counts_survive_a_restart_through_records_and_delta_markers(store_path: 
         cur._check()
 
 
+def _sealed_cursor(store: AckStore, ledgers: int, entries: int, budget: int):  # type: ignore[no-untyped-def]
+    """Cursor ``c`` with a cache budget of ``budget`` bytes over ledgers 1..``ledgers``, each
+    sealed with ``entries`` entries."""
+    topic = store.topic(T)
+    for ledger in range(1, ledgers + 1):
+        topic.add_ledger(ledger)
+        topic.close_ledger(ledger, entries)
+    return topic.cursor("c", CursorConfig(max_individual_ack_cache_bytes=budget))
+
+
 def test_counts_are_budgeted_and_swap_with_their_ledger(store_path: Path) -> None:
     with AckStore.open(store_path) as store:
-        topic = store.topic(T)
-        for ledger in range(1, 21):
-            topic.add_ledger(ledger)
-            topic.close_ledger(ledger, 500)
-        cur = topic.cursor("c", CursorConfig(max_individual_ack_cache_bytes=4000))
+        cur = _sealed_cursor(store, 20, 500, 4000)
         for ledger in range(1, 21):
             cur.ack_entries(ledger, range(1, 500, 3))
             cur.record_deliveries([P(ledger, e) for e in range(2, 60, 3)])
@@ -425,11 +431,7 @@ def test_a_count_the_mark_delete_passed_stays_gone_through_swap_out_and_in(store
     gone): its ledger swapped out and in again must not bring the count back, in memory or
     in what ``delivery_counts`` shows from below M."""
     with AckStore.open(store_path) as store:
-        topic = store.topic(T)
-        for ledger in range(1, 6):
-            topic.add_ledger(ledger)
-            topic.close_ledger(ledger, 1000)
-        cur = topic.cursor("c", CursorConfig(max_individual_ack_cache_bytes=3000))
+        cur = _sealed_cursor(store, 5, 1000, 3000)
         cur.record_deliveries([P(1, e) for e in range(0, 10)])
         cur.ack_entries(1, range(20, 1000, 2))
         store.flush()  # ledger 1's base record holds the counts of 0-9

@@ -24,14 +24,20 @@ from ackstore.testing import InMemoryLedgerReader
 T = "persistent://t/ns/seek"
 
 
-def _topic(store: AckStore):  # type: ignore[no-untyped-def]
-    """Ledgers 3 (30 entries), 5 (10 entries) and 7 (open, tracked up to 7:9)."""
+def _topic(  # type: ignore[no-untyped-def]
+    store: AckStore, sealed: tuple[tuple[int, int], ...] = ((3, 30), (5, 10)), newest_empty: bool = False
+):
+    """Ledgers ``sealed`` (id, entries: 3 with 30 and 5 with 10), then 7 open and tracked up
+    to 7:9, or (``newest_empty``) 7 sealed empty, the newest; cursor ``c`` and its Dispatcher."""
     topic = store.topic(T)
-    for ledger, count in ((3, 30), (5, 10)):
+    for ledger, count in sealed:
         topic.add_ledger(ledger)
         topic.close_ledger(ledger, count)
     topic.add_ledger(7)
-    topic.advance(7, 9)
+    if newest_empty:
+        topic.close_ledger(7, 0)
+    else:
+        topic.advance(7, 9)
     cur = topic.cursor("c")
     return topic, cur, Dispatcher(cur, InMemoryLedgerReader(topic))
 
@@ -156,19 +162,9 @@ def test_a_read_hops_the_acked_run_after_it(store_path: Path) -> None:
 
 
 def _edges(store: AckStore, newest_empty: bool = False):  # type: ignore[no-untyped-def]
-    """Ledgers 2 (sealed empty), 3 (30 entries) and 5 (10), then 7 open and tracked up to 7:9,
-    or (``newest_empty``) 7 sealed empty, the newest."""
-    topic = store.topic(T)
-    for ledger, count in ((2, 0), (3, 30), (5, 10)):
-        topic.add_ledger(ledger)
-        topic.close_ledger(ledger, count)
-    topic.add_ledger(7)
-    if newest_empty:
-        topic.close_ledger(7, 0)
-    else:
-        topic.advance(7, 9)
-    cur = topic.cursor("c")
-    return cur, Dispatcher(cur, InMemoryLedgerReader(topic))
+    """:func:`_topic` with an empty sealed ledger 2 before ledger 3: cursor and Dispatcher."""
+    _, cur, d = _topic(store, ((2, 0), (3, 30), (5, 10)), newest_empty)
+    return cur, d
 
 
 @pytest.mark.parametrize(

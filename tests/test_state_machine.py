@@ -515,18 +515,24 @@ class AckStoreMachine(RuleBasedStateMachine):
     def read_more(self, name: str, n: int) -> None:
         """A sequential read: the first unacked entries from the read position (none while
         PIP-299 pauses the dispatcher), then the read position moves past them."""
+        self._read_more(name, n)
+
+    def _read_more(self, name: str, n: int) -> list[Position]:
+        """``read_more(n)`` through the dispatcher, checked against the model and delivered
+        on it; what it read."""
         m, cur = self.model, self.cursors[name]
         c = m.cursors[name]
         got = [e.position for e in asyncio.run(self.dispatchers[name].read_more(n))]
         if cur.is_blocked_on_ack_state_persistent:
             assert got == []
-            return
+            return got
         expected = m.readable(c, n, self._open_entries())
         assert got == expected, (name, got, expected)
         if got:
             self.ran.add("a read through a dispatcher")
         m.read(c, expected)
         m.deliver(c, expected)  # the dispatcher counts each entry it hands out
+        return got
 
     @rule(name=st.sampled_from(CURSORS), data=st.data(), n=st.integers(1, 6))
     def nack_and_replay(self, name: str, data: st.DataObject, n: int) -> None:
@@ -539,13 +545,21 @@ class AckStoreMachine(RuleBasedStateMachine):
             nacked = data.draw(st.lists(st.sampled_from(delivered), max_size=4))
             d.redeliver([Position(*p) for p in nacked])
             self.replay[name].update(nacked)
-        got = [e.position for e in asyncio.run(d.replay_read(n))]
+        self._replay_read(name, n)
+
+    def _replay_read(self, name: str, n: int) -> list[Position]:
+        """``replay_read(n)``: the queued entries not acked since, ascending, each delivered
+        (and counted) once more, as the model says; what it read."""
+        m = self.model
+        c = m.cursors[name]
+        got = [e.position for e in asyncio.run(self.dispatchers[name].replay_read(n))]
         expected = sorted(p for p in self.replay[name] if not m.is_acked(c, p))[:n]
         assert got == expected, (name, got, expected)
         if got:
             self.ran.add("a negative ack read again")
         self.replay[name] -= set(expected)
         m.deliver(c, expected)
+        return got
 
     @precondition(lambda self: self.model.ledgers)
     @rule(name=st.sampled_from(CURSORS), data=st.data(), n=st.integers(1, 6))
@@ -913,23 +927,13 @@ class BrokerDayMachine(AckStoreMachine):
     def _round(self, name: str, k: int, data: st.DataObject) -> None:
         m, d, cur = self.model, self.dispatchers[name], self.cursors[name]
         c = m.cursors[name]
-        again = [e.position for e in asyncio.run(d.replay_read(10))]
-        expected = sorted(p for p in self.replay[name] if not m.is_acked(c, p))[:10]
-        assert again == expected, (name, again, expected)
-        self.replay[name] -= set(expected)
-        m.deliver(c, expected)
-        new = [e.position for e in asyncio.run(d.read_more(k))]
-        expected = m.readable(c, k, self._open_entries())
-        assert new == expected, (name, new, expected)
-        m.read(c, expected)
-        m.deliver(c, expected)
+        again = self._replay_read(name, 10)
+        new = self._read_more(name, k)
         nacked = data.draw(st.lists(st.sampled_from(new), max_size=2, unique=True)) if new else []
         if nacked:
             d.redeliver(nacked)
             self.replay[name].update(tuple(p) for p in nacked)
         acks = [*again, *(p for p in new if p not in nacked)]
-        if again:
-            self.ran.add("a negative ack read again")
         if m.counts(c):
             self.ran.add("delivery counts")
         if acks:
