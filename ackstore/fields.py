@@ -51,26 +51,22 @@ native = _native()
 """the compiled module, or None where it is not built (or ``ACKSTORE_PURE_PYTHON`` is set)"""
 
 if TYPE_CHECKING:
-    from collections.abc import Collection, Set
+    from collections.abc import Collection, Mapping, Set
 
     from pyroaring import BitMap
 
     from .config import CursorConfig
-    from .cursor.pages import Pages
-    from .cursor.plan import MarkerChain
-    from .cursor.state import AckState
-    from .ledger_acks import LedgerAcks
     from .position import Position
-    from .storage.records import IndexEntry
+    from .storage.index_entry import IndexEntry
 
 
 class _Planner:
     """A planner's parts: the cursor's id, ack state, pages, marker chain and config."""
 
     cursor_id: int
-    state: AckState
-    pages: Pages
-    chain: MarkerChain
+    state: _State
+    pages: _Pages
+    chain: _Chain
     config: CursorConfig
 
 
@@ -80,7 +76,7 @@ class _Pages:
     dirty: set[int]
     unmarked: Set[int]
     vanished: Set[int]
-    loaded: dict[int, LedgerAcks]
+    loaded: Mapping[int, _Ledger]
     swapped: set[int]
     index: dict[int, IndexEntry]
     pinned: Collection[int]

@@ -8,7 +8,7 @@ import threading
 import time
 from bisect import bisect_left
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import lmdb
 
@@ -20,13 +20,17 @@ from .stats import FLUSH_SECONDS_BUCKETS, FlushStats
 from .storage.catalog import OPEN_LEDGER_ENTRY_BYTES, Catalog
 
 if TYPE_CHECKING:
+    import _thread
+    from pathlib import Path
+
     from .cursor import AnyPlan, Cursor
     from .cursor.plan import Planner
     from .history import HistoryKeeper, Taken
-    from .store import AckStore
+    from .readers import ReaderWatch
+    from .storage.env import Environment
     from .topic import Topic
 
-__all__ = ["CHUNK", "FlushJob", "FlushTotals", "GroupFlush"]
+__all__ = ["CHUNK", "FlushHost", "FlushJob", "FlushTotals", "GroupFlush"]
 
 log = logging.getLogger("ackstore")
 
@@ -43,6 +47,24 @@ def _chunk(items: list[_T], start: int) -> list[_T]:
     """The chunk of ``items`` from ``start``: ``items`` itself when it is all of them."""
     stop = start + CHUNK
     return items[start:stop] if start or stop < len(items) else items
+
+
+class FlushHost(Protocol):
+    """What the group flush reads and changes of its store (an :class:`~ackstore.AckStore`):
+    its lock, storage, topics, flush lists, history keeper, reader watch and flush count."""
+
+    path: Path
+    lock: _thread.RLock
+    held: dict[str, Topic]
+    flush_list: dict[Cursor, Planner]
+    small_list: dict[Any, Cursor]
+    flush_count: int
+    readers: ReaderWatch
+    history: HistoryKeeper
+
+    @property
+    def storage(self) -> Environment: ...
+    def _check_alive(self) -> None: ...
 
 
 @dataclass(slots=True)
@@ -133,7 +155,7 @@ class GroupFlush:
     ``totals`` add up the flushes since open. It works on its store (the two are one unit:
     it reads the store's topics, flush list and storage, under the store's lock)."""
 
-    def __init__(self, store: AckStore) -> None:
+    def __init__(self, store: FlushHost) -> None:
         self.store = store
         self.lock = threading.Lock()
         self.totals = FlushTotals()

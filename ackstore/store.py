@@ -41,6 +41,7 @@ import lmdb
 from .compact import compact_cursors
 from .config import CursorConfig
 from .cursor import Cursor
+from .cursor.moves import TopicView
 from .cursor.plan import Planner
 from .cursor.small import small_opened
 from .directory import LedgerDirectory
@@ -452,7 +453,9 @@ class AckStore:
                     return small
         return self._recover_log(txn, log, config, topic)
 
-    def _recover_log(self, txn: lmdb.Transaction, log: CursorLog, config: CursorConfig, topic: Topic) -> RecoveredState:
+    def _recover_log(
+        self, txn: lmdb.Transaction, log: CursorLog, config: CursorConfig, topic: TopicView
+    ) -> RecoveredState:
         """@private Recover a cursor's ``log`` as this store opens cursors: under ``config``'s budget,
         as ``verify`` and ``load`` say, against ``topic``'s directory as it is now (the
         store lock is held)."""

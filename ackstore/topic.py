@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import lmdb
 
@@ -25,12 +25,35 @@ from .gcpause import gc_paused
 from .position import Position
 
 if TYPE_CHECKING:
-    from .store import AckStore
+    import _thread
 
-__all__ = ["Topic", "check_name", "MAX_NAME_BYTES"]
+    from .stats import FlushStats
+    from .storage.env import Environment
+
+__all__ = ["Topic", "TopicHost", "check_name", "MAX_NAME_BYTES"]
 
 MAX_NAME_BYTES = 1024
 """the longest topic or cursor name, in UTF-8 bytes"""
+
+
+class TopicHost(Protocol):
+    """@private What a topic calls of its store (an :class:`~ackstore.AckStore`): the calls the module
+    docstring names, its lock, storage and whether it is read-only."""
+
+    readonly: bool
+    lock: _thread.RLock
+
+    @property
+    def storage(self) -> Environment: ...
+    def _check_alive(self) -> None: ...
+    def check_writable(self) -> None: ...
+    def topic(self, name: str) -> Topic: ...
+    def delete_topic(self, name: str) -> bool: ...
+    def cursor_names(self, tid: int) -> list[str]: ...
+    def _load_cursor(self, topic: Topic, name: str, config: CursorConfig | None, initial_position: str) -> Cursor: ...
+    def load_cursors(self, topic: Topic, config: CursorConfig | None) -> tuple[list[str], set[str]]: ...
+    def delete_cursors(self, topic: Topic, names: list[str]) -> int: ...
+    def flush_cursors(self, only: list[Cursor] | None) -> FlushStats: ...
 
 
 def check_name(name: Any, what: str) -> str:
@@ -51,7 +74,7 @@ class Topic:
     """A topic: its ledger directory and its cursors. Get one with ``store.topic(name)``
     (see the module docstring for what it and its store call of each other)."""
 
-    def __init__(self, store: AckStore, name: str, topic_id: int, directory: LedgerDirectory) -> None:
+    def __init__(self, store: TopicHost, name: str, topic_id: int, directory: LedgerDirectory) -> None:
         self.store = store
         """the store this topic belongs to"""
         self.name = name

@@ -131,7 +131,9 @@ AREAS: dict[str, str] = {
     **dict.fromkeys(
         ("crash", "damage_campaign", "full_disk", "power_cut", "readers", "reader_states", "soak"), "campaigns"
     ),
-    **dict.fromkeys(("api_docs", "docs", "mutant_screen", "packaging", "public_names", "readme", "wheel"), "docs"),
+    **dict.fromkeys(
+        ("api_docs", "docs", "imports", "mutant_screen", "packaging", "public_names", "readme", "wheel"), "docs"
+    ),
 }
 
 #: the slow tests (subprocesses, kill -9 rounds, Spark, campaigns) carry ``@pytest.mark.slow``

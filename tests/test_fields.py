@@ -12,9 +12,10 @@ import pytest
 from pyroaring import FrozenBitMap
 
 from ackstore import fields
+from ackstore.cursor.chain import MarkerChain
 from ackstore.cursor.lane import MarkerPlan
 from ackstore.cursor.pages import Pages
-from ackstore.cursor.plan import MarkerChain, Planner
+from ackstore.cursor.plan import Planner
 from ackstore.cursor.state import AckState
 from ackstore.ledger_acks import NO_ENTRIES, LedgerAcks
 from ackstore.storage import codecs

@@ -16,6 +16,7 @@ __all__ = ["INTERNAL", "INTERNAL_NOTE", "PUBLIC", "modules", "build", "main"]
 
 INTERNAL = (
     "ackstore.compact",
+    "ackstore.cursor.chain",
     "ackstore.cursor.deliveries",
     "ackstore.cursor.figures",
     "ackstore.cursor.lane",

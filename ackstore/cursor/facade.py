@@ -5,7 +5,7 @@ work is its components':
 
 - :class:`~ackstore.cursor.state.AckState`: positions, range count, properties, ack rules;
 - :class:`~ackstore.cursor.pages.Pages`: ledger ack sets in memory and on disk (the budget);
-- :class:`~ackstore.cursor.plan.Planner` and :class:`~ackstore.cursor.plan.MarkerChain`:
+- :class:`~ackstore.cursor.plan.Planner` and :class:`~ackstore.cursor.chain.MarkerChain`:
   the flush protocol (``_prepare_flush() -> FlushPlan`` or ``MarkerPlan``, then ``commit()`` or ``abort()``)
   and compaction's rewrite plan.
 
@@ -47,10 +47,13 @@ from ..ledger_acks import bitmap_of_runs
 from ..position import Position, trusted
 from ..stats import CursorStats, LogUsage
 from ..storage.log import CursorLog, MissingRecordError, RecoveredState
+from . import lane
+from .chain import MarkerChain
 from .deliveries import delivery_count, delivery_counts, record_deliveries, set_delivery_counts
 from .figures import Parts, cursor_figures, cursor_stats
+from .moves import TopicView
 from .pages import Pages
-from .plan import MarkerChain, Planner
+from .plan import Planner
 from .small import check_small, small_of
 from .snapshot import CursorSnapshot, batch_items, snapshot_of
 from .state import AckState
@@ -64,7 +67,6 @@ if TYPE_CHECKING:
     from ..ledger_acks import LedgerAcks
     from ..ledger_cache import CachePool
     from ..storage.env import Environment
-    from ..topic import Topic
 
 __all__ = ["Cursor", "CursorHost"]
 
@@ -111,7 +113,7 @@ class CursorHost(Protocol):
     def history_states(self, cursor: Cursor) -> Iterator[tuple[Point, RecoveredState]]: ...
 
     def _recover_log(
-        self, txn: lmdb.Transaction, log: CursorLog, config: CursorConfig, topic: Topic
+        self, txn: lmdb.Transaction, log: CursorLog, config: CursorConfig, topic: TopicView
     ) -> RecoveredState: ...
 
     def flush(self) -> Any: ...
@@ -150,7 +152,7 @@ class Cursor(StoreSide):
     def __init__(
         self,
         host: CursorHost,
-        topic: Topic,
+        topic: TopicView,
         name: str,
         cursor_id: int,
         config: CursorConfig,
@@ -537,7 +539,7 @@ class Cursor(StoreSide):
             return dict(self._built().properties)
 
     @property
-    def topic(self) -> Topic:
+    def topic(self) -> TopicView:
         """The topic this cursor (subscription) reads."""
         return self._topic
 
@@ -955,7 +957,9 @@ class Cursor(StoreSide):
                 held = self._pages._check(self._state.md, self._topic.directory)
                 self._state._check(held)
                 cfg = self._config
-                self._chain._check(cfg.full_marker_every, cfg.max_unacked_ranges_to_persist, self._pages.index)
+                self._chain._check(
+                    cfg.full_marker_every, cfg.max_unacked_ranges_to_persist, self._pages.index, lane.DELTA_MAX_ACKS
+                )
                 if self.small is not None:
                     check_small(self.small, self._state.md)
             assert self._listed or not self._pending or self._store.readonly, "a pending cursor a flush would not visit"

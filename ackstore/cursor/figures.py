@@ -9,8 +9,8 @@ from typing import Any, NamedTuple
 from ..config import CursorConfig
 from ..dispatch.revision import CursorStateRevisionController
 from ..stats import CursorStats
+from .chain import MarkerChain
 from .pages import Pages
-from .plan import MarkerChain
 from .state import AckState
 
 __all__ = ["Parts", "cursor_stats", "cursor_figures"]

@@ -34,8 +34,8 @@ outside the fixed marker layout.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Set
-from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, cast
+from collections.abc import Callable, Collection, Iterable, Set, Sized
+from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, Protocol, cast
 
 import lmdb
 from msgpack import packb
@@ -57,14 +57,13 @@ from ..storage.records import (
     seal_slot,
     slot_key,
 )
+from .chain import EXACT_TRIM, SMALL_CHAIN, floor_after
 from .pages import Pending
 
 if TYPE_CHECKING:
     from ..config import CursorConfig
-    from ..flush import FlushJob
-    from .facade import Cursor
+    from .chain import MarkerChain
     from .pages import Pages
-    from .plan import AnyPlan, FlushPlan, MarkerChain, Planner
     from .state import AckState
 
 __all__ = [
@@ -104,13 +103,6 @@ DELTA_MAX_ACKS = 64
 """a ledger's acks since its record travel in the marker while they are at most this many..."""
 DELTA_MAX_SHARE = 0.125
 """... and at most this fraction of the ledger's acks; past either, a new base record"""
-SMALL_CHAIN = 64
-"""a chain of delta markers may grow to the size of its full marker, or to this many bytes for a
-small cursor; and a full marker is written instead of a delta when it costs at most this many
-bytes more (a reopen reads the whole chain: a small cursor then reads one marker)"""
-EXACT_TRIM = 8
-"""a trim whose cursor's log is known to hold nothing below a sequence at most this many
-below the trim's bound deletes those sequences by key instead of scanning the cursor's keys"""
 GARBAGE_FACTOR = 4
 """a full marker written for that reason trims the log once the bytes written since the last
 trim are over this many times what the chain may hold"""
@@ -124,6 +116,60 @@ STATE_MAX_BYTES = 1024
 OTHER: Final = False
 """what :func:`take_marker` returns when the planner's general path must plan the change"""
 _EMPTY: frozenset[int] = frozenset()
+
+
+class Plan(Protocol):
+    """What the lane's loops read and set of a plan of any kind (a :class:`MarkerPlan`, or
+    the general path's ``plan.FlushPlan``, which also has ``encode()``)."""
+
+    cursor_id: int
+    full: bool
+    puts: list[tuple[bytes, bytes]]
+    nbytes: int
+    gc_below: int
+    gc_live: Collection[int]
+    trim_keys: tuple[bytes, ...] | None
+
+    @property
+    def records(self) -> Sized: ...
+
+
+class Taking(Protocol):
+    """What the lane reads and calls of a cursor's planner (``plan.Planner``)."""
+
+    @property
+    def cursor_id(self) -> int: ...
+    @property
+    def state(self) -> AckState: ...
+    @property
+    def pages(self) -> Pages: ...
+    @property
+    def chain(self) -> MarkerChain: ...
+    @property
+    def config(self) -> CursorConfig: ...
+    def prepare_other(self) -> Any: ...
+    def gc_live(self) -> Collection[int]: ...
+
+
+class Committing(Protocol):
+    """What the lane calls of a cursor whose general-path plan was written."""
+
+    def _commit_flush(self, plan: Any) -> None: ...
+
+
+class Job(Protocol):
+    """What the lane's encode and trim read and set of a group flush in flight
+    (``flush.FlushJob``)."""
+
+    plans: list[Plan]
+    puts: list[tuple[bytes, bytes]]
+    trims: list[Plan]
+    encoded: int
+    untrimmed: set[int]
+    trim_failed: Plan | None
+    ledger_records: int
+    full_markers: int
+    nbytes: int
 
 
 def worth_a_delta(added: BitMap, la: LedgerAcks, counts: dict[int, int] | None) -> bool:
@@ -214,7 +260,7 @@ class MarkerPlan(PlanFields):
         return Pending(self.pinned, self.dropped, _EMPTY, self.meta_dirty)
 
 
-def trims(plan: MarkerPlan | FlushPlan, chain: MarkerChain, keep: Collection[int]) -> None:
+def trims(plan: Plan, chain: MarkerChain, keep: Collection[int]) -> None:
     """``plan`` trims the log below the chain's full marker, keeping ``keep``. When the chain
     knows the log's keys hold nothing below a sequence (its floor) at most
     :data:`EXACT_TRIM` below but the few the last trim kept (``chain.kept``), the plan names
@@ -233,22 +279,7 @@ def trims(plan: MarkerPlan | FlushPlan, chain: MarkerChain, keep: Collection[int
         plan.trim_keys = tuple([log_key(cid, seq) for seq in gone])
 
 
-def floor_after(below: int, keep: Collection[int], was: tuple[int, ...]) -> tuple[int, tuple[int, ...]]:
-    """The chain's floor and kept sequences once a trim below ``below`` that kept ``keep``
-    ran (:func:`trims`, or a scan: either leaves nothing below ``below`` that ``keep`` does
-    not name): ``below`` and the kept ones under it, while they are at most
-    :data:`EXACT_TRIM` (a cursor's ledgers' records, often one); past that, the lowest of
-    them and none (what a cursor of many ledgers holds, which is not worth copying). The
-    kept ones are ``was``, the chain's before, when they are the same (most trims keep the
-    same records: no new object a cursor). O(keep)."""
-    low = sorted([seq for seq in keep if seq < below])
-    if len(low) > EXACT_TRIM:
-        return low[0], ()
-    kept = tuple(low)
-    return below, was if kept == was else kept
-
-
-def _took(planner: Planner, seq: int, taken: Collection[int], dropped: bool) -> None:
+def _took(planner: Taking, seq: int, taken: Collection[int], dropped: bool) -> None:
     """What every plan the lane takes does last, having changed nothing before: the
     cursor's next sequence is past the plan's marker ``seq``, its dirty set is empty (the
     plan holds the ledgers it took, ``taken`` (:func:`_taken`), pinned until it ends: not
@@ -307,7 +338,7 @@ def state_value(cursor_id: int, state: AckState, ledgers: Iterable[tuple[int, Le
     return value if len(value) <= STATE_MAX_BYTES else None
 
 
-def _take_state(planner: Planner) -> MarkerPlan | Literal[False] | None:
+def _take_state(planner: Taking) -> MarkerPlan | Literal[False] | None:
     """A small cursor's plan (:func:`small` said so): its whole state as one state marker
     (format 10), written where :func:`state_slot` says (over the older of its two state
     slots, the newer kept to fall back to; under its log key for a cursor that keeps
@@ -357,7 +388,7 @@ def _take_state(planner: Planner) -> MarkerPlan | Literal[False] | None:
     return plan
 
 
-def _take_marker(planner: Planner) -> MarkerPlan | Literal[False] | None:
+def _take_marker(planner: Taking) -> MarkerPlan | Literal[False] | None:
     """The pure-Python :func:`take_marker` (see the module docstring). A delta marker; or a
     full one when one is due, or when every ledger of the cursor changed and the full marker
     repeats at most ``SMALL_CHAIN`` bytes of acks the chain named already (then it costs what
@@ -447,12 +478,12 @@ def _take_marker(planner: Planner) -> MarkerPlan | Literal[False] | None:
 
 
 def _take_all(
-    visit: list[Cursor],
-    planners_in: list[Planner],
-    plans: list[AnyPlan],
-    cursors: list[Cursor],
-    planners: list[Planner],
-    idle: list[Cursor],
+    visit: list[Committing],
+    planners_in: list[Taking],
+    plans: list[Plan],
+    cursors: list[Committing],
+    planners: list[Taking],
+    idle: list[Committing],
 ) -> None:
     """The pure-Python :func:`take_all`: the group flush's take over the cursors it visits
     (``visit``, each with its planner at the same place in ``planners_in``): each one's plan,
@@ -472,7 +503,7 @@ def _take_all(
             planners.append(planner)
 
 
-def _encode_all(job: FlushJob) -> None:
+def _encode_all(job: Job) -> None:
     """The pure-Python :func:`encode_all`: ``FlushJob.encode``, the group flush's step 2 (outside
     the store lock). The records and marker of every plan from ``job.encoded`` on are encoded
     (a MarkerPlan's were when it was taken) and its puts gathered in order, with the plans
@@ -486,7 +517,7 @@ def _encode_all(job: FlushJob) -> None:
         plan = plans[i]
         if type(plan) is not MarkerPlan:  # a MarkerPlan was encoded when taken, and writes no ledger record
             job.encoded = i
-            cast("FlushPlan", plan).encode()
+            cast("Any", plan).encode()
             records += len(plan.records)
         puts += plan.puts
         if plan.gc_below > 0:
@@ -499,7 +530,7 @@ def _encode_all(job: FlushJob) -> None:
     job.nbytes += nbytes
 
 
-def _trim_all(job: FlushJob, c: lmdb.Cursor) -> int:
+def _trim_all(job: Job, c: lmdb.Cursor) -> int:
     """The pure-Python :func:`trim_all`: the first part of the group flush's write
     (``FlushJob.write``): the garbage of every plan that trims (``job.trims``), deleted with
     LMDB cursor ``c`` over the log, but a cursor's whose trim failed before in this flush
@@ -526,7 +557,7 @@ def _trim_all(job: FlushJob, c: lmdb.Cursor) -> int:
     return trimmed
 
 
-def _commit_all(plans: list[AnyPlan], planners: list[Planner], cursors: list[Cursor]) -> None:
+def _commit_all(plans: list[Plan], planners: list[Taking], cursors: list[Committing]) -> None:
     """The pure-Python :func:`commit_all`: every plan written, adopted by its cursor
     (:func:`commit_marker` for a marker plan, ``_commit_flush`` for any other)."""
     for plan, planner, cur in zip(plans, planners, cursors, strict=True):
@@ -536,7 +567,7 @@ def _commit_all(plans: list[AnyPlan], planners: list[Planner], cursors: list[Cur
             cur._commit_flush(plan)
 
 
-def _commit_marker(planner: Planner, plan: MarkerPlan) -> None:
+def _commit_marker(planner: Taking, plan: MarkerPlan) -> None:
     """The pure-Python :func:`commit_marker`: ``plan`` was written; the cursor's pages adopt
     its index changes (a ledger written back since keeps its newer record) and its marker
     chain the marker, as ``Planner.commit`` does for any plan."""

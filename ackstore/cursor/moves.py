@@ -7,7 +7,7 @@ kept apart because it is the read path's protocol, not the ack rules; no LMDB, n
 from __future__ import annotations
 
 from bisect import bisect_left
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, Protocol, overload
 
 from ..errors import InvalidArgumentError, InvalidPositionError, InvalidTypeError
 from ..fields import StateFields
@@ -16,12 +16,47 @@ from ..position import Position, trusted
 from .validate import pair
 
 if TYPE_CHECKING:
-    from .state import LedgerSource, TopicView
+    from collections.abc import Iterable
 
-__all__ = ["PositionMoves", "MAX_BATCH_SIZE"]
+    import lmdb
+
+    from ..directory import LedgerDirectory
+    from ..ledger_cache import LedgerCache
+
+__all__ = ["LedgerSource", "MAX_BATCH_SIZE", "PositionMoves", "TopicView"]
 
 MAX_BATCH_SIZE = 1 << 16
 """The largest batch a batch-index ack (or a reset into a batch) accepts."""
+
+
+class TopicView(Protocol):
+    """What a cursor reads of its topic (a :class:`~ackstore.Topic`): its name, id, ledger
+    directory and the directory's version, and the directory read again from the catalog."""
+
+    name: str
+    topic_id: int
+    directory: LedgerDirectory
+    version: int
+
+    def reread_directory(self, txn: lmdb.Transaction) -> None: ...
+
+
+class LedgerSource(Protocol):
+    """Where the ack state finds per-ledger ack sets (the cursor's pages)."""
+
+    cache: LedgerCache
+    dirty: set[int]
+
+    @overload
+    def get(self, ledger: int, create: Literal[True]) -> LedgerAcks: ...
+    @overload
+    def get(self, ledger: int, create: bool = False) -> LedgerAcks | None: ...
+    def peek(self, ledger: int) -> LedgerAcks | None: ...
+    def known(self) -> set[int]: ...
+    def vanish(self, ledger: int) -> int: ...
+    def touched(self, ledger: int, la: LedgerAcks) -> int: ...
+    def fit(self, incoming: int = 0, keep: Iterable[int] = ()) -> None: ...
+    def runs(self) -> int: ...
 
 
 class PositionMoves(StateFields):

@@ -33,6 +33,8 @@ from ..storage.log import CursorLog, MissingRecordError, RecoveredState
 from ..storage.records import IndexEntry, encode_ledger
 
 if TYPE_CHECKING:
+    from collections import OrderedDict
+
     from ..directory import LedgerDirectory
     from ..storage.env import Environment
 
@@ -85,6 +87,8 @@ class Pages(PagesFields):
         "forced",
         "__weakref__",
     )
+
+    loaded: OrderedDict[int, LedgerAcks]
 
     def __init__(self, storage: Environment, cursor_log: CursorLog, budget: int, pool: CachePool, name: str) -> None:
         self.storage = storage

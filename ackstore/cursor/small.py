@@ -43,8 +43,8 @@ from . import lane
 if TYPE_CHECKING:
     from ..config import CursorConfig
     from ..directory import LedgerDirectory
+    from .chain import MarkerChain
     from .pages import Pages
-    from .plan import MarkerChain
     from .state import AckState
 
 __all__ = [

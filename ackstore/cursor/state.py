@@ -14,16 +14,16 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, Literal, Protocol, overload
+from typing import TYPE_CHECKING, Any
 
 from pyroaring import BitMap
 
 from ..errors import InvalidArgumentError, InvalidPositionError, InvalidTypeError, LedgerStateError, UnknownLedgerError
 from ..ledger_acks import LedgerAcks, bitmap_of_range, run_end
-from ..ledger_cache import ACK_CHARGE, LedgerCache
+from ..ledger_cache import ACK_CHARGE
 from ..position import MAX_ENTRY, Position, trusted
 from ..storage.codecs import positions_by_ledger
-from .moves import MAX_BATCH_SIZE, PositionMoves
+from .moves import MAX_BATCH_SIZE, LedgerSource, PositionMoves, TopicView
 from .validate import (
     MAX_PROPERTY_KEY_BYTES,
     MAX_PROPERTY_VALUE_BYTES,
@@ -47,32 +47,6 @@ __all__ = [
     "MAX_PROPERTY_VALUE_BYTES",
     "latest_mark_delete",
 ]
-
-
-class TopicView(Protocol):
-    """What the ack state reads of its topic: its name, directory and directory version."""
-
-    name: str
-    directory: LedgerDirectory
-    version: int
-
-
-class LedgerSource(Protocol):
-    """Where the ack state finds per-ledger ack sets (the cursor's pages)."""
-
-    cache: LedgerCache
-    dirty: set[int]
-
-    @overload
-    def get(self, ledger: int, create: Literal[True]) -> LedgerAcks: ...
-    @overload
-    def get(self, ledger: int, create: bool = False) -> LedgerAcks | None: ...
-    def peek(self, ledger: int) -> LedgerAcks | None: ...
-    def known(self) -> set[int]: ...
-    def vanish(self, ledger: int) -> int: ...
-    def touched(self, ledger: int, la: LedgerAcks) -> int: ...
-    def fit(self, incoming: int = 0, keep: Iterable[int] = ()) -> None: ...
-    def runs(self) -> int: ...
 
 
 def latest_mark_delete(d: LedgerDirectory) -> tuple[int, int]:

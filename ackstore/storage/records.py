@@ -88,12 +88,11 @@ from __future__ import annotations
 import struct
 import zlib
 from array import array
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from itertools import accumulate, pairwise
 from operator import sub
-from typing import Any, NamedTuple
+from typing import Any
 
 import msgpack
 from pyroaring import BitMap, FrozenBitMap
@@ -102,6 +101,7 @@ from ..errors import CorruptRecordError
 from ..ledger_acks import LedgerAcks
 from . import codecs
 from .bitmaps import decode_bitmap, encode_bitmap
+from .index_entry import IndexEntry, entry_of
 from .pure_codecs import ENVELOPE, seal_envelope
 
 __all__ = [
@@ -404,28 +404,6 @@ def decode_ledger_owned(value: bytes | memoryview) -> tuple[int, LedgerAcks, int
     if acks.runs != runs:
         raise CorruptRecordError(f"ledger {ledger} record says {runs} runs, bitmap has {acks.runs}")
     return int(ledger), acks, owner
-
-
-class IndexEntry(NamedTuple):
-    """Where a ledger's newest record (its base) is, how many ranges the ledger holds, and
-    (format 5) the entries acked since that record was written: the ledger is the base's
-    acks plus ``adds``. A flush that changed a ledger by a few acks writes only them, here,
-    in the marker; when they grow past a fraction of the ledger it writes a new base.
-    (A named tuple: a flush makes two per changed ledger, and a tuple is made faster.)"""
-
-    seq: int
-    runs: int
-    adds: FrozenBitMap | None = None
-    counts: dict[int, int] | None = None
-    """(format 7) delivery counts set since that record, their values now"""
-
-
-entry_of: Callable[[tuple[int, int, FrozenBitMap | None, dict[int, int] | None]], IndexEntry] = partial(
-    tuple.__new__, IndexEntry
-)
-"""``entry_of((seq, runs, adds, counts))``: an IndexEntry made from its four fields without the
-namedtuple's Python-level ``__new__`` (~60 % of its cost; a flush makes one per changed
-ledger, an open one per ledger of every state marker it decodes)"""
 
 
 @dataclass(slots=True)
