@@ -26,13 +26,13 @@ from .storage.log import CursorLog
 from .storage.records import RECORD_MARKER, encode_ledger, record_type, state_ledger
 
 if TYPE_CHECKING:
-    from .cursor import Cursor
+    from .cursor.core import CursorCore
     from .storage.env import Environment
 
 __all__ = ["compact_cursors"]
 
 
-def compact_cursors(storage: Environment, cursors: list[Cursor], verify: bool = False) -> list[CompactStats]:
+def compact_cursors(storage: Environment, cursors: list[CursorCore], verify: bool = False) -> list[CompactStats]:
     """Rewrite ``cursors``' logs in one transaction; bytes and records per cursor. The
     store's flush lock and lock must be held (no flush may run meanwhile)."""
     plans = [(cur, cur.plan_rewrite()) for cur in cursors]

@@ -23,7 +23,8 @@ if TYPE_CHECKING:
     import _thread
     from pathlib import Path
 
-    from .cursor import AnyPlan, Cursor
+    from .cursor import AnyPlan
+    from .cursor.core import CursorCore
     from .cursor.plan import Planner
     from .history import HistoryKeeper, Taken
     from .readers import ReaderWatch
@@ -56,8 +57,8 @@ class FlushHost(Protocol):
     path: Path
     lock: _thread.RLock
     held: dict[str, Topic]
-    flush_list: dict[Cursor, Planner]
-    small_list: dict[Any, Cursor]
+    flush_list: dict[CursorCore, Planner]
+    small_list: dict[Any, CursorCore]
     flush_count: int
     readers: ReaderWatch
     history: HistoryKeeper
@@ -76,15 +77,15 @@ class FlushJob:
 
     catalog: Catalog
     log_db: Any
-    visit: list[Cursor] = field(default_factory=list)
+    visit: list[CursorCore] = field(default_factory=list)
     visit_planners: list[Planner] = field(default_factory=list)
     visit_listed: bool = False
     plans: list[AnyPlan] = field(default_factory=list)
-    cursors: list[Cursor] = field(default_factory=list)
+    cursors: list[CursorCore] = field(default_factory=list)
     planners: list[Planner] = field(default_factory=list)
     confirms: list[tuple[Topic, tuple[int, int]]] = field(default_factory=list)
     encoded: int = 0
-    failed: Cursor | None = None
+    failed: CursorCore | None = None
     puts: list[tuple[bytes, bytes]] = field(default_factory=list)
     trims: list[AnyPlan] = field(default_factory=list)
     trim_failed: AnyPlan | None = None
@@ -96,7 +97,7 @@ class FlushJob:
     nbytes: int = 0
     smalls: list[Any] = field(default_factory=list)
     """the small forms this flush visits (``ackstore.cursor.small``), written from there"""
-    small_cursors: list[Cursor] = field(default_factory=list)
+    small_cursors: list[CursorCore] = field(default_factory=list)
     """their cursors, at the same places"""
     small_written: int = 0
     """how many of them changed and have a state in ``puts``"""
@@ -160,7 +161,7 @@ class GroupFlush:
         self.lock = threading.Lock()
         self.totals = FlushTotals()
 
-    def run(self, only: list[Cursor] | None) -> FlushStats:
+    def run(self, only: list[CursorCore] | None) -> FlushStats:
         """The group flush, of every listed cursor or of ``only`` these: a script of named
         steps with one rollback path (:meth:`_abort`). Steps 1 and 2 go a chunk of
         :data:`CHUNK` cursors at a time."""
@@ -189,7 +190,7 @@ class GroupFlush:
             del job
             return stats
 
-    def _begin(self, only: list[Cursor] | None) -> FlushJob:
+    def _begin(self, only: list[CursorCore] | None) -> FlushJob:
         """A flush job: the topics' pending bounds, and the cursors to visit (the listed ones,
         or ``only``) with their planners, as two lists (no pair made per cursor). Only the
         flush lock unlists a cursor, so the listed ones stay listed until visited."""
@@ -216,7 +217,7 @@ class GroupFlush:
     def _take(self, job: FlushJob, start: int) -> None:
         """Step 1, for the chunk of ``job.visit`` from ``start``: each cursor's plan, added to
         the job's. Every cursor visited leaves the flush list (a change from now on, under
-        the same lock, lists it again: see ``Cursor._changed``), so committing needs no look
+        the same lock, lists it again: see ``CursorCore._changed``), so committing needs no look
         at what came in meanwhile. If a cursor's planning raises, the failing cursor put its
         own state back, ``job.failed`` names it and the exception goes to the caller, which
         aborts the plans taken."""
@@ -225,8 +226,8 @@ class GroupFlush:
         with store.lock:
             store._check_alive()
             taken = len(job.plans)
-            idle: list[Cursor] = []
-            try:  # each cursor's Cursor._prepare_flush, in one call
+            idle: list[CursorCore] = []
+            try:  # each cursor's CursorCore._prepare_flush, in one call
                 lane.take_all(visit, planners, job.plans, job.cursors, job.planners, idle)
                 if store.history.windows:
                     self._history(job, taken)
@@ -328,7 +329,7 @@ class GroupFlush:
         for start in range(0, len(job.plans), CHUNK):
             plans, planners, cursors = _chunk(job.plans, start), _chunk(job.planners, start), _chunk(job.cursors, start)
             with self.store.lock:
-                lane.commit_all(plans, planners, cursors)  # each cursor's Cursor._commit_flush
+                lane.commit_all(plans, planners, cursors)  # each cursor's CursorCore._commit_flush
                 for plan, planner, cur in zip(plans, planners, cursors, strict=True):
                     # a state plan among them, which left nothing under log keys (most full markers
                     # are of cursors with records there, and this is what skips them cheaply)
@@ -357,7 +358,7 @@ class GroupFlush:
         self.store.flush_count += 1
         return stats
 
-    def _encoding_failed(self, exc: BaseException, cur: Cursor | None) -> None:
+    def _encoding_failed(self, exc: BaseException, cur: CursorCore | None) -> None:
         """Planning or encoding ``cur`` failed and every plan was aborted: raise a StoreError
         naming it, unless ``exc`` is already the store's own (then the caller re-raises it)."""
         if isinstance(exc, Exception) and not isinstance(exc, AckStoreError):

@@ -41,6 +41,7 @@ import lmdb
 from .compact import compact_cursors
 from .config import CursorConfig
 from .cursor import Cursor
+from .cursor.core import CursorCore
 from .cursor.moves import TopicView
 from .cursor.plan import Planner
 from .cursor.small import small_opened
@@ -158,10 +159,10 @@ class AckStore:
     """@private when a cursor's ledgers are decoded: "lazy" or "budget" (see ``open``)"""
     lazy: bool
     """@private ``load == "lazy"``"""
-    flush_list: dict[Cursor, Planner]
+    flush_list: dict[CursorCore, Planner]
     """@private the cursors a flush visits: every one with a change since its last flush (a
     cursor lists itself on change; idle cursors cost a flush nothing). The store owns it."""
-    small_list: dict[Any, Cursor]
+    small_list: dict[Any, CursorCore]
     """@private the same for the cursors in the small form (``ackstore.cursor.small``): each
     changed form, with its cursor"""
     flush_count: int
@@ -543,7 +544,7 @@ class AckStore:
             for name in names:
                 cur = topic.held.pop(name, None)
                 if cur is not None:
-                    self._forget(cur)
+                    self._forget(cur._core)
             return gone
 
     def delete_topic(self, name: str) -> bool:
@@ -560,11 +561,11 @@ class AckStore:
             topic = self.held.pop(name, None)
             if topic is not None:
                 for cur in topic.held.values():
-                    self._forget(cur)
+                    self._forget(cur._core)
                 topic.mark_deleted()
             return existed
 
-    def restore_cursor(self, cur: Cursor, micros: int) -> HistoryPoint:
+    def restore_cursor(self, cur: CursorCore, micros: int) -> HistoryPoint:
         """@private ``Cursor.restore_as_of``: under the flush lock (no plan of it in flight)
         and the store lock, the newest kept point at or before ``micros`` recovered from
         the log and adopted by ``cur``."""
@@ -574,7 +575,7 @@ class AckStore:
             cur.adopt_restored(recovered)
             return target.public()
 
-    def history_target(self, cur: Cursor, micros: int) -> Point:
+    def history_target(self, cur: CursorCore, micros: int) -> Point:
         """@private The kept point a restore of ``cur`` as of ``micros`` goes to; a typed
         error (the store read-only or closed, the cursor deleted, no history, a time before
         the window) when there is none. Nothing is changed."""
@@ -583,7 +584,7 @@ class AckStore:
             name, window = self._history_of(cur)
             return self.history.target(cur.cursor_id, window, micros, name, time.time())
 
-    def history_state(self, cur: Cursor, micros: int, budget: int | None) -> tuple[Point, RecoveredState]:
+    def history_state(self, cur: CursorCore, micros: int, budget: int | None) -> tuple[Point, RecoveredState]:
         """@private The kept point as of ``micros`` and its state, recovered as a reopen right
         after that flush would (``budget``: as an open with that budget; None: every ledger
         loaded). One read transaction: on a reader, the point and the records it needs are
@@ -602,7 +603,7 @@ class AckStore:
             target, recovered = self._storage.read(read)
             return target, self._resolved_at(name, target, recovered)
 
-    def history_states(self, cur: Cursor) -> Iterator[tuple[Point, RecoveredState]]:
+    def history_states(self, cur: CursorCore) -> Iterator[tuple[Point, RecoveredState]]:
         """@private Every kept point of ``cur`` (oldest first, as listed when this starts) with
         its state, every ledger loaded; each state read in a read transaction of its own, so
         a point the writer's window left behind meanwhile is skipped. O(points + states)."""
@@ -634,7 +635,7 @@ class AckStore:
             )
         return recovered
 
-    def _history_of(self, cur: Cursor) -> tuple[str, int]:
+    def _history_of(self, cur: CursorCore) -> tuple[str, int]:
         """``cur``'s name and history window; HistoryRangeError when it keeps none."""
         cur.ensure_open()
         name = f"{cur.topic.name}/{cur.name}"
@@ -643,7 +644,7 @@ class AckStore:
             raise HistoryRangeError(f"cursor {name} keeps no history: set CursorConfig.history_seconds")
         return name, window
 
-    def _forget(self, cur: Cursor) -> None:
+    def _forget(self, cur: CursorCore) -> None:
         """A deleted cursor: off the flush list, its handle dead, its history forgotten."""
         self._unlist(cur)
         cur.mark_deleted()
@@ -675,9 +676,9 @@ class AckStore:
         """
         return self.flush_cursors(None)
 
-    def flush_cursors(self, only: list[Cursor] | None) -> FlushStats:
+    def flush_cursors(self, only: list[CursorCore] | None) -> FlushStats:
         """@private The group flush (:class:`~ackstore.flush.GroupFlush`), of every listed
-        cursor or of ``only`` these."""
+        cursor or of ``only`` these (their cores)."""
         self._check_alive()
         if self.readonly:
             return FlushStats(0, 0, 0, 0, 0, 0, 0.0, 0)
@@ -717,14 +718,14 @@ class AckStore:
             else oldest_reader(self._storage.env),
         )
 
-    def _unlist(self, cursor: Cursor) -> None:
+    def _unlist(self, cursor: CursorCore) -> None:
         """@private"""
         self.flush_list.pop(cursor, None)
         if cursor.small is not None:
             self.small_list.pop(cursor.small, None)
 
-    def _all_cursors(self) -> list[Cursor]:
-        return [cur for topic in self.held.values() for cur in topic.held.values()]
+    def _all_cursors(self) -> list[CursorCore]:
+        return [cur._core for topic in self.held.values() for cur in topic.held.values()]
 
     def open_cursors(self) -> list[Cursor]:
         """Every cursor this store object has opened (the ones in memory), by topic and name."""
@@ -769,11 +770,11 @@ class AckStore:
                     ", ".join(f"{cur.topic.name}/{cur.name}" for cur in kept[:5]),
                 )
             rewritten = [cur for cur in cursors if drop_history or cur.cursor_id not in windows]
-            stats = compact_cursors(self._storage, rewritten, verify)
+            stats = compact_cursors(self._storage, [cur._core for cur in rewritten], verify)
             for cur in rewritten:  # their points went with the rewrite
                 self.history.forget(cur.cursor_id)
                 if cur.cursor_id in windows:
-                    cur._planner.chain.force_full = True  # history starts again with a full marker
+                    cur._core._planner.chain.force_full = True  # history starts again with a full marker
             return stats
 
     def copy(self, dest: str | os.PathLike[str], compact: bool = True) -> int:
@@ -837,7 +838,7 @@ class AckStore:
             self.closed = True
             for topic in self.held.values():
                 for cur in topic.held.values():
-                    cur._release()
+                    cur._core._release()
             self._storage.close()
 
     def _abandon(self) -> None:

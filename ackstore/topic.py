@@ -18,6 +18,7 @@ import lmdb
 
 from .config import CursorConfig
 from .cursor import Cursor
+from .cursor.core import CursorCore
 from .cursor.validate import quoted, utf8_size
 from .directory import OPEN, LedgerDirectory
 from .errors import InvalidArgumentError, InvalidTypeError, TopicDeletedError
@@ -53,7 +54,7 @@ class TopicHost(Protocol):
     def _load_cursor(self, topic: Topic, name: str, config: CursorConfig | None, initial_position: str) -> Cursor: ...
     def load_cursors(self, topic: Topic, config: CursorConfig | None) -> tuple[list[str], set[str]]: ...
     def delete_cursors(self, topic: Topic, names: list[str]) -> int: ...
-    def flush_cursors(self, only: list[Cursor] | None) -> FlushStats: ...
+    def flush_cursors(self, only: list[CursorCore] | None) -> FlushStats: ...
 
 
 def check_name(name: Any, what: str) -> str:
@@ -203,7 +204,7 @@ class Topic:
             self.check_live()
             ledger, entries = self.directory.check_close(ledger, entries)
             for cur in self.held.values():
-                cur.check_close(ledger, entries)
+                cur._core.check_close(ledger, entries)
             self._change(
                 lambda txn: store.storage.catalog.put_ledger(txn, self.topic_id, ledger, entries),
                 lambda d: d.close(ledger, entries),
@@ -234,7 +235,7 @@ class Topic:
                 return
             if d.confirmed is None and d.count(ledger) == OPEN:  # nothing bounded this ledger yet
                 for cur in self.held.values():
-                    cur.check_close(ledger, last_entry + 1)
+                    cur._core.check_close(ledger, last_entry + 1)
             if not d.tracked:
                 confirmed = last_entry if d.count(ledger) == OPEN else None
 
@@ -305,7 +306,7 @@ class Topic:
         edit(d)
         self.version += 1
         for cur in self.held.values():
-            cur.directory_changed(d, trimmed=trim)
+            cur._core.directory_changed(d, trimmed=trim)
 
     # -- cursors ------------------------------------------------------------------------------
 
@@ -336,7 +337,7 @@ class Topic:
             if cur is not None:
                 if config is not None and config != cur.config:
                     if store.readonly:  # a reader may pick its own budget; nothing is persisted
-                        cur.apply_config(config)
+                        cur._core.apply_config(config)
                     else:
                         cur.update_config(**config.to_obj())
                 return cur
@@ -344,7 +345,7 @@ class Topic:
             self.held[name] = cur
             place = initial_position == "latest" and not cur.persisted and not store.readonly
         if place:  # outside the store lock: a flush takes the flush lock first
-            store.flush_cursors([cur])
+            store.flush_cursors([cur._core])
         return cur
 
     def open_cursors(self, config: CursorConfig | None = None) -> dict[str, Cursor]:

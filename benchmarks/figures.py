@@ -97,7 +97,7 @@ def flush_one_dirty(root: Path) -> tuple[int, int]:
         store.flush()
         cur.ack([Position(5000, 2)])
         stats = store.flush()
-        record = len(encode_ledger(5000, cur._pages.cache.loaded[5000])) + 16
+        record = len(encode_ledger(5000, cur._core._pages.cache.loaded[5000])) + 16
         return stats.bytes_written, record
 
 

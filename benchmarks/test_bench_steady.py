@@ -198,7 +198,7 @@ def test_steady_acks(benchmark: Any, tmp_path: Path, cursors: int, k: int, case:
             round_setup()
             engine.ack(batches)
         if case == "ackstore":
-            assert all(cur.small is not None for cur in engine.cursors), "a steady cursor out of the small form"
+            assert all(cur._core.small is not None for cur in engine.cursors), "a steady cursor out of the small form"
         benchmark.group = f"steady workload, a round's acks: {cursors:,} cursors, k={k}"
         benchmark.pedantic(lambda: engine.ack(batches), setup=round_setup, rounds=15 if cursors <= 1000 else 9)
         benchmark.extra_info.update(baseline=case == "python peer")

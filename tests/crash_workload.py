@@ -157,7 +157,7 @@ def main() -> None:
     while True:
         apply_engine(cursor, ops(seed, rnd))
         store.flush()
-        print(f"flushed {rnd}{' small' if cursor.small is not None else ''}", flush=True)
+        print(f"flushed {rnd}{' small' if cursor._core.small is not None else ''}", flush=True)
         rnd += 1
         if pause:  # fewer rounds a kill: the parent checks every state the history keeps against its model
             time.sleep(pause)

@@ -40,7 +40,7 @@ def _plan(plan: object) -> Any:
 
 def _cursor(cur: Cursor) -> Any:
     """What a take may change, and what it reads."""
-    planner = cur._planner
+    planner = cur._core._planner
     pages, chain, state = planner.pages, planner.chain, planner.state
     return (
         chain.next_seq,
@@ -60,10 +60,10 @@ def lanes_agree(cur: Cursor) -> str:
     each plan is aborted and the sequence it took given back, so the cursor is as it was.
     Returns what the outcome was: "idle", "other" or "plan" ("form" for a cursor opened
     into the small form whose parts were never built: the lane never sees it)."""
-    if cur._unbuilt:
+    if cur._core._unbuilt:
         return "form"
-    planner = cur._planner
-    with cur._lock:
+    planner = cur._core._planner
+    with cur._core._lock:
         before = _cursor(cur)
         outcomes = []
         for impl in lane.IMPLEMENTATIONS:
@@ -97,7 +97,7 @@ def _chains(store: AckStore, names: list[str]) -> list[object]:
     """What a flush leaves in each cursor: its marker chain's fields, its index, its pins."""
     out = []
     for name in names:
-        planner = store.topic(T).cursor(name)._planner
+        planner = store.topic(T).cursor(name)._core._planner
         chain = planner.chain
         fields = {slot: getattr(chain, slot) for slot in field_names(type(chain)) if slot != "recovery"}
         index = {ledger: (e.seq, e.runs, sorted(e.adds or ()), e.counts) for ledger, e in planner.pages.index.items()}
@@ -129,7 +129,7 @@ def twin_workload(path: Path, small: bool = False) -> tuple[list[tuple[bytes, by
         seen: list[object] = []
         for step in range(60):
             for cur in rng.sample(cursors, 5):
-                ledger = rng.choice(sorted(cur._pages.known()) or [1])
+                ledger = rng.choice(sorted(cur._core._pages.known()) or [1])
                 k = 80 if step % 17 == 0 else rng.randint(1, 3)
                 span = 150 if small else 5_000
                 cur.ack([Position(ledger, 12_000 + rng.randrange(span)) for _ in range(k)])

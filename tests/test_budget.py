@@ -104,13 +104,13 @@ def test_4_lru_switching(store_path: Path) -> None:
         cur = topic.cursor("c", CursorConfig(max_individual_ack_cache_bytes=int(3.5 * one)))
         for ledger in (1, 2, 3):
             cur.ack_entries(ledger, range(1, 1000, 2))
-        assert list(cur._pages.cache.loaded) == [1, 2, 3]
+        assert list(cur._core._pages.cache.loaded) == [1, 2, 3]
         cur.is_acked(Position(1, 5))  # touch 1: now 2 is the least recently used
         cur.ack_entries(4, range(1, 1000, 2))
-        assert list(cur._pages.cache.loaded) == [1, 4] or list(cur._pages.cache.loaded)[-2:] == [1, 4]
-        assert 2 not in cur._pages.cache.loaded and 2 in cur._pages.cache.swapped
+        assert list(cur._core._pages.cache.loaded) == [1, 4] or list(cur._core._pages.cache.loaded)[-2:] == [1, 4]
+        assert 2 not in cur._core._pages.cache.loaded and 2 in cur._core._pages.cache.swapped
         cur.is_acked(Position(2, 5))  # swap 2 back in: the LRU of (3, 1, 4) goes
-        assert list(cur._pages.cache.loaded)[-1] == 2
+        assert list(cur._core._pages.cache.loaded)[-1] == 2
         assert cur.stats().swap_ins == 1
         cur._check()
 
@@ -123,17 +123,17 @@ def test_5_swap_in_that_needs_two_evictions(store_path: Path) -> None:
         for ledger in (1, 2, 3, 4, 5):
             cur.ack_entries(ledger, range(1, 200, 2))  # small ones
         store.flush()
-        sizes = {ledger: la.nbytes() for ledger, la in cur._pages.cache.loaded.items()}
+        sizes = {ledger: la.nbytes() for ledger, la in cur._core._pages.cache.loaded.items()}
     budget = sizes[6] + 2 * sizes[1]
     with AckStore.open(store_path) as store:
         cur = store.topic(T).cursor("c", CursorConfig(max_individual_ack_cache_bytes=budget))
         for ledger in (1, 2, 3, 4, 5):
             cur.is_acked(Position(ledger, 1))
-        assert 6 in cur._pages.cache.swapped
+        assert 6 in cur._core._pages.cache.swapped
         before = cur.stats().evictions
         assert cur.is_acked(Position(6, 3))
         assert cur.stats().evictions - before >= 2
-        assert 6 in cur._pages.cache.loaded
+        assert 6 in cur._core._pages.cache.loaded
         cur._check()
 
 
@@ -191,10 +191,10 @@ def test_open_loads_newest_first_within_budget(store_path: Path) -> None:
         store.flush()
         cur.ack([Position(3, 0)])  # ledger 3 becomes the newest record
         store.flush()
-        one = cur._pages.cache.loaded[5].nbytes()
+        one = cur._core._pages.cache.loaded[5].nbytes()
     with AckStore.open(store_path, load="budget") as store:
         cur = store.topic(T).cursor("c", CursorConfig(max_individual_ack_cache_bytes=int(4.5 * one)))
-        loaded = list(cur._pages.cache.loaded)
+        loaded = list(cur._core._pages.cache.loaded)
         assert 1 in loaded  # the mark-delete ledger always
         assert 3 in loaded  # the newest record
         assert len(loaded) <= 5
@@ -210,7 +210,7 @@ def _swapped_record(store_path: Path) -> tuple[int, int, list[object]]:
         first_state = list(cur.ack_ranges())
         cur.ack([Position(30, 0)])
         store.flush()
-        seq = cur._pages.index[2].seq
+        seq = cur._core._pages.index[2].seq
     return seq, 2, first_state
 
 
@@ -249,7 +249,7 @@ def test_both_opens_fall_back_past_a_missing_or_damaged_record_they_check(
         first = (cur.stats().last_marker_seq, list(cur.ack_ranges()))
         cur.ack(Position(1, 9))  # a new record of ledger 1 (too many acks for a delta) and marker
         store.flush()
-        cid, md_seq = cur.cursor_id, cur._pages.index[1].seq
+        cid, md_seq = cur.cursor_id, cur._core._pages.index[1].seq
     rawlog.damage(store_path, md_seq, cursor_id=cid)
     with AckStore.open(store_path, load=load, readonly=True) as store:
         cur = store.topic(T + "-2").cursor("d")
@@ -300,18 +300,18 @@ def test_a_lazy_open_decodes_no_ledger_and_is_whole(store_path: Path) -> None:
     for readonly in (True, False):  # the writer last: it acks
         with AckStore.open(store_path, load="lazy", readonly=readonly) as store:
             cur = store.topic(T).cursor("c", big)
-            assert cur.mark_delete_position == want[0][0] and not cur._pages.cache.loaded
+            assert cur.mark_delete_position == want[0][0] and not cur._core._pages.cache.loaded
             assert cur.stats().recovery.records_loaded == 0
             assert (_snapshot(cur), cur.delivery_counts()) == want  # read from disk, not loaded
-            assert not cur._pages.cache.loaded
+            assert not cur._core._pages.cache.loaded
             assert cur.is_acked(Position(4, 0))  # first use of ledger 4: read, with its delta
-            assert list(cur._pages.cache.loaded) == [4]
+            assert list(cur._core._pages.cache.loaded) == [4]
             if not readonly:  # M + 1 acked: ledger 1 is read, M advances over its contiguous acks
                 (md_ledger, md_entry), ranges = want[0][:2]
                 after = {start: end for start, end in ranges}.get(Position(md_ledger, md_entry + 2))
                 cur.ack(Position(md_ledger, md_entry + 1))
                 assert cur.mark_delete_position == (after or Position(md_ledger, md_entry + 1))
-                assert md_ledger in cur._pages.cache.loaded
+                assert md_ledger in cur._core._pages.cache.loaded
             cur._check()
     with AckStore.open(store_path) as store:  # lazy is the default
         assert store.topic(T).cursor("c", big).stats().recovery.records_loaded == 0
@@ -341,7 +341,7 @@ def test_a_lazy_open_checks_what_the_budget_covers_at_open_and_the_rest_at_first
     small = CursorConfig(max_individual_ack_cache_bytes=2048)  # a few of the newest records
     with AckStore.open(store_path, readonly=True) as store:
         cur = store.topic(T).cursor("c", small)
-        assert cur.stats().recovery.markers_skipped == 0 and not cur._pages.cache.loaded
+        assert cur.stats().recovery.markers_skipped == 0 and not cur._core._pages.cache.loaded
         assert cur.is_acked(Position(30, 0))  # the newest record: checked at open, fine
         with pytest.raises(CorruptRecordError, match=r"ackstore check --fix"):
             cur.is_acked(Position(ledger, 1999))
@@ -360,7 +360,7 @@ def test_a_lazy_open_reads_a_mark_delete_ledger_holding_m_plus_1(store_path: Pat
         cur = _topic_with(store, 2, 100).cursor("c")
         cur.ack([Position(1, e) for e in (0, 1, 2, 3, 4, 7, 8, 10)])  # M = 1:4, ranges 7-8, 10
         store.flush()
-        cid, seq = cur.cursor_id, cur._pages.index[1].seq
+        cid, seq = cur.cursor_id, cur._core._pages.index[1].seq
     env = lmdb.open(str(store_path), max_dbs=8)
     db = env.open_db(b"log", create=False)
     with env.begin(write=True) as txn:  # the same run count, one entry lower: 5-6, 9

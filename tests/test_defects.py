@@ -54,12 +54,12 @@ def test_a_flush_that_fails_while_encoding_keeps_every_cursor_dirty(store_path: 
     # what the adversarial run got past set_property: a key msgpack cannot encode (planted
     # directly, as a bug elsewhere would), so the capture of the second cursor raises
     with store.lock:
-        b._parts()  # planted into the parts: b leaves the small form (which holds no properties) first
-    b._state.properties["key-\udcff"] = 1
+        b._core._parts()  # planted into the parts: b leaves the small form (which holds no properties) first
+    b._core._state.properties["key-\udcff"] = 1
     with pytest.raises(StoreError, match=r"failed while encoding cursor .*/b.*nothing was written"):
         store.flush()
-    assert store.flush is not None and a._pages.dirty == {1} and b._pages.dirty == {1}
-    del b._state.properties["key-\udcff"]
+    assert store.flush is not None and a._core._pages.dirty == {1} and b._core._pages.dirty == {1}
+    del b._core._state.properties["key-\udcff"]
     stats = store.flush()
     assert stats.cursors == 2
     store.close()

@@ -93,11 +93,12 @@ def test_acks_between_chunks_are_kept(store_path: Path, monkeypatch: pytest.Monk
         stats = store.flush()
         assert chunks == [1, 2, 3] and adopted == [1, 1, 1]  # a cursor a chunk: a, b, c
         assert stats.cursors == 3
-        assert a._listed and c._listed and d._listed and not b._listed  # changed since taken, or never visited
+        listed = [cur._core._listed for cur in (a, b, c, d)]
+        assert listed == [True, False, True, True]  # changed since taken, or never visited
         monkeypatch.setattr(FlushJob, "encode", encode)
         monkeypatch.setattr(lane, "commit_all", commit_all)
         assert store.flush().cursors == 3  # a, c and d
-        assert not any(cur._listed for cur in (a, b, c, d))
+        assert not any(cur._core._listed for cur in (a, b, c, d))
         expected = [list(cur.ack_ranges()) for cur in (a, b, c, d)]
         for cur, entries in ((a, (3001, 3003)), (b, (3001,)), (c, (3001, 3005, 3009)), (d, (3007,))):
             assert all(cur.is_acked(Position(1, e)) for e in entries), cur.name
@@ -143,7 +144,7 @@ def test_an_ack_gets_in_between_the_chunks_of_a_take(store_path: Path, monkeypat
     finally:
         monkeypatch.setattr(group_flush.GroupFlush, "_take", take)
     try:
-        assert stats.cursors == len(names) and other._listed
+        assert stats.cursors == len(names) and other._core._listed
         assert store.flush().cursors == 1
     finally:
         store.close()
@@ -238,7 +239,7 @@ def test_acks_from_another_thread_during_chunked_flushes_are_all_kept(
         thread.join()
         assert not failed, failed
         store.flush()
-        assert not any(cur._listed for cur in cursors)
+        assert not any(cur._core._listed for cur in cursors)
         expected = [list(cur.ack_ranges()) for cur in cursors]
         marks = [cur.mark_delete_position for cur in cursors]
     finally:

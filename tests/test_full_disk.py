@@ -59,7 +59,7 @@ def test_a_close_that_cannot_flush_keeps_the_store_open_with_its_acks(tmpfs, int
     assert not store.closed
     cur = store.topic(T).cursor("c")
     assert cur.is_acked(acked[-1]) and cur.delivery_count(Position(1, 5)) == counts[Position(1, 5)]
-    assert cur._listed, "the failed close left the cursor off the next flush"
+    assert cur._core._listed, "the failed close left the cursor off the next flush"
     filler.unlink()
     store.close()
     assert store.closed

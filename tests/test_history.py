@@ -226,9 +226,9 @@ def test_the_window_is_kept_and_only_the_window(store_path: Path, clock: Clock) 
         assert len(_points(store, cur.cursor_id)) == 11
         assert len(_points(store, plain.cursor_id)) == 0
         assert _history_states(store) == {"c": 11, "plain": 0}  # what metrics and stat say, the window slid
-        records = store.storage.read(lambda txn: len(list(cur._log.records(txn))))
+        records = store.storage.read(lambda txn: len(list(cur._core._log.records(txn))))
         assert records <= 12  # a state marker a flush in the window (and the one before it)
-        assert store.storage.read(lambda txn: len(list(plain._log.records(txn)))) == 2
+        assert store.storage.read(lambda txn: len(list(plain._core._log.records(txn)))) == 2
         oldest = points[-1].time
         cur.restore_as_of(oldest)
         assert _state(cur) == states[oldest]

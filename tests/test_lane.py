@@ -103,15 +103,15 @@ def test_delivery_counts_ride_in_the_lane(store_path: Path) -> None:
     cur.record_deliveries([Position(1, 4002), Position(1, 4004)])
     assert lanes_agree(cur) == "plan"
     stats = store.flush()
-    assert stats.ledger_records == 0 and cur._planner.pages.index[1].counts == {4002: 1, 4004: 1}
+    assert stats.ledger_records == 0 and cur._core._planner.pages.index[1].counts == {4002: 1, 4004: 1}
     cur.record_deliveries([Position(1, 4004), Position(1, 4006)])
     cur.ack(Position(1, 4002))  # its count goes (the ack path leaves counts_added alone)
     cur.ack(Position(2, 4001))
-    assert 4002 in cur._planner.pages.loaded[1].counts_added
+    assert 4002 in cur._core._planner.pages.loaded[1].counts_added
     assert lanes_agree(cur) == "plan"
     assert store.flush().ledger_records == 0
-    la = cur._planner.pages.loaded[1]
-    assert la.counts_added == {4004: 2, 4006: 1} == cur._planner.pages.index[1].counts
+    la = cur._core._planner.pages.loaded[1]
+    assert la.counts_added == {4004: 2, 4006: 1} == cur._core._planner.pages.index[1].counts
     assert cur.delivery_counts() == {Position(1, 4004): 2, Position(1, 4006): 1}
     cur.record_deliveries([Position(1, 4006)])  # the chain named 4004's count already: the delta names one
     one = store.flush().bytes_written
@@ -169,7 +169,7 @@ def test_what_the_lane_leaves_to_the_general_path(store_path: Path) -> None:
     assert lanes_agree(dropping) == "other"
     for ledger in (1, 2, 3):  # a 600-byte budget: the older ledgers are written back as it goes
         small.ack([Position(ledger, e) for e in range(1, 200, 2)])
-    assert small._pages.unmarked and lanes_agree(small) == "other"
+    assert small._core._pages.unmarked and lanes_agree(small) == "other"
     capped.ack([Position(1, e) for e in range(1, 20, 2)])
     assert lanes_agree(capped) == "other"
     store.flush()
@@ -273,8 +273,8 @@ def test_small_cursors_take_the_state_layout_alike(store_path: Path) -> None:
         topic.close_ledger(ledger, 400)
     topic.add_ledger(9)
     cursors = [topic.cursor(f"s{i}", ROOMY) for i in range(8)]
-    cursors[3]._planner.chain.next_seq = 1 << 40  # a state slot's sequence of six varint bytes
-    cursors[4]._planner.chain.next_seq = 120  # of one, then two
+    cursors[3]._core._planner.chain.next_seq = 1 << 40  # a state slot's sequence of six varint bytes
+    cursors[4]._core._planner.chain.next_seq = 120  # of one, then two
     nxt = dict.fromkeys(range(8), 0)  # each cursor's next entry in order, over ledgers 1..9
     held: dict[int, list[Position]] = {i: [] for i in range(8)}
     outcomes: dict[str, int] = {}
@@ -311,8 +311,8 @@ def test_small_cursors_take_the_state_layout_alike(store_path: Path) -> None:
         store.flush()
     assert outcomes.get("plan", 0) >= 350 and outcomes.get("idle", 0) >= 40 and outcomes.get("other", 0) >= 10, outcomes
     for cur in cursors:  # every ledger below the mark-delete went; the state layout holds what is left
-        assert min(cur._pages.index, default=cur.mark_delete_position[0]) >= cur.mark_delete_position[0]
-        assert len({entry.seq for entry in cur._pages.index.values()}) <= 1, cur.name  # one state marker
+        assert min(cur._core._pages.index, default=cur.mark_delete_position[0]) >= cur.mark_delete_position[0]
+        assert len({entry.seq for entry in cur._core._pages.index.values()}) <= 1, cur.name  # one state marker
     _flush_and_reopen(store_path, store, [cur.name for cur in cursors])
 
 
@@ -337,8 +337,8 @@ def test_a_plan_holds_its_changes_as_what_it_took_when_they_are_the_dirty_ledger
         steady.ack([Position(1, 10)])
         pair.ack([Position(2, 7)])
         for cur, dirty, whole in ((steady, {1}, True), (pair, {2}, False)):
-            planner = cur._planner
-            with cur._lock:
+            planner = cur._core._planner
+            with cur._core._lock:
                 before = (sorted(planner.pages.dirty), planner.chain.next_seq, planner.chain.slot)
                 assert before[0] == sorted(dirty)
                 plan = impl.take_marker(planner)
@@ -381,11 +381,11 @@ def test_a_cursor_whose_take_raises_is_named_and_nothing_is_lost(
         store.flush()
         for i, cur in enumerate(cursors):
             cur.ack(Position(1, 3001 + i))
-        cursors[1]._state.properties["key-\udcff"] = 1  # msgpack cannot encode it: the take raises
+        cursors[1]._core._state.properties["key-\udcff"] = 1  # msgpack cannot encode it: the take raises
         with pytest.raises(StoreError, match=r"while encoding cursor .*/b, nothing was written"):
             store.flush()
-        assert all(cur._listed and cur._pending for cur in cursors)
-        del cursors[1]._state.properties["key-\udcff"]
+        assert all(cur._core._listed and cur._core._pending for cur in cursors)
+        del cursors[1]._core._state.properties["key-\udcff"]
         assert store.flush().cursors == 3
         expected = [list(cur.ack_ranges()) for cur in cursors]
     with AckStore.open(store_path, readonly=True) as store:
@@ -420,11 +420,11 @@ def test_a_plan_whose_encoding_raises_is_named_and_nothing_is_lost(
             cur.ack(Position(1, 3001 + i))
         for cur in cursors[1:3]:  # b and c: a ledger without a record, the general path
             cur.ack(Position(2, 7))
-        cursors[2]._state.properties["key-\udcff"] = 1  # msgpack cannot encode it
+        cursors[2]._core._state.properties["key-\udcff"] = 1  # msgpack cannot encode it
         with pytest.raises(StoreError, match=r"while encoding cursor .*/c, nothing was written"):
             store.flush()
-        assert all(cur._listed and cur._pending for cur in cursors)
-        del cursors[2]._state.properties["key-\udcff"]
+        assert all(cur._core._listed and cur._core._pending for cur in cursors)
+        del cursors[2]._core._state.properties["key-\udcff"]
         stats = store.flush()
         assert stats.cursors == 4 and stats.ledger_records == 2
         expected = [list(cur.ack_ranges()) for cur in cursors]
@@ -444,7 +444,7 @@ def test_an_aborted_state_plan_gives_back_the_dropped_ledgers_it_took(store_path
     store.flush()
     cur.reset_to(Position(1, 0))  # both ledgers' acks gone: both dropped since the marker
     cur.ack(Position(1, 5))  # ledger 1 again
-    assert sorted(cur._planner.pages.vanished) == [1, 2]
+    assert sorted(cur._core._planner.pages.vanished) == [1, 2]
     assert lanes_agree(cur) == "plan"
-    assert sorted(cur._planner.pages.vanished) == [1, 2]
+    assert sorted(cur._core._planner.pages.vanished) == [1, 2]
     _flush_and_reopen(store_path, store, ["c"])

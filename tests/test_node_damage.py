@@ -103,7 +103,7 @@ def test_a_flush_that_cannot_trim_a_damaged_record_flushes_every_cursor(tmp_path
             store.flush()
             # a trim that did not run does not tell the chain the log is clean of the record:
             # it is at or above the floor, or among what the chain knows a trim kept under it
-            chain = a._planner.chain
+            chain = a._core._planner.chain
             assert chain.floor <= damaged or damaged in chain.kept, (chain.floor, chain.kept)
     assert any("cursor t/a" in r.getMessage() and "cannot be trimmed" in r.getMessage() for r in caplog.records)
     with AckStore.open(path, readonly=True, verify="loaded") as store:

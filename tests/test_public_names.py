@@ -68,11 +68,22 @@ ENGINE_CALLS = (
 )  # fmt: skip
 
 
+CORE_CALLS = (
+    "take_small_form", "mark_deleted", "apply_config", "directory_changed", "check_close", "plan_rewrite",
+    "adopt_rewrite", "adopt_restored", "rewrite_differs", "small",
+)  # fmt: skip
+"""what the store, its topics, the group flush and compaction call on a cursor's core"""
+
+
 def test_the_engines_own_calls_are_not_on_the_public_objects() -> None:
     import ackstore
+    from ackstore.cursor.core import CursorCore
 
     for cls in (ackstore.AckStore, ackstore.Cursor):
         assert not set(ENGINE_CALLS) & set(dir(cls)), (cls.__name__, sorted(set(ENGINE_CALLS) & set(dir(cls))))
+    public = {name for name in dir(ackstore.Cursor) if not name.startswith("_")}
+    assert not set(CORE_CALLS) & public, sorted(set(CORE_CALLS) & public)
+    assert set(CORE_CALLS) <= set(dir(CursorCore))  # the names above are the core's: a rename shows here
 
 
 if __name__ == "__main__":  # python -m tests.test_public_names > tests/public_names.txt

@@ -151,19 +151,19 @@ def test_a_small_cursors_reader_moves_on_when_the_writer_wrote_over_its_state_sl
         writer.round()
         with AckStore.open(tmp_path / "s", readonly=True) as store:
             cur = store.topic("t").cursor("c")
-            assert cur._pages.cache.swapped == {0, 1, 2}  # waiting in the state marker
+            assert cur._core._pages.cache.swapped == {0, 1, 2}  # waiting in the state marker
             seen = 0
             for _ in range(6):
                 writer.round()
                 writer.round()  # the reader's state marker is written over in its slot
                 flushed = [s["ranges"] for s in writer.states["c"]]
-                moves = cur._pages.generation
+                moves = cur._core._pages.generation
                 for got in (_ranges(cur), _state(cur)["ranges"]):
                     assert got in flushed, "a read-only cursor mixed flushed states"
                     at = flushed.index(got)
                     assert at >= seen and at > 0, "a reader went back to an older flush"
                     seen = at
-                assert cur._pages.generation > moves, "the reader did not move to a newer flush"
+                assert cur._core._pages.generation > moves, "the reader did not move to a newer flush"
                 assert at == len(flushed) - 1 and cur.stats().recovery.markers_skipped == 0
     finally:
         writer.close()

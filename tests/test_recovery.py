@@ -173,15 +173,15 @@ def test_open_drops_persisted_acks_at_or_below_the_mark_delete_and_measures_that
         cur.ack([Position(2, 5)])
         store.flush()
         with store.lock:  # M past most of ledger 1's record, with no new record for it
-            cur._state.md = Position(1, 99_990)
-            cur._state.rp = Position(1, 99_991)
-            cur._state.meta_dirty = True
-            cur._changed()  # an edit behind the facade: list it for the flush as the facade would
+            cur._core._state.md = Position(1, 99_990)
+            cur._core._state.rp = Position(1, 99_991)
+            cur._core._state.meta_dirty = True
+            cur._core._changed()  # an edit behind the facade: list it for the flush as the facade would
         store.flush()
         testing.crash(store)
     with AckStore.open(store_path) as store:
         cur = store.topic(T).cursor("c")
-        cache = cur._pages.cache
+        cache = cur._core._pages.cache
         assert cache.loaded[1].size == cache.loaded[1].nbytes()  # measured after the drop
         assert cache.nbytes == sum(la.nbytes() for la in cache.loaded.values())
         assert cur.mark_delete_position == Position(1, 99_991)  # advanced over the acked 99,991

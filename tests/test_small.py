@@ -312,7 +312,7 @@ def _settle(store: AckStore, cursors: list[Any]) -> None:
         for cur in cursors:
             _steady(cur, rnd)
         store.flush()
-    assert all(cur.small is not None for cur in cursors)
+    assert all(cur._core.small is not None for cur in cursors)
 
 
 def _model_ranges(rounds: int) -> tuple[int, list[tuple[int, int]]]:
@@ -347,7 +347,7 @@ def test_a_steady_cursor_takes_the_form_and_writes_what_a_cursor_without_it_writ
                 cur.snapshot()  # a read the form does not serve: the cursor stays out of it
             stats = store.flush()
             assert stats.cursors == 1
-            assert (cur.small is not None) == (name == "small" and rnd >= SETTLE - 1), (name, rnd)
+            assert (cur._core.small is not None) == (name == "small" and rnd >= SETTLE - 1), (name, rnd)
             cur._check()
         md, ranges = _model_ranges(12)
         assert cur.mark_delete_position == Position(1, md) and list(cur.ledger_ranges()) == [(1, ranges)]
@@ -374,19 +374,19 @@ def test_a_read_the_form_does_not_serve_ends_it_with_the_state_exact(tmp_path: P
             store.flush()
         _steady(cur, 6)
         cur.ack(Position(1, 200))  # one position: the form takes it too
-        assert cur.small is not None and cur.small.dirty
+        assert cur._core.small is not None and cur._core.small.dirty
         snap = cur.snapshot()
-        assert cur.small is None
+        assert cur._core.small is None
         md, ranges = _model_ranges(7)
         assert snap.mark_delete_position == Position(1, md)
         assert list(cur.ledger_ranges()) == [(1, [*ranges, (200, 200)])]
-        assert cur.stats().flushes == 6 and cur._pending and cur._listed
+        assert cur.stats().flushes == 6 and cur._core._pending and cur._core._listed
         cur._check()
         store.flush()
-        assert cur.small is None  # asked something else since its last flush
+        assert cur._core.small is None  # asked something else since its last flush
         _steady(cur, 7)
         store.flush()
-        assert cur.small is not None
+        assert cur._core.small is not None
     with AckStore.open(tmp_path / "s") as store:
         cur = store.topic(T).cursor("c")
         md, ranges = _model_ranges(8)
@@ -404,24 +404,24 @@ def test_acks_past_the_cap_and_a_new_ledger_end_the_form(tmp_path: Path) -> None
         for e in range(SETTLE):
             cur.ack_entries(1, range(0, 3 + e))  # M at 4 after the last
             store.flush()
-        assert cur.small is not None and cur.small.cap == 3
+        assert cur._core.small is not None and cur._core.small.cap == 3
         for e in (7, 9, 11):
             cur.ack(Position(1, e))
-        assert cur.small is not None and cur.ack_range_count == 3
+        assert cur._core.small is not None and cur.ack_range_count == 3
         cur.ack(Position(1, 13))
-        assert cur.small is None and cur.ack_range_count == 4
+        assert cur._core.small is None and cur.ack_range_count == 4
         cur._check()
         store.flush()
-        assert cur.small is None and cur.figures()[3] == 1  # truncated (figures ask the parts nothing)
+        assert cur._core.small is None and cur.figures()[3] == 1  # truncated (figures ask the parts nothing)
         cur.ack_entries(1, BitMap(range(5, 14)))
         store.flush()  # the whole state again, out of the PIP-299 cap: a fresh chain first
-        assert cur.small is None and cur.mark_delete_position == Position(1, 13)
+        assert cur._core.small is None and cur.mark_delete_position == Position(1, 13)
         for e in range(SETTLE):  # then state markers into the slots, the old chain trimmed
             cur.ack(Position(1, 15 + e))
             store.flush()
-        assert cur.small is not None
+        assert cur._core.small is not None
         topic.close_ledger(1, 20)
-        assert cur.small is None
+        assert cur._core.small is None
         topic.add_ledger(2)
         cur.ack_entries(1, BitMap([14, *range(16, 20)]))
         store.flush()
@@ -429,7 +429,7 @@ def test_acks_past_the_cap_and_a_new_ledger_end_the_form(tmp_path: Path) -> None
         for e in range(SETTLE):
             cur.ack_entries(2, BitMap([0, 1, 5 + 2 * e]))
             store.flush()
-        assert cur.small is not None
+        assert cur._core.small is not None
     with AckStore.open(tmp_path / "s") as store:
         cur = store.topic(T).cursor("c", config)
         assert cur.mark_delete_position == Position(2, 1)
@@ -444,7 +444,11 @@ def test_a_write_that_fails_gives_the_forms_their_state_back(tmp_path: Path, mon
         _settle(store, cursors)
         for cur in cursors:
             _steady(cur, SETTLE)
-        before = [(c.small.next_seq, c.small.slot, c.small.slots, c.small.flushes) for c in cursors]
+
+        def heads() -> list[tuple[int, int, int, int]]:
+            return [(f.next_seq, f.slot, f.slots, f.flushes) for f in (c._core.small for c in cursors)]
+
+        before = heads()
 
         def fail(self: FlushJob, txn: lmdb.Transaction) -> int:
             raise lmdb.DiskError("injected")
@@ -453,10 +457,10 @@ def test_a_write_that_fails_gives_the_forms_their_state_back(tmp_path: Path, mon
             m.setattr(FlushJob, "write", fail)
             with pytest.raises(StoreError):
                 store.flush()
-        assert [(c.small.next_seq, c.small.slot, c.small.slots, c.small.flushes) for c in cursors] == before
-        assert all(c._pending and c._listed for c in cursors)
+        assert heads() == before
+        assert all(c._core._pending and c._core._listed for c in cursors)
         assert store.flush().cursors == 3
-        assert [c.small.next_seq for c in cursors] == [b[0] + 1 for b in before]
+        assert [c._core.small.next_seq for c in cursors] == [b[0] + 1 for b in before]
     with AckStore.open(tmp_path / "s") as store:
         md, ranges = _model_ranges(SETTLE + 1)
         for i in range(3):
@@ -477,7 +481,7 @@ def test_a_cursor_that_leaves_the_form_while_its_flush_is_in_flight_never_reuses
         cur = _topic(store).cursor("c")
         _settle(store, [cur])
         _steady(cur, SETTLE)
-        in_flight = cur.small.next_seq
+        in_flight = cur._core.small.next_seq
         write_job, write = GroupFlush._write, FlushJob.write
 
         def read_then_write(self: GroupFlush, job: FlushJob) -> int:
@@ -499,7 +503,7 @@ def test_a_cursor_that_leaves_the_form_while_its_flush_is_in_flight_never_reuses
                     store.flush()
             else:
                 store.flush()
-        assert cur.small is None and cur._chain.next_seq == in_flight + 1
+        assert cur._core.small is None and cur._core._chain.next_seq == in_flight + 1
         _steady(cur, SETTLE + 1)
         store.flush()
         log = store.storage.read(lambda txn: dict(txn.cursor(db=store.storage.log_db)))
@@ -522,7 +526,7 @@ def test_a_cursor_that_shrinks_into_the_form_leaves_nothing_under_its_log_keys(t
         store.flush()
         cur.ack_entries(1, BitMap(range(1, 1990, 2)))  # the holes acked but the last few
         flushes = 0
-        while cur.small is None:
+        while cur._core.small is None:
             cur.ack(Position(1, 3000 + 2 * flushes))  # a change a flush
             store.flush()
             flushes += 1
@@ -557,30 +561,30 @@ def test_a_writer_opens_a_steady_cursor_into_the_form(tmp_path: Path) -> None:
             opened = (
                 topic.open_cursors() if bulk else {name: topic.cursor(name) for name in ("a", "b", "props", "wide")}
             )
-            assert [name for name, cur in sorted(opened.items()) if cur.small is not None] == ["a", "b"]
+            assert [name for name, cur in sorted(opened.items()) if cur._core.small is not None] == ["a", "b"]
             cur = opened["a"]
-            assert cur._unloaded and cur.persisted and not cur._pending
+            assert cur._core._unloaded and cur.persisted and not cur._core._pending
             cur._check()
             assert cur.mark_delete_position == Position(1, md) and list(cur.ledger_ranges()) == [(1, ranges)]
             assert cur.is_acked(Position(1, ranges[0][0])) and not cur.is_acked(Position(1, md + 1))
             assert cur.read_position == Position(1, md + 1) and cur.ack_range_count == len(ranges)
             _steady(cur, SETTLE)
             store.flush()
-            newest = cur.small.next_seq - 1
+            newest = cur._core.small.next_seq - 1
             snap = cur.snapshot()  # ends the form: the parts loaded by recovery
-            assert cur.small is None and not cur._unloaded
+            assert cur._core.small is None and not cur._core._unloaded
             assert cur.stats().recovery.marker_seq == newest and cur.stats().flushes == 1
             md2, ranges2 = _model_ranges(SETTLE + 1)
             assert snap.mark_delete_position == Position(1, md2) and list(cur.ledger_ranges()) == [(1, ranges2)]
             cur._check()
     with AckStore.open(path, readonly=True) as store:
-        assert all(cur.small is None for cur in store.topic(T).open_cursors().values())
+        assert all(cur._core.small is None for cur in store.topic(T).open_cursors().values())
     with AckStore.open(path) as store:
         cid = store.topic(T).cursor("b").cursor_id
     damage(path, max(slots(path, cid).values()), cid)  # the newest state's record: its check fails
     with AckStore.open(path) as store:
         cur = store.topic(T).cursor("b")
-        assert cur.small is None and cur.stats().recovery.markers_skipped == 1  # fell back to the slot before
+        assert cur._core.small is None and cur.stats().recovery.markers_skipped == 1  # fell back to the slot before
 
 
 def test_a_cursor_opened_into_the_form_builds_no_parts_until_asked(tmp_path: Path) -> None:
@@ -595,7 +599,7 @@ def test_a_cursor_opened_into_the_form_builds_no_parts_until_asked(tmp_path: Pat
     md, ranges = _model_ranges(SETTLE)
     with AckStore.open(path) as store:
         cur = store.topic(T).cursor("a")
-        assert cur.small is not None and cur._unbuilt
+        assert cur._core.small is not None and cur._core._unbuilt
         figures = dict(zip(CURSOR_FIGURES, cur.figures(), strict=True))
         budget = CursorConfig().max_individual_ack_cache_bytes
         assert figures == dict.fromkeys(CURSOR_FIGURES, 0) | {
@@ -604,19 +608,19 @@ def test_a_cursor_opened_into_the_form_builds_no_parts_until_asked(tmp_path: Pat
         assert cur.mark_delete_position == Position(1, md) and list(cur.ledger_ranges()) == [(1, ranges)]
         assert cur.is_acked(Position(1, md)) and cur.ack_range_count == len(ranges) and cur.persisted
         _steady(cur, SETTLE)
-        assert cur._pending
+        assert cur._core._pending
         store.flush()
-        assert not cur._pending and cur._unbuilt and cur.figures()[CURSOR_FIGURES.index("flushes")] == 1
+        assert not cur._core._pending and cur._core._unbuilt and cur.figures()[CURSOR_FIGURES.index("flushes")] == 1
         before = cur.figures()
         md2, ranges2 = _model_ranges(SETTLE + 1)
         assert cur.read_position == Position(1, md2 + 1)
         assert cur.partial_batches() == {} and cur.delivery_count(Position(1, md2 + 1)) == 0
         assert cur.properties == {}
-        assert not cur._unbuilt and cur._unloaded and cur.small is not None  # built, holding nothing
+        assert not cur._core._unbuilt and cur._core._unloaded and cur._core.small is not None  # built, holding nothing
         assert cur.figures() == before
         cur._check()
         snap = cur.snapshot()  # not served: the form ends, the parts load
-        assert cur.small is None and not cur._unloaded
+        assert cur._core.small is None and not cur._core._unloaded
         assert snap.mark_delete_position == Position(1, md2) and list(cur.ledger_ranges()) == [(1, ranges2)]
         cur._check()
 
@@ -632,11 +636,11 @@ def test_a_state_past_its_ledgers_durable_bound_is_recovered_not_opened_into_the
         for e in range(SETTLE):
             cur.ack_entries(1, range(0, 38 + e))
             store.flush()
-        assert cur.small is not None and cur.mark_delete_position == Position(1, 39)
+        assert cur._core.small is not None and cur.mark_delete_position == Position(1, 39)
     store = AckStore.open(path)
     topic = store.topic(T)
     cur = topic.cursor("c")
-    assert cur.small is not None  # opened into the form
+    assert cur._core.small is not None  # opened into the form
     cur.reset_to(Position(1, 1))  # in memory only
     topic.advance(1, 0)  # durable at once: the bound is below the state the slot holds
     testing.crash(store)
@@ -644,4 +648,4 @@ def test_a_state_past_its_ledgers_durable_bound_is_recovered_not_opened_into_the
         recovered = reader.topic(T).cursor("c").mark_delete_position
     with AckStore.open(path) as store:
         cur = store.topic(T).cursor("c")
-        assert cur.small is None and cur.mark_delete_position == recovered, (cur.mark_delete_position, recovered)
+        assert cur._core.small is None and cur.mark_delete_position == recovered, (cur.mark_delete_position, recovered)

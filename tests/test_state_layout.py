@@ -274,7 +274,7 @@ def test_a_lazy_open_leaves_a_small_cursors_ledgers_in_its_state_marker(store_pa
         named = cur.stats().last_marker_seq
     with AckStore.open(store_path) as store:  # lazy, the default
         cur = store.topic(T).cursor("c")
-        cache = cur._pages.cache
+        cache = cur._core._pages.cache
         assert (list(cache.loaded), cache.swapped) == ([], {1, 2})
         assert _state(cur) == whole  # read from the marker, not held
         assert list(cache.loaded) == []
@@ -420,15 +420,15 @@ def test_a_small_cursors_flush_names_no_key_to_trim(store_path: Path) -> None:
             cur.ack(Position(1, e))
             cur.snapshot()  # read through its parts each round: out of the small form, its parts' plans checked
             store.flush()
-            floors.append(cur._planner.chain.floor)
-        chain = cur._planner.chain
+            floors.append(cur._core._planner.chain.floor)
+        chain = cur._core._planner.chain
         assert chain.floor == chain.full_seq + 1, floors
         cur.ack(Position(1, start + 7))
         with store.lock:
-            plan = cur._prepare_flush()
+            plan = cur._core._prepare_flush()
             assert plan is not None and plan.trim_keys == ()
-            cur._abort_flush(plan)
-            store.flush_list[cur] = cur._planner
+            cur._core._abort_flush(plan)
+            store.flush_list[cur._core] = cur._core._planner
         store.flush()
         return floors
 
@@ -443,10 +443,10 @@ def test_a_small_cursors_flush_names_no_key_to_trim(store_path: Path) -> None:
     with AckStore.open(store_path) as store:
         reopened = store.topic(T).cursor("c")
         reopened.snapshot()  # out of the small form it opened into: its parts recovered
-        assert reopened._planner.chain.floor == -1  # not known after a reopen
+        assert reopened._core._planner.chain.floor == -1  # not known after a reopen
         flush_a_few(store, "c", 10)
         store.compact()
-        chain = store.topic(T).cursor("c")._planner.chain
+        chain = store.topic(T).cursor("c")._core._planner.chain
         assert chain.floor == chain.full_seq  # the compacted log starts at its one state marker
         flush_a_few(store, "c", 20)
         expected = list(store.topic(T).cursor("c").ack_ranges())
@@ -521,26 +521,26 @@ def test_a_cursor_of_the_marker_layout_trims_by_key_keeping_its_ledgers_record(s
         cur = topic.cursor("c", CursorConfig(max_unacked_ranges_to_persist=0))
         cur.ack_entries(1, range(1, 4001, 2))
         store.flush()
-        record = cur._planner.pages.index[1].seq
+        record = cur._core._planner.pages.index[1].seq
         scans, by_key = 0, 0
         for e in range(4001, 4061, 2):
             cur.ack(Position(1, e))
             with store.lock:
-                plan = cur._prepare_flush()
+                plan = cur._core._prepare_flush()
                 assert plan is not None
                 if plan.gc_below >= 0:  # a trim: by key exactly when the chain knows enough
-                    floor = cur._planner.chain.floor
+                    floor = cur._core._planner.chain.floor
                     assert (plan.trim_keys is not None) == (floor >= 0 and plan.gc_below - floor <= EXACT_TRIM)
                     scans += plan.trim_keys is None
                     by_key += plan.trim_keys is not None
-                cur._abort_flush(plan)
-                store.flush_list[cur] = cur._planner
+                cur._core._abort_flush(plan)
+                store.flush_list[cur._core] = cur._core._planner
             store.flush()
-            chain = cur._planner.chain
+            chain = cur._core._planner.chain
             seqs = store.storage.read(
                 lambda txn: [split_log_key(bytes(k))[1] for k, _ in txn.cursor(db=store.storage.log_db)]
             )
-            assert record in seqs and cur._planner.pages.index[1].seq == record  # no new record: deltas of it
+            assert record in seqs and cur._core._planner.pages.index[1].seq == record  # no new record: deltas of it
             if chain.floor >= 0:
                 assert chain.kept == (record,), (chain.floor, chain.kept)
                 assert [s for s in seqs if s < chain.floor] == [record], (seqs, chain.floor)
@@ -670,10 +670,10 @@ def test_a_state_not_written_gives_its_slot_back(store_path: Path) -> None:
             store.flush()
         cur.ack([Position(1, 7)])
         with store.lock:
-            plan = cur._prepare_flush()
+            plan = cur._core._prepare_flush()
             assert plan is not None
-            cur._abort_flush(plan)
-            store.flush_list[cur] = cur._planner
+            cur._core._abort_flush(plan)
+            store.flush_list[cur._core] = cur._core._planner
         store.flush()
         seq, expected = cur.stats().last_marker_seq, _state(cur)
     slots, _ = _slotted(store_path)
@@ -800,7 +800,7 @@ def test_a_slots_first_value_reserves_room_and_keeps_the_pages_full(store_path: 
                 cur.ack_entries(LEDGER, batch)
             store.flush()
             if r < 3:
-                key = slot_key(cursors[7].cursor_id, cursors[7]._planner.chain.slot)
+                key = slot_key(cursors[7].cursor_id, cursors[7]._core._planner.chain.slot)
                 rooms.append(store.storage.read(lambda txn, k=key: slot_room(k, txn.get(k, db=store.storage.log_db))))
         leaf_pages = store.storage.read(lambda txn: txn.stat(store.storage.log_db)["leaf_pages"])
     assert rooms == [SLOT_RESERVE, SLOT_RESERVE, 0]  # each slot's first value, then none

@@ -709,7 +709,7 @@ class AckStoreMachine(RuleBasedStateMachine):
         for name, cur in self.cursors.items():
             c = m.cursors[name]
             cur._check()
-            if cur.small is not None:
+            if cur._core.small is not None:
                 event("a cursor in the small form")
             md = m.md(c)
             assert cur.mark_delete_position == md, (name, cur.mark_delete_position, md)
@@ -722,14 +722,14 @@ class AckStoreMachine(RuleBasedStateMachine):
             assert cur.ack_range_count == len(ranges)
             blocked = self.config.dispatcher_pause_on_ack_state_persistent and 0 < limit < len(ranges)
             assert cur.is_blocked_on_ack_state_persistent == blocked
-            if cur.small is None:
+            if cur._core.small is None:
                 assert cur.partial_batches() == m.partials(c)
                 assert cur.properties == c.properties, name
                 assert cur.delivery_counts() == {Position(*p): n for p, n in m.counts(c).items()}, name
             else:  # the form holds none of them (asking builds the parts of a cursor opened into
                 # it, which is left to the next rule: its acks and flushes run on the form alone)
                 assert not m.partials(c) and not c.properties and not m.counts(c), name
-                if cur._unbuilt:
+                if cur._core._unbuilt:
                     event("a cursor in the small form, its parts not built")
             figures = dict(zip(CURSOR_FIGURES, cur.figures(), strict=True))
             assert (figures["ack_range_count"], figures["ranges_over_limit"]) == (

@@ -49,7 +49,7 @@ def test_flush_writes_only_the_dirty_ledger_and_a_delta_marker(store_path: Path)
         from ackstore.storage.records import encode_ledger
 
         stats = store.flush()
-        record = len(encode_ledger(4000, cur._pages.cache.loaded[4000])) + 16
+        record = len(encode_ledger(4000, cur._core._pages.cache.loaded[4000])) + 16
         assert (stats.ledger_records, stats.markers) == (1, 1)
         assert stats.bytes_written <= 1.2 * record + 200, (stats.bytes_written, record)
         assert first.bytes_written > 100 * stats.bytes_written
@@ -447,12 +447,12 @@ def test_a_failed_flush_transaction_gives_every_cursor_its_acks_back(
             store.flush()
         assert sorted(kinds) == ["FlushPlan", "MarkerPlan"]
         for cur in (small, big):
-            assert cur._listed and cur._pending and not cur._pages.pinned
+            assert cur._core._listed and cur._core._pending and not cur._core._pages.pinned
             cur._check()
         monkeypatch.setattr(FlushJob, "write", real)
         stats = store.flush()
         assert (stats.cursors, stats.ledger_records) == (2, 1)
-        assert not small._listed and not big._listed
+        assert not small._core._listed and not big._core._listed
         expected = {cur.name: list(cur.ack_ranges()) for cur in (small, big)}
     with AckStore.open(store_path) as store:
         topic = store.topic(T)
@@ -476,7 +476,7 @@ def test_a_flush_unlists_what_it_wrote_and_keeps_what_changed_meanwhile(
         quiet, busy, idle = topic.cursor("quiet"), topic.cursor("busy"), topic.cursor("idle")
         capped = topic.cursor("capped", CursorConfig(max_unacked_ranges_to_persist=2))
         store.flush()
-        assert not any(cur._listed for cur in (quiet, busy, idle, capped))
+        assert not any(cur._core._listed for cur in (quiet, busy, idle, capped))
 
         def acking(job: FlushJob, txn: object) -> int:
             busy.ack(Position(1, 51))  # another thread would do this; the store lock is free here
@@ -489,10 +489,10 @@ def test_a_flush_unlists_what_it_wrote_and_keeps_what_changed_meanwhile(
         stats = store.flush()
         monkeypatch.setattr(FlushJob, "write", real)
         assert stats.cursors == 3
-        assert (quiet._listed, busy._listed, idle._listed, capped._listed) == (False, True, False, True)
+        assert [c._core._listed for c in (quiet, busy, idle, capped)] == [False, True, False, True]
         stats = store.flush()
         assert stats.cursors == 2  # busy's ack made while the last one was written, and capped's rest
-        assert (quiet._listed, busy._listed, capped._listed) == (False, False, True)
+        assert (quiet._core._listed, busy._core._listed, capped._core._listed) == (False, False, True)
     with AckStore.open(store_path) as store:
         busy = store.topic(T).cursor("busy")
         assert list(busy.ack_ranges()) == [(Position(1, 5), Position(1, 5)), (Position(1, 51), Position(1, 51))]
@@ -611,15 +611,15 @@ def test_a_rewrite_that_does_not_read_back_is_told_how(store_path: Path) -> None
             store.flush()
 
             def differs(seq: int) -> str | None:
-                recovered = store.storage.read(lambda txn: cur._log.recover(txn, None, "all"))
-                return cur.rewrite_differs(recovered, seq)
+                recovered = store.storage.read(lambda txn: cur._core._log.recover(txn, None, "all"))
+                return cur._core.rewrite_differs(recovered, seq)
 
             seq = cur.stats().last_marker_seq
             assert differs(seq) is None
             assert differs(seq + 1) == f"recovery found marker {seq}, not {seq + 1}"
-            empty = topic.cursor("never-flushed")._log  # a log without a marker
+            empty = topic.cursor("never-flushed")._core._log  # a log without a marker
             nothing = store.storage.read(lambda txn: empty.recover(txn, None, "all"))
-            assert cur.rewrite_differs(nothing, seq) == f"recovery found marker None, not {seq}"
+            assert cur._core.rewrite_differs(nothing, seq) == f"recovery found marker None, not {seq}"
             changes: list[tuple[Callable[[], object], str]] = [
                 (lambda: cur.ack_batch_index(Position(3, 9), 4, [1]), "ledger 3's acks differ"),
                 (lambda: cur.ack([Position(4, 7)]), "ledger 4's acks differ"),

@@ -1,0 +1,539 @@
+"""``CursorCore``: one cursor's ack state and everything the engine does with it, behind the
+public :class:`~ackstore.cursor.facade.Cursor`.
+
+The core holds the cursor's state, in one of two shapes: its parts (its
+:class:`~ackstore.cursor.state.AckState`, :class:`~ackstore.cursor.pages.Pages`,
+:class:`~ackstore.cursor.chain.MarkerChain` and :class:`~ackstore.cursor.plan.Planner`) or
+the small form (``ackstore.cursor.small``), and moves between them (:meth:`_parts`,
+:meth:`_grow`, :meth:`take_small_form`). The facade checks arguments where they are its
+own and calls the core; the store, its topics, the group flush and compaction call the
+core (the flush list maps a core to its planner; its base
+:class:`~ackstore.cursor.store_side.StoreSide` has their calls), never the facade's public
+methods. Its other base, :class:`~ackstore.cursor.read_side.ReadSide`, has the reads on one
+state, a read-only store's catch-up with the writer, the figures and the read path's
+checks.
+
+What the facade calls takes the store's lock itself; the engine's calls run with it held.
+"""
+
+from __future__ import annotations
+
+import _thread
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar
+
+from pyroaring import BitMap
+
+from ..config import CursorConfig
+from ..dispatch.revision import CursorStateRevisionController
+from ..errors import CursorDeletedError, InvalidTypeError, ReadOnlyError, StoreClosedError
+from ..history import HistoryPoint
+from ..ledger_acks import bitmap_of_runs
+from ..position import Position, trusted
+from ..storage.log import CursorLog, RecoveredState
+from . import lane
+from .chain import MarkerChain
+from .moves import TopicView
+from .pages import Pages
+from .plan import Planner
+from .read_side import ReadSide
+from .small import check_small, small_of
+from .snapshot import CursorSnapshot, batch_items, snapshot_of
+from .state import AckState
+from .validate import pair
+
+if TYPE_CHECKING:
+    import lmdb
+
+    from ..history import HistoryKeeper, Point
+    from ..ledger_acks import LedgerAcks
+    from ..ledger_cache import CachePool
+    from ..storage.env import Environment
+
+__all__ = ["CursorCore", "CursorHost"]
+
+T = TypeVar("T")
+
+
+class CursorHost(Protocol):
+    """What a cursor needs of the store it lives in, and nothing more: the lock it shares,
+    the storage and the cache pool under it, how it opened, the list of cursors the next
+    flush visits (the store owns it; a cursor puts itself on it when it changes), and a
+    durable write of its configuration."""
+
+    lock: _thread.RLock
+    cache_pool: CachePool
+    readonly: bool
+    closed: bool
+    path: Path
+    flush_list: dict[CursorCore, Planner]
+    small_list: dict[Any, CursorCore]
+    flush_count: int
+
+    @property
+    def storage(self) -> Environment: ...
+
+    def persist_cursor_config(
+        self, tid: int, name: str, cursor_id: int, config: CursorConfig, history_off: bool = False
+    ) -> None: ...
+
+    @property
+    def history(self) -> HistoryKeeper: ...
+
+    def restore_cursor(self, cursor: CursorCore, micros: int) -> HistoryPoint: ...
+
+    def history_target(self, cursor: CursorCore, micros: int) -> Point: ...
+
+    def history_state(self, cursor: CursorCore, micros: int, budget: int | None) -> tuple[Point, RecoveredState]: ...
+
+    def history_states(self, cursor: CursorCore) -> Iterator[tuple[Point, RecoveredState]]: ...
+
+    def _recover_log(
+        self, txn: lmdb.Transaction, log: CursorLog, config: CursorConfig, topic: TopicView
+    ) -> RecoveredState: ...
+
+    def flush(self) -> Any: ...
+
+
+class CursorCore(ReadSide):
+    """One cursor's state (its parts or the small form) and the engine's calls on it."""
+
+    # slots: a flush reads these for every dirty cursor; one object, no separate dict to fetch
+    __slots__ = (
+        "_ack_one",
+        "_asked",
+        "_chain",
+        "_deleted",
+        "_flush_list",
+        "_lock",
+        "_log",
+        "_store",
+        "_unbuilt",
+        "_unloaded",
+        "cursor_id",
+        "name",
+        "revision_controller",
+        "topic",
+        "__weakref__",
+    )
+
+    _store: CursorHost
+
+    def __init__(
+        self,
+        host: CursorHost,
+        topic: TopicView,
+        name: str,
+        cursor_id: int,
+        config: CursorConfig,
+        recovered: RecoveredState | Any,
+        initial_position: str = "earliest",
+    ) -> None:
+        store = host
+        self.topic = topic
+        self._store = store
+        self._flush_list = store.flush_list
+        """the host's list of cursors the next flush visits (its one owner: the store takes a
+        cursor off it; a change puts it on)"""
+        self._lock: _thread.RLock = store.lock
+        self.name = name
+        self.cursor_id = cursor_id
+        self._config = config
+        self.revision_controller = CursorStateRevisionController()
+        """PIP-269: one controller per cursor, shared by every component that reads it"""
+        self._log = CursorLog(store.storage.log_db, cursor_id)
+        self.small = None
+        self._asked = -1
+        """the store's flush count when the cursor was last asked something the small form
+        does not serve: asked since the last flush, it stays out of the form at the next
+        (a cursor read through its parts every round would leave the form every round)"""
+        self._deleted = False
+        """True once the cursor was deleted: every call raises CursorDeletedError"""
+        self._unloaded = self._unbuilt = not isinstance(recovered, RecoveredState)
+        """``_unloaded``: True while the parts hold nothing: the cursor was opened into the
+        small form (``recovered`` is that form) and its parts are loaded when first needed;
+        ``_unbuilt``: True while they do not even exist (:meth:`built` makes them)"""
+        self._view = (-1, recovered.next_seq - 1) if store.readonly else (-1, -1)
+        if self._unloaded:
+            self.small = recovered
+        else:
+            self._build_parts()
+            self._load(recovered, initial_position)
+        if config.history_seconds:
+            store.history.set_window(cursor_id, config.history_seconds)
+        self._changed()  # a new cursor's start position is pending: list it
+
+    @property
+    def config(self) -> CursorConfig:
+        return self._config
+
+    def built(self) -> AckState:
+        """The parts exist (lock held), and the ack state is returned: a cursor opened into
+        the small form has none until something asks for them, and then they are made
+        holding nothing (the form holds the state until :meth:`_grow` loads them). O(1)."""
+        if self._unbuilt:
+            self._build_parts()
+        return self._state
+
+    def _build_parts(self) -> None:
+        """Make the cursor's parts, holding nothing yet, and wire them together."""
+        store, name, config = self._store, self.name, self._config
+        budget = config.max_individual_ack_cache_bytes
+        self._pages = pages = Pages(store.storage, self._log, budget, store.cache_pool, name)
+        self._state = state = AckState(self.topic, name, pages)
+        self._chain = chain = MarkerChain()
+        self._planner = Planner(self.cursor_id, state, pages, chain, config)
+        pages.alloc = chain.alloc
+        pages.on_load = state.on_load
+        if store.readonly:
+            pages.refresh = self._refresh
+        self._ack_one = state.ack_one  # bound once: the one-position hot path
+        self._unbuilt = False
+
+    def _load(self, recovered: RecoveredState, initial_position: str = "earliest") -> None:
+        """Start from a recovered state (at open; a read-only store also when it refreshes);
+        ``initial_position`` places a cursor that has no marker yet."""
+        self._pages.load(recovered)
+        self._state.load(recovered.resolved.marker if recovered.resolved is not None else None, initial_position)
+        self._chain.load(recovered, self._state.range_count)  # the pages' ranges (an invariant of _check)
+
+    # -- liveness ------------------------------------------------------------------------------
+
+    def _gone(self) -> NoReturn:
+        raise CursorDeletedError(
+            f"cursor {self.name!r} of topic {self.topic.name!r} was deleted; "
+            "topic.cursor(name) opens a new one under that name"
+        )
+
+    def mark_deleted(self) -> None:
+        """The cursor was deleted (the store calls this): every later call raises
+        CursorDeletedError, and its memory goes back to the pool."""
+        self._deleted = True
+        if self.small is not None:  # (the store's _unlist took it off the list)
+            self.small.end()
+            self.small = None
+        if not self._unbuilt:
+            self._pages.cache.clear()
+            self._pages.cache.swapped.clear()
+
+    def _release(self) -> None:
+        """The store closes: give the cache's bytes back to the pool (parts never built have none)."""
+        if not self._unbuilt:
+            super()._release()
+
+    def _alive(self) -> None:
+        if self._deleted:
+            self._gone()
+        if self._store.closed:
+            raise StoreClosedError(f"store {self._store.path} is closed; reopen it with AckStore.open()")
+        if self._store.readonly:
+            raise ReadOnlyError(f"store {self._store.path} was opened readonly=True; cursors cannot change")
+
+    def ensure_open(self) -> None:
+        """StoreClosedError once the store is closed, CursorDeletedError once the cursor is deleted."""
+        if self._deleted:
+            self._gone()
+        if self._store.closed:
+            raise StoreClosedError(f"store {self._store.path} is closed; reopen it with AckStore.open()")
+
+    # -- acks (the lock taken here) ------------------------------------------------------------
+
+    def ack(self, positions: Iterable[Position] | Position) -> None:
+        """``Cursor.ack``: one Position on the hot path (the small form's, or the ack
+        state's ``ack_one``), anything else checked whole first."""
+        store = self._store
+        if store.closed or store.readonly or self._deleted:
+            self._alive()
+        if type(positions) is Position:  # the hot path: acquire/release is half the cost of `with` here
+            lock = self._lock
+            lock.acquire()
+            try:
+                small = self.small
+                if small is not None:
+                    ledger, entry = positions
+                    if ledger == small.md_l and 0 <= entry <= self.topic.directory.open_limit():
+                        fits = small.ack_range(entry, entry)
+                        self._store.small_list[small] = self
+                        if not fits:
+                            self._parts()  # over the form's cap: the parts take it
+                        return
+                    self._parts()
+                self._ack_one(positions[0], positions[1])
+                listed = self._flush_list
+                if self not in listed:
+                    listed[self] = self._planner
+            finally:
+                lock.release()
+            return
+        with self._lock:
+            self._parts()
+            if isinstance(positions, tuple) and len(positions) == 2 and type(positions[0]) is int:
+                positions = (positions,)  # type: ignore[assignment]
+            try:
+                items = positions if isinstance(positions, (list, tuple)) else list(positions)
+            except TypeError:
+                raise InvalidTypeError(f"ack takes an iterable of Position, got {type(positions).__name__}") from None
+            if not items:
+                return
+            try:
+                if len(items) == 1:
+                    ledger, entry = pair(items[0])
+                    self._ack_one(ledger, entry)
+                else:
+                    self._state.ack_items(items)
+            finally:
+                self._changed()
+
+    def ack_entries(self, ledger: int, entries: Iterable[int]) -> None:
+        """``Cursor.ack_entries``: a BitMap or a range of M's ledger goes into the small
+        form, anything else to the ack state."""
+        small = self.small
+        bitmap = entries if isinstance(entries, BitMap) else None
+        span = entries if isinstance(entries, range) and entries.step == 1 and entries.start >= 0 else None
+        served = bitmap is not None or span is not None  # a kind of entries the small form takes
+        if small is not None and served and type(ledger) is int and ledger == small.md_l:
+            with self._lock:
+                if self.small is small and not (self._deleted or self._store.closed):
+                    if not entries:
+                        return
+                    top = bitmap.max() if bitmap is not None else span[-1]  # type: ignore[index]
+                    if top <= self.topic.directory.open_limit():
+                        fits = small.ack_bitmap(bitmap) if bitmap is not None else small.ack_range(span[0], top)  # type: ignore[index]
+                        self._store.small_list[small] = self
+                        if not fits:
+                            self._parts()  # over the form's cap: the parts take it
+                        return
+        self.edit(AckState.ack_entries, ledger, entries, served=served)
+
+    def edit(self, change: Callable[..., T], *args: Any, check: bool = True, served: bool = False) -> T:
+        """Make one change, ``change(ack state, *args)``, under the lock (first checking the
+        cursor may change, unless ``check`` is off: the read path's own moves) and see that
+        the next flush visits this cursor, whether or not the change raised. The change
+        works on the parts (the small form ends first); one the small form also ``served``
+        keeps the cursor eligible for it at its next flush."""
+        with self._lock:
+            if check:
+                self._alive()
+            if not served or self.small is not None:
+                self._parts()
+            try:
+                return change(self._state, *args)
+            finally:
+                self._changed()
+
+    def _changed(self) -> None:
+        """After any change: make sure the next flush visits this cursor."""
+        small = self.small
+        if small is not None:
+            if small.dirty:
+                self._store.small_list[small] = self
+            return
+        if self not in self._flush_list and self._pending:
+            self._flush_list[self] = self._planner
+
+    @property
+    def _pending(self) -> bool:
+        """True when a flush would have something to do for this cursor (what
+        ``_prepare_flush`` checks first). O(1)."""
+        small = self.small
+        if small is not None:
+            return bool(small.dirty)
+        return not self._unbuilt and (self._pages.pending() or self._state.meta_dirty)
+
+    @property
+    def _listed(self) -> bool:
+        """True while the next flush visits this cursor (it changed since its last flush)."""
+        small = self.small
+        return self in self._flush_list if small is None else small in self._store.small_list
+
+    @property
+    def persisted(self) -> bool:
+        """True once a flush wrote this cursor's state."""
+        return self.small is not None or (not self._unbuilt and self._chain.marker_seq >= 0)
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def is_acked(self, at: tuple[int, int]) -> bool:
+        small = self.small
+        if small is not None:
+            return at <= (small.md_l, small.md_e) or (at[0] == small.md_l and small.acked(at[1]))
+        return at <= self._state.md or self._state.is_acked(at)
+
+    def mark_delete(self) -> Position:
+        if self._deleted:
+            self._gone()
+        if self._store.readonly:
+            return self.read(lambda: self._state.md)
+        small = self.small
+        return self._state.md if small is None else trusted(small.md_l, small.md_e)
+
+    def read_position(self) -> Position:
+        if self._deleted:
+            self._gone()
+        if self._store.readonly:
+            return self.read(lambda: self._state.rp)
+        small = self.small
+        if small is not None and (self._unbuilt or self._state.rp <= (small.md_l, small.md_e)):
+            return trusted(small.md_l, small.md_e + 1)  # M moved past it, as AckState.set_md moves it
+        return self._state.rp
+
+    def range_count(self) -> int:
+        if self._deleted:
+            self._gone()
+        if self._store.readonly:
+            return self.read(lambda: self._state.range_count)
+        small = self.small
+        return self._state.range_count if small is None else small.n
+
+    def properties(self) -> dict[str, int | str]:
+        with self._lock:
+            if self._deleted:
+                self._gone()
+            if self._store.readonly:
+                return self.read(lambda: dict(self._state.properties))
+            return dict(self.built().properties)
+
+    def blocked(self) -> bool:
+        """PIP-299's pause (``Cursor.is_blocked_on_ack_state_persistent``). O(1)."""
+        if self._deleted:
+            self._gone()
+        cfg = self._config
+        pause, limit = cfg.dispatcher_pause_on_ack_state_persistent, cfg.max_unacked_ranges_to_persist
+        if self._store.readonly:
+            return self.read(lambda: self._state.blocked(pause, limit))
+        if self.small is not None:
+            return False  # the form holds no more ranges than PIP-299 persists
+        return self._state.blocked(pause, limit)
+
+    def ledger_ranges(self) -> Iterator[tuple[int, list[tuple[int, int]]]]:
+        """``Cursor.ledger_ranges``: the writer's cursor ledger by ledger, each under the
+        lock; a read-only cursor's whole first, from one flushed state."""
+        if self._store.readonly:
+            yield from self.read(self._ranges)
+            return
+        with self._lock:
+            self.ensure_open()
+            small = self.small
+            if small is None:
+                ledgers = sorted(self._pages.known())
+            else:  # the form's one ledger, read at once
+                runs = small.runs()
+        if small is not None:
+            if runs:
+                yield small.md_l, runs
+            return
+        for ledger in ledgers:
+            with self._lock:
+                ranges = self._ledger_ranges(ledger)
+            if ranges:
+                yield ledger, ranges
+
+    def _ledger_ranges(self, ledger: int) -> list[tuple[int, int]]:
+        """One ledger's ranges (a swapped-out one read from its record, not cached)."""
+        small = self.small
+        if small is not None:  # the form began since the iterator started
+            return small.runs() if ledger == small.md_l else []
+        la = self._pages.peek(ledger)
+        return la.ranges() if la is not None else []
+
+    def _ranges(self) -> list[tuple[int, list[tuple[int, int]]]]:
+        """Every ledger's ranges."""
+        out = []
+        for ledger in sorted(self._pages.known()):
+            ranges = self._ledger_ranges(ledger)
+            if ranges:
+                out.append((ledger, ranges))
+        return out
+
+    def partial_batches(self) -> dict[Position, tuple[int, frozenset[int]]]:
+        self.built()
+        out: dict[Position, tuple[int, frozenset[int]]] = {}
+        for ledger, la in self._ledgers():
+            out.update(batch_items(ledger, la))
+        return out
+
+    def _ledgers(self) -> Iterator[tuple[int, LedgerAcks]]:
+        """Every ledger's acks, ascending (a swapped-out one read, not loaded)."""
+        pages = self._pages
+        for ledger in sorted(pages.known()):
+            la = pages.peek(ledger)
+            if la is not None:
+                yield ledger, la
+
+    def snapshot(self) -> CursorSnapshot:
+        state = self._state
+        return snapshot_of(state.md, state.properties, self._ledgers())
+
+    # -- the small form (cursor/small.py) -----------------------------------------------------
+
+    def _parts(self) -> None:
+        """Before anything the small form does not serve: the parts hold the cursor's
+        state, and the cursor stays out of the form at its next flush."""
+        self._asked = self._store.flush_count
+        if self.small is not None:
+            self._grow()
+        elif self._unbuilt:  # (deleted while in the form: the parts of nothing)
+            self._build_parts()
+
+    def _grow(self) -> None:
+        """End the small form: the parts hold the cursor's state again. When a flush wrote
+        the form's state since it began (or is writing it), the parts first load the newest
+        flushed state as a reopen would, keeping what lives in memory only (the read
+        position, the flush counters, the open's recovery report), and the next sequence
+        stays past the form's; then they take the acks since. O(the state)."""
+        small = self.small
+        assert small is not None
+        self.built()
+        self.small = None
+        small.end()
+        store = self._store
+        store.small_list.pop(small, None)
+        state, chain = self._state, self._chain
+        if small.flushes or self._unloaded:
+            rp, recovery, flushes, total = state.rp, chain.recovery, chain.flushes, chain.total_flush_bytes
+            storage = store.storage
+            self._load(storage.read(lambda txn: store._recover_log(txn, self._log, self._config, self.topic)))
+            state.rp = max(rp, state.rp)
+            if not self._unloaded:  # (an open into the form: the report is this first recovery's)
+                chain.recovery = recovery
+            self._unloaded = False
+            chain.flushes, chain.total_flush_bytes = flushes + small.flushes, total + small.flush_bytes
+            chain.last_flush_bytes = small.last_bytes
+            chain.next_seq = max(chain.next_seq, small.next_seq)  # never a sequence a flush in flight took
+        if (small.md_l, small.md_e) > state.md:  # M where the form had it, by the rule acks take
+            state.ack_cumulative((small.md_l, small.md_e))
+        runs = small.runs()
+        if runs:
+            state.apply_groups([(small.md_l, bitmap_of_runs(runs))])
+        self._changed()
+
+    def take_small_form(self) -> None:
+        """A flush just wrote a full marker of this cursor: take the small form when the
+        cursor fits it (its whole state in a state slot: ``small_of``) and was asked nothing
+        else since its last flush (store lock held)."""
+        store = self._store
+        if self._asked >= store.flush_count or self.small is not None or self._deleted or store.readonly:
+            return
+        if not self._pending:
+            parts = self._state, self._pages, self._chain, self._config, self.topic.directory
+            self.small = small_of(self.cursor_id, *parts)
+
+    # -- invariants ----------------------------------------------------------------------------
+
+    def _check(self) -> None:
+        """Assert every internal invariant (tests call this after each step)."""
+        with self._lock:  # each component asserts its own invariants (the _check convention)
+            if self._unloaded:  # the parts hold nothing yet: the form is the state
+                assert self.small is not None, "a cursor with neither its parts nor the small form"
+                check_small(self.small, (self.small.md_l, -1))
+            else:
+                held = self._pages._check(self._state.md, self.topic.directory)
+                self._state._check(held)
+                cfg = self._config
+                self._chain._check(
+                    cfg.full_marker_every, cfg.max_unacked_ranges_to_persist, self._pages.index, lane.DELTA_MAX_ACKS
+                )
+                if self.small is not None:
+                    check_small(self.small, self._state.md)
+            assert self._listed or not self._pending or self._store.readonly, "a pending cursor a flush would not visit"

@@ -1,0 +1,251 @@
+"""The cursor core's side of what reads call: a read on one state (:meth:`ReadSide.read`,
+run again when a read-only store's cursor moved to a newer flush meanwhile), a read-only
+store's catch-up with the writer's newest flush, the figures, the history's points, and
+the read path's checks of a reset or a redelivery.
+
+:class:`ReadSide` is the base of :class:`~ackstore.cursor.core.CursorCore` (on
+:class:`~ackstore.cursor.store_side.StoreSide`): its methods work on the core's parts and
+fields, which the core sets up. Each takes the store's lock where it says so; the rest run
+with it held.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from functools import partial
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, Protocol, TypeVar
+
+from ..errors import ReaderBehindError
+from ..history import HistoryPoint
+from ..position import Position, trusted
+from ..stats import CursorStats, LogUsage
+from ..storage.log import CursorLog, MissingRecordError, RecoveredState
+from .figures import Parts, cursor_figures, cursor_stats
+from .store_side import StoreSide
+from .validate import pair
+
+if TYPE_CHECKING:
+    import _thread
+
+    import lmdb
+
+    from ..config import CursorConfig
+    from ..dispatch.revision import CursorStateRevisionController
+    from ..history import HistoryKeeper
+    from ..storage.env import Environment
+    from .chain import MarkerChain
+    from .moves import TopicView
+
+__all__ = ["ReadHost", "ReadSide"]
+
+T = TypeVar("T")
+
+_READ_TRIES = 16
+"""how many times a read-only cursor's read runs again when the cursor moved to a newer flush
+while it ran, before it gives up (ReaderBehindError): a small cursor's flush writes over the
+state before the one it keeps, so a writer flushing in a tight loop on a busy machine moves
+a reader on every other flush"""
+
+
+class ReadHost(Protocol):
+    """What the reads need of the store: its storage, whether it is read-only, its history
+    keeper, and a recovery of a cursor's log."""
+
+    readonly: bool
+
+    @property
+    def storage(self) -> Environment: ...
+
+    @property
+    def history(self) -> HistoryKeeper: ...
+
+    def _recover_log(
+        self, txn: lmdb.Transaction, log: CursorLog, config: CursorConfig, topic: TopicView
+    ) -> RecoveredState: ...
+
+
+class ReadSide(StoreSide):
+    """Reads on one state, a reader's catch-up, figures and the read path's checks."""
+
+    __slots__ = ("_view",)  # and StoreSide's parts; CursorCore has the rest
+
+    _store: ReadHost
+    _lock: _thread.RLock
+    _log: CursorLog
+    _view: tuple[int, int]
+    """read-only: ``(transaction, newest sequence)``: the newest sequence of the cursor's log
+    when its state was read, and the last transaction that found it unchanged"""
+    _chain: MarkerChain
+    _unbuilt: bool
+    topic: TopicView
+    name: str
+    cursor_id: int
+    revision_controller: CursorStateRevisionController
+
+    def ensure_open(self) -> None:
+        raise NotImplementedError  # the core's
+
+    def _load(self, recovered: RecoveredState, initial_position: str = "earliest") -> None:
+        raise NotImplementedError  # the core's
+
+    def mark_deleted(self) -> None:
+        raise NotImplementedError  # the core's
+
+    def _gone(self) -> NoReturn:
+        raise NotImplementedError  # the core's
+
+    # -- a read-only store's cursor --------------------------------------------------------------
+
+    def _refresh(self) -> None:
+        """Move the whole cursor to the writer's newest flush (the writer trimmed a record
+        this state needs); CursorDeletedError when the writer deleted the cursor."""
+        self._load_newest(self._store.storage.read(self._newest))
+
+    def _newest(self, txn: lmdb.Transaction) -> RecoveredState | None:
+        """The newest flushed state as ``txn`` sees it, recovered against the topic's
+        directory as ``txn`` sees it (which the topic takes); None when the writer deleted
+        the cursor (its catalog entry is gone or names another cursor id)."""
+        store = self._store
+        if store.storage.catalog.cursor_id(txn, self.topic.topic_id, self.name) != self.cursor_id:
+            return None
+        self.topic.reread_directory(txn)
+        self._view = (txn.id(), self._log.newest(txn))
+        return store._recover_log(txn, self._log, self._config, self.topic)
+
+    def _load_newest(self, recovered: RecoveredState | None) -> None:
+        """Adopt what :meth:`_newest` read (outside its transaction: loading the state may
+        read records in transactions of its own)."""
+        if recovered is None:
+            self.mark_deleted()
+            self._gone()
+        self._load(recovered)
+
+    def _catch_up(self) -> None:
+        """Before every read: when the writer wrote this cursor's log since its state was
+        read, the whole cursor moves to the newest flush first, so a read is never older
+        than the writer's newest flush when it began, and reads never go back. O(1) (one
+        read transaction) when nothing was written; a move reads the cursor as a reopen
+        would."""
+        moved = self._store.storage.read(self._look)
+        if moved is not False:
+            self._load_newest(moved)
+
+    def _look(self, txn: lmdb.Transaction) -> RecoveredState | Literal[False] | None:
+        """False when the cursor's log is as its state was read; else :meth:`_newest`."""
+        seen, newest = self._view
+        now = txn.id()
+        if now == seen:
+            return False
+        if self._log.newest(txn) == newest:
+            self._view = (now, newest)
+            return False
+        return self._newest(txn)
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def read(self, read: Callable[..., T], *args: Any, served: bool = False) -> T:
+        """``read(*args)`` under the lock, on one state. A read-only cursor moves to the
+        writer's newest flush whole when a record it needs was trimmed (``Pages.refresh``);
+        a read that saw it move ran partly on the old state, so it runs again on the new
+        one: no answer mixes two flushes. The writer's cursor never moves: one run. A read
+        ``served`` answers from the form, or from the parts as they are in the form (what it
+        reads does not change there: partial batches, delivery counts), which it builds if
+        they were never built."""
+        with self._lock:
+            self.ensure_open()
+            if not served:
+                self._parts()
+            elif self._unbuilt:  # a writer's cursor opened into the form: it never moves, one run
+                return read(*args)
+            if self._store.readonly:
+                self._catch_up()
+            pages = self._pages
+            for _ in range(_READ_TRIES):
+                seen = pages.generation
+                result = read(*args)
+                if pages.generation == seen:
+                    return result
+        raise ReaderBehindError(
+            f"cursor {self.name!r} of topic {self.topic.name!r}: the writer trimmed what this reader needed "
+            f"{_READ_TRIES} times while one read ran; try again"
+        )
+
+    def history(self) -> list[HistoryPoint]:
+        """The points of ``Cursor.history``, newest first."""
+        with self._lock:
+            self.ensure_open()
+            window = self._config.history_seconds
+            if not window:
+                return []
+            return [p.public() for p in reversed(self._store.history.visible(self.cursor_id, window, time.time()))]
+
+    # -- figures -------------------------------------------------------------------------------
+
+    def stats(self) -> CursorStats:
+        with self._lock:
+            self.ensure_open()
+            self._parts()
+            if self._store.readonly:
+                self._catch_up()
+            return cursor_stats(self.topic.name, self.name, self._figure_parts())
+
+    def figures(self) -> tuple[int, ...]:
+        with self._lock:
+            return cursor_figures(self._figure_parts(), self.small)
+
+    def _figure_parts(self) -> Parts:
+        if self._unbuilt:  # (a scrape does not build them)
+            return Parts(None, None, None, self._config, self.revision_controller)
+        return Parts(self._state, self._pages, self._chain, self._config, self.revision_controller)
+
+    def log_usage(self) -> LogUsage:
+        """``Cursor.log_usage``: as of the newest marker; a reader whose marker the writer
+        trimmed meanwhile catches up and looks again."""
+        tries = 3
+        while True:
+            with self._lock:
+                self.ensure_open()
+                self._parts()
+                seq = self._chain.marker_seq
+            try:
+                return self._store.storage.read(partial(self._usage, seq))
+            except MissingRecordError:
+                tries -= 1
+                if not self._store.readonly or not tries:
+                    raise
+            with self._lock:  # the writer trimmed this reader's marker meanwhile: catch up, look again
+                self._refresh()
+
+    def _usage(self, seq: int, txn: lmdb.Transaction) -> LogUsage:
+        """:meth:`log_usage` in ``txn``: the points the store holds for this cursor say what
+        its history keeps (a reader's cursor may have been opened with another config)."""
+        keeper = self._store.history
+        kept = keeper.held(self.cursor_id, txn)
+        return self._log.usage(txn, seq, kept.keeps() if kept is not None else None, keeper.db)
+
+    # -- the read path's checks ----------------------------------------------------------------
+
+    def check_reset_target(self, position: Any, batch: tuple[int, int] | None) -> tuple[int, int]:
+        """A typed error unless ``position`` (and ``batch``) is a place a reset may move to."""
+        with self._lock:
+            self._parts()
+            if batch is not None:
+                self._state.check_batch_target(None, *batch)  # the batch's own shape first
+            target = self._state.check_reset_target(position)
+            if batch is not None:
+                self._state.check_batch_target(pair(position), *batch)
+            return target
+
+    def check_position(self, at: tuple[int, int]) -> None:
+        """A typed error unless ``at`` is an entry the topic's ledgers allow."""
+        with self._lock:
+            self.ensure_open()
+            self._parts()
+            self._state.check_entry(*at)
+
+    def clamp_reset_target(self, position: Any) -> Position:
+        """Where a reset to ``position`` goes by Pulsar's rule."""
+        with self._lock:
+            self._parts()
+            return trusted(*self._state.clamp_reset_target(position))
