@@ -31,7 +31,13 @@ setup(
     ext_modules=[
         Extension(
             "ackstore._native",
-            ["ackstore/_native.c", "ackstore/_lane.c", "ackstore/_fields.c", "ackstore/_small.c"],
+            [
+                "ackstore/_module.c",
+                "ackstore/_native.c",
+                "ackstore/_lane.c",
+                "ackstore/_fields.c",
+                "ackstore/_small.c",
+            ],
             depends=["ackstore/_native.h"],
             optional=True,
             extra_link_args=["-s"] if sys.platform.startswith("linux") else [],

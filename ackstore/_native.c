@@ -1815,11 +1815,8 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native", "ackstore's compiled decoders.", -1, methods};
-
-int small_init(PyObject *module); /* _small.c */
-
-PyMODINIT_FUNC PyInit__native(void) {
+/* called by PyInit__native (_module.c): the shared tables, then this part's functions */
+int native_init(PyObject *module) {
     crc_init();
     PyObject *zlib = PyImport_ImportModule("zlib");
     if (zlib != NULL) {
@@ -1828,8 +1825,6 @@ PyMODINIT_FUNC PyInit__native(void) {
     }
     if (zlib_crc32 == NULL) PyErr_Clear(); /* the table serves every length then */
     s_serialize = PyUnicode_InternFromString("serialize");
-    if (s_serialize == NULL) return NULL;
-    PyObject *m = PyModule_Create(&module);
-    if (m != NULL && small_init(m) < 0) Py_CLEAR(m);
-    return m;
+    if (s_serialize == NULL) return -1;
+    return PyModule_AddFunctions(module, methods);
 }

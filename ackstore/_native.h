@@ -105,4 +105,8 @@ int get_state_ledger(Reader *r, unsigned long long md_l, unsigned long long md_e
 int get_state_run(Reader *r, unsigned long long ledger, unsigned long long *at, unsigned long long *first,
                   unsigned long long *last);
 
+/* each part adds its own to the module (PyInit__native, in _module.c, calls them in turn) */
+int native_init(PyObject *module); /* _native.c */
+int small_init(PyObject *module);  /* _small.c */
+
 #endif

@@ -476,7 +476,7 @@ static PyMethodDef small_functions[] = {
     {NULL, NULL, 0, NULL},
 };
 
-/* called by PyInit__native */
+/* called by PyInit__native (_module.c) */
 int small_init(PyObject *module) {
     if (PyType_Ready(&SmallStateType) < 0) return -1;
     Py_INCREF(&SmallStateType);
