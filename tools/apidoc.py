@@ -37,6 +37,7 @@ INTERNAL = (
     "ackstore.ledger_cache",
     "ackstore.recovery",
     "ackstore.storage",
+    "ackstore.store_cursors",
     "ackstore.tools",
 )
 """the modules (and packages, with every module in them but those of :data:`PUBLIC`) that

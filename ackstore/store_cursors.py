@@ -1,0 +1,348 @@
+"""The store's side for cursors: opening (one or a topic's all at once) and recovering
+cursors, persisting a cursor's config, deleting cursors and topics, and a cursor's history
+(the restore, its target and its kept states): the calls a topic and a cursor's core make
+on their store (``TopicHost``, ``CursorHost``).
+
+:class:`CursorSide` is the base of :class:`~ackstore.store.AckStore`: its methods work on
+the store's storage, lock, topics and history keeper, which the store sets up.
+"""
+
+from __future__ import annotations
+
+import _thread
+import logging
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, cast
+
+import lmdb
+
+from .config import CursorConfig
+from .cursor import Cursor
+from .cursor.core import CursorCore
+from .cursor.moves import TopicView
+from .cursor.small import small_opened
+from .errors import CorruptRecordError, HistoryRangeError, UnknownCursorError
+from .history import HistoryKeeper, HistoryPoint, Point, drop_points, iso
+from .stats import NO_RECOVERY
+from .storage.log import CursorLog, RecoveredState, slot_values
+from .storage.records import log_key
+from .topic import Topic, check_name
+
+if TYPE_CHECKING:
+    from .cursor.core import CursorHost
+    from .cursor.plan import Planner
+    from .flush import GroupFlush
+    from .storage.env import Environment
+
+__all__ = ["CursorSide"]
+
+log = logging.getLogger("ackstore")
+
+_LOAD_BATCH = 256
+"""cursors a bulk open recovers in one read transaction, under one hold of the store lock"""
+
+
+class CursorSide:
+    """Cursors opened, recovered, deleted and restored, on the store's storage."""
+
+    readonly: bool
+    lock: _thread.RLock
+    held: dict[str, Topic]
+    verify: str
+    lazy: bool
+    history: HistoryKeeper
+    _storage: Environment
+    _cursor_defaults: CursorConfig
+    _group: GroupFlush
+    flush_list: dict[CursorCore, Planner]
+    small_list: dict[Any, CursorCore]
+
+    def _check_alive(self) -> None:
+        raise NotImplementedError  # the store's
+
+    def check_writable(self) -> None:
+        raise NotImplementedError  # the store's
+
+    # -- cursors ------------------------------------------------------------------------------
+
+    def persist_cursor_config(
+        self, tid: int, name: str, cid: int, config: CursorConfig, drop_history: bool = False
+    ) -> None:
+        """@private Write a cursor's configuration to the catalog (durable when this returns);
+        ``drop_history`` (its history was turned off) drops the points the cursor kept, in the
+        same transaction."""
+        storage = self._storage
+
+        def put(txn: lmdb.Transaction) -> None:
+            storage.catalog.put_cursor(txn, tid, name, cid, config)
+            if drop_history:
+                drop_points(txn, storage.history_db, cid)
+
+        storage.write(put)
+        if drop_history:
+            self.history.forget(cid)
+
+    def cursor_names(self, tid: int) -> list[str]:
+        """@private The names of topic ``tid``'s persisted cursors (``Topic.cursor_names`` asks)."""
+        with self.lock:
+            self._check_alive()
+            return [name for name, _ in self._storage.read(lambda txn: self._storage.catalog.cursor_entries(txn, tid))]
+
+    def _load_cursor(self, topic: Topic, name: str, config: CursorConfig | None, initial_position: str) -> Cursor:
+        """@private"""
+        catalog, tid, storage = self._storage.catalog, topic.topic_id, self._storage
+
+        def find(txn: lmdb.Transaction) -> tuple[tuple[int, CursorConfig] | None, Any]:
+            """The catalog entry and, for a cursor that exists, its recovered state: one snapshot."""
+            found = catalog.cursor(txn, tid, name)
+            if found is None:
+                return None, None
+            return found, self.open_log(txn, CursorLog(storage.log_db, found[0]), config or found[1], topic)
+
+        found, state = storage.read(find)
+        if found is None and not topic.entries_checked:
+            # not found: make sure no damaged entry (a flipped bit in its key) hides it, or a
+            # new, empty cursor would silently take its place. Once per topic: O(its cursors)
+            storage.read(lambda txn: catalog.cursor_entries(txn, tid))
+            topic.entries_checked = True
+        if found is None:
+            if self.readonly:
+                raise UnknownCursorError(f"topic {topic.name!r} has no cursor {name!r}")
+            cfg = config or self._cursor_defaults
+
+            def create(txn: lmdb.Transaction) -> int:
+                cid = catalog.next_id(txn, b"next_cursor")
+                catalog.put_cursor(txn, tid, name, cid, cfg)
+                return cid
+
+            cid = storage.write(create)
+            state = storage.read(lambda txn: CursorLog(storage.log_db, cid).recover(txn, None, self.verify))
+            return self._recovered(topic, name, cid, cfg, state, initial_position)
+        cid, stored = found
+        assert state is not None
+        return self._recovered(topic, name, cid, self._config_of(topic, name, cid, stored, config), state)
+
+    def open_log(self, txn: lmdb.Transaction, log: CursorLog, config: CursorConfig, topic: Topic) -> Any:
+        """@private A cursor's state as an open starts from it: the small form, read from the
+        cursor's state slots, when its log is only those and its state is in the form (a
+        writer's open; ``ackstore.cursor.small``); else :meth:`_recover_log`'s."""
+        if not self.readonly:
+            values = slot_values(txn, log.db, log.cursor_id)
+            if values is not None:
+                small = small_opened(log.cursor_id, values, config, topic.directory)
+                if small is not None:
+                    return small
+        return self._recover_log(txn, log, config, topic)
+
+    def _recover_log(
+        self, txn: lmdb.Transaction, log: CursorLog, config: CursorConfig, topic: TopicView
+    ) -> RecoveredState:
+        """@private Recover a cursor's ``log`` as this store opens cursors: under ``config``'s budget,
+        as ``verify`` and ``load`` say, against ``topic``'s directory as it is now (the
+        store lock is held)."""
+        budget = config.max_individual_ack_cache_bytes
+        return log.recover(txn, budget, self.verify, self.lazy, topic.directory.past_end)
+
+    def load_cursors(self, topic: Topic, config: CursorConfig | None) -> tuple[list[str], set[str]]:
+        """@private A restart's bulk form of :meth:`_load_cursor`: every persisted cursor of ``topic``
+        not held yet, recovered (one catalog scan, then batches of cursors sharing a read
+        transaction) and put in ``topic.held``; each as ``_load_cursor`` would. The store
+        lock is taken per batch, so flushes and acks of cursors opened go on between them
+        (a cursor deleted meanwhile is skipped: each batch checks its catalog entries in its
+        own transaction). Returns the names of every persisted cursor of ``topic`` it found
+        and now holds, sorted, and those of the ones it opened itself (with ``config``, as
+        ``_load_cursor`` would: the others were held already)."""
+        catalog, tid, storage = self._storage.catalog, topic.topic_id, self._storage
+        with self.lock:
+            self._check_alive()
+            scanned = storage.writes  # (read before the scan's transaction begins)
+            entries = storage.read(lambda txn: catalog.cursor_configs(txn, tid))
+
+        def recover(batch: list[tuple[str, int, CursorConfig, bytes]]) -> list[Any]:
+            def each(txn: lmdb.Transaction) -> list[Any]:
+                same = storage.writes == scanned and not self.readonly  # nothing written since the scan
+                return [
+                    self.open_log(txn, CursorLog(storage.log_db, cid), config or stored, topic)
+                    if same or catalog.cursor_raw(txn, tid, name) == raw
+                    else None  # deleted (or made again) since the scan
+                    for name, cid, stored, raw in batch
+                ]
+
+            return storage.read(each)
+
+        opened: set[str] = set()
+        for start in range(0, len(entries), _LOAD_BATCH):
+            with self.lock:
+                self._check_alive()
+                topic.check_live()
+                batch = [e for e in entries[start : start + _LOAD_BATCH] if e[0] not in topic.held]
+                for (name, cid, stored, _), state in zip(batch, recover(batch), strict=True):
+                    if state is not None:
+                        cfg = self._config_of(topic, name, cid, stored, config)
+                        topic.held[name] = self._recovered(topic, name, cid, cfg, state)
+                        opened.add(name)
+        return [name for name, *_ in entries if name in topic.held], opened
+
+    def _config_of(
+        self, topic: Topic, name: str, cid: int, stored: CursorConfig, config: CursorConfig | None
+    ) -> CursorConfig:
+        """The configuration an opened cursor runs with: ``config`` when given (persisted
+        first when it differs, unless read-only), else the one it was stored with."""
+        if config is not None and config != stored and not self.readonly:
+            self.persist_cursor_config(topic.topic_id, name, cid, config)
+        return config or stored
+
+    def _recovered(
+        self,
+        topic: Topic,
+        name: str,
+        cid: int,
+        cfg: CursorConfig,
+        state: Any,
+        initial_position: str = "earliest",
+    ) -> Cursor:
+        """The cursor over a recovered ``state`` (or a small form read at open); a fallback past
+        damaged markers is logged."""
+        report = state.report if isinstance(state, RecoveredState) else NO_RECOVERY
+        if report.markers_skipped or report.skipped_reasons:
+            log.warning(
+                "ackstore: cursor %s/%s recovered from marker %d after skipping %d marker(s): %s",
+                topic.name,
+                name,
+                report.marker_seq,
+                report.markers_skipped,
+                "; ".join(report.skipped_reasons),
+            )
+        host = cast("CursorHost", self)  # this side is the store's, which is the host
+        return Cursor(host, topic, name, cid, cfg, state, initial_position)
+
+    def delete_cursors(self, topic: Topic, names: list[str]) -> int:
+        """@private Delete cursors ``names`` of ``topic`` with their logs in one transaction; how many were there."""
+        with self._group.lock, self.lock:  # no flush of these cursors is in flight
+            self.check_writable()
+            topic.check_live()
+            gone = self._storage.drop_cursors(topic.topic_id, names)
+            for name in names:
+                cur = topic.held.pop(name, None)
+                if cur is not None:
+                    self._forget(cur._core)
+            return gone
+
+    def delete_topic(self, name: str) -> bool:
+        """Delete the topic ``name`` as Pulsar does when a topic is deleted: every cursor of
+        it with its record log, its ledger directory and its catalog entry, in ONE write
+        transaction, durable when this returns. Returns False when there was no such topic.
+
+        Handles still held raise TopicDeletedError / CursorDeletedError on every call;
+        ``topic(name)`` then creates a new, empty topic. O(cursors' records + ledgers)."""
+        name = check_name(name, "topic")
+        with self._group.lock, self.lock:
+            self.check_writable()
+            existed = self._storage.drop_topic(name)
+            topic = self.held.pop(name, None)
+            if topic is not None:
+                for cur in topic.held.values():
+                    self._forget(cur._core)
+                topic.mark_deleted()
+            return existed
+
+    def restore_cursor(self, cur: CursorCore, micros: int) -> HistoryPoint:
+        """@private ``Cursor.restore_as_of``: under the flush lock (no plan of it in flight)
+        and the store lock, the newest kept point at or before ``micros`` recovered from
+        the log and adopted by ``cur``."""
+        with self._group.lock, self.lock:
+            self.check_writable()
+            target, recovered = self.history_state(cur, micros, cur.config.max_individual_ack_cache_bytes)
+            cur.adopt_restored(recovered)
+            return target.public()
+
+    def history_target(self, cur: CursorCore, micros: int) -> Point:
+        """@private The kept point a restore of ``cur`` as of ``micros`` goes to; a typed
+        error (the store read-only or closed, the cursor deleted, no history, a time before
+        the window) when there is none. Nothing is changed."""
+        with self.lock:
+            self.check_writable()
+            name, window = self._history_of(cur)
+            return self.history.target(cur.cursor_id, window, micros, name, time.time())
+
+    def history_state(self, cur: CursorCore, micros: int, budget: int | None) -> tuple[Point, RecoveredState]:
+        """@private The kept point as of ``micros`` and its state, recovered as a reopen right
+        after that flush would (``budget``: as an open with that budget; None: every ledger
+        loaded). One read transaction: on a reader, the point and the records it needs are
+        of one moment of the writer's. Typed errors as :meth:`history_target`; nothing is
+        changed."""
+        with self.lock:
+            name, window = self._history_of(cur)
+            cid, past_end = cur.cursor_id, cur.topic.directory.past_end
+            log_ = CursorLog(self._storage.log_db, cid)
+            lazy = self.lazy and budget is not None
+
+            def read(txn: lmdb.Transaction) -> tuple[Point, RecoveredState]:
+                target = self.history.target(cid, window, micros, name, time.time(), txn)
+                return target, log_.recover(txn, budget, self.verify, lazy, past_end, target.seq)
+
+            target, recovered = self._storage.read(read)
+            return target, self._resolved_at(name, target, recovered)
+
+    def history_states(self, cur: CursorCore) -> Iterator[tuple[Point, RecoveredState]]:
+        """@private Every kept point of ``cur`` (oldest first, as listed when this starts) with
+        its state, every ledger loaded; each state read in a read transaction of its own, so
+        a point the writer's window left behind meanwhile is skipped. O(points + states)."""
+        with self.lock:
+            name, window = self._history_of(cur)
+            points = self.history.visible(cur.cursor_id, window, time.time())
+        cid, past_end, db = cur.cursor_id, cur.topic.directory.past_end, self._storage.history_db
+        log_ = CursorLog(self._storage.log_db, cid)
+        for point in points:
+
+            def read(txn: lmdb.Transaction, seq: int = point.seq) -> RecoveredState | None:
+                if txn.get(log_key(cid, seq), db=db) is None:
+                    return None  # the window moved past it since the list was read
+                return log_.recover(txn, None, self.verify, False, past_end, seq)
+
+            with self.lock:
+                cur.ensure_open()
+                recovered = self._storage.read(read)
+            if recovered is not None:
+                yield point, self._resolved_at(name, point, recovered)
+
+    def _resolved_at(self, name: str, target: Point, recovered: RecoveredState) -> RecoveredState:
+        """``recovered``, which must be the state of ``target``'s marker: CorruptRecordError if not."""
+        resolved = recovered.resolved
+        if resolved is None or resolved.seq != target.seq:
+            raise CorruptRecordError(
+                f"cursor {name}: the state flushed at {iso(target.micros)} (marker {target.seq}) cannot be read "
+                f"({'; '.join(recovered.report.skipped_reasons) or 'no marker'}); nothing was changed"
+            )
+        return recovered
+
+    def _history_of(self, cur: CursorCore) -> tuple[str, int]:
+        """``cur``'s name and history window; HistoryRangeError when it keeps none."""
+        cur.ensure_open()
+        name = f"{cur.topic.name}/{cur.name}"
+        window = cur.config.history_seconds
+        if not window:
+            raise HistoryRangeError(f"cursor {name} keeps no history: set CursorConfig.history_seconds")
+        return name, window
+
+    def _forget(self, cur: CursorCore) -> None:
+        """A deleted cursor: off the flush list, its handle dead, its history forgotten."""
+        self._unlist(cur)
+        cur.mark_deleted()
+        self.history.set_window(cur.cursor_id, 0)
+        self.history.forget(cur.cursor_id)
+
+    def _unlist(self, cursor: CursorCore) -> None:
+        """@private"""
+        self.flush_list.pop(cursor, None)
+        if cursor.small is not None:
+            self.small_list.pop(cursor.small, None)
+
+    def _all_cursors(self) -> list[CursorCore]:
+        return [cur._core for topic in self.held.values() for cur in topic.held.values()]
+
+    def open_cursors(self) -> list[Cursor]:
+        """Every cursor this store object has opened (the ones in memory), by topic and name."""
+        with self.lock:
+            return [c for t in sorted(self.held) for _, c in sorted(self.held[t].held.items())]
