@@ -118,7 +118,7 @@ def _wait(probe: Any, timeout: float, procs: list[subprocess.Popen[bytes]], log:
         try:
             if probe():
                 return
-        except OSError:
-            pass
+        except (OSError, ValueError):  # not listening yet, or (ValueError) a master still starting
+            pass  # answers /json/ with its HTML page before the JSON one is up
         time.sleep(0.5)
     raise TimeoutError(f"Spark did not come up in {timeout:.0f} s: {log.read_text(errors='replace')[-2000:]}")
