@@ -113,6 +113,7 @@ AREAS: dict[str, str] = {
             "defects",
             "deltas",
             "fields",
+            "ledger_acks",
             "flush_chunks",
             "history",
             "lane",
