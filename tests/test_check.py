@@ -266,15 +266,32 @@ def test_a_batch_that_is_empty_full_or_acked_whole_is_found(store_path: Path, ho
     assert _found(store_path) == _with_records(found, records)
 
 
-@pytest.mark.parametrize("key", [b"next_cursor", b"next_topic"])
-def test_check_finds_a_damaged_or_too_low_id_counter(tmp_path: Path, key: bytes) -> None:
-    """A flipped bit in an id counter (the next ``cursor()`` or ``topic()`` would fail), or
-    one intact but not above an id in use (it would hand out an id records carry)."""
+def _plant_counter(path: Path, key: bytes, how: str) -> None:
+    """The meta catalog's id counter ``key`` with a bit flipped (``how="flip"``), or intact
+    at 0 (``"low"``)."""
     import struct
     import zlib
 
     import lmdb
 
+    env = lmdb.open(str(path), max_dbs=8)
+    try:
+        db = env.open_db(b"meta", create=False)
+        with env.begin(write=True) as txn:
+            raw = bytearray(txn.get(key, db=db))
+            if how == "flip":
+                raw[7] ^= 1
+            else:
+                raw = bytearray(struct.pack(">QI", 0, zlib.crc32(key + struct.pack(">Q", 0))))
+            txn.put(key, bytes(raw), db=db)
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("key", [b"next_cursor", b"next_topic"])
+def test_check_finds_a_damaged_or_too_low_id_counter(tmp_path: Path, key: bytes) -> None:
+    """A flipped bit in an id counter (the next ``cursor()`` or ``topic()`` would fail), or
+    one intact but not above an id in use (it would hand out an id records carry)."""
     path = tmp_path / "s"
     with AckStore.open(path) as store:
         topic = store.topic("t")
@@ -283,18 +300,7 @@ def test_check_finds_a_damaged_or_too_low_id_counter(tmp_path: Path, key: bytes)
         topic.cursor("b")
     assert check(path) == []
     for value in ("flip", "low"):
-        env = lmdb.open(str(path), max_dbs=8)
-        try:
-            db = env.open_db(b"meta", create=False)
-            with env.begin(write=True) as txn:
-                raw = bytearray(txn.get(key, db=db))
-                if value == "flip":
-                    raw[7] ^= 1
-                else:
-                    raw = bytearray(struct.pack(">QI", 0, zlib.crc32(key + struct.pack(">Q", 0))))
-                txn.put(key, bytes(raw), db=db)
-        finally:
-            env.close()
+        _plant_counter(path, key, value)
         found = check(path)
         assert [f.kind for f in found] == ["corrupt-catalog"], found
         assert key.decode() in found[0].message
@@ -339,6 +345,38 @@ def test_fix_rolls_back_only_the_damaged_cursor_to_its_first_marker_and_says_so(
     assert sorted(f.lost for f in fixed) == [0] * (len(fixed) - 1) + [1]
     assert {cid: rawlog.sizes(store_path, cid) for cid in others} == before
     assert check(store_path) == []
+
+
+def test_fix_of_two_cursors_of_one_name_says_each_ones_own_rollback(store_path: Path) -> None:
+    """Cursor ``c`` of two topics, both damaged at their newest marker, one with three flushes
+    and one with two: each finding names its own cursor's rollback (marker 1 and marker 0),
+    not the other's of the same name; a finding no rewrite fixes (an id counter too low)
+    comes back as it was found."""
+    history = CursorConfig(history_seconds=3600)
+    with AckStore.open(store_path) as store:
+        cursors = []
+        for name in ("a", "b"):
+            topic = store.topic(f"persistent://t/ns/{name}")
+            topic.add_ledger(1)
+            cursors.append(topic.cursor("c", history))
+        for e in (3, 5, 7):
+            for cur in cursors[: 1 if e == 7 else 2]:
+                cur.ack([Position(1, e)])
+            store.flush()
+        ids = [cur.cursor_id for cur in cursors]
+    for cid in ids:
+        rawlog.damage(store_path, rawlog.markers(store_path, cid)[-1], cid)
+    _plant_counter(store_path, b"next_topic", "low")
+    fixed = check(store_path, fix=True)
+    (counter,) = [f for f in fixed if not f.fixed]
+    assert (counter.kind, counter.topic, counter.cursor) == ("corrupt-catalog", "", "")
+    assert counter.message.startswith("the meta key next_topic is 0, not above id ")
+    said = {(f.topic, re.findall(r"\((rolled back to marker \d+);", f.message)[-1]) for f in fixed if f.fixed}
+    assert said == {
+        ("persistent://t/ns/a", "rolled back to marker 1"),
+        ("persistent://t/ns/b", "rolled back to marker 0"),
+    }
+    assert [f.kind for f in check(store_path)] == ["corrupt-catalog"]  # the counter is the only finding left
 
 
 def test_fix_of_a_cursor_whose_only_marker_is_damaged_loses_that_one_flush(store_path: Path) -> None:

@@ -14,6 +14,7 @@ import pytest
 from ackstore import AckStore, CursorConfig, Position, Topic
 from ackstore import flush as group_flush
 from ackstore.cursor import lane
+from ackstore.cursor.plan import FlushPlan
 from ackstore.storage import codecs
 
 from .codec_impls import NOT_COMPILED
@@ -177,6 +178,11 @@ def test_what_the_lane_leaves_to_the_general_path(store_path: Path) -> None:
     assert capped.ack_range_count <= 3 and lanes_agree(capped) == "other"
     many.ack([Position(1, e) for e in range(2, 2 + 3 * (lane.DELTA_MAX_ACKS + 1), 3)])
     assert lanes_agree(many) == "other"
+    with store.lock:  # a cursor's own prepare: where the lane says OTHER, the general path's plan
+        plan = many._core._prepare_flush()
+        assert type(plan) is FlushPlan and [ledger for _, ledger, _ in plan.records] == [1]
+        many._core._abort_flush(plan)
+        store.flush_list[many._core] = many._core._planner
     huge.ack(Position(1 << 33, 7))
     assert lanes_agree(huge) == "other"
     _flush_and_reopen(store_path, store, names)
