@@ -242,3 +242,20 @@ def test_a_count_dropped_by_a_sealed_end_rebases_and_one_kept_does_not() -> None
     la.set_count(7, 3)
     la._drop_counts(lambda e: e < 5, rebase=True)
     assert la.added is None and la.counts == {} and la.counts_added == {}
+
+
+def test_drop_through_at_its_edges() -> None:
+    """M before the ledger (-1) drops nothing; a partial batch exactly at M goes, with a new
+    base; counts M passes while no ack leaves keep the acks since the record (the marker says
+    M moved: no new base)."""
+    la = LedgerAcks(BitMap([5, 6]))
+    la.own_batches()[3] = (4, 0b0101)
+    assert la.drop_through(-1) == 0 and set(la.bitmap) == {5, 6} and la.batches == {3: (4, 0b0101)}
+    la.added = BitMap()
+    assert la.drop_through(3) == 0 and la.batches == {} and la.added is None  # the batch at M itself
+    la = LedgerAcks(BitMap([20, 21]))
+    la.added = BitMap([21])
+    for entry in (10, 12, 14):
+        la.set_count(entry, 1)
+    assert la.drop_through(12, since=9) == 0  # M passes two counts and no ack
+    assert la.counts == {14: 1} and la.counts_added == {14: 1} and la.added == BitMap([21])
