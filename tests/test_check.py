@@ -379,6 +379,37 @@ def test_fix_of_two_cursors_of_one_name_says_each_ones_own_rollback(store_path: 
     assert [f.kind for f in check(store_path)] == ["corrupt-catalog"]  # the counter is the only finding left
 
 
+def test_fix_refuses_a_rewrite_that_would_not_read_back(store_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A repair's rewrite is recovered inside its own transaction before it commits: one
+    whose new marker would not read back (planted: a flipped byte) is refused, every finding
+    says so and is not fixed, and the store is as it was (the damage is still found)."""
+    from ackstore.cursor.plan import Planner
+
+    with AckStore.open(store_path) as store:
+        topic = store.topic("t")
+        topic.add_ledger(1)
+        cur = topic.cursor("c", CursorConfig(history_seconds=3600))
+        for e in (3, 5):
+            cur.ack([Position(1, e)])
+            store.flush()
+        cid = cur.cursor_id
+    rawlog.damage(store_path, rawlog.markers(store_path, cid)[-1], cid)
+    found = check(store_path)
+    real = Planner.rewrite_plan
+
+    def broken(self: Planner) -> object:
+        plan = real(self)
+        plan.marker = plan.marker[:-1] + bytes([plan.marker[-1] ^ 1])
+        return plan
+
+    monkeypatch.setattr(Planner, "rewrite_plan", broken)
+    fixed = check(store_path, fix=True)
+    assert [f.kind for f in fixed] == [f.kind for f in found] and not any(f.fixed for f in fixed)
+    assert all("(not fixed: an in-place repair would not keep what open recovers (" in f.message for f in fixed)
+    monkeypatch.setattr(Planner, "rewrite_plan", real)
+    assert check(store_path) == found
+
+
 def test_fix_of_a_cursor_whose_only_marker_is_damaged_loses_that_one_flush(store_path: Path) -> None:
     with AckStore.open(store_path) as store:
         topic = store.topic("t")
