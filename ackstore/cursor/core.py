@@ -37,49 +37,39 @@ from .chain import MarkerChain
 from .moves import TopicView
 from .pages import Pages
 from .plan import Planner
-from .read_side import ReadSide
+from .read_side import ReadHost, ReadSide
 from .small import check_small, small_of
 from .snapshot import CursorSnapshot, batch_items, snapshot_of
 from .state import AckState
 from .validate import pair
 
 if TYPE_CHECKING:
-    import lmdb
-
-    from ..history import HistoryKeeper, Point
+    from ..history import Point
     from ..ledger_acks import LedgerAcks
     from ..ledger_cache import CachePool
-    from ..storage.env import Environment
 
 __all__ = ["CursorCore", "CursorHost"]
 
 T = TypeVar("T")
 
 
-class CursorHost(Protocol):
-    """What a cursor needs of the store it lives in, and nothing more: the lock it shares,
-    the storage and the cache pool under it, how it opened, the list of cursors the next
-    flush visits (the store owns it; a cursor puts itself on it when it changes), and a
-    durable write of its configuration."""
+class CursorHost(ReadHost, Protocol):
+    """What a cursor needs of the store it lives in, and nothing more: besides what its reads
+    need (:class:`~ackstore.cursor.read_side.ReadHost`), the lock it shares, the cache pool,
+    the list of cursors the next flush visits (the store owns it; a cursor puts itself on it
+    when it changes), a durable write of its configuration, its history's restore and states."""
 
     lock: _thread.RLock
     cache_pool: CachePool
-    readonly: bool
     closed: bool
     path: Path
     flush_list: dict[CursorCore, Planner]
     small_list: dict[Any, CursorCore]
     flush_count: int
 
-    @property
-    def storage(self) -> Environment: ...
-
     def persist_cursor_config(
         self, tid: int, name: str, cursor_id: int, config: CursorConfig, history_off: bool = False
     ) -> None: ...
-
-    @property
-    def history(self) -> HistoryKeeper: ...
 
     def restore_cursor(self, cursor: CursorCore, micros: int) -> HistoryPoint: ...
 
@@ -88,10 +78,6 @@ class CursorHost(Protocol):
     def history_state(self, cursor: CursorCore, micros: int, budget: int | None) -> tuple[Point, RecoveredState]: ...
 
     def history_states(self, cursor: CursorCore) -> Iterator[tuple[Point, RecoveredState]]: ...
-
-    def _recover_log(
-        self, txn: lmdb.Transaction, log: CursorLog, config: CursorConfig, topic: TopicView
-    ) -> RecoveredState: ...
 
     def flush(self) -> Any: ...
 

@@ -45,7 +45,7 @@ def _recovered_snapshot(recovered: RecoveredState) -> CursorSnapshot:
 class Cursor:
     """One subscription's ack state over a topic. Get one with ``topic.cursor(name)``."""
 
-    __slots__ = ("_core", "name", "cursor_id", "revision_controller", "__weakref__")
+    __slots__ = ("_core", "_store", "name", "cursor_id", "revision_controller", "__weakref__")
 
     def __init__(
         self,
@@ -59,6 +59,7 @@ class Cursor:
     ) -> None:
         self._core = core = CursorCore(host, topic, name, cursor_id, config, recovered, initial_position)
         """@private the cursor's state and the engine's calls on it"""
+        self._store = host
         self.name = name
         """the subscription's name in its topic"""
         self.cursor_id = cursor_id
@@ -122,7 +123,7 @@ class Cursor:
             raise InvalidTypeError(f"durable must be a bool, got {durable!r}")
         counts = self._core.edit(record_deliveries, items)
         if durable and any(counts):
-            self._core._store.flush()
+            self._store.flush()
         return counts
 
     def restore_delivery_counts(self, counts: dict[Position, int]) -> int:
@@ -255,12 +256,12 @@ class Cursor:
         the range kept) or the cursor keeps no history; ReadOnlyError on a read-only store.
         Outside a :class:`~ackstore.Dispatcher` this races with reads in flight as a reset
         does; ``Dispatcher.restore_as_of`` makes it a revision. O(the state restored)."""
-        return self._core._store.restore_cursor(self._core, as_micros(when))
+        return self._store.restore_cursor(self._core, as_micros(when))
 
     def check_restore(self, when: datetime | float) -> HistoryPoint:
         """@private The point :meth:`restore_as_of` would restore (the same typed errors);
         nothing is changed."""
-        return self._core._store.history_target(self._core, as_micros(when)).public()
+        return self._store.history_target(self._core, as_micros(when)).public()
 
     def snapshot_as_of(self, when: datetime | float) -> CursorSnapshot:
         """The cursor's whole ack state as the newest kept flush at or before ``when`` (a
@@ -269,7 +270,7 @@ class Cursor:
         Nothing is changed; it works on a read-only store too (one flushed moment of the
         writer's, never parts of two). HistoryRangeError as :meth:`restore_as_of`.
         O(the state read)."""
-        _, recovered = self._core._store.history_state(self._core, as_micros(when), None)
+        _, recovered = self._store.history_state(self._core, as_micros(when), None)
         return _recovered_snapshot(recovered)
 
     def history_snapshots(self) -> Iterator[tuple[HistoryPoint, CursorSnapshot]]:
@@ -281,7 +282,7 @@ class Cursor:
         core = self._core
         if not core.config.history_seconds:
             return
-        for point, recovered in core._store.history_states(core):
+        for point, recovered in self._store.history_states(core):
             yield point.public(), _recovered_snapshot(recovered)
 
     # -- configuration and figures --------------------------------------------------------------
@@ -296,8 +297,8 @@ class Cursor:
 
         Validated, then persisted at once (durable when this returns); returns the new config.
         """
-        core = self._core
-        with core._lock:
+        core, store = self._core, self._store
+        with store.lock:
             core._alive()
             known = [f.name for f in fields(CursorConfig)]
             unknown = sorted(set(changes) - set(known))
@@ -305,9 +306,9 @@ class Cursor:
                 raise InvalidArgumentError(f"unknown CursorConfig fields {unknown}: allowed {known}")
             new = replace(core.config, **changes)  # each value checked by CursorConfig: a typed error naming it
             off = bool(core.config.history_seconds) and not new.history_seconds
-            core._store.persist_cursor_config(core.topic.topic_id, self.name, self.cursor_id, new, off)
+            store.persist_cursor_config(core.topic.topic_id, self.name, self.cursor_id, new, off)
             core.apply_config(new)
-            core._store.history.set_window(self.cursor_id, new.history_seconds)
+            store.history.set_window(self.cursor_id, new.history_seconds)
             return new
 
     def stats(self) -> CursorStats:
@@ -332,7 +333,7 @@ class Cursor:
     def history_kept(self) -> int:
         """@private The states the store holds for this cursor's history (what
         ``ackstore stat`` and the metrics show; a reader reads them). O(1) on the writer."""
-        kept = self._core._store.history.held(self.cursor_id)
+        kept = self._store.history.held(self.cursor_id)
         return 0 if kept is None else len(kept)
 
     @property
@@ -363,8 +364,7 @@ class Cursor:
         """@private Raise StoreClosedError once the store is closed, CursorDeletedError once the cursor
         is deleted: the read path checks it before every read (Pulsar's reads of a closed
         cursor fail, whether or not there are entries to read)."""
-        with self._core._lock:
-            self._core.ensure_open()
+        self._core.ensure_open()
 
     def check_position(self, position: Any) -> None:
         """@private Raise a typed error unless ``position`` is an entry the topic's ledgers allow (a
