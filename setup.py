@@ -8,8 +8,10 @@ extension is linked stripped (its symbols are of no use to a user and triple its
 
 from __future__ import annotations
 
+import ast
 import os
 import sys
+from pathlib import Path
 
 from setuptools import Extension, setup
 from setuptools.command.bdist_wheel import bdist_wheel
@@ -27,6 +29,49 @@ class _Wheel(bdist_wheel):
         super().run()
 
 
+HERE = Path(__file__).resolve().parent
+GENERATED = HERE / "build" / "generated"
+
+
+def fields_layout(fields_py: Path = HERE / "ackstore" / "fields.py") -> dict[str, list[str]]:
+    """Each field type ``ackstore/fields.py`` declares and its fields, in order: read from
+    its source (``_DECLARED`` and the classes it names), not by importing the package."""
+    tree = ast.parse(fields_py.read_text())
+    classes = {
+        node.name: [a.target.id for a in node.body if isinstance(a, ast.AnnAssign) and isinstance(a.target, ast.Name)]
+        for node in tree.body
+        if isinstance(node, ast.ClassDef)
+    }
+    for node in tree.body:
+        if isinstance(node, ast.AnnAssign | ast.Assign):
+            target = node.target if isinstance(node, ast.AnnAssign) else node.targets[0]
+            if isinstance(target, ast.Name) and target.id == "_DECLARED" and isinstance(node.value, ast.Dict):
+                return {
+                    key.value: classes[value.id]
+                    for key, value in zip(node.value.keys, node.value.values, strict=True)
+                    if isinstance(key, ast.Constant) and isinstance(value, ast.Name)
+                }
+    raise SystemExit(f"{fields_py} declares no _DECLARED field types")
+
+
+def write_fields_layout(out: Path = GENERATED / "_fields_layout.h") -> None:
+    """``_fields_layout.h``: an index per declared field (``F_<Type>_<field>``) and the whole
+    declaration as one string, which ``fields_type`` checks the types it makes against."""
+    layout = fields_layout()
+    lines = ["/* Written by setup.py from ackstore/fields.py: do not edit. */", "#pragma once"]
+    for type_name, names in layout.items():
+        indices = ", ".join(f"F_{type_name}_{name} = {i}" for i, name in enumerate(names))
+        lines.append(f"enum {{ {indices} }};")
+    declared = ";".join(f"{t}:{','.join(names)}" for t, names in layout.items())
+    lines.append(f'#define FIELDS_DECLARED "{declared}"')
+    text = "\n".join(lines) + "\n"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if not out.is_file() or out.read_text() != text:
+        out.write_text(text)
+
+
+write_fields_layout()
+
 setup(
     ext_modules=[
         Extension(
@@ -37,8 +82,10 @@ setup(
                 "ackstore/_lane.c",
                 "ackstore/_fields.c",
                 "ackstore/_small.c",
+                "ackstore/_ack.c",
             ],
-            depends=["ackstore/_native.h"],
+            include_dirs=[str(GENERATED)],
+            depends=["ackstore/_native.h", "ackstore/fields.py"],
             optional=True,
             extra_link_args=["-s"] if sys.platform.startswith("linux") else [],
         )

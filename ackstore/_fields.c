@@ -7,13 +7,18 @@
  * declared order), with a member descriptor per field so that Python reads and writes
  * them as attributes. The cursor's classes derive from these types. Compiled code (the
  * lane, _lane.c) reads a field of an object of such a type at the place this type put it,
- * looked up by name through fields_offset; anything else it reads through the attribute
- * protocol. Nothing here knows the classes that derive from the types.
+ * looked up by name through fields_offset, or at the index _fields_layout.h gives it (the
+ * build writes that header from the same declarations, and fields_type refuses a type
+ * whose fields are not declared there as they are in ackstore/fields.py now: a module
+ * built from another fields.py); anything else it reads through the attribute protocol.
+ * Nothing here knows the classes that derive from the types.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
 #include <string.h>
+
+#include "_fields_layout.h"
 
 #ifndef Py_T_OBJECT_EX
 #define Py_T_OBJECT_EX T_OBJECT_EX
@@ -61,6 +66,46 @@ static void fields_dealloc(PyObject *self) {
     Py_DECREF(tp);
 }
 
+/* 1 when the field type `qualified` (its last dotted part) holding `names` is declared so
+ * in FIELDS_DECLARED (what this module was built from); else 0 with RuntimeError */
+static int built_from(const char *qualified, PyObject *names) {
+    const char *dot = strrchr(qualified, '.'), *name = dot != NULL ? dot + 1 : qualified;
+    PyObject *joined = NULL, *sep = PyUnicode_FromString(","), *entry = NULL;
+    int ok = 0;
+    if (sep != NULL && (joined = PyUnicode_Join(sep, names)) != NULL &&
+        (entry = PyUnicode_FromFormat("%s:%U", name, joined)) != NULL) {
+        static const char all[] = FIELDS_DECLARED;
+        const char *want = PyUnicode_AsUTF8(entry), *at = all;
+        size_t len = want == NULL ? 0 : strlen(want);
+        while (want != NULL && (at = strstr(at, want)) != NULL) {
+            if ((at == all || at[-1] == ';') && (at[len] == ';' || at[len] == '\0')) {
+                ok = 1;
+                break;
+            }
+            at += len;
+        }
+        if (!ok && want != NULL)
+            PyErr_Format(PyExc_RuntimeError,
+                         "ackstore._native was built from another ackstore/fields.py (%s is not declared "
+                         "there as it is now): rebuild it (make)",
+                         name);
+    }
+    Py_XDECREF(sep);
+    Py_XDECREF(joined);
+    Py_XDECREF(entry);
+    return ok;
+}
+
+/* The field type named `name` (its unqualified name), a borrowed reference; NULL (no
+ * exception) when none was made. */
+PyTypeObject *fields_type_named(const char *name) {
+    for (int i = 0; i < ndeclared; i++) {
+        const char *tp = declared[i].type->tp_name, *dot = strrchr(tp, '.');
+        if (strcmp(dot != NULL ? dot + 1 : tp, name) == 0) return declared[i].type;
+    }
+    return NULL;
+}
+
 /* fields_type(qualified_name, names, doc) -> a new type holding `names` */
 PyObject *fields_type(PyObject *self, PyObject *args) {
     const char *qualified, *doc;
@@ -71,6 +116,12 @@ PyObject *fields_type(PyObject *self, PyObject *args) {
         return NULL;
     }
     Py_ssize_t n = PyTuple_GET_SIZE(names);
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (!PyUnicode_Check(PyTuple_GET_ITEM(names, i))) {
+            PyErr_SetString(PyExc_TypeError, "fields_type's names are strings");
+            return NULL;
+        }
+    if (!built_from(qualified, names)) return NULL;
     /* the names, the members and the type's strings live as long as the process (a type
      * may point into them) */
     PyMemberDef *members = PyMem_Calloc((size_t)n + 1, sizeof(PyMemberDef));

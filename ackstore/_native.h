@@ -108,5 +108,9 @@ int get_state_run(Reader *r, unsigned long long ledger, unsigned long long *at, 
 /* each part adds its own to the module (PyInit__native, in _module.c, calls them in turn) */
 int native_init(PyObject *module); /* _native.c */
 int small_init(PyObject *module);  /* _small.c */
+/* _ack.c: ack_position and ack_setup */
+int ack_init(PyObject *m);
+/* _fields.c: the field type named `name` (unqualified), borrowed; NULL when none was made */
+PyTypeObject *fields_type_named(const char *name);
 
 #endif

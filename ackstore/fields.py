@@ -1,16 +1,19 @@
-"""The fields a flush reads of a cursor's parts and of its plans, declared once.
+"""The fields compiled code reads of a cursor's parts and of its plans, declared once.
 
 Engine internals. A group flush visits every dirty cursor and reads a few fields of its
 planner, pages, ack state, marker chain and ledgers; the marker lane (``cursor/lane.py``)
-and its compiled twin take a plan from them. Each part's flush-facing fields are declared
-here, once, as a *field type*; the part's class derives from it and adds the fields only
-Python reads as ``__slots__`` of its own. Renaming a field is an edit here and at the
-places that use it (the compiled lane looks each one up by name when it is set up, and
-fails then, naming it, if one is missing).
+and its compiled twin take a plan from them; the compiled ack of one position
+(``ackstore/_ack.c``) reads and changes the ack state, its ledgers, their cache and the
+store's pool. Each part's fields that compiled code reads are declared here, once, as a
+*field type*; the part's class derives from it and adds the fields only Python reads as
+``__slots__`` of its own.
 
 Where ``ackstore._native`` was built, the field types are made by it
 (``_native.fields_type``): types of its own whose instances hold the fields in their own
-struct, which the compiled lane reads directly; elsewhere (or with
+struct, in the declared order. The build writes that order into a C header
+(``setup.py``: ``_fields_layout.h``, one index per field), so compiled code reads a field
+at a place fixed when it was compiled, and ``fields_type`` refuses a declaration that is
+not the one the module was built from (rebuild it: ``make``). Elsewhere (or with
 ``ACKSTORE_PURE_PYTHON`` set) they are plain classes with the same ``__slots__``. Either
 way Python reads and writes the fields as attributes, at the cost of a slot.
 
@@ -26,11 +29,13 @@ from typing import TYPE_CHECKING
 
 __all__ = [
     "FIELDS",
+    "CacheFields",
     "ChainFields",
     "LedgerFields",
     "PagesFields",
     "PlanFields",
     "PlannerFields",
+    "PoolFields",
     "StateFields",
     "field_names",
     "native",
@@ -83,12 +88,37 @@ class _Pages:
 
 
 class _State:
-    """A cursor's mark-delete position, range count, properties and whether they changed."""
+    """A cursor's mark-delete and read positions, range count, properties and whether they
+    changed; its ledgers' cache and dirty set; the one-entry cache of a ledger's limit."""
 
     md: Position
     range_count: int
     meta_dirty: bool
     properties: dict[str, int | str]
+    rp: Position
+    cache: _Cache
+    dirty: set[int]
+    limit_ledger: int
+    limit_value: int
+    limit_version: int
+
+
+class _Cache:
+    """A cursor's loaded ledgers (least recently used first), the swapped-out ones, and the
+    bytes they are charged against the cursor's budget and the store's pool."""
+
+    loaded: Mapping[int, _Ledger]
+    swapped: set[int]
+    nbytes: int
+    budget: int
+    pool: _Pool
+
+
+class _Pool:
+    """The store-wide running total of every cursor's cache, and its budget."""
+
+    total: int
+    budget: int
 
 
 class _Chain:
@@ -124,6 +154,7 @@ class _Ledger:
     added: BitMap | None
     counts: dict[int, int]
     counts_added: dict[int, int]
+    size: int
 
 
 class _Plan:
@@ -153,6 +184,8 @@ _DECLARED = {
     "ChainFields": _Chain,
     "LedgerFields": _Ledger,
     "PlanFields": _Plan,
+    "CacheFields": _Cache,
+    "PoolFields": _Pool,
 }
 FIELDS: dict[str, tuple[str, ...]] = {name: tuple(decl.__annotations__) for name, decl in _DECLARED.items()}
 """each field type's name and fields (what its instances hold, in this order): the
@@ -175,6 +208,8 @@ if TYPE_CHECKING:  # what the type checker sees: the declarations
     ChainFields = _Chain
     LedgerFields = _Ledger
     PlanFields = _Plan
+    CacheFields = _Cache
+    PoolFields = _Pool
 else:
     PlannerFields = _make("PlannerFields")
     PagesFields = _make("PagesFields")
@@ -182,6 +217,8 @@ else:
     ChainFields = _make("ChainFields")
     LedgerFields = _make("LedgerFields")
     PlanFields = _make("PlanFields")
+    CacheFields = _make("CacheFields")
+    PoolFields = _make("PoolFields")
 
 
 def field_names(cls: type) -> tuple[str, ...]:

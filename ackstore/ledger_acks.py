@@ -129,7 +129,7 @@ class LedgerAcks(LedgerFields):
     ``added`` None (a new base).
     """
 
-    __slots__ = ("size",)  # and LedgerFields'
+    __slots__ = ()  # LedgerFields'
 
     def __init__(
         self,

@@ -23,6 +23,7 @@ from collections import OrderedDict
 from collections.abc import Iterable
 from typing import Protocol
 
+from .fields import CacheFields, PoolFields
 from .ledger_acks import LedgerAcks
 
 __all__ = ["LedgerCache", "CachePool", "PoolMember", "ACK_CHARGE"]
@@ -43,11 +44,11 @@ class PoolMember(Protocol):
     def fit_own(self, incoming: int, keep: Iterable[int], budget: int | None) -> None: ...
 
 
-class CachePool:
+class CachePool(PoolFields):
     """The store-wide budget: the running total of every cursor's cache of one store, and
     the cursors' pages registered in it (held weakly), so that it can make them give way."""
 
-    __slots__ = ("total", "budget", "members")
+    __slots__ = ("members",)  # and PoolFields' (total, budget: what the compiled ack charges)
 
     def __init__(self, budget: int | None) -> None:
         self.total = 0
@@ -65,18 +66,21 @@ class CachePool:
             pages.fit_own(0, keep if pages is current else (), target)
 
 
-class LedgerCache:
+class LedgerCache(CacheFields):
     """Loaded ledgers (LRU order) and the ids of swapped-out ones. O(1) per touch.
 
     Every change of :attr:`nbytes` is mirrored into the store's :class:`CachePool`.
     """
 
-    __slots__ = ("loaded", "swapped", "nbytes", "budget", "pool", "swap_ins", "evictions", "write_backs", "measures")
+    __slots__ = ("swap_ins", "evictions", "write_backs", "measures")  # and CacheFields' (the compiled ack's)
+
+    loaded: OrderedDict[int, LedgerAcks]
+    pool: CachePool
 
     def __init__(self, budget: int, pool: CachePool | None = None) -> None:
         self.pool = pool if pool is not None else CachePool(None)
-        self.loaded: OrderedDict[int, LedgerAcks] = OrderedDict()
-        self.swapped: set[int] = set()
+        self.loaded = OrderedDict()
+        self.swapped = set()
         self.nbytes = 0  # an upper bound of the loaded ledgers' real sizes
         self.budget = budget
         self.swap_ins = 0

@@ -6,6 +6,7 @@ small interface the cursor's pages offer) must move exactly as ``tests/model.py`
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal, overload
@@ -16,12 +17,14 @@ from hypothesis import strategies as st
 from pyroaring import BitMap
 
 from ackstore import AckStoreError, Position
-from ackstore.cursor.state import AckState
+from ackstore.cursor.deliveries import record_deliveries
+from ackstore.cursor.state import ACK_POSITION, AckState
 from ackstore.directory import LedgerDirectory
-from ackstore.errors import LedgerStateError
+from ackstore.errors import InvalidPositionError, InvalidTypeError, LedgerStateError, UnknownLedgerError
 from ackstore.ledger_acks import LedgerAcks
 from ackstore.ledger_cache import LedgerCache
 
+from .codec_impls import NOT_COMPILED
 from .model import CursorModel, TopicModel
 
 LEDGERS: list[tuple[int, int | None]] = [(1, 20), (2, 10), (3, None)]
@@ -462,3 +465,173 @@ def test_a_read_past_a_sealed_ledgers_end_starts_the_next_ledger_at_its_first_en
     assert fresh.rp == Position(2, 4)  # entries 0..3 of ledger 2 are acked: hopped
     fresh.move_read_position(Position(2, 2))  # never backwards
     assert fresh.rp == Position(2, 4)
+
+
+@pytest.mark.parametrize(
+    ("items", "error", "message"),
+    [
+        ([(1, 3), (1, -1)], InvalidPositionError, "position 1:-1 is outside ledger 1: allowed entries 0..19"),
+        ([(1, 3), (1, 2**32)], InvalidPositionError, "position 1:4294967296 is outside ledger 1: allowed entries"),
+        ([(1, 3), (1, 20)], InvalidPositionError, "position 1:20 is outside ledger 1: allowed entries 0..19"),
+        ([Position(1, 3), "x"], InvalidTypeError, "expected a Position(ledger, entry), got 'x'"),
+        ([Position(1, 3), (1,)], InvalidTypeError, "expected a Position(ledger, entry), got (1,)"),
+        ([(1, 3), (1, 2.0)], InvalidTypeError, "expected a Position(ledger, entry) of ints, got (1, 2.0)"),
+        ([(1, 3), (9, 0)], UnknownLedgerError, "ledger 9 is not in topic 't': the topic's ledgers are 1, 2, 3"),
+        ([(1, 3), (-1, 2)], UnknownLedgerError, "ledger -1 is not in topic 't'"),
+    ],
+)
+def test_a_list_with_one_bad_item_says_which_and_acks_none(items: list[object], error: type, message: str) -> None:
+    """Items the compiled grouping does not take (a negative or too large entry, a ledger
+    the topic lacks, anything not a pair of ints) are checked one by one: the first bad
+    one is named exactly, and none of the good ones before it is acked."""
+    state, ledgers, _, _ = _fresh()
+    with pytest.raises(error) as raised:
+        state.ack_items(items)
+    assert str(raised.value).startswith(message)
+    assert state.md == Position(1, -1) and state.range_count == 0 and not ledgers.dirty and not ledgers.known()
+
+
+@pytest.mark.parametrize("initial", ["earliest", "latest"])
+def test_a_new_state_on_a_topic_without_ledgers_starts_at_zero(initial: Literal["earliest", "latest"]) -> None:
+    """No ledger yet: the mark-delete position is 0:-1 whichever start is asked for, read
+    from 0:0, and the first flush persists it; the first ledger added moves it there."""
+    d = LedgerDirectory()
+    state = AckState(_Topic("t", d), "c", MemoryLedgers())
+    state.load(None, initial)
+    assert (state.md, state.rp, state.meta_dirty) == (Position(0, -1), Position(0, 0), True)
+    d.add(7)
+    state.on_directory_change(d)
+    assert (state.md, state.rp) == (Position(7, -1), Position(7, 0))
+
+
+def _twins(budget: int) -> tuple[LedgerDirectory, _Topic, list[tuple[AckState, MemoryLedgers]]]:
+    """Two states of one topic, each over its own ledgers with cache budget ``budget``."""
+    d = LedgerDirectory()
+    for ledger, count in LEDGERS:
+        d.add(ledger)
+        if count is not None:
+            d.close(ledger, count)
+    topic = _Topic("t", d)
+    twins = []
+    for _ in range(2):
+        ledgers = MemoryLedgers()
+        ledgers.cache.budget = budget
+        state = AckState(topic, "c", ledgers)
+        state.load(None)
+        twins.append((state, ledgers))
+    return d, topic, twins
+
+
+def _fields_of(state: AckState, ledgers: MemoryLedgers) -> tuple[object, ...]:
+    """Everything an ack may change: positions, counters, each ledger's fields, the LRU
+    order, the dirty set, the bytes charged."""
+    cache = ledgers.cache
+    held = [
+        (ledger, BitMap(la.bitmap), dict(la.batches), dict(la.counts), dict(la.counts_added),
+         None if la.added is None else BitMap(la.added), la.runs, la.size)
+        for ledger, la in cache.loaded.items()
+    ]  # fmt: skip
+    counters = state.meta_dirty, state.range_count, cache.nbytes, cache.pool.total
+    return state.md, state.rp, counters, held, set(ledgers.dirty)
+
+
+def _ack_compiled(state: AckState, ledger: int, entry: int) -> int:
+    """What ``CursorCore.ack`` does with one position: the compiled twin first, the rule
+    when it declines; returns what the twin said."""
+    done = ACK_POSITION(state, ledger, entry, state.topic.version)
+    if done == 0:
+        state.ack_one(ledger, entry)
+    return int(done)
+
+
+near = st.tuples(st.sampled_from([1, 2, 3, 4]), st.integers(0, 26))
+twin_step = st.one_of(
+    st.tuples(st.just("one"), near),
+    st.tuples(st.just("run"), st.integers(1, 12)),
+    st.tuples(st.just("deliver"), st.lists(near, min_size=1, max_size=5)),
+    st.tuples(st.just("batch"), near, st.integers(2, 4), st.lists(st.integers(0, 3), max_size=2)),
+    st.tuples(st.just("cumulative"), near),
+    st.tuples(st.just("seal"), st.just(0)),
+)
+
+
+@pytest.mark.skipif(ACK_POSITION is None, reason=NOT_COMPILED)
+@settings(max_examples=300, deadline=None)
+@given(st.lists(twin_step, max_size=40), st.sampled_from([1 << 40, 600]))
+def test_the_compiled_ack_of_one_position_moves_as_ack_one(steps: list[tuple], budget: int) -> None:  # type: ignore[type-arg]
+    """The compiled ack and the rule it is the twin of, on two states given the same
+    operations (one-position acks, in order and not, delivery counts, partial batches,
+    cumulative acks, a ledger sealed and the next added): every field the same after each
+    step, the same error for a bad position; the twin says 2 only when the cache is over
+    its budget (a small budget here: the caller evicts, these ledgers do not)."""
+    d, topic, ((fast, fast_ledgers), (rule, rule_ledgers)) = _twins(budget)
+    for op, arg, *more in steps:
+        if op == "seal":
+            if d.count(3) >= 0:
+                continue
+            highest = max([e for s, _ in ((fast, 0),) for e in range(0, 27) if s.is_acked((3, e)) and (3, e) > s.md]
+                          + [max(la.counts, default=-1) for la in [fast_ledgers.peek(3), rule_ledgers.peek(3)] if la]
+                          + [max(la.batches, default=-1) for la in [fast_ledgers.peek(3), rule_ledgers.peek(3)] if la]
+                          + [fast.md[1] if fast.md[0] == 3 else -1, 24])  # fmt: skip
+            d.close(3, highest + 1)
+            d.add(4)
+            topic.version += 1
+            for state in (fast, rule):
+                state.on_directory_change(d)
+        elif op in ("one", "run"):
+            positions = [arg] if op == "one" else [(fast.md[0], fast.md[1] + 1 + i) for i in range(arg)]
+            for ledger, entry in positions:
+                try:
+                    rule.ack_one(ledger, entry)
+                except AckStoreError as exc:
+                    with pytest.raises(type(exc), match=re.escape(str(exc))):
+                        _ack_compiled(fast, ledger, entry)
+                    continue
+                said = _ack_compiled(fast, ledger, entry)
+                cache = fast_ledgers.cache
+                assert said != 2 or cache.nbytes > cache.budget or cache.pool.total > cache.pool.budget
+        else:
+            for state in (fast, rule):
+                try:
+                    if op == "deliver":
+                        record_deliveries(state, arg)
+                    elif op == "batch":
+                        state.ack_batch_index(arg, more[0], more[1])
+                    else:
+                        state.ack_cumulative(arg)
+                except AckStoreError:
+                    pass
+        assert _fields_of(fast, fast_ledgers) == _fields_of(rule, rule_ledgers)
+        fast._check(fast_ledgers.runs())
+
+
+@pytest.mark.skipif(ACK_POSITION is None, reason=NOT_COMPILED)
+def test_the_compiled_ack_takes_the_common_cases_and_declines_the_rest() -> None:
+    """What the twin takes (1), takes over budget (2) and leaves to the rule (0, nothing
+    changed), case by case."""
+    _, topic, ((state, ledgers), _) = _twins(1 << 40)
+    assert ACK_POSITION(state, 3, 5, topic.version) == 0  # the limit of ledger 3 not cached yet
+    state.ack_one(3, 5)  # (the rule caches it)
+    assert ACK_POSITION(state, 1, 0, topic.version) == 0  # another ledger's limit
+    assert ACK_POSITION(state, 3, 7, topic.version + 1) == 0  # the directory changed since
+    assert ACK_POSITION(state, 3, 7, topic.version) == 1 and state.is_acked((3, 7))  # an add
+    assert ACK_POSITION(state, 3, 7, topic.version) == 1 and state.range_count == 2  # acked already
+    assert ACK_POSITION(state, 3, 6, topic.version) == 1 and state.range_count == 1  # joins two runs
+    assert ACK_POSITION(state, 3, -1, topic.version) == 0 and ACK_POSITION(state, 3, "x", topic.version) == 0
+    state.ack_cumulative((3, 2))
+    assert ACK_POSITION(state, 3, 3, topic.version) == 1 and state.md == Position(3, 3)  # M + 1: M moves
+    assert ACK_POSITION(state, 3, 4, topic.version) == 0  # M + 1 with a run after it: M moves over it
+    state.ack_one(3, 4)
+    assert state.md == Position(3, 7) and state.range_count == 0
+    assert ACK_POSITION(state, 3, 8, topic.version) == 1 and state.md == Position(3, 8)  # M + 1, no state
+    record_deliveries(state, [(3, 9), (3, 10)])
+    assert ACK_POSITION(state, 3, 9, topic.version) == 1 and state.md == Position(3, 9)
+    assert ledgers.peek(3).counts == {10: 1} and 3 in ledgers.dirty  # its count went, the other stays
+    assert ACK_POSITION(state, 3, 10, topic.version) == 0  # the last count: the ledger would be left empty
+    state.ack_one(3, 10)
+    assert ledgers.peek(3) is None and state.md == Position(3, 10)
+    assert ACK_POSITION(state, 3, 5, topic.version) == 1  # at or below M
+    ledgers.cache.budget = ledgers.cache.nbytes
+    state.ack_one(3, 20)
+    assert ACK_POSITION(state, 3, 22, topic.version) == 2  # done, over the budget: the caller evicts
+    assert state.is_acked((3, 22)) and state.range_count == 2

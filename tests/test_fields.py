@@ -18,6 +18,7 @@ from ackstore.cursor.pages import Pages
 from ackstore.cursor.plan import Planner
 from ackstore.cursor.state import AckState
 from ackstore.ledger_acks import NO_ENTRIES, LedgerAcks
+from ackstore.ledger_cache import CachePool, LedgerCache
 from ackstore.storage import codecs
 from ackstore.storage.records import IndexEntry
 
@@ -30,6 +31,8 @@ PARTS = {
     "ChainFields": MarkerChain,
     "LedgerFields": LedgerAcks,
     "PlanFields": MarkerPlan,
+    "CacheFields": LedgerCache,
+    "PoolFields": CachePool,
 }
 
 
@@ -44,7 +47,8 @@ def test_every_part_derives_from_its_field_type_and_holds_its_fields() -> None:
 
 
 def test_the_field_names_are_the_declarations_annotations() -> None:
-    assert fields.FIELDS["LedgerFields"] == ("bitmap", "batches", "runs", "added", "counts", "counts_added")
+    assert fields.FIELDS["LedgerFields"] == ("bitmap", "batches", "runs", "added", "counts", "counts_added", "size")
+    assert fields.FIELDS["PoolFields"] == ("total", "budget")
     assert len(fields.FIELDS["ChainFields"]) == 19
     assert fields.field_names(LedgerAcks) == ("bitmap", "batches", "runs", "added", "counts", "counts_added", "size")
 
@@ -97,6 +101,12 @@ def test_the_compiled_field_types_are_the_modules_own() -> None:
         assert "__slots__" not in made.__dict__  # a type of the compiled module, not a class
     with pytest.raises(TypeError, match="names are strings"):
         native.fields_type("ackstore.fields.Bad", (1,), "")
+    # a declaration other than the one the module was built from (its fields' indices
+    # were compiled in): refused, naming it
+    with pytest.raises(RuntimeError, match=r"built from another ackstore/fields.py \(PoolFields .*rebuild it"):
+        native.fields_type("ackstore.fields.PoolFields", ("budget", "total"), "")
+    with pytest.raises(RuntimeError, match="Unknown"):
+        native.fields_type("ackstore.fields.Unknown", ("x",), "")
 
 
 @pytest.mark.skipif(codecs.native is None, reason=NOT_COMPILED)

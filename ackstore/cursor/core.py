@@ -40,7 +40,7 @@ from .plan import Planner
 from .read_side import ReadHost, ReadSide
 from .small import check_small, small_of
 from .snapshot import CursorSnapshot, batch_items, snapshot_of
-from .state import AckState
+from .state import ACK_POSITION, AckState
 from .validate import pair
 
 if TYPE_CHECKING:
@@ -245,7 +245,13 @@ class CursorCore(ReadSide):
                             self._parts()  # over the form's cap: the parts take it
                         return
                     self._parts()
-                self._ack_one(positions[0], positions[1])
+                ledger, entry = positions
+                done = 0 if ACK_POSITION is None else ACK_POSITION(self._state, ledger, entry, self.topic.version)
+                if done != 1:  # the compiled twin declined (0: the rule decides) or is over budget (2)
+                    if done:
+                        self._pages.fit(keep=(ledger,))
+                    else:
+                        self._ack_one(ledger, entry)
                 listed = self._flush_list
                 if self not in listed:
                     listed[self] = self._planner

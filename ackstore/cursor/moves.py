@@ -62,7 +62,7 @@ class LedgerSource(Protocol):
 class PositionMoves(StateFields):
     """Resets and read-position moves over the ack state's fields (set by AckState)."""
 
-    __slots__ = ("rp",)  # and StateFields' (md, range count, properties); AckState has the rest
+    __slots__ = ()  # StateFields' (positions, range count, properties, ...); AckState has the rest
 
     topic: TopicView
     ledgers: LedgerSource

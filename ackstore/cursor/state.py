@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING, Any
 from pyroaring import BitMap
 
 from ..errors import InvalidArgumentError, InvalidPositionError, InvalidTypeError, LedgerStateError, UnknownLedgerError
+from ..fields import native
 from ..ledger_acks import LedgerAcks, bitmap_of_range, run_end
-from ..ledger_cache import ACK_CHARGE
+from ..ledger_cache import ACK_CHARGE, LedgerCache
 from ..position import MAX_ENTRY, Position, trusted
 from ..storage.codecs import positions_by_ledger
 from .moves import MAX_BATCH_SIZE, LedgerSource, PositionMoves, TopicView
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from ..storage.records import Marker
 
 __all__ = [
+    "ACK_POSITION",
     "AckState",
     "LedgerSource",
     "MAX_BATCH_SIZE",
@@ -47,6 +49,17 @@ __all__ = [
     "MAX_PROPERTY_VALUE_BYTES",
     "latest_mark_delete",
 ]
+
+
+ACK_POSITION: Any = None
+"""``ackstore._native.ack_position(state, ledger, entry, version)`` where the module was built
+(``ackstore/_ack.c``): the compiled twin of :meth:`AckState.ack_one`'s common cases, which
+returns 0 having changed nothing when :meth:`AckState.ack_one` must decide (its pure twin),
+1 when done, 2 when done with the cache or the store's pool over its budget; None where it
+was not built (``ack_one`` decides every ack)."""
+if native is not None:
+    native.ack_setup(Position, ACK_CHARGE)
+    ACK_POSITION = native.ack_position
 
 
 def latest_mark_delete(d: LedgerDirectory) -> tuple[int, int]:
@@ -77,17 +90,13 @@ def _per_ledger(items: list[Any] | tuple[Any, ...]) -> dict[Any, list[Any]]:
         for item in items:
             if type(item) is not Position:
                 pair(item)
-    try:
-        per: dict[Any, list[Any]] = {}
-        for ledger, entry in items:
-            lst = per.get(ledger)
-            if lst is None:
-                per[ledger] = [entry]
-            else:
-                lst.append(entry)
-    except (TypeError, ValueError, IndexError):
-        bad = next((p for p in items if not (isinstance(p, tuple) and len(p) == 2)), items)
-        raise InvalidTypeError(f"expected Position(ledger, entry) items, got {bad!r}") from None
+    per: dict[Any, list[Any]] = {}  # (every item is a pair of ints now)
+    for ledger, entry in items:
+        lst = per.get(ledger)
+        if lst is None:
+            per[ledger] = [entry]
+        else:
+            lst.append(entry)
     return per
 
 
@@ -96,31 +105,23 @@ class AckState(PositionMoves):
     read path makes, resets and reads, are :class:`~ackstore.cursor.moves.PositionMoves`')."""
 
     # slots: a flush reads these for every dirty cursor; one object, no separate dict to fetch
-    __slots__ = (
-        "_cache",
-        "_dirty",
-        "_limit_ledger",
-        "_limit_value",
-        "_limit_version",
-        "ledgers",
-        "name",
-        "redeliveries",
-        "topic",
-    )
+    __slots__ = ("ledgers", "name", "redeliveries", "topic")  # and StateFields' (the compiled ack's)
+
+    cache: LedgerCache
 
     def __init__(self, topic: TopicView, name: str, ledgers: LedgerSource) -> None:
         self.topic = topic
         self.name = name
         self.ledgers = ledgers
-        self._cache = ledgers.cache  # the hot path reads these directly (never rebound)
-        self._dirty = ledgers.dirty
+        self.cache = ledgers.cache  # the hot path reads these directly (never rebound)
+        self.dirty = ledgers.dirty
         self.md: Position = trusted(0, -1)
         self.rp: Position = trusted(0, 0)
         self.range_count = 0
         self.properties: dict[str, int | str] = {}
         self.meta_dirty = False
         self.redeliveries = 0  # deliveries of entries delivered before (a counter, in memory)
-        self._limit_ledger, self._limit_value, self._limit_version = -1, -1, -1  # one-entry cache of the limit
+        self.limit_ledger, self.limit_value, self.limit_version = -1, -1, -1  # one-entry cache of the limit
 
     def load(self, marker: Marker | None, initial_position: str = "earliest") -> None:
         """Start from a recovered marker, with the ledger source already holding its
@@ -142,11 +143,11 @@ class AckState(PositionMoves):
             self.properties = dict(marker.properties)
             self.meta_dirty = False
         self.range_count = self.ledgers.runs()
-        self._limit_ledger, self._limit_value, self._limit_version = -1, -1, -1
+        self.limit_ledger, self.limit_value, self.limit_version = -1, -1, -1
         # a lazy open leaves the mark-delete ledger on disk only when its record holds
         # nothing at or below M + 1 (recovery checked): nothing to drop or advance over
         md_ledger = self.md[0]
-        self.reconcile(d, clean=md_ledger if md_ledger in self._cache.swapped else None)
+        self.reconcile(d, clean=md_ledger if md_ledger in self.cache.swapped else None)
         # the read position lives in memory only, as in Pulsar: after any restart reads
         # start at the first unacked entry after M (M + 1: M always stands just before
         # one), so whatever was dispatched and not acked is delivered again. A read
@@ -162,7 +163,7 @@ class AckState(PositionMoves):
         ledgers = self.ledgers
         for ledger in [x for x in ledgers.known() if x not in d]:
             self.range_count -= ledgers.vanish(ledger)
-        loaded = self._cache.loaded
+        loaded = self.cache.loaded
         if loaded:  # a lazy open loads none
             for ledger, la in list(loaded.items()):
                 self.clip(ledger, la)
@@ -203,7 +204,7 @@ class AckState(PositionMoves):
         every reader of the record clips them, as recovery does. O(counts) for M's ledger."""
         self.clip(ledger, la)
         md_l, md_e = self.md
-        if ledger == md_l and ledger in self._cache.loaded and 0 <= la.lowest() <= md_e:
+        if ledger == md_l and ledger in self.cache.loaded and 0 <= la.lowest() <= md_e:
             self.range_count += la.drop_through(md_e)
             self._touched(ledger, la)
 
@@ -301,7 +302,7 @@ class AckState(PositionMoves):
             if i < 0:
                 break
             if _ends_before_another(d, i, entry):
-                if ledger in self._cache:
+                if ledger in self.cache:
                     self.range_count -= ledgers.vanish(ledger)
                 ledger, entry = d.ids[i + 1], -1
                 moved = True
@@ -314,15 +315,15 @@ class AckState(PositionMoves):
 
     def ack_one(self, ledger: Any, entry: Any) -> None:
         """One position: the hot path, kept to a handful of dict/bitmap operations."""
-        if ledger == self._limit_ledger and self._limit_version == self.topic.version:
-            limit = self._limit_value
+        if ledger == self.limit_ledger and self.limit_version == self.topic.version:
+            limit = self.limit_value
         else:
             try:
                 limit = self.limit(ledger)
             except UnknownLedgerError:
                 self.check_ack(ledger, entry)  # raises unless at or below M (a ledger trimmed since)
                 return
-            self._limit_ledger, self._limit_value, self._limit_version = ledger, limit, self.topic.version
+            self.limit_ledger, self.limit_value, self.limit_version = ledger, limit, self.topic.version
         if type(entry) is not int or not 0 <= entry <= limit:
             self.check_entry(ledger, entry)
         md_l, md_e = self.md
@@ -330,7 +331,7 @@ class AckState(PositionMoves):
             return
         if ledger == md_l and entry == md_e + 1 and self._pass(ledger, entry, limit):
             return
-        cache = self._cache
+        cache = self.cache
         la = cache.loaded.get(ledger)
         if la is None:
             la = self.ledgers.get(ledger, create=True)
@@ -351,7 +352,7 @@ class AckState(PositionMoves):
             # leaves it out of ``counts_added`` too: the hot path does one dict operation)
         la.runs += delta
         self.range_count += delta
-        self._dirty.add(ledger)
+        self.dirty.add(ledger)
         la.size += ACK_CHARGE
         cache.nbytes += ACK_CHARGE
         pool = cache.pool
@@ -370,7 +371,7 @@ class AckState(PositionMoves):
         it): :meth:`advance` moves it then. O(1).
 
         The ledger's size stays charged as it was (an upper bound, as an ack's charge is)."""
-        cache = self._cache
+        cache = self.cache
         la = cache.loaded.get(ledger)
         if la is None:
             la = self.ledgers.get(ledger)  # swapped in when it is on disk; None: no state
@@ -395,7 +396,7 @@ class AckState(PositionMoves):
                 changed = True
             if changed:
                 if la:
-                    self._dirty.add(ledger)
+                    self.dirty.add(ledger)
                 else:
                     self.range_count -= self.ledgers.vanish(ledger)
         self.set_md(trusted(ledger, entry))
@@ -500,7 +501,7 @@ class AckState(PositionMoves):
         d = self.topic.directory
         ledgers = self.ledgers
         for other in d.ids[max(d.index(self.md[0]), 0) : max(d.index(ledger), 0)]:
-            if other in self._cache:
+            if other in self.cache:
                 self.range_count -= ledgers.vanish(other)
         la = ledgers.get(ledger)
         if la is not None:
@@ -621,7 +622,7 @@ class AckState(PositionMoves):
             assert d.end(md_l) < 0 or md_e <= d.end(md_l) - 1, (self.md, d.end(md_l))
             assert not (count >= 0 and md_e == count - 1 and d.next_after(md_l) is not None), "M not normalized"
         assert held_runs == self.range_count, (held_runs, self.range_count)
-        for ledger, la in self._cache.loaded.items():
+        for ledger, la in self.cache.loaded.items():
             entries = list(la.batches) + list(la.counts)
             for entry, n in la.counts.items():
                 assert n >= 1 and entry not in la.bitmap, (ledger, entry, n)

@@ -1,0 +1,267 @@
+/* ackstore._native.ack_position: the compiled twin of AckState.ack_one's common cases.
+ *
+ * Cursor.ack(Position) is a broker's most frequent call. Its rule is AckState.ack_one
+ * (ackstore/cursor/state.py): check the position against the ledger's limit, ignore what
+ * lies at or below the mark-delete position M, move M when the position is M + 1 and
+ * nothing after it is acked (dropping the entry's delivery count and partial batch), else
+ * add the entry to its ledger's acks with the exact change of the range count, charged to
+ * the cache. This file does the same on the fields ackstore/fields.py declares (the ack
+ * state's, its ledgers', their cache's and the store's pool's), each read at the index the
+ * build wrote into _fields_layout.h, and on the BitMaps, dicts and sets they hold.
+ *
+ * It takes only the cases that need nothing else: the ledger's limit in the state's
+ * one-entry cache, the ledger's acks loaded (or absent, for M + 1), no move of M past the
+ * one position, no ledger left empty. Anything else it declines having changed nothing,
+ * and AckState.ack_one decides it (it fills the limit's cache, swaps a ledger in, moves M
+ * over a run, drops an emptied ledger). tests/test_ack_state.py runs both on the same
+ * operations and compares every field.
+ *
+ * ack_position(state, ledger, entry, version) -> 0: declined (nothing changed); 1: done;
+ * 2: done, and the cache or the pool is over its budget (the caller evicts).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "_fields_layout.h"
+#include "_native.h"
+
+#define FIELD(o, i) (((PyObject **)((char *)(o) + sizeof(PyObject)))[i])
+
+static PyTypeObject *position_type; /* ackstore.position.Position, given by ack_setup */
+static long long ack_charge;        /* ledger_cache.ACK_CHARGE */
+static PyObject *str_move_to_end, *str_add;
+
+/* *out = x when x is an int that fits; else 0 (no exception) */
+static int small_int(PyObject *x, long long *out) {
+    if (!PyLong_CheckExact(x)) return 0;
+    int overflow;
+    *out = PyLong_AsLongLongAndOverflow(x, &overflow);
+    return !overflow;
+}
+
+/* the field `i` of `o`, an int, into *out; 0 when it is not one that fits */
+static int int_field(PyObject *o, int i, long long *out) {
+    PyObject *v = FIELD(o, i);
+    return v != NULL && small_int(v, out);
+}
+
+/* field `i` of `o` = n; -1 with an exception */
+static int set_int(PyObject *o, int i, long long n) {
+    PyObject *v = PyLong_FromLongLong(n);
+    if (v == NULL) return -1;
+    Py_XSETREF(FIELD(o, i), v);
+    return 0;
+}
+
+/* Position(l, e), a new reference */
+static PyObject *position(long long l, long long e) {
+    PyObject *pl = PyLong_FromLongLong(l), *pe = pl == NULL ? NULL : PyLong_FromLongLong(e), *p = NULL;
+    if (pe != NULL) p = position_type->tp_alloc(position_type, 2);
+    if (p == NULL) {
+        Py_XDECREF(pl);
+        Py_XDECREF(pe);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(p, 0, pl);
+    PyTuple_SET_ITEM(p, 1, pe);
+    return p;
+}
+
+/* 1 when `o` is of the field type `tp` or derives from it */
+static int of(PyObject *o, PyTypeObject *tp) { return tp != NULL && PyObject_TypeCheck(o, tp); }
+
+/* 1/0 whether the BitMap or dict `c` holds `n`; -1 with an exception */
+static int holds(PyObject *c, long long n) {
+    PyObject *k = PyLong_FromLongLong(n);
+    if (k == NULL) return -1;
+    int r = PySequence_Contains(c, k);
+    Py_DECREF(k);
+    return r;
+}
+
+/* del d[key] when d (a dict) holds it: 1 when it did, 0 when not, -1 with an exception */
+static int pop(PyObject *d, PyObject *key) {
+    if (!PyDict_Check(d) || PyDict_GET_SIZE(d) == 0) return 0;
+    PyObject *v = PyDict_GetItemWithError(d, key);
+    if (v == NULL) return PyErr_Occurred() ? -1 : 0;
+    return PyDict_DelItem(d, key) < 0 ? -1 : 1;
+}
+
+/* M moves to (l, e), the read position with it when M passed it (AckState.set_md) */
+static int set_md(PyObject *state, long long l, long long e) {
+    PyObject *md = position(l, e);
+    if (md == NULL) return -1;
+    Py_XSETREF(FIELD(state, F_StateFields_md), md);
+    Py_XSETREF(FIELD(state, F_StateFields_meta_dirty), Py_NewRef(Py_True));
+    PyObject *rp = FIELD(state, F_StateFields_rp);
+    long long rl, re;
+    if (rp == NULL || !PyTuple_Check(rp) || PyTuple_GET_SIZE(rp) != 2 || !small_int(PyTuple_GET_ITEM(rp, 0), &rl) ||
+        !small_int(PyTuple_GET_ITEM(rp, 1), &re)) {
+        PyErr_SetString(PyExc_TypeError, "the read position is not a Position of ints");
+        return -1;
+    }
+    if (rl < l || (rl == l && re < e + 1)) {
+        PyObject *moved = position(l, e + 1);
+        if (moved == NULL) return -1;
+        Py_XSETREF(FIELD(state, F_StateFields_rp), moved);
+    }
+    return 0;
+}
+
+static PyObject *ack_position(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    static PyTypeObject *state_type, *ledger_type, *cache_type, *pool_type;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "ack_position(state, ledger, entry, version)");
+        return NULL;
+    }
+    if (position_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "ack_position before ack_setup");
+        return NULL;
+    }
+    if (state_type == NULL) {
+        state_type = fields_type_named("StateFields");
+        ledger_type = fields_type_named("LedgerFields");
+        cache_type = fields_type_named("CacheFields");
+        pool_type = fields_type_named("PoolFields");
+    }
+    PyObject *state = args[0], *ledger = args[1], *declined = PyLong_FromLong(0);
+    long long l, e, version, cached, limit, md_l, md_e;
+    if (!of(state, state_type) || !small_int(ledger, &l) || !small_int(args[2], &e) ||
+        !small_int(args[3], &version))
+        return declined;
+    /* the ledger's limit, from the state's cache of it (ack_one fills it) */
+    if (!int_field(state, F_StateFields_limit_ledger, &cached) || cached != l ||
+        !int_field(state, F_StateFields_limit_version, &cached) || cached != version ||
+        !int_field(state, F_StateFields_limit_value, &limit) || e < 0 || e > limit)
+        return declined;
+    PyObject *md = FIELD(state, F_StateFields_md), *cache = FIELD(state, F_StateFields_cache);
+    if (md == NULL || !PyTuple_Check(md) || PyTuple_GET_SIZE(md) != 2 || !small_int(PyTuple_GET_ITEM(md, 0), &md_l) ||
+        !small_int(PyTuple_GET_ITEM(md, 1), &md_e) || cache == NULL || !of(cache, cache_type))
+        return declined;
+    Py_DECREF(declined);
+    if (l < md_l || (l == md_l && e <= md_e)) return PyLong_FromLong(1); /* acked already */
+    PyObject *loaded = FIELD(cache, F_CacheFields_loaded), *swapped = FIELD(cache, F_CacheFields_swapped),
+             *dirty = FIELD(state, F_StateFields_dirty), *pool = FIELD(cache, F_CacheFields_pool);
+    if (loaded == NULL || !PyDict_Check(loaded) || swapped == NULL || !PyAnySet_Check(swapped) || dirty == NULL ||
+        !PySet_Check(dirty) || pool == NULL || !of(pool, pool_type))
+        return PyLong_FromLong(0);
+    PyObject *la = PyDict_GetItemWithError(loaded, ledger); /* borrowed */
+    if (la == NULL && PyErr_Occurred()) return NULL;
+    if (la != NULL && !of(la, ledger_type)) return PyLong_FromLong(0);
+    PyObject *bm = la == NULL ? NULL : FIELD(la, F_LedgerFields_bitmap);
+    PyObject *counts = la == NULL ? NULL : FIELD(la, F_LedgerFields_counts);
+    PyObject *batches = la == NULL ? NULL : FIELD(la, F_LedgerFields_batches);
+    if (la != NULL && (bm == NULL || counts == NULL || batches == NULL || !PyDict_Check(counts) ||
+                       !PyDict_Check(batches)))
+        return PyLong_FromLong(0);
+    PyObject *key = PyLong_FromLongLong(e), *moved = NULL;
+    if (key == NULL) return NULL;
+    int t;
+    if (l == md_l && e == md_e + 1) {
+        /* AckState._pass: M moves to this one position and no further */
+        if (la == NULL) {
+            if ((t = PySet_Contains(swapped, ledger)) != 0) goto decline_or_fail; /* on disk: ack_one swaps it in */
+        } else {
+            if ((t = holds(bm, e + 1)) != 0) goto decline_or_fail; /* M moves over a run: ack_one's */
+        }
+        if (e >= limit) goto decline; /* a sealed ledger's last entry: M may go on to the next one */
+        if (la != NULL) {
+            int has_count = PyDict_GET_SIZE(counts) ? PyDict_Contains(counts, key) : 0;
+            int has_batch = PyDict_GET_SIZE(batches) ? PyDict_Contains(batches, key) : 0;
+            if (has_count < 0 || has_batch < 0) goto fail;
+            if (has_count || has_batch) {
+                int acks = PyObject_IsTrue(bm);
+                if (acks < 0) goto fail;
+                if (!acks && PyDict_GET_SIZE(counts) == has_count && PyDict_GET_SIZE(batches) == has_batch)
+                    goto decline; /* the ledger is left empty: ack_one drops it */
+            }
+            if ((moved = PyObject_CallMethodOneArg(loaded, str_move_to_end, ledger)) == NULL) goto fail;
+            if (has_count) {
+                PyObject *since = FIELD(la, F_LedgerFields_counts_added);
+                if (pop(counts, key) < 0 || (since != NULL && pop(since, key) < 0)) goto fail;
+            }
+            if (has_batch) {
+                if (pop(batches, key) < 0) goto fail;
+                Py_XSETREF(FIELD(la, F_LedgerFields_added), Py_NewRef(Py_None)); /* a new base */
+            }
+            if ((has_count || has_batch) && PySet_Add(dirty, ledger) < 0) goto fail;
+        }
+        if (set_md(state, l, e) < 0) goto fail;
+        Py_DECREF(key);
+        Py_XDECREF(moved);
+        return PyLong_FromLong(1);
+    }
+    /* AckState.ack_one's add: the entry joins its loaded ledger's acks */
+    if (la == NULL) goto decline; /* created or swapped in by ack_one */
+    if ((moved = PyObject_CallMethodOneArg(loaded, str_move_to_end, ledger)) == NULL) goto fail;
+    if ((t = holds(bm, e)) != 0) {
+        Py_DECREF(key);
+        Py_DECREF(moved);
+        return t < 0 ? NULL : PyLong_FromLong(1);
+    }
+    int before = e > 0 ? holds(bm, e - 1) : 0, after = before < 0 ? -1 : holds(bm, e + 1);
+    long long runs, ranges, size, nbytes, budget, total, pool_budget;
+    if (after < 0) goto fail;
+    if (!int_field(la, F_LedgerFields_runs, &runs) || !int_field(state, F_StateFields_range_count, &ranges) ||
+        !int_field(la, F_LedgerFields_size, &size) || !int_field(cache, F_CacheFields_nbytes, &nbytes) ||
+        !int_field(cache, F_CacheFields_budget, &budget) || !int_field(pool, F_PoolFields_total, &total) ||
+        !int_field(pool, F_PoolFields_budget, &pool_budget))
+        goto decline;
+    long long delta = 1 - before - after;
+    PyObject *r = PyObject_CallMethodOneArg(bm, str_add, key), *added = FIELD(la, F_LedgerFields_added);
+    if (r == NULL) goto fail;
+    Py_DECREF(r);
+    if (added != NULL && added != Py_None) {
+        if ((r = PyObject_CallMethodOneArg(added, str_add, key)) == NULL) goto fail;
+        Py_DECREF(r);
+    }
+    if ((t = pop(batches, key)) < 0) goto fail;
+    if (t) Py_XSETREF(FIELD(la, F_LedgerFields_added), Py_NewRef(Py_None)); /* a partial batch left the record */
+    if (pop(counts, key) < 0) goto fail; /* an acked entry has no delivery count */
+    if (set_int(la, F_LedgerFields_runs, runs + delta) < 0 || set_int(state, F_StateFields_range_count, ranges + delta) < 0 ||
+        PySet_Add(dirty, ledger) < 0 || set_int(la, F_LedgerFields_size, size + ack_charge) < 0 ||
+        set_int(cache, F_CacheFields_nbytes, nbytes + ack_charge) < 0 ||
+        set_int(pool, F_PoolFields_total, total + ack_charge) < 0)
+        goto fail;
+    Py_DECREF(key);
+    Py_DECREF(moved);
+    return PyLong_FromLong(nbytes + ack_charge > budget || total + ack_charge > pool_budget ? 2 : 1);
+decline_or_fail:
+    if (t < 0) goto fail;
+decline:
+    Py_DECREF(key);
+    Py_XDECREF(moved);
+    return PyLong_FromLong(0);
+fail:
+    Py_DECREF(key);
+    Py_XDECREF(moved);
+    return NULL;
+}
+
+/* ack_setup(Position, ACK_CHARGE) */
+static PyObject *ack_setup(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyType_Check(args[0]) || !PyType_IsSubtype((PyTypeObject *)args[0], &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "ack_setup(Position: a tuple type, ack_charge: int)");
+        return NULL;
+    }
+    long long charge = PyLong_AsLongLong(args[1]);
+    if (charge == -1 && PyErr_Occurred()) return NULL;
+    Py_XSETREF(position_type, (PyTypeObject *)Py_NewRef(args[0]));
+    ack_charge = charge;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"ack_position", (PyCFunction)(void (*)(void))ack_position, METH_FASTCALL,
+     "ack_position(state, ledger, entry, version) -> 0 (declined: AckState.ack_one decides), 1 (done) or 2 "
+     "(done; over budget)"},
+    {"ack_setup", (PyCFunction)(void (*)(void))ack_setup, METH_FASTCALL, "ack_setup(Position, ack_charge)"},
+    {NULL, NULL, 0, NULL},
+};
+
+int ack_init(PyObject *m) {
+    if ((str_move_to_end = PyUnicode_InternFromString("move_to_end")) == NULL ||
+        (str_add = PyUnicode_InternFromString("add")) == NULL)
+        return -1;
+    return PyModule_AddFunctions(m, methods);
+}
