@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ackstore.tools.mutant_screen import apply_mutant
+from ackstore.tools.mutant_screen import apply_mutant, sample
 
 SOURCE = """def top(x):
     if x < 0:
@@ -35,3 +35,12 @@ def test_a_mutant_that_cannot_be_placed_is_none() -> None:
     assert apply_mutant(SOURCE, "m.xǁMovesǁstep__mutmut_1", _diff("    return y", "    return 1")) is None
     two = "--- a\n+++ a\n-    if x < 0:\n-        return 0\n+    pass\n"
     assert apply_mutant(SOURCE, "m.xǁMovesǁstep__mutmut_2", two) is None
+
+
+def test_a_sample_is_seeded_in_order_and_whole_when_asked_for_all() -> None:
+    names = [f"m{i}" for i in range(50)]
+    drawn = sample(names, 10, 3)
+    assert len(drawn) == 10 and drawn == sorted(drawn, key=names.index)
+    assert drawn == sample(names, 10, 3)  # the same draw on every run
+    assert drawn != sample(names, 10, 4)
+    assert sample(names, 0, 3) == names and sample(names, 50, 3) == names and sample(names, 99, 3) == names

@@ -13,7 +13,9 @@ written to a JSON file as it comes, so a stopped screen goes on where it stopped
         --tests tests/test_pulsar_seek.py tests/test_revisions.py --out moves.json
 
 The checkout is never changed (the worktree is removed at the end); one mutant takes a few
-seconds when killed and the whole selection when it survives.
+seconds when killed and the whole selection when it survives. ``--sample N --seed S``
+screens N of them drawn at random (a module of a thousand mutants in an hour or so): the
+share that survives in the sample estimates the module's.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import argparse
 import ast
 import json
 import os
+import random
 import re
 import subprocess
 import sys
@@ -29,7 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
-__all__ = ["apply_mutant", "main"]
+__all__ = ["apply_mutant", "main", "sample"]
 
 _NAME = re.compile(r"\.x(?:ǁ(?P<cls>\w+)ǁ|_)(?P<fn>\w+?)__mutmut_\d+$")
 
@@ -69,6 +72,15 @@ def apply_mutant(source: str, name: str, diff: str) -> str | None:
     return "".join([*lines[:i], " " * indent + plus[0].strip() + "\n", *lines[i + 1 :]])
 
 
+def sample(names: list[str], n: int, seed: int) -> list[str]:
+    """``n`` of ``names`` drawn at random with ``seed`` (the same ones on every machine), in
+    their order; all of them when ``n`` is 0 or at least their number."""
+    if not 0 < n < len(names):
+        return list(names)
+    chosen = set(random.Random(seed).sample(range(len(names)), n))
+    return [name for i, name in enumerate(names) if i in chosen]
+
+
 def _mutants(module: str) -> list[str]:
     meta = Path("mutants") / f"{module}.meta"
     if not meta.is_file():
@@ -80,6 +92,7 @@ def _screen(args: argparse.Namespace, worktree: Path, results: dict[str, dict[st
     target = worktree / args.module
     original = target.read_text()
     names = [n for n in _mutants(args.module) if not args.only or any(o in n for o in args.only)]
+    names = sample(names, args.sample, args.seed)
     env = {**os.environ, "ACKSTORE_PURE_PYTHON": "1"}
     mutmut = Path(sys.executable).with_name("mutmut")
     if not mutmut.is_file():
@@ -121,8 +134,14 @@ def main(argv: list[str]) -> int:
         "--out", type=Path, required=True, help="the JSON file of verdicts (read first: a screen goes on)"
     )
     parser.add_argument("--only", nargs="*", default=[], help="only mutants whose names hold one of these")
+    parser.add_argument(
+        "--sample", type=int, default=0, help="screen this many of them, drawn with --seed (default: all)"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="the draw's seed (default 0)")
     parser.add_argument("--timeout", type=float, default=240.0, help="seconds a mutant's tests may take (default 240)")
     args = parser.parse_args(argv)
+    if args.sample < 0:
+        parser.error(f"--sample {args.sample} is not a number of mutants: allowed 0 (all) or more")
     if not Path(args.module).is_file():
         parser.error(f"module {args.module!r} is not a file of this checkout")
     results = json.loads(args.out.read_text()) if args.out.is_file() else {}
