@@ -16,7 +16,7 @@
  * over a run, drops an emptied ledger). tests/test_ack_state.py runs both on the same
  * operations and compares every field.
  *
- * ack_position(state, ledger, entry, version) -> 0: declined (nothing changed); 1: done;
+ * ack_position(state, position, version) -> 0: declined (nothing changed); 1: done;
  * 2: done, and the cache or the pool is over its budget (the caller evicts).
  */
 #define PY_SSIZE_T_CLEAN
@@ -53,22 +53,24 @@ static int set_int(PyObject *o, int i, long long n) {
     return 0;
 }
 
-/* Position(l, e), a new reference */
-static PyObject *position(long long l, long long e) {
-    PyObject *pl = PyLong_FromLongLong(l), *pe = pl == NULL ? NULL : PyLong_FromLongLong(e), *p = NULL;
-    if (pe != NULL) p = position_type->tp_alloc(position_type, 2);
-    if (p == NULL) {
-        Py_XDECREF(pl);
-        Py_XDECREF(pe);
-        return NULL;
-    }
-    PyTuple_SET_ITEM(p, 0, pl);
-    PyTuple_SET_ITEM(p, 1, pe);
+/* Position(ledger, entry), a new reference (it takes references of its own to both) */
+static PyObject *position(PyObject *ledger, PyObject *entry) {
+    PyObject *p = position_type->tp_alloc(position_type, 2);
+    if (p == NULL) return NULL;
+    PyTuple_SET_ITEM(p, 0, Py_NewRef(ledger));
+    PyTuple_SET_ITEM(p, 1, Py_NewRef(entry));
     return p;
 }
 
-/* 1 when `o` is of the field type `tp` or derives from it */
-static int of(PyObject *o, PyTypeObject *tp) { return tp != NULL && PyObject_TypeCheck(o, tp); }
+/* 1 when `o` is of the field type `tp` or derives from it; `seen`: the class the last such
+ * object was of (most are of the one class that derives from it: no walk of its bases) */
+static int of(PyObject *o, PyTypeObject *tp, PyTypeObject **seen) {
+    PyTypeObject *t = Py_TYPE(o);
+    if (t == *seen) return 1;
+    if (tp == NULL || !PyType_IsSubtype(t, tp)) return 0;
+    Py_XSETREF(*seen, (PyTypeObject *)Py_NewRef(t));
+    return 1;
+}
 
 /* 1/0 whether the BitMap or dict `c` holds `n`; -1 with an exception */
 static int holds(PyObject *c, long long n) {
@@ -87,9 +89,10 @@ static int pop(PyObject *d, PyObject *key) {
     return PyDict_DelItem(d, key) < 0 ? -1 : 1;
 }
 
-/* M moves to (l, e), the read position with it when M passed it (AckState.set_md) */
-static int set_md(PyObject *state, long long l, long long e) {
-    PyObject *md = position(l, e);
+/* M moves to (ledger, entry) (e: the entry as a C integer), the read position with it when
+ * M passed it (AckState.set_md) */
+static int set_md(PyObject *state, PyObject *ledger, PyObject *entry, long long l, long long e) {
+    PyObject *md = position(ledger, entry);
     if (md == NULL) return -1;
     Py_XSETREF(FIELD(state, F_StateFields_md), md);
     Py_XSETREF(FIELD(state, F_StateFields_meta_dirty), Py_NewRef(Py_True));
@@ -101,7 +104,8 @@ static int set_md(PyObject *state, long long l, long long e) {
         return -1;
     }
     if (rl < l || (rl == l && re < e + 1)) {
-        PyObject *moved = position(l, e + 1);
+        PyObject *next = PyLong_FromLongLong(e + 1), *moved = next == NULL ? NULL : position(ledger, next);
+        Py_XDECREF(next);
         if (moved == NULL) return -1;
         Py_XSETREF(FIELD(state, F_StateFields_rp), moved);
     }
@@ -109,9 +113,10 @@ static int set_md(PyObject *state, long long l, long long e) {
 }
 
 static PyObject *ack_position(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    static PyTypeObject *state_type, *ledger_type, *cache_type, *pool_type;
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "ack_position(state, ledger, entry, version)");
+    static PyTypeObject *state_type, *ledger_type, *cache_type, *pool_type, *state_seen, *ledger_seen, *cache_seen,
+        *pool_seen;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "ack_position(state, position, version)");
         return NULL;
     }
     if (position_type == NULL) {
@@ -124,10 +129,12 @@ static PyObject *ack_position(PyObject *self, PyObject *const *args, Py_ssize_t 
         cache_type = fields_type_named("CacheFields");
         pool_type = fields_type_named("PoolFields");
     }
-    PyObject *state = args[0], *ledger = args[1], *declined = PyLong_FromLong(0);
+    PyObject *state = args[0], *pos = args[1], *declined = PyLong_FromLong(0);
+    if (!PyTuple_Check(pos) || PyTuple_GET_SIZE(pos) != 2) return declined;
+    PyObject *ledger = PyTuple_GET_ITEM(pos, 0), *key = PyTuple_GET_ITEM(pos, 1); /* borrowed: the entry */
     long long l, e, version, cached, limit, md_l, md_e;
-    if (!of(state, state_type) || !small_int(ledger, &l) || !small_int(args[2], &e) ||
-        !small_int(args[3], &version))
+    if (!of(state, state_type, &state_seen) || !small_int(ledger, &l) || !small_int(key, &e) ||
+        !small_int(args[2], &version))
         return declined;
     /* the ledger's limit, from the state's cache of it (ack_one fills it) */
     if (!int_field(state, F_StateFields_limit_ledger, &cached) || cached != l ||
@@ -136,26 +143,25 @@ static PyObject *ack_position(PyObject *self, PyObject *const *args, Py_ssize_t 
         return declined;
     PyObject *md = FIELD(state, F_StateFields_md), *cache = FIELD(state, F_StateFields_cache);
     if (md == NULL || !PyTuple_Check(md) || PyTuple_GET_SIZE(md) != 2 || !small_int(PyTuple_GET_ITEM(md, 0), &md_l) ||
-        !small_int(PyTuple_GET_ITEM(md, 1), &md_e) || cache == NULL || !of(cache, cache_type))
+        !small_int(PyTuple_GET_ITEM(md, 1), &md_e) || cache == NULL || !of(cache, cache_type, &cache_seen))
         return declined;
     Py_DECREF(declined);
     if (l < md_l || (l == md_l && e <= md_e)) return PyLong_FromLong(1); /* acked already */
     PyObject *loaded = FIELD(cache, F_CacheFields_loaded), *swapped = FIELD(cache, F_CacheFields_swapped),
              *dirty = FIELD(state, F_StateFields_dirty), *pool = FIELD(cache, F_CacheFields_pool);
     if (loaded == NULL || !PyDict_Check(loaded) || swapped == NULL || !PyAnySet_Check(swapped) || dirty == NULL ||
-        !PySet_Check(dirty) || pool == NULL || !of(pool, pool_type))
+        !PySet_Check(dirty) || pool == NULL || !of(pool, pool_type, &pool_seen))
         return PyLong_FromLong(0);
     PyObject *la = PyDict_GetItemWithError(loaded, ledger); /* borrowed */
     if (la == NULL && PyErr_Occurred()) return NULL;
-    if (la != NULL && !of(la, ledger_type)) return PyLong_FromLong(0);
+    if (la != NULL && !of(la, ledger_type, &ledger_seen)) return PyLong_FromLong(0);
     PyObject *bm = la == NULL ? NULL : FIELD(la, F_LedgerFields_bitmap);
     PyObject *counts = la == NULL ? NULL : FIELD(la, F_LedgerFields_counts);
     PyObject *batches = la == NULL ? NULL : FIELD(la, F_LedgerFields_batches);
     if (la != NULL && (bm == NULL || counts == NULL || batches == NULL || !PyDict_Check(counts) ||
                        !PyDict_Check(batches)))
         return PyLong_FromLong(0);
-    PyObject *key = PyLong_FromLongLong(e), *moved = NULL;
-    if (key == NULL) return NULL;
+    PyObject *moved = NULL;
     int t;
     if (l == md_l && e == md_e + 1) {
         /* AckState._pass: M moves to this one position and no further */
@@ -186,16 +192,14 @@ static PyObject *ack_position(PyObject *self, PyObject *const *args, Py_ssize_t 
             }
             if ((has_count || has_batch) && PySet_Add(dirty, ledger) < 0) goto fail;
         }
-        if (set_md(state, l, e) < 0) goto fail;
-        Py_DECREF(key);
+        if (set_md(state, ledger, key, l, e) < 0) goto fail;
         Py_XDECREF(moved);
         return PyLong_FromLong(1);
     }
     /* AckState.ack_one's add: the entry joins its loaded ledger's acks */
     if (la == NULL) goto decline; /* created or swapped in by ack_one */
     if ((moved = PyObject_CallMethodOneArg(loaded, str_move_to_end, ledger)) == NULL) goto fail;
-    if ((t = holds(bm, e)) != 0) {
-        Py_DECREF(key);
+    if ((t = PySequence_Contains(bm, key)) != 0) {
         Py_DECREF(moved);
         return t < 0 ? NULL : PyLong_FromLong(1);
     }
@@ -223,17 +227,14 @@ static PyObject *ack_position(PyObject *self, PyObject *const *args, Py_ssize_t 
         set_int(cache, F_CacheFields_nbytes, nbytes + ack_charge) < 0 ||
         set_int(pool, F_PoolFields_total, total + ack_charge) < 0)
         goto fail;
-    Py_DECREF(key);
     Py_DECREF(moved);
     return PyLong_FromLong(nbytes + ack_charge > budget || total + ack_charge > pool_budget ? 2 : 1);
 decline_or_fail:
     if (t < 0) goto fail;
 decline:
-    Py_DECREF(key);
     Py_XDECREF(moved);
     return PyLong_FromLong(0);
 fail:
-    Py_DECREF(key);
     Py_XDECREF(moved);
     return NULL;
 }
@@ -253,7 +254,7 @@ static PyObject *ack_setup(PyObject *self, PyObject *const *args, Py_ssize_t nar
 
 static PyMethodDef methods[] = {
     {"ack_position", (PyCFunction)(void (*)(void))ack_position, METH_FASTCALL,
-     "ack_position(state, ledger, entry, version) -> 0 (declined: AckState.ack_one decides), 1 (done) or 2 "
+     "ack_position(state, position, version) -> 0 (declined: AckState.ack_one decides), 1 (done) or 2 "
      "(done; over budget)"},
     {"ack_setup", (PyCFunction)(void (*)(void))ack_setup, METH_FASTCALL, "ack_setup(Position, ack_charge)"},
     {NULL, NULL, 0, NULL},

@@ -538,7 +538,7 @@ def _fields_of(state: AckState, ledgers: MemoryLedgers) -> tuple[object, ...]:
 def _ack_compiled(state: AckState, ledger: int, entry: int) -> int:
     """What ``CursorCore.ack`` does with one position: the compiled twin first, the rule
     when it declines; returns what the twin said."""
-    done = ACK_POSITION(state, ledger, entry, state.topic.version)
+    done = ACK_POSITION(state, (ledger, entry), state.topic.version)
     if done == 0:
         state.ack_one(ledger, entry)
     return int(done)
@@ -610,28 +610,28 @@ def test_the_compiled_ack_takes_the_common_cases_and_declines_the_rest() -> None
     """What the twin takes (1), takes over budget (2) and leaves to the rule (0, nothing
     changed), case by case."""
     _, topic, ((state, ledgers), _) = _twins(1 << 40)
-    assert ACK_POSITION(state, 3, 5, topic.version) == 0  # the limit of ledger 3 not cached yet
+    assert ACK_POSITION(state, (3, 5), topic.version) == 0  # the limit of ledger 3 not cached yet
     state.ack_one(3, 5)  # (the rule caches it)
-    assert ACK_POSITION(state, 1, 0, topic.version) == 0  # another ledger's limit
-    assert ACK_POSITION(state, 3, 7, topic.version + 1) == 0  # the directory changed since
-    assert ACK_POSITION(state, 3, 7, topic.version) == 1 and state.is_acked((3, 7))  # an add
-    assert ACK_POSITION(state, 3, 7, topic.version) == 1 and state.range_count == 2  # acked already
-    assert ACK_POSITION(state, 3, 6, topic.version) == 1 and state.range_count == 1  # joins two runs
-    assert ACK_POSITION(state, 3, -1, topic.version) == 0 and ACK_POSITION(state, 3, "x", topic.version) == 0
+    assert ACK_POSITION(state, (1, 0), topic.version) == 0  # another ledger's limit
+    assert ACK_POSITION(state, (3, 7), topic.version + 1) == 0  # the directory changed since
+    assert ACK_POSITION(state, (3, 7), topic.version) == 1 and state.is_acked((3, 7))  # an add
+    assert ACK_POSITION(state, (3, 7), topic.version) == 1 and state.range_count == 2  # acked already
+    assert ACK_POSITION(state, (3, 6), topic.version) == 1 and state.range_count == 1  # joins two runs
+    assert ACK_POSITION(state, (3, -1), topic.version) == 0 and ACK_POSITION(state, (3, "x"), topic.version) == 0
     state.ack_cumulative((3, 2))
-    assert ACK_POSITION(state, 3, 3, topic.version) == 1 and state.md == Position(3, 3)  # M + 1: M moves
-    assert ACK_POSITION(state, 3, 4, topic.version) == 0  # M + 1 with a run after it: M moves over it
+    assert ACK_POSITION(state, (3, 3), topic.version) == 1 and state.md == Position(3, 3)  # M + 1: M moves
+    assert ACK_POSITION(state, (3, 4), topic.version) == 0  # M + 1 with a run after it: M moves over it
     state.ack_one(3, 4)
     assert state.md == Position(3, 7) and state.range_count == 0
-    assert ACK_POSITION(state, 3, 8, topic.version) == 1 and state.md == Position(3, 8)  # M + 1, no state
+    assert ACK_POSITION(state, (3, 8), topic.version) == 1 and state.md == Position(3, 8)  # M + 1, no state
     record_deliveries(state, [(3, 9), (3, 10)])
-    assert ACK_POSITION(state, 3, 9, topic.version) == 1 and state.md == Position(3, 9)
+    assert ACK_POSITION(state, (3, 9), topic.version) == 1 and state.md == Position(3, 9)
     assert ledgers.peek(3).counts == {10: 1} and 3 in ledgers.dirty  # its count went, the other stays
-    assert ACK_POSITION(state, 3, 10, topic.version) == 0  # the last count: the ledger would be left empty
+    assert ACK_POSITION(state, (3, 10), topic.version) == 0  # the last count: the ledger would be left empty
     state.ack_one(3, 10)
     assert ledgers.peek(3) is None and state.md == Position(3, 10)
-    assert ACK_POSITION(state, 3, 5, topic.version) == 1  # at or below M
+    assert ACK_POSITION(state, (3, 5), topic.version) == 1  # at or below M
     ledgers.cache.budget = ledgers.cache.nbytes
     state.ack_one(3, 20)
-    assert ACK_POSITION(state, 3, 22, topic.version) == 2  # done, over the budget: the caller evicts
+    assert ACK_POSITION(state, (3, 22), topic.version) == 2  # done, over the budget: the caller evicts
     assert state.is_acked((3, 22)) and state.range_count == 2

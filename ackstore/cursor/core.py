@@ -245,13 +245,12 @@ class CursorCore(ReadSide):
                             self._parts()  # over the form's cap: the parts take it
                         return
                     self._parts()
-                ledger, entry = positions
-                done = 0 if ACK_POSITION is None else ACK_POSITION(self._state, ledger, entry, self.topic.version)
+                done = 0 if ACK_POSITION is None else ACK_POSITION(self._state, positions, self.topic.version)
                 if done != 1:  # the compiled twin declined (0: the rule decides) or is over budget (2)
                     if done:
-                        self._pages.fit(keep=(ledger,))
+                        self._pages.fit(keep=(positions[0],))
                     else:
-                        self._ack_one(ledger, entry)
+                        self._ack_one(positions[0], positions[1])
                 listed = self._flush_list
                 if self not in listed:
                     listed[self] = self._planner

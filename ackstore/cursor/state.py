@@ -52,7 +52,7 @@ __all__ = [
 
 
 ACK_POSITION: Any = None
-"""``ackstore._native.ack_position(state, ledger, entry, version)`` where the module was built
+"""``ackstore._native.ack_position(state, (ledger, entry), version)`` where the module was built
 (``ackstore/_ack.c``): the compiled twin of :meth:`AckState.ack_one`'s common cases, which
 returns 0 having changed nothing when :meth:`AckState.ack_one` must decide (its pure twin),
 1 when done, 2 when done with the cache or the store's pool over its budget; None where it
