@@ -23,6 +23,7 @@ from ackstore.directory import LedgerDirectory
 from ackstore.errors import InvalidPositionError, InvalidTypeError, LedgerStateError, UnknownLedgerError
 from ackstore.ledger_acks import LedgerAcks
 from ackstore.ledger_cache import LedgerCache
+from ackstore.storage.records import Marker
 
 from .codec_impls import NOT_COMPILED
 from .model import CursorModel, TopicModel
@@ -635,3 +636,150 @@ def test_the_compiled_ack_takes_the_common_cases_and_declines_the_rest() -> None
     state.ack_one(3, 20)
     assert ACK_POSITION(state, (3, 22), topic.version) == 2  # done, over the budget: the caller evicts
     assert state.is_acked((3, 22)) and state.range_count == 2
+
+
+# -- edges a random walk seldom reaches ------------------------------------------------------------
+
+
+def _marker(md: tuple[int, int]) -> Marker:
+    return Marker(full=True, prev=-1, mark_delete=md, read_position=(md[0], md[1] + 1), properties={}, index={})
+
+
+def _loaded(md: tuple[int, int], held: dict[int, LedgerAcks]) -> tuple[AckState, MemoryLedgers]:
+    """A state recovered at ``md`` whose ledgers' records held ``held`` (clipped on load)."""
+    d = LedgerDirectory()
+    for ledger, count in LEDGERS:
+        d.add(ledger)
+        if count is not None:
+            d.close(ledger, count)
+    ledgers = MemoryLedgers()
+    for ledger, la in held.items():
+        ledgers.cache.add(ledger, la)
+    state = AckState(_Topic("t", d), "c", ledgers)
+    state.load(_marker(md))
+    return state, ledgers
+
+
+def test_a_recovered_state_drops_what_lies_at_or_below_its_mark_delete_position() -> None:
+    """Acks at entry 0 and at M itself leave M's ledger on load; what lies above stays."""
+    state, ledgers = _loaded((3, 5), {3: LedgerAcks(BitMap([0, 4, 5, 7]), counts={2: 1, 9: 2})})
+    la = ledgers.peek(3)
+    assert la is not None and list(la.bitmap) == [7] and la.counts == {9: 2}
+    assert state.range_count == 1 and state.md == Position(3, 5) and state.rp == Position(3, 6)
+    state._check(ledgers.runs())
+
+
+def test_a_mark_delete_position_past_a_ledgers_end_is_clipped_and_persisted() -> None:
+    """Persisted past the end the ledger was sealed at since (a crash between the two):
+    M is the ledger's last entry, the read position M + 1, and the next flush writes it."""
+    state, ledgers = _loaded((2, 14), {2: LedgerAcks(BitMap([3]), counts={10: 1, 9: 1})})
+    # ledger 2 holds 10 entries: M is 2:9 (its last), which moves on to ledger 3
+    assert state.md == Position(3, -1) and state.rp == Position(3, 0) and state.meta_dirty
+    assert ledgers.peek(2) is None and state.range_count == 0
+    state._check(ledgers.runs())
+
+
+def test_a_sealed_ledgers_state_past_its_end_is_clipped_counts_included() -> None:
+    """A count or an ack at exactly the ledger's end (10 entries: 0..9) goes, one below stays."""
+    state, ledgers = _loaded((1, 3), {2: LedgerAcks(BitMap([4, 10]), counts={9: 1, 10: 3})})
+    la = ledgers.peek(2)
+    assert la is not None and list(la.bitmap) == [4] and la.counts == {9: 1}
+    assert state.range_count == 1  # ledger 2's one run
+    state._check(ledgers.runs())
+
+
+def test_mark_delete_plus_one_at_a_sealed_ledgers_last_entry_moves_into_the_next_ledger() -> None:
+    state, ledgers, _, _ = _fresh()
+    state.ack_cumulative((1, 18))
+    state.ack_one(1, 19)  # ledger 1's last (20 entries)
+    assert state.md == Position(2, -1) and state.rp == Position(2, 0)
+    state.ack_cumulative((2, 8))
+    record_deliveries(state, [(2, 9), (3, 0)])
+    state.ack_one(2, 9)  # its count goes with it, and ledger 2 with M
+    assert state.md == Position(3, -1) and ledgers.peek(2) is None
+    state._check(ledgers.runs())
+
+
+def test_mark_delete_plus_one_whose_ledger_then_holds_nothing_keeps_the_other_ledgers_ranges() -> None:
+    state, ledgers, _, _ = _fresh()
+    state.ack_items([Position(3, 4), Position(3, 8)])
+    record_deliveries(state, [(1, 0)])
+    assert state.range_count == 2
+    state.ack_one(1, 0)  # ledger 1 held only that count: it goes, ledger 3's two ranges stay
+    assert ledgers.peek(1) is None and state.range_count == 2 and state.md == Position(1, 0)
+    state._check(ledgers.runs())
+
+
+def test_an_ack_of_an_entry_with_a_partial_batch_ends_the_batch_and_others_stay() -> None:
+    state, ledgers, _, _ = _fresh()
+    state.ack_batch_index((1, 5), 4, [0])
+    state.ack_batch_index((1, 0), 4, [1])
+    state.ack_batch_index((1, 7), 4, [2])
+    state.ack_one(1, 5)  # acked whole: its batch goes
+    la = ledgers.peek(1)
+    assert la is not None and sorted(la.batches) == [0, 7] and la.added is None
+    state.ack_one(1, 0)  # M + 1 with batches held elsewhere: M moves, 7's batch stays
+    assert state.md == Position(1, 0) and sorted(la.batches) == [7]
+    assert state.batch_acked_indexes((1, 7)) == frozenset({2})
+    state._check(ledgers.runs())
+
+
+def test_moving_over_a_run_drops_the_counts_of_every_entry_it_passes() -> None:
+    state, ledgers, _, _ = _fresh()
+    state.ack_cumulative((2, 9))
+    assert state.md == Position(3, -1)
+    record_deliveries(state, [(3, e) for e in range(6)])
+    state.ack_items([Position(3, e) for e in (1, 2, 4)])
+    state.ack_one(3, 0)  # M moves over 0..2: the counts of 1 and 2 went with their acks, 0's now
+    la = ledgers.peek(3)
+    assert state.md == Position(3, 2) and la is not None and la.counts == {3: 1, 5: 1}
+    state.ack_one(3, 3)  # and over 3..4
+    assert state.md == Position(3, 4) and la.counts == {5: 1}
+    state._check(ledgers.runs())
+
+
+def test_a_move_that_moves_nothing_changes_nothing_to_persist() -> None:
+    """A ledger added (every cursor of the topic is asked to advance) moves no M that has
+    nothing to move over: nothing for the next flush to write."""
+    state, _, _, _ = _fresh()
+    state.ack_items([Position(1, 3)])
+    assert state.take_meta_dirty()
+    state.topic.directory.close(3, 30)
+    state.topic.directory.add(4)
+    state.on_directory_change(state.topic.directory)
+    assert not state.meta_dirty and state.md == Position(1, -1)
+
+
+@pytest.mark.parametrize("ledger", [3])
+def test_closing_a_ledger_refuses_to_cut_off_an_ack_or_a_delivery(ledger: int) -> None:
+    state, _, _, _ = _fresh()
+    state.ack_items([Position(ledger, 9)])
+    with pytest.raises(LedgerStateError, match=r"entry 3:9; allowed entries >= 10"):
+        state.check_close(ledger, 9)
+    state.check_close(ledger, 10)
+    record_deliveries(state, [(ledger, 12)])
+    with pytest.raises(LedgerStateError, match=r"entry 3:12; allowed entries >= 13"):
+        state.check_close(ledger, 12)
+    state.check_close(ledger, 13)
+
+
+def test_an_ack_in_a_ledger_trimmed_below_the_mark_delete_position_is_ignored() -> None:
+    """Ledger 0 and 1 trimmed while M stands in 2: an ack there (even of ledger 0) is ignored
+    as Pulsar ignores it; a ledger never added above M is still refused."""
+    d = LedgerDirectory()
+    for ledger in (0, 1, 2):
+        d.add(ledger)
+        d.close(ledger, 5)
+    d.add(3)
+    ledgers = MemoryLedgers()
+    state = AckState(_Topic("t", d), "c", ledgers)
+    state.load(None)
+    state.ack_cumulative((2, 1))
+    d.trim(2)
+    state.on_directory_change(d)
+    for position in [(0, 4), (1, 3), (0, 99)]:
+        state.ack_one(*position)
+        state.ack_items([Position(*position), Position(2, 3)])
+    assert state.md == Position(2, 1) and state.is_acked((2, 3)) and state.range_count == 1
+    with pytest.raises(UnknownLedgerError):
+        state.ack_one(7, 0)
