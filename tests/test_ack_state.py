@@ -7,6 +7,7 @@ small interface the cursor's pages offer) must move exactly as ``tests/model.py`
 from __future__ import annotations
 
 import re
+from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal, overload
@@ -783,3 +784,35 @@ def test_an_ack_in_a_ledger_trimmed_below_the_mark_delete_position_is_ignored() 
     assert state.md == Position(2, 1) and state.is_acked((2, 3)) and state.range_count == 1
     with pytest.raises(UnknownLedgerError):
         state.ack_one(7, 0)
+
+
+@pytest.mark.parametrize(
+    ("entries", "error", "message"),
+    [
+        ([1, "x"], InvalidTypeError, "entry must be an int, got 'x' (str)"),
+        ([1, 2.0], InvalidTypeError, "entry must be an int, got 2.0 (float)"),
+        (array("d", [1.0]), InvalidTypeError, "entries must be ints, got an array of typecode 'd'"),
+        (array("f", [1.0]), InvalidTypeError, "entries must be ints, got an array of typecode 'f'"),
+        (7, InvalidTypeError, "entries must be an iterable of ints, got 7"),
+        ([4, -1], InvalidPositionError, "position 3:-1 is outside ledger 3: allowed entries 0..4294967294"),
+        (array("q", [4, -2]), InvalidPositionError, "position 3:-2 is outside ledger 3: allowed entries 0..4294967294"),
+    ],
+)
+def test_entries_of_one_ledger_that_are_not_entries_are_named_and_none_acked(
+    entries: object, error: type, message: str
+) -> None:
+    state, ledgers, _, _ = _fresh()
+    with pytest.raises(error) as raised:
+        state.ack_entries(3, entries)  # type: ignore[arg-type]
+    assert str(raised.value).startswith(message), str(raised.value)
+    assert state.range_count == 0 and not ledgers.known()
+
+
+def test_entries_of_one_ledger_up_to_its_last_and_none_at_all() -> None:
+    state, _, _, _ = _fresh()
+    state.ack_entries(3, [])
+    state.ack_entries(2, array("I", [9]))  # ledger 2's last entry (10 entries)
+    assert state.is_acked((2, 9)) and state.range_count == 1
+    with pytest.raises(InvalidPositionError, match=r"position 2:10 is outside ledger 2: allowed entries 0\.\.9"):
+        state.ack_entries(2, BitMap([3, 10]))
+    assert not state.is_acked((2, 3)) and state.range_count == 1
