@@ -34,8 +34,6 @@ bench-docs: $(STAMP)
 	$(BIN)/python -m benchmarks.scale --docs docs/benchmarks.md
 	$(BIN)/python -m benchmarks.history_window --docs docs/benchmarks.md
 	$(BIN)/python -m benchmarks.ack_wait --docs docs/benchmarks.md
-	$(BIN)/python -m benchmarks.ack_wait --docs docs/benchmarks.md
-	$(BIN)/python -m benchmarks.history_window --docs docs/benchmarks.md
 	$(BIN)/python -m benchmarks.spark_tables --docs docs/spark.md
 
 docs: $(STAMP)
