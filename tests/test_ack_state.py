@@ -10,7 +10,7 @@ import re
 from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal, overload
+from typing import Any, Literal, overload
 
 import pytest
 from hypothesis import assume, given, settings
@@ -19,11 +19,19 @@ from pyroaring import BitMap
 
 from ackstore import AckStoreError, Position
 from ackstore.cursor.deliveries import record_deliveries
+from ackstore.cursor.moves import MAX_BATCH_SIZE
 from ackstore.cursor.state import ACK_POSITION, AckState
 from ackstore.directory import LedgerDirectory
-from ackstore.errors import InvalidPositionError, InvalidTypeError, LedgerStateError, UnknownLedgerError
+from ackstore.errors import (
+    InvalidArgumentError,
+    InvalidPositionError,
+    InvalidTypeError,
+    LedgerStateError,
+    UnknownLedgerError,
+)
 from ackstore.ledger_acks import LedgerAcks
 from ackstore.ledger_cache import LedgerCache
+from ackstore.position import MAX_ENTRY
 from ackstore.storage.records import Marker
 
 from .codec_impls import NOT_COMPILED
@@ -816,3 +824,75 @@ def test_entries_of_one_ledger_up_to_its_last_and_none_at_all() -> None:
     with pytest.raises(InvalidPositionError, match=r"position 2:10 is outside ledger 2: allowed entries 0\.\.9"):
         state.ack_entries(2, BitMap([3, 10]))
     assert not state.is_acked((2, 3)) and state.range_count == 1
+
+
+def test_a_batchs_acks_add_up_and_its_size_and_indexes_are_checked_at_their_bounds() -> None:
+    state, ledgers, _, _ = _fresh()
+    state.ack_batch_index((3, 4), 4, [0])
+    state.ack_batch_index((3, 4), 4, [2])  # the second adds to the first
+    assert state.batch_acked_indexes((3, 4)) == frozenset({0, 2}) and not state.is_acked((3, 4))
+    with pytest.raises(InvalidArgumentError, match=r"^batch_size 5 does not match the 4 already recorded for 3:4$"):
+        state.ack_batch_index((3, 4), 5, [1])
+    with pytest.raises(InvalidArgumentError, match=r"^batch index 4 is outside the batch: allowed 0\.\.3$"):
+        state.ack_batch_index((3, 4), 4, [4])
+    for size in (0, MAX_BATCH_SIZE + 1):
+        with pytest.raises(
+            InvalidArgumentError, match=rf"^batch_size {size} is not allowed: allowed 1\.\.{MAX_BATCH_SIZE}$"
+        ):
+            state.ack_batch_index((3, 6), size, [0])
+    state.ack_batch_index((3, 6), MAX_BATCH_SIZE, [MAX_BATCH_SIZE - 1])  # the largest batch, its last index
+    assert state.batch_acked_indexes((3, 6)) == frozenset({MAX_BATCH_SIZE - 1})
+    state.ack_batch_index((3, 4), 4, [1, 3])  # every index: the entry is acked whole
+    assert state.is_acked((3, 4)) and state.batch_acked_indexes((3, 4)) is None
+    state._check(ledgers.runs())
+
+
+def test_the_highest_entry_a_position_can_have_is_acked_and_read_back() -> None:
+    state, ledgers, _, _ = _fresh()
+    state.ack_one(3, MAX_ENTRY)  # ledger 3 is open and its end untracked: any entry is allowed
+    assert state.is_acked((3, MAX_ENTRY)) and not state.is_acked((3, MAX_ENTRY - 1))
+    assert not state.is_acked((3, MAX_ENTRY + 1))
+    state._check(ledgers.runs())
+
+
+def test_a_property_set_or_removed_is_persisted_by_the_next_flush() -> None:
+    state, _, _, _ = _fresh()
+    state.take_meta_dirty()
+    state.set_property("a", 1)
+    assert state.take_meta_dirty() is True and state.properties == {"a": 1}
+    assert state.remove_property("b") is False and state.meta_dirty is False
+    assert state.remove_property("a") is True and state.take_meta_dirty() is True
+
+
+def _place_md(state: AckState, md: Position) -> None:
+    state.md, state.rp = md, md.next()
+
+
+@pytest.mark.parametrize(
+    ("plant", "message"),
+    [
+        (lambda s, ls: ls.get(1, create=True).own_batches().__setitem__(2, (3, 0b111)), "2"),  # a full mask
+        (lambda s, ls: ls.get(1, create=True).own_batches().__setitem__(3, (3, 0)), "3"),  # an empty one
+        (lambda s, ls: ls.get(2, create=True).own_counts().__setitem__(10, 1), "10"),  # past the end (10 entries)
+        (lambda s, ls: _place_md(s, Position(2, 9)), "not normalized"),  # M at a sealed end, a ledger after
+        (lambda s, ls: _place_md(s, Position(2, 10)), "(2, 10)"),  # M past the end
+    ],
+)
+def test_the_states_own_check_finds_each_planted_fault(plant: Any, message: str) -> None:
+    """``_check`` (what the tests call after each change) fails on each invariant broken,
+    at its bound: a batch whose mask is full or empty, a count at exactly a ledger's end,
+    M left at a sealed ledger's last entry, M past the end."""
+    state, ledgers, _, _ = _fresh()
+    state.ack_cumulative((1, 0))
+    state._check(ledgers.runs())
+    plant(state, ledgers)
+    with pytest.raises(AssertionError, match=re.escape(message)):
+        state._check(ledgers.runs())
+
+
+def test_the_states_own_check_finds_an_entry_at_the_mark_delete_position() -> None:
+    state, ledgers, _, _ = _fresh()
+    state.ack_cumulative((1, 4))
+    ledgers.get(1, create=True).own_counts()[4] = 1  # at M itself: nothing at or below M is held
+    with pytest.raises(AssertionError, match=r"\(1, 4, 4\)"):
+        state._check(ledgers.runs())
