@@ -688,9 +688,21 @@ def test_a_mark_delete_position_past_a_ledgers_end_is_clipped_and_persisted() ->
     state._check(ledgers.runs())
 
 
+@pytest.mark.parametrize(("entries", "md"), [(10, Position(5, 9)), (0, Position(5, -1))])
+def test_a_mark_delete_position_past_the_newest_ledgers_end_is_clipped_there(entries: int, md: Position) -> None:
+    """The newest ledger sealed (at 10 entries, or empty) below a persisted M: M is its
+    last entry (or before its first), nothing to move on to, and the next flush writes it."""
+    d = LedgerDirectory()
+    d.add(5)
+    d.close(5, entries)
+    state = AckState(_Topic("t", d), "c", MemoryLedgers())
+    state.load(_marker((5, 14)))
+    assert (state.md, state.rp, state.meta_dirty) == (md, md.next(), True)
+
+
 def test_a_sealed_ledgers_state_past_its_end_is_clipped_counts_included() -> None:
     """A count or an ack at exactly the ledger's end (10 entries: 0..9) goes, one below stays."""
-    state, ledgers = _loaded((1, 3), {2: LedgerAcks(BitMap([4, 10]), counts={9: 1, 10: 3})})
+    state, ledgers = _loaded((1, 3), {2: LedgerAcks(BitMap([4]), counts={9: 1, 10: 3})})  # only a count reaches it
     la = ledgers.peek(2)
     assert la is not None and list(la.bitmap) == [4] and la.counts == {9: 1}
     assert state.range_count == 1  # ledger 2's one run
