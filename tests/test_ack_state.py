@@ -481,6 +481,7 @@ def test_a_read_past_a_sealed_ledgers_end_starts_the_next_ledger_at_its_first_en
     ("items", "error", "message"),
     [
         ([(1, 3), (1, -1)], InvalidPositionError, "position 1:-1 is outside ledger 1: allowed entries 0..19"),
+        ([(1, -1), (1, 3)], InvalidPositionError, "position 1:-1 is outside ledger 1: allowed entries 0..19"),
         ([(1, 3), (1, 2**32)], InvalidPositionError, "position 1:4294967296 is outside ledger 1: allowed entries"),
         ([(1, 3), (1, 20)], InvalidPositionError, "position 1:20 is outside ledger 1: allowed entries 0..19"),
         ([Position(1, 3), "x"], InvalidTypeError, "expected a Position(ledger, entry), got 'x'"),
