@@ -29,7 +29,10 @@
 
 static PyTypeObject *position_type; /* ackstore.position.Position, given by ack_setup */
 static long long ack_charge;        /* ledger_cache.ACK_CHARGE */
-static PyObject *str_move_to_end, *str_add;
+static PyObject *str_move_to_end, *str_add, *str_acquire, *str_release;
+/* the field types (ack_setup looks them up) and the class each one's last object was of */
+static PyTypeObject *state_type, *ledger_type, *cache_type, *pool_type, *core_type, *host_type, *topic_type;
+static PyTypeObject *state_seen, *ledger_seen, *cache_seen, *pool_seen, *core_seen, *host_seen, *topic_seen;
 
 /* *out = x when x is an int that fits; else 0 (no exception) */
 static int small_int(PyObject *x, long long *out) {
@@ -112,55 +115,37 @@ static int set_md(PyObject *state, PyObject *ledger, PyObject *entry, long long 
     return 0;
 }
 
-static PyObject *ack_position(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    static PyTypeObject *state_type, *ledger_type, *cache_type, *pool_type, *state_seen, *ledger_seen, *cache_seen,
-        *pool_seen;
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "ack_position(state, position, version)");
-        return NULL;
-    }
-    if (position_type == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "ack_position before ack_setup");
-        return NULL;
-    }
-    if (state_type == NULL) {
-        state_type = fields_type_named("StateFields");
-        ledger_type = fields_type_named("LedgerFields");
-        cache_type = fields_type_named("CacheFields");
-        pool_type = fields_type_named("PoolFields");
-    }
-    PyObject *state = args[0], *pos = args[1], *declined = PyLong_FromLong(0);
-    if (!PyTuple_Check(pos) || PyTuple_GET_SIZE(pos) != 2) return declined;
+/* The ack of `pos` (a 2-tuple) to `state` at topic version `version`: 0 declined (nothing
+ * changed), 1 done, 2 done and over budget, -1 with an exception. */
+static int ack_in(PyObject *state, PyObject *pos, long long version) {
+    if (!PyTuple_Check(pos) || PyTuple_GET_SIZE(pos) != 2) return 0;
     PyObject *ledger = PyTuple_GET_ITEM(pos, 0), *key = PyTuple_GET_ITEM(pos, 1); /* borrowed: the entry */
-    long long l, e, version, cached, limit, md_l, md_e;
-    if (!of(state, state_type, &state_seen) || !small_int(ledger, &l) || !small_int(key, &e) ||
-        !small_int(args[2], &version))
-        return declined;
+    long long l, e, cached, limit, md_l, md_e;
+    if (!of(state, state_type, &state_seen) || !small_int(ledger, &l) || !small_int(key, &e)) return 0;
     /* the ledger's limit, from the state's cache of it (ack_one fills it) */
     if (!int_field(state, F_StateFields_limit_ledger, &cached) || cached != l ||
         !int_field(state, F_StateFields_limit_version, &cached) || cached != version ||
         !int_field(state, F_StateFields_limit_value, &limit) || e < 0 || e > limit)
-        return declined;
+        return 0;
     PyObject *md = FIELD(state, F_StateFields_md), *cache = FIELD(state, F_StateFields_cache);
     if (md == NULL || !PyTuple_Check(md) || PyTuple_GET_SIZE(md) != 2 || !small_int(PyTuple_GET_ITEM(md, 0), &md_l) ||
         !small_int(PyTuple_GET_ITEM(md, 1), &md_e) || cache == NULL || !of(cache, cache_type, &cache_seen))
-        return declined;
-    Py_DECREF(declined);
-    if (l < md_l || (l == md_l && e <= md_e)) return PyLong_FromLong(1); /* acked already */
+        return 0;
+    if (l < md_l || (l == md_l && e <= md_e)) return 1; /* acked already */
     PyObject *loaded = FIELD(cache, F_CacheFields_loaded), *swapped = FIELD(cache, F_CacheFields_swapped),
              *dirty = FIELD(state, F_StateFields_dirty), *pool = FIELD(cache, F_CacheFields_pool);
     if (loaded == NULL || !PyDict_Check(loaded) || swapped == NULL || !PyAnySet_Check(swapped) || dirty == NULL ||
         !PySet_Check(dirty) || pool == NULL || !of(pool, pool_type, &pool_seen))
-        return PyLong_FromLong(0);
+        return 0;
     PyObject *la = PyDict_GetItemWithError(loaded, ledger); /* borrowed */
-    if (la == NULL && PyErr_Occurred()) return NULL;
-    if (la != NULL && !of(la, ledger_type, &ledger_seen)) return PyLong_FromLong(0);
+    if (la == NULL && PyErr_Occurred()) return -1;
+    if (la != NULL && !of(la, ledger_type, &ledger_seen)) return 0;
     PyObject *bm = la == NULL ? NULL : FIELD(la, F_LedgerFields_bitmap);
     PyObject *counts = la == NULL ? NULL : FIELD(la, F_LedgerFields_counts);
     PyObject *batches = la == NULL ? NULL : FIELD(la, F_LedgerFields_batches);
     if (la != NULL && (bm == NULL || counts == NULL || batches == NULL || !PyDict_Check(counts) ||
                        !PyDict_Check(batches)))
-        return PyLong_FromLong(0);
+        return 0;
     PyObject *moved = NULL;
     int t;
     if (l == md_l && e == md_e + 1) {
@@ -194,14 +179,14 @@ static PyObject *ack_position(PyObject *self, PyObject *const *args, Py_ssize_t 
         }
         if (set_md(state, ledger, key, l, e) < 0) goto fail;
         Py_XDECREF(moved);
-        return PyLong_FromLong(1);
+        return 1;
     }
     /* AckState.ack_one's add: the entry joins its loaded ledger's acks */
     if (la == NULL) goto decline; /* created or swapped in by ack_one */
     if ((moved = PyObject_CallMethodOneArg(loaded, str_move_to_end, ledger)) == NULL) goto fail;
     if ((t = PySequence_Contains(bm, key)) != 0) {
         Py_DECREF(moved);
-        return t < 0 ? NULL : PyLong_FromLong(1);
+        return t < 0 ? -1 : 1;
     }
     int before = e > 0 ? holds(bm, e - 1) : 0, after = before < 0 ? -1 : holds(bm, e + 1);
     long long runs, ranges, size, nbytes, budget, total, pool_budget;
@@ -228,15 +213,89 @@ static PyObject *ack_position(PyObject *self, PyObject *const *args, Py_ssize_t 
         set_int(pool, F_PoolFields_total, total + ack_charge) < 0)
         goto fail;
     Py_DECREF(moved);
-    return PyLong_FromLong(nbytes + ack_charge > budget || total + ack_charge > pool_budget ? 2 : 1);
+    return nbytes + ack_charge > budget || total + ack_charge > pool_budget ? 2 : 1;
 decline_or_fail:
     if (t < 0) goto fail;
 decline:
     Py_XDECREF(moved);
-    return PyLong_FromLong(0);
+    return 0;
 fail:
     Py_XDECREF(moved);
-    return NULL;
+    return -1;
+}
+
+
+/* the field types, looked up once (ack_setup) */
+static int typed(void) {
+    if (state_type != NULL) return 0;
+    state_type = fields_type_named("StateFields");
+    ledger_type = fields_type_named("LedgerFields");
+    cache_type = fields_type_named("CacheFields");
+    pool_type = fields_type_named("PoolFields");
+    core_type = fields_type_named("CoreFields");
+    host_type = fields_type_named("HostFields");
+    topic_type = fields_type_named("TopicFields");
+    if (state_type && ledger_type && cache_type && pool_type && core_type && host_type && topic_type) return 0;
+    PyErr_SetString(PyExc_RuntimeError, "ackstore.fields made no field types for the compiled ack");
+    state_type = NULL;
+    return -1;
+}
+
+static PyObject *ack_position(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    long long version;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "ack_position(state, position, version)");
+        return NULL;
+    }
+    if (position_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "ack_position before ack_setup");
+        return NULL;
+    }
+    int r = small_int(args[2], &version) ? ack_in(args[0], args[1], version) : 0;
+    return r < 0 ? NULL : PyLong_FromLong(r);
+}
+
+/* ack_cursor(core, position) -> 0, 1 or 2: CursorCore.ack of one Position, whole, where
+ * its checks pass without a word (the store open and writable, the cursor not deleted,
+ * its parts built, no small form): the store's lock taken, the ack (ack_in), the cursor
+ * put on the flush list, the lock released. 0: declined before anything changed (the
+ * core's own ack decides); 2: done, over budget (the caller evicts). */
+static PyObject *ack_cursor(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "ack_cursor(core, position)");
+        return NULL;
+    }
+    if (position_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "ack_cursor before ack_setup");
+        return NULL;
+    }
+    PyObject *core = args[0], *pos = args[1];
+    if (Py_TYPE(pos) != position_type || !of(core, core_type, &core_seen)) return PyLong_FromLong(0);
+    PyObject *host = FIELD(core, F_CoreFields__store), *topic = FIELD(core, F_CoreFields_topic),
+             *state = FIELD(core, F_CoreFields__state), *lock = FIELD(core, F_CoreFields__lock),
+             *listed = FIELD(core, F_CoreFields__flush_list), *planner = FIELD(core, F_CoreFields__planner);
+    long long version;
+    if (host == NULL || !of(host, host_type, &host_seen) || FIELD(host, F_HostFields_closed) != Py_False ||
+        FIELD(host, F_HostFields_readonly) != Py_False || FIELD(core, F_CoreFields__deleted) != Py_False ||
+        FIELD(core, F_CoreFields_small) != Py_None || state == NULL || lock == NULL || listed == NULL ||
+        !PyDict_Check(listed) || planner == NULL || topic == NULL || !of(topic, topic_type, &topic_seen) ||
+        !int_field(topic, F_TopicFields_version, &version))
+        return PyLong_FromLong(0);
+    PyObject *got = PyObject_CallMethodNoArgs(lock, str_acquire);
+    if (got == NULL) return NULL;
+    Py_DECREF(got);
+    int r = ack_in(state, pos, version);
+    if (r > 0 && PyDict_SetDefault(listed, core, planner) == NULL) r = -1; /* on the flush list */
+    PyObject *et, *ev, *tb, *released;
+    PyErr_Fetch(&et, &ev, &tb);
+    released = PyObject_CallMethodNoArgs(lock, str_release);
+    Py_XDECREF(released);
+    if (et != NULL) {
+        PyErr_Restore(et, ev, tb); /* the ack's error, not the release's */
+        return NULL;
+    }
+    if (released == NULL) return NULL;
+    return r < 0 ? NULL : PyLong_FromLong(r);
 }
 
 /* ack_setup(Position, ACK_CHARGE) */
@@ -247,6 +306,7 @@ static PyObject *ack_setup(PyObject *self, PyObject *const *args, Py_ssize_t nar
     }
     long long charge = PyLong_AsLongLong(args[1]);
     if (charge == -1 && PyErr_Occurred()) return NULL;
+    if (typed() < 0) return NULL;
     Py_XSETREF(position_type, (PyTypeObject *)Py_NewRef(args[0]));
     ack_charge = charge;
     Py_RETURN_NONE;
@@ -256,13 +316,17 @@ static PyMethodDef methods[] = {
     {"ack_position", (PyCFunction)(void (*)(void))ack_position, METH_FASTCALL,
      "ack_position(state, position, version) -> 0 (declined: AckState.ack_one decides), 1 (done) or 2 "
      "(done; over budget)"},
+    {"ack_cursor", (PyCFunction)(void (*)(void))ack_cursor, METH_FASTCALL,
+     "ack_cursor(core, position) -> 0 (declined: the core's ack decides), 1 (done) or 2 (done; over budget)"},
     {"ack_setup", (PyCFunction)(void (*)(void))ack_setup, METH_FASTCALL, "ack_setup(Position, ack_charge)"},
     {NULL, NULL, 0, NULL},
 };
 
 int ack_init(PyObject *m) {
     if ((str_move_to_end = PyUnicode_InternFromString("move_to_end")) == NULL ||
-        (str_add = PyUnicode_InternFromString("add")) == NULL)
+        (str_add = PyUnicode_InternFromString("add")) == NULL ||
+        (str_acquire = PyUnicode_InternFromString("acquire")) == NULL ||
+        (str_release = PyUnicode_InternFromString("release")) == NULL)
         return -1;
     return PyModule_AddFunctions(m, methods);
 }

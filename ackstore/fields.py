@@ -3,10 +3,10 @@
 Engine internals. A group flush visits every dirty cursor and reads a few fields of its
 planner, pages, ack state, marker chain and ledgers; the marker lane (``cursor/lane.py``)
 and its compiled twin take a plan from them; the compiled ack of one position
-(``ackstore/_ack.c``) reads and changes the ack state, its ledgers, their cache and the
-store's pool. Each part's fields that compiled code reads are declared here, once, as a
-*field type*; the part's class derives from it and adds the fields only Python reads as
-``__slots__`` of its own.
+(``ackstore/_ack.c``) reads the cursor's core, its store and topic, and reads and changes
+the ack state, its ledgers, their cache and the store's pool. Each part's fields that
+compiled code reads are declared here, once, as a *field type*; the part's class derives
+from it and adds the fields only Python reads as ``__slots__`` of its own.
 
 Where ``ackstore._native`` was built, the field types are made by it
 (``_native.fields_type``): types of its own whose instances hold the fields in their own
@@ -25,18 +25,21 @@ from __future__ import annotations
 
 import os
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 __all__ = [
     "FIELDS",
     "CacheFields",
     "ChainFields",
+    "CoreFields",
+    "HostFields",
     "LedgerFields",
     "PagesFields",
     "PlanFields",
     "PlannerFields",
     "PoolFields",
     "StateFields",
+    "TopicFields",
     "field_names",
     "native",
 ]
@@ -121,6 +124,34 @@ class _Pool:
     budget: int
 
 
+class _Core:
+    """What the ack of one position reads of a cursor's core: its ack state (unset until
+    its parts are built), its small form, whether it was deleted, its store, the flush list
+    and its planner, the store's lock, its topic."""
+
+    _state: _State
+    small: object
+    _deleted: bool
+    _store: Any  # a _Host (the core's classes name the protocols they use of it)
+    _flush_list: Any  # a dict of cores to their planners
+    _planner: _Planner
+    _lock: object
+    topic: Any  # a _Topic
+
+
+class _Host:
+    """Whether a store was closed, and whether it was opened read-only."""
+
+    closed: bool
+    readonly: bool
+
+
+class _Topic:
+    """A topic's version: bumped on every change of its ledger directory."""
+
+    version: int
+
+
 class _Chain:
     """Where a cursor's log stands: sequences, the newest marker, its chain, flush counters."""
 
@@ -186,6 +217,9 @@ _DECLARED = {
     "PlanFields": _Plan,
     "CacheFields": _Cache,
     "PoolFields": _Pool,
+    "CoreFields": _Core,
+    "HostFields": _Host,
+    "TopicFields": _Topic,
 }
 FIELDS: dict[str, tuple[str, ...]] = {name: tuple(decl.__annotations__) for name, decl in _DECLARED.items()}
 """each field type's name and fields (what its instances hold, in this order): the
@@ -210,6 +244,9 @@ if TYPE_CHECKING:  # what the type checker sees: the declarations
     PlanFields = _Plan
     CacheFields = _Cache
     PoolFields = _Pool
+    CoreFields = _Core
+    HostFields = _Host
+    TopicFields = _Topic
 else:
     PlannerFields = _make("PlannerFields")
     PagesFields = _make("PagesFields")
@@ -219,6 +256,9 @@ else:
     PlanFields = _make("PlanFields")
     CacheFields = _make("CacheFields")
     PoolFields = _make("PoolFields")
+    CoreFields = _make("CoreFields")
+    HostFields = _make("HostFields")
+    TopicFields = _make("TopicFields")
 
 
 def field_names(cls: type) -> tuple[str, ...]:

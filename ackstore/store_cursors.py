@@ -23,6 +23,7 @@ from .cursor.core import CursorCore
 from .cursor.moves import TopicView
 from .cursor.small import small_opened
 from .errors import CorruptRecordError, HistoryRangeError, UnknownCursorError
+from .fields import HostFields
 from .history import HistoryKeeper, HistoryPoint, Point, drop_points, iso
 from .stats import NO_RECOVERY
 from .storage.log import CursorLog, RecoveredState, slot_values
@@ -43,7 +44,7 @@ _LOAD_BATCH = 256
 """cursors a bulk open recovers in one read transaction, under one hold of the store lock"""
 
 
-class CursorSide:
+class CursorSide(HostFields):
     """Cursors opened, recovered, deleted and restored, on the store's storage."""
 
     readonly: bool

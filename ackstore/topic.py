@@ -22,6 +22,7 @@ from .cursor.core import CursorCore
 from .cursor.validate import quoted, utf8_size
 from .directory import OPEN, LedgerDirectory
 from .errors import InvalidArgumentError, InvalidTypeError, TopicDeletedError
+from .fields import TopicFields
 from .gcpause import gc_paused
 from .position import Position
 
@@ -71,7 +72,7 @@ def check_name(name: Any, what: str) -> str:
     return name
 
 
-class Topic:
+class Topic(TopicFields):
     """A topic: its ledger directory and its cursors. Get one with ``store.topic(name)``
     (see the module docstring for what it and its store call of each other)."""
 

@@ -17,10 +17,13 @@ from ackstore.cursor.lane import MarkerPlan
 from ackstore.cursor.pages import Pages
 from ackstore.cursor.plan import Planner
 from ackstore.cursor.state import AckState
+from ackstore.cursor.store_side import StoreSide
 from ackstore.ledger_acks import NO_ENTRIES, LedgerAcks
 from ackstore.ledger_cache import CachePool, LedgerCache
 from ackstore.storage import codecs
 from ackstore.storage.records import IndexEntry
+from ackstore.store_cursors import CursorSide
+from ackstore.topic import Topic
 
 from .codec_impls import NOT_COMPILED
 
@@ -33,6 +36,9 @@ PARTS = {
     "PlanFields": MarkerPlan,
     "CacheFields": LedgerCache,
     "PoolFields": CachePool,
+    "CoreFields": StoreSide,
+    "HostFields": CursorSide,
+    "TopicFields": Topic,
 }
 
 

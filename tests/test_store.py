@@ -14,6 +14,9 @@ from pathlib import Path
 import pytest
 
 from ackstore import AckStore, CursorConfig, Position, testing
+from ackstore.storage import codecs
+
+from .codec_impls import NOT_COMPILED
 
 T = "persistent://t/ns/store"
 
@@ -633,3 +636,37 @@ def test_a_rewrite_that_does_not_read_back_is_told_how(store_path: Path) -> None
                 store.flush()
     finally:
         set_state_bound(saved)
+
+
+@pytest.mark.skipif(codecs.native is None, reason=NOT_COMPILED)
+def test_the_compiled_ack_of_a_cursor_takes_one_position_whole_and_declines_the_rest(store_path: Path) -> None:
+    """``Cursor.ack(Position)``'s compiled call: done (the cursor listed for the next flush,
+    the store's lock free again) when the cursor's checks pass without a word; declined,
+    nothing changed, for anything its core decides (another type, a small form, a deleted
+    cursor, a closed or read-only store)."""
+    from ackstore.cursor.core import ACK_CURSOR
+
+    with AckStore.open(store_path) as store:
+        topic = store.topic("t")
+        topic.add_ledger(1)
+        cur = topic.cursor("c")
+        core = cur._core
+        cur.ack(Position(1, 5))  # (the rule fills the ledger's limit cache)
+        store.flush()
+        assert core not in store.flush_list
+        assert ACK_CURSOR(core, Position(1, 7)) == 1 and cur.is_acked(Position(1, 7))
+        assert store.flush_list.get(core) is core._planner  # listed
+        assert store.lock.acquire(blocking=False)  # released
+        store.lock.release()
+        assert ACK_CURSOR(core, (1, 8)) == 0 and ACK_CURSOR(core, [Position(1, 8)]) == 0
+        assert not cur.is_acked(Position(1, 8))
+        store.flush()
+    with AckStore.open(store_path) as store:
+        cur = store.topic("t").cursor("c")
+        assert cur.is_acked(Position(1, 7)) and not cur.is_acked(Position(1, 6)) and cur.ack_range_count == 2
+        assert cur._core.small is not None  # opened into the small form: its own ack decides
+        assert ACK_CURSOR(cur._core, Position(1, 9)) == 0 and not cur.is_acked(Position(1, 9))
+        topic = store.topic("t")
+        topic.delete_cursor("c")
+        assert ACK_CURSOR(cur._core, Position(1, 9)) == 0
+    assert ACK_CURSOR(store.topic, Position(1, 9)) == 0  # not a core

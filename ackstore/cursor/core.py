@@ -28,6 +28,7 @@ from pyroaring import BitMap
 from ..config import CursorConfig
 from ..dispatch.revision import CursorStateRevisionController
 from ..errors import CursorDeletedError, InvalidTypeError, ReadOnlyError, StoreClosedError
+from ..fields import native
 from ..history import HistoryPoint
 from ..ledger_acks import bitmap_of_runs
 from ..position import Position, trusted
@@ -51,6 +52,14 @@ if TYPE_CHECKING:
 __all__ = ["CursorCore", "CursorHost"]
 
 T = TypeVar("T")
+
+
+ACK_CURSOR: Any = None if native is None else native.ack_cursor
+"""``ackstore._native.ack_cursor(core, position)`` where the module was built: :meth:`CursorCore.ack`
+of one Position whole (the checks, the store's lock, the ack, the flush list) when the
+cursor's checks pass without a word and it has no small form; 0 when it declines having
+changed nothing (:meth:`CursorCore.ack` decides), 1 when done, 2 when done with the cache or
+the pool over its budget (:meth:`CursorCore.over_budget`); None where it was not built."""
 
 
 class CursorHost(ReadHost, Protocol):
@@ -90,19 +99,14 @@ class CursorCore(ReadSide):
         "_ack_one",
         "_asked",
         "_chain",
-        "_deleted",
-        "_flush_list",
-        "_lock",
         "_log",
-        "_store",
         "_unbuilt",
         "_unloaded",
         "cursor_id",
         "name",
         "revision_controller",
-        "topic",
         "__weakref__",
-    )
+    )  # and CoreFields' (what the compiled ack reads: the state, the small form, the store, ...)
 
     _store: CursorHost
 
@@ -275,6 +279,13 @@ class CursorCore(ReadSide):
                     self._state.ack_items(items)
             finally:
                 self._changed()
+
+    def over_budget(self, ledger: int) -> None:
+        """After an ack that left the cache or the store's pool over its budget: evict (the
+        ledger acked stays). O(evicted)."""
+        with self._lock:
+            if not self._unbuilt:
+                self._pages.fit(keep=(ledger,))
 
     def ack_entries(self, ledger: int, entries: Iterable[int]) -> None:
         """``Cursor.ack_entries``: a BitMap or a range of M's ledger goes into the small

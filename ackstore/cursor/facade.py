@@ -25,7 +25,7 @@ from ..history import HistoryPoint, as_micros
 from ..position import Position, trusted
 from ..stats import CursorStats, LogUsage
 from ..storage.log import RecoveredState
-from .core import CursorCore, CursorHost
+from .core import ACK_CURSOR, CursorCore, CursorHost
 from .deliveries import delivery_count, delivery_counts, record_deliveries, set_delivery_counts
 from .moves import TopicView
 from .snapshot import CursorSnapshot, snapshot_of
@@ -79,7 +79,12 @@ class Cursor:
         O(1) for one position; O(k) in C plus O(containers) per ledger touched for k positions.
         For millions of entries of one ledger, :meth:`ack_entries` skips the Python objects.
         """
-        self._core.ack(positions)
+        core = self._core
+        done = 0 if ACK_CURSOR is None else ACK_CURSOR(core, positions)  # one Position, compiled
+        if done == 0:
+            core.ack(positions)
+        elif done == 2:
+            core.over_budget(positions[0])  # type: ignore[index]
 
     def ack_entries(self, ledger: int, entries: Iterable[int]) -> None:
         """Acknowledge many entries of one ledger: the columnar fast path of :meth:`ack`.

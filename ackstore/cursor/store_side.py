@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..config import CursorConfig
+from ..fields import CoreFields
 from ..storage.log import RecoveredState
 from .pages import Pages
 from .plan import AnyPlan, Planner, RewritePlan
@@ -22,10 +23,10 @@ if TYPE_CHECKING:
 __all__ = ["StoreSide"]
 
 
-class StoreSide:
+class StoreSide(CoreFields):
     """What the store's flush and compaction and the topic's directory changes call."""
 
-    __slots__ = ("_config", "_planner", "_state", "_pages", "small")  # the parts it works on; Cursor has the rest
+    __slots__ = ("_config", "_pages")  # and CoreFields' (the parts the ack works on); the core has the rest
 
     _planner: Planner
     """@private the cursor's flush protocol (prepare, commit, abort): the store's group flush
