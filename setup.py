@@ -87,6 +87,8 @@ setup(
             include_dirs=[str(GENERATED)],
             depends=["ackstore/_native.h", "ackstore/fields.py"],
             optional=True,
+            # a function used before it is declared is an error, not a module that fails to load
+            extra_compile_args=[] if sys.platform == "win32" else ["-Werror=implicit-function-declaration"],
             extra_link_args=["-s"] if sys.platform.startswith("linux") else [],
         )
     ],

@@ -24,6 +24,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_native.h"
+
 /* in _native.c and _fields.c */
 PyObject *fixed_marker(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *state_marker_of(PyObject *version, PyObject *cid, PyObject *md_l, PyObject *md_e, Py_ssize_t n,
@@ -757,11 +759,11 @@ static PyObject *take_state(PyObject *planner, PyObject *pages, PyObject *state,
         if (hist == 0) {
             long long last = integer(chain, A_SLOT);
             if (FAILED(last) || FAILED(held = integer(chain, A_SLOTS))) goto done;
-            slot = last == 0 ? 1 : 0;
+            Py_ssize_t room;
+            slot = next_slot((int)last, (int)held, (Py_ssize_t)slot_reserve, &room);
             unsigned long long c = PyLong_AsUnsignedLongLong(cid), s = PyLong_AsUnsignedLongLong(seq);
             if (PyErr_Occurred()) goto done;
-            /* a slot's first value reserves room (records.SLOT_RESERVE) */
-            PyObject *sealed = sealed_slot(c, (int)slot, s, value, (held >> slot) & 1 ? 0 : slot_reserve, &key);
+            PyObject *sealed = sealed_slot(c, (int)slot, s, value, room, &key);
             if (sealed == NULL) goto done;
             Py_SETREF(value, sealed);
         }

@@ -58,6 +58,15 @@ int put_state_runs(Out *o, long long ledger, const uint32_t *firsts, const uint3
 /* The fixed envelope (type `rtype`, format `version`) of the record from o->b + at to the end,
  * written into its first 7 bytes (left for it). -1 with an exception set. */
 int seal_envelope_at(Out *o, Py_ssize_t at, uint32_t rtype, uint32_t version);
+/* Where a cursor's next state goes and the room its value keeps (cursor/chain.py's
+ * next_slot, the same rule): the state slot the newest state (in `slot`) is not in, and
+ * into *room `first_room` zero bytes when that slot holds no value yet (`slots`: bits 0
+ * and 1, which slots hold one), else 0. */
+static inline int next_slot(int slot, int slots, Py_ssize_t first_room, Py_ssize_t *room) {
+    int to = 1 - slot;
+    *room = (slots >> to) & 1 ? 0 : first_room;
+    return to;
+}
 /* A state slot's key: 0xFF, the slot, the cursor id as a big-endian u64 (10 bytes). */
 void put_slot_key(unsigned char *key, unsigned long long cid, int slot);
 /* A state slot's head, the bytes before its record: the sequence as a varint, the CRC32 of

@@ -294,9 +294,10 @@ static PyTypeObject SmallStateType = {
     .tp_members = SmallState_members,
 };
 
-/* s's next state, as the value of state slot `slot` (its key into `key`) */
-static PyObject *slot_value(SmallState *s, int slot, unsigned char *key, uint32_t version, Py_ssize_t first_room) {
-    Py_ssize_t room = s->slots >> slot & 1 ? 0 : first_room, head = slot_head_len(s->next_seq, room);
+/* s's next state, as the value of state slot `slot` with `room` zero bytes of room (its
+ * key into `key`) */
+static PyObject *slot_value(SmallState *s, int slot, unsigned char *key, uint32_t version, Py_ssize_t room) {
+    Py_ssize_t head = slot_head_len(s->next_seq, room);
     Out o = {NULL, 0, 0};
     PyObject *value = NULL;
     if (out_room(&o, head + 7) == NULL) goto done;
@@ -336,9 +337,10 @@ static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t n
         }
         s->undo = 0;
         if (!s->dirty || s->ended) continue;
-        int slot = 1 - s->slot;
+        Py_ssize_t room;
+        int slot = next_slot(s->slot, s->slots, first_room, &room);
         unsigned char key[10];
-        PyObject *value = slot_value(s, slot, key, (uint32_t)version, first_room), *k = NULL, *pair = NULL;
+        PyObject *value = slot_value(s, slot, key, (uint32_t)version, room), *k = NULL, *pair = NULL;
         if (value != NULL && (k = PyBytes_FromStringAndSize((const char *)key, 10)) != NULL)
             pair = PyTuple_Pack(2, k, value);
         Py_XDECREF(k);

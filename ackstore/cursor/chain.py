@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from ..storage.index_entry import IndexEntry
     from ..storage.log import RecoveredState
 
-__all__ = ["EXACT_TRIM", "MarkerChain", "SMALL_CHAIN", "Written", "floor_after"]
+__all__ = ["EXACT_TRIM", "MarkerChain", "SMALL_CHAIN", "Written", "floor_after", "next_slot"]
 
 SMALL_CHAIN = 64
 """a chain of delta markers may grow to the size of its full marker, or to this many bytes for a
@@ -49,6 +49,18 @@ class Written(Protocol):
     def gc_live(self) -> Collection[int]: ...
     @property
     def nbytes(self) -> int: ...
+
+
+def next_slot(slot: int, slots: int, first_room: int) -> tuple[int, int]:
+    """Where a cursor's next state goes and the room its value keeps: the state slot the
+    newest state (in ``slot``) is not in, so that one stays to fall back to, and
+    ``first_room`` zero bytes when that slot holds no value yet (``slots``: bit 0 and bit 1,
+    which slots hold one), so that the values packed in order on a page as they are first
+    written can grow a little without moving; 0 for a slot written before. The flush of
+    either layout and compaction take it from here (the compiled twin: ``next_slot`` in
+    ``ackstore/_native.h``). O(1)."""
+    to = 1 - slot
+    return to, 0 if slots >> to & 1 else first_room
 
 
 def floor_after(below: int, keep: Collection[int], was: tuple[int, ...]) -> tuple[int, tuple[int, ...]]:

@@ -57,7 +57,7 @@ from ..storage.records import (
     seal_slot,
     slot_key,
 )
-from .chain import EXACT_TRIM, SMALL_CHAIN, floor_after
+from .chain import EXACT_TRIM, SMALL_CHAIN, floor_after, next_slot
 from .pages import Pending
 
 if TYPE_CHECKING:
@@ -324,7 +324,7 @@ def state_slot(config: CursorConfig, chain: MarkerChain) -> int:
     """Where a state marker goes: the state slot the newest state is not in (that one is
     what a damaged new one falls back to), or -1, its log key, when the cursor keeps history
     (a history point names its marker by log key). O(1)."""
-    return -1 if config.history_seconds else 1 - chain.slot
+    return -1 if config.history_seconds else next_slot(chain.slot, chain.slots, SLOT_RESERVE)[0]
 
 
 def state_value(cursor_id: int, state: AckState, ledgers: Iterable[tuple[int, LedgerAcks]]) -> bytes | None:
@@ -363,9 +363,9 @@ def _take_state(planner: Taking) -> MarkerPlan | Literal[False] | None:
     slot = state_slot(planner.config, chain)
     if slot < 0:
         key = log_key(cid, seq)
-    else:  # a slot's first value reserves room
+    else:
         key = slot_key(cid, slot)
-        value = seal_slot(key, seq, value, 0 if chain.slots >> slot & 1 else SLOT_RESERVE)
+        value = seal_slot(key, seq, value, next_slot(chain.slot, chain.slots, SLOT_RESERVE)[1])
     plan = MarkerPlan(cid, changes, True, seq, _taken(dirty, changes), state.meta_dirty, state.range_count, key, value)
     if vanished:
         plan.dropped = vanished  # what an abort gives back

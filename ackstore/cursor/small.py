@@ -39,6 +39,7 @@ from ..ledger_acks import bitmap_of_runs, run_bounds
 from ..storage import codecs, pure_codecs
 from ..storage.records import FORMAT_VERSION, RECORD_MARKER, SLOT_RESERVE, seal_slot, slot_key
 from . import lane
+from .chain import next_slot
 
 if TYPE_CHECKING:
     from ..config import CursorConfig
@@ -208,13 +209,13 @@ def _py_flush_small(smalls: list[Any], version: int, reserve: int) -> tuple[list
         s._undo = -1
         if not s.dirty or s.ended:
             continue
-        slot = 1 - s.slot
+        slot, room = next_slot(s.slot, s.slots, reserve)
         key = slot_key(s.cursor_id, slot)
         ledgers: list[tuple[int, BitMap, dict[int, tuple[int, int]], dict[int, int]]] = []
         if s.n:
             ledgers.append((s.md_l, bitmap_of_runs(s.runs()), {}, {}))
         record = pure_codecs.state_marker(version, s.cursor_id, s.md_l, s.md_e, ledgers, b"")
-        value = seal_slot(key, s.next_seq, record, 0 if s.slots >> slot & 1 else reserve)
+        value = seal_slot(key, s.next_seq, record, room)
         puts.append((key, value))
         nbytes = len(key) + len(value)
         s._undo, s._undo_persisted = s.slots, s.persisted  # adopted now: undo_small gives it back
