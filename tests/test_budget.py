@@ -372,3 +372,26 @@ def test_a_lazy_open_reads_a_mark_delete_ledger_holding_m_plus_1(store_path: Pat
             assert cur.mark_delete_position == Position(1, 6), load
             assert list(cur.ack_ranges()) == [(Position(1, 9), Position(1, 9))], load
             assert cur.stats().recovery.records_loaded == 1, load
+
+
+def test_a_ledger_written_back_then_passed_by_the_mark_delete_position_leaves_the_index(store_path: Path) -> None:
+    """Ledger 1 is written back by eviction (its record not yet in a marker), then M passes
+    it: the next marker names no ledger at or below M, so neither its record nor a reopen
+    brings it back."""
+    config = CursorConfig(max_individual_ack_cache_bytes=300, max_unacked_ranges_to_persist=0)
+    with AckStore.open(store_path) as store:
+        cur = _topic_with(store, 3, 1000).cursor("c", config)
+        cur.ack([Position(1, e) for e in range(1, 400, 2)])  # ledger 1 over the budget
+        store.flush()
+        cur.ack([Position(1, 2)])  # dirty again
+        cur.ack([Position(2, e) for e in range(1, 400, 2)])  # ledger 1 must leave for ledger 2
+        pages = cur._core._pages
+        assert 1 in pages.unmarked and 1 not in pages.cache.loaded  # written back, no marker yet
+        cur.ack_cumulative(Position(1, 999))  # M passes ledger 1
+        assert 1 not in pages.unmarked
+        store.flush()
+        assert cur.mark_delete_position == Position(2, -1) and sorted(pages.index) == [2]
+        cur._check()
+    with AckStore.open(store_path) as store:
+        cur = store.topic(T).cursor("c")
+        assert cur.mark_delete_position == Position(2, -1) and sorted(cur._core._pages.index) == [2]

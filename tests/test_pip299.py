@@ -189,3 +189,26 @@ def test_a_capped_flush_of_a_huge_stride_takes_memory_as_what_it_writes(tmp_path
         assert cur.mark_delete_position == Position(2, 0)  # entry 0 moved it at the ack
         assert list(cur.ack_ranges())[-1] == (Position(2, 20_000), Position(2, 20_000))
         assert cur.is_acked(Position(2, 20_000)) and not cur.is_acked(Position(2, 20_002))
+
+
+def test_an_ack_after_a_truncated_flush_is_persisted_once_the_ranges_fit_again(store_path: Path) -> None:
+    """The truncated flush leaves the ledger it cut through dirty; an ack in another ledger
+    after it, made while the ranges are back under the cap, is written by the next flush
+    (the dirty set the acks mark is the one the flush reads, whatever a plan left in it)."""
+    config = CursorConfig(max_unacked_ranges_to_persist=3, max_individual_ack_cache_bytes=1 << 20)
+    with AckStore.open(store_path) as store:
+        cur = _cursor(store, config)
+        cur.ack([Position(2, e) for e in (10, 20, 30, 40)])  # 4 ranges: the cap cuts ledger 2
+        store.flush()
+        assert cur.stats().truncated
+        cur.ack([Position(2, e) for e in range(11, 41)])  # ledger 2 is one range 2:10-2:40 now
+        cur.ack(Position(3, 50))  # and ledger 3 one more: 2 ranges, under the cap
+        store.flush()
+        assert not cur.stats().truncated
+        testing.crash(store)
+    with AckStore.open(store_path) as store:
+        cur = store.topic(T).cursor("sub")
+        assert list(cur.ack_ranges()) == [
+            (Position(2, 10), Position(2, 40)),
+            (Position(3, 50), Position(3, 50)),
+        ]
