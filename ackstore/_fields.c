@@ -6,12 +6,12 @@
  * instances hold the fields in their own struct (an array of object pointers, in the
  * declared order), with a member descriptor per field so that Python reads and writes
  * them as attributes. The cursor's classes derive from these types. Compiled code (the
- * lane, _lane.c) reads a field of an object of such a type at the place this type put it,
- * looked up by name through fields_offset, or at the index _fields_layout.h gives it (the
- * build writes that header from the same declarations, and fields_type refuses a type
- * whose fields are not declared there as they are in ackstore/fields.py now: a module
- * built from another fields.py); anything else it reads through the attribute protocol.
- * Nothing here knows the classes that derive from the types.
+ * lane, _lane.c; the ack, _ack.c) reads a field of an object of such a type at the index
+ * _fields_layout.h gives it: the build writes that header from the same declarations, and
+ * fields_type refuses a type whose fields are not declared there as they are in
+ * ackstore/fields.py now (a module built from another fields.py). Anything else compiled
+ * code reads through the attribute protocol. Nothing here knows the classes that derive
+ * from the types.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -168,25 +168,4 @@ PyObject *fields_type(PyObject *self, PyObject *args) {
     declared[ndeclared].n = n;
     ndeclared++;
     return type;
-}
-
-/* Where the field `field` of the field type named `type_name` (its unqualified name) is:
- * its offset in an instance, and the type in *type_out (a borrowed reference). -1 with
- * LookupError when no such type or field was declared. */
-Py_ssize_t fields_offset(const char *type_name, const char *field, PyTypeObject **type_out) {
-    for (int i = 0; i < ndeclared; i++) {
-        const char *name = declared[i].type->tp_name, *dot = strrchr(name, '.');
-        if (strcmp(dot != NULL ? dot + 1 : name, type_name) != 0) continue;
-        for (Py_ssize_t j = 0; j < declared[i].n; j++) {
-            const char *utf8 = PyUnicode_AsUTF8(PyTuple_GET_ITEM(declared[i].names, j));
-            if (utf8 != NULL && strcmp(utf8, field) == 0) {
-                *type_out = declared[i].type;
-                return (Py_ssize_t)(sizeof(PyObject) + (size_t)j * sizeof(PyObject *));
-            }
-        }
-        PyErr_Format(PyExc_LookupError, "the field type %s declares no field %s", type_name, field);
-        return -1;
-    }
-    PyErr_Format(PyExc_LookupError, "no field type %s was made (ackstore.fields declares them)", type_name);
-    return -1;
 }

@@ -15,15 +15,17 @@
  * lane_setup (lane.py calls it at import, and again when the tests change the bounds)
  * gives the plan class, the bounds and the helpers. The fields the lane reads are those of
  * ackstore/fields.py's field types, which _fields.c made: each is read and written at the
- * place its field type put it (fields_offset) when the object is of that type or derives
- * from it; any other object (a cursor config, a FlushPlan, a test's stand-in) goes
- * through the attribute protocol.
+ * place its field type put it (its index in _fields_layout.h, which the build writes from
+ * ackstore/fields.py) when the object is of that type or derives from it; any other
+ * object (a cursor config, a FlushPlan, a test's stand-in) goes through the attribute
+ * protocol, by the name the table below keeps for it.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
 
+#include "_fields_layout.h"
 #include "_native.h"
 
 /* in _native.c and _fields.c */
@@ -31,7 +33,6 @@ PyObject *fixed_marker(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *state_marker_of(PyObject *version, PyObject *cid, PyObject *md_l, PyObject *md_e, Py_ssize_t n,
                           PyObject *const *ids, PyObject *const *bitmaps, PyObject *const *batches,
                           PyObject *const *counts, PyObject *props);
-Py_ssize_t fields_offset(const char *type_name, const char *field, PyTypeObject **type_out);
 PyObject *sealed_slot(unsigned long long cid, int slot, unsigned long long seq, PyObject *record,
                       Py_ssize_t reserve, PyObject **key_out);
 
@@ -58,6 +59,7 @@ enum {
 typedef struct {
     int owner;
     const char *name;
+    int index;           /* its place in its field type (_fields_layout.h), -1: the attribute protocol */
     PyObject *str;       /* interned */
     PyTypeObject *type;  /* the field type that holds it (NULL: the attribute protocol) */
     Py_ssize_t offset;   /* where in an instance of it */
@@ -65,32 +67,68 @@ typedef struct {
 } Attr;
 
 static Attr attrs[A_COUNT] = {
-    [A_PAGES] = {C_PLANNER, "pages"}, [A_STATE] = {C_PLANNER, "state"}, [A_CHAIN] = {C_PLANNER, "chain"},
-    [A_CONFIG] = {C_PLANNER, "config"}, [A_CURSOR_ID] = {C_PLANNER, "cursor_id"},
-    [A_DIRTY] = {C_PAGES, "dirty"}, [A_UNMARKED] = {C_PAGES, "unmarked"}, [A_VANISHED] = {C_PAGES, "vanished"},
-    [A_LOADED] = {C_PAGES, "loaded"}, [A_SWAPPED] = {C_PAGES, "swapped"}, [A_INDEX] = {C_PAGES, "index"}, [A_PINNED] = {C_PAGES, "pinned"},
-    [A_META_DIRTY] = {C_STATE, "meta_dirty"}, [A_RANGE_COUNT] = {C_STATE, "range_count"}, [A_MD] = {C_STATE, "md"},
-    [A_PROPERTIES] = {C_STATE, "properties"},
-    [A_OVER_CAP] = {C_CHAIN, "over_cap"}, [A_FORCE_FULL] = {C_CHAIN, "force_full"},
-    [A_TRUNCATED] = {C_CHAIN, "truncated"}, [A_MARKER_SEQ] = {C_CHAIN, "marker_seq"},
-    [A_DELTAS] = {C_CHAIN, "deltas"}, [A_CHAIN_BYTES] = {C_CHAIN, "chain_bytes"},
-    [A_FULL_BYTES] = {C_CHAIN, "full_bytes"}, [A_NEXT_SEQ] = {C_CHAIN, "next_seq"},
-    [A_UNTRIMMED] = {C_CHAIN, "untrimmed"}, [A_FULL_SEQ] = {C_CHAIN, "full_seq"},
-    [A_FULL_LIVE] = {C_CHAIN, "full_live"}, [A_PERSISTED] = {C_CHAIN, "persisted_ranges"},
-    [A_FLUSHES] = {C_CHAIN, "flushes"}, [A_LAST_BYTES] = {C_CHAIN, "last_flush_bytes"},
-    [A_TOTAL_BYTES] = {C_CHAIN, "total_flush_bytes"}, [A_FLOOR] = {C_CHAIN, "floor"}, [A_KEPT] = {C_CHAIN, "kept"},
-    [A_SLOT] = {C_CHAIN, "slot"},
-    [A_SLOTS] = {C_CHAIN, "slots"},
-    [A_MAX_UNACKED] = {C_CONFIG, "max_unacked_ranges_to_persist"}, [A_FULL_EVERY] = {C_CONFIG, "full_marker_every"},
-    [A_HISTORY] = {C_CONFIG, "history_seconds"},
-    [A_ADDED] = {C_LEDGER, "added"}, [A_COUNTS_ADDED] = {C_LEDGER, "counts_added"}, [A_RUNS] = {C_LEDGER, "runs"},
-    [A_BITMAP] = {C_LEDGER, "bitmap"}, [A_COUNTS] = {C_LEDGER, "counts"}, [A_BATCHES] = {C_LEDGER, "batches"},
-    [P_CURSOR_ID] = {C_PLAN, "cursor_id"}, [P_CHANGES] = {C_PLAN, "changes"}, [P_FULL] = {C_PLAN, "full"},
-    [P_MARKER_SEQ] = {C_PLAN, "marker_seq"}, [P_PINNED] = {C_PLAN, "pinned"}, [P_META_DIRTY] = {C_PLAN, "meta_dirty"},
-    [P_PERSISTED] = {C_PLAN, "persisted_ranges"}, [P_PUTS] = {C_PLAN, "puts"},
-    [P_MARKER_BYTES] = {C_PLAN, "marker_bytes"}, [P_NBYTES] = {C_PLAN, "nbytes"}, [P_GC_BELOW] = {C_PLAN, "gc_below"},
-    [P_GC_LIVE] = {C_PLAN, "gc_live"}, [P_TRIM_KEYS] = {C_PLAN, "trim_keys"}, [P_FULL_LIVE] = {C_PLAN, "full_live"}, [P_DROPPED] = {C_PLAN, "dropped"}, [P_TRUNCATED] = {C_PLAN, "truncated"},
-    [P_KEEP_DIRTY] = {C_PLAN, "keep_dirty"}, [P_RECORDS] = {C_PLAN, "records"},
+    [A_PAGES] = {C_PLANNER, "pages", F_PlannerFields_pages},
+    [A_STATE] = {C_PLANNER, "state", F_PlannerFields_state},
+    [A_CHAIN] = {C_PLANNER, "chain", F_PlannerFields_chain},
+    [A_CONFIG] = {C_PLANNER, "config", F_PlannerFields_config},
+    [A_CURSOR_ID] = {C_PLANNER, "cursor_id", F_PlannerFields_cursor_id},
+    [A_DIRTY] = {C_PAGES, "dirty", F_PagesFields_dirty},
+    [A_UNMARKED] = {C_PAGES, "unmarked", F_PagesFields_unmarked},
+    [A_VANISHED] = {C_PAGES, "vanished", F_PagesFields_vanished},
+    [A_LOADED] = {C_PAGES, "loaded", F_PagesFields_loaded},
+    [A_SWAPPED] = {C_PAGES, "swapped", F_PagesFields_swapped},
+    [A_INDEX] = {C_PAGES, "index", F_PagesFields_index},
+    [A_PINNED] = {C_PAGES, "pinned", F_PagesFields_pinned},
+    [A_META_DIRTY] = {C_STATE, "meta_dirty", F_StateFields_meta_dirty},
+    [A_RANGE_COUNT] = {C_STATE, "range_count", F_StateFields_range_count},
+    [A_MD] = {C_STATE, "md", F_StateFields_md},
+    [A_PROPERTIES] = {C_STATE, "properties", F_StateFields_properties},
+    [A_OVER_CAP] = {C_CHAIN, "over_cap", F_ChainFields_over_cap},
+    [A_FORCE_FULL] = {C_CHAIN, "force_full", F_ChainFields_force_full},
+    [A_TRUNCATED] = {C_CHAIN, "truncated", F_ChainFields_truncated},
+    [A_MARKER_SEQ] = {C_CHAIN, "marker_seq", F_ChainFields_marker_seq},
+    [A_DELTAS] = {C_CHAIN, "deltas", F_ChainFields_deltas},
+    [A_CHAIN_BYTES] = {C_CHAIN, "chain_bytes", F_ChainFields_chain_bytes},
+    [A_FULL_BYTES] = {C_CHAIN, "full_bytes", F_ChainFields_full_bytes},
+    [A_NEXT_SEQ] = {C_CHAIN, "next_seq", F_ChainFields_next_seq},
+    [A_UNTRIMMED] = {C_CHAIN, "untrimmed", F_ChainFields_untrimmed},
+    [A_FULL_SEQ] = {C_CHAIN, "full_seq", F_ChainFields_full_seq},
+    [A_FULL_LIVE] = {C_CHAIN, "full_live", F_ChainFields_full_live},
+    [A_PERSISTED] = {C_CHAIN, "persisted_ranges", F_ChainFields_persisted_ranges},
+    [A_FLUSHES] = {C_CHAIN, "flushes", F_ChainFields_flushes},
+    [A_LAST_BYTES] = {C_CHAIN, "last_flush_bytes", F_ChainFields_last_flush_bytes},
+    [A_TOTAL_BYTES] = {C_CHAIN, "total_flush_bytes", F_ChainFields_total_flush_bytes},
+    [A_FLOOR] = {C_CHAIN, "floor", F_ChainFields_floor},
+    [A_KEPT] = {C_CHAIN, "kept", F_ChainFields_kept},
+    [A_SLOT] = {C_CHAIN, "slot", F_ChainFields_slot},
+    [A_SLOTS] = {C_CHAIN, "slots", F_ChainFields_slots},
+    [A_MAX_UNACKED] = {C_CONFIG, "max_unacked_ranges_to_persist", -1},
+    [A_FULL_EVERY] = {C_CONFIG, "full_marker_every", -1},
+    [A_HISTORY] = {C_CONFIG, "history_seconds", -1},
+    [A_ADDED] = {C_LEDGER, "added", F_LedgerFields_added},
+    [A_COUNTS_ADDED] = {C_LEDGER, "counts_added", F_LedgerFields_counts_added},
+    [A_RUNS] = {C_LEDGER, "runs", F_LedgerFields_runs},
+    [A_BITMAP] = {C_LEDGER, "bitmap", F_LedgerFields_bitmap},
+    [A_COUNTS] = {C_LEDGER, "counts", F_LedgerFields_counts},
+    [A_BATCHES] = {C_LEDGER, "batches", F_LedgerFields_batches},
+    [P_CURSOR_ID] = {C_PLAN, "cursor_id", F_PlanFields_cursor_id},
+    [P_CHANGES] = {C_PLAN, "changes", F_PlanFields_changes},
+    [P_FULL] = {C_PLAN, "full", F_PlanFields_full},
+    [P_MARKER_SEQ] = {C_PLAN, "marker_seq", F_PlanFields_marker_seq},
+    [P_PINNED] = {C_PLAN, "pinned", F_PlanFields_pinned},
+    [P_META_DIRTY] = {C_PLAN, "meta_dirty", F_PlanFields_meta_dirty},
+    [P_PERSISTED] = {C_PLAN, "persisted_ranges", F_PlanFields_persisted_ranges},
+    [P_PUTS] = {C_PLAN, "puts", F_PlanFields_puts},
+    [P_MARKER_BYTES] = {C_PLAN, "marker_bytes", F_PlanFields_marker_bytes},
+    [P_NBYTES] = {C_PLAN, "nbytes", F_PlanFields_nbytes},
+    [P_GC_BELOW] = {C_PLAN, "gc_below", F_PlanFields_gc_below},
+    [P_GC_LIVE] = {C_PLAN, "gc_live", F_PlanFields_gc_live},
+    [P_TRIM_KEYS] = {C_PLAN, "trim_keys", F_PlanFields_trim_keys},
+    [P_FULL_LIVE] = {C_PLAN, "full_live", F_PlanFields_full_live},
+    [P_DROPPED] = {C_PLAN, "dropped", F_PlanFields_dropped},
+    [P_TRUNCATED] = {C_PLAN, "truncated", -1},
+    [P_KEEP_DIRTY] = {C_PLAN, "keep_dirty", -1},
+    [P_RECORDS] = {C_PLAN, "records", -1},
 };
 
 /* the methods and FlushJob fields the lane calls and reads (interned by lane_setup) */
@@ -202,7 +240,7 @@ static int ready(const char *function, const char *usage, Py_ssize_t nargs, Py_s
  *            trim_records, lmdb.Error, DELTA_MAX_ACKS, DELTA_MAX_SHARE, SMALL_CHAIN, GARBAGE_FACTOR,
  *            STATE_MAX_RUNS, STATE_MAX_EXTRAS, STATE_MAX_BYTES, EXACT_TRIM, SLOT_RESERVE, NO_ENTRIES) -> None
  * commit: lane.commit_marker's pure-Python twin (what commit_marker hands an unusual plan).
- * LookupError when a field the lane reads is not one of its field type's. */
+ * LookupError when a field type the lane reads was not made. */
 PyObject *lane_setup(PyObject *self, PyObject *args) {
     PyObject *plan_cls, *e, *f, *k, *l, *v, *c, *t, *err, *none;
     long long acks, chain, garbage, runs, extras, bytes, exact, reserve;
@@ -235,10 +273,12 @@ PyObject *lane_setup(PyObject *self, PyObject *args) {
         at->type = NULL;
         Py_CLEAR(at->seen);
         if (owner == NULL) continue; /* the attribute protocol */
-        if (a == P_TRUNCATED || a == P_KEEP_DIRTY || a == P_RECORDS) continue; /* MarkerPlan's class constants */
-        Py_ssize_t offset = fields_offset(owner, at->name, &at->type);
-        if (offset < 0) return NULL;
-        at->offset = offset;
+        if (at->index < 0) continue; /* MarkerPlan's class constants */
+        if ((at->type = fields_type_named(owner)) == NULL) {
+            PyErr_Format(PyExc_LookupError, "no field type %s was made (ackstore.fields declares them)", owner);
+            return NULL;
+        }
+        at->offset = (Py_ssize_t)(sizeof(PyObject) + (size_t)at->index * sizeof(PyObject *));
     }
     if (!PyType_IsSubtype((PyTypeObject *)plan_cls, attrs[P_CURSOR_ID].type)) {
         PyErr_SetString(PyExc_TypeError, "lane_setup's plan class derives from PlanFields");
