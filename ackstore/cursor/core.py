@@ -59,7 +59,7 @@ ACK_CURSOR: Any = None if native is None else native.ack_cursor
 of one Position whole (the checks, the store's lock, the ack, the flush list) when the
 cursor's checks pass without a word and it has no small form; 0 when it declines having
 changed nothing (:meth:`CursorCore.ack` decides), 1 when done, 2 when done with the cache or
-the pool over its budget (:meth:`CursorCore.over_budget`); None where it was not built."""
+the pool over its budget (:meth:`CursorCore.ack_rest` evicts); None where it was not built."""
 
 
 class CursorHost(ReadHost, Protocol):
@@ -280,12 +280,14 @@ class CursorCore(ReadSide):
             finally:
                 self._changed()
 
-    def over_budget(self, ledger: int) -> None:
-        """After an ack that left the cache or the store's pool over its budget: evict (the
-        ledger acked stays). O(evicted)."""
+    def ack_rest(self, done: int, positions: Any) -> None:
+        """``Cursor.ack`` after :data:`ACK_CURSOR` said ``done``: 0, declined (:meth:`ack`
+        decides); 2, acked one position over budget (evict, keeping its ledger). O(evicted)."""
+        if done == 0:
+            return self.ack(positions)
         with self._lock:
             if not self._unbuilt:
-                self._pages.fit(keep=(ledger,))
+                self._pages.fit(keep=(positions[0],))
 
     def ack_entries(self, ledger: int, entries: Iterable[int]) -> None:
         """``Cursor.ack_entries``: a BitMap or a range of M's ledger goes into the small

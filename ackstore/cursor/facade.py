@@ -79,12 +79,9 @@ class Cursor:
         O(1) for one position; O(k) in C plus O(containers) per ledger touched for k positions.
         For millions of entries of one ledger, :meth:`ack_entries` skips the Python objects.
         """
-        core = self._core
-        done = 0 if ACK_CURSOR is None else ACK_CURSOR(core, positions)  # one Position, compiled
-        if done == 0:
-            core.ack(positions)
-        elif done == 2:
-            core.over_budget(positions[0])  # type: ignore[index]
+        done = 0 if ACK_CURSOR is None else ACK_CURSOR(self._core, positions)  # one Position, compiled
+        if done != 1:
+            self._core.ack_rest(done, positions)
 
     def ack_entries(self, ledger: int, entries: Iterable[int]) -> None:
         """Acknowledge many entries of one ledger: the columnar fast path of :meth:`ack`.
