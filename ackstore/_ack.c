@@ -257,8 +257,8 @@ static PyObject *ack_position(PyObject *self, PyObject *const *args, Py_ssize_t 
 
 /* ack_cursor(core, position) -> 0, 1 or 2: CursorCore.ack of one Position, whole, where
  * its checks pass without a word (the store open and writable, the cursor not deleted,
- * its parts built, no small form): the store's lock taken, the ack (ack_in), the cursor
- * put on the flush list, the lock released. 0: declined before anything changed (the
+ * its parts built, no small form; checked under the store's lock): the ack (ack_in), the
+ * cursor put on the flush list, the lock released. 0: declined before anything changed (the
  * core's own ack decides); 2: done, over budget (the caller evicts). */
 static PyObject *ack_cursor(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 2) {
@@ -271,21 +271,23 @@ static PyObject *ack_cursor(PyObject *self, PyObject *const *args, Py_ssize_t na
     }
     PyObject *core = args[0], *pos = args[1];
     if (Py_TYPE(pos) != position_type || !of(core, core_type, &core_seen)) return PyLong_FromLong(0);
-    PyObject *host = FIELD(core, F_CoreFields__store), *topic = FIELD(core, F_CoreFields_topic),
-             *state = FIELD(core, F_CoreFields__state), *lock = FIELD(core, F_CoreFields__lock),
+    PyObject *lock = FIELD(core, F_CoreFields__lock), *host = FIELD(core, F_CoreFields__store), *got;
+    if (lock == NULL || host == NULL || !of(host, host_type, &host_seen)) return PyLong_FromLong(0);
+    if ((got = PyObject_CallMethodNoArgs(lock, str_acquire)) == NULL) return NULL;
+    Py_DECREF(got);
+    /* under the lock: a flush may have put the cursor in the small form, a close or a
+     * delete may have come, since the caller looked */
+    PyObject *topic = FIELD(core, F_CoreFields_topic), *state = FIELD(core, F_CoreFields__state),
              *listed = FIELD(core, F_CoreFields__flush_list), *planner = FIELD(core, F_CoreFields__planner);
     long long version;
-    if (host == NULL || !of(host, host_type, &host_seen) || FIELD(host, F_HostFields_closed) != Py_False ||
-        FIELD(host, F_HostFields_readonly) != Py_False || FIELD(core, F_CoreFields__deleted) != Py_False ||
-        FIELD(core, F_CoreFields_small) != Py_None || state == NULL || lock == NULL || listed == NULL ||
-        !PyDict_Check(listed) || planner == NULL || topic == NULL || !of(topic, topic_type, &topic_seen) ||
-        !int_field(topic, F_TopicFields_version, &version))
-        return PyLong_FromLong(0);
-    PyObject *got = PyObject_CallMethodNoArgs(lock, str_acquire);
-    if (got == NULL) return NULL;
-    Py_DECREF(got);
-    int r = ack_in(state, pos, version);
-    if (r > 0 && PyDict_SetDefault(listed, core, planner) == NULL) r = -1; /* on the flush list */
+    int r = 0;
+    if (FIELD(host, F_HostFields_closed) == Py_False && FIELD(host, F_HostFields_readonly) == Py_False &&
+        FIELD(core, F_CoreFields__deleted) == Py_False && FIELD(core, F_CoreFields_small) == Py_None &&
+        state != NULL && listed != NULL && PyDict_Check(listed) && planner != NULL && topic != NULL &&
+        of(topic, topic_type, &topic_seen) && int_field(topic, F_TopicFields_version, &version)) {
+        r = ack_in(state, pos, version);
+        if (r > 0 && PyDict_SetDefault(listed, core, planner) == NULL) r = -1; /* on the flush list */
+    }
     PyObject *et, *ev, *tb, *released;
     PyErr_Fetch(&et, &ev, &tb);
     released = PyObject_CallMethodNoArgs(lock, str_release);
