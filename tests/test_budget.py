@@ -395,3 +395,29 @@ def test_a_ledger_written_back_then_passed_by_the_mark_delete_position_leaves_th
     with AckStore.open(store_path) as store:
         cur = store.topic(T).cursor("c")
         assert cur.mark_delete_position == Position(2, -1) and sorted(cur._core._pages.index) == [2]
+
+
+def test_the_caches_counters_count_each_swap_in_eviction_and_write_back_once(store_path: Path) -> None:
+    """A budget that holds one ledger: each ack in another ledger evicts the one held (a
+    dirty one written back first), each read of an evicted one swaps it in; the cursor's
+    figures count each exactly."""
+    config = CursorConfig(max_individual_ack_cache_bytes=300, max_unacked_ranges_to_persist=0)
+    with AckStore.open(store_path) as store:
+        cur = _topic_with(store, 3, 1000).cursor("c", config)
+        cur.ack([Position(1, e) for e in range(1, 400, 2)])
+        stats = cur.stats()
+        assert (stats.swap_ins, stats.evictions, stats.write_backs) == (0, 0, 0)
+        cur.ack([Position(2, e) for e in range(1, 400, 2)])  # 1 leaves, written back
+        stats = cur.stats()
+        assert (stats.swap_ins, stats.evictions, stats.write_backs) == (0, 1, 1)
+        store.flush()  # 2 written by the flush: clean from here
+        cur.ack([Position(3, e) for e in range(1, 400, 2)])  # 2 leaves, nothing to write back
+        stats = cur.stats()
+        assert (stats.swap_ins, stats.evictions, stats.write_backs) == (0, 2, 1)
+        assert cur.is_acked(Position(1, 399)) and not cur.is_acked(Position(1, 398))  # 1 comes back: 3 leaves
+        stats = cur.stats()
+        assert (stats.swap_ins, stats.evictions, stats.write_backs) == (1, 3, 2)
+        assert cur.is_acked(Position(2, 5))  # 2 comes back: 1 leaves, clean (read, not changed)
+        stats = cur.stats()
+        assert (stats.swap_ins, stats.evictions, stats.write_backs) == (2, 4, 2)
+        cur._check()
