@@ -4,6 +4,7 @@ every unflushed ack and delivery count, so the caller can free space and close a
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
@@ -85,3 +86,36 @@ def test_close_discard_drops_what_was_not_flushed(tmpfs) -> None:  # type: ignor
         cur = store.topic(T).cursor("c")
         assert cur.mark_delete_position == Position(1, 0)
         assert cur.ack_range_count == 0 and cur.delivery_counts() == {}
+
+
+def test_a_write_back_the_full_disk_refuses_keeps_the_ledger_in_memory(tmpfs, caplog) -> None:  # type: ignore[no-untyped-def]
+    """Over its budget a cursor writes a dirty ledger's record before it lets the ledger go;
+    when the disk refuses that write, the ledger stays in memory (over budget beats losing
+    acks), the failure is logged naming the cursor, and the acks reach the disk once there
+    is room again."""
+    disk = tmpfs(2 << 20)
+    store = AckStore.open(disk / "s", map_size=1 << 16)
+    topic = store.topic(T)
+    for ledger in (1, 2):
+        topic.add_ledger(ledger)
+        topic.close_ledger(ledger, 1_000_000)
+    topic.add_ledger(3)
+    config = CursorConfig(max_individual_ack_cache_bytes=120_000, max_unacked_ranges_to_persist=0)
+    cur = topic.cursor("c", config)
+    store.flush()
+    draw = random.Random(5)
+    first = sorted(draw.sample(range(1, 1_000_000), 60_000))  # scattered: its record does not compress away
+    cur.ack_entries(1, first)
+    pages = cur._core._pages
+    assert list(pages.cache.loaded) == [1] and 1 in pages.dirty
+    filler = fill(disk)
+    caplog.clear()
+    cur.ack_entries(2, sorted(draw.sample(range(1, 1_000_000), 60_000)))  # 1 must leave: its write fails
+    assert "write-back of 1 ledgers of cursor c failed" in caplog.text
+    assert sorted(pages.cache.loaded) == [1, 2] and 1 in pages.dirty and not pages.cache.swapped
+    assert cur.stats().write_backs == 0 and cur.is_acked(Position(1, first[-1]))
+    filler.unlink()
+    store.close()
+    with AckStore.open(disk / "s", readonly=True) as store:
+        cur = store.topic(T).cursor("c")
+        assert all(cur.is_acked(Position(1, e)) for e in first[::97]) and cur.ack_range_count > 50_000
