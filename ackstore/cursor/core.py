@@ -41,7 +41,7 @@ from .plan import Planner
 from .read_side import ReadHost, ReadSide
 from .small import check_small, small_of
 from .snapshot import CursorSnapshot, batch_items, snapshot_of
-from .state import ACK_POSITION, AckState
+from .state import AckState
 from .validate import pair
 
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ ACK_CURSOR: Any = None if native is None else native.ack_cursor
 of one Position whole (the checks, the store's lock, the ack, the flush list) when the
 cursor's checks pass without a word and it has no small form; 0 when it declines having
 changed nothing (:meth:`CursorCore.ack` decides), 1 when done, 2 when done with the cache or
-the pool over its budget (:meth:`CursorCore.ack_rest` evicts); None where it was not built."""
+the pool over its budget (:meth:`CursorCore.ack` evicts); None where it was not built."""
 
 
 class CursorHost(ReadHost, Protocol):
@@ -229,9 +229,16 @@ class CursorCore(ReadSide):
 
     # -- acks (the lock taken here) ------------------------------------------------------------
 
-    def ack(self, positions: Iterable[Position] | Position) -> None:
+    def ack(self, positions: Iterable[Position] | Position, done: int = 0) -> None:
         """``Cursor.ack``: one Position on the hot path (the small form's, or the ack
-        state's ``ack_one``), anything else checked whole first."""
+        state's ``ack_one``), anything else checked whole first. ``done``: what
+        :data:`ACK_CURSOR` said first; 2, it acked one position over budget (evict here,
+        keeping its ledger: O(evicted))."""
+        if done == 2:
+            with self._lock:
+                if not self._unbuilt:
+                    self._pages.fit(keep=(positions[0],))  # type: ignore[index]
+            return
         store = self._store
         if store.closed or store.readonly or self._deleted:
             self._alive()
@@ -249,12 +256,7 @@ class CursorCore(ReadSide):
                             self._parts()  # over the form's cap: the parts take it
                         return
                     self._parts()
-                done = 0 if ACK_POSITION is None else ACK_POSITION(self._state, positions, self.topic.version)
-                if done != 1:  # the compiled twin declined (0: the rule decides) or is over budget (2)
-                    if done:
-                        self._pages.fit(keep=(positions[0],))
-                    else:
-                        self._ack_one(positions[0], positions[1])
+                self._ack_one(positions[0], positions[1])  # (what ACK_CURSOR declined)
                 listed = self._flush_list
                 if self not in listed:
                     listed[self] = self._planner
@@ -279,15 +281,6 @@ class CursorCore(ReadSide):
                     self._state.ack_items(items)
             finally:
                 self._changed()
-
-    def ack_rest(self, done: int, positions: Any) -> None:
-        """``Cursor.ack`` after :data:`ACK_CURSOR` said ``done``: 0, declined (:meth:`ack`
-        decides); 2, acked one position over budget (evict, keeping its ledger). O(evicted)."""
-        if done == 0:
-            return self.ack(positions)
-        with self._lock:
-            if not self._unbuilt:
-                self._pages.fit(keep=(positions[0],))
 
     def ack_entries(self, ledger: int, entries: Iterable[int]) -> None:
         """``Cursor.ack_entries``: a BitMap or a range of M's ledger goes into the small

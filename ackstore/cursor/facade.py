@@ -79,9 +79,10 @@ class Cursor:
         O(1) for one position; O(k) in C plus O(containers) per ledger touched for k positions.
         For millions of entries of one ledger, :meth:`ack_entries` skips the Python objects.
         """
-        done = 0 if ACK_CURSOR is None else ACK_CURSOR(self._core, positions)  # one Position, compiled
+        core = self._core  # one Position compiled, unless the small form takes it (its own ack)
+        done = 0 if ACK_CURSOR is None or core.small is not None else ACK_CURSOR(core, positions)
         if done != 1:
-            self._core.ack_rest(done, positions)
+            core.ack(positions, done)
 
     def ack_entries(self, ledger: int, entries: Iterable[int]) -> None:
         """Acknowledge many entries of one ledger: the columnar fast path of :meth:`ack`.

@@ -52,11 +52,13 @@ __all__ = [
 
 
 ACK_POSITION: Any = None
-"""``ackstore._native.ack_position(state, (ledger, entry), version)`` where the module was built
-(``ackstore/_ack.c``): the compiled twin of :meth:`AckState.ack_one`'s common cases, which
-returns 0 having changed nothing when :meth:`AckState.ack_one` must decide (its pure twin),
-1 when done, 2 when done with the cache or the store's pool over its budget; None where it
-was not built (``ack_one`` decides every ack)."""
+"""``ackstore._native.ack_position(state, (ledger, entry), version)`` where the module was
+built (``ackstore/_ack.c``): the compiled twin of :meth:`AckState.ack_one`'s common cases on
+an ack state alone, the same code ``Cursor.ack`` runs through ``ack_cursor`` (which adds the
+cursor's checks, lock and flush list). It returns 0 having changed nothing when
+:meth:`AckState.ack_one` must decide, 1 when done, 2 when done with the cache or the store's
+pool over its budget; the tests hold it to :meth:`AckState.ack_one` field by field. None
+where the module was not built."""
 if native is not None:
     native.ack_setup(Position, ACK_CHARGE)
     ACK_POSITION = native.ack_position
