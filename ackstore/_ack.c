@@ -182,20 +182,20 @@ static int ack_in(PyObject *state, PyObject *pos, long long version) {
         return 1;
     }
     /* AckState.ack_one's add: the entry joins its loaded ledger's acks */
-    if (la == NULL) goto decline; /* created or swapped in by ack_one */
+    long long runs, ranges, size, nbytes, budget, total, pool_budget;
+    if (la == NULL || /* created or swapped in by ack_one */
+        !int_field(la, F_LedgerFields_runs, &runs) || !int_field(state, F_StateFields_range_count, &ranges) ||
+        !int_field(la, F_LedgerFields_size, &size) || !int_field(cache, F_CacheFields_nbytes, &nbytes) ||
+        !int_field(cache, F_CacheFields_budget, &budget) || !int_field(pool, F_PoolFields_total, &total) ||
+        !int_field(pool, F_PoolFields_budget, &pool_budget))
+        goto decline;
     if ((moved = PyObject_CallMethodOneArg(loaded, str_move_to_end, ledger)) == NULL) goto fail;
     if ((t = PySequence_Contains(bm, key)) != 0) {
         Py_DECREF(moved);
         return t < 0 ? -1 : 1;
     }
     int before = e > 0 ? holds(bm, e - 1) : 0, after = before < 0 ? -1 : holds(bm, e + 1);
-    long long runs, ranges, size, nbytes, budget, total, pool_budget;
     if (after < 0) goto fail;
-    if (!int_field(la, F_LedgerFields_runs, &runs) || !int_field(state, F_StateFields_range_count, &ranges) ||
-        !int_field(la, F_LedgerFields_size, &size) || !int_field(cache, F_CacheFields_nbytes, &nbytes) ||
-        !int_field(cache, F_CacheFields_budget, &budget) || !int_field(pool, F_PoolFields_total, &total) ||
-        !int_field(pool, F_PoolFields_budget, &pool_budget))
-        goto decline;
     long long delta = 1 - before - after;
     PyObject *r = PyObject_CallMethodOneArg(bm, str_add, key), *added = FIELD(la, F_LedgerFields_added);
     if (r == NULL) goto fail;
@@ -207,8 +207,9 @@ static int ack_in(PyObject *state, PyObject *pos, long long version) {
     if ((t = pop(batches, key)) < 0) goto fail;
     if (t) Py_XSETREF(FIELD(la, F_LedgerFields_added), Py_NewRef(Py_None)); /* a partial batch left the record */
     if (pop(counts, key) < 0) goto fail; /* an acked entry has no delivery count */
-    if (set_int(la, F_LedgerFields_runs, runs + delta) < 0 || set_int(state, F_StateFields_range_count, ranges + delta) < 0 ||
-        PySet_Add(dirty, ledger) < 0 || set_int(la, F_LedgerFields_size, size + ack_charge) < 0 ||
+    if (set_int(la, F_LedgerFields_runs, runs + delta) < 0 ||
+        set_int(state, F_StateFields_range_count, ranges + delta) < 0 || PySet_Add(dirty, ledger) < 0 ||
+        set_int(la, F_LedgerFields_size, size + ack_charge) < 0 ||
         set_int(cache, F_CacheFields_nbytes, nbytes + ack_charge) < 0 ||
         set_int(pool, F_PoolFields_total, total + ack_charge) < 0)
         goto fail;
@@ -241,16 +242,23 @@ static int typed(void) {
     return -1;
 }
 
-static PyObject *ack_position(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    long long version;
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "ack_position(state, position, version)");
-        return NULL;
+/* 0 when a call got `want` arguments (else TypeError with its `usage`) and ack_setup ran
+ * (else RuntimeError); -1 with the error */
+static int ready(const char *usage, Py_ssize_t nargs, Py_ssize_t want) {
+    if (nargs != want) {
+        PyErr_SetString(PyExc_TypeError, usage);
+        return -1;
     }
     if (position_type == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "ack_position before ack_setup");
-        return NULL;
+        PyErr_Format(PyExc_RuntimeError, "%s before ack_setup", usage);
+        return -1;
     }
+    return 0;
+}
+
+static PyObject *ack_position(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    long long version;
+    if (ready("ack_position(state, position, version)", nargs, 3) < 0) return NULL;
     int r = small_int(args[2], &version) ? ack_in(args[0], args[1], version) : 0;
     return r < 0 ? NULL : PyLong_FromLong(r);
 }
@@ -261,14 +269,7 @@ static PyObject *ack_position(PyObject *self, PyObject *const *args, Py_ssize_t 
  * cursor put on the flush list, the lock released. 0: declined before anything changed (the
  * core's own ack decides); 2: done, over budget (the caller evicts). */
 static PyObject *ack_cursor(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "ack_cursor(core, position)");
-        return NULL;
-    }
-    if (position_type == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "ack_cursor before ack_setup");
-        return NULL;
-    }
+    if (ready("ack_cursor(core, position)", nargs, 2) < 0) return NULL;
     PyObject *core = args[0], *pos = args[1];
     if (Py_TYPE(pos) != position_type || !of(core, core_type, &core_seen)) return PyLong_FromLong(0);
     PyObject *lock = FIELD(core, F_CoreFields__lock), *host = FIELD(core, F_CoreFields__store), *got;
