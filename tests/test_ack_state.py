@@ -92,12 +92,18 @@ class MemoryLedgers:
         return sum(la.runs for la in self.cache.loaded.values())
 
 
-def _fresh() -> tuple[AckState, MemoryLedgers, TopicModel, CursorModel]:
+def _directory() -> LedgerDirectory:
+    """The ledgers of :data:`LEDGERS`: 1 sealed at 20 entries, 2 at 10, 3 open."""
     d = LedgerDirectory()
     for ledger, count in LEDGERS:
         d.add(ledger)
         if count is not None:
             d.close(ledger, count)
+    return d
+
+
+def _fresh() -> tuple[AckState, MemoryLedgers, TopicModel, CursorModel]:
+    d = _directory()
     ledgers = MemoryLedgers()
     state = AckState(_Topic("t", d), "c", ledgers)
     state.load(None)
@@ -517,11 +523,7 @@ def test_a_new_state_on_a_topic_without_ledgers_starts_at_zero(initial: Literal[
 
 def _twins(budget: int) -> tuple[LedgerDirectory, _Topic, list[tuple[AckState, MemoryLedgers]]]:
     """Two states of one topic, each over its own ledgers with cache budget ``budget``."""
-    d = LedgerDirectory()
-    for ledger, count in LEDGERS:
-        d.add(ledger)
-        if count is not None:
-            d.close(ledger, count)
+    d = _directory()
     topic = _Topic("t", d)
     twins = []
     for _ in range(2):
@@ -657,11 +659,7 @@ def _marker(md: tuple[int, int]) -> Marker:
 
 def _loaded(md: tuple[int, int], held: dict[int, LedgerAcks]) -> tuple[AckState, MemoryLedgers]:
     """A state recovered at ``md`` whose ledgers' records held ``held`` (clipped on load)."""
-    d = LedgerDirectory()
-    for ledger, count in LEDGERS:
-        d.add(ledger)
-        if count is not None:
-            d.close(ledger, count)
+    d = _directory()
     ledgers = MemoryLedgers()
     for ledger, la in held.items():
         ledgers.cache.add(ledger, la)
