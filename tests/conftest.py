@@ -107,6 +107,7 @@ AREAS: dict[str, str] = {
     **dict.fromkeys(
         (
             "budget",
+            "pages",
             "check",
             "codecs",
             "decoders",

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from ackstore.tools.mutant_screen import apply_mutant, sample
+import argparse
+import os
+from pathlib import Path
+
+import pytest
+from ackstore.tools.mutant_screen import apply_mutant, require_clean, sample
 
 SOURCE = """def top(x):
     if x < 0:
@@ -44,3 +49,15 @@ def test_a_sample_is_seeded_in_order_and_whole_when_asked_for_all() -> None:
     assert drawn == sample(names, 10, 3)  # the same draw on every run
     assert drawn != sample(names, 10, 4)
     assert sample(names, 0, 3) == names and sample(names, 50, 3) == names and sample(names, 99, 3) == names
+
+
+def test_a_screen_whose_tests_fail_without_a_mutant_refuses_to_start(tmp_path: Path) -> None:
+    """Tests that fail anyway (here: a file the worktree does not hold) would call every
+    mutant killed: the screen stops first and says why."""
+    (tmp_path / "test_ok.py").write_text("def test_ok():\n    assert 1 + 1 == 2\n")
+    env = {**os.environ, "ACKSTORE_PURE_PYTHON": "1"}
+    passing = argparse.Namespace(tests=["test_ok.py"], timeout=120.0)
+    require_clean(passing, tmp_path, env)  # no exit
+    missing = argparse.Namespace(tests=["test_ok.py", "test_uncommitted.py"], timeout=120.0)
+    with pytest.raises(SystemExit, match=r"the tests fail on HEAD without a mutant .*commit them first"):
+        require_clean(missing, tmp_path, env)

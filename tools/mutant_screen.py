@@ -88,6 +88,24 @@ def _mutants(module: str) -> list[str]:
     return list(json.loads(meta.read_text())["exit_code_by_key"])
 
 
+def _run_tests(args: argparse.Namespace, worktree: Path, env: dict[str, str]) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m", "not slow", *args.tests],
+        cwd=worktree, env=env, capture_output=True, timeout=args.timeout, check=False,
+    )  # fmt: skip
+
+
+def require_clean(args: argparse.Namespace, worktree: Path, env: dict[str, str]) -> None:
+    """Exit with a message when the tests fail in ``worktree`` without a mutant: a test that
+    fails anyway (a file HEAD does not hold yet) would call every mutant killed."""
+    clean = _run_tests(args, worktree, env)
+    if clean.returncode != 0:
+        last = (clean.stdout.decode(errors="replace").strip().splitlines() or ["(no output)"])[-1]
+        raise SystemExit(
+            f"the tests fail on HEAD without a mutant ({last}): the screen runs HEAD's tests, commit them first"
+        )
+
+
 def _screen(args: argparse.Namespace, worktree: Path, results: dict[str, dict[str, object]]) -> None:
     target = worktree / args.module
     original = target.read_text()
@@ -99,6 +117,8 @@ def _screen(args: argparse.Namespace, worktree: Path, results: dict[str, dict[st
         raise SystemExit(f"mutmut is not installed beside {sys.executable}: `make mutate` installs it")
     todo = [n for n in names if n not in results]
     print(f"{len(todo)} of {len(names)} mutants of {args.module} to run", flush=True)
+    if todo:
+        require_clean(args, worktree, env)
     for n, name in enumerate(todo, 1):
         diff = subprocess.run([str(mutmut), "show", name], capture_output=True, text=True, check=False).stdout
         mutated = apply_mutant(original, name, diff)
@@ -108,12 +128,7 @@ def _screen(args: argparse.Namespace, worktree: Path, results: dict[str, dict[st
         else:
             target.write_text(mutated)
             try:
-                run = subprocess.run(
-                    [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m", "not slow",
-                     *args.tests],
-                    cwd=worktree, env=env, capture_output=True, timeout=args.timeout, check=False,
-                )  # fmt: skip
-                verdict = "survived" if run.returncode == 0 else "killed"
+                verdict = "survived" if _run_tests(args, worktree, env).returncode == 0 else "killed"
             except subprocess.TimeoutExpired:
                 verdict = "killed by the timeout"
             finally:
