@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from .cursor.core import CursorCore
     from .cursor.plan import Planner
     from .history import HistoryKeeper, Taken
+    from .ledger_cache import CachePool
     from .readers import ReaderWatch
     from .storage.env import Environment
     from .topic import Topic
@@ -52,7 +53,8 @@ def _chunk(items: list[_T], start: int) -> list[_T]:
 
 class FlushHost(Protocol):
     """What the group flush reads and changes of its store (an :class:`~ackstore.AckStore`):
-    its lock, storage, topics, flush lists, history keeper, reader watch and flush count."""
+    its lock, storage, topics, flush lists, history keeper, reader watch, cache pool and flush
+    count."""
 
     path: Path
     lock: _thread.RLock
@@ -62,6 +64,7 @@ class FlushHost(Protocol):
     flush_count: int
     readers: ReaderWatch
     history: HistoryKeeper
+    cache_pool: CachePool
 
     @property
     def storage(self) -> Environment: ...
@@ -316,6 +319,7 @@ class GroupFlush:
             for plan, cur in zip(job.plans, job.cursors, strict=True):
                 cur._abort_flush(plan)
                 listed[cur] = cur._planner  # waits for the next flush again
+            self.store.cache_pool.settle()  # nothing is pinned any more
         if job.failed is None and job.encoded < len(job.plans):
             job.failed = job.cursors[job.encoded]
         if job.failed is not None:
@@ -336,6 +340,7 @@ class GroupFlush:
                     if type(plan) is lane.MarkerPlan and plan.full and planner.chain.in_slots:
                         cur.take_small_form()  # the small form, if the cursor fits it (its state in a slot)
         with self.store.lock:
+            self.store.cache_pool.settle()  # nothing is pinned any more
             if job.history:
                 self.store.history.adopt(job.history)
             for topic, written in job.confirms:

@@ -43,17 +43,29 @@ class PoolMember(Protocol):
 
     def fit_own(self, incoming: int, keep: Iterable[int], budget: int | None) -> None: ...
 
+    def fit(self, incoming: int = 0, keep: Iterable[int] = ()) -> None: ...
+
 
 class CachePool(PoolFields):
     """The store-wide budget: the running total of every cursor's cache of one store, and
     the cursors' pages registered in it (held weakly), so that it can make them give way."""
 
-    __slots__ = ("members",)  # and PoolFields' (total, budget: what the compiled ack charges)
+    __slots__ = ("members", "owed")  # and PoolFields' (total, budget: what the compiled ack charges)
 
     def __init__(self, budget: int | None) -> None:
         self.total = 0
         self.budget = sys.maxsize if budget is None else budget
         self.members: weakref.WeakSet[PoolMember] = weakref.WeakSet()
+        self.owed: set[PoolMember] = set()
+        """caches that stayed over a budget because a flush in flight pinned their ledgers"""
+
+    def settle(self) -> None:
+        """A flush ended, its ledgers no longer pinned: fit each cache that stayed over a
+        budget for them (:attr:`owed`). O(those caches); the flush calls it under the store's lock."""
+        if self.owed:
+            owed, self.owed = self.owed, set()
+            for pages in owed:
+                pages.fit()
 
     def fit(self, current: PoolMember, incoming: int, keep: Iterable[int]) -> None:
         """Bring every member under the budget, largest caches first; ``keep`` holds for

@@ -56,8 +56,8 @@ def test_a_screen_whose_tests_fail_without_a_mutant_refuses_to_start(tmp_path: P
     mutant killed: the screen stops first and says why."""
     (tmp_path / "test_ok.py").write_text("def test_ok():\n    assert 1 + 1 == 2\n")
     env = {**os.environ, "ACKSTORE_PURE_PYTHON": "1"}
-    passing = argparse.Namespace(tests=["test_ok.py"], timeout=120.0)
+    passing = argparse.Namespace(tests=["test_ok.py"], timeout=120.0, slow=False)
     require_clean(passing, tmp_path, env)  # no exit
-    missing = argparse.Namespace(tests=["test_ok.py", "test_uncommitted.py"], timeout=120.0)
+    missing = argparse.Namespace(tests=["test_ok.py", "test_uncommitted.py"], timeout=120.0, slow=False)
     with pytest.raises(SystemExit, match=r"the tests fail on HEAD without a mutant .*commit them first"):
         require_clean(missing, tmp_path, env)

@@ -90,7 +90,8 @@ def _mutants(module: str) -> list[str]:
 
 def _run_tests(args: argparse.Namespace, worktree: Path, env: dict[str, str]) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m", "not slow", *args.tests],
+        [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
+         *([] if args.slow else ["-m", "not slow"]), *args.tests],
         cwd=worktree, env=env, capture_output=True, timeout=args.timeout, check=False,
     )  # fmt: skip
 
@@ -144,9 +145,12 @@ def main(argv: list[str]) -> int:
         description="Run each mutant mutmut made of MODULE against TESTS (pure-Python twins, -x), in a worktree.",
     )
     parser.add_argument("module", help="the module's path, e.g. ackstore/cursor/moves.py")
-    parser.add_argument("--tests", nargs="+", required=True, help="test files of its area (slow tests are left out)")
+    parser.add_argument("--tests", nargs="+", required=True, help="test files of its area")
     parser.add_argument(
         "--out", type=Path, required=True, help="the JSON file of verdicts (read first: a screen goes on)"
+    )
+    parser.add_argument(
+        "--slow", action="store_true", help="run the tests marked slow too (subprocesses, campaigns; default: left out)"
     )
     parser.add_argument("--only", nargs="*", default=[], help="only mutants whose names hold one of these")
     parser.add_argument(

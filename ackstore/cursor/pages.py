@@ -323,6 +323,8 @@ class Pages(PagesFields):
         if cache.nbytes + incoming <= limit:
             return
         cache.measure_all()
+        if self.pinned:  # a flush in flight carries them: they stay, and the pool fits this cache once it ends
+            cache.pool.owed.add(self)
         victims = cache.victims(incoming, set(keep).union(self.pinned), limit)
         if not victims:
             return
