@@ -340,3 +340,102 @@ def test_a_reader_moving_to_a_flush_under_a_trimmed_directory_reads_what_it_must
         finally:
             reader.kill()
         assert out.split() == ["True", "1:-1", "1"]
+
+
+RECORD_WRITER = r"""
+import sys
+from ackstore import AckStore, CursorConfig, Position
+from ackstore.storage.records import log_key
+store = AckStore.open(sys.argv[1], sync=False)
+topic = store.topic("t")
+for ledger in (1, 2, 3):
+    topic.add_ledger(ledger)
+    topic.close_ledger(ledger, 1000)
+topic.add_ledger(4)
+cur = topic.cursor("c", CursorConfig(full_marker_every=1, max_unacked_ranges_to_persist=0))
+cur.ack([Position(ledger, e) for ledger in (1, 2, 3) for e in range(1, 200, 2)])  # records, not a state slot
+store.flush()
+print("ready", flush=True)
+k = 0
+log_db = store._storage.log_db
+for line in sys.stdin:
+    named = log_key(cur.cursor_id, cur._core._pages.index[2].seq)  # the record of ledger 2 a reader now names
+    if line.strip() == "pass":  # M passes ledger 2, whose state goes
+        cur.ack_cumulative(Position(2, 999))
+        store.flush()
+    while store._storage.read(lambda txn: txn.get(named, db=log_db)) is not None:  # flushes until a trim took it
+        k += 1
+        if line.strip() == "pass":
+            cur.set_property("k", k)
+        else:  # a new base record of ledger 2 (a partial batch changed)
+            cur.ack_batch_index(Position(2, 200 + 2 * k), 4, [0])
+        store.flush()
+    print("done", flush=True)
+store.close()
+"""
+
+
+class _Fetching:
+    """A reader's storage that has the writer change the log just before each of the first
+    ``times`` reads of a record: the record the reader's state names is gone when it looks."""
+
+    def __init__(self, storage: Any, writer: subprocess.Popen[str], command: str, times: int) -> None:
+        self.storage, self.writer, self.command, self.times, self.calls = storage, writer, command, times, 0
+
+    def read(self, fn: Any) -> Any:
+        self.calls += 1
+        if self.calls <= self.times:
+            assert self.writer.stdin is not None and self.writer.stdout is not None
+            self.writer.stdin.write(self.command + "\n")
+            self.writer.stdin.flush()
+            assert self.writer.stdout.readline().strip() == "done"
+        return self.storage.read(fn)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.storage, name)
+
+
+@pytest.mark.parametrize("command,times", [("rewrite", 1), ("rewrite", 4), ("pass", 1)])
+def test_a_reader_whose_record_is_trimmed_as_it_reads_moves_on_or_says_it_fell_behind(
+    tmp_path: Path, command: str, times: int
+) -> None:
+    """The record a reader's state names is trimmed between the reader's look at the log and
+    its read of the record: it moves to the writer's newest flush and reads again, and
+    answers from there (the ledger read back, or gone below M); trimmed under it at each of
+    three moves, it raises ReaderBehindError naming the ledger and the cursor."""
+    from ackstore.errors import ReaderBehindError
+
+    writer = subprocess.Popen(
+        [sys.executable, "-c", RECORD_WRITER, str(tmp_path / "s")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert writer.stdout is not None and writer.stdout.readline().strip() == "ready"
+        with AckStore.open(tmp_path / "s", readonly=True) as store:
+            cur = store.topic("t").cursor("c")
+            pages = cur._core._pages
+            assert cur.is_acked(Position(1, 1)) and 2 in pages.swapped
+            fetching = _Fetching(pages.storage, writer, command, times)
+            pages.storage = fetching
+            if times > 3:
+                with pytest.raises(ReaderBehindError) as caught:
+                    cur.is_acked(Position(2, 5))
+                assert str(caught.value) == (
+                    "ledger 2's record of cursor 'c' keeps vanishing under this reader: the writer trimmed it again "
+                    "each time this reader moved to its newest flush; try again"
+                )
+                assert fetching.calls == 4  # the first read and one after each of three moves
+                return
+            assert cur.is_acked(Position(2, 5))  # read back from the newer record, or below M
+            assert fetching.calls == (2 if command == "rewrite" else 1)
+            if command == "rewrite":
+                assert not cur.is_acked(Position(2, 6))
+                assert cur.batch_acked_indexes(Position(2, 202)) == frozenset({0})
+            else:
+                assert cur.mark_delete_position == Position(3, -1) and 2 not in pages.swapped
+    finally:
+        assert writer.stdin is not None
+        writer.stdin.close()
+        assert writer.wait(timeout=60) == 0
