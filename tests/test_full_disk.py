@@ -111,7 +111,9 @@ def test_a_write_back_the_full_disk_refuses_keeps_the_ledger_in_memory(tmpfs, ca
     filler = fill(disk)
     caplog.clear()
     cur.ack_entries(2, sorted(draw.sample(range(1, 1_000_000), 60_000)))  # 1 must leave: its write fails
-    assert "write-back of 1 ledgers of cursor c failed" in caplog.text
+    assert [r.getMessage() for r in caplog.records if r.name == "ackstore"] == [
+        "ackstore: write-back of 1 ledgers of cursor c failed"
+    ]
     assert sorted(pages.cache.loaded) == [1, 2] and 1 in pages.dirty and not pages.cache.swapped
     assert cur.stats().write_backs == 0 and cur.is_acked(Position(1, first[-1]))
     filler.unlink()

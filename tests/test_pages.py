@@ -285,3 +285,21 @@ def test_check_finds_a_write_to_the_shared_empty_entries(held) -> None:  # type:
             _checked(held)
     finally:
         dict.__delitem__(NO_ENTRIES, 7)
+
+
+def test_a_budget_of_zero_holds_the_one_ledger_being_acked_and_no_other(store_path: Path) -> None:
+    """Nothing fits a budget of 0 but the ledger an ack is in, which stays (it stands alone):
+    the cache then holds exactly the budget plus its largest ledger, the bound ``_check``
+    allows, and an ack in another ledger evicts it."""
+    with AckStore.open(store_path) as store:
+        cur = _topic(store).cursor("c", CursorConfig(max_individual_ack_cache_bytes=0, max_unacked_ranges_to_persist=0))
+        cur.ack([Position(1, e) for e in HOLEY])
+        pages = _pages(cur)
+        assert list(pages.loaded) == [1] and cur.stats().evictions == 0
+        cur._check()
+        cur.ack([Position(2, e) for e in HOLEY])
+        assert list(pages.loaded) == [2] and (cur.stats().evictions, cur.stats().write_backs) == (1, 1)
+        cur._check()
+    with AckStore.open(store_path) as store:
+        cur = store.topic(T).cursor("c")
+        assert all(cur.is_acked(Position(ledger, e)) for ledger in (1, 2) for e in HOLEY)
