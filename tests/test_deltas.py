@@ -101,6 +101,31 @@ def test_a_delta_grows_until_it_is_folded_into_a_new_base(tmp_path: Path) -> Non
     store.close()
 
 
+def test_a_delta_is_at_most_its_share_of_the_ledgers_acks_and_few_ranges_do_not_bound_it(
+    tmp_path: Path, marker_layout: None
+) -> None:
+    """Acks since the base travel in the marker while they are at most DELTA_MAX_SHARE of
+    the ledger's acks, counted whole: a base of one long run (one range) carries as many
+    as a holey one. Exactly at the share a delta, one past it a new base."""
+    share = lane.DELTA_MAX_SHARE
+    base = 7 * 8  # one run of 56 acks: 8 more are exactly an eighth of the 64 then
+    assert share == 1 / 8
+    store, cur = _open(tmp_path / "s", 1 << 30)
+    cur.ack_entries(1, range(100, 100 + base))
+    cur.ack_entries(2, range(100, 2100))  # one run of 2,000
+    assert store.flush().ledger_records == 2
+    cur.ack_entries(1, range(200, 216, 2))  # 8 isolated acks since the base: 8 of 64
+    cur.ack_entries(2, range(2200, 2300, 2))  # 50 of 2,050, 51 ranges: far under the share of acks
+    assert store.flush().ledger_records == 0
+    cur.ack(Position(1, 300))  # 9 of 65
+    assert store.flush().ledger_records == 1
+    store.close()
+    store, cur = _open(tmp_path / "s", 1 << 30)
+    assert cur.is_acked(Position(1, 214)) and cur.is_acked(Position(1, 300)) and cur.is_acked(Position(2, 2298))
+    assert not cur.is_acked(Position(2, 2299))
+    store.close()
+
+
 def test_each_delta_marker_names_only_the_acks_since_the_chain_named_them(tmp_path: Path) -> None:
     """The common flush (a few acks in a ledger that has a record) writes a delta marker
     naming the acks since the previous marker, and the chain adds up to every ack since the
