@@ -126,6 +126,25 @@ def test_a_delta_is_at_most_its_share_of_the_ledgers_acks_and_few_ranges_do_not_
     store.close()
 
 
+def test_delivery_counts_since_the_base_count_toward_a_deltas_share_with_the_ledgers_counts(
+    tmp_path: Path, marker_layout: None
+) -> None:
+    """Delivery counts set since the base ride in the marker as acks do, within the same
+    share, of the ledger's acks and counts together: 8 counts beside 56 acks are exactly an
+    eighth of 64, one count more is past it."""
+    store, cur = _open(tmp_path / "s", 1 << 30)
+    cur.ack_entries(1, range(100, 156))  # one run of 56
+    assert store.flush().ledger_records == 1
+    cur.record_deliveries([Position(1, e) for e in range(200, 208)])  # 8 counts since the base
+    assert store.flush().ledger_records == 0
+    cur.record_deliveries([Position(1, 300)])  # 9 of 65
+    assert store.flush().ledger_records == 1
+    store.close()
+    store, cur = _open(tmp_path / "s", 1 << 30)
+    assert cur.delivery_counts() == {Position(1, e): 1 for e in (*range(200, 208), 300)}
+    store.close()
+
+
 def test_each_delta_marker_names_only_the_acks_since_the_chain_named_them(tmp_path: Path) -> None:
     """The common flush (a few acks in a ledger that has a record) writes a delta marker
     naming the acks since the previous marker, and the chain adds up to every ack since the

@@ -16,6 +16,7 @@ from ackstore import flush as group_flush
 from ackstore.cursor import lane
 from ackstore.cursor.plan import FlushPlan
 from ackstore.storage import codecs
+from ackstore.storage.records import log_key
 
 from .codec_impls import NOT_COMPILED
 from .lane_twins import lanes_agree, twin_workload
@@ -454,3 +455,94 @@ def test_an_aborted_state_plan_gives_back_the_dropped_ledgers_it_took(store_path
     assert lanes_agree(cur) == "plan"
     assert sorted(cur._core._planner.pages.vanished) == [1, 2]
     _flush_and_reopen(store_path, store, ["c"])
+
+
+@pytest.mark.parametrize("impl", lane.IMPLEMENTATIONS, ids=["python", "native"][: len(lane.IMPLEMENTATIONS)])
+def test_take_all_refuses_lists_of_unequal_length(store_path: Path, impl: lane.Lane) -> None:
+    with AckStore.open(store_path) as store:
+        topic = store.topic(T)
+        topic.add_ledger(1)
+        cur = topic.cursor("c")
+        cur.ack([Position(1, 3)])
+        with pytest.raises(ValueError, match=r"^take_all visits as many planners as cursors$"):
+            impl.take_all([cur._core], [], [], [], [], [])
+
+
+def _in_slots(store: AckStore, cur) -> bool:  # type: ignore[no-untyped-def]
+    """Whether the cursor's newest flush wrote a state marker (into a state slot: its log
+    key holds nothing)."""
+    env, key = store._storage, log_key(cur.cursor_id, cur._core._planner.chain.marker_seq)
+    return env.read(lambda txn: txn.get(key, db=env.log_db)) is None
+
+
+def test_a_state_of_exactly_the_state_bound_in_bytes_is_a_state_marker(store_path: Path) -> None:
+    """A small cursor's whole state goes into a state slot while its value is at most
+    STATE_MAX_BYTES: exactly that many (its property padded to it) is a state marker, one
+    byte more the marker layout, and either reads back whole."""
+    with AckStore.open(store_path) as store:
+        topic = store.topic(T)
+        topic.add_ledger(1)
+        cur = topic.cursor("c", ROOMY)
+        cur.ack([Position(1, e) for e in (3, 5, 7)])
+        core = cur._core
+        with store.lock:
+            core._parts()
+
+        def size(pad: int) -> int:
+            props = {"p": "x" * pad}
+            value = lane.encode_state_marker(cur.cursor_id, core._state.md, props, sorted(core._pages.loaded.items()))
+            return len(value)
+
+        pad = lane.STATE_MAX_BYTES - size(0)
+        while size(pad) > lane.STATE_MAX_BYTES:  # the str's own header grows with it
+            pad -= 1
+        assert size(pad) == lane.STATE_MAX_BYTES and size(pad + 1) == lane.STATE_MAX_BYTES + 1
+        cur.set_property("p", "x" * pad)
+        store.flush()
+        assert _in_slots(store, cur)
+        cur.set_property("p", "x" * (pad + 1))
+        store.flush()
+        assert not _in_slots(store, cur)
+    with AckStore.open(store_path) as store:
+        cur = store.topic(T).cursor("c")
+        assert cur.properties == {"p": "x" * (pad + 1)} and [p.entry for p, _ in cur.ack_ranges()] == [3, 5, 7]
+
+
+@pytest.mark.parametrize("batches", [lane.STATE_MAX_EXTRAS, lane.STATE_MAX_EXTRAS + 1])
+def test_partial_batches_alone_count_toward_the_state_layouts_bound(store_path: Path, batches: int) -> None:
+    """A cursor whose only extras are partial batches (no delivery counts) takes the state
+    layout with STATE_MAX_EXTRAS of them, and the marker layout with one more."""
+    with AckStore.open(store_path) as store:
+        topic = store.topic(T)
+        topic.add_ledger(1)
+        cur = topic.cursor("c", ROOMY)
+        for e in range(1, 2 * batches + 1, 2):
+            cur.ack_batch_index(Position(1, e), 2, [0])
+        store.flush()
+        assert _in_slots(store, cur) is (batches <= lane.STATE_MAX_EXTRAS)
+    with AckStore.open(store_path) as store:
+        got = store.topic(T).cursor("c").partial_batches()
+        assert got == {Position(1, e): (2, frozenset({0})) for e in range(1, 2 * batches + 1, 2)}
+
+
+@pytest.mark.usefixtures("marker_layout")
+def test_each_flush_counts_exactly_the_records_its_trims_deleted(store_path: Path) -> None:
+    """``records_trimmed`` is what left the log: the cursor's records before a flush, plus
+    what it wrote, less it, are its records after, for trims by key and by a scan of the
+    cursor's keys (the first trim after an open knows no floor)."""
+    trimmed = 0
+    for _ in range(2):
+        with AckStore.open(store_path) as store:
+            topic = store.topic(T)
+            if not topic.ledgers():
+                for ledger in (1, 2):
+                    topic.add_ledger(ledger)
+                    topic.close_ledger(ledger, 100_000)
+            cur = topic.cursor("c", CursorConfig(max_unacked_ranges_to_persist=0, full_marker_every=2))
+            for r in range(12):
+                before = cur.log_usage().records
+                cur.ack_entries(1 + r % 2, range(1000 * r + 1, 1000 * r + 400, 2))  # a new base each time
+                stats = store.flush()
+                assert cur.log_usage().records == before + stats.ledger_records + stats.markers - stats.records_trimmed
+                trimmed += stats.records_trimmed
+    assert trimmed > 0
