@@ -212,3 +212,67 @@ def test_an_ack_after_a_truncated_flush_is_persisted_once_the_ranges_fit_again(s
             (Position(2, 10), Position(2, 40)),
             (Position(3, 50), Position(3, 50)),
         ]
+
+
+def test_the_cap_is_said_once_when_crossed_and_once_when_back_under(
+    store_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """One WARNING at the flush that first persists fewer ranges than the cursor holds
+    (what a crash then loses), none while it stays over, one INFO at the flush back under."""
+    import logging
+
+    caplog.set_level(logging.INFO, logger="ackstore")
+    with AckStore.open(store_path) as store:
+        cur = _cursor(store, CursorConfig(max_unacked_ranges_to_persist=3))
+
+        def said() -> list[tuple[int, str]]:
+            got = [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "ackstore"]
+            caplog.clear()
+            return got
+
+        cur.ack([Position(1, e) for e in (2, 4, 6)])
+        store.flush()
+        assert said() == []  # at the cap: all persisted
+        cur.ack([Position(1, 8)])
+        store.flush()
+        assert said() == [
+            (
+                logging.WARNING,
+                f"ackstore: cursor {T}/sub has 4 ack ranges, over its max_unacked_ranges_to_persist=3: flushes now "
+                "persist only the lowest 3 ranges; after a crash the acks in the other 1 ranges are lost and those "
+                "messages redelivered",
+            )
+        ]
+        cur.ack([Position(1, 10)])
+        store.flush()
+        assert said() == []  # still over: said once
+        cur.ack([Position(1, e) for e in (3, 5, 7)])  # 1:2..1:8 and 1:10
+        store.flush()
+        assert said() == [
+            (
+                logging.INFO,
+                f"ackstore: cursor {T}/sub is back to 2 ack ranges (cap 3): flushes persist all of them again",
+            )
+        ]
+
+
+def test_a_truncated_marker_names_its_cursor_and_its_bytes_are_counted_exactly(store_path: Path) -> None:
+    """A capped flush writes its marker in the form that says it is truncated, with the id of
+    the cursor it belongs to (recovery refuses a marker of another cursor's chain), and the
+    flush counts exactly the bytes of the keys and values it put."""
+    from ackstore.storage.records import decode_marker, log_key
+
+    with AckStore.open(store_path) as store:
+        cur = _cursor(store, CursorConfig(max_unacked_ranges_to_persist=2, max_individual_ack_cache_bytes=1 << 20))
+        store.flush()
+        env = store._storage
+        first = cur._core._planner.chain.next_seq
+        cur.ack([Position(1, e) for e in (2, 4, 6, 8)])
+        stats = store.flush()
+        seq = cur._core._planner.chain.marker_seq
+        keys = [log_key(cur.cursor_id, s) for s in range(first, seq + 1)]
+        values = env.read(lambda txn: [txn.get(k, db=env.log_db) for k in keys])
+        written = [(k, v) for k, v in zip(keys, values, strict=True) if v is not None]
+        assert stats.bytes_written == sum(len(k) + len(v) for k, v in written)
+        marker = decode_marker(values[-1], seq)
+        assert marker.truncated and marker.extra.get("c") == cur.cursor_id
