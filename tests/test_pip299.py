@@ -275,4 +275,5 @@ def test_a_truncated_marker_names_its_cursor_and_its_bytes_are_counted_exactly(s
         written = [(k, v) for k, v in zip(keys, values, strict=True) if v is not None]
         assert stats.bytes_written == sum(len(k) + len(v) for k, v in written)
         marker = decode_marker(values[-1], seq)
-        assert marker.truncated and marker.extra.get("c") == cur.cursor_id
+        assert marker.truncated and marker.full and marker.extra.get("c") == cur.cursor_id
+        assert stats.full_markers == 1 and cur.stats().deltas_since_full_marker == 0  # a chain starts there
