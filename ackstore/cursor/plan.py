@@ -386,10 +386,8 @@ class Planner(PlannerFields):
     # -- commit / abort ------------------------------------------------------------------------
 
     def commit(self, plan: AnyPlan) -> None:
-        """The flush transaction committed: the pages adopt the plan's index, the chain its marker."""
-        if type(plan) is MarkerPlan:
-            lane.commit_marker(self, plan)
-            return
+        """The flush transaction committed: the pages adopt the plan's index, the chain its
+        marker (what the lane's ``commit_marker`` does for a marker plan, compiled)."""
         self.pages.adopt(plan.changes, plan.keep_dirty)
         self.chain.adopt(plan)
 
