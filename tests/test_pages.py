@@ -323,3 +323,15 @@ def test_a_flush_whose_planning_raises_gives_back_what_it_took(store_path: Path)
     with AckStore.open(store_path) as store:
         cur = store.topic(T).cursor("c")
         assert cur.is_acked(Position(1, 4)) and cur.is_acked(Position(3, 4)) and cur.is_acked(Position(1, 2))
+
+
+def test_check_finds_a_written_back_ledger_whose_entry_names_acks_since_its_record(store_path: Path) -> None:
+    from pyroaring import FrozenBitMap
+
+    with AckStore.open(store_path) as store:
+        cur = _written_back(store)
+        _checked(cur)
+        pages = _pages(cur)
+        pages.index[1] = pages.index[1]._replace(adds=FrozenBitMap([7]))
+        with pytest.raises(AssertionError):
+            _checked(cur)

@@ -670,3 +670,32 @@ def test_the_compiled_ack_of_a_cursor_takes_one_position_whole_and_declines_the_
         topic.delete_cursor("c")
         assert ACK_CURSOR(cur._core, Position(1, 9)) == 0
     assert ACK_CURSOR(store.topic, Position(1, 9)) == 0  # not a core
+
+
+def test_compaction_keeps_the_acks_a_swapped_out_ledger_holds_since_its_record(
+    store_path: Path, marker_layout: None
+) -> None:
+    """A ledger left on disk whose newest marker carries acks since its record (a delta):
+    compaction copies the record and keeps those acks in the new marker, with delivery
+    counts or without."""
+    config = CursorConfig(max_individual_ack_cache_bytes=1, max_unacked_ranges_to_persist=0)
+    with AckStore.open(store_path) as store:
+        topic = store.topic("t")
+        for ledger in (1, 2):
+            topic.add_ledger(ledger)
+            topic.close_ledger(ledger, 1000)
+        cur = topic.cursor("c", CursorConfig(max_unacked_ranges_to_persist=0))  # room: no write-back
+        cur.ack([Position(ledger, e) for ledger in (1, 2) for e in range(1, 300, 2)])
+        store.flush()
+        cur.ack([Position(1, 500), Position(1, 502), Position(2, 500)])  # deltas: the marker carries them
+        cur.record_deliveries([Position(2, 600)])
+        assert store.flush().ledger_records == 0
+    with AckStore.open(store_path) as store:
+        cur = store.topic("t").cursor("c", config)
+        index = cur._core._pages.index
+        assert cur._core._pages.swapped == {1, 2} and index[1].adds and not index[1].counts and index[2].counts
+        store.compact(verify=True)
+    with AckStore.open(store_path) as store:
+        cur = store.topic("t").cursor("c")
+        assert all(cur.is_acked(p) for p in (Position(1, 500), Position(1, 502), Position(2, 500), Position(2, 299)))
+        assert cur.delivery_counts() == {Position(2, 600): 1}

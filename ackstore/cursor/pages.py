@@ -391,4 +391,6 @@ class Pages(PagesFields):
         assert exact <= cache.budget + largest + forced, (exact, cache.budget, largest, forced)
         for ledger in self.dirty:
             assert ledger in cache.loaded
+        for ledger in self.unmarked:  # a write-back's record is whole: its entry names no acks since
+            assert ledger not in self.index or self.index[ledger].adds is None, ledger
         return total

@@ -271,10 +271,9 @@ class Planner(PlannerFields):
             rebased.append(ledger)
             la.added = BitMap()  # acks from now on are relative to the new record
             la.counts_added = NO_ENTRIES
-        for ledger in unmarked:  # written back by eviction since the last marker
+        for ledger in unmarked:  # written back by eviction since the last marker: a whole record, no adds
             if ledger not in changes and ledger in index:
-                changes[ledger] = old = index[ledger]
-                marker_index[ledger] = IndexEntry(old.seq, old.runs) if old.adds else old  # its adds are named
+                changes[ledger] = marker_index[ledger] = index[ledger]
         for ledger in vanished:
             if ledger not in changes and ledger in index and ledger not in cache:
                 changes[ledger] = marker_index[ledger] = None
