@@ -85,7 +85,7 @@ class ReaderWatch:
     WARNING per reader (pid and transaction) that holds back more than ``warn_after``
     transactions."""
 
-    __slots__ = ("warn_after", "first_seen", "warned", "oldest", "path")
+    __slots__ = ("warn_after", "first_seen", "warned", "path")
 
     def __init__(self, warn_after: int, path: object) -> None:
         self.warn_after = warn_after
@@ -96,11 +96,9 @@ class ReaderWatch:
         """(pid, transaction) -> when this process first saw that reader hold it"""
         self.warned: set[tuple[int, int]] = set()
         """the readers warned about (once each)"""
-        self.oldest: OldestReader | None = None
-        """the oldest reader at the last observe (None: none)"""
 
     def observe(self, env: Any) -> OldestReader | None:
-        """Read the reader table now; the oldest reader (also kept in ``oldest``)."""
+        """Read the reader table now; the oldest reader."""
         now = time.monotonic()
         slots = _live_slots(env)
         held = {(s.pid, s.txnid) for s in slots}
@@ -108,9 +106,8 @@ class ReaderWatch:
         self.warned &= held
         found = _oldest(env, slots)
         if found is None:
-            self.oldest = None
             return None
-        self.oldest = replace(found, seconds=now - self.first_seen[(found.pid, found.txnid)])
+        oldest = replace(found, seconds=now - self.first_seen[(found.pid, found.txnid)])
         last = found.txnid + found.behind
         for slot in slots:
             key, behind = (slot.pid, slot.txnid), last - slot.txnid
@@ -125,4 +122,4 @@ class ReaderWatch:
                     slot.txnid,
                     behind,
                 )
-        return self.oldest
+        return oldest

@@ -529,7 +529,7 @@ def test_a_read_transaction_in_this_process_is_the_oldest_reader_until_it_ends(t
     """The reader table as the writer and a read-only store see it, without a subprocess:
     a read transaction held here is the oldest reader (this pid, its transaction id, as
     many transactions behind as were written since); once it ends there is none."""
-    from ackstore.readers import oldest_reader
+    from ackstore.readers import oldest_reader, reader_slots
 
     with AckStore.open(tmp_path / "s", sync=False) as store:
         store.topic("t").add_ledger(1)
@@ -548,6 +548,8 @@ def test_a_read_transaction_in_this_process_is_the_oldest_reader_until_it_ends(t
             assert found.behind == last - txn.id() >= 4
             seen = store.stats().oldest_reader
             assert seen is not None and (seen.pid, seen.txnid, seen.behind) == (found.pid, found.txnid, found.behind)
+            (slot,) = reader_slots(env)  # the reading thread as LMDB names it: this one's id, in hex
+            assert (slot.pid, int(slot.thread, 16), slot.txnid) == (os.getpid(), threading.get_ident(), txn.id())
         finally:
             txn.abort()
         assert oldest_reader(env) is None and store.stats().oldest_reader is None
