@@ -302,7 +302,7 @@ def test_check_finds_a_damaged_or_too_low_id_counter(tmp_path: Path, key: bytes)
     for value in ("flip", "low"):
         _plant_counter(path, key, value)
         found = check(path)
-        assert [f.kind for f in found] == ["corrupt-catalog"], found
+        assert [(f.kind, f.topic, f.cursor) for f in found] == [("corrupt-catalog", "", "")], found
         assert key.decode() in found[0].message
 
 
@@ -427,3 +427,88 @@ def test_fix_of_a_cursor_whose_only_marker_is_damaged_loses_that_one_flush(store
         f.message.endswith("the acks of 1 newer flush(es) are lost and their messages will be redelivered)")
         for f in fixed
     )
+
+
+def _flip_catalog(path: Path, db_name: bytes, which: int = 0) -> bytes:
+    """Flip a bit in the last byte of the ``which``-th value of catalog database
+    ``db_name`` (its checksum no longer holds); returns its key."""
+    import lmdb
+
+    env = lmdb.open(str(path), max_dbs=8)
+    try:
+        db = env.open_db(db_name, create=False)
+        with env.begin(write=True) as txn:
+            key, raw = list(txn.cursor(db=db))[which]
+            txn.put(key, raw[:-1] + bytes([raw[-1] ^ 1]), db=db)
+        return bytes(key)
+    finally:
+        env.close()
+
+
+def _two_topics(path: Path) -> None:
+    with AckStore.open(path) as store:
+        for name in ("a", "b"):
+            topic = store.topic(name)
+            topic.add_ledger(1)
+            topic.close_ledger(1, 100)
+            topic.add_ledger(2)
+            for cursor in ("c", "d"):
+                topic.cursor(cursor).ack([Position(1, 5)])
+    assert check(path) == []
+
+
+@pytest.mark.parametrize("db_name,which", [(b"topics", 1), (b"cursors", 3)])
+def test_a_damaged_topic_or_cursor_entry_is_a_finding_of_the_store_and_the_rest_is_checked(
+    tmp_path: Path, db_name: bytes, which: int
+) -> None:
+    """A catalog entry that fails its checksum is named by its key, as a finding of the store
+    (its topic and cursor names are in the damaged entry); every other cursor is checked."""
+    path = tmp_path / "s"
+    _two_topics(path)
+    _flip_catalog(path, db_name, which)
+    seen: list[tuple[str, str]] = []
+    found = check(path, progress=lambda t, c: seen.append((t, c)))
+    assert [(f.kind, f.topic, f.cursor) for f in found] == [("corrupt-catalog", "", "")], found
+    what = "topic" if db_name == b"topics" else "cursor"
+    assert re.fullmatch(
+        rf"store {re.escape(str(path))}: the catalog entry of {what} key .* is damaged \(.*\)", found[0].message
+    )
+    assert seen == ([("a", "c"), ("a", "d")] if what == "topic" else [("a", "c"), ("a", "d"), ("b", "c")])
+
+
+def test_a_damaged_ledger_directory_entry_is_a_finding_of_its_topic(tmp_path: Path) -> None:
+    """The topic cannot be loaded (its directory fails a checksum): one finding names the
+    topic, its cursors are not checked, and the other topic's are."""
+    path = tmp_path / "s"
+    _two_topics(path)
+    _flip_catalog(path, b"ledgers", 0)  # topic a's first ledger
+    seen: list[tuple[str, str]] = []
+    found = check(path, progress=lambda t, c: seen.append((t, c)))
+    assert [(f.kind, f.topic, f.cursor) for f in found] == [("corrupt-catalog", "a", "")], found
+    assert found[0].message.startswith(f"store {path}: the directory entry of ledger 1 of topic id 0 is damaged")
+    assert seen == [("b", "c"), ("b", "d")]
+
+
+def test_a_cursor_whose_intact_entry_holds_a_configuration_refused_is_a_finding_of_that_cursor(tmp_path: Path) -> None:
+    """An entry whose checksum holds but whose configuration this release refuses: the
+    finding names the topic and the cursor; the others are checked."""
+    import lmdb
+    import msgpack
+
+    from ackstore.storage.catalog import RECORD_CURSOR, encode_record
+
+    path = tmp_path / "s"
+    _two_topics(path)
+    env = lmdb.open(str(path), max_dbs=8)
+    try:
+        db = env.open_db(b"cursors", create=False)
+        with env.begin(write=True) as txn:
+            key = list(txn.cursor(db=db))[1][0]  # topic a's cursor d
+            txn.put(key, encode_record(RECORD_CURSOR, msgpack.packb([0, "d", 1, {"max_deliveries": -1}])), db=db)
+    finally:
+        env.close()
+    seen: list[tuple[str, str]] = []
+    found = check(path, progress=lambda t, c: seen.append((t, c)))
+    assert [(f.kind, f.topic, f.cursor) for f in found] == [("corrupt-catalog", "a", "d")], found
+    assert found[0].message.startswith(f"store {path}: cursor 'd' has a configuration this ackstore refuses (")
+    assert seen == [("a", "c"), ("b", "c"), ("b", "d")]
