@@ -237,12 +237,12 @@ def test_a_mark_delete_position_in_a_ledger_the_directory_lost_is_found(
         (how, ["bad-batch: t/c record {2}: partial batch at 2:7 is empty, full, or also acked whole"])
         for how in ("empty", "full", "acked")
     ]
-    + [("partial", [])],
+    + [("partial", []), ("one-short", [])],
 )
 def test_a_batch_that_is_empty_full_or_acked_whole_is_found(store_path: Path, how: str, found: list[str]) -> None:
     """A ledger record whose partial batch at 2:7 has no index acked, every index, or whose
     entry is also acked whole (the marker counting its ranges so): a finding each; the
-    partial batch as written (index 1 of 4), none."""
+    partial batch as written (index 1 of 4), or one index short of full, none."""
     marker, records = _plant(store_path, [Position(2, 2)], batch=Position(2, 7))
 
     def change(acks) -> None:  # type: ignore[no-untyped-def]
@@ -251,6 +251,8 @@ def test_a_batch_that_is_empty_full_or_acked_whole_is_found(store_path: Path, ho
             acks.own_batches()[7] = (size, 0)
         elif how == "full":
             acks.own_batches()[7] = (size, (1 << size) - 1)
+        elif how == "one-short":  # every index but the first: still partial
+            acks.own_batches()[7] = (size, (1 << size) - 2)
         elif how == "acked":  # the bitmap alone: LedgerAcks.add would take the batch away, as it should
             acks.bitmap.add(7)
             acks.runs += 1

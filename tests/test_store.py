@@ -537,6 +537,7 @@ def test_a_read_transaction_in_this_process_is_the_oldest_reader_until_it_ends(t
         store.flush()
         env = store._storage.env
         assert oldest_reader(env) is None and store.stats().oldest_reader is None
+        began = time.monotonic()
         txn = env.begin()
         try:
             for e in range(4):
@@ -548,6 +549,9 @@ def test_a_read_transaction_in_this_process_is_the_oldest_reader_until_it_ends(t
             assert found.behind == last - txn.id() >= 4
             seen = store.stats().oldest_reader
             assert seen is not None and (seen.pid, seen.txnid, seen.behind) == (found.pid, found.txnid, found.behind)
+            time.sleep(0.05)  # how long it is held: since the first flush that saw it, at least this
+            held = store.stats().oldest_reader
+            assert held is not None and held.seconds is not None and 0.05 <= held.seconds <= time.monotonic() - began
             (slot,) = reader_slots(env)  # the reading thread as LMDB names it: this one's id, in hex
             assert (slot.pid, int(slot.thread, 16), slot.txnid) == (os.getpid(), threading.get_ident(), txn.id())
         finally:
