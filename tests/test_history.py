@@ -922,3 +922,42 @@ def test_a_damaged_point_goes_with_the_window(store_path: Path, clock: Clock) ->
         assert seqs[0] not in kept and seqs[1] not in kept
         assert len(kept) == len(cur.history()) == 4  # the points of the last 3 seconds and the one at their start
     assert check(store_path) == []
+
+
+def test_check_names_the_record_a_kept_state_needs_that_is_gone(store_path: Path, clock: Clock) -> None:
+    """A ledger record only an old point's state needs (the cursor's newest state has a newer
+    one), deleted: ``check`` says that point's state cannot be restored and which record it
+    names is missing; the newest state is whole."""
+    import lmdb
+
+    from ackstore import check
+    from ackstore.storage.log import resolve_marker
+    from ackstore.storage.records import log_key
+
+    with AckStore.open(store_path, sync=False) as store:
+        topic = _topic(store)
+        cur = topic.cursor("c", HOUR)
+        for r in range(6):  # ledger 1 written anew each flush: a new base (too many acks for a delta)
+            cur.ack_entries(1, range(1000 * r + 1, 1000 * r + 600, 2))
+            store.flush()
+            clock.tick()
+        cid = cur.cursor_id
+        seqs = _points(store, cid)
+    assert check(store_path) == []
+    env = lmdb.open(str(store_path), max_dbs=8)
+    log_db = env.open_db(b"log")
+    with env.begin(write=True) as txn:
+        old = resolve_marker(txn, log_db, cid, seqs[1]).index
+        new = resolve_marker(txn, log_db, cid, seqs[-1]).index
+        gone = old[1].seq  # ledger 1's record in the second point's state, not in the newest
+        assert gone != new[1].seq
+        txn.delete(log_key(cid, gone), db=log_db)
+    env.close()
+    found = check(store_path)
+    needing = [f for f in found if f.message.endswith(f"record {gone} it names is missing")]
+    assert needing and {f.kind for f in found} == {"damaged-history"}, found
+    assert all(
+        f.message == f"the state flushed at point {f.seq} cannot be restored: record {gone} it names is missing"
+        for f in needing
+    )
+    assert seqs[1] in {f.seq for f in needing} and seqs[-1] not in {f.seq for f in found}
