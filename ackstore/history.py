@@ -201,11 +201,11 @@ def decode_clock(value: bytes) -> ClockReading:
     return ClockReading(*_CLOCK.unpack_from(value))
 
 
-def _boot_id() -> bytes:
-    """This boot's id (Linux), 16 bytes; zeros where there is none (then every open is
-    taken for a new boot)."""
+def _boot_id(path: str = "/proc/sys/kernel/random/boot_id") -> bytes:
+    """This boot's id (Linux: ``path``), 16 bytes; zeros where there is none or it does not
+    read as one (then every open is taken for a new boot)."""
     try:
-        with open("/proc/sys/kernel/random/boot_id", "rb") as f:
+        with open(path, "rb") as f:
             return bytes.fromhex(f.read().decode().strip().replace("-", ""))[:16].ljust(16, b"\0")
     except (OSError, ValueError):
         return bytes(16)

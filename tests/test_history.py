@@ -636,6 +636,30 @@ def test_a_point_round_trips_and_any_cut_flipped_or_extra_byte_is_damage() -> No
     assert len(small) <= 25
 
 
+def test_a_point_cut_inside_each_field_names_that_field() -> None:
+    """A point of format 12 (no checksum: what its fields say is all there is to check) cut
+    inside each field, with a byte past its end, or naming a full marker above itself: the
+    error names the point and exactly what is wrong."""
+    from ackstore.errors import CorruptRecordError
+    from ackstore.history import decode_point
+    from ackstore.storage.codecs import point_value
+
+    value = point_value(1_800_000_000_000_000, (4, 6, 3, 0, 2, 3, 4))  # every field one byte
+    assert value[0] == 0 and len(value) == 15 and decode_point(9, 10, value).refs == (3, 7)
+    kind = "history point of cursor id 9 at 10"
+    fields = ["mark-delete ledger", "mark-delete entry", "range count", "full marker distance", "record count"]
+    for cut, what in enumerate([*fields, "record", "record"], start=8):
+        with pytest.raises(CorruptRecordError) as caught:
+            decode_point(9, 10, value[:cut])
+        assert str(caught.value) == f"{kind} ends inside its {what}: the point is damaged"
+    with pytest.raises(CorruptRecordError) as caught:
+        decode_point(9, 10, value + b"\x00")
+    assert str(caught.value) == f"{kind} has 1 bytes past its end: the point is damaged"
+    with pytest.raises(CorruptRecordError) as caught:
+        decode_point(9, 10, point_value(1_800_000_000_000_000, (4, 6, 3, 11, 0)))
+    assert str(caught.value) == f"{kind}'s full marker distance 11 is over 10: the point is damaged"
+
+
 def test_the_disk_bound_holds_while_the_window_slides(store_path: Path, clock: Clock) -> None:
     """Steady consumption (the mark-delete moving every flush, a few acks held back) and a
     cursor of thousands of ranges, a minute of history at one flush a second, for five
@@ -697,6 +721,35 @@ def test_every_kept_point_stays_restorable_while_restores_and_the_window_trim(st
         for p in points:
             assert _state_of(cur.snapshot_as_of(p.time)) == written[p.time], p
     assert check(store_path) == []
+
+
+def test_the_boot_id_is_sixteen_bytes_or_zeros_where_there_is_none(tmp_path: Path) -> None:
+    from ackstore.history import _boot_id
+
+    (tmp_path / "id").write_text("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0\n")
+    assert _boot_id(str(tmp_path / "id")) == bytes.fromhex("0f1e2d3c4b5a69788796a5b4c3d2e1f0")
+    (tmp_path / "bad").write_text("not a boot id\n")
+    assert _boot_id(str(tmp_path / "bad")) == bytes(16) == _boot_id(str(tmp_path / "missing"))
+    assert len(_boot_id()) == 16
+
+
+def test_a_wall_clock_within_the_step_bound_is_followed_and_past_it_is_not(store_path: Path, clock: Clock) -> None:
+    """Between two flushes the wall clock may drift from the steady clock by up to
+    STEP_SECONDS and still label the point; one that moved further stepped: the point is
+    labelled by the steady clock from the flush before."""
+    from ackstore import history
+
+    with AckStore.open(store_path, sync=False) as store:
+        cur = _topic(store).cursor("c", HOUR)
+        times = []
+        for drift in (0.0, history.STEP_SECONDS, history.STEP_SECONDS + 1):
+            clock.tick(1.0)
+            clock.step(drift)
+            cur.ack(Position(4, len(times)))
+            store.flush()
+            times.append(cur.history()[0].time)
+        start = 1_800_000_000.0
+        assert times == [start + 1, start + 2 + history.STEP_SECONDS, start + 3 + history.STEP_SECONDS]
 
 
 @pytest.mark.parametrize("reboot", [False, True], ids=["same-boot", "after-a-reboot"])
