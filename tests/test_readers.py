@@ -127,11 +127,15 @@ def test_a_long_reader_is_shown_and_warned_about_once(tmp_path: Path, caplog: py
         assert holder.stdout is not None and holder.stdout.readline().strip() == "holding"
         with AckStore.open(path, sync=False, reader_warn_flushes=100) as store, caplog.at_level(logging.WARNING):
             cur = store.topic(T).cursor("c")
+            appeared = None  # the newest transaction when the WARNING came
             for e in range(150):
                 cur.ack([Position(1, 2 * e)])
                 store.flush()
+                if appeared is None and any("has held transaction" in r.getMessage() for r in caplog.records):
+                    appeared = int(store.storage.env.info()["last_txnid"])
             warned = [r.getMessage() for r in caplog.records if "has held transaction" in r.getMessage()]
             oldest_txn = store.stats().oldest_reader.txnid  # type: ignore[union-attr]
+            assert appeared is not None and appeared - oldest_txn == 101  # the first flush past the 100 allowed
             assert warned == [
                 f"ackstore: a reader of {path} (pid {holder.pid}) has held transaction {oldest_txn} for 101 flushes: "
                 "LMDB cannot reuse the pages it sees, so the file grows until it ends its read transaction (a hung "
