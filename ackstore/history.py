@@ -38,6 +38,7 @@ Engine internals: the cursor's methods are the API.
 from __future__ import annotations
 
 import logging
+import math
 import struct
 import time
 import zlib
@@ -282,10 +283,16 @@ def as_micros(when: object) -> int:
         return micros
     if isinstance(when, bool) or not isinstance(when, int | float):
         raise InvalidTypeError(f"a time is a datetime or a Unix time in seconds, got {when!r}")
-    if when != when or not 0 <= when <= _MAX_MICROS / 1e6:
+    if isinstance(when, int):
+        micros = when * 1_000_000
+    elif when != when or when in (math.inf, -math.inf):
+        micros = -1
+    else:  # the bound in whole microseconds: as a float of seconds, 9999's last one rounds up into 10000
+        micros = round(when * 1e6)
+    if not 0 <= micros <= _MAX_MICROS:
         shown = repr(when) if len(repr(when)) <= 40 else f"{repr(when)[:30]}... ({len(repr(when))} digits)"
         raise InvalidArgumentError(f"time {shown}: {_ALLOWED}")
-    return round(when * 1e6)
+    return micros
 
 
 @dataclass(slots=True)

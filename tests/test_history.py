@@ -470,7 +470,9 @@ def test_a_dispatcher_restore_is_a_revision_and_a_new_epoch(store_path: Path, cl
     assert received == [] and md == Position(1, 4) and epoch == 1
 
 
-def test_check_reports_damaged_history_and_fix_drops_it(store_path: Path, clock: Clock) -> None:
+def test_check_reports_damaged_history_and_fix_drops_it(
+    store_path: Path, clock: Clock, caplog: pytest.LogCaptureFixture
+) -> None:
     """A point whose value is damaged, and one whose marker is gone: ``check`` names both
     (damaged-history); the store still opens and flushes (the damaged point is left out,
     the other refuses a restore with a typed error and changes nothing); ``check --fix``
@@ -504,6 +506,11 @@ def test_check_reports_damaged_history_and_fix_drops_it(store_path: Path, clock:
         cur = store.topic(T).cursor("c")
         points = cur.history()
         assert len(points) == 7  # the damaged one left out
+        said = [r.getMessage() for r in caplog.records if r.name == "ackstore" and "is left out" in r.getMessage()]
+        assert said == [
+            f"ackstore: a history point of cursor id {cid} is left out: history point of cursor id {cid} at "
+            f"{seqs[3]} is 7 bytes: too short: the point is damaged"
+        ]
         before = _state(cur)
         with pytest.raises(CorruptRecordError, match="nothing was changed"):
             cur.restore_as_of(points[-2].time)  # the point whose marker is gone
@@ -634,6 +641,20 @@ def test_a_point_round_trips_and_any_cut_flipped_or_extra_byte_is_damage() -> No
             assert decode_point(9, seq, legacy) == point
     small = encode_point(Point(1000, 1_800_000_000_000_000, (4, 123_456), 3, 1000, ()), 9)
     assert len(small) <= 25
+
+
+def test_times_are_read_from_the_epoch_to_9999_and_said_in_utc() -> None:
+    from datetime import UTC, datetime
+
+    from ackstore.history import as_micros, iso
+
+    assert iso(0) == "1970-01-01T00:00:00.000000+00:00"
+    assert iso(1_800_000_000_123_456) == "2027-01-15T08:00:00.123456+00:00"
+    assert as_micros(0) == as_micros(0.0) == as_micros(datetime(1970, 1, 1, tzinfo=UTC)) == 0
+    assert as_micros(253402300799) == 253402300799 * 10**6
+    for bad in (-1e-6, 253402300800, float("nan")):
+        with pytest.raises(InvalidArgumentError, match=r"allowed a Unix time from 0 \(1970-01-01\)"):
+            as_micros(bad)
 
 
 def test_a_point_cut_inside_each_field_names_that_field() -> None:
