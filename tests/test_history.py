@@ -1035,3 +1035,24 @@ def test_check_names_the_record_a_kept_state_needs_that_is_gone(store_path: Path
         for f in needing
     )
     assert seqs[1] in {f.seq for f in needing} and seqs[-1] not in {f.seq for f in found}
+
+
+def test_a_damaged_full_points_chain_is_kept_for_the_points_after_it(
+    store_path: Path, clock: Clock, marker_layout: None
+) -> None:
+    """The point of a full marker is damaged (left out), the delta points after it are kept:
+    the log keeps that full marker's records from its sequence on, so each later point
+    still restores after more flushes trim the log."""
+    config = CursorConfig(history_seconds=3600, max_unacked_ranges_to_persist=0, full_marker_every=8)
+    cid, seqs, _ = _flushed_points(store_path, clock, config, 3)
+    _flip_point_time(store_path, cid, seqs[0])
+    with AckStore.open(store_path, sync=False) as store:
+        cur = store.topic(T).cursor("c", config)
+        points = cur.history()
+        assert len(points) == 2  # the damaged one left out
+        for r in range(3, 12):
+            cur.ack(Position(4, r))
+            store.flush()
+            clock.tick()
+        for point in points:
+            assert cur.snapshot_as_of(point.time).mark_delete_position == point.mark_delete_position
