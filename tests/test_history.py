@@ -1056,3 +1056,37 @@ def test_a_damaged_full_points_chain_is_kept_for_the_points_after_it(
             clock.tick()
         for point in points:
             assert cur.snapshot_as_of(point.time).mark_delete_position == point.mark_delete_position
+
+
+def test_a_damaged_flush_clock_is_said_and_the_points_times_go_on_instead(
+    store_path: Path, clock: Clock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The store's flush clock fails its checksum: a WARNING says so, and the newest point's
+    time stands in for it (as for a store without one): with the wall clock ten minutes
+    behind, the next point takes that time, and none is before it."""
+    import lmdb
+
+    from ackstore.history import CLOCK_KEY
+
+    with AckStore.open(store_path, sync=False) as store:
+        cur = _topic(store).cursor("c", HOUR)
+        for r in range(3):
+            cur.ack(Position(4, r))
+            store.flush()
+            clock.tick()
+    newest = clock.now - 1
+    env = lmdb.open(str(store_path), max_dbs=8)
+    db = env.open_db(b"history")
+    with env.begin(write=True) as txn:
+        value = bytearray(txn.get(CLOCK_KEY, db=db))
+        value[3] ^= 1
+        txn.put(CLOCK_KEY, bytes(value), db=db)
+    env.close()
+    clock.step(-600)
+    with AckStore.open(store_path, sync=False) as store:
+        cur = store.topic(T).cursor("c")
+        cur.ack(Position(4, 10))
+        store.flush()
+        assert [p.time for p in cur.history()][:2] == [newest, newest]
+    said = [r.getMessage() for r in caplog.records if r.name == "ackstore" and "points' times" in r.getMessage()]
+    assert said and all(m.startswith("ackstore: ") and m.endswith("; the points' times are read instead") for m in said)
