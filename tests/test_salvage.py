@@ -328,3 +328,49 @@ def test_a_key_is_misplaced_where_its_neighbours_keep_the_order(keys: str, i: in
     from ackstore.salvage import _misplaced
 
     assert _misplaced([k.encode() for k in keys], i) is out
+
+
+def test_salvage_refuses_what_holds_no_store_and_what_is_too_short_with_their_words(tmp_path: Path) -> None:
+    from ackstore import CorruptStoreError, NotAStoreError
+
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(NotAStoreError) as caught:
+        salvage(tmp_path / "empty", tmp_path / "new")
+    assert str(caught.value).startswith(f"no store at {tmp_path / 'empty'}: it has no data.mdb")
+    with AckStore.open(tmp_path / "s") as store:
+        store.topic("t").add_ledger(1)
+    cut = tmp_path / "cut.mdb"
+    cut.write_bytes((tmp_path / "s" / "data.mdb").read_bytes()[:5000])  # its first meta page and a part
+    with pytest.raises(CorruptStoreError) as short:
+        salvage(cut, tmp_path / "new")
+    assert str(short.value).startswith(f"{cut} is 5,000 bytes: too short to hold anything salvage could read")
+    assert not (tmp_path / "new").exists()
+
+
+def test_salvage_counts_the_history_points_it_does_not_carry_and_the_damaged_ones(tmp_path: Path) -> None:
+    """A cursor that keeps history: salvage brings back its newest state and says how many
+    kept states it leaves behind, and how many of those points were damaged in the file."""
+    import lmdb
+
+    from ackstore.storage.records import log_key
+
+    with AckStore.open(tmp_path / "s") as store:
+        topic = store.topic("t")
+        topic.add_ledger(1)
+        cur = topic.cursor("c", CursorConfig(history_seconds=3600))
+        for e in range(5):
+            cur.ack(Position(1, e))
+            store.flush()
+        cid = cur.cursor_id
+    env = lmdb.open(str(tmp_path / "s"), max_dbs=8)
+    db = env.open_db(b"history")
+    with env.begin(write=True) as txn:
+        key, value = next(iter(txn.cursor(db=db)))
+        assert bytes(key)[:8] == log_key(cid, 0)[:8]
+        txn.put(key, value[:-1] + bytes([value[-1] ^ 1]), db=db)
+    env.close()
+    report = salvage(tmp_path / "s", tmp_path / "new")
+    (c,) = report.cursors
+    assert (c.cursor, c.history_lost, c.history_damaged) == ("c", 5, 1)
+    with AckStore.open(tmp_path / "new", readonly=True) as store:
+        assert store.topic("t").cursor("c").mark_delete_position == Position(1, 4)
