@@ -374,3 +374,28 @@ def test_salvage_counts_the_history_points_it_does_not_carry_and_the_damaged_one
     assert (c.cursor, c.history_lost, c.history_damaged) == ("c", 5, 1)
     with AckStore.open(tmp_path / "new", readonly=True) as store:
         assert store.topic("t").cursor("c").mark_delete_position == Position(1, 4)
+
+
+def test_a_file_cut_short_says_how_many_of_its_pages_are_left(tmp_path: Path) -> None:
+    """A copy cut to half its pages, the free list among what is gone: the report says the
+    file was cut, how many of how many pages are left, and that nothing is proven whole."""
+    with AckStore.open(tmp_path / "s") as store:
+        topic = store.topic("t")
+        for ledger in (1, 2, 3):
+            topic.add_ledger(ledger)
+            topic.close_ledger(ledger, 100_000)
+        curs = [topic.cursor(f"c{i}", CursorConfig(max_unacked_ranges_to_persist=0)) for i in range(5)]
+        for r in range(30):
+            for cur in curs:
+                cur.ack_entries(1 + r % 3, range(r * 1000 + 1, r * 1000 + 800, 2))
+            store.flush()
+    data = (tmp_path / "s" / "data.mdb").read_bytes()
+    left = len(data) // 4096 // 2
+    (tmp_path / "cut.mdb").write_bytes(data[: left * 4096])
+    report = salvage(tmp_path / "cut.mdb", tmp_path / "new")
+    assert report.cut_short is not None and report.cut_short[0] == left < report.cut_short[1]
+    assert (
+        f"the file is cut short: {left} of its {report.cut_short[1]:,} pages are left and its free list is lost, so "
+        "every page left was read, stale copies included; nothing that came back is proven complete"
+    ) in report.damage
+    assert not any(c.complete for c in report.cursors)
