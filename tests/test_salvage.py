@@ -399,3 +399,32 @@ def test_a_file_cut_short_says_how_many_of_its_pages_are_left(tmp_path: Path) ->
         "every page left was read, stale copies included; nothing that came back is proven complete"
     ) in report.damage
     assert not any(c.complete for c in report.cursors)
+
+
+@pytest.mark.parametrize("where", ["log", "slot 0", "slot 1", "other cursor", "catalog", "directory", "topics"])
+def test_a_cursors_doubts_name_each_lost_range_its_keys_may_lie_in(where: str) -> None:
+    """What a cursor's completeness cannot be proven against: a lost key range of the log
+    over its records or either of its state slots, of the catalog over its entry, of its
+    topic's ledger directory, or of the topics' catalog; another cursor's range is not one."""
+    from ackstore.salvage import _CURSORS, _LEDGERS, _LOG, _TOPICS, _doubts
+    from ackstore.storage.records import log_key, slot_key
+
+    tid, name, cid = 3, "c", 7
+    one = {
+        "log": (_LOG, log_key(cid, 5)),
+        "slot 0": (_LOG, slot_key(cid, 0)),
+        "slot 1": (_LOG, slot_key(cid, 1)),
+        "other cursor": (_LOG, log_key(cid + 1, 5)),
+        "catalog": (_CURSORS, struct.pack(">Q", tid) + b"c"),
+        "directory": (_LEDGERS, struct.pack(">QQ", tid, 9)),
+        "topics": (_TOPICS, b"t"),
+    }[where]
+    tree, key = one
+    said = {
+        "log": ["damage lost part of the record log where this cursor's records lie"],
+        "catalog": ["damage lost part of the catalog where this cursor's entry lies"],
+        "directory": ["damage lost part of this topic's ledger directory"],
+        "topics": ["damage lost part of the topics' catalog"],
+    }
+    expected = said["log"] if where.startswith("slot") else said.get(where, [])
+    assert _doubts({tree: [(key, key + b"\x00")]}, tid, name, cid) == expected
