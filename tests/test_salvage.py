@@ -428,3 +428,27 @@ def test_a_cursors_doubts_name_each_lost_range_its_keys_may_lie_in(where: str) -
     }
     expected = said["log"] if where.startswith("slot") else said.get(where, [])
     assert _doubts({tree: [(key, key + b"\x00")]}, tid, name, cid) == expected
+
+
+def test_a_second_copy_of_a_catalog_entry_replaces_the_first_only_with_a_higher_id() -> None:
+    """Pages damage hid are read after the live ones (``newer_only``): a topic or cursor
+    entry found there again replaces the live one only if its id is higher (made again
+    since); with the same id it is a stale copy (an older configuration), and the live one
+    stays."""
+    from ackstore.salvage import _CURSORS, _TOPICS, SalvageReport, _Found, _sort
+    from ackstore.storage.catalog import Catalog, name_key
+
+    codec = Catalog.codec("store")
+    found, report = _Found(), SalvageReport("store", "new")
+    key = struct.pack(">Q", 2) + name_key("c")
+    assert _sort(_CURSORS, key, codec._encode_cursor(2, "c", 5, {"full_marker_every": 9}), found, report, codec)
+    for cid, cfg in ((5, {"full_marker_every": 3}), (4, {"full_marker_every": 4})):
+        _sort(_CURSORS, key, codec._encode_cursor(2, "c", cid, cfg), found, report, codec, newer_only=True)
+    assert found.cursors[(2, "c")] == (5, {"full_marker_every": 9})
+    _sort(_CURSORS, key, codec._encode_cursor(2, "c", 6, {}), found, report, codec, newer_only=True)
+    assert found.cursors[(2, "c")] == (6, {})
+    assert _sort(_TOPICS, name_key("t"), codec._encode_topic("t", 2, 7, False), found, report, codec)
+    _sort(_TOPICS, name_key("t"), codec._encode_topic("t", 2, 3, False), found, report, codec, newer_only=True)
+    assert found.topics["t"] == (2, 7)
+    _sort(_TOPICS, name_key("t"), codec._encode_topic("t", 3, 1, False), found, report, codec, newer_only=True)
+    assert found.topics["t"] == (3, 1)
