@@ -452,3 +452,23 @@ def test_a_second_copy_of_a_catalog_entry_replaces_the_first_only_with_a_higher_
     assert found.topics["t"] == (2, 7)
     _sort(_TOPICS, name_key("t"), codec._encode_topic("t", 3, 1, False), found, report, codec, newer_only=True)
     assert found.topics["t"] == (3, 1)
+
+
+def test_an_lmdb_file_holding_nothing_of_ackstores_is_refused_with_what_to_do(tmp_path: Path) -> None:
+    import lmdb
+
+    from ackstore import CorruptStoreError
+
+    env = lmdb.open(str(tmp_path / "other"), map_size=1 << 20)
+    with env.begin(write=True) as txn:
+        for i in range(200):
+            txn.put(b"key-%04d" % i, b"x" * 100)
+    env.close()
+    with pytest.raises(CorruptStoreError) as caught:
+        salvage(tmp_path / "other", tmp_path / "new")
+    assert str(caught.value).startswith(f"{tmp_path / 'other'}: salvage found no ackstore record or catalog entry")
+    assert caught.value.hint == (
+        "nothing of ackstore's is left to bring back: restore the store from a copy ('ackstore copy' or "
+        "'ackstore dump' made earlier) or start a new one"
+    )
+    assert not (tmp_path / "new").exists()
