@@ -23,6 +23,10 @@ transaction wrote. The rules, in order:
    its newest marker, no damaged record of it is newer, and no key range its records or
    its catalog entries may lie in was lost, or the tree holding them gave back as many
    entries as its own record counts. Otherwise the report names what could not be placed.
+5. **Without a free list, every page is read.** A file cut short past its free list, or
+   whose two meta pages are both damaged (no root, no free list), leaves nothing to tell
+   live pages from stale copies: every page left is read, stale copies included, the
+   newest state of each cursor found is kept, and no cursor is proven complete.
 
 Entries of hidden pages are sorted by what they are: log records are self-describing
 (type, format version, CRC32, and markers and ledger records name their cursor), so are
@@ -165,6 +169,8 @@ class SalvageReport:
     cut_short: tuple[int, int] | None = None
     """``(pages left, pages the file had)`` when the file was cut short and every page left was
     read (rule 5); None otherwise"""
+    meta_lost: bool = False
+    """True when both meta pages were damaged and every page was read (rule 5)"""
 
     @property
     def complete(self) -> bool:
@@ -195,10 +201,17 @@ class _Found:
 
 def _pages_to_read(sv: Survey, report: SalvageReport, pages: int) -> tuple[set[int], set[int]]:
     """The intact leaf pages the trees reach, and the live pages damage hides (rule 2); of
-    a file cut short (``pages`` is how many it holds) whose free list was lost, every page
-    left (rule 5)."""
+    a file cut short (``pages`` is how many it holds) whose free list was lost, or whose meta
+    pages are both damaged, every page left (rule 5)."""
     reached = set(sv.leaf_tree)
-    if sv.meta is not None and sv.free is None and pages <= sv.meta.last_pgno:
+    if sv.meta is None:  # no root to walk from, no free list: every page, as for a file cut short
+        report.meta_lost = True
+        report.damage.append(
+            "both meta pages are damaged, so every page was read, stale copies included; nothing that came back "
+            "is proven complete"
+        )
+        return reached, set(range(2, pages))
+    if sv.free is None and pages <= sv.meta.last_pgno:
         report.cut_short = (pages, sv.meta.last_pgno + 1)
         report.damage.append(
             f"the file is cut short: {pages} of its {sv.meta.last_pgno + 1:,} pages are left and its free list "
@@ -394,6 +407,8 @@ def _lost_ranges(sv: Survey, found: _Found, report: SalvageReport) -> dict[str, 
 
 
 def _cut_doubt(report: SalvageReport) -> list[str]:
+    if report.meta_lost:
+        return ["both meta pages of the file are damaged: a newer state, or this cursor's deletion, may be lost"]
     if report.cut_short is None:
         return []
     left, had = report.cut_short

@@ -472,3 +472,42 @@ def test_an_lmdb_file_holding_nothing_of_ackstores_is_refused_with_what_to_do(tm
         "'ackstore dump' made earlier) or start a new one"
     )
     assert not (tmp_path / "new").exists()
+
+
+def test_a_file_whose_meta_pages_are_both_damaged_is_read_page_by_page(tmp_path: Path) -> None:
+    """Both meta pages damaged (LMDB's magic left, the rest zeroed): no root to walk from
+    and no free list, so every page is read as for a file cut short; the newest state of
+    each cursor comes back, none proven complete, and the report says why."""
+    with AckStore.open(tmp_path / "s") as store:
+        topic = store.topic("t")
+        topic.add_ledger(1)
+        cur = topic.cursor("c")
+        for e in (0, 1, 2, 5, 9):
+            cur.ack([Position(1, e)])
+            store.flush()
+    data = bytearray((tmp_path / "s" / "data.mdb").read_bytes())
+    for page in (0, 1):
+        data[page * 4096 + 24 : page * 4096 + 200] = bytes(176)
+    (tmp_path / "nometa.mdb").write_bytes(bytes(data))
+    report = salvage(tmp_path / "nometa.mdb", tmp_path / "new")
+    assert report.meta_lost and [(c.topic, c.cursor) for c in report.cursors] == [("t", "c")]
+    (c,) = report.cursors
+    assert not c.complete and (
+        "both meta pages of the file are damaged: a newer state, or this cursor's deletion, may be lost" in c.doubts
+    )
+    assert (
+        "both meta pages are damaged, so every page was read, stale copies included; nothing that came back is "
+        "proven complete"
+    ) in report.damage
+    with AckStore.open(tmp_path / "new", readonly=True) as store:
+        cur = store.topic("t").cursor("c")
+        assert cur.mark_delete_position == Position(1, 2) and cur.is_acked(Position(1, 9))
+    assert check(tmp_path / "new") == []
+
+
+def test_a_file_of_no_store_at_all_is_still_refused(tmp_path: Path) -> None:
+    from ackstore import NotAStoreError
+
+    (tmp_path / "noise.mdb").write_bytes(random.Random(3).randbytes(64 * 4096))
+    with pytest.raises(NotAStoreError, match="not an LMDB data file"):
+        salvage(tmp_path / "noise.mdb", tmp_path / "new")

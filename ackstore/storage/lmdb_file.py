@@ -523,6 +523,8 @@ def survey(path: str | os.PathLike[str], txnid: int | None = None) -> Survey:
             check_size(f)
         except CorruptStoreError as exc:  # cut short: walk what the file still holds
             cut.append(exc.detail)
+        except NotAStoreError:  # no meta page checks: said below (the caller decides what the pages are)
+            pass
         metas = read_metas(f)
         if not metas:
             return Survey(None, [*cut, f"{f}: no valid meta page"])
