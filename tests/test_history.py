@@ -1090,3 +1090,58 @@ def test_a_damaged_flush_clock_is_said_and_the_points_times_go_on_instead(
         assert [p.time for p in cur.history()][:2] == [newest, newest]
     said = [r.getMessage() for r in caplog.records if r.name == "ackstore" and "points' times" in r.getMessage()]
     assert said and all(m.startswith("ackstore: ") and m.endswith("; the points' times are read instead") for m in said)
+
+
+@pytest.mark.parametrize("damaged", [2, 3], ids=["a middle point", "the newest point"])
+def test_a_restore_is_refused_only_where_a_damaged_point_may_be_the_answer(
+    store_path: Path, clock: Clock, damaged: int
+) -> None:
+    """Four points a second apart, one damaged: a time whose answer could be the damaged
+    point (between the kept points around it) is refused naming it and them; any other time
+    restores, on either side of it."""
+    from ackstore import CorruptRecordError
+    from ackstore.history import iso
+
+    cid, seqs, _ = _flushed_points(store_path, clock, HOUR, 4)
+    _flip_point_time(store_path, cid, seqs[damaged])
+    t = [1_800_000_000.0 + i for i in range(4)]
+    with AckStore.open(store_path, sync=False) as store:
+        cur = store.topic(T).cursor("c")
+        assert cur.check_restore(t[0] + 0.5).time == t[0]
+        if damaged == 3:
+            assert cur.check_restore(t[1] + 0.5).time == t[1]  # the kept point after it, not the damaged one
+        ask = t[damaged - 1] + 0.5
+        with pytest.raises(CorruptRecordError) as caught:
+            cur.check_restore(ask)
+        newer = iso(round(t[3] * 1e6)) if damaged == 2 else "none newer"
+        assert str(caught.value) == (
+            f"cursor {T}/c: history point {seqs[damaged]} is damaged and may be the state as of "
+            f"{iso(round(ask * 1e6))} (the kept points around it are {iso(round(t[damaged - 1] * 1e6))} and {newer}); "
+            "nothing was changed: restore as of a time outside them, and run 'ackstore check'"
+        )
+        if damaged == 2:
+            assert cur.check_restore(t[3]).time == t[3]
+
+
+def test_a_restore_before_every_point_says_whether_the_machines_clock_is_behind(store_path: Path, clock: Clock) -> None:
+    from ackstore.history import iso
+
+    with AckStore.open(store_path.parent / "fresh", sync=False) as store:
+        cur = _topic(store).cursor("c", HOUR)
+        with pytest.raises(HistoryRangeError) as nothing:
+            cur.check_restore(1_800_000_000.0)
+        assert str(nothing.value) == (
+            f"cursor {T}/c has no state as of {iso(1_800_000_000_000_000)}: its history holds nothing flushed yet"
+        )
+    _flushed_points(store_path, clock, HOUR, 3)  # points at t, t + 1, t + 2
+    t = 1_800_000_000.0
+    held = f"its history holds {iso(round(t * 1e6))} .. {iso(round((t + 2) * 1e6))}"
+    for wall, behind in ((t + 2, False), (t + 1.5, True)):
+        clock.now = wall
+        with AckStore.open(store_path, sync=False) as store:
+            with pytest.raises(HistoryRangeError) as caught:
+                store.topic(T).cursor("c").check_restore(t - 10)
+        said = str(caught.value)
+        assert said.startswith(f"cursor {T}/c has no state as of {iso(round((t - 10) * 1e6))}: {held}")
+        assert (f"(this machine's clock reads {iso(round(wall * 1e6))}, behind the newest flush" in said) is behind
+        assert said.endswith(held) is not behind
