@@ -1138,9 +1138,8 @@ def test_a_restore_before_every_point_says_whether_the_machines_clock_is_behind(
     held = f"its history holds {iso(round(t * 1e6))} .. {iso(round((t + 2) * 1e6))}"
     for wall, behind in ((t + 2, False), (t + 1.5, True)):
         clock.now = wall
-        with AckStore.open(store_path, sync=False) as store:
-            with pytest.raises(HistoryRangeError) as caught:
-                store.topic(T).cursor("c").check_restore(t - 10)
+        with AckStore.open(store_path, sync=False) as store, pytest.raises(HistoryRangeError) as caught:
+            store.topic(T).cursor("c").check_restore(t - 10)
         said = str(caught.value)
         assert said.startswith(f"cursor {T}/c has no state as of {iso(round((t - 10) * 1e6))}: {held}")
         assert (f"(this machine's clock reads {iso(round(wall * 1e6))}, behind the newest flush" in said) is behind
