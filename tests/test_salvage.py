@@ -511,3 +511,28 @@ def test_a_file_of_no_store_at_all_is_still_refused(tmp_path: Path) -> None:
     (tmp_path / "noise.mdb").write_bytes(random.Random(3).randbytes(64 * 4096))
     with pytest.raises(NotAStoreError, match="not an LMDB data file"):
         salvage(tmp_path / "noise.mdb", tmp_path / "new")
+
+
+def test_salvage_carries_delivery_counts_an_empty_sealed_ledger_and_a_cursor_that_never_acked(tmp_path: Path) -> None:
+    """What a clean store holds comes back exactly, and each cursor is complete: delivery
+    counts, a sealed ledger with no entries between two others, a cursor that never acked."""
+    with AckStore.open(tmp_path / "s") as store:
+        topic = store.topic("t")
+        topic.add_ledger(1)
+        topic.close_ledger(1, 10)
+        topic.add_ledger(2)
+        topic.close_ledger(2, 0)  # sealed empty
+        topic.add_ledger(3)
+        cur = topic.cursor("c", CursorConfig(max_deliveries=5))
+        cur.ack([Position(1, e) for e in (0, 1, 4)])
+        cur.record_deliveries([Position(1, 2), Position(1, 2), Position(3, 7)])
+        topic.cursor("idle")
+    report = salvage(tmp_path / "s", tmp_path / "new")
+    assert sorted((c.cursor, c.complete, c.problems) for c in report.cursors) == [("c", True, ()), ("idle", True, ())]
+    with AckStore.open(tmp_path / "new", readonly=True) as store:
+        topic = store.topic("t")
+        assert topic.ledgers() == [(1, 10), (2, 0), (3, None)]
+        cur = topic.cursor("c")
+        assert cur.delivery_counts() == {Position(1, 2): 2, Position(3, 7): 1}
+        assert cur.mark_delete_position == Position(1, 1) and cur.is_acked(Position(1, 4))
+        assert topic.cursor("idle").mark_delete_position == Position(1, -1)
