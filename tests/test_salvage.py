@@ -529,6 +529,7 @@ def test_salvage_carries_delivery_counts_an_empty_sealed_ledger_and_a_cursor_tha
         topic.cursor("idle")
     report = salvage(tmp_path / "s", tmp_path / "new")
     assert sorted((c.cursor, c.complete, c.problems) for c in report.cursors) == [("c", True, ()), ("idle", True, ())]
+    assert {c.cursor: c.mark_delete for c in report.cursors} == {"c": "1:1", "idle": "1:-1"}
     with AckStore.open(tmp_path / "new", readonly=True) as store:
         topic = store.topic("t")
         assert topic.ledgers() == [(1, 10), (2, 0), (3, None)]
