@@ -189,3 +189,29 @@ def test_open_drops_persisted_acks_at_or_below_the_mark_delete_and_measures_that
             (e, e) for e in (99_993, 99_995, 99_997, 99_999)
         ]
         cur._check()
+
+
+def test_a_newest_marker_disguised_by_damage_is_said_to_maybe_be_one(store_path: Path, marker_layout: None) -> None:
+    """The newest marker's type byte flipped into a ledger record's: recovery falls back to
+    the marker before and says the damaged record may have been a newer marker; the report
+    says how long recovery took."""
+    with AckStore.open(store_path) as store:
+        topic = store.topic("t")
+        topic.add_ledger(1)
+        cur = topic.cursor("c")
+        cur.ack([Position(1, 3)])
+        store.flush()
+        first = cur.stats().last_marker_seq
+        cur.ack([Position(1, 5)])
+        store.flush()
+        newest = cur.stats().last_marker_seq
+    rawlog.edit(store_path, newest, lambda raw: raw.__setitem__(1, RECORD_LEDGER))
+    with AckStore.open(store_path, readonly=True) as store:
+        cur = store.topic("t").cursor("c")
+        report = cur.stats().recovery
+        assert report.marker_seq == first and list(cur.ack_ranges()) == [(Position(1, 3), Position(1, 3))]
+        (reason,) = report.skipped_reasons
+        assert reason.startswith(f"marker? record {newest} is damaged (") and reason.endswith(
+            "); it may have been a newer marker"
+        )
+        assert type(report.seconds) is float and report.seconds >= 0
