@@ -537,3 +537,22 @@ def test_salvage_carries_delivery_counts_an_empty_sealed_ledger_and_a_cursor_tha
         assert cur.delivery_counts() == {Position(1, 2): 2, Position(3, 7): 1}
         assert cur.mark_delete_position == Position(1, 1) and cur.is_acked(Position(1, 4))
         assert topic.cursor("idle").mark_delete_position == Position(1, -1)
+
+
+def test_an_entry_of_a_hidden_page_is_filed_by_its_shape() -> None:
+    """A page damage hid names no tree: each entry is filed by what it looks like. A ledger
+    directory value, sealed or open, starts with its type byte; a state slot has its own
+    key; records and catalog entries say their type; anything else is not ackstore's."""
+    import msgpack
+
+    from ackstore.salvage import _CURSORS, _LEDGERS, _LOG, _TOPICS, _tree_of
+    from ackstore.storage.catalog import RECORD_CURSOR, RECORD_TOPIC
+    from ackstore.storage.records import RECORD_MARKER, encode_record, log_key, slot_key
+
+    ledger_key = struct.pack(">QQ", 1, 2)
+    assert _tree_of(ledger_key, b"\x05" + bytes(13)) == _tree_of(ledger_key, b"\x06" + bytes(21)) == _LEDGERS
+    assert _tree_of(slot_key(7, 1), b"\x00" * 12) == _LOG
+    assert _tree_of(log_key(7, 3), encode_record(RECORD_MARKER, msgpack.packb([]))) == _LOG
+    assert _tree_of(b"t", encode_record(RECORD_TOPIC, msgpack.packb([]))) == _TOPICS
+    assert _tree_of(struct.pack(">Q", 1) + b"c", encode_record(RECORD_CURSOR, msgpack.packb([]))) == _CURSORS
+    assert _tree_of(b"format", b"\x00" * 8) is None
