@@ -215,3 +215,23 @@ def test_a_newest_marker_disguised_by_damage_is_said_to_maybe_be_one(store_path:
             "); it may have been a newer marker"
         )
         assert type(report.seconds) is float and report.seconds >= 0
+
+
+@pytest.mark.parametrize("flushes", [1, 2, 3])
+def test_a_small_cursor_reopens_at_its_newest_state_whichever_slot_holds_it(store_path: Path, flushes: int) -> None:
+    """A small cursor's flushes go to its two state slots in turn: a writer's reopen starts
+    from the newer of them, whichever slot it is in, and a reader's too."""
+    with AckStore.open(store_path) as store:
+        topic = store.topic("t")
+        topic.add_ledger(1)
+        cur = topic.cursor("c")
+        for f in range(flushes):
+            cur.ack([Position(1, 2 * f + 3)])
+            store.flush()
+        expected = (cur.mark_delete_position, list(cur.ack_ranges()))
+        testing.crash(store)  # no flush at close: the slots are as the last flush left them
+    for readonly in (False, True):
+        with AckStore.open(store_path, readonly=readonly) as store:
+            cur = store.topic("t").cursor("c")
+            assert (cur.mark_delete_position, list(cur.ack_ranges())) == expected, readonly
+            assert len(expected[1]) == flushes
