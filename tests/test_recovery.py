@@ -235,3 +235,31 @@ def test_a_small_cursor_reopens_at_its_newest_state_whichever_slot_holds_it(stor
             cur = store.topic("t").cursor("c")
             assert (cur.mark_delete_position, list(cur.ack_ranges())) == expected, readonly
             assert len(expected[1]) == flushes
+
+
+def test_a_cursors_records_end_where_the_next_cursors_begin(store_path: Path, marker_layout: None) -> None:
+    """Two cursors with neighbouring ids, each with ledger records and markers, and history
+    points: ``check`` reads each one's records and points alone (the next cursor's first
+    record lies at the first key past this one's): nothing found, and damage to the second
+    one's first record is a finding of that cursor only."""
+    from ackstore import check
+
+    with AckStore.open(store_path) as store:
+        topic = store.topic("t")
+        topic.add_ledger(1)
+        curs = [topic.cursor(name, CursorConfig(history_seconds=3600)) for name in ("a", "b")]
+        assert [c.cursor_id for c in curs] == [0, 1]
+        for r in range(3):
+            for c in curs:
+                c.ack([Position(1, 2 * r + 3)])
+            store.flush()
+        counts = [c.log_usage().records for c in curs]
+        assert [len(c.history()) for c in curs] == [3, 3]
+    assert check(store_path) == []
+    with AckStore.open(store_path, readonly=True) as store:
+        topic = store.topic("t")
+        assert [len(topic.cursor(n).history()) for n in ("a", "b")] == [3, 3]
+        assert [topic.cursor(n).log_usage().records for n in ("a", "b")] == counts
+    rawlog.damage(store_path, 0, cursor_id=1)  # b's first record: a finding of b's alone
+    found = check(store_path)
+    assert found and {(f.cursor, f.seq) for f in found} == {("b", 0)}, found
