@@ -346,3 +346,37 @@ def test_a_reset_drops_ledgers_that_eviction_wrote_back(store_path: Path) -> Non
         cur = store.topic(T).cursor("a")
         assert list(cur.ack_ranges()) == []
         assert cur.mark_delete_position == Position(0, -1) and cur.read_position == Position(0, 0)
+
+
+@pytest.mark.parametrize("load", ["lazy", "budget"])
+def test_a_ledger_record_of_another_cursor_is_not_taken(store_path: Path, marker_layout: None, load: str) -> None:
+    """A ledger record of cursor b put where cursor a's marker names a's record: a's
+    recovery refuses it, saying whose it is, and falls back (a lazy open looks at the
+    record's fields, an open within the budget decodes it: each checks its owner)."""
+    from ackstore.storage.records import log_key
+
+    with AckStore.open(store_path) as store:
+        topic = store.topic(T)
+        topic.add_ledger(1)
+        a, b = topic.cursor("a"), topic.cursor("b")
+        a.ack([Position(1, e) for e in (3, 5)])
+        b.ack([Position(1, e) for e in (4, 6)])
+        store.flush()
+        ids, named = (a.cursor_id, b.cursor_id), (a._core._pages.index[1].seq, b._core._pages.index[1].seq)
+    env = lmdb.open(str(store_path), max_dbs=8)
+    try:
+        db = env.open_db(b"log")
+        with env.begin(write=True) as txn:
+            txn.put(log_key(ids[0], named[0]), txn.get(log_key(ids[1], named[1]), db=db), db=db)
+    finally:
+        env.close()
+    with AckStore.open(store_path, readonly=True, load=load) as store:
+        cur = store.topic(T).cursor("a")
+        reasons = " ".join(cur.stats().recovery.skipped_reasons)
+        said = (
+            f"record {named[0]} holds ledger 1 of cursor id {ids[1]}, the marker expects ledger 1 of {ids[0]}"
+            if load == "lazy"
+            else f"record {named[0]} belongs to cursor id {ids[1]}, not {ids[0]}"
+        )
+        assert said in reasons, reasons
+        assert not cur.is_acked(Position(1, 4))
