@@ -242,18 +242,9 @@ static int typed(void) {
     return -1;
 }
 
-/* 0 when a call got `want` arguments (else TypeError with its `usage`) and ack_setup ran
- * (else RuntimeError); -1 with the error */
+/* call_ready for a function of this part: set up once ack_setup ran */
 static int ready(const char *usage, Py_ssize_t nargs, Py_ssize_t want) {
-    if (nargs != want) {
-        PyErr_SetString(PyExc_TypeError, usage);
-        return -1;
-    }
-    if (position_type == NULL) {
-        PyErr_Format(PyExc_RuntimeError, "%s before ack_setup", usage);
-        return -1;
-    }
-    return 0;
+    return call_ready(usage, usage, nargs, want, position_type != NULL, "ack_setup");
 }
 
 static PyObject *ack_position(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {

@@ -225,18 +225,9 @@ ACCESSOR long long integer(PyObject *obj, int a) {
 }
 #define FAILED(x) ((x) == -1 && PyErr_Occurred())
 
-/* 0 when `function` got `want` arguments (its `usage`) and lane_setup has run; else -1
- * with TypeError or RuntimeError */
+/* call_ready for a function of this part: set up once lane_setup ran */
 static int ready(const char *function, const char *usage, Py_ssize_t nargs, Py_ssize_t want) {
-    if (nargs != want) {
-        PyErr_SetString(PyExc_TypeError, usage);
-        return -1;
-    }
-    if (plan_type == NULL) {
-        PyErr_Format(PyExc_RuntimeError, "%s before lane_setup", function);
-        return -1;
-    }
-    return 0;
+    return call_ready(function, usage, nargs, want, plan_type != NULL, "lane_setup");
 }
 
 /* lane_setup(MarkerPlan, IndexEntry, FrozenBitMap, packb, log_key, format_version, commit,

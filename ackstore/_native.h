@@ -67,6 +67,21 @@ static inline int next_slot(int slot, int slots, Py_ssize_t first_room, Py_ssize
     *room = (slots >> to) & 1 ? 0 : first_room;
     return to;
 }
+/* 0 when the compiled `function` got `want` arguments and its part of the module was set up
+ * (`set_up`); else -1 with TypeError (its `usage`) or RuntimeError ("`function` before
+ * `setup`"). */
+static inline int call_ready(const char *function, const char *usage, Py_ssize_t nargs, Py_ssize_t want, int set_up,
+                             const char *setup) {
+    if (nargs != want) {
+        PyErr_SetString(PyExc_TypeError, usage);
+        return -1;
+    }
+    if (!set_up) {
+        PyErr_Format(PyExc_RuntimeError, "%s before %s", function, setup);
+        return -1;
+    }
+    return 0;
+}
 /* A state slot's key: 0xFF, the slot, the cursor id as a big-endian u64 (10 bytes). */
 void put_slot_key(unsigned char *key, unsigned long long cid, int slot);
 /* A state slot's head, the bytes before its record: the sequence as a varint, the CRC32 of
