@@ -320,11 +320,12 @@ def small(pages: Pages, state: AckState) -> bool:
     return extras <= STATE_MAX_EXTRAS
 
 
-def state_slot(config: CursorConfig, chain: MarkerChain) -> int:
-    """Where a state marker goes: the state slot the newest state is not in (that one is
-    what a damaged new one falls back to), or -1, its log key, when the cursor keeps history
-    (a history point names its marker by log key). O(1)."""
-    return -1 if config.history_seconds else next_slot(chain.slot, chain.slots, SLOT_RESERVE)[0]
+def state_slot(config: CursorConfig, chain: MarkerChain) -> tuple[int, int]:
+    """Where a state marker goes and the room its value keeps: the state slot the newest
+    state is not in (that one is what a damaged new one falls back to) and its room
+    (:func:`~ackstore.cursor.chain.next_slot`), or ``(-1, 0)``, its log key, when the cursor
+    keeps history (a history point names its marker by log key). O(1)."""
+    return (-1, 0) if config.history_seconds else next_slot(chain.slot, chain.slots, SLOT_RESERVE)
 
 
 def state_value(cursor_id: int, state: AckState, ledgers: Iterable[tuple[int, LedgerAcks]]) -> bytes | None:
@@ -360,12 +361,12 @@ def _take_state(planner: Taking) -> MarkerPlan | Literal[False] | None:
     changes: dict[int, IndexEntry | None] = dict.fromkeys(dropped) if dropped else {}
     for ledger, la in ledgers:
         changes[ledger] = entry_of((seq, la.runs, None, None))
-    slot = state_slot(planner.config, chain)
+    slot, room = state_slot(planner.config, chain)
     if slot < 0:
         key = log_key(cid, seq)
     else:
         key = slot_key(cid, slot)
-        value = seal_slot(key, seq, value, next_slot(chain.slot, chain.slots, SLOT_RESERVE)[1])
+        value = seal_slot(key, seq, value, room)
     plan = MarkerPlan(cid, changes, True, seq, _taken(dirty, changes), state.meta_dirty, state.range_count, key, value)
     if vanished:
         plan.dropped = vanished  # what an abort gives back

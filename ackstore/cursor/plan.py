@@ -430,7 +430,7 @@ class Planner(PlannerFields):
             if value is not None:
                 chain.next_seq = start + 1
                 whole = {ledger: IndexEntry(start, la.runs) for ledger, la in cache.loaded.items()}
-                slot = lane.state_slot(self.config, chain)  # as a flush would put it
+                slot = lane.state_slot(self.config, chain)[0]  # as a flush would put it
                 return RewritePlan(start, [], value, whole, state=True, slot=slot)
         items: list[tuple[int, int, bytes | int]] = []
         kept: dict[int, IndexEntry] = {}  # swapped-out ledgers keep their acks and counts since their record
