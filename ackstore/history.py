@@ -285,7 +285,7 @@ def as_micros(when: object) -> int:
         raise InvalidTypeError(f"a time is a datetime or a Unix time in seconds, got {when!r}")
     if isinstance(when, int):
         micros = when * 1_000_000
-    elif when != when or when in (math.inf, -math.inf):
+    elif not math.isfinite(when):
         micros = -1
     else:  # the bound in whole microseconds: as a float of seconds, 9999's last one rounds up into 10000
         micros = round(when * 1e6)
