@@ -10,7 +10,7 @@ import random
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -843,13 +843,20 @@ def test_one_wrong_clock_reading_neither_mislabels_points_nor_empties_the_window
         assert len(store.topic(T).cursor("c").history()) == 15
 
 
-def _flushed_points(store_path: Path, clock: Clock, config: CursorConfig, flushes: int) -> tuple[int, list[int], Any]:
-    """Cursor ``c`` with ``config`` acks one entry and flushes ``flushes`` times, a second
-    apart: its id, its points' sequences and its state."""
+def _ack_one(cur: Cursor, r: int) -> None:
+    cur.ack(Position(4, r))
+
+
+def _flushed_points(
+    store_path: Path, clock: Clock, config: CursorConfig, flushes: int, ack: Callable[[Cursor, int], None] = _ack_one
+) -> tuple[int, list[int], Any]:
+    """Cursor ``c`` with ``config`` acks (``ack(cur, r)`` in round r; one entry of ledger 4,
+    4:r, unless told) and flushes ``flushes`` times, a second apart: its id, its points'
+    sequences and its state."""
     with AckStore.open(store_path, sync=False) as store:
         cur = _topic(store).cursor("c", config)
         for r in range(flushes):
-            cur.ack(Position(4, r))
+            ack(cur, r)
             store.flush()
             clock.tick()
         return cur.cursor_id, _points(store, cur.cursor_id), _state(cur)
@@ -1008,15 +1015,10 @@ def test_check_names_the_record_a_kept_state_needs_that_is_gone(store_path: Path
     from ackstore.storage.log import resolve_marker
     from ackstore.storage.records import log_key
 
-    with AckStore.open(store_path, sync=False) as store:
-        topic = _topic(store)
-        cur = topic.cursor("c", HOUR)
-        for r in range(6):  # ledger 1 written anew each flush: a new base (too many acks for a delta)
-            cur.ack_entries(1, range(1000 * r + 1, 1000 * r + 600, 2))
-            store.flush()
-            clock.tick()
-        cid = cur.cursor_id
-        seqs = _points(store, cid)
+    def rebase(cur: Cursor, r: int) -> None:  # ledger 1 written anew each flush: too many acks for a delta
+        cur.ack_entries(1, range(1000 * r + 1, 1000 * r + 600, 2))
+
+    cid, seqs, _ = _flushed_points(store_path, clock, HOUR, 6, rebase)
     assert check(store_path) == []
     env = lmdb.open(str(store_path), max_dbs=8)
     log_db = env.open_db(b"log")
@@ -1068,12 +1070,7 @@ def test_a_damaged_flush_clock_is_said_and_the_points_times_go_on_instead(
 
     from ackstore.history import CLOCK_KEY
 
-    with AckStore.open(store_path, sync=False) as store:
-        cur = _topic(store).cursor("c", HOUR)
-        for r in range(3):
-            cur.ack(Position(4, r))
-            store.flush()
-            clock.tick()
+    _flushed_points(store_path, clock, HOUR, 3)
     newest = clock.now - 1
     env = lmdb.open(str(store_path), max_dbs=8)
     db = env.open_db(b"history")
