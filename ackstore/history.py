@@ -666,7 +666,8 @@ class HistoryKeeper:
                 h.damaged = [d for d in h.damaged if d not in t.stale]
 
 
-def drop_points(txn: lmdb.Transaction, db: lmdb._Database | None, cursor_id: int) -> int:
+def drop_points(txn: lmdb.Transaction, db: lmdb._Database | None, cursor_id: int) -> None:
     """Delete every point of ``cursor_id`` from ``db`` (in the caller's write transaction:
-    the cursor was deleted, its history turned off or its log rewritten); how many."""
-    return 0 if db is None else CursorLog(db, cursor_id).drop(txn)
+    the cursor was deleted, its history turned off or its log rewritten)."""
+    if db is not None:
+        CursorLog(db, cursor_id).drop(txn)

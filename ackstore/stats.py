@@ -33,7 +33,8 @@ class RecoveryReport:
     records_loaded: int
     """ledger records decoded at open"""
     bytes_loaded: int
-    """bytes of the records decoded at open"""
+    """bytes of the records decoded at open (a state marker's whole record: the ledgers it
+    holds are decoded with it)"""
     seconds: float
     """how long recovery took"""
 

@@ -46,6 +46,12 @@ def sizes(path: Path, cursor_id: int = 0) -> dict[int, int]:
     return {seq: size for seq, _, size in _scan(path, cursor_id)}
 
 
+def lengths(path: Path, cursor_id: int = 0) -> dict[int, int]:
+    """``{seq: bytes}`` of one cursor's records (the record alone: a state slot's without its
+    seal), its state slots' too."""
+    return {seq: len(record) for seq, record, _ in _scan(path, cursor_id)}
+
+
 def slots(path: Path, cursor_id: int = 0) -> dict[int, int]:
     """``{slot: seq}`` of one cursor's state slots that hold a state."""
     env = lmdb.open(str(path), max_dbs=8, readonly=True, lock=False, subdir=path.is_dir())

@@ -258,6 +258,62 @@ def test_both_opens_fall_back_past_a_missing_or_damaged_record_they_check(
         assert (report.marker_seq, list(cur.ack_ranges())) == first  # the previous flush's state
 
 
+@pytest.mark.parametrize("load", ["budget", "lazy"])
+def test_a_one_byte_budget_still_checks_the_newest_record_when_the_mark_delete_ledger_holds_none(
+    store_path: Path, load: str, marker_layout: None
+) -> None:
+    """M's ledger holds no state, so an eager open decodes the newest record however small
+    the budget (one ledger at least is loaded) and a lazy open reads and checksums that same
+    record: damage to it fails the newest marker at open for either load, and the cursor
+    opens at the flush before."""
+    from . import rawlog
+
+    with AckStore.open(store_path) as store:
+        cur = _topic_with(store, 3, 100).cursor("c", CursorConfig(max_individual_ack_cache_bytes=1 << 30))
+        cur.ack([Position(2, e) for e in (3, 5)] + [Position(3, e) for e in (4, 8)])
+        store.flush()
+        first = (cur.stats().last_marker_seq, list(cur.ack_ranges()))
+        cur.ack([Position(2, e) for e in range(20, 60, 2)])  # a new record of ledger 2: the newest
+        store.flush()  # (not of the highest ledger, which an open checks for a cut anyway)
+        seq = cur._core._pages.index[2].seq
+        assert seq > first[0] and cur.mark_delete_position == Position(1, -1)
+    rawlog.damage(store_path, seq)
+    with AckStore.open(store_path, load=load) as store:
+        cur = store.topic(T).cursor("c", CursorConfig(max_individual_ack_cache_bytes=1))
+        report = cur.stats().recovery
+        assert report.markers_skipped == 1 and f"record {seq} is damaged" in report.skipped_reasons[0]
+        assert (report.marker_seq, list(cur.ack_ranges())) == first
+
+
+@pytest.mark.parametrize("layout", ["state", "marker"])
+def test_an_open_reports_the_records_and_bytes_it_decoded(
+    store_path: Path, request: pytest.FixtureRequest, layout: str
+) -> None:
+    """``stats().recovery`` of an eager open: the newest marker, every ledger decoded, and
+    the bytes of the records that held them: each ledger's record, or a small cursor's one
+    state marker (its ledgers come with it). A lazy open decodes no ledger record; a state
+    marker it decodes whole all the same."""
+    from . import rawlog
+
+    if layout == "marker":
+        request.getfixturevalue("marker_layout")
+    with AckStore.open(store_path) as store:
+        cur = _topic_with(store, 3, 100).cursor("c")
+        cur.ack([Position(1, e) for e in (3, 5)] + [Position(2, 4)] + [Position(3, e) for e in (1, 8, 9)])
+        store.flush()
+        cid, newest = cur.cursor_id, cur.stats().last_marker_seq
+        index = {ledger: entry.seq for ledger, entry in cur._core._pages.index.items()}
+    lengths = rawlog.lengths(store_path, cid)
+    held = [newest] if layout == "state" else sorted(index.values())
+    assert sorted(index) == [1, 2, 3] and (set(index.values()) == {newest}) == (layout == "state")
+    lazily = lengths[newest] if layout == "state" else 0
+    for load, records, nbytes in [("budget", 3, sum(lengths[seq] for seq in held)), ("lazy", 0, lazily)]:
+        with AckStore.open(store_path, load=load) as store:
+            report = store.topic(T).cursor("c").stats().recovery
+            assert (report.marker_seq, report.markers_skipped, report.records_loaded) == (newest, 0, records)
+            assert report.bytes_loaded == nbytes
+
+
 def test_verify_all_and_loaded_on_a_damaged_swapped_record(store_path: Path) -> None:
     import pytest
 

@@ -282,7 +282,7 @@ def _read_ledger(
     owner: int | None
     if decoded is not None and seq == marker_seq and ledger in decoded:
         found, acks, owner = ledger, decoded.pop(ledger), cursor_id
-        size = 0  # counted with the marker
+        size = 0  # counted with the marker (recover_cursor)
     else:
         if value is None:
             value = _record(txn, db, cursor_id, seq, ledger, marker_seq)
@@ -325,7 +325,7 @@ def _peek_ledger(
     came since. ``decoded``: the ledgers of the state marker ``marker_seq``, decoded (and
     so checked) with it; one of them is read from there (no bytes: counted with the marker)."""
     if decoded is not None and entry.seq == marker_seq and ledger in decoded:
-        acks, size = decoded[ledger], 0
+        acks, size = decoded[ledger], 0  # counted with the marker (recover_cursor)
     else:
         value = _record(txn, db, cursor_id, entry.seq, ledger, marker_seq)
         if record_type(value) != RECORD_MARKER:
@@ -461,9 +461,9 @@ def _load_records(
     cursor_id: int,
     resolved: ResolvedMarker,
     budget: int | None,
-    verify: str = "keys",
-    lazy: bool = False,
-    ends: Ends | None = None,
+    verify: str,
+    lazy: bool,
+    ends: Ends | None,
 ) -> tuple[dict[int, LedgerAcks], set[int], int, set[int]]:
     """Load records newest first until ``budget`` bytes are spent (None: all), or, ``lazy``,
     none that can wait.
@@ -528,8 +528,8 @@ def recover_cursor(
     txn: LogTxn,
     db: lmdb._Database | None,
     cursor_id: int,
-    budget: int | None = None,
-    verify: str = "keys",
+    budget: int | None,
+    verify: str,
     lazy: bool = False,
     ends: Ends | None = None,
     at: int | None = None,
@@ -588,6 +588,8 @@ def recover_cursor(
                 skipped.append(str(exc))
             else:
                 state = RecoveredState(resolved, ledgers, swapped, forced=forced)
+                if resolved.marker.ledgers is not None:  # a state marker: its ledgers decoded with it
+                    nbytes += resolved.full_bytes
                 loaded = (seq, len(ledgers), nbytes)
                 if slot >= 0:  # the state recovered from: the next state marker keeps it
                     keep_slot = slot
@@ -740,18 +742,15 @@ class CursorLog:
                 seq, record = -1, value
             yield seq, bytes(record)
 
-    def drop(self, txn: lmdb.Transaction) -> int:
-        """Delete every record of this cursor (it is being deleted); how many. O(records)."""
+    def drop(self, txn: lmdb.Transaction) -> None:
+        """Delete every record of this cursor (it is being deleted). O(records)."""
         c = txn.cursor(db=self.db)
-        dropped = 0
         start, end = log_bounds(self.cursor_id)
         ok = c.set_range(start)
         while ok and c.key() < end:
             ok = c.delete()
-            dropped += 1
         for slot in SLOTS:
-            dropped += bool(txn.delete(slot_key(self.cursor_id, slot), db=self.db))
-        return dropped
+            txn.delete(slot_key(self.cursor_id, slot), db=self.db)
 
     def trim(self, txn: lmdb.Transaction, below: int, keep: frozenset[int] = frozenset()) -> int:
         """Delete the records below sequence ``below`` that ``keep`` does not name; how many."""
