@@ -345,6 +345,38 @@ def test_the_ledger_open_at_the_last_flush_is_checked_for_state_past_its_end_wha
         cur._check()
 
 
+@pytest.mark.parametrize("load", ["lazy", "budget"])
+@pytest.mark.parametrize("layout", ["state", "marker"])
+def test_the_mark_delete_ledgers_own_state_past_a_bound_set_since_is_dropped_at_open(
+    store_path: Path, request: pytest.FixtureRequest, load: str, layout: str
+) -> None:
+    """The same cut in the mark-delete ledger itself, with nothing of it at M + 1 (so only
+    the bound can tell the open to look): M is 3:0, the flush holds acks at 3:5 and 3:30 and
+    counts at 3:7 and 3:31; a reset held in memory, a durable bound at 3:10, a crash. The
+    open decodes M's ledger whatever the load and drops what lies past the bound."""
+    if layout == "marker":
+        request.getfixturevalue("marker_layout")
+    config = CursorConfig(max_individual_ack_cache_bytes=1)
+    with AckStore.open(store_path, sync=False) as store:
+        topic = store.topic(T)
+        topic.add_ledger(3)
+        cur = topic.cursor("c", config)
+        cur.ack_cumulative(Position(3, 0))
+        cur.ack([Position(3, 5), Position(3, 30)])
+        cur.record_deliveries([Position(3, 31), Position(3, 7)])
+        store.flush()
+        Dispatcher(cur, InMemoryLedgerReader(topic)).seek(Position(3, 1))  # in memory only
+        topic.advance(3, 10)
+        crash(store)
+    with AckStore.open(store_path, load=load) as store:
+        cur = store.topic(T).cursor("c", config)
+        assert cur.mark_delete_position == Position(3, 0)
+        assert list(cur.ack_ranges()) == [(Position(3, 5), Position(3, 5))] and cur.ack_range_count == 1
+        assert cur.delivery_counts() == {Position(3, 7): 1}
+        assert not cur.is_acked(Position(3, 30))
+        cur._check()
+
+
 def test_dump_and_restore_carry_the_bound_and_string_properties(store_path: Path, tmp_path: Path) -> None:
     import io
 

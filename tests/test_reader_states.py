@@ -32,7 +32,7 @@ for ledger in range(int(sys.argv[4])):
     topic.close_ledger(ledger, 1_000_000)
 cfg = CursorConfig(max_individual_ack_cache_bytes=int(sys.argv[2]), full_marker_every=4)
 curs = {n: topic.cursor(n, cfg) for n in sys.argv[3].split(",")}
-small = sys.argv[5] == "small"  # one growing range a ledger: a small cursor's state slots
+small = set(sys.argv[5].split(","))  # one growing range a ledger: a small cursor's state slots
 r = 0
 
 def state(cur):
@@ -41,14 +41,16 @@ def state(cur):
 
 for line in sys.stdin:
     cmd, *arg = line.split()
-    if cmd == "round":
+    if cmd == "round":  # of the cursors named, or of every cursor
         r += 1
-        for cur in curs.values():
+        for n, cur in curs.items():
+            if arg and n not in arg:
+                continue
             for ledger in range(int(sys.argv[4])):
-                cur.ack_entries(ledger, range(1, r * 10 + 1) if small else range(r * 100 + 1, r * 100 + 41, 2))
+                cur.ack_entries(ledger, range(1, r * 10 + 1) if n in small else range(r * 100 + 1, r * 100 + 41, 2))
             cur.set_property("round", r)
         store.flush()
-        print(json.dumps({n: state(c) for n, c in curs.items()}), flush=True)
+        print(json.dumps({n: state(c) for n, c in curs.items() if not arg or n in arg}), flush=True)
     elif cmd == "delete":
         topic.delete_cursor(arg[0])
         del curs[arg[0]]
@@ -58,11 +60,14 @@ store.close()
 
 
 class Writer:
-    """The writer process: ``round()`` acks 20 entries of every ledger of every cursor
-    (``small``: extends one range a ledger, so each cursor stays small), sets the property
-    ``round`` and flushes; returns each cursor's flushed state."""
+    """The writer process: ``round()`` acks 20 entries of every ledger of every cursor (or
+    of the cursors named) (``small``: extends one range a ledger instead, so the cursor
+    stays small: every cursor, or the cursors named), sets the property ``round`` and
+    flushes; keeps each cursor's flushed states."""
 
-    def __init__(self, path: Path, budget: int, names: list[str], ledgers: int = LEDGERS, small: bool = False) -> None:
+    def __init__(
+        self, path: Path, budget: int, names: list[str], ledgers: int = LEDGERS, small: bool | list[str] = False
+    ) -> None:
         self.proc = subprocess.Popen(
             [
                 sys.executable,
@@ -72,7 +77,7 @@ class Writer:
                 str(budget),
                 ",".join(names),
                 str(ledgers),
-                "small" if small else "wide",
+                ",".join(names if small is True else small or []),
             ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -88,8 +93,8 @@ class Writer:
         assert answer, "the writer died"
         return dict(json.loads(answer))
 
-    def round(self) -> None:
-        for name, state in self._say("round").items():
+    def round(self, *names: str) -> None:
+        for name, state in self._say(" ".join(["round", *names])).items():
             self.states[name].append(state)
 
     def delete(self, name: str) -> None:
@@ -165,6 +170,32 @@ def test_a_small_cursors_reader_moves_on_when_the_writer_wrote_over_its_state_sl
                     seen = at
                 assert cur._core._pages.generation > moves, "the reader did not move to a newer flush"
                 assert at == len(flushed) - 1 and cur.stats().recovery.markers_skipped == 0
+    finally:
+        writer.close()
+
+
+@pytest.mark.parametrize("load", ["lazy", "budget"])
+def test_a_small_cursors_reader_sees_each_new_flush_while_a_wider_cursors_log_stands_still(
+    tmp_path: Path, load: str
+) -> None:
+    """Cursor "c" lives in its state slots only (no record under a log key); cursor "a",
+    made before it, has records under log keys at higher sequences than c's. The writer
+    flushes c alone: before each read the reader asks whether c's log moved, and it did
+    (its state slots), though no log key of c's and nothing of a's changed, so every read
+    is of the newest flush."""
+    writer = Writer(tmp_path / "s", 1 << 20, ["a", "c"], ledgers=3, small=["c"])
+    try:
+        writer.round()
+        for _ in range(3):
+            writer.round("a")  # a's log keys climb past c's sequences
+        with AckStore.open(tmp_path / "s", readonly=True, load=load) as store:
+            cur = store.topic("t").cursor("c")
+            assert store.topic("t").cursor("a").cursor_id < cur.cursor_id
+            for r in range(5, 8):
+                writer.round("c")
+                flushed = [s["ranges"] for s in writer.states["c"]]
+                assert _ranges(cur) == flushed[-1] == [[ledger, [[1, 10 * r]]] for ledger in range(3)]
+                assert cur.properties == {"round": r}
     finally:
         writer.close()
 

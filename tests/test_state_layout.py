@@ -573,6 +573,38 @@ def test_a_small_cursors_states_alternate_between_its_two_slots(store_path: Path
     assert newest_slots == [0, 1, 0, 1, 0]
 
 
+def test_a_cursor_back_in_the_state_layout_keeps_its_newest_slots_state(store_path: Path) -> None:
+    """A small cursor's three states leave slot 0 holding the newest (seq 2), slot 1 the one
+    before; it grows into the marker layout (a marker under a log key) and reopens from that
+    marker; when it shrinks again, its next state goes into slot 1: the newest slot's state
+    stays, whichever record the cursor was recovered from."""
+    logged = -1
+    for round_ in range(3):
+        with AckStore.open(store_path) as store:
+            topic = store.topic(T)
+            if round_ == 0:
+                topic.add_ledger(1)
+                cur = topic.cursor("c")
+                for e in (3, 5, 7):
+                    cur.ack(Position(1, e))
+                    store.flush()
+            elif round_ == 1:
+                cur = topic.cursor("c")
+                cur.ack([Position(1, e) for e in range(10, 400, 2)])  # past the state bound
+                store.flush()
+                logged = cur.stats().last_marker_seq
+            else:
+                cur = topic.cursor("c")
+                assert cur.stats().recovery.marker_seq == logged > 2
+                cur.ack_cumulative(Position(1, 500))
+                cur.ack(Position(1, 502))
+                store.flush()
+                assert cur.stats().last_marker_seq == logged + 1
+        if round_ == 0:
+            assert rawlog.slots(store_path) == {0: 2, 1: 1}
+    assert rawlog.slots(store_path) == {0: 2, 1: logged + 1}
+
+
 def test_a_state_in_a_slot_whose_sequence_is_damaged_is_skipped_and_overwritten(store_path: Path) -> None:
     """The sequence a slot holds is checked (with its key): one flipped bit there and the
     state is skipped, said so, and reported by check; the other slot's state is recovered,
