@@ -498,8 +498,9 @@ def salvage(
 
 
 def _looks_like_lmdb(data: Path) -> bool:
-    """False for a file whose meta pages are both unreadable and that holds no leaf page."""
-    return any(True for _ in leaf_nodes(data, None, None, range(2, 64)))
+    """False for a file whose meta pages are both unreadable and that holds no leaf page
+    (read up to the first leaf: a store whose first pages were lost too is still read)."""
+    return any(True for _ in leaf_nodes(data))
 
 
 def _recover_all(
