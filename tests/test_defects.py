@@ -380,3 +380,46 @@ def test_a_ledger_record_of_another_cursor_is_not_taken(store_path: Path, marker
         )
         assert said in reasons, reasons
         assert not cur.is_acked(Position(1, 4))
+
+
+_NO_CHANGE = {
+    "a list acked again": lambda cur: cur.ack([Position(1, 3), Position(1, 5)]),
+    "entries acked again": lambda cur: cur.ack_entries(1, [3, 5]),
+    "a list at or below M": lambda cur: cur.ack([Position(1, 0), Position(1, 1)]),
+    "M again": lambda cur: cur.ack_cumulative(Position(1, 1)),
+    "stats": lambda cur: cur.stats(),
+    "a snapshot": lambda cur: cur.snapshot(),
+    "its ranges": lambda cur: list(cur.ledger_ranges()),
+}
+
+
+@pytest.mark.parametrize("call", list(_NO_CHANGE))
+@pytest.mark.parametrize("shape", ["one open ledger", "two ledgers"])
+@pytest.mark.parametrize("reopened", [False, True])
+def test_what_changes_nothing_leaves_nothing_to_flush(store_path: Path, call: str, shape: str, reopened: bool) -> None:
+    """Acks of what is acked already (a list, as a broker acks a redelivered batch), or at
+    or below M, and the reads of a cursor's state, after its flush or after a reopen (which
+    opens a cursor of one open ledger into its state slot's form): the cursor is not dirty,
+    the next flush writes nothing, and its state is as it was."""
+    with AckStore.open(store_path) as store:
+        topic = store.topic(T)
+        topic.add_ledger(1)
+        cur = topic.cursor("c")
+        cur.ack([Position(1, e) for e in (0, 1, 3, 5)])
+        if shape == "two ledgers":
+            topic.close_ledger(1, 10)
+            topic.add_ledger(2)
+            cur.ack(Position(2, 4))
+        assert store.flush().markers == 1
+        before = (cur.mark_delete_position, list(cur.ack_ranges()))
+        if not reopened:
+            _NO_CHANGE[call](cur)
+            assert not cur.dirty and store.flush().markers == 0
+            assert (cur.mark_delete_position, list(cur.ack_ranges())) == before
+    if reopened:
+        with AckStore.open(store_path) as store:
+            cur = store.topic(T).cursor("c")
+            assert (cur._core.small is not None) == (shape == "one open ledger")
+            _NO_CHANGE[call](cur)
+            assert not cur.dirty and store.flush().markers == 0
+            assert (cur.mark_delete_position, list(cur.ack_ranges())) == before

@@ -449,9 +449,10 @@ class AckState(PositionMoves):
             if not bm:
                 continue
             la = self.ledgers.get(ledger, create=True)
-            self.range_count += la.update(bm)
-            self._touched(ledger, la)
-            self.ledgers.fit(keep=(ledger,))
+            if not bm.issubset(la.bitmap):  # else acked already (neither counted nor in a batch): no change
+                self.range_count += la.update(bm)
+                self._touched(ledger, la)
+            self.ledgers.fit(keep=(ledger,))  # (a swap-in may have filled the cache)
         if advance:
             self.advance()
 
