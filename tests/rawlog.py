@@ -178,9 +178,10 @@ def put_ledger_count(path: Path, topic_id: int, ledger: int, count: int) -> None
         env.close()
 
 
-def node_offset(path: Path, seq: int, cursor_id: int = 0) -> int:
+def node_offset(path: Path, seq: int, cursor_id: int = 0, db: bytes = b"log") -> int:
     """The file offset of the LMDB node header (``lo u16, hi u16, flags u16, ksize u16``) of
-    record ``seq`` in its live leaf page of the log tree (LookupError: no such node)."""
+    record ``seq`` in its live leaf page of the log tree (``db``: of that tree, e.g. the
+    history's points; LookupError: no such node)."""
     import struct
 
     from ackstore.storage.lmdb_file import data_file, survey, tree_name
@@ -188,14 +189,14 @@ def node_offset(path: Path, seq: int, cursor_id: int = 0) -> int:
     env = lmdb.open(str(path), max_dbs=8, readonly=True, lock=False, subdir=path.is_dir())
     try:
         with env.begin() as txn:
-            key = key_of(txn, env.open_db(b"log", create=False, txn=txn), seq, cursor_id)
+            key = key_of(txn, env.open_db(db, create=False, txn=txn), seq, cursor_id)
     finally:
         env.close()
     sv = survey(path)
     assert sv.meta is not None and not sv.problems, sv.problems
     psize, raw = sv.meta.page_size, data_file(path).read_bytes()
     for pgno, tree in sv.leaf_tree.items():
-        if tree != tree_name(b"log"):
+        if tree != tree_name(db):
             continue
         off = pgno * psize
         (lower,) = struct.unpack_from("<H", raw, off + 12)
@@ -215,14 +216,15 @@ def patch_node(
     flags: int | None = None,
     ksize: int | None = None,
     dsize: int | None = None,
+    db: bytes = b"log",
 ) -> None:
-    """Change the node header of record ``seq`` in the file, as damage would: its flags, its
-    key size, its data size (``lo | hi << 16``)."""
+    """Change the node header of record ``seq`` (of tree ``db``) in the file, as damage
+    would: its flags, its key size, its data size (``lo | hi << 16``)."""
     import struct
 
     from ackstore.storage.lmdb_file import data_file
 
-    at = node_offset(path, seq, cursor_id)
+    at = node_offset(path, seq, cursor_id, db)
     with open(data_file(path), "r+b") as fh:
         fh.seek(at)
         lo, hi, old_flags, old_ksize = struct.unpack("<HHHH", fh.read(8))

@@ -4,6 +4,7 @@ two flushes, and a report that says what was lost."""
 from __future__ import annotations
 
 import random
+import re
 import shutil
 import struct
 import subprocess
@@ -330,6 +331,25 @@ def test_a_key_is_misplaced_where_its_neighbours_keep_the_order(keys: str, i: in
     assert _misplaced([k.encode() for k in keys], i) is out
 
 
+def test_a_misplaced_key_of_a_suspect_page_is_left_out_and_its_range_kept_as_lost() -> None:
+    """Salvage's filter over the nodes read, page by page: on a suspect page the key out of
+    order (here the first, a middle and the last of their pages) is left out, and the range
+    between its neighbours is kept as lost for its tree; the same keys on a page not
+    suspect pass, and the page number -1 ends the last page only."""
+    from ackstore.salvage import _Found, _ordered
+
+    nodes = [
+        (4, b"z", b"1"), (4, b"b", b"2"), (4, b"c", b"3"),  # the first key misplaced
+        (5, b"a", b"4"), (5, b"q", b"5"), (5, b"c", b"6"), (5, b"d", b"7"),  # a middle one
+        (7, b"a", b"8"), (7, b"b", b"9"), (7, b"0", b"x"),  # the last one
+        (9, b"a", b"y"), (9, b"z", b"z"), (9, b"c", b"w"),  # not suspect: all pass
+    ]  # fmt: skip
+    found = _Found()
+    kept = list(_ordered(iter(nodes), {4, 5, 7}, found, lambda pgno, key, value: f"tree{pgno}"))
+    assert [v for _, _, v in kept] == [b"2", b"3", b"4", b"6", b"7", b"8", b"9", b"y", b"z", b"w"]
+    assert found.damaged_keys == {"tree4": [(None, b"b")], "tree5": [(b"a", b"c")], "tree7": [(b"b", None)]}
+
+
 def test_salvage_refuses_what_holds_no_store_and_what_is_too_short_with_their_words(tmp_path: Path) -> None:
     from ackstore import CorruptStoreError, NotAStoreError
 
@@ -374,6 +394,58 @@ def test_salvage_counts_the_history_points_it_does_not_carry_and_the_damaged_one
     assert (c.cursor, c.history_lost, c.history_damaged) == ("c", 5, 1)
     with AckStore.open(tmp_path / "new", readonly=True) as store:
         assert store.topic("t").cursor("c").mark_delete_position == Position(1, 4)
+
+
+def test_the_entries_of_a_damaged_page_the_walk_reached_are_filed_to_its_tree(tmp_path: Path) -> None:
+    """A history page the walk reaches but finds damaged (a point's data runs past the
+    page): its other points are still read and filed to the history tree, as the walk says
+    (by their shape alone they would be nothing of ackstore's), so the report counts the
+    four kept states salvage does not carry."""
+    from . import rawlog
+
+    with AckStore.open(tmp_path / "s") as store:
+        topic = store.topic("t")
+        topic.add_ledger(1)
+        cur = topic.cursor("c", CursorConfig(history_seconds=3600))
+        for e in range(5):
+            cur.ack(Position(1, e))
+            store.flush()
+        cid = cur.cursor_id
+    rawlog.patch_node(tmp_path / "s", 2, cid, dsize=5000, db=b"history")
+    report = salvage(tmp_path / "s", tmp_path / "new")
+    (damage,) = report.damage
+    assert re.fullmatch(r"database 'history' page \d+: node 2's data of 5000 bytes runs past the page", damage)
+    (c,) = report.cursors
+    assert (c.cursor, c.history_lost, c.history_damaged, c.complete) == ("c", 4, 0, True)
+
+
+def test_a_middle_ledger_found_open_is_sealed_past_what_the_cursors_hold_of_it(tmp_path: Path) -> None:
+    """A directory whose middle ledger reads as open (a buggy writer's entry): the salvaged
+    topic has one open ledger, its last; the middle one is sealed one entry past what any
+    cursor holds of it (none hold anything of it here: one entry), and the cursor is as
+    flushed."""
+    from . import rawlog
+
+    with AckStore.open(tmp_path / "s") as store:
+        topic = store.topic("t")
+        for ledger in (1, 2):
+            topic.add_ledger(ledger)
+            topic.close_ledger(ledger, 10)
+        topic.add_ledger(3)
+        cur = topic.cursor("c")
+        cur.ack_cumulative(Position(2, 9))
+        cur.ack(Position(3, 4))
+        store.flush()
+        tid = topic.topic_id
+    rawlog.put_ledger_count(tmp_path / "s", tid, 2, -1)
+    report = salvage(tmp_path / "s", tmp_path / "new")
+    assert [(c.cursor, c.complete) for c in report.cursors] == [("c", True)]
+    with AckStore.open(tmp_path / "new", readonly=True) as store:
+        topic = store.topic("t")
+        assert topic.ledgers() == [(1, 10), (2, 1), (3, None)]
+        cur = topic.cursor("c")
+        assert cur.mark_delete_position == Position(3, -1)
+        assert list(cur.ack_ranges()) == [(Position(3, 4), Position(3, 4))]
 
 
 def test_a_file_cut_short_says_how_many_of_its_pages_are_left(tmp_path: Path) -> None:
