@@ -6,9 +6,11 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import struct
 import subprocess
 import sys
 import sysconfig
+import zlib
 from array import array
 from pathlib import Path
 from types import ModuleType
@@ -18,6 +20,7 @@ import pytest
 from pyroaring import BitMap, FrozenBitMap
 
 from ackstore.storage import bitmaps, codecs, pure_codecs
+from ackstore.storage.catalog import _LEDGER_TYPE
 from ackstore.storage.records import FORMAT_VERSION, IndexEntry, decode_marker, encode_fixed_marker
 
 from .codec_impls import IMPLEMENTATIONS, NOT_COMPILED
@@ -372,12 +375,11 @@ def test_the_directory_scan_gives_the_same_outcome_everywhere(tmp_path: Path) ->
     open one with its last confirmed entry, another topic's after them), then with a bit
     flipped in a key or a value: the same ids, counts, confirmed entry and first bad
     entry from every implementation; the store's own load names the damaged ledger."""
-    import struct
 
     import lmdb
 
     from ackstore import AckStore, CorruptStoreError
-    from ackstore.storage.catalog import _LEDGER_TYPE, _OPEN_LEDGER_TYPE
+    from ackstore.storage.catalog import _OPEN_LEDGER_TYPE
 
     with AckStore.open(tmp_path / "s") as store:
         for name, n in (("persistent://t/ns/a", 40), ("persistent://t/ns/b", 3)):
@@ -430,7 +432,6 @@ def test_the_page_scan_gives_the_same_outcome_everywhere(tmp_path: Path) -> None
     """The structure walk's page scan, on every page of a real store and on copies with
     bits flipped: the same problem, specials, keys and children from every implementation,
     read as leaf or branch pages, with byte or integer keys, plain or all-special."""
-    import struct
 
     from ackstore import AckStore, Position
 
@@ -463,6 +464,59 @@ def test_the_page_scan_gives_the_same_outcome_everywhere(tmp_path: Path) -> None
         "error",
         "a page outside the buffer",
     )
+
+
+def _leaf_page(pairs: list[tuple[bytes, bytes]], psize: int = 4096) -> tuple[bytes, int]:
+    """A well-formed LMDB leaf page holding ``pairs`` in the order given (nodes packed from
+    the page's end, as LMDB packs them), and its ``upper``."""
+    page, upper, ptrs = bytearray(psize), psize, []
+    for key, value in pairs:
+        extent = 8 + len(key) + len(value)
+        upper -= extent + extent % 2
+        page[upper : upper + extent] = (
+            struct.pack("<HHHH", len(value) & 0xFFFF, len(value) >> 16, 0, len(key)) + key + value
+        )
+        ptrs.append(upper)
+    page[10:16] = struct.pack("<HHH", 0x02, 16 + 2 * len(ptrs), upper)  # P_LEAF, lower, upper
+    page[16 : 16 + 2 * len(ptrs)] = struct.pack(f"<{len(ptrs)}H", *ptrs)
+    return bytes(page), upper
+
+
+def test_a_pages_integer_keys_are_in_order_as_integers_not_as_bytes() -> None:
+    """LMDB's integer keys (little-endian) in their integer order, 1 before 256: in order
+    for a tree of integer keys, out of order as bytes (256's first byte is 0)."""
+    keys = [struct.pack("<Q", 1), struct.pack("<Q", 256)]
+    page, upper = _leaf_page([(k, b"v") for k in keys])
+    kind, out = _same_everywhere("scan_page", page, 0, 2, upper, 4096, True, True, False)
+    assert kind == "ok" and out == (None, [], keys, [])
+    kind, out = _same_everywhere("scan_page", page, 0, 2, upper, 4096, True, False, False)
+    assert kind == "ok" and out[0] == (1, "order", keys[1])
+
+
+@pytest.mark.parametrize(
+    "name,args,named",
+    [
+        ("scan_page", (bytes(100), 2**63, 1, 20, 4096, True, False, False), "off=9223372036854775808"),
+        ("scan_page", (bytes(8192), 0, 1, 20, 4096, True, False, False, 65536), "kmin=65536"),
+        ("scan_page", (bytes(8192), 0, 1, 20, 4096, True, False, False, 0, 65536), "kmax=65536"),
+        ("scan_directory", ([], b"", 256, 1), "sealed_type=256"),
+        ("scan_directory", ([], b"", 1, 256), "open_type=256"),
+    ],
+)
+def test_an_argument_out_of_range_is_named_with_its_value(name: str, args: tuple[object, ...], named: str) -> None:
+    kind, out = _same_everywhere(name, *args)
+    assert kind == "error" and str(out).startswith(f"{named} is outside 0.."), out
+
+
+def test_a_directory_entry_under_a_key_of_another_size_is_the_bad_one() -> None:
+    """A sealed ledger's value, well formed and checksummed over its 15-byte key (a buggy
+    writer's): the scan stops at it and names it, whatever its value says."""
+    key = struct.pack(">Q", 0) + bytes(7)
+    body = bytes([_LEDGER_TYPE, 0]) + struct.pack(">q", 5)
+    value = body + struct.pack(">I", zlib.crc32(key + body))
+    assert pure_codecs.directory_entry(key, value, _LEDGER_TYPE, 1) == (5, None)  # its value checks
+    kind, out = _same_everywhere("scan_directory", [(key, value)], struct.pack(">Q", 0), _LEDGER_TYPE, 1)
+    assert kind == "ok" and out == (b"", b"", None, (key, value))
 
 
 def test_the_compiled_module_is_built_where_a_compiler_is() -> None:
