@@ -147,6 +147,25 @@ def test_the_twins_read_every_body_alike() -> None:
             assert all(o == outcomes[0] for o in outcomes), (case, outcomes)
 
 
+def test_a_state_marker_cut_inside_each_field_says_which() -> None:
+    """A state marker with two ledgers, runs, a partial batch and a delivery count, cut
+    after each byte: the error names the field the cut fell in, for every field of the
+    layout, in the twins alike."""
+    ledgers = [(3, BitMap([5, 6, 9]), {12: (4, 0b0101)}, {14: 2}), (8, BitMap([1]), {}, {})]
+    body = pure_codecs.state_marker(FORMAT_VERSION, 7, 3, 2, ledgers, b"")[7:]
+    said = set()
+    for cut in range(2, len(body)):
+        outcomes = [_outcome(twin.state_fields, body[:cut]) for twin in TWINS]
+        assert all(o == outcomes[0] for o in outcomes), (cut, outcomes)
+        said.add(outcomes[0][1])
+    fields = [
+        "cursor id", "mark-delete ledger", "mark-delete entry", "ledger count", "ledger id", "run count",
+        "run start", "run length", "batch count", "batch entry", "batch size", "count count", "counted entry",
+        "delivery count",
+    ]  # fmt: skip
+    assert {f"a state marker ends inside its {field}" for field in fields} <= said, said
+
+
 def test_every_cut_or_flipped_state_marker_is_a_corrupt_record() -> None:
     """A damaged state marker is CorruptRecordError (never another exception), whether its
     checksum or its layout finds it: every cut, and every flipped byte of the body decoded
