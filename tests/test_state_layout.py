@@ -166,6 +166,24 @@ def test_a_state_marker_cut_inside_each_field_says_which() -> None:
     assert {f"a state marker ends inside its {field}" for field in fields} <= said, said
 
 
+def test_a_state_markers_count_past_its_bound_and_bytes_after_its_ledgers_are_named() -> None:
+    """The highest delivery count a state marker holds is 2**32-1 (stored less one); one
+    more is refused, as are bytes after the last ledger of a marker without properties,
+    with the words of each, in the twins alike."""
+    top = (1 << 32) - 1
+    body = pure_codecs.state_marker(FORMAT_VERSION, 7, 3, 2, [(3, BitMap([5]), {}, {14: top})], b"")[7:]
+    assert pure_codecs.state_fields(body)[3][0][3] == {14: top}
+    stored = pure_codecs.varint(top - 1)
+    assert body.endswith(stored)
+    over = body[: -len(stored)] + pure_codecs.varint(top)
+    for case, said in [
+        (over, f"a state marker's delivery count {top} is over {top - 1}"),
+        (body + b"\x00\x01\x02", "a state marker has 3 bytes after its ledgers"),
+    ]:
+        outcomes = [_outcome(twin.state_fields, case) for twin in TWINS]
+        assert outcomes == [("ValueError", said)] * len(TWINS)
+
+
 def test_every_cut_or_flipped_state_marker_is_a_corrupt_record() -> None:
     """A damaged state marker is CorruptRecordError (never another exception), whether its
     checksum or its layout finds it: every cut, and every flipped byte of the body decoded
