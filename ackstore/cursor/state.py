@@ -449,9 +449,8 @@ class AckState(PositionMoves):
             if not bm:
                 continue
             la = self.ledgers.get(ledger, create=True)
-            if not bm.issubset(la.bitmap):  # else acked already (neither counted nor in a batch): no change
-                self.range_count += la.update(bm)
-                self._touched(ledger, la)
+            if not bm.issubset(la.bitmap):  # else acked already (neither counted nor batched): no change
+                self.range_count += la.update(bm) - self.ledgers.touched(ledger, la)  # (_touched's)
             self.ledgers.fit(keep=(ledger,))  # (a swap-in may have filled the cache)
         if advance:
             self.advance()
