@@ -1,19 +1,20 @@
 """A group flush of 1,000 cursors with one dirty ledger each, against a raw LMDB
-transaction writing the same bytes.
+transaction making the same changes.
 
 Each round every cursor acks one more entry of its ledger, then:
 
 - ackstore: ``store.flush()`` encodes and writes, in one transaction, each cursor's
   marker, which carries the ledger's few acks since its record (a full marker while it
   repeats few of them, then deltas; a new ledger record only when they outgrow the delta
-  bound);
-- baseline: one raw py-lmdb write transaction a round puts the very keys and values
-  ackstore's flush of that round wrote (the same rounds, run untimed from the same state
-  and read back from the log), into a fresh environment opened with the same flags
-  (``sync=False``), so only the engine's own work differs: with one ``putmulti`` call, as
-  the engine itself puts its records; a second row puts them one ``put`` at a time, as
-  the baseline of earlier tables did. Round by round the bytes are the same (a full
-  marker grows by an ack a round while it repeats the acks since the ledger's record).
+  bound), and deletes the records that marker no longer needs;
+- baseline: one raw py-lmdb write transaction a round makes the very changes ackstore's
+  flush of that round made (the same rounds, run untimed from the same state; what each
+  put read back from the log, what each deleted found by listing the log's keys before
+  and after), on a copy of the log as it was before the first round, opened with the same
+  flags (``sync=False``), so only the engine's own work differs: one ``putmulti`` call, as
+  the engine itself puts its records, and a ``delete`` a key. Round by round the bytes are
+  the same (a full marker grows by an ack a round while it repeats the acks since the
+  ledger's record).
 """
 
 from __future__ import annotations
@@ -77,58 +78,54 @@ def _flush_pairs(store: AckStore, cursors, before: dict[int, int]) -> list[tuple
     return store.storage.read(read)
 
 
-def _raw_transaction(many, tmp_path: Path, bulk: bool):  # type: ignore[no-untyped-def]
-    """A raw py-lmdb write transaction a round of what ackstore's flush of that round
-    wrote: the :data:`ROUNDS` rounds the ackstore case times, run here untimed on ``many``
-    (the same state, the same acks), their pairs replayed in turn into a fresh environment
-    opened with the same flags, under new keys each round (as the engine's sequences are),
-    built in the timed part as the engine builds its own. ``bulk``: one ``putmulti`` call
-    for all the pairs (py-lmdb's bulk put, which the engine uses), else a ``put`` per pair.
-    Returns the function to time, the last round's bytes (the figure the ackstore case
-    reports), and the environment."""
+def _log(store: AckStore) -> dict[bytes, bytes]:
+    """Every key and value of the store's log."""
+    return store.storage.read(lambda txn: {bytes(k): bytes(v) for k, v in txn.cursor(db=store.storage.log_db)})
+
+
+def _raw_transaction(many, tmp_path: Path):  # type: ignore[no-untyped-def]
+    """A raw py-lmdb write transaction a round making what ackstore's flush of that round
+    made: the :data:`ROUNDS` rounds the ackstore case times, run here untimed on ``many``
+    (the same state, the same acks), each one's puts and deletes replayed in turn on a copy
+    of the log as it was before them, in a fresh environment opened with the same flags,
+    the pairs built in the timed part as the engine builds its own. Returns the function to
+    time, the last round's bytes (the figure the ackstore case reports), the deletions of
+    all the rounds, and the environment."""
     store, cursors, dirty_all = many
-    rounds: list[list[tuple[bytes, bytes]]] = []
+    start = _log(store)
+    rounds: list[tuple[list[tuple[bytes, bytes]], list[bytes]]] = []
+    keys = set(start)
     for _ in range(ROUNDS):
         dirty_all()
         before = {cur.cursor_id: cur.stats().last_marker_seq for cur in cursors}
         store.flush()
-        rounds.append(_flush_pairs(store, cursors, before))
+        now = set(_log(store))
+        rounds.append((_flush_pairs(store, cursors, before), sorted(keys - now)))
+        keys = now
     env = lmdb.open(str(tmp_path / "raw"), map_size=1 << 30, sync=False, max_dbs=2)
     db = env.open_db(b"log")
-    replay = iter(enumerate(rounds, start=1))
+    with env.begin(write=True) as txn:
+        txn.cursor(db=db).putmulti(sorted(start.items()))
+    replay = iter(rounds)
 
-    def shifted(shift: int, pairs: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
-        return [(key[:8] + (int.from_bytes(key[8:], "big") + shift).to_bytes(8, "big"), value) for key, value in pairs]
-
-    def putmulti() -> None:
-        r, pairs = next(replay)
+    def putmulti_and_delete() -> None:
+        pairs, gone = next(replay)
         with env.begin(write=True) as txn:
-            txn.cursor(db=db).putmulti(shifted(r << 40, pairs))
+            txn.cursor(db=db).putmulti([(key, value) for key, value in pairs])
+            for key in gone:
+                txn.delete(key, db=db)
 
-    def put_each() -> None:
-        r, pairs = next(replay)
-        with env.begin(write=True) as txn:
-            for key, value in shifted(r << 40, pairs):
-                txn.put(key, value, db=db)
-
-    return (putmulti if bulk else put_each), sum(len(k) + len(v) for k, v in rounds[-1]), env
+    return putmulti_and_delete, sum(len(k) + len(v) for k, v in rounds[-1][0]), sum(len(g) for _, g in rounds), env
 
 
 def test_group_flush_raw_lmdb_baseline(benchmark, many, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    """The baseline: the raw transaction, one ``putmulti`` call (the fastest way py-lmdb writes them)."""
-    run, nbytes, env = _raw_transaction(many, tmp_path, bulk=True)
+    """The baseline: the raw transaction, one ``putmulti`` call (the fastest way py-lmdb
+    writes them) and the same deletions."""
+    run, nbytes, deleted, env = _raw_transaction(many, tmp_path)
+    assert deleted > 0, "the rounds' flushes trimmed nothing: the case would not show what a trim costs"
     benchmark.group = GROUP
     benchmark.pedantic(run, rounds=ROUNDS)
     benchmark.extra_info.update(baseline=True, bytes=nbytes)
-    env.close()
-
-
-def test_group_flush_raw_lmdb_put_each(benchmark, many, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    """The same raw transaction with a ``put`` per pair (the baseline of earlier tables)."""
-    run, nbytes, env = _raw_transaction(many, tmp_path, bulk=False)
-    benchmark.group = GROUP
-    benchmark.pedantic(run, rounds=ROUNDS)
-    benchmark.extra_info.update(bytes=nbytes)
     env.close()
 
 
@@ -204,4 +201,4 @@ def test_flush_visiting_every_cursor(benchmark, store) -> None:  # type: ignore[
     """What a flush cost before cursors listed themselves: every cursor visited (close() still does)."""
     dirty_some = _ten_busy(store, IDLE)
     benchmark.group = IDLE_GROUP
-    benchmark.pedantic(lambda: store.flush_cursors(store.open_cursors()), setup=dirty_some, rounds=30)
+    benchmark.pedantic(lambda: store.flush_cursors(store._all_cursors()), setup=dirty_some, rounds=30)
