@@ -152,6 +152,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def _groups_left_out(target: Path, lines: list[str]) -> list[str]:
+    """The groups of ``target``'s ratio table that ``lines`` (this run's rows) do not have."""
+    import re
+
+    block = re.search(r"<!-- begin ratios -->(.*?)<!-- end ratios -->", target.read_text(), re.S)
+    if block is None:
+        return []
+    group_of = re.compile(r"^\| ([^|]+?) \|")
+    had = {m.group(1) for line in block.group(1).splitlines()[2:] if (m := group_of.match(line))}
+    ran = {m.group(1) for line in lines if (m := group_of.match(line))}
+    return sorted(had - ran - {"group", "---"})
+
+
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     session = getattr(config, "_benchmarksession", None)
     benchmarks = [b for b in getattr(session, "benchmarks", []) if b]
@@ -175,7 +188,13 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     if target:
         from .docs_table import replace_block
 
-        if lines:  # the steady suite alone writes its own block only
+        missing = _groups_left_out(Path(target), lines)
+        if missing:  # a run of some suites only: the table keeps the whole run's rows
+            terminalreporter.write_line(
+                f"the ratio table in {target} was not written: this run left out {len(missing)} of its groups "
+                f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}); run every suite to rewrite it"
+            )
+        elif lines:
             replace_block(Path(target), "ratios", lines)
         if steady:
             replace_block(Path(target), "steady", steady)
