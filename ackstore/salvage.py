@@ -158,6 +158,9 @@ class SalvageReport:
     """topic id -> the name given to a topic whose own entry was lost (its cursors kept)"""
     inferred_ledgers: dict[str, list[int]] = field(default_factory=dict)
     """per topic, ledgers the directory had lost and the cursors' states name (added back)"""
+    sealed_ledgers: dict[str, dict[int, int]] = field(default_factory=dict)
+    """per topic, ledgers found open below its last ledger (their seal was lost) and the
+    entry count each was sealed at: one past what the cursors hold of it"""
     unbounded_topics: dict[str, str] = field(default_factory=dict)
     """topics whose open ledger's last confirmed entry could not be set again, and why"""
     damage: list[str] = field(default_factory=list)
@@ -566,9 +569,11 @@ def _build(tmp: Path, found: _Found, states: list[tuple[Any, ...]], report: Salv
     with AckStore.open(tmp) as store:
         for name, (tid, last) in sorted(found.topics.items()):
             mine = [s for s in states if s[0] == name]
-            inferred = _rebuild_topic(store, name, last, found.ledgers.get(tid, {}), mine)
+            inferred, sealed = _rebuild_topic(store, name, last, found.ledgers.get(tid, {}), mine)
             if inferred:
                 report.inferred_ledgers[name] = inferred
+            if sealed:
+                report.sealed_ledgers[name] = sealed
         for name, _, cname, cfg, state, newest, records, doubts, history in states:
             problems = _rebuild_cursor(store, name, cname, cfg, state)
             report.cursors.append(_outcome(name, cname, state, newest, records, problems, doubts, history))
@@ -584,10 +589,12 @@ def _build(tmp: Path, found: _Found, states: list[tuple[Any, ...]], report: Salv
 
 def _rebuild_topic(
     store: AckStore, name: str, last: int, ledgers: dict[int, int], states: list[tuple[Any, ...]]
-) -> list[int]:
+) -> tuple[list[int], dict[int, int]]:
     """The topic's directory from the entries found; a ledger a cursor's state needs but no
     entry names (its page was lost) is added too, sealed past everything the cursors hold
-    of it unless it is the last. Returns the ledger ids that had to be inferred."""
+    of it unless it is the last, as is a ledger found open below the last (its seal was
+    lost). Returns the ledger ids that had to be inferred, and the entry counts given to
+    ledgers found open."""
     highest: dict[int, int] = {}  # ledger -> the highest entry any cursor's state names in it
 
     def note(ledger: int, entry: int) -> None:
@@ -604,14 +611,17 @@ def _rebuild_topic(
         inferred.append(last)
     ids = sorted(set(ledgers) | set(inferred))
     topic = store.topic(name)
+    sealed: dict[int, int] = {}
     for i, ledger in enumerate(ids):
         count = ledgers.get(ledger, -1)
         topic.add_ledger(ledger)
         if count < 0 and i + 1 < len(ids):  # found only open (or not at all), yet not the last
             count = highest.get(ledger, -1) + 2  # one entry past what the cursors hold: M stays put
+            if ledger in ledgers:
+                sealed[ledger] = count
         if count >= 0:
             topic.close_ledger(ledger, count)
-    return inferred
+    return inferred, sealed
 
 
 def _rebuild_cursor(

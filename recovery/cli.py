@@ -753,6 +753,12 @@ def salvage_cmd(damaged: Path, new: Path, as_json: bool) -> int:
         lines.append(f"  the entry of topic id {tid} was lost: its cursors are kept under the topic {placeholder!r}")
     for topic, ids in report.inferred_ledgers.items():
         lines.append(f"  {topic}: directory entries of ledgers {ids} were lost; added back from the cursors' states")
+    for topic, counts in report.sealed_ledgers.items():
+        lines.append(
+            f"  {_show(topic)}: ledgers {sorted(counts)} were found open below its last ledger (their seal was lost); "
+            "sealed one entry past what the cursors hold of each: "
+            + ", ".join(f"{ledger} at {_n(n, 'entry')}" for ledger, n in sorted(counts.items()))
+        )
     for topic, why in report.unbounded_topics.items():
         lines.append(f"  {topic}: its open ledger's last confirmed entry was not set again ({why})")
     if report.orphan_cursor_ids:

@@ -419,11 +419,13 @@ def test_the_entries_of_a_damaged_page_the_walk_reached_are_filed_to_its_tree(tm
     assert (c.cursor, c.history_lost, c.history_damaged, c.complete) == ("c", 4, 0, True)
 
 
-def test_a_middle_ledger_found_open_is_sealed_past_what_the_cursors_hold_of_it(tmp_path: Path) -> None:
+def test_a_middle_ledger_found_open_is_sealed_past_what_the_cursors_hold_of_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A directory whose middle ledger reads as open (a buggy writer's entry): the salvaged
     topic has one open ledger, its last; the middle one is sealed one entry past what any
-    cursor holds of it (none hold anything of it here: one entry), and the cursor is as
-    flushed."""
+    cursor holds of it (none hold anything of it here: one entry), the report says so, and
+    the cursor is as flushed."""
     from . import rawlog
 
     with AckStore.open(tmp_path / "s") as store:
@@ -440,12 +442,20 @@ def test_a_middle_ledger_found_open_is_sealed_past_what_the_cursors_hold_of_it(t
     rawlog.put_ledger_count(tmp_path / "s", tid, 2, -1)
     report = salvage(tmp_path / "s", tmp_path / "new")
     assert [(c.cursor, c.complete) for c in report.cursors] == [("c", True)]
+    assert report.sealed_ledgers == {"t": {2: 1}} and report.inferred_ledgers == {}
     with AckStore.open(tmp_path / "new", readonly=True) as store:
         topic = store.topic("t")
         assert topic.ledgers() == [(1, 10), (2, 1), (3, None)]
         cur = topic.cursor("c")
         assert cur.mark_delete_position == Position(3, -1)
         assert list(cur.ack_ranges()) == [(Position(3, 4), Position(3, 4))]
+    from ackstore.recovery.cli import main
+
+    assert main(["salvage", str(tmp_path / "s"), str(tmp_path / "cli")]) == 0
+    assert (
+        "  t: ledgers [2] were found open below its last ledger (their seal was lost); sealed one entry past "
+        "what the cursors hold of each: 2 at 1 entry\n"
+    ) in capsys.readouterr().out
 
 
 def test_a_file_cut_short_says_how_many_of_its_pages_are_left(tmp_path: Path) -> None:
