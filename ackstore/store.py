@@ -331,7 +331,7 @@ class AckStore(CursorSide):
         if self.closed:
             raise StoreClosedError(f"store {self.path} is closed; reopen it with AckStore.open()")
 
-    def check_writable(self) -> None:
+    def _check_writable(self) -> None:
         """@private"""
         self._check_alive()
         if self.readonly:
@@ -398,10 +398,10 @@ class AckStore(CursorSide):
         as the ``sync`` option says. The topics' last confirmed entries
         (``topic.advance``) are written in the same transaction.
         """
-        return self.flush_cursors(None)
+        return self._flush_cursors(None)
 
-    def flush_cursors(self, only: list[CursorCore] | None) -> FlushStats:
-        """@private The group flush (:class:`~ackstore.flush.GroupFlush`), of every listed
+    def _flush_cursors(self, only: list[CursorCore] | None) -> FlushStats:
+        """The group flush (:class:`~ackstore.flush.GroupFlush`), of every listed
         cursor or of ``only`` these (their cores)."""
         self._check_alive()
         if self.readonly:
@@ -466,7 +466,7 @@ class AckStore(CursorSide):
         """
         if type(drop_history) is not bool:
             raise InvalidTypeError(f"drop_history must be a bool, got {drop_history!r}")
-        self.check_writable()
+        self._check_writable()
         if cursors is None:
             topics = [self.topic(t) for t in self.topics()]
             cursors = [topic.cursor(name) for topic in topics for name in topic.cursors()]
@@ -536,7 +536,7 @@ class AckStore(CursorSide):
             flusher.join()
         if not self.readonly and not discard:
             try:
-                self.flush_cursors(self._all_cursors())  # at close every cursor is visited, listed or not
+                self._flush_cursors(self._all_cursors())  # at close every cursor is visited, listed or not
             except BaseException:
                 if flusher is not None:  # still open: as it was
                     self._start_flusher(self._flush_interval)

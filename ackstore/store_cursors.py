@@ -62,15 +62,15 @@ class CursorSide(HostFields):
     def _check_alive(self) -> None:
         raise NotImplementedError  # the store's
 
-    def check_writable(self) -> None:
+    def _check_writable(self) -> None:
         raise NotImplementedError  # the store's
 
     # -- cursors ------------------------------------------------------------------------------
 
-    def persist_cursor_config(
+    def _persist_cursor_config(
         self, tid: int, name: str, cid: int, config: CursorConfig, drop_history: bool = False
     ) -> None:
-        """@private Write a cursor's configuration to the catalog (durable when this returns);
+        """Write a cursor's configuration to the catalog (durable when this returns);
         ``drop_history`` (its history was turned off) drops the points the cursor kept, in the
         same transaction."""
         storage = self._storage
@@ -84,8 +84,8 @@ class CursorSide(HostFields):
         if drop_history:
             self.history.forget(cid)
 
-    def cursor_names(self, tid: int) -> list[str]:
-        """@private The names of topic ``tid``'s persisted cursors (``Topic.cursor_names`` asks)."""
+    def _cursor_names(self, tid: int) -> list[str]:
+        """The names of topic ``tid``'s persisted cursors (``Topic.cursor_names`` asks)."""
         with self.lock:
             self._check_alive()
             return [name for name, _ in self._storage.read(lambda txn: self._storage.catalog.cursor_entries(txn, tid))]
@@ -99,7 +99,7 @@ class CursorSide(HostFields):
             found = catalog.cursor(txn, tid, name)
             if found is None:
                 return None, None
-            return found, self.open_log(txn, CursorLog(storage.log_db, found[0]), config or found[1], topic)
+            return found, self._open_log(txn, CursorLog(storage.log_db, found[0]), config or found[1], topic)
 
         found, state = storage.read(find)
         if found is None and not topic.entries_checked:
@@ -124,8 +124,8 @@ class CursorSide(HostFields):
         assert state is not None
         return self._recovered(topic, name, cid, self._config_of(topic, name, cid, stored, config), state)
 
-    def open_log(self, txn: lmdb.Transaction, log: CursorLog, config: CursorConfig, topic: Topic) -> Any:
-        """@private A cursor's state as an open starts from it: the small form, read from the
+    def _open_log(self, txn: lmdb.Transaction, log: CursorLog, config: CursorConfig, topic: Topic) -> Any:
+        """A cursor's state as an open starts from it: the small form, read from the
         cursor's state slots, when its log is only those and its state is in the form (a
         writer's open; ``ackstore.cursor.small``); else :meth:`_recover_log`'s."""
         if not self.readonly:
@@ -145,8 +145,8 @@ class CursorSide(HostFields):
         budget = config.max_individual_ack_cache_bytes
         return log.recover(txn, budget, self.verify, self.lazy, topic.directory.past_end)
 
-    def load_cursors(self, topic: Topic, config: CursorConfig | None) -> tuple[list[str], set[str]]:
-        """@private A restart's bulk form of :meth:`_load_cursor`: every persisted cursor of ``topic``
+    def _load_cursors(self, topic: Topic, config: CursorConfig | None) -> tuple[list[str], set[str]]:
+        """A restart's bulk form of :meth:`_load_cursor`: every persisted cursor of ``topic``
         not held yet, recovered (one catalog scan, then batches of cursors sharing a read
         transaction) and put in ``topic.held``; each as ``_load_cursor`` would. The store
         lock is taken per batch, so flushes and acks of cursors opened go on between them
@@ -164,7 +164,7 @@ class CursorSide(HostFields):
             def each(txn: lmdb.Transaction) -> list[Any]:
                 same = storage.writes == scanned and not self.readonly  # nothing written since the scan
                 return [
-                    self.open_log(txn, CursorLog(storage.log_db, cid), config or stored, topic)
+                    self._open_log(txn, CursorLog(storage.log_db, cid), config or stored, topic)
                     if same or catalog.cursor_raw(txn, tid, name) == raw
                     else None  # deleted (or made again) since the scan
                     for name, cid, stored, raw in batch
@@ -191,7 +191,7 @@ class CursorSide(HostFields):
         """The configuration an opened cursor runs with: ``config`` when given (persisted
         first when it differs, unless read-only), else the one it was stored with."""
         if config is not None and config != stored and not self.readonly:
-            self.persist_cursor_config(topic.topic_id, name, cid, config)
+            self._persist_cursor_config(topic.topic_id, name, cid, config)
         return config or stored
 
     def _recovered(
@@ -218,10 +218,10 @@ class CursorSide(HostFields):
         host = cast("CursorHost", self)  # this side is the store's, which is the host
         return Cursor(host, topic, name, cid, cfg, state, initial_position)
 
-    def delete_cursors(self, topic: Topic, names: list[str]) -> int:
-        """@private Delete cursors ``names`` of ``topic`` with their logs in one transaction; how many were there."""
+    def _delete_cursors(self, topic: Topic, names: list[str]) -> int:
+        """Delete cursors ``names`` of ``topic`` with their logs in one transaction; how many were there."""
         with self._group.lock, self.lock:  # no flush of these cursors is in flight
-            self.check_writable()
+            self._check_writable()
             topic.check_live()
             gone = self._storage.drop_cursors(topic.topic_id, names)
             for name in names:
@@ -239,7 +239,7 @@ class CursorSide(HostFields):
         ``topic(name)`` then creates a new, empty topic. O(cursors' records + ledgers)."""
         name = check_name(name, "topic")
         with self._group.lock, self.lock:
-            self.check_writable()
+            self._check_writable()
             existed = self._storage.drop_topic(name)
             topic = self.held.pop(name, None)
             if topic is not None:
@@ -248,27 +248,27 @@ class CursorSide(HostFields):
                 topic.mark_deleted()
             return existed
 
-    def restore_cursor(self, cur: CursorCore, micros: int) -> HistoryPoint:
-        """@private ``Cursor.restore_as_of``: under the flush lock (no plan of it in flight)
+    def _restore_cursor(self, cur: CursorCore, micros: int) -> HistoryPoint:
+        """``Cursor.restore_as_of``: under the flush lock (no plan of it in flight)
         and the store lock, the newest kept point at or before ``micros`` recovered from
         the log and adopted by ``cur``."""
         with self._group.lock, self.lock:
-            self.check_writable()
-            target, recovered = self.history_state(cur, micros, cur.config.max_individual_ack_cache_bytes)
+            self._check_writable()
+            target, recovered = self._history_state(cur, micros, cur.config.max_individual_ack_cache_bytes)
             cur.adopt_restored(recovered)
             return target.public()
 
-    def history_target(self, cur: CursorCore, micros: int) -> Point:
-        """@private The kept point a restore of ``cur`` as of ``micros`` goes to; a typed
+    def _history_target(self, cur: CursorCore, micros: int) -> Point:
+        """The kept point a restore of ``cur`` as of ``micros`` goes to; a typed
         error (the store read-only or closed, the cursor deleted, no history, a time before
         the window) when there is none. Nothing is changed."""
         with self.lock:
-            self.check_writable()
+            self._check_writable()
             name, window = self._history_of(cur)
             return self.history.target(cur.cursor_id, window, micros, name, time.time())
 
-    def history_state(self, cur: CursorCore, micros: int, budget: int | None) -> tuple[Point, RecoveredState]:
-        """@private The kept point as of ``micros`` and its state, recovered as a reopen right
+    def _history_state(self, cur: CursorCore, micros: int, budget: int | None) -> tuple[Point, RecoveredState]:
+        """The kept point as of ``micros`` and its state, recovered as a reopen right
         after that flush would (``budget``: as an open with that budget; None: every ledger
         loaded). One read transaction: on a reader, the point and the records it needs are
         of one moment of the writer's. Typed errors as :meth:`history_target`; nothing is
@@ -286,8 +286,8 @@ class CursorSide(HostFields):
             target, recovered = self._storage.read(read)
             return target, self._resolved_at(name, target, recovered)
 
-    def history_states(self, cur: CursorCore) -> Iterator[tuple[Point, RecoveredState]]:
-        """@private Every kept point of ``cur`` (oldest first, as listed when this starts) with
+    def _history_states(self, cur: CursorCore) -> Iterator[tuple[Point, RecoveredState]]:
+        """Every kept point of ``cur`` (oldest first, as listed when this starts) with
         its state, every ledger loaded; each state read in a read transaction of its own, so
         a point the writer's window left behind meanwhile is skipped. O(points + states)."""
         with self.lock:

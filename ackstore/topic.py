@@ -1,9 +1,9 @@
 """A topic: its ledger directory and its cursors (``store.topic(name)``).
 
 Topic and :class:`~ackstore.store.AckStore` are one unit, and these are the only places
-where one calls into the other: a topic calls the store's ``_check_alive`` and
-``_load_cursor`` (underscored: the engine's own calls) and its ``check_writable``,
-``load_cursors``, ``cursor_names``, ``delete_cursors`` and ``flush_cursors``; the store (and
+where one calls into the other: a topic calls the store's ``_check_alive``,
+``_load_cursor``, ``_check_writable``, ``_load_cursors``, ``_cursor_names``,
+``_delete_cursors`` and ``_flush_cursors`` (underscored: the engine's own calls); the store (and
 its group flush) reads each topic's ``held`` cursors, ``pending_bound``/``bound_written``
 and ``entries_checked``. Applications use neither side.
 """
@@ -48,14 +48,14 @@ class TopicHost(Protocol):
     @property
     def storage(self) -> Environment: ...
     def _check_alive(self) -> None: ...
-    def check_writable(self) -> None: ...
+    def _check_writable(self) -> None: ...
     def topic(self, name: str) -> Topic: ...
     def delete_topic(self, name: str) -> bool: ...
-    def cursor_names(self, tid: int) -> list[str]: ...
+    def _cursor_names(self, tid: int) -> list[str]: ...
     def _load_cursor(self, topic: Topic, name: str, config: CursorConfig | None, initial_position: str) -> Cursor: ...
-    def load_cursors(self, topic: Topic, config: CursorConfig | None) -> tuple[list[str], set[str]]: ...
-    def delete_cursors(self, topic: Topic, names: list[str]) -> int: ...
-    def flush_cursors(self, only: list[CursorCore] | None) -> FlushStats: ...
+    def _load_cursors(self, topic: Topic, config: CursorConfig | None) -> tuple[list[str], set[str]]: ...
+    def _delete_cursors(self, topic: Topic, names: list[str]) -> int: ...
+    def _flush_cursors(self, only: list[CursorCore] | None) -> FlushStats: ...
 
 
 def check_name(name: Any, what: str) -> str:
@@ -139,7 +139,7 @@ class Topic(TopicFields):
         """Append a new open ledger; ids must increase and the previous ledger must be sealed."""
         store = self.store
         with store.lock:
-            store.check_writable()
+            store._check_writable()
             self.check_live()
             ledger = self.directory.check_add(ledger)
 
@@ -160,7 +160,7 @@ class Topic(TopicFields):
         O(ledgers)."""
         store = self.store
         with store.lock:
-            store.check_writable()
+            store._check_writable()
             self.check_live()
             try:
                 items = [(ledger, entries) for ledger, entries in ledgers]
@@ -201,7 +201,7 @@ class Topic(TopicFields):
         """Seal an open ledger with its entry count (every cursor's acks must fit in it)."""
         store = self.store
         with store.lock:
-            store.check_writable()
+            store._check_writable()
             self.check_live()
             ledger, entries = self.directory.check_close(ledger, entries)
             for cur in self.held.values():
@@ -228,7 +228,7 @@ class Topic(TopicFields):
         """
         store = self.store
         with store.lock:
-            store.check_writable()
+            store._check_writable()
             self.check_live()
             d = self.directory
             ledger, last_entry = d.check_advance(ledger, last_entry)
@@ -283,7 +283,7 @@ class Topic(TopicFields):
         """
         store = self.store
         with store.lock:
-            store.check_writable()
+            store._check_writable()
             self.check_live()
             below = self.directory.check_trim(below)
             dropped = [i for i in self.directory.ids if i < below]
@@ -346,7 +346,7 @@ class Topic(TopicFields):
             self.held[name] = cur
             place = initial_position == "latest" and not cur.persisted and not store.readonly
         if place:  # outside the store lock: a flush takes the flush lock first
-            store.flush_cursors([cur._core])
+            store._flush_cursors([cur._core])
         return cur
 
     def open_cursors(self, config: CursorConfig | None = None) -> dict[str, Cursor]:
@@ -358,7 +358,7 @@ class Topic(TopicFields):
         if config is not None and not isinstance(config, CursorConfig):
             raise InvalidTypeError(f"config must be a CursorConfig, got {type(config).__name__}")
         with gc_paused():
-            names, opened = self.store.load_cursors(self, config)  # the ones not held yet, in batches
+            names, opened = self.store._load_cursors(self, config)  # the ones not held yet, in batches
             # each was just opened with ``config``, or held already: as cursor(name, config) returns it
             held = self.held
             return {
@@ -370,7 +370,7 @@ class Topic(TopicFields):
     def cursors(self) -> list[str]:
         """Names of every cursor of this topic (persisted ones included), sorted."""
         self.check_live()
-        return self.store.cursor_names(self.topic_id)
+        return self.store._cursor_names(self.topic_id)
 
     def delete_cursor(self, name: str) -> bool:
         """Delete the cursor ``name`` (Pulsar's unsubscribe): its catalog entry and its whole
@@ -382,4 +382,4 @@ class Topic(TopicFields):
         initial position it is given, with nothing of the old one. The pages freed are
         reused by later writes. Waits for a flush in flight. O(records of the cursor)."""
         name = check_name(name, "cursor")
-        return self.store.delete_cursors(self, [name]) == 1
+        return self.store._delete_cursors(self, [name]) == 1

@@ -64,7 +64,9 @@ def test_the_public_names_are_the_listed_ones() -> None:
 #: never names of the objects a user holds
 ENGINE_CALLS = (
     "prepare_flush", "commit_flush", "abort_flush", "planner", "pending", "listed", "release",
-    "check_alive", "load_cursor", "recover_log", "unlist",
+    "check_alive", "load_cursor", "recover_log", "unlist", "check_writable", "cursor_names", "delete_cursors",
+    "flush_cursors", "load_cursors", "open_log", "persist_cursor_config", "restore_cursor", "history_state",
+    "history_states", "history_target",
 )  # fmt: skip
 
 
