@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from pyroaring import BitMap
 
 from ackstore import AckStoreError, Position
+from ackstore.cursor import fitting
 from ackstore.cursor.deliveries import record_deliveries
 from ackstore.cursor.moves import MAX_BATCH_SIZE
 from ackstore.cursor.state import ACK_POSITION, AckState
@@ -106,7 +107,7 @@ def _fresh() -> tuple[AckState, MemoryLedgers, TopicModel, CursorModel]:
     d = _directory()
     ledgers = MemoryLedgers()
     state = AckState(_Topic("t", d), "c", ledgers)
-    state.load(None)
+    fitting.load(state, None)
     model = TopicModel(ledgers=[[i, c] for i, c in LEDGERS], last_id=3)
     return state, ledgers, model, CursorModel(floor=(1, -1))
 
@@ -514,10 +515,10 @@ def test_a_new_state_on_a_topic_without_ledgers_starts_at_zero(initial: Literal[
     from 0:0, and the first flush persists it; the first ledger added moves it there."""
     d = LedgerDirectory()
     state = AckState(_Topic("t", d), "c", MemoryLedgers())
-    state.load(None, initial)
+    fitting.load(state, None, initial)
     assert (state.md, state.rp, state.meta_dirty) == (Position(0, -1), Position(0, 0), True)
     d.add(7)
-    state.on_directory_change(d)
+    fitting.directory_changed(state, d)
     assert (state.md, state.rp) == (Position(7, -1), Position(7, 0))
 
 
@@ -530,7 +531,7 @@ def _twins(budget: int) -> tuple[LedgerDirectory, _Topic, list[tuple[AckState, M
         ledgers = MemoryLedgers()
         ledgers.cache.budget = budget
         state = AckState(topic, "c", ledgers)
-        state.load(None)
+        fitting.load(state, None)
         twins.append((state, ledgers))
     return d, topic, twins
 
@@ -590,7 +591,7 @@ def test_the_compiled_ack_of_one_position_moves_as_ack_one(steps: list[tuple], b
             d.add(4)
             topic.version += 1
             for state in (fast, rule):
-                state.on_directory_change(d)
+                fitting.directory_changed(state, d)
         elif op in ("one", "run"):
             positions = [arg] if op == "one" else [(fast.md[0], fast.md[1] + 1 + i) for i in range(arg)]
             for ledger, entry in positions:
@@ -664,7 +665,7 @@ def _loaded(md: tuple[int, int], held: dict[int, LedgerAcks]) -> tuple[AckState,
     for ledger, la in held.items():
         ledgers.cache.add(ledger, la)
     state = AckState(_Topic("t", d), "c", ledgers)
-    state.load(_marker(md))
+    fitting.load(state, _marker(md))
     return state, ledgers
 
 
@@ -695,7 +696,7 @@ def test_a_mark_delete_position_past_the_newest_ledgers_end_is_clipped_there(ent
     d.add(5)
     d.close(5, entries)
     state = AckState(_Topic("t", d), "c", MemoryLedgers())
-    state.load(_marker((5, 14)))
+    fitting.load(state, _marker((5, 14)))
     assert (state.md, state.rp, state.meta_dirty) == (md, md.next(), True)
 
 
@@ -717,6 +718,23 @@ def test_mark_delete_plus_one_at_a_sealed_ledgers_last_entry_moves_into_the_next
     record_deliveries(state, [(2, 9), (3, 0)])
     state.ack_one(2, 9)  # its count goes with it, and ledger 2 with M
     assert state.md == Position(3, -1) and ledgers.peek(2) is None
+    state._check(ledgers.runs())
+
+
+def test_a_list_from_m_plus_one_over_acks_held_marks_the_ledger_changed_though_the_rest_was_acked() -> None:
+    """M + 1 and an entry acked already, in one list: M moves over the run M + 1 starts
+    with the acks held (taking them out of the ledger's acks), and what is left of the list
+    was acked before. The ledger changed all the same (M's run left it): dirty, its
+    ranges recounted. (A list all acked before changes nothing.)"""
+    state, ledgers, _, _ = _fresh()
+    state.ack_items([Position(1, 1), Position(1, 3)])
+    ledgers.dirty.clear()
+    state.ack_items([Position(1, 3)])  # acked already: nothing changes
+    assert not ledgers.dirty and state.range_count == 2
+    state.ack_items([Position(1, 0), Position(1, 3)])  # M to 1:1; 3 acked already
+    assert state.md == Position(1, 1) and ledgers.dirty == {1} and state.range_count == 1
+    la = ledgers.peek(1)
+    assert la is not None and list(la.bitmap) == [3]
     state._check(ledgers.runs())
 
 
@@ -766,7 +784,7 @@ def test_a_move_that_moves_nothing_changes_nothing_to_persist() -> None:
     assert state.take_meta_dirty()
     state.topic.directory.close(3, 30)
     state.topic.directory.add(4)
-    state.on_directory_change(state.topic.directory)
+    fitting.directory_changed(state, state.topic.directory)
     assert not state.meta_dirty and state.md == Position(1, -1)
 
 
@@ -775,12 +793,12 @@ def test_closing_a_ledger_refuses_to_cut_off_an_ack_or_a_delivery(ledger: int) -
     state, _, _, _ = _fresh()
     state.ack_items([Position(ledger, 9)])
     with pytest.raises(LedgerStateError, match=r"entry 3:9; allowed entries >= 10"):
-        state.check_close(ledger, 9)
-    state.check_close(ledger, 10)
+        fitting.check_close(state, ledger, 9)
+    fitting.check_close(state, ledger, 10)
     record_deliveries(state, [(ledger, 12)])
     with pytest.raises(LedgerStateError, match=r"entry 3:12; allowed entries >= 13"):
-        state.check_close(ledger, 12)
-    state.check_close(ledger, 13)
+        fitting.check_close(state, ledger, 12)
+    fitting.check_close(state, ledger, 13)
 
 
 def test_an_ack_in_a_ledger_trimmed_below_the_mark_delete_position_is_ignored() -> None:
@@ -793,10 +811,10 @@ def test_an_ack_in_a_ledger_trimmed_below_the_mark_delete_position_is_ignored() 
     d.add(3)
     ledgers = MemoryLedgers()
     state = AckState(_Topic("t", d), "c", ledgers)
-    state.load(None)
+    fitting.load(state, None)
     state.ack_cumulative((2, 1))
     d.trim(2)
-    state.on_directory_change(d)
+    fitting.directory_changed(state, d)
     for position in [(0, 4), (1, 3), (0, 99)]:
         state.ack_one(*position)
         state.ack_items([Position(*position), Position(2, 3)])

@@ -109,9 +109,9 @@ def test_no_module_of_the_package_imports_itself_round_a_circle() -> None:
 
 LARGEST_CLASS = 450
 """the most lines a class of the package may take"""
-LARGER_STILL = {"AckState": 536}
-"""classes over the bound today, each at most its lines here: the ack state, which the one
-cursor core replaces (shrink the number as it shrinks; a class that grows fails)"""
+LARGER_STILL: dict[str, int] = {}
+"""classes over the bound today, each at most its lines here (shrink the number as one
+shrinks; a class that grows fails)"""
 FACADE = 350
 """the most lines the public cursor, a face over its core, may take"""
 

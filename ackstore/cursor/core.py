@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import _thread
 from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar
 
@@ -33,7 +34,7 @@ from ..history import HistoryPoint
 from ..ledger_acks import bitmap_of_runs
 from ..position import Position, trusted
 from ..storage.log import CursorLog, RecoveredState
-from . import lane
+from . import fitting, lane
 from .chain import MarkerChain
 from .moves import TopicView
 from .pages import Pages
@@ -175,7 +176,7 @@ class CursorCore(ReadSide):
         self._chain = chain = MarkerChain()
         self._planner = Planner(self.cursor_id, state, pages, chain, config)
         pages.alloc = chain.alloc
-        pages.on_load = state.on_load
+        pages.on_load = partial(fitting.on_load, state)
         if store.readonly:
             pages.refresh = self._refresh
         self._ack_one = state.ack_one  # bound once: the one-position hot path
@@ -185,7 +186,8 @@ class CursorCore(ReadSide):
         """Start from a recovered state (at open; a read-only store also when it refreshes);
         ``initial_position`` places a cursor that has no marker yet."""
         self._pages.load(recovered)
-        self._state.load(recovered.resolved.marker if recovered.resolved is not None else None, initial_position)
+        resolved = recovered.resolved
+        fitting.load(self._state, resolved.marker if resolved is not None else None, initial_position)
         self._chain.load(recovered, self._state.range_count)  # the pages' ranges (an invariant of _check)
 
     # -- liveness ------------------------------------------------------------------------------

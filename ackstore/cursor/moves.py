@@ -77,7 +77,7 @@ class PositionMoves(StateFields):
     def check_entry(self, ledger: int, entry: Any, low: int = 0) -> None:
         raise NotImplementedError  # AckState's
 
-    def _touched(self, ledger: int, la: LedgerAcks) -> None:
+    def touched(self, ledger: int, la: LedgerAcks) -> None:
         raise NotImplementedError  # AckState's
 
     def check_reset_target(self, position: Any) -> tuple[int, int]:
@@ -168,7 +168,7 @@ class PositionMoves(StateFields):
             la = self.ledgers.get(ledger, create=True)
             la.own_batches()[entry] = (size, mask)
             la.added = None
-            self._touched(ledger, la)
+            self.touched(ledger, la)
         self.advance()
 
     def move_read_position(self, position: Position) -> None:

@@ -1,6 +1,7 @@
 """A cursor's ack state: the mark-delete and read positions, the range count, properties,
 and the rules that move them (individual, cumulative and batch-index acks, advancing M
-across sealed ledgers, position resets, fitting to a changed ledger directory).
+across sealed ledgers, position resets); fitting it to a changed ledger directory is
+:mod:`ackstore.cursor.fitting`'s.
 
 No LMDB and no lock here: the per-ledger ack sets come from a :class:`LedgerSource` (the
 cursor's :class:`~ackstore.cursor.pages.Pages`, or a plain in-memory one in tests), and the
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyroaring import BitMap
 
-from ..errors import InvalidArgumentError, InvalidPositionError, InvalidTypeError, LedgerStateError, UnknownLedgerError
+from ..errors import InvalidArgumentError, InvalidPositionError, InvalidTypeError, UnknownLedgerError
 from ..fields import native
 from ..ledger_acks import LedgerAcks, bitmap_of_range, run_end
 from ..ledger_cache import ACK_CHARGE, LedgerCache
@@ -38,7 +39,6 @@ from .validate import (
 
 if TYPE_CHECKING:
     from ..directory import LedgerDirectory
-    from ..storage.records import Marker
 
 __all__ = [
     "ACK_POSITION",
@@ -125,116 +125,6 @@ class AckState(PositionMoves):
         self.redeliveries = 0  # deliveries of entries delivered before (a counter, in memory)
         self.limit_ledger, self.limit_value, self.limit_version = -1, -1, -1  # one-entry cache of the limit
 
-    def load(self, marker: Marker | None, initial_position: str = "earliest") -> None:
-        """Start from a recovered marker, with the ledger source already holding its
-        ledgers; then fit the directory. With no marker (a cursor that never flushed) start
-        at ``initial_position``: ``"earliest"``, the topic's first ledger, or ``"latest"``,
-        just before the next entry to be written (:func:`latest_mark_delete`)."""
-        d = self.topic.directory
-        if marker is None:
-            if initial_position == "latest":
-                self.md = trusted(*latest_mark_delete(d))
-            else:
-                first = d.first()
-                self.md = trusted(first if first is not None else 0, -1)
-            self.rp = self.md.next()
-            self.properties = {}
-            self.meta_dirty = True  # a new cursor's start position is persisted by the first flush
-        else:
-            self.md = trusted(*marker.mark_delete)
-            self.properties = dict(marker.properties)
-            self.meta_dirty = False
-        self.range_count = self.ledgers.runs()
-        self.limit_ledger, self.limit_value, self.limit_version = -1, -1, -1
-        # a lazy open leaves the mark-delete ledger on disk only when its record holds
-        # nothing at or below M + 1 (recovery checked): nothing to drop or advance over
-        md_ledger = self.md[0]
-        self.reconcile(d, clean=md_ledger if md_ledger in self.cache.swapped else None)
-        # the read position lives in memory only, as in Pulsar: after any restart reads
-        # start at the first unacked entry after M (M + 1: M always stands just before
-        # one), so whatever was dispatched and not acked is delivered again. A read
-        # position a marker of format 6 or older holds is never used.
-        self.rp = self.md.next()
-
-    # -- the ledger directory --------------------------------------------------------------------
-
-    def reconcile(self, d: LedgerDirectory, clean: int | None = None) -> None:
-        """Fit the state to the current directory (ledgers trimmed or sealed since).
-        ``clean``: a ledger left on disk whose state starts above M + 1 (see ``load``): not
-        read to be checked for acks at or below M + 1."""
-        ledgers = self.ledgers
-        for ledger in [x for x in ledgers.known() if x not in d]:
-            self.range_count -= ledgers.vanish(ledger)
-        loaded = self.cache.loaded
-        if loaded:  # a lazy open loads none
-            for ledger, la in list(loaded.items()):
-                self.clip(ledger, la)
-        first = d.first()
-        if first is not None and self.md[0] < first:
-            self.set_md(trusted(first, -1))
-        md_l, md_e = self.md
-        end = d.end(md_l)
-        if 0 <= end <= md_e:  # persisted past an end sealed (or confirmed) since: clip to it
-            md_e = end - 1
-            self.md = trusted(md_l, md_e)
-            self.rp = self.md.next()
-            self.meta_dirty = True
-        for ledger in [x for x in ledgers.known() if x < md_l]:
-            self.range_count -= ledgers.vanish(ledger)
-        md_acks = ledgers.get(md_l) if md_l != clean else None
-        if md_acks is not None and 0 <= md_acks.lowest() <= md_e:
-            self.range_count += md_acks.drop_through(md_e)
-            self._touched(md_l, md_acks)
-        self.advance(clean)
-
-    def clip(self, ledger: int, la: LedgerAcks) -> None:
-        """Drop acks beyond a sealed ledger's end, or an open one's last confirmed entry
-        (state persisted before it was sealed, or before the topic tracked that entry)."""
-        end = self.topic.directory.end(ledger)
-        if end >= 0 and (
-            (la.bitmap and la.bitmap.max() >= end)
-            or (la.batches and max(la.batches) >= end)
-            or (la.counts and max(la.counts) >= end)
-        ):
-            self.range_count += la.drop_from(end)
-            self._touched(ledger, la)
-
-    def on_load(self, ledger: int, la: LedgerAcks) -> None:
-        """A ledger just swapped in: clipped to its end (:meth:`clip`) and, M's ledger, to
-        what lies above M. Its record may hold delivery counts at or below M: a move of M
-        drops them in memory without a new base record (the marker says they are gone), so
-        every reader of the record clips them, as recovery does. O(counts) for M's ledger."""
-        self.clip(ledger, la)
-        md_l, md_e = self.md
-        if ledger == md_l and ledger in self.cache.loaded and 0 <= la.lowest() <= md_e:
-            self.range_count += la.drop_through(md_e)
-            self._touched(ledger, la)
-
-    def on_directory_change(self, d: LedgerDirectory) -> None:
-        first = d.first()
-        if first is not None and self.md[0] < first:
-            self.set_md(trusted(first, -1))
-        self.advance()
-
-    def check_close(self, ledger: int, entries: int) -> None:
-        """Raise unless sealing ``ledger`` with ``entries`` keeps every ack inside it."""
-        la = self.ledgers.peek(ledger)  # a look, not a use: it need not enter the cache
-        highest = -1
-        if la is not None:
-            if la.bitmap:
-                highest = la.bitmap.max()
-            if la.batches:
-                highest = max(highest, max(la.batches))
-            if la.counts:
-                highest = max(highest, max(la.counts))  # a delivered entry was written
-        if self.md[0] == ledger:
-            highest = max(highest, self.md[1])
-        if highest >= entries:
-            raise LedgerStateError(
-                f"cannot close ledger {ledger} with {entries} entries: cursor {self.name!r} has acknowledged "
-                f"or delivered entry {ledger}:{highest}; allowed entries >= {highest + 1}"
-            )
-
     # -- helpers -----------------------------------------------------------------------------------
 
     def take_meta_dirty(self) -> bool:
@@ -252,7 +142,8 @@ class AckState(PositionMoves):
         if self.rp < (md[0], md[1] + 1):
             self.rp = trusted(md[0], md[1] + 1)
 
-    def _touched(self, ledger: int, la: LedgerAcks) -> None:
+    def touched(self, ledger: int, la: LedgerAcks) -> None:
+        """``ledger``'s acks ``la`` changed: the source marks it dirty and recounts its ranges."""
         self.range_count -= self.ledgers.touched(ledger, la)
 
     def limit(self, ledger: Any) -> int:
@@ -299,7 +190,7 @@ class AckState(PositionMoves):
                 since, entry = entry + 1, run_end(la.bitmap, entry + 1)
                 moved = True
                 self.range_count += la.drop_through(entry, since)
-                self._touched(ledger, la)
+                self.touched(ledger, la)
             i = d.index(ledger)
             if i < 0:
                 break
@@ -449,8 +340,11 @@ class AckState(PositionMoves):
             if not bm:
                 continue
             la = self.ledgers.get(ledger, create=True)
-            if not bm.issubset(la.bitmap):  # else acked already (neither counted nor batched): no change
-                self.range_count += la.update(bm) - self.ledgers.touched(ledger, la)  # (_touched's)
+            # acked already (so neither counted nor batched), and M's run not taken out of
+            # it just now (_lead leaves that ledger to be touched here): nothing changes
+            if (advance and ledger == md_l) or not bm.issubset(la.bitmap):
+                self.range_count += la.update(bm)
+                self.touched(ledger, la)
             self.ledgers.fit(keep=(ledger,))  # (a swap-in may have filled the cache)
         if advance:
             self.advance()
@@ -467,7 +361,7 @@ class AckState(PositionMoves):
         if la is not None:
             self.range_count += la.drop_through(end, since)
             if not bm:
-                self._touched(ledger, la)
+                self.touched(ledger, la)
         self.set_md(trusted(ledger, end))
 
     def group(self, items: list[Any] | tuple[Any, ...]) -> list[tuple[int, BitMap]]:
@@ -508,7 +402,7 @@ class AckState(PositionMoves):
         la = ledgers.get(ledger)
         if la is not None:
             self.range_count += la.drop_through(entry)
-            self._touched(ledger, la)
+            self.touched(ledger, la)
         self.set_md(trusted(ledger, entry))
         self.advance()
 
@@ -548,7 +442,7 @@ class AckState(PositionMoves):
         else:
             la.own_batches()[entry] = (batch_size, mask)
             la.added = None  # partial batches live in the base record: write a new one
-        self._touched(ledger, la)
+        self.touched(ledger, la)
         ledgers.fit(keep=(ledger,))
         if (ledger, entry - 1) == self.md and entry in la.bitmap:
             self.advance()

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from ..config import CursorConfig
 from ..fields import CoreFields
 from ..storage.log import RecoveredState
+from . import fitting
 from .pages import Pages
 from .plan import AnyPlan, Planner, RewritePlan
 from .state import AckState
@@ -80,15 +81,15 @@ class StoreSide(CoreFields):
         """@private The topic's directory changed (``trimmed``: ledgers were dropped)."""
         self._parts()
         if trimmed:
-            self._state.reconcile(d)
+            fitting.reconcile(self._state, d)
         else:
-            self._state.on_directory_change(d)
+            fitting.directory_changed(self._state, d)
         self._changed()
 
     def check_close(self, ledger: int, entries: int) -> None:
         """@private Raise unless sealing ``ledger`` with ``entries`` keeps every ack of this cursor inside it."""
         self._parts()
-        self._state.check_close(ledger, entries)
+        fitting.check_close(self._state, ledger, entries)
 
     def plan_rewrite(self) -> RewritePlan:
         """@private Compaction: plan a fresh log (every ledger's record + one full marker)."""
@@ -110,7 +111,7 @@ class StoreSide(CoreFields):
         assert recovered.resolved is not None
         properties = dict(state.properties)
         self._pages.load(recovered)
-        state.load(recovered.resolved.marker)
+        fitting.load(state, recovered.resolved.marker)
         state.properties = properties
         state.meta_dirty = True  # the next flush writes the restored state
         chain.force_full = True  # ... whole: it names records older than the chain's
