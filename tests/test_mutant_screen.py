@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
-from ackstore.tools.mutant_screen import apply_mutant, require_clean, sample
+from ackstore.tools.mutant_screen import apply_mutant, matching, require_clean, sample
 
 SOURCE = """def top(x):
     if x < 0:
@@ -49,6 +49,15 @@ def test_a_sample_is_seeded_in_order_and_whole_when_asked_for_all() -> None:
     assert drawn == sample(names, 10, 3)  # the same draw on every run
     assert drawn != sample(names, 10, 4)
     assert sample(names, 0, 3) == names and sample(names, 50, 3) == names and sample(names, 99, 3) == names
+
+
+def test_only_picks_mutants_by_name_and_a_number_ends_where_it_ends() -> None:
+    names = [f"m.x_f__mutmut_{i}" for i in (5, 50, 51, 105)] + ["m.xǁCǁg__mutmut_5"]
+    assert matching(names, []) == names
+    assert matching(names, ["_f__mutmut_5"]) == ["m.x_f__mutmut_5"]
+    assert matching(names, ["mutmut_5"]) == ["m.x_f__mutmut_5", "m.xǁCǁg__mutmut_5"]
+    assert matching(names, ["05"]) == ["m.x_f__mutmut_105"]
+    assert matching(names, ["ǁCǁ", "f__mutmut_50"]) == ["m.x_f__mutmut_50", "m.xǁCǁg__mutmut_5"]
 
 
 def test_a_screen_whose_tests_fail_without_a_mutant_refuses_to_start(tmp_path: Path) -> None:

@@ -32,7 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
-__all__ = ["apply_mutant", "main", "sample"]
+__all__ = ["apply_mutant", "main", "matching", "sample"]
 
 _NAME = re.compile(r"\.x(?:ǁ(?P<cls>\w+)ǁ|_)(?P<fn>\w+?)__mutmut_\d+$")
 
@@ -81,6 +81,15 @@ def sample(names: list[str], n: int, seed: int) -> list[str]:
     return [name for i, name in enumerate(names) if i in chosen]
 
 
+def matching(names: list[str], only: list[str]) -> list[str]:
+    """The ``names`` that hold one of ``only`` (all of them when it is empty); a pattern that
+    ends in a digit ends a number there (``mutmut_5`` is not ``mutmut_50``)."""
+    if not only:
+        return list(names)
+    found = [re.compile(re.escape(o) + (r"(?!\d)" if o[-1:].isdigit() else "")) for o in only]
+    return [n for n in names if any(f.search(n) for f in found)]
+
+
 def _mutants(module: str) -> list[str]:
     meta = Path("mutants") / f"{module}.meta"
     if not meta.is_file():
@@ -110,7 +119,7 @@ def require_clean(args: argparse.Namespace, worktree: Path, env: dict[str, str])
 def _screen(args: argparse.Namespace, worktree: Path, results: dict[str, dict[str, object]]) -> None:
     target = worktree / args.module
     original = target.read_text()
-    names = [n for n in _mutants(args.module) if not args.only or any(o in n for o in args.only)]
+    names = matching(_mutants(args.module), args.only)
     names = sample(names, args.sample, args.seed)
     env = {**os.environ, "ACKSTORE_PURE_PYTHON": "1"}
     mutmut = Path(sys.executable).with_name("mutmut")
@@ -152,7 +161,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--slow", action="store_true", help="run the tests marked slow too (subprocesses, campaigns; default: left out)"
     )
-    parser.add_argument("--only", nargs="*", default=[], help="only mutants whose names hold one of these")
+    parser.add_argument(
+        "--only", nargs="*", default=[], help="only mutants whose names hold one of these (mutmut_5 is not mutmut_50)"
+    )
     parser.add_argument(
         "--sample", type=int, default=0, help="screen this many of them, drawn with --seed (default: all)"
     )
