@@ -602,7 +602,7 @@ def _rebuild_topic(
 
     for *_, state, _, _, _, _ in states:
         for ledger, la in state.ledgers.items():
-            note(ledger, max([*([la.bitmap.max()] if la.bitmap else []), *la.batches, *la.counts], default=-1))
+            note(ledger, la.highest())
         if state.resolved is not None:
             m = state.resolved.marker
             note(*m.mark_delete)

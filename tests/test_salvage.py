@@ -367,6 +367,19 @@ def test_salvage_refuses_what_holds_no_store_and_what_is_too_short_with_their_wo
     assert not (tmp_path / "new").exists()
 
 
+def _history_cursor(path: Path) -> int:
+    """A store at ``path`` whose cursor "c" of topic "t" keeps history: five flushes, one ack
+    each (ledger 1, entries 0..4), so five kept states. Returns its cursor id."""
+    with AckStore.open(path) as store:
+        topic = store.topic("t")
+        topic.add_ledger(1)
+        cur = topic.cursor("c", CursorConfig(history_seconds=3600))
+        for e in range(5):
+            cur.ack(Position(1, e))
+            store.flush()
+        return cur.cursor_id
+
+
 def test_salvage_counts_the_history_points_it_does_not_carry_and_the_damaged_ones(tmp_path: Path) -> None:
     """A cursor that keeps history: salvage brings back its newest state and says how many
     kept states it leaves behind, and how many of those points were damaged in the file."""
@@ -374,14 +387,7 @@ def test_salvage_counts_the_history_points_it_does_not_carry_and_the_damaged_one
 
     from ackstore.storage.records import log_key
 
-    with AckStore.open(tmp_path / "s") as store:
-        topic = store.topic("t")
-        topic.add_ledger(1)
-        cur = topic.cursor("c", CursorConfig(history_seconds=3600))
-        for e in range(5):
-            cur.ack(Position(1, e))
-            store.flush()
-        cid = cur.cursor_id
+    cid = _history_cursor(tmp_path / "s")
     env = lmdb.open(str(tmp_path / "s"), max_dbs=8)
     db = env.open_db(b"history")
     with env.begin(write=True) as txn:
@@ -403,14 +409,7 @@ def test_the_entries_of_a_damaged_page_the_walk_reached_are_filed_to_its_tree(tm
     four kept states salvage does not carry."""
     from . import rawlog
 
-    with AckStore.open(tmp_path / "s") as store:
-        topic = store.topic("t")
-        topic.add_ledger(1)
-        cur = topic.cursor("c", CursorConfig(history_seconds=3600))
-        for e in range(5):
-            cur.ack(Position(1, e))
-            store.flush()
-        cid = cur.cursor_id
+    cid = _history_cursor(tmp_path / "s")
     rawlog.patch_node(tmp_path / "s", 2, cid, dsize=5000, db=b"history")
     report = salvage(tmp_path / "s", tmp_path / "new")
     (damage,) = report.damage

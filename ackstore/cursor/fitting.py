@@ -90,11 +90,7 @@ def clip(state: AckState, ledger: int, la: LedgerAcks) -> None:
     """Drop acks beyond a sealed ledger's end, or an open one's last confirmed entry
     (state persisted before it was sealed, or before the topic tracked that entry)."""
     end = state.topic.directory.end(ledger)
-    if end >= 0 and (
-        (la.bitmap and la.bitmap.max() >= end)
-        or (la.batches and max(la.batches) >= end)
-        or (la.counts and max(la.counts) >= end)
-    ):
+    if end >= 0 and la.highest() >= end:
         state.range_count += la.drop_from(end)
         state.touched(ledger, la)
 
@@ -123,14 +119,7 @@ def directory_changed(state: AckState, d: LedgerDirectory) -> None:
 def check_close(state: AckState, ledger: int, entries: int) -> None:
     """Raise unless sealing ``ledger`` with ``entries`` keeps every ack inside it."""
     la = state.ledgers.peek(ledger)  # a look, not a use: it need not enter the cache
-    highest = -1
-    if la is not None:
-        if la.bitmap:
-            highest = la.bitmap.max()
-        if la.batches:
-            highest = max(highest, max(la.batches))
-        if la.counts:
-            highest = max(highest, max(la.counts))  # a delivered entry was written
+    highest = -1 if la is None else la.highest()  # a delivered (counted) entry was written too
     if state.md[0] == ledger:
         highest = max(highest, state.md[1])
     if highest >= entries:
