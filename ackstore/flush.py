@@ -89,6 +89,9 @@ class FlushJob:
     confirms: list[tuple[Topic, tuple[int, int]]] = field(default_factory=list)
     encoded: int = 0
     failed: CursorCore | None = None
+    failed_step: str = "encoding"
+    """what the failed cursor's own code was doing: "planning" (step 1, under the store
+    lock: a marker plan is encoded there too) or "encoding" (step 2)"""
     puts: list[tuple[bytes, bytes]] = field(default_factory=list)
     trims: list[AnyPlan] = field(default_factory=list)
     trim_failed: AnyPlan | None = None
@@ -237,6 +240,7 @@ class GroupFlush:
             except BaseException:
                 done = len(job.plans) - taken + len(idle)
                 job.failed = visit[done] if done < len(visit) else None
+                job.failed_step = "planning"
                 raise
             listed = store.flush_list
             if job.visit_listed and visit is job.visit and len(listed) == len(visit):
@@ -323,7 +327,7 @@ class GroupFlush:
         if job.failed is None and job.encoded < len(job.plans):
             job.failed = job.cursors[job.encoded]
         if job.failed is not None:
-            self._encoding_failed(exc, job.failed)
+            self._cursor_failed(exc, job.failed, job.failed_step)
 
     def _adopt(self, job: FlushJob) -> None:
         """Step 4: the transaction committed; each cursor adopts its plan (one that changed
@@ -363,12 +367,13 @@ class GroupFlush:
         self.store.flush_count += 1
         return stats
 
-    def _encoding_failed(self, exc: BaseException, cur: CursorCore | None) -> None:
-        """Planning or encoding ``cur`` failed and every plan was aborted: raise a StoreError
-        naming it, unless ``exc`` is already the store's own (then the caller re-raises it)."""
+    def _cursor_failed(self, exc: BaseException, cur: CursorCore | None, step: str) -> None:
+        """Planning or encoding ``cur`` failed (``step`` says which) and every plan was
+        aborted: raise a StoreError naming the cursor and the step, unless ``exc`` is already
+        the store's own (then the caller re-raises it)."""
         if isinstance(exc, Exception) and not isinstance(exc, AckStoreError):
             where = f"{cur.topic.name}/{cur.name}" if cur is not None else "?"
             raise StoreError(
-                f"flush of store {self.store.path} failed while encoding cursor {where}, nothing was "
+                f"flush of store {self.store.path} failed while {step} cursor {where}, nothing was "
                 f"written; every cursor keeps its state and the next flush retries: {exc!r}"
             ) from exc

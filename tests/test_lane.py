@@ -389,7 +389,7 @@ def test_a_cursor_whose_take_raises_is_named_and_nothing_is_lost(
         for i, cur in enumerate(cursors):
             cur.ack(Position(1, 3001 + i))
         cursors[1]._core._state.properties["key-\udcff"] = 1  # msgpack cannot encode it: the take raises
-        with pytest.raises(StoreError, match=r"while encoding cursor .*/b, nothing was written"):
+        with pytest.raises(StoreError, match=r"while planning cursor .*/b, nothing was written"):
             store.flush()
         assert all(cur._core._listed and cur._core._pending for cur in cursors)
         del cursors[1]._core._state.properties["key-\udcff"]
