@@ -1267,10 +1267,62 @@ static PyObject *sorted_keys(PyObject *d) {
     return keys;
 }
 
-/* A ledger's partial batches (`batches`: {entry: (size, mask)}) or delivery counts
- * ({entry: count}): their number, then per entry, ascending, its gap from the one before
- * (from `start`), then the batch's size and mask bytes or the count - 1. */
-static int put_state_entries(Out *o, PyObject *d, long long ledger, long long start, int batches) {
+int put_state_counts(Out *o, long long ledger, const uint32_t *entries, const uint32_t *ns, Py_ssize_t stride,
+                     Py_ssize_t n, long long start) {
+    if (put_varint(o, (unsigned long long)n) < 0) return -1;
+    long long at = start;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long long entry = entries[i * stride], count = ns[i * stride];
+        if (entry < at || count < 1) {
+            PyErr_Format(PyExc_ValueError, "ledger %lld's delivery count %lld of entry %lld is outside the layout",
+                         ledger, count, entry);
+            return -1;
+        }
+        if (put_varint(o, (unsigned long long)(entry - at)) < 0 || put_varint(o, (unsigned long long)(count - 1)) < 0)
+            return -1;
+        at = entry + 1;
+    }
+    return 0;
+}
+
+/* A ledger's delivery counts ({entry: count}) as put_state_counts writes them. */
+static int put_state_count_dict(Out *o, PyObject *d, long long ledger, long long start) {
+    PyObject *keys = sorted_keys(d);
+    if (keys == NULL) return -1;
+    Py_ssize_t n = PyList_GET_SIZE(keys);
+    uint32_t *entries = PyMem_Malloc(2 * (n ? n : 1) * sizeof(uint32_t)), *ns = entries + n;
+    int rc = -1;
+    if (entries == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *key = PyList_GET_ITEM(keys, i), *v = PyDict_GetItemWithError(d, key);
+        long long entry, count;
+        if (v == NULL) {
+            if (!PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, key);
+            goto done;
+        }
+        if (ranged(key, "entry", LLONG_MIN, LLONG_MAX, &entry) < 0 || ranged(v, "count", LLONG_MIN, LLONG_MAX, &count) < 0)
+            goto done;
+        if (entry < start || entry > U32_MAX_LL || count < 1 || count > U32_MAX_LL) {
+            PyErr_Format(PyExc_ValueError, "ledger %lld's delivery count %lld of entry %lld is outside the layout",
+                         ledger, count, entry);
+            goto done;
+        }
+        entries[i] = (uint32_t)entry;
+        ns[i] = (uint32_t)count;
+    }
+    rc = put_state_counts(o, ledger, entries, ns, 1, n, start);
+done:
+    PyMem_Free(entries);
+    Py_DECREF(keys);
+    return rc;
+}
+
+/* A ledger's partial batches ({entry: (size, mask)}): their number, then per entry,
+ * ascending, its gap from the one before (from `start`), the batch's size and mask bytes. */
+static int put_state_batches(Out *o, PyObject *d, long long ledger, long long start) {
     PyObject *keys = sorted_keys(d);
     if (keys == NULL) return -1;
     int rc = put_varint(o, (unsigned long long)PyList_GET_SIZE(keys));
@@ -1280,33 +1332,24 @@ static int put_state_entries(Out *o, PyObject *d, long long ledger, long long st
         long long entry, n;
         rc = -1;
         if (v == NULL) { if (!PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, key); break; }
-        if (batches && (!PyTuple_Check(v) || PyTuple_GET_SIZE(v) != 2)) {
+        if (!PyTuple_Check(v) || PyTuple_GET_SIZE(v) != 2) {
             PyErr_SetString(PyExc_TypeError, "a batch is (size, mask)");
             break;
         }
         if (ranged(key, "entry", LLONG_MIN, LLONG_MAX, &entry) < 0) break;
-        if (ranged(batches ? PyTuple_GET_ITEM(v, 0) : v, batches ? "size" : "count", LLONG_MIN, LLONG_MAX, &n) < 0) break;
+        if (ranged(PyTuple_GET_ITEM(v, 0), "size", LLONG_MIN, LLONG_MAX, &n) < 0) break;
         if (entry < at || n < 1 || n > U32_MAX_LL) {
-            if (batches)
-                PyErr_Format(PyExc_ValueError, "ledger %lld's partial batch at entry %lld of size %lld is outside the layout",
-                             ledger, entry, n);
-            else
-                PyErr_Format(PyExc_ValueError, "ledger %lld's delivery count %lld of entry %lld is outside the layout",
-                             ledger, n, entry);
+            PyErr_Format(PyExc_ValueError, "ledger %lld's partial batch at entry %lld of size %lld is outside the layout",
+                         ledger, entry, n);
             break;
         }
-        if (batches) {
-            mask = PyObject_CallMethod(PyTuple_GET_ITEM(v, 1), "to_bytes", "ns", (Py_ssize_t)((n + 7) / 8), "little");
-            if (mask == NULL) break;
-        }
+        mask = PyObject_CallMethod(PyTuple_GET_ITEM(v, 1), "to_bytes", "ns", (Py_ssize_t)((n + 7) / 8), "little");
+        if (mask == NULL) break;
         unsigned char *room;
-        if (put_varint(o, (unsigned long long)(entry - at)) == 0 &&
-            put_varint(o, (unsigned long long)(batches ? n : n - 1)) == 0) {
+        if (put_varint(o, (unsigned long long)(entry - at)) == 0 && put_varint(o, (unsigned long long)n) == 0) {
             rc = 0;
-            if (mask != NULL) {
-                if ((room = out_room(o, PyBytes_GET_SIZE(mask))) == NULL) rc = -1;
-                else memcpy(room, PyBytes_AS_STRING(mask), PyBytes_GET_SIZE(mask));
-            }
+            if ((room = out_room(o, PyBytes_GET_SIZE(mask))) == NULL) rc = -1;
+            else memcpy(room, PyBytes_AS_STRING(mask), PyBytes_GET_SIZE(mask));
         }
         Py_XDECREF(mask);
         at = entry + 1;
@@ -1420,8 +1463,8 @@ PyObject *state_marker_of(PyObject *version_obj, PyObject *cid_obj, PyObject *md
         PyMem_Free(firsts);
         PyMem_Free(lasts);
         if (bad) goto done;
-        if ((flags & STATE_BATCHES) && put_state_entries(&o, batches[i], ledger, start, 1) < 0) goto done;
-        if ((flags & STATE_COUNTS) && put_state_entries(&o, counts[i], ledger, start, 0) < 0) goto done;
+        if ((flags & STATE_BATCHES) && put_state_batches(&o, batches[i], ledger, start) < 0) goto done;
+        if ((flags & STATE_COUNTS) && put_state_count_dict(&o, counts[i], ledger, start) < 0) goto done;
     }
     result = seal_marker(&o, props, (uint32_t)version);
 done:
@@ -1527,6 +1570,16 @@ static PyObject *slot_head(PyObject *self, PyObject *args) {
     return result;
 }
 
+int get_state_count(Reader *r, unsigned long long *at, unsigned long long *entry, unsigned long long *n) {
+    unsigned long long gap, v;
+    if (get_varint(r, U32_MAX_LL, "counted entry", &gap) < 0 || get_varint(r, U32_MAX_LL - 1, "delivery count", &v) < 0)
+        return -1;
+    *entry = *at + gap;
+    *n = v + 1;
+    *at = *entry + 1;
+    return 0;
+}
+
 /* {entry: (size, mask)} or {entry: count} of one ledger, as state_fields reads them. */
 static PyObject *get_state_entries(Reader *r, unsigned long long start, long long ledger, int batches,
                                    unsigned long long *highest) {
@@ -1535,25 +1588,31 @@ static PyObject *get_state_entries(Reader *r, unsigned long long start, long lon
     PyObject *d = PyDict_New();
     if (d == NULL) return NULL;
     for (unsigned long long k = 0; k < n; k++) {
-        if (get_varint(r, U32_MAX_LL, batches ? "batch entry" : "counted entry", &gap) < 0) goto bad;
-        if (get_varint(r, batches ? U32_MAX_LL : U32_MAX_LL - 1, batches ? "batch size" : "delivery count", &v) < 0)
+        unsigned long long entry;
+        if (!batches) {
+            if (get_state_count(r, &at, &entry, &v) < 0) goto bad;
+            PyObject *key = PyLong_FromUnsignedLongLong(entry), *value = PyLong_FromUnsignedLongLong(v);
+            int bad = key == NULL || value == NULL || PyDict_SetItem(d, key, value) < 0;
+            Py_XDECREF(key);
+            Py_XDECREF(value);
+            if (bad) goto bad;
+            *highest = entry; /* ascending: the last is the highest */
+            continue;
+        }
+        if (get_varint(r, U32_MAX_LL, "batch entry", &gap) < 0 || get_varint(r, U32_MAX_LL, "batch size", &v) < 0)
             goto bad;
-        unsigned long long entry = at + gap;
+        entry = at + gap;
         PyObject *key = PyLong_FromUnsignedLongLong(entry), *value;
         if (key == NULL) goto bad;
-        if (batches) {
-            Py_ssize_t width = (Py_ssize_t)((v + 7) / 8);
-            if (!v || r->i + width > r->len) {
-                Py_DECREF(key);
-                PyErr_Format(PyExc_ValueError, "a state marker's ledger %lld batch of size %llu is damaged", ledger, v);
-                goto bad;
-            }
-            PyObject *mask = _PyLong_FromByteArray(r->p + r->i, width, 1, 0);
-            value = mask == NULL ? NULL : Py_BuildValue("(KN)", v, mask);
-            r->i += width;
-        } else {
-            value = PyLong_FromUnsignedLongLong(v + 1);
+        Py_ssize_t width = (Py_ssize_t)((v + 7) / 8);
+        if (!v || r->i + width > r->len) {
+            Py_XDECREF(key);
+            PyErr_Format(PyExc_ValueError, "a state marker's ledger %lld batch of size %llu is damaged", ledger, v);
+            goto bad;
         }
+        PyObject *mask = key == NULL ? NULL : _PyLong_FromByteArray(r->p + r->i, width, 1, 0);
+        value = mask == NULL ? NULL : Py_BuildValue("(KN)", v, mask);
+        r->i += width;
         if (value == NULL || PyDict_SetItem(d, key, value) < 0) {
             Py_DECREF(key);
             Py_XDECREF(value);

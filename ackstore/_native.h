@@ -55,6 +55,12 @@ int put_state_head(Out *o, int flags, unsigned long long cid, long long md_l, lo
  * (firsts[i * stride], lasts[i * stride]). ValueError for a run below `pos`. */
 int put_state_runs(Out *o, long long ledger, const uint32_t *firsts, const uint32_t *lasts, Py_ssize_t stride,
                    Py_ssize_t n, long long pos);
+/* One ledger's delivery counts in the state layout (after its runs and partial batches):
+ * their number, then per counted entry, ascending from `start`, its gap from the one
+ * before and its count - 1; the i-th is (entries[i * stride], ns[i * stride]). ValueError
+ * for an entry below `start` or a count of 0. */
+int put_state_counts(Out *o, long long ledger, const uint32_t *entries, const uint32_t *ns, Py_ssize_t stride,
+                     Py_ssize_t n, long long start);
 /* The fixed envelope (type `rtype`, format `version`) of the record from o->b + at to the end,
  * written into its first 7 bytes (left for it). -1 with an exception set. */
 int seal_envelope_at(Out *o, Py_ssize_t at, uint32_t rtype, uint32_t version);
@@ -128,6 +134,10 @@ int get_state_ledger(Reader *r, unsigned long long md_l, unsigned long long md_e
 /* The ledger's next run (first, last), `at` moved past it and its gap. */
 int get_state_run(Reader *r, unsigned long long ledger, unsigned long long *at, unsigned long long *first,
                   unsigned long long *last);
+
+/* The ledger's next delivery count (put_state_counts's): the entry and its count, `at`
+ * moved past it (their number is a varint before them, read with get_varint_of). */
+int get_state_count(Reader *r, unsigned long long *at, unsigned long long *entry, unsigned long long *n);
 
 /* each part adds its own to the module (PyInit__native, in _module.c, calls them in turn) */
 int native_init(PyObject *module); /* _native.c */

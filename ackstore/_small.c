@@ -2,12 +2,14 @@
  * and functions of the same names in ackstore/cursor/small.py (which says what the small
  * form is, and when a cursor takes it).
  *
- * A SmallState is one object of its own: the cursor's mark-delete position, its log's next
- * sequence and state slots, and the runs of acks above M (all in M's ledger) as pairs of
- * u32 (first, last), ascending, a gap between two, in the object up to OWN_RUNS runs and in
- * a PyMem buffer beyond. An ack writes here; a flush encodes each changed one's state slot
- * value with the state layout's own writers (_native.h) and adopts it in the same visit. Its
- * fields are read from Python through the members below, never through another class.
+ * A SmallState is one object of its own: the cursor's mark-delete position, its read
+ * position, its log's next sequence and state slots, the runs of acks above M (all in M's
+ * ledger) as pairs of u32 (first, last), ascending, a gap between two, in the object up to
+ * OWN_RUNS runs and in a PyMem buffer beyond, and the delivery counts of entries above M as
+ * pairs of u32 (entry, count), ascending, in a PyMem buffer. An ack or a delivery writes
+ * here; a flush encodes each changed one's state slot value with the state layout's own
+ * writers (_native.h) and adopts it in the same visit. Its fields are read from Python
+ * through the members below, never through another class.
  */
 #include "_native.h"
 #include <string.h>
@@ -15,15 +17,19 @@
 
 #define OWN_RUNS 4
 #define UNDO 0x80 /* in `undo`: the last flush took this one (the low bits: its slots before) */
+#define COUNT_CAP 1024 /* cursor/small.py's COUNT_CAP: the most delivery counts the form holds */
+#define ENTRY_MAX 0xFFFFFFFFLL
 
 typedef struct {
     PyObject_HEAD
-    long long md_l, md_e;
+    long long md_l, md_e, rp_e;
     uint32_t *runs; /* 2 * n: first, last */
     uint32_t n, room, cap;
+    uint32_t *counts; /* 2 * nc: entry, count (NULL while it never held one) */
+    uint32_t nc, croom;
     uint8_t dirty, slot, slots, undo, ended;
     unsigned long long cursor_id, next_seq;
-    unsigned long long flushes, flush_bytes;
+    unsigned long long flushes, flush_bytes, redeliveries;
     uint32_t persisted, undo_persisted, last_bytes;
     uint32_t own[2 * OWN_RUNS];
 } SmallState;
@@ -78,8 +84,57 @@ static void advance(SmallState *s) {
         s->md_e = s->runs[1];
         memmove(s->runs, s->runs + 2, sizeof(uint32_t) * 2 * (s->n - 1));
         s->n--;
+        if (s->rp_e < s->md_e + 1) s->rp_e = s->md_e + 1; /* the read position never below M + 1 */
     }
 }
+
+/* the first count whose entry is at or after e (nc when none) */
+static uint32_t count_from(SmallState *s, unsigned long long e) {
+    uint32_t lo = 0, hi = s->nc;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (s->counts[2 * mid] < e) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* the counts of entries f..l go (they are acked) */
+static void drop_counts(SmallState *s, unsigned long long f, unsigned long long l) {
+    if (!s->nc) return;
+    uint32_t i = count_from(s, f), j = count_from(s, l + 1);
+    if (j > i) {
+        memmove(s->counts + 2 * i, s->counts + 2 * j, sizeof(uint32_t) * 2 * (s->nc - j));
+        s->nc -= j - i;
+    }
+}
+
+/* room for `need` counts; -1 with MemoryError */
+static int count_room(SmallState *s, uint32_t need) {
+    if (need <= s->croom) return 0;
+    uint32_t room = s->croom * 2 > need ? s->croom * 2 : (need > 8 ? need : 8);
+    uint32_t *c = PyMem_Realloc(s->counts, sizeof(uint32_t) * 2 * room);
+    if (c == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    s->counts = c;
+    s->croom = room;
+    return 0;
+}
+
+/* the index of the run holding e, or -1 */
+static long long run_at(SmallState *s, unsigned long long e) {
+    uint32_t lo = 0, hi = s->n; /* the first run ending at or after e */
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (s->runs[2 * mid + 1] < e) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < s->n && s->runs[2 * lo] <= e ? (long long)lo : -1;
+}
+
+static int is_acked(SmallState *s, long long e) { return e <= s->md_e || run_at(s, (unsigned long long)e) >= 0; }
 
 /* entries f..l of M's ledger acked: the part above M added, then M advanced. 0 or -1. */
 static int ack_run(SmallState *s, long long f, long long l) {
@@ -88,13 +143,15 @@ static int ack_run(SmallState *s, long long f, long long l) {
     int changed = add_run(s, (uint32_t)f, (uint32_t)l);
     if (changed < 0) return -1;
     if (changed) {
+        drop_counts(s, (unsigned long long)f, (unsigned long long)l); /* an acked entry has no count */
         s->dirty = 1;
         advance(s);
     }
     return 0;
 }
 
-static PyObject *fits(SmallState *s) { return PyBool_FromLong(s->n <= s->cap); }
+static int fitting(SmallState *s) { return s->n <= s->cap && s->nc <= COUNT_CAP; }
+static PyObject *fits(SmallState *s) { return PyBool_FromLong(fitting(s)); }
 
 static int entry_of(PyObject *v, const char *what, long long *out) {
     long long x = PyLong_AsLongLong(v);
@@ -118,6 +175,7 @@ static SmallState *small_new(PyTypeObject *type, unsigned long long cid, long lo
     s->cursor_id = cid;
     s->md_l = md_l;
     s->md_e = md_e;
+    s->rp_e = md_e + 1;
     s->next_seq = seq;
     s->slot = (uint8_t)slot;
     s->slots = (uint8_t)slots;
@@ -129,15 +187,33 @@ static SmallState *small_new(PyTypeObject *type, unsigned long long cid, long lo
     return s;
 }
 
-/* SmallState(cursor_id, md_l, md_e, next_seq, slot, slots, runs, cap) */
+/* a delivery count of `e` (not acked, above M) set to `count`; -1 with ValueError when e is
+ * counted already or acked, or with MemoryError */
+static int set_count(SmallState *s, long long e, long long count) {
+    uint32_t i = count_from(s, (unsigned long long)e);
+    if (e <= s->md_e || is_acked(s, e) || (i < s->nc && s->counts[2 * i] == e) || count < 1 || count > ENTRY_MAX) {
+        PyErr_Format(PyExc_ValueError, "delivery count (%lld, %lld) is not of an unacked entry above M, once", e, count);
+        return -1;
+    }
+    if (count_room(s, s->nc + 1) < 0) return -1;
+    memmove(s->counts + 2 * i + 2, s->counts + 2 * i, sizeof(uint32_t) * 2 * (s->nc - i));
+    s->counts[2 * i] = (uint32_t)e;
+    s->counts[2 * i + 1] = (uint32_t)count;
+    s->nc++;
+    return 0;
+}
+
+/* SmallState(cursor_id, md_l, md_e, next_seq, slot, slots, runs, cap, counts=(), rp_e=-1) */
 static PyObject *SmallState_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     unsigned long long cid, seq;
-    long long md_l, md_e;
+    long long md_l, md_e, rp_e = -1;
     int slot, slots;
     unsigned int cap;
-    PyObject *runs;
-    static char *names[] = {"cursor_id", "md_l", "md_e", "next_seq", "slot", "slots", "runs", "cap", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "KLLKiiOI", names, &cid, &md_l, &md_e, &seq, &slot, &slots, &runs, &cap))
+    PyObject *runs, *counts = NULL, *rp_obj = NULL;
+    static char *names[] = {"cursor_id", "md_l", "md_e", "next_seq", "slot", "slots", "runs", "cap", "counts", "rp_e",
+                            NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "KLLKiiOI|OO", names, &cid, &md_l, &md_e, &seq, &slot, &slots, &runs,
+                                     &cap, &counts, &rp_obj))
         return NULL;
     if (md_l < 0 || md_e < -1 || md_e >= 0xFFFFFFFFLL || slot < 0 || slot > 1 || slots < 0 || slots > 3) {
         PyErr_SetString(PyExc_ValueError, "a small state's position, slot or slots are outside the layout");
@@ -146,6 +222,7 @@ static PyObject *SmallState_new(PyTypeObject *type, PyObject *args, PyObject *kw
     PyObject *seq_obj = PySequence_Fast(runs, "runs are a sequence of (first, last)");
     if (seq_obj == NULL) return NULL;
     Py_ssize_t m = PySequence_Fast_GET_SIZE(seq_obj);
+    PyObject *cseq = NULL;
     SmallState *s = small_new(type, cid, md_l, md_e, seq, slot, slots, cap, (uint32_t)m);
     if (s == NULL) {
         Py_DECREF(seq_obj);
@@ -170,9 +247,42 @@ static PyObject *SmallState_new(PyTypeObject *type, PyObject *args, PyObject *kw
         at = l + 2;
     }
     s->n = s->persisted = (uint32_t)m;
+    if (rp_obj != NULL) {
+        rp_e = PyLong_AsLongLong(rp_obj);
+        if (rp_e == -1 && PyErr_Occurred()) goto fail;
+        if (rp_e != -1) { /* -1: M + 1 */
+            if (entry_of(rp_obj, "rp_e", &rp_e) < 0) goto fail;
+            if (rp_e <= md_e) {
+                PyErr_Format(PyExc_ValueError, "read position %lld is at or below M %lld", rp_e, md_e);
+                goto fail;
+            }
+            s->rp_e = rp_e;
+        }
+    }
+    if (counts != NULL) {
+        if ((cseq = PySequence_Fast(counts, "counts are a sequence of (entry, count)")) == NULL) goto fail;
+        for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(cseq); i++) {
+            PyObject *t = PySequence_Fast_GET_ITEM(cseq, i);
+            long long e, c;
+            if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 2) {
+                PyErr_SetString(PyExc_TypeError, "a delivery count is an (entry, count) tuple");
+                goto fail;
+            }
+            if (entry_of(PyTuple_GET_ITEM(t, 0), "a counted entry", &e) < 0) goto fail;
+            c = PyLong_AsLongLong(PyTuple_GET_ITEM(t, 1));
+            if (c == -1 && PyErr_Occurred()) goto fail;
+            if (set_count(s, e, c) < 0) goto fail;
+        }
+        if (s->nc > COUNT_CAP) {
+            PyErr_Format(PyExc_ValueError, "%u delivery counts: the form holds at most %d", s->nc, COUNT_CAP);
+            goto fail;
+        }
+    }
+    Py_XDECREF(cseq);
     Py_DECREF(seq_obj);
     return (PyObject *)s;
 fail:
+    Py_XDECREF(cseq);
     Py_DECREF(seq_obj);
     Py_DECREF(s);
     return NULL;
@@ -180,6 +290,7 @@ fail:
 
 static void SmallState_dealloc(SmallState *s) {
     if (s->runs != s->own) PyMem_Free(s->runs);
+    PyMem_Free(s->counts);
     Py_TYPE(s)->tp_free((PyObject *)s);
 }
 
@@ -221,14 +332,160 @@ static PyObject *SmallState_acked(SmallState *s, PyObject *arg) {
         PyErr_Clear();
         Py_RETURN_FALSE;
     }
-    if (e <= s->md_e) Py_RETURN_TRUE;
+    return PyBool_FromLong(is_acked(s, e));
+}
+
+/* ack_positions(items, limit) -> bool | None: Cursor.ack of a list (or tuple) of positions,
+ * each a 2-tuple of ints in M's ledger with its entry in 0..limit: each acked, and whether
+ * the state still fits; None, changing nothing, when one is not */
+static PyObject *SmallState_ack_positions(SmallState *s, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "ack_positions(items, limit)");
+        return NULL;
+    }
+    PyObject *items = args[0];
+    long long limit = PyLong_AsLongLong(args[1]);
+    if (limit == -1 && PyErr_Occurred()) return NULL;
+    if (!PyList_Check(items) && !PyTuple_Check(items)) Py_RETURN_NONE;
+    Py_ssize_t k = PySequence_Fast_GET_SIZE(items);
+    PyObject **at = PySequence_Fast_ITEMS(items);
+    for (Py_ssize_t i = 0; i < k; i++) { /* every one checked first: one the form does not take, none acked */
+        PyObject *t = at[i];
+        if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 2) Py_RETURN_NONE;
+        PyObject *l = PyTuple_GET_ITEM(t, 0), *e = PyTuple_GET_ITEM(t, 1);
+        if (!PyLong_CheckExact(l) || !PyLong_CheckExact(e)) Py_RETURN_NONE;
+        int overflow;
+        long long lv = PyLong_AsLongLongAndOverflow(l, &overflow);
+        if (overflow || lv != s->md_l) Py_RETURN_NONE;
+        long long ev = PyLong_AsLongLongAndOverflow(e, &overflow);
+        if (overflow || ev < 0 || ev > limit) Py_RETURN_NONE;
+    }
+    for (Py_ssize_t i = 0; i < k; i++) {
+        long long ev = PyLong_AsLongLong(PyTuple_GET_ITEM(at[i], 1));
+        if (ack_run(s, ev, ev) < 0) return NULL;
+    }
+    return fits(s);
+}
+
+/* deliver(entries) -> [count, ...]: one more delivery of each entry of M's ledger (checked by
+ * the caller); each one's count after it, 0 for an acked one (not counted) */
+static PyObject *SmallState_deliver(SmallState *s, PyObject *entries) {
+    PyObject *seq = PySequence_Fast(entries, "entries are a sequence of ints");
+    if (seq == NULL) return NULL;
+    Py_ssize_t k = PySequence_Fast_GET_SIZE(seq);
+    PyObject *out = PyList_New(k);
+    if (out == NULL) goto fail;
+    for (Py_ssize_t i = 0; i < k; i++) {
+        long long e, n = 0;
+        if (entry_of(PySequence_Fast_GET_ITEM(seq, i), "entry", &e) < 0) goto fail;
+        if (!is_acked(s, e)) {
+            uint32_t j = count_from(s, (unsigned long long)e);
+            if (j < s->nc && s->counts[2 * j] == e) {
+                if (s->counts[2 * j + 1] < ENTRY_MAX) s->counts[2 * j + 1]++;
+                s->redeliveries++;
+            } else {
+                if (count_room(s, s->nc + 1) < 0) goto fail;
+                memmove(s->counts + 2 * j + 2, s->counts + 2 * j, sizeof(uint32_t) * 2 * (s->nc - j));
+                s->counts[2 * j] = (uint32_t)e;
+                s->counts[2 * j + 1] = 1;
+                s->nc++;
+            }
+            n = s->counts[2 * j + 1];
+            s->dirty = 1;
+        }
+        PyObject *v = PyLong_FromLongLong(n);
+        if (v == NULL) goto fail;
+        PyList_SET_ITEM(out, i, v);
+    }
+    Py_DECREF(seq);
+    return out;
+fail:
+    Py_XDECREF(out);
+    Py_DECREF(seq);
+    return NULL;
+}
+
+/* count(entry) -> int: entry's delivery count (0: none, or acked) */
+static PyObject *SmallState_count(SmallState *s, PyObject *arg) {
+    if (!PyLong_Check(arg)) return PyLong_FromLong(0);
+    int overflow;
+    long long e = PyLong_AsLongLongAndOverflow(arg, &overflow);
+    if (e == -1 && PyErr_Occurred()) return NULL;
+    if (overflow || e < 0 || e > ENTRY_MAX) return PyLong_FromLong(0);
+    uint32_t j = count_from(s, (unsigned long long)e);
+    return PyLong_FromUnsignedLong(j < s->nc && s->counts[2 * j] == e ? s->counts[2 * j + 1] : 0);
+}
+
+/* counts() -> [(entry, count), ...] ascending */
+static PyObject *SmallState_counts(SmallState *s, PyObject *unused) {
+    PyObject *out = PyList_New(s->nc);
+    if (out == NULL) return NULL;
+    for (uint32_t i = 0; i < s->nc; i++) {
+        PyObject *t = Py_BuildValue("(II)", s->counts[2 * i], s->counts[2 * i + 1]);
+        if (t == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, i, t);
+    }
+    return out;
+}
+
+static PyObject *SmallState_fits(SmallState *s, PyObject *unused) { return fits(s); }
+
+/* read_from(entry): a sequential read moved on to entry of M's ledger (never backwards),
+ * hopping a run of acks that starts there */
+static PyObject *SmallState_read_from(SmallState *s, PyObject *arg) {
+    long long e;
+    if (entry_of(arg, "entry", &e) < 0) return NULL;
+    long long i = run_at(s, (unsigned long long)e);
+    if (i >= 0) e = (long long)s->runs[2 * i + 1] + 1;
+    if (e > s->rp_e) s->rp_e = e;
+    Py_RETURN_NONE;
+}
+
+/* rewind(): read again from M + 1 */
+static PyObject *SmallState_rewind(SmallState *s, PyObject *unused) {
+    s->rp_e = s->md_e + 1;
+    Py_RETURN_NONE;
+}
+
+/* unacked(start, stop, n) -> [entry, ...]: up to n entries of M's ledger in [start, stop) not
+ * acked, ascending */
+static PyObject *SmallState_unacked(SmallState *s, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "unacked(start, stop, n)");
+        return NULL;
+    }
+    long long start = PyLong_AsLongLong(args[0]), stop, n;
+    if (start == -1 && PyErr_Occurred()) return NULL;
+    if (((stop = PyLong_AsLongLong(args[1])) == -1 || (n = PyLong_AsLongLong(args[2])) == -1) && PyErr_Occurred())
+        return NULL;
+    PyObject *out = PyList_New(0);
+    if (out == NULL) return NULL;
+    long long e = start > s->md_e + 1 ? start : s->md_e + 1;
     uint32_t lo = 0, hi = s->n; /* the first run ending at or after e */
     while (lo < hi) {
         uint32_t mid = (lo + hi) / 2;
         if (s->runs[2 * mid + 1] < e) lo = mid + 1;
         else hi = mid;
     }
-    return PyBool_FromLong(lo < s->n && s->runs[2 * lo] <= e);
+    while (PyList_GET_SIZE(out) < n && e < stop) {
+        if (lo < s->n && s->runs[2 * lo] <= e) {
+            e = (long long)s->runs[2 * lo + 1] + 1;
+            lo++;
+            continue;
+        }
+        PyObject *v = PyLong_FromLongLong(e);
+        if (v == NULL || PyList_Append(out, v) < 0) {
+            Py_XDECREF(v);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(v);
+        e++;
+    }
+    return out;
 }
 
 /* end(): the cursor left the small form; no flush takes this one again */
@@ -260,6 +517,16 @@ static PyMethodDef SmallState_methods[] = {
      "A BitMap's entries of M's ledger acked; whether the runs still fit the cap."},
     {"runs", (PyCFunction)SmallState_runs, METH_NOARGS, "The runs above M, [(first, last), ...]."},
     {"acked", (PyCFunction)SmallState_acked, METH_O, "Whether an entry of M's ledger is acked."},
+    {"ack_positions", (PyCFunction)(void (*)(void))SmallState_ack_positions, METH_FASTCALL,
+     "A list of positions in M's ledger acked; whether the state still fits; None: not the form's to take."},
+    {"deliver", (PyCFunction)SmallState_deliver, METH_O, "One more delivery of each entry; each one's count after."},
+    {"count", (PyCFunction)SmallState_count, METH_O, "An entry's delivery count (0: none)."},
+    {"counts", (PyCFunction)SmallState_counts, METH_NOARGS, "The delivery counts above M, [(entry, count), ...]."},
+    {"fits", (PyCFunction)SmallState_fits, METH_NOARGS, "Whether the runs and counts fit the form."},
+    {"read_from", (PyCFunction)SmallState_read_from, METH_O, "A sequential read moved on to an entry."},
+    {"rewind", (PyCFunction)SmallState_rewind, METH_NOARGS, "Read again from M + 1."},
+    {"unacked", (PyCFunction)(void (*)(void))SmallState_unacked, METH_FASTCALL,
+     "Up to n entries of M's ledger in [start, stop) not acked."},
     {"end", (PyCFunction)SmallState_end, METH_NOARGS, "The cursor left the small form: no flush takes this one again."},
     {NULL, NULL, 0, NULL},
 };
@@ -269,6 +536,9 @@ static PyMemberDef SmallState_members[] = {
     MEMBER(cursor_id, T_ULONGLONG, "the cursor's id"),
     MEMBER(md_l, T_LONGLONG, "the mark-delete position's ledger"),
     MEMBER(md_e, T_LONGLONG, "the mark-delete position's entry"),
+    MEMBER(rp_e, T_LONGLONG, "the read position's entry in M's ledger"),
+    MEMBER(nc, T_UINT, "delivery counts held"),
+    MEMBER(redeliveries, T_ULONGLONG, "deliveries in the form of entries delivered before"),
     MEMBER(next_seq, T_ULONGLONG, "the log's next sequence"),
     MEMBER(slot, T_UBYTE, "the state slot the newest state is in"),
     MEMBER(slots, T_UBYTE, "which state slots hold a value (bits 0 and 1)"),
@@ -295,16 +565,21 @@ static PyTypeObject SmallStateType = {
 };
 
 /* s's next state, as the value of state slot `slot` with `room` zero bytes of room (its
- * key into `key`) */
-static PyObject *slot_value(SmallState *s, int slot, unsigned char *key, uint32_t version, Py_ssize_t room) {
+ * key into `key`); NULL with an exception, or with none when its record is over `max_bytes`
+ * (the state layout a flush writes takes no more) */
+static PyObject *slot_value(SmallState *s, int slot, unsigned char *key, uint32_t version, Py_ssize_t room,
+                            Py_ssize_t max_bytes) {
     Py_ssize_t head = slot_head_len(s->next_seq, room);
     Out o = {NULL, 0, 0};
     PyObject *value = NULL;
+    int ledger = s->n || s->nc;
     if (out_room(&o, head + 7) == NULL) goto done;
-    if (put_state_head(&o, 0, s->cursor_id, s->md_l, s->md_e, s->n ? 1 : 0) < 0) goto done;
-    if (s->n && (put_varint(&o, 0) < 0 || put_state_runs(&o, s->md_l, s->runs, s->runs + 1, 2, s->n, s->md_e + 1) < 0))
+    if (put_state_head(&o, s->nc ? STATE_COUNTS : 0, s->cursor_id, s->md_l, s->md_e, ledger) < 0) goto done;
+    if (ledger && (put_varint(&o, 0) < 0 || put_state_runs(&o, s->md_l, s->runs, s->runs + 1, 2, s->n, s->md_e + 1) < 0))
         goto done;
+    if (s->nc && put_state_counts(&o, s->md_l, s->counts, s->counts + 1, 2, s->nc, s->md_e + 1) < 0) goto done;
     if (seal_envelope_at(&o, head, RECORD_MARKER, version) < 0) goto done;
+    if (o.len - head > max_bytes) goto done; /* the parts' to write */
     put_slot_head(key, o.b, s->cursor_id, slot, s->next_seq, room);
     value = PyBytes_FromStringAndSize((const char *)o.b, o.len);
 done:
@@ -312,22 +587,24 @@ done:
     return value;
 }
 
-/* flush_small(smalls, version, first_room) -> ([(key, value)], bytes) */
+/* flush_small(smalls, version, first_room, max_counts, max_bytes) -> ([(key, value)], bytes,
+ * [over, ...]): those whose state the state layout does not take now are not written */
 static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 3 || !PyList_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "flush_small(smalls: list, version, first_room)");
+    if (nargs != 5 || !PyList_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "flush_small(smalls: list, version, first_room, max_counts, max_bytes)");
         return NULL;
     }
     long version = PyLong_AsLong(args[1]);
-    Py_ssize_t first_room = PyLong_AsSsize_t(args[2]);
+    Py_ssize_t first_room = PyLong_AsSsize_t(args[2]), max_counts = PyLong_AsSsize_t(args[3]),
+               max_bytes = PyLong_AsSsize_t(args[4]);
     if (PyErr_Occurred()) return NULL;
     if (version < 0 || version > 0xFF || first_room < 0 || first_room > 64) {
         PyErr_Format(PyExc_ValueError, "flush_small: format %ld or room %zd is outside the layout (0..255, 0..64)",
                      version, first_room);
         return NULL;
     }
-    PyObject *list = args[0], *puts = PyList_New(0);
-    if (puts == NULL) return NULL;
+    PyObject *list = args[0], *puts = PyList_New(0), *over = PyList_New(0);
+    if (puts == NULL || over == NULL) goto fail;
     Py_ssize_t total = 0;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); i++) {
         SmallState *s = (SmallState *)PyList_GET_ITEM(list, i);
@@ -340,11 +617,15 @@ static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t n
         Py_ssize_t room;
         int slot = next_slot(s->slot, s->slots, first_room, &room);
         unsigned char key[10];
-        PyObject *value = slot_value(s, slot, key, (uint32_t)version, room), *k = NULL, *pair = NULL;
-        if (value != NULL && (k = PyBytes_FromStringAndSize((const char *)key, 10)) != NULL)
-            pair = PyTuple_Pack(2, k, value);
+        PyObject *value = (Py_ssize_t)s->nc > max_counts ? NULL : slot_value(s, slot, key, (uint32_t)version, room, max_bytes);
+        if (value == NULL) {
+            if (PyErr_Occurred() || PyList_Append(over, (PyObject *)s) < 0) goto fail;
+            continue;
+        }
+        PyObject *k = PyBytes_FromStringAndSize((const char *)key, 10), *pair = NULL;
+        if (k != NULL) pair = PyTuple_Pack(2, k, value);
         Py_XDECREF(k);
-        Py_XDECREF(value);
+        Py_DECREF(value);
         if (pair == NULL || PyList_Append(puts, pair) < 0) {
             Py_XDECREF(pair);
             goto fail;
@@ -364,9 +645,10 @@ static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t n
         s->last_bytes = nbytes;
         total += nbytes;
     }
-    return Py_BuildValue("(Nn)", puts, total);
+    return Py_BuildValue("(NnN)", puts, total, over);
 fail:
-    Py_DECREF(puts);
+    Py_XDECREF(puts);
+    Py_XDECREF(over);
     return NULL;
 }
 
@@ -440,11 +722,11 @@ static PyObject *small_of_slots(PyObject *self, PyObject *const *args, Py_ssize_
     int flags;
     unsigned long long got, md_l, md_e1, n, last, ledger, nruns = 0, at = 0;
     if (get_state_head(&r, &flags, &got, &md_l, &md_e1, &n) < 0) goto declined;
-    if (flags || got != cid || n > 1) Py_RETURN_NONE;
+    if ((flags & ~STATE_COUNTS) || got != cid || n > 1) Py_RETURN_NONE;
     if (n) {
         last = md_l;
         if (get_state_ledger(&r, md_l, md_e1, &last, &ledger, &nruns, &at) < 0) goto declined;
-        if (ledger != md_l || !nruns || nruns > cap) Py_RETURN_NONE;
+        if (ledger != md_l || nruns > cap) Py_RETURN_NONE;
     }
     SmallState *s = small_new(&SmallStateType, cid, (long long)md_l, (long long)md_e1 - 1, seq + 1, slot, held,
                               (uint32_t)cap, (uint32_t)nruns);
@@ -455,11 +737,29 @@ static PyObject *small_of_slots(PyObject *self, PyObject *const *args, Py_ssize_
         s->runs[2 * j] = (uint32_t)first;
         s->runs[2 * j + 1] = (uint32_t)end;
     }
-    if (r.i != r.len || (nruns && s->runs[0] == md_e1)) { /* bytes after the ledgers; a run at M + 1 */
+    s->n = s->persisted = (uint32_t)nruns;
+    unsigned long long nc = 0, cat = md_e1, centry, count;
+    if (n && (flags & STATE_COUNTS)) {
+        if (get_varint_of(&r, (unsigned long long)r.len, "a state marker", "count count", &nc) < 0) goto fail;
+        for (unsigned long long j = 0; j < nc && nc <= COUNT_CAP; j++) {
+            if (get_state_count(&r, &cat, &centry, &count) < 0) goto fail;
+            if (centry > ENTRY_MAX) { /* damage: recovery's to report */
+                Py_DECREF(s);
+                Py_RETURN_NONE;
+            }
+            if (set_count(s, (long long)centry, (long long)count) < 0) { /* of an acked entry: not the form's */
+                if (!PyErr_ExceptionMatches(PyExc_ValueError)) goto fail;
+                PyErr_Clear();
+                Py_DECREF(s);
+                Py_RETURN_NONE;
+            }
+        }
+    }
+    /* bytes after the ledgers; a ledger with nothing; more counts than the form holds; a run at M + 1 */
+    if (r.i != r.len || (n && !nruns && !nc) || nc > COUNT_CAP || (nruns && s->runs[0] == md_e1)) {
         Py_DECREF(s);
         Py_RETURN_NONE;
     }
-    s->n = s->persisted = (uint32_t)nruns;
     return (PyObject *)s;
 fail:
     Py_DECREF(s);

@@ -258,9 +258,18 @@ class GroupFlush:
         changed one's state, encoded and adopted in one visit (``undo_small`` gives it back
         if the write fails), its put added to the job's. A form whose cursor left it
         meanwhile (it ended) is not written: its cursor holds its state again."""
+        forms = _chunk(job.smalls, start)
         with self.store.lock:
             self.store._check_alive()
-            puts, nbytes = small.flush_small(_chunk(job.smalls, start), *small.FLUSH_FORMAT)
+            puts, nbytes, over = small.flush_small(forms, *small.flush_format())
+            if over:  # states the state layout does not take now: their parts write them, in this flush
+                cursors = dict(zip(map(id, forms), _chunk(job.small_cursors, start), strict=True))
+                for form in over:
+                    cur = cursors[id(form)]
+                    if cur.small is form:
+                        cur._parts()
+                        job.visit.append(cur)
+                        job.visit_planners.append(cur._planner)
         job.puts += puts
         job.nbytes += nbytes
         job.small_written += len(puts)

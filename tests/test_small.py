@@ -30,24 +30,56 @@ from .rawlog import damage, slots
 IDS = ["python", "native"][: len(IMPLEMENTATIONS)]
 T = "persistent://t/ns/small"
 CID, LEDGER = 7, 3
-VERSION, RESERVE = small_form.FLUSH_FORMAT
+VERSION, RESERVE, MAX_COUNTS, MAX_BYTES = small_form.flush_format()
+BOUNDS = VERSION, RESERVE, MAX_COUNTS, MAX_BYTES
 
 
 class Model:
-    """A small cursor as sets: M's entry, the acks above it, the log's sequence and slots."""
+    """A small cursor as sets: M's entry, the acks above it, the delivery counts, the read
+    position, the log's sequence and slots."""
 
     def __init__(self, md_e: int, acked: set[int], seq: int, slot: int, slots: int) -> None:
         self.md_e, self.acked, self.seq, self.slot, self.slots = md_e, set(acked), seq, slot, slots
         self.dirty = False
+        self.counts: dict[int, int] = {}
+        self.rp = md_e + 1
+        self.redeliveries = 0
 
     def ack(self, first: int, last: int) -> None:
         new = {e for e in range(max(first, self.md_e + 1), last + 1)} - self.acked
         if new:
             self.acked |= new
+            for e in new:
+                self.counts.pop(e, None)
             self.dirty = True
             while self.md_e + 1 in self.acked:
                 self.md_e += 1
                 self.acked.discard(self.md_e)
+            self.rp = max(self.rp, self.md_e + 1)
+
+    def is_acked(self, e: int) -> bool:
+        return e <= self.md_e or e in self.acked
+
+    def deliver(self, entries: list[int]) -> list[int]:
+        out = []
+        for e in entries:
+            if self.is_acked(e):
+                out.append(0)
+                continue
+            n = self.counts.get(e, 0) + 1
+            self.redeliveries += n > 1
+            self.counts[e] = n
+            self.dirty = True
+            out.append(n)
+        return out
+
+    def read_from(self, e: int) -> None:
+        while e in self.acked:
+            e += 1
+        self.rp = max(self.rp, e)
+
+    def unacked(self, start: int, stop: int, n: int) -> list[int]:
+        return [e for e in range(max(start, self.md_e + 1), stop) if e not in self.acked][:n]
 
     def runs(self) -> list[tuple[int, int]]:
         return run_bounds(BitMap(self.acked))
@@ -57,7 +89,8 @@ class Model:
         cursor's state plan writes)."""
         slot = 1 - self.slot
         bitmap = BitMap(self.acked)
-        ledgers = [(LEDGER, LedgerAcks.of_runs(bitmap, len(self.runs()), {}, {}))] if bitmap else []
+        la = LedgerAcks.of_runs(bitmap, len(self.runs()), {}, dict(self.counts))
+        ledgers = [(LEDGER, la)] if bitmap or self.counts else []
         record = records.encode_state_marker(CID, (LEDGER, self.md_e), {}, ledgers)
         key = records.slot_key(CID, slot)
         return key, records.seal_slot(key, self.seq, record, 0 if self.slots >> slot & 1 else RESERVE)
@@ -66,13 +99,17 @@ class Model:
 def _fields(s: Any) -> tuple[Any, ...]:
     return (
         s.md_l, s.md_e, s.runs(), s.n, s.next_seq, s.slot, s.slots, s.dirty, s.persisted, s.flushes, s.flush_bytes,
-        s.last_bytes, s.ended,
+        s.last_bytes, s.ended, s.counts(), s.nc, s.rp_e, s.redeliveries,
     )  # fmt: skip
 
 
 OPS = st.one_of(
     st.tuples(st.just("range"), st.integers(0, 90), st.integers(0, 6)),
     st.tuples(st.just("bitmap"), st.frozensets(st.integers(0, 90), max_size=8), st.just(0)),
+    st.tuples(st.just("positions"), st.lists(st.integers(0, 90), max_size=8), st.integers(0, 3)),
+    st.tuples(st.just("deliver"), st.lists(st.integers(0, 90), max_size=8), st.just(0)),
+    st.tuples(st.just("read"), st.integers(0, 95), st.just(0)),
+    st.tuples(st.just("unacked"), st.integers(0, 95), st.integers(0, 12)),
     st.tuples(st.just("flush"), st.just(0), st.just(0)),
     st.tuples(st.just("undo"), st.just(0), st.just(0)),
 )
@@ -101,6 +138,7 @@ def test_the_twins_agree_with_the_model_and_write_the_state_layout(
     forms = [impl.SmallState(CID, LEDGER, md_e, seq, slot, model.slots, runs, 64) for impl in IMPLEMENTATIONS]
     taken: tuple[int, int, int, bool] | None = None  # the model before the last flush that wrote
     for op, a, b in ops:
+        fits = [True] * len(forms)
         if op == "range":
             model.ack(a, a + b)
             fits = [s.ack_range(a, a + b) for s in forms]
@@ -108,11 +146,31 @@ def test_the_twins_agree_with_the_model_and_write_the_state_layout(
             for first, last in run_bounds(BitMap(a)):
                 model.ack(first, last)
             fits = [s.ack_bitmap(BitMap(a)) for s in forms]
+        elif op == "positions":  # b: 0 Positions, 1 tuples, 2 one in another ledger, 3 one past the limit
+            items: list[Any] = [Position(LEDGER, e) if b == 0 else (LEDGER, e) for e in a]
+            if b == 2:
+                items.append(Position(LEDGER + 1, 1))
+            got = [s.ack_positions(items, 80 if b == 3 else 100) for s in forms]
+            if b >= 2 and (b == 2 or any(e > 80 for e in a)):
+                assert got == [None] * len(forms)
+            else:
+                for e in a:
+                    model.ack(e, e)
+                fits = got
+        elif op == "deliver":
+            expect_counts = model.deliver(a)
+            assert [s.deliver(a) for s in forms] == [expect_counts] * len(forms)
+        elif op == "read":
+            model.read_from(a)
+            for s in forms:
+                s.read_from(a)
+        elif op == "unacked":
+            assert [s.unacked(a, a + 30, b) for s in forms] == [model.unacked(a, a + 30, b)] * len(forms)
         elif op == "flush":
             expect = [model.value()] if model.dirty else []
-            outs = [impl.flush_small([s], VERSION, RESERVE) for impl, s in zip(IMPLEMENTATIONS, forms, strict=True)]
-            for puts, nbytes in outs:
-                assert puts == expect
+            outs = [impl.flush_small([s], *BOUNDS) for impl, s in zip(IMPLEMENTATIONS, forms, strict=True)]
+            for puts, nbytes, over in outs:
+                assert puts == expect and over == []
                 assert nbytes == sum(len(k) + len(v) for k, v in expect)
             taken = None
             if expect:
@@ -122,20 +180,21 @@ def test_the_twins_agree_with_the_model_and_write_the_state_layout(
                 marker = records.decode_marker(record, got_seq)
                 assert got_seq == model.seq and marker.mark_delete == (LEDGER, model.md_e)
                 assert {lg: la.ranges() for lg, la in (marker.ledgers or {}).items()} == (
-                    {LEDGER: model.runs()} if model.acked else {}
+                    {LEDGER: model.runs()} if model.acked or model.counts else {}
+                )
+                assert {lg: la.counts for lg, la in (marker.ledgers or {}).items()} == (
+                    {LEDGER: model.counts} if model.acked or model.counts else {}
                 )
                 model.slot = 1 - model.slot
                 model.slots |= 1 << model.slot
                 model.seq += 1
                 model.dirty = False
-            fits = [True] * len(forms)
         else:  # the write failed: the last flush given back
             for impl, s in zip(IMPLEMENTATIONS, forms, strict=True):
                 impl.undo_small([s])
             if taken is not None:
                 model.seq, model.slot, model.slots, model.dirty = taken
                 taken = None
-            fits = [True] * len(forms)
         first = _fields(forms[0])
         for s in forms:
             assert _fields(s) == first, (IDS, [_fields(f) for f in forms])
@@ -143,6 +202,10 @@ def test_the_twins_agree_with_the_model_and_write_the_state_layout(
         assert (first[1], first[2], first[4], first[5], first[6], bool(first[7])) == (
             model.md_e, model.runs(), model.seq, model.slot, model.slots, model.dirty
         )  # fmt: skip
+        assert (first[13], first[15], first[16]) == (sorted(model.counts.items()), model.rp, model.redeliveries)
+        assert [s.count(e) for s in forms for e in range(0, 95, 7)] == [
+            model.counts.get(e, 0) for _ in forms for e in range(0, 95, 7)
+        ]
         assert fits == [len(model.runs()) <= 64] * len(forms)
         for e in (model.md_e, model.md_e + 1, *list(model.acked)[:3], 95):
             assert [s.acked(e) for s in forms] == [e <= model.md_e or e in model.acked] * len(forms)
@@ -192,8 +255,7 @@ def test_the_twins_read_a_small_form_from_its_slots_alike(
     """``small_of_slots``: from the same two slot values (slot k holds M + k and the acks
     above it; a byte flipped or the value cut short), both twins return the same form or
     both None; from intact values, the form of the newest state when that state is in the
-    form (no properties, batches or counts, M's ledger only, at most ``cap`` runs), else
-    None."""
+    form (no properties or batches, M's ledger only, at most ``cap`` runs), else None."""
     states = [(md_e + k, {e for e in acked if e > md_e + k + 1}) for k in (0, 1)]
     values: list[bytes | None] = [
         None if seq is None else _slot_value(k, seq, *states[k], shape) for k, seq in enumerate(seqs)
@@ -218,13 +280,15 @@ def test_the_twins_read_a_small_form_from_its_slots_alike(
     newest = max(held, key=lambda k: (seqs[k], -k))  # the first on a tie
     m, above = states[newest]
     runs = run_bounds(BitMap(above))
-    if shape != "plain" or len(runs) > cap:
+    if shape not in ("plain", "count") or len(runs) > cap:
         assert got[0] is None
         return
     seq = seqs[newest]
     assert seq is not None
     slots = sum(1 << k for k in held)
-    assert got[0] == (LEDGER, m, runs, len(runs), seq + 1, newest, slots, 0, len(runs), 0, 0, 0, False)
+    counts = [(91, 2)] if shape == "count" else []
+    fields = (LEDGER, m, runs, len(runs), seq + 1, newest, slots, 0, len(runs), 0, 0, 0, False)
+    assert got[0] == (*fields, counts, len(counts), m + 1, 0)
     for out in outs:
         check_small(out, (LEDGER, m))
 
@@ -254,9 +318,9 @@ def test_bad_arguments_are_refused_with_the_same_errors(impl: Small) -> None:
     with pytest.raises(TypeError):
         s.ack_range("9", 10)
     with pytest.raises(TypeError, match="flush_small flushes SmallStates"):
-        impl.flush_small([s, object()], VERSION, RESERVE)
+        impl.flush_small([s, object()], *BOUNDS)
     with pytest.raises(ValueError, match=r"flush_small: format 12 or room -1 is outside the layout \(0..255, 0..64\)"):
-        impl.flush_small([s], 12, -1)
+        impl.flush_small([s], 12, -1, MAX_COUNTS, MAX_BYTES)
     assert s.runs() == [(7, 8)] and not s.dirty and s.next_seq == 0
 
 
@@ -266,13 +330,13 @@ def test_a_form_that_ended_is_never_flushed_nor_given_back(impl: Small) -> None:
     before it ended leaves it as it is (the cursor's parts hold the state)."""
     s = impl.SmallState(CID, LEDGER, -1, 4, 1, 3, [], 64)
     s.ack_range(3, 5)
-    puts, _ = impl.flush_small([s], VERSION, RESERVE)
+    puts, _, _ = impl.flush_small([s], *BOUNDS)
     assert len(puts) == 1 and s.next_seq == 5
     s.end()
     impl.undo_small([s])
     assert (s.next_seq, s.dirty, s.ended) == (5, 0, 1)
     s.ack_range(7, 9)
-    assert impl.flush_small([s], VERSION, RESERVE) == ([], 0)
+    assert impl.flush_small([s], *BOUNDS) == ([], 0, [])
 
 
 def test_a_cap_the_runs_pass_is_reported() -> None:
@@ -649,3 +713,109 @@ def test_a_state_past_its_ledgers_durable_bound_is_recovered_not_opened_into_the
     with AckStore.open(path) as store:
         cur = store.topic(T).cursor("c")
         assert cur._core.small is None and cur.mark_delete_position == recovered, (cur.mark_delete_position, recovered)
+
+
+# -- a broker's calls through a Dispatcher -----------------------------------------------------
+
+
+async def _no_dead_letter(entry: Any, count: int) -> None:
+    raise AssertionError("no entry is delivered max_deliveries times here")
+
+
+def _broker_round(d: Any, cur: Any, nack: list[int], k: int) -> list[Position]:
+    """A round as a broker runs it: what was negatively acked read again, ``k`` new entries
+    read, the ``nack`` ones of those (by place) negatively acked, the rest acked in one list."""
+    import asyncio
+
+    async def reads() -> tuple[list[Position], list[Position]]:
+        again = [e.position for e in await d.replay_read(10)]
+        return again, [e.position for e in await d.read_more(k)]
+
+    again, new = asyncio.run(reads())
+    nacked = [new[i] for i in nack if i < len(new)]
+    if nacked:
+        d.redeliver(nacked)
+    cur.ack([*again, *(p for p in new if p not in nacked)])
+    return nacked
+
+
+def test_a_brokers_calls_keep_a_cursor_in_the_form_with_its_counts_exact(tmp_path: Path) -> None:
+    """Reads through a Dispatcher (delivery counts on), negative acks read again, a list of
+    positions acked: every call is the form's, so after its first state flushes the cursor
+    stays in it; its counts, read position and redeliveries are the ones the parts would
+    hold; a reopen opens it into the form with its counts, and leaving the form (a
+    snapshot) hands all of them to the parts."""
+    from ackstore import Dispatcher
+    from ackstore.testing import InMemoryLedgerReader
+
+    config = CursorConfig(max_deliveries=5)
+    with AckStore.open(tmp_path / "s") as store:
+        topic = _topic(store)
+        reader = InMemoryLedgerReader(topic)
+        cur = topic.cursor("c", config)
+        d = Dispatcher(cur, reader, dead_letter=_no_dead_letter)
+        d.add_consumer("a")
+        for rnd in range(8):
+            reader.append(1, 10)
+            nacked = _broker_round(d, cur, [3], 10)
+            store.flush()
+            assert nacked == [Position(1, 10 * rnd + 3)]
+            assert cur.delivery_counts() == {nacked[0]: 1}, rnd
+            assert cur.read_position == Position(1, 10 * rnd + 10)
+            if rnd >= SETTLE - 1:
+                assert cur._core.small is not None, rnd
+            cur._check()
+        assert cur.mark_delete_position == Position(1, 72) and list(cur.ack_ranges()) == [
+            (Position(1, 74), Position(1, 79))
+        ]
+        assert cur.figures()[-1] == 7  # the entries negatively acked and read again: delivered twice
+        assert cur.delivery_count(Position(1, 73)) == 1 and cur.delivery_count(Position(1, 72)) == 0
+    with AckStore.open(tmp_path / "s") as store:
+        cur = store.topic(T).cursor("c", config)
+        small = cur._core.small
+        assert small is not None and small.counts() == [(73, 1)] and cur._core._unbuilt
+        assert cur.delivery_counts() == {Position(1, 73): 1} and cur.read_position == Position(1, 73)
+        cur.record_deliveries([Position(1, 73), Position(1, 80)])
+        cur.move_read_position(Position(1, 81))
+        assert cur._core.small is small  # served by the form
+        snap = cur.snapshot()  # not the form's: the parts take every count and the read position
+        assert cur._core.small is None
+        assert snap.delivery_counts == {Position(1, 73): 2, Position(1, 80): 1}
+        assert cur.delivery_counts() == snap.delivery_counts and cur.read_position == Position(1, 81)
+        assert cur.stats().redeliveries == 1
+        cur._check()
+
+
+@pytest.mark.parametrize("over", ["counts", "bytes"])
+def test_a_form_whose_state_the_layout_does_not_take_is_written_by_its_parts(
+    tmp_path: Path, over: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The form holds more delivery counts than a state marker takes, or a state of more
+    bytes (entries handed out and not acked yet: a broker reads ahead); the flush that finds
+    it hands the cursor to its parts, which write it in that same flush: nothing is lost,
+    and once the counts are few again the cursor is back in the form."""
+    from ackstore.cursor import lane
+
+    many, step, bound = lane.STATE_MAX_EXTRAS + 1, 1, lane.STATE_MAX_BYTES
+    if over == "bytes":  # (a state marker's bound, lowered for the form's check: 20 spread counts pass it)
+        monkeypatch.setattr(lane, "STATE_MAX_BYTES", 60)
+        many, step = 20, 1 << 20
+    with AckStore.open(tmp_path / "s") as store:
+        cur = _topic(store).cursor("c")
+        _settle(store, [cur])
+        positions = [Position(1, 1000 + step * i) for i in range(many)]  # above every ack
+        cur.record_deliveries(positions)
+        assert cur._core.small is not None and cur._core.small.nc == many
+        stats = store.flush()
+        assert stats.cursors == 1 and cur._core.small is None  # its parts wrote it
+        cur._check()
+    monkeypatch.setattr(lane, "STATE_MAX_BYTES", bound)
+    with AckStore.open(tmp_path / "s") as store:
+        cur = store.topic(T).cursor("c")
+        assert cur.delivery_counts() == dict.fromkeys(positions, 1)
+        cur.ack(positions)
+        for i in range(SETTLE):
+            store.flush()
+            cur.ack(Position(1, 999 - i))
+        store.flush()
+        assert cur._core.small is not None and cur.delivery_counts() == {}

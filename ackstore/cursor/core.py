@@ -36,10 +36,12 @@ from ..position import Position, trusted
 from ..storage.log import CursorLog, RecoveredState
 from . import fitting, lane
 from .chain import MarkerChain
+from .deliveries import set_delivery_counts
 from .moves import TopicView
 from .pages import Pages
 from .plan import Planner
-from .read_side import ReadHost, ReadSide
+from .read_side import ReadHost
+from .served import Served
 from .small import check_small, small_of
 from .snapshot import CursorSnapshot, batch_items, snapshot_of
 from .state import AckState
@@ -92,7 +94,7 @@ class CursorHost(ReadHost, Protocol):
     def flush(self) -> Any: ...
 
 
-class CursorCore(ReadSide):
+class CursorCore(Served):
     """One cursor's state (its parts or the small form) and the engine's calls on it."""
 
     # slots: a flush reads these for every dirty cursor; one object, no separate dict to fetch
@@ -266,7 +268,18 @@ class CursorCore(ReadSide):
                 lock.release()
             return
         with self._lock:
-            self._parts()
+            small = self.small
+            if small is not None and isinstance(positions, (list, tuple)):  # every one in M's ledger: the form's
+                fits = small.ack_positions(positions, self.topic.directory.open_limit())
+                if fits is not None:
+                    if not fits:
+                        self._parts()  # over the form's cap: the parts take it
+                    self._changed()
+                    return
+            if small is not None:
+                self._parts()
+            else:  # a call the form serves: the cursor stays eligible for it
+                self.built()
             if isinstance(positions, tuple) and len(positions) == 2 and type(positions[0]) is int:
                 positions = (positions,)  # type: ignore[assignment]
             try:
@@ -316,6 +329,8 @@ class CursorCore(ReadSide):
                 self._alive()
             if not served or self.small is not None:
                 self._parts()
+            else:
+                self.built()
             try:
                 return change(self._state, *args)
             finally:
@@ -373,9 +388,7 @@ class CursorCore(ReadSide):
         if self._store.readonly:
             return self.read(lambda: self._state.rp)
         small = self.small
-        if small is not None and (self._unbuilt or self._state.rp <= (small.md_l, small.md_e)):
-            return trusted(small.md_l, small.md_e + 1)  # M moved past it, as AckState.set_md moves it
-        return self._state.rp
+        return self._state.rp if small is None else trusted(small.md_l, small.rp_e)
 
     def range_count(self) -> int:
         if self._deleted:
@@ -404,46 +417,6 @@ class CursorCore(ReadSide):
         if self.small is not None:
             return False  # the form holds no more ranges than PIP-299 persists
         return self._state.blocked(pause, limit)
-
-    def ledger_ranges(self) -> Iterator[tuple[int, list[tuple[int, int]]]]:
-        """``Cursor.ledger_ranges``: the writer's cursor ledger by ledger, each under the
-        lock; a read-only cursor's whole first, from one flushed state."""
-        if self._store.readonly:
-            yield from self.read(self._ranges)
-            return
-        with self._lock:
-            self.ensure_open()
-            small = self.small
-            if small is None:
-                ledgers = sorted(self._pages.known())
-            else:  # the form's one ledger, read at once
-                runs = small.runs()
-        if small is not None:
-            if runs:
-                yield small.md_l, runs
-            return
-        for ledger in ledgers:
-            with self._lock:
-                ranges = self._ledger_ranges(ledger)
-            if ranges:
-                yield ledger, ranges
-
-    def _ledger_ranges(self, ledger: int) -> list[tuple[int, int]]:
-        """One ledger's ranges (a swapped-out one read from its record, not cached)."""
-        small = self.small
-        if small is not None:  # the form began since the iterator started
-            return small.runs() if ledger == small.md_l else []
-        la = self._pages.peek(ledger)
-        return la.ranges() if la is not None else []
-
-    def _ranges(self) -> list[tuple[int, list[tuple[int, int]]]]:
-        """Every ledger's ranges."""
-        out = []
-        for ledger in sorted(self._pages.known()):
-            ranges = self._ledger_ranges(ledger)
-            if ranges:
-                out.append((ledger, ranges))
-        return out
 
     def partial_batches(self) -> dict[Position, tuple[int, frozenset[int]]]:
         self.built()
@@ -505,6 +478,11 @@ class CursorCore(ReadSide):
         runs = small.runs()
         if runs:
             state.apply_groups([(small.md_l, bitmap_of_runs(runs))])
+        counts = small.counts()
+        if counts:  # (those the parts held of entries acked since went with the acks)
+            set_delivery_counts(state, {trusted(small.md_l, e): n for e, n in counts})
+        state.rp = trusted(small.md_l, small.rp_e)  # where the form read to (never below M + 1)
+        state.redeliveries += small.redeliveries
         self._changed()
 
     def take_small_form(self) -> None:

@@ -26,7 +26,7 @@ from ..position import Position, trusted
 from ..stats import CursorStats, LogUsage
 from ..storage.log import RecoveredState
 from .core import ACK_CURSOR, CursorCore, CursorHost
-from .deliveries import delivery_count, delivery_counts, record_deliveries, set_delivery_counts
+from .deliveries import set_delivery_counts
 from .moves import TopicView
 from .snapshot import CursorSnapshot, snapshot_of
 from .state import AckState
@@ -124,7 +124,7 @@ class Cursor:
             raise InvalidTypeError(f"positions must be an iterable of Position, got {positions!r}") from None
         if type(durable) is not bool:
             raise InvalidTypeError(f"durable must be a bool, got {durable!r}")
-        counts = self._core.edit(record_deliveries, items)
+        counts = self._core.record_deliveries(items)
         if durable and any(counts):
             self._store.flush()
         return counts
@@ -139,14 +139,12 @@ class Cursor:
 
     def delivery_count(self, position: Position) -> int:
         """How many times ``position`` was delivered; 0 if never, or once it is acknowledged."""
-        core = self._core
-        return core.read(lambda: delivery_count(core.built(), position), served=True)
+        return self._core.delivery_count(position)
 
     def delivery_counts(self, start: Position | None = None, end: Position | None = None) -> dict[Position, int]:
         """Every entry in ``[start, end)`` with a delivery count (None: from the mark-delete
         position on / to the end), ascending: the bulk form of :meth:`delivery_count`."""
-        core = self._core
-        return core.read(lambda: delivery_counts(core.built(), start, end), served=True)
+        return self._core.delivery_counts(start, end)
 
     # -- queries -------------------------------------------------------------------------------
 
@@ -158,8 +156,7 @@ class Cursor:
         """Up to ``n`` entries of ``ledger`` in ``[start, stop)`` not acknowledged, ascending.
         Acked runs are hopped over whole: O(runs touched + entries returned), however many
         acked entries lie between (what reads and skips use)."""
-        core = self._core
-        return core.read(lambda: core.built().unacked_entries(ledger, start, stop, n))
+        return self._core.unacked_entries(ledger, start, stop, n)
 
     def batch_acked_indexes(self, position: Position) -> frozenset[int] | None:
         """Acked indexes of a partially acknowledged batch entry, or None if there is no partial batch."""
@@ -382,11 +379,11 @@ class Cursor:
 
     def move_read_position(self, position: Position) -> None:
         """@private A sequential read moved past ``position``'s predecessor (never backwards)."""
-        self._core.edit(AckState.move_read_position, position, check=False)
+        self._core.move_read_position(position)
 
     def rewind(self) -> None:
         """@private Read again from the first unacked position."""
-        self._core.edit(AckState.rewind, check=False)
+        self._core.rewind()
 
     def _check(self) -> None:
         """Assert every internal invariant (tests call this after each step)."""

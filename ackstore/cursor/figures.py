@@ -91,6 +91,7 @@ def cursor_figures(parts: Parts, small: Any = None) -> tuple[int, ...]:
     if small is not None:  # within the PIP-299 limit by the form's cap: never over it, truncated or blocked
         ranges, persisted, flushes, flush_bytes = small.n, small.persisted, small.flushes, small.flush_bytes
         truncated = blocked = 0
+        redeliveries += small.redeliveries
     return (
         ranges,
         persisted,

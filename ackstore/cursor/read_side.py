@@ -95,6 +95,10 @@ class ReadSide(StoreSide):
     def _gone(self) -> NoReturn:
         raise NotImplementedError  # the core's
 
+    def built(self) -> Any:
+        """The parts, built if they were not (:meth:`CursorCore.built`)."""
+        raise NotImplementedError  # the core's
+
     # -- a read-only store's cursor --------------------------------------------------------------
 
     def _refresh(self) -> None:
@@ -241,8 +245,7 @@ class ReadSide(StoreSide):
         """A typed error unless ``at`` is an entry the topic's ledgers allow."""
         with self._lock:
             self.ensure_open()
-            self._parts()
-            self._state.check_entry(*at)
+            self.built().check_entry(*at)  # the topic's ledgers only: a small form stays
 
     def clamp_reset_target(self, position: Any) -> Position:
         """Where a reset to ``position`` goes by Pulsar's rule."""

@@ -5,21 +5,27 @@ the mark-delete position M all lie in M's ledger, in a few ranges, and each flus
 whole state as one state marker into a state slot (the state layout of
 ``ackstore/storage/records.py``). Once a flush wrote such a state, the cursor takes the small
 form (:func:`small_of` is the rule): a :class:`SmallState` holds M, the runs of acks above
-it, the log's next sequence and which state slots hold a value. ``ack_entries`` and ``ack``
-of one position write into it, and the group flush encodes each changed one's slot value
-straight from it and adopts it in the same visit (:func:`flush_small`; :func:`undo_small`
-gives back a flush that was not written). A flush then touches one small object per cursor
-instead of the cursor's parts, and writes the same bytes they would.
+it, the delivery counts of entries above it, the read position, the log's next sequence
+and which state slots hold a value. The calls a broker makes all day are served by it: ``ack``
+of one position or of a list of positions, ``ack_entries``, and what a
+:class:`~ackstore.Dispatcher` reads with (the read position and its moves, unacked entries,
+delivery counts and their recording, ``is_acked``); the group flush encodes each changed
+one's slot value straight from it and adopts it in the same visit (:func:`flush_small`;
+:func:`undo_small` gives back a flush that was not written). A flush then touches one
+small object per cursor instead of the cursor's parts, and writes the same bytes they would.
 
 The cursor's parts (its AckState, Pages and MarkerChain) keep the state as it was when the
 form began. Anything else asked of the cursor ends the form first (``Cursor._grow``): the
 parts load the newest flushed state as a reopen would (when a flush wrote one since), then
-take the acks since, so the rest of ackstore only ever sees the parts.
+take the acks, counts and read position since, so the rest of ackstore only ever sees the
+parts.
 
-A cursor stays out of the form while it keeps history, holds partial batches, delivery
-counts or properties, has acks outside M's ledger or M is not in the topic's open ledger,
-or holds more runs than the state layout takes (:data:`ackstore.cursor.lane.STATE_MAX_RUNS`)
-or than PIP-299 persists; an ack that takes it over that cap ends the form.
+A cursor stays out of the form while it keeps history, holds partial batches or properties,
+has acks or counts outside M's ledger or M is not in the topic's open ledger, or holds more
+runs than the state layout takes (:data:`ackstore.cursor.lane.STATE_MAX_RUNS`) or than
+PIP-299 persists, or more delivery counts than :data:`COUNT_CAP`; an ack or a delivery that
+takes it over a cap ends the form. A flush that finds more counts than the state layout
+takes (reads handed out and not acked yet) hands the cursor to its parts, which write it.
 
 Two twins of one API, as the lane: ``ackstore._native``'s ``SmallState``, ``flush_small``
 and ``undo_small`` (``ackstore/_small.c``) and the pure-Python ones here, which return the
@@ -37,6 +43,7 @@ from pyroaring import BitMap
 
 from ..ledger_acks import bitmap_of_runs, run_bounds
 from ..storage import codecs, pure_codecs
+from ..storage.pure_codecs import STATE_COUNTS
 from ..storage.records import FORMAT_VERSION, RECORD_MARKER, SLOT_RESERVE, seal_slot, slot_key
 from . import lane
 from .chain import next_slot
@@ -49,12 +56,14 @@ if TYPE_CHECKING:
     from .state import AckState
 
 __all__ = [
-    "FLUSH_FORMAT",
+    "COUNT_CAP",
     "IMPLEMENTATIONS",
     "PySmallState",
     "SmallState",
     "Small",
     "check_small",
+    "entries_in",
+    "flush_format",
     "flush_small",
     "small_of",
     "small_of_slots",
@@ -63,6 +72,11 @@ __all__ = [
 ]
 
 _ENTRY_MAX = 0xFFFFFFFF
+
+COUNT_CAP = 1024
+"""the most delivery counts the small form holds (those of a read handed out and not yet
+acked: a broker reads ahead); more end it. A flush writes the form's state only while it
+holds at most :data:`ackstore.cursor.lane.STATE_MAX_EXTRAS`, as the parts' flush does"""
 
 
 def _entry(value: Any, what: str) -> int:
@@ -73,20 +87,48 @@ def _entry(value: Any, what: str) -> int:
     return value
 
 
+def entries_in(items: Any, ledger: int, limit: int) -> list[int] | None:
+    """The entries of ``items`` when every one is a Position or a ``(ledger, entry)`` tuple of
+    ints in ``ledger`` with its entry in ``0..limit`` (what the small form takes of a list of
+    positions), else None. O(items)."""
+    out: list[int] = []
+    for item in items:
+        if not isinstance(item, tuple) or len(item) != 2:
+            return None
+        led, entry = item
+        if type(led) is not int or type(entry) is not int or led != ledger or not 0 <= entry <= limit:
+            return None
+        out.append(entry)
+    return out
+
+
 class PySmallState:
     """The pure-Python twin of ``ackstore._native.SmallState``: a small cursor's mark-delete
     position ``(md_l, md_e)``, the runs of acks above it in ``md_l`` (``runs``: ascending
-    ``(first, last)``, a gap between two, none at M + 1), the log's ``next_seq``, the state
+    ``(first, last)``, a gap between two, none at M + 1), the delivery counts of entries above
+    it (``counts``: ``(entry, n)``, none of an acked entry), the read position's entry
+    ``rp_e`` in ``md_l`` (never below M + 1; -1: M + 1), the log's ``next_seq``, the state
     slot the newest state is in and which slots hold a value, and ``cap``: the most runs the
-    form holds. The flush counters count the flushes in the form."""
+    form holds (it holds at most :data:`COUNT_CAP` counts). The flush counters count the
+    flushes in the form; ``redeliveries`` the deliveries of entries delivered before."""
 
     __slots__ = (
-        "cursor_id", "md_l", "md_e", "next_seq", "slot", "slots", "dirty", "cap", "persisted", "flushes",
-        "flush_bytes", "last_bytes", "ended", "_runs", "_undo", "_undo_persisted",
+        "cursor_id", "md_l", "md_e", "rp_e", "next_seq", "slot", "slots", "dirty", "cap", "persisted", "flushes",
+        "flush_bytes", "last_bytes", "ended", "redeliveries", "_runs", "_counts", "_undo", "_undo_persisted",
     )  # fmt: skip
 
     def __init__(
-        self, cursor_id: int, md_l: int, md_e: int, next_seq: int, slot: int, slots: int, runs: Any, cap: int
+        self,
+        cursor_id: int,
+        md_l: int,
+        md_e: int,
+        next_seq: int,
+        slot: int,
+        slots: int,
+        runs: Any,
+        cap: int,
+        counts: Any = (),
+        rp_e: int = -1,
     ) -> None:
         if md_l < 0 or not -1 <= md_e < _ENTRY_MAX or slot not in (0, 1) or not 0 <= slots <= 3:
             raise ValueError("a small state's position, slot or slots are outside the layout")
@@ -106,6 +148,10 @@ class PySmallState:
         """the mark-delete position's ledger (the topic's open ledger)"""
         self.md_e = md_e
         """the mark-delete position's entry"""
+        self.rp_e = md_e + 1 if rp_e == -1 else _entry(rp_e, "rp_e")
+        """the read position's entry in ``md_l`` (in memory only, as the parts' read position)"""
+        if self.rp_e <= md_e:
+            raise ValueError(f"read position {rp_e} is at or below M {md_e}")
         self.next_seq = next_seq
         """the log's next sequence"""
         self.slot = slot
@@ -126,7 +172,17 @@ class PySmallState:
         """the bytes they wrote (keys and values)"""
         self.last_bytes = 0
         """the bytes the last one wrote"""
+        self.redeliveries = 0
+        """deliveries in the form of entries delivered before"""
         self._runs = flat
+        self._counts: dict[int, int] = {}
+        for entry, n in counts:
+            entry = _entry(entry, "a counted entry")
+            if entry <= md_e or entry in self._counts or self.acked(entry) or not 1 <= n <= _ENTRY_MAX:
+                raise ValueError(f"delivery count ({entry}, {n}) is not of an unacked entry above M, once")
+            self._counts[entry] = n
+        if len(self._counts) > COUNT_CAP:
+            raise ValueError(f"{len(self._counts)} delivery counts: the form holds at most {COUNT_CAP}")
         self._undo = -1  # the slots before the last flush took it (-1: it did not)
         self._undo_persisted = 0
 
@@ -135,39 +191,122 @@ class PySmallState:
         """Runs held."""
         return len(self._runs) // 2
 
+    @property
+    def nc(self) -> int:
+        """Delivery counts held."""
+        return len(self._counts)
+
     def runs(self) -> list[tuple[int, int]]:
         """The runs above M, ``[(first, last), ...]``. O(runs)."""
         r = self._runs
         return [(r[i], r[i + 1]) for i in range(0, len(r), 2)]
 
+    def counts(self) -> list[tuple[int, int]]:
+        """The delivery counts above M, ``[(entry, n), ...]`` ascending. O(counts)."""
+        return sorted(self._counts.items())
+
+    def count(self, entry: int) -> int:
+        """``entry``'s delivery count (0: none, or acked). O(1)."""
+        return self._counts.get(entry, 0)
+
+    def fits(self) -> bool:
+        """Whether the runs and counts fit the form (:attr:`cap`, :data:`COUNT_CAP`)."""
+        return self.n <= self.cap and len(self._counts) <= COUNT_CAP
+
     def ack_range(self, first: int, last: int) -> bool:
         """Entries ``first..last`` of M's ledger acked (those at or below M are); whether the
-        runs still fit :attr:`cap`. O(runs)."""
+        state still fits. O(runs + counts in the range)."""
         first, last = _entry(first, "first"), _entry(last, "last")
         if last < first:
             raise ValueError(f"run ({first}, {last}) ends before it starts")
         self._ack_run(first, last)
-        return self.n <= self.cap
+        return self.fits()
 
     def ack_bitmap(self, bitmap: BitMap) -> bool:
-        """A BitMap's entries of M's ledger acked; whether the runs still fit. O(its runs x runs)."""
+        """A BitMap's entries of M's ledger acked; whether the state still fits. O(its runs x runs)."""
         for first, last in run_bounds(bitmap):
             self._ack_run(first, last)
-        return self.n <= self.cap
+        return self.fits()
+
+    def ack_positions(self, items: Any, limit: int) -> bool | None:
+        """``Cursor.ack`` of a list of positions, when every one is a Position or a
+        ``(ledger, entry)`` tuple of ints in M's ledger with its entry in ``0..limit`` (the
+        ledger's allowed entries): each acked, and whether the state still fits; None,
+        changing nothing, when one is not (the parts check and take them). O(items x runs)."""
+        entries = entries_in(items, self.md_l, limit) if isinstance(items, (list, tuple)) else None
+        if entries is None:
+            return None
+        for entry in entries:
+            self._ack_run(entry, entry)
+        return self.fits()
+
+    def deliver(self, entries: Any) -> list[int]:
+        """One more delivery of each entry of M's ledger (the caller checked them: each in
+        ``0..`` its limit); each one's count after it, 0 for an acked one (not counted). A
+        count past 2**32 - 1 stays there. O(entries)."""
+        out: list[int] = []
+        counts = self._counts
+        for entry in entries:
+            entry = _entry(entry, "entry")
+            if self.acked(entry):
+                out.append(0)
+                continue
+            n = min(counts.get(entry, 0) + 1, _ENTRY_MAX)
+            if n > 1:
+                self.redeliveries += 1
+            counts[entry] = n
+            out.append(n)
+            self.dirty = 1
+        return out
+
+    def read_from(self, entry: int) -> None:
+        """A sequential read moved on to ``entry`` of M's ledger: the read position goes there
+        (never backwards), hopping a run of acks that starts there. O(log runs)."""
+        entry = _entry(entry, "entry")
+        i = self._run_at(entry)
+        if i >= 0:
+            entry = self._runs[2 * i + 1] + 1
+        self.rp_e = max(self.rp_e, entry)
+
+    def rewind(self) -> None:
+        """Read again from M + 1."""
+        self.rp_e = self.md_e + 1
+
+    def unacked(self, start: int, stop: int, n: int) -> list[int]:
+        """Up to ``n`` entries of M's ledger in ``[start, stop)`` not acked, ascending; acked
+        runs are hopped over whole. O(runs touched + entries returned)."""
+        out: list[int] = []
+        e = max(start, self.md_e + 1)
+        r = self._runs
+        i = self._first_ending_at_or_after(e)
+        while len(out) < n and e < stop:
+            if i < len(r) // 2 and r[2 * i] <= e:
+                e = r[2 * i + 1] + 1
+                i += 1
+            else:
+                out.append(e)
+                e += 1
+        return out
 
     def acked(self, entry: int) -> bool:
         """Whether ``entry`` of M's ledger is acked (at or below M, or in a run). O(log runs)."""
-        if entry <= self.md_e:
-            return True
+        return entry <= self.md_e or self._run_at(entry) >= 0
+
+    def _first_ending_at_or_after(self, entry: int) -> int:
         r = self._runs
         lo, hi = 0, len(r) // 2
-        while lo < hi:  # the first run ending at or after entry
+        while lo < hi:
             mid = (lo + hi) // 2
             if r[2 * mid + 1] < entry:
                 lo = mid + 1
             else:
                 hi = mid
-        return lo < len(r) // 2 and r[2 * lo] <= entry
+        return lo
+
+    def _run_at(self, entry: int) -> int:
+        """The index of the run holding ``entry``, or -1."""
+        i = self._first_ending_at_or_after(entry)
+        return i if i < len(self._runs) // 2 and self._runs[2 * i] <= entry else -1
 
     def end(self) -> None:
         """The cursor left the small form: no flush takes this one again."""
@@ -186,6 +325,14 @@ class PySmallState:
             j += 1
         if j == i + 1 and r[2 * i] <= first and last <= r[2 * i + 1]:
             return  # acked already
+        counts = self._counts
+        if counts:  # an acked entry has no count
+            if last - first < len(counts):
+                for e in range(first, last + 1):
+                    counts.pop(e, None)
+            else:
+                for e in [e for e in counts if first <= e <= last]:
+                    del counts[e]
         if j > i:
             first, last = min(first, r[2 * i]), max(last, r[2 * j - 1])
         r[2 * i : 2 * j] = (first, last)
@@ -193,28 +340,40 @@ class PySmallState:
         if r[0] == self.md_e + 1:  # M moves over the first run
             self.md_e = r[1]
             del r[:2]
+            self.rp_e = max(self.rp_e, self.md_e + 1)
 
 
-def _py_flush_small(smalls: list[Any], version: int, reserve: int) -> tuple[list[tuple[bytes, bytes]], int]:
+def _py_flush_small(
+    smalls: list[Any], version: int, reserve: int, max_counts: int, max_bytes: int
+) -> tuple[list[tuple[bytes, bytes]], int, list[Any]]:
     """The pure-Python :data:`flush_small`: every changed one's next state as the value of
     the state slot its newest is not in (``reserve`` zero bytes of room in a slot's first
     value; ``version`` the record's format), and each adopted: its sequence on, that slot
-    the newest, unchanged. Returns the puts and their bytes. O(smalls + their runs)."""
+    the newest, unchanged. One whose state the state layout does not take now (more than
+    ``max_counts`` delivery counts, or a record over ``max_bytes``: the limits a flush of the
+    parts writes a state marker within) is not written, and is listed instead (its cursor's
+    parts take the state). Returns the puts, their bytes and those not written.
+    O(smalls + their runs and counts)."""
     if not 0 <= version <= 0xFF or not 0 <= reserve <= 64:
         raise ValueError(f"flush_small: format {version} or room {reserve} is outside the layout (0..255, 0..64)")
-    puts, total = [], 0
+    puts: list[tuple[bytes, bytes]] = []
+    over: list[Any] = []
+    total = 0
     for s in smalls:
         if type(s) is not PySmallState:
             raise TypeError(f"flush_small flushes SmallStates, not {s!r}")
         s._undo = -1
         if not s.dirty or s.ended:
             continue
+        ledgers: list[tuple[int, BitMap, dict[int, tuple[int, int]], dict[int, int]]] = []
+        if s.n or s.nc:
+            ledgers.append((s.md_l, bitmap_of_runs(s.runs()), {}, dict(s.counts())))
+        record = pure_codecs.state_marker(version, s.cursor_id, s.md_l, s.md_e, ledgers, b"")
+        if s.nc > max_counts or len(record) > max_bytes:
+            over.append(s)
+            continue
         slot, room = next_slot(s.slot, s.slots, reserve)
         key = slot_key(s.cursor_id, slot)
-        ledgers: list[tuple[int, BitMap, dict[int, tuple[int, int]], dict[int, int]]] = []
-        if s.n:
-            ledgers.append((s.md_l, bitmap_of_runs(s.runs()), {}, {}))
-        record = pure_codecs.state_marker(version, s.cursor_id, s.md_l, s.md_e, ledgers, b"")
         value = seal_slot(key, s.next_seq, record, room)
         puts.append((key, value))
         nbytes = len(key) + len(value)
@@ -228,7 +387,7 @@ def _py_flush_small(smalls: list[Any], version: int, reserve: int) -> tuple[list
         s.flush_bytes += nbytes
         s.last_bytes = nbytes
         total += nbytes
-    return puts, total
+    return puts, total, over
 
 
 def _py_undo_small(smalls: list[Any]) -> None:
@@ -250,8 +409,8 @@ def _py_small_of_slots(cursor_id: int, value0: bytes | None, value1: bytes | Non
     """The small form of a cursor whose log is only its state slots, read from their values
     (None: the slot holds none), or None: when a slot's head is damaged (recovery says what
     it may have held), when the newest state is not an intact state marker of this cursor,
-    or when it is outside the form (properties, partial batches or delivery counts, a ledger
-    other than M's, no run, more than ``cap`` runs). O(the newest value)."""
+    or when it is outside the form (properties or partial batches, a ledger other than M's,
+    more than ``cap`` runs or :data:`COUNT_CAP` counts). O(the newest value)."""
     newest: tuple[int, int, bytes] | None = None
     held = 0
     for slot, value in enumerate((value0, value1)):
@@ -276,17 +435,19 @@ def _py_small_of_slots(cursor_id: int, value0: bytes | None, value1: bytes | Non
         cid, md_l, md_e, ledgers, _ = pure_codecs.state_fields(body)
     except ValueError:
         return None
-    if body[1] or cid != cursor_id or len(ledgers) > 1:
-        return None  # (flags: properties, batches or counts follow)
+    if body[1] & ~STATE_COUNTS or cid != cursor_id or len(ledgers) > 1:
+        return None  # (flags: properties or batches follow)
     runs: list[tuple[int, int]] = []
+    counts: list[tuple[int, int]] = []
     if ledgers:
-        ledger, flat, _, _ = ledgers[0]
-        if ledger != md_l or not flat or len(flat) > 2 * cap:
+        ledger, flat, _, counted = ledgers[0]
+        if ledger != md_l or not (flat or counted) or len(flat) > 2 * cap or len(counted) > COUNT_CAP:
             return None
         runs = list(zip(flat[::2], flat[1::2], strict=True))
+        counts = sorted(counted.items())
     try:
-        return PySmallState(cursor_id, md_l, md_e, seq + 1, slot, held, runs, cap)
-    except ValueError:  # a run at M + 1
+        return PySmallState(cursor_id, md_l, md_e, seq + 1, slot, held, runs, cap, counts)
+    except ValueError:  # a run at M + 1, a count of an acked entry
         return None
 
 
@@ -351,18 +512,21 @@ def small_of(
     if state.properties or state.range_count > cap or pages.swapped or pages.vanished or pages.unmarked:
         return None
     md_l, md_e = state.md
-    if not _in_open_ledger(directory, md_l):
+    if not _in_open_ledger(directory, md_l) or state.rp[0] != md_l:
         return None
     loaded = pages.loaded
     runs: list[tuple[int, int]] = []
+    counts: list[tuple[int, int]] = []
     if loaded:
         la = loaded.get(md_l)
-        if la is None or len(loaded) > 1 or la.batches or la.counts:
+        if la is None or len(loaded) > 1 or la.batches or len(la.counts) > COUNT_CAP:
             return None
         runs = run_bounds(la.bitmap)
+        counts = sorted(la.counts.items())
     if len(pages.index) > len(loaded):
         return None
-    return SmallState(cursor_id, md_l, md_e, chain.next_seq, chain.slot, chain.slots, runs, cap)
+    chain_at = chain.next_seq, chain.slot, chain.slots
+    return SmallState(cursor_id, md_l, md_e, *chain_at, runs, cap, counts, state.rp[1])
 
 
 def small_opened(
@@ -372,15 +536,18 @@ def small_opened(
     theirs, :func:`ackstore.storage.log.slot_values`), or None when its newest state is
     outside the form (then the cursor is recovered as any other): :func:`small_of`'s rule,
     on the state as the slot holds it (:data:`small_of_slots`), and M in the open ledger
-    with nothing at or past its durable bound. O(its ranges)."""
+    with nothing at or past its durable bound. O(its ranges and counts)."""
     cap = _cap(config)
     if cap < 0:
         return None
     s = small_of_slots(cursor_id, *values, FORMAT_VERSION, cap)
     if s is None or not _in_open_ledger(directory, s.md_l):
         return None
-    if directory.past_end([(s.md_l, s.runs()[-1][1] if s.n else s.md_e)]):
-        return None  # M or acks at or past the ledger's bound (the bound went durable first): recovery's to clip
+    top = max(s.runs()[-1][1] if s.n else s.md_e, s.counts()[-1][0] if s.nc else s.md_e)
+    if directory.past_end([(s.md_l, top)]):
+        return (
+            None  # M, acks or counts at or past the ledger's bound (the bound went durable first): recovery's to clip
+        )
     return s
 
 
@@ -396,8 +563,16 @@ def check_small(s: Any, md: tuple[int, int]) -> None:
         assert at <= first <= last <= _ENTRY_MAX, f"run ({first}, {last}) is not above M + 1 and its neighbour"
         at = last + 2
     assert s.n <= s.cap, f"{s.n} runs in a small form of {s.cap}"
+    assert s.nc <= COUNT_CAP, f"{s.nc} delivery counts in a small form"
+    for entry, n in s.counts():
+        assert n >= 1 and not s.acked(entry), f"delivery count {n} of entry {entry}, acked or at or below M"
+    assert s.rp_e > s.md_e, f"read position {s.rp_e} at or below M {s.md_e}"
     assert s.slot in (0, 1) and s.slots >> s.slot & 1, f"the newest state's slot {s.slot} holds nothing ({s.slots})"
 
 
-FLUSH_FORMAT = FORMAT_VERSION, SLOT_RESERVE
-"""the record format and a slot's first room the group flush gives :data:`flush_small`"""
+def flush_format() -> tuple[int, int, int, int]:
+    """What the group flush gives :data:`flush_small`: the record format, a slot's first
+    room, and the bounds of the state layout a flush writes (the most delivery counts, the
+    most bytes: :data:`~ackstore.cursor.lane.STATE_MAX_EXTRAS`,
+    :data:`~ackstore.cursor.lane.STATE_MAX_BYTES`, as they are now)."""
+    return FORMAT_VERSION, SLOT_RESERVE, lane.STATE_MAX_EXTRAS, lane.STATE_MAX_BYTES

@@ -46,6 +46,13 @@ class StoreSide(CoreFields):
     def _parts(self) -> None:
         raise NotImplementedError  # the parts hold the cursor's state (the small form ends)
 
+    def _alive(self) -> None:
+        raise NotImplementedError  # the cursor may change: open, not deleted, writable
+
+    def edit(self, change: Any, *args: Any, check: bool = True, served: bool = False) -> Any:
+        """@private One change on the parts, under the lock (the core's)."""
+        raise NotImplementedError
+
     def apply_config(self, config: CursorConfig) -> None:
         """@private Adopt ``config`` in memory only (a read-only store's own budget; ``update_config``
         persists first). The budget may shrink: evict to fit. Lock held."""

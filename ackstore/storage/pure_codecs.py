@@ -618,7 +618,7 @@ def state_marker(
             at = start
             for entry in sorted(counts):
                 n = counts[entry]
-                if entry < at or not 1 <= n <= _U32:
+                if entry < at or entry > _U32 or not 1 <= n <= _U32:
                     raise ValueError(f"ledger {ledger}'s delivery count {n} of entry {entry} is outside the layout")
                 out += varint(entry - at) + varint(n - 1)
                 at = entry + 1
