@@ -819,3 +819,30 @@ def test_a_form_whose_state_the_layout_does_not_take_is_written_by_its_parts(
             cur.ack(Position(1, 999 - i))
         store.flush()
         assert cur._core.small is not None and cur.delivery_counts() == {}
+
+
+def test_unacked_entries_of_another_ledger_are_the_parts_answer(tmp_path: Path) -> None:
+    """A cursor opened into the form (its parts not built) asked for the unacked entries of a
+    ledger other than M's: the form ends and the parts, loaded, answer (the ledger before
+    M's is wholly acked; the one after holds no acks)."""
+    with AckStore.open(tmp_path / "s") as store:
+        topic = store.topic(T)
+        topic.add_ledger(1)
+        topic.close_ledger(1, 10)
+        topic.add_ledger(2)
+        cur = topic.cursor("c")
+        cur.ack_entries(1, range(10))
+        cur.ack_entries(2, BitMap([3, 5]))
+        for _ in range(SETTLE):
+            store.flush()
+            cur.ack(Position(2, 7))
+        store.flush()
+    with AckStore.open(tmp_path / "s") as store:
+        cur = store.topic(T).cursor("c")
+        assert cur._core.small is not None and cur._core._unbuilt
+        assert cur.unacked_entries(2, 0, 10, 10) == [0, 1, 2, 4, 6, 8, 9]
+        assert cur._core.small is not None  # M's ledger: the form's
+        assert cur.unacked_entries(1, 0, 10, 10) == []
+        assert cur._core.small is None
+        assert cur.unacked_entries(2, 0, 10, 10) == [0, 1, 2, 4, 6, 8, 9]
+        cur._check()

@@ -53,7 +53,7 @@ class Served(ReadSide):
                 self.ensure_open()
                 ledger, entry = pair(position)
                 return small.count(entry) if ledger == small.md_l else 0  # type: ignore[no-any-return]
-        return self.read(lambda: delivery_count(self.built(), position), served=True)
+            return self.read(lambda: delivery_count(self.built(), position), served=True)
 
     def delivery_counts(self, start: Any = None, end: Any = None) -> dict[Position, int]:
         """``Cursor.delivery_counts``."""
@@ -71,16 +71,18 @@ class Served(ReadSide):
                     for e, n in small.counts()
                     if (md_l, e) >= low and (high is None or (md_l, e) < high)
                 }
-        return self.read(lambda: delivery_counts(self.built(), start, end), served=True)
+            return self.read(lambda: delivery_counts(self.built(), start, end), served=True)
 
     def unacked_entries(self, ledger: int, start: int, stop: int, n: int) -> list[int]:
         """``Cursor.unacked_entries``."""
         with self._lock:
             small = self.small
-            if small is not None and type(ledger) is int and ledger == small.md_l:
+            if small is not None:
                 self.ensure_open()
-                return small.unacked(start, stop, n)  # type: ignore[no-any-return]
-        return self.read(lambda: self.built().unacked_entries(ledger, start, stop, n), served=True)
+                if type(ledger) is int and ledger == small.md_l:
+                    return small.unacked(start, stop, n)  # type: ignore[no-any-return]
+                self._parts()  # another ledger: the parts answer (the form ends)
+            return self.read(lambda: self.built().unacked_entries(ledger, start, stop, n), served=True)
 
     def move_read_position(self, position: Position) -> None:
         """``Cursor.move_read_position`` (the read path's own move: not checked)."""
