@@ -254,11 +254,12 @@ static PyObject *ack_position(PyObject *self, PyObject *const *args, Py_ssize_t 
     return r < 0 ? NULL : PyLong_FromLong(r);
 }
 
-/* ack_cursor(core, position) -> 0, 1 or 2: CursorCore.ack of one Position, whole, where
- * its checks pass without a word (the store open and writable, the cursor not deleted,
- * its parts built, no small form; checked under the store's lock): the ack (ack_in), the
- * cursor put on the flush list, the lock released. 0: declined before anything changed (the
- * core's own ack decides); 2: done, over budget (the caller evicts). */
+/* ack_cursor(core, position) -> 0, 1, 2 or 3: CursorCore.ack of one Position, whole, where
+ * its checks pass without a word (the store open and writable, the cursor not deleted;
+ * checked under the store's lock): in its small form, that form's own ack (small_ack_one),
+ * else with its parts built the ack (ack_in) and the cursor put on the flush list; the lock
+ * released. 0: declined before anything changed (the core's own ack decides); 2: done, over
+ * budget (the caller evicts); 3: done in the small form, over its cap (the parts take it). */
 static PyObject *ack_cursor(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (ready("ack_cursor(core, position)", nargs, 2) < 0) return NULL;
     PyObject *core = args[0], *pos = args[1];
@@ -271,14 +272,19 @@ static PyObject *ack_cursor(PyObject *self, PyObject *const *args, Py_ssize_t na
      * delete may have come, since the caller looked */
     PyObject *topic = FIELD(core, F_CoreFields_topic), *state = FIELD(core, F_CoreFields__state),
              *listed = FIELD(core, F_CoreFields__flush_list), *planner = FIELD(core, F_CoreFields__planner);
-    long long version;
+    long long version, l, e;
     int r = 0;
+    PyObject *small = FIELD(core, F_CoreFields_small);
     if (FIELD(host, F_HostFields_closed) == Py_False && FIELD(host, F_HostFields_readonly) == Py_False &&
-        FIELD(core, F_CoreFields__deleted) == Py_False && FIELD(core, F_CoreFields_small) == Py_None &&
-        state != NULL && listed != NULL && PyDict_Check(listed) && planner != NULL && topic != NULL &&
+        FIELD(core, F_CoreFields__deleted) == Py_False && small != NULL && topic != NULL &&
         of(topic, topic_type, &topic_seen) && int_field(topic, F_TopicFields_version, &version)) {
-        r = ack_in(state, pos, version);
-        if (r > 0 && PyDict_SetDefault(listed, core, planner) == NULL) r = -1; /* on the flush list */
+        if (small != Py_None) { /* the small form's own ack (_small.c), when it was changed since its flush */
+            if (small_int(PyTuple_GET_ITEM(pos, 0), &l) && small_int(PyTuple_GET_ITEM(pos, 1), &e))
+                r = small_ack_one(small, l, e, version);
+        } else if (state != NULL && listed != NULL && PyDict_Check(listed) && planner != NULL) {
+            r = ack_in(state, pos, version);
+            if (r > 0 && PyDict_SetDefault(listed, core, planner) == NULL) r = -1; /* on the flush list */
+        }
     }
     PyObject *et, *ev, *tb, *released;
     PyErr_Fetch(&et, &ev, &tb);
@@ -311,7 +317,8 @@ static PyMethodDef methods[] = {
      "ack_position(state, position, version) -> 0 (declined: AckState.ack_one decides), 1 (done) or 2 "
      "(done; over budget)"},
     {"ack_cursor", (PyCFunction)(void (*)(void))ack_cursor, METH_FASTCALL,
-     "ack_cursor(core, position) -> 0 (declined: the core's ack decides), 1 (done) or 2 (done; over budget)"},
+     "ack_cursor(core, position) -> 0 (declined: the core's ack decides), 1 (done), 2 (done; over budget) or 3 "
+     "(done in the small form; over its cap)"},
     {"ack_setup", (PyCFunction)(void (*)(void))ack_setup, METH_FASTCALL, "ack_setup(Position, ack_charge)"},
     {NULL, NULL, 0, NULL},
 };

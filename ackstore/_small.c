@@ -31,6 +31,8 @@ typedef struct {
     unsigned long long cursor_id, next_seq;
     unsigned long long flushes, flush_bytes, redeliveries;
     uint32_t persisted, undo_persisted, last_bytes;
+    long long limit;                /* the open ledger's highest entry allowed, as of ... */
+    long long limit_version;        /* ... this version of the topic's directory (-1: none) */
     uint32_t own[2 * OWN_RUNS];
 } SmallState;
 
@@ -176,6 +178,7 @@ static SmallState *small_new(PyTypeObject *type, unsigned long long cid, long lo
     s->md_l = md_l;
     s->md_e = md_e;
     s->rp_e = md_e + 1;
+    s->limit_version = -1;
     s->next_seq = seq;
     s->slot = (uint8_t)slot;
     s->slots = (uint8_t)slots;
@@ -433,6 +436,30 @@ static PyObject *SmallState_counts(SmallState *s, PyObject *unused) {
 
 static PyObject *SmallState_fits(SmallState *s, PyObject *unused) { return fits(s); }
 
+/* cache_limit(version, limit): M's ledger (the open one) allows entries up to `limit` while
+ * the topic's directory is at `version` (its bound only grows meanwhile) */
+static PyObject *SmallState_cache_limit(SmallState *s, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "cache_limit(version, limit)");
+        return NULL;
+    }
+    long long version = PyLong_AsLongLong(args[0]), limit = PyLong_AsLongLong(args[1]);
+    if ((version == -1 || limit == -1) && PyErr_Occurred()) return NULL;
+    s->limit_version = version;
+    s->limit = limit;
+    Py_RETURN_NONE;
+}
+
+int small_ack_one(PyObject *small, long long ledger, long long entry, long long version) {
+    if (Py_TYPE(small) != &SmallStateType) return 0;
+    SmallState *s = (SmallState *)small;
+    if (!s->dirty || s->ended || s->limit_version < 0 || s->limit_version != version || ledger != s->md_l ||
+        entry < 0 || entry > s->limit)
+        return 0;
+    if (ack_run(s, entry, entry) < 0) return -1;
+    return fitting(s) ? 1 : 3;
+}
+
 /* read_from(entry): a sequential read moved on to entry of M's ledger (never backwards),
  * hopping a run of acks that starts there */
 static PyObject *SmallState_read_from(SmallState *s, PyObject *arg) {
@@ -523,6 +550,8 @@ static PyMethodDef SmallState_methods[] = {
     {"count", (PyCFunction)SmallState_count, METH_O, "An entry's delivery count (0: none)."},
     {"counts", (PyCFunction)SmallState_counts, METH_NOARGS, "The delivery counts above M, [(entry, count), ...]."},
     {"fits", (PyCFunction)SmallState_fits, METH_NOARGS, "Whether the runs and counts fit the form."},
+    {"cache_limit", (PyCFunction)(void (*)(void))SmallState_cache_limit, METH_FASTCALL,
+     "M's ledger allows entries up to limit while the topic's directory is at version."},
     {"read_from", (PyCFunction)SmallState_read_from, METH_O, "A sequential read moved on to an entry."},
     {"rewind", (PyCFunction)SmallState_rewind, METH_NOARGS, "Read again from M + 1."},
     {"unacked", (PyCFunction)(void (*)(void))SmallState_unacked, METH_FASTCALL,

@@ -15,6 +15,7 @@ from itertools import count
 from pyroaring import BitMap
 
 from ackstore import AckStore, CursorConfig, Position
+from ackstore.ledger_acks import run_end
 
 from .states import T
 
@@ -91,6 +92,56 @@ def test_one_per_call_ackstore_tracked_bound(benchmark, store) -> None:  # type:
 
     benchmark.pedantic(run, setup=setup, rounds=7)
     assert cur.ack_range_count >= ONE
+
+
+IN_ORDER = "ack: one position per call, in order"
+
+
+def test_in_order_bitmap_with_the_mark_delete_move(benchmark) -> None:  # type: ignore[no-untyped-def]
+    """What a Python developer writes for a consumer acking in order: the mark-delete
+    position moved when the entry is the one after it (over a run acked before it), else the
+    entry added to a BitMap."""
+    benchmark.group = IN_ORDER
+    benchmark.extra_info.update(baseline=True, ops=ONE)
+    positions = [(1, e) for e in range(ONE)]
+
+    def run() -> None:
+        bm, md = BitMap(), -1
+        for _, entry in positions:
+            if entry == md + 1:
+                md = entry
+                if bm and md + 1 in bm:
+                    md = run_end(bm, md + 1)
+                    bm.remove_range(0, md + 1)
+            elif entry > md:
+                bm.add(entry)
+
+    benchmark.pedantic(run, rounds=7)
+
+
+def test_in_order_ackstore(benchmark, store) -> None:  # type: ignore[no-untyped-def]
+    """The same acks through ``Cursor.ack(Position)``, on a cursor that acks its topic's open
+    ledger in order and was flushed (as a consumer's is: in the small form)."""
+    benchmark.group = IN_ORDER
+    benchmark.extra_info.update(ops=ONE)
+    topic = store.topic(T)
+    topic.add_ledger(1)
+    cur = topic.cursor("c", CursorConfig(max_unacked_ranges_to_persist=0))
+    for rnd in range(3):
+        cur.ack_entries(1, range(10 * rnd, 10 * rnd + 10))
+        store.flush()
+
+    def setup():  # type: ignore[no-untyped-def]
+        start = cur.mark_delete_position.entry + 1
+        return ([Position(1, e) for e in range(start, start + ONE)],), {}
+
+    def run(positions: list[Position]) -> None:
+        ack = cur.ack
+        for p in positions:
+            ack(p)
+
+    benchmark.pedantic(run, setup=setup, rounds=7)
+    assert cur.mark_delete_position == Position(1, 30 + 7 * ONE - 1) and cur.ack_range_count == 0
 
 
 def test_1m_in_one_call_raw_pyroaring(benchmark) -> None:  # type: ignore[no-untyped-def]

@@ -846,3 +846,28 @@ def test_unacked_entries_of_another_ledger_are_the_parts_answer(tmp_path: Path) 
         assert cur._core.small is None
         assert cur.unacked_entries(2, 0, 10, 10) == [0, 1, 2, 4, 6, 8, 9]
         cur._check()
+
+
+def test_one_position_acks_in_the_form_past_its_cap_hand_the_state_to_the_parts(tmp_path: Path) -> None:
+    """One position at a time (compiled where it was built, once the form changed since its
+    flush): acks that take the form past its cap (here PIP-299's three ranges) hand the
+    state to the parts with every ack in it, and the cursor stays listed for the flush."""
+    config = CursorConfig(max_unacked_ranges_to_persist=3)
+    with AckStore.open(tmp_path / "s") as store:
+        cur = _topic(store).cursor("c", config)
+        for e in range(SETTLE):
+            cur.ack_entries(1, range(0, 3 + e))
+            store.flush()
+        assert cur._core.small is not None
+        for e in (10, 12, 14):
+            cur.ack(Position(1, e))
+            assert cur._core.small is not None and cur._core._listed
+            cur._check()
+        cur.ack(Position(1, 16))  # a fourth range: over the cap
+        assert cur._core.small is None and cur._core._listed
+        cur._check()
+        assert list(cur.ack_ranges()) == [(Position(1, e), Position(1, e)) for e in (10, 12, 14, 16)]
+        store.flush()
+    with AckStore.open(tmp_path / "s") as store:
+        cur = store.topic(T).cursor("c", config)
+        assert cur.ack_range_count == 3  # PIP-299 persisted the lowest three

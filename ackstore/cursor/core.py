@@ -60,9 +60,12 @@ T = TypeVar("T")
 ACK_CURSOR: Any = None if native is None else native.ack_cursor
 """``ackstore._native.ack_cursor(core, position)`` where the module was built: :meth:`CursorCore.ack`
 of one Position whole (the checks, the store's lock, the ack, the flush list) when the
-cursor's checks pass without a word and it has no small form; 0 when it declines having
-changed nothing (:meth:`CursorCore.ack` decides), 1 when done, 2 when done with the cache or
-the pool over its budget (:meth:`CursorCore.ack` evicts); None where it was not built."""
+cursor's checks pass without a word: in its small form when the form changed since its last
+flush and holds a limit cached for the topic's directory as it is, else on its parts; 0
+when it declines having changed nothing (:meth:`CursorCore.ack` decides), 1 when done, 2
+when done with the cache or the pool over its budget (:meth:`CursorCore.ack` evicts), 3 when
+done in the form past its cap (:meth:`CursorCore.ack` hands the state to the parts); None
+where it was not built."""
 
 
 class CursorHost(ReadHost, Protocol):
@@ -237,10 +240,14 @@ class CursorCore(Served):
         """``Cursor.ack``: one Position on the hot path (the small form's, or the ack
         state's ``ack_one``), anything else checked whole first. ``done``: what
         :data:`ACK_CURSOR` said first; 2, it acked one position over budget (evict here,
-        keeping its ledger: O(evicted))."""
-        if done == 2:
+        keeping its ledger: O(evicted)); 3, it acked one position in the small form past
+        the form's cap (the parts take the state)."""
+        if done >= 2:
             with self._lock:
-                if not self._unbuilt:
+                if done == 3:
+                    if self.small is not None:
+                        self._parts()
+                elif not self._unbuilt:
                     self._pages.fit(keep=(positions[0],))  # type: ignore[index]
             return
         store = self._store
@@ -253,7 +260,10 @@ class CursorCore(Served):
                 small = self.small
                 if small is not None:
                     ledger, entry = positions
-                    if ledger == small.md_l and 0 <= entry <= self.topic.directory.open_limit():
+                    topic = self.topic
+                    limit = topic.directory.open_limit()
+                    if ledger == small.md_l and 0 <= entry <= limit:
+                        small.cache_limit(topic.version, limit)  # for ACK_CURSOR's next ones
                         fits = small.ack_range(entry, entry)
                         self._store.small_list[small] = self
                         if not fits:

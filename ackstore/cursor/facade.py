@@ -79,8 +79,8 @@ class Cursor:
         O(1) for one position; O(k) in C plus O(containers) per ledger touched for k positions.
         For millions of entries of one ledger, :meth:`ack_entries` skips the Python objects.
         """
-        core = self._core  # one Position compiled, unless the small form takes it (its own ack)
-        done = 0 if ACK_CURSOR is None or core.small is not None else ACK_CURSOR(core, positions)
+        core = self._core  # one Position compiled, in the small form or on the parts
+        done = 0 if ACK_CURSOR is None else ACK_CURSOR(core, positions)
         if done != 1:
             core.ack(positions, done)
 

@@ -115,6 +115,7 @@ class PySmallState:
     __slots__ = (
         "cursor_id", "md_l", "md_e", "rp_e", "next_seq", "slot", "slots", "dirty", "cap", "persisted", "flushes",
         "flush_bytes", "last_bytes", "ended", "redeliveries", "_runs", "_counts", "_undo", "_undo_persisted",
+        "_limit",
     )  # fmt: skip
 
     def __init__(
@@ -185,6 +186,7 @@ class PySmallState:
             raise ValueError(f"{len(self._counts)} delivery counts: the form holds at most {COUNT_CAP}")
         self._undo = -1  # the slots before the last flush took it (-1: it did not)
         self._undo_persisted = 0
+        self._limit = (-1, -1)  # (directory version, limit): what cache_limit said
 
     @property
     def n(self) -> int:
@@ -208,6 +210,12 @@ class PySmallState:
     def count(self, entry: int) -> int:
         """``entry``'s delivery count (0: none, or acked). O(1)."""
         return self._counts.get(entry, 0)
+
+    def cache_limit(self, version: int, limit: int) -> None:
+        """M's ledger (the open one) allows entries up to ``limit`` while the topic's directory
+        is at ``version``: the compiled twin's one-position ack reads it (this twin keeps it
+        for the same API)."""
+        self._limit = (version, limit)
 
     def fits(self) -> bool:
         """Whether the runs and counts fit the form (:attr:`cap`, :data:`COUNT_CAP`)."""
