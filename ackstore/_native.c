@@ -1570,6 +1570,10 @@ static PyObject *slot_head(PyObject *self, PyObject *args) {
     return result;
 }
 
+int get_state_count_n(Reader *r, unsigned long long *n) {
+    return get_varint(r, (unsigned long long)r->len, "count count", n);
+}
+
 int get_state_count(Reader *r, unsigned long long *at, unsigned long long *entry, unsigned long long *n) {
     unsigned long long gap, v;
     if (get_varint(r, U32_MAX_LL, "counted entry", &gap) < 0 || get_varint(r, U32_MAX_LL - 1, "delivery count", &v) < 0)
@@ -1584,7 +1588,8 @@ int get_state_count(Reader *r, unsigned long long *at, unsigned long long *entry
 static PyObject *get_state_entries(Reader *r, unsigned long long start, long long ledger, int batches,
                                    unsigned long long *highest) {
     unsigned long long n, at = start, gap, v;
-    if (get_varint(r, (unsigned long long)r->len, batches ? "batch count" : "count count", &n) < 0) return NULL;
+    if ((batches ? get_varint(r, (unsigned long long)r->len, "batch count", &n) : get_state_count_n(r, &n)) < 0)
+        return NULL;
     PyObject *d = PyDict_New();
     if (d == NULL) return NULL;
     for (unsigned long long k = 0; k < n; k++) {

@@ -135,8 +135,9 @@ int get_state_ledger(Reader *r, unsigned long long md_l, unsigned long long md_e
 int get_state_run(Reader *r, unsigned long long ledger, unsigned long long *at, unsigned long long *first,
                   unsigned long long *last);
 
-/* The ledger's next delivery count (put_state_counts's): the entry and its count, `at`
- * moved past it (their number is a varint before them, read with get_varint_of). */
+/* A ledger's number of delivery counts (put_state_counts's first varint) ... */
+int get_state_count_n(Reader *r, unsigned long long *n);
+/* ... and its next delivery count: the entry and its count, `at` moved past it. */
 int get_state_count(Reader *r, unsigned long long *at, unsigned long long *entry, unsigned long long *n);
 
 /* each part adds its own to the module (PyInit__native, in _module.c, calls them in turn) */

@@ -111,29 +111,41 @@ static void drop_counts(SmallState *s, unsigned long long f, unsigned long long 
     }
 }
 
-/* room for `need` counts; -1 with MemoryError */
-static int count_room(SmallState *s, uint32_t need) {
-    if (need <= s->croom) return 0;
-    uint32_t room = s->croom * 2 > need ? s->croom * 2 : (need > 8 ? need : 8);
-    uint32_t *c = PyMem_Realloc(s->counts, sizeof(uint32_t) * 2 * room);
-    if (c == NULL) {
-        PyErr_NoMemory();
-        return -1;
+/* a count `count` of entry `e` inserted at index `i` (count_from's for e; e not counted);
+ * -1 with MemoryError */
+static int insert_count(SmallState *s, uint32_t i, long long e, long long count) {
+    if (s->nc + 1 > s->croom) {
+        uint32_t need = s->nc + 1, room = s->croom * 2 > need ? s->croom * 2 : (need > 8 ? need : 8);
+        uint32_t *c = PyMem_Realloc(s->counts, sizeof(uint32_t) * 2 * room);
+        if (c == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        s->counts = c;
+        s->croom = room;
     }
-    s->counts = c;
-    s->croom = room;
+    memmove(s->counts + 2 * i + 2, s->counts + 2 * i, sizeof(uint32_t) * 2 * (s->nc - i));
+    s->counts[2 * i] = (uint32_t)e;
+    s->counts[2 * i + 1] = (uint32_t)count;
+    s->nc++;
     return 0;
 }
 
-/* the index of the run holding e, or -1 */
-static long long run_at(SmallState *s, unsigned long long e) {
-    uint32_t lo = 0, hi = s->n; /* the first run ending at or after e */
+/* the first run ending at or after e (n when none) */
+static uint32_t run_from(SmallState *s, unsigned long long e) {
+    uint32_t lo = 0, hi = s->n;
     while (lo < hi) {
         uint32_t mid = (lo + hi) / 2;
         if (s->runs[2 * mid + 1] < e) lo = mid + 1;
         else hi = mid;
     }
-    return lo < s->n && s->runs[2 * lo] <= e ? (long long)lo : -1;
+    return lo;
+}
+
+/* the index of the run holding e, or -1 */
+static long long run_at(SmallState *s, unsigned long long e) {
+    uint32_t i = run_from(s, e);
+    return i < s->n && s->runs[2 * i] <= e ? (long long)i : -1;
 }
 
 static int is_acked(SmallState *s, long long e) { return e <= s->md_e || run_at(s, (unsigned long long)e) >= 0; }
@@ -198,12 +210,7 @@ static int set_count(SmallState *s, long long e, long long count) {
         PyErr_Format(PyExc_ValueError, "delivery count (%lld, %lld) is not of an unacked entry above M, once", e, count);
         return -1;
     }
-    if (count_room(s, s->nc + 1) < 0) return -1;
-    memmove(s->counts + 2 * i + 2, s->counts + 2 * i, sizeof(uint32_t) * 2 * (s->nc - i));
-    s->counts[2 * i] = (uint32_t)e;
-    s->counts[2 * i + 1] = (uint32_t)count;
-    s->nc++;
-    return 0;
+    return insert_count(s, i, e, count);
 }
 
 /* SmallState(cursor_id, md_l, md_e, next_seq, slot, slots, runs, cap, counts=(), rp_e=-1) */
@@ -386,12 +393,8 @@ static PyObject *SmallState_deliver(SmallState *s, PyObject *entries) {
             if (j < s->nc && s->counts[2 * j] == e) {
                 if (s->counts[2 * j + 1] < ENTRY_MAX) s->counts[2 * j + 1]++;
                 s->redeliveries++;
-            } else {
-                if (count_room(s, s->nc + 1) < 0) goto fail;
-                memmove(s->counts + 2 * j + 2, s->counts + 2 * j, sizeof(uint32_t) * 2 * (s->nc - j));
-                s->counts[2 * j] = (uint32_t)e;
-                s->counts[2 * j + 1] = 1;
-                s->nc++;
+            } else if (insert_count(s, j, e, 1) < 0) {
+                goto fail;
             }
             n = s->counts[2 * j + 1];
             s->dirty = 1;
@@ -419,12 +422,12 @@ static PyObject *SmallState_count(SmallState *s, PyObject *arg) {
     return PyLong_FromUnsignedLong(j < s->nc && s->counts[2 * j] == e ? s->counts[2 * j + 1] : 0);
 }
 
-/* counts() -> [(entry, count), ...] ascending */
-static PyObject *SmallState_counts(SmallState *s, PyObject *unused) {
-    PyObject *out = PyList_New(s->nc);
+/* [(p[0], p[1]), (p[2], p[3]), ...]: `n` pairs of u32 */
+static PyObject *pair_list(const uint32_t *p, uint32_t n) {
+    PyObject *out = PyList_New(n);
     if (out == NULL) return NULL;
-    for (uint32_t i = 0; i < s->nc; i++) {
-        PyObject *t = Py_BuildValue("(II)", s->counts[2 * i], s->counts[2 * i + 1]);
+    for (uint32_t i = 0; i < n; i++) {
+        PyObject *t = Py_BuildValue("(II)", p[2 * i], p[2 * i + 1]);
         if (t == NULL) {
             Py_DECREF(out);
             return NULL;
@@ -433,6 +436,9 @@ static PyObject *SmallState_counts(SmallState *s, PyObject *unused) {
     }
     return out;
 }
+
+/* counts() -> [(entry, count), ...] ascending */
+static PyObject *SmallState_counts(SmallState *s, PyObject *unused) { return pair_list(s->counts, s->nc); }
 
 static PyObject *SmallState_fits(SmallState *s, PyObject *unused) { return fits(s); }
 
@@ -491,12 +497,7 @@ static PyObject *SmallState_unacked(SmallState *s, PyObject *const *args, Py_ssi
     PyObject *out = PyList_New(0);
     if (out == NULL) return NULL;
     long long e = start > s->md_e + 1 ? start : s->md_e + 1;
-    uint32_t lo = 0, hi = s->n; /* the first run ending at or after e */
-    while (lo < hi) {
-        uint32_t mid = (lo + hi) / 2;
-        if (s->runs[2 * mid + 1] < e) lo = mid + 1;
-        else hi = mid;
-    }
+    uint32_t lo = run_from(s, (unsigned long long)e);
     while (PyList_GET_SIZE(out) < n && e < stop) {
         if (lo < s->n && s->runs[2 * lo] <= e) {
             e = (long long)s->runs[2 * lo + 1] + 1;
@@ -523,19 +524,7 @@ static PyObject *SmallState_end(SmallState *s, PyObject *unused) {
 }
 
 /* runs() -> [(first, last), ...] */
-static PyObject *SmallState_runs(SmallState *s, PyObject *unused) {
-    PyObject *out = PyList_New(s->n);
-    if (out == NULL) return NULL;
-    for (uint32_t i = 0; i < s->n; i++) {
-        PyObject *t = Py_BuildValue("(II)", s->runs[2 * i], s->runs[2 * i + 1]);
-        if (t == NULL) {
-            Py_DECREF(out);
-            return NULL;
-        }
-        PyList_SET_ITEM(out, i, t);
-    }
-    return out;
-}
+static PyObject *SmallState_runs(SmallState *s, PyObject *unused) { return pair_list(s->runs, s->n); }
 
 static PyMethodDef SmallState_methods[] = {
     {"ack_range", (PyCFunction)(void (*)(void))SmallState_ack_range, METH_FASTCALL,
@@ -769,7 +758,7 @@ static PyObject *small_of_slots(PyObject *self, PyObject *const *args, Py_ssize_
     s->n = s->persisted = (uint32_t)nruns;
     unsigned long long nc = 0, cat = md_e1, centry, count;
     if (n && (flags & STATE_COUNTS)) {
-        if (get_varint_of(&r, (unsigned long long)r.len, "a state marker", "count count", &nc) < 0) goto fail;
+        if (get_state_count_n(&r, &nc) < 0) goto fail;
         for (unsigned long long j = 0; j < nc && nc <= COUNT_CAP; j++) {
             if (get_state_count(&r, &cat, &centry, &count) < 0) goto fail;
             if (centry > ENTRY_MAX) { /* damage: recovery's to report */

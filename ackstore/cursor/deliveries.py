@@ -20,7 +20,7 @@ from ..position import Position, trusted
 from .state import AckState
 from .validate import pair
 
-__all__ = ["record_deliveries", "set_delivery_counts", "delivery_count", "delivery_counts"]
+__all__ = ["counts_window", "record_deliveries", "set_delivery_counts", "delivery_count", "delivery_counts"]
 
 
 def record_deliveries(state: AckState, items: list[Any]) -> list[int]:
@@ -76,14 +76,21 @@ def delivery_count(state: AckState, position: Any) -> int:
     return 0 if la is None else la.counts.get(entry, 0)
 
 
+def counts_window(md: tuple[int, int], start: Any, end: Any) -> tuple[tuple[int, int], tuple[int, int] | None]:
+    """Where ``delivery_counts(start, end)`` looks with the mark-delete position at ``md``:
+    from ``start`` but never at or below M (what is there has no count, whatever its record
+    still holds), to ``end`` (None: to the end), both checked. O(1)."""
+    low = (md[0], md[1] + 1)
+    if start is not None:
+        low = max(low, pair(start))
+    return low, pair(end) if end is not None else None
+
+
 def delivery_counts(state: AckState, start: Any = None, end: Any = None) -> dict[Position, int]:
     """Every counted entry in ``[start, end)`` above the mark-delete position (None: from it /
     to the end) with its count, ascending. Swapped-out ledgers are read, not loaded.
     O(ledgers in range + counts returned)."""
-    low = (state.md[0], state.md[1] + 1)  # what is at or below M has no count (its record may still hold one)
-    if start is not None:
-        low = max(low, pair(start))
-    high = pair(end) if end is not None else None
+    low, high = counts_window(state.md, start, end)
     out: dict[Position, int] = {}
     ledgers = state.ledgers
     for ledger in sorted(ledgers.known()):

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..position import MAX_ENTRY, Position, trusted
-from .deliveries import delivery_count, delivery_counts, record_deliveries
+from .deliveries import counts_window, delivery_count, delivery_counts, record_deliveries
 from .read_side import ReadSide
 from .small import entries_in
 from .state import AckState
@@ -61,11 +61,8 @@ class Served(ReadSide):
             small = self.small
             if small is not None:
                 self.ensure_open()
-                low = (small.md_l, small.md_e + 1)
-                if start is not None:
-                    low = max(low, pair(start))
-                high = pair(end) if end is not None else None
                 md_l = small.md_l
+                low, high = counts_window((md_l, small.md_e), start, end)
                 return {
                     trusted(md_l, e): n
                     for e, n in small.counts()

@@ -373,11 +373,14 @@ def _py_flush_small(
         s._undo = -1
         if not s.dirty or s.ended:
             continue
+        if s.nc > max_counts:
+            over.append(s)
+            continue
         ledgers: list[tuple[int, BitMap, dict[int, tuple[int, int]], dict[int, int]]] = []
         if s.n or s.nc:
             ledgers.append((s.md_l, bitmap_of_runs(s.runs()), {}, dict(s.counts())))
         record = pure_codecs.state_marker(version, s.cursor_id, s.md_l, s.md_e, ledgers, b"")
-        if s.nc > max_counts or len(record) > max_bytes:
+        if len(record) > max_bytes:
             over.append(s)
             continue
         slot, room = next_slot(s.slot, s.slots, reserve)
