@@ -259,7 +259,8 @@ static PyObject *ack_position(PyObject *self, PyObject *const *args, Py_ssize_t 
  * checked under the store's lock): in its small form, that form's own ack (small_ack_one),
  * else with its parts built the ack (ack_in) and the cursor put on the flush list; the lock
  * released. 0: declined before anything changed (the core's own ack decides); 2: done, over
- * budget (the caller evicts); 3: done in the small form, over its cap (the parts take it). */
+ * budget (the caller evicts); 3: done in the small form, over its cap (the parts take it);
+ * 4: done in the small form, M moved on into the next ledger (the core bounds it again). */
 static PyObject *ack_cursor(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (ready("ack_cursor(core, position)", nargs, 2) < 0) return NULL;
     PyObject *core = args[0], *pos = args[1];
@@ -317,8 +318,8 @@ static PyMethodDef methods[] = {
      "ack_position(state, position, version) -> 0 (declined: AckState.ack_one decides), 1 (done) or 2 "
      "(done; over budget)"},
     {"ack_cursor", (PyCFunction)(void (*)(void))ack_cursor, METH_FASTCALL,
-     "ack_cursor(core, position) -> 0 (declined: the core's ack decides), 1 (done), 2 (done; over budget) or 3 "
-     "(done in the small form; over its cap)"},
+     "ack_cursor(core, position) -> 0 (declined: the core's ack decides), 1 (done), 2 (done; over budget), 3 "
+     "(done in the small form; over its cap) or 4 (done in the small form; M moved into another ledger)"},
     {"ack_setup", (PyCFunction)(void (*)(void))ack_setup, METH_FASTCALL, "ack_setup(Position, ack_charge)"},
     {NULL, NULL, 0, NULL},
 };

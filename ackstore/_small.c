@@ -3,10 +3,13 @@
  * form is, and when a cursor takes it).
  *
  * A SmallState is one object of its own: the cursor's mark-delete position, its read
- * position, its log's next sequence and state slots, the runs of acks above M (all in M's
- * ledger) as pairs of u32 (first, last), ascending, a gap between two, in the object up to
- * OWN_RUNS runs and in a PyMem buffer beyond, and the delivery counts of entries above M as
- * pairs of u32 (entry, count), ascending, in a PyMem buffer. An ack or a delivery writes
+ * position, its log's next sequence and state slots, the runs of acks above M as pairs of
+ * u32 (first, last), ascending, a gap between two, in the object up to OWN_RUNS runs and in
+ * a PyMem buffer beyond, and the delivery counts of entries above M as pairs of u32 (entry,
+ * count), ascending, in a PyMem buffer. Entries are the form's: M's ledger's own, and once
+ * M's ledger is sealed with `base` entries and the next ledger `nl` follows it, nl's entry
+ * e is the form's base + e (cursor/small_span.py maps positions; M never rests at base - 1:
+ * it moves on into nl, which becomes M's ledger). An ack or a delivery writes
  * here; a flush encodes each changed one's state slot value with the state layout's own
  * writers (_native.h) and adopts it in the same visit. Its fields are read from Python
  * through the members below, never through another class.
@@ -23,6 +26,8 @@
 typedef struct {
     PyObject_HEAD
     long long md_l, md_e, rp_e;
+    long long base, nl;             /* M's ledger sealed with `base` entries, `nl` after it (-1: not) */
+    uint8_t rp_nl;                  /* 1: the read position is in nl (rp_e >= base) */
     uint32_t *runs; /* 2 * n: first, last */
     uint32_t n, room, cap;
     uint32_t *counts; /* 2 * nc: entry, count (NULL while it never held one) */
@@ -31,7 +36,7 @@ typedef struct {
     unsigned long long cursor_id, next_seq;
     unsigned long long flushes, flush_bytes, redeliveries;
     uint32_t persisted, undo_persisted, last_bytes;
-    long long limit;                /* the open ledger's highest entry allowed, as of ... */
+    long long limit;                /* the form's highest entry allowed, as of ... */
     long long limit_version;        /* ... this version of the topic's directory (-1: none) */
     uint32_t own[2 * OWN_RUNS];
 } SmallState;
@@ -78,16 +83,6 @@ static int add_run(SmallState *s, uint32_t f, uint32_t l) {
     memmove(r + 2 * i + 2, r + 2 * j, sizeof(uint32_t) * 2 * (n - j));
     s->n = n - (j - i - 1);
     return 1;
-}
-
-/* M moved over the first run when it starts at M + 1 */
-static void advance(SmallState *s) {
-    if (s->n && s->runs[0] == (unsigned long long)(s->md_e + 1)) {
-        s->md_e = s->runs[1];
-        memmove(s->runs, s->runs + 2, sizeof(uint32_t) * 2 * (s->n - 1));
-        s->n--;
-        if (s->rp_e < s->md_e + 1) s->rp_e = s->md_e + 1; /* the read position never below M + 1 */
-    }
 }
 
 /* the first count whose entry is at or after e (nc when none) */
@@ -148,9 +143,45 @@ static long long run_at(SmallState *s, unsigned long long e) {
     return i < s->n && s->runs[2 * i] <= e ? (long long)i : -1;
 }
 
+/* M's ledger is sealed and M at (or past) its last entry: M moves on into nl, which becomes
+ * M's ledger (the form's entries from base on become its own); the bound is asked again */
+static void rebase(SmallState *s) {
+    uint32_t b = (uint32_t)s->base;
+    s->md_l = s->nl;
+    s->md_e -= (long long)b;
+    for (uint32_t i = 0; i < 2 * s->n; i++) s->runs[i] -= b; /* every run and count lies above M >= base - 1 */
+    for (uint32_t i = 0; i < s->nc; i++) s->counts[2 * i] -= b;
+    s->rp_e -= (long long)b;
+    s->rp_nl = 0;
+    s->base = s->nl = -1;
+    s->limit_version = -1;
+    s->dirty = 1;
+}
+
+/* M moved over the first run when it starts at M + 1, and on into nl at base - 1 */
+static void advance(SmallState *s) {
+    if (s->n && s->runs[0] == (unsigned long long)(s->md_e + 1)) {
+        s->md_e = s->runs[1];
+        memmove(s->runs, s->runs + 2, sizeof(uint32_t) * 2 * (s->n - 1));
+        s->n--;
+        if (s->rp_e < s->md_e + 1) { /* the read position never below M + 1 */
+            s->rp_e = s->md_e + 1;
+            s->rp_nl = 0;
+        }
+    }
+    if (s->base >= 0 && s->md_e >= s->base - 1) rebase(s);
+}
+
+/* whether a run holds both base - 1 and base (it is two ranges, one in each ledger) */
+static int crossing(SmallState *s) {
+    if (s->base <= 0) return 0;
+    uint32_t i = run_from(s, (unsigned long long)s->base);
+    return i < s->n && s->runs[2 * i] < s->base;
+}
+
 static int is_acked(SmallState *s, long long e) { return e <= s->md_e || run_at(s, (unsigned long long)e) >= 0; }
 
-/* entries f..l of M's ledger acked: the part above M added, then M advanced. 0 or -1. */
+/* entries f..l of the form acked: the part above M added, then M advanced. 0 or -1. */
 static int ack_run(SmallState *s, long long f, long long l) {
     if (l <= s->md_e) return 0;
     if (f <= s->md_e) f = s->md_e + 1;
@@ -164,7 +195,7 @@ static int ack_run(SmallState *s, long long f, long long l) {
     return 0;
 }
 
-static int fitting(SmallState *s) { return s->n <= s->cap && s->nc <= COUNT_CAP; }
+static int fitting(SmallState *s) { return s->n + crossing(s) <= s->cap && s->nc <= COUNT_CAP; }
 static PyObject *fits(SmallState *s) { return PyBool_FromLong(fitting(s)); }
 
 static int entry_of(PyObject *v, const char *what, long long *out) {
@@ -190,6 +221,7 @@ static SmallState *small_new(PyTypeObject *type, unsigned long long cid, long lo
     s->md_l = md_l;
     s->md_e = md_e;
     s->rp_e = md_e + 1;
+    s->base = s->nl = -1;
     s->limit_version = -1;
     s->next_seq = seq;
     s->slot = (uint8_t)slot;
@@ -304,7 +336,7 @@ static void SmallState_dealloc(SmallState *s) {
     Py_TYPE(s)->tp_free((PyObject *)s);
 }
 
-/* ack_range(first, last) -> bool: entries first..last of M's ledger acked; whether the runs
+/* ack_range(first, last) -> bool: entries first..last of the form acked; whether the runs
  * still fit the cap */
 static PyObject *SmallState_ack_range(SmallState *s, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 2) {
@@ -321,7 +353,7 @@ static PyObject *SmallState_ack_range(SmallState *s, PyObject *const *args, Py_s
     return fits(s);
 }
 
-/* ack_bitmap(bitmap) -> bool: a BitMap's entries of M's ledger acked; whether they fit */
+/* ack_bitmap(bitmap) -> bool: a BitMap's entries of the form acked; whether they fit */
 static PyObject *SmallState_ack_bitmap(SmallState *s, PyObject *bitmap) {
     uint32_t *fs, *ls;
     Py_ssize_t m = bitmap_runs(bitmap, &fs, &ls);
@@ -334,7 +366,7 @@ static PyObject *SmallState_ack_bitmap(SmallState *s, PyObject *bitmap) {
     return fits(s);
 }
 
-/* acked(entry) -> bool: whether entry of M's ledger is acked (at or below M, or in a run) */
+/* acked(entry) -> bool: whether entry of the form is acked (at or below M, or in a run) */
 static PyObject *SmallState_acked(SmallState *s, PyObject *arg) {
     long long e = PyLong_AsLongLong(arg);
     if (e == -1 && PyErr_Occurred()) {
@@ -345,39 +377,44 @@ static PyObject *SmallState_acked(SmallState *s, PyObject *arg) {
     return PyBool_FromLong(is_acked(s, e));
 }
 
-/* ack_positions(items, limit) -> bool | None: Cursor.ack of a list (or tuple) of positions,
- * each a 2-tuple of ints in M's ledger with its entry in 0..limit: each acked, and whether
- * the state still fits; None, changing nothing, when one is not */
-static PyObject *SmallState_ack_positions(SmallState *s, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "ack_positions(items, limit)");
-        return NULL;
-    }
-    PyObject *items = args[0];
-    long long limit = PyLong_AsLongLong(args[1]);
-    if (limit == -1 && PyErr_Occurred()) return NULL;
+/* the form's entry of position (l, e), or -1 when it is not one the form takes: in M's
+ * ledger (below base once it is sealed) or in nl, and at most the bound */
+static long long form_entry(SmallState *s, long long l, long long e) {
+    if (e < 0) return -1;
+    if (l == s->md_l) return (s->base >= 0 ? e < s->base : e <= s->limit) ? e : -1;
+    if (s->base >= 0 && l == s->nl && s->base + e <= s->limit) return s->base + e;
+    return -1;
+}
+
+/* the form's entry of a 2-tuple of ints, -1 as form_entry, or for anything else */
+static long long item_entry(SmallState *s, PyObject *t) {
+    if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 2) return -1;
+    PyObject *l = PyTuple_GET_ITEM(t, 0), *e = PyTuple_GET_ITEM(t, 1);
+    if (!PyLong_CheckExact(l) || !PyLong_CheckExact(e)) return -1;
+    int ol, oe;
+    long long lv = PyLong_AsLongLongAndOverflow(l, &ol), ev = PyLong_AsLongLongAndOverflow(e, &oe);
+    return ol || oe ? -1 : form_entry(s, lv, ev);
+}
+
+/* ack_positions(items) -> bool | None: Cursor.ack of a list (or tuple) of positions, each a
+ * 2-tuple of ints the form takes (form_entry, within the bound bound() gave): each acked, in
+ * order, and whether the state still fits; None, changing nothing, when one is not */
+static PyObject *SmallState_ack_positions(SmallState *s, PyObject *items) {
     if (!PyList_Check(items) && !PyTuple_Check(items)) Py_RETURN_NONE;
     Py_ssize_t k = PySequence_Fast_GET_SIZE(items);
     PyObject **at = PySequence_Fast_ITEMS(items);
-    for (Py_ssize_t i = 0; i < k; i++) { /* every one checked first: one the form does not take, none acked */
-        PyObject *t = at[i];
-        if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 2) Py_RETURN_NONE;
-        PyObject *l = PyTuple_GET_ITEM(t, 0), *e = PyTuple_GET_ITEM(t, 1);
-        if (!PyLong_CheckExact(l) || !PyLong_CheckExact(e)) Py_RETURN_NONE;
-        int overflow;
-        long long lv = PyLong_AsLongLongAndOverflow(l, &overflow);
-        if (overflow || lv != s->md_l) Py_RETURN_NONE;
-        long long ev = PyLong_AsLongLongAndOverflow(e, &overflow);
-        if (overflow || ev < 0 || ev > limit) Py_RETURN_NONE;
-    }
+    for (Py_ssize_t i = 0; i < k; i++) /* every one checked first: one the form does not take, none acked */
+        if (item_entry(s, at[i]) < 0) Py_RETURN_NONE;
     for (Py_ssize_t i = 0; i < k; i++) {
-        long long ev = PyLong_AsLongLong(PyTuple_GET_ITEM(at[i], 1));
-        if (ack_run(s, ev, ev) < 0) return NULL;
+        long long l = PyLong_AsLongLong(PyTuple_GET_ITEM(at[i], 0)), e = PyLong_AsLongLong(PyTuple_GET_ITEM(at[i], 1));
+        if (l != s->md_l && l != s->nl) continue; /* M moved into nl: M's old ledger is acked whole */
+        long long x = l == s->md_l ? e : s->base + e;
+        if (ack_run(s, x, x) < 0) return NULL;
     }
     return fits(s);
 }
 
-/* deliver(entries) -> [count, ...]: one more delivery of each entry of M's ledger (checked by
+/* deliver(entries) -> [count, ...]: one more delivery of each entry of the form (checked by
  * the caller); each one's count after it, 0 for an acked one (not counted) */
 static PyObject *SmallState_deliver(SmallState *s, PyObject *entries) {
     PyObject *seq = PySequence_Fast(entries, "entries are a sequence of ints");
@@ -442,48 +479,80 @@ static PyObject *SmallState_counts(SmallState *s, PyObject *unused) { return pai
 
 static PyObject *SmallState_fits(SmallState *s, PyObject *unused) { return fits(s); }
 
-/* cache_limit(version, limit): M's ledger (the open one) allows entries up to `limit` while
- * the topic's directory is at `version` (its bound only grows meanwhile) */
-static PyObject *SmallState_cache_limit(SmallState *s, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "cache_limit(version, limit)");
+/* bound(version, base, nl, limit) -> bool: as of the topic's directory at `version`, M's
+ * ledger is sealed with `base` entries and ledger `nl` follows it (both -1: not), and the
+ * form's entries go up to `limit`. True when M moved on into nl (it was at base - 1): the
+ * caller asks again for the new M's ledger. */
+static PyObject *SmallState_bound(SmallState *s, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "bound(version, base, nl, limit)");
         return NULL;
     }
-    long long version = PyLong_AsLongLong(args[0]), limit = PyLong_AsLongLong(args[1]);
-    if ((version == -1 || limit == -1) && PyErr_Occurred()) return NULL;
-    s->limit_version = version;
-    s->limit = limit;
-    Py_RETURN_NONE;
+    long long v[4];
+    for (int i = 0; i < 4; i++)
+        if ((v[i] = PyLong_AsLongLong(args[i])) == -1 && PyErr_Occurred()) return NULL;
+    if ((v[1] < 0) != (v[2] < 0) || v[1] > ENTRY_MAX || v[3] > ENTRY_MAX || (s->base >= 0 && v[1] != s->base) ||
+        (v[1] >= 0 && (v[2] <= s->md_l || s->md_e >= v[1]))) {
+        PyErr_Format(PyExc_ValueError, "bound(%lld, %lld, %lld, %lld) does not fit a form at (%lld, %lld)", v[0], v[1],
+                     v[2], v[3], s->md_l, s->md_e);
+        return NULL;
+    }
+    s->base = v[1];
+    s->nl = v[2];
+    s->limit = v[3];
+    s->limit_version = v[0];
+    if (s->base >= 0 && s->md_e >= s->base - 1) {
+        rebase(s);
+        Py_RETURN_TRUE;
+    }
+    Py_RETURN_FALSE;
 }
 
+/* Cursor.ack of one position (l, e) in the form, from _ack.c: 0 declined (the form's Python
+ * ack decides: unchanged since its flush, a bound of another version, or a position the form
+ * does not take), 1 done, 3 done and over the cap, 4 done and M moved on into another ledger
+ * (the caller asks its bound again); -1 with an exception */
 int small_ack_one(PyObject *small, long long ledger, long long entry, long long version) {
     if (Py_TYPE(small) != &SmallStateType) return 0;
     SmallState *s = (SmallState *)small;
-    if (!s->dirty || s->ended || s->limit_version < 0 || s->limit_version != version || ledger != s->md_l ||
-        entry < 0 || entry > s->limit)
-        return 0;
-    if (ack_run(s, entry, entry) < 0) return -1;
-    return fitting(s) ? 1 : 3;
+    if (!s->dirty || s->ended || s->limit_version < 0 || s->limit_version != version) return 0;
+    long long x = form_entry(s, ledger, entry);
+    if (x < 0) return 0;
+    if (ack_run(s, x, x) < 0) return -1;
+    if (!fitting(s)) return 3;
+    return s->limit_version < 0 ? 4 : 1;
 }
 
-/* read_from(entry): a sequential read moved on to entry of M's ledger (never backwards),
- * hopping a run of acks that starts there */
+/* read_from(entry): a sequential read moved on to the form's entry (never backwards),
+ * hopping a run of acks that starts there; from base on it is in nl (a sealed ledger's end
+ * is the next one's first entry) */
 static PyObject *SmallState_read_from(SmallState *s, PyObject *arg) {
     long long e;
     if (entry_of(arg, "entry", &e) < 0) return NULL;
     long long i = run_at(s, (unsigned long long)e);
     if (i >= 0) e = (long long)s->runs[2 * i + 1] + 1;
-    if (e > s->rp_e) s->rp_e = e;
+    int in_nl = s->base >= 0 && e >= s->base;
+    if (e > s->rp_e || (e == s->rp_e && in_nl > s->rp_nl)) {
+        s->rp_e = e;
+        s->rp_nl = (uint8_t)in_nl;
+    }
     Py_RETURN_NONE;
 }
 
 /* rewind(): read again from M + 1 */
 static PyObject *SmallState_rewind(SmallState *s, PyObject *unused) {
     s->rp_e = s->md_e + 1;
+    s->rp_nl = 0;
     Py_RETURN_NONE;
 }
 
-/* unacked(start, stop, n) -> [entry, ...]: up to n entries of M's ledger in [start, stop) not
+/* range_count() -> int: the ranges the form holds as the parts count them (a run across
+ * M's ledger's end is one in each ledger) */
+static PyObject *SmallState_range_count(SmallState *s, PyObject *unused) {
+    return PyLong_FromUnsignedLong(s->n + crossing(s));
+}
+
+/* unacked(start, stop, n) -> [entry, ...]: up to n entries of the form in [start, stop) not
  * acked, ascending */
 static PyObject *SmallState_unacked(SmallState *s, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 3) {
@@ -528,23 +597,24 @@ static PyObject *SmallState_runs(SmallState *s, PyObject *unused) { return pair_
 
 static PyMethodDef SmallState_methods[] = {
     {"ack_range", (PyCFunction)(void (*)(void))SmallState_ack_range, METH_FASTCALL,
-     "Entries first..last of M's ledger acked; whether the runs still fit the cap."},
+     "Entries first..last of the form acked; whether the runs still fit the cap."},
     {"ack_bitmap", (PyCFunction)SmallState_ack_bitmap, METH_O,
-     "A BitMap's entries of M's ledger acked; whether the runs still fit the cap."},
+     "A BitMap's entries of the form acked; whether the runs still fit the cap."},
     {"runs", (PyCFunction)SmallState_runs, METH_NOARGS, "The runs above M, [(first, last), ...]."},
-    {"acked", (PyCFunction)SmallState_acked, METH_O, "Whether an entry of M's ledger is acked."},
-    {"ack_positions", (PyCFunction)(void (*)(void))SmallState_ack_positions, METH_FASTCALL,
-     "A list of positions in M's ledger acked; whether the state still fits; None: not the form's to take."},
+    {"acked", (PyCFunction)SmallState_acked, METH_O, "Whether an entry of the form is acked."},
+    {"ack_positions", (PyCFunction)SmallState_ack_positions, METH_O,
+     "A list of positions the form takes acked; whether the state still fits; None: not the form's to take."},
     {"deliver", (PyCFunction)SmallState_deliver, METH_O, "One more delivery of each entry; each one's count after."},
     {"count", (PyCFunction)SmallState_count, METH_O, "An entry's delivery count (0: none)."},
     {"counts", (PyCFunction)SmallState_counts, METH_NOARGS, "The delivery counts above M, [(entry, count), ...]."},
     {"fits", (PyCFunction)SmallState_fits, METH_NOARGS, "Whether the runs and counts fit the form."},
-    {"cache_limit", (PyCFunction)(void (*)(void))SmallState_cache_limit, METH_FASTCALL,
-     "M's ledger allows entries up to limit while the topic's directory is at version."},
+    {"bound", (PyCFunction)(void (*)(void))SmallState_bound, METH_FASTCALL,
+     "M's ledger's seal, the next ledger and the form's highest entry, as of a directory version."},
+    {"range_count", (PyCFunction)SmallState_range_count, METH_NOARGS, "The ranges held, as the parts count them."},
     {"read_from", (PyCFunction)SmallState_read_from, METH_O, "A sequential read moved on to an entry."},
     {"rewind", (PyCFunction)SmallState_rewind, METH_NOARGS, "Read again from M + 1."},
     {"unacked", (PyCFunction)(void (*)(void))SmallState_unacked, METH_FASTCALL,
-     "Up to n entries of M's ledger in [start, stop) not acked."},
+     "Up to n entries of the form in [start, stop) not acked."},
     {"end", (PyCFunction)SmallState_end, METH_NOARGS, "The cursor left the small form: no flush takes this one again."},
     {NULL, NULL, 0, NULL},
 };
@@ -554,7 +624,12 @@ static PyMemberDef SmallState_members[] = {
     MEMBER(cursor_id, T_ULONGLONG, "the cursor's id"),
     MEMBER(md_l, T_LONGLONG, "the mark-delete position's ledger"),
     MEMBER(md_e, T_LONGLONG, "the mark-delete position's entry"),
-    MEMBER(rp_e, T_LONGLONG, "the read position's entry in M's ledger"),
+    MEMBER(rp_e, T_LONGLONG, "the read position's entry (the form's)"),
+    MEMBER(rp_nl, T_UBYTE, "1: the read position is in nl"),
+    MEMBER(base, T_LONGLONG, "M's ledger's entries when it is sealed and nl follows it (-1: not)"),
+    MEMBER(nl, T_LONGLONG, "the ledger after M's when base is set (-1: none)"),
+    MEMBER(limit, T_LONGLONG, "the form's highest entry allowed, as of limit_version"),
+    MEMBER(limit_version, T_LONGLONG, "the topic's directory version of the bound (-1: none)"),
     MEMBER(nc, T_UINT, "delivery counts held"),
     MEMBER(redeliveries, T_ULONGLONG, "deliveries in the form of entries delivered before"),
     MEMBER(next_seq, T_ULONGLONG, "the log's next sequence"),
@@ -590,17 +665,57 @@ static PyObject *slot_value(SmallState *s, int slot, unsigned char *key, uint32_
     Py_ssize_t head = slot_head_len(s->next_seq, room);
     Out o = {NULL, 0, 0};
     PyObject *value = NULL;
-    int ledger = s->n || s->nc;
+    /* the runs and counts of M's ledger, then of nl (the form's entries from base on, less
+     * base; a run across base is one range in each) */
+    uint32_t n = s->n, nc = s->nc, r1 = n, c1 = nc, b = 0;
+    uint32_t *runs = s->runs, *counts = s->counts, *tmp = NULL;
+    if (s->base >= 0) {
+        b = (uint32_t)s->base;
+        uint32_t i = run_from(s, b);
+        int cross = i < n && runs[2 * i] < b;
+        r1 = i + (uint32_t)cross;
+        c1 = count_from(s, b);
+        if ((tmp = PyMem_Malloc(sizeof(uint32_t) * (2 * (n + 1) + 2 * nc + 2))) == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        memcpy(tmp, runs, sizeof(uint32_t) * 2 * r1);
+        if (cross) tmp[2 * r1 - 1] = b - 1;
+        for (uint32_t j = i; j < n; j++) {
+            tmp[2 * (r1 + j - i)] = runs[2 * j] < b ? 0 : runs[2 * j] - b;
+            tmp[2 * (r1 + j - i) + 1] = runs[2 * j + 1] - b;
+        }
+        n = r1 + (n - i);
+        uint32_t *ct = tmp + 2 * (s->n + 1);
+        for (uint32_t j = 0; j < nc; j++) {
+            ct[2 * j] = j < c1 ? counts[2 * j] : counts[2 * j] - b;
+            ct[2 * j + 1] = counts[2 * j + 1];
+        }
+        runs = tmp;
+        counts = ct;
+    }
+    long long ids[2] = {s->md_l, s->nl};
+    uint32_t rs[2] = {0, r1}, re[2] = {r1, n}, cs[2] = {0, c1}, ce[2] = {c1, nc};
+    int listed[2] = {r1 || c1, n > r1 || nc > c1};
     if (out_room(&o, head + 7) == NULL) goto done;
-    if (put_state_head(&o, s->nc ? STATE_COUNTS : 0, s->cursor_id, s->md_l, s->md_e, ledger) < 0) goto done;
-    if (ledger && (put_varint(&o, 0) < 0 || put_state_runs(&o, s->md_l, s->runs, s->runs + 1, 2, s->n, s->md_e + 1) < 0))
-        goto done;
-    if (s->nc && put_state_counts(&o, s->md_l, s->counts, s->counts + 1, 2, s->nc, s->md_e + 1) < 0) goto done;
+    if (put_state_head(&o, nc ? STATE_COUNTS : 0, s->cursor_id, s->md_l, s->md_e, listed[0] + listed[1]) < 0) goto done;
+    long long last = s->md_l;
+    for (int k = 0; k < 2; k++) {
+        if (!listed[k]) continue;
+        long long start = k ? 0 : s->md_e + 1;
+        if (put_varint(&o, (unsigned long long)(ids[k] - last)) < 0 ||
+            put_state_runs(&o, ids[k], runs + 2 * rs[k], runs + 2 * rs[k] + 1, 2, re[k] - rs[k], start) < 0)
+            goto done;
+        if (nc && put_state_counts(&o, ids[k], counts + 2 * cs[k], counts + 2 * cs[k] + 1, 2, ce[k] - cs[k], start) < 0)
+            goto done;
+        last = ids[k] + 1;
+    }
     if (seal_envelope_at(&o, head, RECORD_MARKER, version) < 0) goto done;
     if (o.len - head > max_bytes) goto done; /* the parts' to write */
     put_slot_head(key, o.b, s->cursor_id, slot, s->next_seq, room);
     value = PyBytes_FromStringAndSize((const char *)o.b, o.len);
 done:
+    PyMem_Free(tmp);
     PyMem_Free(o.b);
     return value;
 }
@@ -657,7 +772,7 @@ static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t n
         s->slot = (uint8_t)slot;
         s->slots |= (uint8_t)(1 << slot);
         s->dirty = 0;
-        s->persisted = s->n;
+        s->persisted = s->n + (uint32_t)crossing(s);
         s->flushes++;
         s->flush_bytes += nbytes;
         s->last_bytes = nbytes;

@@ -35,15 +35,19 @@ BOUNDS = VERSION, RESERVE, MAX_COUNTS, MAX_BYTES
 
 
 class Model:
-    """A small cursor as sets: M's entry, the acks above it, the delivery counts, the read
-    position, the log's sequence and slots."""
+    """A small cursor as sets of the form's entries: M, the acks above it, the delivery
+    counts, the read position, the log's sequence and slots, and the span: M's ledger
+    sealed with ``base`` entries and ``nl`` after it (the form's entry base + e is nl's e)."""
 
     def __init__(self, md_e: int, acked: set[int], seq: int, slot: int, slots: int) -> None:
         self.md_e, self.acked, self.seq, self.slot, self.slots = md_e, set(acked), seq, slot, slots
+        self.md_l = LEDGER
         self.dirty = False
         self.counts: dict[int, int] = {}
-        self.rp = md_e + 1
+        self.rp, self.rp_nl = md_e + 1, 0
         self.redeliveries = 0
+        self.base = self.nl = -1
+        self.limit, self.version = 100, 0
 
     def ack(self, first: int, last: int) -> None:
         new = {e for e in range(max(first, self.md_e + 1), last + 1)} - self.acked
@@ -55,7 +59,29 @@ class Model:
             while self.md_e + 1 in self.acked:
                 self.md_e += 1
                 self.acked.discard(self.md_e)
-            self.rp = max(self.rp, self.md_e + 1)
+            if self.rp < self.md_e + 1:
+                self.rp, self.rp_nl = self.md_e + 1, 0
+            if self.base >= 0 and self.md_e >= self.base - 1:
+                self.rebase()
+
+    def rebase(self) -> None:
+        """M moves on into nl: the form's entries from base on are its own."""
+        b = self.base
+        self.md_l, self.md_e = self.nl, self.md_e - b
+        self.acked = {e - b for e in self.acked}
+        self.counts = {e - b: n for e, n in self.counts.items()}
+        self.rp, self.rp_nl = self.rp - b, 0
+        self.base = self.nl = self.version = -1
+        self.dirty = True
+
+    def position(self, e: int) -> tuple[int, int]:
+        return (self.nl, e - self.base) if 0 <= self.base <= e else (self.md_l, e)
+
+    def ack_position(self, ledger: int, entry: int) -> None:
+        if ledger == self.md_l:
+            self.ack(entry, entry)
+        elif ledger == self.nl:
+            self.ack(self.base + entry, self.base + entry)
 
     def is_acked(self, e: int) -> bool:
         return e <= self.md_e or e in self.acked
@@ -76,7 +102,9 @@ class Model:
     def read_from(self, e: int) -> None:
         while e in self.acked:
             e += 1
-        self.rp = max(self.rp, e)
+        in_nl = int(0 <= self.base <= e)
+        if (e, in_nl) > (self.rp, self.rp_nl):
+            self.rp, self.rp_nl = e, in_nl
 
     def unacked(self, start: int, stop: int, n: int) -> list[int]:
         return [e for e in range(max(start, self.md_e + 1), stop) if e not in self.acked][:n]
@@ -84,14 +112,29 @@ class Model:
     def runs(self) -> list[tuple[int, int]]:
         return run_bounds(BitMap(self.acked))
 
+    def ledgers(self) -> dict[int, tuple[BitMap, dict[int, int]]]:
+        """Each ledger's acks and counts, as the parts hold them."""
+        out: dict[int, tuple[BitMap, dict[int, int]]] = {}
+        for e in self.acked:
+            ledger, entry = self.position(e)
+            out.setdefault(ledger, (BitMap(), {}))[0].add(entry)
+        for e, n in self.counts.items():
+            ledger, entry = self.position(e)
+            out.setdefault(ledger, (BitMap(), {}))[1][entry] = n
+        return out
+
+    def range_count(self) -> int:
+        return sum(len(run_bounds(bm)) for bm, _ in self.ledgers().values())
+
     def value(self) -> tuple[bytes, bytes]:
         """The state slot put of the next state, by the state layout's own encoder (what a
         cursor's state plan writes)."""
         slot = 1 - self.slot
-        bitmap = BitMap(self.acked)
-        la = LedgerAcks.of_runs(bitmap, len(self.runs()), {}, dict(self.counts))
-        ledgers = [(LEDGER, la)] if bitmap or self.counts else []
-        record = records.encode_state_marker(CID, (LEDGER, self.md_e), {}, ledgers)
+        ledgers = [
+            (ledger, LedgerAcks.of_runs(bm, len(run_bounds(bm)), {}, counts))
+            for ledger, (bm, counts) in sorted(self.ledgers().items())
+        ]
+        record = records.encode_state_marker(CID, (self.md_l, self.md_e), {}, ledgers)
         key = records.slot_key(CID, slot)
         return key, records.seal_slot(key, self.seq, record, 0 if self.slots >> slot & 1 else RESERVE)
 
@@ -103,10 +146,15 @@ def _fields(s: Any) -> tuple[Any, ...]:
     )  # fmt: skip
 
 
+def _span(s: Any) -> tuple[Any, ...]:
+    return s.base, s.nl, s.rp_nl, s.limit, s.limit_version, s.range_count()
+
+
 OPS = st.one_of(
     st.tuples(st.just("range"), st.integers(0, 90), st.integers(0, 6)),
     st.tuples(st.just("bitmap"), st.frozensets(st.integers(0, 90), max_size=8), st.just(0)),
-    st.tuples(st.just("positions"), st.lists(st.integers(0, 90), max_size=8), st.integers(0, 3)),
+    st.tuples(st.just("positions"), st.lists(st.integers(0, 90), max_size=8), st.integers(0, 4)),
+    st.tuples(st.just("seal"), st.integers(0, 95), st.integers(0, 1)),
     st.tuples(st.just("deliver"), st.lists(st.integers(0, 90), max_size=8), st.just(0)),
     st.tuples(st.just("read"), st.integers(0, 95), st.just(0)),
     st.tuples(st.just("unacked"), st.integers(0, 95), st.integers(0, 12)),
@@ -136,6 +184,8 @@ def test_the_twins_agree_with_the_model_and_write_the_state_layout(
     if runs and runs[0][0] == md_e + 1:
         return  # M would stand on an ack: not a state a cursor holds
     forms = [impl.SmallState(CID, LEDGER, md_e, seq, slot, model.slots, runs, 64) for impl in IMPLEMENTATIONS]
+    for s in forms:
+        assert not s.bound(0, -1, -1, model.limit)  # M's ledger open, entries up to 100
     taken: tuple[int, int, int, bool] | None = None  # the model before the last flush that wrote
     for op, a, b in ops:
         fits = [True] * len(forms)
@@ -146,17 +196,36 @@ def test_the_twins_agree_with_the_model_and_write_the_state_layout(
             for first, last in run_bounds(BitMap(a)):
                 model.ack(first, last)
             fits = [s.ack_bitmap(BitMap(a)) for s in forms]
-        elif op == "positions":  # b: 0 Positions, 1 tuples, 2 one in another ledger, 3 one past the limit
-            items: list[Any] = [Position(LEDGER, e) if b == 0 else (LEDGER, e) for e in a]
+        elif op == "positions":  # b: 0 Positions, 1 tuples, 2 one in another ledger, 3 one past the bound,
+            # 4 one past a sealed ledger's end (the form's entries given as their positions)
+            if model.version < 0:  # M moved on into nl: bounded again, its ledger open
+                model.limit, model.version = 100, 0
+                assert [s.bound(0, -1, -1, 100) for s in forms] == [False] * len(forms)
+            at = [model.position(e) for e in a]
+            items: list[Any] = [Position(*p) if b == 0 else p for p in at]
+            refused = b == 2 or (b == 3 and any(e > model.limit for e in a))
             if b == 2:
-                items.append(Position(LEDGER + 1, 1))
-            got = [s.ack_positions(items, 80 if b == 3 else 100) for s in forms]
-            if b >= 2 and (b == 2 or any(e > 80 for e in a)):
+                items.append(Position(model.md_l + 7, 1))
+            if b == 4 and model.base >= 0:
+                items.append((model.md_l, model.base))
+                refused = True
+            got = [s.ack_positions(items) for s in forms]
+            if refused or any(e > model.limit for e in a):
                 assert got == [None] * len(forms)
             else:
-                for e in a:
-                    model.ack(e, e)
+                for p in at:
+                    model.ack_position(*p)
                 fits = got
+        elif op == "seal":  # M's ledger sealed past what it holds, the next one after it (b: bounded at most there)
+            if model.base < 0 and model.version >= 0:
+                held = [e + 1 for e in model.acked | set(model.counts)]
+                base = max(0 if b else a, model.md_e + 1, model.rp, *held)  # (a read may stand at its end)
+                limit = base + 40
+                moved = [s.bound(1, base, model.md_l + 1, limit) for s in forms]
+                model.base, model.nl, model.limit, model.version = base, model.md_l + 1, limit, 1
+                if model.md_e >= base - 1:
+                    model.rebase()
+                assert moved == [model.version < 0] * len(forms)
         elif op == "deliver":
             expect_counts = model.deliver(a)
             assert [s.deliver(a) for s in forms] == [expect_counts] * len(forms)
@@ -178,13 +247,14 @@ def test_the_twins_agree_with_the_model_and_write_the_state_layout(
                 key, value = expect[0]
                 got_seq, record = records.open_slot(key, value)
                 marker = records.decode_marker(record, got_seq)
-                assert got_seq == model.seq and marker.mark_delete == (LEDGER, model.md_e)
-                assert {lg: la.ranges() for lg, la in (marker.ledgers or {}).items()} == (
-                    {LEDGER: model.runs()} if model.acked or model.counts else {}
-                )
-                assert {lg: la.counts for lg, la in (marker.ledgers or {}).items()} == (
-                    {LEDGER: model.counts} if model.acked or model.counts else {}
-                )
+                assert got_seq == model.seq and marker.mark_delete == (model.md_l, model.md_e)
+                held = model.ledgers()
+                assert {lg: la.ranges() for lg, la in (marker.ledgers or {}).items()} == {
+                    lg: run_bounds(bm) for lg, (bm, _) in held.items()
+                }
+                assert {lg: la.counts for lg, la in (marker.ledgers or {}).items()} == {
+                    lg: counts for lg, (_, counts) in held.items()
+                }
                 model.slot = 1 - model.slot
                 model.slots |= 1 << model.slot
                 model.seq += 1
@@ -199,14 +269,23 @@ def test_the_twins_agree_with_the_model_and_write_the_state_layout(
         for s in forms:
             assert _fields(s) == first, (IDS, [_fields(f) for f in forms])
             check_small(s, (LEDGER, md_e))
-        assert (first[1], first[2], first[4], first[5], first[6], bool(first[7])) == (
-            model.md_e, model.runs(), model.seq, model.slot, model.slots, model.dirty
+        assert (first[0], first[1], first[2], first[4], first[5], first[6], bool(first[7])) == (
+            model.md_l, model.md_e, model.runs(), model.seq, model.slot, model.slots, model.dirty
         )  # fmt: skip
+        span = _span(forms[0])
+        assert [_span(s) for s in forms] == [span] * len(forms)
+        assert (span[0], span[1], span[2], span[4], span[5]) == (
+            model.base,
+            model.nl,
+            model.rp_nl,
+            model.version,
+            model.range_count(),
+        )
         assert (first[13], first[15], first[16]) == (sorted(model.counts.items()), model.rp, model.redeliveries)
         assert [s.count(e) for s in forms for e in range(0, 95, 7)] == [
             model.counts.get(e, 0) for _ in forms for e in range(0, 95, 7)
         ]
-        assert fits == [len(model.runs()) <= 64] * len(forms)
+        assert fits == [model.range_count() <= 64] * len(forms)
         for e in (model.md_e, model.md_e + 1, *list(model.acked)[:3], 95):
             assert [s.acked(e) for s in forms] == [e <= model.md_e or e in model.acked] * len(forms)
 
@@ -458,9 +537,10 @@ def test_a_read_the_form_does_not_serve_ends_it_with_the_state_exact(tmp_path: P
         assert list(cur.ledger_ranges()) == [(1, [*ranges, (200, 200)])]
 
 
-def test_acks_past_the_cap_and_a_new_ledger_end_the_form(tmp_path: Path) -> None:
+def test_acks_past_the_cap_end_the_form_and_a_rollover_keeps_it(tmp_path: Path) -> None:
     """More runs than PIP-299 persists take the cursor to its parts (and its truncation);
-    sealing the ledger and opening the next does too; nothing is lost either way."""
+    sealing the ledger and opening the next keeps it in the form, M moving on into the next
+    ledger when the sealed one is acked whole; nothing is lost either way."""
     config = CursorConfig(max_unacked_ranges_to_persist=3)
     with AckStore.open(tmp_path / "s") as store:
         topic = _topic(store)
@@ -485,15 +565,18 @@ def test_acks_past_the_cap_and_a_new_ledger_end_the_form(tmp_path: Path) -> None
             store.flush()
         assert cur._core.small is not None
         topic.close_ledger(1, 20)
-        assert cur._core.small is None
         topic.add_ledger(2)
+        small = cur._core.small
+        assert small is not None and (small.base, small.nl) == (20, 2)
         cur.ack_entries(1, BitMap([14, *range(16, 20)]))
+        assert cur._core.small is small and (small.md_l, small.md_e, small.base) == (2, -1, -1)
         store.flush()
         assert cur.mark_delete_position == Position(2, -1)
         for e in range(SETTLE):
             cur.ack_entries(2, BitMap([0, 1, 5 + 2 * e]))
             store.flush()
-        assert cur._core.small is not None
+        assert cur._core.small is small
+        cur._check()
     with AckStore.open(tmp_path / "s") as store:
         cur = store.topic(T).cursor("c", config)
         assert cur.mark_delete_position == Position(2, 1)
@@ -821,10 +904,10 @@ def test_a_form_whose_state_the_layout_does_not_take_is_written_by_its_parts(
         assert cur._core.small is not None and cur.delivery_counts() == {}
 
 
-def test_unacked_entries_of_another_ledger_are_the_parts_answer(tmp_path: Path) -> None:
+def test_unacked_entries_of_another_ledger_are_the_forms_answer_and_the_parts(tmp_path: Path) -> None:
     """A cursor opened into the form (its parts not built) asked for the unacked entries of a
-    ledger other than M's: the form ends and the parts, loaded, answer (the ledger before
-    M's is wholly acked; the one after holds no acks)."""
+    ledger other than M's: the form answers (the ledger before M's is wholly acked), and the
+    parts, loaded when the form ends, answer the same."""
     with AckStore.open(tmp_path / "s") as store:
         topic = store.topic(T)
         topic.add_ledger(1)
@@ -843,8 +926,11 @@ def test_unacked_entries_of_another_ledger_are_the_parts_answer(tmp_path: Path) 
         assert cur.unacked_entries(2, 0, 10, 10) == [0, 1, 2, 4, 6, 8, 9]
         assert cur._core.small is not None  # M's ledger: the form's
         assert cur.unacked_entries(1, 0, 10, 10) == []
+        assert cur._core.small is not None
+        cur.ack_entries(2, [8])  # (not a kind of entries the form takes: the parts do)
         assert cur._core.small is None
-        assert cur.unacked_entries(2, 0, 10, 10) == [0, 1, 2, 4, 6, 8, 9]
+        assert cur.unacked_entries(1, 0, 10, 10) == []
+        assert cur.unacked_entries(2, 0, 10, 10) == [0, 1, 2, 4, 6, 9]
         cur._check()
 
 

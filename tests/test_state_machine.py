@@ -711,6 +711,8 @@ class AckStoreMachine(RuleBasedStateMachine):
             cur._check()
             if cur._core.small is not None:
                 event("a cursor in the small form")
+                if cur._core.small.base >= 0:  # M's ledger sealed, the next one's entries the form's too
+                    self.ran.add("the small form across a rollover")
             md = m.md(c)
             assert cur.mark_delete_position == md, (name, cur.mark_delete_position, md)
             assert cur.read_position == m.read_position(c), (name, cur.read_position, m.read_position(c))
@@ -1019,7 +1021,12 @@ DEPTH: dict[type[AckStoreMachine], dict[str, float]] = {
     HistoryMachine: {"a restore": 0.5, "a reader in another process": 0.05},
     TruncatingMachine: {"past the range cap, over 3 ledgers or more": 0.3, "delivery counts": 0.2},
     SteadyMachine: {"a position at a ledger's last entry": 0.05},
-    BrokerDayMachine: {"a negative ack read again": 0.5, "a rollover": 0.3, "delivery counts": 0.5},
+    BrokerDayMachine: {
+        "a negative ack read again": 0.5,
+        "a rollover": 0.3,
+        "delivery counts": 0.5,
+        "the small form across a rollover": 0.3,
+    },
 }
 ALL_THREE = 0.8
 DEPTH_EXAMPLES = 40

@@ -43,6 +43,7 @@ from .plan import Planner
 from .read_side import ReadHost
 from .served import Served
 from .small import check_small, small_of
+from .small_span import form_entry, is_acked, ledger_counts, ledger_runs, read_position
 from .snapshot import CursorSnapshot, batch_items, snapshot_of
 from .state import AckState
 from .validate import pair
@@ -244,9 +245,13 @@ class CursorCore(Served):
         the form's cap (the parts take the state)."""
         if done >= 2:
             with self._lock:
+                small = self.small
                 if done == 3:
-                    if self.small is not None:
+                    if small is not None:
                         self._parts()
+                elif done == 4:
+                    if small is not None:
+                        self._bounded(small)
                 elif not self._unbuilt:
                     self._pages.fit(keep=(positions[0],))  # type: ignore[index]
             return
@@ -258,16 +263,12 @@ class CursorCore(Served):
             lock.acquire()
             try:
                 small = self.small
-                if small is not None:
-                    ledger, entry = positions
-                    topic = self.topic
-                    limit = topic.directory.open_limit()
-                    if ledger == small.md_l and 0 <= entry <= limit:
-                        small.cache_limit(topic.version, limit)  # for ACK_CURSOR's next ones
-                        fits = small.ack_range(entry, entry)
+                if small is not None and self._bounded(small):  # (the bound: for ACK_CURSOR's next ones too)
+                    x = form_entry(small, positions[0], positions[1])
+                    if x >= 0:
+                        fits = small.ack_range(x, x)
                         self._store.small_list[small] = self
-                        if not fits:
-                            self._parts()  # over the form's cap: the parts take it
+                        self._after_form_ack(small, fits)
                         return
                     self._parts()
                 self._ack_one(positions[0], positions[1])  # (what ACK_CURSOR declined)
@@ -279,13 +280,13 @@ class CursorCore(Served):
             return
         with self._lock:
             small = self.small
-            if small is not None and isinstance(positions, (list, tuple)):  # every one in M's ledger: the form's
-                fits = small.ack_positions(positions, self.topic.directory.open_limit())
+            if small is not None and isinstance(positions, (list, tuple)) and self._bounded(small):
+                fits = small.ack_positions(positions)  # every one the form's, or None
                 if fits is not None:
-                    if not fits:
-                        self._parts()  # over the form's cap: the parts take it
+                    self._after_form_ack(small, fits)
                     self._changed()
                     return
+            small = self.small
             if small is not None:
                 self._parts()
             else:  # a call the form serves: the cursor stays eligible for it
@@ -314,17 +315,17 @@ class CursorCore(Served):
         bitmap = entries if isinstance(entries, BitMap) else None
         span = entries if isinstance(entries, range) and entries.step == 1 and entries.start >= 0 else None
         served = bitmap is not None or span is not None  # a kind of entries the small form takes
-        if small is not None and served and type(ledger) is int and ledger == small.md_l:
+        if small is not None and served and type(ledger) is int:
             with self._lock:
-                if self.small is small and not (self._deleted or self._store.closed):
+                alive = self.small is small and not (self._deleted or self._store.closed)
+                if alive and self._bounded(small) and ledger == small.md_l:
                     if not entries:
                         return
                     top = bitmap.max() if bitmap is not None else span[-1]  # type: ignore[index]
-                    if top <= self.topic.directory.open_limit():
+                    if form_entry(small, ledger, top) >= 0:  # (M's ledger's entries are the form's own)
                         fits = small.ack_bitmap(bitmap) if bitmap is not None else small.ack_range(span[0], top)  # type: ignore[index]
                         self._store.small_list[small] = self
-                        if not fits:
-                            self._parts()  # over the form's cap: the parts take it
+                        self._after_form_ack(small, fits)
                         return
         self.edit(AckState.ack_entries, ledger, entries, served=served)
 
@@ -381,7 +382,7 @@ class CursorCore(Served):
     def is_acked(self, at: tuple[int, int]) -> bool:
         small = self.small
         if small is not None:
-            return at <= (small.md_l, small.md_e) or (at[0] == small.md_l and small.acked(at[1]))
+            return is_acked(small, at[0], at[1])
         return at <= self._state.md or self._state.is_acked(at)
 
     def mark_delete(self) -> Position:
@@ -398,7 +399,7 @@ class CursorCore(Served):
         if self._store.readonly:
             return self.read(lambda: self._state.rp)
         small = self.small
-        return self._state.rp if small is None else trusted(small.md_l, small.rp_e)
+        return self._state.rp if small is None else trusted(*read_position(small))
 
     def range_count(self) -> int:
         if self._deleted:
@@ -406,7 +407,7 @@ class CursorCore(Served):
         if self._store.readonly:
             return self.read(lambda: self._state.range_count)
         small = self.small
-        return self._state.range_count if small is None else small.n
+        return self._state.range_count if small is None else small.range_count()  # type: ignore[no-any-return]
 
     def properties(self) -> dict[str, int | str]:
         with self._lock:
@@ -483,15 +484,19 @@ class CursorCore(Served):
             chain.flushes, chain.total_flush_bytes = flushes + small.flushes, total + small.flush_bytes
             chain.last_flush_bytes = small.last_bytes
             chain.next_seq = max(chain.next_seq, small.next_seq)  # never a sequence a flush in flight took
-        if (small.md_l, small.md_e) > state.md:  # M where the form had it, by the rule acks take
+        d = self.topic.directory
+        fitting.reconcile(state, d)  # (the form followed the directory: ledgers trimmed or sealed since)
+        if small.md_l in d and (small.md_l, small.md_e) > state.md:  # M where the form had it, by the rule acks take
             state.ack_cumulative((small.md_l, small.md_e))
-        runs = small.runs()
-        if runs:
-            state.apply_groups([(small.md_l, bitmap_of_runs(runs))])
-        counts = small.counts()
+        groups = [(ledger, bitmap_of_runs(runs)) for ledger, runs in ledger_runs(small) if ledger in d]
+        if groups:
+            state.apply_groups(groups)
+        counts = ledger_counts(small)
         if counts:  # (those the parts held of entries acked since went with the acks)
-            set_delivery_counts(state, {trusted(small.md_l, e): n for e, n in counts})
-        state.rp = trusted(small.md_l, small.rp_e)  # where the form read to (never below M + 1)
+            set_delivery_counts(state, {trusted(*at): n for at, n in counts if at[0] in d})
+        rp = trusted(*read_position(small))
+        if rp[0] in d:  # where the form read to (never below M + 1)
+            state.rp = rp if rp > state.md else state.md.next()
         state.redeliveries += small.redeliveries
         self._changed()
 

@@ -89,7 +89,7 @@ def cursor_figures(parts: Parts, small: Any = None) -> tuple[int, ...]:
         skipped, redeliveries = chain.recovery.markers_skipped, state.redeliveries
     flushes = flush_bytes = 0
     if small is not None:  # within the PIP-299 limit by the form's cap: never over it, truncated or blocked
-        ranges, persisted, flushes, flush_bytes = small.n, small.persisted, small.flushes, small.flush_bytes
+        ranges, persisted, flushes, flush_bytes = small.range_count(), small.persisted, small.flushes, small.flush_bytes
         truncated = blocked = 0
         redeliveries += small.redeliveries
     return (

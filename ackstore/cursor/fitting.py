@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from ..storage.records import Marker
     from .state import AckState
 
-__all__ = ["check_close", "clip", "directory_changed", "load", "on_load", "reconcile"]
+__all__ = ["check_close", "check_seal", "clip", "directory_changed", "load", "on_load", "reconcile"]
 
 
 def load(state: AckState, marker: Marker | None, initial_position: str = "earliest") -> None:
@@ -122,8 +122,14 @@ def check_close(state: AckState, ledger: int, entries: int) -> None:
     highest = -1 if la is None else la.highest()  # a delivered (counted) entry was written too
     if state.md[0] == ledger:
         highest = max(highest, state.md[1])
+    check_seal(state.name, ledger, entries, highest)
+
+
+def check_seal(name: str, ledger: int, entries: int, highest: int) -> None:
+    """Raise unless sealing ``ledger`` with ``entries`` keeps cursor ``name``'s ``highest``
+    entry holding state there (M, an ack or a delivery count; -1: none) inside it."""
     if highest >= entries:
         raise LedgerStateError(
-            f"cannot close ledger {ledger} with {entries} entries: cursor {state.name!r} has acknowledged "
+            f"cannot close ledger {ledger} with {entries} entries: cursor {name!r} has acknowledged "
             f"or delivered entry {ledger}:{highest}; allowed entries >= {highest + 1}"
         )

@@ -15,7 +15,7 @@ from typing import Any
 from ..position import MAX_ENTRY, Position, trusted
 from .deliveries import counts_window, delivery_count, delivery_counts, record_deliveries
 from .read_side import ReadSide
-from .small import entries_in
+from .small_span import bound_of, form_entries, form_entry, ledger_counts, ledger_runs, read_entry
 from .state import AckState
 from .validate import pair
 
@@ -29,6 +29,30 @@ class Served(ReadSide):
 
     small: Any
 
+    def _bounded(self, small: Any) -> bool:
+        """The form bounded as of the topic's directory now (lock held): M's ledger's seal,
+        the next ledger and the highest entry allowed (``small_span.bound_of``), M moved on
+        across what it acked whole as the parts' M would. False when M's ledger left the
+        directory: the form ends (the parts reconcile it). O(1) unless the directory changed."""
+        topic = self.topic
+        version = topic.version
+        while small.limit_version != version:
+            bound = bound_of(topic.directory, small.md_l)
+            if bound is None:
+                self._parts()
+                return False
+            if small.bound(version, *bound):
+                self._changed()  # M moved: the next flush writes it
+        return True
+
+    def _after_form_ack(self, small: Any, fits: bool) -> None:
+        """After an ack in the form: over its cap the parts take the state; M moved on into
+        another ledger, the form is bounded there."""
+        if not fits:
+            self._parts()
+        elif small.limit_version < 0:
+            self._bounded(small)
+
     def record_deliveries(self, items: list[Any]) -> list[int]:
         """``Cursor.record_deliveries``: in the small form when every position is in M's
         ledger (one that takes it over its cap ends the form), else by the parts."""
@@ -36,7 +60,7 @@ class Served(ReadSide):
             small = self.small
             if small is not None:
                 self._alive()
-                entries = entries_in(items, small.md_l, self.topic.directory.open_limit())
+                entries = form_entries(small, items) if self._bounded(small) else None
                 if entries is not None:
                     counts: list[int] = small.deliver(entries)
                     if not small.fits():
@@ -52,7 +76,9 @@ class Served(ReadSide):
             if small is not None:
                 self.ensure_open()
                 ledger, entry = pair(position)
-                return small.count(entry) if ledger == small.md_l else 0  # type: ignore[no-any-return]
+                if self._bounded(small):
+                    x = form_entry(small, ledger, entry)
+                    return small.count(x) if x >= 0 else 0  # type: ignore[no-any-return]
             return self.read(lambda: delivery_count(self.built(), position), served=True)
 
     def delivery_counts(self, start: Any = None, end: Any = None) -> dict[Position, int]:
@@ -61,13 +87,8 @@ class Served(ReadSide):
             small = self.small
             if small is not None:
                 self.ensure_open()
-                md_l = small.md_l
-                low, high = counts_window((md_l, small.md_e), start, end)
-                return {
-                    trusted(md_l, e): n
-                    for e, n in small.counts()
-                    if (md_l, e) >= low and (high is None or (md_l, e) < high)
-                }
+                low, high = counts_window((small.md_l, small.md_e), start, end)
+                return {trusted(*at): n for at, n in ledger_counts(small) if at >= low and (high is None or at < high)}
             return self.read(lambda: delivery_counts(self.built(), start, end), served=True)
 
     def unacked_entries(self, ledger: int, start: int, stop: int, n: int) -> list[int]:
@@ -76,18 +97,38 @@ class Served(ReadSide):
             small = self.small
             if small is not None:
                 self.ensure_open()
-                if type(ledger) is int and ledger == small.md_l:
-                    return small.unacked(start, stop, n)  # type: ignore[no-any-return]
-                self._parts()  # another ledger: the parts answer (the form ends)
+                found = self._form_unacked(small, ledger, start, stop, n)
+                if found is not None:
+                    return found
+                if self.small is not None:
+                    self._parts()  # a span the form does not hold: the parts answer (the form ends)
             return self.read(lambda: self.built().unacked_entries(ledger, start, stop, n), served=True)
+
+    def _form_unacked(self, small: Any, ledger: Any, start: int, stop: int, n: int) -> list[int] | None:
+        """``unacked_entries`` from the form, or None when it does not hold that span (a
+        ledger after the form's: nothing there is acked, as the parts would say)."""
+        if type(ledger) is not int or not self._bounded(small):
+            return None
+        md_l, base = small.md_l, small.base
+        if ledger < md_l:
+            return []
+        if ledger == md_l and (base < 0 or stop <= base):
+            return small.unacked(start, stop, n)  # type: ignore[no-any-return]
+        if base >= 0 and ledger == small.nl and start >= 0 and base + stop <= MAX_ENTRY + 1:
+            return [x - base for x in small.unacked(base + start, base + stop, n)]
+        if ledger > md_l and ledger != small.nl:
+            return list(range(start, min(stop, start + n)))
+        return None
 
     def move_read_position(self, position: Position) -> None:
         """``Cursor.move_read_position`` (the read path's own move: not checked)."""
         with self._lock:
             small = self.small
-            if small is not None and position[0] == small.md_l and 0 <= position[1] <= MAX_ENTRY:
-                small.read_from(position[1])
-                return
+            if small is not None and self._bounded(small):
+                x = read_entry(small, position[0], position[1])
+                if x >= 0:
+                    small.read_from(x)
+                    return
             self.edit(AckState.move_read_position, position, check=False, served=True)
 
     def rewind(self) -> None:
@@ -110,11 +151,10 @@ class Served(ReadSide):
             small = self.small
             if small is None:
                 ledgers = sorted(self._pages.known())
-            else:  # the form's one ledger, read at once
-                runs = small.runs()
+            else:  # the form's ledgers, read at once
+                held = ledger_runs(small)
         if small is not None:
-            if runs:
-                yield small.md_l, runs
+            yield from held
             return
         for ledger in ledgers:
             with self._lock:
@@ -126,7 +166,7 @@ class Served(ReadSide):
         """One ledger's ranges (a swapped-out one read from its record, not cached)."""
         small = self.small
         if small is not None:  # the form began since the iterator started
-            return small.runs() if ledger == small.md_l else []
+            return dict(ledger_runs(small)).get(ledger, [])
         la = self._pages.peek(ledger)
         return la.ranges() if la is not None else []
 

@@ -1,7 +1,8 @@
 """The small form: a small cursor's whole state in one object of its own.
 
-A broker's cursor spends its day consuming its topic's open ledger in order: its acks above
-the mark-delete position M all lie in M's ledger, in a few ranges, and each flush writes its
+A broker's cursor spends its day consuming its topic's newest ledgers in order: its acks above
+the mark-delete position M lie in M's ledger (and, across a rollover, the next one), in a few
+ranges, and each flush writes its
 whole state as one state marker into a state slot (the state layout of
 ``ackstore/storage/records.py``). Once a flush wrote such a state, the cursor takes the small
 form (:func:`small_of` is the rule): a :class:`SmallState` holds M, the runs of acks above
@@ -9,7 +10,9 @@ it, the delivery counts of entries above it, the read position, the log's next s
 and which state slots hold a value. The calls a broker makes all day are served by it: ``ack``
 of one position or of a list of positions, ``ack_entries``, and what a
 :class:`~ackstore.Dispatcher` reads with (the read position and its moves, unacked entries,
-delivery counts and their recording, ``is_acked``); the group flush encodes each changed
+delivery counts and their recording, ``is_acked``), and the directory's changes while M's
+ledger stays in it: a seal, the next ledger added (its entries then the form's too:
+:mod:`ackstore.cursor.small_span`), a trim below M's ledger; the group flush encodes each changed
 one's slot value straight from it and adopts it in the same visit (:func:`flush_small`;
 :func:`undo_small` gives back a flush that was not written). A flush then touches one
 small object per cursor instead of the cursor's parts, and writes the same bytes they would.
@@ -21,7 +24,7 @@ take the acks, counts and read position since, so the rest of ackstore only ever
 parts.
 
 A cursor stays out of the form while it keeps history, holds partial batches or properties,
-has acks or counts outside M's ledger or M is not in the topic's open ledger, or holds more
+has acks or counts outside M's ledger (and the next one, once M's is sealed), or holds more
 runs than the state layout takes (:data:`ackstore.cursor.lane.STATE_MAX_RUNS`) or than
 PIP-299 persists, or more delivery counts than :data:`COUNT_CAP`; an ack or a delivery that
 takes it over a cap ends the form. A flush that finds more counts than the state layout
@@ -47,6 +50,7 @@ from ..storage.pure_codecs import STATE_COUNTS
 from ..storage.records import FORMAT_VERSION, RECORD_MARKER, SLOT_RESERVE, seal_slot, slot_key
 from . import lane
 from .chain import next_slot
+from .small_span import form_entries, ledger_counts, ledger_runs
 
 if TYPE_CHECKING:
     from ..config import CursorConfig
@@ -62,7 +66,6 @@ __all__ = [
     "SmallState",
     "Small",
     "check_small",
-    "entries_in",
     "flush_format",
     "flush_small",
     "small_of",
@@ -87,21 +90,6 @@ def _entry(value: Any, what: str) -> int:
     return value
 
 
-def entries_in(items: Any, ledger: int, limit: int) -> list[int] | None:
-    """The entries of ``items`` when every one is a Position or a ``(ledger, entry)`` tuple of
-    ints in ``ledger`` with its entry in ``0..limit`` (what the small form takes of a list of
-    positions), else None. O(items)."""
-    out: list[int] = []
-    for item in items:
-        if not isinstance(item, tuple) or len(item) != 2:
-            return None
-        led, entry = item
-        if type(led) is not int or type(entry) is not int or led != ledger or not 0 <= entry <= limit:
-            return None
-        out.append(entry)
-    return out
-
-
 class PySmallState:
     """The pure-Python twin of ``ackstore._native.SmallState``: a small cursor's mark-delete
     position ``(md_l, md_e)``, the runs of acks above it in ``md_l`` (``runs``: ascending
@@ -114,8 +102,8 @@ class PySmallState:
 
     __slots__ = (
         "cursor_id", "md_l", "md_e", "rp_e", "next_seq", "slot", "slots", "dirty", "cap", "persisted", "flushes",
-        "flush_bytes", "last_bytes", "ended", "redeliveries", "_runs", "_counts", "_undo", "_undo_persisted",
-        "_limit",
+        "flush_bytes", "last_bytes", "ended", "redeliveries", "base", "nl", "rp_nl", "limit", "limit_version",
+        "_runs", "_counts", "_undo", "_undo_persisted",
     )  # fmt: skip
 
     def __init__(
@@ -146,7 +134,7 @@ class PySmallState:
         self.cursor_id = cursor_id
         """the cursor's id"""
         self.md_l = md_l
-        """the mark-delete position's ledger (the topic's open ledger)"""
+        """the mark-delete position's ledger"""
         self.md_e = md_e
         """the mark-delete position's entry"""
         self.rp_e = md_e + 1 if rp_e == -1 else _entry(rp_e, "rp_e")
@@ -186,7 +174,17 @@ class PySmallState:
             raise ValueError(f"{len(self._counts)} delivery counts: the form holds at most {COUNT_CAP}")
         self._undo = -1  # the slots before the last flush took it (-1: it did not)
         self._undo_persisted = 0
-        self._limit = (-1, -1)  # (directory version, limit): what cache_limit said
+        self.base = -1
+        """M's ledger's entries when it is sealed and ``nl`` follows it (-1: not): ``nl``'s
+        entry e is the form's ``base + e`` (``small_span``)"""
+        self.nl = -1
+        """the ledger after M's while ``base`` is set (-1: none)"""
+        self.rp_nl = 0
+        """1: the read position is in ``nl``"""
+        self.limit = -1
+        """the form's highest entry allowed, as of ``limit_version``: what :meth:`bound` said"""
+        self.limit_version = -1
+        """the version of the topic's directory ``limit`` is of (-1: none yet, or M moved since)"""
 
     @property
     def n(self) -> int:
@@ -211,18 +209,55 @@ class PySmallState:
         """``entry``'s delivery count (0: none, or acked). O(1)."""
         return self._counts.get(entry, 0)
 
-    def cache_limit(self, version: int, limit: int) -> None:
-        """M's ledger (the open one) allows entries up to ``limit`` while the topic's directory
-        is at ``version``: the compiled twin's one-position ack reads it (this twin keeps it
-        for the same API)."""
-        self._limit = (version, limit)
+    def bound(self, version: int, base: int, nl: int, limit: int) -> bool:
+        """As of the topic's directory at ``version``: M's ledger is sealed with ``base``
+        entries and ledger ``nl`` follows it (both -1: not), and the form's entries go up to
+        ``limit`` (``small_span.bound_of`` says them). True when M moved on into ``nl`` (it
+        was at ``base - 1``): ask again for the new M's ledger. O(runs + counts) then, else O(1)."""
+        if (
+            (base < 0) != (nl < 0)
+            or base > _ENTRY_MAX
+            or limit > _ENTRY_MAX
+            or (self.base >= 0 and base != self.base)
+            or (base >= 0 and (nl <= self.md_l or self.md_e >= base))
+        ):
+            raise ValueError(
+                f"bound({version}, {base}, {nl}, {limit}) does not fit a form at ({self.md_l}, {self.md_e})"
+            )
+        self.base, self.nl, self.limit, self.limit_version = base, nl, limit, version
+        if base >= 0 and self.md_e >= base - 1:
+            self._rebase()
+            return True
+        return False
+
+    def range_count(self) -> int:
+        """The ranges held as the parts count them (a run across M's ledger's end is one in each). O(log runs)."""
+        return self.n + self._crossing()
+
+    def _crossing(self) -> int:
+        base = self.base
+        if base <= 0:
+            return 0
+        i = self._first_ending_at_or_after(base)
+        return int(i < self.n and self._runs[2 * i] < base)
+
+    def _rebase(self) -> None:
+        """M's ledger is sealed and M at (or past) its last entry: M moves on into ``nl``,
+        which becomes M's ledger; the bound is asked again."""
+        b = self.base
+        self.md_l, self.md_e = self.nl, self.md_e - b
+        self._runs[:] = [x - b for x in self._runs]
+        self._counts = {x - b: n for x, n in self._counts.items()}
+        self.rp_e, self.rp_nl = self.rp_e - b, 0
+        self.base = self.nl = self.limit_version = -1
+        self.dirty = 1
 
     def fits(self) -> bool:
         """Whether the runs and counts fit the form (:attr:`cap`, :data:`COUNT_CAP`)."""
-        return self.n <= self.cap and len(self._counts) <= COUNT_CAP
+        return self.range_count() <= self.cap and len(self._counts) <= COUNT_CAP
 
     def ack_range(self, first: int, last: int) -> bool:
-        """Entries ``first..last`` of M's ledger acked (those at or below M are); whether the
+        """Entries ``first..last`` of the form acked (those at or below M are); whether the
         state still fits. O(runs + counts in the range)."""
         first, last = _entry(first, "first"), _entry(last, "last")
         if last < first:
@@ -231,25 +266,28 @@ class PySmallState:
         return self.fits()
 
     def ack_bitmap(self, bitmap: BitMap) -> bool:
-        """A BitMap's entries of M's ledger acked; whether the state still fits. O(its runs x runs)."""
+        """A BitMap's entries of the form acked; whether the state still fits. O(its runs x runs)."""
         for first, last in run_bounds(bitmap):
             self._ack_run(first, last)
         return self.fits()
 
-    def ack_positions(self, items: Any, limit: int) -> bool | None:
-        """``Cursor.ack`` of a list of positions, when every one is a Position or a
-        ``(ledger, entry)`` tuple of ints in M's ledger with its entry in ``0..limit`` (the
-        ledger's allowed entries): each acked, and whether the state still fits; None,
+    def ack_positions(self, items: Any) -> bool | None:
+        """``Cursor.ack`` of a list of positions, when the form takes every one (a Position or
+        a ``(ledger, entry)`` tuple of ints: ``small_span.form_entry``, within the bound
+        :meth:`bound` gave): each acked in order, and whether the state still fits; None,
         changing nothing, when one is not (the parts check and take them). O(items x runs)."""
-        entries = entries_in(items, self.md_l, limit) if isinstance(items, (list, tuple)) else None
-        if entries is None:
+        if form_entries(self, items) is None:
             return None
-        for entry in entries:
-            self._ack_run(entry, entry)
+        for ledger, entry in items:
+            if ledger == self.md_l:
+                self._ack_run(entry, entry)
+            elif ledger == self.nl:
+                self._ack_run(self.base + entry, self.base + entry)
+            # else: M moved on into nl, past every entry of its old ledger
         return self.fits()
 
     def deliver(self, entries: Any) -> list[int]:
-        """One more delivery of each entry of M's ledger (the caller checked them: each in
+        """One more delivery of each entry of the form (the caller checked them: each in
         ``0..`` its limit); each one's count after it, 0 for an acked one (not counted). A
         count past 2**32 - 1 stays there. O(entries)."""
         out: list[int] = []
@@ -268,20 +306,23 @@ class PySmallState:
         return out
 
     def read_from(self, entry: int) -> None:
-        """A sequential read moved on to ``entry`` of M's ledger: the read position goes there
-        (never backwards), hopping a run of acks that starts there. O(log runs)."""
+        """A sequential read moved on to the form's ``entry``: the read position goes there
+        (never backwards), hopping a run of acks that starts there; from ``base`` on it is in
+        ``nl`` (a sealed ledger's end is the next one's first entry). O(log runs)."""
         entry = _entry(entry, "entry")
         i = self._run_at(entry)
         if i >= 0:
             entry = self._runs[2 * i + 1] + 1
-        self.rp_e = max(self.rp_e, entry)
+        in_nl = int(0 <= self.base <= entry)
+        if (entry, in_nl) > (self.rp_e, self.rp_nl):
+            self.rp_e, self.rp_nl = entry, in_nl
 
     def rewind(self) -> None:
         """Read again from M + 1."""
-        self.rp_e = self.md_e + 1
+        self.rp_e, self.rp_nl = self.md_e + 1, 0
 
     def unacked(self, start: int, stop: int, n: int) -> list[int]:
-        """Up to ``n`` entries of M's ledger in ``[start, stop)`` not acked, ascending; acked
+        """Up to ``n`` entries of the form in ``[start, stop)`` not acked, ascending; acked
         runs are hopped over whole. O(runs touched + entries returned)."""
         out: list[int] = []
         e = max(start, self.md_e + 1)
@@ -297,7 +338,7 @@ class PySmallState:
         return out
 
     def acked(self, entry: int) -> bool:
-        """Whether ``entry`` of M's ledger is acked (at or below M, or in a run). O(log runs)."""
+        """Whether ``entry`` of the form is acked (at or below M, or in a run). O(log runs)."""
         return entry <= self.md_e or self._run_at(entry) >= 0
 
     def _first_ending_at_or_after(self, entry: int) -> int:
@@ -348,7 +389,10 @@ class PySmallState:
         if r[0] == self.md_e + 1:  # M moves over the first run
             self.md_e = r[1]
             del r[:2]
-            self.rp_e = max(self.rp_e, self.md_e + 1)
+            if self.rp_e < self.md_e + 1:
+                self.rp_e, self.rp_nl = self.md_e + 1, 0
+        if self.base >= 0 and self.md_e >= self.base - 1:  # ... and on into nl
+            self._rebase()
 
 
 def _py_flush_small(
@@ -376,9 +420,14 @@ def _py_flush_small(
         if s.nc > max_counts:
             over.append(s)
             continue
-        ledgers: list[tuple[int, BitMap, dict[int, tuple[int, int]], dict[int, int]]] = []
-        if s.n or s.nc:
-            ledgers.append((s.md_l, bitmap_of_runs(s.runs()), {}, dict(s.counts())))
+        runs = dict(ledger_runs(s))
+        counted: dict[int, dict[int, int]] = {}
+        for (ledger, entry), n in ledger_counts(s):
+            counted.setdefault(ledger, {})[entry] = n
+        ledgers: list[tuple[int, BitMap, dict[int, tuple[int, int]], dict[int, int]]] = [
+            (ledger, bitmap_of_runs(runs.get(ledger, [])), {}, counted.get(ledger, {}))
+            for ledger in sorted(runs.keys() | counted.keys())
+        ]
         record = pure_codecs.state_marker(version, s.cursor_id, s.md_l, s.md_e, ledgers, b"")
         if len(record) > max_bytes:
             over.append(s)
@@ -393,7 +442,7 @@ def _py_flush_small(
         s.slot = slot
         s.slots |= 1 << slot
         s.dirty = 0
-        s.persisted = s.n
+        s.persisted = s.range_count()
         s.flushes += 1
         s.flush_bytes += nbytes
         s.last_bytes = nbytes
@@ -496,11 +545,10 @@ def _cap(config: CursorConfig) -> int:
     return min(lane.STATE_MAX_RUNS, limit) if limit else lane.STATE_MAX_RUNS
 
 
-def _in_open_ledger(directory: LedgerDirectory, md_l: int) -> bool:
-    """Whether M is in the topic's open ledger (the form's acks are all in M's ledger, and M
-    never crosses into another while it is there)."""
-    ids = directory.ids
-    return bool(ids) and ids[-1] == md_l and directory.counts[-1] < 0
+def _in_directory(directory: LedgerDirectory, md_l: int) -> bool:
+    """Whether M's ledger is in the topic's directory (the form follows M from there: see
+    ``small_span``)."""
+    return directory.index(md_l) >= 0
 
 
 def small_of(
@@ -523,7 +571,7 @@ def small_of(
     if state.properties or state.range_count > cap or pages.swapped or pages.vanished or pages.unmarked:
         return None
     md_l, md_e = state.md
-    if not _in_open_ledger(directory, md_l) or state.rp[0] != md_l:
+    if not _in_directory(directory, md_l) or state.rp[0] != md_l:
         return None
     loaded = pages.loaded
     runs: list[tuple[int, int]] = []
@@ -546,13 +594,13 @@ def small_opened(
     """The small form of a cursor opened from a log that is only its state slots (``values``:
     theirs, :func:`ackstore.storage.log.slot_values`), or None when its newest state is
     outside the form (then the cursor is recovered as any other): :func:`small_of`'s rule,
-    on the state as the slot holds it (:data:`small_of_slots`), and M in the open ledger
-    with nothing at or past its durable bound. O(its ranges and counts)."""
+    on the state as the slot holds it (:data:`small_of_slots`), and M's ledger in the
+    directory with nothing at or past its durable bound. O(its ranges and counts)."""
     cap = _cap(config)
     if cap < 0:
         return None
     s = small_of_slots(cursor_id, *values, FORMAT_VERSION, cap)
-    if s is None or not _in_open_ledger(directory, s.md_l):
+    if s is None or not _in_directory(directory, s.md_l):
         return None
     top = max(s.runs()[-1][1] if s.n else s.md_e, s.counts()[-1][0] if s.nc else s.md_e)
     if directory.past_end([(s.md_l, top)]):
@@ -566,9 +614,9 @@ def check_small(s: Any, md: tuple[int, int]) -> None:
     """Assert every invariant of a small form (the tests call it after each change):
     its runs ascending, a gap between two, all above M + 1, in the layout; at most ``cap``;
     its M at or after ``md``, the parts' (which hold the state as it was when the form
-    began, or as the last flush before it wrote it) and in the same ledger."""
+    began, or as the last flush before it wrote it) (in the same ledger or a later one)."""
     assert not s.ended, "an ended small form is still the cursor's"
-    assert s.md_l == md[0] and s.md_e >= md[1], f"small M {(s.md_l, s.md_e)} is behind the parts' {md}"
+    assert (s.md_l, s.md_e) >= md, f"small M {(s.md_l, s.md_e)} is behind the parts' {md}"
     at = s.md_e + 2
     for first, last in s.runs():
         assert at <= first <= last <= _ENTRY_MAX, f"run ({first}, {last}) is not above M + 1 and its neighbour"
@@ -578,6 +626,11 @@ def check_small(s: Any, md: tuple[int, int]) -> None:
     for entry, n in s.counts():
         assert n >= 1 and not s.acked(entry), f"delivery count {n} of entry {entry}, acked or at or below M"
     assert s.rp_e > s.md_e, f"read position {s.rp_e} at or below M {s.md_e}"
+    if s.base >= 0:  # M's ledger sealed, nl after it: M never rests at its last entry
+        assert s.nl > s.md_l and s.md_e < s.base - 1, f"M {s.md_e} of a ledger of {s.base} entries, nl {s.nl}"
+        assert not s.rp_nl or s.rp_e >= s.base, f"read position {s.rp_e} in nl, below {s.base}"
+    else:
+        assert s.nl < 0 and not s.rp_nl, f"nl {s.nl} or a read position in it, with no base"
     assert s.slot in (0, 1) and s.slots >> s.slot & 1, f"the newest state's slot {s.slot} holds nothing ({s.slots})"
 
 

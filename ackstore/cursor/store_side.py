@@ -16,6 +16,7 @@ from ..storage.log import RecoveredState
 from . import fitting
 from .pages import Pages
 from .plan import AnyPlan, Planner, RewritePlan
+from .small_span import highest_in
 from .state import AckState
 
 if TYPE_CHECKING:
@@ -39,6 +40,8 @@ class StoreSide(CoreFields):
     None: then its state is there and the group flush writes it from there"""
 
     _config: CursorConfig
+    name: str
+    _unloaded: bool
 
     def _changed(self) -> None:
         raise NotImplementedError  # the cursor lists itself for the next flush
@@ -84,8 +87,17 @@ class StoreSide(CoreFields):
         """@private Step 4, the other way: ``plan`` was not written; what it carried is pending again."""
         self._planner.abort(plan)
 
+    def _bounded(self, small: Any) -> bool:
+        raise NotImplementedError  # the small form bounded as of the directory now (False: it ended)
+
     def directory_changed(self, d: LedgerDirectory, trimmed: bool) -> None:
-        """@private The topic's directory changed (``trimmed``: ledgers were dropped)."""
+        """@private The topic's directory changed (``trimmed``: ledgers were dropped): the
+        small form follows it while M's ledger stays (see ``small_span``)."""
+        small = self.small
+        if small is not None and self._bounded(small):
+            if not self._unloaded:  # the parts, holding the state as the form began, fit it too
+                fitting.reconcile(self._state, d)
+            return
         self._parts()
         if trimmed:
             fitting.reconcile(self._state, d)
@@ -95,6 +107,10 @@ class StoreSide(CoreFields):
 
     def check_close(self, ledger: int, entries: int) -> None:
         """@private Raise unless sealing ``ledger`` with ``entries`` keeps every ack of this cursor inside it."""
+        small = self.small
+        if small is not None and self._bounded(small):
+            fitting.check_seal(self.name, ledger, entries, highest_in(small, ledger))
+            return
         self._parts()
         fitting.check_close(self._state, ledger, entries)
 
