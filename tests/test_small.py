@@ -957,3 +957,57 @@ def test_one_position_acks_in_the_form_past_its_cap_hand_the_state_to_the_parts(
     with AckStore.open(tmp_path / "s") as store:
         cur = store.topic(T).cursor("c", config)
         assert cur.ack_range_count == 3  # PIP-299 persisted the lowest three
+
+
+def test_a_cursor_opened_after_a_rollover_takes_the_form_with_its_mark_delete_moved_on(tmp_path: Path) -> None:
+    """A cursor whose newest state has M at its ledger's last entry, opened after that
+    ledger was sealed and the next added (a crash between the rollover and the next flush):
+    it opens into the form with M moved on into the next ledger, as a recovery of its parts
+    moves it, and the next flush writes that."""
+    with AckStore.open(tmp_path / "s") as store:
+        topic = _topic(store)
+        cur = topic.cursor("c")
+        for e in range(SETTLE + 1):
+            cur.ack_entries(1, range(0, 10 * (e + 1)))
+            store.flush()
+        assert cur._core.small is not None and cur.mark_delete_position == Position(1, 39)
+        topic.close_ledger(1, 40)
+        topic.add_ledger(2)
+        testing.crash(store)
+    with AckStore.open(tmp_path / "s") as store:
+        cur = store.topic(T).cursor("c")
+        assert cur._core.small is not None and cur.mark_delete_position == Position(2, -1)
+        assert cur.read_position == Position(2, 0) and cur.dirty
+        cur._check()
+        store.flush()
+    with AckStore.open(tmp_path / "s") as store:
+        cur = store.topic(T).cursor("c")
+        assert cur.mark_delete_position == Position(2, -1) and list(cur.ledger_ranges()) == []
+
+
+def test_a_cumulative_consumer_stays_in_the_form_across_rollovers(tmp_path: Path) -> None:
+    """A consumer that acks cumulatively what it read, through ledger rollovers (one entry
+    of the sealed ledger still owed when the next is added), stays in the form; its state is
+    the one the acks make, and a reopen holds it."""
+    with AckStore.open(tmp_path / "s") as store:
+        topic = _topic(store)
+        cur = topic.cursor("c")
+        for e in range(SETTLE):
+            cur.ack_cumulative(Position(1, 10 * e + 9))
+            store.flush()
+        small = cur._core.small
+        assert small is not None
+        cur.ack_entries(1, BitMap(range(31, 40)))  # entry 30 still owed
+        topic.close_ledger(1, 40)
+        topic.add_ledger(2)
+        cur.ack(Position(2, 0))
+        cur.ack_cumulative((2, -1))  # the sealed ledger acked whole: M moves on into ledger 2
+        assert cur._core.small is small and cur.mark_delete_position == Position(2, 0)
+        cur.ack_cumulative(Position(1, 5))  # behind M: nothing
+        cur.ack_cumulative(Position(2, 4))
+        store.flush()
+        assert cur._core.small is small and cur.mark_delete_position == Position(2, 4)
+        cur._check()
+    with AckStore.open(tmp_path / "s") as store:
+        cur = store.topic(T).cursor("c")
+        assert cur.mark_delete_position == Position(2, 4) and cur._core.small is not None

@@ -913,7 +913,8 @@ class SteadyMachine(AckStoreMachine):
 class BrokerDayMachine(AckStoreMachine):
     """A broker's day through the Dispatcher: each round every subscription reads again what
     it negatively acked the round before and reads on, negatively acks some of what it read
-    (read again next round) and acks the rest in one list or one position at a time, every
+    (read again next round) and acks the rest in one list or one position at a time (or,
+    having negatively acked none, cumulatively up to the last), every
     delivery counted; ledgers roll over (the open one sealed at what was written, the next
     added, the one before trimmed); flushes, reopens and crashes between rounds."""
 
@@ -942,7 +943,14 @@ class BrokerDayMachine(AckStoreMachine):
         if m.counts(c):
             self.ran.add("delivery counts")
         if acks:
-            if data.draw(st.booleans()):
+            how = data.draw(st.sampled_from(["list", "each", "cumulative"]))
+            if how == "cumulative" and not nacked:  # what it read all acked: up to the last one
+                last = max(acks)
+                cur.ack_cumulative(last)
+                m.ack_cumulative(c, tuple(last))
+                self.ran.add("a cumulative ack")
+                return
+            if how == "list":
                 cur.ack(acks)
             else:
                 for p in acks:
@@ -1026,6 +1034,7 @@ DEPTH: dict[type[AckStoreMachine], dict[str, float]] = {
         "a rollover": 0.3,
         "delivery counts": 0.5,
         "the small form across a rollover": 0.3,
+        "a cumulative ack": 0.5,
     },
 }
 ALL_THREE = 0.8

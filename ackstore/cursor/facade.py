@@ -95,7 +95,7 @@ class Cursor:
 
     def ack_cumulative(self, position: Position) -> None:
         """Acknowledge everything up to and including ``position`` (moves the mark-delete position)."""
-        self._core.edit(AckState.ack_cumulative, position)
+        self._core.ack_cumulative(position)
 
     def ack_batch_index(self, position: Position, batch_size: int, indexes: Iterable[int]) -> None:
         """Acknowledge some messages of a batch entry. The entry is acked once all its indexes are."""

@@ -15,9 +15,9 @@ from typing import Any
 from ..position import MAX_ENTRY, Position, trusted
 from .deliveries import counts_window, delivery_count, delivery_counts, record_deliveries
 from .read_side import ReadSide
-from .small_span import bound_of, form_entries, form_entry, ledger_counts, ledger_runs, read_entry
+from .small_span import bound_of, cumulative_entry, form_entries, form_entry, ledger_counts, ledger_runs, read_entry
 from .state import AckState
-from .validate import pair
+from .validate import check_ack, pair
 
 __all__ = ["Served"]
 
@@ -52,6 +52,29 @@ class Served(ReadSide):
             self._parts()
         elif small.limit_version < 0:
             self._bounded(small)
+
+    def ack_cumulative(self, position: Any) -> None:
+        """``Cursor.ack_cumulative``: in the small form, the form's entries from M + 1 through
+        the position acked (M moves there and over the acks after it) when the form takes
+        the position (``small_span.cumulative_entry``), else by the parts."""
+        small = self.small
+        if small is not None and isinstance(position, tuple) and len(position) == 2:
+            with self._lock:
+                self._alive()
+                if self.small is small and self._bounded(small):
+                    ledger, entry = position
+                    x = cumulative_entry(small, ledger, entry)
+                    if x is not None:
+                        if x > small.md_e:
+                            fits = small.ack_range(small.md_e + 1, x)
+                            self._changed()
+                            self._after_form_ack(small, fits)
+                        return
+                    md = (small.md_l, small.md_e)
+                    if type(ledger) is int and type(entry) is int and (ledger, entry) <= md:  # behind M: nothing
+                        check_ack(self.topic.directory, self.topic.name, md, ledger, entry, low=-1)
+                        return
+        self.edit(AckState.ack_cumulative, position, served=True)
 
     def record_deliveries(self, items: list[Any]) -> list[int]:
         """``Cursor.record_deliveries``: in the small form when every position is in M's

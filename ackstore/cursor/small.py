@@ -50,7 +50,7 @@ from ..storage.pure_codecs import STATE_COUNTS
 from ..storage.records import FORMAT_VERSION, RECORD_MARKER, SLOT_RESERVE, seal_slot, slot_key
 from . import lane
 from .chain import next_slot
-from .small_span import form_entries, ledger_counts, ledger_runs
+from .small_span import fit, form_entries, ledger_counts, ledger_runs
 
 if TYPE_CHECKING:
     from ..config import CursorConfig
@@ -607,6 +607,7 @@ def small_opened(
         return (
             None  # M, acks or counts at or past the ledger's bound (the bound went durable first): recovery's to clip
         )
+    fit(s, directory)  # M's ledger sealed since, the next one added: M moves on as a recovery's would
     return s
 
 

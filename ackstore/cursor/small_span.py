@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "bound_of",
+    "cumulative_entry",
+    "fit",
     "form_entries",
     "form_entry",
     "form_position",
@@ -53,6 +55,18 @@ def bound_of(d: LedgerDirectory, md_l: int) -> tuple[int, int, int] | None:
     return count, d.ids[i + 1], min(count + top, MAX_ENTRY)
 
 
+def fit(s: Any, d: LedgerDirectory) -> bool:
+    """The form fitted to directory ``d`` as a recovery fits a state (an open's: bounded as
+    of no version, so its first use asks again): M moved on across what it acked whole of
+    sealed ledgers. False when M's ledger is not in ``d``. O(ledgers crossed)."""
+    while True:
+        bound = bound_of(d, s.md_l)
+        if bound is None:
+            return False
+        if not s.bound(-1, *bound):
+            return True
+
+
 def form_entry(s: Any, ledger: Any, entry: Any) -> int:
     """The form's entry of position ``(ledger, entry)``, or -1 when the form does not take it
     (ints; in M's ledger, below ``base`` once that is sealed, or in ``nl``; at most the
@@ -65,6 +79,21 @@ def form_entry(s: Any, ledger: Any, entry: Any) -> int:
     if base >= 0 and ledger == s.nl and base + entry <= s.limit:
         return base + entry  # type: ignore[no-any-return]
     return -1
+
+
+def cumulative_entry(s: Any, ledger: Any, entry: Any) -> int | None:
+    """The form's entry a cumulative ack of ``(ledger, entry)`` acks through: M's own (or
+    less) for a position at or below M in M's ledger, the form's entry of one it takes
+    (:func:`form_entry`; entry -1 of ``nl``: M's ledger's last), else None: the parts
+    check and take it. O(1)."""
+    if type(ledger) is not int or type(entry) is not int:
+        return None
+    if ledger == s.md_l and -1 <= entry <= s.md_e:
+        return entry
+    if entry == -1 and s.base >= 0 and ledger == s.nl:
+        return s.base - 1  # type: ignore[no-any-return]
+    x = form_entry(s, ledger, entry)
+    return x if x >= 0 else None
 
 
 def form_entries(s: Any, items: Any) -> list[int] | None:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyroaring import BitMap
 
-from ..errors import InvalidArgumentError, InvalidPositionError, InvalidTypeError, UnknownLedgerError
+from ..errors import InvalidArgumentError, InvalidTypeError, UnknownLedgerError
 from ..fields import native
 from ..ledger_acks import LedgerAcks, bitmap_of_range, run_end
 from ..ledger_cache import ACK_CHARGE, LedgerCache
@@ -29,6 +29,7 @@ from .moves import MAX_BATCH_SIZE, LedgerSource, PositionMoves, TopicView
 from .validate import (
     MAX_PROPERTY_KEY_BYTES,
     MAX_PROPERTY_VALUE_BYTES,
+    check_ack,
     check_entry,
     check_property,
     check_property_key,
@@ -153,19 +154,8 @@ class AckState(PositionMoves):
         check_entry(self.topic.directory, self.topic.name, ledger, entry, low)
 
     def check_ack(self, ledger: int, entry: Any, low: int = 0) -> None:
-        """:meth:`check_entry` for an ack (or a delivery): a position at or below M passes
-        whatever its ledger, one trimmed since included (the ack is ignored, as Pulsar
-        ignores it), if its entry is one a ledger can have; a ledger never added above M
-        stays an error."""
-        try:
-            self.check_entry(ledger, entry, low)
-        except UnknownLedgerError:
-            if not 0 <= ledger < self.md[0]:
-                raise
-            if not low <= entry <= MAX_ENTRY:
-                raise InvalidPositionError(
-                    f"position {ledger}:{entry} is not a position: allowed entries {low}..{MAX_ENTRY}"
-                ) from None
+        """``validate.check_ack`` at this state's M."""
+        check_ack(self.topic.directory, self.topic.name, self.md, ledger, entry, low)
 
     def ack_limit(self, ledger: Any) -> int:
         """:meth:`limit` for acks: a ledger below M's that the topic no longer has (trimmed)

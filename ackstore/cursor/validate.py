@@ -15,6 +15,7 @@ from ..position import MAX_ENTRY
 __all__ = [
     "ledger_limit",
     "check_entry",
+    "check_ack",
     "pair",
     "int_dtype",
     "describe",
@@ -65,6 +66,22 @@ def check_entry(d: LedgerDirectory, topic: str, ledger: int, entry: Any, low: in
         raise InvalidPositionError(
             f"position {ledger}:{entry} is outside ledger {ledger}: allowed entries {low}..{limit}{why}"
         )
+
+
+def check_ack(d: LedgerDirectory, topic: str, md: tuple[int, int], ledger: int, entry: Any, low: int = 0) -> None:
+    """:func:`check_entry` for an ack (or a delivery) of a cursor at mark-delete position
+    ``md``: a position at or below M passes whatever its ledger, one trimmed since included
+    (the ack is ignored, as Pulsar ignores it), if its entry is one a ledger can have; a
+    ledger never added above M stays an error."""
+    try:
+        check_entry(d, topic, ledger, entry, low)
+    except UnknownLedgerError:
+        if not 0 <= ledger < md[0]:
+            raise
+        if not low <= entry <= MAX_ENTRY:
+            raise InvalidPositionError(
+                f"position {ledger}:{entry} is not a position: allowed entries {low}..{MAX_ENTRY}"
+            ) from None
 
 
 def int_dtype(obj: Any) -> bool:
