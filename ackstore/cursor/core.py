@@ -280,10 +280,15 @@ class CursorCore(Served):
             return
         with self._lock:
             small = self.small
-            if small is not None and isinstance(positions, (list, tuple)) and self._bounded(small):
+            if (
+                small is not None
+                and isinstance(positions, (list, tuple))
+                and (small.limit_version == self.topic.version or self._bounded(small))
+            ):
                 fits = small.ack_positions(positions)  # every one the form's, or None
                 if fits is not None:
-                    self._after_form_ack(small, fits)
+                    if not fits or small.limit_version < 0:
+                        self._after_form_ack(small, fits)
                     self._changed()
                     return
             small = self.small
@@ -318,14 +323,17 @@ class CursorCore(Served):
         if small is not None and served and type(ledger) is int:
             with self._lock:
                 alive = self.small is small and not (self._deleted or self._store.closed)
-                if alive and self._bounded(small) and ledger == small.md_l:
+                bounded = alive and (small.limit_version == self.topic.version or self._bounded(small))
+                if bounded and ledger == small.md_l:
                     if not entries:
                         return
                     top = bitmap.max() if bitmap is not None else span[-1]  # type: ignore[index]
-                    if form_entry(small, ledger, top) >= 0:  # (M's ledger's entries are the form's own)
+                    base = small.base  # (M's ledger's entries are the form's own: below base once it is sealed)
+                    if top <= (base - 1 if base >= 0 else small.limit):
                         fits = small.ack_bitmap(bitmap) if bitmap is not None else small.ack_range(span[0], top)  # type: ignore[index]
                         self._store.small_list[small] = self
-                        self._after_form_ack(small, fits)
+                        if not fits or small.limit_version < 0:
+                            self._after_form_ack(small, fits)
                         return
         self.edit(AckState.ack_entries, ledger, entries, served=served)
 
