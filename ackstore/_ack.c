@@ -254,7 +254,7 @@ static PyObject *ack_position(PyObject *self, PyObject *const *args, Py_ssize_t 
     return r < 0 ? NULL : PyLong_FromLong(r);
 }
 
-/* ack_cursor(core, position) -> 0, 1, 2 or 3: CursorCore.ack of one Position, whole, where
+/* ack_cursor(core, position) -> 0, 1, 2, 3 or 4: CursorCore.ack of one Position, whole, where
  * its checks pass without a word (the store open and writable, the cursor not deleted;
  * checked under the store's lock): in its small form, that form's own ack (small_ack_one),
  * else with its parts built the ack (ack_in) and the cursor put on the flush list; the lock

@@ -145,9 +145,10 @@ int native_init(PyObject *module); /* _native.c */
 int small_init(PyObject *module);  /* _small.c */
 /* _small.c: Cursor.ack of one position (ledger, entry) in a SmallState `small` that changed
  * since its last flush (so its cursor is listed), with its cached limit of the topic's
- * directory at `version`: 1 done, 3 done and over the form's cap (the parts take it), 0
- * declined having changed nothing (not a SmallState, not dirty, another version or ledger,
- * past the limit), -1 with an exception */
+ * directory at `version`: 1 done, 3 done and over the form's cap (the parts take it), 4
+ * done and M moved on into the next ledger (the caller bounds the form again), 0 declined
+ * having changed nothing (not a SmallState, not dirty, another version, a position the form
+ * does not take), -1 with an exception */
 int small_ack_one(PyObject *small, long long ledger, long long entry, long long version);
 /* _ack.c: ack_position and ack_setup */
 int ack_init(PyObject *m);

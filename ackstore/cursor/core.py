@@ -65,8 +65,9 @@ cursor's checks pass without a word: in its small form when the form changed sin
 flush and holds a limit cached for the topic's directory as it is, else on its parts; 0
 when it declines having changed nothing (:meth:`CursorCore.ack` decides), 1 when done, 2
 when done with the cache or the pool over its budget (:meth:`CursorCore.ack` evicts), 3 when
-done in the form past its cap (:meth:`CursorCore.ack` hands the state to the parts); None
-where it was not built."""
+done in the form past its cap (:meth:`CursorCore.ack` hands the state to the parts), 4 when
+done in the form with M moved on into the next ledger (:meth:`CursorCore.ack` bounds the
+form again); None where it was not built."""
 
 
 class CursorHost(ReadHost, Protocol):
@@ -242,7 +243,8 @@ class CursorCore(Served):
         state's ``ack_one``), anything else checked whole first. ``done``: what
         :data:`ACK_CURSOR` said first; 2, it acked one position over budget (evict here,
         keeping its ledger: O(evicted)); 3, it acked one position in the small form past
-        the form's cap (the parts take the state)."""
+        the form's cap (the parts take the state); 4, it did and M moved on into the next
+        ledger (the form is bounded there)."""
         if done >= 2:
             with self._lock:
                 small = self.small

@@ -545,12 +545,6 @@ def _cap(config: CursorConfig) -> int:
     return min(lane.STATE_MAX_RUNS, limit) if limit else lane.STATE_MAX_RUNS
 
 
-def _in_directory(directory: LedgerDirectory, md_l: int) -> bool:
-    """Whether M's ledger is in the topic's directory (the form follows M from there: see
-    ``small_span``)."""
-    return directory.index(md_l) >= 0
-
-
 def small_of(
     cursor_id: int,
     state: AckState,
@@ -571,7 +565,7 @@ def small_of(
     if state.properties or state.range_count > cap or pages.swapped or pages.vanished or pages.unmarked:
         return None
     md_l, md_e = state.md
-    if not _in_directory(directory, md_l) or state.rp[0] != md_l:
+    if md_l not in directory or state.rp[0] != md_l:
         return None
     loaded = pages.loaded
     runs: list[tuple[int, int]] = []
@@ -600,15 +594,15 @@ def small_opened(
     if cap < 0:
         return None
     s = small_of_slots(cursor_id, *values, FORMAT_VERSION, cap)
-    if s is None or not _in_directory(directory, s.md_l):
+    if s is None:
         return None
     top = max(s.runs()[-1][1] if s.n else s.md_e, s.counts()[-1][0] if s.nc else s.md_e)
     if directory.past_end([(s.md_l, top)]):
         return (
             None  # M, acks or counts at or past the ledger's bound (the bound went durable first): recovery's to clip
         )
-    fit(s, directory)  # M's ledger sealed since, the next one added: M moves on as a recovery's would
-    return s
+    # M's ledger in the directory; sealed since and the next one added, M moves on as a recovery's would
+    return s if fit(s, directory) else None
 
 
 def check_small(s: Any, md: tuple[int, int]) -> None:

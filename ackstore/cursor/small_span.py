@@ -82,14 +82,12 @@ def form_entry(s: Any, ledger: Any, entry: Any) -> int:
 
 
 def cumulative_entry(s: Any, ledger: Any, entry: Any) -> int | None:
-    """The form's entry a cumulative ack of ``(ledger, entry)`` acks through: M's own (or
-    less) for a position at or below M in M's ledger, the form's entry of one it takes
-    (:func:`form_entry`; entry -1 of ``nl``: M's ledger's last), else None: the parts
-    check and take it. O(1)."""
+    """The form's entry a cumulative ack of ``(ledger, entry)`` acks through (at or below
+    M's own: nothing to ack): the form's entry of one it takes (:func:`form_entry`; entry -1
+    of ``nl``: M's ledger's last), else None (a position behind M in another ledger, or
+    entry -1 of M's: the caller checks it; anything else the parts check and take). O(1)."""
     if type(ledger) is not int or type(entry) is not int:
         return None
-    if ledger == s.md_l and -1 <= entry <= s.md_e:
-        return entry
     if entry == -1 and s.base >= 0 and ledger == s.nl:
         return s.base - 1  # type: ignore[no-any-return]
     x = form_entry(s, ledger, entry)
@@ -98,17 +96,25 @@ def cumulative_entry(s: Any, ledger: Any, entry: Any) -> int | None:
 
 def form_entries(s: Any, items: Any) -> list[int] | None:
     """The form's entries of ``items`` (a list or tuple of Positions or ``(ledger, entry)``
-    tuples) when it takes every one (:func:`form_entry`), else None. O(items)."""
+    tuples) when it takes every one (:func:`form_entry`'s rule, inline: a Dispatcher's
+    every read comes here), else None. O(items)."""
     if not isinstance(items, (list, tuple)):
         return None
+    md_l, nl, base, limit = s.md_l, s.nl, s.base, s.limit
+    top = base - 1 if base >= 0 else limit  # M's ledger's last entry the form takes
     out: list[int] = []
     for item in items:
         if not isinstance(item, tuple) or len(item) != 2:
             return None
-        x = form_entry(s, item[0], item[1])
-        if x < 0:
+        ledger, entry = item
+        if type(ledger) is not int or type(entry) is not int or entry < 0:
             return None
-        out.append(x)
+        if ledger == md_l and entry <= top:
+            out.append(entry)
+        elif base >= 0 and ledger == nl and base + entry <= limit:
+            out.append(base + entry)
+        else:
+            return None
     return out
 
 
