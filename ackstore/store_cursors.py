@@ -124,16 +124,15 @@ class CursorSide(HostFields):
         assert state is not None
         return self._recovered(topic, name, cid, self._config_of(topic, name, cid, stored, config), state)
 
-    def _open_log(self, txn: lmdb.Transaction, log: CursorLog, config: CursorConfig, topic: Topic) -> Any:
-        """A cursor's state as an open starts from it: the small form, read from the
-        cursor's state slots, when its log is only those and its state is in the form (a
-        writer's open; ``ackstore.cursor.small``); else :meth:`_recover_log`'s."""
-        if not self.readonly:
-            values = slot_values(txn, log.db, log.cursor_id)
-            if values is not None:
-                small = small_opened(log.cursor_id, values, config, topic.directory)
-                if small is not None:
-                    return small
+    def _open_log(self, txn: lmdb.Transaction, log: CursorLog, config: CursorConfig, topic: TopicView) -> Any:
+        """@private A cursor's state as an open (or a reader's catch-up) starts from it: the
+        small form, read from the cursor's state slots, when its log is only those and its
+        state is in the form (``ackstore.cursor.small``); else :meth:`_recover_log`'s."""
+        values = slot_values(txn, log.db, log.cursor_id)
+        if values is not None:
+            small = small_opened(log.cursor_id, values, config, topic.directory)
+            if small is not None:
+                return small
         return self._recover_log(txn, log, config, topic)
 
     def _recover_log(

@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 from ackstore.recovery.dump import dump_lines
+from pyroaring import BitMap
 
-from ackstore import AckStore, Position
+from ackstore import AckStore, Position, ReadOnlyError
 
 pytestmark = pytest.mark.slow  # subprocesses, Spark or long campaigns: make check leaves them out
 
@@ -24,6 +25,7 @@ LEDGERS = 10
 
 WRITER = r"""
 import json, sys
+from pyroaring import BitMap
 from ackstore import AckStore, CursorConfig
 store = AckStore.open(sys.argv[1], sync=False)
 topic = store.topic("t")
@@ -51,6 +53,12 @@ for line in sys.stdin:
             cur.set_property("round", r)
         store.flush()
         print(json.dumps({n: state(c) for n, c in curs.items() if not arg or n in arg}), flush=True)
+    elif cmd == "form":  # acks in ledger 0 only and no property: a state the small form holds
+        r += 1
+        for cur in curs.values():
+            cur.ack_entries(0, BitMap(range(1, r * 10 + 1)) | BitMap(range(r * 10 + 3, r * 10 + 60, 4)))
+        store.flush()
+        print(json.dumps({n: state(c) for n, c in curs.items()}), flush=True)
     elif cmd == "delete":
         topic.delete_cursor(arg[0])
         del curs[arg[0]]
@@ -95,6 +103,12 @@ class Writer:
 
     def round(self, *names: str) -> None:
         for name, state in self._say(" ".join(["round", *names])).items():
+            self.states[name].append(state)
+
+    def form(self) -> None:
+        """Every cursor acks in ledger 0 only and sets no property (a state in the small
+        form), then the writer flushes."""
+        for name, state in self._say("form").items():
             self.states[name].append(state)
 
     def delete(self, name: str) -> None:
@@ -170,6 +184,47 @@ def test_a_small_cursors_reader_moves_on_when_the_writer_wrote_over_its_state_sl
                     seen = at
                 assert cur._core._pages.generation > moves, "the reader did not move to a newer flush"
                 assert at == len(flushed) - 1 and cur.stats().recovery.markers_skipped == 0
+    finally:
+        writer.close()
+
+
+def test_a_reader_follows_the_writers_flushes_in_the_small_form_and_leaves_it_with_the_writer(
+    tmp_path: Path,
+) -> None:
+    """A cursor whose flushed state is in the small form is opened into it by a reader too:
+    each read answers from the form of the writer's newest flush (never an older one, no
+    parts built), a change is refused with nothing changed; when the writer's state leaves
+    the form (a property, wider ranges) the reader's parts take the newest flush; a read the
+    form does not serve (a snapshot) moves the reader to its parts, at the newest flush."""
+    writer = Writer(tmp_path / "s", 1 << 20, ["c", "d"], ledgers=1)
+    try:
+        for _ in range(3):
+            writer.form()
+        with AckStore.open(tmp_path / "s", readonly=True) as store:
+            cur, other = store.topic("t").cursor("c"), store.topic("t").cursor("d")
+            assert cur._core.small is not None and other._core.small is not None
+            for _ in range(4):
+                writer.form()
+                newest = writer.states["c"][-1]
+                assert _ranges(cur) == newest["ranges"] and str(cur.mark_delete_position) == newest["md"]
+                assert cur.ack_range_count == len(newest["ranges"][0][1]) and cur.properties == {}
+                first = newest["ranges"][0][1][0][0]
+                assert cur.is_acked(Position(0, first)) and not cur.is_acked(Position(0, first - 1))
+                assert cur.delivery_count(Position(0, first - 1)) == 0 and not cur.is_blocked_on_ack_state_persistent
+                assert cur._core.small is not None and cur._core._unbuilt, "a read the form serves built the parts"
+                with pytest.raises(ReadOnlyError):
+                    cur.ack_entries(0, BitMap([first - 1]))
+                assert not cur.is_acked(Position(0, first - 1)) and cur._core.small is not None
+            writer.form()
+            newest = writer.states["d"][-1]
+            snap = other.snapshot()  # not served by the form: the parts, at the newest flush
+            assert other._core.small is None and [[x, [list(r) for r in y]] for x, y in snap.ranges] == newest["ranges"]
+            writer.round()  # a property and twenty ranges: the writer's state leaves the form
+            newest = writer.states["c"][-1]
+            assert str(cur.mark_delete_position) == newest["md"] and cur._core.small is None
+            assert _ranges(cur) == newest["ranges"] and cur.properties == newest["props"] == {"round": 9}
+            cur._check()
+            other._check()
     finally:
         writer.close()
 
@@ -328,7 +383,7 @@ def test_a_readers_cursor_read_ledger_by_ledger_answers_from_the_newest_flush_wh
 
 TRIMMED_READER = r"""
 import sys
-from ackstore import AckStore, Position
+from ackstore import AckStore, Position, ReadOnlyError
 with AckStore.open(sys.argv[1], readonly=True) as store:
     cur = store.topic("t").cursor("c")
     print(cur.is_acked(Position(1, 4)), flush=True)

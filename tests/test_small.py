@@ -724,8 +724,13 @@ def test_a_writer_opens_a_steady_cursor_into_the_form(tmp_path: Path) -> None:
             md2, ranges2 = _model_ranges(SETTLE + 1)
             assert snap.mark_delete_position == Position(1, md2) and list(cur.ledger_ranges()) == [(1, ranges2)]
             cur._check()
-    with AckStore.open(path, readonly=True) as store:
-        assert all(cur._core.small is None for cur in store.topic(T).open_cursors().values())
+    with AckStore.open(path, readonly=True) as store:  # a reader opens into the form too, with the same answers
+        opened = store.topic(T).open_cursors()
+        assert [name for name, cur in sorted(opened.items()) if cur._core.small is not None] == ["a", "b"]
+        md3, ranges3 = _model_ranges(SETTLE + 1)
+        cur = opened["a"]
+        assert cur.mark_delete_position == Position(1, md3) and list(cur.ledger_ranges()) == [(1, ranges3)]
+        assert cur._core.small is not None and cur._core._unbuilt  # answered by the form, no parts built
     with AckStore.open(path) as store:
         cid = store.topic(T).cursor("b").cursor_id
     damage(path, max(slots(path, cid).values()), cid)  # the newest state's record: its check fails

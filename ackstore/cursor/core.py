@@ -324,7 +324,7 @@ class CursorCore(Served):
         served = bitmap is not None or span is not None  # a kind of entries the small form takes
         if small is not None and served and type(ledger) is int:
             with self._lock:
-                alive = self.small is small and not (self._deleted or self._store.closed)
+                alive = self.small is small and not (self._deleted or self._store.closed or self._store.readonly)
                 bounded = alive and (small.limit_version == self.topic.version or self._bounded(small))
                 if bounded and ledger == small.md_l:
                     if not entries:
@@ -395,49 +395,49 @@ class CursorCore(Served):
             return is_acked(small, at[0], at[1])
         return at <= self._state.md or self._state.is_acked(at)
 
+    # (a read-only store's cursor answers each of these in ``read``: after its catch-up)
+
     def mark_delete(self) -> Position:
-        if self._deleted:
-            self._gone()
-        if self._store.readonly:
-            return self.read(lambda: self._state.md)
+        if self._deleted or self._store.readonly:
+            return self.read(self._mark_delete, served=True)
+        return self._mark_delete()
+
+    def _mark_delete(self) -> Position:
         small = self.small
         return self._state.md if small is None else trusted(small.md_l, small.md_e)
 
     def read_position(self) -> Position:
-        if self._deleted:
-            self._gone()
-        if self._store.readonly:
-            return self.read(lambda: self._state.rp)
+        if self._deleted or self._store.readonly:
+            return self.read(self._read_position, served=True)
+        return self._read_position()
+
+    def _read_position(self) -> Position:
         small = self.small
         return self._state.rp if small is None else trusted(*read_position(small))
 
     def range_count(self) -> int:
-        if self._deleted:
-            self._gone()
-        if self._store.readonly:
-            return self.read(lambda: self._state.range_count)
+        if self._deleted or self._store.readonly:
+            return self.read(self._range_count, served=True)
+        return self._range_count()
+
+    def _range_count(self) -> int:
         small = self.small
         return self._state.range_count if small is None else small.range_count()  # type: ignore[no-any-return]
 
     def properties(self) -> dict[str, int | str]:
-        with self._lock:
-            if self._deleted:
-                self._gone()
-            if self._store.readonly:
-                return self.read(lambda: dict(self._state.properties))
-            return dict(self.built().properties)
+        return self.read(lambda: {} if self.small is not None else dict(self._state.properties), served=True)
 
     def blocked(self) -> bool:
         """PIP-299's pause (``Cursor.is_blocked_on_ack_state_persistent``). O(1)."""
-        if self._deleted:
-            self._gone()
-        cfg = self._config
-        pause, limit = cfg.dispatcher_pause_on_ack_state_persistent, cfg.max_unacked_ranges_to_persist
-        if self._store.readonly:
-            return self.read(lambda: self._state.blocked(pause, limit))
+        if self._deleted or self._store.readonly:
+            return self.read(self._blocked, served=True)
+        return self._blocked()
+
+    def _blocked(self) -> bool:
         if self.small is not None:
             return False  # the form holds no more ranges than PIP-299 persists
-        return self._state.blocked(pause, limit)
+        cfg = self._config
+        return self._state.blocked(cfg.dispatcher_pause_on_ack_state_persistent, cfg.max_unacked_ranges_to_persist)
 
     def partial_batches(self) -> dict[Position, tuple[int, frozenset[int]]]:
         self.built()
@@ -482,6 +482,10 @@ class CursorCore(Served):
         small.end()
         store = self._store
         store.small_list.pop(small, None)
+        if store.readonly:  # a reader's form is a flushed state and no more: the parts read the newest
+            self._unloaded = False
+            self._refresh()
+            return
         state, chain = self._state, self._chain
         if small.flushes or self._unloaded:
             rp, recovery, flushes, total = state.rp, chain.recovery, chain.flushes, chain.total_flush_bytes

@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Any, Literal, NoReturn, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar
 
 from ..errors import ReaderBehindError
 from ..history import HistoryPoint
@@ -64,6 +64,8 @@ class ReadHost(Protocol):
         self, txn: lmdb.Transaction, log: CursorLog, config: CursorConfig, topic: TopicView
     ) -> RecoveredState: ...
 
+    def _open_log(self, txn: lmdb.Transaction, log: CursorLog, config: CursorConfig, topic: TopicView) -> Any: ...
+
 
 class ReadSide(StoreSide):
     """Reads on one state, a reader's catch-up, figures and the read path's checks."""
@@ -102,40 +104,54 @@ class ReadSide(StoreSide):
     # -- a read-only store's cursor --------------------------------------------------------------
 
     def _refresh(self) -> None:
-        """Move the whole cursor to the writer's newest flush (the writer trimmed a record
-        this state needs); CursorDeletedError when the writer deleted the cursor."""
-        self._load_newest(self._store.storage.read(self._newest))
+        """Move the whole cursor's parts to the writer's newest flush (the writer trimmed a
+        record this state needs, or the cursor leaves the small form); CursorDeletedError
+        when the writer deleted the cursor."""
+        self._load_newest(self._store.storage.read(partial(self._newest, False)))
 
-    def _newest(self, txn: lmdb.Transaction) -> RecoveredState | None:
+    def _newest(self, form: bool, txn: lmdb.Transaction) -> Any:
         """The newest flushed state as ``txn`` sees it, recovered against the topic's
-        directory as ``txn`` sees it (which the topic takes); None when the writer deleted
-        the cursor (its catalog entry is gone or names another cursor id)."""
+        directory as ``txn`` sees it (which the topic takes): with ``form``, the small form
+        when that state is one (as a writer's open reads it), else the parts'
+        ``RecoveredState``; None when the writer deleted the cursor (its catalog entry is
+        gone or names another cursor id)."""
         store = self._store
         if store.storage.catalog.cursor_id(txn, self.topic.topic_id, self.name) != self.cursor_id:
             return None
         self.topic.reread_directory(txn)
         self._view = (txn.id(), self._log.newest(txn))
-        return store._recover_log(txn, self._log, self._config, self.topic)
+        return (store._open_log if form else store._recover_log)(txn, self._log, self._config, self.topic)
 
-    def _load_newest(self, recovered: RecoveredState | None) -> None:
+    def _load_newest(self, recovered: Any) -> None:
         """Adopt what :meth:`_newest` read (outside its transaction: loading the state may
-        read records in transactions of its own)."""
+        read records in transactions of its own): a small form replaces the one the cursor
+        holds; a ``RecoveredState`` is loaded into the parts (a form the cursor held ends)."""
         if recovered is None:
             self.mark_deleted()
             self._gone()
+        small = self.small
+        if small is not None:
+            small.end()
+            if not isinstance(recovered, RecoveredState):
+                self.small = recovered  # the parts stay unloaded
+                return
+            self.small = None
+            self.built()
+            self._unloaded = False
         self._load(recovered)
 
     def _catch_up(self) -> None:
         """Before every read: when the writer wrote this cursor's log since its state was
         read, the whole cursor moves to the newest flush first, so a read is never older
-        than the writer's newest flush when it began, and reads never go back. O(1) (one
-        read transaction) when nothing was written; a move reads the cursor as a reopen
-        would."""
-        moved = self._store.storage.read(self._look)
+        than the writer's newest flush when it began, and reads never go back. A cursor in
+        the small form moves to the newest state's form when it is one (else its parts
+        take it); one in its parts stays there. O(1) (one read transaction) when nothing
+        was written; a move reads the cursor as a reopen would."""
+        moved = self._store.storage.read(partial(self._look, self.small is not None))
         if moved is not False:
             self._load_newest(moved)
 
-    def _look(self, txn: lmdb.Transaction) -> RecoveredState | Literal[False] | None:
+    def _look(self, form: bool, txn: lmdb.Transaction) -> Any:
         """False when the cursor's log is as its state was read; else :meth:`_newest`."""
         seen, newest = self._view
         now = txn.id()
@@ -144,9 +160,17 @@ class ReadSide(StoreSide):
         if self._log.newest(txn) == newest:
             self._view = (now, newest)
             return False
-        return self._newest(txn)
+        return self._newest(form, txn)
 
     # -- reads ---------------------------------------------------------------------------------
+
+    def _fresh(self) -> Any:
+        """The small form a read answers from, or None (lock held): a read-only store's
+        cursor first catches up with the writer's newest flush (:meth:`_catch_up`)."""
+        if self._store.readonly:
+            self.ensure_open()
+            self._catch_up()
+        return self.small
 
     def read(self, read: Callable[..., T], *args: Any, served: bool = False) -> T:
         """``read(*args)`` under the lock, on one state. A read-only cursor moves to the
@@ -160,10 +184,10 @@ class ReadSide(StoreSide):
             self.ensure_open()
             if not served:
                 self._parts()
-            elif self._unbuilt:  # a writer's cursor opened into the form: it never moves, one run
-                return read(*args)
             if self._store.readonly:
                 self._catch_up()
+            if self.small is not None:  # the form answers from memory: nothing moves it now, one run
+                return read(*args)
             pages = self._pages
             for _ in range(_READ_TRIES):
                 seen = pages.generation

@@ -95,7 +95,7 @@ class Served(ReadSide):
     def delivery_count(self, position: Any) -> int:
         """``Cursor.delivery_count``."""
         with self._lock:
-            small = self.small
+            small = self._fresh()
             if small is not None:
                 self.ensure_open()
                 ledger, entry = pair(position)
@@ -107,7 +107,7 @@ class Served(ReadSide):
     def delivery_counts(self, start: Any = None, end: Any = None) -> dict[Position, int]:
         """``Cursor.delivery_counts``."""
         with self._lock:
-            small = self.small
+            small = self._fresh()
             if small is not None:
                 self.ensure_open()
                 low, high = counts_window((small.md_l, small.md_e), start, end)
@@ -117,7 +117,7 @@ class Served(ReadSide):
     def unacked_entries(self, ledger: int, start: int, stop: int, n: int) -> list[int]:
         """``Cursor.unacked_entries``."""
         with self._lock:
-            small = self.small
+            small = self._fresh()
             if small is not None:
                 self.ensure_open()
                 found = self._form_unacked(small, ledger, start, stop, n)
@@ -167,7 +167,7 @@ class Served(ReadSide):
         """``Cursor.ledger_ranges``: the writer's cursor ledger by ledger, each under the
         lock; a read-only cursor's whole first, from one flushed state."""
         if self._store.readonly:
-            yield from self.read(self._ranges)
+            yield from self.read(self._ranges, served=True)
             return
         with self._lock:
             self.ensure_open()
@@ -195,6 +195,9 @@ class Served(ReadSide):
 
     def _ranges(self) -> list[tuple[int, list[tuple[int, int]]]]:
         """Every ledger's ranges."""
+        small = self.small
+        if small is not None:
+            return ledger_runs(small)  # type: ignore[no-any-return]
         out = []
         for ledger in sorted(self._pages.known()):
             ranges = self._ledger_ranges(ledger)
