@@ -136,12 +136,13 @@ class AckstoreSteady:
     def flush(self) -> None:
         self.logical = self.store.flush().bytes_written
 
-    def reopen(self, read_all: bool = False) -> None:
+    def reopen(self, read_all: bool = False, readonly: bool = False) -> None:
         """Close and reopen every cursor (a restart's bulk open, lazy as by default);
-        ``read_all``: then read every cursor's ranges, so its whole state is in memory."""
+        ``read_all``: then read every cursor's ranges, so its whole state is in memory;
+        ``readonly``: as a reader opens the store (a monitor, an audit)."""
         path = self.store.path
         self.store.close()
-        self.store = AckStore.open(path, sync=False, map_size=1 << 30)
+        self.store = AckStore.open(path, sync=False, map_size=1 << 30, readonly=readonly)
         self.cursors = []
         for name in self.topics:
             self.cursors += self.store.topic(name).open_cursors(CONFIG).values()

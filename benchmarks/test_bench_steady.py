@@ -139,13 +139,23 @@ def reopened(tmp_path_factory: pytest.TempPathFactory) -> Any:
         engine.close()
 
 
-@pytest.mark.parametrize("case", ["pickle", "ackstore", "ackstore, every cursor read"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "pickle",
+        "ackstore",
+        "ackstore, every cursor read",
+        "ackstore, read-only",
+        "ackstore, read-only, every cursor read",
+    ],
+)
 def test_steady_reopen(benchmark: Any, reopened: Any, case: str) -> None:
     """Reopen to a usable state after the steady workload ran: ackstore's bulk open (lazy),
-    and then with every cursor's ranges read; the baseline unpickles every cursor's state."""
+    and then with every cursor's ranges read, by the writer and by a reader; the baseline
+    unpickles every cursor's state."""
     cursors, k, rounds = REOPEN
     engine = reopened["pickle" if case == "pickle" else "ackstore"]
-    options = {"read_all": True} if case.endswith("read") else {}
+    options = {"read_all": case.endswith("read"), "readonly": "read-only" in case} if case != "pickle" else {}
     benchmark.group = f"steady workload, reopen: {cursors:,} cursors, k={k}, after {rounds:,} flushes"
     benchmark.pedantic(lambda: engine.reopen(**options), rounds=5)
     benchmark.extra_info.update(baseline=case == "pickle")

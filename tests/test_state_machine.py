@@ -60,15 +60,18 @@ for line in sys.stdin:
             topic, out = store.topic(args[0]), {}
             for name in args[1]:
                 cur = topic.cursor(name)
+                form = cur._core.small is not None  # opened into the small form, or still in it
                 acked = [cur.is_acked((ledger, entry)) for ledger, entry in args[2]]  # decoded or swapped in now
                 if args[3] == "acked":  # these reads alone, ledger by ledger
-                    out[name] = {"acked": acked}
+                    out[name] = {"acked": acked, "form": form}
                     continue
                 if args[3] == "ranges":  # the iterator alone
-                    out[name] = {"ranges": [[ledger, a, b] for ledger, runs in cur.ledger_ranges() for a, b in runs]}
+                    ranges = [[ledger, a, b] for ledger, runs in cur.ledger_ranges() for a, b in runs]
+                    out[name] = {"ranges": ranges, "form": form}
                     continue
                 snap = cur.snapshot()
                 out[name] = {
+                    "form": form,
                     "md": list(snap.mark_delete_position),
                     "ranges": [[ledger, a, b] for ledger, runs in snap.ranges for a, b in runs],
                     "partials": sorted([*p, size, sorted(ix)] for p, (size, ix) in snap.partial_batches.items()),
@@ -695,6 +698,8 @@ class AckStoreMachine(RuleBasedStateMachine):
         self.ran.add("a reader in another process")
         newest = self.flushes[-1]
         for name, shown in got.items():
+            if shown.pop("form"):
+                self.ran.add("a reader's cursor in the small form")
             could = [*self.reader_seen.get(name, [d]), current]  # the directories it may have read with
             views = [_shown(directory, newest.get(name), shown, touch) for directory in could]
             assert shown in views, (name, shown, views)
@@ -1023,6 +1028,7 @@ DEPTH: dict[type[AckStoreMachine], dict[str, float]] = {
         "a read through a dispatcher": 0.05,
         "a negative ack read again": 0.02,
         "a reader in another process": 0.2,
+        "a reader's cursor in the small form": 0.1,
     },
     TinyBudgetMachine: {"a position at a ledger's last entry": 0.3, "a reader in another process": 0.05},
     DeltaMachine: {"a position at the mark-delete position": 0.2, "delivery counts": 0.02},
@@ -1035,6 +1041,7 @@ DEPTH: dict[type[AckStoreMachine], dict[str, float]] = {
         "delivery counts": 0.5,
         "the small form across a rollover": 0.3,
         "a cumulative ack": 0.5,
+        "a reader's cursor in the small form": 0.1,
     },
 }
 ALL_THREE = 0.8
