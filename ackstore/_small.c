@@ -479,6 +479,15 @@ static PyObject *SmallState_counts(SmallState *s, PyObject *unused) { return pai
 
 static PyObject *SmallState_fits(SmallState *s, PyObject *unused) { return fits(s); }
 
+/* top() -> int: the form's highest entry holding state (its last run's end, its highest
+ * delivery count's entry, else M) */
+static PyObject *SmallState_top(SmallState *s, PyObject *unused) {
+    long long top = s->md_e;
+    if (s->n && (long long)s->runs[2 * s->n - 1] > top) top = s->runs[2 * s->n - 1];
+    if (s->nc && (long long)s->counts[2 * s->nc - 2] > top) top = s->counts[2 * s->nc - 2];
+    return PyLong_FromLongLong(top);
+}
+
 /* bound(version, base, nl, limit) -> bool: as of the topic's directory at `version`, M's
  * ledger is sealed with `base` entries and ledger `nl` follows it (both -1: not), and the
  * form's entries go up to `limit`. True when M moved on into nl (it was at base - 1): the
@@ -608,6 +617,7 @@ static PyMethodDef SmallState_methods[] = {
     {"count", (PyCFunction)SmallState_count, METH_O, "An entry's delivery count (0: none)."},
     {"counts", (PyCFunction)SmallState_counts, METH_NOARGS, "The delivery counts above M, [(entry, count), ...]."},
     {"fits", (PyCFunction)SmallState_fits, METH_NOARGS, "Whether the runs and counts fit the form."},
+    {"top", (PyCFunction)SmallState_top, METH_NOARGS, "The highest entry holding state: a run's, a count's, or M."},
     {"bound", (PyCFunction)(void (*)(void))SmallState_bound, METH_FASTCALL,
      "M's ledger's seal, the next ledger and the form's highest entry, as of a directory version."},
     {"range_count", (PyCFunction)SmallState_range_count, METH_NOARGS, "The ranges held, as the parts count them."},

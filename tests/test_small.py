@@ -147,7 +147,7 @@ def _fields(s: Any) -> tuple[Any, ...]:
 
 
 def _span(s: Any) -> tuple[Any, ...]:
-    return s.base, s.nl, s.rp_nl, s.limit, s.limit_version, s.range_count()
+    return s.base, s.nl, s.rp_nl, s.limit, s.limit_version, s.range_count(), s.top()
 
 
 OPS = st.one_of(
@@ -281,6 +281,7 @@ def test_the_twins_agree_with_the_model_and_write_the_state_layout(
             model.version,
             model.range_count(),
         )
+        assert span[6] == max([model.md_e, *(e for e in model.acked if e > model.md_e), *model.counts]), "top()"
         assert (first[13], first[15], first[16]) == (sorted(model.counts.items()), model.rp, model.redeliveries)
         assert [s.count(e) for s in forms for e in range(0, 95, 7)] == [
             model.counts.get(e, 0) for _ in forms for e in range(0, 95, 7)
@@ -737,6 +738,31 @@ def test_a_writer_opens_a_steady_cursor_into_the_form(tmp_path: Path) -> None:
     with AckStore.open(path) as store:
         cur = store.topic(T).cursor("b")
         assert cur._core.small is None and cur.stats().recovery.markers_skipped == 1  # fell back to the slot before
+
+
+def test_an_open_reads_the_slots_alike_from_the_file_and_from_records_a_page_scan_found(tmp_path: Path) -> None:
+    """What an open reads of a cursor's log to take the form (``slot_values``): its two
+    slots' values when its log is only those, None when it has records under log keys or
+    nothing; the same from an LMDB transaction and from a ``MemoryLog`` of the same items."""
+    from ackstore.storage.log import MemoryLog, slot_values
+
+    path = tmp_path / "s"
+    with AckStore.open(path) as store:
+        cursors = [_topic(store).cursor(name) for name in ("a", "wide")]
+        _settle(store, cursors)
+        cursors[1].ack_entries(1, BitMap(range(1000, 1400, 2)))  # the marker layout: records under log keys
+        store.flush()
+        ids = [cur.cursor_id for cur in cursors]
+        storage = store.storage
+        items = storage.read(lambda txn: {bytes(k): bytes(v) for k, v in txn.cursor(db=storage.log_db)})
+        for cid in (*ids, max(ids) + 1):
+            read = storage.read(lambda txn: slot_values(txn, storage.log_db, cid))  # noqa: B023
+            assert slot_values(MemoryLog(items), None, cid) == read
+            if cid == ids[0]:
+                assert read == (items.get(records.slot_key(cid, 0)), items.get(records.slot_key(cid, 1)))
+                assert read[0] is not None and read[1] is not None
+            else:
+                assert read is None
 
 
 def test_a_cursor_opened_into_the_form_builds_no_parts_until_asked(tmp_path: Path) -> None:

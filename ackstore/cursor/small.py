@@ -256,6 +256,11 @@ class PySmallState:
         """Whether the runs and counts fit the form (:attr:`cap`, :data:`COUNT_CAP`)."""
         return self.range_count() <= self.cap and len(self._counts) <= COUNT_CAP
 
+    def top(self) -> int:
+        """The highest entry holding state: the last run's end, the highest delivery
+        count's entry, else M. O(counts)."""
+        return max(self.md_e, self._runs[-1] if self._runs else -1, max(self._counts, default=-1))
+
     def ack_range(self, first: int, last: int) -> bool:
         """Entries ``first..last`` of the form acked (those at or below M are); whether the
         state still fits. O(runs + counts in the range)."""
@@ -596,8 +601,7 @@ def small_opened(
     s = small_of_slots(cursor_id, *values, FORMAT_VERSION, cap)
     if s is None:
         return None
-    top = max(s.runs()[-1][1] if s.n else s.md_e, s.counts()[-1][0] if s.nc else s.md_e)
-    if directory.past_end([(s.md_l, top)]):
+    if directory.past_end([(s.md_l, s.top())]):
         return (
             None  # M, acks or counts at or past the ledger's bound (the bound went durable first): recovery's to clip
         )

@@ -154,7 +154,7 @@ def slot_values(txn: LogTxn, db: lmdb._Database | None, cursor_id: int) -> tuple
     c = txn.cursor(db=db)
     if c.set_range(start) and c.key() < end:
         return None  # records under log keys: recovery's to resolve
-    v0, v1 = txn.get(slot_key(cursor_id, 0), db=db), txn.get(slot_key(cursor_id, 1), db=db)
+    v0, v1 = c.get(slot_key(cursor_id, 0)), c.get(slot_key(cursor_id, 1))  # (a cursor's get: no keywords to parse)
     return None if v0 is None and v1 is None else (v0, v1)
 
 
@@ -814,6 +814,10 @@ class _MemoryCursor:
 
     def set_key(self, key: bytes) -> bool:
         return self.set_range(key) and self.log.keys[self.i] == key
+
+    def get(self, key: bytes) -> bytes | None:
+        """``key``'s value, the cursor left at it (None, and unplaced, when there is none)."""
+        return self.value() if self.set_key(key) else None
 
     def last(self) -> bool:
         self.i = len(self.log.keys) - 1
