@@ -38,6 +38,7 @@ typedef struct {
     uint32_t persisted, undo_persisted, last_bytes;
     long long limit;                /* the form's highest entry allowed, as of ... */
     long long limit_version;        /* ... this version of the topic's directory (-1: none) */
+    PyObject *props;                /* the properties, packed as the state layout writes them (b"": none) */
     uint32_t own[2 * OWN_RUNS];
 } SmallState;
 
@@ -227,7 +228,8 @@ static SmallState *small_new(PyTypeObject *type, unsigned long long cid, long lo
     s->slot = (uint8_t)slot;
     s->slots = (uint8_t)slots;
     s->cap = cap;
-    if (room_for(s, runs) < 0) {
+    s->props = PyBytes_FromStringAndSize(NULL, 0);
+    if (s->props == NULL || room_for(s, runs) < 0) {
         Py_DECREF(s);
         return NULL;
     }
@@ -245,17 +247,17 @@ static int set_count(SmallState *s, long long e, long long count) {
     return insert_count(s, i, e, count);
 }
 
-/* SmallState(cursor_id, md_l, md_e, next_seq, slot, slots, runs, cap, counts=(), rp_e=-1) */
+/* SmallState(cursor_id, md_l, md_e, next_seq, slot, slots, runs, cap, counts=(), rp_e=-1, props=b"") */
 static PyObject *SmallState_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     unsigned long long cid, seq;
     long long md_l, md_e, rp_e = -1;
     int slot, slots;
     unsigned int cap;
-    PyObject *runs, *counts = NULL, *rp_obj = NULL;
+    PyObject *runs, *counts = NULL, *rp_obj = NULL, *props = NULL;
     static char *names[] = {"cursor_id", "md_l", "md_e", "next_seq", "slot", "slots", "runs", "cap", "counts", "rp_e",
-                            NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "KLLKiiOI|OO", names, &cid, &md_l, &md_e, &seq, &slot, &slots, &runs,
-                                     &cap, &counts, &rp_obj))
+                            "props", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "KLLKiiOI|OOS", names, &cid, &md_l, &md_e, &seq, &slot, &slots, &runs,
+                                     &cap, &counts, &rp_obj, &props))
         return NULL;
     if (md_l < 0 || md_e < -1 || md_e >= 0xFFFFFFFFLL || slot < 0 || slot > 1 || slots < 0 || slots > 3) {
         PyErr_SetString(PyExc_ValueError, "a small state's position, slot or slots are outside the layout");
@@ -320,6 +322,7 @@ static PyObject *SmallState_new(PyTypeObject *type, PyObject *args, PyObject *kw
             goto fail;
         }
     }
+    if (props != NULL) Py_SETREF(s->props, Py_NewRef(props));
     Py_XDECREF(cseq);
     Py_DECREF(seq_obj);
     return (PyObject *)s;
@@ -331,6 +334,7 @@ fail:
 }
 
 static void SmallState_dealloc(SmallState *s) {
+    Py_XDECREF(s->props);
     if (s->runs != s->own) PyMem_Free(s->runs);
     PyMem_Free(s->counts);
     Py_TYPE(s)->tp_free((PyObject *)s);
@@ -601,6 +605,18 @@ static PyObject *SmallState_end(SmallState *s, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
+/* set_props(packed): the properties, packed as the state layout writes them (b"": none);
+ * the form changed */
+static PyObject *SmallState_set_props(SmallState *s, PyObject *packed) {
+    if (!PyBytes_Check(packed)) {
+        PyErr_Format(PyExc_TypeError, "properties are packed bytes, not %R", packed);
+        return NULL;
+    }
+    Py_SETREF(s->props, Py_NewRef(packed));
+    s->dirty = 1;
+    Py_RETURN_NONE;
+}
+
 /* runs() -> [(first, last), ...] */
 static PyObject *SmallState_runs(SmallState *s, PyObject *unused) { return pair_list(s->runs, s->n); }
 
@@ -626,6 +642,7 @@ static PyMethodDef SmallState_methods[] = {
     {"unacked", (PyCFunction)(void (*)(void))SmallState_unacked, METH_FASTCALL,
      "Up to n entries of the form in [start, stop) not acked."},
     {"end", (PyCFunction)SmallState_end, METH_NOARGS, "The cursor left the small form: no flush takes this one again."},
+    {"set_props", (PyCFunction)SmallState_set_props, METH_O, "The properties, packed (b'': none); the form changed."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -653,6 +670,7 @@ static PyMemberDef SmallState_members[] = {
     MEMBER(flushes, T_ULONGLONG, "flushes in the small form"),
     MEMBER(flush_bytes, T_ULONGLONG, "bytes they wrote (keys and values)"),
     MEMBER(last_bytes, T_UINT, "bytes the last one wrote"),
+    MEMBER(props, T_OBJECT_EX, "the properties, packed as the state layout writes them (b'': none)"),
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -707,8 +725,10 @@ static PyObject *slot_value(SmallState *s, int slot, unsigned char *key, uint32_
     long long ids[2] = {s->md_l, s->nl};
     uint32_t rs[2] = {0, r1}, re[2] = {r1, n}, cs[2] = {0, c1}, ce[2] = {c1, nc};
     int listed[2] = {r1 || c1, n > r1 || nc > c1};
+    Py_ssize_t np = PyBytes_GET_SIZE(s->props);
+    int flags = (nc ? STATE_COUNTS : 0) | (np ? STATE_PROPS : 0);
     if (out_room(&o, head + 7) == NULL) goto done;
-    if (put_state_head(&o, nc ? STATE_COUNTS : 0, s->cursor_id, s->md_l, s->md_e, listed[0] + listed[1]) < 0) goto done;
+    if (put_state_head(&o, flags, s->cursor_id, s->md_l, s->md_e, listed[0] + listed[1]) < 0) goto done;
     long long last = s->md_l;
     for (int k = 0; k < 2; k++) {
         if (!listed[k]) continue;
@@ -720,6 +740,9 @@ static PyObject *slot_value(SmallState *s, int slot, unsigned char *key, uint32_
             goto done;
         last = ids[k] + 1;
     }
+    unsigned char *at;
+    if (np && (at = out_room(&o, np)) == NULL) goto done;
+    if (np) memcpy(at, PyBytes_AS_STRING(s->props), np); /* after the ledgers, as the parts' state marker */
     if (seal_envelope_at(&o, head, RECORD_MARKER, version) < 0) goto done;
     if (o.len - head > max_bytes) goto done; /* the parts' to write */
     put_slot_head(key, o.b, s->cursor_id, slot, s->next_seq, room);
@@ -820,9 +843,10 @@ static PyObject *undo_small(PyObject *self, PyObject *list) {
  * form of a cursor whose log is only its state slots, read from their values (None: the slot
  * holds none) with the state layout's readers (_native.h); None when a slot's head is
  * damaged (recovery says what it may have held), when the newest state is not an intact
- * state marker of this cursor, or when it is outside the form: properties, partial batches
- * or delivery counts, a ledger other than M's, no run, more than `cap` runs, or a run at
- * M + 1. cursor/small.py's _py_small_of_slots, the same rule. O(the newest value). */
+ * state marker of this cursor, or when it is outside the form: partial batches, a ledger
+ * other than M's, no run, more than `cap` runs or COUNT_CAP counts, or a run at M + 1. Its
+ * properties are taken as the bytes they are (small_opened checks they decode).
+ * cursor/small.py's _py_small_of_slots, the same rule. O(the newest value). */
 static PyObject *small_of_slots(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     if (nargs != 5) {
@@ -865,7 +889,7 @@ static PyObject *small_of_slots(PyObject *self, PyObject *const *args, Py_ssize_
     int flags;
     unsigned long long got, md_l, md_e1, n, last, ledger, nruns = 0, at = 0;
     if (get_state_head(&r, &flags, &got, &md_l, &md_e1, &n) < 0) goto declined;
-    if ((flags & ~STATE_COUNTS) || got != cid || n > 1) Py_RETURN_NONE;
+    if ((flags & ~(STATE_COUNTS | STATE_PROPS)) || got != cid || n > 1) Py_RETURN_NONE;
     if (n) {
         last = md_l;
         if (get_state_ledger(&r, md_l, md_e1, &last, &ledger, &nruns, &at) < 0) goto declined;
@@ -898,10 +922,18 @@ static PyObject *small_of_slots(PyObject *self, PyObject *const *args, Py_ssize_
             }
         }
     }
-    /* bytes after the ledgers; a ledger with nothing; more counts than the form holds; a run at M + 1 */
-    if (r.i != r.len || (n && !nruns && !nc) || nc > COUNT_CAP || (nruns && s->runs[0] == md_e1)) {
+    /* bytes after the ledgers with no properties (none with them); a ledger with nothing; more
+     * counts than the form holds; a run at M + 1 */
+    int props = (flags & STATE_PROPS) != 0;
+    if ((props ? r.i >= r.len : r.i != r.len) || (n && !nruns && !nc) || nc > COUNT_CAP ||
+        (nruns && s->runs[0] == md_e1)) {
         Py_DECREF(s);
         Py_RETURN_NONE;
+    }
+    if (props) {
+        PyObject *packed = PyBytes_FromStringAndSize((const char *)r.p + r.i, r.len - r.i);
+        if (packed == NULL) goto fail;
+        Py_SETREF(s->props, packed);
     }
     return (PyObject *)s;
 fail:

@@ -193,8 +193,9 @@ def test_a_reader_follows_the_writers_flushes_in_the_small_form_and_leaves_it_wi
 ) -> None:
     """A cursor whose flushed state is in the small form is opened into it by a reader too:
     each read answers from the form of the writer's newest flush (never an older one, no
-    parts built), a change is refused with nothing changed; when the writer's state leaves
-    the form (a property, wider ranges) the reader's parts take the newest flush; a read the
+    parts built), a change is refused with nothing changed, a property the form holds too;
+    when the writer's state leaves the form (more ranges than it holds) the reader's parts
+    take the newest flush; a read the
     form does not serve (a snapshot) moves the reader to its parts, at the newest flush."""
     writer = Writer(tmp_path / "s", 1 << 20, ["c", "d"], ledgers=1)
     try:
@@ -219,10 +220,12 @@ def test_a_reader_follows_the_writers_flushes_in_the_small_form_and_leaves_it_wi
             newest = writer.states["d"][-1]
             snap = other.snapshot()  # not served by the form: the parts, at the newest flush
             assert other._core.small is None and [[x, [list(r) for r in y]] for x, y in snap.ranges] == newest["ranges"]
-            writer.round()  # a property and twenty ranges: the writer's state leaves the form
-            newest = writer.states["c"][-1]
-            assert str(cur.mark_delete_position) == newest["md"] and cur._core.small is None
-            assert _ranges(cur) == newest["ranges"] and cur.properties == newest["props"] == {"round": 9}
+            for r in range(9, 13):  # a property and twenty more ranges each: past the form's cap at the fourth
+                writer.round()
+                newest = writer.states["c"][-1]
+                assert str(cur.mark_delete_position) == newest["md"]
+                assert _ranges(cur) == newest["ranges"] and cur.properties == newest["props"] == {"round": r}
+            assert cur._core.small is None and len(newest["ranges"][0][1]) > 64
             cur._check()
             other._check()
     finally:

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyroaring import BitMap
 
-from ackstore import AckStore, CursorConfig, Position, StoreError, testing
+from ackstore import AckStore, CursorConfig, InvalidArgumentError, InvalidTypeError, Position, StoreError, testing
 from ackstore.cursor import small as small_form
 from ackstore.cursor.small import IMPLEMENTATIONS, Small, check_small
 from ackstore.flush import FlushJob, GroupFlush
@@ -48,6 +48,7 @@ class Model:
         self.redeliveries = 0
         self.base = self.nl = -1
         self.limit, self.version = 100, 0
+        self.properties: dict[str, int | str] = {}
 
     def ack(self, first: int, last: int) -> None:
         new = {e for e in range(max(first, self.md_e + 1), last + 1)} - self.acked
@@ -134,7 +135,7 @@ class Model:
             (ledger, LedgerAcks.of_runs(bm, len(run_bounds(bm)), {}, counts))
             for ledger, (bm, counts) in sorted(self.ledgers().items())
         ]
-        record = records.encode_state_marker(CID, (self.md_l, self.md_e), {}, ledgers)
+        record = records.encode_state_marker(CID, (self.md_l, self.md_e), self.properties, ledgers)
         key = records.slot_key(CID, slot)
         return key, records.seal_slot(key, self.seq, record, 0 if self.slots >> slot & 1 else RESERVE)
 
@@ -142,7 +143,7 @@ class Model:
 def _fields(s: Any) -> tuple[Any, ...]:
     return (
         s.md_l, s.md_e, s.runs(), s.n, s.next_seq, s.slot, s.slots, s.dirty, s.persisted, s.flushes, s.flush_bytes,
-        s.last_bytes, s.ended, s.counts(), s.nc, s.rp_e, s.redeliveries,
+        s.last_bytes, s.ended, s.counts(), s.nc, s.rp_e, s.redeliveries, s.props,
     )  # fmt: skip
 
 
@@ -160,6 +161,7 @@ OPS = st.one_of(
     st.tuples(st.just("unacked"), st.integers(0, 95), st.integers(0, 12)),
     st.tuples(st.just("flush"), st.just(0), st.just(0)),
     st.tuples(st.just("undo"), st.just(0), st.just(0)),
+    st.tuples(st.just("property"), st.sampled_from(["p", "q"]), st.integers(-1, 2**40)),
 )
 
 
@@ -175,7 +177,7 @@ OPS = st.one_of(
 def test_the_twins_agree_with_the_model_and_write_the_state_layout(
     md_e: int, start: frozenset[int], seq: int, slot: int, other: bool, ops: list[tuple[str, Any, int]]
 ) -> None:
-    """Each twin, from the same state through the same acks, flushes and undone flushes,
+    """Each twin, from the same state through the same acks, properties, flushes and undone flushes,
     holds what the model holds, and each flush writes the bytes the state layout's own
     encoder makes of the model's state, which its decoder reads back as that state."""
     acked = {e for e in start if e > md_e + 1}
@@ -235,6 +237,14 @@ def test_the_twins_agree_with_the_model_and_write_the_state_layout(
                 s.read_from(a)
         elif op == "unacked":
             assert [s.unacked(a, a + 30, b) for s in forms] == [model.unacked(a, a + 30, b)] * len(forms)
+        elif op == "property":  # b: its value, -1: removed (the form takes what the cursor packs)
+            if b < 0:
+                model.properties.pop(a, None)
+            else:
+                model.properties[a] = b if b % 2 else str(b)
+            for s in forms:
+                s.set_props(records.pack_properties(model.properties))
+            model.dirty = True
         elif op == "flush":
             expect = [model.value()] if model.dirty else []
             outs = [impl.flush_small([s], *BOUNDS) for impl, s in zip(IMPLEMENTATIONS, forms, strict=True)]
@@ -248,6 +258,7 @@ def test_the_twins_agree_with_the_model_and_write_the_state_layout(
                 got_seq, record = records.open_slot(key, value)
                 marker = records.decode_marker(record, got_seq)
                 assert got_seq == model.seq and marker.mark_delete == (model.md_l, model.md_e)
+                assert marker.properties == model.properties
                 held = model.ledgers()
                 assert {lg: la.ranges() for lg, la in (marker.ledgers or {}).items()} == {
                     lg: run_bounds(bm) for lg, (bm, _) in held.items()
@@ -283,6 +294,7 @@ def test_the_twins_agree_with_the_model_and_write_the_state_layout(
         )
         assert span[6] == max([model.md_e, *(e for e in model.acked if e > model.md_e), *model.counts]), "top()"
         assert (first[13], first[15], first[16]) == (sorted(model.counts.items()), model.rp, model.redeliveries)
+        assert first[17] == records.pack_properties(model.properties)
         assert [s.count(e) for s in forms for e in range(0, 95, 7)] == [
             model.counts.get(e, 0) for _ in forms for e in range(0, 95, 7)
         ]
@@ -335,7 +347,8 @@ def test_the_twins_read_a_small_form_from_its_slots_alike(
     """``small_of_slots``: from the same two slot values (slot k holds M + k and the acks
     above it; a byte flipped or the value cut short), both twins return the same form or
     both None; from intact values, the form of the newest state when that state is in the
-    form (no properties or batches, M's ledger only, at most ``cap`` runs), else None."""
+    form (no batches, M's ledger only, at most ``cap`` runs; its properties packed as the
+    marker holds them), else None."""
     states = [(md_e + k, {e for e in acked if e > md_e + k + 1}) for k in (0, 1)]
     values: list[bytes | None] = [
         None if seq is None else _slot_value(k, seq, *states[k], shape) for k, seq in enumerate(seqs)
@@ -360,7 +373,7 @@ def test_the_twins_read_a_small_form_from_its_slots_alike(
     newest = max(held, key=lambda k: (seqs[k], -k))  # the first on a tie
     m, above = states[newest]
     runs = run_bounds(BitMap(above))
-    if shape not in ("plain", "count") or len(runs) > cap:
+    if shape not in ("plain", "count", "properties") or len(runs) > cap:
         assert got[0] is None
         return
     seq = seqs[newest]
@@ -368,7 +381,8 @@ def test_the_twins_read_a_small_form_from_its_slots_alike(
     slots = sum(1 << k for k in held)
     counts = [(91, 2)] if shape == "count" else []
     fields = (LEDGER, m, runs, len(runs), seq + 1, newest, slots, 0, len(runs), 0, 0, 0, False)
-    assert got[0] == (*fields, counts, len(counts), m + 1, 0)
+    props = records.pack_properties({"k": 1} if shape == "properties" else {})
+    assert got[0] == (*fields, counts, len(counts), m + 1, 0, props)
     for out in outs:
         check_small(out, (LEDGER, m))
 
@@ -506,6 +520,67 @@ def test_a_steady_cursor_takes_the_form_and_writes_what_a_cursor_without_it_writ
         with AckStore.open(tmp_path / name) as store:
             cur = store.topic(T).cursor("c")
             assert cur.mark_delete_position == Position(1, md) and list(cur.ledger_ranges()) == [(1, ranges)]
+
+
+def _props_round(cur: Any, rnd: int) -> None:
+    """Round ``rnd``'s property changes: one set each round, another removed every third."""
+    cur.set_property("round", rnd)
+    cur.set_property(f"k{rnd % 4}", "v" * rnd)
+    if rnd % 3 == 2:
+        assert cur.remove_property(f"k{(rnd - 1) % 4}")
+    assert not cur.remove_property("never")
+
+
+def _props_model(rounds: int) -> dict[str, int | str]:
+    props: dict[str, int | str] = {}
+    for rnd in range(rounds):
+        props["round"] = rnd
+        props[f"k{rnd % 4}"] = "v" * rnd
+        if rnd % 3 == 2:
+            del props[f"k{(rnd - 1) % 4}"]
+    return props
+
+
+def test_properties_stay_in_the_form_and_are_written_as_the_parts_write_them(tmp_path: Path) -> None:
+    """A cursor setting and removing properties every round stays in the small form; the
+    store holds the very bytes a cursor kept out of it writes; a bad property is refused
+    there with nothing changed; both reopen (the form's into the form) with the model's
+    properties; a read that ends the form carries those set since its flush to the parts,
+    and the next flush writes them."""
+    for name in ("small", "parts"):
+        with AckStore.open(tmp_path / name) as store:
+            cur = _topic(store).cursor("c")
+            for rnd in range(12):
+                _steady(cur, rnd)
+                _props_round(cur, rnd)
+                if name == "parts":
+                    cur.snapshot()  # a read the form does not serve: the cursor stays out of it
+                assert cur.properties == _props_model(rnd + 1)
+                store.flush()
+                assert (cur._core.small is not None) == (name == "small" and rnd >= SETTLE - 1), (name, rnd)
+                cur._check()
+            with pytest.raises(InvalidArgumentError):
+                cur.set_property("big", "x" * 5000)
+            with pytest.raises(InvalidArgumentError):
+                cur.set_property("float", 1.5)
+            with pytest.raises(InvalidTypeError):
+                cur.remove_property(7)
+            assert cur.properties == _props_model(12) and not cur._core._pending
+    assert _log(tmp_path / "small") == _log(tmp_path / "parts")
+    with AckStore.open(tmp_path / "small") as store:
+        cur = store.topic(T).cursor("c")
+        assert cur._core.small is not None and cur._core._unbuilt and cur.properties == _props_model(12)
+        cur.set_property("late", 1)
+        assert cur.remove_property("round")
+        snap = cur.snapshot()  # the form ends: the parts load the flushed state, then take what changed since
+        assert cur._core.small is None and snap.properties == cur.properties
+        expect = {**_props_model(12), "late": 1}
+        del expect["round"]
+        assert cur.properties == expect and cur._core._pending
+        cur._check()
+        store.flush()
+    with AckStore.open(tmp_path / "small", readonly=True) as store:
+        assert store.topic(T).cursor("c").properties == expect
 
 
 def test_a_read_the_form_does_not_serve_ends_it_with_the_state_exact(tmp_path: Path) -> None:
@@ -692,8 +767,8 @@ def test_a_writer_opens_a_steady_cursor_into_the_form(tmp_path: Path) -> None:
     """A cursor whose log is its two state slots, its state in the form, is opened into the
     form (its slots read and decoded; its parts loaded when first needed), by the bulk open
     and by one cursor's open; its state is the model's, and a read that ends the form loads
-    the parts as recovery does (its report, the flushes since the open). A reader's open, a
-    damaged newest slot, a state with properties or a log under log keys are recovered."""
+    the parts as recovery does (its report, the flushes since the open). A reader opens them
+    into the form too; a damaged newest slot or a log under log keys is recovered."""
     path = tmp_path / "s"
     with AckStore.open(path) as store:
         cursors = [_topic(store).cursor(name) for name in ("a", "b", "props", "wide")]
@@ -709,7 +784,8 @@ def test_a_writer_opens_a_steady_cursor_into_the_form(tmp_path: Path) -> None:
             opened = (
                 topic.open_cursors() if bulk else {name: topic.cursor(name) for name in ("a", "b", "props", "wide")}
             )
-            assert [name for name, cur in sorted(opened.items()) if cur._core.small is not None] == ["a", "b"]
+            assert [name for name, cur in sorted(opened.items()) if cur._core.small is not None] == ["a", "b", "props"]
+            assert opened["props"].properties == {"k": 1} and opened["props"]._core._unbuilt
             cur = opened["a"]
             assert cur._core._unloaded and cur.persisted and not cur._core._pending
             cur._check()
@@ -727,7 +803,8 @@ def test_a_writer_opens_a_steady_cursor_into_the_form(tmp_path: Path) -> None:
             cur._check()
     with AckStore.open(path, readonly=True) as store:  # a reader opens into the form too, with the same answers
         opened = store.topic(T).open_cursors()
-        assert [name for name, cur in sorted(opened.items()) if cur._core.small is not None] == ["a", "b"]
+        assert [name for name, cur in sorted(opened.items()) if cur._core.small is not None] == ["a", "b", "props"]
+        assert opened["props"].properties == {"k": 1}
         md3, ranges3 = _model_ranges(SETTLE + 1)
         cur = opened["a"]
         assert cur.mark_delete_position == Position(1, md3) and list(cur.ledger_ranges()) == [(1, ranges3)]

@@ -34,6 +34,7 @@ from ..history import HistoryPoint
 from ..ledger_acks import bitmap_of_runs
 from ..position import Position, trusted
 from ..storage.log import CursorLog, RecoveredState
+from ..storage.records import unpack_properties
 from . import fitting, lane
 from .chain import MarkerChain
 from .deliveries import set_delivery_counts
@@ -424,9 +425,6 @@ class CursorCore(Served):
         small = self.small
         return self._state.range_count if small is None else small.range_count()  # type: ignore[no-any-return]
 
-    def properties(self) -> dict[str, int | str]:
-        return self.read(lambda: {} if self.small is not None else dict(self._state.properties), served=True)
-
     def blocked(self) -> bool:
         """PIP-299's pause (``Cursor.is_blocked_on_ack_state_persistent``). O(1)."""
         if self._deleted or self._store.readonly:
@@ -511,6 +509,10 @@ class CursorCore(Served):
         rp = trusted(*read_position(small))
         if rp[0] in d:  # where the form read to (never below M + 1)
             state.rp = rp if rp > state.md else state.md.next()
+        props = unpack_properties(small.props)
+        if props != state.properties:  # set or removed in the form since its last flush
+            state.meta_dirty = True
+        state.properties = props
         state.redeliveries += small.redeliveries
         self._changed()
 

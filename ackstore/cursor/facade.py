@@ -105,11 +105,11 @@ class Cursor:
         """Set a property: a 64-bit int (Pulsar's mark-delete properties) or a str of up to
         4096 UTF-8 bytes (its cursor properties). Persisted by the next flush, with every
         marker (keep them few and small: each flush writes them all)."""
-        self._core.edit(AckState.set_property, key, value)
+        self._core.set_property(key, value)
 
     def remove_property(self, key: str) -> bool:
         """Drop a property (persisted by the next flush); True if it was set."""
-        return self._core.edit(AckState.remove_property, key)
+        return self._core.remove_property(key)
 
     # -- delivery counts -----------------------------------------------------------------------
 

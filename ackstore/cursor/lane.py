@@ -54,6 +54,7 @@ from ..storage.records import (
     encode_state_marker,
     entry_of,
     log_key,
+    pack_properties,
     seal_slot,
     slot_key,
 )
@@ -460,7 +461,7 @@ def _take_marker(planner: Taking) -> MarkerPlan | Literal[False] | None:
     try:
         value = codecs.fixed_marker(
             FORMAT_VERSION, FIXED_FULL if full else 0, chain.marker_seq, md[0], md[1], md[0], md[1] + 1, cid,
-            marker_items, packb(props) if props else b"",
+            marker_items, pack_properties(props),
         )  # fmt: skip
     except OverflowError:
         return OTHER  # the general path writes the msgpack form

@@ -13,11 +13,12 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..position import MAX_ENTRY, Position, trusted
+from ..storage.records import pack_properties, unpack_properties
 from .deliveries import counts_window, delivery_count, delivery_counts, record_deliveries
 from .read_side import ReadSide
 from .small_span import bound_of, cumulative_entry, form_entries, form_entry, ledger_counts, ledger_runs, read_entry
 from .state import AckState
-from .validate import check_ack, pair
+from .validate import check_ack, check_property, check_property_key, pair
 
 __all__ = ["Served"]
 
@@ -142,6 +143,43 @@ class Served(ReadSide):
         if ledger > md_l and ledger != small.nl:
             return list(range(start, min(stop, start + n)))
         return None
+
+    def properties(self) -> dict[str, int | str]:
+        """``Cursor.properties``: a copy, from the form's packed ones or the parts'."""
+        return self.read(self._properties, served=True)
+
+    def _properties(self) -> dict[str, int | str]:
+        small = self.small
+        return dict(self._state.properties) if small is None else unpack_properties(small.props)
+
+    def set_property(self, key: Any, value: Any) -> None:
+        """``Cursor.set_property``: in the small form, its packed properties with the one set."""
+        with self._lock:
+            small = self.small
+            if small is not None:
+                self._alive()
+                check_property(key, value)  # (the parts' rule: AckState.set_property)
+                props = unpack_properties(small.props)
+                props[key] = value
+                small.set_props(pack_properties(props))
+                self._changed()
+                return
+            self.edit(AckState.set_property, key, value, served=True)
+
+    def remove_property(self, key: Any) -> bool:
+        """``Cursor.remove_property``: in the small form, its packed properties without it."""
+        with self._lock:
+            small = self.small
+            if small is not None:
+                self._alive()
+                check_property_key(key)
+                props = unpack_properties(small.props)
+                if props.pop(key, small) is small:
+                    return False
+                small.set_props(pack_properties(props))
+                self._changed()
+                return True
+            return self.edit(AckState.remove_property, key, served=True)  # type: ignore[no-any-return]
 
     def move_read_position(self, position: Position) -> None:
         """``Cursor.move_read_position`` (the read path's own move: not checked)."""

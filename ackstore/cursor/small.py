@@ -6,9 +6,10 @@ ranges, and each flush writes its
 whole state as one state marker into a state slot (the state layout of
 ``ackstore/storage/records.py``). Once a flush wrote such a state, the cursor takes the small
 form (:func:`small_of` is the rule): a :class:`SmallState` holds M, the runs of acks above
-it, the delivery counts of entries above it, the read position, the log's next sequence
-and which state slots hold a value. The calls a broker makes all day are served by it: ``ack``
-of one position or of a list of positions, ``ack_entries``, and what a
+it, the delivery counts of entries above it, the read position, the properties (packed as
+the marker writes them), the log's next sequence and which state slots hold a value. The
+calls a broker makes all day are served by it: ``ack`` of one position or of a list of
+positions, ``ack_entries``, setting and removing a property, and what a
 :class:`~ackstore.Dispatcher` reads with (the read position and its moves, unacked entries,
 delivery counts and their recording, ``is_acked``), and the directory's changes while M's
 ledger stays in it: a seal, the next ledger added (its entries then the form's too:
@@ -23,7 +24,7 @@ parts load the newest flushed state as a reopen would (when a flush wrote one si
 take the acks, counts and read position since, so the rest of ackstore only ever sees the
 parts.
 
-A cursor stays out of the form while it keeps history, holds partial batches or properties,
+A cursor stays out of the form while it keeps history, holds partial batches,
 has acks or counts outside M's ledger (and the next one, once M's is sealed), or holds more
 runs than the state layout takes (:data:`ackstore.cursor.lane.STATE_MAX_RUNS`) or than
 PIP-299 persists, or more delivery counts than :data:`COUNT_CAP`; an ack or a delivery that
@@ -44,10 +45,19 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pyroaring import BitMap
 
+from ..errors import CorruptRecordError
 from ..ledger_acks import bitmap_of_runs, run_bounds
 from ..storage import codecs, pure_codecs
-from ..storage.pure_codecs import STATE_COUNTS
-from ..storage.records import FORMAT_VERSION, RECORD_MARKER, SLOT_RESERVE, seal_slot, slot_key
+from ..storage.pure_codecs import STATE_COUNTS, STATE_PROPS
+from ..storage.records import (
+    FORMAT_VERSION,
+    RECORD_MARKER,
+    SLOT_RESERVE,
+    pack_properties,
+    seal_slot,
+    slot_key,
+    unpack_properties,
+)
 from . import lane
 from .chain import next_slot
 from .small_span import fit, form_entries, ledger_counts, ledger_runs
@@ -103,7 +113,7 @@ class PySmallState:
     __slots__ = (
         "cursor_id", "md_l", "md_e", "rp_e", "next_seq", "slot", "slots", "dirty", "cap", "persisted", "flushes",
         "flush_bytes", "last_bytes", "ended", "redeliveries", "base", "nl", "rp_nl", "limit", "limit_version",
-        "_runs", "_counts", "_undo", "_undo_persisted",
+        "props", "_runs", "_counts", "_undo", "_undo_persisted",
     )  # fmt: skip
 
     def __init__(
@@ -118,7 +128,10 @@ class PySmallState:
         cap: int,
         counts: Any = (),
         rp_e: int = -1,
+        props: bytes = b"",
     ) -> None:
+        if type(props) is not bytes:
+            raise TypeError(f"properties are packed bytes, not {props!r}")
         if md_l < 0 or not -1 <= md_e < _ENTRY_MAX or slot not in (0, 1) or not 0 <= slots <= 3:
             raise ValueError("a small state's position, slot or slots are outside the layout")
         flat: list[int] = []
@@ -163,6 +176,8 @@ class PySmallState:
         """the bytes the last one wrote"""
         self.redeliveries = 0
         """deliveries in the form of entries delivered before"""
+        self.props = props
+        """the properties, packed as the state layout writes them (b"": none)"""
         self._runs = flat
         self._counts: dict[int, int] = {}
         for entry, n in counts:
@@ -366,6 +381,12 @@ class PySmallState:
         """The cursor left the small form: no flush takes this one again."""
         self.ended, self.dirty = 1, 0
 
+    def set_props(self, packed: bytes) -> None:
+        """The properties, packed as the state layout writes them (b"": none); the form changed."""
+        if type(packed) is not bytes:
+            raise TypeError(f"properties are packed bytes, not {packed!r}")
+        self.props, self.dirty = packed, 1
+
     def _ack_run(self, first: int, last: int) -> None:
         if last <= self.md_e:
             return
@@ -433,7 +454,7 @@ def _py_flush_small(
             (ledger, bitmap_of_runs(runs.get(ledger, [])), {}, counted.get(ledger, {}))
             for ledger in sorted(runs.keys() | counted.keys())
         ]
-        record = pure_codecs.state_marker(version, s.cursor_id, s.md_l, s.md_e, ledgers, b"")
+        record = pure_codecs.state_marker(version, s.cursor_id, s.md_l, s.md_e, ledgers, s.props)
         if len(record) > max_bytes:
             over.append(s)
             continue
@@ -474,8 +495,9 @@ def _py_small_of_slots(cursor_id: int, value0: bytes | None, value1: bytes | Non
     """The small form of a cursor whose log is only its state slots, read from their values
     (None: the slot holds none), or None: when a slot's head is damaged (recovery says what
     it may have held), when the newest state is not an intact state marker of this cursor,
-    or when it is outside the form (properties or partial batches, a ledger other than M's,
-    more than ``cap`` runs or :data:`COUNT_CAP` counts). O(the newest value)."""
+    or when it is outside the form (partial batches, a ledger other than M's, more than
+    ``cap`` runs or :data:`COUNT_CAP` counts). Its properties are taken as the bytes they
+    are (:func:`small_opened` checks they decode). O(the newest value)."""
     newest: tuple[int, int, bytes] | None = None
     held = 0
     for slot, value in enumerate((value0, value1)):
@@ -497,11 +519,14 @@ def _py_small_of_slots(cursor_id: int, value0: bytes | None, value1: bytes | Non
         rtype, _, body = pure_codecs.open_envelope(record, max_version)
         if rtype != RECORD_MARKER or body[:1] != b"\xc2":
             return None  # another layout
-        cid, md_l, md_e, ledgers, _ = pure_codecs.state_fields(body)
+        cid, md_l, md_e, ledgers, end = pure_codecs.state_fields(body)
     except ValueError:
         return None
-    if body[1] & ~STATE_COUNTS or cid != cursor_id or len(ledgers) > 1:
-        return None  # (flags: properties or batches follow)
+    if body[1] & ~(STATE_COUNTS | STATE_PROPS) or cid != cursor_id or len(ledgers) > 1:
+        return None  # (flags: batches follow)
+    props = body[end:]
+    if bool(props) != bool(body[1] & STATE_PROPS):
+        return None  # bytes after the ledgers with no properties, or none with them
     runs: list[tuple[int, int]] = []
     counts: list[tuple[int, int]] = []
     if ledgers:
@@ -511,7 +536,7 @@ def _py_small_of_slots(cursor_id: int, value0: bytes | None, value1: bytes | Non
         runs = list(zip(flat[::2], flat[1::2], strict=True))
         counts = sorted(counted.items())
     try:
-        return PySmallState(cursor_id, md_l, md_e, seq + 1, slot, held, runs, cap, counts)
+        return PySmallState(cursor_id, md_l, md_e, seq + 1, slot, held, runs, cap, counts, props=bytes(props))
     except ValueError:  # a run at M + 1, a count of an acked entry
         return None
 
@@ -567,7 +592,7 @@ def small_of(
     cap = _cap(config)
     if cap < 0 or not chain.in_slots:
         return None
-    if state.properties or state.range_count > cap or pages.swapped or pages.vanished or pages.unmarked:
+    if state.range_count > cap or pages.swapped or pages.vanished or pages.unmarked:
         return None
     md_l, md_e = state.md
     if md_l not in directory or state.rp[0] != md_l:
@@ -584,7 +609,9 @@ def small_of(
     if len(pages.index) > len(loaded):
         return None
     chain_at = chain.next_seq, chain.slot, chain.slots
-    return SmallState(cursor_id, md_l, md_e, *chain_at, runs, cap, counts, state.rp[1])
+    return SmallState(
+        cursor_id, md_l, md_e, *chain_at, runs, cap, counts, state.rp[1], pack_properties(state.properties)
+    )
 
 
 def small_opened(
@@ -601,6 +628,10 @@ def small_opened(
     s = small_of_slots(cursor_id, *values, FORMAT_VERSION, cap)
     if s is None:
         return None
+    try:
+        unpack_properties(s.props)
+    except CorruptRecordError:
+        return None  # damage: recovery's to report
     if directory.past_end([(s.md_l, s.top())]):
         return (
             None  # M, acks or counts at or past the ledger's bound (the bound went durable first): recovery's to clip
@@ -631,6 +662,7 @@ def check_small(s: Any, md: tuple[int, int]) -> None:
     else:
         assert s.nl < 0 and not s.rp_nl, f"nl {s.nl} or a read position in it, with no base"
     assert s.slot in (0, 1) and s.slots >> s.slot & 1, f"the newest state's slot {s.slot} holds nothing ({s.slots})"
+    assert pack_properties(unpack_properties(s.props)) == s.props, f"properties {s.props!r} not as a marker packs them"
 
 
 def flush_format() -> tuple[int, int, int, int]:

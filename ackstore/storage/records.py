@@ -133,6 +133,8 @@ __all__ = [
     "encode_marker",
     "encode_fixed_marker",
     "FIXED_FULL",
+    "pack_properties",
+    "unpack_properties",
     "MarkerItem",
     "encode_state_marker",
     "state_ledger",
@@ -476,7 +478,7 @@ def encode_fixed_marker(
     does not fit the layout (an id or sequence of 2**32 or more, 65,536 items, adds or
     counts) falls back to :func:`encode_marker`'s msgpack array. O(items + adds + counts)."""
     md_l, md_e = mark_delete
-    props = msgpack.packb(properties) if properties else b""
+    props = pack_properties(properties)
     try:
         return codecs.fixed_marker(
             FORMAT_VERSION, FIXED_FULL if full else 0, prev, md_l, md_e, *read_position, cursor_id, items, props
@@ -516,6 +518,17 @@ def _decode_fixed(body: bytes, version: int) -> Marker:
         raise CorruptRecordError("a full marker names a ledger as dropped")
     props = _tail_properties(body, end)
     return Marker(full, prev, (md_l, md_e), (rp_l, rp_e), props, index, False, {"c": cid})
+
+
+def pack_properties(properties: dict[str, int | str]) -> bytes:
+    """A marker's properties as it writes them after its ledgers: a msgpack map (b"": none)."""
+    return msgpack.packb(properties) if properties else b""
+
+
+def unpack_properties(packed: bytes) -> dict[str, int | str]:
+    """:func:`pack_properties`'s bytes as the properties they hold (b"": none); a dict of
+    its own. CorruptRecordError when they are not a map of str to int or str."""
+    return _tail_properties(packed, 0)
 
 
 def _tail_properties(body: bytes, end: int) -> dict[str, int | str]:
@@ -586,7 +599,7 @@ def encode_state_marker(
     position, the properties and every ledger's acks, partial batches and delivery counts,
     ``ledgers`` ascending, none below the mark-delete ledger. Encoded by
     :func:`ackstore.storage.codecs.state_marker`. O(ledgers + runs + batches + counts)."""
-    props = msgpack.packb(properties) if properties else b""
+    props = pack_properties(properties)
     return codecs.state_marker(
         FORMAT_VERSION,
         cursor_id,
