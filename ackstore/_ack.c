@@ -30,6 +30,8 @@
 static PyTypeObject *position_type; /* ackstore.position.Position, given by ack_setup */
 static long long ack_charge;        /* ledger_cache.ACK_CHARGE */
 static PyObject *str_move_to_end, *str_add, *str_acquire, *str_release;
+static PyTypeObject *lock_type;             /* the type of the last lock taken (the store's RLock) */
+static PyObject *lock_acquire, *lock_release; /* its acquire and release, as its type holds them */
 /* the field types (ack_setup looks them up) and the class each one's last object was of */
 static PyTypeObject *state_type, *ledger_type, *cache_type, *pool_type, *core_type, *host_type, *topic_type;
 static PyTypeObject *state_seen, *ledger_seen, *cache_seen, *pool_seen, *core_seen, *host_seen, *topic_seen;
@@ -261,13 +263,35 @@ static PyObject *ack_position(PyObject *self, PyObject *const *args, Py_ssize_t 
  * released. 0: declined before anything changed (the core's own ack decides); 2: done, over
  * budget (the caller evicts); 3: done in the small form, over its cap (the parts take it);
  * 4: done in the small form, M moved on into the next ledger (the core bounds it again). */
+/* lock.acquire() or lock.release(): the methods its type holds, called with it (no lookup
+ * on the lock, no bound method made: most of what a call by name cost the one-position ack) */
+static PyObject *lock_call(PyObject *lock, int release) {
+    PyTypeObject *tp = Py_TYPE(lock);
+    if (tp != lock_type) {
+        PyObject *a = PyObject_GetAttr((PyObject *)tp, str_acquire);
+        PyObject *r = a == NULL ? NULL : PyObject_GetAttr((PyObject *)tp, str_release);
+        if (r == NULL) {
+            Py_XDECREF(a);
+            return NULL;
+        }
+        Py_XSETREF(lock_acquire, a);
+        Py_XSETREF(lock_release, r);
+        Py_XSETREF(lock_type, (PyTypeObject *)Py_NewRef(tp));
+    }
+    PyObject *method = Py_NewRef(release ? lock_release : lock_acquire); /* (an acquire may let another
+                                                                          * thread set them anew) */
+    PyObject *got = PyObject_Vectorcall(method, &lock, 1, NULL);
+    Py_DECREF(method);
+    return got;
+}
+
 static PyObject *ack_cursor(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (ready("ack_cursor(core, position)", nargs, 2) < 0) return NULL;
     PyObject *core = args[0], *pos = args[1];
     if (Py_TYPE(pos) != position_type || !of(core, core_type, &core_seen)) return PyLong_FromLong(0);
     PyObject *lock = FIELD(core, F_CoreFields__lock), *host = FIELD(core, F_CoreFields__store), *got;
     if (lock == NULL || host == NULL || !of(host, host_type, &host_seen)) return PyLong_FromLong(0);
-    if ((got = PyObject_CallMethodNoArgs(lock, str_acquire)) == NULL) return NULL;
+    if ((got = lock_call(lock, 0)) == NULL) return NULL;
     Py_DECREF(got);
     /* under the lock: a flush may have put the cursor in the small form, a close or a
      * delete may have come, since the caller looked */
@@ -289,7 +313,7 @@ static PyObject *ack_cursor(PyObject *self, PyObject *const *args, Py_ssize_t na
     }
     PyObject *et, *ev, *tb, *released;
     PyErr_Fetch(&et, &ev, &tb);
-    released = PyObject_CallMethodNoArgs(lock, str_release);
+    released = lock_call(lock, 1);
     Py_XDECREF(released);
     if (et != NULL) {
         PyErr_Restore(et, ev, tb); /* the ack's error, not the release's */
