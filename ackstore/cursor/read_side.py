@@ -53,6 +53,7 @@ class ReadHost(Protocol):
     keeper, and a recovery of a cursor's log."""
 
     readonly: bool
+    small_list: dict[Any, Any]
 
     @property
     def storage(self) -> Environment: ...
@@ -132,6 +133,7 @@ class ReadSide(StoreSide):
         small = self.small
         if small is not None:
             small.end()
+            self._store.small_list.pop(small, None)  # (a form M moved in was listed: nothing flushes a reader's)
             if not isinstance(recovered, RecoveredState):
                 self.small = recovered  # the parts stay unloaded
                 return
