@@ -87,9 +87,8 @@ class CursorConfig:
     def from_obj(cls, obj: dict[str, Any]) -> CursorConfig:
         """The config a catalog entry holds (fields this version does not know are ignored).
         Configs are immutable, so equal entries share one object: O(1) for a repeated one."""
-        values = tuple(obj.values())
-        try:  # (the values' types too: True and 1 are equal keys, and only one is a bool)
-            return _from_items(tuple(obj), values, tuple(map(type, values)))
+        try:
+            return _from_items(tuple((k, type(v), v) for k, v in obj.items()))  # True and 1 differ here
         except TypeError:  # an unhashable value: damage, which the constructor names
             return _build(obj)
 
@@ -100,5 +99,5 @@ def _build(obj: dict[str, Any]) -> CursorConfig:
 
 
 @lru_cache(maxsize=256)
-def _from_items(names: tuple[str, ...], values: tuple[Any, ...], types: tuple[type, ...]) -> CursorConfig:
-    return _build(dict(zip(names, values, strict=True)))
+def _from_items(items: tuple[tuple[str, type, Any], ...]) -> CursorConfig:
+    return _build({k: v for k, _, v in items})

@@ -396,30 +396,29 @@ class CursorCore(Served):
             return is_acked(small, at[0], at[1])
         return at <= self._state.md or self._state.is_acked(at)
 
-    # (a read-only store's cursor answers each of these in ``read``: after its catch-up)
+    def _answer(self, read: Callable[[], T]) -> T:
+        """``read()`` as it is, without the lock (one field read); a read-only store's
+        cursor through :meth:`read`, after its catch-up (a deleted one raises there)."""
+        if self._deleted or self._store.readonly:
+            return self.read(read, served=True)
+        return read()
 
     def mark_delete(self) -> Position:
-        if self._deleted or self._store.readonly:
-            return self.read(self._mark_delete, served=True)
-        return self._mark_delete()
+        return self._answer(self._mark_delete)
 
     def _mark_delete(self) -> Position:
         small = self.small
         return self._state.md if small is None else trusted(small.md_l, small.md_e)
 
     def read_position(self) -> Position:
-        if self._deleted or self._store.readonly:
-            return self.read(self._read_position, served=True)
-        return self._read_position()
+        return self._answer(self._read_position)
 
     def _read_position(self) -> Position:
         small = self.small
         return self._state.rp if small is None else trusted(*read_position(small))
 
     def range_count(self) -> int:
-        if self._deleted or self._store.readonly:
-            return self.read(self._range_count, served=True)
-        return self._range_count()
+        return self._answer(self._range_count)
 
     def _range_count(self) -> int:
         small = self.small
@@ -427,9 +426,7 @@ class CursorCore(Served):
 
     def blocked(self) -> bool:
         """PIP-299's pause (``Cursor.is_blocked_on_ack_state_persistent``). O(1)."""
-        if self._deleted or self._store.readonly:
-            return self.read(self._blocked, served=True)
-        return self._blocked()
+        return self._answer(self._blocked)
 
     def _blocked(self) -> bool:
         if self.small is not None:

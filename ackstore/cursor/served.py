@@ -9,7 +9,7 @@ recording, the read position's moves, unacked entries and the ranges. Each takes
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..position import MAX_ENTRY, Position, trusted
@@ -17,8 +17,8 @@ from ..storage.records import pack_properties, unpack_properties
 from .deliveries import counts_window, delivery_count, delivery_counts, record_deliveries
 from .read_side import ReadSide
 from .small_span import bound_of, cumulative_entry, form_entries, form_entry, ledger_counts, ledger_runs, read_entry
-from .state import AckState
-from .validate import check_ack, check_property, check_property_key, pair
+from .state import AckState, drop_property, put_property
+from .validate import check_ack, pair
 
 __all__ = ["Served"]
 
@@ -153,33 +153,28 @@ class Served(ReadSide):
         return dict(self._state.properties) if small is None else unpack_properties(small.props)
 
     def set_property(self, key: Any, value: Any) -> None:
-        """``Cursor.set_property``: in the small form, its packed properties with the one set."""
-        with self._lock:
-            small = self.small
-            if small is not None:
-                self._alive()
-                check_property(key, value)  # (the parts' rule: AckState.set_property)
-                props = unpack_properties(small.props)
-                props[key] = value
-                small.set_props(pack_properties(props))
-                self._changed()
-                return
-            self.edit(AckState.set_property, key, value, served=True)
+        """``Cursor.set_property``."""
+        self._edit_properties(AckState.set_property, put_property, key, value)
 
     def remove_property(self, key: Any) -> bool:
-        """``Cursor.remove_property``: in the small form, its packed properties without it."""
+        """``Cursor.remove_property``: True if it was set."""
+        return self._edit_properties(AckState.remove_property, drop_property, key)
+
+    def _edit_properties(self, on_parts: Any, rule: Callable[..., bool], *args: Any) -> bool:
+        """``rule(properties, *args)`` (``state.put_property``, ``drop_property``): in the
+        small form on its packed properties (packed again when they changed), else
+        ``on_parts(ack state, *args)`` by the parts. Whether they changed."""
         with self._lock:
             small = self.small
-            if small is not None:
-                self._alive()
-                check_property_key(key)
-                props = unpack_properties(small.props)
-                if props.pop(key, small) is small:
-                    return False
+            if small is None:
+                return bool(self.edit(on_parts, *args, served=True))
+            self._alive()
+            props = unpack_properties(small.props)
+            changed = rule(props, *args)
+            if changed:
                 small.set_props(pack_properties(props))
                 self._changed()
-                return True
-            return self.edit(AckState.remove_property, key, served=True)  # type: ignore[no-any-return]
+            return changed
 
     def move_read_position(self, position: Position) -> None:
         """``Cursor.move_read_position`` (the read path's own move: not checked)."""

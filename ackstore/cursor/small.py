@@ -629,7 +629,8 @@ def small_opened(
     if s is None:
         return None
     try:
-        unpack_properties(s.props)
+        if s.props:
+            unpack_properties(s.props)
     except CorruptRecordError:
         return None  # damage: recovery's to report
     if directory.past_end([(s.md_l, s.top())]):

@@ -48,7 +48,9 @@ __all__ = [
     "MAX_BATCH_SIZE",
     "MAX_PROPERTY_KEY_BYTES",
     "MAX_PROPERTY_VALUE_BYTES",
+    "drop_property",
     "latest_mark_delete",
+    "put_property",
 ]
 
 
@@ -63,6 +65,24 @@ where the module was not built."""
 if native is not None:
     native.ack_setup(Position, ACK_CHARGE)
     ACK_POSITION = native.ack_position
+
+
+def put_property(properties: dict[str, int | str], key: Any, value: Any) -> bool:
+    """Property ``key`` set in ``properties`` (an integer of 64 bits, or a string of UTF-8 up
+    to ``MAX_PROPERTY_VALUE_BYTES``), checked first; True: they changed (a set always counts,
+    as a marker writes it again). The rule of the parts and of the small form alike."""
+    check_property(key, value)
+    properties[key] = value
+    return True
+
+
+def drop_property(properties: dict[str, int | str], key: Any) -> bool:
+    """Property ``key`` dropped from ``properties`` (the key checked first); True if it was set."""
+    check_property_key(key)
+    return properties.pop(key, _ABSENT) is not _ABSENT
+
+
+_ABSENT = object()
 
 
 def latest_mark_delete(d: LedgerDirectory) -> tuple[int, int]:
@@ -480,19 +500,14 @@ class AckState(PositionMoves):
         return pause and limit > 0 and self.range_count > limit
 
     def set_property(self, key: Any, value: Any) -> None:
-        """An integer (64-bit) or string (UTF-8, up to ``MAX_PROPERTY_VALUE_BYTES``) property."""
-        check_property(key, value)
-        self.properties[key] = value
-        self.meta_dirty = True
+        """:func:`put_property` on this state's properties."""
+        self.meta_dirty |= put_property(self.properties, key, value)
 
     def remove_property(self, key: Any) -> bool:
-        """Drop a property; True if it was set."""
-        check_property_key(key)
-        if key not in self.properties:
-            return False
-        del self.properties[key]
-        self.meta_dirty = True
-        return True
+        """:func:`drop_property` on this state's properties; True if it was set."""
+        dropped = drop_property(self.properties, key)
+        self.meta_dirty |= dropped
+        return dropped
 
     # -- invariants --------------------------------------------------------------------------------
 
