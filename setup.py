@@ -83,6 +83,7 @@ setup(
                 "ackstore/_fields.c",
                 "ackstore/_small.c",
                 "ackstore/_ack.c",
+                "ackstore/_lock.c",
             ],
             include_dirs=[str(GENERATED)],
             depends=["ackstore/_native.h", "ackstore/fields.py"],

@@ -21,6 +21,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stddef.h>
 
 #include "_fields_layout.h"
 #include "_native.h"
@@ -29,12 +30,12 @@
 
 static PyTypeObject *position_type; /* ackstore.position.Position, given by ack_setup */
 static long long ack_charge;        /* ledger_cache.ACK_CHARGE */
-static PyObject *str_move_to_end, *str_add, *str_acquire, *str_release;
-static PyTypeObject *lock_type;             /* the type of the last lock taken (the store's RLock) */
-static PyObject *lock_acquire, *lock_release; /* its acquire and release, as its type holds them */
+static PyObject *str_move_to_end, *str_add;
 /* the field types (ack_setup looks them up) and the class each one's last object was of */
-static PyTypeObject *state_type, *ledger_type, *cache_type, *pool_type, *core_type, *host_type, *topic_type;
-static PyTypeObject *state_seen, *ledger_seen, *cache_seen, *pool_seen, *core_seen, *host_seen, *topic_seen;
+static PyTypeObject *state_type, *ledger_type, *cache_type, *pool_type, *core_type, *host_type, *topic_type,
+    *facade_type;
+static PyTypeObject *state_seen, *ledger_seen, *cache_seen, *pool_seen, *core_seen, *host_seen, *topic_seen,
+    *facade_seen;
 
 /* *out = x when x is an int that fits; else 0 (no exception) */
 static int small_int(PyObject *x, long long *out) {
@@ -238,7 +239,9 @@ static int typed(void) {
     core_type = fields_type_named("CoreFields");
     host_type = fields_type_named("HostFields");
     topic_type = fields_type_named("TopicFields");
-    if (state_type && ledger_type && cache_type && pool_type && core_type && host_type && topic_type) return 0;
+    facade_type = fields_type_named("FacadeFields");
+    if (state_type && ledger_type && cache_type && pool_type && core_type && host_type && topic_type && facade_type)
+        return 0;
     PyErr_SetString(PyExc_RuntimeError, "ackstore.fields made no field types for the compiled ack");
     state_type = NULL;
     return -1;
@@ -263,36 +266,13 @@ static PyObject *ack_position(PyObject *self, PyObject *const *args, Py_ssize_t 
  * released. 0: declined before anything changed (the core's own ack decides); 2: done, over
  * budget (the caller evicts); 3: done in the small form, over its cap (the parts take it);
  * 4: done in the small form, M moved on into the next ledger (the core bounds it again). */
-/* lock.acquire() or lock.release(): the methods its type holds, called with it (no lookup
- * on the lock, no bound method made: most of what a call by name cost the one-position ack) */
-static PyObject *lock_call(PyObject *lock, int release) {
-    PyTypeObject *tp = Py_TYPE(lock);
-    if (tp != lock_type) {
-        PyObject *a = PyObject_GetAttr((PyObject *)tp, str_acquire);
-        PyObject *r = a == NULL ? NULL : PyObject_GetAttr((PyObject *)tp, str_release);
-        if (r == NULL) {
-            Py_XDECREF(a);
-            return NULL;
-        }
-        Py_XSETREF(lock_acquire, a);
-        Py_XSETREF(lock_release, r);
-        Py_XSETREF(lock_type, (PyTypeObject *)Py_NewRef(tp));
-    }
-    PyObject *method = Py_NewRef(release ? lock_release : lock_acquire); /* (an acquire may let another
-                                                                          * thread set them anew) */
-    PyObject *got = PyObject_Vectorcall(method, &lock, 1, NULL);
-    Py_DECREF(method);
-    return got;
-}
-
-static PyObject *ack_cursor(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (ready("ack_cursor(core, position)", nargs, 2) < 0) return NULL;
-    PyObject *core = args[0], *pos = args[1];
-    if (Py_TYPE(pos) != position_type || !of(core, core_type, &core_seen)) return PyLong_FromLong(0);
-    PyObject *lock = FIELD(core, F_CoreFields__lock), *host = FIELD(core, F_CoreFields__store), *got;
-    if (lock == NULL || host == NULL || !of(host, host_type, &host_seen)) return PyLong_FromLong(0);
-    if ((got = lock_call(lock, 0)) == NULL) return NULL;
-    Py_DECREF(got);
+/* CursorCore.ack of `pos` on `core` as ack_cursor says: 0-4, or -1 with an exception */
+static int cursor_ack(PyObject *core, PyObject *pos) {
+    if (Py_TYPE(pos) != position_type || !of(core, core_type, &core_seen)) return 0;
+    PyObject *lock = FIELD(core, F_CoreFields__lock), *host = FIELD(core, F_CoreFields__store);
+    /* (the store's own lock, ackstore/lock.py: taken with no call through Python) */
+    if (lock == NULL || !store_lock_check(lock) || host == NULL || !of(host, host_type, &host_seen)) return 0;
+    if (store_lock_enter(lock) < 0) return -1;
     /* under the lock: a flush may have put the cursor in the small form, a close or a
      * delete may have come, since the caller looked */
     PyObject *topic = FIELD(core, F_CoreFields_topic), *state = FIELD(core, F_CoreFields__state),
@@ -311,16 +291,123 @@ static PyObject *ack_cursor(PyObject *self, PyObject *const *args, Py_ssize_t na
             if (r > 0 && PyDict_SetDefault(listed, core, planner) == NULL) r = -1; /* on the flush list */
         }
     }
-    PyObject *et, *ev, *tb, *released;
+    PyObject *et, *ev, *tb;
     PyErr_Fetch(&et, &ev, &tb);
-    released = lock_call(lock, 1);
-    Py_XDECREF(released);
+    int released = store_lock_exit(lock);
     if (et != NULL) {
         PyErr_Restore(et, ev, tb); /* the ack's error, not the release's */
+        return -1;
+    }
+    return released < 0 ? -1 : r;
+}
+
+static PyObject *ack_cursor(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (ready("ack_cursor(core, position)", nargs, 2) < 0) return NULL;
+    int r = cursor_ack(args[0], args[1]);
+    return r < 0 ? NULL : PyLong_FromLong(r);
+}
+
+/* AckMethod: Cursor.ack itself, a method whose calls of one Position the compiled ack
+ * takes with no Python frame between the caller and it (a frame was about as much as the
+ * ack in the small form). It stands for `spec`, the Python method (its name, doc and
+ * signature are spec's): the call hands anything else to spec, and after an ack of
+ * cursor_ack's codes 2, 3 and 4 calls `follow` (CursorCore.ack) with the code, as spec
+ * would. The cursor's core is the field its FacadeFields declares. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *spec;   /* the Python method: its doc and signature, and every call not taken here */
+    PyObject *follow; /* CursorCore.ack(core, position, code) */
+    vectorcallfunc vectorcall;
+} AckMethod;
+
+
+static PyObject *am_call(AckMethod *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    if (PyVectorcall_NARGS(nargsf) == 2 && kwnames == NULL && facade_type != NULL &&
+        of(args[0], facade_type, &facade_seen)) {
+        PyObject *core = FIELD(args[0], F_FacadeFields__core);
+        int r = core == NULL ? 0 : cursor_ack(core, args[1]);
+        if (r < 0) return NULL;
+        if (r == 1) Py_RETURN_NONE;
+        if (r >= 2) {
+            PyObject *code = PyLong_FromLong(r);
+            if (code == NULL) return NULL;
+            PyObject *call[3] = {core, args[1], code};
+            PyObject *got = PyObject_Vectorcall(self->follow, call, 3, NULL);
+            Py_DECREF(code);
+            return got;
+        }
+    }
+    return PyObject_Vectorcall(self->spec, args, nargsf, kwnames);
+}
+
+static PyObject *am_get(PyObject *self, PyObject *obj, PyObject *type) {
+    if (obj == NULL || obj == Py_None) return Py_NewRef(self);
+    return PyMethod_New(self, obj);
+}
+
+static int am_traverse(AckMethod *self, visitproc visit, void *arg) {
+    Py_VISIT(self->spec);
+    Py_VISIT(self->follow);
+    return 0;
+}
+
+static int am_clear(AckMethod *self) {
+    Py_CLEAR(self->spec);
+    Py_CLEAR(self->follow);
+    return 0;
+}
+
+static void am_dealloc(AckMethod *self) {
+    PyObject_GC_UnTrack(self);
+    am_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* spec's attribute `name` (its doc, name, module...) */
+static PyObject *am_spec_attr(AckMethod *self, void *name) { return PyObject_GetAttrString(self->spec, name); }
+
+static PyObject *am_wrapped(AckMethod *self, void *unused) { return Py_NewRef(self->spec); }
+
+static PyGetSetDef am_getset[] = {
+    {"__doc__", (getter)am_spec_attr, NULL, NULL, "__doc__"},
+    {"__name__", (getter)am_spec_attr, NULL, NULL, "__name__"},
+    {"__qualname__", (getter)am_spec_attr, NULL, NULL, "__qualname__"},
+    {"__module__", (getter)am_spec_attr, NULL, NULL, "__module__"},
+    {"__annotations__", (getter)am_spec_attr, NULL, NULL, "__annotations__"},
+    {"__wrapped__", (getter)am_wrapped, NULL, NULL, NULL},
+    {NULL},
+};
+
+static PyObject *am_repr(AckMethod *self) { return PyUnicode_FromFormat("<compiled %R>", self->spec); }
+
+static PyTypeObject AckMethodType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ackstore._native.AckMethod",
+    .tp_basicsize = sizeof(AckMethod),
+    .tp_dealloc = (destructor)am_dealloc,
+    .tp_vectorcall_offset = offsetof(AckMethod, vectorcall),
+    .tp_repr = (reprfunc)am_repr,
+    .tp_call = PyVectorcall_Call,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR,
+    .tp_traverse = (traverseproc)am_traverse,
+    .tp_clear = (inquiry)am_clear,
+    .tp_getset = am_getset,
+    .tp_descr_get = am_get,
+};
+
+/* ack_method(spec, follow) -> an AckMethod standing for spec (see above) */
+static PyObject *ack_method(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyCallable_Check(args[0]) || !PyCallable_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "ack_method(spec, follow): two callables");
         return NULL;
     }
-    if (released == NULL) return NULL;
-    return r < 0 ? NULL : PyLong_FromLong(r);
+    if (typed() < 0) return NULL;
+    AckMethod *m = PyObject_GC_New(AckMethod, &AckMethodType);
+    if (m == NULL) return NULL;
+    m->spec = Py_NewRef(args[0]);
+    m->follow = Py_NewRef(args[1]);
+    m->vectorcall = (vectorcallfunc)am_call;
+    PyObject_GC_Track(m);
+    return (PyObject *)m;
 }
 
 /* ack_setup(Position, ACK_CHARGE) */
@@ -345,14 +432,16 @@ static PyMethodDef methods[] = {
      "ack_cursor(core, position) -> 0 (declined: the core's ack decides), 1 (done), 2 (done; over budget), 3 "
      "(done in the small form; over its cap) or 4 (done in the small form; M moved into another ledger)"},
     {"ack_setup", (PyCFunction)(void (*)(void))ack_setup, METH_FASTCALL, "ack_setup(Position, ack_charge)"},
+    {"ack_method", (PyCFunction)(void (*)(void))ack_method, METH_FASTCALL,
+     "ack_method(spec, follow) -> Cursor.ack compiled: one Position acked with no Python frame, any other call "
+     "handed to spec (the Python method), a done code of 2-4 to follow (CursorCore.ack)"},
     {NULL, NULL, 0, NULL},
 };
 
 int ack_init(PyObject *m) {
+    if (PyType_Ready(&AckMethodType) < 0) return -1;
     if ((str_move_to_end = PyUnicode_InternFromString("move_to_end")) == NULL ||
-        (str_add = PyUnicode_InternFromString("add")) == NULL ||
-        (str_acquire = PyUnicode_InternFromString("acquire")) == NULL ||
-        (str_release = PyUnicode_InternFromString("release")) == NULL)
+        (str_add = PyUnicode_InternFromString("add")) == NULL)
         return -1;
     return PyModule_AddFunctions(m, methods);
 }

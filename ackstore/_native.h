@@ -152,6 +152,13 @@ int small_init(PyObject *module);  /* _small.c */
 int small_ack_one(PyObject *small, long long ledger, long long entry, long long version);
 /* _ack.c: ack_position and ack_setup */
 int ack_init(PyObject *m);
+/* _lock.c: the StoreLock type; store_lock_check: 1 when `o` is one; store_lock_enter takes
+ * it (waiting, the interpreter lock released) and store_lock_exit gives it back once:
+ * 0, or -1 with an exception */
+int lock_init(PyObject *m);
+int store_lock_check(PyObject *o);
+int store_lock_enter(PyObject *o);
+int store_lock_exit(PyObject *o);
 /* _fields.c: the field type named `name` (unqualified), borrowed; NULL when none was made */
 PyTypeObject *fields_type_named(const char *name);
 

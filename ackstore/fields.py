@@ -32,6 +32,7 @@ __all__ = [
     "CacheFields",
     "ChainFields",
     "CoreFields",
+    "FacadeFields",
     "HostFields",
     "LedgerFields",
     "PagesFields",
@@ -139,6 +140,12 @@ class _Core:
     topic: Any  # a _Topic
 
 
+class _Facade:
+    """A public ``Cursor``'s core: what the compiled ``Cursor.ack`` acks into."""
+
+    _core: Any  # a CursorCore (a _Core)
+
+
 class _Host:
     """Whether a store was closed, and whether it was opened read-only."""
 
@@ -218,6 +225,7 @@ _DECLARED = {
     "CacheFields": _Cache,
     "PoolFields": _Pool,
     "CoreFields": _Core,
+    "FacadeFields": _Facade,
     "HostFields": _Host,
     "TopicFields": _Topic,
 }
@@ -245,6 +253,7 @@ if TYPE_CHECKING:  # what the type checker sees: the declarations
     CacheFields = _Cache
     PoolFields = _Pool
     CoreFields = _Core
+    FacadeFields = _Facade
     HostFields = _Host
     TopicFields = _Topic
 else:
@@ -257,6 +266,7 @@ else:
     CacheFields = _make("CacheFields")
     PoolFields = _make("PoolFields")
     CoreFields = _make("CoreFields")
+    FacadeFields = _make("FacadeFields")
     HostFields = _make("HostFields")
     TopicFields = _make("TopicFields")
 

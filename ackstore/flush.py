@@ -20,7 +20,6 @@ from .stats import FLUSH_SECONDS_BUCKETS, FlushStats
 from .storage.catalog import OPEN_LEDGER_ENTRY_BYTES, Catalog
 
 if TYPE_CHECKING:
-    import _thread
     from pathlib import Path
 
     from .cursor import AnyPlan
@@ -28,6 +27,7 @@ if TYPE_CHECKING:
     from .cursor.plan import Planner
     from .history import HistoryKeeper, Taken
     from .ledger_cache import CachePool
+    from .lock import StoreLock
     from .readers import ReaderWatch
     from .storage.env import Environment
     from .topic import Topic
@@ -57,7 +57,7 @@ class FlushHost(Protocol):
     count."""
 
     path: Path
-    lock: _thread.RLock
+    lock: StoreLock
     held: dict[str, Topic]
     flush_list: dict[CursorCore, Planner]
     small_list: dict[Any, CursorCore]

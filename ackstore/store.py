@@ -26,7 +26,6 @@ process cannot scribble on the file.
 
 from __future__ import annotations
 
-import _thread
 import logging
 import os
 import sys
@@ -52,6 +51,7 @@ from .errors import (
 from .flush import GroupFlush
 from .history import HistoryKeeper
 from .ledger_cache import CachePool
+from .lock import StoreLock, new_lock
 from .readers import ReaderWatch, oldest_reader
 from .stats import FLUSH_SECONDS_BUCKETS, CompactStats, FlushStats, StoreStats
 from .storage.env import LOCK_FILE, Environment
@@ -134,7 +134,7 @@ class AckStore(CursorSide):
     """opened read-only (``AckStore.open(readonly=True)``)"""
     _sync: bool
     _cursor_defaults: CursorConfig
-    lock: _thread.RLock
+    lock: StoreLock
     """@private the store lock: cursors of this store share it (lock order: a revision
     controller, then the flush lock, then this one, then the environment's)"""
     held: dict[str, Topic]
@@ -261,7 +261,7 @@ class AckStore(CursorSide):
         self.readonly = readonly
         self._sync = sync
         self._cursor_defaults = cursor_defaults or CursorConfig()
-        self.lock = threading.RLock()
+        self.lock = new_lock()
         self.held = {}
         self._topics_checked = False
         self.flush_list = {}

@@ -9,7 +9,6 @@ the store's storage, lock, topics and history keeper, which the store sets up.
 
 from __future__ import annotations
 
-import _thread
 import logging
 import time
 from collections.abc import Iterator
@@ -25,6 +24,7 @@ from .cursor.small import small_opened
 from .errors import CorruptRecordError, HistoryRangeError, UnknownCursorError
 from .fields import HostFields
 from .history import HistoryKeeper, HistoryPoint, Point, drop_points, iso
+from .lock import StoreLock
 from .stats import NO_RECOVERY
 from .storage.log import CursorLog, RecoveredState, slot_values
 from .storage.records import log_key
@@ -48,7 +48,7 @@ class CursorSide(HostFields):
     """Cursors opened, recovered, deleted and restored, on the store's storage."""
 
     readonly: bool
-    lock: _thread.RLock
+    lock: StoreLock
     held: dict[str, Topic]
     verify: str
     lazy: bool

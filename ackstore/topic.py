@@ -27,8 +27,7 @@ from .gcpause import gc_paused
 from .position import Position
 
 if TYPE_CHECKING:
-    import _thread
-
+    from .lock import StoreLock
     from .stats import FlushStats
     from .storage.env import Environment
 
@@ -43,7 +42,7 @@ class TopicHost(Protocol):
     docstring names, its lock, storage and whether it is read-only."""
 
     readonly: bool
-    lock: _thread.RLock
+    lock: StoreLock
 
     @property
     def storage(self) -> Environment: ...

@@ -115,6 +115,7 @@ AREAS: dict[str, str] = {
             "deltas",
             "fields",
             "ledger_acks",
+            "lock",
             "flush_chunks",
             "history",
             "lane",

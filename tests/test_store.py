@@ -662,8 +662,7 @@ def test_the_compiled_ack_of_a_cursor_takes_one_position_whole_and_declines_the_
         assert core not in store.flush_list
         assert ACK_CURSOR(core, Position(1, 7)) == 1 and cur.is_acked(Position(1, 7))
         assert store.flush_list.get(core) is core._planner  # listed
-        assert store.lock.acquire(blocking=False)  # released
-        store.lock.release()
+        assert not store.lock._is_owned() and _free_elsewhere(store.lock)  # released
         assert ACK_CURSOR(core, (1, 8)) == 0 and ACK_CURSOR(core, [Position(1, 8)]) == 0
         assert not cur.is_acked(Position(1, 8))
         store.flush()
@@ -676,6 +675,74 @@ def test_the_compiled_ack_of_a_cursor_takes_one_position_whole_and_declines_the_
         topic.delete_cursor("c")
         assert ACK_CURSOR(cur._core, Position(1, 9)) == 0
     assert ACK_CURSOR(store.topic, Position(1, 9)) == 0  # not a core
+
+
+def _free_elsewhere(lock: object) -> bool:
+    """Whether another thread can take ``lock`` at once (it gives it back)."""
+    got: list[bool] = []
+
+    def take() -> None:
+        if lock.acquire(blocking=False):  # type: ignore[attr-defined]
+            lock.release()  # type: ignore[attr-defined]
+            got.append(True)
+
+    t = threading.Thread(target=take)
+    t.start()
+    t.join(60)
+    return got == [True]
+
+
+@pytest.mark.skipif(codecs.native is None, reason=NOT_COMPILED)
+def test_cursor_ack_compiled_takes_one_position_itself_and_hands_every_other_call_to_the_python_method(
+    store_path: Path,
+) -> None:
+    """``Cursor.ack`` is compiled where the module is built: a call with one Position acks
+    with no Python frame (the Python method it stands for is not called), anything else is
+    that method's (a list, a keyword, a missing argument, another object as ``self``); its
+    name, doc and signature are the Python method's."""
+    import inspect
+
+    from ackstore import Cursor
+    from ackstore.cursor.core import CursorCore
+    from ackstore.fields import native
+
+    spec = Cursor.ack.__wrapped__
+    assert inspect.signature(Cursor.ack) == inspect.signature(spec)
+    assert Cursor.ack.__doc__ == spec.__doc__ and Cursor.ack.__qualname__ == "Cursor.ack"
+    calls: list[tuple[object, ...]] = []
+
+    def recording(*args: object, **kw: object) -> None:
+        calls.append((*args, *kw.values()))
+        spec(*args, **kw)
+
+    ack = native.ack_method(recording, CursorCore.ack)
+    with AckStore.open(store_path) as store:
+        topic = store.topic("t")
+        topic.add_ledger(1)
+        cur = topic.cursor("c")
+        ack(cur, Position(1, 5))  # (the first: the rule fills the ledger's limit cache, in Python)
+        calls.clear()
+        ack(cur, Position(1, 7))
+        assert calls == [] and cur.is_acked(Position(1, 7)) and store.flush_list.get(cur._core) is not None
+        assert not store.lock._is_owned() and _free_elsewhere(store.lock)
+        ack(cur, [Position(1, 8)])
+        ack(cur, positions=Position(1, 9))
+        assert calls == [(cur, [Position(1, 8)]), (cur, Position(1, 9))] and cur.ack_range_count == 2
+        with pytest.raises(TypeError, match="missing 1 required positional argument: 'positions'"):
+            ack(cur)
+        with pytest.raises(AttributeError):
+            ack(topic, Position(1, 10))  # not a cursor: the Python method's own error
+        with pytest.raises(TypeError, match="entry must be an int"):
+            ack(cur, Position(1, "x"))
+        assert not cur.is_acked(Position(1, 10)) and cur.ack_range_count == 2
+        for entry in (11, 13, 15, 17):  # (flushes with no read between put the cursor in the small form)
+            ack(cur, Position(1, entry))
+            store.flush()
+        assert cur._core.small is not None  # the form: one ack in Python makes it changed, the next compiled
+        ack(cur, Position(1, 19))
+        calls.clear()
+        ack(cur, Position(1, 21))
+        assert calls == [] and cur.is_acked(Position(1, 21)) and not store.lock._is_owned()
 
 
 def test_compaction_keeps_the_acks_a_swapped_out_ledger_holds_since_its_record(

@@ -18,7 +18,6 @@ What the facade calls takes the store's lock itself; the engine's calls run with
 
 from __future__ import annotations
 
-import _thread
 from collections.abc import Callable, Iterable, Iterator
 from functools import partial
 from pathlib import Path
@@ -32,6 +31,7 @@ from ..errors import CursorDeletedError, InvalidTypeError, ReadOnlyError, StoreC
 from ..fields import native
 from ..history import HistoryPoint
 from ..ledger_acks import bitmap_of_runs
+from ..lock import StoreLock
 from ..position import Position, trusted
 from ..storage.log import CursorLog, RecoveredState
 from ..storage.records import unpack_properties
@@ -77,7 +77,7 @@ class CursorHost(ReadHost, Protocol):
     the list of cursors the next flush visits (the store owns it; a cursor puts itself on it
     when it changes), a durable write of its configuration, its history's restore and states."""
 
-    lock: _thread.RLock
+    lock: StoreLock
     cache_pool: CachePool
     closed: bool
     path: Path
@@ -135,7 +135,7 @@ class CursorCore(Served):
         self._flush_list = store.flush_list
         """the host's list of cursors the next flush visits (its one owner: the store takes a
         cursor off it; a change puts it on)"""
-        self._lock: _thread.RLock = store.lock
+        self._lock: StoreLock = store.lock
         self.name = name
         self.cursor_id = cursor_id
         self._config = config

@@ -21,11 +21,12 @@ from typing import Any
 from ..config import CursorConfig
 from ..dispatch.revision import CursorStateRevisionController
 from ..errors import InvalidArgumentError, InvalidTypeError
+from ..fields import FacadeFields, native
 from ..history import HistoryPoint, as_micros
 from ..position import Position, trusted
 from ..stats import CursorStats, LogUsage
 from ..storage.log import RecoveredState
-from .core import ACK_CURSOR, CursorCore, CursorHost
+from .core import CursorCore, CursorHost
 from .deliveries import set_delivery_counts
 from .moves import TopicView
 from .snapshot import CursorSnapshot, snapshot_of
@@ -42,10 +43,10 @@ def _recovered_snapshot(recovered: RecoveredState) -> CursorSnapshot:
     return snapshot_of(trusted(*marker.mark_delete), marker.properties, sorted(recovered.ledgers.items()))
 
 
-class Cursor:
+class Cursor(FacadeFields):
     """One subscription's ack state over a topic. Get one with ``topic.cursor(name)``."""
 
-    __slots__ = ("_core", "_store", "name", "cursor_id", "revision_controller", "__weakref__")
+    __slots__ = ("_store", "name", "cursor_id", "revision_controller", "__weakref__")
 
     def __init__(
         self,
@@ -79,10 +80,7 @@ class Cursor:
         O(1) for one position; O(k) in C plus O(containers) per ledger touched for k positions.
         For millions of entries of one ledger, :meth:`ack_entries` skips the Python objects.
         """
-        core = self._core  # one Position compiled, in the small form or on the parts
-        done = 0 if ACK_CURSOR is None else ACK_CURSOR(core, positions)
-        if done != 1:
-            core.ack(positions, done)
+        self._core.ack(positions)  # (where the module is built, one Position never comes here: below)
 
     def ack_entries(self, ledger: int, entries: Iterable[int]) -> None:
         """Acknowledge many entries of one ledger: the columnar fast path of :meth:`ack`.
@@ -388,3 +386,7 @@ class Cursor:
     def _check(self) -> None:
         """Assert every internal invariant (tests call this after each step)."""
         self._core._check()
+
+
+if native is not None:  # Cursor.ack compiled: one Position acked with no Python frame, the rest as above
+    setattr(Cursor, "ack", native.ack_method(Cursor.ack, CursorCore.ack))  # noqa: B010

@@ -26,13 +26,12 @@ from .store_side import StoreSide
 from .validate import pair
 
 if TYPE_CHECKING:
-    import _thread
-
     import lmdb
 
     from ..config import CursorConfig
     from ..dispatch.revision import CursorStateRevisionController
     from ..history import HistoryKeeper
+    from ..lock import StoreLock
     from ..storage.env import Environment
     from .chain import MarkerChain
     from .moves import TopicView
@@ -74,7 +73,7 @@ class ReadSide(StoreSide):
     __slots__ = ("_view",)  # and StoreSide's parts; CursorCore has the rest
 
     _store: ReadHost
-    _lock: _thread.RLock
+    _lock: StoreLock
     _log: CursorLog
     _view: tuple[int, int]
     """read-only: ``(transaction, newest sequence)``: the newest sequence of the cursor's log
