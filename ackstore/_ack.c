@@ -261,7 +261,8 @@ static PyObject *ack_position(PyObject *self, PyObject *const *args, Py_ssize_t 
 
 /* ack_cursor(core, position) -> 0, 1, 2, 3 or 4: CursorCore.ack of one Position, whole, where
  * its checks pass without a word (the store open and writable, the cursor not deleted;
- * checked under the store's lock): in its small form, that form's own ack (small_ack_one),
+ * checked under the store's lock): in its small form, that form's own ack (small_ack_one,
+ * which lists the form for the next flush when the ack changed it first since the last),
  * else with its parts built the ack (ack_in) and the cursor put on the flush list; the lock
  * released. 0: declined before anything changed (the core's own ack decides); 2: done, over
  * budget (the caller evicts); 3: done in the small form, over its cap (the parts take it);
@@ -283,9 +284,11 @@ static int cursor_ack(PyObject *core, PyObject *pos) {
     if (FIELD(host, F_HostFields_closed) == Py_False && FIELD(host, F_HostFields_readonly) == Py_False &&
         FIELD(core, F_CoreFields__deleted) == Py_False && small != NULL && topic != NULL &&
         of(topic, topic_type, &topic_seen) && int_field(topic, F_TopicFields_version, &version)) {
-        if (small != Py_None) { /* the small form's own ack (_small.c), when it was changed since its flush */
-            if (small_int(PyTuple_GET_ITEM(pos, 0), &l) && small_int(PyTuple_GET_ITEM(pos, 1), &e))
-                r = small_ack_one(small, l, e, version);
+        if (small != Py_None) { /* the small form's own ack (_small.c); the form listed when it changed */
+            PyObject *smalls = FIELD(host, F_HostFields_small_list);
+            if (smalls != NULL && small_int(PyTuple_GET_ITEM(pos, 0), &l) &&
+                small_int(PyTuple_GET_ITEM(pos, 1), &e))
+                r = small_ack_one(small, l, e, version, smalls, core);
         } else if (state != NULL && listed != NULL && PyDict_Check(listed) && planner != NULL) {
             r = ack_in(state, pos, version);
             if (r > 0 && PyDict_SetDefault(listed, core, planner) == NULL) r = -1; /* on the flush list */

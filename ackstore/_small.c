@@ -525,13 +525,16 @@ static PyObject *SmallState_bound(SmallState *s, PyObject *const *args, Py_ssize
  * ack decides: unchanged since its flush, a bound of another version, or a position the form
  * does not take), 1 done, 3 done and over the cap, 4 done and M moved on into another ledger
  * (the caller asks its bound again); -1 with an exception */
-int small_ack_one(PyObject *small, long long ledger, long long entry, long long version) {
-    if (Py_TYPE(small) != &SmallStateType) return 0;
+int small_ack_one(PyObject *small, long long ledger, long long entry, long long version, PyObject *listed,
+                  PyObject *core) {
+    if (Py_TYPE(small) != &SmallStateType || !PyDict_CheckExact(listed)) return 0;
     SmallState *s = (SmallState *)small;
-    if (!s->dirty || s->ended || s->limit_version < 0 || s->limit_version != version) return 0;
+    if (s->ended || s->limit_version < 0 || s->limit_version != version) return 0;
     long long x = form_entry(s, ledger, entry);
     if (x < 0) return 0;
+    int was_dirty = s->dirty;
     if (ack_run(s, x, x) < 0) return -1;
+    if (s->dirty && !was_dirty && PyDict_SetItem(listed, small, core) < 0) return -1; /* changed: listed */
     if (!fitting(s)) return 3;
     return s->limit_version < 0 ? 4 : 1;
 }

@@ -147,10 +147,12 @@ class _Facade:
 
 
 class _Host:
-    """Whether a store was closed, and whether it was opened read-only."""
+    """Whether a store was closed, whether it was opened read-only, and its list of small
+    forms changed since the last flush."""
 
     closed: bool
     readonly: bool
+    small_list: dict[Any, Any]  # a changed SmallState -> its CursorCore
 
 
 class _Topic:

@@ -646,9 +646,9 @@ def test_a_rewrite_that_does_not_read_back_is_told_how(store_path: Path) -> None
 
 @pytest.mark.skipif(codecs.native is None, reason=NOT_COMPILED)
 def test_the_compiled_ack_of_a_cursor_takes_one_position_whole_and_declines_the_rest(store_path: Path) -> None:
-    """``Cursor.ack(Position)``'s compiled call: done (the cursor listed for the next flush,
-    the store's lock free again) when the cursor's checks pass without a word; declined,
-    nothing changed, for anything its core decides (another type, a small form, a deleted
+    """``Cursor.ack(Position)``'s compiled call: done (the cursor, or its small form, listed
+    for the next flush, the store's lock free again) when the cursor's checks pass without a
+    word; declined, nothing changed, for anything its core decides (another type, a deleted
     cursor, a closed or read-only store)."""
     from ackstore.cursor.core import ACK_CURSOR
 
@@ -669,11 +669,18 @@ def test_the_compiled_ack_of_a_cursor_takes_one_position_whole_and_declines_the_
     with AckStore.open(store_path) as store:
         cur = store.topic("t").cursor("c")
         assert cur.is_acked(Position(1, 7)) and not cur.is_acked(Position(1, 6)) and cur.ack_range_count == 2
-        assert cur._core.small is not None  # opened into the small form: its own ack decides
-        assert ACK_CURSOR(cur._core, Position(1, 9)) == 0 and not cur.is_acked(Position(1, 9))
+        small = cur._core.small
+        assert small is not None  # opened into the small form, not bounded by the directory yet:
+        assert ACK_CURSOR(cur._core, Position(1, 9)) == 0 and not cur.is_acked(Position(1, 9))  # its core's
+        cur.ack(Position(1, 3))
+        store.flush()
+        assert small.dirty == 0 and small not in store.small_list and cur._core.small is small
+        assert ACK_CURSOR(cur._core, Position(1, 9)) == 1 and cur.is_acked(Position(1, 9))
+        assert store.small_list.get(small) is cur._core  # listed by the ack that changed it first
+        assert ACK_CURSOR(cur._core, Position(1, 9)) == 1 and small.dirty  # (acked already: nothing to do)
         topic = store.topic("t")
         topic.delete_cursor("c")
-        assert ACK_CURSOR(cur._core, Position(1, 9)) == 0
+        assert ACK_CURSOR(cur._core, Position(1, 11)) == 0
     assert ACK_CURSOR(store.topic, Position(1, 9)) == 0  # not a core
 
 
@@ -738,11 +745,13 @@ def test_cursor_ack_compiled_takes_one_position_itself_and_hands_every_other_cal
         for entry in (11, 13, 15, 17):  # (flushes with no read between put the cursor in the small form)
             ack(cur, Position(1, entry))
             store.flush()
-        assert cur._core.small is not None  # the form: one ack in Python makes it changed, the next compiled
-        ack(cur, Position(1, 19))
+        small = cur._core.small
+        assert small is not None and small not in store.small_list  # the form, flushed
         calls.clear()
+        ack(cur, Position(1, 19))
         ack(cur, Position(1, 21))
         assert calls == [] and cur.is_acked(Position(1, 21)) and not store.lock._is_owned()
+        assert store.small_list.get(small) is cur._core
 
 
 def test_compaction_keeps_the_acks_a_swapped_out_ledger_holds_since_its_record(
