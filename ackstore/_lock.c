@@ -3,7 +3,7 @@
  * A store and its cursors share one lock (ackstore/lock.py), and every cursor call takes
  * it: `with lock:` once or twice for each read, ack and delivery a broker makes. The
  * interpreter's RLock costs several hundred nanoseconds a `with` on some hosts (its
- * __enter__ parses keyword arguments, reads the clock, makes a bound method), which was
+ * __enter__ parses keyword arguments, and its semaphore's try reads the clock), which was
  * most of what an ack in the small form cost. This lock is the same rule, the
  * threading.RLock's: a thread that holds it may take it again and must release it as often;
  * another thread waits, the interpreter lock released while it waits (signal handlers run
@@ -19,18 +19,27 @@
 
 #include "_native.h"
 
+/* The lock's state (its owner, how many times it took it, how many threads wait) is read
+ * and changed only with the interpreter lock held, which makes each take and give one
+ * step to every other thread: an uncontended take is a few loads and stores, with no
+ * semaphore and no clock. A thread that finds the lock held waits on `gate`, a lock kept
+ * taken (closed), with the interpreter lock released; a holder that gives the lock back
+ * while threads wait releases the gate once, which lets one of them look again: it takes
+ * the lock if it is free, else waits again (the thread that took it first will release
+ * the gate in its turn, as the waiter is still counted). A release nobody used (its waiter
+ * timed out) only makes a later waiter look once more. A build without the interpreter
+ * lock makes no StoreLock (lock.py then uses threading.RLock). */
 typedef struct {
     PyObject_HEAD
-    PyThread_type_lock lock;
-    unsigned long owner; /* the thread holding it (valid while count > 0) */
-    unsigned long count; /* how many times its owner took it */
+    PyThread_type_lock gate;
+    unsigned long owner;   /* the thread holding it (valid while count > 0) */
+    unsigned long count;   /* how many times its owner took it (0: free) */
+    unsigned long waiters; /* threads waiting on the gate */
     PyObject *weakrefs;
 } StoreLock;
 
 static PyTypeObject StoreLockType;
 
-/* wait for the lock, `us` microseconds (-1: for ever), the interpreter lock released while
- * it waits; 1 got, 0 timed out, -1 with an exception (a signal handler raised) */
 /* the monotonic clock in microseconds */
 static long long now_us(void) {
     struct timespec ts;
@@ -38,19 +47,32 @@ static long long now_us(void) {
     return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-static int wait_for(StoreLock *self, PY_TIMEOUT_T us) {
+/* wait until the lock is free and take it for `me`, at most `us` microseconds (-1: for
+ * ever); 1 got, 0 timed out, -1 with an exception (a signal handler raised) */
+static int wait_for(StoreLock *self, unsigned long me, PY_TIMEOUT_T us) {
     long long deadline = us > 0 ? now_us() + us : 0;
+    self->waiters++;
     for (;;) {
         PyLockStatus r;
         Py_BEGIN_ALLOW_THREADS
-        r = PyThread_acquire_lock_timed(self->lock, us, 1);
+        r = PyThread_acquire_lock_timed(self->gate, us, 1);
         Py_END_ALLOW_THREADS
-        if (r == PY_LOCK_ACQUIRED) return 1;
-        if (r == PY_LOCK_FAILURE) return 0;
-        if (Py_MakePendingCalls() < 0) return -1; /* PY_LOCK_INTR: run the signal handlers */
+        if (self->count == 0) { /* free (whether the gate let this thread through or not) */
+            self->waiters--;
+            self->owner = me;
+            self->count = 1;
+            return 1;
+        }
+        if (r == PY_LOCK_INTR && Py_MakePendingCalls() < 0) { /* a signal handler raised */
+            self->waiters--;
+            return -1;
+        }
         if (us > 0) {
             long long left = deadline - now_us();
-            if (left <= 0) return 0;
+            if (left <= 0) {
+                self->waiters--;
+                return 0;
+            }
             us = (PY_TIMEOUT_T)left;
         }
     }
@@ -59,7 +81,12 @@ static int wait_for(StoreLock *self, PY_TIMEOUT_T us) {
 /* take it (us: as wait_for; 0 does not wait): 1 got, 0 not, -1 with an exception */
 static int take(StoreLock *self, PY_TIMEOUT_T us) {
     unsigned long me = PyThread_get_thread_ident();
-    if (self->count > 0 && self->owner == me) {
+    if (self->count == 0) {
+        self->owner = me;
+        self->count = 1;
+        return 1;
+    }
+    if (self->owner == me) {
         if (self->count == ULONG_MAX) {
             PyErr_SetString(PyExc_OverflowError, "the store lock was taken too many times");
             return -1;
@@ -67,14 +94,7 @@ static int take(StoreLock *self, PY_TIMEOUT_T us) {
         self->count++;
         return 1;
     }
-    if (PyThread_acquire_lock_timed(self->lock, 0, 0) != PY_LOCK_ACQUIRED) {
-        if (us == 0) return 0;
-        int got = wait_for(self, us);
-        if (got <= 0) return got;
-    }
-    self->owner = me;
-    self->count = 1;
-    return 1;
+    return us == 0 ? 0 : wait_for(self, me, us);
 }
 
 /* give it back once: 0, or -1 with RuntimeError when this thread does not hold it */
@@ -85,7 +105,7 @@ static int give(StoreLock *self) {
     }
     if (--self->count == 0) {
         self->owner = 0;
-        PyThread_release_lock(self->lock);
+        if (self->waiters > 0) PyThread_release_lock(self->gate); /* one of them looks again */
     }
     return 0;
 }
@@ -103,19 +123,20 @@ static PyObject *lock_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     }
     StoreLock *self = (StoreLock *)type->tp_alloc(type, 0);
     if (self == NULL) return NULL;
-    if ((self->lock = PyThread_allocate_lock()) == NULL) {
+    if ((self->gate = PyThread_allocate_lock()) == NULL) {
         Py_DECREF(self);
         PyErr_SetString(PyExc_MemoryError, "cannot allocate the store lock");
         return NULL;
     }
+    PyThread_acquire_lock(self->gate, WAIT_LOCK); /* closed: a new lock, nobody holds it */
     return (PyObject *)self;
 }
 
 static void lock_dealloc(StoreLock *self) {
     if (self->weakrefs != NULL) PyObject_ClearWeakRefs((PyObject *)self);
-    if (self->lock != NULL) {
-        if (self->count > 0) PyThread_release_lock(self->lock);
-        PyThread_free_lock(self->lock);
+    if (self->gate != NULL) {
+        PyThread_release_lock(self->gate);
+        PyThread_free_lock(self->gate);
     }
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -193,6 +214,10 @@ static PyTypeObject StoreLockType = {
 };
 
 int lock_init(PyObject *m) {
+#ifdef Py_GIL_DISABLED
+    return 0; /* (its state is guarded by the interpreter lock: none here) */
+#else
     if (PyType_Ready(&StoreLockType) < 0) return -1;
     return PyModule_AddObjectRef(m, "StoreLock", (PyObject *)&StoreLockType);
+#endif
 }

@@ -5,8 +5,8 @@ paid by every ack, read and delivery. Where ``ackstore._native`` is built it is 
 compiled ``StoreLock``: ``threading.RLock``'s rule (the holding thread may take it again
 and releases it as often; other threads wait, the interpreter lock released, signal
 handlers running) at a fraction of RLock's cost a ``with``, and compiled code (the
-one-position ack) takes it without a call through Python. Elsewhere it is
-``threading.RLock`` itself.
+one-position ack) takes it without a call through Python. Elsewhere (or where
+the interpreter runs without its global lock) it is ``threading.RLock`` itself.
 """
 
 from __future__ import annotations
@@ -45,4 +45,5 @@ def new_lock() -> StoreLock:
     return _make()
 
 
-_make = threading.RLock if native is None else native.StoreLock
+# (a build without the interpreter lock makes no StoreLock: its state is guarded by it)
+_make = getattr(native, "StoreLock", None) or threading.RLock

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -126,7 +127,9 @@ def test_a_waiting_thread_takes_it_once_it_is_given_back(make: Callable[[], Any]
     assert _in_thread(lambda: lock.acquire(blocking=False))  # free again (the thread's take, given back below)
 
 
-def test_it_keeps_two_threads_apart(make: Callable[[], Any]) -> None:
+def test_it_keeps_threads_apart(make: Callable[[], Any]) -> None:
+    """Three threads add to one count under the lock, one of them taking it twice with a
+    timeout it never runs out of: no addition is lost."""
     lock, box, n = make(), [0], 20_000
 
     def add() -> None:
@@ -136,12 +139,23 @@ def test_it_keeps_two_threads_apart(make: Callable[[], Any]) -> None:
                 threading.Event().is_set()  # (a call between the read and the write)
                 box[0] = v + 1
 
-    threads = [threading.Thread(target=add) for _ in range(2)]
+    def add_twice_taken() -> None:
+        for i in range(n):
+            assert lock.acquire(timeout=JOIN)
+            assert lock.acquire(blocking=False)
+            v = box[0]
+            if i % 100 == 0:
+                time.sleep(0)  # (the interpreter lock handed on while this thread holds it)
+            box[0] = v + 1
+            lock.release()
+            lock.release()
+
+    threads = [threading.Thread(target=add), threading.Thread(target=add), threading.Thread(target=add_twice_taken)]
     for t in threads:
         t.start()
     for t in threads:
         t.join(JOIN)
-    assert box[0] == 2 * n
+    assert box[0] == 3 * n and not lock._is_owned()
 
 
 def test_a_signal_handler_runs_while_a_thread_waits_and_its_error_ends_the_wait(
