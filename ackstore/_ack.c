@@ -259,17 +259,19 @@ static PyObject *ack_position(PyObject *self, PyObject *const *args, Py_ssize_t 
     return r < 0 ? NULL : PyLong_FromLong(r);
 }
 
-/* ack_cursor(core, position) -> 0, 1, 2, 3 or 4: CursorCore.ack of one Position, whole, where
- * its checks pass without a word (the store open and writable, the cursor not deleted;
- * checked under the store's lock): in its small form, that form's own ack (small_ack_one,
- * which lists the form for the next flush when the ack changed it first since the last),
- * else with its parts built the ack (ack_in) and the cursor put on the flush list; the lock
- * released. 0: declined before anything changed (the core's own ack decides); 2: done, over
- * budget (the caller evicts); 3: done in the small form, over its cap (the parts take it);
- * 4: done in the small form, M moved on into the next ledger (the core bounds it again). */
+/* ack_cursor(core, positions) -> 0, 1, 2, 3 or 4: CursorCore.ack of one Position, or of a
+ * list or tuple of positions, whole, where its checks pass without a word (the store open
+ * and writable, the cursor not deleted; checked under the store's lock): in its small form,
+ * that form's own ack (small_ack, which lists the form for the next flush when the ack
+ * changed it first since the last), else, for one Position, with its parts built the ack
+ * (ack_in) and the cursor put on the flush list; the lock released. 0: declined before
+ * anything changed (the core's own ack decides); 2: done, over budget (the caller evicts);
+ * 3: done in the small form, over its cap (the parts take it); 4: done in the small form, M
+ * moved on into the next ledger (the core bounds it again). */
 /* CursorCore.ack of `pos` on `core` as ack_cursor says: 0-4, or -1 with an exception */
 static int cursor_ack(PyObject *core, PyObject *pos) {
-    if (Py_TYPE(pos) != position_type || !of(core, core_type, &core_seen)) return 0;
+    int one = Py_TYPE(pos) == position_type, many = PyList_CheckExact(pos) || PyTuple_CheckExact(pos);
+    if (!(one || many) || !of(core, core_type, &core_seen)) return 0;
     PyObject *lock = FIELD(core, F_CoreFields__lock), *host = FIELD(core, F_CoreFields__store);
     /* (the store's own lock, ackstore/lock.py: taken with no call through Python) */
     if (lock == NULL || !store_lock_check(lock) || host == NULL || !of(host, host_type, &host_seen)) return 0;
@@ -278,7 +280,7 @@ static int cursor_ack(PyObject *core, PyObject *pos) {
      * delete may have come, since the caller looked */
     PyObject *topic = FIELD(core, F_CoreFields_topic), *state = FIELD(core, F_CoreFields__state),
              *listed = FIELD(core, F_CoreFields__flush_list), *planner = FIELD(core, F_CoreFields__planner);
-    long long version, l, e;
+    long long version;
     int r = 0;
     PyObject *small = FIELD(core, F_CoreFields_small);
     if (FIELD(host, F_HostFields_closed) == Py_False && FIELD(host, F_HostFields_readonly) == Py_False &&
@@ -286,10 +288,8 @@ static int cursor_ack(PyObject *core, PyObject *pos) {
         of(topic, topic_type, &topic_seen) && int_field(topic, F_TopicFields_version, &version)) {
         if (small != Py_None) { /* the small form's own ack (_small.c); the form listed when it changed */
             PyObject *smalls = FIELD(host, F_HostFields_small_list);
-            if (smalls != NULL && small_int(PyTuple_GET_ITEM(pos, 0), &l) &&
-                small_int(PyTuple_GET_ITEM(pos, 1), &e))
-                r = small_ack_one(small, l, e, version, smalls, core);
-        } else if (state != NULL && listed != NULL && PyDict_Check(listed) && planner != NULL) {
+            if (smalls != NULL) r = small_ack(small, pos, one, version, smalls, core);
+        } else if (one && state != NULL && listed != NULL && PyDict_Check(listed) && planner != NULL) {
             r = ack_in(state, pos, version);
             if (r > 0 && PyDict_SetDefault(listed, core, planner) == NULL) r = -1; /* on the flush list */
         }
@@ -310,9 +310,9 @@ static PyObject *ack_cursor(PyObject *self, PyObject *const *args, Py_ssize_t na
     return r < 0 ? NULL : PyLong_FromLong(r);
 }
 
-/* AckMethod: Cursor.ack itself, a method whose calls of one Position the compiled ack
- * takes with no Python frame between the caller and it (a frame was about as much as the
- * ack in the small form). It stands for `spec`, the Python method (its name, doc and
+/* AckMethod: Cursor.ack itself, a method whose calls of one Position (or of a list of
+ * positions, in the small form) the compiled ack takes with no Python frame between the
+ * caller and it (a frame was about as much as the ack in the small form). It stands for `spec`, the Python method (its name, doc and
  * signature are spec's): the call hands anything else to spec, and after an ack of
  * cursor_ack's codes 2, 3 and 4 calls `follow` (CursorCore.ack) with the code, as spec
  * would. The cursor's core is the field its FacadeFields declares. */
@@ -432,12 +432,13 @@ static PyMethodDef methods[] = {
      "ack_position(state, position, version) -> 0 (declined: AckState.ack_one decides), 1 (done) or 2 "
      "(done; over budget)"},
     {"ack_cursor", (PyCFunction)(void (*)(void))ack_cursor, METH_FASTCALL,
-     "ack_cursor(core, position) -> 0 (declined: the core's ack decides), 1 (done), 2 (done; over budget), 3 "
+     "ack_cursor(core, positions) -> 0 (declined: the core's ack decides), 1 (done), 2 (done; over budget), 3 "
      "(done in the small form; over its cap) or 4 (done in the small form; M moved into another ledger)"},
     {"ack_setup", (PyCFunction)(void (*)(void))ack_setup, METH_FASTCALL, "ack_setup(Position, ack_charge)"},
     {"ack_method", (PyCFunction)(void (*)(void))ack_method, METH_FASTCALL,
-     "ack_method(spec, follow) -> Cursor.ack compiled: one Position acked with no Python frame, any other call "
-     "handed to spec (the Python method), a done code of 2-4 to follow (CursorCore.ack)"},
+     "ack_method(spec, follow) -> Cursor.ack compiled: one Position (a list, in the small form) acked with no "
+     "Python frame, any other call handed to spec (the Python method), a done code of 2-4 to follow "
+     "(CursorCore.ack)"},
     {NULL, NULL, 0, NULL},
 };
 

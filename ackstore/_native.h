@@ -143,14 +143,14 @@ int get_state_count(Reader *r, unsigned long long *at, unsigned long long *entry
 /* each part adds its own to the module (PyInit__native, in _module.c, calls them in turn) */
 int native_init(PyObject *module); /* _native.c */
 int small_init(PyObject *module);  /* _small.c */
-/* _small.c: Cursor.ack of one position (ledger, entry) in a SmallState `small`, with its
- * cached limit of the topic's directory at `version`; a form the ack changed first since
- * its last flush is put on `listed` (the store's dict of changed forms) with its `core`: 1
- * done, 3 done and over the form's cap (the parts take it), 4 done and M moved on into the
- * next ledger (the caller bounds the form again), 0 declined having changed nothing (not a
- * SmallState, another version, a position the form does not take), -1 with an exception */
-int small_ack_one(PyObject *small, long long ledger, long long entry, long long version, PyObject *listed,
-                  PyObject *core);
+/* _small.c: Cursor.ack in a SmallState `small` of `pos`: one position (a 2-tuple of ints)
+ * when `one`, else a list or tuple of them; with its cached limit of the topic's directory
+ * at `version`; a form the ack changed first since its last flush is put on `listed` (the
+ * store's dict of changed forms) with its `core`: 1 done, 3 done and over the form's cap
+ * (the parts take it), 4 done and M moved on into the next ledger (the caller bounds the
+ * form again), 0 declined having changed nothing (not a SmallState, another version, a
+ * position the form does not take), -1 with an exception */
+int small_ack(PyObject *small, PyObject *pos, int one, long long version, PyObject *listed, PyObject *core);
 /* _ack.c: ack_position and ack_setup */
 int ack_init(PyObject *m);
 /* _lock.c: the StoreLock type; store_lock_check: 1 when `o` is one; store_lock_enter takes

@@ -400,21 +400,31 @@ static long long item_entry(SmallState *s, PyObject *t) {
     return ol || oe ? -1 : form_entry(s, lv, ev);
 }
 
-/* ack_positions(items) -> bool | None: Cursor.ack of a list (or tuple) of positions, each a
- * 2-tuple of ints the form takes (form_entry, within the bound bound() gave): each acked, in
- * order, and whether the state still fits; None, changing nothing, when one is not */
-static PyObject *SmallState_ack_positions(SmallState *s, PyObject *items) {
-    if (!PyList_Check(items) && !PyTuple_Check(items)) Py_RETURN_NONE;
+/* Cursor.ack of a list (or tuple) of positions, each a 2-tuple of ints the form takes
+ * (form_entry, within the bound bound() gave): each acked, in order; 1 done, 0 declined
+ * having changed nothing (another kind of items, or one the form does not take), -1 with
+ * an exception */
+static int ack_items(SmallState *s, PyObject *items) {
+    if (!PyList_Check(items) && !PyTuple_Check(items)) return 0;
     Py_ssize_t k = PySequence_Fast_GET_SIZE(items);
     PyObject **at = PySequence_Fast_ITEMS(items);
     for (Py_ssize_t i = 0; i < k; i++) /* every one checked first: one the form does not take, none acked */
-        if (item_entry(s, at[i]) < 0) Py_RETURN_NONE;
+        if (item_entry(s, at[i]) < 0) return 0;
     for (Py_ssize_t i = 0; i < k; i++) {
         long long l = PyLong_AsLongLong(PyTuple_GET_ITEM(at[i], 0)), e = PyLong_AsLongLong(PyTuple_GET_ITEM(at[i], 1));
         if (l != s->md_l && l != s->nl) continue; /* M moved into nl: M's old ledger is acked whole */
         long long x = l == s->md_l ? e : s->base + e;
-        if (ack_run(s, x, x) < 0) return NULL;
+        if (ack_run(s, x, x) < 0) return -1;
     }
+    return 1;
+}
+
+/* ack_positions(items) -> bool | None: ack_items, and whether the state still fits; None,
+ * changing nothing, when it declined */
+static PyObject *SmallState_ack_positions(SmallState *s, PyObject *items) {
+    int r = ack_items(s, items);
+    if (r < 0) return NULL;
+    if (r == 0) Py_RETURN_NONE;
     return fits(s);
 }
 
@@ -525,15 +535,19 @@ static PyObject *SmallState_bound(SmallState *s, PyObject *const *args, Py_ssize
  * ack decides: unchanged since its flush, a bound of another version, or a position the form
  * does not take), 1 done, 3 done and over the cap, 4 done and M moved on into another ledger
  * (the caller asks its bound again); -1 with an exception */
-int small_ack_one(PyObject *small, long long ledger, long long entry, long long version, PyObject *listed,
-                  PyObject *core) {
+int small_ack(PyObject *small, PyObject *pos, int one, long long version, PyObject *listed, PyObject *core) {
     if (Py_TYPE(small) != &SmallStateType || !PyDict_CheckExact(listed)) return 0;
     SmallState *s = (SmallState *)small;
     if (s->ended || s->limit_version < 0 || s->limit_version != version) return 0;
-    long long x = form_entry(s, ledger, entry);
-    if (x < 0) return 0;
     int was_dirty = s->dirty;
-    if (ack_run(s, x, x) < 0) return -1;
+    if (one) {
+        long long x = item_entry(s, pos);
+        if (x < 0) return 0;
+        if (ack_run(s, x, x) < 0) return -1;
+    } else {
+        int r = ack_items(s, pos);
+        if (r <= 0) return r;
+    }
     if (s->dirty && !was_dirty && PyDict_SetItem(listed, small, core) < 0) return -1; /* changed: listed */
     if (!fitting(s)) return 3;
     return s->limit_version < 0 ? 4 : 1;

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from ackstore import AckStore, CursorConfig, Position, testing
+from ackstore.errors import InvalidArgumentError
 from ackstore.storage import codecs
 
 from .codec_impls import NOT_COMPILED
@@ -678,6 +679,11 @@ def test_the_compiled_ack_of_a_cursor_takes_one_position_whole_and_declines_the_
         assert ACK_CURSOR(cur._core, Position(1, 9)) == 1 and cur.is_acked(Position(1, 9))
         assert store.small_list.get(small) is cur._core  # listed by the ack that changed it first
         assert ACK_CURSOR(cur._core, Position(1, 9)) == 1 and small.dirty  # (acked already: nothing to do)
+        assert ACK_CURSOR(cur._core, [Position(1, 11), Position(1, 13)]) == 1  # a list, in the form
+        assert cur.is_acked(Position(1, 11)) and cur.is_acked(Position(1, 13)) and cur.ack_range_count == 6
+        for declined in ((1, 15), [Position(1, 15), Position(99, 1)], [Position(1, 15), "x"], {Position(1, 15)}):
+            assert ACK_CURSOR(cur._core, declined) == 0  # (a pair of ints, a ledger or an item not the form's, a set)
+        assert not cur.is_acked(Position(1, 15)) and cur.ack_range_count == 6
         topic = store.topic("t")
         topic.delete_cursor("c")
         assert ACK_CURSOR(cur._core, Position(1, 11)) == 0
@@ -703,10 +709,11 @@ def _free_elsewhere(lock: object) -> bool:
 def test_cursor_ack_compiled_takes_one_position_itself_and_hands_every_other_call_to_the_python_method(
     store_path: Path,
 ) -> None:
-    """``Cursor.ack`` is compiled where the module is built: a call with one Position acks
-    with no Python frame (the Python method it stands for is not called), anything else is
-    that method's (a list, a keyword, a missing argument, another object as ``self``); its
-    name, doc and signature are the Python method's."""
+    """``Cursor.ack`` is compiled where the module is built: a call with one Position, or
+    with a list of positions in the small form, acks with no Python frame (the Python method
+    it stands for is not called), anything else is that method's (a list on the parts, a
+    keyword, a missing argument, another object as ``self``, a position the form does not
+    take); its name, doc and signature are the Python method's."""
     import inspect
 
     from ackstore import Cursor
@@ -752,6 +759,11 @@ def test_cursor_ack_compiled_takes_one_position_itself_and_hands_every_other_cal
         ack(cur, Position(1, 21))
         assert calls == [] and cur.is_acked(Position(1, 21)) and not store.lock._is_owned()
         assert store.small_list.get(small) is cur._core
+        ack(cur, [Position(1, 23), Position(1, 25)])
+        assert calls == [] and cur.is_acked(Position(1, 25))  # a list the form takes: compiled too
+        with pytest.raises(InvalidArgumentError):
+            ack(cur, [Position(1, 27), (1, -5)])  # one the form does not take: the Python method's
+        assert calls == [(cur, [Position(1, 27), (1, -5)])] and not cur.is_acked(Position(1, 27))
 
 
 def test_compaction_keeps_the_acks_a_swapped_out_ledger_holds_since_its_record(

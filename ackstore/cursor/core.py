@@ -60,10 +60,11 @@ T = TypeVar("T")
 
 
 ACK_CURSOR: Any = None if native is None else native.ack_cursor
-"""``ackstore._native.ack_cursor(core, position)`` where the module was built: :meth:`CursorCore.ack`
-of one Position whole (the checks, the store's lock, the ack, the flush list) when the
-cursor's checks pass without a word: in its small form when the form changed since its last
-flush and holds a limit cached for the topic's directory as it is, else on its parts; 0
+"""``ackstore._native.ack_cursor(core, positions)`` where the module was built (the compiled
+``Cursor.ack`` runs it): :meth:`CursorCore.ack` of one Position, or of a list or tuple of
+positions, whole (the checks, the store's lock, the ack, the flush list) when the cursor's
+checks pass without a word: in its small form when the form holds a limit cached for the
+topic's directory as it is and takes every position, else (one Position) on its parts; 0
 when it declines having changed nothing (:meth:`CursorCore.ack` decides), 1 when done, 2
 when done with the cache or the pool over its budget (:meth:`CursorCore.ack` evicts), 3 when
 done in the form past its cap (:meth:`CursorCore.ack` hands the state to the parts), 4 when
@@ -243,7 +244,7 @@ class CursorCore(Served):
         """``Cursor.ack``: one Position on the hot path (the small form's, or the ack
         state's ``ack_one``), anything else checked whole first. ``done``: what
         :data:`ACK_CURSOR` said first; 2, it acked one position over budget (evict here,
-        keeping its ledger: O(evicted)); 3, it acked one position in the small form past
+        keeping its ledger: O(evicted)); 3, it acked the positions in the small form past
         the form's cap (the parts take the state); 4, it did and M moved on into the next
         ledger (the form is bounded there)."""
         if done >= 2:

@@ -80,7 +80,7 @@ class Cursor(FacadeFields):
         O(1) for one position; O(k) in C plus O(containers) per ledger touched for k positions.
         For millions of entries of one ledger, :meth:`ack_entries` skips the Python objects.
         """
-        self._core.ack(positions)  # (where the module is built, one Position never comes here: below)
+        self._core.ack(positions)  # (where the module is built, what the compiled ack takes never comes here)
 
     def ack_entries(self, ledger: int, entries: Iterable[int]) -> None:
         """Acknowledge many entries of one ledger: the columnar fast path of :meth:`ack`.
@@ -388,5 +388,5 @@ class Cursor(FacadeFields):
         self._core._check()
 
 
-if native is not None:  # Cursor.ack compiled: one Position acked with no Python frame, the rest as above
+if native is not None:  # Cursor.ack compiled: one Position (a list, in the small form) acked with no Python frame
     setattr(Cursor, "ack", native.ack_method(Cursor.ack, CursorCore.ack))  # noqa: B010
