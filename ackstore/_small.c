@@ -428,38 +428,40 @@ static PyObject *SmallState_ack_positions(SmallState *s, PyObject *items) {
     return fits(s);
 }
 
-/* deliver(entries) -> [count, ...]: one more delivery of each entry of the form (checked by
- * the caller); each one's count after it, 0 for an acked one (not counted) */
-static PyObject *SmallState_deliver(SmallState *s, PyObject *entries) {
-    PyObject *seq = PySequence_Fast(entries, "entries are a sequence of ints");
-    if (seq == NULL) return NULL;
-    Py_ssize_t k = PySequence_Fast_GET_SIZE(seq);
+/* deliver_positions(items) -> [count, ...] | None: one more delivery of each position of
+ * `items` (a list or tuple of 2-tuples of ints the form takes: item_entry, as ack_positions);
+ * each one's count after it, 0 for an acked one (not counted); None, changing nothing, when
+ * one is not the form's (the parts count them) */
+static PyObject *SmallState_deliver_positions(SmallState *s, PyObject *items) {
+    if (!PyList_Check(items) && !PyTuple_Check(items)) Py_RETURN_NONE;
+    Py_ssize_t k = PySequence_Fast_GET_SIZE(items);
+    PyObject **at = PySequence_Fast_ITEMS(items);
+    for (Py_ssize_t i = 0; i < k; i++) /* every one checked first: one the form does not take, none counted */
+        if (item_entry(s, at[i]) < 0) Py_RETURN_NONE;
     PyObject *out = PyList_New(k);
-    if (out == NULL) goto fail;
+    if (out == NULL) return NULL;
     for (Py_ssize_t i = 0; i < k; i++) {
-        long long e, n = 0;
-        if (entry_of(PySequence_Fast_GET_ITEM(seq, i), "entry", &e) < 0) goto fail;
+        long long e = item_entry(s, at[i]), n = 0;
         if (!is_acked(s, e)) {
             uint32_t j = count_from(s, (unsigned long long)e);
             if (j < s->nc && s->counts[2 * j] == e) {
                 if (s->counts[2 * j + 1] < ENTRY_MAX) s->counts[2 * j + 1]++;
                 s->redeliveries++;
             } else if (insert_count(s, j, e, 1) < 0) {
-                goto fail;
+                Py_DECREF(out);
+                return NULL;
             }
             n = s->counts[2 * j + 1];
             s->dirty = 1;
         }
         PyObject *v = PyLong_FromLongLong(n);
-        if (v == NULL) goto fail;
+        if (v == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
         PyList_SET_ITEM(out, i, v);
     }
-    Py_DECREF(seq);
     return out;
-fail:
-    Py_XDECREF(out);
-    Py_DECREF(seq);
-    return NULL;
 }
 
 /* count(entry) -> int: entry's delivery count (0: none, or acked) */
@@ -646,7 +648,8 @@ static PyMethodDef SmallState_methods[] = {
     {"acked", (PyCFunction)SmallState_acked, METH_O, "Whether an entry of the form is acked."},
     {"ack_positions", (PyCFunction)SmallState_ack_positions, METH_O,
      "A list of positions the form takes acked; whether the state still fits; None: not the form's to take."},
-    {"deliver", (PyCFunction)SmallState_deliver, METH_O, "One more delivery of each entry; each one's count after."},
+    {"deliver_positions", (PyCFunction)SmallState_deliver_positions, METH_O,
+     "One more delivery of each position the form takes; each one's count after; None: not the form's to take."},
     {"count", (PyCFunction)SmallState_count, METH_O, "An entry's delivery count (0: none)."},
     {"counts", (PyCFunction)SmallState_counts, METH_NOARGS, "The delivery counts above M, [(entry, count), ...]."},
     {"fits", (PyCFunction)SmallState_fits, METH_NOARGS, "Whether the runs and counts fit the form."},

@@ -16,7 +16,7 @@ from ..position import MAX_ENTRY, Position, trusted
 from ..storage.records import pack_properties, unpack_properties
 from .deliveries import counts_window, delivery_count, delivery_counts, record_deliveries
 from .read_side import ReadSide
-from .small_span import bound_of, cumulative_entry, form_entries, form_entry, ledger_counts, ledger_runs, read_entry
+from .small_span import bound_of, cumulative_entry, form_entry, ledger_counts, ledger_runs, read_entry
 from .state import AckState, drop_property, put_property
 from .validate import check_ack, pair
 
@@ -84,9 +84,8 @@ class Served(ReadSide):
             small = self.small
             if small is not None:
                 self._alive()
-                entries = form_entries(small, items) if self._bounded(small) else None
-                if entries is not None:
-                    counts: list[int] = small.deliver(entries)
+                counts: list[int] | None = small.deliver_positions(items) if self._bounded(small) else None
+                if counts is not None:
                     if not small.fits():
                         self._parts()
                     self._changed()

@@ -306,14 +306,17 @@ class PySmallState:
             # else: M moved on into nl, past every entry of its old ledger
         return self.fits()
 
-    def deliver(self, entries: Any) -> list[int]:
-        """One more delivery of each entry of the form (the caller checked them: each in
-        ``0..`` its limit); each one's count after it, 0 for an acked one (not counted). A
-        count past 2**32 - 1 stays there. O(entries)."""
+    def deliver_positions(self, items: Any) -> list[int] | None:
+        """One more delivery of each position of ``items`` when the form takes every one (as
+        :meth:`ack_positions`); each one's count after it, 0 for an acked one (not counted);
+        None, changing nothing, when one is not (the parts count them). A count past
+        2**32 - 1 stays there. O(items)."""
+        entries = form_entries(self, items)
+        if entries is None:
+            return None
         out: list[int] = []
         counts = self._counts
         for entry in entries:
-            entry = _entry(entry, "entry")
             if self.acked(entry):
                 out.append(0)
                 continue

@@ -96,8 +96,8 @@ def cumulative_entry(s: Any, ledger: Any, entry: Any) -> int | None:
 
 def form_entries(s: Any, items: Any) -> list[int] | None:
     """The form's entries of ``items`` (a list or tuple of Positions or ``(ledger, entry)``
-    tuples) when it takes every one (:func:`form_entry`'s rule, inline: a Dispatcher's
-    every read comes here), else None. O(items)."""
+    tuples) when it takes every one (:func:`form_entry`'s rule, inline: the pure twin's
+    ack and delivery of a list of positions), else None. O(items)."""
     if not isinstance(items, (list, tuple)):
         return None
     md_l, nl, base, limit = s.md_l, s.nl, s.base, s.limit

@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..cursor.validate import pair as pair_of
 from ..errors import InvalidArgumentError, InvalidPositionError, InvalidTypeError
-from ..position import Position, trusted
+from ..position import MAX_ENTRY, Position, trusted
 from .read_loop import CursorPositions, CursorReadLoop, RevisionInProgressError
 from .reads import Entry, LedgerReader
 from .revision import CursorStateRevisionController
@@ -318,8 +318,9 @@ class Dispatcher(CursorReadLoop):
         """Dead-letter the entries delivered ``max_deliveries`` times, count one more delivery
         of the others that are due, and hand those out; returns them."""
         limit = self.cursor.config.max_deliveries
-        if limit:
-            counted = [(e, self.cursor.delivery_count(e.position)) for e in entries]
+        if limit and entries:
+            held = self._counts_of(entries)
+            counted = [(e, held.get(e.position, 0)) for e in entries]
             self.dead.update((e.position, e) for e, n in counted if n >= limit)
             entries = [e for e, n in counted if n < limit]
         due = self._due(entries)
@@ -329,6 +330,14 @@ class Dispatcher(CursorReadLoop):
         if self.dead:
             await self._drain(raise_errors=False)
         return handed
+
+    def _counts_of(self, entries: list[Entry]) -> dict[Position, int]:
+        """The delivery counts the cursor holds from the lowest of ``entries`` through the
+        highest: one call a read, not one an entry. O(entries + counts between)."""
+        positions = [e.position for e in entries]
+        low, high = min(positions), max(positions)
+        end = Position(high.ledger, high.entry + 1) if high.entry < MAX_ENTRY else None
+        return self.cursor.delivery_counts(low, end)
 
     def _due(self, entries: list[Entry]) -> list[Entry]:
         """The entries due now; the others wait in the delayed tracker."""
