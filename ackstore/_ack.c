@@ -18,6 +18,10 @@
  *
  * ack_position(state, position, version) -> 0: declined (nothing changed); 1: done;
  * 2: done, and the cache or the pool is over its budget (the caller evicts).
+ *
+ * Around it, Cursor.ack itself (AckMethod, below): one Position, or a list of positions
+ * on a cursor in the small form, acked from the caller's call with no Python frame, the
+ * cursor's checks and the store's lock (a StoreLock, _lock.c) taken here (ack_cursor).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

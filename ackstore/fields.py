@@ -2,9 +2,9 @@
 
 Engine internals. A group flush visits every dirty cursor and reads a few fields of its
 planner, pages, ack state, marker chain and ledgers; the marker lane (``cursor/lane.py``)
-and its compiled twin take a plan from them; the compiled ack of one position
-(``ackstore/_ack.c``) reads the cursor's core, its store and topic, and reads and changes
-the ack state, its ledgers, their cache and the store's pool. Each part's fields that
+and its compiled twin take a plan from them; the compiled ``Cursor.ack``
+(``ackstore/_ack.c``) reads the public cursor's core, the core's store and topic, and
+reads and changes the ack state, its ledgers, their cache and the store's pool. Each part's fields that
 compiled code reads are declared here, once, as a *field type*; the part's class derives
 from it and adds the fields only Python reads as ``__slots__`` of its own.
 

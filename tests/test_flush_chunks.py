@@ -249,3 +249,70 @@ def test_acks_from_another_thread_during_chunked_flushes_are_all_kept(
     with AckStore.open(store_path, readonly=True) as reopened:
         topic = reopened.topic(T)
         assert [topic.cursor(name).mark_delete_position for name in names] == marks
+
+
+def test_compiled_acks_into_small_forms_from_another_thread_during_flushes_are_all_kept(
+    store_path: Path, monkeypatch: pytest.MonkeyPatch, long_run: bool
+) -> None:
+    """Cursors in the small form, acked in order with a few holes from another thread (one
+    position a call and lists, the compiled ``Cursor.ack`` taking the store lock in C),
+    while this thread flushes in a loop, 2 forms a chunk: whatever the interleaving (an ack
+    waiting for the flush's lock, a form listed again while the flush writes it), after a
+    last flush and a crash every cursor recovers exactly what it held, and the acks stayed
+    in the form."""
+    import random
+
+    from ackstore import testing
+
+    monkeypatch.setattr(group_flush, "CHUNK", 2)
+    names = [f"s{i}" for i in range(12)]
+    store = AckStore.open(store_path, sync=False)
+    topic = store.topic(T)
+    topic.add_ledger(1)
+    cursors = [topic.cursor(name, CursorConfig(max_unacked_ranges_to_persist=0)) for name in names]
+    for _ in range(3):  # (flushes with nothing read between put each cursor in the small form)
+        for cur in cursors:
+            cur.ack(Position(1, cur.mark_delete_position.entry + 1))
+        store.flush()
+    assert all(cur._core.small is not None for cur in cursors)
+    rng = random.Random(5)
+    rounds = 3_000 if long_run else 300
+    failed: list[BaseException] = []
+
+    def acker() -> None:
+        try:
+            nxt = [cur.mark_delete_position.entry + 1 for cur in cursors]
+            for k in range(rounds):
+                i = rng.randrange(len(cursors))
+                cur, e = cursors[i], nxt[i]
+                if k % 3 == 0:
+                    cur.ack([Position(1, x) for x in range(e, e + 5) if x != e + 2 or k % 6])  # a hole now and then
+                    nxt[i] = e + 5
+                else:
+                    cur.ack(Position(1, e))
+                    nxt[i] = e + 1
+                if k % 4 == 0:
+                    time.sleep(0)  # let the flushing thread run
+        except BaseException as exc:  # reported below
+            failed.append(exc)
+
+    thread = threading.Thread(target=acker)
+    flushes = 0
+    try:
+        thread.start()
+        while thread.is_alive():
+            store.flush()
+            flushes += 1
+        thread.join()
+        assert not failed, failed
+        store.flush()
+        in_form = [cur._core.small is not None for cur in cursors]
+        expected = [list(cur.ack_ranges()) for cur in cursors]
+        marks = [cur.mark_delete_position for cur in cursors]
+    finally:
+        testing.crash(store)
+    assert flushes >= 1 and all(in_form), (flushes, in_form)
+    assert _recovered(store_path, names) == expected
+    with AckStore.open(store_path, readonly=True) as reopened:
+        topic = reopened.topic(T)
+        assert [topic.cursor(name).mark_delete_position for name in names] == marks
