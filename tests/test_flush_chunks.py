@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from ackstore import AckStore, CursorConfig, Position
+from ackstore import AckStore, CursorConfig, Position, testing
 from ackstore import flush as group_flush
 from ackstore.cursor import lane
 from ackstore.flush import FlushJob
@@ -55,6 +55,37 @@ def _recovered(path: Path, names: list[str]) -> list[list[Any]]:
     with AckStore.open(path, readonly=True) as store:
         topic = store.topic(T)
         return [list(topic.cursor(name).ack_ranges()) for name in names]
+
+
+def _flush_while(store: AckStore, cursors: list[Any], acker: Any, failed: list[BaseException]) -> None:
+    """Flush in a loop while ``acker`` runs in another thread (at least once), then once
+    more; ``failed`` holds what the acker raised (none, or the test fails here). The store
+    is crashed if anything here raises."""
+    thread = threading.Thread(target=acker)
+    flushes = 0
+    try:
+        thread.start()
+        while thread.is_alive():
+            store.flush()
+            flushes += 1
+        thread.join()
+        assert not failed, failed
+        store.flush()
+    except BaseException:
+        testing.crash(store)
+        raise
+    assert flushes >= 1, flushes
+
+
+def _crash_and_recover(store: AckStore, path: Path, names: list[str], cursors: list[Any]) -> None:
+    """The store crashed: every cursor recovers the ranges and mark-delete position it held."""
+    expected = [list(cur.ack_ranges()) for cur in cursors]
+    marks = [cur.mark_delete_position for cur in cursors]
+    testing.crash(store)
+    assert _recovered(path, names) == expected
+    with AckStore.open(path, readonly=True) as reopened:
+        topic = reopened.topic(T)
+        assert [topic.cursor(name).mark_delete_position for name in names] == marks
 
 
 def test_acks_between_chunks_are_kept(store_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -103,8 +134,6 @@ def test_acks_between_chunks_are_kept(store_path: Path, monkeypatch: pytest.Monk
         for cur, entries in ((a, (3001, 3003)), (b, (3001,)), (c, (3001, 3005, 3009)), (d, (3007,))):
             assert all(cur.is_acked(Position(1, e)) for e in entries), cur.name
     finally:
-        from ackstore import testing
-
         testing.crash(store)  # what the two flushes wrote is all a reopen sees
     assert _recovered(store_path, names) == expected
 
@@ -206,8 +235,6 @@ def test_acks_from_another_thread_during_chunked_flushes_are_all_kept(
     after a last flush and a crash every cursor recovers exactly what it held."""
     import random
 
-    from ackstore import testing
-
     monkeypatch.setattr(group_flush, "CHUNK", 3)
     names = [f"c{i}" for i in range(40)]
     store, cursors = _store(store_path, names)
@@ -229,26 +256,10 @@ def test_acks_from_another_thread_during_chunked_flushes_are_all_kept(
         except BaseException as exc:  # reported below
             failed.append(exc)
 
-    thread = threading.Thread(target=acker)
-    flushes = 0
-    try:
-        thread.start()
-        while thread.is_alive():
-            store.flush()
-            flushes += 1
-        thread.join()
-        assert not failed, failed
-        store.flush()
-        assert not any(cur._core._listed for cur in cursors)
-        expected = [list(cur.ack_ranges()) for cur in cursors]
-        marks = [cur.mark_delete_position for cur in cursors]
-    finally:
-        testing.crash(store)
-    assert flushes >= 1, flushes
-    assert _recovered(store_path, names) == expected
-    with AckStore.open(store_path, readonly=True) as reopened:
-        topic = reopened.topic(T)
-        assert [topic.cursor(name).mark_delete_position for name in names] == marks
+    _flush_while(store, cursors, acker, failed)
+    listed = [cur.name for cur in cursors if cur._core._listed]
+    _crash_and_recover(store, store_path, names, cursors)
+    assert listed == []
 
 
 def test_compiled_acks_into_small_forms_from_another_thread_during_flushes_are_all_kept(
@@ -261,8 +272,6 @@ def test_compiled_acks_into_small_forms_from_another_thread_during_flushes_are_a
     last flush and a crash every cursor recovers exactly what it held, and the acks stayed
     in the form."""
     import random
-
-    from ackstore import testing
 
     monkeypatch.setattr(group_flush, "CHUNK", 2)
     names = [f"s{i}" for i in range(12)]
@@ -296,23 +305,7 @@ def test_compiled_acks_into_small_forms_from_another_thread_during_flushes_are_a
         except BaseException as exc:  # reported below
             failed.append(exc)
 
-    thread = threading.Thread(target=acker)
-    flushes = 0
-    try:
-        thread.start()
-        while thread.is_alive():
-            store.flush()
-            flushes += 1
-        thread.join()
-        assert not failed, failed
-        store.flush()
-        in_form = [cur._core.small is not None for cur in cursors]
-        expected = [list(cur.ack_ranges()) for cur in cursors]
-        marks = [cur.mark_delete_position for cur in cursors]
-    finally:
-        testing.crash(store)
-    assert flushes >= 1 and all(in_form), (flushes, in_form)
-    assert _recovered(store_path, names) == expected
-    with AckStore.open(store_path, readonly=True) as reopened:
-        topic = reopened.topic(T)
-        assert [topic.cursor(name).mark_delete_position for name in names] == marks
+    _flush_while(store, cursors, acker, failed)
+    left = [cur.name for cur in cursors if cur._core.small is None]
+    _crash_and_recover(store, store_path, names, cursors)
+    assert left == []  # the acks stayed in the form
