@@ -462,6 +462,31 @@ def test_delivery_counts_of_a_span_hold_its_start_and_not_its_end(store_path: Pa
         assert cur.delivery_counts(P(2, 0)) == {P(2, 1): 1}
 
 
+def test_delivery_counts_of_any_span_are_the_whole_counts_filtered_to_it(store_path: Path) -> None:
+    """Spans narrow and wide, within one ledger and across several, on a cursor holding a
+    few hundred counts in four ledgers (its parts): each is every count in it, as the whole
+    ``delivery_counts()`` filtered to ``[start, end)`` says (a Dispatcher asks a read's span)."""
+    import random
+
+    rng = random.Random(3)
+    with AckStore.open(store_path) as store:
+        topic = _topic(store)
+        for ledger in (2, 3):
+            topic.close_ledger(ledger, 1000)
+            topic.add_ledger(ledger + 1)
+        cur = topic.cursor("c")
+        cur.record_deliveries([P(ledger, rng.randrange(400)) for ledger in (1, 2, 4) for _ in range(120)])
+        cur.ack([P(2, e) for e in range(0, 400, 7)])
+        every = cur.delivery_counts()
+        assert len(every) > 250 and cur._core.small is None
+        for _ in range(300):
+            a = P(rng.choice((1, 2, 3, 4)), rng.randrange(420))
+            b = P(rng.choice((a.ledger, a.ledger, 4, 5)), rng.randrange(420))
+            start, end = min(a, b), max(a, b)
+            assert cur.delivery_counts(start, end) == {p: n for p, n in every.items() if start <= p < end}, (start, end)
+            assert cur.delivery_counts(start) == {p: n for p, n in every.items() if start <= p}, start
+
+
 def test_delivery_counts_look_past_a_ledger_with_acks_and_no_counts(store_path: Path) -> None:
     with AckStore.open(store_path) as store:
         cur = _topic(store).cursor("c")

@@ -11,7 +11,7 @@ deliver from there again, not a failed delivery.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..errors import InvalidArgumentError
@@ -89,17 +89,30 @@ def counts_window(md: tuple[int, int], start: Any, end: Any) -> tuple[tuple[int,
 def delivery_counts(state: AckState, start: Any = None, end: Any = None) -> dict[Position, int]:
     """Every counted entry in ``[start, end)`` above the mark-delete position (None: from it /
     to the end) with its count, ascending. Swapped-out ledgers are read, not loaded.
-    O(ledgers in range + counts returned)."""
+    O(ledgers in range + counts in range), a narrow span (a Dispatcher's read) O(its
+    entries) however many counts its ledger holds."""
     low, high = counts_window(state.md, start, end)
     out: dict[Position, int] = {}
     ledgers = state.ledgers
-    for ledger in sorted(ledgers.known()):
-        if ledger < low[0] or (high is not None and ledger > high[0]):
-            continue
+    for ledger in _between(ledgers.known(), low[0], None if high is None else high[0]):
         la = ledgers.peek(ledger)
         if la is None or not la.counts:
             continue
-        for entry in sorted(la.counts):
-            if (ledger, entry) >= low and (high is None or (ledger, entry) < high):
-                out[trusted(ledger, entry)] = la.counts[entry]
+        counts = la.counts
+        first = low[1] if ledger == low[0] else 0
+        stop = high[1] if high is not None and ledger == high[0] else None  # (exclusive)
+        if stop is not None and stop - first <= len(counts):  # a narrow span (a read's): its entries
+            entries: Iterable[int] = (e for e in range(first, stop) if e in counts)
+        else:
+            entries = sorted(e for e in counts if e >= first and (stop is None or e < stop))
+        for entry in entries:
+            out[trusted(ledger, entry)] = counts[entry]
     return out
+
+
+def _between(ids: set[int], first: int, last: int | None) -> list[int]:
+    """The ids of ``ids`` from ``first`` through ``last`` (None: on), ascending:
+    O(min(last - first, ids)) when bounded, else O(ids log ids)."""
+    if last is not None and last - first <= len(ids):
+        return [i for i in range(first, last + 1) if i in ids]
+    return sorted(i for i in ids if i >= first and (last is None or i <= last))
