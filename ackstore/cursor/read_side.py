@@ -173,19 +173,20 @@ class ReadSide(StoreSide):
             self._catch_up()
         return self.small
 
-    def read(self, read: Callable[..., T], *args: Any, served: bool = False) -> T:
+    def read(self, read: Callable[..., T], *args: Any, served: bool = False, caught_up: bool = False) -> T:
         """``read(*args)`` under the lock, on one state. A read-only cursor moves to the
         writer's newest flush whole when a record it needs was trimmed (``Pages.refresh``);
         a read that saw it move ran partly on the old state, so it runs again on the new
         one: no answer mixes two flushes. The writer's cursor never moves: one run. A read
         ``served`` answers from the form, or from the parts as they are in the form (what it
         reads does not change there: partial batches, delivery counts), which it builds if
-        they were never built."""
+        they were never built. ``caught_up``: the caller caught up (:meth:`_fresh`) in the
+        same hold of the lock, so this read does not look again."""
         with self._lock:
             self.ensure_open()
             if not served:
                 self._parts()
-            if self._store.readonly:
+            if self._store.readonly and not caught_up:
                 self._catch_up()
             if self.small is not None:  # the form answers from memory: nothing moves it now, one run
                 return read(*args)

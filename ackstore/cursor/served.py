@@ -102,7 +102,7 @@ class Served(ReadSide):
                 if self._bounded(small):
                     x = form_entry(small, ledger, entry)
                     return small.count(x) if x >= 0 else 0  # type: ignore[no-any-return]
-            return self.read(lambda: delivery_count(self.built(), position), served=True)
+            return self.read(lambda: delivery_count(self.built(), position), served=True, caught_up=True)
 
     def delivery_counts(self, start: Any = None, end: Any = None) -> dict[Position, int]:
         """``Cursor.delivery_counts``."""
@@ -112,7 +112,7 @@ class Served(ReadSide):
                 self.ensure_open()
                 low, high = counts_window((small.md_l, small.md_e), start, end)
                 return {trusted(*at): n for at, n in ledger_counts(small) if at >= low and (high is None or at < high)}
-            return self.read(lambda: delivery_counts(self.built(), start, end), served=True)
+            return self.read(lambda: delivery_counts(self.built(), start, end), served=True, caught_up=True)
 
     def unacked_entries(self, ledger: int, start: int, stop: int, n: int) -> list[int]:
         """``Cursor.unacked_entries``."""
@@ -125,7 +125,7 @@ class Served(ReadSide):
                     return found
                 if self.small is not None:
                     self._parts()  # a span the form does not hold: the parts answer (the form ends)
-            return self.read(lambda: self.built().unacked_entries(ledger, start, stop, n), served=True)
+            return self.read(lambda: self.built().unacked_entries(ledger, start, stop, n), served=True, caught_up=True)
 
     def _form_unacked(self, small: Any, ledger: Any, start: int, stop: int, n: int) -> list[int] | None:
         """``unacked_entries`` from the form, or None when it does not hold that span (a
