@@ -271,8 +271,8 @@ static PyObject *ack_position(PyObject *self, PyObject *const *args, Py_ssize_t 
  * (ack_in) and the cursor put on the flush list; the lock released. 0: declined before
  * anything changed (the core's own ack decides); 2: done, over budget (the caller evicts);
  * 3: done in the small form, over its cap (the parts take it); 4: done in the small form, M
- * moved on into the next ledger (the core bounds it again). */
-/* CursorCore.ack of `pos` on `core` as ack_cursor says: 0-4, or -1 with an exception */
+ * moved on into the next ledger (the core bounds it again). cursor_ack: the same, -1 with an
+ * exception. */
 static int cursor_ack(PyObject *core, PyObject *pos) {
     int one = Py_TYPE(pos) == position_type, many = PyList_CheckExact(pos) || PyTuple_CheckExact(pos);
     if (!(one || many) || !of(core, core_type, &core_seen)) return 0;
@@ -316,17 +316,17 @@ static PyObject *ack_cursor(PyObject *self, PyObject *const *args, Py_ssize_t na
 
 /* AckMethod: Cursor.ack itself, a method whose calls of one Position (or of a list of
  * positions, in the small form) the compiled ack takes with no Python frame between the
- * caller and it (a frame was about as much as the ack in the small form). It stands for `spec`, the Python method (its name, doc and
- * signature are spec's): the call hands anything else to spec, and after an ack of
- * cursor_ack's codes 2, 3 and 4 calls `follow` (CursorCore.ack) with the code, as spec
- * would. The cursor's core is the field its FacadeFields declares. */
+ * caller and it (a frame was about as much as the ack in the small form). It stands for
+ * `spec`, the Python method (its name, doc and signature are spec's): the call hands
+ * anything else to spec, and after an ack of cursor_ack's codes 2, 3 and 4 calls `follow`
+ * (CursorCore.ack) with the code, as spec would. The cursor's core is the field its
+ * FacadeFields declares. */
 typedef struct {
     PyObject_HEAD
     PyObject *spec;   /* the Python method: its doc and signature, and every call not taken here */
     PyObject *follow; /* CursorCore.ack(core, position, code) */
     vectorcallfunc vectorcall;
 } AckMethod;
-
 
 static PyObject *am_call(AckMethod *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     if (PyVectorcall_NARGS(nargsf) == 2 && kwnames == NULL && facade_type != NULL &&

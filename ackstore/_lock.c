@@ -151,8 +151,10 @@ static PyObject *lock_acquire(StoreLock *self, PyObject *args, PyObject *kwds) {
         return NULL;
     }
     if (timeout < 0 && timeout != -1) {
-        PyErr_Format(PyExc_ValueError, "timeout value must be a non-negative number or -1, not %R",
-                     PyTuple_GET_SIZE(args) > 1 ? PyTuple_GET_ITEM(args, 1) : Py_None);
+        PyObject *given = PyFloat_FromDouble(timeout);
+        if (given != NULL)
+            PyErr_Format(PyExc_ValueError, "timeout value must be a non-negative number or -1, not %R", given);
+        Py_XDECREF(given);
         return NULL;
     }
     if (timeout > (double)PY_TIMEOUT_MAX / 1e6) {

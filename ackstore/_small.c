@@ -533,10 +533,8 @@ static PyObject *SmallState_bound(SmallState *s, PyObject *const *args, Py_ssize
     Py_RETURN_FALSE;
 }
 
-/* Cursor.ack of one position (l, e) in the form, from _ack.c: 0 declined (the form's Python
- * ack decides: unchanged since its flush, a bound of another version, or a position the form
- * does not take), 1 done, 3 done and over the cap, 4 done and M moved on into another ledger
- * (the caller asks its bound again); -1 with an exception */
+/* small_ack (_native.h says what it returns): one position, or a list of them, in the form,
+ * from _ack.c's compiled Cursor.ack */
 int small_ack(PyObject *small, PyObject *pos, int one, long long version, PyObject *listed, PyObject *core) {
     if (Py_TYPE(small) != &SmallStateType || !PyDict_CheckExact(listed)) return 0;
     SmallState *s = (SmallState *)small;
