@@ -79,6 +79,7 @@ setup(
             [
                 "ackstore/_module.c",
                 "ackstore/_native.c",
+                "ackstore/_acks.c",
                 "ackstore/_lane.c",
                 "ackstore/_fields.c",
                 "ackstore/_small.c",

@@ -76,7 +76,7 @@ static PyObject *serialize_sorted(const uint32_t *v, Py_ssize_t n) {
 
 /* An int argument in lo..hi, as pure_codecs._ranged checks it: ValueError "NAME=VALUE is
  * outside LO..HI" for any other int (never OverflowError), TypeError for a non-int. */
-static int ranged(PyObject *obj, const char *name, long long lo, long long hi, long long *out) {
+int ranged_arg(PyObject *obj, const char *name, long long lo, long long hi, long long *out) {
     if (!PyLong_Check(obj)) {
         PyErr_Format(PyExc_TypeError, "%s must be an int, got %.100s", name, Py_TYPE(obj)->tp_name);
         return -1;
@@ -100,39 +100,13 @@ static int ranged(PyObject *obj, const char *name, long long lo, long long hi, l
 static PyObject *gaps_to_roaring(PyObject *self, PyObject *args) {
     Py_buffer raw;
     long long first;
-    PyObject *first_obj;
+    PyObject *first_obj, *result = NULL;
     if (!PyArg_ParseTuple(args, "y*O", &raw, &first_obj)) return NULL;
-    if (ranged(first_obj, "first", 0, U32_MAX_LL, &first) < 0) {
-        PyBuffer_Release(&raw);
-        return NULL;
-    }
-    PyObject *result = NULL;
     uint32_t *vals = NULL;
-    if (raw.len % 4) {
-        PyErr_Format(PyExc_ValueError, "gap planes of %zd bytes are not four planes of equal length", raw.len);
-        goto done;
-    }
-    if (first < 0 || first > 0xFFFFFFFFLL) {
-        PyErr_SetString(PyExc_ValueError, "gap record decodes past 2^32");
-        goto done;
-    }
-    Py_ssize_t n = raw.len / 4, m = 0;
-    const unsigned char *p = (const unsigned char *)raw.buf;
-    vals = (uint32_t *)PyMem_Malloc((n ? n : 1) * sizeof(uint32_t));
-    if (vals == NULL) { PyErr_NoMemory(); goto done; }
-    uint64_t value = (uint64_t)first;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        uint64_t gap = (uint64_t)p[i] | ((uint64_t)p[n + i] << 8) | ((uint64_t)p[2 * n + i] << 16) |
-                       ((uint64_t)p[3 * n + i] << 24);
-        value += gap;
-        if (value > 0xFFFFFFFFULL) {
-            PyErr_SetString(PyExc_ValueError, "gap record decodes past 2^32");
-            goto done;
-        }
-        if (m == 0 || vals[m - 1] != (uint32_t)value) vals[m++] = (uint32_t)value;
-    }
-    result = serialize_sorted(vals, m);
-done:
+    Py_ssize_t m = 0;
+    if (ranged_arg(first_obj, "first", 0, U32_MAX_LL, &first) == 0 &&
+        plane_values((const unsigned char *)raw.buf, raw.len, first, &vals, &m) == 0)
+        result = serialize_sorted(vals, m);
     PyMem_Free(vals);
     PyBuffer_Release(&raw);
     return result;
@@ -217,65 +191,13 @@ done:
 static PyObject *rice_to_roaring(PyObject *self, PyObject *args) {
     Py_buffer raw;
     long long first;
-    PyObject *first_obj;
+    PyObject *first_obj, *result = NULL;
     if (!PyArg_ParseTuple(args, "y*O", &raw, &first_obj)) return NULL;
-    if (ranged(first_obj, "first", 0, U32_MAX_LL, &first) < 0) {
-        PyBuffer_Release(&raw);
-        return NULL;
-    }
-    PyObject *result = NULL;
     uint32_t *vals = NULL;
-    const unsigned char *p = (const unsigned char *)raw.buf;
-    Py_ssize_t len = raw.len, pos = 1;
-    if (len < 1) { PyErr_SetString(PyExc_ValueError, "Rice payload ends early"); goto done; }
-    unsigned k = p[0];
-    if (k > 31) { PyErr_Format(PyExc_ValueError, "Rice parameter k=%u is over 31", k); goto done; }
-    uint64_t count = 0;
-    for (unsigned shift = 0;; shift += 7) {
-        if (pos >= len || shift > 63) { PyErr_SetString(PyExc_ValueError, "Rice payload ends early"); goto done; }
-        unsigned char byte = p[pos++];
-        count |= (uint64_t)(byte & 0x7F) << shift;
-        if (byte < 0x80) break;
-    }
-    uint64_t bits = (uint64_t)(len - pos) * 8;
-    if (count > bits / (1 + k)) { PyErr_SetString(PyExc_ValueError, "Rice payload ends early"); goto done; }
-    if (first < 0 || first > 0xFFFFFFFFLL) {
-        PyErr_SetString(PyExc_ValueError, "Rice record decodes past 2^32");
-        goto done;
-    }
-    vals = (uint32_t *)PyMem_Malloc((count ? count : 1) * sizeof(uint32_t));
-    if (vals == NULL) { PyErr_NoMemory(); goto done; }
-    const unsigned char *body = p + pos;
-    uint64_t at = 0; /* bit position in body, most significant bit first */
-#define BIT(i) ((i) < bits ? (body[(i) >> 3] >> (7 - ((i) & 7))) & 1u : 0u)
-    int64_t value = first - 1;
     Py_ssize_t m = 0;
-    for (uint64_t j = 0; j < count; j++) {
-        unsigned q = 0;
-        while (q < RICE_ESCAPE && BIT(at + q)) q++;
-        uint64_t gap = 0;
-        if (q == RICE_ESCAPE) {
-            at += RICE_ESCAPE;
-            for (int b = 0; b < 32; b++) gap = (gap << 1) | BIT(at + b);
-            at += 32;
-        } else {
-            at += q + 1;
-            uint64_t rem = 0;
-            for (unsigned b = 0; b < k; b++) rem = (rem << 1) | BIT(at + b);
-            at += k;
-            gap = ((uint64_t)q << k) | rem;
-        }
-        if (at > bits) { PyErr_SetString(PyExc_ValueError, "Rice payload ends early"); goto done; }
-        value += (int64_t)gap + 1;
-        if (value > 0xFFFFFFFFLL) {
-            PyErr_SetString(PyExc_ValueError, "Rice record decodes past 2^32");
-            goto done;
-        }
-        if (m == 0 || vals[m - 1] != (uint32_t)value) vals[m++] = (uint32_t)value;
-    }
-#undef BIT
-    result = serialize_sorted(vals, m);
-done:
+    if (ranged_arg(first_obj, "first", 0, U32_MAX_LL, &first) == 0 &&
+        rice_values((const unsigned char *)raw.buf, raw.len, first, &vals, &m) == 0)
+        result = serialize_sorted(vals, m);
     PyMem_Free(vals);
     PyBuffer_Release(&raw);
     return result;
@@ -290,7 +212,7 @@ static PyObject *rice_code(PyObject *self, PyObject *args) {
     long long first;
     PyObject *first_obj;
     if (!PyArg_ParseTuple(args, "y*O", &raw, &first_obj)) return NULL;
-    if (ranged(first_obj, "first", 0, U32_MAX_LL, &first) < 0) {
+    if (ranged_arg(first_obj, "first", 0, U32_MAX_LL, &first) < 0) {
         PyBuffer_Release(&raw);
         return NULL;
     }
@@ -393,7 +315,7 @@ static PyObject *delta_fields(PyObject *self, PyObject *args) {
     PyObject *version_obj;
     long long version_ll;
     if (!PyArg_ParseTuple(args, "y*O", &raw, &version_obj)) return NULL;
-    if (ranged(version_obj, "version", 0, 255, &version_ll) < 0) {
+    if (ranged_arg(version_obj, "version", 0, 255, &version_ll) < 0) {
         PyBuffer_Release(&raw);
         return NULL;
     }
@@ -531,7 +453,7 @@ static PyObject *scan_page(PyObject *self, PyObject *args) {
         static const char *names[8] = {"off", "n", "upper", "psize", "kmin", "kmax", "allowed", "required"};
         long long v[8] = {0, 0, 0, 0, 0, 0xFFFF, 0xFFFF, 0};
         for (int a = 0; a < 8; a++) {
-            if (o[a] != NULL && ranged(o[a], names[a], 0, a < 4 ? SSIZE_MAX_LL : 0xFFFF, &v[a]) < 0) {
+            if (o[a] != NULL && ranged_arg(o[a], names[a], 0, a < 4 ? SSIZE_MAX_LL : 0xFFFF, &v[a]) < 0) {
                 PyBuffer_Release(&raw);
                 return NULL;
             }
@@ -892,7 +814,7 @@ static PyObject *open_envelope(PyObject *self, PyObject *args) {
     long long max_ll;
     if (!PyArg_ParseTuple(args, "y*O", &raw, &max_obj)) return NULL;
     const unsigned char *p = (const unsigned char *)raw.buf;
-    if (ranged(max_obj, "max_version", 0, 255, &max_ll) == 0 && envelope_ok(p, raw.len, max_ll) == 0)
+    if (ranged_arg(max_obj, "max_version", 0, 255, &max_ll) == 0 && envelope_ok(p, raw.len, max_ll) == 0)
         result = Py_BuildValue("(iiy#)", p[1], p[2], (const char *)p + 7, raw.len - 7);
     PyBuffer_Release(&raw);
     return result;
@@ -905,7 +827,7 @@ static PyObject *ledger_span(PyObject *self, PyObject *args) {
     PyObject *rtype_obj, *max_obj;
     long long rtype_ll, max_ll;
     if (!PyArg_ParseTuple(args, "y*OO", &raw, &rtype_obj, &max_obj)) return NULL;
-    if (ranged(rtype_obj, "rtype", 0, 255, &rtype_ll) < 0 || ranged(max_obj, "max_version", 0, 255, &max_ll) < 0) {
+    if (ranged_arg(rtype_obj, "rtype", 0, 255, &rtype_ll) < 0 || ranged_arg(max_obj, "max_version", 0, 255, &max_ll) < 0) {
         PyBuffer_Release(&raw);
         return NULL;
     }
@@ -1240,7 +1162,7 @@ static PyObject *point_value(PyObject *self, PyObject *args) {
     PyObject *micros_obj, *fields;
     if (!PyArg_ParseTuple(args, "OO!", &micros_obj, &PyTuple_Type, &fields)) return NULL;
     long long micros;
-    if (ranged(micros_obj, "micros", 0, LLONG_MAX, &micros) < 0) return NULL;
+    if (ranged_arg(micros_obj, "micros", 0, LLONG_MAX, &micros) < 0) return NULL;
     Py_ssize_t n = PyTuple_GET_SIZE(fields);
     Out o = {NULL, 0, 0};
     unsigned char *at = out_room(&o, 8 + 3 * n);
@@ -1250,7 +1172,7 @@ static PyObject *point_value(PyObject *self, PyObject *args) {
     PyObject *result = NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
         long long v;
-        if (ranged(PyTuple_GET_ITEM(fields, i), "a point field", 0, LLONG_MAX, &v) < 0 || put_varint(&o, (unsigned long long)v) < 0)
+        if (ranged_arg(PyTuple_GET_ITEM(fields, i), "a point field", 0, LLONG_MAX, &v) < 0 || put_varint(&o, (unsigned long long)v) < 0)
             goto done;
     }
     result = PyBytes_FromStringAndSize((const char *)o.b, o.len);
@@ -1303,7 +1225,7 @@ static int put_state_count_dict(Out *o, PyObject *d, long long ledger, long long
             if (!PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, key);
             goto done;
         }
-        if (ranged(key, "entry", LLONG_MIN, LLONG_MAX, &entry) < 0 || ranged(v, "count", LLONG_MIN, LLONG_MAX, &count) < 0)
+        if (ranged_arg(key, "entry", LLONG_MIN, LLONG_MAX, &entry) < 0 || ranged_arg(v, "count", LLONG_MIN, LLONG_MAX, &count) < 0)
             goto done;
         if (entry < start || entry > U32_MAX_LL || count < 1 || count > U32_MAX_LL) {
             PyErr_Format(PyExc_ValueError, "ledger %lld's delivery count %lld of entry %lld is outside the layout",
@@ -1336,8 +1258,8 @@ static int put_state_batches(Out *o, PyObject *d, long long ledger, long long st
             PyErr_SetString(PyExc_TypeError, "a batch is (size, mask)");
             break;
         }
-        if (ranged(key, "entry", LLONG_MIN, LLONG_MAX, &entry) < 0) break;
-        if (ranged(PyTuple_GET_ITEM(v, 0), "size", LLONG_MIN, LLONG_MAX, &n) < 0) break;
+        if (ranged_arg(key, "entry", LLONG_MIN, LLONG_MAX, &entry) < 0) break;
+        if (ranged_arg(PyTuple_GET_ITEM(v, 0), "size", LLONG_MIN, LLONG_MAX, &n) < 0) break;
         if (entry < at || n < 1 || n > U32_MAX_LL) {
             PyErr_Format(PyExc_ValueError, "ledger %lld's partial batch at entry %lld of size %lld is outside the layout",
                          ledger, entry, n);
@@ -1436,10 +1358,10 @@ PyObject *state_marker_of(PyObject *version_obj, PyObject *cid_obj, PyObject *md
                           PyObject *const *counts, PyObject *props) {
     PyObject *result = NULL;
     long long version, cid, md_l, md_e;
-    if (ranged(cid_obj, "cursor_id", 0, LEDGER_MAX_LL, &cid) < 0) return NULL;
-    if (ranged(md_l_obj, "md_l", 0, LEDGER_MAX_LL, &md_l) < 0) return NULL;
-    if (ranged(md_e_obj, "md_e", -1, U32_MAX_LL - 1, &md_e) < 0) return NULL;
-    if (ranged(version_obj, "version", 0, 0xFF, &version) < 0) return NULL;
+    if (ranged_arg(cid_obj, "cursor_id", 0, LEDGER_MAX_LL, &cid) < 0) return NULL;
+    if (ranged_arg(md_l_obj, "md_l", 0, LEDGER_MAX_LL, &md_l) < 0) return NULL;
+    if (ranged_arg(md_e_obj, "md_e", -1, U32_MAX_LL - 1, &md_e) < 0) return NULL;
+    if (ranged_arg(version_obj, "version", 0, 0xFF, &version) < 0) return NULL;
     if (!PyBytes_Check(props)) { PyErr_SetString(PyExc_TypeError, "properties are bytes"); return NULL; }
     int flags = PyBytes_GET_SIZE(props) ? STATE_PROPS : 0;
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -1452,7 +1374,7 @@ PyObject *state_marker_of(PyObject *version_obj, PyObject *cid_obj, PyObject *md
     long long last = md_l;
     for (Py_ssize_t i = 0; i < n; i++) {
         long long ledger;
-        if (ranged(ids[i], "ledger", last, LEDGER_MAX_LL, &ledger) < 0) goto done;
+        if (ranged_arg(ids[i], "ledger", last, LEDGER_MAX_LL, &ledger) < 0) goto done;
         long long start = ledger == md_l ? md_e + 1 : 0;
         if (put_varint(&o, (unsigned long long)(ledger - last)) < 0) goto done;
         last = ledger + 1;
@@ -1754,7 +1676,7 @@ static PyObject *scan_directory(PyObject *self, PyObject *args) {
     Py_buffer prefix;
     long long sealed_ll, open_ll;
     if (!PyArg_ParseTuple(args, "Oy*OO", &items, &prefix, &sealed_obj, &open_obj)) return NULL;
-    if (ranged(sealed_obj, "sealed_type", 0, 255, &sealed_ll) < 0 || ranged(open_obj, "open_type", 0, 255, &open_ll) < 0) {
+    if (ranged_arg(sealed_obj, "sealed_type", 0, 255, &sealed_ll) < 0 || ranged_arg(open_obj, "open_type", 0, 255, &open_ll) < 0) {
         PyBuffer_Release(&prefix);
         return NULL;
     }

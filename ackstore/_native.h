@@ -113,6 +113,15 @@ typedef struct {
 #define STATE_BATCHES 0x02 /* ... each ledger has partial batches, */
 #define STATE_COUNTS 0x04 /* ... and delivery counts */
 
+/* An int argument in lo..hi, as pure_codecs._ranged checks it: ValueError "NAME=VALUE is
+ * outside LO..HI" for any other int (never OverflowError), TypeError for a non-int. */
+int ranged_arg(PyObject *obj, const char *name, long long lo, long long hi, long long *out);
+/* The values of a ledger record's Rice code and of its gap planes (_acks.c: bitmaps.py's
+ * codes), ascending without repeats, into *out (a PyMem buffer the caller frees) and their
+ * number into *n; -1 with ValueError for damage. */
+int rice_values(const unsigned char *p, Py_ssize_t len, long long first, uint32_t **out, Py_ssize_t *n);
+int plane_values(const unsigned char *p, Py_ssize_t len, long long first, uint32_t **out, Py_ssize_t *n);
+
 /* pure_codecs.read_varint: the varint at r, at most `most`; ValueError naming `kind`'s `what` */
 int get_varint_of(Reader *r, unsigned long long most, const char *kind, const char *what, unsigned long long *out);
 /* A record's fixed envelope checked (its length, a version up to `max_version`, its
@@ -143,6 +152,7 @@ int get_state_count(Reader *r, unsigned long long *at, unsigned long long *entry
 /* each part adds its own to the module (PyInit__native, in _module.c, calls them in turn) */
 int native_init(PyObject *module); /* _native.c */
 int small_init(PyObject *module);  /* _small.c */
+int acks_init(PyObject *module);   /* _acks.c */
 /* _small.c: Cursor.ack in a SmallState `small` of `pos`: one position (a 2-tuple of ints)
  * when `one`, else a list or tuple of them; with its cached limit of the topic's directory
  * at `version`; a form the ack changed first since its last flush is put on `listed` (the

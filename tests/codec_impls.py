@@ -6,11 +6,16 @@ from __future__ import annotations
 import os
 from types import ModuleType
 
-from ackstore.storage import codecs, pure_codecs
+from ackstore.storage import codecs, pure_acks, pure_codecs
 
-__all__ = ["IMPLEMENTATIONS", "NOT_COMPILED"]
+__all__ = ["IMPLEMENTATIONS", "NOT_COMPILED", "PURE"]
 
-IMPLEMENTATIONS: list[ModuleType] = [pure_codecs] + ([codecs.native] if codecs.native is not None else [])
+PURE = ModuleType("ackstore.storage pure twins")
+"""the pure-Python twins of the compiled module's codecs, as one namespace"""
+PURE.__dict__.update({k: v for k, v in vars(pure_codecs).items() if not k.startswith("__")})
+PURE.__dict__.update({k: v for k, v in vars(pure_acks).items() if not k.startswith("__")})
+
+IMPLEMENTATIONS: list[ModuleType] = [PURE] + ([codecs.native] if codecs.native is not None else [])
 
 #: why a test of the compiled module skips when it is not in use: switched off for this run
 #: (``make test``'s second pass), or not built at install

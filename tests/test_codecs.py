@@ -113,6 +113,118 @@ def test_the_rice_coder_writes_the_same_bytes_everywhere() -> None:
         )
 
 
+def _ledger_sets(rng: random.Random) -> list[tuple[BitMap, int, int]]:
+    """Sets with the span a ledger record gives them (``first..last`` around them): scattered,
+    in runs, dense, across container boundaries, at both ends of the entry range."""
+    top = (1 << 32) - 1
+    out = []
+    for values in _sets(rng):
+        first = max(0, values.min() - rng.randrange(3))
+        out.append((values, first, min(top, values.max() + rng.randrange(3))))
+    runs = BitMap()
+    for start in rng.sample(range(200_000), 300):
+        runs.add_range(start, start + rng.randrange(1, 9))
+    out += [
+        (runs, 0, 200_010),
+        (BitMap(range(0, 65_536 * 3, 2)), 0, 65_536 * 3),  # every other entry: arrays of 4,096 and bitmaps
+        (BitMap([5, 6, 7]), 5, 7),  # the whole span: no holes
+        (BitMap([top]), top - 3, top),
+        (BitMap([0, top]), 0, top),  # 2**32 entries, two values: a million empty containers' worth of holes
+    ]
+    return out
+
+
+def test_ledger_acks_decode_to_the_same_bytes_and_the_set_they_stand_for() -> None:
+    """``acks_roaring``: every code (Elias-Fano, Rice, gap planes) of every set, as the
+    values or as the holes they leave in their span, gives the same bytes from every
+    implementation and the set it stands for, each container in its smallest form; a
+    damaged code gives the same outcome everywhere."""
+    rng = random.Random(4)
+    for values, first, last in _ledger_sets(rng):
+        kind, ef = _same_everywhere("ef_code", values.to_array(), first, last)
+        assert kind == "ok", ef
+        codes = [(32, ef), (4, bitmaps._gap_planes(values, first))]
+        if len(values) <= 256:
+            codes.append((8, bitmaps._rice(values, first)))
+        for flag, code in codes:
+            for holes in (0, 1):
+                if holes and last - first > 1 << 20:
+                    continue  # (the pure twin writes every container of the span)
+                kind, out = _same_everywhere("acks_roaring", flag | holes, first, last, code)
+                assert kind == "ok", (flag, holes, out)
+                want = values.flip(first, last + 1) if holes else BitMap(values)
+                got = BitMap.deserialize(out)  # type: ignore[arg-type]
+                assert got == want, (flag, holes)
+                smallest = BitMap(want)
+                smallest.run_optimize()
+                assert len(out) <= len(smallest.serialize()), (flag, holes)  # type: ignore[arg-type]
+                for _ in range(8):
+                    _same_everywhere("acks_roaring", flag | holes, first, last, _damaged(code, rng))
+        # the run-bounds code: where the acks (values..., from their first to their last) stop and start
+        bounds = bitmaps._inner_bounds(values)
+        if bounds:
+            low, high = values.min(), values.max()
+            kind, code = _same_everywhere("ef_code", bounds.to_array(), low, high)
+            kind, out = _same_everywhere("acks_roaring", 64, low, high, code)
+            assert kind == "ok" and BitMap.deserialize(out) == values  # type: ignore[arg-type]
+            for _ in range(8):
+                _same_everywhere("acks_roaring", 64, low, high, _damaged(code, rng))  # type: ignore[arg-type]
+
+
+def test_the_elias_fano_code_is_near_the_entropy_of_scattered_values() -> None:
+    """Random values (holes scattered by chance) cost at most ~10% over the entropy of their
+    gaps, about what zlib of the gap planes makes, and the code's size follows from its count
+    and span alone (2 + floor(log2(span / count)) bits a value, about)."""
+    rng = random.Random(6)
+    for span, count in ((50_000, 2_500), (100_000, 1_000), (1 << 20, 50_000), (10_000, 3_000)):
+        values = BitMap(rng.sample(range(span), count))
+        ef = codecs.ef_code(values.to_array(), 0, span - 1)
+        entropy = bitmaps._gap_entropy(count, bitmaps.count_runs(values), span) / 8
+        planes = zlib.compress(bitmaps._gap_planes(values, 0), 1)
+        assert len(ef) <= 1.12 * entropy, (span, count, len(ef), entropy)
+        assert len(ef) <= 1.02 * len(planes), (span, count, len(ef), len(planes))
+
+
+def test_the_ledger_acks_errors_say_what_is_wrong() -> None:
+    top = (1 << 32) - 1
+    cases = [
+        (("ef_code", array("I"), 0, 5), "no values to code"),
+        (("ef_code", b"\x01\x02\x03", 0, 5), "values of 3 bytes are not 32-bit values"),
+        (("ef_code", array("I", [3, 2]), 0, 5), "values are not ascending within first..last"),
+        (("ef_code", array("I", [6]), 0, 5), "values are not ascending within first..last"),
+        (("ef_code", array("I", [1]), 2, 5), "values are not ascending within first..last"),
+        (("ef_code", array("I", [1, 2, 3]), 1, 2), "values are not ascending within first..last"),
+        (("ef_code", array("I", [1]), 0, top + 1), f"last={top + 1} is outside 0..{top}"),
+        (("acks_roaring", 2, 0, 5, b""), "acks_roaring reads an Elias-Fano or Rice code or gap planes, not flags 2"),
+        (("acks_roaring", 41, 0, 5, b""), "acks_roaring reads an Elias-Fano or Rice code or gap planes, not flags 41"),
+        (("acks_roaring", 32, 5, 4, b""), "last=4 is below first=5"),
+        (("acks_roaring", 32, 0, 5, b""), "Elias-Fano payload ends early"),
+        (("acks_roaring", 32, 0, 5, b"\x00"), "Elias-Fano count 0 is outside 1..6"),
+        (("acks_roaring", 32, 0, 5, b"\x07"), "Elias-Fano count 7 is outside 1..6"),
+        (
+            ("acks_roaring", 32, 0, 5, b"\x01\x00"),
+            "Elias-Fano payload of 2 bytes does not hold 1 values over 6 entries",
+        ),
+        (("acks_roaring", 33, 0, 5, b"\x01\x00\x00"), "Elias-Fano values are not ascending within their span"),
+        (("acks_roaring", 32, 0, 5, b"\x01\x00\x03"), "Elias-Fano values are not ascending within their span"),
+        (("acks_roaring", 32, 0, 5, b"\x01\x00\x80"), "Elias-Fano values are not ascending within their span"),
+        (("acks_roaring", 4, 0, 5, b"\x09\x00\x00\x00"), "a ledger record's value 9 is past its last entry 5"),
+        (("acks_roaring", 8, 0, 5, b"\x00\x09\x00"), "Rice payload ends early"),
+        (("acks_roaring", 256, 0, 5, b""), "flags=256 is outside 0..255"),
+        (("acks_roaring", 65, 0, 5, b""), "acks_roaring reads an Elias-Fano or Rice code or gap planes, not flags 65"),
+        (("acks_roaring", 64, 0, 9, b"\x01\x04\x01"), "1 run bounds inside 0..9 are not pairs after the first run"),
+        (("acks_roaring", 64, 0, 9, b"\x02\x04\x05"), "2 run bounds inside 0..9 are not pairs after the first run"),
+    ]
+    for (name, *args), message in cases:
+        assert _same_everywhere(name, *args) == ("error", message), (name, args)
+    # the smallest legal codes: one value, its low part empty, its high bit first
+    assert BitMap.deserialize(_same_everywhere("acks_roaring", 32, 0, 5, b"\x01\x00\x01")[1]) == BitMap([0])
+    assert BitMap.deserialize(_same_everywhere("acks_roaring", 33, 0, 5, b"\x01\x00\x01")[1]) == BitMap(range(1, 6))
+    # two bounds, 3 and 7, in 0..9: acks 0..2 and 7..9
+    code = _same_everywhere("ef_code", array("I", [3, 7]), 0, 9)[1]
+    assert BitMap.deserialize(_same_everywhere("acks_roaring", 64, 0, 9, code)[1]) == BitMap([0, 1, 2, 7, 8, 9])
+
+
 def test_the_errors_say_what_is_wrong() -> None:
     assert _same_everywhere("gaps_to_roaring", b"\x01\x02\x03", 0) == (
         "error",
@@ -574,6 +686,10 @@ def test_pure_twins_are_the_fallback() -> None:
         ("rice_code", (bytes(8), 2**64)),
         ("rice_code", (memoryview(array("I", [1, 2])), 0)),
         ("rice_code", (memoryview(array("I", [1, 2])).cast("B"), 0)),
+        ("ef_code", (memoryview(array("I", [1, 2])), 0, 5)),
+        ("ef_code", (bytes(8), 0, 2**64)),
+        ("acks_roaring", (2**64, 0, 5, b"")),
+        ("acks_roaring", (32, -1, 5, b"")),
         ("delta_fields", (bytes(40), 2**31)),
         ("delta_fields", (bytes(40), -1)),
         ("ledger_span", (bytes(40), 1, 2**31)),
@@ -590,7 +706,7 @@ def test_out_of_range_arguments_fail_alike_in_every_implementation(name: str, ar
     TypeError, in both twins (the compiled one raised OverflowError where the pure one
     raised ValueError or went on); a memoryview of 32-bit values is its bytes in both."""
     kind, out = _same_everywhere(name, *args)
-    if name == "rice_code" and isinstance(args[0], memoryview):
+    if name in ("rice_code", "ef_code") and isinstance(args[0], memoryview):
         assert kind == "ok", out
     else:
         assert kind == ("type" if 1.5 in args else "error"), out

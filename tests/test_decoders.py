@@ -84,7 +84,9 @@ def test_catalog_values(key: bytes, value: bytes) -> None:
                 decode(key, value)
 
 
-@pytest.mark.parametrize("flags", [32, 64, 8 | 4, 16 | 2, 16 | 4, 16 | 8, -1, "2"])
+@pytest.mark.parametrize(
+    "flags", [128, 8 | 4, 16 | 2, 16 | 4, 16 | 8, 32 | 2, 32 | 4, 32 | 8, 32 | 16, 64 | 1, 64 | 32, -1, "2"]
+)
 def test_unknown_bitmap_flags_are_damage(flags: object) -> None:
     from ackstore.storage.bitmaps import decode_bitmap
 

@@ -235,6 +235,23 @@ def test_gap_planes_numpy_and_pure_python_agree() -> None:
             assert BitMap.deserialize(impl.gaps_to_roaring(raw, first)) == values, impl
 
 
+def _in_runs(rng: random.Random, span: int, length: int, count: int) -> BitMap:
+    """``count`` runs of ``length`` values each at random starts in ``0..span``."""
+    out = BitMap()
+    for start in rng.sample(range(span - length), count):
+        out.add_range(start, start + length)
+    return out
+
+
+def _spaced_runs(span: int, length: int, every: int) -> BitMap:
+    """Runs of ``length`` values starting every ``every`` entries of ``0..span``: gaps that
+    repeat a pattern (zlib's, not the Elias-Fano code's)."""
+    out = BitMap()
+    for start in range(0, span - length, every):
+        out.add_range(start, start + length)
+    return out
+
+
 def test_encode_bitmap_round_trips_every_path_it_chooses() -> None:
     import random
 
@@ -253,12 +270,18 @@ def test_encode_bitmap_round_trips_every_path_it_chooses() -> None:
         "two values": (BitMap([3, 9]), records._RICE),
         "dense random": (BitMap(random.Random(3).sample(range(65_536), 30_000)), 0),
         "random holes in runs": (BitMap(range(100_000)) - BitMap(rng.sample(range(100_000), 60)), records._RICE),
-        "many random holes": (BitMap(range(100_000)) - BitMap(rng.sample(range(100_000), 2000)), records._GAPS),
-        "past the gap limit": (BitMap(rng.sample(range(1 << 24), 300_000)), records._ZLIB),
+        "many random holes": (BitMap(range(100_000)) - BitMap(rng.sample(range(100_000), 2000)), records._EF),
+        "random values past the gap limit": (BitMap(rng.sample(range(1 << 24), 300_000)), records._EF),
+        "holes in runs of 3": (BitMap(range(100_000)) - _in_runs(rng, 100_000, 3, 700), records._BOUNDS),
+        "acks in runs of 20": (_in_runs(rng, 100_000, 20, 1_500), records._BOUNDS),
+        "holes in runs of 20, evenly spaced": (BitMap(range(100_000)) - _spaced_runs(100_000, 20, 50), records._GAPS),
+        "runs of 3 past the gap limit": (_in_runs(rng, 1 << 24, 3, 100_000), records._BOUNDS),
+        "a pattern past the gap limit": (BitMap(range(0, 1 << 21, 7)) | BitMap([1]), records._ZLIB),
     }
     for name, (values, flag) in cases.items():
         flags, first, last, payload = records.encode_bitmap(BitMap(values))
-        assert flags & (records._GAPS | records._ZLIB | records._RICE | records._STRIDE) == flag, name
+        code = records._GAPS | records._ZLIB | records._RICE | records._STRIDE | records._EF | records._BOUNDS
+        assert flags & code == flag, name
         assert records.decode_bitmap(flags, first, last, payload) == values, name
         assert len(payload) <= len(values.serialize()), name
 

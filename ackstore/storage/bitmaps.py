@@ -1,4 +1,4 @@
-"""Bitmap codecs of a ledger record's payload: roaring, holes, zlib, gap planes, Rice.
+"""Bitmap codecs of a ledger record's payload: roaring, holes, zlib, gap planes, Rice, Elias-Fano.
 
 :func:`encode_bitmap` returns ``(flags, first, last, payload)``; :func:`decode_bitmap`
 reverses it. The flags say how the payload is coded:
@@ -10,7 +10,21 @@ reverses it. The flags say how the payload is coded:
 ``8``     Rice: a Golomb-Rice code of the gaps (small sparse sets, near their entropy)
 ``16``    stride (format 8): evenly spaced values, three varints: the first value's offset
           from ``first``, the step, the count (alone, or with ``1``)
+``32``    Elias-Fano (format 14): the count, then each value's offset from ``first`` as
+          ``L`` low bits (packed) and a high part in unary (one set bit at ``high + i``),
+          ``L = floor(log2(span / count))`` (alone, or with ``1``): as small as the gap
+          planes for holes scattered at random, and read without a decompression
+          (``ackstore/_acks.c`` documents the bits)
+``64``    run bounds (format 14, alone): the Elias-Fano code of the entries inside
+          ``(first, last]`` where the acks stop and start again, an even number of them
+          (the acks run from ``first`` to the first - 1, from the second to the third - 1,
+          ..., from the last to ``last``): acks and holes in short runs, two values a run
 ========  ==========================================================================
+
+The Elias-Fano codes, the Rice code and the gap planes are read by one function
+(:func:`ackstore.storage.codecs.acks_roaring`) straight into the bitmap a cursor keeps: the
+values, or their complement, with each container in its smallest form, so nothing is
+flipped or optimized after it.
 
 With numpy installed (the ``fast`` extra) the gap planes are computed ~50x faster; the
 bytes are the same either way. Decoding goes through :mod:`ackstore.storage.codecs`
@@ -43,6 +57,8 @@ _GAPS = 4  # the payload is zlib(byte planes of uint32 gaps between values), not
 
 _RICE = 8  # the payload is a Rice code of the gaps: small sparse sets near their entropy
 _STRIDE = 16  # (format 8) the payload is varints: offset of the first value from ``first``, step, count
+_EF = 32  # (format 14) the payload is an Elias-Fano code of the values (``codecs.ef_code``)
+_BOUNDS = 64  # (format 14) the payload is an Elias-Fano code of the runs' inner bounds
 
 _U32_MAX = (1 << 32) - 1
 """the largest entry id"""
@@ -54,6 +70,11 @@ value)"""
 _ROARING_RUN_LENGTH = 80
 """a set whose runs average this many values or more is written as roaring: its run containers
 cost 4 bytes a run (<= 0.05 B a value), the gap planes would not gain"""
+
+_EF_OVER_ZLIB = 1.02
+"""an Elias-Fano code is taken over zlib's when it is at most this much larger: it is read
+several times faster, with no decompression (holes scattered by chance: the two are within
+1% of each other; gaps that repeat a pattern: zlib's is much smaller)"""
 
 _ZLIB_OVER_ENTROPY = 1.3
 """zlib of the gap planes costs about this much over the entropy of random gaps (measured: 1.14x
@@ -165,8 +186,11 @@ def encode_bitmap(bitmap: BitMap, runs: int | None = None) -> tuple[int, int, in
       (dense sets, where a bitmap container's 1 bit a position wins): roaring;
     - at most ``_RICE_MAX_VALUES`` values: the Rice code of the gaps (near that entropy,
       2 bytes of overhead, where zlib's framing would cost more than the data);
-    - up to ``_GAPS_MAX_VALUES``: zlib of the gaps' byte planes (random holes ~1.4 B each);
-    - more than that: the roaring form zlib-compressed.
+    - else an Elias-Fano code: of the values, or of the runs' inner bounds when there are
+      fewer of those (runs of more than two values on average), unless zlib of the gaps'
+      byte planes (up to ``_GAPS_MAX_VALUES`` values; more than that: of the roaring form)
+      is smaller by more than ``_EF_OVER_ZLIB`` (gaps that repeat a pattern): the
+      Elias-Fano codes are read fastest of the small codes.
 
     On every workload of ``benchmarks/figures.py`` and the tests' corpus the result is
     within a few percent of :func:`smallest_encoding`, which tries them all.
@@ -199,9 +223,28 @@ def encode_bitmap(bitmap: BitMap, runs: int | None = None) -> tuple[int, int, in
         return flag, first, last, values.serialize()
     if small:
         return flag | _RICE, first, last, _rice(values, first)
+    if 0 < 2 * (runs - 1) < count:  # fewer bounds than values: runs of three or more on average
+        ef_flag, ef = _BOUNDS, codecs.ef_code(_inner_bounds(bitmap).to_array(), first, last)
+    else:
+        ef_flag, ef = flag | _EF, codecs.ef_code(values.to_array(), first, last)
     if count <= _GAPS_MAX_VALUES:
-        return flag | _GAPS, first, last, zlib.compress(_gap_planes(values, first), level)
-    return flag | _ZLIB, first, last, zlib.compress(values.serialize(), 1)
+        other = flag | _GAPS, zlib.compress(_gap_planes(values, first), level)
+    else:
+        other = flag | _ZLIB, zlib.compress(values.serialize(), 1)
+    if len(ef) <= _EF_OVER_ZLIB * len(other[1]):
+        return ef_flag, first, last, ef
+    return other[0], first, last, other[1]
+
+
+def _inner_bounds(bitmap: BitMap) -> BitMap:
+    """The entries inside ``(min, max]`` of non-empty ``bitmap`` where its runs stop (one
+    past a run's last) and start again (a run's first): what the run-bounds code writes.
+    O(containers), in C."""
+    bounds = (bitmap - bitmap.shift(1)) | (bitmap - bitmap.shift(-1)).shift(1)  # firsts, and one past each last
+    bounds.discard(bitmap.min())
+    if bitmap.max() < _U32_MAX:
+        bounds.discard(bitmap.max() + 1)
+    return bounds
 
 
 def _zlib_level(count: int) -> int:
@@ -232,7 +275,7 @@ def _is_stride(values: BitMap, count: int) -> bool:
 def smallest_encoding(bitmap: BitMap) -> tuple[int, int, int, bytes]:
     """The yardstick :func:`encode_bitmap` is measured against (tests, benchmarks): every
     candidate it chooses from (acks or holes; roaring, zlib of roaring, gap planes, Rice;
-    the same zlib levels) made, the smallest kept. Decodes with :func:`decode_bitmap`."""
+    Elias-Fano; the same zlib levels) made, the smallest kept. Decodes with :func:`decode_bitmap`."""
     if not bitmap:
         return 0, 0, -1, b""
     first, last = bitmap.min(), bitmap.max()
@@ -247,13 +290,18 @@ def smallest_encoding(bitmap: BitMap) -> tuple[int, int, int, bytes]:
             found.append((flag | _GAPS, zlib.compress(_gap_planes(values, first), _zlib_level(len(values)))))
         if values and len(values) <= _RICE_MAX_VALUES:
             found.append((flag | _RICE, _rice(values, first)))
+        if values:
+            found.append((flag | _EF, codecs.ef_code(values.to_array(), first, last)))
+    bounds = _inner_bounds(bitmap)
+    if bounds:
+        found.append((_BOUNDS, codecs.ef_code(bounds.to_array(), first, last)))
         if values and _is_stride(values, len(values)):
             found.append((flag | _STRIDE, _stride(values, first, len(values))))
     flag, payload = min(found, key=lambda c: len(c[1]))
     return flag, first, last, payload
 
 
-_KNOWN_FLAGS = _HOLES | _ZLIB | _GAPS | _RICE | _STRIDE
+_KNOWN_FLAGS = _HOLES | _ZLIB | _GAPS | _RICE | _STRIDE | _EF | _BOUNDS
 """every flag a writer sets; any other bit is damage (or a newer format)"""
 
 
@@ -265,7 +313,9 @@ def decode_bitmap(flags: int, first: int, last: int, payload: bytes) -> BitMap:
         type(flags) is not int
         or flags & ~_KNOWN_FLAGS
         or (flags & _RICE and flags & _GAPS)
-        or (flags & _STRIDE and flags & (_ZLIB | _GAPS | _RICE))
+        or (flags & _STRIDE and flags & (_ZLIB | _GAPS | _RICE | _EF))
+        or (flags & _EF and flags & (_ZLIB | _GAPS | _RICE))
+        or (flags & _BOUNDS and flags != _BOUNDS)
     ):
         raise CorruptRecordError(f"a ledger record's encoding flags {flags!r} are not ones this ackstore writes")
     if last < first:
@@ -274,10 +324,9 @@ def decode_bitmap(flags: int, first: int, last: int, payload: bytes) -> BitMap:
         bitmap = _from_stride(payload, first, last)
         if not flags & _HOLES:
             return bitmap  # evenly spaced acks: no runs to gather (a step of 1 is built as one run)
-    elif flags & _RICE:
-        bitmap = BitMap.deserialize(codecs.rice_to_roaring(payload, first))
-    elif flags & _GAPS:
-        bitmap = BitMap.deserialize(codecs.gaps_to_roaring(zlib.decompress(payload), first)) if payload else BitMap()
+    elif flags & (_EF | _BOUNDS | _RICE | _GAPS):  # read straight into the form the cursor keeps
+        code = zlib.decompress(payload) if flags & _GAPS and payload else payload
+        return BitMap.deserialize(codecs.acks_roaring(flags & ~_ZLIB, first, last, code))
     else:
         bitmap = BitMap.deserialize(zlib.decompress(payload) if flags & _ZLIB else payload)
     if flags & _HOLES:

@@ -2,7 +2,8 @@
 record and the Rice coder; the page scan of an open's structure walk), compiled where possible.
 
 ``ackstore._native`` (C, built by ``pip install`` where a compiler and the Python headers
-exist) or, without it, :mod:`ackstore.storage.pure_codecs`: the same functions, the same
+exist) or, without it, :mod:`ackstore.storage.pure_codecs` and
+:mod:`ackstore.storage.pure_acks`: the same functions, the same
 bytes, the same errors. Set ``ACKSTORE_PURE_PYTHON=1`` before importing ackstore to use
 the pure functions anyway. ``IMPLEMENTATION`` says which is in use.
 """
@@ -10,10 +11,12 @@ the pure functions anyway. ``IMPLEMENTATION`` says which is in use.
 from __future__ import annotations
 
 from ..fields import native
-from . import pure_codecs
+from . import pure_acks, pure_codecs
 
 __all__ = [
     "IMPLEMENTATION",
+    "acks_roaring",
+    "ef_code",
     "gaps_to_roaring",
     "rice_to_roaring",
     "rice_code",
@@ -34,6 +37,8 @@ __all__ = [
 
 _impl = native or pure_codecs
 IMPLEMENTATION = "native" if native is not None else "python"
+acks_roaring = (native or pure_acks).acks_roaring
+ef_code = (native or pure_acks).ef_code
 gaps_to_roaring = _impl.gaps_to_roaring
 rice_to_roaring = _impl.rice_to_roaring
 rice_code = _impl.rice_code

@@ -24,8 +24,12 @@ from ..ledger_acks import run_bounds
 
 __all__ = [
     "gaps_to_roaring",
+    "plane_values",
     "rice_to_roaring",
+    "rice_values",
     "rice_code",
+    "uint32_values",
+    "code_count",
     "positions_by_ledger",
     "delta_fields",
     "fixed_marker",
@@ -74,6 +78,12 @@ def gaps_to_roaring(planes: bytes, first: int) -> bytes:
     """``planes``: four byte planes (low bytes first) of n little-endian uint32 gaps; value
     ``i`` is ``first`` plus gaps 0..i. O(n)."""
     _ranged("first", first, 0, _U32)
+    return BitMap(plane_values(planes, first), optimize=False).serialize()
+
+
+def plane_values(planes: bytes, first: int) -> list[int]:
+    """The values of gap planes (:func:`gaps_to_roaring`'s), ascending, repeats kept (a
+    gap of 0). O(n)."""
     if len(planes) % 4:
         raise ValueError(f"gap planes of {len(planes)} bytes are not four planes of equal length")
     n = len(planes) // 4
@@ -87,7 +97,7 @@ def gaps_to_roaring(planes: bytes, first: int) -> bytes:
     values = list(islice(accumulate(gaps, initial=first), 1, None))
     if not 0 <= first <= _U32 or (values and values[-1] > _U32):
         raise ValueError("gap record decodes past 2^32")
-    return BitMap(values, optimize=False).serialize()
+    return values
 
 
 def positions_by_ledger(items: Any) -> list[tuple[int, bytes]] | None:
@@ -116,22 +126,17 @@ def rice_to_roaring(payload: bytes, first: int) -> bytes:
     quotient in unary and ``k`` remainder bits, most significant bit first. O(n) big-int
     shifts (small sets only: the writer uses it up to 256 values)."""
     _ranged("first", first, 0, _U32)
+    return BitMap(rice_values(payload, first), optimize=False).serialize()
+
+
+def rice_values(payload: bytes, first: int) -> array:  # type: ignore[type-arg]
+    """The values of a Rice code (:func:`rice_to_roaring`'s), ascending. O(n) big-int shifts."""
     if not payload:
         raise ValueError("Rice payload ends early")
     k = payload[0]
     if k > 31:
         raise ValueError(f"Rice parameter k={k} is over 31")
-    count = shift = 0
-    pos = 1
-    while True:
-        if pos >= len(payload) or shift > 63:
-            raise ValueError("Rice payload ends early")
-        byte = payload[pos]
-        pos += 1
-        count |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            break
-        shift += 7
+    count, pos = code_count(payload, 1, "Rice payload ends early")
     body = payload[pos:]
     bits = len(body) * 8
     if count > bits // (1 + k):
@@ -158,7 +163,7 @@ def rice_to_roaring(payload: bytes, first: int) -> bytes:
         if value > _U32:
             raise ValueError("Rice record decodes past 2^32")
         out.append(value)
-    return BitMap(out, optimize=False).serialize()
+    return out
 
 
 def rice_code(values: bytes | array, first: int) -> bytes:  # type: ignore[type-arg]
@@ -169,17 +174,7 @@ def rice_code(values: bytes | array, first: int) -> bytes:  # type: ignore[type-
     ``2**k`` in unary (ones, then a zero) and ``k`` remainder bits, most significant bit
     first; a quotient of 32 or more is 32 ones and the raw 32-bit gap. O(n) big-int shifts."""
     _ranged("first", first, 0, _U32)
-    if isinstance(values, array):
-        arr = values
-    else:
-        if isinstance(values, memoryview):  # its bytes, as the compiled twin's buffer reads it
-            values = values.cast("B")
-        if len(values) % 4:
-            raise ValueError(f"values of {len(values)} bytes are not 32-bit values")
-        arr = array("I")
-        arr.frombytes(values)
-    if not arr:
-        raise ValueError("no values to code")
+    arr = uint32_values(values)
     if not 0 <= first <= _U32:
         raise ValueError("values are not ascending from first")
     gaps = [arr[0] - first, *(b - a - 1 for a, b in pairwise(arr))]
@@ -199,6 +194,39 @@ def rice_code(values: bytes | array, first: int) -> bytes:  # type: ignore[type-
             width += q + 1 + k
     pad = -width % 8
     return bytes([k]) + varint(len(gaps)) + (acc << pad).to_bytes((width + pad) // 8, "big")
+
+
+def code_count(payload: bytes, pos: int, early: str) -> tuple[int, int]:
+    """A code's count, the varint at ``payload[pos]``, and where it ends; ValueError
+    ``early`` when the payload ends first (or the varint runs past 64 bits)."""
+    count = shift = 0
+    while True:
+        if pos >= len(payload) or shift > 63:
+            raise ValueError(early)
+        byte = payload[pos]
+        pos += 1
+        count |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return count, pos
+        shift += 7
+
+
+def uint32_values(values: bytes | array | memoryview) -> array:  # type: ignore[type-arg]
+    """The values a coder is given (native-endian uint32: an ``array('I')``, or any buffer of
+    their bytes, as the compiled twins' buffer reads it) as an ``array('I')``; ValueError
+    for a length not a multiple of 4 or no values."""
+    if isinstance(values, array):
+        arr = values
+    else:
+        if isinstance(values, memoryview):
+            values = values.cast("B")
+        if len(values) % 4:
+            raise ValueError(f"values of {len(values)} bytes are not 32-bit values")
+        arr = array("I")
+        arr.frombytes(values)
+    if not arr:
+        raise ValueError("no values to code")
+    return arr
 
 
 def varint(n: int) -> bytes:

@@ -141,7 +141,7 @@ __all__ = [
     "decode_marker",
 ]
 
-FORMAT_VERSION = 13
+FORMAT_VERSION = 14
 """2 added the Rice-coded gap payload (flag ``_RICE``); 3 checksummed the catalog (see
 ``catalog.py``) and put the cursor id in every marker; 4 added the open ledger's last
 confirmed entry to the catalog and string values to marker properties; 5 lets a marker's

@@ -1,0 +1,607 @@
+/* ackstore._native.acks_roaring and ef_code, and the value decoders of a ledger record's codes
+ * (the Rice code and the gap planes, ackstore/storage/bitmaps.py) that rice_to_roaring and
+ * gaps_to_roaring in _native.c share with it.
+ *
+ * acks_roaring reads a ledger record's coded values straight into the bitmap a cursor keeps:
+ * the values, or with the holes flag their complement within [first, last], or the runs whose
+ * bounds they are, as runs, written in the portable roaring serialization with each container
+ * in the smallest of its three forms. BitMap.deserialize of it is the ledger's acks, with no
+ * flip or optimize pass after it. Its pure-Python twin is pure_acks.acks_roaring: the same
+ * bytes, the same errors.
+ *
+ * The Elias-Fano code (ef_code writes it) of n ascending values within [first, last]: the
+ * count n as a varint, then each value's offset x from first split into its L low bits,
+ * packed n x L bits, and its high part x >> L, written as one set bit at (x >> L) + i of
+ * n + ((last - first) >> L) + 1 bits; both parts least significant bit first, each padded to
+ * a whole byte; L = floor(log2((last - first + 1) / n)), 0 when that is under 1. Near the
+ * entropy of values scattered at random (2 + L bits a value), and read with no serial
+ * dependency between values: a bit scan of the high part and a shift of the low part.
+ *
+ * The portable serialization (the RoaringFormatSpec): a cookie, then per container its key
+ * (the high 16 bits) and cardinality - 1, then (without runs, or with 4 containers or more)
+ * each container's offset, then the containers: an array is its low 16 bits ascending
+ * (2 bytes a value, up to 4,096 values), a bitset 8,192 bytes, a run container its number
+ * of runs and each run's start and length - 1 (2 + 4 bytes a run). The form chosen: runs
+ * when 2 + 4 x runs is smaller than the other form's size (an array's 2 + 2 x values, a
+ * bitset's 8,192), else an array up to 4,096 values and a bitset above (the non-run form
+ * on a tie, as CRoaring's run_optimize keeps an array or a bitset).
+ */
+#include "_native.h"
+#include <string.h>
+
+#define COOKIE_RUNS 12347
+#define COOKIE_NO_RUNS 12346
+#define ARRAY_MAX 4096
+#define RICE_ESCAPE 32
+#define NO_OFFSETS_BELOW 4 /* with run containers, offsets are written for 4 containers or more */
+#define FLAG_HOLES 1       /* bitmaps.py's flags */
+#define FLAG_GAPS 4
+#define FLAG_RICE 8
+#define FLAG_EF 32
+#define FLAG_BOUNDS 64
+
+/* the 8 bytes at p as a big-endian u64 */
+static inline uint64_t load_be64(const unsigned char *p) {
+#if defined(__GNUC__) || defined(__clang__)
+    uint64_t v;
+    memcpy(&v, p, 8);
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    v = __builtin_bswap64(v);
+#endif
+    return v;
+#else
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v = v << 8 | p[i];
+    return v;
+#endif
+}
+
+/* the number of ones x starts with (64 for all ones) */
+static inline unsigned leading_ones(uint64_t x) {
+#if defined(__GNUC__) || defined(__clang__)
+    return ~x ? (unsigned)__builtin_clzll(~x) : 64;
+#else
+    unsigned q = 0;
+    while (q < 64 && (x >> (63 - q)) & 1) q++;
+    return q;
+#endif
+}
+
+/* A code's count: the varint at p[*pos], *pos moved past it; -1 with ValueError `early`
+ * when the payload ends first (or the varint runs past 64 bits). */
+static int get_count(const unsigned char *p, Py_ssize_t len, Py_ssize_t *pos, uint64_t *count, const char *early) {
+    *count = 0;
+    for (unsigned shift = 0;; shift += 7) {
+        if (*pos >= len || shift > 63) {
+            PyErr_SetString(PyExc_ValueError, early);
+            return -1;
+        }
+        unsigned char byte = p[(*pos)++];
+        *count |= (uint64_t)(byte & 0x7F) << shift;
+        if (byte < 0x80) return 0;
+    }
+}
+
+/* The values of a Rice code (bitmaps.py's _rice: k, the count as a varint, then each gap's
+ * quotient in unary and k remainder bits, most significant bit first; a quotient of 32 or
+ * more is 32 ones and the raw 32-bit gap; the first gap counts from first - 1, the others
+ * are one less than the step), ascending, into *out (a PyMem buffer the caller frees), their
+ * number into *n. -1 with ValueError for damage (pure_codecs.rice_to_roaring's messages). */
+int rice_values(const unsigned char *p, Py_ssize_t len, long long first, uint32_t **out, Py_ssize_t *n) {
+    Py_ssize_t pos = 1;
+    *out = NULL;
+    if (len < 1) {
+        PyErr_SetString(PyExc_ValueError, "Rice payload ends early");
+        return -1;
+    }
+    unsigned k = p[0];
+    if (k > 31) {
+        PyErr_Format(PyExc_ValueError, "Rice parameter k=%u is over 31", k);
+        return -1;
+    }
+    uint64_t count;
+    if (get_count(p, len, &pos, &count, "Rice payload ends early") < 0) return -1;
+    const unsigned char *body = p + pos;
+    Py_ssize_t body_len = len - pos;
+    uint64_t bits = (uint64_t)body_len * 8;
+    if (count > bits / (1 + k)) {
+        PyErr_SetString(PyExc_ValueError, "Rice payload ends early");
+        return -1;
+    }
+    if (first < 0 || first > 0xFFFFFFFFLL) {
+        PyErr_SetString(PyExc_ValueError, "Rice record decodes past 2^32");
+        return -1;
+    }
+    uint32_t *vals = (uint32_t *)PyMem_Malloc((count ? count : 1) * sizeof(uint32_t));
+    if (vals == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    /* buf: the next bits, most significant first, `avail` of them (zeros past the end, which
+     * a code that runs on into them reads as "ends early" once it counts what it used) */
+    uint64_t buf = 0, used = 0;
+    int avail = 0;
+    Py_ssize_t next = 0;
+    /* refilled 8 bytes at a time (whole bytes: `next` moves on by those taken whole) */
+#define REFILL()                                                                     \
+    if (next + 8 <= body_len) {                                                      \
+        buf |= load_be64(body + next) >> avail;                                      \
+        next += (63 - avail) >> 3;                                                   \
+        avail |= 56;                                                                 \
+    } else {                                                                         \
+        while (avail <= 56) {                                                        \
+            buf |= (uint64_t)(next < body_len ? body[next] : 0) << (56 - avail);    \
+            next++;                                                                  \
+            avail += 8;                                                              \
+        }                                                                            \
+    }
+#define TAKE(nbits) (buf <<= (nbits), avail -= (nbits), used += (nbits))
+    int64_t value = first - 1;
+    Py_ssize_t m = 0;
+    for (uint64_t j = 0; j < count; j++) {
+        uint64_t gap;
+        REFILL();
+        unsigned q = leading_ones(buf);
+        if (q < RICE_ESCAPE && q + 1 + k <= (unsigned)avail) { /* the whole code is in buf */
+            gap = (uint64_t)q << k | (k ? (buf << (q + 1)) >> (64 - k) : 0);
+            TAKE(q + 1 + k);
+        } else if (q >= RICE_ESCAPE) {
+            TAKE(RICE_ESCAPE);
+            REFILL();
+            gap = buf >> 32;
+            TAKE(32);
+        } else {
+            TAKE(q + 1);
+            gap = (uint64_t)q << k;
+            if (k) {
+                REFILL();
+                gap |= buf >> (64 - k);
+                TAKE(k);
+            }
+        }
+        if (used > bits) {
+            PyMem_Free(vals);
+            PyErr_SetString(PyExc_ValueError, "Rice payload ends early");
+            return -1;
+        }
+        value += (int64_t)gap + 1;
+        if (value > 0xFFFFFFFFLL) {
+            PyMem_Free(vals);
+            PyErr_SetString(PyExc_ValueError, "Rice record decodes past 2^32");
+            return -1;
+        }
+        vals[m++] = (uint32_t)value;
+    }
+#undef REFILL
+#undef TAKE
+    *out = vals;
+    *n = m;
+    return 0;
+}
+
+/* The values of gap planes (bitmaps.py's _gap_planes: the four byte planes, low bytes
+ * first, of n little-endian uint32 gaps; value i is first + gaps 0..i), ascending with
+ * repeats dropped, into *out (a PyMem buffer the caller frees), their number into *n. -1
+ * with ValueError for damage (pure_codecs.gaps_to_roaring's messages). */
+int plane_values(const unsigned char *p, Py_ssize_t len, long long first, uint32_t **out, Py_ssize_t *n) {
+    *out = NULL;
+    if (len % 4) {
+        PyErr_Format(PyExc_ValueError, "gap planes of %zd bytes are not four planes of equal length", len);
+        return -1;
+    }
+    if (first < 0 || first > 0xFFFFFFFFLL) {
+        PyErr_SetString(PyExc_ValueError, "gap record decodes past 2^32");
+        return -1;
+    }
+    Py_ssize_t count = len / 4, m = 0;
+    uint32_t *vals = (uint32_t *)PyMem_Malloc((count ? count : 1) * sizeof(uint32_t));
+    if (vals == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    uint64_t value = (uint64_t)first;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        uint64_t gap = (uint64_t)p[i] | ((uint64_t)p[count + i] << 8) | ((uint64_t)p[2 * count + i] << 16) |
+                       ((uint64_t)p[3 * count + i] << 24);
+        value += gap;
+        if (value > 0xFFFFFFFFULL) {
+            PyMem_Free(vals);
+            PyErr_SetString(PyExc_ValueError, "gap record decodes past 2^32");
+            return -1;
+        }
+        if (m == 0 || vals[m - 1] != (uint32_t)value) vals[m++] = (uint32_t)value;
+    }
+    *out = vals;
+    *n = m;
+    return 0;
+}
+
+/* the 8 bytes at p as a little-endian u64, of which only `have` (1..8) are there (the rest
+ * read as zeros) */
+static inline uint64_t load_le64(const unsigned char *p, Py_ssize_t have) {
+    uint64_t v = 0;
+    if (have >= 8) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        memcpy(&v, p, 8);
+        return v;
+#else
+        have = 8;
+#endif
+    }
+    for (Py_ssize_t i = 0; i < have; i++) v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+/* The low-part width of an Elias-Fano code of n values over a span of `span` entries:
+ * floor(log2(span / n)), 0 when the span is under twice the count. */
+static inline unsigned ef_width(uint64_t span, uint64_t n) {
+    uint64_t q = span / n;
+    unsigned w = 0;
+    while (q > 1) {
+        q >>= 1;
+        w++;
+    }
+    return w;
+}
+
+/* The values of an Elias-Fano code (bitmaps.py's _elias_fano: the count n as a varint, then
+ * each value's offset from first split into its L low bits, packed n x L bits, and its high
+ * part h, one set bit at h + i of n + ((last - first) >> L) + 1 bits; both packed least
+ * significant bit first, each padded to a whole byte; L = ef_width(last - first + 1, n)),
+ * ascending, into *out (a PyMem buffer the caller frees), their number into *n. -1 with
+ * ValueError for damage (pure_codecs.acks_roaring's messages). O(values + span / 2**L). */
+static int ef_values(const unsigned char *p, Py_ssize_t len, uint32_t first, uint32_t last, uint32_t **out,
+                     Py_ssize_t *nout) {
+    uint64_t span = (uint64_t)last - first + 1, n = 0;
+    Py_ssize_t pos = 0;
+    *out = NULL;
+    if (get_count(p, len, &pos, &n, "Elias-Fano payload ends early") < 0) return -1;
+    if (n < 1 || n > span) {
+        PyErr_Format(PyExc_ValueError, "Elias-Fano count %llu is outside 1..%llu", (unsigned long long)n,
+                     (unsigned long long)span);
+        return -1;
+    }
+    unsigned width = ef_width(span, n);
+    uint64_t low_bytes = (n * width + 7) / 8, high_bits = n + ((span - 1) >> width) + 1;
+    if ((uint64_t)(len - pos) != low_bytes + (high_bits + 7) / 8) {
+        PyErr_Format(PyExc_ValueError, "Elias-Fano payload of %zd bytes does not hold %llu values over %llu entries",
+                     len, (unsigned long long)n, (unsigned long long)span);
+        return -1;
+    }
+    /* the two parts copied with 8 zero bytes after each, so that every load takes 8 bytes */
+    Py_ssize_t high_len = len - pos - (Py_ssize_t)low_bytes;
+    uint32_t *vals = (uint32_t *)PyMem_Malloc(n * sizeof(uint32_t));
+    unsigned char *low = (unsigned char *)PyMem_Calloc(low_bytes + (uint64_t)high_len + 16, 1), *high;
+    if (vals == NULL || low == NULL) {
+        PyMem_Free(vals);
+        PyMem_Free(low);
+        PyErr_NoMemory();
+        return -1;
+    }
+    memcpy(low, p + pos, low_bytes);
+    high = low + low_bytes + 8;
+    memcpy(high, p + pos + low_bytes, (size_t)high_len);
+    uint64_t mask = width ? ~0ULL >> (64 - width) : 0, i = 0, top = span - 1;
+    int64_t before = -1;
+    for (Py_ssize_t w = 0; w < high_len; w += 8) {
+        uint64_t bits = load_le64(high + w, 8);
+        while (bits) {
+            uint64_t at = (uint64_t)w * 8 + (uint64_t)__builtin_ctzll(bits);
+            bits &= bits - 1;
+            if (i == n) goto damaged;
+            uint64_t bit = i * width, x = (at - i) << width | ((load_le64(low + (bit >> 3), 8) >> (bit & 7)) & mask);
+            if ((int64_t)x <= before || x > top) goto damaged;
+            before = (int64_t)x;
+            vals[i++] = first + (uint32_t)x;
+        }
+    }
+    if (i != n) goto damaged;
+    PyMem_Free(low);
+    *out = vals;
+    *nout = (Py_ssize_t)n;
+    return 0;
+damaged:
+    PyMem_Free(low);
+    PyMem_Free(vals);
+    PyErr_SetString(PyExc_ValueError, "Elias-Fano values are not ascending within their span");
+    return -1;
+}
+
+/* The bounds of a set's runs, [b[2i], b[2i + 1]) each, ascending with a gap between two,
+ * into *out (a PyMem buffer the caller frees) and their number into *nb: of `n` ascending
+ * `vals` (a repeat is one value), or with `holes` of their complement within first..last.
+ * -1 with MemoryError. O(values). */
+static int bounds_of_values(const uint32_t *vals, Py_ssize_t n, int holes, uint32_t first, uint32_t last,
+                            uint64_t **out, Py_ssize_t *nb) {
+    uint64_t *b = (uint64_t *)PyMem_Malloc(sizeof(uint64_t) * (2 * (size_t)n + 2));
+    Py_ssize_t m = 0;
+    if (b == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (holes) { /* from first, a run before each hole that is not next to the one before */
+        uint64_t at = first;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (vals[i] > at) b[m++] = at, b[m++] = vals[i];
+            if (vals[i] >= at) at = (uint64_t)vals[i] + 1;
+        }
+        if (at <= last) b[m++] = at, b[m++] = (uint64_t)last + 1;
+    } else {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (m && b[m - 1] >= vals[i]) { /* touches the run before (or repeats its end) */
+                if (b[m - 1] == vals[i]) b[m - 1]++;
+                continue;
+            }
+            b[m++] = vals[i], b[m++] = (uint64_t)vals[i] + 1;
+        }
+    }
+    *out = b;
+    *nb = m;
+    return 0;
+}
+
+static void put16(unsigned char *p, uint32_t v) { p[0] = v & 0xFF; p[1] = (v >> 8) & 0xFF; }
+static void put32(unsigned char *p, uint32_t v) {
+    p[0] = v & 0xFF; p[1] = (v >> 8) & 0xFF; p[2] = (v >> 16) & 0xFF; p[3] = (v >> 24) & 0xFF;
+}
+
+/* one container of the set: its key (the high 16 bits), its runs (those from r0 to r1 - 1,
+ * the first and last clipped to it), cardinality and number of runs, and the form written */
+typedef struct {
+    uint32_t key, card, nruns;
+    Py_ssize_t r0, r1;
+    int form; /* 0 array, 1 bitset, 2 runs */
+} Container;
+
+/* The portable serialization of the set of runs [b[2i], b[2i + 1]) (`nb` bounds, ascending,
+ * a gap between two runs, all below 2**32), each container in its smallest form (the module
+ * docstring). NULL with an exception set. O(runs + containers + the bytes written). */
+static PyObject *roaring_of_bounds(const uint64_t *b, Py_ssize_t nb) {
+    Py_ssize_t runs = nb / 2, nc = 0, room = 0, size = 0;
+    Container *cs = NULL;
+    PyObject *out = NULL;
+    for (Py_ssize_t r = 0; r < runs; r++) { /* each run's part in each container it covers */
+        uint64_t lo = b[2 * r], end = b[2 * r + 1];
+        for (uint64_t key = lo >> 16; key <= (end - 1) >> 16; key++) {
+            if (nc == 0 || cs[nc - 1].key != key) {
+                if (nc == room) {
+                    room = room ? 2 * room : 16;
+                    Container *grown = (Container *)PyMem_Realloc(cs, sizeof(Container) * room);
+                    if (grown == NULL) {
+                        PyErr_NoMemory();
+                        goto done;
+                    }
+                    cs = grown;
+                }
+                cs[nc++] = (Container){(uint32_t)key, 0, 0, r, r, 0};
+            }
+            Container *c = &cs[nc - 1];
+            uint64_t from = lo > key << 16 ? lo : key << 16, to = end < (key + 1) << 16 ? end : (key + 1) << 16;
+            c->card += (uint32_t)(to - from);
+            c->nruns++;
+            c->r1 = r + 1;
+        }
+    }
+    int any_runs = 0;
+    for (Py_ssize_t j = 0; j < nc; j++) {
+        Container *c = &cs[j];
+        uint64_t other = c->card <= ARRAY_MAX ? 2 + 2 * (uint64_t)c->card : 8192, as_runs = 2 + 4 * (uint64_t)c->nruns;
+        c->form = as_runs < other ? 2 : c->card <= ARRAY_MAX ? 0 : 1;
+        size += c->form == 2 ? (Py_ssize_t)as_runs : c->form == 1 ? 8192 : 2 * (Py_ssize_t)c->card;
+        any_runs |= c->form == 2;
+    }
+    int offsets = !any_runs || nc >= NO_OFFSETS_BELOW;
+    Py_ssize_t head = (any_runs ? 4 + (nc + 7) / 8 : 8) + 4 * nc + (offsets ? 4 * nc : 0);
+    if ((out = PyBytes_FromStringAndSize(NULL, head + size)) == NULL) goto done;
+    unsigned char *o = (unsigned char *)PyBytes_AS_STRING(out), *at = o + head, *desc;
+    static uint64_t words[1024]; /* a bitset container being filled (under the interpreter lock) */
+    memset(o, 0, head);
+    if (any_runs) {
+        put32(o, COOKIE_RUNS | (uint32_t)(nc - 1) << 16);
+        for (Py_ssize_t j = 0; j < nc; j++)
+            if (cs[j].form == 2) o[4 + j / 8] |= (unsigned char)(1u << (j % 8));
+        desc = o + 4 + (nc + 7) / 8;
+    } else {
+        put32(o, COOKIE_NO_RUNS);
+        put32(o + 4, (uint32_t)nc);
+        desc = o + 8;
+    }
+    for (Py_ssize_t j = 0; j < nc; j++) {
+        const Container *c = &cs[j];
+        uint64_t base = (uint64_t)c->key << 16;
+        put16(desc + 4 * j, c->key);
+        put16(desc + 4 * j + 2, c->card - 1);
+        if (offsets) put32(desc + 4 * nc + 4 * j, (uint32_t)(at - o));
+        if (c->form == 2) {
+            put16(at, c->nruns);
+            at += 2;
+        } else if (c->form == 1) {
+            memset(words, 0, sizeof(words));
+        }
+        for (Py_ssize_t r = c->r0; r < c->r1; r++) { /* the run's lows: lo..hi */
+            uint64_t from = b[2 * r] > base ? b[2 * r] : base, to = b[2 * r + 1] < base + 65536 ? b[2 * r + 1] : base + 65536;
+            uint32_t lo = (uint32_t)(from - base), hi = (uint32_t)(to - 1 - base);
+            if (c->form == 2) {
+                put16(at, lo);
+                put16(at + 2, hi - lo);
+                at += 4;
+            } else if (c->form == 0) {
+                for (uint32_t v = lo; v <= hi; v++, at += 2) put16(at, v);
+            } else {
+                uint32_t wl = lo >> 6, wh = hi >> 6;
+                uint64_t head_mask = ~0ULL << (lo & 63), tail_mask = ~0ULL >> (63 - (hi & 63));
+                if (wl == wh) {
+                    words[wl] |= head_mask & tail_mask;
+                } else {
+                    words[wl] |= head_mask;
+                    for (uint32_t w = wl + 1; w < wh; w++) words[w] = ~0ULL;
+                    words[wh] |= tail_mask;
+                }
+            }
+        }
+        if (c->form == 1) { /* the words, little-endian */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+            memcpy(at, words, 8192);
+#else
+            for (int w = 0; w < 1024; w++)
+                for (int k = 0; k < 8; k++) at[8 * w + k] = (unsigned char)(words[w] >> (8 * k));
+#endif
+            at += 8192;
+        }
+    }
+done:
+    PyMem_Free(cs);
+    return out;
+}
+
+/* acks_roaring(flags, first, last, code) -> bytes: the acks a ledger record's bitmap fields
+ * hold (bitmaps.decode_bitmap's, for its Elias-Fano codes, the Rice code and the gap planes,
+ * the planes decompressed already), in the portable serialization with each container in its
+ * smallest form. flags: the record's: the Elias-Fano code of the values (32), the Rice code
+ * (8) or the gap planes (4), each perhaps with the holes (1): the values are the holes of
+ * first..last; or the Elias-Fano code of the runs' inner bounds (64, alone): an even number
+ * of them, where the acks stop and start again within first..last (the acks run from first
+ * to the first bound - 1, from the second to the third - 1, ..., from the last to last).
+ * first..last: the ledger's span (0..2**32 - 1), which the values lie in. ValueError for
+ * damage, as pure_acks.acks_roaring. O(values + the bytes written). */
+static PyObject *acks_roaring(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    long long flags, first, last;
+    Py_buffer code;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "acks_roaring(flags, first, last, code)");
+        return NULL;
+    }
+    if (ranged_arg(args[0], "flags", 0, 255, &flags) < 0 || ranged_arg(args[1], "first", 0, U32_MAX_LL, &first) < 0 ||
+        ranged_arg(args[2], "last", 0, U32_MAX_LL, &last) < 0)
+        return NULL;
+    int kind = (int)(flags & ~FLAG_HOLES);
+    if ((kind != FLAG_EF && kind != FLAG_RICE && kind != FLAG_GAPS && flags != FLAG_BOUNDS)) {
+        PyErr_Format(PyExc_ValueError, "acks_roaring reads an Elias-Fano or Rice code or gap planes, not flags %lld",
+                     flags);
+        return NULL;
+    }
+    if (last < first) {
+        PyErr_Format(PyExc_ValueError, "last=%lld is below first=%lld", last, first);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(args[3], &code, PyBUF_SIMPLE) < 0) return NULL;
+    uint32_t *vals = NULL;
+    uint64_t *bounds = NULL;
+    Py_ssize_t n = 0, nb = 0;
+    PyObject *out = NULL;
+    const unsigned char *p = (const unsigned char *)code.buf;
+    int got = kind == FLAG_RICE   ? rice_values(p, code.len, first, &vals, &n)
+              : kind == FLAG_GAPS ? plane_values(p, code.len, first, &vals, &n)
+                                  : ef_values(p, code.len, (uint32_t)first, (uint32_t)last, &vals, &n);
+    if (got < 0) goto done;
+    if (n && vals[n - 1] > last) {
+        PyErr_Format(PyExc_ValueError, "a ledger record's value %lu is past its last entry %lld",
+                     (unsigned long)vals[n - 1], last);
+        goto done;
+    }
+    if (flags == FLAG_BOUNDS) { /* first, the inner bounds, last + 1 */
+        if (n % 2 || vals[0] == first) {
+            PyErr_Format(PyExc_ValueError, "%zd run bounds inside %lld..%lld are not pairs after the first run", n,
+                         first, last);
+            goto done;
+        }
+        if ((bounds = (uint64_t *)PyMem_Malloc(sizeof(uint64_t) * ((size_t)n + 2))) == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        bounds[0] = (uint64_t)first;
+        for (Py_ssize_t i = 0; i < n; i++) bounds[i + 1] = vals[i];
+        bounds[n + 1] = (uint64_t)last + 1;
+        nb = n + 2;
+    } else if (bounds_of_values(vals, n, (int)(flags & FLAG_HOLES), (uint32_t)first, (uint32_t)last, &bounds, &nb) <
+               0) {
+        goto done;
+    }
+    out = roaring_of_bounds(bounds, nb);
+done:
+    PyMem_Free(vals);
+    PyMem_Free(bounds);
+    PyBuffer_Release(&code);
+    return out;
+}
+
+/* ef_code(values, first, last) -> bytes: the Elias-Fano code of `values` (a buffer of
+ * native-endian uint32, ascending, within first..last, as BitMap.to_array() gives them) that
+ * acks_roaring reads (ef_values' layout). ValueError for no values or values out of order or
+ * out of the span. O(values + span / 2**L). */
+static PyObject *ef_code(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    long long first, last;
+    Py_buffer raw;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "ef_code(values, first, last)");
+        return NULL;
+    }
+    if (ranged_arg(args[1], "first", 0, U32_MAX_LL, &first) < 0 || ranged_arg(args[2], "last", 0, U32_MAX_LL, &last) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(args[0], &raw, PyBUF_SIMPLE) < 0) return NULL;
+    PyObject *out = NULL;
+    unsigned char *buf = NULL;
+    Py_ssize_t n = raw.len / 4;
+    if (raw.len % 4) {
+        PyErr_Format(PyExc_ValueError, "values of %zd bytes are not 32-bit values", raw.len);
+        goto done;
+    }
+    if (n == 0) {
+        PyErr_SetString(PyExc_ValueError, "no values to code");
+        goto done;
+    }
+    uint64_t span = last >= first ? (uint64_t)(last - first) + 1 : 0;
+    if ((uint64_t)n > span) {
+        PyErr_SetString(PyExc_ValueError, "values are not ascending within first..last");
+        goto done;
+    }
+    unsigned width = ef_width(span, (uint64_t)n);
+    uint64_t low_bytes = ((uint64_t)n * width + 7) / 8, high_bytes = ((uint64_t)n + ((span - 1) >> width) + 1 + 7) / 8;
+    unsigned char head[10];
+    int head_len = 0;
+    for (uint64_t c = (uint64_t)n; ; c >>= 7) {
+        head[head_len++] = (unsigned char)((c & 0x7F) | (c >= 0x80 ? 0x80 : 0));
+        if (c < 0x80) break;
+    }
+    Py_ssize_t total = head_len + (Py_ssize_t)(low_bytes + high_bytes);
+    if ((buf = (unsigned char *)PyMem_Calloc((size_t)total + 8, 1)) == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    memcpy(buf, head, head_len);
+    unsigned char *low = buf + head_len, *high = low + low_bytes;
+    const unsigned char *src = (const unsigned char *)raw.buf;
+    int64_t before = first - 1;
+    uint64_t mask = width ? ~0ULL >> (64 - width) : 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint32_t v;
+        memcpy(&v, src + 4 * i, 4);
+        if ((int64_t)v <= before || v > last) {
+            PyErr_SetString(PyExc_ValueError, "values are not ascending within first..last");
+            goto done;
+        }
+        before = v;
+        uint64_t x = v - (uint64_t)first, bit = (uint64_t)i * width, at = (x >> width) + (uint64_t)i;
+        for (uint64_t lows = x & mask, b = bit; b < bit + width; b += 8 - (b & 7)) { /* byte by byte */
+            low[b >> 3] |= (unsigned char)((lows >> (b - bit)) << (b & 7));
+        }
+        high[at >> 3] |= (unsigned char)(1u << (at & 7));
+    }
+    out = PyBytes_FromStringAndSize((const char *)buf, total);
+done:
+    PyMem_Free(buf);
+    PyBuffer_Release(&raw);
+    return out;
+}
+
+static PyMethodDef methods[] = {
+    {"acks_roaring", (PyCFunction)(void (*)(void))acks_roaring, METH_FASTCALL,
+     "A ledger record's coded values to its acks' portable roaring form, each container its smallest."},
+    {"ef_code", (PyCFunction)(void (*)(void))ef_code, METH_FASTCALL,
+     "The Elias-Fano code of ascending values within a span (what acks_roaring reads)."},
+    {NULL, NULL, 0, NULL},
+};
+
+int acks_init(PyObject *module) { return PyModule_AddFunctions(module, methods); }
