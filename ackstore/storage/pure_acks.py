@@ -172,13 +172,37 @@ def _bounds_of_values(values: list[int], holes: bool, first: int, last: int) -> 
     return bounds
 
 
+_ONES = b"\xff" * 8192
+
+
+def _bitset(runs: list[tuple[int, int]]) -> bytes:
+    """A bitset container's 8,192 bytes with the bits of ``runs`` (lows ``(lo, hi)``) set:
+    whole bytes by slice, the partial ones at either end of a run by their bits. O(runs)."""
+    out = bytearray(8192)
+    for lo, hi in runs:
+        a, b = lo >> 3, hi >> 3
+        if a == b:
+            out[a] |= ((1 << (hi - lo + 1)) - 1) << (lo & 7)
+            continue
+        out[a] |= (0xFF << (lo & 7)) & 0xFF
+        out[a + 1 : b] = _ONES[: b - a - 1]
+        out[b] |= (1 << ((hi & 7) + 1)) - 1
+    return bytes(out)
+
+
 def _roaring_of_bounds(bounds: list[int]) -> bytes:
     """The portable serialization of the runs ``[b[2i], b[2i + 1])``, each container in its
     smallest form (the module docstring). O(runs + containers + the bytes written)."""
     containers: list[tuple[int, list[tuple[int, int]]]] = []  # (key, its runs' lows: (lo, hi))
     for start, end in zip(bounds[::2], bounds[1::2], strict=True):
-        for key in range(start >> 16, ((end - 1) >> 16) + 1):
-            if not containers or containers[-1][0] != key:
+        low_key = start >> 16
+        if not containers or containers[-1][0] != low_key:
+            containers.append((low_key, []))
+        if (end - 1) >> 16 == low_key:  # within one container (most runs)
+            containers[-1][1].append((start & 0xFFFF, (end - 1) & 0xFFFF))
+            continue
+        for key in range(low_key, ((end - 1) >> 16) + 1):
+            if containers[-1][0] != key:
                 containers.append((key, []))
             base = key << 16
             containers[-1][1].append((max(start, base) - base, min(end, base + 65536) - 1 - base))
@@ -196,10 +220,7 @@ def _roaring_of_bounds(bounds: list[int]) -> bytes:
             bodies.append(struct.pack(f"<{len(lows)}H", *lows))
         else:
             forms.append(1)
-            word = 0
-            for lo, hi in runs:
-                word |= ((1 << (hi - lo + 1)) - 1) << lo
-            bodies.append(word.to_bytes(8192, "little"))
+            bodies.append(_bitset(runs))
     nc = len(containers)
     if 2 in forms:
         flags = bytearray((nc + 7) // 8)
