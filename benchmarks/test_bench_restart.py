@@ -10,7 +10,12 @@ cursor of the topic (``open_cursors``), then:
   decoded into memory at open;
 - ``lazily_then_is_acked_everywhere``: the default lazy open, then one ``is_acked`` in every
   ledger of every cursor (each ledger decoded at first use);
+- ``lazily``: the default lazy open alone (ledger records read and checked within the
+  budget, none decoded);
 - ``read_only_every_ledger_decoded``: as the first, by a reader (``readonly=True``).
+
+A second group a shape times every cursor's ranges after a lazy reopen
+(``ledger_ranges()``) against iterating the runs of the unpickled BitMaps.
 
 Shapes (each a group): 1,000 cursors of one 50,000-entry ledger with 5% of its entries
 unacked at random, or acked in alternating runs of 1 to 9 entries; 1,000 cursors of 10
@@ -31,6 +36,7 @@ import pytest
 from pyroaring import BitMap
 
 from ackstore import AckStore, CursorConfig, Position
+from ackstore.ledger_acks import run_bounds
 
 T = "persistent://bench/ns/restart"
 NO_BUDGET = CursorConfig(max_individual_ack_cache_bytes=1 << 40, max_unacked_ranges_to_persist=0)
@@ -116,11 +122,35 @@ def _lazily_then_is_acked(root: Path, ledgers: int) -> int:
         return len(cursors)
 
 
+def _lazily(root: Path) -> int:
+    with AckStore.open(root / "store", map_size=MAP) as store:
+        return len(store.topic(T).open_cursors(NO_BUDGET))
+
+
+def _unpickle_then_runs(root: Path) -> int:
+    env = lmdb.open(str(root / "pickles"), map_size=MAP, readonly=True, lock=False)
+    with env.begin() as txn:
+        runs = sum(len(run_bounds(bm)) for _, v in txn.cursor() for bm in pickle.loads(v).values())
+    env.close()
+    return runs
+
+
+def _ledger_ranges(root: Path) -> int:
+    with AckStore.open(root / "store", map_size=MAP) as store:
+        cursors = store.topic(T).open_cursors(NO_BUDGET)
+        return sum(len(runs) for cur in cursors.values() for _, runs in cur.ledger_ranges())
+
+
 CASES: dict[str, Callable[[Path, int], Any]] = {
     "unpickle_the_same_bitmaps_baseline": lambda root, ledgers: _unpickle(root),
     "every_ledger_decoded": lambda root, ledgers: _decoded(root),
+    "lazily": lambda root, ledgers: _lazily(root),
     "lazily_then_is_acked_everywhere": _lazily_then_is_acked,
     "read_only_every_ledger_decoded": lambda root, ledgers: _decoded(root, readonly=True),
+}
+RANGES: dict[str, Callable[[Path], Any]] = {
+    "unpickle_then_every_bitmaps_runs_baseline": _unpickle_then_runs,
+    "ledger_ranges_of_every_cursor": _ledger_ranges,
 }
 
 
@@ -131,3 +161,13 @@ def test_restart(benchmark: Any, built: tuple[str, Path, int], case: str) -> Non
     benchmark.pedantic(lambda: CASES[case](root, ledgers), rounds=5, warmup_rounds=1)
     baseline = case.endswith("_baseline")
     benchmark.extra_info.update(baseline=baseline, bytes=_size(root / ("pickles" if baseline else "store")))
+
+
+@pytest.mark.parametrize("case", list(RANGES))
+def test_restart_ranges(benchmark: Any, built: tuple[str, Path, int], case: str) -> None:
+    """Every cursor's ranges after a reopen (``ledger_ranges()``), against iterating the runs
+    of the unpickled BitMaps (``run_bounds``: pyroaring's shift and difference, in C)."""
+    shape, root, _ = built
+    benchmark.group = f"restart, every cursor's ranges: {shape}"
+    benchmark.pedantic(lambda: RANGES[case](root), rounds=3, warmup_rounds=1)
+    benchmark.extra_info.update(baseline=case.endswith("_baseline"))
