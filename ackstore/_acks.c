@@ -345,6 +345,19 @@ static void put32(unsigned char *p, uint32_t v) {
     p[0] = v & 0xFF; p[1] = (v >> 8) & 0xFF; p[2] = (v >> 16) & 0xFF; p[3] = (v >> 24) & 0xFF;
 }
 
+/* a bitset container being filled (under the interpreter lock) */
+static uint64_t words[1024];
+
+/* the bitset container `w` as the serialization holds it: its 1,024 words, little-endian */
+static void put_words(unsigned char *at, const uint64_t *w) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    memcpy(at, w, 8192);
+#else
+    for (int i = 0; i < 1024; i++)
+        for (int k = 0; k < 8; k++) at[8 * i + k] = (unsigned char)(w[i] >> (8 * k));
+#endif
+}
+
 /* one container of the set: its key (the high 16 bits), its runs (those from r0 to r1 - 1,
  * the first and last clipped to it), cardinality and number of runs, and the form written */
 typedef struct {
@@ -394,7 +407,6 @@ static PyObject *roaring_of_bounds(const uint64_t *b, Py_ssize_t nb) {
     Py_ssize_t head = (any_runs ? 4 + (nc + 7) / 8 : 8) + 4 * nc + (offsets ? 4 * nc : 0);
     if ((out = PyBytes_FromStringAndSize(NULL, head + size)) == NULL) goto done;
     unsigned char *o = (unsigned char *)PyBytes_AS_STRING(out), *at = o + head, *desc;
-    static uint64_t words[1024]; /* a bitset container being filled (under the interpreter lock) */
     memset(o, 0, head);
     if (any_runs) {
         put32(o, COOKIE_RUNS | (uint32_t)(nc - 1) << 16);
@@ -440,17 +452,57 @@ static PyObject *roaring_of_bounds(const uint64_t *b, Py_ssize_t nb) {
             }
         }
         if (c->form == 1) { /* the words, little-endian */
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-            memcpy(at, words, 8192);
-#else
-            for (int w = 0; w < 1024; w++)
-                for (int k = 0; k < 8; k++) at[8 * w + k] = (unsigned char)(words[w] >> (8 * k));
-#endif
+            put_words(at, words);
             at += 8192;
         }
     }
 done:
     PyMem_Free(cs);
+    return out;
+}
+
+#define DENSE_MOST 64 /* the most containers dense_holes writes (spans up to 4 Mi entries) */
+
+/* The set `n` ascending holes `vals` leave in first..last (up to DENSE_MOST containers),
+ * written straight when every one of its containers takes the bitset form: the span's bits
+ * set, then each hole's cleared (roaring_of_bounds' bytes, with no pass over the runs).
+ * NULL with *taken 0 and no exception when a container takes another form (the caller
+ * writes the runs); NULL with an exception set on failure. O(values + containers' bytes). */
+static PyObject *dense_holes(const uint32_t *vals, Py_ssize_t n, uint32_t first, uint32_t last, int *taken) {
+    uint32_t k0 = first >> 16, nc = (last >> 16) - k0 + 1, cards[DENSE_MOST];
+    Py_ssize_t from[DENSE_MOST + 1], i = 0;
+    *taken = 0;
+    if (nc > DENSE_MOST) return NULL;
+    for (uint32_t c = 0; c < nc; c++) { /* each container's cardinality and runs, as roaring_of_bounds counts them */
+        uint32_t key = k0 + c, lo = c ? 0 : first & 0xFFFF, hi = key == last >> 16 ? last & 0xFFFF : 0xFFFF, runs = 0;
+        from[c] = i;
+        for (; i < n && vals[i] >> 16 == key; i++) runs += i == from[c] || vals[i] != vals[i - 1] + 1;
+        Py_ssize_t h = i - from[c];
+        cards[c] = hi - lo + 1 - (uint32_t)h;
+        if (h) runs = runs + 1 - ((vals[from[c]] & 0xFFFF) == lo) - ((vals[i - 1] & 0xFFFF) == hi);
+        else runs = 1;
+        if (cards[c] <= ARRAY_MAX || 2 + 4 * (uint64_t)runs < 8192) return NULL; /* not a bitset */
+    }
+    from[nc] = i;
+    Py_ssize_t head = 8 + 8 * (Py_ssize_t)nc;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, head + 8192 * (Py_ssize_t)nc);
+    if (out == NULL) return NULL;
+    unsigned char *o = (unsigned char *)PyBytes_AS_STRING(out), *at = o + head;
+    put32(o, COOKIE_NO_RUNS);
+    put32(o + 4, nc);
+    for (uint32_t c = 0; c < nc; c++, at += 8192) {
+        uint32_t lo = c ? 0 : first & 0xFFFF, hi = k0 + c == last >> 16 ? last & 0xFFFF : 0xFFFF;
+        put16(o + 8 + 4 * c, k0 + c);
+        put16(o + 8 + 4 * c + 2, cards[c] - 1);
+        put32(o + 8 + 4 * nc + 4 * c, (uint32_t)(at - o));
+        memset(words, 0, sizeof(words));
+        for (uint32_t w = lo >> 6; w <= hi >> 6; w++) words[w] = ~0ULL;
+        words[lo >> 6] &= ~0ULL << (lo & 63);
+        words[hi >> 6] &= ~0ULL >> (63 - (hi & 63));
+        for (Py_ssize_t j = from[c]; j < from[c + 1]; j++) words[(vals[j] & 0xFFFF) >> 6] &= ~(1ULL << (vals[j] & 63));
+        put_words(at, words);
+    }
+    *taken = 1;
     return out;
 }
 
@@ -514,9 +566,14 @@ static PyObject *acks_roaring(PyObject *self, PyObject *const *args, Py_ssize_t 
         for (Py_ssize_t i = 0; i < n; i++) bounds[i + 1] = vals[i];
         bounds[n + 1] = (uint64_t)last + 1;
         nb = n + 2;
-    } else if (bounds_of_values(vals, n, (int)(flags & FLAG_HOLES), (uint32_t)first, (uint32_t)last, &bounds, &nb) <
-               0) {
-        goto done;
+    } else {
+        int taken = 0;
+        if (flags & FLAG_HOLES) { /* the common case, scattered holes: their bitsets written straight */
+            out = dense_holes(vals, n, (uint32_t)first, (uint32_t)last, &taken);
+            if (taken || PyErr_Occurred()) goto done;
+        }
+        if (bounds_of_values(vals, n, (int)(flags & FLAG_HOLES), (uint32_t)first, (uint32_t)last, &bounds, &nb) < 0)
+            goto done;
     }
     out = roaring_of_bounds(bounds, nb);
 done:

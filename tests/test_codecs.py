@@ -130,6 +130,9 @@ def _ledger_sets(rng: random.Random) -> list[tuple[BitMap, int, int]]:
         (BitMap([5, 6, 7]), 5, 7),  # the whole span: no holes
         (BitMap([top]), top - 3, top),
         (BitMap([0, top]), 0, top),  # 2**32 entries, two values: a million empty containers' worth of holes
+        # one in twenty over four containers, the span's ends inside them: as holes, every
+        # container a bitset (written straight from the holes)
+        (BitMap(rng.sample(range(70_000, 270_000), 10_000)), 69_990, 270_005),
     ]
     return out
 
