@@ -29,10 +29,6 @@
 #include "_native.h"
 #include <string.h>
 
-#define COOKIE_RUNS 12347
-#define COOKIE_NO_RUNS 12346
-#define ARRAY_MAX 4096
-#define RICE_ESCAPE 32
 #define NO_OFFSETS_BELOW 4 /* with run containers, offsets are written for 4 containers or more */
 #define FLAG_HOLES 1       /* bitmaps.py's flags */
 #define FLAG_GAPS 4
@@ -340,10 +336,6 @@ static int bounds_of_values(const uint32_t *vals, Py_ssize_t n, int holes, uint3
     return 0;
 }
 
-static void put16(unsigned char *p, uint32_t v) { p[0] = v & 0xFF; p[1] = (v >> 8) & 0xFF; }
-static void put32(unsigned char *p, uint32_t v) {
-    p[0] = v & 0xFF; p[1] = (v >> 8) & 0xFF; p[2] = (v >> 16) & 0xFF; p[3] = (v >> 24) & 0xFF;
-}
 
 /* a bitset container being filled (under the interpreter lock) */
 static uint64_t words[1024];
@@ -358,12 +350,22 @@ static void put_words(unsigned char *at, const uint64_t *w) {
 #endif
 }
 
+enum { FORM_ARRAY, FORM_BITSET, FORM_RUNS };
+
+/* The form a container of `card` values in `nruns` runs is written in (the module
+ * docstring): runs when 2 + 4 x runs is smaller than the other form, else an array up to
+ * ARRAY_MAX values and a bitset above. */
+static inline int form_of(uint64_t card, uint64_t nruns) {
+    uint64_t other = card <= ARRAY_MAX ? 2 + 2 * card : 8192;
+    return 2 + 4 * nruns < other ? FORM_RUNS : card <= ARRAY_MAX ? FORM_ARRAY : FORM_BITSET;
+}
+
 /* one container of the set: its key (the high 16 bits), its runs (those from r0 to r1 - 1,
  * the first and last clipped to it), cardinality and number of runs, and the form written */
 typedef struct {
     uint32_t key, card, nruns;
     Py_ssize_t r0, r1;
-    int form; /* 0 array, 1 bitset, 2 runs */
+    int form; /* form_of's */
 } Container;
 
 /* The portable serialization of the set of runs [b[2i], b[2i + 1]) (`nb` bounds, ascending,
@@ -398,10 +400,11 @@ static PyObject *roaring_of_bounds(const uint64_t *b, Py_ssize_t nb) {
     int any_runs = 0;
     for (Py_ssize_t j = 0; j < nc; j++) {
         Container *c = &cs[j];
-        uint64_t other = c->card <= ARRAY_MAX ? 2 + 2 * (uint64_t)c->card : 8192, as_runs = 2 + 4 * (uint64_t)c->nruns;
-        c->form = as_runs < other ? 2 : c->card <= ARRAY_MAX ? 0 : 1;
-        size += c->form == 2 ? (Py_ssize_t)as_runs : c->form == 1 ? 8192 : 2 * (Py_ssize_t)c->card;
-        any_runs |= c->form == 2;
+        c->form = form_of(c->card, c->nruns);
+        size += c->form == FORM_RUNS     ? 2 + 4 * (Py_ssize_t)c->nruns
+                : c->form == FORM_BITSET ? 8192
+                                         : 2 * (Py_ssize_t)c->card;
+        any_runs |= c->form == FORM_RUNS;
     }
     int offsets = !any_runs || nc >= NO_OFFSETS_BELOW;
     Py_ssize_t head = (any_runs ? 4 + (nc + 7) / 8 : 8) + 4 * nc + (offsets ? 4 * nc : 0);
@@ -411,7 +414,7 @@ static PyObject *roaring_of_bounds(const uint64_t *b, Py_ssize_t nb) {
     if (any_runs) {
         put32(o, COOKIE_RUNS | (uint32_t)(nc - 1) << 16);
         for (Py_ssize_t j = 0; j < nc; j++)
-            if (cs[j].form == 2) o[4 + j / 8] |= (unsigned char)(1u << (j % 8));
+            if (cs[j].form == FORM_RUNS) o[4 + j / 8] |= (unsigned char)(1u << (j % 8));
         desc = o + 4 + (nc + 7) / 8;
     } else {
         put32(o, COOKIE_NO_RUNS);
@@ -424,20 +427,20 @@ static PyObject *roaring_of_bounds(const uint64_t *b, Py_ssize_t nb) {
         put16(desc + 4 * j, c->key);
         put16(desc + 4 * j + 2, c->card - 1);
         if (offsets) put32(desc + 4 * nc + 4 * j, (uint32_t)(at - o));
-        if (c->form == 2) {
+        if (c->form == FORM_RUNS) {
             put16(at, c->nruns);
             at += 2;
-        } else if (c->form == 1) {
+        } else if (c->form == FORM_BITSET) {
             memset(words, 0, sizeof(words));
         }
         for (Py_ssize_t r = c->r0; r < c->r1; r++) { /* the run's lows: lo..hi */
             uint64_t from = b[2 * r] > base ? b[2 * r] : base, to = b[2 * r + 1] < base + 65536 ? b[2 * r + 1] : base + 65536;
             uint32_t lo = (uint32_t)(from - base), hi = (uint32_t)(to - 1 - base);
-            if (c->form == 2) {
+            if (c->form == FORM_RUNS) {
                 put16(at, lo);
                 put16(at + 2, hi - lo);
                 at += 4;
-            } else if (c->form == 0) {
+            } else if (c->form == FORM_ARRAY) {
                 for (uint32_t v = lo; v <= hi; v++, at += 2) put16(at, v);
             } else {
                 uint32_t wl = lo >> 6, wh = hi >> 6;
@@ -451,7 +454,7 @@ static PyObject *roaring_of_bounds(const uint64_t *b, Py_ssize_t nb) {
                 }
             }
         }
-        if (c->form == 1) { /* the words, little-endian */
+        if (c->form == FORM_BITSET) { /* the words, little-endian */
             put_words(at, words);
             at += 8192;
         }
@@ -481,7 +484,7 @@ static PyObject *dense_holes(const uint32_t *vals, Py_ssize_t n, uint32_t first,
         cards[c] = hi - lo + 1 - (uint32_t)h;
         if (h) runs = runs + 1 - ((vals[from[c]] & 0xFFFF) == lo) - ((vals[i - 1] & 0xFFFF) == hi);
         else runs = 1;
-        if (cards[c] <= ARRAY_MAX || 2 + 4 * (uint64_t)runs < 8192) return NULL; /* not a bitset */
+        if (form_of(cards[c], runs) != FORM_BITSET) return NULL;
     }
     from[nc] = i;
     Py_ssize_t head = 8 + 8 * (Py_ssize_t)nc;

@@ -17,14 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define COOKIE_NO_RUNS 12346
-#define ARRAY_MAX 4096
-#define RICE_ESCAPE 32
-
-static void put16(unsigned char *p, uint32_t v) { p[0] = v & 0xFF; p[1] = (v >> 8) & 0xFF; }
-static void put32(unsigned char *p, uint32_t v) {
-    p[0] = v & 0xFF; p[1] = (v >> 8) & 0xFF; p[2] = (v >> 16) & 0xFF; p[3] = (v >> 24) & 0xFF;
-}
 static uint32_t get32(const unsigned char *p) {
     return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
 }
@@ -877,7 +869,6 @@ static inline int sink_range(Sink *k, uint32_t lo, uint32_t hi) {
  * bitmap and run containers; what pyroaring's serialize() writes), ascending, into a Sink
  * whose buffers this allocates (the caller frees them). Returns their number, or -1 with
  * ValueError when the bytes are not one. */
-#define COOKIE_RUNS 12347
 static Py_ssize_t roaring_walk(const unsigned char *p, Py_ssize_t len, Sink *k, int runs_wanted) {
     k->firsts = k->lasts = NULL;
     k->n = k->cap = 0;

@@ -7,6 +7,21 @@
 #include <Python.h>
 #include <stdint.h>
 
+/* The portable roaring serialization's cookies (with and without run containers), the
+ * most values an array container holds, and the Rice code's escape (a quotient of this many
+ * ones or more is written as that many ones and the raw 32-bit gap): _native.c's writers
+ * and _acks.c's readers share them. */
+#define COOKIE_RUNS 12347
+#define COOKIE_NO_RUNS 12346
+#define ARRAY_MAX 4096
+#define RICE_ESCAPE 32
+
+/* little-endian u16 and u32 at p */
+static inline void put16(unsigned char *p, uint32_t v) { p[0] = v & 0xFF; p[1] = (v >> 8) & 0xFF; }
+static inline void put32(unsigned char *p, uint32_t v) {
+    p[0] = v & 0xFF; p[1] = (v >> 8) & 0xFF; p[2] = (v >> 16) & 0xFF; p[3] = (v >> 24) & 0xFF;
+}
+
 /* bytes being written: `len` of `cap` used */
 typedef struct {
     unsigned char *b;
