@@ -528,3 +528,39 @@ def test_a_reader_whose_record_is_trimmed_as_it_reads_moves_on_or_says_it_fell_b
         assert writer.stdin is not None
         writer.stdin.close()
         assert writer.wait(timeout=60) == 0
+
+
+def test_a_readers_log_usage_whose_marker_is_trimmed_again_and_again_answers_as_of_the_newest(
+    tmp_path: Path,
+) -> None:
+    """The writer trims the marker a reader's cursor stands on just before each of the
+    reader's next five looks: ``log_usage`` reads the newest state and its usage in one
+    transaction the second time, so no trim can come between them; the cursor moves there."""
+    writer = subprocess.Popen(
+        [sys.executable, "-c", RECORD_WRITER, str(tmp_path / "s")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert writer.stdout is not None and writer.stdout.readline().strip() == "ready"
+        with AckStore.open(tmp_path / "s", readonly=True) as store:
+            cur = store.topic("t").cursor("c")
+            core = cur._core
+            first = cur.log_usage()
+            stood_on = core._chain.marker_seq
+            storage = store._storage
+            fetching = store._storage = _Fetching(storage, writer, "rewrite", 5)
+            try:
+                usage = cur.log_usage()
+            finally:
+                store._storage = storage
+            assert fetching.calls == 2  # the look at the trimmed marker, then one at the newest
+            assert core._chain.marker_seq > stood_on
+            assert usage == cur.log_usage() != first
+            assert usage.records >= 4 and usage.live_bytes > 0
+            assert cur.batch_acked_indexes(Position(2, 202)) == frozenset({0})
+    finally:
+        assert writer.stdin is not None
+        writer.stdin.close()
+        assert writer.wait(timeout=60) == 0

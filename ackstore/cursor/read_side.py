@@ -230,22 +230,31 @@ class ReadSide(StoreSide):
         return Parts(self._state, self._pages, self._chain, self._config, self.revision_controller)
 
     def log_usage(self) -> LogUsage:
-        """``Cursor.log_usage``: as of the newest marker; a reader whose marker the writer
-        trimmed meanwhile catches up and looks again."""
-        tries = 3
-        while True:
-            with self._lock:
-                self.ensure_open()
-                self._parts()
-                seq = self._chain.marker_seq
-            try:
-                return self._store.storage.read(partial(self._usage, seq))
-            except MissingRecordError:
-                tries -= 1
-                if not self._store.readonly or not tries:
-                    raise
-            with self._lock:  # the writer trimmed this reader's marker meanwhile: catch up, look again
-                self._refresh()
+        """``Cursor.log_usage``: as of the newest marker. A reader whose marker the writer
+        trimmed meanwhile reads the newest state and its usage in one transaction (so no
+        later flush can trim it again between the two) and adopts that state."""
+        with self._lock:
+            self.ensure_open()
+            self._parts()
+            seq = self._chain.marker_seq
+        try:
+            return self._store.storage.read(partial(self._usage, seq))
+        except MissingRecordError:
+            if not self._store.readonly:
+                raise
+        with self._lock:
+            recovered, usage = self._store.storage.read(self._newest_usage)
+            self._load_newest(recovered)  # (raises CursorDeletedError when there is none)
+            assert usage is not None
+            return usage
+
+    def _newest_usage(self, txn: lmdb.Transaction) -> tuple[Any, LogUsage | None]:
+        """:meth:`_newest` (parts) and the usage as of its marker, both in ``txn``."""
+        recovered = self._newest(False, txn)
+        if recovered is None:
+            return None, None
+        resolved = recovered.resolved
+        return recovered, self._usage(resolved.seq if resolved is not None else -1, txn)
 
     def _usage(self, seq: int, txn: lmdb.Transaction) -> LogUsage:
         """:meth:`log_usage` in ``txn``: the points the store holds for this cursor say what
