@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -464,6 +466,21 @@ store.close()
 """
 
 
+@contextmanager
+def _record_writer(path: Path) -> Iterator[subprocess.Popen[str]]:
+    """The ``RECORD_WRITER`` process on ``path``, ready; it ends cleanly after the block."""
+    writer = subprocess.Popen(
+        [sys.executable, "-c", RECORD_WRITER, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert writer.stdout is not None and writer.stdout.readline().strip() == "ready"
+        yield writer
+    finally:
+        assert writer.stdin is not None
+        writer.stdin.close()
+        assert writer.wait(timeout=60) == 0
+
+
 class _Fetching:
     """A reader's storage that has the writer change the log just before each of the first
     ``times`` reads of a record: the record the reader's state names is gone when it looks."""
@@ -494,40 +511,28 @@ def test_a_reader_whose_record_is_trimmed_as_it_reads_moves_on_or_says_it_fell_b
     three moves, it raises ReaderBehindError naming the ledger and the cursor."""
     from ackstore.errors import ReaderBehindError
 
-    writer = subprocess.Popen(
-        [sys.executable, "-c", RECORD_WRITER, str(tmp_path / "s")],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert writer.stdout is not None and writer.stdout.readline().strip() == "ready"
-        with AckStore.open(tmp_path / "s", readonly=True) as store:
-            cur = store.topic("t").cursor("c")
-            pages = cur._core._pages
-            assert cur.is_acked(Position(1, 1)) and 2 in pages.swapped
-            fetching = _Fetching(pages.storage, writer, command, times)
-            pages.storage = fetching
-            if times > 3:
-                with pytest.raises(ReaderBehindError) as caught:
-                    cur.is_acked(Position(2, 5))
-                assert str(caught.value) == (
-                    "ledger 2's record of cursor 'c' keeps vanishing under this reader: the writer trimmed it again "
-                    "each time this reader moved to its newest flush; try again"
-                )
-                assert fetching.calls == 4  # the first read and one after each of three moves
-                return
-            assert cur.is_acked(Position(2, 5))  # read back from the newer record, or below M
-            assert fetching.calls == (2 if command == "rewrite" else 1)
-            if command == "rewrite":
-                assert not cur.is_acked(Position(2, 6))
-                assert cur.batch_acked_indexes(Position(2, 202)) == frozenset({0})
-            else:
-                assert cur.mark_delete_position == Position(3, -1) and 2 not in pages.swapped
-    finally:
-        assert writer.stdin is not None
-        writer.stdin.close()
-        assert writer.wait(timeout=60) == 0
+    with _record_writer(tmp_path / "s") as writer, AckStore.open(tmp_path / "s", readonly=True) as store:
+        cur = store.topic("t").cursor("c")
+        pages = cur._core._pages
+        assert cur.is_acked(Position(1, 1)) and 2 in pages.swapped
+        fetching = _Fetching(pages.storage, writer, command, times)
+        pages.storage = fetching
+        if times > 3:
+            with pytest.raises(ReaderBehindError) as caught:
+                cur.is_acked(Position(2, 5))
+            assert str(caught.value) == (
+                "ledger 2's record of cursor 'c' keeps vanishing under this reader: the writer trimmed it again "
+                "each time this reader moved to its newest flush; try again"
+            )
+            assert fetching.calls == 4  # the first read and one after each of three moves
+            return
+        assert cur.is_acked(Position(2, 5))  # read back from the newer record, or below M
+        assert fetching.calls == (2 if command == "rewrite" else 1)
+        if command == "rewrite":
+            assert not cur.is_acked(Position(2, 6))
+            assert cur.batch_acked_indexes(Position(2, 202)) == frozenset({0})
+        else:
+            assert cur.mark_delete_position == Position(3, -1) and 2 not in pages.swapped
 
 
 def test_a_readers_log_usage_whose_marker_is_trimmed_again_and_again_answers_as_of_the_newest(
@@ -536,31 +541,19 @@ def test_a_readers_log_usage_whose_marker_is_trimmed_again_and_again_answers_as_
     """The writer trims the marker a reader's cursor stands on just before each of the
     reader's next five looks: ``log_usage`` reads the newest state and its usage in one
     transaction the second time, so no trim can come between them; the cursor moves there."""
-    writer = subprocess.Popen(
-        [sys.executable, "-c", RECORD_WRITER, str(tmp_path / "s")],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert writer.stdout is not None and writer.stdout.readline().strip() == "ready"
-        with AckStore.open(tmp_path / "s", readonly=True) as store:
-            cur = store.topic("t").cursor("c")
-            core = cur._core
-            first = cur.log_usage()
-            stood_on = core._chain.marker_seq
-            storage = store._storage
-            fetching = store._storage = _Fetching(storage, writer, "rewrite", 5)
-            try:
-                usage = cur.log_usage()
-            finally:
-                store._storage = storage
-            assert fetching.calls == 2  # the look at the trimmed marker, then one at the newest
-            assert core._chain.marker_seq > stood_on
-            assert usage == cur.log_usage() != first
-            assert usage.records >= 4 and usage.live_bytes > 0
-            assert cur.batch_acked_indexes(Position(2, 202)) == frozenset({0})
-    finally:
-        assert writer.stdin is not None
-        writer.stdin.close()
-        assert writer.wait(timeout=60) == 0
+    with _record_writer(tmp_path / "s") as writer, AckStore.open(tmp_path / "s", readonly=True) as store:
+        cur = store.topic("t").cursor("c")
+        core = cur._core
+        first = cur.log_usage()
+        stood_on = core._chain.marker_seq
+        storage = store._storage
+        fetching = store._storage = _Fetching(storage, writer, "rewrite", 5)
+        try:
+            usage = cur.log_usage()
+        finally:
+            store._storage = storage
+        assert fetching.calls == 2  # the look at the trimmed marker, then one at the newest
+        assert core._chain.marker_seq > stood_on
+        assert usage == cur.log_usage() != first
+        assert usage.records >= 4 and usage.live_bytes > 0
+        assert cur.batch_acked_indexes(Position(2, 202)) == frozenset({0})
