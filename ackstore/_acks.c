@@ -1,6 +1,5 @@
 /* ackstore._native.acks_roaring and ef_code, and the value decoders of a ledger record's codes
- * (the Rice code and the gap planes, ackstore/storage/bitmaps.py) that rice_to_roaring and
- * gaps_to_roaring in _native.c share with it.
+ * (the Elias-Fano code, the Rice code and the gap planes, ackstore/storage/bitmaps.py).
  *
  * acks_roaring reads a ledger record's coded values straight into the bitmap a cursor keeps:
  * the values, or with the holes flag their complement within [first, last], or the runs whose
@@ -82,8 +81,8 @@ static int get_count(const unsigned char *p, Py_ssize_t len, Py_ssize_t *pos, ui
  * quotient in unary and k remainder bits, most significant bit first; a quotient of 32 or
  * more is 32 ones and the raw 32-bit gap; the first gap counts from first - 1, the others
  * are one less than the step), ascending, into *out (a PyMem buffer the caller frees), their
- * number into *n. -1 with ValueError for damage (pure_codecs.rice_to_roaring's messages). */
-int rice_values(const unsigned char *p, Py_ssize_t len, long long first, uint32_t **out, Py_ssize_t *n) {
+ * number into *n. -1 with ValueError for damage (pure_codecs.rice_values' messages). */
+static int rice_values(const unsigned char *p, Py_ssize_t len, long long first, uint32_t **out, Py_ssize_t *n) {
     Py_ssize_t pos = 1;
     *out = NULL;
     if (len < 1) {
@@ -178,8 +177,8 @@ int rice_values(const unsigned char *p, Py_ssize_t len, long long first, uint32_
 /* The values of gap planes (bitmaps.py's _gap_planes: the four byte planes, low bytes
  * first, of n little-endian uint32 gaps; value i is first + gaps 0..i), ascending with
  * repeats dropped, into *out (a PyMem buffer the caller frees), their number into *n. -1
- * with ValueError for damage (pure_codecs.gaps_to_roaring's messages). */
-int plane_values(const unsigned char *p, Py_ssize_t len, long long first, uint32_t **out, Py_ssize_t *n) {
+ * with ValueError for damage (pure_codecs.plane_values' messages). */
+static int plane_values(const unsigned char *p, Py_ssize_t len, long long first, uint32_t **out, Py_ssize_t *n) {
     *out = NULL;
     if (len % 4) {
         PyErr_Format(PyExc_ValueError, "gap planes of %zd bytes are not four planes of equal length", len);

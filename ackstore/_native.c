@@ -86,24 +86,6 @@ int ranged_arg(PyObject *obj, const char *name, long long lo, long long hi, long
 
 #define SSIZE_MAX_LL 9223372036854775807LL
 
-/* gaps_to_roaring(planes: bytes, first: int) -> bytes
- * planes: the four byte planes (low bytes first) of n little-endian uint32 gaps; value i is
- * first + gap 0 + ... + gap i. */
-static PyObject *gaps_to_roaring(PyObject *self, PyObject *args) {
-    Py_buffer raw;
-    long long first;
-    PyObject *first_obj, *result = NULL;
-    if (!PyArg_ParseTuple(args, "y*O", &raw, &first_obj)) return NULL;
-    uint32_t *vals = NULL;
-    Py_ssize_t m = 0;
-    if (ranged_arg(first_obj, "first", 0, U32_MAX_LL, &first) == 0 &&
-        plane_values((const unsigned char *)raw.buf, raw.len, first, &vals, &m) == 0)
-        result = serialize_sorted(vals, m);
-    PyMem_Free(vals);
-    PyBuffer_Release(&raw);
-    return result;
-}
-
 /* positions_by_ledger(items: list | tuple) -> list[(ledger, bytes)] | None
  * Acks' positions grouped per ledger, ascending, each ledger's entries as the portable
  * roaring serialization of them; None (nothing raised) when an item is not a 2-tuple (a
@@ -177,22 +159,6 @@ done:
     PyMem_Free(vals);
     Py_DECREF(seq);
     return out;
-}
-
-/* rice_to_roaring(payload: bytes, first: int) -> bytes: the Rice code of bitmaps.py's _rice. */
-static PyObject *rice_to_roaring(PyObject *self, PyObject *args) {
-    Py_buffer raw;
-    long long first;
-    PyObject *first_obj, *result = NULL;
-    if (!PyArg_ParseTuple(args, "y*O", &raw, &first_obj)) return NULL;
-    uint32_t *vals = NULL;
-    Py_ssize_t m = 0;
-    if (ranged_arg(first_obj, "first", 0, U32_MAX_LL, &first) == 0 &&
-        rice_values((const unsigned char *)raw.buf, raw.len, first, &vals, &m) == 0)
-        result = serialize_sorted(vals, m);
-    PyMem_Free(vals);
-    PyBuffer_Release(&raw);
-    return result;
 }
 
 /* rice_code(values: buffer of native uint32, first: int) -> bytes: bitmaps.py's Rice code of
@@ -1762,11 +1728,9 @@ PyObject *trim_all(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *encode_all(PyObject *self, PyObject *job);
 
 static PyMethodDef methods[] = {
-    {"gaps_to_roaring", gaps_to_roaring, METH_VARARGS, "Gap planes to the portable roaring serialization."},
-    {"rice_to_roaring", rice_to_roaring, METH_VARARGS, "A Rice code of gaps to the portable roaring serialization."},
     {"delta_fields", delta_fields, METH_VARARGS, "The fields of a fixed-layout marker body."},
     {"positions_by_ledger", positions_by_ledger, METH_O, "Acks' positions grouped per ledger, as roaring bytes."},
-    {"rice_code", rice_code, METH_VARARGS, "The Rice code of ascending values (what rice_to_roaring reads)."},
+    {"rice_code", rice_code, METH_VARARGS, "The Rice code of ascending values (what acks_roaring reads)."},
     {"scan_page", scan_page, METH_VARARGS, "One B-tree page's nodes checked (pure_codecs.scan_page)."},
     {"ledger_fields", ledger_fields, METH_VARARGS, "A ledger record body's fields, its bitmap not decoded."},
     {"open_envelope", open_envelope, METH_VARARGS, "A record's fixed envelope checked: (type, version, body)."},

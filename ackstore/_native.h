@@ -134,8 +134,6 @@ int ranged_arg(PyObject *obj, const char *name, long long lo, long long hi, long
 /* The values of a ledger record's Rice code and of its gap planes (_acks.c: bitmaps.py's
  * codes), ascending without repeats, into *out (a PyMem buffer the caller frees) and their
  * number into *n; -1 with ValueError for damage. */
-int rice_values(const unsigned char *p, Py_ssize_t len, long long first, uint32_t **out, Py_ssize_t *n);
-int plane_values(const unsigned char *p, Py_ssize_t len, long long first, uint32_t **out, Py_ssize_t *n);
 
 /* pure_codecs.read_varint: the varint at r, at most `most`; ValueError naming `kind`'s `what` */
 int get_varint_of(Reader *r, unsigned long long most, const char *kind, const char *what, unsigned long long *out);

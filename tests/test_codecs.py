@@ -19,11 +19,13 @@ import msgpack
 import pytest
 from pyroaring import BitMap, FrozenBitMap
 
-from ackstore.storage import bitmaps, codecs, pure_codecs
+from ackstore.storage import bitmaps, codecs, pure_acks, pure_codecs
 from ackstore.storage.catalog import _LEDGER_TYPE
 from ackstore.storage.records import FORMAT_VERSION, IndexEntry, decode_marker, encode_fixed_marker
 
 from .codec_impls import IMPLEMENTATIONS, NOT_COMPILED
+
+TOP = (1 << 32) - 1  # the top entry id a ledger record may hold
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -70,22 +72,20 @@ def _sets(rng: random.Random) -> list[BitMap]:
     ]
 
 
-@pytest.mark.parametrize(
-    ("decoder", "encode", "most"),
-    [("gaps_to_roaring", bitmaps._gap_planes, 1 << 32), ("rice_to_roaring", bitmaps._rice, 256)],
-)
-def test_codes_decode_to_the_same_bytes_and_the_same_set(decoder: str, encode: object, most: int) -> None:
-    """Gap planes and Rice codes: every set back, and damaged codes give the same outcome."""
+@pytest.mark.parametrize(("flag", "encode", "most"), [(4, bitmaps._gap_planes, 1 << 32), (8, bitmaps._rice, 256)])
+def test_codes_decode_to_the_same_bytes_and_the_same_set(flag: int, encode: object, most: int) -> None:
+    """Gap planes (flag 4) and Rice codes (flag 8) up to the top entry: every set back, and
+    damaged codes give the same outcome."""
     rng = random.Random(1)
     for values in _sets(rng):
         if len(values) > most:
             continue
         first = max(0, values.min() - rng.randrange(3))
         code = encode(values, first)  # type: ignore[operator]
-        kind, out = _same_everywhere(decoder, code, first)
+        kind, out = _same_everywhere("acks_roaring", flag, first, TOP, code)
         assert kind == "ok" and BitMap.deserialize(out) == values  # type: ignore[arg-type]
         for _ in range(20):
-            _same_everywhere(decoder, _damaged(code, rng), first)
+            _same_everywhere("acks_roaring", flag, first, TOP, _damaged(code, rng))
 
 
 def test_the_rice_coder_writes_the_same_bytes_everywhere() -> None:
@@ -98,7 +98,7 @@ def test_the_rice_coder_writes_the_same_bytes_everywhere() -> None:
         first = max(0, values.min() - rng.randrange(3))
         kind, code = _same_everywhere("rice_code", values.to_array(), first)
         assert kind == "ok" and code == bitmaps._rice(values, first)
-        assert BitMap.deserialize(_same_everywhere("rice_to_roaring", code, first)[1]) == values  # type: ignore[arg-type]
+        assert BitMap.deserialize(_same_everywhere("acks_roaring", 8, first, TOP, code)[1]) == values  # type: ignore[arg-type]
     assert _same_everywhere("rice_code", array("I"), 0) == ("error", "no values to code")
     assert _same_everywhere("rice_code", b"\x01\x02\x03", 0) == ("error", "values of 3 bytes are not 32-bit values")
     for values, first in (([5, 5], 0), ([3, 2], 0), ([5], 6)):
@@ -229,17 +229,17 @@ def test_the_ledger_acks_errors_say_what_is_wrong() -> None:
 
 
 def test_the_errors_say_what_is_wrong() -> None:
-    assert _same_everywhere("gaps_to_roaring", b"\x01\x02\x03", 0) == (
+    assert _same_everywhere("acks_roaring", 4, 0, TOP, b"\x01\x02\x03") == (
         "error",
         "gap planes of 3 bytes are not four planes of equal length",
     )
-    assert _same_everywhere("gaps_to_roaring", b"\x00\x00\x00\x01", (1 << 32) - 2) == (
+    assert _same_everywhere("acks_roaring", 4, TOP - 1, TOP, b"\x00\x00\x00\x01") == (
         "error",
         "gap record decodes past 2^32",
     )
-    assert _same_everywhere("rice_to_roaring", b"", 0) == ("error", "Rice payload ends early")
-    assert _same_everywhere("rice_to_roaring", b"\x40\x01\x00", 0) == ("error", "Rice parameter k=64 is over 31")
-    assert _same_everywhere("rice_to_roaring", b"\x00\xff\xff\xff\x7f", 0) == ("error", "Rice payload ends early")
+    assert _same_everywhere("acks_roaring", 8, 0, TOP, b"") == ("error", "Rice payload ends early")
+    assert _same_everywhere("acks_roaring", 8, 0, TOP, b"\x40\x01\x00") == ("error", "Rice parameter k=64 is over 31")
+    assert _same_everywhere("acks_roaring", 8, 0, TOP, b"\x00\xff\xff\xff\x7f") == ("error", "Rice payload ends early")
     for version in (6, 7, 9):
         assert _same_everywhere("delta_fields", b"\xc1\x00", version) == ("error", "a fixed-layout marker ends early")
     head = b"\xc1\x03" + bytes(26)
@@ -677,15 +677,15 @@ with AckStore.open({str(tmp_path / "s")!r}) as store:
 
 def test_pure_twins_are_the_fallback() -> None:
     assert codecs.IMPLEMENTATION in ("native", "python")
-    assert (codecs.gaps_to_roaring is pure_codecs.gaps_to_roaring) == (codecs.native is None)
+    assert (codecs.acks_roaring is pure_acks.acks_roaring) == (codecs.native is None)
 
 
 @pytest.mark.parametrize(
     "name,args",
     [
-        ("gaps_to_roaring", (b"", 2**64)),
-        ("gaps_to_roaring", (b"", -1)),
-        ("rice_to_roaring", (b"", 2**32)),
+        ("acks_roaring", (4, 2**64, 5, b"")),
+        ("acks_roaring", (4, 0, -1, b"")),
+        ("acks_roaring", (8, 2**32, 2**32, b"")),
         ("rice_code", (bytes(8), 2**64)),
         ("rice_code", (memoryview(array("I", [1, 2])), 0)),
         ("rice_code", (memoryview(array("I", [1, 2])).cast("B"), 0)),
@@ -758,9 +758,9 @@ def test_acks_positions_are_grouped_alike_everywhere() -> None:
 
 
 def test_gap_planes_decode_to_the_same_bytes_everywhere() -> None:
-    """``gaps_to_roaring``: the same bytes from every implementation (array and bitmap
-    containers, never run containers), gaps of 2**31 and more read unsigned, the top entry
-    id reachable and one past it refused alike."""
+    """Gap planes (flag 4): the same bytes from every implementation (each container in its
+    smallest form), gaps of 2**31 and more read unsigned, the top entry id reachable and one
+    past it refused alike."""
 
     def planes(gaps: list[int]) -> bytes:
         raw = array("I", gaps)
@@ -779,10 +779,13 @@ def test_gap_planes_decode_to_the_same_bytes_everywhere() -> None:
         ([], 7),
     ]
     for gaps, first in cases:
-        outcome, raw = _same_everywhere("gaps_to_roaring", planes(gaps), first)
+        outcome, raw = _same_everywhere("acks_roaring", 4, first, TOP, planes(gaps))
         values = [first + sum(gaps[: i + 1]) for i in range(len(gaps))]
         assert outcome == "ok" and list(BitMap.deserialize(raw)) == values, (gaps, first)  # type: ignore[arg-type]
-        assert raw == BitMap(values, optimize=False).serialize()
-    assert _same_everywhere("gaps_to_roaring", planes([0, 1]), top)[0] == "error"
+        smallest = BitMap(values)
+        smallest.run_optimize()
+        assert raw == smallest.serialize()
+    assert _same_everywhere("acks_roaring", 4, top, top, planes([0, 1]))[0] == "error"
     for bad in (top + 1, -1):
-        assert _same_everywhere("gaps_to_roaring", planes([0]), bad) == ("error", f"first={bad} is outside 0..{top}")
+        outcome = _same_everywhere("acks_roaring", 4, bad, top, planes([0]))
+        assert outcome == ("error", f"first={bad} is outside 0..{top}")

@@ -17,8 +17,6 @@ __all__ = [
     "IMPLEMENTATION",
     "acks_roaring",
     "ef_code",
-    "gaps_to_roaring",
-    "rice_to_roaring",
     "rice_code",
     "positions_by_ledger",
     "delta_fields",
@@ -39,8 +37,6 @@ _impl = native or pure_codecs
 IMPLEMENTATION = "native" if native is not None else "python"
 acks_roaring = (native or pure_acks).acks_roaring
 ef_code = (native or pure_acks).ef_code
-gaps_to_roaring = _impl.gaps_to_roaring
-rice_to_roaring = _impl.rice_to_roaring
 rice_code = _impl.rice_code
 positions_by_ledger = _impl.positions_by_ledger
 delta_fields = _impl.delta_fields

@@ -23,9 +23,7 @@ from pyroaring import BitMap
 from ..ledger_acks import run_bounds
 
 __all__ = [
-    "gaps_to_roaring",
     "plane_values",
-    "rice_to_roaring",
     "rice_values",
     "rice_code",
     "uint32_values",
@@ -74,15 +72,8 @@ def _ranged(name: str, value: Any, lo: int, hi: int) -> None:
 _SSIZE = (1 << 63) - 1
 
 
-def gaps_to_roaring(planes: bytes, first: int) -> bytes:
-    """``planes``: four byte planes (low bytes first) of n little-endian uint32 gaps; value
-    ``i`` is ``first`` plus gaps 0..i. O(n)."""
-    _ranged("first", first, 0, _U32)
-    return BitMap(plane_values(planes, first), optimize=False).serialize()
-
-
 def plane_values(planes: bytes, first: int) -> list[int]:
-    """The values of gap planes (:func:`gaps_to_roaring`'s), ascending, repeats kept (a
+    """The values of gap planes (``pure_acks.acks_roaring`` reads them), ascending, repeats kept (a
     gap of 0). O(n)."""
     if len(planes) % 4:
         raise ValueError(f"gap planes of {len(planes)} bytes are not four planes of equal length")
@@ -121,16 +112,8 @@ def positions_by_ledger(items: Any) -> list[tuple[int, bytes]] | None:
     return [(ledger, BitMap(per[ledger], optimize=False).serialize()) for ledger in sorted(per)]
 
 
-def rice_to_roaring(payload: bytes, first: int) -> bytes:
-    """The Rice code written by :func:`rice_code`: ``k``, the count (varint), then each gap's
-    quotient in unary and ``k`` remainder bits, most significant bit first. O(n) big-int
-    shifts (small sets only: the writer uses it up to 256 values)."""
-    _ranged("first", first, 0, _U32)
-    return BitMap(rice_values(payload, first), optimize=False).serialize()
-
-
 def rice_values(payload: bytes, first: int) -> array:  # type: ignore[type-arg]
-    """The values of a Rice code (:func:`rice_to_roaring`'s), ascending. O(n) big-int shifts."""
+    """The values of a Rice code (:func:`rice_code`'s), ascending. O(n) big-int shifts."""
     if not payload:
         raise ValueError("Rice payload ends early")
     k = payload[0]
@@ -167,7 +150,7 @@ def rice_values(payload: bytes, first: int) -> array:  # type: ignore[type-arg]
 
 
 def rice_code(values: bytes | array, first: int) -> bytes:  # type: ignore[type-arg]
-    """The Rice code :func:`rice_to_roaring` reads, of ``values`` (native-endian uint32,
+    """The Rice code ``pure_acks.acks_roaring`` reads, of ``values`` (native-endian uint32,
     ascending, as ``BitMap.to_array()`` gives them), the first gap counted from ``first``:
     ``k`` (from the mean gap: within ~10% of the entropy of gaps drawn at random), the
     count as a varint, then each gap (minus one after the first) as its quotient by
