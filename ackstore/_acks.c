@@ -469,8 +469,10 @@ done:
  * written straight when every one of its containers takes the bitset form: the span's bits
  * set, then each hole's cleared (roaring_of_bounds' bytes, with no pass over the runs).
  * NULL with *taken 0 and no exception when a container takes another form (the caller
- * writes the runs); NULL with an exception set on failure. O(values + containers' bytes). */
-static PyObject *dense_holes(const uint32_t *vals, Py_ssize_t n, uint32_t first, uint32_t last, int *taken) {
+ * writes the runs); NULL with an exception set on failure. The set's number of maximal runs
+ * into *runs. O(values + containers' bytes). */
+static PyObject *dense_holes(const uint32_t *vals, Py_ssize_t n, uint32_t first, uint32_t last, int *taken,
+                             Py_ssize_t *runs) {
     uint32_t k0 = first >> 16, nc = (last >> 16) - k0 + 1, cards[DENSE_MOST];
     Py_ssize_t from[DENSE_MOST + 1], i = 0;
     *taken = 0;
@@ -504,6 +506,13 @@ static PyObject *dense_holes(const uint32_t *vals, Py_ssize_t n, uint32_t first,
         for (Py_ssize_t j = from[c]; j < from[c + 1]; j++) words[(vals[j] & 0xFFFF) >> 6] &= ~(1ULL << (vals[j] & 63));
         put_words(at, words);
     }
+    uint64_t from_at = first; /* the runs: one before each hole not next to the one before, one after the last */
+    Py_ssize_t r = 0;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        r += vals[j] > from_at;
+        if (vals[j] >= from_at) from_at = (uint64_t)vals[j] + 1;
+    }
+    *runs = r + (from_at <= last);
     *taken = 1;
     return out;
 }
@@ -529,25 +538,36 @@ static PyObject *acks_roaring(PyObject *self, PyObject *const *args, Py_ssize_t 
     if (ranged_arg(args[0], "flags", 0, 255, &flags) < 0 || ranged_arg(args[1], "first", 0, U32_MAX_LL, &first) < 0 ||
         ranged_arg(args[2], "last", 0, U32_MAX_LL, &last) < 0)
         return NULL;
+    if (PyObject_GetBuffer(args[3], &code, PyBUF_SIMPLE) < 0) return NULL;
+    Py_ssize_t runs;
+    PyObject *out = acks_of(flags, first, last, (const unsigned char *)code.buf, code.len, &runs);
+    PyBuffer_Release(&code);
+    return out;
+}
+
+PyObject *acks_of(long long flags, long long first, long long last, const unsigned char *p, Py_ssize_t len,
+                  Py_ssize_t *runs) {
     int kind = (int)(flags & ~FLAG_HOLES);
     if ((kind != FLAG_EF && kind != FLAG_RICE && kind != FLAG_GAPS && flags != FLAG_BOUNDS)) {
         PyErr_Format(PyExc_ValueError, "acks_roaring reads an Elias-Fano or Rice code or gap planes, not flags %lld",
                      flags);
         return NULL;
     }
+    if (first < 0 || last > U32_MAX_LL) {
+        PyErr_Format(PyExc_ValueError, "the span %lld..%lld is outside 0..%lld", first, last, U32_MAX_LL);
+        return NULL;
+    }
     if (last < first) {
         PyErr_Format(PyExc_ValueError, "last=%lld is below first=%lld", last, first);
         return NULL;
     }
-    if (PyObject_GetBuffer(args[3], &code, PyBUF_SIMPLE) < 0) return NULL;
     uint32_t *vals = NULL;
     uint64_t *bounds = NULL;
     Py_ssize_t n = 0, nb = 0;
     PyObject *out = NULL;
-    const unsigned char *p = (const unsigned char *)code.buf;
-    int got = kind == FLAG_RICE   ? rice_values(p, code.len, first, &vals, &n)
-              : kind == FLAG_GAPS ? plane_values(p, code.len, first, &vals, &n)
-                                  : ef_values(p, code.len, (uint32_t)first, (uint32_t)last, &vals, &n);
+    int got = kind == FLAG_RICE   ? rice_values(p, len, first, &vals, &n)
+              : kind == FLAG_GAPS ? plane_values(p, len, first, &vals, &n)
+                                  : ef_values(p, len, (uint32_t)first, (uint32_t)last, &vals, &n);
     if (got < 0) goto done;
     if (n && vals[n - 1] > last) {
         PyErr_Format(PyExc_ValueError, "a ledger record's value %lu is past its last entry %lld",
@@ -571,17 +591,17 @@ static PyObject *acks_roaring(PyObject *self, PyObject *const *args, Py_ssize_t 
     } else {
         int taken = 0;
         if (flags & FLAG_HOLES) { /* the common case, scattered holes: their bitsets written straight */
-            out = dense_holes(vals, n, (uint32_t)first, (uint32_t)last, &taken);
+            out = dense_holes(vals, n, (uint32_t)first, (uint32_t)last, &taken, runs);
             if (taken || PyErr_Occurred()) goto done;
         }
         if (bounds_of_values(vals, n, (int)(flags & FLAG_HOLES), (uint32_t)first, (uint32_t)last, &bounds, &nb) < 0)
             goto done;
     }
+    *runs = nb / 2;
     out = roaring_of_bounds(bounds, nb);
 done:
     PyMem_Free(vals);
     PyMem_Free(bounds);
-    PyBuffer_Release(&code);
     return out;
 }
 

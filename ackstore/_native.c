@@ -585,12 +585,14 @@ static int mp_array(mp_reader *m, uint32_t *n) {
     return -1;
 }
 
-static int mp_skip_bin(mp_reader *m) {
+static int mp_bin(mp_reader *m, const unsigned char **at, Py_ssize_t *len) {
     if (m->p >= m->end) return -1;
     unsigned c = *m->p++;
     if (c < 0xc4 || c > 0xc6) return -1;
     uint32_t n;
     if (mp_length(m, 1 << (c - 0xc4), &n) < 0 || (uint64_t)(m->end - m->p) < n) return -1;
+    *at = m->p;
+    *len = (Py_ssize_t)n;
     m->p += n;
     return 0;
 }
@@ -598,47 +600,67 @@ static int mp_skip_bin(mp_reader *m) {
 #define LEDGER_SHAPE \
     "a ledger record's body is not [ledger, flags, first, last, payload, runs, batches(, owner(, counts))]"
 
-/* (ledger, lowest, highest, runs, owner or None) of a ledger record's body: pure_codecs.ledger_fields. */
-static PyObject *fields_of(const unsigned char *body, Py_ssize_t len) {
-    mp_reader m = {body, body + len};
+/* A ledger record's body, as read_ledger_body reads it: its fields (`owner` when n >= 8), the
+ * number of partial batches and of delivery-count items, and the lowest and highest entry
+ * holding any state (first and last ack, partial batches, delivery counts; 2**32 and -1 when
+ * none). */
+typedef struct {
     uint32_t n, nb, nc;
-    int64_t ledger, flags, first, last, runs, entry, size, owner = 0, low, high;
-    int ok = mp_array(&m, &n) == 0 && n >= 7 && n <= 9 && mp_int(&m, &ledger) == 0 && mp_int(&m, &flags) == 0 &&
-             mp_int(&m, &first) == 0 && mp_int(&m, &last) == 0 && mp_skip_bin(&m) == 0 && mp_int(&m, &runs) == 0 &&
-             mp_array(&m, &nb) == 0;
+    int64_t ledger, flags, first, last, runs, owner, low, high;
+    const unsigned char *payload;
+    Py_ssize_t payload_len;
+} LedgerBody;
+
+/* 0, or -1 (no exception) when `body` is not a ledger record's body (LEDGER_SHAPE). */
+static int read_ledger_body(const unsigned char *body, Py_ssize_t len, LedgerBody *f) {
+    mp_reader m = {body, body + len};
+    int64_t entry, size;
+    f->owner = 0;
+    f->nc = 0;
+    int ok = mp_array(&m, &f->n) == 0 && f->n >= 7 && f->n <= 9 && mp_int(&m, &f->ledger) == 0 &&
+             mp_int(&m, &f->flags) == 0 && mp_int(&m, &f->first) == 0 && mp_int(&m, &f->last) == 0 &&
+             mp_bin(&m, &f->payload, &f->payload_len) == 0 && mp_int(&m, &f->runs) == 0 && mp_array(&m, &f->nb) == 0;
     if (ok) {
-        low = last >= first ? first : (int64_t)1 << 32;
-        high = last >= first ? last : -1;
+        f->low = f->last >= f->first ? f->first : (int64_t)1 << 32;
+        f->high = f->last >= f->first ? f->last : -1;
     }
-    for (uint32_t i = 0; ok && i < nb; i++) {
+    for (uint32_t i = 0; ok && i < f->nb; i++) {
         uint32_t three;
+        const unsigned char *mask;
+        Py_ssize_t mask_len;
         ok = mp_array(&m, &three) == 0 && three == 3 && mp_int(&m, &entry) == 0 && mp_int(&m, &size) == 0 &&
-             mp_skip_bin(&m) == 0;
+             mp_bin(&m, &mask, &mask_len) == 0;
         if (ok) {
-            low = entry < low ? entry : low;
-            high = entry > high ? entry : high;
+            f->low = entry < f->low ? entry : f->low;
+            f->high = entry > f->high ? entry : f->high;
         }
     }
-    if (ok && n >= 8) ok = mp_int(&m, &owner) == 0;
-    if (ok && n == 9) {
-        ok = mp_array(&m, &nc) == 0;
-        for (uint32_t i = 0; ok && i < nc; i++) {
+    if (ok && f->n >= 8) ok = mp_int(&m, &f->owner) == 0;
+    if (ok && f->n == 9) {
+        ok = mp_array(&m, &f->nc) == 0;
+        for (uint32_t i = 0; ok && i < f->nc; i++) {
             int64_t x;
             ok = mp_int(&m, &x) == 0;
             if (ok && i % 2 == 0) {
-                low = x < low ? x : low;
-                high = x > high ? x : high;
+                f->low = x < f->low ? x : f->low;
+                f->high = x > f->high ? x : f->high;
             }
         }
     }
-    if (!ok || m.p != m.end) {
+    return ok && m.p == m.end ? 0 : -1;
+}
+
+/* (ledger, lowest, highest, runs, owner or None) of a ledger record's body: pure_codecs.ledger_fields. */
+static PyObject *fields_of(const unsigned char *body, Py_ssize_t len) {
+    LedgerBody f;
+    if (read_ledger_body(body, len, &f) < 0) {
         PyErr_SetString(PyExc_ValueError, LEDGER_SHAPE);
         return NULL;
     }
-    if (n >= 8)
-        return Py_BuildValue("LLLLL", (long long)ledger, (long long)low, (long long)high, (long long)runs,
-                             (long long)owner);
-    return Py_BuildValue("LLLLO", (long long)ledger, (long long)low, (long long)high, (long long)runs, Py_None);
+    if (f.n >= 8)
+        return Py_BuildValue("LLLLL", (long long)f.ledger, (long long)f.low, (long long)f.high, (long long)f.runs,
+                             (long long)f.owner);
+    return Py_BuildValue("LLLLO", (long long)f.ledger, (long long)f.low, (long long)f.high, (long long)f.runs, Py_None);
 }
 
 /* ledger_fields(body): fields_of. */
@@ -800,6 +822,53 @@ static PyObject *ledger_span(PyObject *self, PyObject *args) {
     } else {
         result = fields_of(p + 7, raw.len - 7);
     }
+    PyBuffer_Release(&raw);
+    return result;
+}
+
+/* ledger_acks(value, rtype, max_version) -> (ledger, acks, runs, owner or None) or None: a
+ * ledger record in the fixed envelope read in one pass when it holds acks only (no partial
+ * batch, no delivery count) coded as acks_roaring reads them straight from the record (flags
+ * 8, 9, 32, 33, 64): its acks in the portable serialization (acks_roaring's bytes), its
+ * number of maximal runs, which is the one the record states. None for every other record,
+ * damaged or not: records.decode_ledger_owned then reads it the long way and names any damage.
+ * pure_codecs.ledger_acks, the same results. */
+static PyObject *ledger_acks(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer raw;
+    PyObject *rtype_obj, *max_obj, *result = NULL, *acks;
+    long long rtype_ll, max_ll;
+    if (!PyArg_ParseTuple(args, "y*OO", &raw, &rtype_obj, &max_obj)) return NULL;
+    const unsigned char *p = (const unsigned char *)raw.buf;
+    LedgerBody f;
+    Py_ssize_t runs;
+    if (ranged_arg(rtype_obj, "rtype", 0, 255, &rtype_ll) < 0 || ranged_arg(max_obj, "max_version", 0, 255, &max_ll) < 0)
+        goto done;
+    if (raw.len < 7 || p[0] != 0xC1 || p[1] != rtype_ll) goto none;
+    if (envelope_ok(p, raw.len, max_ll) < 0) {
+        if (!PyErr_ExceptionMatches(PyExc_ValueError)) goto done;
+        PyErr_Clear();
+        goto none;
+    }
+    if (read_ledger_body(p + 7, raw.len - 7, &f) < 0 || f.nb || f.nc) goto none;
+    if (f.flags != 8 && f.flags != 9 && f.flags != 32 && f.flags != 33 && f.flags != 64) goto none;
+    if ((acks = acks_of(f.flags, f.first, f.last, f.payload, f.payload_len, &runs)) == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_ValueError)) goto done;
+        PyErr_Clear();
+        goto none;
+    }
+    if (runs != f.runs) {
+        Py_DECREF(acks);
+        goto none;
+    }
+    if (f.n >= 8)
+        result = Py_BuildValue("LNnL", (long long)f.ledger, acks, runs, (long long)f.owner);
+    else
+        result = Py_BuildValue("LNnO", (long long)f.ledger, acks, runs, Py_None);
+    goto done;
+none:
+    result = Py_NewRef(Py_None);
+done:
     PyBuffer_Release(&raw);
     return result;
 }
@@ -1735,6 +1804,7 @@ static PyMethodDef methods[] = {
     {"ledger_fields", ledger_fields, METH_VARARGS, "A ledger record body's fields, its bitmap not decoded."},
     {"open_envelope", open_envelope, METH_VARARGS, "A record's fixed envelope checked: (type, version, body)."},
     {"ledger_span", ledger_span, METH_VARARGS, "A ledger record's envelope and checksum checked, then its fields."},
+    {"ledger_acks", ledger_acks, METH_VARARGS, "A ledger record of acks only, read in one pass (or None)."},
     {"scan_directory", scan_directory, METH_VARARGS, "A topic's ledger directory entries checked and gathered."},
     {"fixed_marker", (PyCFunction)(void (*)(void))fixed_marker, METH_FASTCALL,
      "A marker record in the fixed envelope and layout (pure_codecs.fixed_marker)."},

@@ -131,9 +131,11 @@ typedef struct {
 /* An int argument in lo..hi, as pure_codecs._ranged checks it: ValueError "NAME=VALUE is
  * outside LO..HI" for any other int (never OverflowError), TypeError for a non-int. */
 int ranged_arg(PyObject *obj, const char *name, long long lo, long long hi, long long *out);
-/* The values of a ledger record's Rice code and of its gap planes (_acks.c: bitmaps.py's
- * codes), ascending without repeats, into *out (a PyMem buffer the caller frees) and their
- * number into *n; -1 with ValueError for damage. */
+/* The acks a ledger record's bitmap fields hold (_acks.c: acks_roaring's, the flags, span and
+ * code as the record holds them), in the portable serialization, and their number of
+ * maximal runs into *runs; NULL with ValueError for damage. */
+PyObject *acks_of(long long flags, long long first, long long last, const unsigned char *p, Py_ssize_t len,
+                  Py_ssize_t *runs);
 
 /* pure_codecs.read_varint: the varint at r, at most `most`; ValueError naming `kind`'s `what` */
 int get_varint_of(Reader *r, unsigned long long most, const char *kind, const char *what, unsigned long long *out);

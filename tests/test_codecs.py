@@ -19,7 +19,7 @@ import msgpack
 import pytest
 from pyroaring import BitMap, FrozenBitMap
 
-from ackstore.storage import bitmaps, codecs, pure_acks, pure_codecs
+from ackstore.storage import bitmaps, codecs, pure_acks, pure_codecs, records
 from ackstore.storage.catalog import _LEDGER_TYPE
 from ackstore.storage.records import FORMAT_VERSION, IndexEntry, decode_marker, encode_fixed_marker
 
@@ -789,3 +789,83 @@ def test_gap_planes_decode_to_the_same_bytes_everywhere() -> None:
     for bad in (top + 1, -1):
         outcome = _same_everywhere("acks_roaring", 4, bad, top, planes([0]))
         assert outcome == ("error", f"first={bad} is outside 0..{top}")
+
+
+def _ledger_record(fields: list[object]) -> bytes:
+    return records.encode_record(records.RECORD_LEDGER, msgpack.packb(fields))
+
+
+def _read_alike(value: bytes) -> object:
+    """``ledger_acks`` of ``value``, the same in every implementation; where it reads the
+    record, exactly what the long way reads from it (the one pass never takes a record the
+    long way refuses, nor reads one otherwise)."""
+    kind, quick = _same_everywhere("ledger_acks", value, records.RECORD_LEDGER, FORMAT_VERSION)
+    assert kind == "ok", quick
+    if quick is not None:
+        ledger, raw, runs, owner = quick  # type: ignore[misc]
+        long_ledger, acks, long_owner = records._ledger_the_long_way(value)
+        assert (ledger, BitMap.deserialize(raw), runs, owner) == (long_ledger, acks.bitmap, acks.runs, long_owner)
+        assert not acks.batches and not acks.counts
+    return quick
+
+
+def test_a_ledger_record_of_acks_only_is_read_in_one_pass_as_the_long_way_reads_it() -> None:
+    """``ledger_acks``: a record holding acks only, coded as ``acks_roaring`` reads them (the
+    Elias-Fano codes of the values, the holes or the run bounds; the Rice code), gives the
+    same ``(ledger, acks, runs, owner)`` in every implementation, as the long way reads it;
+    every other record (partial batches, delivery counts, other codes, a stated run count
+    that is not the set's, another record type, the msgpack envelope) is None; and a damaged
+    record is None everywhere or reads as the long way reads it."""
+    rng = random.Random(8)
+    read = 0
+    for values, first, last in _ledger_sets(rng):
+        if last - first > 1 << 20:
+            continue  # (the pure twin writes every container of the span)
+        runs = bitmaps.count_runs(values)
+        codes = [(32, first, last, codecs.ef_code(values.to_array(), first, last))]
+        holes = BitMap(values).flip(first, last + 1)
+        if holes:
+            codes.append((33, first, last, codecs.ef_code(holes.to_array(), first, last)))
+        if len(values) <= 256:
+            codes.append((8, first, last, bitmaps._rice(values, first)))
+        if 0 < len(holes) <= 256:
+            codes.append((9, first, last, bitmaps._rice(holes, first)))
+        bounds = bitmaps._inner_bounds(values)
+        if bounds:
+            low, high = values.min(), values.max()
+            codes.append((64, low, high, codecs.ef_code(bounds.to_array(), low, high)))
+        for flags, lo, hi, code in codes:
+            ledger, owner = rng.randrange(1 << 40), rng.randrange(1 << 20)
+            for tail in ([owner], [], [owner, []]) if flags == 32 else ([owner],):  # owned, not, with no counts
+                value = _ledger_record([ledger, flags, lo, hi, code, runs, [], *tail])
+                quick = _read_alike(value)
+                assert quick is not None and quick[2] == runs, (flags, tail)  # type: ignore[index]
+                read += 1
+            value = _ledger_record([ledger, flags, lo, hi, code, runs, [], owner])
+            for _ in range(4):
+                _read_alike(_damaged(value, rng))
+            assert _read_alike(_ledger_record([ledger, flags, lo, hi, code, runs + 1, [], owner])) is None
+            with pytest.raises(records.CorruptRecordError, match=f"says {runs + 1} runs"):
+                records.decode_ledger_owned(_ledger_record([ledger, flags, lo, hi, code, runs + 1, [], owner]))
+    assert read > 150
+    values = BitMap(range(1, 5000, 3))
+    runs = bitmaps.count_runs(values)
+    acks = records.LedgerAcks(values, {7: (4, 0b0101)}, {8: 2})
+    others = [
+        records.encode_ledger(5, acks, 9),  # a partial batch and a delivery count
+        records.encode_ledger(5, records.LedgerAcks(values, None, {8: 2}), 9),
+        records.encode_ledger(5, records.LedgerAcks(values, {7: (4, 0b0101)}, None), 9),
+        _ledger_record([5, 0, 1, 4999, values.serialize(), runs, [], 9]),  # the portable form
+        _ledger_record([5, 4 | 2, 1, 4999, zlib.compress(bitmaps._gap_planes(values, 1)), runs, [], 9]),
+        _ledger_record([5, 4, 1, 4999, bitmaps._gap_planes(values, 1), runs, [], 9]),  # planes are compressed
+        _ledger_record([5, 32 | 2, 1, 4999, codecs.ef_code(values.to_array(), 1, 4999), runs, [], 9]),
+        records.encode_record(records.RECORD_MARKER, msgpack.packb([5, 32, 1, 4999, b"", runs, [], 9])),
+        msgpack.packb([records.RECORD_LEDGER, 2, 0, b""]),  # the msgpack envelope of formats 1-5
+    ]
+    for value in others:
+        assert _read_alike(value) is None
+    for value in others[5:7]:  # codes the one pass could read but the long way refuses
+        with pytest.raises(records.CorruptRecordError):
+            records.decode_ledger_owned(value)
+    ledger, got, owner = records.decode_ledger_owned(others[0])
+    assert (ledger, got.bitmap, got.batches, got.counts, owner) == (5, values, {7: (4, 0b0101)}, {8: 2}, 9)

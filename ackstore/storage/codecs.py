@@ -25,6 +25,7 @@ __all__ = [
     "state_fields",
     "ledger_fields",
     "ledger_span",
+    "ledger_acks",
     "scan_page",
     "scan_directory",
     "point_value",
@@ -37,6 +38,7 @@ _impl = native or pure_codecs
 IMPLEMENTATION = "native" if native is not None else "python"
 acks_roaring = (native or pure_acks).acks_roaring
 ef_code = (native or pure_acks).ef_code
+ledger_acks = (native or pure_acks).ledger_acks
 rice_code = _impl.rice_code
 positions_by_ledger = _impl.positions_by_ledger
 delta_fields = _impl.delta_fields

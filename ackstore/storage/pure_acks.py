@@ -18,9 +18,20 @@ import struct
 from array import array
 from typing import Any
 
-from .pure_codecs import _ranged, code_count, plane_values, rice_values, uint32_values, varint
+import msgpack
 
-__all__ = ["acks_roaring", "ef_code", "ef_width"]
+from .pure_codecs import (
+    _ranged,
+    code_count,
+    ledger_fields,
+    open_envelope,
+    plane_values,
+    rice_values,
+    uint32_values,
+    varint,
+)
+
+__all__ = ["acks_roaring", "ef_code", "ef_width", "ledger_acks"]
 
 _U32 = 0xFFFFFFFF
 _HOLES, _GAPS, _RICE, _EF, _BOUNDS = 1, 4, 8, 32, 64
@@ -125,6 +136,12 @@ def acks_roaring(flags: Any, first: Any, last: Any, code: bytes) -> bytes:
     first bound - 1, from the second to the third - 1, ..., from the last to ``last``).
     ``first..last``: the ledger's span, which the values lie in. ValueError for damage.
     O(values + the bytes written)."""
+    return _roaring_of_bounds(_acks_bounds(flags, first, last, code))
+
+
+def _acks_bounds(flags: Any, first: Any, last: Any, code: bytes) -> list[int]:
+    """The bounds of the runs :func:`acks_roaring` writes (``[b[2i], b[2i + 1])`` each,
+    maximal), checked as it checks them. ValueError for damage."""
     _ranged("flags", flags, 0, 255)
     _ranged("first", first, 0, _U32)
     _ranged("last", last, 0, _U32)
@@ -145,10 +162,38 @@ def acks_roaring(flags: Any, first: Any, last: Any, code: bytes) -> bytes:
     if flags == _BOUNDS:
         if len(values) % 2 or values[0] == first:
             raise ValueError(f"{len(values)} run bounds inside {first}..{last} are not pairs after the first run")
-        bounds = [first, *values, last + 1]
-    else:
-        bounds = _bounds_of_values(values, bool(flags & _HOLES), first, last)
-    return _roaring_of_bounds(bounds)
+        return [first, *values, last + 1]
+    return _bounds_of_values(values, bool(flags & _HOLES), first, last)
+
+
+def ledger_acks(value: bytes | memoryview, rtype: int, max_version: int) -> tuple[int, bytes, int, int | None] | None:
+    """``(ledger, acks, runs, owner or None)`` of a ledger record in the fixed envelope (type
+    ``rtype``) read in one pass when it holds acks only (no partial batch, no delivery count)
+    coded as :func:`acks_roaring` reads them straight from the record (flags 8, 9, 32, 33,
+    64): its acks in the portable serialization (:func:`acks_roaring`'s bytes) and its number
+    of maximal runs, which is the one the record states. None for every other record, damaged
+    or not (``records.decode_ledger_owned`` then reads it the long way and names any damage).
+    O(values + the bytes written)."""
+    _ranged("rtype", rtype, 0, 255)
+    _ranged("max_version", max_version, 0, 255)
+    if len(value) < 7 or value[0] != 0xC1 or value[1] != rtype:
+        return None
+    try:
+        body = open_envelope(value, max_version)[2]
+        ledger_fields(body)  # the body's shape, as the long way reads it
+    except ValueError:
+        return None
+    fields = msgpack.unpackb(body)
+    ledger, flags, first, last, payload, runs, batches = fields[:7]
+    if batches or (len(fields) == 9 and fields[8]) or flags not in (_RICE, _RICE | _HOLES, _EF, _EF | _HOLES, _BOUNDS):
+        return None
+    try:
+        bounds = _acks_bounds(flags, first, last, payload)
+    except ValueError:
+        return None
+    if len(bounds) // 2 != runs:
+        return None
+    return ledger, _roaring_of_bounds(bounds), runs, fields[7] if len(fields) > 7 else None
 
 
 def _bounds_of_values(values: list[int], holes: bool, first: int, last: int) -> list[int]:

@@ -98,7 +98,7 @@ import msgpack
 from pyroaring import BitMap, FrozenBitMap
 
 from ..errors import CorruptRecordError
-from ..ledger_acks import LedgerAcks
+from ..ledger_acks import NO_ENTRIES, LedgerAcks
 from . import codecs
 from .bitmaps import decode_bitmap, encode_bitmap
 from .index_entry import IndexEntry, entry_of
@@ -390,7 +390,19 @@ def decode_ledger(value: bytes | memoryview) -> tuple[int, LedgerAcks]:
 
 
 def decode_ledger_owned(value: bytes | memoryview) -> tuple[int, LedgerAcks, int | None]:
-    """``(ledger, acks, cursor id or None)``: formats 1 and 2 did not record the cursor."""
+    """``(ledger, acks, cursor id or None)``: formats 1 and 2 did not record the cursor. A
+    record of acks only is read in one pass (``codecs.ledger_acks``); any other, or damage,
+    the long way, which names what is wrong."""
+    quick = codecs.ledger_acks(value, RECORD_LEDGER, FORMAT_VERSION)
+    if quick is not None:
+        ledger, acks, runs, owner = quick
+        return ledger, LedgerAcks.of_runs(BitMap.deserialize(acks), runs, NO_ENTRIES, NO_ENTRIES), owner
+    return _ledger_the_long_way(value)
+
+
+def _ledger_the_long_way(value: bytes | memoryview) -> tuple[int, LedgerAcks, int | None]:
+    """:func:`decode_ledger_owned` of any record: its envelope, its body's fields one by one,
+    its bitmap decoded (:func:`decode_bitmap`), then its batches and counts."""
     body = _ledger_body(value)
     try:
         owner = body[7] if len(body) in (8, 9) else None
