@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 
 .PHONY: run demo test check stress bench bench-docs docs lint mutate clean
 
-$(STAMP): pyproject.toml constraints.txt setup.py ackstore/_native.h ackstore/_module.c ackstore/_native.c ackstore/_lane.c ackstore/_fields.c ackstore/_small.c ackstore/_ack.c ackstore/fields.py
+$(STAMP): pyproject.toml constraints.txt setup.py $(wildcard ackstore/*.c ackstore/*.h) ackstore/fields.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev,bench,spark,fast,metrics]'
 	touch $(STAMP)
