@@ -17,6 +17,10 @@ cursor of the topic (``open_cursors``), then:
 A second group a shape times every cursor's ranges after a lazy reopen
 (``ledger_ranges()``) against iterating the runs of the unpickled BitMaps.
 
+A third pair of groups holds a restart flat in the number of cursors: 100,000 cursors of one
+1,000-entry ledger with 5% holes opened once, against 1,000 such cursors opened 100 times
+(the baseline: the same number of cursors opened), lazily and with every ledger decoded.
+
 Shapes (each a group): 1,000 cursors of one 50,000-entry ledger with 5% of its entries
 unacked at random, or acked in alternating runs of 1 to 9 entries; 1,000 cursors of 10
 ledgers of 5,000 entries with 5% holes; one cursor of 10,000 ledgers of 1,000 entries with 5%
@@ -170,4 +174,50 @@ def test_restart_ranges(benchmark: Any, built: tuple[str, Path, int], case: str)
     shape, root, _ = built
     benchmark.group = f"restart, every cursor's ranges: {shape}"
     benchmark.pedantic(lambda: RANGES[case](root), rounds=3, warmup_rounds=1)
+    benchmark.extra_info.update(baseline=case.endswith("_baseline"))
+
+
+FLAT_ENTRIES, FEW, MANY = 1000, 1000, 100_000
+
+
+def _flat_store(root: Path, cursors: int) -> Path:
+    """A store of ``cursors`` cursors, each of one ``FLAT_ENTRIES``-entry ledger with 5% of
+    its entries unacked at random."""
+    rng = random.Random(7)
+    with AckStore.open(root, sync=False, map_size=MAP) as store:
+        topic = store.topic(T)
+        topic.add_ledger(1)
+        topic.close_ledger(1, FLAT_ENTRIES)
+        topic.add_ledger(2)
+        for c in range(cursors):
+            topic.cursor(f"c{c}", NO_BUDGET).ack_entries(1, _holes(rng, FLAT_ENTRIES))
+            if c % 1000 == 999:
+                store.flush()
+        store.flush()
+    return root
+
+
+@pytest.fixture(scope="module")
+def flat(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
+    root = tmp_path_factory.mktemp("flat")
+    return {n: _flat_store(root / str(n), n) for n in (FEW, MANY)}
+
+
+def _open(path: Path, load: str) -> int:
+    with AckStore.open(path, load=load, map_size=MAP) as store:
+        return len(store.topic(T).open_cursors(NO_BUDGET))
+
+
+@pytest.mark.parametrize("load", ["lazy", "budget"])
+@pytest.mark.parametrize("case", ["a_thousand_cursors_opened_a_hundred_times_baseline", "a_hundred_thousand_once"])
+def test_restart_flat(benchmark: Any, flat: dict[int, Path], load: str, case: str) -> None:
+    """The same number of cursor opens, 100,000: one store of 100,000 cursors against one of
+    1,000 opened 100 times; ``budget``: every ledger decoded at open."""
+    opened = "lazily" if load == "lazy" else "every ledger decoded"
+    benchmark.group = f"restart, flat in the cursors: 100,000 opened, {opened}"
+    if case.endswith("_baseline"):
+        run = lambda: sum(_open(flat[FEW], load) for _ in range(MANY // FEW))  # noqa: E731
+    else:
+        run = lambda: _open(flat[MANY], load)  # noqa: E731
+    assert benchmark.pedantic(run, rounds=3, warmup_rounds=1) == MANY
     benchmark.extra_info.update(baseline=case.endswith("_baseline"))
