@@ -382,6 +382,56 @@ def test_a_ledger_record_of_another_cursor_is_not_taken(store_path: Path, marker
         assert not cur.is_acked(Position(1, 4))
 
 
+@pytest.mark.parametrize("load", ["lazy", "budget"])
+@pytest.mark.parametrize("swap", ["another ledger's record", "the ledger's record with another range count"])
+def test_a_ledger_record_other_than_the_one_its_marker_expects_is_not_taken(
+    store_path: Path, marker_layout: None, load: str, swap: str
+) -> None:
+    """Under the key cursor a's marker names for ledger 1, a well-formed record of a's that is
+    not the one the marker expects: a's ledger 2 record, or ledger 1 with one more range.
+    Recovery refuses it, saying what it holds and what the marker expects, and falls back:
+    the one pass that reads a record of acks only takes it no more than the long way does."""
+    from pyroaring import BitMap
+
+    from ackstore.ledger_acks import LedgerAcks
+    from ackstore.storage.records import decode_ledger_owned, encode_ledger, log_key
+
+    with AckStore.open(store_path) as store:
+        topic = store.topic(T)
+        for ledger in (1, 2, 3):
+            topic.add_ledger(ledger)
+            topic.close_ledger(ledger, 100)
+        a = topic.cursor("a")
+        entries = [3, 5, 11, 17, 23, 31, 40, 41, 47, 53, 60, 64, 70, 77, 81, 88]  # 15 ranges, no stride
+        a.ack([Position(ledger, e) for ledger in (1, 2) for e in entries])
+        store.flush()
+        cid, index = a.cursor_id, a._core._pages.index
+        keys = {ledger: log_key(cid, index[ledger].seq) for ledger in (1, 2)}
+    env = lmdb.open(str(store_path), max_dbs=8)
+    try:
+        db = env.open_db(b"log")
+        with env.begin(write=True) as txn:
+            if swap == "another ledger's record":
+                txn.put(keys[1], txn.get(keys[2], db=db), db=db)
+            else:
+                _, acks, _ = decode_ledger_owned(txn.get(keys[1], db=db))
+                more = LedgerAcks(acks.bitmap | BitMap([95]))
+                txn.put(keys[1], encode_ledger(1, more, cid), db=db)
+    finally:
+        env.close()
+    with AckStore.open(store_path, readonly=True, load=load) as store:
+        cur = store.topic(T).cursor("a")
+        reasons = " ".join(cur.stats().recovery.skipped_reasons)
+        if swap == "another ledger's record":
+            said = "holds ledger 2" + (f" of cursor id {cid}" if load == "lazy" else " with 15 ranges")
+            said += ", the marker expects ledger 1" + (f" of {cid}" if load == "lazy" else " with 15")
+        else:
+            expects = "15" if load == "lazy" else "ledger 1 with 15"
+            said = f"holds ledger 1 with 16 ranges, the marker expects {expects}"
+        assert said in reasons, reasons
+        assert not cur.is_acked(Position(1, 3)) and not cur.is_acked(Position(1, 95))
+
+
 _NO_CHANGE = {
     "a list acked again": lambda cur: cur.ack([Position(1, 3), Position(1, 5)]),
     "entries acked again": lambda cur: cur.ack_entries(1, [3, 5]),

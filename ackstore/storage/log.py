@@ -40,6 +40,7 @@ from .records import (
     decode_ledger_owned,
     decode_marker,
     decode_record,
+    expected_ledger,
     ledger_span,
     log_bounds,
     log_key,
@@ -286,6 +287,10 @@ def _read_ledger(
     else:
         if value is None:
             value = _record(txn, db, cursor_id, seq, ledger, marker_seq)
+        if not entry.adds and not entry.counts:  # the common case: the record is the ledger's state
+            expected = expected_ledger(value, ledger, cursor_id, entry.runs)
+            if expected is not None:
+                return expected, len(value)
         found, acks, owner = _ledger_in(value, cursor_id, seq, ledger, marker_seq)
         size = len(value)
     if owner is not None and owner != cursor_id:

@@ -129,6 +129,7 @@ __all__ = [
     "encode_ledger",
     "decode_ledger",
     "decode_ledger_owned",
+    "expected_ledger",
     "ledger_span",
     "encode_marker",
     "encode_fixed_marker",
@@ -398,6 +399,20 @@ def decode_ledger_owned(value: bytes | memoryview) -> tuple[int, LedgerAcks, int
         ledger, acks, runs, owner = quick
         return ledger, LedgerAcks.of_runs(BitMap.deserialize(acks), runs, NO_ENTRIES, NO_ENTRIES), owner
     return _ledger_the_long_way(value)
+
+
+def expected_ledger(value: bytes | memoryview, ledger: int, cursor_id: int, runs: int) -> LedgerAcks | None:
+    """Ledger ``ledger``'s acks from a record of acks only read in one pass
+    (``codecs.ledger_acks``) when it holds exactly what a marker expects: that ledger, of
+    cursor ``cursor_id``, with ``runs`` ranges; tracking acks from there on (``added``, as
+    a base record read for a cursor does). None for any other record: the caller reads it
+    the long way, which names any damage or difference."""
+    quick = codecs.ledger_acks(value, RECORD_LEDGER, FORMAT_VERSION)
+    if quick is None or quick[0] != ledger or quick[2] != runs or quick[3] != cursor_id:
+        return None
+    acks = LedgerAcks.of_runs(BitMap.deserialize(quick[1]), runs, NO_ENTRIES, NO_ENTRIES)
+    acks.added = BitMap()
+    return acks
 
 
 def _ledger_the_long_way(value: bytes | memoryview) -> tuple[int, LedgerAcks, int | None]:
