@@ -826,6 +826,45 @@ static PyObject *ledger_span(PyObject *self, PyObject *args) {
     return result;
 }
 
+#define CURSOR_SHAPE "a cursor entry's body is not [topic id, name, cursor id, config map]"
+
+/* cursor_fields(body) -> (topic id, name, cursor id, config map bytes): a cursors catalog
+ * entry's body read without decoding its configuration: the map's bytes, which end the body
+ * (configurations repeat, so the caller decodes each distinct one once). ValueError
+ * (CURSOR_SHAPE) unless the body is [64-bit int, UTF-8 str, 64-bit int, map...]:
+ * pure_codecs.cursor_fields. */
+static PyObject *cursor_fields(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer raw;
+    if (!PyArg_ParseTuple(args, "y*", &raw)) return NULL;
+    const unsigned char *p = (const unsigned char *)raw.buf;
+    mp_reader m = {p, p + raw.len};
+    uint32_t n, len = 0;
+    int64_t tid, cid;
+    PyObject *result = NULL, *name = NULL;
+    int ok = mp_array(&m, &n) == 0 && n == 4 && mp_int(&m, &tid) == 0 && m.p < m.end;
+    if (ok) {
+        unsigned c = *m.p++;
+        ok = (c >= 0xa0 && c <= 0xbf && ((len = c & 0x1f), 1)) || (c == 0xd9 && mp_length(&m, 1, &len) == 0) ||
+             (c == 0xda && mp_length(&m, 2, &len) == 0) || (c == 0xdb && mp_length(&m, 4, &len) == 0);
+        ok = ok && (uint64_t)(m.end - m.p) >= len;
+    }
+    if (ok) {
+        name = PyUnicode_DecodeUTF8((const char *)m.p, len, "strict");
+        if (name == NULL) PyErr_Clear();
+        ok = name != NULL;
+        m.p += len;
+    }
+    ok = ok && mp_int(&m, &cid) == 0 && m.p < m.end && ((*m.p >= 0x80 && *m.p <= 0x8f) || *m.p == 0xde || *m.p == 0xdf);
+    if (ok)
+        result = Py_BuildValue("LOLy#", (long long)tid, name, (long long)cid, (const char *)m.p, (Py_ssize_t)(m.end - m.p));
+    else
+        PyErr_SetString(PyExc_ValueError, CURSOR_SHAPE);
+    Py_XDECREF(name);
+    PyBuffer_Release(&raw);
+    return result;
+}
+
 /* ledger_acks(value, rtype, max_version) -> (ledger, acks, runs, owner or None) or None: a
  * ledger record in the fixed envelope read in one pass when it holds acks only (no partial
  * batch, no delivery count) coded as acks_roaring reads them straight from the record (flags
@@ -1805,6 +1844,7 @@ static PyMethodDef methods[] = {
     {"open_envelope", open_envelope, METH_VARARGS, "A record's fixed envelope checked: (type, version, body)."},
     {"ledger_span", ledger_span, METH_VARARGS, "A ledger record's envelope and checksum checked, then its fields."},
     {"ledger_acks", ledger_acks, METH_VARARGS, "A ledger record of acks only, read in one pass (or None)."},
+    {"cursor_fields", cursor_fields, METH_VARARGS, "A cursors catalog entry's fields, its configuration as bytes."},
     {"scan_directory", scan_directory, METH_VARARGS, "A topic's ledger directory entries checked and gathered."},
     {"fixed_marker", (PyCFunction)(void (*)(void))fixed_marker, METH_FASTCALL,
      "A marker record in the fixed envelope and layout (pure_codecs.fixed_marker)."},

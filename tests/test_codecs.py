@@ -869,3 +869,36 @@ def test_a_ledger_record_of_acks_only_is_read_in_one_pass_as_the_long_way_reads_
             records.decode_ledger_owned(value)
     ledger, got, owner = records.decode_ledger_owned(others[0])
     assert (ledger, got.bitmap, got.batches, got.counts, owner) == (5, values, {7: (4, 0b0101)}, {8: 2}, 9)
+
+
+def test_a_cursor_entrys_fields_are_read_alike_and_its_config_left_as_bytes() -> None:
+    """``cursor_fields``: a cursors catalog entry's body gives the same ``(topic id, name,
+    cursor id, config map bytes)`` in every implementation, the bytes the map as stored; every
+    other shape (a field missing or of another type, a name that is not UTF-8, an int past
+    64 bits, a config that is not a map) is the same ValueError everywhere, and so is any
+    damaged body."""
+    rng = random.Random(9)
+    shape = ("error", "a cursor entry's body is not [topic id, name, cursor id, config map]")
+    cfg = {"max_individual_ack_cache_bytes": 1 << 20, "dispatcher_pause_on_ack_state_persistent": True}
+    for tid, name, cid in [(0, "c", 0), (1 << 40, "sub-é" * 40, (1 << 63) - 1), (7, "", 3), (5, "x" * 70_000, 1)]:
+        body = msgpack.packb([tid, name, cid, cfg])
+        kind, out = _same_everywhere("cursor_fields", body)
+        assert kind == "ok" and out[:3] == (tid, name, cid), out  # type: ignore[index]
+        assert out[3] == msgpack.packb(cfg) and msgpack.unpackb(out[3]) == cfg  # type: ignore[index]
+        for _ in range(30):
+            kind, _ = _same_everywhere("cursor_fields", _damaged(body, rng))
+            assert kind in ("ok", "error")
+    for fields in (
+        [1, "c", 2],
+        [1, "c", 2, cfg, 5],
+        [1, b"c", 2, cfg],
+        [True, "c", 2, cfg],
+        [1, "c", (1 << 64) - 1, cfg],  # past a signed 64-bit int
+        [1, "c", 2, [1]],
+        [1, "c", 2, None],
+        [1.0, "c", 2, cfg],
+    ):
+        assert _same_everywhere("cursor_fields", msgpack.packb(fields)) == shape, fields
+    bad_utf8 = b"\x94\x01\xa2\xff\xfe\x02" + msgpack.packb(cfg)
+    assert _same_everywhere("cursor_fields", bad_utf8) == shape
+    assert _same_everywhere("cursor_fields", b"\x94\x01\xa1c\x02") == shape  # no config at all

@@ -55,7 +55,7 @@ from ..directory import LedgerDirectory
 from ..errors import CorruptRecordError, CorruptStoreError, FormatVersionError, NotAStoreError, StoreError
 from . import codecs
 from .pure_codecs import DIR_KEY, DIR_OPEN, DIR_SEALED, directory_entry
-from .records import FORMAT_VERSION, decode_record, encode_record
+from .records import FORMAT_VERSION, decode_record, encode_record, open_record
 
 __all__ = [
     "Catalog",
@@ -279,36 +279,66 @@ class Catalog:
     def cursor_entry(self, key: bytes, raw: bytes) -> tuple[int, str, int, dict[str, Any]]:
         """``(topic id, name, cursor id, config object)`` of a cursors value stored under
         ``key``; CorruptStoreError unless it checks and names that key."""
+        tid, name, cid, cfg = self._cursor_head(key, raw)
+        return tid, name, cid, self._config_map(key, cfg) if isinstance(cfg, bytes) else cfg
+
+    def _config_map(self, key: bytes, cfg: bytes) -> dict[str, Any]:
+        """The object of a cursors entry's config map (its bytes, as :meth:`_cursor_head` gives them)."""
+        try:
+            return msgpack.unpackb(cfg, strict_map_key=False)  # type: ignore[no-any-return]
+        except Exception as exc:  # msgpack raises several unrelated types
+            raise self._damaged(f"the catalog entry of cursor key {_show(key)} is damaged ({exc})") from None
+
+    def _cursor_head(self, key: bytes, raw: bytes) -> tuple[int, str, int, Any]:
+        """``(topic id, name, cursor id, config)`` of a cursors value stored under ``key``, its
+        config the map's bytes as stored (its object before ``CATALOG_CHECKSUMS_SINCE``);
+        CorruptStoreError unless the rest checks and names that key."""
         try:
             if self.version < CATALOG_CHECKSUMS_SINCE:
                 obj = msgpack.unpackb(raw)
                 tid, name, cid, cfg = _U64.unpack(key[:8])[0], key[8:].decode(), obj["id"], obj["cfg"]
+                if not (type(cid) is int and isinstance(cfg, dict)):
+                    raise CorruptRecordError("fields have the wrong types")
             else:
-                rtype, body = decode_record(raw)
+                rtype, _, body = open_record(raw)
                 if rtype != RECORD_CURSOR:
                     raise CorruptRecordError(f"type {rtype}, not a cursor entry")
-                tid, name, cid, cfg = body
-            if not (isinstance(name, str) and type(tid) is int and type(cid) is int and isinstance(cfg, dict)):
-                raise CorruptRecordError("fields have the wrong types")
+                tid, name, cid, cfg = codecs.cursor_fields(body)
             if cid < 0 or _cursor_key(tid, name) != key:
                 raise CorruptRecordError(f"it names cursor {name!r} of topic id {tid}, not the one it is stored under")
         except Exception as exc:
             raise self._damaged(f"the catalog entry of cursor key {_show(key)} is damaged ({exc})") from None
         return tid, name, cid, cfg
 
-    def _cursor_found(self, txn: lmdb.Transaction, tid: int, name: str) -> tuple[int, str, int, dict[str, Any]] | None:
-        """:meth:`cursor_entry` of cursor ``name`` of topic ``tid``, or None if there is none."""
+    def _cursor_config(self, key: bytes, name: str, cfg: Any) -> CursorConfig:
+        """The configuration of a cursors entry (``cfg``: :meth:`_cursor_head`'s), decoded
+        once for each distinct one: entries of one configuration hold the same bytes. O(1)
+        for a configuration seen before."""
+        if not isinstance(cfg, bytes):
+            return self._config(name, cfg)
+        config = _CONFIGS.get(cfg)
+        if config is None:
+            config = self._config(name, self._config_map(key, cfg))
+            if len(_CONFIGS) >= _CONFIGS_MOST:
+                _CONFIGS.clear()
+            _CONFIGS[cfg] = config
+        return config
+
+    def _cursor_found(
+        self, txn: lmdb.Transaction, tid: int, name: str
+    ) -> tuple[bytes, tuple[int, str, int, Any]] | None:
+        """The key and :meth:`_cursor_head` of cursor ``name`` of topic ``tid``, or None if there is none."""
         key = _cursor_key(tid, name)
         raw = txn.get(key, db=self.cursors_db)
-        return None if raw is None else self.cursor_entry(key, raw)
+        return None if raw is None else (key, self._cursor_head(key, raw))
 
     def cursor(self, txn: lmdb.Transaction, tid: int, name: str) -> tuple[int, CursorConfig] | None:
         """``(cursor id, config)`` of cursor ``name`` of topic ``tid``, or None if there is none."""
         found = self._cursor_found(txn, tid, name)
         if found is None:
             return None
-        _, _, cid, cfg = found
-        return cid, self._config(name, cfg)
+        key, (_, _, cid, cfg) = found
+        return cid, self._cursor_config(key, name, cfg)
 
     def _config(self, name: str, cfg: dict[str, Any]) -> CursorConfig:
         try:
@@ -320,7 +350,8 @@ class Catalog:
         """``[(name, cursor id, config, entry bytes)]`` of every cursor of topic ``tid``, sorted
         by name: one scan (a bulk open's). CorruptStoreError on a damaged entry."""
         return sorted(
-            (name, cid, self._config(name, cfg), raw) for (_, name, cid, cfg), raw in self._cursor_scan(txn, tid, None)
+            (name, cid, self._cursor_config(key, name, cfg), raw)
+            for key, (_, name, cid, cfg), raw in self._cursor_scan(txn, tid, None)
         )
 
     def cursor_raw(self, txn: lmdb.Transaction, tid: int, name: str) -> bytes | None:
@@ -335,7 +366,7 @@ class Catalog:
     def cursor_id(self, txn: lmdb.Transaction, tid: int, name: str) -> int | None:
         """The id of cursor ``name`` of topic ``tid`` (its configuration not decoded), or None."""
         found = self._cursor_found(txn, tid, name)
-        return None if found is None else found[2]
+        return None if found is None else found[1][2]
 
     def put_cursor(self, txn: lmdb.Transaction, tid: int, name: str, cid: int, config: CursorConfig) -> None:
         txn.put(*self.cursor_item(tid, name, cid, config.to_obj()), db=self.cursors_db)
@@ -358,13 +389,13 @@ class Catalog:
         self, txn: lmdb.Transaction, tid: int, damaged: list[str] | None = None
     ) -> list[tuple[str, int]]:
         """``[(name, cursor id)]`` of topic ``tid``, sorted by name (``damaged``: as in topic_names)."""
-        return sorted((name, cid) for (_, name, cid, _), _ in self._cursor_scan(txn, tid, damaged))
+        return sorted((name, cid) for _, (_, name, cid, _), _ in self._cursor_scan(txn, tid, damaged))
 
     def _cursor_scan(
         self, txn: lmdb.Transaction, tid: int, damaged: list[str] | None
-    ) -> Iterator[tuple[tuple[int, str, int, dict[str, Any]], bytes]]:
-        """:meth:`cursor_entry` of every cursors value of topic ``tid`` and the value, in key
-        order; a damaged one is named in ``damaged`` and skipped (None: raise)."""
+    ) -> Iterator[tuple[bytes, tuple[int, str, int, Any], bytes]]:
+        """The key, :meth:`_cursor_head` and value of every cursors entry of topic ``tid``, in
+        key order; a damaged one is named in ``damaged`` and skipped (None: raise)."""
         prefix = _U64.pack(tid)
         cur = txn.cursor(db=self.cursors_db)
         if cur.set_range(prefix):
@@ -372,7 +403,7 @@ class Catalog:
                 if not key.startswith(prefix):
                     break
                 try:
-                    yield self.cursor_entry(key, raw), raw
+                    yield key, self._cursor_head(key, raw), raw
                 except CorruptStoreError as exc:
                     if damaged is None:
                         raise
@@ -446,6 +477,11 @@ class Catalog:
         if tracked and counts and counts[-1] < 0 and confirmed is None:
             confirmed = -1  # tracking began after this ledger was added: nothing confirmed on disk yet
         return LedgerDirectory(ids, counts, last_id, tracked, confirmed if counts and counts[-1] < 0 else None)
+
+
+_CONFIGS: dict[bytes, CursorConfig] = {}
+"""cursor configurations by the bytes of their catalog map (:meth:`Catalog._cursor_config`)"""
+_CONFIGS_MOST = 1024
 
 
 def _cursor_key(tid: int, name: str) -> bytes:

@@ -23,6 +23,7 @@ __all__ = [
     "fixed_marker",
     "state_marker",
     "state_fields",
+    "cursor_fields",
     "ledger_fields",
     "ledger_span",
     "ledger_acks",
@@ -45,6 +46,7 @@ delta_fields = _impl.delta_fields
 fixed_marker = _impl.fixed_marker
 state_marker = _impl.state_marker
 state_fields = _impl.state_fields
+cursor_fields = _impl.cursor_fields
 ledger_fields = _impl.ledger_fields
 ledger_span = _impl.ledger_span
 scan_page = _impl.scan_page

@@ -33,6 +33,7 @@ __all__ = [
     "fixed_marker",
     "state_marker",
     "state_fields",
+    "cursor_fields",
     "ledger_fields",
     "ledger_span",
     "scan_page",
@@ -342,6 +343,29 @@ _INT64 = range(-(1 << 63), 1 << 63)
 
 def _ints(*values: Any) -> bool:
     return all(type(x) is int and x in _INT64 for x in values)
+
+
+_CURSOR_SHAPE = "a cursor entry's body is not [topic id, name, cursor id, config map]"
+
+
+def cursor_fields(body: bytes) -> tuple[int, str, int, bytes]:
+    """``(topic id, name, cursor id, config map bytes)`` of a cursors catalog entry's msgpack
+    body, its configuration not decoded: the map's bytes, which end the body (configurations
+    repeat, so the caller decodes each distinct one once). ValueError unless the body is
+    ``[64-bit int, UTF-8 str, 64-bit int, map...]``. O(the name)."""
+    unpacker = msgpack.Unpacker(raw=False, strict_map_key=False)
+    unpacker.feed(body)
+    try:
+        if unpacker.read_array_header() != 4:
+            raise ValueError(_CURSOR_SHAPE)
+        tid, name, cid = unpacker.unpack(), unpacker.unpack(), unpacker.unpack()
+        start = unpacker.tell()
+    except Exception:  # msgpack raises several unrelated types
+        raise ValueError(_CURSOR_SHAPE) from None
+    is_map = start < len(body) and (0x80 <= body[start] <= 0x8F or body[start] in (0xDE, 0xDF))
+    if not (_ints(tid, cid) and type(name) is str and is_map):
+        raise ValueError(_CURSOR_SHAPE)
+    return tid, name, cid, bytes(body[start:])
 
 
 def ledger_fields(body: bytes) -> tuple[int, int, int, int, int | None]:

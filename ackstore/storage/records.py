@@ -124,6 +124,7 @@ __all__ = [
     "open_slot",
     "log_entry",
     "encode_record",
+    "open_record",
     "decode_record",
     "record_type",
     "encode_ledger",
@@ -270,7 +271,7 @@ def encode_record(rtype: int, body: bytes) -> bytes:
     return seal_envelope(rtype, FORMAT_VERSION, body)
 
 
-def _open_record(value: bytes | memoryview) -> tuple[int, int, bytes]:
+def open_record(value: bytes | memoryview) -> tuple[int, int, bytes]:
     """Check one record's envelope and checksum: ``(type, format version, body bytes)``.
     Raises CorruptRecordError."""
     if value[:1] == b"\xc1":
@@ -294,7 +295,7 @@ def _open_record(value: bytes | memoryview) -> tuple[int, int, bytes]:
 def decode_record(value: bytes | memoryview) -> tuple[int, Any]:
     """Check and decode one record: ``(type, body object)``; a fixed-layout body (a delta
     marker's) comes back as its bytes. Raises CorruptRecordError."""
-    rtype, _, body = _open_record(value)
+    rtype, _, body = open_record(value)
     if body[:1] in (b"\xc1", b"\xc2"):  # the fixed and the state layout
         return rtype, body
     return rtype, _unpack_body(body)
@@ -375,7 +376,7 @@ def ledger_span(value: bytes | memoryview) -> tuple[int, int, int, int, int | No
     except ValueError as exc:
         if value[:1] == b"\xc1":
             raise CorruptRecordError(str(exc)) from None
-    rtype, _, body = _open_record(value)  # formats 1-5: the msgpack envelope
+    rtype, _, body = open_record(value)  # formats 1-5: the msgpack envelope
     if rtype != RECORD_LEDGER:
         raise CorruptRecordError(f"expected a ledger record, found type {rtype}")
     try:
@@ -678,7 +679,7 @@ def state_ledger(value: bytes | memoryview, seq: int, ledger: int) -> tuple[Ledg
 def decode_marker(value: bytes | memoryview, seq: int = -1) -> Marker:
     """A marker record (``seq``: its sequence, which a state marker's index entries name).
     Raises CorruptRecordError."""
-    rtype, version, raw = _open_record(value)
+    rtype, version, raw = open_record(value)
     if rtype != RECORD_MARKER:
         raise CorruptRecordError(f"expected a marker record, found type {rtype}")
     if raw[:1] == b"\xc1":  # formats 6-9: the fixed layout
