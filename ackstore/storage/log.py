@@ -247,16 +247,17 @@ def _damaged(marker_seq: int, ledger: int, seq: int, exc: CorruptRecordError) ->
 
 
 def _ledger_in(
-    value: bytes, cursor_id: int, seq: int, ledger: int, marker_seq: int
+    value: bytes, cursor_id: int, seq: int, ledger: int, marker_seq: int, one_pass: bool = True
 ) -> tuple[int, LedgerAcks, int | None]:
     """``(ledger found, acks, owner)`` of record ``seq``: a ledger record, or (format 10) a
-    state marker holding ``ledger``. Raises CorruptRecordError naming the marker."""
+    state marker holding ``ledger``; ``one_pass``: as :func:`decode_ledger_owned` takes it.
+    Raises CorruptRecordError naming the marker."""
     try:
         if record_type(value) == RECORD_MARKER:  # tracks no acks since it (of_runs): the next
             # flush writes the state again, never a delta against it
             acks, cid = state_ledger(value, seq, ledger)
             return ledger, acks, cid
-        found, acks, owner = decode_ledger_owned(value)
+        found, acks, owner = decode_ledger_owned(value, one_pass)
     except CorruptRecordError as exc:
         raise _damaged(marker_seq, ledger, seq, exc) from None
     acks.added = BitMap()  # tracked from the base on: the adds below land in it too
@@ -287,11 +288,12 @@ def _read_ledger(
     else:
         if value is None:
             value = _record(txn, db, cursor_id, seq, ledger, marker_seq)
-        if not entry.adds and not entry.counts:  # the common case: the record is the ledger's state
+        tried = not entry.adds and not entry.counts  # the common case: the record is the ledger's state
+        if tried:
             expected = expected_ledger(value, ledger, cursor_id, entry.runs)
             if expected is not None:
                 return expected, len(value)
-        found, acks, owner = _ledger_in(value, cursor_id, seq, ledger, marker_seq)
+        found, acks, owner = _ledger_in(value, cursor_id, seq, ledger, marker_seq, one_pass=not tried)
         size = len(value)
     if owner is not None and owner != cursor_id:
         raise CorruptRecordError(f"marker {marker_seq}: record {seq} belongs to cursor id {owner}, not {cursor_id}")

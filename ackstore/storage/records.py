@@ -391,11 +391,12 @@ def decode_ledger(value: bytes | memoryview) -> tuple[int, LedgerAcks]:
     return ledger, acks
 
 
-def decode_ledger_owned(value: bytes | memoryview) -> tuple[int, LedgerAcks, int | None]:
+def decode_ledger_owned(value: bytes | memoryview, one_pass: bool = True) -> tuple[int, LedgerAcks, int | None]:
     """``(ledger, acks, cursor id or None)``: formats 1 and 2 did not record the cursor. A
     record of acks only is read in one pass (``codecs.ledger_acks``); any other, or damage,
-    the long way, which names what is wrong."""
-    quick = codecs.ledger_acks(value, RECORD_LEDGER, FORMAT_VERSION)
+    the long way, which names what is wrong. ``one_pass=False``: the caller tried the one
+    pass on ``value`` already (:func:`expected_ledger`), so it is not tried again."""
+    quick = codecs.ledger_acks(value, RECORD_LEDGER, FORMAT_VERSION) if one_pass else None
     if quick is not None:
         ledger, acks, runs, owner = quick
         return ledger, LedgerAcks.of_runs(BitMap.deserialize(acks), runs, NO_ENTRIES, NO_ENTRIES), owner
