@@ -527,6 +527,12 @@ static PyObject *dense_holes(const uint32_t *vals, Py_ssize_t n, uint32_t first,
  * to the first bound - 1, from the second to the third - 1, ..., from the last to last).
  * first..last: the ledger's span (0..2**32 - 1), which the values lie in. ValueError for
  * damage, as pure_acks.acks_roaring. O(values + the bytes written). */
+/* The acks a ledger record's bitmap fields hold (acks_roaring's: the flags, span and code as
+ * the record holds them), in the portable serialization, and their number of maximal runs
+ * into *runs; NULL with ValueError for damage. */
+static PyObject *acks_of(long long flags, long long first, long long last, const unsigned char *p, Py_ssize_t len,
+                         Py_ssize_t *runs);
+
 static PyObject *acks_roaring(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     long long flags, first, last;
@@ -545,8 +551,8 @@ static PyObject *acks_roaring(PyObject *self, PyObject *const *args, Py_ssize_t 
     return out;
 }
 
-PyObject *acks_of(long long flags, long long first, long long last, const unsigned char *p, Py_ssize_t len,
-                  Py_ssize_t *runs) {
+static PyObject *acks_of(long long flags, long long first, long long last, const unsigned char *p, Py_ssize_t len,
+                         Py_ssize_t *runs) {
     int kind = (int)(flags & ~FLAG_HOLES);
     if ((kind != FLAG_EF && kind != FLAG_RICE && kind != FLAG_GAPS && flags != FLAG_BOUNDS)) {
         PyErr_Format(PyExc_ValueError, "acks_roaring reads an Elias-Fano or Rice code or gap planes, not flags %lld",
@@ -675,7 +681,55 @@ done:
     return out;
 }
 
+/* ledger_acks(value, rtype, max_version) -> (ledger, acks, runs, owner or None) or None: a
+ * ledger record in the fixed envelope read in one pass when it holds acks only (no partial
+ * batch, no delivery count) coded as acks_roaring reads them straight from the record (flags
+ * 8, 9, 32, 33, 64): its acks in the portable serialization (acks_roaring's bytes), its
+ * number of maximal runs, which is the one the record states. None for every other record,
+ * damaged or not: records.decode_ledger_owned then reads it the long way and names any damage.
+ * pure_codecs.ledger_acks, the same results. */
+static PyObject *ledger_acks(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer raw;
+    PyObject *rtype_obj, *max_obj, *result = NULL, *acks;
+    long long rtype_ll, max_ll;
+    if (!PyArg_ParseTuple(args, "y*OO", &raw, &rtype_obj, &max_obj)) return NULL;
+    const unsigned char *p = (const unsigned char *)raw.buf;
+    LedgerBody f;
+    Py_ssize_t runs;
+    if (ranged_arg(rtype_obj, "rtype", 0, 255, &rtype_ll) < 0 || ranged_arg(max_obj, "max_version", 0, 255, &max_ll) < 0)
+        goto done;
+    if (raw.len < 7 || p[0] != 0xC1 || p[1] != rtype_ll) goto none;
+    if (envelope_ok(p, raw.len, max_ll) < 0) {
+        if (!PyErr_ExceptionMatches(PyExc_ValueError)) goto done;
+        PyErr_Clear();
+        goto none;
+    }
+    if (read_ledger_body(p + 7, raw.len - 7, &f) < 0 || f.nb || f.nc) goto none;
+    if (f.flags != 8 && f.flags != 9 && f.flags != 32 && f.flags != 33 && f.flags != 64) goto none;
+    if ((acks = acks_of(f.flags, f.first, f.last, f.payload, f.payload_len, &runs)) == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_ValueError)) goto done;
+        PyErr_Clear();
+        goto none;
+    }
+    if (runs != f.runs) {
+        Py_DECREF(acks);
+        goto none;
+    }
+    if (f.n >= 8)
+        result = Py_BuildValue("LNnL", (long long)f.ledger, acks, runs, (long long)f.owner);
+    else
+        result = Py_BuildValue("LNnO", (long long)f.ledger, acks, runs, Py_None);
+    goto done;
+none:
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&raw);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"ledger_acks", ledger_acks, METH_VARARGS, "A ledger record of acks only, read in one pass (or None)."},
     {"acks_roaring", (PyCFunction)(void (*)(void))acks_roaring, METH_FASTCALL,
      "A ledger record's coded values to its acks' portable roaring form, each container its smallest."},
     {"ef_code", (PyCFunction)(void (*)(void))ef_code, METH_FASTCALL,

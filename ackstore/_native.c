@@ -600,19 +600,8 @@ static int mp_bin(mp_reader *m, const unsigned char **at, Py_ssize_t *len) {
 #define LEDGER_SHAPE \
     "a ledger record's body is not [ledger, flags, first, last, payload, runs, batches(, owner(, counts))]"
 
-/* A ledger record's body, as read_ledger_body reads it: its fields (`owner` when n >= 8), the
- * number of partial batches and of delivery-count items, and the lowest and highest entry
- * holding any state (first and last ack, partial batches, delivery counts; 2**32 and -1 when
- * none). */
-typedef struct {
-    uint32_t n, nb, nc;
-    int64_t ledger, flags, first, last, runs, owner, low, high;
-    const unsigned char *payload;
-    Py_ssize_t payload_len;
-} LedgerBody;
 
-/* 0, or -1 (no exception) when `body` is not a ledger record's body (LEDGER_SHAPE). */
-static int read_ledger_body(const unsigned char *body, Py_ssize_t len, LedgerBody *f) {
+int read_ledger_body(const unsigned char *body, Py_ssize_t len, LedgerBody *f) {
     mp_reader m = {body, body + len};
     int64_t entry, size;
     f->owner = 0;
@@ -861,53 +850,6 @@ static PyObject *cursor_fields(PyObject *self, PyObject *args) {
     else
         PyErr_SetString(PyExc_ValueError, CURSOR_SHAPE);
     Py_XDECREF(name);
-    PyBuffer_Release(&raw);
-    return result;
-}
-
-/* ledger_acks(value, rtype, max_version) -> (ledger, acks, runs, owner or None) or None: a
- * ledger record in the fixed envelope read in one pass when it holds acks only (no partial
- * batch, no delivery count) coded as acks_roaring reads them straight from the record (flags
- * 8, 9, 32, 33, 64): its acks in the portable serialization (acks_roaring's bytes), its
- * number of maximal runs, which is the one the record states. None for every other record,
- * damaged or not: records.decode_ledger_owned then reads it the long way and names any damage.
- * pure_codecs.ledger_acks, the same results. */
-static PyObject *ledger_acks(PyObject *self, PyObject *args) {
-    (void)self;
-    Py_buffer raw;
-    PyObject *rtype_obj, *max_obj, *result = NULL, *acks;
-    long long rtype_ll, max_ll;
-    if (!PyArg_ParseTuple(args, "y*OO", &raw, &rtype_obj, &max_obj)) return NULL;
-    const unsigned char *p = (const unsigned char *)raw.buf;
-    LedgerBody f;
-    Py_ssize_t runs;
-    if (ranged_arg(rtype_obj, "rtype", 0, 255, &rtype_ll) < 0 || ranged_arg(max_obj, "max_version", 0, 255, &max_ll) < 0)
-        goto done;
-    if (raw.len < 7 || p[0] != 0xC1 || p[1] != rtype_ll) goto none;
-    if (envelope_ok(p, raw.len, max_ll) < 0) {
-        if (!PyErr_ExceptionMatches(PyExc_ValueError)) goto done;
-        PyErr_Clear();
-        goto none;
-    }
-    if (read_ledger_body(p + 7, raw.len - 7, &f) < 0 || f.nb || f.nc) goto none;
-    if (f.flags != 8 && f.flags != 9 && f.flags != 32 && f.flags != 33 && f.flags != 64) goto none;
-    if ((acks = acks_of(f.flags, f.first, f.last, f.payload, f.payload_len, &runs)) == NULL) {
-        if (!PyErr_ExceptionMatches(PyExc_ValueError)) goto done;
-        PyErr_Clear();
-        goto none;
-    }
-    if (runs != f.runs) {
-        Py_DECREF(acks);
-        goto none;
-    }
-    if (f.n >= 8)
-        result = Py_BuildValue("LNnL", (long long)f.ledger, acks, runs, (long long)f.owner);
-    else
-        result = Py_BuildValue("LNnO", (long long)f.ledger, acks, runs, Py_None);
-    goto done;
-none:
-    result = Py_NewRef(Py_None);
-done:
     PyBuffer_Release(&raw);
     return result;
 }
@@ -1843,7 +1785,6 @@ static PyMethodDef methods[] = {
     {"ledger_fields", ledger_fields, METH_VARARGS, "A ledger record body's fields, its bitmap not decoded."},
     {"open_envelope", open_envelope, METH_VARARGS, "A record's fixed envelope checked: (type, version, body)."},
     {"ledger_span", ledger_span, METH_VARARGS, "A ledger record's envelope and checksum checked, then its fields."},
-    {"ledger_acks", ledger_acks, METH_VARARGS, "A ledger record of acks only, read in one pass (or None)."},
     {"cursor_fields", cursor_fields, METH_VARARGS, "A cursors catalog entry's fields, its configuration as bytes."},
     {"scan_directory", scan_directory, METH_VARARGS, "A topic's ledger directory entries checked and gathered."},
     {"fixed_marker", (PyCFunction)(void (*)(void))fixed_marker, METH_FASTCALL,

@@ -131,11 +131,19 @@ typedef struct {
 /* An int argument in lo..hi, as pure_codecs._ranged checks it: ValueError "NAME=VALUE is
  * outside LO..HI" for any other int (never OverflowError), TypeError for a non-int. */
 int ranged_arg(PyObject *obj, const char *name, long long lo, long long hi, long long *out);
-/* The acks a ledger record's bitmap fields hold (_acks.c: acks_roaring's, the flags, span and
- * code as the record holds them), in the portable serialization, and their number of
- * maximal runs into *runs; NULL with ValueError for damage. */
-PyObject *acks_of(long long flags, long long first, long long last, const unsigned char *p, Py_ssize_t len,
-                  Py_ssize_t *runs);
+/* A ledger record's body, as read_ledger_body reads it: its fields (`owner` when n >= 8), the
+ * number of partial batches and of delivery-count items, and the lowest and highest entry
+ * holding any state (first and last ack, partial batches, delivery counts; 2**32 and -1 when
+ * none). */
+typedef struct {
+    uint32_t n, nb, nc;
+    int64_t ledger, flags, first, last, runs, owner, low, high;
+    const unsigned char *payload;
+    Py_ssize_t payload_len;
+} LedgerBody;
+/* 0, or -1 (no exception) when `body` is not a ledger record's body (the fields above; _native.c's
+ * LEDGER_SHAPE). */
+int read_ledger_body(const unsigned char *body, Py_ssize_t len, LedgerBody *f);
 
 /* pure_codecs.read_varint: the varint at r, at most `most`; ValueError naming `kind`'s `what` */
 int get_varint_of(Reader *r, unsigned long long most, const char *kind, const char *what, unsigned long long *out);

@@ -16,6 +16,7 @@ from .cursor import lane, small
 from .directory import OPEN
 from .errors import AckStoreError, StoreError
 from .gcpause import gc_paused
+from .life import require_open
 from .stats import FLUSH_SECONDS_BUCKETS, FlushStats
 from .storage.catalog import OPEN_LEDGER_ENTRY_BYTES, Catalog
 
@@ -66,9 +67,11 @@ class FlushHost(Protocol):
     history: HistoryKeeper
     cache_pool: CachePool
 
+    closed: bool
+    readonly: bool
+
     @property
     def storage(self) -> Environment: ...
-    def _check_alive(self) -> None: ...
 
 
 @dataclass(slots=True)
@@ -202,7 +205,7 @@ class GroupFlush:
         flush lock unlists a cursor, so the listed ones stay listed until visited."""
         store = self.store
         with store.lock:
-            store._check_alive()
+            require_open(store)
             job = FlushJob(store.storage.catalog, store.storage.log_db)
             job.confirms = [(t, c) for t in store.held.values() if (c := t.pending_bound()) is not None]
             if only is None:
@@ -230,7 +233,7 @@ class GroupFlush:
         store = self.store
         visit, planners = _chunk(job.visit, start), _chunk(job.visit_planners, start)
         with store.lock:
-            store._check_alive()
+            require_open(store)
             taken = len(job.plans)
             idle: list[CursorCore] = []
             try:  # each cursor's CursorCore._prepare_flush, in one call
@@ -260,7 +263,7 @@ class GroupFlush:
         meanwhile (it ended) is not written: its cursor holds its state again."""
         forms = _chunk(job.smalls, start)
         with self.store.lock:
-            self.store._check_alive()
+            require_open(self.store)
             puts, nbytes, over = small.flush_small(forms, *small.flush_format())
             if over:  # states the state layout does not take now: their parts write them, in this flush
                 cursors = dict(zip(map(id, forms), _chunk(job.small_cursors, start), strict=True))

@@ -44,13 +44,14 @@ from .directory import LedgerDirectory
 from .errors import (
     InvalidArgumentError,
     InvalidTypeError,
-    ReadOnlyError,
     StoreClosedError,
     UnknownTopicError,
 )
+from .fields import HostFields
 from .flush import GroupFlush
 from .history import HistoryKeeper
 from .ledger_cache import CachePool
+from .life import require_open, require_writable
 from .lock import StoreLock, new_lock
 from .readers import ReaderWatch, oldest_reader
 from .stats import FLUSH_SECONDS_BUCKETS, CompactStats, FlushStats, StoreStats
@@ -125,7 +126,7 @@ def _check_open_options(
         raise InvalidTypeError(f"cursor_defaults must be a CursorConfig, got {type(cursor_defaults).__name__}")
 
 
-class AckStore(CursorSide):
+class AckStore(HostFields):
     """An embedded, persistent store of cursor ack state. Open it with :meth:`open`."""
 
     path: Path
@@ -174,6 +175,8 @@ class AckStore(CursorSide):
     """@private the writer's watch on the readers of its file (see :mod:`ackstore.readers`)"""
     history: HistoryKeeper
     """@private which cursors keep history, their points and the flush clock (:mod:`ackstore.history`)"""
+    cursor_side: CursorSide
+    """@private the engine's calls on this store for cursors (:mod:`ackstore.store_cursors`)"""
 
     def __init__(self) -> None:  # use AckStore.open()
         self.closed = True
@@ -276,6 +279,7 @@ class AckStore(CursorSide):
         self.last_flush = None
         self.last_flush_error = None
         self._group = GroupFlush(self)
+        self.cursor_side = CursorSide(self)
         self.readers = ReaderWatch(reader_warn_flushes, self.path)
         self._storage = Environment.open(
             self.path,
@@ -304,14 +308,14 @@ class AckStore(CursorSide):
     @property
     def map_size(self) -> int:
         """The LMDB map's current size in bytes (it grows by itself when full)."""
-        self._check_alive()
+        require_open(self)
         return self._storage.map_size
 
     @property
     def format_version(self) -> int:
         """The format version recorded in the store (a writer raises an older one to this
         ackstore's ``FORMAT_VERSION`` when it opens the store)."""
-        self._check_alive()
+        require_open(self)
         return self._storage.catalog.version
 
     @property
@@ -323,19 +327,8 @@ class AckStore(CursorSide):
     def storage(self) -> Environment:
         """The storage layer under this store, for maintenance code (``check``, ``compact``)
         that works on records rather than cursors. Not for cursor processes."""
-        self._check_alive()
+        require_open(self)
         return self._storage
-
-    def _check_alive(self) -> None:
-        """@private"""
-        if self.closed:
-            raise StoreClosedError(f"store {self.path} is closed; reopen it with AckStore.open()")
-
-    def _check_writable(self) -> None:
-        """@private"""
-        self._check_alive()
-        if self.readonly:
-            raise ReadOnlyError(f"store {self.path} was opened readonly=True; it cannot be changed")
 
     # -- topics -------------------------------------------------------------------------------
 
@@ -343,7 +336,7 @@ class AckStore(CursorSide):
         """The topic ``name``: created on first use (and persisted), else loaded."""
         name = check_name(name, "topic")
         with self.lock:
-            self._check_alive()
+            require_open(self)
             topic = self.held.get(name)
             if topic is not None:
                 return topic
@@ -372,8 +365,31 @@ class AckStore(CursorSide):
     def topics(self) -> list[str]:
         """Names of every topic in the store, sorted."""
         with self.lock:
-            self._check_alive()
+            require_open(self)
             return self._storage.read(self._storage.catalog.topic_names)
+
+    def delete_topic(self, name: str) -> bool:
+        """Delete the topic ``name`` as Pulsar does when a topic is deleted: every cursor of
+        it with its record log, its ledger directory and its catalog entry, in ONE write
+        transaction, durable when this returns. Returns False when there was no such topic.
+
+        Handles still held raise TopicDeletedError / CursorDeletedError on every call;
+        ``topic(name)`` then creates a new, empty topic. O(cursors' records + ledgers)."""
+        name = check_name(name, "topic")
+        with self._group.lock, self.lock:
+            require_writable(self)
+            existed = self._storage.drop_topic(name)
+            topic = self.held.pop(name, None)
+            if topic is not None:
+                for cur in topic.held.values():
+                    self.cursor_side.forget(cur._core)
+                topic.mark_deleted()
+            return existed
+
+    def open_cursors(self) -> list[Cursor]:
+        """Every cursor this store object has opened (the ones in memory), by topic and name."""
+        with self.lock:
+            return [c for t in sorted(self.held) for _, c in sorted(self.held[t].held.items())]
 
     # -- the store-wide cache budget -----------------------------------------------------------
 
@@ -398,23 +414,12 @@ class AckStore(CursorSide):
         as the ``sync`` option says. The topics' last confirmed entries
         (``topic.advance``) are written in the same transaction.
         """
-        return self._flush_cursors(None)
-
-    def _flush_cursors(self, only: list[CursorCore] | None) -> FlushStats:
-        """The group flush (:class:`~ackstore.flush.GroupFlush`), of every listed
-        cursor or of ``only`` these (their cores)."""
-        self._check_alive()
-        if self.readonly:
-            return FlushStats(0, 0, 0, 0, 0, 0, 0.0, 0)
-        stats = self._group.run(only)
-        if stats.cursors or stats.bytes_written:
-            self.last_flush = stats
-        return stats
+        return self.cursor_side.flush_cursors(None)
 
     def stats(self) -> StoreStats:
         """Store-wide figures: flush counters and a duration histogram since open, file and
         map sizes, topics and cursors. O(topics). Per-cursor figures: ``cursor.stats()``."""
-        self._check_alive()
+        require_open(self)
         data = self.path if self.path.is_file() else self.path / "data.mdb"
         with self.lock:
             totals = self._group.totals
@@ -466,7 +471,7 @@ class AckStore(CursorSide):
         """
         if type(drop_history) is not bool:
             raise InvalidTypeError(f"drop_history must be a bool, got {drop_history!r}")
-        self._check_writable()
+        require_writable(self)
         if cursors is None:
             topics = [self.topic(t) for t in self.topics()]
             cursors = [topic.cursor(name) for topic in topics for name in topic.cursors()]
@@ -494,7 +499,7 @@ class AckStore(CursorSide):
         The file appears whole or not at all (written beside it, then renamed).
         Open it with ``AckStore.open(dest, readonly=True)``.
         """
-        self._check_alive()
+        require_open(self)
         if not isinstance(dest, (str, os.PathLike)) or not str(dest):
             raise InvalidTypeError(f"copy destination must be a non-empty str or os.PathLike, got {dest!r}")
         target = Path(dest)
@@ -536,7 +541,9 @@ class AckStore(CursorSide):
             flusher.join()
         if not self.readonly and not discard:
             try:
-                self._flush_cursors(self._all_cursors())  # at close every cursor is visited, listed or not
+                self.cursor_side.flush_cursors(
+                    self.cursor_side.all_cursors()
+                )  # at close every cursor is visited, listed or not
             except BaseException:
                 if flusher is not None:  # still open: as it was
                     self._start_flusher(self._flush_interval)

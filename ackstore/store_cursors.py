@@ -1,10 +1,12 @@
 """The store's side for cursors: opening (one or a topic's all at once) and recovering
-cursors, persisting a cursor's config, deleting cursors and topics, and a cursor's history
-(the restore, its target and its kept states): the calls a topic and a cursor's core make
-on their store (``TopicHost``, ``CursorHost``).
+cursors, persisting a cursor's config, deleting cursors, and a cursor's history (the
+restore, its target and its kept states): the calls a topic and a cursor's core make on
+their store (``TopicHost.cursor_side``, ``CursorHost.cursor_side``).
 
-:class:`CursorSide` is the base of :class:`~ackstore.store.AckStore`: its methods work on
-the store's storage, lock, topics and history keeper, which the store sets up.
+A :class:`CursorSide` is a part of an :class:`~ackstore.store.AckStore` (its
+``cursor_side``), not a base of it: these are the engine's own calls, and they are not on
+the public object. Its methods work on the store's storage, lock, topics and history
+keeper, which the store sets up.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import lmdb
 
@@ -22,21 +24,24 @@ from .cursor.core import CursorCore
 from .cursor.moves import TopicView
 from .cursor.small import small_opened
 from .errors import CorruptRecordError, HistoryRangeError, UnknownCursorError
-from .fields import HostFields
-from .history import HistoryKeeper, HistoryPoint, Point, drop_points, iso
-from .lock import StoreLock
-from .stats import NO_RECOVERY
+from .history import HistoryPoint, Point, drop_points, iso
+from .life import require_open, require_writable
+from .stats import NO_RECOVERY, FlushStats
 from .storage.log import CursorLog, RecoveredState, slot_values
 from .storage.records import log_key
-from .topic import Topic, check_name
+from .topic import Topic
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from .cursor.core import CursorHost
     from .cursor.plan import Planner
     from .flush import GroupFlush
+    from .history import HistoryKeeper
+    from .lock import StoreLock
     from .storage.env import Environment
 
-__all__ = ["CursorSide"]
+__all__ = ["CursorSide", "SideHost"]
 
 log = logging.getLogger("ackstore")
 
@@ -44,36 +49,52 @@ _LOAD_BATCH = 256
 """cursors a bulk open recovers in one read transaction, under one hold of the store lock"""
 
 
-class CursorSide(HostFields):
-    """Cursors opened, recovered, deleted and restored, on the store's storage."""
+class SideHost(Protocol):
+    """What the cursor side reads and changes of its store (an :class:`~ackstore.AckStore`)."""
 
+    path: Path
+    closed: bool
     readonly: bool
     lock: StoreLock
     held: dict[str, Topic]
     verify: str
     lazy: bool
     history: HistoryKeeper
+    flush_list: dict[CursorCore, Planner]
+    small_list: dict[Any, CursorCore]
+    last_flush: FlushStats | None
     _storage: Environment
     _cursor_defaults: CursorConfig
     _group: GroupFlush
-    flush_list: dict[CursorCore, Planner]
-    small_list: dict[Any, CursorCore]
 
-    def _check_alive(self) -> None:
-        raise NotImplementedError  # the store's
 
-    def _check_writable(self) -> None:
-        raise NotImplementedError  # the store's
+class CursorSide:
+    """Cursors opened, recovered, flushed, deleted and restored, on the storage of ``store``."""
+
+    __slots__ = ("store",)
+
+    def __init__(self, store: SideHost) -> None:
+        self.store = store
 
     # -- cursors ------------------------------------------------------------------------------
 
-    def _persist_cursor_config(
-        self, tid: int, name: str, cid: int, config: CursorConfig, drop_history: bool = False
-    ) -> None:
+    def flush_cursors(self, only: list[CursorCore] | None) -> FlushStats:
+        """The group flush (:class:`~ackstore.flush.GroupFlush`), of every listed
+        cursor or of ``only`` these (their cores); on a read-only store, nothing."""
+        store = self.store
+        require_open(store)
+        if store.readonly:
+            return FlushStats(0, 0, 0, 0, 0, 0, 0.0, 0)
+        stats = store._group.run(only)
+        if stats.cursors or stats.bytes_written:
+            store.last_flush = stats
+        return stats
+
+    def persist_config(self, tid: int, name: str, cid: int, config: CursorConfig, drop_history: bool = False) -> None:
         """Write a cursor's configuration to the catalog (durable when this returns);
         ``drop_history`` (its history was turned off) drops the points the cursor kept, in the
         same transaction."""
-        storage = self._storage
+        storage = self.store._storage
 
         def put(txn: lmdb.Transaction) -> None:
             storage.catalog.put_cursor(txn, tid, name, cid, config)
@@ -82,24 +103,29 @@ class CursorSide(HostFields):
 
         storage.write(put)
         if drop_history:
-            self.history.forget(cid)
+            self.store.history.forget(cid)
 
-    def _cursor_names(self, tid: int) -> list[str]:
+    def cursor_names(self, tid: int) -> list[str]:
         """The names of topic ``tid``'s persisted cursors (``Topic.cursor_names`` asks)."""
-        with self.lock:
-            self._check_alive()
-            return [name for name, _ in self._storage.read(lambda txn: self._storage.catalog.cursor_entries(txn, tid))]
+        with self.store.lock:
+            require_open(self.store)
+            return [
+                name
+                for name, _ in self.store._storage.read(
+                    lambda txn: self.store._storage.catalog.cursor_entries(txn, tid)
+                )
+            ]
 
-    def _load_cursor(self, topic: Topic, name: str, config: CursorConfig | None, initial_position: str) -> Cursor:
+    def load_cursor(self, topic: Topic, name: str, config: CursorConfig | None, initial_position: str) -> Cursor:
         """@private"""
-        catalog, tid, storage = self._storage.catalog, topic.topic_id, self._storage
+        catalog, tid, storage = self.store._storage.catalog, topic.topic_id, self.store._storage
 
         def find(txn: lmdb.Transaction) -> tuple[tuple[int, CursorConfig] | None, Any]:
             """The catalog entry and, for a cursor that exists, its recovered state: one snapshot."""
             found = catalog.cursor(txn, tid, name)
             if found is None:
                 return None, None
-            return found, self._open_log(txn, CursorLog(storage.log_db, found[0]), config or found[1], topic)
+            return found, self.open_log(txn, CursorLog(storage.log_db, found[0]), config or found[1], topic)
 
         found, state = storage.read(find)
         if found is None and not topic.entries_checked:
@@ -108,9 +134,9 @@ class CursorSide(HostFields):
             storage.read(lambda txn: catalog.cursor_entries(txn, tid))
             topic.entries_checked = True
         if found is None:
-            if self.readonly:
+            if self.store.readonly:
                 raise UnknownCursorError(f"topic {topic.name!r} has no cursor {name!r}")
-            cfg = config or self._cursor_defaults
+            cfg = config or self.store._cursor_defaults
 
             def create(txn: lmdb.Transaction) -> int:
                 cid = catalog.next_id(txn, b"next_cursor")
@@ -118,52 +144,52 @@ class CursorSide(HostFields):
                 return cid
 
             cid = storage.write(create)
-            state = storage.read(lambda txn: CursorLog(storage.log_db, cid).recover(txn, None, self.verify))
+            state = storage.read(lambda txn: CursorLog(storage.log_db, cid).recover(txn, None, self.store.verify))
             return self._recovered(topic, name, cid, cfg, state, initial_position)
         cid, stored = found
         assert state is not None
         return self._recovered(topic, name, cid, self._config_of(topic, name, cid, stored, config), state)
 
-    def _open_log(self, txn: lmdb.Transaction, log: CursorLog, config: CursorConfig, topic: TopicView) -> Any:
+    def open_log(self, txn: lmdb.Transaction, log: CursorLog, config: CursorConfig, topic: TopicView) -> Any:
         """@private A cursor's state as an open (or a reader's catch-up) starts from it: the
         small form, read from the cursor's state slots, when its log is only those and its
-        state is in the form (``ackstore.cursor.small``); else :meth:`_recover_log`'s."""
+        state is in the form (``ackstore.cursor.small``); else :meth:`recover_log`'s."""
         values = slot_values(txn, log.db, log.cursor_id)
         if values is not None:
             small = small_opened(log.cursor_id, values, config, topic.directory)
             if small is not None:
                 return small
-        return self._recover_log(txn, log, config, topic)
+        return self.recover_log(txn, log, config, topic)
 
-    def _recover_log(
+    def recover_log(
         self, txn: lmdb.Transaction, log: CursorLog, config: CursorConfig, topic: TopicView
     ) -> RecoveredState:
         """@private Recover a cursor's ``log`` as this store opens cursors: under ``config``'s budget,
         as ``verify`` and ``load`` say, against ``topic``'s directory as it is now (the
         store lock is held)."""
         budget = config.max_individual_ack_cache_bytes
-        return log.recover(txn, budget, self.verify, self.lazy, topic.directory.past_end)
+        return log.recover(txn, budget, self.store.verify, self.store.lazy, topic.directory.past_end)
 
-    def _load_cursors(self, topic: Topic, config: CursorConfig | None) -> tuple[list[str], set[str]]:
-        """A restart's bulk form of :meth:`_load_cursor`: every persisted cursor of ``topic``
+    def load_cursors(self, topic: Topic, config: CursorConfig | None) -> tuple[list[str], set[str]]:
+        """A restart's bulk form of :meth:`load_cursor`: every persisted cursor of ``topic``
         not held yet, recovered (one catalog scan, then batches of cursors sharing a read
-        transaction) and put in ``topic.held``; each as ``_load_cursor`` would. The store
+        transaction) and put in ``topic.held``; each as ``load_cursor`` would. The store
         lock is taken per batch, so flushes and acks of cursors opened go on between them
         (a cursor deleted meanwhile is skipped: each batch checks its catalog entries in its
         own transaction). Returns the names of every persisted cursor of ``topic`` it found
         and now holds, sorted, and those of the ones it opened itself (with ``config``, as
-        ``_load_cursor`` would: the others were held already)."""
-        catalog, tid, storage = self._storage.catalog, topic.topic_id, self._storage
-        with self.lock:
-            self._check_alive()
+        ``load_cursor`` would: the others were held already)."""
+        catalog, tid, storage = self.store._storage.catalog, topic.topic_id, self.store._storage
+        with self.store.lock:
+            require_open(self.store)
             scanned = storage.writes  # (read before the scan's transaction begins)
             entries = storage.read(lambda txn: catalog.cursor_configs(txn, tid))
 
         def recover(batch: list[tuple[str, int, CursorConfig, bytes]]) -> list[Any]:
             def each(txn: lmdb.Transaction) -> list[Any]:
-                same = storage.writes == scanned and not self.readonly  # nothing written since the scan
+                same = storage.writes == scanned and not self.store.readonly  # nothing written since the scan
                 return [
-                    self._open_log(txn, CursorLog(storage.log_db, cid), config or stored, topic)
+                    self.open_log(txn, CursorLog(storage.log_db, cid), config or stored, topic)
                     if same or catalog.cursor_raw(txn, tid, name) == raw
                     else None  # deleted (or made again) since the scan
                     for name, cid, stored, raw in batch
@@ -173,8 +199,8 @@ class CursorSide(HostFields):
 
         opened: set[str] = set()
         for start in range(0, len(entries), _LOAD_BATCH):
-            with self.lock:
-                self._check_alive()
+            with self.store.lock:
+                require_open(self.store)
                 topic.check_live()
                 batch = [e for e in entries[start : start + _LOAD_BATCH] if e[0] not in topic.held]
                 for (name, cid, stored, _), state in zip(batch, recover(batch), strict=True):
@@ -189,8 +215,8 @@ class CursorSide(HostFields):
     ) -> CursorConfig:
         """The configuration an opened cursor runs with: ``config`` when given (persisted
         first when it differs, unless read-only), else the one it was stored with."""
-        if config is not None and config != stored and not self.readonly:
-            self._persist_cursor_config(topic.topic_id, name, cid, config)
+        if config is not None and config != stored and not self.store.readonly:
+            self.persist_config(topic.topic_id, name, cid, config)
         return config or stored
 
     def _recovered(
@@ -214,96 +240,78 @@ class CursorSide(HostFields):
                 report.markers_skipped,
                 "; ".join(report.skipped_reasons),
             )
-        host = cast("CursorHost", self)  # this side is the store's, which is the host
+        host = cast("CursorHost", self.store)  # the store is the cursor's host
         return Cursor(host, topic, name, cid, cfg, state, initial_position)
 
-    def _delete_cursors(self, topic: Topic, names: list[str]) -> int:
+    def delete_cursors(self, topic: Topic, names: list[str]) -> int:
         """Delete cursors ``names`` of ``topic`` with their logs in one transaction; how many were there."""
-        with self._group.lock, self.lock:  # no flush of these cursors is in flight
-            self._check_writable()
+        with self.store._group.lock, self.store.lock:  # no flush of these cursors is in flight
+            require_writable(self.store)
             topic.check_live()
-            gone = self._storage.drop_cursors(topic.topic_id, names)
+            gone = self.store._storage.drop_cursors(topic.topic_id, names)
             for name in names:
                 cur = topic.held.pop(name, None)
                 if cur is not None:
-                    self._forget(cur._core)
+                    self.forget(cur._core)
             return gone
 
-    def delete_topic(self, name: str) -> bool:
-        """Delete the topic ``name`` as Pulsar does when a topic is deleted: every cursor of
-        it with its record log, its ledger directory and its catalog entry, in ONE write
-        transaction, durable when this returns. Returns False when there was no such topic.
-
-        Handles still held raise TopicDeletedError / CursorDeletedError on every call;
-        ``topic(name)`` then creates a new, empty topic. O(cursors' records + ledgers)."""
-        name = check_name(name, "topic")
-        with self._group.lock, self.lock:
-            self._check_writable()
-            existed = self._storage.drop_topic(name)
-            topic = self.held.pop(name, None)
-            if topic is not None:
-                for cur in topic.held.values():
-                    self._forget(cur._core)
-                topic.mark_deleted()
-            return existed
-
-    def _restore_cursor(self, cur: CursorCore, micros: int) -> HistoryPoint:
+    def restore_cursor(self, cur: CursorCore, micros: int) -> HistoryPoint:
         """``Cursor.restore_as_of``: under the flush lock (no plan of it in flight)
         and the store lock, the newest kept point at or before ``micros`` recovered from
         the log and adopted by ``cur``."""
-        with self._group.lock, self.lock:
-            self._check_writable()
-            target, recovered = self._history_state(cur, micros, cur.config.max_individual_ack_cache_bytes)
+        with self.store._group.lock, self.store.lock:
+            require_writable(self.store)
+            target, recovered = self.history_state(cur, micros, cur.config.max_individual_ack_cache_bytes)
             cur.adopt_restored(recovered)
             return target.public()
 
-    def _history_target(self, cur: CursorCore, micros: int) -> Point:
+    def history_target(self, cur: CursorCore, micros: int) -> Point:
         """The kept point a restore of ``cur`` as of ``micros`` goes to; a typed
         error (the store read-only or closed, the cursor deleted, no history, a time before
         the window) when there is none. Nothing is changed."""
-        with self.lock:
-            self._check_writable()
+        with self.store.lock:
+            require_writable(self.store)
             name, window = self._history_of(cur)
-            return self.history.target(cur.cursor_id, window, micros, name, time.time())
+            return self.store.history.target(cur.cursor_id, window, micros, name, time.time())
 
-    def _history_state(self, cur: CursorCore, micros: int, budget: int | None) -> tuple[Point, RecoveredState]:
+    def history_state(self, cur: CursorCore, micros: int, budget: int | None) -> tuple[Point, RecoveredState]:
         """The kept point as of ``micros`` and its state, recovered as a reopen right
         after that flush would (``budget``: as an open with that budget; None: every ledger
         loaded). One read transaction: on a reader, the point and the records it needs are
         of one moment of the writer's. Typed errors as :meth:`history_target`; nothing is
         changed."""
-        with self.lock:
+        with self.store.lock:
             name, window = self._history_of(cur)
             cid, past_end = cur.cursor_id, cur.topic.directory.past_end
-            log_ = CursorLog(self._storage.log_db, cid)
-            lazy = self.lazy and budget is not None
+            log_ = CursorLog(self.store._storage.log_db, cid)
+            lazy = self.store.lazy and budget is not None
 
             def read(txn: lmdb.Transaction) -> tuple[Point, RecoveredState]:
-                target = self.history.target(cid, window, micros, name, time.time(), txn)
-                return target, log_.recover(txn, budget, self.verify, lazy, past_end, target.seq)
+                target = self.store.history.target(cid, window, micros, name, time.time(), txn)
+                return target, log_.recover(txn, budget, self.store.verify, lazy, past_end, target.seq)
 
-            target, recovered = self._storage.read(read)
+            target, recovered = self.store._storage.read(read)
             return target, self._resolved_at(name, target, recovered)
 
-    def _history_states(self, cur: CursorCore) -> Iterator[tuple[Point, RecoveredState]]:
+    def history_states(self, cur: CursorCore) -> Iterator[tuple[Point, RecoveredState]]:
         """Every kept point of ``cur`` (oldest first, as listed when this starts) with
         its state, every ledger loaded; each state read in a read transaction of its own, so
         a point the writer's window left behind meanwhile is skipped. O(points + states)."""
-        with self.lock:
+        with self.store.lock:
             name, window = self._history_of(cur)
-            points = self.history.visible(cur.cursor_id, window, time.time())
-        cid, past_end, db = cur.cursor_id, cur.topic.directory.past_end, self._storage.history_db
-        log_ = CursorLog(self._storage.log_db, cid)
+            points = self.store.history.visible(cur.cursor_id, window, time.time())
+        cid, past_end, db = cur.cursor_id, cur.topic.directory.past_end, self.store._storage.history_db
+        log_ = CursorLog(self.store._storage.log_db, cid)
         for point in points:
 
             def read(txn: lmdb.Transaction, seq: int = point.seq) -> RecoveredState | None:
                 if txn.get(log_key(cid, seq), db=db) is None:
                     return None  # the window moved past it since the list was read
-                return log_.recover(txn, None, self.verify, False, past_end, seq)
+                return log_.recover(txn, None, self.store.verify, False, past_end, seq)
 
-            with self.lock:
+            with self.store.lock:
                 cur.ensure_open()
-                recovered = self._storage.read(read)
+                recovered = self.store._storage.read(read)
             if recovered is not None:
                 yield point, self._resolved_at(name, point, recovered)
 
@@ -326,23 +334,16 @@ class CursorSide(HostFields):
             raise HistoryRangeError(f"cursor {name} keeps no history: set CursorConfig.history_seconds")
         return name, window
 
-    def _forget(self, cur: CursorCore) -> None:
-        """A deleted cursor: off the flush list, its handle dead, its history forgotten."""
-        self._unlist(cur)
+    def forget(self, cur: CursorCore) -> None:
+        """A deleted cursor: off the flush lists, its handle dead, its history forgotten."""
+        store = self.store
+        store.flush_list.pop(cur, None)
+        if cur.small is not None:
+            store.small_list.pop(cur.small, None)
         cur.mark_deleted()
-        self.history.set_window(cur.cursor_id, 0)
-        self.history.forget(cur.cursor_id)
+        store.history.set_window(cur.cursor_id, 0)
+        store.history.forget(cur.cursor_id)
 
-    def _unlist(self, cursor: CursorCore) -> None:
-        """@private"""
-        self.flush_list.pop(cursor, None)
-        if cursor.small is not None:
-            self.small_list.pop(cursor.small, None)
-
-    def _all_cursors(self) -> list[CursorCore]:
-        return [cur._core for topic in self.held.values() for cur in topic.held.values()]
-
-    def open_cursors(self) -> list[Cursor]:
-        """Every cursor this store object has opened (the ones in memory), by topic and name."""
-        with self.lock:
-            return [c for t in sorted(self.held) for _, c in sorted(self.held[t].held.items())]
+    def all_cursors(self) -> list[CursorCore]:
+        """The cores of every cursor this store object has opened."""
+        return [cur._core for topic in self.store.held.values() for cur in topic.held.values()]

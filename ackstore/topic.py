@@ -1,11 +1,12 @@
 """A topic: its ledger directory and its cursors (``store.topic(name)``).
 
 Topic and :class:`~ackstore.store.AckStore` are one unit, and these are the only places
-where one calls into the other: a topic calls the store's ``_check_alive``,
-``_load_cursor``, ``_check_writable``, ``_load_cursors``, ``_cursor_names``,
-``_delete_cursors`` and ``_flush_cursors`` (underscored: the engine's own calls); the store (and
-its group flush) reads each topic's ``held`` cursors, ``pending_bound``/``bound_written``
-and ``entries_checked``. Applications use neither side.
+where one calls into the other: a topic calls its store's cursor side
+(``load_cursor``, ``load_cursors``, ``cursor_names``, ``delete_cursors``,
+``flush_cursors``: the engine's own calls, on a part of the store rather than the public
+object) and checks that the store is open (:mod:`ackstore.life`); the store (and its group flush) reads
+each topic's ``held`` cursors, ``pending_bound``/``bound_written`` and ``entries_checked``.
+Applications use neither side.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from .directory import OPEN, LedgerDirectory
 from .errors import InvalidArgumentError, InvalidTypeError, TopicDeletedError
 from .fields import TopicFields
 from .gcpause import gc_paused
+from .life import require_open, require_writable
 from .position import Position
 
 if TYPE_CHECKING:
@@ -31,7 +33,7 @@ if TYPE_CHECKING:
     from .stats import FlushStats
     from .storage.env import Environment
 
-__all__ = ["Topic", "TopicHost", "check_name", "MAX_NAME_BYTES"]
+__all__ = ["Topic", "TopicHost", "TopicSide", "check_name", "MAX_NAME_BYTES"]
 
 MAX_NAME_BYTES = 1024
 """the longest topic or cursor name, in UTF-8 bytes"""
@@ -41,20 +43,29 @@ class TopicHost(Protocol):
     """@private What a topic calls of its store (an :class:`~ackstore.AckStore`): the calls the module
     docstring names, its lock, storage and whether it is read-only."""
 
+    closed: bool
     readonly: bool
     lock: StoreLock
 
     @property
+    def path(self) -> object: ...
+    @property
     def storage(self) -> Environment: ...
-    def _check_alive(self) -> None: ...
-    def _check_writable(self) -> None: ...
+    @property
+    def cursor_side(self) -> TopicSide: ...
     def topic(self, name: str) -> Topic: ...
     def delete_topic(self, name: str) -> bool: ...
-    def _cursor_names(self, tid: int) -> list[str]: ...
-    def _load_cursor(self, topic: Topic, name: str, config: CursorConfig | None, initial_position: str) -> Cursor: ...
-    def _load_cursors(self, topic: Topic, config: CursorConfig | None) -> tuple[list[str], set[str]]: ...
-    def _delete_cursors(self, topic: Topic, names: list[str]) -> int: ...
-    def _flush_cursors(self, only: list[CursorCore] | None) -> FlushStats: ...
+
+
+class TopicSide(Protocol):
+    """@private What a topic calls of its store's cursor side
+    (:class:`~ackstore.store_cursors.CursorSide`)."""
+
+    def cursor_names(self, tid: int) -> list[str]: ...
+    def load_cursor(self, topic: Topic, name: str, config: CursorConfig | None, initial_position: str) -> Cursor: ...
+    def load_cursors(self, topic: Topic, config: CursorConfig | None) -> tuple[list[str], set[str]]: ...
+    def delete_cursors(self, topic: Topic, names: list[str]) -> int: ...
+    def flush_cursors(self, only: list[CursorCore] | None) -> FlushStats: ...
 
 
 def check_name(name: Any, what: str) -> str:
@@ -138,7 +149,7 @@ class Topic(TopicFields):
         """Append a new open ledger; ids must increase and the previous ledger must be sealed."""
         store = self.store
         with store.lock:
-            store._check_writable()
+            require_writable(store)
             self.check_live()
             ledger = self.directory.check_add(ledger)
 
@@ -159,7 +170,7 @@ class Topic(TopicFields):
         O(ledgers)."""
         store = self.store
         with store.lock:
-            store._check_writable()
+            require_writable(store)
             self.check_live()
             try:
                 items = [(ledger, entries) for ledger, entries in ledgers]
@@ -200,7 +211,7 @@ class Topic(TopicFields):
         """Seal an open ledger with its entry count (every cursor's acks must fit in it)."""
         store = self.store
         with store.lock:
-            store._check_writable()
+            require_writable(store)
             self.check_live()
             ledger, entries = self.directory.check_close(ledger, entries)
             for cur in self.held.values():
@@ -227,7 +238,7 @@ class Topic(TopicFields):
         """
         store = self.store
         with store.lock:
-            store._check_writable()
+            require_writable(store)
             self.check_live()
             d = self.directory
             ledger, last_entry = d.check_advance(ledger, last_entry)
@@ -282,7 +293,7 @@ class Topic(TopicFields):
         """
         store = self.store
         with store.lock:
-            store._check_writable()
+            require_writable(store)
             self.check_live()
             below = self.directory.check_trim(below)
             dropped = [i for i in self.directory.ids if i < below]
@@ -331,7 +342,7 @@ class Topic(TopicFields):
             )
         store = self.store
         with store.lock:
-            store._check_alive()
+            require_open(store)
             self.check_live()
             cur = self.held.get(name)
             if cur is not None:
@@ -341,11 +352,11 @@ class Topic(TopicFields):
                     else:
                         cur.update_config(**config.to_obj())
                 return cur
-            cur = store._load_cursor(self, name, config, initial_position)
+            cur = store.cursor_side.load_cursor(self, name, config, initial_position)
             self.held[name] = cur
             place = initial_position == "latest" and not cur.persisted and not store.readonly
         if place:  # outside the store lock: a flush takes the flush lock first
-            store._flush_cursors([cur._core])
+            store.cursor_side.flush_cursors([cur._core])
         return cur
 
     def open_cursors(self, config: CursorConfig | None = None) -> dict[str, Cursor]:
@@ -357,7 +368,7 @@ class Topic(TopicFields):
         if config is not None and not isinstance(config, CursorConfig):
             raise InvalidTypeError(f"config must be a CursorConfig, got {type(config).__name__}")
         with gc_paused():
-            names, opened = self.store._load_cursors(self, config)  # the ones not held yet, in batches
+            names, opened = self.store.cursor_side.load_cursors(self, config)  # the ones not held yet, in batches
             # each was just opened with ``config``, or held already: as cursor(name, config) returns it
             held = self.held
             return {
@@ -369,7 +380,7 @@ class Topic(TopicFields):
     def cursors(self) -> list[str]:
         """Names of every cursor of this topic (persisted ones included), sorted."""
         self.check_live()
-        return self.store._cursor_names(self.topic_id)
+        return self.store.cursor_side.cursor_names(self.topic_id)
 
     def delete_cursor(self, name: str) -> bool:
         """Delete the cursor ``name`` (Pulsar's unsubscribe): its catalog entry and its whole
@@ -381,4 +392,4 @@ class Topic(TopicFields):
         initial position it is given, with nothing of the old one. The pages freed are
         reused by later writes. Waits for a flush in flight. O(records of the cursor)."""
         name = check_name(name, "cursor")
-        return self.store._delete_cursors(self, [name]) == 1
+        return self.store.cursor_side.delete_cursors(self, [name]) == 1

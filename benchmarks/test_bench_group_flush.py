@@ -201,4 +201,6 @@ def test_flush_visiting_every_cursor(benchmark, store) -> None:  # type: ignore[
     """What a flush cost before cursors listed themselves: every cursor visited (close() still does)."""
     dirty_some = _ten_busy(store, IDLE)
     benchmark.group = IDLE_GROUP
-    benchmark.pedantic(lambda: store._flush_cursors(store._all_cursors()), setup=dirty_some, rounds=30)
+    benchmark.pedantic(
+        lambda: store.cursor_side.flush_cursors(store.cursor_side.all_cursors()), setup=dirty_some, rounds=30
+    )

@@ -22,7 +22,7 @@ from ackstore.ledger_acks import NO_ENTRIES, LedgerAcks
 from ackstore.ledger_cache import CachePool, LedgerCache
 from ackstore.storage import codecs
 from ackstore.storage.records import IndexEntry
-from ackstore.store_cursors import CursorSide
+from ackstore.store import AckStore
 from ackstore.topic import Topic
 
 from .codec_impls import NOT_COMPILED
@@ -37,7 +37,7 @@ PARTS = {
     "CacheFields": LedgerCache,
     "PoolFields": CachePool,
     "CoreFields": StoreSide,
-    "HostFields": CursorSide,
+    "HostFields": AckStore,
     "TopicFields": Topic,
 }
 

@@ -81,8 +81,9 @@ def test_the_engines_own_calls_are_not_on_the_public_objects() -> None:
     import ackstore
     from ackstore.cursor.core import CursorCore
 
-    for cls in (ackstore.AckStore, ackstore.Cursor):
-        assert not set(ENGINE_CALLS) & set(dir(cls)), (cls.__name__, sorted(set(ENGINE_CALLS) & set(dir(cls))))
+    for cls in (ackstore.AckStore, ackstore.Cursor):  # not even underscored: they are on the engine's parts
+        found = sorted(name for name in dir(cls) if name.lstrip("_") in ENGINE_CALLS)
+        assert not found, (cls.__name__, found)
     public = {name for name in dir(ackstore.Cursor) if not name.startswith("_")}
     assert not set(CORE_CALLS) & public, sorted(set(CORE_CALLS) & public)
     assert set(CORE_CALLS) <= set(dir(CursorCore))  # the names above are the core's: a rename shows here

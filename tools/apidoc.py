@@ -35,6 +35,7 @@ INTERNAL = (
     "ackstore.gcpause",
     "ackstore.ledger_acks",
     "ackstore.ledger_cache",
+    "ackstore.life",
     "ackstore.recovery",
     "ackstore.storage",
     "ackstore.store_cursors",

@@ -41,7 +41,7 @@ from .deliveries import set_delivery_counts
 from .moves import TopicView
 from .pages import Pages
 from .plan import Planner
-from .read_side import ReadHost
+from .read_side import OpensLogs, ReadHost
 from .served import Served
 from .small import check_small, small_of
 from .small_span import form_entry, is_acked, ledger_counts, ledger_runs, read_position
@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from ..ledger_acks import LedgerAcks
     from ..ledger_cache import CachePool
 
-__all__ = ["CursorCore", "CursorHost"]
+__all__ = ["CursorCore", "CursorHost", "HistorySide"]
 
 T = TypeVar("T")
 
@@ -72,11 +72,29 @@ done in the form with M moved on into the next ledger (:meth:`CursorCore.ack` bo
 form again); None where it was not built."""
 
 
+class HistorySide(OpensLogs, Protocol):
+    """What a cursor calls of its store's cursor side
+    (:class:`~ackstore.store_cursors.CursorSide`): besides the reads' log recovery, a
+    durable write of its configuration, its history's restore, target and states."""
+
+    def persist_config(
+        self, tid: int, name: str, cursor_id: int, config: CursorConfig, drop_history: bool = False
+    ) -> None: ...
+
+    def restore_cursor(self, cursor: CursorCore, micros: int) -> HistoryPoint: ...
+
+    def history_target(self, cursor: CursorCore, micros: int) -> Point: ...
+
+    def history_state(self, cursor: CursorCore, micros: int, budget: int | None) -> tuple[Point, RecoveredState]: ...
+
+    def history_states(self, cursor: CursorCore) -> Iterator[tuple[Point, RecoveredState]]: ...
+
+
 class CursorHost(ReadHost, Protocol):
     """What a cursor needs of the store it lives in, and nothing more: besides what its reads
     need (:class:`~ackstore.cursor.read_side.ReadHost`), the lock it shares, the cache pool,
     the list of cursors the next flush visits (the store owns it; a cursor puts itself on it
-    when it changes), a durable write of its configuration, its history's restore and states."""
+    when it changes), and its store's cursor side (:class:`HistorySide`)."""
 
     lock: StoreLock
     cache_pool: CachePool
@@ -86,17 +104,8 @@ class CursorHost(ReadHost, Protocol):
     small_list: dict[Any, CursorCore]
     flush_count: int
 
-    def _persist_cursor_config(
-        self, tid: int, name: str, cursor_id: int, config: CursorConfig, history_off: bool = False
-    ) -> None: ...
-
-    def _restore_cursor(self, cursor: CursorCore, micros: int) -> HistoryPoint: ...
-
-    def _history_target(self, cursor: CursorCore, micros: int) -> Point: ...
-
-    def _history_state(self, cursor: CursorCore, micros: int, budget: int | None) -> tuple[Point, RecoveredState]: ...
-
-    def _history_states(self, cursor: CursorCore) -> Iterator[tuple[Point, RecoveredState]]: ...
+    @property
+    def cursor_side(self) -> HistorySide: ...
 
     def flush(self) -> Any: ...
 
@@ -485,8 +494,8 @@ class CursorCore(Served):
         state, chain = self._state, self._chain
         if small.flushes or self._unloaded:
             rp, recovery, flushes, total = state.rp, chain.recovery, chain.flushes, chain.total_flush_bytes
-            storage = store.storage
-            self._load(storage.read(lambda txn: store._recover_log(txn, self._log, self._config, self.topic)))
+            recover = store.cursor_side.recover_log
+            self._load(store.storage.read(lambda txn: recover(txn, self._log, self._config, self.topic)))
             state.rp = max(rp, state.rp)
             if not self._unloaded:  # (an open into the form: the report is this first recovery's)
                 chain.recovery = recovery

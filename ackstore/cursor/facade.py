@@ -254,12 +254,12 @@ class Cursor(FacadeFields):
         the range kept) or the cursor keeps no history; ReadOnlyError on a read-only store.
         Outside a :class:`~ackstore.Dispatcher` this races with reads in flight as a reset
         does; ``Dispatcher.restore_as_of`` makes it a revision. O(the state restored)."""
-        return self._store._restore_cursor(self._core, as_micros(when))
+        return self._store.cursor_side.restore_cursor(self._core, as_micros(when))
 
     def check_restore(self, when: datetime | float) -> HistoryPoint:
         """@private The point :meth:`restore_as_of` would restore (the same typed errors);
         nothing is changed."""
-        return self._store._history_target(self._core, as_micros(when)).public()
+        return self._store.cursor_side.history_target(self._core, as_micros(when)).public()
 
     def snapshot_as_of(self, when: datetime | float) -> CursorSnapshot:
         """The cursor's whole ack state as the newest kept flush at or before ``when`` (a
@@ -268,7 +268,7 @@ class Cursor(FacadeFields):
         Nothing is changed; it works on a read-only store too (one flushed moment of the
         writer's, never parts of two). HistoryRangeError as :meth:`restore_as_of`.
         O(the state read)."""
-        _, recovered = self._store._history_state(self._core, as_micros(when), None)
+        _, recovered = self._store.cursor_side.history_state(self._core, as_micros(when), None)
         return _recovered_snapshot(recovered)
 
     def history_snapshots(self) -> Iterator[tuple[HistoryPoint, CursorSnapshot]]:
@@ -280,7 +280,7 @@ class Cursor(FacadeFields):
         core = self._core
         if not core.config.history_seconds:
             return
-        for point, recovered in self._store._history_states(core):
+        for point, recovered in self._store.cursor_side.history_states(core):
             yield point.public(), _recovered_snapshot(recovered)
 
     # -- configuration and figures --------------------------------------------------------------
@@ -304,7 +304,7 @@ class Cursor(FacadeFields):
                 raise InvalidArgumentError(f"unknown CursorConfig fields {unknown}: allowed {known}")
             new = replace(core.config, **changes)  # each value checked by CursorConfig: a typed error naming it
             off = bool(core.config.history_seconds) and not new.history_seconds
-            store._persist_cursor_config(core.topic.topic_id, self.name, self.cursor_id, new, off)
+            store.cursor_side.persist_config(core.topic.topic_id, self.name, self.cursor_id, new, off)
             core.apply_config(new)
             store.history.set_window(self.cursor_id, new.history_seconds)
             return new

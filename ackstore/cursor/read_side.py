@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from .chain import MarkerChain
     from .moves import TopicView
 
-__all__ = ["ReadHost", "ReadSide"]
+__all__ = ["OpensLogs", "ReadHost", "ReadSide"]
 
 T = TypeVar("T")
 
@@ -47,9 +47,20 @@ state before the one it keeps, so a writer flushing in a tight loop on a busy ma
 a reader on every other flush"""
 
 
+class OpensLogs(Protocol):
+    """What the reads call of the store's cursor side: a cursor's log recovered, or opened
+    (into the small form where it can be), as the store opens cursors."""
+
+    def recover_log(
+        self, txn: lmdb.Transaction, log: CursorLog, config: CursorConfig, topic: TopicView
+    ) -> RecoveredState: ...
+
+    def open_log(self, txn: lmdb.Transaction, log: CursorLog, config: CursorConfig, topic: TopicView) -> Any: ...
+
+
 class ReadHost(Protocol):
     """What the reads need of the store: its storage, whether it is read-only, its history
-    keeper, and a recovery of a cursor's log."""
+    keeper, and its cursor side's recovery of a cursor's log."""
 
     readonly: bool
     small_list: dict[Any, Any]
@@ -60,11 +71,8 @@ class ReadHost(Protocol):
     @property
     def history(self) -> HistoryKeeper: ...
 
-    def _recover_log(
-        self, txn: lmdb.Transaction, log: CursorLog, config: CursorConfig, topic: TopicView
-    ) -> RecoveredState: ...
-
-    def _open_log(self, txn: lmdb.Transaction, log: CursorLog, config: CursorConfig, topic: TopicView) -> Any: ...
+    @property
+    def cursor_side(self) -> OpensLogs: ...
 
 
 class ReadSide(StoreSide):
@@ -120,7 +128,8 @@ class ReadSide(StoreSide):
             return None
         self.topic.reread_directory(txn)
         self._view = (txn.id(), self._log.newest(txn))
-        return (store._open_log if form else store._recover_log)(txn, self._log, self._config, self.topic)
+        side = store.cursor_side
+        return (side.open_log if form else side.recover_log)(txn, self._log, self._config, self.topic)
 
     def _load_newest(self, recovered: Any) -> None:
         """Adopt what :meth:`_newest` read (outside its transaction: loading the state may
