@@ -145,6 +145,36 @@ def test_delivery_counts_since_the_base_count_toward_a_deltas_share_with_the_led
     store.close()
 
 
+def test_recovery_resolves_the_index_the_writer_held_when_an_ack_took_a_count_away(
+    tmp_path: Path, marker_layout: None
+) -> None:
+    """A delta marker names a delivery count, a later one the ack of that entry: recovery's
+    index is the writer's (the ack took the count away, so what a delta would carry stays
+    within its bound), not the union of the two."""
+    store = AckStore.open(tmp_path / "s", sync=False)
+    topic = store.topic(T)
+    for ledger in range(1, 13):
+        topic.add_ledger(ledger)
+        topic.close_ledger(ledger, ENTRIES)
+    cur = topic.cursor("c", CursorConfig(full_marker_every=5, max_unacked_ranges_to_persist=0))
+    for ledger in range(1, 13):  # eleven that do not change: a full marker outweighs a delta
+        cur.ack_entries(ledger, range(100, 400, 2))
+    assert store.flush().ledger_records == 12
+    cur.record_deliveries([Position(1, e) for e in (401, 403, 405)])
+    assert (store.flush().ledger_records, cur.stats().deltas_since_full_marker) == (0, 1)  # the counts in a delta
+    cur.ack([Position(1, 403), Position(1, 7)])
+    assert (store.flush().ledger_records, cur.stats().deltas_since_full_marker) == (0, 2)  # the acks in the next
+    held = cur._core._pages.index[1]
+    assert held.counts == {401: 1, 405: 1} and sorted(held.adds or ()) == [7, 403]
+    store.close()
+    store = AckStore.open(tmp_path / "s", sync=False)
+    cur = store.topic(T).cursor("c")
+    assert cur._core._pages.index[1] == held
+    assert cur.delivery_counts() == {Position(1, 401): 1, Position(1, 405): 1}
+    cur._check()
+    store.close()
+
+
 def test_each_delta_marker_names_only_the_acks_since_the_chain_named_them(tmp_path: Path) -> None:
     """The common flush (a few acks in a ledger that has a record) writes a delta marker
     naming the acks since the previous marker, and the chain adds up to every ack since the

@@ -216,9 +216,12 @@ def resolve_marker(
             if old is not None and old.seq == entry.seq and (old.adds or old.counts):
                 # the same record as before: a delta marker names only the acks added (and the
                 # counts set) since the chain last named this ledger (a union: repeats are
-                # harmless; the newer count wins)
+                # harmless; the newer count wins, and an ack takes a count away, as the
+                # writer's index has it)
                 counts = {**old.counts, **(entry.counts or {})} if old.counts else entry.counts
                 adds = old.adds | entry.adds if old.adds and entry.adds else old.adds or entry.adds
+                if counts and entry.adds:
+                    counts = {e: n for e, n in counts.items() if e not in entry.adds} or None
                 entry = IndexEntry(entry.seq, entry.runs, adds, counts)
             index[ledger] = entry
     return ResolvedMarker(  # positional (a restart builds one a cursor): the fields' order
