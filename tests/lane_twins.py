@@ -97,7 +97,12 @@ def _chains(store: AckStore, names: list[str]) -> list[object]:
     """What a flush leaves in each cursor: its marker chain's fields, its index, its pins."""
     out = []
     for name in names:
-        planner = store.topic(T).cursor(name)._core._planner
+        core = store.topic(T).cursor(name)._core
+        small = core.small
+        if small is not None:  # the form holds its state alone: its log's place and what it holds
+            out.append((name, "form", small.next_seq, small.slot, small.slots, small.md_l, small.md_e, small.runs()))
+            continue
+        planner = core._planner
         chain = planner.chain
         fields = {slot: getattr(chain, slot) for slot in field_names(type(chain)) if slot != "recovery"}
         index = {ledger: (e.seq, e.runs, sorted(e.adds or ()), e.counts) for ledger, e in planner.pages.index.items()}
@@ -129,7 +134,9 @@ def twin_workload(path: Path, small: bool = False) -> tuple[list[tuple[bytes, by
         seen: list[object] = []
         for step in range(60):
             for cur in rng.sample(cursors, 5):
-                ledger = rng.choice(sorted(cur._core._pages.known()) or [1])
+                core = cur._core
+                known = [core.small.md_l] if core.small is not None else sorted(core._pages.known())
+                ledger = rng.choice(known or [1])
                 k = 80 if step % 17 == 0 else rng.randint(1, 3)
                 span = 150 if small else 5_000
                 cur.ack([Position(ledger, 12_000 + rng.randrange(span)) for _ in range(k)])

@@ -550,6 +550,40 @@ def _props_model(rounds: int) -> dict[str, int | str]:
     return props
 
 
+def test_a_cursor_that_takes_the_form_lets_its_parts_go_and_keeps_what_lives_in_memory(tmp_path: Path) -> None:
+    """Once a cursor takes the form its parts are gone, their cache bytes back in the store's
+    pool: the form alone holds the state (nothing to fall back to). What lives only in memory
+    is the same in the form and after it: the open's recovery report, every flush counted,
+    the bytes they wrote."""
+    path = tmp_path / "s"
+    with AckStore.open(path) as store:
+        _topic(store).cursor("c").ack_entries(1, range(0, 300, 2))  # 150 ranges: opened by recovery
+        store.flush()
+    with AckStore.open(path) as store:
+        cur = store.topic(T).cursor("c")
+        core = cur._core
+        opened = core._chain.recovery  # (stats() would keep it out of the form at the next flush)
+        cur.ack_entries(1, range(300))  # M at 299: steady rounds from 30 on
+        written, held = [], []
+        for rnd in range(30, 30 + SETTLE + 2):
+            _steady(cur, rnd)
+            held.append(store.cache_bytes)
+            written.append(store.flush().bytes_written)
+        assert opened.marker_seq >= 0 and held[0] > 0  # (the parts held the ledger's acks above M)
+        assert core.small is not None and core._unbuilt and store.cache_bytes == 0
+        assert not hasattr(core, "_state") and not hasattr(core, "_planner")  # no second copy of the state
+        figures = dict(zip(CURSOR_FIGURES, cur.figures(), strict=True))
+        assert figures["flushes"] == len(written) and figures["total_flush_bytes"] == sum(written)
+        cur._check()
+        snap = cur.snapshot()  # not served: the form ends, the parts load the newest flushed state
+        st = cur.stats()
+        assert core.small is None and st.recovery == opened
+        assert (st.flushes, st.total_flush_bytes, st.last_flush_bytes) == (len(written), sum(written), written[-1])
+        md, ranges = _model_ranges(30 + SETTLE + 2)
+        assert snap.mark_delete_position == Position(1, md) and list(cur.ledger_ranges()) == [(1, ranges)]
+        cur._check()
+
+
 def test_properties_stay_in_the_form_and_are_written_as_the_parts_write_them(tmp_path: Path) -> None:
     """A cursor setting and removing properties every round stays in the small form; the
     store holds the very bytes a cursor kept out of it writes; a bad property is refused
@@ -796,7 +830,7 @@ def test_a_writer_opens_a_steady_cursor_into_the_form(tmp_path: Path) -> None:
             assert [name for name, cur in sorted(opened.items()) if cur._core.small is not None] == ["a", "b", "props"]
             assert opened["props"].properties == {"k": 1} and opened["props"]._core._unbuilt
             cur = opened["a"]
-            assert cur._core._unloaded and cur.persisted and not cur._core._pending
+            assert cur._core._unbuilt and cur.persisted and not cur._core._pending
             cur._check()
             assert cur.mark_delete_position == Position(1, md) and list(cur.ledger_ranges()) == [(1, ranges)]
             assert cur.is_acked(Position(1, ranges[0][0])) and not cur.is_acked(Position(1, md + 1))
@@ -805,7 +839,7 @@ def test_a_writer_opens_a_steady_cursor_into_the_form(tmp_path: Path) -> None:
             store.flush()
             newest = cur._core.small.next_seq - 1
             snap = cur.snapshot()  # ends the form: the parts loaded by recovery
-            assert cur._core.small is None and not cur._core._unloaded
+            assert cur._core.small is None and not cur._core._unbuilt
             assert cur.stats().recovery.marker_seq == newest and cur.stats().flushes == 1
             md2, ranges2 = _model_ranges(SETTLE + 1)
             assert snap.mark_delete_position == Position(1, md2) and list(cur.ledger_ranges()) == [(1, ranges2)]
@@ -880,11 +914,11 @@ def test_a_cursor_opened_into_the_form_builds_no_parts_until_asked(tmp_path: Pat
         assert cur.read_position == Position(1, md2 + 1)
         assert cur.partial_batches() == {} and cur.delivery_count(Position(1, md2 + 1)) == 0
         assert cur.properties == {}
-        assert not cur._core._unbuilt and cur._core._unloaded and cur._core.small is not None  # built, holding nothing
+        assert not cur._core._unbuilt and cur._core.small is not None  # built, holding nothing
         assert cur.figures() == before
         cur._check()
         snap = cur.snapshot()  # not served: the form ends, the parts load
-        assert cur._core.small is None and not cur._core._unloaded
+        assert cur._core.small is None and not cur._core._unbuilt
         assert snap.mark_delete_position == Position(1, md2) and list(cur.ledger_ranges()) == [(1, ranges2)]
         cur._check()
 

@@ -869,7 +869,8 @@ def test_a_slots_first_value_reserves_room_and_keeps_the_pages_full(store_path: 
                 cur.ack_entries(LEDGER, batch)
             store.flush()
             if r < 3:
-                key = slot_key(cursors[7].cursor_id, cursors[7]._core._planner.chain.slot)
+                core = cursors[7]._core  # its newest state's slot (the form's, once it took one)
+                key = slot_key(core.cursor_id, core._planner.chain.slot if core.small is None else core.small.slot)
                 rooms.append(store.storage.read(lambda txn, k=key: slot_room(k, txn.get(k, db=store.storage.log_db))))
         leaf_pages = store.storage.read(lambda txn: txn.stat(store.storage.log_db)["leaf_pages"])
     assert rooms == [SLOT_RESERVE, SLOT_RESERVE, 0]  # each slot's first value, then none

@@ -38,6 +38,7 @@ from ..storage.records import unpack_properties
 from . import fitting, lane
 from .chain import MarkerChain
 from .deliveries import set_delivery_counts
+from .figures import Carried, carried_of, carry_back
 from .moves import TopicView
 from .pages import Pages
 from .plan import Planner
@@ -117,10 +118,10 @@ class CursorCore(Served):
     __slots__ = (
         "_ack_one",
         "_asked",
+        "_carried",
         "_chain",
         "_log",
         "_unbuilt",
-        "_unloaded",
         "cursor_id",
         "name",
         "revision_controller",
@@ -159,12 +160,15 @@ class CursorCore(Served):
         (a cursor read through its parts every round would leave the form every round)"""
         self._deleted = False
         """True once the cursor was deleted: every call raises CursorDeletedError"""
-        self._unloaded = self._unbuilt = not isinstance(recovered, RecoveredState)
-        """``_unloaded``: True while the parts hold nothing: the cursor was opened into the
-        small form (``recovered`` is that form) and its parts are loaded when first needed;
-        ``_unbuilt``: True while they do not even exist (:meth:`built` makes them)"""
+        self._unbuilt = not isinstance(recovered, RecoveredState)
+        """True while the parts do not exist (:meth:`built` makes them): never while they hold
+        the state, always while the small form does (opened into it, ``recovered`` is that
+        form, or taken since: :meth:`take_small_form`)"""
+        self._carried: Carried | None = None
+        """what lives in memory only of parts the small form replaced, given back when the
+        form ends (None: none did, the cursor was opened into the form)"""
         self._view = (-1, recovered.next_seq - 1) if store.readonly else (-1, -1)
-        if self._unloaded:
+        if self._unbuilt:
             self.small = recovered
         else:
             self._build_parts()
@@ -475,34 +479,27 @@ class CursorCore(Served):
             self._build_parts()
 
     def _grow(self) -> None:
-        """End the small form: the parts hold the cursor's state again. When a flush wrote
-        the form's state since it began (or is writing it), the parts first load the newest
-        flushed state as a reopen would, keeping what lives in memory only (the read
-        position, the flush counters, the open's recovery report), and the next sequence
-        stays past the form's; then they take the acks since. O(the state)."""
+        """End the small form: the parts hold the cursor's state again. They load the newest
+        flushed state as a reopen would, take back what lives in memory only
+        (:func:`~ackstore.cursor.figures.carry_back`), keep the next sequence past the
+        form's (a flush of it may be in flight), then take the acks, counts, read position
+        and properties since. O(the state)."""
         small = self.small
         assert small is not None
-        self.built()
+        self.built()  # (the form holds the state alone: the parts are made now, holding nothing)
         self.small = None
         small.end()
         store = self._store
         store.small_list.pop(small, None)
         if store.readonly:  # a reader's form is a flushed state and no more: the parts read the newest
-            self._unloaded = False
             self._refresh()
             return
         state, chain = self._state, self._chain
-        if small.flushes or self._unloaded:
-            rp, recovery, flushes, total = state.rp, chain.recovery, chain.flushes, chain.total_flush_bytes
-            recover = store.cursor_side.recover_log
-            self._load(store.storage.read(lambda txn: recover(txn, self._log, self._config, self.topic)))
-            state.rp = max(rp, state.rp)
-            if not self._unloaded:  # (an open into the form: the report is this first recovery's)
-                chain.recovery = recovery
-            self._unloaded = False
-            chain.flushes, chain.total_flush_bytes = flushes + small.flushes, total + small.flush_bytes
-            chain.last_flush_bytes = small.last_bytes
-            chain.next_seq = max(chain.next_seq, small.next_seq)  # never a sequence a flush in flight took
+        recover = store.cursor_side.recover_log
+        self._load(store.storage.read(lambda txn: recover(txn, self._log, self._config, self.topic)))
+        carry_back(self._carried, small, state, self._pages, chain)
+        self._carried = None
+        chain.next_seq = max(chain.next_seq, small.next_seq)  # never a sequence a flush in flight took
         d = self.topic.directory
         fitting.reconcile(state, d)  # (the form followed the directory: ledgers trimmed or sealed since)
         if small.md_l in d and (small.md_l, small.md_e) > state.md:  # M where the form had it, by the rule acks take
@@ -520,7 +517,6 @@ class CursorCore(Served):
         if props != state.properties:  # set or removed in the form since its last flush
             state.meta_dirty = True
         state.properties = props
-        state.redeliveries += small.redeliveries
         self._changed()
 
     def take_small_form(self) -> None:
@@ -532,14 +528,26 @@ class CursorCore(Served):
             return
         if not self._pending:
             parts = self._state, self._pages, self._chain, self._config, self.topic.directory
-            self.small = small_of(self.cursor_id, *parts)
+            small = small_of(self.cursor_id, *parts)
+            if small is not None:
+                self._enter(small)
+
+    def _enter(self, small: Any) -> None:
+        """The small form ``small`` holds the cursor's state from now on, alone: the parts go
+        (their bytes back to the pool) as if the cursor had been opened into the form; what
+        lives only in memory waits in ``_carried`` for :meth:`_grow`. O(the parts' ledgers)."""
+        self._carried = carried_of(self._state, self._pages, self._chain)
+        self._release()
+        del self._state, self._pages, self._chain, self._planner, self._ack_one
+        self._unbuilt = True
+        self.small = small
 
     # -- invariants ----------------------------------------------------------------------------
 
     def _check(self) -> None:
         """Assert every internal invariant (tests call this after each step)."""
         with self._lock:  # each component asserts its own invariants (the _check convention)
-            if self._unloaded:  # the parts hold nothing yet: the form is the state
+            if self.small is not None:  # the parts do not exist: the form is the state
                 assert self.small is not None, "a cursor with neither its parts nor the small form"
                 check_small(self.small, (self.small.md_l, -1))
             else:

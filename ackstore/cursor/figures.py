@@ -8,12 +8,12 @@ from typing import Any, NamedTuple
 
 from ..config import CursorConfig
 from ..dispatch.revision import CursorStateRevisionController
-from ..stats import CursorStats
+from ..stats import CursorStats, RecoveryReport
 from .chain import MarkerChain
 from .pages import Pages
 from .state import AckState
 
-__all__ = ["Parts", "cursor_stats", "cursor_figures"]
+__all__ = ["Carried", "Parts", "carried_of", "carry_back", "cursor_stats", "cursor_figures"]
 
 
 class Parts(NamedTuple):
@@ -24,6 +24,47 @@ class Parts(NamedTuple):
     chain: MarkerChain | None
     config: CursorConfig
     controller: CursorStateRevisionController
+
+
+class Carried(NamedTuple):
+    """What lives only in memory of a cursor's parts when the small form takes their place:
+    the open's recovery report, the cache's counters, the flush counters and redeliveries
+    (the form counts its own from zero; the parts made again at its end add both)."""
+
+    recovery: RecoveryReport
+    swap_ins: int
+    evictions: int
+    write_backs: int
+    flushes: int
+    flush_bytes: int
+    last_bytes: int
+    redeliveries: int
+
+
+def carried_of(state: AckState, pages: Pages, chain: MarkerChain) -> Carried:
+    """What the parts carry into the small form (see :class:`Carried`). O(1)."""
+    cache = pages.cache
+    return Carried(
+        chain.recovery, cache.swap_ins, cache.evictions, cache.write_backs, chain.flushes, chain.total_flush_bytes,
+        chain.last_flush_bytes, state.redeliveries,
+    )  # fmt: skip
+
+
+def carry_back(carried: Carried | None, small: Any, state: AckState, pages: Pages, chain: MarkerChain) -> None:
+    """Parts made again at the end of the small form ``small`` take back what lives only in
+    memory: the form's flush counters and redeliveries, added to what the parts ``carried``
+    into the form (None: the cursor was opened into it; the recovery report is then the one
+    of the load that made them). O(1)."""
+    chain.flushes, chain.total_flush_bytes, chain.last_flush_bytes = small.flushes, small.flush_bytes, small.last_bytes
+    state.redeliveries += small.redeliveries
+    if carried is not None:
+        cache = pages.cache
+        chain.recovery, cache.swap_ins, cache.evictions, cache.write_backs = carried[:4]
+        chain.flushes += carried.flushes
+        chain.total_flush_bytes += carried.flush_bytes
+        if not small.flushes:
+            chain.last_flush_bytes = carried.last_bytes
+        state.redeliveries += carried.redeliveries
 
 
 def cursor_stats(topic: str, name: str, parts: Parts) -> CursorStats:
@@ -67,16 +108,21 @@ def cursor_stats(topic: str, name: str, parts: Parts) -> CursorStats:
     )
 
 
-def cursor_figures(parts: Parts, small: Any = None) -> tuple[int, ...]:
+def cursor_figures(parts: Parts, small: Any = None, carried: Carried | None = None) -> tuple[int, ...]:
     """The numbers of ``ackstore.stats.CURSOR_FIGURES``, in order, without measuring; of a
-    cursor in the small form (``small``, ``ackstore.cursor.small``), its ranges and flushes
-    are the form's (the parts hold the state as it was when the form began, or nothing:
-    ``parts`` of None, never built, as a cursor opened into the form has them). O(1)."""
+    cursor in the small form (``small``, ``ackstore.cursor.small``), its ranges, flushes and
+    redeliveries are the form's (its parts do not exist: ``parts`` of None), and ``carried``
+    what its parts left when the form took their place (their recovery report and cache
+    counters; None: opened into the form). O(1)."""
     state, pages, chain, cfg, controller = parts
     limit = cfg.max_unacked_ranges_to_persist
-    if state is None or pages is None or chain is None:  # parts that hold nothing
+    if state is None or pages is None or chain is None:  # parts that do not exist
         cache_figures: tuple[int, ...] = (0, cfg.max_individual_ack_cache_bytes, 0, 0, 0, 0, 0)
         ranges = persisted = truncated = blocked = chain_flushes = chain_bytes = skipped = redeliveries = 0
+        if carried is not None:
+            cache_figures = (*cache_figures[:4], carried.swap_ins, carried.evictions, carried.write_backs)
+            chain_flushes, chain_bytes, redeliveries = carried.flushes, carried.flush_bytes, carried.redeliveries
+            skipped = carried.recovery.markers_skipped
     else:
         cache = pages.cache
         cache_figures = (

@@ -21,9 +21,9 @@ from ..history import HistoryPoint
 from ..position import Position, trusted
 from ..stats import CursorStats, LogUsage
 from ..storage.log import CursorLog, MissingRecordError, RecoveredState
-from .figures import Parts, cursor_figures, cursor_stats
+from .figures import Carried, Parts, cursor_figures, cursor_stats
 from .store_side import StoreSide
-from .validate import pair
+from .validate import check_entry, pair
 
 if TYPE_CHECKING:
     import lmdb
@@ -88,6 +88,7 @@ class ReadSide(StoreSide):
     when its state was read, and the last transaction that found it unchanged"""
     _chain: MarkerChain
     _unbuilt: bool
+    _carried: Carried | None
     topic: TopicView
     name: str
     cursor_id: int
@@ -147,7 +148,6 @@ class ReadSide(StoreSide):
                 return
             self.small = None
             self.built()
-            self._unloaded = False
         self._load(recovered)
 
     def _catch_up(self) -> None:
@@ -231,10 +231,10 @@ class ReadSide(StoreSide):
 
     def figures(self) -> tuple[int, ...]:
         with self._lock:
-            return cursor_figures(self._figure_parts(), self.small)
+            return cursor_figures(self._figure_parts(), self.small, self._carried)
 
     def _figure_parts(self) -> Parts:
-        if self._unbuilt:  # (a scrape does not build them)
+        if self._unbuilt or self.small is not None:  # (a scrape does not build them; in the form they hold nothing)
             return Parts(None, None, None, self._config, self.revision_controller)
         return Parts(self._state, self._pages, self._chain, self._config, self.revision_controller)
 
@@ -289,7 +289,7 @@ class ReadSide(StoreSide):
         """A typed error unless ``at`` is an entry the topic's ledgers allow."""
         with self._lock:
             self.ensure_open()
-            self.built().check_entry(*at)  # the topic's ledgers only: a small form stays
+            check_entry(self.topic.directory, self.topic.name, *at)  # the topic's ledgers only: no parts needed
 
     def clamp_reset_target(self, position: Any) -> Position:
         """Where a reset to ``position`` goes by Pulsar's rule."""

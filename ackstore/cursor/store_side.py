@@ -41,7 +41,6 @@ class StoreSide(CoreFields):
 
     _config: CursorConfig
     name: str
-    _unloaded: bool
 
     def _changed(self) -> None:
         raise NotImplementedError  # the cursor lists itself for the next flush
@@ -95,8 +94,6 @@ class StoreSide(CoreFields):
         small form follows it while M's ledger stays (see ``small_span``)."""
         small = self.small
         if small is not None and self._bounded(small):
-            if not self._unloaded:  # the parts, holding the state as the form began, fit it too
-                fitting.reconcile(self._state, d)
             return
         self._parts()
         if trimmed:
