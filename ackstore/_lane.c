@@ -16,9 +16,11 @@
  * gives the plan class, the bounds and the helpers. The fields the lane reads are those of
  * ackstore/fields.py's field types, which _fields.c made: each is read and written at the
  * place its field type put it (its index in _fields_layout.h, which the build writes from
- * ackstore/fields.py) when the object is of that type or derives from it; any other
- * object (a cursor config, a FlushPlan, a test's stand-in) goes through the attribute
- * protocol, by the name the table below keeps for it.
+ * ackstore/fields.py) when the object is of that type or derives from it (every planner,
+ * part, ledger and plan a flush makes is); only another object (a test's stand-in) goes
+ * through the attribute protocol, by the name the table below keeps for it. The lane calls
+ * no method of ackstore's classes: the general path's plans are taken, encoded and adopted
+ * by the group flush itself (flush.py); what it calls it is given (lane_setup).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -36,23 +38,22 @@ PyObject *state_marker_of(PyObject *version, PyObject *cid, PyObject *md_l, PyOb
 PyObject *sealed_slot(unsigned long long cid, int slot, unsigned long long seq, PyObject *record,
                       Py_ssize_t reserve, PyObject **key_out);
 
-/* the field types of ackstore/fields.py the lane reads (C_CONFIG: none, a CursorConfig's
- * attributes) */
-enum { C_PLANNER, C_PAGES, C_STATE, C_CHAIN, C_CONFIG, C_LEDGER, C_PLAN, C_COUNT };
-static const char *owner_names[C_COUNT] = {"PlannerFields", "PagesFields", "StateFields", "ChainFields", NULL,
+/* the field types of ackstore/fields.py the lane reads */
+enum { C_PLANNER, C_PAGES, C_STATE, C_CHAIN, C_LEDGER, C_PLAN, C_COUNT };
+static const char *owner_names[C_COUNT] = {"PlannerFields", "PagesFields", "StateFields", "ChainFields",
                                            "LedgerFields", "PlanFields"};
 
 /* the attributes, each with the class that holds it */
 enum {
-    A_PAGES, A_STATE, A_CHAIN, A_CONFIG, A_CURSOR_ID,
+    A_PAGES, A_STATE, A_CHAIN, A_CAP, A_FULL_EVERY, A_HISTORY, A_CURSOR_ID,
     A_DIRTY, A_UNMARKED, A_VANISHED, A_LOADED, A_SWAPPED, A_INDEX, A_PINNED,
     A_META_DIRTY, A_RANGE_COUNT, A_MD, A_PROPERTIES,
     A_OVER_CAP, A_FORCE_FULL, A_TRUNCATED, A_MARKER_SEQ, A_DELTAS, A_CHAIN_BYTES, A_FULL_BYTES,
     A_NEXT_SEQ, A_UNTRIMMED, A_FULL_SEQ, A_FULL_LIVE, A_PERSISTED, A_FLUSHES, A_LAST_BYTES, A_TOTAL_BYTES, A_FLOOR,
-    A_KEPT, A_SLOT, A_SLOTS, A_MAX_UNACKED, A_FULL_EVERY, A_HISTORY,
+    A_KEPT, A_SLOT, A_SLOTS,
     A_ADDED, A_COUNTS_ADDED, A_COUNTS, A_RUNS, A_BITMAP, A_BATCHES,
     P_CURSOR_ID, P_CHANGES, P_FULL, P_MARKER_SEQ, P_PINNED, P_META_DIRTY, P_PERSISTED, P_PUTS, P_MARKER_BYTES,
-    P_NBYTES, P_GC_BELOW, P_GC_LIVE, P_TRIM_KEYS, P_FULL_LIVE, P_DROPPED, P_TRUNCATED, P_KEEP_DIRTY, P_RECORDS,
+    P_NBYTES, P_GC_BELOW, P_GC_LIVE, P_TRIM_KEYS, P_FULL_LIVE, P_DROPPED, P_TRUNCATED, P_KEEP_DIRTY,
     A_COUNT
 };
 
@@ -73,7 +74,9 @@ static Attr attrs[A_COUNT] = {
     [A_PAGES] = FIELD_OF(C_PLANNER, PlannerFields, pages),
     [A_STATE] = FIELD_OF(C_PLANNER, PlannerFields, state),
     [A_CHAIN] = FIELD_OF(C_PLANNER, PlannerFields, chain),
-    [A_CONFIG] = FIELD_OF(C_PLANNER, PlannerFields, config),
+    [A_CAP] = FIELD_OF(C_PLANNER, PlannerFields, cap),
+    [A_FULL_EVERY] = FIELD_OF(C_PLANNER, PlannerFields, full_every),
+    [A_HISTORY] = FIELD_OF(C_PLANNER, PlannerFields, history),
     [A_CURSOR_ID] = FIELD_OF(C_PLANNER, PlannerFields, cursor_id),
     [A_DIRTY] = FIELD_OF(C_PAGES, PagesFields, dirty),
     [A_UNMARKED] = FIELD_OF(C_PAGES, PagesFields, unmarked),
@@ -105,9 +108,6 @@ static Attr attrs[A_COUNT] = {
     [A_KEPT] = FIELD_OF(C_CHAIN, ChainFields, kept),
     [A_SLOT] = FIELD_OF(C_CHAIN, ChainFields, slot),
     [A_SLOTS] = FIELD_OF(C_CHAIN, ChainFields, slots),
-    [A_MAX_UNACKED] = {C_CONFIG, "max_unacked_ranges_to_persist", -1},
-    [A_FULL_EVERY] = {C_CONFIG, "full_marker_every", -1},
-    [A_HISTORY] = {C_CONFIG, "history_seconds", -1},
     [A_ADDED] = FIELD_OF(C_LEDGER, LedgerFields, added),
     [A_COUNTS_ADDED] = FIELD_OF(C_LEDGER, LedgerFields, counts_added),
     [A_RUNS] = FIELD_OF(C_LEDGER, LedgerFields, runs),
@@ -129,24 +129,19 @@ static Attr attrs[A_COUNT] = {
     [P_TRIM_KEYS] = FIELD_OF(C_PLAN, PlanFields, trim_keys),
     [P_FULL_LIVE] = FIELD_OF(C_PLAN, PlanFields, full_live),
     [P_DROPPED] = FIELD_OF(C_PLAN, PlanFields, dropped),
-    [P_TRUNCATED] = {C_PLAN, "truncated", -1},
-    [P_KEEP_DIRTY] = {C_PLAN, "keep_dirty", -1},
-    [P_RECORDS] = {C_PLAN, "records", -1},
+    [P_TRUNCATED] = FIELD_OF(C_PLAN, PlanFields, truncated),
+    [P_KEEP_DIRTY] = FIELD_OF(C_PLAN, PlanFields, keep_dirty),
 };
 
-/* the methods and FlushJob fields the lane calls and reads (interned by lane_setup) */
-enum { M_GC_LIVE, M_PREPARE_OTHER, M_COMMIT_FLUSH, M_ENCODE, M_SET_KEY, M_DELETE,
-       J_PLANS, J_PUTS, J_TRIMS, J_ENCODED, J_RECORDS, J_FULL, J_NBYTES, J_UNTRIMMED, J_TRIM_FAILED, N_COUNT };
-static const char *names[N_COUNT] = {"gc_live", "prepare_other", "_commit_flush", "encode", "set_key", "delete",
-                                     "plans", "puts", "trims", "encoded", "ledger_records", "full_markers", "nbytes",
-                                     "untrimmed", "trim_failed"};
+/* the methods of an LMDB cursor the trim calls (interned by lane_setup) */
+enum { M_SET_KEY, M_DELETE, N_COUNT };
+static const char *names[N_COUNT] = {"set_key", "delete"};
 static PyObject *name_str[N_COUNT];
 
 /* what lane_setup gives */
 static PyObject *plan_type, *entry_type, *frozen_type, *packb, *log_key_fn, *version, *empty_set, *empty_tuple,
     *fallback_commit, *trim_records_fn, *lmdb_error,
     *no_optimize, /* ("optimize",): FrozenBitMap(added, optimize=False) */
-    *plan_keep_dirty, *plan_truncated, /* MarkerPlan's class constants (its instances have no others) */
     *no_entries; /* ledger_acks.NO_ENTRIES: a ledger's batches, counts or counts added while empty */
 /* the most sequences a chain keeps under its floor (lane_setup refuses an EXACT_TRIM past it) */
 #define KEPT_ROOM 32
@@ -266,8 +261,6 @@ PyObject *lane_setup(PyObject *self, PyObject *args) {
         const char *owner = owner_names[at->owner];
         at->type = NULL;
         Py_CLEAR(at->seen);
-        if (owner == NULL) continue; /* the attribute protocol */
-        if (at->index < 0) continue; /* MarkerPlan's class constants */
         if ((at->type = fields_type_named(owner)) == NULL) {
             PyErr_Format(PyExc_LookupError, "no field type %s was made (ackstore.fields declares them)", owner);
             return NULL;
@@ -278,14 +271,6 @@ PyObject *lane_setup(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_TypeError, "lane_setup's plan class derives from PlanFields");
         return NULL;
     }
-    PyObject *keep, *truncated;
-    if ((keep = PyObject_GetAttr(plan_cls, attrs[P_KEEP_DIRTY].str)) == NULL) return NULL;
-    if ((truncated = PyObject_GetAttr(plan_cls, attrs[P_TRUNCATED].str)) == NULL) {
-        Py_DECREF(keep);
-        return NULL;
-    }
-    Py_XSETREF(plan_keep_dirty, keep);
-    Py_XSETREF(plan_truncated, truncated);
     Py_XSETREF(plan_type, Py_NewRef(plan_cls));
     Py_XSETREF(entry_type, Py_NewRef(e));
     Py_XSETREF(frozen_type, Py_NewRef(f));
@@ -480,7 +465,8 @@ static PyObject *marker_plan(PyObject *cid, PyObject *changes, int full, PyObjec
         set(plan, P_PUTS, puts) < 0 || set_ll(plan, P_MARKER_BYTES, PyBytes_GET_SIZE(value)) < 0 ||
         set_ll(plan, P_NBYTES, PyBytes_GET_SIZE(key) + PyBytes_GET_SIZE(value)) < 0 ||
         set_ll(plan, P_GC_BELOW, -1) < 0 || set(plan, P_GC_LIVE, empty_set) < 0 || set(plan, P_TRIM_KEYS, Py_None) < 0 ||
-        set(plan, P_FULL_LIVE, empty_tuple) < 0 || set(plan, P_DROPPED, empty_set) < 0)
+        set(plan, P_FULL_LIVE, empty_tuple) < 0 || set(plan, P_DROPPED, empty_set) < 0 ||
+        set(plan, P_TRUNCATED, Py_False) < 0 || set(plan, P_KEEP_DIRTY, empty_set) < 0)
         goto fail;
     Py_DECREF(puts);
     return plan;
@@ -575,6 +561,32 @@ static int kept_in(PyObject *keep, long long s) {
  * the keys to delete when the chain's floor is at most EXACT_TRIM below: those of the
  * chain's kept sequences `keep` no longer names, then those of the sequences from the
  * floor below the bound that it does not name. -1 with an exception. */
+/* lane.live_records(chain, index): the full marker's records and every record the index
+ * names, as a frozenset (what a trim keeps); NULL with an exception */
+static PyObject *live_records(PyObject *chain, PyObject *pages) {
+    PyObject *full = get(chain, A_FULL_LIVE), *index = full == NULL ? NULL : get(pages, A_INDEX), *seqs = NULL,
+             *out = NULL, *k, *e;
+    Py_ssize_t pos = 0;
+    if (index == NULL || (seqs = PySet_New(full)) == NULL) goto done;
+    if (!PyDict_Check(index)) {
+        PyErr_SetString(PyExc_TypeError, "a cursor's index is a dict");
+        goto done;
+    }
+    while (PyDict_Next(index, &pos, &k, &e)) {
+        if (!PyTuple_Check(e) || PyTuple_GET_SIZE(e) < 1) {
+            PyErr_SetString(PyExc_TypeError, "an index entry is a tuple");
+            goto done;
+        }
+        if (PySet_Add(seqs, PyTuple_GET_ITEM(e, 0)) < 0) goto done;
+    }
+    out = PyFrozenSet_New(seqs);
+done:
+    Py_XDECREF(full);
+    Py_XDECREF(index);
+    Py_XDECREF(seqs);
+    return out;
+}
+
 static int trims(PyObject *plan, PyObject *chain, PyObject *keep) {
     PyObject *below = get(chain, A_FULL_SEQ), *keys = NULL, *cid = NULL, *kept = NULL;
     long long stack[32], *gone = stack;
@@ -786,9 +798,7 @@ static PyObject *take_state(PyObject *planner, PyObject *pages, PyObject *state,
     /* where it goes (lane.state_slot): the state slot the newest state is not in, or its
      * log key when the cursor keeps history (its points name their markers by log key) */
     {
-        PyObject *config = get(planner, A_CONFIG);
-        long long hist = config == NULL ? -1 : integer(config, A_HISTORY);
-        Py_XDECREF(config);
+        long long hist = integer(planner, A_HISTORY);
         if (FAILED(hist)) goto done;
         if (hist == 0) {
             long long last = integer(chain, A_SLOT);
@@ -857,7 +867,7 @@ done:
 /* take_marker(planner) -> MarkerPlan | None | False: lane._take_marker */
 PyObject *take_marker(PyObject *self, PyObject *planner) {
     if (ready("take_marker", "take_marker(planner)", 1, 1) < 0) return NULL;
-    PyObject *result = NULL, *pages = NULL, *state = NULL, *chain = NULL, *dirty = NULL, *config = NULL,
+    PyObject *result = NULL, *pages = NULL, *state = NULL, *chain = NULL, *dirty = NULL,
              *loaded = NULL, *index = NULL, *changes = NULL, *items = NULL, *marker_items = NULL, *whole = NULL,
              *ledgers = NULL, *md = NULL, *props = NULL, *props_bytes = NULL, *cid = NULL, *prev = NULL,
              *rp_e = NULL, *flags = NULL, *value = NULL, *seq = NULL, *taken = NULL, *meta = NULL, *ranges = NULL,
@@ -878,8 +888,7 @@ PyObject *take_marker(PyObject *self, PyObject *planner) {
     OTHER_IF(unmarked);
     if ((t = truth(chain, A_OVER_CAP)) < 0) goto done;
     OTHER_IF(t);
-    if ((config = get(planner, A_CONFIG)) == NULL) goto done;
-    long long limit = integer(config, A_MAX_UNACKED), every;
+    long long limit = integer(planner, A_CAP), every;
     if (FAILED(limit)) goto done;
     if (limit) {
         long long count = integer(state, A_RANGE_COUNT);
@@ -894,7 +903,7 @@ PyObject *take_marker(PyObject *self, PyObject *planner) {
         Py_DECREF(taken);
     }
     OTHER_IF(vanished);
-    if (FAILED(every = integer(config, A_FULL_EVERY))) goto done;
+    if (FAILED(every = integer(planner, A_FULL_EVERY))) goto done;
     int due = full_due(chain, every);
     if (due < 0) goto done;
     if ((loaded = get(pages, A_LOADED)) == NULL || (index = get(pages, A_INDEX)) == NULL) goto done;
@@ -1043,7 +1052,7 @@ PyObject *take_marker(PyObject *self, PyObject *planner) {
             trim = untrimmed > garbage_factor * (full_bytes > small_chain ? full_bytes : small_chain);
         }
         if (trim) {
-            PyObject *keep = PyObject_CallMethodNoArgs(planner, name_str[M_GC_LIVE]);
+            PyObject *keep = live_records(chain, pages);
             t = keep == NULL ? -1 : trims(plan, chain, keep);
             Py_XDECREF(keep);
             if (t < 0) goto done;
@@ -1055,7 +1064,7 @@ PyObject *take_marker(PyObject *self, PyObject *planner) {
     if (took(pages, state, chain, seq, dirty, taken, 0) < 0) goto done;
     result = Py_NewRef(plan);
 done:
-    Py_XDECREF(pages); Py_XDECREF(state); Py_XDECREF(chain); Py_XDECREF(dirty); Py_XDECREF(config);
+    Py_XDECREF(pages); Py_XDECREF(state); Py_XDECREF(chain); Py_XDECREF(dirty);
     Py_XDECREF(loaded); Py_XDECREF(index); Py_XDECREF(changes); Py_XDECREF(items); Py_XDECREF(marker_items);
     Py_XDECREF(whole); Py_XDECREF(ledgers); Py_XDECREF(md); Py_XDECREF(props); Py_XDECREF(props_bytes);
     Py_XDECREF(cid); Py_XDECREF(prev); Py_XDECREF(rp_e); Py_XDECREF(flags); Py_XDECREF(value); Py_XDECREF(seq);
@@ -1084,10 +1093,7 @@ PyObject *commit_marker(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
              *index = NULL, *unmarked = NULL, *keep = NULL, *seq = NULL, *nbytes = NULL, *mbytes = NULL,
              *v = NULL, *one = NULL, *zero = NULL, *loaded = NULL, *swapped = NULL;
     int t;
-    int exact = Py_TYPE(plan) == (PyTypeObject *)plan_type; /* its class constants were read at setup */
-    if ((changes = get(plan, P_CHANGES)) == NULL ||
-        (keep = exact ? Py_NewRef(plan_keep_dirty) : get(plan, P_KEEP_DIRTY)) == NULL)
-        goto done;
+    if ((changes = get(plan, P_CHANGES)) == NULL || (keep = get(plan, P_KEEP_DIRTY)) == NULL) goto done;
     if ((t = PyObject_IsTrue(keep)) < 0) goto done;
     if (t || !PyDict_Check(changes)) { /* the pure-Python twin knows every case */
         result = PyObject_Vectorcall(fallback_commit, args, 2, NULL);
@@ -1120,7 +1126,7 @@ PyObject *commit_marker(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     if (set(pages, A_PINNED, empty_set) < 0) goto done;
     /* chain.adopt(plan) */
-    if ((v = exact ? Py_NewRef(plan_truncated) : get(plan, P_TRUNCATED)) == NULL || set(chain, A_TRUNCATED, v) < 0)
+    if ((v = get(plan, P_TRUNCATED)) == NULL || set(chain, A_TRUNCATED, v) < 0)
         goto done;
     Py_CLEAR(v);
     if ((v = get(plan, P_PERSISTED)) == NULL || set(chain, A_PERSISTED, v) < 0) goto done;
@@ -1167,17 +1173,17 @@ done:
     return result;
 }
 
-/* take_all(cursors_in, planners_in, plans, cursors, planners, idle) -> None: lane._take_all
- * (the plan of each visited cursor, with its planner at the same place: take_marker's, or
- * the planner's prepare_other() when it says OTHER; appended as it goes, so the caller
- * knows which cursor failed) */
+/* take_all(cursors_in, planners_in, plans, cursors, planners, idle, others) -> None:
+ * lane._take_all (the plan take_marker takes of each visited cursor, with its planner at the
+ * same place; a cursor it leaves to the general path goes to `others` with its planner, an
+ * idle one to `idle`; appended as it goes, so the caller knows which cursor failed) */
 PyObject *take_all(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (ready("take_all", "take_all(cursors_in, planners_in, plans, cursors, planners, idle)", nargs, 6) < 0)
+    if (ready("take_all", "take_all(cursors_in, planners_in, plans, cursors, planners, idle, others)", nargs, 7) < 0)
         return NULL;
     PyObject *visit = args[0], *from = args[1], *plans = args[2], *cursors = args[3], *planners = args[4],
-             *idle = args[5];
+             *idle = args[5], *others = args[6];
     if (!PyList_Check(visit) || !PyList_Check(from) || !PyList_Check(plans) || !PyList_Check(cursors) ||
-        !PyList_Check(planners) || !PyList_Check(idle)) {
+        !PyList_Check(planners) || !PyList_Check(idle) || !PyList_Check(others)) {
         PyErr_SetString(PyExc_TypeError, "take_all takes lists");
         return NULL;
     }
@@ -1189,13 +1195,13 @@ PyObject *take_all(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
         PyObject *cur = PyList_GET_ITEM(visit, i), *planner = PyList_GET_ITEM(from, i);
         Py_INCREF(cur); /* the lists are the caller's: a planner's code could change them */
         Py_INCREF(planner);
-        PyObject *plan = take_marker(NULL, planner);
-        if (plan == Py_False) {
-            Py_DECREF(plan);
-            plan = PyObject_CallMethodNoArgs(planner, name_str[M_PREPARE_OTHER]);
-        }
+        PyObject *plan = take_marker(NULL, planner), *pair = NULL;
         int rc = -1;
-        if (plan != NULL) {
+        if (plan == Py_False) { /* OTHER: the general path's, which the caller runs */
+            if ((pair = PyTuple_Pack(2, cur, planner)) != NULL) rc = PyList_Append(others, pair);
+            Py_XDECREF(pair);
+            Py_DECREF(plan);
+        } else if (plan != NULL) {
             rc = plan == Py_None ? PyList_Append(idle, cur) : PyList_Append(plans, plan);
             if (rc == 0 && plan != Py_None &&
                 (PyList_Append(cursors, cur) < 0 || PyList_Append(planners, planner) < 0))
@@ -1248,18 +1254,16 @@ static long long trim_plan(PyObject *plan, PyObject *c, PyObject *cid) {
     return trimmed;
 }
 
-/* trim_all(job, c) -> int: lane._trim_all (the garbage of every plan that trims, deleted
- * with LMDB cursor `c`; a plan whose trim raised an LMDB error is job.trim_failed) */
+/* trim_all(trims, untrimmed, c, failed) -> int: lane._trim_all (the garbage of every plan
+ * in `trims` but those of the cursor ids in `untrimmed`, deleted with LMDB cursor `c`; a plan
+ * whose trim raised an LMDB error is appended to `failed`, and the error goes on) */
 PyObject *trim_all(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (ready("trim_all", "trim_all(job, c)", nargs, 2) < 0) return NULL;
-    PyObject *job = args[0], *c = args[1], *trims = NULL, *untrimmed = NULL, *result = NULL;
+    if (ready("trim_all", "trim_all(trims, untrimmed, c, failed)", nargs, 4) < 0) return NULL;
+    PyObject *trims = args[0], *untrimmed = args[1], *c = args[2], *failed = args[3];
     long long trimmed = 0;
-    if ((trims = PyObject_GetAttr(job, name_str[J_TRIMS])) == NULL ||
-        (untrimmed = PyObject_GetAttr(job, name_str[J_UNTRIMMED])) == NULL)
-        goto done;
-    if (!PyList_Check(trims)) {
-        PyErr_SetString(PyExc_TypeError, "a flush job's trims are a list");
-        goto done;
+    if (!PyList_Check(trims) || !PyList_Check(failed)) {
+        PyErr_SetString(PyExc_TypeError, "trim_all's trims and failed are lists");
+        return NULL;
     }
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(trims); i++) {
         PyObject *plan = Py_NewRef(PyList_GET_ITEM(trims, i)), *cid = get(plan, P_CURSOR_ID);
@@ -1270,8 +1274,7 @@ PyObject *trim_all(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
             if (n < 0 && PyErr_Occurred() && PyErr_ExceptionMatches(lmdb_error)) {
                 PyObject *type, *value, *tb; /* the plan is named; the LMDB error goes on */
                 PyErr_Fetch(&type, &value, &tb);
-                int rc = PyObject_SetAttr(job, name_str[J_TRIM_FAILED], plan);
-                if (rc < 0) {
+                if (PyList_Append(failed, plan) < 0) {
                     Py_XDECREF(type);
                     Py_XDECREF(value);
                     Py_XDECREF(tb);
@@ -1280,55 +1283,36 @@ PyObject *trim_all(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
                 }
             }
             Py_DECREF(plan);
-            goto done;
+            return NULL;
         }
         Py_DECREF(plan);
         trimmed += n;
     }
-    result = PyLong_FromLongLong(trimmed);
-done:
-    Py_XDECREF(trims);
-    Py_XDECREF(untrimmed);
-    return result;
+    return PyLong_FromLongLong(trimmed);
 }
 
-/* commit_all(plans, planners, cursors) -> None: lane._commit_all (commit_marker for a marker
- * plan, the cursor's _commit_flush(plan) for any other) */
+/* commit_all(plans, planners) -> None: lane._commit_all (commit_marker for each marker plan;
+ * the caller has the cursor of any other plan adopt it) */
 PyObject *commit_all(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (ready("commit_all", "commit_all(plans, planners, cursors)", nargs, 3) < 0) return NULL;
-    PyObject *plans = args[0], *planners = args[1], *cursors = args[2];
-    if (!PyList_Check(plans) || !PyList_Check(planners) || !PyList_Check(cursors) ||
-        PyList_GET_SIZE(planners) != PyList_GET_SIZE(plans) || PyList_GET_SIZE(cursors) != PyList_GET_SIZE(plans)) {
-        PyErr_SetString(PyExc_TypeError, "commit_all takes three lists of one length");
+    if (ready("commit_all", "commit_all(plans, planners)", nargs, 2) < 0) return NULL;
+    PyObject *plans = args[0], *planners = args[1];
+    if (!PyList_Check(plans) || !PyList_Check(planners) || PyList_GET_SIZE(planners) != PyList_GET_SIZE(plans)) {
+        PyErr_SetString(PyExc_TypeError, "commit_all takes two lists of one length");
         return NULL;
     }
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(plans); i++) {
         PyObject *plan = PyList_GET_ITEM(plans, i), *r;
-        if (Py_TYPE(plan) == (PyTypeObject *)plan_type) {
-            PyObject *pair[2] = {PyList_GET_ITEM(planners, i), plan};
-            r = commit_marker(NULL, pair, 2);
-        } else {
-            r = PyObject_CallMethodOneArg(PyList_GET_ITEM(cursors, i), name_str[M_COMMIT_FLUSH], plan);
-        }
-        if (r == NULL) return NULL;
+        if (Py_TYPE(plan) != (PyTypeObject *)plan_type) continue;
+        PyObject *pair[2] = {PyList_GET_ITEM(planners, i), plan};
+        if ((r = commit_marker(NULL, pair, 2)) == NULL) return NULL;
         Py_DECREF(r);
     }
     Py_RETURN_NONE;
 }
 
-/* job.<name> = n; -1 with an exception */
-static int set_job(PyObject *job, int j, long long n) {
-    PyObject *v = PyLong_FromLongLong(n);
-    if (v == NULL) return -1;
-    int r = PyObject_SetAttr(job, name_str[j], v);
-    Py_DECREF(v);
-    return r;
-}
-
 /* One plan's part of the figures: its puts appended, itself to the trims if it trims.
  * 0, or -1 with an exception. */
-static int gather(PyObject *plan, PyObject *puts, PyObject *trims, long long *records, long long *full,
-                  long long *nbytes) {
+static int gather(PyObject *plan, PyObject *puts, PyObject *trims, long long *full, long long *nbytes) {
     PyObject *p = get(plan, P_PUTS);
     if (p == NULL) return -1;
     PyObject *seq = PySequence_Fast(p, "a plan's puts are a sequence");
@@ -1342,13 +1326,6 @@ static int gather(PyObject *plan, PyObject *puts, PyObject *trims, long long *re
     long long below = integer(plan, P_GC_BELOW), n;
     if (FAILED(below)) return -1;
     if (below > 0 && PyList_Append(trims, plan) < 0) return -1;
-    if (Py_TYPE(plan) != (PyTypeObject *)plan_type) { /* a MarkerPlan writes no ledger record */
-        PyObject *r = get(plan, P_RECORDS);
-        Py_ssize_t size = r == NULL ? -1 : PyObject_Size(r);
-        Py_XDECREF(r);
-        if (size < 0) return -1;
-        *records += size;
-    }
     int t = truth(plan, P_FULL);
     if (t < 0 || FAILED(n = integer(plan, P_NBYTES))) return -1;
     *full += t;
@@ -1356,56 +1333,27 @@ static int gather(PyObject *plan, PyObject *puts, PyObject *trims, long long *re
     return 0;
 }
 
-/* job.<name> as a C integer in *out; -1 with an exception */
-static int get_job(PyObject *job, int j, long long *out) {
-    PyObject *v = PyObject_GetAttr(job, name_str[j]);
-    if (v == NULL) return -1;
-    *out = PyLong_AsLongLong(v);
-    Py_DECREF(v);
-    return FAILED(*out) ? -1 : 0;
-}
-
-/* encode_all(job) -> None: lane._encode_all (FlushJob.encode: the records and marker of
- * every plan from job.encoded on encoded, a MarkerPlan's when it was taken; the puts
- * gathered in order, the plans that trim, added to the figures; job.encoded counts the
- * plans encoded, also when one raises) */
-PyObject *encode_all(PyObject *self, PyObject *job) {
-    if (ready("encode_all", "encode_all(job)", 1, 1) < 0) return NULL;
-    PyObject *plans = PyObject_GetAttr(job, name_str[J_PLANS]), *puts = NULL, *trims = NULL, *result = NULL;
-    long long records = 0, full = 0, nbytes = 0, start = 0, had_records, had_full, had_nbytes;
-    if (plans == NULL || (puts = PyObject_GetAttr(job, name_str[J_PUTS])) == NULL ||
-        (trims = PyObject_GetAttr(job, name_str[J_TRIMS])) == NULL)
-        goto done;
+/* encode_all(plans, start, puts, trims) -> (full markers, bytes): lane._encode_all (the
+ * puts of every plan from `start` on, encoded already, gathered in order; the plans that
+ * trim; the figures they add) */
+PyObject *encode_all(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (ready("encode_all", "encode_all(plans, start, puts, trims)", nargs, 4) < 0) return NULL;
+    PyObject *plans = args[0], *puts = args[2], *trims = args[3];
+    long long full = 0, nbytes = 0, start = PyLong_AsLongLong(args[1]);
+    if (FAILED(start)) return NULL;
     if (!PyList_Check(plans) || !PyList_Check(puts) || !PyList_Check(trims)) {
-        PyErr_SetString(PyExc_TypeError, "a flush job's plans, puts and trims are lists");
-        goto done;
+        PyErr_SetString(PyExc_TypeError, "encode_all's plans, puts and trims are lists");
+        return NULL;
     }
-    if (get_job(job, J_ENCODED, &start) < 0 || get_job(job, J_RECORDS, &had_records) < 0 ||
-        get_job(job, J_FULL, &had_full) < 0 || get_job(job, J_NBYTES, &had_nbytes) < 0)
-        goto done;
     if (start < 0) {
-        PyErr_Format(PyExc_ValueError, "a flush job's encoded count is %lld, not a count", start);
-        goto done;
+        PyErr_Format(PyExc_ValueError, "encode_all starts at plan %lld, not a count", start);
+        return NULL;
     }
     for (Py_ssize_t i = (Py_ssize_t)start; i < PyList_GET_SIZE(plans); i++) {
-        PyObject *plan = PyList_GET_ITEM(plans, i);
-        Py_INCREF(plan);
-        int rc = 0;
-        if (Py_TYPE(plan) != (PyTypeObject *)plan_type) { /* a MarkerPlan was encoded when taken */
-            PyObject *r;
-            rc = set_job(job, J_ENCODED, i);
-            if (rc == 0 && (r = PyObject_CallMethodNoArgs(plan, name_str[M_ENCODE])) == NULL) rc = -1;
-            else if (rc == 0) Py_DECREF(r);
-        }
-        if (rc == 0) rc = gather(plan, puts, trims, &records, &full, &nbytes);
+        PyObject *plan = Py_NewRef(PyList_GET_ITEM(plans, i));
+        int rc = gather(plan, puts, trims, &full, &nbytes);
         Py_DECREF(plan);
-        if (rc < 0) goto done;
+        if (rc < 0) return NULL;
     }
-    if (set_job(job, J_ENCODED, PyList_GET_SIZE(plans)) < 0 || set_job(job, J_RECORDS, had_records + records) < 0 ||
-        set_job(job, J_FULL, had_full + full) < 0 || set_job(job, J_NBYTES, had_nbytes + nbytes) < 0)
-        goto done;
-    result = Py_NewRef(Py_None);
-done:
-    Py_XDECREF(plans); Py_XDECREF(puts); Py_XDECREF(trims);
-    return result;
+    return Py_BuildValue("LL", full, nbytes);
 }

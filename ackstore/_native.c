@@ -1775,7 +1775,7 @@ PyObject *commit_marker(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 PyObject *take_all(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *commit_all(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *trim_all(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
-PyObject *encode_all(PyObject *self, PyObject *job);
+PyObject *encode_all(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 
 static PyMethodDef methods[] = {
     {"delta_fields", delta_fields, METH_VARARGS, "The fields of a fixed-layout marker body."},
@@ -1803,7 +1803,8 @@ static PyMethodDef methods[] = {
     {"commit_all", (PyCFunction)(void (*)(void))commit_all, METH_FASTCALL, "Every written plan adopted (cursor/lane.py)."},
     {"trim_all", (PyCFunction)(void (*)(void))trim_all, METH_FASTCALL,
      "Every trimming plan's garbage deleted (cursor/lane.py)."},
-    {"encode_all", (PyCFunction)encode_all, METH_O, "Every taken plan encoded and gathered (cursor/lane.py)."},
+    {"encode_all", (PyCFunction)(void (*)(void))encode_all, METH_FASTCALL,
+     "Every taken plan's puts gathered, with the figures (cursor/lane.py)."},
     {NULL, NULL, 0, NULL},
 };
 

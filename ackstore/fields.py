@@ -64,19 +64,22 @@ if TYPE_CHECKING:
 
     from pyroaring import BitMap
 
-    from .config import CursorConfig
     from .position import Position
     from .storage.index_entry import IndexEntry
 
 
 class _Planner:
-    """A planner's parts: the cursor's id, ack state, pages, marker chain and config."""
+    """A planner's parts: the cursor's id, ack state, pages and marker chain, and the bounds
+    its config sets a flush: the PIP-299 cap (``max_unacked_ranges_to_persist``, 0: none),
+    ``full_marker_every`` and ``history_seconds``."""
 
     cursor_id: int
     state: _State
     pages: _Pages
     chain: _Chain
-    config: CursorConfig
+    cap: int
+    full_every: int
+    history: int
 
 
 class _Pages:
@@ -213,8 +216,10 @@ class _Plan:
     gc_below: int
     gc_live: Collection[int]
     trim_keys: tuple[bytes, ...] | None
-    full_live: tuple[int, ...]
+    full_live: Collection[int]
     dropped: Set[int]
+    truncated: bool
+    keep_dirty: Set[int]
 
 
 _DECLARED = {

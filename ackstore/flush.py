@@ -119,9 +119,22 @@ class FlushJob:
 
     def encode(self) -> None:
         """Step 2: the records and marker of every plan taken since the last call, from its
-        copies (the common plan was encoded when it was taken); their puts gathered in
-        order, added to the figures (one call: :func:`ackstore.cursor.lane.encode_all`)."""
-        lane.encode_all(self)
+        copies (a lane's plan was encoded when it was taken); their puts gathered in order,
+        added to the figures (:func:`ackstore.cursor.lane.encode_all`). ``encoded`` counts
+        the plans encoded, also when one raises (it names the cursor). O(plans since)."""
+        plans, start = self.plans, self.encoded
+        if start < 0:
+            raise ValueError(f"a flush job's encoded count is {start}, not a count")
+        for i in range(start, len(plans)):
+            plan = plans[i]
+            if not isinstance(plan, lane.MarkerPlan):  # the general path's, encoded here
+                self.encoded = i
+                plan.encode()
+                self.ledger_records += len(plan.records)
+        full, nbytes = lane.encode_all(plans, start, self.puts, self.trims)
+        self.encoded = len(plans)
+        self.full_markers += full
+        self.nbytes += nbytes
 
     def write(self, txn: lmdb.Transaction) -> int:
         """Step 3 (replayable): every plan's records (one call into LMDB for them all), the
@@ -132,7 +145,12 @@ class FlushJob:
         self.trim_failed = None
         # the garbage goes first: a page that makes room before it takes the new records is
         # not split (splits leave pages half full, and a flush writes every page it touches)
-        trimmed = lane.trim_all(self, c)  # with the same LMDB cursor
+        failed: list[AnyPlan] = []
+        try:
+            trimmed = lane.trim_all(self.trims, self.untrimmed, c, failed)  # with the same LMDB cursor
+        finally:
+            if failed:
+                self.trim_failed = failed[0]
         c.putmulti(self.puts)
         if self.history:
             assert self.keeper is not None
@@ -236,13 +254,28 @@ class GroupFlush:
             require_open(store)
             taken = len(job.plans)
             idle: list[CursorCore] = []
-            try:  # each cursor's CursorCore._prepare_flush, in one call
-                lane.take_all(visit, planners, job.plans, job.cursors, job.planners, idle)
+            others: list[tuple[CursorCore, Planner]] = []
+            failing: CursorCore | None = None
+            in_lane = True
+            try:
+                lane.take_all(visit, planners, job.plans, job.cursors, job.planners, idle, others)  # the lane's plans
+                in_lane = False
+                for failing, planner in others:  # the general path's: new ledger records, PIP-299's markers
+                    plan = planner.prepare_other()
+                    if plan is None:
+                        idle.append(failing)
+                    else:
+                        job.plans.append(plan)
+                        job.cursors.append(failing)
+                        job.planners.append(planner)
+                failing = None
                 if store.history.windows:
                     self._history(job, taken)
             except BaseException:
-                done = len(job.plans) - taken + len(idle)
-                job.failed = visit[done] if done < len(visit) else None
+                if in_lane:  # the one after those take_all took, left idle or left to the general path
+                    done = len(job.plans) - taken + len(idle) + len(others)
+                    failing = visit[done] if done < len(visit) else None
+                job.failed = failing
                 job.failed_step = "planning"
                 raise
             listed = store.flush_list
@@ -349,12 +382,15 @@ class GroupFlush:
         for start in range(0, len(job.plans), CHUNK):
             plans, planners, cursors = _chunk(job.plans, start), _chunk(job.planners, start), _chunk(job.cursors, start)
             with self.store.lock:
-                lane.commit_all(plans, planners, cursors)  # each cursor's CursorCore._commit_flush
+                lane.commit_all(plans, planners)  # the lane's plans
                 for plan, planner, cur in zip(plans, planners, cursors, strict=True):
-                    # a state plan among them, which left nothing under log keys (most full markers
-                    # are of cursors with records there, and this is what skips them cheaply)
-                    if type(plan) is lane.MarkerPlan and plan.full and planner.chain.in_slots:
-                        cur.take_small_form()  # the small form, if the cursor fits it (its state in a slot)
+                    if type(plan) is not lane.MarkerPlan:
+                        cur._commit_flush(plan)  # the general path's
+                    elif plan.full and planner.chain.in_slots:
+                        # a state plan, which left nothing under log keys (most full markers are of
+                        # cursors with records there, and this is what skips them cheaply): the
+                        # small form, if the cursor fits it (its state in a slot)
+                        cur.take_small_form()
         with self.store.lock:
             self.store.cache_pool.settle()  # nothing is pinned any more
             if job.history:

@@ -112,8 +112,8 @@ def test_acks_between_chunks_are_kept(store_path: Path, monkeypatch: pytest.Monk
 
     adopted: list[int] = []
 
-    def commit_and_ack(plans: list[Any], planners: list[Any], cursors: list[Any]) -> None:
-        commit_all(plans, planners, cursors)
+    def commit_and_ack(plans: list[Any], planners: list[Any]) -> None:
+        commit_all(plans, planners)
         adopted.append(len(plans))
         if len(adopted) == 1:  # a adopted; b and c written, not adopted yet
             c.ack(Position(1, 3009))
@@ -184,9 +184,9 @@ def test_an_ack_gets_in_between_the_chunks_of_a_take(store_path: Path, monkeypat
 def test_encode_all_goes_on_from_the_plans_encoded(
     store_path: Path, monkeypatch: pytest.MonkeyPatch, impl: lane.Lane
 ) -> None:
-    """encode_all encodes the plans from ``job.encoded`` on and adds to the job's figures
-    (what a chunked flush calls once a chunk); a negative count is refused with the same
-    error by each implementation, nothing gathered."""
+    """A flush job's encode goes on from the plans encoded (``job.encoded``) and adds to the
+    job's figures (what a chunked flush calls once a chunk), with either implementation of
+    encode_all; a negative count is refused with the same error by each, nothing gathered."""
     store, cursors = _store(store_path, ["a", "b", "c"])
     try:
         for cur in cursors:  # a: a marker plan; b and c: a ledger without a record (general path)
@@ -196,21 +196,32 @@ def test_encode_all_goes_on_from_the_plans_encoded(
         job = FlushJob(store.storage.catalog, store.storage.log_db)
         visit = list(store.flush_list)
         idle: list[Any] = []
-        with store.lock:
-            impl.take_all(visit[:1], [c._planner for c in visit[:1]], job.plans, job.cursors, job.planners, idle)
-        impl.encode_all(job)
+
+        def take(part: list[Any]) -> None:  # as the group flush takes: the lane's plans, then the general path's
+            others: list[Any] = []
+            with store.lock:
+                impl.take_all(part, [c._planner for c in part], job.plans, job.cursors, job.planners, idle, others)
+                for cur, planner in others:
+                    job.plans.append(planner.prepare_other())
+                    job.cursors.append(cur)
+                    job.planners.append(planner)
+
+        monkeypatch.setattr(lane, "encode_all", impl.encode_all)
+        take(visit[:1])
+        job.encode()
         first = (job.encoded, len(job.puts), job.ledger_records, job.full_markers, job.nbytes)
-        with store.lock:
-            impl.take_all(visit[1:], [c._planner for c in visit[1:]], job.plans, job.cursors, job.planners, idle)
-        impl.encode_all(job)
+        take(visit[1:])
+        job.encode()
         assert first[0] == 1 and job.encoded == 3
         assert job.ledger_records == first[2] + 2  # the two general plans' records, added
         assert job.nbytes == first[4] + sum(p.nbytes for p in job.plans[1:])
         assert len(job.puts) == first[1] + sum(len(p.puts) for p in job.plans[1:])
         assert job.puts == [put for p in job.plans for put in p.puts]  # in order, each once
         job.encoded = -1
-        with pytest.raises(ValueError, match=r"a flush job's encoded count is -1, not a count"):
-            impl.encode_all(job)
+        with pytest.raises(ValueError, match=r"^a flush job's encoded count is -1, not a count$"):
+            job.encode()
+        with pytest.raises(ValueError, match=r"^encode_all starts at plan -1, not a count$"):
+            impl.encode_all(job.plans, -1, job.puts, job.trims)
         assert len(job.puts) == sum(len(p.puts) for p in job.plans)
         with store.lock:
             for plan, cur in zip(job.plans, job.cursors, strict=True):

@@ -406,7 +406,7 @@ def test_a_cursor_whose_take_raises_is_named_and_nothing_is_lost(
 def test_a_plan_whose_encoding_raises_is_named_and_nothing_is_lost(
     store_path: Path, monkeypatch: pytest.MonkeyPatch, impl: lane.Lane, chunk: int
 ) -> None:
-    """encode_all stops at the general-path plan whose encoding raised (step 2, outside the
+    """A flush job's encode stops at the general-path plan whose encoding raised (step 2, outside the
     store lock) and the flush names its cursor, not a neighbour: the marker plans around it
     were encoded when taken; in a chunk of its own, after chunks encoded before it. Every
     cursor keeps what it had (each implementation)."""
@@ -466,7 +466,7 @@ def test_take_all_refuses_lists_of_unequal_length(store_path: Path, impl: lane.L
         cur = topic.cursor("c")
         cur.ack([Position(1, 3)])
         with pytest.raises(ValueError, match=r"^take_all visits as many planners as cursors$"):
-            impl.take_all([cur._core], [], [], [], [], [])
+            impl.take_all([cur._core], [], [], [], [], [], [])
 
 
 def _in_slots(store: AckStore, cur) -> bool:  # type: ignore[no-untyped-def]

@@ -34,8 +34,8 @@ outside the fixed marker layout.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Set, Sized
-from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, Protocol, cast
+from collections.abc import Callable, Collection, Iterable, Set
+from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, Protocol
 
 import lmdb
 from msgpack import packb
@@ -62,7 +62,6 @@ from .chain import EXACT_TRIM, SMALL_CHAIN, floor_after, next_slot
 from .pages import Pending
 
 if TYPE_CHECKING:
-    from ..config import CursorConfig
     from .chain import MarkerChain
     from .pages import Pages
     from .state import AckState
@@ -75,6 +74,7 @@ __all__ = [
     "IMPLEMENTATION",
     "IMPLEMENTATIONS",
     "OTHER",
+    "Plan",
     "Lane",
     "SMALL_CHAIN",
     "STATE_MAX_BYTES",
@@ -87,6 +87,7 @@ __all__ = [
     "encode_all",
     "floor_after",
     "live_counts",
+    "live_records",
     "prune_counts",
     "set_delta_bounds",
     "set_state_bound",
@@ -119,24 +120,8 @@ OTHER: Final = False
 _EMPTY: frozenset[int] = frozenset()
 
 
-class Plan(Protocol):
-    """What the lane's loops read and set of a plan of any kind (a :class:`MarkerPlan`, or
-    the general path's ``plan.FlushPlan``, which also has ``encode()``)."""
-
-    cursor_id: int
-    full: bool
-    puts: list[tuple[bytes, bytes]]
-    nbytes: int
-    gc_below: int
-    gc_live: Collection[int]
-    trim_keys: tuple[bytes, ...] | None
-
-    @property
-    def records(self) -> Sized: ...
-
-
 class Taking(Protocol):
-    """What the lane reads and calls of a cursor's planner (``plan.Planner``)."""
+    """What the lane reads of a cursor's planner (``plan.Planner``)."""
 
     @property
     def cursor_id(self) -> int: ...
@@ -147,30 +132,11 @@ class Taking(Protocol):
     @property
     def chain(self) -> MarkerChain: ...
     @property
-    def config(self) -> CursorConfig: ...
-    def prepare_other(self) -> Any: ...
-    def gc_live(self) -> Collection[int]: ...
-
-
-class Committing(Protocol):
-    """What the lane calls of a cursor whose general-path plan was written."""
-
-    def _commit_flush(self, plan: Any) -> None: ...
-
-
-class Job(Protocol):
-    """What the lane's encode and trim read and set of a group flush in flight
-    (``flush.FlushJob``)."""
-
-    plans: list[Plan]
-    puts: list[tuple[bytes, bytes]]
-    trims: list[Plan]
-    encoded: int
-    untrimmed: set[int]
-    trim_failed: Plan | None
-    ledger_records: int
-    full_markers: int
-    nbytes: int
+    def cap(self) -> int: ...
+    @property
+    def full_every(self) -> int: ...
+    @property
+    def history(self) -> int: ...
 
 
 def worth_a_delta(added: BitMap, la: LedgerAcks, counts: dict[int, int] | None) -> bool:
@@ -208,19 +174,55 @@ def counts_since(counts: dict[int, int] | None, named: dict[int, int] | None) ->
     return {e: n for e, n in counts.items() if named.get(e) != n} or None
 
 
-class MarkerPlan(PlanFields):
+class Plan(PlanFields):
+    """What every plan holds, the group flush and the commit read, and the compiled lane
+    reads as fields (``ackstore.fields``' ``PlanFields``): :class:`MarkerPlan` and the
+    general path's ``plan.FlushPlan`` derive from it."""
+
+    __slots__ = ()  # PlanFields'
+
+    def _start(
+        self,
+        cursor_id: int,
+        changes: dict[int, IndexEntry | None],
+        full: bool,
+        marker_seq: int,
+        pinned: Collection[int],
+        meta_dirty: bool,
+        persisted_ranges: int,
+        dropped: Set[int],
+    ) -> None:
+        """The fields every plan starts with: what it changes and took, and nothing put,
+        trimmed or kept yet (as ``marker_plan`` in ``_lane.c`` makes them). O(1)."""
+        self.cursor_id = cursor_id
+        self.changes = changes
+        self.full = full
+        self.marker_seq = marker_seq
+        self.pinned = pinned
+        self.meta_dirty = meta_dirty
+        self.persisted_ranges = persisted_ranges
+        self.dropped = dropped
+        """the cursor's dropped ledgers it took (a state plan's, the set itself; an abort
+        gives them back as they were, one made again since among them)"""
+        self.puts = []
+        self.marker_bytes = self.nbytes = 0
+        self.gc_below = -1  # delete unreferenced records below this sequence (-1: none)
+        self.gc_live = _EMPTY  # what the previous full marker references
+        self.trim_keys = None  # the trim's keys, when known (None: a scan)
+        self.full_live = ()  # what this marker references, if full
+        self.truncated = False  # PIP-299: only the lowest ranges were persisted
+        self.keep_dirty = _EMPTY  # ledgers not (wholly) in this marker: still to persist
+
+
+class MarkerPlan(Plan):
     """The common plan: one marker, encoded when it was taken under the store lock (every
-    changed ledger gained a few acks since its record). It has the fields of a
-    :class:`~ackstore.cursor.plan.FlushPlan` that the group flush and the commit read, and
-    holds what it took from the cursor as two fields (``pinned``: the dirty ledgers it
-    took, often its ``changes``, whose keys they are; ``meta_dirty``) instead of a
-    :class:`Pending`, which only an abort builds."""
+    changed ledger gained a few acks since its record). It holds what it took from the
+    cursor as two fields (``pinned``: the dirty ledgers it took, often its ``changes``, whose
+    keys they are; ``meta_dirty``) instead of a :class:`Pending`, which only an abort builds."""
 
     __slots__ = ()  # PlanFields'
     records: tuple[()] = ()
     """what a FlushPlan may carry and this one never does"""
-    truncated = False
-    keep_dirty: frozenset[int] = _EMPTY
     rebased: frozenset[int] = _EMPTY
 
     def __init__(
@@ -235,23 +237,10 @@ class MarkerPlan(PlanFields):
         key: bytes,
         value: bytes,
     ) -> None:
-        self.cursor_id = cursor_id
-        self.changes = changes
-        self.full = full
-        self.marker_seq = marker_seq
-        self.pinned = pinned
-        self.meta_dirty = meta_dirty
-        self.persisted_ranges = persisted_ranges
+        self._start(cursor_id, changes, full, marker_seq, pinned, meta_dirty, persisted_ranges, _EMPTY)
         self.puts = [(key, value)]
         self.marker_bytes = len(value)
         self.nbytes = len(key) + len(value)
-        self.gc_below = -1
-        self.trim_keys: tuple[bytes, ...] | None = None
-        self.gc_live: Collection[int] = _EMPTY
-        self.full_live: tuple[int, ...] = ()
-        self.dropped: Set[int] = _EMPTY
-        """the cursor's dropped ledgers it took (a state plan's, the set itself; an abort
-        gives them back as they were, one made again since among them)"""
 
     @property
     def pending(self) -> Pending:
@@ -259,6 +248,12 @@ class MarkerPlan(PlanFields):
         ledgers it changed, those dropped since the last marker (a state plan takes them;
         none of this lane's other plans), and whether the positions or properties changed."""
         return Pending(self.pinned, self.dropped, _EMPTY, self.meta_dirty)
+
+
+def live_records(chain: MarkerChain, index: dict[int, IndexEntry]) -> frozenset[int]:
+    """What a trim keeps: the full marker's records and every record the cursor's index
+    names (swapped-out ledgers a truncated marker left out among them). O(ledgers)."""
+    return frozenset([*chain.full_live, *(e.seq for e in index.values())])
 
 
 def trims(plan: Plan, chain: MarkerChain, keep: Collection[int]) -> None:
@@ -321,12 +316,12 @@ def small(pages: Pages, state: AckState) -> bool:
     return extras <= STATE_MAX_EXTRAS
 
 
-def state_slot(config: CursorConfig, chain: MarkerChain) -> tuple[int, int]:
+def state_slot(history: int, chain: MarkerChain) -> tuple[int, int]:
     """Where a state marker goes and the room its value keeps: the state slot the newest
     state is not in (that one is what a damaged new one falls back to) and its room
     (:func:`~ackstore.cursor.chain.next_slot`), or ``(-1, 0)``, its log key, when the cursor
-    keeps history (a history point names its marker by log key). O(1)."""
-    return (-1, 0) if config.history_seconds else next_slot(chain.slot, chain.slots, SLOT_RESERVE)
+    keeps ``history`` (seconds; a history point names its marker by log key). O(1)."""
+    return (-1, 0) if history else next_slot(chain.slot, chain.slots, SLOT_RESERVE)
 
 
 def state_value(cursor_id: int, state: AckState, ledgers: Iterable[tuple[int, LedgerAcks]]) -> bytes | None:
@@ -362,7 +357,7 @@ def _take_state(planner: Taking) -> MarkerPlan | Literal[False] | None:
     changes: dict[int, IndexEntry | None] = dict.fromkeys(dropped) if dropped else {}
     for ledger, la in ledgers:
         changes[ledger] = entry_of((seq, la.runs, None, None))
-    slot, room = state_slot(planner.config, chain)
+    slot, room = state_slot(planner.history, chain)
     if slot < 0:
         key = log_key(cid, seq)
     else:
@@ -405,8 +400,7 @@ def _take_marker(planner: Taking) -> MarkerPlan | Literal[False] | None:
         return None  # an idle cursor
     if pages.unmarked or chain.over_cap:
         return OTHER
-    config = planner.config
-    limit = config.max_unacked_ranges_to_persist
+    limit = planner.cap
     if limit and state.range_count > limit:
         return OTHER
     if small(pages, state):  # the state layout
@@ -415,7 +409,7 @@ def _take_marker(planner: Taking) -> MarkerPlan | Literal[False] | None:
             return taken
     if pages.vanished:
         return OTHER
-    due = chain.full_due(config.full_marker_every)
+    due = chain.full_due(planner.full_every)
     loaded, index = pages.loaded, pages.index
     changes: dict[int, IndexEntry | None] = {}
     items: list[MarkerItem] = []  # a delta marker's, each with what the chain named of it
@@ -471,7 +465,7 @@ def _take_marker(planner: Taking) -> MarkerPlan | Literal[False] | None:
     if full:
         plan.full_live = (*[e.seq for e in whole.values() if e is not None], marker_seq)
         if due or chain.untrimmed > GARBAGE_FACTOR * max(chain.full_bytes, SMALL_CHAIN):
-            trims(plan, chain, planner.gc_live())
+            trims(plan, chain, live_records(chain, pages.index))
     # nothing above changed the cursor; now the plan takes what it carries
     for la in counted:
         prune_counts(la)
@@ -480,24 +474,27 @@ def _take_marker(planner: Taking) -> MarkerPlan | Literal[False] | None:
 
 
 def _take_all(
-    visit: list[Committing],
+    visit: list[object],
     planners_in: list[Taking],
     plans: list[Plan],
-    cursors: list[Committing],
+    cursors: list[object],
     planners: list[Taking],
-    idle: list[Committing],
+    idle: list[object],
+    others: list[tuple[object, Taking]],
 ) -> None:
     """The pure-Python :func:`take_all`: the group flush's take over the cursors it visits
-    (``visit``, each with its planner at the same place in ``planners_in``): each one's plan,
-    :func:`take_marker`'s or, when that says :data:`OTHER`, the planner's general path's,
-    appended with its cursor and planner; an idle cursor to ``idle``. If one raises, what was
-    taken is in the lists: the cursor that failed is ``visit[len(plans) + len(idle)]``."""
+    (``visit``, each with its planner at the same place in ``planners_in``): each one's plan
+    :func:`take_marker` takes, appended with its cursor and planner; a cursor it leaves to
+    the general path (:data:`OTHER`) to ``others`` with its planner (the caller runs
+    ``prepare_other``); an idle cursor to ``idle``. If one raises, what was taken is in the
+    lists: the cursor that failed is ``visit[len(plans) + len(idle) + len(others)]``."""
     if len(visit) != len(planners_in):
         raise ValueError("take_all visits as many planners as cursors")
     for cur, planner in zip(visit, planners_in, strict=True):
-        taken = _take_marker(planner)
-        plan = planner.prepare_other() if taken is False else taken  # False: OTHER
-        if plan is None:
+        plan = _take_marker(planner)
+        if plan is False:  # OTHER
+            others.append((cur, planner))
+        elif plan is None:
             idle.append(cur)
         else:
             plans.append(plan)
@@ -505,43 +502,35 @@ def _take_all(
             planners.append(planner)
 
 
-def _encode_all(job: Job) -> None:
-    """The pure-Python :func:`encode_all`: ``FlushJob.encode``, the group flush's step 2 (outside
-    the store lock). The records and marker of every plan from ``job.encoded`` on are encoded
-    (a MarkerPlan's were when it was taken) and its puts gathered in order, with the plans
-    that trim, and added to the figures; ``job.encoded`` counts the plans encoded, also when
-    one raises (it names the cursor). O(plans from job.encoded on)."""
-    puts, trimming, plans = job.puts, job.trims, job.plans
-    if job.encoded < 0:
-        raise ValueError(f"a flush job's encoded count is {job.encoded}, not a count")
-    records = full = nbytes = 0
-    for i in range(job.encoded, len(plans)):
+def _encode_all(plans: list[Plan], start: int, puts: list[tuple[bytes, bytes]], trims: list[Plan]) -> tuple[int, int]:
+    """The pure-Python :func:`encode_all`: the gathering of the group flush's step 2
+    (``FlushJob.encode``, outside the store lock): the puts of every plan from ``start`` on
+    (encoded already: a lane's plan when it was taken, the general path's just before)
+    appended to ``puts`` in order, the plans that trim to ``trims``; returns the full
+    markers and the bytes they add. O(plans from start on)."""
+    if start < 0:
+        raise ValueError(f"encode_all starts at plan {start}, not a count")
+    full = nbytes = 0
+    for i in range(start, len(plans)):
         plan = plans[i]
-        if type(plan) is not MarkerPlan:  # a MarkerPlan was encoded when taken, and writes no ledger record
-            job.encoded = i
-            cast("Any", plan).encode()
-            records += len(plan.records)
         puts += plan.puts
         if plan.gc_below > 0:
-            trimming.append(plan)
+            trims.append(plan)
         full += bool(plan.full)
         nbytes += plan.nbytes
-    job.encoded = len(plans)
-    job.ledger_records += records
-    job.full_markers += full
-    job.nbytes += nbytes
+    return full, nbytes
 
 
-def _trim_all(job: Job, c: lmdb.Cursor) -> int:
+def _trim_all(trims: list[Plan], untrimmed: Set[int], c: lmdb.Cursor, failed: list[Plan]) -> int:
     """The pure-Python :func:`trim_all`: the first part of the group flush's write
-    (``FlushJob.write``): the garbage of every plan that trims (``job.trims``), deleted with
-    LMDB cursor ``c`` over the log, but a cursor's whose trim failed before in this flush
-    (``job.untrimmed``); by key where the plan names its keys (:func:`trims`), else by a
-    scan of the cursor's keys below its bound (``trim_records``). Returns how many records
-    it deleted. A trim that LMDB refuses leaves its plan in ``job.trim_failed`` and the error
-    goes on. O(records deleted), and a scan's records kept."""
-    trimmed, untrimmed = 0, job.untrimmed
-    for plan in job.trims:
+    (``FlushJob.write``): the garbage of every plan that trims (``trims``), deleted with LMDB
+    cursor ``c`` over the log, but a cursor's whose trim failed before in this flush (its id
+    in ``untrimmed``); by key where the plan names its keys (:func:`trims`), else by a scan
+    of the cursor's keys below its bound (``trim_records``). Returns how many records it
+    deleted. A plan whose trim LMDB refuses is appended to ``failed`` and the error goes on.
+    O(records deleted), and a scan's records kept."""
+    trimmed = 0
+    for plan in trims:
         if plan.cursor_id in untrimmed:
             continue
         try:
@@ -554,19 +543,19 @@ def _trim_all(job: Job, c: lmdb.Cursor) -> int:
                         c.delete()
                         trimmed += 1
         except lmdb.Error:
-            job.trim_failed = plan  # one cursor's records: the flush can go on without this trim
+            failed.append(plan)  # one cursor's records: the flush can go on without this trim
             raise
     return trimmed
 
 
-def _commit_all(plans: list[Plan], planners: list[Taking], cursors: list[Committing]) -> None:
-    """The pure-Python :func:`commit_all`: every plan written, adopted by its cursor
-    (:func:`commit_marker` for a marker plan, ``_commit_flush`` for any other)."""
-    for plan, planner, cur in zip(plans, planners, cursors, strict=True):
+def _commit_all(plans: list[Plan], planners: list[Taking]) -> None:
+    """The pure-Python :func:`commit_all`: every marker plan written, adopted by its cursor's
+    planner (:func:`commit_marker`); the caller has the cursor of any other plan adopt it."""
+    if len(plans) != len(planners):
+        raise TypeError("commit_all takes two lists of one length")
+    for plan, planner in zip(plans, planners, strict=True):
         if type(plan) is MarkerPlan:
             _commit_marker(planner, plan)
-        else:
-            cur._commit_flush(plan)
 
 
 def _commit_marker(planner: Taking, plan: MarkerPlan) -> None:

@@ -28,7 +28,7 @@ full marker and the delta chain since). Compaction's rewrite plan lives here too
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -73,32 +73,48 @@ MarkerHead = tuple[int, tuple[int, int], tuple[int, int], dict[str, int | str]]
 """what a marker says besides its index: (prev, mark-delete, read position, properties)"""
 
 
-@dataclass(slots=True)
-class FlushPlan:
+class FlushPlan(lane.Plan):
     """One cursor's part of a group flush: what to encode (``records``: snapshots of the
     ledgers that get a new record; the marker), then the records to put (ledger records,
-    then the marker), the garbage to trim, and what to do when the transaction commits or fails."""
+    then the marker), the garbage to trim, and what to do when the transaction commits or
+    fails. It has the fields a :class:`~ackstore.cursor.lane.MarkerPlan` has (the group
+    flush and the commit read them alike), and these of its own."""
 
-    cursor_id: int
-    records: list[tuple[int, int, LedgerAcks]]  # (seq, ledger, snapshot) to encode
+    __slots__ = ("head", "index", "pending", "rebased", "records")  # and PlanFields' (lane.Plan's)
+
+    records: list[tuple[int, int, LedgerAcks]]
+    """(seq, ledger, snapshot) to encode"""
     head: MarkerHead
-    index: dict[int, IndexEntry | None]  # the marker's index
-    changes: dict[int, IndexEntry | None]
-    full: bool
-    marker_seq: int
-    pending: Pending  # what it took from the cursor (given back if it is not written)
-    pinned: set[int]
-    persisted_ranges: int
-    gc_below: int = -1  # delete unreferenced records below this sequence (-1: none)
-    gc_live: Collection[int] = frozenset()  # what the previous full marker references
-    trim_keys: tuple[bytes, ...] | None = None  # the trim's keys, when known (None: a scan)
-    full_live: Collection[int] = ()  # what this marker references, if full
-    truncated: bool = False  # PIP-299: only the lowest ranges were persisted
-    keep_dirty: frozenset[int] = frozenset()  # ledgers not (wholly) in this marker: still to persist
-    rebased: frozenset[int] = frozenset()  # ledgers this plan writes a new base record of
-    puts: list[tuple[bytes, bytes]] = field(default_factory=list)  # filled by encode()
-    marker_bytes: int = 0
-    nbytes: int = 0  # keys + values of ``puts``
+    index: dict[int, IndexEntry | None]
+    """the marker's index"""
+    pending: Pending
+    """what it took from the cursor (given back if it is not written)"""
+    rebased: frozenset[int]
+    """ledgers this plan writes a new base record of"""
+
+    def __init__(
+        self,
+        cursor_id: int,
+        records: list[tuple[int, int, LedgerAcks]],
+        head: MarkerHead,
+        index: dict[int, IndexEntry | None],
+        changes: dict[int, IndexEntry | None],
+        full: bool,
+        marker_seq: int,
+        pending: Pending,
+        pinned: set[int],
+        persisted_ranges: int,
+    ) -> None:
+        meta, dropped = pending.meta_dirty, pending.vanished
+        self._start(cursor_id, changes, full, marker_seq, pinned, meta, persisted_ranges, dropped)
+        self.records = records
+        self.head = head
+        self.index = index
+        self.pending = pending
+        self.rebased = frozenset()
+        self.puts = []  # filled by encode()
+        self.marker_bytes = 0
+        self.nbytes = 0  # keys + values of ``puts``
 
     def encode(self) -> None:
         """Step 2, outside the store lock: the plan's ledger records and marker, from the
@@ -161,7 +177,7 @@ class _Draft:
 class Planner(PlannerFields):
     """Prepares, commits and aborts the flush plans of one cursor (and its rewrite plans)."""
 
-    __slots__ = ()  # PlannerFields' (what a flush reads)
+    __slots__ = ("config",)  # and PlannerFields' (what a flush reads)
 
     state: AckState
     pages: Pages
@@ -172,7 +188,14 @@ class Planner(PlannerFields):
         self.state = state
         self.pages = pages
         self.chain = chain
+        self.configure(config)
+
+    def configure(self, config: CursorConfig) -> None:
+        """Plan with ``config`` from now on (and the bounds a flush reads of it). O(1)."""
         self.config = config
+        self.cap = config.max_unacked_ranges_to_persist
+        self.full_every = config.full_marker_every
+        self.history = config.history_seconds
 
     # -- prepare -------------------------------------------------------------------------------
 
@@ -189,7 +212,7 @@ class Planner(PlannerFields):
         flush calls this itself when the lane said OTHER): a PIP-299 truncated plan, or a
         plan of records and a marker."""
         pages, state, chain = self.pages, self.state, self.chain
-        limit = self.config.max_unacked_ranges_to_persist
+        limit = self.cap
         over = limit and state.range_count > limit
         if over or chain.over_cap:  # over the cap now, or it was at the last flush
             self._watch_cap()
@@ -208,7 +231,7 @@ class Planner(PlannerFields):
     def _watch_cap(self) -> None:
         """Say when acks stop (and start again) being persisted whole: one WARNING when the
         range count first exceeds the cap at a flush, one INFO when it is back under."""
-        chain, state, limit = self.chain, self.state, self.config.max_unacked_ranges_to_persist
+        chain, state, limit = self.chain, self.state, self.cap
         over = bool(limit) and state.range_count > limit
         if over and not chain.over_cap:
             log.warning(
@@ -237,7 +260,7 @@ class Planner(PlannerFields):
         dirty, vanished, unmarked = pending.dirty, pending.vanished, pending.unmarked
         cache, index = pages.cache, pages.index
         loaded = cache.loaded
-        full = chain.full_due(self.config.full_marker_every)
+        full = chain.full_due(self.full_every)
         records: list[tuple[int, int, LedgerAcks]] = []
         changes: dict[int, IndexEntry | None] = {}
         marker_index: dict[int, IndexEntry | None] = {}  # a delta marker's (a full one's is built below)
@@ -328,7 +351,7 @@ class Planner(PlannerFields):
     def gc_live(self) -> frozenset[int]:
         """What garbage trimming must keep: the previous full marker's records and every record
         the cursor itself still points to (swapped-out ledgers a truncated marker left out)."""
-        return frozenset([*self.chain.full_live, *(e.seq for e in self.pages.index.values())])
+        return lane.live_records(self.chain, self.pages.index)
 
     def _prepare_truncated(self, pending: Pending, limit: int) -> FlushPlan:
         """PIP-299: a full marker holding only the lowest ``limit`` ranges.
@@ -430,7 +453,7 @@ class Planner(PlannerFields):
             if value is not None:
                 chain.next_seq = start + 1
                 whole = {ledger: IndexEntry(start, la.runs) for ledger, la in cache.loaded.items()}
-                slot = lane.state_slot(self.config, chain)[0]  # as a flush would put it
+                slot = lane.state_slot(self.history, chain)[0]  # as a flush would put it
                 return RewritePlan(start, [], value, whole, state=True, slot=slot)
         items: list[tuple[int, int, bytes | int]] = []
         kept: dict[int, IndexEntry] = {}  # swapped-out ledgers keep their acks and counts since their record

@@ -64,7 +64,7 @@ class StoreSide(CoreFields):
         elif self._config.history_seconds and not config.history_seconds:
             self._planner.chain.floor = -1  # the window's states: the next trim scans for them
         self._config = config
-        self._planner.config = config
+        self._planner.configure(config)
         self._pages.cache.budget = config.max_individual_ack_cache_bytes
         self._pages.fit()
         self._changed()
