@@ -138,3 +138,25 @@ def test_the_lane_refuses_a_plan_class_without_the_plan_fields() -> None:
         )  # fmt: skip
     lane.set_delta_bounds(lane.DELTA_MAX_ACKS, lane.DELTA_MAX_SHARE)  # set up again as it was
     assert lane.take_marker is native.take_marker
+
+
+def test_the_compiled_lane_reads_fields_of_field_types_and_calls_no_method_of_the_engine() -> None:
+    """Every attribute the marker lane (``_lane.c``) reads or sets is a field of a field type
+    (read at its place, by index), and the only methods it calls by name are an LMDB
+    cursor's: what it needs of the engine's own classes it is given (``lane_setup``) or
+    handed back to the group flush. Read from the source, so a change that reaches into a
+    Python class by name fails here."""
+    import re
+    from pathlib import Path
+
+    source = (Path(fields.__file__).parent / "_lane.c").read_text()
+    table = source[source.index("static Attr attrs[A_COUNT] = {") :]
+    table = table[: table.index("\n};")]
+    entries = [line.strip() for line in table.splitlines()[1:] if line.strip()]
+    assert entries and all(re.fullmatch(r"\[\w+\] = FIELD_OF\(C_\w+, \w+Fields, \w+\),", e) for e in entries), [
+        e for e in entries if not e.startswith("[") or "FIELD_OF" not in e
+    ]
+    names = re.search(r"static const char \*names\[N_COUNT\] = \{([^}]*)\};", source)
+    assert names is not None and re.findall(r'"(\w+)"', names.group(1)) == ["set_key", "delete"]
+    for declared in re.findall(r"FIELD_OF\(C_\w+, (\w+), (\w+)\)", table):
+        assert declared[1] in fields.FIELDS[declared[0]], declared  # a field its type declares
