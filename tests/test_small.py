@@ -888,9 +888,9 @@ def test_an_open_reads_the_slots_alike_from_the_file_and_from_records_a_page_sca
 def test_a_cursor_opened_into_the_form_builds_no_parts_until_asked(tmp_path: Path) -> None:
     """A cursor opened into the form has no parts until something the form does not serve
     asks for them: its acks, flushes, positions, ranges and figures (a metrics scrape) leave
-    them unbuilt; a read that needs them (the read position) builds them holding nothing,
-    and the figures are the same before and after; a read the form does not serve loads
-    them, with the state exact."""
+    them unbuilt, and so do the reads the form answers (the read position, partial batches,
+    a delivery count, the properties), the figures the same before and after; a read the
+    form does not serve loads them, with the state exact."""
     path = tmp_path / "s"
     with AckStore.open(path) as store:
         _settle(store, [_topic(store).cursor("a")])
@@ -914,7 +914,7 @@ def test_a_cursor_opened_into_the_form_builds_no_parts_until_asked(tmp_path: Pat
         assert cur.read_position == Position(1, md2 + 1)
         assert cur.partial_batches() == {} and cur.delivery_count(Position(1, md2 + 1)) == 0
         assert cur.properties == {}
-        assert not cur._core._unbuilt and cur._core.small is not None  # built, holding nothing
+        assert cur._core._unbuilt and cur._core.small is not None  # the form answered: no parts built
         assert cur.figures() == before
         cur._check()
         snap = cur.snapshot()  # not served: the form ends, the parts load

@@ -449,7 +449,8 @@ class CursorCore(Served):
         return self._state.blocked(cfg.dispatcher_pause_on_ack_state_persistent, cfg.max_unacked_ranges_to_persist)
 
     def partial_batches(self) -> dict[Position, tuple[int, frozenset[int]]]:
-        self.built()
+        if self.small is not None:
+            return {}  # the form holds none (and out of it the parts are built)
         out: dict[Position, tuple[int, frozenset[int]]] = {}
         for ledger, la in self._ledgers():
             out.update(batch_items(ledger, la))
