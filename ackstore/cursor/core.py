@@ -548,9 +548,11 @@ class CursorCore(Served):
     def _check(self) -> None:
         """Assert every internal invariant (tests call this after each step)."""
         with self._lock:  # each component asserts its own invariants (the _check convention)
-            if self.small is not None:  # the parts do not exist: the form is the state
-                assert self.small is not None, "a cursor with neither its parts nor the small form"
-                check_small(self.small, (self.small.md_l, -1))
+            small = self.small
+            if small is not None:  # the form holds the state alone: no parts, or parts holding nothing
+                check_small(small, (small.md_l, -1))
+                pages = None if self._unbuilt else self._pages
+                assert pages is None or not (pages.known() or pages.index), "parts beside the form hold state"
             else:
                 held = self._pages._check(self._state.md, self.topic.directory)
                 self._state._check(held)
@@ -558,6 +560,4 @@ class CursorCore(Served):
                 self._chain._check(
                     cfg.full_marker_every, cfg.max_unacked_ranges_to_persist, self._pages.index, lane.DELTA_MAX_ACKS
                 )
-                if self.small is not None:
-                    check_small(self.small, self._state.md)
             assert self._listed or not self._pending or self._store.readonly, "a pending cursor a flush would not visit"

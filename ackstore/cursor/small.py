@@ -647,10 +647,9 @@ def small_opened(
 def check_small(s: Any, md: tuple[int, int]) -> None:
     """Assert every invariant of a small form (the tests call it after each change):
     its runs ascending, a gap between two, all above M + 1, in the layout; at most ``cap``;
-    its M at or after ``md``, the parts' (which hold the state as it was when the form
-    began, or as the last flush before it wrote it) (in the same ledger or a later one)."""
+    its M at or after ``md`` (in the same ledger or a later one)."""
     assert not s.ended, "an ended small form is still the cursor's"
-    assert (s.md_l, s.md_e) >= md, f"small M {(s.md_l, s.md_e)} is behind the parts' {md}"
+    assert (s.md_l, s.md_e) >= md, f"small M {(s.md_l, s.md_e)} is behind {md}"
     at = s.md_e + 2
     for first, last in s.runs():
         assert at <= first <= last <= _ENTRY_MAX, f"run ({first}, {last}) is not above M + 1 and its neighbour"
