@@ -8,6 +8,7 @@ import threading
 import time
 from bisect import bisect_left
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import lmdb
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 
     from .cursor import AnyPlan
     from .cursor.core import CursorCore
-    from .cursor.plan import Planner
+    from .cursor.plan import FlushPlan, Planner
     from .history import HistoryKeeper, Taken
     from .ledger_cache import CachePool
     from .lock import StoreLock
@@ -89,6 +90,8 @@ class FlushJob:
     plans: list[AnyPlan] = field(default_factory=list)
     cursors: list[CursorCore] = field(default_factory=list)
     planners: list[Planner] = field(default_factory=list)
+    general: list[tuple[int, FlushPlan]] = field(default_factory=list)
+    """the general path's plans, each with its place in ``plans`` (ascending): encoded in step 2"""
     confirms: list[tuple[Topic, tuple[int, int]]] = field(default_factory=list)
     encoded: int = 0
     failed: CursorCore | None = None
@@ -117,20 +120,36 @@ class FlushJob:
     micros: int = -1
     """this flush's time for the history points (microseconds; -1: not taken yet)"""
 
+    def take_general(self, others: list[tuple[CursorCore, Planner]], idle: list[CursorCore]) -> None:
+        """Step 1 for the cursors the lane left to the general path (``lane.take_all``'s
+        ``others``): each one's plan (``Planner.prepare_other``: new ledger records, PIP-299's
+        markers) appended with its cursor and planner, and to ``general``; an idle one to
+        ``idle``. If one raises, ``failed`` names its cursor. O(those cursors' changes)."""
+        plans = self.plans
+        for cur, planner in others:
+            self.failed = cur
+            plan = planner.prepare_other()
+            if plan is None:
+                idle.append(cur)
+                continue
+            self.general.append((len(plans), plan))
+            plans.append(plan)
+            self.cursors.append(cur)
+            self.planners.append(planner)
+        self.failed = None
+
     def encode(self) -> None:
         """Step 2: the records and marker of every plan taken since the last call, from its
         copies (a lane's plan was encoded when it was taken); their puts gathered in order,
         added to the figures (:func:`ackstore.cursor.lane.encode_all`). ``encoded`` counts
         the plans encoded, also when one raises (it names the cursor). O(plans since)."""
-        plans, start = self.plans, self.encoded
+        plans, start, general = self.plans, self.encoded, self.general
         if start < 0:
             raise ValueError(f"a flush job's encoded count is {start}, not a count")
-        for i in range(start, len(plans)):
-            plan = plans[i]
-            if not isinstance(plan, lane.MarkerPlan):  # the general path's, encoded here
-                self.encoded = i
-                plan.encode()
-                self.ledger_records += len(plan.records)
+        for i, plan in general[bisect_left(general, start, key=itemgetter(0)) :]:  # the lane's were encoded when taken
+            self.encoded = i
+            plan.encode()
+            self.ledger_records += len(plan.records)
         full, nbytes = lane.encode_all(plans, start, self.puts, self.trims)
         self.encoded = len(plans)
         self.full_markers += full
@@ -255,27 +274,17 @@ class GroupFlush:
             taken = len(job.plans)
             idle: list[CursorCore] = []
             others: list[tuple[CursorCore, Planner]] = []
-            failing: CursorCore | None = None
             in_lane = True
             try:
                 lane.take_all(visit, planners, job.plans, job.cursors, job.planners, idle, others)  # the lane's plans
                 in_lane = False
-                for failing, planner in others:  # the general path's: new ledger records, PIP-299's markers
-                    plan = planner.prepare_other()
-                    if plan is None:
-                        idle.append(failing)
-                    else:
-                        job.plans.append(plan)
-                        job.cursors.append(failing)
-                        job.planners.append(planner)
-                failing = None
+                job.take_general(others, idle)  # the general path's
                 if store.history.windows:
                     self._history(job, taken)
             except BaseException:
                 if in_lane:  # the one after those take_all took, left idle or left to the general path
                     done = len(job.plans) - taken + len(idle) + len(others)
-                    failing = visit[done] if done < len(visit) else None
-                job.failed = failing
+                    job.failed = visit[done] if done < len(visit) else None
                 job.failed_step = "planning"
                 raise
             listed = store.flush_list

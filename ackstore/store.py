@@ -541,9 +541,8 @@ class AckStore(HostFields):
             flusher.join()
         if not self.readonly and not discard:
             try:
-                self.cursor_side.flush_cursors(
-                    self.cursor_side.all_cursors()
-                )  # at close every cursor is visited, listed or not
+                side = self.cursor_side
+                side.flush_cursors(side.all_cursors())  # at close every cursor is visited, listed or not
             except BaseException:
                 if flusher is not None:  # still open: as it was
                     self._start_flusher(self._flush_interval)

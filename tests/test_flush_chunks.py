@@ -201,10 +201,7 @@ def test_encode_all_goes_on_from_the_plans_encoded(
             others: list[Any] = []
             with store.lock:
                 impl.take_all(part, [c._planner for c in part], job.plans, job.cursors, job.planners, idle, others)
-                for cur, planner in others:
-                    job.plans.append(planner.prepare_other())
-                    job.cursors.append(cur)
-                    job.planners.append(planner)
+                job.take_general(others, idle)
 
         monkeypatch.setattr(lane, "encode_all", impl.encode_all)
         take(visit[:1])

@@ -549,10 +549,9 @@ class CursorCore(Served):
         """Assert every internal invariant (tests call this after each step)."""
         with self._lock:  # each component asserts its own invariants (the _check convention)
             small = self.small
-            if small is not None:  # the form holds the state alone: no parts, or parts holding nothing
+            if small is not None:  # the form holds the state alone: no parts beside it
                 check_small(small, (small.md_l, -1))
-                pages = None if self._unbuilt else self._pages
-                assert pages is None or not (pages.known() or pages.index), "parts beside the form hold state"
+                assert self._unbuilt, "parts beside the small form"
             else:
                 held = self._pages._check(self._state.md, self.topic.directory)
                 self._state._check(held)

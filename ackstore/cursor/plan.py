@@ -112,9 +112,6 @@ class FlushPlan(lane.Plan):
         self.index = index
         self.pending = pending
         self.rebased = frozenset()
-        self.puts = []  # filled by encode()
-        self.marker_bytes = 0
-        self.nbytes = 0  # keys + values of ``puts``
 
     def encode(self) -> None:
         """Step 2, outside the store lock: the plan's ledger records and marker, from the
@@ -207,7 +204,7 @@ class Planner(PlannerFields):
         plan = lane.take_marker(self)
         return plan if plan is not OTHER else self.prepare_other()
 
-    def prepare_other(self) -> AnyPlan | None:
+    def prepare_other(self) -> FlushPlan | None:
         """:meth:`prepare` of a change the marker lane left to the general path (the group
         flush calls this itself when the lane said OTHER): a PIP-299 truncated plan, or a
         plan of records and a marker."""
@@ -342,16 +339,11 @@ class Planner(PlannerFields):
             draft.persisted_ranges,
         )
         if draft.full:  # O(ledgers): only full markers trim
-            lane.trims(plan, chain, self.gc_live())
+            lane.trims(plan, chain, lane.live_records(chain, self.pages.index))
             plan.full_live = draft.live | {marker_seq}
         if draft.truncated:
             plan.truncated, plan.keep_dirty = True, draft.keep_dirty
         return plan
-
-    def gc_live(self) -> frozenset[int]:
-        """What garbage trimming must keep: the previous full marker's records and every record
-        the cursor itself still points to (swapped-out ledgers a truncated marker left out)."""
-        return lane.live_records(self.chain, self.pages.index)
 
     def _prepare_truncated(self, pending: Pending, limit: int) -> FlushPlan:
         """PIP-299: a full marker holding only the lowest ``limit`` ranges.

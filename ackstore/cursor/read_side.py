@@ -234,7 +234,7 @@ class ReadSide(StoreSide):
             return cursor_figures(self._figure_parts(), self.small, self._carried)
 
     def _figure_parts(self) -> Parts:
-        if self._unbuilt or self.small is not None:  # (a scrape does not build them; in the form they hold nothing)
+        if self._unbuilt:  # (a scrape does not build them; in the small form they do not exist)
             return Parts(None, None, None, self._config, self.revision_controller)
         return Parts(self._state, self._pages, self._chain, self._config, self.revision_controller)
 
