@@ -80,6 +80,7 @@ setup(
                 "ackstore/_module.c",
                 "ackstore/_native.c",
                 "ackstore/_acks.c",
+                "ackstore/_walk.c",
                 "ackstore/_lane.c",
                 "ackstore/_fields.c",
                 "ackstore/_small.c",

@@ -176,6 +176,7 @@ int get_state_count(Reader *r, unsigned long long *at, unsigned long long *entry
 int native_init(PyObject *module); /* _native.c */
 int small_init(PyObject *module);  /* _small.c */
 int acks_init(PyObject *module);   /* _acks.c */
+int walk_init(PyObject *module);   /* _walk.c */
 /* _small.c: Cursor.ack in a SmallState `small` of `pos`: one position (a 2-tuple of ints)
  * when `one`, else a list or tuple of them; with its cached limit of the topic's directory
  * at `version`; a form the ack changed first since its last flush is put on `listed` (the

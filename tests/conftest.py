@@ -125,6 +125,7 @@ AREAS: dict[str, str] = {
             "small",
             "state_layout",
             "store",
+            "walk",
         ),
         "storage",
     ),

@@ -64,19 +64,12 @@ def _state(path: Path) -> dict[str, object]:
 
 def _log_pages(path: Path) -> tuple[int, list[int], list[int]]:
     """``(page size, branch pages, leaf pages)`` of the ``log`` database, read from the file."""
-    from ackstore.storage import lmdb_file
+    from ackstore.storage.lmdb_file import survey
 
     meta = current_meta(read_metas(path))
     data = (path / "data.mdb").read_bytes()
     psize = meta.page_size
-    with open(path / "data.mdb", "rb") as fh:
-        import mmap
-
-        mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-        w = lmdb_file._Walker(mm, meta, len(data))
-        w.tree("main", meta.main, integer_keys=False, collect=True)
-        root = w.named[b"log"].root
-        mm.close()
+    root = survey(path).named[b"log"].root
     branches, leaves, todo = [], [], [root]
     while todo:
         pg = todo.pop()

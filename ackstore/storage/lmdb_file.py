@@ -39,9 +39,10 @@ import struct
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..errors import CorruptStoreError, NotAStoreError
-from .codecs import scan_page
+from .codecs import native, scan_page
 from .pure_codecs import int_key_order
 
 __all__ = [
@@ -76,6 +77,9 @@ ledger-directory key ``(topic id, ledger)``, a cursor key a topic id and a name;
 record can be too big for its page and go to overflow pages. Anything else is damage."""
 _ANY_TREE = (1, 511, F_BIGDATA | F_SUBDATA, 0)
 """a tree ackstore does not know (another program's database): any LMDB key, no duplicates"""
+
+MOST_DEPTH = 32
+"""the deepest tree LMDB makes (its cursor stack)"""
 
 _HEADER = struct.Struct("<QHHHH")
 _NODE = struct.Struct("<HHHH")
@@ -258,10 +262,24 @@ def _read_node(mm: mmap.mmap, off: int, i: int, upper: int, psize: int, leaf: bo
 
 
 class _Walker:
-    def __init__(self, mm: mmap.mmap, meta: Meta, file_size: int) -> None:
-        self.mm = mm
-        self.psize = meta.page_size
-        self.pages = min(meta.last_pgno + 1, file_size // self.psize)
+    def __init__(
+        self,
+        buf: Any,
+        psize: int,
+        pages: int,
+        rules: dict[str, tuple[int, int, int, int]],
+        any_rules: tuple[int, int, int, int],
+        own: frozenset[bytes],
+    ) -> None:
+        self.mm = buf
+        self.psize = psize
+        self.pages = min(pages, len(buf) // psize)
+        self.rules = rules
+        """what each tree's nodes may hold, by the tree's name (:data:`_TREE_RULES`)"""
+        self.any_rules = any_rules
+        """... and those of a tree it does not name"""
+        self.own = own
+        """the named databases ackstore keeps (:data:`OWN_DATABASES`)"""
         self.seen: set[int] = set()
         self.problems: list[str] = []
         self.named: dict[bytes, DbRecord] = {}
@@ -298,6 +316,10 @@ class _Walker:
         if db.root == INVALID_PGNO:
             if db.entries or db.depth:
                 self.problems.append(f"{name}: no root page, yet {db.entries} entries of depth {db.depth}")
+            return
+        if not 1 <= db.depth <= MOST_DEPTH:
+            self.problems.append(f"{name}: a tree of depth {db.depth} (LMDB's are 1 to {MOST_DEPTH} deep)")
+            self._lose(name, None, None)
             return
         counts = {"branch": 0, "leaf": 0, "overflow": 0, "entries": 0}
         if not self.node(name, db.root, 1, db.depth, None, None, integer_keys, collect, counts):
@@ -366,7 +388,7 @@ class _Walker:
             leaf,
             integer_keys,
             (self.free is not None and name == FREE_TREE) or name == MAIN_TREE,
-            *_TREE_RULES.get(name, _ANY_TREE),
+            *self.rules.get(name, self.any_rules),
         )
         for i, nflags, key, kend, dsize in specials:  # the nodes before any problem, in order
             if not self.special(where, i, nflags, key, off + kend, kend, dsize, collect, name, counts):
@@ -433,7 +455,7 @@ class _Walker:
             return False
         if self.free is not None and name == FREE_TREE:
             self.free_list(data, dsize, where)
-        elif name == MAIN_TREE and key in OWN_DATABASES and not nflags & F_SUBDATA:
+        elif name == MAIN_TREE and key in self.own and not nflags & F_SUBDATA:
             self.problems.append(f"{where}: node {i} ({key!r}) lost the flag that makes it a named database")
             return False
         elif nflags & F_SUBDATA and collect:
@@ -509,12 +531,15 @@ class Survey:
     lose one); a record's ``entries`` is what its tree should hold"""
 
 
-def survey(path: str | os.PathLike[str], txnid: int | None = None) -> Survey:
+def survey(path: str | os.PathLike[str], txnid: int | None = None, first_clean: bool = False) -> Survey:
     """Walk the B-trees of the data file as of transaction ``txnid`` (default: newest).
 
     Reads only inside the file; never raises for damage (an unreadable file is one
     problem). On a file another process writes, hold an LMDB read transaction open for the
     walk and pass its id, so the pages walked are not reused meanwhile. O(pages).
+    ``first_clean``: the trees are first walked by :data:`walk_trees`, and an intact file's
+    survey is its meta alone (no problems, no pages named); a damaged one is walked again
+    here, which names what is wrong.
     """
     f = data_file(path)
     try:
@@ -532,12 +557,11 @@ def survey(path: str | os.PathLike[str], txnid: int | None = None) -> Survey:
         with open(f, "rb") as fh:
             size = os.fstat(fh.fileno()).st_size
             with mmap.mmap(fh.fileno(), size, access=mmap.ACCESS_READ) as mm:
-                w = _Walker(mm, meta, size)
+                if first_clean and not cut and walk_trees(mm, meta.page_size, meta.last_pgno + 1, *_walk_args(meta)):
+                    return Survey(meta, [])
+                w = _Walker(mm, meta.page_size, meta.last_pgno + 1, _TREE_RULES, _ANY_TREE, OWN_DATABASES)
                 w.problems.extend(cut)
-                w.tree(FREE_TREE, meta.free, integer_keys=True, collect=False)
-                w.tree(MAIN_TREE, meta.main, integer_keys=False, collect=True)
-                for name, db in sorted(w.named.items()):
-                    w.tree(tree_name(name), db, integer_keys=False, collect=False)
+                _walk_all(w, meta.free, meta.main)
                 return Survey(meta, w.problems, w.leaf_tree, w.seen, w.page_tree, w.free, w.lost, dict(w.named))
     except CorruptStoreError as exc:
         return Survey(None, [exc.detail])
@@ -573,8 +597,70 @@ def walk(path: str | os.PathLike[str], txnid: int | None = None) -> list[str]:
     """Problems in the B-trees of the data file as of transaction ``txnid`` (default:
     newest): :func:`survey`'s, alone. Every page number in range and matching, page types,
     node offsets and sizes inside the page, keys in order within their parents' bounds,
-    equal leaf depth, every page reached once, the counts the meta records."""
-    return survey(path, txnid).problems
+    equal leaf depth, every page reached once, the counts the meta records. An intact file
+    is walked once, by :data:`walk_trees` (compiled where it was built: every open walks
+    the whole file); a damaged one again, to name the damage."""
+    return survey(path, txnid, first_clean=True).problems
+
+
+def _walk_all(w: _Walker, free: DbRecord, main: DbRecord) -> None:
+    """Every tree: the free list, the main tree, then each named database it holds."""
+    w.tree(FREE_TREE, free, integer_keys=True, collect=False)
+    w.tree(MAIN_TREE, main, integer_keys=False, collect=True)
+    for name, db in sorted(w.named.items()):
+        w.tree(tree_name(name), db, integer_keys=False, collect=False)
+
+
+Record = tuple[int, int, int, int, int, int, int, int]
+"""a :class:`DbRecord`'s fields, in order"""
+Rules = tuple[int, int, int, int]
+"""a tree's rules (:data:`_TREE_RULES`)"""
+
+
+def _walk_args(meta: Meta) -> tuple[Record, Record, Rules, Rules, dict[bytes, Rules], Rules, frozenset[bytes]]:
+    """What :data:`walk_trees` takes after the buffer, page size and page count: the meta's
+    two trees and this module's rules."""
+    named = {db: _TREE_RULES[tree_name(db)] for db in OWN_DATABASES}
+    return (
+        _record_fields(meta.free),
+        _record_fields(meta.main),
+        _TREE_RULES[FREE_TREE],
+        _TREE_RULES[MAIN_TREE],
+        named,
+        _ANY_TREE,
+        OWN_DATABASES,
+    )
+
+
+def _record_fields(db: DbRecord) -> Record:
+    return (db.pad, db.flags, db.depth, db.branch_pages, db.leaf_pages, db.overflow_pages, db.entries, db.root)
+
+
+def _py_walk_trees(
+    buf: Any,
+    psize: int,
+    pages: int,
+    free: Record,
+    main: Record,
+    free_rules: Rules,
+    main_rules: Rules,
+    named_rules: dict[bytes, Rules],
+    any_rules: Rules,
+    own: frozenset[bytes],
+) -> bool:
+    """True when the B-trees of the LMDB file in ``buf`` (pages of ``psize`` bytes, the
+    first ``pages`` of them in use) show no damage, walked from the records ``free`` and
+    ``main`` under the rules given (the free list's, the main tree's, those of each named
+    database, by its name, and those of a database not named): the walker's rules, and
+    the pure-Python twin of ``ackstore._native.walk_trees``. O(pages)."""
+    rules = {FREE_TREE: free_rules, MAIN_TREE: main_rules, **{tree_name(k): v for k, v in named_rules.items()}}
+    w = _Walker(buf, psize, pages, rules, any_rules, own)
+    _walk_all(w, DbRecord(*free), DbRecord(*main))
+    return not w.problems
+
+
+walk_trees: Callable[..., bool] = native.walk_trees if native is not None else _py_walk_trees
+"""whether an LMDB file's B-trees show no damage (:func:`_py_walk_trees`; compiled where built)"""
 
 
 @dataclass(slots=True)
