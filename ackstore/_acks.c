@@ -51,6 +51,15 @@ static inline uint64_t load_be64(const unsigned char *p) {
 #endif
 }
 
+/* the number of ones in x (by halves, quarters, bytes: no library call where the build
+ * targets CPUs without a popcount instruction) */
+static inline uint64_t ones_in(uint64_t x) {
+    x -= (x >> 1) & 0x5555555555555555ULL;
+    x = (x & 0x3333333333333333ULL) + ((x >> 2) & 0x3333333333333333ULL);
+    x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0FULL;
+    return (x * 0x0101010101010101ULL) >> 56;
+}
+
 /* the number of ones x starts with (64 for all ones) */
 static inline unsigned leading_ones(uint64_t x) {
 #if defined(__GNUC__) || defined(__clang__)
@@ -276,21 +285,24 @@ static int ef_values(const unsigned char *p, Py_ssize_t len, uint32_t first, uin
     memcpy(low, p + pos, low_bytes);
     high = low + low_bytes + 8;
     memcpy(high, p + pos + low_bytes, (size_t)high_len);
-    uint64_t mask = width ? ~0ULL >> (64 - width) : 0, i = 0, top = span - 1;
-    int64_t before = -1;
+    uint64_t mask = width ? ~0ULL >> (64 - width) : 0, i = 0, top = span - 1, ones = 0, over = 0;
+    for (Py_ssize_t w = 0; w < high_len; w += 8) ones += ones_in(load_le64(high + w, 8));
+    if (ones != n) goto damaged; /* a value for each set bit of the high part (so the loop below writes n) */
     for (Py_ssize_t w = 0; w < high_len; w += 8) {
         uint64_t bits = load_le64(high + w, 8);
         while (bits) {
             uint64_t at = (uint64_t)w * 8 + (uint64_t)__builtin_ctzll(bits);
             bits &= bits - 1;
-            if (i == n) goto damaged;
             uint64_t bit = i * width, x = (at - i) << width | ((load_le64(low + (bit >> 3), 8) >> (bit & 7)) & mask);
-            if ((int64_t)x <= before || x > top) goto damaged;
-            before = (int64_t)x;
-            vals[i++] = first + (uint32_t)x;
+            over |= x > top;
+            vals[i++] = (uint32_t)x;
         }
     }
-    if (i != n) goto damaged;
+    /* within the span and ascending, checked apart from the decode (no branch a value there) */
+    uint64_t bad = over;
+    for (uint64_t k = 1; k < n; k++) bad |= (uint64_t)(vals[k] <= vals[k - 1]);
+    if (bad) goto damaged;
+    for (uint64_t k = 0; k < n; k++) vals[k] += first;
     PyMem_Free(low);
     *out = vals;
     *nout = (Py_ssize_t)n;
@@ -506,13 +518,76 @@ static PyObject *dense_holes(const uint32_t *vals, Py_ssize_t n, uint32_t first,
         for (Py_ssize_t j = from[c]; j < from[c + 1]; j++) words[(vals[j] & 0xFFFF) >> 6] &= ~(1ULL << (vals[j] & 63));
         put_words(at, words);
     }
-    uint64_t from_at = first; /* the runs: one before each hole not next to the one before, one after the last */
-    Py_ssize_t r = 0;
-    for (Py_ssize_t j = 0; j < n; j++) {
-        r += vals[j] > from_at;
-        if (vals[j] >= from_at) from_at = (uint64_t)vals[j] + 1;
+    /* the runs: one before each hole not next to the one before (the holes ascend strictly,
+     * as every code's values do), one after the last */
+    Py_ssize_t r = n && vals[0] > first;
+    for (Py_ssize_t j = 1; j < n; j++) r += vals[j] > vals[j - 1] + 1;
+    *runs = r + (n == 0 || vals[n - 1] < last);
+    *taken = 1;
+    return out;
+}
+
+/* x with each bit the parity of it and the bits below it (a prefix XOR) */
+static inline uint64_t prefix_xor(uint64_t x) {
+    x ^= x << 1;
+    x ^= x << 2;
+    x ^= x << 4;
+    x ^= x << 8;
+    x ^= x << 16;
+    return x ^ x << 32;
+}
+
+/* The set whose runs start at first and at every second of the `n` ascending inner bounds
+ * `vals` and stop before the bounds between (the last one runs to last), as the run-bounds
+ * code holds it, written straight when every one of its containers (up to DENSE_MOST) takes
+ * the bitset form (roaring_of_bounds' bytes): each bound toggles its bit in the containers'
+ * words, in place in the bytes returned, and a prefix XOR over the words then sets every bit
+ * inside a run, with no branch a run. NULL with *taken 0 and no exception when a container
+ * takes another form (the caller writes the runs); NULL with an exception set on failure.
+ * O(bounds + containers' bytes). */
+static PyObject *dense_runs(const uint32_t *vals, Py_ssize_t n, uint32_t first, uint32_t last, int *taken) {
+    uint32_t k0 = first >> 16, nc = (last >> 16) - k0 + 1;
+    *taken = 0;
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+    return NULL; /* the words are written in place as the serialization holds them: little-endian */
+#endif
+    if (nc > DENSE_MOST) return NULL;
+    Py_ssize_t head = 8 + 8 * (Py_ssize_t)nc;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, head + 8192 * (Py_ssize_t)nc);
+    if (out == NULL) return NULL;
+    unsigned char *o = (unsigned char *)PyBytes_AS_STRING(out), *bits = o + head;
+    uint64_t base = (uint64_t)k0 << 16, end = base + ((uint64_t)nc << 16);
+    memset(bits, 0, 8192 * (size_t)nc);
+    bits[(first - base) >> 3] ^= (unsigned char)(1u << ((first - base) & 7));
+    for (Py_ssize_t i = 0; i < n; i++) bits[(vals[i] - base) >> 3] ^= (unsigned char)(1u << ((vals[i] - base) & 7));
+    if ((uint64_t)last + 1 < end) bits[(last + 1 - base) >> 3] ^= (unsigned char)(1u << ((last + 1 - base) & 7));
+    uint64_t carry = 0, cards[DENSE_MOST];
+    for (uint32_t c = 0; c < nc; c++) { /* each container's words, its cardinality and runs */
+        uint64_t card = 0, starts = 0, below = 0;
+        for (int w = 0; w < 1024; w++) {
+            unsigned char *at = bits + 8192 * (size_t)c + 8 * (size_t)w;
+            uint64_t x;
+            memcpy(&x, at, 8);
+            x = prefix_xor(x) ^ (0 - carry);
+            memcpy(at, &x, 8);
+            carry = x >> 63;
+            card += ones_in(x);
+            starts += ones_in(x & ~(x << 1 | below));
+            below = x >> 63;
+        }
+        cards[c] = card;
+        if (form_of(card, starts) != FORM_BITSET) {
+            Py_DECREF(out);
+            return NULL;
+        }
     }
-    *runs = r + (from_at <= last);
+    put32(o, COOKIE_NO_RUNS);
+    put32(o + 4, nc);
+    for (uint32_t c = 0; c < nc; c++) {
+        put16(o + 8 + 4 * c, k0 + c);
+        put16(o + 8 + 4 * c + 2, (uint32_t)(cards[c] - 1));
+        put32(o + 8 + 4 * nc + 4 * c, (uint32_t)(head + 8192 * (Py_ssize_t)c));
+    }
     *taken = 1;
     return out;
 }
@@ -584,6 +659,12 @@ static PyObject *acks_of(long long flags, long long first, long long last, const
         if (n % 2 || vals[0] == first) {
             PyErr_Format(PyExc_ValueError, "%zd run bounds inside %lld..%lld are not pairs after the first run", n,
                          first, last);
+            goto done;
+        }
+        int taken = 0; /* the common case, runs in dense ledgers: their bitsets written straight */
+        out = dense_runs(vals, n, (uint32_t)first, (uint32_t)last, &taken);
+        if (taken || PyErr_Occurred()) {
+            *runs = n / 2 + 1;
             goto done;
         }
         if ((bounds = (uint64_t *)PyMem_Malloc(sizeof(uint64_t) * ((size_t)n + 2))) == NULL) {

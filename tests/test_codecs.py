@@ -133,7 +133,24 @@ def _ledger_sets(rng: random.Random) -> list[tuple[BitMap, int, int]]:
         # one in twenty over four containers, the span's ends inside them: as holes, every
         # container a bitset (written straight from the holes)
         (BitMap(rng.sample(range(70_000, 270_000), 10_000)), 69_990, 270_005),
+        # alternating runs over three containers, one run across each boundary: as run bounds,
+        # every container a bitset (written straight from the bounds)
+        (
+            _alternating(rng, 1_000, 200_000) | BitMap(range(65_000, 66_000)) | BitMap(range(131_000, 132_000)),
+            0,
+            200_010,
+        ),
     ]
+    return out
+
+
+def _alternating(rng: random.Random, start: int, stop: int) -> BitMap:
+    """Runs of 1 to 9 acks and gaps of 1 to 9 from ``start`` to ``stop``."""
+    out, at = BitMap(), start
+    while at < stop:
+        n = rng.randrange(1, 10)
+        out.add_range(at, min(at + n, stop))
+        at += n + rng.randrange(1, 10)
     return out
 
 
