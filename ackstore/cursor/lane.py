@@ -609,17 +609,17 @@ class Lane(NamedTuple):
 
 
 _setup_native()
+_native = codecs.native
+# the ones in use, each named: the compiled twin where it was built, else the pure-Python function
+take_marker: Callable[..., Any] = _take_marker if _native is None else _native.take_marker
+commit_marker: Callable[..., Any] = _commit_marker if _native is None else _native.commit_marker
+take_all: Callable[..., Any] = _take_all if _native is None else _native.take_all
+commit_all: Callable[..., Any] = _commit_all if _native is None else _native.commit_all
+encode_all: Callable[..., Any] = _encode_all if _native is None else _native.encode_all
+trim_all: Callable[..., Any] = _trim_all if _native is None else _native.trim_all
 IMPLEMENTATIONS = [Lane(_take_marker, _commit_marker, _take_all, _commit_all, _encode_all, _trim_all)]
 """the twins, pure first (the tests run each)"""
-if codecs.native is not None:
-    native = codecs.native
-    IMPLEMENTATIONS.append(
-        Lane(
-            native.take_marker, native.commit_marker, native.take_all, native.commit_all, native.encode_all,
-            native.trim_all,
-        )
-    )  # fmt: skip
-take_marker, commit_marker, take_all, commit_all, encode_all, trim_all = IMPLEMENTATIONS[-1]
-"""the ones in use: the compiled twins where they were built, else the pure-Python functions"""
+if _native is not None:
+    IMPLEMENTATIONS.append(Lane(take_marker, commit_marker, take_all, commit_all, encode_all, trim_all))
 IMPLEMENTATION = codecs.IMPLEMENTATION
 """which are in use: "native" or "python" (as ``codecs.IMPLEMENTATION``)"""

@@ -553,20 +553,20 @@ class Small(NamedTuple):
     small_of_slots: Callable[..., Any]
 
 
-IMPLEMENTATIONS = [Small(PySmallState, _py_flush_small, _py_undo_small, _py_small_of_slots)]
-"""the twins, pure first (the tests run each)"""
-if codecs.native is not None:
-    n = codecs.native
-    IMPLEMENTATIONS.append(Small(n.SmallState, n.flush_small, n.undo_small, n.small_of_slots))
-SmallState = IMPLEMENTATIONS[-1].SmallState
+_native = codecs.native
+SmallState: Callable[..., Any] = PySmallState if _native is None else _native.SmallState
 """the small form's type in use: ``ackstore._native.SmallState`` where the compiled module
 was built, else :class:`PySmallState`"""
-flush_small = IMPLEMENTATIONS[-1].flush_small
+flush_small: Callable[..., Any] = _py_flush_small if _native is None else _native.flush_small
 """the flush of small forms in use (the pure twin: :func:`_py_flush_small`)"""
-undo_small = IMPLEMENTATIONS[-1].undo_small
+undo_small: Callable[..., Any] = _py_undo_small if _native is None else _native.undo_small
 """the undo of a flush of small forms in use (the pure twin: :func:`_py_undo_small`)"""
-small_of_slots = IMPLEMENTATIONS[-1].small_of_slots
+small_of_slots: Callable[..., Any] = _py_small_of_slots if _native is None else _native.small_of_slots
 """the read of a small form from its state slots in use (the pure twin: :func:`_py_small_of_slots`)"""
+IMPLEMENTATIONS = [Small(PySmallState, _py_flush_small, _py_undo_small, _py_small_of_slots)]
+"""the twins, pure first (the tests run each)"""
+if _native is not None:
+    IMPLEMENTATIONS.append(Small(SmallState, flush_small, undo_small, small_of_slots))
 
 
 def _cap(config: CursorConfig) -> int:
