@@ -486,18 +486,25 @@ done:
 static PyObject *dense_holes(const uint32_t *vals, Py_ssize_t n, uint32_t first, uint32_t last, int *taken,
                              Py_ssize_t *runs) {
     uint32_t k0 = first >> 16, nc = (last >> 16) - k0 + 1, cards[DENSE_MOST];
-    Py_ssize_t from[DENSE_MOST + 1], i = 0;
+    Py_ssize_t from[DENSE_MOST + 1], i = 0, total = 0;
+    int acked_end = 0; /* the container before ends acked: a run that goes on into this one is one run */
     *taken = 0;
     if (nc > DENSE_MOST) return NULL;
     for (uint32_t c = 0; c < nc; c++) { /* each container's cardinality and runs, as roaring_of_bounds counts them */
         uint32_t key = k0 + c, lo = c ? 0 : first & 0xFFFF, hi = key == last >> 16 ? last & 0xFFFF : 0xFFFF, runs = 0;
+        uint32_t before = i < n ? vals[i] - 2 : 0; /* (wrapping) never next to the container's first hole */
         from[c] = i;
-        for (; i < n && vals[i] >> 16 == key; i++) runs += i == from[c] || vals[i] != vals[i - 1] + 1;
+        for (; i < n && vals[i] >> 16 == key; i++) { /* a run of holes starts at each hole not next to the one before */
+            runs += vals[i] != before + 1;
+            before = vals[i];
+        }
         Py_ssize_t h = i - from[c];
+        int acked_lo = !h || (vals[from[c]] & 0xFFFF) != lo, acked_hi = !h || (vals[i - 1] & 0xFFFF) != hi;
         cards[c] = hi - lo + 1 - (uint32_t)h;
-        if (h) runs = runs + 1 - ((vals[from[c]] & 0xFFFF) == lo) - ((vals[i - 1] & 0xFFFF) == hi);
-        else runs = 1;
+        runs = h ? runs + 1 - !acked_lo - !acked_hi : 1;
         if (form_of(cards[c], runs) != FORM_BITSET) return NULL;
+        total += (Py_ssize_t)runs - (acked_end && acked_lo);
+        acked_end = acked_hi;
     }
     from[nc] = i;
     Py_ssize_t head = 8 + 8 * (Py_ssize_t)nc;
@@ -518,11 +525,7 @@ static PyObject *dense_holes(const uint32_t *vals, Py_ssize_t n, uint32_t first,
         for (Py_ssize_t j = from[c]; j < from[c + 1]; j++) words[(vals[j] & 0xFFFF) >> 6] &= ~(1ULL << (vals[j] & 63));
         put_words(at, words);
     }
-    /* the runs: one before each hole not next to the one before (the holes ascend strictly,
-     * as every code's values do), one after the last */
-    Py_ssize_t r = n && vals[0] > first;
-    for (Py_ssize_t j = 1; j < n; j++) r += vals[j] > vals[j - 1] + 1;
-    *runs = r + (n == 0 || vals[n - 1] < last);
+    *runs = total; /* the containers' runs, less those that go on from one container into the next */
     *taken = 1;
     return out;
 }

@@ -133,6 +133,15 @@ def _ledger_sets(rng: random.Random) -> list[tuple[BitMap, int, int]]:
         # one in twenty over four containers, the span's ends inside them: as holes, every
         # container a bitset (written straight from the holes)
         (BitMap(rng.sample(range(70_000, 270_000), 10_000)), 69_990, 270_005),
+        # the same acked, one in twenty a hole, and a run of holes across a boundary: as holes,
+        # every container a bitset, its runs counted across the boundaries they go on over
+        (
+            BitMap(range(69_990, 270_006))
+            - BitMap(rng.sample(range(70_000, 270_000), 10_000))
+            - BitMap(range(131_000, 131_100)),
+            69_990,
+            270_005,
+        ),
         # alternating runs over three containers, one run across each boundary: as run bounds,
         # every container a bitset (written straight from the bounds)
         (
