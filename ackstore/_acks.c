@@ -475,6 +475,21 @@ done:
     return out;
 }
 
+/* The bytes before `nc` bitset containers of keys k0.. in the portable serialization
+ * without run containers: its cookie, the number of containers, each one's key and
+ * cardinality - 1 (`cards`), then each one's offset (the containers follow in order, 8,192
+ * bytes each). BITSETS_HEAD(nc) bytes. */
+#define BITSETS_HEAD(nc) (8 + 8 * (Py_ssize_t)(nc))
+static void put_bitsets_head(unsigned char *o, uint32_t k0, uint32_t nc, const uint32_t *cards) {
+    put32(o, COOKIE_NO_RUNS);
+    put32(o + 4, nc);
+    for (uint32_t c = 0; c < nc; c++) {
+        put16(o + 8 + 4 * c, k0 + c);
+        put16(o + 8 + 4 * c + 2, cards[c] - 1);
+        put32(o + 8 + 4 * nc + 4 * c, (uint32_t)(BITSETS_HEAD(nc) + 8192 * (Py_ssize_t)c));
+    }
+}
+
 #define DENSE_MOST 64 /* the most containers dense_holes writes (spans up to 4 Mi entries) */
 
 /* The set `n` ascending holes `vals` leave in first..last (up to DENSE_MOST containers),
@@ -485,7 +500,7 @@ done:
  * into *runs. O(values + containers' bytes). */
 static PyObject *dense_holes(const uint32_t *vals, Py_ssize_t n, uint32_t first, uint32_t last, int *taken,
                              Py_ssize_t *runs) {
-    uint32_t k0 = first >> 16, nc = (last >> 16) - k0 + 1, cards[DENSE_MOST];
+    uint32_t k0 = first >> 16, nc = (last >> 16) - k0 + 1, cards[DENSE_MOST] = {0};
     Py_ssize_t from[DENSE_MOST + 1], i = 0, total = 0;
     int acked_end = 0; /* the container before ends acked: a run that goes on into this one is one run */
     *taken = 0;
@@ -507,17 +522,12 @@ static PyObject *dense_holes(const uint32_t *vals, Py_ssize_t n, uint32_t first,
         acked_end = acked_hi;
     }
     from[nc] = i;
-    Py_ssize_t head = 8 + 8 * (Py_ssize_t)nc;
-    PyObject *out = PyBytes_FromStringAndSize(NULL, head + 8192 * (Py_ssize_t)nc);
+    PyObject *out = PyBytes_FromStringAndSize(NULL, BITSETS_HEAD(nc) + 8192 * (Py_ssize_t)nc);
     if (out == NULL) return NULL;
-    unsigned char *o = (unsigned char *)PyBytes_AS_STRING(out), *at = o + head;
-    put32(o, COOKIE_NO_RUNS);
-    put32(o + 4, nc);
+    unsigned char *o = (unsigned char *)PyBytes_AS_STRING(out), *at = o + BITSETS_HEAD(nc);
+    put_bitsets_head(o, k0, nc, cards);
     for (uint32_t c = 0; c < nc; c++, at += 8192) {
         uint32_t lo = c ? 0 : first & 0xFFFF, hi = k0 + c == last >> 16 ? last & 0xFFFF : 0xFFFF;
-        put16(o + 8 + 4 * c, k0 + c);
-        put16(o + 8 + 4 * c + 2, cards[c] - 1);
-        put32(o + 8 + 4 * nc + 4 * c, (uint32_t)(at - o));
         memset(words, 0, sizeof(words));
         for (uint32_t w = lo >> 6; w <= hi >> 6; w++) words[w] = ~0ULL;
         words[lo >> 6] &= ~0ULL << (lo & 63);
@@ -554,17 +564,20 @@ static PyObject *dense_runs(const uint32_t *vals, Py_ssize_t n, uint32_t first, 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
     return NULL; /* the words are written in place as the serialization holds them: little-endian */
 #endif
-    if (nc > DENSE_MOST) return NULL;
-    Py_ssize_t head = 8 + 8 * (Py_ssize_t)nc;
-    PyObject *out = PyBytes_FromStringAndSize(NULL, head + 8192 * (Py_ssize_t)nc);
+    /* a container takes the bitset form only with 2,048 runs or more (2 + 4 x runs against
+     * 8,192 bytes), and a run across a boundary counts in each container it touches: with
+     * fewer, the long way writes it, and this is not begun */
+    if (nc > DENSE_MOST || (uint64_t)n / 2 + nc < 2048 * (uint64_t)nc) return NULL;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, BITSETS_HEAD(nc) + 8192 * (Py_ssize_t)nc);
     if (out == NULL) return NULL;
-    unsigned char *o = (unsigned char *)PyBytes_AS_STRING(out), *bits = o + head;
+    unsigned char *o = (unsigned char *)PyBytes_AS_STRING(out), *bits = o + BITSETS_HEAD(nc);
     uint64_t base = (uint64_t)k0 << 16, end = base + ((uint64_t)nc << 16);
     memset(bits, 0, 8192 * (size_t)nc);
     bits[(first - base) >> 3] ^= (unsigned char)(1u << ((first - base) & 7));
     for (Py_ssize_t i = 0; i < n; i++) bits[(vals[i] - base) >> 3] ^= (unsigned char)(1u << ((vals[i] - base) & 7));
     if ((uint64_t)last + 1 < end) bits[(last + 1 - base) >> 3] ^= (unsigned char)(1u << ((last + 1 - base) & 7));
-    uint64_t carry = 0, cards[DENSE_MOST];
+    uint64_t carry = 0;
+    uint32_t cards[DENSE_MOST];
     for (uint32_t c = 0; c < nc; c++) { /* each container's words, its cardinality and runs */
         uint64_t card = 0, starts = 0, below = 0;
         for (int w = 0; w < 1024; w++) {
@@ -578,19 +591,13 @@ static PyObject *dense_runs(const uint32_t *vals, Py_ssize_t n, uint32_t first, 
             starts += ones_in(x & ~(x << 1 | below));
             below = x >> 63;
         }
-        cards[c] = card;
+        cards[c] = (uint32_t)card;
         if (form_of(card, starts) != FORM_BITSET) {
             Py_DECREF(out);
             return NULL;
         }
     }
-    put32(o, COOKIE_NO_RUNS);
-    put32(o + 4, nc);
-    for (uint32_t c = 0; c < nc; c++) {
-        put16(o + 8 + 4 * c, k0 + c);
-        put16(o + 8 + 4 * c + 2, (uint32_t)(cards[c] - 1));
-        put32(o + 8 + 4 * nc + 4 * c, (uint32_t)(head + 8192 * (Py_ssize_t)c));
-    }
+    put_bitsets_head(o, k0, nc, cards);
     *taken = 1;
     return out;
 }
