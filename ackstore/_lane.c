@@ -557,10 +557,6 @@ static int kept_in(PyObject *keep, long long s) {
     return has;
 }
 
-/* lane.trims: `plan` trims the log below the chain's full marker, keeping `keep`; with
- * the keys to delete when the chain's floor is at most EXACT_TRIM below: those of the
- * chain's kept sequences `keep` no longer names, then those of the sequences from the
- * floor below the bound that it does not name. -1 with an exception. */
 /* lane.live_records(chain, index): the full marker's records and every record the index
  * names, as a frozenset (what a trim keeps); NULL with an exception */
 static PyObject *live_records(PyObject *chain, PyObject *pages) {
@@ -587,6 +583,10 @@ done:
     return out;
 }
 
+/* lane.trims: `plan` trims the log below the chain's full marker, keeping `keep`; with
+ * the keys to delete when the chain's floor is at most EXACT_TRIM below: those of the
+ * chain's kept sequences `keep` no longer names, then those of the sequences from the
+ * floor below the bound that it does not name. -1 with an exception. */
 static int trims(PyObject *plan, PyObject *chain, PyObject *keep) {
     PyObject *below = get(chain, A_FULL_SEQ), *keys = NULL, *cid = NULL, *kept = NULL;
     long long stack[32], *gone = stack;

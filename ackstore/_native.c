@@ -17,10 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint32_t get32(const unsigned char *p) {
-    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
-}
-static uint16_t get16(const unsigned char *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
 
 /* values: ascending, no repeats. The portable serialization with array and bitmap containers. */
 static PyObject *serialize_sorted(const uint32_t *v, Py_ssize_t n) {

@@ -27,12 +27,6 @@
 #define DB_RECORD 48 /* a named database's record: pad u32, flags u16, depth u16, five u64 */
 #define MOST_DEPTH 32 /* LMDB's cursor stack: no tree it writes is deeper */
 
-static inline uint16_t rd16(const unsigned char *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
-static inline uint32_t rd32(const unsigned char *p) {
-    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
-}
-static inline uint64_t rd64(const unsigned char *p) { return (uint64_t)rd32(p) | (uint64_t)rd32(p + 4) << 32; }
-
 /* Python's bytes order of two keys: the common prefix, then the shorter first. */
 static int key_less(const unsigned char *a, Py_ssize_t na, const unsigned char *b, Py_ssize_t nb) {
     Py_ssize_t m = na < nb ? na : nb;
@@ -145,11 +139,11 @@ static void scan_nodes(const unsigned char *pg, Py_ssize_t n, Py_ssize_t upper, 
     Py_ssize_t next = 0;
     found(s, BAD_NONE, 0, 0, n);
     for (Py_ssize_t i = 0; i < n; i++) {
-        Py_ssize_t ptr = rd16(pg + 16 + 2 * i);
+        Py_ssize_t ptr = get16(pg + 16 + 2 * i);
         if (ptr < upper || ptr > psize - 8) return found(s, BAD_OFFSET, i, ptr, i);
         const unsigned char *node = pg + ptr;
-        uint32_t lo = rd16(node), hi = rd16(node + 2), nflags = rd16(node + 4);
-        Py_ssize_t ksize = rd16(node + 6), kend = ptr + 8 + ksize;
+        uint32_t lo = get16(node), hi = get16(node + 2), nflags = get16(node + 4);
+        Py_ssize_t ksize = get16(node + 6), kend = ptr + 8 + ksize;
         if (kend > psize) return found(s, BAD_KEY, i, ksize, i);
         if ((ksize < r->kmin || ksize > r->kmax) && (leaf || i > 0)) return found(s, BAD_KSIZE, i, ksize, i);
         s->kpos[i] = ptr + 8;
@@ -326,10 +320,10 @@ static int reach(Walker *w, uint64_t pgno, unsigned *flags, Py_ssize_t *lower, P
     if (pgno < 2 || pgno >= w->pages || w->seen[pgno]) return DAMAGED;
     w->seen[pgno] = 1;
     const unsigned char *p = w->buf + pgno * (uint64_t)w->psize;
-    if (rd64(p) != pgno) return DAMAGED;
-    *flags = rd16(p + 10);
-    *lower = rd16(p + 12);
-    *upper = rd16(p + 14);
+    if (get64(p) != pgno) return DAMAGED;
+    *flags = get16(p + 10);
+    *lower = get16(p + 12);
+    *upper = get16(p + 14);
     *pg = p;
     return CLEAN;
 }
@@ -341,7 +335,7 @@ static int overflow(Walker *w, uint64_t pgno, Py_ssize_t dsize) {
     const unsigned char *pg;
     int r = reach(w, pgno, &flags, &lower, &upper, &pg);
     if (r != CLEAN) return r;
-    uint64_t npages = rd32(pg + 12);
+    uint64_t npages = get32(pg + 12);
     if (!(flags & P_OVERFLOW) || npages * (uint64_t)w->psize < (uint64_t)dsize + 16 || pgno + npages > w->pages)
         return DAMAGED;
     for (uint64_t extra = pgno + 1; extra < pgno + npages; extra++) w->seen[extra] = 1;
@@ -352,7 +346,7 @@ static int overflow(Walker *w, uint64_t pgno, Py_ssize_t dsize) {
 /* One free-list record at `p`, `size` bytes (lmdb_file._Walker.free_list): a count, then that many page numbers. */
 static int free_list(const unsigned char *p, Py_ssize_t size) {
     if (size < 8 || size % 8) return DAMAGED;
-    return rd64(p) == (uint64_t)(size / 8 - 1) ? CLEAN : DAMAGED;
+    return get64(p) == (uint64_t)(size / 8 - 1) ? CLEAN : DAMAGED;
 }
 
 enum { TREE_FREE, TREE_MAIN, TREE_NAMED };
@@ -365,7 +359,7 @@ static int special(Walker *w, const unsigned char *pg, Py_ssize_t i, int tree) {
     if (nflags & F_DUPDATA) return DAMAGED;
     if (nflags & F_BIGDATA) {
         if (kend + 8 > psize) return DAMAGED;
-        uint64_t opg = rd64(pg + kend);
+        uint64_t opg = get64(pg + kend);
         int r = overflow(w, opg, dsize);
         if (r != CLEAN || tree != TREE_FREE) return r;
         return free_list(w->buf + opg * (uint64_t)psize + 16, dsize);
@@ -395,8 +389,8 @@ static int special(Walker *w, const unsigned char *pg, Py_ssize_t i, int tree) {
     }
     const unsigned char *d = pg + kend;
     w->named[w->nnamed++] = (Named){key, klen,
-                                    {rd32(d), rd16(d + 4), rd16(d + 6), rd64(d + 8), rd64(d + 16), rd64(d + 24),
-                                     rd64(d + 32), rd64(d + 40)}};
+                                    {get32(d), get16(d + 4), get16(d + 6), get64(d + 8), get64(d + 16), get64(d + 24),
+                                     get64(d + 32), get64(d + 40)}};
     return CLEAN;
 }
 
@@ -466,7 +460,7 @@ static int walk_tree(Walker *w, const DbRec *db, int tree, const Rules *rules) {
                : DAMAGED;
 }
 
-/* a DbRecord's 8 fields, or rules' 4, from a tuple of ints: -1 with an exception */
+/* a DbRecord's 8 fields (u64: a root may be INVALID_PGNO) from a tuple of ints: -1 with an exception */
 static int u64_tuple(PyObject *t, uint64_t *out, Py_ssize_t n, const char *what) {
     if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != n) {
         PyErr_Format(PyExc_TypeError, "%s must be a tuple of %zd ints", what, n);
@@ -479,13 +473,16 @@ static int u64_tuple(PyObject *t, uint64_t *out, Py_ssize_t n, const char *what)
     return 0;
 }
 
+/* a tree's rules from a tuple (kmin, kmax, allowed, required) of 16-bit ints: -1 with an exception */
 static int rules_of(PyObject *t, Rules *r) {
-    uint64_t v[4];
-    if (u64_tuple(t, v, 4, "rules") < 0) return -1;
-    if (v[0] > 0xFFFF || v[1] > 0xFFFF || v[2] > 0xFFFF || v[3] > 0xFFFF) {
-        PyErr_SetString(PyExc_ValueError, "rules are 16-bit sizes and flags");
+    static const char *names[4] = {"kmin", "kmax", "allowed", "required"};
+    long long v[4];
+    if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 4) {
+        PyErr_SetString(PyExc_TypeError, "rules must be a tuple of 4 ints");
         return -1;
     }
+    for (int a = 0; a < 4; a++)
+        if (ranged_arg(PyTuple_GET_ITEM(t, a), names[a], 0, 0xFFFF, &v[a]) < 0) return -1;
     *r = (Rules){(Py_ssize_t)v[0], (Py_ssize_t)v[1], (unsigned)v[2], (unsigned)v[3]};
     return 0;
 }

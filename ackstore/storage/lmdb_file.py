@@ -617,19 +617,15 @@ Rules = tuple[int, int, int, int]
 """a tree's rules (:data:`_TREE_RULES`)"""
 
 
+_NAMED_RULES: dict[bytes, Rules] = {db: _TREE_RULES[tree_name(db)] for db in OWN_DATABASES}
+""":data:`_TREE_RULES` of ackstore's own databases, by their names (what :data:`walk_trees` takes)"""
+
+
 def _walk_args(meta: Meta) -> tuple[Record, Record, Rules, Rules, dict[bytes, Rules], Rules, frozenset[bytes]]:
     """What :data:`walk_trees` takes after the buffer, page size and page count: the meta's
     two trees and this module's rules."""
-    named = {db: _TREE_RULES[tree_name(db)] for db in OWN_DATABASES}
-    return (
-        _record_fields(meta.free),
-        _record_fields(meta.main),
-        _TREE_RULES[FREE_TREE],
-        _TREE_RULES[MAIN_TREE],
-        named,
-        _ANY_TREE,
-        OWN_DATABASES,
-    )
+    free, main = _record_fields(meta.free), _record_fields(meta.main)
+    return free, main, _TREE_RULES[FREE_TREE], _TREE_RULES[MAIN_TREE], _NAMED_RULES, _ANY_TREE, OWN_DATABASES
 
 
 def _record_fields(db: DbRecord) -> Record:
