@@ -174,7 +174,7 @@ class _Draft:
 class Planner(PlannerFields):
     """Prepares, commits and aborts the flush plans of one cursor (and its rewrite plans)."""
 
-    __slots__ = ("config",)  # and PlannerFields' (what a flush reads)
+    __slots__ = ()  # PlannerFields' (what a flush reads)
 
     state: AckState
     pages: Pages
@@ -188,8 +188,7 @@ class Planner(PlannerFields):
         self.configure(config)
 
     def configure(self, config: CursorConfig) -> None:
-        """Plan with ``config`` from now on (and the bounds a flush reads of it). O(1)."""
-        self.config = config
+        """Plan with ``config`` from now on: the bounds a flush reads of it. O(1)."""
         self.cap = config.max_unacked_ranges_to_persist
         self.full_every = config.full_marker_every
         self.history = config.history_seconds
