@@ -92,20 +92,28 @@ def run_end(bitmap: BitMap, start: int) -> int:
     """Last value of the run that starts at ``start`` (which must be in ``bitmap``).
 
     O(containers) when the run reaches the bitmap's maximum (an in-order consumer's acks);
-    else a binary search on rank: O(log(span) * containers).
+    else a galloping search (the run's length doubled until a value is missing, then
+    halved): O(log(run) * containers), a few steps for the short runs between scattered
+    holes, where a search over the whole span took as many as the span's bits.
     """
     hi = bitmap.max()
-    if bitmap.range_cardinality(start, hi + 1) == hi - start + 1:
+    held = bitmap.contains_range  # held(a, b): every value of a..b - 1 is in the bitmap
+    if held(start, hi + 1):
         return hi
-    base = bitmap.rank(start)  # values <= start, start included
-    lo = start
-    # invariant: every value in [start, lo] is present
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if bitmap.rank(mid) - base == mid - start:
+    lo, step = start, 1
+    # invariant: start..lo are all held, and start..hi are not (hi: the max, or a probe that failed)
+    while lo + step < hi:
+        if not held(start, lo + step + 1):
+            hi = lo + step
+            break
+        lo += step
+        step *= 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if held(start, mid + 1):
             lo = mid
         else:
-            hi = mid - 1
+            hi = mid
     return lo
 
 
