@@ -125,6 +125,7 @@ class CursorSide:
             found = catalog.cursor(txn, tid, name)
             if found is None:
                 return None, None
+            self._same_directory(topic, txn)
             return found, self.open_log(txn, CursorLog(storage.log_db, found[0]), config or found[1], topic)
 
         found, state = storage.read(find)
@@ -149,6 +150,15 @@ class CursorSide:
         cid, stored = found
         assert state is not None
         return self._recovered(topic, name, cid, self._config_of(topic, name, cid, stored, config), state)
+
+    def _same_directory(self, topic: Topic, txn: lmdb.Transaction) -> None:
+        """A read-only store's topic takes the directory ``txn`` sees before a cursor's state
+        is read in it: a state is read with the directory of its own flush, never with an
+        older one the reader read before (which would clip it to a state no flush wrote).
+        The writer's directory is always its own newest: nothing to do. O(ledgers) on a
+        reader."""
+        if self.store.readonly:
+            topic.reread_directory(txn)
 
     def open_log(self, txn: lmdb.Transaction, log: CursorLog, config: CursorConfig, topic: TopicView) -> Any:
         """@private A cursor's state as an open (or a reader's catch-up) starts from it: the
@@ -187,6 +197,7 @@ class CursorSide:
 
         def recover(batch: list[tuple[str, int, CursorConfig, bytes]]) -> list[Any]:
             def each(txn: lmdb.Transaction) -> list[Any]:
+                self._same_directory(topic, txn)
                 same = storage.writes == scanned and not self.store.readonly  # nothing written since the scan
                 return [
                     self.open_log(txn, CursorLog(storage.log_db, cid), config or stored, topic)

@@ -557,3 +557,50 @@ def test_a_readers_log_usage_whose_marker_is_trimmed_again_and_again_answers_as_
         assert usage == cur.log_usage() != first
         assert usage.records >= 4 and usage.live_bytes > 0
         assert cur.batch_acked_indexes(Position(2, 202)) == frozenset({0})
+
+
+NEW_CURSOR_READER = r"""
+import sys
+from ackstore import AckStore, Position
+store = AckStore.open(sys.argv[1], readonly=True, load=sys.argv[2])
+topic = store.topic("t")
+print(topic.cursor("a").mark_delete_position, flush=True)  # the topic's directory, read at its open
+for line in sys.stdin:
+    cur = topic.cursor(line.strip())
+    print(cur.mark_delete_position, cur.is_acked(Position(0, 33)), len(list(cur.ack_ranges())), flush=True)
+"""
+
+
+@pytest.mark.parametrize("load", ["lazy", "budget"])
+def test_a_cursor_a_reader_opens_later_is_read_with_the_directory_of_its_flush(tmp_path: Path, load: str) -> None:
+    """The reader read the topic's directory when the open ledger was confirmed up to entry
+    27; the writer then confirmed up to 35, made a cursor at "latest" (its mark-delete
+    position 0:35), confirmed up to 40 and acked two entries past 35. The reader opening
+    that cursor reads its state and the directory in one transaction, and shows it as the
+    writer flushed it. Read against the reader's older directory it showed 0:27 and no
+    range, a state no flush wrote."""
+    path = tmp_path / "s"
+    with AckStore.open(path, sync=False) as store:
+        topic = store.topic("t")
+        topic.add_ledger(0)
+        topic.cursor("a")
+        topic.advance(0, 27)
+        store.flush()
+        reader = subprocess.Popen(
+            [sys.executable, "-c", NEW_CURSOR_READER, str(path), load],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert reader.stdout is not None and reader.stdout.readline().split() == ["0:-1"]
+            topic.advance(0, 35)
+            late = topic.cursor("c", initial_position="latest")  # flushed before it returns
+            assert late.mark_delete_position == Position(0, 35)
+            topic.advance(0, 40)
+            late.ack_entries(0, [37, 38])  # a range past the reader's old directory's bound
+            store.flush()
+            out, _ = reader.communicate("c\n", timeout=60)
+        finally:
+            reader.kill()
+    assert out.split() == ["0:35", "True", "1"]

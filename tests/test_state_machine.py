@@ -686,7 +686,7 @@ class AckStoreMachine(RuleBasedStateMachine):
         snapshot) answers from the writer's newest flush, whole, whichever ledgers the
         reader decoded or swapped in at older flushes: as a load with the directory the
         reader read with it shows it (its own from its open, or the writer's when the
-        cursor moved)."""
+        cursor moved or was first opened after the reader's open)."""
         m = self.model
         current = TopicModel(ledgers=copy.deepcopy(m.ledgers), confirmed=m.confirmed_flushed, tracked=m.tracked)
         if self.reader_directory is None or again:
@@ -702,7 +702,9 @@ class AckStoreMachine(RuleBasedStateMachine):
         for name, shown in got.items():
             if shown.pop("form"):
                 self.ran.add("a reader's cursor in the small form")
-            could = [*self.reader_seen.get(name, [d]), current]  # the directories it may have read with
+            # the directories it may have read with: a cursor first read now was read with the
+            # directory of its own flush (the writer's now), never with the reader's older one
+            could = [*self.reader_seen.get(name, []), current]
             views = [_shown(directory, newest.get(name), shown, touch) for directory in could]
             assert shown in views, (name, shown, views)
             self.reader_seen[name] = [directory for directory, view in zip(could, views, strict=True) if view == shown]
