@@ -17,11 +17,16 @@ run: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/python -m ackstore.tools.demo
 
-# the whole suite with the compiled codecs and lane, then the fast tests again with their
-# pure-Python twins (what an install without a C compiler runs)
+# the whole suite with the compiled codecs and lane, and beside it (on the other core; its
+# output follows) the fast tests again with their pure-Python twins (what an install without
+# a C compiler runs); fails if either fails
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
-	ACKSTORE_PURE_PYTHON=1 $(BIN)/python -m pytest -q -m "not slow"
+	@twins=$$(mktemp -d); \
+	ACKSTORE_PURE_PYTHON=1 $(BIN)/python -m pytest -q -m "not slow" --basetemp="$$twins/tmp" > "$$twins/log" 2>&1 & pure=$$!; \
+	$(BIN)/python -m pytest -q; native=$$?; \
+	wait $$pure; status=$$?; \
+	echo "== the fast tests on the pure-Python twins (ACKSTORE_PURE_PYTHON=1):"; cat "$$twins/log"; rm -rf "$$twins"; \
+	test $$native -eq 0 && test $$status -eq 0
 
 stress: $(STAMP)
 	$(BIN)/python -m pytest -q -m stress --long
