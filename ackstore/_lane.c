@@ -308,6 +308,20 @@ static int full_due(PyObject *chain, long long every) {
     return chain_bytes > (full_bytes > small_chain ? full_bytes : small_chain);
 }
 
+/* chain.full_marker: whether a flush's marker is full (due, or covering the whole index and
+ * repeating at most small_chain bytes the chain named already: `named` u32s) */
+static inline int full_marker(int due, int covering, long long named) {
+    return due || (covering && 4 * named <= small_chain);
+}
+
+/* chain.trim_due(due): whether a full marker trims the log below it; -1 with an exception */
+static int trim_due(PyObject *chain, int due) {
+    if (due) return 1;
+    long long untrimmed = integer(chain, A_UNTRIMMED), full_bytes;
+    if (FAILED(untrimmed) || FAILED(full_bytes = integer(chain, A_FULL_BYTES))) return -1;
+    return untrimmed > garbage_factor * (full_bytes > small_chain ? full_bytes : small_chain);
+}
+
 /* lane.worth_a_delta: 1, 0, or -1. `counts` is NULL for a ledger without counts since its
  * base; else the ledger's counts, of which `live` were set since the base and still stand */
 static int worth_a_delta(PyObject *added, PyObject *la, Py_ssize_t live, PyObject *counts) {
@@ -984,7 +998,7 @@ PyObject *take_marker(PyObject *self, PyObject *planner) {
         OTHER_IF(ok == 0);
     }
     int covering = PyDict_GET_SIZE(changes) == PyDict_GET_SIZE(index);
-    int full = due || (covering && 4 * named <= small_chain);
+    int full = full_marker(due, covering, named);
     whole = Py_NewRef(changes);
     marker_items = Py_NewRef(items);
     if (full) {
@@ -1045,12 +1059,8 @@ PyObject *take_marker(PyObject *self, PyObject *planner) {
         goto done;
     if (full) {
         if ((live = full_live(whole, seq)) == NULL || set(plan, P_FULL_LIVE, live) < 0) goto done;
-        int trim = due;
-        if (!trim) {
-            long long untrimmed = integer(chain, A_UNTRIMMED), full_bytes;
-            if (FAILED(untrimmed) || FAILED(full_bytes = integer(chain, A_FULL_BYTES))) goto done;
-            trim = untrimmed > garbage_factor * (full_bytes > small_chain ? full_bytes : small_chain);
-        }
+        int trim = trim_due(chain, due);
+        if (trim < 0) goto done;
         if (trim) {
             PyObject *keep = live_records(chain, pages);
             t = keep == NULL ? -1 : trims(plan, chain, keep);

@@ -314,6 +314,7 @@ def test_a_flush_whose_planning_raises_gives_back_what_it_took(store_path: Path)
         pages = _pages(cur)
         entry = pages.index[3]
         pages.index[3] = "broken"  # type: ignore[assignment]
+        cur._core._chain.force_full = True  # a full marker: planning reads every index entry
         with pytest.raises(StoreError, match=rf"failed while planning cursor {T}/c, nothing was written"):
             store.flush()
         assert set(pages.unmarked) == {1, 3} and cur.dirty

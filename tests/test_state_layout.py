@@ -612,9 +612,11 @@ def test_a_small_cursors_states_alternate_between_its_two_slots(store_path: Path
 
 def test_a_cursor_back_in_the_state_layout_keeps_its_newest_slots_state(store_path: Path) -> None:
     """A small cursor's three states leave slot 0 holding the newest (seq 2), slot 1 the one
-    before; it grows into the marker layout (a marker under a log key) and reopens from that
-    marker; when it shrinks again, its next state goes into slot 1: the newest slot's state
-    stays, whichever record the cursor was recovered from."""
+    before; it grows into the marker layout (a ledger record and a full marker under log
+    keys: its one ledger changed) and reopens from that marker; when it shrinks again, its
+    next state goes into slot 1, the one the newest slot state is not in, and the marker
+    before it stays to fall back to. Slot 0's state, older than that marker, is trimmed with
+    the other records the new state supersedes."""
     logged = -1
     for round_ in range(3):
         with AckStore.open(store_path) as store:
@@ -639,7 +641,8 @@ def test_a_cursor_back_in_the_state_layout_keeps_its_newest_slots_state(store_pa
                 assert cur.stats().last_marker_seq == logged + 1
         if round_ == 0:
             assert rawlog.slots(store_path) == {0: 2, 1: 1}
-    assert rawlog.slots(store_path) == {0: 2, 1: logged + 1}
+    assert rawlog.slots(store_path) == {1: logged + 1}
+    assert rawlog.markers(store_path) == [logged, logged + 1]
 
 
 def test_a_state_in_a_slot_whose_sequence_is_damaged_is_skipped_and_overwritten(store_path: Path) -> None:

@@ -1,8 +1,10 @@
 """Where a cursor's log stands: :class:`MarkerChain` (the next sequence, the newest marker,
 the full marker and the delta chain behind it, the state slots, the trim floor, the flush
 counters) and the rules that are the chain's own: when a full marker is due
-(:meth:`MarkerChain.full_due`, with :data:`SMALL_CHAIN`) and what a trim leaves below its
-floor (:func:`floor_after`, with :data:`EXACT_TRIM`). A plan of any kind is adopted here
+(:meth:`MarkerChain.full_due`, with :data:`SMALL_CHAIN`), whether a flush's marker is full
+(:func:`full_marker`) and whether that one trims (:meth:`MarkerChain.trim_due`, with
+:data:`GARBAGE_FACTOR`), and what a trim leaves below its floor (:func:`floor_after`, with
+:data:`EXACT_TRIM`). A plan of any kind is adopted here
 once it was written (:meth:`MarkerChain.adopt`)."""
 
 from __future__ import annotations
@@ -17,12 +19,24 @@ if TYPE_CHECKING:
     from ..storage.index_entry import IndexEntry
     from ..storage.log import RecoveredState
 
-__all__ = ["EXACT_TRIM", "MarkerChain", "SMALL_CHAIN", "Written", "floor_after", "next_slot"]
+__all__ = [
+    "EXACT_TRIM",
+    "GARBAGE_FACTOR",
+    "MarkerChain",
+    "SMALL_CHAIN",
+    "Written",
+    "floor_after",
+    "full_marker",
+    "next_slot",
+]
 
 SMALL_CHAIN = 64
 """a chain of delta markers may grow to the size of its full marker, or to this many bytes for a
 small cursor; and a full marker is written instead of a delta when it costs at most this many
 bytes more (a reopen reads the whole chain: a small cursor then reads one marker)"""
+GARBAGE_FACTOR = 4
+"""a full marker that was not due trims the log only once what was written since the last
+trim outgrows this many times the chain's allowance (a trim is a scan of the cursor's keys)"""
 EXACT_TRIM = 8
 """a trim whose cursor's log is known to hold nothing below a sequence at most this many
 below the trim's bound deletes those sequences by key instead of scanning the cursor's keys"""
@@ -49,6 +63,16 @@ class Written(Protocol):
     def gc_live(self) -> Collection[int]: ...
     @property
     def nbytes(self) -> int: ...
+
+
+def full_marker(due: bool, covering: bool, named: int) -> bool:
+    """Whether a flush's marker is a full one, on every path that writes a marker: when one
+    is due (:meth:`MarkerChain.full_due`), or when ``covering`` (every ledger of the cursor
+    changed, so the marker's items are its whole index) and the full marker repeats at most
+    :data:`SMALL_CHAIN` bytes the chain named already (``named`` u32s: acks and counts since
+    a record; then it costs what the delta costs, and a reopen reads one marker and walks no
+    chain). The compiled lane's twin is ``full_marker`` in ``_lane.c``. O(1)."""
+    return due or (covering and 4 * named <= SMALL_CHAIN)
 
 
 def next_slot(slot: int, slots: int, first_room: int) -> tuple[int, int]:
@@ -173,6 +197,12 @@ class MarkerChain(ChainFields):
             or self.deltas >= every
             or self.chain_bytes > max(self.full_bytes, SMALL_CHAIN)
         )
+
+    def trim_due(self, due: bool) -> bool:
+        """Whether a full marker trims the log below it: when it was ``due``, or when the
+        bytes written since the last trim outgrow :data:`GARBAGE_FACTOR` times the chain's
+        allowance. O(1)."""
+        return due or self.untrimmed > GARBAGE_FACTOR * max(self.full_bytes, SMALL_CHAIN)
 
     def adopt(self, plan: Written) -> None:
         """``plan``'s marker was written: it is the newest, the start of a new chain if full."""

@@ -58,7 +58,7 @@ from ..storage.records import (
     seal_slot,
     slot_key,
 )
-from .chain import EXACT_TRIM, SMALL_CHAIN, floor_after, next_slot
+from .chain import EXACT_TRIM, GARBAGE_FACTOR, SMALL_CHAIN, floor_after, full_marker, next_slot
 from .pages import Pending
 
 if TYPE_CHECKING:
@@ -105,9 +105,6 @@ DELTA_MAX_ACKS = 64
 """a ledger's acks since its record travel in the marker while they are at most this many..."""
 DELTA_MAX_SHARE = 0.125
 """... and at most this fraction of the ledger's acks; past either, a new base record"""
-GARBAGE_FACTOR = 4
-"""a full marker written for that reason trims the log once the bytes written since the last
-trim are over this many times what the chain may hold"""
 STATE_MAX_RUNS = 64
 """a cursor whose ledgers are all in memory and hold at most this many ranges, and at most
 STATE_MAX_EXTRAS partial batches and delivery counts, writes its whole state as one state
@@ -440,7 +437,7 @@ def _take_marker(planner: Taking) -> MarkerPlan | Literal[False] | None:
                 entry = entry_of((base.seq, la.runs, adds, since))
         items.append((ledger, entry, base.adds))
     covering = len(changes) == len(index)  # every ledger changed: the changes are the index
-    full = due or (covering and 4 * named <= SMALL_CHAIN)  # an add is a u32 in the fixed layout
+    full = full_marker(due, covering, named)
     whole = changes  # a full marker's index
     marker_items: list[Any] = items  # a delta marker names only the acks added since the chain named them
     if full:
@@ -464,7 +461,7 @@ def _take_marker(planner: Taking) -> MarkerPlan | Literal[False] | None:
     plan = MarkerPlan(cid, changes, full, marker_seq, held, state.meta_dirty, state.range_count, key, value)
     if full:
         plan.full_live = (*[e.seq for e in whole.values() if e is not None], marker_seq)
-        if due or chain.untrimmed > GARBAGE_FACTOR * max(chain.full_bytes, SMALL_CHAIN):
+        if chain.trim_due(due):
             trims(plan, chain, live_records(chain, pages.index))
     # nothing above changed the cursor; now the plan takes what it carries
     for la in counted:

@@ -48,7 +48,7 @@ from ..storage.records import (
     split_slot_key,
 )
 from . import lane
-from .chain import MarkerChain
+from .chain import MarkerChain, full_marker
 from .lane import OTHER, MarkerPlan, counts_since, live_counts, prune_counts, worth_a_delta
 from .pages import Pending
 
@@ -157,7 +157,7 @@ class _Draft:
     """What the planner decided for one plan, before it is sealed: the records to write, the
     index changes and the marker's index, full or not, what a full marker keeps alive, what
     it took from the cursor, the ledgers it carries, the ranges it persists (and for a
-    PIP-299 marker, that it is truncated and what stays dirty)."""
+    PIP-299 marker, that it is truncated and what stays dirty), and whether a full one trims."""
 
     records: list[tuple[int, int, LedgerAcks]]
     changes: dict[int, IndexEntry | None]
@@ -169,6 +169,7 @@ class _Draft:
     persisted_ranges: int
     truncated: bool = False
     keep_dirty: frozenset[int] = frozenset()
+    trim: bool = True  # a full marker trims the log below it (:meth:`MarkerChain.trim_due`)
 
 
 class Planner(PlannerFields):
@@ -256,7 +257,8 @@ class Planner(PlannerFields):
         dirty, vanished, unmarked = pending.dirty, pending.vanished, pending.unmarked
         cache, index = pages.cache, pages.index
         loaded = cache.loaded
-        full = chain.full_due(self.full_every)
+        due = chain.full_due(self.full_every)
+        named = 0  # u32s a full marker would repeat that the chain named already
         records: list[tuple[int, int, LedgerAcks]] = []
         changes: dict[int, IndexEntry | None] = {}
         marker_index: dict[int, IndexEntry | None] = {}  # a delta marker's (a full one's is built below)
@@ -276,11 +278,11 @@ class Planner(PlannerFields):
                 adds = FrozenBitMap(added)
                 prune_counts(la)
                 changes[ledger] = entry = IndexEntry(base.seq, la.runs, adds, counts)
-                if not full and (base.adds or base.counts):
+                if base.adds or base.counts:
                     # a delta marker names only what changed since the chain last named it
-                    entry = IndexEntry(
-                        base.seq, la.runs, adds - base.adds if base.adds else adds, counts_since(counts, base.counts)
-                    )
+                    since = counts_since(counts, base.counts) if counts else None
+                    named += len(base.adds or ()) + 2 * (len(counts or ()) - len(since or ()))
+                    entry = IndexEntry(base.seq, la.runs, adds - base.adds if base.adds else adds, since)
                 marker_index[ledger] = entry
                 continue
             seq = chain.alloc()
@@ -297,6 +299,7 @@ class Planner(PlannerFields):
             if ledger not in changes and ledger in index and ledger not in cache:
                 changes[ledger] = marker_index[ledger] = None
         live: frozenset[int] = frozenset()
+        full = full_marker(due, all(ledger in changes for ledger in index), named)  # the lane's rule
         if full:
             marker_index = dict(index)
             for ledger, change in changes.items():
@@ -306,9 +309,9 @@ class Planner(PlannerFields):
                     marker_index[ledger] = change
             live = frozenset(e.seq for e in marker_index.values() if e is not None)
         try:
-            plan = self._seal(
-                _Draft(records, changes, marker_index, full, live, pending, pinned, self.state.range_count)
-            )
+            draft = _Draft(records, changes, marker_index, full, live, pending, pinned, self.state.range_count)
+            draft.trim = full and chain.trim_due(due)
+            plan = self._seal(draft)
         except BaseException:
             self._unrebase(rebased)
             raise
@@ -337,8 +340,9 @@ class Planner(PlannerFields):
             draft.pinned,
             draft.persisted_ranges,
         )
-        if draft.full:  # O(ledgers): only full markers trim
-            lane.trims(plan, chain, lane.live_records(chain, self.pages.index))
+        if draft.full:
+            if draft.trim:  # O(ledgers): only full markers trim
+                lane.trims(plan, chain, lane.live_records(chain, self.pages.index))
             plan.full_live = draft.live | {marker_seq}
         if draft.truncated:
             plan.truncated, plan.keep_dirty = True, draft.keep_dirty
