@@ -61,6 +61,8 @@ def _ratio_lines(benchmarks: list[Any]) -> list[str]:
             ops = c.extra_info.get("ops")
             nbytes = c.extra_info.get("bytes")
             speed = f"{base.stats.median / median:.2f}x" if base is not None and c is not base else "baseline"
+            if "paired_speed" in c.extra_info:  # measured round by round beside its baseline
+                speed = f"{c.extra_info['paired_speed']:.2f}x paired"
             size = ""
             if nbytes is not None and base is not None and base.extra_info.get("bytes"):
                 r = nbytes / base.extra_info["bytes"]
