@@ -391,14 +391,12 @@ class GroupFlush:
         for start in range(0, len(job.plans), CHUNK):
             plans, planners, cursors = _chunk(job.plans, start), _chunk(job.planners, start), _chunk(job.cursors, start)
             with self.store.lock:
-                lane.commit_all(plans, planners)  # the lane's plans
-                for plan, planner, cur in zip(plans, planners, cursors, strict=True):
+                for i in lane.commit_all(plans, planners):  # the lane's plans; then the others
+                    plan, cur = plans[i], cursors[i]
                     if type(plan) is not lane.MarkerPlan:
                         cur._commit_flush(plan)  # the general path's
-                    elif plan.full and planner.chain.in_slots:
-                        # a state plan, which left nothing under log keys (most full markers are of
-                        # cursors with records there, and this is what skips them cheaply): the
-                        # small form, if the cursor fits it (its state in a slot)
+                    else:  # a state plan, which left nothing under log keys: the small form,
+                        # if the cursor fits it (its state in a slot)
                         cur.take_small_form()
         with self.store.lock:
             self.store.cache_pool.settle()  # nothing is pinned any more

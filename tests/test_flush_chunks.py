@@ -112,11 +112,12 @@ def test_acks_between_chunks_are_kept(store_path: Path, monkeypatch: pytest.Monk
 
     adopted: list[int] = []
 
-    def commit_and_ack(plans: list[Any], planners: list[Any]) -> None:
-        commit_all(plans, planners)
+    def commit_and_ack(plans: list[Any], planners: list[Any]) -> list[int]:
+        rest = commit_all(plans, planners)
         adopted.append(len(plans))
         if len(adopted) == 1:  # a adopted; b and c written, not adopted yet
             c.ack(Position(1, 3009))
+        return rest
 
     monkeypatch.setattr(FlushJob, "encode", encode_and_ack)
     monkeypatch.setattr(lane, "commit_all", commit_and_ack)
