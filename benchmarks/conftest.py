@@ -7,6 +7,8 @@ the case writes or holds per round (for a size ratio).
 
 from __future__ import annotations
 
+import statistics
+import time
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,6 +33,30 @@ def bench_flushes(benchmark: Any, store: AckStore, group: str, dirty: Any, round
     benchmark.pedantic(lambda: written.append(store.flush().bytes_written), setup=dirty, rounds=rounds)
     benchmark.extra_info.update(bytes=written[-1])
     return written[-1]
+
+
+def bench_paired(benchmark: Any, run: Any, baseline: Any, rounds: int, warmup_rounds: int = 1) -> None:
+    """Time ``run()`` for ``rounds`` rounds, each right after one untimed-by-the-benchmark
+    run of ``baseline()`` that is timed on its own: ``extra_info["paired_speed"]`` is the
+    median of the rounds' baseline time over ``run``'s (the warmup rounds left out), which
+    the ratio table prints as the case's speed. Two medians taken minutes apart move with
+    whatever else this machine runs; a pair of runs a moment apart moves together."""
+    base: list[float] = []
+    case: list[float] = []
+
+    def setup() -> None:
+        t = time.perf_counter()
+        baseline()
+        base.append(time.perf_counter() - t)
+
+    def timed() -> None:
+        t = time.perf_counter()
+        run()
+        case.append(time.perf_counter() - t)
+
+    benchmark.pedantic(timed, setup=setup, rounds=rounds, warmup_rounds=warmup_rounds)
+    pairs = list(zip(base, case, strict=True))[warmup_rounds:]
+    benchmark.extra_info["paired_speed"] = statistics.median(b / c for b, c in pairs)
 
 
 def _steady(bench: Any) -> bool:
