@@ -29,6 +29,7 @@ from pyroaring import BitMap
 
 from ackstore.ledger_acks import run_end
 
+from .conftest import bench_paired
 from .kernel import wchar as _wchar
 from .steady import ENGINES, AckstoreSteady, Steady, position_info_bytes
 
@@ -152,12 +153,16 @@ def reopened(tmp_path_factory: pytest.TempPathFactory) -> Any:
 def test_steady_reopen(benchmark: Any, reopened: Any, case: str) -> None:
     """Reopen to a usable state after the steady workload ran: ackstore's bulk open (lazy),
     and then with every cursor's ranges read, by the writer and by a reader; the baseline
-    unpickles every cursor's state."""
+    unpickles every cursor's state (each of ackstore's rounds right after one of it:
+    :func:`~benchmarks.conftest.bench_paired`)."""
     cursors, k, rounds = REOPEN
     engine = reopened["pickle" if case == "pickle" else "ackstore"]
     options = {"read_all": case.endswith("read"), "readonly": "read-only" in case} if case != "pickle" else {}
     benchmark.group = f"steady workload, reopen: {cursors:,} cursors, k={k}, after {rounds:,} flushes"
-    benchmark.pedantic(lambda: engine.reopen(**options), rounds=5)
+    if case == "pickle":
+        benchmark.pedantic(engine.reopen, rounds=5)
+    else:
+        bench_paired(benchmark, lambda: engine.reopen(**options), reopened["pickle"].reopen, rounds=5)
     benchmark.extra_info.update(baseline=case == "pickle")
 
 
