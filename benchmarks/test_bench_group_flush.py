@@ -27,6 +27,7 @@ import random
 import statistics
 import time
 from pathlib import Path
+from typing import Any
 
 import lmdb
 import pytest
@@ -89,37 +90,53 @@ def _log(store: AckStore) -> dict[bytes, bytes]:
     return store.storage.read(lambda txn: {bytes(k): bytes(v) for k, v in txn.cursor(db=store.storage.log_db)})
 
 
+def _raw_copy(store: AckStore, path: Path) -> tuple[lmdb.Environment, Any, set[bytes]]:
+    """A fresh environment at ``path``, opened with the same flags as the store, holding a
+    copy of the store's log as it is now; and the log's keys."""
+    start = _log(store)
+    env = lmdb.open(str(path), map_size=1 << 30, sync=False, max_dbs=2)
+    db = env.open_db(b"log")
+    with env.begin(write=True) as txn:
+        txn.cursor(db=db).putmulti(sorted(start.items()))
+    return env, db, set(start)
+
+
+def _round(store: AckStore, cursors, before: dict[int, int], keys: set[bytes]):  # type: ignore[no-untyped-def]
+    """What the flush just made, from the log's ``keys`` before it: its puts, the keys it
+    deleted (sorted), and the log's keys now."""
+    now = set(_log(store))
+    return _flush_pairs(store, cursors, before), sorted(keys - now), now
+
+
+def _put_and_delete(env: lmdb.Environment, db: Any, pairs: list[tuple[bytes, bytes]], gone: list[bytes]) -> None:
+    """One raw write transaction making a round's changes: one ``putmulti`` call (the pairs
+    built here, as the engine builds its own) and a ``delete`` a key."""
+    with env.begin(write=True) as txn:
+        txn.cursor(db=db).putmulti([(key, value) for key, value in pairs])
+        for key in gone:
+            txn.delete(key, db=db)
+
+
 def _raw_transaction(many, tmp_path: Path):  # type: ignore[no-untyped-def]
     """A raw py-lmdb write transaction a round making what ackstore's flush of that round
     made: the :data:`ROUNDS` rounds the ackstore case times, run here untimed on ``many``
     (the same state, the same acks), each one's puts and deletes replayed in turn on a copy
-    of the log as it was before them, in a fresh environment opened with the same flags,
-    the pairs built in the timed part as the engine builds its own. Returns the function to
-    time, the last round's bytes (the figure the ackstore case reports), the deletions of
-    all the rounds, and the environment."""
+    of the log as it was before them, in a fresh environment opened with the same flags.
+    Returns the function to time, the last round's bytes (the figure the ackstore case
+    reports), the deletions of all the rounds, and the environment."""
     store, cursors, dirty_all = many
-    start = _log(store)
+    env, db, keys = _raw_copy(store, tmp_path / "raw")
     rounds: list[tuple[list[tuple[bytes, bytes]], list[bytes]]] = []
-    keys = set(start)
     for _ in range(ROUNDS):
         dirty_all()
         before = {cur.cursor_id: cur.stats().last_marker_seq for cur in cursors}
         store.flush()
-        now = set(_log(store))
-        rounds.append((_flush_pairs(store, cursors, before), sorted(keys - now)))
-        keys = now
-    env = lmdb.open(str(tmp_path / "raw"), map_size=1 << 30, sync=False, max_dbs=2)
-    db = env.open_db(b"log")
-    with env.begin(write=True) as txn:
-        txn.cursor(db=db).putmulti(sorted(start.items()))
+        pairs, gone, keys = _round(store, cursors, before, keys)
+        rounds.append((pairs, gone))
     replay = iter(rounds)
 
     def putmulti_and_delete() -> None:
-        pairs, gone = next(replay)
-        with env.begin(write=True) as txn:
-            txn.cursor(db=db).putmulti([(key, value) for key, value in pairs])
-            for key in gone:
-                txn.delete(key, db=db)
+        _put_and_delete(env, db, *next(replay))
 
     return putmulti_and_delete, sum(len(k) + len(v) for k, v in rounds[-1][0]), sum(len(g) for _, g in rounds), env
 
@@ -142,12 +159,7 @@ def test_group_flush_ackstore(benchmark, many, tmp_path: Path) -> None:  # type:
     round's raw time over ackstore's, is the group's figure (the baseline case above runs at
     another time, and a busy machine moved the ratio of the two medians by 2x)."""
     store, cursors, dirty_all = many
-    start = _log(store)
-    env = lmdb.open(str(tmp_path / "paired"), map_size=1 << 30, sync=False, max_dbs=2)
-    db = env.open_db(b"log")
-    with env.begin(write=True) as txn:
-        txn.cursor(db=db).putmulti(sorted(start.items()))
-    keys = set(start)
+    env, db, keys = _raw_copy(store, tmp_path / "paired")
     before: dict[int, int] = {}
     ours: list[float] = []
     raw: list[float] = []
@@ -156,14 +168,9 @@ def test_group_flush_ackstore(benchmark, many, tmp_path: Path) -> None:  # type:
     def replay() -> None:
         """The round just flushed, made again by a raw transaction, timed."""
         nonlocal keys
-        pairs = _flush_pairs(store, cursors, before)
-        now = set(_log(store))
-        gone, keys = sorted(keys - now), now
+        pairs, gone, keys = _round(store, cursors, before, keys)
         t = time.perf_counter()
-        with env.begin(write=True) as txn:
-            txn.cursor(db=db).putmulti([(key, value) for key, value in pairs])
-            for key in gone:
-                txn.delete(key, db=db)
+        _put_and_delete(env, db, pairs, gone)
         raw.append(time.perf_counter() - t)
 
     def setup() -> None:

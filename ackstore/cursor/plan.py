@@ -299,7 +299,10 @@ class Planner(PlannerFields):
             if ledger not in changes and ledger in index and ledger not in cache:
                 changes[ledger] = marker_index[ledger] = None
         live: frozenset[int] = frozenset()
-        full = full_marker(due, all(ledger in changes for ledger in index), named)  # the lane's rule
+        # covering: every ledger of the index changed (changes may name new ledgers too);
+        # the count first, so a flush of a few of many ledgers does not walk the index
+        covering = len(changes) >= len(index) and all(ledger in changes for ledger in index)
+        full = full_marker(due, covering, named)  # the lane's rule
         if full:
             marker_index = dict(index)
             for ledger, change in changes.items():
@@ -309,9 +312,10 @@ class Planner(PlannerFields):
                     marker_index[ledger] = change
             live = frozenset(e.seq for e in marker_index.values() if e is not None)
         try:
-            draft = _Draft(records, changes, marker_index, full, live, pending, pinned, self.state.range_count)
-            draft.trim = full and chain.trim_due(due)
-            plan = self._seal(draft)
+            trim = full and chain.trim_due(due)
+            plan = self._seal(
+                _Draft(records, changes, marker_index, full, live, pending, pinned, self.state.range_count, trim=trim)
+            )
         except BaseException:
             self._unrebase(rebased)
             raise
