@@ -17,10 +17,12 @@
  * operations and compares every field.
  *
  * ack_position(state, position, version) -> 0: declined (nothing changed); 1: done;
- * 2: done, and the cache or the pool is over its budget (the caller evicts).
+ * 2: done, and the cache or the pool is over its budget (the caller evicts). Given a list
+ * of positions, the same of each (ack_all: AckState.ack_items where every position is one
+ * of the ledger whose limit the state caches).
  *
  * Around it, Cursor.ack itself (AckMethod, below): one Position, or a list of positions
- * on a cursor in the small form, acked from the caller's call with no Python frame, the
+ * (ack_all: each as one), acked from the caller's call with no Python frame, the
  * cursor's checks and the store's lock (a StoreLock, _lock.c) taken here (ack_cursor).
  */
 #define PY_SSIZE_T_CLEAN
@@ -233,6 +235,37 @@ fail:
 }
 
 
+/* ack_in of every position of the list or tuple `seq` (AckState.ack_items on the parts),
+ * where each is a Position of the ledger whose limit the state caches for `version`, within
+ * that limit: 0 when one is not (nothing changed: the caller's ack checks and takes the
+ * whole), and 0 when ack_in declines one, having acked those before it (an ack is
+ * idempotent: the caller's ack of the whole finds them done); else 1, or 2 when the cache
+ * or the pool went over its budget (the caller evicts, keeping the positions' ledger) */
+static int ack_all(PyObject *state, PyObject *seq, long long version) {
+    Py_ssize_t n = PyList_CheckExact(seq) ? PyList_GET_SIZE(seq) : PyTuple_GET_SIZE(seq);
+    PyObject **items = PyList_CheckExact(seq) ? ((PyListObject *)seq)->ob_item : ((PyTupleObject *)seq)->ob_item;
+    long long cached, limit, l, e;
+    if (n == 0 || !of(state, state_type, &state_seen) || !int_field(state, F_StateFields_limit_ledger, &cached) ||
+        !int_field(state, F_StateFields_limit_version, &l) || l != version ||
+        !int_field(state, F_StateFields_limit_value, &limit))
+        return 0;
+    for (Py_ssize_t i = 0; i < n; i++) { /* every one checked before any is acked */
+        PyObject *p = items[i];
+        if (Py_TYPE(p) != position_type || !small_int(PyTuple_GET_ITEM(p, 0), &l) || l != cached ||
+            !small_int(PyTuple_GET_ITEM(p, 1), &e) || e < 0 || e > limit)
+            return 0;
+    }
+    int over = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (PyList_CheckExact(seq) && PyList_GET_SIZE(seq) != n) return 0; /* (changed under us: the caller's) */
+        items = PyList_CheckExact(seq) ? ((PyListObject *)seq)->ob_item : items;
+        int r = ack_in(state, items[i], version);
+        if (r <= 0) return r;
+        over |= r == 2;
+    }
+    return over ? 2 : 1;
+}
+
 /* the field types, looked up once (ack_setup) */
 static int typed(void) {
     if (state_type != NULL) return 0;
@@ -256,10 +289,13 @@ static int ready(const char *usage, Py_ssize_t nargs, Py_ssize_t want) {
     return call_ready(usage, usage, nargs, want, position_type != NULL, "ack_setup");
 }
 
+/* ack_position(state, position or list of positions, version): ack_in, or ack_all of a list */
 static PyObject *ack_position(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     long long version;
     if (ready("ack_position(state, position, version)", nargs, 3) < 0) return NULL;
-    int r = small_int(args[2], &version) ? ack_in(args[0], args[1], version) : 0;
+    int r = !small_int(args[2], &version)   ? 0
+            : PyList_CheckExact(args[1]) ? ack_all(args[0], args[1], version)
+                                         : ack_in(args[0], args[1], version);
     return r < 0 ? NULL : PyLong_FromLong(r);
 }
 
@@ -267,8 +303,8 @@ static PyObject *ack_position(PyObject *self, PyObject *const *args, Py_ssize_t 
  * list or tuple of positions, whole, where its checks pass without a word (the store open
  * and writable, the cursor not deleted; checked under the store's lock): in its small form,
  * that form's own ack (small_ack, which lists the form for the next flush when the ack
- * changed it first since the last), else, for one Position, with its parts built the ack
- * (ack_in) and the cursor put on the flush list; the lock released. 0: declined before
+ * changed it first since the last), else, with its parts built, the ack (ack_in, ack_all)
+ * and the cursor put on the flush list; the lock released. 0: declined before
  * anything changed (the core's own ack decides); 2: done, over budget (the caller evicts);
  * 3: done in the small form, over its cap (the parts take it); 4: done in the small form, M
  * moved on into the next ledger (the core bounds it again). cursor_ack: the same, -1 with an
@@ -293,8 +329,8 @@ static int cursor_ack(PyObject *core, PyObject *pos) {
         if (small != Py_None) { /* the small form's own ack (_small.c); the form listed when it changed */
             PyObject *smalls = FIELD(host, F_HostFields_small_list);
             if (smalls != NULL) r = small_ack(small, pos, one, version, smalls, core);
-        } else if (one && state != NULL && listed != NULL && PyDict_Check(listed) && planner != NULL) {
-            r = ack_in(state, pos, version);
+        } else if (state != NULL && listed != NULL && PyDict_Check(listed) && planner != NULL) {
+            r = one ? ack_in(state, pos, version) : ack_all(state, pos, version);
             if (r > 0 && PyDict_SetDefault(listed, core, planner) == NULL) r = -1; /* on the flush list */
         }
     }
@@ -434,7 +470,7 @@ static PyObject *ack_setup(PyObject *self, PyObject *const *args, Py_ssize_t nar
 static PyMethodDef methods[] = {
     {"ack_position", (PyCFunction)(void (*)(void))ack_position, METH_FASTCALL,
      "ack_position(state, position, version) -> 0 (declined: AckState.ack_one decides), 1 (done) or 2 "
-     "(done; over budget)"},
+     "(done; over budget); of a list of positions, each (0: AckState.ack_items decides)"},
     {"ack_cursor", (PyCFunction)(void (*)(void))ack_cursor, METH_FASTCALL,
      "ack_cursor(core, positions) -> 0 (declined: the core's ack decides), 1 (done), 2 (done; over budget), 3 "
      "(done in the small form; over its cap) or 4 (done in the small form; M moved into another ledger)"},

@@ -11,8 +11,11 @@ Each round every subscription:
    letter, so each delivery is counted in the cursor, as a broker's redelivery tracker;
 2. negatively acks about one entry in a hundred of what it read (``redeliver``: read again
    next round);
-3. acks everything else it read: one ``cur.ack(list)`` (``variant="list"``), or one
-   ``cur.ack(position)`` per entry (``variant="each"``).
+3. acks everything else it read: one ``cur.ack(list)`` (``variant="list"`` or ``"stuck"``), or one
+   ``cur.ack(position)`` per entry (``variant="each"``). With ``stuck``, the first
+   ``stuck`` of every fifth entry it reads are never acked, as by a consumer that hung
+   holding them: they stay holes (and delivery counts) below what the subscription acks
+   after them, ``stuck`` ranges more than it would hold.
 
 Then one flush of the whole store. Steps 1 and 2 are the Dispatcher's (untimed); step 3
 and the flush are what :mod:`test_bench_broker_day` times. The peers keep the same state
@@ -104,8 +107,10 @@ class Day:
     """The workload: a store of ``cursors`` subscriptions with their Dispatchers, the peers'
     cursors beside them, and the rounds."""
 
-    def __init__(self, path: Path, cursors: int, k: int, sync: bool, rollover: int = 100, seed: int = 11) -> None:
-        self.k, self.rollover, self.round = k, rollover, 0
+    def __init__(
+        self, path: Path, cursors: int, k: int, sync: bool, rollover: int = 100, seed: int = 11, stuck: int = 0
+    ) -> None:
+        self.k, self.rollover, self.round, self.stuck = k, rollover, 0, stuck
         self.rng = random.Random(seed)
         self.store = AckStore.open(path, sync=sync, map_size=1 << 31)
         self.loop = asyncio.new_event_loop()
@@ -161,13 +166,15 @@ class Day:
             if nacked:
                 d.redeliver(nacked)
                 new = [p for p in new if p not in nacked]
+            if self.stuck:  # held by a hung consumer: never acked
+                new = [p for p in new if not (p.entry % 5 == 2 and p.entry < 5 * self.stuck and p.ledger == 1)]
             self.nacked[i] = nacked
             out.append(again + new)
         return out
 
     def ack(self, acks: list[list[Position]], variant: str = "list") -> None:
         """Step 3 on ackstore: every subscription's acks of the round."""
-        if variant == "list":
+        if variant != "each":
             for cur, positions in zip(self.cursors, acks, strict=True):
                 cur.ack(positions)
         else:

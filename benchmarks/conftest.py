@@ -144,7 +144,12 @@ def _day_lines(benchmarks: list[Any]) -> list[str]:
         "| flush alone | write(2) B per cursor | logical B per cursor |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    order = {"list": 0, "each": 1}
+    order = {"list": 0, "each": 1, "stuck": 2}
+    said = {
+        "list": "one ack call per read",
+        "each": "one ack call per entry",
+        "stuck": "one ack call per read, 80 holes held",
+    }
     for case in sorted(
         cases,
         key=lambda c: (
@@ -156,9 +161,7 @@ def _day_lines(benchmarks: list[Any]) -> list[str]:
     ):
         info = case.extra_info
         n = info["cursors"]
-        what = f"{n:,} cursors, k={info['k']}, " + (
-            "one ack call per read" if info["variant"] == "list" else "one ack call per entry"
-        )
+        what = f"{n:,} cursors, k={info['k']}, " + said[info["variant"]]
         if info["rollover"]:
             what += f", rollover rounds ({info['total'] / info['plain']:.2f}x the plain rounds)"
         rows = [(info, "ackstore", f"{info['paired']:.2f}x", f"{info['paired_flush']:.2f}x")]

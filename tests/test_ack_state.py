@@ -558,6 +558,36 @@ def _ack_compiled(state: AckState, ledger: int, entry: int) -> int:
     return int(done)
 
 
+def _seal_ledger_3(d: LedgerDirectory, topic: _Topic, twins: list[tuple[AckState, MemoryLedgers]]) -> None:
+    """Ledger 3 sealed past everything either twin holds of it, ledger 4 added, each twin
+    told (once: a sealed 3 stays so)."""
+    if d.count(3) >= 0:
+        return
+    held = [la for _, ledgers in twins for la in [ledgers.peek(3)] if la]
+    highest = max([e for s, _ in twins for e in range(0, 27) if s.is_acked((3, e)) and (3, e) > s.md]
+                  + [max(la.counts, default=-1) for la in held] + [max(la.batches, default=-1) for la in held]
+                  + [s.md[1] for s, _ in twins if s.md[0] == 3] + [24])  # fmt: skip
+    d.close(3, highest + 1)
+    d.add(4)
+    topic.version += 1
+    for state, _ in twins:
+        fitting.directory_changed(state, d)
+
+
+def _step_both(states: list[AckState], op: str, arg: Any, more: list[Any]) -> None:
+    """A step that acks no positions, on each state alike (an error is each one's)."""
+    for state in states:
+        try:
+            if op == "deliver":
+                record_deliveries(state, arg)
+            elif op == "batch":
+                state.ack_batch_index(arg, more[0], more[1])
+            else:
+                state.ack_cumulative(arg)
+        except AckStoreError:
+            pass
+
+
 near = st.tuples(st.sampled_from([1, 2, 3, 4]), st.integers(0, 26))
 twin_step = st.one_of(
     st.tuples(st.just("one"), near),
@@ -581,17 +611,7 @@ def test_the_compiled_ack_of_one_position_moves_as_ack_one(steps: list[tuple], b
     d, topic, ((fast, fast_ledgers), (rule, rule_ledgers)) = _twins(budget)
     for op, arg, *more in steps:
         if op == "seal":
-            if d.count(3) >= 0:
-                continue
-            highest = max([e for s, _ in ((fast, 0),) for e in range(0, 27) if s.is_acked((3, e)) and (3, e) > s.md]
-                          + [max(la.counts, default=-1) for la in [fast_ledgers.peek(3), rule_ledgers.peek(3)] if la]
-                          + [max(la.batches, default=-1) for la in [fast_ledgers.peek(3), rule_ledgers.peek(3)] if la]
-                          + [fast.md[1] if fast.md[0] == 3 else -1, 24])  # fmt: skip
-            d.close(3, highest + 1)
-            d.add(4)
-            topic.version += 1
-            for state in (fast, rule):
-                fitting.directory_changed(state, d)
+            _seal_ledger_3(d, topic, [(fast, fast_ledgers), (rule, rule_ledgers)])
         elif op in ("one", "run"):
             positions = [arg] if op == "one" else [(fast.md[0], fast.md[1] + 1 + i) for i in range(arg)]
             for ledger, entry in positions:
@@ -605,17 +625,74 @@ def test_the_compiled_ack_of_one_position_moves_as_ack_one(steps: list[tuple], b
                 cache = fast_ledgers.cache
                 assert said != 2 or cache.nbytes > cache.budget or cache.pool.total > cache.pool.budget
         else:
+            _step_both([fast, rule], op, arg, more)
+        assert _fields_of(fast, fast_ledgers) == _fields_of(rule, rule_ledgers)
+        fast._check(fast_ledgers.runs())
+
+
+list_step = st.tuples(
+    st.just("list"),
+    st.one_of(
+        st.lists(near, max_size=8),  # of any ledgers
+        st.builds(
+            lambda ledger, entries: [(ledger, e) for e in entries],
+            st.sampled_from([1, 3]),
+            st.lists(st.integers(0, 26), max_size=8),
+        ),
+    ),
+)
+
+
+def _acked_fields(state: AckState, ledgers: MemoryLedgers) -> tuple[object, ...]:
+    """What an ack leaves to persist and to answer: :func:`_fields_of` less the bytes charged
+    and the LRU order (a list acked whole charges what it measures, one at a time what each
+    ack adds)."""
+    md, rp, (meta_dirty, ranges, _, _), held, dirty = _fields_of(state, ledgers)
+    return md, rp, meta_dirty, ranges, sorted(h[:-1] for h in held), dirty
+
+
+@pytest.mark.skipif(ACK_POSITION is None, reason=NOT_COMPILED)
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(twin_step, list_step, list_step), max_size=30))
+def test_the_compiled_ack_of_a_list_leaves_what_ack_items_leaves(steps: list[tuple]) -> None:  # type: ignore[type-arg]
+    """A list of positions acked as ``Cursor.ack`` acks it on a cursor's parts (the
+    compiled twin first, each position as one; :meth:`AckState.ack_items` when it declines)
+    and by the rule alone: the same acks, positions, counts and batches after each step,
+    the same error for a bad list; a list the twin declines before it acks has a position
+    of another ledger than the one whose limit is cached, or outside that ledger."""
+    d, topic, ((fast, fast_ledgers), (rule, rule_ledgers)) = _twins(1 << 40)
+    for op, arg, *more in steps:
+        if op == "list":
+            items = [Position(*p) for p in arg]
+            try:
+                rule.ack_items(items)
+            except AckStoreError as exc:
+                with pytest.raises(type(exc), match=re.escape(str(exc))):
+                    if ACK_POSITION(fast, items, topic.version) == 0:
+                        fast.ack_items(items)
+                continue
+            cached = fast.limit_ledger if fast.limit_version == topic.version else None
+            before = _acked_fields(fast, fast_ledgers)
+            said = ACK_POSITION(fast, items, topic.version)
+            if said == 0:
+                if not items or any(p.ledger != cached or p.entry > fast.limit_value for p in items):
+                    assert _acked_fields(fast, fast_ledgers) == before  # declined before it acked
+                fast.ack_items(items)
+            else:
+                assert items and all(p.ledger == cached for p in items)
+        elif op == "seal":
+            _seal_ledger_3(d, topic, [(fast, fast_ledgers), (rule, rule_ledgers)])
+        elif op in ("one", "run"):
+            positions = [arg] if op == "one" else [(fast.md[0], fast.md[1] + 1 + i) for i in range(arg)]
             for state in (fast, rule):
                 try:
-                    if op == "deliver":
-                        record_deliveries(state, arg)
-                    elif op == "batch":
-                        state.ack_batch_index(arg, more[0], more[1])
-                    else:
-                        state.ack_cumulative(arg)
+                    for ledger, entry in positions:
+                        state.ack_one(ledger, entry)
                 except AckStoreError:
                     pass
-        assert _fields_of(fast, fast_ledgers) == _fields_of(rule, rule_ledgers)
+        else:
+            _step_both([fast, rule], op, arg, more)
+        assert _acked_fields(fast, fast_ledgers) == _acked_fields(rule, rule_ledgers)
         fast._check(fast_ledgers.runs())
 
 

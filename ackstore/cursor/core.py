@@ -65,8 +65,10 @@ ACK_CURSOR: Any = None if native is None else native.ack_cursor
 ``Cursor.ack`` runs it): :meth:`CursorCore.ack` of one Position, or of a list or tuple of
 positions, whole (the checks, the store's lock, the ack, the flush list) when the cursor's
 checks pass without a word: in its small form when the form holds a limit cached for the
-topic's directory as it is and takes every position, else (one Position) on its parts; 0
-when it declines having changed nothing (:meth:`CursorCore.ack` decides), 1 when done, 2
+topic's directory as it is and takes every position, else on its parts (a list when every
+position is one of the ledger whose limit the ack state caches, each acked as one); 0 when
+it declines (:meth:`CursorCore.ack` decides; on the parts it may have acked the first of a
+list's positions, and the core's ack of the whole finds them done), 1 when done, 2
 when done with the cache or the pool over its budget (:meth:`CursorCore.ack` evicts), 3 when
 done in the form past its cap (:meth:`CursorCore.ack` hands the state to the parts), 4 when
 done in the form with M moved on into the next ledger (:meth:`CursorCore.ack` bounds the
@@ -256,8 +258,8 @@ class CursorCore(Served):
     def ack(self, positions: Iterable[Position] | Position, done: int = 0) -> None:
         """``Cursor.ack``: one Position on the hot path (the small form's, or the ack
         state's ``ack_one``), anything else checked whole first. ``done``: what
-        :data:`ACK_CURSOR` said first; 2, it acked one position over budget (evict here,
-        keeping its ledger: O(evicted)); 3, it acked the positions in the small form past
+        :data:`ACK_CURSOR` said first; 2, it acked one position, or a list of one ledger's,
+        over budget (evict here, keeping that ledger: O(evicted)); 3, it acked the positions in the small form past
         the form's cap (the parts take the state); 4, it did and M moved on into the next
         ledger (the form is bounded there)."""
         if done >= 2:
@@ -269,8 +271,9 @@ class CursorCore(Served):
                 elif done == 4:
                     if small is not None:
                         self._bounded(small)
-                elif not self._unbuilt:
-                    self._pages.fit(keep=(positions[0],))  # type: ignore[index]
+                elif not self._unbuilt:  # (a list's positions are of one ledger: ack_all's)
+                    ledger = positions[0] if type(positions) is Position else positions[0][0]  # type: ignore[index]
+                    self._pages.fit(keep=(ledger,))
             return
         store = self._store
         if store.closed or store.readonly or self._deleted:

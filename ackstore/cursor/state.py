@@ -60,8 +60,10 @@ built (``ackstore/_ack.c``): the compiled twin of :meth:`AckState.ack_one`'s com
 an ack state alone, the same code ``Cursor.ack`` runs through ``ack_cursor`` (which adds the
 cursor's checks, lock and flush list). It returns 0 having changed nothing when
 :meth:`AckState.ack_one` must decide, 1 when done, 2 when done with the cache or the store's
-pool over its budget; the tests hold it to :meth:`AckState.ack_one` field by field. None
-where the module was not built."""
+pool over its budget; the tests hold it to :meth:`AckState.ack_one` field by field. Given a
+list of positions of the ledger whose limit the state caches (``ack_cursor`` gives it a
+list), it acks each so; 0 leaves the list to :meth:`AckState.ack_items` (having acked the
+first of them, maybe: an ack is idempotent). None where the module was not built."""
 if native is not None:
     native.ack_setup(Position, ACK_CHARGE)
     ACK_POSITION = native.ack_position
@@ -170,6 +172,15 @@ class AckState(PositionMoves):
     def limit(self, ledger: Any) -> int:
         return ledger_limit(self.topic.directory, self.topic.name, ledger)
 
+    def cached_limit(self, ledger: Any) -> int:
+        """:meth:`limit`, kept in the one-entry cache of the ledger acked last (what the
+        compiled ack reads: it acks a position of that ledger alone). O(1) when cached."""
+        if type(ledger) is int and ledger == self.limit_ledger and self.limit_version == self.topic.version:
+            return self.limit_value  # (1.0 and True equal 1: the check below refuses them)
+        limit = self.limit(ledger)
+        self.limit_ledger, self.limit_value, self.limit_version = ledger, limit, self.topic.version
+        return limit
+
     def check_entry(self, ledger: int, entry: Any, low: int = 0) -> None:
         check_entry(self.topic.directory, self.topic.name, ledger, entry, low)
 
@@ -181,7 +192,7 @@ class AckState(PositionMoves):
         """:meth:`limit` for acks: a ledger below M's that the topic no longer has (trimmed)
         allows any entry, all of them at or below M (ignored)."""
         try:
-            return self.limit(ledger)
+            return self.cached_limit(ledger)
         except UnknownLedgerError:
             if not 0 <= ledger < self.md[0]:
                 raise
@@ -222,11 +233,10 @@ class AckState(PositionMoves):
             limit = self.limit_value
         else:
             try:
-                limit = self.limit(ledger)
+                limit = self.cached_limit(ledger)
             except UnknownLedgerError:
                 self.check_ack(ledger, entry)  # raises unless at or below M (a ledger trimmed since)
                 return
-            self.limit_ledger, self.limit_value, self.limit_version = ledger, limit, self.topic.version
         if type(entry) is not int or not 0 <= entry <= limit:
             self.check_entry(ledger, entry)
         md_l, md_e = self.md
