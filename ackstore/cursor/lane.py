@@ -86,6 +86,7 @@ __all__ = [
     "counts_since",
     "encode_all",
     "floor_after",
+    "delta_of",
     "live_counts",
     "live_records",
     "prune_counts",
@@ -145,6 +146,16 @@ def worth_a_delta(added: BitMap, la: LedgerAcks, counts: dict[int, int] | None) 
         return n <= DELTA_MAX_ACKS and (n <= DELTA_MAX_SHARE * la.runs or n <= DELTA_MAX_SHARE * len(la.bitmap))
     n = len(added) + len(counts or ())
     return n <= DELTA_MAX_ACKS and n <= DELTA_MAX_SHARE * (len(la.bitmap) + len(la.counts))
+
+
+def delta_of(added: BitMap, la: LedgerAcks) -> tuple[bool, dict[int, int] | None]:
+    """:func:`worth_a_delta` of a ledger's acks ``added`` since its base, and the counts the
+    delta would carry (:func:`live_counts`), looked up only when the acks alone leave room
+    for them: O(1) when they do not, O(counts added) else."""
+    if len(added) > DELTA_MAX_ACKS:  # (worth_a_delta says no, whatever the counts)
+        return False, None
+    counts = live_counts(la) if la.counts_added else None
+    return worth_a_delta(added, la, counts), counts
 
 
 def live_counts(la: LedgerAcks) -> dict[int, int] | None:
@@ -420,8 +431,8 @@ def _take_marker(planner: Taking) -> MarkerPlan | Literal[False] | None:
         added = la.added
         if added is None:
             return OTHER
-        counts = live_counts(la) if la.counts_added else None
-        if not worth_a_delta(added, la, counts):
+        worth, counts = delta_of(added, la)
+        if not worth:
             return OTHER
         adds = FrozenBitMap(added, optimize=False)  # a copy as it is: a few values, nothing to optimize
         changes[ledger] = entry = entry_of((base.seq, la.runs, adds, counts))

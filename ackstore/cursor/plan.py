@@ -49,7 +49,7 @@ from ..storage.records import (
 )
 from . import lane
 from .chain import MarkerChain, full_marker
-from .lane import OTHER, MarkerPlan, counts_since, live_counts, prune_counts, worth_a_delta
+from .lane import OTHER, MarkerPlan, counts_since, prune_counts
 from .pages import Pending
 
 if TYPE_CHECKING:
@@ -271,8 +271,8 @@ class Planner(PlannerFields):
             pinned.add(ledger)
             base = index.get(ledger)
             added = la.added
-            counts = live_counts(la) if la.counts_added else None
-            if base is not None and added is not None and worth_a_delta(added, la, counts):
+            worth, counts = (False, None) if base is None or added is None else lane.delta_of(added, la)
+            if worth and base is not None and added is not None:
                 # a few acks (and counts) since its record: the marker carries them, the
                 # ledger is not rewritten
                 adds = FrozenBitMap(added)

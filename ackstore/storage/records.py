@@ -341,7 +341,11 @@ def encode_ledger(ledger: int, acks: LedgerAcks, cursor_id: int | None = None) -
 
 def flat_counts(counts: dict[int, int]) -> list[int]:
     """Delivery counts as msgpack writes them: ``[entry, count, ...]``, entries ascending."""
-    return [x for entry in sorted(counts) for x in (entry, counts[entry])]
+    entries = sorted(counts)
+    flat = entries * 2
+    flat[::2] = entries
+    flat[1::2] = map(counts.__getitem__, entries)
+    return flat
 
 
 def parse_counts(flat: Any) -> dict[int, int]:
