@@ -11,11 +11,12 @@ Each round every subscription:
    letter, so each delivery is counted in the cursor, as a broker's redelivery tracker;
 2. negatively acks about one entry in a hundred of what it read (``redeliver``: read again
    next round);
-3. acks everything else it read: one ``cur.ack(list)`` (``variant="list"`` or ``"stuck"``), or one
+3. acks everything else it read: one ``cur.ack(list)`` (``variant="list"``, ``"stuck"`` or ``"history"``), or one
    ``cur.ack(position)`` per entry (``variant="each"``). With ``stuck``, the first
    ``stuck`` of every fifth entry it reads are never acked, as by a consumer that hung
    holding them: they stay holes (and delivery counts) below what the subscription acks
-   after them, ``stuck`` ranges more than it would hold.
+   after them, ``stuck`` ranges more than it would hold. With ``history``, every
+   subscription keeps an hour of its states (``history_seconds=3600``).
 
 Then one flush of the whole store. Steps 1 and 2 are the Dispatcher's (untimed); step 3
 and the flush are what :mod:`test_bench_broker_day` times. The peers keep the same state
@@ -55,6 +56,8 @@ PER_TOPIC = 100
 #: the share of what a subscription reads that it negatively acks (read again next round)
 NACK_SHARE = 0.01
 CONFIG = CursorConfig(max_deliveries=5, max_unacked_ranges_to_persist=0)
+#: the same, each subscription keeping an hour of its states (``history_seconds``)
+HISTORY_CONFIG = CursorConfig(max_deliveries=5, max_unacked_ranges_to_persist=0, history_seconds=3600)
 
 
 async def _dead_letter(entry: Entry, count: int) -> None:
@@ -108,7 +111,15 @@ class Day:
     cursors beside them, and the rounds."""
 
     def __init__(
-        self, path: Path, cursors: int, k: int, sync: bool, rollover: int = 100, seed: int = 11, stuck: int = 0
+        self,
+        path: Path,
+        cursors: int,
+        k: int,
+        sync: bool,
+        rollover: int = 100,
+        seed: int = 11,
+        stuck: int = 0,
+        history: bool = False,
     ) -> None:
         self.k, self.rollover, self.round, self.stuck = k, rollover, 0, stuck
         self.rng = random.Random(seed)
@@ -126,7 +137,7 @@ class Day:
             self.readers.append(reader)
             self.open.append(1)
             for c in range(t, min(t + PER_TOPIC, cursors)):
-                cur = topic.cursor(f"s{c}", CONFIG)
+                cur = topic.cursor(f"s{c}", HISTORY_CONFIG if history else CONFIG)
                 d = Dispatcher(cur, reader, dead_letter=_dead_letter)
                 d.add_consumer("c")
                 self.cursors.append(cur)

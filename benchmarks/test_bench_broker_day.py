@@ -12,7 +12,8 @@ alone.
 
 Cases: 1,000 and 10,000 subscriptions, ``k`` = 10, 50, 100 entries a read, acked with
 one ``cur.ack(list)`` a read; at 1,000 x 50 also one ``cur.ack(position)`` per entry, and
-one ``cur.ack(list)`` a read by subscriptions that each hold 80 holes (``stuck``); and
+one ``cur.ack(list)`` a read by subscriptions that each hold 80 holes (``stuck``) or keep
+an hour of history (``history``); and
 the rounds in which every topic's ledger rolls over (one round in ten here), set against
 the plain rounds between them in the same run.
 """
@@ -33,7 +34,7 @@ from .kernel import wchar as _wchar
 
 #: (cursors, k, variant, rollover): "rollover" cases time only the rounds that roll over
 CASES = [(n, k, "list", 0) for n in (1000, 10_000) for k in (10, 50, 100)]
-CASES += [(1000, 50, "each", 0), (1000, 50, "list", 10), (1000, 50, "stuck", 0)]
+CASES += [(1000, 50, "each", 0), (1000, 50, "list", 10), (1000, 50, "stuck", 0), (1000, 50, "history", 0)]
 STUCK = 80  # the "stuck" variant's holes a subscription holds (the small form takes up to 64 ranges)
 WARM = 8  # untimed rounds first: counts, holes and records as the workload keeps them
 
@@ -45,9 +46,8 @@ def _case_id(case: tuple[int, int, str, int]) -> str:
 
 @pytest.mark.parametrize("cursors,k,variant,rollover", CASES, ids=[_case_id(c) for c in CASES])
 def test_broker_day(benchmark: Any, tmp_path: Path, cursors: int, k: int, variant: str, rollover: int) -> None:
-    day = Day(
-        tmp_path / "ackstore", cursors, k, sync=False, rollover=rollover or 100, stuck=STUCK * (variant == "stuck")
-    )
+    stuck = STUCK * (variant == "stuck")
+    day = Day(tmp_path / "ackstore", cursors, k, False, rollover or 100, stuck=stuck, history=variant == "history")
     peers = {name: cls(tmp_path / name, day, False) for name, cls in PEERS.items()}
     engines = ["ackstore", *peers]
     orders = [engines[i:] + engines[:i] for i in range(len(engines))]
