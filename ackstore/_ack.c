@@ -36,6 +36,7 @@
 
 static PyTypeObject *position_type; /* ackstore.position.Position, given by ack_setup */
 static long long ack_charge;        /* ledger_cache.ACK_CHARGE */
+static long long ack_partial;       /* cursor/state.ACK_PARTIAL: + i, a list acked up to its i-th position */
 static PyObject *str_move_to_end, *str_add;
 /* the field types (ack_setup looks them up) and the class each one's last object was of */
 static PyTypeObject *state_type, *ledger_type, *cache_type, *pool_type, *core_type, *host_type, *topic_type,
@@ -124,146 +125,204 @@ static int set_md(PyObject *state, PyObject *ledger, PyObject *entry, long long 
     return 0;
 }
 
+/* An ack of one ledger's entries in progress (AckState.ack_one's rule, entry by entry):
+ * what ack_begin read of the state once, the ledger's acks, and what the entries changed
+ * so far that ack_end writes back once (M, the counters). Every PyObject is borrowed. */
+typedef struct {
+    PyObject *state, *cache, *loaded, *swapped, *dirty, *pool, *ledger;
+    long long l, limit, md_l, md_e;
+    PyObject *la, *bm, *counts, *batches; /* la: the ledger's acks, NULL when not loaded */
+    PyObject *md_key;                     /* the entry M moved to (NULL: M did not move) */
+    int counted;                          /* the counters below were read (the add path's) */
+    long long runs, ranges, size, nbytes, budget, total, pool_budget, adds;
+    int moved, dirtied;                   /* the ledger moved to the LRU's end, put in dirty */
+} Acking;
+
+/* Read what an ack of `ledger`'s entries needs of `state` at topic version `version`: 1
+ * when the ledger's limit is cached for it (into a->limit), 0 declined (nothing read) */
+static int ack_begin(Acking *a, PyObject *state, PyObject *ledger, long long version) {
+    long long cached;
+    a->state = state, a->ledger = ledger, a->md_key = NULL, a->counted = a->moved = a->dirtied = 0, a->adds = 0;
+    if (!of(state, state_type, &state_seen) || !small_int(ledger, &a->l)) return 0;
+    /* the ledger's limit, from the state's cache of it (ack_one fills it) */
+    if (!int_field(state, F_StateFields_limit_ledger, &cached) || cached != a->l ||
+        !int_field(state, F_StateFields_limit_version, &cached) || cached != version ||
+        !int_field(state, F_StateFields_limit_value, &a->limit))
+        return 0;
+    PyObject *md = FIELD(state, F_StateFields_md), *cache = a->cache = FIELD(state, F_StateFields_cache);
+    if (md == NULL || !PyTuple_Check(md) || PyTuple_GET_SIZE(md) != 2 ||
+        !small_int(PyTuple_GET_ITEM(md, 0), &a->md_l) || !small_int(PyTuple_GET_ITEM(md, 1), &a->md_e) ||
+        cache == NULL || !of(cache, cache_type, &cache_seen))
+        return 0;
+    a->loaded = FIELD(cache, F_CacheFields_loaded), a->swapped = FIELD(cache, F_CacheFields_swapped);
+    a->dirty = FIELD(state, F_StateFields_dirty), a->pool = FIELD(cache, F_CacheFields_pool);
+    if (a->loaded == NULL || !PyDict_Check(a->loaded) || a->swapped == NULL || !PyAnySet_Check(a->swapped) ||
+        a->dirty == NULL || !PySet_Check(a->dirty) || a->pool == NULL || !of(a->pool, pool_type, &pool_seen))
+        return 0;
+    a->la = PyDict_GetItemWithError(a->loaded, ledger);
+    if (a->la == NULL) return PyErr_Occurred() ? -1 : 1;
+    if (!of(a->la, ledger_type, &ledger_seen)) return 0;
+    a->bm = FIELD(a->la, F_LedgerFields_bitmap), a->counts = FIELD(a->la, F_LedgerFields_counts);
+    a->batches = FIELD(a->la, F_LedgerFields_batches);
+    if (a->bm == NULL || a->counts == NULL || a->batches == NULL || !PyDict_Check(a->counts) ||
+        !PyDict_Check(a->batches))
+        return 0;
+    return 1;
+}
+
+/* the ledger to the LRU's end and into the dirty set, once an ack; -1 with an exception */
+static int ack_touch(Acking *a, int dirty) {
+    if (!a->moved) {
+        PyObject *r = PyObject_CallMethodOneArg(a->loaded, str_move_to_end, a->ledger);
+        if (r == NULL) return -1;
+        Py_DECREF(r);
+        a->moved = 1;
+    }
+    if (dirty && !a->dirtied) {
+        if (PySet_Add(a->dirty, a->ledger) < 0) return -1;
+        a->dirtied = 1;
+    }
+    return 0;
+}
+
+/* The ack of entry `key` (e: it as a C integer, 0 <= e <= a->limit) of the ledger begun:
+ * 1 done, 0 declined (AckState.ack_one decides it; what the entries before it did stands),
+ * -1 with an exception */
+static int ack_entry(Acking *a, PyObject *key, long long e) {
+    int t;
+    if (a->l < a->md_l || (a->l == a->md_l && e <= a->md_e)) return 1; /* acked already */
+    if (a->l == a->md_l && e == a->md_e + 1) {
+        /* AckState._pass: M moves to this one position and no further */
+        if (a->la == NULL) {
+            if ((t = PySet_Contains(a->swapped, a->ledger)) != 0) return t < 0 ? -1 : 0; /* on disk: ack_one's */
+        } else if ((t = holds(a->bm, e + 1)) != 0) {
+            return t < 0 ? -1 : 0; /* M moves over a run: ack_one's */
+        }
+        if (e >= a->limit) return 0; /* a sealed ledger's last entry: M may go on to the next one */
+        if (a->la != NULL) {
+            int has_count = PyDict_GET_SIZE(a->counts) ? PyDict_Contains(a->counts, key) : 0;
+            int has_batch = PyDict_GET_SIZE(a->batches) ? PyDict_Contains(a->batches, key) : 0;
+            if (has_count < 0 || has_batch < 0) return -1;
+            if (has_count || has_batch) {
+                int acks = PyObject_IsTrue(a->bm);
+                if (acks < 0) return -1;
+                if (!acks && PyDict_GET_SIZE(a->counts) == has_count && PyDict_GET_SIZE(a->batches) == has_batch)
+                    return 0; /* the ledger is left empty: ack_one drops it */
+            }
+            if (ack_touch(a, has_count || has_batch) < 0) return -1;
+            if (has_count) {
+                PyObject *since = FIELD(a->la, F_LedgerFields_counts_added);
+                if (pop(a->counts, key) < 0 || (since != NULL && pop(since, key) < 0)) return -1;
+            }
+            if (has_batch) {
+                if (pop(a->batches, key) < 0) return -1;
+                Py_XSETREF(FIELD(a->la, F_LedgerFields_added), Py_NewRef(Py_None)); /* a new base */
+            }
+        }
+        a->md_e = e, a->md_key = key; /* (ack_end writes M) */
+        return 1;
+    }
+    /* AckState.ack_one's add: the entry joins its loaded ledger's acks */
+    if (a->la == NULL) return 0; /* created or swapped in by ack_one */
+    if (!a->counted) {
+        PyObject *la = a->la, *cache = a->cache, *pool = a->pool;
+        if (!int_field(la, F_LedgerFields_runs, &a->runs) || !int_field(a->state, F_StateFields_range_count, &a->ranges) ||
+            !int_field(la, F_LedgerFields_size, &a->size) || !int_field(cache, F_CacheFields_nbytes, &a->nbytes) ||
+            !int_field(cache, F_CacheFields_budget, &a->budget) || !int_field(pool, F_PoolFields_total, &a->total) ||
+            !int_field(pool, F_PoolFields_budget, &a->pool_budget))
+            return 0;
+        a->counted = 1;
+    }
+    if (ack_touch(a, 0) < 0) return -1;
+    if ((t = PySequence_Contains(a->bm, key)) != 0) return t < 0 ? -1 : 1;
+    int before = e > 0 ? holds(a->bm, e - 1) : 0, after = before < 0 ? -1 : holds(a->bm, e + 1);
+    if (after < 0) return -1;
+    long long delta = 1 - before - after;
+    PyObject *r = PyObject_CallMethodOneArg(a->bm, str_add, key), *added = FIELD(a->la, F_LedgerFields_added);
+    if (r == NULL) return -1;
+    Py_DECREF(r);
+    if (added != NULL && added != Py_None) {
+        if ((r = PyObject_CallMethodOneArg(added, str_add, key)) == NULL) return -1;
+        Py_DECREF(r);
+    }
+    if ((t = pop(a->batches, key)) < 0) return -1;
+    if (t) Py_XSETREF(FIELD(a->la, F_LedgerFields_added), Py_NewRef(Py_None)); /* a partial batch left the record */
+    if (pop(a->counts, key) < 0) return -1; /* an acked entry has no delivery count */
+    if (ack_touch(a, 1) < 0) return -1;
+    a->runs += delta, a->ranges += delta, a->adds += 1;
+    return 1;
+}
+
+/* What the entries changed, written back: M (and the read position with it), the run and
+ * range counts, the bytes charged. 1, or 2 when the cache or the pool is now over its
+ * budget (the caller evicts); -1 with an exception (still written back what could be) */
+static int ack_end(Acking *a) {
+    int failed = a->md_key != NULL && set_md(a->state, a->ledger, a->md_key, a->l, a->md_e) < 0;
+    if (!a->counted) return failed ? -1 : 1;
+    long long charge = a->adds * ack_charge;
+    if (set_int(a->la, F_LedgerFields_runs, a->runs) < 0 || set_int(a->state, F_StateFields_range_count, a->ranges) < 0 ||
+        set_int(a->la, F_LedgerFields_size, a->size + charge) < 0 ||
+        set_int(a->cache, F_CacheFields_nbytes, a->nbytes + charge) < 0 ||
+        set_int(a->pool, F_PoolFields_total, a->total + charge) < 0 || failed)
+        return -1;
+    return a->nbytes + charge > a->budget || a->total + charge > a->pool_budget ? 2 : 1;
+}
+
 /* The ack of `pos` (a 2-tuple) to `state` at topic version `version`: 0 declined (nothing
  * changed), 1 done, 2 done and over budget, -1 with an exception. */
 static int ack_in(PyObject *state, PyObject *pos, long long version) {
     if (!PyTuple_Check(pos) || PyTuple_GET_SIZE(pos) != 2) return 0;
-    PyObject *ledger = PyTuple_GET_ITEM(pos, 0), *key = PyTuple_GET_ITEM(pos, 1); /* borrowed: the entry */
-    long long l, e, cached, limit, md_l, md_e;
-    if (!of(state, state_type, &state_seen) || !small_int(ledger, &l) || !small_int(key, &e)) return 0;
-    /* the ledger's limit, from the state's cache of it (ack_one fills it) */
-    if (!int_field(state, F_StateFields_limit_ledger, &cached) || cached != l ||
-        !int_field(state, F_StateFields_limit_version, &cached) || cached != version ||
-        !int_field(state, F_StateFields_limit_value, &limit) || e < 0 || e > limit)
-        return 0;
-    PyObject *md = FIELD(state, F_StateFields_md), *cache = FIELD(state, F_StateFields_cache);
-    if (md == NULL || !PyTuple_Check(md) || PyTuple_GET_SIZE(md) != 2 || !small_int(PyTuple_GET_ITEM(md, 0), &md_l) ||
-        !small_int(PyTuple_GET_ITEM(md, 1), &md_e) || cache == NULL || !of(cache, cache_type, &cache_seen))
-        return 0;
-    if (l < md_l || (l == md_l && e <= md_e)) return 1; /* acked already */
-    PyObject *loaded = FIELD(cache, F_CacheFields_loaded), *swapped = FIELD(cache, F_CacheFields_swapped),
-             *dirty = FIELD(state, F_StateFields_dirty), *pool = FIELD(cache, F_CacheFields_pool);
-    if (loaded == NULL || !PyDict_Check(loaded) || swapped == NULL || !PyAnySet_Check(swapped) || dirty == NULL ||
-        !PySet_Check(dirty) || pool == NULL || !of(pool, pool_type, &pool_seen))
-        return 0;
-    PyObject *la = PyDict_GetItemWithError(loaded, ledger); /* borrowed */
-    if (la == NULL && PyErr_Occurred()) return -1;
-    if (la != NULL && !of(la, ledger_type, &ledger_seen)) return 0;
-    PyObject *bm = la == NULL ? NULL : FIELD(la, F_LedgerFields_bitmap);
-    PyObject *counts = la == NULL ? NULL : FIELD(la, F_LedgerFields_counts);
-    PyObject *batches = la == NULL ? NULL : FIELD(la, F_LedgerFields_batches);
-    if (la != NULL && (bm == NULL || counts == NULL || batches == NULL || !PyDict_Check(counts) ||
-                       !PyDict_Check(batches)))
-        return 0;
-    PyObject *moved = NULL;
-    int t;
-    if (l == md_l && e == md_e + 1) {
-        /* AckState._pass: M moves to this one position and no further */
-        if (la == NULL) {
-            if ((t = PySet_Contains(swapped, ledger)) != 0) goto decline_or_fail; /* on disk: ack_one swaps it in */
-        } else {
-            if ((t = holds(bm, e + 1)) != 0) goto decline_or_fail; /* M moves over a run: ack_one's */
-        }
-        if (e >= limit) goto decline; /* a sealed ledger's last entry: M may go on to the next one */
-        if (la != NULL) {
-            int has_count = PyDict_GET_SIZE(counts) ? PyDict_Contains(counts, key) : 0;
-            int has_batch = PyDict_GET_SIZE(batches) ? PyDict_Contains(batches, key) : 0;
-            if (has_count < 0 || has_batch < 0) goto fail;
-            if (has_count || has_batch) {
-                int acks = PyObject_IsTrue(bm);
-                if (acks < 0) goto fail;
-                if (!acks && PyDict_GET_SIZE(counts) == has_count && PyDict_GET_SIZE(batches) == has_batch)
-                    goto decline; /* the ledger is left empty: ack_one drops it */
-            }
-            if ((moved = PyObject_CallMethodOneArg(loaded, str_move_to_end, ledger)) == NULL) goto fail;
-            if (has_count) {
-                PyObject *since = FIELD(la, F_LedgerFields_counts_added);
-                if (pop(counts, key) < 0 || (since != NULL && pop(since, key) < 0)) goto fail;
-            }
-            if (has_batch) {
-                if (pop(batches, key) < 0) goto fail;
-                Py_XSETREF(FIELD(la, F_LedgerFields_added), Py_NewRef(Py_None)); /* a new base */
-            }
-            if ((has_count || has_batch) && PySet_Add(dirty, ledger) < 0) goto fail;
-        }
-        if (set_md(state, ledger, key, l, e) < 0) goto fail;
-        Py_XDECREF(moved);
-        return 1;
-    }
-    /* AckState.ack_one's add: the entry joins its loaded ledger's acks */
-    long long runs, ranges, size, nbytes, budget, total, pool_budget;
-    if (la == NULL || /* created or swapped in by ack_one */
-        !int_field(la, F_LedgerFields_runs, &runs) || !int_field(state, F_StateFields_range_count, &ranges) ||
-        !int_field(la, F_LedgerFields_size, &size) || !int_field(cache, F_CacheFields_nbytes, &nbytes) ||
-        !int_field(cache, F_CacheFields_budget, &budget) || !int_field(pool, F_PoolFields_total, &total) ||
-        !int_field(pool, F_PoolFields_budget, &pool_budget))
-        goto decline;
-    if ((moved = PyObject_CallMethodOneArg(loaded, str_move_to_end, ledger)) == NULL) goto fail;
-    if ((t = PySequence_Contains(bm, key)) != 0) {
-        Py_DECREF(moved);
-        return t < 0 ? -1 : 1;
-    }
-    int before = e > 0 ? holds(bm, e - 1) : 0, after = before < 0 ? -1 : holds(bm, e + 1);
-    if (after < 0) goto fail;
-    long long delta = 1 - before - after;
-    PyObject *r = PyObject_CallMethodOneArg(bm, str_add, key), *added = FIELD(la, F_LedgerFields_added);
-    if (r == NULL) goto fail;
-    Py_DECREF(r);
-    if (added != NULL && added != Py_None) {
-        if ((r = PyObject_CallMethodOneArg(added, str_add, key)) == NULL) goto fail;
-        Py_DECREF(r);
-    }
-    if ((t = pop(batches, key)) < 0) goto fail;
-    if (t) Py_XSETREF(FIELD(la, F_LedgerFields_added), Py_NewRef(Py_None)); /* a partial batch left the record */
-    if (pop(counts, key) < 0) goto fail; /* an acked entry has no delivery count */
-    if (set_int(la, F_LedgerFields_runs, runs + delta) < 0 ||
-        set_int(state, F_StateFields_range_count, ranges + delta) < 0 || PySet_Add(dirty, ledger) < 0 ||
-        set_int(la, F_LedgerFields_size, size + ack_charge) < 0 ||
-        set_int(cache, F_CacheFields_nbytes, nbytes + ack_charge) < 0 ||
-        set_int(pool, F_PoolFields_total, total + ack_charge) < 0)
-        goto fail;
-    Py_DECREF(moved);
-    return nbytes + ack_charge > budget || total + ack_charge > pool_budget ? 2 : 1;
-decline_or_fail:
-    if (t < 0) goto fail;
-decline:
-    Py_XDECREF(moved);
-    return 0;
-fail:
-    Py_XDECREF(moved);
-    return -1;
+    PyObject *key = PyTuple_GET_ITEM(pos, 1); /* borrowed: the entry */
+    long long e;
+    Acking a;
+    int r = ack_begin(&a, state, PyTuple_GET_ITEM(pos, 0), version);
+    if (r <= 0) return r;
+    if (!small_int(key, &e) || e < 0 || e > a.limit) return 0;
+    r = ack_entry(&a, key, e);
+    int end = ack_end(&a);
+    return r < 0 || end < 0 ? -1 : r == 0 ? 0 : end;
 }
 
-
-/* ack_in of every position of the list or tuple `seq` (AckState.ack_items on the parts),
- * where each is a Position of the ledger whose limit the state caches for `version`, within
- * that limit: 0 when one is not (nothing changed: the caller's ack checks and takes the
- * whole), and 0 when ack_in declines one, having acked those before it (an ack is
- * idempotent: the caller's ack of the whole finds them done); else 1, or 2 when the cache
- * or the pool went over its budget (the caller evicts, keeping the positions' ledger) */
+/* ack_entry of every position of the list or tuple `seq` (AckState.ack_items on the
+ * parts), where each is a Position of the ledger whose limit the state caches for
+ * `version`, within that limit: 0 when one is not (nothing changed: the caller's ack checks
+ * and takes the whole), or when ack_entry declines the first; ack_partial + i when it
+ * declines the i-th, having acked those before it (the caller acks the rest: the rule
+ * takes the i-th, as when M moves over a run or the ledger is left empty); else 1, or 2
+ * when the cache or the pool went over its budget (the caller evicts, keeping the
+ * positions' ledger) */
 static int ack_all(PyObject *state, PyObject *seq, long long version) {
     Py_ssize_t n = PyList_CheckExact(seq) ? PyList_GET_SIZE(seq) : PyTuple_GET_SIZE(seq);
     PyObject **items = PyList_CheckExact(seq) ? ((PyListObject *)seq)->ob_item : ((PyTupleObject *)seq)->ob_item;
-    long long cached, limit, l, e;
-    if (n == 0 || !of(state, state_type, &state_seen) || !int_field(state, F_StateFields_limit_ledger, &cached) ||
-        !int_field(state, F_StateFields_limit_version, &l) || l != version ||
-        !int_field(state, F_StateFields_limit_value, &limit))
-        return 0;
+    long long l, e;
+    Acking a;
+    if (n == 0 || Py_TYPE(items[0]) != position_type) return 0;
+    int r = ack_begin(&a, state, PyTuple_GET_ITEM(items[0], 0), version);
+    if (r <= 0) return r;
     for (Py_ssize_t i = 0; i < n; i++) { /* every one checked before any is acked */
         PyObject *p = items[i];
-        if (Py_TYPE(p) != position_type || !small_int(PyTuple_GET_ITEM(p, 0), &l) || l != cached ||
-            !small_int(PyTuple_GET_ITEM(p, 1), &e) || e < 0 || e > limit)
+        if (Py_TYPE(p) != position_type || !small_int(PyTuple_GET_ITEM(p, 0), &l) || l != a.l ||
+            !small_int(PyTuple_GET_ITEM(p, 1), &e) || e < 0 || e > a.limit)
             return 0;
     }
-    int over = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (PyList_CheckExact(seq) && PyList_GET_SIZE(seq) != n) return 0; /* (changed under us: the caller's) */
+    Py_ssize_t i = 0;
+    for (; i < n && r > 0; i++) {
+        if (PyList_CheckExact(seq) && PyList_GET_SIZE(seq) != n) { /* (changed under us: the caller's) */
+            r = 0;
+            break;
+        }
         items = PyList_CheckExact(seq) ? ((PyListObject *)seq)->ob_item : items;
-        int r = ack_in(state, items[i], version);
-        if (r <= 0) return r;
-        over |= r == 2;
+        PyObject *p = items[i], *key;
+        if (Py_TYPE(p) != position_type || !small_int((key = PyTuple_GET_ITEM(p, 1)), &e) || e < 0 || e > a.limit) {
+            r = 0; /* (changed under us, as above) */
+            break;
+        }
+        r = ack_entry(&a, key, e);
     }
-    return over ? 2 : 1;
+    int end = ack_end(&a);
+    if (r < 0 || end < 0) return -1;
+    if (r > 0) return end;
+    return i > 1 && PyList_CheckExact(seq) && PyList_GET_SIZE(seq) == n ? (int)ack_partial + (int)(i - 1) : 0;
 }
 
 /* the field types, looked up once (ack_setup) */
@@ -299,7 +358,7 @@ static PyObject *ack_position(PyObject *self, PyObject *const *args, Py_ssize_t 
     return r < 0 ? NULL : PyLong_FromLong(r);
 }
 
-/* ack_cursor(core, positions) -> 0, 1, 2, 3 or 4: CursorCore.ack of one Position, or of a
+/* ack_cursor(core, positions) -> 0, 1, 2, 3, 4 or ack_partial + i: CursorCore.ack of one Position, or of a
  * list or tuple of positions, whole, where its checks pass without a word (the store open
  * and writable, the cursor not deleted; checked under the store's lock): in its small form,
  * that form's own ack (small_ack, which lists the form for the next flush when the ack
@@ -307,8 +366,9 @@ static PyObject *ack_position(PyObject *self, PyObject *const *args, Py_ssize_t 
  * and the cursor put on the flush list; the lock released. 0: declined before
  * anything changed (the core's own ack decides); 2: done, over budget (the caller evicts);
  * 3: done in the small form, over its cap (the parts take it); 4: done in the small form, M
- * moved on into the next ledger (the core bounds it again). cursor_ack: the same, -1 with an
- * exception. */
+ * moved on into the next ledger (the core bounds it again); ack_partial + i: on the parts,
+ * a list's first i positions done, the rest the core's (ack_all). cursor_ack: the same, -1
+ * with an exception. */
 static int cursor_ack(PyObject *core, PyObject *pos) {
     int one = Py_TYPE(pos) == position_type, many = PyList_CheckExact(pos) || PyTuple_CheckExact(pos);
     if (!(one || many) || !of(core, core_type, &core_seen)) return 0;
@@ -455,15 +515,20 @@ static PyObject *ack_method(PyObject *self, PyObject *const *args, Py_ssize_t na
 
 /* ack_setup(Position, ACK_CHARGE) */
 static PyObject *ack_setup(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2 || !PyType_Check(args[0]) || !PyType_IsSubtype((PyTypeObject *)args[0], &PyTuple_Type)) {
-        PyErr_SetString(PyExc_TypeError, "ack_setup(Position: a tuple type, ack_charge: int)");
+    if (nargs != 3 || !PyType_Check(args[0]) || !PyType_IsSubtype((PyTypeObject *)args[0], &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "ack_setup(Position: a tuple type, ack_charge: int, ack_partial: int)");
         return NULL;
     }
-    long long charge = PyLong_AsLongLong(args[1]);
-    if (charge == -1 && PyErr_Occurred()) return NULL;
+    long long charge = PyLong_AsLongLong(args[1]), partial = PyLong_AsLongLong(args[2]);
+    if ((charge == -1 || partial == -1) && PyErr_Occurred()) return NULL;
+    if (partial < 5) {
+        PyErr_SetString(PyExc_ValueError, "ack_partial must be above the other done codes (0-4)");
+        return NULL;
+    }
     if (typed() < 0) return NULL;
     Py_XSETREF(position_type, (PyTypeObject *)Py_NewRef(args[0]));
     ack_charge = charge;
+    ack_partial = partial;
     Py_RETURN_NONE;
 }
 
@@ -473,12 +538,12 @@ static PyMethodDef methods[] = {
      "(done; over budget); of a list of positions, each (0: AckState.ack_items decides)"},
     {"ack_cursor", (PyCFunction)(void (*)(void))ack_cursor, METH_FASTCALL,
      "ack_cursor(core, positions) -> 0 (declined: the core's ack decides), 1 (done), 2 (done; over budget), 3 "
-     "(done in the small form; over its cap) or 4 (done in the small form; M moved into another ledger)"},
-    {"ack_setup", (PyCFunction)(void (*)(void))ack_setup, METH_FASTCALL, "ack_setup(Position, ack_charge)"},
+     "(done in the small form; over its cap), 4 (done in the small form; M moved into another ledger) or "
+     "ack_partial + i (a list's first i positions done on the parts; the rest the core's)"},
+    {"ack_setup", (PyCFunction)(void (*)(void))ack_setup, METH_FASTCALL, "ack_setup(Position, ack_charge, ack_partial)"},
     {"ack_method", (PyCFunction)(void (*)(void))ack_method, METH_FASTCALL,
-     "ack_method(spec, follow) -> Cursor.ack compiled: one Position (a list, in the small form) acked with no "
-     "Python frame, any other call handed to spec (the Python method), a done code of 2-4 to follow "
-     "(CursorCore.ack)"},
+     "ack_method(spec, follow) -> Cursor.ack compiled: one Position or a list acked with no Python frame, "
+     "any other call handed to spec (the Python method), a done code of 2 or more to follow (CursorCore.ack)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -655,6 +655,7 @@ def test_the_compiled_ack_of_a_cursor_takes_one_position_whole_and_declines_the_
     word; declined, nothing changed, for anything its core decides (another type, a deleted
     cursor, a closed or read-only store)."""
     from ackstore.cursor.core import ACK_CURSOR
+    from ackstore.cursor.state import ACK_PARTIAL
 
     with AckStore.open(store_path) as store:
         topic = store.topic("t")
@@ -676,6 +677,11 @@ def test_the_compiled_ack_of_a_cursor_takes_one_position_whole_and_declines_the_
         assert ACK_CURSOR(other._core, [Position(1, 8), Position(1, 10)]) == 1  # of the ledger whose limit is cached
         assert other.is_acked(Position(1, 8)) and other.is_acked(Position(1, 10)) and other.ack_range_count == 3
         assert store.flush_list.get(other._core) is other._core._planner and not store.lock._is_owned()
+        other.ack(Position(1, 1))  # (M + 1 is 1:0: acking it moves M over a run, the rule's)
+        got = ACK_CURSOR(other._core, [Position(1, 12), Position(1, 0), Position(1, 14)])
+        assert got == ACK_PARTIAL + 1 and other.is_acked(Position(1, 12)) and not other.is_acked(Position(1, 14))
+        other.ack([Position(1, 12), Position(1, 0), Position(1, 14)])  # the first done, the rest the rule's
+        assert other.mark_delete_position == Position(1, 1) and other.is_acked(Position(1, 14))
         topic.delete_cursor("d")
         store.flush()
     with AckStore.open(store_path) as store:

@@ -47,7 +47,7 @@ from .served import Served
 from .small import check_small, small_of
 from .small_span import form_entry, is_acked, ledger_counts, ledger_runs, read_position
 from .snapshot import CursorSnapshot, batch_items, snapshot_of
-from .state import AckState
+from .state import ACK_PARTIAL, AckState
 from .validate import pair
 
 if TYPE_CHECKING:
@@ -67,12 +67,12 @@ positions, whole (the checks, the store's lock, the ack, the flush list) when th
 checks pass without a word: in its small form when the form holds a limit cached for the
 topic's directory as it is and takes every position, else on its parts (a list when every
 position is one of the ledger whose limit the ack state caches, each acked as one); 0 when
-it declines (:meth:`CursorCore.ack` decides; on the parts it may have acked the first of a
-list's positions, and the core's ack of the whole finds them done), 1 when done, 2
+it declines having changed nothing (:meth:`CursorCore.ack` decides), 1 when done, 2
 when done with the cache or the pool over its budget (:meth:`CursorCore.ack` evicts), 3 when
 done in the form past its cap (:meth:`CursorCore.ack` hands the state to the parts), 4 when
 done in the form with M moved on into the next ledger (:meth:`CursorCore.ack` bounds the
-form again); None where it was not built."""
+form again), :data:`~ackstore.cursor.state.ACK_PARTIAL` + i when it acked a list's first i
+positions on the parts (:meth:`CursorCore.ack` acks the rest); None where it was not built."""
 
 
 class HistorySide(OpensLogs, Protocol):
@@ -256,13 +256,13 @@ class CursorCore(Served):
     # -- acks (the lock taken here) ------------------------------------------------------------
 
     def ack(self, positions: Iterable[Position] | Position, done: int = 0) -> None:
-        """``Cursor.ack``: one Position on the hot path (the small form's, or the ack
-        state's ``ack_one``), anything else checked whole first. ``done``: what
-        :data:`ACK_CURSOR` said first; 2, it acked one position, or a list of one ledger's,
-        over budget (evict here, keeping that ledger: O(evicted)); 3, it acked the positions in the small form past
-        the form's cap (the parts take the state); 4, it did and M moved on into the next
-        ledger (the form is bounded there)."""
-        if done >= 2:
+        """``Cursor.ack``: one Position on the hot path, anything else checked whole first.
+        ``done``: what :data:`ACK_CURSOR` said first (2: over budget, evict here keeping the
+        ledger; 3: the form past its cap, the parts take it; 4: bound the form again;
+        ``ACK_PARTIAL`` + i: a list's first i done on the parts, the rest are acked here)."""
+        if done >= ACK_PARTIAL:
+            positions = positions[done - ACK_PARTIAL :]  # type: ignore[index]
+        elif done >= 2:
             with self._lock:
                 small = self.small
                 if done == 3:

@@ -111,8 +111,9 @@ class Pages(PagesFields):
         self.on_load: Callable[[int, LedgerAcks], None] = _ignore
         """called with every ledger swapped in (the ack state clips it to the directory and to
         M, and forgets it when nothing is left)"""
-        self.refresh: Callable[[], None] | None = None
-        """read-only stores: re-read the newest flushed state (the writer trimmed a record)"""
+        self.refresh: Callable[[int], LedgerAcks | None] | None = None
+        """read-only stores: re-read the newest flushed state (the writer trimmed a record), and
+        the given ledger's record as the same transaction sees it (None: it is not on disk there)"""
         self.generation = 0
         """how many recovered states these pages were loaded from: a read-only cursor's refresh
         moves it to a newer flush whole, and a read that saw this change ran partly on the
@@ -189,25 +190,23 @@ class Pages(PagesFields):
         """Read a swapped-out ledger's record.
 
         A read-only store whose writer trimmed the record since this cursor's marker was
-        read refreshes to the newest flushed state and reads again (None: the ledger has
-        no acks there any more); only a record missing from that state too is an error.
+        read refreshes to the newest flushed state and reads the record in the same
+        transaction (None: the ledger has no acks there any more); only a record missing
+        from that state too is an error.
         """
         try:
             return self._fetch(ledger)
         except MissingRecordError:
             if self.refresh is None:
                 raise
-        for _ in range(3):
-            self.refresh()
-            if ledger in self.cache.loaded:
-                return self.cache.loaded[ledger]
-            if ledger not in self.cache.swapped:
-                return None
-            try:
-                return self._fetch(ledger)
-            except MissingRecordError:
-                continue
-        raise ReaderBehindError(
+        record = self.refresh(ledger)
+        if ledger in self.cache.loaded:
+            return self.cache.loaded[ledger]
+        if ledger not in self.cache.swapped:
+            return None
+        if record is not None:
+            return record
+        raise ReaderBehindError(  # (never seen: the refresh read the state and the record together)
             f"ledger {ledger}'s record of cursor {self.name!r} keeps vanishing under this reader: the writer "
             "trimmed it again each time this reader moved to its newest flush; try again"
         )

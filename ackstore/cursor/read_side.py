@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from ..config import CursorConfig
     from ..dispatch.revision import CursorStateRevisionController
     from ..history import HistoryKeeper
+    from ..ledger_acks import LedgerAcks
     from ..lock import StoreLock
     from ..storage.env import Environment
     from .chain import MarkerChain
@@ -112,11 +113,23 @@ class ReadSide(StoreSide):
 
     # -- a read-only store's cursor --------------------------------------------------------------
 
-    def _refresh(self) -> None:
+    def _refresh(self, ledger: int | None = None) -> LedgerAcks | None:
         """Move the whole cursor's parts to the writer's newest flush (the writer trimmed a
         record this state needs, or the cursor leaves the small form); CursorDeletedError
-        when the writer deleted the cursor."""
-        self._load_newest(self._store.storage.read(partial(self._newest, False)))
+        when the writer deleted the cursor. With ``ledger``: that ledger's record too, read
+        in the same transaction (a writer flushing meanwhile cannot trim it away between
+        the two), when that state left it on disk; else None."""
+        recovered, record = self._store.storage.read(partial(self._newest_with, ledger))
+        self._load_newest(recovered)
+        return record
+
+    def _newest_with(self, ledger: int | None, txn: lmdb.Transaction) -> tuple[Any, LedgerAcks | None]:
+        """:meth:`_newest` (the parts'), and ``ledger``'s record as ``txn`` sees it when that
+        state left it on disk (else None)."""
+        recovered = self._newest(False, txn)
+        if ledger is None or recovered is None or ledger not in recovered.swapped or recovered.resolved is None:
+            return recovered, None
+        return recovered, self._log.read_ledger(txn, ledger, recovered.resolved.index[ledger])
 
     def _newest(self, form: bool, txn: lmdb.Transaction) -> Any:
         """The newest flushed state as ``txn`` sees it, recovered against the topic's

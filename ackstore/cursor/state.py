@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from ..directory import LedgerDirectory
 
 __all__ = [
+    "ACK_PARTIAL",
     "ACK_POSITION",
     "AckState",
     "LedgerSource",
@@ -54,6 +55,9 @@ __all__ = [
 ]
 
 
+ACK_PARTIAL = 16
+"""What the compiled ack adds to ``i`` when it acked the first ``i`` positions of a list on
+the parts and leaves the rest to :meth:`AckState.ack_items` (above its other codes, 0-4)."""
 ACK_POSITION: Any = None
 """``ackstore._native.ack_position(state, (ledger, entry), version)`` where the module was
 built (``ackstore/_ack.c``): the compiled twin of :meth:`AckState.ack_one`'s common cases on
@@ -62,10 +66,11 @@ cursor's checks, lock and flush list). It returns 0 having changed nothing when
 :meth:`AckState.ack_one` must decide, 1 when done, 2 when done with the cache or the store's
 pool over its budget; the tests hold it to :meth:`AckState.ack_one` field by field. Given a
 list of positions of the ledger whose limit the state caches (``ack_cursor`` gives it a
-list), it acks each so; 0 leaves the list to :meth:`AckState.ack_items` (having acked the
-first of them, maybe: an ack is idempotent). None where the module was not built."""
+list), it acks each so; 0 leaves the list to :meth:`AckState.ack_items`, and
+:data:`ACK_PARTIAL` + ``i`` the list from its ``i``-th position (the first ``i`` done).
+None where the module was not built."""
 if native is not None:
-    native.ack_setup(Position, ACK_CHARGE)
+    native.ack_setup(Position, ACK_CHARGE, ACK_PARTIAL)
     ACK_POSITION = native.ack_position
 
 
