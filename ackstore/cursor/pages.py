@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 
 from pyroaring import BitMap
 
-from ..errors import ReaderBehindError
 from ..fields import PagesFields
 from ..ledger_acks import NO_ENTRIES, LedgerAcks, count_runs
 from ..ledger_cache import CachePool, LedgerCache
@@ -199,17 +198,8 @@ class Pages(PagesFields):
         except MissingRecordError:
             if self.refresh is None:
                 raise
-        record = self.refresh(ledger)
-        if ledger in self.cache.loaded:
-            return self.cache.loaded[ledger]
-        if ledger not in self.cache.swapped:
-            return None
-        if record is not None:
-            return record
-        raise ReaderBehindError(  # (never seen: the refresh read the state and the record together)
-            f"ledger {ledger}'s record of cursor {self.name!r} keeps vanishing under this reader: the writer "
-            "trimmed it again each time this reader moved to its newest flush; try again"
-        )
+        record = self.refresh(ledger)  # (None: that state does not leave the ledger on disk)
+        return self.cache.loaded.get(ledger, record)
 
     def _fetch(self, ledger: int) -> LedgerAcks:
         entry = self.index[ledger]

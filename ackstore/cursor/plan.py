@@ -271,8 +271,8 @@ class Planner(PlannerFields):
             pinned.add(ledger)
             base = index.get(ledger)
             added = la.added
-            worth, counts = (False, None) if base is None or added is None else lane.delta_of(added, la)
-            if worth and base is not None and added is not None:
+            if base is not None and added is not None and (delta := lane.delta_of(added, la))[0]:
+                counts = delta[1]
                 # a few acks (and counts) since its record: the marker carries them, the
                 # ledger is not rewritten
                 adds = FrozenBitMap(added)

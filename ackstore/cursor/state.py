@@ -234,14 +234,11 @@ class AckState(PositionMoves):
 
     def ack_one(self, ledger: Any, entry: Any) -> None:
         """One position: the hot path, kept to a handful of dict/bitmap operations."""
-        if ledger == self.limit_ledger and self.limit_version == self.topic.version:
-            limit = self.limit_value
-        else:
-            try:
-                limit = self.cached_limit(ledger)
-            except UnknownLedgerError:
-                self.check_ack(ledger, entry)  # raises unless at or below M (a ledger trimmed since)
-                return
+        try:
+            limit = self.cached_limit(ledger)
+        except UnknownLedgerError:
+            self.check_ack(ledger, entry)  # raises unless at or below M (a ledger trimmed since)
+            return
         if type(entry) is not int or not 0 <= entry <= limit:
             self.check_entry(ledger, entry)
         md_l, md_e = self.md
