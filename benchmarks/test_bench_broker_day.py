@@ -12,8 +12,9 @@ alone.
 
 Cases: 1,000 and 10,000 subscriptions, ``k`` = 10, 50, 100 entries a read, acked with
 one ``cur.ack(list)`` a read; at 1,000 x 50 also one ``cur.ack(position)`` per entry, and
-one ``cur.ack(list)`` a read by subscriptions that each hold 80 holes (``stuck``) or keep
-an hour of history (``history``); and
+one ``cur.ack(list)`` a read by subscriptions that each hold 80 holes (``stuck``: a state
+of a few hundred bytes, as a slot takes it) or 400 (``wide``: a state over the slot's 1 KiB,
+written as ledger records and markers), or keep an hour of history (``history``); and
 the rounds in which every topic's ledger rolls over (one round in ten here), set against
 the plain rounds between them in the same run.
 """
@@ -34,8 +35,9 @@ from .kernel import wchar as _wchar
 
 #: (cursors, k, variant, rollover): "rollover" cases time only the rounds that roll over
 CASES = [(n, k, "list", 0) for n in (1000, 10_000) for k in (10, 50, 100)]
-CASES += [(1000, 50, "each", 0), (1000, 50, "list", 10), (1000, 50, "stuck", 0), (1000, 50, "history", 0)]
-STUCK = 80  # the "stuck" variant's holes a subscription holds (the small form takes up to 64 ranges)
+CASES += [(1000, 50, "each", 0), (1000, 50, "list", 10), (1000, 50, "stuck", 0), (1000, 50, "wide", 0)]
+CASES += [(1000, 50, "history", 0)]
+STUCK = {"stuck": 80, "wide": 400}  # the holes a subscription of these variants holds
 WARM = 8  # untimed rounds first: counts, holes and records as the workload keeps them
 
 
@@ -46,7 +48,7 @@ def _case_id(case: tuple[int, int, str, int]) -> str:
 
 @pytest.mark.parametrize("cursors,k,variant,rollover", CASES, ids=[_case_id(c) for c in CASES])
 def test_broker_day(benchmark: Any, tmp_path: Path, cursors: int, k: int, variant: str, rollover: int) -> None:
-    stuck = STUCK * (variant == "stuck")
+    stuck = STUCK.get(variant, 0)
     day = Day(tmp_path / "ackstore", cursors, k, False, rollover or 100, stuck=stuck, history=variant == "history")
     peers = {name: cls(tmp_path / name, day, False) for name, cls in PEERS.items()}
     engines = ["ackstore", *peers]
@@ -107,7 +109,7 @@ def test_broker_day(benchmark: Any, tmp_path: Path, cursors: int, k: int, varian
 
     rounds = 6 if rollover else (24 if cursors <= 1000 else 12)
     try:
-        for _ in range(WARM):
+        for _ in range(max(WARM, 5 * stuck // k + 1)):  # (every hole made before the timed rounds)
             plain_round()
         ours["plain"].clear()
         benchmark.group = f"broker's day: {_case_id((cursors, k, variant, rollover))}"

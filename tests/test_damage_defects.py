@@ -51,7 +51,7 @@ def _build(path: Path, flushes: int = 30, cursors: int = 3) -> dict[str, object]
         curs = [topic.cursor(f"c{i}", CursorConfig(full_marker_every=8)) for i in range(cursors)]
         for f in range(flushes):
             for cur in curs:
-                cur.ack([Position(1, e) for e in range(f * 600, f * 600 + 500, 3)])
+                cur.ack([Position(1, e) for e in range(f * 1200, f * 1200 + 1000, 3)])  # past the state layout
             store.flush()
         return {c.name: (c.mark_delete_position, c.ack_range_count) for c in curs}
 

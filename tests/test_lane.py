@@ -273,11 +273,12 @@ def test_small_cursors_take_the_state_layout_alike(store_path: Path) -> None:
     the state slots are one to six bytes; every step agreed, and a reopen recovers every
     cursor."""
     rng = random.Random(41)
+    size = 2 * lane.STATE_MAX_RUNS + 16  # entries a ledger: one cursor's ranges go past the bound in one
     store = AckStore.open(store_path, sync=False)
     topic = store.topic(T)
     for ledger in range(1, 9):
         topic.add_ledger(ledger)
-        topic.close_ledger(ledger, 400)
+        topic.close_ledger(ledger, size)
     topic.add_ledger(9)
     cursors = [topic.cursor(f"s{i}", ROOMY) for i in range(8)]
     cursors[3]._core._planner.chain.next_seq = 1 << 40  # a state slot's sequence of six varint bytes
@@ -289,7 +290,7 @@ def test_small_cursors_take_the_state_layout_alike(store_path: Path) -> None:
         for i, cur in enumerate(cursors):
             if i == 7 and step % 5:
                 continue  # mostly idle
-            positions = [Position(1 + (nxt[i] + k) // 400, (nxt[i] + k) % 400) for k in range(rng.randint(5, 40))]
+            positions = [Position(1 + (nxt[i] + k) // size, (nxt[i] + k) % size) for k in range(rng.randint(5, 40))]
             nxt[i] += len(positions)
             late = [p for p in positions if rng.random() < 0.1]
             cur.ack([p for p in positions if p not in late])
@@ -300,7 +301,7 @@ def test_small_cursors_take_the_state_layout_alike(store_path: Path) -> None:
             if rng.random() < 0.1:
                 cur.record_deliveries([rng.choice(late or positions)])
             if rng.random() < 0.1:
-                p = Position(1 + nxt[i] // 400, nxt[i] % 400)
+                p = Position(1 + nxt[i] // size, nxt[i] % size)
                 cur.ack_batch_index(p, 8, [rng.randrange(8)])
             if rng.random() < 0.1:
                 cur.set_property("step", step)

@@ -20,6 +20,7 @@ from ackstore.recovery.dump import dump_lines
 from pyroaring import BitMap
 
 from ackstore import AckStore, Position, ReadOnlyError
+from ackstore.cursor.lane import STATE_MAX_RUNS
 
 pytestmark = pytest.mark.slow  # subprocesses, Spark or long campaigns: make check leaves them out
 
@@ -222,12 +223,12 @@ def test_a_reader_follows_the_writers_flushes_in_the_small_form_and_leaves_it_wi
             newest = writer.states["d"][-1]
             snap = other.snapshot()  # not served by the form: the parts, at the newest flush
             assert other._core.small is None and [[x, [list(r) for r in y]] for x, y in snap.ranges] == newest["ranges"]
-            for r in range(9, 13):  # a property and twenty more ranges each: past the form's cap at the fourth
+            for r in range(9, 9 + STATE_MAX_RUNS // 20 + 1):  # a property and 20 more ranges each: past the cap
                 writer.round()
                 newest = writer.states["c"][-1]
                 assert str(cur.mark_delete_position) == newest["md"]
                 assert _ranges(cur) == newest["ranges"] and cur.properties == newest["props"] == {"round": r}
-            assert cur._core.small is None and len(newest["ranges"][0][1]) > 64
+            assert cur._core.small is None and len(newest["ranges"][0][1]) > STATE_MAX_RUNS
             cur._check()
             other._check()
     finally:

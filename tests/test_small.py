@@ -557,15 +557,15 @@ def test_a_cursor_that_takes_the_form_lets_its_parts_go_and_keeps_what_lives_in_
     the bytes they wrote."""
     path = tmp_path / "s"
     with AckStore.open(path) as store:
-        _topic(store).cursor("c").ack_entries(1, range(0, 300, 2))  # 150 ranges: opened by recovery
+        _topic(store).cursor("c").ack_entries(1, range(0, 1200, 2))  # 600 ranges: opened by recovery
         store.flush()
     with AckStore.open(path) as store:
         cur = store.topic(T).cursor("c")
         core = cur._core
         opened = core._chain.recovery  # (stats() would keep it out of the form at the next flush)
-        cur.ack_entries(1, range(300))  # M at 299: steady rounds from 30 on
+        cur.ack_entries(1, range(1200))  # M at 1199: steady rounds from 120 on
         written, held = [], []
-        for rnd in range(30, 30 + SETTLE + 2):
+        for rnd in range(120, 120 + SETTLE + 2):
             _steady(cur, rnd)
             held.append(store.cache_bytes)
             written.append(store.flush().bytes_written)
@@ -579,7 +579,7 @@ def test_a_cursor_that_takes_the_form_lets_its_parts_go_and_keeps_what_lives_in_
         st = cur.stats()
         assert core.small is None and st.recovery == opened
         assert (st.flushes, st.total_flush_bytes, st.last_flush_bytes) == (len(written), sum(written), written[-1])
-        md, ranges = _model_ranges(30 + SETTLE + 2)
+        md, ranges = _model_ranges(120 + SETTLE + 2)
         assert snap.mark_delete_position == Position(1, md) and list(cur.ledger_ranges()) == [(1, ranges)]
         cur._check()
 
@@ -817,7 +817,7 @@ def test_a_writer_opens_a_steady_cursor_into_the_form(tmp_path: Path) -> None:
         cursors = [_topic(store).cursor(name) for name in ("a", "b", "props", "wide")]
         _settle(store, cursors)
         cursors[2].set_property("k", 1)
-        cursors[3].ack_entries(1, BitMap(range(1000, 1400, 2)))  # 200 ranges: the marker layout
+        cursors[3].ack_entries(1, BitMap(range(1000, 2000, 2)))  # 500 ranges: the marker layout
         store.flush()
     md, ranges = _model_ranges(SETTLE)
     shutil.copytree(path, tmp_path / "copy")
@@ -870,7 +870,7 @@ def test_an_open_reads_the_slots_alike_from_the_file_and_from_records_a_page_sca
     with AckStore.open(path) as store:
         cursors = [_topic(store).cursor(name) for name in ("a", "wide")]
         _settle(store, cursors)
-        cursors[1].ack_entries(1, BitMap(range(1000, 1400, 2)))  # the marker layout: records under log keys
+        cursors[1].ack_entries(1, BitMap(range(1000, 2000, 2)))  # the marker layout: records under log keys
         store.flush()
         ids = [cur.cursor_id for cur in cursors]
         storage = store.storage

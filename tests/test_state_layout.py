@@ -629,14 +629,14 @@ def test_a_cursor_back_in_the_state_layout_keeps_its_newest_slots_state(store_pa
                     store.flush()
             elif round_ == 1:
                 cur = topic.cursor("c")
-                cur.ack([Position(1, e) for e in range(10, 400, 2)])  # past the state bound
+                cur.ack([Position(1, e) for e in range(10, 2 * STATE_MAX_RUNS + 20, 2)])  # past the state bound
                 store.flush()
                 logged = cur.stats().last_marker_seq
             else:
                 cur = topic.cursor("c")
                 assert cur.stats().recovery.marker_seq == logged > 2
-                cur.ack_cumulative(Position(1, 500))
-                cur.ack(Position(1, 502))
+                cur.ack_cumulative(Position(1, 2 * STATE_MAX_RUNS + 100))
+                cur.ack(Position(1, 2 * STATE_MAX_RUNS + 102))
                 store.flush()
                 assert cur.stats().last_marker_seq == logged + 1
         if round_ == 0:

@@ -259,7 +259,7 @@ def test_log_usage_counts_live_and_garbage_and_compaction_keeps_the_live(store_p
         topic.add_ledger(1)
         cur = topic.cursor("sub", CursorConfig(full_marker_every=100))
         for round_ in range(5):  # the same ledger rewritten: each flush supersedes the last record
-            cur.ack([Position(1, e) for e in range(round_, 1000, 7)])
+            cur.ack([Position(1, e) for e in range(round_, 4000, 7)])  # over the state layout's runs
             store.flush()
         usage = cur.log_usage()
         # each flush: the ledger's record and a full marker (its one ledger changed, so the

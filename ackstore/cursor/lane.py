@@ -106,11 +106,14 @@ DELTA_MAX_ACKS = 64
 """a ledger's acks since its record travel in the marker while they are at most this many..."""
 DELTA_MAX_SHARE = 0.125
 """... and at most this fraction of the ledger's acks; past either, a new base record"""
-STATE_MAX_RUNS = 64
+STATE_MAX_RUNS = 256
 """a cursor whose ledgers are all in memory and hold at most this many ranges, and at most
 STATE_MAX_EXTRAS partial batches and delivery counts, writes its whole state as one state
-marker (format 10) each flush: one value a cursor, which many cursors share a page with"""
-STATE_MAX_EXTRAS = 64
+marker (format 10) each flush: one value a cursor, which many cursors share a page with.
+The counts are a cheap first test; :data:`STATE_MAX_BYTES` is the bound that holds (a run
+between scattered holes costs 2-4 bytes, a delivery count 2-3: a subscription holding a
+few dozen unacked entries, each delivered, stays in the layout and in the small form)"""
+STATE_MAX_EXTRAS = 256
 STATE_MAX_BYTES = 1024
 """... of at most this many bytes (its properties count too)"""
 OTHER: Final = False
