@@ -221,7 +221,11 @@ def test_a_reader_follows_the_writers_flushes_in_the_small_form_and_leaves_it_wi
                 assert not cur.is_acked(Position(0, first - 1)) and cur._core.small is not None
             writer.form()
             newest = writer.states["d"][-1]
-            snap = other.snapshot()  # not served by the form: the parts, at the newest flush
+            served = other.snapshot()  # served by the form, at the newest flush
+            assert other._core.small is not None
+            other.stats()  # not served by the form: the parts, at the newest flush
+            snap = other.snapshot()
+            assert snap == served
             assert other._core.small is None and [[x, [list(r) for r in y]] for x, y in snap.ranges] == newest["ranges"]
             for r in range(9, 9 + STATE_MAX_RUNS // 20 + 1):  # a property and 20 more ranges each: past the cap
                 writer.round()

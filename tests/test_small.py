@@ -511,7 +511,7 @@ def test_a_steady_cursor_takes_the_form_and_writes_what_a_cursor_without_it_writ
         for rnd in range(12):
             _steady(cur, rnd)
             if name == "parts":
-                cur.snapshot()  # a read the form does not serve: the cursor stays out of it
+                cur.stats()  # a read the form does not serve: the cursor stays out of it
             stats = store.flush()
             assert stats.cursors == 1
             assert (cur._core.small is not None) == (name == "small" and rnd >= SETTLE - 1), (name, rnd)
@@ -575,9 +575,10 @@ def test_a_cursor_that_takes_the_form_lets_its_parts_go_and_keeps_what_lives_in_
         figures = dict(zip(CURSOR_FIGURES, cur.figures(), strict=True))
         assert figures["flushes"] == len(written) and figures["total_flush_bytes"] == sum(written)
         cur._check()
-        snap = cur.snapshot()  # not served: the form ends, the parts load the newest flushed state
-        st = cur.stats()
-        assert core.small is None and st.recovery == opened
+        snap = cur.snapshot()  # served by the form
+        assert core.small is not None
+        st = cur.stats()  # not served: the form ends, the parts load the newest flushed state
+        assert core.small is None and st.recovery == opened and cur.snapshot() == snap
         assert (st.flushes, st.total_flush_bytes, st.last_flush_bytes) == (len(written), sum(written), written[-1])
         md, ranges = _model_ranges(120 + SETTLE + 2)
         assert snap.mark_delete_position == Position(1, md) and list(cur.ledger_ranges()) == [(1, ranges)]
@@ -597,7 +598,7 @@ def test_properties_stay_in_the_form_and_are_written_as_the_parts_write_them(tmp
                 _steady(cur, rnd)
                 _props_round(cur, rnd)
                 if name == "parts":
-                    cur.snapshot()  # a read the form does not serve: the cursor stays out of it
+                    cur.stats()  # a read the form does not serve: the cursor stays out of it
                 assert cur.properties == _props_model(rnd + 1)
                 store.flush()
                 assert (cur._core.small is not None) == (name == "small" and rnd >= SETTLE - 1), (name, rnd)
@@ -615,8 +616,10 @@ def test_properties_stay_in_the_form_and_are_written_as_the_parts_write_them(tmp
         assert cur._core.small is not None and cur._core._unbuilt and cur.properties == _props_model(12)
         cur.set_property("late", 1)
         assert cur.remove_property("round")
-        snap = cur.snapshot()  # the form ends: the parts load the flushed state, then take what changed since
-        assert cur._core.small is None and snap.properties == cur.properties
+        snap = cur.snapshot()  # served by the form, with the properties set and removed since its flush
+        assert cur._core.small is not None and snap.properties == cur.properties
+        cur.stats()  # the form ends: the parts load the flushed state, then take what changed since
+        assert cur._core.small is None and cur.snapshot() == snap
         expect = {**_props_model(12), "late": 1}
         del expect["round"]
         assert cur.properties == expect and cur._core._pending
@@ -627,8 +630,9 @@ def test_properties_stay_in_the_form_and_are_written_as_the_parts_write_them(tmp
 
 
 def test_a_read_the_form_does_not_serve_ends_it_with_the_state_exact(tmp_path: Path) -> None:
-    """A snapshot ends the form: the parts load the newest flushed state and take the acks
-    since; the flush counters go on; the cursor stays out for one flush, then is back."""
+    """A read the form does not serve (``stats``) ends it: the parts load the newest flushed
+    state and take the acks since, and the snapshot the form gave before is theirs; the
+    flush counters go on; the cursor stays out for one flush, then is back."""
     with AckStore.open(tmp_path / "s") as store:
         cur = _topic(store).cursor("c")
         for rnd in range(6):
@@ -637,8 +641,10 @@ def test_a_read_the_form_does_not_serve_ends_it_with_the_state_exact(tmp_path: P
         _steady(cur, 6)
         cur.ack(Position(1, 200))  # one position: the form takes it too
         assert cur._core.small is not None and cur._core.small.dirty
-        snap = cur.snapshot()
-        assert cur._core.small is None
+        snap = cur.snapshot()  # served by the form
+        assert cur._core.small is not None
+        cur.stats()
+        assert cur._core.small is None and cur.snapshot() == snap
         md, ranges = _model_ranges(7)
         assert snap.mark_delete_position == Position(1, md)
         assert list(cur.ledger_ranges()) == [(1, [*ranges, (200, 200)])]
@@ -751,7 +757,7 @@ def test_a_cursor_that_leaves_the_form_while_its_flush_is_in_flight_never_reuses
         write_job, write = GroupFlush._write, FlushJob.write
 
         def read_then_write(self: GroupFlush, job: FlushJob) -> int:
-            reader = threading.Thread(target=cur.snapshot)  # outside the store lock, before the transaction
+            reader = threading.Thread(target=cur.stats)  # outside the store lock, before the transaction
             reader.start()
             reader.join()
             return write_job(self, job)
@@ -838,9 +844,10 @@ def test_a_writer_opens_a_steady_cursor_into_the_form(tmp_path: Path) -> None:
             _steady(cur, SETTLE)
             store.flush()
             newest = cur._core.small.next_seq - 1
-            snap = cur.snapshot()  # ends the form: the parts loaded by recovery
-            assert cur._core.small is None and not cur._core._unbuilt
-            assert cur.stats().recovery.marker_seq == newest and cur.stats().flushes == 1
+            snap = cur.snapshot()  # served by the form
+            assert cur._core.small is not None
+            assert cur.stats().recovery.marker_seq == newest and cur.stats().flushes == 1  # the parts, by recovery
+            assert cur._core.small is None and not cur._core._unbuilt and cur.snapshot() == snap
             md2, ranges2 = _model_ranges(SETTLE + 1)
             assert snap.mark_delete_position == Position(1, md2) and list(cur.ledger_ranges()) == [(1, ranges2)]
             cur._check()
@@ -917,8 +924,10 @@ def test_a_cursor_opened_into_the_form_builds_no_parts_until_asked(tmp_path: Pat
         assert cur._core._unbuilt and cur._core.small is not None  # the form answered: no parts built
         assert cur.figures() == before
         cur._check()
-        snap = cur.snapshot()  # not served: the form ends, the parts load
-        assert cur._core.small is None and not cur._core._unbuilt
+        snap = cur.snapshot()  # served by the form too
+        assert cur._core._unbuilt and cur._core.small is not None
+        cur.stats()  # not served: the form ends, the parts load
+        assert cur._core.small is None and not cur._core._unbuilt and cur.snapshot() == snap
         assert snap.mark_delete_position == Position(1, md2) and list(cur.ledger_ranges()) == [(1, ranges2)]
         cur._check()
 
@@ -978,7 +987,7 @@ def test_a_brokers_calls_keep_a_cursor_in_the_form_with_its_counts_exact(tmp_pat
     positions acked: every call is the form's, so after its first state flushes the cursor
     stays in it; its counts, read position and redeliveries are the ones the parts would
     hold; a reopen opens it into the form with its counts, and leaving the form (a
-    snapshot) hands all of them to the parts."""
+    read it does not serve) hands all of them to the parts."""
     from ackstore import Dispatcher
     from ackstore.testing import InMemoryLedgerReader
 
@@ -1012,8 +1021,10 @@ def test_a_brokers_calls_keep_a_cursor_in_the_form_with_its_counts_exact(tmp_pat
         cur.record_deliveries([Position(1, 73), Position(1, 80)])
         cur.move_read_position(Position(1, 81))
         assert cur._core.small is small  # served by the form
-        snap = cur.snapshot()  # not the form's: the parts take every count and the read position
-        assert cur._core.small is None
+        snap = cur.snapshot()  # served by the form
+        assert cur._core.small is small
+        cur.stats()  # not the form's: the parts take every count and the read position
+        assert cur._core.small is None and cur.snapshot() == snap
         assert snap.delivery_counts == {Position(1, 73): 2, Position(1, 80): 1}
         assert cur.delivery_counts() == snap.delivery_counts and cur.read_position == Position(1, 81)
         assert cur.stats().redeliveries == 1

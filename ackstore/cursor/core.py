@@ -46,7 +46,7 @@ from .read_side import OpensLogs, ReadHost
 from .served import Served
 from .small import check_small, small_of
 from .small_span import form_entry, is_acked, ledger_counts, ledger_runs, read_position
-from .snapshot import CursorSnapshot, batch_items, snapshot_of
+from .snapshot import CursorSnapshot, batch_items, form_snapshot, snapshot_of
 from .state import ACK_PARTIAL, AckState
 from .validate import pair
 
@@ -334,8 +334,7 @@ class CursorCore(Served):
                 self._changed()
 
     def ack_entries(self, ledger: int, entries: Iterable[int]) -> None:
-        """``Cursor.ack_entries``: a BitMap or a range of M's ledger goes into the small
-        form, anything else to the ack state."""
+        """``Cursor.ack_entries``: a BitMap or range of M's ledger to the form, else the parts."""
         small = self.small
         bitmap = entries if isinstance(entries, BitMap) else None
         span = entries if isinstance(entries, range) and entries.step == 1 and entries.start >= 0 else None
@@ -468,8 +467,9 @@ class CursorCore(Served):
                 yield ledger, la
 
     def snapshot(self) -> CursorSnapshot:
-        state = self._state
-        return snapshot_of(state.md, state.properties, self._ledgers())
+        if self.small is not None:
+            return form_snapshot(self.small)
+        return snapshot_of(self._state.md, self._state.properties, self._ledgers())
 
     # -- the small form (cursor/small.py) -----------------------------------------------------
 

@@ -229,7 +229,7 @@ class Cursor(FacadeFields):
         ranges, partial batches and delivery counts. On a read-only store it is one flushed
         state (what a reopen after that flush recovers), never parts of two: a backup or an
         audit of a store a writer is flushing reads cursors this way. O(state)."""
-        return self._core.read(self._core.snapshot)
+        return self._core.read(self._core.snapshot, served=True)
 
     # -- history -------------------------------------------------------------------------------
 

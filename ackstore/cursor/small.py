@@ -11,7 +11,8 @@ the marker writes them), the log's next sequence and which state slots hold a va
 calls a broker makes all day are served by it: ``ack`` of one position or of a list of
 positions, ``ack_entries``, setting and removing a property, and what a
 :class:`~ackstore.Dispatcher` reads with (the read position and its moves, unacked entries,
-delivery counts and their recording, ``is_acked``), and the directory's changes while M's
+delivery counts and their recording, ``is_acked``), a snapshot and the ranges, and the
+directory's changes while M's
 ledger stays in it: a seal, the next ledger added (its entries then the form's too:
 :mod:`ackstore.cursor.small_span`), a trim below M's ledger; the group flush encodes each changed
 one's slot value straight from it and adopts it in the same visit (:func:`flush_small`;

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..position import Position, trusted
+from ..storage.records import unpack_properties
+from .small_span import ledger_counts, ledger_runs
 
 if TYPE_CHECKING:
     from ..ledger_acks import LedgerAcks
 
-__all__ = ["CursorSnapshot", "batch_items", "snapshot_of"]
+__all__ = ["CursorSnapshot", "batch_items", "form_snapshot", "snapshot_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,3 +66,13 @@ def snapshot_of(
             if (ledger, entry) >= low:
                 counts[trusted(ledger, entry)] = la.counts[entry]
     return CursorSnapshot(md, dict(properties), ranges, batches, counts)
+
+
+def form_snapshot(small: Any) -> CursorSnapshot:
+    """The snapshot of a cursor in the small form (``ackstore.cursor.small``), from the form
+    alone: what :func:`snapshot_of` reads of the parts the form holds the state of (it holds
+    no partial batches, and no delivery count at or below M). O(its runs and counts)."""
+    counts = {trusted(*at): n for at, n in ledger_counts(small)}
+    return CursorSnapshot(
+        trusted(small.md_l, small.md_e), unpack_properties(small.props), ledger_runs(small), {}, counts
+    )
