@@ -60,11 +60,13 @@ static int room_for(SmallState *s, uint32_t need) {
     return 0;
 }
 
+static uint32_t run_from(SmallState *s, unsigned long long e);
+
 /* entries f..l (above M) added: merged with the runs they overlap or touch. 1 if anything
- * changed, 0 if they were acked already, -1 with MemoryError. O(runs). */
+ * changed, 0 if they were acked already, -1 with MemoryError. O(log runs) to find the
+ * place, O(runs after it) to move them when a run is inserted or merged. */
 static int add_run(SmallState *s, uint32_t f, uint32_t l) {
-    uint32_t *r = s->runs, n = s->n, i = 0, j;
-    while (i < n && (uint64_t)r[2 * i + 1] + 1 < f) i++;
+    uint32_t *r = s->runs, n = s->n, i = f ? run_from(s, (unsigned long long)f - 1) : 0, j; /* touches f or after */
     j = i;
     while (j < n && r[2 * j] <= (uint64_t)l + 1) j++;
     if (i == j) { /* a run of its own, at i */

@@ -396,9 +396,7 @@ class PySmallState:
             return
         first = max(first, self.md_e + 1)
         r, n = self._runs, self.n
-        i = 0
-        while i < n and r[2 * i + 1] + 1 < first:
-            i += 1
+        i = self._first_ending_at_or_after(first - 1)  # the first run that touches first or lies after it
         j = i
         while j < n and r[2 * j] <= last + 1:
             j += 1
