@@ -160,11 +160,14 @@ class CursorSide:
         if self.store.readonly:
             topic.reread_directory(txn)
 
-    def open_log(self, txn: lmdb.Transaction, log: CursorLog, config: CursorConfig, topic: TopicView) -> Any:
+    def open_log(
+        self, txn: lmdb.Transaction, log: CursorLog, config: CursorConfig, topic: TopicView, probe: Any = None
+    ) -> Any:
         """@private A cursor's state as an open (or a reader's catch-up) starts from it: the
         small form, read from the cursor's state slots, when its log is only those and its
-        state is in the form (``ackstore.cursor.small``); else :meth:`recover_log`'s."""
-        values = slot_values(txn, log.db, log.cursor_id)
+        state is in the form (``ackstore.cursor.small``); else :meth:`recover_log`'s.
+        ``probe``: a cursor of ``txn`` on the log to look with (a bulk open's, made once)."""
+        values = slot_values(txn, log.db, log.cursor_id, probe)
         if values is not None:
             small = small_opened(log.cursor_id, values, config, topic.directory)
             if small is not None:
@@ -199,8 +202,9 @@ class CursorSide:
             def each(txn: lmdb.Transaction) -> list[Any]:
                 self._same_directory(topic, txn)
                 same = storage.writes == scanned and not self.store.readonly  # nothing written since the scan
+                probe = txn.cursor(db=storage.log_db)  # one for the batch, not one made a cursor
                 return [
-                    self.open_log(txn, CursorLog(storage.log_db, cid), config or stored, topic)
+                    self.open_log(txn, CursorLog(storage.log_db, cid), config or stored, topic, probe)
                     if same or catalog.cursor_raw(txn, tid, name) == raw
                     else None  # deleted (or made again) since the scan
                     for name, cid, stored, raw in batch

@@ -146,13 +146,17 @@ def read_slots(
     return found, damaged, held
 
 
-def slot_values(txn: LogTxn, db: lmdb._Database | None, cursor_id: int) -> tuple[bytes | None, bytes | None] | None:
+def slot_values(
+    txn: LogTxn, db: lmdb._Database | None, cursor_id: int, c: Any = None
+) -> tuple[bytes | None, bytes | None] | None:
     """The values of the cursor's two state slots (None where one holds none) when its log
     is only those slots; None for any other log (then recovery reads it) or for an empty
     one. Unchecked: ``ackstore.cursor.small.small_of_slots`` checks them. O(1): a look at
-    the cursor's log keys and the two slots."""
+    the cursor's log keys and the two slots, with ``c`` (a cursor of ``txn`` on ``db``: a
+    bulk open's one for all its cursors, made once) or one made here."""
     start, end = log_bounds(cursor_id)
-    c = txn.cursor(db=db)
+    if c is None:
+        c = txn.cursor(db=db)
     if c.set_range(start) and c.key() < end:
         return None  # records under log keys: recovery's to resolve
     v0, v1 = c.get(slot_key(cursor_id, 0)), c.get(slot_key(cursor_id, 1))  # (a cursor's get: no keywords to parse)
