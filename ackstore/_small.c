@@ -7,9 +7,10 @@
  * u32 (first, last), ascending, a gap between two, in the object up to OWN_RUNS runs and in
  * a PyMem buffer beyond, and the delivery counts of entries above M as pairs of u32 (entry,
  * count), ascending, in a PyMem buffer. Entries are the form's: M's ledger's own, and once
- * M's ledger is sealed with `base` entries and the next ledger `nl` follows it, nl's entry
- * e is the form's base + e (cursor/small_span.py maps positions; M never rests at base - 1:
- * it moves on into nl, which becomes M's ledger). An ack or a delivery writes
+ * M's ledger is sealed and ledgers follow it, theirs after them on one line: the i-th
+ * spanned ledger span_l[i]'s entry e is the form's span_o[i] + e (cursor/small_span.py maps
+ * positions; M never rests at span_o[0] - 1: it moves on into span_l[0], which becomes M's
+ * ledger). An ack or a delivery writes
  * here; a flush encodes each changed one's state slot value with the state layout's own
  * writers (_native.h) and adopts it in the same visit. Its fields are read from Python
  * through the members below, never through another class.
@@ -22,12 +23,14 @@
 #define UNDO 0x80 /* in `undo`: the last flush took this one (the low bits: its slots before) */
 #define COUNT_CAP 1024 /* cursor/small.py's COUNT_CAP: the most delivery counts the form holds */
 #define ENTRY_MAX 0xFFFFFFFFLL
+#define SPAN_MOST 8 /* cursor/small_span.py's SPAN_MOST: the most ledgers after M's on the form's line */
 
 typedef struct {
     PyObject_HEAD
     long long md_l, md_e, rp_e;
-    long long base, nl;             /* M's ledger sealed with `base` entries, `nl` after it (-1: not) */
-    uint8_t rp_nl;                  /* 1: the read position is in nl (rp_e >= base) */
+    long long span_l[SPAN_MOST];    /* the ledgers after M's on the form's line (ns of them), ... */
+    uint32_t span_o[SPAN_MOST];     /* ... each at its offset, ascending (equal: a ledger with no entries) */
+    uint8_t ns, rp_i;               /* how many; the ledger of the line the read position is in (0: M's) */
     uint32_t *runs; /* 2 * n: first, last */
     uint32_t n, room, cap;
     uint32_t *counts; /* 2 * nc: entry, count (NULL while it never held one) */
@@ -146,22 +149,32 @@ static long long run_at(SmallState *s, unsigned long long e) {
     return i < s->n && s->runs[2 * i] <= e ? (long long)i : -1;
 }
 
-/* M's ledger is sealed and M at (or past) its last entry: M moves on into nl, which becomes
- * M's ledger (the form's entries from base on become its own); the bound is asked again */
+/* M's ledger is sealed and M at (or past) its last entry: M moves on into the next spanned
+ * ledger, which becomes M's ledger (the form's entries from its offset on become its own;
+ * the others stay spanned), and on across those it is at or past the end of; the bound is
+ * asked again */
 static void rebase(SmallState *s) {
-    uint32_t b = (uint32_t)s->base;
-    s->md_l = s->nl;
-    s->md_e -= (long long)b;
-    for (uint32_t i = 0; i < 2 * s->n; i++) s->runs[i] -= b; /* every run and count lies above M >= base - 1 */
-    for (uint32_t i = 0; i < s->nc; i++) s->counts[2 * i] -= b;
-    s->rp_e -= (long long)b;
-    s->rp_nl = 0;
-    s->base = s->nl = -1;
+    while (s->ns && s->md_e >= (long long)s->span_o[0] - 1) {
+        uint32_t b = s->span_o[0];
+        s->md_l = s->span_l[0];
+        s->md_e -= (long long)b;
+        for (uint32_t i = 0; i < 2 * s->n; i++) s->runs[i] -= b; /* every run and count lies above M >= b - 1 */
+        for (uint32_t i = 0; i < s->nc; i++) s->counts[2 * i] -= b;
+        s->rp_e -= (long long)b;
+        if (s->rp_i) s->rp_i--;
+        for (int k = 1; k < s->ns; k++) {
+            s->span_l[k - 1] = s->span_l[k];
+            s->span_o[k - 1] = s->span_o[k] - b;
+        }
+        s->ns--;
+        s->limit -= (long long)b;
+    }
     s->limit_version = -1;
     s->dirty = 1;
 }
 
-/* M moved over the first run when it starts at M + 1, and on into nl at base - 1 */
+/* M moved over the first run when it starts at M + 1, and on into the next ledger at the
+ * end of its own */
 static void advance(SmallState *s) {
     if (s->n && s->runs[0] == (unsigned long long)(s->md_e + 1)) {
         s->md_e = s->runs[1];
@@ -169,17 +182,24 @@ static void advance(SmallState *s) {
         s->n--;
         if (s->rp_e < s->md_e + 1) { /* the read position never below M + 1 */
             s->rp_e = s->md_e + 1;
-            s->rp_nl = 0;
+            s->rp_i = 0;
         }
     }
-    if (s->base >= 0 && s->md_e >= s->base - 1) rebase(s);
+    if (s->ns && s->md_e >= (long long)s->span_o[0] - 1) rebase(s);
 }
 
-/* whether a run holds both base - 1 and base (it is two ranges, one in each ledger) */
-static int crossing(SmallState *s) {
-    if (s->base <= 0) return 0;
-    uint32_t i = run_from(s, (unsigned long long)s->base);
-    return i < s->n && s->runs[2 * i] < s->base;
+/* the runs across an offset of the line (each holds offset - 1 and offset: a range in each
+ * ledger it touches) */
+static uint32_t crossing(SmallState *s) {
+    uint32_t out = 0, seen = 0;
+    for (int k = 0; k < s->ns; k++) {
+        uint32_t o = s->span_o[k];
+        if (o <= seen) continue; /* (a ledger with no entries: its offset is the next one's) */
+        seen = o;
+        uint32_t i = run_from(s, o);
+        out += i < s->n && s->runs[2 * i] < o;
+    }
+    return out;
 }
 
 static int is_acked(SmallState *s, long long e) { return e <= s->md_e || run_at(s, (unsigned long long)e) >= 0; }
@@ -224,7 +244,6 @@ static SmallState *small_new(PyTypeObject *type, unsigned long long cid, long lo
     s->md_l = md_l;
     s->md_e = md_e;
     s->rp_e = md_e + 1;
-    s->base = s->nl = -1;
     s->limit_version = -1;
     s->next_seq = seq;
     s->slot = (uint8_t)slot;
@@ -253,15 +272,16 @@ static int set_count(SmallState *s, long long e, long long count) {
 static PyObject *SmallState_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     unsigned long long cid, seq;
     long long md_l, md_e, rp_e = -1;
-    int slot, slots;
+    int slot, slots, rp_i = 0;
     unsigned int cap;
     PyObject *runs, *counts = NULL, *rp_obj = NULL, *props = NULL;
     static char *names[] = {"cursor_id", "md_l", "md_e", "next_seq", "slot", "slots", "runs", "cap", "counts", "rp_e",
-                            "props", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "KLLKiiOI|OOS", names, &cid, &md_l, &md_e, &seq, &slot, &slots, &runs,
-                                     &cap, &counts, &rp_obj, &props))
+                            "props", "rp_i", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "KLLKiiOI|OOSi", names, &cid, &md_l, &md_e, &seq, &slot, &slots, &runs,
+                                     &cap, &counts, &rp_obj, &props, &rp_i))
         return NULL;
-    if (md_l < 0 || md_e < -1 || md_e >= 0xFFFFFFFFLL || slot < 0 || slot > 1 || slots < 0 || slots > 3) {
+    if (md_l < 0 || md_e < -1 || md_e >= 0xFFFFFFFFLL || slot < 0 || slot > 1 || slots < 0 || slots > 3 || rp_i < 0 ||
+        rp_i > SPAN_MOST) {
         PyErr_SetString(PyExc_ValueError, "a small state's position, slot or slots are outside the layout");
         return NULL;
     }
@@ -325,6 +345,7 @@ static PyObject *SmallState_new(PyTypeObject *type, PyObject *args, PyObject *kw
         }
     }
     if (props != NULL) Py_SETREF(s->props, Py_NewRef(props));
+    s->rp_i = (uint8_t)rp_i; /* (the ledger of the line the read position is in: the spans bound() gives say which) */
     Py_XDECREF(cseq);
     Py_DECREF(seq_obj);
     return (PyObject *)s;
@@ -383,13 +404,31 @@ static PyObject *SmallState_acked(SmallState *s, PyObject *arg) {
     return PyBool_FromLong(is_acked(s, e));
 }
 
-/* the form's entry of position (l, e), or -1 when it is not one the form takes: in M's
- * ledger (below base once it is sealed) or in nl, and at most the bound */
-static long long form_entry(SmallState *s, long long l, long long e) {
-    if (e < 0) return -1;
-    if (l == s->md_l) return (s->base >= 0 ? e < s->base : e <= s->limit) ? e : -1;
-    if (s->base >= 0 && l == s->nl && s->base + e <= s->limit) return s->base + e;
+/* the form's highest entry of the j-th ledger of its line (0: M's): the entry before the
+ * next one's offset, or the bound for the last */
+static long long top_of(SmallState *s, int j) { return j < s->ns ? (long long)s->span_o[j] - 1 : s->limit; }
+
+/* the line's offset of ledger l (0: M's), or -1 when it is not on the line */
+static long long offset_of(SmallState *s, long long l, int *j) {
+    if (l == s->md_l) {
+        *j = 0;
+        return 0;
+    }
+    for (int k = 0; k < s->ns; k++)
+        if (l == s->span_l[k]) {
+            *j = k + 1;
+            return s->span_o[k];
+        }
     return -1;
+}
+
+/* the form's entry of position (l, e), or -1 when it is not one the form takes: in M's
+ * ledger or a spanned one, at most its last on the line and the bound */
+static long long form_entry(SmallState *s, long long l, long long e) {
+    int j;
+    long long o = offset_of(s, l, &j);
+    if (e < 0 || e > ENTRY_MAX || o < 0) return -1;
+    return o + e <= top_of(s, j) ? o + e : -1;
 }
 
 /* the form's entry of a 2-tuple of ints, -1 as form_entry, or for anything else */
@@ -414,9 +453,10 @@ static int ack_items(SmallState *s, PyObject *items) {
         if (item_entry(s, at[i]) < 0) return 0;
     for (Py_ssize_t i = 0; i < k; i++) {
         long long l = PyLong_AsLongLong(PyTuple_GET_ITEM(at[i], 0)), e = PyLong_AsLongLong(PyTuple_GET_ITEM(at[i], 1));
-        if (l != s->md_l && l != s->nl) continue; /* M moved into nl: M's old ledger is acked whole */
-        long long x = l == s->md_l ? e : s->base + e;
-        if (ack_run(s, x, x) < 0) return -1;
+        int j;
+        long long o = offset_of(s, l, &j);
+        if (o < 0) continue; /* M moved on past its ledger: acked whole */
+        if (ack_run(s, o + e, o + e) < 0) return -1;
     }
     return 1;
 }
@@ -506,33 +546,62 @@ static PyObject *SmallState_top(SmallState *s, PyObject *unused) {
     return PyLong_FromLongLong(top);
 }
 
-/* bound(version, base, nl, limit) -> bool: as of the topic's directory at `version`, M's
- * ledger is sealed with `base` entries and ledger `nl` follows it (both -1: not), and the
- * form's entries go up to `limit`. True when M moved on into nl (it was at base - 1): the
+/* bound(version, spans, limit) -> bool: as of the topic's directory at `version`, the
+ * ledgers after M's on the form's line, ((ledger, offset), ...) (ledgers ascending after M's,
+ * offsets ascending or equal, those spanned already as they were), and the form's entries go
+ * up to `limit`. True when M moved on into the next ledger (it was at its offset - 1): the
  * caller asks again for the new M's ledger. */
 static PyObject *SmallState_bound(SmallState *s, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "bound(version, base, nl, limit)");
+    if (nargs != 3 || !PyTuple_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "bound(version, spans: tuple, limit)");
         return NULL;
     }
-    long long v[4];
-    for (int i = 0; i < 4; i++)
-        if ((v[i] = PyLong_AsLongLong(args[i])) == -1 && PyErr_Occurred()) return NULL;
-    if ((v[1] < 0) != (v[2] < 0) || v[1] > ENTRY_MAX || v[3] > ENTRY_MAX || (s->base >= 0 && v[1] != s->base) ||
-        (v[1] >= 0 && (v[2] <= s->md_l || s->md_e >= v[1]))) {
-        PyErr_Format(PyExc_ValueError, "bound(%lld, %lld, %lld, %lld) does not fit a form at (%lld, %lld)", v[0], v[1],
-                     v[2], v[3], s->md_l, s->md_e);
+    long long version = PyLong_AsLongLong(args[0]), limit = PyLong_AsLongLong(args[2]);
+    if ((version == -1 || limit == -1) && PyErr_Occurred()) return NULL;
+    Py_ssize_t k = PyTuple_GET_SIZE(args[1]);
+    long long ls[SPAN_MOST], os[SPAN_MOST], last_l = s->md_l, last_o = 0;
+    int ok = PyLong_CheckExact(args[2]) && k <= SPAN_MOST && limit >= -1 && limit <= ENTRY_MAX;
+    for (Py_ssize_t i = 0; ok && i < k; i++) {
+        PyObject *p = PyTuple_GET_ITEM(args[1], i);
+        int ol = 1, oo = 1;
+        ok = PyTuple_Check(p) && PyTuple_GET_SIZE(p) == 2 && PyLong_CheckExact(PyTuple_GET_ITEM(p, 0)) &&
+             PyLong_CheckExact(PyTuple_GET_ITEM(p, 1));
+        if (ok) {
+            ls[i] = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(p, 0), &ol);
+            os[i] = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(p, 1), &oo);
+        }
+        ok = ok && !ol && !oo && ls[i] > last_l && last_o <= os[i] && os[i] <= ENTRY_MAX &&
+             (i >= s->ns || s->span_o[i] == os[i]);
+        if (ok) last_l = ls[i], last_o = os[i];
+    }
+    if (!ok) {
+        PyErr_Format(PyExc_ValueError, "bound(%lld, %R, %R) does not fit a form at (%lld, %lld)", version, args[1],
+                     args[2], s->md_l, s->md_e);
         return NULL;
     }
-    s->base = v[1];
-    s->nl = v[2];
-    s->limit = v[3];
-    s->limit_version = v[0];
-    if (s->base >= 0 && s->md_e >= s->base - 1) {
+    for (Py_ssize_t i = 0; i < k; i++) {
+        s->span_l[i] = ls[i];
+        s->span_o[i] = (uint32_t)os[i];
+    }
+    s->ns = (uint8_t)k;
+    s->limit = limit;
+    s->limit_version = version;
+    if (s->ns && s->md_e >= (long long)s->span_o[0] - 1) {
         rebase(s);
         Py_RETURN_TRUE;
     }
     Py_RETURN_FALSE;
+}
+
+/* spans -> ((ledger, offset), ...): the ledgers after M's on the form's line */
+static PyObject *SmallState_spans(SmallState *s, void *unused) {
+    PyObject *out = PyTuple_New(s->ns);
+    for (int k = 0; out != NULL && k < s->ns; k++) {
+        PyObject *pair = Py_BuildValue("(LI)", s->span_l[k], (unsigned int)s->span_o[k]);
+        if (pair == NULL) Py_CLEAR(out);
+        else PyTuple_SET_ITEM(out, k, pair);
+    }
+    return out;
 }
 
 /* small_ack (_native.h says what it returns): one position, or a list of them, in the form,
@@ -556,17 +625,18 @@ int small_ack(PyObject *small, PyObject *pos, int one, long long version, PyObje
 }
 
 /* read_from(entry): a sequential read moved on to the form's entry (never backwards),
- * hopping a run of acks that starts there; from base on it is in nl (a sealed ledger's end
- * is the next one's first entry) */
+ * hopping a run of acks that starts there; from a spanned ledger's offset on it is in that
+ * ledger (a sealed ledger's end is the next one's first entry) */
 static PyObject *SmallState_read_from(SmallState *s, PyObject *arg) {
     long long e;
     if (entry_of(arg, "entry", &e) < 0) return NULL;
     long long i = run_at(s, (unsigned long long)e);
     if (i >= 0) e = (long long)s->runs[2 * i + 1] + 1;
-    int in_nl = s->base >= 0 && e >= s->base;
-    if (e > s->rp_e || (e == s->rp_e && in_nl > s->rp_nl)) {
+    int at = 0;
+    for (int k = 0; k < s->ns; k++) at += (long long)s->span_o[k] <= e;
+    if (e > s->rp_e || (e == s->rp_e && at > s->rp_i)) {
         s->rp_e = e;
-        s->rp_nl = (uint8_t)in_nl;
+        s->rp_i = (uint8_t)at;
     }
     Py_RETURN_NONE;
 }
@@ -574,7 +644,7 @@ static PyObject *SmallState_read_from(SmallState *s, PyObject *arg) {
 /* rewind(): read again from M + 1 */
 static PyObject *SmallState_rewind(SmallState *s, PyObject *unused) {
     s->rp_e = s->md_e + 1;
-    s->rp_nl = 0;
+    s->rp_i = 0;
     Py_RETURN_NONE;
 }
 
@@ -655,7 +725,7 @@ static PyMethodDef SmallState_methods[] = {
     {"fits", (PyCFunction)SmallState_fits, METH_NOARGS, "Whether the runs and counts fit the form."},
     {"top", (PyCFunction)SmallState_top, METH_NOARGS, "The highest entry holding state: a run's, a count's, or M."},
     {"bound", (PyCFunction)(void (*)(void))SmallState_bound, METH_FASTCALL,
-     "M's ledger's seal, the next ledger and the form's highest entry, as of a directory version."},
+     "The ledgers after M's on the form's line and the form's highest entry, as of a directory version."},
     {"range_count", (PyCFunction)SmallState_range_count, METH_NOARGS, "The ranges held, as the parts count them."},
     {"read_from", (PyCFunction)SmallState_read_from, METH_O, "A sequential read moved on to an entry."},
     {"rewind", (PyCFunction)SmallState_rewind, METH_NOARGS, "Read again from M + 1."},
@@ -666,15 +736,19 @@ static PyMethodDef SmallState_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+static PyGetSetDef SmallState_getset[] = {
+    {"spans", (getter)SmallState_spans, NULL, "The ledgers after M's on the form's line, ((ledger, offset), ...).",
+     NULL},
+    {NULL},
+};
+
 #define MEMBER(name, type, doc) {#name, type, offsetof(SmallState, name), READONLY, doc}
 static PyMemberDef SmallState_members[] = {
     MEMBER(cursor_id, T_ULONGLONG, "the cursor's id"),
     MEMBER(md_l, T_LONGLONG, "the mark-delete position's ledger"),
     MEMBER(md_e, T_LONGLONG, "the mark-delete position's entry"),
     MEMBER(rp_e, T_LONGLONG, "the read position's entry (the form's)"),
-    MEMBER(rp_nl, T_UBYTE, "1: the read position is in nl"),
-    MEMBER(base, T_LONGLONG, "M's ledger's entries when it is sealed and nl follows it (-1: not)"),
-    MEMBER(nl, T_LONGLONG, "the ledger after M's when base is set (-1: none)"),
+    MEMBER(rp_i, T_UBYTE, "the ledger of the line the read position is in (0: M's, i: the i-th spanned)"),
     MEMBER(limit, T_LONGLONG, "the form's highest entry allowed, as of limit_version"),
     MEMBER(limit_version, T_LONGLONG, "the topic's directory version of the bound (-1: none)"),
     MEMBER(nc, T_UINT, "delivery counts held"),
@@ -703,6 +777,7 @@ static PyTypeObject SmallStateType = {
     .tp_dealloc = (destructor)SmallState_dealloc,
     .tp_methods = SmallState_methods,
     .tp_members = SmallState_members,
+    .tp_getset = SmallState_getset,
 };
 
 /* s's next state, as the value of state slot `slot` with `room` zero bytes of room (its
@@ -713,45 +788,51 @@ static PyObject *slot_value(SmallState *s, int slot, unsigned char *key, uint32_
     Py_ssize_t head = slot_head_len(s->next_seq, room);
     Out o = {NULL, 0, 0};
     PyObject *value = NULL;
-    /* the runs and counts of M's ledger, then of nl (the form's entries from base on, less
-     * base; a run across base is one range in each) */
-    uint32_t n = s->n, nc = s->nc, r1 = n, c1 = nc, b = 0;
-    uint32_t *runs = s->runs, *counts = s->counts, *tmp = NULL;
-    if (s->base >= 0) {
-        b = (uint32_t)s->base;
-        uint32_t i = run_from(s, b);
-        int cross = i < n && runs[2 * i] < b;
-        r1 = i + (uint32_t)cross;
-        c1 = count_from(s, b);
-        if ((tmp = PyMem_Malloc(sizeof(uint32_t) * (2 * (n + 1) + 2 * nc + 2))) == NULL) {
+    /* the runs and counts of each ledger of the line, its entries less its offset (a run
+     * across an offset is one range in each ledger it touches; a ledger with none is not
+     * listed) */
+    uint32_t n = s->n, nc = s->nc, *runs = s->runs, *counts = s->counts, *tmp = NULL;
+    int nseg = s->ns + 1, listed = 0;
+    long long ids[SPAN_MOST + 1];
+    uint32_t rs[SPAN_MOST + 1], re[SPAN_MOST + 1], cs[SPAN_MOST + 1], ce[SPAN_MOST + 1];
+    ids[0] = s->md_l;
+    if (s->ns == 0) {
+        rs[0] = cs[0] = 0, re[0] = n, ce[0] = nc;
+    } else {
+        if ((tmp = PyMem_Malloc(sizeof(uint32_t) * (2 * (n + s->ns) + 2 * nc + 2))) == NULL) {
             PyErr_NoMemory();
             goto done;
         }
-        memcpy(tmp, runs, sizeof(uint32_t) * 2 * r1);
-        if (cross) tmp[2 * r1 - 1] = b - 1;
-        for (uint32_t j = i; j < n; j++) {
-            tmp[2 * (r1 + j - i)] = runs[2 * j] < b ? 0 : runs[2 * j] - b;
-            tmp[2 * (r1 + j - i) + 1] = runs[2 * j + 1] - b;
+        uint32_t *rt = tmp, *ct = tmp + 2 * (n + s->ns), nr = 0, ncs = 0, i = 0, c = 0;
+        for (int j = 0; j < nseg; j++) {
+            unsigned long long off = j ? s->span_o[j - 1] : 0, end = j < s->ns ? s->span_o[j] : ENTRY_MAX + 1ULL;
+            if (j) ids[j] = s->span_l[j - 1];
+            rs[j] = re[j] = nr, cs[j] = ce[j] = ncs;
+            if (off >= end) continue; /* a ledger with no entries */
+            while (i > 0 && runs[2 * (i - 1) + 1] >= off) i--; /* (the run across the offset, again) */
+            for (; i < n && runs[2 * i] < end; i++) {
+                if (runs[2 * i + 1] < off) continue;
+                rt[2 * nr] = (uint32_t)((runs[2 * i] < off ? off : runs[2 * i]) - off);
+                rt[2 * nr + 1] = (uint32_t)((runs[2 * i + 1] >= end ? end - 1 : runs[2 * i + 1]) - off);
+                nr++;
+            }
+            for (; c < nc && counts[2 * c] < end; c++) {
+                ct[2 * ncs] = (uint32_t)(counts[2 * c] - off);
+                ct[2 * ncs + 1] = counts[2 * c + 1];
+                ncs++;
+            }
+            re[j] = nr, ce[j] = ncs;
         }
-        n = r1 + (n - i);
-        uint32_t *ct = tmp + 2 * (s->n + 1);
-        for (uint32_t j = 0; j < nc; j++) {
-            ct[2 * j] = j < c1 ? counts[2 * j] : counts[2 * j] - b;
-            ct[2 * j + 1] = counts[2 * j + 1];
-        }
-        runs = tmp;
-        counts = ct;
+        runs = rt, counts = ct;
     }
-    long long ids[2] = {s->md_l, s->nl};
-    uint32_t rs[2] = {0, r1}, re[2] = {r1, n}, cs[2] = {0, c1}, ce[2] = {c1, nc};
-    int listed[2] = {r1 || c1, n > r1 || nc > c1};
+    for (int j = 0; j < nseg; j++) listed += re[j] > rs[j] || ce[j] > cs[j];
     Py_ssize_t np = PyBytes_GET_SIZE(s->props);
     int flags = (nc ? STATE_COUNTS : 0) | (np ? STATE_PROPS : 0);
     if (out_room(&o, head + 7) == NULL) goto done;
-    if (put_state_head(&o, flags, s->cursor_id, s->md_l, s->md_e, listed[0] + listed[1]) < 0) goto done;
+    if (put_state_head(&o, flags, s->cursor_id, s->md_l, s->md_e, listed) < 0) goto done;
     long long last = s->md_l;
-    for (int k = 0; k < 2; k++) {
-        if (!listed[k]) continue;
+    for (int k = 0; k < nseg; k++) {
+        if (re[k] == rs[k] && ce[k] == cs[k]) continue;
         long long start = k ? 0 : s->md_e + 1;
         if (put_varint(&o, (unsigned long long)(ids[k] - last)) < 0 ||
             put_state_runs(&o, ids[k], runs + 2 * rs[k], runs + 2 * rs[k] + 1, 2, re[k] - rs[k], start) < 0)

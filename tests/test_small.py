@@ -20,6 +20,7 @@ from pyroaring import BitMap
 from ackstore import AckStore, CursorConfig, InvalidArgumentError, InvalidTypeError, Position, StoreError, testing
 from ackstore.cursor import small as small_form
 from ackstore.cursor.small import IMPLEMENTATIONS, Small, check_small
+from ackstore.cursor.small_span import SPAN_MOST
 from ackstore.flush import FlushJob, GroupFlush
 from ackstore.ledger_acks import LedgerAcks, run_bounds
 from ackstore.stats import CURSOR_FIGURES
@@ -36,17 +37,18 @@ BOUNDS = VERSION, RESERVE, MAX_COUNTS, MAX_BYTES
 
 class Model:
     """A small cursor as sets of the form's entries: M, the acks above it, the delivery
-    counts, the read position, the log's sequence and slots, and the span: M's ledger
-    sealed with ``base`` entries and ``nl`` after it (the form's entry base + e is nl's e)."""
+    counts, the read position, the log's sequence and slots, and the spans: the ledgers
+    after M's sealed one on the form's line, each at its offset (the form's entry offset + e
+    is its e)."""
 
     def __init__(self, md_e: int, acked: set[int], seq: int, slot: int, slots: int) -> None:
         self.md_e, self.acked, self.seq, self.slot, self.slots = md_e, set(acked), seq, slot, slots
         self.md_l = LEDGER
         self.dirty = False
         self.counts: dict[int, int] = {}
-        self.rp, self.rp_nl = md_e + 1, 0
+        self.rp, self.rp_i = md_e + 1, 0
         self.redeliveries = 0
-        self.base = self.nl = -1
+        self.spans: list[tuple[int, int]] = []
         self.limit, self.version = 100, 0
         self.properties: dict[str, int | str] = {}
 
@@ -61,28 +63,32 @@ class Model:
                 self.md_e += 1
                 self.acked.discard(self.md_e)
             if self.rp < self.md_e + 1:
-                self.rp, self.rp_nl = self.md_e + 1, 0
-            if self.base >= 0 and self.md_e >= self.base - 1:
+                self.rp, self.rp_i = self.md_e + 1, 0
+            if self.spans and self.md_e >= self.spans[0][1] - 1:
                 self.rebase()
 
     def rebase(self) -> None:
-        """M moves on into nl: the form's entries from base on are its own."""
-        b = self.base
-        self.md_l, self.md_e = self.nl, self.md_e - b
-        self.acked = {e - b for e in self.acked}
-        self.counts = {e - b: n for e, n in self.counts.items()}
-        self.rp, self.rp_nl = self.rp - b, 0
-        self.base = self.nl = self.version = -1
+        """M moves on into the next ledgers it is at or past the start of: the form's
+        entries from that one's offset on are its own."""
+        while self.spans and self.md_e >= self.spans[0][1] - 1:
+            (nl, b), rest = self.spans[0], self.spans[1:]
+            self.md_l, self.md_e = nl, self.md_e - b
+            self.acked = {e - b for e in self.acked}
+            self.counts = {e - b: n for e, n in self.counts.items()}
+            self.rp, self.rp_i = self.rp - b, max(self.rp_i - 1, 0)
+            self.spans = [(ledger, offset - b) for ledger, offset in rest]
+            self.limit -= b
+        self.version = -1
         self.dirty = True
 
     def position(self, e: int) -> tuple[int, int]:
-        return (self.nl, e - self.base) if 0 <= self.base <= e else (self.md_l, e)
+        at = [(ledger, offset) for ledger, offset in self.spans if offset <= e]
+        return (at[-1][0], e - at[-1][1]) if at else (self.md_l, e)
 
     def ack_position(self, ledger: int, entry: int) -> None:
-        if ledger == self.md_l:
-            self.ack(entry, entry)
-        elif ledger == self.nl:
-            self.ack(self.base + entry, self.base + entry)
+        offsets = dict([(self.md_l, 0), *self.spans])
+        if ledger in offsets:
+            self.ack(offsets[ledger] + entry, offsets[ledger] + entry)
 
     def is_acked(self, e: int) -> bool:
         return e <= self.md_e or e in self.acked
@@ -103,9 +109,9 @@ class Model:
     def read_from(self, e: int) -> None:
         while e in self.acked:
             e += 1
-        in_nl = int(0 <= self.base <= e)
-        if (e, in_nl) > (self.rp, self.rp_nl):
-            self.rp, self.rp_nl = e, in_nl
+        at = sum(offset <= e for _, offset in self.spans)
+        if (e, at) > (self.rp, self.rp_i):
+            self.rp, self.rp_i = e, at
 
     def unacked(self, start: int, stop: int, n: int) -> list[int]:
         return [e for e in range(max(start, self.md_e + 1), stop) if e not in self.acked][:n]
@@ -148,7 +154,20 @@ def _fields(s: Any) -> tuple[Any, ...]:
 
 
 def _span(s: Any) -> tuple[Any, ...]:
-    return s.base, s.nl, s.rp_nl, s.limit, s.limit_version, s.range_count(), s.top()
+    return s.spans, s.rp_i, s.limit, s.limit_version, s.range_count(), s.top()
+
+
+def _past_line(model: Model) -> int:
+    """A ledger after every ledger of the form's line (another ledger: not the form's)."""
+    return (model.spans[-1][0] if model.spans else model.md_l) + 7
+
+
+def _rebound(model: Model, forms: list[Any]) -> None:
+    """After M moved on into the next ledger: the forms bounded again as the model's line
+    says (the directory did not change)."""
+    if model.version < 0:
+        model.version = 0
+        assert [s.bound(0, tuple(model.spans), model.limit) for s in forms] == [False] * len(forms)
 
 
 OPS = st.one_of(
@@ -187,7 +206,7 @@ def test_the_twins_agree_with_the_model_and_write_the_state_layout(
         return  # M would stand on an ack: not a state a cursor holds
     forms = [impl.SmallState(CID, LEDGER, md_e, seq, slot, model.slots, runs, 64) for impl in IMPLEMENTATIONS]
     for s in forms:
-        assert not s.bound(0, -1, -1, model.limit)  # M's ledger open, entries up to 100
+        assert not s.bound(0, (), model.limit)  # M's ledger open, entries up to 100
     taken: tuple[int, int, int, bool] | None = None  # the model before the last flush that wrote
     for op, a, b in ops:
         fits = [True] * len(forms)
@@ -200,16 +219,14 @@ def test_the_twins_agree_with_the_model_and_write_the_state_layout(
             fits = [s.ack_bitmap(BitMap(a)) for s in forms]
         elif op == "positions":  # b: 0 Positions, 1 tuples, 2 one in another ledger, 3 one past the bound,
             # 4 one past a sealed ledger's end (the form's entries given as their positions)
-            if model.version < 0:  # M moved on into nl: bounded again, its ledger open
-                model.limit, model.version = 100, 0
-                assert [s.bound(0, -1, -1, 100) for s in forms] == [False] * len(forms)
+            _rebound(model, forms)  # (M moved on into another ledger)
             at = [model.position(e) for e in a]
             items: list[Any] = [Position(*p) if b == 0 else p for p in at]
             refused = b == 2 or (b == 3 and any(e > model.limit for e in a))
             if b == 2:
-                items.append(Position(model.md_l + 7, 1))
-            if b == 4 and model.base >= 0:
-                items.append((model.md_l, model.base))
+                items.append(Position(_past_line(model), 1))
+            if b == 4 and model.spans:
+                items.append((model.md_l, model.spans[0][1]))
                 refused = True
             got = [s.ack_positions(items) for s in forms]
             if refused or any(e > model.limit for e in a):
@@ -218,23 +235,23 @@ def test_the_twins_agree_with_the_model_and_write_the_state_layout(
                 for p in at:
                     model.ack_position(*p)
                 fits = got
-        elif op == "seal":  # M's ledger sealed past what it holds, the next one after it (b: bounded at most there)
-            if model.base < 0 and model.version >= 0:
+        elif op == "seal":  # the line's last ledger sealed past what it holds, the next one after it
+            # (b: sealed at most there, else at entry a of the line at least)
+            if len(model.spans) < SPAN_MOST and model.version >= 0:
+                last_l, last_o = model.spans[-1] if model.spans else (model.md_l, 0)
                 held = [e + 1 for e in model.acked | set(model.counts)]
-                base = max(0 if b else a, model.md_e + 1, model.rp, *held)  # (a read may stand at its end)
-                limit = base + 40
-                moved = [s.bound(1, base, model.md_l + 1, limit) for s in forms]
-                model.base, model.nl, model.limit, model.version = base, model.md_l + 1, limit, 1
-                if model.md_e >= base - 1:
+                end = max(0 if b else a, model.md_e + 1, model.rp, *held, last_o)  # (a read may stand at its end)
+                spans = (*model.spans, (last_l + 1 + a % 2, end))  # (a ledger number may be skipped)
+                moved = [s.bound(1, spans, end + 40) for s in forms]
+                model.spans, model.limit, model.version = list(spans), end + 40, 1
+                if model.md_e >= model.spans[0][1] - 1:
                     model.rebase()
                 assert moved == [model.version < 0] * len(forms)
         elif op == "deliver":  # b: 0 Positions, 1 tuples, 2 one in another ledger (the form's entries as positions)
-            if model.version < 0:  # M moved on into nl: bounded again, its ledger open
-                model.limit, model.version = 100, 0
-                assert [s.bound(0, -1, -1, 100) for s in forms] == [False] * len(forms)
+            _rebound(model, forms)  # (M moved on into another ledger)
             items = [Position(*model.position(e)) if b == 0 else model.position(e) for e in a]
             if b == 2:
-                items.append(Position(model.md_l + 7, 1))
+                items.append(Position(_past_line(model), 1))
             got_counts = [s.deliver_positions(items) for s in forms]
             if b == 2 or any(e > model.limit for e in a):
                 assert got_counts == [None] * len(forms)
@@ -294,14 +311,8 @@ def test_the_twins_agree_with_the_model_and_write_the_state_layout(
         )  # fmt: skip
         span = _span(forms[0])
         assert [_span(s) for s in forms] == [span] * len(forms)
-        assert (span[0], span[1], span[2], span[4], span[5]) == (
-            model.base,
-            model.nl,
-            model.rp_nl,
-            model.version,
-            model.range_count(),
-        )
-        assert span[6] == max([model.md_e, *(e for e in model.acked if e > model.md_e), *model.counts]), "top()"
+        assert span[:5] == (tuple(model.spans), model.rp_i, model.limit, model.version, model.range_count())
+        assert span[5] == max([model.md_e, *(e for e in model.acked if e > model.md_e), *model.counts]), "top()"
         assert (first[13], first[15], first[16]) == (sorted(model.counts.items()), model.rp, model.redeliveries)
         assert first[17] == records.pack_properties(model.properties)
         assert [s.count(e) for s in forms for e in range(0, 95, 7)] == [
@@ -692,9 +703,9 @@ def test_acks_past_the_cap_end_the_form_and_a_rollover_keeps_it(tmp_path: Path) 
         topic.close_ledger(1, 20)
         topic.add_ledger(2)
         small = cur._core.small
-        assert small is not None and (small.base, small.nl) == (20, 2)
+        assert small is not None and small.spans == ((2, 20),)
         cur.ack_entries(1, BitMap([14, *range(16, 20)]))
-        assert cur._core.small is small and (small.md_l, small.md_e, small.base) == (2, -1, -1)
+        assert cur._core.small is small and (small.md_l, small.md_e, small.spans) == (2, -1, ())
         store.flush()
         assert cur.mark_delete_position == Position(2, -1)
         for e in range(SETTLE):
@@ -1173,3 +1184,52 @@ def test_a_cumulative_consumer_stays_in_the_form_across_rollovers(tmp_path: Path
     with AckStore.open(tmp_path / "s") as store:
         cur = store.topic(T).cursor("c")
         assert cur.mark_delete_position == Position(2, 4) and cur._core.small is not None
+
+
+def test_a_hole_held_across_rollovers_keeps_the_cursor_in_the_form(tmp_path: Path) -> None:
+    """A subscription that still owes one entry of ledger 1 while its topic rolls over four
+    times stays in the small form: its line spans the ledgers since, and what it answers
+    (ranges, delivery counts, the read position, a snapshot) is what its parts answer once
+    the form ends; the held entry acked, M moves on across every ledger acked whole into
+    the newest; a reopen opens it into the form with the same state."""
+    path = tmp_path / "s"
+    with AckStore.open(path) as store:
+        topic = _topic(store)
+        cur = topic.cursor("c")
+        for rnd in range(9):  # ledgers of 20 entries, 10 acked a round, (1, 3) held back
+            ledger, first = 1 + rnd // 2, 10 * (rnd % 2)
+            if rnd and not first:
+                topic.close_ledger(ledger - 1, 20)
+                topic.add_ledger(ledger)
+            cur.ack([Position(ledger, e) for e in range(first, first + 10) if (ledger, e) != (1, 3)])
+            store.flush()
+        cur.record_deliveries([Position(1, 3), Position(5, 12)])
+        cur.move_read_position(Position(5, 12))
+        small = cur._core.small
+        assert small is not None and [ledger for ledger, _ in small.spans] == [2, 3, 4, 5]
+        expect = [(1, [(4, 19)]), (2, [(0, 19)]), (3, [(0, 19)]), (4, [(0, 19)]), (5, [(0, 9)])]
+        assert list(cur.ledger_ranges()) == expect and cur.ack_range_count == 5
+        assert cur.mark_delete_position == Position(1, 2) and cur.read_position == Position(5, 12)
+        assert cur.delivery_counts() == {Position(1, 3): 1, Position(5, 12): 1}
+        assert cur.is_acked(Position(4, 19)) and not cur.is_acked(Position(5, 10)) and not cur.is_acked(Position(1, 3))
+        snap = cur.snapshot()
+        cur._check()
+        store.flush()
+        cur.stats()  # the form ends: the parts, from the flushed state and what changed since
+        assert cur._core.small is None and cur.snapshot() == snap and list(cur.ledger_ranges()) == expect
+        assert cur.read_position == Position(5, 12)
+        for e in range(SETTLE):  # back into the form (the parts' state, on its line)
+            cur.ack(Position(5, 14 + e))
+            store.flush()
+        small = cur._core.small
+        assert small is not None and len(small.spans) == 4 and cur.read_position == Position(5, 12)
+        cur.ack(Position(1, 3))
+        assert cur.mark_delete_position == Position(5, 9) and cur._core.small is small and small.spans == ()
+        held = [(5, [(14, 13 + SETTLE)])]
+        assert list(cur.ledger_ranges()) == held and cur.delivery_counts() == {Position(5, 12): 1}
+        cur._check()
+        store.flush()
+    with AckStore.open(path) as store:
+        cur = store.topic(T).cursor("c")
+        assert cur._core.small is not None and cur.mark_delete_position == Position(5, 9)
+        assert list(cur.ledger_ranges()) == held and cur.delivery_counts() == {Position(5, 12): 1}

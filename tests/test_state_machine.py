@@ -720,8 +720,10 @@ class AckStoreMachine(RuleBasedStateMachine):
             cur._check()
             if cur._core.small is not None:
                 event("a cursor in the small form")
-                if cur._core.small.base >= 0:  # M's ledger sealed, the next one's entries the form's too
+                if cur._core.small.spans:  # M's ledger sealed, the next ones' entries the form's too
                     self.ran.add("the small form across a rollover")
+                    if len(cur._core.small.spans) > 1:
+                        event("the small form across more than one rollover")
             md = m.md(c)
             assert cur.mark_delete_position == md, (name, cur.mark_delete_position, md)
             assert cur.read_position == m.read_position(c), (name, cur.read_position, m.read_position(c))

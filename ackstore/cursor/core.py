@@ -347,8 +347,8 @@ class CursorCore(Served):
                     if not entries:
                         return
                     top = bitmap.max() if bitmap is not None else span[-1]  # type: ignore[index]
-                    base = small.base  # (M's ledger's entries are the form's own: below base once it is sealed)
-                    if top <= (base - 1 if base >= 0 else small.limit):
+                    spans = small.spans  # (M's ledger's entries are the form's own: below the next one's)
+                    if top <= (spans[0][1] - 1 if spans else small.limit):
                         fits = small.ack_bitmap(bitmap) if bitmap is not None else small.ack_range(span[0], top)  # type: ignore[index]
                         self._store.small_list[small] = self
                         if not fits or small.limit_version < 0:

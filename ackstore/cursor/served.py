@@ -132,14 +132,18 @@ class Served(ReadSide):
         ledger after the form's: nothing there is acked, as the parts would say)."""
         if type(ledger) is not int or not self._bounded(small):
             return None
-        md_l, base = small.md_l, small.base
+        md_l, spans = small.md_l, small.spans
         if ledger < md_l:
             return []
-        if ledger == md_l and (base < 0 or stop <= base):
-            return small.unacked(start, stop, n)  # type: ignore[no-any-return]
-        if base >= 0 and ledger == small.nl and start >= 0 and base + stop <= MAX_ENTRY + 1:
-            return [x - base for x in small.unacked(base + start, base + stop, n)]
-        if ledger > md_l and ledger != small.nl:
+        line = [(md_l, 0), *spans]
+        for j, (held, offset) in enumerate(line):
+            if ledger != held:
+                continue
+            end = line[j + 1][1] if j + 1 < len(line) else None if j == 0 else MAX_ENTRY + 1  # (None: no end)
+            if (j == 0 or start >= 0) and (end is None or offset + stop <= end):
+                return [x - offset for x in small.unacked(offset + start, offset + stop, n)]
+            return None
+        if ledger > line[-1][0]:
             return list(range(start, min(stop, start + n)))
         return None
 

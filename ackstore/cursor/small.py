@@ -1,7 +1,7 @@
 """The small form: a small cursor's whole state in one object of its own.
 
 A broker's cursor spends its day consuming its topic's newest ledgers in order: its acks above
-the mark-delete position M lie in M's ledger (and, across a rollover, the next one), in a few
+the mark-delete position M lie in M's ledger (and, across rollovers, the ledgers after it), in a few
 ranges, and each flush writes its
 whole state as one state marker into a state slot (the state layout of
 ``ackstore/storage/records.py``). Once a flush wrote such a state, the cursor takes the small
@@ -13,8 +13,8 @@ positions, ``ack_entries``, setting and removing a property, and what a
 :class:`~ackstore.Dispatcher` reads with (the read position and its moves, unacked entries,
 delivery counts and their recording, ``is_acked``), a snapshot and the ranges, and the
 directory's changes while M's
-ledger stays in it: a seal, the next ledger added (its entries then the form's too:
-:mod:`ackstore.cursor.small_span`), a trim below M's ledger; the group flush encodes each changed
+ledger stays in it: a seal, the next ledgers added (their entries then the form's too, on
+one line: :mod:`ackstore.cursor.small_span`), a trim below M's ledger; the group flush encodes each changed
 one's slot value straight from it and adopts it in the same visit (:func:`flush_small`;
 :func:`undo_small` gives back a flush that was not written). A flush then touches one
 small object per cursor instead of the cursor's parts, and writes the same bytes they would.
@@ -26,7 +26,7 @@ take the acks, counts and read position since, so the rest of ackstore only ever
 parts.
 
 A cursor stays out of the form while it keeps history, holds partial batches,
-has acks or counts outside M's ledger (and the next one, once M's is sealed), or holds more
+has acks or counts outside M's ledger and those its line spans after it, or holds more
 runs than the state layout takes (:data:`ackstore.cursor.lane.STATE_MAX_RUNS`) or than
 PIP-299 persists, or more delivery counts than :data:`COUNT_CAP`; an ack or a delivery that
 takes it over a cap ends the form. A flush that finds more counts than the state layout
@@ -48,6 +48,7 @@ from pyroaring import BitMap
 
 from ..errors import CorruptRecordError
 from ..ledger_acks import bitmap_of_runs, run_bounds
+from ..position import MAX_ENTRY
 from ..storage import codecs, pure_codecs
 from ..storage.pure_codecs import STATE_COUNTS, STATE_PROPS
 from ..storage.records import (
@@ -61,7 +62,7 @@ from ..storage.records import (
 )
 from . import lane
 from .chain import next_slot
-from .small_span import fit, form_entries, ledger_counts, ledger_runs
+from .small_span import SPAN_MOST, bound_of, fit, form_entries, ledger_counts, ledger_runs
 
 if TYPE_CHECKING:
     from ..config import CursorConfig
@@ -113,7 +114,7 @@ class PySmallState:
 
     __slots__ = (
         "cursor_id", "md_l", "md_e", "rp_e", "next_seq", "slot", "slots", "dirty", "cap", "persisted", "flushes",
-        "flush_bytes", "last_bytes", "ended", "redeliveries", "base", "nl", "rp_nl", "limit", "limit_version",
+        "flush_bytes", "last_bytes", "ended", "redeliveries", "spans", "rp_i", "limit", "limit_version",
         "props", "_runs", "_counts", "_undo", "_undo_persisted",
     )  # fmt: skip
 
@@ -130,10 +131,12 @@ class PySmallState:
         counts: Any = (),
         rp_e: int = -1,
         props: bytes = b"",
+        rp_i: int = 0,
     ) -> None:
         if type(props) is not bytes:
             raise TypeError(f"properties are packed bytes, not {props!r}")
-        if md_l < 0 or not -1 <= md_e < _ENTRY_MAX or slot not in (0, 1) or not 0 <= slots <= 3:
+        bad = not 0 <= rp_i <= SPAN_MOST
+        if md_l < 0 or not -1 <= md_e < _ENTRY_MAX or slot not in (0, 1) or not 0 <= slots <= 3 or bad:
             raise ValueError("a small state's position, slot or slots are outside the layout")
         flat: list[int] = []
         at = md_e + 2  # a run starts above M + 1, each a gap after the one before
@@ -190,13 +193,12 @@ class PySmallState:
             raise ValueError(f"{len(self._counts)} delivery counts: the form holds at most {COUNT_CAP}")
         self._undo = -1  # the slots before the last flush took it (-1: it did not)
         self._undo_persisted = 0
-        self.base = -1
-        """M's ledger's entries when it is sealed and ``nl`` follows it (-1: not): ``nl``'s
-        entry e is the form's ``base + e`` (``small_span``)"""
-        self.nl = -1
-        """the ledger after M's while ``base`` is set (-1: none)"""
-        self.rp_nl = 0
-        """1: the read position is in ``nl``"""
+        self.spans: tuple[tuple[int, int], ...] = ()
+        """the ledgers after M's on the form's line, each with its offset (``small_span``):
+        ledger ``l``'s entry e is the form's ``offset + e``"""
+        self.rp_i = rp_i
+        """the ledger of the line the read position is in (0: M's, i: the i-th spanned: the
+        spans :meth:`bound` gives say which)"""
         self.limit = -1
         """the form's highest entry allowed, as of ``limit_version``: what :meth:`bound` said"""
         self.limit_version = -1
@@ -225,23 +227,26 @@ class PySmallState:
         """``entry``'s delivery count (0: none, or acked). O(1)."""
         return self._counts.get(entry, 0)
 
-    def bound(self, version: int, base: int, nl: int, limit: int) -> bool:
-        """As of the topic's directory at ``version``: M's ledger is sealed with ``base``
-        entries and ledger ``nl`` follows it (both -1: not), and the form's entries go up to
-        ``limit`` (``small_span.bound_of`` says them). True when M moved on into ``nl`` (it
-        was at ``base - 1``): ask again for the new M's ledger. O(runs + counts) then, else O(1)."""
-        if (
-            (base < 0) != (nl < 0)
-            or base > _ENTRY_MAX
-            or limit > _ENTRY_MAX
-            or (self.base >= 0 and base != self.base)
-            or (base >= 0 and (nl <= self.md_l or self.md_e >= base))
-        ):
-            raise ValueError(
-                f"bound({version}, {base}, {nl}, {limit}) does not fit a form at ({self.md_l}, {self.md_e})"
-            )
-        self.base, self.nl, self.limit, self.limit_version = base, nl, limit, version
-        if base >= 0 and self.md_e >= base - 1:
+    def bound(self, version: int, spans: Any, limit: int) -> bool:
+        """As of the topic's directory at ``version``: the ledgers after M's on the form's
+        line, ``spans`` (``((ledger, offset), ...)``, ledgers ascending after M's, offsets
+        ascending or equal, those the form spans already as they were), and the form's
+        entries go up to ``limit`` (``small_span.bound_of`` says them). True when M moved on
+        into the first spanned ledger (it was at its offset - 1): ask again for the new M's
+        ledger. O(runs + counts) then, else O(spans)."""
+        ok = type(spans) is tuple and len(spans) <= SPAN_MOST and type(limit) is int and -1 <= limit <= _ENTRY_MAX
+        last_l, last_o = self.md_l, 0
+        for i, span in enumerate(spans if ok else ()):
+            ok = type(span) is tuple and len(span) == 2 and type(span[0]) is int and type(span[1]) is int
+            ok = ok and span[0] > last_l and last_o <= span[1] <= _ENTRY_MAX
+            ok = ok and (i >= len(self.spans) or self.spans[i][1] == span[1])
+            if not ok:
+                break
+            last_l, last_o = span
+        if not ok:
+            raise ValueError(f"bound({version}, {spans}, {limit}) does not fit a form at ({self.md_l}, {self.md_e})")
+        self.spans, self.limit, self.limit_version = spans, limit, version
+        if spans and self.md_e >= spans[0][1] - 1:
             self._rebase()
             return True
         return False
@@ -251,21 +256,28 @@ class PySmallState:
         return self.n + self._crossing()
 
     def _crossing(self) -> int:
-        base = self.base
-        if base <= 0:
-            return 0
-        i = self._first_ending_at_or_after(base)
-        return int(i < self.n and self._runs[2 * i] < base)
+        """Runs across an offset of the line (each is a range in every ledger it touches)."""
+        out, seen = 0, 0
+        for _, offset in self.spans:
+            if offset > seen:  # (a ledger with no entries: its offset is the next one's)
+                seen = offset
+                i = self._first_ending_at_or_after(offset)
+                out += i < self.n and self._runs[2 * i] < offset
+        return out
 
     def _rebase(self) -> None:
-        """M's ledger is sealed and M at (or past) its last entry: M moves on into ``nl``,
-        which becomes M's ledger; the bound is asked again."""
-        b = self.base
-        self.md_l, self.md_e = self.nl, self.md_e - b
-        self._runs[:] = [x - b for x in self._runs]
-        self._counts = {x - b: n for x, n in self._counts.items()}
-        self.rp_e, self.rp_nl = self.rp_e - b, 0
-        self.base = self.nl = self.limit_version = -1
+        """M's ledger is sealed and M at (or past) its last entry: M moves on into the next
+        spanned ledger, which becomes M's ledger (the others stay spanned), and on across
+        those it is at or past the end of; the bound is asked again."""
+        while self.spans and self.md_e >= self.spans[0][1] - 1:
+            (nl, b), rest = self.spans[0], self.spans[1:]
+            self.md_l, self.md_e = nl, self.md_e - b
+            self._runs[:] = [x - b for x in self._runs]
+            self._counts = {x - b: n for x, n in self._counts.items()}
+            self.rp_e, self.rp_i = self.rp_e - b, max(self.rp_i - 1, 0)
+            self.spans = tuple((ledger, offset - b) for ledger, offset in rest)
+            self.limit -= b
+        self.limit_version = -1
         self.dirty = 1
 
     def fits(self) -> bool:
@@ -300,11 +312,9 @@ class PySmallState:
         if form_entries(self, items) is None:
             return None
         for ledger, entry in items:
-            if ledger == self.md_l:
-                self._ack_run(entry, entry)
-            elif ledger == self.nl:
-                self._ack_run(self.base + entry, self.base + entry)
-            # else: M moved on into nl, past every entry of its old ledger
+            x = entry if ledger == self.md_l else next((o + entry for sp, o in self.spans if sp == ledger), -1)
+            if x >= 0:  # (else M moved on past every entry of its ledger)
+                self._ack_run(x, x)
         return self.fits()
 
     def deliver_positions(self, items: Any) -> list[int] | None:
@@ -331,19 +341,20 @@ class PySmallState:
 
     def read_from(self, entry: int) -> None:
         """A sequential read moved on to the form's ``entry``: the read position goes there
-        (never backwards), hopping a run of acks that starts there; from ``base`` on it is in
-        ``nl`` (a sealed ledger's end is the next one's first entry). O(log runs)."""
+        (never backwards), hopping a run of acks that starts there; from a spanned ledger's
+        offset on it is in that ledger (a sealed ledger's end is the next one's first
+        entry). O(log runs + spans)."""
         entry = _entry(entry, "entry")
         i = self._run_at(entry)
         if i >= 0:
             entry = self._runs[2 * i + 1] + 1
-        in_nl = int(0 <= self.base <= entry)
-        if (entry, in_nl) > (self.rp_e, self.rp_nl):
-            self.rp_e, self.rp_nl = entry, in_nl
+        at = sum(offset <= entry for _, offset in self.spans)
+        if (entry, at) > (self.rp_e, self.rp_i):
+            self.rp_e, self.rp_i = entry, at
 
     def rewind(self) -> None:
         """Read again from M + 1."""
-        self.rp_e, self.rp_nl = self.md_e + 1, 0
+        self.rp_e, self.rp_i = self.md_e + 1, 0
 
     def unacked(self, start: int, stop: int, n: int) -> list[int]:
         """Up to ``n`` entries of the form in ``[start, stop)`` not acked, ascending; acked
@@ -418,8 +429,8 @@ class PySmallState:
             self.md_e = r[1]
             del r[:2]
             if self.rp_e < self.md_e + 1:
-                self.rp_e, self.rp_nl = self.md_e + 1, 0
-        if self.base >= 0 and self.md_e >= self.base - 1:  # ... and on into nl
+                self.rp_e, self.rp_i = self.md_e + 1, 0
+        if self.spans and self.md_e >= self.spans[0][1] - 1:  # ... and on into the next ledger
             self._rebase()
 
 
@@ -597,23 +608,34 @@ def small_of(
     if state.range_count > cap or pages.swapped or pages.vanished or pages.unmarked:
         return None
     md_l, md_e = state.md
-    if md_l not in directory or state.rp[0] != md_l:
+    bound = bound_of(directory, md_l)
+    if bound is None or len(pages.index) > len(pages.loaded):
         return None
-    loaded = pages.loaded
+    line = [(md_l, 0), *bound[0]]
+    offsets = dict(line)  # each ledger's offset on the form's line
+    rp_i = next((i for i, (ledger, _) in enumerate(line) if ledger == state.rp[0]), -1)
+    if rp_i < 0:
+        return None
     runs: list[tuple[int, int]] = []
     counts: list[tuple[int, int]] = []
-    if loaded:
-        la = loaded.get(md_l)
-        if la is None or len(loaded) > 1 or la.batches or len(la.counts) > COUNT_CAP:
+    for ledger, la in sorted(pages.loaded.items()):
+        offset = offsets.get(ledger)
+        if offset is None or la.batches:
             return None
-        runs = run_bounds(la.bitmap)
-        counts = sorted(la.counts.items())
-    if len(pages.index) > len(loaded):
+        for first, last in run_bounds(la.bitmap):
+            if runs and runs[-1][1] + 1 == offset + first:  # (a run across an offset: one on the line)
+                runs[-1] = (runs[-1][0], offset + last)
+            else:
+                runs.append((offset + first, offset + last))
+        counts += [(offset + entry, n) for entry, n in sorted(la.counts.items())]
+    if len(counts) > COUNT_CAP or (runs and runs[-1][1] > bound[1]):
         return None
     chain_at = chain.next_seq, chain.slot, chain.slots
-    return SmallState(
-        cursor_id, md_l, md_e, *chain_at, runs, cap, counts, state.rp[1], pack_properties(state.properties)
-    )
+    rp_e, props = line[rp_i][1] + state.rp[1], pack_properties(state.properties)
+    if rp_e > MAX_ENTRY:
+        return None
+    s = SmallState(cursor_id, md_l, md_e, *chain_at, runs, cap, counts, rp_e, props, rp_i)
+    return s if fit(s, directory) else None
 
 
 def small_opened(
@@ -658,11 +680,14 @@ def check_small(s: Any, md: tuple[int, int]) -> None:
     for entry, n in s.counts():
         assert n >= 1 and not s.acked(entry), f"delivery count {n} of entry {entry}, acked or at or below M"
     assert s.rp_e > s.md_e, f"read position {s.rp_e} at or below M {s.md_e}"
-    if s.base >= 0:  # M's ledger sealed, nl after it: M never rests at its last entry
-        assert s.nl > s.md_l and s.md_e < s.base - 1, f"M {s.md_e} of a ledger of {s.base} entries, nl {s.nl}"
-        assert not s.rp_nl or s.rp_e >= s.base, f"read position {s.rp_e} in nl, below {s.base}"
-    else:
-        assert s.nl < 0 and not s.rp_nl, f"nl {s.nl} or a read position in it, with no base"
+    spans = s.spans
+    assert len(spans) <= SPAN_MOST and 0 <= s.rp_i <= len(spans), f"spans {spans}, read position in {s.rp_i}"
+    if spans:  # M's ledger sealed, others after it: M never rests at its last entry
+        assert s.md_e < spans[0][1] - 1, f"M {s.md_e} of a ledger of {spans[0][1]} entries"
+    for (l0, o0), (l1, o1) in zip(((s.md_l, 0), *spans), spans, strict=False):
+        assert l0 < l1 and o0 <= o1, f"spans {spans} after ledger {s.md_l} out of order"
+    if s.rp_i:  # (a sealed ledger's end is the next one's first entry)
+        assert spans[s.rp_i - 1][1] <= s.rp_e, f"read position {s.rp_e} below its ledger's offset in {spans}"
     assert s.slot in (0, 1) and s.slots >> s.slot & 1, f"the newest state's slot {s.slot} holds nothing ({s.slots})"
     assert pack_properties(unpack_properties(s.props)) == s.props, f"properties {s.props!r} not as a marker packs them"
 

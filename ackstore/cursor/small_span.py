@@ -1,18 +1,23 @@
 """The small form's entries and the topic's positions, one to the other.
 
 A cursor in the small form (``ackstore.cursor.small``) keeps its state as the form's
-*entries*: M's ledger's own entries, and, once M's ledger is sealed with ``base`` entries
-and ledger ``nl`` follows it in the topic's directory, ``nl``'s entry ``e`` as the form's
-``base + e``. A ledger rollover so leaves a consumer in the form: the entries it still owes
-in the sealed ledger and those it reads from the next one are runs of one line, and when
-the last of the sealed ledger's is acked M moves on into ``nl`` (the form's ``rebase``),
-as the parts' M moves across a fully acked sealed ledger. These functions read the form's
-members only (``md_l``, ``md_e``, ``base``, ``nl``, ``limit``, ``rp_e``, ``rp_nl``), so both
-twins share them; :func:`bound_of` is the one rule for what the directory gives the form.
+*entries*: M's ledger's own, and, once M's ledger is sealed and ledgers follow it in the
+topic's directory, theirs after them on one line: the form's *spans* are the ledgers after
+M's, each with its *offset*, the form's entry of its entry 0 (the entries of every ledger
+before it on the line: ``offset`` of the first is M's ledger's entry count). Each spanned
+ledger but the last is sealed; a ledger after the last one spanned is not the form's (at
+most :data:`SPAN_MOST` are spanned). A ledger rollover so leaves a consumer in the form, and
+so do many: the entries it still owes in sealed ledgers and those it reads from the newest
+one are runs of one line, and when the last of M's ledger's is acked M moves on into the
+next one (the form's ``rebase``), as the parts' M moves across a fully acked sealed ledger.
+These functions read the form's members only (``md_l``, ``md_e``, ``spans``, ``limit``,
+``rp_e``, ``rp_i``), so both twins share them; :func:`bound_of` is the one rule for what
+the directory gives the form.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from typing import TYPE_CHECKING, Any
 
 from ..position import MAX_ENTRY
@@ -21,6 +26,7 @@ if TYPE_CHECKING:
     from ..directory import LedgerDirectory
 
 __all__ = [
+    "SPAN_MOST",
     "bound_of",
     "cumulative_entry",
     "fit",
@@ -35,24 +41,33 @@ __all__ = [
     "read_position",
 ]
 
+SPAN_MOST = 8
+"""the most ledgers after M's the form spans (the compiled twin's ``SPAN_MOST`` in
+``ackstore/_small.c``): a subscription that still owes an entry of M's ledger across this
+many rollovers leaves the form"""
 
-def bound_of(d: LedgerDirectory, md_l: int) -> tuple[int, int, int] | None:
-    """What the directory ``d`` gives a form whose M is in ``md_l``: ``(base, nl, limit)``,
-    ``base`` and ``nl`` -1 unless ``md_l`` is sealed and a ledger follows it, ``limit`` the
-    form's highest entry allowed (M's ledger's last, or nl's as the form's, at most
-    ``MAX_ENTRY``); None when ``md_l`` is not in the directory (trimmed: the form ends). O(log
-    ledgers)."""
+
+def bound_of(d: LedgerDirectory, md_l: int) -> tuple[tuple[tuple[int, int], ...], int] | None:
+    """What the directory ``d`` gives a form whose M is in ``md_l``: its spans, ``((ledger,
+    offset), ...)`` of the ledgers that follow ``md_l`` while each before is sealed (at
+    most :data:`SPAN_MOST`, offsets within ``MAX_ENTRY``), and ``limit``, the form's highest
+    entry allowed (the last spanned ledger's last, or its open bound, at most
+    ``MAX_ENTRY``); None when ``md_l`` is not in the directory (trimmed: the form ends).
+    O(log ledgers + spans)."""
     i = d.index(md_l)
     if i < 0:
         return None
-    count = d.counts[i]
-    if count < 0:
-        return -1, -1, d.open_limit()
-    if i + 1 == len(d.ids):
-        return -1, -1, count - 1
-    after = d.counts[i + 1]
-    top = after - 1 if after >= 0 else d.open_limit()
-    return count, d.ids[i + 1], min(count + top, MAX_ENTRY)
+    spans: list[tuple[int, int]] = []
+    offset = 0
+    while True:
+        count = d.counts[i]
+        if count < 0:
+            return tuple(spans), min(offset + d.open_limit(), MAX_ENTRY)
+        if i + 1 == len(d.ids) or len(spans) == SPAN_MOST or offset + count > MAX_ENTRY:
+            return tuple(spans), min(offset + count - 1, MAX_ENTRY)
+        offset += count
+        i += 1
+        spans.append((d.ids[i], offset))
 
 
 def fit(s: Any, d: LedgerDirectory) -> bool:
@@ -67,95 +82,109 @@ def fit(s: Any, d: LedgerDirectory) -> bool:
             return True
 
 
+def _top_of(s: Any, j: int) -> int:
+    """The form's highest entry of the ``j``-th ledger of its line (0: M's): the entry before
+    the next one's offset, or the form's limit for the last. O(1)."""
+    spans = s.spans
+    return spans[j][1] - 1 if j < len(spans) else s.limit  # type: ignore[no-any-return]
+
+
 def form_entry(s: Any, ledger: Any, entry: Any) -> int:
     """The form's entry of position ``(ledger, entry)``, or -1 when the form does not take it
-    (ints; in M's ledger, below ``base`` once that is sealed, or in ``nl``; at most the
-    bound). O(1)."""
+    (ints; in M's ledger or a spanned one, at most its last entry on the line and the
+    bound). O(spans)."""
     if type(ledger) is not int or type(entry) is not int or entry < 0:
         return -1
-    base = s.base
     if ledger == s.md_l:
-        return entry if (entry < base if base >= 0 else entry <= s.limit) else -1
-    if base >= 0 and ledger == s.nl and base + entry <= s.limit:
-        return base + entry  # type: ignore[no-any-return]
+        return entry if entry <= _top_of(s, 0) else -1
+    for j, (spanned, offset) in enumerate(s.spans):
+        if ledger == spanned:
+            x = offset + entry
+            return x if x <= _top_of(s, j + 1) else -1  # type: ignore[no-any-return]
     return -1
 
 
 def cumulative_entry(s: Any, ledger: Any, entry: Any) -> int | None:
     """The form's entry a cumulative ack of ``(ledger, entry)`` acks through (at or below
     M's own: nothing to ack): the form's entry of one it takes (:func:`form_entry`; entry -1
-    of ``nl``: M's ledger's last), else None (a position behind M in another ledger, or
-    entry -1 of M's: the caller checks it; anything else the parts check and take). O(1)."""
+    of a spanned ledger: the last of the ledger before it), else None (a position behind M
+    in another ledger, or entry -1 of M's: the caller checks it; anything else the parts
+    check and take). O(spans)."""
     if type(ledger) is not int or type(entry) is not int:
         return None
-    if entry == -1 and s.base >= 0 and ledger == s.nl:
-        return s.base - 1  # type: ignore[no-any-return]
+    if entry == -1:
+        for spanned, offset in s.spans:
+            if ledger == spanned:
+                return offset - 1  # type: ignore[no-any-return]
     x = form_entry(s, ledger, entry)
     return x if x >= 0 else None
 
 
 def form_entries(s: Any, items: Any) -> list[int] | None:
     """The form's entries of ``items`` (a list or tuple of Positions or ``(ledger, entry)``
-    tuples) when it takes every one (:func:`form_entry`'s rule, inline: the pure twin's
-    ack and delivery of a list of positions), else None. O(items)."""
+    tuples) when it takes every one (:func:`form_entry`'s rule: the pure twin's ack and
+    delivery of a list of positions), else None. O(items x spans)."""
     if not isinstance(items, (list, tuple)):
         return None
-    md_l, nl, base, limit = s.md_l, s.nl, s.base, s.limit
-    top = base - 1 if base >= 0 else limit  # M's ledger's last entry the form takes
     out: list[int] = []
     for item in items:
         if not isinstance(item, tuple) or len(item) != 2:
             return None
-        ledger, entry = item
-        if type(ledger) is not int or type(entry) is not int or entry < 0:
+        x = form_entry(s, item[0], item[1])
+        if x < 0:
             return None
-        if ledger == md_l and entry <= top:
-            out.append(entry)
-        elif base >= 0 and ledger == nl and base + entry <= limit:
-            out.append(base + entry)
-        else:
-            return None
+        out.append(x)
     return out
 
 
 def form_position(s: Any, x: int) -> tuple[int, int]:
-    """The position of the form's entry ``x``. O(1)."""
-    base = s.base
-    return (s.nl, x - base) if 0 <= base <= x else (s.md_l, x)
+    """The position of the form's entry ``x`` (a ledger with no entries holds none). O(log spans)."""
+    spans = s.spans
+    j = bisect_right(spans, x, key=lambda span: span[1])
+    return (s.md_l, x) if j == 0 else (spans[j - 1][0], x - spans[j - 1][1])
 
 
 def read_entry(s: Any, ledger: int, entry: int) -> int:
     """The form's entry of a read position ``(ledger, entry)`` (a sealed ledger's end is
-    allowed: it is the next ledger's first), or -1 when it is not the form's. O(1)."""
-    base = s.base
-    if ledger == s.md_l and 0 <= entry <= (base if base >= 0 else MAX_ENTRY):
-        return entry
-    if base >= 0 and ledger == s.nl and 0 <= entry <= MAX_ENTRY - base:
-        return base + entry  # type: ignore[no-any-return]
+    allowed: it is the next one's first), or -1 when it is not the form's. O(spans)."""
+    spans = s.spans
+    if ledger == s.md_l:
+        return entry if 0 <= entry <= (spans[0][1] if spans else MAX_ENTRY) else -1
+    for j, (spanned, offset) in enumerate(spans):
+        if ledger == spanned:
+            top = spans[j + 1][1] - offset if j + 1 < len(spans) else MAX_ENTRY - offset
+            return offset + entry if 0 <= entry <= top else -1  # type: ignore[no-any-return]
     return -1
 
 
 def read_position(s: Any) -> tuple[int, int]:
-    """The form's read position as a position (in nl once a read moved it there)."""
-    return (s.nl, s.rp_e - s.base) if s.rp_nl else (s.md_l, s.rp_e)
+    """The form's read position as a position (in the ``rp_i``-th ledger of its line)."""
+    i = s.rp_i
+    if not i:
+        return s.md_l, s.rp_e
+    ledger, offset = s.spans[i - 1]
+    return ledger, s.rp_e - offset
 
 
 def ledger_runs(s: Any) -> list[tuple[int, list[tuple[int, int]]]]:
     """The form's runs per ledger, ``[(ledger, [(first, last), ...]), ...]``, as the parts
-    hold them (a run across ``base`` is one in each ledger). O(runs)."""
+    hold them (a run across an offset is one in each ledger). O(runs x spans)."""
     runs = s.runs()
-    base = s.base
-    if base < 0 or not runs or runs[-1][1] < base:
+    spans = s.spans
+    if not spans or not runs or runs[-1][1] < spans[0][1]:
         return [(s.md_l, runs)] if runs else []
-    mine = [r for r in runs if r[0] < base]
-    theirs = [(max(f, base) - base, last - base) for f, last in runs if last >= base]
-    if mine and mine[-1][1] >= base:
-        mine[-1] = (mine[-1][0], base - 1)
-    return ([(s.md_l, mine)] if mine else []) + [(s.nl, theirs)]
+    line = [(s.md_l, 0), *spans]
+    out: list[tuple[int, list[tuple[int, int]]]] = []
+    for j, (ledger, offset) in enumerate(line):
+        end = line[j + 1][1] if j + 1 < len(line) else MAX_ENTRY + 1  # (past the ledger's last)
+        mine = [(max(f, offset) - offset, min(x, end - 1) - offset) for f, x in runs if x >= offset and f < end]
+        if mine and offset < end:  # (a ledger with no entries holds none)
+            out.append((ledger, mine))
+    return out
 
 
 def ledger_counts(s: Any) -> list[tuple[tuple[int, int], int]]:
-    """The form's delivery counts as ``((ledger, entry), n)``, ascending. O(counts)."""
+    """The form's delivery counts as ``((ledger, entry), n)``, ascending. O(counts x log spans)."""
     return [(form_position(s, x), n) for x, n in s.counts()]
 
 
@@ -172,10 +201,13 @@ def highest_in(s: Any, ledger: int) -> int:
 
 def is_acked(s: Any, ledger: int, entry: int) -> bool:
     """Whether position ``(ledger, entry)`` is acked in the form: at or below M, or in a
-    run (an entry past a sealed ledger's end is not). O(log runs)."""
+    run (an entry past a sealed ledger's end is not). O(spans + log runs)."""
     if (ledger, entry) <= (s.md_l, s.md_e):
         return True
-    base = s.base
-    if ledger == s.md_l:
-        return (base < 0 or entry < base) and bool(s.acked(entry))
-    return base >= 0 and ledger == s.nl and entry >= 0 and bool(s.acked(base + entry))
+    line = [(s.md_l, 0), *s.spans]
+    for j, (held, offset) in enumerate(line):
+        if ledger == held:
+            x = offset + entry
+            end = line[j + 1][1] if j + 1 < len(line) else MAX_ENTRY + 1
+            return entry >= 0 and x < end and bool(s.acked(x))
+    return False
