@@ -147,14 +147,16 @@ class Day:
 
     def _roll(self, t: int) -> None:
         """Topic ``t``'s open ledger sealed at what was written, the next one added, and the
-        ledger before the sealed one trimmed (every cursor is past it by then)."""
+        ledger before the sealed one trimmed (every cursor is past it by then; not while
+        subscriptions hold entries of ledger 1 unacked: ``stuck``)."""
         topic, reader, ledger = self.topics[t], self.readers[t], self.open[t]
         written = reader.written(ledger)
         topic.close_ledger(ledger, written)
         topic.add_ledger(ledger + 1)
         self.sealed[ledger], self.following[ledger] = written, ledger + 1
         self.open[t] = ledger + 1
-        topic.trim_ledgers(ledger)
+        if not self.stuck:
+            topic.trim_ledgers(ledger)
 
     def read(self) -> list[list[Position]]:
         """Steps 1 and 2 of a round for every subscription (and each peer counts the same

@@ -16,7 +16,8 @@ one ``cur.ack(list)`` a read by subscriptions that each hold 80 holes (``stuck``
 of a few hundred bytes, as a slot takes it) or 400 (``wide``: a state over the slot's 1 KiB,
 written as ledger records and markers), or keep an hour of history (``history``); and
 the rounds in which every topic's ledger rolls over (one round in ten here), set against
-the plain rounds between them in the same run.
+the plain rounds between them in the same run, by subscriptions that hold no entry and by
+subscriptions that hold 80 of the first ledger across every rollover.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from .kernel import wchar as _wchar
 #: (cursors, k, variant, rollover): "rollover" cases time only the rounds that roll over
 CASES = [(n, k, "list", 0) for n in (1000, 10_000) for k in (10, 50, 100)]
 CASES += [(1000, 50, "each", 0), (1000, 50, "list", 10), (1000, 50, "stuck", 0), (1000, 50, "wide", 0)]
-CASES += [(1000, 50, "history", 0)]
+CASES += [(1000, 50, "stuck", 10), (1000, 50, "history", 0)]
 STUCK = {"stuck": 80, "wide": 400}  # the holes a subscription of these variants holds
 WARM = 8  # untimed rounds first: counts, holes and records as the workload keeps them
 
