@@ -23,14 +23,15 @@
 #define UNDO 0x80 /* in `undo`: the last flush took this one (the low bits: its slots before) */
 #define COUNT_CAP 1024 /* cursor/small.py's COUNT_CAP: the most delivery counts the form holds */
 #define ENTRY_MAX 0xFFFFFFFFLL
-#define SPAN_MOST 8 /* cursor/small_span.py's SPAN_MOST: the most ledgers after M's on the form's line */
+#define SPAN_MOST 64 /* cursor/small_span.py's SPAN_MOST: the most ledgers after M's on the form's line */
 
 typedef struct {
     PyObject_HEAD
     long long md_l, md_e, rp_e;
-    long long span_l[SPAN_MOST];    /* the ledgers after M's on the form's line (ns of them), ... */
-    uint32_t span_o[SPAN_MOST];     /* ... each at its offset, ascending (equal: a ledger with no entries) */
-    uint8_t ns, rp_i;               /* how many; the ledger of the line the read position is in (0: M's) */
+    long long *span_l;              /* the ledgers after M's on the form's line (ns of them), ... */
+    uint32_t *span_o;               /* ... each at its offset, ascending (equal: a ledger with no entries) */
+    uint8_t ns, span_room, rp_i;    /* how many (room for; PyMem, NULL while none); the ledger of the line
+                                       the read position is in (0: M's) */
     uint32_t *runs; /* 2 * n: first, last */
     uint32_t n, room, cap;
     uint32_t *counts; /* 2 * nc: entry, count (NULL while it never held one) */
@@ -360,6 +361,8 @@ static void SmallState_dealloc(SmallState *s) {
     Py_XDECREF(s->props);
     if (s->runs != s->own) PyMem_Free(s->runs);
     PyMem_Free(s->counts);
+    PyMem_Free(s->span_l);
+    PyMem_Free(s->span_o);
     Py_TYPE(s)->tp_free((PyObject *)s);
 }
 
@@ -578,6 +581,14 @@ static PyObject *SmallState_bound(SmallState *s, PyObject *const *args, Py_ssize
         PyErr_Format(PyExc_ValueError, "bound(%lld, %R, %R) does not fit a form at (%lld, %lld)", version, args[1],
                      args[2], s->md_l, s->md_e);
         return NULL;
+    }
+    if (k > s->span_room) { /* (each array grown alone: one that failed leaves the other as it was) */
+        long long *l = PyMem_Realloc(s->span_l, sizeof(long long) * (size_t)k);
+        if (l != NULL) s->span_l = l;
+        uint32_t *o = l == NULL ? NULL : PyMem_Realloc(s->span_o, sizeof(uint32_t) * (size_t)k);
+        if (o == NULL) return PyErr_NoMemory();
+        s->span_o = o;
+        s->span_room = (uint8_t)k;
     }
     for (Py_ssize_t i = 0; i < k; i++) {
         s->span_l[i] = ls[i];

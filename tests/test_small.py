@@ -1233,3 +1233,25 @@ def test_a_hole_held_across_rollovers_keeps_the_cursor_in_the_form(tmp_path: Pat
         cur = store.topic(T).cursor("c")
         assert cur._core.small is not None and cur.mark_delete_position == Position(5, 9)
         assert list(cur.ledger_ranges()) == held and cur.delivery_counts() == {Position(5, 12): 1}
+
+
+def test_the_line_spans_at_most_span_most_ledgers(tmp_path: Path) -> None:
+    """``bound_of`` spans the sealed ledgers after M's, each at the entries before it, up
+    to ``SPAN_MOST`` of them: the form's entries end with the last one spanned (an ack past
+    it is the parts'); a ledger with no entries is spanned at the next one's offset."""
+    from ackstore.cursor.small_span import bound_of
+    from ackstore.position import MAX_ENTRY
+
+    with AckStore.open(tmp_path / "s") as store:
+        topic = store.topic(T)
+        for ledger in range(1, SPAN_MOST + 4):
+            topic.add_ledger(ledger)
+            topic.close_ledger(ledger, 0 if ledger == 3 else 2)
+        topic.add_ledger(SPAN_MOST + 4)
+        d = topic.directory
+        spans, limit = bound_of(d, 1)  # type: ignore[misc]
+        assert len(spans) == SPAN_MOST and spans[:3] == ((2, 2), (3, 4), (4, 4))
+        assert spans[-1] == (SPAN_MOST + 1, 2 * SPAN_MOST - 2) and limit == 2 * SPAN_MOST - 1
+        assert bound_of(d, SPAN_MOST + 4) == ((), MAX_ENTRY) and bound_of(d, SPAN_MOST + 9) is None
+        spans, limit = bound_of(d, SPAN_MOST + 2)  # type: ignore[misc]
+        assert spans == ((SPAN_MOST + 3, 2), (SPAN_MOST + 4, 4)) and limit == MAX_ENTRY  # (the open one's bound)
