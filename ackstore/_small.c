@@ -961,14 +961,15 @@ static PyObject *undo_small(PyObject *self, PyObject *list) {
  * cursor/small.py's _py_small_of_slots, the same rule. O(the newest value). */
 static PyObject *small_of_slots(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 5) {
-        PyErr_SetString(PyExc_TypeError, "small_of_slots(cursor_id, value0, value1, max_version, cap)");
+    if (nargs != 5 && nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "small_of_slots(cursor_id, value0, value1, max_version, cap, line=None)");
         return NULL;
     }
     unsigned long long cid = PyLong_AsUnsignedLongLong(args[0]);
     long long max_version = PyLong_AsLongLong(args[3]);
     unsigned long cap = PyLong_AsUnsignedLong(args[4]);
     if (PyErr_Occurred()) return NULL;
+    PyObject *line = nargs == 6 ? args[5] : Py_None;
     const unsigned char *newest = NULL;
     Py_ssize_t newest_len = 0, start = 0;
     unsigned long long seq = 0;
@@ -999,55 +1000,86 @@ static PyObject *small_of_slots(PyObject *self, PyObject *const *args, Py_ssize_
     if (rec[1] != RECORD_MARKER || len < 8 || rec[7] != 0xC2) Py_RETURN_NONE; /* another layout */
     Reader r = {rec + 7, len - 7, 0};
     int flags;
-    unsigned long long got, md_l, md_e1, n, last, ledger, nruns = 0, at = 0;
+    unsigned long long got, md_l, md_e1, n, last, ledger, nruns = 0, at = 0, ranges = 0;
     if (get_state_head(&r, &flags, &got, &md_l, &md_e1, &n) < 0) goto declined;
-    if ((flags & ~(STATE_COUNTS | STATE_PROPS)) || got != cid || n > 1) Py_RETURN_NONE;
-    if (n) {
-        last = md_l;
-        if (get_state_ledger(&r, md_l, md_e1, &last, &ledger, &nruns, &at) < 0) goto declined;
-        if (ledger != md_l || nruns > cap) Py_RETURN_NONE;
-    }
-    SmallState *s = small_new(&SmallStateType, cid, (long long)md_l, (long long)md_e1 - 1, seq + 1, slot, held,
-                              (uint32_t)cap, (uint32_t)nruns);
-    if (s == NULL) return NULL;
-    for (unsigned long long j = 0; j < nruns; j++) {
-        unsigned long long first, end;
-        if (get_state_run(&r, ledger, &at, &first, &end) < 0) goto fail;
-        s->runs[2 * j] = (uint32_t)first;
-        s->runs[2 * j + 1] = (uint32_t)end;
-    }
-    s->n = s->persisted = (uint32_t)nruns;
-    unsigned long long nc = 0, cat = md_e1, centry, count;
-    if (n && (flags & STATE_COUNTS)) {
-        if (get_state_count_n(&r, &nc) < 0) goto fail;
-        for (unsigned long long j = 0; j < nc && nc <= COUNT_CAP; j++) {
-            if (get_state_count(&r, &cat, &centry, &count) < 0) goto fail;
-            if (centry > ENTRY_MAX) { /* damage: recovery's to report */
-                Py_DECREF(s);
-                Py_RETURN_NONE;
-            }
-            if (set_count(s, (long long)centry, (long long)count) < 0) { /* of an acked entry: not the form's */
-                if (!PyErr_ExceptionMatches(PyExc_ValueError)) goto fail;
-                PyErr_Clear();
-                Py_DECREF(s);
-                Py_RETURN_NONE;
+    if ((flags & ~(STATE_COUNTS | STATE_PROPS)) || got != cid || n > SPAN_MOST + 1) Py_RETURN_NONE;
+    /* the line: each ledger's offset and end (M's alone: 0 and past the layout), asked of
+     * `line` for a state of more than one ledger (a first one other than M's included) */
+    long long ls[SPAN_MOST + 1], os[SPAN_MOST + 1], es[SPAN_MOST + 1];
+    int nl = 1;
+    ls[0] = (long long)md_l, os[0] = 0, es[0] = ENTRY_MAX + 1;
+    if (n > 1 || (n == 1 && r.i < r.len && r.p[r.i] != 0)) { /* (the first ledger's id: its distance from M's) */
+        if (line == Py_None) Py_RETURN_NONE;
+        PyObject *b = PyObject_CallFunction(line, "K", md_l), *spans;
+        if (b == NULL) return NULL;
+        int ok = b != Py_None && PyTuple_Check(b) && PyTuple_GET_SIZE(b) == 2 &&
+                 PyTuple_Check(spans = PyTuple_GET_ITEM(b, 0)) && PyTuple_GET_SIZE(spans) <= SPAN_MOST;
+        long long limit = ok ? PyLong_AsLongLong(PyTuple_GET_ITEM(b, 1)) : 0;
+        for (Py_ssize_t i = 0; ok && i < PyTuple_GET_SIZE(spans); i++) {
+            PyObject *sp = PyTuple_GET_ITEM(spans, i);
+            ok = PyTuple_Check(sp) && PyTuple_GET_SIZE(sp) == 2;
+            if (ok) {
+                ls[nl] = PyLong_AsLongLong(PyTuple_GET_ITEM(sp, 0));
+                os[nl] = PyLong_AsLongLong(PyTuple_GET_ITEM(sp, 1));
+                es[nl - 1] = os[nl];
+                nl++;
             }
         }
+        if (ok) es[nl - 1] = limit + 1;
+        Py_DECREF(b);
+        if (PyErr_Occurred()) return NULL;
+        if (!ok) Py_RETURN_NONE;
     }
-    /* bytes after the ledgers with no properties (none with them); a ledger with nothing; more
-     * counts than the form holds; a run at M + 1 */
+    SmallState *s = small_new(&SmallStateType, cid, (long long)md_l, (long long)md_e1 - 1, seq + 1, slot, held,
+                              (uint32_t)cap, 4);
+    if (s == NULL) return NULL;
+    unsigned long long nc = 0;
+    last = md_l;
+    for (unsigned long long k = 0; k < n; k++) {
+        if (get_state_ledger(&r, md_l, md_e1, &last, &ledger, &nruns, &at) < 0) goto fail;
+        int j = 0;
+        while (j < nl && ls[j] != (long long)ledger) j++;
+        if (j == nl || nruns > cap) goto outside; /* not on the line; more runs than the form holds */
+        unsigned long long off = (unsigned long long)os[j], end = (unsigned long long)es[j], nck = 0;
+        ranges += nruns;
+        for (unsigned long long i = 0; i < nruns; i++) {
+            unsigned long long first, lst;
+            if (get_state_run(&r, ledger, &at, &first, &lst) < 0) goto fail;
+            if (off + lst >= end) goto outside; /* past the ledger's end on the line: recovery clips */
+            if (add_run(s, (uint32_t)(off + first), (uint32_t)(off + lst)) < 0) goto fail;
+        }
+        if (flags & STATE_COUNTS) {
+            unsigned long long cat = ledger == md_l ? md_e1 : 0, centry, count;
+            if (get_state_count_n(&r, &nck) < 0) goto fail;
+            if (nc + nck > COUNT_CAP) goto outside; /* more counts than the form holds */
+            for (unsigned long long i = 0; i < nck; i++) {
+                if (get_state_count(&r, &cat, &centry, &count) < 0) goto fail;
+                if (off + centry >= end) goto outside; /* damage, or past the end: recovery's */
+                if (set_count(s, (long long)(off + centry), (long long)count) < 0) { /* of an acked entry */
+                    if (!PyErr_ExceptionMatches(PyExc_ValueError)) goto fail;
+                    PyErr_Clear();
+                    goto outside;
+                }
+            }
+            nc += nck;
+        }
+        if (!nruns && !nck) goto outside; /* a ledger with nothing */
+    }
+    s->persisted = s->n;
+    /* bytes after the ledgers with no properties (none with them); more ranges or counts than
+     * the form holds; a run at M + 1 */
     int props = (flags & STATE_PROPS) != 0;
-    if ((props ? r.i >= r.len : r.i != r.len) || (n && !nruns && !nc) || nc > COUNT_CAP ||
-        (nruns && s->runs[0] == md_e1)) {
-        Py_DECREF(s);
-        Py_RETURN_NONE;
-    }
+    if ((props ? r.i >= r.len : r.i != r.len) || ranges > cap || nc > COUNT_CAP || (s->n && s->runs[0] == md_e1))
+        goto outside;
     if (props) {
         PyObject *packed = PyBytes_FromStringAndSize((const char *)r.p + r.i, r.len - r.i);
         if (packed == NULL) goto fail;
         Py_SETREF(s->props, packed);
     }
     return (PyObject *)s;
+outside:
+    Py_DECREF(s);
+    Py_RETURN_NONE;
 fail:
     Py_DECREF(s);
 declined: /* damage: recovery's to report */

@@ -354,6 +354,7 @@ def _slot_value(slot: int, seq: int, md_e: int, acked: set[int], shape: str) -> 
     shape=st.sampled_from(SHAPES),
     damage=st.none() | st.tuples(st.integers(0, 1), st.integers(0, 200), st.integers(1, 255)),
     cut=st.none() | st.tuples(st.integers(0, 1), st.integers(0, 200)),
+    spanned=st.booleans(),
 )
 def test_the_twins_read_a_small_form_from_its_slots_alike(
     md_e: int,
@@ -363,12 +364,13 @@ def test_the_twins_read_a_small_form_from_its_slots_alike(
     shape: str,
     damage: tuple[int, int, int] | None,
     cut: tuple[int, int] | None,
+    spanned: bool,
 ) -> None:
     """``small_of_slots``: from the same two slot values (slot k holds M + k and the acks
     above it; a byte flipped or the value cut short), both twins return the same form or
     both None; from intact values, the form of the newest state when that state is in the
-    form (no batches, M's ledger only, at most ``cap`` runs; its properties packed as the
-    marker holds them), else None."""
+    form (no batches, M's ledger only or, given the line, the ledgers it spans, at most
+    ``cap`` ranges; its properties packed as the marker holds them), else None."""
     states = [(md_e + k, {e for e in acked if e > md_e + k + 1}) for k in (0, 1)]
     values: list[bytes | None] = [
         None if seq is None else _slot_value(k, seq, *states[k], shape) for k, seq in enumerate(seqs)
@@ -381,9 +383,16 @@ def test_the_twins_read_a_small_form_from_its_slots_alike(
             else:
                 del value[change[1] % len(value) :]
             values[change[0]] = bytes(value)
-    outs = [impl.small_of_slots(CID, *values, VERSION, cap) for impl in IMPLEMENTATIONS]
+    asked: list[int] = []
+
+    def line(md_l: int) -> tuple[tuple[tuple[int, int], ...], int]:  # ledger LEDGER + 1 after 100 entries
+        asked.append(md_l)
+        return ((LEDGER + 1, 100),), 200
+
+    outs = [impl.small_of_slots(CID, *values, VERSION, cap, *[line] * spanned) for impl in IMPLEMENTATIONS]
     got = [None if out is None else _fields(out) for out in outs]
     assert got == [got[0]] * len(got), (IDS, got)
+    assert set(asked) <= {LEDGER}
     if damage is not None or cut is not None:
         return
     held = [k for k in (0, 1) if seqs[k] is not None]
@@ -392,6 +401,14 @@ def test_the_twins_read_a_small_form_from_its_slots_alike(
         return
     newest = max(held, key=lambda k: (seqs[k], -k))  # the first on a tie
     m, above = states[newest]
+    if spanned and shape in ("other ledger", "two ledgers"):  # on the line: LEDGER + 1's entry 5 is 105
+        runs = [(m + 5, m + 5)] * (shape == "two ledgers") + [(105, 105)]
+        if len(runs) > cap:
+            assert got[0] is None
+        else:
+            assert got[0] is not None and got[0][2] == runs and asked == [LEDGER] * len(outs)
+            assert [f.spans for f in outs] == [()] * len(outs)  # (bounded by the caller: small_opened's fit)
+        return
     runs = run_bounds(BitMap(above))
     if shape not in ("plain", "count", "properties") or len(runs) > cap:
         assert got[0] is None
@@ -1186,6 +1203,21 @@ def test_a_cumulative_consumer_stays_in_the_form_across_rollovers(tmp_path: Path
         assert cur.mark_delete_position == Position(2, 4) and cur._core.small is not None
 
 
+def _hold_across_rollovers(store: AckStore) -> Any:
+    """A cursor of ledgers of 20 entries, 10 acked a round and each round flushed, entry
+    (1, 3) held back across four rollovers: ledgers 1-4 sealed, 5 open with 0-9 acked."""
+    topic = _topic(store)
+    cur = topic.cursor("c")
+    for rnd in range(9):
+        ledger, first = 1 + rnd // 2, 10 * (rnd % 2)
+        if rnd and not first:
+            topic.close_ledger(ledger - 1, 20)
+            topic.add_ledger(ledger)
+        cur.ack([Position(ledger, e) for e in range(first, first + 10) if (ledger, e) != (1, 3)])
+        store.flush()
+    return cur
+
+
 def test_a_hole_held_across_rollovers_keeps_the_cursor_in_the_form(tmp_path: Path) -> None:
     """A subscription that still owes one entry of ledger 1 while its topic rolls over four
     times stays in the small form: its line spans the ledgers since, and what it answers
@@ -1194,15 +1226,7 @@ def test_a_hole_held_across_rollovers_keeps_the_cursor_in_the_form(tmp_path: Pat
     the newest; a reopen opens it into the form with the same state."""
     path = tmp_path / "s"
     with AckStore.open(path) as store:
-        topic = _topic(store)
-        cur = topic.cursor("c")
-        for rnd in range(9):  # ledgers of 20 entries, 10 acked a round, (1, 3) held back
-            ledger, first = 1 + rnd // 2, 10 * (rnd % 2)
-            if rnd and not first:
-                topic.close_ledger(ledger - 1, 20)
-                topic.add_ledger(ledger)
-            cur.ack([Position(ledger, e) for e in range(first, first + 10) if (ledger, e) != (1, 3)])
-            store.flush()
+        cur = _hold_across_rollovers(store)
         cur.record_deliveries([Position(1, 3), Position(5, 12)])
         cur.move_read_position(Position(5, 12))
         small = cur._core.small
@@ -1255,3 +1279,24 @@ def test_the_line_spans_at_most_span_most_ledgers(tmp_path: Path) -> None:
         assert bound_of(d, SPAN_MOST + 4) == ((), MAX_ENTRY) and bound_of(d, SPAN_MOST + 9) is None
         spans, limit = bound_of(d, SPAN_MOST + 2)  # type: ignore[misc]
         assert spans == ((SPAN_MOST + 3, 2), (SPAN_MOST + 4, 4)) and limit == MAX_ENTRY  # (the open one's bound)
+
+
+@pytest.mark.parametrize("readonly", [False, True], ids=["writer", "reader"])
+def test_a_cursor_holding_entries_across_rollovers_opens_into_the_form(tmp_path: Path, readonly: bool) -> None:
+    """A state slot holding entries of several ledgers of the form's line opens straight into
+    the form (a writer's open and a reader's), bounded by the directory, with the state the
+    writer flushed."""
+    path = tmp_path / "s"
+    with AckStore.open(path) as store:
+        cur = _hold_across_rollovers(store)
+        cur.record_deliveries([Position(5, 12)])
+        store.flush()
+        assert cur._core.small is not None
+        expect = list(cur.ledger_ranges())
+    with AckStore.open(path, readonly=readonly) as store:
+        cur = store.topic(T).cursor("c")
+        small = cur._core.small
+        assert small is not None and [ledger for ledger, _ in small.spans] == [2, 3, 4, 5]
+        assert list(cur.ledger_ranges()) == expect and cur.mark_delete_position == Position(1, 2)
+        assert cur.delivery_counts() == {Position(5, 12): 1} and cur.ack_range_count == 5
+        cur._check()

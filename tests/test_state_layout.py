@@ -279,6 +279,7 @@ def test_a_swapped_out_ledger_is_read_from_the_state_marker(store_path: Path) ->
     with AckStore.open(store_path) as store:
         cur = _small(store)
         cur.ack([Position(ledger, e) for ledger in (1, 2, 3) for e in (4, 6, 8)])
+        cur.ack_batch_index(Position(1, 9), 4, [0])  # (a partial batch: it opens on its parts, not the small form)
         store.flush()
         whole = _state(cur)
     tiny = CursorConfig(max_individual_ack_cache_bytes=1)
@@ -306,6 +307,7 @@ def test_a_lazy_open_leaves_a_small_cursors_ledgers_in_its_state_marker(store_pa
     with AckStore.open(store_path) as store:
         cur = _small(store)
         cur.ack([Position(ledger, e) for ledger in (1, 2) for e in (4, 6, 8)])
+        cur.ack_batch_index(Position(2, 9), 4, [0])  # (a partial batch: it opens on its parts, not the small form)
         store.flush()
         whole = _state(cur)
         named = cur.stats().last_marker_seq

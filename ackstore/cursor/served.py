@@ -31,8 +31,8 @@ class Served(ReadSide):
     small: Any
 
     def _bounded(self, small: Any) -> bool:
-        """The form bounded as of the topic's directory now (lock held): M's ledger's seal,
-        the next ledger and the highest entry allowed (``small_span.bound_of``), M moved on
+        """The form bounded as of the topic's directory now (lock held): the ledgers its line
+        spans after M's and the highest entry allowed (``small_span.bound_of``), M moved on
         across what it acked whole as the parts' M would. False when M's ledger left the
         directory: the form ends (the parts reconcile it). O(1) unless the directory changed."""
         topic = self.topic

@@ -62,7 +62,7 @@ from ..storage.records import (
 )
 from . import lane
 from .chain import next_slot
-from .small_span import SPAN_MOST, bound_of, fit, form_entries, ledger_counts, ledger_runs
+from .small_span import SPAN_MOST, bound_of, fit, form_entries, form_position, ledger_counts, ledger_runs
 
 if TYPE_CHECKING:
     from ..config import CursorConfig
@@ -270,8 +270,8 @@ class PySmallState:
         spanned ledger, which becomes M's ledger (the others stay spanned), and on across
         those it is at or past the end of; the bound is asked again."""
         while self.spans and self.md_e >= self.spans[0][1] - 1:
-            (nl, b), rest = self.spans[0], self.spans[1:]
-            self.md_l, self.md_e = nl, self.md_e - b
+            (following, b), rest = self.spans[0], self.spans[1:]
+            self.md_l, self.md_e = following, self.md_e - b
             self._runs[:] = [x - b for x in self._runs]
             self._counts = {x - b: n for x, n in self._counts.items()}
             self.rp_e, self.rp_i = self.rp_e - b, max(self.rp_i - 1, 0)
@@ -504,13 +504,18 @@ def _py_undo_small(smalls: list[Any]) -> None:
         s._undo = -1
 
 
-def _py_small_of_slots(cursor_id: int, value0: bytes | None, value1: bytes | None, max_version: int, cap: int) -> Any:
+def _py_small_of_slots(
+    cursor_id: int, value0: bytes | None, value1: bytes | None, max_version: int, cap: int, line: Any = None
+) -> Any:
     """The small form of a cursor whose log is only its state slots, read from their values
     (None: the slot holds none), or None: when a slot's head is damaged (recovery says what
     it may have held), when the newest state is not an intact state marker of this cursor,
-    or when it is outside the form (partial batches, a ledger other than M's, more than
-    ``cap`` runs or :data:`COUNT_CAP` counts). Its properties are taken as the bytes they
-    are (:func:`small_opened` checks they decode). O(the newest value)."""
+    or when it is outside the form (partial batches, a ledger not on the form's line, more
+    than ``cap`` ranges or :data:`COUNT_CAP` counts). ``line(md_l)`` gives the line of a
+    state of more than M's ledger (``small_span.bound_of``'s ``(spans, limit)``, or None),
+    asked only for such a state (None: none is the form's); the form is bounded by the
+    caller (:func:`small_opened`). Its properties are taken as the bytes they are
+    (:func:`small_opened` checks they decode). O(the newest value)."""
     newest: tuple[int, int, bytes] | None = None
     held = 0
     for slot, value in enumerate((value0, value1)):
@@ -535,19 +540,37 @@ def _py_small_of_slots(cursor_id: int, value0: bytes | None, value1: bytes | Non
         cid, md_l, md_e, ledgers, end = pure_codecs.state_fields(body)
     except ValueError:
         return None
-    if body[1] & ~(STATE_COUNTS | STATE_PROPS) or cid != cursor_id or len(ledgers) > 1:
+    if body[1] & ~(STATE_COUNTS | STATE_PROPS) or cid != cursor_id:
         return None  # (flags: batches follow)
     props = body[end:]
     if bool(props) != bool(body[1] & STATE_PROPS):
         return None  # bytes after the ledgers with no properties, or none with them
+    offsets, ends = {md_l: 0}, {md_l: _ENTRY_MAX + 1}  # each ledger's offset on the line, and its end there
+    if any(ledger != md_l for ledger, *_ in ledgers):
+        bound = None if line is None else line(md_l)
+        if bound is None:
+            return None
+        points = [(md_l, 0), *bound[0]]
+        offsets = dict(points)
+        ends = {ledger: end for (ledger, _), (_, end) in zip(points, [*points[1:], (-1, bound[1] + 1)], strict=True)}
     runs: list[tuple[int, int]] = []
     counts: list[tuple[int, int]] = []
-    if ledgers:
-        ledger, flat, _, counted = ledgers[0]
-        if ledger != md_l or not (flat or counted) or len(flat) > 2 * cap or len(counted) > COUNT_CAP:
+    ranges = 0
+    for ledger, flat, _, counted in ledgers:
+        offset = offsets.get(ledger)
+        if offset is None or not (flat or counted):
             return None
-        runs = list(zip(flat[::2], flat[1::2], strict=True))
-        counts = sorted(counted.items())
+        if offset + max([*flat[-1:], *counted]) >= ends[ledger]:
+            return None  # past the ledger's end on the line (a bound durable first: recovery clips)
+        ranges += len(flat) // 2
+        for first, last in zip(flat[::2], flat[1::2], strict=True):
+            if runs and runs[-1][1] + 1 == offset + first:  # (a run across an offset: one on the line)
+                runs[-1] = (runs[-1][0], offset + last)
+            else:
+                runs.append((offset + first, offset + last))
+        counts += [(offset + entry, n) for entry, n in sorted(counted.items())]
+    if ranges > cap or len(counts) > COUNT_CAP or (runs and runs[-1][1] > _ENTRY_MAX):
+        return None
     try:
         return PySmallState(cursor_id, md_l, md_e, seq + 1, slot, held, runs, cap, counts, props=bytes(props))
     except ValueError:  # a run at M + 1, a count of an acked entry
@@ -649,7 +672,7 @@ def small_opened(
     cap = _cap(config)
     if cap < 0:
         return None
-    s = small_of_slots(cursor_id, *values, FORMAT_VERSION, cap)
+    s = small_of_slots(cursor_id, *values, FORMAT_VERSION, cap, lambda md_l: bound_of(directory, md_l))
     if s is None:
         return None
     try:
@@ -657,12 +680,10 @@ def small_opened(
             unpack_properties(s.props)
     except CorruptRecordError:
         return None  # damage: recovery's to report
-    if directory.past_end([(s.md_l, s.top())]):
-        return (
-            None  # M, acks or counts at or past the ledger's bound (the bound went durable first): recovery's to clip
-        )
-    # M's ledger in the directory; sealed since and the next one added, M moves on as a recovery's would
-    return s if fit(s, directory) else None
+    # M's ledger in the directory; sealed since and the next ones added, M moves on as a recovery's would
+    if not fit(s, directory) or directory.past_end([form_position(s, s.top())]):
+        return None  # (M, acks or counts at or past a ledger's bound: the bound went durable first, recovery clips)
+    return s
 
 
 def check_small(s: Any, md: tuple[int, int]) -> None:
