@@ -16,7 +16,7 @@ from ..position import MAX_ENTRY, Position, trusted
 from ..storage.records import pack_properties, unpack_properties
 from .deliveries import counts_window, delivery_count, delivery_counts, record_deliveries
 from .read_side import ReadSide
-from .small_span import bound_of, cumulative_entry, form_entry, ledger_counts, ledger_runs, read_entry
+from .small_span import bound_of, cumulative_entry, form_entry, ledger_counts, ledger_runs, place, read_entry
 from .state import AckState, drop_property, put_property
 from .validate import check_ack, pair
 
@@ -135,16 +135,15 @@ class Served(ReadSide):
         md_l, spans = small.md_l, small.spans
         if ledger < md_l:
             return []
-        line = [(md_l, 0), *spans]
-        for j, (held, offset) in enumerate(line):
-            if ledger != held:
-                continue
-            end = line[j + 1][1] if j + 1 < len(line) else None if j == 0 else MAX_ENTRY + 1  # (None: no end)
-            if (j == 0 or start >= 0) and (end is None or offset + stop <= end):
-                return [x - offset for x in small.unacked(offset + start, offset + stop, n)]
-            return None
-        if ledger > line[-1][0]:
-            return list(range(start, min(stop, start + n)))
+        at = place(small, ledger)
+        if at is None:  # after the line: nothing acked; between its ledgers (none there): the parts'
+            return list(range(start, min(stop, start + n))) if ledger > (spans[-1][0] if spans else md_l) else None
+        offset, end = at
+        mine = ledger == md_l
+        if end < 0 and not mine:
+            end = MAX_ENTRY + 1  # (M's ledger alone on the line: no end)
+        if (mine or start >= 0) and (end < 0 or offset + stop <= end):
+            return [x - offset for x in small.unacked(offset + start, offset + stop, n)]
         return None
 
     def properties(self) -> dict[str, int | str]:

@@ -62,7 +62,7 @@ from ..storage.records import (
 )
 from . import lane
 from .chain import next_slot
-from .small_span import SPAN_MOST, bound_of, fit, form_entries, form_position, ledger_counts, ledger_runs
+from .small_span import SPAN_MOST, bound_of, fit, form_entries, form_entry, form_position, ledger_counts, ledger_runs
 
 if TYPE_CHECKING:
     from ..config import CursorConfig
@@ -312,7 +312,7 @@ class PySmallState:
         if form_entries(self, items) is None:
             return None
         for ledger, entry in items:
-            x = entry if ledger == self.md_l else next((o + entry for sp, o in self.spans if sp == ledger), -1)
+            x = form_entry(self, ledger, entry)
             if x >= 0:  # (else M moved on past every entry of its ledger)
                 self._ack_run(x, x)
         return self.fits()

@@ -37,6 +37,7 @@ __all__ = [
     "is_acked",
     "ledger_counts",
     "ledger_runs",
+    "place",
     "read_entry",
     "read_position",
 ]
@@ -83,26 +84,29 @@ def fit(s: Any, d: LedgerDirectory) -> bool:
             return True
 
 
-def _top_of(s: Any, j: int) -> int:
-    """The form's highest entry of the ``j``-th ledger of its line (0: M's): the entry before
-    the next one's offset, or the form's limit for the last. O(1)."""
+def place(s: Any, ledger: Any) -> tuple[int, int] | None:
+    """Where ``ledger`` is on the form's line: its offset, and the next ledger's (-1: it is
+    the last on the line); None when the line does not hold it. O(spans)."""
     spans = s.spans
-    return spans[j][1] - 1 if j < len(spans) else s.limit  # type: ignore[no-any-return]
+    if ledger == s.md_l:
+        return 0, spans[0][1] if spans else -1
+    for j, (spanned, offset) in enumerate(spans):
+        if ledger == spanned:
+            return offset, spans[j + 1][1] if j + 1 < len(spans) else -1
+    return None
 
 
 def form_entry(s: Any, ledger: Any, entry: Any) -> int:
     """The form's entry of position ``(ledger, entry)``, or -1 when the form does not take it
-    (ints; in M's ledger or a spanned one, at most its last entry on the line and the
+    (ints; in M's ledger or a spanned one, below the next one's offset and at most the
     bound). O(spans)."""
     if type(ledger) is not int or type(entry) is not int or entry < 0:
         return -1
-    if ledger == s.md_l:
-        return entry if entry <= _top_of(s, 0) else -1
-    for j, (spanned, offset) in enumerate(s.spans):
-        if ledger == spanned:
-            x = offset + entry
-            return x if x <= _top_of(s, j + 1) else -1  # type: ignore[no-any-return]
-    return -1
+    at = place(s, ledger)
+    if at is None:
+        return -1
+    x = at[0] + entry
+    return x if x <= (at[1] - 1 if at[1] >= 0 else s.limit) else -1  # type: ignore[no-any-return]
 
 
 def cumulative_entry(s: Any, ledger: Any, entry: Any) -> int | None:
@@ -113,10 +117,8 @@ def cumulative_entry(s: Any, ledger: Any, entry: Any) -> int | None:
     check and take). O(spans)."""
     if type(ledger) is not int or type(entry) is not int:
         return None
-    if entry == -1:
-        for spanned, offset in s.spans:
-            if ledger == spanned:
-                return offset - 1  # type: ignore[no-any-return]
+    if entry == -1 and ledger != s.md_l and (at := place(s, ledger)) is not None:
+        return at[0] - 1
     x = form_entry(s, ledger, entry)
     return x if x >= 0 else None
 
@@ -148,14 +150,11 @@ def form_position(s: Any, x: int) -> tuple[int, int]:
 def read_entry(s: Any, ledger: int, entry: int) -> int:
     """The form's entry of a read position ``(ledger, entry)`` (a sealed ledger's end is
     allowed: it is the next one's first), or -1 when it is not the form's. O(spans)."""
-    spans = s.spans
-    if ledger == s.md_l:
-        return entry if 0 <= entry <= (spans[0][1] if spans else MAX_ENTRY) else -1
-    for j, (spanned, offset) in enumerate(spans):
-        if ledger == spanned:
-            top = spans[j + 1][1] - offset if j + 1 < len(spans) else MAX_ENTRY - offset
-            return offset + entry if 0 <= entry <= top else -1  # type: ignore[no-any-return]
-    return -1
+    at = place(s, ledger)
+    if at is None:
+        return -1
+    offset, end = at
+    return offset + entry if 0 <= entry <= (end if end >= 0 else MAX_ENTRY) - offset else -1
 
 
 def read_position(s: Any) -> tuple[int, int]:
@@ -205,10 +204,8 @@ def is_acked(s: Any, ledger: int, entry: int) -> bool:
     run (an entry past a sealed ledger's end is not). O(spans + log runs)."""
     if (ledger, entry) <= (s.md_l, s.md_e):
         return True
-    line = [(s.md_l, 0), *s.spans]
-    for j, (held, offset) in enumerate(line):
-        if ledger == held:
-            x = offset + entry
-            end = line[j + 1][1] if j + 1 < len(line) else MAX_ENTRY + 1
-            return entry >= 0 and x < end and bool(s.acked(x))
-    return False
+    at = place(s, ledger)
+    if at is None or entry < 0:
+        return False
+    x = at[0] + entry
+    return x < (at[1] if at[1] >= 0 else MAX_ENTRY + 1) and bool(s.acked(x))
