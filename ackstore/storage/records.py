@@ -541,7 +541,11 @@ def _decode_fixed(body: bytes, version: int) -> Marker:
         raise CorruptRecordError(str(exc)) from None
     deserialize = FrozenBitMap.deserialize
     index: dict[int, IndexEntry | None] = {
-        ledger: IndexEntry(seq, runs, deserialize(adds) if adds is not None else None, _checked(counts))
+        ledger: (
+            entry_of((seq, runs, None, None))
+            if adds is None and counts is None
+            else entry_of((seq, runs, deserialize(adds) if adds is not None else None, _checked(counts)))
+        )
         if seq >= 0
         else None
         for ledger, seq, runs, adds, counts in items
@@ -599,6 +603,12 @@ def _index_item(ledger: int, e: IndexEntry | None) -> list[Any]:
 
 
 def _index_entry(item: list[Any]) -> IndexEntry | None:
+    """A msgpack marker's index item as its entry (None: the ledger vanished). The common
+    item, ``[ledger, seq, runs]`` of ints, takes no more than a tuple made (``entry_of``)."""
+    if len(item) == 3:
+        seq, runs = item[1], item[2]
+        if type(seq) is int and type(runs) is int:
+            return entry_of((seq, runs, None, None)) if seq >= 0 else None
     _, seq, runs, *rest = item
     if seq < 0:
         return None
@@ -609,7 +619,7 @@ def _index_entry(item: list[Any]) -> IndexEntry | None:
         except (TypeError, OverflowError) as exc:
             raise CorruptRecordError(f"an index entry's adds are not a list of gaps ({exc})") from None
     counts = parse_counts(rest[1]) if len(rest) > 1 else None
-    return IndexEntry(int(seq), int(runs), adds, counts or None)
+    return entry_of((int(seq), int(runs), adds, counts or None))
 
 
 def _properties(raw: Any) -> dict[str, int | str]:
