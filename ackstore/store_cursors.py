@@ -120,15 +120,16 @@ class CursorSide:
         """@private"""
         catalog, tid, storage = self.store._storage.catalog, topic.topic_id, self.store._storage
 
-        def find(txn: lmdb.Transaction) -> tuple[tuple[int, CursorConfig] | None, Any]:
-            """The catalog entry and, for a cursor that exists, its recovered state: one snapshot."""
+        def find(txn: lmdb.Transaction) -> tuple[tuple[int, CursorConfig] | None, Any, int]:
+            """The catalog entry and, for a cursor that exists, its recovered state: one
+            snapshot (the transaction's id: the state is the log as it saw it)."""
             found = catalog.cursor(txn, tid, name)
             if found is None:
-                return None, None
+                return None, None, -1
             self._same_directory(topic, txn)
-            return found, self.open_log(txn, CursorLog(storage.log_db, found[0]), config or found[1], topic)
+            return found, self.open_log(txn, CursorLog(storage.log_db, found[0]), config or found[1], topic), txn.id()
 
-        found, state = storage.read(find)
+        found, state, seen = storage.read(find)
         if found is None and not topic.entries_checked:
             # not found: make sure no damaged entry (a flipped bit in its key) hides it, or a
             # new, empty cursor would silently take its place. Once per topic: O(its cursors)
@@ -149,7 +150,7 @@ class CursorSide:
             return self._recovered(topic, name, cid, cfg, state, initial_position)
         cid, stored = found
         assert state is not None
-        return self._recovered(topic, name, cid, self._config_of(topic, name, cid, stored, config), state)
+        return self._recovered(topic, name, cid, self._config_of(topic, name, cid, stored, config), state, seen=seen)
 
     def _same_directory(self, topic: Topic, txn: lmdb.Transaction) -> None:
         """A read-only store's topic takes the directory ``txn`` sees before a cursor's state
@@ -198,17 +199,18 @@ class CursorSide:
             scanned = storage.writes  # (read before the scan's transaction begins)
             entries = storage.read(lambda txn: catalog.cursor_configs(txn, tid))
 
-        def recover(batch: list[tuple[str, int, CursorConfig, bytes]]) -> list[Any]:
-            def each(txn: lmdb.Transaction) -> list[Any]:
+        def recover(batch: list[tuple[str, int, CursorConfig, bytes]]) -> tuple[list[Any], int]:
+            def each(txn: lmdb.Transaction) -> tuple[list[Any], int]:
                 self._same_directory(topic, txn)
                 same = storage.writes == scanned and not self.store.readonly  # nothing written since the scan
                 probe = txn.cursor(db=storage.log_db)  # one for the batch, not one made a cursor
-                return [
+                states = [
                     self.open_log(txn, CursorLog(storage.log_db, cid), config or stored, topic, probe)
                     if same or catalog.cursor_raw(txn, tid, name) == raw
                     else None  # deleted (or made again) since the scan
                     for name, cid, stored, raw in batch
                 ]
+                return states, txn.id()
 
             return storage.read(each)
 
@@ -218,10 +220,11 @@ class CursorSide:
                 require_open(self.store)
                 topic.check_live()
                 batch = [e for e in entries[start : start + _LOAD_BATCH] if e[0] not in topic.held]
-                for (name, cid, stored, _), state in zip(batch, recover(batch), strict=True):
+                states, seen = recover(batch)
+                for (name, cid, stored, _), state in zip(batch, states, strict=True):
                     if state is not None:
                         cfg = self._config_of(topic, name, cid, stored, config)
-                        topic.held[name] = self._recovered(topic, name, cid, cfg, state)
+                        topic.held[name] = self._recovered(topic, name, cid, cfg, state, seen=seen)
                         opened.add(name)
         return [name for name, *_ in entries if name in topic.held], opened
 
@@ -242,9 +245,12 @@ class CursorSide:
         cfg: CursorConfig,
         state: Any,
         initial_position: str = "earliest",
+        seen: int = -1,
     ) -> Cursor:
         """The cursor over a recovered ``state`` (or a small form read at open); a fallback past
-        damaged markers is logged."""
+        damaged markers is logged. ``seen``: the read transaction that read ``state`` (a
+        reader's cursor then looks at its log again only after a newer one; -1: at its first
+        read)."""
         report = state.report if isinstance(state, RecoveredState) else NO_RECOVERY
         if report.markers_skipped or report.skipped_reasons:
             log.warning(
@@ -256,7 +262,10 @@ class CursorSide:
                 "; ".join(report.skipped_reasons),
             )
         host = cast("CursorHost", self.store)  # the store is the cursor's host
-        return Cursor(host, topic, name, cid, cfg, state, initial_position)
+        cursor = Cursor(host, topic, name, cid, cfg, state, initial_position)
+        if seen >= 0:
+            cursor._core.read_in(seen)
+        return cursor
 
     def delete_cursors(self, topic: Topic, names: list[str]) -> int:
         """Delete cursors ``names`` of ``topic`` with their logs in one transaction; how many were there."""

@@ -163,6 +163,34 @@ def test_a_reader_cursor_is_one_flushed_state_while_the_writer_flushes(tmp_path:
         writer.close()
 
 
+@pytest.mark.parametrize("small", [False, True], ids=["parts", "small form"])
+def test_a_readers_first_read_after_its_open_is_the_newest_flush(tmp_path: Path, small: bool) -> None:
+    """A reader's cursors, opened one at a time and all at once, answer their first read from
+    the state their open read while the writer wrote nothing since, and from the writer's
+    newest flush once it flushed between the open and the read (the open's transaction is
+    where a reader's cursor looks from: never a read older than the writer's newest flush)."""
+    names = ["a", "b", "c"]
+    writer = Writer(tmp_path / "s", 1 << 20, names, ledgers=3 if small else LEDGERS, small=small)
+    try:
+        writer.round()
+        writer.round()  # (not small: 40 ranges in each of 10 ledgers, past the form's)
+        for flushes_between in (0, 1, 2):
+            with AckStore.open(tmp_path / "s", readonly=True) as store:
+                topic = store.topic("t")
+                one = topic.cursor("a")
+                every = topic.open_cursors()
+                opened = {name: cur for name, cur in every.items() if name != "a"} | {"a": one}
+                for _ in range(flushes_between):
+                    writer.round()
+                for name, cur in sorted(opened.items()):
+                    newest = writer.states[name][-1]
+                    assert _ranges(cur) == newest["ranges"], (name, flushes_between)
+                    assert _state(cur) == newest, (name, flushes_between)
+                    assert (cur._core.small is not None) == small, "the cursor is not in the form the test is about"
+    finally:
+        writer.close()
+
+
 def test_a_small_cursors_reader_moves_on_when_the_writer_wrote_over_its_state_slot(tmp_path: Path) -> None:
     """A small cursor's ledgers wait in its state marker after a lazy read-only open; by the
     time the reader reads them the writer has flushed twice, so the slot that marker was in

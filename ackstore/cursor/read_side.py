@@ -113,6 +113,13 @@ class ReadSide(StoreSide):
 
     # -- a read-only store's cursor --------------------------------------------------------------
 
+    def read_in(self, txn_id: int) -> None:
+        """@private The cursor's state is its log as read transaction ``txn_id`` saw it (the
+        open's): a reader's next read looks at the log only once the store has a newer
+        transaction (:meth:`_look`), as after any catch-up. O(1)."""
+        if self._store.readonly:
+            self._view = (txn_id, self._view[1])
+
     def _refresh(self, ledger: int | None = None) -> LedgerAcks | None:
         """Move the whole cursor's parts to the writer's newest flush (the writer trimmed a
         record this state needs, or the cursor leaves the small form); CursorDeletedError
@@ -170,7 +177,10 @@ class ReadSide(StoreSide):
         the small form moves to the newest state's form when it is one (else its parts
         take it); one in its parts stays there. O(1) (one read transaction) when nothing
         was written; a move reads the cursor as a reopen would."""
-        moved = self._store.storage.read(partial(self._look, self.small is not None))
+        storage = self._store.storage
+        if storage.snapshot_id() == self._view[0]:
+            return  # nothing was written since the log was last looked at (the common read)
+        moved = storage.read(partial(self._look, self.small is not None))
         if moved is not False:
             self._load_newest(moved)
 
