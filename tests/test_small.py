@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shutil
 import threading
+from array import array
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,8 @@ from pyroaring import BitMap
 from ackstore import AckStore, CursorConfig, InvalidArgumentError, InvalidTypeError, Position, StoreError, testing
 from ackstore.cursor import small as small_form
 from ackstore.cursor.small import IMPLEMENTATIONS, Small, check_small
-from ackstore.cursor.small_span import SPAN_MOST
+from ackstore.cursor.small_span import SPAN_MOST, fit, form_position
+from ackstore.directory import LedgerDirectory
 from ackstore.flush import FlushJob, GroupFlush
 from ackstore.ledger_acks import LedgerAcks, run_bounds
 from ackstore.stats import CURSOR_FIGURES
@@ -422,6 +424,56 @@ def test_the_twins_read_a_small_form_from_its_slots_alike(
     assert got[0] == (*fields, counts, len(counts), m + 1, 0, props)
     for out in outs:
         check_small(out, (LEDGER, m))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    counts=st.lists(st.integers(0, 40), min_size=0, max_size=5),
+    open_last=st.booleans(),
+    confirmed=st.one_of(st.none(), st.integers(-1, 40)),
+    md_e=st.integers(-1, 30),
+    entries=st.frozensets(st.integers(0, 240), max_size=6),
+    counted=st.frozensets(st.integers(0, 240), max_size=3),
+)
+def test_a_fitted_forms_limit_says_what_the_directorys_ends_say_of_its_top(
+    counts: list[int],
+    open_last: bool,
+    confirmed: int | None,
+    md_e: int,
+    entries: frozenset[int],
+    counted: frozenset[int],
+) -> None:
+    """An open fits the form read from a slot to the directory and checks its top entry (M,
+    the last ack, the highest count) against the form's limit: for both twins that is the
+    directory's own rule, a ledger's end (a sealed one's count, an open one's durable bound)
+    at or below the highest entry holding state in it (``LedgerDirectory.past_end``)."""
+    ids = list(range(LEDGER, LEDGER + len(counts) + (1 if open_last or not counts else 0)))
+    sizes = counts + [-1] * (len(ids) - len(counts))
+    d = LedgerDirectory(array("q", ids), array("q", sizes), ids[-1], confirmed is not None, confirmed)
+    if sizes[0] >= 0 and md_e >= sizes[0] - 1 and len(ids) == 1:
+        md_e = sizes[0] - 2  # (M before a lone sealed ledger's end: a form's M never rests past it)
+    runs = [(e, e) for e in sorted(entries) if e > md_e + 1]
+    runs = [r for i, r in enumerate(runs) if i == 0 or r[0] > runs[i - 1][1] + 1]
+    for impl in IMPLEMENTATIONS:
+        try:
+            s = impl.SmallState(
+                CID,
+                LEDGER,
+                md_e,
+                5,
+                0,
+                1,
+                runs,
+                256,
+                [(e, 1) for e in sorted(counted) if e > md_e and e not in entries],
+                md_e + 1,
+            )
+        except ValueError:
+            continue  # (outside the layout)
+        if not fit(s, d):
+            continue
+        top = s.top()
+        assert (top > s.limit) == bool(d.past_end([form_position(s, top)])), (impl, s.spans, s.limit, top)
 
 
 @pytest.mark.parametrize("impl", IMPLEMENTATIONS, ids=IDS)

@@ -62,7 +62,7 @@ from ..storage.records import (
 )
 from . import lane
 from .chain import next_slot
-from .small_span import SPAN_MOST, bound_of, fit, form_entries, form_entry, form_position, ledger_counts, ledger_runs
+from .small_span import SPAN_MOST, bound_of, fit, form_entries, form_entry, ledger_counts, ledger_runs
 
 if TYPE_CHECKING:
     from ..config import CursorConfig
@@ -681,7 +681,7 @@ def small_opened(
     except CorruptRecordError:
         return None  # damage: recovery's to report
     # M's ledger in the directory; sealed since and the next ones added, M moves on as a recovery's would
-    if not fit(s, directory) or directory.past_end([form_position(s, s.top())]):
+    if not fit(s, directory) or s.top() > s.limit:
         return None  # (M, acks or counts at or past a ledger's bound: the bound went durable first, recovery clips)
     return s
 

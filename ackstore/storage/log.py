@@ -44,6 +44,7 @@ from .records import (
     ledger_span,
     log_bounds,
     log_key,
+    log_keys_of,
     open_slot,
     record_type,
     seal_slot,
@@ -154,12 +155,12 @@ def slot_values(
     one. Unchecked: ``ackstore.cursor.small.small_of_slots`` checks them. O(1): a look at
     the cursor's log keys and the two slots, with ``c`` (a cursor of ``txn`` on ``db``: a
     bulk open's one for all its cursors, made once) or one made here."""
-    start, end = log_bounds(cursor_id)
+    head, key0, key1 = log_keys_of(cursor_id)
     if c is None:
         c = txn.cursor(db=db)
-    if c.set_range(start) and c.key() < end:
+    if c.set_range(head) and c.key()[:8] == head:
         return None  # records under log keys: recovery's to resolve
-    v0, v1 = c.get(slot_key(cursor_id, 0)), c.get(slot_key(cursor_id, 1))  # (a cursor's get: no keywords to parse)
+    v0, v1 = c.get(key0), c.get(key1)  # (a cursor's get: no keywords to parse)
     return None if v0 is None and v1 is None else (v0, v1)
 
 
