@@ -177,15 +177,13 @@ class ReadSide(StoreSide):
         the small form moves to the newest state's form when it is one (else its parts
         take it); one in its parts stays there. O(1) (one read transaction) when nothing
         was written; a move reads the cursor as a reopen would."""
-        storage = self._store.storage
-        if storage.snapshot_id() == self._view[0]:
-            return  # nothing was written since the log was last looked at (the common read)
-        moved = storage.read(partial(self._look, self.small is not None))
+        moved = self._store.storage.read(self._look)
         if moved is not False:
             self._load_newest(moved)
 
-    def _look(self, form: bool, txn: lmdb.Transaction) -> Any:
-        """False when the cursor's log is as its state was read; else :meth:`_newest`."""
+    def _look(self, txn: lmdb.Transaction) -> Any:
+        """False when the cursor's log is as its state was read; else :meth:`_newest` (into
+        the small form when the cursor holds one)."""
         seen, newest = self._view
         now = txn.id()
         if now == seen:
@@ -193,7 +191,7 @@ class ReadSide(StoreSide):
         if self._log.newest(txn) == newest:
             self._view = (now, newest)
             return False
-        return self._newest(form, txn)
+        return self._newest(self.small is not None, txn)
 
     # -- reads ---------------------------------------------------------------------------------
 

@@ -40,10 +40,6 @@ LOCK_FILE = "ackstore.lock"
 T = TypeVar("T")
 
 
-def _txn_id(txn: lmdb.Transaction) -> int:
-    return txn.id()  # type: ignore[no-any-return]
-
-
 class Environment:
     """One store's LMDB environment, catalog and record log database. Thread-safe: every
     transaction runs under :attr:`lock`. Open it with :meth:`open`."""
@@ -353,11 +349,6 @@ class Environment:
                     txn.abort()
             except lmdb.Error as exc:
                 raise translate(exc, self.path, "reading store") from exc
-
-    def snapshot_id(self) -> int:
-        """The id of the newest committed write transaction, as a read transaction begun now
-        sees it (what :meth:`read` would read: equal ids, the same flushed state). O(1)."""
-        return self.read(_txn_id)
 
     @property
     def map_size(self) -> int:

@@ -555,11 +555,7 @@ def _decode_fixed(body: bytes, version: int) -> Marker:
         raise CorruptRecordError(str(exc)) from None
     deserialize = FrozenBitMap.deserialize
     index: dict[int, IndexEntry | None] = {
-        ledger: (
-            entry_of((seq, runs, None, None))
-            if adds is None and counts is None
-            else entry_of((seq, runs, deserialize(adds) if adds is not None else None, _checked(counts)))
-        )
+        ledger: entry_of((seq, runs, deserialize(adds) if adds is not None else None, _checked(counts)))
         if seq >= 0
         else None
         for ledger, seq, runs, adds, counts in items
