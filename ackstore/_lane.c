@@ -1313,7 +1313,8 @@ PyObject *trim_all(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
 
 /* commit_all(plans, planners) -> list[int]: lane._commit_all (commit_marker for each marker
  * plan; the indexes of the plans the caller's cursors still act on: any other plan, which
- * its cursor adopts, and a full marker plan that left the cursor's log in its state slots) */
+ * its cursor adopts, and a full marker plan that left the cursor's log in its state slots
+ * or of a cursor that keeps history) */
 PyObject *commit_all(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (ready("commit_all", "commit_all(plans, planners)", nargs, 2) < 0) return NULL;
     PyObject *plans = args[0], *planners = args[1];
@@ -1330,10 +1331,14 @@ PyObject *commit_all(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
             PyObject *pair[2] = {PyList_GET_ITEM(planners, i), plan};
             if ((r = commit_marker(NULL, pair, 2)) == NULL) goto fail;
             Py_DECREF(r);
-            if ((t = truth(plan, P_FULL)) > 0) { /* a state plan may leave the cursor in the form */
-                if ((chain = get(pair[0], A_CHAIN)) == NULL) goto fail;
-                t = in_slots(chain);
-                Py_DECREF(chain);
+            if ((t = truth(plan, P_FULL)) > 0) { /* a state plan may leave the cursor in the form: */
+                long long hist = integer(pair[0], A_HISTORY); /* one in its slots, or one that keeps history */
+                if (FAILED(hist)) goto fail;
+                if (!hist) {
+                    if ((chain = get(pair[0], A_CHAIN)) == NULL) goto fail;
+                    t = in_slots(chain);
+                    Py_DECREF(chain);
+                }
             }
             if (t < 0) goto fail;
         }

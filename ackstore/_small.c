@@ -20,7 +20,8 @@
 #include <structmember.h>
 
 #define OWN_RUNS 4
-#define UNDO 0x80 /* in `undo`: the last flush took this one (the low bits: its slots before) */
+#define UNDO 0x80   /* in `undo`: the last flush took this one (the low bits: its slots before) */
+#define LOGGED 0x40 /* ... under its log key (its slots as they were) */
 #define COUNT_CAP 1024 /* cursor/small.py's COUNT_CAP: the most delivery counts the form holds */
 #define ENTRY_MAX 0xFFFFFFFFLL
 #define SPAN_MOST 64 /* cursor/small_span.py's SPAN_MOST: the most ledgers after M's on the form's line */
@@ -792,11 +793,12 @@ static PyTypeObject SmallStateType = {
 };
 
 /* s's next state, as the value of state slot `slot` with `room` zero bytes of room (its
- * key into `key`); NULL with an exception, or with none when its record is over `max_bytes`
- * (the state layout a flush writes takes no more) */
+ * key into `key`), or, `slot` -1, as the state marker its log key holds (the key is the
+ * caller's); NULL with an exception, or with none when its record is over `max_bytes` (the
+ * state layout a flush writes takes no more) */
 static PyObject *slot_value(SmallState *s, int slot, unsigned char *key, uint32_t version, Py_ssize_t room,
                             Py_ssize_t max_bytes) {
-    Py_ssize_t head = slot_head_len(s->next_seq, room);
+    Py_ssize_t head = slot < 0 ? 0 : slot_head_len(s->next_seq, room);
     Out o = {NULL, 0, 0};
     PyObject *value = NULL;
     /* the runs and counts of each ledger of the line, its entries less its offset (a run
@@ -857,7 +859,7 @@ static PyObject *slot_value(SmallState *s, int slot, unsigned char *key, uint32_
     if (np) memcpy(at, PyBytes_AS_STRING(s->props), np); /* after the ledgers, as the parts' state marker */
     if (seal_envelope_at(&o, head, RECORD_MARKER, version) < 0) goto done;
     if (o.len - head > max_bytes) goto done; /* the parts' to write */
-    put_slot_head(key, o.b, s->cursor_id, slot, s->next_seq, room);
+    if (slot >= 0) put_slot_head(key, o.b, s->cursor_id, slot, s->next_seq, room);
     value = PyBytes_FromStringAndSize((const char *)o.b, o.len);
 done:
     PyMem_Free(tmp);
@@ -865,13 +867,27 @@ done:
     return value;
 }
 
-/* flush_small(smalls, version, first_room, max_counts, max_bytes) -> ([(key, value)], bytes,
- * [over, ...]): those whose state the state layout does not take now are not written */
+/* the big-endian u64 `v` at `p` */
+static void put_u64_be(unsigned char *p, unsigned long long v) {
+    for (int i = 7; i >= 0; i--, v >>= 8) p[i] = (unsigned char)v;
+}
+
+/* flush_small(smalls, version, first_room, max_counts, max_bytes, logged=None) -> ([(key,
+ * value)], bytes, [over, ...]): those whose state the state layout does not take now are not
+ * written; those of the cursor ids `logged` holds (a dict or set: the cursors that keep
+ * history) under their log keys */
 static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 5 || !PyList_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "flush_small(smalls: list, version, first_room, max_counts, max_bytes)");
+    if ((nargs != 5 && nargs != 6) || !PyList_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "flush_small(smalls: list, version, first_room, max_counts, max_bytes, logged=None)");
         return NULL;
     }
+    PyObject *logs = nargs == 6 && args[5] != Py_None ? args[5] : NULL;
+    if (logs != NULL && !PyDict_Check(logs) && !PyAnySet_Check(logs)) {
+        PyErr_SetString(PyExc_TypeError, "flush_small's logged is a dict or set of cursor ids");
+        return NULL;
+    }
+    if (logs != NULL && PyObject_Length(logs) == 0) logs = NULL;
     long version = PyLong_AsLong(args[1]);
     Py_ssize_t first_room = PyLong_AsSsize_t(args[2]), max_counts = PyLong_AsSsize_t(args[3]),
                max_bytes = PyLong_AsSsize_t(args[4]);
@@ -892,15 +908,26 @@ static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t n
         }
         s->undo = 0;
         if (!s->dirty || s->ended) continue;
-        Py_ssize_t room;
-        int slot = next_slot(s->slot, s->slots, first_room, &room);
-        unsigned char key[10];
+        int logged = 0;
+        if (logs != NULL) { /* a cursor that keeps history: its state under its log key, as the parts' */
+            PyObject *id = PyLong_FromUnsignedLongLong(s->cursor_id);
+            logged = id == NULL ? -1 : PySequence_Contains(logs, id);
+            Py_XDECREF(id);
+            if (logged < 0) goto fail;
+        }
+        Py_ssize_t room = 0, klen = logged ? 16 : 10;
+        int slot = logged ? -1 : next_slot(s->slot, s->slots, first_room, &room);
+        unsigned char key[16];
+        if (logged) {
+            put_u64_be(key, s->cursor_id);
+            put_u64_be(key + 8, s->next_seq);
+        }
         PyObject *value = (Py_ssize_t)s->nc > max_counts ? NULL : slot_value(s, slot, key, (uint32_t)version, room, max_bytes);
         if (value == NULL) {
             if (PyErr_Occurred() || PyList_Append(over, (PyObject *)s) < 0) goto fail;
             continue;
         }
-        PyObject *k = PyBytes_FromStringAndSize((const char *)key, 10), *pair = NULL;
+        PyObject *k = PyBytes_FromStringAndSize((const char *)key, klen), *pair = NULL;
         if (k != NULL) pair = PyTuple_Pack(2, k, value);
         Py_XDECREF(k);
         Py_DECREF(value);
@@ -909,13 +936,15 @@ static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t n
             goto fail;
         }
         Py_DECREF(pair);
-        uint32_t nbytes = (uint32_t)(10 + PyBytes_GET_SIZE(value));
+        uint32_t nbytes = (uint32_t)(klen + PyBytes_GET_SIZE(value));
         /* adopted now (undo_small gives it back if the write fails) */
-        s->undo = UNDO | s->slots;
+        s->undo = UNDO | (logged ? LOGGED : 0) | s->slots;
         s->undo_persisted = s->persisted;
         s->next_seq++;
-        s->slot = (uint8_t)slot;
-        s->slots |= (uint8_t)(1 << slot);
+        if (!logged) {
+            s->slot = (uint8_t)slot;
+            s->slots |= (uint8_t)(1 << slot);
+        }
         s->dirty = 0;
         s->persisted = s->n + (uint32_t)crossing(s);
         s->flushes++;
@@ -940,7 +969,7 @@ static PyObject *undo_small(PyObject *self, PyObject *list) {
         SmallState *s = (SmallState *)PyList_GET_ITEM(list, i);
         if (Py_TYPE(s) != &SmallStateType || !(s->undo & UNDO) || s->ended) continue;
         s->next_seq--;
-        s->slot = (uint8_t)(1 - s->slot);
+        if (!(s->undo & LOGGED)) s->slot = (uint8_t)(1 - s->slot);
         s->slots = s->undo & 3;
         s->persisted = s->undo_persisted;
         s->flushes--;

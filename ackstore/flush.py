@@ -138,6 +138,14 @@ class FlushJob:
             self.planners.append(planner)
         self.failed = None
 
+    def cursor_of(self, plan: AnyPlan) -> CursorCore:
+        """The cursor ``plan`` is of: a taken plan's, or a small form's whose flush trims
+        (``small.logged_plan``). O(plans)."""
+        for p, cur in zip(self.plans, self.cursors, strict=True):
+            if p is plan:
+                return cur
+        return next(cur for cur in self.small_cursors if cur.cursor_id == plan.cursor_id)
+
     def encode(self) -> None:
         """Step 2: the records and marker of every plan taken since the last call, from its
         copies (a lane's plan was encoded when it was taken); their puts gathered in order,
@@ -301,12 +309,15 @@ class GroupFlush:
     def _take_small(self, job: FlushJob, start: int) -> None:
         """Step 1 for the small forms of the chunk of ``job.smalls`` from ``start``: each
         changed one's state, encoded and adopted in one visit (``undo_small`` gives it back
-        if the write fails), its put added to the job's. A form whose cursor left it
-        meanwhile (it ended) is not written: its cursor holds its state again."""
+        if the write fails), its put added to the job's (under its log key when its cursor
+        keeps history: then with its point and trim, :meth:`_history_forms`). A form whose
+        cursor left it meanwhile (it ended) is not written: its cursor holds its state again."""
         forms = _chunk(job.smalls, start)
         with self.store.lock:
             require_open(self.store)
-            puts, nbytes, over = small.flush_small(forms, *small.flush_format())
+            windows = self.store.history.windows  # (their cursors' states go under log keys)
+            logged = [(form, form.next_seq) for form in forms if form.cursor_id in windows] if windows else ()
+            puts, nbytes, over = small.flush_small(forms, *small.flush_format(), windows or None)
             if over:  # states the state layout does not take now: their parts write them, in this flush
                 cursors = dict(zip(map(id, forms), _chunk(job.small_cursors, start), strict=True))
                 for form in over:
@@ -315,10 +326,29 @@ class GroupFlush:
                         cur._parts()
                         job.visit.append(cur)
                         job.visit_planners.append(cur._planner)
+            if logged:
+                self._history_forms(job, logged)
         job.puts += puts
         job.nbytes += nbytes
         job.small_written += len(puts)
         job.full_markers += len(puts)
+
+    def _history_forms(self, job: FlushJob, logged: list[tuple[Any, int]]) -> None:
+        """Step 1's part for the small forms of cursors that keep history (store lock held),
+        each with the sequence its state took if :data:`~ackstore.cursor.small.flush_small`
+        wrote it: each written one's point, and the trim its plan makes (what the parts' state
+        plan would), bounded to what the window needs (``HistoryKeeper.take``)."""
+        keeper = job.keeper = self.store.history
+        if job.micros < 0:
+            job.micros = keeper.now(time.time())
+        for form, seq in logged:
+            if form.next_seq != seq + 1:
+                continue  # not written: unchanged, or its parts write it
+            plan = small.logged_plan(form.cursor_id, seq, form.persisted)
+            job.history.append(keeper.take(form.cursor_id, plan, (form.md_l, form.md_e), seq, job.micros))
+            job.nbytes += plan.nbytes  # (the point's)
+            if plan.gc_below > 0:
+                job.trims.append(plan)
 
     def _history(self, job: FlushJob, start: int) -> None:
         """Step 1's part for the cursors that keep history (store lock held): each one's
@@ -349,7 +379,7 @@ class GroupFlush:
                 if plan is None or plan.cursor_id in job.untrimmed:
                     raise
                 job.untrimmed.add(plan.cursor_id)
-                cur = job.cursors[job.plans.index(plan)]
+                cur = job.cursor_of(plan)
                 log.warning(
                     "ackstore: the old records of cursor %s/%s (id %d) below record %d cannot be trimmed: LMDB "
                     "refused to delete one (a damaged node); its state is flushed, its old records stay. Run "

@@ -237,6 +237,75 @@ def test_the_window_is_kept_and_only_the_window(store_path: Path, clock: Clock) 
         assert datetime.fromtimestamp(oldest, tz=UTC).isoformat()[:19] in str(info.value)
 
 
+def _raw(store: AckStore, cursor_id: int) -> tuple[list[tuple[bytes, bytes]], list[tuple[bytes, bytes]]]:
+    """``cursor_id``'s log (its log keys and state slots) and its history points, as the
+    store holds them."""
+    from ackstore.storage.records import log_bounds, slot_key
+
+    def read(txn: Any) -> tuple[list[tuple[bytes, bytes]], list[tuple[bytes, bytes]]]:
+        low, high = log_bounds(cursor_id)
+        log_ = [(bytes(k), bytes(v)) for k, v in txn.cursor(db=store.storage.log_db) if low <= bytes(k) < high]
+        for slot in (0, 1):
+            value = txn.get(slot_key(cursor_id, slot), db=store.storage.log_db)
+            if value is not None:
+                log_.append((slot_key(cursor_id, slot), bytes(value)))
+        points = [(bytes(k), bytes(v)) for k, v in txn.cursor(db=store.storage.history_db)]
+        return log_, [(k, v) for k, v in points if split_log_key(k)[0] == cursor_id]
+
+    return store.storage.read(read)
+
+
+def test_a_cursor_that_keeps_history_in_the_small_form_writes_what_its_parts_would(
+    tmp_path: Path, clock: Clock
+) -> None:
+    """A subscription consuming in order with a few acks held back, delivery counts and a
+    property, keeping a 10-second window at a flush a second for 40 flushes: in the small
+    form (its flushes after the first) its log and its points are byte for byte those of the
+    same subscription kept out of the form (its parts asked before every flush), the window
+    slides the same (the states it lets go trimmed), and every kept point restores the
+    state its flush wrote."""
+    rng = random.Random(5)
+    ops = []
+    for r in range(40):
+        batch = list(range(10 * r, 10 * r + 10))
+        held = rng.sample(batch, rng.randint(0, 2))
+        late = [e for e in range(max(0, 10 * r - 10), 10 * r) if rng.random() < 0.05]
+        ops.append(([e for e in batch if e not in held] + late, [10 * r + 11], r % 7 == 0))
+    config = CursorConfig(history_seconds=10, max_unacked_ranges_to_persist=0)
+    outcomes = []
+    start = clock.now
+    for kept_out in (False, True):
+        clock.now = start
+        formed = 0
+        written: dict[float, tuple[Any, ...]] = {}
+        with AckStore.open(tmp_path / f"out-{kept_out}", sync=False) as store:
+            cur = _topic(store).cursor("c", config)
+            for acks, delivered, prop in ops:
+                cur.ack([Position(4, e) for e in acks])
+                cur.record_deliveries([Position(4, e) for e in delivered])
+                if prop:
+                    cur.set_property("round", len(written))
+                if kept_out:
+                    with store.lock:
+                        cur._core._parts()  # asked what the form does not serve: out of it at the flush
+                formed += cur._core.small is not None
+                store.flush()
+                written[clock.now] = _state(cur)
+                clock.tick()
+            clock.tick(-1)  # the newest flush's time: the whole window visible
+            points = cur.history()
+            assert len(points) == 11
+            for p in points:
+                assert _state_of(cur.snapshot_as_of(p.time)) == written[p.time], (kept_out, p)
+            outcomes.append((_raw(store, cur.cursor_id), [p.time for p in points], formed))
+    (raw, times, formed), (raw_out, times_out, formed_out) = outcomes
+    assert formed >= 35 and formed_out == 0, (formed, formed_out)
+    assert times == times_out
+    assert raw == raw_out
+    log_, points = raw
+    assert len(points) == 11 and len(log_) <= 12  # the window's states, and the one before them
+
+
 def test_bad_restores_change_nothing(store_path: Path, clock: Clock) -> None:
     """A cursor that keeps no history, a time that is not one, a negative time, a time
     before the window, a read-only store: each a typed error, and the cursor is as it was."""

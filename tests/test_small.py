@@ -507,6 +507,36 @@ def test_bad_arguments_are_refused_with_the_same_errors(impl: Small) -> None:
     assert s.runs() == [(7, 8)] and not s.dirty and s.next_seq == 0
 
 
+def test_a_form_of_a_cursor_that_keeps_history_writes_its_state_under_its_log_key() -> None:
+    """A form whose cursor id the flush's ``logged`` holds (its cursor keeps history) writes
+    the very state marker a state slot would hold, under its log key, and leaves its slots
+    as they were; a failed write gives it back. Both twins, byte for byte, beside a form
+    that writes its slot."""
+    outs = []
+    for impl in IMPLEMENTATIONS:
+        logged, slotted = (impl.SmallState(CID, LEDGER, 4, 9, 1, 3, [(7, 8), (11, 20)], 64) for _ in range(2))
+        for s in (logged, slotted):
+            s.ack_range(30, 31)
+        puts, nbytes, over = impl.flush_small([logged], *BOUNDS, {CID: 3600})
+        ((key, value),) = puts
+        assert (key, over, nbytes) == (records.log_key(CID, 9), [], len(key) + len(value))
+        assert (logged.next_seq, logged.slot, logged.slots, logged.dirty) == (10, 1, 3, 0)
+        ((slot_key, slot_value),) = impl.flush_small([slotted], *BOUNDS, {CID + 1: 60})[0]
+        assert slot_key == records.slot_key(CID, 0)
+        assert records.open_slot(slot_key, slot_value) == (9, value)  # the same marker, in a slot
+        marker = records.decode_marker(value, 9)
+        assert marker.mark_delete == (LEDGER, 4)
+        assert {lg: la.ranges() for lg, la in (marker.ledgers or {}).items()} == {LEDGER: [(7, 8), (11, 20), (30, 31)]}
+        impl.undo_small([logged])
+        assert (logged.next_seq, logged.slot, logged.slots, logged.dirty) == (9, 1, 3, 1)
+        check_small(logged, (LEDGER, 4), logged=True)
+        with pytest.raises(TypeError, match="logged is a dict or set of cursor ids"):
+            impl.flush_small([logged], *BOUNDS, [CID])
+        assert logged.next_seq == 9 and logged.dirty
+        outs.append((key, value, slot_value))
+    assert outs == [outs[0]] * len(outs)
+
+
 @pytest.mark.parametrize("impl", IMPLEMENTATIONS, ids=IDS)
 def test_a_form_that_ended_is_never_flushed_nor_given_back(impl: Small) -> None:
     """Once its cursor left the form, a flush skips it, and an undo of a flush that took it

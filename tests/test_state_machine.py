@@ -618,6 +618,9 @@ class AckStoreMachine(RuleBasedStateMachine):
     def flush(self, chunk: int) -> None:
         for cur in self.cursors.values():  # the marker lane's twins take the same plan
             lanes_agree(cur)
+            small = cur._core.small
+            if cur.config.history_seconds and small is not None and small.dirty:
+                self.ran.add("a history cursor's state flushed from the small form")
         saved, group_flush.CHUNK = group_flush.CHUNK, chunk  # cursors taken and adopted this many at a time
         try:
             self.store.flush()
@@ -999,6 +1002,14 @@ class BrokerDayMachine(AckStoreMachine):
         self.ran.add("a rollover")
 
 
+class BrokerDayHistoryMachine(BrokerDayMachine):
+    """The broker's day of subscriptions that keep an hour of history: the small form flushes
+    their states under log keys and the window keeps them, restores between rounds."""
+
+    config = CursorConfig(history_seconds=3600)
+    restore = AckStoreMachine.restore
+
+
 _settings = settings(
     max_examples=int(os.environ.get("ACKSTORE_SM_EXAMPLES", "60")),
     stateful_step_count=40,
@@ -1017,6 +1028,10 @@ TestSteadyMachine = SteadyMachine.TestCase
 TestSteadyMachine.settings = settings(_settings, max_examples=int(os.environ.get("ACKSTORE_SM_EXAMPLES", "40")))
 TestBrokerDayMachine = BrokerDayMachine.TestCase
 TestBrokerDayMachine.settings = settings(_settings, max_examples=int(os.environ.get("ACKSTORE_SM_EXAMPLES", "30")))
+TestBrokerDayHistoryMachine = BrokerDayHistoryMachine.TestCase
+TestBrokerDayHistoryMachine.settings = settings(
+    _settings, max_examples=int(os.environ.get("ACKSTORE_SM_EXAMPLES", "20"))
+)
 TestTruncatingMachine = TruncatingMachine.TestCase
 TestTruncatingMachine.settings = settings(_settings, max_examples=40)
 
@@ -1054,6 +1069,11 @@ DEPTH: dict[type[AckStoreMachine], dict[str, float]] = {
         "the small form across a rollover": 0.3,
         "a cumulative ack": 0.5,
         "a reader's cursor in the small form": 0.1,
+    },
+    BrokerDayHistoryMachine: {
+        "a history cursor's state flushed from the small form": 0.5,
+        "a restore": 0.2,
+        "a rollover": 0.3,
     },
 }
 ALL_THREE = 0.8

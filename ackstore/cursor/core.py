@@ -553,7 +553,7 @@ class CursorCore(Served):
         with self._lock:  # each component asserts its own invariants (the _check convention)
             small = self.small
             if small is not None:  # the form holds the state alone: no parts beside it
-                check_small(small, (small.md_l, -1))
+                check_small(small, (small.md_l, -1), bool(self._config.history_seconds))
                 assert self._unbuilt, "parts beside the small form"
             else:
                 held = self._pages._check(self._state.md, self.topic.directory)

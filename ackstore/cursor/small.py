@@ -25,7 +25,10 @@ parts load the newest flushed state as a reopen would (when a flush wrote one si
 take the acks, counts and read position since, so the rest of ackstore only ever sees the
 parts.
 
-A cursor stays out of the form while it keeps history, holds partial batches,
+A cursor that keeps history takes the form once its newest state is a state marker under its
+log key (not a slot: a history point names its marker by log key); the group flush writes its
+states there, as its parts would, takes their points and trims what the window lets go
+(:func:`logged_plan`). A cursor stays out of the form while it holds partial batches,
 has acks or counts outside M's ledger and those its line spans after it, or holds more
 runs than the state layout takes (:data:`ackstore.cursor.lane.STATE_MAX_RUNS`) or than
 PIP-299 persists, or more delivery counts than :data:`COUNT_CAP`; an ack or a delivery that
@@ -41,7 +44,7 @@ use.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pyroaring import BitMap
@@ -55,6 +58,7 @@ from ..storage.records import (
     FORMAT_VERSION,
     RECORD_MARKER,
     SLOT_RESERVE,
+    log_key,
     pack_properties,
     seal_slot,
     slot_key,
@@ -80,6 +84,7 @@ __all__ = [
     "check_small",
     "flush_format",
     "flush_small",
+    "logged_plan",
     "small_of",
     "small_of_slots",
     "small_opened",
@@ -87,6 +92,7 @@ __all__ = [
 ]
 
 _ENTRY_MAX = 0xFFFFFFFF
+_LOGGED = 4  # in ``_undo``: the last flush wrote the state under its log key (its slots as they were)
 
 COUNT_CAP = 1024
 """the most delivery counts the small form holds (those of a read handed out and not yet
@@ -435,18 +441,27 @@ class PySmallState:
 
 
 def _py_flush_small(
-    smalls: list[Any], version: int, reserve: int, max_counts: int, max_bytes: int
+    smalls: list[Any],
+    version: int,
+    reserve: int,
+    max_counts: int,
+    max_bytes: int,
+    logged: Collection[int] | None = None,
 ) -> tuple[list[tuple[bytes, bytes]], int, list[Any]]:
     """The pure-Python :data:`flush_small`: every changed one's next state as the value of
     the state slot its newest is not in (``reserve`` zero bytes of room in a slot's first
     value; ``version`` the record's format), and each adopted: its sequence on, that slot
-    the newest, unchanged. One whose state the state layout does not take now (more than
-    ``max_counts`` delivery counts, or a record over ``max_bytes``: the limits a flush of the
-    parts writes a state marker within) is not written, and is listed instead (its cursor's
-    parts take the state). Returns the puts, their bytes and those not written.
-    O(smalls + their runs and counts)."""
+    the newest, unchanged. The state of a cursor whose id ``logged`` holds (the cursors
+    that keep history: :func:`~ackstore.cursor.lane.state_slot`'s rule) is its state marker
+    under its log key instead, its slots left as they are. One whose state the state layout
+    does not take now (more than ``max_counts`` delivery counts, or a record over
+    ``max_bytes``: the limits a flush of the parts writes a state marker within) is not
+    written, and is listed instead (its cursor's parts take the state). Returns the puts,
+    their bytes and those not written. O(smalls + their runs and counts)."""
     if not 0 <= version <= 0xFF or not 0 <= reserve <= 64:
         raise ValueError(f"flush_small: format {version} or room {reserve} is outside the layout (0..255, 0..64)")
+    if logged is not None and not isinstance(logged, (dict, set, frozenset)):
+        raise TypeError("flush_small's logged is a dict or set of cursor ids")
     puts: list[tuple[bytes, bytes]] = []
     over: list[Any] = []
     total = 0
@@ -471,15 +486,20 @@ def _py_flush_small(
         if len(record) > max_bytes:
             over.append(s)
             continue
-        slot, room = next_slot(s.slot, s.slots, reserve)
-        key = slot_key(s.cursor_id, slot)
-        value = seal_slot(key, s.next_seq, record, room)
+        if logged and s.cursor_id in logged:
+            key, value = log_key(s.cursor_id, s.next_seq), record
+            s._undo = s.slots | _LOGGED
+        else:
+            slot, room = next_slot(s.slot, s.slots, reserve)
+            key = slot_key(s.cursor_id, slot)
+            value = seal_slot(key, s.next_seq, record, room)
+            s._undo = s.slots  # adopted now: undo_small gives it back
+            s.slot = slot
+            s.slots |= 1 << slot
         puts.append((key, value))
         nbytes = len(key) + len(value)
-        s._undo, s._undo_persisted = s.slots, s.persisted  # adopted now: undo_small gives it back
+        s._undo_persisted = s.persisted
         s.next_seq += 1
-        s.slot = slot
-        s.slots |= 1 << slot
         s.dirty = 0
         s.persisted = s.range_count()
         s.flushes += 1
@@ -496,8 +516,9 @@ def _py_undo_small(smalls: list[Any]) -> None:
         if type(s) is not PySmallState or s._undo < 0 or s.ended:
             continue
         s.next_seq -= 1
-        s.slot = 1 - s.slot
-        s.slots, s.persisted = s._undo, s._undo_persisted
+        if not s._undo & _LOGGED:
+            s.slot = 1 - s.slot
+        s.slots, s.persisted = s._undo & 3, s._undo_persisted
         s.flushes -= 1
         s.flush_bytes -= s.last_bytes
         s.dirty = 1
@@ -604,8 +625,8 @@ if _native is not None:
 
 def _cap(config: CursorConfig) -> int:
     """The most runs a cursor of ``config`` holds in the small form; -1: it never takes it
-    (it keeps history, or no cursor writes the state layout)."""
-    if config.history_seconds or lane.STATE_MAX_RUNS < 0:
+    (no cursor writes the state layout)."""
+    if lane.STATE_MAX_RUNS < 0:
         return -1
     limit = config.max_unacked_ranges_to_persist
     return min(lane.STATE_MAX_RUNS, limit) if limit else lane.STATE_MAX_RUNS
@@ -624,9 +645,17 @@ def small_of(
     the module docstring; the caller knows the store is writable). Only once its trims
     left nothing of it under log keys (the chain's floor past its newest state, which is
     then in a state slot): the form writes its two slots and never trims, so what the log
-    keys held would stay. O(its ranges)."""
+    keys held would stay. A cursor that keeps history writes each state under its log key
+    and its window keeps them (the form's flush trims what the window lets go, as the
+    parts' does: :func:`logged_plan`): it takes the form once its newest state is a state
+    marker, a full marker naming no record but itself. O(its ranges)."""
     cap = _cap(config)
-    if cap < 0 or not chain.in_slots:
+    if cap < 0:
+        return None
+    if config.history_seconds:
+        if not (0 <= chain.marker_seq == chain.full_seq and tuple(chain.full_live) == (chain.marker_seq,)):
+            return None
+    elif not chain.in_slots:
         return None
     if state.range_count > cap or pages.swapped or pages.vanished or pages.unmarked:
         return None
@@ -670,7 +699,7 @@ def small_opened(
     on the state as the slot holds it (:data:`small_of_slots`), and M's ledger in the
     directory with nothing at or past its durable bound. O(its ranges and counts)."""
     cap = _cap(config)
-    if cap < 0:
+    if cap < 0 or config.history_seconds:  # (its window's states are under log keys: recovered as any other)
         return None
     s = small_of_slots(cursor_id, *values, FORMAT_VERSION, cap, lambda md_l: bound_of(directory, md_l))
     if s is None:
@@ -686,10 +715,12 @@ def small_opened(
     return s
 
 
-def check_small(s: Any, md: tuple[int, int]) -> None:
+def check_small(s: Any, md: tuple[int, int], logged: bool = False) -> None:
     """Assert every invariant of a small form (the tests call it after each change):
     its runs ascending, a gap between two, all above M + 1, in the layout; at most ``cap``;
-    its M at or after ``md`` (in the same ledger or a later one)."""
+    its M at or after ``md`` (in the same ledger or a later one); its newest state in a
+    state slot, unless it is ``logged`` (its cursor keeps history: its states are under log
+    keys)."""
     assert not s.ended, "an ended small form is still the cursor's"
     assert (s.md_l, s.md_e) >= md, f"small M {(s.md_l, s.md_e)} is behind {md}"
     at = s.md_e + 2
@@ -709,8 +740,25 @@ def check_small(s: Any, md: tuple[int, int]) -> None:
         assert l0 < l1 and o0 <= o1, f"spans {spans} after ledger {s.md_l} out of order"
     if s.rp_i:  # (a sealed ledger's end is the next one's first entry)
         assert spans[s.rp_i - 1][1] <= s.rp_e, f"read position {s.rp_e} below its ledger's offset in {spans}"
-    assert s.slot in (0, 1) and s.slots >> s.slot & 1, f"the newest state's slot {s.slot} holds nothing ({s.slots})"
+    assert s.slot in (0, 1) and 0 <= s.slots <= 3, f"slot {s.slot}, slots {s.slots}"
+    assert logged or s.slots >> s.slot & 1, f"the newest state's slot {s.slot} holds nothing ({s.slots})"
     assert pack_properties(unpack_properties(s.props)) == s.props, f"properties {s.props!r} not as a marker packs them"
+
+
+def logged_plan(cursor_id: int, seq: int, ranges: int) -> lane.MarkerPlan:
+    """What a flush of a form whose cursor keeps history wrote (:data:`flush_small`: its
+    state marker under log key ``seq``, holding ``ranges`` ranges), as the plan the history
+    keeper takes its point from (``HistoryKeeper.take``, which bounds its trim to what the
+    window needs): a full marker naming no record but itself, trimming what the parts' state
+    plan trims (:func:`~ackstore.cursor.lane.trims`: below the state before, which it keeps).
+    Its puts are the form's, already in the flush's. O(1)."""
+    plan = lane.MarkerPlan(cursor_id, {}, True, seq, (), False, ranges, b"", b"")
+    plan.puts = []
+    plan.nbytes = 0
+    plan.full_live = (seq,)
+    if seq > 0:
+        plan.gc_below, plan.gc_live = seq - 1, (seq - 1,)
+    return plan
 
 
 def flush_format() -> tuple[int, int, int, int]:
