@@ -129,15 +129,16 @@ class Point(NamedTuple):
         return HistoryPoint(self.micros / 1e6, trusted(*self.md), self.ranges)
 
 
-def encode_point(point: Point, cursor_id: int) -> bytes:
-    """A point's value under ``cursor_id``'s key (the layout of the module docstring)."""
+def encode_point(point: Point, cursor_id: int, key: bytes | None = None) -> bytes:
+    """A point's value under ``cursor_id``'s key (``key``, when the caller made it: the layout
+    of the module docstring)."""
     md_l, md_e = point.md
     refs = point.refs
-    gaps = [b - a for a, b in zip((0, *refs), refs, strict=False)]
-    body = _TAG + point_value(
-        point.micros, (md_l, md_e + 1, point.ranges, point.seq - point.full_seq, len(refs), *gaps)
-    )
-    return body + _CRC.pack(zlib.crc32(body, zlib.crc32(log_key(cursor_id, point.seq))))
+    fields: tuple[int, ...] = (md_l, md_e + 1, point.ranges, point.seq - point.full_seq, len(refs))
+    if refs:  # (a delta marker's point, and a small cursor's, names none)
+        fields += tuple([b - a for a, b in zip((0, *refs), refs, strict=False)])
+    body = _TAG + point_value(point.micros, fields)
+    return body + _CRC.pack(zlib.crc32(body, zlib.crc32(key or log_key(cursor_id, point.seq))))
 
 
 def decode_point(cursor_id: int, seq: int, value: bytes) -> Point:
@@ -479,6 +480,8 @@ class Taken:
     """the point's value, as written"""
     stale: list[int] = field(default_factory=list)
     """damaged points that go with the window"""
+    key: bytes = b""
+    """the point's key (its marker's log key; empty: made from the point when written)"""
 
 
 class HistoryKeeper:
@@ -635,24 +638,27 @@ class HistoryKeeper:
         point's bytes."""
         h = self.of(cursor_id)
         seq = plan.marker_seq  # a full marker's records older than itself (the log is kept from it on anyway)
-        refs = tuple(sorted(r for r in plan.full_live if r < seq)) if plan.full else ()
+        live = plan.full_live  # (a full marker's names itself: one alone names no older record)
+        refs = tuple(sorted([r for r in live if r < seq])) if plan.full and len(live) > 1 else ()
         point = Point(seq, micros, (md[0], md[1]), plan.persisted_ranges, full_seq, refs)
         cutoff = micros - self.windows[cursor_id] * 1_000_000
         dropped, full = h.after(point, cutoff)
         clamp_trim(plan, full, lambda: h.named_below(full, dropped))
-        value = encode_point(point, cursor_id)
+        key = log_key(cursor_id, seq)
+        value = encode_point(point, cursor_id, key)
         plan.nbytes += 16 + len(value)  # the point is part of what this cursor's flush writes
-        return Taken(cursor_id, point, dropped, value, h.stale(dropped) if h.damaged else [])
+        return Taken(cursor_id, point, dropped, value, h.stale(dropped) if h.damaged else [], key)
 
     def write(self, txn: lmdb.Transaction, taken: list[Taken]) -> None:
         """Step 3's part: every taken point put, the dropped ones (and damaged ones the window
         left) deleted, and the store's clock."""
         c = txn.cursor(db=self.db)
         for t in taken:
-            for seq in (*t.dropped, *t.stale):
-                if c.set_key(log_key(t.cursor_id, seq)):
-                    c.delete()
-        items = [(log_key(t.cursor_id, t.point.seq), t.value) for t in taken]
+            if t.dropped or t.stale:
+                for seq in (*t.dropped, *t.stale):
+                    if c.set_key(log_key(t.cursor_id, seq)):
+                        c.delete()
+        items = [(t.key or log_key(t.cursor_id, t.point.seq), t.value) for t in taken]
         if taken:
             items.append((CLOCK_KEY, encode_clock(self.clock().stored())))
         c.putmulti(items)

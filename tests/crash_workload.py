@@ -87,9 +87,10 @@ def steady_ops(seed: int, rnd: int) -> list[Op]:
     return [*ops, ("each", late)]
 
 
-WORKLOADS = {"random": round_ops, "steady": steady_ops, "history": round_ops}
+WORKLOADS = {"random": round_ops, "steady": steady_ops, "history": round_ops, "steady-history": steady_ops}
 """``history``: the random workload on a cursor that keeps an hour of history (its kept
-states are checked too)"""
+states are checked too); ``steady-history``: the steady one on such a cursor (its states
+flushed from the small form, under log keys)"""
 
 
 def run_and_kill(argv: list[str], pause: float) -> str:
@@ -153,7 +154,7 @@ def main() -> None:
     cursor = store.topic(TOPIC).cursor(CURSOR)
     print("ready", flush=True)
     rnd = first
-    pause = 0.002 if len(sys.argv) > 4 and sys.argv[4] == "history" else 0.0
+    pause = 0.002 if len(sys.argv) > 4 and sys.argv[4].endswith("history") else 0.0
     while True:
         apply_engine(cursor, ops(seed, rnd))
         store.flush()
