@@ -652,8 +652,9 @@ def small_of(
     cap = _cap(config)
     if cap < 0:
         return None
-    if config.history_seconds:
-        if not (0 <= chain.marker_seq == chain.full_seq and tuple(chain.full_live) == (chain.marker_seq,)):
+    if config.history_seconds:  # (the form's states then follow it one sequence apart: logged_plan's "before")
+        newest = chain.marker_seq
+        if not (0 <= newest == chain.full_seq == chain.next_seq - 1 and tuple(chain.full_live) == (newest,)):
             return None
     elif not chain.in_slots:
         return None
@@ -750,8 +751,9 @@ def logged_plan(cursor_id: int, seq: int, ranges: int) -> lane.MarkerPlan:
     state marker under log key ``seq``, holding ``ranges`` ranges), as the plan the history
     keeper takes its point from (``HistoryKeeper.take``, which bounds its trim to what the
     window needs): a full marker naming no record but itself, trimming what the parts' state
-    plan trims (:func:`~ackstore.cursor.lane.trims`: below the state before, which it keeps).
-    Its puts are the form's, already in the flush's. O(1)."""
+    plan trims (:func:`~ackstore.cursor.lane.trims`: below the state before, which it keeps;
+    the form's states are one sequence apart, from the state its parts wrote last:
+    :func:`small_of`). Its puts are the form's, already in the flush's. O(1)."""
     plan = lane.MarkerPlan(cursor_id, {}, True, seq, (), False, ranges, b"", b"")
     plan.puts = []
     plan.nbytes = 0
