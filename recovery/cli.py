@@ -17,9 +17,10 @@ import signal
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import asdict
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -893,7 +894,7 @@ def guarded(argv: list[str] | None = None) -> int:
     os.close(c_err_w)
     os.close(made_w)
     for sig in (signal.SIGTERM, signal.SIGHUP):  # the worker ends the command, and cleans up
-        signal.signal(sig, lambda signum, _frame: os.kill(pid, signum))
+        signal.signal(sig, partial(_forward, pid))
     c_output = _Drain(c_err)
     announced = _Drain(made)
     status = _wait(pid)
@@ -959,6 +960,14 @@ def _stop(signum: int, _frame: object) -> None:
     if signum == signal.SIGINT:
         raise KeyboardInterrupt
     raise Terminated(signal.Signals(signum).name)
+
+
+def _forward(pid: int, signum: int, _frame: object) -> None:
+    """The parent's SIGTERM or SIGHUP, passed on to the worker ``pid``: unless the worker has
+    ended and been reaped already (the wait that reaped it runs this handler on its way out:
+    the worker's status must still be read, not lost to an error)."""
+    with suppress(ProcessLookupError):
+        os.kill(pid, signum)
 
 
 def _wait(pid: int) -> int | None:

@@ -373,6 +373,20 @@ def test_make_demo_and_make_run_end_with_what_a_person_needs(tmp_path: Path) -> 
     ]
 
 
+def test_a_signal_passed_on_to_a_worker_that_is_gone_raises_nothing() -> None:
+    """The tool passes its SIGTERM or SIGHUP on to its worker; the wait that reaps the worker
+    runs the handler on its way out when the signal came meanwhile, so the worker is gone by
+    then: the handler says nothing (a traceback there replaced the command's one line, and
+    lost the worker's status). Signal 0 to a reaped child: nothing is sent anywhere."""
+    from recovery.cli import _forward
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    with pytest.raises(ProcessLookupError):
+        os.kill(child.pid, 0)  # (gone: reaped)
+    _forward(child.pid, 0, None)
+
+
 @pytest.mark.slow
 def test_sigterm_to_the_process_group_during_salvage_leaves_nothing(tmp_path: Path, big_store: Path) -> None:
     """A service manager's stop sends SIGTERM to the whole process group: the worker gets it
