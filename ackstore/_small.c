@@ -980,9 +980,11 @@ static PyObject *undo_small(PyObject *self, PyObject *list) {
     Py_RETURN_NONE;
 }
 
-/* small_of_slots(cursor_id, value0, value1, max_version, cap) -> SmallState | None: the small
- * form of a cursor whose log is only its state slots, read from their values (None: the slot
- * holds none) with the state layout's readers (_native.h); None when a slot's head is
+/* small_of_slots(cursor_id, value0, value1, max_version, cap, line=None, logged=None) ->
+ * SmallState | None: the small form of a cursor whose log is only its state slots, read from
+ * their values (None: the slot holds none), or whose newest state is `logged`, (seq, record)
+ * under its log key when newer than both (a cursor that keeps history), with the state
+ * layout's readers (_native.h); None when a slot's head is
  * damaged (recovery says what it may have held), when the newest state is not an intact
  * state marker of this cursor, or when it is outside the form: partial batches, a ledger
  * other than M's, no run, more than `cap` runs or COUNT_CAP counts, or a run at M + 1. Its
@@ -990,15 +992,25 @@ static PyObject *undo_small(PyObject *self, PyObject *list) {
  * cursor/small.py's _py_small_of_slots, the same rule. O(the newest value). */
 static PyObject *small_of_slots(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 5 && nargs != 6) {
-        PyErr_SetString(PyExc_TypeError, "small_of_slots(cursor_id, value0, value1, max_version, cap, line=None)");
+    if (nargs < 5 || nargs > 7) {
+        PyErr_SetString(PyExc_TypeError,
+                        "small_of_slots(cursor_id, value0, value1, max_version, cap, line=None, logged=None)");
         return NULL;
     }
     unsigned long long cid = PyLong_AsUnsignedLongLong(args[0]);
     long long max_version = PyLong_AsLongLong(args[3]);
     unsigned long cap = PyLong_AsUnsignedLong(args[4]);
     if (PyErr_Occurred()) return NULL;
-    PyObject *line = nargs == 6 ? args[5] : Py_None;
+    PyObject *line = nargs >= 6 ? args[5] : Py_None, *logged = nargs == 7 ? args[6] : Py_None;
+    unsigned long long logged_seq = 0;
+    if (logged != Py_None) { /* (seq, record): the cursor's newest record under a log key */
+        if (!PyTuple_Check(logged) || PyTuple_GET_SIZE(logged) != 2 || !PyBytes_Check(PyTuple_GET_ITEM(logged, 1))) {
+            PyErr_Format(PyExc_TypeError, "small_of_slots's logged is (seq, record bytes) or None, not %R", logged);
+            return NULL;
+        }
+        logged_seq = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(logged, 0));
+        if (PyErr_Occurred()) return NULL;
+    }
     const unsigned char *newest = NULL;
     Py_ssize_t newest_len = 0, start = 0;
     unsigned long long seq = 0;
@@ -1021,7 +1033,15 @@ static PyObject *small_of_slots(PyObject *self, PyObject *const *args, Py_ssize_
             slot = k, seq = s_k, newest = p, newest_len = PyBytes_GET_SIZE(v), start = at;
         }
     }
-    if (slot < 0) Py_RETURN_NONE;
+    int from_log = logged != Py_None && (slot < 0 || logged_seq > seq);
+    if (from_log) { /* the newest state is under a log key: the record as it is (no slot head) */
+        PyObject *v = PyTuple_GET_ITEM(logged, 1);
+        newest = (const unsigned char *)PyBytes_AS_STRING(v), newest_len = PyBytes_GET_SIZE(v), start = 0;
+        seq = logged_seq;
+    } else if (slot < 0) {
+        Py_RETURN_NONE;
+    }
+    if (slot < 0) slot = 1; /* no slot holds a value: the next state's slot is 0 */
     const unsigned char *rec = newest + start;
     Py_ssize_t len = newest_len - start;
     if (len < 1 || rec[0] != 0xC1) Py_RETURN_NONE; /* not the fixed envelope: recovery's */

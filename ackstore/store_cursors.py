@@ -27,7 +27,7 @@ from .errors import CorruptRecordError, HistoryRangeError, UnknownCursorError
 from .history import HistoryPoint, Point, drop_points, iso
 from .life import require_open, require_writable
 from .stats import NO_RECOVERY, FlushStats
-from .storage.log import CursorLog, RecoveredState, slot_values
+from .storage.log import CursorLog, RecoveredState, newest_logged, slot_values
 from .storage.records import log_key
 from .topic import Topic
 
@@ -166,13 +166,22 @@ class CursorSide:
     ) -> Any:
         """@private A cursor's state as an open (or a reader's catch-up) starts from it: the
         small form, read from the cursor's state slots, when its log is only those and its
-        state is in the form (``ackstore.cursor.small``); else :meth:`recover_log`'s.
+        state is in the form (``ackstore.cursor.small``), or, a writer's cursor that keeps
+        history, from its newest record under a log key when that is its newest state and
+        in the form; else :meth:`recover_log`'s.
         ``probe``: a cursor of ``txn`` on the log to look with (a bulk open's, made once)."""
-        values = slot_values(txn, log.db, log.cursor_id, probe)
-        if values is not None:
-            small = small_opened(log.cursor_id, values, config, topic.directory)
-            if small is not None:
-                return small
+        if not config.history_seconds:
+            values = slot_values(txn, log.db, log.cursor_id, probe)
+            if values is not None:
+                small = small_opened(log.cursor_id, values, config, topic.directory)
+                if small is not None:
+                    return small
+        elif not self.store.readonly:  # (a reader's form follows its slots: a history cursor reads on its parts)
+            found = newest_logged(txn, log.db, log.cursor_id, probe)
+            if found is not None:
+                small = small_opened(log.cursor_id, found[0], config, topic.directory, found[1])
+                if small is not None:
+                    return small
         return self.recover_log(txn, log, config, topic)
 
     def recover_log(

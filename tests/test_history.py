@@ -259,8 +259,9 @@ def test_a_cursor_that_keeps_history_in_the_small_form_writes_what_its_parts_wou
     tmp_path: Path, clock: Clock
 ) -> None:
     """A subscription consuming in order with a few acks held back, delivery counts and a
-    property, keeping a 10-second window at a flush a second for 40 flushes: in the small
-    form (its flushes after the first) its log and its points are byte for byte those of the
+    property, keeping a 10-second window at a flush a second for 40 flushes with a restart
+    after 20: in the small form (its flushes after the first, and from the restart on: the
+    writer opens it into the form) its log and its points are byte for byte those of the
     same subscription kept out of the form (its parts asked before every flush), the window
     slides the same (the states it lets go trimmed), and every kept point restores the
     state its flush wrote."""
@@ -278,9 +279,13 @@ def test_a_cursor_that_keeps_history_in_the_small_form_writes_what_its_parts_wou
         clock.now = start
         formed = 0
         written: dict[float, tuple[Any, ...]] = {}
-        with AckStore.open(tmp_path / f"out-{kept_out}", sync=False) as store:
-            cur = _topic(store).cursor("c", config)
-            for acks, delivered, prop in ops:
+        for first, half in ((True, ops[:20]), (False, ops[20:])):  # a restart between them
+            store = AckStore.open(tmp_path / f"out-{kept_out}", sync=False)
+            cur = (_topic(store) if first else store.topic(T)).cursor("c", config)
+            if not first:  # the writer opens it into the form, from its newest state under its log key
+                assert cur._core.small is not None, kept_out
+                assert _state(cur) == written[max(written)]
+            for acks, delivered, prop in half:
                 cur.ack([Position(4, e) for e in acks])
                 cur.record_deliveries([Position(4, e) for e in delivered])
                 if prop:
@@ -292,12 +297,15 @@ def test_a_cursor_that_keeps_history_in_the_small_form_writes_what_its_parts_wou
                 store.flush()
                 written[clock.now] = _state(cur)
                 clock.tick()
-            clock.tick(-1)  # the newest flush's time: the whole window visible
-            points = cur.history()
-            assert len(points) == 11
-            for p in points:
-                assert _state_of(cur.snapshot_as_of(p.time)) == written[p.time], (kept_out, p)
-            outcomes.append((_raw(store, cur.cursor_id), [p.time for p in points], formed))
+            if first:
+                store.close()
+        clock.tick(-1)  # the newest flush's time: the whole window visible
+        points = cur.history()
+        assert len(points) == 11
+        for p in points:
+            assert _state_of(cur.snapshot_as_of(p.time)) == written[p.time], (kept_out, p)
+        outcomes.append((_raw(store, cur.cursor_id), [p.time for p in points], formed))
+        store.close()
     (raw, times, formed), (raw_out, times_out, formed_out) = outcomes
     assert formed >= 35 and formed_out == 0, (formed, formed_out)
     assert times == times_out

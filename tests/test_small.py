@@ -352,6 +352,63 @@ def _slot_value(slot: int, seq: int, md_e: int, acked: set[int], shape: str) -> 
     md_e=st.integers(-1, 20),
     acked=st.frozensets(st.integers(0, 60), max_size=10),
     seqs=st.tuples(st.none() | st.integers(0, 300), st.none() | st.integers(0, 300)),
+    logged_seq=st.integers(0, 300),
+    shape=st.sampled_from(["plain", "count", "properties", "batch", "other cursor"]),
+    damage=st.none() | st.tuples(st.integers(0, 200), st.integers(1, 255)),
+)
+def test_the_twins_read_a_small_form_from_its_newest_log_key_alike(
+    md_e: int,
+    acked: frozenset[int],
+    seqs: tuple[int | None, int | None],
+    logged_seq: int,
+    shape: str,
+    damage: tuple[int, int] | None,
+) -> None:
+    """``small_of_slots`` given a cursor's newest record under a log key (``logged``, a cursor
+    that keeps history): both twins return the same form or both None, the same with a byte
+    of that record flipped; from intact values, the newest state of the three (a slot's on a
+    tie), its next sequence after it, its slots as they hold values, or None when that state
+    is outside the form."""
+    plain = {e for e in acked if e > md_e + 1}
+    values: list[bytes | None] = [
+        None if seq is None else _slot_value(k, seq, md_e + k, {e for e in plain if e > md_e + k + 1}, "plain")
+        for k, seq in enumerate(seqs)
+    ]
+    above = {e for e in plain if e > md_e + 3}
+    _, record = records.open_slot(records.slot_key(CID, 0), _slot_value(0, logged_seq, md_e + 2, above, shape))
+    record = bytes(record)
+    if damage is not None:
+        flipped = bytearray(record)
+        flipped[damage[0] % len(flipped)] ^= damage[1]
+        record = bytes(flipped)
+    outs = [impl.small_of_slots(CID, *values, VERSION, 8, None, (logged_seq, record)) for impl in IMPLEMENTATIONS]
+    got = [None if out is None else _fields(out) for out in outs]
+    assert got == [got[0]] * len(got), (IDS, got)
+    if damage is not None:
+        return
+    held = [k for k in (0, 1) if seqs[k] is not None]
+    newest_slot = max(held, key=lambda k: (seqs[k], -k)) if held else None
+    if newest_slot is not None and seqs[newest_slot] >= logged_seq:  # type: ignore[operator]
+        return  # a slot's state: the test above holds those
+    runs = run_bounds(BitMap(above))
+    if shape not in ("plain", "count", "properties") or len(runs) > 8:
+        assert got[0] is None
+        return
+    assert got[0] is not None
+    slot = 1 if newest_slot is None else newest_slot
+    assert got[0][:7] == (LEDGER, md_e + 2, runs, len(runs), logged_seq + 1, slot, sum(1 << k for k in held))
+    for out in outs:
+        check_small(out, (LEDGER, md_e + 2), logged=True)
+    for impl in IMPLEMENTATIONS:
+        with pytest.raises(TypeError, match="logged is"):
+            impl.small_of_slots(CID, *values, VERSION, 8, None, (logged_seq, "not bytes"))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    md_e=st.integers(-1, 20),
+    acked=st.frozensets(st.integers(0, 60), max_size=10),
+    seqs=st.tuples(st.none() | st.integers(0, 300), st.none() | st.integers(0, 300)),
     cap=st.integers(0, 8),
     shape=st.sampled_from(SHAPES),
     damage=st.none() | st.tuples(st.integers(0, 1), st.integers(0, 200), st.integers(1, 255)),

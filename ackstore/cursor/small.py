@@ -526,10 +526,18 @@ def _py_undo_small(smalls: list[Any]) -> None:
 
 
 def _py_small_of_slots(
-    cursor_id: int, value0: bytes | None, value1: bytes | None, max_version: int, cap: int, line: Any = None
+    cursor_id: int,
+    value0: bytes | None,
+    value1: bytes | None,
+    max_version: int,
+    cap: int,
+    line: Any = None,
+    logged: tuple[int, bytes] | None = None,
 ) -> Any:
     """The small form of a cursor whose log is only its state slots, read from their values
-    (None: the slot holds none), or None: when a slot's head is damaged (recovery says what
+    (None: the slot holds none), or whose newest state is ``logged``, ``(seq, record)`` under
+    its log key, when newer than both (a cursor that keeps history: its slots, if any, hold
+    older states), or None: when a slot's head is damaged (recovery says what
     it may have held), when the newest state is not an intact state marker of this cursor,
     or when it is outside the form (partial batches, a ledger not on the form's line, more
     than ``cap`` ranges or :data:`COUNT_CAP` counts). ``line(md_l)`` gives the line of a
@@ -549,6 +557,11 @@ def _py_small_of_slots(
             return None
         if newest is None or seq > newest[0]:
             newest = seq, slot, value[start:]
+    if logged is not None:
+        if not (isinstance(logged, tuple) and len(logged) == 2 and isinstance(logged[1], bytes)):
+            raise TypeError(f"small_of_slots's logged is (seq, record bytes) or None, not {logged!r}")
+        if newest is None or logged[0] > newest[0]:  # (no slot holds a value: the next state's slot is 0)
+            newest = logged[0], 1 if newest is None else newest[1], logged[1]
     if newest is None:
         return None
     seq, slot, record = newest
@@ -692,17 +705,23 @@ def small_of(
 
 
 def small_opened(
-    cursor_id: int, values: tuple[bytes | None, bytes | None], config: CursorConfig, directory: LedgerDirectory
+    cursor_id: int,
+    values: tuple[bytes | None, bytes | None],
+    config: CursorConfig,
+    directory: LedgerDirectory,
+    logged: tuple[int, bytes] | None = None,
 ) -> Any:
     """The small form of a cursor opened from a log that is only its state slots (``values``:
-    theirs, :func:`ackstore.storage.log.slot_values`), or None when its newest state is
+    theirs, :func:`ackstore.storage.log.slot_values`), or, for a cursor that keeps history,
+    from its newest record under a log key (``logged``: ``(seq, record)``,
+    :func:`ackstore.storage.log.newest_logged`) and its slots; None when its newest state is
     outside the form (then the cursor is recovered as any other): :func:`small_of`'s rule,
     on the state as the slot holds it (:data:`small_of_slots`), and M's ledger in the
     directory with nothing at or past its durable bound. O(its ranges and counts)."""
     cap = _cap(config)
-    if cap < 0 or config.history_seconds:  # (its window's states are under log keys: recovered as any other)
-        return None
-    s = small_of_slots(cursor_id, *values, FORMAT_VERSION, cap, lambda md_l: bound_of(directory, md_l))
+    if cap < 0 or bool(config.history_seconds) != (logged is not None):
+        return None  # (a history cursor's newest state is under a log key: asked for with it)
+    s = small_of_slots(cursor_id, *values, FORMAT_VERSION, cap, lambda md_l: bound_of(directory, md_l), logged)
     if s is None:
         return None
     try:

@@ -66,6 +66,7 @@ __all__ = [
     "ResolvedMarker",
     "read_ledger_record",
     "log_usage",
+    "newest_logged",
     "trim_records",
     "slot_values",
 ]
@@ -162,6 +163,28 @@ def slot_values(
         return None  # records under log keys: recovery's to resolve
     v0, v1 = c.get(key0), c.get(key1)  # (a cursor's get: no keywords to parse)
     return None if v0 is None and v1 is None else (v0, v1)
+
+
+def newest_logged(
+    txn: LogTxn, db: lmdb._Database | None, cursor_id: int, c: Any = None
+) -> tuple[tuple[bytes | None, bytes | None], tuple[int, bytes]] | None:
+    """The values of the cursor's two state slots and its newest record under a log key,
+    ``(seq, value)``, or None when it has none there (a cursor that keeps history writes
+    its states under log keys). Unchecked, as :func:`slot_values`'s. O(1), with ``c`` as
+    :func:`slot_values` takes it."""
+    head, key0, key1 = log_keys_of(cursor_id)
+    if c is None:
+        c = txn.cursor(db=db)
+    if c.set_range(log_bounds(cursor_id)[1]):  # the first key past the cursor's log keys ...
+        if not c.prev():  # ... and the one before it
+            return None
+    elif not c.last():
+        return None
+    key = c.key()
+    if key[:8] != head:
+        return None
+    found = split_log_key(bytes(key))[1], bytes(c.value())
+    return (c.get(key0), c.get(key1)), found
 
 
 def fetch_record(txn: LogTxn, db: lmdb._Database | None, cursor_id: int, seq: int) -> bytes | None:
