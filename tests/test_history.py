@@ -314,6 +314,37 @@ def test_a_cursor_that_keeps_history_in_the_small_form_writes_what_its_parts_wou
     assert len(points) == 11 and len(log_) <= 12  # the window's states, and the one before them
 
 
+def test_a_history_cursors_damaged_newest_state_is_recovered_past_not_read_into_the_form(
+    store_path: Path, clock: Clock
+) -> None:
+    """A writer opens a history cursor into the small form from its newest state under its
+    log key only when that state is intact: with a byte of it flipped, the open recovers the
+    cursor as any other, from the state before (the report says a marker was skipped), on
+    its parts, and its next flush is a point of its history again."""
+    from . import rawlog
+
+    config = CursorConfig(history_seconds=3600)
+    states = []
+    with AckStore.open(store_path) as store:
+        cur = _topic(store).cursor("c", config)
+        for r in range(4):
+            cur.ack([Position(4, e) for e in range(10 * r, 10 * r + 9)])
+            store.flush()
+            states.append(_state(cur))
+            clock.tick()
+        assert cur._core.small is not None
+        cid, newest = cur.cursor_id, cur.stats().last_marker_seq
+    rawlog.damage(store_path, newest, cid)
+    with AckStore.open(store_path) as store:
+        cur = store.topic(T).cursor("c", config)
+        assert cur._core.small is None  # recovered on its parts
+        assert _state(cur) == states[-2]
+        assert cur.stats().recovery.markers_skipped == 1
+        cur.ack(Position(4, 100))
+        store.flush()
+        assert cur.history()[0].mark_delete_position == _state(cur)[0]
+
+
 def test_bad_restores_change_nothing(store_path: Path, clock: Clock) -> None:
     """A cursor that keeps no history, a time that is not one, a negative time, a time
     before the window, a read-only store: each a typed error, and the cursor is as it was."""
