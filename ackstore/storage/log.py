@@ -165,6 +165,15 @@ def slot_values(
     return None if v0 is None and v1 is None else (v0, v1)
 
 
+def _at_newest(c: Any, cursor_id: int, below: bytes | None = None) -> bool:
+    """LMDB cursor ``c`` (or a :class:`MemoryLog`'s) on the cursor's newest record under a
+    log key (below key ``below``, when given): True there, False when it has none (``c``
+    then anywhere). O(1)."""
+    start, end = log_bounds(cursor_id)
+    positioned = c.prev() if c.set_range(below or end) else c.last()
+    return bool(positioned) and start <= c.key() < end
+
+
 def newest_logged(
     txn: LogTxn, db: lmdb._Database | None, cursor_id: int, c: Any = None
 ) -> tuple[tuple[bytes | None, bytes | None], tuple[int, bytes]] | None:
@@ -172,18 +181,12 @@ def newest_logged(
     ``(seq, value)``, or None when it has none there (a cursor that keeps history writes
     its states under log keys). Unchecked, as :func:`slot_values`'s. O(1), with ``c`` as
     :func:`slot_values` takes it."""
-    head, key0, key1 = log_keys_of(cursor_id)
     if c is None:
         c = txn.cursor(db=db)
-    if c.set_range(log_bounds(cursor_id)[1]):  # the first key past the cursor's log keys ...
-        if not c.prev():  # ... and the one before it
-            return None
-    elif not c.last():
+    if not _at_newest(c, cursor_id):
         return None
-    key = c.key()
-    if key[:8] != head:
-        return None
-    found = split_log_key(bytes(key))[1], bytes(c.value())
+    _, key0, key1 = log_keys_of(cursor_id)
+    found = split_log_key(bytes(c.key()))[1], bytes(c.value())
     return (c.get(key0), c.get(key1)), found
 
 
@@ -590,7 +593,7 @@ def recover_cursor(
         slots = [s for s in slots if s[0] <= at]
     keep_slot = slots[0][2] if slots else 1
     cur = txn.cursor(db=db)
-    positioned = cur.prev() if cur.set_range(hi) else cur.last()
+    positioned = _at_newest(cur, cursor_id, hi)
     next_seq = 0
     state: RecoveredState | None = None
     met_marker = False
@@ -724,10 +727,8 @@ class CursorLog:
     def newest(self, txn: lmdb.Transaction) -> int:
         """The highest sequence the log holds, under a log key or in a state slot whose
         head checks (-1: none): a flush of this cursor, or a write-back, raises it. O(1)."""
-        start, end = log_bounds(self.cursor_id)
         c = txn.cursor(db=self.db)
-        positioned = c.prev() if c.set_range(end) else c.last()
-        newest = split_log_key(c.key())[1] if positioned and start <= c.key() < end else -1
+        newest = split_log_key(c.key())[1] if _at_newest(c, self.cursor_id) else -1
         slots, _, _ = read_slots(txn, self.db, self.cursor_id)
         return max(newest, slots[0][0]) if slots else newest
 
