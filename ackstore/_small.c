@@ -20,8 +20,7 @@
 #include <structmember.h>
 
 #define OWN_RUNS 4
-#define UNDO 0x80   /* in `undo`: the last flush took this one (the low bits: its slots before) */
-#define LOGGED 0x40 /* ... under its log key (its slots as they were) */
+#define UNDO 0x80 /* in `undo`: the last flush took this one (the low bits: its slots before) */
 #define COUNT_CAP 1024 /* cursor/small.py's COUNT_CAP: the most delivery counts the form holds */
 #define ENTRY_MAX 0xFFFFFFFFLL
 #define SPAN_MOST 64 /* cursor/small_span.py's SPAN_MOST: the most ledgers after M's on the form's line */
@@ -38,6 +37,7 @@ typedef struct {
     uint32_t *counts; /* 2 * nc: entry, count (NULL while it never held one) */
     uint32_t nc, croom;
     uint8_t dirty, slot, slots, undo, ended;
+    uint8_t logged; /* its cursor keeps history: each state goes under its log key, not a slot */
     unsigned long long cursor_id, next_seq;
     unsigned long long flushes, flush_bytes, redeliveries;
     uint32_t persisted, undo_persisted, last_bytes;
@@ -777,6 +777,8 @@ static PyMemberDef SmallState_members[] = {
     MEMBER(flush_bytes, T_ULONGLONG, "bytes they wrote (keys and values)"),
     MEMBER(last_bytes, T_UINT, "bytes the last one wrote"),
     MEMBER(props, T_OBJECT_EX, "the properties, packed as the state layout writes them (b'': none)"),
+    {"logged", T_UBYTE, offsetof(SmallState, logged), 0,
+     "1 when its cursor keeps history: each state goes under its log key, not a state slot"},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -874,20 +876,18 @@ static void put_u64_be(unsigned char *p, unsigned long long v) {
 
 /* flush_small(smalls, version, first_room, max_counts, max_bytes, logged=None) -> ([(key,
  * value)], bytes, [over, ...]): those whose state the state layout does not take now are not
- * written; those of the cursor ids `logged` holds (a dict or set: the cursors that keep
- * history) under their log keys */
+ * written; a `logged` one's under its log key, and appended to `written` (a list) when given */
 static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if ((nargs != 5 && nargs != 6) || !PyList_Check(args[0])) {
         PyErr_SetString(PyExc_TypeError,
-                        "flush_small(smalls: list, version, first_room, max_counts, max_bytes, logged=None)");
+                        "flush_small(smalls: list, version, first_room, max_counts, max_bytes, written=None)");
         return NULL;
     }
-    PyObject *logs = nargs == 6 && args[5] != Py_None ? args[5] : NULL;
-    if (logs != NULL && !PyDict_Check(logs) && !PyAnySet_Check(logs)) {
-        PyErr_SetString(PyExc_TypeError, "flush_small's logged is a dict or set of cursor ids");
+    PyObject *written = nargs == 6 && args[5] != Py_None ? args[5] : NULL;
+    if (written != NULL && !PyList_Check(written)) {
+        PyErr_SetString(PyExc_TypeError, "flush_small's written is a list (of the logged forms it writes) or None");
         return NULL;
     }
-    if (logs != NULL && PyObject_Length(logs) == 0) logs = NULL;
     long version = PyLong_AsLong(args[1]);
     Py_ssize_t first_room = PyLong_AsSsize_t(args[2]), max_counts = PyLong_AsSsize_t(args[3]),
                max_bytes = PyLong_AsSsize_t(args[4]);
@@ -908,13 +908,7 @@ static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t n
         }
         s->undo = 0;
         if (!s->dirty || s->ended) continue;
-        int logged = 0;
-        if (logs != NULL) { /* a cursor that keeps history: its state under its log key, as the parts' */
-            PyObject *id = PyLong_FromUnsignedLongLong(s->cursor_id);
-            logged = id == NULL ? -1 : PySequence_Contains(logs, id);
-            Py_XDECREF(id);
-            if (logged < 0) goto fail;
-        }
+        int logged = s->logged; /* a cursor that keeps history: its state under its log key, as the parts' */
         Py_ssize_t room = 0, klen = logged ? 16 : 10;
         int slot = logged ? -1 : next_slot(s->slot, s->slots, first_room, &room);
         unsigned char key[16];
@@ -938,12 +932,14 @@ static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t n
         Py_DECREF(pair);
         uint32_t nbytes = (uint32_t)(klen + PyBytes_GET_SIZE(value));
         /* adopted now (undo_small gives it back if the write fails) */
-        s->undo = UNDO | (logged ? LOGGED : 0) | s->slots;
+        s->undo = UNDO | s->slots;
         s->undo_persisted = s->persisted;
         s->next_seq++;
         if (!logged) {
             s->slot = (uint8_t)slot;
             s->slots |= (uint8_t)(1 << slot);
+        } else if (written != NULL && PyList_Append(written, (PyObject *)s) < 0) {
+            goto fail;
         }
         s->dirty = 0;
         s->persisted = s->n + (uint32_t)crossing(s);
@@ -969,7 +965,7 @@ static PyObject *undo_small(PyObject *self, PyObject *list) {
         SmallState *s = (SmallState *)PyList_GET_ITEM(list, i);
         if (Py_TYPE(s) != &SmallStateType || !(s->undo & UNDO) || s->ended) continue;
         s->next_seq--;
-        if (!(s->undo & LOGGED)) s->slot = (uint8_t)(1 - s->slot);
+        if (!s->logged) s->slot = (uint8_t)(1 - s->slot);
         s->slots = s->undo & 3;
         s->persisted = s->undo_persisted;
         s->flushes--;
@@ -1082,6 +1078,7 @@ static PyObject *small_of_slots(PyObject *self, PyObject *const *args, Py_ssize_
     SmallState *s = small_new(&SmallStateType, cid, (long long)md_l, (long long)md_e1 - 1, seq + 1, slot, held,
                               (uint32_t)cap, 4);
     if (s == NULL) return NULL;
+    s->logged = logged != Py_None; /* (read for a cursor that keeps history: its states go under log keys) */
     unsigned long long nc = 0;
     last = md_l;
     for (unsigned long long k = 0; k < n; k++) {

@@ -315,9 +315,8 @@ class GroupFlush:
         forms = _chunk(job.smalls, start)
         with self.store.lock:
             require_open(self.store)
-            windows = self.store.history.windows  # (their cursors' states go under log keys)
-            logged = [(form, form.next_seq) for form in forms if form.cursor_id in windows] if windows else ()
-            puts, nbytes, over = small.flush_small(forms, *small.flush_format(), windows or None)
+            logged: list[Any] = []  # the forms of cursors that keep history it writes (under log keys)
+            puts, nbytes, over = small.flush_small(forms, *small.flush_format(), logged)
             if over:  # states the state layout does not take now: their parts write them, in this flush
                 cursors = dict(zip(map(id, forms), _chunk(job.small_cursors, start), strict=True))
                 for form in over:
@@ -333,17 +332,16 @@ class GroupFlush:
         job.small_written += len(puts)
         job.full_markers += len(puts)
 
-    def _history_forms(self, job: FlushJob, logged: list[tuple[Any, int]]) -> None:
-        """Step 1's part for the small forms of cursors that keep history (store lock held),
-        each with the sequence its state took if :data:`~ackstore.cursor.small.flush_small`
-        wrote it: each written one's point, and the trim its plan makes (what the parts' state
-        plan would), bounded to what the window needs (``HistoryKeeper.take``)."""
+    def _history_forms(self, job: FlushJob, logged: list[Any]) -> None:
+        """Step 1's part for the small forms of cursors that keep history whose states
+        :data:`~ackstore.cursor.small.flush_small` just wrote (store lock held): each one's
+        point, and the trim its plan makes (what the parts' state plan would), bounded to what
+        the window needs (``HistoryKeeper.take``)."""
         keeper = job.keeper = self.store.history
         if job.micros < 0:
             job.micros = keeper.now(time.time())
-        for form, seq in logged:
-            if form.next_seq != seq + 1:
-                continue  # not written: unchanged, or its parts write it
+        for form in logged:
+            seq = form.next_seq - 1  # (the sequence its state took)
             plan = small.logged_plan(form.cursor_id, seq, form.persisted)
             job.history.append(keeper.take(form.cursor_id, plan, (form.md_l, form.md_e), seq, job.micros))
             job.nbytes += plan.nbytes  # (the point's)

@@ -151,7 +151,7 @@ class Model:
 def _fields(s: Any) -> tuple[Any, ...]:
     return (
         s.md_l, s.md_e, s.runs(), s.n, s.next_seq, s.slot, s.slots, s.dirty, s.persisted, s.flushes, s.flush_bytes,
-        s.last_bytes, s.ended, s.counts(), s.nc, s.rp_e, s.redeliveries, s.props,
+        s.last_bytes, s.ended, s.counts(), s.nc, s.rp_e, s.redeliveries, s.props, s.logged,
     )  # fmt: skip
 
 
@@ -398,7 +398,8 @@ def test_the_twins_read_a_small_form_from_its_newest_log_key_alike(
     slot = 1 if newest_slot is None else newest_slot
     assert got[0][:7] == (LEDGER, md_e + 2, runs, len(runs), logged_seq + 1, slot, sum(1 << k for k in held))
     for out in outs:
-        check_small(out, (LEDGER, md_e + 2), logged=True)
+        check_small(out, (LEDGER, md_e + 2))
+        assert out.logged == 1
     for impl in IMPLEMENTATIONS:
         with pytest.raises(TypeError, match="logged is"):
             impl.small_of_slots(CID, *values, VERSION, 8, None, (logged_seq, "not bytes"))
@@ -478,7 +479,7 @@ def test_the_twins_read_a_small_form_from_its_slots_alike(
     counts = [(91, 2)] if shape == "count" else []
     fields = (LEDGER, m, runs, len(runs), seq + 1, newest, slots, 0, len(runs), 0, 0, 0, False)
     props = records.pack_properties({"k": 1} if shape == "properties" else {})
-    assert got[0] == (*fields, counts, len(counts), m + 1, 0, props)
+    assert got[0] == (*fields, counts, len(counts), m + 1, 0, props, 0)
     for out in outs:
         check_small(out, (LEDGER, m))
 
@@ -565,20 +566,24 @@ def test_bad_arguments_are_refused_with_the_same_errors(impl: Small) -> None:
 
 
 def test_a_form_of_a_cursor_that_keeps_history_writes_its_state_under_its_log_key() -> None:
-    """A form whose cursor id the flush's ``logged`` holds (its cursor keeps history) writes
-    the very state marker a state slot would hold, under its log key, and leaves its slots
-    as they were; a failed write gives it back. Both twins, byte for byte, beside a form
-    that writes its slot."""
+    """A ``logged`` form (its cursor keeps history) writes the very state marker a state slot
+    would hold, under its log key, leaves its slots as they were and is named in the flush's
+    ``written``; a failed write gives it back. Both twins, byte for byte, beside a form that
+    writes its slot."""
     outs = []
     for impl in IMPLEMENTATIONS:
         logged, slotted = (impl.SmallState(CID, LEDGER, 4, 9, 1, 3, [(7, 8), (11, 20)], 64) for _ in range(2))
         for s in (logged, slotted):
             s.ack_range(30, 31)
-        puts, nbytes, over = impl.flush_small([logged], *BOUNDS, {CID: 3600})
+        logged.logged = 1
+        written: list[object] = []
+        puts, nbytes, over = impl.flush_small([logged], *BOUNDS, written)
+        assert written == [logged]
         ((key, value),) = puts
         assert (key, over, nbytes) == (records.log_key(CID, 9), [], len(key) + len(value))
         assert (logged.next_seq, logged.slot, logged.slots, logged.dirty) == (10, 1, 3, 0)
-        ((slot_key, slot_value),) = impl.flush_small([slotted], *BOUNDS, {CID + 1: 60})[0]
+        ((slot_key, slot_value),) = impl.flush_small([slotted], *BOUNDS, written)[0]
+        assert written == [logged]  # (a slot's form is not named)
         assert slot_key == records.slot_key(CID, 0)
         assert records.open_slot(slot_key, slot_value) == (9, value)  # the same marker, in a slot
         marker = records.decode_marker(value, 9)
@@ -586,9 +591,9 @@ def test_a_form_of_a_cursor_that_keeps_history_writes_its_state_under_its_log_ke
         assert {lg: la.ranges() for lg, la in (marker.ledgers or {}).items()} == {LEDGER: [(7, 8), (11, 20), (30, 31)]}
         impl.undo_small([logged])
         assert (logged.next_seq, logged.slot, logged.slots, logged.dirty) == (9, 1, 3, 1)
-        check_small(logged, (LEDGER, 4), logged=True)
-        with pytest.raises(TypeError, match="logged is a dict or set of cursor ids"):
-            impl.flush_small([logged], *BOUNDS, [CID])
+        check_small(logged, (LEDGER, 4))
+        with pytest.raises(TypeError, match="written is a list"):
+            impl.flush_small([logged], *BOUNDS, {CID: 3600})
         assert logged.next_seq == 9 and logged.dirty
         outs.append((key, value, slot_value))
     assert outs == [outs[0]] * len(outs)

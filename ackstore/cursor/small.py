@@ -44,7 +44,7 @@ use.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pyroaring import BitMap
@@ -92,7 +92,6 @@ __all__ = [
 ]
 
 _ENTRY_MAX = 0xFFFFFFFF
-_LOGGED = 4  # in ``_undo``: the last flush wrote the state under its log key (its slots as they were)
 
 COUNT_CAP = 1024
 """the most delivery counts the small form holds (those of a read handed out and not yet
@@ -121,7 +120,7 @@ class PySmallState:
     __slots__ = (
         "cursor_id", "md_l", "md_e", "rp_e", "next_seq", "slot", "slots", "dirty", "cap", "persisted", "flushes",
         "flush_bytes", "last_bytes", "ended", "redeliveries", "spans", "rp_i", "limit", "limit_version",
-        "props", "_runs", "_counts", "_undo", "_undo_persisted",
+        "props", "_runs", "_counts", "_undo", "_undo_persisted", "logged",
     )  # fmt: skip
 
     def __init__(
@@ -197,6 +196,8 @@ class PySmallState:
             self._counts[entry] = n
         if len(self._counts) > COUNT_CAP:
             raise ValueError(f"{len(self._counts)} delivery counts: the form holds at most {COUNT_CAP}")
+        self.logged = 0
+        """1 when its cursor keeps history: each state goes under its log key, not a state slot"""
         self._undo = -1  # the slots before the last flush took it (-1: it did not)
         self._undo_persisted = 0
         self.spans: tuple[tuple[int, int], ...] = ()
@@ -446,22 +447,23 @@ def _py_flush_small(
     reserve: int,
     max_counts: int,
     max_bytes: int,
-    logged: Collection[int] | None = None,
+    written: list[Any] | None = None,
 ) -> tuple[list[tuple[bytes, bytes]], int, list[Any]]:
     """The pure-Python :data:`flush_small`: every changed one's next state as the value of
     the state slot its newest is not in (``reserve`` zero bytes of room in a slot's first
     value; ``version`` the record's format), and each adopted: its sequence on, that slot
-    the newest, unchanged. The state of a cursor whose id ``logged`` holds (the cursors
-    that keep history: :func:`~ackstore.cursor.lane.state_slot`'s rule) is its state marker
-    under its log key instead, its slots left as they are. One whose state the state layout
+    the newest, unchanged. The state of a ``logged`` one (its cursor keeps history:
+    :func:`~ackstore.cursor.lane.state_slot`'s rule) is its state marker under its log key
+    instead, its slots left as they are, and the form is appended to ``written`` (when
+    given). One whose state the state layout
     does not take now (more than ``max_counts`` delivery counts, or a record over
     ``max_bytes``: the limits a flush of the parts writes a state marker within) is not
     written, and is listed instead (its cursor's parts take the state). Returns the puts,
     their bytes and those not written. O(smalls + their runs and counts)."""
     if not 0 <= version <= 0xFF or not 0 <= reserve <= 64:
         raise ValueError(f"flush_small: format {version} or room {reserve} is outside the layout (0..255, 0..64)")
-    if logged is not None and not isinstance(logged, (dict, set, frozenset)):
-        raise TypeError("flush_small's logged is a dict or set of cursor ids")
+    if written is not None and not isinstance(written, list):
+        raise TypeError("flush_small's written is a list (of the logged forms it writes) or None")
     puts: list[tuple[bytes, bytes]] = []
     over: list[Any] = []
     total = 0
@@ -486,14 +488,15 @@ def _py_flush_small(
         if len(record) > max_bytes:
             over.append(s)
             continue
-        if logged and s.cursor_id in logged:
+        s._undo = s.slots  # adopted now: undo_small gives it back
+        if s.logged:
             key, value = log_key(s.cursor_id, s.next_seq), record
-            s._undo = s.slots | _LOGGED
+            if written is not None:
+                written.append(s)
         else:
             slot, room = next_slot(s.slot, s.slots, reserve)
             key = slot_key(s.cursor_id, slot)
             value = seal_slot(key, s.next_seq, record, room)
-            s._undo = s.slots  # adopted now: undo_small gives it back
             s.slot = slot
             s.slots |= 1 << slot
         puts.append((key, value))
@@ -516,9 +519,9 @@ def _py_undo_small(smalls: list[Any]) -> None:
         if type(s) is not PySmallState or s._undo < 0 or s.ended:
             continue
         s.next_seq -= 1
-        if not s._undo & _LOGGED:
+        if not s.logged:
             s.slot = 1 - s.slot
-        s.slots, s.persisted = s._undo & 3, s._undo_persisted
+        s.slots, s.persisted = s._undo, s._undo_persisted
         s.flushes -= 1
         s.flush_bytes -= s.last_bytes
         s.dirty = 1
@@ -606,9 +609,11 @@ def _py_small_of_slots(
     if ranges > cap or len(counts) > COUNT_CAP or (runs and runs[-1][1] > _ENTRY_MAX):
         return None
     try:
-        return PySmallState(cursor_id, md_l, md_e, seq + 1, slot, held, runs, cap, counts, props=bytes(props))
+        s = PySmallState(cursor_id, md_l, md_e, seq + 1, slot, held, runs, cap, counts, props=bytes(props))
     except ValueError:  # a run at M + 1, a count of an acked entry
         return None
+    s.logged = int(logged is not None)  # (read for a cursor that keeps history: its states go under log keys)
+    return s
 
 
 class Small(NamedTuple):
@@ -701,6 +706,7 @@ def small_of(
     if rp_e > MAX_ENTRY:
         return None
     s = SmallState(cursor_id, md_l, md_e, *chain_at, runs, cap, counts, rp_e, props, rp_i)
+    s.logged = int(bool(config.history_seconds))
     return s if fit(s, directory) else None
 
 
@@ -735,12 +741,12 @@ def small_opened(
     return s
 
 
-def check_small(s: Any, md: tuple[int, int], logged: bool = False) -> None:
+def check_small(s: Any, md: tuple[int, int], logged: bool | None = None) -> None:
     """Assert every invariant of a small form (the tests call it after each change):
     its runs ascending, a gap between two, all above M + 1, in the layout; at most ``cap``;
     its M at or after ``md`` (in the same ledger or a later one); its newest state in a
     state slot, unless it is ``logged`` (its cursor keeps history: its states are under log
-    keys)."""
+    keys), as ``logged`` says when given (its cursor's config)."""
     assert not s.ended, "an ended small form is still the cursor's"
     assert (s.md_l, s.md_e) >= md, f"small M {(s.md_l, s.md_e)} is behind {md}"
     at = s.md_e + 2
@@ -761,7 +767,8 @@ def check_small(s: Any, md: tuple[int, int], logged: bool = False) -> None:
     if s.rp_i:  # (a sealed ledger's end is the next one's first entry)
         assert spans[s.rp_i - 1][1] <= s.rp_e, f"read position {s.rp_e} below its ledger's offset in {spans}"
     assert s.slot in (0, 1) and 0 <= s.slots <= 3, f"slot {s.slot}, slots {s.slots}"
-    assert logged or s.slots >> s.slot & 1, f"the newest state's slot {s.slot} holds nothing ({s.slots})"
+    assert logged is None or bool(s.logged) == logged, f"logged {s.logged}, its cursor's config says {logged}"
+    assert s.logged or s.slots >> s.slot & 1, f"the newest state's slot {s.slot} holds nothing ({s.slots})"
     assert pack_properties(unpack_properties(s.props)) == s.props, f"properties {s.props!r} not as a marker packs them"
 
 
@@ -774,8 +781,7 @@ def logged_plan(cursor_id: int, seq: int, ranges: int) -> lane.MarkerPlan:
     the form's states are one sequence apart, from the state its parts wrote last:
     :func:`small_of`). Its puts are the form's, already in the flush's. O(1)."""
     plan = lane.MarkerPlan(cursor_id, {}, True, seq, (), False, ranges, b"", b"")
-    plan.puts = []
-    plan.nbytes = 0
+    plan.puts = []  # (nbytes 0: the point's bytes are what the keeper adds)
     plan.full_live = (seq,)
     if seq > 0:
         plan.gc_below, plan.gc_live = seq - 1, (seq - 1,)
