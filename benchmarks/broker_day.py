@@ -12,7 +12,8 @@ Each round every subscription:
 2. negatively acks about one entry in a hundred of what it read (``redeliver``: read again
    next round);
 3. acks everything else it read: one ``cur.ack(list)`` (``variant="list"``, ``"stuck"``,
-   ``"wide"`` or ``"history"``), or one ``cur.ack(position)`` per entry (``variant="each"``). With ``stuck``, the first
+   ``"wide"``, ``"queue"`` or ``"history"``), or one ``cur.ack(position)`` per entry
+   (``variant="each"``). With ``stuck``, the first
    ``stuck`` of every fifth entry it reads are never acked, as by a consumer that hung
    holding them: they stay holes (and delivery counts) below what the subscription acks
    after them, ``stuck`` ranges more than it would hold. With ``history``, every

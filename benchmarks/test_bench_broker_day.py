@@ -13,8 +13,9 @@ alone.
 Cases: 1,000 and 10,000 subscriptions, ``k`` = 10, 50, 100 entries a read, acked with
 one ``cur.ack(list)`` a read; at 1,000 x 50 also one ``cur.ack(position)`` per entry, and
 one ``cur.ack(list)`` a read by subscriptions that each hold 80 holes (``stuck``: a state
-of a few hundred bytes, as a slot takes it) or 400 (``wide``: a state over the slot's 1 KiB,
-written as ledger records and markers), or keep an hour of history (``history``); and
+of a few hundred bytes, as a slot takes it), 400 (``wide``: a state of about 1.6 KB, still a
+slot's) or 1,000, a consumer's full receiver queue (``queue``: a state over a slot's 1,984
+bytes, written as ledger records and markers), or keep an hour of history (``history``); and
 the rounds in which every topic's ledger rolls over (one round in ten here), set against
 the plain rounds between them in the same run, by subscriptions that hold no entry and by
 subscriptions that hold 80 of the first ledger across every rollover.
@@ -37,8 +38,8 @@ from .kernel import wchar as _wchar
 #: (cursors, k, variant, rollover): "rollover" cases time only the rounds that roll over
 CASES = [(n, k, "list", 0) for n in (1000, 10_000) for k in (10, 50, 100)]
 CASES += [(1000, 50, "each", 0), (1000, 50, "list", 10), (1000, 50, "stuck", 0), (1000, 50, "wide", 0)]
-CASES += [(1000, 50, "stuck", 10), (1000, 50, "history", 0)]
-STUCK = {"stuck": 80, "wide": 400}  # the holes a subscription of these variants holds
+CASES += [(1000, 50, "queue", 0), (1000, 50, "stuck", 10), (1000, 50, "history", 0)]
+STUCK = {"stuck": 80, "wide": 400, "queue": 1000}  # the holes a subscription of these variants holds
 WARM = 8  # untimed rounds first: counts, holes and records as the workload keeps them
 
 

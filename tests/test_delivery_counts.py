@@ -101,8 +101,8 @@ def test_bad_input_is_a_typed_error_and_counts_nothing(store_path: Path) -> None
 def test_counts_survive_a_restart_through_records_and_delta_markers(store_path: Path, restart: str) -> None:
     """A base record with counts, then delta markers that carry only the counts set since."""
     with AckStore.open(store_path) as store:
-        cur = _topic(store).cursor("c")
-        cur.ack_entries(1, range(0, 1000, 2))
+        cur = _topic(store, 2000).cursor("c")
+        cur.ack_entries(1, range(0, 2000, 2))  # (more ranges than the state layout takes)
         cur.record_deliveries([P(1, e) for e in range(1, 200, 2)])
         first = store.flush()
         flushes = []

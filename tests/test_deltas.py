@@ -183,7 +183,7 @@ def test_each_delta_marker_names_only_the_acks_since_the_chain_named_them(tmp_pa
     from ackstore.storage.records import decode_marker, log_key
 
     store, cur = _open(tmp_path / "s", 1 << 30)
-    cur.ack([Position(1, e) for e in range(1, 800, 2)])  # past the state layout's ranges
+    cur.ack([Position(1, e) for e in range(1, 1200, 2)])  # past the state layout's ranges
     cur.ack([Position(2, e) for e in range(1, 50, 2)])  # a ledger that does not change: deltas
     store.flush()
 
@@ -221,7 +221,7 @@ def test_a_cursor_whose_every_ledger_changed_writes_full_markers_while_they_are_
     from ackstore.storage.log import resolve_marker
 
     store, cur = _open(tmp_path / "s", 1 << 30)
-    cur.ack([Position(1, e) for e in range(1, 1000, 2)])
+    cur.ack([Position(1, e) for e in range(1, 1200, 2)])
     store.flush()
     kinds = []
     for e in range(2, 2 + 2 * 30, 2):

@@ -480,7 +480,8 @@ def _in_slots(store: AckStore, cur) -> bool:  # type: ignore[no-untyped-def]
 def test_a_state_of_exactly_the_state_bound_in_bytes_is_a_state_marker(store_path: Path) -> None:
     """A small cursor's whole state goes into a state slot while its value is at most
     STATE_MAX_BYTES: exactly that many (its property padded to it) is a state marker, one
-    byte more the marker layout, and either reads back whole."""
+    byte more the marker layout, and either reads back whole. A state at the bound, with the
+    room a slot's first value reserves, sits in its leaf page: no overflow page of its own."""
     with AckStore.open(store_path) as store:
         topic = store.topic(T)
         topic.add_ledger(1)
@@ -502,6 +503,8 @@ def test_a_state_of_exactly_the_state_bound_in_bytes_is_a_state_marker(store_pat
         cur.set_property("p", "x" * pad)
         store.flush()
         assert _in_slots(store, cur)
+        log = store.storage.read(lambda txn: txn.stat(store.storage.log_db))
+        assert log["overflow_pages"] == 0 and log["leaf_pages"] >= 1
         cur.set_property("p", "x" * (pad + 1))
         store.flush()
         assert not _in_slots(store, cur)

@@ -137,7 +137,7 @@ def test_history_metrics_count_the_states_and_the_bytes_a_window_keeps(store_pat
     nothing old enough to trim, that is every record its live state does not need, plus the
     points; a cursor without history exports 0 for both. A second scrape after a flush
     counts again."""
-    from ackstore.storage.records import split_log_key
+    from ackstore.storage.records import split_log_key, split_slot_key
 
     cfg = CursorConfig(history_seconds=3600, max_unacked_ranges_to_persist=0, full_marker_every=4)
     with AckStore.open(store_path, sync=False) as store:
@@ -156,7 +156,11 @@ def test_history_metrics_count_the_states_and_the_bytes_a_window_keeps(store_pat
         got = _samples(_scrape(registry))
 
         def raw(txn):  # type: ignore[no-untyped-def]
-            log = [(k, v) for k, v in txn.cursor(db=store.storage.log_db) if split_log_key(bytes(k))[0] == 0]
+            log = [
+                (k, v)
+                for k, v in txn.cursor(db=store.storage.log_db)
+                if split_slot_key(bytes(k)) is None and split_log_key(bytes(k))[0] == 0  # (the other's slots)
+            ]
             points = [(k, v) for k, v in txn.cursor(db=store.storage.history_db) if split_log_key(bytes(k))[0] == 0]
             return sum(len(k) + len(v) for k, v in log), sum(len(k) + len(v) for k, v in points), len(points)
 

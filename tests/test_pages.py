@@ -17,7 +17,7 @@ from ackstore.storage.log import MissingRecordError
 from ackstore.storage.records import log_key
 
 T = "persistent://t/ns/pages"
-HOLEY = range(1, 400, 2)  # 200 isolated acks: a ledger of a few hundred bytes
+HOLEY = range(1, 600, 2)  # 300 isolated acks: a ledger of a few hundred bytes, two past the state layout
 
 
 def _topic(store: AckStore, ledgers: int = 3):  # type: ignore[no-untyped-def]

@@ -24,7 +24,7 @@ from ackstore.cursor.lane import STATE_MAX_RUNS
 
 pytestmark = pytest.mark.slow  # subprocesses, Spark or long campaigns: make check leaves them out
 
-LEDGERS = 10
+LEDGERS = 15
 
 WRITER = r"""
 import json, sys
@@ -173,7 +173,7 @@ def test_a_readers_first_read_after_its_open_is_the_newest_flush(tmp_path: Path,
     writer = Writer(tmp_path / "s", 1 << 20, names, ledgers=3 if small else LEDGERS, small=small)
     try:
         writer.round()
-        writer.round()  # (not small: 40 ranges in each of 10 ledgers, past the form's)
+        writer.round()  # (not small: 40 ranges in each of 15 ledgers, past the form's)
         for flushes_between in (0, 1, 2):
             with AckStore.open(tmp_path / "s", readonly=True) as store:
                 topic = store.topic("t")
@@ -478,7 +478,7 @@ for ledger in (1, 2, 3):
     topic.close_ledger(ledger, 1000)
 topic.add_ledger(4)
 cur = topic.cursor("c", CursorConfig(full_marker_every=1, max_unacked_ranges_to_persist=0))
-cur.ack([Position(ledger, e) for ledger in (1, 2, 3) for e in range(1, 200, 2)])  # records, not a state slot
+cur.ack([Position(ledger, e) for ledger in (1, 2, 3) for e in range(1, 400, 2)])  # records, not a state slot
 store.flush()
 print("ready", flush=True)
 k = 0

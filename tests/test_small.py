@@ -995,7 +995,7 @@ def test_a_writer_opens_a_steady_cursor_into_the_form(tmp_path: Path) -> None:
         cursors = [_topic(store).cursor(name) for name in ("a", "b", "props", "wide")]
         _settle(store, cursors)
         cursors[2].set_property("k", 1)
-        cursors[3].ack_entries(1, BitMap(range(1000, 2000, 2)))  # 500 ranges: the marker layout
+        cursors[3].ack_entries(1, BitMap(range(1000, 3000, 2)))  # 1,000 ranges: the marker layout
         store.flush()
     md, ranges = _model_ranges(SETTLE)
     shutil.copytree(path, tmp_path / "copy")
@@ -1049,7 +1049,7 @@ def test_an_open_reads_the_slots_alike_from_the_file_and_from_records_a_page_sca
     with AckStore.open(path) as store:
         cursors = [_topic(store).cursor(name) for name in ("a", "wide")]
         _settle(store, cursors)
-        cursors[1].ack_entries(1, BitMap(range(1000, 2000, 2)))  # the marker layout: records under log keys
+        cursors[1].ack_entries(1, BitMap(range(1000, 3000, 2)))  # the marker layout: records under log keys
         store.flush()
         ids = [cur.cursor_id for cur in cursors]
         storage = store.storage

@@ -215,7 +215,7 @@ def _small(store: AckStore, name: str = "c"):  # type: ignore[no-untyped-def]
     if not topic.ledgers():
         for ledger in (1, 2):
             topic.add_ledger(ledger)
-            topic.close_ledger(ledger, entries=1000)
+            topic.close_ledger(ledger, entries=4000)
         topic.add_ledger(3)
     return topic.cursor(name)
 
@@ -377,7 +377,7 @@ def test_compacting_again_changes_nothing(store_path: Path, layout: str, request
         small.ack([Position(1, 3), Position(3, 9)])
         small.set_property("k", "v")
         large = _small(store, "large")
-        large.ack([Position(ledger, e) for ledger in (2, 3) for e in range(0, 400, 3)])
+        large.ack([Position(ledger, e) for ledger in (2, 3) for e in range(1000, 2400, 3)])
         swapped = _small(store, "swapped")
         swapped.ack([Position(ledger, e) for ledger in (2, 3) for e in range(1, 300, 2)])
         for i in range(5):
@@ -901,7 +901,7 @@ def test_cursors_flush_on_from_their_compacted_logs(
         small.ack_batch_index(Position(3, 12), 8, [1, 2])
         small.record_deliveries([Position(3, 14)])
         small.set_property("k", "v")
-        large.ack([Position(ledger, e) for ledger in (2, 3) for e in range(0, 400, 3)])
+        large.ack([Position(ledger, e) for ledger in (2, 3) for e in range(1000, 2400, 3)])
         swapped.ack([Position(ledger, e) for ledger in (2, 3) for e in range(1, 300, 2)])
         for i in range(4):
             for cur in (small, large, swapped):

@@ -448,7 +448,7 @@ def test_a_failed_flush_transaction_gives_every_cursor_its_acks_back(
             cur.ack_entries(1, range(1, 100, 2))
         store.flush()
         small.ack(Position(1, 201))  # a few acks since its record: the marker carries them
-        big.ack_entries(1, range(301, 901, 2))  # many: a new ledger record
+        big.ack_entries(1, range(301, 1501, 2))  # many: a new ledger record
         monkeypatch.setattr(FlushJob, "write", broken)
         with pytest.raises(OSError, match="went away"):
             store.flush()

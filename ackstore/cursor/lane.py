@@ -106,16 +106,20 @@ DELTA_MAX_ACKS = 64
 """a ledger's acks since its record travel in the marker while they are at most this many..."""
 DELTA_MAX_SHARE = 0.125
 """... and at most this fraction of the ledger's acks; past either, a new base record"""
-STATE_MAX_RUNS = 256
+STATE_MAX_RUNS = 512
 """a cursor whose ledgers are all in memory and hold at most this many ranges, and at most
 STATE_MAX_EXTRAS partial batches and delivery counts, writes its whole state as one state
-marker (format 10) each flush: one value a cursor, which many cursors share a page with.
+marker (format 10) each flush: one value a cursor, which other cursors share a page with.
 The counts are a cheap first test; :data:`STATE_MAX_BYTES` is the bound that holds (a run
 between scattered holes costs 2-4 bytes, a delivery count 2-3: a subscription holding a
-few dozen unacked entries, each delivered, stays in the layout and in the small form)"""
-STATE_MAX_EXTRAS = 256
-STATE_MAX_BYTES = 1024
-"""... of at most this many bytes (its properties count too)"""
+few hundred unacked entries, each delivered, stays in the layout and in the small form)"""
+STATE_MAX_EXTRAS = 512
+STATE_MAX_BYTES = 1984
+"""... of at most this many bytes (its properties count too): in a state slot, with the
+sequence (a varint, at most 9 bytes), its CRC (4) and the room a slot's first value
+reserves (``SLOT_RESERVE``, 8), at most 2,005 bytes, under the 2,020 that an LMDB leaf page
+of 4 KiB holds in the page itself beside a 10-byte key: never on overflow pages of its own
+(two such states share a page, smaller ones a few dozen)"""
 OTHER: Final = False
 """what :func:`take_marker` returns when the planner's general path must plan the change"""
 _EMPTY: frozenset[int] = frozenset()

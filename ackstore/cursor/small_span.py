@@ -45,8 +45,7 @@ __all__ = [
 SPAN_MOST = 64
 """the most ledgers after M's the form spans (the compiled twin's ``SPAN_MOST`` in
 ``ackstore/_small.c``): a subscription that still owes an entry of M's ledger across this
-many rollovers leaves the form (its state is near a state slot's 1 KiB by then: a ledger
-acked whole costs a few bytes in it)"""
+many rollovers leaves the form (a ledger acked whole costs a few bytes of its state)"""
 
 
 def bound_of(d: LedgerDirectory, md_l: int) -> tuple[tuple[tuple[int, int], ...], int] | None:
