@@ -108,25 +108,27 @@ def _steady_lines(benchmarks: list[Any]) -> list[str]:
     """The steady workload's groups per cursor a flush: each engine's median time over the
     same rounds (ackstore's from pytest-benchmark, the peers' timed in its rounds), write(2)
     and logical bytes, ackstore's time against the faster peer's (the median of each round's
-    ratio: both flushed in that round, on the same state), and Pulsar's PositionInfo."""
+    ratio: both flushed in that round, on the same state), the same for CPU time, and
+    Pulsar's PositionInfo."""
     cases = [bench for bench in benchmarks if _steady(bench)]
     if not cases:
         return []
     lines = [
-        "| workload | engine | flush per cursor | vs the faster peer | write(2) B per cursor | logical B per cursor "
-        "| Pulsar PositionInfo B |",
-        "|---|---|---:|---:|---:|---:|---:|",
+        "| workload | engine | flush per cursor | vs the faster peer | CPU per cursor | CPU vs the leaner peer "
+        "| write(2) B per cursor | logical B per cursor | Pulsar PositionInfo B |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for case in sorted(cases, key=lambda c: (c.extra_info["cursors"], c.extra_info["k"], c.extra_info["sync"])):
         info, group = case.extra_info, case.group.removeprefix("steady: ")
         n, peers = info["cursors"], sorted(info["peers"].values(), key=lambda p: p["engine"])
         ours = case.stats.median
-        rows = [(info["engine"], ours, f"{info['paired']:.1f}x", info, f"{info['position_info']:,.0f}")]
-        rows += [(p["engine"], p["median"], "", p, "") for p in peers]
-        for engine, median, ratio, figures, position_info in rows:
+        ratios = f"{info['paired']:.2f}x", f"{info['paired_cpu']:.2f}x"
+        rows = [(info["engine"], ours, *ratios, info, f"{info['position_info']:,.0f}")]
+        rows += [(p["engine"], p["median"], "", "", p, "") for p in peers]
+        for engine, median, ratio, cpu_ratio, figures, position_info in rows:
             lines.append(
-                f"| {group} | {engine} | {median / n * 1e6:.2f} us | {ratio} | {figures['wchar'] / n:,.0f} "
-                f"| {figures['bytes'] / n:,.0f} | {position_info} |"
+                f"| {group} | {engine} | {median / n * 1e6:.2f} us | {ratio} | {figures['cpu'] / n * 1e6:.2f} us "
+                f"| {cpu_ratio} | {figures['wchar'] / n:,.0f} | {figures['bytes'] / n:,.0f} | {position_info} |"
             )
     return lines
 

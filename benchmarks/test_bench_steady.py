@@ -12,9 +12,11 @@ peer's flush of the same round): a shared machine whose speed drifts, between ca
 within one, moves both flushes of a round together, and the ratio stands. The order of the three
 flushes rotates from round to round (each engine flushes first, second and last equally
 often), because the engine that flushes right after the acks finds its state in the CPU's
-caches. Besides the times, per cursor a round: the write(2) bytes each engine handed the
-kernel, the logical bytes (keys and values) and, for ackstore, the size of Pulsar's
-``PositionInfo`` for the same state.
+caches. Each flush's CPU time (its thread's: not the wait for the disk a sync makes) is
+taken too, and set against the peer of less CPU round by round in the same way. Besides
+the times, per cursor a round: the write(2) bytes each engine handed the kernel, the
+logical bytes (keys and values) and, for ackstore, the size of Pulsar's ``PositionInfo``
+for the same state.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ def test_steady_flush(benchmark: Any, tmp_path: Path, cursors: int, k: int, sync
     engines = {name: ENGINES[name](tmp_path / name, state, sync) for name in ENGINES}
     ours = engines["ackstore"]
     times: dict[str, list[float]] = {name: [] for name in PEERS}
+    cpu: dict[str, list[float]] = {name: [] for name in ENGINES}  # each flush's CPU time (its thread's)
     wchar = dict.fromkeys(ENGINES, 0)
     names = list(ENGINES)
     orders = [names[i:] + names[:i] for i in range(len(names))]  # each engine first, then in the middle, then last
@@ -55,10 +58,16 @@ def test_steady_flush(benchmark: Any, tmp_path: Path, cursors: int, k: int, sync
 
     def flush_peer(name: str) -> None:
         before = _wchar()
-        started = time.perf_counter()
+        started, spent = time.perf_counter(), time.thread_time()
         engines[name].flush()
+        cpu[name].append(time.thread_time() - spent)
         times[name].append(time.perf_counter() - started)
         wchar[name] += _wchar() - before
+
+    def flush_ours() -> None:
+        spent = time.thread_time()
+        ours.flush()
+        cpu["ackstore"].append(time.thread_time() - spent)
 
     def round_setup() -> None:
         """The previous round's peers due after ackstore's flush; then this round's acks on
@@ -86,17 +95,20 @@ def test_steady_flush(benchmark: Any, tmp_path: Path, cursors: int, k: int, sync
                 engine.ack(batches)
                 engine.flush()
         benchmark.group = f"steady: {cursors:,} cursors, k={k}, sync {'on' if sync else 'off'}"
-        benchmark.pedantic(ours.flush, setup=round_setup, rounds=rounds)
+        benchmark.pedantic(flush_ours, setup=round_setup, rounds=rounds)
         wchar["ackstore"] += _wchar() - mark
         for name in after:
             flush_peer(name)
         info = sum(position_info_bytes((1, state.md[c]), state.ranges(c)) for c in range(cursors)) / cursors
         # each round's ackstore flush against the faster peer's flush of the same round
         faster = min(PEERS, key=lambda name: statistics.median(times[name]))
+        leaner = min(PEERS, key=lambda name: statistics.median(cpu[name]))  # the peer of less CPU
         mine = benchmark.stats.stats.data
-        assert len(mine) == len(times[faster]) == rounds
+        assert len(mine) == len(times[faster]) == len(cpu["ackstore"]) == len(cpu[leaner]) == rounds
         benchmark.extra_info.update(
             paired=statistics.median(ours_t / peer_t for ours_t, peer_t in zip(mine, times[faster], strict=True)),
+            paired_cpu=statistics.median(o / p for o, p in zip(cpu["ackstore"], cpu[leaner], strict=True)),
+            cpu=statistics.median(cpu["ackstore"]),
             bytes=ours.logical,
             wchar=wchar["ackstore"] // rounds,
             cursors=cursors,
@@ -108,6 +120,7 @@ def test_steady_flush(benchmark: Any, tmp_path: Path, cursors: int, k: int, sync
                 name: {
                     "engine": engines[name].name,
                     "median": statistics.median(times[name]),
+                    "cpu": statistics.median(cpu[name]),
                     "wchar": wchar[name] // rounds,
                     "bytes": engines[name].logical,
                 }
