@@ -1203,6 +1203,40 @@ def test_a_brokers_calls_keep_a_cursor_in_the_form_with_its_counts_exact(tmp_pat
         cur._check()
 
 
+def test_a_form_within_the_run_bound_but_over_the_byte_bound_is_written_by_its_parts(tmp_path: Path) -> None:
+    """At the state layout's real bounds: ranges far apart cost a state marker a few bytes
+    each, so a form can hold fewer ranges than its cap and still more bytes than a state
+    marker takes. The flush that finds it hands the cursor to its parts, which write it in
+    that same flush (the marker layout); a reopen reads every range back, and once they are
+    acked the cursor is back in the form."""
+    from ackstore.cursor import lane
+
+    many = lane.STATE_MAX_RUNS - 12  # within the run bound ...
+    positions = [Position(1, 1000 + (1 << 16) * i) for i in range(many)]  # ... ~4 bytes a range: over the byte bound
+    with AckStore.open(tmp_path / "s") as store:
+        cur = _topic(store).cursor("c")
+        _settle(store, [cur])
+        held = cur.ack_range_count  # (the steady rounds' own, below every one of these)
+        cur.ack(positions)
+        assert cur._core.small is not None and cur.ack_range_count == held + many
+        stats = store.flush()
+        assert stats.cursors == 1 and cur._core.small is None  # its parts wrote it
+        key = records.log_key(cur.cursor_id, cur._core._chain.marker_seq)  # its marker under a log key, not a slot
+        assert store.storage.read(lambda txn: txn.get(key, db=store.storage.log_db)) is not None
+        cur._check()
+        ranges = list(cur.ack_ranges())
+    with AckStore.open(tmp_path / "s") as store:
+        cur = store.topic(T).cursor("c")
+        assert cur._core.small is None and list(cur.ack_ranges()) == ranges
+        cur.ack_cumulative(positions[-1])
+        for i in range(SETTLE):  # a steady consumer's flushes: small again, its old records trimmed
+            store.flush()
+            cur.ack(Position(1, positions[-1].entry + 1 + i))
+        store.flush()
+        assert cur._core.small is not None and cur.ack_range_count == 0
+        cur._check()
+
+
 @pytest.mark.parametrize("over", ["counts", "bytes"])
 def test_a_form_whose_state_the_layout_does_not_take_is_written_by_its_parts(
     tmp_path: Path, over: str, monkeypatch: pytest.MonkeyPatch
