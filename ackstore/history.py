@@ -378,10 +378,12 @@ class CursorHistory:
         starts its chain at (kept while that point is: the flush keeps the log from it on,
         and the records it names). Nothing is changed (:meth:`add` does it once the flush
         is written). O(log points + points dropped)."""
-        points = self.points
-        at = bisect_left(self.times, cutoff, self.start)
+        points, start = self.points, self.start
+        at = bisect_left(self.times, cutoff, start)
         full = self._full_of(points[at] if at < len(points) else point)
-        return [p.seq for p in points[self.start : at] if p is not full], full
+        if at == start:  # (the window slid past none: a flush's common case)
+            return [], full
+        return [p.seq for p in points[start:at] if p is not full], full
 
     def _full_of(self, first: Point) -> Point:
         """The full marker ``first``'s chain starts at: a kept point (or, never seen, since
@@ -409,6 +411,8 @@ class CursorHistory:
         records of the state restored, which may be older than every marker since). A
         delta marker names only records written since its chain's full marker. The points
         at ``dropped`` are not kept. O(points)."""
+        if not self.reaching:  # (no later full marker names older records: ``full``'s alone)
+            return frozenset(full.refs)
         below = full.seq
         named = set(full.refs)
         gone = set(dropped)
