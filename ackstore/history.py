@@ -480,12 +480,12 @@ class Taken:
     cursor_id: int
     point: Point
     dropped: list[int]
+    key: bytes
+    """the point's key (its marker's log key)"""
     value: bytes
     """the point's value, as written"""
     stale: list[int] = field(default_factory=list)
     """damaged points that go with the window"""
-    key: bytes = b""
-    """the point's key (its marker's log key; empty: made from the point when written)"""
 
 
 class HistoryKeeper:
@@ -651,7 +651,7 @@ class HistoryKeeper:
         key = log_key(cursor_id, seq)
         value = encode_point(point, cursor_id, key)
         plan.nbytes += 16 + len(value)  # the point is part of what this cursor's flush writes
-        return Taken(cursor_id, point, dropped, value, h.stale(dropped) if h.damaged else [], key)
+        return Taken(cursor_id, point, dropped, key, value, h.stale(dropped) if h.damaged else [])
 
     def write(self, txn: lmdb.Transaction, taken: list[Taken]) -> None:
         """Step 3's part: every taken point put, the dropped ones (and damaged ones the window
@@ -662,7 +662,7 @@ class HistoryKeeper:
                 for seq in (*t.dropped, *t.stale):
                     if c.set_key(log_key(t.cursor_id, seq)):
                         c.delete()
-        items = [(t.key or log_key(t.cursor_id, t.point.seq), t.value) for t in taken]
+        items = [(t.key, t.value) for t in taken]
         if taken:
             items.append((CLOCK_KEY, encode_clock(self.clock().stored())))
         c.putmulti(items)
