@@ -895,10 +895,17 @@ def guarded(argv: list[str] | None = None) -> int:
     os.close(made_w)
     for sig in (signal.SIGTERM, signal.SIGHUP):  # the worker ends the command, and cleans up
         signal.signal(sig, partial(_forward, pid))
-    c_output = _Drain(c_err)
-    announced = _Drain(made)
-    status = _wait(pid)
-    c_text, paths = c_output.result(), announced.result()
+    # Ctrl-C reaches the worker too (one process group), which says so; here it is ignored
+    # while the worker runs. (Raised here, it could land on a drain thread, not end the wait,
+    # and come out once the worker had ended: a second "aborted".)
+    interrupt = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        c_output = _Drain(c_err)
+        announced = _Drain(made)
+        status = _wait(pid)
+        c_text, paths = c_output.result(), announced.result()
+    finally:
+        signal.signal(signal.SIGINT, interrupt)
     remove_leftovers(paths)
     if status is None:
         click.echo("ackstore: aborted", err=True)
@@ -971,15 +978,12 @@ def _forward(pid: int, signum: int, _frame: object) -> None:
 
 
 def _wait(pid: int) -> int | None:
-    """The child's wait status; Ctrl-C reaches the child too, so the parent keeps waiting for
-    it. None when it was reaped elsewhere (nothing more to learn)."""
-    while True:
-        try:
-            return os.waitpid(pid, 0)[1]
-        except KeyboardInterrupt:
-            continue
-        except ChildProcessError:
-            return None
+    """The child's wait status (the caller ignores Ctrl-C meanwhile: it reaches the child
+    too). None when it was reaped elsewhere (nothing more to learn)."""
+    try:
+        return os.waitpid(pid, 0)[1]
+    except ChildProcessError:
+        return None
 
 
 def entry() -> None:
