@@ -293,7 +293,8 @@ def test_an_open_reports_the_records_and_bytes_it_decoded(
     """``stats().recovery`` of an eager open: the newest marker, every ledger decoded, and
     the bytes of the records that held them: each ledger's record, or a small cursor's one
     state marker (its ledgers come with it). A lazy open decodes no ledger record; a state
-    marker it decodes whole all the same."""
+    marker it decodes whole all the same, and a small cursor's every ledger with it (the
+    small form holds them all)."""
     from . import rawlog
 
     if layout == "marker":
@@ -307,8 +308,8 @@ def test_an_open_reports_the_records_and_bytes_it_decoded(
     lengths = rawlog.lengths(store_path, cid)
     held = [newest] if layout == "state" else sorted(index.values())
     assert sorted(index) == [1, 2, 3] and (set(index.values()) == {newest}) == (layout == "state")
-    lazily = lengths[newest] if layout == "state" else 0
-    for load, records, nbytes in [("budget", 3, sum(lengths[seq] for seq in held)), ("lazy", 0, lazily)]:
+    lazily = (3, lengths[newest]) if layout == "state" else (0, 0)
+    for load, records, nbytes in [("budget", 3, sum(lengths[seq] for seq in held)), ("lazy", *lazily)]:
         with AckStore.open(store_path, load=load) as store:
             report = store.topic(T).cursor("c").stats().recovery
             assert (report.marker_seq, report.markers_skipped, report.records_loaded) == (newest, 0, records)

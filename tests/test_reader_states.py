@@ -201,7 +201,7 @@ def test_a_small_cursors_reader_moves_on_when_the_writer_wrote_over_its_state_sl
         writer.round()
         with AckStore.open(tmp_path / "s", readonly=True) as store:
             cur = store.topic("t").cursor("c")
-            cur.stats()  # (a read the small form does not serve: the reader's parts, which this is about)
+            cur.log_usage()  # (a read the small form does not serve: the reader's parts, which this is about)
             assert cur._core._pages.cache.swapped == {0, 1, 2}  # waiting in the state marker
             seen = 0
             for _ in range(6):
@@ -252,7 +252,7 @@ def test_a_reader_follows_the_writers_flushes_in_the_small_form_and_leaves_it_wi
             newest = writer.states["d"][-1]
             served = other.snapshot()  # served by the form, at the newest flush
             assert other._core.small is not None
-            other.stats()  # not served by the form: the parts, at the newest flush
+            other.log_usage()  # not served by the form: the parts, at the newest flush
             snap = other.snapshot()
             assert snap == served
             assert other._core.small is None and [[x, [list(r) for r in y]] for x, y in snap.ranges] == newest["ranges"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import shutil
 import threading
 from array import array
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -683,7 +684,7 @@ def test_a_steady_cursor_takes_the_form_and_writes_what_a_cursor_without_it_writ
         for rnd in range(12):
             _steady(cur, rnd)
             if name == "parts":
-                cur.stats()  # a read the form does not serve: the cursor stays out of it
+                cur.log_usage()  # a read the form does not serve: the cursor stays out of it
             stats = store.flush()
             assert stats.cursors == 1
             assert (cur._core.small is not None) == (name == "small" and rnd >= SETTLE - 1), (name, rnd)
@@ -694,6 +695,8 @@ def test_a_steady_cursor_takes_the_form_and_writes_what_a_cursor_without_it_writ
         assert cur.is_acked(Position(1, ranges[0][0])) and not cur.is_acked(Position(1, md + 1))
         assert cur.figures()[:2] == (len(ranges), len(ranges)) and cur.figures()[12] == 12
         assert cur.partial_batches() == {} and cur.delivery_counts() == {} and cur.properties == {}
+        assert cur.batch_acked_indexes(Position(1, md + 1)) is None  # (served: the form holds no partial batch)
+        assert (cur._core.small is not None) == (name == "small")
         stores[name] = store
         store.close()
     assert _log(tmp_path / "small") == _log(tmp_path / "parts")
@@ -749,7 +752,8 @@ def test_a_cursor_that_takes_the_form_lets_its_parts_go_and_keeps_what_lives_in_
         cur._check()
         snap = cur.snapshot()  # served by the form
         assert core.small is not None
-        st = cur.stats()  # not served: the form ends, the parts load the newest flushed state
+        cur.log_usage()  # not served: the form ends, the parts load the newest flushed state
+        st = cur.stats()
         assert core.small is None and st.recovery == opened and cur.snapshot() == snap
         assert (st.flushes, st.total_flush_bytes, st.last_flush_bytes) == (len(written), sum(written), written[-1])
         md, ranges = _model_ranges(120 + SETTLE + 2)
@@ -770,7 +774,7 @@ def test_properties_stay_in_the_form_and_are_written_as_the_parts_write_them(tmp
                 _steady(cur, rnd)
                 _props_round(cur, rnd)
                 if name == "parts":
-                    cur.stats()  # a read the form does not serve: the cursor stays out of it
+                    cur.log_usage()  # a read the form does not serve: the cursor stays out of it
                 assert cur.properties == _props_model(rnd + 1)
                 store.flush()
                 assert (cur._core.small is not None) == (name == "small" and rnd >= SETTLE - 1), (name, rnd)
@@ -790,7 +794,7 @@ def test_properties_stay_in_the_form_and_are_written_as_the_parts_write_them(tmp
         assert cur.remove_property("round")
         snap = cur.snapshot()  # served by the form, with the properties set and removed since its flush
         assert cur._core.small is not None and snap.properties == cur.properties
-        cur.stats()  # the form ends: the parts load the flushed state, then take what changed since
+        cur.log_usage()  # the form ends: the parts load the flushed state, then take what changed since
         assert cur._core.small is None and cur.snapshot() == snap
         expect = {**_props_model(12), "late": 1}
         del expect["round"]
@@ -799,6 +803,61 @@ def test_properties_stay_in_the_form_and_are_written_as_the_parts_write_them(tmp
         store.flush()
     with AckStore.open(tmp_path / "small", readonly=True) as store:
         assert store.topic(T).cursor("c").properties == expect
+
+
+CACHE_STATS = ("ledgers_in_memory", "ledgers_swapped_out", "cache_bytes", "largest_ledger_bytes", "swap_ins")
+"""what ``stats()`` says of the ack cache: the form is not in it (its parts' loads are)"""
+GROWN = "dirty_ledgers"
+"""parts made at the form's end take its delivery counts again: their ledger is dirty"""
+
+
+def _stat_names(stats: Any) -> list[str]:
+    return [f.name for f in fields(stats)]
+
+
+def test_stats_are_the_forms_and_leave_the_cursor_in_it(tmp_path: Path) -> None:
+    """``stats()`` (a broker's periodic per-subscription figures) answers from the small form:
+    the cursor stays in it, changed or not, and its next flushes are the form's. What it
+    says is what ``figures()`` says, and what the same cursor's parts say once a read the
+    form does not serve ends it, but for the cache (the form is not in it): the positions,
+    ranges, the ledgers its state holds (one rolled over, one with delivery counts), the
+    flushes and their bytes, the newest marker, the open's recovery report."""
+    path = tmp_path / "s"
+    with AckStore.open(path) as store:
+        cur = _topic(store).cursor("c")
+        _settle(store, [cur])
+    with AckStore.open(path) as store:  # opened into the form: its report is the open's
+        topic = store.topic(T)
+        cur = topic.cursor("c")
+        small = cur._core.small
+        assert small is not None
+        _steady(cur, SETTLE)  # 23 and 33 held back
+        topic.close_ledger(1, 45)
+        topic.add_ledger(2)
+        cur.ack([Position(2, e) for e in range(5)])
+        assert cur.record_deliveries([Position(1, 41), Position(1, 41)]) == [1, 2]
+        cur.set_property("k", 1)
+        changed = cur.stats()
+        assert cur._core.small is small and small.spans  # (M's ledger and the next one: one line)
+        assert (changed.dirty_ledgers, changed.ledgers_indexed, changed.flushes) == (2, 2, 0)
+        assert changed.recovery.marker_seq == changed.last_marker_seq == SETTLE - 1
+        assert changed.recovery.records_loaded == 1 and changed.recovery.bytes_loaded > 0
+        figures = dict(zip(CURSOR_FIGURES, cur.figures(), strict=True))
+        named = {k: v for k, v in figures.items() if hasattr(changed, k)}
+        assert {k: getattr(changed, k) for k in named} == named
+        written = store.flush().bytes_written
+        assert cur._core.small is small and cur.stats().dirty_ledgers == 0
+        assert store.flush().cursors == 0  # (nothing changed: the stats wrote nothing, listed nothing)
+        form = cur.stats()
+        assert (form.flushes, form.last_flush_bytes, form.total_flush_bytes) == (1, written, written)
+        assert form.mark_delete_position == Position(1, 22) and form.ack_range_count == 3  # (23, 33 held)
+        cur.log_usage()  # not served: the form ends, the parts load the flushed state
+        parts = cur.stats()
+        assert cur._core.small is None
+        assert {k: getattr(form, k) for k in _stat_names(form) if k not in (*CACHE_STATS, GROWN)} == {
+            k: getattr(parts, k) for k in _stat_names(parts) if k not in (*CACHE_STATS, GROWN)
+        }
+        assert parts.ledgers_in_memory + parts.ledgers_swapped_out == 2 and form.ledgers_in_memory == 0
 
 
 def test_a_read_the_form_does_not_serve_ends_it_with_the_state_exact(tmp_path: Path) -> None:
@@ -815,7 +874,7 @@ def test_a_read_the_form_does_not_serve_ends_it_with_the_state_exact(tmp_path: P
         assert cur._core.small is not None and cur._core.small.dirty
         snap = cur.snapshot()  # served by the form
         assert cur._core.small is not None
-        cur.stats()
+        cur.log_usage()
         assert cur._core.small is None and cur.snapshot() == snap
         md, ranges = _model_ranges(7)
         assert snap.mark_delete_position == Position(1, md)
@@ -929,7 +988,7 @@ def test_a_cursor_that_leaves_the_form_while_its_flush_is_in_flight_never_reuses
         write_job, write = GroupFlush._write, FlushJob.write
 
         def read_then_write(self: GroupFlush, job: FlushJob) -> int:
-            reader = threading.Thread(target=cur.stats)  # outside the store lock, before the transaction
+            reader = threading.Thread(target=cur.log_usage)  # outside the store lock, before the transaction
             reader.start()
             reader.join()
             return write_job(self, job)
@@ -1018,7 +1077,11 @@ def test_a_writer_opens_a_steady_cursor_into_the_form(tmp_path: Path) -> None:
             newest = cur._core.small.next_seq - 1
             snap = cur.snapshot()  # served by the form
             assert cur._core.small is not None
-            assert cur.stats().recovery.marker_seq == newest and cur.stats().flushes == 1  # the parts, by recovery
+            st = cur.stats()  # served by the form: the open's report, the flush since
+            assert (st.recovery.marker_seq, st.recovery.records_loaded, st.flushes) == (newest - 1, 1, 1)
+            assert st.last_marker_seq == newest and cur._core.small is not None
+            cur.log_usage()  # not served: the parts, by recovery
+            assert cur.stats().recovery == st.recovery and cur.stats().flushes == 1
             assert cur._core.small is None and not cur._core._unbuilt and cur.snapshot() == snap
             md2, ranges2 = _model_ranges(SETTLE + 1)
             assert snap.mark_delete_position == Position(1, md2) and list(cur.ledger_ranges()) == [(1, ranges2)]
@@ -1098,7 +1161,7 @@ def test_a_cursor_opened_into_the_form_builds_no_parts_until_asked(tmp_path: Pat
         cur._check()
         snap = cur.snapshot()  # served by the form too
         assert cur._core._unbuilt and cur._core.small is not None
-        cur.stats()  # not served: the form ends, the parts load
+        cur.log_usage()  # not served: the form ends, the parts load
         assert cur._core.small is None and not cur._core._unbuilt and cur.snapshot() == snap
         assert snap.mark_delete_position == Position(1, md2) and list(cur.ledger_ranges()) == [(1, ranges2)]
         cur._check()
@@ -1195,7 +1258,7 @@ def test_a_brokers_calls_keep_a_cursor_in_the_form_with_its_counts_exact(tmp_pat
         assert cur._core.small is small  # served by the form
         snap = cur.snapshot()  # served by the form
         assert cur._core.small is small
-        cur.stats()  # not the form's: the parts take every count and the read position
+        cur.log_usage()  # not the form's: the parts take every count and the read position
         assert cur._core.small is None and cur.snapshot() == snap
         assert snap.delivery_counts == {Position(1, 73): 2, Position(1, 80): 1}
         assert cur.delivery_counts() == snap.delivery_counts and cur.read_position == Position(1, 81)
@@ -1417,7 +1480,7 @@ def test_a_hole_held_across_rollovers_keeps_the_cursor_in_the_form(tmp_path: Pat
         snap = cur.snapshot()
         cur._check()
         store.flush()
-        cur.stats()  # the form ends: the parts, from the flushed state and what changed since
+        cur.log_usage()  # the form ends: the parts, from the flushed state and what changed since
         assert cur._core.small is None and cur.snapshot() == snap and list(cur.ledger_ranges()) == expect
         assert cur.read_position == Position(5, 12)
         for e in range(SETTLE):  # back into the form (the parts' state, on its line)

@@ -457,7 +457,7 @@ def test_a_small_cursors_flush_names_no_key_to_trim(store_path: Path) -> None:
         floors = []
         for e in range(start, start + 6):
             cur.ack(Position(1, e))
-            cur.stats()  # read through its parts each round: out of the small form, its parts' plans checked
+            cur.log_usage()  # read through its parts each round: out of the small form, its parts' plans checked
             store.flush()
             floors.append(cur._core._planner.chain.floor)
         chain = cur._core._planner.chain
@@ -481,7 +481,7 @@ def test_a_small_cursors_flush_names_no_key_to_trim(store_path: Path) -> None:
     assert _slotted(store_path, cid) == ({0: 7, 1: 5}, 0)  # (6: the plan not written)
     with AckStore.open(store_path) as store:
         reopened = store.topic(T).cursor("c")
-        reopened.stats()  # out of the small form it opened into: its parts recovered
+        reopened.log_usage()  # out of the small form it opened into: its parts recovered
         assert reopened._core._planner.chain.floor == -1  # not known after a reopen
         flush_a_few(store, "c", 10)
         store.compact()

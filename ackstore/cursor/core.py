@@ -38,13 +38,13 @@ from ..storage.records import unpack_properties
 from . import fitting, lane
 from .chain import MarkerChain
 from .deliveries import set_delivery_counts
-from .figures import Carried, carried_of, carry_back
+from .figures import Carried, carried_of, carry_back, opened_carried
 from .moves import TopicView
 from .pages import Pages
 from .plan import Planner
 from .read_side import OpensLogs, ReadHost
 from .served import Served
-from .small import check_small, small_of
+from .small import OpenedForm, check_small, small_of
 from .small_span import form_entry, is_acked, ledger_counts, ledger_runs, read_position
 from .snapshot import CursorSnapshot, batch_items, form_snapshot, snapshot_of
 from .state import ACK_PARTIAL, AckState
@@ -139,7 +139,7 @@ class CursorCore(Served):
         name: str,
         cursor_id: int,
         config: CursorConfig,
-        recovered: RecoveredState | Any,
+        recovered: RecoveredState | OpenedForm,
         initial_position: str = "earliest",
     ) -> None:
         store = host
@@ -168,10 +168,10 @@ class CursorCore(Served):
         form, or taken since: :meth:`take_small_form`)"""
         self._carried: Carried | None = None
         """what lives in memory only of parts the small form replaced, given back when the
-        form ends (None: none did, the cursor was opened into the form)"""
+        form ends (for a cursor opened into the form: the open's report, and zeros)"""
         self._view = (-1, recovered.next_seq - 1) if store.readonly else (-1, -1)
-        if self._unbuilt:
-            self.small = recovered
+        if isinstance(recovered, OpenedForm):
+            self.small, self._carried = recovered.small, opened_carried(recovered.report)
         else:
             self._build_parts()
             self._load(recovered, initial_position)

@@ -158,9 +158,7 @@ class Cursor(FacadeFields):
 
     def batch_acked_indexes(self, position: Position) -> frozenset[int] | None:
         """Acked indexes of a partially acknowledged batch entry, or None if there is no partial batch."""
-        at = pair(position)
-        core = self._core
-        return core.read(lambda: core.built().batch_acked_indexes(at))
+        return self._core.batch_acked_indexes(pair(position))
 
     @property
     def mark_delete_position(self) -> Position:

@@ -8,12 +8,23 @@ from typing import Any, NamedTuple
 
 from ..config import CursorConfig
 from ..dispatch.revision import CursorStateRevisionController
-from ..stats import CursorStats, RecoveryReport
+from ..position import trusted
+from ..stats import CURSOR_FIGURES, NO_RECOVERY, CursorStats, RecoveryReport
 from .chain import MarkerChain
 from .pages import Pages
+from .small_span import ledgers_held, read_position
 from .state import AckState
 
-__all__ = ["Carried", "Parts", "carried_of", "carry_back", "cursor_stats", "cursor_figures"]
+__all__ = [
+    "Carried",
+    "Parts",
+    "carried_of",
+    "carry_back",
+    "cursor_stats",
+    "cursor_figures",
+    "form_stats",
+    "opened_carried",
+]
 
 
 class Parts(NamedTuple):
@@ -50,11 +61,15 @@ def carried_of(state: AckState, pages: Pages, chain: MarkerChain) -> Carried:
     )  # fmt: skip
 
 
+def opened_carried(report: RecoveryReport) -> Carried:
+    """What a cursor opened into the small form carries: the open's ``report``, no counts. O(1)."""
+    return Carried(report, 0, 0, 0, 0, 0, 0, 0)
+
+
 def carry_back(carried: Carried | None, small: Any, state: AckState, pages: Pages, chain: MarkerChain) -> None:
     """Parts made again at the end of the small form ``small`` take back what lives only in
     memory: the form's flush counters and redeliveries, added to what the parts ``carried``
-    into the form (None: the cursor was opened into it; the recovery report is then the one
-    of the load that made them). O(1)."""
+    into the form (or what its open carried: :func:`opened_carried`). O(1)."""
     chain.flushes, chain.total_flush_bytes, chain.last_flush_bytes = small.flushes, small.flush_bytes, small.last_bytes
     state.redeliveries += small.redeliveries
     if carried is not None:
@@ -105,6 +120,49 @@ def cursor_stats(topic: str, name: str, parts: Parts) -> CursorStats:
         revisions_done=controller.revisions_done,
         revision_running=controller.revision_running,
         redeliveries=state.redeliveries,
+    )
+
+
+def form_stats(topic: str, name: str, small: Any, carried: Carried | None, parts: Parts) -> CursorStats:
+    """:func:`cursor_stats` of a cursor in the small form ``small`` (``parts`` of None but
+    its config and controller; ``carried`` as for :func:`cursor_figures`, whose figures these
+    are): its state is the form's, not the cache's (no cache bytes, no ledger in memory or
+    swapped out); the ledgers its state holds are those its newest state marker names, and
+    all of them a flush writes when the form changed since its last; a state marker is a full
+    one. O(the form's runs and counts)."""
+    figures = dict(zip(CURSOR_FIGURES, cursor_figures(parts, small, carried), strict=True))
+    held = ledgers_held(small)
+    last = small.last_bytes if small.flushes or carried is None else carried.last_bytes
+    return CursorStats(
+        topic=topic,
+        name=name,
+        mark_delete_position=trusted(small.md_l, small.md_e),
+        read_position=trusted(*read_position(small)),
+        ack_range_count=figures["ack_range_count"],
+        ledgers_in_memory=figures["ledgers_in_memory"],
+        ledgers_swapped_out=figures["ledgers_swapped_out"],
+        ledgers_indexed=held,
+        dirty_ledgers=held if small.dirty else 0,
+        cache_bytes=figures["cache_bytes"],
+        cache_budget=figures["cache_budget"],
+        largest_ledger_bytes=0,
+        over_budget=False,
+        swap_ins=figures["swap_ins"],
+        evictions=figures["evictions"],
+        write_backs=figures["write_backs"],
+        flushes=figures["flushes"],
+        last_flush_bytes=last,
+        total_flush_bytes=figures["total_flush_bytes"],
+        last_marker_seq=small.next_seq - 1,
+        deltas_since_full_marker=0,
+        truncated=False,
+        persisted_ranges=figures["persisted_ranges"],
+        ranges_over_limit=figures["ranges_over_limit"],
+        recovery=carried.recovery if carried is not None else NO_RECOVERY,
+        revision_num=parts.controller.revision_num,
+        revisions_done=figures["revisions_done"],
+        revision_running=figures["revision_running"],
+        redeliveries=figures["redeliveries"],
     )
 
 

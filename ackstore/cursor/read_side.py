@@ -21,7 +21,7 @@ from ..history import HistoryPoint
 from ..position import Position, trusted
 from ..stats import CursorStats, LogUsage
 from ..storage.log import CursorLog, MissingRecordError, RecoveredState
-from .figures import Carried, Parts, cursor_figures, cursor_stats
+from .figures import Carried, Parts, cursor_figures, cursor_stats, form_stats, opened_carried
 from .store_side import StoreSide
 from .validate import check_entry, pair
 
@@ -163,8 +163,10 @@ class ReadSide(StoreSide):
         if small is not None:
             small.end()
             self._store.small_list.pop(small, None)  # (a form M moved in was listed: nothing flushes a reader's)
-            if not isinstance(recovered, RecoveredState):
-                self.small = recovered  # the parts stay unloaded
+            if not isinstance(recovered, RecoveredState):  # (an OpenedForm)
+                self.small = recovered.small  # the parts stay unloaded
+                carried, report = self._carried, recovered.report
+                self._carried = opened_carried(report) if carried is None else carried._replace(recovery=report)
                 return
             self.small = None
             self.built()
@@ -231,6 +233,13 @@ class ReadSide(StoreSide):
             f"{_READ_TRIES} times while one read ran; try again"
         )
 
+    def batch_acked_indexes(self, at: tuple[int, int]) -> frozenset[int] | None:
+        """``Cursor.batch_acked_indexes``: None in the small form (it holds no partial batch)."""
+        return self.read(self._batch_acked, at, served=True)
+
+    def _batch_acked(self, at: tuple[int, int]) -> frozenset[int] | None:
+        return None if self.small is not None else self.built().batch_acked_indexes(at)  # type: ignore[no-any-return]
+
     def history(self) -> list[HistoryPoint]:
         """The points of ``Cursor.history``, newest first."""
         with self._lock:
@@ -243,11 +252,13 @@ class ReadSide(StoreSide):
     # -- figures -------------------------------------------------------------------------------
 
     def stats(self) -> CursorStats:
+        """``Cursor.stats``: of the small form from the form (it stays), else of the parts."""
         with self._lock:
             self.ensure_open()
-            self._parts()
-            if self._store.readonly:
-                self._catch_up()
+            small = self._fresh()
+            if small is not None:
+                return form_stats(self.topic.name, self.name, small, self._carried, self._figure_parts())
+            self.built()
             return cursor_stats(self.topic.name, self.name, self._figure_parts())
 
     def figures(self) -> tuple[int, ...]:

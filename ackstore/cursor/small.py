@@ -44,6 +44,7 @@ use.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -52,6 +53,7 @@ from pyroaring import BitMap
 from ..errors import CorruptRecordError
 from ..ledger_acks import bitmap_of_runs, run_bounds
 from ..position import MAX_ENTRY
+from ..stats import RecoveryReport
 from ..storage import codecs, pure_codecs
 from ..storage.pure_codecs import STATE_COUNTS, STATE_PROPS
 from ..storage.records import (
@@ -66,7 +68,7 @@ from ..storage.records import (
 )
 from . import lane
 from .chain import next_slot
-from .small_span import SPAN_MOST, bound_of, fit, form_entries, form_entry, ledger_counts, ledger_runs
+from .small_span import SPAN_MOST, bound_of, fit, form_entries, form_entry, ledger_counts, ledger_runs, ledgers_held
 
 if TYPE_CHECKING:
     from ..config import CursorConfig
@@ -78,6 +80,7 @@ if TYPE_CHECKING:
 __all__ = [
     "COUNT_CAP",
     "IMPLEMENTATIONS",
+    "OpenedForm",
     "PySmallState",
     "SmallState",
     "Small",
@@ -710,20 +713,35 @@ def small_of(
     return s if fit(s, directory) else None
 
 
+class OpenedForm(NamedTuple):
+    """A cursor's state as an open read it into the small form: the form, and the open's
+    report (the state marker it was read from, one record, its bytes, the time taken)."""
+
+    small: Any
+    report: RecoveryReport
+
+    @property
+    def next_seq(self) -> int:
+        """The log's next sequence after the state read (a RecoveredState's, alike)."""
+        return self.small.next_seq  # type: ignore[no-any-return]
+
+
 def small_opened(
     cursor_id: int,
     values: tuple[bytes | None, bytes | None],
     config: CursorConfig,
     directory: LedgerDirectory,
     logged: tuple[int, bytes] | None = None,
-) -> Any:
+) -> OpenedForm | None:
     """The small form of a cursor opened from a log that is only its state slots (``values``:
     theirs, :func:`ackstore.storage.log.slot_values`), or, for a cursor that keeps history,
     from its newest record under a log key (``logged``: ``(seq, record)``,
-    :func:`ackstore.storage.log.newest_logged`) and its slots; None when its newest state is
-    outside the form (then the cursor is recovered as any other): :func:`small_of`'s rule,
-    on the state as the slot holds it (:data:`small_of_slots`), and M's ledger in the
-    directory with nothing at or past its durable bound. O(its ranges and counts)."""
+    :func:`ackstore.storage.log.newest_logged`) and its slots, with the open's report; None
+    when its newest state is outside the form (then the cursor is recovered as any other):
+    :func:`small_of`'s rule, on the state as the slot holds it (:data:`small_of_slots`), and
+    M's ledger in the directory with nothing at or past its durable bound. O(its ranges and
+    counts)."""
+    started = time.perf_counter()
     cap = _cap(config)
     if cap < 0 or bool(config.history_seconds) != (logged is not None):
         return None  # (a history cursor's newest state is under a log key: asked for with it)
@@ -738,7 +756,14 @@ def small_opened(
     # M's ledger in the directory; sealed since and the next ones added, M moves on as a recovery's would
     if not fit(s, directory) or s.top() > s.limit:
         return None  # (M, acks or counts at or past a ledger's bound: the bound went durable first, recovery clips)
-    return s
+    if logged is not None and logged[0] == s.next_seq - 1:
+        nbytes = len(logged[1])
+    else:  # (the record, without the slot's seal)
+        value = values[s.slot]
+        assert value is not None
+        nbytes = len(value) - codecs.slot_head(slot_key(cursor_id, s.slot), value)[1]
+    report = RecoveryReport(s.next_seq - 1, 0, (), ledgers_held(s), nbytes, time.perf_counter() - started)
+    return OpenedForm(s, report)
 
 
 def check_small(s: Any, md: tuple[int, int], logged: bool | None = None) -> None:

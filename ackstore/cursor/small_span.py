@@ -187,6 +187,14 @@ def ledger_counts(s: Any) -> list[tuple[tuple[int, int], int]]:
     return [(form_position(s, x), n) for x, n in s.counts()]
 
 
+def ledgers_held(s: Any) -> int:
+    """How many ledgers hold the form's acks or delivery counts: those its state marker names.
+    O(1) for a form of one ledger, else O(runs x spans + counts)."""
+    if not s.spans:
+        return 1 if s.n or s.nc else 0
+    return len({ledger for ledger, _ in ledger_runs(s)} | {at[0] for at, _ in ledger_counts(s)})
+
+
 def highest_in(s: Any, ledger: int) -> int:
     """The highest entry of ``ledger`` holding state in the form (M, an ack or a delivery
     count), -1 when none: what sealing ``ledger`` must keep. O(runs + counts)."""
