@@ -13,7 +13,7 @@ from ..errors import InvalidArgumentError, InvalidPositionError, InvalidTypeErro
 from ..fields import StateFields
 from ..ledger_acks import LedgerAcks, run_end
 from ..position import Position, trusted
-from .validate import pair
+from .validate import check_entry, pair
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -23,7 +23,15 @@ if TYPE_CHECKING:
     from ..directory import LedgerDirectory
     from ..ledger_cache import LedgerCache
 
-__all__ = ["LedgerSource", "MAX_BATCH_SIZE", "PositionMoves", "TopicView"]
+__all__ = [
+    "LedgerSource",
+    "MAX_BATCH_SIZE",
+    "PositionMoves",
+    "TopicView",
+    "batch_target",
+    "clamp_target",
+    "reset_target",
+]
 
 MAX_BATCH_SIZE = 1 << 16
 """The largest batch a batch-index ack (or a reset into a batch) accepts."""
@@ -81,76 +89,16 @@ class PositionMoves(StateFields):
         raise NotImplementedError  # AckState's
 
     def check_reset_target(self, position: Any) -> tuple[int, int]:
-        """The place a reset to ``position`` moves to; a typed error unless it is one.
-
-        As in Pulsar, the position just after a sealed ledger's last entry, ``(L, count)``
-        (an exclusive seek past message ``L:count-1``), is the next ledger's first entry
-        ``(next, 0)``; with no next ledger yet it stays ``(L, count)`` (everything of L is
-        acked). Positions further out are errors.
-        """
-        if not isinstance(position, tuple) or len(position) != 2:
-            raise InvalidTypeError(f"reset position must be a Position, got {position!r}")
-        ledger, entry = position
-        if type(entry) is int and type(ledger) is int:
-            d = self.topic.directory
-            count = d.count(ledger) if ledger in d else None
-            if count is not None and count >= 0 and entry == count:
-                following = d.next_after(ledger)
-                return (following, 0) if following is not None else (ledger, entry)
-            if count is not None and count < 0 and d.confirmed is not None and entry == d.confirmed + 1:
-                return ledger, entry  # the next entry to be written: a reset to the latest position
-        self.check_entry(ledger, entry)
-        return ledger, entry
+        """:func:`reset_target` in this state's topic."""
+        return reset_target(self.topic, position)
 
     def clamp_reset_target(self, position: Any) -> tuple[int, int]:
-        """Pulsar's reset rule for a position that is not (or no longer) in the log: the
-        next valid position. Before the first ledger (its ledger trimmed) it is the
-        earliest, ``(first, 0)``; in a ledger the topic does not hold, or past a ledger's
-        end, the next ledger's first entry; past the newest ledger's end (or in a ledger
-        newer than it) the latest, the next entry to be written. A position that is a place
-        comes back as :meth:`check_reset_target` gives it. Wrong types still raise, and so
-        does a target past an open ledger whose last entry is not tracked
-        (``topic.advance``): where the latest lies is not known then. O(log ledgers)."""
-        pair(position)  # a typed error for anything but two ints
-        try:
-            return self.check_reset_target(position)
-        except InvalidPositionError:
-            d = self.topic.directory
-            if not d.ids:
-                raise
-        ledger, entry = position
-        i = bisect_left(d.ids, ledger)
-        if i < len(d.ids) and d.ids[i] == ledger:
-            if entry < 0:
-                return ledger, 0
-            i += 1  # past this ledger's end
-        if i < len(d.ids):
-            return d.ids[i], 0
-        last, count = d.ids[-1], d.counts[-1]
-        if count < 0 and d.confirmed is None:
-            raise InvalidPositionError(
-                f"reset position {ledger}:{entry} lies past topic {self.topic.name!r}'s open ledger {last}, whose "
-                "last entry is not tracked, so the latest position is not known: allowed a position in the "
-                "topic's ledgers (topic.advance tracks the open ledger's last confirmed entry)"
-            )
-        if count >= 0:
-            return last, count
-        assert d.confirmed is not None  # refused above
-        return last, d.confirmed + 1
+        """:func:`clamp_target` in this state's topic."""
+        return clamp_target(self.topic, position)
 
     def check_batch_target(self, position: tuple[int, int] | None, batch_index: Any, batch_size: Any) -> int:
-        """Validate a reset into a batch: ``batch_index`` of a batch of ``batch_size`` at the
-        entry ``position`` (a written entry; None checks the batch alone). Returns the mask
-        of the indexes before it."""
-        if type(batch_size) is not int or type(batch_index) is not int:
-            raise InvalidTypeError(f"batch_index and batch_size must be ints, got {batch_index!r} and {batch_size!r}")
-        if not 1 <= batch_size <= MAX_BATCH_SIZE:
-            raise InvalidArgumentError(f"batch_size {batch_size} is not allowed: allowed 1..{MAX_BATCH_SIZE}")
-        if not 0 <= batch_index < batch_size:
-            raise InvalidArgumentError(f"batch_index {batch_index} is outside the batch: allowed 0..{batch_size - 1}")
-        if batch_index and position is not None:
-            self.check_entry(position[0], position[1])  # a message inside a batch: a real entry
-        return (1 << batch_index) - 1
+        """:func:`batch_target` in this state's topic."""
+        return batch_target(self.topic, position, batch_index, batch_size)
 
     def reset_to(self, position: Any, batch: tuple[int, int] | None = None) -> None:
         """Everything before ``position`` acked, nothing from it on; reads start there. M may
@@ -200,3 +148,78 @@ class PositionMoves(StateFields):
     def rewind(self) -> None:
         """Read again from the first unacked position (in memory only)."""
         self.rp = self.md.next()
+
+
+def reset_target(topic: TopicView, position: Any) -> tuple[int, int]:
+    """The place a reset to ``position`` moves to; a typed error unless it is one.
+
+    As in Pulsar, the position just after a sealed ledger's last entry, ``(L, count)``
+    (an exclusive seek past message ``L:count-1``), is the next ledger's first entry
+    ``(next, 0)``; with no next ledger yet it stays ``(L, count)`` (everything of L is
+    acked). Positions further out are errors.
+    """
+    if not isinstance(position, tuple) or len(position) != 2:
+        raise InvalidTypeError(f"reset position must be a Position, got {position!r}")
+    ledger, entry = position
+    if type(entry) is int and type(ledger) is int:
+        d = topic.directory
+        count = d.count(ledger) if ledger in d else None
+        if count is not None and count >= 0 and entry == count:
+            following = d.next_after(ledger)
+            return (following, 0) if following is not None else (ledger, entry)
+        if count is not None and count < 0 and d.confirmed is not None and entry == d.confirmed + 1:
+            return ledger, entry  # the next entry to be written: a reset to the latest position
+    check_entry(topic.directory, topic.name, ledger, entry)
+    return ledger, entry
+
+
+def clamp_target(topic: TopicView, position: Any) -> tuple[int, int]:
+    """Pulsar's reset rule for a position that is not (or no longer) in the log: the
+    next valid position. Before the first ledger (its ledger trimmed) it is the
+    earliest, ``(first, 0)``; in a ledger the topic does not hold, or past a ledger's
+    end, the next ledger's first entry; past the newest ledger's end (or in a ledger
+    newer than it) the latest, the next entry to be written. A position that is a place
+    comes back as :func:`reset_target` gives it. Wrong types still raise, and so
+    does a target past an open ledger whose last entry is not tracked
+    (``topic.advance``): where the latest lies is not known then. O(log ledgers)."""
+    pair(position)  # a typed error for anything but two ints
+    try:
+        return reset_target(topic, position)
+    except InvalidPositionError:
+        d = topic.directory
+        if not d.ids:
+            raise
+    ledger, entry = position
+    i = bisect_left(d.ids, ledger)
+    if i < len(d.ids) and d.ids[i] == ledger:
+        if entry < 0:
+            return ledger, 0
+        i += 1  # past this ledger's end
+    if i < len(d.ids):
+        return d.ids[i], 0
+    last, count = d.ids[-1], d.counts[-1]
+    if count < 0 and d.confirmed is None:
+        raise InvalidPositionError(
+            f"reset position {ledger}:{entry} lies past topic {topic.name!r}'s open ledger {last}, whose "
+            "last entry is not tracked, so the latest position is not known: allowed a position in the "
+            "topic's ledgers (topic.advance tracks the open ledger's last confirmed entry)"
+        )
+    if count >= 0:
+        return last, count
+    assert d.confirmed is not None  # refused above
+    return last, d.confirmed + 1
+
+
+def batch_target(topic: TopicView, position: tuple[int, int] | None, batch_index: Any, batch_size: Any) -> int:
+    """Validate a reset into a batch: ``batch_index`` of a batch of ``batch_size`` at the
+    entry ``position`` (a written entry; None checks the batch alone). Returns the mask
+    of the indexes before it."""
+    if type(batch_size) is not int or type(batch_index) is not int:
+        raise InvalidTypeError(f"batch_index and batch_size must be ints, got {batch_index!r} and {batch_size!r}")
+    if not 1 <= batch_size <= MAX_BATCH_SIZE:
+        raise InvalidArgumentError(f"batch_size {batch_size} is not allowed: allowed 1..{MAX_BATCH_SIZE}")
+    if not 0 <= batch_index < batch_size:
+        raise InvalidArgumentError(f"batch_index {batch_index} is outside the batch: allowed 0..{batch_size - 1}")
+    if batch_index and position is not None:
+        check_entry(topic.directory, topic.name, position[0], position[1])  # a message inside a batch: a real entry
+    return (1 << batch_index) - 1

@@ -22,6 +22,7 @@ from ..position import Position, trusted
 from ..stats import CursorStats, LogUsage
 from ..storage.log import CursorLog, MissingRecordError, RecoveredState
 from .figures import Carried, Parts, cursor_figures, cursor_stats, form_stats, opened_carried
+from .moves import batch_target, clamp_target, reset_target
 from .store_side import StoreSide
 from .validate import check_entry, pair
 
@@ -308,13 +309,12 @@ class ReadSide(StoreSide):
 
     def check_reset_target(self, position: Any, batch: tuple[int, int] | None) -> tuple[int, int]:
         """A typed error unless ``position`` (and ``batch``) is a place a reset may move to."""
-        with self._lock:
-            self._parts()
+        with self._lock:  # (the topic's directory alone says: no parts needed)
             if batch is not None:
-                self._state.check_batch_target(None, *batch)  # the batch's own shape first
-            target = self._state.check_reset_target(position)
+                batch_target(self.topic, None, *batch)  # the batch's own shape first
+            target = reset_target(self.topic, position)
             if batch is not None:
-                self._state.check_batch_target(pair(position), *batch)
+                batch_target(self.topic, pair(position), *batch)
             return target
 
     def check_position(self, at: tuple[int, int]) -> None:
@@ -326,5 +326,4 @@ class ReadSide(StoreSide):
     def clamp_reset_target(self, position: Any) -> Position:
         """Where a reset to ``position`` goes by Pulsar's rule."""
         with self._lock:
-            self._parts()
-            return trusted(*self._state.clamp_reset_target(position))
+            return trusted(*clamp_target(self.topic, position))
