@@ -26,7 +26,7 @@ from .cursor.small import small_opened
 from .errors import CorruptRecordError, HistoryRangeError, UnknownCursorError
 from .history import HistoryPoint, Point, drop_points, iso
 from .life import require_open, require_writable
-from .stats import FlushStats
+from .stats import NO_RECOVERY, FlushStats
 from .storage.log import CursorLog, RecoveredState, newest_logged, slot_values
 from .storage.records import log_key
 from .topic import Topic
@@ -260,7 +260,7 @@ class CursorSide:
         damaged markers is logged. ``seen``: the read transaction that read ``state`` (a
         reader's cursor then looks at its log again only after a newer one; -1: at its first
         read)."""
-        report = state.report  # (a RecoveredState's, or an OpenedForm's)
+        report = state.report if isinstance(state, RecoveredState) else NO_RECOVERY  # (a form's open skips none)
         if report.markers_skipped or report.skipped_reasons:
             log.warning(
                 "ackstore: cursor %s/%s recovered from marker %d after skipping %d marker(s): %s",

@@ -38,7 +38,7 @@ from ..storage.records import unpack_properties
 from . import fitting, lane
 from .chain import MarkerChain
 from .deliveries import set_delivery_counts
-from .figures import Carried, carried_of, carry_back, opened_carried
+from .figures import Carried, carried_now, carried_of, carry_back
 from .moves import TopicView
 from .pages import Pages
 from .plan import Planner
@@ -166,12 +166,12 @@ class CursorCore(Served):
         """True while the parts do not exist (:meth:`built` makes them): never while they hold
         the state, always while the small form does (opened into it, ``recovered`` is that
         form, or taken since: :meth:`take_small_form`)"""
-        self._carried: Carried | None = None
+        self._carried: Carried | OpenedForm | None = None
         """what lives in memory only of parts the small form replaced, given back when the
-        form ends (for a cursor opened into the form: the open's report, and zeros)"""
+        form ends (for a cursor opened into the form: what the open did, :func:`carried_now`)"""
         self._view = (-1, recovered.next_seq - 1) if store.readonly else (-1, -1)
         if isinstance(recovered, OpenedForm):
-            self.small, self._carried = recovered.small, opened_carried(recovered.report)
+            self.small, self._carried = recovered.small, recovered
         else:
             self._build_parts()
             self._load(recovered, initial_position)
@@ -501,7 +501,7 @@ class CursorCore(Served):
         state, chain = self._state, self._chain
         recover = store.cursor_side.recover_log
         self._load(store.storage.read(lambda txn: recover(txn, self._log, self._config, self.topic)))
-        carry_back(self._carried, small, state, self._pages, chain)
+        carry_back(carried_now(self._carried), small, state, self._pages, chain)
         self._carried = None
         chain.next_seq = max(chain.next_seq, small.next_seq)  # never a sequence a flush in flight took
         d = self.topic.directory

@@ -9,9 +9,10 @@ from typing import Any, NamedTuple
 from ..config import CursorConfig
 from ..dispatch.revision import CursorStateRevisionController
 from ..position import trusted
-from ..stats import CURSOR_FIGURES, NO_RECOVERY, CursorStats, RecoveryReport
+from ..stats import CURSOR_FIGURES, CursorStats, RecoveryReport
 from .chain import MarkerChain
 from .pages import Pages
+from .small import OpenedForm
 from .small_span import ledgers_held, read_position
 from .state import AckState
 
@@ -22,8 +23,8 @@ __all__ = [
     "carry_back",
     "cursor_stats",
     "cursor_figures",
+    "carried_now",
     "form_stats",
-    "opened_carried",
 ]
 
 
@@ -61,15 +62,19 @@ def carried_of(state: AckState, pages: Pages, chain: MarkerChain) -> Carried:
     )  # fmt: skip
 
 
-def opened_carried(report: RecoveryReport) -> Carried:
-    """What a cursor opened into the small form carries: the open's ``report``, no counts. O(1)."""
-    return Carried(report, 0, 0, 0, 0, 0, 0, 0)
+def carried_now(carried: Carried | OpenedForm | None) -> Carried | None:
+    """What lives in memory only beside a small form: what its parts carried into it, or, for
+    a cursor opened into the form, what the open did (``OpenedForm``; made into a
+    :class:`Carried` the first time it is asked: an open builds none), with no counts. O(1)."""
+    if isinstance(carried, OpenedForm):
+        return Carried(carried.report, 0, 0, 0, 0, 0, 0, 0)
+    return carried
 
 
 def carry_back(carried: Carried | None, small: Any, state: AckState, pages: Pages, chain: MarkerChain) -> None:
     """Parts made again at the end of the small form ``small`` take back what lives only in
     memory: the form's flush counters and redeliveries, added to what the parts ``carried``
-    into the form (or what its open carried: :func:`opened_carried`). O(1)."""
+    into the form (or what its open carried: :func:`carried_now`). O(1)."""
     chain.flushes, chain.total_flush_bytes, chain.last_flush_bytes = small.flushes, small.flush_bytes, small.last_bytes
     state.redeliveries += small.redeliveries
     if carried is not None:
@@ -123,7 +128,7 @@ def cursor_stats(topic: str, name: str, parts: Parts) -> CursorStats:
     )
 
 
-def form_stats(topic: str, name: str, small: Any, carried: Carried | None, parts: Parts) -> CursorStats:
+def form_stats(topic: str, name: str, small: Any, carried: Carried, parts: Parts) -> CursorStats:
     """:func:`cursor_stats` of a cursor in the small form ``small`` (``parts`` of None but
     its config and controller; ``carried`` as for :func:`cursor_figures`, whose figures these
     are): its state is the form's, not the cache's (no cache bytes, no ledger in memory or
@@ -132,7 +137,7 @@ def form_stats(topic: str, name: str, small: Any, carried: Carried | None, parts
     one. O(the form's runs and counts)."""
     figures = dict(zip(CURSOR_FIGURES, cursor_figures(parts, small, carried), strict=True))
     held = ledgers_held(small)
-    last = small.last_bytes if small.flushes or carried is None else carried.last_bytes
+    last = small.last_bytes if small.flushes else carried.last_bytes
     return CursorStats(
         topic=topic,
         name=name,
@@ -158,7 +163,7 @@ def form_stats(topic: str, name: str, small: Any, carried: Carried | None, parts
         truncated=False,
         persisted_ranges=figures["persisted_ranges"],
         ranges_over_limit=figures["ranges_over_limit"],
-        recovery=carried.recovery if carried is not None else NO_RECOVERY,
+        recovery=carried.recovery,
         revision_num=parts.controller.revision_num,
         revisions_done=figures["revisions_done"],
         revision_running=figures["revision_running"],

@@ -88,25 +88,13 @@ class PositionMoves(StateFields):
     def touched(self, ledger: int, la: LedgerAcks) -> None:
         raise NotImplementedError  # AckState's
 
-    def check_reset_target(self, position: Any) -> tuple[int, int]:
-        """:func:`reset_target` in this state's topic."""
-        return reset_target(self.topic, position)
-
-    def clamp_reset_target(self, position: Any) -> tuple[int, int]:
-        """:func:`clamp_target` in this state's topic."""
-        return clamp_target(self.topic, position)
-
-    def check_batch_target(self, position: tuple[int, int] | None, batch_index: Any, batch_size: Any) -> int:
-        """:func:`batch_target` in this state's topic."""
-        return batch_target(self.topic, position, batch_index, batch_size)
-
     def reset_to(self, position: Any, batch: tuple[int, int] | None = None) -> None:
         """Everything before ``position`` acked, nothing from it on; reads start there. M may
         move backwards. ``batch``: ``(batch_index, batch_size)``, Pulsar's reset to a message
         inside a batch: indexes ``0..batch_index-1`` of the entry are acked too, so the next
         message delivered is exactly that one. Validated before anything changes."""
-        ledger, entry = self.check_reset_target(position)
-        mask, size = (self.check_batch_target(pair(position), *batch), batch[1]) if batch is not None else (0, 0)
+        ledger, entry = reset_target(self.topic, position)
+        mask, size = (batch_target(self.topic, pair(position), *batch), batch[1]) if batch is not None else (0, 0)
         for known in list(self.ledgers.known()):
             self.range_count -= self.ledgers.vanish(known)
         self.md = trusted(ledger, entry - 1)

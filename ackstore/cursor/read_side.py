@@ -21,7 +21,7 @@ from ..history import HistoryPoint
 from ..position import Position, trusted
 from ..stats import CursorStats, LogUsage
 from ..storage.log import CursorLog, MissingRecordError, RecoveredState
-from .figures import Carried, Parts, cursor_figures, cursor_stats, form_stats, opened_carried
+from .figures import Carried, Parts, carried_now, cursor_figures, cursor_stats, form_stats
 from .moves import batch_target, clamp_target, reset_target
 from .store_side import StoreSide
 from .validate import check_entry, pair
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from ..storage.env import Environment
     from .chain import MarkerChain
     from .moves import TopicView
+    from .small import OpenedForm
 
 __all__ = ["OpensLogs", "ReadHost", "ReadSide"]
 
@@ -90,7 +91,7 @@ class ReadSide(StoreSide):
     when its state was read, and the last transaction that found it unchanged"""
     _chain: MarkerChain
     _unbuilt: bool
-    _carried: Carried | None
+    _carried: Carried | OpenedForm | None
     topic: TopicView
     name: str
     cursor_id: int
@@ -166,8 +167,10 @@ class ReadSide(StoreSide):
             self._store.small_list.pop(small, None)  # (a form M moved in was listed: nothing flushes a reader's)
             if not isinstance(recovered, RecoveredState):  # (an OpenedForm)
                 self.small = recovered.small  # the parts stay unloaded
-                carried, report = self._carried, recovered.report
-                self._carried = opened_carried(report) if carried is None else carried._replace(recovery=report)
+                carried = self._carried  # (parts' counts since: kept, with this open's report)
+                self._carried = (
+                    carried._replace(recovery=recovered.report) if isinstance(carried, Carried) else recovered
+                )
                 return
             self.small = None
             self.built()
@@ -258,13 +261,16 @@ class ReadSide(StoreSide):
             self.ensure_open()
             small = self._fresh()
             if small is not None:
-                return form_stats(self.topic.name, self.name, small, self._carried, self._figure_parts())
+                self._carried = carried = carried_now(self._carried)
+                assert carried is not None  # (a form always has: its open's, or its parts')
+                return form_stats(self.topic.name, self.name, small, carried, self._figure_parts())
             self.built()
             return cursor_stats(self.topic.name, self.name, self._figure_parts())
 
     def figures(self) -> tuple[int, ...]:
         with self._lock:
-            return cursor_figures(self._figure_parts(), self.small, self._carried)
+            self._carried = carried = carried_now(self._carried)
+            return cursor_figures(self._figure_parts(), self.small, carried)
 
     def _figure_parts(self) -> Parts:
         if self._unbuilt:  # (a scrape does not build them; in the small form they do not exist)

@@ -714,16 +714,25 @@ def small_of(
 
 
 class OpenedForm(NamedTuple):
-    """A cursor's state as an open read it into the small form: the form, and the open's
-    report (the state marker it was read from, one record, its bytes, the time taken)."""
+    """A cursor's state as an open read it into the small form: the form, and what the open
+    did (the state marker's sequence, the ledgers it holds, the record's bytes, the time
+    taken), made into its :attr:`report` only when asked (an open of many cursors builds none)."""
 
     small: Any
-    report: RecoveryReport
+    seq: int
+    ledgers: int
+    nbytes: int
+    seconds: float
 
     @property
     def next_seq(self) -> int:
         """The log's next sequence after the state read (a RecoveredState's, alike)."""
-        return self.small.next_seq  # type: ignore[no-any-return]
+        return self.seq + 1
+
+    @property
+    def report(self) -> RecoveryReport:
+        """The open's report: the state marker read, its ledgers decoded, its bytes."""
+        return RecoveryReport(self.seq, 0, (), self.ledgers, self.nbytes, self.seconds)
 
 
 def small_opened(
@@ -762,8 +771,7 @@ def small_opened(
         value = values[s.slot]
         assert value is not None
         nbytes = len(value) - codecs.slot_head(slot_key(cursor_id, s.slot), value)[1]
-    report = RecoveryReport(s.next_seq - 1, 0, (), ledgers_held(s), nbytes, time.perf_counter() - started)
-    return OpenedForm(s, report)
+    return OpenedForm(s, s.next_seq - 1, ledgers_held(s), nbytes, time.perf_counter() - started)
 
 
 def check_small(s: Any, md: tuple[int, int], logged: bool | None = None) -> None:
