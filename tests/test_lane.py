@@ -19,6 +19,7 @@ from ackstore.storage import codecs
 from ackstore.storage.records import log_key
 
 from .codec_impls import NOT_COMPILED
+from .forms import end_form
 from .lane_twins import lanes_agree, twin_workload
 
 T = "persistent://t/ns/lane"
@@ -305,7 +306,7 @@ def test_small_cursors_take_the_state_layout_alike(store_path: Path) -> None:
                 cur.ack_batch_index(p, 8, [rng.randrange(8)])
             if rng.random() < 0.1:
                 cur.set_property("step", step)
-            cur.log_usage()  # a read the small form does not serve: the cursor stays in its parts, the lane's
+            end_form(cur)  # a read the small form does not serve: the cursor stays in its parts, the lane's
         if step == 20:  # one cursor's ranges past the bound, then filled again
             cursors[1].ack([Position(8, e) for e in range(0, 2 * lane.STATE_MAX_RUNS + 8, 2)])
         if step == 30:

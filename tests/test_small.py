@@ -29,6 +29,7 @@ from ackstore.ledger_acks import LedgerAcks, run_bounds
 from ackstore.stats import CURSOR_FIGURES
 from ackstore.storage import records
 
+from .forms import end_form
 from .rawlog import damage, slots
 
 IDS = ["python", "native"][: len(IMPLEMENTATIONS)]
@@ -684,7 +685,7 @@ def test_a_steady_cursor_takes_the_form_and_writes_what_a_cursor_without_it_writ
         for rnd in range(12):
             _steady(cur, rnd)
             if name == "parts":
-                cur.log_usage()  # a read the form does not serve: the cursor stays out of it
+                end_form(cur)  # a read the form does not serve: the cursor stays out of it
             stats = store.flush()
             assert stats.cursors == 1
             assert (cur._core.small is not None) == (name == "small" and rnd >= SETTLE - 1), (name, rnd)
@@ -752,7 +753,7 @@ def test_a_cursor_that_takes_the_form_lets_its_parts_go_and_keeps_what_lives_in_
         cur._check()
         snap = cur.snapshot()  # served by the form
         assert core.small is not None
-        cur.log_usage()  # not served: the form ends, the parts load the newest flushed state
+        end_form(cur)  # not served: the form ends, the parts load the newest flushed state
         st = cur.stats()
         assert core.small is None and st.recovery == opened and cur.snapshot() == snap
         assert (st.flushes, st.total_flush_bytes, st.last_flush_bytes) == (len(written), sum(written), written[-1])
@@ -774,7 +775,7 @@ def test_properties_stay_in_the_form_and_are_written_as_the_parts_write_them(tmp
                 _steady(cur, rnd)
                 _props_round(cur, rnd)
                 if name == "parts":
-                    cur.log_usage()  # a read the form does not serve: the cursor stays out of it
+                    end_form(cur)  # a read the form does not serve: the cursor stays out of it
                 assert cur.properties == _props_model(rnd + 1)
                 store.flush()
                 assert (cur._core.small is not None) == (name == "small" and rnd >= SETTLE - 1), (name, rnd)
@@ -794,7 +795,7 @@ def test_properties_stay_in_the_form_and_are_written_as_the_parts_write_them(tmp
         assert cur.remove_property("round")
         snap = cur.snapshot()  # served by the form, with the properties set and removed since its flush
         assert cur._core.small is not None and snap.properties == cur.properties
-        cur.log_usage()  # the form ends: the parts load the flushed state, then take what changed since
+        end_form(cur)  # the form ends: the parts load the flushed state, then take what changed since
         assert cur._core.small is None and cur.snapshot() == snap
         expect = {**_props_model(12), "late": 1}
         del expect["round"]
@@ -851,13 +852,82 @@ def test_stats_are_the_forms_and_leave_the_cursor_in_it(tmp_path: Path) -> None:
         form = cur.stats()
         assert (form.flushes, form.last_flush_bytes, form.total_flush_bytes) == (1, written, written)
         assert form.mark_delete_position == Position(1, 22) and form.ack_range_count == 3  # (23, 33 held)
-        cur.log_usage()  # not served: the form ends, the parts load the flushed state
+        end_form(cur)  # not served: the form ends, the parts load the flushed state
         parts = cur.stats()
         assert cur._core.small is None
         assert {k: getattr(form, k) for k in _stat_names(form) if k not in (*CACHE_STATS, GROWN)} == {
             k: getattr(parts, k) for k in _stat_names(parts) if k not in (*CACHE_STATS, GROWN)
         }
         assert parts.ledgers_in_memory + parts.ledgers_swapped_out == 2 and form.ledgers_in_memory == 0
+
+
+def test_log_usage_is_the_forms_and_leaves_the_cursor_in_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``log_usage()`` (what a metrics scrape asks of every cursor that keeps history, once per
+    flush of it) answers in the small form, for a cursor whose states go into its slots and
+    for one whose states go under its log keys: what the same cursor's parts say of the same
+    log, and the cursor stays in the form. A flush in flight is not in it (its state is not
+    committed yet), as the parts answer as of the marker they adopted."""
+    with AckStore.open(tmp_path / "s") as store:
+        topic = _topic(store)
+        slotted, logged = topic.cursor("slots"), topic.cursor("logged", CursorConfig(history_seconds=3600))
+        cursors = [slotted, logged]
+        _settle(store, cursors)
+        forms = [cur._core.small for cur in cursors]
+        usages = []
+        for rnd in range(SETTLE, SETTLE + 3):
+            for cur in cursors:
+                _steady(cur, rnd)
+            store.flush()
+            usages.append([cur.log_usage() for cur in cursors])
+            assert [cur._core.small for cur in cursors] == forms
+        assert [u.records for u in usages[-1]] == [2, SETTLE + 3] and usages[-1][1].history_bytes > 0
+        assert usages[-1][1].records == usages[-2][1].records + 1  # (the window keeps every state)
+        write_job = GroupFlush._write
+        in_flight: list[Any] = []
+
+        def read_then_write(self: GroupFlush, job: FlushJob) -> int:
+            reader = threading.Thread(target=lambda: in_flight.extend(cur.log_usage() for cur in cursors))
+            reader.start()  # outside the store lock, before the transaction
+            reader.join()
+            return write_job(self, job)
+
+        for cur in cursors:
+            _steady(cur, SETTLE + 3)
+        with monkeypatch.context() as m:
+            m.setattr(GroupFlush, "_write", read_then_write)
+            store.flush()
+        assert in_flight == usages[-1]  # as of the state committed before it
+        after = [cur.log_usage() for cur in cursors]
+        assert after[1].records == in_flight[1].records + 1 and [cur._core.small for cur in cursors] == forms
+        for cur in cursors:
+            end_form(cur)
+        assert [cur.log_usage() for cur in cursors] == after  # the parts' answer
+
+
+def test_a_metrics_scrape_keeps_the_cursors_that_keep_history_in_the_form(tmp_path: Path) -> None:
+    """A scrape counts each history cursor's kept bytes from its log once per flush of it:
+    that read is the form's, so cursors with history stay in the form scrape after scrape."""
+    from ackstore.metrics import AckStoreCollector
+
+    with AckStore.open(tmp_path / "s") as store:
+        topic = _topic(store)
+        cursors = [topic.cursor(f"h{i}", CursorConfig(history_seconds=3600)) for i in range(3)]
+        _settle(store, cursors)
+        forms = [cur._core.small for cur in cursors]
+        collector = AckStoreCollector(store)
+        for rnd in range(SETTLE, SETTLE + 3):
+            for cur in cursors:
+                _steady(cur, rnd)
+            store.flush()
+            scraped = {
+                s.labels["subscription"]: s.value
+                for f in collector.collect()
+                for s in f.samples
+                if s.name == "ackstore_cursor_history_bytes"
+            }
+            assert [cur._core.small for cur in cursors] == forms
+            assert scraped == {cur.name: cur.log_usage().history_bytes for cur in cursors}
+            assert all(v > 0 for v in scraped.values())
 
 
 def test_a_read_the_form_does_not_serve_ends_it_with_the_state_exact(tmp_path: Path) -> None:
@@ -874,7 +944,7 @@ def test_a_read_the_form_does_not_serve_ends_it_with_the_state_exact(tmp_path: P
         assert cur._core.small is not None and cur._core.small.dirty
         snap = cur.snapshot()  # served by the form
         assert cur._core.small is not None
-        cur.log_usage()
+        end_form(cur)
         assert cur._core.small is None and cur.snapshot() == snap
         md, ranges = _model_ranges(7)
         assert snap.mark_delete_position == Position(1, md)
@@ -988,7 +1058,7 @@ def test_a_cursor_that_leaves_the_form_while_its_flush_is_in_flight_never_reuses
         write_job, write = GroupFlush._write, FlushJob.write
 
         def read_then_write(self: GroupFlush, job: FlushJob) -> int:
-            reader = threading.Thread(target=cur.log_usage)  # outside the store lock, before the transaction
+            reader = threading.Thread(target=end_form, args=(cur,))  # outside the store lock, before the transaction
             reader.start()
             reader.join()
             return write_job(self, job)
@@ -1080,7 +1150,7 @@ def test_a_writer_opens_a_steady_cursor_into_the_form(tmp_path: Path) -> None:
             st = cur.stats()  # served by the form: the open's report, the flush since
             assert (st.recovery.marker_seq, st.recovery.records_loaded, st.flushes) == (newest - 1, 1, 1)
             assert st.last_marker_seq == newest and cur._core.small is not None
-            cur.log_usage()  # not served: the parts, by recovery
+            end_form(cur)  # not served: the parts, by recovery
             assert cur.stats().recovery == st.recovery and cur.stats().flushes == 1
             assert cur._core.small is None and not cur._core._unbuilt and cur.snapshot() == snap
             md2, ranges2 = _model_ranges(SETTLE + 1)
@@ -1161,7 +1231,7 @@ def test_a_cursor_opened_into_the_form_builds_no_parts_until_asked(tmp_path: Pat
         cur._check()
         snap = cur.snapshot()  # served by the form too
         assert cur._core._unbuilt and cur._core.small is not None
-        cur.log_usage()  # not served: the form ends, the parts load
+        end_form(cur)  # not served: the form ends, the parts load
         assert cur._core.small is None and not cur._core._unbuilt and cur.snapshot() == snap
         assert snap.mark_delete_position == Position(1, md2) and list(cur.ledger_ranges()) == [(1, ranges2)]
         cur._check()
@@ -1258,7 +1328,7 @@ def test_a_brokers_calls_keep_a_cursor_in_the_form_with_its_counts_exact(tmp_pat
         assert cur._core.small is small  # served by the form
         snap = cur.snapshot()  # served by the form
         assert cur._core.small is small
-        cur.log_usage()  # not the form's: the parts take every count and the read position
+        end_form(cur)  # not the form's: the parts take every count and the read position
         assert cur._core.small is None and cur.snapshot() == snap
         assert snap.delivery_counts == {Position(1, 73): 2, Position(1, 80): 1}
         assert cur.delivery_counts() == snap.delivery_counts and cur.read_position == Position(1, 81)
@@ -1480,7 +1550,7 @@ def test_a_hole_held_across_rollovers_keeps_the_cursor_in_the_form(tmp_path: Pat
         snap = cur.snapshot()
         cur._check()
         store.flush()
-        cur.log_usage()  # the form ends: the parts, from the flushed state and what changed since
+        end_form(cur)  # the form ends: the parts, from the flushed state and what changed since
         assert cur._core.small is None and cur.snapshot() == snap and list(cur.ledger_ranges()) == expect
         assert cur.read_position == Position(5, 12)
         for e in range(SETTLE):  # back into the form (the parts' state, on its line)

@@ -28,6 +28,7 @@ from ackstore.storage.records import (
 )
 
 from . import rawlog
+from .forms import end_form
 
 T = "persistent://t/ns/state"
 TWINS = [pure_codecs] + ([codecs.native] if codecs.native is not None else [])
@@ -457,7 +458,7 @@ def test_a_small_cursors_flush_names_no_key_to_trim(store_path: Path) -> None:
         floors = []
         for e in range(start, start + 6):
             cur.ack(Position(1, e))
-            cur.log_usage()  # read through its parts each round: out of the small form, its parts' plans checked
+            end_form(cur)  # read through its parts each round: out of the small form, its parts' plans checked
             store.flush()
             floors.append(cur._core._planner.chain.floor)
         chain = cur._core._planner.chain
@@ -481,7 +482,7 @@ def test_a_small_cursors_flush_names_no_key_to_trim(store_path: Path) -> None:
     assert _slotted(store_path, cid) == ({0: 7, 1: 5}, 0)  # (6: the plan not written)
     with AckStore.open(store_path) as store:
         reopened = store.topic(T).cursor("c")
-        reopened.log_usage()  # out of the small form it opened into: its parts recovered
+        end_form(reopened)  # out of the small form it opened into: its parts recovered
         assert reopened._core._planner.chain.floor == -1  # not known after a reopen
         flush_a_few(store, "c", 10)
         store.compact()

@@ -283,6 +283,8 @@ class ReadSide(StoreSide):
         later flush can trim it again between the two) and adopts that state."""
         with self._lock:
             self.ensure_open()
+            if self.small is not None and not self._store.readonly:  # the form stays: see _form_usage
+                return self._store.storage.read(self._form_usage)
             self._parts()
             seq = self._chain.marker_seq
         try:
@@ -295,6 +297,14 @@ class ReadSide(StoreSide):
             self._load_newest(recovered)  # (raises CursorDeletedError when there is none)
             assert usage is not None
             return usage
+
+    def _form_usage(self, txn: lmdb.Transaction) -> LogUsage:
+        """:meth:`log_usage` of a writer's cursor in the small form, in ``txn``: as of the
+        newest record of its log, which is its newest state there (the form writes nothing
+        else, and took its state when that was its newest record), the one its newest flush
+        committed; a flush in flight is not in ``txn``, as the parts' newest marker is the
+        one they adopted."""
+        return self._usage(self._log.newest(txn), txn)
 
     def _newest_usage(self, txn: lmdb.Transaction) -> tuple[Any, LogUsage | None]:
         """:meth:`_newest` (parts) and the usage as of its marker, both in ``txn``."""
