@@ -44,6 +44,11 @@ def compact_cursors(storage: Environment, cursors: list[CursorCore], verify: boo
             usage = log.usage(txn, -1)  # every record is below ``plan.start``
             after = 0
             for i, (ledger, _, src) in enumerate(plan.items):
+                if isinstance(src, int) and src >= plan.start:  # (it would read what this rewrite put)
+                    raise StoreError(
+                        f"compaction: record {src} of ledger {ledger} is not below the rewrite's first "
+                        f"sequence {plan.start}; nothing was changed"
+                    )
                 value = src if isinstance(src, bytes) else log.get(txn, src)
                 if value is None:
                     raise StoreError(f"compaction: record {src!r} of ledger {ledger} is missing; run check --fix")

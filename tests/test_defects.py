@@ -473,3 +473,28 @@ def test_what_changes_nothing_leaves_nothing_to_flush(store_path: Path, call: st
             _NO_CHANGE[call](cur)
             assert not cur.dirty and store.flush().markers == 0
             assert (cur.mark_delete_position, list(cur.ack_ranges())) == before
+
+
+def test_compaction_under_a_small_budget_copies_each_ledgers_own_record(store_path: Path) -> None:
+    """Compaction reads a small cursor's swapped-out ledgers back to write them as one; under
+    a budget of a byte each swap-in evicts another ledger, written back (it changed) under the
+    log's next sequence. The rewrite took its first sequence before those write-backs, so
+    its copy of the evicted ledger's record read, at that sequence, the ledger it had just
+    put there: the marker named a record holding another ledger, and the cursor recovered
+    empty. Its sequences now start past every record."""
+    tiny = CursorConfig(max_individual_ack_cache_bytes=1)
+    with AckStore.open(store_path) as store:
+        topic = store.topic(T)
+        for ledger in (1, 2):
+            topic.add_ledger(ledger)
+            topic.close_ledger(ledger, entries=4000)
+        topic.add_ledger(3)
+        cur = topic.cursor("c", tiny)
+        cur.ack([Position(ledger, e) for ledger in (2, 3) for e in range(1, 300, 2)])
+        before = _state(cur)
+        assert cur.stats().ledgers_swapped_out == 1  # (one of the two is on disk)
+        store.compact()
+        assert _state(cur) == before
+    assert check(store_path) == []
+    with AckStore.open(store_path) as store:
+        assert _state(store.topic(T).cursor("c")) == before

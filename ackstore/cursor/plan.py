@@ -443,10 +443,10 @@ class Planner(PlannerFields):
         cursor one state marker."""
         pages, chain, state = self.pages, self.chain, self.state
         cache = pages.cache
-        start = chain.next_seq
         if state.range_count <= lane.STATE_MAX_RUNS:
             for ledger in list(cache.swapped):  # a small cursor's ledgers, read to write them as one
-                pages.get(ledger)
+                pages.get(ledger)  # (under a small budget a swap-in may write back another ledger)
+        start = chain.next_seq  # past every record, those written back just now too: the copies' sources
         if lane.small(pages, state):
             value = lane.state_value(self.cursor_id, state, sorted(cache.loaded.items()))
             if value is not None:
