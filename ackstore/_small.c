@@ -660,6 +660,30 @@ static PyObject *SmallState_rewind(SmallState *s, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
+/* reset(ledger, entry): a position reset to (ledger, entry), a place the caller checked:
+ * M is the entry before it and the read position that entry; nothing above M is acked or
+ * counted any more; the line is M's new ledger alone, unbounded until `bound` gives its
+ * spans and limit again (its directory version -1); the form changed */
+static PyObject *SmallState_reset(SmallState *s, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyLong_CheckExact(args[0]) || !PyLong_CheckExact(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "reset(ledger: int, entry: int)");
+        return NULL;
+    }
+    long long ledger = PyLong_AsLongLong(args[0]), e;
+    if (ledger == -1 && PyErr_Occurred()) return NULL;
+    if (entry_of(args[1], "entry", &e) < 0) return NULL;
+    if (ledger < 0) {
+        PyErr_Format(PyExc_ValueError, "ledger %lld is not a ledger id (>= 0)", ledger);
+        return NULL;
+    }
+    s->md_l = ledger, s->md_e = e - 1;
+    s->rp_e = e, s->rp_i = 0;
+    s->n = 0, s->nc = 0, s->ns = 0;
+    s->limit = -1, s->limit_version = -1;
+    s->dirty = 1;
+    Py_RETURN_NONE;
+}
+
 /* range_count() -> int: the ranges the form holds as the parts count them (a run across
  * M's ledger's end is one in each ledger) */
 static PyObject *SmallState_range_count(SmallState *s, PyObject *unused) {
@@ -741,6 +765,8 @@ static PyMethodDef SmallState_methods[] = {
     {"range_count", (PyCFunction)SmallState_range_count, METH_NOARGS, "The ranges held, as the parts count them."},
     {"read_from", (PyCFunction)SmallState_read_from, METH_O, "A sequential read moved on to an entry."},
     {"rewind", (PyCFunction)SmallState_rewind, METH_NOARGS, "Read again from M + 1."},
+    {"reset", (PyCFunction)(void (*)(void))SmallState_reset, METH_FASTCALL,
+     "A position reset: M before (ledger, entry), nothing above it acked or counted; unbounded."},
     {"unacked", (PyCFunction)(void (*)(void))SmallState_unacked, METH_FASTCALL,
      "Up to n entries of the form in [start, stop) not acked."},
     {"end", (PyCFunction)SmallState_end, METH_NOARGS, "The cursor left the small form: no flush takes this one again."},

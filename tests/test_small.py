@@ -71,6 +71,14 @@ class Model:
             if self.spans and self.md_e >= self.spans[0][1] - 1:
                 self.rebase()
 
+    def reset(self, ledger: int, entry: int) -> None:
+        """A position reset to ``(ledger, entry)``: nothing above M acked or counted, reads
+        from there, M's ledger alone on the line (bounded again by the caller)."""
+        self.md_l, self.md_e, self.rp, self.rp_i = ledger, entry - 1, entry, 0
+        self.acked, self.counts, self.spans = set(), {}, []
+        self.limit, self.version = -1, -1
+        self.dirty = True
+
     def rebase(self) -> None:
         """M moves on into the next ledgers it is at or past the start of: the form's
         entries from that one's offset on are its own."""
@@ -185,6 +193,7 @@ OPS = st.one_of(
     st.tuples(st.just("flush"), st.just(0), st.just(0)),
     st.tuples(st.just("undo"), st.just(0), st.just(0)),
     st.tuples(st.just("property"), st.sampled_from(["p", "q"]), st.integers(-1, 2**40)),
+    st.tuples(st.just("reset"), st.integers(0, 90), st.integers(0, 1)),
 )
 
 
@@ -212,9 +221,19 @@ def test_the_twins_agree_with_the_model_and_write_the_state_layout(
     for s in forms:
         assert not s.bound(0, (), model.limit)  # M's ledger open, entries up to 100
     taken: tuple[int, int, int, bool] | None = None  # the model before the last flush that wrote
+    floor = (LEDGER, md_e)  # M is never behind it but for a reset
     for op, a, b in ops:
         fits = [True] * len(forms)
-        if op == "range":
+        if op == "reset":  # b: 0 in M's ledger, 1 back to the first ledger (from one M moved on into)
+            ledger = model.md_l if b == 0 else LEDGER
+            model.reset(ledger, a)
+            for s in forms:
+                s.reset(ledger, a)
+            assert [_span(s)[:4] for s in forms] == [((), 0, -1, -1)] * len(forms)  # unbounded
+            model.limit = 100
+            _rebound(model, forms)  # (the cursor bounds it again at once)
+            floor = (ledger, a - 1)
+        elif op == "range":
             model.ack(a, a + b)
             fits = [s.ack_range(a, a + b) for s in forms]
         elif op == "bitmap":
@@ -309,7 +328,7 @@ def test_the_twins_agree_with_the_model_and_write_the_state_layout(
         first = _fields(forms[0])
         for s in forms:
             assert _fields(s) == first, (IDS, [_fields(f) for f in forms])
-            check_small(s, (LEDGER, md_e))
+            check_small(s, floor)
         assert (first[0], first[1], first[2], first[4], first[5], first[6], bool(first[7])) == (
             model.md_l, model.md_e, model.runs(), model.seq, model.slot, model.slots, model.dirty
         )  # fmt: skip
@@ -564,7 +583,16 @@ def test_bad_arguments_are_refused_with_the_same_errors(impl: Small) -> None:
         impl.flush_small([s, object()], *BOUNDS)
     with pytest.raises(ValueError, match=r"flush_small: format 12 or room -1 is outside the layout \(0..255, 0..64\)"):
         impl.flush_small([s], 12, -1, MAX_COUNTS, MAX_BYTES)
-    assert s.runs() == [(7, 8)] and not s.dirty and s.next_seq == 0
+    with pytest.raises(ValueError, match=r"entry 4294967296 is not an entry of the layout \(0..2\*\*32-1\)"):
+        s.reset(LEDGER, 2**32)
+    with pytest.raises(ValueError, match=r"ledger -1 is not a ledger id \(>= 0\)"):
+        s.reset(-1, 0)
+    for bad in ((True, 0), (LEDGER, 1.0)):
+        with pytest.raises(TypeError, match=r"reset\(ledger: int, entry: int\)"):
+            s.reset(*bad)
+    with pytest.raises(TypeError):
+        s.reset(LEDGER)
+    assert s.runs() == [(7, 8)] and not s.dirty and s.next_seq == 0 and (s.md_l, s.md_e) == (LEDGER, 5)
 
 
 def test_a_form_of_a_cursor_that_keeps_history_writes_its_state_under_its_log_key() -> None:
@@ -1334,6 +1362,68 @@ def test_a_brokers_calls_keep_a_cursor_in_the_form_with_its_counts_exact(tmp_pat
         assert cur.delivery_counts() == snap.delivery_counts and cur.read_position == Position(1, 81)
         assert cur.stats().redeliveries == 1
         cur._check()
+
+
+def test_a_reset_is_the_forms_and_the_parts_take_its_state_exactly(tmp_path: Path) -> None:
+    """A Dispatcher's reset and seek keep the cursor in the form, back past what it acked
+    and forward past its holes: M just before the target, nothing above it acked or
+    counted, reads from the target (what was acked after it is read again), the flush
+    writes it and a reopen reads it. A reset into a batch is the parts' (the form holds no
+    partial batch). When the form ends after a reset it did not flush, the parts hold
+    exactly the form's state: the acks the reset dropped do not come back from the state
+    flushed before it, nor does M."""
+    from ackstore import Dispatcher
+    from ackstore.testing import InMemoryLedgerReader
+
+    config = CursorConfig(max_deliveries=5)
+    path = tmp_path / "s"
+    with AckStore.open(path) as store:
+        topic = _topic(store)
+        reader = InMemoryLedgerReader(topic)
+        cur = topic.cursor("c", config)
+        d = Dispatcher(cur, reader, dead_letter=_no_dead_letter)
+        d.add_consumer("a")
+        for _ in range(SETTLE + 2):
+            reader.append(1, 10)
+            _broker_round(d, cur, [3], 10)
+            store.flush()
+        small = cur._core.small
+        assert small is not None and cur.mark_delete_position == Position(1, 42)  # (43 held, its count 1)
+        assert cur.delivery_counts() == {Position(1, 43): 1}
+        d.reset(Position(1, 20))  # back: 20.. read again, nothing above 19 acked or counted
+        assert cur._core.small is small and small.dirty
+        assert (cur.mark_delete_position, cur.read_position, list(cur.ack_ranges())) == (
+            Position(1, 19),
+            Position(1, 20),
+            [],
+        )
+        assert cur.delivery_counts() == {} and cur.unacked_entries(1, 0, 50, 3) == [20, 21, 22]
+        cur._check()
+        store.flush()
+        epoch = d.seek(Position(1, 45))  # forward, over the hole at 43: acked by the seek
+        assert cur._core.small is small and epoch == 1 and cur.mark_delete_position == Position(1, 44)
+        store.flush()
+        reader.append(1, 10)
+        _broker_round(d, cur, [], 5)  # 45..49 read and acked
+        assert cur._core.small is small and cur.mark_delete_position == Position(1, 49)
+        store.flush()
+        d.reset(Position(1, 30))
+        expect = (Position(1, 29), [], {})
+        assert cur._core.small is small
+        end_form(cur)  # a reset the form did not flush: the parts take it exactly
+        assert cur._core.small is None
+        assert (cur.mark_delete_position, list(cur.ack_ranges()), cur.delivery_counts()) == expect
+        assert cur.read_position == Position(1, 30)
+        cur._check()
+        store.flush()
+        d.reset(Position(1, 35), batch_index=2, batch_size=4)  # into a batch: the parts'
+        assert cur.partial_batches() == {Position(1, 35): (4, frozenset({0, 1}))}
+        d.reset(Position(1, 33))
+        store.flush()
+    with AckStore.open(path) as store:
+        cur = store.topic(T).cursor("c", config)
+        assert (cur.mark_delete_position, list(cur.ack_ranges()), cur.partial_batches()) == (Position(1, 32), [], {})
+        assert cur.is_acked(Position(1, 32)) and not cur.is_acked(Position(1, 40))
 
 
 def test_a_form_within_the_run_bound_but_over_the_byte_bound_is_written_by_its_parts(tmp_path: Path) -> None:

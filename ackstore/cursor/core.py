@@ -30,14 +30,12 @@ from ..dispatch.revision import CursorStateRevisionController
 from ..errors import CursorDeletedError, InvalidTypeError, ReadOnlyError, StoreClosedError
 from ..fields import native
 from ..history import HistoryPoint
-from ..ledger_acks import bitmap_of_runs
 from ..lock import StoreLock
 from ..position import Position, trusted
 from ..storage.log import CursorLog, RecoveredState
 from ..storage.records import unpack_properties
 from . import fitting, lane
 from .chain import MarkerChain
-from .deliveries import set_delivery_counts
 from .figures import Carried, carried_now, carried_of, carry_back
 from .moves import TopicView
 from .pages import Pages
@@ -45,7 +43,7 @@ from .plan import Planner
 from .read_side import OpensLogs, ReadHost
 from .served import Served
 from .small import OpenedForm, check_small, small_of
-from .small_span import form_entry, is_acked, ledger_counts, ledger_runs, read_position
+from .small_span import form_entry, is_acked, read_position
 from .snapshot import CursorSnapshot, batch_items, form_snapshot, snapshot_of
 from .state import ACK_PARTIAL, AckState
 from .validate import pair
@@ -484,14 +482,16 @@ class CursorCore(Served):
 
     def _grow(self) -> None:
         """End the small form: the parts hold the cursor's state again. They load the newest
-        flushed state as a reopen would, take back what lives in memory only
-        (:func:`~ackstore.cursor.figures.carry_back`), keep the next sequence past the
-        form's (a flush of it may be in flight), then take the acks, counts, read position
-        and properties since. O(the state)."""
+        flushed state as a reopen would (for its log: the chain, the slots, the records),
+        take back what lives in memory only (:func:`~ackstore.cursor.figures.carry_back`),
+        keep the next sequence past the form's (a flush of it may be in flight), then take
+        the form's state exactly (:func:`~ackstore.cursor.fitting.take_form`) and its
+        properties. O(the state)."""
         small = self.small
         assert small is not None
         self.built()  # (the form holds the state alone: the parts are made now, holding nothing)
         self.small = None
+        changed = small.dirty
         small.end()
         store = self._store
         store.small_list.pop(small, None)
@@ -503,20 +503,9 @@ class CursorCore(Served):
         self._load(store.storage.read(lambda txn: recover(txn, self._log, self._config, self.topic)))
         carry_back(carried_now(self._carried), small, state, self._pages, chain)
         self._carried = None
+        flushed = not changed and chain.next_seq == small.next_seq  # (else a flush of it in flight, or changes)
         chain.next_seq = max(chain.next_seq, small.next_seq)  # never a sequence a flush in flight took
-        d = self.topic.directory
-        fitting.reconcile(state, d)  # (the form followed the directory: ledgers trimmed or sealed since)
-        if small.md_l in d and (small.md_l, small.md_e) > state.md:  # M where the form had it, by the rule acks take
-            state.ack_cumulative((small.md_l, small.md_e))
-        groups = [(ledger, bitmap_of_runs(runs)) for ledger, runs in ledger_runs(small) if ledger in d]
-        if groups:
-            state.apply_groups(groups)
-        counts = ledger_counts(small)
-        if counts:  # (those the parts held of entries acked since went with the acks)
-            set_delivery_counts(state, {trusted(*at): n for at, n in counts if at[0] in d})
-        rp = trusted(*read_position(small))
-        if rp[0] in d:  # where the form read to (never below M + 1)
-            state.rp = rp if rp > state.md else state.md.next()
+        fitting.take_form(state, small, flushed)
         props = unpack_properties(small.props)
         if props != state.properties:  # set or removed in the form since its last flush
             state.meta_dirty = True

@@ -350,7 +350,7 @@ class Cursor(FacadeFields):
         reads start there (M may move backwards); ``batch`` ``(batch_index, batch_size)``
         also acks the batch's indexes before ``batch_index``. For the read path: a reset
         outside a Dispatcher's revision races with reads in flight."""
-        self._core.edit(AckState.reset_to, position, batch)
+        self._core.reset_to(position, batch)
 
     def check_reset_target(self, position: Any, batch: tuple[int, int] | None = None) -> tuple[int, int]:
         """@private Raise a typed error unless ``position`` (and ``batch``) is a place a reset may move to."""

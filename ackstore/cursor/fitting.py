@@ -9,10 +9,13 @@ directory asks of them. No LMDB and no lock here (the caller holds the cursor's 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import LedgerStateError
+from ..ledger_acks import bitmap_of_runs
 from ..position import trusted
+from .deliveries import set_delivery_counts
+from .small_span import ledger_counts, ledger_runs, read_position
 from .state import latest_mark_delete
 
 if TYPE_CHECKING:
@@ -21,7 +24,7 @@ if TYPE_CHECKING:
     from ..storage.records import Marker
     from .state import AckState
 
-__all__ = ["check_close", "check_seal", "clip", "directory_changed", "load", "on_load", "reconcile"]
+__all__ = ["check_close", "check_seal", "clip", "directory_changed", "load", "on_load", "reconcile", "take_form"]
 
 
 def load(state: AckState, marker: Marker | None, initial_position: str = "earliest") -> None:
@@ -54,6 +57,37 @@ def load(state: AckState, marker: Marker | None, initial_position: str = "earlie
     # one), so whatever was dispatched and not acked is delivered again. A read
     # position a marker of format 6 or older holds is never used.
     state.rp = state.md.next()
+
+
+def take_form(state: AckState, small: Any, flushed: bool) -> None:
+    """The parts take the small form ``small``'s state exactly, when the form ends, from the
+    newest flushed state they reloaded (for its log). ``flushed``: that state is the form's
+    own (its newest flush committed and it changed nothing since): its ledgers are read in,
+    as the form held them (a state whose ledgers are all in memory is what takes the form
+    again). Else the reloaded acks and counts are dropped, and M, the runs and the delivery
+    counts are the form's, fitted to the directory as it is now (the form followed it:
+    ledgers trimmed or sealed since); exact, not added onto the reload: a reset in the form
+    drops acks that state holds, and a flush of the form in flight is not in it. Every
+    ledger the form holds is dirty after, and M with it. Either way the read position, which
+    lives in memory only, is the form's. O(the state)."""
+    d = state.topic.directory
+    ledgers = state.ledgers
+    if flushed:
+        for ledger in sorted(state.cache.swapped):
+            ledgers.get(ledger)
+    else:
+        for known in list(ledgers.known()):
+            state.range_count -= ledgers.vanish(known)
+        state.set_md(trusted(small.md_l, small.md_e))
+        groups = [(ledger, bitmap_of_runs(runs)) for ledger, runs in ledger_runs(small) if ledger in d]
+        if groups:
+            state.apply_groups(groups)
+        counts = ledger_counts(small)
+        if counts:
+            set_delivery_counts(state, {trusted(*at): n for at, n in counts if at[0] in d})
+        reconcile(state, d)
+    rp = trusted(*read_position(small))
+    state.rp = rp if rp[0] in d and rp > state.md else state.md.next()
 
 
 def reconcile(state: AckState, d: LedgerDirectory, clean: int | None = None) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 from ..position import MAX_ENTRY, Position, trusted
 from ..storage.records import pack_properties, unpack_properties
 from .deliveries import counts_window, delivery_count, delivery_counts, record_deliveries
+from .moves import reset_target
 from .read_side import ReadSide
 from .small_span import bound_of, cumulative_entry, form_entry, ledger_counts, ledger_runs, place, read_entry
 from .state import AckState, drop_property, put_property
@@ -76,6 +77,22 @@ class Served(ReadSide):
                         check_ack(self.topic.directory, self.topic.name, md, ledger, entry, low=-1)
                         return
         self.edit(AckState.ack_cumulative, position, served=True)
+
+    def reset_to(self, position: Any, batch: tuple[int, int] | None) -> None:
+        """``Cursor.reset_to``: in the small form unless it resets into a batch (the form
+        holds no partial batch), else by the parts; the target checked first
+        (:func:`~ackstore.cursor.moves.reset_target`), nothing changed when it raises. The
+        form's line is then bounded again from M's new ledger."""
+        with self._lock:
+            small = self.small
+            if small is not None and batch is None:
+                self._alive()
+                ledger, entry = reset_target(self.topic, position)
+                small.reset(ledger, entry)
+                self._changed()
+                self._bounded(small)
+                return
+        self.edit(AckState.reset_to, position, batch)
 
     def record_deliveries(self, items: list[Any]) -> list[int]:
         """``Cursor.record_deliveries``: in the small form when every position is in M's

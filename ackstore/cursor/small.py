@@ -261,6 +261,21 @@ class PySmallState:
             return True
         return False
 
+    def reset(self, ledger: int, entry: int) -> None:
+        """A position reset to ``(ledger, entry)``, a place the caller checked: M is the entry
+        before it and the read position that entry; nothing above M is acked or counted any
+        more; the line is M's new ledger alone, unbounded until :meth:`bound` gives its spans
+        and limit again. The form changed. O(1)."""
+        if type(ledger) is not int or type(entry) is not int:
+            raise TypeError("reset(ledger: int, entry: int)")
+        entry = _entry(entry, "entry")
+        if ledger < 0:
+            raise ValueError(f"ledger {ledger} is not a ledger id (>= 0)")
+        self.md_l, self.md_e, self.rp_e, self.rp_i = ledger, entry - 1, entry, 0
+        self._runs, self._counts, self.spans = [], {}, ()
+        self.limit = self.limit_version = -1
+        self.dirty = 1
+
     def range_count(self) -> int:
         """The ranges held as the parts count them (a run across M's ledger's end is one in each). O(log runs)."""
         return self.n + self._crossing()
