@@ -1291,6 +1291,33 @@ def test_a_state_past_its_ledgers_durable_bound_is_recovered_not_opened_into_the
         assert cur._core.small is None and cur.mark_delete_position == recovered, (cur.mark_delete_position, recovered)
 
 
+def test_a_mark_delete_past_its_ledgers_sealed_end_is_recovered_not_opened_into_the_form(tmp_path: Path) -> None:
+    """The cursor's ledger was sealed below the mark-delete position it last flushed (it was
+    reset since, not flushed), a ledger added after it, then a crash: the open does not take
+    that state into the form, where M would move on into the next ledger at the same entry
+    (acking entries of it no one acked); recovery clips M to the sealed end and moves it on
+    across the empty ledger, for the writer and for a reader."""
+    path = tmp_path / "s"
+    with AckStore.open(path) as store:
+        cur = _topic(store).cursor("c")
+        for e in range(SETTLE):
+            cur.ack_entries(1, range(0, 38 + e))
+            store.flush()
+        assert cur._core.small is not None and cur.mark_delete_position == Position(1, 39)
+    store = AckStore.open(path)
+    topic = store.topic(T)
+    cur = topic.cursor("c")
+    cur.reset_to(Position(1, 0))  # in memory only
+    topic.close_ledger(1, 0)  # durable at once: M's ledger sealed below the state the slot holds
+    topic.add_ledger(2)
+    testing.crash(store)
+    for readonly in (True, False):
+        with AckStore.open(path, readonly=readonly) as store:
+            cur = store.topic(T).cursor("c")
+            assert cur.mark_delete_position == Position(2, -1) and not cur.is_acked(Position(2, 0)), readonly
+            assert cur._core.small is None and list(cur.ack_ranges()) == []
+
+
 # -- a broker's calls through a Dispatcher -----------------------------------------------------
 
 

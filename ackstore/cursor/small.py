@@ -777,6 +777,9 @@ def small_opened(
             unpack_properties(s.props)
     except CorruptRecordError:
         return None  # damage: recovery's to report
+    end = directory.end(s.md_l)
+    if 0 <= end <= s.md_e:  # M past its ledger's end: sealed (or bounded) lower since its flush, recovery clips
+        return None  # (fit would move it on into the next ledger as if it stood at that end)
     # M's ledger in the directory; sealed since and the next ones added, M moves on as a recovery's would
     if not fit(s, directory) or s.top() > s.limit:
         return None  # (M, acks or counts at or past a ledger's bound: the bound went durable first, recovery clips)
