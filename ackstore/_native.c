@@ -1063,7 +1063,7 @@ done:
 
 /* A ledger's partial batches ({entry: (size, mask)}): their number, then per entry,
  * ascending, its gap from the one before (from `start`), the batch's size and mask bytes. */
-static int put_state_batches(Out *o, PyObject *d, long long ledger, long long start) {
+int put_state_batches(Out *o, PyObject *d, long long ledger, long long start) {
     PyObject *keys = sorted_keys(d);
     if (keys == NULL) return -1;
     int rc = put_varint(o, (unsigned long long)PyList_GET_SIZE(keys));

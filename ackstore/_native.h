@@ -77,6 +77,10 @@ int put_state_head(Out *o, int flags, unsigned long long cid, long long md_l, lo
  * (firsts[i * stride], lasts[i * stride]). ValueError for a run below `pos`. */
 int put_state_runs(Out *o, long long ledger, const uint32_t *firsts, const uint32_t *lasts, Py_ssize_t stride,
                    Py_ssize_t n, long long pos);
+/* One ledger's partial batches in the state layout (after its runs), `d` {entry: (size,
+ * mask)}: their number, then per entry, ascending from `start`, its gap from the one
+ * before, the batch's size and its mask's bytes. ValueError for an entry below `start`. */
+int put_state_batches(Out *o, PyObject *d, long long ledger, long long start);
 /* One ledger's delivery counts in the state layout (after its runs and partial batches):
  * their number, then per counted entry, ascending from `start`, its gap from the one
  * before and its count - 1; the i-th is (entries[i * stride], ns[i * stride]). ValueError

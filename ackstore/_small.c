@@ -21,7 +21,8 @@
 
 #define OWN_RUNS 4
 #define UNDO 0x80 /* in `undo`: the last flush took this one (the low bits: its slots before) */
-#define COUNT_CAP 1024 /* cursor/small.py's COUNT_CAP: the most delivery counts the form holds */
+#define COUNT_CAP 1024 /* cursor/small.py's COUNT_CAP: the most delivery counts and partial batches the form holds */
+#define MAX_BATCH_SIZE 65536 /* cursor/moves.py's MAX_BATCH_SIZE: the largest batch */
 #define ENTRY_MAX 0xFFFFFFFFLL
 #define SPAN_MOST 64 /* cursor/small_span.py's SPAN_MOST: the most ledgers after M's on the form's line */
 
@@ -36,6 +37,9 @@ typedef struct {
     uint32_t n, room, cap;
     uint32_t *counts; /* 2 * nc: entry, count (NULL while it never held one) */
     uint32_t nc, croom;
+    uint32_t *bat;     /* 2 * nb: entry, size of each partial batch, ascending (NULL while it never held one) */
+    PyObject **bmask;  /* ... and its mask, an int (bit i: index i acked; strong references) */
+    uint32_t nb, broom;
     uint8_t dirty, slot, slots, undo, ended;
     uint8_t logged; /* its cursor keeps history: each state goes under its log key, not a slot */
     unsigned long long cursor_id, next_seq;
@@ -93,16 +97,20 @@ static int add_run(SmallState *s, uint32_t f, uint32_t l) {
     return 1;
 }
 
-/* the first count whose entry is at or after e (nc when none) */
-static uint32_t count_from(SmallState *s, unsigned long long e) {
-    uint32_t lo = 0, hi = s->nc;
+/* the first of the `n` pairs at `p` (entry, value), ascending by entry, whose entry is at or
+ * after e (n when none) */
+static uint32_t pair_from(const uint32_t *p, uint32_t n, unsigned long long e) {
+    uint32_t lo = 0, hi = n;
     while (lo < hi) {
         uint32_t mid = (lo + hi) / 2;
-        if (s->counts[2 * mid] < e) lo = mid + 1;
+        if (p[2 * mid] < e) lo = mid + 1;
         else hi = mid;
     }
     return lo;
 }
+
+/* the first count whose entry is at or after e (nc when none) */
+static uint32_t count_from(SmallState *s, unsigned long long e) { return pair_from(s->counts, s->nc, e); }
 
 /* the counts of entries f..l go (they are acked) */
 static void drop_counts(SmallState *s, unsigned long long f, unsigned long long l) {
@@ -134,6 +142,66 @@ static int insert_count(SmallState *s, uint32_t i, long long e, long long count)
     return 0;
 }
 
+/* the first partial batch whose entry is at or after e (nb when none) */
+static uint32_t batch_from(SmallState *s, unsigned long long e) { return pair_from(s->bat, s->nb, e); }
+
+/* the partial batches of entries f..l go (they are acked, or the form was reset) */
+static void drop_batches(SmallState *s, unsigned long long f, unsigned long long l) {
+    if (!s->nb) return;
+    uint32_t i = batch_from(s, f), j = batch_from(s, l + 1);
+    if (j <= i) return;
+    for (uint32_t k = i; k < j; k++) Py_DECREF(s->bmask[k]);
+    memmove(s->bat + 2 * i, s->bat + 2 * j, sizeof(uint32_t) * 2 * (s->nb - j));
+    memmove(s->bmask + i, s->bmask + j, sizeof(PyObject *) * (s->nb - j));
+    s->nb -= j - i;
+}
+
+/* a partial batch of `size` with `mask` (a new reference is taken) at entry `e`, inserted at
+ * index `i` (batch_from's for e; e has none); -1 with MemoryError */
+static int insert_batch(SmallState *s, uint32_t i, long long e, long size, PyObject *mask) {
+    if (s->nb + 1 > s->broom) {
+        uint32_t need = s->nb + 1, room = s->broom * 2 > need ? s->broom * 2 : (need > 4 ? need : 4);
+        uint32_t *b = PyMem_Realloc(s->bat, sizeof(uint32_t) * 2 * room);
+        if (b != NULL) s->bat = b;
+        PyObject **m = b == NULL ? NULL : PyMem_Realloc(s->bmask, sizeof(PyObject *) * room);
+        if (m == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        s->bmask = m;
+        s->broom = room;
+    }
+    memmove(s->bat + 2 * i + 2, s->bat + 2 * i, sizeof(uint32_t) * 2 * (s->nb - i));
+    memmove(s->bmask + i + 1, s->bmask + i, sizeof(PyObject *) * (s->nb - i));
+    s->bat[2 * i] = (uint32_t)e;
+    s->bat[2 * i + 1] = (uint32_t)size;
+    s->bmask[i] = Py_NewRef(mask);
+    s->nb++;
+    return 0;
+}
+
+/* 1 when (size, mask) is a batch of `size` messages (1..MAX_BATCH_SIZE) with some of its
+ * indexes acked in `mask`, not all of them (`whole`: all of them too); 0 when not; -1 with
+ * an exception. *full: whether mask holds every index (when 1). small.py's _partial. */
+static int partial_ok(PyObject *size_obj, PyObject *mask, int whole, int *full) {
+    if (!PyLong_CheckExact(size_obj) || !PyLong_CheckExact(mask)) return 0;
+    int overflow;
+    long long size = PyLong_AsLongLongAndOverflow(size_obj, &overflow);
+    if (overflow || size < 1 || size > MAX_BATCH_SIZE) return 0;
+    PyObject *one = PyLong_FromLong(1), *zero = PyLong_FromLong(0);
+    PyObject *shifted = one == NULL ? NULL : PyNumber_Lshift(one, size_obj);
+    PyObject *all = shifted == NULL ? NULL : PyNumber_Subtract(shifted, one); /* every index: (1 << size) - 1 */
+    int positive = all == NULL || zero == NULL ? -1 : PyObject_RichCompareBool(mask, zero, Py_GT);
+    int within = positive <= 0 ? positive : PyObject_RichCompareBool(mask, all, Py_LE);
+    *full = within <= 0 ? 0 : PyObject_RichCompareBool(mask, all, Py_EQ);
+    Py_XDECREF(one);
+    Py_XDECREF(zero);
+    Py_XDECREF(shifted);
+    Py_XDECREF(all);
+    if (positive < 0 || within < 0 || *full < 0) return -1;
+    return positive && within && (whole || !*full);
+}
+
 /* the first run ending at or after e (n when none) */
 static uint32_t run_from(SmallState *s, unsigned long long e) {
     uint32_t lo = 0, hi = s->n;
@@ -162,6 +230,7 @@ static void rebase(SmallState *s) {
         s->md_e -= (long long)b;
         for (uint32_t i = 0; i < 2 * s->n; i++) s->runs[i] -= b; /* every run and count lies above M >= b - 1 */
         for (uint32_t i = 0; i < s->nc; i++) s->counts[2 * i] -= b;
+        for (uint32_t i = 0; i < s->nb; i++) s->bat[2 * i] -= b;
         s->rp_e -= (long long)b;
         if (s->rp_i) s->rp_i--;
         for (int k = 1; k < s->ns; k++) {
@@ -213,14 +282,15 @@ static int ack_run(SmallState *s, long long f, long long l) {
     int changed = add_run(s, (uint32_t)f, (uint32_t)l);
     if (changed < 0) return -1;
     if (changed) {
-        drop_counts(s, (unsigned long long)f, (unsigned long long)l); /* an acked entry has no count */
+        drop_counts(s, (unsigned long long)f, (unsigned long long)l); /* an acked entry has no count, */
+        drop_batches(s, (unsigned long long)f, (unsigned long long)l);  /* ... no partial batch */
         s->dirty = 1;
         advance(s);
     }
     return 0;
 }
 
-static int fitting(SmallState *s) { return s->n + crossing(s) <= s->cap && s->nc <= COUNT_CAP; }
+static int fitting(SmallState *s) { return s->n + crossing(s) <= s->cap && s->nc + s->nb <= COUNT_CAP; }
 static PyObject *fits(SmallState *s) { return PyBool_FromLong(fitting(s)); }
 
 static int entry_of(PyObject *v, const char *what, long long *out) {
@@ -270,17 +340,32 @@ static int set_count(SmallState *s, long long e, long long count) {
     return insert_count(s, i, e, count);
 }
 
-/* SmallState(cursor_id, md_l, md_e, next_seq, slot, slots, runs, cap, counts=(), rp_e=-1, props=b"") */
+/* a partial batch (size, mask) of `e` (not acked, above M, none there yet); -1 with ValueError
+ * when it is not one, or with MemoryError */
+static int set_batch(SmallState *s, long long e, PyObject *size, PyObject *mask) {
+    uint32_t i = batch_from(s, (unsigned long long)e);
+    int full = 0, ok = partial_ok(size, mask, 0, &full);
+    if (ok < 0) return -1;
+    if (!ok || e <= s->md_e || is_acked(s, e) || (i < s->nb && s->bat[2 * i] == e)) {
+        PyErr_Format(PyExc_ValueError, "partial batch (%lld, %S, %S) is not of an unacked entry above M, once", e, size,
+                     mask);
+        return -1;
+    }
+    return insert_batch(s, i, e, PyLong_AsLong(size), mask);
+}
+
+/* SmallState(cursor_id, md_l, md_e, next_seq, slot, slots, runs, cap, counts=(), rp_e=-1, props=b"", rp_i=0,
+ * batches=()) */
 static PyObject *SmallState_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     unsigned long long cid, seq;
     long long md_l, md_e, rp_e = -1;
     int slot, slots, rp_i = 0;
     unsigned int cap;
-    PyObject *runs, *counts = NULL, *rp_obj = NULL, *props = NULL;
+    PyObject *runs, *counts = NULL, *rp_obj = NULL, *props = NULL, *batches = NULL;
     static char *names[] = {"cursor_id", "md_l", "md_e", "next_seq", "slot", "slots", "runs", "cap", "counts", "rp_e",
-                            "props", "rp_i", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "KLLKiiOI|OOSi", names, &cid, &md_l, &md_e, &seq, &slot, &slots, &runs,
-                                     &cap, &counts, &rp_obj, &props, &rp_i))
+                            "props", "rp_i", "batches", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "KLLKiiOI|OOSiO", names, &cid, &md_l, &md_e, &seq, &slot, &slots, &runs,
+                                     &cap, &counts, &rp_obj, &props, &rp_i, &batches))
         return NULL;
     if (md_l < 0 || md_e < -1 || md_e >= 0xFFFFFFFFLL || slot < 0 || slot > 1 || slots < 0 || slots > 3 || rp_i < 0 ||
         rp_i > SPAN_MOST) {
@@ -290,7 +375,7 @@ static PyObject *SmallState_new(PyTypeObject *type, PyObject *args, PyObject *kw
     PyObject *seq_obj = PySequence_Fast(runs, "runs are a sequence of (first, last)");
     if (seq_obj == NULL) return NULL;
     Py_ssize_t m = PySequence_Fast_GET_SIZE(seq_obj);
-    PyObject *cseq = NULL;
+    PyObject *cseq = NULL, *bseq = NULL;
     SmallState *s = small_new(type, cid, md_l, md_e, seq, slot, slots, cap, (uint32_t)m);
     if (s == NULL) {
         Py_DECREF(seq_obj);
@@ -341,18 +426,34 @@ static PyObject *SmallState_new(PyTypeObject *type, PyObject *args, PyObject *kw
             if (c == -1 && PyErr_Occurred()) goto fail;
             if (set_count(s, e, c) < 0) goto fail;
         }
-        if (s->nc > COUNT_CAP) {
-            PyErr_Format(PyExc_ValueError, "%u delivery counts: the form holds at most %d", s->nc, COUNT_CAP);
-            goto fail;
+    }
+    if (batches != NULL) {
+        if ((bseq = PySequence_Fast(batches, "partial batches are a sequence of (entry, size, mask)")) == NULL) goto fail;
+        for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(bseq); i++) {
+            PyObject *t = PySequence_Fast_GET_ITEM(bseq, i);
+            long long e;
+            if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 3) {
+                PyErr_SetString(PyExc_TypeError, "a partial batch is an (entry, size, mask) tuple");
+                goto fail;
+            }
+            if (entry_of(PyTuple_GET_ITEM(t, 0), "a batch's entry", &e) < 0) goto fail;
+            if (set_batch(s, e, PyTuple_GET_ITEM(t, 1), PyTuple_GET_ITEM(t, 2)) < 0) goto fail;
         }
+    }
+    if (s->nc + s->nb > COUNT_CAP) {
+        PyErr_Format(PyExc_ValueError, "%u delivery counts and %u partial batches: the form holds at most %d", s->nc,
+                     s->nb, COUNT_CAP);
+        goto fail;
     }
     if (props != NULL) Py_SETREF(s->props, Py_NewRef(props));
     s->rp_i = (uint8_t)rp_i; /* (the ledger of the line the read position is in: the spans bound() gives say which) */
     Py_XDECREF(cseq);
+    Py_XDECREF(bseq);
     Py_DECREF(seq_obj);
     return (PyObject *)s;
 fail:
     Py_XDECREF(cseq);
+    Py_XDECREF(bseq);
     Py_DECREF(seq_obj);
     Py_DECREF(s);
     return NULL;
@@ -360,6 +461,9 @@ fail:
 
 static void SmallState_dealloc(SmallState *s) {
     Py_XDECREF(s->props);
+    for (uint32_t i = 0; i < s->nb; i++) Py_DECREF(s->bmask[i]);
+    PyMem_Free(s->bat);
+    PyMem_Free(s->bmask);
     if (s->runs != s->own) PyMem_Free(s->runs);
     PyMem_Free(s->counts);
     PyMem_Free(s->span_l);
@@ -521,6 +625,84 @@ static PyObject *SmallState_count(SmallState *s, PyObject *arg) {
     return PyLong_FromUnsignedLong(j < s->nc && s->counts[2 * j] == e ? s->counts[2 * j + 1] : 0);
 }
 
+/* batches() -> [(entry, size, mask), ...] ascending */
+static PyObject *SmallState_batches(SmallState *s, PyObject *unused) {
+    PyObject *out = PyList_New(s->nb);
+    for (uint32_t i = 0; out != NULL && i < s->nb; i++) {
+        PyObject *t = Py_BuildValue("(IIO)", s->bat[2 * i], s->bat[2 * i + 1], s->bmask[i]);
+        if (t == NULL) Py_CLEAR(out);
+        else PyList_SET_ITEM(out, i, t);
+    }
+    return out;
+}
+
+/* batch(entry) -> (size, mask) | None: entry's partial batch */
+static PyObject *SmallState_batch(SmallState *s, PyObject *arg) {
+    if (!PyLong_Check(arg)) Py_RETURN_NONE;
+    int overflow;
+    long long e = PyLong_AsLongLongAndOverflow(arg, &overflow);
+    if (e == -1 && PyErr_Occurred()) return NULL;
+    if (overflow || e < 0 || e > ENTRY_MAX) Py_RETURN_NONE;
+    uint32_t i = batch_from(s, (unsigned long long)e);
+    if (i < s->nb && s->bat[2 * i] == e) return Py_BuildValue("(IO)", s->bat[2 * i + 1], s->bmask[i]);
+    Py_RETURN_NONE;
+}
+
+/* ack_batch(entry, size, mask) -> bool: indexes `mask` of the batch of `size` messages at the
+ * form's `entry` acked (the caller checked them, and the size of a batch recorded there):
+ * with those recorded before, the entry is acked once every index is; an acked entry
+ * changes nothing. Whether the state still fits. */
+static PyObject *SmallState_ack_batch(SmallState *s, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "ack_batch(entry, size, mask)");
+        return NULL;
+    }
+    long long e;
+    if (entry_of(args[0], "entry", &e) < 0) return NULL;
+    int full = 0, ok = partial_ok(args[1], args[2], 1, &full);
+    if (ok < 0) return NULL;
+    if (!ok) {
+        PyErr_Format(PyExc_ValueError, "batch mask %S of size %S is outside the layout", args[2], args[1]);
+        return NULL;
+    }
+    if (is_acked(s, e)) return fits(s);
+    long size = PyLong_AsLong(args[1]);
+    uint32_t i = batch_from(s, (unsigned long long)e);
+    int has = i < s->nb && s->bat[2 * i] == e;
+    PyObject *mask = Py_NewRef(args[2]);
+    if (has) {
+        if ((long)s->bat[2 * i + 1] != size) {
+            PyErr_Format(PyExc_ValueError, "batch size %ld is not the %u recorded at entry %lld", size,
+                         s->bat[2 * i + 1], e);
+            Py_DECREF(mask);
+            return NULL;
+        }
+        Py_SETREF(mask, PyNumber_Or(mask, s->bmask[i]));
+        if (mask == NULL) return NULL;
+        if (partial_ok(args[1], mask, 1, &full) < 0) {
+            Py_DECREF(mask);
+            return NULL;
+        }
+    }
+    int rc = 0;
+    if (full) {
+        rc = ack_run(s, e, e); /* (its partial batch goes with the ack) */
+    } else if (!has) {
+        rc = insert_batch(s, i, e, size, mask);
+        s->dirty = 1;
+    } else {
+        int same = PyObject_RichCompareBool(mask, s->bmask[i], Py_EQ);
+        if (same < 0) rc = -1;
+        else if (!same) {
+            Py_SETREF(s->bmask[i], Py_NewRef(mask));
+            s->dirty = 1;
+        }
+    }
+    Py_DECREF(mask);
+    if (rc < 0) return NULL;
+    return fits(s);
+}
+
 /* [(p[0], p[1]), (p[2], p[3]), ...]: `n` pairs of u32 */
 static PyObject *pair_list(const uint32_t *p, uint32_t n) {
     PyObject *out = PyList_New(n);
@@ -547,6 +729,7 @@ static PyObject *SmallState_top(SmallState *s, PyObject *unused) {
     long long top = s->md_e;
     if (s->n && (long long)s->runs[2 * s->n - 1] > top) top = s->runs[2 * s->n - 1];
     if (s->nc && (long long)s->counts[2 * s->nc - 2] > top) top = s->counts[2 * s->nc - 2];
+    if (s->nb && (long long)s->bat[2 * s->nb - 2] > top) top = s->bat[2 * s->nb - 2];
     return PyLong_FromLongLong(top);
 }
 
@@ -678,6 +861,7 @@ static PyObject *SmallState_reset(SmallState *s, PyObject *const *args, Py_ssize
     }
     s->md_l = ledger, s->md_e = e - 1;
     s->rp_e = e, s->rp_i = 0;
+    drop_batches(s, 0, ENTRY_MAX);
     s->n = 0, s->nc = 0, s->ns = 0;
     s->limit = -1, s->limit_version = -1;
     s->dirty = 1;
@@ -758,6 +942,10 @@ static PyMethodDef SmallState_methods[] = {
      "One more delivery of each position the form takes; each one's count after; None: not the form's to take."},
     {"count", (PyCFunction)SmallState_count, METH_O, "An entry's delivery count (0: none)."},
     {"counts", (PyCFunction)SmallState_counts, METH_NOARGS, "The delivery counts above M, [(entry, count), ...]."},
+    {"batches", (PyCFunction)SmallState_batches, METH_NOARGS, "The partial batches above M, [(entry, size, mask), ...]."},
+    {"batch", (PyCFunction)SmallState_batch, METH_O, "An entry's partial batch (size, mask), or None."},
+    {"ack_batch", (PyCFunction)(void (*)(void))SmallState_ack_batch, METH_FASTCALL,
+     "Indexes of a batch entry acked (the entry once every one is); whether the state still fits."},
     {"fits", (PyCFunction)SmallState_fits, METH_NOARGS, "Whether the runs and counts fit the form."},
     {"top", (PyCFunction)SmallState_top, METH_NOARGS, "The highest entry holding state: a run's, a count's, or M."},
     {"bound", (PyCFunction)(void (*)(void))SmallState_bound, METH_FASTCALL,
@@ -790,6 +978,7 @@ static PyMemberDef SmallState_members[] = {
     MEMBER(limit, T_LONGLONG, "the form's highest entry allowed, as of limit_version"),
     MEMBER(limit_version, T_LONGLONG, "the topic's directory version of the bound (-1: none)"),
     MEMBER(nc, T_UINT, "delivery counts held"),
+    MEMBER(nb, T_UINT, "partial batches held"),
     MEMBER(redeliveries, T_ULONGLONG, "deliveries in the form of entries delivered before"),
     MEMBER(next_seq, T_ULONGLONG, "the log's next sequence"),
     MEMBER(slot, T_UBYTE, "the state slot the newest state is in"),
@@ -836,20 +1025,26 @@ static PyObject *slot_value(SmallState *s, int slot, unsigned char *key, uint32_
     int nseg = s->ns + 1, listed = 0;
     long long ids[SPAN_MOST + 1];
     uint32_t rs[SPAN_MOST + 1], re[SPAN_MOST + 1], cs[SPAN_MOST + 1], ce[SPAN_MOST + 1];
+    uint32_t bs[SPAN_MOST + 1], be[SPAN_MOST + 1], os[SPAN_MOST + 1]; /* each ledger's batches (s->bat's), its offset */
     ids[0] = s->md_l;
+    os[0] = 0;
     if (s->ns == 0) {
-        rs[0] = cs[0] = 0, re[0] = n, ce[0] = nc;
+        rs[0] = cs[0] = bs[0] = 0, re[0] = n, ce[0] = nc, be[0] = s->nb;
     } else {
         if ((tmp = PyMem_Malloc(sizeof(uint32_t) * (2 * (n + s->ns) + 2 * nc + 2))) == NULL) {
             PyErr_NoMemory();
             goto done;
         }
-        uint32_t *rt = tmp, *ct = tmp + 2 * (n + s->ns), nr = 0, ncs = 0, i = 0, c = 0;
+        uint32_t *rt = tmp, *ct = tmp + 2 * (n + s->ns), nr = 0, ncs = 0, i = 0, c = 0, b = 0;
         for (int j = 0; j < nseg; j++) {
             unsigned long long off = j ? s->span_o[j - 1] : 0, end = j < s->ns ? s->span_o[j] : ENTRY_MAX + 1ULL;
             if (j) ids[j] = s->span_l[j - 1];
-            rs[j] = re[j] = nr, cs[j] = ce[j] = ncs;
+            os[j] = (uint32_t)off;
+            rs[j] = re[j] = nr, cs[j] = ce[j] = ncs, bs[j] = be[j] = b;
             if (off >= end) continue; /* a ledger with no entries */
+            for (; b < s->nb && s->bat[2 * b] < end; b++) {
+            }
+            be[j] = b;
             while (i > 0 && runs[2 * (i - 1) + 1] >= off) i--; /* (the run across the offset, again) */
             for (; i < n && runs[2 * i] < end; i++) {
                 if (runs[2 * i + 1] < off) continue;
@@ -866,18 +1061,32 @@ static PyObject *slot_value(SmallState *s, int slot, unsigned char *key, uint32_
         }
         runs = rt, counts = ct;
     }
-    for (int j = 0; j < nseg; j++) listed += re[j] > rs[j] || ce[j] > cs[j];
+    for (int j = 0; j < nseg; j++) listed += re[j] > rs[j] || ce[j] > cs[j] || be[j] > bs[j];
     Py_ssize_t np = PyBytes_GET_SIZE(s->props);
-    int flags = (nc ? STATE_COUNTS : 0) | (np ? STATE_PROPS : 0);
+    int flags = (nc ? STATE_COUNTS : 0) | (np ? STATE_PROPS : 0) | (s->nb ? STATE_BATCHES : 0);
     if (out_room(&o, head + 7) == NULL) goto done;
     if (put_state_head(&o, flags, s->cursor_id, s->md_l, s->md_e, listed) < 0) goto done;
     long long last = s->md_l;
     for (int k = 0; k < nseg; k++) {
-        if (re[k] == rs[k] && ce[k] == cs[k]) continue;
+        if (re[k] == rs[k] && ce[k] == cs[k] && be[k] == bs[k]) continue;
         long long start = k ? 0 : s->md_e + 1;
         if (put_varint(&o, (unsigned long long)(ids[k] - last)) < 0 ||
             put_state_runs(&o, ids[k], runs + 2 * rs[k], runs + 2 * rs[k] + 1, 2, re[k] - rs[k], start) < 0)
             goto done;
+        if (s->nb) { /* the ledger's partial batches, {entry: (size, mask)}, as the parts' state marker has them */
+            PyObject *d = PyDict_New();
+            int bad = d == NULL;
+            for (uint32_t b = bs[k]; !bad && b < be[k]; b++) {
+                PyObject *key = PyLong_FromUnsignedLong(s->bat[2 * b] - os[k]);
+                PyObject *v = key == NULL ? NULL : Py_BuildValue("(IO)", s->bat[2 * b + 1], s->bmask[b]);
+                bad = v == NULL || PyDict_SetItem(d, key, v) < 0;
+                Py_XDECREF(key);
+                Py_XDECREF(v);
+            }
+            bad = bad || put_state_batches(&o, d, ids[k], start) < 0;
+            Py_XDECREF(d);
+            if (bad) goto done;
+        }
         if (nc && put_state_counts(&o, ids[k], counts + 2 * cs[k], counts + 2 * cs[k] + 1, 2, ce[k] - cs[k], start) < 0)
             goto done;
         last = ids[k] + 1;
@@ -942,7 +1151,7 @@ static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t n
             put_u64_be(key, s->cursor_id);
             put_u64_be(key + 8, s->next_seq);
         }
-        PyObject *value = (Py_ssize_t)s->nc > max_counts ? NULL : slot_value(s, slot, key, (uint32_t)version, room, max_bytes);
+        PyObject *value = (Py_ssize_t)(s->nc + s->nb) > max_counts ? NULL : slot_value(s, slot, key, (uint32_t)version, room, max_bytes);
         if (value == NULL) {
             if (PyErr_Occurred() || PyList_Append(over, (PyObject *)s) < 0) goto fail;
             continue;

@@ -75,7 +75,7 @@ def test_salvage_of_a_clean_store_is_the_same_store(tmp_path: Path) -> None:
 def test_salvage_recovers_what_damaged_branch_keys_hide(tmp_path: Path) -> None:
     """The case check --fix must refuse: salvage reads past the damaged B-tree."""
     path = tmp_path / "s"
-    history = _build(path, cursors=12)
+    history = _build(path, cursors=16)
     psize, branches, _ = _log_pages(path)
     assert branches, "the log needs a branch page for this test"
     raw = bytearray((path / "data.mdb").read_bytes())
@@ -92,7 +92,7 @@ def test_salvage_recovers_what_damaged_branch_keys_hide(tmp_path: Path) -> None:
         timeout=120,
     )
     assert r.returncode == 0, (r.stdout, r.stderr)
-    assert r.stdout.count("complete: newest marker") == 12
+    assert r.stdout.count("complete: newest marker") == 16
     assert _state(tmp_path / "new") == history[-1]
 
 

@@ -50,6 +50,7 @@ class Model:
         self.md_l = LEDGER
         self.dirty = False
         self.counts: dict[int, int] = {}
+        self.batches: dict[int, tuple[int, int]] = {}
         self.rp, self.rp_i = md_e + 1, 0
         self.redeliveries = 0
         self.spans: list[tuple[int, int]] = []
@@ -62,6 +63,7 @@ class Model:
             self.acked |= new
             for e in new:
                 self.counts.pop(e, None)
+                self.batches.pop(e, None)
             self.dirty = True
             while self.md_e + 1 in self.acked:
                 self.md_e += 1
@@ -75,7 +77,7 @@ class Model:
         """A position reset to ``(ledger, entry)``: nothing above M acked or counted, reads
         from there, M's ledger alone on the line (bounded again by the caller)."""
         self.md_l, self.md_e, self.rp, self.rp_i = ledger, entry - 1, entry, 0
-        self.acked, self.counts, self.spans = set(), {}, []
+        self.acked, self.counts, self.batches, self.spans = set(), {}, {}, []
         self.limit, self.version = -1, -1
         self.dirty = True
 
@@ -87,6 +89,7 @@ class Model:
             self.md_l, self.md_e = nl, self.md_e - b
             self.acked = {e - b for e in self.acked}
             self.counts = {e - b: n for e, n in self.counts.items()}
+            self.batches = {e - b: batch for e, batch in self.batches.items()}
             self.rp, self.rp_i = self.rp - b, max(self.rp_i - 1, 0)
             self.spans = [(ledger, offset - b) for ledger, offset in rest]
             self.limit -= b
@@ -104,6 +107,18 @@ class Model:
 
     def is_acked(self, e: int) -> bool:
         return e <= self.md_e or e in self.acked
+
+    def ack_batch(self, e: int, size: int, mask: int) -> None:
+        """Indexes ``mask`` of the batch at ``e``: the entry acked once every index is."""
+        if self.is_acked(e):
+            return
+        old = self.batches.get(e)
+        mask |= old[1] if old else 0
+        if mask == (1 << size) - 1:
+            self.ack(e, e)
+        elif (size, mask) != old:
+            self.batches[e] = (size, mask)
+            self.dirty = True
 
     def deliver(self, entries: list[int]) -> list[int]:
         out = []
@@ -131,27 +146,30 @@ class Model:
     def runs(self) -> list[tuple[int, int]]:
         return run_bounds(BitMap(self.acked))
 
-    def ledgers(self) -> dict[int, tuple[BitMap, dict[int, int]]]:
-        """Each ledger's acks and counts, as the parts hold them."""
-        out: dict[int, tuple[BitMap, dict[int, int]]] = {}
+    def ledgers(self) -> dict[int, tuple[BitMap, dict[int, int], dict[int, tuple[int, int]]]]:
+        """Each ledger's acks, counts and partial batches, as the parts hold them."""
+        out: dict[int, tuple[BitMap, dict[int, int], dict[int, tuple[int, int]]]] = {}
         for e in self.acked:
             ledger, entry = self.position(e)
-            out.setdefault(ledger, (BitMap(), {}))[0].add(entry)
+            out.setdefault(ledger, (BitMap(), {}, {}))[0].add(entry)
         for e, n in self.counts.items():
             ledger, entry = self.position(e)
-            out.setdefault(ledger, (BitMap(), {}))[1][entry] = n
+            out.setdefault(ledger, (BitMap(), {}, {}))[1][entry] = n
+        for e, batch in self.batches.items():
+            ledger, entry = self.position(e)
+            out.setdefault(ledger, (BitMap(), {}, {}))[2][entry] = batch
         return out
 
     def range_count(self) -> int:
-        return sum(len(run_bounds(bm)) for bm, _ in self.ledgers().values())
+        return sum(len(run_bounds(bm)) for bm, _, _ in self.ledgers().values())
 
     def value(self) -> tuple[bytes, bytes]:
         """The state slot put of the next state, by the state layout's own encoder (what a
         cursor's state plan writes)."""
         slot = 1 - self.slot
         ledgers = [
-            (ledger, LedgerAcks.of_runs(bm, len(run_bounds(bm)), {}, counts))
-            for ledger, (bm, counts) in sorted(self.ledgers().items())
+            (ledger, LedgerAcks.of_runs(bm, len(run_bounds(bm)), batches, counts))
+            for ledger, (bm, counts, batches) in sorted(self.ledgers().items())
         ]
         record = records.encode_state_marker(CID, (self.md_l, self.md_e), self.properties, ledgers)
         key = records.slot_key(CID, slot)
@@ -161,7 +179,7 @@ class Model:
 def _fields(s: Any) -> tuple[Any, ...]:
     return (
         s.md_l, s.md_e, s.runs(), s.n, s.next_seq, s.slot, s.slots, s.dirty, s.persisted, s.flushes, s.flush_bytes,
-        s.last_bytes, s.ended, s.counts(), s.nc, s.rp_e, s.redeliveries, s.props, s.logged,
+        s.last_bytes, s.ended, s.counts(), s.nc, s.rp_e, s.redeliveries, s.props, s.logged, s.batches(), s.nb,
     )  # fmt: skip
 
 
@@ -194,6 +212,7 @@ OPS = st.one_of(
     st.tuples(st.just("undo"), st.just(0), st.just(0)),
     st.tuples(st.just("property"), st.sampled_from(["p", "q"]), st.integers(-1, 2**40)),
     st.tuples(st.just("reset"), st.integers(0, 90), st.integers(0, 1)),
+    st.tuples(st.just("batch"), st.integers(0, 90), st.tuples(st.integers(1, 9), st.integers(1, 2**9 - 1))),
 )
 
 
@@ -224,7 +243,19 @@ def test_the_twins_agree_with_the_model_and_write_the_state_layout(
     floor = (LEDGER, md_e)  # M is never behind it but for a reset
     for op, a, b in ops:
         fits = [True] * len(forms)
-        if op == "reset":  # b: 0 in M's ledger, 1 back to the first ledger (from one M moved on into)
+        if op == "batch":  # b: (size, mask), the mask cut to the size (a size other than one recorded: refused)
+            size, mask = b[0], b[1] & ((1 << b[0]) - 1) or 1
+            old = None if model.is_acked(a) else model.batches.get(a)
+            if old is not None and old[0] != size:
+                for s in forms:
+                    with pytest.raises(
+                        ValueError, match=f"batch size {size} is not the {old[0]} recorded at entry {a}"
+                    ):
+                        s.ack_batch(a, size, mask)
+            else:
+                model.ack_batch(a, size, mask)
+                fits = [s.ack_batch(a, size, mask) for s in forms]
+        elif op == "reset":  # b: 0 in M's ledger, 1 back to the first ledger (from one M moved on into)
             ledger = model.md_l if b == 0 else LEDGER
             model.reset(ledger, a)
             for s in forms:
@@ -310,10 +341,13 @@ def test_the_twins_agree_with_the_model_and_write_the_state_layout(
                 assert marker.properties == model.properties
                 held = model.ledgers()
                 assert {lg: la.ranges() for lg, la in (marker.ledgers or {}).items()} == {
-                    lg: run_bounds(bm) for lg, (bm, _) in held.items()
+                    lg: run_bounds(bm) for lg, (bm, _, _) in held.items()
                 }
                 assert {lg: la.counts for lg, la in (marker.ledgers or {}).items()} == {
-                    lg: counts for lg, (_, counts) in held.items()
+                    lg: counts for lg, (_, counts, _) in held.items()
+                }
+                assert {lg: la.batches for lg, la in (marker.ledgers or {}).items()} == {
+                    lg: batches for lg, (_, _, batches) in held.items()
                 }
                 model.slot = 1 - model.slot
                 model.slots |= 1 << model.slot
@@ -335,7 +369,12 @@ def test_the_twins_agree_with_the_model_and_write_the_state_layout(
         span = _span(forms[0])
         assert [_span(s) for s in forms] == [span] * len(forms)
         assert span[:5] == (tuple(model.spans), model.rp_i, model.limit, model.version, model.range_count())
-        assert span[5] == max([model.md_e, *(e for e in model.acked if e > model.md_e), *model.counts]), "top()"
+        top = max([model.md_e, *(e for e in model.acked if e > model.md_e), *model.counts, *model.batches])
+        assert span[5] == top, "top()"
+        assert first[19] == [(e, *batch) for e, batch in sorted(model.batches.items())]
+        assert [s.batch(e) for s in forms for e in range(0, 95, 7)] == [
+            model.batches.get(e) for _ in forms for e in range(0, 95, 7)
+        ]
         assert (first[13], first[15], first[16]) == (sorted(model.counts.items()), model.rp, model.redeliveries)
         assert first[17] == records.pack_properties(model.properties)
         assert [s.count(e) for s in forms for e in range(0, 95, 7)] == [
@@ -344,6 +383,57 @@ def test_the_twins_agree_with_the_model_and_write_the_state_layout(
         assert fits == [model.range_count() <= 64] * len(forms)
         for e in (model.md_e, model.md_e + 1, *list(model.acked)[:3], 95):
             assert [s.acked(e) for s in forms] == [e <= model.md_e or e in model.acked] * len(forms)
+
+
+def test_the_twins_hold_partial_batches_as_the_parts_do() -> None:
+    """A partial batch in the form, on each twin alike: recorded and merged index by index,
+    refused at another size, gone once its entry is acked (by its last index, a run over
+    it, M moving over it), carried when M moves on into the next ledger, dropped by a
+    reset, counted against the form's bound with the delivery counts, and written by the
+    flush as the state layout's own encoder writes the same state."""
+    for impl in IMPLEMENTATIONS:
+        s = impl.SmallState(CID, LEDGER, 5, 0, 0, 1, [(7, 9)], 64, [(6, 2)])
+        assert s.ack_batch(6, 8, 0b0011) and s.ack_batch(12, 4, 0b0100) and s.ack_batch(13, 2, 0b01)
+        assert s.ack_batch(6, 8, 0b0101) and s.batches() == [(6, 8, 0b0111), (12, 4, 0b0100), (13, 2, 0b01)]
+        assert (s.nb, s.batch(6), s.batch(7), s.top()) == (3, (8, 0b0111), None, 13)
+        with pytest.raises(ValueError, match="batch size 4 is not the 8 recorded at entry 6"):
+            s.ack_batch(6, 4, 1)
+        assert s.ack_batch(8, 3, 1) and s.batch(8) is None  # (acked: nothing to record)
+        s.ack_range(11, 12)  # a run over a partial batch acks it whole
+        assert s.batches() == [(6, 8, 0b0111), (13, 2, 0b01)]
+        s.ack_batch(13, 2, 0b10)  # its last index: the entry acked
+        assert s.batches() == [(6, 8, 0b0111)] and s.acked(13)
+        assert not s.bound(0, ((LEDGER + 1, 20),), 60)
+        model = Model(5, {7, 8, 9, 11, 12, 13}, 0, 0, 1)
+        model.counts, model.batches = {6: 2}, {6: (8, 0b0111)}
+        model.spans, model.limit = [(LEDGER + 1, 20)], 60
+        key, value = model.value()
+        puts, _, over = impl.flush_small([s], *BOUNDS)
+        assert puts == [(key, value)] and over == []
+        model.slot, model.slots, model.seq = 1 - model.slot, 3, 1
+        s.ack_batch(25, 3, 0b101)  # in the next ledger: its entry 5
+        model.batches[25] = (3, 0b101)
+        s.ack_batch(6, 8, 0b11111000)  # the rest of it: entry 6 acked, M moves over 6..9
+        assert s.md_e == 9 and s.batches() == [(25, 3, 0b101)] and s.count(6) == 0
+        s.ack_range(10, 19)  # M to the ledger's last entry: on into the next one, its batch with it
+        assert (s.md_l, s.md_e, s.batches()) == (LEDGER + 1, -1, [(5, 3, 0b101)])
+        model.reset(LEDGER + 1, 0)
+        model.batches = {5: (3, 0b101)}
+        model.seq, model.slot, model.slots = 1, 1, 3
+        key, value = model.value()
+        assert impl.flush_small([s], *BOUNDS)[0] == [(key, value)]
+        s.reset(LEDGER + 1, 2)
+        assert s.batches() == [] and s.nb == 0
+        half = small_form.COUNT_CAP // 2
+        full = impl.SmallState(CID, LEDGER, 4, 0, 0, 1, [], 64, [(e, 1) for e in range(10, 10 + half)])
+        for e in range(2000, 2000 + half):
+            assert full.ack_batch(e, 2, 1)
+        assert not full.ack_batch(5000, 2, 1) and full.nb + full.nc == small_form.COUNT_CAP + 1  # past the bound
+        counts, batches = [(e, 1) for e in range(10, 10 + half)], [(e, 2, 1) for e in range(2000, 2001 + half)]
+        with pytest.raises(
+            ValueError, match=f"{half} delivery counts and {half + 1} partial batches: the form holds at most"
+        ):
+            impl.SmallState(CID, LEDGER, 4, 0, 0, 1, [], 64, counts, batches=batches)
 
 
 SHAPES = ["plain", "properties", "batch", "count", "other ledger", "two ledgers", "other cursor"]
@@ -500,7 +590,7 @@ def test_the_twins_read_a_small_form_from_its_slots_alike(
     counts = [(91, 2)] if shape == "count" else []
     fields = (LEDGER, m, runs, len(runs), seq + 1, newest, slots, 0, len(runs), 0, 0, 0, False)
     props = records.pack_properties({"k": 1} if shape == "properties" else {})
-    assert got[0] == (*fields, counts, len(counts), m + 1, 0, props, 0)
+    assert got[0] == (*fields, counts, len(counts), m + 1, 0, props, 0, [], 0)  # (no partial batch: read on the parts)
     for out in outs:
         check_small(out, (LEDGER, m))
 
@@ -1451,6 +1541,95 @@ def test_a_reset_is_the_forms_and_the_parts_take_its_state_exactly(tmp_path: Pat
         cur = store.topic(T).cursor("c", config)
         assert (cur.mark_delete_position, list(cur.ack_ranges()), cur.partial_batches()) == (Position(1, 32), [], {})
         assert cur.is_acked(Position(1, 32)) and not cur.is_acked(Position(1, 40))
+
+
+def test_batch_index_acks_are_the_forms_and_the_parts_take_them_exactly(tmp_path: Path) -> None:
+    """Acks of some messages of a batch entry keep the cursor in the form, as does a reset
+    into a batch: the form records the partial batch as the parts do (``partial_batches``,
+    ``batch_acked_indexes``), acks the entry once every index is (M moves over it), refuses
+    another size with the parts' error and nothing changed, and its flush writes the batch
+    in the state marker; the parts take it exactly when the form ends, a reopen reads it
+    back, and the cursor takes the form again with it."""
+    from ackstore import InvalidArgumentError
+
+    path = tmp_path / "s"
+    with AckStore.open(path) as store:
+        cur = _topic(store).cursor("c")
+        _settle(store, [cur])  # M 12, 13 and 23 held
+        small = cur._core.small
+        cur.ack_batch_index(Position(1, 13), 4, [0, 1])
+        cur.ack_batch_index(Position(1, 23), 2, [1])
+        assert cur._core.small is small and small.nb == 2
+        partial = {Position(1, 13): (4, frozenset({0, 1})), Position(1, 23): (2, frozenset({1}))}
+        assert cur.partial_batches() == partial and cur.batch_acked_indexes(Position(1, 13)) == frozenset({0, 1})
+        assert cur.batch_acked_indexes(Position(1, 14)) is None and not cur.is_acked(Position(1, 13))
+        with pytest.raises(InvalidArgumentError, match="batch_size 8 does not match the 4 already recorded for 1:13"):
+            cur.ack_batch_index(Position(1, 13), 8, [7])
+        assert cur.partial_batches() == partial
+        cur._check()
+        store.flush()
+        cur.ack_batch_index(Position(1, 13), 4, [2, 3])  # every index: 13 acked, M over 13..22
+        assert cur.mark_delete_position == Position(1, 22) and cur._core.small is small
+        assert cur.partial_batches() == {Position(1, 23): (2, frozenset({1}))}
+        store.flush()
+        snap = cur.snapshot()
+        assert snap.partial_batches == cur.partial_batches()
+        end_form(cur)  # the parts take the form's state: its partial batch too
+        assert cur._core.small is None and cur.snapshot() == snap
+        cur._check()
+    with AckStore.open(path) as store:
+        cur = store.topic(T).cursor("c")
+        assert cur.snapshot() == snap
+        for e in range(SETTLE):  # a few flushes: the form again, with the partial batch
+            cur.ack(Position(1, 40 + e))
+            store.flush()
+        assert cur._core.small is not None and cur.partial_batches() == {Position(1, 23): (2, frozenset({1}))}
+        cur.reset_to(Position(1, 50), (2, 4))  # a reset into a batch: the form's too
+        assert cur._core.small is not None
+        assert cur.partial_batches() == {Position(1, 50): (4, frozenset({0, 1}))}
+        assert cur.mark_delete_position == Position(1, 49)
+        cur._check()
+        store.flush()
+    with AckStore.open(path) as store:
+        cur = store.topic(T).cursor("c")
+        assert cur.partial_batches() == {Position(1, 50): (4, frozenset({0, 1}))}
+        assert cur.mark_delete_position == Position(1, 49) and list(cur.ack_ranges()) == []
+
+
+def test_a_cursor_acking_batch_indexes_every_round_takes_the_form(tmp_path: Path) -> None:
+    """A consumer of batched messages: each round it acks what it read and some messages of
+    one batch entry (the rest of it the round after). Those calls are the form's, and the
+    parts' too without ending the cursor's chance of it: after its first few flushes the
+    cursor is in the form, and stays there."""
+    with AckStore.open(tmp_path / "s") as store:
+        cur = _topic(store).cursor("c")
+        for rnd in range(2 * SETTLE):
+            e = 10 * rnd
+            cur.ack([Position(1, x) for x in range(e, e + 9)])
+            cur.ack_batch_index(Position(1, e + 9), 4, [0, 1])
+            if rnd:
+                cur.ack_batch_index(Position(1, e - 1), 4, [2, 3])
+            store.flush()
+            assert (cur._core.small is not None) == (rnd >= SETTLE - 1), rnd
+        assert cur.mark_delete_position == Position(1, 10 * rnd + 8)
+        assert cur.partial_batches() == {Position(1, 10 * rnd + 9): (4, frozenset({0, 1}))}
+
+
+def test_sealing_a_ledger_below_a_partial_batch_in_the_form_is_refused(tmp_path: Path) -> None:
+    """A partial batch holds state in its entry, as the parts count it: sealing M's ledger
+    below it is refused with the parts' error, and nothing changes."""
+    from ackstore import LedgerStateError
+
+    with AckStore.open(tmp_path / "s") as store:
+        topic = _topic(store)
+        cur = topic.cursor("c")
+        _settle(store, [cur])
+        cur.ack_batch_index(Position(1, 35), 4, [1])
+        assert cur._core.small is not None
+        with pytest.raises(LedgerStateError, match="cursor 'c' has acknowledged or delivered entry 1:35"):
+            topic.close_ledger(1, 35)
+        topic.close_ledger(1, 36)
+        assert cur.partial_batches() == {Position(1, 35): (4, frozenset({1}))}
 
 
 def test_a_form_within_the_run_bound_but_over_the_byte_bound_is_written_by_its_parts(tmp_path: Path) -> None:

@@ -44,7 +44,7 @@ from .read_side import OpensLogs, ReadHost
 from .served import Served
 from .small import OpenedForm, check_small, small_of
 from .small_span import form_entry, is_acked, read_position
-from .snapshot import CursorSnapshot, batch_items, form_snapshot, snapshot_of
+from .snapshot import CursorSnapshot, batch_items, form_batches, form_snapshot, snapshot_of
 from .state import ACK_PARTIAL, AckState
 from .validate import pair
 
@@ -450,7 +450,7 @@ class CursorCore(Served):
 
     def partial_batches(self) -> dict[Position, tuple[int, frozenset[int]]]:
         if self.small is not None:
-            return {}  # the form holds none (and out of it the parts are built)
+            return form_batches(self.small)
         out: dict[Position, tuple[int, frozenset[int]]] = {}
         for ledger, la in self._ledgers():
             out.update(batch_items(ledger, la))

@@ -30,7 +30,6 @@ from .core import CursorCore, CursorHost
 from .deliveries import set_delivery_counts
 from .moves import TopicView
 from .snapshot import CursorSnapshot, snapshot_of
-from .state import AckState
 from .validate import pair
 
 __all__ = ["Cursor", "CursorHost"]
@@ -97,7 +96,7 @@ class Cursor(FacadeFields):
 
     def ack_batch_index(self, position: Position, batch_size: int, indexes: Iterable[int]) -> None:
         """Acknowledge some messages of a batch entry. The entry is acked once all its indexes are."""
-        self._core.edit(AckState.ack_batch_index, position, batch_size, indexes)
+        self._core.ack_batch_index(position, batch_size, indexes)
 
     def set_property(self, key: str, value: int | str) -> None:
         """Set a property: a 64-bit int (Pulsar's mark-delete properties) or a str of up to

@@ -15,7 +15,7 @@ from ..errors import LedgerStateError
 from ..ledger_acks import bitmap_of_runs
 from ..position import trusted
 from .deliveries import set_delivery_counts
-from .small_span import ledger_counts, ledger_runs, read_position
+from .small_span import ledger_batches, ledger_counts, ledger_runs, read_position
 from .state import latest_mark_delete
 
 if TYPE_CHECKING:
@@ -64,8 +64,8 @@ def take_form(state: AckState, small: Any, flushed: bool) -> None:
     newest flushed state they reloaded (for its log). ``flushed``: that state is the form's
     own (its newest flush committed and it changed nothing since): its ledgers are read in,
     as the form held them (a state whose ledgers are all in memory is what takes the form
-    again). Else the reloaded acks and counts are dropped, and M, the runs and the delivery
-    counts are the form's, fitted to the directory as it is now (the form followed it:
+    again). Else the reloaded acks and counts are dropped, and M, the runs, the delivery
+    counts and the partial batches are the form's, fitted to the directory as it is now (the form followed it:
     ledgers trimmed or sealed since); exact, not added onto the reload: a reset in the form
     drops acks that state holds, and a flush of the form in flight is not in it. Every
     ledger the form holds is dirty after, and M with it. Either way the read position, which
@@ -85,6 +85,12 @@ def take_form(state: AckState, small: Any, flushed: bool) -> None:
         counts = ledger_counts(small)
         if counts:
             set_delivery_counts(state, {trusted(*at): n for at, n in counts if at[0] in d})
+        for (ledger, entry), batch in ledger_batches(small):
+            if ledger in d:
+                la = ledgers.get(ledger, create=True)
+                la.own_batches()[entry] = batch
+                la.added = None  # (partial batches live in the base record)
+                state.touched(ledger, la)
         reconcile(state, d)
     rp = trusted(*read_position(small))
     state.rp = rp if rp[0] in d and rp > state.md else state.md.next()

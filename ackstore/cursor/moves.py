@@ -28,7 +28,9 @@ __all__ = [
     "MAX_BATCH_SIZE",
     "PositionMoves",
     "TopicView",
+    "batch_mask",
     "batch_target",
+    "check_batch_size",
     "clamp_target",
     "reset_target",
 ]
@@ -136,6 +138,37 @@ class PositionMoves(StateFields):
     def rewind(self) -> None:
         """Read again from the first unacked position (in memory only)."""
         self.rp = self.md.next()
+
+
+def batch_mask(batch_size: Any, indexes: Any) -> int:
+    """The mask of a batch-index ack: bit ``i`` for each index ``i`` of ``indexes``; a typed
+    error unless ``batch_size`` is a batch's size (1..:data:`MAX_BATCH_SIZE`) and each index
+    one of its own. O(indexes)."""
+    if type(batch_size) is not int:
+        raise InvalidTypeError(f"batch_size must be an int, got {batch_size!r}")
+    if not 1 <= batch_size <= MAX_BATCH_SIZE:
+        raise InvalidArgumentError(f"batch_size {batch_size} is not allowed: allowed 1..{MAX_BATCH_SIZE}")
+    try:
+        idx = list(indexes)
+    except TypeError:
+        raise InvalidTypeError(f"indexes must be an iterable of ints, got {indexes!r}") from None
+    mask = 0
+    for i in idx:
+        if type(i) is not int:
+            raise InvalidTypeError(f"batch index must be an int, got {i!r}")
+        if not 0 <= i < batch_size:
+            raise InvalidArgumentError(f"batch index {i} is outside the batch: allowed 0..{batch_size - 1}")
+        mask |= 1 << i
+    return mask
+
+
+def check_batch_size(ledger: int, entry: int, batch_size: int, old: tuple[int, int] | None) -> None:
+    """An InvalidArgumentError unless a batch-index ack's ``batch_size`` is the size of the
+    partial batch ``old`` recorded at ``ledger:entry`` (None: none is)."""
+    if old is not None and old[0] != batch_size:
+        raise InvalidArgumentError(
+            f"batch_size {batch_size} does not match the {old[0]} already recorded for {ledger}:{entry}"
+        )
 
 
 def reset_target(topic: TopicView, position: Any) -> tuple[int, int]:

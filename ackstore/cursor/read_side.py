@@ -23,6 +23,8 @@ from ..stats import CursorStats, LogUsage
 from ..storage.log import CursorLog, MissingRecordError, RecoveredState
 from .figures import Carried, Parts, carried_now, cursor_figures, cursor_stats, form_stats
 from .moves import batch_target, clamp_target, reset_target
+from .small_span import place
+from .snapshot import acked_indexes
 from .store_side import StoreSide
 from .validate import check_entry, pair
 
@@ -238,11 +240,18 @@ class ReadSide(StoreSide):
         )
 
     def batch_acked_indexes(self, at: tuple[int, int]) -> frozenset[int] | None:
-        """``Cursor.batch_acked_indexes``: None in the small form (it holds no partial batch)."""
+        """``Cursor.batch_acked_indexes``: from the small form's partial batches, or the parts'."""
         return self.read(self._batch_acked, at, served=True)
 
     def _batch_acked(self, at: tuple[int, int]) -> frozenset[int] | None:
-        return None if self.small is not None else self.built().batch_acked_indexes(at)  # type: ignore[no-any-return]
+        small = self.small
+        if small is None:
+            return self.built().batch_acked_indexes(at)  # type: ignore[no-any-return]
+        ledger, entry = at
+        line = place(small, ledger) if type(ledger) is int and type(entry) is int and entry >= 0 else None
+        inside = line is not None and (line[1] < 0 or line[0] + entry < line[1])  # (not the next ledger's)
+        batch = small.batch(line[0] + entry) if inside else None  # type: ignore[index]
+        return None if batch is None else acked_indexes(*batch)[1]
 
     def history(self) -> list[HistoryPoint]:
         """The points of ``Cursor.history``, newest first."""

@@ -15,7 +15,7 @@ from typing import Any
 from ..position import MAX_ENTRY, Position, trusted
 from ..storage.records import pack_properties, unpack_properties
 from .deliveries import counts_window, delivery_count, delivery_counts, record_deliveries
-from .moves import reset_target
+from .moves import batch_mask, batch_target, check_batch_size, reset_target
 from .read_side import ReadSide
 from .small_span import bound_of, cumulative_entry, form_entry, ledger_counts, ledger_runs, place, read_entry
 from .state import AckState, drop_property, put_property
@@ -79,20 +79,45 @@ class Served(ReadSide):
         self.edit(AckState.ack_cumulative, position, served=True)
 
     def reset_to(self, position: Any, batch: tuple[int, int] | None) -> None:
-        """``Cursor.reset_to``: in the small form unless it resets into a batch (the form
-        holds no partial batch), else by the parts; the target checked first
-        (:func:`~ackstore.cursor.moves.reset_target`), nothing changed when it raises. The
-        form's line is then bounded again from M's new ledger."""
+        """``Cursor.reset_to``: in the small form, else by the parts; the target (and the
+        batch: the indexes before ``batch[0]`` of a batch of ``batch[1]``) checked first
+        (:func:`~ackstore.cursor.moves.reset_target`, ``batch_target``), nothing changed
+        when it raises. The form's line is then bounded again from M's new ledger."""
         with self._lock:
             small = self.small
-            if small is not None and batch is None:
+            if small is not None:
                 self._alive()
                 ledger, entry = reset_target(self.topic, position)
+                mask = batch_target(self.topic, pair(position), *batch) if batch is not None else 0
                 small.reset(ledger, entry)
                 self._changed()
-                self._bounded(small)
+                if self._bounded(small) and mask:  # (the entry is M + 1, on the form's line)
+                    self._after_form_ack(small, small.ack_batch(small.md_e + 1, batch[1], mask))  # type: ignore[index]
                 return
-        self.edit(AckState.reset_to, position, batch)
+        self.edit(AckState.reset_to, position, batch, served=True)
+
+    def ack_batch_index(self, position: Any, batch_size: Any, indexes: Any) -> None:
+        """``Cursor.ack_batch_index``: in the small form when it holds the position (the form
+        records a partial batch as the parts do, and acks the entry once every index is),
+        else by the parts; checked first, nothing changed when it raises."""
+        with self._lock:
+            small = self.small
+            if small is not None:
+                self._alive()
+                ledger, entry = pair(position)
+                md = (small.md_l, small.md_e)
+                check_ack(self.topic.directory, self.topic.name, md, ledger, entry)
+                mask = batch_mask(batch_size, indexes)
+                if self._bounded(small):
+                    x = form_entry(small, ledger, entry)
+                    if x >= 0 or (ledger, entry) <= md:
+                        check_batch_size(ledger, entry, batch_size, small.batch(x) if x > small.md_e else None)
+                        if mask and x > small.md_e:
+                            fits = small.ack_batch(x, batch_size, mask)
+                            self._changed()
+                            self._after_form_ack(small, fits)
+                        return
+        self.edit(AckState.ack_batch_index, position, batch_size, indexes, served=True)
 
     def record_deliveries(self, items: list[Any]) -> list[int]:
         """``Cursor.record_deliveries``: in the small form when every position is in M's

@@ -68,7 +68,18 @@ from ..storage.records import (
 )
 from . import lane
 from .chain import next_slot
-from .small_span import SPAN_MOST, bound_of, fit, form_entries, form_entry, ledger_counts, ledger_runs, ledgers_held
+from .moves import MAX_BATCH_SIZE
+from .small_span import (
+    SPAN_MOST,
+    bound_of,
+    fit,
+    form_entries,
+    form_entry,
+    ledger_batches,
+    ledger_counts,
+    ledger_runs,
+    ledgers_held,
+)
 
 if TYPE_CHECKING:
     from ..config import CursorConfig
@@ -110,6 +121,15 @@ def _entry(value: Any, what: str) -> int:
     return value
 
 
+def _partial(size: Any, mask: Any, whole: bool = False) -> bool:
+    """Whether ``(size, mask)`` is a batch of ``size`` messages (1..``MAX_BATCH_SIZE``) with
+    some of its indexes acked in ``mask``, not all of them (``whole``: all of them too)."""
+    if type(size) is not int or type(mask) is not int or not 1 <= size <= MAX_BATCH_SIZE:
+        return False
+    full = (1 << size) - 1
+    return 0 < mask <= full and (whole or mask != full)
+
+
 class PySmallState:
     """The pure-Python twin of ``ackstore._native.SmallState``: a small cursor's mark-delete
     position ``(md_l, md_e)``, the runs of acks above it in ``md_l`` (``runs``: ascending
@@ -123,7 +143,7 @@ class PySmallState:
     __slots__ = (
         "cursor_id", "md_l", "md_e", "rp_e", "next_seq", "slot", "slots", "dirty", "cap", "persisted", "flushes",
         "flush_bytes", "last_bytes", "ended", "redeliveries", "spans", "rp_i", "limit", "limit_version",
-        "props", "_runs", "_counts", "_undo", "_undo_persisted", "logged",
+        "props", "_runs", "_counts", "_batches", "_undo", "_undo_persisted", "logged",
     )  # fmt: skip
 
     def __init__(
@@ -140,6 +160,7 @@ class PySmallState:
         rp_e: int = -1,
         props: bytes = b"",
         rp_i: int = 0,
+        batches: Any = (),
     ) -> None:
         if type(props) is not bytes:
             raise TypeError(f"properties are packed bytes, not {props!r}")
@@ -197,8 +218,19 @@ class PySmallState:
             if entry <= md_e or entry in self._counts or self.acked(entry) or not 1 <= n <= _ENTRY_MAX:
                 raise ValueError(f"delivery count ({entry}, {n}) is not of an unacked entry above M, once")
             self._counts[entry] = n
-        if len(self._counts) > COUNT_CAP:
-            raise ValueError(f"{len(self._counts)} delivery counts: the form holds at most {COUNT_CAP}")
+        self._batches: dict[int, tuple[int, int]] = {}
+        for batch in batches:
+            if type(batch) is not tuple or len(batch) != 3:
+                raise TypeError("a partial batch is an (entry, size, mask) tuple")
+            entry, size, mask = _entry(batch[0], "a batch's entry"), batch[1], batch[2]
+            if entry <= md_e or entry in self._batches or self.acked(entry) or not _partial(size, mask):
+                raise ValueError(f"partial batch ({entry}, {size}, {mask}) is not of an unacked entry above M, once")
+            self._batches[entry] = (size, mask)
+        if len(self._counts) + len(self._batches) > COUNT_CAP:
+            raise ValueError(
+                f"{len(self._counts)} delivery counts and {len(self._batches)} partial batches: "
+                f"the form holds at most {COUNT_CAP}"
+            )
         self.logged = 0
         """1 when its cursor keeps history: each state goes under its log key, not a state slot"""
         self._undo = -1  # the slots before the last flush took it (-1: it did not)
@@ -224,6 +256,11 @@ class PySmallState:
         """Delivery counts held."""
         return len(self._counts)
 
+    @property
+    def nb(self) -> int:
+        """Partial batches held."""
+        return len(self._batches)
+
     def runs(self) -> list[tuple[int, int]]:
         """The runs above M, ``[(first, last), ...]``. O(runs)."""
         r = self._runs
@@ -236,6 +273,37 @@ class PySmallState:
     def count(self, entry: int) -> int:
         """``entry``'s delivery count (0: none, or acked). O(1)."""
         return self._counts.get(entry, 0)
+
+    def batches(self) -> list[tuple[int, int, int]]:
+        """The partial batches above M, ``[(entry, size, mask), ...]`` ascending (bit i of
+        ``mask``: index i of the batch acked). O(batches)."""
+        return [(entry, *batch) for entry, batch in sorted(self._batches.items())]
+
+    def batch(self, entry: int) -> tuple[int, int] | None:
+        """``entry``'s partial batch ``(size, mask)``, or None. O(1)."""
+        return self._batches.get(entry)
+
+    def ack_batch(self, entry: int, size: int, mask: int) -> bool:
+        """Indexes ``mask`` of the batch of ``size`` messages at the form's ``entry`` acked
+        (the caller checked them, and that a batch recorded there is of that size): with
+        those recorded before, the entry is acked once every index is; an acked entry
+        changes nothing. Whether the state still fits. O(runs + counts + batches)."""
+        entry = _entry(entry, "entry")
+        if not _partial(size, mask, whole=True):
+            raise ValueError(f"batch mask {mask} of size {size} is outside the layout")
+        if self.acked(entry):
+            return self.fits()
+        old = self._batches.get(entry)
+        if old is not None:
+            if old[0] != size:
+                raise ValueError(f"batch size {size} is not the {old[0]} recorded at entry {entry}")
+            mask |= old[1]
+        if mask == (1 << size) - 1:
+            self._ack_run(entry, entry)
+        elif old is None or mask != old[1]:
+            self._batches[entry] = (size, mask)
+            self.dirty = 1
+        return self.fits()
 
     def bound(self, version: int, spans: Any, limit: int) -> bool:
         """As of the topic's directory at ``version``: the ledgers after M's on the form's
@@ -272,7 +340,7 @@ class PySmallState:
         if ledger < 0:
             raise ValueError(f"ledger {ledger} is not a ledger id (>= 0)")
         self.md_l, self.md_e, self.rp_e, self.rp_i = ledger, entry - 1, entry, 0
-        self._runs, self._counts, self.spans = [], {}, ()
+        self._runs, self._counts, self._batches, self.spans = [], {}, {}, ()
         self.limit = self.limit_version = -1
         self.dirty = 1
 
@@ -299,6 +367,7 @@ class PySmallState:
             self.md_l, self.md_e = following, self.md_e - b
             self._runs[:] = [x - b for x in self._runs]
             self._counts = {x - b: n for x, n in self._counts.items()}
+            self._batches = {x - b: batch for x, batch in self._batches.items()}
             self.rp_e, self.rp_i = self.rp_e - b, max(self.rp_i - 1, 0)
             self.spans = tuple((ledger, offset - b) for ledger, offset in rest)
             self.limit -= b
@@ -307,12 +376,13 @@ class PySmallState:
 
     def fits(self) -> bool:
         """Whether the runs and counts fit the form (:attr:`cap`, :data:`COUNT_CAP`)."""
-        return self.range_count() <= self.cap and len(self._counts) <= COUNT_CAP
+        return self.range_count() <= self.cap and len(self._counts) + len(self._batches) <= COUNT_CAP
 
     def top(self) -> int:
         """The highest entry holding state: the last run's end, the highest delivery
-        count's entry, else M. O(counts)."""
-        return max(self.md_e, self._runs[-1] if self._runs else -1, max(self._counts, default=-1))
+        count's or partial batch's entry, else M. O(counts + batches)."""
+        last = self._runs[-1] if self._runs else -1
+        return max(self.md_e, last, max(self._counts, default=-1), max(self._batches, default=-1))
 
     def ack_range(self, first: int, last: int) -> bool:
         """Entries ``first..last`` of the form acked (those at or below M are); whether the
@@ -438,14 +508,14 @@ class PySmallState:
             j += 1
         if j == i + 1 and r[2 * i] <= first and last <= r[2 * i + 1]:
             return  # acked already
-        counts = self._counts
-        if counts:  # an acked entry has no count
-            if last - first < len(counts):
-                for e in range(first, last + 1):
-                    counts.pop(e, None)
-            else:
-                for e in [e for e in counts if first <= e <= last]:
-                    del counts[e]
+        for held in (self._counts, self._batches):  # an acked entry has no count, no partial batch
+            if held:
+                if last - first < len(held):
+                    for e in range(first, last + 1):
+                        held.pop(e, None)
+                else:
+                    for e in [e for e in held if first <= e <= last]:
+                        del held[e]
         if j > i:
             first, last = min(first, r[2 * i]), max(last, r[2 * j - 1])
         r[2 * i : 2 * j] = (first, last)
@@ -491,16 +561,19 @@ def _py_flush_small(
         s._undo = -1
         if not s.dirty or s.ended:
             continue
-        if s.nc > max_counts:
+        if s.nc + s.nb > max_counts:
             over.append(s)
             continue
         runs = dict(ledger_runs(s))
         counted: dict[int, dict[int, int]] = {}
         for (ledger, entry), n in ledger_counts(s):
             counted.setdefault(ledger, {})[entry] = n
+        batched: dict[int, dict[int, tuple[int, int]]] = {}
+        for (ledger, entry), batch in ledger_batches(s):
+            batched.setdefault(ledger, {})[entry] = batch
         ledgers: list[tuple[int, BitMap, dict[int, tuple[int, int]], dict[int, int]]] = [
-            (ledger, bitmap_of_runs(runs.get(ledger, [])), {}, counted.get(ledger, {}))
-            for ledger in sorted(runs.keys() | counted.keys())
+            (ledger, bitmap_of_runs(runs.get(ledger, [])), batched.get(ledger, {}), counted.get(ledger, {}))
+            for ledger in sorted(runs.keys() | counted.keys() | batched.keys())
         ]
         record = pure_codecs.state_marker(version, s.cursor_id, s.md_l, s.md_e, ledgers, s.props)
         if len(record) > max_bytes:
@@ -707,9 +780,10 @@ def small_of(
         return None
     runs: list[tuple[int, int]] = []
     counts: list[tuple[int, int]] = []
+    batches: list[tuple[int, int, int]] = []
     for ledger, la in sorted(pages.loaded.items()):
         offset = offsets.get(ledger)
-        if offset is None or la.batches:
+        if offset is None:
             return None
         for first, last in run_bounds(la.bitmap):
             if runs and runs[-1][1] + 1 == offset + first:  # (a run across an offset: one on the line)
@@ -717,13 +791,14 @@ def small_of(
             else:
                 runs.append((offset + first, offset + last))
         counts += [(offset + entry, n) for entry, n in sorted(la.counts.items())]
-    if len(counts) > COUNT_CAP or (runs and runs[-1][1] > bound[1]):
+        batches += [(offset + entry, *batch) for entry, batch in sorted(la.batches.items())]
+    if len(counts) + len(batches) > COUNT_CAP or (runs and runs[-1][1] > bound[1]):
         return None
     chain_at = chain.next_seq, chain.slot, chain.slots
     rp_e, props = line[rp_i][1] + state.rp[1], pack_properties(state.properties)
     if rp_e > MAX_ENTRY:
         return None
-    s = SmallState(cursor_id, md_l, md_e, *chain_at, runs, cap, counts, rp_e, props, rp_i)
+    s = SmallState(cursor_id, md_l, md_e, *chain_at, runs, cap, counts, rp_e, props, rp_i, batches)
     s.logged = int(bool(config.history_seconds))
     return s if fit(s, directory) else None
 
@@ -805,9 +880,11 @@ def check_small(s: Any, md: tuple[int, int], logged: bool | None = None) -> None
         assert at <= first <= last <= _ENTRY_MAX, f"run ({first}, {last}) is not above M + 1 and its neighbour"
         at = last + 2
     assert s.n <= s.cap, f"{s.n} runs in a small form of {s.cap}"
-    assert s.nc <= COUNT_CAP, f"{s.nc} delivery counts in a small form"
     for entry, n in s.counts():
         assert n >= 1 and not s.acked(entry), f"delivery count {n} of entry {entry}, acked or at or below M"
+    assert s.nc + s.nb <= COUNT_CAP, f"{s.nc} delivery counts and {s.nb} partial batches in a small form"
+    for entry, size, mask in s.batches():
+        assert _partial(size, mask) and not s.acked(entry), f"partial batch ({entry}, {size}, {mask}) of an acked entry"
     assert s.rp_e > s.md_e, f"read position {s.rp_e} at or below M {s.md_e}"
     spans = s.spans
     assert len(spans) <= SPAN_MOST and 0 <= s.rp_i <= len(spans), f"spans {spans}, read position in {s.rp_i}"

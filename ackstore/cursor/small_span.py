@@ -35,6 +35,7 @@ __all__ = [
     "form_position",
     "highest_in",
     "is_acked",
+    "ledger_batches",
     "ledger_counts",
     "ledger_runs",
     "place",
@@ -187,19 +188,26 @@ def ledger_counts(s: Any) -> list[tuple[tuple[int, int], int]]:
     return [(form_position(s, x), n) for x, n in s.counts()]
 
 
+def ledger_batches(s: Any) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """The form's partial batches as ``((ledger, entry), (size, mask))``, ascending. O(batches x log spans)."""
+    return [(form_position(s, x), (size, mask)) for x, size, mask in s.batches()] if s.nb else []
+
+
 def ledgers_held(s: Any) -> int:
-    """How many ledgers hold the form's acks or delivery counts: those its state marker names.
-    O(1) for a form of one ledger, else O(runs x spans + counts)."""
+    """How many ledgers hold the form's acks, delivery counts or partial batches: those its
+    state marker names. O(1) for a form of one ledger, else O(runs x spans + counts + batches)."""
     if not s.spans:
-        return 1 if s.n or s.nc else 0
-    return len({ledger for ledger, _ in ledger_runs(s)} | {at[0] for at, _ in ledger_counts(s)})
+        return 1 if s.n or s.nc or s.nb else 0
+    held = {ledger for ledger, _ in ledger_runs(s)} | {at[0] for at, _ in ledger_counts(s)}
+    return len(held | {at[0] for at, _ in ledger_batches(s)})
 
 
 def highest_in(s: Any, ledger: int) -> int:
-    """The highest entry of ``ledger`` holding state in the form (M, an ack or a delivery
-    count), -1 when none: what sealing ``ledger`` must keep. O(runs + counts)."""
+    """The highest entry of ``ledger`` holding state in the form (M, an ack, a delivery
+    count or a partial batch), -1 when none: what sealing ``ledger`` must keep. O(runs +
+    counts + batches)."""
     top = s.md_e if ledger == s.md_l else -1
-    for x in [last for _, last in s.runs()] + [x for x, _ in s.counts()]:
+    for x in [last for _, last in s.runs()] + [x for x, _ in s.counts()] + [x for x, _, _ in s.batches()]:
         at = form_position(s, x)
         if at[0] == ledger:
             top = max(top, at[1])

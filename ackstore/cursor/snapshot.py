@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING, Any
 
 from ..position import Position, trusted
 from ..storage.records import unpack_properties
-from .small_span import ledger_counts, ledger_runs
+from .small_span import ledger_batches, ledger_counts, ledger_runs
 
 if TYPE_CHECKING:
     from ..ledger_acks import LedgerAcks
 
-__all__ = ["CursorSnapshot", "batch_items", "form_snapshot", "snapshot_of"]
+__all__ = ["CursorSnapshot", "acked_indexes", "batch_items", "form_batches", "form_snapshot", "snapshot_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +45,17 @@ class CursorSnapshot:
 def batch_items(ledger: int, la: LedgerAcks) -> Iterator[tuple[Position, tuple[int, frozenset[int]]]]:
     """A ledger's partially acknowledged entries as ``(position, (batch_size, acked indexes))``, ascending."""
     for entry, (size, mask) in sorted(la.batches.items()):
-        yield trusted(ledger, entry), (size, frozenset(i for i in range(size) if mask >> i & 1))
+        yield trusted(ledger, entry), acked_indexes(size, mask)
+
+
+def acked_indexes(size: int, mask: int) -> tuple[int, frozenset[int]]:
+    """A partial batch as a snapshot gives it: its size and the indexes acked (``mask``'s bits)."""
+    return size, frozenset(i for i in range(size) if mask >> i & 1)
+
+
+def form_batches(small: Any) -> dict[Position, tuple[int, frozenset[int]]]:
+    """The small form's partial batches as a snapshot gives them. O(batches)."""
+    return {trusted(*at): acked_indexes(*batch) for at, batch in ledger_batches(small)}
 
 
 def snapshot_of(
@@ -71,8 +81,7 @@ def snapshot_of(
 def form_snapshot(small: Any) -> CursorSnapshot:
     """The snapshot of a cursor in the small form (``ackstore.cursor.small``), from the form
     alone: what :func:`snapshot_of` reads of the parts the form holds the state of (it holds
-    no partial batches, and no delivery count at or below M). O(its runs and counts)."""
+    no delivery count at or below M). O(its runs, counts and batches)."""
     counts = {trusted(*at): n for at, n in ledger_counts(small)}
-    return CursorSnapshot(
-        trusted(small.md_l, small.md_e), unpack_properties(small.props), ledger_runs(small), {}, counts
-    )
+    md, props = trusted(small.md_l, small.md_e), unpack_properties(small.props)
+    return CursorSnapshot(md, props, ledger_runs(small), form_batches(small), counts)

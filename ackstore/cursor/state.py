@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 from pyroaring import BitMap
 
-from ..errors import InvalidArgumentError, InvalidTypeError, UnknownLedgerError
+from ..errors import InvalidTypeError, UnknownLedgerError
 from ..fields import native
 from ..ledger_acks import LedgerAcks, bitmap_of_range, run_end
 from ..ledger_cache import ACK_CHARGE, LedgerCache
 from ..position import MAX_ENTRY, Position, trusted
 from ..storage.codecs import positions_by_ledger
-from .moves import MAX_BATCH_SIZE, LedgerSource, PositionMoves, TopicView
+from .moves import MAX_BATCH_SIZE, LedgerSource, PositionMoves, TopicView, batch_mask, check_batch_size
 from .validate import (
     MAX_PROPERTY_KEY_BYTES,
     MAX_PROPERTY_VALUE_BYTES,
@@ -432,28 +432,11 @@ class AckState(PositionMoves):
         """Some messages of a batch entry; the entry is acked once all its indexes are."""
         ledger, entry = pair(position)
         self.check_ack(ledger, entry)
-        if type(batch_size) is not int:
-            raise InvalidTypeError(f"batch_size must be an int, got {batch_size!r}")
-        if not 1 <= batch_size <= MAX_BATCH_SIZE:
-            raise InvalidArgumentError(f"batch_size {batch_size} is not allowed: allowed 1..{MAX_BATCH_SIZE}")
-        try:
-            idx = list(indexes)
-        except TypeError:
-            raise InvalidTypeError(f"indexes must be an iterable of ints, got {indexes!r}") from None
-        mask = 0
-        for i in idx:
-            if type(i) is not int:
-                raise InvalidTypeError(f"batch index must be an int, got {i!r}")
-            if not 0 <= i < batch_size:
-                raise InvalidArgumentError(f"batch index {i} is outside the batch: allowed 0..{batch_size - 1}")
-            mask |= 1 << i
+        mask = batch_mask(batch_size, indexes)
         ledgers = self.ledgers
         la = ledgers.get(ledger) if (ledger, entry) > self.md else None
         old = la.batches.get(entry) if la is not None else None
-        if old is not None and old[0] != batch_size:
-            raise InvalidArgumentError(
-                f"batch_size {batch_size} does not match the {old[0]} already recorded for {ledger}:{entry}"
-            )
+        check_batch_size(ledger, entry, batch_size, old)
         if not mask or (ledger, entry) <= self.md or (la is not None and entry in la.bitmap):
             return
         if old is not None:
