@@ -1326,8 +1326,8 @@ int get_state_count(Reader *r, unsigned long long *at, unsigned long long *entry
 }
 
 /* {entry: (size, mask)} or {entry: count} of one ledger, as state_fields reads them. */
-static PyObject *get_state_entries(Reader *r, unsigned long long start, long long ledger, int batches,
-                                   unsigned long long *highest) {
+PyObject *get_state_entries(Reader *r, unsigned long long start, long long ledger, int batches,
+                            unsigned long long *highest) {
     unsigned long long n, at = start, gap, v;
     if ((batches ? get_varint(r, (unsigned long long)r->len, "batch count", &n) : get_state_count_n(r, &n)) < 0)
         return NULL;

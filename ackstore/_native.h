@@ -156,6 +156,11 @@ typedef struct {
  * LEDGER_SHAPE). */
 int read_ledger_body(const unsigned char *body, Py_ssize_t len, LedgerBody *f);
 
+/* One ledger's partial batches ({entry: (size, mask)}, `batches` 1) or delivery counts
+ * ({entry: count}) in the state layout, as state_fields reads them, entries from `start`;
+ * *highest the last entry read. NULL with an exception (ValueError for damage). */
+PyObject *get_state_entries(Reader *r, unsigned long long start, long long ledger, int batches,
+                            unsigned long long *highest);
 /* pure_codecs.read_varint: the varint at r, at most `most`; ValueError naming `kind`'s `what` */
 int get_varint_of(Reader *r, unsigned long long most, const char *kind, const char *what, unsigned long long *out);
 /* A record's fixed envelope checked (its length, a version up to `max_version`, its

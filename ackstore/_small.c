@@ -1217,8 +1217,9 @@ static PyObject *undo_small(PyObject *self, PyObject *list) {
  * under its log key when newer than both (a cursor that keeps history), with the state
  * layout's readers (_native.h); None when a slot's head is
  * damaged (recovery says what it may have held), when the newest state is not an intact
- * state marker of this cursor, or when it is outside the form: partial batches, a ledger
- * other than M's, no run, more than `cap` runs or COUNT_CAP counts, or a run at M + 1. Its
+ * state marker of this cursor, or when it is outside the form: a ledger not on its line,
+ * a ledger holding nothing, more than `cap` runs or COUNT_CAP counts and partial batches,
+ * or a run at M + 1. Its
  * properties are taken as the bytes they are (small_opened checks they decode).
  * cursor/small.py's _py_small_of_slots, the same rule. O(the newest value). */
 static PyObject *small_of_slots(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -1282,7 +1283,7 @@ static PyObject *small_of_slots(PyObject *self, PyObject *const *args, Py_ssize_
     int flags;
     unsigned long long got, md_l, md_e1, n, last, ledger, nruns = 0, at = 0, ranges = 0;
     if (get_state_head(&r, &flags, &got, &md_l, &md_e1, &n) < 0) goto declined;
-    if ((flags & ~(STATE_COUNTS | STATE_PROPS)) || got != cid || n > SPAN_MOST + 1) Py_RETURN_NONE;
+    if ((flags & ~(STATE_COUNTS | STATE_PROPS | STATE_BATCHES)) || got != cid || n > SPAN_MOST + 1) Py_RETURN_NONE;
     /* the line: each ledger's offset and end (M's alone: 0 and past the layout), asked of
      * `line` for a state of more than one ledger (a first one other than M's included) */
     long long ls[SPAN_MOST + 1], os[SPAN_MOST + 1], es[SPAN_MOST + 1];
@@ -1321,7 +1322,7 @@ static PyObject *small_of_slots(PyObject *self, PyObject *const *args, Py_ssize_
         int j = 0;
         while (j < nl && ls[j] != (long long)ledger) j++;
         if (j == nl || nruns > cap) goto outside; /* not on the line; more runs than the form holds */
-        unsigned long long off = (unsigned long long)os[j], end = (unsigned long long)es[j], nck = 0;
+        unsigned long long off = (unsigned long long)os[j], end = (unsigned long long)es[j], nck = 0, nbk = 0;
         ranges += nruns;
         for (unsigned long long i = 0; i < nruns; i++) {
             unsigned long long first, lst;
@@ -1329,10 +1330,31 @@ static PyObject *small_of_slots(PyObject *self, PyObject *const *args, Py_ssize_
             if (off + lst >= end) goto outside; /* past the ledger's end on the line: recovery clips */
             if (add_run(s, (uint32_t)(off + first), (uint32_t)(off + lst)) < 0) goto fail;
         }
+        if (flags & STATE_BATCHES) { /* {entry: (size, mask)}, ascending */
+            unsigned long long hb = 0;
+            PyObject *d = get_state_entries(&r, ledger == md_l ? md_e1 : 0, (long long)ledger, 1, &hb), *key, *v;
+            if (d == NULL) goto fail;
+            Py_ssize_t pos = 0;
+            nbk = (unsigned long long)PyDict_GET_SIZE(d);
+            int out = nc + s->nb + nbk > COUNT_CAP || (nbk && off + hb >= end); /* more than the form holds; past the end */
+            while (!out && PyDict_Next(d, &pos, &key, &v)) {
+                long long e = (long long)(off + PyLong_AsUnsignedLongLong(key));
+                if (set_batch(s, e, PyTuple_GET_ITEM(v, 0), PyTuple_GET_ITEM(v, 1)) < 0) { /* an acked entry's */
+                    if (!PyErr_ExceptionMatches(PyExc_ValueError)) {
+                        Py_DECREF(d);
+                        goto fail;
+                    }
+                    PyErr_Clear();
+                    out = 1;
+                }
+            }
+            Py_DECREF(d);
+            if (out) goto outside;
+        }
         if (flags & STATE_COUNTS) {
             unsigned long long cat = ledger == md_l ? md_e1 : 0, centry, count;
             if (get_state_count_n(&r, &nck) < 0) goto fail;
-            if (nc + nck > COUNT_CAP) goto outside; /* more counts than the form holds */
+            if (nc + s->nb + nck > COUNT_CAP) goto outside; /* more counts than the form holds */
             for (unsigned long long i = 0; i < nck; i++) {
                 if (get_state_count(&r, &cat, &centry, &count) < 0) goto fail;
                 if (off + centry >= end) goto outside; /* damage, or past the end: recovery's */
@@ -1344,13 +1366,13 @@ static PyObject *small_of_slots(PyObject *self, PyObject *const *args, Py_ssize_
             }
             nc += nck;
         }
-        if (!nruns && !nck) goto outside; /* a ledger with nothing */
+        if (!nruns && !nck && !nbk) goto outside; /* a ledger with nothing */
     }
     s->persisted = s->n;
     /* bytes after the ledgers with no properties (none with them); more ranges or counts than
      * the form holds; a run at M + 1 */
     int props = (flags & STATE_PROPS) != 0;
-    if ((props ? r.i >= r.len : r.i != r.len) || ranges > cap || nc > COUNT_CAP || (s->n && s->runs[0] == md_e1))
+    if ((props ? r.i >= r.len : r.i != r.len) || ranges > cap || nc + s->nb > COUNT_CAP || (s->n && s->runs[0] == md_e1))
         goto outside;
     if (props) {
         PyObject *packed = PyBytes_FromStringAndSize((const char *)r.p + r.i, r.len - r.i);

@@ -502,12 +502,13 @@ def test_the_twins_read_a_small_form_from_its_newest_log_key_alike(
     if newest_slot is not None and seqs[newest_slot] >= logged_seq:  # type: ignore[operator]
         return  # a slot's state: the test above holds those
     runs = run_bounds(BitMap(above))
-    if shape not in ("plain", "count", "properties") or len(runs) > 8:
+    if shape not in ("plain", "count", "properties", "batch") or len(runs) > 8:
         assert got[0] is None
         return
     assert got[0] is not None
     slot = 1 if newest_slot is None else newest_slot
     assert got[0][:7] == (LEDGER, md_e + 2, runs, len(runs), logged_seq + 1, slot, sum(1 << k for k in held))
+    assert got[0][-2:] == (([(90, 4, 0b0011)], 1) if shape == "batch" else ([], 0))
     for out in outs:
         check_small(out, (LEDGER, md_e + 2))
         assert out.logged == 1
@@ -540,7 +541,7 @@ def test_the_twins_read_a_small_form_from_its_slots_alike(
     """``small_of_slots``: from the same two slot values (slot k holds M + k and the acks
     above it; a byte flipped or the value cut short), both twins return the same form or
     both None; from intact values, the form of the newest state when that state is in the
-    form (no batches, M's ledger only or, given the line, the ledgers it spans, at most
+    form (M's ledger only or, given the line, the ledgers it spans, at most
     ``cap`` ranges; its properties packed as the marker holds them), else None."""
     states = [(md_e + k, {e for e in acked if e > md_e + k + 1}) for k in (0, 1)]
     values: list[bytes | None] = [
@@ -581,7 +582,7 @@ def test_the_twins_read_a_small_form_from_its_slots_alike(
             assert [f.spans for f in outs] == [()] * len(outs)  # (bounded by the caller: small_opened's fit)
         return
     runs = run_bounds(BitMap(above))
-    if shape not in ("plain", "count", "properties") or len(runs) > cap:
+    if shape not in ("plain", "count", "properties", "batch") or len(runs) > cap:
         assert got[0] is None
         return
     seq = seqs[newest]
@@ -590,7 +591,8 @@ def test_the_twins_read_a_small_form_from_its_slots_alike(
     counts = [(91, 2)] if shape == "count" else []
     fields = (LEDGER, m, runs, len(runs), seq + 1, newest, slots, 0, len(runs), 0, 0, 0, False)
     props = records.pack_properties({"k": 1} if shape == "properties" else {})
-    assert got[0] == (*fields, counts, len(counts), m + 1, 0, props, 0, [], 0)  # (no partial batch: read on the parts)
+    batches = [(90, 4, 0b0011)] if shape == "batch" else []
+    assert got[0] == (*fields, counts, len(counts), m + 1, 0, props, 0, batches, len(batches))
     for out in outs:
         check_small(out, (LEDGER, m))
 
@@ -1548,8 +1550,8 @@ def test_batch_index_acks_are_the_forms_and_the_parts_take_them_exactly(tmp_path
     into a batch: the form records the partial batch as the parts do (``partial_batches``,
     ``batch_acked_indexes``), acks the entry once every index is (M moves over it), refuses
     another size with the parts' error and nothing changed, and its flush writes the batch
-    in the state marker; the parts take it exactly when the form ends, a reopen reads it
-    back, and the cursor takes the form again with it."""
+    in the state marker; the parts take it exactly when the form ends, and a reopen reads
+    the state slot with it straight into the form."""
     from ackstore import InvalidArgumentError
 
     path = tmp_path / "s"
@@ -1579,8 +1581,8 @@ def test_batch_index_acks_are_the_forms_and_the_parts_take_them_exactly(tmp_path
         cur._check()
     with AckStore.open(path) as store:
         cur = store.topic(T).cursor("c")
-        assert cur.snapshot() == snap
-        for e in range(SETTLE):  # a few flushes: the form again, with the partial batch
+        assert cur.snapshot() == snap and cur._core.small is not None  # (its slot, read into the form)
+        for e in range(SETTLE):  # flushes in the form, the partial batch held
             cur.ack(Position(1, 40 + e))
             store.flush()
         assert cur._core.small is not None and cur.partial_batches() == {Position(1, 23): (2, frozenset({1}))}
@@ -1590,8 +1592,9 @@ def test_batch_index_acks_are_the_forms_and_the_parts_take_them_exactly(tmp_path
         assert cur.mark_delete_position == Position(1, 49)
         cur._check()
         store.flush()
-    with AckStore.open(path) as store:
+    with AckStore.open(path) as store:  # the form's slot, read straight into the form
         cur = store.topic(T).cursor("c")
+        assert cur._core.small is not None and cur._core.small.nb == 1
         assert cur.partial_batches() == {Position(1, 50): (4, frozenset({0, 1}))}
         assert cur.mark_delete_position == Position(1, 49) and list(cur.ack_ranges()) == []
 

@@ -280,13 +280,14 @@ def test_a_swapped_out_ledger_is_read_from_the_state_marker(store_path: Path) ->
     with AckStore.open(store_path) as store:
         cur = _small(store)
         cur.ack([Position(ledger, e) for ledger in (1, 2, 3) for e in (4, 6, 8)])
-        cur.ack_batch_index(Position(1, 9), 4, [0])  # (a partial batch: it opens on its parts, not the small form)
+        cur.ack_batch_index(Position(1, 9), 4, [0])
         store.flush()
         whole = _state(cur)
     tiny = CursorConfig(max_individual_ack_cache_bytes=1)
     with AckStore.open(store_path) as store:
         cur = store.topic(T).cursor("c", tiny)
-        assert _state(cur) == whole
+        end_form(cur)  # (its parts: they recover the state marker under the tiny budget)
+        assert _state(cur) == whole and cur._core._pages.cache.swapped
         cur.ack([Position(3, 10)])
         assert store.flush().ledger_records >= 1
         cur._check()
@@ -299,8 +300,9 @@ def test_a_swapped_out_ledger_is_read_from_the_state_marker(store_path: Path) ->
 
 
 def test_a_lazy_open_leaves_a_small_cursors_ledgers_in_its_state_marker(store_path: Path) -> None:
-    """A lazy open decodes the state marker it reads (so checks every ledger in it) and
-    holds none of its ledgers that can wait: each is read from the marker at its first use.
+    """A lazy open on the parts (here of a cursor opened to keep history, whose state is in a
+    slot: not its small form's) decodes the state marker it reads (so checks every ledger in
+    it) and holds none of its ledgers that can wait: each is read from the marker at its first use.
     An ack in another ledger while they wait takes the marker layout, naming the state
     marker, in its slot, as their record: the slot keeps it while it is named, and every
     open reads the cursor exactly; once every ledger is in memory again the state layout
@@ -308,12 +310,12 @@ def test_a_lazy_open_leaves_a_small_cursors_ledgers_in_its_state_marker(store_pa
     with AckStore.open(store_path) as store:
         cur = _small(store)
         cur.ack([Position(ledger, e) for ledger in (1, 2) for e in (4, 6, 8)])
-        cur.ack_batch_index(Position(2, 9), 4, [0])  # (a partial batch: it opens on its parts, not the small form)
+        cur.ack_batch_index(Position(2, 9), 4, [0])
         store.flush()
         whole = _state(cur)
         named = cur.stats().last_marker_seq
     with AckStore.open(store_path) as store:  # lazy, the default
-        cur = store.topic(T).cursor("c")
+        cur = store.topic(T).cursor("c", CursorConfig(history_seconds=3600))  # (its slot is not its form)
         cache = cur._core._pages.cache
         assert (list(cache.loaded), cache.swapped) == ([], {1, 2})
         assert _state(cur) == whole  # read from the marker, not held

@@ -55,7 +55,7 @@ from ..ledger_acks import bitmap_of_runs, run_bounds
 from ..position import MAX_ENTRY
 from ..stats import RecoveryReport
 from ..storage import codecs, pure_codecs
-from ..storage.pure_codecs import STATE_COUNTS, STATE_PROPS
+from ..storage.pure_codecs import STATE_BATCHES, STATE_COUNTS, STATE_PROPS
 from ..storage.records import (
     FORMAT_VERSION,
     RECORD_MARKER,
@@ -633,8 +633,8 @@ def _py_small_of_slots(
     its log key, when newer than both (a cursor that keeps history: its slots, if any, hold
     older states), or None: when a slot's head is damaged (recovery says what
     it may have held), when the newest state is not an intact state marker of this cursor,
-    or when it is outside the form (partial batches, a ledger not on the form's line, more
-    than ``cap`` ranges or :data:`COUNT_CAP` counts). ``line(md_l)`` gives the line of a
+    or when it is outside the form (a ledger not on the form's line, more than ``cap`` ranges
+    or :data:`COUNT_CAP` counts and partial batches). ``line(md_l)`` gives the line of a
     state of more than M's ledger (``small_span.bound_of``'s ``(spans, limit)``, or None),
     asked only for such a state (None: none is the form's); the form is bounded by the
     caller (:func:`small_opened`). Its properties are taken as the bytes they are
@@ -668,8 +668,8 @@ def _py_small_of_slots(
         cid, md_l, md_e, ledgers, end = pure_codecs.state_fields(body)
     except ValueError:
         return None
-    if body[1] & ~(STATE_COUNTS | STATE_PROPS) or cid != cursor_id:
-        return None  # (flags: batches follow)
+    if body[1] & ~(STATE_COUNTS | STATE_PROPS | STATE_BATCHES) or cid != cursor_id:
+        return None  # (flags: what follows the ledgers' runs)
     props = body[end:]
     if bool(props) != bool(body[1] & STATE_PROPS):
         return None  # bytes after the ledgers with no properties, or none with them
@@ -683,13 +683,15 @@ def _py_small_of_slots(
         ends = {ledger: end for (ledger, _), (_, end) in zip(points, [*points[1:], (-1, bound[1] + 1)], strict=True)}
     runs: list[tuple[int, int]] = []
     counts: list[tuple[int, int]] = []
+    batches: list[tuple[int, int, int]] = []
     ranges = 0
-    for ledger, flat, _, counted in ledgers:
+    for ledger, flat, batched, counted in ledgers:
         offset = offsets.get(ledger)
-        if offset is None or not (flat or counted):
+        if offset is None or not (flat or counted or batched):
             return None
-        if offset + max([*flat[-1:], *counted]) >= ends[ledger]:
+        if offset + max([*flat[-1:], *counted, *batched]) >= ends[ledger]:
             return None  # past the ledger's end on the line (a bound durable first: recovery clips)
+        batches += [(offset + entry, *batch) for entry, batch in sorted(batched.items())]
         ranges += len(flat) // 2
         for first, last in zip(flat[::2], flat[1::2], strict=True):
             if runs and runs[-1][1] + 1 == offset + first:  # (a run across an offset: one on the line)
@@ -697,11 +699,13 @@ def _py_small_of_slots(
             else:
                 runs.append((offset + first, offset + last))
         counts += [(offset + entry, n) for entry, n in sorted(counted.items())]
-    if ranges > cap or len(counts) > COUNT_CAP or (runs and runs[-1][1] > _ENTRY_MAX):
+    if ranges > cap or len(counts) + len(batches) > COUNT_CAP or (runs and runs[-1][1] > _ENTRY_MAX):
         return None
     try:
-        s = PySmallState(cursor_id, md_l, md_e, seq + 1, slot, held, runs, cap, counts, props=bytes(props))
-    except ValueError:  # a run at M + 1, a count of an acked entry
+        s = PySmallState(
+            cursor_id, md_l, md_e, seq + 1, slot, held, runs, cap, counts, props=bytes(props), batches=batches
+        )
+    except ValueError:  # a run at M + 1, a count or a partial batch of an acked entry
         return None
     s.logged = int(logged is not None)  # (read for a cursor that keeps history: its states go under log keys)
     return s
