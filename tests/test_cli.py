@@ -118,14 +118,25 @@ def test_recover(store_path: Path, run) -> None:  # type: ignore[no-untyped-def]
     code, out, _ = run("recover", store_path, "--cursor", f"{T}/a", "--budget", "0", "--json")
     doc = json.loads(out)
     assert code == 0 and doc["ranges"] == 34 and doc["markers_skipped"] == 0 and doc["budget"] == 0
-    code, out, _ = run("recover", store_path, "--cursor", f"{T}/a", "--json")  # lazy, as AckStore.open
+    # a small cursor: its two ledgers are in the one state marker the open reads (and checks)
+    # straight into the small form, lazily or not: no ledger in the ack cache
+    for load in ("lazy", "budget"):
+        code, out, _ = run("recover", store_path, "--cursor", f"{T}/a", "--load", load, "--json")
+        doc = json.loads(out)
+        assert code == 0 and (doc["ranges"], doc["load"], doc["records_loaded"]) == (34, load, 2), doc
+        assert doc["ledgers_in_memory"] == 0 and doc["bytes_read"] > 0, doc
+    # a cursor of more ranges than a state marker holds: lazily its ledgers wait on disk
+    big = store_path.parent / "big"
+    with AckStore.open(big) as store:
+        topic = store.topic(T)
+        topic.add_ledger(1)
+        topic.cursor("c").ack([Position(1, e) for e in range(0, 2000, 2)])
+    code, out, _ = run("recover", big, "--cursor", f"{T}/c", "--json")  # lazy, as AckStore.open
     lazy = json.loads(out)
-    # a small cursor: its two ledgers are in the one state marker the open reads (and checks);
-    # neither holds anything at M + 1, so both wait in it for their first use
-    assert code == 0 and (lazy["ranges"], lazy["load"], lazy["ledgers_in_memory"]) == (34, "lazy", 0)
-    code, out, _ = run("recover", store_path, "--cursor", f"{T}/a", "--load", "budget", "--json")
+    assert code == 0 and (lazy["ranges"], lazy["load"], lazy["ledgers_in_memory"]) == (999, "lazy", 0)
+    code, out, _ = run("recover", big, "--cursor", f"{T}/c", "--load", "budget", "--json")
     eager = json.loads(out)
-    assert code == 0 and (eager["ranges"], eager["load"]) == (34, "budget") and eager["ledgers_in_memory"] > 0
+    assert code == 0 and (eager["ranges"], eager["load"], eager["ledgers_in_memory"]) == (999, "budget", 1)
 
 
 def _one_line_error(err: str) -> str:

@@ -64,12 +64,12 @@ def take_form(state: AckState, small: Any, flushed: bool) -> None:
     newest flushed state they reloaded (for its log). ``flushed``: that state is the form's
     own (its newest flush committed and it changed nothing since): its ledgers are read in,
     as the form held them (a state whose ledgers are all in memory is what takes the form
-    again). Else the reloaded acks and counts are dropped, and M, the runs, the delivery
-    counts and the partial batches are the form's, fitted to the directory as it is now (the form followed it:
-    ledgers trimmed or sealed since); exact, not added onto the reload: a reset in the form
-    drops acks that state holds, and a flush of the form in flight is not in it. Every
-    ledger the form holds is dirty after, and M with it. Either way the read position, which
-    lives in memory only, is the form's. O(the state)."""
+    again). Else the reloaded acks, counts and batches are dropped, and M, the runs, the
+    delivery counts and the partial batches are the form's, fitted to the directory as it
+    is now (the form followed it: ledgers trimmed or sealed since); exact, not added onto
+    the reload: a reset in the form drops acks that state holds, and a flush of the form in
+    flight is not in it. Every ledger the form holds is dirty after, and M with it. Either
+    way the read position, which lives in memory only, is the form's. O(the state)."""
     d = state.topic.directory
     ledgers = state.ledgers
     if flushed:
