@@ -1618,6 +1618,31 @@ def test_a_cursor_acking_batch_indexes_every_round_takes_the_form(tmp_path: Path
         assert cur.partial_batches() == {Position(1, 10 * rnd + 9): (4, frozenset({0, 1}))}
 
 
+def test_a_config_change_the_form_holds_the_same_under_keeps_the_cursor_in_it(tmp_path: Path) -> None:
+    """``update_config`` of what the form does not hold (the cache budget, the full-marker
+    period) keeps the cursor in the form, persisted at once; the parts built later run
+    with it. A change of the cap on ranges, or history turned on, ends the form first."""
+    path = tmp_path / "s"
+    with AckStore.open(path) as store:
+        cur = _topic(store).cursor("c")
+        _settle(store, [cur])
+        small = cur._core.small
+        cur.update_config(max_individual_ack_cache_bytes=1 << 20, full_marker_every=9)
+        assert cur._core.small is small and not small.dirty and store.flush().cursors == 0
+        end_form(cur)
+        assert cur._core._pages.cache.budget == 1 << 20 and cur._core._planner.full_every == 9
+    with AckStore.open(path) as store:
+        cur = store.topic(T).cursor("c")
+        assert cur.config.max_individual_ack_cache_bytes == 1 << 20 and cur._core.small is not None
+        cur.update_config(max_unacked_ranges_to_persist=3)  # the cap: the form ends
+        assert cur._core.small is None
+    with AckStore.open(path) as store:
+        cur = store.topic(T).cursor("c", CursorConfig())
+        assert cur._core.small is not None
+        cur.update_config(history_seconds=60)  # its states go under log keys from now on: the form ends
+        assert cur._core.small is None
+
+
 def test_sealing_a_ledger_below_a_partial_batch_in_the_form_is_refused(tmp_path: Path) -> None:
     """A partial batch holds state in its entry, as the parts count it: sealing M's ledger
     below it is refused with the parts' error, and nothing changes."""

@@ -101,6 +101,7 @@ __all__ = [
     "logged_plan",
     "small_of",
     "small_of_slots",
+    "keeps_form",
     "small_opened",
     "undo_small",
 ]
@@ -743,6 +744,14 @@ def _cap(config: CursorConfig) -> int:
         return -1
     limit = config.max_unacked_ranges_to_persist
     return min(lane.STATE_MAX_RUNS, limit) if limit else lane.STATE_MAX_RUNS
+
+
+def keeps_form(small: Any, old: CursorConfig, new: CursorConfig) -> bool:
+    """Whether a cursor in the small form ``small`` keeps it when its configuration goes
+    from ``old`` to ``new``: the form holds the same runs under the new one's cap, and its
+    states go where they went (history on or off as before). Budgets, the full-marker
+    period, dead letters and the window's length are the parts' or the store's. O(1)."""
+    return _cap(new) == small.cap and bool(new.history_seconds) == bool(old.history_seconds)
 
 
 def small_of(

@@ -16,6 +16,7 @@ from ..storage.log import RecoveredState
 from . import fitting
 from .pages import Pages
 from .plan import AnyPlan, Planner, RewritePlan
+from .small import keeps_form
 from .small_span import highest_in
 from .state import AckState
 
@@ -57,7 +58,12 @@ class StoreSide(CoreFields):
 
     def apply_config(self, config: CursorConfig) -> None:
         """@private Adopt ``config`` in memory only (a read-only store's own budget; ``update_config``
-        persists first). The budget may shrink: evict to fit. Lock held."""
+        persists first). The budget may shrink: evict to fit. A cursor in the small form keeps it
+        when the form is the same under ``config`` (``small.keeps_form``). Lock held."""
+        small = self.small
+        if small is not None and keeps_form(small, self._config, config):
+            self._config = config  # (the parts, when built, are built with it)
+            return
         self._parts()
         if config.history_seconds and not self._config.history_seconds:
             self._planner.chain.force_full = True  # history starts with a full marker
