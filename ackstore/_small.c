@@ -1283,7 +1283,7 @@ static PyObject *small_of_slots(PyObject *self, PyObject *const *args, Py_ssize_
     int flags;
     unsigned long long got, md_l, md_e1, n, last, ledger, nruns = 0, at = 0, ranges = 0;
     if (get_state_head(&r, &flags, &got, &md_l, &md_e1, &n) < 0) goto declined;
-    if ((flags & ~(STATE_COUNTS | STATE_PROPS | STATE_BATCHES)) || got != cid || n > SPAN_MOST + 1) Py_RETURN_NONE;
+    if (got != cid || n > SPAN_MOST + 1) Py_RETURN_NONE; /* (get_state_head refused unknown flags) */
     /* the line: each ledger's offset and end (M's alone: 0 and past the layout), asked of
      * `line` for a state of more than one ledger (a first one other than M's included) */
     long long ls[SPAN_MOST + 1], os[SPAN_MOST + 1], es[SPAN_MOST + 1];

@@ -1357,12 +1357,9 @@ def test_a_cursor_opened_into_the_form_builds_no_parts_until_asked(tmp_path: Pat
         cur._check()
 
 
-def test_a_state_past_its_ledgers_durable_bound_is_recovered_not_opened_into_the_form(tmp_path: Path) -> None:
-    """The open ledger's bound went durable (the topic's first ``advance``) below the
-    mark-delete position a cursor last flushed (it was reset since, not flushed; then a
-    crash): the open does not take that state into the form, it recovers it, which clips
-    it to the bound, as a reader's open does."""
-    path = tmp_path / "s"
+def _reopened_at_39(path: Path) -> tuple[AckStore, Any, Any]:
+    """A store whose cursor ``c`` flushed M = 1:39 from the small form, open again (not in a
+    ``with``: the caller crashes it): the store, its topic and the cursor."""
     with AckStore.open(path) as store:
         cur = _topic(store).cursor("c")
         for e in range(SETTLE):
@@ -1371,7 +1368,16 @@ def test_a_state_past_its_ledgers_durable_bound_is_recovered_not_opened_into_the
         assert cur._core.small is not None and cur.mark_delete_position == Position(1, 39)
     store = AckStore.open(path)
     topic = store.topic(T)
-    cur = topic.cursor("c")
+    return store, topic, topic.cursor("c")
+
+
+def test_a_state_past_its_ledgers_durable_bound_is_recovered_not_opened_into_the_form(tmp_path: Path) -> None:
+    """The open ledger's bound went durable (the topic's first ``advance``) below the
+    mark-delete position a cursor last flushed (it was reset since, not flushed; then a
+    crash): the open does not take that state into the form, it recovers it, which clips
+    it to the bound, as a reader's open does."""
+    path = tmp_path / "s"
+    store, topic, cur = _reopened_at_39(path)
     assert cur._core.small is not None  # opened into the form
     cur.reset_to(Position(1, 1))  # in memory only
     topic.advance(1, 0)  # durable at once: the bound is below the state the slot holds
@@ -1390,15 +1396,7 @@ def test_a_mark_delete_past_its_ledgers_sealed_end_is_recovered_not_opened_into_
     (acking entries of it no one acked); recovery clips M to the sealed end and moves it on
     across the empty ledger, for the writer and for a reader."""
     path = tmp_path / "s"
-    with AckStore.open(path) as store:
-        cur = _topic(store).cursor("c")
-        for e in range(SETTLE):
-            cur.ack_entries(1, range(0, 38 + e))
-            store.flush()
-        assert cur._core.small is not None and cur.mark_delete_position == Position(1, 39)
-    store = AckStore.open(path)
-    topic = store.topic(T)
-    cur = topic.cursor("c")
+    store, topic, cur = _reopened_at_39(path)
     cur.reset_to(Position(1, 0))  # in memory only
     topic.close_ledger(1, 0)  # durable at once: M's ledger sealed below the state the slot holds
     topic.add_ledger(2)

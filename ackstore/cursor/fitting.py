@@ -87,10 +87,7 @@ def take_form(state: AckState, small: Any, flushed: bool) -> None:
             set_delivery_counts(state, {trusted(*at): n for at, n in counts if at[0] in d})
         for (ledger, entry), batch in ledger_batches(small):
             if ledger in d:
-                la = ledgers.get(ledger, create=True)
-                la.own_batches()[entry] = batch
-                la.added = None  # (partial batches live in the base record)
-                state.touched(ledger, la)
+                state.put_batch(ledger, entry, batch)
         reconcile(state, d)
     rp = trusted(*read_position(small))
     state.rp = rp if rp[0] in d and rp > state.md else state.md.next()

@@ -90,6 +90,16 @@ class PositionMoves(StateFields):
     def touched(self, ledger: int, la: LedgerAcks) -> None:
         raise NotImplementedError  # AckState's
 
+    def put_batch(self, ledger: int, entry: int, batch: tuple[int, int]) -> LedgerAcks:
+        """The partial batch ``(size, mask)`` of ``ledger:entry`` recorded (the caller checked
+        it): partial batches live in the ledger's base record, so its next record is a new
+        base. Returns the ledger's acks. O(1)."""
+        la = self.ledgers.get(ledger, create=True)
+        la.own_batches()[entry] = batch
+        la.added = None
+        self.touched(ledger, la)
+        return la
+
     def reset_to(self, position: Any, batch: tuple[int, int] | None = None) -> None:
         """Everything before ``position`` acked, nothing from it on; reads start there. M may
         move backwards. ``batch``: ``(batch_index, batch_size)``, Pulsar's reset to a message
@@ -103,10 +113,7 @@ class PositionMoves(StateFields):
         self.rp = trusted(ledger, entry)
         self.meta_dirty = True
         if mask:
-            la = self.ledgers.get(ledger, create=True)
-            la.own_batches()[entry] = (size, mask)
-            la.added = None
-            self.touched(ledger, la)
+            self.put_batch(ledger, entry, (size, mask))
         self.advance()
 
     def move_read_position(self, position: Position) -> None:

@@ -23,7 +23,7 @@ from ..stats import CursorStats, LogUsage
 from ..storage.log import CursorLog, MissingRecordError, RecoveredState
 from .figures import Carried, Parts, carried_now, cursor_figures, cursor_stats, form_stats
 from .moves import batch_target, clamp_target, reset_target
-from .small_span import place
+from .small_span import line_entry
 from .snapshot import acked_indexes
 from .store_side import StoreSide
 from .validate import check_entry, pair
@@ -247,10 +247,8 @@ class ReadSide(StoreSide):
         small = self.small
         if small is None:
             return self.built().batch_acked_indexes(at)  # type: ignore[no-any-return]
-        ledger, entry = at
-        line = place(small, ledger) if type(ledger) is int and type(entry) is int and entry >= 0 else None
-        inside = line is not None and (line[1] < 0 or line[0] + entry < line[1])  # (not the next ledger's)
-        batch = small.batch(line[0] + entry) if inside else None  # type: ignore[index]
+        x = line_entry(small, *at)
+        batch = small.batch(x) if x >= 0 else None
         return None if batch is None else acked_indexes(*batch)[1]
 
     def history(self) -> list[HistoryPoint]:

@@ -55,7 +55,7 @@ from ..ledger_acks import bitmap_of_runs, run_bounds
 from ..position import MAX_ENTRY
 from ..stats import RecoveryReport
 from ..storage import codecs, pure_codecs
-from ..storage.pure_codecs import STATE_BATCHES, STATE_COUNTS, STATE_PROPS
+from ..storage.pure_codecs import STATE_PROPS
 from ..storage.records import (
     FORMAT_VERSION,
     RECORD_MARKER,
@@ -669,8 +669,8 @@ def _py_small_of_slots(
         cid, md_l, md_e, ledgers, end = pure_codecs.state_fields(body)
     except ValueError:
         return None
-    if body[1] & ~(STATE_COUNTS | STATE_PROPS | STATE_BATCHES) or cid != cursor_id:
-        return None  # (flags: what follows the ledgers' runs)
+    if cid != cursor_id:
+        return None  # (state_fields refused unknown flags)
     props = body[end:]
     if bool(props) != bool(body[1] & STATE_PROPS):
         return None  # bytes after the ledgers with no properties, or none with them

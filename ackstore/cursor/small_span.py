@@ -38,6 +38,7 @@ __all__ = [
     "ledger_batches",
     "ledger_counts",
     "ledger_runs",
+    "line_entry",
     "place",
     "read_entry",
     "read_position",
@@ -214,13 +215,21 @@ def highest_in(s: Any, ledger: int) -> int:
     return top  # type: ignore[no-any-return]
 
 
+def line_entry(s: Any, ledger: Any, entry: Any) -> int:
+    """The form's entry of position ``(ledger, entry)`` on its line, whatever its bound, or
+    -1 when the line does not hold it (another ledger, or past a sealed ledger's end: the
+    next one's). O(spans)."""
+    at = place(s, ledger) if type(ledger) is int and type(entry) is int and entry >= 0 else None
+    if at is None:
+        return -1
+    x = at[0] + entry
+    return x if x < (at[1] if at[1] >= 0 else MAX_ENTRY + 1) else -1  # type: ignore[no-any-return]
+
+
 def is_acked(s: Any, ledger: int, entry: int) -> bool:
     """Whether position ``(ledger, entry)`` is acked in the form: at or below M, or in a
     run (an entry past a sealed ledger's end is not). O(spans + log runs)."""
     if (ledger, entry) <= (s.md_l, s.md_e):
         return True
-    at = place(s, ledger)
-    if at is None or entry < 0:
-        return False
-    x = at[0] + entry
-    return x < (at[1] if at[1] >= 0 else MAX_ENTRY + 1) and bool(s.acked(x))
+    x = line_entry(s, ledger, entry)
+    return x >= 0 and bool(s.acked(x))

@@ -441,13 +441,12 @@ class AckState(PositionMoves):
             return
         if old is not None:
             mask |= old[1]
-        la = ledgers.get(ledger, create=True)
         if mask == (1 << batch_size) - 1:
+            la = ledgers.get(ledger, create=True)
             self.range_count += la.add(entry)
+            self.touched(ledger, la)
         else:
-            la.own_batches()[entry] = (batch_size, mask)
-            la.added = None  # partial batches live in the base record: write a new one
-        self.touched(ledger, la)
+            la = self.put_batch(ledger, entry, (batch_size, mask))
         ledgers.fit(keep=(ledger,))
         if (ledger, entry - 1) == self.md and entry in la.bitmap:
             self.advance()
