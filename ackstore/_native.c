@@ -86,7 +86,11 @@ int ranged_arg(PyObject *obj, const char *name, long long lo, long long hi, long
  * Acks' positions grouped per ledger, ascending, each ledger's entries as the portable
  * roaring serialization of them; None (nothing raised) when an item is not a 2-tuple (a
  * Position is one) of ints with the ledger in 0..2**63-1 and the entry in 0..2**32-2: the
- * caller's own checks then say what is wrong. */
+ * caller's own checks then say what is wrong.
+ *
+ * The positions of a ledger that lie together in `items` (a list of one ledger's, or of
+ * ledgers one after another: what a consumer acks) are sorted by a radix sort of their
+ * entries, O(n); only a list whose ledgers are interleaved is sorted by comparison. */
 typedef struct {
     long long ledger;
     uint32_t entry;
@@ -99,6 +103,64 @@ static int pos_cmp(const void *a, const void *b) {
     return x->entry < y->entry ? -1 : x->entry > y->entry;
 }
 
+/* v[0..n) ascending, by a least-significant-byte-first radix sort through `tmp` (room for
+ * n): a byte every value shares is not a pass. O(n). */
+static void sort_entries(uint32_t *v, uint32_t *tmp, Py_ssize_t n) {
+    if (n < 64) { /* insertion: fewer steps than the counts below */
+        for (Py_ssize_t i = 1; i < n; i++) {
+            uint32_t x = v[i];
+            Py_ssize_t j = i;
+            for (; j > 0 && v[j - 1] > x; j--) v[j] = v[j - 1];
+            v[j] = x;
+        }
+        return;
+    }
+    Py_ssize_t counts[4][256];
+    memset(counts, 0, sizeof(counts));
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint32_t x = v[i];
+        counts[0][x & 0xFF]++;
+        counts[1][(x >> 8) & 0xFF]++;
+        counts[2][(x >> 16) & 0xFF]++;
+        counts[3][x >> 24]++;
+    }
+    uint32_t *from = v, *to = tmp;
+    for (int b = 0; b < 4; b++) {
+        Py_ssize_t *c = counts[b], at = 0;
+        int shift = 8 * b;
+        if (c[(from[0] >> shift) & 0xFF] == n) continue; /* every value has this byte */
+        for (int k = 0; k < 256; k++) {
+            Py_ssize_t m = c[k];
+            c[k] = at;
+            at += m;
+        }
+        for (Py_ssize_t i = 0; i < n; i++) to[c[(from[i] >> shift) & 0xFF]++] = from[i];
+        uint32_t *t = from;
+        from = to;
+        to = t;
+    }
+    if (from != v) memcpy(v, from, (size_t)n * sizeof(uint32_t));
+}
+
+/* a group's entries ascending with no repeats, as serialize_sorted takes them; their number */
+static Py_ssize_t unique_sorted(uint32_t *v, uint32_t *tmp, Py_ssize_t n, int sorted) {
+    if (!sorted) sort_entries(v, tmp, n);
+    Py_ssize_t m = 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (m == 0 || v[m - 1] != v[i]) v[m++] = v[i];
+    return m;
+}
+
+/* (ledger, its entries' bytes) appended to out; -1 with an exception */
+static int put_group(PyObject *out, PyObject *ledger, const uint32_t *v, Py_ssize_t m) {
+    PyObject *raw = serialize_sorted(v, m), *pair = NULL;
+    if (raw != NULL) pair = PyTuple_Pack(2, ledger, raw);
+    Py_XDECREF(raw);
+    int rc = pair == NULL ? -1 : PyList_Append(out, pair);
+    Py_XDECREF(pair);
+    return rc;
+}
+
 static PyObject *positions_by_ledger(PyObject *self, PyObject *items) {
     if (!PyList_Check(items) && !PyTuple_Check(items)) Py_RETURN_NONE;
     PyObject *seq = PySequence_Fast(items, "items");
@@ -106,8 +168,8 @@ static PyObject *positions_by_ledger(PyObject *self, PyObject *items) {
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
     PyObject **it = PySequence_Fast_ITEMS(seq), *out = NULL;
     Pos *pos = PyMem_Malloc((n ? n : 1) * sizeof(Pos));
-    uint32_t *vals = PyMem_Malloc((n ? n : 1) * sizeof(uint32_t));
-    int sorted = 1;
+    uint32_t *vals = PyMem_Malloc((n ? n : 1) * 2 * sizeof(uint32_t)), *tmp = vals + (n ? n : 1);
+    int sorted = 1, together = 1; /* ascending; each ledger's positions one after another */
     if (pos == NULL || vals == NULL) {
         PyErr_NoMemory();
         goto done;
@@ -126,25 +188,21 @@ static PyObject *positions_by_ledger(PyObject *self, PyObject *items) {
         pos[i].ledger = ledger;
         pos[i].entry = (uint32_t)entry;
         pos[i].item = i;
-        if (i && pos_cmp(&pos[i - 1], &pos[i]) > 0) sorted = 0;
+        if (i && pos_cmp(&pos[i - 1], &pos[i]) > 0) {
+            sorted = 0;
+            together = together && pos[i - 1].ledger <= ledger;
+        }
     }
-    if (!sorted) qsort(pos, n, sizeof(Pos), pos_cmp);
+    if (!together) qsort(pos, n, sizeof(Pos), pos_cmp); /* ledgers interleaved: by comparison */
     if ((out = PyList_New(0)) == NULL) goto done;
     for (Py_ssize_t i = 0; i < n;) {
-        Py_ssize_t j = i, m = 0;
-        while (j < n && pos[j].ledger == pos[i].ledger) {
-            if (m == 0 || vals[m - 1] != pos[j].entry) vals[m++] = pos[j].entry;
-            j++;
-        }
-        PyObject *raw = serialize_sorted(vals, m), *pair = NULL;
-        if (raw != NULL) pair = PyTuple_Pack(2, PyTuple_GET_ITEM(it[pos[i].item], 0), raw);
-        Py_XDECREF(raw);
-        if (pair == NULL || PyList_Append(out, pair) < 0) {
-            Py_XDECREF(pair);
+        Py_ssize_t j = i;
+        for (; j < n && pos[j].ledger == pos[i].ledger; j++) vals[j - i] = pos[j].entry;
+        Py_ssize_t m = unique_sorted(vals, tmp, j - i, sorted || !together);
+        if (put_group(out, PyTuple_GET_ITEM(it[pos[i].item], 0), vals, m) < 0) {
             Py_CLEAR(out);
             goto done;
         }
-        Py_DECREF(pair);
         i = j;
     }
     goto done;

@@ -771,9 +771,17 @@ def test_acks_positions_are_grouped_alike_everywhere() -> None:
         assert _same_everywhere("positions_by_ledger", [(1, 0), *bad]) == ("ok", None), bad
     assert _same_everywhere("positions_by_ledger", iter([(1, 0)])) == ("ok", None)
     rng = random.Random(5)
-    for _ in range(40):
-        entries = [rng.choice([rng.randrange(70_000), rng.randrange(top + 1)]) for _ in range(rng.randrange(5_000))]
+    for i in range(80):
+        # entries near each other (bytes they share), anywhere, or repeated; the ledgers
+        # interleaved (sorted by comparison), or each one's positions together, unsorted
+        # (sorted by radix): of a few positions (fewer than the radix sort's 64) or thousands
+        size = rng.choice([rng.randrange(70), rng.randrange(5_000)])
+        base = rng.randrange(top - 300)
+        spans = ((0, 70_000), (0, top + 1), (base, base + 300), (5, 6))  # (5: the one entry repeated)
+        entries = [rng.randrange(*rng.choice(spans)) for _ in range(size)]
         items = [(rng.randrange(3), entry) for entry in entries]
+        if i % 2:
+            items.sort(key=lambda item: item[0])  # (stable: each ledger's entries stay unsorted)
         grouped = _same_everywhere("positions_by_ledger", items)[1]
         want: dict[int, set[int]] = {}
         for ledger, entry in items:
