@@ -516,6 +516,31 @@ static PyObject *SmallState_acked(SmallState *s, PyObject *arg) {
  * next one's offset, or the bound for the last */
 static long long top_of(SmallState *s, int j) { return j < s->ns ? (long long)s->span_o[j] - 1 : s->limit; }
 
+/* ack_entries(ledger, bitmap) -> bool | None: Cursor.ack_entries of a BitMap in the form:
+ * None, changing nothing, unless `ledger` is M's and every entry lies in M's ledger's part
+ * of the line (below the next ledger's offset, or within the bound); else ack_bitmap's
+ * answer (an empty BitMap changes nothing). O(its runs x runs). */
+static PyObject *SmallState_ack_entries(SmallState *s, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "ack_entries(ledger, bitmap)");
+        return NULL;
+    }
+    int over = 0;
+    long long l = PyLong_AsLongLongAndOverflow(args[0], &over);
+    if (l == -1 && PyErr_Occurred()) return NULL;
+    if (over || l != s->md_l) Py_RETURN_NONE;
+    uint32_t *fs, *ls;
+    Py_ssize_t m = bitmap_runs(args[1], &fs, &ls);
+    if (m < 0) return NULL;
+    int rc = 0, taken = m == 0 || (long long)ls[m - 1] <= top_of(s, 0);
+    for (Py_ssize_t k = 0; taken && k < m && rc == 0; k++) rc = ack_run(s, fs[k], ls[k]);
+    PyMem_Free(fs);
+    PyMem_Free(ls);
+    if (rc < 0) return NULL;
+    if (!taken) Py_RETURN_NONE;
+    return fits(s);
+}
+
 /* the line's offset of ledger l (0: M's), or -1 when it is not on the line */
 static long long offset_of(SmallState *s, long long l, int *j) {
     if (l == s->md_l) {
@@ -934,6 +959,8 @@ static PyMethodDef SmallState_methods[] = {
      "Entries first..last of the form acked; whether the runs still fit the cap."},
     {"ack_bitmap", (PyCFunction)SmallState_ack_bitmap, METH_O,
      "A BitMap's entries of the form acked; whether the runs still fit the cap."},
+    {"ack_entries", (PyCFunction)(void (*)(void))SmallState_ack_entries, METH_FASTCALL,
+     "Cursor.ack_entries of a BitMap of M's ledger the form takes; whether the runs still fit; None: not taken."},
     {"runs", (PyCFunction)SmallState_runs, METH_NOARGS, "The runs above M, [(first, last), ...]."},
     {"acked", (PyCFunction)SmallState_acked, METH_O, "Whether an entry of the form is acked."},
     {"ack_positions", (PyCFunction)SmallState_ack_positions, METH_O,

@@ -202,7 +202,7 @@ def _rebound(model: Model, forms: list[Any]) -> None:
 
 OPS = st.one_of(
     st.tuples(st.just("range"), st.integers(0, 90), st.integers(0, 6)),
-    st.tuples(st.just("bitmap"), st.frozensets(st.integers(0, 90), max_size=8), st.just(0)),
+    st.tuples(st.just("bitmap"), st.frozensets(st.integers(0, 90), max_size=8), st.integers(0, 2)),
     st.tuples(st.just("positions"), st.lists(st.integers(0, 90), max_size=8), st.integers(0, 4)),
     st.tuples(st.just("seal"), st.integers(0, 95), st.integers(0, 1)),
     st.tuples(st.just("deliver"), st.lists(st.integers(0, 90), max_size=8), st.integers(0, 2)),
@@ -267,10 +267,17 @@ def test_the_twins_agree_with_the_model_and_write_the_state_layout(
         elif op == "range":
             model.ack(a, a + b)
             fits = [s.ack_range(a, a + b) for s in forms]
-        elif op == "bitmap":
-            for first, last in run_bounds(BitMap(a)):
-                model.ack(first, last)
-            fits = [s.ack_bitmap(BitMap(a)) for s in forms]
+        elif op == "bitmap":  # b: 0 ack_bitmap; ack_entries of 1 M's ledger (its entries only), 2 another
+            if b:
+                _rebound(model, forms)  # (M moved on into another ledger)
+            top = model.spans[0][1] - 1 if model.spans else model.limit  # (M's ledger's part of the line)
+            if b == 2 or (b == 1 and a and max(a) > top):
+                ledger = _past_line(model) if b == 2 else model.md_l
+                assert [s.ack_entries(ledger, BitMap(a)) for s in forms] == [None] * len(forms)
+            else:
+                for first, last in run_bounds(BitMap(a)):
+                    model.ack(first, last)
+                fits = [s.ack_entries(model.md_l, BitMap(a)) if b else s.ack_bitmap(BitMap(a)) for s in forms]
         elif op == "positions":  # b: 0 Positions, 1 tuples, 2 one in another ledger, 3 one past the bound,
             # 4 one past a sealed ledger's end (the form's entries given as their positions)
             _rebound(model, forms)  # (M moved on into another ledger)

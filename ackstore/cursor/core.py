@@ -335,23 +335,30 @@ class CursorCore(Served):
         """``Cursor.ack_entries``: a BitMap or range of M's ledger to the form, else the parts."""
         small = self.small
         bitmap = entries if isinstance(entries, BitMap) else None
-        span = entries if isinstance(entries, range) and entries.step == 1 and entries.start >= 0 else None
-        served = bitmap is not None or span is not None  # a kind of entries the small form takes
+        span = entries if bitmap is None and isinstance(entries, range) and entries.step == 1 else None
+        served = bitmap is not None or (span is not None and span.start >= 0)  # a kind the small form takes
         if small is not None and served and type(ledger) is int:
+            store = self._store
             with self._lock:
-                alive = self.small is small and not (self._deleted or self._store.closed or self._store.readonly)
-                bounded = alive and (small.limit_version == self.topic.version or self._bounded(small))
-                if bounded and ledger == small.md_l:
-                    if not entries:
-                        return
-                    top = bitmap.max() if bitmap is not None else span[-1]  # type: ignore[index]
-                    spans = small.spans  # (M's ledger's entries are the form's own: below the next one's)
-                    if top <= (spans[0][1] - 1 if spans else small.limit):
-                        fits = small.ack_bitmap(bitmap) if bitmap is not None else small.ack_range(span[0], top)  # type: ignore[index]
-                        self._store.small_list[small] = self
-                        if not fits or small.limit_version < 0:
-                            self._after_form_ack(small, fits)
-                        return
+                fits = None
+                if (
+                    self.small is small
+                    and not (self._deleted or store.closed or store.readonly)
+                    and (small.limit_version == self.topic.version or self._bounded(small))
+                ):
+                    if bitmap is not None:  # M's ledger's entries, the form's own: below the next one's
+                        fits = small.ack_entries(ledger, bitmap)
+                    elif ledger == small.md_l:
+                        if not span:
+                            return
+                        spans = small.spans
+                        if span[-1] <= (spans[0][1] - 1 if spans else small.limit):  # type: ignore[index]
+                            fits = small.ack_range(span.start, span[-1])  # type: ignore[union-attr,index]
+                if fits is not None:
+                    store.small_list[small] = self
+                    if not fits or small.limit_version < 0:
+                        self._after_form_ack(small, fits)
+                    return
         self.edit(AckState.ack_entries, ledger, entries, served=served)
 
     def edit(self, change: Callable[..., T], *args: Any, check: bool = True, served: bool = False) -> T:

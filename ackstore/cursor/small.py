@@ -400,6 +400,17 @@ class PySmallState:
             self._ack_run(first, last)
         return self.fits()
 
+    def ack_entries(self, ledger: int, bitmap: BitMap) -> bool | None:
+        """``Cursor.ack_entries`` of a BitMap in the form: None, changing nothing, unless
+        ``ledger`` is M's and every entry lies in M's ledger's part of the line (below the
+        next ledger's offset, or within the bound); else :meth:`ack_bitmap`'s answer (an
+        empty BitMap changes nothing). O(its runs x runs)."""
+        if ledger != self.md_l:
+            return None
+        if bitmap and bitmap.max() > (self.spans[0][1] - 1 if self.spans else self.limit):
+            return None
+        return self.ack_bitmap(bitmap)
+
     def ack_positions(self, items: Any) -> bool | None:
         """``Cursor.ack`` of a list of positions, when the form takes every one (a Position or
         a ``(ledger, entry)`` tuple of ints: ``small_span.form_entry``, within the bound
