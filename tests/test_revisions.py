@@ -401,3 +401,42 @@ def test_run_if_current_is_atomic_with_end_revision() -> None:
     ender.join(5)
     late.join(5)
     assert ran == ["a", "edit", "False"] and c.revision_num == 1
+
+
+def test_a_consumer_keeps_its_newest_positions_and_counts_them_all(store_path: Path) -> None:
+    """A dispatcher that runs for days: each consumer keeps the newest positions it was sent
+    (at least RECEIVED_KEPT, at most twice: older ones let go, so memory stays bounded) in
+    order, counts every one, and the round robin hands them out as one entry at a time
+    would; an older epoch drops a whole read's share, each one counted."""
+    from ackstore.dispatch.dispatcher import RECEIVED_KEPT
+    from ackstore.dispatch.reads import Entry
+
+    async def scenario() -> tuple[Any, ...]:
+        with AckStore.open(store_path) as store:
+            topic = store.topic(T)
+            topic.add_ledger(1)
+            cur = topic.cursor("sub")
+            reader = InMemoryLedgerReader(topic)
+            written = 10 * RECEIVED_KEPT + 7
+            reader.append(1, written)
+            d = Dispatcher(cur, reader)
+            a, b = d.add_consumer("a"), d.add_consumer("b")
+            sent: list[Position] = []
+            while len(sent) < written:
+                entries = await d.read_more(33)  # (odd: the turn goes on from read to read)
+                sent += [e.position for e in entries]
+                cur.ack([e.position for e in entries])
+            b.epoch = d.epoch + 1  # (as after a reconnect at a newer epoch than these reads)
+            await d.read_more(1)  # nothing left to read: nothing dropped
+            return sent, a, b
+
+    sent, a, b = asyncio.run(scenario())
+    assert len(sent) == 10 * RECEIVED_KEPT + 7 and sent == sorted(set(sent))
+    for i, consumer in enumerate((a, b)):
+        mine = sent[i::2]  # round robin, entry by entry, a first
+        assert consumer.received_count == len(mine)
+        assert RECEIVED_KEPT <= len(consumer.received) <= 2 * RECEIVED_KEPT
+        assert consumer.received == mine[-len(consumer.received) :]
+    assert (a.dropped, b.dropped) == (0, 0)
+    b.receive_all([Entry(p, b"") for p in sent[:5]], b.epoch - 1)  # an older epoch: each entry dropped, counted
+    assert b.dropped == 5 and b.received_count == len(sent[1::2])

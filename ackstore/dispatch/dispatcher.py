@@ -60,28 +60,47 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("ackstore")
 
-__all__ = ["Consumer", "Dispatcher", "RevisionInProgressError"]
+__all__ = ["RECEIVED_KEPT", "Consumer", "Dispatcher", "RevisionInProgressError"]
+
+
+RECEIVED_KEPT = 100
+"""the newest positions a :class:`Consumer` keeps in ``received``: at least this many and
+at most twice as many (older ones are let go), so a dispatcher that runs for days holds a
+bounded number of them"""
 
 
 @dataclass
 class Consumer:
-    """An in-process consumer: keeps what it received, drops messages of an older epoch."""
+    """An in-process consumer: keeps the newest positions it received, drops messages of an
+    older epoch."""
 
     name: str
     """the consumer's name, unique within its dispatcher"""
     epoch: int = 0
     """the newest consumer epoch (PIP-194) it has seen; a message of an older one is dropped"""
     received: list[Position] = field(default_factory=list)
-    """positions received, in order"""
+    """positions received, in order: the newest :data:`RECEIVED_KEPT` at least (up to twice
+    that many; older ones are let go)"""
     dropped: int = 0
     """messages dropped because they carried an older epoch"""
+    received_count: int = 0
+    """every position received since the consumer was added, those let go included"""
 
     def receive(self, entry: Entry, epoch: int) -> None:
         """Take one entry sent with ``epoch``: kept, or dropped when the epoch is older."""
+        self.receive_all([entry], epoch)
+
+    def receive_all(self, entries: list[Entry], epoch: int) -> None:
+        """Take ``entries``, in order, sent with ``epoch``: kept, or all dropped when the
+        epoch is older. O(entries), amortized."""
         if epoch < self.epoch:
-            self.dropped += 1
+            self.dropped += len(entries)
             return
-        self.received.append(entry.position)
+        received = self.received
+        received.extend([e.position for e in entries])
+        self.received_count += len(entries)
+        if len(received) > 2 * RECEIVED_KEPT:
+            del received[:-RECEIVED_KEPT]
 
 
 class Dispatcher(CursorReadLoop):
@@ -357,10 +376,11 @@ class Dispatcher(CursorReadLoop):
         names = sorted(self.consumers)
         if not names:
             return entries
-        for entry in entries:
-            consumer = self.consumers[names[self._turn % len(names)]]
-            self._turn += 1
-            consumer.receive(entry, epoch if self.epochs else consumer.epoch)
+        turn, n = self._turn, len(names)
+        for k in range(min(n, len(entries))):  # consumer turn + k takes every n-th entry from k on
+            consumer = self.consumers[names[(turn + k) % n]]
+            consumer.receive_all(entries[k::n], epoch if self.epochs else consumer.epoch)
+        self._turn = turn + len(entries)
         return entries
 
     # -- position resets (PIP-269) -----------------------------------------------------------
