@@ -42,8 +42,9 @@ import math
 import struct
 import time
 import zlib
+from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from operator import attrgetter
@@ -296,39 +297,82 @@ def as_micros(when: object) -> int:
     return micros
 
 
-@dataclass(slots=True)
 class CursorHistory:
     """The points one cursor keeps, oldest first, and what a flush of it must keep of its
     log. Loaded from the store's history database when first needed.
 
-    ``points[start:]`` are the points kept (those before ``start`` are gone: the window
-    drops its oldest every flush, and moving ``start`` is O(1) where deleting from the
-    front of a list is O(points); the lists are cut down once ``start`` passes half of
-    them). ``times`` and ``seqs`` are the points' times and sequences, beside them so the
-    searches compare ints (both ascend: a later flush has a higher sequence and no
-    earlier time)."""
+    A window holds a point a flush (an hour at one flush a second: 3,600 a cursor), so the
+    points are held as columns of machine ints, one ``array`` a field (48 bytes a point,
+    where a tuple a point took about 300), and a :class:`Point` is made when one is asked
+    for. The records a full marker names (``refs``) are kept by its sequence, for the few
+    points that name any. Entries ``[start:]`` are the points kept (those before ``start``
+    are gone: the window drops its oldest every flush, and moving ``start`` is O(1) where
+    deleting from the front is O(points); the columns are cut down once ``start`` passes
+    a quarter of them). The times and the sequences both ascend (a later flush has a higher
+    sequence and no earlier time), so the searches are bisections of their columns."""
 
-    points: list[Point] = field(default_factory=list)
-    times: list[int] = field(default_factory=list)
-    seqs: list[int] = field(default_factory=list)
-    start: int = 0
-    damaged: list[int] = field(default_factory=list)
-    """the sequences of points the store holds that do not check (ascending): a restore
-    they could be the answer to refuses; one older than every kept point goes with the
-    window"""
+    __slots__ = (
+        "_seq",
+        "_micros",
+        "_md_l",
+        "_md_e",
+        "_ranges",
+        "_full",
+        "_refs",
+        "start",
+        "damaged",
+        "reaching",
+        "last_full",
+        "_first_full",
+    )
 
-    reaching: list[Point] = field(default_factory=list)
-    """the full markers that name a record their previous full marker among the points did
-    not name although older than it (a restored state's, and the first full marker), in
-    order: the only points whose older records :meth:`named_below` must look at"""
-    last_full: Point | None = None
-    """the newest full marker among the points"""
+    def __init__(self, points: Iterable[Point] = (), damaged: list[int] | None = None) -> None:
+        self._seq, self._micros = array("Q"), array("Q")  # (unsigned 64 bits: a key's sequence is)
+        self._md_l, self._md_e, self._ranges, self._full = array("Q"), array("q"), array("Q"), array("Q")
+        self._refs: dict[int, tuple[int, ...]] = {}
+        self.start = 0
+        self.damaged: list[int] = damaged if damaged is not None else []
+        """the sequences of points the store holds that do not check (ascending): a restore
+        they could be the answer to refuses; one older than every kept point goes with the
+        window"""
+        self.reaching: list[Point] = []
+        """the full markers that name a record their previous full marker among the points did
+        not name although older than it (a restored state's, and the first full marker), in
+        order: the only points whose older records :meth:`named_below` must look at"""
+        self.last_full: Point | None = None
+        """the newest full marker among the points"""
+        self._first_full: Point | None = None  # (the oldest point's full marker, once asked; None: not yet)
+        for point in points:
+            self._append(point)
 
-    def __post_init__(self) -> None:
-        self.times = [p.micros for p in self.points]
-        self.seqs = [p.seq for p in self.points]
-        for point in self.points:
-            self._note_full(point)
+    def _append(self, point: Point) -> None:
+        """``point`` is the newest. O(its records), amortized."""
+        self._seq.append(point.seq)
+        self._micros.append(point.micros)
+        self._md_l.append(point.md[0])
+        self._md_e.append(point.md[1])
+        self._ranges.append(point.ranges)
+        self._full.append(point.full_seq)
+        if point.refs:
+            self._refs[point.seq] = point.refs
+        self._note_full(point)
+
+    def _point(self, i: int) -> Point:
+        """The point at column index ``i``."""
+        seq = self._seq[i]
+        return Point(
+            seq,
+            self._micros[i],
+            (self._md_l[i], self._md_e[i]),
+            self._ranges[i],
+            self._full[i],
+            self._refs.get(seq, ()),
+        )
+
+    def _set(self, i: int, point: Point) -> None:
+        """Column index ``i`` holds ``point`` (its records already kept by its sequence)."""
+        self._seq[i], self._micros[i], self._full[i] = point.seq, point.micros, point.full_seq
+        self._md_l[i], self._md_e[i], self._ranges[i] = point.md[0], point.md[1], point.ranges
 
     def _note_full(self, point: Point) -> None:
         """``point`` is the newest: if it is a full marker, remember it, and whether it
@@ -341,26 +385,32 @@ class CursorHistory:
         self.last_full = point
 
     def __len__(self) -> int:
-        return len(self.points) - self.start
+        return len(self._seq) - self.start
 
     @property
     def kept(self) -> list[Point]:
-        """The points kept, oldest first (a copy). O(points)."""
-        return self.points[self.start :]
+        """The points kept, oldest first (made now). O(points)."""
+        return [self._point(i) for i in range(self.start, len(self._seq))]
+
+    @property
+    def oldest(self) -> Point | None:
+        """The oldest point kept (None: none). O(1)."""
+        return self._point(self.start) if len(self) else None
 
     @classmethod
     def read(cls, txn: lmdb.Transaction, db: lmdb._Database, cursor_id: int) -> CursorHistory:
         """The points of ``cursor_id`` stored in ``db``, less any damaged one (a WARNING
         names it; ``ackstore check`` reports it): a damaged point is a state that cannot be
         restored, never a reason to stop flushing. O(points)."""
-        points, damaged = [], []
+        h, damaged = cls(), []
         for seq, value in CursorLog(db, cursor_id).records(txn):
             try:
-                points.append(decode_point(cursor_id, seq, value))
+                h._append(decode_point(cursor_id, seq, value))
             except CorruptRecordError as exc:
                 log.warning("ackstore: a history point of cursor id %d is left out: %s", cursor_id, exc)
                 damaged.append(seq)
-        return cls(points, damaged=damaged)
+        h.damaged = damaged
+        return h
 
     def damaged_between(self, low: int, high: int) -> int | None:
         """A damaged point's sequence between ``low`` and ``high`` (exclusive), or None."""
@@ -370,7 +420,7 @@ class CursorHistory:
     def visible(self, cutoff: int) -> list[Point]:
         """The points a restore may go to: those of flushes at or after ``cutoff``
         (microseconds), oldest first. O(log points + points returned)."""
-        return self.points[bisect_left(self.times, cutoff, self.start) :]
+        return [self._point(i) for i in range(bisect_left(self._micros, cutoff, self.start), len(self._seq))]
 
     def after(self, point: Point, cutoff: int) -> tuple[list[int], Point]:
         """With ``point`` added (a flush's, the newest): the sequences of the points to drop
@@ -378,30 +428,37 @@ class CursorHistory:
         starts its chain at (kept while that point is: the flush keeps the log from it on,
         and the records it names). Nothing is changed (:meth:`add` does it once the flush
         is written). O(log points + points dropped)."""
-        points, start = self.points, self.start
-        at = bisect_left(self.times, cutoff, start)
-        full = self._full_of(points[at] if at < len(points) else point)
-        if at == start:  # (the window slid past none: a flush's common case)
+        start, micros = self.start, self._micros
+        if start == len(micros):  # (none kept yet: ``point`` is the oldest)
+            return [], self._full_of(point)
+        if micros[start] >= cutoff:  # (the window slid past none: a flush's common case)
+            full = self._first_full
+            if full is None:
+                full = self._first_full = self._full_of(self._point(start))
             return [], full
-        return [p.seq for p in points[start:at] if p is not full], full
+        at = bisect_left(micros, cutoff, start)
+        full = self._full_of(self._point(at) if at < len(micros) else point)
+        keep = full.seq  # (a kept point's sequence: the only point at it)
+        return [s for s in self._seq[start:at] if s != keep], full
 
     def _full_of(self, first: Point) -> Point:
         """The full marker ``first``'s chain starts at: a kept point (or, never seen, since
         history starts with a full marker, a stand-in naming no records)."""
         if first.full_seq == first.seq:
             return first
-        seqs = self.seqs
+        seqs = self._seq
         f = bisect_left(seqs, first.full_seq, self.start)
         if f < len(seqs) and seqs[f] == first.full_seq:
-            return self.points[f]
+            return self._point(f)
         return first._replace(seq=first.full_seq, refs=())
 
     def keeps(self) -> tuple[int, frozenset[int]] | None:
         """What the log keeps for these points: every record from a sequence on, and the
         records below it that a kept point names (None: no point kept). O(points)."""
-        if not len(self):
+        oldest = self.oldest
+        if oldest is None:
             return None
-        full = self._full_of(self.points[self.start])
+        full = self._full_of(oldest)
         return full.seq, self.named_below(full, ())
 
     def named_below(self, full: Point, dropped: Collection[int]) -> frozenset[int]:
@@ -410,7 +467,7 @@ class CursorHistory:
         that names records older than ``full`` (a restored state's: its marker names the
         records of the state restored, which may be older than every marker since). A
         delta marker names only records written since its chain's full marker. The points
-        at ``dropped`` are not kept. O(points)."""
+        at ``dropped`` are not kept. O(reaching markers)."""
         if not self.reaching:  # (no later full marker names older records: ``full``'s alone)
             return frozenset(full.refs)
         below = full.seq
@@ -430,35 +487,35 @@ class CursorHistory:
         """The damaged points older than every point kept once ``dropped`` are gone: no
         restore can be asked about them any more, so they go with the window."""
         gone = set(dropped)
-        oldest = next((p.seq for p in self.points[self.start :] if p.seq not in gone), None)
+        oldest = next((s for s in self._seq[self.start :] if s not in gone), None)
         return [d for d in self.damaged if oldest is not None and d < oldest]
 
     def add(self, point: Point, dropped: list[int]) -> None:
         """The flush that took ``point`` was written: it is the newest point, and those at
-        ``dropped`` (the oldest, but for a full marker still needed) are gone.
+        ``dropped`` (the oldest, but for at most one full marker among them) are gone.
         O(points dropped), amortized."""
-        points, times, seqs = self.points, self.times, self.seqs
+        seqs = self._seq
         if dropped:  # the oldest points, but for at most one full marker among them
-            gone, i, left, full = set(dropped), self.start, len(dropped), None
+            self._first_full = None  # (another point is the oldest now)
+            gone, i, left, full = set(dropped), self.start, len(dropped), -1
             while left:
-                if points[i].seq in gone:
+                if seqs[i] in gone:
                     left -= 1
                 else:
-                    full = points[i]
+                    full = i
                 i += 1
-            if full is not None:  # the full marker kept: the oldest point now (its time and sequence are the lowest)
+            if full >= 0:  # the full marker kept: the oldest point now (its time and sequence are the lowest)
                 i -= 1
-                points[i], times[i], seqs[i] = full, full.micros, full.seq
+                self._set(i, self._point(full))
             self.start = i
-            if i > 64 and 2 * i > len(points):
-                del points[:i], times[:i], seqs[:i]
+            if i > 64 and 4 * i > len(seqs):  # (at most a third more than the points kept)
+                for column in (seqs, self._micros, self._md_l, self._md_e, self._ranges, self._full):
+                    del column[:i]
                 self.start = 0
-                oldest = points[0].seq
+                oldest = seqs[0]
                 self.reaching = [p for p in self.reaching if p.seq >= oldest]
-        points.append(point)
-        times.append(point.micros)
-        seqs.append(point.seq)
-        self._note_full(point)
+                self._refs = {s: refs for s, refs in self._refs.items() if s >= oldest}
+        self._append(point)
 
 
 def clamp_trim(plan: Any, full: Point, named: Callable[[], frozenset[int]]) -> None:
