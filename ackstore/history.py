@@ -326,12 +326,12 @@ class CursorHistory:
         "_first_full",
     )
 
-    def __init__(self, points: Iterable[Point] = (), damaged: list[int] | None = None) -> None:
+    def __init__(self, points: Iterable[Point] = ()) -> None:
         self._seq, self._micros = array("Q"), array("Q")  # (unsigned 64 bits: a key's sequence is)
         self._md_l, self._md_e, self._ranges, self._full = array("Q"), array("q"), array("Q"), array("Q")
         self._refs: dict[int, tuple[int, ...]] = {}
         self.start = 0
-        self.damaged: list[int] = damaged if damaged is not None else []
+        self.damaged: list[int] = []
         """the sequences of points the store holds that do not check (ascending): a restore
         they could be the answer to refuses; one older than every kept point goes with the
         window"""
@@ -402,14 +402,13 @@ class CursorHistory:
         """The points of ``cursor_id`` stored in ``db``, less any damaged one (a WARNING
         names it; ``ackstore check`` reports it): a damaged point is a state that cannot be
         restored, never a reason to stop flushing. O(points)."""
-        h, damaged = cls(), []
+        h = cls()
         for seq, value in CursorLog(db, cursor_id).records(txn):
             try:
                 h._append(decode_point(cursor_id, seq, value))
             except CorruptRecordError as exc:
                 log.warning("ackstore: a history point of cursor id %d is left out: %s", cursor_id, exc)
-                damaged.append(seq)
-        h.damaged = damaged
+                h.damaged.append(seq)
         return h
 
     def damaged_between(self, low: int, high: int) -> int | None:
