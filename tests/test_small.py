@@ -22,7 +22,7 @@ from pyroaring import BitMap
 from ackstore import AckStore, CursorConfig, InvalidArgumentError, InvalidTypeError, Position, StoreError, testing
 from ackstore.cursor import small as small_form
 from ackstore.cursor.small import IMPLEMENTATIONS, Small, check_small
-from ackstore.cursor.small_span import SPAN_MOST, fit, form_position
+from ackstore.cursor.small_span import SPAN_MOST, fit, form_position, ledgers_held
 from ackstore.directory import LedgerDirectory
 from ackstore.flush import FlushJob, GroupFlush
 from ackstore.ledger_acks import LedgerAcks, run_bounds
@@ -375,6 +375,7 @@ def test_the_twins_agree_with_the_model_and_write_the_state_layout(
         )  # fmt: skip
         span = _span(forms[0])
         assert [_span(s) for s in forms] == [span] * len(forms)
+        assert [ledgers_held(s) for s in forms] == [len(model.ledgers())] * len(forms)
         assert span[:5] == (tuple(model.spans), model.rp_i, model.limit, model.version, model.range_count())
         top = max([model.md_e, *(e for e in model.acked if e > model.md_e), *model.counts, *model.batches])
         assert span[5] == top, "top()"
@@ -1939,4 +1940,7 @@ def test_a_cursor_holding_entries_across_rollovers_opens_into_the_form(tmp_path:
         assert small is not None and [ledger for ledger, _ in small.spans] == [2, 3, 4, 5]
         assert list(cur.ledger_ranges()) == expect and cur.mark_delete_position == Position(1, 2)
         assert cur.delivery_counts() == {Position(5, 12): 1} and cur.ack_range_count == 5
+        held = {ledger for ledger, _ in expect} | {5}  # (ledger 5: the delivery count)
+        report = cur.stats().recovery  # the ledgers its state marker names, all decoded at open
+        assert (report.records_loaded, report.markers_skipped) == (len(held), 0) and len(held) > 1
         cur._check()

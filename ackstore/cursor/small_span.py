@@ -196,8 +196,9 @@ def ledger_batches(s: Any) -> list[tuple[tuple[int, int], tuple[int, int]]]:
 
 def ledgers_held(s: Any) -> int:
     """How many ledgers hold the form's acks, delivery counts or partial batches: those its
-    state marker names. O(1) for a form of one ledger, else O(runs x spans + counts + batches)."""
-    if not s.spans:
+    state marker names. O(1) for a form whose state is all in M's ledger, else O(runs x spans +
+    counts + batches)."""
+    if not s.spans or s.top() < s.spans[0][1]:  # (all of it in M's ledger: the next ones hold nothing)
         return 1 if s.n or s.nc or s.nb else 0
     held = {ledger for ledger, _ in ledger_runs(s)} | {at[0] for at, _ in ledger_counts(s)}
     return len(held | {at[0] for at, _ in ledger_batches(s)})
