@@ -86,6 +86,7 @@ setup(
                 "ackstore/_small.c",
                 "ackstore/_ack.c",
                 "ackstore/_lock.c",
+                "ackstore/_puts.c",
             ],
             include_dirs=[str(GENERATED)],
             depends=["ackstore/_native.h", "ackstore/fields.py"],

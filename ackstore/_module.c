@@ -1,7 +1,8 @@
 /* The module ackstore._native, made here; each compiled part adds its own to it: the codecs
  * and the lane's functions (_native.c, with _lane.c's and _fields.c's), the small form's
  * type and functions (_small.c), a ledger record's acks (_acks.c), the B-tree walk of an
- * open (_walk.c), the compiled ack of one position (_ack.c), the store's lock (_lock.c).
+ * open (_walk.c), the compiled ack of one position (_ack.c), the store's lock (_lock.c), a flush's puts
+ * in one buffer (_puts.c).
  * Only this file knows all of them. */
 #include "_native.h"
 
@@ -11,7 +12,7 @@ PyMODINIT_FUNC PyInit__native(void) {
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
     if (native_init(m) < 0 || small_init(m) < 0 || acks_init(m) < 0 || walk_init(m) < 0 || ack_init(m) < 0 ||
-        lock_init(m) < 0) {
+        lock_init(m) < 0 || puts_init(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

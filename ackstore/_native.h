@@ -210,6 +210,11 @@ int lock_init(PyObject *m);
 int store_lock_check(PyObject *o);
 int store_lock_enter(PyObject *o);
 int store_lock_exit(PyObject *o);
+/* _puts.c: the Puts type (a flush's (key, value) pairs in one buffer); puts_new makes an
+ * empty one, puts_add copies one more pair into it: 0, or -1 with an exception */
+int puts_init(PyObject *m);
+PyObject *puts_new(void);
+int puts_add(PyObject *puts, const unsigned char *key, Py_ssize_t klen, const unsigned char *value, Py_ssize_t vlen);
 /* _fields.c: the field type named `name` (unqualified), borrowed; NULL when none was made */
 PyTypeObject *fields_type_named(const char *name);
 

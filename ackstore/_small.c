@@ -1036,15 +1036,17 @@ static PyTypeObject SmallStateType = {
     .tp_getset = SmallState_getset,
 };
 
-/* s's next state, as the value of state slot `slot` with `room` zero bytes of room (its
- * key into `key`), or, `slot` -1, as the state marker its log key holds (the key is the
- * caller's); NULL with an exception, or with none when its record is over `max_bytes` (the
- * state layout a flush writes takes no more) */
-static PyObject *slot_value(SmallState *s, int slot, unsigned char *key, uint32_t version, Py_ssize_t room,
-                            Py_ssize_t max_bytes) {
+/* s's next state into `o` (emptied first: a buffer the caller keeps for every form it
+ * flushes), as the value of state slot `slot` with `room` zero bytes of room (its key into
+ * `key`), or, `slot` -1, as the state marker its log key holds (the key is the caller's): 1;
+ * 0 when its record is over `max_bytes` (the state layout a flush writes takes no more);
+ * -1 with an exception */
+static int slot_value(SmallState *s, int slot, unsigned char *key, uint32_t version, Py_ssize_t room,
+                      Py_ssize_t max_bytes, Out *out) {
     Py_ssize_t head = slot < 0 ? 0 : slot_head_len(s->next_seq, room);
-    Out o = {NULL, 0, 0};
-    PyObject *value = NULL;
+    Out o = *out;
+    int value = -1;
+    o.len = 0;
     /* the runs and counts of each ledger of the line, its entries less its offset (a run
      * across an offset is one range in each ledger it touches; a ledger with none is not
      * listed) */
@@ -1122,12 +1124,13 @@ static PyObject *slot_value(SmallState *s, int slot, unsigned char *key, uint32_
     if (np && (at = out_room(&o, np)) == NULL) goto done;
     if (np) memcpy(at, PyBytes_AS_STRING(s->props), np); /* after the ledgers, as the parts' state marker */
     if (seal_envelope_at(&o, head, RECORD_MARKER, version) < 0) goto done;
+    value = 0;
     if (o.len - head > max_bytes) goto done; /* the parts' to write */
     if (slot >= 0) put_slot_head(key, o.b, s->cursor_id, slot, s->next_seq, room);
-    value = PyBytes_FromStringAndSize((const char *)o.b, o.len);
+    value = 1;
 done:
     PyMem_Free(tmp);
-    PyMem_Free(o.b);
+    *out = o; /* (its buffer, perhaps grown) */
     return value;
 }
 
@@ -1136,9 +1139,10 @@ static void put_u64_be(unsigned char *p, unsigned long long v) {
     for (int i = 7; i >= 0; i--, v >>= 8) p[i] = (unsigned char)v;
 }
 
-/* flush_small(smalls, version, first_room, max_counts, max_bytes, logged=None) -> ([(key,
- * value)], bytes, [over, ...]): those whose state the state layout does not take now are not
- * written; a `logged` one's under its log key, and appended to `written` (a list) when given */
+/* flush_small(smalls, version, first_room, max_counts, max_bytes, logged=None) -> (Puts,
+ * bytes, [over, ...]): those whose state the state layout does not take now are not
+ * written; a `logged` one's under its log key, and appended to `written` (a list) when
+ * given. The pairs go into one Puts (_puts.c): no objects made a form. */
 static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if ((nargs != 5 && nargs != 6) || !PyList_Check(args[0])) {
         PyErr_SetString(PyExc_TypeError,
@@ -1159,7 +1163,8 @@ static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t n
                      version, first_room);
         return NULL;
     }
-    PyObject *list = args[0], *puts = PyList_New(0), *over = PyList_New(0);
+    PyObject *list = args[0], *puts = puts_new(), *over = PyList_New(0);
+    Out o = {NULL, 0, 0}; /* each state's value, in turn */
     if (puts == NULL || over == NULL) goto fail;
     Py_ssize_t total = 0;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); i++) {
@@ -1178,21 +1183,16 @@ static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t n
             put_u64_be(key, s->cursor_id);
             put_u64_be(key + 8, s->next_seq);
         }
-        PyObject *value = (Py_ssize_t)(s->nc + s->nb) > max_counts ? NULL : slot_value(s, slot, key, (uint32_t)version, room, max_bytes);
-        if (value == NULL) {
-            if (PyErr_Occurred() || PyList_Append(over, (PyObject *)s) < 0) goto fail;
+        int fits = (Py_ssize_t)(s->nc + s->nb) > max_counts
+                       ? 0
+                       : slot_value(s, slot, key, (uint32_t)version, room, max_bytes, &o);
+        if (fits < 0) goto fail;
+        if (!fits) {
+            if (PyList_Append(over, (PyObject *)s) < 0) goto fail;
             continue;
         }
-        PyObject *k = PyBytes_FromStringAndSize((const char *)key, klen), *pair = NULL;
-        if (k != NULL) pair = PyTuple_Pack(2, k, value);
-        Py_XDECREF(k);
-        Py_DECREF(value);
-        if (pair == NULL || PyList_Append(puts, pair) < 0) {
-            Py_XDECREF(pair);
-            goto fail;
-        }
-        Py_DECREF(pair);
-        uint32_t nbytes = (uint32_t)(klen + PyBytes_GET_SIZE(value));
+        if (puts_add(puts, key, klen, o.b, o.len) < 0) goto fail;
+        uint32_t nbytes = (uint32_t)(klen + o.len);
         /* adopted now (undo_small gives it back if the write fails) */
         s->undo = UNDO | s->slots;
         s->undo_persisted = s->persisted;
@@ -1210,8 +1210,10 @@ static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t n
         s->last_bytes = nbytes;
         total += nbytes;
     }
+    PyMem_Free(o.b);
     return Py_BuildValue("(NnN)", puts, total, over);
 fail:
+    PyMem_Free(o.b);
     Py_XDECREF(puts);
     Py_XDECREF(over);
     return NULL;

@@ -22,6 +22,7 @@ from .stats import FLUSH_SECONDS_BUCKETS, FlushStats
 from .storage.catalog import OPEN_LEDGER_ENTRY_BYTES, Catalog
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
     from pathlib import Path
 
     from .cursor import AnyPlan
@@ -111,8 +112,11 @@ class FlushJob:
     """the small forms this flush visits (``ackstore.cursor.small``), written from there"""
     small_cursors: list[CursorCore] = field(default_factory=list)
     """their cursors, at the same places"""
+    small_puts: list[Iterable[tuple[Any, Any]]] = field(default_factory=list)
+    """their states' puts, a chunk's in one (``flush_small``'s: a ``Puts``, whose pairs live
+    in one buffer, or the pure twin's list)"""
     small_written: int = 0
-    """how many of them changed and have a state in ``puts``"""
+    """how many of them changed and have a state in ``small_puts``"""
     history: list[Taken] = field(default_factory=list)
     """the points of the cursors that keep history (``ackstore.history``), with what they drop"""
     keeper: HistoryKeeper | None = None
@@ -164,8 +168,9 @@ class FlushJob:
         self.nbytes += nbytes
 
     def write(self, txn: lmdb.Transaction) -> int:
-        """Step 3 (replayable): every plan's records (one call into LMDB for them all), the
-        garbage of the plans that trim, the topics' bounds; returns the records trimmed."""
+        """Step 3 (replayable): the garbage of the plans that trim, the small forms' states
+        (one call into LMDB a chunk of them), every plan's records (one call for them all),
+        the topics' bounds; returns the records trimmed."""
         for topic, (ledger, confirmed) in self.confirms:
             self.catalog.put_ledger(txn, topic.topic_id, ledger, OPEN, confirmed)
         c = txn.cursor(db=self.log_db)
@@ -178,6 +183,8 @@ class FlushJob:
         finally:
             if failed:
                 self.trim_failed = failed[0]
+        for puts in self.small_puts:
+            c.putmulti(puts)
         c.putmulti(self.puts)
         if self.history:
             assert self.keeper is not None
@@ -309,8 +316,9 @@ class GroupFlush:
     def _take_small(self, job: FlushJob, start: int) -> None:
         """Step 1 for the small forms of the chunk of ``job.smalls`` from ``start``: each
         changed one's state, encoded and adopted in one visit (``undo_small`` gives it back
-        if the write fails), its put added to the job's (under its log key when its cursor
-        keeps history: then with its point and trim, :meth:`_history_forms`). A form whose
+        if the write fails), the chunk's puts added to the job's (one ``Puts``; under its log
+        key when its cursor keeps history: then with its point and trim,
+        :meth:`_history_forms`). A form whose
         cursor left it meanwhile (it ended) is not written: its cursor holds its state again."""
         forms = _chunk(job.smalls, start)
         with self.store.lock:
@@ -327,7 +335,7 @@ class GroupFlush:
                         job.visit_planners.append(cur._planner)
             if logged:
                 self._history_forms(job, logged)
-        job.puts += puts
+        job.small_puts.append(puts)
         job.nbytes += nbytes
         job.small_written += len(puts)
         job.full_markers += len(puts)

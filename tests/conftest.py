@@ -108,6 +108,7 @@ AREAS: dict[str, str] = {
         (
             "budget",
             "pages",
+            "puts",
             "check",
             "codecs",
             "decoders",

@@ -558,8 +558,10 @@ def _py_flush_small(
     given). One whose state the state layout
     does not take now (more than ``max_counts`` delivery counts, or a record over
     ``max_bytes``: the limits a flush of the parts writes a state marker within) is not
-    written, and is listed instead (its cursor's parts take the state). Returns the puts,
-    their bytes and those not written. O(smalls + their runs and counts)."""
+    written, and is listed instead (its cursor's parts take the state). Returns the puts
+    (a list of ``(key, value)``; the compiled twin's are the same pairs in one ``Puts``,
+    ``ackstore/_puts.c``), their bytes and those not written. O(smalls + their runs and
+    counts)."""
     if not 0 <= version <= 0xFF or not 0 <= reserve <= 64:
         raise ValueError(f"flush_small: format {version} or room {reserve} is outside the layout (0..255, 0..64)")
     if written is not None and not isinstance(written, list):
