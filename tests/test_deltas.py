@@ -8,10 +8,15 @@ import random
 from functools import partial
 from pathlib import Path
 
+import lmdb
 import pytest
+from pyroaring import BitMap, FrozenBitMap
 
 from ackstore import AckStore, CursorConfig, Position, testing
+from ackstore.checker import check
 from ackstore.cursor import lane
+from ackstore.storage import records
+from ackstore.storage.index_entry import IndexEntry
 from ackstore.storage.records import RECORD_LEDGER, RECORD_MARKER
 
 from . import rawlog
@@ -306,3 +311,35 @@ def test_log_usage_says_which_records_the_newest_chain_references(tmp_path: Path
     garbage = sum(sizes[seq] for seq in (1, 2, 3, 5, 6))  # records 4 and 7 replaced 1 and 2, marker 8 the chain
     assert (usage.records, usage.record_bytes) == (9, sum(sizes.values()))
     assert (usage.garbage_bytes, usage.live_bytes, usage.history_bytes) == (garbage, sum(sizes.values()) - garbage, 0)
+
+
+def test_a_delta_marker_against_a_state_marker_in_a_slot_reads_as_base_plus_adds(tmp_path: Path) -> None:
+    """The format reads a delta marker whose chain starts at a state marker (format 10) in a
+    state slot: the state marker is the base of every ledger it holds, and the delta's index
+    entry adds its acks, as for a ledger record. No flush writes one yet (a cursor that
+    grows out of the state layout writes ledger records); recovery, the open and ``check``
+    must read it all the same, as the form would write it once it keeps a state past a
+    slot's bound."""
+    path = tmp_path / "store"
+    with AckStore.open(path, sync=False) as store:
+        topic = store.topic(T)
+        topic.add_ledger(1)
+        topic.close_ledger(1, 100)
+        topic.add_ledger(2)
+        cur = topic.cursor("c")
+        cur.ack_entries(1, BitMap([1, 2, 3, 10, 11, 20, 50]))  # entry 0 unacked: M stays put
+        store.flush()
+        cid, base = cur.cursor_id, cur.stats().last_marker_seq
+    assert rawlog.slots(path, cid) == {0: base} and rawlog.records(path, cid) == [(base, RECORD_MARKER)]  # a slot's
+    delta = records.Marker(
+        False, base, (1, -1), (1, 0), {}, {1: IndexEntry(base, 5, FrozenBitMap([60]), None)}, extra={"c": cid}
+    )
+    env = lmdb.open(str(path), max_dbs=8, map_size=1 << 26)
+    with env.begin(write=True) as txn:
+        txn.put(records.log_key(cid, base + 1), records.encode_marker(delta), db=env.open_db(b"log", txn=txn))
+    env.close()
+    assert check(path) == []
+    with AckStore.open(path, readonly=True) as store:
+        cur = store.topic(T).cursor("c")
+        assert cur.stats().last_marker_seq == base + 1
+        assert list(cur.ledger_ranges()) == [(1, [(1, 3), (10, 11), (20, 20), (50, 50), (60, 60)])]
