@@ -313,24 +313,28 @@ def test_log_usage_says_which_records_the_newest_chain_references(tmp_path: Path
     assert (usage.garbage_bytes, usage.live_bytes, usage.history_bytes) == (garbage, sum(sizes.values()) - garbage, 0)
 
 
-def test_a_delta_marker_against_a_state_marker_in_a_slot_reads_as_base_plus_adds(tmp_path: Path) -> None:
-    """The format reads a delta marker whose chain starts at a state marker (format 10) in a
-    state slot: the state marker is the base of every ledger it holds, and the delta's index
-    entry adds its acks, as for a ledger record. No flush writes one yet (a cursor that
-    grows out of the state layout writes ledger records); recovery, the open and ``check``
-    must read it all the same, as the form would write it once it keeps a state past a
-    slot's bound."""
+@pytest.mark.parametrize("where", ["slot", "log key"])
+def test_a_delta_marker_against_a_state_marker_reads_as_base_plus_adds(tmp_path: Path, where: str) -> None:
+    """The format reads a delta marker whose chain starts at a state marker (format 10), in a
+    state slot or under a log key (a cursor that keeps history writes its states there):
+    the state marker is the base of every ledger it holds, and the delta's index entry adds
+    its acks, as for a ledger record. No flush writes one yet (a cursor that grows out of
+    the state layout writes ledger records); recovery, the open and ``check`` must read it
+    all the same, as the form would write it once it keeps a state past a slot's bound."""
     path = tmp_path / "store"
+    config = CursorConfig(history_seconds=3600 if where == "log key" else 0)
     with AckStore.open(path, sync=False) as store:
         topic = store.topic(T)
         topic.add_ledger(1)
         topic.close_ledger(1, 100)
         topic.add_ledger(2)
-        cur = topic.cursor("c")
+        cur = topic.cursor("c", config)
         cur.ack_entries(1, BitMap([1, 2, 3, 10, 11, 20, 50]))  # entry 0 unacked: M stays put
         store.flush()
         cid, base = cur.cursor_id, cur.stats().last_marker_seq
-    assert rawlog.slots(path, cid) == {0: base} and rawlog.records(path, cid) == [(base, RECORD_MARKER)]  # a slot's
+    assert rawlog.slots(path, cid) == ({0: base} if where == "slot" else {})
+    seq, record, _ = rawlog._scan(path, cid)[-1]
+    assert seq == base and records.decode_marker(record, seq).ledgers is not None  # a state marker
     delta = records.Marker(
         False, base, (1, -1), (1, 0), {}, {1: IndexEntry(base, 5, FrozenBitMap([60]), None)}, extra={"c": cid}
     )
@@ -340,6 +344,6 @@ def test_a_delta_marker_against_a_state_marker_in_a_slot_reads_as_base_plus_adds
     env.close()
     assert check(path) == []
     with AckStore.open(path, readonly=True) as store:
-        cur = store.topic(T).cursor("c")
+        cur = store.topic(T).cursor("c", config)
         assert cur.stats().last_marker_seq == base + 1
         assert list(cur.ledger_ranges()) == [(1, [(1, 3), (10, 11), (20, 20), (50, 50), (60, 60)])]
