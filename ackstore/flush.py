@@ -168,9 +168,9 @@ class FlushJob:
         self.nbytes += nbytes
 
     def write(self, txn: lmdb.Transaction) -> int:
-        """Step 3 (replayable): the garbage of the plans that trim, the small forms' states
-        (one call into LMDB a chunk of them), every plan's records (one call for them all),
-        the topics' bounds; returns the records trimmed."""
+        """Step 3 (replayable): the topics' bounds, the garbage of the plans that trim, the
+        small forms' states (one call into LMDB a chunk of them), every plan's records (one
+        call for them all), the history points; returns the records trimmed."""
         for topic, (ledger, confirmed) in self.confirms:
             self.catalog.put_ledger(txn, topic.topic_id, ledger, OPEN, confirmed)
         c = txn.cursor(db=self.log_db)
