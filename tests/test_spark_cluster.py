@@ -93,8 +93,8 @@ def test_pipeline_on_a_standalone_cluster_with_bare_executors(
         assert e["executable"] == f"{app_dir}/{Path(e['executable']).relative_to(app_dir)}", e
         assert e["executable"].endswith("/environment/bin/python"), e
         for module in ("ackstore", "lmdb"):
-            assert e[module].startswith(str(app_dir)) and "/environment/lib/" in e[module], e
-        assert not e["ackstore"].startswith(str(ROOT))
+            assert Path(e[module]).is_relative_to(app_dir) and "/environment/lib/" in e[module], e
+        assert not Path(e["ackstore"]).is_relative_to(ROOT), e  # (a path's, not a string's prefix)
     report = (out / "report.md").read_text()
     assert f"master {cluster.url}" in report and "## What compaction did" in report
 
