@@ -29,7 +29,7 @@ from ackstore.ledger_acks import LedgerAcks, run_bounds
 from ackstore.stats import CURSOR_FIGURES
 from ackstore.storage import records
 
-from .forms import end_form, pairs
+from .forms import end_form
 from .rawlog import damage, slots
 
 IDS = ["python", "native"][: len(IMPLEMENTATIONS)]
@@ -174,6 +174,12 @@ class Model:
         record = records.encode_state_marker(CID, (self.md_l, self.md_e), self.properties, ledgers)
         key = records.slot_key(CID, slot)
         return key, records.seal_slot(key, self.seq, record, 0 if self.slots >> slot & 1 else RESERVE)
+
+
+def pairs(puts: Any) -> list[tuple[bytes, bytes]]:
+    """The (key, value) pairs of ``flush_small``'s puts as bytes: the compiled twin's ``Puts``
+    hands out windows on its buffer, the pure twin's list holds bytes."""
+    return [(bytes(key), bytes(value)) for key, value in puts]
 
 
 def _fields(s: Any) -> tuple[Any, ...]:
