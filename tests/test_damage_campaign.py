@@ -202,17 +202,35 @@ def damage(src: Path, dst: Path, rng: random.Random) -> tuple[str, bool]:
 def holds_records(data: Path) -> bool:
     """Whether any page of the LMDB file ``data`` is a leaf holding a node that is not a
     named database (the main tree's nodes, flag ``F_SUBDATA``): a record of ackstore's,
-    read here by LMDB's page layout alone, not by salvage's reader."""
+    read here by LMDB's page layout alone, not by salvage's reader. A value on overflow
+    pages (flag ``F_BIGDATA``: a large state marker) counts only when the file still holds
+    them, and a page the intact free list names not at all (a stale copy, which salvage
+    does not read)."""
+    from ackstore.storage.lmdb_file import survey
+
     raw = data.read_bytes()
+    sv = survey(data.parent)
+    freed = sv.free or set()
     for pg in range(2, len(raw) // 4096):
+        if pg in freed or sv.leaf_tree.get(pg) == "free list":  # (the free list's own nodes are not records)
+            continue
         off = pg * 4096
         flags, lower = struct.unpack_from("<HH", raw, off + 10)
         if not flags & 0x02 or lower < 16:  # not a leaf page
             continue
         for i in range((lower - 16) // 2):
             (ptr,) = struct.unpack_from("<H", raw, off + 16 + 2 * i)
-            if ptr + 8 <= 4096 and not struct.unpack_from("<H", raw, off + ptr + 4)[0] & 0x02:
+            if ptr + 8 > 4096:
+                continue
+            lo, hi, node_flags, ksize = struct.unpack_from("<HHHH", raw, off + ptr)
+            if node_flags & 0x02:
+                continue
+            if not node_flags & 0x01:
                 return True
+            if ptr + 16 + ksize <= 4096:  # the overflow pages' number after the key, and the value's size
+                (opg,) = struct.unpack_from("<Q", raw, off + ptr + 8 + ksize)
+                if opg * 4096 + 16 + (lo | hi << 16) <= len(raw):
+                    return True
     return False
 
 
