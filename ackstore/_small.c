@@ -25,6 +25,9 @@
 #define MAX_BATCH_SIZE 65536 /* cursor/moves.py's MAX_BATCH_SIZE: the largest batch */
 #define ENTRY_MAX 0xFFFFFFFFLL
 #define SPAN_MOST 64 /* cursor/small_span.py's SPAN_MOST: the most ledgers after M's on the form's line */
+#define DELTA_MOST 256 /* cursor/small.py's DELTA_MOST: the most acks and counts a delta marker of the form's chain names */
+#define SMALL_CHAIN 64 /* cursor/chain.py's SMALL_CHAIN: a chain's bytes may reach its base's or this */
+#define U32 0xFFFFFFFFULL
 
 typedef struct {
     PyObject_HEAD
@@ -48,6 +51,21 @@ typedef struct {
     long long limit;                /* the form's highest entry allowed, as of ... */
     long long limit_version;        /* ... this version of the topic's directory (-1: none) */
     PyObject *props;                /* the properties, packed as the state layout writes them (b"": none) */
+    /* where the newest state is (cursor/small.py's PySmallState says each field): */
+    long long base;                 /* -1 a state slot, -2 the log (the parts wrote it), else the form's chain's base */
+    long long marker;               /* the chain's newest marker */
+    long long record;               /* M's ledger's record in the chain (-1: none) */
+    uint8_t owned;                  /* the chain's base is the form's own (a state marker), not its parts' */
+    uint32_t deltas, every;         /* delta markers since the base; the most of them */
+    unsigned long long chain_bytes, base_bytes;
+    uint8_t tail, fresh;            /* log keys under the slots; no delta marker possible now */
+    uint32_t na, ncd;               /* the acks and counted entries since the chain's last marker: */
+    uint32_t *adds, *counted;       /* (PyMem, DELTA_MOST each, NULL until the form keeps a chain) */
+    long long u_base, u_marker, u_record; /* the chain before the last flush took it (undo_small) */
+    uint8_t u_owned;
+    uint32_t u_deltas;
+    unsigned long long u_chain_bytes, u_base_bytes;
+    uint8_t u_tail, u_slot;
     uint32_t own[2 * OWN_RUNS];
 } SmallState;
 
@@ -71,6 +89,49 @@ static int room_for(SmallState *s, uint32_t need) {
 
 static uint32_t run_from(SmallState *s, unsigned long long e);
 
+/* the next state cannot be a delta marker of the form's chain: it is written whole */
+static inline void unchain(SmallState *s) {
+    s->fresh = 1;
+    s->na = s->ncd = 0;
+}
+
+/* the chain's next state may be a delta marker (the last marker named every change): its
+ * acks and counts since are tracked from here; stays fresh without the room to track them */
+static void rechain(SmallState *s) {
+    s->na = s->ncd = 0;
+    if (s->adds == NULL && (s->adds = PyMem_Malloc(sizeof(uint32_t) * 2 * DELTA_MOST)) != NULL)
+        s->counted = s->adds + DELTA_MOST;
+    s->fresh = s->adds == NULL;
+}
+
+/* the first entry of the form past M's ledger (the chain's delta markers name M's ledger only) */
+static inline unsigned long long edge_of(SmallState *s) { return s->ns ? s->span_o[0] : U32 + 1; }
+
+/* entries f..l are acked now, runs i..j (those touching them) acked before: the others go to
+ * the acks since the chain's last marker, while they are in M's ledger and at most
+ * DELTA_MOST with the counted entries (small.py's PySmallState._track) */
+static void track(SmallState *s, uint32_t f, uint32_t l, uint32_t i, uint32_t j) {
+    if (s->fresh) return;
+    if ((unsigned long long)l >= edge_of(s)) {
+        unchain(s);
+        return;
+    }
+    const uint32_t *r = s->runs;
+    long long e = f, most = DELTA_MOST - (long long)s->ncd;
+    for (uint32_t k = i; k <= j; k++) {
+        long long stop = k < j ? (long long)r[2 * k] - 1 : (long long)l;
+        if (stop > (long long)l) stop = l;
+        if (e <= stop) {
+            if ((long long)s->na + stop - e + 1 > most) {
+                unchain(s);
+                return;
+            }
+            for (long long x = e; x <= stop; x++) s->adds[s->na++] = (uint32_t)x;
+        }
+        if (k < j && (long long)r[2 * k + 1] + 1 > e) e = (long long)r[2 * k + 1] + 1;
+    }
+}
+
 /* entries f..l (above M) added: merged with the runs they overlap or touch. 1 if anything
  * changed, 0 if they were acked already, -1 with MemoryError. O(log runs) to find the
  * place, O(runs after it) to move them when a run is inserted or merged. */
@@ -80,6 +141,7 @@ static int add_run(SmallState *s, uint32_t f, uint32_t l) {
     while (j < n && r[2 * j] <= (uint64_t)l + 1) j++;
     if (i == j) { /* a run of its own, at i */
         if (room_for(s, n + 1) < 0) return -1;
+        track(s, f, l, i, i);
         r = s->runs;
         memmove(r + 2 * i + 2, r + 2 * i, sizeof(uint32_t) * 2 * (n - i));
         r[2 * i] = f;
@@ -88,6 +150,7 @@ static int add_run(SmallState *s, uint32_t f, uint32_t l) {
         return 1;
     }
     if (j == i + 1 && r[2 * i] <= f && l <= r[2 * i + 1]) return 0; /* inside one run */
+    track(s, f, l, i, j);
     if (r[2 * i] < f) f = r[2 * i];
     if (r[2 * j - 1] > l) l = r[2 * j - 1];
     r[2 * i] = f;
@@ -224,6 +287,7 @@ static long long run_at(SmallState *s, unsigned long long e) {
  * the others stay spanned), and on across those it is at or past the end of; the bound is
  * asked again */
 static void rebase(SmallState *s) {
+    unchain(s);
     while (s->ns && s->md_e >= (long long)s->span_o[0] - 1) {
         uint32_t b = s->span_o[0];
         s->md_l = s->span_l[0];
@@ -248,6 +312,7 @@ static void rebase(SmallState *s) {
  * end of its own */
 static void advance(SmallState *s) {
     if (s->n && s->runs[0] == (unsigned long long)(s->md_e + 1)) {
+        unchain(s);
         s->md_e = s->runs[1];
         memmove(s->runs, s->runs + 2, sizeof(uint32_t) * 2 * (s->n - 1));
         s->n--;
@@ -282,8 +347,10 @@ static int ack_run(SmallState *s, long long f, long long l) {
     int changed = add_run(s, (uint32_t)f, (uint32_t)l);
     if (changed < 0) return -1;
     if (changed) {
+        uint32_t nb = s->nb;
         drop_counts(s, (unsigned long long)f, (unsigned long long)l); /* an acked entry has no count, */
         drop_batches(s, (unsigned long long)f, (unsigned long long)l);  /* ... no partial batch */
+        if (s->nb != nb) unchain(s); /* (a partial batch gone: the chain's record still holds it) */
         s->dirty = 1;
         advance(s);
     }
@@ -321,6 +388,9 @@ static SmallState *small_new(PyTypeObject *type, unsigned long long cid, long lo
     s->slot = (uint8_t)slot;
     s->slots = (uint8_t)slots;
     s->cap = cap;
+    s->base = s->marker = s->record = -1;
+    s->fresh = 1;
+    s->every = 64;
     s->props = PyBytes_FromStringAndSize(NULL, 0);
     if (s->props == NULL || room_for(s, runs) < 0) {
         Py_DECREF(s);
@@ -468,6 +538,7 @@ static void SmallState_dealloc(SmallState *s) {
     PyMem_Free(s->counts);
     PyMem_Free(s->span_l);
     PyMem_Free(s->span_o);
+    PyMem_Free(s->adds);
     Py_TYPE(s)->tp_free((PyObject *)s);
 }
 
@@ -628,6 +699,15 @@ static PyObject *SmallState_deliver_positions(SmallState *s, PyObject *items) {
             }
             n = s->counts[2 * j + 1];
             s->dirty = 1;
+            if (!s->fresh) { /* counted since the chain's last marker */
+                uint32_t c = 0;
+                while (c < s->ncd && s->counted[c] != (uint32_t)e) c++;
+                if (c == s->ncd) {
+                    if (s->ncd < DELTA_MOST) s->counted[s->ncd] = (uint32_t)e;
+                    s->ncd++;
+                }
+                if ((unsigned long long)e >= edge_of(s) || s->ncd + s->na > DELTA_MOST) unchain(s);
+            }
         }
         PyObject *v = PyLong_FromLongLong(n);
         if (v == NULL) {
@@ -715,12 +795,14 @@ static PyObject *SmallState_ack_batch(SmallState *s, PyObject *const *args, Py_s
     } else if (!has) {
         rc = insert_batch(s, i, e, size, mask);
         s->dirty = 1;
+        unchain(s);
     } else {
         int same = PyObject_RichCompareBool(mask, s->bmask[i], Py_EQ);
         if (same < 0) rc = -1;
         else if (!same) {
             Py_SETREF(s->bmask[i], Py_NewRef(mask));
             s->dirty = 1;
+            unchain(s);
         }
     }
     Py_DECREF(mask);
@@ -868,6 +950,33 @@ static PyObject *SmallState_rewind(SmallState *s, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
+/* adopt(base, marker, record, base_bytes): the chain its parts wrote last, full marker `base`
+ * (just written: `marker` is it), M's ledger's record in it `record` (-1: none), about
+ * `base_bytes` of state: the next states are delta markers of it while they can be
+ * (small.py's PySmallState.adopt) */
+static PyObject *SmallState_adopt(SmallState *s, PyObject *const *args, Py_ssize_t nargs) {
+    long long base, marker, record, bytes;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "adopt(base, marker, record, base_bytes)");
+        return NULL;
+    }
+    if ((base = PyLong_AsLongLong(args[0])) == -1 && PyErr_Occurred()) return NULL;
+    if ((marker = PyLong_AsLongLong(args[1])) == -1 && PyErr_Occurred()) return NULL;
+    if ((record = PyLong_AsLongLong(args[2])) == -1 && PyErr_Occurred()) return NULL;
+    if ((bytes = PyLong_AsLongLong(args[3])) == -1 && PyErr_Occurred()) return NULL;
+    long long next = (long long)s->next_seq;
+    if (base < 0 || marker < base || marker >= next || record < -1 || record >= next || s->base != -2 || bytes < 0) {
+        PyErr_Format(PyExc_ValueError, "adopt(%lld, %lld, %lld): not a chain before %lld of its parts", base, marker,
+                     record, next);
+        return NULL;
+    }
+    s->base = base, s->marker = marker, s->record = record, s->base_bytes = (unsigned long long)bytes, s->owned = 0;
+    s->deltas = 0, s->chain_bytes = 0;
+    if (record < 0) unchain(s);
+    else rechain(s);
+    Py_RETURN_NONE;
+}
+
 /* reset(ledger, entry): a position reset to (ledger, entry), a place the caller checked:
  * M is the entry before it and the read position that entry; nothing above M is acked or
  * counted any more; the line is M's new ledger alone, unbounded until `bound` gives its
@@ -890,6 +999,7 @@ static PyObject *SmallState_reset(SmallState *s, PyObject *const *args, Py_ssize
     s->n = 0, s->nc = 0, s->ns = 0;
     s->limit = -1, s->limit_version = -1;
     s->dirty = 1;
+    unchain(s);
     Py_RETURN_NONE;
 }
 
@@ -955,6 +1065,8 @@ static PyObject *SmallState_set_props(SmallState *s, PyObject *packed) {
 static PyObject *SmallState_runs(SmallState *s, PyObject *unused) { return pair_list(s->runs, s->n); }
 
 static PyMethodDef SmallState_methods[] = {
+    {"adopt", (PyCFunction)(void (*)(void))SmallState_adopt, METH_FASTCALL,
+     "The chain its parts wrote last: the next states are delta markers of it (PySmallState.adopt)."},
     {"ack_range", (PyCFunction)(void (*)(void))SmallState_ack_range, METH_FASTCALL,
      "Entries first..last of the form acked; whether the runs still fit the cap."},
     {"ack_bitmap", (PyCFunction)SmallState_ack_bitmap, METH_O,
@@ -1021,6 +1133,17 @@ static PyMemberDef SmallState_members[] = {
     MEMBER(props, T_OBJECT_EX, "the properties, packed as the state layout writes them (b'': none)"),
     {"logged", T_UBYTE, offsetof(SmallState, logged), 0,
      "1 when its cursor keeps history: each state goes under its log key, not a state slot"},
+    {"base", T_LONGLONG, offsetof(SmallState, base), 0,
+     "where the newest state is: -1 a state slot, -2 the log (its parts wrote it), else the base of the form's chain"},
+    {"every", T_UINT, offsetof(SmallState, every), 0, "the most delta markers after a base (full_marker_every)"},
+    MEMBER(marker, T_LONGLONG, "the newest marker of the form's chain"),
+    MEMBER(record, T_LONGLONG, "M's ledger's record in the chain (-1: none)"),
+    MEMBER(owned, T_UBYTE, "1 when the chain's base is the form's own state marker, not its parts' full marker"),
+    MEMBER(deltas, T_UINT, "delta markers in the chain since its base"),
+    MEMBER(chain_bytes, T_ULONGLONG, "their bytes"),
+    MEMBER(base_bytes, T_ULONGLONG, "the base's bytes"),
+    MEMBER(tail, T_UBYTE, "1 when log keys of the cursor lie under its state slots"),
+    MEMBER(fresh, T_UBYTE, "1 when the next state cannot be a delta marker of the chain"),
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -1139,24 +1262,95 @@ static void put_u64_be(unsigned char *p, unsigned long long v) {
     for (int i = 7; i >= 0; i--, v >>= 8) p[i] = (unsigned char)v;
 }
 
-/* flush_small(smalls, version, first_room, max_counts, max_bytes, logged=None) -> (Puts,
- * bytes, [over, ...]): those whose state the state layout does not take now are not
- * written; a `logged` one's under its log key, and appended to `written` (a list) when
- * given. The pairs go into one Puts (_puts.c): no objects made a form. */
+/* s's next state as a delta marker of its chain into `o` (emptied first): 1; 0 when it
+ * cannot be one (small.py's _delta_record says when); -1 with an exception */
+static int delta_value(SmallState *s, uint32_t version, Out *out) {
+    if (s->base < 0 || s->record < 0 || s->fresh || s->deltas >= s->every) return 0;
+    if (s->chain_bytes > (s->base_bytes > SMALL_CHAIN ? s->base_bytes : SMALL_CHAIN)) return 0;
+    if (s->cursor_id > U32 || (unsigned long long)s->md_l > U32 || (unsigned long long)s->marker + 1 > U32 ||
+        (unsigned long long)(s->md_e + 2) > U32)
+        return 0;
+    uint32_t adds[DELTA_MOST], ce[DELTA_MOST], cn[DELTA_MOST], na = s->na, k = 0;
+    memcpy(adds, s->adds, sizeof(uint32_t) * na);
+    for (uint32_t i = 1; i < na; i++) /* (a few: insertion sorts) */
+        for (uint32_t j = i; j > 0 && adds[j - 1] > adds[j]; j--) {
+            uint32_t t = adds[j];
+            adds[j] = adds[j - 1], adds[j - 1] = t;
+        }
+    for (uint32_t i = 0; i < s->ncd; i++) { /* the counts that still stand, ascending */
+        uint32_t e = s->counted[i], c = count_from(s, e), j;
+        if (c >= s->nc || s->counts[2 * c] != e) continue;
+        for (j = k; j > 0 && ce[j - 1] > e; j--) ce[j] = ce[j - 1], cn[j] = cn[j - 1];
+        ce[j] = e, cn[j] = s->counts[2 * c + 1];
+        k++;
+    }
+    uint32_t ranges = s->n;
+    if (s->ns) { /* the runs in M's ledger (one across its end is one there too) */
+        uint32_t o = s->span_o[0];
+        ranges = run_from(s, o);
+        ranges += ranges < s->n && s->runs[2 * ranges] < o;
+    }
+    int items = na || k;
+    Py_ssize_t np = PyBytes_GET_SIZE(s->props), size = 7 + 28 + (items ? 16 + 4 * na + 8 * k : 0) + np;
+    Out o = *out;
+    o.len = 0;
+    unsigned char *at = out_room(&o, size);
+    if (at == NULL) {
+        *out = o;
+        return -1;
+    }
+    at[7] = 0xC1;
+    at[8] = 0; /* a delta marker */
+    put32(at + 9, (uint32_t)s->marker);
+    put32(at + 13, (uint32_t)s->md_l);
+    put32(at + 17, (uint32_t)(s->md_e + 1));
+    put32(at + 21, (uint32_t)s->md_l);
+    put32(at + 25, (uint32_t)(s->md_e + 2)); /* (the read position's field: M + 1, + 1) */
+    put32(at + 29, (uint32_t)s->cursor_id);
+    put16(at + 33, (uint32_t)items);
+    unsigned char *p = at + 35;
+    if (items) {
+        put32(p, (uint32_t)s->md_l);
+        put32(p + 4, (uint32_t)(s->record + 1));
+        put32(p + 8, ranges);
+        put16(p + 12, na);
+        put16(p + 14, k);
+        p += 16;
+        for (uint32_t i = 0; i < na; i++, p += 4) put32(p, adds[i]);
+        for (uint32_t i = 0; i < k; i++, p += 8) put32(p, ce[i]), put32(p + 4, cn[i]);
+    }
+    if (np) memcpy(p, PyBytes_AS_STRING(s->props), np);
+    int rc = seal_envelope_at(&o, 0, RECORD_MARKER, version);
+    *out = o;
+    return rc < 0 ? -1 : 1;
+}
+
+/* flush_small(smalls, version, first_room, max_counts, max_bytes, max_runs, chains, written=None,
+ * trims=None) -> (Puts, bytes, [over, ...]): small.py's _py_flush_small, the same rule and
+ * the same bytes: each changed one's state where it goes (a `logged` one's under its log key,
+ * appended to `written`; a delta marker of its chain; a state slot; a new chain's base, when
+ * `chains`, else it is over), the
+ * trims of those whose state went where the one before was not appended to `trims` as
+ * (form, below, keep); those whose state the layout does not take now are not written. The
+ * pairs go into one Puts (_puts.c): no objects made a form. */
 static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if ((nargs != 5 && nargs != 6) || !PyList_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError,
-                        "flush_small(smalls: list, version, first_room, max_counts, max_bytes, written=None)");
+    if (nargs < 7 || nargs > 9 || !PyList_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "flush_small(smalls: list, version, first_room, max_counts, max_bytes, "
+                                         "max_runs, chains, written=None, trims=None)");
         return NULL;
     }
-    PyObject *written = nargs == 6 && args[5] != Py_None ? args[5] : NULL;
-    if (written != NULL && !PyList_Check(written)) {
-        PyErr_SetString(PyExc_TypeError, "flush_small's written is a list (of the logged forms it writes) or None");
+    PyObject *written = nargs >= 8 && args[7] != Py_None ? args[7] : NULL;
+    PyObject *trims = nargs == 9 && args[8] != Py_None ? args[8] : NULL;
+    int chains = PyObject_IsTrue(args[6]);
+    if (chains < 0) return NULL;
+    if ((written != NULL && !PyList_Check(written)) || (trims != NULL && !PyList_Check(trims))) {
+        PyErr_Format(PyExc_TypeError, "flush_small's %s is a list (of the forms it writes so) or None",
+                     written != NULL && !PyList_Check(written) ? "written" : "trims");
         return NULL;
     }
     long version = PyLong_AsLong(args[1]);
     Py_ssize_t first_room = PyLong_AsSsize_t(args[2]), max_counts = PyLong_AsSsize_t(args[3]),
-               max_bytes = PyLong_AsSsize_t(args[4]);
+               max_bytes = PyLong_AsSsize_t(args[4]), max_runs = PyLong_AsSsize_t(args[5]);
     if (PyErr_Occurred()) return NULL;
     if (version < 0 || version > 0xFF || first_room < 0 || first_room > 64) {
         PyErr_Format(PyExc_ValueError, "flush_small: format %ld or room %zd is outside the layout (0..255, 0..64)",
@@ -1175,34 +1369,77 @@ static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t n
         }
         s->undo = 0;
         if (!s->dirty || s->ended) continue;
-        int logged = s->logged; /* a cursor that keeps history: its state under its log key, as the parts' */
-        Py_ssize_t room = 0, klen = logged ? 16 : 10;
-        int slot = logged ? -1 : next_slot(s->slot, s->slots, first_room, &room);
-        unsigned char key[16];
-        if (logged) {
-            put_u64_be(key, s->cursor_id);
-            put_u64_be(key + 8, s->next_seq);
-        }
-        int fits = (Py_ssize_t)(s->nc + s->nb) > max_counts
-                       ? 0
-                       : slot_value(s, slot, key, (uint32_t)version, room, max_bytes, &o);
-        if (fits < 0) goto fail;
-        if (!fits) {
+        if ((Py_ssize_t)(s->nc + s->nb) > max_counts) {
             if (PyList_Append(over, (PyObject *)s) < 0) goto fail;
             continue;
+        }
+        unsigned long long seq = s->next_seq;
+        unsigned char key[16];
+        Py_ssize_t klen = 16;
+        put_u64_be(key, s->cursor_id);
+        put_u64_be(key + 8, seq);
+        long long below = -1, keep = -1;
+        uint8_t slots = s->slots;
+        s->u_base = s->base, s->u_marker = s->marker, s->u_record = s->record, s->u_owned = s->owned;
+        s->u_deltas = s->deltas;
+        s->u_chain_bytes = s->chain_bytes, s->u_base_bytes = s->base_bytes, s->u_tail = s->tail, s->u_slot = s->slot;
+        int done = s->logged ? 0 : delta_value(s, (uint32_t)version, &o);
+        if (done < 0) goto fail;
+        if (done) { /* a delta marker of the form's chain */
+            s->marker = (long long)seq;
+            s->deltas++;
+            s->chain_bytes += (unsigned long long)o.len;
+        } else if (s->logged) { /* a cursor that keeps history: its state under its log key, as the parts' */
+            int fits = slot_value(s, -1, key, (uint32_t)version, 0, max_bytes, &o);
+            if (fits < 0) goto fail;
+            if (!fits) {
+                if (PyList_Append(over, (PyObject *)s) < 0) goto fail;
+                continue;
+            }
+            if (written != NULL && PyList_Append(written, (PyObject *)s) < 0) goto fail;
+        } else {
+            Py_ssize_t room = 0;
+            int slot = next_slot(s->slot, s->slots, first_room, &room);
+            int fits = (Py_ssize_t)(s->n + crossing(s)) > max_runs
+                           ? 0
+                           : slot_value(s, slot, key, (uint32_t)version, room, max_bytes, &o);
+            if (fits < 0) goto fail;
+            if (fits) { /* a state slot */
+                klen = 10;
+                if (s->base != -1) { /* leaving the log: the chain it leaves is the one before */
+                    if (s->owned) below = s->base, s->slots = 0; /* (its parts' chain names what lies below it) */
+                    s->tail = 1, s->base = -1;
+                } else if (s->tail) { /* the one before in the other slot: every log key goes */
+                    below = (long long)seq, keep = (long long)seq - 1, s->tail = 0;
+                }
+                s->slot = (uint8_t)slot;
+                s->slots |= (uint8_t)(1 << slot);
+            } else if (!chains) { /* the parts' to write */
+                if (PyList_Append(over, (PyObject *)s) < 0) goto fail;
+                continue;
+            } else { /* the base of a new chain, under its log key */
+                if (slot_value(s, -1, key, (uint32_t)version, 0, PY_SSIZE_T_MAX, &o) < 0) goto fail;
+                if (s->base >= 0 && s->owned) below = s->base, s->slots = 0; /* (as above) */
+                s->base = s->marker = s->record = (long long)seq;
+                s->deltas = 0, s->chain_bytes = 0, s->base_bytes = (unsigned long long)o.len;
+                s->tail = 0, s->owned = 1;
+            }
+            if (s->base < 0) unchain(s);
+            else rechain(s);
+        }
+        s->na = s->ncd = 0;
+        if (below >= 0 && trims != NULL) {
+            PyObject *t = Py_BuildValue("(OLL)", (PyObject *)s, below, keep);
+            int bad = t == NULL || PyList_Append(trims, t) < 0;
+            Py_XDECREF(t);
+            if (bad) goto fail;
         }
         if (puts_add(puts, key, klen, o.b, o.len) < 0) goto fail;
         uint32_t nbytes = (uint32_t)(klen + o.len);
         /* adopted now (undo_small gives it back if the write fails) */
-        s->undo = UNDO | s->slots;
+        s->undo = UNDO | slots;
         s->undo_persisted = s->persisted;
         s->next_seq++;
-        if (!logged) {
-            s->slot = (uint8_t)slot;
-            s->slots |= (uint8_t)(1 << slot);
-        } else if (written != NULL && PyList_Append(written, (PyObject *)s) < 0) {
-            goto fail;
-        }
         s->dirty = 0;
         s->persisted = s->n + (uint32_t)crossing(s);
         s->flushes++;
@@ -1219,7 +1456,8 @@ fail:
     return NULL;
 }
 
-/* undo_small(smalls): each one the last flush_small took, as it was before (changed again) */
+/* undo_small(smalls): each one the last flush_small took, as it was before (its chain and
+ * slots), and changed again (written whole next: small.py's _py_undo_small) */
 static PyObject *undo_small(PyObject *self, PyObject *list) {
     if (!PyList_Check(list)) {
         PyErr_SetString(PyExc_TypeError, "undo_small(smalls: list)");
@@ -1229,12 +1467,15 @@ static PyObject *undo_small(PyObject *self, PyObject *list) {
         SmallState *s = (SmallState *)PyList_GET_ITEM(list, i);
         if (Py_TYPE(s) != &SmallStateType || !(s->undo & UNDO) || s->ended) continue;
         s->next_seq--;
-        if (!s->logged) s->slot = (uint8_t)(1 - s->slot);
+        s->base = s->u_base, s->marker = s->u_marker, s->deltas = s->u_deltas;
+        s->record = s->u_record, s->owned = s->u_owned;
+        s->chain_bytes = s->u_chain_bytes, s->base_bytes = s->u_base_bytes, s->tail = s->u_tail, s->slot = s->u_slot;
         s->slots = s->undo & 3;
         s->persisted = s->undo_persisted;
         s->flushes--;
         s->flush_bytes -= s->last_bytes;
         s->dirty = 1;
+        unchain(s);
         s->undo = 0;
     }
     Py_RETURN_NONE;

@@ -324,7 +324,10 @@ class GroupFlush:
         with self.store.lock:
             require_open(self.store)
             logged: list[Any] = []  # the forms of cursors that keep history it writes (under log keys)
-            puts, nbytes, over = small.flush_small(forms, *small.flush_format(), logged)
+            trims: list[Any] = []  # (form, below, keep) of the forms whose state trims
+            puts, nbytes, over = small.flush_small(forms, *small.flush_format(), logged, trims)
+            for form, below, keep in trims:
+                job.trims.append(small.trim_plan(form.cursor_id, below, keep))
             if over:  # states the state layout does not take now: their parts write them, in this flush
                 cursors = dict(zip(map(id, forms), _chunk(job.small_cursors, start), strict=True))
                 for form in over:
@@ -431,6 +434,8 @@ class GroupFlush:
                     plan, cur = plans[i], cursors[i]
                     if type(plan) is not lane.MarkerPlan:
                         cur._commit_flush(plan)  # the general path's
+                        if plan.full and small.form_chains():  # the small form may extend its chain
+                            cur.take_small_form()
                     else:  # a state plan, which left nothing under log keys: the small form,
                         # if the cursor fits it (its state in a slot)
                         cur.take_small_form()

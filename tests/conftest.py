@@ -30,6 +30,19 @@ def store_path(tmp_path: Path) -> Iterator[Path]:
 
 
 @pytest.fixture
+def form_chains() -> Iterator[None]:
+    """The small form keeps a chain of its own for a state a slot does not take
+    (``ackstore.cursor.small.set_form_chains``: off by default)."""
+    from ackstore.cursor.small import set_form_chains
+
+    before = set_form_chains(True)
+    try:
+        yield
+    finally:
+        set_form_chains(before)
+
+
+@pytest.fixture
 def marker_layout() -> Iterator[None]:
     """Every cursor flushes in the marker layout (a ledger record per changed ledger and a
     marker), never the state layout: for the tests of those records themselves."""
@@ -115,6 +128,7 @@ AREAS: dict[str, str] = {
             "defects",
             "deltas",
             "fields",
+            "form_chain",
             "ledger_acks",
             "lock",
             "flush_chunks",

@@ -87,7 +87,7 @@ def test_base_and_delta_folding_against_a_model(tmp_path: Path, long_run: bool) 
     assert totals["deltas"] > 0 and totals["records"] > 0 and totals["crashes"] > 0, totals
 
 
-def test_a_delta_grows_until_it_is_folded_into_a_new_base(tmp_path: Path) -> None:
+def test_a_delta_grows_until_it_is_folded_into_a_new_base(tmp_path: Path, marker_layout: None) -> None:
     store, cur = _open(tmp_path / "s", 1 << 30)
     cur.ack([Position(1, e) for e in range(1, ENTRIES, 2)])  # 1,500 acks: the base
     assert store.flush().ledger_records == 1
@@ -180,7 +180,7 @@ def test_recovery_resolves_the_index_the_writer_held_when_an_ack_took_a_count_aw
     store.close()
 
 
-def test_each_delta_marker_names_only_the_acks_since_the_chain_named_them(tmp_path: Path) -> None:
+def test_each_delta_marker_names_only_the_acks_since_the_chain_named_them(tmp_path: Path, marker_layout: None) -> None:
     """The common flush (a few acks in a ledger that has a record) writes a delta marker
     naming the acks since the previous marker, and the chain adds up to every ack since the
     record; with a delivery count in the ledger the same shape comes from the general path."""
@@ -219,7 +219,9 @@ def test_each_delta_marker_names_only_the_acks_since_the_chain_named_them(tmp_pa
     store.close()
 
 
-def test_a_cursor_whose_every_ledger_changed_writes_full_markers_while_they_are_small(tmp_path: Path) -> None:
+def test_a_cursor_whose_every_ledger_changed_writes_full_markers_while_they_are_small(
+    tmp_path: Path, marker_layout: None
+) -> None:
     """A full marker costs what the delta costs plus the acks the chain named already: while
     that is at most SMALL_CHAIN bytes the flush writes it, so the reopen of a small cursor
     reads one marker and no chain; past it, delta markers again (and a full one when due)."""

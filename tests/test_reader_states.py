@@ -470,7 +470,9 @@ def test_a_reader_moving_to_a_flush_under_a_trimmed_directory_reads_what_it_must
 RECORD_WRITER = r"""
 import sys
 from ackstore import AckStore, CursorConfig, Position
+from ackstore.cursor.lane import set_state_bound
 from ackstore.storage.records import log_key
+set_state_bound(-1)  # the marker layout (no small form): ledger records, one of which a reader names
 store = AckStore.open(sys.argv[1], sync=False)
 topic = store.topic("t")
 for ledger in (1, 2, 3):

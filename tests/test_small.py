@@ -35,8 +35,8 @@ from .rawlog import damage, slots
 IDS = ["python", "native"][: len(IMPLEMENTATIONS)]
 T = "persistent://t/ns/small"
 CID, LEDGER = 7, 3
-VERSION, RESERVE, MAX_COUNTS, MAX_BYTES = small_form.flush_format()
-BOUNDS = VERSION, RESERVE, MAX_COUNTS, MAX_BYTES
+VERSION, RESERVE, MAX_COUNTS, MAX_BYTES, MAX_RUNS, CHAINS = small_form.flush_format()
+BOUNDS = VERSION, RESERVE, MAX_COUNTS, MAX_BYTES, MAX_RUNS, CHAINS
 
 
 class Model:
@@ -688,7 +688,7 @@ def test_bad_arguments_are_refused_with_the_same_errors(impl: Small) -> None:
     with pytest.raises(TypeError, match="flush_small flushes SmallStates"):
         impl.flush_small([s, object()], *BOUNDS)
     with pytest.raises(ValueError, match=r"flush_small: format 12 or room -1 is outside the layout \(0..255, 0..64\)"):
-        impl.flush_small([s], 12, -1, MAX_COUNTS, MAX_BYTES)
+        impl.flush_small([s], 12, -1, MAX_COUNTS, MAX_BYTES, MAX_RUNS, CHAINS)
     with pytest.raises(ValueError, match=r"entry 4294967296 is not an entry of the layout \(0..2\*\*32-1\)"):
         s.reset(LEDGER, 2**32)
     with pytest.raises(ValueError, match=r"ledger -1 is not a ledger id \(>= 0\)"):
@@ -779,7 +779,7 @@ def _steady(cur: Any, rnd: int) -> None:
 
 SETTLE = 3
 """flushes before a new steady cursor is in the form: its trims must first have left nothing
-of it under log keys (the form never trims)"""
+of it under log keys (the form in the slots never trims)"""
 
 
 def _settle(store: AckStore, cursors: list[Any]) -> None:
@@ -1673,12 +1673,26 @@ def test_sealing_a_ledger_below_a_partial_batch_in_the_form_is_refused(tmp_path:
         assert cur.partial_batches() == {Position(1, 35): (4, frozenset({1}))}
 
 
-def test_a_form_within_the_run_bound_but_over_the_byte_bound_is_written_by_its_parts(tmp_path: Path) -> None:
+def _log_keys(store: AckStore, cid: int) -> list[int]:
+    """The sequences of cursor ``cid``'s records under log keys, ascending."""
+
+    def read(txn: Any) -> list[int]:
+        lo, hi = records.log_bounds(cid)
+        return [records.split_log_key(bytes(k))[1] for k, _ in txn.cursor(db=store.storage.log_db) if lo <= k < hi]
+
+    return store.storage.read(read)
+
+
+def test_a_form_over_the_slot_bound_writes_a_chain_of_its_own_and_comes_back_to_the_slots(
+    tmp_path: Path, form_chains: None
+) -> None:
     """At the state layout's real bounds: ranges far apart cost a state marker a few bytes
-    each, so a form can hold fewer ranges than its cap and still more bytes than a state
-    marker takes. The flush that finds it hands the cursor to its parts, which write it in
-    that same flush (the marker layout); a reopen reads every range back, and once they are
-    acked the cursor is back in the form."""
+    each, so a form can hold fewer ranges than a slot takes and still more bytes. The flush
+    that finds it writes the state under the cursor's log key, a base; the flushes after it
+    write delta markers of the acks since (tens of bytes, not the state again), until the
+    chain outgrows the base and a new base trims the chain before the one it falls back
+    to. A reopen reads every range back; once they are acked the state goes back to the
+    slots, and the second state there trims every log key."""
     from ackstore.cursor import lane
 
     many = lane.STATE_MAX_RUNS - 12  # within the run bound ...
@@ -1690,20 +1704,49 @@ def test_a_form_within_the_run_bound_but_over_the_byte_bound_is_written_by_its_p
         cur.ack(positions)
         assert cur._core.small is not None and cur.ack_range_count == held + many
         stats = store.flush()
-        assert stats.cursors == 1 and cur._core.small is None  # its parts wrote it
-        key = records.log_key(cur.cursor_id, cur._core._chain.marker_seq)  # its marker under a log key, not a slot
-        assert store.storage.read(lambda txn: txn.get(key, db=store.storage.log_db)) is not None
+        small = cur._core.small
+        assert stats.cursors == 1 and small is not None and small.base == small.marker == small.next_seq - 1
+        base_bytes = stats.bytes_written
+        assert base_bytes > lane.STATE_MAX_BYTES and _log_keys(store, cur.cursor_id) == [small.base]
+        for i in range(3):  # one ack a flush between the far ranges: a delta marker each
+            cur.ack(Position(1, 1000 + (1 << 16) * i + 7))
+            stats = store.flush()
+            assert cur._core.small is small and small.deltas == i + 1 and stats.bytes_written < 80
+        assert _log_keys(store, cur.cursor_id) == list(range(small.base, small.base + 4))
         cur._check()
         ranges = list(cur.ack_ranges())
+    with AckStore.open(tmp_path / "s") as store:  # base + deltas: recovered by the parts, then the form again
+        cur = store.topic(T).cursor("c")
+        assert list(cur.ack_ranges()) == ranges
+        for k in range(2 * small.every + 2):  # a full marker of its parts (when one is due), then a base
+            if cur._core.small is not None and cur._core.small.base >= 0:
+                break
+            cur.ack(Position(1, 1000 + (1 << 16) * k + 3))
+            store.flush()
+        small = cur._core.small
+        assert small is not None and small.base >= 0 and not small.owned  # (its parts' chain, adopted)
+        bases = [small.base]
+        for i in range(3 * small.every):  # deltas until a new base is due, twice: the chain before each stays
+            cur.ack(Position(1, 3000 + (1 << 16) * (i % (many - 1)) + i))
+            store.flush()
+            assert cur._core.small is small
+            if small.base != bases[-1]:
+                assert small.owned and small.marker == small.base and small.deltas == 0
+                bases.append(small.base)
+        assert len(bases) >= 3
+        assert _log_keys(store, cur.cursor_id)[0] == bases[-2]  # (older chains and the parts' records: trimmed)
+        ranges = list(cur.ack_ranges())
+        cur._check()
     with AckStore.open(tmp_path / "s") as store:
         cur = store.topic(T).cursor("c")
-        assert cur._core.small is None and list(cur.ack_ranges()) == ranges
+        assert list(cur.ack_ranges()) == ranges
         cur.ack_cumulative(positions[-1])
-        for i in range(SETTLE):  # a steady consumer's flushes: small again, its old records trimmed
+        for i in range(SETTLE):  # a steady consumer's flushes: in the slots again, its log keys trimmed
             store.flush()
             cur.ack(Position(1, positions[-1].entry + 1 + i))
         store.flush()
-        assert cur._core.small is not None and cur.ack_range_count == 0
+        assert cur._core.small is not None and cur._core.small.base == -1 and cur.ack_range_count == 0
+        assert _log_keys(store, cur.cursor_id) == []
         cur._check()
 
 
@@ -1713,8 +1756,9 @@ def test_a_form_whose_state_the_layout_does_not_take_is_written_by_its_parts(
 ) -> None:
     """The form holds more delivery counts than a state marker takes, or a state of more
     bytes (entries handed out and not acked yet: a broker reads ahead); the flush that finds
-    it hands the cursor to its parts, which write it in that same flush: nothing is lost,
-    and once the counts are few again the cursor is back in the form."""
+    it hands the cursor to its parts, which write it in that same flush (unless the form
+    keeps a chain of its own: ``set_form_chains``): nothing is lost, and once the counts are
+    few again the cursor is back in the form."""
     from ackstore.cursor import lane
 
     many, step, bound = lane.STATE_MAX_EXTRAS + 1, 1, lane.STATE_MAX_BYTES

@@ -25,6 +25,7 @@ from pyroaring import BitMap
 from ackstore import AckStore, AckStoreError, CursorConfig, Dispatcher, HistoryRangeError, Position, testing
 from ackstore import flush as group_flush
 from ackstore.cursor.lane import STATE_MAX_RUNS, set_state_bound
+from ackstore.cursor.small import set_form_chains
 from ackstore.stats import CURSOR_FIGURES
 from ackstore.storage.log import CursorLog
 from ackstore.storage.records import RECORD_MARKER, record_type
@@ -139,6 +140,7 @@ class AckStoreMachine(RuleBasedStateMachine):
     @initialize(data=st.data())
     def setup(self, data: st.DataObject) -> None:
         self._bound = set_state_bound(self.state_bound)
+        self._chains = set_form_chains(data.draw(st.booleans(), label="form chains"))
         self.dir = Path(tempfile.mkdtemp(prefix="ackstore-sm-"))
         self.model = TopicModel(limit=self.config.max_unacked_ranges_to_persist)
         self.store = AckStore.open(self.dir / "s", map_size=1 << 16, sync=False)
@@ -249,6 +251,8 @@ class AckStoreMachine(RuleBasedStateMachine):
             REACHED.setdefault(type(self).__name__, []).append(frozenset(self.ran))
         if hasattr(self, "_bound"):
             set_state_bound(self._bound)
+        if hasattr(self, "_chains"):
+            set_form_chains(self._chains)
         if getattr(self, "reader_directory", None) is not None:
             _ask_reader("close")
         if hasattr(self, "store"):
@@ -613,6 +617,12 @@ class AckStoreMachine(RuleBasedStateMachine):
         """Which cursors flush in the state layout from now on: none (-1), those of at most 3
         ranges, or every small one: cursors move between the layouts as they grow and shrink."""
         set_state_bound(bound)
+
+    @rule(on=st.booleans())
+    def chains(self, on: bool) -> None:
+        """Whether a small form whose state a slot does not take keeps a chain of its own from
+        now on (a chain it keeps goes on while its deltas can; a base then goes to its parts)."""
+        set_form_chains(on)
 
     @rule(chunk=st.sampled_from([1, 2, group_flush.CHUNK]))
     def flush(self, chunk: int) -> None:

@@ -28,12 +28,34 @@ parts.
 A cursor that keeps history takes the form once its newest state is a state marker under its
 log key (not a slot: a history point names its marker by log key); the group flush writes its
 states there, as its parts would, takes their points and trims what the window lets go
-(:func:`logged_plan`). A cursor stays out of the form while it holds partial batches,
-has acks or counts outside M's ledger and those its line spans after it, or holds more
-runs than the state layout takes (:data:`ackstore.cursor.lane.STATE_MAX_RUNS`) or than
-PIP-299 persists, or more delivery counts than :data:`COUNT_CAP`; an ack or a delivery that
-takes it over a cap ends the form. A flush that finds more counts than the state layout
-takes (reads handed out and not acked yet) hands the cursor to its parts, which write it.
+(:func:`logged_plan`). A cursor stays out of the form while it has acks or counts outside
+M's ledger and those its line spans after it, or holds more runs than a state slot takes
+(:data:`ackstore.cursor.lane.STATE_MAX_RUNS`; with chains, :data:`FORM_RUNS_FACTOR` times
+that) or than PIP-299 persists, or more
+delivery counts and partial batches than :data:`COUNT_CAP`; an ack or a delivery that takes
+it over a cap ends the form. A flush that finds more counts than the state layout takes
+(reads handed out and not acked yet) hands the cursor to its parts, which write it.
+
+The form's own chain (while :func:`set_form_chains` says so; off by default). A state a
+slot does not take (more ranges than a slot's
+``STATE_MAX_RUNS``, or a record over ``STATE_MAX_BYTES``: holes far apart) goes under the
+cursor's log key instead, as a state marker: the *base* of a chain. The flushes after it
+write *delta markers* of that chain (the fixed layout the parts' deltas have: M, the
+properties, and for M's ledger the base as its record, its range count, the acks and the
+delivery counts set since the chain's last marker), so a flush of one ack in a cursor of a
+few thousand holes writes tens of bytes, as its parts' would. What a delta cannot say
+(M moved, a reset, a rollover's rebase, a partial batch changed, acks or counts in
+another ledger, more than :data:`DELTA_MOST` of them since the last marker: ``fresh``), a
+full chain (``full_marker_every`` deltas, or more bytes than its base), or an undone write
+makes the next state whole: a new base, or a slot again when the state fits one. A new
+base trims what lies below the chain before it (the fallback: kept), the older chains and
+the slots' states with them; the first state a slot takes after the chain trims what lies
+below that chain, the second every log key. A cursor whose parts write it in the marker
+layout (more ranges than a slot takes, and at most three quarters of the form's: room to
+grow, so that a cursor near the bound does not go in and out) takes the form after a full
+marker of theirs with a new ledger record (their general path's) and *adopts* their
+chain: its next states are delta markers of it (M's ledger's record named as theirs name
+it), and its first base keeps what lies below, which that chain names.
 
 Two twins of one API, as the lane: ``ackstore._native``'s ``SmallState``, ``flush_small``
 and ``undo_small`` (``ackstore/_small.c``) and the pure-Python ones here, which return the
@@ -67,7 +89,7 @@ from ..storage.records import (
     unpack_properties,
 )
 from . import lane
-from .chain import next_slot
+from .chain import SMALL_CHAIN, next_slot
 from .moves import MAX_BATCH_SIZE
 from .small_span import (
     SPAN_MOST,
@@ -90,6 +112,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "COUNT_CAP",
+    "DELTA_MOST",
+    "FORM_RUNS_FACTOR",
     "IMPLEMENTATIONS",
     "OpenedForm",
     "PySmallState",
@@ -98,15 +122,28 @@ __all__ = [
     "check_small",
     "flush_format",
     "flush_small",
+    "form_chains",
     "logged_plan",
     "small_of",
     "small_of_slots",
     "keeps_form",
+    "set_form_chains",
     "small_opened",
+    "trim_plan",
     "undo_small",
 ]
 
 _ENTRY_MAX = 0xFFFFFFFF
+
+FORM_RUNS_FACTOR = 8
+"""the small form holds up to this many times the runs the state layout a slot takes
+(:data:`ackstore.cursor.lane.STATE_MAX_RUNS`: 4,096 runs, 32 KiB of them): a state over that
+bound goes under the cursor's log keys, in a chain of its own (:func:`_py_flush_small`)"""
+
+DELTA_MOST = 256
+"""the most acks and delivery counts since the chain's last marker a delta marker of the
+form's chain names (each four bytes, a count eight: while the chain stays under its base's
+bytes); more, and the next state is written whole"""
 
 COUNT_CAP = 1024
 """the most delivery counts the small form holds (those of a read handed out and not yet
@@ -120,6 +157,43 @@ def _entry(value: Any, what: str) -> int:
     if not 0 <= value <= _ENTRY_MAX:
         raise ValueError(f"{what} {value} is not an entry of the layout (0..2**32-1)")
     return value
+
+
+def _flat_runs(runs: Any, md_e: int) -> list[int]:
+    """``runs``, ``(first, last)`` tuples each above M + 1 (``md_e`` + 1) and the one before
+    with a gap, as one flat list of their bounds; TypeError or ValueError when they are not."""
+    flat: list[int] = []
+    at = md_e + 2  # a run starts above M + 1, each a gap after the one before
+    for run in runs:
+        if type(run) is not tuple or len(run) != 2:
+            raise TypeError("a run is a (first, last) tuple")
+        first, last = _entry(run[0], "first"), _entry(run[1], "last")
+        if first < at or last < first:
+            raise ValueError(f"run ({first}, {last}) is not above M + 1 and the run before, with a gap")
+        flat += (first, last)
+        at = last + 2
+    return flat
+
+
+def _held_counts(s: Any, counts: Any, batches: Any) -> tuple[dict[int, int], dict[int, tuple[int, int]]]:
+    """``counts`` ``(entry, n)`` and ``batches`` ``(entry, size, mask)`` of the new form
+    ``s`` (its M and runs set) as its maps, each of an unacked entry above M, once;
+    TypeError or ValueError when they are not."""
+    held: dict[int, int] = {}
+    for entry, n in counts:
+        entry = _entry(entry, "a counted entry")
+        if entry <= s.md_e or entry in held or s.acked(entry) or not 1 <= n <= _ENTRY_MAX:
+            raise ValueError(f"delivery count ({entry}, {n}) is not of an unacked entry above M, once")
+        held[entry] = n
+    partial: dict[int, tuple[int, int]] = {}
+    for batch in batches:
+        if type(batch) is not tuple or len(batch) != 3:
+            raise TypeError("a partial batch is an (entry, size, mask) tuple")
+        entry, size, mask = _entry(batch[0], "a batch's entry"), batch[1], batch[2]
+        if entry <= s.md_e or entry in partial or s.acked(entry) or not _partial(size, mask):
+            raise ValueError(f"partial batch ({entry}, {size}, {mask}) is not of an unacked entry above M, once")
+        partial[entry] = (size, mask)
+    return held, partial
 
 
 def _partial(size: Any, mask: Any, whole: bool = False) -> bool:
@@ -144,7 +218,8 @@ class PySmallState:
     __slots__ = (
         "cursor_id", "md_l", "md_e", "rp_e", "next_seq", "slot", "slots", "dirty", "cap", "persisted", "flushes",
         "flush_bytes", "last_bytes", "ended", "redeliveries", "spans", "rp_i", "limit", "limit_version",
-        "props", "_runs", "_counts", "_batches", "_undo", "_undo_persisted", "logged",
+        "props", "_runs", "_counts", "_batches", "_undo", "_undo_persisted", "logged", "base", "marker", "deltas",
+        "chain_bytes", "base_bytes", "tail", "fresh", "every", "_adds", "_counted", "_undo_chain", "record", "owned",
     )  # fmt: skip
 
     def __init__(
@@ -168,16 +243,7 @@ class PySmallState:
         bad = not 0 <= rp_i <= SPAN_MOST
         if md_l < 0 or not -1 <= md_e < _ENTRY_MAX or slot not in (0, 1) or not 0 <= slots <= 3 or bad:
             raise ValueError("a small state's position, slot or slots are outside the layout")
-        flat: list[int] = []
-        at = md_e + 2  # a run starts above M + 1, each a gap after the one before
-        for run in runs:
-            if type(run) is not tuple or len(run) != 2:
-                raise TypeError("a run is a (first, last) tuple")
-            first, last = _entry(run[0], "first"), _entry(run[1], "last")
-            if first < at or last < first:
-                raise ValueError(f"run ({first}, {last}) is not above M + 1 and the run before, with a gap")
-            flat += (first, last)
-            at = last + 2
+        flat = _flat_runs(runs, md_e)
         self.cursor_id = cursor_id
         """the cursor's id"""
         self.md_l = md_l
@@ -213,20 +279,7 @@ class PySmallState:
         self.props = props
         """the properties, packed as the state layout writes them (b"": none)"""
         self._runs = flat
-        self._counts: dict[int, int] = {}
-        for entry, n in counts:
-            entry = _entry(entry, "a counted entry")
-            if entry <= md_e or entry in self._counts or self.acked(entry) or not 1 <= n <= _ENTRY_MAX:
-                raise ValueError(f"delivery count ({entry}, {n}) is not of an unacked entry above M, once")
-            self._counts[entry] = n
-        self._batches: dict[int, tuple[int, int]] = {}
-        for batch in batches:
-            if type(batch) is not tuple or len(batch) != 3:
-                raise TypeError("a partial batch is an (entry, size, mask) tuple")
-            entry, size, mask = _entry(batch[0], "a batch's entry"), batch[1], batch[2]
-            if entry <= md_e or entry in self._batches or self.acked(entry) or not _partial(size, mask):
-                raise ValueError(f"partial batch ({entry}, {size}, {mask}) is not of an unacked entry above M, once")
-            self._batches[entry] = (size, mask)
+        self._counts, self._batches = _held_counts(self, counts, batches)
         if len(self._counts) + len(self._batches) > COUNT_CAP:
             raise ValueError(
                 f"{len(self._counts)} delivery counts and {len(self._batches)} partial batches: "
@@ -236,6 +289,32 @@ class PySmallState:
         """1 when its cursor keeps history: each state goes under its log key, not a state slot"""
         self._undo = -1  # the slots before the last flush took it (-1: it did not)
         self._undo_persisted = 0
+        self.base = -1
+        """where the newest state is (the module docstring's chain): -1 in the state slot
+        ``slot``; -2 in the log, its next state written whole; else the full marker the chain
+        starts at"""
+        self.owned = 0
+        """1 when the chain's base is the form's own state marker, 0 its parts' full marker"""
+        self.record = -1
+        """M's ledger's record in the chain (-1: none)"""
+        self.marker = -1
+        """the chain's newest marker (the previous one of its next delta marker)"""
+        self.deltas = 0
+        """delta markers since the base: at most ``every`` (the cursor's full_marker_every)"""
+        self.every = 64
+        """the cursor's full_marker_every"""
+        self.chain_bytes = 0
+        """the delta markers' bytes"""
+        self.base_bytes = 0
+        """the base's bytes (or about those of the state in its parts' chain)"""
+        self.tail = 0
+        """1 when log keys lie under the slots: the next state a slot takes trims them"""
+        self.fresh = 1
+        """1 when the next state cannot be a delta marker (anything but acks and counts in M's
+        ledger, up to :data:`DELTA_MOST`, changed since the chain's last marker)"""
+        self._adds: list[int] = []  # the entries acked since the chain's last marker (while not fresh)
+        self._counted: set[int] = set()  # the entries whose delivery count was set since
+        self._undo_chain: tuple[int, ...] = ()
         self.spans: tuple[tuple[int, int], ...] = ()
         """the ledgers after M's on the form's line, each with its offset (``small_span``):
         ledger ``l``'s entry e is the form's ``offset + e``"""
@@ -304,6 +383,7 @@ class PySmallState:
         elif old is None or mask != old[1]:
             self._batches[entry] = (size, mask)
             self.dirty = 1
+            self._unchain()
         return self.fits()
 
     def bound(self, version: int, spans: Any, limit: int) -> bool:
@@ -344,6 +424,7 @@ class PySmallState:
         self._runs, self._counts, self._batches, self.spans = [], {}, {}, ()
         self.limit = self.limit_version = -1
         self.dirty = 1
+        self._unchain()
 
     def range_count(self) -> int:
         """The ranges held as the parts count them (a run across M's ledger's end is one in each). O(log runs)."""
@@ -363,6 +444,7 @@ class PySmallState:
         """M's ledger is sealed and M at (or past) its last entry: M moves on into the next
         spanned ledger, which becomes M's ledger (the others stay spanned), and on across
         those it is at or past the end of; the bound is asked again."""
+        self._unchain()
         while self.spans and self.md_e >= self.spans[0][1] - 1:
             (following, b), rest = self.spans[0], self.spans[1:]
             self.md_l, self.md_e = following, self.md_e - b
@@ -442,6 +524,8 @@ class PySmallState:
             if n > 1:
                 self.redeliveries += 1
             counts[entry] = n
+            if not self.fresh:
+                _counted(self, entry)
             out.append(n)
             self.dirty = 1
         return out
@@ -509,6 +593,21 @@ class PySmallState:
             raise TypeError(f"properties are packed bytes, not {packed!r}")
         self.props, self.dirty = packed, 1
 
+    def _unchain(self) -> None:
+        """The next state cannot be a delta marker of the form's chain: it is written whole."""
+        self.fresh = 1
+        self._adds.clear()
+        self._counted.clear()
+
+    def adopt(self, base: int, marker: int, record: int, base_bytes: int) -> None:
+        """The chain its parts wrote last, from full marker ``base`` to ``marker``, M's ledger's record
+        ``record`` (-1: none), ~``base_bytes`` of state: the next states are its delta markers. O(1)."""
+        if not 0 <= base <= marker < self.next_seq or not -1 <= record < self.next_seq or self.base != -2:
+            raise ValueError(f"adopt({base}, {marker}, {record}): not a chain before {self.next_seq} of its parts")
+        self.base, self.marker, self.record, self.base_bytes, self.owned = base, marker, record, base_bytes, 0
+        self.deltas = self.chain_bytes = 0
+        self.fresh = int(record < 0)
+
     def _ack_run(self, first: int, last: int) -> None:
         if last <= self.md_e:
             return
@@ -520,6 +619,9 @@ class PySmallState:
             j += 1
         if j == i + 1 and r[2 * i] <= first and last <= r[2 * i + 1]:
             return  # acked already
+        if not self.fresh:
+            _track(self, first, last, i, j)
+        batches = len(self._batches)
         for held in (self._counts, self._batches):  # an acked entry has no count, no partial batch
             if held:
                 if last - first < len(held):
@@ -528,11 +630,14 @@ class PySmallState:
                 else:
                     for e in [e for e in held if first <= e <= last]:
                         del held[e]
+        if batches != len(self._batches):
+            self._unchain()  # (a partial batch gone: the chain's record still holds it)
         if j > i:
             first, last = min(first, r[2 * i]), max(last, r[2 * j - 1])
         r[2 * i : 2 * j] = (first, last)
         self.dirty = 1
         if r[0] == self.md_e + 1:  # M moves over the first run
+            self._unchain()
             self.md_e = r[1]
             del r[:2]
             if self.rp_e < self.md_e + 1:
@@ -541,31 +646,125 @@ class PySmallState:
             self._rebase()
 
 
+def _edge(s: PySmallState) -> int:
+    """The first entry of the form past M's ledger (its chain's delta markers name acks and
+    counts of M's ledger only)."""
+    return s.spans[0][1] if s.spans else _ENTRY_MAX + 1
+
+
+def _counted(s: PySmallState, entry: int) -> None:
+    """``entry``'s delivery count set: one of the counts since the chain's last marker, while
+    it is in M's ledger and they are at most :data:`DELTA_MOST` with the acks since."""
+    s._counted.add(entry)
+    if entry >= _edge(s) or len(s._counted) + len(s._adds) > DELTA_MOST:
+        s._unchain()
+
+
+def _track(s: PySmallState, first: int, last: int, i: int, j: int) -> None:
+    """Entries ``first..last`` of ``s`` are acked now, its runs ``i..j`` (those touching
+    them) acked before: the others go to the acks since the chain's last marker, while
+    they are in M's ledger and at most :data:`DELTA_MOST` with the counts set since."""
+    r, adds = s._runs, s._adds
+    if last >= _edge(s):
+        s._unchain()
+        return
+    e, most = first, DELTA_MOST - len(s._counted)
+    for k in range(i, j + 1):
+        stop = min(r[2 * k] - 1 if k < j else last, last)  # (the entries before run k, or to the end)
+        if e <= stop:
+            if len(adds) + stop - e + 1 > most:
+                s._unchain()
+                return
+            adds.extend(range(e, stop + 1))
+        if k < j:
+            e = max(e, r[2 * k + 1] + 1)
+
+
+def _state_record(s: PySmallState, version: int) -> bytes:
+    """The form's whole state as one state marker record (format ``version``)."""
+    runs = dict(ledger_runs(s))
+    counted: dict[int, dict[int, int]] = {}
+    for (ledger, entry), n in ledger_counts(s):
+        counted.setdefault(ledger, {})[entry] = n
+    batched: dict[int, dict[int, tuple[int, int]]] = {}
+    for (ledger, entry), batch in ledger_batches(s):
+        batched.setdefault(ledger, {})[entry] = batch
+    ledgers: list[tuple[int, BitMap, dict[int, tuple[int, int]], dict[int, int]]] = [
+        (ledger, bitmap_of_runs(runs.get(ledger, [])), batched.get(ledger, {}), counted.get(ledger, {}))
+        for ledger in sorted(runs.keys() | counted.keys() | batched.keys())
+    ]
+    return pure_codecs.state_marker(version, s.cursor_id, s.md_l, s.md_e, ledgers, s.props)
+
+
+def _delta_record(s: PySmallState, version: int) -> bytes | None:
+    """The form's next state as a delta marker of its chain (the acks and counts of M's
+    ledger since the chain's last marker; M, the read position's field and the properties
+    as every marker has them), or None when it cannot be one: no chain, anything else
+    changed (``fresh``), a full state due (``every`` deltas, or the chain's bytes past its
+    base's or :data:`~ackstore.cursor.chain.SMALL_CHAIN`), or a field past the fixed
+    layout's 32 bits. O(runs of M's ledger + acks and counts since)."""
+    if s.base < 0 or s.record < 0 or s.fresh or s.deltas >= s.every or s.chain_bytes > max(s.base_bytes, SMALL_CHAIN):
+        return None
+    if max(s.cursor_id, s.md_l, s.marker + 1, s.md_e + 2) > _ENTRY_MAX:
+        return None
+    items: list[tuple[Any, ...]] = []
+    counts = {e: s._counts[e] for e in sorted(s._counted) if e in s._counts}
+    if s._adds or counts:
+        edge = _edge(s)
+        ranges = s.n
+        if edge <= _ENTRY_MAX:  # the runs in M's ledger (one across its end is one there too)
+            ranges = s._first_ending_at_or_after(edge)
+            ranges += ranges < s.n and s._runs[2 * ranges] < edge
+        entry = (s.record, ranges, BitMap(s._adds) if s._adds else None, counts or None)
+        items.append((s.md_l, entry))
+    return pure_codecs.fixed_marker(
+        version, 0, s.marker, s.md_l, s.md_e, s.md_l, s.md_e + 1, s.cursor_id, items, s.props
+    )
+
+
 def _py_flush_small(
     smalls: list[Any],
     version: int,
     reserve: int,
     max_counts: int,
     max_bytes: int,
+    max_runs: int,
+    chains: int,
     written: list[Any] | None = None,
+    trims: list[Any] | None = None,
 ) -> tuple[list[tuple[bytes, bytes]], int, list[Any]]:
-    """The pure-Python :data:`flush_small`: every changed one's next state as the value of
-    the state slot its newest is not in (``reserve`` zero bytes of room in a slot's first
-    value; ``version`` the record's format), and each adopted: its sequence on, that slot
-    the newest, unchanged. The state of a ``logged`` one (its cursor keeps history:
-    :func:`~ackstore.cursor.lane.state_slot`'s rule) is its state marker under its log key
-    instead, its slots left as they are, and the form is appended to ``written`` (when
-    given). One whose state the state layout
-    does not take now (more than ``max_counts`` delivery counts, or a record over
-    ``max_bytes``: the limits a flush of the parts writes a state marker within) is not
-    written, and is listed instead (its cursor's parts take the state). Returns the puts
-    (a list of ``(key, value)``; the compiled twin's are the same pairs in one ``Puts``,
-    ``ackstore/_puts.c``), their bytes and those not written. O(smalls + their runs and
-    counts)."""
+    """The pure-Python :data:`flush_small`: every changed one's next state, and each adopted:
+    its sequence on, its chain or slots as the state went, unchanged. Where a state goes:
+
+    - a ``logged`` one's (its cursor keeps history: :func:`~ackstore.cursor.lane.state_slot`'s
+      rule) as its state marker under its log key, its slots left as they are; the form is
+      appended to ``written`` (when given);
+    - else a delta marker of the form's own chain under its log key, when it can be one
+      (:func:`_delta_record`);
+    - else, when the state layout a slot takes holds it (at most ``max_runs`` ranges, a
+      record of at most ``max_bytes``), the state slot its newest is not in (``reserve``
+      zero bytes of room in a slot's first value; ``version`` the record's format);
+    - else, when ``chains`` (:func:`set_form_chains`), a state marker under its log key: the
+      base of a new chain; else it is over (its parts write it).
+
+    A state that goes where the one before was not trims the cursor's keys that neither
+    it nor the one before needs: a new base those below the chain before it (the older
+    chains, and the state slots: they are older still), the first state a slot takes after
+    the log those below the chain it leaves, the second one every log key (the one before it
+    is then in the other slot). Each such form is appended to ``trims`` (when given) as
+    ``(form, below, keep)``: delete its log keys and slot states of sequences below
+    ``below`` but ``keep`` (-1: none). One whose state the state layout does not take
+    (more than ``max_counts`` delivery counts and partial batches, or, for a ``logged`` one,
+    a record over ``max_bytes``: the limits a flush of the parts writes a state marker
+    within) is not written, and is listed instead (its cursor's parts take the state).
+    Returns the puts (a list of ``(key, value)``; the compiled twin's are the same pairs
+    in one ``Puts``, ``ackstore/_puts.c``), their bytes and those not written.
+    O(smalls + their runs and counts)."""
     if not 0 <= version <= 0xFF or not 0 <= reserve <= 64:
         raise ValueError(f"flush_small: format {version} or room {reserve} is outside the layout (0..255, 0..64)")
-    if written is not None and not isinstance(written, list):
-        raise TypeError("flush_small's written is a list (of the logged forms it writes) or None")
+    for given, what in ((written, "written"), (trims, "trims")):
+        if given is not None and not isinstance(given, list):
+            raise TypeError(f"flush_small's {what} is a list (of the forms it writes so) or None")
     puts: list[tuple[bytes, bytes]] = []
     over: list[Any] = []
     total = 0
@@ -578,34 +777,51 @@ def _py_flush_small(
         if s.nc + s.nb > max_counts:
             over.append(s)
             continue
-        runs = dict(ledger_runs(s))
-        counted: dict[int, dict[int, int]] = {}
-        for (ledger, entry), n in ledger_counts(s):
-            counted.setdefault(ledger, {})[entry] = n
-        batched: dict[int, dict[int, tuple[int, int]]] = {}
-        for (ledger, entry), batch in ledger_batches(s):
-            batched.setdefault(ledger, {})[entry] = batch
-        ledgers: list[tuple[int, BitMap, dict[int, tuple[int, int]], dict[int, int]]] = [
-            (ledger, bitmap_of_runs(runs.get(ledger, [])), batched.get(ledger, {}), counted.get(ledger, {}))
-            for ledger in sorted(runs.keys() | counted.keys() | batched.keys())
-        ]
-        record = pure_codecs.state_marker(version, s.cursor_id, s.md_l, s.md_e, ledgers, s.props)
-        if len(record) > max_bytes:
-            over.append(s)
-            continue
-        s._undo = s.slots  # adopted now: undo_small gives it back
-        if s.logged:
-            key, value = log_key(s.cursor_id, s.next_seq), record
-            if written is not None:
-                written.append(s)
+        seq = s.next_seq
+        key = log_key(s.cursor_id, seq)
+        chain = (s.base, s.marker, s.deltas, s.chain_bytes, s.base_bytes, s.tail, s.slot, s.record, s.owned, s.slots)
+        below, keep = -1, -1
+        value = None if s.logged else _delta_record(s, version)
+        if value is not None:  # a delta marker of the form's chain
+            s.marker, s.deltas, s.chain_bytes = seq, s.deltas + 1, s.chain_bytes + len(value)
         else:
-            slot, room = next_slot(s.slot, s.slots, reserve)
-            key = slot_key(s.cursor_id, slot)
-            value = seal_slot(key, s.next_seq, record, room)
-            s.slot = slot
-            s.slots |= 1 << slot
+            record = _state_record(s, version)
+            if s.logged:
+                if len(record) > max_bytes:
+                    over.append(s)
+                    continue
+                value = record
+                if written is not None:
+                    written.append(s)
+            elif len(record) <= max_bytes and s.range_count() <= max_runs:  # a state slot
+                slot, room = next_slot(s.slot, s.slots, reserve)
+                key = slot_key(s.cursor_id, slot)
+                value = seal_slot(key, seq, record, room)
+                if s.base != -1:  # leaving the log: the chain it leaves is the one before
+                    if s.owned:  # (what its parts' chain names lies below it: kept)
+                        below, s.slots = s.base, 0  # (the slots: below the chain)
+                    s.tail, s.base = 1, -1
+                elif s.tail:  # the one before in the other slot: every log key goes
+                    below, keep, s.tail = seq, seq - 1, 0
+                s.slot = slot
+                s.slots |= 1 << slot
+            elif not chains:  # the parts' to write
+                over.append(s)
+                continue
+            else:  # the base of a new chain, under its log key
+                value = record
+                if s.base >= 0 and s.owned:  # (what its parts' chain names lies below it: kept)
+                    below, s.slots = s.base, 0  # (the slots: below the chain)
+                s.base, s.marker, s.record, s.deltas, s.chain_bytes, s.base_bytes = seq, seq, seq, 0, 0, len(record)
+                s.tail, s.owned = 0, 1
+            s.fresh = int(s.base < 0)
+        s._adds.clear()
+        s._counted.clear()
+        if below >= 0 and trims is not None:
+            trims.append((s, below, keep))
         puts.append((key, value))
         nbytes = len(key) + len(value)
+        s._undo, s._undo_chain = chain[-1], chain  # adopted now: undo_small gives it back
         s._undo_persisted = s.persisted
         s.next_seq += 1
         s.dirty = 0
@@ -619,17 +835,21 @@ def _py_flush_small(
 
 def _py_undo_small(smalls: list[Any]) -> None:
     """The pure-Python :data:`undo_small`: each one the last flush took, as it was before
-    that flush, and changed again (its state waits for the next flush). O(smalls)."""
+    that flush (its chain and slots), and changed again (its state waits for the next
+    flush, written whole: the acks and counts a delta would have named are in it).
+    O(smalls)."""
     for s in smalls:
         if type(s) is not PySmallState or s._undo < 0 or s.ended:
             continue
         s.next_seq -= 1
-        if not s.logged:
-            s.slot = 1 - s.slot
-        s.slots, s.persisted = s._undo, s._undo_persisted
+        s.base, s.marker, s.deltas, s.chain_bytes, s.base_bytes, s.tail, s.slot, s.record, s.owned, s.slots = (
+            s._undo_chain
+        )
+        s.persisted = s._undo_persisted
         s.flushes -= 1
         s.flush_bytes -= s.last_bytes
         s.dirty = 1
+        s._unchain()
         s._undo = -1
 
 
@@ -755,8 +975,9 @@ def _cap(config: CursorConfig) -> int:
     (no cursor writes the state layout)."""
     if lane.STATE_MAX_RUNS < 0:
         return -1
+    most = FORM_RUNS_FACTOR * lane.STATE_MAX_RUNS if _CHAINS[0] else lane.STATE_MAX_RUNS
     limit = config.max_unacked_ranges_to_persist
-    return min(lane.STATE_MAX_RUNS, limit) if limit else lane.STATE_MAX_RUNS
+    return min(most, limit) if limit else most
 
 
 def keeps_form(small: Any, old: CursorConfig, new: CursorConfig) -> bool:
@@ -791,8 +1012,13 @@ def small_of(
         newest = chain.marker_seq
         if not (0 <= newest == chain.full_seq == chain.next_seq - 1 and tuple(chain.full_live) == (newest,)):
             return None
-    elif not chain.in_slots:
-        return None
+    base = -1  # its newest state in a slot (a cursor that keeps history: under its log key)
+    if not (config.history_seconds or chain.in_slots):  # its newest state in the log, as its parts wrote it:
+        if not _CHAINS[0] or state.range_count <= lane.STATE_MAX_RUNS:  # (the form's once the parts' state
+            return None  # plans put it in a slot)
+        if state.range_count > cap - cap // 4:  # (room to grow: a cursor near the cap does not go in and out)
+            return None
+        base = -2  # (the form's chain is its parts': see below)
     if state.range_count > cap or pages.swapped or pages.vanished or pages.unmarked:
         return None
     md_l, md_e = state.md
@@ -811,11 +1037,12 @@ def small_of(
         offset = offsets.get(ledger)
         if offset is None:
             return None
-        for first, last in run_bounds(la.bitmap):
-            if runs and runs[-1][1] + 1 == offset + first:  # (a run across an offset: one on the line)
-                runs[-1] = (runs[-1][0], offset + last)
-            else:
-                runs.append((offset + first, offset + last))
+        held = run_bounds(la.bitmap)
+        if offset:
+            held = [(offset + first, offset + last) for first, last in held]
+        if held and runs and runs[-1][1] + 1 == held[0][0]:  # (a run across an offset: one on the line)
+            runs[-1] = (runs[-1][0], held.pop(0)[1])
+        runs += held
         counts += [(offset + entry, n) for entry, n in sorted(la.counts.items())]
         batches += [(offset + entry, *batch) for entry, batch in sorted(la.batches.items())]
     if len(counts) + len(batches) > COUNT_CAP or (runs and runs[-1][1] > bound[1]):
@@ -826,6 +1053,12 @@ def small_of(
         return None
     s = SmallState(cursor_id, md_l, md_e, *chain_at, runs, cap, counts, rp_e, props, rp_i, batches)
     s.logged = int(bool(config.history_seconds))
+    s.base, s.every = base, config.full_marker_every
+    if base == -2 and chain.full_seq == chain.marker_seq >= 0 and not chain.truncated:  # its parts' chain
+        record = pages.index.get(md_l)
+        s.adopt(
+            chain.full_seq, chain.marker_seq, -1 if record is None else record.seq, chain.full_bytes + 2 * len(runs)
+        )
     return s if fit(s, directory) else None
 
 
@@ -873,6 +1106,7 @@ def small_opened(
     s = small_of_slots(cursor_id, *values, FORMAT_VERSION, cap, lambda md_l: bound_of(directory, md_l), logged)
     if s is None:
         return None
+    s.every = config.full_marker_every
     try:
         if s.props:
             unpack_properties(s.props)
@@ -922,7 +1156,13 @@ def check_small(s: Any, md: tuple[int, int], logged: bool | None = None) -> None
         assert spans[s.rp_i - 1][1] <= s.rp_e, f"read position {s.rp_e} below its ledger's offset in {spans}"
     assert s.slot in (0, 1) and 0 <= s.slots <= 3, f"slot {s.slot}, slots {s.slots}"
     assert logged is None or bool(s.logged) == logged, f"logged {s.logged}, its cursor's config says {logged}"
-    assert s.logged or s.slots >> s.slot & 1, f"the newest state's slot {s.slot} holds nothing ({s.slots})"
+    assert s.logged or s.base != -1 or s.slots >> s.slot & 1, f"the newest state's slot {s.slot} holds nothing"
+    assert s.base >= -2 and s.tail in (0, 1) and (not s.tail or s.base == -1), f"base {s.base}, tail {s.tail}"
+    if s.base >= 0:  # the form's chain: its base, then its delta markers
+        assert not s.logged and s.base <= s.marker < s.next_seq, f"chain {s.base}..{s.marker}, next {s.next_seq}"
+        assert s.record <= s.marker and (not s.owned or s.record == s.base), f"record {s.record}, base {s.base}"
+        assert 0 <= s.deltas <= s.every, f"{s.deltas} delta markers after the base, every {s.every}"
+    assert s.fresh or (s.base >= 0 and s.record >= 0), "a delta marker to come with no chain"
     assert pack_properties(unpack_properties(s.props)) == s.props, f"properties {s.props!r} not as a marker packs them"
 
 
@@ -942,9 +1182,42 @@ def logged_plan(cursor_id: int, seq: int, ranges: int) -> lane.MarkerPlan:
     return plan
 
 
-def flush_format() -> tuple[int, int, int, int]:
+def trim_plan(cursor_id: int, below: int, keep: int) -> lane.MarkerPlan:
+    """The trim a flush of a small form makes (:data:`flush_small`'s ``trims``), as a plan
+    the group flush's write trims with the others (:func:`~ackstore.cursor.lane.trim_all`):
+    the cursor's log keys and slot states below sequence ``below`` but ``keep`` (-1: none),
+    found by a scan of its keys. Its puts are the form's, already in the flush's. O(1)."""
+    plan = lane.MarkerPlan(cursor_id, {}, True, below, (), False, 0, b"", b"")
+    plan.puts = []
+    plan.gc_below, plan.gc_live = below, (keep,) if keep >= 0 else ()
+    return plan
+
+
+_CHAINS = [0]  # whether forms keep chains of their own: off by default (see set_form_chains)
+
+
+def set_form_chains(on: bool) -> bool:
+    """Whether a small form whose state a slot does not take keeps a chain of its own under
+    its log keys (the module docstring) and holds up to :data:`FORM_RUNS_FACTOR` times a
+    slot's ranges, or ends (its parts write it, as they write every larger cursor); returns
+    the setting before. Off by default: the chain's base is a state marker, whose varints
+    cost more than the parts' ledger codecs for many ranges (a stride, dense runs), and its
+    delta markers run to ``full_marker_every`` before a trim, where the parts' small full
+    markers trim every few flushes: the file of the disk-bound run grows past its bound. The
+    tests run it on both twins."""
+    before, _CHAINS[0] = bool(_CHAINS[0]), int(bool(on))
+    return before
+
+
+def form_chains() -> bool:
+    """Whether small forms keep chains of their own now (:func:`set_form_chains`)."""
+    return bool(_CHAINS[0])
+
+
+def flush_format() -> tuple[int, int, int, int, int, int]:
     """What the group flush gives :data:`flush_small`: the record format, a slot's first
     room, and the bounds of the state layout a flush writes (the most delivery counts, the
-    most bytes: :data:`~ackstore.cursor.lane.STATE_MAX_EXTRAS`,
-    :data:`~ackstore.cursor.lane.STATE_MAX_BYTES`, as they are now)."""
-    return FORMAT_VERSION, SLOT_RESERVE, lane.STATE_MAX_EXTRAS, lane.STATE_MAX_BYTES
+    most bytes, the most ranges a slot takes: :data:`~ackstore.cursor.lane.STATE_MAX_EXTRAS`,
+    :data:`~ackstore.cursor.lane.STATE_MAX_BYTES`, :data:`~ackstore.cursor.lane.STATE_MAX_RUNS`,
+    as they are now), and whether forms keep chains of their own (:func:`set_form_chains`)."""
+    return FORMAT_VERSION, SLOT_RESERVE, lane.STATE_MAX_EXTRAS, lane.STATE_MAX_BYTES, lane.STATE_MAX_RUNS, _CHAINS[0]
