@@ -87,10 +87,30 @@ def steady_ops(seed: int, rnd: int) -> list[Op]:
     return [*ops, ("each", late)]
 
 
-WORKLOADS = {"random": round_ops, "steady": steady_ops, "history": round_ops, "steady-history": steady_ops}
+def holey_ops(seed: int, rnd: int) -> list[Op]:
+    """A cursor of many holes (a third of the open ledger's entries, more ranges than a state
+    slot takes) acking one or two of them a round, in the open ledger M stands in: round 0
+    acks the sealed ledgers whole and every third entry of the open one; the same whatever
+    the state, like :func:`round_ops`."""
+    last, count = LEDGERS[-2]
+    open_ledger = LEDGERS[-1][0]
+    if rnd == 0:
+        return [("cum", (last, count - 1)), ("entries", (open_ledger, list(range(1, OPEN_TOP + 1, 3))))]
+    rng = random.Random(seed * 104_729 + rnd)
+    return [("each", [(open_ledger, 3 * rng.randrange(OPEN_TOP // 3) + 2) for _ in range(rng.randint(1, 2))])]
+
+
+WORKLOADS = {
+    "random": round_ops,
+    "steady": steady_ops,
+    "history": round_ops,
+    "steady-history": steady_ops,
+    "holey-chain": holey_ops,
+}
 """``history``: the random workload on a cursor that keeps an hour of history (its kept
 states are checked too); ``steady-history``: the steady one on such a cursor (its states
-flushed from the small form, under log keys)"""
+flushed from the small form, under log keys); ``holey-chain``: a cursor of many holes whose
+small form keeps a chain of its own (``set_form_chains``), delta markers between bases"""
 
 
 def run_and_kill(argv: list[str], pause: float) -> str:
@@ -150,6 +170,10 @@ def main() -> None:
 
     path, seed, first = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     ops = WORKLOADS[sys.argv[4] if len(sys.argv) > 4 else "random"]
+    if len(sys.argv) > 4 and sys.argv[4].endswith("chain"):
+        from ackstore.cursor.small import set_form_chains
+
+        set_form_chains(True)
     store = AckStore.open(path, sync=True)
     cursor = store.topic(TOPIC).cursor(CURSOR)
     print("ready", flush=True)

@@ -128,6 +128,8 @@ def test_kill_minus_nine_during_ack_and_flush(tmp_path: Path, long_run: bool, wo
         if workload.endswith("history") and kill == rounds - 1:
             assert _check_history(path, states) >= rounds  # every kill's flushes left states, all checked
     assert next_round > rounds  # the children really made progress between kills
+    if workload.endswith("chain"):  # the form's own chain was written (and read back after each kill)
+        assert small > 0, "no flush of the small form: its chain was never written"
     if workload.startswith("steady"):  # in order: the mark-delete moved along the open ledger, mostly in the small form
         assert model.md(state) >= w.log_position(w.STEADY_FROM + rounds * w.STEADY_K - 2 * w.STEADY_K), model.md(state)
         assert small > rounds, f"{small} of the children's flushes were of the small form"
