@@ -1420,11 +1420,14 @@ static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t n
             } else { /* the base of a new chain, under its log key */
                 if (slot_value(s, -1, key, (uint32_t)version, 0, PY_SSIZE_T_MAX, &o) < 0) goto fail;
                 if (s->base >= 0 && s->owned) below = s->base, s->slots = 0; /* (as above) */
-                s->base = s->marker = s->record = (long long)seq;
+                unsigned long long edge = edge_of(s); /* (a state marker lists the ledgers holding state) */
+                int held = (s->n && s->runs[0] < edge) || (s->nc && s->counts[0] < edge) || (s->nb && s->bat[0] < edge);
+                s->base = s->marker = (long long)seq;
+                s->record = held ? (long long)seq : -1;
                 s->deltas = 0, s->chain_bytes = 0, s->base_bytes = (unsigned long long)o.len;
                 s->tail = 0, s->owned = 1;
             }
-            if (s->base < 0) unchain(s);
+            if (s->base < 0 || s->record < 0) unchain(s);
             else rechain(s);
         }
         s->na = s->ncd = 0;

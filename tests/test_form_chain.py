@@ -205,3 +205,27 @@ def test_a_delta_marker_names_the_acks_and_counts_since_the_last_marker(impl: An
     assert (s.md_e, s.fresh) == (2, 1)
     impl.flush_small([s], VERSION, RESERVE, MAX_COUNTS, MAX_BYTES, MAX_RUNS, 1, None, trims)
     assert (s.base, s.marker, s.deltas, trims[-1][1:]) == (9, 9, 0, (7, -1))
+
+
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS, ids=["pure", "native"][: len(IMPLEMENTATIONS)])
+def test_a_base_that_lists_no_ledger_of_m_is_no_record_for_a_delta(impl: Any) -> None:
+    """A state marker lists only the ledgers that hold state: a base written while M's
+    ledger holds nothing above M (every range in the ledger after it) is no record of M's
+    ledger, so an ack there next is written whole, not as a delta naming the base; the log
+    recovers to the form's state after each flush."""
+    s = impl.SmallState(CID, LEDGER, 9, 5, 0, 1, [], 1 << 12)
+    assert not s.bound(0, ((LEDGER + 1, 20),), 200)
+    for e in range(22, 60, 3):  # ranges in the next ledger only
+        s.ack_range(e, e)
+    log: dict[bytes, bytes] = {}
+    for step in range(3):
+        trims: list[Any] = []
+        puts, _, over = impl.flush_small([s], VERSION, RESERVE, MAX_COUNTS, MAX_BYTES, MAX_RUNS, 1, None, trims)
+        assert over == []
+        for _, below, keep in trims:
+            _trim(log, below, keep)
+        log.update(_puts(puts))
+        assert _recovered(log) == _held(s), step
+        if step == 0:
+            assert s.base >= 0 and s.record == -1 and s.fresh == 1
+        s.ack_range(12 + step, 12 + step)  # in M's ledger (entry 10 is M + 1: M stays)

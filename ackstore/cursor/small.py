@@ -660,6 +660,17 @@ def _counted(s: PySmallState, entry: int) -> None:
         s._unchain()
 
 
+def _m_held(s: PySmallState) -> bool:
+    """Whether M's ledger holds state (acks above M, a delivery count or a partial batch):
+    a state marker lists it then, as the record a delta marker may name."""
+    edge = _edge(s)
+    return bool(
+        (s._runs and s._runs[0] < edge)
+        or (s._counts and min(s._counts) < edge)
+        or (s._batches and min(s._batches) < edge)
+    )
+
+
 def _track(s: PySmallState, first: int, last: int, i: int, j: int) -> None:
     """Entries ``first..last`` of ``s`` are acked now, its runs ``i..j`` (those touching
     them) acked before: the others go to the acks since the chain's last marker, while
@@ -812,9 +823,10 @@ def _py_flush_small(
                 value = record
                 if s.base >= 0 and s.owned:  # (what its parts' chain names lies below it: kept)
                     below, s.slots = s.base, 0  # (the slots: below the chain)
-                s.base, s.marker, s.record, s.deltas, s.chain_bytes, s.base_bytes = seq, seq, seq, 0, 0, len(record)
+                s.base, s.marker, s.deltas, s.chain_bytes, s.base_bytes = seq, seq, 0, 0, len(record)
+                s.record = seq if _m_held(s) else -1  # (a state marker lists the ledgers holding state)
                 s.tail, s.owned = 0, 1
-            s.fresh = int(s.base < 0)
+            s.fresh = int(s.base < 0 or s.record < 0)
         s._adds.clear()
         s._counted.clear()
         if below >= 0 and trims is not None:
@@ -1160,7 +1172,7 @@ def check_small(s: Any, md: tuple[int, int], logged: bool | None = None) -> None
     assert s.base >= -2 and s.tail in (0, 1) and (not s.tail or s.base == -1), f"base {s.base}, tail {s.tail}"
     if s.base >= 0:  # the form's chain: its base, then its delta markers
         assert not s.logged and s.base <= s.marker < s.next_seq, f"chain {s.base}..{s.marker}, next {s.next_seq}"
-        assert s.record <= s.marker and (not s.owned or s.record == s.base), f"record {s.record}, base {s.base}"
+        assert s.record <= s.marker and (not s.owned or s.record in (s.base, -1)), f"record {s.record}, {s.base}"
         assert 0 <= s.deltas <= s.every, f"{s.deltas} delta markers after the base, every {s.every}"
     assert s.fresh or (s.base >= 0 and s.record >= 0), "a delta marker to come with no chain"
     assert pack_properties(unpack_properties(s.props)) == s.props, f"properties {s.props!r} not as a marker packs them"
