@@ -29,6 +29,18 @@
 #define SMALL_CHAIN 64 /* cursor/chain.py's SMALL_CHAIN: a chain's bytes may reach its base's or this */
 #define U32 0xFFFFFFFFULL
 
+/* where the newest state is, when it is a chain's (cursor/small.py's PySmallState says each
+ * field): a flush changes it, undo_small puts back the copy the flush kept */
+typedef struct {
+    long long base;                 /* -1 a state slot, -2 the log (the parts wrote it), else the form's chain's base */
+    long long marker;               /* the chain's newest marker */
+    long long record;               /* M's ledger's record in the chain (-1: none) */
+    unsigned long long chain_bytes, base_bytes;
+    uint32_t deltas;                /* delta markers since the base */
+    uint8_t owned;                  /* the chain's base is the form's own (a state marker), not its parts' */
+    uint8_t tail;                   /* log keys under the slots */
+} Chain;
+
 typedef struct {
     PyObject_HEAD
     long long md_l, md_e, rp_e;
@@ -51,21 +63,12 @@ typedef struct {
     long long limit;                /* the form's highest entry allowed, as of ... */
     long long limit_version;        /* ... this version of the topic's directory (-1: none) */
     PyObject *props;                /* the properties, packed as the state layout writes them (b"": none) */
-    /* where the newest state is (cursor/small.py's PySmallState says each field): */
-    long long base;                 /* -1 a state slot, -2 the log (the parts wrote it), else the form's chain's base */
-    long long marker;               /* the chain's newest marker */
-    long long record;               /* M's ledger's record in the chain (-1: none) */
-    uint8_t owned;                  /* the chain's base is the form's own (a state marker), not its parts' */
-    uint32_t deltas, every;         /* delta markers since the base; the most of them */
-    unsigned long long chain_bytes, base_bytes;
-    uint8_t tail, fresh;            /* log keys under the slots; no delta marker possible now */
+    Chain c, undo_c;                /* its chain, and as it was before the last flush took it */
+    uint8_t undo_slot;              /* (and the slot then) */
+    uint32_t every;                 /* the most delta markers after a base */
+    uint8_t fresh;                  /* no delta marker possible now */
     uint32_t na, ncd;               /* the acks and counted entries since the chain's last marker: */
     uint32_t *adds, *counted;       /* (PyMem, DELTA_MOST each, NULL until the form keeps a chain) */
-    long long u_base, u_marker, u_record; /* the chain before the last flush took it (undo_small) */
-    uint8_t u_owned;
-    uint32_t u_deltas;
-    unsigned long long u_chain_bytes, u_base_bytes;
-    uint8_t u_tail, u_slot;
     uint32_t own[2 * OWN_RUNS];
 } SmallState;
 
@@ -130,6 +133,18 @@ static void track(SmallState *s, uint32_t f, uint32_t l, uint32_t i, uint32_t j)
         }
         if (k < j && (long long)r[2 * k + 1] + 1 > e) e = (long long)r[2 * k + 1] + 1;
     }
+}
+
+/* entry e's delivery count set: one of the counts since the chain's last marker, while it is
+ * in M's ledger and they are at most DELTA_MOST with the acks since (small.py's _counted) */
+static void count_since(SmallState *s, uint32_t e) {
+    uint32_t c = 0;
+    while (c < s->ncd && s->counted[c] != e) c++;
+    if (c == s->ncd) {
+        if (s->ncd < DELTA_MOST) s->counted[s->ncd] = e;
+        s->ncd++;
+    }
+    if ((unsigned long long)e >= edge_of(s) || s->ncd + s->na > DELTA_MOST) unchain(s);
 }
 
 /* entries f..l (above M) added: merged with the runs they overlap or touch. 1 if anything
@@ -388,7 +403,7 @@ static SmallState *small_new(PyTypeObject *type, unsigned long long cid, long lo
     s->slot = (uint8_t)slot;
     s->slots = (uint8_t)slots;
     s->cap = cap;
-    s->base = s->marker = s->record = -1;
+    s->c.base = s->c.marker = s->c.record = -1;
     s->fresh = 1;
     s->every = 64;
     s->props = PyBytes_FromStringAndSize(NULL, 0);
@@ -699,15 +714,7 @@ static PyObject *SmallState_deliver_positions(SmallState *s, PyObject *items) {
             }
             n = s->counts[2 * j + 1];
             s->dirty = 1;
-            if (!s->fresh) { /* counted since the chain's last marker */
-                uint32_t c = 0;
-                while (c < s->ncd && s->counted[c] != (uint32_t)e) c++;
-                if (c == s->ncd) {
-                    if (s->ncd < DELTA_MOST) s->counted[s->ncd] = (uint32_t)e;
-                    s->ncd++;
-                }
-                if ((unsigned long long)e >= edge_of(s) || s->ncd + s->na > DELTA_MOST) unchain(s);
-            }
+            if (!s->fresh) count_since(s, (uint32_t)e);
         }
         PyObject *v = PyLong_FromLongLong(n);
         if (v == NULL) {
@@ -965,13 +972,13 @@ static PyObject *SmallState_adopt(SmallState *s, PyObject *const *args, Py_ssize
     if ((record = PyLong_AsLongLong(args[2])) == -1 && PyErr_Occurred()) return NULL;
     if ((bytes = PyLong_AsLongLong(args[3])) == -1 && PyErr_Occurred()) return NULL;
     long long next = (long long)s->next_seq;
-    if (base < 0 || marker < base || marker >= next || record < -1 || record >= next || s->base != -2 || bytes < 0) {
+    if (base < 0 || marker < base || marker >= next || record < -1 || record >= next || s->c.base != -2 || bytes < 0) {
         PyErr_Format(PyExc_ValueError, "adopt(%lld, %lld, %lld): not a chain before %lld of its parts", base, marker,
                      record, next);
         return NULL;
     }
-    s->base = base, s->marker = marker, s->record = record, s->base_bytes = (unsigned long long)bytes, s->owned = 0;
-    s->deltas = 0, s->chain_bytes = 0;
+    s->c.base = base, s->c.marker = marker, s->c.record = record, s->c.base_bytes = (unsigned long long)bytes, s->c.owned = 0;
+    s->c.deltas = 0, s->c.chain_bytes = 0;
     if (record < 0) unchain(s);
     else rechain(s);
     Py_RETURN_NONE;
@@ -1108,6 +1115,7 @@ static PyGetSetDef SmallState_getset[] = {
 };
 
 #define MEMBER(name, type, doc) {#name, type, offsetof(SmallState, name), READONLY, doc}
+#define CHAIN_MEMBER(name, type, doc) {#name, type, offsetof(SmallState, c.name), READONLY, doc}
 static PyMemberDef SmallState_members[] = {
     MEMBER(cursor_id, T_ULONGLONG, "the cursor's id"),
     MEMBER(md_l, T_LONGLONG, "the mark-delete position's ledger"),
@@ -1133,16 +1141,16 @@ static PyMemberDef SmallState_members[] = {
     MEMBER(props, T_OBJECT_EX, "the properties, packed as the state layout writes them (b'': none)"),
     {"logged", T_UBYTE, offsetof(SmallState, logged), 0,
      "1 when its cursor keeps history: each state goes under its log key, not a state slot"},
-    {"base", T_LONGLONG, offsetof(SmallState, base), 0,
+    {"base", T_LONGLONG, offsetof(SmallState, c.base), 0,
      "where the newest state is: -1 a state slot, -2 the log (its parts wrote it), else the base of the form's chain"},
     {"every", T_UINT, offsetof(SmallState, every), 0, "the most delta markers after a base (full_marker_every)"},
-    MEMBER(marker, T_LONGLONG, "the newest marker of the form's chain"),
-    MEMBER(record, T_LONGLONG, "M's ledger's record in the chain (-1: none)"),
-    MEMBER(owned, T_UBYTE, "1 when the chain's base is the form's own state marker, not its parts' full marker"),
-    MEMBER(deltas, T_UINT, "delta markers in the chain since its base"),
-    MEMBER(chain_bytes, T_ULONGLONG, "their bytes"),
-    MEMBER(base_bytes, T_ULONGLONG, "the base's bytes"),
-    MEMBER(tail, T_UBYTE, "1 when log keys of the cursor lie under its state slots"),
+    CHAIN_MEMBER(marker, T_LONGLONG, "the newest marker of the form's chain"),
+    CHAIN_MEMBER(record, T_LONGLONG, "M's ledger's record in the chain (-1: none)"),
+    CHAIN_MEMBER(owned, T_UBYTE, "1 when the chain's base is the form's own state marker, not its parts' full marker"),
+    CHAIN_MEMBER(deltas, T_UINT, "delta markers in the chain since its base"),
+    CHAIN_MEMBER(chain_bytes, T_ULONGLONG, "their bytes"),
+    CHAIN_MEMBER(base_bytes, T_ULONGLONG, "the base's bytes"),
+    CHAIN_MEMBER(tail, T_UBYTE, "1 when log keys of the cursor lie under its state slots"),
     MEMBER(fresh, T_UBYTE, "1 when the next state cannot be a delta marker of the chain"),
     {NULL, 0, 0, 0, NULL},
 };
@@ -1265,9 +1273,9 @@ static void put_u64_be(unsigned char *p, unsigned long long v) {
 /* s's next state as a delta marker of its chain into `o` (emptied first): 1; 0 when it
  * cannot be one (small.py's _delta_record says when); -1 with an exception */
 static int delta_value(SmallState *s, uint32_t version, Out *out) {
-    if (s->base < 0 || s->record < 0 || s->fresh || s->deltas >= s->every) return 0;
-    if (s->chain_bytes > (s->base_bytes > SMALL_CHAIN ? s->base_bytes : SMALL_CHAIN)) return 0;
-    if (s->cursor_id > U32 || (unsigned long long)s->md_l > U32 || (unsigned long long)s->marker + 1 > U32 ||
+    if (s->c.base < 0 || s->c.record < 0 || s->fresh || s->c.deltas >= s->every) return 0;
+    if (s->c.chain_bytes > (s->c.base_bytes > SMALL_CHAIN ? s->c.base_bytes : SMALL_CHAIN)) return 0;
+    if (s->cursor_id > U32 || (unsigned long long)s->md_l > U32 || (unsigned long long)s->c.marker + 1 > U32 ||
         (unsigned long long)(s->md_e + 2) > U32)
         return 0;
     uint32_t adds[DELTA_MOST], ce[DELTA_MOST], cn[DELTA_MOST], na = s->na, k = 0;
@@ -1301,7 +1309,7 @@ static int delta_value(SmallState *s, uint32_t version, Out *out) {
     }
     at[7] = 0xC1;
     at[8] = 0; /* a delta marker */
-    put32(at + 9, (uint32_t)s->marker);
+    put32(at + 9, (uint32_t)s->c.marker);
     put32(at + 13, (uint32_t)s->md_l);
     put32(at + 17, (uint32_t)(s->md_e + 1));
     put32(at + 21, (uint32_t)s->md_l);
@@ -1311,7 +1319,7 @@ static int delta_value(SmallState *s, uint32_t version, Out *out) {
     unsigned char *p = at + 35;
     if (items) {
         put32(p, (uint32_t)s->md_l);
-        put32(p + 4, (uint32_t)(s->record + 1));
+        put32(p + 4, (uint32_t)(s->c.record + 1));
         put32(p + 8, ranges);
         put16(p + 12, na);
         put16(p + 14, k);
@@ -1380,15 +1388,13 @@ static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t n
         put_u64_be(key + 8, seq);
         long long below = -1, keep = -1;
         uint8_t slots = s->slots;
-        s->u_base = s->base, s->u_marker = s->marker, s->u_record = s->record, s->u_owned = s->owned;
-        s->u_deltas = s->deltas;
-        s->u_chain_bytes = s->chain_bytes, s->u_base_bytes = s->base_bytes, s->u_tail = s->tail, s->u_slot = s->slot;
+        s->undo_c = s->c, s->undo_slot = s->slot;
         int done = s->logged ? 0 : delta_value(s, (uint32_t)version, &o);
         if (done < 0) goto fail;
         if (done) { /* a delta marker of the form's chain */
-            s->marker = (long long)seq;
-            s->deltas++;
-            s->chain_bytes += (unsigned long long)o.len;
+            s->c.marker = (long long)seq;
+            s->c.deltas++;
+            s->c.chain_bytes += (unsigned long long)o.len;
         } else if (s->logged) { /* a cursor that keeps history: its state under its log key, as the parts' */
             int fits = slot_value(s, -1, key, (uint32_t)version, 0, max_bytes, &o);
             if (fits < 0) goto fail;
@@ -1406,11 +1412,11 @@ static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t n
             if (fits < 0) goto fail;
             if (fits) { /* a state slot */
                 klen = 10;
-                if (s->base != -1) { /* leaving the log: the chain it leaves is the one before */
-                    if (s->owned) below = s->base, s->slots = 0; /* (its parts' chain names what lies below it) */
-                    s->tail = 1, s->base = -1;
-                } else if (s->tail) { /* the one before in the other slot: every log key goes */
-                    below = (long long)seq, keep = (long long)seq - 1, s->tail = 0;
+                if (s->c.base != -1) { /* leaving the log: the chain it leaves is the one before */
+                    if (s->c.owned) below = s->c.base, s->slots = 0; /* (its parts' chain names what lies below it) */
+                    s->c.tail = 1, s->c.base = -1;
+                } else if (s->c.tail) { /* the one before in the other slot: every log key goes */
+                    below = (long long)seq, keep = (long long)seq - 1, s->c.tail = 0;
                 }
                 s->slot = (uint8_t)slot;
                 s->slots |= (uint8_t)(1 << slot);
@@ -1419,15 +1425,15 @@ static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t n
                 continue;
             } else { /* the base of a new chain, under its log key */
                 if (slot_value(s, -1, key, (uint32_t)version, 0, PY_SSIZE_T_MAX, &o) < 0) goto fail;
-                if (s->base >= 0 && s->owned) below = s->base, s->slots = 0; /* (as above) */
+                if (s->c.base >= 0 && s->c.owned) below = s->c.base, s->slots = 0; /* (as above) */
                 unsigned long long edge = edge_of(s); /* (a state marker lists the ledgers holding state) */
                 int held = (s->n && s->runs[0] < edge) || (s->nc && s->counts[0] < edge) || (s->nb && s->bat[0] < edge);
-                s->base = s->marker = (long long)seq;
-                s->record = held ? (long long)seq : -1;
-                s->deltas = 0, s->chain_bytes = 0, s->base_bytes = (unsigned long long)o.len;
-                s->tail = 0, s->owned = 1;
+                s->c.base = s->c.marker = (long long)seq;
+                s->c.record = held ? (long long)seq : -1;
+                s->c.deltas = 0, s->c.chain_bytes = 0, s->c.base_bytes = (unsigned long long)o.len;
+                s->c.tail = 0, s->c.owned = 1;
             }
-            if (s->base < 0 || s->record < 0) unchain(s);
+            if (s->c.base < 0 || s->c.record < 0) unchain(s);
             else rechain(s);
         }
         s->na = s->ncd = 0;
@@ -1470,9 +1476,7 @@ static PyObject *undo_small(PyObject *self, PyObject *list) {
         SmallState *s = (SmallState *)PyList_GET_ITEM(list, i);
         if (Py_TYPE(s) != &SmallStateType || !(s->undo & UNDO) || s->ended) continue;
         s->next_seq--;
-        s->base = s->u_base, s->marker = s->u_marker, s->deltas = s->u_deltas;
-        s->record = s->u_record, s->owned = s->u_owned;
-        s->chain_bytes = s->u_chain_bytes, s->base_bytes = s->u_base_bytes, s->tail = s->u_tail, s->slot = s->u_slot;
+        s->c = s->undo_c, s->slot = s->undo_slot;
         s->slots = s->undo & 3;
         s->persisted = s->undo_persisted;
         s->flushes--;

@@ -630,14 +630,15 @@ class PySmallState:
                 else:
                     for e in [e for e in held if first <= e <= last]:
                         del held[e]
-        if batches != len(self._batches):
+        if batches != len(self._batches) and not self.fresh:
             self._unchain()  # (a partial batch gone: the chain's record still holds it)
         if j > i:
             first, last = min(first, r[2 * i]), max(last, r[2 * j - 1])
         r[2 * i : 2 * j] = (first, last)
         self.dirty = 1
         if r[0] == self.md_e + 1:  # M moves over the first run
-            self._unchain()
+            if not self.fresh:
+                self._unchain()
             self.md_e = r[1]
             del r[:2]
             if self.rp_e < self.md_e + 1:
