@@ -26,18 +26,19 @@
 #define ENTRY_MAX 0xFFFFFFFFLL
 #define SPAN_MOST 64 /* cursor/small_span.py's SPAN_MOST: the most ledgers after M's on the form's line */
 #define DELTA_MOST 256 /* cursor/small.py's DELTA_MOST: the most acks and counts a delta marker of the form's chain names */
-#define SMALL_CHAIN 64 /* cursor/chain.py's SMALL_CHAIN: a chain's bytes may reach its base's or this */
+#define SMALL_CHAIN 64 /* cursor/chain.py's SMALL_CHAIN: a chain's bytes may reach its full marker's or this */
+#define GARBAGE_FACTOR 4 /* cursor/chain.py's GARBAGE_FACTOR: a full marker trims once this many allowances were written */
+#define FIXED_FULL 0x01 /* storage/records.py's FIXED_FULL: a fixed marker's flag of a full one */
 #define U32 0xFFFFFFFFULL
 
 /* where the newest state is, when it is a chain's (cursor/small.py's PySmallState says each
  * field): a flush changes it, undo_small puts back the copy the flush kept */
 typedef struct {
-    long long base;                 /* -1 a state slot, -2 the log (the parts wrote it), else the form's chain's base */
+    long long base;                 /* -1 a state slot, -2 the log (the parts wrote it), else the chain's newest full marker */
     long long marker;               /* the chain's newest marker */
-    long long record;               /* M's ledger's record in the chain (-1: none) */
-    unsigned long long chain_bytes, base_bytes;
-    uint32_t deltas;                /* delta markers since the base */
-    uint8_t owned;                  /* the chain's base is the form's own (a state marker), not its parts' */
+    long long record;               /* M's ledger's record, the one the chain's markers name (-1: none) */
+    unsigned long long chain_bytes, base_bytes, untrimmed;
+    uint32_t deltas;                /* delta markers since the full marker */
     uint8_t tail;                   /* log keys under the slots */
 } Chain;
 
@@ -64,10 +65,12 @@ typedef struct {
     long long limit_version;        /* ... this version of the topic's directory (-1: none) */
     PyObject *props;                /* the properties, packed as the state layout writes them (b"": none) */
     Chain c, undo_c;                /* its chain, and as it was before the last flush took it */
-    uint8_t undo_slot;              /* (and the slot then) */
+    uint8_t undo_slot;              /* (and the slot then, */
+    unsigned long long undo_next;   /* and the next sequence) */
     uint32_t every;                 /* the most delta markers after a base */
     uint8_t fresh;                  /* no delta marker possible now */
-    uint32_t na, ncd;               /* the acks and counted entries since the chain's last marker: */
+    uint32_t na, ncd;               /* the acks and counted entries since the chain's record, */
+    uint32_t named, cnamed;         /* how many of each the markers named (the first ones) */
     uint32_t *adds, *counted;       /* (PyMem, DELTA_MOST each, NULL until the form keeps a chain) */
     uint32_t own[2 * OWN_RUNS];
 } SmallState;
@@ -91,17 +94,19 @@ static int room_for(SmallState *s, uint32_t need) {
 }
 
 static uint32_t run_from(SmallState *s, unsigned long long e);
+static void stash(SmallState *s);
+static void adopted(SmallState *s, unsigned long long seqs, uint32_t nbytes);
 
 /* the next state cannot be a delta marker of the form's chain: it is written whole */
 static inline void unchain(SmallState *s) {
     s->fresh = 1;
-    s->na = s->ncd = 0;
+    s->na = s->ncd = s->named = s->cnamed = 0;
 }
 
 /* the chain's next state may be a delta marker (the last marker named every change): its
  * acks and counts since are tracked from here; stays fresh without the room to track them */
 static void rechain(SmallState *s) {
-    s->na = s->ncd = 0;
+    s->na = s->ncd = s->named = s->cnamed = 0;
     if (s->adds == NULL && (s->adds = PyMem_Malloc(sizeof(uint32_t) * 2 * DELTA_MOST)) != NULL)
         s->counted = s->adds + DELTA_MOST;
     s->fresh = s->adds == NULL;
@@ -135,14 +140,19 @@ static void track(SmallState *s, uint32_t f, uint32_t l, uint32_t i, uint32_t j)
     }
 }
 
-/* entry e's delivery count set: one of the counts since the chain's last marker, while it is
- * in M's ledger and they are at most DELTA_MOST with the acks since (small.py's _counted) */
+/* entry e's delivery count set: one of the counts since the chain's record (one the markers
+ * named is to be named again), while it is in M's ledger and they are at most DELTA_MOST with
+ * the acks since (small.py's _counted) */
 static void count_since(SmallState *s, uint32_t e) {
     uint32_t c = 0;
     while (c < s->ncd && s->counted[c] != e) c++;
     if (c == s->ncd) {
         if (s->ncd < DELTA_MOST) s->counted[s->ncd] = e;
         s->ncd++;
+    } else if (c < s->cnamed) { /* to the end, among those to name */
+        memmove(s->counted + c, s->counted + c + 1, sizeof(uint32_t) * (s->ncd - c - 1));
+        s->counted[s->ncd - 1] = e;
+        s->cnamed--;
     }
     if ((unsigned long long)e >= edge_of(s) || s->ncd + s->na > DELTA_MOST) unchain(s);
 }
@@ -837,15 +847,18 @@ static PyObject *SmallState_counts(SmallState *s, PyObject *unused) { return pai
 
 static PyObject *SmallState_fits(SmallState *s, PyObject *unused) { return fits(s); }
 
-/* top() -> int: the form's highest entry holding state (its last run's end, its highest
- * delivery count's entry, else M) */
-static PyObject *SmallState_top(SmallState *s, PyObject *unused) {
+/* the form's highest entry holding state (its last run's end, its highest delivery count's or
+ * partial batch's entry, else M) */
+static long long top_entry(SmallState *s) {
     long long top = s->md_e;
     if (s->n && (long long)s->runs[2 * s->n - 1] > top) top = s->runs[2 * s->n - 1];
     if (s->nc && (long long)s->counts[2 * s->nc - 2] > top) top = s->counts[2 * s->nc - 2];
     if (s->nb && (long long)s->bat[2 * s->nb - 2] > top) top = s->bat[2 * s->nb - 2];
-    return PyLong_FromLongLong(top);
+    return top;
 }
+
+/* top() -> int: top_entry */
+static PyObject *SmallState_top(SmallState *s, PyObject *unused) { return PyLong_FromLongLong(top_entry(s)); }
 
 /* bound(version, spans, limit) -> bool: as of the topic's directory at `version`, the
  * ledgers after M's on the form's line, ((ledger, offset), ...) (ledgers ascending after M's,
@@ -958,8 +971,8 @@ static PyObject *SmallState_rewind(SmallState *s, PyObject *unused) {
 }
 
 /* adopt(base, marker, record, base_bytes): the chain its parts wrote last, full marker `base`
- * (just written: `marker` is it), M's ledger's record in it `record` (-1: none), about
- * `base_bytes` of state: the next states are delta markers of it while they can be
+ * of `base_bytes` (the newest: `marker` is it), naming M's ledger's record `record` with no acks
+ * or counts since (-1: none, or it names some): the next states are markers naming it
  * (small.py's PySmallState.adopt) */
 static PyObject *SmallState_adopt(SmallState *s, PyObject *const *args, Py_ssize_t nargs) {
     long long base, marker, record, bytes;
@@ -972,16 +985,45 @@ static PyObject *SmallState_adopt(SmallState *s, PyObject *const *args, Py_ssize
     if ((record = PyLong_AsLongLong(args[2])) == -1 && PyErr_Occurred()) return NULL;
     if ((bytes = PyLong_AsLongLong(args[3])) == -1 && PyErr_Occurred()) return NULL;
     long long next = (long long)s->next_seq;
-    if (base < 0 || marker < base || marker >= next || record < -1 || record >= next || s->c.base != -2 || bytes < 0) {
+    if (base < 0 || marker != base || marker >= next || record < -1 || record >= base || s->c.base != -2 || bytes < 0) {
         PyErr_Format(PyExc_ValueError, "adopt(%lld, %lld, %lld): not a chain before %lld of its parts", base, marker,
                      record, next);
         return NULL;
     }
-    s->c.base = base, s->c.marker = marker, s->c.record = record, s->c.base_bytes = (unsigned long long)bytes, s->c.owned = 0;
-    s->c.deltas = 0, s->c.chain_bytes = 0;
+    s->c.base = base, s->c.marker = marker, s->c.record = record, s->c.base_bytes = (unsigned long long)bytes;
+    s->c.deltas = 0, s->c.chain_bytes = 0, s->c.untrimmed = 0;
     if (record < 0) unchain(s);
     else rechain(s);
     Py_RETURN_NONE;
+}
+
+/* took_base(base_bytes, nbytes) -> (below, keep): a flush wrote the form's state as a new chain
+ * (small.base_puts): M's ledger's record under its next sequence, a full marker of `base_bytes`
+ * naming it under the one after, `nbytes` in all; adopted as flush_small adopts what it writes
+ * (undo_small gives it back); the trim it makes: below the chain before but its record (-1:
+ * none). small.py's _took_base. */
+static PyObject *SmallState_took_base(SmallState *s, PyObject *const *args, Py_ssize_t nargs) {
+    long long bytes, nbytes;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "took_base(base_bytes, nbytes)");
+        return NULL;
+    }
+    if ((bytes = PyLong_AsLongLong(args[0])) == -1 && PyErr_Occurred()) return NULL;
+    if ((nbytes = PyLong_AsLongLong(args[1])) == -1 && PyErr_Occurred()) return NULL;
+    if (bytes < 0 || nbytes < bytes || nbytes > UINT32_MAX || s->ended) {
+        PyErr_Format(PyExc_ValueError, "took_base(%lld, %lld): not a new chain of this form", bytes, nbytes);
+        return NULL;
+    }
+    stash(s);
+    long long below = -1, keep = -1, seq = (long long)s->next_seq;
+    if (s->c.base >= 0) below = s->c.base, keep = s->c.record, s->slots = 0; /* (below the chain: trimmed) */
+    s->c.base = s->c.marker = seq + 1;
+    s->c.record = seq, s->c.base_bytes = (unsigned long long)bytes, s->c.deltas = 0, s->c.chain_bytes = 0;
+    s->c.tail = 0;
+    s->c.untrimmed = below >= 0 ? 0 : (unsigned long long)nbytes;
+    rechain(s);
+    adopted(s, 2, (uint32_t)nbytes);
+    return Py_BuildValue("(LL)", below, keep);
 }
 
 /* reset(ledger, entry): a position reset to (ledger, entry), a place the caller checked:
@@ -1073,7 +1115,9 @@ static PyObject *SmallState_runs(SmallState *s, PyObject *unused) { return pair_
 
 static PyMethodDef SmallState_methods[] = {
     {"adopt", (PyCFunction)(void (*)(void))SmallState_adopt, METH_FASTCALL,
-     "The chain its parts wrote last: the next states are delta markers of it (PySmallState.adopt)."},
+     "The chain its parts wrote last: the next states are markers naming its record (PySmallState.adopt)."},
+    {"took_base", (PyCFunction)(void (*)(void))SmallState_took_base, METH_FASTCALL,
+     "A flush wrote the form's state as a new chain (small.base_puts): adopted; the trim it makes."},
     {"ack_range", (PyCFunction)(void (*)(void))SmallState_ack_range, METH_FASTCALL,
      "Entries first..last of the form acked; whether the runs still fit the cap."},
     {"ack_bitmap", (PyCFunction)SmallState_ack_bitmap, METH_O,
@@ -1142,16 +1186,18 @@ static PyMemberDef SmallState_members[] = {
     {"logged", T_UBYTE, offsetof(SmallState, logged), 0,
      "1 when its cursor keeps history: each state goes under its log key, not a state slot"},
     {"base", T_LONGLONG, offsetof(SmallState, c.base), 0,
-     "where the newest state is: -1 a state slot, -2 the log (its parts wrote it), else the base of the form's chain"},
-    {"every", T_UINT, offsetof(SmallState, every), 0, "the most delta markers after a base (full_marker_every)"},
+     "where the newest state is: -1 a state slot, -2 the log (its parts wrote it), else the chain's newest full marker"},
+    {"every", T_UINT, offsetof(SmallState, every), 0, "the most delta markers after a full one (full_marker_every)"},
     CHAIN_MEMBER(marker, T_LONGLONG, "the newest marker of the form's chain"),
-    CHAIN_MEMBER(record, T_LONGLONG, "M's ledger's record in the chain (-1: none)"),
-    CHAIN_MEMBER(owned, T_UBYTE, "1 when the chain's base is the form's own state marker, not its parts' full marker"),
-    CHAIN_MEMBER(deltas, T_UINT, "delta markers in the chain since its base"),
+    CHAIN_MEMBER(record, T_LONGLONG, "M's ledger's record, the one the chain's markers name (-1: none)"),
+    CHAIN_MEMBER(deltas, T_UINT, "delta markers in the chain since its full marker"),
     CHAIN_MEMBER(chain_bytes, T_ULONGLONG, "their bytes"),
-    CHAIN_MEMBER(base_bytes, T_ULONGLONG, "the base's bytes"),
+    CHAIN_MEMBER(base_bytes, T_ULONGLONG, "the full marker's bytes"),
+    CHAIN_MEMBER(untrimmed, T_ULONGLONG, "the bytes written since the chain's last trim"),
+    MEMBER(named, T_UINT, "how many of the acks since the record the markers named"),
+    MEMBER(cnamed, T_UINT, "how many of the counted entries since the record the markers named"),
     CHAIN_MEMBER(tail, T_UBYTE, "1 when log keys of the cursor lie under its state slots"),
-    MEMBER(fresh, T_UBYTE, "1 when the next state cannot be a delta marker of the chain"),
+    MEMBER(fresh, T_UBYTE, "1 when the next state cannot be a marker naming the chain's record"),
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -1270,35 +1316,53 @@ static void put_u64_be(unsigned char *p, unsigned long long v) {
     for (int i = 7; i >= 0; i--, v >>= 8) p[i] = (unsigned char)v;
 }
 
-/* s's next state as a delta marker of its chain into `o` (emptied first): 1; 0 when it
- * cannot be one (small.py's _delta_record says when); -1 with an exception */
-static int delta_value(SmallState *s, uint32_t version, Out *out) {
-    if (s->c.base < 0 || s->c.record < 0 || s->fresh || s->c.deltas >= s->every) return 0;
-    if (s->c.chain_bytes > (s->c.base_bytes > SMALL_CHAIN ? s->c.base_bytes : SMALL_CHAIN)) return 0;
+/* how many of counted[from..to) still hold a count (an ack took the others away) */
+static uint32_t live_counts(SmallState *s, uint32_t from, uint32_t to) {
+    uint32_t k = 0;
+    for (uint32_t i = from; i < to; i++) {
+        uint32_t e = s->counted[i], c = count_from(s, e);
+        k += c < s->nc && s->counts[2 * c] == e;
+    }
+    return k;
+}
+
+/* the ranges of M's ledger (a run across its end is one there too) */
+static uint32_t m_ranges(SmallState *s) {
+    if (!s->ns) return s->n;
+    uint32_t o = s->span_o[0], i = run_from(s, o);
+    return i + (i < s->n && s->runs[2 * i] < o);
+}
+
+/* s's next state as a marker of its chain into `o` (emptied first), `*full` whether a full one:
+ * 1; 0 when it cannot be one; -1 with an exception (small.py's _marker_record: the same rule,
+ * the same bytes) */
+static int marker_value(SmallState *s, uint32_t version, uint32_t max_acks, Out *out, int *full) {
+    if (s->c.base < 0 || s->c.record < 0 || s->fresh) return 0;
     if (s->cursor_id > U32 || (unsigned long long)s->md_l > U32 || (unsigned long long)s->c.marker + 1 > U32 ||
         (unsigned long long)(s->md_e + 2) > U32)
         return 0;
-    uint32_t adds[DELTA_MOST], ce[DELTA_MOST], cn[DELTA_MOST], na = s->na, k = 0;
-    memcpy(adds, s->adds, sizeof(uint32_t) * na);
+    if ((unsigned long long)s->na + live_counts(s, 0, s->ncd) > max_acks) return 0;
+    unsigned long long allowance = s->c.base_bytes > SMALL_CHAIN ? s->c.base_bytes : SMALL_CHAIN;
+    int due = s->c.deltas >= s->every || s->c.chain_bytes > allowance;
+    int changed = s->na > s->named || s->ncd > s->cnamed;
+    unsigned long long named = s->named + 2ULL * live_counts(s, 0, s->cnamed);
+    *full = due || (changed && 4 * named <= SMALL_CHAIN);
+    uint32_t from = *full ? 0 : s->named, cfrom = *full ? 0 : s->cnamed;
+    uint32_t adds[DELTA_MOST], ce[DELTA_MOST], cn[DELTA_MOST], na = s->na - from, k = 0;
+    memcpy(adds, s->adds + from, sizeof(uint32_t) * na);
     for (uint32_t i = 1; i < na; i++) /* (a few: insertion sorts) */
         for (uint32_t j = i; j > 0 && adds[j - 1] > adds[j]; j--) {
             uint32_t t = adds[j];
             adds[j] = adds[j - 1], adds[j - 1] = t;
         }
-    for (uint32_t i = 0; i < s->ncd; i++) { /* the counts that still stand, ascending */
+    for (uint32_t i = cfrom; i < s->ncd; i++) { /* the counts that still stand, ascending */
         uint32_t e = s->counted[i], c = count_from(s, e), j;
         if (c >= s->nc || s->counts[2 * c] != e) continue;
         for (j = k; j > 0 && ce[j - 1] > e; j--) ce[j] = ce[j - 1], cn[j] = cn[j - 1];
         ce[j] = e, cn[j] = s->counts[2 * c + 1];
         k++;
     }
-    uint32_t ranges = s->n;
-    if (s->ns) { /* the runs in M's ledger (one across its end is one there too) */
-        uint32_t o = s->span_o[0];
-        ranges = run_from(s, o);
-        ranges += ranges < s->n && s->runs[2 * ranges] < o;
-    }
-    int items = na || k;
+    int items = *full || na || k;
     Py_ssize_t np = PyBytes_GET_SIZE(s->props), size = 7 + 28 + (items ? 16 + 4 * na + 8 * k : 0) + np;
     Out o = *out;
     o.len = 0;
@@ -1308,7 +1372,7 @@ static int delta_value(SmallState *s, uint32_t version, Out *out) {
         return -1;
     }
     at[7] = 0xC1;
-    at[8] = 0; /* a delta marker */
+    at[8] = *full ? FIXED_FULL : 0;
     put32(at + 9, (uint32_t)s->c.marker);
     put32(at + 13, (uint32_t)s->md_l);
     put32(at + 17, (uint32_t)(s->md_e + 1));
@@ -1320,7 +1384,7 @@ static int delta_value(SmallState *s, uint32_t version, Out *out) {
     if (items) {
         put32(p, (uint32_t)s->md_l);
         put32(p + 4, (uint32_t)(s->c.record + 1));
-        put32(p + 8, ranges);
+        put32(p + 8, m_ranges(s));
         put16(p + 12, na);
         put16(p + 14, k);
         p += 16;
@@ -1333,38 +1397,60 @@ static int delta_value(SmallState *s, uint32_t version, Out *out) {
     return rc < 0 ? -1 : 1;
 }
 
-/* flush_small(smalls, version, first_room, max_counts, max_bytes, max_runs, chains, written=None,
- * trims=None) -> (Puts, bytes, [over, ...]): small.py's _py_flush_small, the same rule and
- * the same bytes: each changed one's state where it goes (a `logged` one's under its log key,
- * appended to `written`; a delta marker of its chain; a state slot; a new chain's base, when
- * `chains`, else it is over), the
- * trims of those whose state went where the one before was not appended to `trims` as
- * (form, below, keep); those whose state the layout does not take now are not written. The
- * pairs go into one Puts (_puts.c): no objects made a form. */
+/* what undo_small gives back of a flush about to be adopted */
+static void stash(SmallState *s) {
+    s->undo_c = s->c, s->undo_slot = s->slot, s->undo_next = s->next_seq;
+    s->undo = UNDO | s->slots;
+    s->undo_persisted = s->persisted;
+}
+
+/* a flush wrote `seqs` sequences of the form's state, `nbytes` in all: adopted */
+static void adopted(SmallState *s, unsigned long long seqs, uint32_t nbytes) {
+    s->next_seq += seqs;
+    s->dirty = 0;
+    s->persisted = s->n + (uint32_t)crossing(s);
+    s->flushes++;
+    s->flush_bytes += nbytes;
+    s->last_bytes = nbytes;
+}
+
+/* flush_small(smalls, version, first_room, max_counts, max_bytes, max_runs, max_acks, chains,
+ * written=None, trims=None, based=None) -> (Puts, bytes, [over, ...]): small.py's
+ * _py_flush_small, the same rule and the same bytes: each changed one's state where it goes (a
+ * `logged` one's under its log key, appended to `written`; a marker of its chain; a state slot;
+ * a new chain, when `chains` and M's ledger alone holds state: appended to `based`, not written
+ * (small.base_puts writes it), else it is over), the trims of those whose state trims appended
+ * to `trims` as (form, below, keep); those whose state the layout does not take now are not
+ * written. The pairs go into one Puts (_puts.c): no objects made a form. */
 static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs < 7 || nargs > 9 || !PyList_Check(args[0])) {
+    if (nargs < 8 || nargs > 11 || !PyList_Check(args[0])) {
         PyErr_SetString(PyExc_TypeError, "flush_small(smalls: list, version, first_room, max_counts, max_bytes, "
-                                         "max_runs, chains, written=None, trims=None)");
+                                         "max_runs, max_acks, chains, written=None, trims=None, based=None)");
         return NULL;
     }
-    PyObject *written = nargs >= 8 && args[7] != Py_None ? args[7] : NULL;
-    PyObject *trims = nargs == 9 && args[8] != Py_None ? args[8] : NULL;
-    int chains = PyObject_IsTrue(args[6]);
+    PyObject *written = nargs >= 9 && args[8] != Py_None ? args[8] : NULL;
+    PyObject *trims = nargs >= 10 && args[9] != Py_None ? args[9] : NULL;
+    PyObject *based = nargs == 11 && args[10] != Py_None ? args[10] : NULL;
+    int chains = PyObject_IsTrue(args[7]);
     if (chains < 0) return NULL;
-    if ((written != NULL && !PyList_Check(written)) || (trims != NULL && !PyList_Check(trims))) {
-        PyErr_Format(PyExc_TypeError, "flush_small's %s is a list (of the forms it writes so) or None",
-                     written != NULL && !PyList_Check(written) ? "written" : "trims");
-        return NULL;
-    }
+    PyObject *given[3] = {written, trims, based};
+    const char *names[3] = {"written", "trims", "based"};
+    for (int g = 0; g < 3; g++)
+        if (given[g] != NULL && !PyList_Check(given[g])) {
+            PyErr_Format(PyExc_TypeError, "flush_small's %s is a list (of the forms it writes so) or None", names[g]);
+            return NULL;
+        }
     long version = PyLong_AsLong(args[1]);
     Py_ssize_t first_room = PyLong_AsSsize_t(args[2]), max_counts = PyLong_AsSsize_t(args[3]),
-               max_bytes = PyLong_AsSsize_t(args[4]), max_runs = PyLong_AsSsize_t(args[5]);
+               max_bytes = PyLong_AsSsize_t(args[4]), max_runs = PyLong_AsSsize_t(args[5]),
+               max_acks = PyLong_AsSsize_t(args[6]);
     if (PyErr_Occurred()) return NULL;
     if (version < 0 || version > 0xFF || first_room < 0 || first_room > 64) {
         PyErr_Format(PyExc_ValueError, "flush_small: format %ld or room %zd is outside the layout (0..255, 0..64)",
                      version, first_room);
         return NULL;
     }
+    uint32_t most_acks = max_acks < 0 ? 0 : max_acks > DELTA_MOST ? DELTA_MOST : (uint32_t)max_acks;
     PyObject *list = args[0], *puts = puts_new(), *over = PyList_New(0);
     Out o = {NULL, 0, 0}; /* each state's value, in turn */
     if (puts == NULL || over == NULL) goto fail;
@@ -1387,56 +1473,51 @@ static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t n
         put_u64_be(key, s->cursor_id);
         put_u64_be(key + 8, seq);
         long long below = -1, keep = -1;
-        uint8_t slots = s->slots;
-        s->undo_c = s->c, s->undo_slot = s->slot;
-        int done = s->logged ? 0 : delta_value(s, (uint32_t)version, &o);
+        int full = 0, done = s->logged ? 0 : marker_value(s, (uint32_t)version, most_acks, &o, &full), slot = -1;
+        Py_ssize_t room = 0;
         if (done < 0) goto fail;
-        if (done) { /* a delta marker of the form's chain */
-            s->c.marker = (long long)seq;
-            s->c.deltas++;
-            s->c.chain_bytes += (unsigned long long)o.len;
-        } else if (s->logged) { /* a cursor that keeps history: its state under its log key, as the parts' */
-            int fits = slot_value(s, -1, key, (uint32_t)version, 0, max_bytes, &o);
-            if (fits < 0) goto fail;
-            if (!fits) {
-                if (PyList_Append(over, (PyObject *)s) < 0) goto fail;
-                continue;
-            }
-            if (written != NULL && PyList_Append(written, (PyObject *)s) < 0) goto fail;
-        } else {
-            Py_ssize_t room = 0;
-            int slot = next_slot(s->slot, s->slots, first_room, &room);
-            int fits = (Py_ssize_t)(s->n + crossing(s)) > max_runs
+        if (!done) { /* the whole state: under its log key (logged), in a slot, or not here */
+            if (!s->logged) slot = next_slot(s->slot, s->slots, first_room, &room);
+            int fits = !s->logged && (Py_ssize_t)(s->n + crossing(s)) > max_runs
                            ? 0
                            : slot_value(s, slot, key, (uint32_t)version, room, max_bytes, &o);
             if (fits < 0) goto fail;
-            if (fits) { /* a state slot */
-                klen = 10;
-                if (s->c.base != -1) { /* leaving the log: the chain it leaves is the one before */
-                    if (s->c.owned) below = s->c.base, s->slots = 0; /* (its parts' chain names what lies below it) */
-                    s->c.tail = 1, s->c.base = -1;
-                } else if (s->c.tail) { /* the one before in the other slot: every log key goes */
-                    below = (long long)seq, keep = (long long)seq - 1, s->c.tail = 0;
-                }
-                s->slot = (uint8_t)slot;
-                s->slots |= (uint8_t)(1 << slot);
-            } else if (!chains) { /* the parts' to write */
-                if (PyList_Append(over, (PyObject *)s) < 0) goto fail;
+            if (!fits) {
+                long long top = top_entry(s); /* (a chain's record is M's ledger's, holding state) */
+                PyObject *to =
+                    chains && based != NULL && !s->logged && s->md_e < top && top < (long long)edge_of(s) ? based : over;
+                if (PyList_Append(to, (PyObject *)s) < 0) goto fail;
                 continue;
-            } else { /* the base of a new chain, under its log key */
-                if (slot_value(s, -1, key, (uint32_t)version, 0, PY_SSIZE_T_MAX, &o) < 0) goto fail;
-                if (s->c.base >= 0 && s->c.owned) below = s->c.base, s->slots = 0; /* (as above) */
-                unsigned long long edge = edge_of(s); /* (a state marker lists the ledgers holding state) */
-                int held = (s->n && s->runs[0] < edge) || (s->nc && s->counts[0] < edge) || (s->nb && s->bat[0] < edge);
-                s->c.base = s->c.marker = (long long)seq;
-                s->c.record = held ? (long long)seq : -1;
-                s->c.deltas = 0, s->c.chain_bytes = 0, s->c.base_bytes = (unsigned long long)o.len;
-                s->c.tail = 0, s->c.owned = 1;
             }
-            if (s->c.base < 0 || s->c.record < 0) unchain(s);
-            else rechain(s);
         }
-        s->na = s->ncd = 0;
+        stash(s);
+        if (done) { /* a marker of the form's chain */
+            if (full) {
+                unsigned long long allowance = s->c.base_bytes > SMALL_CHAIN ? s->c.base_bytes : SMALL_CHAIN;
+                int due = s->c.deltas >= s->every || s->c.chain_bytes > allowance;
+                if (due || s->c.untrimmed > GARBAGE_FACTOR * allowance)
+                    below = s->c.base, keep = s->c.record, s->slots = 0; /* (the slots: below the chain) */
+                s->c.base = (long long)seq, s->c.base_bytes = (unsigned long long)o.len;
+                s->c.deltas = 0, s->c.chain_bytes = 0;
+            } else {
+                s->c.deltas++;
+                s->c.chain_bytes += (unsigned long long)o.len;
+            }
+            s->c.marker = (long long)seq;
+            s->named = s->na, s->cnamed = s->ncd;
+        } else if (s->logged) { /* a cursor that keeps history: its state under its log key, as the parts' */
+            if (written != NULL && PyList_Append(written, (PyObject *)s) < 0) goto fail;
+        } else { /* a state slot */
+            klen = 10;
+            if (s->c.base >= 0) /* leaving the chain: what lies below its full marker goes but its record */
+                below = s->c.base, keep = s->c.record, s->slots = 0;
+            if (s->c.base != -1) s->c.tail = 1, s->c.base = -1;
+            else if (s->c.tail) /* the one before in the other slot: every log key goes */
+                below = (long long)seq, keep = (long long)seq - 1, s->c.tail = 0;
+            s->slot = (uint8_t)slot;
+            s->slots |= (uint8_t)(1 << slot);
+            unchain(s);
+        }
         if (below >= 0 && trims != NULL) {
             PyObject *t = Py_BuildValue("(OLL)", (PyObject *)s, below, keep);
             int bad = t == NULL || PyList_Append(trims, t) < 0;
@@ -1445,15 +1526,8 @@ static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t n
         }
         if (puts_add(puts, key, klen, o.b, o.len) < 0) goto fail;
         uint32_t nbytes = (uint32_t)(klen + o.len);
-        /* adopted now (undo_small gives it back if the write fails) */
-        s->undo = UNDO | slots;
-        s->undo_persisted = s->persisted;
-        s->next_seq++;
-        s->dirty = 0;
-        s->persisted = s->n + (uint32_t)crossing(s);
-        s->flushes++;
-        s->flush_bytes += nbytes;
-        s->last_bytes = nbytes;
+        s->c.untrimmed = below >= 0 ? 0 : s->c.untrimmed + nbytes;
+        adopted(s, 1, nbytes); /* (undo_small gives it back if the write fails) */
         total += nbytes;
     }
     PyMem_Free(o.b);
@@ -1475,7 +1549,7 @@ static PyObject *undo_small(PyObject *self, PyObject *list) {
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); i++) {
         SmallState *s = (SmallState *)PyList_GET_ITEM(list, i);
         if (Py_TYPE(s) != &SmallStateType || !(s->undo & UNDO) || s->ended) continue;
-        s->next_seq--;
+        s->next_seq = s->undo_next;
         s->c = s->undo_c, s->slot = s->undo_slot;
         s->slots = s->undo & 3;
         s->persisted = s->undo_persisted;

@@ -32,7 +32,8 @@ def store_path(tmp_path: Path) -> Iterator[Path]:
 @pytest.fixture
 def form_chains() -> Iterator[None]:
     """The small form keeps a chain of its own for a state a slot does not take
-    (``ackstore.cursor.small.set_form_chains``: off by default)."""
+    (``ackstore.cursor.small.set_form_chains``: on by default; pinned on for the test, as a
+    test elsewhere or a state machine step may switch it)."""
     from ackstore.cursor.small import set_form_chains
 
     before = set_form_chains(True)

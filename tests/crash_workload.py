@@ -110,7 +110,8 @@ WORKLOADS = {
 """``history``: the random workload on a cursor that keeps an hour of history (its kept
 states are checked too); ``steady-history``: the steady one on such a cursor (its states
 flushed from the small form, under log keys); ``holey-chain``: a cursor of many holes whose
-small form keeps a chain of its own (``set_form_chains``), delta markers between bases"""
+small form keeps a chain of its own (``set_form_chains``): markers naming its record, new
+records as the acks since outgrow them"""
 
 
 def run_and_kill(argv: list[str], pause: float) -> str:

@@ -12,20 +12,32 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ackstore.cursor import small as small_form
-from ackstore.cursor.small import DELTA_MOST, IMPLEMENTATIONS, check_small
+from ackstore.cursor.small import IMPLEMENTATIONS, check_small
 from ackstore.cursor.small_span import ledger_counts, ledger_runs
 from ackstore.ledger_acks import run_bounds
 from ackstore.storage import records
 from ackstore.storage.log import MemoryLog, recover_cursor
 
 CID, LEDGER = 7, 40
-VERSION, RESERVE, MAX_COUNTS, MAX_BYTES, _, _ = small_form.flush_format()
+VERSION, RESERVE, MAX_COUNTS, MAX_BYTES, _, MAX_ACKS, _ = small_form.flush_format()
 MAX_RUNS = 2
 """a slot takes states of at most this many ranges here: most states go to the chain"""
 
 
 def _puts(puts: Any) -> list[tuple[bytes, bytes]]:
     return [(bytes(k), bytes(v)) for k, v in puts]
+
+
+def _flush(
+    impl: Any, s: Any, trims: list[Any], max_acks: int = MAX_ACKS, max_runs: int = MAX_RUNS
+) -> tuple[list[tuple[bytes, bytes]], int, list[Any]]:
+    """One group flush of ``s`` as the store's makes it: ``flush_small``, then the new chains."""
+    based: list[Any] = []
+    puts, nbytes, over = impl.flush_small(
+        [s], VERSION, RESERVE, MAX_COUNTS, MAX_BYTES, max_runs, max_acks, 1, None, trims, based
+    )
+    more, nbytes_based = small_form.flush_bases(based, VERSION, trims, over)
+    return _puts(puts) + more, nbytes + nbytes_based, list(over)
 
 
 def _trim(log: dict[bytes, bytes], below: int, keep: int) -> None:
@@ -44,6 +56,7 @@ def _trim(log: dict[bytes, bytes], below: int, keep: int) -> None:
 def _recovered(log: dict[bytes, bytes]) -> tuple[tuple[int, int], dict[int, Any], dict[int, Any]]:
     state = recover_cursor(MemoryLog(dict(log)), None, CID, None, "all")
     assert state.resolved is not None and not state.report.skipped_reasons
+    assert all(state.ledgers.values()), "a ledger named with nothing in it"  # (the parts keep none such)
     md = state.resolved.marker.mark_delete
     runs = {lg: run_bounds(la.bitmap) for lg, la in state.ledgers.items() if len(la.bitmap)}
     counts = {lg: dict(la.counts) for lg, la in state.ledgers.items() if la.counts}
@@ -67,6 +80,7 @@ def _chain(s: Any) -> tuple[Any, ...]:
 OPS = st.one_of(
     st.tuples(st.just("ack"), st.integers(0, 140), st.integers(0, 3)),
     st.tuples(st.just("acks"), st.lists(st.integers(0, 140), max_size=6), st.just(0)),
+    st.tuples(st.just("acks"), st.lists(st.integers(0, 140), max_size=6), st.just(0)),
     st.tuples(st.just("deliver"), st.lists(st.integers(0, 140), max_size=4), st.just(0)),
     st.tuples(st.just("batch"), st.integers(0, 140), st.integers(1, 7)),
     st.tuples(st.just("seal"), st.integers(0, 140), st.just(0)),
@@ -83,10 +97,17 @@ OPS = st.one_of(
     start=st.frozensets(st.integers(2, 120), max_size=12),
     every=st.integers(1, 5),
     from_parts=st.booleans(),
-    ops=st.lists(OPS, max_size=40),
+    max_acks=st.sampled_from([2, 9, 40]),
+    max_runs=st.sampled_from([MAX_RUNS, MAX_RUNS, -1]),
+    ops=st.lists(OPS, min_size=20, max_size=80),
 )
 def test_the_twins_write_one_chain_and_it_recovers_to_the_forms_state(
-    start: frozenset[int], every: int, from_parts: bool, ops: list[tuple[str, Any, int]]
+    start: frozenset[int],
+    every: int,
+    from_parts: bool,
+    max_acks: int,
+    max_runs: int,
+    ops: list[tuple[str, Any, int]],
 ) -> None:
     """Both twins through the same acks, delivery counts, partial batches, rollovers, resets,
     flushes and undone flushes (a slot taking at most two ranges: the chain most of the
@@ -146,15 +167,13 @@ def test_the_twins_write_one_chain_and_it_recovers_to_the_forms_state(
             for impl, s, log in zip(IMPLEMENTATIONS, forms, logs, strict=True):
                 trims: list[Any] = []
                 was = s.base, s.marker, s.deltas, s.fresh
-                puts, nbytes, over = impl.flush_small(
-                    [s], VERSION, RESERVE, MAX_COUNTS, MAX_BYTES, MAX_RUNS, 1, None, trims
-                )
-                outs.append((_puts(puts), nbytes, len(over), [(below, keep) for _, below, keep in trims]))
+                puts, nbytes, over = _flush(impl, s, trims, max_acks, max_runs)
+                outs.append((puts, nbytes, len(over), [(below, keep) for _, below, keep in trims]))
                 for _, below, keep in trims:
                     _trim(log, below, keep)
-                log.update(_puts(puts))
+                log.update(puts)
                 if puts and s.marker == s.next_seq - 1 and s.deltas:  # a delta marker
-                    assert was[0] >= 0 and was[3] == 0 and s.marker == was[1] + (s.next_seq - 1 - was[1])
+                    assert was[0] >= 0 and was[3] == 0 and s.marker == was[1] + 1 == s.next_seq - 1
                 assert s.deltas <= s.every
             assert all(out == outs[0] for out in outs), outs
             last = before if outs[0][0] else None  # (an undo gives back this flush only)
@@ -173,59 +192,64 @@ def test_the_twins_write_one_chain_and_it_recovers_to_the_forms_state(
 
 
 @pytest.mark.parametrize("impl", IMPLEMENTATIONS, ids=["pure", "native"][: len(IMPLEMENTATIONS)])
-def test_a_delta_marker_names_the_acks_and_counts_since_the_last_marker(impl: Any) -> None:
-    """Over the slot bound, one ack and one delivery between flushes: the second flush is a
-    delta marker of a few tens of bytes naming that ack and that count (and the chain's
-    base as the ledger's record, with the ledger's range count), not the state again;
-    past :data:`DELTA_MOST` acks since, or M moving, the next state is a base again."""
+def test_the_chain_names_a_record_with_the_acks_and_counts_since(impl: Any) -> None:
+    """Over the slot bound, one ack and one delivery between flushes: the first flush writes
+    M's ledger's record with the parts' codec and a full marker naming it; the next ones
+    write small full markers naming the record and every ack and count since it, then,
+    once those name more than ``SMALL_CHAIN`` bytes, delta markers of the acks since the
+    last marker, a full one again when the deltas outgrow it (which trims below the full
+    marker before it, but the record); past ``max_acks`` acks since the record, or M
+    moving, a new record."""
     s = impl.SmallState(CID, LEDGER, 0, 5, 0, 1, [(e, e) for e in range(2, 20000, 300)], 1 << 12)
     s.bound(0, (), 1 << 20)
-    s.set_props(b"")
+    s.set_props(b"")  # (changed: a flush writes it)
     trims: list[Any] = []
-    puts, base_bytes, _ = impl.flush_small([s], VERSION, RESERVE, MAX_COUNTS, MAX_BYTES, MAX_RUNS, 1, None, trims)
-    assert (s.base, s.marker, s.fresh, trims) == (5, 5, 0, [])
+    puts, base_bytes, _ = _flush(impl, s, trims)
+    assert [k for k, _ in puts] == [records.log_key(CID, 5), records.log_key(CID, 6)]
+    assert (s.base, s.marker, s.record, s.fresh, trims) == (6, 6, 5, 0, [])
+    assert records.decode_ledger_owned(puts[0][1])[0] == LEDGER and base_bytes < 300  # (a stride: a few bytes)
+    marker = records.decode_marker(puts[1][1], 6)
+    assert marker.full and marker.index[LEDGER].seq == 5 and not marker.index[LEDGER].adds
     s.ack_range(41, 41)  # (between the runs at 2 and 302)
     assert s.deliver_positions([(LEDGER, 45)]) == [1]
-    puts, nbytes, _ = impl.flush_small([s], VERSION, RESERVE, MAX_COUNTS, MAX_BYTES, MAX_RUNS, 1, None, trims)
-    ((key, value),) = _puts(puts)
-    assert key == records.log_key(CID, 6) and nbytes < 80 < base_bytes
-    marker = records.decode_marker(value, 6)
-    assert not marker.full and marker.prev == 5 and marker.mark_delete == (LEDGER, 0)
+    ((key, value),), nbytes, _ = _flush(impl, s, trims)
+    marker = records.decode_marker(value, 7)
     entry = marker.index[LEDGER]
+    assert key == records.log_key(CID, 7) and nbytes < 80 and marker.full and marker.mark_delete == (LEDGER, 0)
     assert (entry.seq, entry.runs, list(entry.adds), entry.counts) == (5, s.n, [41], {45: 1})
-    assert (s.deltas, s.marker, s.fresh) == (1, 6, 0)
-    s.ack_range(610, 610 + DELTA_MOST)  # more acks since than a delta names: the state whole
-    assert s.fresh == 1
-    puts, nbytes, _ = impl.flush_small([s], VERSION, RESERVE, MAX_COUNTS, MAX_BYTES, MAX_RUNS, 1, None, trims)
-    assert (s.base, s.marker, s.deltas, trims[-1][1:]) == (7, 7, 0, (5, -1)) and nbytes > 80
-    s.ack_range(3000, 3000)
-    puts, nbytes, _ = impl.flush_small([s], VERSION, RESERVE, MAX_COUNTS, MAX_BYTES, MAX_RUNS, 1, None, trims)
-    assert (s.base, s.marker, s.deltas, s.fresh, nbytes < 80) == (7, 8, 1, 0, True)
-    s.ack_range(1, 1)  # M moves: the next state is a base
+    kinds = []
+    for e in range(42, 42 + 30):
+        s.ack_range(e * 2 + 600, e * 2 + 600)
+        ((key, value),), nbytes, _ = _flush(impl, s, trims)
+        seq = records.split_log_key(key)[1]
+        marker = records.decode_marker(value, seq)
+        kinds.append(marker.full)
+        if not marker.full:
+            assert list(marker.index[LEDGER].adds) == [e * 2 + 600] and marker.prev == seq - 1
+    assert kinds[:14] == [True] * 14 and not all(kinds) and sum(kinds) > 15  # (full again once the deltas outgrow it)
+    assert trims and all(keep == 5 for _, _, keep in trims)
+    for e in range(20, 20 + MAX_ACKS):  # more acks since the record than a marker names: a new record
+        s.ack_range(e * 300 + 7, e * 300 + 7)
+    puts, nbytes, _ = _flush(impl, s, trims)
+    assert len(puts) == 2 and s.record == s.next_seq - 2 and trims[-1][2] == 5
+    s.ack_range(1, 1)  # M moves: the next state is a new record
     assert (s.md_e, s.fresh) == (2, 1)
-    impl.flush_small([s], VERSION, RESERVE, MAX_COUNTS, MAX_BYTES, MAX_RUNS, 1, None, trims)
-    assert (s.base, s.marker, s.deltas, trims[-1][1:]) == (9, 9, 0, (7, -1))
+    puts, nbytes, _ = _flush(impl, s, trims)
+    assert len(puts) == 2 and s.record == s.next_seq - 2
 
 
 @pytest.mark.parametrize("impl", IMPLEMENTATIONS, ids=["pure", "native"][: len(IMPLEMENTATIONS)])
-def test_a_base_that_lists_no_ledger_of_m_is_no_record_for_a_delta(impl: Any) -> None:
-    """A state marker lists only the ledgers that hold state: a base written while M's
-    ledger holds nothing above M (every range in the ledger after it) is no record of M's
-    ledger, so an ack there next is written whole, not as a delta naming the base; the log
-    recovers to the form's state after each flush."""
+def test_a_state_past_ms_ledger_over_a_slot_is_its_parts_to_write(impl: Any) -> None:
+    """A chain's record is M's ledger's alone: a state over a slot's bound that holds ranges
+    in the ledger after M's is listed for its parts to write, and nothing of it is written
+    or adopted; the same state within a slot's bound goes to a slot."""
     s = impl.SmallState(CID, LEDGER, 9, 5, 0, 1, [], 1 << 12)
     assert not s.bound(0, ((LEDGER + 1, 20),), 200)
     for e in range(22, 60, 3):  # ranges in the next ledger only
         s.ack_range(e, e)
-    log: dict[bytes, bytes] = {}
-    for step in range(3):
-        trims: list[Any] = []
-        puts, _, over = impl.flush_small([s], VERSION, RESERVE, MAX_COUNTS, MAX_BYTES, MAX_RUNS, 1, None, trims)
-        assert over == []
-        for _, below, keep in trims:
-            _trim(log, below, keep)
-        log.update(_puts(puts))
-        assert _recovered(log) == _held(s), step
-        if step == 0:
-            assert s.base >= 0 and s.record == -1 and s.fresh == 1
-        s.ack_range(12 + step, 12 + step)  # in M's ledger (entry 10 is M + 1: M stays)
+    trims: list[Any] = []
+    puts, nbytes, over = _flush(impl, s, trims)
+    assert (puts, nbytes, over, trims) == ([], 0, [s], [])
+    assert (s.dirty, s.base, s.next_seq, s.flushes) == (1, -1, 5, 0)
+    puts, _, over = impl.flush_small([s], VERSION, RESERVE, MAX_COUNTS, MAX_BYTES, 512, MAX_ACKS, 1, None, trims, [])
+    assert over == [] and [k for k, _ in _puts(puts)] == [records.slot_key(CID, 1)] and s.next_seq == 6

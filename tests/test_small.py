@@ -35,8 +35,8 @@ from .rawlog import damage, slots
 IDS = ["python", "native"][: len(IMPLEMENTATIONS)]
 T = "persistent://t/ns/small"
 CID, LEDGER = 7, 3
-VERSION, RESERVE, MAX_COUNTS, MAX_BYTES, MAX_RUNS, CHAINS = small_form.flush_format()
-BOUNDS = VERSION, RESERVE, MAX_COUNTS, MAX_BYTES, MAX_RUNS, CHAINS
+VERSION, RESERVE, MAX_COUNTS, MAX_BYTES, MAX_RUNS, MAX_ACKS, CHAINS = small_form.flush_format()
+BOUNDS = VERSION, RESERVE, MAX_COUNTS, MAX_BYTES, MAX_RUNS, MAX_ACKS, CHAINS
 
 
 class Model:
@@ -688,7 +688,7 @@ def test_bad_arguments_are_refused_with_the_same_errors(impl: Small) -> None:
     with pytest.raises(TypeError, match="flush_small flushes SmallStates"):
         impl.flush_small([s, object()], *BOUNDS)
     with pytest.raises(ValueError, match=r"flush_small: format 12 or room -1 is outside the layout \(0..255, 0..64\)"):
-        impl.flush_small([s], 12, -1, MAX_COUNTS, MAX_BYTES, MAX_RUNS, CHAINS)
+        impl.flush_small([s], 12, -1, MAX_COUNTS, MAX_BYTES, MAX_RUNS, MAX_ACKS, CHAINS)
     with pytest.raises(ValueError, match=r"entry 4294967296 is not an entry of the layout \(0..2\*\*32-1\)"):
         s.reset(LEDGER, 2**32)
     with pytest.raises(ValueError, match=r"ledger -1 is not a ledger id \(>= 0\)"):
@@ -1688,11 +1688,13 @@ def test_a_form_over_the_slot_bound_writes_a_chain_of_its_own_and_comes_back_to_
 ) -> None:
     """At the state layout's real bounds: ranges far apart cost a state marker a few bytes
     each, so a form can hold fewer ranges than a slot takes and still more bytes. The flush
-    that finds it writes the state under the cursor's log key, a base; the flushes after it
-    write delta markers of the acks since (tens of bytes, not the state again), until the
-    chain outgrows the base and a new base trims the chain before the one it falls back
-    to. A reopen reads every range back; once they are acked the state goes back to the
-    slots, and the second state there trims every log key."""
+    that finds it writes M's ledger's record with the parts' codec (a stride: a few bytes)
+    and a full marker naming it; the flushes after it write markers of the acks since (tens
+    of bytes, not the state again), trimming what lies below the full marker before; more
+    acks since the record than a marker names, and a new record trims the chain before the
+    one it falls back to. A reopen reads every range back, and the form adopts its parts'
+    chain; once the ranges are acked the state goes back to the slots, and the second state
+    there trims every log key."""
     from ackstore.cursor import lane
 
     many = lane.STATE_MAX_RUNS - 12  # within the run bound ...
@@ -1706,35 +1708,35 @@ def test_a_form_over_the_slot_bound_writes_a_chain_of_its_own_and_comes_back_to_
         stats = store.flush()
         small = cur._core.small
         assert stats.cursors == 1 and small is not None and small.base == small.marker == small.next_seq - 1
-        base_bytes = stats.bytes_written
-        assert base_bytes > lane.STATE_MAX_BYTES and _log_keys(store, cur.cursor_id) == [small.base]
-        for i in range(3):  # one ack a flush between the far ranges: a delta marker each
-            cur.ack(Position(1, 1000 + (1 << 16) * i + 7))
+        assert stats.bytes_written < 300 and _log_keys(store, cur.cursor_id) == [small.record, small.base]
+        records_seen = {small.record}
+        most = 0
+        for i in range(3 * lane.DELTA_MAX_ACKS):  # one ack a flush between the far ranges: a marker each
+            cur.ack(Position(1, 1000 + (1 << 16) * (i % (many - 1)) + 7 + i // (many - 1)))
             stats = store.flush()
-            assert cur._core.small is small and small.deltas == i + 1 and stats.bytes_written < 80
-        assert _log_keys(store, cur.cursor_id) == list(range(small.base, small.base + 4))
+            assert cur._core.small is small and small.record >= 0
+            assert stats.bytes_written < (80 + 4 * lane.DELTA_MAX_ACKS if small.record in records_seen else 300)
+            records_seen.add(small.record)
+            keys = _log_keys(store, cur.cursor_id)
+            most = max(most, len(keys))
+            assert small.record in keys and small.base in keys and keys[-1] == small.next_seq - 1
+        assert len(records_seen) >= 3 and most <= 16  # (new records; a few keys at a time: trimmed as it goes)
         cur._check()
         ranges = list(cur.ack_ranges())
-    with AckStore.open(tmp_path / "s") as store:  # base + deltas: recovered by the parts, then the form again
+    with AckStore.open(tmp_path / "s") as store:  # recovered by the parts, then the form again
         cur = store.topic(T).cursor("c")
         assert list(cur.ack_ranges()) == ranges
-        for k in range(2 * small.every + 2):  # a full marker of its parts (when one is due), then a base
-            if cur._core.small is not None and cur._core.small.base >= 0:
+        for k in range(small.every + 2 * lane.DELTA_MAX_ACKS):  # a new record of its parts, then the form
+            if cur._core.small is not None:
                 break
             cur.ack(Position(1, 1000 + (1 << 16) * k + 3))
             store.flush()
         small = cur._core.small
-        assert small is not None and small.base >= 0 and not small.owned  # (its parts' chain, adopted)
-        bases = [small.base]
-        for i in range(3 * small.every):  # deltas until a new base is due, twice: the chain before each stays
-            cur.ack(Position(1, 3000 + (1 << 16) * (i % (many - 1)) + i))
-            store.flush()
-            assert cur._core.small is small
-            if small.base != bases[-1]:
-                assert small.owned and small.marker == small.base and small.deltas == 0
-                bases.append(small.base)
-        assert len(bases) >= 3
-        assert _log_keys(store, cur.cursor_id)[0] == bases[-2]  # (older chains and the parts' records: trimmed)
+        assert small is not None and small.base >= 0 and small.record >= 0  # (its parts' chain, adopted)
+        for i in range(8):
+            cur.ack(Position(1, 3000 + (1 << 16) * i))
+            stats = store.flush()
+            assert cur._core.small is small and stats.bytes_written < 120
         ranges = list(cur.ack_ranges())
         cur._check()
     with AckStore.open(tmp_path / "s") as store:
@@ -1750,21 +1752,23 @@ def test_a_form_over_the_slot_bound_writes_a_chain_of_its_own_and_comes_back_to_
         cur._check()
 
 
-@pytest.mark.parametrize("over", ["counts", "bytes"])
+@pytest.mark.parametrize("over", ["counts", "bytes", "bytes, chains"])
 def test_a_form_whose_state_the_layout_does_not_take_is_written_by_its_parts(
     tmp_path: Path, over: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The form holds more delivery counts than a state marker takes, or a state of more
     bytes (entries handed out and not acked yet: a broker reads ahead); the flush that finds
     it hands the cursor to its parts, which write it in that same flush (unless the form
-    keeps a chain of its own: ``set_form_chains``): nothing is lost, and once the counts are
-    few again the cursor is back in the form."""
+    keeps a chain of its own, ``set_form_chains``, which a state of more bytes in M's
+    ledger takes: M's ledger's record and a full marker): nothing is lost, and once the
+    counts are few again the cursor is back in the form."""
     from ackstore.cursor import lane
 
     many, step, bound = lane.STATE_MAX_EXTRAS + 1, 1, lane.STATE_MAX_BYTES
-    if over == "bytes":  # (a state marker's bound, lowered for the form's check: 20 spread counts pass it)
+    if over.startswith("bytes"):  # (a state marker's bound, lowered for the form's check: 20 spread counts pass it)
         monkeypatch.setattr(lane, "STATE_MAX_BYTES", 60)
         many, step = 20, 1 << 20
+    monkeypatch.setattr(small_form, "_CHAINS", [int(over.endswith("chains"))])
     with AckStore.open(tmp_path / "s") as store:
         cur = _topic(store).cursor("c")
         _settle(store, [cur])
@@ -1772,7 +1776,11 @@ def test_a_form_whose_state_the_layout_does_not_take_is_written_by_its_parts(
         cur.record_deliveries(positions)
         assert cur._core.small is not None and cur._core.small.nc == many
         stats = store.flush()
-        assert stats.cursors == 1 and cur._core.small is None  # its parts wrote it
+        if over.endswith("chains"):  # its own chain: the ledger's record, a full marker naming it
+            small = cur._core.small
+            assert stats.cursors == 1 and small is not None and small.record == small.base - 1 >= 0
+        else:
+            assert stats.cursors == 1 and cur._core.small is None  # its parts wrote it
         cur._check()
     monkeypatch.setattr(lane, "STATE_MAX_BYTES", bound)
     with AckStore.open(tmp_path / "s") as store:

@@ -36,26 +36,29 @@ delivery counts and partial batches than :data:`COUNT_CAP`; an ack or a delivery
 it over a cap ends the form. A flush that finds more counts than the state layout takes
 (reads handed out and not acked yet) hands the cursor to its parts, which write it.
 
-The form's own chain (while :func:`set_form_chains` says so; off by default). A state a
-slot does not take (more ranges than a slot's
-``STATE_MAX_RUNS``, or a record over ``STATE_MAX_BYTES``: holes far apart) goes under the
-cursor's log key instead, as a state marker: the *base* of a chain. The flushes after it
-write *delta markers* of that chain (the fixed layout the parts' deltas have: M, the
-properties, and for M's ledger the base as its record, its range count, the acks and the
-delivery counts set since the chain's last marker), so a flush of one ack in a cursor of a
-few thousand holes writes tens of bytes, as its parts' would. What a delta cannot say
-(M moved, a reset, a rollover's rebase, a partial batch changed, acks or counts in
-another ledger, more than :data:`DELTA_MOST` of them since the last marker: ``fresh``), a
-full chain (``full_marker_every`` deltas, or more bytes than its base), or an undone write
-makes the next state whole: a new base, or a slot again when the state fits one. A new
-base trims what lies below the chain before it (the fallback: kept), the older chains and
-the slots' states with them; the first state a slot takes after the chain trims what lies
-below that chain, the second every log key. A cursor whose parts write it in the marker
-layout (more ranges than a slot takes, and at most three quarters of the form's: room to
-grow, so that a cursor near the bound does not go in and out) takes the form after a full
-marker of theirs with a new ledger record (their general path's) and *adopts* their
-chain: its next states are delta markers of it (M's ledger's record named as theirs name
-it), and its first base keeps what lies below, which that chain names.
+The form's own chain (while :func:`set_form_chains` says so: on by default). A state a slot
+does not take (more ranges than a slot's ``STATE_MAX_RUNS``, or a record over
+``STATE_MAX_BYTES``: holes far apart) and held in M's ledger alone goes under the cursor's
+log keys instead, in the layout its parts write: M's ledger's *record* (their ledger codec,
+which codes a stride of holes in a few bytes: :func:`base_puts`, for either twin) and a full
+marker naming it. The flushes after it write markers naming that record (the fixed layout:
+M, the properties, the record, M's ledger's range count, and acks and delivery counts): a
+small full marker with every ack and count since the record while those are few, a delta
+marker of those since the last marker once they are not, a full one again when the deltas
+outgrow it or ``full_marker_every`` of them were written; a full marker trims what lies
+below the full marker before it but their record, when it was due or once the bytes
+written since the last trim outgrow the chain's allowance: the rules of the parts' chain
+(:mod:`ackstore.cursor.chain`), so a chain keeps a few keys and the file stays as small as
+theirs. What a marker cannot say (M moved, a reset, a rollover's rebase, a partial batch
+changed, acks or counts in another ledger, more than
+:data:`~ackstore.cursor.lane.DELTA_MAX_ACKS` of them since the record: ``fresh``) makes the
+next state whole: a new record and full marker, or a slot again when the state fits one
+(the first trims what lies below the chain's full marker, the second every log key). A
+state over a slot's bound that holds state past M's ledger is its parts' to write. A cursor
+whose parts write it in the marker layout (more ranges than a slot takes, and at most three
+quarters of the form's: room to grow, so that a cursor near the bound does not go in and
+out) takes the form after a full marker of theirs that names M's ledger's new record alone
+and *adopts* their chain: its next states are markers naming that record.
 
 Two twins of one API, as the lane: ``ackstore._native``'s ``SmallState``, ``flush_small``
 and ``undo_small`` (``ackstore/_small.c``) and the pure-Python ones here, which return the
@@ -73,15 +76,17 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from pyroaring import BitMap
 
 from ..errors import CorruptRecordError
-from ..ledger_acks import bitmap_of_runs, run_bounds
+from ..ledger_acks import LedgerAcks, bitmap_of_runs, run_bounds
 from ..position import MAX_ENTRY
 from ..stats import RecoveryReport
 from ..storage import codecs, pure_codecs
 from ..storage.pure_codecs import STATE_PROPS
 from ..storage.records import (
+    FIXED_FULL,
     FORMAT_VERSION,
     RECORD_MARKER,
     SLOT_RESERVE,
+    encode_ledger,
     log_key,
     pack_properties,
     seal_slot,
@@ -89,7 +94,7 @@ from ..storage.records import (
     unpack_properties,
 )
 from . import lane
-from .chain import SMALL_CHAIN, next_slot
+from .chain import GARBAGE_FACTOR, SMALL_CHAIN, next_slot
 from .moves import MAX_BATCH_SIZE
 from .small_span import (
     SPAN_MOST,
@@ -119,7 +124,9 @@ __all__ = [
     "PySmallState",
     "SmallState",
     "Small",
+    "base_puts",
     "check_small",
+    "flush_bases",
     "flush_format",
     "flush_small",
     "form_chains",
@@ -219,7 +226,8 @@ class PySmallState:
         "cursor_id", "md_l", "md_e", "rp_e", "next_seq", "slot", "slots", "dirty", "cap", "persisted", "flushes",
         "flush_bytes", "last_bytes", "ended", "redeliveries", "spans", "rp_i", "limit", "limit_version",
         "props", "_runs", "_counts", "_batches", "_undo", "_undo_persisted", "logged", "base", "marker", "deltas",
-        "chain_bytes", "base_bytes", "tail", "fresh", "every", "_adds", "_counted", "_undo_chain", "record", "owned",
+        "chain_bytes", "base_bytes", "tail", "fresh", "every", "_adds", "_counted", "_undo_chain", "record", "named",
+        "cnamed", "untrimmed",
     )  # fmt: skip
 
     def __init__(
@@ -290,30 +298,32 @@ class PySmallState:
         self._undo = -1  # the slots before the last flush took it (-1: it did not)
         self._undo_persisted = 0
         self.base = -1
-        """where the newest state is (the module docstring's chain): -1 in the state slot
-        ``slot``; -2 in the log, its next state written whole; else the full marker the chain
-        starts at"""
-        self.owned = 0
-        """1 when the chain's base is the form's own state marker, 0 its parts' full marker"""
+        """where the newest state is: -1 in the state slot ``slot``; -2 in the log, its next
+        state written whole; else the newest full marker of the chain (the module docstring)"""
         self.record = -1
-        """M's ledger's record in the chain (-1: none)"""
+        """M's ledger's record, the one the chain's markers name (-1: none)"""
         self.marker = -1
-        """the chain's newest marker (the previous one of its next delta marker)"""
+        """the chain's newest marker (the previous one of its next marker)"""
         self.deltas = 0
-        """delta markers since the base: at most ``every`` (the cursor's full_marker_every)"""
+        """delta markers since the full marker: at most ``every`` (the cursor's full_marker_every)"""
         self.every = 64
         """the cursor's full_marker_every"""
         self.chain_bytes = 0
         """the delta markers' bytes"""
         self.base_bytes = 0
-        """the base's bytes (or about those of the state in its parts' chain)"""
+        """the full marker's bytes"""
+        self.untrimmed = 0
+        """the bytes written since the chain's last trim"""
         self.tail = 0
         """1 when log keys lie under the slots: the next state a slot takes trims them"""
         self.fresh = 1
-        """1 when the next state cannot be a delta marker (anything but acks and counts in M's
-        ledger, up to :data:`DELTA_MOST`, changed since the chain's last marker)"""
-        self._adds: list[int] = []  # the entries acked since the chain's last marker (while not fresh)
-        self._counted: set[int] = set()  # the entries whose delivery count was set since
+        """1 when the next state cannot be a marker naming ``record`` (:meth:`_unchain`)"""
+        self.named = 0
+        """how many of the acks since the record the markers named"""
+        self.cnamed = 0
+        """how many of the entries counted since the record the markers named"""
+        self._adds: list[int] = []  # the entries acked since the record (while not fresh)
+        self._counted: list[int] = []  # the entries whose delivery count was set since
         self._undo_chain: tuple[int, ...] = ()
         self.spans: tuple[tuple[int, int], ...] = ()
         """the ledgers after M's on the form's line, each with its offset (``small_span``):
@@ -594,19 +604,26 @@ class PySmallState:
         self.props, self.dirty = packed, 1
 
     def _unchain(self) -> None:
-        """The next state cannot be a delta marker of the form's chain: it is written whole."""
+        """The next state cannot be a marker naming the chain's record (anything but acks and
+        counts in M's ledger, up to :data:`DELTA_MOST`, changed since it): it is written whole."""
         self.fresh = 1
         self._adds.clear()
         self._counted.clear()
+        self.named = self.cnamed = 0
 
     def adopt(self, base: int, marker: int, record: int, base_bytes: int) -> None:
-        """The chain its parts wrote last, from full marker ``base`` to ``marker``, M's ledger's record
-        ``record`` (-1: none), ~``base_bytes`` of state: the next states are its delta markers. O(1)."""
-        if not 0 <= base <= marker < self.next_seq or not -1 <= record < self.next_seq or self.base != -2:
+        """The chain its parts wrote last: full marker ``base`` (also ``marker``) of ``base_bytes``, naming
+        M's ledger's record ``record`` alone (-1: none): the next states are markers naming it. O(1)."""
+        if not 0 <= base == marker < self.next_seq or not -1 <= record < base or self.base != -2:
             raise ValueError(f"adopt({base}, {marker}, {record}): not a chain before {self.next_seq} of its parts")
-        self.base, self.marker, self.record, self.base_bytes, self.owned = base, marker, record, base_bytes, 0
-        self.deltas = self.chain_bytes = 0
+        self.base, self.marker, self.record, self.base_bytes = base, marker, record, base_bytes
+        self.deltas = self.chain_bytes = self.untrimmed = 0
+        self._unchain()
         self.fresh = int(record < 0)
+
+    def took_base(self, base_bytes: int, nbytes: int) -> tuple[int, int]:
+        """A flush wrote the form's state as a new chain: :func:`base_puts` says it all."""
+        return _took_base(self, base_bytes, nbytes)
 
     def _ack_run(self, first: int, last: int) -> None:
         if last <= self.md_e:
@@ -654,27 +671,32 @@ def _edge(s: PySmallState) -> int:
 
 
 def _counted(s: PySmallState, entry: int) -> None:
-    """``entry``'s delivery count set: one of the counts since the chain's last marker, while
-    it is in M's ledger and they are at most :data:`DELTA_MOST` with the acks since."""
-    s._counted.add(entry)
-    if entry >= _edge(s) or len(s._counted) + len(s._adds) > DELTA_MOST:
+    """``entry``'s delivery count set: one of the counts since the chain's record (one the
+    markers named before is to be named again), while it is in M's ledger and they are at
+    most :data:`DELTA_MOST` with the acks since."""
+    counted = s._counted
+    if entry in counted:
+        i = counted.index(entry)
+        if i < s.cnamed:
+            del counted[i]
+            s.cnamed -= 1
+            counted.append(entry)
+    else:
+        counted.append(entry)
+    if entry >= _edge(s) or len(counted) + len(s._adds) > DELTA_MOST:
         s._unchain()
 
 
-def _m_held(s: PySmallState) -> bool:
-    """Whether M's ledger holds state (acks above M, a delivery count or a partial batch):
-    a state marker lists it then, as the record a delta marker may name."""
-    edge = _edge(s)
-    return bool(
-        (s._runs and s._runs[0] < edge)
-        or (s._counts and min(s._counts) < edge)
-        or (s._batches and min(s._batches) < edge)
-    )
+def _only_m(s: Any) -> bool:
+    """Whether M's ledger holds state (acks above M, a delivery count, a partial batch) and
+    no other ledger does, in the form ``s`` (either twin's): a chain's record is M's
+    ledger's, and names some state."""
+    return s.md_e < s.top() < (s.spans[0][1] if s.spans else _ENTRY_MAX + 1)
 
 
 def _track(s: PySmallState, first: int, last: int, i: int, j: int) -> None:
     """Entries ``first..last`` of ``s`` are acked now, its runs ``i..j`` (those touching
-    them) acked before: the others go to the acks since the chain's last marker, while
+    them) acked before: the others go to the acks since the chain's record, while
     they are in M's ledger and at most :data:`DELTA_MOST` with the counts set since."""
     r, adds = s._runs, s._adds
     if last >= _edge(s):
@@ -708,30 +730,133 @@ def _state_record(s: PySmallState, version: int) -> bytes:
     return pure_codecs.state_marker(version, s.cursor_id, s.md_l, s.md_e, ledgers, s.props)
 
 
-def _delta_record(s: PySmallState, version: int) -> bytes | None:
-    """The form's next state as a delta marker of its chain (the acks and counts of M's
-    ledger since the chain's last marker; M, the read position's field and the properties
-    as every marker has them), or None when it cannot be one: no chain, anything else
-    changed (``fresh``), a full state due (``every`` deltas, or the chain's bytes past its
-    base's or :data:`~ackstore.cursor.chain.SMALL_CHAIN`), or a field past the fixed
-    layout's 32 bits. O(runs of M's ledger + acks and counts since)."""
-    if s.base < 0 or s.record < 0 or s.fresh or s.deltas >= s.every or s.chain_bytes > max(s.base_bytes, SMALL_CHAIN):
+def _m_ranges(s: PySmallState) -> int:
+    """The ranges of M's ledger (a run across its end is one there too). O(log runs)."""
+    edge = _edge(s)
+    if edge > _ENTRY_MAX:
+        return s.n
+    i = s._first_ending_at_or_after(edge)
+    return i + (i < s.n and s._runs[2 * i] < edge)
+
+
+def _marker_record(s: PySmallState, version: int, max_acks: int) -> tuple[bytes, bool] | None:
+    """The form's next state as a marker of its chain, and whether it is a full one (the
+    rule of the parts' :func:`~ackstore.cursor.chain.full_marker`: when one is due, every
+    ``every`` delta markers or once they outgrow the full marker's bytes or
+    :data:`~ackstore.cursor.chain.SMALL_CHAIN`, or when M's ledger changed and the chain
+    named at most that many bytes of it already); either names M's ledger's record, its
+    range count, and the acks and delivery counts since it (a full marker) or since the
+    last marker (a delta). None when it cannot be one: no chain, anything else changed
+    (``fresh``), more than ``max_acks`` acks and counts since the record (a new record is
+    due), or a field past the fixed layout's 32 bits. O(runs of M's ledger + acks and
+    counts since)."""
+    if s.base < 0 or s.record < 0 or s.fresh or max(s.cursor_id, s.md_l, s.marker + 1, s.md_e + 2) > _ENTRY_MAX:
         return None
-    if max(s.cursor_id, s.md_l, s.marker + 1, s.md_e + 2) > _ENTRY_MAX:
+    counts = s._counts
+    live = [e for e in s._counted if e in counts]
+    if len(s._adds) + len(live) > max_acks:
         return None
+    due = s.deltas >= s.every or s.chain_bytes > max(s.base_bytes, SMALL_CHAIN)
+    fresh = len(s._adds) > s.named or len(s._counted) > s.cnamed
+    named = s.named + 2 * sum(e in counts for e in s._counted[: s.cnamed])
+    full = due or (fresh and 4 * named <= SMALL_CHAIN)
+    adds = s._adds if full else s._adds[s.named :]
+    since = {e: counts[e] for e in sorted(s._counted if full else s._counted[s.cnamed :]) if e in counts}
     items: list[tuple[Any, ...]] = []
-    counts = {e: s._counts[e] for e in sorted(s._counted) if e in s._counts}
-    if s._adds or counts:
-        edge = _edge(s)
-        ranges = s.n
-        if edge <= _ENTRY_MAX:  # the runs in M's ledger (one across its end is one there too)
-            ranges = s._first_ending_at_or_after(edge)
-            ranges += ranges < s.n and s._runs[2 * ranges] < edge
-        entry = (s.record, ranges, BitMap(s._adds) if s._adds else None, counts or None)
-        items.append((s.md_l, entry))
-    return pure_codecs.fixed_marker(
-        version, 0, s.marker, s.md_l, s.md_e, s.md_l, s.md_e + 1, s.cursor_id, items, s.props
+    if full or adds or since:
+        items.append((s.md_l, (s.record, _m_ranges(s), BitMap(adds) if adds else None, since or None)))
+    flags = FIXED_FULL if full else 0
+    value = pure_codecs.fixed_marker(
+        version, flags, s.marker, s.md_l, s.md_e, s.md_l, s.md_e + 1, s.cursor_id, items, s.props
     )
+    return value, full
+
+
+def base_puts(s: Any, version: int) -> tuple[list[tuple[bytes, bytes]], int, int, int] | None:
+    """A new chain for the form ``s`` that :data:`flush_small` listed as ``based`` (its
+    state over a state slot's bound, in M's ledger alone): M's ledger's record (the parts'
+    codec: ``records.encode_ledger``) under its next log sequence, and a full marker naming
+    it under the one after, adopted (``took_base``): ``(puts, bytes, below, keep)``, the
+    trim it makes as ``flush_small``'s trims say it; None, changing nothing, when a field
+    is outside the fixed marker's layout (the parts write it). Either twin's form. O(its
+    runs and counts)."""
+    seq = s.next_seq
+    la = LedgerAcks(
+        bitmap_of_runs(s.runs()),
+        {entry: (size, mask) for entry, size, mask in s.batches()} if s.nb else None,
+        dict(s.counts()) if s.nc else None,
+    )
+    try:
+        marker = codecs.fixed_marker(
+            version, FIXED_FULL, seq - 1, s.md_l, s.md_e, s.md_l, s.md_e + 1, s.cursor_id,
+            [(s.md_l, (seq, la.runs, None, None))], s.props,
+        )  # fmt: skip
+    except OverflowError:
+        return None
+    record = encode_ledger(s.md_l, la, s.cursor_id)
+    puts = [(log_key(s.cursor_id, seq), record), (log_key(s.cursor_id, seq + 1), marker)]
+    nbytes = sum(len(k) + len(v) for k, v in puts)
+    below, keep = s.took_base(len(marker), nbytes)
+    return puts, nbytes, below, keep
+
+
+def flush_bases(
+    based: list[Any], version: int, trims: list[Any], over: list[Any]
+) -> tuple[list[tuple[bytes, bytes]], int]:
+    """:func:`base_puts` of each form :data:`flush_small` listed in ``based``: their puts and
+    bytes; the trims they make appended to ``trims`` as ``flush_small`` appends its own,
+    those outside the fixed layout to ``over`` (their parts write them). O(their states)."""
+    puts: list[tuple[bytes, bytes]] = []
+    nbytes = 0
+    for form in based:
+        made = base_puts(form, version)
+        if made is None:
+            over.append(form)
+            continue
+        puts += made[0]
+        nbytes += made[1]
+        if made[2] >= 0:
+            trims.append((form, made[2], made[3]))
+    return puts, nbytes
+
+
+def _took_base(s: PySmallState, base_bytes: int, nbytes: int) -> tuple[int, int]:
+    """``s.took_base``: M's ledger's record under the form's next sequence, a full marker of
+    ``base_bytes`` naming it under the one after, ``nbytes`` in all, adopted as
+    :data:`flush_small` adopts what it writes (:data:`undo_small` gives it back). Returns the
+    trim it makes, ``(below, keep)``: below the chain before but its record (-1: none). O(1)."""
+    _stash(s)
+    below, keep = (s.base, s.record) if s.base >= 0 else (-1, -1)
+    if below >= 0:
+        s.slots = 0  # (below the chain: trimmed)
+    seq = s.next_seq
+    s.base = s.marker = seq + 1
+    s.record, s.base_bytes, s.deltas, s.chain_bytes, s.tail = seq, base_bytes, 0, 0, 0
+    s.untrimmed = 0 if below >= 0 else nbytes
+    s._unchain()
+    s.fresh = 0
+    _adopted(s, 2, nbytes)
+    return below, keep
+
+
+def _stash(s: PySmallState) -> None:
+    """What :func:`_py_undo_small` gives back of a flush about to be adopted."""
+    s._undo_chain = (
+        s.base, s.marker, s.deltas, s.chain_bytes, s.base_bytes, s.tail, s.slot, s.record, s.untrimmed, s.slots,
+        s.next_seq,
+    )  # fmt: skip
+    s._undo_persisted = s.persisted
+    s._undo = s.slots
+
+
+def _adopted(s: PySmallState, seqs: int, nbytes: int) -> None:
+    """A flush wrote ``seqs`` sequences of the form's state, ``nbytes`` in all: adopted."""
+    s.next_seq += seqs
+    s.dirty = 0
+    s.persisted = s.range_count()
+    s.flushes += 1
+    s.flush_bytes += nbytes
+    s.last_bytes = nbytes
 
 
 def _py_flush_small(
@@ -741,9 +866,11 @@ def _py_flush_small(
     max_counts: int,
     max_bytes: int,
     max_runs: int,
+    max_acks: int,
     chains: int,
     written: list[Any] | None = None,
     trims: list[Any] | None = None,
+    based: list[Any] | None = None,
 ) -> tuple[list[tuple[bytes, bytes]], int, list[Any]]:
     """The pure-Python :data:`flush_small`: every changed one's next state, and each adopted:
     its sequence on, its chain or slots as the state went, unchanged. Where a state goes:
@@ -751,30 +878,32 @@ def _py_flush_small(
     - a ``logged`` one's (its cursor keeps history: :func:`~ackstore.cursor.lane.state_slot`'s
       rule) as its state marker under its log key, its slots left as they are; the form is
       appended to ``written`` (when given);
-    - else a delta marker of the form's own chain under its log key, when it can be one
-      (:func:`_delta_record`);
+    - else a marker of the form's own chain under its log key, when it can be one
+      (:func:`_marker_record`: at most ``max_acks`` acks and counts since the record);
     - else, when the state layout a slot takes holds it (at most ``max_runs`` ranges, a
       record of at most ``max_bytes``), the state slot its newest is not in (``reserve``
       zero bytes of room in a slot's first value; ``version`` the record's format);
-    - else, when ``chains`` (:func:`set_form_chains`), a state marker under its log key: the
-      base of a new chain; else it is over (its parts write it).
+    - else, when ``chains`` (:func:`set_form_chains`) and M's ledger alone holds state, a
+      new chain: the form is appended to ``based`` and not written here (its record is
+      the parts' codec's: :func:`base_puts` writes it); else it is over (its parts write it).
 
-    A state that goes where the one before was not trims the cursor's keys that neither
-    it nor the one before needs: a new base those below the chain before it (the older
-    chains, and the state slots: they are older still), the first state a slot takes after
-    the log those below the chain it leaves, the second one every log key (the one before it
-    is then in the other slot). Each such form is appended to ``trims`` (when given) as
-    ``(form, below, keep)``: delete its log keys and slot states of sequences below
-    ``below`` but ``keep`` (-1: none). One whose state the state layout does not take
-    (more than ``max_counts`` delivery counts and partial batches, or, for a ``logged`` one,
-    a record over ``max_bytes``: the limits a flush of the parts writes a state marker
-    within) is not written, and is listed instead (its cursor's parts take the state).
-    Returns the puts (a list of ``(key, value)``; the compiled twin's are the same pairs
-    in one ``Puts``, ``ackstore/_puts.c``), their bytes and those not written.
+    A state that trims appends ``(form, below, keep)`` to ``trims`` (when given): delete its
+    log keys and slot states of sequences below ``below`` but ``keep`` (-1: none). A full
+    marker trims below the full marker before it but their record, when a full one was due
+    or once the bytes written since the last trim outgrow
+    :data:`~ackstore.cursor.chain.GARBAGE_FACTOR` times the chain's allowance (the parts'
+    rule: ``MarkerChain.trim_due``); the first state a slot takes after the chain trims
+    what lies below that chain's full marker but its record, the second one every log key
+    (the one before it is then in the other slot). One whose state the state layout does
+    not take (more than ``max_counts`` delivery counts and partial batches, or, for a
+    ``logged`` one, a record over ``max_bytes``: the limits a flush of the parts writes a
+    state marker within) is not written, and is listed instead (its cursor's parts take the
+    state). Returns the puts (a list of ``(key, value)``; the compiled twin's are the same
+    pairs in one ``Puts``, ``ackstore/_puts.c``), their bytes and those not written.
     O(smalls + their runs and counts)."""
     if not 0 <= version <= 0xFF or not 0 <= reserve <= 64:
         raise ValueError(f"flush_small: format {version} or room {reserve} is outside the layout (0..255, 0..64)")
-    for given, what in ((written, "written"), (trims, "trims")):
+    for given, what in ((written, "written"), (trims, "trims"), (based, "based")):
         if given is not None and not isinstance(given, list):
             raise TypeError(f"flush_small's {what} is a list (of the forms it writes so) or None")
     puts: list[tuple[bytes, bytes]] = []
@@ -791,57 +920,50 @@ def _py_flush_small(
             continue
         seq = s.next_seq
         key = log_key(s.cursor_id, seq)
-        chain = (s.base, s.marker, s.deltas, s.chain_bytes, s.base_bytes, s.tail, s.slot, s.record, s.owned, s.slots)
         below, keep = -1, -1
-        value = None if s.logged else _delta_record(s, version)
-        if value is not None:  # a delta marker of the form's chain
-            s.marker, s.deltas, s.chain_bytes = seq, s.deltas + 1, s.chain_bytes + len(value)
-        else:
+        marked = None if s.logged else _marker_record(s, version, max_acks)
+        if marked is None:
             record = _state_record(s, version)
-            if s.logged:
-                if len(record) > max_bytes:
-                    over.append(s)
-                    continue
-                value = record
-                if written is not None:
-                    written.append(s)
-            elif len(record) <= max_bytes and s.range_count() <= max_runs:  # a state slot
-                slot, room = next_slot(s.slot, s.slots, reserve)
-                key = slot_key(s.cursor_id, slot)
-                value = seal_slot(key, seq, record, room)
-                if s.base != -1:  # leaving the log: the chain it leaves is the one before
-                    if s.owned:  # (what its parts' chain names lies below it: kept)
-                        below, s.slots = s.base, 0  # (the slots: below the chain)
-                    s.tail, s.base = 1, -1
-                elif s.tail:  # the one before in the other slot: every log key goes
-                    below, keep, s.tail = seq, seq - 1, 0
-                s.slot = slot
-                s.slots |= 1 << slot
-            elif not chains:  # the parts' to write
-                over.append(s)
+            if len(record) > max_bytes or (not s.logged and s.range_count() > max_runs):  # not a slot's
+                if chains and based is not None and not s.logged and _only_m(s):
+                    based.append(s)  # a new chain: base_puts writes it
+                else:
+                    over.append(s)  # the parts' to write
                 continue
-            else:  # the base of a new chain, under its log key
-                value = record
-                if s.base >= 0 and s.owned:  # (what its parts' chain names lies below it: kept)
-                    below, s.slots = s.base, 0  # (the slots: below the chain)
-                s.base, s.marker, s.deltas, s.chain_bytes, s.base_bytes = seq, seq, 0, 0, len(record)
-                s.record = seq if _m_held(s) else -1  # (a state marker lists the ledgers holding state)
-                s.tail, s.owned = 0, 1
-            s.fresh = int(s.base < 0 or s.record < 0)
-        s._adds.clear()
-        s._counted.clear()
+        _stash(s)
+        if marked is not None:  # a marker of the form's chain
+            value, full = marked
+            if full:
+                due = s.deltas >= s.every or s.chain_bytes > max(s.base_bytes, SMALL_CHAIN)
+                if due or s.untrimmed > GARBAGE_FACTOR * max(s.base_bytes, SMALL_CHAIN):
+                    below, keep, s.slots = s.base, s.record, 0  # (the slots: below the chain)
+                s.base, s.base_bytes, s.deltas, s.chain_bytes = seq, len(value), 0, 0
+            else:
+                s.deltas, s.chain_bytes = s.deltas + 1, s.chain_bytes + len(value)
+            s.marker, s.named, s.cnamed = seq, len(s._adds), len(s._counted)
+        elif s.logged:
+            value = record
+            if written is not None:
+                written.append(s)
+        else:  # a state slot
+            slot, room = next_slot(s.slot, s.slots, reserve)
+            key = slot_key(s.cursor_id, slot)
+            value = seal_slot(key, seq, record, room)
+            if s.base >= 0:  # leaving the chain: what lies below its full marker goes but its record
+                below, keep, s.slots = s.base, s.record, 0
+            if s.base != -1:
+                s.tail, s.base = 1, -1
+            elif s.tail:  # the one before in the other slot: every log key goes
+                below, keep, s.tail = seq, seq - 1, 0
+            s.slot = slot
+            s.slots |= 1 << slot
+            s._unchain()
         if below >= 0 and trims is not None:
             trims.append((s, below, keep))
         puts.append((key, value))
         nbytes = len(key) + len(value)
-        s._undo, s._undo_chain = chain[-1], chain  # adopted now: undo_small gives it back
-        s._undo_persisted = s.persisted
-        s.next_seq += 1
-        s.dirty = 0
-        s.persisted = s.range_count()
-        s.flushes += 1
-        s.flush_bytes += nbytes
-        s.last_bytes = nbytes
+        s.untrimmed = 0 if below >= 0 else s.untrimmed + nbytes
+        _adopted(s, 1, nbytes)  # (undo_small gives it back)
         total += nbytes
     return puts, total, over
 
@@ -849,15 +971,15 @@ def _py_flush_small(
 def _py_undo_small(smalls: list[Any]) -> None:
     """The pure-Python :data:`undo_small`: each one the last flush took, as it was before
     that flush (its chain and slots), and changed again (its state waits for the next
-    flush, written whole: the acks and counts a delta would have named are in it).
+    flush, written whole: the acks and counts a marker would have named are in it).
     O(smalls)."""
     for s in smalls:
         if type(s) is not PySmallState or s._undo < 0 or s.ended:
             continue
-        s.next_seq -= 1
-        s.base, s.marker, s.deltas, s.chain_bytes, s.base_bytes, s.tail, s.slot, s.record, s.owned, s.slots = (
-            s._undo_chain
-        )
+        (
+            s.base, s.marker, s.deltas, s.chain_bytes, s.base_bytes, s.tail, s.slot, s.record, s.untrimmed, s.slots,
+            s.next_seq,
+        ) = s._undo_chain  # fmt: skip
         s.persisted = s._undo_persisted
         s.flushes -= 1
         s.flush_bytes -= s.last_bytes
@@ -1067,11 +1189,13 @@ def small_of(
     s = SmallState(cursor_id, md_l, md_e, *chain_at, runs, cap, counts, rp_e, props, rp_i, batches)
     s.logged = int(bool(config.history_seconds))
     s.base, s.every = base, config.full_marker_every
-    if base == -2 and chain.full_seq == chain.marker_seq >= 0 and not chain.truncated:  # its parts' chain
+    if base == -2:  # its parts' chain, when its full marker names M's ledger's record alone, nothing since
         record = pages.index.get(md_l)
-        s.adopt(
-            chain.full_seq, chain.marker_seq, -1 if record is None else record.seq, chain.full_bytes + 2 * len(runs)
-        )
+        if record is None or len(pages.index) > 1 or record.adds or record.counts or not _only_m(s):
+            return None
+        if chain.full_seq != chain.marker_seq or chain.truncated or record.seq >= chain.full_seq:
+            return None
+        s.adopt(chain.full_seq, chain.marker_seq, record.seq, chain.full_bytes)
     return s if fit(s, directory) else None
 
 
@@ -1171,11 +1295,14 @@ def check_small(s: Any, md: tuple[int, int], logged: bool | None = None) -> None
     assert logged is None or bool(s.logged) == logged, f"logged {s.logged}, its cursor's config says {logged}"
     assert s.logged or s.base != -1 or s.slots >> s.slot & 1, f"the newest state's slot {s.slot} holds nothing"
     assert s.base >= -2 and s.tail in (0, 1) and (not s.tail or s.base == -1), f"base {s.base}, tail {s.tail}"
-    if s.base >= 0:  # the form's chain: its base, then its delta markers
+    if s.base >= 0:  # the form's chain: its record, its full marker, then its delta markers
         assert not s.logged and s.base <= s.marker < s.next_seq, f"chain {s.base}..{s.marker}, next {s.next_seq}"
-        assert s.record <= s.marker and (not s.owned or s.record in (s.base, -1)), f"record {s.record}, {s.base}"
-        assert 0 <= s.deltas <= s.every, f"{s.deltas} delta markers after the base, every {s.every}"
-    assert s.fresh or (s.base >= 0 and s.record >= 0), "a delta marker to come with no chain"
+        assert s.record < s.base, f"record {s.record} of a chain at {s.base}"
+        assert 0 <= s.deltas <= s.every, f"{s.deltas} delta markers after the full one, every {s.every}"
+    assert s.fresh or (s.base >= 0 and s.record >= 0 and _only_m(s)), "a marker to come with no chain"
+    if type(s) is PySmallState:
+        assert s.named <= len(s._adds) and s.cnamed <= len(s._counted), "named more than there is"
+        assert len(s._adds) == len(set(s._adds)) and len(s._counted) == len(set(s._counted))
     assert pack_properties(unpack_properties(s.props)) == s.props, f"properties {s.props!r} not as a marker packs them"
 
 
@@ -1206,18 +1333,15 @@ def trim_plan(cursor_id: int, below: int, keep: int) -> lane.MarkerPlan:
     return plan
 
 
-_CHAINS = [0]  # whether forms keep chains of their own: off by default (see set_form_chains)
+_CHAINS = [1]  # whether forms keep chains of their own: on by default (see set_form_chains)
 
 
 def set_form_chains(on: bool) -> bool:
     """Whether a small form whose state a slot does not take keeps a chain of its own under
-    its log keys (the module docstring) and holds up to :data:`FORM_RUNS_FACTOR` times a
-    slot's ranges, or ends (its parts write it, as they write every larger cursor); returns
-    the setting before. Off by default: the chain's base is a state marker, whose varints
-    cost more than the parts' ledger codecs for many ranges (a stride, dense runs), and its
-    delta markers run to ``full_marker_every`` before a trim, where the parts' small full
-    markers trim every few flushes: the file of the disk-bound run grows past its bound. The
-    tests run it on both twins."""
+    its log keys (the module docstring: the layout and the rules of its parts' chain) and
+    holds up to :data:`FORM_RUNS_FACTOR` times a slot's ranges, or ends (its parts write it,
+    as they write every larger cursor); returns the setting before. On by default; off, a
+    cursor over a slot's bound costs its parts' flush (a comparison the benchmarks make)."""
     before, _CHAINS[0] = bool(_CHAINS[0]), int(bool(on))
     return before
 
@@ -1227,10 +1351,13 @@ def form_chains() -> bool:
     return bool(_CHAINS[0])
 
 
-def flush_format() -> tuple[int, int, int, int, int, int]:
+def flush_format() -> tuple[int, int, int, int, int, int, int]:
     """What the group flush gives :data:`flush_small`: the record format, a slot's first
     room, and the bounds of the state layout a flush writes (the most delivery counts, the
     most bytes, the most ranges a slot takes: :data:`~ackstore.cursor.lane.STATE_MAX_EXTRAS`,
     :data:`~ackstore.cursor.lane.STATE_MAX_BYTES`, :data:`~ackstore.cursor.lane.STATE_MAX_RUNS`,
-    as they are now), and whether forms keep chains of their own (:func:`set_form_chains`)."""
-    return FORMAT_VERSION, SLOT_RESERVE, lane.STATE_MAX_EXTRAS, lane.STATE_MAX_BYTES, lane.STATE_MAX_RUNS, _CHAINS[0]
+    as they are now), the most acks a marker names since a record
+    (:data:`~ackstore.cursor.lane.DELTA_MAX_ACKS`), and whether forms keep chains of their
+    own (:func:`set_form_chains`)."""
+    lanes = lane.STATE_MAX_EXTRAS, lane.STATE_MAX_BYTES, lane.STATE_MAX_RUNS, lane.DELTA_MAX_ACKS
+    return FORMAT_VERSION, SLOT_RESERVE, *lanes, _CHAINS[0]
