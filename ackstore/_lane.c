@@ -308,16 +308,6 @@ static int full_due(PyObject *chain, long long every) {
     return chain_bytes > (full_bytes > small_chain ? full_bytes : small_chain);
 }
 
-/* chain.in_slots: the log's keys hold nothing of the cursor (its trims left only its newest
- * state, in a state slot); -1 with an exception */
-static int in_slots(PyObject *chain) {
-    long long floor = integer(chain, A_FLOOR), seq;
-    if (FAILED(floor) || FAILED(seq = integer(chain, A_MARKER_SEQ))) return -1;
-    if (floor <= seq) return 0;
-    int kept = truth(chain, A_KEPT);
-    return kept < 0 ? -1 : !kept;
-}
-
 /* chain.full_marker: whether a flush's marker is full (due, or covering the whole index and
  * repeating at most small_chain bytes the chain named already: `named` u32s) */
 static inline int full_marker(int due, int covering, long long named) {
@@ -1313,8 +1303,7 @@ PyObject *trim_all(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
 
 /* commit_all(plans, planners) -> list[int]: lane._commit_all (commit_marker for each marker
  * plan; the indexes of the plans the caller's cursors still act on: any other plan, which
- * its cursor adopts, and a full marker plan that left the cursor's log in its state slots
- * or of a cursor that keeps history) */
+ * its cursor adopts, and a full marker plan, which may leave its cursor in the small form) */
 PyObject *commit_all(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (ready("commit_all", "commit_all(plans, planners)", nargs, 2) < 0) return NULL;
     PyObject *plans = args[0], *planners = args[1];
@@ -1325,22 +1314,13 @@ PyObject *commit_all(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     PyObject *rest = PyList_New(0);
     if (rest == NULL) return NULL;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(plans); i++) {
-        PyObject *plan = PyList_GET_ITEM(plans, i), *r, *chain;
+        PyObject *plan = PyList_GET_ITEM(plans, i), *r;
         int t = 1;
         if (Py_TYPE(plan) == (PyTypeObject *)plan_type) {
             PyObject *pair[2] = {PyList_GET_ITEM(planners, i), plan};
             if ((r = commit_marker(NULL, pair, 2)) == NULL) goto fail;
             Py_DECREF(r);
-            if ((t = truth(plan, P_FULL)) > 0) { /* a state plan may leave the cursor in the form: */
-                long long hist = integer(pair[0], A_HISTORY); /* one in its slots, or one that keeps history */
-                if (FAILED(hist)) goto fail;
-                if (!hist) {
-                    if ((chain = get(pair[0], A_CHAIN)) == NULL) goto fail;
-                    t = in_slots(chain);
-                    Py_DECREF(chain);
-                }
-            }
-            if (t < 0) goto fail;
+            if ((t = truth(plan, P_FULL)) < 0) goto fail; /* a full one may leave the cursor in the form */
         }
         if (t) {
             PyObject *n = PyLong_FromSsize_t(i);

@@ -970,30 +970,65 @@ static PyObject *SmallState_rewind(SmallState *s, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
-/* adopt(base, marker, record, base_bytes): the chain its parts wrote last, full marker `base`
- * of `base_bytes` (the newest: `marker` is it), naming M's ledger's record `record` with no acks
- * or counts since (-1: none, or it names some): the next states are markers naming it
- * (small.py's PySmallState.adopt) */
+/* the entries of `seq` (a sequence or iterable of ints, each an entry of the layout) into `out`
+ * (room for `room`): how many; -1 with an exception when more, or not entries */
+static Py_ssize_t entries_into(PyObject *seq, uint32_t *out, Py_ssize_t room, const char *what) {
+    PyObject *fast = PySequence_Fast(seq, what);
+    if (fast == NULL) return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    if (n > room) {
+        Py_DECREF(fast);
+        PyErr_Format(PyExc_ValueError, "%s: more than the chain names (%zd)", what, room);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long long e;
+        if (entry_of(PySequence_Fast_GET_ITEM(fast, i), what, &e) < 0) {
+            Py_DECREF(fast);
+            return -1;
+        }
+        out[i] = (uint32_t)e;
+    }
+    Py_DECREF(fast);
+    return n;
+}
+
+/* adopt(base, marker, record, base_bytes, adds=(), counted=()): the chain its parts wrote last,
+ * full marker `base` (also `marker`) of `base_bytes`, naming M's ledger's record `record` (-1:
+ * none) with the entries acked since it `adds` and those counted since `counted`, and no other
+ * ledger: the next states are markers naming that record (small.py's _adopt) */
 static PyObject *SmallState_adopt(SmallState *s, PyObject *const *args, Py_ssize_t nargs) {
     long long base, marker, record, bytes;
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "adopt(base, marker, record, base_bytes)");
+    if (nargs < 4 || nargs > 6) {
+        PyErr_SetString(PyExc_TypeError, "adopt(base, marker, record, base_bytes, adds=(), counted=())");
         return NULL;
     }
     if ((base = PyLong_AsLongLong(args[0])) == -1 && PyErr_Occurred()) return NULL;
     if ((marker = PyLong_AsLongLong(args[1])) == -1 && PyErr_Occurred()) return NULL;
     if ((record = PyLong_AsLongLong(args[2])) == -1 && PyErr_Occurred()) return NULL;
     if ((bytes = PyLong_AsLongLong(args[3])) == -1 && PyErr_Occurred()) return NULL;
+    uint32_t adds[DELTA_MOST], counted[DELTA_MOST];
+    Py_ssize_t na = nargs > 4 ? entries_into(args[4], adds, DELTA_MOST, "an entry acked since") : 0;
+    if (na < 0) return NULL;
+    Py_ssize_t nc = nargs > 5 ? entries_into(args[5], counted, DELTA_MOST, "a counted entry") : 0;
+    if (nc < 0) return NULL;
     long long next = (long long)s->next_seq;
-    if (base < 0 || marker != base || marker >= next || record < -1 || record >= base || s->c.base != -2 || bytes < 0) {
+    if (base < 0 || marker != base || marker >= next || record < -1 || record >= base || s->c.base != -2 || bytes < 0 ||
+        na + nc > DELTA_MOST) {
         PyErr_Format(PyExc_ValueError, "adopt(%lld, %lld, %lld): not a chain before %lld of its parts", base, marker,
                      record, next);
         return NULL;
     }
     s->c.base = base, s->c.marker = marker, s->c.record = record, s->c.base_bytes = (unsigned long long)bytes;
     s->c.deltas = 0, s->c.chain_bytes = 0, s->c.untrimmed = 0;
-    if (record < 0) unchain(s);
-    else rechain(s);
+    unchain(s);
+    if (record >= 0) {
+        rechain(s);
+        if (!s->fresh) {
+            memcpy(s->adds, adds, sizeof(uint32_t) * na), memcpy(s->counted, counted, sizeof(uint32_t) * nc);
+            s->na = s->named = (uint32_t)na, s->ncd = s->cnamed = (uint32_t)nc;
+        }
+    }
     Py_RETURN_NONE;
 }
 

@@ -445,8 +445,8 @@ class GroupFlush:
                         cur._commit_flush(plan)  # the general path's
                         if plan.full and small.form_chains():  # the small form may extend its chain
                             cur.take_small_form()
-                    else:  # a state plan, which left nothing under log keys: the small form,
-                        # if the cursor fits it (its state in a slot)
+                    else:  # a full marker of the lane's (a state plan, or the marker layout's): the
+                        # small form, if the cursor fits it (its state in a slot, or its chain adoptable)
                         cur.take_small_form()
         with self.store.lock:
             self.store.cache_pool.settle()  # nothing is pinned any more

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ackstore.cursor import small as small_form
-from ackstore.cursor.small import IMPLEMENTATIONS, check_small
+from ackstore.cursor.small import DELTA_MOST, IMPLEMENTATIONS, check_small
 from ackstore.cursor.small_span import ledger_counts, ledger_runs
 from ackstore.ledger_acks import run_bounds
 from ackstore.storage import records
@@ -253,3 +253,31 @@ def test_a_state_past_ms_ledger_over_a_slot_is_its_parts_to_write(impl: Any) -> 
     assert (s.dirty, s.base, s.next_seq, s.flushes) == (1, -1, 5, 0)
     puts, _, over = impl.flush_small([s], VERSION, RESERVE, MAX_COUNTS, MAX_BYTES, 512, MAX_ACKS, 1, None, trims, [])
     assert over == [] and [k for k, _ in _puts(puts)] == [records.slot_key(CID, 1)] and s.next_seq == 6
+
+
+def test_an_adopted_chain_names_the_acks_since_its_parts_record() -> None:
+    """A form adopting its parts' chain takes the acks and counted entries their full marker
+    named since the record: its next full marker names them with the ones since (both twins,
+    the same bytes); more than the chain names, or an entry outside the layout, is refused."""
+    outs = []
+    for impl in IMPLEMENTATIONS:
+        s = impl.SmallState(CID, LEDGER, 0, 10, 0, 1, [(e, e) for e in range(2, 2000, 3)], 1 << 12)
+        s.bound(0, (), 1 << 20)
+        s.base = -2
+        s.adopt(9, 9, 4, 100, [5, 8], [])
+        assert (s.base, s.marker, s.record, s.named, s.cnamed, s.fresh) == (9, 9, 4, 2, 0, 0)
+        s.ack_range(12, 12)
+        puts, _, _ = _flush(impl, s, [])
+        ((key, value),) = puts
+        marker = records.decode_marker(value, 10)
+        entry = marker.index[LEDGER]
+        assert key == records.log_key(CID, 10) and marker.full and marker.prev == 9
+        assert (entry.seq, list(entry.adds), entry.runs) == (4, [5, 8, 12], s.n)
+        outs.append(puts)
+        for adds, error in (([5] * (DELTA_MOST + 1), ValueError), ([1 << 32], ValueError), (["5"], TypeError)):
+            other = impl.SmallState(CID, LEDGER, 0, 10, 0, 1, [(5, 5)], 1 << 12)
+            other.base = -2
+            with pytest.raises(error):
+                other.adopt(9, 9, 4, 100, adds, [])
+            assert (other.base, other.fresh) == (-2, 1)
+    assert all(out == outs[0] for out in outs)

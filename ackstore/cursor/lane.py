@@ -566,16 +566,16 @@ def _trim_all(trims: list[Plan], untrimmed: Set[int], c: lmdb.Cursor, failed: li
 def _commit_all(plans: list[Plan], planners: list[Taking]) -> list[int]:
     """The pure-Python :func:`commit_all`: every marker plan written, adopted by its cursor's
     planner (:func:`commit_marker`). Returns the indexes of the plans whose cursors the
-    caller still acts on: any other plan (its cursor adopts it) and a full marker plan that
-    left the cursor's log in its state slots, or of a cursor that keeps history (the cursor
-    may take the small form), so the caller visits those only. O(plans)."""
+    caller still acts on: any other plan (its cursor adopts it) and a full marker plan (the
+    cursor may take the small form: ``small.small_of`` says), so the caller visits those
+    only. O(plans)."""
     if len(plans) != len(planners):
         raise TypeError("commit_all takes two lists of one length")
     rest = []
     for i, (plan, planner) in enumerate(zip(plans, planners, strict=True)):
         if type(plan) is MarkerPlan:
             _commit_marker(planner, plan)
-            if not (plan.full and (planner.history or planner.chain.in_slots)):
+            if not plan.full:
                 continue
         rest.append(i)
     return rest

@@ -611,15 +611,9 @@ class PySmallState:
         self._counted.clear()
         self.named = self.cnamed = 0
 
-    def adopt(self, base: int, marker: int, record: int, base_bytes: int) -> None:
-        """The chain its parts wrote last: full marker ``base`` (also ``marker``) of ``base_bytes``, naming
-        M's ledger's record ``record`` alone (-1: none): the next states are markers naming it. O(1)."""
-        if not 0 <= base == marker < self.next_seq or not -1 <= record < base or self.base != -2:
-            raise ValueError(f"adopt({base}, {marker}, {record}): not a chain before {self.next_seq} of its parts")
-        self.base, self.marker, self.record, self.base_bytes = base, marker, record, base_bytes
-        self.deltas = self.chain_bytes = self.untrimmed = 0
-        self._unchain()
-        self.fresh = int(record < 0)
+    def adopt(self, base: int, marker: int, record: int, base_bytes: int, adds: Any = (), counted: Any = ()) -> None:
+        """The chain its parts wrote last, which the form's next states extend: :func:`_adopt`."""
+        _adopt(self, base, marker, record, base_bytes, adds, counted)
 
     def took_base(self, base_bytes: int, nbytes: int) -> tuple[int, int]:
         """A flush wrote the form's state as a new chain: :func:`base_puts` says it all."""
@@ -818,6 +812,23 @@ def flush_bases(
         if made[2] >= 0:
             trims.append((form, made[2], made[3]))
     return puts, nbytes
+
+
+def _adopt(s: PySmallState, base: int, marker: int, record: int, base_bytes: int, adds: Any, counted: Any) -> None:
+    """``s.adopt``: the chain its parts wrote last, full marker ``base`` (also ``marker``) of
+    ``base_bytes``, naming M's ledger's record ``record`` (-1: none) with the entries acked
+    since it ``adds`` and those counted since ``counted``, and no other ledger: the next
+    states are markers naming that record. O(adds + counted)."""
+    adds, counted = [_entry(e, "an entry acked since") for e in adds], [_entry(e, "a counted entry") for e in counted]
+    bad = not 0 <= base == marker < s.next_seq or not -1 <= record < base or s.base != -2
+    if bad or len(adds) + len(counted) > DELTA_MOST:
+        raise ValueError(f"adopt({base}, {marker}, {record}): not a chain before {s.next_seq} of its parts")
+    s.base, s.marker, s.record, s.base_bytes = base, marker, record, base_bytes
+    s.deltas = s.chain_bytes = s.untrimmed = 0
+    s._unchain()
+    if record >= 0:
+        s._adds[:], s._counted[:], s.named, s.cnamed = adds, counted, len(adds), len(counted)
+        s.fresh = 0
 
 
 def _took_base(s: PySmallState, base_bytes: int, nbytes: int) -> tuple[int, int]:
@@ -1147,13 +1158,18 @@ def small_of(
         newest = chain.marker_seq
         if not (0 <= newest == chain.full_seq == chain.next_seq - 1 and tuple(chain.full_live) == (newest,)):
             return None
-    base = -1  # its newest state in a slot (a cursor that keeps history: under its log key)
+    base, record = -1, None  # its newest state in a slot (a cursor that keeps history: under its log key)
     if not (config.history_seconds or chain.in_slots):  # its newest state in the log, as its parts wrote it:
         if not _CHAINS[0] or state.range_count <= lane.STATE_MAX_RUNS:  # (the form's once the parts' state
             return None  # plans put it in a slot)
         if state.range_count > cap - cap // 4:  # (room to grow: a cursor near the cap does not go in and out)
             return None
-        base = -2  # (the form's chain is its parts': see below)
+        record = pages.index.get(state.md[0])  # (the form's chain is its parts': see below)
+        if record is None or len(pages.index) > 1 or len(record.adds or ()) + len(record.counts or ()) > DELTA_MOST:
+            return None
+        if chain.full_seq != chain.marker_seq or chain.truncated or record.seq >= chain.full_seq:
+            return None  # (a full marker of theirs just written, naming M's ledger's record alone)
+        base = -2
     if state.range_count > cap or pages.swapped or pages.vanished or pages.unmarked:
         return None
     md_l, md_e = state.md
@@ -1189,13 +1205,10 @@ def small_of(
     s = SmallState(cursor_id, md_l, md_e, *chain_at, runs, cap, counts, rp_e, props, rp_i, batches)
     s.logged = int(bool(config.history_seconds))
     s.base, s.every = base, config.full_marker_every
-    if base == -2:  # its parts' chain, when its full marker names M's ledger's record alone, nothing since
-        record = pages.index.get(md_l)
-        if record is None or len(pages.index) > 1 or record.adds or record.counts or not _only_m(s):
+    if record is not None:  # its parts' chain, its full marker naming M's ledger's record (and what since) alone
+        if not _only_m(s):
             return None
-        if chain.full_seq != chain.marker_seq or chain.truncated or record.seq >= chain.full_seq:
-            return None
-        s.adopt(chain.full_seq, chain.marker_seq, record.seq, chain.full_bytes)
+        s.adopt(chain.full_seq, chain.marker_seq, record.seq, chain.full_bytes, record.adds or (), record.counts or ())
     return s if fit(s, directory) else None
 
 
