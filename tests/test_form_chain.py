@@ -5,12 +5,15 @@ recovers to the form's state."""
 
 from __future__ import annotations
 
+import random
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ackstore import CursorConfig
 from ackstore.cursor import small as small_form
 from ackstore.cursor.small import DELTA_MOST, IMPLEMENTATIONS, check_small
 from ackstore.cursor.small_span import ledger_counts, ledger_runs
@@ -281,3 +284,47 @@ def test_an_adopted_chain_names_the_acks_since_its_parts_record() -> None:
                 other.adopt(9, 9, 4, 100, adds, [])
             assert (other.base, other.fresh) == (-2, 1)
     assert all(out == outs[0] for out in outs)
+
+
+def _holey_file(path: Path, chains: bool) -> tuple[int, int, int]:
+    """The disk-bound run's workload, smaller: 40 cursors of ~2,500 holes each, one new ack
+    a flush for 150 flushes, their small forms keeping chains or not: ``(cursors in the
+    form at the end, live bytes, data.mdb's size)``."""
+    from ackstore import AckStore, Position
+    from ackstore.cursor.small import set_form_chains
+
+    before = set_form_chains(chains)
+    try:
+        with AckStore.open(path, sync=False) as store:
+            topic = store.topic("persistent://t/n/disk")
+            topic.add_ledger(1)
+            cursors = [topic.cursor(f"c{i}", CursorConfig(max_unacked_ranges_to_persist=0)) for i in range(40)]
+            for cur in cursors:
+                cur.ack_entries(1, range(1, 5000, 2))
+            store.flush()
+            fresh, rng = iter(range(5001, 1 << 31)), random.Random(1)
+            for _ in range(150):
+                for cur in cursors:
+                    cur.ack(Position(1, next(fresh) + rng.randrange(2)))
+                store.flush()
+            in_form = sum(cur._core.small is not None for cur in cursors)
+            live = sum(cur.log_usage().live_bytes for cur in cursors)
+        return in_form, live, (path / "data.mdb").stat().st_size
+    finally:
+        set_form_chains(before)
+
+
+def test_holey_cursors_chains_cost_the_disk_their_parts_would() -> None:
+    """Holey cursors whose small forms keep chains (every one of them in the form at the
+    end) leave the file their parts leave: live bytes and ``data.mdb`` within a quarter of
+    theirs, and within the disk bound (4x live + 16 KiB a cursor). A chain that kept more
+    keys than the parts' rules, or records larger than their codec writes (a state marker
+    of the holes: ~13x the live bytes), fails here."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        formed, live, size = _holey_file(Path(tmp) / "chains", True)
+        parted, parts_live, parts_size = _holey_file(Path(tmp) / "parts", False)
+    assert (formed, parted) == (40, 0)
+    assert live <= 1.25 * parts_live and size <= 1.25 * parts_size, (live, parts_live, size, parts_size)
+    assert size <= 4 * live + 40 * 16 * 1024, (size, live)
