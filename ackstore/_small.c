@@ -1368,20 +1368,24 @@ static uint32_t m_ranges(SmallState *s) {
     return i + (i < s->n && s->runs[2 * i] < o);
 }
 
-/* s's next state as a marker of its chain into `o` (emptied first), `*full` whether a full one:
- * 1; 0 when it cannot be one; -1 with an exception (small.py's _marker_record: the same rule,
- * the same bytes) */
-static int marker_value(SmallState *s, uint32_t version, uint32_t max_acks, Out *out, int *full) {
+/* chain.py's allowance of a chain whose full marker is `full_bytes` */
+static inline unsigned long long allowance_of(unsigned long long full_bytes) {
+    return full_bytes > SMALL_CHAIN ? full_bytes : SMALL_CHAIN;
+}
+
+/* s's next state as a marker of its chain into `o` (emptied first), `*full` whether a full one,
+ * `*due` whether the chain made it one (chain.outgrown): 1; 0 when it cannot be one; -1 with an
+ * exception (small.py's _marker_record: the same rule, the same bytes) */
+static int marker_value(SmallState *s, uint32_t version, uint32_t max_acks, Out *out, int *full, int *due) {
     if (s->c.base < 0 || s->c.record < 0 || s->fresh) return 0;
     if (s->cursor_id > U32 || (unsigned long long)s->md_l > U32 || (unsigned long long)s->c.marker + 1 > U32 ||
         (unsigned long long)(s->md_e + 2) > U32)
         return 0;
     if ((unsigned long long)s->na + live_counts(s, 0, s->ncd) > max_acks) return 0;
-    unsigned long long allowance = s->c.base_bytes > SMALL_CHAIN ? s->c.base_bytes : SMALL_CHAIN;
-    int due = s->c.deltas >= s->every || s->c.chain_bytes > allowance;
+    *due = s->c.deltas >= s->every || s->c.chain_bytes > allowance_of(s->c.base_bytes);
     int changed = s->na > s->named || s->ncd > s->cnamed;
     unsigned long long named = s->named + 2ULL * live_counts(s, 0, s->cnamed);
-    *full = due || (changed && 4 * named <= SMALL_CHAIN);
+    *full = *due || (changed && 4 * named <= SMALL_CHAIN); /* (chain.full_marker) */
     uint32_t from = *full ? 0 : s->named, cfrom = *full ? 0 : s->cnamed;
     uint32_t adds[DELTA_MOST], ce[DELTA_MOST], cn[DELTA_MOST], na = s->na - from, k = 0;
     memcpy(adds, s->adds + from, sizeof(uint32_t) * na);
@@ -1508,7 +1512,8 @@ static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t n
         put_u64_be(key, s->cursor_id);
         put_u64_be(key + 8, seq);
         long long below = -1, keep = -1;
-        int full = 0, done = s->logged ? 0 : marker_value(s, (uint32_t)version, most_acks, &o, &full), slot = -1;
+        int full = 0, due = 0, slot = -1;
+        int done = s->logged ? 0 : marker_value(s, (uint32_t)version, most_acks, &o, &full, &due);
         Py_ssize_t room = 0;
         if (done < 0) goto fail;
         if (!done) { /* the whole state: under its log key (logged), in a slot, or not here */
@@ -1527,10 +1532,8 @@ static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t n
         }
         stash(s);
         if (done) { /* a marker of the form's chain */
-            if (full) {
-                unsigned long long allowance = s->c.base_bytes > SMALL_CHAIN ? s->c.base_bytes : SMALL_CHAIN;
-                int due = s->c.deltas >= s->every || s->c.chain_bytes > allowance;
-                if (due || s->c.untrimmed > GARBAGE_FACTOR * allowance)
+            if (full) { /* (chain.trim_due) */
+                if (due || s->c.untrimmed > GARBAGE_FACTOR * allowance_of(s->c.base_bytes))
                     below = s->c.base, keep = s->c.record, s->slots = 0; /* (the slots: below the chain) */
                 s->c.base = (long long)seq, s->c.base_bytes = (unsigned long long)o.len;
                 s->c.deltas = 0, s->c.chain_bytes = 0;

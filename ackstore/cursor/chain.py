@@ -27,7 +27,9 @@ __all__ = [
     "Written",
     "floor_after",
     "full_marker",
+    "garbage_due",
     "next_slot",
+    "outgrown",
 ]
 
 SMALL_CHAIN = 64
@@ -73,6 +75,20 @@ def full_marker(due: bool, covering: bool, named: int) -> bool:
     a record; then it costs what the delta costs, and a reopen reads one marker and walks no
     chain). The compiled lane's twin is ``full_marker`` in ``_lane.c``. O(1)."""
     return due or (covering and 4 * named <= SMALL_CHAIN)
+
+
+def outgrown(deltas: int, every: int, chain_bytes: int, full_bytes: int) -> bool:
+    """Whether a chain's next marker must be full because of the chain itself: ``every``
+    deltas were written since its full marker, or their bytes outgrew the full marker's
+    (or :data:`SMALL_CHAIN`). :meth:`MarkerChain.full_due` adds what only the parts know;
+    the small form's chain asks this alone. O(1)."""
+    return deltas >= every or chain_bytes > max(full_bytes, SMALL_CHAIN)
+
+
+def garbage_due(untrimmed: int, full_bytes: int) -> bool:
+    """Whether a full marker that was not due trims all the same: the bytes written since the
+    last trim outgrow :data:`GARBAGE_FACTOR` times the chain's allowance. O(1)."""
+    return untrimmed > GARBAGE_FACTOR * max(full_bytes, SMALL_CHAIN)
 
 
 def next_slot(slot: int, slots: int, first_room: int) -> tuple[int, int]:
@@ -194,15 +210,14 @@ class MarkerChain(ChainFields):
             self.force_full
             or self.truncated
             or self.marker_seq < 0
-            or self.deltas >= every
-            or self.chain_bytes > max(self.full_bytes, SMALL_CHAIN)
+            or outgrown(self.deltas, every, self.chain_bytes, self.full_bytes)
         )
 
     def trim_due(self, due: bool) -> bool:
         """Whether a full marker trims the log below it: when it was ``due``, or when the
         bytes written since the last trim outgrow :data:`GARBAGE_FACTOR` times the chain's
         allowance. O(1)."""
-        return due or self.untrimmed > GARBAGE_FACTOR * max(self.full_bytes, SMALL_CHAIN)
+        return due or garbage_due(self.untrimmed, self.full_bytes)
 
     def adopt(self, plan: Written) -> None:
         """``plan``'s marker was written: it is the newest, the start of a new chain if full."""

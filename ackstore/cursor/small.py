@@ -94,7 +94,7 @@ from ..storage.records import (
     unpack_properties,
 )
 from . import lane
-from .chain import GARBAGE_FACTOR, SMALL_CHAIN, next_slot
+from .chain import full_marker, garbage_due, next_slot, outgrown
 from .moves import MAX_BATCH_SIZE
 from .small_span import (
     SPAN_MOST,
@@ -733,7 +733,7 @@ def _m_ranges(s: PySmallState) -> int:
     return i + (i < s.n and s._runs[2 * i] < edge)
 
 
-def _marker_record(s: PySmallState, version: int, max_acks: int) -> tuple[bytes, bool] | None:
+def _marker_record(s: PySmallState, version: int, max_acks: int) -> tuple[bytes, bool, bool] | None:
     """The form's next state as a marker of its chain, and whether it is a full one (the
     rule of the parts' :func:`~ackstore.cursor.chain.full_marker`: when one is due, every
     ``every`` delta markers or once they outgrow the full marker's bytes or
@@ -750,10 +750,9 @@ def _marker_record(s: PySmallState, version: int, max_acks: int) -> tuple[bytes,
     live = [e for e in s._counted if e in counts]
     if len(s._adds) + len(live) > max_acks:
         return None
-    due = s.deltas >= s.every or s.chain_bytes > max(s.base_bytes, SMALL_CHAIN)
-    fresh = len(s._adds) > s.named or len(s._counted) > s.cnamed
-    named = s.named + 2 * sum(e in counts for e in s._counted[: s.cnamed])
-    full = due or (fresh and 4 * named <= SMALL_CHAIN)
+    due = outgrown(s.deltas, s.every, s.chain_bytes, s.base_bytes)
+    changed = len(s._adds) > s.named or len(s._counted) > s.cnamed  # (M's ledger: the whole index)
+    full = full_marker(due, changed, s.named + 2 * sum(e in counts for e in s._counted[: s.cnamed]))
     adds = s._adds if full else s._adds[s.named :]
     since = {e: counts[e] for e in sorted(s._counted if full else s._counted[s.cnamed :]) if e in counts}
     items: list[tuple[Any, ...]] = []
@@ -763,7 +762,7 @@ def _marker_record(s: PySmallState, version: int, max_acks: int) -> tuple[bytes,
     value = pure_codecs.fixed_marker(
         version, flags, s.marker, s.md_l, s.md_e, s.md_l, s.md_e + 1, s.cursor_id, items, s.props
     )
-    return value, full
+    return value, full, due
 
 
 def base_puts(s: Any, version: int) -> tuple[list[tuple[bytes, bytes]], int, int, int] | None:
@@ -943,10 +942,9 @@ def _py_flush_small(
                 continue
         _stash(s)
         if marked is not None:  # a marker of the form's chain
-            value, full = marked
+            value, full, due = marked
             if full:
-                due = s.deltas >= s.every or s.chain_bytes > max(s.base_bytes, SMALL_CHAIN)
-                if due or s.untrimmed > GARBAGE_FACTOR * max(s.base_bytes, SMALL_CHAIN):
+                if due or garbage_due(s.untrimmed, s.base_bytes):  # (MarkerChain.trim_due's rule)
                     below, keep, s.slots = s.base, s.record, 0  # (the slots: below the chain)
                 s.base, s.base_bytes, s.deltas, s.chain_bytes = seq, len(value), 0, 0
             else:
