@@ -328,3 +328,24 @@ def test_holey_cursors_chains_cost_the_disk_their_parts_would() -> None:
     assert (formed, parted) == (40, 0)
     assert live <= 1.25 * parts_live and size <= 1.25 * parts_size, (live, parts_live, size, parts_size)
     assert size <= 4 * live + 40 * 16 * 1024, (size, live)
+
+
+def test_a_cursor_holding_more_counts_than_a_flush_of_the_form_writes_stays_with_its_parts(tmp_path: Path) -> None:
+    """A cursor over a slot's bound holding more delivery counts than the state layout takes
+    (a broker's reads handed out, not acked) is written by its parts: their full markers do
+    not hand it to the form, whose next flush would hand it straight back (a recovery of its
+    parts every other flush)."""
+    from ackstore import AckStore, Position
+
+    with AckStore.open(tmp_path / "s", sync=False) as store:
+        topic = store.topic("persistent://t/n/counts")
+        topic.add_ledger(1)
+        cur = topic.cursor("c", CursorConfig(max_unacked_ranges_to_persist=0))
+        cur.ack_entries(1, range(1, 3000, 2))
+        cur.record_deliveries([Position(1, e) for e in range(3000, 3600)])
+        store.flush()
+        for i in range(12):
+            cur.ack(Position(1, 4000 + 2 * i))
+            store.flush()
+            assert cur._core.small is None, i
+        assert cur.delivery_counts()[Position(1, 3001)] == 1

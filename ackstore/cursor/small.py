@@ -1167,6 +1167,8 @@ def small_of(
             return None
         if chain.full_seq != chain.marker_seq or chain.truncated or record.seq >= chain.full_seq:
             return None  # (a full marker of theirs just written, naming M's ledger's record alone)
+        if sum(len(la.counts) + len(la.batches) for la in pages.loaded.values()) > lane.STATE_MAX_EXTRAS:
+            return None  # (more than a flush of the form writes: it would hand the cursor straight back)
         base = -2
     if state.range_count > cap or pages.swapped or pages.vanished or pages.unmarked:
         return None
