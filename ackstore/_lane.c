@@ -145,7 +145,8 @@ static PyObject *plan_type, *entry_type, *frozen_type, *packb, *log_key_fn, *ver
     *no_entries; /* ledger_acks.NO_ENTRIES: a ledger's batches, counts or counts added while empty */
 /* the most sequences a chain keeps under its floor (lane_setup refuses an EXACT_TRIM past it) */
 #define KEPT_ROOM 32
-static long long max_acks, small_chain, garbage_factor, state_max_runs, state_max_extras, state_max_bytes,
+long long chain_small, chain_garbage; /* (_native.h's chain rules read them) */
+static long long max_acks, state_max_runs, state_max_extras, state_max_bytes,
     exact_trim, slot_reserve;
 static double max_share;
 
@@ -267,6 +268,11 @@ PyObject *lane_setup(PyObject *self, PyObject *args) {
         }
         at->offset = (Py_ssize_t)(sizeof(PyObject) + (size_t)at->index * sizeof(PyObject *));
     }
+    if (chain < 1 || garbage < 1) {
+        PyErr_Format(PyExc_ValueError, "lane_setup: SMALL_CHAIN %lld and GARBAGE_FACTOR %lld are at least 1", chain,
+                     garbage);
+        return NULL;
+    }
     if (!PyType_IsSubtype((PyTypeObject *)plan_cls, attrs[P_CURSOR_ID].type)) {
         PyErr_SetString(PyExc_TypeError, "lane_setup's plan class derives from PlanFields");
         return NULL;
@@ -283,8 +289,8 @@ PyObject *lane_setup(PyObject *self, PyObject *args) {
     Py_XSETREF(no_entries, Py_NewRef(none));
     max_acks = acks;
     max_share = share;
-    small_chain = chain;
-    garbage_factor = garbage;
+    chain_small = chain;
+    chain_garbage = garbage;
     state_max_runs = runs;
     state_max_extras = extras;
     state_max_bytes = bytes;
@@ -301,17 +307,11 @@ static int full_due(PyObject *chain, long long every) {
     long long seq = integer(chain, A_MARKER_SEQ), deltas, chain_bytes, full_bytes;
     if (FAILED(seq)) return -1;
     if (seq < 0) return 1;
-    if (FAILED(deltas = integer(chain, A_DELTAS))) return -1;
-    if (deltas >= every) return 1;
-    if (FAILED(chain_bytes = integer(chain, A_CHAIN_BYTES)) || FAILED(full_bytes = integer(chain, A_FULL_BYTES)))
+    deltas = integer(chain, A_DELTAS);
+    if (FAILED(deltas) || FAILED(chain_bytes = integer(chain, A_CHAIN_BYTES)) ||
+        FAILED(full_bytes = integer(chain, A_FULL_BYTES)))
         return -1;
-    return chain_bytes > (full_bytes > small_chain ? full_bytes : small_chain);
-}
-
-/* chain.full_marker: whether a flush's marker is full (due, or covering the whole index and
- * repeating at most small_chain bytes the chain named already: `named` u32s) */
-static inline int full_marker(int due, int covering, long long named) {
-    return due || (covering && 4 * named <= small_chain);
+    return chain_outgrown(deltas, every, (unsigned long long)chain_bytes, (unsigned long long)full_bytes);
 }
 
 /* chain.trim_due(due): whether a full marker trims the log below it; -1 with an exception */
@@ -319,7 +319,7 @@ static int trim_due(PyObject *chain, int due) {
     if (due) return 1;
     long long untrimmed = integer(chain, A_UNTRIMMED), full_bytes;
     if (FAILED(untrimmed) || FAILED(full_bytes = integer(chain, A_FULL_BYTES))) return -1;
-    return untrimmed > garbage_factor * (full_bytes > small_chain ? full_bytes : small_chain);
+    return chain_garbage_due((unsigned long long)untrimmed, (unsigned long long)full_bytes);
 }
 
 /* lane.worth_a_delta: 1, 0, or -1. `counts` is NULL for a ledger without counts since its
@@ -998,7 +998,7 @@ PyObject *take_marker(PyObject *self, PyObject *planner) {
         OTHER_IF(ok == 0);
     }
     int covering = PyDict_GET_SIZE(changes) == PyDict_GET_SIZE(index);
-    int full = full_marker(due, covering, named);
+    int full = chain_full_marker(due, covering, (unsigned long long)named);
     whole = Py_NewRef(changes);
     marker_items = Py_NewRef(items);
     if (full) {

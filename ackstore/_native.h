@@ -99,6 +99,34 @@ static inline int next_slot(int slot, int slots, Py_ssize_t first_room, Py_ssize
     *room = (slots >> to) & 1 ? 0 : first_room;
     return to;
 }
+/* cursor/chain.py's rules on plain values, written once for every compiled part: its
+ * SMALL_CHAIN and GARBAGE_FACTOR as lane_setup last gave them (0 before it ran: see
+ * chain_rules_ready). */
+extern long long chain_small, chain_garbage;
+/* whether lane_setup gave the chain's rules their bounds (0, with RuntimeError, before) */
+static inline int chain_rules_ready(const char *function) {
+    if (chain_small > 0) return 1;
+    PyErr_Format(PyExc_RuntimeError, "%s before lane_setup", function);
+    return 0;
+}
+/* chain.allowance: the bytes a chain of deltas may reach past a full marker of `full_bytes` */
+static inline unsigned long long chain_allowance(unsigned long long full_bytes) {
+    return full_bytes > (unsigned long long)chain_small ? full_bytes : (unsigned long long)chain_small;
+}
+/* chain.outgrown: whether a chain's deltas make its next marker a full one */
+static inline int chain_outgrown(long long deltas, long long every, unsigned long long chain_bytes,
+                                 unsigned long long full_bytes) {
+    return deltas >= every || chain_bytes > chain_allowance(full_bytes);
+}
+/* chain.full_marker: full when due, or when it covers the whole index repeating at most
+ * SMALL_CHAIN bytes the chain named already (`named` u32s) */
+static inline int chain_full_marker(int due, int covering, unsigned long long named) {
+    return due || (covering && 4 * named <= (unsigned long long)chain_small);
+}
+/* chain.garbage_due: whether the bytes written since the last trim call for one */
+static inline int chain_garbage_due(unsigned long long untrimmed, unsigned long long full_bytes) {
+    return untrimmed > (unsigned long long)chain_garbage * chain_allowance(full_bytes);
+}
 /* 0 when the compiled `function` got `want` arguments and its part of the module was set up
  * (`set_up`); else -1 with TypeError (its `usage`) or RuntimeError ("`function` before
  * `setup`"). */

@@ -26,8 +26,6 @@
 #define ENTRY_MAX 0xFFFFFFFFLL
 #define SPAN_MOST 64 /* cursor/small_span.py's SPAN_MOST: the most ledgers after M's on the form's line */
 #define DELTA_MOST 256 /* cursor/small.py's DELTA_MOST: the most acks and counts a delta marker of the form's chain names */
-#define SMALL_CHAIN 64 /* cursor/chain.py's SMALL_CHAIN: a chain's bytes may reach its full marker's or this */
-#define GARBAGE_FACTOR 4 /* cursor/chain.py's GARBAGE_FACTOR: a full marker trims once this many allowances were written */
 #define FIXED_FULL 0x01 /* storage/records.py's FIXED_FULL: a fixed marker's flag of a full one */
 #define U32 0xFFFFFFFFULL
 
@@ -1368,11 +1366,6 @@ static uint32_t m_ranges(SmallState *s) {
     return i + (i < s->n && s->runs[2 * i] < o);
 }
 
-/* chain.py's allowance of a chain whose full marker is `full_bytes` */
-static inline unsigned long long allowance_of(unsigned long long full_bytes) {
-    return full_bytes > SMALL_CHAIN ? full_bytes : SMALL_CHAIN;
-}
-
 /* s's next state as a marker of its chain into `o` (emptied first), `*full` whether a full one,
  * `*due` whether the chain made it one (chain.outgrown): 1; 0 when it cannot be one; -1 with an
  * exception (small.py's _marker_record: the same rule, the same bytes) */
@@ -1382,10 +1375,10 @@ static int marker_value(SmallState *s, uint32_t version, uint32_t max_acks, Out 
         (unsigned long long)(s->md_e + 2) > U32)
         return 0;
     if ((unsigned long long)s->na + live_counts(s, 0, s->ncd) > max_acks) return 0;
-    *due = s->c.deltas >= s->every || s->c.chain_bytes > allowance_of(s->c.base_bytes);
+    *due = chain_outgrown(s->c.deltas, s->every, s->c.chain_bytes, s->c.base_bytes);
     int changed = s->na > s->named || s->ncd > s->cnamed;
     unsigned long long named = s->named + 2ULL * live_counts(s, 0, s->cnamed);
-    *full = *due || (changed && 4 * named <= SMALL_CHAIN); /* (chain.full_marker) */
+    *full = chain_full_marker(*due, changed, named);
     uint32_t from = *full ? 0 : s->named, cfrom = *full ? 0 : s->cnamed;
     uint32_t adds[DELTA_MOST], ce[DELTA_MOST], cn[DELTA_MOST], na = s->na - from, k = 0;
     memcpy(adds, s->adds + from, sizeof(uint32_t) * na);
@@ -1467,6 +1460,7 @@ static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t n
                                          "max_runs, max_acks, chains, written=None, trims=None, based=None)");
         return NULL;
     }
+    if (!chain_rules_ready("flush_small")) return NULL;
     PyObject *written = nargs >= 9 && args[8] != Py_None ? args[8] : NULL;
     PyObject *trims = nargs >= 10 && args[9] != Py_None ? args[9] : NULL;
     PyObject *based = nargs == 11 && args[10] != Py_None ? args[10] : NULL;
@@ -1533,7 +1527,7 @@ static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t n
         stash(s);
         if (done) { /* a marker of the form's chain */
             if (full) { /* (chain.trim_due) */
-                if (due || s->c.untrimmed > GARBAGE_FACTOR * allowance_of(s->c.base_bytes))
+                if (due || chain_garbage_due(s->c.untrimmed, s->c.base_bytes))
                     below = s->c.base, keep = s->c.record, s->slots = 0; /* (the slots: below the chain) */
                 s->c.base = (long long)seq, s->c.base_bytes = (unsigned long long)o.len;
                 s->c.deltas = 0, s->c.chain_bytes = 0;

@@ -73,8 +73,16 @@ def full_marker(due: bool, covering: bool, named: int) -> bool:
     changed, so the marker's items are its whole index) and the full marker repeats at most
     :data:`SMALL_CHAIN` bytes the chain named already (``named`` u32s: acks and counts since
     a record; then it costs what the delta costs, and a reopen reads one marker and walks no
-    chain). The compiled lane's twin is ``full_marker`` in ``_lane.c``. O(1)."""
+    chain). The compiled twin of this and the rules below is ``_native.h``'s, one for every
+    compiled part. O(1)."""
     return due or (covering and 4 * named <= SMALL_CHAIN)
+
+
+def allowance(full_bytes: int) -> int:
+    """The bytes a chain of delta markers may reach past a full marker of ``full_bytes``
+    before the next marker is a full one: the full marker's own size, or :data:`SMALL_CHAIN`
+    when that is smaller. O(1)."""
+    return max(full_bytes, SMALL_CHAIN)
 
 
 def outgrown(deltas: int, every: int, chain_bytes: int, full_bytes: int) -> bool:
@@ -82,13 +90,13 @@ def outgrown(deltas: int, every: int, chain_bytes: int, full_bytes: int) -> bool
     deltas were written since its full marker, or their bytes outgrew the full marker's
     (or :data:`SMALL_CHAIN`). :meth:`MarkerChain.full_due` adds what only the parts know;
     the small form's chain asks this alone. O(1)."""
-    return deltas >= every or chain_bytes > max(full_bytes, SMALL_CHAIN)
+    return deltas >= every or chain_bytes > allowance(full_bytes)
 
 
 def garbage_due(untrimmed: int, full_bytes: int) -> bool:
     """Whether a full marker that was not due trims all the same: the bytes written since the
     last trim outgrow :data:`GARBAGE_FACTOR` times the chain's allowance. O(1)."""
-    return untrimmed > GARBAGE_FACTOR * max(full_bytes, SMALL_CHAIN)
+    return untrimmed > GARBAGE_FACTOR * allowance(full_bytes)
 
 
 def next_slot(slot: int, slots: int, first_room: int) -> tuple[int, int]:
