@@ -636,64 +636,87 @@ static PyObject *acks_roaring(PyObject *self, PyObject *const *args, Py_ssize_t 
     return out;
 }
 
-static PyObject *acks_of(long long flags, long long first, long long last, const unsigned char *p, Py_ssize_t len,
-                         Py_ssize_t *runs) {
+/* The values a ledger record's bitmap fields code (acks_roaring's flags, span and code), checked
+ * as acks_roaring checks them, into *vals (PyMem, the caller frees) and their number into *n;
+ * -1 with ValueError for damage or a code it does not read, or with MemoryError. */
+static int record_values(long long flags, long long first, long long last, const unsigned char *p, Py_ssize_t len,
+                         uint32_t **vals, Py_ssize_t *n) {
     int kind = (int)(flags & ~FLAG_HOLES);
     if ((kind != FLAG_EF && kind != FLAG_RICE && kind != FLAG_GAPS && flags != FLAG_BOUNDS)) {
         PyErr_Format(PyExc_ValueError, "acks_roaring reads an Elias-Fano or Rice code or gap planes, not flags %lld",
                      flags);
-        return NULL;
+        return -1;
     }
     if (first < 0 || last > U32_MAX_LL) {
         PyErr_Format(PyExc_ValueError, "the span %lld..%lld is outside 0..%lld", first, last, U32_MAX_LL);
-        return NULL;
+        return -1;
     }
     if (last < first) {
         PyErr_Format(PyExc_ValueError, "last=%lld is below first=%lld", last, first);
-        return NULL;
+        return -1;
     }
+    *vals = NULL;
+    int got = kind == FLAG_RICE   ? rice_values(p, len, first, vals, n)
+              : kind == FLAG_GAPS ? plane_values(p, len, first, vals, n)
+                                  : ef_values(p, len, (uint32_t)first, (uint32_t)last, vals, n);
+    if (got < 0) return -1;
+    if (*n && (*vals)[*n - 1] > last) {
+        PyErr_Format(PyExc_ValueError, "a ledger record's value %lu is past its last entry %lld",
+                     (unsigned long)(*vals)[*n - 1], last);
+        return -1;
+    }
+    if (flags == FLAG_BOUNDS && (*n == 0 || *n % 2 || (*vals)[0] == first)) {
+        PyErr_Format(PyExc_ValueError, "%zd run bounds inside %lld..%lld are not pairs after the first run", *n, first,
+                     last);
+        return -1;
+    }
+    return 0;
+}
+
+/* The run bounds of `n` checked values `vals` of a record's code (record_values'), into *out
+ * and *nb as ledger_run_bounds gives them. */
+static int bounds_of_code(long long flags, long long first, long long last, const uint32_t *vals, Py_ssize_t n,
+                          uint64_t **out, Py_ssize_t *nb) {
+    if (flags != FLAG_BOUNDS)
+        return bounds_of_values(vals, n, (int)(flags & FLAG_HOLES), (uint32_t)first, (uint32_t)last, out, nb);
+    uint64_t *bounds = (uint64_t *)PyMem_Malloc(sizeof(uint64_t) * ((size_t)n + 2)); /* first, inner, last + 1 */
+    if (bounds == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    bounds[0] = (uint64_t)first;
+    for (Py_ssize_t i = 0; i < n; i++) bounds[i + 1] = vals[i];
+    bounds[n + 1] = (uint64_t)last + 1;
+    *out = bounds;
+    *nb = n + 2;
+    return 0;
+}
+
+int ledger_run_bounds(long long flags, long long first, long long last, const unsigned char *p, Py_ssize_t len,
+                      uint64_t **out, Py_ssize_t *nb) {
+    uint32_t *vals = NULL;
+    Py_ssize_t n = 0;
+    int rc = record_values(flags, first, last, p, len, &vals, &n);
+    if (rc == 0) rc = bounds_of_code(flags, first, last, vals, n, out, nb);
+    PyMem_Free(vals);
+    return rc;
+}
+
+static PyObject *acks_of(long long flags, long long first, long long last, const unsigned char *p, Py_ssize_t len,
+                         Py_ssize_t *runs) {
     uint32_t *vals = NULL;
     uint64_t *bounds = NULL;
     Py_ssize_t n = 0, nb = 0;
     PyObject *out = NULL;
-    int got = kind == FLAG_RICE   ? rice_values(p, len, first, &vals, &n)
-              : kind == FLAG_GAPS ? plane_values(p, len, first, &vals, &n)
-                                  : ef_values(p, len, (uint32_t)first, (uint32_t)last, &vals, &n);
-    if (got < 0) goto done;
-    if (n && vals[n - 1] > last) {
-        PyErr_Format(PyExc_ValueError, "a ledger record's value %lu is past its last entry %lld",
-                     (unsigned long)vals[n - 1], last);
-        goto done;
-    }
-    if (flags == FLAG_BOUNDS) { /* first, the inner bounds, last + 1 */
-        if (n % 2 || vals[0] == first) {
-            PyErr_Format(PyExc_ValueError, "%zd run bounds inside %lld..%lld are not pairs after the first run", n,
-                         first, last);
-            goto done;
-        }
-        int taken = 0; /* the common case, runs in dense ledgers: their bitsets written straight */
+    int taken = 0;
+    if (record_values(flags, first, last, p, len, &vals, &n) < 0) goto done;
+    if (flags == FLAG_BOUNDS) { /* the common case, runs in dense ledgers: their bitsets written straight */
         out = dense_runs(vals, n, (uint32_t)first, (uint32_t)last, &taken);
-        if (taken || PyErr_Occurred()) {
-            *runs = n / 2 + 1;
-            goto done;
-        }
-        if ((bounds = (uint64_t *)PyMem_Malloc(sizeof(uint64_t) * ((size_t)n + 2))) == NULL) {
-            PyErr_NoMemory();
-            goto done;
-        }
-        bounds[0] = (uint64_t)first;
-        for (Py_ssize_t i = 0; i < n; i++) bounds[i + 1] = vals[i];
-        bounds[n + 1] = (uint64_t)last + 1;
-        nb = n + 2;
-    } else {
-        int taken = 0;
-        if (flags & FLAG_HOLES) { /* the common case, scattered holes: their bitsets written straight */
-            out = dense_holes(vals, n, (uint32_t)first, (uint32_t)last, &taken, runs);
-            if (taken || PyErr_Occurred()) goto done;
-        }
-        if (bounds_of_values(vals, n, (int)(flags & FLAG_HOLES), (uint32_t)first, (uint32_t)last, &bounds, &nb) < 0)
-            goto done;
+        if (taken) *runs = n / 2 + 1;
+    } else if (flags & FLAG_HOLES) { /* the common case, scattered holes: their bitsets written straight */
+        out = dense_holes(vals, n, (uint32_t)first, (uint32_t)last, &taken, runs);
     }
+    if (taken || PyErr_Occurred() || bounds_of_code(flags, first, last, vals, n, &bounds, &nb) < 0) goto done;
     *runs = nb / 2;
     out = roaring_of_bounds(bounds, nb);
 done:

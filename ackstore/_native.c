@@ -476,6 +476,7 @@ int read_ledger_body(const unsigned char *body, Py_ssize_t len, LedgerBody *f) {
     int64_t entry, size;
     f->owner = 0;
     f->nc = 0;
+    f->counts = f->end = body + len;
     int ok = mp_array(&m, &f->n) == 0 && f->n >= 7 && f->n <= 9 && mp_int(&m, &f->ledger) == 0 &&
              mp_int(&m, &f->flags) == 0 && mp_int(&m, &f->first) == 0 && mp_int(&m, &f->last) == 0 &&
              mp_bin(&m, &f->payload, &f->payload_len) == 0 && mp_int(&m, &f->runs) == 0 && mp_array(&m, &f->nb) == 0;
@@ -497,6 +498,7 @@ int read_ledger_body(const unsigned char *body, Py_ssize_t len, LedgerBody *f) {
     if (ok && f->n >= 8) ok = mp_int(&m, &f->owner) == 0;
     if (ok && f->n == 9) {
         ok = mp_array(&m, &f->nc) == 0;
+        f->counts = m.p;
         for (uint32_t i = 0; ok && i < f->nc; i++) {
             int64_t x;
             ok = mp_int(&m, &x) == 0;
@@ -506,7 +508,15 @@ int read_ledger_body(const unsigned char *body, Py_ssize_t len, LedgerBody *f) {
             }
         }
     }
+    f->end = m.end;
     return ok && m.p == m.end ? 0 : -1;
+}
+
+int ledger_count_items(const LedgerBody *f, int64_t *out) {
+    mp_reader m = {f->counts, f->end};
+    for (uint32_t i = 0; i < f->nc; i++)
+        if (mp_int(&m, &out[i]) < 0) return -1;
+    return 0;
 }
 
 /* (ledger, lowest, highest, runs, owner or None) of a ledger record's body: pure_codecs.ledger_fields. */

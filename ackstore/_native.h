@@ -179,10 +179,20 @@ typedef struct {
     int64_t ledger, flags, first, last, runs, owner, low, high;
     const unsigned char *payload;
     Py_ssize_t payload_len;
+    const unsigned char *counts, *end; /* where the delivery-count items start, and the body's end */
 } LedgerBody;
 /* 0, or -1 (no exception) when `body` is not a ledger record's body (the fields above; _native.c's
  * LEDGER_SHAPE). */
 int read_ledger_body(const unsigned char *body, Py_ssize_t len, LedgerBody *f);
+/* f's nc delivery-count items (entry, count, entry, count, ...: ints) into out; -1 (no
+ * exception) when they are not ints. */
+int ledger_count_items(const LedgerBody *f, int64_t *out);
+/* The runs [b[2i], b[2i + 1]) of the acks a ledger record's bitmap fields hold (its flags, its
+ * span first..last and its code, as acks_roaring reads them) into *out (a PyMem buffer the
+ * caller frees) and their number of bounds into *nb; -1 with ValueError for damage or a code
+ * acks_roaring does not read, or with MemoryError. O(values). */
+int ledger_run_bounds(long long flags, long long first, long long last, const unsigned char *p, Py_ssize_t len,
+                      uint64_t **out, Py_ssize_t *nb);
 
 /* One ledger's partial batches ({entry: (size, mask)}, `batches` 1) or delivery counts
  * ({entry: count}) in the state layout, as state_fields reads them, entries from `start`;

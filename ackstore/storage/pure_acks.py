@@ -31,7 +31,7 @@ from .pure_codecs import (
     varint,
 )
 
-__all__ = ["acks_roaring", "ef_code", "ef_width", "ledger_acks"]
+__all__ = ["acks_roaring", "ef_code", "ef_width", "ledger_acks", "ledger_bounds"]
 
 _U32 = 0xFFFFFFFF
 _HOLES, _GAPS, _RICE, _EF, _BOUNDS = 1, 4, 8, 32, 64
@@ -160,7 +160,7 @@ def _acks_bounds(flags: Any, first: Any, last: Any, code: bytes) -> list[int]:
     if values and values[-1] > last:
         raise ValueError(f"a ledger record's value {values[-1]} is past its last entry {last}")
     if flags == _BOUNDS:
-        if len(values) % 2 or values[0] == first:
+        if not values or len(values) % 2 or values[0] == first:
             raise ValueError(f"{len(values)} run bounds inside {first}..{last} are not pairs after the first run")
         return [first, *values, last + 1]
     return _bounds_of_values(values, bool(flags & _HOLES), first, last)
@@ -174,6 +174,22 @@ def ledger_acks(value: bytes | memoryview, rtype: int, max_version: int) -> tupl
     of maximal runs, which is the one the record states. None for every other record, damaged
     or not (``records.decode_ledger_owned`` then reads it the long way and names any damage).
     O(values + the bytes written)."""
+    read = ledger_bounds(value, rtype, max_version)
+    if read is None or (len(read[0]) == 9 and read[0][8]):
+        return None
+    fields, bounds = read
+    return fields[0], _roaring_of_bounds(bounds), fields[5], fields[7] if len(fields) > 7 else None
+
+
+def ledger_bounds(value: bytes | memoryview, rtype: int, max_version: int) -> tuple[list[Any], list[int]] | None:
+    """``(fields, bounds)`` of a ledger record in the fixed envelope (type ``rtype``) read in
+    one pass: its body's fields (``[ledger, flags, first, last, payload, runs, batches(,
+    owner(, counts))]``) and the bounds of its runs of acks (``[b[2i], b[2i + 1])`` each,
+    maximal), when it holds no partial batch and codes its acks as :func:`acks_roaring` reads
+    them straight from the record (flags 8, 9, 32, 33, 64), their number of runs the one the
+    record states; None for every other record, damaged or not. The compiled twin reads the
+    same records (``ledger_acks`` in ``_acks.c``, ``small_of_record`` in ``_small.c``).
+    O(values)."""
     _ranged("rtype", rtype, 0, 255)
     _ranged("max_version", max_version, 0, 255)
     if len(value) < 7 or value[0] != 0xC1 or value[1] != rtype:
@@ -184,16 +200,14 @@ def ledger_acks(value: bytes | memoryview, rtype: int, max_version: int) -> tupl
     except ValueError:
         return None
     fields = msgpack.unpackb(body)
-    ledger, flags, first, last, payload, runs, batches = fields[:7]
-    if batches or (len(fields) == 9 and fields[8]) or flags not in (_RICE, _RICE | _HOLES, _EF, _EF | _HOLES, _BOUNDS):
+    flags, first, last, payload, runs, batches = fields[1:7]
+    if batches or flags not in (_RICE, _RICE | _HOLES, _EF, _EF | _HOLES, _BOUNDS):
         return None
     try:
         bounds = _acks_bounds(flags, first, last, payload)
     except ValueError:
         return None
-    if len(bounds) // 2 != runs:
-        return None
-    return ledger, _roaring_of_bounds(bounds), runs, fields[7] if len(fields) > 7 else None
+    return (fields, bounds) if len(bounds) // 2 == runs else None
 
 
 def _bounds_of_values(values: list[int], holes: bool, first: int, last: int) -> list[int]:
