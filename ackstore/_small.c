@@ -991,16 +991,20 @@ static Py_ssize_t entries_into(PyObject *seq, uint32_t *out, Py_ssize_t room, co
     return n;
 }
 
-/* adopt(base, marker, record, base_bytes, adds=(), counted=()): the chain its parts wrote last,
- * full marker `base` (also `marker`) of `base_bytes`, naming M's ledger's record `record` (-1:
+/* adopt(base, marker, record, base_bytes, adds=(), counted=(), deltas=0, chain_bytes=0): the chain
+ * its parts wrote last, full marker `base` of `base_bytes` and `deltas` delta markers of
+ * `chain_bytes` after it up to `marker` (`base` when none), naming M's ledger's record `record` (-1:
  * none) with the entries acked since it `adds` and those counted since `counted`, and no other
  * ledger: the next states are markers naming that record (small.py's _adopt) */
 static PyObject *SmallState_adopt(SmallState *s, PyObject *const *args, Py_ssize_t nargs) {
-    long long base, marker, record, bytes;
-    if (nargs < 4 || nargs > 6) {
-        PyErr_SetString(PyExc_TypeError, "adopt(base, marker, record, base_bytes, adds=(), counted=())");
+    long long base, marker, record, bytes, deltas = 0, chain_bytes = 0;
+    if (nargs < 4 || nargs > 8) {
+        PyErr_SetString(PyExc_TypeError,
+                        "adopt(base, marker, record, base_bytes, adds=(), counted=(), deltas=0, chain_bytes=0)");
         return NULL;
     }
+    if (nargs > 6 && (deltas = PyLong_AsLongLong(args[6])) == -1 && PyErr_Occurred()) return NULL;
+    if (nargs > 7 && (chain_bytes = PyLong_AsLongLong(args[7])) == -1 && PyErr_Occurred()) return NULL;
     if ((base = PyLong_AsLongLong(args[0])) == -1 && PyErr_Occurred()) return NULL;
     if ((marker = PyLong_AsLongLong(args[1])) == -1 && PyErr_Occurred()) return NULL;
     if ((record = PyLong_AsLongLong(args[2])) == -1 && PyErr_Occurred()) return NULL;
@@ -1011,14 +1015,15 @@ static PyObject *SmallState_adopt(SmallState *s, PyObject *const *args, Py_ssize
     Py_ssize_t nc = nargs > 5 ? entries_into(args[5], counted, DELTA_MOST, "a counted entry") : 0;
     if (nc < 0) return NULL;
     long long next = (long long)s->next_seq;
-    if (base < 0 || marker != base || marker >= next || record < -1 || record >= base || s->c.base != -2 || bytes < 0 ||
+    if (base < 0 || marker < base || marker >= next || (deltas == 0) != (marker == base) || record < -1 ||
+        record >= base || s->c.base != -2 || bytes < 0 || deltas < 0 || deltas > (long long)U32 || chain_bytes < 0 ||
         na + nc > DELTA_MOST) {
         PyErr_Format(PyExc_ValueError, "adopt(%lld, %lld, %lld): not a chain before %lld of its parts", base, marker,
                      record, next);
         return NULL;
     }
     s->c.base = base, s->c.marker = marker, s->c.record = record, s->c.base_bytes = (unsigned long long)bytes;
-    s->c.deltas = 0, s->c.chain_bytes = 0, s->c.untrimmed = 0;
+    s->c.deltas = (uint32_t)deltas, s->c.chain_bytes = (unsigned long long)chain_bytes, s->c.untrimmed = 0;
     unchain(s);
     if (record >= 0) {
         rechain(s);
@@ -1594,6 +1599,103 @@ static PyObject *undo_small(PyObject *self, PyObject *list) {
     Py_RETURN_NONE;
 }
 
+/* small_of_record(cursor_id, md_l, md_e, next_seq, slot, slots, cap, props, record, max_version,
+ * runs, adds, counts) -> SmallState | None: the small form of a cursor whose newest marker names
+ * M's ledger's `record` alone (cursor/small.py's chain_opened reads and checks the marker):
+ * the record's acks above M, then `adds` (the entries acked since it, a sequence) and
+ * `counts` (a dict of the entries counted since it, the newer count winning), with M, the
+ * sequences and slots, `cap` and the packed `props` given. None, so that recovery reads the
+ * cursor, for a record not of M's ledger and this cursor, not read in one pass (ledger_acks's
+ * codes, with delivery counts but no partial batch), damaged, stating other than its runs or
+ * than `runs` (-1: not asked), holding acks at M + 1 (M would move: recovery's to fit), or
+ * over `cap` runs or COUNT_CAP counts. cursor/small.py's _py_small_of_record, the same rule.
+ * O(the record's values + adds + counts). */
+static PyObject *small_of_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 13 || !PyBytes_Check(args[7]) || !PyBytes_Check(args[8]) ||
+        (args[12] != Py_None && !PyDict_Check(args[12]))) {
+        PyErr_SetString(PyExc_TypeError, "small_of_record(cursor_id, md_l, md_e, next_seq, slot, slots, cap, "
+                                         "props: bytes, record: bytes, max_version, runs, adds, counts: dict | None)");
+        return NULL;
+    }
+    unsigned long long cid = PyLong_AsUnsignedLongLong(args[0]), seq = PyLong_AsUnsignedLongLong(args[3]);
+    long long md_l = PyLong_AsLongLong(args[1]), md_e = PyLong_AsLongLong(args[2]);
+    long slot = PyLong_AsLong(args[4]), slots = PyLong_AsLong(args[5]);
+    unsigned long cap = PyLong_AsUnsignedLong(args[6]);
+    long long version = PyLong_AsLongLong(args[9]), runs = PyLong_AsLongLong(args[10]);
+    if (PyErr_Occurred()) return NULL;
+    uint32_t adds[DELTA_MOST];
+    Py_ssize_t na = entries_into(args[11], adds, DELTA_MOST, "an entry acked since");
+    if (na < 0) return NULL;
+    if (md_l < 0 || md_e < -1 || md_e >= ENTRY_MAX || slot < 0 || slot > 1 || slots < 0 || slots > 3 || cap > U32)
+        Py_RETURN_NONE; /* (a marker's position outside the layout: recovery's) */
+    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(args[8]);
+    Py_ssize_t len = PyBytes_GET_SIZE(args[8]);
+    LedgerBody f;
+    if (len < 7 || p[0] != 0xC1 || p[1] != 1) Py_RETURN_NONE; /* (RECORD_LEDGER in the fixed envelope) */
+    if (envelope_ok(p, len, version) < 0) goto clear;
+    if (read_ledger_body(p + 7, len - 7, &f) < 0 || f.nb || f.ledger != md_l || f.last < f.first || f.nc % 2 ||
+        (f.n >= 8 && (f.owner < 0 || (unsigned long long)f.owner != cid)) || (runs >= 0 && f.runs != runs))
+        Py_RETURN_NONE;
+    if (f.flags != 8 && f.flags != 9 && f.flags != 32 && f.flags != 33 && f.flags != 64) Py_RETURN_NONE;
+    uint64_t *b = NULL;
+    int64_t *items = NULL;
+    Py_ssize_t nb = 0;
+    if (ledger_run_bounds(f.flags, f.first, f.last, f.payload, f.payload_len, &b, &nb) < 0) goto clear;
+    SmallState *s = nb / 2 == f.runs ? small_new(&SmallStateType, cid, md_l, md_e, seq, (int)slot, (int)slots,
+                                                 (uint32_t)cap, (uint32_t)(nb / 2 < (Py_ssize_t)cap ? nb / 2 : (Py_ssize_t)cap))
+                                     : NULL;
+    int taken = s != NULL;
+    for (Py_ssize_t i = 0; taken && i < nb; i += 2) { /* ascending, a gap between two: appended */
+        long long first = (long long)b[i], last = (long long)b[i + 1] - 1;
+        if (last <= md_e) continue;
+        if (first <= md_e + 1 || s->n >= cap) taken = 0;
+        else if (room_for(s, s->n + 1) < 0) goto fail;
+        else s->runs[2 * s->n] = (uint32_t)first, s->runs[2 * s->n + 1] = (uint32_t)last, s->n++;
+    }
+    if (taken && f.nc) { /* the record's delivery counts: (entry, count) pairs, those at or below M gone */
+        if ((items = PyMem_Malloc(sizeof(int64_t) * f.nc)) == NULL) goto fail;
+        if (ledger_count_items(&f, items) < 0) taken = 0;
+        for (uint32_t i = 0; taken && i < f.nc; i += 2)
+            if (items[i] > md_e && (items[i] > ENTRY_MAX || set_count(s, items[i], items[i + 1]) < 0)) taken = 0;
+    }
+    for (Py_ssize_t i = 0; taken && i < na; i++) { /* the acks since: each takes its count away */
+        if (adds[i] <= md_e) continue;
+        if (adds[i] == md_e + 1 || add_run(s, adds[i], adds[i]) < 0) taken = 0;
+        else drop_counts(s, adds[i], adds[i]);
+    }
+    Py_ssize_t at = 0;
+    PyObject *k, *v;
+    while (taken && args[12] != Py_None && PyDict_Next(args[12], &at, &k, &v)) { /* the counts since */
+        long long e = PyLong_AsLongLong(k), n = PyLong_AsLongLong(v);
+        if (PyErr_Occurred()) goto fail;
+        if (e <= md_e) continue;
+        uint32_t i = count_from(s, (unsigned long long)e);
+        if (i < s->nc && s->counts[2 * i] == e && n >= 1 && n <= ENTRY_MAX) s->counts[2 * i + 1] = (uint32_t)n;
+        else if (e > ENTRY_MAX || set_count(s, e, n) < 0) taken = 0;
+    }
+    if (taken && (s->n > cap || s->nc > COUNT_CAP)) taken = 0;
+    PyMem_Free(b);
+    PyMem_Free(items);
+    if (!taken) {
+        Py_XDECREF(s);
+        goto clear;
+    }
+    Py_SETREF(s->props, Py_NewRef(args[7]));
+    s->persisted = s->n;
+    s->dirty = 0;
+    return (PyObject *)s;
+fail:
+    PyMem_Free(b);
+    PyMem_Free(items);
+    Py_XDECREF(s);
+    return NULL;
+clear: /* damage, or a value the form does not take (ValueError): recovery's to read */
+    if (PyErr_Occurred() && !PyErr_ExceptionMatches(PyExc_ValueError)) return NULL;
+    PyErr_Clear();
+    Py_RETURN_NONE;
+}
+
 /* small_of_slots(cursor_id, value0, value1, max_version, cap, line=None, logged=None) ->
  * SmallState | None: the small form of a cursor whose log is only its state slots, read from
  * their values (None: the slot holds none), or whose newest state is `logged`, (seq, record)
@@ -1775,6 +1877,8 @@ declined: /* damage: recovery's to report */
 }
 
 static PyMethodDef small_functions[] = {
+    {"small_of_record", (PyCFunction)(void (*)(void))small_of_record, METH_FASTCALL,
+     "The small form of a cursor from M's ledger's record its newest marker names (or None)."},
     {"small_of_slots", (PyCFunction)(void (*)(void))small_of_slots, METH_FASTCALL,
      "The small form read from a cursor's state slots, or None (cursor/small.py)."},
     {"flush_small", (PyCFunction)(void (*)(void))flush_small, METH_FASTCALL,

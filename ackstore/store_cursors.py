@@ -22,12 +22,12 @@ from .config import CursorConfig
 from .cursor import Cursor
 from .cursor.core import CursorCore
 from .cursor.moves import TopicView
-from .cursor.small import small_opened
+from .cursor.small import chain_opened, small_opened
 from .errors import CorruptRecordError, HistoryRangeError, UnknownCursorError
 from .history import HistoryPoint, Point, drop_points, iso
 from .life import require_open, require_writable
 from .stats import NO_RECOVERY, FlushStats
-from .storage.log import CursorLog, RecoveredState, newest_logged, slot_values
+from .storage.log import CursorLog, RecoveredState, ResolvedMarker, newest_logged, newest_marker, slot_values
 from .storage.records import log_key
 from .topic import Topic
 
@@ -166,9 +166,10 @@ class CursorSide:
     ) -> Any:
         """@private A cursor's state as an open (or a reader's catch-up) starts from it: the
         small form, read from the cursor's state slots, when its log is only those and its
-        state is in the form (``ackstore.cursor.small``), or, a writer's cursor that keeps
-        history, from its newest record under a log key when that is its newest state and
-        in the form; else :meth:`recover_log`'s.
+        state is in the form (``ackstore.cursor.small``), or, a writer's cursor, from its
+        newest record under a log key when that is its newest state and in the form (a
+        cursor that keeps history: its state marker; any other: a marker naming M's ledger's
+        record alone, ``chain_opened``); else :meth:`recover_log`'s.
         ``probe``: a cursor of ``txn`` on the log to look with (a bulk open's, made once)."""
         if not config.history_seconds:
             values = slot_values(txn, log.db, log.cursor_id, probe)
@@ -176,6 +177,13 @@ class CursorSide:
                 small = small_opened(log.cursor_id, values, config, topic.directory)
                 if small is not None:
                     return small
+            elif not self.store.readonly:  # (a reader's form follows its slots)
+                newest = newest_marker(txn, log.db, log.cursor_id, probe)
+                if newest is not None:
+                    small = chain_opened(txn, log.db, log.cursor_id, newest, config, topic.directory)
+                    if small is not None:
+                        return small
+                    return self.recover_log(txn, log, config, topic, newest.resolved)
         elif not self.store.readonly:  # (a reader's form follows its slots: a history cursor reads on its parts)
             found = newest_logged(txn, log.db, log.cursor_id, probe)
             if found is not None:
@@ -185,13 +193,19 @@ class CursorSide:
         return self.recover_log(txn, log, config, topic)
 
     def recover_log(
-        self, txn: lmdb.Transaction, log: CursorLog, config: CursorConfig, topic: TopicView
+        self,
+        txn: lmdb.Transaction,
+        log: CursorLog,
+        config: CursorConfig,
+        topic: TopicView,
+        newest: ResolvedMarker | None = None,
     ) -> RecoveredState:
         """@private Recover a cursor's ``log`` as this store opens cursors: under ``config``'s budget,
         as ``verify`` and ``load`` say, against ``topic``'s directory as it is now (the
-        store lock is held)."""
+        store lock is held); ``newest``: its newest marker, resolved already."""
         budget = config.max_individual_ack_cache_bytes
-        return log.recover(txn, budget, self.store.verify, self.store.lazy, topic.directory.past_end)
+        past_end = topic.directory.past_end
+        return log.recover(txn, budget, self.store.verify, self.store.lazy, past_end, None, newest)
 
     def load_cursors(self, topic: Topic, config: CursorConfig | None) -> tuple[list[str], set[str]]:
         """A restart's bulk form of :meth:`load_cursor`: every persisted cursor of ``topic``

@@ -129,6 +129,7 @@ AREAS: dict[str, str] = {
             "defects",
             "deltas",
             "fields",
+            "chain_open",
             "form_chain",
             "ledger_acks",
             "lock",

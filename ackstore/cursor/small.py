@@ -79,11 +79,12 @@ from ..errors import CorruptRecordError
 from ..ledger_acks import LedgerAcks, bitmap_of_runs, run_bounds
 from ..position import MAX_ENTRY
 from ..stats import RecoveryReport
-from ..storage import codecs, pure_codecs
+from ..storage import codecs, pure_acks, pure_codecs
 from ..storage.pure_codecs import STATE_PROPS
 from ..storage.records import (
     FIXED_FULL,
     FORMAT_VERSION,
+    RECORD_LEDGER,
     RECORD_MARKER,
     SLOT_RESERVE,
     encode_ledger,
@@ -111,6 +112,7 @@ from .small_span import (
 if TYPE_CHECKING:
     from ..config import CursorConfig
     from ..directory import LedgerDirectory
+    from ..storage.log import NewestMarker
     from .chain import MarkerChain
     from .pages import Pages
     from .state import AckState
@@ -125,6 +127,7 @@ __all__ = [
     "SmallState",
     "Small",
     "base_puts",
+    "chain_opened",
     "check_small",
     "flush_bases",
     "flush_format",
@@ -132,6 +135,7 @@ __all__ = [
     "form_chains",
     "logged_plan",
     "small_of",
+    "small_of_record",
     "small_of_slots",
     "keeps_form",
     "set_form_chains",
@@ -611,9 +615,10 @@ class PySmallState:
         self._counted.clear()
         self.named = self.cnamed = 0
 
-    def adopt(self, base: int, marker: int, record: int, base_bytes: int, adds: Any = (), counted: Any = ()) -> None:
-        """The chain its parts wrote last, which the form's next states extend: :func:`_adopt`."""
-        _adopt(self, base, marker, record, base_bytes, adds, counted)
+    def adopt(self, base: int, marker: int, record: int, base_bytes: int, *chain: Any) -> None:
+        """The chain its parts wrote last, which the form's next states extend: :func:`_adopt`
+        (``chain``: its ``adds=()``, ``counted=()``, ``deltas=0``, ``chain_bytes=0``)."""
+        _adopt(self, base, marker, record, base_bytes, *chain, *((), (), 0, 0)[len(chain) :])
 
     def took_base(self, base_bytes: int, nbytes: int) -> tuple[int, int]:
         """A flush wrote the form's state as a new chain: :func:`base_puts` says it all."""
@@ -813,17 +818,28 @@ def flush_bases(
     return puts, nbytes
 
 
-def _adopt(s: PySmallState, base: int, marker: int, record: int, base_bytes: int, adds: Any, counted: Any) -> None:
-    """``s.adopt``: the chain its parts wrote last, full marker ``base`` (also ``marker``) of
-    ``base_bytes``, naming M's ledger's record ``record`` (-1: none) with the entries acked
+def _adopt(
+    s: PySmallState,
+    base: int,
+    marker: int,
+    record: int,
+    base_bytes: int,
+    adds: Any,
+    counted: Any,
+    deltas: int,
+    bytes_: int,
+) -> None:
+    """``s.adopt``: the chain its parts wrote last, full marker ``base`` of ``base_bytes``
+    and ``deltas`` delta markers after it of ``bytes_`` up to ``marker`` (``base`` itself
+    when none), naming M's ledger's record ``record`` (-1: none) with the entries acked
     since it ``adds`` and those counted since ``counted``, and no other ledger: the next
     states are markers naming that record. O(adds + counted)."""
     adds, counted = [_entry(e, "an entry acked since") for e in adds], [_entry(e, "a counted entry") for e in counted]
-    bad = not 0 <= base == marker < s.next_seq or not -1 <= record < base or s.base != -2
-    if bad or len(adds) + len(counted) > DELTA_MOST:
+    bad = not 0 <= base <= marker < s.next_seq or (deltas == 0) != (marker == base) or not -1 <= record < base
+    if bad or s.base != -2 or deltas < 0 or bytes_ < 0 or len(adds) + len(counted) > DELTA_MOST:
         raise ValueError(f"adopt({base}, {marker}, {record}): not a chain before {s.next_seq} of its parts")
     s.base, s.marker, s.record, s.base_bytes = base, marker, record, base_bytes
-    s.deltas = s.chain_bytes = s.untrimmed = 0
+    s.deltas, s.chain_bytes, s.untrimmed = deltas, bytes_, 0
     s._unchain()
     if record >= 0:
         s._adds[:], s._counted[:], s.named, s.cnamed = adds, counted, len(adds), len(counted)
@@ -1089,6 +1105,75 @@ def _py_small_of_slots(
     return s
 
 
+def _py_small_of_record(
+    cursor_id: int,
+    md_l: int,
+    md_e: int,
+    next_seq: int,
+    slot: int,
+    slots: int,
+    cap: int,
+    props: bytes,
+    record: bytes,
+    max_version: int,
+    runs: int,
+    adds: Any,
+    counts: dict[int, int] | None,
+) -> Any:
+    """The small form of a cursor whose newest marker names M's ledger's ``record`` alone
+    (:func:`chain_opened` reads and checks the marker): the record's acks above M, then
+    ``adds`` (the entries acked since it) and ``counts`` (those counted since it, the newer
+    count winning), with M, the sequences and slots, ``cap`` and the packed ``props`` given.
+    None, so that recovery reads the cursor, for a record not of M's ledger and this cursor,
+    not read in one pass (``pure_acks.ledger_bounds``'s records: delivery counts but no
+    partial batch), damaged, stating other than ``runs`` (-1: not asked), holding acks at
+    M + 1 (M would move: recovery's to fit), or over ``cap`` runs or :data:`COUNT_CAP`
+    counts. O(the record's values + adds + counts)."""
+    if type(record) is not bytes or type(props) is not bytes or not (counts is None or type(counts) is dict):
+        raise TypeError("small_of_record's props and record are bytes, its counts a dict or None")
+    bad = md_l < 0 or not -1 <= md_e < _ENTRY_MAX or slot not in (0, 1) or not 0 <= slots <= 3
+    read = None if bad else pure_acks.ledger_bounds(record, RECORD_LEDGER, max_version)
+    if read is None:
+        return None
+    fields, bounds = read
+    owner, flat = [*fields, None, None][7:9]
+    if fields[0] != md_l or (owner is not None and owner != cursor_id) or 0 <= runs != fields[5]:
+        return None
+    held = [(first, end - 1) for first, end in zip(bounds[::2], bounds[1::2], strict=True) if end - 1 > md_e]
+    if len(held) > cap or (held and held[0][0] <= md_e + 1) or len(flat or ()) % 2:
+        return None
+    s = PySmallState(cursor_id, md_l, md_e, next_seq, slot, slots, held, cap)
+    try:
+        for e, n in zip(flat[::2], flat[1::2], strict=True) if flat else ():
+            if e > md_e:
+                if e in s._counts:
+                    return None
+                s._counts[_entry(e, "a counted entry")] = _count(s, e, n)
+        for e in sorted(adds):
+            if e > md_e:
+                if e == md_e + 1:
+                    return None
+                s._ack_run(e, e)
+        for e, n in (counts or {}).items():
+            if e > md_e:
+                s._counts.pop(e, None)
+                s._counts[_entry(e, "a counted entry")] = _count(s, e, n)
+    except ValueError:
+        return None
+    if s.n > cap or len(s._counts) > COUNT_CAP:
+        return None
+    s.props, s.persisted, s.dirty = props, s.n, 0
+    return s
+
+
+def _count(s: PySmallState, entry: int, n: int) -> int:
+    """``n`` as the delivery count of ``entry`` in form ``s`` (not acked, 1..2**32-1);
+    ValueError for any other."""
+    if s.acked(entry) or not 1 <= n <= _ENTRY_MAX:
+        raise ValueError(f"delivery count ({entry}, {n}) is not of an unacked entry above M")
+    return n
+
+
 class Small(NamedTuple):
     """One implementation of the small form (the type and its functions)."""
 
@@ -1096,6 +1181,7 @@ class Small(NamedTuple):
     flush_small: Callable[..., Any]
     undo_small: Callable[..., Any]
     small_of_slots: Callable[..., Any]
+    small_of_record: Callable[..., Any]
 
 
 _native = codecs.native
@@ -1108,10 +1194,13 @@ undo_small: Callable[..., Any] = _py_undo_small if _native is None else _native.
 """the undo of a flush of small forms in use (the pure twin: :func:`_py_undo_small`)"""
 small_of_slots: Callable[..., Any] = _py_small_of_slots if _native is None else _native.small_of_slots
 """the read of a small form from its state slots in use (the pure twin: :func:`_py_small_of_slots`)"""
-IMPLEMENTATIONS = [Small(PySmallState, _py_flush_small, _py_undo_small, _py_small_of_slots)]
+small_of_record: Callable[..., Any] = _py_small_of_record if _native is None else _native.small_of_record
+"""the read of a small form from the record its newest marker names in use (the pure twin:
+:func:`_py_small_of_record`)"""
+IMPLEMENTATIONS = [Small(PySmallState, _py_flush_small, _py_undo_small, _py_small_of_slots, _py_small_of_record)]
 """the twins, pure first (the tests run each)"""
 if _native is not None:
-    IMPLEMENTATIONS.append(Small(SmallState, flush_small, undo_small, small_of_slots))
+    IMPLEMENTATIONS.append(Small(SmallState, flush_small, undo_small, small_of_slots, small_of_record))
 
 
 def _cap(config: CursorConfig) -> int:
@@ -1275,6 +1364,52 @@ def small_opened(
         assert value is not None
         nbytes = len(value) - codecs.slot_head(slot_key(cursor_id, s.slot), value)[1]
     return OpenedForm(s, s.next_seq - 1, ledgers_held(s), nbytes, time.perf_counter() - started)
+
+
+def chain_opened(
+    txn: Any, db: Any, cursor_id: int, newest: NewestMarker, config: CursorConfig, directory: LedgerDirectory
+) -> OpenedForm | None:
+    """The small form of a cursor whose newest marker (``newest``, resolved:
+    :func:`~ackstore.storage.log.newest_marker`) names M's ledger's record alone (a chain the
+    form wrote, or its parts' of a cursor over a slot's bound with state in M's ledger only:
+    the module docstring), read straight into the form with the open's report: the record,
+    its acks and counts and those the markers named since (:data:`small_of_record`), the
+    chain adopted. None when the newest state is outside the form, by :func:`small_of`'s
+    rule (then recovery reads the cursor, from ``newest``, and the form is taken at a full
+    marker, as before): a state marker, a PIP-299 marker, another ledger, more than
+    :data:`DELTA_MOST` acks and counts since the record, a record not read in one pass, a
+    state the slots would take, near or over the cap, or with more counts than a flush of
+    the form writes. O(the record's values)."""
+    started = time.perf_counter()
+    cap = _cap(config)
+    resolved = newest.resolved
+    marker, index, seq = resolved.marker, resolved.index, resolved.seq
+    md_l, md_e = marker.mark_delete
+    entry = index.get(md_l)
+    if cap < 0 or not _CHAINS[0] or config.history_seconds or entry is None or len(index) > 1:
+        return None
+    adds, counts = sorted(entry.adds or ()), entry.counts or {}
+    if marker.ledgers is not None or marker.truncated or len(adds) + len(counts) > DELTA_MOST:
+        return None
+    if not entry.seq < resolved.full_seq or resolved.deltas_since_full > config.full_marker_every:
+        return None
+    record = txn.get(log_key(cursor_id, entry.seq), db=db)
+    if record is None:
+        return None
+    runs = -1 if adds or counts else entry.runs
+    props = pack_properties(marker.properties)
+    slots = newest.slot, newest.slots
+    s = small_of_record(cursor_id, md_l, md_e, seq + 1, *slots, cap, props, record, FORMAT_VERSION, runs, adds, counts)
+    if s is None or s.n <= lane.STATE_MAX_RUNS or s.n > cap - cap // 4 or s.nc > lane.STATE_MAX_EXTRAS:
+        return None  # (small_of's: a slot's state, room to grow, what a flush of the form writes)
+    s.every, s.base = config.full_marker_every, -2
+    end = directory.end(md_l)
+    if 0 <= end <= md_e or not fit(s, directory) or s.top() > s.limit or not _only_m(s):
+        return None  # (M or acks at or past a ledger's bound: recovery clips; state past M's ledger)
+    chain = resolved.deltas_since_full, resolved.chain_bytes
+    s.adopt(resolved.full_seq, seq, entry.seq, resolved.full_bytes, adds, list(counts), *chain)
+    nbytes = resolved.full_bytes + resolved.chain_bytes + len(record)
+    return OpenedForm(s, seq, 1, nbytes, time.perf_counter() - started)
 
 
 def check_small(s: Any, md: tuple[int, int], logged: bool | None = None) -> None:

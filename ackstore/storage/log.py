@@ -25,7 +25,7 @@ import time
 from bisect import bisect_left
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import lmdb
 from pyroaring import BitMap
@@ -45,6 +45,7 @@ from .records import (
     log_bounds,
     log_key,
     log_keys_of,
+    names_m_alone,
     open_slot,
     record_type,
     seal_slot,
@@ -67,6 +68,8 @@ __all__ = [
     "read_ledger_record",
     "log_usage",
     "newest_logged",
+    "newest_marker",
+    "NewestMarker",
     "trim_records",
     "slot_values",
 ]
@@ -188,6 +191,48 @@ def newest_logged(
     _, key0, key1 = log_keys_of(cursor_id)
     found = split_log_key(bytes(c.key()))[1], bytes(c.value())
     return (c.get(key0), c.get(key1)), found
+
+
+class NewestMarker(NamedTuple):
+    """A cursor's newest record when it is a marker under a log key, newer than its state
+    slots (:func:`newest_marker`): the marker resolved, and the slots as recovery reads them
+    (the one holding the newer state, 1 when none; which hold a value)."""
+
+    resolved: ResolvedMarker
+    slot: int
+    slots: int
+
+
+def newest_marker(txn: LogTxn, db: lmdb._Database | None, cursor_id: int, c: Any = None) -> NewestMarker | None:
+    """The cursor's newest record resolved (:func:`resolve_marker`) when it is a marker
+    under a log key naming the mark-delete ledger alone (``records.names_m_alone``: the
+    small form's chain), newer than what both state slots hold, their heads intact; None
+    for any other log, or when the marker or its chain is damaged (recovery then says what
+    it skipped). What recovery starts from (``recover_cursor``'s ``newest``), so that an open
+    looking at it first does not resolve it again. O(the chain's markers), with ``c`` as
+    :func:`slot_values` takes it."""
+    if c is None:
+        c = txn.cursor(db=db)
+    if not _at_newest(c, cursor_id) or not names_m_alone(c.value()):
+        return None
+    seq, value = split_log_key(bytes(c.key()))[1], bytes(c.value())
+    _, key0, key1 = log_keys_of(cursor_id)
+    slot, slots, newest = 1, 0, -1
+    for k, v in enumerate((c.get(key0), c.get(key1))):
+        if v is not None:
+            slots |= 1 << k
+            try:
+                held = open_slot(slot_key(cursor_id, k), v)[0]
+            except CorruptRecordError:
+                return None
+            if held >= seq:
+                return None
+            if held > newest:
+                slot, newest = k, held
+    try:
+        return NewestMarker(resolve_marker(txn, db, cursor_id, seq, value), slot, slots)
+    except CorruptRecordError:
+        return None
 
 
 def fetch_record(txn: LogTxn, db: lmdb._Database | None, cursor_id: int, seq: int) -> bytes | None:
@@ -574,10 +619,13 @@ def recover_cursor(
     lazy: bool = False,
     ends: Ends | None = None,
     at: int | None = None,
+    newest: ResolvedMarker | None = None,
 ) -> RecoveredState:
     """Find the newest intact marker of ``cursor_id`` and load what it references; with
     ``at``, the newest at or below that sequence (what a reopen right after the flush that
     wrote marker ``at`` recovered: a history point's state; ``next_seq`` is then past it).
+    ``newest``: the newest marker as the caller resolved it already (:func:`newest_marker`),
+    taken for that marker instead of resolving it again.
 
     With a ``budget``, records are loaded newest first until that many bytes of ack
     state are in memory; the rest are checked as ``verify`` says and stay swapped out.
@@ -621,7 +669,10 @@ def recover_cursor(
         else:
             met_marker = True
             try:
-                resolved = resolve_marker(txn, db, cursor_id, seq, value)
+                if newest is not None and newest.seq == seq:
+                    resolved = newest
+                else:
+                    resolved = resolve_marker(txn, db, cursor_id, seq, value)
                 ledgers, swapped, nbytes, forced = _load_records(
                     txn, db, cursor_id, resolved, budget, verify, lazy, ends
                 )
@@ -719,10 +770,11 @@ class CursorLog:
         lazy: bool = False,
         ends: Ends | None = None,
         at: int | None = None,
+        newest: ResolvedMarker | None = None,
     ) -> RecoveredState:
         """The newest intact marker (at or below sequence ``at``) and what it references
-        (see :func:`recover_cursor`)."""
-        return recover_cursor(txn, self.db, self.cursor_id, budget, verify, lazy, ends, at)
+        (see :func:`recover_cursor`; ``newest``: its resolution, when the caller made it)."""
+        return recover_cursor(txn, self.db, self.cursor_id, budget, verify, lazy, ends, at, newest)
 
     def newest(self, txn: lmdb.Transaction) -> int:
         """The highest sequence the log holds, under a log key or in a state slot whose

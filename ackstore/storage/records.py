@@ -102,7 +102,7 @@ from ..ledger_acks import NO_ENTRIES, LedgerAcks
 from . import codecs
 from .bitmaps import decode_bitmap, encode_bitmap
 from .index_entry import IndexEntry, entry_of
-from .pure_codecs import ENVELOPE, seal_envelope
+from .pure_codecs import ENVELOPE, FIXED_HEAD, seal_envelope
 
 __all__ = [
     "FORMAT_VERSION",
@@ -117,6 +117,7 @@ __all__ = [
     "SLOT_PREFIX",
     "slot_key",
     "log_keys_of",
+    "names_m_alone",
     "split_slot_key",
     "seal_slot",
     "SLOT_RESERVE",
@@ -699,6 +700,33 @@ def state_ledger(value: bytes | memoryview, seq: int, ledger: int) -> tuple[Ledg
     if la is None:
         raise CorruptRecordError(f"state marker {seq} holds no ledger {ledger}")
     return la, marker.extra["c"]
+
+
+_SMALL_MARKER = 1024
+"""the most bytes of a msgpack marker :func:`names_m_alone` looks into (one ledger's item
+with the acks and counts a chain names since its record is well under it)"""
+
+
+def names_m_alone(value: bytes | memoryview) -> bool:
+    """Whether a marker record names one ledger, the mark-delete position's, read from its
+    envelope and head (the fixed layout, format 9 on) or its body (a msgpack array of
+    format 5 on, of at most :data:`_SMALL_MARKER` bytes), unchecked: a look before resolving
+    it (``storage.log.newest_marker``), which checks it. O(1)."""
+    at = ENVELOPE.size
+    if len(value) < at + 1 or value[0] != 0xC1 or value[1] != RECORD_MARKER or value[2] < 5:
+        return False
+    if value[at] == 0xC1:  # the fixed layout
+        if value[2] < 9 or len(value) < at + FIXED_HEAD.size + 4:
+            return False
+        _, _, _, md_l, _, _, _, _, items = FIXED_HEAD.unpack_from(value, at)
+        return items == 1 and int.from_bytes(value[at + FIXED_HEAD.size : at + FIXED_HEAD.size + 4], "little") == md_l
+    if len(value) > _SMALL_MARKER:
+        return False
+    try:
+        body = msgpack.unpackb(value[at:], strict_map_key=False)
+        return len(body[7]) == 1 and body[7][0][0] == body[2]
+    except Exception:  # any other shape: resolving it says what it is
+        return False
 
 
 def decode_marker(value: bytes | memoryview, seq: int = -1) -> Marker:
