@@ -379,10 +379,7 @@ typedef struct {
     int form; /* form_of's */
 } Container;
 
-/* The portable serialization of the set of runs [b[2i], b[2i + 1]) (`nb` bounds, ascending,
- * a gap between two runs, all below 2**32), each container in its smallest form (the module
- * docstring). NULL with an exception set. O(runs + containers + the bytes written). */
-static PyObject *roaring_of_bounds(const uint64_t *b, Py_ssize_t nb) {
+PyObject *roaring_of_bounds(const uint64_t *b, Py_ssize_t nb) {
     Py_ssize_t runs = nb / 2, nc = 0, room = 0, size = 0;
     Container *cs = NULL;
     PyObject *out = NULL;

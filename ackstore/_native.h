@@ -187,6 +187,10 @@ int read_ledger_body(const unsigned char *body, Py_ssize_t len, LedgerBody *f);
 /* f's nc delivery-count items (entry, count, entry, count, ...: ints) into out; -1 (no
  * exception) when they are not ints. */
 int ledger_count_items(const LedgerBody *f, int64_t *out);
+/* The portable roaring serialization of the set of runs [b[2i], b[2i + 1]) (`nb` bounds,
+ * ascending, a gap between two runs, all below 2**32), each container in its smallest form
+ * (_acks.c's docstring). NULL with an exception set. O(runs + containers + the bytes written). */
+PyObject *roaring_of_bounds(const uint64_t *b, Py_ssize_t nb);
 /* The runs [b[2i], b[2i + 1]) of the acks a ledger record's bitmap fields hold (its flags, its
  * span first..last and its code, as acks_roaring reads them) into *out (a PyMem buffer the
  * caller frees) and their number of bounds into *nb; -1 with ValueError for damage or a code

@@ -21,7 +21,7 @@
 
 #define OWN_RUNS 4
 #define UNDO 0x80 /* in `undo`: the last flush took this one (the low bits: its slots before) */
-#define COUNT_CAP 1024 /* cursor/small.py's COUNT_CAP: the most delivery counts and partial batches the form holds */
+#define COUNT_CAP 4096 /* cursor/small.py's COUNT_CAP: the most delivery counts and partial batches the form holds */
 #define MAX_BATCH_SIZE 65536 /* cursor/moves.py's MAX_BATCH_SIZE: the largest batch */
 #define ENTRY_MAX 0xFFFFFFFFLL
 #define SPAN_MOST 64 /* cursor/small_span.py's SPAN_MOST: the most ledgers after M's on the form's line */
@@ -92,6 +92,7 @@ static int room_for(SmallState *s, uint32_t need) {
 }
 
 static uint32_t run_from(SmallState *s, unsigned long long e);
+static uint32_t m_ranges(SmallState *s);
 static void stash(SmallState *s);
 static void adopted(SmallState *s, unsigned long long seqs, uint32_t nbytes);
 
@@ -1151,7 +1152,108 @@ static PyObject *SmallState_set_props(SmallState *s, PyObject *packed) {
 /* runs() -> [(first, last), ...] */
 static PyObject *SmallState_runs(SmallState *s, PyObject *unused) { return pair_list(s->runs, s->n); }
 
+/* m_acks() -> bytes: the entries of M's ledger the form holds acked above M (its runs below
+ * the next ledger's offset), in the portable roaring serialization: what a record of M's
+ * ledger holds (small.base_puts reads it into a BitMap; PySmallState.m_acks, the same). */
+static PyObject *SmallState_m_acks(SmallState *s, PyObject *unused) {
+    (void)unused;
+    uint32_t n = m_ranges(s);
+    uint64_t *b = PyMem_Malloc(sizeof(uint64_t) * (2 * (size_t)n + 1));
+    if (b == NULL) return PyErr_NoMemory();
+    for (uint32_t i = 0; i < n; i++) {
+        b[2 * i] = s->runs[2 * i];
+        uint64_t end = (uint64_t)s->runs[2 * i + 1] + 1, edge = edge_of(s);
+        b[2 * i + 1] = end < edge ? end : edge;
+    }
+    PyObject *out = roaring_of_bounds(b, 2 * (Py_ssize_t)n);
+    PyMem_Free(b);
+    return out;
+}
+
+/* msgpack's smallest form of int v, as msgpack.packb writes it (ints of the layout: -1 up) */
+static int mp_put_int(Out *o, long long v) {
+    unsigned char *p;
+    if (v >= 0 && v <= 0x7F) {
+        if ((p = out_room(o, 1)) == NULL) return -1;
+        p[0] = (unsigned char)v;
+    } else if (v < 0 && v >= -32) {
+        if ((p = out_room(o, 1)) == NULL) return -1;
+        p[0] = (unsigned char)(0xE0 | (v + 32));
+    } else if (v < 0) {
+        PyErr_Format(PyExc_ValueError, "%lld is not an int of a ledger record", v);
+        return -1;
+    } else {
+        int n = v <= 0xFF ? 1 : v <= 0xFFFF ? 2 : v <= 0xFFFFFFFFLL ? 4 : 8;
+        if ((p = out_room(o, 1 + n)) == NULL) return -1;
+        p[0] = (unsigned char)(n == 1 ? 0xCC : n == 2 ? 0xCD : n == 4 ? 0xCE : 0xCF);
+        for (int i = 0; i < n; i++) p[1 + i] = (unsigned char)((unsigned long long)v >> (8 * (n - 1 - i)));
+    }
+    return 0;
+}
+
+/* a msgpack array (0x90, 0xdc, 0xdd) or bin (0xc4, 0xc5, 0xc6) head of n items or bytes */
+static int mp_put_head(Out *o, int bin, unsigned long long n) {
+    int w = bin ? (n <= 0xFF ? 1 : n <= 0xFFFF ? 2 : 4) : (n <= 15 ? 0 : n <= 0xFFFF ? 2 : 4);
+    unsigned char *p = out_room(o, 1 + w);
+    if (p == NULL) return -1;
+    p[0] = (unsigned char)(bin ? (w == 1 ? 0xC4 : w == 2 ? 0xC5 : 0xC6) : (w == 0 ? 0x90 | n : w == 2 ? 0xDC : 0xDD));
+    for (int i = 0; i < w; i++) p[1 + i] = (unsigned char)(n >> (8 * (w - 1 - i)));
+    return 0;
+}
+
+/* m_record(version, flags, first, last, code) -> bytes: M's ledger's record (records.
+ * encode_ledger's bytes) of the form's state there: its acks as bitmaps.encode_bitmap coded
+ * them (flags, first, last, code: of m_acks' set), their runs, the partial batches and
+ * delivery counts of its entries, the cursor's id (PySmallState.m_record, the same bytes). */
+static PyObject *SmallState_m_record(SmallState *s, PyObject *const *args, Py_ssize_t nargs) {
+    long long version, flags, first, last;
+    if (nargs != 5 || !PyBytes_Check(args[4])) {
+        PyErr_SetString(PyExc_TypeError, "m_record(version, flags, first, last, code: bytes)");
+        return NULL;
+    }
+    if (ranged_arg(args[0], "version", 0, 255, &version) < 0 || ranged_arg(args[1], "flags", 0, 255, &flags) < 0 ||
+        ranged_arg(args[2], "first", 0, U32_MAX_LL, &first) < 0 || ranged_arg(args[3], "last", -1, U32_MAX_LL, &last) < 0)
+        return NULL;
+    unsigned long long edge = edge_of(s);
+    uint32_t nc = count_from(s, edge), nb = batch_from(s, edge), runs = m_ranges(s);
+    Py_ssize_t code = PyBytes_GET_SIZE(args[4]);
+    Out o = {NULL, 0, 0};
+    unsigned char *p;
+    if ((p = out_room(&o, 7)) == NULL) goto fail; /* the envelope, sealed last */
+    if (mp_put_head(&o, 0, nc ? 9 : 8) < 0 || mp_put_int(&o, s->md_l) < 0 || mp_put_int(&o, flags) < 0 ||
+        mp_put_int(&o, first) < 0 || mp_put_int(&o, last) < 0 || mp_put_head(&o, 1, (unsigned long long)code) < 0)
+        goto fail;
+    if (code && (p = out_room(&o, code)) == NULL) goto fail;
+    if (code) memcpy(p, PyBytes_AS_STRING(args[4]), code);
+    if (mp_put_int(&o, runs) < 0 || mp_put_head(&o, 0, nb) < 0) goto fail;
+    for (uint32_t i = 0; i < nb; i++) { /* [entry, size, the mask's (size + 7) // 8 bytes, little-endian] */
+        uint32_t size = s->bat[2 * i + 1];
+        size_t len = (size + 7) / 8;
+        if (mp_put_head(&o, 0, 3) < 0 || mp_put_int(&o, s->bat[2 * i]) < 0 || mp_put_int(&o, size) < 0 ||
+            mp_put_head(&o, 1, len) < 0 || (p = out_room(&o, (Py_ssize_t)len)) == NULL)
+            goto fail;
+        if (_PyLong_AsByteArray((PyLongObject *)s->bmask[i], p, len, 1, 0) < 0) goto fail;
+    }
+    if (mp_put_int(&o, (long long)s->cursor_id) < 0) goto fail;
+    if (nc) { /* [entry, count, ...] */
+        if (mp_put_head(&o, 0, 2ULL * nc) < 0) goto fail;
+        for (uint32_t i = 0; i < 2 * nc; i++)
+            if (mp_put_int(&o, s->counts[i]) < 0) goto fail;
+    }
+    if (seal_envelope_at(&o, 0, 1, (uint32_t)version) < 0) goto fail; /* (RECORD_LEDGER) */
+    PyObject *out = PyBytes_FromStringAndSize((const char *)o.b, o.len);
+    PyMem_Free(o.b);
+    return out;
+fail:
+    PyMem_Free(o.b);
+    return NULL;
+}
+
 static PyMethodDef SmallState_methods[] = {
+    {"m_record", (PyCFunction)(void (*)(void))SmallState_m_record, METH_FASTCALL,
+     "M's ledger's record of the form's state there, its acks coded as given (PySmallState.m_record)."},
+    {"m_acks", (PyCFunction)SmallState_m_acks, METH_NOARGS,
+     "M's ledger's acks above M, in the portable roaring serialization (PySmallState.m_acks)."},
     {"adopt", (PyCFunction)(void (*)(void))SmallState_adopt, METH_FASTCALL,
      "The chain its parts wrote last: the next states are markers naming its record (PySmallState.adopt)."},
     {"took_base", (PyCFunction)(void (*)(void))SmallState_took_base, METH_FASTCALL,
@@ -1501,10 +1603,7 @@ static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t n
         }
         s->undo = 0;
         if (!s->dirty || s->ended) continue;
-        if ((Py_ssize_t)(s->nc + s->nb) > max_counts) {
-            if (PyList_Append(over, (PyObject *)s) < 0) goto fail;
-            continue;
-        }
+        int many = (Py_ssize_t)(s->nc + s->nb) > max_counts; /* more than a slot's layout takes */
         unsigned long long seq = s->next_seq;
         unsigned char key[16];
         Py_ssize_t klen = 16;
@@ -1517,7 +1616,7 @@ static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t n
         if (done < 0) goto fail;
         if (!done) { /* the whole state: under its log key (logged), in a slot, or not here */
             if (!s->logged) slot = next_slot(s->slot, s->slots, first_room, &room);
-            int fits = !s->logged && (Py_ssize_t)(s->n + crossing(s)) > max_runs
+            int fits = many || (!s->logged && (Py_ssize_t)(s->n + crossing(s)) > max_runs)
                            ? 0
                            : slot_value(s, slot, key, (uint32_t)version, room, max_bytes, &o);
             if (fits < 0) goto fail;

@@ -194,6 +194,12 @@ class LedgerAcks(LedgerFields):
         self.own_counts()[entry] = self.own_counts_added()[entry] = n
         return n
 
+    def set_counts(self, counts: dict[int, int]) -> None:
+        """Each entry of ``counts`` (none acked) was delivered as many times as it says: the
+        bulk :meth:`set_count`. O(len(counts))."""
+        self.own_counts().update(counts)
+        self.own_counts_added().update(counts)
+
     def _drop_counts(self, keep: Callable[[int], bool], rebase: bool) -> None:
         """Forget the counts of entries ``keep`` refuses; ``rebase``: the removal is not one a
         marker says by itself (an ack, or M passing), so the next flush writes a new base."""

@@ -12,12 +12,13 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pyroaring import BitMap
 
 from ackstore import CursorConfig
 from ackstore.cursor import small as small_form
 from ackstore.cursor.small import DELTA_MOST, IMPLEMENTATIONS, check_small
 from ackstore.cursor.small_span import ledger_counts, ledger_runs
-from ackstore.ledger_acks import run_bounds
+from ackstore.ledger_acks import bitmap_of_runs, run_bounds
 from ackstore.storage import records
 from ackstore.storage.log import MemoryLog, recover_cursor
 
@@ -330,22 +331,79 @@ def test_holey_cursors_chains_cost_the_disk_their_parts_would() -> None:
     assert size <= 4 * live + 40 * 16 * 1024, (size, live)
 
 
-def test_a_cursor_holding_more_counts_than_a_flush_of_the_form_writes_stays_with_its_parts(tmp_path: Path) -> None:
-    """A cursor over a slot's bound holding more delivery counts than the state layout takes
-    (a broker's reads handed out, not acked) is written by its parts: their full markers do
-    not hand it to the form, whose next flush would hand it straight back (a recovery of its
-    parts every other flush)."""
+def test_a_cursor_holding_more_counts_than_a_slot_takes_keeps_them_in_its_forms_chain(tmp_path: Path) -> None:
+    """A cursor over a slot's bound holding more delivery counts than a state slot takes (a
+    broker's reads handed out, not acked) takes the form at a full marker of its parts and
+    keeps it, flush after flush: its chain's record holds the counts, its markers the acks
+    since (one form all along, never handed back and recovered again); reopened, it opens
+    into the form holding what recovery of its parts holds."""
     from ackstore import AckStore, Position
+    from ackstore.cursor.small import set_form_chains
 
+    cfg = CursorConfig(max_unacked_ranges_to_persist=0)
     with AckStore.open(tmp_path / "s", sync=False) as store:
         topic = store.topic("persistent://t/n/counts")
         topic.add_ledger(1)
-        cur = topic.cursor("c", CursorConfig(max_unacked_ranges_to_persist=0))
-        cur.ack_entries(1, range(1, 3000, 2))
+        cur = topic.cursor("c", cfg)
+        holes = {0, *random.Random(3).sample(range(1, 3000), 1499)}  # (coded as holes: read in one pass)
+        cur.ack_entries(1, [e for e in range(3000) if e not in holes])
         cur.record_deliveries([Position(1, e) for e in range(3000, 3600)])
         store.flush()
+        store.flush()  # (no change: the form takes it at the next full marker of its parts)
+        cur.ack(Position(1, 3998))
+        store.flush()
+        form = cur._core.small
+        assert form is not None and form.nc == 600
         for i in range(12):
             cur.ack(Position(1, 4000 + 2 * i))
+            cur.record_deliveries([Position(1, 5001 + 2 * i)])
             store.flush()
-            assert cur._core.small is None, i
-        assert cur.delivery_counts()[Position(1, 3001)] == 1
+            assert cur._core.small is form, i
+        expected = cur.snapshot()
+    for chains in (True, False):
+        before = set_form_chains(chains)
+        try:
+            with AckStore.open(tmp_path / "s", sync=False) as store:
+                cur = store.topic("persistent://t/n/counts").cursor("c", cfg)
+                assert (cur._core.small is not None, cur.snapshot()) == (chains, expected)
+                assert cur.delivery_counts()[Position(1, 3001)] == 1 and len(expected.delivery_counts) == 612
+        finally:
+            set_form_chains(before)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    holes=st.frozensets(st.integers(1, 3000), max_size=60),
+    counted=st.frozensets(st.integers(1, 3100), max_size=8),
+    batched=st.frozensets(st.integers(1, 3100), max_size=3),
+    spanned=st.booleans(),
+)
+def test_a_forms_record_of_ms_ledger_is_the_one_the_parts_codec_writes(
+    holes: frozenset[int], counted: frozenset[int], batched: frozenset[int], spanned: bool
+) -> None:
+    """``m_record`` of both twins writes, byte for byte, what ``records.encode_ledger`` writes
+    for M's ledger's acks (``m_acks``), partial batches and delivery counts: the record a
+    form's new chain begins with, and the one its open reads back."""
+    from ackstore.ledger_acks import LedgerAcks
+    from ackstore.storage.bitmaps import encode_bitmap
+
+    acked = [e for e in range(2, 3001) if e not in holes]
+    runs = run_bounds(bitmap_of_runs([(e, e) for e in acked]))
+    counts = [(e, 1 + e % 5) for e in sorted(counted) if e not in acked and e > 1]
+    batches = [(e, 9, 0b101) for e in sorted(batched) if e not in acked and e > 1 and e not in counted]
+    outs = []
+    for impl in IMPLEMENTATIONS:
+        s = impl.SmallState(CID, LEDGER, 0, 5, 0, 1, runs, 1 << 13, counts, -1, b"", 0, batches)
+        edge = 2000 if spanned else 1 << 20
+        s.bound(0, ((LEDGER + 1, edge),) if spanned else (), edge + 5000)
+        acks = BitMap.deserialize(s.m_acks())
+        assert acks == bitmap_of_runs([(a, min(b, edge - 1)) for a, b in runs if a < edge])
+        la = LedgerAcks(
+            BitMap(acks),
+            {e: (size, mask) for e, size, mask in batches if e < edge} or None,
+            {e: n for e, n in counts if e < edge} or None,
+        )
+        record = s.m_record(VERSION, *encode_bitmap(BitMap(acks)))
+        assert record == records.encode_ledger(LEDGER, la, CID)
+        outs.append(record)
+    assert all(out == outs[0] for out in outs)

@@ -20,7 +20,14 @@ from ..position import Position, trusted
 from .state import AckState
 from .validate import pair
 
-__all__ = ["counts_window", "record_deliveries", "set_delivery_counts", "delivery_count", "delivery_counts"]
+__all__ = [
+    "counts_window",
+    "put_counts",
+    "record_deliveries",
+    "set_delivery_counts",
+    "delivery_count",
+    "delivery_counts",
+]
 
 
 def record_deliveries(state: AckState, items: list[Any]) -> list[int]:
@@ -47,6 +54,19 @@ def set_delivery_counts(state: AckState, counts: dict[Any, Any]) -> int:
         wanted[(ledger, entry)] = n
     out = _count_each(state, list(wanted), lambda la, ledger, entry: la.set_count(entry, wanted[(ledger, entry)]))
     return sum(1 for n in out if n)
+
+
+def put_counts(state: AckState, by_ledger: dict[int, dict[int, int]]) -> None:
+    """Set the delivery counts ``{ledger: {entry: count}}`` that are known to be of entries
+    above M that are not acknowledged (a small form's, which the parts take when it ends):
+    each ledger's at once, touched and fitted to the budget once, not checked entry by
+    entry as :func:`set_delivery_counts` checks a caller's. O(counts + ledgers)."""
+    ledgers = state.ledgers
+    for ledger, counts in by_ledger.items():
+        la = ledgers.get(ledger, create=True)
+        la.set_counts(counts)
+        state.range_count -= ledgers.touched(ledger, la)  # dirty, re-measured
+        ledgers.fit(keep=(ledger,))
 
 
 def _count_each(

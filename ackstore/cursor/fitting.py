@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import LedgerStateError
 from ..ledger_acks import bitmap_of_runs
 from ..position import trusted
-from .deliveries import set_delivery_counts
+from .deliveries import put_counts
 from .small_span import ledger_batches, ledger_counts, ledger_runs, read_position
 from .state import latest_mark_delete
 
@@ -82,9 +82,11 @@ def take_form(state: AckState, small: Any, flushed: bool) -> None:
         groups = [(ledger, bitmap_of_runs(runs)) for ledger, runs in ledger_runs(small) if ledger in d]
         if groups:
             state.apply_groups(groups)
-        counts = ledger_counts(small)
-        if counts:
-            set_delivery_counts(state, {trusted(*at): n for at, n in counts if at[0] in d})
+        by_ledger: dict[int, dict[int, int]] = {}
+        for (ledger, entry), n in ledger_counts(small):
+            if ledger in d:
+                by_ledger.setdefault(ledger, {})[entry] = n
+        put_counts(state, by_ledger)  # (the form's: of unacked entries above M)
         for (ledger, entry), batch in ledger_batches(small):
             if ledger in d:
                 state.put_batch(ledger, entry, batch)

@@ -73,13 +73,15 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+import msgpack
 from pyroaring import BitMap
 
 from ..errors import CorruptRecordError
-from ..ledger_acks import LedgerAcks, bitmap_of_runs, run_bounds
+from ..ledger_acks import bitmap_of_runs, count_runs, run_bounds
 from ..position import MAX_ENTRY
 from ..stats import RecoveryReport
 from ..storage import codecs, pure_acks, pure_codecs
+from ..storage.bitmaps import encode_bitmap
 from ..storage.pure_codecs import STATE_PROPS
 from ..storage.records import (
     FIXED_FULL,
@@ -87,7 +89,6 @@ from ..storage.records import (
     RECORD_LEDGER,
     RECORD_MARKER,
     SLOT_RESERVE,
-    encode_ledger,
     log_key,
     pack_properties,
     seal_slot,
@@ -156,10 +157,12 @@ DELTA_MOST = 256
 form's chain names (each four bytes, a count eight: while the chain stays under its base's
 bytes); more, and the next state is written whole"""
 
-COUNT_CAP = 1024
-"""the most delivery counts the small form holds (those of a read handed out and not yet
-acked: a broker reads ahead); more end it. A flush writes the form's state only while it
-holds at most :data:`ackstore.cursor.lane.STATE_MAX_EXTRAS`, as the parts' flush does"""
+COUNT_CAP = 4096
+"""the most delivery counts and partial batches the small form holds (those of a read
+handed out and not yet acked: a broker reads ahead, a consumer holds some); more end it. A
+state slot takes at most :data:`ackstore.cursor.lane.STATE_MAX_EXTRAS` of them, as the
+parts' state layout does: a state holding more goes to the form's chain, whose record
+holds them all"""
 
 
 def _entry(value: Any, what: str) -> int:
@@ -235,21 +238,9 @@ class PySmallState:
     )  # fmt: skip
 
     def __init__(
-        self,
-        cursor_id: int,
-        md_l: int,
-        md_e: int,
-        next_seq: int,
-        slot: int,
-        slots: int,
-        runs: Any,
-        cap: int,
-        counts: Any = (),
-        rp_e: int = -1,
-        props: bytes = b"",
-        rp_i: int = 0,
-        batches: Any = (),
-    ) -> None:
+        self, cursor_id: int, md_l: int, md_e: int, next_seq: int, slot: int, slots: int, runs: Any, cap: int,
+        counts: Any = (), rp_e: int = -1, props: bytes = b"", rp_i: int = 0, batches: Any = (),
+    ) -> None:  # fmt: skip
         if type(props) is not bytes:
             raise TypeError(f"properties are packed bytes, not {props!r}")
         bad = not 0 <= rp_i <= SPAN_MOST
@@ -359,6 +350,14 @@ class PySmallState:
         """The runs above M, ``[(first, last), ...]``. O(runs)."""
         r = self._runs
         return [(r[i], r[i + 1]) for i in range(0, len(r), 2)]
+
+    def m_acks(self) -> bytes:
+        """M's ledger's acks above M, in the portable roaring serialization: :func:`_m_acks`."""
+        return _m_acks(self)
+
+    def m_record(self, version: int, flags: int, first: int, last: int, code: bytes) -> bytes:
+        """M's ledger's record of the form's state there, its acks coded as given: :func:`_m_record`."""
+        return _m_record(self, version, flags, first, last, code)
 
     def counts(self) -> list[tuple[int, int]]:
         """The delivery counts above M, ``[(entry, n), ...]`` ascending. O(counts)."""
@@ -738,6 +737,26 @@ def _m_ranges(s: PySmallState) -> int:
     return i + (i < s.n and s._runs[2 * i] < edge)
 
 
+def _m_acks(s: PySmallState) -> bytes:
+    """``s.m_acks``: M's ledger's acks above M (its runs below the next ledger's offset, a run
+    across it cut there), in the portable roaring serialization: what a record of M's ledger
+    holds. O(runs)."""
+    r, edge = s._runs, _edge(s)
+    return bitmap_of_runs([(r[2 * i], min(r[2 * i + 1], edge - 1)) for i in range(_m_ranges(s))]).serialize()
+
+
+def _m_record(s: PySmallState, version: int, flags: int, first: int, last: int, code: bytes) -> bytes:
+    """``s.m_record``: M's ledger's record of the form's state there, the bytes
+    ``records.encode_ledger`` writes for it: its acks as ``bitmaps.encode_bitmap`` coded
+    them (``flags``, ``first``, ``last``, ``code``: of :func:`_m_acks`' set), their runs, the
+    partial batches and delivery counts of its entries, the cursor's id. O(its state)."""
+    edge = _edge(s)
+    batches = [[e, n, mask.to_bytes((n + 7) // 8, "little")] for e, (n, mask) in sorted(s._batches.items()) if e < edge]
+    counts = [x for e, n in sorted(s._counts.items()) if e < edge for x in (e, n)]
+    fields = [s.md_l, flags, first, last, code, _m_ranges(s), batches, s.cursor_id, *([counts] if counts else [])]
+    return pure_codecs.seal_envelope(RECORD_LEDGER, version, msgpack.packb(fields))
+
+
 def _marker_record(s: PySmallState, version: int, max_acks: int) -> tuple[bytes, bool, bool] | None:
     """The form's next state as a marker of its chain, and whether it is a full one (the
     rule of the parts' :func:`~ackstore.cursor.chain.full_marker`: when one is due, every
@@ -772,26 +791,25 @@ def _marker_record(s: PySmallState, version: int, max_acks: int) -> tuple[bytes,
 
 def base_puts(s: Any, version: int) -> tuple[list[tuple[bytes, bytes]], int, int, int] | None:
     """A new chain for the form ``s`` that :data:`flush_small` listed as ``based`` (its
-    state over a state slot's bound, in M's ledger alone): M's ledger's record (the parts'
-    codec: ``records.encode_ledger``) under its next log sequence, and a full marker naming
+    state over a state slot's bound, in M's ledger alone): M's ledger's record (the bytes
+    ``records.encode_ledger`` writes: the code ``encode_bitmap`` chooses for the form's
+    ``m_acks``, the rest of the record written by the form, ``m_record``) under its next
+    log sequence, and a full marker naming
     it under the one after, adopted (``took_base``): ``(puts, bytes, below, keep)``, the
     trim it makes as ``flush_small``'s trims say it; None, changing nothing, when a field
     is outside the fixed marker's layout (the parts write it). Either twin's form. O(its
     runs and counts)."""
     seq = s.next_seq
-    la = LedgerAcks(
-        bitmap_of_runs(s.runs()),
-        {entry: (size, mask) for entry, size, mask in s.batches()} if s.nb else None,
-        dict(s.counts()) if s.nc else None,
-    )
+    acks = BitMap.deserialize(s.m_acks())
+    runs = count_runs(acks)
     try:
         marker = codecs.fixed_marker(
             version, FIXED_FULL, seq - 1, s.md_l, s.md_e, s.md_l, s.md_e + 1, s.cursor_id,
-            [(s.md_l, (seq, la.runs, None, None))], s.props,
+            [(s.md_l, (seq, runs, None, None))], s.props,
         )  # fmt: skip
     except OverflowError:
         return None
-    record = encode_ledger(s.md_l, la, s.cursor_id)
+    record = s.m_record(version, *encode_bitmap(acks, runs))
     puts = [(log_key(s.cursor_id, seq), record), (log_key(s.cursor_id, seq + 1), marker)]
     nbytes = sum(len(k) + len(v) for k, v in puts)
     below, keep = s.took_base(len(marker), nbytes)
@@ -923,8 +941,9 @@ def _py_flush_small(
     (the one before it is then in the other slot). One whose state the state layout does
     not take (more than ``max_counts`` delivery counts and partial batches, or, for a
     ``logged`` one, a record over ``max_bytes``: the limits a flush of the parts writes a
-    state marker within) is not written, and is listed instead (its cursor's parts take the
-    state). Returns the puts (a list of ``(key, value)``; the compiled twin's are the same
+    state marker within) goes to the form's chain as any state over a slot's bound, or, not
+    held in M's ledger alone or ``logged``, is not written and is listed instead (its
+    cursor's parts take the state). Returns the puts (a list of ``(key, value)``; the compiled twin's are the same
     pairs in one ``Puts``, ``ackstore/_puts.c``), their bytes and those not written.
     O(smalls + their runs and counts)."""
     if not 0 <= version <= 0xFF or not 0 <= reserve <= 64:
@@ -941,16 +960,14 @@ def _py_flush_small(
         s._undo = -1
         if not s.dirty or s.ended:
             continue
-        if s.nc + s.nb > max_counts:
-            over.append(s)
-            continue
+        many = s.nc + s.nb > max_counts  # more than a slot's layout takes
         seq = s.next_seq
         key = log_key(s.cursor_id, seq)
         below, keep = -1, -1
         marked = None if s.logged else _marker_record(s, version, max_acks)
         if marked is None:
-            record = _state_record(s, version)
-            if len(record) > max_bytes or (not s.logged and s.range_count() > max_runs):  # not a slot's
+            record = b"" if many else _state_record(s, version)
+            if many or len(record) > max_bytes or (not s.logged and s.range_count() > max_runs):  # not a slot's
                 if chains and based is not None and not s.logged and _only_m(s):
                     based.append(s)  # a new chain: base_puts writes it
                 else:
@@ -1256,8 +1273,8 @@ def small_of(
             return None
         if chain.full_seq != chain.marker_seq or chain.truncated or record.seq >= chain.full_seq:
             return None  # (a full marker of theirs just written, naming M's ledger's record alone)
-        if sum(len(la.counts) + len(la.batches) for la in pages.loaded.values()) > lane.STATE_MAX_EXTRAS:
-            return None  # (more than a flush of the form writes: it would hand the cursor straight back)
+        if sum(len(la.counts) + len(la.batches) for la in pages.loaded.values()) > COUNT_CAP - COUNT_CAP // 4:
+            return None  # (room to grow, as for the runs: a cursor near the bound does not go in and out)
         base = -2
     if state.range_count > cap or pages.swapped or pages.vanished or pages.unmarked:
         return None
@@ -1379,7 +1396,7 @@ def chain_opened(
     marker, as before): a state marker, a PIP-299 marker, another ledger, more than
     :data:`DELTA_MOST` acks and counts since the record, a record not read in one pass, a
     state the slots would take, near or over the cap, or with more counts than a flush of
-    the form writes. O(the record's values)."""
+    the form takes (room to grow). O(the record's values)."""
     started = time.perf_counter()
     cap = _cap(config)
     resolved = newest.resolved
@@ -1400,8 +1417,8 @@ def chain_opened(
     props = pack_properties(marker.properties)
     slots = newest.slot, newest.slots
     s = small_of_record(cursor_id, md_l, md_e, seq + 1, *slots, cap, props, record, FORMAT_VERSION, runs, adds, counts)
-    if s is None or s.n <= lane.STATE_MAX_RUNS or s.n > cap - cap // 4 or s.nc > lane.STATE_MAX_EXTRAS:
-        return None  # (small_of's: a slot's state, room to grow, what a flush of the form writes)
+    if s is None or s.n <= lane.STATE_MAX_RUNS or s.n > cap - cap // 4 or s.nc > COUNT_CAP - COUNT_CAP // 4:
+        return None  # (small_of's: a slot's state, room to grow)
     s.every, s.base = config.full_marker_every, -2
     end = directory.end(md_l)
     if 0 <= end <= md_e or not fit(s, directory) or s.top() > s.limit or not _only_m(s):
