@@ -14,7 +14,9 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <pythread.h>
+#include <sched.h>
 #include <stddef.h>
+#include <structmember.h>
 #include <time.h>
 
 #include "_native.h"
@@ -27,14 +29,20 @@
  * while threads wait releases the gate once, which lets one of them look again: it takes
  * the lock if it is free, else waits again (the thread that took it first will release
  * the gate in its turn, as the waiter is still counted). A release nobody used (its waiter
- * timed out) only makes a later waiter look once more. A build without the interpreter
- * lock makes no StoreLock (lock.py then uses threading.RLock). */
+ * timed out) only makes a later waiter look once more. The release hands the lock over:
+ * until a waiter it let through has looked (`handoff`), a thread that did not wait (the
+ * one that just gave the lock back, taking it again at once: a group flush between two
+ * chunks) yields, the interpreter lock released, instead of taking it first, which would
+ * keep every waiter out for as long as it goes on; then it takes the lock or waits its
+ * turn. A take that does not wait is never kept out. A build without the interpreter lock makes no StoreLock
+ * (lock.py then uses threading.RLock). */
 typedef struct {
     PyObject_HEAD
     PyThread_type_lock gate;
     unsigned long owner;   /* the thread holding it (valid while count > 0) */
     unsigned long count;   /* how many times its owner took it (0: free) */
     unsigned long waiters; /* threads waiting on the gate */
+    int handoff;           /* a release let a waiter through, which has not looked yet */
     PyObject *weakrefs;
 } StoreLock;
 
@@ -45,6 +53,16 @@ static long long now_us(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* a waiter gives up (timed out, or a signal handler raised): a hand-over it may have been
+ * let through for goes on to the next waiter, or ends */
+static void leave(StoreLock *self) {
+    self->waiters--;
+    if (self->handoff && self->count == 0) {
+        if (self->waiters > 0) PyThread_release_lock(self->gate);
+        else self->handoff = 0;
+    }
 }
 
 /* wait until the lock is free and take it for `me`, at most `us` microseconds (-1: for
@@ -59,18 +77,19 @@ static int wait_for(StoreLock *self, unsigned long me, PY_TIMEOUT_T us) {
         Py_END_ALLOW_THREADS
         if (self->count == 0) { /* free (whether the gate let this thread through or not) */
             self->waiters--;
+            self->handoff = 0;
             self->owner = me;
             self->count = 1;
             return 1;
         }
         if (r == PY_LOCK_INTR && Py_MakePendingCalls() < 0) { /* a signal handler raised */
-            self->waiters--;
+            leave(self);
             return -1;
         }
         if (us > 0) {
             long long left = deadline - now_us();
             if (left <= 0) {
-                self->waiters--;
+                leave(self);
                 return 0;
             }
             us = (PY_TIMEOUT_T)left;
@@ -81,6 +100,11 @@ static int wait_for(StoreLock *self, unsigned long me, PY_TIMEOUT_T us) {
 /* take it (us: as wait_for; 0 does not wait): 1 got, 0 not, -1 with an exception */
 static int take(StoreLock *self, PY_TIMEOUT_T us) {
     unsigned long me = PyThread_get_thread_ident();
+    while (self->handoff && self->count == 0 && us != 0) { /* a waiter let through looks first */
+        Py_BEGIN_ALLOW_THREADS
+        sched_yield();
+        Py_END_ALLOW_THREADS
+    }
     if (self->count == 0) {
         self->owner = me;
         self->count = 1;
@@ -105,7 +129,10 @@ static int give(StoreLock *self) {
     }
     if (--self->count == 0) {
         self->owner = 0;
-        if (self->waiters > 0) PyThread_release_lock(self->gate); /* one of them looks again */
+        if (self->waiters > 0) { /* one of them looks again, before anyone else takes it */
+            PyThread_release_lock(self->gate);
+            self->handoff = 1;
+        }
     }
     return 0;
 }
@@ -202,6 +229,11 @@ static PyMethodDef lock_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+static PyMemberDef lock_members[] = {
+    {"waiters", T_ULONG, offsetof(StoreLock, waiters), READONLY, "threads waiting for it now"},
+    {NULL, 0, 0, 0, NULL},
+};
+
 static PyTypeObject StoreLockType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ackstore._native.StoreLock",
     .tp_basicsize = sizeof(StoreLock),
@@ -212,6 +244,7 @@ static PyTypeObject StoreLockType = {
               "compiled code",
     .tp_weaklistoffset = offsetof(StoreLock, weakrefs),
     .tp_methods = lock_methods,
+    .tp_members = lock_members,
     .tp_new = lock_new,
 };
 

@@ -195,3 +195,32 @@ def test_a_bad_acquire_is_refused_as_rlock_refuses_it(
     with pytest.raises(error, match=words):
         call(lock)
     assert not lock._is_owned()
+
+
+@pytest.mark.skipif(native is None, reason="the compiled module is not in use")
+def test_a_thread_giving_it_back_while_another_waits_lets_that_one_in_before_it_takes_it_again() -> None:
+    """The store's lock is handed over: a thread that gives it back while another waits and
+    takes it again at once (a group flush between two chunks) takes it after the waiter,
+    not before (threading.RLock lets it barge in, as often as it comes back: an ack
+    waited for every chunk of a flush)."""
+    assert native is not None
+    lock, order = native.StoreLock(), []
+    lock.acquire()
+
+    def waiter() -> None:
+        with lock:
+            order.append("waiter")
+
+    t = threading.Thread(target=waiter)
+    t.start()
+    deadline = time.monotonic() + JOIN
+    while lock.waiters == 0 and time.monotonic() < deadline:  # (the waiter is in its wait)
+        time.sleep(0.001)
+    assert lock.waiters == 1
+    lock.release()
+    with lock:
+        order.append("giver")
+    t.join(JOIN)
+    assert not t.is_alive() and order == ["waiter", "giver"] and lock.waiters == 0
+    assert lock.acquire(blocking=False)  # free, and a take that does not wait is never kept out
+    lock.release()
