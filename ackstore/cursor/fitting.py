@@ -15,7 +15,7 @@ from ..errors import LedgerStateError
 from ..ledger_acks import bitmap_of_runs
 from ..position import trusted
 from .deliveries import put_counts
-from .small_span import ledger_batches, ledger_counts, ledger_runs, read_position
+from .small_span import ledger_batches, ledger_count_groups, ledger_runs, read_position
 from .state import latest_mark_delete
 
 if TYPE_CHECKING:
@@ -82,10 +82,7 @@ def take_form(state: AckState, small: Any, flushed: bool) -> None:
         groups = [(ledger, bitmap_of_runs(runs)) for ledger, runs in ledger_runs(small) if ledger in d]
         if groups:
             state.apply_groups(groups)
-        by_ledger: dict[int, dict[int, int]] = {}
-        for (ledger, entry), n in ledger_counts(small):
-            if ledger in d:
-                by_ledger.setdefault(ledger, {})[entry] = n
+        by_ledger = {ledger: counts for ledger, counts in ledger_count_groups(small).items() if ledger in d}
         put_counts(state, by_ledger)  # (the form's: of unacked entries above M)
         for (ledger, entry), batch in ledger_batches(small):
             if ledger in d:

@@ -36,6 +36,7 @@ __all__ = [
     "highest_in",
     "is_acked",
     "ledger_batches",
+    "ledger_count_groups",
     "ledger_counts",
     "ledger_runs",
     "line_entry",
@@ -185,8 +186,24 @@ def ledger_runs(s: Any) -> list[tuple[int, list[tuple[int, int]]]]:
 
 
 def ledger_counts(s: Any) -> list[tuple[tuple[int, int], int]]:
-    """The form's delivery counts as ``((ledger, entry), n)``, ascending. O(counts x log spans)."""
-    return [(form_position(s, x), n) for x, n in s.counts()]
+    """The form's delivery counts as ``((ledger, entry), n)``, ascending. O(counts) when they
+    all lie in M's ledger, else O(counts x log spans)."""
+    counts, spans, md_l = s.counts(), s.spans, s.md_l
+    if not spans or not counts or counts[-1][0] < spans[0][1]:
+        return [((md_l, x), n) for x, n in counts]
+    return [(form_position(s, x), n) for x, n in counts]
+
+
+def ledger_count_groups(s: Any) -> dict[int, dict[int, int]]:
+    """The form's delivery counts per ledger, ``{ledger: {entry: n}}``, as the parts hold
+    them. O(counts) when they all lie in M's ledger, else O(counts x log spans)."""
+    counts, spans = s.counts(), s.spans
+    if not spans or not counts or counts[-1][0] < spans[0][1]:
+        return {s.md_l: dict(counts)} if counts else {}
+    out: dict[int, dict[int, int]] = {}
+    for (ledger, entry), n in ledger_counts(s):
+        out.setdefault(ledger, {})[entry] = n
+    return out
 
 
 def ledger_batches(s: Any) -> list[tuple[tuple[int, int], tuple[int, int]]]:
