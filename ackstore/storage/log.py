@@ -216,21 +216,11 @@ def newest_marker(txn: LogTxn, db: lmdb._Database | None, cursor_id: int, c: Any
     if not _at_newest(c, cursor_id) or not names_m_alone(c.value()):
         return None
     seq, value = split_log_key(bytes(c.key()))[1], bytes(c.value())
-    _, key0, key1 = log_keys_of(cursor_id)
-    slot, slots, newest = 1, 0, -1
-    for k, v in enumerate((c.get(key0), c.get(key1))):
-        if v is not None:
-            slots |= 1 << k
-            try:
-                held = open_slot(slot_key(cursor_id, k), v)[0]
-            except CorruptRecordError:
-                return None
-            if held >= seq:
-                return None
-            if held > newest:
-                slot, newest = k, held
+    found, damaged, held = read_slots(txn, db, cursor_id)  # (newest first, as recovery reads them)
+    if damaged or (found and found[0][0] >= seq):
+        return None
     try:
-        return NewestMarker(resolve_marker(txn, db, cursor_id, seq, value), slot, slots)
+        return NewestMarker(resolve_marker(txn, db, cursor_id, seq, value), found[0][2] if found else 1, held)
     except CorruptRecordError:
         return None
 
