@@ -34,7 +34,10 @@
 typedef struct {
     long long base;                 /* -1 a state slot, -2 the log (the parts wrote it), else the chain's newest full marker */
     long long marker;               /* the chain's newest marker */
-    long long record;               /* M's ledger's record, the one the chain's markers name (-1: none) */
+    long long record;               /* the chain's oldest record (-1: none) */
+    uint64_t recs;                  /* the ledgers of the line it has a record of (bit k: the k-th, 0 M's;
+                                       SmallState.rec says which) */
+    uint64_t stale;                 /* those whose next record is due (changed past what a marker names) */
     unsigned long long chain_bytes, base_bytes, untrimmed;
     uint32_t deltas;                /* delta markers since the full marker */
     uint8_t tail;                   /* log keys under the slots */
@@ -70,6 +73,8 @@ typedef struct {
     uint32_t na, ncd;               /* the acks and counted entries since the chain's record, */
     uint32_t named, cnamed;         /* how many of each the markers named (the first ones) */
     uint32_t *adds, *counted;       /* (PyMem, DELTA_MOST each, NULL until the form keeps a chain) */
+    long long *rec;                 /* rec[k]: the chain's record of the line's k-th ledger (its bit in c.recs),
+                                       then the copy undo_small gives back (PyMem, 2 x 64; NULL until a chain) */
     uint32_t own[2 * OWN_RUNS];
 } SmallState;
 
@@ -92,8 +97,13 @@ static int room_for(SmallState *s, uint32_t need) {
 }
 
 static uint32_t run_from(SmallState *s, unsigned long long e);
-static uint32_t m_ranges(SmallState *s);
+static uint32_t ranges_in(SmallState *s, int k, uint32_t *first);
 static void stash(SmallState *s);
+static int rec_room(SmallState *s);
+static uint64_t held_of(SmallState *s);
+static int marker_write(SmallState *s, uint32_t version, int full, long long prev, Out *out);
+static int past_layout(SmallState *s, long long prev, uint64_t recs);
+static uint32_t live_counts(SmallState *s, uint32_t from, uint32_t to);
 static void adopted(SmallState *s, unsigned long long seqs, uint32_t nbytes);
 
 /* the next state cannot be a delta marker of the form's chain: it is written whole */
@@ -111,16 +121,42 @@ static void rechain(SmallState *s) {
     s->fresh = s->adds == NULL;
 }
 
-/* the first entry of the form past M's ledger (the chain's delta markers name M's ledger only) */
-static inline unsigned long long edge_of(SmallState *s) { return s->ns ? s->span_o[0] : U32 + 1; }
+/* the form's first entry in the line's k-th ledger (0: M's), and the first past it */
+static inline unsigned long long line_start(SmallState *s, int k) { return k ? s->span_o[k - 1] : 0; }
+static inline unsigned long long line_end(SmallState *s, int k) { return k < s->ns ? s->span_o[k] : U32 + 1; }
+
+/* which ledger of the line the form's entry e is in (0: M's) */
+static int line_index(SmallState *s, unsigned long long e) {
+    int k = 0;
+    while (k < s->ns && s->span_o[k] <= e) k++;
+    return k;
+}
+
+/* whether every ledger of the line holding an entry of f..l has a record in the chain (a
+ * ledger with no entries holds none: small.py's _recorded) */
+static int recorded(SmallState *s, unsigned long long f, unsigned long long l) {
+    for (int k = line_index(s, f), last = line_index(s, l); k <= last; k++)
+        if (!(k < 64 && (s->c.recs >> k & 1)) && line_start(s, k) < line_end(s, k)) return 0;
+    return 1;
+}
+
+/* entries f..l changed past what the chain's markers name: the next state is a new base holding
+ * a new record of each ledger of the line they are in (the whole state, for a ledger past the
+ * line's 64th: small.py's _stale) */
+static void stale(SmallState *s, unsigned long long f, unsigned long long l) {
+    int k = line_index(s, f), last = line_index(s, l);
+    if (last > 63) unchain(s);
+    else s->c.stale |= (last == 63 ? ~0ULL : (1ULL << (last + 1)) - 1) & ~((1ULL << k) - 1);
+}
 
 /* entries f..l are acked now, runs i..j (those touching them) acked before: the others go to
- * the acks since the chain's last marker, while they are in M's ledger and at most
- * DELTA_MOST with the counted entries (small.py's PySmallState._track) */
+ * the acks since the chain's last marker, while their ledgers have a record (else those are
+ * due new ones: stale) and they are at most DELTA_MOST with the counted entries (small.py's
+ * PySmallState._track) */
 static void track(SmallState *s, uint32_t f, uint32_t l, uint32_t i, uint32_t j) {
     if (s->fresh) return;
-    if ((unsigned long long)l >= edge_of(s)) {
-        unchain(s);
+    if (!recorded(s, f, l)) {
+        stale(s, f, l);
         return;
     }
     const uint32_t *r = s->runs;
@@ -139,9 +175,9 @@ static void track(SmallState *s, uint32_t f, uint32_t l, uint32_t i, uint32_t j)
     }
 }
 
-/* entry e's delivery count set: one of the counts since the chain's record (one the markers
- * named is to be named again), while it is in M's ledger and they are at most DELTA_MOST with
- * the acks since (small.py's _counted) */
+/* entry e's delivery count set: one of the counts since the chain's records (one the markers
+ * named is to be named again), while its ledger has a record and they are at most DELTA_MOST
+ * with the acks since (small.py's _counted) */
 static void count_since(SmallState *s, uint32_t e) {
     uint32_t c = 0;
     while (c < s->ncd && s->counted[c] != e) c++;
@@ -153,7 +189,8 @@ static void count_since(SmallState *s, uint32_t e) {
         s->counted[s->ncd - 1] = e;
         s->cnamed--;
     }
-    if ((unsigned long long)e >= edge_of(s) || s->ncd + s->na > DELTA_MOST) unchain(s);
+    if (!recorded(s, e, e)) stale(s, e, e);
+    if (s->ncd + s->na > DELTA_MOST) unchain(s);
 }
 
 /* entries f..l (above M) added: merged with the runs they overlap or touch. 1 if anything
@@ -563,6 +600,7 @@ static void SmallState_dealloc(SmallState *s) {
     PyMem_Free(s->span_l);
     PyMem_Free(s->span_o);
     PyMem_Free(s->adds);
+    PyMem_Free(s->rec);
     Py_TYPE(s)->tp_free((PyObject *)s);
 }
 
@@ -992,41 +1030,85 @@ static Py_ssize_t entries_into(PyObject *seq, uint32_t *out, Py_ssize_t room, co
     return n;
 }
 
-/* adopt(base, marker, record, base_bytes, adds=(), counted=(), deltas=0, chain_bytes=0): the chain
+/* the records adopt is given, into rec (-1 elsewhere) and *recs: ((k, seq), ...), the line's k-th
+ * ledger's (k below `line`, each once, seq in 0..below-1), or an int, M's ledger's alone (-1: none);
+ * -1 (with an exception for what is not an int or such pairs) when they are not */
+static int records_into(PyObject *arg, long long *rec, uint64_t *recs, int line, long long below) {
+    for (int k = 0; k < 64; k++) rec[k] = -1;
+    *recs = 0;
+    if (PyLong_Check(arg)) {
+        long long r = PyLong_AsLongLong(arg);
+        if (r == -1 && PyErr_Occurred()) return -1;
+        if (r < -1 || r >= below) return -1;
+        if (r >= 0) rec[0] = r, *recs = 1;
+        return 0;
+    }
+    PyObject *fast = PySequence_Fast(arg, "adopt's records are ((k, seq), ...) or an int");
+    if (fast == NULL) return -1;
+    int rc = 0;
+    for (Py_ssize_t i = 0; rc == 0 && i < PySequence_Fast_GET_SIZE(fast); i++) {
+        PyObject *pair = PySequence_Fast_GET_ITEM(fast, i);
+        long long k, seq;
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2 || !PyLong_Check(PyTuple_GET_ITEM(pair, 0)) ||
+            !PyLong_Check(PyTuple_GET_ITEM(pair, 1))) {
+            rc = -1;
+            break;
+        }
+        if ((k = PyLong_AsLongLong(PyTuple_GET_ITEM(pair, 0))) == -1 && PyErr_Occurred()) PyErr_Clear(), k = -2;
+        if ((seq = PyLong_AsLongLong(PyTuple_GET_ITEM(pair, 1))) == -1 && PyErr_Occurred()) PyErr_Clear(), seq = -2;
+        if (k == 0 && seq == -1) continue; /* (M's ledger: none) */
+        if (k < 0 || k >= line || seq < 0 || seq >= below || (*recs >> k & 1)) rc = -1;
+        else rec[k] = seq, *recs |= 1ULL << k;
+    }
+    Py_DECREF(fast);
+    return rc;
+}
+
+/* adopt(base, marker, records, base_bytes, adds=(), counted=(), deltas=0, chain_bytes=0): the chain
  * its parts wrote last, full marker `base` of `base_bytes` and `deltas` delta markers of
- * `chain_bytes` after it up to `marker` (`base` when none), naming M's ledger's record `record` (-1:
- * none) with the entries acked since it `adds` and those counted since `counted`, and no other
- * ledger: the next states are markers naming that record (small.py's _adopt) */
+ * `chain_bytes` after it up to `marker` (`base` when none), naming the records `records`
+ * (((k, seq), ...): the line's k-th ledger's, the first 64; or M's ledger's alone, an int, -1:
+ * none) with the entries (the form's) acked since them `adds` and those counted since `counted`:
+ * the next states are markers naming those records (small.py's _adopt) */
 static PyObject *SmallState_adopt(SmallState *s, PyObject *const *args, Py_ssize_t nargs) {
-    long long base, marker, record, bytes, deltas = 0, chain_bytes = 0;
+    long long base, marker, bytes, deltas = 0, chain_bytes = 0;
     if (nargs < 4 || nargs > 8) {
         PyErr_SetString(PyExc_TypeError,
-                        "adopt(base, marker, record, base_bytes, adds=(), counted=(), deltas=0, chain_bytes=0)");
+                        "adopt(base, marker, records, base_bytes, adds=(), counted=(), deltas=0, chain_bytes=0)");
         return NULL;
     }
     if (nargs > 6 && (deltas = PyLong_AsLongLong(args[6])) == -1 && PyErr_Occurred()) return NULL;
     if (nargs > 7 && (chain_bytes = PyLong_AsLongLong(args[7])) == -1 && PyErr_Occurred()) return NULL;
     if ((base = PyLong_AsLongLong(args[0])) == -1 && PyErr_Occurred()) return NULL;
     if ((marker = PyLong_AsLongLong(args[1])) == -1 && PyErr_Occurred()) return NULL;
-    if ((record = PyLong_AsLongLong(args[2])) == -1 && PyErr_Occurred()) return NULL;
     if ((bytes = PyLong_AsLongLong(args[3])) == -1 && PyErr_Occurred()) return NULL;
     uint32_t adds[DELTA_MOST], counted[DELTA_MOST];
     Py_ssize_t na = nargs > 4 ? entries_into(args[4], adds, DELTA_MOST, "an entry acked since") : 0;
     if (na < 0) return NULL;
     Py_ssize_t nc = nargs > 5 ? entries_into(args[5], counted, DELTA_MOST, "a counted entry") : 0;
     if (nc < 0) return NULL;
-    long long next = (long long)s->next_seq;
-    if (base < 0 || marker < base || marker >= next || (deltas == 0) != (marker == base) || record < -1 ||
-        record >= base || s->c.base != -2 || bytes < 0 || deltas < 0 || deltas > (long long)U32 || chain_bytes < 0 ||
+    long long next = (long long)s->next_seq, rec[64];
+    uint64_t recs = 0;
+    int line = s->ns + 1 < 64 ? s->ns + 1 : 64;
+    int bad_records = records_into(args[2], rec, &recs, line, base < 0 ? 0 : base) < 0;
+    if (bad_records && PyErr_Occurred()) return NULL;
+    if (bad_records || base < 0 || marker < base || marker >= next || (deltas == 0) != (marker == base) ||
+        s->c.base != -2 || bytes < 0 || deltas < 0 || deltas > (long long)U32 || chain_bytes < 0 ||
         na + nc > DELTA_MOST) {
-        PyErr_Format(PyExc_ValueError, "adopt(%lld, %lld, %lld): not a chain before %lld of its parts", base, marker,
-                     record, next);
+        PyErr_Format(PyExc_ValueError, "adopt(%lld, %lld, %R): not a chain before %lld of its parts", base, marker,
+                     args[2], next);
         return NULL;
     }
-    s->c.base = base, s->c.marker = marker, s->c.record = record, s->c.base_bytes = (unsigned long long)bytes;
+    if (rec_room(s) < 0) return NULL;
+    memcpy(s->rec, rec, sizeof(rec));
+    s->c.record = -1;
+    for (int k = 0; k < 64; k++)
+        if (recs >> k & 1 && (s->c.record < 0 || rec[k] < s->c.record)) s->c.record = rec[k];
+    s->c.base = base, s->c.marker = marker, s->c.recs = recs, s->c.stale = 0;
+    s->c.base_bytes = (unsigned long long)bytes;
     s->c.deltas = (uint32_t)deltas, s->c.chain_bytes = (unsigned long long)chain_bytes, s->c.untrimmed = 0;
     unchain(s);
-    if (record >= 0) {
+    if (recs) {
         rechain(s);
         if (!s->fresh) {
             memcpy(s->adds, adds, sizeof(uint32_t) * na), memcpy(s->counted, counted, sizeof(uint32_t) * nc);
@@ -1036,33 +1118,144 @@ static PyObject *SmallState_adopt(SmallState *s, PyObject *const *args, Py_ssize
     Py_RETURN_NONE;
 }
 
-/* took_base(base_bytes, nbytes) -> (below, keep): a flush wrote the form's state as a new chain
- * (small.base_puts): M's ledger's record under its next sequence, a full marker of `base_bytes`
- * naming it under the one after, `nbytes` in all; adopted as flush_small adopts what it writes
- * (undo_small gives it back); the trim it makes: below the chain before but its record (-1:
- * none). small.py's _took_base. */
+/* the chain's records as a tuple (none while it has no record): what a trim below its full
+ * marker keeps (small.py's _records) */
+static PyObject *records_of(Chain *c, const long long *rec) {
+    int m = c->record >= 0 && rec != NULL ? __builtin_popcountll(c->recs) : 0;
+    PyObject *t = PyTuple_New(m);
+    for (int k = 0, i = 0; t != NULL && i < m; k++) {
+        if (!(c->recs >> k & 1)) continue;
+        PyObject *v = PyLong_FromLongLong(rec[k]);
+        if (v == NULL) Py_CLEAR(t);
+        else PyTuple_SET_ITEM(t, i++, v);
+    }
+    return t;
+}
+
+/* records() -> tuple: the chain's records, in the line's order (PySmallState.records) */
+static PyObject *SmallState_records(SmallState *s, PyObject *unused) {
+    (void)unused;
+    return records_of(&s->c, s->rec);
+}
+
+/* room for the chain's records (and their copy); -1 with MemoryError */
+static int rec_room(SmallState *s) {
+    if (s->rec == NULL && (s->rec = PyMem_Malloc(sizeof(long long) * 128)) == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+/* the ledgers of the line a new base of s's chain writes a record of (small.py's _to_record) */
+static uint64_t to_record(SmallState *s, uint32_t max_acks) {
+    uint64_t held = held_of(s);
+    if (s->fresh || s->c.base < 0 || s->c.recs == 0 || s->rec == NULL) return held;
+    uint64_t due = s->c.stale | (held & ~s->c.recs);
+    if ((unsigned long long)s->na + live_counts(s, 0, s->ncd) > max_acks) {
+        uint32_t per[64] = {0}, left = s->na + s->ncd;
+        for (uint32_t i = 0; i < s->na + s->ncd; i++)
+            per[line_index(s, i < s->na ? s->adds[i] : s->counted[i - s->na]) & 63]++;
+        while (left > max_acks / 2) { /* the ledgers they are most in, the most first (the first of a tie) */
+            int most = 0;
+            for (int k = 1; k < 64; k++)
+                if (per[k] > per[most]) most = k;
+            if (!per[most]) break;
+            due |= 1ULL << most, left -= per[most], per[most] = 0;
+        }
+    }
+    return (due & held) ? (due & held) : held;
+}
+
+/* to_record(max_acks) -> int: the ledgers a new base of the chain writes records of */
+static PyObject *SmallState_to_record(SmallState *s, PyObject *arg) {
+    long long most;
+    if (ranged_arg(arg, "max_acks", 0, U32_MAX_LL, &most) < 0) return NULL;
+    return PyLong_FromUnsignedLongLong(to_record(s, (uint32_t)most));
+}
+
+/* keeps only what of adds/counted lies outside the ledgers `written` names; how many stay */
+static uint32_t drop_in(SmallState *s, uint32_t *list, uint32_t n, uint64_t written) {
+    uint32_t m = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (!(written >> (line_index(s, list[i]) & 63) & 1)) list[m++] = list[i];
+    return m;
+}
+
+/* took_base(version, written, nbytes) -> (marker, below, keeps) | None: a flush wrote a record of
+ * each ledger of the line `written` names (bit k: the k-th), `nbytes` of keys and values, under
+ * the form's next sequences, in the line's order: the chain's new base, adopted as flush_small
+ * adopts what it writes (undo_small gives it back). The full marker to write under the sequence
+ * after them (naming every ledger's record: these, and, unless the state was written whole, the
+ * others' with the acks and counts since them), and the trim it makes: below the chain before
+ * but its records (-1: none), when the state was written whole, else by a full marker's rule.
+ * None, changing nothing, when a field of the marker is outside the fixed layout. small.py's
+ * _took_base. */
 static PyObject *SmallState_took_base(SmallState *s, PyObject *const *args, Py_ssize_t nargs) {
-    long long bytes, nbytes;
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "took_base(base_bytes, nbytes)");
+    long long version, nbytes;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "took_base(version, written, nbytes)");
         return NULL;
     }
-    if ((bytes = PyLong_AsLongLong(args[0])) == -1 && PyErr_Occurred()) return NULL;
-    if ((nbytes = PyLong_AsLongLong(args[1])) == -1 && PyErr_Occurred()) return NULL;
-    if (bytes < 0 || nbytes < bytes || nbytes > UINT32_MAX || s->ended) {
-        PyErr_Format(PyExc_ValueError, "took_base(%lld, %lld): not a new chain of this form", bytes, nbytes);
+    if (ranged_arg(args[0], "version", 0, 255, &version) < 0) return NULL;
+    if ((nbytes = PyLong_AsLongLong(args[2])) == -1 && PyErr_Occurred()) return NULL;
+    int lines = s->ns + 1 < 64 ? s->ns + 1 : 64, over = 0;
+    unsigned long long written = PyLong_Check(args[1]) ? PyLong_AsUnsignedLongLong(args[1]) : 0;
+    if (written == (unsigned long long)-1 && PyErr_Occurred()) PyErr_Clear(), over = 1;
+    if (over || written == 0 || (lines < 64 && written >> lines)) {
+        PyErr_Format(PyExc_ValueError, "took_base: %R names no ledger of the line, or one past it", args[1]);
+        return NULL;
+    }
+    if (nbytes < 0 || nbytes > UINT32_MAX / 2 || s->ended) {
+        PyErr_Format(PyExc_ValueError, "took_base(%lld, ..., %lld): not a new chain of this form", version, nbytes);
+        return NULL;
+    }
+    int whole = s->fresh || s->c.base < 0 || s->c.recs == 0 || s->rec == NULL;
+    uint64_t recs = written | (whole ? 0 : s->c.recs);
+    long long below = -1, seq = (long long)s->next_seq;
+    int m = __builtin_popcountll(written);
+    if (past_layout(s, seq - 1, recs)) Py_RETURN_NONE;
+    int trim = s->c.base >= 0 && (whole || chain_outgrown(s->c.deltas, s->every, s->c.chain_bytes, s->c.base_bytes) ||
+                                  chain_garbage_due(s->c.untrimmed, s->c.base_bytes));
+    PyObject *keeps = trim ? records_of(&s->c, s->rec) : PyTuple_New(0);
+    if (keeps == NULL || rec_room(s) < 0) {
+        Py_XDECREF(keeps);
         return NULL;
     }
     stash(s);
-    long long below = -1, keep = -1, seq = (long long)s->next_seq;
-    if (s->c.base >= 0) below = s->c.base, keep = s->c.record, s->slots = 0; /* (below the chain: trimmed) */
-    s->c.base = s->c.marker = seq + 1;
-    s->c.record = seq, s->c.base_bytes = (unsigned long long)bytes, s->c.deltas = 0, s->c.chain_bytes = 0;
-    s->c.tail = 0;
-    s->c.untrimmed = below >= 0 ? 0 : (unsigned long long)nbytes;
-    rechain(s);
-    adopted(s, 2, (uint32_t)nbytes);
-    return Py_BuildValue("(LL)", below, keep);
+    if (trim) below = s->c.base, s->slots = 0; /* (below the chain: trimmed) */
+    if (whole) {
+        for (int k = 0; k < 64; k++) s->rec[k] = -1;
+        rechain(s);
+    } else { /* (what the new records hold is no longer since a record) */
+        s->na = drop_in(s, s->adds, s->na, written);
+        s->ncd = drop_in(s, s->counted, s->ncd, written);
+    }
+    for (int k = 0, i = 0; k < 64; k++)
+        if (written >> k & 1) s->rec[k] = seq + i++;
+    s->c.recs = recs, s->c.stale = 0, s->named = s->na, s->cnamed = s->ncd;
+    s->c.record = -1;
+    for (int k = 0; k < 64; k++)
+        if (recs >> k & 1 && (s->c.record < 0 || s->rec[k] < s->c.record)) s->c.record = s->rec[k];
+    Out o = {NULL, 0, 0};
+    if (s->fresh || marker_write(s, (uint32_t)version, 1, seq - 1, &o) < 0) { /* (fresh: no room to track) */
+        PyMem_Free(o.b);
+        Py_DECREF(keeps);
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        return NULL;
+    }
+    PyObject *marker = PyBytes_FromStringAndSize((const char *)o.b, o.len);
+    PyMem_Free(o.b);
+    if (marker == NULL) {
+        Py_DECREF(keeps);
+        return NULL;
+    }
+    s->c.base = s->c.marker = seq + m;
+    s->c.base_bytes = (unsigned long long)o.len, s->c.deltas = 0, s->c.chain_bytes = 0, s->c.tail = 0;
+    unsigned long long total = (unsigned long long)nbytes + 16 + (unsigned long long)o.len;
+    s->c.untrimmed = trim ? 0 : whole ? total : s->c.untrimmed + total;
+    adopted(s, (unsigned long long)m + 1, (uint32_t)total);
+    return Py_BuildValue("(NLN)", marker, below, keeps);
 }
 
 /* reset(ledger, entry): a position reset to (ledger, entry), a place the caller checked:
@@ -1152,22 +1345,50 @@ static PyObject *SmallState_set_props(SmallState *s, PyObject *packed) {
 /* runs() -> [(first, last), ...] */
 static PyObject *SmallState_runs(SmallState *s, PyObject *unused) { return pair_list(s->runs, s->n); }
 
-/* m_acks() -> bytes: the entries of M's ledger the form holds acked above M (its runs below
- * the next ledger's offset), in the portable roaring serialization: what a record of M's
- * ledger holds (small.base_puts reads it into a BitMap; PySmallState.m_acks, the same). */
-static PyObject *SmallState_m_acks(SmallState *s, PyObject *unused) {
-    (void)unused;
-    uint32_t n = m_ranges(s);
+/* the line's ledger k (0..ns) from `arg` into *k; -1 with an exception */
+static int line_arg(SmallState *s, PyObject *arg, int *k) {
+    long long v;
+    if (ranged_arg(arg, "k", 0, s->ns, &v) < 0) return -1;
+    *k = (int)v;
+    return 0;
+}
+
+/* acks_of(k) -> bytes: the line's k-th ledger's acks (M's: above M), its own entries (the form's
+ * less the ledger's offset; a run across its start or end cut there), in the portable roaring
+ * serialization: what a record of that ledger holds (small.base_puts reads it into a BitMap;
+ * PySmallState.acks_of, the same). */
+static PyObject *SmallState_acks_of(SmallState *s, PyObject *arg) {
+    int k;
+    if (line_arg(s, arg, &k) < 0) return NULL;
+    uint32_t i, n = ranges_in(s, k, &i);
+    unsigned long long start = line_start(s, k), end = line_end(s, k);
     uint64_t *b = PyMem_Malloc(sizeof(uint64_t) * (2 * (size_t)n + 1));
     if (b == NULL) return PyErr_NoMemory();
-    for (uint32_t i = 0; i < n; i++) {
-        b[2 * i] = s->runs[2 * i];
-        uint64_t end = (uint64_t)s->runs[2 * i + 1] + 1, edge = edge_of(s);
-        b[2 * i + 1] = end < edge ? end : edge;
+    for (uint32_t x = 0; x < n; x++) {
+        uint64_t first = s->runs[2 * (i + x)], stop = (uint64_t)s->runs[2 * (i + x) + 1] + 1;
+        b[2 * x] = (first > start ? first : start) - start;
+        b[2 * x + 1] = (stop < end ? stop : end) - start;
     }
     PyObject *out = roaring_of_bounds(b, 2 * (Py_ssize_t)n);
     PyMem_Free(b);
     return out;
+}
+
+/* held() -> int: the ledgers of the line holding state (bit k: the k-th, 0 M's; the first 64):
+ * a run's entries, a delivery count, a partial batch (small.py's _held) */
+static uint64_t held_of(SmallState *s) {
+    uint64_t out = 0;
+    for (int k = 0; k <= s->ns && k < 64; k++) {
+        unsigned long long start = line_start(s, k), end = line_end(s, k);
+        if (ranges_in(s, k, NULL) || count_from(s, start) < count_from(s, end) || batch_from(s, start) < batch_from(s, end))
+            out |= 1ULL << k;
+    }
+    return out;
+}
+
+static PyObject *SmallState_held(SmallState *s, PyObject *unused) {
+    (void)unused;
+    return PyLong_FromUnsignedLongLong(held_of(s));
 }
 
 /* msgpack's smallest form of int v, as msgpack.packb writes it (ints of the layout: -1 up) */
@@ -1201,44 +1422,50 @@ static int mp_put_head(Out *o, int bin, unsigned long long n) {
     return 0;
 }
 
-/* m_record(version, flags, first, last, code) -> bytes: M's ledger's record (records.
- * encode_ledger's bytes) of the form's state there: its acks as bitmaps.encode_bitmap coded
- * them (flags, first, last, code: of m_acks' set), their runs, the partial batches and
- * delivery counts of its entries, the cursor's id (PySmallState.m_record, the same bytes). */
-static PyObject *SmallState_m_record(SmallState *s, PyObject *const *args, Py_ssize_t nargs) {
+/* record_of(k, version, flags, first, last, code) -> bytes: the line's k-th ledger's record
+ * (records.encode_ledger's bytes) of the form's state there: its acks as bitmaps.encode_bitmap
+ * coded them (flags, first, last, code: of acks_of(k)'s set), their runs, the partial batches
+ * and delivery counts of its entries, the cursor's id (PySmallState.record_of, the same bytes). */
+static PyObject *SmallState_record_of(SmallState *s, PyObject *const *args, Py_ssize_t nargs) {
     long long version, flags, first, last;
-    if (nargs != 5 || !PyBytes_Check(args[4])) {
-        PyErr_SetString(PyExc_TypeError, "m_record(version, flags, first, last, code: bytes)");
+    int k;
+    if (nargs != 6 || !PyBytes_Check(args[5])) {
+        PyErr_SetString(PyExc_TypeError, "record_of(k, version, flags, first, last, code: bytes)");
         return NULL;
     }
+    if (line_arg(s, args[0], &k) < 0) return NULL;
+    args++;
     if (ranged_arg(args[0], "version", 0, 255, &version) < 0 || ranged_arg(args[1], "flags", 0, 255, &flags) < 0 ||
         ranged_arg(args[2], "first", 0, U32_MAX_LL, &first) < 0 || ranged_arg(args[3], "last", -1, U32_MAX_LL, &last) < 0)
         return NULL;
-    unsigned long long edge = edge_of(s);
-    uint32_t nc = count_from(s, edge), nb = batch_from(s, edge), runs = m_ranges(s);
+    unsigned long long start = line_start(s, k), end = line_end(s, k);
+    uint32_t c0 = count_from(s, start), b0 = batch_from(s, start);
+    uint32_t nc = count_from(s, end) - c0, nb = batch_from(s, end) - b0, runs = ranges_in(s, k, NULL);
+    long long ledger = k ? s->span_l[k - 1] : s->md_l;
     Py_ssize_t code = PyBytes_GET_SIZE(args[4]);
     Out o = {NULL, 0, 0};
     unsigned char *p;
     if ((p = out_room(&o, 7)) == NULL) goto fail; /* the envelope, sealed last */
-    if (mp_put_head(&o, 0, nc ? 9 : 8) < 0 || mp_put_int(&o, s->md_l) < 0 || mp_put_int(&o, flags) < 0 ||
+    if (mp_put_head(&o, 0, nc ? 9 : 8) < 0 || mp_put_int(&o, ledger) < 0 || mp_put_int(&o, flags) < 0 ||
         mp_put_int(&o, first) < 0 || mp_put_int(&o, last) < 0 || mp_put_head(&o, 1, (unsigned long long)code) < 0)
         goto fail;
     if (code && (p = out_room(&o, code)) == NULL) goto fail;
     if (code) memcpy(p, PyBytes_AS_STRING(args[4]), code);
     if (mp_put_int(&o, runs) < 0 || mp_put_head(&o, 0, nb) < 0) goto fail;
-    for (uint32_t i = 0; i < nb; i++) { /* [entry, size, the mask's (size + 7) // 8 bytes, little-endian] */
+    for (uint32_t i = b0; i < b0 + nb; i++) { /* [entry, size, the mask's (size + 7) // 8 bytes, little-endian] */
         uint32_t size = s->bat[2 * i + 1];
         size_t len = (size + 7) / 8;
-        if (mp_put_head(&o, 0, 3) < 0 || mp_put_int(&o, s->bat[2 * i]) < 0 || mp_put_int(&o, size) < 0 ||
-            mp_put_head(&o, 1, len) < 0 || (p = out_room(&o, (Py_ssize_t)len)) == NULL)
+        if (mp_put_head(&o, 0, 3) < 0 || mp_put_int(&o, (long long)(s->bat[2 * i] - start)) < 0 ||
+            mp_put_int(&o, size) < 0 || mp_put_head(&o, 1, len) < 0 || (p = out_room(&o, (Py_ssize_t)len)) == NULL)
             goto fail;
         if (_PyLong_AsByteArray((PyLongObject *)s->bmask[i], p, len, 1, 0) < 0) goto fail;
     }
     if (mp_put_int(&o, (long long)s->cursor_id) < 0) goto fail;
     if (nc) { /* [entry, count, ...] */
         if (mp_put_head(&o, 0, 2ULL * nc) < 0) goto fail;
-        for (uint32_t i = 0; i < 2 * nc; i++)
-            if (mp_put_int(&o, s->counts[i]) < 0) goto fail;
+        for (uint32_t i = c0; i < c0 + nc; i++)
+            if (mp_put_int(&o, (long long)(s->counts[2 * i] - start)) < 0 || mp_put_int(&o, s->counts[2 * i + 1]) < 0)
+                goto fail;
     }
     if (seal_envelope_at(&o, 0, 1, (uint32_t)version) < 0) goto fail; /* (RECORD_LEDGER) */
     PyObject *out = PyBytes_FromStringAndSize((const char *)o.b, o.len);
@@ -1250,10 +1477,14 @@ fail:
 }
 
 static PyMethodDef SmallState_methods[] = {
-    {"m_record", (PyCFunction)(void (*)(void))SmallState_m_record, METH_FASTCALL,
-     "M's ledger's record of the form's state there, its acks coded as given (PySmallState.m_record)."},
-    {"m_acks", (PyCFunction)SmallState_m_acks, METH_NOARGS,
-     "M's ledger's acks above M, in the portable roaring serialization (PySmallState.m_acks)."},
+    {"record_of", (PyCFunction)(void (*)(void))SmallState_record_of, METH_FASTCALL,
+     "The line's k-th ledger's record of the form's state there, its acks coded as given (PySmallState.record_of)."},
+    {"acks_of", (PyCFunction)SmallState_acks_of, METH_O,
+     "The line's k-th ledger's acks, in the portable roaring serialization (PySmallState.acks_of)."},
+    {"held", (PyCFunction)SmallState_held, METH_NOARGS, "The ledgers of the line holding state (PySmallState.held)."},
+    {"records", (PyCFunction)SmallState_records, METH_NOARGS, "The chain's records, in the line's order."},
+    {"to_record", (PyCFunction)SmallState_to_record, METH_O,
+     "The ledgers a new base of the chain writes records of (PySmallState.to_record)."},
     {"adopt", (PyCFunction)(void (*)(void))SmallState_adopt, METH_FASTCALL,
      "The chain its parts wrote last: the next states are markers naming its record (PySmallState.adopt)."},
     {"took_base", (PyCFunction)(void (*)(void))SmallState_took_base, METH_FASTCALL,
@@ -1329,7 +1560,9 @@ static PyMemberDef SmallState_members[] = {
      "where the newest state is: -1 a state slot, -2 the log (its parts wrote it), else the chain's newest full marker"},
     {"every", T_UINT, offsetof(SmallState, every), 0, "the most delta markers after a full one (full_marker_every)"},
     CHAIN_MEMBER(marker, T_LONGLONG, "the newest marker of the form's chain"),
-    CHAIN_MEMBER(record, T_LONGLONG, "M's ledger's record, the one the chain's markers name (-1: none)"),
+    CHAIN_MEMBER(record, T_LONGLONG, "the chain's oldest record (-1: none): records() gives them all"),
+    CHAIN_MEMBER(recs, T_ULONGLONG, "the ledgers of the line the chain has a record of (bit k: the k-th, 0 M's)"),
+    CHAIN_MEMBER(stale, T_ULONGLONG, "those whose next record is due (changed past what a marker names)"),
     CHAIN_MEMBER(deltas, T_UINT, "delta markers in the chain since its full marker"),
     CHAIN_MEMBER(chain_bytes, T_ULONGLONG, "their bytes"),
     CHAIN_MEMBER(base_bytes, T_ULONGLONG, "the full marker's bytes"),
@@ -1466,28 +1699,34 @@ static uint32_t live_counts(SmallState *s, uint32_t from, uint32_t to) {
     return k;
 }
 
-/* the ranges of M's ledger (a run across its end is one there too) */
-static uint32_t m_ranges(SmallState *s) {
-    if (!s->ns) return s->n;
-    uint32_t o = s->span_o[0], i = run_from(s, o);
-    return i + (i < s->n && s->runs[2 * i] < o);
+/* the ranges of the line's k-th ledger (a run across its start or end is one there too), and
+ * into *first (when given) the first of its runs (small.py's _ranges_in) */
+static uint32_t ranges_in(SmallState *s, int k, uint32_t *first) {
+    unsigned long long start = line_start(s, k), end = line_end(s, k);
+    uint32_t i = run_from(s, start), j = run_from(s, end);
+    if (first != NULL) *first = i;
+    return start >= end ? 0 : j - i + (j < s->n && s->runs[2 * j] < end); /* (a ledger with no entries: none) */
 }
 
-/* s's next state as a marker of its chain into `o` (emptied first), `*full` whether a full one,
- * `*due` whether the chain made it one (chain.outgrown): 1; 0 when it cannot be one; -1 with an
- * exception (small.py's _marker_record: the same rule, the same bytes) */
-static int marker_value(SmallState *s, uint32_t version, uint32_t max_acks, Out *out, int *full, int *due) {
-    if (s->c.base < 0 || s->c.record < 0 || s->fresh) return 0;
-    if (s->cursor_id > U32 || (unsigned long long)s->md_l > U32 || (unsigned long long)s->c.marker + 1 > U32 ||
-        (unsigned long long)(s->md_e + 2) > U32)
-        return 0;
-    if ((unsigned long long)s->na + live_counts(s, 0, s->ncd) > max_acks) return 0;
-    *due = chain_outgrown(s->c.deltas, s->every, s->c.chain_bytes, s->c.base_bytes);
-    int changed = s->na > s->named || s->ncd > s->cnamed;
-    unsigned long long named = s->named + 2ULL * live_counts(s, 0, s->cnamed);
-    *full = chain_full_marker(*due, changed, named);
-    uint32_t from = *full ? 0 : s->named, cfrom = *full ? 0 : s->cnamed;
-    uint32_t adds[DELTA_MOST], ce[DELTA_MOST], cn[DELTA_MOST], na = s->na - from, k = 0;
+/* the ledger of the line's k-th place (0: M's) */
+static inline long long line_ledger(SmallState *s, int k) { return k ? s->span_l[k - 1] : s->md_l; }
+
+/* whether a marker of s after `prev` naming the ledgers `recs` has a field past the fixed
+ * layout's 32 bits (small.py's _past_layout) */
+static int past_layout(SmallState *s, long long prev, uint64_t recs) {
+    int top = recs ? 63 - __builtin_clzll(recs) : 0;
+    return s->cursor_id > U32 || (unsigned long long)s->md_l > U32 || (unsigned long long)(prev + 1) > U32 ||
+           (unsigned long long)(s->md_e + 2) > U32 || (unsigned long long)line_ledger(s, top) > U32;
+}
+
+/* a marker of s's chain after `prev` into `o` (emptied first): a full one or a delta, naming each
+ * ledger with a record (a full one: every one) with its record, its range count, and the acks
+ * and delivery counts since it (a delta: those with any since the last marker, and those):
+ * small.py's _marker_items, the same bytes. 0; -1 with an exception */
+static int marker_write(SmallState *s, uint32_t version, int full, long long prev, Out *out) {
+    int top = 63 - __builtin_clzll(s->c.recs); /* (the last ledger with a record) */
+    uint32_t from = full ? 0 : s->named, cfrom = full ? 0 : s->cnamed;
+    uint32_t adds[DELTA_MOST], ce[DELTA_MOST], cn[DELTA_MOST], na = s->na - from, kc = 0;
     memcpy(adds, s->adds + from, sizeof(uint32_t) * na);
     for (uint32_t i = 1; i < na; i++) /* (a few: insertion sorts) */
         for (uint32_t j = i; j > 0 && adds[j - 1] > adds[j]; j--) {
@@ -1497,12 +1736,22 @@ static int marker_value(SmallState *s, uint32_t version, uint32_t max_acks, Out 
     for (uint32_t i = cfrom; i < s->ncd; i++) { /* the counts that still stand, ascending */
         uint32_t e = s->counted[i], c = count_from(s, e), j;
         if (c >= s->nc || s->counts[2 * c] != e) continue;
-        for (j = k; j > 0 && ce[j - 1] > e; j--) ce[j] = ce[j - 1], cn[j] = cn[j - 1];
+        for (j = kc; j > 0 && ce[j - 1] > e; j--) ce[j] = ce[j - 1], cn[j] = cn[j - 1];
         ce[j] = e, cn[j] = s->counts[2 * c + 1];
-        k++;
+        kc++;
     }
-    int items = *full || na || k;
-    Py_ssize_t np = PyBytes_GET_SIZE(s->props), size = 7 + 28 + (items ? 16 + 4 * na + 8 * k : 0) + np;
+    uint32_t ia[64], ic[64]; /* where each ledger's acks and counts end */
+    int items = 0;
+    uint32_t a = 0, c = 0;
+    for (int k = 0; k <= top; k++) {
+        unsigned long long end = line_end(s, k);
+        uint32_t a0 = a, c0 = c;
+        while (a < na && adds[a] < end) a++;
+        while (c < kc && ce[c] < end) c++;
+        ia[k] = a, ic[k] = c;
+        items += (s->c.recs >> k & 1) && (full || a > a0 || c > c0);
+    }
+    Py_ssize_t np = PyBytes_GET_SIZE(s->props), size = 7 + 28 + 16 * items + 4 * na + 8 * kc + np;
     Out o = *out;
     o.len = 0;
     unsigned char *at = out_room(&o, size);
@@ -1511,8 +1760,8 @@ static int marker_value(SmallState *s, uint32_t version, uint32_t max_acks, Out 
         return -1;
     }
     at[7] = 0xC1;
-    at[8] = *full ? FIXED_FULL : 0;
-    put32(at + 9, (uint32_t)s->c.marker);
+    at[8] = full ? FIXED_FULL : 0;
+    put32(at + 9, (uint32_t)prev);
     put32(at + 13, (uint32_t)s->md_l);
     put32(at + 17, (uint32_t)(s->md_e + 1));
     put32(at + 21, (uint32_t)s->md_l);
@@ -1520,24 +1769,45 @@ static int marker_value(SmallState *s, uint32_t version, uint32_t max_acks, Out 
     put32(at + 29, (uint32_t)s->cursor_id);
     put16(at + 33, (uint32_t)items);
     unsigned char *p = at + 35;
-    if (items) {
-        put32(p, (uint32_t)s->md_l);
-        put32(p + 4, (uint32_t)(s->c.record + 1));
-        put32(p + 8, m_ranges(s));
-        put16(p + 12, na);
-        put16(p + 14, k);
+    for (int k = 0; k <= top; k++) {
+        uint32_t a0 = k ? ia[k - 1] : 0, c0 = k ? ic[k - 1] : 0, start = (uint32_t)line_start(s, k);
+        if (!(s->c.recs >> k & 1) || !(full || ia[k] > a0 || ic[k] > c0)) continue;
+        put32(p, (uint32_t)line_ledger(s, k));
+        put32(p + 4, (uint32_t)(s->rec[k] + 1)); /* (the record's sequence + 1) */
+        put32(p + 8, ranges_in(s, k, NULL));
+        put16(p + 12, ia[k] - a0);
+        put16(p + 14, ic[k] - c0);
         p += 16;
-        for (uint32_t i = 0; i < na; i++, p += 4) put32(p, adds[i]);
-        for (uint32_t i = 0; i < k; i++, p += 8) put32(p, ce[i]), put32(p + 4, cn[i]);
+        for (uint32_t i = a0; i < ia[k]; i++, p += 4) put32(p, adds[i] - start);
+        for (uint32_t i = c0; i < ic[k]; i++, p += 8) put32(p, ce[i] - start), put32(p + 4, cn[i]);
     }
     if (np) memcpy(p, PyBytes_AS_STRING(s->props), np);
     int rc = seal_envelope_at(&o, 0, RECORD_MARKER, version);
     *out = o;
-    return rc < 0 ? -1 : 1;
+    return rc < 0 ? -1 : 0;
+}
+
+/* s's next state as a marker of its chain into `o` (emptied first), `*full` whether a full one,
+ * `*due` whether the chain made it one (chain.outgrown): 1; 0 when it cannot be one (no chain,
+ * fresh, a ledger due a new record, more than max_acks acks and counts since the records, a field
+ * past the layout); -1 with an exception (small.py's _marker_record: the same rule, the same bytes) */
+static int marker_value(SmallState *s, uint32_t version, uint32_t max_acks, Out *out, int *full, int *due) {
+    if (s->c.base < 0 || s->c.record < 0 || s->fresh || s->c.stale || s->c.recs == 0 || s->rec == NULL) return 0;
+    if (past_layout(s, s->c.marker, s->c.recs)) return 0;
+    if ((unsigned long long)s->na + live_counts(s, 0, s->ncd) > max_acks) return 0;
+    *due = chain_outgrown(s->c.deltas, s->every, s->c.chain_bytes, s->c.base_bytes);
+    uint64_t touched = 0; /* the ledgers with acks or counts since the last marker */
+    for (uint32_t i = s->named; i < s->na; i++) touched |= 1ULL << (line_index(s, s->adds[i]) & 63);
+    for (uint32_t i = s->cnamed; i < s->ncd; i++) touched |= 1ULL << (line_index(s, s->counted[i]) & 63);
+    int changed = (touched & s->c.recs) == s->c.recs; /* (every ledger of the index) */
+    unsigned long long named = s->named + 2ULL * live_counts(s, 0, s->cnamed);
+    *full = chain_full_marker(*due, changed, named);
+    return marker_write(s, version, *full, s->c.marker, out) < 0 ? -1 : 1;
 }
 
 /* what undo_small gives back of a flush about to be adopted */
 static void stash(SmallState *s) {
+    if (s->rec != NULL) memcpy(s->rec + 64, s->rec, sizeof(long long) * 64);
     s->undo_c = s->c, s->undo_slot = s->slot, s->undo_next = s->next_seq;
     s->undo = UNDO | s->slots;
     s->undo_persisted = s->persisted;
@@ -1609,7 +1879,8 @@ static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t n
         Py_ssize_t klen = 16;
         put_u64_be(key, s->cursor_id);
         put_u64_be(key + 8, seq);
-        long long below = -1, keep = -1;
+        long long below = -1;
+        PyObject *keeps = NULL; /* (the records a trim below `below` keeps: the chain's, or the one before) */
         int full = 0, due = 0, slot = -1;
         int done = s->logged ? 0 : marker_value(s, (uint32_t)version, most_acks, &o, &full, &due);
         Py_ssize_t room = 0;
@@ -1621,9 +1892,9 @@ static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t n
                            : slot_value(s, slot, key, (uint32_t)version, room, max_bytes, &o);
             if (fits < 0) goto fail;
             if (!fits) {
-                long long top = top_entry(s); /* (a chain's record is M's ledger's, holding state) */
-                PyObject *to =
-                    chains && based != NULL && !s->logged && s->md_e < top && top < (long long)edge_of(s) ? based : over;
+                long long top = top_entry(s); /* (state above M, in the line's first 64 ledgers: a bit each) */
+                int reach = s->md_e < top && (s->ns < 64 || top < (long long)s->span_o[63]);
+                PyObject *to = chains && based != NULL && !s->logged && reach ? based : over;
                 if (PyList_Append(to, (PyObject *)s) < 0) goto fail;
                 continue;
             }
@@ -1631,8 +1902,10 @@ static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t n
         stash(s);
         if (done) { /* a marker of the form's chain */
             if (full) { /* (chain.trim_due) */
-                if (due || chain_garbage_due(s->c.untrimmed, s->c.base_bytes))
-                    below = s->c.base, keep = s->c.record, s->slots = 0; /* (the slots: below the chain) */
+                if (due || chain_garbage_due(s->c.untrimmed, s->c.base_bytes)) {
+                    if ((keeps = records_of(&s->c, s->rec)) == NULL) goto fail;
+                    below = s->c.base, s->slots = 0; /* (the slots: below the chain) */
+                }
                 s->c.base = (long long)seq, s->c.base_bytes = (unsigned long long)o.len;
                 s->c.deltas = 0, s->c.chain_bytes = 0;
             } else {
@@ -1645,21 +1918,29 @@ static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t n
             if (written != NULL && PyList_Append(written, (PyObject *)s) < 0) goto fail;
         } else { /* a state slot */
             klen = 10;
-            if (s->c.base >= 0) /* leaving the chain: what lies below its full marker goes but its record */
-                below = s->c.base, keep = s->c.record, s->slots = 0;
+            if (s->c.base >= 0) { /* leaving the chain: what lies below its full marker goes but its records */
+                if ((keeps = records_of(&s->c, s->rec)) == NULL) goto fail;
+                below = s->c.base, s->slots = 0;
+            }
             if (s->c.base != -1) s->c.tail = 1, s->c.base = -1;
-            else if (s->c.tail) /* the one before in the other slot: every log key goes */
-                below = (long long)seq, keep = (long long)seq - 1, s->c.tail = 0;
+            else if (s->c.tail) { /* the one before in the other slot: every log key goes */
+                if ((keeps = Py_BuildValue("(L)", (long long)seq - 1)) == NULL) goto fail;
+                below = (long long)seq, s->c.tail = 0;
+            }
             s->slot = (uint8_t)slot;
             s->slots |= (uint8_t)(1 << slot);
             unchain(s);
         }
         if (below >= 0 && trims != NULL) {
-            PyObject *t = Py_BuildValue("(OLL)", (PyObject *)s, below, keep);
+            PyObject *t = Py_BuildValue("(OLO)", (PyObject *)s, below, keeps);
             int bad = t == NULL || PyList_Append(trims, t) < 0;
             Py_XDECREF(t);
-            if (bad) goto fail;
+            if (bad) {
+                Py_XDECREF(keeps);
+                goto fail;
+            }
         }
+        Py_XDECREF(keeps);
         if (puts_add(puts, key, klen, o.b, o.len) < 0) goto fail;
         uint32_t nbytes = (uint32_t)(klen + o.len);
         s->c.untrimmed = below >= 0 ? 0 : s->c.untrimmed + nbytes;
@@ -1687,6 +1968,7 @@ static PyObject *undo_small(PyObject *self, PyObject *list) {
         if (Py_TYPE(s) != &SmallStateType || !(s->undo & UNDO) || s->ended) continue;
         s->next_seq = s->undo_next;
         s->c = s->undo_c, s->slot = s->undo_slot;
+        if (s->rec != NULL) memcpy(s->rec, s->rec + 64, sizeof(long long) * 64);
         s->slots = s->undo & 3;
         s->persisted = s->undo_persisted;
         s->flushes--;

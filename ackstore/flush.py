@@ -324,19 +324,21 @@ class GroupFlush:
         with self.store.lock:
             require_open(self.store)
             logged: list[Any] = []  # the forms of cursors that keep history it writes (under log keys)
-            trims: list[Any] = []  # (form, below, keep) of the forms whose state trims
+            trims: list[Any] = []  # (form, below, keeps) of the forms whose state trims
             based: list[Any] = []  # the forms whose state begins a chain of their own (base_puts writes it)
             version, *rest = small.flush_format()
             puts, nbytes, over = small.flush_small(forms, version, *rest, logged, trims, based)
-            if based:  # (records with the parts' codec: two puts a form)
-                bases, nbytes_based = small.flush_bases(based, version, trims, over)
+            if based:  # (records with the parts' codec, and a full marker naming them, a form)
+                declined = len(over)
+                bases, nbytes_based = small.flush_bases(based, version, rest[4], trims, over)
+                made = len(based) - (len(over) - declined)
                 nbytes += nbytes_based
                 job.small_puts.append(bases)
-                job.small_written += len(bases) // 2
-                job.full_markers += len(bases) // 2
-                job.ledger_records += len(bases) // 2
-            for form, below, keep in trims:
-                job.trims.append(small.trim_plan(form.cursor_id, below, keep))
+                job.small_written += made
+                job.full_markers += made
+                job.ledger_records += len(bases) - made
+            for form, below, keeps in trims:
+                job.trims.append(small.trim_plan(form.cursor_id, below, keeps))
             if over:  # states the state layout does not take now: their parts write them, in this flush
                 cursors = dict(zip(map(id, forms), _chunk(job.small_cursors, start), strict=True))
                 for form in over:

@@ -38,27 +38,34 @@ it over a cap ends the form. A flush that finds more counts than the state layou
 
 The form's own chain (while :func:`set_form_chains` says so: on by default). A state a slot
 does not take (more ranges than a slot's ``STATE_MAX_RUNS``, or a record over
-``STATE_MAX_BYTES``: holes far apart) and held in M's ledger alone goes under the cursor's
-log keys instead, in the layout its parts write: M's ledger's *record* (their ledger codec,
-which codes a stride of holes in a few bytes: :func:`base_puts`, for either twin) and a full
-marker naming it. The flushes after it write markers naming that record (the fixed layout:
-M, the properties, the record, M's ledger's range count, and acks and delivery counts): a
-small full marker with every ack and count since the record while those are few, a delta
+``STATE_MAX_BYTES``: holes far apart) goes under the cursor's log keys instead, in the
+layout its parts write: a *record* of each ledger of the line holding state (their ledger
+codec, which codes a stride of holes in a few bytes: :func:`base_puts`, for either twin),
+in the line's order, and a full marker naming them (a *base*). The flushes after it write
+markers naming those records (the fixed layout: M, the properties, and per ledger its
+record, its range count, and the acks and delivery counts since it, in its own entries): a
+small full marker with every ack and count since the records while those are few, a delta
 marker of those since the last marker once they are not, a full one again when the deltas
 outgrow it or ``full_marker_every`` of them were written; a full marker trims what lies
-below the full marker before it but their record, when it was due or once the bytes
+below the full marker before it but their records, when it was due or once the bytes
 written since the last trim outgrow the chain's allowance: the rules of the parts' chain
 (:mod:`ackstore.cursor.chain`), so a chain keeps a few keys and the file stays as small as
-theirs. What a marker cannot say (M moved, a reset, a rollover's rebase, a partial batch
-changed, acks or counts in another ledger, more than
-:data:`~ackstore.cursor.lane.DELTA_MAX_ACKS` of them since the record: ``fresh``) makes the
-next state whole: a new record and full marker, or a slot again when the state fits one
-(the first trims what lies below the chain's full marker, the second every log key). A
-state over a slot's bound that holds state past M's ledger is its parts' to write. A cursor
+theirs. A ledger that changed past what a marker names is *stale* (state in a ledger with
+no record yet: a consumer reading on after a rollover) and so are, once the acks and counts
+since the records are more than :data:`~ackstore.cursor.lane.DELTA_MAX_ACKS`, the ledgers
+they are most in: the next state is a base that records those alone, the others' records
+standing (a consumer holding a sealed ledger's entries does not write that ledger's record
+again while it acks on in the next ones: :func:`_to_record`). What a marker cannot say at
+all (M moved, a reset, a rollover's rebase, a partial batch changed: ``fresh``) makes the
+next state whole: a record of every ledger holding state and a full marker, or a slot again
+when the state fits one (the first trims what lies below the chain's full marker, the second
+every log key). A state held past the line's 64th ledger is its parts' to write. A cursor
 whose parts write it in the marker layout (more ranges than a slot takes, and at most three
 quarters of the form's: room to grow, so that a cursor near the bound does not go in and
-out) takes the form after a full marker of theirs that names M's ledger's new record alone
-and *adopts* their chain: its next states are markers naming that record.
+out) takes the form after a full marker of theirs naming records of ledgers of its line
+(all of its ledgers read in) and *adopts* their chain: its next states are markers naming
+those records. An open reads a chain naming M's ledger's record alone straight into the
+form (:func:`chain_opened`); one naming more is recovered into the parts.
 
 Two twins of one API, as the lane: ``ackstore._native``'s ``SmallState``, ``flush_small``
 and ``undo_small`` (``ackstore/_small.c``) and the pure-Python ones here, which return the
@@ -70,6 +77,7 @@ use.
 from __future__ import annotations
 
 import time
+from bisect import bisect_right
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -77,7 +85,7 @@ import msgpack
 from pyroaring import BitMap
 
 from ..errors import CorruptRecordError
-from ..ledger_acks import bitmap_of_runs, count_runs, run_bounds
+from ..ledger_acks import bitmap_of_runs, run_bounds
 from ..position import MAX_ENTRY
 from ..stats import RecoveryReport
 from ..storage import codecs, pure_acks, pure_codecs
@@ -234,7 +242,7 @@ class PySmallState:
         "flush_bytes", "last_bytes", "ended", "redeliveries", "spans", "rp_i", "limit", "limit_version",
         "props", "_runs", "_counts", "_batches", "_undo", "_undo_persisted", "logged", "base", "marker", "deltas",
         "chain_bytes", "base_bytes", "tail", "fresh", "every", "_adds", "_counted", "_undo_chain", "record", "named",
-        "cnamed", "untrimmed",
+        "cnamed", "untrimmed", "recs", "stale", "_rec",
     )  # fmt: skip
 
     def __init__(
@@ -296,7 +304,12 @@ class PySmallState:
         """where the newest state is: -1 in the state slot ``slot``; -2 in the log, its next
         state written whole; else the newest full marker of the chain (the module docstring)"""
         self.record = -1
-        """M's ledger's record, the one the chain's markers name (-1: none)"""
+        """the chain's oldest record (-1: none): :meth:`records` gives them all"""
+        self.recs = 0
+        """the ledgers of the line the chain has a record of (bit k: the k-th, 0 M's)"""
+        self.stale = 0
+        """those whose next record is due (their state changed since, past what a marker names)"""
+        self._rec = [-1] * 64  # the record of each (its bit in recs)
         self.marker = -1
         """the chain's newest marker (the previous one of its next marker)"""
         self.deltas = 0
@@ -319,7 +332,7 @@ class PySmallState:
         """how many of the entries counted since the record the markers named"""
         self._adds: list[int] = []  # the entries acked since the record (while not fresh)
         self._counted: list[int] = []  # the entries whose delivery count was set since
-        self._undo_chain: tuple[int, ...] = ()
+        self._undo_chain: tuple[Any, ...] = ()
         self.spans: tuple[tuple[int, int], ...] = ()
         """the ledgers after M's on the form's line, each with its offset (``small_span``):
         ledger ``l``'s entry e is the form's ``offset + e``"""
@@ -351,13 +364,25 @@ class PySmallState:
         r = self._runs
         return [(r[i], r[i + 1]) for i in range(0, len(r), 2)]
 
-    def m_acks(self) -> bytes:
-        """M's ledger's acks above M, in the portable roaring serialization: :func:`_m_acks`."""
-        return _m_acks(self)
+    def acks_of(self, k: int) -> bytes:
+        """The line's ``k``-th ledger's acks, in the portable roaring serialization: :func:`_acks_of`."""
+        return _acks_of(self, k)
 
-    def m_record(self, version: int, flags: int, first: int, last: int, code: bytes) -> bytes:
-        """M's ledger's record of the form's state there, its acks coded as given: :func:`_m_record`."""
-        return _m_record(self, version, flags, first, last, code)
+    def record_of(self, k: int, version: int, flags: int, first: int, last: int, code: bytes) -> bytes:
+        """The line's ``k``-th ledger's record of its state, its acks coded as given: :func:`_record_of`."""
+        return _record_of(self, k, version, flags, first, last, code)
+
+    def held(self) -> int:
+        """The ledgers of the line holding state: :func:`_held`."""
+        return _held(self)
+
+    def records(self) -> tuple[int, ...]:
+        """The chain's records, in the line's order (none while it has none)."""
+        return _records(self)
+
+    def to_record(self, max_acks: int) -> int:
+        """The ledgers a new base of the chain writes records of: :func:`_to_record`."""
+        return _to_record(self, max_acks)
 
     def counts(self) -> list[tuple[int, int]]:
         """The delivery counts above M, ``[(entry, n), ...]`` ascending. O(counts)."""
@@ -392,7 +417,7 @@ class PySmallState:
                 raise ValueError(f"batch size {size} is not the {old[0]} recorded at entry {entry}")
             mask |= old[1]
         if mask == (1 << size) - 1:
-            self._ack_run(entry, entry)
+            _ack_run(self, entry, entry)
         elif old is None or mask != old[1]:
             self._batches[entry] = (size, mask)
             self.dirty = 1
@@ -486,13 +511,13 @@ class PySmallState:
         first, last = _entry(first, "first"), _entry(last, "last")
         if last < first:
             raise ValueError(f"run ({first}, {last}) ends before it starts")
-        self._ack_run(first, last)
+        _ack_run(self, first, last)
         return self.fits()
 
     def ack_bitmap(self, bitmap: BitMap) -> bool:
         """A BitMap's entries of the form acked; whether the state still fits. O(its runs x runs)."""
         for first, last in run_bounds(bitmap):
-            self._ack_run(first, last)
+            _ack_run(self, first, last)
         return self.fits()
 
     def ack_entries(self, ledger: int, bitmap: BitMap) -> bool | None:
@@ -516,7 +541,7 @@ class PySmallState:
         for ledger, entry in items:
             x = form_entry(self, ledger, entry)
             if x >= 0:  # (else M moved on past every entry of its ledger)
-                self._ack_run(x, x)
+                _ack_run(self, x, x)
         return self.fits()
 
     def deliver_positions(self, items: Any) -> list[int] | None:
@@ -614,64 +639,117 @@ class PySmallState:
         self._counted.clear()
         self.named = self.cnamed = 0
 
-    def adopt(self, base: int, marker: int, record: int, base_bytes: int, *chain: Any) -> None:
+    def adopt(self, base: int, marker: int, records: Any, base_bytes: int, *chain: Any) -> None:
         """The chain its parts wrote last, which the form's next states extend: :func:`_adopt`
         (``chain``: its ``adds=()``, ``counted=()``, ``deltas=0``, ``chain_bytes=0``)."""
-        _adopt(self, base, marker, record, base_bytes, *chain, *((), (), 0, 0)[len(chain) :])
+        _adopt(self, base, marker, records, base_bytes, *chain, *((), (), 0, 0)[len(chain) :])
 
-    def took_base(self, base_bytes: int, nbytes: int) -> tuple[int, int]:
-        """A flush wrote the form's state as a new chain: :func:`base_puts` says it all."""
-        return _took_base(self, base_bytes, nbytes)
-
-    def _ack_run(self, first: int, last: int) -> None:
-        if last <= self.md_e:
-            return
-        first = max(first, self.md_e + 1)
-        r, n = self._runs, self.n
-        i = self._first_ending_at_or_after(first - 1)  # the first run that touches first or lies after it
-        j = i
-        while j < n and r[2 * j] <= last + 1:
-            j += 1
-        if j == i + 1 and r[2 * i] <= first and last <= r[2 * i + 1]:
-            return  # acked already
-        if not self.fresh:
-            _track(self, first, last, i, j)
-        batches = len(self._batches)
-        for held in (self._counts, self._batches):  # an acked entry has no count, no partial batch
-            if held:
-                if last - first < len(held):
-                    for e in range(first, last + 1):
-                        held.pop(e, None)
-                else:
-                    for e in [e for e in held if first <= e <= last]:
-                        del held[e]
-        if batches != len(self._batches) and not self.fresh:
-            self._unchain()  # (a partial batch gone: the chain's record still holds it)
-        if j > i:
-            first, last = min(first, r[2 * i]), max(last, r[2 * j - 1])
-        r[2 * i : 2 * j] = (first, last)
-        self.dirty = 1
-        if r[0] == self.md_e + 1:  # M moves over the first run
-            if not self.fresh:
-                self._unchain()
-            self.md_e = r[1]
-            del r[:2]
-            if self.rp_e < self.md_e + 1:
-                self.rp_e, self.rp_i = self.md_e + 1, 0
-        if self.spans and self.md_e >= self.spans[0][1] - 1:  # ... and on into the next ledger
-            self._rebase()
+    def took_base(self, version: int, written: int, nbytes: int) -> tuple[bytes, int, tuple[int, ...]] | None:
+        """A flush wrote records of the chain's new base: :func:`_took_base` says it all."""
+        return _took_base(self, version, written, nbytes)
 
 
-def _edge(s: PySmallState) -> int:
-    """The first entry of the form past M's ledger (its chain's delta markers name acks and
-    counts of M's ledger only)."""
-    return s.spans[0][1] if s.spans else _ENTRY_MAX + 1
+def _ack_run(s: PySmallState, first: int, last: int) -> None:
+    """Entries ``first..last`` of the form ``s`` acked: merged into its runs, their counts and
+    partial batches dropped, the chain told (:func:`_track`), M moved over a run at M + 1
+    and on into the next ledger. O(runs + counts in the range)."""
+    if last <= s.md_e:
+        return
+    first = max(first, s.md_e + 1)
+    r, n = s._runs, s.n
+    i = s._first_ending_at_or_after(first - 1)  # the first run that touches first or lies after it
+    j = i
+    while j < n and r[2 * j] <= last + 1:
+        j += 1
+    if j == i + 1 and r[2 * i] <= first and last <= r[2 * i + 1]:
+        return  # acked already
+    if not s.fresh:
+        _track(s, first, last, i, j)
+    batches = len(s._batches)
+    for held in (s._counts, s._batches):  # an acked entry has no count, no partial batch
+        if held:
+            if last - first < len(held):
+                for e in range(first, last + 1):
+                    held.pop(e, None)
+            else:
+                for e in [e for e in held if first <= e <= last]:
+                    del held[e]
+    if batches != len(s._batches) and not s.fresh:
+        s._unchain()  # (a partial batch gone: the chain's record still holds it)
+    if j > i:
+        first, last = min(first, r[2 * i]), max(last, r[2 * j - 1])
+    r[2 * i : 2 * j] = (first, last)
+    s.dirty = 1
+    if r[0] == s.md_e + 1:  # M moves over the first run
+        if not s.fresh:
+            s._unchain()
+        s.md_e = r[1]
+        del r[:2]
+        if s.rp_e < s.md_e + 1:
+            s.rp_e, s.rp_i = s.md_e + 1, 0
+    if s.spans and s.md_e >= s.spans[0][1] - 1:  # ... and on into the next ledger
+        s._rebase()
+
+
+def _line_start(s: Any, k: int) -> int:
+    """The form's first entry in the line's ``k``-th ledger (0: M's, from 0)."""
+    return s.spans[k - 1][1] if k else 0
+
+
+def _line_end(s: Any, k: int) -> int:
+    """The form's first entry past the line's ``k``-th ledger (its last has none)."""
+    return s.spans[k][1] if k < len(s.spans) else _ENTRY_MAX + 1
+
+
+def _line_index(s: Any, entry: int) -> int:
+    """Which ledger of the line the form's ``entry`` is in (0: M's). O(log spans)."""
+    return bisect_right(s.spans, entry, key=lambda span: span[1])
+
+
+def _line_ledger(s: Any, k: Any) -> int:
+    """The ledger of the line's ``k``-th place (0: M's); TypeError or ValueError for a ``k``
+    past the line (the compiled twin's words)."""
+    if type(k) is not int:
+        raise TypeError(f"k must be an int, got {type(k).__name__}")
+    if not 0 <= k <= len(s.spans):
+        raise ValueError(f"k={k} is outside 0..{len(s.spans)}")
+    return int(s.spans[k - 1][0] if k else s.md_l)
+
+
+def _bits(mask: int) -> list[int]:
+    """The places of ``mask``'s set bits, ascending."""
+    return [k for k in range(mask.bit_length()) if mask >> k & 1]
+
+
+def _records(s: PySmallState) -> tuple[int, ...]:
+    """``s.records``: the chain's records, in the line's order (none while it has none)."""
+    return tuple(s._rec[k] for k in _bits(s.recs)) if s.record >= 0 else ()
+
+
+def _stale(s: PySmallState, first: int, last: int) -> None:
+    """Entries ``first..last`` changed past what the chain's markers name: the next state is
+    a new base holding a new record of each ledger of the line they are in (the whole
+    state, for a ledger past the line's 64th)."""
+    k, last_k = _line_index(s, first), _line_index(s, last)
+    if last_k > 63:
+        s._unchain()
+    else:
+        s.stale |= (1 << last_k + 1) - (1 << k)
+
+
+def _recorded(s: PySmallState, first: int, last: int) -> bool:
+    """Whether every ledger of the line holding an entry of ``first..last`` has a record in
+    the chain (a ledger with no entries holds none). O(log spans + ledgers between)."""
+    for k in range(_line_index(s, first), _line_index(s, last) + 1):
+        if not s.recs >> k & 1 and _line_start(s, k) < _line_end(s, k):
+            return False
+    return True
 
 
 def _counted(s: PySmallState, entry: int) -> None:
-    """``entry``'s delivery count set: one of the counts since the chain's record (one the
-    markers named before is to be named again), while it is in M's ledger and they are at
-    most :data:`DELTA_MOST` with the acks since."""
+    """``entry``'s delivery count set: one of the counts since the chain's records (one the
+    markers named before is to be named again), while its ledger has a record and they are
+    at most :data:`DELTA_MOST` with the acks since."""
     counted = s._counted
     if entry in counted:
         i = counted.index(entry)
@@ -681,24 +759,45 @@ def _counted(s: PySmallState, entry: int) -> None:
             counted.append(entry)
     else:
         counted.append(entry)
-    if entry >= _edge(s) or len(counted) + len(s._adds) > DELTA_MOST:
+    if not _recorded(s, entry, entry):
+        _stale(s, entry, entry)
+    if len(counted) + len(s._adds) > DELTA_MOST:
         s._unchain()
 
 
 def _only_m(s: Any) -> bool:
     """Whether M's ledger holds state (acks above M, a delivery count, a partial batch) and
-    no other ledger does, in the form ``s`` (either twin's): a chain's record is M's
-    ledger's, and names some state."""
+    no other ledger does, in the form ``s`` (either twin's): a chain an open reads straight
+    into the form names M's ledger's record alone (:func:`chain_opened`)."""
     return s.md_e < s.top() < (s.spans[0][1] if s.spans else _ENTRY_MAX + 1)
+
+
+def _chainable(s: Any) -> bool:
+    """Whether the form ``s`` (either twin's) holds state its chain's records can hold: above
+    M, in the line's first 64 ledgers (``recs`` has a bit each)."""
+    return s.md_e < s.top() < (s.spans[63][1] if len(s.spans) > 63 else _ENTRY_MAX + 1)
+
+
+def _held(s: PySmallState) -> int:
+    """``s.held``: the ledgers of the line holding state (bit k: the k-th, 0 M's; the first
+    64): a run's entries, a delivery count, a partial batch. O(spans x (log runs + counts +
+    batches)); the compiled twin's O(spans x log(runs + counts + batches))."""
+    out = 0
+    for k in range(min(len(s.spans) + 1, 64)):
+        start, end = _line_start(s, k), _line_end(s, k)
+        if _ranges_in(s, k) or any(start <= e < end for e in (*s._counts, *s._batches)):
+            out |= 1 << k
+    return out
 
 
 def _track(s: PySmallState, first: int, last: int, i: int, j: int) -> None:
     """Entries ``first..last`` of ``s`` are acked now, its runs ``i..j`` (those touching
-    them) acked before: the others go to the acks since the chain's record, while
-    they are in M's ledger and at most :data:`DELTA_MOST` with the counts set since."""
+    them) acked before: the others go to the acks since the chain's records, while their
+    ledgers have one (else those ledgers are due new ones: :func:`_stale`) and they are at
+    most :data:`DELTA_MOST` with the counts set since."""
     r, adds = s._runs, s._adds
-    if last >= _edge(s):
-        s._unchain()
+    if not _recorded(s, first, last):
+        _stale(s, first, last)
         return
     e, most = first, DELTA_MOST - len(s._counted)
     for k in range(i, j + 1):
@@ -728,96 +827,149 @@ def _state_record(s: PySmallState, version: int) -> bytes:
     return pure_codecs.state_marker(version, s.cursor_id, s.md_l, s.md_e, ledgers, s.props)
 
 
-def _m_ranges(s: PySmallState) -> int:
-    """The ranges of M's ledger (a run across its end is one there too). O(log runs)."""
-    edge = _edge(s)
-    if edge > _ENTRY_MAX:
-        return s.n
-    i = s._first_ending_at_or_after(edge)
-    return i + (i < s.n and s._runs[2 * i] < edge)
+def _ranges_in(s: PySmallState, k: int) -> int:
+    """The ranges of the line's ``k``-th ledger (a run across its start or end is one there
+    too). O(log runs)."""
+    start, end = _line_start(s, k), _line_end(s, k)
+    if start >= end:  # (a ledger with no entries)
+        return 0
+    i = s._first_ending_at_or_after(start)
+    j = s._first_ending_at_or_after(end) if end <= _ENTRY_MAX else s.n
+    return j - i + (j < s.n and s._runs[2 * j] < end)
 
 
-def _m_acks(s: PySmallState) -> bytes:
-    """``s.m_acks``: M's ledger's acks above M (its runs below the next ledger's offset, a run
-    across it cut there), in the portable roaring serialization: what a record of M's ledger
-    holds. O(runs)."""
-    r, edge = s._runs, _edge(s)
-    return bitmap_of_runs([(r[2 * i], min(r[2 * i + 1], edge - 1)) for i in range(_m_ranges(s))]).serialize()
+def _acks_of(s: PySmallState, k: int) -> bytes:
+    """``s.acks_of``: the line's ``k``-th ledger's acks (M's: above M), its own entries (the
+    form's less the ledger's offset; a run across its start or end cut there), in the
+    portable roaring serialization: what a record of that ledger holds. O(its runs)."""
+    _line_ledger(s, k)
+    r, start, end = s._runs, _line_start(s, k), _line_end(s, k)
+    i = s._first_ending_at_or_after(start)
+    cut = [(max(r[2 * x], start) - start, min(r[2 * x + 1], end - 1) - start) for x in range(i, i + _ranges_in(s, k))]
+    return bitmap_of_runs(cut).serialize()
 
 
-def _m_record(s: PySmallState, version: int, flags: int, first: int, last: int, code: bytes) -> bytes:
-    """``s.m_record``: M's ledger's record of the form's state there, the bytes
-    ``records.encode_ledger`` writes for it: its acks as ``bitmaps.encode_bitmap`` coded
-    them (``flags``, ``first``, ``last``, ``code``: of :func:`_m_acks`' set), their runs, the
-    partial batches and delivery counts of its entries, the cursor's id. O(its state)."""
-    edge = _edge(s)
-    batches = [[e, n, mask.to_bytes((n + 7) // 8, "little")] for e, (n, mask) in sorted(s._batches.items()) if e < edge]
-    counts = [x for e, n in sorted(s._counts.items()) if e < edge for x in (e, n)]
-    fields = [s.md_l, flags, first, last, code, _m_ranges(s), batches, s.cursor_id, *([counts] if counts else [])]
+def _record_of(s: PySmallState, k: int, version: int, flags: int, first: int, last: int, code: bytes) -> bytes:
+    """``s.record_of``: the line's ``k``-th ledger's record of the form's state there, the
+    bytes ``records.encode_ledger`` writes for it: its acks as ``bitmaps.encode_bitmap``
+    coded them (``flags``, ``first``, ``last``, ``code``: of :func:`_acks_of`' set), their
+    runs, the partial batches and delivery counts of its entries, the cursor's id. O(its
+    state)."""
+    ledger = _line_ledger(s, k)
+    start, end = _line_start(s, k), _line_end(s, k)
+    batches = [
+        [e - start, n, mask.to_bytes((n + 7) // 8, "little")]
+        for e, (n, mask) in sorted(s._batches.items())
+        if start <= e < end
+    ]
+    counts = [x for e, n in sorted(s._counts.items()) if start <= e < end for x in (e - start, n)]
+    fields = [ledger, flags, first, last, code, _ranges_in(s, k), batches, s.cursor_id, *([counts] if counts else [])]
     return pure_codecs.seal_envelope(RECORD_LEDGER, version, msgpack.packb(fields))
+
+
+def _marker_items(s: PySmallState, full: bool) -> list[tuple[Any, ...]]:
+    """The index a marker of the chain names: each ledger with a record (a full marker: every
+    one) with its record, its range count and the acks and delivery counts since it (a
+    delta marker: those with any since the last marker, and those). O(those ledgers' runs +
+    acks and counts since)."""
+    counts = s._counts
+    adds = sorted(s._adds if full else s._adds[s.named :])
+    counted = sorted(e for e in (s._counted if full else s._counted[s.cnamed :]) if e in counts)
+    items: list[tuple[Any, ...]] = []
+    for k in _bits(s.recs):
+        start, end = _line_start(s, k), _line_end(s, k)
+        acked = [e - start for e in adds if start <= e < end]
+        since = {e - start: counts[e] for e in counted if start <= e < end}
+        if full or acked or since:
+            items.append((_line_ledger(s, k), (s._rec[k], _ranges_in(s, k), BitMap(acked) or None, since or None)))
+    return items
+
+
+def _past_layout(s: PySmallState, prev: int, recs: int) -> bool:
+    """Whether a marker of ``s`` after ``prev`` naming the ledgers ``recs`` has a field past
+    the fixed layout's 32 bits."""
+    return max(s.cursor_id, s.md_l, prev + 1, s.md_e + 2, _line_ledger(s, recs.bit_length() - 1)) > _ENTRY_MAX
 
 
 def _marker_record(s: PySmallState, version: int, max_acks: int) -> tuple[bytes, bool, bool] | None:
     """The form's next state as a marker of its chain, and whether it is a full one (the
     rule of the parts' :func:`~ackstore.cursor.chain.full_marker`: when one is due, every
     ``every`` delta markers or once they outgrow the full marker's bytes or
-    :data:`~ackstore.cursor.chain.SMALL_CHAIN`, or when M's ledger changed and the chain
-    named at most that many bytes of it already); either names M's ledger's record, its
-    range count, and the acks and delivery counts since it (a full marker) or since the
-    last marker (a delta). None when it cannot be one: no chain, anything else changed
-    (``fresh``), more than ``max_acks`` acks and counts since the record (a new record is
-    due), or a field past the fixed layout's 32 bits. O(runs of M's ledger + acks and
-    counts since)."""
-    if s.base < 0 or s.record < 0 or s.fresh or max(s.cursor_id, s.md_l, s.marker + 1, s.md_e + 2) > _ENTRY_MAX:
+    :data:`~ackstore.cursor.chain.SMALL_CHAIN`, or when every ledger with a record changed
+    and the chain named at most that many bytes of them already): :func:`_marker_items`.
+    None when it cannot be one: no chain, anything else changed (``fresh``), a ledger due
+    a new record (``stale``), more than ``max_acks`` acks and counts since the records (new
+    ones are due), or a field past the fixed layout's 32 bits. O(runs of those ledgers +
+    acks and counts since)."""
+    if s.base < 0 or s.record < 0 or s.fresh or s.stale or not s.recs or _past_layout(s, s.marker, s.recs):
         return None
     counts = s._counts
-    live = [e for e in s._counted if e in counts]
-    if len(s._adds) + len(live) > max_acks:
+    if len(s._adds) + sum(e in counts for e in s._counted) > max_acks:
         return None
     due = outgrown(s.deltas, s.every, s.chain_bytes, s.base_bytes)
-    changed = len(s._adds) > s.named or len(s._counted) > s.cnamed  # (M's ledger: the whole index)
+    touched = {_line_index(s, e) for e in (*s._adds[s.named :], *s._counted[s.cnamed :])}
+    changed = all(k in touched for k in _bits(s.recs))  # (the whole index)
     full = full_marker(due, changed, s.named + 2 * sum(e in counts for e in s._counted[: s.cnamed]))
-    adds = s._adds if full else s._adds[s.named :]
-    since = {e: counts[e] for e in sorted(s._counted if full else s._counted[s.cnamed :]) if e in counts}
-    items: list[tuple[Any, ...]] = []
-    if full or adds or since:
-        items.append((s.md_l, (s.record, _m_ranges(s), BitMap(adds) if adds else None, since or None)))
-    flags = FIXED_FULL if full else 0
     value = pure_codecs.fixed_marker(
-        version, flags, s.marker, s.md_l, s.md_e, s.md_l, s.md_e + 1, s.cursor_id, items, s.props
-    )
+        version, FIXED_FULL if full else 0, s.marker, s.md_l, s.md_e, s.md_l, s.md_e + 1, s.cursor_id,
+        _marker_items(s, full), s.props,
+    )  # fmt: skip
     return value, full, due
 
 
-def base_puts(s: Any, version: int) -> tuple[list[tuple[bytes, bytes]], int, int, int] | None:
-    """A new chain for the form ``s`` that :data:`flush_small` listed as ``based`` (its
-    state over a state slot's bound, in M's ledger alone): M's ledger's record (the bytes
-    ``records.encode_ledger`` writes: the code ``encode_bitmap`` chooses for the form's
-    ``m_acks``, the rest of the record written by the form, ``m_record``) under its next
-    log sequence, and a full marker naming
-    it under the one after, adopted (``took_base``): ``(puts, bytes, below, keep)``, the
-    trim it makes as ``flush_small``'s trims say it; None, changing nothing, when a field
-    is outside the fixed marker's layout (the parts write it). Either twin's form. O(its
-    runs and counts)."""
-    seq = s.next_seq
-    acks = BitMap.deserialize(s.m_acks())
-    runs = count_runs(acks)
-    try:
-        marker = codecs.fixed_marker(
-            version, FIXED_FULL, seq - 1, s.md_l, s.md_e, s.md_l, s.md_e + 1, s.cursor_id,
-            [(s.md_l, (seq, runs, None, None))], s.props,
-        )  # fmt: skip
-    except OverflowError:
-        return None
-    record = s.m_record(version, *encode_bitmap(acks, runs))
-    puts = [(log_key(s.cursor_id, seq), record), (log_key(s.cursor_id, seq + 1), marker)]
+def _to_record(s: PySmallState, max_acks: int) -> int:
+    """``s.to_record``: the ledgers of the line (bit k: the k-th) a new base of the chain
+    writes a record of: every one holding state when the state is written whole (no chain,
+    ``fresh``); else those due one (``stale``, or holding state and none yet) and, when the
+    acks and counts since the records are more than ``max_acks``, those they are most in,
+    the most first (the first of a tie), until the rest are at most half of it (the ledger
+    a consumer reads on in, not the one whose holes it holds); every one holding state when
+    that is none. O(acks and counts since + spans x log runs)."""
+    held = _held(s)
+    if s.fresh or s.base < 0 or not s.recs:
+        return held
+    due = s.stale | held & ~s.recs
+    if len(s._adds) + sum(e in s._counts for e in s._counted) > max_acks:
+        per = [0] * 64
+        for e in (*s._adds, *s._counted):
+            per[_line_index(s, e)] += 1
+        left = len(s._adds) + len(s._counted)
+        for k in sorted(range(64), key=lambda k: (-per[k], k)):
+            if left <= max_acks // 2 or not per[k]:
+                break
+            due, left = due | 1 << k, left - per[k]
+    return due & held or held
+
+
+def base_puts(
+    s: Any, version: int, max_acks: int
+) -> tuple[list[tuple[bytes, bytes]], int, int, tuple[int, ...]] | None:
+    """A new base of the chain of the form ``s`` that :data:`flush_small` listed as
+    ``based`` (its state over a state slot's bound): a record of each ledger of the line
+    ``s.to_record(max_acks)`` names (the bytes ``records.encode_ledger`` writes: the code
+    ``encode_bitmap`` chooses for the form's ``acks_of`` it, the rest of the record written
+    by the form, ``record_of``) under the form's next log sequences, in the line's order,
+    and a full marker naming every ledger's record (these, and the others' with the acks
+    and counts since them) under the one after, written and adopted by ``took_base``:
+    ``(puts, bytes, below, keeps)``, the trim it makes as ``flush_small``'s trims say it;
+    None, changing nothing, when a field is outside the fixed marker's layout (the parts
+    write it). Either twin's form. O(the runs and counts of the ledgers recorded)."""
+    seq, written = s.next_seq, s.to_record(max_acks)
+    puts = [
+        (log_key(s.cursor_id, seq + i), s.record_of(k, version, *encode_bitmap(BitMap.deserialize(s.acks_of(k)))))
+        for i, k in enumerate(_bits(written))
+    ]
     nbytes = sum(len(k) + len(v) for k, v in puts)
-    below, keep = s.took_base(len(marker), nbytes)
-    return puts, nbytes, below, keep
+    took = s.took_base(version, written, nbytes)
+    if took is None:
+        return None
+    marker, below, keeps = took
+    puts.append((log_key(s.cursor_id, seq + len(puts)), marker))
+    return puts, nbytes + 16 + len(marker), below, keeps
 
 
 def flush_bases(
-    based: list[Any], version: int, trims: list[Any], over: list[Any]
+    based: list[Any], version: int, max_acks: int, trims: list[Any], over: list[Any]
 ) -> tuple[list[tuple[bytes, bytes]], int]:
     """:func:`base_puts` of each form :data:`flush_small` listed in ``based``: their puts and
     bytes; the trims they make appended to ``trims`` as ``flush_small`` appends its own,
@@ -825,7 +977,7 @@ def flush_bases(
     puts: list[tuple[bytes, bytes]] = []
     nbytes = 0
     for form in based:
-        made = base_puts(form, version)
+        made = base_puts(form, version, max_acks)
         if made is None:
             over.append(form)
             continue
@@ -840,7 +992,7 @@ def _adopt(
     s: PySmallState,
     base: int,
     marker: int,
-    record: int,
+    records: Any,
     base_bytes: int,
     adds: Any,
     counted: Any,
@@ -849,45 +1001,80 @@ def _adopt(
 ) -> None:
     """``s.adopt``: the chain its parts wrote last, full marker ``base`` of ``base_bytes``
     and ``deltas`` delta markers after it of ``bytes_`` up to ``marker`` (``base`` itself
-    when none), naming M's ledger's record ``record`` (-1: none) with the entries acked
-    since it ``adds`` and those counted since ``counted``, and no other ledger: the next
-    states are markers naming that record. O(adds + counted)."""
+    when none), naming the records ``records`` (``((k, seq), ...)``: the line's ``k``-th
+    ledger's, the first 64; or M's ledger's alone, an int, -1: none) with the entries (the
+    form's) acked since them ``adds`` and those counted since ``counted``: the next states
+    are markers naming those records. O(adds + counted)."""
     adds, counted = [_entry(e, "an entry acked since") for e in adds], [_entry(e, "a counted entry") for e in counted]
-    bad = not 0 <= base <= marker < s.next_seq or (deltas == 0) != (marker == base) or not -1 <= record < base
+    pairs = ((0, records),) if type(records) is int else tuple(records)
+    pairs = tuple(pair for pair in pairs if pair != (0, -1))
+    line = min(len(s.spans) + 1, 64)
+    ok = all(type(p) is tuple and len(p) == 2 and type(p[0]) is int and type(p[1]) is int for p in pairs)
+    ok = ok and len({k for k, _ in pairs}) == len(pairs) and all(0 <= k < line and 0 <= seq < base for k, seq in pairs)
+    bad = not 0 <= base <= marker < s.next_seq or (deltas == 0) != (marker == base) or not ok
     if bad or s.base != -2 or deltas < 0 or bytes_ < 0 or len(adds) + len(counted) > DELTA_MOST:
-        raise ValueError(f"adopt({base}, {marker}, {record}): not a chain before {s.next_seq} of its parts")
-    s.base, s.marker, s.record, s.base_bytes = base, marker, record, base_bytes
-    s.deltas, s.chain_bytes, s.untrimmed = deltas, bytes_, 0
+        raise ValueError(f"adopt({base}, {marker}, {records}): not a chain before {s.next_seq} of its parts")
+    s._rec = [-1] * 64
+    for k, seq in pairs:
+        s._rec[k] = seq
+    s.recs = sum(1 << k for k, _ in pairs)
+    s.base, s.marker, s.record, s.base_bytes = base, marker, min((seq for _, seq in pairs), default=-1), base_bytes
+    s.deltas, s.chain_bytes, s.untrimmed, s.stale = deltas, bytes_, 0, 0
     s._unchain()
-    if record >= 0:
+    if pairs:
         s._adds[:], s._counted[:], s.named, s.cnamed = adds, counted, len(adds), len(counted)
         s.fresh = 0
 
 
-def _took_base(s: PySmallState, base_bytes: int, nbytes: int) -> tuple[int, int]:
-    """``s.took_base``: M's ledger's record under the form's next sequence, a full marker of
-    ``base_bytes`` naming it under the one after, ``nbytes`` in all, adopted as
-    :data:`flush_small` adopts what it writes (:data:`undo_small` gives it back). Returns the
-    trim it makes, ``(below, keep)``: below the chain before but its record (-1: none). O(1)."""
+def _took_base(s: PySmallState, version: int, written: int, nbytes: int) -> tuple[bytes, int, tuple[int, ...]] | None:
+    """``s.took_base``: a flush wrote a record of each ledger of the line ``written`` names
+    (bit k: the k-th), ``nbytes`` of keys and values, under the form's next sequences, in
+    the line's order: the chain's new base, adopted as :data:`flush_small` adopts what it
+    writes (:data:`undo_small` gives it back). Returns the full marker to write under the
+    sequence after them (naming every ledger's record: these, and, unless the state was
+    written whole, the others' with the acks and counts since them) and the trim it makes,
+    ``(marker, below, keeps)``: below the chain before but its records (-1: none) when the
+    state was written whole, else by the rule of a full marker's; None, changing nothing,
+    when a field of the marker is outside the fixed layout. O(acks and counts since + the
+    marker's ledgers' runs)."""
+    if type(written) is not int or not 0 < written < 1 << min(len(s.spans) + 1, 64):
+        raise ValueError(f"took_base: {written!r} names no ledger of the line, or one past it")
+    whole = bool(s.fresh or s.base < 0 or not s.recs)
+    recs, seq, m = written | (0 if whole else s.recs), s.next_seq, written.bit_count()
+    if _past_layout(s, seq - 1, recs):
+        return None
+    due = outgrown(s.deltas, s.every, s.chain_bytes, s.base_bytes)  # (a full marker's trim: MarkerChain.trim_due)
+    trim = s.base >= 0 and (whole or due or garbage_due(s.untrimmed, s.base_bytes))
     _stash(s)
-    below, keep = (s.base, s.record) if s.base >= 0 else (-1, -1)
-    if below >= 0:
+    below, keeps = (s.base, _records(s)) if trim else (-1, ())
+    if trim:
         s.slots = 0  # (below the chain: trimmed)
-    seq = s.next_seq
-    s.base = s.marker = seq + 1
-    s.record, s.base_bytes, s.deltas, s.chain_bytes, s.tail = seq, base_bytes, 0, 0, 0
-    s.untrimmed = 0 if below >= 0 else nbytes
-    s._unchain()
-    s.fresh = 0
-    _adopted(s, 2, nbytes)
-    return below, keep
+    if whole:
+        s._rec = [-1] * 64
+        s._unchain()
+    else:  # (what the new records hold is no longer since a record)
+        s._adds[:] = [e for e in s._adds if not written >> _line_index(s, e) & 1]
+        s._counted[:] = [e for e in s._counted if not written >> _line_index(s, e) & 1]
+    for i, k in enumerate(_bits(written)):
+        s._rec[k] = seq + i
+    s.recs, s.stale, s.fresh, s.named, s.cnamed = recs, 0, 0, len(s._adds), len(s._counted)
+    s.record = min(s._rec[k] for k in _bits(recs))
+    marker = pure_codecs.fixed_marker(
+        version, FIXED_FULL, seq - 1, s.md_l, s.md_e, s.md_l, s.md_e + 1, s.cursor_id, _marker_items(s, True), s.props
+    )
+    s.base = s.marker = seq + m
+    s.base_bytes, s.deltas, s.chain_bytes, s.tail = len(marker), 0, 0, 0
+    total = nbytes + 16 + len(marker)
+    s.untrimmed = 0 if trim else total if whole else s.untrimmed + total
+    _adopted(s, m + 1, total)
+    return marker, below, keeps
 
 
 def _stash(s: PySmallState) -> None:
     """What :func:`_py_undo_small` gives back of a flush about to be adopted."""
     s._undo_chain = (
         s.base, s.marker, s.deltas, s.chain_bytes, s.base_bytes, s.tail, s.slot, s.record, s.untrimmed, s.slots,
-        s.next_seq,
+        s.next_seq, s.recs, s.stale, list(s._rec),
     )  # fmt: skip
     s._undo_persisted = s.persisted
     s._undo = s.slots
@@ -927,22 +1114,23 @@ def _py_flush_small(
     - else, when the state layout a slot takes holds it (at most ``max_runs`` ranges, a
       record of at most ``max_bytes``), the state slot its newest is not in (``reserve``
       zero bytes of room in a slot's first value; ``version`` the record's format);
-    - else, when ``chains`` (:func:`set_form_chains`) and M's ledger alone holds state, a
-      new chain: the form is appended to ``based`` and not written here (its record is
-      the parts' codec's: :func:`base_puts` writes it); else it is over (its parts write it).
+    - else, when ``chains`` (:func:`set_form_chains`) and the line's first 64 ledgers hold
+      its state, a new chain: the form is appended to ``based`` and not written here (its
+      records are the parts' codec's: :func:`base_puts` writes them); else it is over (its
+      parts write it).
 
-    A state that trims appends ``(form, below, keep)`` to ``trims`` (when given): delete its
-    log keys and slot states of sequences below ``below`` but ``keep`` (-1: none). A full
-    marker trims below the full marker before it but their record, when a full one was due
+    A state that trims appends ``(form, below, keeps)`` to ``trims`` (when given): delete its
+    log keys and slot states of sequences below ``below`` but those in ``keeps``. A full
+    marker trims below the full marker before it but their records, when a full one was due
     or once the bytes written since the last trim outgrow
     :data:`~ackstore.cursor.chain.GARBAGE_FACTOR` times the chain's allowance (the parts'
     rule: ``MarkerChain.trim_due``); the first state a slot takes after the chain trims
-    what lies below that chain's full marker but its record, the second one every log key
+    what lies below that chain's full marker but its records, the second one every log key
     (the one before it is then in the other slot). One whose state the state layout does
     not take (more than ``max_counts`` delivery counts and partial batches, or, for a
     ``logged`` one, a record over ``max_bytes``: the limits a flush of the parts writes a
-    state marker within) goes to the form's chain as any state over a slot's bound, or, not
-    held in M's ledger alone or ``logged``, is not written and is listed instead (its
+    state marker within) goes to the form's chain as any state over a slot's bound, or, held
+    past the line's 64th ledger or ``logged``, is not written and is listed instead (its
     cursor's parts take the state). Returns the puts (a list of ``(key, value)``; the compiled twin's are the same
     pairs in one ``Puts``, ``ackstore/_puts.c``), their bytes and those not written.
     O(smalls + their runs and counts)."""
@@ -963,12 +1151,13 @@ def _py_flush_small(
         many = s.nc + s.nb > max_counts  # more than a slot's layout takes
         seq = s.next_seq
         key = log_key(s.cursor_id, seq)
-        below, keep = -1, -1
+        keeps: tuple[int, ...] = ()
+        below = -1
         marked = None if s.logged else _marker_record(s, version, max_acks)
         if marked is None:
             record = b"" if many else _state_record(s, version)
             if many or len(record) > max_bytes or (not s.logged and s.range_count() > max_runs):  # not a slot's
-                if chains and based is not None and not s.logged and _only_m(s):
+                if chains and based is not None and not s.logged and _chainable(s):
                     based.append(s)  # a new chain: base_puts writes it
                 else:
                     over.append(s)  # the parts' to write
@@ -978,7 +1167,7 @@ def _py_flush_small(
             value, full, due = marked
             if full:
                 if due or garbage_due(s.untrimmed, s.base_bytes):  # (MarkerChain.trim_due's rule)
-                    below, keep, s.slots = s.base, s.record, 0  # (the slots: below the chain)
+                    below, keeps, s.slots = s.base, _records(s), 0  # (the slots: below the chain)
                 s.base, s.base_bytes, s.deltas, s.chain_bytes = seq, len(value), 0, 0
             else:
                 s.deltas, s.chain_bytes = s.deltas + 1, s.chain_bytes + len(value)
@@ -991,17 +1180,17 @@ def _py_flush_small(
             slot, room = next_slot(s.slot, s.slots, reserve)
             key = slot_key(s.cursor_id, slot)
             value = seal_slot(key, seq, record, room)
-            if s.base >= 0:  # leaving the chain: what lies below its full marker goes but its record
-                below, keep, s.slots = s.base, s.record, 0
+            if s.base >= 0:  # leaving the chain: what lies below its full marker goes but its records
+                below, keeps, s.slots = s.base, _records(s), 0
             if s.base != -1:
                 s.tail, s.base = 1, -1
             elif s.tail:  # the one before in the other slot: every log key goes
-                below, keep, s.tail = seq, seq - 1, 0
+                below, keeps, s.tail = seq, (seq - 1,), 0
             s.slot = slot
             s.slots |= 1 << slot
             s._unchain()
         if below >= 0 and trims is not None:
-            trims.append((s, below, keep))
+            trims.append((s, below, keeps))
         puts.append((key, value))
         nbytes = len(key) + len(value)
         s.untrimmed = 0 if below >= 0 else s.untrimmed + nbytes
@@ -1020,7 +1209,7 @@ def _py_undo_small(smalls: list[Any]) -> None:
             continue
         (
             s.base, s.marker, s.deltas, s.chain_bytes, s.base_bytes, s.tail, s.slot, s.record, s.untrimmed, s.slots,
-            s.next_seq,
+            s.next_seq, s.recs, s.stale, s._rec,
         ) = s._undo_chain  # fmt: skip
         s.persisted = s._undo_persisted
         s.flushes -= 1
@@ -1170,7 +1359,7 @@ def _py_small_of_record(
             if e > md_e:
                 if e == md_e + 1:
                     return None
-                s._ack_run(e, e)
+                _ack_run(s, e, e)
         for e, n in (counts or {}).items():
             if e > md_e:
                 s._counts.pop(e, None)
@@ -1262,17 +1451,21 @@ def small_of(
         newest = chain.marker_seq
         if not (0 <= newest == chain.full_seq == chain.next_seq - 1 and tuple(chain.full_live) == (newest,)):
             return None
-    base, record = -1, None  # its newest state in a slot (a cursor that keeps history: under its log key)
+    base, index = -1, None  # its newest state in a slot (a cursor that keeps history: under its log key)
     if not (config.history_seconds or chain.in_slots):  # its newest state in the log, as its parts wrote it:
         if not _CHAINS[0] or state.range_count <= lane.STATE_MAX_RUNS:  # (the form's once the parts' state
             return None  # plans put it in a slot)
         if state.range_count > cap - cap // 4:  # (room to grow: a cursor near the cap does not go in and out)
             return None
-        record = pages.index.get(state.md[0])  # (the form's chain is its parts': see below)
-        if record is None or len(pages.index) > 1 or len(record.adds or ()) + len(record.counts or ()) > DELTA_MOST:
+        index = dict(pages.index)  # (the form's chain is its parts': see below)
+        if not index or sum(len(e.adds or ()) + len(e.counts or ()) for e in index.values()) > DELTA_MOST:
             return None
-        if chain.full_seq != chain.marker_seq or chain.truncated or record.seq >= chain.full_seq:
-            return None  # (a full marker of theirs just written, naming M's ledger's record alone)
+        if (
+            chain.full_seq != chain.marker_seq
+            or chain.truncated
+            or max(e.seq for e in index.values()) >= chain.full_seq
+        ):
+            return None  # (a full marker of theirs just written, naming their records)
         if sum(len(la.counts) + len(la.batches) for la in pages.loaded.values()) > COUNT_CAP - COUNT_CAP // 4:
             return None  # (room to grow, as for the runs: a cursor near the bound does not go in and out)
         base = -2
@@ -1311,11 +1504,21 @@ def small_of(
     s = SmallState(cursor_id, md_l, md_e, *chain_at, runs, cap, counts, rp_e, props, rp_i, batches)
     s.logged = int(bool(config.history_seconds))
     s.base, s.every = base, config.full_marker_every
-    if record is not None:  # its parts' chain, its full marker naming M's ledger's record (and what since) alone
-        if not _only_m(s):
+    if not fit(s, directory):
+        return None
+    if index is not None:  # its parts' chain, its full marker naming their records (and what since)
+        if (s.md_l, s.md_e) != (md_l, md_e):  # (M moved on, fitted: the records are of another line)
             return None
-        s.adopt(chain.full_seq, chain.marker_seq, record.seq, chain.full_bytes, record.adds or (), record.counts or ())
-    return s if fit(s, directory) else None
+        at = {ledger: k for k, (ledger, _) in enumerate(line)}
+        if any(at.get(ledger, 64) > 63 for ledger in index):
+            return None
+        records = tuple((at[ledger], e.seq) for ledger, e in sorted(index.items()))
+        adds = [offsets[ledger] + x for ledger, e in sorted(index.items()) for x in (e.adds or ())]
+        counted = [offsets[ledger] + x for ledger, e in sorted(index.items()) for x in (e.counts or ())]
+        s.adopt(chain.full_seq, chain.marker_seq, records, chain.full_bytes, adds, counted)
+        if not s.recs or s.held() & ~s.recs:  # (every ledger holding state has its record)
+            return None
+    return s
 
 
 class OpenedForm(NamedTuple):
@@ -1462,9 +1665,15 @@ def check_small(s: Any, md: tuple[int, int], logged: bool | None = None) -> None
     assert s.base >= -2 and s.tail in (0, 1) and (not s.tail or s.base == -1), f"base {s.base}, tail {s.tail}"
     if s.base >= 0:  # the form's chain: its record, its full marker, then its delta markers
         assert not s.logged and s.base <= s.marker < s.next_seq, f"chain {s.base}..{s.marker}, next {s.next_seq}"
-        assert s.record < s.base, f"record {s.record} of a chain at {s.base}"
         assert 0 <= s.deltas <= s.every, f"{s.deltas} delta markers after the full one, every {s.every}"
-    assert s.fresh or (s.base >= 0 and s.record >= 0 and _only_m(s)), "a marker to come with no chain"
+    if s.base >= 0 and s.record >= 0:  # (its records: of the line as it was, until the next state is whole)
+        recs = s.records()
+        assert len(recs) == s.recs.bit_count() and len(set(recs)) == len(recs), f"records {recs} of {s.recs:b}"
+        assert s.record == min(recs) and max(recs) < s.base, f"records {recs} of a chain at {s.base}"
+        assert s.fresh or s.recs < 1 << len(s.spans) + 1, f"records of ledgers {s.recs:b}, a line of {len(s.spans) + 1}"
+    held = s.held()  # (a ledger holding state past the line's 64th has no bit: the chain is not its)
+    ok = s.base >= 0 and s.record >= 0 and held and not held & ~(s.recs | s.stale)
+    assert s.fresh or ok, "a marker to come, no record"
     if type(s) is PySmallState:
         assert s.named <= len(s._adds) and s.cnamed <= len(s._counted), "named more than there is"
         assert len(s._adds) == len(set(s._adds)) and len(s._counted) == len(set(s._counted))
@@ -1487,14 +1696,14 @@ def logged_plan(cursor_id: int, seq: int, ranges: int) -> lane.MarkerPlan:
     return plan
 
 
-def trim_plan(cursor_id: int, below: int, keep: int) -> lane.MarkerPlan:
+def trim_plan(cursor_id: int, below: int, keeps: tuple[int, ...]) -> lane.MarkerPlan:
     """The trim a flush of a small form makes (:data:`flush_small`'s ``trims``), as a plan
     the group flush's write trims with the others (:func:`~ackstore.cursor.lane.trim_all`):
-    the cursor's log keys and slot states below sequence ``below`` but ``keep`` (-1: none),
+    the cursor's log keys and slot states below sequence ``below`` but those in ``keeps``,
     found by a scan of its keys. Its puts are the form's, already in the flush's. O(1)."""
     plan = lane.MarkerPlan(cursor_id, {}, True, below, (), False, 0, b"", b"")
     plan.puts = []
-    plan.gc_below, plan.gc_live = below, (keep,) if keep >= 0 else ()
+    plan.gc_below, plan.gc_live = below, keeps
     return plan
 
 
