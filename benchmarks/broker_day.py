@@ -129,6 +129,7 @@ class Day:
         self.topics, self.readers, self.open = [], [], []
         self.cursors, self.dispatchers, self.peers = [], [], []
         self.sealed: dict[int, int] = {}
+        self.offsets = {1: 0}  # each ledger's first entry among all the topic wrote (every topic's alike)
         self.following: dict[int, int] = {}
         for t in range(0, cursors, PER_TOPIC):
             topic = self.store.topic(f"persistent://day/ns/t{t // PER_TOPIC}")
@@ -149,12 +150,13 @@ class Day:
     def _roll(self, t: int) -> None:
         """Topic ``t``'s open ledger sealed at what was written, the next one added, and the
         ledger before the sealed one trimmed (every cursor is past it by then; not while
-        subscriptions hold entries of ledger 1 unacked: ``stuck``)."""
+        subscriptions hold entries of the first ledgers unacked: ``stuck``)."""
         topic, reader, ledger = self.topics[t], self.readers[t], self.open[t]
         written = reader.written(ledger)
         topic.close_ledger(ledger, written)
         topic.add_ledger(ledger + 1)
         self.sealed[ledger], self.following[ledger] = written, ledger + 1
+        self.offsets[ledger + 1] = self.offsets[ledger] + written
         self.open[t] = ledger + 1
         if not self.stuck:
             topic.trim_ledgers(ledger)
@@ -181,7 +183,8 @@ class Day:
                 d.redeliver(nacked)
                 new = [p for p in new if p not in nacked]
             if self.stuck:  # held by a hung consumer: never acked
-                new = [p for p in new if not (p.entry % 5 == 2 and p.entry < 5 * self.stuck and p.ledger == 1)]
+                at, most = self.offsets, 5 * self.stuck
+                new = [p for p in new if not (p.entry % 5 == 2 and at[p.ledger] + p.entry < most)]
             self.nacked[i] = nacked
             out.append(again + new)
         return out

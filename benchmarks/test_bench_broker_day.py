@@ -18,7 +18,7 @@ slot's) or 1,000, a consumer's full receiver queue (``queue``: a state over a sl
 bytes, written as ledger records and markers), or keep an hour of history (``history``); and
 the rounds in which every topic's ledger rolls over (one round in ten here), set against
 the plain rounds between them in the same run, by subscriptions that hold no entry and by
-subscriptions that hold 80 of the first ledger across every rollover.
+subscriptions that hold 80 or 1,000 of the first ledger across every rollover.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from .kernel import wchar as _wchar
 #: there, 4.9 ms alone), so the two ack variants run from the same kind of heap
 CASES = [(1000, k, "list", 0) for k in (10, 50, 100)]
 CASES += [(1000, 50, "each", 0), (1000, 50, "list", 10), (1000, 50, "stuck", 0), (1000, 50, "wide", 0)]
-CASES += [(1000, 50, "stuck", 10), (1000, 50, "history", 0), (1000, 50, "queue", 0)]
+CASES += [(1000, 50, "stuck", 10), (1000, 50, "history", 0), (1000, 50, "queue", 0), (1000, 50, "queue", 10)]
 CASES += [(10_000, k, "list", 0) for k in (10, 50, 100)]
 STUCK = {"stuck": 80, "wide": 400, "queue": 1000}  # the holes a subscription of these variants holds
 WARM = 8  # untimed rounds first: counts, holes and records as the workload keeps them
