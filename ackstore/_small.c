@@ -1703,7 +1703,8 @@ static uint32_t live_counts(SmallState *s, uint32_t from, uint32_t to) {
  * into *first (when given) the first of its runs (small.py's _ranges_in) */
 static uint32_t ranges_in(SmallState *s, int k, uint32_t *first) {
     unsigned long long start = line_start(s, k), end = line_end(s, k);
-    uint32_t i = run_from(s, start), j = run_from(s, end);
+    /* (M's ledger starts the runs, the last ledger ends them: no search, no cache line of the runs missed) */
+    uint32_t i = k ? run_from(s, start) : 0, j = k < s->ns ? run_from(s, end) : s->n;
     if (first != NULL) *first = i;
     return start >= end ? 0 : j - i + (j < s->n && s->runs[2 * j] < end); /* (a ledger with no entries: none) */
 }
@@ -1773,7 +1774,8 @@ static int marker_write(SmallState *s, uint32_t version, int full, long long pre
         uint32_t a0 = k ? ia[k - 1] : 0, c0 = k ? ic[k - 1] : 0, start = (uint32_t)line_start(s, k);
         if (!(s->c.recs >> k & 1) || !(full || ia[k] > a0 || ic[k] > c0)) continue;
         put32(p, (uint32_t)line_ledger(s, k));
-        put32(p + 4, (uint32_t)(s->rec[k] + 1)); /* (the record's sequence + 1) */
+        long long seq = s->c.recs & (s->c.recs - 1) ? s->rec[k] : s->c.record; /* (one record: the chain's own) */
+        put32(p + 4, (uint32_t)(seq + 1)); /* (the record's sequence + 1) */
         put32(p + 8, ranges_in(s, k, NULL));
         put16(p + 12, ia[k] - a0);
         put16(p + 14, ic[k] - c0);
@@ -1807,7 +1809,8 @@ static int marker_value(SmallState *s, uint32_t version, uint32_t max_acks, Out 
 
 /* what undo_small gives back of a flush about to be adopted */
 static void stash(SmallState *s) {
-    if (s->rec != NULL) memcpy(s->rec + 64, s->rec, sizeof(long long) * 64);
+    if (s->c.recs & (s->c.recs - 1)) /* (the records in use alone, when more than one: c.record is the one) */
+        memcpy(s->rec + 64, s->rec, sizeof(long long) * (size_t)(64 - __builtin_clzll(s->c.recs)));
     s->undo_c = s->c, s->undo_slot = s->slot, s->undo_next = s->next_seq;
     s->undo = UNDO | s->slots;
     s->undo_persisted = s->persisted;
@@ -1968,7 +1971,10 @@ static PyObject *undo_small(PyObject *self, PyObject *list) {
         if (Py_TYPE(s) != &SmallStateType || !(s->undo & UNDO) || s->ended) continue;
         s->next_seq = s->undo_next;
         s->c = s->undo_c, s->slot = s->undo_slot;
-        if (s->rec != NULL) memcpy(s->rec, s->rec + 64, sizeof(long long) * 64);
+        if (s->c.recs & (s->c.recs - 1))
+            memcpy(s->rec, s->rec + 64, sizeof(long long) * (size_t)(64 - __builtin_clzll(s->c.recs)));
+        else if (s->c.recs)
+            s->rec[__builtin_ctzll(s->c.recs)] = s->c.record;
         s->slots = s->undo & 3;
         s->persisted = s->undo_persisted;
         s->flushes--;
