@@ -104,6 +104,7 @@ static uint64_t held_of(SmallState *s);
 static int marker_write(SmallState *s, uint32_t version, int full, long long prev, Out *out);
 static int past_layout(SmallState *s, long long prev, uint64_t recs);
 static uint32_t live_counts(SmallState *s, uint32_t from, uint32_t to);
+static int over_acks(SmallState *s, uint32_t max_acks);
 static void adopted(SmallState *s, unsigned long long seqs, uint32_t nbytes);
 
 /* the next state cannot be a delta marker of the form's chain: it is written whole */
@@ -991,8 +992,7 @@ static PyObject *SmallState_read_from(SmallState *s, PyObject *arg) {
     if (entry_of(arg, "entry", &e) < 0) return NULL;
     long long i = run_at(s, (unsigned long long)e);
     if (i >= 0) e = (long long)s->runs[2 * i + 1] + 1;
-    int at = 0;
-    for (int k = 0; k < s->ns; k++) at += (long long)s->span_o[k] <= e;
+    int at = line_index(s, (unsigned long long)e);
     if (e > s->rp_e || (e == s->rp_e && at > s->rp_i)) {
         s->rp_e = e;
         s->rp_i = (uint8_t)at;
@@ -1152,7 +1152,7 @@ static uint64_t to_record(SmallState *s, uint32_t max_acks) {
     uint64_t held = held_of(s);
     if (s->fresh || s->c.base < 0 || s->c.recs == 0 || s->rec == NULL) return held;
     uint64_t due = s->c.stale | (held & ~s->c.recs);
-    if ((unsigned long long)s->na + live_counts(s, 0, s->ncd) > max_acks) {
+    if (over_acks(s, max_acks)) {
         uint32_t per[64] = {0}, left = s->na + s->ncd;
         for (uint32_t i = 0; i < s->na + s->ncd; i++)
             per[line_index(s, i < s->na ? s->adds[i] : s->counted[i - s->na]) & 63]++;
@@ -1712,6 +1712,12 @@ static uint32_t ranges_in(SmallState *s, int k, uint32_t *first) {
 /* the ledger of the line's k-th place (0: M's) */
 static inline long long line_ledger(SmallState *s, int k) { return k ? s->span_l[k - 1] : s->md_l; }
 
+/* whether the acks and the counts still standing since the chain's records are more than
+ * max_acks: more than a marker names (small.py's _over) */
+static int over_acks(SmallState *s, uint32_t max_acks) {
+    return (unsigned long long)s->na + live_counts(s, 0, s->ncd) > max_acks;
+}
+
 /* whether a marker of s after `prev` naming the ledgers `recs` has a field past the fixed
  * layout's 32 bits (small.py's _past_layout) */
 static int past_layout(SmallState *s, long long prev, uint64_t recs) {
@@ -1796,7 +1802,7 @@ static int marker_write(SmallState *s, uint32_t version, int full, long long pre
 static int marker_value(SmallState *s, uint32_t version, uint32_t max_acks, Out *out, int *full, int *due) {
     if (s->c.base < 0 || s->c.record < 0 || s->fresh || s->c.stale || s->c.recs == 0 || s->rec == NULL) return 0;
     if (past_layout(s, s->c.marker, s->c.recs)) return 0;
-    if ((unsigned long long)s->na + live_counts(s, 0, s->ncd) > max_acks) return 0;
+    if (over_acks(s, max_acks)) return 0;
     *due = chain_outgrown(s->c.deltas, s->every, s->c.chain_bytes, s->c.base_bytes);
     uint64_t touched = 0; /* the ledgers with acks or counts since the last marker */
     for (uint32_t i = s->named; i < s->na; i++) touched |= 1ULL << (line_index(s, s->adds[i]) & 63);

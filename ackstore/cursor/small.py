@@ -77,7 +77,6 @@ use.
 from __future__ import annotations
 
 import time
-from bisect import bisect_right
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -116,6 +115,7 @@ from .small_span import (
     ledger_counts,
     ledger_runs,
     ledgers_held,
+    line_index,
 )
 
 if TYPE_CHECKING:
@@ -577,7 +577,7 @@ class PySmallState:
         i = self._run_at(entry)
         if i >= 0:
             entry = self._runs[2 * i + 1] + 1
-        at = sum(offset <= entry for _, offset in self.spans)
+        at = line_index(self, entry)
         if (entry, at) > (self.rp_e, self.rp_i):
             self.rp_e, self.rp_i = entry, at
 
@@ -701,11 +701,6 @@ def _line_end(s: Any, k: int) -> int:
     return s.spans[k][1] if k < len(s.spans) else _ENTRY_MAX + 1
 
 
-def _line_index(s: Any, entry: int) -> int:
-    """Which ledger of the line the form's ``entry`` is in (0: M's). O(log spans)."""
-    return bisect_right(s.spans, entry, key=lambda span: span[1])
-
-
 def _line_ledger(s: Any, k: Any) -> int:
     """The ledger of the line's ``k``-th place (0: M's); TypeError or ValueError for a ``k``
     past the line (the compiled twin's words)."""
@@ -730,7 +725,7 @@ def _stale(s: PySmallState, first: int, last: int) -> None:
     """Entries ``first..last`` changed past what the chain's markers name: the next state is
     a new base holding a new record of each ledger of the line they are in (the whole
     state, for a ledger past the line's 64th)."""
-    k, last_k = _line_index(s, first), _line_index(s, last)
+    k, last_k = line_index(s, first), line_index(s, last)
     if last_k > 63:
         s._unchain()
     else:
@@ -740,7 +735,7 @@ def _stale(s: PySmallState, first: int, last: int) -> None:
 def _recorded(s: PySmallState, first: int, last: int) -> bool:
     """Whether every ledger of the line holding an entry of ``first..last`` has a record in
     the chain (a ledger with no entries holds none). O(log spans + ledgers between)."""
-    for k in range(_line_index(s, first), _line_index(s, last) + 1):
+    for k in range(line_index(s, first), line_index(s, last) + 1):
         if not s.recs >> k & 1 and _line_start(s, k) < _line_end(s, k):
             return False
     return True
@@ -891,6 +886,12 @@ def _past_layout(s: PySmallState, prev: int, recs: int) -> bool:
     return max(s.cursor_id, s.md_l, prev + 1, s.md_e + 2, _line_ledger(s, recs.bit_length() - 1)) > _ENTRY_MAX
 
 
+def _over(s: PySmallState, max_acks: int) -> bool:
+    """Whether the acks and the counts still standing since the chain's records are more than
+    ``max_acks``: more than a marker names (new records are due)."""
+    return len(s._adds) + sum(e in s._counts for e in s._counted) > max_acks
+
+
 def _marker_record(s: PySmallState, version: int, max_acks: int) -> tuple[bytes, bool, bool] | None:
     """The form's next state as a marker of its chain, and whether it is a full one (the
     rule of the parts' :func:`~ackstore.cursor.chain.full_marker`: when one is due, every
@@ -904,10 +905,10 @@ def _marker_record(s: PySmallState, version: int, max_acks: int) -> tuple[bytes,
     if s.base < 0 or s.record < 0 or s.fresh or s.stale or not s.recs or _past_layout(s, s.marker, s.recs):
         return None
     counts = s._counts
-    if len(s._adds) + sum(e in counts for e in s._counted) > max_acks:
+    if _over(s, max_acks):
         return None
     due = outgrown(s.deltas, s.every, s.chain_bytes, s.base_bytes)
-    touched = {_line_index(s, e) for e in (*s._adds[s.named :], *s._counted[s.cnamed :])}
+    touched = {line_index(s, e) for e in (*s._adds[s.named :], *s._counted[s.cnamed :])}
     changed = all(k in touched for k in _bits(s.recs))  # (the whole index)
     full = full_marker(due, changed, s.named + 2 * sum(e in counts for e in s._counted[: s.cnamed]))
     value = pure_codecs.fixed_marker(
@@ -929,10 +930,10 @@ def _to_record(s: PySmallState, max_acks: int) -> int:
     if s.fresh or s.base < 0 or not s.recs:
         return held
     due = s.stale | held & ~s.recs
-    if len(s._adds) + sum(e in s._counts for e in s._counted) > max_acks:
+    if _over(s, max_acks):
         per = [0] * 64
         for e in (*s._adds, *s._counted):
-            per[_line_index(s, e)] += 1
+            per[line_index(s, e)] += 1
         left = len(s._adds) + len(s._counted)
         for k in sorted(range(64), key=lambda k: (-per[k], k)):
             if left <= max_acks // 2 or not per[k]:
@@ -1053,8 +1054,8 @@ def _took_base(s: PySmallState, version: int, written: int, nbytes: int) -> tupl
         s._rec = [-1] * 64
         s._unchain()
     else:  # (what the new records hold is no longer since a record)
-        s._adds[:] = [e for e in s._adds if not written >> _line_index(s, e) & 1]
-        s._counted[:] = [e for e in s._counted if not written >> _line_index(s, e) & 1]
+        s._adds[:] = [e for e in s._adds if not written >> line_index(s, e) & 1]
+        s._counted[:] = [e for e in s._counted if not written >> line_index(s, e) & 1]
     for i, k in enumerate(_bits(written)):
         s._rec[k] = seq + i
     s.recs, s.stale, s.fresh, s.named, s.cnamed = recs, 0, 0, len(s._adds), len(s._counted)

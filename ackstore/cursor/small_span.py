@@ -40,6 +40,7 @@ __all__ = [
     "ledger_counts",
     "ledger_runs",
     "line_entry",
+    "line_index",
     "place",
     "read_entry",
     "read_position",
@@ -142,10 +143,15 @@ def form_entries(s: Any, items: Any) -> list[int] | None:
     return out
 
 
+def line_index(s: Any, x: int) -> int:
+    """Which ledger of the form's line its entry ``x`` is in: 0 M's, j the j-th spanned (a
+    ledger with no entries holds none). O(log spans)."""
+    return bisect_right(s.spans, x, key=lambda span: span[1])
+
+
 def form_position(s: Any, x: int) -> tuple[int, int]:
     """The position of the form's entry ``x`` (a ledger with no entries holds none). O(log spans)."""
-    spans = s.spans
-    j = bisect_right(spans, x, key=lambda span: span[1])
+    spans, j = s.spans, line_index(s, x)
     return (s.md_l, x) if j == 0 else (spans[j - 1][0], x - spans[j - 1][1])
 
 
