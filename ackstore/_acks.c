@@ -689,10 +689,63 @@ static int bounds_of_code(long long flags, long long first, long long last, cons
     return 0;
 }
 
+/* the most values of a stride ledger_run_bounds expands (more: ValueError, read the long way) */
+#define STRIDE_MOST (1 << 20)
+/* the portable roaring form of no values (cookie 12346, no containers): a ledger acked whole
+ * from first to last is written as its holes, these bytes (bitmaps.py's encode_bitmap) */
+static const unsigned char EMPTY_ROARING[8] = {0x3a, 0x30, 0, 0, 0, 0, 0, 0};
+
+/* The values of a stride payload (three varints: the first value's offset from `first`, the
+ * step, the count; bitmaps.py's _stride) into *vals and *n, checked as pure_codecs.stride_of
+ * checks them; -1 with ValueError for damage or more than STRIDE_MOST values. */
+static int stride_values(const unsigned char *p, Py_ssize_t len, long long first, long long last, uint32_t **vals,
+                         Py_ssize_t *n) {
+    uint64_t offset, step, count;
+    Py_ssize_t pos = 0;
+    const char *early = "a stride payload ends before its three varints";
+    if (get_count(p, len, &pos, &offset, early) < 0 || get_count(p, len, &pos, &step, early) < 0 ||
+        get_count(p, len, &pos, &count, early) < 0)
+        return -1;
+    uint64_t low = (uint64_t)first + offset, top = last < U32_MAX_LL ? (uint64_t)last : (uint64_t)U32_MAX_LL;
+    if (pos != len || count < 1 || step < 1 || count > STRIDE_MOST || offset > U32_MAX_LL || step > U32_MAX_LL ||
+        low + step * (count - 1) > top) {
+        PyErr_Format(PyExc_ValueError, "a stride payload of %zd bytes is not values within %lld..%lld", len, first, last);
+        return -1;
+    }
+    if ((*vals = PyMem_Malloc(sizeof(uint32_t) * (size_t)count)) == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (uint64_t i = 0; i < count; i++) (*vals)[i] = (uint32_t)(low + i * step);
+    *n = (Py_ssize_t)count;
+    return 0;
+}
+
 int ledger_run_bounds(long long flags, long long first, long long last, const unsigned char *p, Py_ssize_t len,
                       uint64_t **out, Py_ssize_t *nb) {
     uint32_t *vals = NULL;
     Py_ssize_t n = 0;
+    *out = NULL;
+    *nb = 0;
+    if (flags == 0 && len == 0) return 0; /* no acks (a ledger of delivery counts alone) */
+    if (flags == 1 && len == 8 && !memcmp(p, EMPTY_ROARING, 8) && 0 <= first && first <= last && last <= U32_MAX_LL) {
+        if ((*out = PyMem_Malloc(sizeof(uint64_t) * 2)) == NULL) { /* no holes: one run, first..last */
+            PyErr_NoMemory();
+            return -1;
+        }
+        (*out)[0] = (uint64_t)first, (*out)[1] = (uint64_t)last + 1, *nb = 2;
+        return 0;
+    }
+    if (flags == 16 || flags == 17) { /* a stride of acks, or of holes */
+        if (first < 0 || last < first || last > U32_MAX_LL) {
+            PyErr_Format(PyExc_ValueError, "the span %lld..%lld is outside 0..%lld", first, last, U32_MAX_LL);
+            return -1;
+        }
+        int rc = stride_values(p, len, first, last, &vals, &n);
+        if (rc == 0) rc = bounds_of_values(vals, n, (int)(flags & 1), (uint32_t)first, (uint32_t)last, out, nb);
+        PyMem_Free(vals);
+        return rc;
+    }
     int rc = record_values(flags, first, last, p, len, &vals, &n);
     if (rc == 0) rc = bounds_of_code(flags, first, last, vals, n, out, nb);
     PyMem_Free(vals);

@@ -192,9 +192,10 @@ int ledger_count_items(const LedgerBody *f, int64_t *out);
  * (_acks.c's docstring). NULL with an exception set. O(runs + containers + the bytes written). */
 PyObject *roaring_of_bounds(const uint64_t *b, Py_ssize_t nb);
 /* The runs [b[2i], b[2i + 1]) of the acks a ledger record's bitmap fields hold (its flags, its
- * span first..last and its code, as acks_roaring reads them) into *out (a PyMem buffer the
- * caller frees) and their number of bounds into *nb; -1 with ValueError for damage or a code
- * acks_roaring does not read, or with MemoryError. O(values). */
+ * span first..last and its code: one acks_roaring reads, a stride of acks or holes, no holes
+ * (one run, the empty roaring form), no acks (flags 0, no code)) into *out (a PyMem buffer the
+ * caller frees, NULL for none) and their number of bounds into *nb; -1 with ValueError for
+ * damage or another code, or with MemoryError. pure_acks.record_bounds, the same. O(values). */
 int ledger_run_bounds(long long flags, long long first, long long last, const unsigned char *p, Py_ssize_t len,
                       uint64_t **out, Py_ssize_t *nb);
 

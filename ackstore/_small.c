@@ -1992,66 +1992,117 @@ static PyObject *undo_small(PyObject *self, PyObject *list) {
     Py_RETURN_NONE;
 }
 
-/* small_of_record(cursor_id, md_l, md_e, next_seq, slot, slots, cap, props, record, max_version,
- * runs, adds, counts) -> SmallState | None: the small form of a cursor whose newest marker names
- * M's ledger's `record` alone (cursor/small.py's chain_opened reads and checks the marker):
- * the record's acks above M, then `adds` (the entries acked since it, a sequence) and
- * `counts` (a dict of the entries counted since it, the newer count winning), with M, the
- * sequences and slots, `cap` and the packed `props` given. None, so that recovery reads the
- * cursor, for a record not of M's ledger and this cursor, not read in one pass (ledger_acks's
- * codes, with delivery counts but no partial batch), damaged, stating other than its runs or
- * than `runs` (-1: not asked), holding acks at M + 1 (M would move: recovery's to fit), or
- * over `cap` runs or COUNT_CAP counts. cursor/small.py's _py_small_of_record, the same rule.
- * O(the record's values + adds + counts). */
+/* the codes of a ledger record's acks small_of_record reads in one pass (ledger_run_bounds'),
+ * a bit each: none (0), no holes (1), Rice (8, 9), a stride (16, 17), Elias-Fano (32, 33), run
+ * bounds (64); pure_acks.ONE_PASS_CODES */
+#define ONE_PASS_CODES (1ULL << 0 | 1ULL << 1 | 1ULL << 8 | 1ULL << 9 | 1ULL << 16 | 1ULL << 17 | 1ULL << 32 | 1ULL << 33)
+#define ONE_PASS_BOUNDS 64
+
+/* one ledger's record read into `s` (small_of_record's): `item` is (ledger, offset, stop, record,
+ * runs), the line's ledger at `offset` (at or after `*floor`, the stop of the record before it,
+ * which becomes `stop`) whose entries end before `stop`; its acks above M appended
+ * after the runs of the ledgers before it (a run across the offset joined), then its delivery
+ * counts. 1 taken, 0 not (a record the form does not take, or ValueError: damage), -1 with any
+ * other exception. O(the record's values). */
+static int record_into(SmallState *s, PyObject *item, unsigned long long cid, long long version, uint32_t cap,
+                       long long *floor) {
+    if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 5 || !PyBytes_Check(PyTuple_GET_ITEM(item, 3))) {
+        PyErr_Format(PyExc_TypeError, "small_of_record's records are (ledger, offset, stop, record: bytes, runs), not %R",
+                     item);
+        return -1;
+    }
+    long long ledger = PyLong_AsLongLong(PyTuple_GET_ITEM(item, 0)), offset = PyLong_AsLongLong(PyTuple_GET_ITEM(item, 1));
+    long long stop = PyLong_AsLongLong(PyTuple_GET_ITEM(item, 2)), runs = PyLong_AsLongLong(PyTuple_GET_ITEM(item, 4));
+    if (PyErr_Occurred()) return -1;
+    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(PyTuple_GET_ITEM(item, 3));
+    Py_ssize_t len = PyBytes_GET_SIZE(PyTuple_GET_ITEM(item, 3));
+    long long md_e = s->md_e;
+    LedgerBody f;
+    if (offset < *floor || stop <= offset || stop > ENTRY_MAX + 1 || len < 7 || p[0] != 0xC1 || p[1] != 1) return 0;
+    *floor = stop; /* (the next record's ledger is after this one on the line) */
+    if (envelope_ok(p, len, version) < 0) return 0; /* (RECORD_LEDGER in the fixed envelope; damage: clear) */
+    if (read_ledger_body(p + 7, len - 7, &f) < 0 || f.nb || f.ledger != ledger || f.nc % 2 ||
+        (f.n >= 8 && (f.owner < 0 || (unsigned long long)f.owner != cid)) || (runs >= 0 && f.runs != runs))
+        return 0;
+    if (f.flags != ONE_PASS_BOUNDS && (f.flags < 0 || f.flags > 63 || !((1ULL << f.flags) & ONE_PASS_CODES))) return 0;
+    uint64_t *b = NULL;
+    int64_t *items = NULL;
+    Py_ssize_t nb = 0;
+    int taken = 1;
+    if (ledger_run_bounds(f.flags, f.first, f.last, f.payload, f.payload_len, &b, &nb) < 0) return 0;
+    if (nb / 2 != f.runs) taken = 0;
+    for (Py_ssize_t i = 0; taken && i < nb; i += 2) { /* ascending, a gap between two: appended */
+        long long first = offset + (long long)b[i], last = offset + (long long)b[i + 1] - 1;
+        uint32_t n = s->n;
+        if (last >= stop) taken = 0;
+        else if (last <= md_e) continue;
+        else if (first <= md_e + 1 || (n && first <= s->runs[2 * n - 1])) taken = 0;
+        else if (n && first == (long long)s->runs[2 * n - 1] + 1) s->runs[2 * n - 1] = (uint32_t)last;
+        else if (n >= cap) taken = 0;
+        else if (room_for(s, n + 1) < 0) goto fail;
+        else s->runs[2 * n] = (uint32_t)first, s->runs[2 * n + 1] = (uint32_t)last, s->n = n + 1;
+    }
+    if (taken && f.nc) { /* the record's delivery counts: (entry, count) pairs, those at or below M gone */
+        if ((items = PyMem_Malloc(sizeof(int64_t) * f.nc)) == NULL) {
+            PyErr_NoMemory();
+            goto fail;
+        }
+        if (ledger_count_items(&f, items) < 0) taken = 0;
+        for (uint32_t i = 0; taken && i < f.nc; i += 2) {
+            long long e = offset + items[i];
+            if (items[i] < 0 || e >= stop) taken = 0;
+            else if (e > md_e && set_count(s, e, items[i + 1]) < 0) goto fail;
+        }
+    }
+    PyMem_Free(b);
+    PyMem_Free(items);
+    return taken;
+fail:
+    PyMem_Free(b);
+    PyMem_Free(items);
+    return -1;
+}
+
+/* small_of_record(cursor_id, md_l, md_e, next_seq, slot, slots, cap, props, records, max_version,
+ * adds, counts) -> SmallState | None: the small form of a cursor whose newest marker names the
+ * records `records` of ledgers of its line (cursor/small.py's chain_opened reads and checks the
+ * marker and gives each as (ledger, offset, stop, record, runs), in line order: the ledger at
+ * `offset` on the form's line, its entries before `stop`, its record and the runs it is to
+ * state, -1: not asked): each record's acks above M and delivery counts at their offset, then
+ * `adds` (the form's entries acked since them, a sequence) and `counts` (a dict of the form's
+ * entries counted since, the newer count winning), with M, the sequences and slots, `cap` and
+ * the packed `props` given. None, so that recovery reads the cursor, for a record not of its
+ * ledger and this cursor, not read in one pass (ONE_PASS_CODES, with delivery counts but no
+ * partial batch), damaged, stating other than its runs or than `runs`,
+ * holding state at or past `stop` or acks at M + 1 (M would move: recovery's to fit), or over
+ * `cap` runs or COUNT_CAP counts. cursor/small.py's _py_small_of_record, the same rule.
+ * O(the records' values + adds + counts). */
 static PyObject *small_of_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 13 || !PyBytes_Check(args[7]) || !PyBytes_Check(args[8]) ||
-        (args[12] != Py_None && !PyDict_Check(args[12]))) {
+    if (nargs != 12 || !PyBytes_Check(args[7]) || !PyTuple_Check(args[8]) ||
+        (args[11] != Py_None && !PyDict_Check(args[11]))) {
         PyErr_SetString(PyExc_TypeError, "small_of_record(cursor_id, md_l, md_e, next_seq, slot, slots, cap, "
-                                         "props: bytes, record: bytes, max_version, runs, adds, counts: dict | None)");
+                                         "props: bytes, records: tuple, max_version, adds, counts: dict | None)");
         return NULL;
     }
     unsigned long long cid = PyLong_AsUnsignedLongLong(args[0]), seq = PyLong_AsUnsignedLongLong(args[3]);
     long long md_l = PyLong_AsLongLong(args[1]), md_e = PyLong_AsLongLong(args[2]);
     long slot = PyLong_AsLong(args[4]), slots = PyLong_AsLong(args[5]);
     unsigned long cap = PyLong_AsUnsignedLong(args[6]);
-    long long version = PyLong_AsLongLong(args[9]), runs = PyLong_AsLongLong(args[10]);
+    long long version = PyLong_AsLongLong(args[9]);
     if (PyErr_Occurred()) return NULL;
     uint32_t adds[DELTA_MOST];
-    Py_ssize_t na = entries_into(args[11], adds, DELTA_MOST, "an entry acked since");
+    Py_ssize_t na = entries_into(args[10], adds, DELTA_MOST, "an entry acked since");
     if (na < 0) return NULL;
     if (md_l < 0 || md_e < -1 || md_e >= ENTRY_MAX || slot < 0 || slot > 1 || slots < 0 || slots > 3 || cap > U32)
         Py_RETURN_NONE; /* (a marker's position outside the layout: recovery's) */
-    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(args[8]);
-    Py_ssize_t len = PyBytes_GET_SIZE(args[8]);
-    LedgerBody f;
-    if (len < 7 || p[0] != 0xC1 || p[1] != 1) Py_RETURN_NONE; /* (RECORD_LEDGER in the fixed envelope) */
-    if (envelope_ok(p, len, version) < 0) goto clear;
-    if (read_ledger_body(p + 7, len - 7, &f) < 0 || f.nb || f.ledger != md_l || f.last < f.first || f.nc % 2 ||
-        (f.n >= 8 && (f.owner < 0 || (unsigned long long)f.owner != cid)) || (runs >= 0 && f.runs != runs))
-        Py_RETURN_NONE;
-    if (f.flags != 8 && f.flags != 9 && f.flags != 32 && f.flags != 33 && f.flags != 64) Py_RETURN_NONE;
-    uint64_t *b = NULL;
-    int64_t *items = NULL;
-    Py_ssize_t nb = 0;
-    if (ledger_run_bounds(f.flags, f.first, f.last, f.payload, f.payload_len, &b, &nb) < 0) goto clear;
-    SmallState *s = nb / 2 == f.runs ? small_new(&SmallStateType, cid, md_l, md_e, seq, (int)slot, (int)slots,
-                                                 (uint32_t)cap, (uint32_t)(nb / 2 < (Py_ssize_t)cap ? nb / 2 : (Py_ssize_t)cap))
-                                     : NULL;
-    int taken = s != NULL;
-    for (Py_ssize_t i = 0; taken && i < nb; i += 2) { /* ascending, a gap between two: appended */
-        long long first = (long long)b[i], last = (long long)b[i + 1] - 1;
-        if (last <= md_e) continue;
-        if (first <= md_e + 1 || s->n >= cap) taken = 0;
-        else if (room_for(s, s->n + 1) < 0) goto fail;
-        else s->runs[2 * s->n] = (uint32_t)first, s->runs[2 * s->n + 1] = (uint32_t)last, s->n++;
-    }
-    if (taken && f.nc) { /* the record's delivery counts: (entry, count) pairs, those at or below M gone */
-        if ((items = PyMem_Malloc(sizeof(int64_t) * f.nc)) == NULL) goto fail;
-        if (ledger_count_items(&f, items) < 0) taken = 0;
-        for (uint32_t i = 0; taken && i < f.nc; i += 2)
-            if (items[i] > md_e && (items[i] > ENTRY_MAX || set_count(s, items[i], items[i + 1]) < 0)) taken = 0;
-    }
+    SmallState *s = small_new(&SmallStateType, cid, md_l, md_e, seq, (int)slot, (int)slots, (uint32_t)cap, 0);
+    if (s == NULL) return NULL;
+    int taken = 1;
+    long long floor = 0;
+    for (Py_ssize_t i = 0; taken == 1 && i < PyTuple_GET_SIZE(args[8]); i++)
+        taken = record_into(s, PyTuple_GET_ITEM(args[8], i), cid, version, (uint32_t)cap, &floor);
+    if (taken < 0) goto fail;
     for (Py_ssize_t i = 0; taken && i < na; i++) { /* the acks since: each takes its count away */
         if (adds[i] <= md_e) continue;
         if (adds[i] == md_e + 1 || add_run(s, adds[i], adds[i]) < 0) taken = 0;
@@ -2059,7 +2110,7 @@ static PyObject *small_of_record(PyObject *self, PyObject *const *args, Py_ssize
     }
     Py_ssize_t at = 0;
     PyObject *k, *v;
-    while (taken && args[12] != Py_None && PyDict_Next(args[12], &at, &k, &v)) { /* the counts since */
+    while (taken && args[11] != Py_None && PyDict_Next(args[11], &at, &k, &v)) { /* the counts since */
         long long e = PyLong_AsLongLong(k), n = PyLong_AsLongLong(v);
         if (PyErr_Occurred()) goto fail;
         if (e <= md_e) continue;
@@ -2067,11 +2118,8 @@ static PyObject *small_of_record(PyObject *self, PyObject *const *args, Py_ssize
         if (i < s->nc && s->counts[2 * i] == e && n >= 1 && n <= ENTRY_MAX) s->counts[2 * i + 1] = (uint32_t)n;
         else if (e > ENTRY_MAX || set_count(s, e, n) < 0) taken = 0;
     }
-    if (taken && (s->n > cap || s->nc > COUNT_CAP)) taken = 0;
-    PyMem_Free(b);
-    PyMem_Free(items);
-    if (!taken) {
-        Py_XDECREF(s);
+    if (!taken || s->n > cap || s->nc > COUNT_CAP) {
+        Py_DECREF(s);
         goto clear;
     }
     Py_SETREF(s->props, Py_NewRef(args[7]));
@@ -2079,10 +2127,7 @@ static PyObject *small_of_record(PyObject *self, PyObject *const *args, Py_ssize
     s->dirty = 0;
     return (PyObject *)s;
 fail:
-    PyMem_Free(b);
-    PyMem_Free(items);
-    Py_XDECREF(s);
-    return NULL;
+    Py_DECREF(s);
 clear: /* damage, or a value the form does not take (ValueError): recovery's to read */
     if (PyErr_Occurred() && !PyErr_ExceptionMatches(PyExc_ValueError)) return NULL;
     PyErr_Clear();

@@ -1,6 +1,6 @@
-"""A holey cursor reopens straight into its small form: when its newest marker names M's
-ledger's record alone (a chain its form wrote, or its parts' chain of a cursor over a slot's
-bound), the open reads the marker, its delta chain and the record into the form and adopts
+"""A holey cursor reopens straight into its small form: when its newest marker names records
+of ledgers of its line (a chain its form wrote, or its parts' chain of a cursor over a slot's
+bound), the open reads the marker, its delta chain and the records into the form and adopts
 the chain, instead of recovering the parts and waiting for their next full marker. It holds
 exactly what recovery holds, and its next flushes extend the chain as if it never closed."""
 
@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgpack
 import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
@@ -19,7 +20,7 @@ from pyroaring import BitMap
 from ackstore import AckStore, CursorConfig, Position
 from ackstore.cursor.small import IMPLEMENTATIONS, check_small, set_form_chains
 from ackstore.ledger_acks import LedgerAcks, bitmap_of_runs, run_bounds
-from ackstore.storage import pure_acks, records
+from ackstore.storage import pure_codecs, records
 
 T = "persistent://t/n/chain-open"
 CFG = CursorConfig(max_unacked_ranges_to_persist=0)
@@ -41,6 +42,24 @@ def _deliver(*entries: int) -> Step:
     return lambda cur: cur.record_deliveries([Position(1, e) for e in entries])
 
 
+def _acks_in(ledger: int, *entries: int) -> Step:
+    return lambda cur: cur.ack([Position(ledger, e) for e in entries])
+
+
+def _deliver_in(ledger: int, *entries: int) -> Step:
+    return lambda cur: cur.record_deliveries([Position(ledger, e) for e in entries])
+
+
+def _roll(ledger: int, entries: int, new: int) -> Step:
+    """Ledger ``ledger`` sealed at ``entries`` and ledger ``new`` opened (the topic's)."""
+
+    def step(cur: Any) -> None:
+        cur.topic.close_ledger(ledger, entries)
+        cur.topic.add_ledger(new)
+
+    return step
+
+
 def _prop(value: int) -> Step:
     return lambda cur: cur.set_property("p", value)
 
@@ -56,6 +75,25 @@ SHAPES: dict[str, tuple[list[list[Step]], list[list[Step]]]] = {
     ),
     "M moved since the record": ([[_holes], [_acks(0, 2, 4)], [_acks(6)]], [[_acks(8, 3000)], [_acks(10)]]),
     "properties": ([[_holes, _prop(1)], [_acks(3000), _prop(2)]], [[_prop(3)], [_acks(3002)]]),
+    "a held ledger and the next ones": (
+        [
+            [_holes],
+            [_roll(1, 5000, 2), _acks_in(2, 1, 3, 5), _deliver_in(2, 7)],
+            [_roll(2, 100, 3), _acks_in(3, 0)],
+            [_acks_in(3, 2), _deliver_in(3, 4)],
+        ],
+        [[_acks(7, 9)], [_acks_in(2, 0, 2)], [_acks_in(3, 5)]],
+    ),
+    "counts alone in a ledger after M's": (
+        [
+            [_holes],
+            [_roll(1, 5000, 2), _acks_in(2, 1, 3, 5), _deliver_in(2, 7)],
+            [_roll(2, 100, 3), _acks_in(3, 0)],
+            [_acks_in(3, 2), _deliver_in(3, 4)],
+            [_roll(3, 10, 4), _deliver_in(4, 1, 2)],
+        ],
+        [[_deliver_in(4, 2), _acks_in(4, 3)], [_acks(11)]],
+    ),
 }
 
 
@@ -118,16 +156,17 @@ def test_a_holey_cursor_reopens_into_its_form_holding_what_recovery_holds(tmp_pa
     assert _state(tmp_path / "a", True) == (True, expected)
 
 
-def test_a_cursor_holding_state_past_ms_ledger_is_recovered(tmp_path: Path) -> None:
-    """A chain naming more ledgers than M's opens through recovery, as before (the form's
-    chain names M's ledger's record alone), holding what it held."""
+def test_a_cursor_holding_state_past_its_lines_64th_ledger_is_recovered(tmp_path: Path) -> None:
+    """A chain naming a ledger past the line's 64th opens through recovery, as before (the
+    form's chain records the first 64), holding what it held."""
     store, topic = _store(tmp_path / "s")
     topic.add_ledger(1)
     cur = topic.cursor("wide", CFG)
     _holes(cur)
-    topic.close_ledger(1, 5000)
-    topic.add_ledger(2)
-    cur.ack_entries(2, range(1, 200, 2))
+    for ledger in range(1, 67):
+        topic.close_ledger(ledger, 5000 if ledger == 1 else 10)
+        topic.add_ledger(ledger + 1)
+    cur.ack_entries(67, range(1, 8, 2))
     store.flush()
     expected = cur.snapshot()
     store.close()
@@ -135,47 +174,69 @@ def test_a_cursor_holding_state_past_ms_ledger_is_recovered(tmp_path: Path) -> N
     assert not in_form and state == expected
 
 
-def _record(acks: list[tuple[int, int]], counts: dict[int, int], cursor_id: int = 7) -> bytes:
+def _record(acks: list[tuple[int, int]], counts: dict[int, int], cursor_id: int = 7, ledger: int = 40) -> bytes:
     la = LedgerAcks(bitmap_of_runs(acks), {}, dict(counts))
-    return records.encode_ledger(40, la, cursor_id)
+    return records.encode_ledger(ledger, la, cursor_id)
+
+
+#: where ledger 41's record is on the line in the twins' test: after ledger 40's 3,101 entries
+NEXT, NEXT_STOP = 3101, 3701
 
 
 @settings(max_examples=150, deadline=None)
 @given(
     holes=st.frozensets(st.integers(0, 3000), min_size=1, max_size=80),
+    top=st.sampled_from([3000, 3100]),
     at=st.integers(0, 100),
     shift=st.sampled_from([0, 0, 0, 1]),
     counts=st.dictionaries(st.integers(0, 3100), st.integers(1, 9), max_size=6),
-    adds=st.frozensets(st.integers(0, 3100), max_size=6),
-    since=st.dictionaries(st.integers(0, 3100), st.integers(1, 9), max_size=4),
+    next_ledger=st.none()
+    | st.tuples(
+        st.frozensets(st.integers(0, 500), max_size=30),
+        st.dictionaries(st.integers(0, 599), st.integers(1, 9), max_size=4),
+    ),
+    adds=st.frozensets(st.integers(0, 3600), max_size=6),
+    since=st.dictionaries(st.integers(0, 3600), st.integers(1, 9), max_size=4),
 )
-def test_the_twins_read_a_record_into_the_same_form(
+def test_the_twins_read_records_into_the_same_form(
     holes: frozenset[int],
+    top: int,
     at: int,
     shift: int,
     counts: dict[int, int],
+    next_ledger: tuple[frozenset[int], dict[int, int]] | None,
     adds: frozenset[int],
     since: dict[int, int],
 ) -> None:
-    """``small_of_record`` of both twins on the same record (acks with holes, delivery
-    counts) with acks and counts since: the same form or both None; when taken, the form
-    holds the record's acks above M with the adds, the counts of unacked entries above M
-    (the newer winning), and nothing M + 1 would move M over."""
+    """``small_of_record`` of both twins on the same records (M's ledger's acks with holes and
+    delivery counts; perhaps the next ledger's, acks with holes, or none at all when it has
+    no holes, and counts, at its offset on the line, a run across the offset joined) with
+    acks and counts since: the same form or both None; when taken, the form holds the
+    records' acks above M with the adds, the counts of unacked entries above M (the newer
+    winning), and nothing M + 1 would move M over."""
     md_e = sorted(holes)[at % len(holes)] - 1 + shift  # (mostly M before a hole, as a cursor keeps it)
-    acks = [(a, b - 1) for a, b in _gaps(holes, 3000)]
+    acks = [(a, b - 1) for a, b in _gaps(holes, top)]
     counts = {e: n for e, n in counts.items() if not _in(acks, e)}
-    value = _record(acks, counts)
+    items: list[Any] = [(40, 0, NEXT, _record(acks, counts), -1)]
+    if next_ledger is not None:
+        next_holes, next_counts = next_ledger
+        next_acks = [(a, b - 1) for a, b in _gaps(next_holes, 500)] if next_holes else []
+        next_counts = {e: n for e, n in next_counts.items() if not _in(next_acks, e)}
+        items.append((41, NEXT, NEXT_STOP, _record(next_acks, next_counts, ledger=41), -1))
+        acks += [(NEXT + a, NEXT + b) for a, b in next_acks]
+        counts |= {NEXT + e: n for e, n in next_counts.items()}
     outs = [
-        impl.small_of_record(7, 40, md_e, 9, 1, 0, 4096, b"", value, records.FORMAT_VERSION, -1, sorted(adds), since)
+        impl.small_of_record(7, 40, md_e, 9, 1, 0, 4096, b"", tuple(items), records.FORMAT_VERSION, sorted(adds), since)
         for impl in IMPLEMENTATIONS
     ]
     held = [None if s is None else (s.runs(), s.counts(), s.n, s.persisted, s.dirty, s.md_e) for s in outs]
     assert all(h == held[0] for h in held), held
     acked = bitmap_of_runs(acks) | BitMap(adds)
     moves = md_e + 1 in acked or any(md_e < e and e in acked for e in since)
-    one_pass = pure_acks.ledger_bounds(value, records.RECORD_LEDGER, records.FORMAT_VERSION) is not None
+    one_pass = all(_one_pass(item[3]) for item in items)
     assert (outs[0] is None) == (moves or not one_pass), (md_e, moves, one_pass)
     event("taken" if outs[0] is not None else "left to recovery")
+    event(f"{len(items)} records")
     if outs[0] is None:
         return
     expect_runs = [(a, b) for a, b in run_bounds(acked) if b > md_e]
@@ -183,8 +244,17 @@ def test_the_twins_read_a_record_into_the_same_form(
     assert outs[0].runs() == expect_runs and dict(outs[0].counts()) == expect_counts
     for s in outs:
         s.base = -2  # (as the open leaves it: the log holds its state)
-        s.bound(0, (), 1 << 20)
+        s.bound(0, ((41, NEXT),), NEXT_STOP - 1)
         check_small(s, (40, -1))
+
+
+def _one_pass(value: bytes) -> bool:
+    """Whether a record is one the open reads in one pass: its acks in a Rice, stride,
+    Elias-Fano or run-bounds code, or none at all, or one run (no holes: the empty roaring
+    form of them)."""
+    flags, _, _, payload = msgpack.unpackb(pure_codecs.open_envelope(value, records.FORMAT_VERSION)[2])[1:5]
+    empty = BitMap().serialize()
+    return flags in (8, 9, 16, 17, 32, 33, 64) or (flags, payload) in ((0, b""), (1, empty))
 
 
 def _gaps(holes: frozenset[int], top: int) -> list[tuple[int, int]]:
@@ -206,10 +276,15 @@ def _in(runs: list[tuple[int, int]], e: int) -> bool:
 @pytest.mark.parametrize("impl", IMPLEMENTATIONS, ids=["pure", "native"][: len(IMPLEMENTATIONS)])
 def test_a_record_the_open_does_not_read_in_one_pass_is_left_to_recovery(impl: Any) -> None:
     """Another cursor's record, another ledger's, a damaged one, one stating other runs
-    than asked, one with a partial batch: None (recovery reads them and names damage)."""
+    than asked, one with a partial batch, one holding state at or past its ledger's end on
+    the line, records out of line order: None (recovery reads them and names damage); a
+    record of delivery counts alone is taken."""
     good = _record([(1, 5), (7, 900)], {6: 2})
-    args = (7, 40, -1, 9, 1, 0, 4096, b"", good, records.FORMAT_VERSION, -1, [], {})
-    assert impl.small_of_record(*args) is not None
+
+    def call(*items: tuple[Any, ...]) -> Any:
+        return impl.small_of_record(7, 40, -1, 9, 1, 0, 4096, b"", items, records.FORMAT_VERSION, [], {})
+
+    assert call((40, 0, 1000, good, -1)) is not None
     batch = records.encode_ledger(40, LedgerAcks(bitmap_of_runs([(1, 900)]), {950: (4, 0b1)}, {}), 7)
     bad = {
         "another cursor's": _record([(1, 5), (7, 900)], {}, 8),
@@ -218,36 +293,52 @@ def test_a_record_the_open_does_not_read_in_one_pass_is_left_to_recovery(impl: A
         "a partial batch": batch,
     }
     for why, value in bad.items():
-        assert impl.small_of_record(*args[:8], value, *args[9:]) is None, why
-    assert impl.small_of_record(*args[:10], 5, *args[11:]) is None  # (it states 2 runs)
-    assert impl.small_of_record(*args[:10], 2, *args[11:]) is not None
+        assert call((40, 0, 1000, value, -1)) is None, why
+    assert call((40, 0, 1000, good, 5)) is None  # (it states 2 runs)
+    assert call((40, 0, 1000, good, 2)) is not None
+    assert call((40, 0, 900, good, -1)) is None  # (an ack at 900: past the ledger's end)
+    assert call((40, 0, 901, good, -1)) is not None
+    counted = _record([], {3: 2, 5: 1}, ledger=41)
+    s = call((40, 0, 1000, good, -1), (41, 1000, 1100, counted, 0))
+    assert s is not None and s.runs() == [(1, 5), (7, 900)] and s.counts() == [(6, 2), (1003, 2), (1005, 1)]
+    assert call((40, 0, 1000, good, -1), (41, 1000, 1004, counted, 0)) is None  # (a count past its end)
+    assert call((41, 1000, 1100, counted, 0), (40, 0, 1000, good, -1)) is None  # (out of line order)
+    joined = call((40, 0, 901, good, -1), (41, 901, 2000, _record([(0, 9)], {}, ledger=41), 1))
+    assert joined is not None and joined.runs() == [(1, 5), (7, 910)]
     with pytest.raises(TypeError):
-        impl.small_of_record(*args[:8], "not bytes", *args[9:])
+        call((40, 0, 1000, "not bytes", -1))
 
 
-def test_the_open_looks_into_a_marker_naming_ms_ledger_alone_and_no_other() -> None:
-    """The look before resolving a newest marker (``records.names_m_alone``) says yes for a
-    marker naming the mark-delete ledger alone, in either layout, and no for one naming
-    another ledger or more, a ledger record, a msgpack marker too large to look into, and
-    bytes of no record."""
+def test_the_open_looks_into_a_marker_naming_ledgers_of_ms_line() -> None:
+    """The look before resolving a newest marker (``records.names_line``) says yes for a
+    marker naming one to 64 ledgers, none before the mark-delete one, in either layout, and
+    no for one naming a ledger before it or more than 64, a ledger record, a msgpack marker
+    too large to look into, and bytes of no record."""
     entry = records.IndexEntry(3, 40, None, None)
     other = records.IndexEntry(4, 2, None, None)
 
     def fixed(items: list[Any]) -> bytes:
-        return records.encode_fixed_marker(3, (1, 5), (1, 6), {}, items, 7, True)
+        return records.encode_fixed_marker(3, (2, 5), (2, 6), {}, items, 7, True)
 
     def packed(index: dict[int, Any], props: dict[str, Any] | None = None) -> bytes:
-        marker = records.Marker(True, 3, (1, 5), (1, 6), props or {}, index, extra={"c": 7})
+        marker = records.Marker(True, 3, (2, 5), (2, 6), props or {}, index, extra={"c": 7})
         return records.encode_marker(marker)
 
-    yes = {"fixed": fixed([(1, entry)]), "msgpack": packed({1: entry})}
+    many = [(ledger, entry) for ledger in range(2, 67)]  # (65 ledgers)
+    yes = {
+        "fixed, M's": fixed([(2, entry)]),
+        "fixed, a later one": fixed([(3, entry)]),
+        "fixed, 64 of the line": fixed(many[:64]),
+        "msgpack, M's": packed({2: entry}),
+        "msgpack, two": packed({2: entry, 3: other}),
+    }
     no = {
-        "fixed, another ledger": fixed([(2, entry)]),
-        "fixed, two ledgers": fixed([(1, entry), (2, other)]),
-        "msgpack, two ledgers": packed({1: entry, 2: other}),
-        "msgpack, too large to look into": packed({1: entry}, {"p": "x" * 2000}),
+        "fixed, one before M's": fixed([(1, entry), (2, other)]),
+        "fixed, 65": fixed(many),
+        "msgpack, one before M's": packed({1: entry, 2: other}),
+        "msgpack, too large to look into": packed({2: entry}, {"p": "x" * 2000}),
         "a ledger record": _record([(1, 5)], {}),
         "no record": b"\xc1\x02\x0e",
     }
-    assert all(records.names_m_alone(v) for v in yes.values())
-    assert not [why for why, v in no.items() if records.names_m_alone(v)]
+    assert not [why for why, v in yes.items() if not records.names_line(v)]
+    assert not [why for why, v in no.items() if records.names_line(v)]

@@ -11,12 +11,25 @@ import pytest
 
 from ackstore import AckStore, CursorConfig, Position, StoreError
 from ackstore.cursor.pages import Pages, Pending
+from ackstore.cursor.small import set_form_chains
 from ackstore.ledger_acks import NO_ENTRIES
 from ackstore.storage.index_entry import IndexEntry
 from ackstore.storage.log import MissingRecordError
 from ackstore.storage.records import log_key
 
 T = "persistent://t/ns/pages"
+
+
+@pytest.fixture(autouse=True)
+def _parts() -> Iterator[None]:
+    """The cursors here keep their ledgers in their parts, whose pages and budget these tests
+    are about: with form chains off a cursor over a slot's bound never takes the small form
+    (which holds every ledger of its line at once, outside the budget)."""
+    before = set_form_chains(False)
+    yield
+    set_form_chains(before)
+
+
 HOLEY = range(1, 600, 2)  # 300 isolated acks: a ledger of a few hundred bytes, two past the state layout
 
 

@@ -868,7 +868,9 @@ def test_a_cursor_that_takes_the_form_lets_its_parts_go_and_keeps_what_lives_in_
     the bytes they wrote."""
     path = tmp_path / "s"
     with AckStore.open(path) as store:
-        _topic(store).cursor("c").ack_entries(1, range(0, 1200, 2))  # 600 ranges: opened by recovery
+        cur = _topic(store).cursor("c")
+        cur.ack_entries(1, range(0, 1200, 2))  # 600 ranges ...
+        cur.ack_batch_index(Position(1, 1), 4, [0])  # ... and a partial batch: opened by recovery
         store.flush()
     with AckStore.open(path) as store:
         cur = store.topic(T).cursor("c")

@@ -64,8 +64,8 @@ whose parts write it in the marker layout (more ranges than a slot takes, and at
 quarters of the form's: room to grow, so that a cursor near the bound does not go in and
 out) takes the form after a full marker of theirs naming records of ledgers of its line
 (all of its ledgers read in) and *adopts* their chain: its next states are markers naming
-those records. An open reads a chain naming M's ledger's record alone straight into the
-form (:func:`chain_opened`); one naming more is recovered into the parts.
+those records. An open reads such a chain (records of ledgers of the line's first 64)
+straight into the form (:func:`chain_opened`); any other is recovered into the parts.
 
 Two twins of one API, as the lane: ``ackstore._native``'s ``SmallState``, ``flush_small``
 and ``undo_small`` (``ackstore/_small.c``) and the pure-Python ones here, which return the
@@ -760,13 +760,6 @@ def _counted(s: PySmallState, entry: int) -> None:
         s._unchain()
 
 
-def _only_m(s: Any) -> bool:
-    """Whether M's ledger holds state (acks above M, a delivery count, a partial batch) and
-    no other ledger does, in the form ``s`` (either twin's): a chain an open reads straight
-    into the form names M's ledger's record alone (:func:`chain_opened`)."""
-    return s.md_e < s.top() < (s.spans[0][1] if s.spans else _ENTRY_MAX + 1)
-
-
 def _chainable(s: Any) -> bool:
     """Whether the form ``s`` (either twin's) holds state its chain's records can hold: above
     M, in the line's first 64 ledgers (``recs`` has a bit each)."""
@@ -1321,41 +1314,35 @@ def _py_small_of_record(
     slots: int,
     cap: int,
     props: bytes,
-    record: bytes,
+    records: tuple[tuple[int, int, int, bytes, int], ...],
     max_version: int,
-    runs: int,
     adds: Any,
     counts: dict[int, int] | None,
 ) -> Any:
-    """The small form of a cursor whose newest marker names M's ledger's ``record`` alone
-    (:func:`chain_opened` reads and checks the marker): the record's acks above M, then
-    ``adds`` (the entries acked since it) and ``counts`` (those counted since it, the newer
+    """The small form of a cursor whose newest marker names the ``records`` of ledgers of its
+    line (:func:`chain_opened` reads and checks the marker and gives each as ``(ledger,
+    offset, stop, record, runs)``, in line order: the ledger at ``offset`` on the form's
+    line, its entries before ``stop``, its record and the runs it is to state, -1: not
+    asked): each record's acks above M and delivery counts at their offset, then ``adds``
+    (the form's entries acked since them) and ``counts`` (those counted since, the newer
     count winning), with M, the sequences and slots, ``cap`` and the packed ``props`` given.
-    None, so that recovery reads the cursor, for a record not of M's ledger and this cursor,
-    not read in one pass (``pure_acks.ledger_bounds``'s records: delivery counts but no
-    partial batch), damaged, stating other than ``runs`` (-1: not asked), holding acks at
-    M + 1 (M would move: recovery's to fit), or over ``cap`` runs or :data:`COUNT_CAP`
-    counts. O(the record's values + adds + counts)."""
-    if type(record) is not bytes or type(props) is not bytes or not (counts is None or type(counts) is dict):
-        raise TypeError("small_of_record's props and record are bytes, its counts a dict or None")
-    bad = md_l < 0 or not -1 <= md_e < _ENTRY_MAX or slot not in (0, 1) or not 0 <= slots <= 3
-    read = None if bad else pure_acks.ledger_bounds(record, RECORD_LEDGER, max_version)
-    if read is None:
+    None, so that recovery reads the cursor, for a record not of its ledger and this cursor,
+    not read in one pass (``pure_acks.ledger_bounds``'s records of ``ONE_PASS_CODES``, with
+    delivery counts but no partial batch), damaged, stating other than its runs or
+    than ``runs``, holding state at or past ``stop`` or acks at M + 1 (M would move:
+    recovery's to fit), or over ``cap`` runs or :data:`COUNT_CAP` counts.
+    O(the records' values + adds + counts)."""
+    if type(props) is not bytes or type(records) is not tuple or not (counts is None or type(counts) is dict):
+        raise TypeError("small_of_record's props are bytes, its records a tuple, its counts a dict or None")
+    if md_l < 0 or not -1 <= md_e < _ENTRY_MAX or slot not in (0, 1) or not 0 <= slots <= 3:
         return None
-    fields, bounds = read
-    owner, flat = [*fields, None, None][7:9]
-    if fields[0] != md_l or (owner is not None and owner != cursor_id) or 0 <= runs != fields[5]:
-        return None
-    held = [(first, end - 1) for first, end in zip(bounds[::2], bounds[1::2], strict=True) if end - 1 > md_e]
-    if len(held) > cap or (held and held[0][0] <= md_e + 1) or len(flat or ()) % 2:
-        return None
-    s = PySmallState(cursor_id, md_l, md_e, next_seq, slot, slots, held, cap)
+    s = PySmallState(cursor_id, md_l, md_e, next_seq, slot, slots, [], cap)
     try:
-        for e, n in zip(flat[::2], flat[1::2], strict=True) if flat else ():
-            if e > md_e:
-                if e in s._counts:
-                    return None
-                s._counts[_entry(e, "a counted entry")] = _count(s, e, n)
+        floor = 0  # (each record's ledger after the one before on the line)
+        for item in records:
+            if not _record_into(s, item, max_version, floor):
+                return None
+            floor = item[2]
         for e in sorted(adds):
             if e > md_e:
                 if e == md_e + 1:
@@ -1371,6 +1358,50 @@ def _py_small_of_record(
         return None
     s.props, s.persisted, s.dirty = props, s.n, 0
     return s
+
+
+def _record_into(s: PySmallState, item: Any, max_version: int, floor: int) -> bool:
+    """One ledger's record read into ``s`` (:func:`_py_small_of_record`'s ``records``' item,
+    its offset at or after ``floor``, the stop of the one before):
+    its acks above M appended after the runs of the ledgers before it (a run across the
+    offset joined), then its delivery counts; whether the form takes it. O(its values)."""
+    if type(item) is not tuple or len(item) != 5 or type(item[3]) is not bytes:
+        raise TypeError(f"small_of_record's records are (ledger, offset, stop, record: bytes, runs), not {item!r}")
+    ledger, offset, stop, record, runs = item
+    if not floor <= offset < stop <= _ENTRY_MAX + 1:
+        return False
+    read = pure_acks.ledger_bounds(record, RECORD_LEDGER, max_version, pure_acks.ONE_PASS_CODES)
+    if read is None:
+        return False
+    fields, bounds = read
+    owner, flat = [*fields, None, None][7:9]
+    if fields[0] != ledger or (owner is not None and owner != s.cursor_id) or 0 <= runs != fields[5]:
+        return False
+    if len(flat or ()) % 2:
+        return False
+    held = s._runs
+    for first, end in zip(bounds[::2], bounds[1::2], strict=True):
+        first, last = offset + first, offset + end - 1
+        if last >= stop:
+            return False
+        if last <= s.md_e:
+            continue
+        if first <= s.md_e + 1 or (held and first <= held[-1]):
+            return False
+        if held and first == held[-1] + 1:
+            held[-1] = last
+        elif len(held) // 2 >= s.cap:
+            return False
+        else:
+            held += (first, last)
+    for e, n in zip(flat[::2], flat[1::2], strict=True) if flat else ():
+        if e < 0 or offset + e >= stop:
+            return False
+        if offset + e > s.md_e:
+            if offset + e in s._counts:
+                raise ValueError(f"entry {offset + e} counted twice")
+            s._counts[offset + e] = _count(s, offset + e, n)
+    return True
 
 
 def _count(s: PySmallState, entry: int, n: int) -> int:
@@ -1591,46 +1622,64 @@ def chain_opened(
     txn: Any, db: Any, cursor_id: int, newest: NewestMarker, config: CursorConfig, directory: LedgerDirectory
 ) -> OpenedForm | None:
     """The small form of a cursor whose newest marker (``newest``, resolved:
-    :func:`~ackstore.storage.log.newest_marker`) names M's ledger's record alone (a chain the
-    form wrote, or its parts' of a cursor over a slot's bound with state in M's ledger only:
-    the module docstring), read straight into the form with the open's report: the record,
-    its acks and counts and those the markers named since (:data:`small_of_record`), the
-    chain adopted. None when the newest state is outside the form, by :func:`small_of`'s
-    rule (then recovery reads the cursor, from ``newest``, and the form is taken at a full
-    marker, as before): a state marker, a PIP-299 marker, another ledger, more than
-    :data:`DELTA_MOST` acks and counts since the record, a record not read in one pass, a
-    state the slots would take, near or over the cap, or with more counts than a flush of
-    the form takes (room to grow). O(the record's values)."""
+    :func:`~ackstore.storage.log.newest_marker`) names records of ledgers of its line (a chain
+    the form wrote, or its parts' of a cursor over a slot's bound with state in the line's
+    first 64 ledgers: the module docstring), read straight into the form with the open's
+    report: the records, their acks and counts and those the markers named since
+    (:data:`small_of_record`), the chain adopted. None when the newest state is outside the
+    form, by :func:`small_of`'s rule (then recovery reads the cursor, from ``newest``, and the
+    form is taken at a full marker, as before): a state marker, a PIP-299 marker, a ledger
+    off the line or past its 64th, more than :data:`DELTA_MOST` acks and counts since the
+    records, a record not read in one pass, a state the slots would take, near or over the
+    cap, or with more counts than a flush of the form takes (room to grow). O(the records'
+    values)."""
     started = time.perf_counter()
     cap = _cap(config)
     resolved = newest.resolved
     marker, index, seq = resolved.marker, resolved.index, resolved.seq
     md_l, md_e = marker.mark_delete
-    entry = index.get(md_l)
-    if cap < 0 or not _CHAINS[0] or config.history_seconds or entry is None or len(index) > 1:
+    if cap < 0 or not _CHAINS[0] or config.history_seconds or not index or marker.ledgers is not None:
         return None
-    adds, counts = sorted(entry.adds or ()), entry.counts or {}
-    if marker.ledgers is not None or marker.truncated or len(adds) + len(counts) > DELTA_MOST:
+    if marker.truncated or resolved.deltas_since_full > config.full_marker_every:
         return None
-    if not entry.seq < resolved.full_seq or resolved.deltas_since_full > config.full_marker_every:
+    bound = bound_of(directory, md_l)
+    if bound is None:
         return None
-    record = txn.get(log_key(cursor_id, entry.seq), db=db)
-    if record is None:
+    line = ((md_l, 0), *bound[0])
+    at = {ledger: k for k, (ledger, _) in enumerate(line[:64])}
+    if any(ledger not in at or e.seq >= resolved.full_seq for ledger, e in index.items()):
         return None
-    runs = -1 if adds or counts else entry.runs
+    items: list[tuple[int, int, int, bytes, int]] = []
+    adds: list[int] = []
+    counts: dict[int, int] = {}
+    found: list[tuple[int, int]] = []
+    for ledger, e in sorted(index.items(), key=lambda item: at[item[0]]):
+        k = at[ledger]
+        offset, stop = line[k][1], line[k + 1][1] if k + 1 < len(line) else bound[1] + 1
+        record = txn.get(log_key(cursor_id, e.seq), db=db)
+        if record is None:
+            return None
+        adds += [offset + x for x in e.adds or ()]
+        counts.update((offset + x, n) for x, n in (e.counts or {}).items())
+        items.append((ledger, offset, stop, record, -1 if e.adds or e.counts else e.runs))
+        found.append((k, e.seq))
+    if len(adds) + len(counts) > DELTA_MOST:
+        return None
     props = pack_properties(marker.properties)
     slots = newest.slot, newest.slots
-    s = small_of_record(cursor_id, md_l, md_e, seq + 1, *slots, cap, props, record, FORMAT_VERSION, runs, adds, counts)
+    s = small_of_record(cursor_id, md_l, md_e, seq + 1, *slots, cap, props, tuple(items), FORMAT_VERSION, adds, counts)
     if s is None or s.n <= lane.STATE_MAX_RUNS or s.n > cap - cap // 4 or s.nc > COUNT_CAP - COUNT_CAP // 4:
         return None  # (small_of's: a slot's state, room to grow)
     s.every, s.base = config.full_marker_every, -2
     end = directory.end(md_l)
-    if 0 <= end <= md_e or not fit(s, directory) or s.top() > s.limit or not _only_m(s):
-        return None  # (M or acks at or past a ledger's bound: recovery clips; state past M's ledger)
+    if 0 <= end <= md_e or not fit(s, directory) or s.top() > s.limit or (s.md_l, s.md_e) != (md_l, md_e):
+        return None  # (M or acks at or past a ledger's bound: recovery clips; M moved: the records are of another line)
     chain = resolved.deltas_since_full, resolved.chain_bytes
-    s.adopt(resolved.full_seq, seq, entry.seq, resolved.full_bytes, adds, list(counts), *chain)
-    nbytes = resolved.full_bytes + resolved.chain_bytes + len(record)
-    return OpenedForm(s, seq, 1, nbytes, time.perf_counter() - started)
+    s.adopt(resolved.full_seq, seq, tuple(found), resolved.full_bytes, sorted(adds), list(counts), *chain)
+    if s.held() & ~s.recs:  # (every ledger holding state has its record)
+        return None
+    nbytes = resolved.full_bytes + resolved.chain_bytes + sum(len(item[3]) for item in items)
+    return OpenedForm(s, seq, len(items), nbytes, time.perf_counter() - started)
 
 
 def check_small(s: Any, md: tuple[int, int], logged: bool | None = None) -> None:

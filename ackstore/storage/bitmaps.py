@@ -46,7 +46,7 @@ from pyroaring import BitMap
 from ..errors import CorruptRecordError
 from ..ledger_acks import bitmap_of_range, count_runs
 from . import codecs
-from .pure_codecs import varint
+from .pure_codecs import stride_of, varint
 
 __all__ = ["encode_bitmap", "decode_bitmap", "smallest_encoding"]
 
@@ -141,32 +141,14 @@ def _stride(values: BitMap, first: int, count: int) -> bytes:
     return varint(low - first) + varint(step) + varint(count)
 
 
-def _read_varints(payload: bytes, n: int) -> list[int]:
-    """Exactly ``n`` varints filling ``payload``; CorruptRecordError otherwise."""
-    out: list[int] = []
-    value = shift = 0
-    for byte in payload:
-        value |= (byte & 0x7F) << shift
-        shift += 7
-        if byte < 0x80:
-            out.append(value)
-            value = shift = 0
-        elif shift > 35:
-            break
-    if len(out) != n or shift:
-        raise CorruptRecordError(f"a stride payload of {len(payload)} bytes is not {n} varints")
-    return out
-
-
 def _from_stride(payload: bytes, first: int, last: int) -> BitMap:
     """The values of a stride payload; CorruptRecordError unless they lie in [first, last]
-    and in 32 bits. O(values)."""
-    offset, step, count = _read_varints(payload, 3)
-    low = first + offset
-    high = low + step * (count - 1)
-    if count < 1 or step < 1 or low < 0 or high > min(last, _U32_MAX):
-        raise CorruptRecordError(f"a stride of {count} values every {step} from {low} leaves [{first}, {last}]")
-    return bitmap_of_range(range(low, high + 1, step))
+    and in 32 bits (``pure_codecs.stride_of``). O(values)."""
+    try:
+        low, step, count = stride_of(payload, first, last)
+    except ValueError as e:
+        raise CorruptRecordError(str(e)) from None
+    return bitmap_of_range(range(low, low + step * (count - 1) + 1, step))
 
 
 def encode_bitmap(bitmap: BitMap, runs: int | None = None) -> tuple[int, int, int, bytes]:

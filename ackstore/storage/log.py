@@ -45,7 +45,7 @@ from .records import (
     log_bounds,
     log_key,
     log_keys_of,
-    names_m_alone,
+    names_line,
     open_slot,
     record_type,
     seal_slot,
@@ -205,15 +205,15 @@ class NewestMarker(NamedTuple):
 
 def newest_marker(txn: LogTxn, db: lmdb._Database | None, cursor_id: int, c: Any = None) -> NewestMarker | None:
     """The cursor's newest record resolved (:func:`resolve_marker`) when it is a marker
-    under a log key naming the mark-delete ledger alone (``records.names_m_alone``: the
-    small form's chain), newer than what both state slots hold, their heads intact; None
+    under a log key naming ledgers of the mark-delete position's line (``records.names_line``:
+    the small form's chain), newer than what both state slots hold, their heads intact; None
     for any other log, or when the marker or its chain is damaged (recovery then says what
     it skipped). What recovery starts from (``recover_cursor``'s ``newest``), so that an open
     looking at it first does not resolve it again. O(the chain's markers), with ``c`` as
     :func:`slot_values` takes it."""
     if c is None:
         c = txn.cursor(db=db)
-    if not _at_newest(c, cursor_id) or not names_m_alone(c.value()):
+    if not _at_newest(c, cursor_id) or not names_line(c.value()):
         return None
     seq, value = split_log_key(bytes(c.key()))[1], bytes(c.value())
     found, damaged, held = read_slots(txn, db, cursor_id)  # (newest first, as recovery reads them)

@@ -27,15 +27,36 @@ from .pure_codecs import (
     open_envelope,
     plane_values,
     rice_values,
+    stride_of,
     uint32_values,
     varint,
 )
 
-__all__ = ["acks_roaring", "ef_code", "ef_width", "ledger_acks", "ledger_bounds"]
+__all__ = [
+    "ACKS_CODES",
+    "ONE_PASS_CODES",
+    "acks_roaring",
+    "ef_code",
+    "ef_width",
+    "ledger_acks",
+    "ledger_bounds",
+    "record_bounds",
+]
 
 _U32 = 0xFFFFFFFF
-_HOLES, _GAPS, _RICE, _EF, _BOUNDS = 1, 4, 8, 32, 64
+_HOLES, _GAPS, _RICE, _STRIDE, _EF, _BOUNDS = 1, 4, 8, 16, 32, 64
 """the record flags this reads (``ackstore.storage.bitmaps``)"""
+ACKS_CODES = frozenset((_RICE, _RICE | _HOLES, _EF, _EF | _HOLES, _BOUNDS))
+"""the codes of a ledger record's acks :func:`acks_roaring` reads straight from the record"""
+ONE_PASS_CODES = ACKS_CODES | {0, _HOLES, _STRIDE, _STRIDE | _HOLES}
+"""the codes :func:`record_bounds` reads: :data:`ACKS_CODES`, none (0, no code), no holes
+(1, the empty roaring form) and a stride of acks or of holes (``ONE_PASS_CODES`` in
+``_small.c``)"""
+_EMPTY_ROARING = b"\x3a\x30\x00\x00\x00\x00\x00\x00"
+"""the portable roaring form of no values (a ledger acked whole from first to last is
+written as its holes, these bytes: ``bitmaps.encode_bitmap``)"""
+_STRIDE_MOST = 1 << 20
+"""the most values of a stride :func:`record_bounds` expands (more: ValueError)"""
 _ARRAY_MAX = 4096
 _COOKIE_RUNS, _COOKIE_NO_RUNS = 12347, 12346
 _NO_OFFSETS_BELOW = 4
@@ -181,15 +202,17 @@ def ledger_acks(value: bytes | memoryview, rtype: int, max_version: int) -> tupl
     return fields[0], _roaring_of_bounds(bounds), fields[5], fields[7] if len(fields) > 7 else None
 
 
-def ledger_bounds(value: bytes | memoryview, rtype: int, max_version: int) -> tuple[list[Any], list[int]] | None:
+def ledger_bounds(
+    value: bytes | memoryview, rtype: int, max_version: int, codes: frozenset[int] = ACKS_CODES
+) -> tuple[list[Any], list[int]] | None:
     """``(fields, bounds)`` of a ledger record in the fixed envelope (type ``rtype``) read in
     one pass: its body's fields (``[ledger, flags, first, last, payload, runs, batches(,
     owner(, counts))]``) and the bounds of its runs of acks (``[b[2i], b[2i + 1])`` each,
-    maximal), when it holds no partial batch and codes its acks as :func:`acks_roaring` reads
-    them straight from the record (flags 8, 9, 32, 33, 64), their number of runs the one the
-    record states; None for every other record, damaged or not. The compiled twin reads the
-    same records (``ledger_acks`` in ``_acks.c``, ``small_of_record`` in ``_small.c``).
-    O(values)."""
+    maximal), when it holds no partial batch and codes its acks in one of ``codes``
+    (:data:`ACKS_CODES`, which :func:`acks_roaring` reads straight from the record, or
+    :data:`ONE_PASS_CODES`), their number of runs the one the record states; None for every
+    other record, damaged or not. The compiled twin reads the same records (``ledger_acks``
+    in ``_acks.c``, ``small_of_record`` in ``_small.c``). O(values)."""
     _ranged("rtype", rtype, 0, 255)
     _ranged("max_version", max_version, 0, 255)
     if len(value) < 7 or value[0] != 0xC1 or value[1] != rtype:
@@ -201,13 +224,32 @@ def ledger_bounds(value: bytes | memoryview, rtype: int, max_version: int) -> tu
         return None
     fields = msgpack.unpackb(body)
     flags, first, last, payload, runs, batches = fields[1:7]
-    if batches or flags not in (_RICE, _RICE | _HOLES, _EF, _EF | _HOLES, _BOUNDS):
+    if batches or flags not in codes:
         return None
     try:
-        bounds = _acks_bounds(flags, first, last, payload)
+        bounds = record_bounds(flags, first, last, payload)
     except ValueError:
         return None
     return (fields, bounds) if len(bounds) // 2 == runs else None
+
+
+def record_bounds(flags: Any, first: Any, last: Any, code: bytes) -> list[int]:
+    """The bounds of the runs of acks a ledger record's bitmap fields hold (``[b[2i], b[2i +
+    1])`` each, maximal): a code :func:`acks_roaring` reads, a stride of acks or holes, no
+    holes (one run, ``first..last``) or no acks (flags 0, no code). ValueError for damage or
+    another code. ``ledger_run_bounds`` in ``_acks.c``, the same. O(values)."""
+    if flags == 0 and not code:
+        return []
+    if flags == _HOLES and bytes(code) == _EMPTY_ROARING and 0 <= first <= last <= _U32:
+        return [first, last + 1]
+    if flags in (_STRIDE, _STRIDE | _HOLES):
+        _ranged("first", first, 0, _U32)
+        _ranged("last", last, first, _U32)
+        low, step, count = stride_of(bytes(code), first, last)
+        if count > _STRIDE_MOST:
+            raise ValueError(f"a stride of {count} values: more than {_STRIDE_MOST} read in one pass")
+        return _bounds_of_values(list(range(low, low + step * count, step)), bool(flags & _HOLES), first, last)
+    return _acks_bounds(flags, first, last, code)
 
 
 def _bounds_of_values(values: list[int], holes: bool, first: int, last: int) -> list[int]:

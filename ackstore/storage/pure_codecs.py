@@ -26,6 +26,7 @@ __all__ = [
     "plane_values",
     "rice_values",
     "rice_code",
+    "stride_of",
     "uint32_values",
     "code_count",
     "positions_by_ledger",
@@ -211,6 +212,31 @@ def uint32_values(values: bytes | array | memoryview) -> array:  # type: ignore[
     if not arr:
         raise ValueError("no values to code")
     return arr
+
+
+def stride_of(payload: bytes, first: int, last: int) -> tuple[int, int, int]:
+    """``(low, step, count)`` of a stride payload (three varints: the first value's offset
+    from ``first``, the step, the count; ``bitmaps._stride``): ``count`` values every
+    ``step`` from ``low``. ValueError unless they lie in ``first..last`` and in 32 bits.
+    O(1)."""
+    out: list[int] = []
+    value = shift = 0
+    for byte in payload:
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            out.append(value)
+            value = shift = 0
+        elif shift > 35:
+            break
+    if len(out) != 3 or shift:
+        raise ValueError(f"a stride payload of {len(payload)} bytes is not 3 varints")
+    offset, step, count = out
+    low = first + offset
+    high = low + step * (count - 1)
+    if count < 1 or step < 1 or low < 0 or high > min(last, 0xFFFFFFFF):
+        raise ValueError(f"a stride of {count} values every {step} from {low} leaves [{first}, {last}]")
+    return low, step, count
 
 
 def varint(n: int) -> bytes:

@@ -117,7 +117,7 @@ __all__ = [
     "SLOT_PREFIX",
     "slot_key",
     "log_keys_of",
-    "names_m_alone",
+    "names_line",
     "split_slot_key",
     "seal_slot",
     "SLOT_RESERVE",
@@ -703,15 +703,20 @@ def state_ledger(value: bytes | memoryview, seq: int, ledger: int) -> tuple[Ledg
 
 
 _SMALL_MARKER = 1024
-"""the most bytes of a msgpack marker :func:`names_m_alone` looks into (one ledger's item
-with the acks and counts a chain names since its record is well under it)"""
+"""the most bytes of a msgpack marker :func:`names_line` looks into (the items of a few
+ledgers with the acks and counts a chain names since their records are well under it)"""
+
+_LINE_ITEMS = 64
+"""the most ledgers a marker :func:`names_line` says yes to names (a small form's chain
+records the line's first 64)"""
 
 
-def names_m_alone(value: bytes | memoryview) -> bool:
-    """Whether a marker record names one ledger, the mark-delete position's, read from its
-    envelope and head (the fixed layout, format 9 on) or its body (a msgpack array of
-    format 5 on, of at most :data:`_SMALL_MARKER` bytes), unchecked: a look before resolving
-    it (``storage.log.newest_marker``), which checks it. O(1)."""
+def names_line(value: bytes | memoryview) -> bool:
+    """Whether a marker record names one to :data:`_LINE_ITEMS` ledgers, none before the
+    mark-delete position's, read from its envelope and head (the fixed layout, format 9 on:
+    its items ascend) or its body (a msgpack array of format 5 on, of at most
+    :data:`_SMALL_MARKER` bytes), unchecked: a look before resolving it
+    (``storage.log.newest_marker``), which checks it. O(1) for the fixed layout."""
     at = ENVELOPE.size
     if len(value) < at + 1 or value[0] != 0xC1 or value[1] != RECORD_MARKER or value[2] < 5:
         return False
@@ -719,12 +724,13 @@ def names_m_alone(value: bytes | memoryview) -> bool:
         if value[2] < 9 or len(value) < at + FIXED_HEAD.size + 4:
             return False
         _, _, _, md_l, _, _, _, _, items = FIXED_HEAD.unpack_from(value, at)
-        return items == 1 and int.from_bytes(value[at + FIXED_HEAD.size : at + FIXED_HEAD.size + 4], "little") == md_l
+        first = int.from_bytes(value[at + FIXED_HEAD.size : at + FIXED_HEAD.size + 4], "little")
+        return 1 <= items <= _LINE_ITEMS and first >= md_l
     if len(value) > _SMALL_MARKER:
         return False
     try:
         body = msgpack.unpackb(value[at:], strict_map_key=False)
-        return len(body[7]) == 1 and body[7][0][0] == body[2]
+        return 1 <= len(body[7]) <= _LINE_ITEMS and min(item[0] for item in body[7]) >= body[2]
     except Exception:  # any other shape: resolving it says what it is
         return False
 
