@@ -1353,23 +1353,49 @@ static int line_arg(SmallState *s, PyObject *arg, int *k) {
     return 0;
 }
 
-/* acks_of(k) -> bytes: the line's k-th ledger's acks (M's: above M), its own entries (the form's
- * less the ledger's offset; a run across its start or end cut there), in the portable roaring
- * serialization: what a record of that ledger holds (small.base_puts reads it into a BitMap;
- * PySmallState.acks_of, the same). */
-static PyObject *SmallState_acks_of(SmallState *s, PyObject *arg) {
+/* the bounds [b[2x], b[2x + 1]) of the runs of the line's k-th ledger (k from `arg`), its own
+ * entries (the form's less the ledger's offset; a run across its start or end cut there), *n of
+ * them (PyMem; NULL with an exception) */
+static uint64_t *ledger_bounds(SmallState *s, PyObject *arg, uint32_t *n) {
     int k;
+    uint32_t i;
     if (line_arg(s, arg, &k) < 0) return NULL;
-    uint32_t i, n = ranges_in(s, k, &i);
+    *n = ranges_in(s, k, &i);
     unsigned long long start = line_start(s, k), end = line_end(s, k);
-    uint64_t *b = PyMem_Malloc(sizeof(uint64_t) * (2 * (size_t)n + 1));
-    if (b == NULL) return PyErr_NoMemory();
-    for (uint32_t x = 0; x < n; x++) {
+    uint64_t *b = PyMem_Malloc(sizeof(uint64_t) * (2 * (size_t)*n + 1));
+    if (b == NULL) return (uint64_t *)PyErr_NoMemory();
+    for (uint32_t x = 0; x < *n; x++) {
         uint64_t first = s->runs[2 * (i + x)], stop = (uint64_t)s->runs[2 * (i + x) + 1] + 1;
         b[2 * x] = (first > start ? first : start) - start;
         b[2 * x + 1] = (stop < end ? stop : end) - start;
     }
+    return b;
+}
+
+/* acks_of(k) -> bytes: the line's k-th ledger's acks (M's: above M), its own entries, in the
+ * portable roaring serialization: what a record of that ledger holds (small.base_puts reads it
+ * into a BitMap; PySmallState.acks_of, the same). */
+static PyObject *SmallState_acks_of(SmallState *s, PyObject *arg) {
+    uint32_t n;
+    uint64_t *b = ledger_bounds(s, arg, &n);
+    if (b == NULL) return NULL;
     PyObject *out = roaring_of_bounds(b, 2 * (Py_ssize_t)n);
+    PyMem_Free(b);
+    return out;
+}
+
+/* runs_of(k) -> [(first, last), ...]: the line's k-th ledger's runs of acks (M's: above M), its
+ * own entries, as the parts hold them (PySmallState.runs_of, the same) */
+static PyObject *SmallState_runs_of(SmallState *s, PyObject *arg) {
+    uint32_t n;
+    uint64_t *b = ledger_bounds(s, arg, &n);
+    if (b == NULL) return NULL;
+    PyObject *out = PyList_New(n);
+    for (uint32_t x = 0; out != NULL && x < n; x++) {
+        PyObject *t = Py_BuildValue("(KK)", (unsigned long long)b[2 * x], (unsigned long long)b[2 * x + 1] - 1);
+        if (t == NULL) Py_CLEAR(out);
+        else PyList_SET_ITEM(out, x, t);
+    }
     PyMem_Free(b);
     return out;
 }
@@ -1479,6 +1505,8 @@ fail:
 static PyMethodDef SmallState_methods[] = {
     {"record_of", (PyCFunction)(void (*)(void))SmallState_record_of, METH_FASTCALL,
      "The line's k-th ledger's record of the form's state there, its acks coded as given (PySmallState.record_of)."},
+    {"runs_of", (PyCFunction)SmallState_runs_of, METH_O,
+     "runs_of(k) -> [(first, last), ...]: the line's k-th ledger's runs, its own entries."},
     {"acks_of", (PyCFunction)SmallState_acks_of, METH_O,
      "The line's k-th ledger's acks, in the portable roaring serialization (PySmallState.acks_of)."},
     {"held", (PyCFunction)SmallState_held, METH_NOARGS, "The ledgers of the line holding state (PySmallState.held)."},

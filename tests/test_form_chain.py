@@ -441,7 +441,7 @@ def test_a_forms_record_of_a_ledger_is_the_one_the_parts_codec_writes(
 ) -> None:
     """``record_of`` of both twins writes, byte for byte, what ``records.encode_ledger``
     writes for each ledger of the line (M's, and those after it at ``offsets``, some with no
-    entries): its acks (``acks_of``, in its own entries), partial batches and delivery
+    entries): its acks (``acks_of``, in its own entries; ``runs_of`` their runs), partial batches and delivery
     counts: the records a form's new chain begins with, and the ones its open reads back.
     ``held`` names exactly the ledgers holding any of it."""
     from ackstore.ledger_acks import LedgerAcks
@@ -463,6 +463,7 @@ def test_a_forms_record_of_a_ledger_is_the_one_the_parts_codec_writes(
             acks = BitMap.deserialize(s.acks_of(k))
             cut = [(max(a, start) - start, min(b, end - 1) - start) for a, b in runs if a < end and b >= start]
             assert acks == bitmap_of_runs(cut if start < end else [])
+            assert s.runs_of(k) == (cut if start < end else [])  # (as the parts hold them)
             la = LedgerAcks(
                 BitMap(acks),
                 {e - start: (size, mask) for e, size, mask in batches if start <= e < end} or None,
@@ -475,6 +476,8 @@ def test_a_forms_record_of_a_ledger_is_the_one_the_parts_codec_writes(
         assert s.held() == held
         with pytest.raises(ValueError, match="k="):
             s.acks_of(len(line))
+        with pytest.raises(ValueError, match="k="):
+            s.runs_of(len(line))
     assert outs[: len(outs) // len(IMPLEMENTATIONS)] * len(IMPLEMENTATIONS) == outs
 
 

@@ -364,6 +364,10 @@ class PySmallState:
         r = self._runs
         return [(r[i], r[i + 1]) for i in range(0, len(r), 2)]
 
+    def runs_of(self, k: int) -> list[tuple[int, int]]:
+        """The line's ``k``-th ledger's runs, its own entries: :func:`_runs_of`."""
+        return _runs_of(self, k)
+
     def acks_of(self, k: int) -> bytes:
         """The line's ``k``-th ledger's acks, in the portable roaring serialization: :func:`_acks_of`."""
         return _acks_of(self, k)
@@ -826,15 +830,20 @@ def _ranges_in(s: PySmallState, k: int) -> int:
     return j - i + (j < s.n and s._runs[2 * j] < end)
 
 
-def _acks_of(s: PySmallState, k: int) -> bytes:
-    """``s.acks_of``: the line's ``k``-th ledger's acks (M's: above M), its own entries (the
-    form's less the ledger's offset; a run across its start or end cut there), in the
-    portable roaring serialization: what a record of that ledger holds. O(its runs)."""
+def _runs_of(s: PySmallState, k: int) -> list[tuple[int, int]]:
+    """``s.runs_of``: the line's ``k``-th ledger's runs of acks (M's: above M), its own
+    entries (the form's less the ledger's offset; a run across its start or end cut there),
+    as the parts hold them. O(log runs + its runs)."""
     _line_ledger(s, k)
     r, start, end = s._runs, _line_start(s, k), _line_end(s, k)
     i = s._first_ending_at_or_after(start)
-    cut = [(max(r[2 * x], start) - start, min(r[2 * x + 1], end - 1) - start) for x in range(i, i + _ranges_in(s, k))]
-    return bitmap_of_runs(cut).serialize()
+    return [(max(r[2 * x], start) - start, min(r[2 * x + 1], end - 1) - start) for x in range(i, i + _ranges_in(s, k))]
+
+
+def _acks_of(s: PySmallState, k: int) -> bytes:
+    """``s.acks_of``: the line's ``k``-th ledger's acks (:func:`_runs_of`) in the portable
+    roaring serialization: what a record of that ledger holds. O(its runs)."""
+    return bitmap_of_runs(_runs_of(s, k)).serialize()
 
 
 def _record_of(s: PySmallState, k: int, version: int, flags: int, first: int, last: int, code: bytes) -> bytes:
@@ -1653,15 +1662,19 @@ def chain_opened(
     adds: list[int] = []
     counts: dict[int, int] = {}
     found: list[tuple[int, int]] = []
-    for ledger, e in sorted(index.items(), key=lambda item: at[item[0]]):
-        k = at[ledger]
-        offset, stop = line[k][1], line[k + 1][1] if k + 1 < len(line) else bound[1] + 1
+    last = len(line) - 1
+    for k in sorted(at[ledger] for ledger in index):  # (in line order)
+        ledger, offset = line[k]
+        e = index[ledger]
         record = txn.get(log_key(cursor_id, e.seq), db=db)
         if record is None:
             return None
-        adds += [offset + x for x in e.adds or ()]
-        counts.update((offset + x, n) for x, n in (e.counts or {}).items())
-        items.append((ledger, offset, stop, record, -1 if e.adds or e.counts else e.runs))
+        runs = e.runs
+        if e.adds or e.counts:
+            adds += [offset + x for x in e.adds or ()]
+            counts.update((offset + x, n) for x, n in (e.counts or {}).items())
+            runs = -1
+        items.append((ledger, offset, line[k + 1][1] if k < last else bound[1] + 1, record, runs))
         found.append((k, e.seq))
     if len(adds) + len(counts) > DELTA_MOST:
         return None
@@ -1672,7 +1685,7 @@ def chain_opened(
         return None  # (small_of's: a slot's state, room to grow)
     s.every, s.base = config.full_marker_every, -2
     end = directory.end(md_l)
-    if 0 <= end <= md_e or not fit(s, directory) or s.top() > s.limit or (s.md_l, s.md_e) != (md_l, md_e):
+    if 0 <= end <= md_e or not fit(s, directory, bound) or s.top() > s.limit or (s.md_l, s.md_e) != (md_l, md_e):
         return None  # (M or acks at or past a ledger's bound: recovery clips; M moved: the records are of another line)
     chain = resolved.deltas_since_full, resolved.chain_bytes
     s.adopt(resolved.full_seq, seq, tuple(found), resolved.full_bytes, sorted(adds), list(counts), *chain)

@@ -75,16 +75,19 @@ def bound_of(d: LedgerDirectory, md_l: int) -> tuple[tuple[tuple[int, int], ...]
         spans.append((d.ids[i], offset))
 
 
-def fit(s: Any, d: LedgerDirectory) -> bool:
+def fit(s: Any, d: LedgerDirectory, bound: tuple[tuple[tuple[int, int], ...], int] | None = None) -> bool:
     """The form fitted to directory ``d`` as a recovery fits a state (an open's: bounded as
     of no version, so its first use asks again): M moved on across what it acked whole of
-    sealed ledgers. False when M's ledger is not in ``d``. O(ledgers crossed)."""
+    sealed ledgers. False when M's ledger is not in ``d``. ``bound``: :func:`bound_of` M's
+    ledger, when the caller has it. O(ledgers crossed)."""
     while True:
-        bound = bound_of(d, s.md_l)
         if bound is None:
-            return False
+            bound = bound_of(d, s.md_l)
+            if bound is None:
+                return False
         if not s.bound(-1, *bound):
             return True
+        bound = None
 
 
 def place(s: Any, ledger: Any) -> tuple[int, int] | None:
@@ -176,19 +179,14 @@ def read_position(s: Any) -> tuple[int, int]:
 
 def ledger_runs(s: Any) -> list[tuple[int, list[tuple[int, int]]]]:
     """The form's runs per ledger, ``[(ledger, [(first, last), ...]), ...]``, as the parts
-    hold them (a run across an offset is one in each ledger). O(runs x spans)."""
-    runs = s.runs()
+    hold them (a run across an offset is one in each ledger; a ledger with no entries holds
+    none). O(runs + spans x log runs)."""
     spans = s.spans
-    if not spans or not runs or runs[-1][1] < spans[0][1]:
+    if not spans:
+        runs = s.runs()
         return [(s.md_l, runs)] if runs else []
-    line = [(s.md_l, 0), *spans]
-    out: list[tuple[int, list[tuple[int, int]]]] = []
-    for j, (ledger, offset) in enumerate(line):
-        end = line[j + 1][1] if j + 1 < len(line) else MAX_ENTRY + 1  # (past the ledger's last)
-        mine = [(max(f, offset) - offset, min(x, end - 1) - offset) for f, x in runs if x >= offset and f < end]
-        if mine and offset < end:  # (a ledger with no entries holds none)
-            out.append((ledger, mine))
-    return out
+    line = (s.md_l, *(ledger for ledger, _ in spans))
+    return [(ledger, mine) for k, ledger in enumerate(line) if (mine := s.runs_of(k))]
 
 
 def ledger_counts(s: Any) -> list[tuple[tuple[int, int], int]]:
