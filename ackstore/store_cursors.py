@@ -166,10 +166,10 @@ class CursorSide:
     ) -> Any:
         """@private A cursor's state as an open (or a reader's catch-up) starts from it: the
         small form, read from the cursor's state slots, when its log is only those and its
-        state is in the form (``ackstore.cursor.small``), or, a writer's cursor, from its
-        newest record under a log key when that is its newest state and in the form (a
-        cursor that keeps history: its state marker; any other: a marker naming M's ledger's
-        record alone, ``chain_opened``); else :meth:`recover_log`'s.
+        state is in the form (``ackstore.cursor.small``), or from its newest record under a
+        log key when that is its newest state and in the form (a marker naming records of
+        ledgers of M's line, ``chain_opened``; a writer's cursor that keeps history: its
+        state marker); else :meth:`recover_log`'s.
         ``probe``: a cursor of ``txn`` on the log to look with (a bulk open's, made once)."""
         if not config.history_seconds:
             values = slot_values(txn, log.db, log.cursor_id, probe)
@@ -177,7 +177,7 @@ class CursorSide:
                 small = small_opened(log.cursor_id, values, config, topic.directory)
                 if small is not None:
                     return small
-            elif not self.store.readonly:  # (a reader's form follows its slots)
+            else:
                 newest = newest_marker(txn, log.db, log.cursor_id, probe)
                 if newest is not None:
                     small = chain_opened(txn, log.db, log.cursor_id, newest, config, topic.directory)

@@ -7,6 +7,8 @@ exactly what recovery holds, and its next flushes extend the chain as if it neve
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -154,6 +156,47 @@ def test_a_holey_cursor_reopens_into_its_form_holding_what_recovery_holds(tmp_pa
     expected = _state(tmp_path / "b", False)[1]
     assert _state(tmp_path / "a", False)[1] == expected
     assert _state(tmp_path / "a", True) == (True, expected)
+
+
+READER = r"""
+import sys
+from ackstore import AckStore
+store = AckStore.open(sys.argv[1], readonly=True)
+cur = store.topic(sys.argv[2]).cursor("c")
+for _ in sys.stdin:
+    snap = cur.snapshot()
+    cur._check()
+    print(cur._core.small is not None, repr(snap), flush=True)
+store.close()
+"""
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_a_reader_opens_a_holey_cursor_into_its_form_and_follows_the_writer(tmp_path: Path, shape: str) -> None:
+    """A reader (``readonly=True``, another process) opens the cursor into the form as the
+    writer's open does, holding what recovery of the parts holds; once the writer flushed
+    again, its next read holds the writer's newest flush, in the form when the writer's open
+    would read it so."""
+    before, after = SHAPES[shape]
+    _play(tmp_path / "a", before, True)
+    reader = subprocess.Popen(
+        [sys.executable, "-c", READER, str(tmp_path / "a"), T], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert reader.stdin is not None and reader.stdout is not None
+    forms = 0
+    try:
+        for rounds in ([], after[:1]):
+            _play(tmp_path / "a", rounds, False)
+            in_form, expected = _state(tmp_path / "a", True)  # (the writer's open)
+            assert expected == _state(tmp_path / "a", False)[1]
+            reader.stdin.write("read\n")
+            reader.stdin.flush()
+            assert reader.stdout.readline().strip() == f"{in_form} {expected!r}"
+            forms += in_form
+    finally:
+        reader.stdin.close()
+        assert reader.wait(timeout=60) == 0
+    assert forms >= 1  # (the open's at least: what the test is about)
 
 
 def test_a_cursor_holding_state_past_its_lines_64th_ledger_is_recovered(tmp_path: Path) -> None:
@@ -311,7 +354,8 @@ def test_a_record_the_open_does_not_read_in_one_pass_is_left_to_recovery(impl: A
 
 def test_the_open_looks_into_a_marker_naming_ledgers_of_ms_line() -> None:
     """The look before resolving a newest marker (``records.names_line``) says yes for a
-    marker naming one to 64 ledgers, none before the mark-delete one, in either layout, and
+    marker naming up to 64 ledgers (a delta marker of a change of properties alone names
+    none), none before the mark-delete one, in either layout, and
     no for one naming a ledger before it or more than 64, a ledger record, a msgpack marker
     too large to look into, and bytes of no record."""
     entry = records.IndexEntry(3, 40, None, None)
@@ -331,6 +375,8 @@ def test_the_open_looks_into_a_marker_naming_ledgers_of_ms_line() -> None:
         "fixed, 64 of the line": fixed(many[:64]),
         "msgpack, M's": packed({2: entry}),
         "msgpack, two": packed({2: entry, 3: other}),
+        "fixed, none (a change of properties alone)": fixed([]),
+        "msgpack, none": packed({}),
     }
     no = {
         "fixed, one before M's": fixed([(1, entry), (2, other)]),

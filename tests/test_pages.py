@@ -20,7 +20,7 @@ from ackstore.storage.records import log_key
 T = "persistent://t/ns/pages"
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture(autouse=True, scope="module")
 def _parts() -> Iterator[None]:
     """The cursors here keep their ledgers in their parts, whose pages and budget these tests
     are about: with form chains off a cursor over a slot's bound never takes the small form

@@ -712,8 +712,9 @@ records the line's first 64)"""
 
 
 def names_line(value: bytes | memoryview) -> bool:
-    """Whether a marker record names one to :data:`_LINE_ITEMS` ledgers, none before the
-    mark-delete position's, read from its envelope and head (the fixed layout, format 9 on:
+    """Whether a marker record names at most :data:`_LINE_ITEMS` ledgers, none before the
+    mark-delete position's (a delta marker of a change of properties alone names none), read
+    from its envelope and head (the fixed layout, format 9 on:
     its items ascend) or its body (a msgpack array of format 5 on, of at most
     :data:`_SMALL_MARKER` bytes), unchecked: a look before resolving it
     (``storage.log.newest_marker``), which checks it. O(1) for the fixed layout."""
@@ -721,16 +722,18 @@ def names_line(value: bytes | memoryview) -> bool:
     if len(value) < at + 1 or value[0] != 0xC1 or value[1] != RECORD_MARKER or value[2] < 5:
         return False
     if value[at] == 0xC1:  # the fixed layout
-        if value[2] < 9 or len(value) < at + FIXED_HEAD.size + 4:
+        if value[2] < 9 or len(value) < at + FIXED_HEAD.size:
             return False
         _, _, _, md_l, _, _, _, _, items = FIXED_HEAD.unpack_from(value, at)
-        first = int.from_bytes(value[at + FIXED_HEAD.size : at + FIXED_HEAD.size + 4], "little")
-        return 1 <= items <= _LINE_ITEMS and first >= md_l
+        if not items:
+            return True
+        first = value[at + FIXED_HEAD.size : at + FIXED_HEAD.size + 4]
+        return items <= _LINE_ITEMS and len(first) == 4 and int.from_bytes(first, "little") >= md_l
     if len(value) > _SMALL_MARKER:
         return False
     try:
         body = msgpack.unpackb(value[at:], strict_map_key=False)
-        return 1 <= len(body[7]) <= _LINE_ITEMS and min(item[0] for item in body[7]) >= body[2]
+        return len(body[7]) <= _LINE_ITEMS and all(item[0] >= body[2] for item in body[7])
     except Exception:  # any other shape: resolving it says what it is
         return False
 
