@@ -219,13 +219,12 @@ class CursorSide:
         catalog, tid, storage = self.store._storage.catalog, topic.topic_id, self.store._storage
         with self.store.lock:
             require_open(self.store)
-            scanned = storage.writes  # (read before the scan's transaction begins)
-            entries = storage.read(lambda txn: catalog.cursor_configs(txn, tid))
+            entries, scanned = storage.read(lambda txn: (catalog.cursor_configs(txn, tid), txn.id()))
 
         def recover(batch: list[tuple[str, int, CursorConfig, bytes]]) -> tuple[list[Any], int]:
             def each(txn: lmdb.Transaction) -> tuple[list[Any], int]:
                 self._same_directory(topic, txn)
-                same = storage.writes == scanned and not self.store.readonly  # nothing written since the scan
+                same = txn.id() == scanned  # (the scan's snapshot: nothing written since, by anyone)
                 probe = txn.cursor(db=storage.log_db)  # one for the batch, not one made a cursor
                 states = [
                     self.open_log(txn, CursorLog(storage.log_db, cid), config or stored, topic, probe)

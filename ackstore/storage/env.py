@@ -52,10 +52,6 @@ class Environment:
     history_db: lmdb._Database | None
     lock: threading.Lock
     map_grows: int
-    writes: int
-    """write transactions this object began to commit: a reader of this writer's store
-    that saw the same count twice knows nothing was written in between (a read-only
-    store's changes come from another process: it never counts any)"""
     _lock_fd: int | None
     _walk_first: bool
     _older: int | None
@@ -82,7 +78,6 @@ class Environment:
         self.readonly = readonly
         self.lock = threading.Lock()
         self.map_grows = 0
-        self.writes = 0
         self._lock_fd = None
         self._walk_first = walk_first
         self._older = None
@@ -252,7 +247,6 @@ class Environment:
                     if self._older is not None:
                         self._raise_format(txn, self._older)
                     result = fn(txn)
-                    self.writes += 1  # before the commit: a read that sees the count unchanged began before it
                     txn.commit()
                     self._older, self._history_missing = None, False
                     return result
