@@ -1861,7 +1861,7 @@ static void adopted(SmallState *s, unsigned long long seqs, uint32_t nbytes) {
 }
 
 /* flush_small(smalls, version, first_room, max_counts, max_bytes, max_runs, max_acks, chains,
- * written=None, trims=None, based=None) -> (Puts, bytes, [over, ...]): small.py's
+ * written=None, trims=None, based=None) -> (Puts, bytes, [over, ...], deltas): small.py's
  * _py_flush_small, the same rule and the same bytes: each changed one's state where it goes (a
  * `logged` one's under its log key, appended to `written`; a marker of its chain; a state slot;
  * a new chain, when `chains` and M's ledger alone holds state: appended to `based`, not written
@@ -1901,7 +1901,7 @@ static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t n
     PyObject *list = args[0], *puts = puts_new(), *over = PyList_New(0);
     Out o = {NULL, 0, 0}; /* each state's value, in turn */
     if (puts == NULL || over == NULL) goto fail;
-    Py_ssize_t total = 0;
+    Py_ssize_t total = 0, deltas = 0;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); i++) {
         SmallState *s = (SmallState *)PyList_GET_ITEM(list, i);
         if (Py_TYPE(s) != &SmallStateType) {
@@ -1948,6 +1948,7 @@ static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t n
             } else {
                 s->c.deltas++;
                 s->c.chain_bytes += (unsigned long long)o.len;
+                deltas++;
             }
             s->c.marker = (long long)seq;
             s->named = s->na, s->cnamed = s->ncd;
@@ -1985,7 +1986,7 @@ static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t n
         total += nbytes;
     }
     PyMem_Free(o.b);
-    return Py_BuildValue("(NnN)", puts, total, over);
+    return Py_BuildValue("(NnNn)", puts, total, over, deltas);
 fail:
     PyMem_Free(o.b);
     Py_XDECREF(puts);

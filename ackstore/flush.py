@@ -327,7 +327,7 @@ class GroupFlush:
             trims: list[Any] = []  # (form, below, keeps) of the forms whose state trims
             based: list[Any] = []  # the forms whose state begins a chain of their own (base_puts writes it)
             version, *rest = small.flush_format()
-            puts, nbytes, over = small.flush_small(forms, version, *rest, logged, trims, based)
+            puts, nbytes, over, deltas = small.flush_small(forms, version, *rest, logged, trims, based)
             if based:  # (records with the parts' codec, and a full marker naming them, a form)
                 declined = len(over)
                 bases, nbytes_based = small.flush_bases(based, version, rest[4], trims, over)
@@ -352,7 +352,7 @@ class GroupFlush:
         job.small_puts.append(puts)
         job.nbytes += nbytes
         job.small_written += len(puts)
-        job.full_markers += len(puts)
+        job.full_markers += len(puts) - deltas  # (a whole state is a full marker; a delta is not)
 
     def _history_forms(self, job: FlushJob, logged: list[Any]) -> None:
         """Step 1's part for the small forms of cursors that keep history whose states

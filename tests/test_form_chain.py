@@ -37,9 +37,10 @@ def _flush(
 ) -> tuple[list[tuple[bytes, bytes]], int, list[Any]]:
     """One group flush of ``s`` as the store's makes it: ``flush_small``, then the new chains."""
     based: list[Any] = []
-    puts, nbytes, over = impl.flush_small(
+    puts, nbytes, over, deltas = impl.flush_small(
         [s], VERSION, RESERVE, MAX_COUNTS, MAX_BYTES, max_runs, max_acks, 1, None, trims, based
     )
+    assert deltas == (s.deltas > 0 and s.marker == s.next_seq - 1 and len(_puts(puts)) == 1)
     more, nbytes_based = small_form.flush_bases(based, VERSION, max_acks, trims, over)
     return _puts(puts) + more, nbytes + nbytes_based, list(over)
 
@@ -393,7 +394,8 @@ def test_a_cursor_holding_more_counts_than_a_slot_takes_keeps_them_in_its_forms_
     """A cursor over a slot's bound holding more delivery counts than a state slot takes (a
     broker's reads handed out, not acked) takes the form at a full marker of its parts and
     keeps it, flush after flush: its chain's record holds the counts, its markers the acks
-    since (one form all along, never handed back and recovered again); reopened, it opens
+    since (one form all along, never handed back and recovered again; the flush's figures
+    count a delta marker as a marker, not a full one); reopened, it opens
     into the form holding what recovery of its parts holds."""
     from ackstore import AckStore, Position
     from ackstore.cursor.small import set_form_chains
@@ -412,11 +414,15 @@ def test_a_cursor_holding_more_counts_than_a_slot_takes_keeps_them_in_its_forms_
         store.flush()
         form = cur._core.small
         assert form is not None and form.nc == 600
+        deltas = 0
         for i in range(12):
             cur.ack(Position(1, 4000 + 2 * i))
             cur.record_deliveries([Position(1, 5001 + 2 * i)])
-            store.flush()
+            stats = store.flush()
             assert cur._core.small is form, i
+            assert (stats.markers, stats.full_markers) == (1, 0 if form.deltas else 1), i  # (a delta is not full)
+            deltas += form.deltas > 0
+        assert 3 <= deltas < 12  # (delta markers between full ones: both counted as they are)
         expected = cur.snapshot()
     for chains in (True, False):
         before = set_form_chains(chains)

@@ -341,8 +341,8 @@ def test_the_twins_agree_with_the_model_and_write_the_state_layout(
         elif op == "flush":
             expect = [model.value()] if model.dirty else []
             outs = [impl.flush_small([s], *BOUNDS) for impl, s in zip(IMPLEMENTATIONS, forms, strict=True)]
-            for puts, nbytes, over in outs:
-                assert pairs(puts) == expect and over == []
+            for puts, nbytes, over, deltas in outs:
+                assert pairs(puts) == expect and over == [] and deltas == 0  # (a slot's state: whole)
                 assert nbytes == sum(len(k) + len(v) for k, v in expect)
             taken = None
             if expect:
@@ -422,7 +422,7 @@ def test_the_twins_hold_partial_batches_as_the_parts_do() -> None:
         model.counts, model.batches = {6: 2}, {6: (8, 0b0111)}
         model.spans, model.limit = [(LEDGER + 1, 20)], 60
         key, value = model.value()
-        puts, _, over = impl.flush_small([s], *BOUNDS)
+        puts, _, over, _ = impl.flush_small([s], *BOUNDS)
         assert pairs(puts) == [(key, value)] and over == []
         model.slot, model.slots, model.seq = 1 - model.slot, 3, 1
         s.ack_batch(25, 3, 0b101)  # in the next ledger: its entry 5
@@ -713,7 +713,7 @@ def test_a_form_of_a_cursor_that_keeps_history_writes_its_state_under_its_log_ke
             s.ack_range(30, 31)
         logged.logged = 1
         written: list[object] = []
-        puts, nbytes, over = impl.flush_small([logged], *BOUNDS, written)
+        puts, nbytes, over, _ = impl.flush_small([logged], *BOUNDS, written)
         assert written == [logged]
         ((key, value),) = pairs(puts)
         assert (key, over, nbytes) == (records.log_key(CID, 9), [], len(key) + len(value))
@@ -741,13 +741,13 @@ def test_a_form_that_ended_is_never_flushed_nor_given_back(impl: Small) -> None:
     before it ended leaves it as it is (the cursor's parts hold the state)."""
     s = impl.SmallState(CID, LEDGER, -1, 4, 1, 3, [], 64)
     s.ack_range(3, 5)
-    puts, _, _ = impl.flush_small([s], *BOUNDS)
+    puts, _, _, _ = impl.flush_small([s], *BOUNDS)
     assert len(puts) == 1 and s.next_seq == 5
     s.end()
     impl.undo_small([s])
     assert (s.next_seq, s.dirty, s.ended) == (5, 0, 1)
     s.ack_range(7, 9)
-    puts, nbytes, over = impl.flush_small([s], *BOUNDS)
+    puts, nbytes, over, _ = impl.flush_small([s], *BOUNDS)
     assert (pairs(puts), nbytes, over) == ([], 0, [])
 
 

@@ -1105,7 +1105,7 @@ def _py_flush_small(
     written: list[Any] | None = None,
     trims: list[Any] | None = None,
     based: list[Any] | None = None,
-) -> tuple[list[tuple[bytes, bytes]], int, list[Any]]:
+) -> tuple[list[tuple[bytes, bytes]], int, list[Any], int]:
     """The pure-Python :data:`flush_small`: every changed one's next state, and each adopted:
     its sequence on, its chain or slots as the state went, unchanged. Where a state goes:
 
@@ -1135,7 +1135,8 @@ def _py_flush_small(
     state marker within) goes to the form's chain as any state over a slot's bound, or, held
     past the line's 64th ledger or ``logged``, is not written and is listed instead (its
     cursor's parts take the state). Returns the puts (a list of ``(key, value)``; the compiled twin's are the same
-    pairs in one ``Puts``, ``ackstore/_puts.c``), their bytes and those not written.
+    pairs in one ``Puts``, ``ackstore/_puts.c``), their bytes, those not written and how many
+    of the puts are delta markers (every other put is a whole state or a full marker).
     O(smalls + their runs and counts)."""
     if not 0 <= version <= 0xFF or not 0 <= reserve <= 64:
         raise ValueError(f"flush_small: format {version} or room {reserve} is outside the layout (0..255, 0..64)")
@@ -1144,7 +1145,7 @@ def _py_flush_small(
             raise TypeError(f"flush_small's {what} is a list (of the forms it writes so) or None")
     puts: list[tuple[bytes, bytes]] = []
     over: list[Any] = []
-    total = 0
+    total = deltas = 0
     for s in smalls:
         if type(s) is not PySmallState:
             raise TypeError(f"flush_small flushes SmallStates, not {s!r}")
@@ -1174,6 +1175,7 @@ def _py_flush_small(
                 s.base, s.base_bytes, s.deltas, s.chain_bytes = seq, len(value), 0, 0
             else:
                 s.deltas, s.chain_bytes = s.deltas + 1, s.chain_bytes + len(value)
+                deltas += 1
             s.marker, s.named, s.cnamed = seq, len(s._adds), len(s._counted)
         elif s.logged:
             value = record
@@ -1199,7 +1201,7 @@ def _py_flush_small(
         s.untrimmed = 0 if below >= 0 else s.untrimmed + nbytes
         _adopted(s, 1, nbytes)  # (undo_small gives it back)
         total += nbytes
-    return puts, total, over
+    return puts, total, over, deltas
 
 
 def _py_undo_small(smalls: list[Any]) -> None:
