@@ -176,22 +176,15 @@ def test_a_reader_cursor_is_one_flushed_state_while_the_writer_flushes(tmp_path:
 
 
 @pytest.mark.parametrize("small", [False, True], ids=["parts", "small form"])
-def test_a_readers_first_read_after_its_open_is_the_newest_flush(tmp_path: Path, small: bool) -> None:
+def test_a_readers_first_read_after_its_open_is_the_newest_flush(
+    tmp_path: Path, small: bool, request: pytest.FixtureRequest
+) -> None:
     """A reader's cursors, opened one at a time and all at once, answer their first read from
     the state their open read while the writer wrote nothing since, and from the writer's
     newest flush once it flushed between the open and the read (the open's transaction is
     where a reader's cursor looks from: never a read older than the writer's newest flush)."""
     if not small:  # (the parts: the reader keeps the chain of records there)
-        before = set_form_chains(False)
-        try:
-            _first_reads(tmp_path, small)
-        finally:
-            set_form_chains(before)
-    else:
-        _first_reads(tmp_path, small)
-
-
-def _first_reads(tmp_path: Path, small: bool) -> None:
+        request.getfixturevalue("parts_reader")
     names = ["a", "b", "c"]
     writer = Writer(tmp_path / "s", 1 << 20, names, ledgers=3 if small else LEDGERS, small=small)
     try:

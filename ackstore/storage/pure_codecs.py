@@ -219,19 +219,12 @@ def stride_of(payload: bytes, first: int, last: int) -> tuple[int, int, int]:
     from ``first``, the step, the count; ``bitmaps._stride``): ``count`` values every
     ``step`` from ``low``. ValueError unless they lie in ``first..last`` and in 32 bits.
     O(1)."""
-    out: list[int] = []
-    value = shift = 0
-    for byte in payload:
-        value |= (byte & 0x7F) << shift
-        shift += 7
-        if byte < 0x80:
-            out.append(value)
-            value = shift = 0
-        elif shift > 35:
-            break
-    if len(out) != 3 or shift:
-        raise ValueError(f"a stride payload of {len(payload)} bytes is not 3 varints")
-    offset, step, count = out
+    early = f"a stride payload of {len(payload)} bytes is not 3 varints"
+    offset, pos = code_count(payload, 0, early)
+    step, pos = code_count(payload, pos, early)
+    count, pos = code_count(payload, pos, early)
+    if pos != len(payload):
+        raise ValueError(early)
     low = first + offset
     high = low + step * (count - 1)
     if count < 1 or step < 1 or low < 0 or high > min(last, 0xFFFFFFFF):
