@@ -309,9 +309,8 @@ class GroupFlush:
             else:
                 for cur in visit:
                     listed.pop(cur, None)
-            for cur in idle:  # no plan, yet something waits (never seen; kept listed to be sure)
-                if cur._pending:
-                    listed[cur] = cur._planner
+            for cur in idle:  # no plan, yet something waits: listed again where it now belongs (its
+                cur._changed()  # form's list, when it took the small form since it was listed)
 
     def _take_small(self, job: FlushJob, start: int) -> None:
         """Step 1 for the small forms of the chunk of ``job.smalls`` from ``start``: each
