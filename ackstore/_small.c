@@ -344,12 +344,27 @@ static long long run_at(SmallState *s, unsigned long long e) {
     return i < s->n && s->runs[2 * i] <= e ? (long long)i : -1;
 }
 
+/* the `*n` entries at `list` (the first `*named` of them named by a marker) moved `by` down the
+ * line, those it moves below its start left out (small.py's _shifted) */
+static void shift_entries(uint32_t *list, uint32_t *n, uint32_t *named, uint32_t by) {
+    uint32_t m = 0, kept_named = 0;
+    for (uint32_t i = 0; i < *n; i++) {
+        if (list[i] < by) continue;
+        kept_named += i < *named;
+        list[m++] = list[i] - by;
+    }
+    *n = m, *named = kept_named;
+}
+
 /* M's ledger is sealed and M at (or past) its last entry: M moves on into the next spanned
  * ledger, which becomes M's ledger (the form's entries from its offset on become its own;
  * the others stay spanned), and on across those it is at or past the end of; the bound is
- * asked again */
+ * asked again. The chain's records of the ledgers after stand (their places on the line move
+ * down); the new M's ledger is due a record (small.py's PySmallState._rebase) */
 static void rebase(SmallState *s) {
-    unchain(s);
+    uint32_t gone = 0;
+    int chained = !s->fresh && s->rec != NULL, several = (s->c.recs & (s->c.recs - 1)) != 0;
+    if (!chained) unchain(s);
     while (s->ns && s->md_e >= (long long)s->span_o[0] - 1) {
         uint32_t b = s->span_o[0];
         s->md_l = s->span_l[0];
@@ -365,16 +380,32 @@ static void rebase(SmallState *s) {
         }
         s->ns--;
         s->limit -= (long long)b;
+        gone += b;
+        if (chained) {
+            s->c.recs >>= 1, s->c.stale = s->c.stale >> 1 | 1;
+            memmove(s->rec, s->rec + 1, sizeof(long long) * 63);
+            s->rec[63] = -1;
+        }
+    }
+    if (chained && s->c.recs == 0) unchain(s);
+    else if (chained) {
+        if (several) { /* (rec[] names them; of one record, c.record is it, as it was) */
+            s->c.record = -1;
+            for (int k = 0; k < 64; k++)
+                if (s->c.recs >> k & 1 && (s->c.record < 0 || s->rec[k] < s->c.record)) s->c.record = s->rec[k];
+        }
+        shift_entries(s->adds, &s->na, &s->named, gone);
+        shift_entries(s->counted, &s->ncd, &s->cnamed, gone);
     }
     s->limit_version = -1;
     s->dirty = 1;
 }
 
-/* M moved over the first run when it starts at M + 1, and on into the next ledger at the
- * end of its own */
+/* M moved over the first run when it starts at M + 1 (M's ledger is due a new record: the
+ * parts' rule), and on into the next ledger at the end of its own */
 static void advance(SmallState *s) {
     if (s->n && s->runs[0] == (unsigned long long)(s->md_e + 1)) {
-        unchain(s);
+        s->c.stale |= 1;
         s->md_e = s->runs[1];
         memmove(s->runs, s->runs + 2, sizeof(uint32_t) * 2 * (s->n - 1));
         s->n--;
@@ -1164,7 +1195,8 @@ static uint64_t to_record(SmallState *s, uint32_t max_acks) {
             due |= 1ULL << most, left -= per[most], per[most] = 0;
         }
     }
-    return (due & held) ? (due & held) : held;
+    uint64_t written = due & held; /* (none: a full marker alone, when those due hold nothing now) */
+    return written || (s->c.recs & ~s->c.stale) ? written : held;
 }
 
 /* to_record(max_acks) -> int: the ledgers a new base of the chain writes records of */
@@ -1189,7 +1221,8 @@ static uint32_t drop_in(SmallState *s, uint32_t *list, uint32_t n, uint64_t writ
  * after them (naming every ledger's record: these, and, unless the state was written whole, the
  * others' with the acks and counts since them), and the trim it makes: below the chain before
  * but its records (-1: none), when the state was written whole, else by a full marker's rule.
- * None, changing nothing, when a field of the marker is outside the fixed layout. small.py's
+ * `written` may name none when the state is not written whole: the full marker alone. None,
+ * changing nothing, when a field of the marker is outside the fixed layout. small.py's
  * _took_base. */
 static PyObject *SmallState_took_base(SmallState *s, PyObject *const *args, Py_ssize_t nargs) {
     long long version, nbytes;
@@ -1199,10 +1232,14 @@ static PyObject *SmallState_took_base(SmallState *s, PyObject *const *args, Py_s
     }
     if (ranged_arg(args[0], "version", 0, 255, &version) < 0) return NULL;
     if ((nbytes = PyLong_AsLongLong(args[2])) == -1 && PyErr_Occurred()) return NULL;
-    int lines = s->ns + 1 < 64 ? s->ns + 1 : 64, over = 0;
+    int lines = s->ns + 1 < 64 ? s->ns + 1 : 64, over = !PyLong_Check(args[1]);
     unsigned long long written = PyLong_Check(args[1]) ? PyLong_AsUnsignedLongLong(args[1]) : 0;
     if (written == (unsigned long long)-1 && PyErr_Occurred()) PyErr_Clear(), over = 1;
-    if (over || written == 0 || (lines < 64 && written >> lines)) {
+    int whole = s->fresh || s->c.base < 0 || s->c.recs == 0 || s->rec == NULL;
+    over = over || (lines < 64 && written >> lines);
+    /* a stale ledger not written holds nothing now (M moved past its acks): its record goes */
+    uint64_t gone = whole || over ? 0 : s->c.stale & ~written, recs = over ? 0 : written | (whole ? 0 : s->c.recs & ~gone);
+    if (recs == 0) {
         PyErr_Format(PyExc_ValueError, "took_base: %R names no ledger of the line, or one past it", args[1]);
         return NULL;
     }
@@ -1210,8 +1247,6 @@ static PyObject *SmallState_took_base(SmallState *s, PyObject *const *args, Py_s
         PyErr_Format(PyExc_ValueError, "took_base(%lld, ..., %lld): not a new chain of this form", version, nbytes);
         return NULL;
     }
-    int whole = s->fresh || s->c.base < 0 || s->c.recs == 0 || s->rec == NULL;
-    uint64_t recs = written | (whole ? 0 : s->c.recs);
     long long below = -1, seq = (long long)s->next_seq;
     int m = __builtin_popcountll(written);
     if (past_layout(s, seq - 1, recs)) Py_RETURN_NONE;
@@ -1228,8 +1263,8 @@ static PyObject *SmallState_took_base(SmallState *s, PyObject *const *args, Py_s
         for (int k = 0; k < 64; k++) s->rec[k] = -1;
         rechain(s);
     } else { /* (what the new records hold is no longer since a record) */
-        s->na = drop_in(s, s->adds, s->na, written);
-        s->ncd = drop_in(s, s->counted, s->ncd, written);
+        s->na = drop_in(s, s->adds, s->na, written | gone);
+        s->ncd = drop_in(s, s->counted, s->ncd, written | gone);
     }
     for (int k = 0, i = 0; k < 64; k++)
         if (written >> k & 1) s->rec[k] = seq + i++;

@@ -244,8 +244,8 @@ def test_the_chain_names_a_record_with_the_acks_and_counts_since(impl: Any) -> N
         s.ack_range(e * 300 + 7, e * 300 + 7)
     puts, nbytes, _ = _flush(impl, s, trims)
     assert len(puts) == 2 and s.record == s.next_seq - 2 and trims[-1][2] == (5,)
-    s.ack_range(1, 1)  # M moves: the next state is a new record
-    assert (s.md_e, s.fresh) == (2, 1)
+    s.ack_range(1, 1)  # M moves: the next state is a new record of M's ledger
+    assert (s.md_e, s.fresh, s.stale) == (2, 0, 0b1)
     puts, nbytes, _ = _flush(impl, s, trims)
     assert len(puts) == 2 and s.record == s.next_seq - 2
 
@@ -316,6 +316,100 @@ def test_a_state_past_ms_ledger_over_a_slot_keeps_a_record_of_each_ledger_holdin
         far.ack_range(e, e)
     puts, _, over = _flush(impl, far, [])
     assert (puts, over, far.dirty) == ([], [far], 1)
+
+
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS, ids=["pure", "native"][: len(IMPLEMENTATIONS)])
+def test_m_moving_in_its_ledger_writes_that_ledgers_record_alone(impl: Any) -> None:
+    """A chain of records of three ledgers (a consumer holding entries of a sealed ledger,
+    reading on in the next ones): M moving within its ledger, which still holds acks above
+    it, makes the next base a record of M's ledger alone and a full marker naming the other
+    two ledgers' records as they stand (the parts' rule: a ledger M moved into gets a new
+    record), not a record of every ledger; M moving past the last acks of its ledger leaves
+    that ledger nothing to record: the next base is a full marker alone, naming the other
+    two records. Each recovers to the form's state."""
+    s = impl.SmallState(CID, LEDGER, 9, 5, 0, 1, [], 1 << 12)
+    assert not s.bound(0, ((LEDGER + 1, 100), (LEDGER + 2, 200)), 300)
+    for e in (*range(12, 40, 2), *range(102, 140, 2), *range(202, 240, 2)):
+        s.ack_range(e, e)
+    trims: list[Any] = []
+    log: dict[bytes, bytes] = {}
+    puts, _, over = _flush(impl, s, trims)
+    assert over == [] and len(puts) == 4 and s.recs == 0b111
+    log.update(puts)
+    before = s.records()
+    s.ack_range(10, 11)  # M (9) moves over 10..12, ledger 0 still holds 14, 16, ...
+    assert (s.md_e, s.fresh, s.stale) == (12, 0, 0b1)
+    puts, _, _ = _flush(impl, s, trims)
+    assert len(puts) == 2 and s.records()[1:] == before[1:] and s.records()[0] == s.next_seq - 2
+    assert records.decode_ledger_owned(puts[0][1])[0] == LEDGER
+    marker = records.decode_marker(puts[1][1], s.next_seq - 1)
+    assert marker.full and marker.mark_delete == (LEDGER, 12)
+    named = [(lg, x.seq) for lg, x in sorted(marker.index.items())]
+    assert named == list(zip(range(LEDGER, LEDGER + 3), s.records(), strict=True))
+    log.update(puts)
+    assert _recovered(log) == _held(s)
+    s.ack_range(103, 103)  # a marker again: the records stand
+    ((key, value),), _, _ = _flush(impl, s, trims)
+    log[key] = value
+    assert _recovered(log) == _held(s)
+    for e in range(13, 40, 2):  # M moves past every ack of its ledger: nothing of it to record
+        s.ack_range(e, e)
+    assert s.md_e > 38 and not s.runs_of(0)
+    puts, _, _ = _flush(impl, s, trims)
+    assert len(puts) == 1 and s.recs == 0b110 and s.records() == before[1:]  # (a full marker alone: M's record goes)
+    assert set(records.decode_marker(puts[0][1], s.next_seq - 1).index) == {LEDGER + 1, LEDGER + 2}
+    for _, below, keeps in trims:
+        _trim(log, below, keeps)
+    log.update(puts)
+    assert _recovered(log) == _held(s)
+    check_small(s, (LEDGER, 9))
+
+
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS, ids=["pure", "native"][: len(IMPLEMENTATIONS)])
+def test_m_moving_on_into_the_next_ledger_keeps_the_records_after_it(impl: Any) -> None:
+    """A chain of records of three ledgers: M's ledger acked whole, M moves on into the next
+    one (a rebase): the third ledger's record stands, the new M's ledger gets a record of
+    its own and the full marker names the two, not the ledger M left; acks after it are a
+    marker again. What was written recovers to the form's state at every step."""
+    s = impl.SmallState(CID, LEDGER, 9, 5, 0, 1, [], 1 << 12)
+    assert not s.bound(0, ((LEDGER + 1, 100), (LEDGER + 2, 200)), 300)
+    s.ack_range(10, 49)
+    s.ack_range(51, 119)
+    for e in (*range(121, 130), *range(131, 160, 2), *range(202, 240, 2)):
+        s.ack_range(e, e)
+    trims: list[Any] = []
+    log: dict[bytes, bytes] = {}
+    puts, _, _ = _flush(impl, s, trims)
+    assert len(puts) == 4 and s.recs == 0b111 and s.md_e == 49
+    log.update(puts)
+    third = s.records()[2]
+    s.ack_range(50, 50)  # M runs on to the end of its ledger, and on into the next
+    assert (s.md_l, s.md_e, s.fresh, s.recs, s.stale) == (LEDGER + 1, 19, 0, 0b11, 0b1)
+    puts, _, _ = _flush(impl, s, trims)
+    assert len(puts) == 2 and records.decode_ledger_owned(puts[0][1])[0] == LEDGER + 1
+    assert s.records() == (s.next_seq - 2, third)
+    marker = records.decode_marker(puts[1][1], s.next_seq - 1)
+    assert marker.full and {lg: x.seq for lg, x in marker.index.items()} == {
+        LEDGER + 1: s.records()[0],
+        LEDGER + 2: third,
+    }
+    log.update(puts)
+    assert _recovered(log) == _held(s)
+    s.ack_range(41, 41)  # (the form's entries now: the second ledger's from 0, the third's from 100)
+    s.ack_range(105, 105)
+    ((key, value),), _, _ = _flush(impl, s, trims)  # a marker naming the two records
+    log[key] = value
+    assert _recovered(log) == _held(s)
+    s.ack_range(20, 20)
+    s.ack_range(30, 99)  # M on across the second ledger, into the third: its record stands as the only one
+    assert (s.md_l, s.md_e, s.recs) == (LEDGER + 2, -1, 0b1)
+    puts, _, _ = _flush(impl, s, trims)
+    assert len(puts) == 2 and s.records() == (s.next_seq - 2,)
+    for _, below, keeps in trims:
+        _trim(log, below, keeps)
+    log.update(puts)
+    assert _recovered(log) == _held(s)
+    check_small(s, (LEDGER + 2, -1))
 
 
 def test_an_adopted_chain_names_the_acks_since_its_parts_record() -> None:

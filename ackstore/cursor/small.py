@@ -55,8 +55,12 @@ no record yet: a consumer reading on after a rollover) and so are, once the acks
 since the records are more than :data:`~ackstore.cursor.lane.DELTA_MAX_ACKS`, the ledgers
 they are most in: the next state is a base that records those alone, the others' records
 standing (a consumer holding a sealed ledger's entries does not write that ledger's record
-again while it acks on in the next ones: :func:`_to_record`). What a marker cannot say at
-all (M moved, a reset, a rollover's rebase, a partial batch changed: ``fresh``) makes the
+again while it acks on in the next ones: :func:`_to_record`); M moving makes the ledger it lands in stale, as the
+parts write a new record of a ledger M moved into, and a ledger it left holding nothing
+leaves the next base's full marker (which is all that base writes when no stale ledger
+holds anything: M moved past its last acks, or on into the next ledger: a *rebase*, the
+records of the ledgers after it standing). What a marker cannot say at
+all (a reset, a partial batch changed: ``fresh``) makes the
 next state whole: a record of every ledger holding state and a full marker, or a slot again
 when the state fits one (the first trims what lies below the chain's full marker, the second
 every log key). A state held past the line's 64th ledger is its parts' to write. A cursor
@@ -485,8 +489,10 @@ class PySmallState:
     def _rebase(self) -> None:
         """M's ledger is sealed and M at (or past) its last entry: M moves on into the next
         spanned ledger, which becomes M's ledger (the others stay spanned), and on across
-        those it is at or past the end of; the bound is asked again."""
-        self._unchain()
+        those it is at or past the end of; the bound is asked again. The chain's records of
+        the ledgers after stand (its ledgers' places on the line move down); the new M's
+        ledger is due a record, and the next base's full marker no longer names those M left."""
+        gone = 0
         while self.spans and self.md_e >= self.spans[0][1] - 1:
             (following, b), rest = self.spans[0], self.spans[1:]
             self.md_l, self.md_e = following, self.md_e - b
@@ -496,6 +502,16 @@ class PySmallState:
             self.rp_e, self.rp_i = self.rp_e - b, max(self.rp_i - 1, 0)
             self.spans = tuple((ledger, offset - b) for ledger, offset in rest)
             self.limit -= b
+            gone += b
+            if not self.fresh:
+                self.recs, self.stale, self._rec = self.recs >> 1, self.stale >> 1 | 1, [*self._rec[1:], -1]
+        if not self.fresh:
+            if not self.recs:
+                self._unchain()
+            else:
+                self.record = min(self._rec[k] for k in _bits(self.recs))
+                self._adds[:], self.named = _shifted(self._adds, self.named, gone)
+                self._counted[:], self.cnamed = _shifted(self._counted, self.cnamed, gone)
         self.limit_version = -1
         self.dirty = 1
 
@@ -684,15 +700,21 @@ def _ack_run(s: PySmallState, first: int, last: int) -> None:
         first, last = min(first, r[2 * i]), max(last, r[2 * j - 1])
     r[2 * i : 2 * j] = (first, last)
     s.dirty = 1
-    if r[0] == s.md_e + 1:  # M moves over the first run
-        if not s.fresh:
-            s._unchain()
+    if r[0] == s.md_e + 1:  # M moves over the first run: M's ledger is due a new record (the parts' rule)
+        s.stale |= 1
         s.md_e = r[1]
         del r[:2]
         if s.rp_e < s.md_e + 1:
             s.rp_e, s.rp_i = s.md_e + 1, 0
     if s.spans and s.md_e >= s.spans[0][1] - 1:  # ... and on into the next ledger
         s._rebase()
+
+
+def _shifted(entries: list[int], named: int, by: int) -> tuple[list[int], int]:
+    """``entries`` (the first ``named`` of them named by a marker) moved ``by`` down the line,
+    those it moves below its start left out, and how many of those kept were named."""
+    kept = [e - by for e in entries if e >= by]
+    return kept, sum(e >= by for e in entries[:named])
 
 
 def _line_start(s: Any, k: int) -> int:
@@ -926,8 +948,9 @@ def _to_record(s: PySmallState, max_acks: int) -> int:
     ``fresh``); else those due one (``stale``, or holding state and none yet) and, when the
     acks and counts since the records are more than ``max_acks``, those they are most in,
     the most first (the first of a tie), until the rest are at most half of it (the ledger
-    a consumer reads on in, not the one whose holes it holds); every one holding state when
-    that is none. O(acks and counts since + spans x log runs)."""
+    a consumer reads on in, not the one whose holes it holds). None of them (0) when those
+    due hold nothing now (M moved past their acks): the base is a full marker alone, naming
+    the records that stand. O(acks and counts since + spans x log runs)."""
     held = _held(s)
     if s.fresh or s.base < 0 or not s.recs:
         return held
@@ -941,7 +964,8 @@ def _to_record(s: PySmallState, max_acks: int) -> int:
             if left <= max_acks // 2 or not per[k]:
                 break
             due, left = due | 1 << k, left - per[k]
-    return due & held or held
+    written = due & held
+    return written if written or s.recs & ~s.stale else held
 
 
 def base_puts(
@@ -1038,12 +1062,16 @@ def _took_base(s: PySmallState, version: int, written: int, nbytes: int) -> tupl
     written whole, the others' with the acks and counts since them) and the trim it makes,
     ``(marker, below, keeps)``: below the chain before but its records (-1: none) when the
     state was written whole, else by the rule of a full marker's; None, changing nothing,
-    when a field of the marker is outside the fixed layout. O(acks and counts since + the
-    marker's ledgers' runs)."""
-    if type(written) is not int or not 0 < written < 1 << min(len(s.spans) + 1, 64):
-        raise ValueError(f"took_base: {written!r} names no ledger of the line, or one past it")
+    when a field of the marker is outside the fixed layout. ``written`` may name none (0)
+    when the state is not written whole: the full marker alone. O(acks and counts since +
+    the marker's ledgers' runs)."""
     whole = bool(s.fresh or s.base < 0 or not s.recs)
-    recs, seq, m = written | (0 if whole else s.recs), s.next_seq, written.bit_count()
+    ok = type(written) is int and 0 <= written < 1 << min(len(s.spans) + 1, 64)
+    gone = 0 if whole or not ok else s.stale & ~written  # (stale, not written: holds nothing now, its record goes)
+    recs = written | (0 if whole else s.recs & ~gone) if ok else 0
+    if not recs:
+        raise ValueError(f"took_base: {written!r} names no ledger of the line, or one past it")
+    seq, m = s.next_seq, written.bit_count()
     if _past_layout(s, seq - 1, recs):
         return None
     due = outgrown(s.deltas, s.every, s.chain_bytes, s.base_bytes)  # (a full marker's trim: MarkerChain.trim_due)
@@ -1056,8 +1084,8 @@ def _took_base(s: PySmallState, version: int, written: int, nbytes: int) -> tupl
         s._rec = [-1] * 64
         s._unchain()
     else:  # (what the new records hold is no longer since a record)
-        s._adds[:] = [e for e in s._adds if not written >> line_index(s, e) & 1]
-        s._counted[:] = [e for e in s._counted if not written >> line_index(s, e) & 1]
+        s._adds[:] = [e for e in s._adds if not (written | gone) >> line_index(s, e) & 1]
+        s._counted[:] = [e for e in s._counted if not (written | gone) >> line_index(s, e) & 1]
     for i, k in enumerate(_bits(written)):
         s._rec[k] = seq + i
     s.recs, s.stale, s.fresh, s.named, s.cnamed = recs, 0, 0, len(s._adds), len(s._counted)
@@ -1737,7 +1765,7 @@ def check_small(s: Any, md: tuple[int, int], logged: bool | None = None) -> None
         assert s.record == min(recs) and max(recs) < s.base, f"records {recs} of a chain at {s.base}"
         assert s.fresh or s.recs < 1 << len(s.spans) + 1, f"records of ledgers {s.recs:b}, a line of {len(s.spans) + 1}"
     held = s.held()  # (a ledger holding state past the line's 64th has no bit: the chain is not its)
-    ok = s.base >= 0 and s.record >= 0 and held and not held & ~(s.recs | s.stale)
+    ok = s.base >= 0 and s.record >= 0 and (held or s.stale) and not held & ~(s.recs | s.stale)
     assert s.fresh or ok, "a marker to come, no record"
     if type(s) is PySmallState:
         assert s.named <= len(s._adds) and s.cnamed <= len(s._counted), "named more than there is"
