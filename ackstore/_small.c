@@ -28,6 +28,9 @@
 #define DELTA_MOST 256 /* cursor/small.py's DELTA_MOST: the most acks and counts a delta marker of the form's chain names */
 #define FIXED_FULL 0x01 /* storage/records.py's FIXED_FULL: a fixed marker's flag of a full one */
 #define U32 0xFFFFFFFFULL
+#define LEDGER_CHARGE 200 /* cursor/small.py's LEDGER_CHARGE, RANGE_CHARGE, BATCH_CHARGE: what a ledger, */
+#define RANGE_CHARGE 8    /* a range or a delivery count, a partial batch of the form is charged against */
+#define BATCH_CHARGE 64   /* its cursor's cache budget (the parts' figures: docs/cursors.md) */
 
 /* where the newest state is, when it is a chain's (cursor/small.py's PySmallState says each
  * field): a flush changes it, undo_small puts back the copy the flush kept */
@@ -69,6 +72,7 @@ typedef struct {
     uint8_t undo_slot;              /* (and the slot then, */
     unsigned long long undo_next;   /* and the next sequence) */
     uint32_t every;                 /* the most delta markers after a base */
+    long long budget;               /* its cursor's cache budget in bytes (-1: none): over_budget */
     uint8_t fresh;                  /* no delta marker possible now */
     uint32_t na, ncd;               /* the acks and counted entries since the chain's record, */
     uint32_t named, cnamed;         /* how many of each the markers named (the first ones) */
@@ -484,6 +488,7 @@ static SmallState *small_new(PyTypeObject *type, unsigned long long cid, long lo
     s->c.base = s->c.marker = s->c.record = -1;
     s->fresh = 1;
     s->every = 64;
+    s->budget = -1;
     s->props = PyBytes_FromStringAndSize(NULL, 0);
     if (s->props == NULL || room_for(s, runs) < 0) {
         Py_DECREF(s);
@@ -1452,6 +1457,28 @@ static PyObject *SmallState_held(SmallState *s, PyObject *unused) {
     return PyLong_FromUnsignedLongLong(held_of(s));
 }
 
+/* what the form holding state in `ledgers` ledgers is charged against its cursor's cache
+ * budget, as the parts charge theirs (small.py's _charge) */
+static unsigned long long charge_of(SmallState *s, int ledgers) {
+    return LEDGER_CHARGE * (unsigned long long)ledgers + RANGE_CHARGE * (unsigned long long)(s->n + s->nc) +
+           BATCH_CHARGE * (unsigned long long)s->nb;
+}
+
+/* whether the form is over its cursor's budget: its state in more than one ledger (one alone
+ * is held whatever its size, as the parts hold one ledger over the budget) and charged more
+ * (small.py's _over_budget). O(1) while clearly within it, else held_of's */
+static int over_budget(SmallState *s) {
+    if (s->budget < 0 || charge_of(s, s->ns + 1) <= (unsigned long long)s->budget) return 0;
+    int ledgers = __builtin_popcountll(held_of(s));
+    return ledgers > 1 && charge_of(s, ledgers) > (unsigned long long)s->budget;
+}
+
+/* charge() -> int: what the form is charged against its cursor's budget (PySmallState.charge) */
+static PyObject *SmallState_charge(SmallState *s, PyObject *unused) {
+    (void)unused;
+    return PyLong_FromUnsignedLongLong(charge_of(s, __builtin_popcountll(held_of(s))));
+}
+
 /* msgpack's smallest form of int v, as msgpack.packb writes it (ints of the layout: -1 up) */
 static int mp_put_int(Out *o, long long v) {
     unsigned char *p;
@@ -1545,6 +1572,7 @@ static PyMethodDef SmallState_methods[] = {
     {"acks_of", (PyCFunction)SmallState_acks_of, METH_O,
      "The line's k-th ledger's acks, in the portable roaring serialization (PySmallState.acks_of)."},
     {"held", (PyCFunction)SmallState_held, METH_NOARGS, "The ledgers of the line holding state (PySmallState.held)."},
+    {"charge", (PyCFunction)SmallState_charge, METH_NOARGS, "What the form is charged against its cursor's budget."},
     {"records", (PyCFunction)SmallState_records, METH_NOARGS, "The chain's records, in the line's order."},
     {"to_record", (PyCFunction)SmallState_to_record, METH_O,
      "The ledgers a new base of the chain writes records of (PySmallState.to_record)."},
@@ -1622,6 +1650,8 @@ static PyMemberDef SmallState_members[] = {
     {"base", T_LONGLONG, offsetof(SmallState, c.base), 0,
      "where the newest state is: -1 a state slot, -2 the log (its parts wrote it), else the chain's newest full marker"},
     {"every", T_UINT, offsetof(SmallState, every), 0, "the most delta markers after a full one (full_marker_every)"},
+    {"budget", T_LONGLONG, offsetof(SmallState, budget), 0,
+     "its cursor's cache budget in bytes (-1: none): a form of several ledgers charged more is its parts' to write"},
     CHAIN_MEMBER(marker, T_LONGLONG, "the newest marker of the form's chain"),
     CHAIN_MEMBER(record, T_LONGLONG, "the chain's oldest record (-1: none): records() gives them all"),
     CHAIN_MEMBER(recs, T_ULONGLONG, "the ledgers of the line the chain has a record of (bit k: the k-th, 0 M's)"),
@@ -1945,6 +1975,10 @@ static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t n
         }
         s->undo = 0;
         if (!s->dirty || s->ended) continue;
+        if (over_budget(s)) { /* its parts hold it under the budget */
+            if (PyList_Append(over, (PyObject *)s) < 0) goto fail;
+            continue;
+        }
         int many = (Py_ssize_t)(s->nc + s->nb) > max_counts; /* more than a slot's layout takes */
         unsigned long long seq = s->next_seq;
         unsigned char key[16];

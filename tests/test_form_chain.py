@@ -668,3 +668,75 @@ def test_a_consumer_holding_messages_across_rollovers_keeps_its_form(tmp_path: P
         expected = cur.snapshot()
     with AckStore.open(tmp_path / "s", sync=False) as store:
         assert store.topic("persistent://t/n/held").cursor("c", cfg).snapshot() == expected
+
+
+def test_a_form_over_its_cursors_cache_budget_goes_to_its_parts(tmp_path: Path) -> None:
+    """The cache budget holds for a cursor whose state the small form could hold: a form
+    holding state in one ledger is held whatever its charge (as the parts hold one ledger over
+    the budget), one in several ledgers charged more than the budget goes to its parts at its
+    next flush, which swap ledgers out to fit; an open does not read it into the form, and a
+    budget shrunk under a form's charge ends it at once. The state is the same throughout."""
+    from ackstore import AckStore, Position
+
+    tight = CursorConfig(max_unacked_ranges_to_persist=0, max_individual_ack_cache_bytes=2_000)
+    roomy = CursorConfig(max_unacked_ranges_to_persist=0)
+    rng = random.Random(9)
+    with AckStore.open(tmp_path / "s", sync=False) as store:
+        topic = store.topic("persistent://t/n/budget")
+        topic.add_ledger(1)
+        cur, other = topic.cursor("c", tight), topic.cursor("d", roomy)
+        holes = {0, *rng.sample(range(1, 3000), 1499)}
+        for c in (cur, other):
+            c.ack_entries(1, [e for e in range(3000) if e not in holes])
+        topic.close_ledger(1, 3000)
+        topic.add_ledger(2)
+        store.flush()
+        for hole in sorted(holes)[-70:]:  # (the form takes the parts' chain at one of their full markers)
+            for c in (cur, other):
+                c.ack(Position(1, hole))
+            store.flush()
+        form = cur._core.small
+        assert form is not None and form.budget == 2_000 and form.charge() > 2_000  # (one ledger: held)
+        for c in (cur, other):
+            c.ack([Position(2, x) for x in range(0, 40, 2)])
+        store.flush()  # (two ledgers holding state, charged over the budget: the parts write it)
+        assert cur._core.small is None and form.ended
+        assert other._core.small is not None  # (the default budget: 3 MiB)
+        stats = cur.stats()
+        assert stats.cache_bytes <= max(2_000, stats.largest_ledger_bytes) and stats.ledgers_in_memory == 1
+        for c in (cur, other):
+            c.ack(Position(2, 41))
+        store.flush()
+        assert cur._core.small is None  # (nor taken again at a later flush)
+        expected = other.snapshot()
+        assert cur.snapshot() == expected
+        other.update_config(max_individual_ack_cache_bytes=2_000)  # (a budget shrunk under the form's charge)
+        assert other._core.small is None and other.snapshot() == expected
+    with AckStore.open(tmp_path / "s", sync=False) as store:
+        topic = store.topic("persistent://t/n/budget")
+        cur = topic.cursor("c", tight)
+        assert cur._core.small is None and cur.snapshot() == expected
+        assert topic.cursor("d", roomy)._core.small is not None  # (its own budget back at the default)
+
+
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS, ids=["pure", "native"][: len(IMPLEMENTATIONS)])
+def test_a_forms_charge_and_budget_are_the_twins_rule(impl: Any) -> None:
+    """A form's charge (a ledger holding state 200 B, a run or a count 8 B, a partial batch 64
+    B) is the same in both twins; ``flush_small`` lists a dirty form of several ledgers over
+    its budget among those its parts write, and writes one of one ledger over it, or within."""
+    s = impl.SmallState(CID, LEDGER, 9, 5, 0, 1, [], 1 << 12)
+    assert not s.bound(0, ((LEDGER + 1, 100),), 300)
+    for e in range(12, 60, 2):  # 24 runs in M's ledger
+        s.ack_range(e, e)
+    s.deliver_positions([(LEDGER, 61)])
+    assert (s.charge(), s.budget) == (200 + 8 * 25, -1)
+    s.budget = 300
+    puts, _, over = _flush(impl, s, [], max_runs=1 << 12)
+    assert over == [] and len(puts) == 1  # (one ledger: held whatever its charge)
+    s.ack_range(150, 150)
+    assert s.charge() == 400 + 8 * 26
+    puts, _, over = _flush(impl, s, [], max_runs=1 << 12)
+    assert puts == [] and over == [s] and s.dirty
+    s.budget = 400 + 8 * 26
+    puts, _, over = _flush(impl, s, [], max_runs=1 << 12)
+    assert over == [] and len(puts) == 1

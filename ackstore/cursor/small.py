@@ -88,7 +88,7 @@ import msgpack
 from pyroaring import BitMap
 
 from ..errors import CorruptRecordError
-from ..ledger_acks import bitmap_of_runs, run_bounds
+from ..ledger_acks import LEDGER_OVERHEAD_BYTES, bitmap_of_runs, run_bounds
 from ..position import MAX_ENTRY
 from ..stats import RecoveryReport
 from ..storage import codecs, pure_acks, pure_codecs
@@ -169,6 +169,13 @@ DELTA_MOST = 256
 form's chain names (each four bytes, a count eight: while the chain stays under its base's
 bytes); more, and the next state is written whole"""
 
+RANGE_CHARGE = 8
+"""what a run or a delivery count of the form is charged against its cursor's cache budget
+(two u32s); a ledger holding state is charged the parts' ``LEDGER_OVERHEAD_BYTES``"""
+
+BATCH_CHARGE = 64
+"""what a partial batch of the form is charged (the parts' figure)"""
+
 COUNT_CAP = 4096
 """the most delivery counts and partial batches the small form holds (those of a read
 handed out and not yet acked: a broker reads ahead, a consumer holds some); more end it. A
@@ -246,7 +253,7 @@ class PySmallState:
         "flush_bytes", "last_bytes", "ended", "redeliveries", "spans", "rp_i", "limit", "limit_version",
         "props", "_runs", "_counts", "_batches", "_undo", "_undo_persisted", "logged", "base", "marker", "deltas",
         "chain_bytes", "base_bytes", "tail", "fresh", "every", "_adds", "_counted", "_undo_chain", "record", "named",
-        "cnamed", "untrimmed", "recs", "stale", "_rec",
+        "cnamed", "untrimmed", "recs", "stale", "_rec", "budget",
     )  # fmt: skip
 
     def __init__(
@@ -320,6 +327,9 @@ class PySmallState:
         """delta markers since the full marker: at most ``every`` (the cursor's full_marker_every)"""
         self.every = 64
         """the cursor's full_marker_every"""
+        self.budget = -1
+        """its cursor's cache budget in bytes (-1: none): a form of several ledgers charged
+        more (:meth:`charge`) is its parts' to write and hold (:func:`_over_budget`)"""
         self.chain_bytes = 0
         """the delta markers' bytes"""
         self.base_bytes = 0
@@ -383,6 +393,10 @@ class PySmallState:
     def held(self) -> int:
         """The ledgers of the line holding state: :func:`_held`."""
         return _held(self)
+
+    def charge(self) -> int:
+        """What the form is charged against its cursor's cache budget: :func:`_charge`."""
+        return _charge(self, _held(self).bit_count())
 
     def records(self) -> tuple[int, ...]:
         """The chain's records, in the line's order (none while it has none)."""
@@ -715,6 +729,27 @@ def _shifted(entries: list[int], named: int, by: int) -> tuple[list[int], int]:
     those it moves below its start left out, and how many of those kept were named."""
     kept = [e - by for e in entries if e >= by]
     return kept, sum(e >= by for e in entries[:named])
+
+
+def _charge(s: Any, ledgers: int) -> int:
+    """What the form ``s`` (either twin's) holding state in ``ledgers`` ledgers is charged
+    against its cursor's cache budget, as the parts charge theirs: each ledger the parts'
+    overhead, each run and delivery count :data:`RANGE_CHARGE`, each partial batch
+    :data:`BATCH_CHARGE`."""
+    return LEDGER_OVERHEAD_BYTES * ledgers + RANGE_CHARGE * (s.n + s.nc) + BATCH_CHARGE * s.nb
+
+
+def _over_budget(s: Any, budget: int | None = None) -> bool:
+    """Whether the form ``s`` (either twin's) is over its cursor's cache budget (``budget``,
+    or its own ``s.budget``; -1: none): its state in more than one ledger (one alone is held
+    whatever its size, as the parts hold one ledger over the budget) and charged more. Such a
+    form is its parts' to write and hold, swapping ledgers out. O(1) while clearly within it,
+    else O(spans x log(runs + counts + batches))."""
+    budget = s.budget if budget is None else budget
+    if budget < 0 or _charge(s, len(s.spans) + 1) <= budget:
+        return False
+    ledgers = s.held().bit_count()
+    return ledgers > 1 and _charge(s, ledgers) > budget
 
 
 def _line_start(s: Any, k: int) -> int:
@@ -1180,6 +1215,9 @@ def _py_flush_small(
         s._undo = -1
         if not s.dirty or s.ended:
             continue
+        if _over_budget(s):  # its parts hold it under the budget
+            over.append(s)
+            continue
         many = s.nc + s.nb > max_counts  # more than a slot's layout takes
         seq = s.next_seq
         key = log_key(s.cursor_id, seq)
@@ -1493,9 +1531,12 @@ def _cap(config: CursorConfig) -> int:
 def keeps_form(small: Any, old: CursorConfig, new: CursorConfig) -> bool:
     """Whether a cursor in the small form ``small`` keeps it when its configuration goes
     from ``old`` to ``new``: the form holds the same runs under the new one's cap, and its
-    states go where they went (history on or off as before). Budgets, the full-marker
-    period, dead letters and the window's length are the parts' or the store's. O(1)."""
-    return _cap(new) == small.cap and bool(new.history_seconds) == bool(old.history_seconds)
+    states go where they went (history on or off as before), and it stays within the new
+    cache budget (:func:`_over_budget`). The full-marker period, dead letters and the
+    window's length are the parts' or the store's. O(1), or O(spans x log runs) near the
+    budget."""
+    same = _cap(new) == small.cap and bool(new.history_seconds) == bool(old.history_seconds)
+    return same and not _over_budget(small, new.max_individual_ack_cache_bytes)
 
 
 def small_of(
@@ -1574,8 +1615,8 @@ def small_of(
         return None
     s = SmallState(cursor_id, md_l, md_e, *chain_at, runs, cap, counts, rp_e, props, rp_i, batches)
     s.logged = int(bool(config.history_seconds))
-    s.base, s.every = base, config.full_marker_every
-    if not fit(s, directory):
+    s.base, s.every, s.budget = base, config.full_marker_every, config.max_individual_ack_cache_bytes
+    if not fit(s, directory) or _over_budget(s):
         return None
     if index is not None:  # its parts' chain, its full marker naming their records (and what since)
         if (s.md_l, s.md_e) != (md_l, md_e):  # (M moved on, fitted: the records are of another line)
@@ -1636,7 +1677,7 @@ def small_opened(
     s = small_of_slots(cursor_id, *values, FORMAT_VERSION, cap, lambda md_l: bound_of(directory, md_l), logged)
     if s is None:
         return None
-    s.every = config.full_marker_every
+    s.every, s.budget = config.full_marker_every, config.max_individual_ack_cache_bytes
     try:
         if s.props:
             unpack_properties(s.props)
@@ -1648,6 +1689,8 @@ def small_opened(
     # M's ledger in the directory; sealed since and the next ones added, M moves on as a recovery's would
     if not fit(s, directory) or s.top() > s.limit:
         return None  # (M, acks or counts at or past a ledger's bound: the bound went durable first, recovery clips)
+    if _over_budget(s):
+        return None  # (its parts hold it under the cache budget)
     if logged is not None and logged[0] == s.next_seq - 1:
         nbytes = len(logged[1])
     else:  # (the record, without the slot's seal)
@@ -1713,13 +1756,13 @@ def chain_opened(
     s = small_of_record(cursor_id, md_l, md_e, seq + 1, *slots, cap, props, tuple(items), FORMAT_VERSION, adds, counts)
     if s is None or s.n <= lane.STATE_MAX_RUNS or s.n > cap - cap // 4 or s.nc > COUNT_CAP - COUNT_CAP // 4:
         return None  # (small_of's: a slot's state, room to grow)
-    s.every, s.base = config.full_marker_every, -2
+    s.every, s.base, s.budget = config.full_marker_every, -2, config.max_individual_ack_cache_bytes
     end = directory.end(md_l)
     if 0 <= end <= md_e or not fit(s, directory, bound) or s.top() > s.limit or (s.md_l, s.md_e) != (md_l, md_e):
         return None  # (M or acks at or past a ledger's bound: recovery clips; M moved: the records are of another line)
     chain = resolved.deltas_since_full, resolved.chain_bytes
     s.adopt(resolved.full_seq, seq, tuple(found), resolved.full_bytes, sorted(adds), list(counts), *chain)
-    if s.held() & ~s.recs:  # (every ledger holding state has its record)
+    if s.held() & ~s.recs or _over_budget(s):  # (every ledger holding state has its record; within the budget)
         return None
     nbytes = resolved.full_bytes + resolved.chain_bytes + sum(len(item[3]) for item in items)
     return OpenedForm(s, seq, len(items), nbytes, time.perf_counter() - started)

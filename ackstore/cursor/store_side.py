@@ -63,7 +63,7 @@ class StoreSide(CoreFields):
         small = self.small
         if small is not None and keeps_form(small, self._config, config):
             self._config = config  # (the parts, when built, are built with it)
-            small.every = config.full_marker_every
+            small.every, small.budget = config.full_marker_every, config.max_individual_ack_cache_bytes
             return
         self._parts()
         if config.history_seconds and not self._config.history_seconds:
