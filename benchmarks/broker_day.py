@@ -16,8 +16,10 @@ Each round every subscription:
    (``variant="each"``). With ``stuck``, the first
    ``stuck`` of every fifth entry it reads are never acked, as by a consumer that hung
    holding them: they stay holes (and delivery counts) below what the subscription acks
-   after them, ``stuck`` ranges more than it would hold. With ``history``, every
-   subscription keeps an hour of its states (``history_seconds=3600``).
+   after them, ``stuck`` ranges more than it would hold. With ``late``, every other entry
+   it reads is acked ``late`` rounds later, as by a consumer whose processing takes that
+   long: the holes move along with its mark-delete position, which moves every round.
+   With ``history``, every subscription keeps an hour of its states (``history_seconds=3600``).
 
 Then one flush of the whole store. Steps 1 and 2 are the Dispatcher's (untimed); step 3
 and the flush are what :mod:`test_bench_broker_day` times. The peers keep the same state
@@ -121,8 +123,9 @@ class Day:
         seed: int = 11,
         stuck: int = 0,
         history: bool = False,
+        late: int = 0,
     ) -> None:
-        self.k, self.rollover, self.round, self.stuck = k, rollover, 0, stuck
+        self.k, self.rollover, self.round, self.stuck, self.late = k, rollover, 0, stuck, late
         self.rng = random.Random(seed)
         self.store = AckStore.open(path, sync=sync, map_size=1 << 31)
         self.loop = asyncio.new_event_loop()
@@ -146,11 +149,12 @@ class Day:
                 self.dispatchers.append(d)
                 self.peers.append(PeerCursor((1, -1)))
         self.nacked: list[list[Position]] = [[] for _ in self.cursors]
+        self.held: list[list[list[Position]]] = [[] for _ in self.cursors]  # (late: a round's held entries each)
 
     def _roll(self, t: int) -> None:
         """Topic ``t``'s open ledger sealed at what was written, the next one added, and the
         ledger before the sealed one trimmed (every cursor is past it by then; not while
-        subscriptions hold entries of the first ledgers unacked: ``stuck``)."""
+        subscriptions hold entries of the first ledgers unacked: ``stuck``, ``late``)."""
         topic, reader, ledger = self.topics[t], self.readers[t], self.open[t]
         written = reader.written(ledger)
         topic.close_ledger(ledger, written)
@@ -158,7 +162,7 @@ class Day:
         self.sealed[ledger], self.following[ledger] = written, ledger + 1
         self.offsets[ledger + 1] = self.offsets[ledger] + written
         self.open[t] = ledger + 1
-        if not self.stuck:
+        if not self.stuck and not self.late:
             topic.trim_ledgers(ledger)
 
     def read(self) -> list[list[Position]]:
@@ -185,6 +189,10 @@ class Day:
             if self.stuck:  # held by a hung consumer: never acked
                 at, most = self.offsets, 5 * self.stuck
                 new = [p for p in new if not (p.entry % 5 == 2 and at[p.ledger] + p.entry < most)]
+            if self.late:  # every other entry acked `late` rounds after it was read
+                held = self.held[i]
+                held.append([p for p in new if p.entry % 2])
+                new = [p for p in new if not p.entry % 2] + (held.pop(0) if len(held) > self.late else [])
             self.nacked[i] = nacked
             out.append(again + new)
         return out

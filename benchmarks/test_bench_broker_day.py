@@ -15,10 +15,12 @@ one ``cur.ack(list)`` a read; at 1,000 x 50 also one ``cur.ack(position)`` per e
 one ``cur.ack(list)`` a read by subscriptions that each hold 80 holes (``stuck``: a state
 of a few hundred bytes, as a slot takes it), 400 (``wide``: a state of about 1.6 KB, still a
 slot's) or 1,000, a consumer's full receiver queue (``queue``: a state over a slot's 1,984
-bytes, written as ledger records and markers), or keep an hour of history (``history``); and
-the rounds in which every topic's ledger rolls over (one round in ten here), set against
-the plain rounds between them in the same run, by subscriptions that hold no entry and by
-subscriptions that hold 80 or 1,000 of the first ledger across every rollover.
+bytes, written as ledger records and markers), or that ack every other entry 40 rounds after
+reading it (``late``: 1,000 holes that move on with the mark-delete position, every round),
+or keep an hour of history (``history``); and the rounds in which every topic's ledger rolls
+over (one round in ten here), set against the plain rounds between them in the same run, by
+subscriptions that hold no entry, that hold 80 or 1,000 of the first ledger across every
+rollover, or that ack late across them.
 """
 
 from __future__ import annotations
@@ -42,8 +44,10 @@ from .kernel import wchar as _wchar
 CASES = [(1000, k, "list", 0) for k in (10, 50, 100)]
 CASES += [(1000, 50, "each", 0), (1000, 50, "list", 10), (1000, 50, "stuck", 0), (1000, 50, "wide", 0)]
 CASES += [(1000, 50, "stuck", 10), (1000, 50, "history", 0), (1000, 50, "queue", 0), (1000, 50, "queue", 10)]
+CASES += [(1000, 50, "late", 0), (1000, 50, "late", 10)]
 CASES += [(10_000, k, "list", 0) for k in (10, 50, 100)]
 STUCK = {"stuck": 80, "wide": 400, "queue": 1000}  # the holes a subscription of these variants holds
+LATE = {"late": 40}  # the rounds every other entry waits for its ack (1,000 holes at k = 50)
 WARM = 8  # untimed rounds first: counts, holes and records as the workload keeps them
 
 
@@ -55,7 +59,10 @@ def _case_id(case: tuple[int, int, str, int]) -> str:
 @pytest.mark.parametrize("cursors,k,variant,rollover", CASES, ids=[_case_id(c) for c in CASES])
 def test_broker_day(benchmark: Any, tmp_path: Path, cursors: int, k: int, variant: str, rollover: int) -> None:
     stuck = STUCK.get(variant, 0)
-    day = Day(tmp_path / "ackstore", cursors, k, False, rollover or 100, stuck=stuck, history=variant == "history")
+    late = LATE.get(variant, 0)
+    day = Day(
+        tmp_path / "ackstore", cursors, k, False, rollover or 100, stuck=stuck, history=variant == "history", late=late
+    )
     peers = {name: cls(tmp_path / name, day, False) for name, cls in PEERS.items()}
     engines = ["ackstore", *peers]
     orders = [engines[i:] + engines[:i] for i in range(len(engines))]
@@ -115,7 +122,7 @@ def test_broker_day(benchmark: Any, tmp_path: Path, cursors: int, k: int, varian
 
     rounds = 6 if rollover else (24 if cursors <= 1000 else 12)
     try:
-        for _ in range(max(WARM, 5 * stuck // k + 1)):  # (every hole made before the timed rounds)
+        for _ in range(max(WARM, 5 * stuck // k + 1, late + 2)):  # (every hole made before the timed rounds)
             plain_round()
         ours["plain"].clear()
         benchmark.group = f"broker's day: {_case_id((cursors, k, variant, rollover))}"
