@@ -916,8 +916,20 @@ static PyObject *pair_list(const uint32_t *p, uint32_t n) {
     return out;
 }
 
-/* counts() -> [(entry, count), ...] ascending */
-static PyObject *SmallState_counts(SmallState *s, PyObject *unused) { return pair_list(s->counts, s->nc); }
+/* counts(first=0, stop=2**32) -> [(entry, count), ...] ascending, of the entries first..stop - 1:
+ * O(log counts + those) */
+static PyObject *SmallState_counts(SmallState *s, PyObject *const *args, Py_ssize_t nargs) {
+    long long first = 0, stop = ENTRY_MAX + 1;
+    if (nargs != 0 && nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "counts(first=0, stop=2**32) takes no argument or two");
+        return NULL;
+    }
+    if (nargs == 2 && (ranged_arg(args[0], "first", 0, ENTRY_MAX + 1, &first) < 0 ||
+                       ranged_arg(args[1], "stop", 0, ENTRY_MAX + 1, &stop) < 0))
+        return NULL;
+    uint32_t i = count_from(s, (unsigned long long)first), j = stop > first ? count_from(s, (unsigned long long)stop) : i;
+    return pair_list(s->counts + 2 * i, j - i);
+}
 
 static PyObject *SmallState_fits(SmallState *s, PyObject *unused) { return fits(s); }
 
@@ -1593,7 +1605,8 @@ static PyMethodDef SmallState_methods[] = {
     {"deliver_positions", (PyCFunction)SmallState_deliver_positions, METH_O,
      "One more delivery of each position the form takes; each one's count after; None: not the form's to take."},
     {"count", (PyCFunction)SmallState_count, METH_O, "An entry's delivery count (0: none)."},
-    {"counts", (PyCFunction)SmallState_counts, METH_NOARGS, "The delivery counts above M, [(entry, count), ...]."},
+    {"counts", (PyCFunction)(void (*)(void))SmallState_counts, METH_FASTCALL,
+     "The delivery counts above M, [(entry, count), ...], of the entries first..stop - 1 when given."},
     {"batches", (PyCFunction)SmallState_batches, METH_NOARGS, "The partial batches above M, [(entry, size, mask), ...]."},
     {"batch", (PyCFunction)SmallState_batch, METH_O, "An entry's partial batch (size, mask), or None."},
     {"ack_batch", (PyCFunction)(void (*)(void))SmallState_ack_batch, METH_FASTCALL,

@@ -740,3 +740,33 @@ def test_a_forms_charge_and_budget_are_the_twins_rule(impl: Any) -> None:
     s.budget = 400 + 8 * 26
     puts, _, over = _flush(impl, s, [], max_runs=1 << 12)
     assert over == [] and len(puts) == 1
+
+
+def test_a_forms_delivery_counts_of_a_window_are_those_of_all_in_it(tmp_path: Path) -> None:
+    """A Dispatcher asks the counts of each read's window: a form of several ledgers answers
+    from its counts in that window alone, the same as every count filtered to it, for
+    windows within a ledger, across ledgers, from before M, up to an entry -1, past the line."""
+    from ackstore import AckStore, Position
+
+    with AckStore.open(tmp_path / "s", sync=False) as store:
+        topic = store.topic("persistent://t/n/counts")
+        topic.add_ledger(1)
+        cur = topic.cursor("c", CursorConfig(max_unacked_ranges_to_persist=0, max_deliveries=9))
+        cur.ack([Position(1, e) for e in range(0, 300, 3)])
+        cur.record_deliveries([Position(1, e) for e in range(1, 300, 3)])
+        topic.close_ledger(1, 300)
+        topic.add_ledger(4)
+        cur.ack([Position(4, e) for e in range(0, 200, 2)])
+        cur.record_deliveries([Position(4, e) for e in range(1, 200, 2)])
+        for i in range(4):  # (a change a flush: the form is taken after one)
+            cur.ack(Position(4, 200 + 2 * i))
+            store.flush()
+        assert cur._core.small is not None and cur._core.small.spans
+        every = cur.delivery_counts()
+        assert len(every) == 200
+        marks = [Position(0, 5), Position(1, 0), Position(1, 100), Position(1, 299), Position(1, 500)]
+        marks += [Position(2, 0), Position(4, -1), Position(4, 0), Position(4, 51), Position(4, 199), Position(9, 0)]
+        for lo in marks:
+            for hi in [*marks, None]:
+                want = {p: n for p, n in every.items() if p >= lo and (hi is None or p < hi)}
+                assert cur.delivery_counts(lo, hi) == want, (lo, hi)

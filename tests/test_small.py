@@ -330,6 +330,8 @@ def test_the_twins_agree_with_the_model_and_write_the_state_layout(
                 s.read_from(a)
         elif op == "unacked":
             assert [s.unacked(a, a + 30, b) for s in forms] == [model.unacked(a, a + 30, b)] * len(forms)
+            window = sorted((e, n) for e, n in model.counts.items() if a <= e < a + 30 * b)  # (the counts of a read's)
+            assert [s.counts(a, a + 30 * b) for s in forms] == [window] * len(forms)
         elif op == "property":  # b: its value, -1: removed (the form takes what the cursor packs)
             if b < 0:
                 model.properties.pop(a, None)

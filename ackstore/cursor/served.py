@@ -17,7 +17,7 @@ from ..storage.records import pack_properties, unpack_properties
 from .deliveries import counts_window, delivery_count, delivery_counts, record_deliveries
 from .moves import batch_mask, batch_target, check_batch_size, reset_target
 from .read_side import ReadSide
-from .small_span import bound_of, cumulative_entry, form_entry, ledger_counts, ledger_runs, place, read_entry
+from .small_span import bound_of, cumulative_entry, form_entry, ledger_counts, ledger_runs, line_at, place, read_entry
 from .state import AckState, drop_property, put_property
 from .validate import check_ack, pair
 
@@ -153,7 +153,8 @@ class Served(ReadSide):
             if small is not None:
                 self.ensure_open()
                 low, high = counts_window((small.md_l, small.md_e), start, end)
-                return {trusted(*at): n for at, n in ledger_counts(small) if at >= low and (high is None or at < high)}
+                window = line_at(small, *low), MAX_ENTRY + 2 if high is None else line_at(small, *high)
+                return {trusted(*at): n for at, n in ledger_counts(small, *window)}
             return self.read(lambda: delivery_counts(self.built(), start, end), served=True, caught_up=True)
 
     def unacked_entries(self, ledger: int, start: int, stop: int, n: int) -> list[int]:

@@ -406,9 +406,12 @@ class PySmallState:
         """The ledgers a new base of the chain writes records of: :func:`_to_record`."""
         return _to_record(self, max_acks)
 
-    def counts(self) -> list[tuple[int, int]]:
-        """The delivery counts above M, ``[(entry, n), ...]`` ascending. O(counts)."""
-        return sorted(self._counts.items())
+    def counts(self, first: int = 0, stop: int = _ENTRY_MAX + 1) -> list[tuple[int, int]]:
+        """The delivery counts above M, ``[(entry, n), ...]`` ascending, of the entries
+        ``first..stop - 1``. O(counts log counts); the compiled twin's O(log counts + those)."""
+        if not (type(first) is int and type(stop) is int and 0 <= min(first, stop) <= max(first, stop) <= 1 << 32):
+            raise ValueError(f"counts({first!r}, {stop!r}): entries are 0..2**32")
+        return sorted((e, n) for e, n in self._counts.items() if first <= e < stop)
 
     def count(self, entry: int) -> int:
         """``entry``'s delivery count (0: none, or acked). O(1)."""

@@ -41,6 +41,7 @@ __all__ = [
     "ledger_runs",
     "line_entry",
     "line_index",
+    "line_at",
     "place",
     "read_entry",
     "read_position",
@@ -189,10 +190,27 @@ def ledger_runs(s: Any) -> list[tuple[int, list[tuple[int, int]]]]:
     return [(ledger, mine) for k, ledger in enumerate(line) if (mine := s.runs_of(k))]
 
 
-def ledger_counts(s: Any) -> list[tuple[tuple[int, int], int]]:
-    """The form's delivery counts as ``((ledger, entry), n)``, ascending. O(counts) when they
-    all lie in M's ledger, else O(counts x log spans)."""
-    counts, spans, md_l = s.counts(), s.spans, s.md_l
+def line_at(s: Any, ledger: int, entry: int) -> int:
+    """The form's first entry at or after position ``(ledger, entry)`` (ints, entry at least
+    0): 0 before M's ledger, the next ledger's offset past a ledger's end or between two of
+    the line, ``2**32`` past the line. O(spans)."""
+    if ledger < s.md_l:
+        return 0
+    line = ((s.md_l, 0), *s.spans)
+    for j, (held, offset) in enumerate(line):
+        if ledger < held:
+            return offset  # type: ignore[no-any-return]
+        if ledger == held:
+            end = line[j + 1][1] if j + 1 < len(line) else MAX_ENTRY + 2
+            return min(offset + max(entry, 0), end)  # type: ignore[no-any-return]
+    return MAX_ENTRY + 2
+
+
+def ledger_counts(s: Any, first: int = 0, stop: int = MAX_ENTRY + 2) -> list[tuple[tuple[int, int], int]]:
+    """The form's delivery counts as ``((ledger, entry), n)``, ascending, of its entries
+    ``first..stop - 1`` (:func:`line_at` maps positions to them). O(log counts + those) when
+    they all lie in M's ledger, else O(those x log spans)."""
+    counts, spans, md_l = s.counts(first, stop), s.spans, s.md_l
     if not spans or not counts or counts[-1][0] < spans[0][1]:
         return [((md_l, x), n) for x, n in counts]
     return [(form_position(s, x), n) for x, n in counts]
