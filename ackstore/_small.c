@@ -28,9 +28,9 @@
 #define DELTA_MOST 256 /* cursor/small.py's DELTA_MOST: the most acks and counts a delta marker of the form's chain names */
 #define FIXED_FULL 0x01 /* storage/records.py's FIXED_FULL: a fixed marker's flag of a full one */
 #define U32 0xFFFFFFFFULL
-#define LEDGER_CHARGE 200 /* cursor/small.py's LEDGER_CHARGE, RANGE_CHARGE, BATCH_CHARGE: what a ledger, */
-#define RANGE_CHARGE 8    /* a range or a delivery count, a partial batch of the form is charged against */
-#define BATCH_CHARGE 64   /* its cursor's cache budget (the parts' figures: docs/cursors.md) */
+#define LEDGER_CHARGE 200 /* ledger_acks.py's LEDGER_OVERHEAD_BYTES, cursor/small.py's RANGE_CHARGE and */
+#define RANGE_CHARGE 8    /* BATCH_CHARGE: what a ledger holding state, a run or a delivery count, a partial */
+#define BATCH_CHARGE 64   /* batch of the form is charged against its cursor's cache budget (docs/cursors.md) */
 
 /* where the newest state is, when it is a chain's (cursor/small.py's PySmallState says each
  * field): a flush changes it, undo_small puts back the copy the flush kept */

@@ -55,21 +55,21 @@ no record yet: a consumer reading on after a rollover) and so are, once the acks
 since the records are more than :data:`~ackstore.cursor.lane.DELTA_MAX_ACKS`, the ledgers
 they are most in: the next state is a base that records those alone, the others' records
 standing (a consumer holding a sealed ledger's entries does not write that ledger's record
-again while it acks on in the next ones: :func:`_to_record`); M moving makes the ledger it lands in stale, as the
-parts write a new record of a ledger M moved into, and a ledger it left holding nothing
-leaves the next base's full marker (which is all that base writes when no stale ledger
-holds anything: M moved past its last acks, or on into the next ledger: a *rebase*, the
-records of the ledgers after it standing). What a marker cannot say at
-all (a reset, a partial batch changed: ``fresh``) makes the
-next state whole: a record of every ledger holding state and a full marker, or a slot again
-when the state fits one (the first trims what lies below the chain's full marker, the second
-every log key). A state held past the line's 64th ledger is its parts' to write. A cursor
-whose parts write it in the marker layout (more ranges than a slot takes, and at most three
-quarters of the form's: room to grow, so that a cursor near the bound does not go in and
-out) takes the form after a full marker of theirs naming records of ledgers of its line
-(all of its ledgers read in) and *adopts* their chain: its next states are markers naming
-those records. An open reads such a chain (records of ledgers of the line's first 64)
-straight into the form (:func:`chain_opened`); any other is recovered into the parts.
+again while it acks on in the next ones: :func:`_to_record`); M moving makes the ledger it
+lands in stale, as the parts write a new record of a ledger M moved into, and a ledger it
+left holding nothing leaves the next base's full marker (which is all that base writes when
+no stale ledger holds anything: M moved past its last acks, or on into the next ledger: a
+*rebase*, the records of the ledgers after it standing). What a marker cannot say at all (a
+reset, a partial batch changed: ``fresh``) makes the next state whole: a record of every
+ledger holding state and a full marker, or a slot again when the state fits one (the first
+trims what lies below the chain's full marker, the second every log key). A state held past
+the line's 64th ledger is its parts' to write. A cursor whose parts write it in the marker
+layout (more ranges than a slot takes, and at most three quarters of the form's: room to
+grow, so that a cursor near the bound does not go in and out) takes the form after a full
+marker of theirs naming records of ledgers of its line (all of its ledgers read in) and
+*adopts* their chain: its next states are markers naming those records. An open reads such
+a chain (records of ledgers of the line's first 64) straight into the form
+(:func:`chain_opened`); any other is recovered into the parts.
 
 Two twins of one API, as the lane: ``ackstore._native``'s ``SmallState``, ``flush_small``
 and ``undo_small`` (``ackstore/_small.c``) and the pure-Python ones here, which return the

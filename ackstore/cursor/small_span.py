@@ -194,16 +194,12 @@ def line_at(s: Any, ledger: int, entry: int) -> int:
     """The form's first entry at or after position ``(ledger, entry)`` (ints, entry at least
     0): 0 before M's ledger, the next ledger's offset past a ledger's end or between two of
     the line, ``2**32`` past the line. O(spans)."""
+    at = place(s, ledger)
+    if at is not None:
+        return min(at[0] + max(entry, 0), at[1] if at[1] >= 0 else MAX_ENTRY + 2)  # type: ignore[no-any-return]
     if ledger < s.md_l:
         return 0
-    line = ((s.md_l, 0), *s.spans)
-    for j, (held, offset) in enumerate(line):
-        if ledger < held:
-            return offset  # type: ignore[no-any-return]
-        if ledger == held:
-            end = line[j + 1][1] if j + 1 < len(line) else MAX_ENTRY + 2
-            return min(offset + max(entry, 0), end)  # type: ignore[no-any-return]
-    return MAX_ENTRY + 2
+    return next((offset for held, offset in s.spans if held > ledger), MAX_ENTRY + 2)  # type: ignore[no-any-return]
 
 
 def ledger_counts(s: Any, first: int = 0, stop: int = MAX_ENTRY + 2) -> list[tuple[tuple[int, int], int]]:
