@@ -540,9 +540,14 @@ static PyObject *SmallState_new(PyTypeObject *type, PyObject *args, PyObject *kw
         PyErr_SetString(PyExc_ValueError, "a small state's position, slot or slots are outside the layout");
         return NULL;
     }
-    PyObject *seq_obj = PySequence_Fast(runs, "runs are a sequence of (first, last)");
+    int flat = PyBytes_Check(runs); /* line_runs' bytes: the bounds as native u32s */
+    if (flat && PyBytes_GET_SIZE(runs) % 8) {
+        PyErr_Format(PyExc_ValueError, "runs of %zd bytes are not (first, last) pairs of u32s", PyBytes_GET_SIZE(runs));
+        return NULL;
+    }
+    PyObject *seq_obj = flat ? Py_NewRef(runs) : PySequence_Fast(runs, "runs are a sequence of (first, last)");
     if (seq_obj == NULL) return NULL;
-    Py_ssize_t m = PySequence_Fast_GET_SIZE(seq_obj);
+    Py_ssize_t m = flat ? PyBytes_GET_SIZE(runs) / 8 : PySequence_Fast_GET_SIZE(seq_obj);
     PyObject *cseq = NULL, *bseq = NULL;
     SmallState *s = small_new(type, cid, md_l, md_e, seq, slot, slots, cap, (uint32_t)m);
     if (s == NULL) {
@@ -551,14 +556,20 @@ static PyObject *SmallState_new(PyTypeObject *type, PyObject *args, PyObject *kw
     }
     long long at = md_e + 2; /* a run starts above M + 1, each a gap after the one before */
     for (Py_ssize_t i = 0; i < m; i++) {
-        PyObject *t = PySequence_Fast_GET_ITEM(seq_obj, i);
         long long f, l;
-        if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 2) {
-            PyErr_SetString(PyExc_TypeError, "a run is a (first, last) tuple");
-            goto fail;
+        if (flat) {
+            uint32_t pair[2];
+            memcpy(pair, PyBytes_AS_STRING(runs) + 8 * i, 8);
+            f = pair[0], l = pair[1];
+        } else {
+            PyObject *t = PySequence_Fast_GET_ITEM(seq_obj, i);
+            if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 2) {
+                PyErr_SetString(PyExc_TypeError, "a run is a (first, last) tuple");
+                goto fail;
+            }
+            if (entry_of(PyTuple_GET_ITEM(t, 0), "first", &f) < 0 || entry_of(PyTuple_GET_ITEM(t, 1), "last", &l) < 0)
+                goto fail;
         }
-        if (entry_of(PyTuple_GET_ITEM(t, 0), "first", &f) < 0 || entry_of(PyTuple_GET_ITEM(t, 1), "last", &l) < 0)
-            goto fail;
         if (f < at || l < f) {
             PyErr_Format(PyExc_ValueError, "run (%lld, %lld) is not above M + 1 and the run before, with a gap", f, l);
             goto fail;
@@ -2425,7 +2436,67 @@ declined: /* damage: recovery's to report */
     Py_RETURN_NONE;
 }
 
+/* line_runs(ledgers) -> bytes: the runs of `ledgers`, (offset, BitMap) pairs in the order of
+ * their offsets on a form's line, each BitMap's values at its offset: the flat bounds
+ * (first, last, ...) as native u32s, which SmallState takes as its runs; a run across an
+ * offset is one. ValueError for a value past the layout (2**32 - 1) or a ledger overlapping
+ * the one before. cursor/small.py's _py_line_runs, the same bytes. O(containers + runs). */
+static PyObject *line_runs(PyObject *self, PyObject *ledgers) {
+    (void)self;
+    PyObject *items = PySequence_Fast(ledgers, "line_runs takes a sequence of (offset, BitMap)");
+    if (items == NULL) return NULL;
+    uint32_t *out = NULL;
+    Py_ssize_t n = 0, room = 0; /* pairs in out */
+    long long top = -1;         /* the last bound written */
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(items); i++) {
+        PyObject *t = PySequence_Fast_GET_ITEM(items, i);
+        if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 2) {
+            PyErr_SetString(PyExc_TypeError, "a ledger of the line is an (offset, BitMap) tuple");
+            goto fail;
+        }
+        long long offset = PyLong_AsLongLong(PyTuple_GET_ITEM(t, 0));
+        if (offset == -1 && PyErr_Occurred()) goto fail;
+        uint32_t *fs, *ls;
+        Py_ssize_t m = bitmap_runs(PyTuple_GET_ITEM(t, 1), &fs, &ls);
+        if (m < 0) goto fail;
+        int bad = offset < 0 || (m && ((long long)fs[0] + offset <= top || (long long)ls[m - 1] + offset > ENTRY_MAX));
+        if (!bad && n + m > room) {
+            Py_ssize_t want = room * 2 > n + m ? room * 2 : n + m;
+            uint32_t *grown = PyMem_Realloc(out, sizeof(uint32_t) * 2 * (size_t)want);
+            if (grown == NULL) {
+                PyMem_Free(fs);
+                PyMem_Free(ls);
+                PyErr_NoMemory();
+                goto fail;
+            }
+            out = grown, room = want;
+        }
+        for (Py_ssize_t k = 0; !bad && k < m; k++) {
+            long long f = offset + fs[k], l = offset + ls[k];
+            if (n && f == top + 1) out[2 * n - 1] = (uint32_t)l; /* across the offset: one run */
+            else out[2 * n] = (uint32_t)f, out[2 * n + 1] = (uint32_t)l, n++;
+            top = l;
+        }
+        PyMem_Free(fs);
+        PyMem_Free(ls);
+        if (bad) {
+            PyErr_Format(PyExc_ValueError, "ledger at offset %lld of the line is past the layout or the ledger before",
+                         offset);
+            goto fail;
+        }
+    }
+    Py_DECREF(items);
+    PyObject *bytes = PyBytes_FromStringAndSize((const char *)out, (Py_ssize_t)sizeof(uint32_t) * 2 * n);
+    PyMem_Free(out);
+    return bytes;
+fail:
+    Py_DECREF(items);
+    PyMem_Free(out);
+    return NULL;
+}
+
 static PyMethodDef small_functions[] = {
+    {"line_runs", (PyCFunction)line_runs, METH_O, "The runs of a form's line's ledgers, as SmallState takes them."},
     {"small_of_record", (PyCFunction)(void (*)(void))small_of_record, METH_FASTCALL,
      "The small form of a cursor from M's ledger's record its newest marker names (or None)."},
     {"small_of_slots", (PyCFunction)(void (*)(void))small_of_slots, METH_FASTCALL,

@@ -703,6 +703,49 @@ def test_bad_arguments_are_refused_with_the_same_errors(impl: Small) -> None:
     assert s.runs() == [(7, 8)] and not s.dirty and s.next_seq == 0 and (s.md_l, s.md_e) == (LEDGER, 5)
 
 
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 40), st.sets(st.integers(0, 70_000), max_size=60), st.booleans()),
+        max_size=5,
+    )
+)
+@settings(max_examples=150, deadline=None)
+def test_the_twins_give_a_lines_runs_alike_and_a_form_takes_them(parts: list[tuple[int, set[int], bool]]) -> None:
+    """``line_runs`` of ledgers at ascending offsets (each a gap, or none: a run across the
+    offset is one) gives the same bytes in each twin, the runs of the union of the ledgers'
+    entries at their offsets; a SmallState made from those bytes holds those runs."""
+    ledgers, offset, union = [], 0, BitMap()
+    for gap, entries, dense in parts:
+        offset = offset + gap if not ledgers else union.max() + 1 + gap if union else offset + gap
+        bitmap = BitMap(entries)
+        if dense and entries:  # (a run of a container's length: the bitmap walk's long runs)
+            bitmap.add_range(min(entries), min(entries) + 5000)
+        ledgers.append((offset, bitmap))
+        union |= bitmap.shift(offset)
+    outs = [impl.line_runs(ledgers) for impl in IMPLEMENTATIONS]
+    assert all(out == outs[0] for out in outs)
+    bounds = array("I", outs[0]).tolist()
+    assert list(zip(bounds[::2], bounds[1::2], strict=True)) == run_bounds(union)
+    if union and union.min() >= 2:
+        for impl in IMPLEMENTATIONS:
+            assert impl.SmallState(CID, LEDGER, 0, 0, 0, 1, outs[0], 1 << 20).runs() == run_bounds(union)
+
+
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS, ids=IDS)
+def test_a_lines_runs_past_the_layout_or_out_of_order_are_refused(impl: Small) -> None:
+    """``line_runs`` refuses a ledger whose entries lie past 2**32 - 1 at its offset, or at
+    or below the ledger before's; a SmallState refuses runs bytes that are not pairs."""
+    with pytest.raises(ValueError, match="ledger at offset 4294967295 of the line is past the layout"):
+        impl.line_runs([(2**32 - 1, BitMap([0, 1]))])
+    with pytest.raises(ValueError, match="ledger at offset 5 of the line is past the layout or the ledger before"):
+        impl.line_runs([(0, BitMap([7])), (5, BitMap([2]))])
+    with pytest.raises(TypeError):
+        impl.line_runs([(0, BitMap([7]), 1)])
+    with pytest.raises(ValueError, match="runs of 4 bytes are not"):
+        impl.SmallState(CID, LEDGER, 0, 0, 0, 1, b"\0\0\0\7", 64)
+    assert impl.line_runs([]) == b"" and impl.line_runs([(3, BitMap())]) == b""
+
+
 def test_a_form_of_a_cursor_that_keeps_history_writes_its_state_under_its_log_key() -> None:
     """A ``logged`` form (its cursor keeps history) writes the very state marker a state slot
     would hold, under its log key, leaves its slots as they were and is named in the flush's

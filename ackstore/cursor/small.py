@@ -80,7 +80,9 @@ use.
 
 from __future__ import annotations
 
+import sys
 import time
+from array import array
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -151,6 +153,7 @@ __all__ = [
     "small_of_record",
     "small_of_slots",
     "keeps_form",
+    "line_runs",
     "set_form_chains",
     "small_opened",
     "trim_plan",
@@ -193,8 +196,14 @@ def _entry(value: Any, what: str) -> int:
 
 
 def _flat_runs(runs: Any, md_e: int) -> list[int]:
-    """``runs``, ``(first, last)`` tuples each above M + 1 (``md_e`` + 1) and the one before
-    with a gap, as one flat list of their bounds; TypeError or ValueError when they are not."""
+    """``runs``, ``(first, last)`` tuples (or :func:`line_runs`' bytes of their bounds) each
+    above M + 1 (``md_e`` + 1) and the one before with a gap, as one flat list of their
+    bounds; TypeError or ValueError when they are not."""
+    if type(runs) is bytes:
+        if len(runs) % 8:
+            raise ValueError(f"runs of {len(runs)} bytes are not (first, last) pairs of u32s")
+        bounds = array("I", runs).tolist()
+        runs = zip(bounds[::2], bounds[1::2], strict=True)
     flat: list[int] = []
     at = md_e + 2  # a run starts above M + 1, each a gap after the one before
     for run in runs:
@@ -1492,6 +1501,29 @@ def _count(s: PySmallState, entry: int, n: int) -> int:
     return n
 
 
+def _py_line_runs(ledgers: Any) -> bytes:
+    """The pure-Python ``line_runs``: the runs of ``ledgers``, ``(offset, BitMap)`` pairs in
+    the order of their offsets on a form's line, each BitMap's values at its offset, as the
+    flat bounds ``(first, last, ...)`` in native u32s that :class:`SmallState` takes as its
+    runs; a run across an offset is one. ValueError for a value past the layout or a ledger
+    overlapping the one before. O(containers + runs)."""
+    out = array("I")
+    top = -1
+    for item in ledgers:
+        if type(item) is not tuple or len(item) != 2:
+            raise TypeError("a ledger of the line is an (offset, BitMap) tuple")
+        offset, held = item[0], run_bounds(item[1])
+        if offset < 0 or (held and (held[0][0] + offset <= top or held[-1][1] + offset > _ENTRY_MAX)):
+            raise ValueError(f"ledger at offset {offset} of the line is past the layout or the ledger before")
+        for first, last in held:
+            if out and first + offset == top + 1:  # (across the offset: one run)
+                out[-1] = last + offset
+            else:
+                out.extend((first + offset, last + offset))
+            top = last + offset
+    return out.tobytes()
+
+
 class Small(NamedTuple):
     """One implementation of the small form (the type and its functions)."""
 
@@ -1500,6 +1532,7 @@ class Small(NamedTuple):
     undo_small: Callable[..., Any]
     small_of_slots: Callable[..., Any]
     small_of_record: Callable[..., Any]
+    line_runs: Callable[..., Any]
 
 
 _native = codecs.native
@@ -1515,10 +1548,15 @@ small_of_slots: Callable[..., Any] = _py_small_of_slots if _native is None else 
 small_of_record: Callable[..., Any] = _py_small_of_record if _native is None else _native.small_of_record
 """the read of a small form from the record its newest marker names in use (the pure twin:
 :func:`_py_small_of_record`)"""
-IMPLEMENTATIONS = [Small(PySmallState, _py_flush_small, _py_undo_small, _py_small_of_slots, _py_small_of_record)]
+line_runs: Callable[..., Any] = _py_line_runs if _native is None else _native.line_runs
+"""the runs of a form's line's BitMaps, as :data:`SmallState` takes them, in use (the pure
+twin: :func:`_py_line_runs`)"""
+IMPLEMENTATIONS = [
+    Small(PySmallState, _py_flush_small, _py_undo_small, _py_small_of_slots, _py_small_of_record, _py_line_runs)
+]
 """the twins, pure first (the tests run each)"""
 if _native is not None:
-    IMPLEMENTATIONS.append(Small(SmallState, flush_small, undo_small, small_of_slots, small_of_record))
+    IMPLEMENTATIONS.append(Small(SmallState, flush_small, undo_small, small_of_slots, small_of_record, line_runs))
 
 
 def _cap(config: CursorConfig) -> int:
@@ -1595,22 +1633,21 @@ def small_of(
     rp_i = next((i for i, (ledger, _) in enumerate(line) if ledger == state.rp[0]), -1)
     if rp_i < 0:
         return None
-    runs: list[tuple[int, int]] = []
+    ledgers: list[tuple[int, BitMap]] = []
     counts: list[tuple[int, int]] = []
     batches: list[tuple[int, int, int]] = []
     for ledger, la in sorted(pages.loaded.items()):
         offset = offsets.get(ledger)
         if offset is None:
             return None
-        held = run_bounds(la.bitmap)
-        if offset:
-            held = [(offset + first, offset + last) for first, last in held]
-        if held and runs and runs[-1][1] + 1 == held[0][0]:  # (a run across an offset: one on the line)
-            runs[-1] = (runs[-1][0], held.pop(0)[1])
-        runs += held
+        ledgers.append((offset, la.bitmap))
         counts += [(offset + entry, n) for entry, n in sorted(la.counts.items())]
         batches += [(offset + entry, *batch) for entry, batch in sorted(la.batches.items())]
-    if len(counts) + len(batches) > COUNT_CAP or (runs and runs[-1][1] > bound[1]):
+    try:
+        runs = line_runs(ledgers)
+    except ValueError:
+        return None  # (past the layout)
+    if len(counts) + len(batches) > COUNT_CAP or (runs and int.from_bytes(runs[-4:], sys.byteorder) > bound[1]):
         return None
     chain_at = chain.next_seq, chain.slot, chain.slots
     rp_e, props = line[rp_i][1] + state.rp[1], pack_properties(state.properties)
