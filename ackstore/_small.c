@@ -2152,17 +2152,30 @@ static int record_into(SmallState *s, PyObject *item, unsigned long long cid, lo
     Py_ssize_t nb = 0;
     int taken = 1;
     if (ledger_run_bounds(f.flags, f.first, f.last, f.payload, f.payload_len, &b, &nb) < 0) return 0;
-    if (nb / 2 != f.runs) taken = 0;
-    for (Py_ssize_t i = 0; taken && i < nb; i += 2) { /* ascending, a gap between two: appended */
-        long long first = offset + (long long)b[i], last = offset + (long long)b[i + 1] - 1;
+    /* the bounds: maximal runs [b[i], b[i + 1]), ascending, a gap between two (as the code
+     * gives them); those past M appended at the offset, the first joined to the run before
+     * across the offset */
+    Py_ssize_t i = 0;
+    if (nb / 2 != f.runs || (nb && offset + (long long)b[nb - 1] - 1 >= stop)) taken = 0;
+    while (taken && i < nb && offset + (long long)b[i + 1] - 1 <= md_e) i += 2; /* at or below M: gone */
+    if (taken && i < nb) {
         uint32_t n = s->n;
-        if (last >= stop) taken = 0;
-        else if (last <= md_e) continue;
-        else if (first <= md_e + 1 || (n && first <= s->runs[2 * n - 1])) taken = 0;
-        else if (n && first == (long long)s->runs[2 * n - 1] + 1) s->runs[2 * n - 1] = (uint32_t)last;
-        else if (n >= cap) taken = 0;
-        else if (room_for(s, n + 1) < 0) goto fail;
-        else s->runs[2 * n] = (uint32_t)first, s->runs[2 * n + 1] = (uint32_t)last, s->n = n + 1;
+        long long first = offset + (long long)b[i], top = n ? (long long)s->runs[2 * n - 1] : -1;
+        if (first <= md_e + 1 || first <= top) taken = 0; /* (M would move; out of order) */
+        else if (first == top + 1) s->runs[2 * n - 1] = (uint32_t)(offset + (long long)b[i + 1] - 1), i += 2;
+    }
+    if (taken && i < nb) {
+        uint32_t n = s->n, more = (uint32_t)((nb - i) / 2);
+        if (n + more > cap) taken = 0;
+        else if (room_for(s, n + more) < 0) goto fail;
+        else {
+            uint32_t *r = s->runs + 2 * n;
+            for (; i < nb; i += 2, r += 2) {
+                r[0] = (uint32_t)(offset + (long long)b[i]);
+                r[1] = (uint32_t)(offset + (long long)b[i + 1] - 1);
+            }
+            s->n = n + more;
+        }
     }
     if (taken && f.nc) { /* the record's delivery counts: (entry, count) pairs, those at or below M gone */
         if ((items = PyMem_Malloc(sizeof(int64_t) * f.nc)) == NULL) {
