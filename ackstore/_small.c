@@ -44,6 +44,8 @@ typedef struct {
     unsigned long long chain_bytes, base_bytes, untrimmed;
     uint32_t deltas;                /* delta markers since the full marker */
     uint8_t tail;                   /* log keys under the slots */
+    uint8_t passed;                 /* M moved past entries of its ledger's record since it was written:
+                                       one range more in that ledger than above M (a marker counts it) */
 } Chain;
 
 typedef struct {
@@ -115,6 +117,7 @@ static void adopted(SmallState *s, unsigned long long seqs, uint32_t nbytes);
 static inline void unchain(SmallState *s) {
     s->fresh = 1;
     s->na = s->ncd = s->named = s->cnamed = 0;
+    s->c.passed = 0;
 }
 
 /* the chain's next state may be a delta marker (the last marker named every change): its
@@ -364,9 +367,13 @@ static void shift_entries(uint32_t *list, uint32_t *n, uint32_t *named, uint32_t
  * ledger, which becomes M's ledger (the form's entries from its offset on become its own;
  * the others stay spanned), and on across those it is at or past the end of; the bound is
  * asked again. The chain's records of the ledgers after stand (their places on the line move
- * down); the new M's ledger is due a record (small.py's PySmallState._rebase) */
+ * down), the new M's ledger's too while it holds state (passed); the next marker is a full one,
+ * which no longer names those M left (small.py's _rebase) */
+static void passed(SmallState *s);
+
 static void rebase(SmallState *s) {
     uint32_t gone = 0;
+    uint64_t left = 0; /* a record of a ledger M left */
     int chained = !s->fresh && s->rec != NULL, several = (s->c.recs & (s->c.recs - 1)) != 0;
     if (!chained) unchain(s);
     while (s->ns && s->md_e >= (long long)s->span_o[0] - 1) {
@@ -386,12 +393,16 @@ static void rebase(SmallState *s) {
         s->limit -= (long long)b;
         gone += b;
         if (chained) {
-            s->c.recs >>= 1, s->c.stale = s->c.stale >> 1 | 1;
+            left |= s->c.recs & 1;
+            s->c.recs >>= 1, s->c.stale >>= 1;
             memmove(s->rec, s->rec + 1, sizeof(long long) * 63);
             s->rec[63] = -1;
         }
     }
-    if (chained && s->c.recs == 0) unchain(s);
+    if (chained && s->c.recs == 0) { /* (no record left on the line: the next state is whole) */
+        s->c.record = -1;
+        unchain(s);
+    }
     else if (chained) {
         if (several) { /* (rec[] names them; of one record, c.record is it, as it was) */
             s->c.record = -1;
@@ -400,16 +411,30 @@ static void rebase(SmallState *s) {
         }
         shift_entries(s->adds, &s->na, &s->named, gone);
         shift_entries(s->counted, &s->ncd, &s->cnamed, gone);
+        if (left) s->c.deltas = s->every; /* (a full marker due: the next names the records that stand) */
+        s->c.passed = 0; /* (the new M's ledger's record was written before M reached it) */
+        passed(s);
     }
     s->limit_version = -1;
     s->dirty = 1;
 }
 
-/* M moved over the first run when it starts at M + 1 (M's ledger is due a new record: the
- * parts' rule), and on into the next ledger at the end of its own */
+/* M just moved on within its ledger (or into it: a rebase): while that ledger's record stands in
+ * the chain and it holds state above M, the record stays named (c.passed: the record and the
+ * acks since hold M's run from the M it was written at, tracked since, one range more than the
+ * form above M); holding nothing, it is due (c.stale: the next base drops it from the full
+ * marker). small.py's _passed */
+static void passed(SmallState *s) {
+    unsigned long long end = line_end(s, 0);
+    int holds = (s->n && s->runs[0] < end) || (s->nc && s->counts[0] < end) || (s->nb && s->bat[0] < end);
+    if (s->fresh || !(s->c.recs & 1) || !holds) s->c.stale |= 1;
+    else s->c.passed = s->md_e >= 0;
+}
+
+/* M moved over the first run when it starts at M + 1 (passed, or M's ledger due: passed()),
+ * and on into the next ledger at the end of its own */
 static void advance(SmallState *s) {
     if (s->n && s->runs[0] == (unsigned long long)(s->md_e + 1)) {
-        s->c.stale |= 1;
         s->md_e = s->runs[1];
         memmove(s->runs, s->runs + 2, sizeof(uint32_t) * 2 * (s->n - 1));
         s->n--;
@@ -417,6 +442,7 @@ static void advance(SmallState *s) {
             s->rp_e = s->md_e + 1;
             s->rp_i = 0;
         }
+        passed(s);
     }
     if (s->ns && s->md_e >= (long long)s->span_o[0] - 1) rebase(s);
 }
@@ -1297,6 +1323,7 @@ static PyObject *SmallState_took_base(SmallState *s, PyObject *const *args, Py_s
     for (int k = 0, i = 0; k < 64; k++)
         if (written >> k & 1) s->rec[k] = seq + i++;
     s->c.recs = recs, s->c.stale = 0, s->named = s->na, s->cnamed = s->ncd;
+    if ((written | gone) & 1 || whole) s->c.passed = 0; /* (M's ledger's record written: above M alone) */
     s->c.record = -1;
     for (int k = 0; k < 64; k++)
         if (recs >> k & 1 && (s->c.record < 0 || s->rec[k] < s->c.record)) s->c.record = s->rec[k];
@@ -1678,6 +1705,7 @@ static PyMemberDef SmallState_members[] = {
      "its cursor's cache budget in bytes (-1: none): a form of several ledgers charged more is its parts' to write"},
     CHAIN_MEMBER(marker, T_LONGLONG, "the newest marker of the form's chain"),
     CHAIN_MEMBER(record, T_LONGLONG, "the chain's oldest record (-1: none): records() gives them all"),
+    CHAIN_MEMBER(passed, T_UBYTE, "1 when M moved past entries of its ledger's record since it was written"),
     CHAIN_MEMBER(recs, T_ULONGLONG, "the ledgers of the line the chain has a record of (bit k: the k-th, 0 M's)"),
     CHAIN_MEMBER(stale, T_ULONGLONG, "those whose next record is due (changed past what a marker names)"),
     CHAIN_MEMBER(deltas, T_UINT, "delta markers in the chain since its full marker"),
@@ -1899,7 +1927,7 @@ static int marker_write(SmallState *s, uint32_t version, int full, long long pre
         put32(p, (uint32_t)line_ledger(s, k));
         long long seq = s->c.recs & (s->c.recs - 1) ? s->rec[k] : s->c.record; /* (one record: the chain's own) */
         put32(p + 4, (uint32_t)(seq + 1)); /* (the record's sequence + 1) */
-        put32(p + 8, ranges_in(s, k, NULL));
+        put32(p + 8, ranges_in(s, k, NULL) + (k == 0 ? s->c.passed : 0));
         put16(p + 12, ia[k] - a0);
         put16(p + 14, ic[k] - c0);
         p += 16;
@@ -2153,11 +2181,11 @@ static int record_into(SmallState *s, PyObject *item, unsigned long long cid, lo
     int taken = 1;
     if (ledger_run_bounds(f.flags, f.first, f.last, f.payload, f.payload_len, &b, &nb) < 0) return 0;
     /* the bounds: maximal runs [b[i], b[i + 1]), ascending, a gap between two (as the code
-     * gives them); those past M appended at the offset, the first joined to the run before
-     * across the offset */
+     * gives them), all past M (M's ledger's record holding acks at or below it: recovery's to
+     * read); appended at the offset, the first joined to the run before across the offset */
     Py_ssize_t i = 0;
     if (nb / 2 != f.runs || (nb && offset + (long long)b[nb - 1] - 1 >= stop)) taken = 0;
-    while (taken && i < nb && offset + (long long)b[i + 1] - 1 <= md_e) i += 2; /* at or below M: gone */
+    if (nb && offset + (long long)b[1] - 1 <= md_e) taken = 0;
     if (taken && i < nb) {
         uint32_t n = s->n;
         long long first = offset + (long long)b[i], top = n ? (long long)s->runs[2 * n - 1] : -1;
@@ -2239,8 +2267,7 @@ static PyObject *small_of_record(PyObject *self, PyObject *const *args, Py_ssize
         taken = record_into(s, PyTuple_GET_ITEM(args[8], i), cid, version, (uint32_t)cap, &floor);
     if (taken < 0) goto fail;
     for (Py_ssize_t i = 0; taken && i < na; i++) { /* the acks since: each takes its count away */
-        if (adds[i] <= md_e) continue;
-        if (adds[i] == md_e + 1 || add_run(s, adds[i], adds[i]) < 0) taken = 0;
+        if (adds[i] <= md_e + 1 || add_run(s, adds[i], adds[i]) < 0) taken = 0; /* (at or below M: recovery's) */
         else drop_counts(s, adds[i], adds[i]);
     }
     Py_ssize_t at = 0;

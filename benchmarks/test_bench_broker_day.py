@@ -16,7 +16,8 @@ one ``cur.ack(list)`` a read by subscriptions that each hold 80 holes (``stuck``
 of a few hundred bytes, as a slot takes it), 400 (``wide``: a state of about 1.6 KB, still a
 slot's) or 1,000, a consumer's full receiver queue (``queue``: a state over a slot's 1,984
 bytes, written as ledger records and markers), or that ack every other entry 40 rounds after
-reading it (``late``: 1,000 holes that move on with the mark-delete position, every round),
+reading it (``late``: 1,000 holes that move on with the mark-delete position, every round; at
+k = 25, 500 holes, whose acks since their ledger's record fit a marker for a few rounds),
 or keep an hour of history (``history``); and the rounds in which every topic's ledger rolls
 over (one round in ten here), set against the plain rounds between them in the same run, by
 subscriptions that hold no entry, that hold 80 or 1,000 of the first ledger across every
@@ -44,7 +45,7 @@ from .kernel import wchar as _wchar
 CASES = [(1000, k, "list", 0) for k in (10, 50, 100)]
 CASES += [(1000, 50, "each", 0), (1000, 50, "list", 10), (1000, 50, "stuck", 0), (1000, 50, "wide", 0)]
 CASES += [(1000, 50, "stuck", 10), (1000, 50, "history", 0), (1000, 50, "queue", 0), (1000, 50, "queue", 10)]
-CASES += [(1000, 50, "late", 0), (1000, 50, "late", 10)]
+CASES += [(1000, 25, "late", 0), (1000, 50, "late", 0), (1000, 50, "late", 10)]
 CASES += [(10_000, k, "list", 0) for k in (10, 50, 100)]
 STUCK = {"stuck": 80, "wide": 400, "queue": 1000}  # the holes a subscription of these variants holds
 LATE = {"late": 40}  # the rounds every other entry waits for its ack (1,000 holes at k = 50)

@@ -6,6 +6,7 @@ recovers to the form's state."""
 from __future__ import annotations
 
 import random
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyroaring import BitMap
 
-from ackstore import CursorConfig
+from ackstore import AckStore, CursorConfig, Position
 from ackstore.cursor import small as small_form
 from ackstore.cursor.small import DELTA_MOST, IMPLEMENTATIONS, check_small
 from ackstore.cursor.small_span import ledger_counts, ledger_runs
@@ -61,8 +62,10 @@ def _trim(log: dict[bytes, bytes], below: int, keeps: tuple[int, ...]) -> None:
 def _recovered(log: dict[bytes, bytes]) -> tuple[tuple[int, int], dict[int, Any], dict[int, Any]]:
     state = recover_cursor(MemoryLog(dict(log)), None, CID, None, "all")
     assert state.resolved is not None and not state.report.skipped_reasons
-    assert all(state.ledgers.values()), "a ledger named with nothing in it"  # (the parts keep none such)
     md = state.resolved.marker.mark_delete
+    if md[0] in state.ledgers:  # (M's ledger's record may hold acks M passed since: a cursor drops them at open)
+        state.ledgers[md[0]].drop_through(md[1])
+    assert all(state.ledgers.values()), "a ledger named with nothing in it"  # (the parts keep none such)
     runs = {lg: run_bounds(la.bitmap) for lg, la in state.ledgers.items() if len(la.bitmap)}
     counts = {lg: dict(la.counts) for lg, la in state.ledgers.items() if la.counts}
     return md, runs, counts
@@ -244,10 +247,12 @@ def test_the_chain_names_a_record_with_the_acks_and_counts_since(impl: Any) -> N
         s.ack_range(e * 300 + 7, e * 300 + 7)
     puts, nbytes, _ = _flush(impl, s, trims)
     assert len(puts) == 2 and s.record == s.next_seq - 2 and trims[-1][2] == (5,)
-    s.ack_range(1, 1)  # M moves: the next state is a new record of M's ledger
-    assert (s.md_e, s.fresh, s.stale) == (2, 0, 0b1)
-    puts, nbytes, _ = _flush(impl, s, trims)
-    assert len(puts) == 2 and s.record == s.next_seq - 2
+    record = s.record
+    s.ack_range(1, 1)  # M moves: M's ledger's record stands, its acks up to M one range more than above M
+    assert (s.md_e, s.fresh, s.stale, s.passed) == (2, 0, 0, 1)
+    ((key, value),), nbytes, _ = _flush(impl, s, trims)
+    marker = records.decode_marker(value, records.split_log_key(key)[1])
+    assert s.record == record and marker.index[LEDGER].seq == record and marker.index[LEDGER].runs == s.n + 1
 
 
 @pytest.mark.parametrize("impl", IMPLEMENTATIONS, ids=["pure", "native"][: len(IMPLEMENTATIONS)])
@@ -319,14 +324,13 @@ def test_a_state_past_ms_ledger_over_a_slot_keeps_a_record_of_each_ledger_holdin
 
 
 @pytest.mark.parametrize("impl", IMPLEMENTATIONS, ids=["pure", "native"][: len(IMPLEMENTATIONS)])
-def test_m_moving_in_its_ledger_writes_that_ledgers_record_alone(impl: Any) -> None:
+def test_m_moving_in_its_ledger_names_its_record_as_it_stands(impl: Any) -> None:
     """A chain of records of three ledgers (a consumer holding entries of a sealed ledger,
     reading on in the next ones): M moving within its ledger, which still holds acks above
-    it, makes the next base a record of M's ledger alone and a full marker naming the other
-    two ledgers' records as they stand (the parts' rule: a ledger M moved into gets a new
-    record), not a record of every ledger; M moving past the last acks of its ledger leaves
-    that ledger nothing to record: the next base is a full marker alone, naming the other
-    two records. Each recovers to the form's state."""
+    it, writes a marker naming every record as it stands (M's ledger's counting the acks M
+    passed, up to M, as one range more than it holds above M), not a record; M moving past
+    the last acks of its ledger leaves that ledger nothing to name: the next base is a full
+    marker alone, naming the other two records. Each recovers to the form's state."""
     s = impl.SmallState(CID, LEDGER, 9, 5, 0, 1, [], 1 << 12)
     assert not s.bound(0, ((LEDGER + 1, 100), (LEDGER + 2, 200)), 300)
     for e in (*range(12, 40, 2), *range(102, 140, 2), *range(202, 240, 2)):
@@ -338,16 +342,18 @@ def test_m_moving_in_its_ledger_writes_that_ledgers_record_alone(impl: Any) -> N
     log.update(puts)
     before = s.records()
     s.ack_range(10, 11)  # M (9) moves over 10..12, ledger 0 still holds 14, 16, ...
-    assert (s.md_e, s.fresh, s.stale) == (12, 0, 0b1)
+    assert (s.md_e, s.fresh, s.stale, s.passed) == (12, 0, 0, 1)
     puts, _, _ = _flush(impl, s, trims)
-    assert len(puts) == 2 and s.records()[1:] == before[1:] and s.records()[0] == s.next_seq - 2
-    assert records.decode_ledger_owned(puts[0][1])[0] == LEDGER
-    marker = records.decode_marker(puts[1][1], s.next_seq - 1)
-    assert marker.full and marker.mark_delete == (LEDGER, 12)
-    named = [(lg, x.seq) for lg, x in sorted(marker.index.items())]
-    assert named == list(zip(range(LEDGER, LEDGER + 3), s.records(), strict=True))
+    assert len(puts) == 1 and s.records() == before
+    marker = records.decode_marker(puts[0][1], s.next_seq - 1)
+    assert marker.mark_delete == (LEDGER, 12) and marker.index[LEDGER].runs == len(s.runs_of(0)) + 1
     log.update(puts)
     assert _recovered(log) == _held(s)
+    for _ in range(3):  # M on again, a marker each time
+        s.ack_range(s.md_e + 1, s.md_e + 1)
+        ((key, value),), _, _ = _flush(impl, s, trims)
+        log[key] = value
+        assert _recovered(log) == _held(s) and s.records() == before
     s.ack_range(103, 103)  # a marker again: the records stand
     ((key, value),), _, _ = _flush(impl, s, trims)
     log[key] = value
@@ -368,9 +374,9 @@ def test_m_moving_in_its_ledger_writes_that_ledgers_record_alone(impl: Any) -> N
 @pytest.mark.parametrize("impl", IMPLEMENTATIONS, ids=["pure", "native"][: len(IMPLEMENTATIONS)])
 def test_m_moving_on_into_the_next_ledger_keeps_the_records_after_it(impl: Any) -> None:
     """A chain of records of three ledgers: M's ledger acked whole, M moves on into the next
-    one (a rebase): the third ledger's record stands, the new M's ledger gets a record of
-    its own and the full marker names the two, not the ledger M left; acks after it are a
-    marker again. What was written recovers to the form's state at every step."""
+    one (a rebase): the records of the two ledgers after it stand, and a full marker names
+    them, not the ledger M left; acks after it are a marker again. What was written recovers
+    to the form's state at every step."""
     s = impl.SmallState(CID, LEDGER, 9, 5, 0, 1, [], 1 << 12)
     assert not s.bound(0, ((LEDGER + 1, 100), (LEDGER + 2, 200)), 300)
     s.ack_range(10, 49)
@@ -383,16 +389,13 @@ def test_m_moving_on_into_the_next_ledger_keeps_the_records_after_it(impl: Any) 
     assert len(puts) == 4 and s.recs == 0b111 and s.md_e == 49
     log.update(puts)
     third = s.records()[2]
+    second = s.records()[1]
     s.ack_range(50, 50)  # M runs on to the end of its ledger, and on into the next
-    assert (s.md_l, s.md_e, s.fresh, s.recs, s.stale) == (LEDGER + 1, 19, 0, 0b11, 0b1)
-    puts, _, _ = _flush(impl, s, trims)
-    assert len(puts) == 2 and records.decode_ledger_owned(puts[0][1])[0] == LEDGER + 1
-    assert s.records() == (s.next_seq - 2, third)
-    marker = records.decode_marker(puts[1][1], s.next_seq - 1)
-    assert marker.full and {lg: x.seq for lg, x in marker.index.items()} == {
-        LEDGER + 1: s.records()[0],
-        LEDGER + 2: third,
-    }
+    assert (s.md_l, s.md_e, s.fresh, s.recs, s.stale, s.passed) == (LEDGER + 1, 19, 0, 0b11, 0, 1)
+    puts, _, _ = _flush(impl, s, trims)  # a full marker naming the two records as they stand
+    assert len(puts) == 1 and s.records() == (second, third)
+    marker = records.decode_marker(puts[0][1], s.next_seq - 1)
+    assert marker.full and {lg: x.seq for lg, x in marker.index.items()} == {LEDGER + 1: second, LEDGER + 2: third}
     log.update(puts)
     assert _recovered(log) == _held(s)
     s.ack_range(41, 41)  # (the form's entries now: the second ledger's from 0, the third's from 100)
@@ -402,9 +405,11 @@ def test_m_moving_on_into_the_next_ledger_keeps_the_records_after_it(impl: Any) 
     assert _recovered(log) == _held(s)
     s.ack_range(20, 20)
     s.ack_range(30, 99)  # M on across the second ledger, into the third: its record stands as the only one
-    assert (s.md_l, s.md_e, s.recs) == (LEDGER + 2, -1, 0b1)
-    puts, _, _ = _flush(impl, s, trims)
-    assert len(puts) == 2 and s.records() == (s.next_seq - 2,)
+    assert (s.md_l, s.md_e, s.recs, s.passed) == (LEDGER + 2, -1, 0b1, 0)
+    puts, _, _ = _flush(impl, s, trims)  # a full marker naming it alone
+    assert len(puts) == 1 and s.records() == (third,)
+    named = records.decode_marker(puts[0][1], s.next_seq - 1).index
+    assert {lg: x.seq for lg, x in named.items()} == {LEDGER + 2: third}
     for _, below, keeps in trims:
         _trim(log, below, keeps)
     log.update(puts)
@@ -770,3 +775,57 @@ def test_a_forms_delivery_counts_of_a_window_are_those_of_all_in_it(tmp_path: Pa
             for hi in [*marks, None]:
                 want = {p: n for p, n in every.items() if p >= lo and (hi is None or p < hi)}
                 assert cur.delivery_counts(lo, hi) == want, (lo, hi)
+
+
+T = "persistent://t/ns/late"
+
+
+def test_a_late_consumers_moving_mark_delete_writes_markers_and_reopens_exact(tmp_path: Path) -> None:
+    """A holey cursor over a slot's bound (in the form's chain) whose consumer acks its oldest
+    holes late, so M moves every flush while holes above it stand: each flush writes one
+    marker, not M's ledger's record again, until the acks since the record outgrow what a
+    marker names; a reopen after any of them (the store closed, or its file copied as a
+    crash leaves it) holds exactly the state flushed, and the cursor takes the form again."""
+    path = tmp_path / "s"
+    rng = random.Random(3)
+    acked = BitMap(range(1, 4000, 2))  # entry 0 unacked: M before ledger 1's first entry
+    with AckStore.open(path) as store:
+        topic = store.topic(T)
+        topic.add_ledger(1)
+        cur = topic.cursor("c")
+        cur.ack_entries(1, acked)
+        for _ in range(4):  # (into the form, its chain)
+            extra = rng.randrange(8000, 9000)
+            cur.ack(Position(1, extra))
+            acked.add(extra)
+            store.flush()
+        core = cur._core
+        assert core.small is not None and core.small.base >= 0
+        record = core.small.record
+        for rnd in range(6):
+            for e in range(2 * rnd, 2 * rnd + 2):  # the oldest holes acked: M moves
+                cur.ack(Position(1, e))
+                acked.add(e)
+            keys = set(_keys(store))
+            store.flush()
+            new = set(_keys(store)) - keys
+            small = core.small
+            assert small is not None and small.md_e == 2 * rnd + 1 and small.passed == 1
+            assert len(new) == 1 and small.record == record  # (a marker; the record stands)
+            copy = tmp_path / f"copy{rnd}"
+            shutil.copytree(path, copy)
+            with AckStore.open(copy) as again:
+                other = again.topic(T).cursor("c")
+                md = other.mark_delete_position
+                assert md == Position(1, 2 * rnd + 1)
+                assert list(other.ack_ranges()) == [
+                    (Position(1, a), Position(1, b)) for a, b in run_bounds(acked) if a > 2 * rnd + 1
+                ]
+                for _ in range(3):  # (its parts write the record again; then the form takes it)
+                    other.ack(Position(1, 9500 + _))
+                    again.flush()
+                assert other._core.small is not None
+
+
+def _keys(store: AckStore) -> list[bytes]:
+    return store.storage.read(lambda txn: [bytes(k) for k, _ in txn.cursor(db=store.storage.log_db)])

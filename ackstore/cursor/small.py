@@ -55,11 +55,17 @@ no record yet: a consumer reading on after a rollover) and so are, once the acks
 since the records are more than :data:`~ackstore.cursor.lane.DELTA_MAX_ACKS`, the ledgers
 they are most in: the next state is a base that records those alone, the others' records
 standing (a consumer holding a sealed ledger's entries does not write that ledger's record
-again while it acks on in the next ones: :func:`_to_record`); M moving makes the ledger it
-lands in stale, as the parts write a new record of a ledger M moved into, and a ledger it
-left holding nothing leaves the next base's full marker (which is all that base writes when
-no stale ledger holds anything: M moved past its last acks, or on into the next ledger: a
-*rebase*, the records of the ledgers after it standing). What a marker cannot say at all (a
+again while it acks on in the next ones: :func:`_to_record`). M moving within its ledger, or
+on into the next one (a *rebase*), leaves the records standing: the marker names M's
+ledger's record as it is (format 15: the record and the acks since it hold what M passed
+since, one range more than the form holds above M, ``passed``, which the marker's count
+includes: :func:`_passed`), so a consumer acking its oldest holes late writes markers, not
+that record, every flush; a ledger M leaves holding nothing is stale, and leaves the next
+base's full marker (which is all that base writes when no stale ledger holds anything), and
+the marker after a rebase is a full one, naming no ledger M left. An open declines a chain
+whose M's ledger's record or acks since hold entries at or below M (recovery reads it, its
+parts write that ledger's record again, and the form is taken at the next full marker).
+What a marker cannot say at all (a
 reset, a partial batch changed: ``fresh``) makes the next state whole: a record of every
 ledger holding state and a full marker, or a slot again when the state fits one (the first
 trims what lies below the chain's full marker, the second every log key). A state held past
@@ -262,7 +268,7 @@ class PySmallState:
         "flush_bytes", "last_bytes", "ended", "redeliveries", "spans", "rp_i", "limit", "limit_version",
         "props", "_runs", "_counts", "_batches", "_undo", "_undo_persisted", "logged", "base", "marker", "deltas",
         "chain_bytes", "base_bytes", "tail", "fresh", "every", "_adds", "_counted", "_undo_chain", "record", "named",
-        "cnamed", "untrimmed", "recs", "stale", "_rec", "budget",
+        "cnamed", "untrimmed", "recs", "stale", "_rec", "budget", "passed",
     )  # fmt: skip
 
     def __init__(
@@ -329,6 +335,10 @@ class PySmallState:
         """the ledgers of the line the chain has a record of (bit k: the k-th, 0 M's)"""
         self.stale = 0
         """those whose next record is due (their state changed since, past what a marker names)"""
+        self.passed = 0
+        """1 when M moved past entries of its ledger's record since it was written: that record
+        and the acks since it hold the entries from the one after the M it was written at up
+        to M, one range more than the form holds above M, which a marker counts"""
         self._rec = [-1] * 64  # the record of each (its bit in recs)
         self.marker = -1
         """the chain's newest marker (the previous one of its next marker)"""
@@ -478,7 +488,7 @@ class PySmallState:
             raise ValueError(f"bound({version}, {spans}, {limit}) does not fit a form at ({self.md_l}, {self.md_e})")
         self.spans, self.limit, self.limit_version = spans, limit, version
         if spans and self.md_e >= spans[0][1] - 1:
-            self._rebase()
+            _rebase(self)
             return True
         return False
 
@@ -511,35 +521,6 @@ class PySmallState:
                 i = self._first_ending_at_or_after(offset)
                 out += i < self.n and self._runs[2 * i] < offset
         return out
-
-    def _rebase(self) -> None:
-        """M's ledger is sealed and M at (or past) its last entry: M moves on into the next
-        spanned ledger, which becomes M's ledger (the others stay spanned), and on across
-        those it is at or past the end of; the bound is asked again. The chain's records of
-        the ledgers after stand (its ledgers' places on the line move down); the new M's
-        ledger is due a record, and the next base's full marker no longer names those M left."""
-        gone = 0
-        while self.spans and self.md_e >= self.spans[0][1] - 1:
-            (following, b), rest = self.spans[0], self.spans[1:]
-            self.md_l, self.md_e = following, self.md_e - b
-            self._runs[:] = [x - b for x in self._runs]
-            self._counts = {x - b: n for x, n in self._counts.items()}
-            self._batches = {x - b: batch for x, batch in self._batches.items()}
-            self.rp_e, self.rp_i = self.rp_e - b, max(self.rp_i - 1, 0)
-            self.spans = tuple((ledger, offset - b) for ledger, offset in rest)
-            self.limit -= b
-            gone += b
-            if not self.fresh:
-                self.recs, self.stale, self._rec = self.recs >> 1, self.stale >> 1 | 1, [*self._rec[1:], -1]
-        if not self.fresh:
-            if not self.recs:
-                self._unchain()
-            else:
-                self.record = min(self._rec[k] for k in _bits(self.recs))
-                self._adds[:], self.named = _shifted(self._adds, self.named, gone)
-                self._counted[:], self.cnamed = _shifted(self._counted, self.cnamed, gone)
-        self.limit_version = -1
-        self.dirty = 1
 
     def fits(self) -> bool:
         """Whether the runs and counts fit the form (:attr:`cap`, :data:`COUNT_CAP`)."""
@@ -683,7 +664,7 @@ class PySmallState:
         self.fresh = 1
         self._adds.clear()
         self._counted.clear()
-        self.named = self.cnamed = 0
+        self.named = self.cnamed = self.passed = 0
 
     def adopt(self, base: int, marker: int, records: Any, base_bytes: int, *chain: Any) -> None:
         """The chain its parts wrote last, which the form's next states extend: :func:`_adopt`
@@ -726,14 +707,66 @@ def _ack_run(s: PySmallState, first: int, last: int) -> None:
         first, last = min(first, r[2 * i]), max(last, r[2 * j - 1])
     r[2 * i : 2 * j] = (first, last)
     s.dirty = 1
-    if r[0] == s.md_e + 1:  # M moves over the first run: M's ledger is due a new record (the parts' rule)
-        s.stale |= 1
+    if r[0] == s.md_e + 1:  # M moves over the first run
         s.md_e = r[1]
         del r[:2]
         if s.rp_e < s.md_e + 1:
             s.rp_e, s.rp_i = s.md_e + 1, 0
+        _passed(s)
     if s.spans and s.md_e >= s.spans[0][1] - 1:  # ... and on into the next ledger
-        s._rebase()
+        _rebase(s)
+
+
+def _rebase(s: PySmallState) -> None:
+    """M's ledger is sealed and M at (or past) its last entry: M moves on into the next
+    spanned ledger, which becomes M's ledger (the others stay spanned), and on across
+    those it is at or past the end of; the bound is asked again. The chain's records of
+    the ledgers after stand (its ledgers' places on the line move down), the new M's
+    ledger's too while it holds state (:func:`_passed`); the next marker is a full one,
+    which no longer names those M left."""
+    gone = left = 0
+    while s.spans and s.md_e >= s.spans[0][1] - 1:
+        (following, b), rest = s.spans[0], s.spans[1:]
+        s.md_l, s.md_e = following, s.md_e - b
+        s._runs[:] = [x - b for x in s._runs]
+        s._counts = {x - b: n for x, n in s._counts.items()}
+        s._batches = {x - b: batch for x, batch in s._batches.items()}
+        s.rp_e, s.rp_i = s.rp_e - b, max(s.rp_i - 1, 0)
+        s.spans = tuple((ledger, offset - b) for ledger, offset in rest)
+        s.limit -= b
+        gone += b
+        if not s.fresh:
+            left |= s.recs & 1
+            s.recs, s.stale, s._rec = s.recs >> 1, s.stale >> 1, [*s._rec[1:], -1]
+    if not s.fresh:
+        if not s.recs:  # (no record left on the line: the next state is whole)
+            s.record = -1
+            s._unchain()
+        else:
+            if left:  # (a full marker due: the next one names the records that stand, not the one left)
+                s.deltas = s.every
+            s.record = min(s._rec[k] for k in _bits(s.recs))
+            s._adds[:], s.named = _shifted(s._adds, s.named, gone)
+            s._counted[:], s.cnamed = _shifted(s._counted, s.cnamed, gone)
+            s.passed = 0  # (the new M's ledger's record was written before M reached it)
+            _passed(s)
+    s.limit_version = -1
+    s.dirty = 1
+
+
+def _passed(s: PySmallState) -> None:
+    """M just moved on within its ledger (or into it: a rebase): while that ledger's record
+    stands in the chain and it holds state above M, the record stays named (``passed``: the
+    record and the acks since hold M's run from the M it was written at, tracked since, one
+    range more than the form above M); holding nothing, it is due (``stale``: the next base
+    drops it from the full marker)."""
+    end = s.spans[0][1] if s.spans else _ENTRY_MAX + 1
+    first = min(s._counts, default=end), min(s._batches, default=end)
+    holds = bool(s._runs and s._runs[0] < end) or min(first) < end
+    if s.fresh or not s.recs & 1 or not holds:
+        s.stale |= 1
+    else:
+        s.passed = int(s.md_e >= 0)
 
 
 def _shifted(entries: list[int], named: int, by: int) -> tuple[list[int], int]:
@@ -947,7 +980,8 @@ def _marker_items(s: PySmallState, full: bool) -> list[tuple[Any, ...]]:
         acked = [e - start for e in adds if start <= e < end]
         since = {e - start: counts[e] for e in counted if start <= e < end}
         if full or acked or since:
-            items.append((_line_ledger(s, k), (s._rec[k], _ranges_in(s, k), BitMap(acked) or None, since or None)))
+            ranges = _ranges_in(s, k) + (s.passed if k == 0 else 0)
+            items.append((_line_ledger(s, k), (s._rec[k], ranges, BitMap(acked) or None, since or None)))
     return items
 
 
@@ -1094,7 +1128,7 @@ def _adopt(
     s.recs = sum(1 << k for k, _ in pairs)
     s.base, s.marker, s.record, s.base_bytes = base, marker, min((seq for _, seq in pairs), default=-1), base_bytes
     s.deltas, s.chain_bytes, s.untrimmed, s.stale = deltas, bytes_, 0, 0
-    s._unchain()
+    s._unchain()  # (passed 0: the records adopted hold nothing at or below M, nor do the acks since)
     if pairs:
         s._adds[:], s._counted[:], s.named, s.cnamed = adds, counted, len(adds), len(counted)
         s.fresh = 0
@@ -1136,6 +1170,7 @@ def _took_base(s: PySmallState, version: int, written: int, nbytes: int) -> tupl
     for i, k in enumerate(_bits(written)):
         s._rec[k] = seq + i
     s.recs, s.stale, s.fresh, s.named, s.cnamed = recs, 0, 0, len(s._adds), len(s._counted)
+    s.passed = 0 if (written | gone) & 1 else s.passed  # (M's ledger's record written: above M alone)
     s.record = min(s._rec[k] for k in _bits(recs))
     marker = pure_codecs.fixed_marker(
         version, FIXED_FULL, seq - 1, s.md_l, s.md_e, s.md_l, s.md_e + 1, s.cursor_id, _marker_items(s, True), s.props
@@ -1152,7 +1187,7 @@ def _stash(s: PySmallState) -> None:
     """What :func:`_py_undo_small` gives back of a flush about to be adopted."""
     s._undo_chain = (
         s.base, s.marker, s.deltas, s.chain_bytes, s.base_bytes, s.tail, s.slot, s.record, s.untrimmed, s.slots,
-        s.next_seq, s.recs, s.stale, list(s._rec),
+        s.next_seq, s.recs, s.stale, list(s._rec), s.passed,
     )  # fmt: skip
     s._undo_persisted = s.persisted
     s._undo = s.slots
@@ -1292,7 +1327,7 @@ def _py_undo_small(smalls: list[Any]) -> None:
             continue
         (
             s.base, s.marker, s.deltas, s.chain_bytes, s.base_bytes, s.tail, s.slot, s.record, s.untrimmed, s.slots,
-            s.next_seq, s.recs, s.stale, s._rec,
+            s.next_seq, s.recs, s.stale, s._rec, s.passed,
         ) = s._undo_chain  # fmt: skip
         s.persisted = s._undo_persisted
         s.flushes -= 1
@@ -1433,10 +1468,11 @@ def _py_small_of_record(
                 return None
             floor = item[2]
         for e in sorted(adds):
-            if e > md_e:
-                if e == md_e + 1:
-                    return None
-                _ack_run(s, e, e)
+            if e <= md_e:  # (M's ledger's acks since its record at or below M: recovery's to read)
+                return None
+            if e == md_e + 1:
+                return None
+            _ack_run(s, e, e)
         for e, n in (counts or {}).items():
             if e > md_e:
                 s._counts.pop(e, None)
@@ -1473,8 +1509,8 @@ def _record_into(s: PySmallState, item: Any, max_version: int, floor: int) -> bo
         first, last = offset + first, offset + end - 1
         if last >= stop:
             return False
-        if last <= s.md_e:
-            continue
+        if last <= s.md_e:  # (M's ledger's record holding acks at or below M: recovery's to read)
+            return False
         if first <= s.md_e + 1 or (held and first <= held[-1]):
             return False
         if held and first == held[-1] + 1:
@@ -1660,6 +1696,9 @@ def small_of(
         return None
     if index is not None:  # its parts' chain, its full marker naming their records (and what since)
         if (s.md_l, s.md_e) != (md_l, md_e):  # (M moved on, fitted: the records are of another line)
+            return None
+        md_adds = index[md_l].adds if md_l in index else None
+        if md_adds and md_adds.min() <= md_e:  # (the form counts M's ledger's record from M: passed 0)
             return None
         at = {ledger: k for k, (ledger, _) in enumerate(line)}
         if any(at.get(ledger, 64) > 63 for ledger in index):
@@ -1847,6 +1886,7 @@ def check_small(s: Any, md: tuple[int, int], logged: bool | None = None) -> None
         assert len(recs) == s.recs.bit_count() and len(set(recs)) == len(recs), f"records {recs} of {s.recs:b}"
         assert s.record == min(recs) and max(recs) < s.base, f"records {recs} of a chain at {s.base}"
         assert s.fresh or s.recs < 1 << len(s.spans) + 1, f"records of ledgers {s.recs:b}, a line of {len(s.spans) + 1}"
+    assert not s.passed or (s.recs & 1 and not s.fresh and s.base >= 0), f"passed, records {s.recs:b}, fresh {s.fresh}"
     held = s.held()  # (a ledger holding state past the line's 64th has no bit: the chain is not its)
     ok = s.base >= 0 and s.record >= 0 and (held or s.stale) and not held & ~(s.recs | s.stale)
     assert s.fresh or ok, "a marker to come, no record"

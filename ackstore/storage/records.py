@@ -28,6 +28,13 @@ layout (formats 6-8 wrote delta markers only in it, without the flags byte)::
                    then ``counts`` x (entry, count): delivery counts set since  (2 x u32)
     then the properties as a msgpack map, when there are any
 
+An item's ``runs`` is the range count of the record with the acks since it (what a reader
+checks). From format 15 a marker may go on naming the mark-delete ledger's record after the
+mark-delete position moved past acks in it: the record and the acks since then hold that
+ledger's entries from the one after the position the record was written at up to the
+position, one range counted with the others; a reader checks the count, then drops what
+lies at or below the position, as for any record of that ledger.
+
 A small cursor's flush (format 10) writes its whole state as one full marker in the
 *state layout*: its ledgers inside it, so the cursor's log holds one value where the
 marker layout needs a ledger record per ledger too. The marker's index entries name the
@@ -145,7 +152,7 @@ __all__ = [
     "decode_marker",
 ]
 
-FORMAT_VERSION = 14
+FORMAT_VERSION = 15
 """2 added the Rice-coded gap payload (flag ``_RICE``); 3 checksummed the catalog (see
 ``catalog.py``) and put the cursor id in every marker; 4 added the open ledger's last
 confirmed entry to the catalog and string values to marker properties; 5 lets a marker's
@@ -162,7 +169,10 @@ ledgers inside it (see the module docstring). Records of 1-9 read unchanged. 11 
 cursor's kept states away, so it must refuse the store. Records of 1-10 read unchanged. 12
 adds the state slots (see the module docstring). 13 checksums history points and adds the
 store's flush clock to the history database (``ackstore/history.py``): records of 1-12 and
-points of 11-12 read unchanged."""
+points of 11-12 read unchanged. 14 adds the Elias-Fano codes (``bitmaps.py``). 15 lets a
+marker go on naming M's ledger's record after M moved past acks in it (the module
+docstring): records of 1-14 read unchanged; an older release would take such a chain into
+its small form without the range the record holds at or below M, and count wrong."""
 RECORD_LEDGER = 1
 RECORD_MARKER = 2
 
