@@ -157,13 +157,23 @@ static void stale(SmallState *s, unsigned long long f, unsigned long long l) {
     else s->c.stale |= (last == 63 ? ~0ULL : (1ULL << (last + 1)) - 1) & ~((1ULL << k) - 1);
 }
 
+/* whether every ledger of the line holding an entry of f..l is due a record (the next base
+ * records what it holds, so nothing there is tracked since: small.py's _all_stale) */
+static int all_stale(SmallState *s, unsigned long long f, unsigned long long l) {
+    int k = line_index(s, f), last = line_index(s, l);
+    if (last > 63) return 0;
+    for (; k <= last; k++)
+        if (!(s->c.stale >> k & 1)) return 0;
+    return 1;
+}
+
 /* entries f..l are acked now, runs i..j (those touching them) acked before: the others go to
- * the acks since the chain's last marker, while their ledgers have a record (else those are
- * due new ones: stale) and they are at most DELTA_MOST with the counted entries (small.py's
- * PySmallState._track) */
+ * the acks since the chain's last marker, while their ledgers have a record not due (else
+ * those are due new ones, which hold them: stale) and they are at most DELTA_MOST with the
+ * counted entries (past that, their ledgers are due new records: small.py's _track) */
 static void track(SmallState *s, uint32_t f, uint32_t l, uint32_t i, uint32_t j) {
     if (s->fresh) return;
-    if (!recorded(s, f, l)) {
+    if (!recorded(s, f, l) || all_stale(s, f, l)) {
         stale(s, f, l);
         return;
     }
@@ -174,7 +184,7 @@ static void track(SmallState *s, uint32_t f, uint32_t l, uint32_t i, uint32_t j)
         if (stop > (long long)l) stop = l;
         if (e <= stop) {
             if ((long long)s->na + stop - e + 1 > most) {
-                unchain(s);
+                stale(s, f, l);
                 return;
             }
             for (long long x = e; x <= stop; x++) s->adds[s->na++] = (uint32_t)x;
@@ -184,21 +194,24 @@ static void track(SmallState *s, uint32_t f, uint32_t l, uint32_t i, uint32_t j)
 }
 
 /* entry e's delivery count set: one of the counts since the chain's records (one the markers
- * named is to be named again), while its ledger has a record and they are at most DELTA_MOST
- * with the acks since (small.py's _counted) */
+ * named is to be named again), while its ledger has a record not due (else the next base
+ * records it: stale) and they are at most DELTA_MOST with the acks since (past that, its
+ * ledger is due a record: small.py's _counted) */
 static void count_since(SmallState *s, uint32_t e) {
+    if (!recorded(s, e, e) || all_stale(s, e, e)) {
+        stale(s, e, e);
+        return;
+    }
     uint32_t c = 0;
     while (c < s->ncd && s->counted[c] != e) c++;
     if (c == s->ncd) {
-        if (s->ncd < DELTA_MOST) s->counted[s->ncd] = e;
-        s->ncd++;
+        if (s->ncd + s->na < DELTA_MOST) s->counted[s->ncd++] = e;
+        else stale(s, e, e);
     } else if (c < s->cnamed) { /* to the end, among those to name */
         memmove(s->counted + c, s->counted + c + 1, sizeof(uint32_t) * (s->ncd - c - 1));
         s->counted[s->ncd - 1] = e;
         s->cnamed--;
     }
-    if (!recorded(s, e, e)) stale(s, e, e);
-    if (s->ncd + s->na > DELTA_MOST) unchain(s);
 }
 
 /* entries f..l (above M) added: merged with the runs they overlap or touch. 1 if anything
@@ -1857,10 +1870,12 @@ static uint32_t ranges_in(SmallState *s, int k, uint32_t *first) {
 /* the ledger of the line's k-th place (0: M's) */
 static inline long long line_ledger(SmallState *s, int k) { return k ? s->span_l[k - 1] : s->md_l; }
 
-/* whether the acks and the counts still standing since the chain's records are more than
- * max_acks: more than a marker names (small.py's _over) */
+/* whether the acks above M and the counts still standing since the chain's records are more
+ * than max_acks: more than a marker names (small.py's _over) */
 static int over_acks(SmallState *s, uint32_t max_acks) {
-    return (unsigned long long)s->na + live_counts(s, 0, s->ncd) > max_acks;
+    unsigned long long above = 0; /* (the acks M passed since: one range, not counted) */
+    for (uint32_t i = 0; i < s->na; i++) above += s->adds[i] > s->md_e;
+    return above + live_counts(s, 0, s->ncd) > max_acks;
 }
 
 /* whether a marker of s after `prev` naming the ledgers `recs` has a field past the fixed

@@ -52,7 +52,7 @@ written since the last trim outgrow the chain's allowance: the rules of the part
 (:mod:`ackstore.cursor.chain`), so a chain keeps a few keys and the file stays as small as
 theirs. A ledger that changed past what a marker names is *stale* (state in a ledger with
 no record yet: a consumer reading on after a rollover) and so are, once the acks and counts
-since the records are more than :data:`~ackstore.cursor.lane.DELTA_MAX_ACKS`, the ledgers
+since the records (above M) are more than :data:`~ackstore.cursor.lane.DELTA_MAX_ACKS`, the ledgers
 they are most in: the next state is a base that records those alone, the others' records
 standing (a consumer holding a sealed ledger's entries does not write that ledger's record
 again while it acks on in the next ones: :func:`_to_record`). M moving within its ledger, or
@@ -849,8 +849,12 @@ def _recorded(s: PySmallState, first: int, last: int) -> bool:
 
 def _counted(s: PySmallState, entry: int) -> None:
     """``entry``'s delivery count set: one of the counts since the chain's records (one the
-    markers named before is to be named again), while its ledger has a record and they are
-    at most :data:`DELTA_MOST` with the acks since."""
+    markers named before is to be named again), while its ledger has a record that is not
+    due (else the next base records it: :func:`_stale`) and they are at most
+    :data:`DELTA_MOST` with the acks since (past that, its ledger is due a record)."""
+    if not _recorded(s, entry, entry) or _all_stale(s, entry, entry):
+        _stale(s, entry, entry)
+        return
     counted = s._counted
     if entry in counted:
         i = counted.index(entry)
@@ -858,12 +862,17 @@ def _counted(s: PySmallState, entry: int) -> None:
             del counted[i]
             s.cnamed -= 1
             counted.append(entry)
-    else:
+    elif len(counted) + len(s._adds) < DELTA_MOST:
         counted.append(entry)
-    if not _recorded(s, entry, entry):
+    else:
         _stale(s, entry, entry)
-    if len(counted) + len(s._adds) > DELTA_MOST:
-        s._unchain()
+
+
+def _all_stale(s: PySmallState, first: int, last: int) -> bool:
+    """Whether every ledger of the line holding an entry of ``first..last`` is due a record
+    (``stale``: the next base records what it holds, so nothing there is tracked since)."""
+    k, last_k = line_index(s, first), line_index(s, last)
+    return last_k <= 63 and all(s.stale >> x & 1 for x in range(k, last_k + 1))
 
 
 def _chainable(s: Any) -> bool:
@@ -887,10 +896,11 @@ def _held(s: PySmallState) -> int:
 def _track(s: PySmallState, first: int, last: int, i: int, j: int) -> None:
     """Entries ``first..last`` of ``s`` are acked now, its runs ``i..j`` (those touching
     them) acked before: the others go to the acks since the chain's records, while their
-    ledgers have one (else those ledgers are due new ones: :func:`_stale`) and they are at
-    most :data:`DELTA_MOST` with the counts set since."""
+    ledgers have one that is not due (else those ledgers are due new ones, which hold them:
+    :func:`_stale`) and they are at most :data:`DELTA_MOST` with the counts set since (past
+    that, their ledgers are due new records)."""
     r, adds = s._runs, s._adds
-    if not _recorded(s, first, last):
+    if not _recorded(s, first, last) or _all_stale(s, first, last):
         _stale(s, first, last)
         return
     e, most = first, DELTA_MOST - len(s._counted)
@@ -898,7 +908,7 @@ def _track(s: PySmallState, first: int, last: int, i: int, j: int) -> None:
         stop = min(r[2 * k] - 1 if k < j else last, last)  # (the entries before run k, or to the end)
         if e <= stop:
             if len(adds) + stop - e + 1 > most:
-                s._unchain()
+                _stale(s, first, last)
                 return
             adds.extend(range(e, stop + 1))
         if k < j:
@@ -992,9 +1002,11 @@ def _past_layout(s: PySmallState, prev: int, recs: int) -> bool:
 
 
 def _over(s: PySmallState, max_acks: int) -> bool:
-    """Whether the acks and the counts still standing since the chain's records are more than
-    ``max_acks``: more than a marker names (new records are due)."""
-    return len(s._adds) + sum(e in s._counts for e in s._counted) > max_acks
+    """Whether the acks above M and the counts still standing since the chain's records are
+    more than ``max_acks``: more than a marker names (new records are due). The acks M passed
+    since (``passed``: one range) are not counted: a consumer acking its oldest holes late
+    makes as many of them as it acks above M."""
+    return sum(e > s.md_e for e in s._adds) + sum(e in s._counts for e in s._counted) > max_acks
 
 
 def _marker_record(s: PySmallState, version: int, max_acks: int) -> tuple[bytes, bool, bool] | None:
