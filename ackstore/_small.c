@@ -157,14 +157,14 @@ static void stale(SmallState *s, unsigned long long f, unsigned long long l) {
     else s->c.stale |= (last == 63 ? ~0ULL : (1ULL << (last + 1)) - 1) & ~((1ULL << k) - 1);
 }
 
-/* whether every ledger of the line holding an entry of f..l is due a record (the next base
- * records what it holds, so nothing there is tracked since: small.py's _all_stale) */
-static int all_stale(SmallState *s, unsigned long long f, unsigned long long l) {
-    int k = line_index(s, f), last = line_index(s, l);
-    if (last > 63) return 0;
-    for (; k <= last; k++)
-        if (!(s->c.stale >> k & 1)) return 0;
-    return 1;
+/* whether the chain tracks changes to entries f..l since its records: every ledger of the line
+ * holding one has a record (recorded), and not every one is due a new record (c.stale: the next
+ * base records what it holds). small.py's _tracks */
+static int tracks(SmallState *s, unsigned long long f, unsigned long long l) {
+    int k = line_index(s, f), last = line_index(s, l), due = last <= 63;
+    for (; due && k <= last; k++)
+        if (!(s->c.stale >> k & 1)) due = 0;
+    return !due && recorded(s, f, l);
 }
 
 /* entries f..l are acked now, runs i..j (those touching them) acked before: the others go to
@@ -173,7 +173,7 @@ static int all_stale(SmallState *s, unsigned long long f, unsigned long long l) 
  * counted entries (past that, their ledgers are due new records: small.py's _track) */
 static void track(SmallState *s, uint32_t f, uint32_t l, uint32_t i, uint32_t j) {
     if (s->fresh) return;
-    if (!recorded(s, f, l) || all_stale(s, f, l)) {
+    if (!tracks(s, f, l)) {
         stale(s, f, l);
         return;
     }
@@ -198,7 +198,7 @@ static void track(SmallState *s, uint32_t f, uint32_t l, uint32_t i, uint32_t j)
  * records it: stale) and they are at most DELTA_MOST with the acks since (past that, its
  * ledger is due a record: small.py's _counted) */
 static void count_since(SmallState *s, uint32_t e) {
-    if (!recorded(s, e, e) || all_stale(s, e, e)) {
+    if (!tracks(s, e, e)) {
         stale(s, e, e);
         return;
     }
@@ -2200,11 +2200,10 @@ static int record_into(SmallState *s, PyObject *item, unsigned long long cid, lo
      * read); appended at the offset, the first joined to the run before across the offset */
     Py_ssize_t i = 0;
     if (nb / 2 != f.runs || (nb && offset + (long long)b[nb - 1] - 1 >= stop)) taken = 0;
-    if (nb && offset + (long long)b[1] - 1 <= md_e) taken = 0;
     if (taken && i < nb) {
         uint32_t n = s->n;
         long long first = offset + (long long)b[i], top = n ? (long long)s->runs[2 * n - 1] : -1;
-        if (first <= md_e + 1 || first <= top) taken = 0; /* (M would move; out of order) */
+        if (first <= md_e + 1 || first <= top) taken = 0; /* (M would move, or acks at or below M; out of order) */
         else if (first == top + 1) s->runs[2 * n - 1] = (uint32_t)(offset + (long long)b[i + 1] - 1), i += 2;
     }
     if (taken && i < nb) {

@@ -852,7 +852,7 @@ def _counted(s: PySmallState, entry: int) -> None:
     markers named before is to be named again), while its ledger has a record that is not
     due (else the next base records it: :func:`_stale`) and they are at most
     :data:`DELTA_MOST` with the acks since (past that, its ledger is due a record)."""
-    if not _recorded(s, entry, entry) or _all_stale(s, entry, entry):
+    if not _tracks(s, entry, entry):
         _stale(s, entry, entry)
         return
     counted = s._counted
@@ -868,11 +868,13 @@ def _counted(s: PySmallState, entry: int) -> None:
         _stale(s, entry, entry)
 
 
-def _all_stale(s: PySmallState, first: int, last: int) -> bool:
-    """Whether every ledger of the line holding an entry of ``first..last`` is due a record
-    (``stale``: the next base records what it holds, so nothing there is tracked since)."""
+def _tracks(s: PySmallState, first: int, last: int) -> bool:
+    """Whether the chain tracks changes to entries ``first..last`` since its records: every
+    ledger of the line holding one has a record (:func:`_recorded`), and not every one is
+    due a new record (``stale``: the next base records what it holds)."""
     k, last_k = line_index(s, first), line_index(s, last)
-    return last_k <= 63 and all(s.stale >> x & 1 for x in range(k, last_k + 1))
+    due = last_k <= 63 and all(s.stale >> x & 1 for x in range(k, last_k + 1))
+    return not due and _recorded(s, first, last)
 
 
 def _chainable(s: Any) -> bool:
@@ -900,7 +902,7 @@ def _track(s: PySmallState, first: int, last: int, i: int, j: int) -> None:
     :func:`_stale`) and they are at most :data:`DELTA_MOST` with the counts set since (past
     that, their ledgers are due new records)."""
     r, adds = s._runs, s._adds
-    if not _recorded(s, first, last) or _all_stale(s, first, last):
+    if not _tracks(s, first, last):
         _stale(s, first, last)
         return
     e, most = first, DELTA_MOST - len(s._counted)
@@ -1480,9 +1482,7 @@ def _py_small_of_record(
                 return None
             floor = item[2]
         for e in sorted(adds):
-            if e <= md_e:  # (M's ledger's acks since its record at or below M: recovery's to read)
-                return None
-            if e == md_e + 1:
+            if e <= md_e + 1:  # (M would move; at or below M: recovery's to read)
                 return None
             _ack_run(s, e, e)
         for e, n in (counts or {}).items():
@@ -1521,9 +1521,7 @@ def _record_into(s: PySmallState, item: Any, max_version: int, floor: int) -> bo
         first, last = offset + first, offset + end - 1
         if last >= stop:
             return False
-        if last <= s.md_e:  # (M's ledger's record holding acks at or below M: recovery's to read)
-            return False
-        if first <= s.md_e + 1 or (held and first <= held[-1]):
+        if first <= s.md_e + 1 or (held and first <= held[-1]):  # (M would move, or acks at or below M)
             return False
         if held and first == held[-1] + 1:
             held[-1] = last
