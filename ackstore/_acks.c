@@ -285,24 +285,24 @@ static int ef_values(const unsigned char *p, Py_ssize_t len, uint32_t first, uin
     memcpy(low, p + pos, low_bytes);
     high = low + low_bytes + 8;
     memcpy(high, p + pos + low_bytes, (size_t)high_len);
-    uint64_t mask = width ? ~0ULL >> (64 - width) : 0, i = 0, top = span - 1, ones = 0, over = 0;
+    uint64_t mask = width ? ~0ULL >> (64 - width) : 0, i = 0, top = span - 1, ones = 0, bad = 0, bit = 0;
     for (Py_ssize_t w = 0; w < high_len; w += 8) ones += ones_in(load_le64(high + w, 8));
     if (ones != n) goto damaged; /* a value for each set bit of the high part (so the loop below writes n) */
+    /* within the span and ascending, checked as they are decoded (no branch a value there) */
+    int64_t before = -1;
     for (Py_ssize_t w = 0; w < high_len; w += 8) {
         uint64_t bits = load_le64(high + w, 8);
         while (bits) {
             uint64_t at = (uint64_t)w * 8 + (uint64_t)__builtin_ctzll(bits);
             bits &= bits - 1;
-            uint64_t bit = i * width, x = (at - i) << width | ((load_le64(low + (bit >> 3), 8) >> (bit & 7)) & mask);
-            over |= x > top;
-            vals[i++] = (uint32_t)x;
+            uint64_t x = (at - i) << width | ((load_le64(low + (bit >> 3), 8) >> (bit & 7)) & mask);
+            bad |= (uint64_t)(x > top) | (uint64_t)((int64_t)x <= before);
+            before = (int64_t)x;
+            vals[i++] = (uint32_t)(x + first);
+            bit += width;
         }
     }
-    /* within the span and ascending, checked apart from the decode (no branch a value there) */
-    uint64_t bad = over;
-    for (uint64_t k = 1; k < n; k++) bad |= (uint64_t)(vals[k] <= vals[k - 1]);
     if (bad) goto damaged;
-    for (uint64_t k = 0; k < n; k++) vals[k] += first;
     PyMem_Free(low);
     *out = vals;
     *nout = (Py_ssize_t)n;
@@ -314,37 +314,63 @@ damaged:
     return -1;
 }
 
-/* The bounds of a set's runs, [b[2i], b[2i + 1]) each, ascending with a gap between two,
- * into *out (a PyMem buffer the caller frees) and their number into *nb: of `n` ascending
- * `vals` (a repeat is one value), or with `holes` of their complement within first..last.
- * -1 with MemoryError. O(values). */
-static int bounds_of_values(const uint32_t *vals, Py_ssize_t n, int holes, uint32_t first, uint32_t last,
-                            uint64_t **out, Py_ssize_t *nb) {
-    uint64_t *b = (uint64_t *)PyMem_Malloc(sizeof(uint64_t) * (2 * (size_t)n + 2));
-    Py_ssize_t m = 0;
-    if (b == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    if (holes) { /* from first, a run before each hole that is not next to the one before */
+/* where ledger_runs_into writes runs: `room` of them at dst, each its first and last entry
+ * with `offset` added; `end` one past the last one's last entry (offset not added) */
+typedef struct {
+    uint32_t *dst;
+    Py_ssize_t room, n;
+    long long offset;
+    uint64_t end;
+} RunSink;
+
+/* The runs of `n` checked values of a record's code (record_values' or a stride's) into `k`:
+ * the values' runs (a repeat is one value, a value next to the run before extends it); with
+ * FLAG_HOLES the runs between the holes within first..last; with FLAG_BOUNDS the runs whose
+ * inner bounds they are, from first to last. 1 when they are more than its room. O(values). */
+static int sink_values(const uint32_t *vals, Py_ssize_t n, long long flags, uint32_t first, uint32_t last,
+                       RunSink *k) {
+    uint32_t *d = k->dst + 2 * k->n, *full = k->dst + 2 * k->room, off = (uint32_t)k->offset;
+    uint64_t end = k->end;
+    int over = 0;
+    /* run [a, b) written (offset added, modulo 2**32 as the caller's check of `end` expects) */
+#define RUN(a, b)                                   \
+    do {                                            \
+        if (d == full) {                            \
+            over = 1;                               \
+            goto done;                              \
+        }                                           \
+        d[0] = off + (uint32_t)(a);                 \
+        d[1] = off + (uint32_t)((b) - 1);           \
+        d += 2;                                     \
+        end = (b);                                  \
+    } while (0)
+    if (flags == FLAG_BOUNDS) { /* (record_values checked: pairs, the first above `first`) */
+        RUN(first, vals[0]);
+        for (Py_ssize_t i = 1; i + 1 < n; i += 2) RUN(vals[i], vals[i + 1]);
+        RUN(vals[n - 1], (uint64_t)last + 1);
+    } else if (flags & FLAG_HOLES) { /* from first, a run before each hole that is not next to the one before */
         uint64_t at = first;
         for (Py_ssize_t i = 0; i < n; i++) {
-            if (vals[i] > at) b[m++] = at, b[m++] = vals[i];
-            if (vals[i] >= at) at = (uint64_t)vals[i] + 1;
+            uint64_t v = vals[i];
+            if (v > at) RUN(at, v);
+            at = v >= at ? v + 1 : at;
         }
-        if (at <= last) b[m++] = at, b[m++] = (uint64_t)last + 1;
+        if (at <= last) RUN(at, (uint64_t)last + 1);
     } else {
         for (Py_ssize_t i = 0; i < n; i++) {
-            if (m && b[m - 1] >= vals[i]) { /* touches the run before (or repeats its end) */
-                if (b[m - 1] == vals[i]) b[m - 1]++;
+            uint64_t v = vals[i];
+            if (d > k->dst + 2 * k->n && end >= v) { /* touches the run before (or repeats its end) */
+                if (end == v) d[-1] = off + (uint32_t)end++;
                 continue;
             }
-            b[m++] = vals[i], b[m++] = (uint64_t)vals[i] + 1;
+            RUN(v, v + 1);
         }
     }
-    *out = b;
-    *nb = m;
-    return 0;
+#undef RUN
+done:
+    k->n = (d - k->dst) / 2;
+    k->end = end;
+    return over;
 }
 
 
@@ -670,26 +696,30 @@ static int record_values(long long flags, long long first, long long last, const
     return 0;
 }
 
-/* The run bounds of `n` checked values `vals` of a record's code (record_values'), into *out
- * and *nb as ledger_run_bounds gives them. */
+/* The run bounds of `n` checked values `vals` of a record's code (record_values'),
+ * [b[2i], b[2i + 1]) each, into *out (a PyMem buffer the caller frees) and their number
+ * into *nb: sink_values' runs. -1 with MemoryError. O(values). */
 static int bounds_of_code(long long flags, long long first, long long last, const uint32_t *vals, Py_ssize_t n,
                           uint64_t **out, Py_ssize_t *nb) {
-    if (flags != FLAG_BOUNDS)
-        return bounds_of_values(vals, n, (int)(flags & FLAG_HOLES), (uint32_t)first, (uint32_t)last, out, nb);
-    uint64_t *bounds = (uint64_t *)PyMem_Malloc(sizeof(uint64_t) * ((size_t)n + 2)); /* first, inner, last + 1 */
-    if (bounds == NULL) {
+    Py_ssize_t room = n + 1; /* (holes: one more run than holes at most) */
+    uint32_t *runs = (uint32_t *)PyMem_Malloc(sizeof(uint32_t) * 2 * (size_t)room);
+    uint64_t *b = (uint64_t *)PyMem_Malloc(sizeof(uint64_t) * 2 * (size_t)room);
+    if (runs == NULL || b == NULL) {
+        PyMem_Free(runs);
+        PyMem_Free(b);
         PyErr_NoMemory();
         return -1;
     }
-    bounds[0] = (uint64_t)first;
-    for (Py_ssize_t i = 0; i < n; i++) bounds[i + 1] = vals[i];
-    bounds[n + 1] = (uint64_t)last + 1;
-    *out = bounds;
-    *nb = n + 2;
+    RunSink k = {runs, room, 0, 0, 0};
+    sink_values(vals, n, flags, (uint32_t)first, (uint32_t)last, &k); /* (never over its room) */
+    for (Py_ssize_t i = 0; i < 2 * k.n; i += 2) b[i] = runs[i], b[i + 1] = (uint64_t)runs[i + 1] + 1;
+    PyMem_Free(runs);
+    *out = b;
+    *nb = 2 * k.n;
     return 0;
 }
 
-/* the most values of a stride ledger_run_bounds expands (more: ValueError, read the long way) */
+/* the most values of a stride ledger_runs_into expands (more: ValueError, read the long way) */
 #define STRIDE_MOST (1 << 20)
 /* the portable roaring form of no values (cookie 12346, no containers): a ledger acked whole
  * from first to last is written as its holes, these bytes (bitmaps.py's encode_bitmap) */
@@ -721,34 +751,31 @@ static int stride_values(const unsigned char *p, Py_ssize_t len, long long first
     return 0;
 }
 
-int ledger_run_bounds(long long flags, long long first, long long last, const unsigned char *p, Py_ssize_t len,
-                      uint64_t **out, Py_ssize_t *nb) {
+int ledger_runs_into(long long flags, long long first, long long last, const unsigned char *p, Py_ssize_t len,
+                     long long offset, uint32_t *dst, Py_ssize_t room, Py_ssize_t *n, long long *end) {
     uint32_t *vals = NULL;
-    Py_ssize_t n = 0;
-    *out = NULL;
-    *nb = 0;
-    if (flags == 0 && len == 0) return 0; /* no acks (a ledger of delivery counts alone) */
-    if (flags == 1 && len == 8 && !memcmp(p, EMPTY_ROARING, 8) && 0 <= first && first <= last && last <= U32_MAX_LL) {
-        if ((*out = PyMem_Malloc(sizeof(uint64_t) * 2)) == NULL) { /* no holes: one run, first..last */
-            PyErr_NoMemory();
-            return -1;
-        }
-        (*out)[0] = (uint64_t)first, (*out)[1] = (uint64_t)last + 1, *nb = 2;
-        return 0;
-    }
-    if (flags == 16 || flags == 17) { /* a stride of acks, or of holes */
+    Py_ssize_t nv = 0;
+    RunSink k = {dst, room, 0, offset, 0};
+    int rc = 0;
+    if (flags == 0 && len == 0) { /* no acks (a ledger of delivery counts alone) */
+    } else if (flags == 1 && len == 8 && !memcmp(p, EMPTY_ROARING, 8) && 0 <= first && first <= last &&
+               last <= U32_MAX_LL) {
+        uint32_t none = 0; /* no holes: one run, first..last */
+        rc = sink_values(&none, 0, FLAG_HOLES, (uint32_t)first, (uint32_t)last, &k);
+    } else if (flags == 16 || flags == 17) { /* a stride of acks, or of holes */
         if (first < 0 || last < first || last > U32_MAX_LL) {
             PyErr_Format(PyExc_ValueError, "the span %lld..%lld is outside 0..%lld", first, last, U32_MAX_LL);
             return -1;
         }
-        int rc = stride_values(p, len, first, last, &vals, &n);
-        if (rc == 0) rc = bounds_of_values(vals, n, (int)(flags & 1), (uint32_t)first, (uint32_t)last, out, nb);
-        PyMem_Free(vals);
-        return rc;
+        rc = stride_values(p, len, first, last, &vals, &nv);
+        if (rc == 0) rc = sink_values(vals, nv, flags & FLAG_HOLES, (uint32_t)first, (uint32_t)last, &k);
+    } else {
+        rc = record_values(flags, first, last, p, len, &vals, &nv);
+        if (rc == 0) rc = sink_values(vals, nv, flags, (uint32_t)first, (uint32_t)last, &k);
     }
-    int rc = record_values(flags, first, last, p, len, &vals, &n);
-    if (rc == 0) rc = bounds_of_code(flags, first, last, vals, n, out, nb);
     PyMem_Free(vals);
+    *n = k.n;
+    *end = (long long)k.end;
     return rc;
 }
 

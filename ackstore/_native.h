@@ -191,13 +191,15 @@ int ledger_count_items(const LedgerBody *f, int64_t *out);
  * ascending, a gap between two runs, all below 2**32), each container in its smallest form
  * (_acks.c's docstring). NULL with an exception set. O(runs + containers + the bytes written). */
 PyObject *roaring_of_bounds(const uint64_t *b, Py_ssize_t nb);
-/* The runs [b[2i], b[2i + 1]) of the acks a ledger record's bitmap fields hold (its flags, its
- * span first..last and its code: one acks_roaring reads, a stride of acks or holes, no holes
- * (one run, the empty roaring form), no acks (flags 0, no code)) into *out (a PyMem buffer the
- * caller frees, NULL for none) and their number of bounds into *nb; -1 with ValueError for
- * damage or another code, or with MemoryError. pure_acks.record_bounds, the same. O(values). */
-int ledger_run_bounds(long long flags, long long first, long long last, const unsigned char *p, Py_ssize_t len,
-                      uint64_t **out, Py_ssize_t *nb);
+/* The runs of the acks a ledger record's bitmap fields hold (its flags, its span first..last
+ * and its code: one acks_roaring reads, a stride of acks or holes, no holes (one run, the
+ * empty roaring form), no acks (flags 0, no code)), ascending, each written at dst as its
+ * first and last entry with `offset` added (up to `room` runs), their number into *n and one
+ * past the last one's last entry (offset not added; 0: none) into *end; 1 when they are more
+ * than `room`, -1 with ValueError for damage or another code, or with MemoryError.
+ * pure_acks.record_bounds' runs, the same. O(values). */
+int ledger_runs_into(long long flags, long long first, long long last, const unsigned char *p, Py_ssize_t len,
+                     long long offset, uint32_t *dst, Py_ssize_t room, Py_ssize_t *n, long long *end);
 
 /* One ledger's partial batches ({entry: (size, mask)}, `batches` 1) or delivery counts
  * ({entry: count}) in the state layout, as state_fields reads them, entries from `start`;

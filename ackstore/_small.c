@@ -2157,7 +2157,7 @@ static PyObject *undo_small(PyObject *self, PyObject *list) {
     Py_RETURN_NONE;
 }
 
-/* the codes of a ledger record's acks small_of_record reads in one pass (ledger_run_bounds'),
+/* the codes of a ledger record's acks small_of_record reads in one pass (ledger_runs_into's),
  * a bit each: none (0), no holes (1), Rice (8, 9), a stride (16, 17), Elias-Fano (32, 33), run
  * bounds (64); pure_acks.ONE_PASS_CODES */
 #define ONE_PASS_CODES (1ULL << 0 | 1ULL << 1 | 1ULL << 8 | 1ULL << 9 | 1ULL << 16 | 1ULL << 17 | 1ULL << 32 | 1ULL << 33)
@@ -2190,35 +2190,32 @@ static int record_into(SmallState *s, PyObject *item, unsigned long long cid, lo
         (f.n >= 8 && (f.owner < 0 || (unsigned long long)f.owner != cid)) || (runs >= 0 && f.runs != runs))
         return 0;
     if (f.flags != ONE_PASS_BOUNDS && (f.flags < 0 || f.flags > 63 || !((1ULL << f.flags) & ONE_PASS_CODES))) return 0;
-    uint64_t *b = NULL;
+    uint32_t n = s->n;
+    /* the runs stated, past those held (a join across the offset takes one away): room made once */
+    uint64_t most = (uint64_t)n + (uint64_t)f.runs;
+    if (f.runs < 0 || most > (uint64_t)cap + 1 || most > U32) return 0;
+    if (room_for(s, (uint32_t)most) < 0) return -1;
     int64_t *items = NULL;
-    Py_ssize_t nb = 0;
-    int taken = 1;
-    if (ledger_run_bounds(f.flags, f.first, f.last, f.payload, f.payload_len, &b, &nb) < 0) return 0;
-    /* the bounds: maximal runs [b[i], b[i + 1]), ascending, a gap between two (as the code
-     * gives them), all past M (M's ledger's record holding acks at or below it: recovery's to
-     * read); appended at the offset, the first joined to the run before across the offset */
-    Py_ssize_t i = 0;
-    if (nb / 2 != f.runs || (nb && offset + (long long)b[nb - 1] - 1 >= stop)) taken = 0;
-    if (taken && i < nb) {
-        uint32_t n = s->n;
-        long long first = offset + (long long)b[i], top = n ? (long long)s->runs[2 * n - 1] : -1;
+    Py_ssize_t m;
+    long long end;
+    /* the runs decoded at the offset after those held: maximal, ascending, a gap between two
+     * (as the code gives them), all past M (M's ledger's record holding acks at or below it:
+     * recovery's to read), the first joined to the run before across the offset */
+    int rc = ledger_runs_into(f.flags, f.first, f.last, f.payload, f.payload_len, offset, s->runs + 2 * n, f.runs, &m,
+                              &end);
+    if (rc < 0) return 0; /* (damage: ValueError, cleared; any other error stands) */
+    int taken = rc == 0 && m == f.runs && (!m || offset + end - 1 < stop);
+    uint32_t *r = s->runs + 2 * n;
+    if (taken && m) {
+        long long first = r[0], top = n ? (long long)r[-1] : -1;
         if (first <= md_e + 1 || first <= top) taken = 0; /* (M would move, or acks at or below M; out of order) */
-        else if (first == top + 1) s->runs[2 * n - 1] = (uint32_t)(offset + (long long)b[i + 1] - 1), i += 2;
-    }
-    if (taken && i < nb) {
-        uint32_t n = s->n, more = (uint32_t)((nb - i) / 2);
-        if (n + more > cap) taken = 0;
-        else if (room_for(s, n + more) < 0) goto fail;
-        else {
-            uint32_t *r = s->runs + 2 * n;
-            for (; i < nb; i += 2, r += 2) {
-                r[0] = (uint32_t)(offset + (long long)b[i]);
-                r[1] = (uint32_t)(offset + (long long)b[i + 1] - 1);
-            }
-            s->n = n + more;
+        else if (first == top + 1) { /* joined: the runs after it move down one */
+            r[-1] = r[1];
+            memmove(r, r + 2, sizeof(uint32_t) * 2 * (size_t)--m);
         }
     }
+    if (taken && n + (uint64_t)m > cap) taken = 0;
+    if (taken) s->n = n + (uint32_t)m;
     if (taken && f.nc) { /* the record's delivery counts: (entry, count) pairs, those at or below M gone */
         if ((items = PyMem_Malloc(sizeof(int64_t) * f.nc)) == NULL) {
             PyErr_NoMemory();
@@ -2231,11 +2228,9 @@ static int record_into(SmallState *s, PyObject *item, unsigned long long cid, lo
             else if (e > md_e && set_count(s, e, items[i + 1]) < 0) goto fail;
         }
     }
-    PyMem_Free(b);
     PyMem_Free(items);
     return taken;
 fail:
-    PyMem_Free(b);
     PyMem_Free(items);
     return -1;
 }
