@@ -315,12 +315,60 @@ static int cmp_u32(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+int read_fixed_marker(const unsigned char *p, Py_ssize_t len, int version, FixedMarker *m) {
+    int with_counts = version >= 7, skip = version >= 9 ? 1 : 0;
+    Py_ssize_t pos = 27 + skip, isize = with_counts ? 16 : 14;
+    if (len < pos) {
+        PyErr_SetString(PyExc_ValueError, "a fixed-layout marker ends early");
+        return -1;
+    }
+    m->flags = skip ? p[1] : 0;
+    if (m->flags & ~1u) {
+        PyErr_Format(PyExc_ValueError, "a fixed-layout marker's flags 0x%02x are not ones this ackstore writes",
+                     m->flags);
+        return -1;
+    }
+    const unsigned char *h = p + skip;
+    m->prev = get32(h + 1), m->md_l = get32(h + 5), m->md_e = (long long)get32(h + 9) - 1;
+    m->rp_l = get32(h + 13), m->rp_e = (long long)get32(h + 17) - 1, m->cid = get32(h + 21);
+    m->n = get16(h + 25);
+    m->with_counts = with_counts;
+    m->items = p + pos;
+    for (uint16_t i = 0; i < m->n; i++) {
+        if (len - pos < isize) {
+            PyErr_SetString(PyExc_ValueError, "a fixed-layout marker ends early");
+            return -1;
+        }
+        uint32_t ledger = get32(p + pos);
+        uint16_t nadds = get16(p + pos + 12), ncounts = with_counts ? get16(p + pos + 14) : 0;
+        pos += isize;
+        if (len - pos < 4 * (Py_ssize_t)nadds) {
+            PyErr_Format(PyExc_ValueError, "a fixed-layout marker's item for ledger %u ends early", ledger);
+            return -1;
+        }
+        pos += 4 * (Py_ssize_t)nadds;
+        if (len - pos < 8 * (Py_ssize_t)ncounts) {
+            PyErr_Format(PyExc_ValueError, "a fixed-layout marker's counts for ledger %u end early", ledger);
+            return -1;
+        }
+        pos += 8 * (Py_ssize_t)ncounts;
+    }
+    m->end = pos;
+    return 0;
+}
+
+const unsigned char *next_fixed_item(const FixedMarker *m, const unsigned char *at, FixedItem *it) {
+    it->ledger = get32(at), it->seq = (long long)get32(at + 4) - 1, it->runs = get32(at + 8);
+    it->nadds = get16(at + 12), it->ncounts = m->with_counts ? get16(at + 14) : 0;
+    it->adds = at + (m->with_counts ? 16 : 14);
+    it->counts = it->adds + 4 * (Py_ssize_t)it->nadds;
+    return it->counts + 8 * (Py_ssize_t)it->ncounts;
+}
+
 /* delta_fields(body: bytes, version: int) -> (flags, prev, md ledger, md entry, rp ledger,
  * rp entry, cursor id, items, end): a fixed-layout marker as format `version` wrote it
- * (records.py's module docstring; from format 7 the items carry a count of delivery counts
- * and the counts, from format 9 a flags byte follows the tag: 0x01 a full marker; before
- * 9 flags are 0). items are (ledger, seq, runs, adds, counts) with seq -1 for a vanished
- * ledger, adds None or the portable roaring bytes of the entries, counts None or
+ * (read_fixed_marker's). items are (ledger, seq, runs, adds, counts) with seq -1 for a
+ * vanished ledger, adds None or the portable roaring bytes of the entries, counts None or
  * {entry: count}; end is where the properties start. */
 static PyObject *delta_fields(PyObject *self, PyObject *args) {
     Py_buffer raw;
@@ -331,76 +379,49 @@ static PyObject *delta_fields(PyObject *self, PyObject *args) {
         PyBuffer_Release(&raw);
         return NULL;
     }
-    int version = (int)version_ll;
-    const unsigned char *p = (const unsigned char *)raw.buf;
-    int with_counts = version >= 7, skip = version >= 9 ? 1 : 0;
-    Py_ssize_t len = raw.len, pos = 27 + skip, isize = with_counts ? 16 : 14;
     PyObject *items = NULL, *result = NULL, *counts = NULL;
     uint32_t *adds = NULL;
-    if (len < pos) { PyErr_SetString(PyExc_ValueError, "a fixed-layout marker ends early"); goto done; }
-    unsigned flags = skip ? p[1] : 0;
-    if (flags & ~1u) {
-        PyErr_Format(PyExc_ValueError, "a fixed-layout marker's flags 0x%02x are not ones this ackstore writes", flags);
-        goto done;
-    }
-    const unsigned char *h = p + skip;
-    uint32_t prev = get32(h + 1), mdl = get32(h + 5), mde = get32(h + 9), rpl = get32(h + 13),
-             rpe = get32(h + 17), cid = get32(h + 21);
-    uint16_t n = get16(h + 25);
-    items = PyList_New(n);
+    FixedMarker m;
+    if (read_fixed_marker((const unsigned char *)raw.buf, raw.len, (int)version_ll, &m) < 0) goto done;
+    items = PyList_New(m.n);
     if (items == NULL) goto done;
-    for (uint16_t i = 0; i < n; i++) {
-        if (len - pos < isize) { PyErr_SetString(PyExc_ValueError, "a fixed-layout marker ends early"); goto done; }
-        uint32_t ledger = get32(p + pos), seq = get32(p + pos + 4), runs = get32(p + pos + 8);
-        uint16_t nadds = get16(p + pos + 12), ncounts = with_counts ? get16(p + pos + 14) : 0;
-        pos += isize;
+    const unsigned char *at = m.items;
+    for (uint16_t i = 0; i < m.n; i++) {
+        FixedItem it;
+        at = next_fixed_item(&m, at, &it);
         PyObject *set;
-        if (nadds) {
-            if (len - pos < 4 * (Py_ssize_t)nadds) {
-                PyErr_Format(PyExc_ValueError, "a fixed-layout marker's item for ledger %u ends early", ledger);
-                goto done;
-            }
-            adds = (uint32_t *)PyMem_Malloc(nadds * sizeof(uint32_t));
+        if (it.nadds) {
+            adds = (uint32_t *)PyMem_Malloc(it.nadds * sizeof(uint32_t));
             if (adds == NULL) { PyErr_NoMemory(); goto done; }
-            for (uint16_t a = 0; a < nadds; a++) adds[a] = get32(p + pos + 4 * a);
-            pos += 4 * (Py_ssize_t)nadds;
-            qsort(adds, nadds, sizeof(uint32_t), cmp_u32);
-            Py_ssize_t m = 0;
-            for (uint16_t a = 0; a < nadds; a++)
-                if (m == 0 || adds[m - 1] != adds[a]) adds[m++] = adds[a];
-            set = serialize_sorted(adds, m);
+            Py_ssize_t n = sorted_adds(&it, adds);
+            set = serialize_sorted(adds, n);
             PyMem_Free(adds);
             adds = NULL;
             if (set == NULL) goto done;
         } else {
             set = Py_NewRef(Py_None);
         }
-        if (ncounts) {
-            if (len - pos < 8 * (Py_ssize_t)ncounts) {
-                Py_DECREF(set);
-                PyErr_Format(PyExc_ValueError, "a fixed-layout marker's counts for ledger %u end early", ledger);
-                goto done;
-            }
+        if (it.ncounts) {
             counts = PyDict_New();
             if (counts == NULL) { Py_DECREF(set); goto done; }
-            for (uint16_t k = 0; k < ncounts; k++, pos += 8) {
-                PyObject *e = PyLong_FromUnsignedLong(get32(p + pos)), *c = PyLong_FromUnsignedLong(get32(p + pos + 4));
-                int bad = e == NULL || c == NULL || PyDict_SetItem(counts, e, c) < 0;
+            for (uint16_t k = 0; k < it.ncounts; k++) {
+                const unsigned char *c = it.counts + 8 * k;
+                PyObject *e = PyLong_FromUnsignedLong(get32(c)), *n = PyLong_FromUnsignedLong(get32(c + 4));
+                int bad = e == NULL || n == NULL || PyDict_SetItem(counts, e, n) < 0;
                 Py_XDECREF(e);
-                Py_XDECREF(c);
+                Py_XDECREF(n);
                 if (bad) { Py_DECREF(set); goto done; }
             }
         } else {
             counts = Py_NewRef(Py_None);
         }
-        PyObject *item = Py_BuildValue("(kLkNN)", (unsigned long)ledger, (long long)seq - 1, (unsigned long)runs, set,
-                                       counts);
+        PyObject *item = Py_BuildValue("(kLkNN)", (unsigned long)it.ledger, it.seq, (unsigned long)it.runs, set, counts);
         counts = NULL;
         if (item == NULL) goto done;
         PyList_SET_ITEM(items, i, item);
     }
-    result = Py_BuildValue("(IkkLkLkOn)", flags, (unsigned long)prev, (unsigned long)mdl, (long long)mde - 1,
-                           (unsigned long)rpl, (long long)rpe - 1, (unsigned long)cid, items, pos);
+    result = Py_BuildValue("(IkkLkLkOn)", m.flags, (unsigned long)m.prev, (unsigned long)m.md_l, m.md_e,
+                           (unsigned long)m.rp_l, m.rp_e, (unsigned long)m.cid, items, m.end);
 done:
     PyMem_Free(adds);
     Py_XDECREF(counts);
@@ -409,13 +430,16 @@ done:
     return result;
 }
 
-/* A reader of the few msgpack types a ledger record's body holds: ints (64-bit signed
- * range), arrays, bins. Each returns -1 at the end of the bytes or at another type. */
-typedef struct {
-    const unsigned char *p, *end;
-} mp_reader;
+Py_ssize_t sorted_adds(const FixedItem *it, uint32_t *out) {
+    for (uint16_t a = 0; a < it->nadds; a++) out[a] = get32(it->adds + 4 * a);
+    qsort(out, it->nadds, sizeof(uint32_t), cmp_u32);
+    Py_ssize_t m = 0;
+    for (uint16_t a = 0; a < it->nadds; a++)
+        if (m == 0 || out[m - 1] != out[a]) out[m++] = out[a];
+    return m;
+}
 
-static int mp_int(mp_reader *m, int64_t *out) {
+int mp_int(mp_reader *m, int64_t *out) {
     if (m->p >= m->end) return -1;
     unsigned c = *m->p++;
     if (c <= 0x7f) { *out = c; return 0; }
@@ -446,7 +470,7 @@ static int mp_length(mp_reader *m, int bytes, uint32_t *out) {
     return 0;
 }
 
-static int mp_array(mp_reader *m, uint32_t *n) {
+int mp_array(mp_reader *m, uint32_t *n) {
     if (m->p >= m->end) return -1;
     unsigned c = *m->p++;
     if (c >= 0x90 && c <= 0x9f) { *n = c & 0x0f; return 0; }

@@ -208,6 +208,44 @@ PyObject *get_state_entries(Reader *r, unsigned long long start, long long ledge
                             unsigned long long *highest);
 /* pure_codecs.read_varint: the varint at r, at most `most`; ValueError naming `kind`'s `what` */
 int get_varint_of(Reader *r, unsigned long long most, const char *kind, const char *what, unsigned long long *out);
+/* A reader of the few msgpack types a ledger record's body and a small marker's hold: ints
+ * (64-bit signed range), arrays, bins. Each returns -1 at the end of the bytes or at another
+ * type. */
+typedef struct {
+    const unsigned char *p, *end;
+} mp_reader;
+int mp_int(mp_reader *m, int64_t *out);
+int mp_array(mp_reader *m, uint32_t *n);
+/* A fixed-layout marker's body (records.py's module docstring) as format `version` wrote it
+ * (from format 7 its items carry a count of delivery counts and the counts, from format 9 a
+ * flags byte follows the tag: 0x01 a full marker; before 9 flags are 0): its head, and its
+ * items from `items` (next_fixed_item reads them), checked to end within the body; `end`
+ * where the properties start. */
+typedef struct {
+    unsigned flags;
+    uint32_t prev, md_l, rp_l, cid;
+    long long md_e, rp_e;
+    uint16_t n;
+    int with_counts;
+    const unsigned char *items;
+    Py_ssize_t end;
+} FixedMarker;
+/* One item of a fixed-layout marker: the ledger, its record's sequence (-1: the ledger
+ * vanished) and run count, its acks since (nadds entries at `adds`, 4 bytes each, as written:
+ * in any order, repeats possible; sorted_adds gives them ascending) and its delivery counts
+ * since (ncounts (entry, count) pairs at `counts`, 8 bytes each). */
+typedef struct {
+    uint32_t ledger, runs;
+    long long seq;
+    uint16_t nadds, ncounts;
+    const unsigned char *adds, *counts;
+} FixedItem;
+/* 0, or -1 with the ValueError delta_fields raises (pure_codecs.delta_fields' messages) */
+int read_fixed_marker(const unsigned char *body, Py_ssize_t len, int version, FixedMarker *m);
+/* the item at `at` (m->items, then what the last call returned) into *it; where the next one is */
+const unsigned char *next_fixed_item(const FixedMarker *m, const unsigned char *at, FixedItem *it);
+/* the item's acks since, ascending without repeats, into out (room for it->nadds); their number */
+Py_ssize_t sorted_adds(const FixedItem *it, uint32_t *out);
 /* A record's fixed envelope checked (its length, a version up to `max_version`, its
  * checksum); the type at p[1] is the caller's to look at. */
 int envelope_ok(const unsigned char *p, Py_ssize_t len, long long max_version);

@@ -16,6 +16,7 @@
  * through the members below, never through another class.
  */
 #include "_native.h"
+#include "_chain.h"
 #include <string.h>
 #include <structmember.h>
 
@@ -2544,6 +2545,211 @@ fail:
     return NULL;
 }
 
+/* one span of bound()'s (ledger, offset) into *l, *o; 0 when it is not two ints */
+static int span_of(PyObject *t, long long *l, long long *o) {
+    if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 2) return 0;
+    *l = PyLong_AsLongLong(PyTuple_GET_ITEM(t, 0)), *o = PyLong_AsLongLong(PyTuple_GET_ITEM(t, 1));
+    return !PyErr_Occurred();
+}
+
+/* the form moved on as fit does (small_span.fit): bound(M's ledger) (spans, limit, end) asked
+ * again while M moves on into the next ledger; 1 fitted, 0 M's ledger not in the directory,
+ * -1 with an exception. `b` is bound()'s answer for M's ledger (a borrowed reference). */
+static int fit_to(SmallState *s, PyObject *bound, PyObject *b) {
+    PyObject *own = NULL, *minus = PyLong_FromLong(-1);
+    int out = -1;
+    if (minus == NULL) return -1;
+    for (;;) {
+        if (b == Py_None) {
+            out = 0;
+            break;
+        }
+        PyObject *bargs[3] = {minus, PyTuple_GET_ITEM(b, 0), PyTuple_GET_ITEM(b, 1)};
+        PyObject *moved = SmallState_bound(s, bargs, 3);
+        if (moved == NULL) break;
+        int again = moved == Py_True;
+        Py_DECREF(moved);
+        if (!again) {
+            out = 1;
+            break;
+        }
+        PyObject *l = PyLong_FromLongLong(s->md_l);
+        Py_XSETREF(own, l == NULL ? NULL : PyObject_CallOneArg(bound, l));
+        Py_XDECREF(l);
+        if (own == NULL) break;
+        if (own != Py_None && (!PyTuple_Check(own) || PyTuple_GET_SIZE(own) != 3 || !PyTuple_Check(PyTuple_GET_ITEM(own, 0)))) {
+            PyErr_SetString(PyExc_TypeError, "chain_open's bound(ledger) is (spans, limit, end) or None");
+            break;
+        }
+        b = own;
+    }
+    Py_XDECREF(own);
+    Py_DECREF(minus);
+    return out;
+}
+
+/* chain_open(cursor_id, probe, bound, cap, max_version, every, budget, state_max_runs) ->
+ * (SmallState, marker seq, records, bytes read) | None: the small form of a cursor whose
+ * newest marker names records of ledgers of its line, read straight from its log as
+ * storage/log.py's newest_marker and cursor/small.py's chain_opened read it (their compiled
+ * twin, through _chain.c's read_chain and small_of_record, fit, adopt as they are), for a
+ * chain of fixed-layout markers under log keys. `probe`: a py-lmdb Cursor of the log database;
+ * `bound(ledger)`: (spans, limit, end) of the ledger's line in the topic's directory
+ * (small_span.bound_of and LedgerDirectory.end) or None; the rest the cursor's config's (cap:
+ * small.py's _cap). The form's properties are the newest marker's as it wrote them (the caller
+ * checks that they decode). None for any other cursor or chain, or damage: then those Python
+ * functions read it, as before. O(the records' values + the chain's markers). */
+static PyObject *chain_open(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "chain_open(cursor_id, probe, bound, cap, max_version, every, budget, "
+                                         "state_max_runs)");
+        return NULL;
+    }
+    unsigned long long cid = PyLong_AsUnsignedLongLong(args[0]);
+    long long cap = PyLong_AsLongLong(args[3]), version = PyLong_AsLongLong(args[4]), every = PyLong_AsLongLong(args[5]);
+    long long budget = PyLong_AsLongLong(args[6]), most_runs = PyLong_AsLongLong(args[7]);
+    if (PyErr_Occurred()) return NULL;
+    if (cap < 0 || cap > (long long)U32) Py_RETURN_NONE;
+    LineChain c;
+    int r = read_chain(args[1], cid, version, &c);
+    if (r <= 0) {
+        if (r < 0) return NULL;
+        Py_RETURN_NONE;
+    }
+    PyObject *result = NULL, *b = NULL, *items = NULL, *found = NULL, *adds = NULL, *counts = NULL, *props = NULL;
+    PyObject *records[LINE_MOST] = {0};
+    SmallState *s = NULL;
+    int order[LINE_MOST], k_of[LINE_MOST];
+    long long lines_l[SPAN_MOST + 1], lines_o[SPAN_MOST + 1], limit, end;
+    Py_ssize_t nline = 1, nbytes = c.full_bytes + c.chain_bytes;
+    if (!c.n || c.deltas > every) goto none;
+    PyObject *l = PyLong_FromLongLong(c.md_l);
+    b = l == NULL ? NULL : PyObject_CallOneArg(args[2], l);
+    Py_XDECREF(l);
+    if (b == NULL) goto fail;
+    if (b == Py_None) goto none;
+    if (!PyTuple_Check(b) || PyTuple_GET_SIZE(b) != 3 || !PyTuple_Check(PyTuple_GET_ITEM(b, 0)) ||
+        PyTuple_GET_SIZE(PyTuple_GET_ITEM(b, 0)) > SPAN_MOST) {
+        PyErr_SetString(PyExc_TypeError, "chain_open's bound(ledger) is (spans, limit, end) or None");
+        goto fail;
+    }
+    limit = PyLong_AsLongLong(PyTuple_GET_ITEM(b, 1)), end = PyLong_AsLongLong(PyTuple_GET_ITEM(b, 2));
+    if (PyErr_Occurred()) goto fail;
+    lines_l[0] = c.md_l, lines_o[0] = 0;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(PyTuple_GET_ITEM(b, 0)); i++, nline++)
+        if (!span_of(PyTuple_GET_ITEM(PyTuple_GET_ITEM(b, 0), i), &lines_l[nline], &lines_o[nline])) goto fail_or_none;
+    /* every ledger named on the line's first 64, its record older than the full marker */
+    long long fewest = 1;
+    for (int i = 0; i < c.n; i++) {
+        int k = 0;
+        while (k < nline && k < 64 && lines_l[k] != c.e[i].ledger) k++;
+        if (k == nline || k == 64 || c.e[i].seq >= c.full_seq) goto none;
+        k_of[i] = k;
+        fewest += (long long)c.e[i].runs - c.e[i].na - 1;
+    }
+    if (fewest > cap - cap / 4) goto none; /* (chain_opened's: declined before a record is read) */
+    for (int i = 0; i < c.n; i++) order[i] = i; /* (in line order: few, an insertion sort) */
+    for (int i = 1; i < c.n; i++)
+        for (int j = i; j > 0 && k_of[order[j - 1]] > k_of[order[j]]; j--) {
+            int t = order[j];
+            order[j] = order[j - 1], order[j - 1] = t;
+        }
+    if ((adds = PyList_New(0)) == NULL || (counts = PyDict_New()) == NULL || (items = PyTuple_New(c.n)) == NULL ||
+        (found = PyTuple_New(c.n)) == NULL)
+        goto fail;
+    for (int j = 0; j < c.n; j++) {
+        Named *e = &c.e[order[j]];
+        int k = k_of[order[j]];
+        long long offset = lines_o[k], stop = k + 1 < nline ? lines_o[k + 1] : limit + 1;
+        PyObject *rec = chain_record(args[1], cid, e->seq);
+        if (rec == NULL) goto fail;
+        if (!PyBytes_Check(rec)) {
+            Py_DECREF(rec);
+            goto none;
+        }
+        records[j] = rec;
+        nbytes += PyBytes_GET_SIZE(rec);
+        for (Py_ssize_t a = 0; a < e->na; a++) {
+            PyObject *x = PyLong_FromLongLong(offset + e->adds[a]);
+            if (x == NULL || PyList_Append(adds, x) < 0) {
+                Py_XDECREF(x);
+                goto fail;
+            }
+            Py_DECREF(x);
+        }
+        for (Py_ssize_t a = 0; a < e->nc; a++) {
+            PyObject *x = PyLong_FromLongLong(offset + e->counts[2 * a]), *y = PyLong_FromUnsignedLong(e->counts[2 * a + 1]);
+            int bad = x == NULL || y == NULL || PyDict_SetItem(counts, x, y) < 0;
+            Py_XDECREF(x);
+            Py_XDECREF(y);
+            if (bad) goto fail;
+        }
+        PyObject *item = Py_BuildValue("(LLLOL)", (long long)e->ledger, offset, stop, rec,
+                                       e->na || e->nc ? -1LL : (long long)e->runs);
+        PyObject *pair = Py_BuildValue("(iL)", k, e->seq);
+        if (item == NULL || pair == NULL) {
+            Py_XDECREF(item);
+            Py_XDECREF(pair);
+            goto fail;
+        }
+        PyTuple_SET_ITEM(items, j, item);
+        PyTuple_SET_ITEM(found, j, pair);
+    }
+    if (PyList_GET_SIZE(adds) + PyDict_GET_SIZE(counts) > DELTA_MOST) goto none;
+    if ((props = PyBytes_FromStringAndSize((const char *)c.props, c.props_len)) == NULL) goto fail;
+    PyObject *oargs[12] = {args[0], NULL, NULL, NULL, NULL, NULL, args[3], props, items, args[4], adds, counts};
+    oargs[1] = PyLong_FromLongLong(c.md_l), oargs[2] = PyLong_FromLongLong(c.md_e);
+    oargs[3] = PyLong_FromLongLong(c.seq + 1), oargs[4] = PyLong_FromLong(c.slot), oargs[5] = PyLong_FromLong(c.slots);
+    PyObject *got = oargs[1] && oargs[2] && oargs[3] && oargs[4] && oargs[5] ? small_of_record(NULL, oargs, 12) : NULL;
+    for (int i = 1; i <= 5; i++) Py_XDECREF(oargs[i]);
+    if (got == NULL) goto fail;
+    if (got == Py_None) {
+        Py_DECREF(got);
+        goto none;
+    }
+    s = (SmallState *)got;
+    if ((long long)s->n <= most_runs || s->n > cap - cap / 4 || s->nc > COUNT_CAP - COUNT_CAP / 4) goto none;
+    s->every = (uint32_t)every, s->c.base = -2, s->budget = budget;
+    if (0 <= end && end <= c.md_e) goto none;
+    r = fit_to(s, args[2], b);
+    if (r < 0) goto fail;
+    if (!r || top_entry(s) > s->limit || s->md_l != c.md_l || s->md_e != c.md_e) goto none;
+    if (PyList_Sort(adds) < 0) goto fail;
+    PyObject *counted = PyDict_Keys(counts);
+    if (counted == NULL) goto fail;
+    PyObject *aargs[8] = {NULL, NULL, found, NULL, adds, counted, NULL, NULL};
+    aargs[0] = PyLong_FromLongLong(c.full_seq), aargs[1] = PyLong_FromLongLong(c.seq);
+    aargs[3] = PyLong_FromSsize_t(c.full_bytes), aargs[6] = PyLong_FromLong(c.deltas);
+    aargs[7] = PyLong_FromSsize_t(c.chain_bytes);
+    PyObject *adopted = aargs[0] && aargs[1] && aargs[3] && aargs[6] && aargs[7] ? SmallState_adopt(s, aargs, 8) : NULL;
+    for (int i = 0; i < 8; i++)
+        if (i != 2 && i != 4) Py_XDECREF(aargs[i]);
+    if (adopted == NULL) goto fail;
+    Py_DECREF(adopted);
+    if (held_of(s) & ~s->c.recs || over_budget(s)) goto none;
+    result = Py_BuildValue("(OLin)", (PyObject *)s, c.seq, c.n, nbytes);
+    goto done;
+fail_or_none:
+    if (PyErr_Occurred()) goto fail;
+none:
+    result = Py_NewRef(Py_None);
+    goto done;
+fail:
+    result = NULL;
+done:
+    for (int j = 0; j < LINE_MOST; j++) Py_XDECREF(records[j]);
+    Py_XDECREF((PyObject *)s);
+    Py_XDECREF(b);
+    Py_XDECREF(items);
+    Py_XDECREF(found);
+    Py_XDECREF(adds);
+    Py_XDECREF(counts);
+    Py_XDECREF(props);
+    chain_clear(&c);
+    return result;
+}
+
 static PyMethodDef small_functions[] = {
     {"line_runs", (PyCFunction)line_runs, METH_O, "The runs of a form's line's ledgers, as SmallState takes them."},
     {"small_of_record", (PyCFunction)(void (*)(void))small_of_record, METH_FASTCALL,
@@ -2553,12 +2759,14 @@ static PyMethodDef small_functions[] = {
     {"flush_small", (PyCFunction)(void (*)(void))flush_small, METH_FASTCALL,
      "Every changed SmallState's state slot value, adopted (cursor/small.py)."},
     {"undo_small", (PyCFunction)undo_small, METH_O, "The last flush_small of these given back (cursor/small.py)."},
+    {"chain_open", (PyCFunction)(void (*)(void))chain_open, METH_FASTCALL,
+     "The small form of a cursor read straight from its newest marker chain, or None (cursor/small.py)."},
     {NULL, NULL, 0, NULL},
 };
 
 /* called by PyInit__native (_module.c) */
 int small_init(PyObject *module) {
-    if (PyType_Ready(&SmallStateType) < 0) return -1;
+    if (PyType_Ready(&SmallStateType) < 0 || chain_init() < 0) return -1;
     Py_INCREF(&SmallStateType);
     if (PyModule_AddObject(module, "SmallState", (PyObject *)&SmallStateType) < 0) {
         Py_DECREF(&SmallStateType);

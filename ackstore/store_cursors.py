@@ -22,7 +22,7 @@ from .config import CursorConfig
 from .cursor import Cursor
 from .cursor.core import CursorCore
 from .cursor.moves import TopicView
-from .cursor.small import chain_opened, small_opened
+from .cursor.small import chain_opened, chain_read, small_opened
 from .errors import CorruptRecordError, HistoryRangeError, UnknownCursorError
 from .history import HistoryPoint, Point, drop_points, iso
 from .life import require_open, require_writable
@@ -162,7 +162,13 @@ class CursorSide:
             topic.reread_directory(txn)
 
     def open_log(
-        self, txn: lmdb.Transaction, log: CursorLog, config: CursorConfig, topic: TopicView, probe: Any = None
+        self,
+        txn: lmdb.Transaction,
+        log: CursorLog,
+        config: CursorConfig,
+        topic: TopicView,
+        probe: Any = None,
+        lines: dict[int, Any] | None = None,
     ) -> Any:
         """@private A cursor's state as an open (or a reader's catch-up) starts from it: the
         small form, read from the cursor's state slots, when its log is only those and its
@@ -170,7 +176,9 @@ class CursorSide:
         log key when that is its newest state and in the form (a marker naming records of
         ledgers of M's line, ``chain_opened``; a writer's cursor that keeps history: its
         state marker); else :meth:`recover_log`'s.
-        ``probe``: a cursor of ``txn`` on the log to look with (a bulk open's, made once)."""
+        ``probe``: a cursor of ``txn`` on the log to look with (a bulk open's, made once);
+        ``lines``: what the topic's directory gave a form's line in ``txn`` so far (a bulk
+        open's batch asks once for each mark-delete ledger)."""
         if not config.history_seconds:
             values = slot_values(txn, log.db, log.cursor_id, probe)
             if values is not None:
@@ -178,6 +186,9 @@ class CursorSide:
                 if small is not None:
                     return small
             else:
+                small = chain_read(txn, log.db, log.cursor_id, config, topic.directory, probe, lines)
+                if small is not None:
+                    return small
                 newest = newest_marker(txn, log.db, log.cursor_id, probe)
                 if newest is not None:
                     small = chain_opened(txn, log.db, log.cursor_id, newest, config, topic.directory)
@@ -226,8 +237,9 @@ class CursorSide:
                 self._same_directory(topic, txn)
                 same = txn.id() == scanned  # (the scan's snapshot: nothing written since, by anyone)
                 probe = txn.cursor(db=storage.log_db)  # one for the batch, not one made a cursor
+                lines: dict[int, Any] = {}  # (the directory as the batch's transaction sees it)
                 states = [
-                    self.open_log(txn, CursorLog(storage.log_db, cid), config or stored, topic, probe)
+                    self.open_log(txn, CursorLog(storage.log_db, cid), config or stored, topic, probe, lines)
                     if same or catalog.cursor_raw(txn, tid, name) == raw
                     else None  # deleted (or made again) since the scan
                     for name, cid, stored, raw in batch

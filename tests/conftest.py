@@ -24,6 +24,17 @@ def long_run(request: pytest.FixtureRequest) -> bool:
     return bool(request.config.getoption("--long")) or os.environ.get("ACKSTORE_LONG") == "1"
 
 
+@pytest.fixture(autouse=True)
+def chain_twins(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every open in the suite holds the compiled read of a holey cursor's chain against its
+    Python twin (``tests/chain_twins.py``)."""
+    from ackstore import store_cursors
+
+    from .chain_twins import checked_chain_read
+
+    monkeypatch.setattr(store_cursors, "chain_read", checked_chain_read)
+
+
 @pytest.fixture
 def store_path(tmp_path: Path) -> Iterator[Path]:
     yield tmp_path / "store"

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import lmdb
 import msgpack
 import pytest
 from hypothesis import event, given, settings
@@ -20,7 +21,8 @@ from hypothesis import strategies as st
 from pyroaring import BitMap
 
 from ackstore import AckStore, CursorConfig, Position
-from ackstore.cursor.small import IMPLEMENTATIONS, check_small, set_form_chains
+from ackstore.cursor.small import IMPLEMENTATIONS, chain_read, check_small, set_form_chains
+from ackstore.fields import native
 from ackstore.ledger_acks import LedgerAcks, bitmap_of_runs, run_bounds
 from ackstore.storage import pure_codecs, records
 
@@ -391,3 +393,63 @@ def test_the_open_looks_into_a_marker_naming_ledgers_of_ms_line() -> None:
     }
     assert not [why for why, v in yes.items() if not records.names_line(v)]
     assert not [why for why, v in no.items() if records.names_line(v)]
+
+
+def _compiled_read(path: Path) -> Any:
+    """What the compiled open (``chain_read``) reads of cursor ``c`` of the store at
+    ``path``, in a read transaction of its own (None: the Python functions read it)."""
+    store, topic = _store(path)
+    try:
+        cid = topic.cursor("c", CFG)._core.cursor_id
+        storage = store.storage
+        return storage.read(lambda txn: chain_read(txn, storage.log_db, cid, CFG, topic.directory))
+    finally:
+        store.close()
+
+
+@pytest.mark.skipif(native is None, reason="the compiled open is the built module's")
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_the_compiled_open_reads_every_shape_in_one_call(tmp_path: Path, shape: str) -> None:
+    """Each shape's chain (a first full marker in msgpack, deltas with acks and counts since,
+    properties, a held ledger and the next ones) is read by the compiled open, not left to
+    the Python functions it stands for; what it reads is theirs (the suite holds every
+    open's form against theirs: ``tests/chain_twins.py``)."""
+    before, after = SHAPES[shape]
+    _play(tmp_path / "a", before, True)
+    opened = _compiled_read(tmp_path / "a")
+    assert opened is not None and opened.small.md_l >= 1 and opened.ledgers >= 1
+    _play(tmp_path / "a", after, False)
+    assert _compiled_read(tmp_path / "a") is not None
+
+
+@pytest.mark.skipif(native is None, reason="the compiled open is the built module's")
+@pytest.mark.parametrize("damage", ["newest marker", "older marker", "record", "older marker gone"])
+def test_the_compiled_open_leaves_damage_to_recovery(tmp_path: Path, damage: str) -> None:
+    """A damaged or missing link of a chain of delta markers, or a damaged record it names:
+    the compiled open reads nothing (None), and the open that follows recovers the cursor as
+    before, from an older marker, into its parts."""
+    path = tmp_path / "a"
+    _play(path, [[_holes], [_roll(1, 5000, 2), _acks_in(2, 1, 3, 5)], [_acks_in(2, 7)]], True)
+    env = lmdb.open(str(path), max_dbs=16, map_size=1 << 30)
+    with env.begin(write=True) as txn:
+        db = env.open_db(b"log", txn=txn, create=False)
+        logged = [(bytes(k), records.record_type(v)) for k, v in txn.cursor(db=db)]
+        markers = [k for k, rtype in logged if rtype == records.RECORD_MARKER]
+        ledger_records = [k for k, rtype in logged if rtype == records.RECORD_LEDGER]
+        assert not records.decode_marker(txn.get(markers[-1], db=db)).full  # (a delta: the chain has links)
+        key = {"newest marker": markers[-1], "record": ledger_records[-1]}.get(damage, markers[-2])
+        if damage.endswith("gone"):
+            txn.delete(key, db=db)
+        else:
+            value = bytearray(txn.get(key, db=db))
+            value[-1] ^= 0x40
+            txn.put(key, bytes(value), db=db)
+    env.close()
+    assert _compiled_read(path) is None
+    store, topic = _store(path)
+    try:
+        cur = topic.cursor("c", CFG)
+        assert cur._core.small is None
+        cur._check()
+    finally:
+        store.close()

@@ -127,6 +127,7 @@ from .small_span import (
     ledger_counts,
     ledger_runs,
     ledgers_held,
+    line_bound,
     line_index,
 )
 
@@ -149,6 +150,7 @@ __all__ = [
     "Small",
     "base_puts",
     "chain_opened",
+    "chain_read",
     "check_small",
     "flush_bases",
     "flush_format",
@@ -1820,6 +1822,11 @@ def chain_opened(
     at = {ledger: k for k, (ledger, _) in enumerate(line[:64])}
     if any(ledger not in at or e.seq >= resolved.full_seq for ledger, e in index.items()):
         return None
+    # the fewest runs the form would hold (an ack since joins at most two runs, a ledger's first
+    # run at most the one before it): over the room to grow, declined before a record is read
+    fewest = sum([e.runs - len(e.adds or ()) for e in index.values()]) - len(index) + 1
+    if fewest > cap - cap // 4:
+        return None
     items: list[tuple[int, int, int, bytes, int]] = []
     adds: list[int] = []
     counts: dict[int, int] = {}
@@ -1855,6 +1862,58 @@ def chain_opened(
         return None
     nbytes = resolved.full_bytes + resolved.chain_bytes + sum(len(item[3]) for item in items)
     return OpenedForm(s, seq, len(items), nbytes, time.perf_counter() - started)
+
+
+def chain_read(
+    txn: Any,
+    db: Any,
+    cursor_id: int,
+    config: CursorConfig,
+    directory: LedgerDirectory,
+    probe: Any = None,
+    lines: dict[int, Any] | None = None,
+) -> OpenedForm | None:
+    """The form :func:`chain_opened` reads, read by the compiled twin of
+    :func:`~ackstore.storage.log.newest_marker` then :func:`chain_opened` in one call
+    (``_native.chain_open``: a chain of fixed-layout markers under log keys), or None: then
+    those two read the cursor (and recovery, when they decline), as before; so too where the
+    compiled module is not built. ``probe``: a cursor of ``txn`` on the log (a bulk open's);
+    ``lines``: :func:`~ackstore.cursor.small_span.line_bound`'s answers in ``txn`` so far, by
+    ledger (a bulk open's, kept for its batch). O(the records' values + the chain's markers)."""
+    if _native is None:
+        return None
+    started = time.perf_counter()
+    cap = _cap(config)
+    if cap < 0 or not _CHAINS[0] or config.history_seconds:
+        return None
+    known = {} if lines is None else lines
+
+    def bound(md_l: int) -> Any:
+        line = known.get(md_l, known)
+        if line is known:
+            line = known[md_l] = line_bound(directory, md_l)
+        return line
+
+    got = _native.chain_open(
+        cursor_id,
+        txn.cursor(db=db) if probe is None else probe,
+        bound,
+        cap,
+        FORMAT_VERSION,
+        config.full_marker_every,
+        config.max_individual_ack_cache_bytes,
+        lane.STATE_MAX_RUNS,
+    )
+    if got is None:
+        return None
+    s, seq, records, nbytes = got
+    if s.props:  # (the newest marker's as it wrote them: they decode, as chain_opened's packing of them)
+        try:
+            if pack_properties(unpack_properties(s.props)) != s.props:
+                return None
+        except CorruptRecordError:
+            return None
+    return OpenedForm(s, seq, records, nbytes, time.perf_counter() - started)
 
 
 def check_small(s: Any, md: tuple[int, int], logged: bool | None = None) -> None:

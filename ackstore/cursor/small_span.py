@@ -39,6 +39,7 @@ __all__ = [
     "ledger_count_groups",
     "ledger_counts",
     "ledger_runs",
+    "line_bound",
     "line_entry",
     "line_index",
     "line_at",
@@ -74,6 +75,14 @@ def bound_of(d: LedgerDirectory, md_l: int) -> tuple[tuple[tuple[int, int], ...]
         offset += count
         i += 1
         spans.append((d.ids[i], offset))
+
+
+def line_bound(d: LedgerDirectory, md_l: int) -> tuple[tuple[tuple[int, int], ...], int, int] | None:
+    """:func:`bound_of` ``md_l`` with the ledger's end (``d.end``): ``(spans, limit, end)``,
+    or None when ``md_l`` is not in ``d`` (what the compiled open asks of the directory).
+    O(log ledgers + spans)."""
+    bound = bound_of(d, md_l)
+    return None if bound is None else (*bound, d.end(md_l))
 
 
 def fit(s: Any, d: LedgerDirectory, bound: tuple[tuple[tuple[int, int], ...], int] | None = None) -> bool:

@@ -1,0 +1,46 @@
+"""The compiled open of a holey cursor's chain held against its Python twin at every open.
+
+``ackstore.cursor.small.chain_read`` reads a cursor whose newest marker names records of its
+line straight into the small form in one compiled call; where it declines, the Python
+functions it stands for (``storage.log.newest_marker``, then ``cursor.small.chain_opened``)
+read the cursor, as they do where the module is not built. :func:`checked_chain_read` wraps
+it for the suite: whenever the compiled read returns a form, the Python read of the same
+cursor in the same transaction must return the same form (every field either twin shows)
+and the same report."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ackstore.cursor import small
+from ackstore.storage.log import newest_marker
+
+__all__ = ["checked_chain_read", "form_fields"]
+
+_METHODS = ("runs", "counts", "batches", "records", "held", "charge", "top", "range_count")
+_FIELDS = (
+    "cursor_id", "md_l", "md_e", "rp_e", "rp_i", "spans", "limit", "limit_version", "n", "nc", "nb", "cap",
+    "next_seq", "slot", "slots", "dirty", "persisted", "props", "logged", "every", "base", "budget", "marker",
+    "record", "recs", "stale", "deltas", "chain_bytes", "base_bytes", "untrimmed", "passed", "fresh", "tail",
+    "named", "cnamed", "flushes", "flush_bytes", "last_bytes", "redeliveries", "ended",
+)  # fmt: skip
+
+
+def form_fields(s: Any) -> dict[str, Any]:
+    """Every field and reading of a small form (either twin's), by name."""
+    return {**{f: getattr(s, f) for f in _FIELDS}, **{m: getattr(s, m)() for m in _METHODS}}
+
+
+def checked_chain_read(
+    txn: Any, db: Any, cursor_id: int, config: Any, directory: Any, probe: Any = None, lines: Any = None
+) -> Any:
+    """:func:`ackstore.cursor.small.chain_read`, its form checked against the Python read's."""
+    got = small.chain_read(txn, db, cursor_id, config, directory, probe, lines)
+    if got is not None:
+        newest = newest_marker(txn, db, cursor_id)
+        assert newest is not None, f"cursor {cursor_id}: the compiled open read a chain newest_marker does not"
+        want = small.chain_opened(txn, db, cursor_id, newest, config, directory)
+        assert want is not None, f"cursor {cursor_id}: the compiled open read a form chain_opened declines"
+        assert form_fields(got.small) == form_fields(want.small), cursor_id
+        assert got[1:4] == want[1:4], (got[1:4], want[1:4])
+    return got
