@@ -2624,6 +2624,9 @@ static PyObject *chain_open(PyObject *self, PyObject *const *args, Py_ssize_t na
     long long lines_l[SPAN_MOST + 1], lines_o[SPAN_MOST + 1], limit, end;
     Py_ssize_t nline = 1, nbytes = c.full_bytes + c.chain_bytes;
     if (!c.n || c.deltas > every) goto none;
+    long long fewest = 1; /* (chain_opened's: over the form's room to grow, declined before a record is read) */
+    for (int i = 0; i < c.n; i++) fewest += (long long)c.e[i].runs - c.e[i].na - 1;
+    if (fewest > cap - cap / 4) goto none;
     PyObject *l = PyLong_FromLongLong(c.md_l);
     b = l == NULL ? NULL : PyObject_CallOneArg(args[2], l);
     Py_XDECREF(l);
@@ -2640,15 +2643,12 @@ static PyObject *chain_open(PyObject *self, PyObject *const *args, Py_ssize_t na
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(PyTuple_GET_ITEM(b, 0)); i++, nline++)
         if (!span_of(PyTuple_GET_ITEM(PyTuple_GET_ITEM(b, 0), i), &lines_l[nline], &lines_o[nline])) goto fail_or_none;
     /* every ledger named on the line's first 64, its record older than the full marker */
-    long long fewest = 1;
     for (int i = 0; i < c.n; i++) {
         int k = 0;
         while (k < nline && k < 64 && lines_l[k] != c.e[i].ledger) k++;
         if (k == nline || k == 64 || c.e[i].seq >= c.full_seq) goto none;
         k_of[i] = k;
-        fewest += (long long)c.e[i].runs - c.e[i].na - 1;
     }
-    if (fewest > cap - cap / 4) goto none; /* (chain_opened's: declined before a record is read) */
     for (int i = 0; i < c.n; i++) order[i] = i; /* (in line order: few, an insertion sort) */
     for (int i = 1; i < c.n; i++)
         for (int j = i; j > 0 && k_of[order[j - 1]] > k_of[order[j]]; j--) {

@@ -27,7 +27,7 @@ from .errors import CorruptRecordError, HistoryRangeError, UnknownCursorError
 from .history import HistoryPoint, Point, drop_points, iso
 from .life import require_open, require_writable
 from .stats import NO_RECOVERY, FlushStats
-from .storage.log import CursorLog, RecoveredState, ResolvedMarker, newest_logged, newest_marker, slot_values
+from .storage.log import CursorLog, NewestMarker, RecoveredState, newest_logged, newest_marker, slot_values
 from .storage.records import log_key
 from .topic import Topic
 
@@ -194,7 +194,7 @@ class CursorSide:
                     small = chain_opened(txn, log.db, log.cursor_id, newest, config, topic.directory)
                     if small is not None:
                         return small
-                    return self.recover_log(txn, log, config, topic, newest.resolved)
+                    return self.recover_log(txn, log, config, topic, newest)
         elif not self.store.readonly:  # (a reader's form follows its slots: a history cursor reads on its parts)
             found = newest_logged(txn, log.db, log.cursor_id, probe)
             if found is not None:
@@ -209,7 +209,7 @@ class CursorSide:
         log: CursorLog,
         config: CursorConfig,
         topic: TopicView,
-        newest: ResolvedMarker | None = None,
+        newest: NewestMarker | None = None,
     ) -> RecoveredState:
         """@private Recover a cursor's ``log`` as this store opens cursors: under ``config``'s budget,
         as ``verify`` and ``load`` say, against ``topic``'s directory as it is now (the

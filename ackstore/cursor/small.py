@@ -1815,17 +1815,17 @@ def chain_opened(
         return None
     if marker.truncated or resolved.deltas_since_full > config.full_marker_every:
         return None
+    # the fewest runs the form would hold (an ack since joins at most two runs, a ledger's first
+    # run at most the one before it): over the room to grow, declined before a record is read
+    fewest = sum([e.runs - len(e.adds or ()) for e in index.values()]) - len(index) + 1
+    if fewest > cap - cap // 4:
+        return None
     bound = bound_of(directory, md_l)
     if bound is None:
         return None
     line = ((md_l, 0), *bound[0])
     at = {ledger: k for k, (ledger, _) in enumerate(line[:64])}
     if any(ledger not in at or e.seq >= resolved.full_seq for ledger, e in index.items()):
-        return None
-    # the fewest runs the form would hold (an ack since joins at most two runs, a ledger's first
-    # run at most the one before it): over the room to grow, declined before a record is read
-    fewest = sum([e.runs - len(e.adds or ()) for e in index.values()]) - len(index) + 1
-    if fewest > cap - cap // 4:
         return None
     items: list[tuple[int, int, int, bytes, int]] = []
     adds: list[int] = []

@@ -609,13 +609,14 @@ def recover_cursor(
     lazy: bool = False,
     ends: Ends | None = None,
     at: int | None = None,
-    newest: ResolvedMarker | None = None,
+    newest: NewestMarker | None = None,
 ) -> RecoveredState:
     """Find the newest intact marker of ``cursor_id`` and load what it references; with
     ``at``, the newest at or below that sequence (what a reopen right after the flush that
     wrote marker ``at`` recovered: a history point's state; ``next_seq`` is then past it).
-    ``newest``: the newest marker as the caller resolved it already (:func:`newest_marker`),
-    taken for that marker instead of resolving it again.
+    ``newest``: the cursor's newest record as the caller found and resolved it already
+    (:func:`newest_marker`: a marker newer than both state slots, their heads intact),
+    recovered from without a look at the log again unless a record it names is damaged.
 
     With a ``budget``, records are loaded newest first until that many bytes of ack
     state are in memory; the rest are checked as ``verify`` says and stay swapped out.
@@ -623,6 +624,19 @@ def recover_cursor(
     checked (see :func:`_load_records`).
     """
     started = time.perf_counter()
+    if newest is not None and at is None:
+        try:
+            resolved = newest.resolved
+            ledgers, swapped, nbytes, forced = _load_records(txn, db, cursor_id, resolved, budget, verify, lazy, ends)
+        except CorruptRecordError:
+            pass  # (the walk below reads the log, and says what it skipped)
+        else:  # what the walk below makes of it: its first record is this marker
+            if resolved.marker.ledgers is not None:  # a state marker: its ledgers decoded with it
+                nbytes += resolved.full_bytes
+            report = RecoveryReport(resolved.seq, 0, (), len(ledgers), nbytes, time.perf_counter() - started)
+            return RecoveredState(
+                resolved, ledgers, swapped, resolved.seq + 1, report, newest.slot, newest.slots, forced
+            )
     lo, hi = log_bounds(cursor_id)
     if at is not None:
         hi = log_key(cursor_id, at + 1)
@@ -659,8 +673,8 @@ def recover_cursor(
         else:
             met_marker = True
             try:
-                if newest is not None and newest.seq == seq:
-                    resolved = newest
+                if newest is not None and newest.resolved.seq == seq:
+                    resolved = newest.resolved
                 else:
                     resolved = resolve_marker(txn, db, cursor_id, seq, value)
                 ledgers, swapped, nbytes, forced = _load_records(
@@ -760,7 +774,7 @@ class CursorLog:
         lazy: bool = False,
         ends: Ends | None = None,
         at: int | None = None,
-        newest: ResolvedMarker | None = None,
+        newest: NewestMarker | None = None,
     ) -> RecoveredState:
         """The newest intact marker (at or below sequence ``at``) and what it references
         (see :func:`recover_cursor`; ``newest``: its resolution, when the caller made it)."""
