@@ -2624,9 +2624,12 @@ static PyObject *chain_open(PyObject *self, PyObject *const *args, Py_ssize_t na
     long long lines_l[SPAN_MOST + 1], lines_o[SPAN_MOST + 1], limit, end;
     Py_ssize_t nline = 1, nbytes = c.full_bytes + c.chain_bytes;
     if (!c.n || c.deltas > every) goto none;
-    long long fewest = 1; /* (chain_opened's: over the form's room to grow, declined before a record is read) */
-    for (int i = 0; i < c.n; i++) fewest += (long long)c.e[i].runs - c.e[i].na - 1;
-    if (fewest > cap - cap / 4) goto none;
+    long long fewest = 1, most = 0; /* (chain_opened's: declined before a record is read) */
+    for (int i = 0; i < c.n; i++) {
+        fewest += (long long)c.e[i].runs - c.e[i].na - 1;
+        most += (long long)c.e[i].runs + c.e[i].na;
+    }
+    if (fewest > cap - cap / 4 || most <= most_runs) goto none;
     PyObject *l = PyLong_FromLongLong(c.md_l);
     b = l == NULL ? NULL : PyObject_CallOneArg(args[2], l);
     Py_XDECREF(l);

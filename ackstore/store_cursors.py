@@ -182,7 +182,7 @@ class CursorSide:
         if not config.history_seconds:
             values = slot_values(txn, log.db, log.cursor_id, probe)
             if values is not None:
-                small = small_opened(log.cursor_id, values, config, topic.directory)
+                small = small_opened(log.cursor_id, values, config, topic.directory, None, lines)
                 if small is not None:
                     return small
             else:
@@ -198,7 +198,7 @@ class CursorSide:
         elif not self.store.readonly:  # (a reader's form follows its slots: a history cursor reads on its parts)
             found = newest_logged(txn, log.db, log.cursor_id, probe)
             if found is not None:
-                small = small_opened(log.cursor_id, found[0], config, topic.directory, found[1])
+                small = small_opened(log.cursor_id, found[0], config, topic.directory, found[1], lines)
                 if small is not None:
                     return small
         return self.recover_log(txn, log, config, topic)

@@ -1752,6 +1752,7 @@ def small_opened(
     config: CursorConfig,
     directory: LedgerDirectory,
     logged: tuple[int, bytes] | None = None,
+    lines: dict[int, Any] | None = None,
 ) -> OpenedForm | None:
     """The small form of a cursor opened from a log that is only its state slots (``values``:
     theirs, :func:`ackstore.storage.log.slot_values`), or, for a cursor that keeps history,
@@ -1759,13 +1760,14 @@ def small_opened(
     :func:`ackstore.storage.log.newest_logged`) and its slots, with the open's report; None
     when its newest state is outside the form (then the cursor is recovered as any other):
     :func:`small_of`'s rule, on the state as the slot holds it (:data:`small_of_slots`), and
-    M's ledger in the directory with nothing at or past its durable bound. O(its ranges and
-    counts)."""
+    M's ledger in the directory with nothing at or past its durable bound. ``lines``: as
+    :func:`chain_read` takes it. O(its ranges and counts)."""
     started = time.perf_counter()
     cap = _cap(config)
     if cap < 0 or bool(config.history_seconds) != (logged is not None):
         return None  # (a history cursor's newest state is under a log key: asked for with it)
-    s = small_of_slots(cursor_id, *values, FORMAT_VERSION, cap, lambda md_l: bound_of(directory, md_l), logged)
+    line = _line_of(directory, lines)
+    s = small_of_slots(cursor_id, *values, FORMAT_VERSION, cap, lambda md_l: (b := line(md_l)) and b[:2], logged)
     if s is None:
         return None
     s.every, s.budget = config.full_marker_every, config.max_individual_ack_cache_bytes
@@ -1774,11 +1776,11 @@ def small_opened(
             unpack_properties(s.props)
     except CorruptRecordError:
         return None  # damage: recovery's to report
-    end = directory.end(s.md_l)
-    if 0 <= end <= s.md_e:  # M past its ledger's end: sealed (or bounded) lower since its flush, recovery clips
-        return None  # (fit would move it on into the next ledger as if it stood at that end)
+    bound = line(s.md_l)
+    if bound is not None and 0 <= bound[2] <= s.md_e:  # M past its ledger's end: sealed (or bounded) lower
+        return None  # since its flush, recovery clips (fit would move it on into the next ledger as if it stood there)
     # M's ledger in the directory; sealed since and the next ones added, M moves on as a recovery's would
-    if not fit(s, directory) or s.top() > s.limit:
+    if bound is None or not fit(s, directory, bound[:2]) or s.top() > s.limit:
         return None  # (M, acks or counts at or past a ledger's bound: the bound went durable first, recovery clips)
     if _over_budget(s):
         return None  # (its parts hold it under the cache budget)
@@ -1815,10 +1817,11 @@ def chain_opened(
         return None
     if marker.truncated or resolved.deltas_since_full > config.full_marker_every:
         return None
-    # the fewest runs the form would hold (an ack since joins at most two runs, a ledger's first
-    # run at most the one before it): over the room to grow, declined before a record is read
+    # the fewest and the most runs the form would hold (an ack since joins at most two runs or
+    # makes one, a ledger's first run joins at most the one before it): over the room to grow,
+    # or a state a slot takes, declined before a record is read
     fewest = sum([e.runs - len(e.adds or ()) for e in index.values()]) - len(index) + 1
-    if fewest > cap - cap // 4:
+    if fewest > cap - cap // 4 or sum([e.runs + len(e.adds or ()) for e in index.values()]) <= lane.STATE_MAX_RUNS:
         return None
     bound = bound_of(directory, md_l)
     if bound is None:
@@ -1864,6 +1867,22 @@ def chain_opened(
     return OpenedForm(s, seq, len(items), nbytes, time.perf_counter() - started)
 
 
+def _line_of(directory: LedgerDirectory, lines: dict[int, Any] | None) -> Callable[[int], Any]:
+    """:func:`~ackstore.cursor.small_span.line_bound` of ``directory``, each ledger's asked
+    once and kept in ``lines`` (a bulk open's batch keeps one: its transaction's directory
+    does not change under it; None: kept for this call's answers alone). O(1) for a ledger
+    asked before."""
+    known = {} if lines is None else lines
+
+    def line(md_l: int) -> Any:
+        found = known.get(md_l, known)
+        if found is known:
+            found = known[md_l] = line_bound(directory, md_l)
+        return found
+
+    return line
+
+
 def chain_read(
     txn: Any,
     db: Any,
@@ -1886,18 +1905,10 @@ def chain_read(
     cap = _cap(config)
     if cap < 0 or not _CHAINS[0] or config.history_seconds:
         return None
-    known = {} if lines is None else lines
-
-    def bound(md_l: int) -> Any:
-        line = known.get(md_l, known)
-        if line is known:
-            line = known[md_l] = line_bound(directory, md_l)
-        return line
-
     got = _native.chain_open(
         cursor_id,
         txn.cursor(db=db) if probe is None else probe,
-        bound,
+        _line_of(directory, lines),
         cap,
         FORMAT_VERSION,
         config.full_marker_every,
