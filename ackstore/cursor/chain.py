@@ -189,11 +189,15 @@ class MarkerChain(ChainFields):
             self.force_full = state.report.markers_skipped > 0
         self.persisted_ranges = ranges
 
-    def _check(self, every: int, limit: int, index: dict[int, IndexEntry], delta_max: int) -> None:
+    def _check(
+        self, every: int, limit: int, index: dict[int, IndexEntry], delta_max: int, md: tuple[int, int] = (-1, -1)
+    ) -> None:
         """Assert the chain's invariants: the sequences in order, the full marker cadence
         (``every``), the PIP-299 cap (``limit``, 0: none) on what the newest marker
-        persisted, each index entry's acks since its record within the delta bound
-        (``delta_max``), the
+        persisted, each index entry's acks and counts since its record within the delta
+        bound (``delta_max``; in the mark-delete position ``md``'s ledger those above it:
+        the acks M passed since the record are one range, which a chain the small form wrote
+        names beyond the bound), the
         slots, and the sequences a trim kept below its floor. (Whether a record the chain
         needs lies below the floor unkept is the log's to say: a state slot holds its
         state below the floor; the crash steps of the state machines read it back.)"""
@@ -205,7 +209,9 @@ class MarkerChain(ChainFields):
         assert self.deltas <= every, (self.deltas, every)
         assert not limit or self.persisted_ranges <= limit, (self.persisted_ranges, limit)
         for ledger, entry in index.items():
-            since = len(entry.adds or ()) + len(entry.counts or ())
+            adds = entry.adds
+            passed = adds.rank(md[1]) if adds and ledger == md[0] and md[1] >= 0 else 0
+            since = len(adds or ()) - passed + len(entry.counts or ())
             assert since <= delta_max, (ledger, since)
         assert self.slot in (0, 1) and 0 <= self.slots <= 3, (self.slot, self.slots)
         assert list(self.kept) == sorted(self.kept) and len(self.kept) <= EXACT_TRIM, self.kept
