@@ -69,6 +69,7 @@ void chain_clear(LineChain *c) {
     }
     c->n = 0;
     Py_CLEAR(c->newest);
+    Py_CLEAR(c->older_props);
 }
 
 /* A marker of the chain as read_chain reads it: its head, and its items from `items` (the
@@ -79,7 +80,7 @@ typedef struct {
     uint16_t n;
     const unsigned char *items, *end; /* (end: the body's, for a msgpack item) */
     FixedMarker fm;
-    Py_ssize_t props_at; /* where its properties start in the record (props_at = its length: none) */
+    Py_ssize_t props_at, props_end; /* where its properties are in the record (none: equal) */
 } Head;
 
 /* the item at `at` (h->items, then what the last call returned) into *it; where the next is */
@@ -93,8 +94,48 @@ static const unsigned char *next_item(const Head *h, const unsigned char *at, Fi
     return r.p;
 }
 
-/* a format 5 marker body (records.encode_marker's msgpack array) read into *h: only one of no
- * properties whose items are [ledger, seq, runs] of ints in range, ascending; 0 for any other */
+/* a msgpack str at r skipped; -1 for another type or too short */
+static int skip_str(mp_reader *r) {
+    if (r->p >= r->end) return -1;
+    unsigned c = *r->p++;
+    uint64_t n;
+    if (c >= 0xa0 && c <= 0xbf) n = c & 0x1f;
+    else if (c >= 0xd9 && c <= 0xdb) {
+        int w = 1 << (c - 0xd9);
+        if (r->end - r->p < w) return -1;
+        n = 0;
+        for (int i = 0; i < w; i++) n = n << 8 | *r->p++;
+    } else return -1;
+    if ((uint64_t)(r->end - r->p) < n) return -1;
+    r->p += n;
+    return 0;
+}
+
+/* a marker's properties at r skipped: a msgpack map of str keys to int or str values (what
+ * records.pack_properties writes); -1 for anything else (records._properties' to judge) */
+static int skip_props(mp_reader *r) {
+    if (r->p >= r->end) return -1;
+    unsigned c = *r->p++;
+    uint64_t n;
+    if (c >= 0x80 && c <= 0x8f) n = c & 0x0f;
+    else if (c == 0xde || c == 0xdf) {
+        int w = c == 0xde ? 2 : 4;
+        if (r->end - r->p < w) return -1;
+        n = 0;
+        for (int i = 0; i < w; i++) n = n << 8 | *r->p++;
+    } else return -1;
+    for (uint64_t i = 0; i < n; i++) {
+        int64_t v;
+        if (skip_str(r) < 0) return -1;
+        const unsigned char *at = r->p;
+        if (mp_int(r, &v) < 0 && (r->p = at, skip_str(r) < 0)) return -1;
+    }
+    return 0;
+}
+
+/* a format 5 marker body (records.encode_marker's msgpack array) read into *h: only one whose
+ * properties are a map of str to int or str and whose items are [ledger, seq, runs] of ints
+ * in range, ascending; 0 for any other */
 static int packed_marker(const unsigned char *b, Py_ssize_t len, unsigned long long cid, Head *h) {
     mp_reader r = {b, b + len};
     int64_t v[5], owner;
@@ -103,7 +144,10 @@ static int packed_marker(const unsigned char *b, Py_ssize_t len, unsigned long l
     h->full = b[1] == 0xc3, r.p = b + 2;
     for (int i = 0; i < 5; i++)
         if (mp_int(&r, &v[i]) < 0) return 0;
-    if (r.p + 2 > r.end || *r.p++ != 0x80 || mp_array(&r, &n) < 0 || n > 0xFFFF) return 0; /* {}, [items] */
+    const unsigned char *props = r.p;
+    if (skip_props(&r) < 0) return 0;
+    if (r.p - props > 1) h->props_at = 7 + (props - b), h->props_end = 7 + (r.p - b); /* (an empty map: none) */
+    if (mp_array(&r, &n) < 0 || n > 0xFFFF) return 0; /* [items] */
     h->prev = v[0], h->md_l = v[1], h->md_e = v[2], h->n = (uint16_t)n, h->items = r.p, h->packed = 1;
     long long before = -1;
     for (uint32_t i = 0; i < n; i++) {
@@ -131,7 +175,7 @@ static int marker_of(PyObject *value, unsigned long long cid, long long max_vers
         PyErr_Clear(); /* (damage: ValueError) */
         return 0;
     }
-    h->props_at = len;
+    h->props_at = h->props_end = len;
     if (p[7] != 0xC1) return p[2] >= 6 && packed_marker(p + 7, len - 7, cid, h);
     if (p[2] < 9 || read_fixed_marker(p + 7, len - 7, p[2], &h->fm) < 0) {
         PyErr_Clear();
@@ -357,10 +401,19 @@ int read_chain(PyObject *probe, unsigned long long cid, long long max_version, L
         c->full_bytes = PyBytes_GET_SIZE(values[n - 1]);
         for (int i = 0; i < n - 1; i++) c->chain_bytes += PyBytes_GET_SIZE(values[i]);
         c->props = (const unsigned char *)PyBytes_AS_STRING(c->newest) + ms[0].props_at;
-        c->props_len = len - ms[0].props_at;
+        c->props_len = ms[0].props_end - ms[0].props_at;
     }
-    for (int i = 1; ok && i < n; i++) /* (an older marker's properties: resolve_marker's to check) */
-        ok = PyBytes_GET_SIZE(values[i]) == ms[i].props_at;
+    for (int i = 1; ok && i < n; i++) { /* the older markers' properties, for the caller to check they decode */
+        Py_ssize_t tail = ms[i].props_end - ms[i].props_at;
+        if (!tail) continue;
+        PyObject *props = PyBytes_FromStringAndSize(PyBytes_AS_STRING(values[i]) + ms[i].props_at, tail);
+        if (props == NULL || (c->older_props == NULL && (c->older_props = PyList_New(0)) == NULL) ||
+            PyList_Append(c->older_props, props) < 0) {
+            Py_XDECREF(props);
+            goto fail_values;
+        }
+        Py_DECREF(props);
+    }
     for (int i = n - 1; ok && i >= 0; i--) {
         const unsigned char *it_at = ms[i].items;
         for (uint16_t k = 0; ok && k < ms[i].n; k++) {

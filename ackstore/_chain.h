@@ -26,6 +26,8 @@ typedef struct {
     PyObject *newest;               /* the newest marker's record (a reference) */
     const unsigned char *props;     /* its properties as it wrote them (in `newest`), props_len bytes */
     Py_ssize_t props_len;
+    PyObject *older_props;          /* the older markers' properties that are not none, as they wrote them
+                                       (a list of bytes; NULL: none): resolve_marker checks they decode */
 } LineChain;
 
 /* Cursor `cid`'s newest marker chain read through `probe` (a py-lmdb Cursor of the log

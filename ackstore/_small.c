@@ -2589,15 +2589,16 @@ static int fit_to(SmallState *s, PyObject *bound, PyObject *b) {
 }
 
 /* chain_open(cursor_id, probe, bound, cap, max_version, every, budget, state_max_runs) ->
- * (SmallState, marker seq, records, bytes read) | None: the small form of a cursor whose
+ * (SmallState, marker seq, records, bytes read, older properties) | None: the small form of a cursor whose
  * newest marker names records of ledgers of its line, read straight from its log as
  * storage/log.py's newest_marker and cursor/small.py's chain_opened read it (their compiled
  * twin, through _chain.c's read_chain and small_of_record, fit, adopt as they are), for a
  * chain of fixed-layout markers under log keys. `probe`: a py-lmdb Cursor of the log database;
  * `bound(ledger)`: (spans, limit, end) of the ledger's line in the topic's directory
  * (small_span.bound_of and LedgerDirectory.end) or None; the rest the cursor's config's (cap:
- * small.py's _cap). The form's properties are the newest marker's as it wrote them (the caller
- * checks that they decode). None for any other cursor or chain, or damage: then those Python
+ * small.py's _cap). The form's properties are the newest marker's as it wrote them, and the
+ * older markers' that are not none come as they wrote them (the caller checks that they
+ * decode). None for any other cursor or chain, or damage: then those Python
  * functions read it, as before. O(the records' values + the chain's markers). */
 static PyObject *chain_open(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
@@ -2731,7 +2732,8 @@ static PyObject *chain_open(PyObject *self, PyObject *const *args, Py_ssize_t na
     if (adopted == NULL) goto fail;
     Py_DECREF(adopted);
     if (held_of(s) & ~s->c.recs || over_budget(s)) goto none;
-    result = Py_BuildValue("(OLin)", (PyObject *)s, c.seq, c.n, nbytes);
+    result = Py_BuildValue("(OLinN)", (PyObject *)s, c.seq, c.n, nbytes,
+                           c.older_props ? PyList_AsTuple(c.older_props) : PyTuple_New(0));
     goto done;
 fail_or_none:
     if (PyErr_Occurred()) goto fail;

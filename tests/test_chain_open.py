@@ -453,3 +453,24 @@ def test_the_compiled_open_leaves_damage_to_recovery(tmp_path: Path, damage: str
         cur._check()
     finally:
         store.close()
+
+
+@pytest.mark.skipif(native is None, reason="the compiled open is the built module's")
+def test_the_compiled_open_reads_a_chain_whose_older_markers_carry_properties(tmp_path: Path) -> None:
+    """A chain of delta markers each carrying the cursor's properties (set every flush) is
+    read by the compiled open too, the older markers' properties checked to decode, and
+    holds what recovery holds."""
+    path = tmp_path / "a"
+    before, after = SHAPES["a held ledger and the next ones"]
+    _play(path, [[*steps, _prop(i)] for i, steps in enumerate((before + after)[:6])], True)
+    env = lmdb.open(str(path), max_dbs=16, readonly=True)
+    with env.begin() as txn:
+        db = env.open_db(b"log", txn=txn, create=False)
+        values = [bytes(v) for _, v in txn.cursor(db=db) if records.record_type(v) == records.RECORD_MARKER]
+    env.close()
+    markers = [records.decode_marker(v) for v in values]
+    assert not markers[-1].full and not markers[-2].full and all(m.properties for m in markers)  # (deltas, all with)
+    opened = _compiled_read(path)
+    assert opened is not None and records.unpack_properties(opened.small.props) == {"p": 5}
+    in_form, state = _state(path, True)
+    assert in_form and state == _state(path, False)[1]

@@ -1917,13 +1917,15 @@ def chain_read(
     )
     if got is None:
         return None
-    s, seq, records, nbytes = got
-    if s.props:  # (the newest marker's as it wrote them: they decode, as chain_opened's packing of them)
-        try:
-            if pack_properties(unpack_properties(s.props)) != s.props:
-                return None
-        except CorruptRecordError:
+    s, seq, records, nbytes, older = got
+    try:  # (the markers' properties as they wrote them decode, as resolve_marker reads them; the
+        # newest's are the form's, as chain_opened packs them)
+        for props in older:
+            unpack_properties(props)
+        if s.props and pack_properties(unpack_properties(s.props)) != s.props:
             return None
+    except CorruptRecordError:
+        return None
     return OpenedForm(s, seq, records, nbytes, time.perf_counter() - started)
 
 
