@@ -16,8 +16,6 @@
 
 #include <string.h>
 
-#define RECORD_MARKER 2
-
 static PyObject *str_set_range, *str_prev, *str_last, *str_key, *str_value, *str_get;
 
 int chain_init(void) {
@@ -26,16 +24,6 @@ int chain_init(void) {
                    (str_value = PyUnicode_InternFromString("value")) && (str_get = PyUnicode_InternFromString("get"))
                ? 0
                : -1;
-}
-
-static void put_u64_be(unsigned char *p, unsigned long long v) {
-    for (int i = 7; i >= 0; i--, v >>= 8) p[i] = (unsigned char)v;
-}
-
-static unsigned long long get_u64_be(const unsigned char *p) {
-    unsigned long long v = 0;
-    for (int i = 0; i < 8; i++) v = v << 8 | p[i];
-    return v;
 }
 
 /* probe.<name>(arg) (arg NULL: none) as bytes (a new reference), Py_None for None; NULL with an exception */
@@ -58,7 +46,7 @@ static PyObject *get_key(PyObject *probe, const unsigned char *k, Py_ssize_t n) 
 
 PyObject *chain_record(PyObject *probe, unsigned long long cid, long long seq) {
     unsigned char key[16];
-    put_u64_be(key, cid), put_u64_be(key + 8, (unsigned long long)seq);
+    put_log_key(key, cid, (uint64_t)seq);
     return get_key(probe, key, 16);
 }
 
@@ -98,14 +86,8 @@ static const unsigned char *next_item(const Head *h, const unsigned char *at, Fi
 static int skip_str(mp_reader *r) {
     if (r->p >= r->end) return -1;
     unsigned c = *r->p++;
-    uint64_t n;
-    if (c >= 0xa0 && c <= 0xbf) n = c & 0x1f;
-    else if (c >= 0xd9 && c <= 0xdb) {
-        int w = 1 << (c - 0xd9);
-        if (r->end - r->p < w) return -1;
-        n = 0;
-        for (int i = 0; i < w; i++) n = n << 8 | *r->p++;
-    } else return -1;
+    uint32_t n = c & 0x1f;
+    if ((c < 0xa0 || c > 0xbf) && (c < 0xd9 || c > 0xdb || mp_length(r, 1 << (c - 0xd9), &n) < 0)) return -1;
     if ((uint64_t)(r->end - r->p) < n) return -1;
     r->p += n;
     return 0;
@@ -116,15 +98,9 @@ static int skip_str(mp_reader *r) {
 static int skip_props(mp_reader *r) {
     if (r->p >= r->end) return -1;
     unsigned c = *r->p++;
-    uint64_t n;
-    if (c >= 0x80 && c <= 0x8f) n = c & 0x0f;
-    else if (c == 0xde || c == 0xdf) {
-        int w = c == 0xde ? 2 : 4;
-        if (r->end - r->p < w) return -1;
-        n = 0;
-        for (int i = 0; i < w; i++) n = n << 8 | *r->p++;
-    } else return -1;
-    for (uint64_t i = 0; i < n; i++) {
+    uint32_t n = c & 0x0f;
+    if ((c < 0x80 || c > 0x8f) && (c < 0xde || c > 0xdf || mp_length(r, c == 0xde ? 2 : 4, &n) < 0)) return -1;
+    for (uint32_t i = 0; i < n; i++) {
         int64_t v;
         if (skip_str(r) < 0) return -1;
         const unsigned char *at = r->p;
@@ -309,7 +285,7 @@ int read_chain(PyObject *probe, unsigned long long cid, long long max_version, L
     unsigned char head[16], slot[10];
     memset(c, 0, sizeof(*c));
     /* the cursor's newest record under a log key (_at_newest) */
-    put_u64_be(head, cid + 1), put_u64_be(head + 8, 0);
+    put_log_key(head, cid + 1, 0);
     PyObject *end = PyBytes_FromStringAndSize((const char *)head, 16), *v = NULL, *key = NULL;
     if (end == NULL) return -1;
     v = PyObject_CallMethodOneArg(probe, str_set_range, end);
@@ -341,10 +317,9 @@ int read_chain(PyObject *probe, unsigned long long cid, long long max_version, L
         if (first.ledger < h0.md_l) goto other;
     }
     /* the state slots: their heads intact, what they hold older than the marker (read_slots) */
-    slot[0] = 0xFF, put_u64_be(slot + 2, cid);
     unsigned long long held_seq[2] = {0, 0};
     for (int k = 0; k < 2; k++) {
-        slot[1] = (unsigned char)k;
+        put_slot_key(slot, cid, k);
         PyObject *sv = get_key(probe, slot, 10);
         if (sv == NULL) goto fail;
         if (sv != Py_None) {
@@ -385,7 +360,7 @@ int read_chain(PyObject *probe, unsigned long long cid, long long max_version, L
             break;
         }
         at_seq = (unsigned long long)mk->prev;
-        put_u64_be(head, cid), put_u64_be(head + 8, at_seq);
+        put_log_key(head, cid, at_seq);
         PyObject *older = get_key(probe, head, 16);
         if (older == NULL) goto fail_values;
         if (older == Py_None) { /* (in a slot, or missing: fetch_record's and resolve_marker's to say) */

@@ -461,7 +461,7 @@ int mp_int(mp_reader *m, int64_t *out) {
     return 0;
 }
 
-static int mp_length(mp_reader *m, int bytes, uint32_t *out) {
+int mp_length(mp_reader *m, int bytes, uint32_t *out) {
     if (m->end - m->p < bytes) return -1;
     uint32_t v = 0;
     for (int i = 0; i < bytes; i++) v = v << 8 | m->p[i];
@@ -1570,12 +1570,6 @@ done:
     return result;
 }
 
-static int64_t get_be64(const unsigned char *p) {
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++) v = v << 8 | p[i];
-    return (int64_t)v;
-}
-
 static uint32_t get_be32(const unsigned char *p) {
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
@@ -1618,12 +1612,12 @@ static PyObject *scan_directory(PyObject *self, PyObject *args) {
         int64_t count = 0, conf = 0;
         int is_open = 0;
         if (ok && vlen == 14) {
-            count = get_be64(v + 2);
+            count = (int64_t)get_u64_be(v + 2);
             ok = v[0] == sealed_type && count >= -1;
             if (ok) ok = (uint32_t)crc32_of(v, 10, (uint32_t)crc32_of(k, 16, 0)) == get_be32(v + 10);
         } else if (ok && vlen == 22) {
-            count = get_be64(v + 2);
-            conf = get_be64(v + 10);
+            count = (int64_t)get_u64_be(v + 2);
+            conf = (int64_t)get_u64_be(v + 10);
             is_open = 1;
             ok = v[0] == open_type && count == -1 && conf >= -1;
             if (ok) ok = (uint32_t)crc32_of(v, 18, (uint32_t)crc32_of(k, 16, 0)) == get_be32(v + 18);
@@ -1635,7 +1629,7 @@ static PyObject *scan_directory(PyObject *self, PyObject *args) {
             item = NULL;
             break;
         }
-        int64_t id = get_be64(k + 8); /* read while `item` holds the key's bytes */
+        int64_t id = (int64_t)get_u64_be(k + 8); /* read while `item` holds the key's bytes */
         Py_CLEAR(item);
         if (past) break;
         if (n == cap) {

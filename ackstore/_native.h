@@ -23,6 +23,20 @@ static inline uint32_t get32(const unsigned char *p) {
 }
 static inline uint64_t get64(const unsigned char *p) { return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32; }
 
+/* big-endian u64 read and written at p (keys: a log key is the cursor id and the sequence,
+ * each a big-endian u64, as records.py's _KEY packs them) */
+static inline uint64_t get_u64_be(const unsigned char *p) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v = v << 8 | p[i];
+    return v;
+}
+static inline void put_u64_be(unsigned char *p, uint64_t v) {
+    for (int i = 7; i >= 0; i--, v >>= 8) p[i] = (unsigned char)v;
+}
+static inline void put_log_key(unsigned char *key, uint64_t cid, uint64_t seq) {
+    put_u64_be(key, cid), put_u64_be(key + 8, seq);
+}
+
 /* little-endian u16 and u32 written at p */
 static inline void put16(unsigned char *p, uint32_t v) { p[0] = v & 0xFF; p[1] = (v >> 8) & 0xFF; }
 static inline void put32(unsigned char *p, uint32_t v) {
@@ -215,6 +229,8 @@ typedef struct {
     const unsigned char *p, *end;
 } mp_reader;
 int mp_int(mp_reader *m, int64_t *out);
+/* a big-endian length of `bytes` bytes at m into *out (-1: too short) */
+int mp_length(mp_reader *m, int bytes, uint32_t *out);
 int mp_array(mp_reader *m, uint32_t *n);
 /* A fixed-layout marker's body (records.py's module docstring) as format `version` wrote it
  * (from format 7 its items carry a count of delivery counts and the counts, from format 9 a

@@ -1843,11 +1843,6 @@ done:
     return value;
 }
 
-/* the big-endian u64 `v` at `p` */
-static void put_u64_be(unsigned char *p, unsigned long long v) {
-    for (int i = 7; i >= 0; i--, v >>= 8) p[i] = (unsigned char)v;
-}
-
 /* how many of counted[from..to) still hold a count (an ack took the others away) */
 static uint32_t live_counts(SmallState *s, uint32_t from, uint32_t to) {
     uint32_t k = 0;
@@ -2051,8 +2046,7 @@ static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t n
         unsigned long long seq = s->next_seq;
         unsigned char key[16];
         Py_ssize_t klen = 16;
-        put_u64_be(key, s->cursor_id);
-        put_u64_be(key + 8, seq);
+        put_log_key(key, s->cursor_id, seq);
         long long below = -1;
         PyObject *keeps = NULL; /* (the records a trim below `below` keeps: the chain's, or the one before) */
         int full = 0, due = 0, slot = -1;
@@ -2619,7 +2613,6 @@ static PyObject *chain_open(PyObject *self, PyObject *const *args, Py_ssize_t na
         Py_RETURN_NONE;
     }
     PyObject *result = NULL, *b = NULL, *items = NULL, *found = NULL, *adds = NULL, *counts = NULL, *props = NULL;
-    PyObject *records[LINE_MOST] = {0};
     SmallState *s = NULL;
     int order[LINE_MOST], k_of[LINE_MOST];
     long long lines_l[SPAN_MOST + 1], lines_o[SPAN_MOST + 1], limit, end;
@@ -2672,7 +2665,6 @@ static PyObject *chain_open(PyObject *self, PyObject *const *args, Py_ssize_t na
             Py_DECREF(rec);
             goto none;
         }
-        records[j] = rec;
         nbytes += PyBytes_GET_SIZE(rec);
         for (Py_ssize_t a = 0; a < e->na; a++) {
             PyObject *x = PyLong_FromLongLong(offset + e->adds[a]);
@@ -2689,8 +2681,8 @@ static PyObject *chain_open(PyObject *self, PyObject *const *args, Py_ssize_t na
             Py_XDECREF(y);
             if (bad) goto fail;
         }
-        PyObject *item = Py_BuildValue("(LLLOL)", (long long)e->ledger, offset, stop, rec,
-                                       e->na || e->nc ? -1LL : (long long)e->runs);
+        PyObject *item = Py_BuildValue("(LLLNL)", (long long)e->ledger, offset, stop, rec,
+                                       e->na || e->nc ? -1LL : (long long)e->runs); /* (it holds the record) */
         PyObject *pair = Py_BuildValue("(iL)", k, e->seq);
         if (item == NULL || pair == NULL) {
             Py_XDECREF(item);
@@ -2743,7 +2735,6 @@ none:
 fail:
     result = NULL;
 done:
-    for (int j = 0; j < LINE_MOST; j++) Py_XDECREF(records[j]);
     Py_XDECREF((PyObject *)s);
     Py_XDECREF(b);
     Py_XDECREF(items);

@@ -600,6 +600,24 @@ def _load_records(
     return dict(loaded[split:][::-1] + loaded[:split]), swapped, nbytes, forced
 
 
+def _loaded(
+    resolved: ResolvedMarker,
+    txn: LogTxn,
+    db: lmdb._Database | None,
+    cursor_id: int,
+    budget: int | None,
+    verify: str,
+    lazy: bool,
+    ends: Ends | None,
+) -> tuple[RecoveredState, int]:
+    """The state marker ``resolved`` holds, its records loaded as :func:`recover_cursor`'s
+    arguments say (:func:`_load_records`), and the bytes read. Raises CorruptRecordError."""
+    ledgers, swapped, nbytes, forced = _load_records(txn, db, cursor_id, resolved, budget, verify, lazy, ends)
+    if resolved.marker.ledgers is not None:  # a state marker: its ledgers decoded with it
+        nbytes += resolved.full_bytes
+    return RecoveredState(resolved, ledgers, swapped, forced=forced), nbytes
+
+
 def recover_cursor(
     txn: LogTxn,
     db: lmdb._Database | None,
@@ -624,19 +642,17 @@ def recover_cursor(
     checked (see :func:`_load_records`).
     """
     started = time.perf_counter()
+    loading = (txn, db, cursor_id, budget, verify, lazy, ends)
     if newest is not None and at is None:
         try:
-            resolved = newest.resolved
-            ledgers, swapped, nbytes, forced = _load_records(txn, db, cursor_id, resolved, budget, verify, lazy, ends)
+            first, nbytes = _loaded(newest.resolved, *loading)
         except CorruptRecordError:
             pass  # (the walk below reads the log, and says what it skipped)
         else:  # what the walk below makes of it: its first record is this marker
-            if resolved.marker.ledgers is not None:  # a state marker: its ledgers decoded with it
-                nbytes += resolved.full_bytes
-            report = RecoveryReport(resolved.seq, 0, (), len(ledgers), nbytes, time.perf_counter() - started)
-            return RecoveredState(
-                resolved, ledgers, swapped, resolved.seq + 1, report, newest.slot, newest.slots, forced
-            )
+            seq = newest.resolved.seq
+            first.next_seq, first.slot, first.slots = seq + 1, newest.slot, newest.slots
+            first.report = RecoveryReport(seq, 0, (), len(first.ledgers), nbytes, time.perf_counter() - started)
+            return first
     lo, hi = log_bounds(cursor_id)
     if at is not None:
         hi = log_key(cursor_id, at + 1)
@@ -677,16 +693,11 @@ def recover_cursor(
                     resolved = newest.resolved
                 else:
                     resolved = resolve_marker(txn, db, cursor_id, seq, value)
-                ledgers, swapped, nbytes, forced = _load_records(
-                    txn, db, cursor_id, resolved, budget, verify, lazy, ends
-                )
+                state, nbytes = _loaded(resolved, *loading)
             except CorruptRecordError as exc:
                 skipped.append(str(exc))
             else:
-                state = RecoveredState(resolved, ledgers, swapped, forced=forced)
-                if resolved.marker.ledgers is not None:  # a state marker: its ledgers decoded with it
-                    nbytes += resolved.full_bytes
-                loaded = (seq, len(ledgers), nbytes)
+                loaded = (seq, len(state.ledgers), nbytes)
                 if slot >= 0:  # the state recovered from: the next state marker keeps it
                     keep_slot = slot
                 break
