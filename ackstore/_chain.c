@@ -50,6 +50,12 @@ PyObject *chain_record(PyObject *probe, unsigned long long cid, long long seq) {
     return get_key(probe, key, 16);
 }
 
+PyObject *slot_of_log(PyObject *probe, unsigned long long cid, int k) {
+    unsigned char key[10];
+    put_slot_key(key, cid, k);
+    return get_key(probe, key, 10);
+}
+
 void chain_clear(LineChain *c) {
     for (int i = 0; i < c->n; i++) {
         PyMem_Free(c->e[i].adds);
@@ -298,7 +304,8 @@ int read_chain(PyObject *probe, unsigned long long cid, long long max_version, L
     Py_DECREF(v);
     if (at <= 0) return at;
     if ((key = call(probe, str_key, NULL)) == NULL) return -1;
-    int mine = PyBytes_GET_SIZE(key) == 16 && get_u64_be((const unsigned char *)PyBytes_AS_STRING(key)) == cid;
+    c->logged = PyBytes_GET_SIZE(key) >= 8 && get_u64_be((const unsigned char *)PyBytes_AS_STRING(key)) == cid;
+    int mine = c->logged && PyBytes_GET_SIZE(key) == 16;
     unsigned long long seq = mine ? get_u64_be((const unsigned char *)PyBytes_AS_STRING(key) + 8) : 0;
     Py_DECREF(key);
     if (!mine) return 0;

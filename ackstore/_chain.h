@@ -23,6 +23,8 @@ typedef struct {
     int deltas;                     /* its delta markers after the full one */
     Py_ssize_t full_bytes, chain_bytes;
     int slot, slots;                /* the slot holding the newer state (1: none), which hold a value */
+    int logged;                     /* whether the cursor has any record under a log key (read_chain
+                                       sets it whatever it returns: 0 for none, its log is its slots) */
     PyObject *newest;               /* the newest marker's record (a reference) */
     const unsigned char *props;     /* its properties as it wrote them (in `newest`), props_len bytes */
     Py_ssize_t props_len;
@@ -38,4 +40,6 @@ int read_chain(PyObject *probe, unsigned long long cid, long long max_version, L
 void chain_clear(LineChain *c);
 /* record `seq` under cursor `cid`'s log key, read through `probe`: bytes, Py_None, or NULL with an exception */
 PyObject *chain_record(PyObject *probe, unsigned long long cid, long long seq);
+/* state slot `k` of cursor `cid`, read through `probe`: bytes, Py_None, or NULL with an exception */
+PyObject *slot_of_log(PyObject *probe, unsigned long long cid, int k);
 int chain_init(void);

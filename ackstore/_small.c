@@ -2311,6 +2311,10 @@ clear: /* damage, or a value the form does not take (ValueError): recovery's to 
  * or a run at M + 1. Its
  * properties are taken as the bytes they are (small_opened checks they decode).
  * cursor/small.py's _py_small_of_slots, the same rule. O(the newest value). */
+static PyObject *slots_state(unsigned long long cid, PyObject *const *values, long long max_version,
+                             unsigned long cap, PyObject *line, Py_ssize_t line_items, PyObject *logged,
+                             Py_ssize_t *nbytes);
+
 static PyObject *small_of_slots(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     if (nargs < 5 || nargs > 7) {
@@ -2322,7 +2326,17 @@ static PyObject *small_of_slots(PyObject *self, PyObject *const *args, Py_ssize_
     long long max_version = PyLong_AsLongLong(args[3]);
     unsigned long cap = PyLong_AsUnsignedLong(args[4]);
     if (PyErr_Occurred()) return NULL;
-    PyObject *line = nargs >= 6 ? args[5] : Py_None, *logged = nargs == 7 ? args[6] : Py_None;
+    Py_ssize_t nbytes;
+    return slots_state(cid, args + 1, max_version, cap, nargs >= 6 ? args[5] : Py_None, 2,
+                       nargs == 7 ? args[6] : Py_None, &nbytes);
+}
+
+/* small_of_slots' rule: the form of cursor `cid` from its slots' `values` (two, each bytes or
+ * None) and `logged`; `line(ledger)` answers a tuple of `line_items` items, the first two
+ * (spans, limit); *nbytes: the newest state's record's bytes (without a slot's head) */
+static PyObject *slots_state(unsigned long long cid, PyObject *const *values, long long max_version,
+                             unsigned long cap, PyObject *line, Py_ssize_t line_items, PyObject *logged,
+                             Py_ssize_t *nbytes) {
     unsigned long long logged_seq = 0;
     if (logged != Py_None) { /* (seq, record): the cursor's newest record under a log key */
         if (!PyTuple_Check(logged) || PyTuple_GET_SIZE(logged) != 2 || !PyBytes_Check(PyTuple_GET_ITEM(logged, 1))) {
@@ -2337,7 +2351,7 @@ static PyObject *small_of_slots(PyObject *self, PyObject *const *args, Py_ssize_
     unsigned long long seq = 0;
     int slot = -1, held = 0;
     for (int k = 0; k < 2; k++) {
-        PyObject *v = args[1 + k];
+        PyObject *v = values[k];
         if (v == Py_None) continue;
         if (!PyBytes_Check(v)) {
             PyErr_Format(PyExc_TypeError, "a state slot's value is bytes or None, not %R", v);
@@ -2365,6 +2379,7 @@ static PyObject *small_of_slots(PyObject *self, PyObject *const *args, Py_ssize_
     if (slot < 0) slot = 1; /* no slot holds a value: the next state's slot is 0 */
     const unsigned char *rec = newest + start;
     Py_ssize_t len = newest_len - start;
+    *nbytes = len;
     if (len < 1 || rec[0] != 0xC1) Py_RETURN_NONE; /* not the fixed envelope: recovery's */
     if (envelope_ok(rec, len, max_version) < 0) goto declined;
     if (rec[1] != RECORD_MARKER || len < 8 || rec[7] != 0xC2) Py_RETURN_NONE; /* another layout */
@@ -2382,7 +2397,7 @@ static PyObject *small_of_slots(PyObject *self, PyObject *const *args, Py_ssize_
         if (line == Py_None) Py_RETURN_NONE;
         PyObject *b = PyObject_CallFunction(line, "K", md_l), *spans;
         if (b == NULL) return NULL;
-        int ok = b != Py_None && PyTuple_Check(b) && PyTuple_GET_SIZE(b) == 2 &&
+        int ok = b != Py_None && PyTuple_Check(b) && PyTuple_GET_SIZE(b) == line_items &&
                  PyTuple_Check(spans = PyTuple_GET_ITEM(b, 0)) && PyTuple_GET_SIZE(spans) <= SPAN_MOST;
         long long limit = ok ? PyLong_AsLongLong(PyTuple_GET_ITEM(b, 1)) : 0;
         for (Py_ssize_t i = 0; ok && i < PyTuple_GET_SIZE(spans); i++) {
@@ -2572,7 +2587,7 @@ static int fit_to(SmallState *s, PyObject *bound, PyObject *b) {
         Py_XDECREF(l);
         if (own == NULL) break;
         if (own != Py_None && (!PyTuple_Check(own) || PyTuple_GET_SIZE(own) != 3 || !PyTuple_Check(PyTuple_GET_ITEM(own, 0)))) {
-            PyErr_SetString(PyExc_TypeError, "chain_open's bound(ledger) is (spans, limit, end) or None");
+            PyErr_SetString(PyExc_TypeError, "form_open's bound(ledger) is (spans, limit, end) or None");
             break;
         }
         b = own;
@@ -2582,34 +2597,92 @@ static int fit_to(SmallState *s, PyObject *bound, PyObject *b) {
     return out;
 }
 
-/* chain_open(cursor_id, probe, bound, cap, max_version, every, budget, state_max_runs) ->
- * (SmallState, marker seq, records, bytes read, older properties) | None: the small form of a cursor whose
- * newest marker names records of ledgers of its line, read straight from its log as
+/* bound(ledger) as form_open's callers give it: (spans, limit, end) with at most SPAN_MOST
+ * spans (a new reference), Py_None for a ledger not in the directory, NULL with an exception */
+static PyObject *line_at(PyObject *bound, long long ledger) {
+    PyObject *l = PyLong_FromLongLong(ledger), *b = l == NULL ? NULL : PyObject_CallOneArg(bound, l);
+    Py_XDECREF(l);
+    if (b == NULL || b == Py_None) return b;
+    if (!PyTuple_Check(b) || PyTuple_GET_SIZE(b) != 3 || !PyTuple_Check(PyTuple_GET_ITEM(b, 0)) ||
+        PyTuple_GET_SIZE(PyTuple_GET_ITEM(b, 0)) > SPAN_MOST) {
+        PyErr_SetString(PyExc_TypeError, "form_open's bound(ledger) is (spans, limit, end) or None");
+        Py_DECREF(b);
+        return NULL;
+    }
+    return b;
+}
+
+/* the form of a cursor whose log is only its state slots, read through `probe` as
+ * storage/log.py's slot_values and cursor/small.py's small_opened read it (their compiled twin:
+ * slots_state, then fit and the checks as they are); `bound` as form_open takes it. None for an
+ * empty log, a state outside the form, or damage (then those Python functions read it). */
+static PyObject *slots_form(PyObject *probe, PyObject *bound, unsigned long long cid, long long cap,
+                            long long version, long long every, long long budget) {
+    PyObject *values[2] = {NULL, NULL}, *result = NULL, *b = NULL;
+    SmallState *s = NULL;
+    Py_ssize_t nbytes = 0;
+    for (int k = 0; k < 2; k++)
+        if ((values[k] = slot_of_log(probe, cid, k)) == NULL) goto out;
+    PyObject *got = values[0] == Py_None && values[1] == Py_None /* (an empty log: recovery's) */
+                        ? Py_NewRef(Py_None)
+                        : slots_state(cid, values, version, (unsigned long)cap, bound, 3, Py_None, &nbytes);
+    if (got == NULL || got == Py_None) {
+        result = got;
+        goto out;
+    }
+    s = (SmallState *)got;
+    s->every = (uint32_t)every, s->budget = budget;
+    if ((b = line_at(bound, s->md_l)) == NULL) goto out;
+    long long end = b == Py_None ? 0 : PyLong_AsLongLong(PyTuple_GET_ITEM(b, 2));
+    if (end == -1 && PyErr_Occurred()) goto out;
+    int r = b == Py_None || (0 <= end && end <= s->md_e) ? 0 : fit_to(s, bound, b); /* (M past its end: recovery clips) */
+    if (r < 0) goto out;
+    if (!r || top_entry(s) > s->limit || over_budget(s))
+        result = Py_NewRef(Py_None);
+    else
+        result = Py_BuildValue("(OLinN)", (PyObject *)s, (long long)s->next_seq - 1,
+                               __builtin_popcountll(held_of(s)), nbytes, PyTuple_New(0));
+out:
+    Py_XDECREF(values[0]);
+    Py_XDECREF(values[1]);
+    Py_XDECREF(b);
+    Py_XDECREF((PyObject *)s);
+    return result;
+}
+
+/* form_open(cursor_id, probe, bound, cap, max_version, every, budget, state_max_runs, chains) ->
+ * (SmallState, state's seq, ledgers read, bytes read, older properties) | None: the small form
+ * of a cursor read straight from its log in one call: a log that is only its state slots
+ * (slots_form), or one whose newest marker names records of ledgers of its line, read as
  * storage/log.py's newest_marker and cursor/small.py's chain_opened read it (their compiled
  * twin, through _chain.c's read_chain and small_of_record, fit, adopt as they are), for a
- * chain of fixed-layout markers under log keys. `probe`: a py-lmdb Cursor of the log database;
+ * chain of fixed-layout markers under log keys (`chains`: whether the form keeps chains).
+ * `probe`: a py-lmdb Cursor of the log database;
  * `bound(ledger)`: (spans, limit, end) of the ledger's line in the topic's directory
  * (small_span.bound_of and LedgerDirectory.end) or None; the rest the cursor's config's (cap:
- * small.py's _cap). The form's properties are the newest marker's as it wrote them, and the
+ * small.py's _cap). The form's properties are the newest state's as it wrote them, and the
  * older markers' that are not none come as they wrote them (the caller checks that they
  * decode). None for any other cursor or chain, or damage: then those Python
  * functions read it, as before. O(the records' values + the chain's markers). */
-static PyObject *chain_open(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+static PyObject *form_open(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 8) {
-        PyErr_SetString(PyExc_TypeError, "chain_open(cursor_id, probe, bound, cap, max_version, every, budget, "
-                                         "state_max_runs)");
+    if (nargs != 9) {
+        PyErr_SetString(PyExc_TypeError, "form_open(cursor_id, probe, bound, cap, max_version, every, budget, "
+                                         "state_max_runs, chains)");
         return NULL;
     }
     unsigned long long cid = PyLong_AsUnsignedLongLong(args[0]);
     long long cap = PyLong_AsLongLong(args[3]), version = PyLong_AsLongLong(args[4]), every = PyLong_AsLongLong(args[5]);
     long long budget = PyLong_AsLongLong(args[6]), most_runs = PyLong_AsLongLong(args[7]);
     if (PyErr_Occurred()) return NULL;
+    int chains = PyObject_IsTrue(args[8]);
+    if (chains < 0) return NULL;
     if (cap < 0 || cap > (long long)U32) Py_RETURN_NONE;
     LineChain c;
     int r = read_chain(args[1], cid, version, &c);
     if (r <= 0) {
         if (r < 0) return NULL;
+        if (!c.logged) return slots_form(args[1], args[2], cid, cap, version, every, budget);
         Py_RETURN_NONE;
     }
     PyObject *result = NULL, *b = NULL, *items = NULL, *found = NULL, *adds = NULL, *counts = NULL, *props = NULL;
@@ -2617,23 +2690,15 @@ static PyObject *chain_open(PyObject *self, PyObject *const *args, Py_ssize_t na
     int order[LINE_MOST], k_of[LINE_MOST];
     long long lines_l[SPAN_MOST + 1], lines_o[SPAN_MOST + 1], limit, end;
     Py_ssize_t nline = 1, nbytes = c.full_bytes + c.chain_bytes;
-    if (!c.n || c.deltas > every) goto none;
+    if (!chains || !c.n || c.deltas > every) goto none;
     long long fewest = 1, most = 0; /* (chain_opened's: declined before a record is read) */
     for (int i = 0; i < c.n; i++) {
         fewest += (long long)c.e[i].runs - c.e[i].na - 1;
         most += (long long)c.e[i].runs + c.e[i].na;
     }
     if (fewest > cap - cap / 4 || most <= most_runs) goto none;
-    PyObject *l = PyLong_FromLongLong(c.md_l);
-    b = l == NULL ? NULL : PyObject_CallOneArg(args[2], l);
-    Py_XDECREF(l);
-    if (b == NULL) goto fail;
+    if ((b = line_at(args[2], c.md_l)) == NULL) goto fail;
     if (b == Py_None) goto none;
-    if (!PyTuple_Check(b) || PyTuple_GET_SIZE(b) != 3 || !PyTuple_Check(PyTuple_GET_ITEM(b, 0)) ||
-        PyTuple_GET_SIZE(PyTuple_GET_ITEM(b, 0)) > SPAN_MOST) {
-        PyErr_SetString(PyExc_TypeError, "chain_open's bound(ledger) is (spans, limit, end) or None");
-        goto fail;
-    }
     limit = PyLong_AsLongLong(PyTuple_GET_ITEM(b, 1)), end = PyLong_AsLongLong(PyTuple_GET_ITEM(b, 2));
     if (PyErr_Occurred()) goto fail;
     lines_l[0] = c.md_l, lines_o[0] = 0;
@@ -2755,8 +2820,9 @@ static PyMethodDef small_functions[] = {
     {"flush_small", (PyCFunction)(void (*)(void))flush_small, METH_FASTCALL,
      "Every changed SmallState's state slot value, adopted (cursor/small.py)."},
     {"undo_small", (PyCFunction)undo_small, METH_O, "The last flush_small of these given back (cursor/small.py)."},
-    {"chain_open", (PyCFunction)(void (*)(void))chain_open, METH_FASTCALL,
-     "The small form of a cursor read straight from its newest marker chain, or None (cursor/small.py)."},
+    {"form_open", (PyCFunction)(void (*)(void))form_open, METH_FASTCALL,
+     "The small form of a cursor read straight from its state slots or its newest marker chain, or None "
+     "(cursor/small.py)."},
     {NULL, NULL, 0, NULL},
 };
 

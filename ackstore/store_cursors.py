@@ -22,7 +22,7 @@ from .config import CursorConfig
 from .cursor import Cursor
 from .cursor.core import CursorCore
 from .cursor.moves import TopicView
-from .cursor.small import chain_opened, chain_read, small_opened
+from .cursor.small import chain_opened, form_read, small_opened
 from .errors import CorruptRecordError, HistoryRangeError, UnknownCursorError
 from .history import HistoryPoint, Point, drop_points, iso
 from .life import require_open, require_writable
@@ -180,15 +180,15 @@ class CursorSide:
         ``lines``: what the topic's directory gave a form's line in ``txn`` so far (a bulk
         open's batch asks once for each mark-delete ledger)."""
         if not config.history_seconds:
+            small = form_read(txn, log.db, log.cursor_id, config, topic.directory, probe, lines)
+            if small is not None:
+                return small  # (read in one compiled call; else by its Python twin, below)
             values = slot_values(txn, log.db, log.cursor_id, probe)
             if values is not None:
                 small = small_opened(log.cursor_id, values, config, topic.directory, None, lines)
                 if small is not None:
                     return small
             else:
-                small = chain_read(txn, log.db, log.cursor_id, config, topic.directory, probe, lines)
-                if small is not None:
-                    return small
                 newest = newest_marker(txn, log.db, log.cursor_id, probe)
                 if newest is not None:
                     small = chain_opened(txn, log.db, log.cursor_id, newest, config, topic.directory)

@@ -1,21 +1,22 @@
-"""The compiled open of a holey cursor's chain held against its Python twin at every open.
+"""The compiled open of a cursor's form held against its Python twin at every open.
 
-``ackstore.cursor.small.chain_read`` reads a cursor whose newest marker names records of its
-line straight into the small form in one compiled call; where it declines, the Python
-functions it stands for (``storage.log.newest_marker``, then ``cursor.small.chain_opened``)
-read the cursor, as they do where the module is not built. :func:`checked_chain_read` wraps
-it for the suite: whenever the compiled read returns a form, the Python read of the same
-cursor in the same transaction must return the same form (every field either twin shows)
-and the same report."""
+``ackstore.cursor.small.form_read`` reads a cursor whose log is only its state slots, or
+whose newest marker names records of its line, straight into the small form in one compiled
+call; where it declines, the Python functions it stands for (``storage.log.slot_values``
+then ``cursor.small.small_opened``; ``storage.log.newest_marker`` then
+``cursor.small.chain_opened``) read the cursor, as they do where the module is not built.
+:func:`checked_form_read` wraps it for the suite: whenever the compiled read returns a form,
+the Python read of the same cursor in the same transaction must return the same form (every
+field either twin shows) and the same report."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from ackstore.cursor import small
-from ackstore.storage.log import newest_marker
+from ackstore.storage.log import newest_marker, slot_values
 
-__all__ = ["checked_chain_read", "form_fields"]
+__all__ = ["checked_form_read", "form_fields"]
 
 _METHODS = ("runs", "counts", "batches", "records", "held", "charge", "top", "range_count")
 _FIELDS = (
@@ -31,16 +32,21 @@ def form_fields(s: Any) -> dict[str, Any]:
     return {**{f: getattr(s, f) for f in _FIELDS}, **{m: getattr(s, m)() for m in _METHODS}}
 
 
-def checked_chain_read(
+def checked_form_read(
     txn: Any, db: Any, cursor_id: int, config: Any, directory: Any, probe: Any = None, lines: Any = None
 ) -> Any:
-    """:func:`ackstore.cursor.small.chain_read`, its form checked against the Python read's."""
-    got = small.chain_read(txn, db, cursor_id, config, directory, probe, lines)
+    """:func:`ackstore.cursor.small.form_read`, its form checked against the Python read's."""
+    got = small.form_read(txn, db, cursor_id, config, directory, probe, lines)
     if got is not None:
-        newest = newest_marker(txn, db, cursor_id)
-        assert newest is not None, f"cursor {cursor_id}: the compiled open read a chain newest_marker does not"
-        want = small.chain_opened(txn, db, cursor_id, newest, config, directory)
-        assert want is not None, f"cursor {cursor_id}: the compiled open read a form chain_opened declines"
+        values = slot_values(txn, db, cursor_id)
+        if values is not None:
+            want = small.small_opened(cursor_id, values, config, directory)
+            assert want is not None, f"cursor {cursor_id}: the compiled open read a form small_opened declines"
+        else:
+            newest = newest_marker(txn, db, cursor_id)
+            assert newest is not None, f"cursor {cursor_id}: the compiled open read a chain newest_marker does not"
+            want = small.chain_opened(txn, db, cursor_id, newest, config, directory)
+            assert want is not None, f"cursor {cursor_id}: the compiled open read a form chain_opened declines"
         assert form_fields(got.small) == form_fields(want.small), cursor_id
         assert got[1:4] == want[1:4], (got[1:4], want[1:4])
     return got

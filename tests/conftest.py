@@ -26,13 +26,13 @@ def long_run(request: pytest.FixtureRequest) -> bool:
 
 @pytest.fixture(autouse=True)
 def chain_twins(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every open in the suite holds the compiled read of a holey cursor's chain against its
-    Python twin (``tests/chain_twins.py``)."""
+    """Every open in the suite holds the compiled read of a cursor's form against its Python
+    twin (``tests/chain_twins.py``)."""
     from ackstore import store_cursors
 
-    from .chain_twins import checked_chain_read
+    from .chain_twins import checked_form_read
 
-    monkeypatch.setattr(store_cursors, "chain_read", checked_chain_read)
+    monkeypatch.setattr(store_cursors, "form_read", checked_form_read)
 
 
 @pytest.fixture

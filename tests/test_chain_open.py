@@ -21,10 +21,10 @@ from hypothesis import strategies as st
 from pyroaring import BitMap
 
 from ackstore import AckStore, CursorConfig, Position
-from ackstore.cursor.small import IMPLEMENTATIONS, chain_read, check_small, set_form_chains
+from ackstore.cursor.small import IMPLEMENTATIONS, check_small, form_read, set_form_chains
 from ackstore.fields import native
 from ackstore.ledger_acks import LedgerAcks, bitmap_of_runs, run_bounds
-from ackstore.storage import pure_codecs, records
+from ackstore.storage import codecs, pure_codecs, records
 
 T = "persistent://t/n/chain-open"
 CFG = CursorConfig(max_unacked_ranges_to_persist=0)
@@ -396,13 +396,13 @@ def test_the_open_looks_into_a_marker_naming_ledgers_of_ms_line() -> None:
 
 
 def _compiled_read(path: Path) -> Any:
-    """What the compiled open (``chain_read``) reads of cursor ``c`` of the store at
+    """What the compiled open (``form_read``) reads of cursor ``c`` of the store at
     ``path``, in a read transaction of its own (None: the Python functions read it)."""
     store, topic = _store(path)
     try:
         cid = topic.cursor("c", CFG)._core.cursor_id
         storage = store.storage
-        return storage.read(lambda txn: chain_read(txn, storage.log_db, cid, CFG, topic.directory))
+        return storage.read(lambda txn: form_read(txn, storage.log_db, cid, CFG, topic.directory))
     finally:
         store.close()
 
@@ -474,3 +474,86 @@ def test_the_compiled_open_reads_a_chain_whose_older_markers_carry_properties(tm
     assert opened is not None and records.unpack_properties(opened.small.props) == {"p": 5}
     in_form, state = _state(path, True)
     assert in_form and state == _state(path, False)[1]
+
+
+#: a small cursor's rounds (its state in a state slot), each followed by a flush; what its
+#: form then holds: M, the runs above it and the delivery counts, on the form's line
+SLOT_SHAPES: dict[str, tuple[list[list[Step]], tuple[int, int], list[tuple[int, int]], list[tuple[int, int]]]] = {
+    "a few holes": ([[_acks(0, 1, 3, 7)], [_acks(9)]], (1, 1), [(3, 3), (7, 7), (9, 9)], []),
+    "counts and properties": (
+        [[_acks(0, 2), _deliver(4, 5), _prop(1)], [_acks(5)]],
+        (1, 0),
+        [(2, 2), (5, 5)],
+        [(4, 1)],
+    ),
+    "a held ledger and the next one": (
+        [[_acks(0, 2)], [_roll(1, 10, 2), _acks_in(2, 1, 3), _deliver_in(2, 5)]],
+        (1, 0),
+        [(2, 2), (11, 11), (13, 13)],
+        [(15, 1)],
+    ),
+}
+
+
+def _slot_keys_only(path: Path) -> bool:
+    """Whether every key of the store's log is a state slot's (none under a log key)."""
+    env = lmdb.open(str(path), max_dbs=16, readonly=True)
+    try:
+        with env.begin() as txn:
+            db = env.open_db(b"log", txn=txn, create=False)
+            keys = [bytes(k) for k in txn.cursor(db=db).iternext(values=False)]
+    finally:
+        env.close()
+    return bool(keys) and all(len(k) == 10 and k[0] == 0xFF for k in keys)
+
+
+@pytest.mark.skipif(native is None, reason="the compiled open is the built module's")
+@pytest.mark.parametrize("shape", list(SLOT_SHAPES))
+def test_the_compiled_open_reads_a_cursor_whose_log_is_its_slots(tmp_path: Path, shape: str) -> None:
+    """A small cursor whose log is only its state slots is read by the compiled open in one
+    call (slots, the newer's state, its line and checks), holding what its flushes wrote
+    (the suite holds its form against the Python read's at every open); and the store's
+    open of it takes that form."""
+    rounds, md, runs, counts = SLOT_SHAPES[shape]
+    path = tmp_path / "a"
+    _play(path, rounds, True)
+    assert _slot_keys_only(path)
+    opened = _compiled_read(path)
+    assert opened is not None
+    s = opened.small
+    assert ((s.md_l, s.md_e), list(s.runs()), list(s.counts())) == (md, runs, counts)
+    assert opened.ledgers == (2 if shape.startswith("a held") else 1) and opened.seq == s.next_seq - 1
+    assert records.unpack_properties(s.props) == ({"p": 1} if "properties" in shape else {})
+    assert _play(path, [[_acks(9)]], False)[0]  # (the store's open: in the form from the start)
+
+
+@pytest.mark.skipif(native is None, reason="the compiled open is the built module's")
+@pytest.mark.parametrize("damage", ["newer slot", "no state"])
+def test_the_compiled_open_of_slots_leaves_damage_and_nothing_to_recovery(tmp_path: Path, damage: str) -> None:
+    """A damaged newer state slot, or a log with no state at all (both slots gone): the
+    compiled open reads nothing (None), and the store's open reads the cursor as before
+    (from the older slot; at its initial position)."""
+    path = tmp_path / "a"
+    _play(path, [[_acks(0, 2)], [_acks(4)]], True)
+    env = lmdb.open(str(path), max_dbs=16, map_size=1 << 30)
+    with env.begin(write=True) as txn:
+        db = env.open_db(b"log", txn=txn, create=False)
+        slots = sorted((codecs.slot_head(bytes(k), bytes(v))[0], bytes(k)) for k, v in txn.cursor(db=db))
+        for _, key in slots if damage == "no state" else slots[-1:]:
+            if damage == "no state":
+                txn.delete(key, db=db)
+                continue
+            value = bytearray(txn.get(key, db=db))
+            value[-1] ^= 0x40
+            txn.put(key, bytes(value), db=db)
+    env.close()
+    assert _compiled_read(path) is None
+    store, topic = _store(path)
+    try:
+        cur = topic.cursor("c", CFG)
+        if damage == "newer slot":  # (the older slot's state)
+            assert cur.mark_delete_position == Position(1, 0) and cur.is_acked(Position(1, 2))
+        assert not cur.is_acked(Position(1, 4))
+        cur._check()
+    finally:
+        store.close()

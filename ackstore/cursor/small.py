@@ -150,7 +150,7 @@ __all__ = [
     "Small",
     "base_puts",
     "chain_opened",
-    "chain_read",
+    "form_read",
     "check_small",
     "flush_bases",
     "flush_format",
@@ -1761,7 +1761,7 @@ def small_opened(
     when its newest state is outside the form (then the cursor is recovered as any other):
     :func:`small_of`'s rule, on the state as the slot holds it (:data:`small_of_slots`), and
     M's ledger in the directory with nothing at or past its durable bound. ``lines``: as
-    :func:`chain_read` takes it. O(its ranges and counts)."""
+    :func:`form_read` takes it. O(its ranges and counts)."""
     started = time.perf_counter()
     cap = _cap(config)
     if cap < 0 or bool(config.history_seconds) != (logged is not None):
@@ -1883,7 +1883,7 @@ def _line_of(directory: LedgerDirectory, lines: dict[int, Any] | None) -> Callab
     return line
 
 
-def chain_read(
+def form_read(
     txn: Any,
     db: Any,
     cursor_id: int,
@@ -1892,20 +1892,23 @@ def chain_read(
     probe: Any = None,
     lines: dict[int, Any] | None = None,
 ) -> OpenedForm | None:
-    """The form :func:`chain_opened` reads, read by the compiled twin of
-    :func:`~ackstore.storage.log.newest_marker` then :func:`chain_opened` in one call
-    (``_native.chain_open``: a chain of fixed-layout markers under log keys), or None: then
-    those two read the cursor (and recovery, when they decline), as before; so too where the
-    compiled module is not built. ``probe``: a cursor of ``txn`` on the log (a bulk open's);
-    ``lines``: :func:`~ackstore.cursor.small_span.line_bound`'s answers in ``txn`` so far, by
-    ledger (a bulk open's, kept for its batch). O(the records' values + the chain's markers)."""
+    """The form of a cursor that keeps no history, read straight from its log in one compiled
+    call (``_native.form_open``): from its state slots when they are its whole log, as
+    :func:`~ackstore.storage.log.slot_values` then :func:`small_opened` read it, or from a
+    chain of fixed-layout markers under log keys, as
+    :func:`~ackstore.storage.log.newest_marker` then :func:`chain_opened` read it. None where
+    it declines, or where the compiled module is not built: then those functions read the
+    cursor (and recovery, when they decline), as before. ``probe``: a cursor of ``txn`` on
+    the log (a bulk open's); ``lines``: :func:`~ackstore.cursor.small_span.line_bound`'s
+    answers in ``txn`` so far, by ledger (a bulk open's, kept for its batch). O(the state's
+    values: the newest slot's, or the records' and the chain's markers)."""
     if _native is None:
         return None
     started = time.perf_counter()
     cap = _cap(config)
-    if cap < 0 or not _CHAINS[0] or config.history_seconds:
+    if cap < 0 or config.history_seconds:
         return None
-    got = _native.chain_open(
+    got = _native.form_open(
         cursor_id,
         txn.cursor(db=db) if probe is None else probe,
         _line_of(directory, lines),
@@ -1914,12 +1917,13 @@ def chain_read(
         config.full_marker_every,
         config.max_individual_ack_cache_bytes,
         lane.STATE_MAX_RUNS,
+        _CHAINS[0],
     )
     if got is None:
         return None
     s, seq, records, nbytes, older = got
-    try:  # (the markers' properties as they wrote them decode, as resolve_marker reads them; the
-        # newest's are the form's, as chain_opened packs them)
+    try:  # (the properties as the states wrote them decode, as resolve_marker reads a marker's
+        # and small_opened a slot's; the newest's are the form's, as chain_opened packs them)
         for props in older:
             unpack_properties(props)
         if s.props and pack_properties(unpack_properties(s.props)) != s.props:
