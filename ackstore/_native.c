@@ -693,6 +693,23 @@ static PyObject *open_envelope(PyObject *self, PyObject *args) {
     return result;
 }
 
+/* the body of a record of type `rtype` in the fixed envelope at p (len bytes), its envelope
+ * and checksum checked first; NULL with a ValueError saying what failed (`other`: of another
+ * type, formatted with it) */
+static const unsigned char *fixed_body(const unsigned char *p, Py_ssize_t len, long long max_version, long long rtype,
+                                       const char *other) {
+    if (len < 1 || p[0] != 0xC1) {
+        PyErr_SetString(PyExc_ValueError, "record is not in the fixed envelope");
+        return NULL;
+    }
+    if (envelope_ok(p, len, max_version) < 0) return NULL;
+    if (p[1] != rtype) {
+        PyErr_Format(PyExc_ValueError, other, p[1]);
+        return NULL;
+    }
+    return p + 7;
+}
+
 /* ledger_span(value, rtype, max_version) -> ledger_fields of a record in the fixed
  * envelope, its envelope and checksum checked first: pure_codecs.ledger_span. */
 static PyObject *ledger_span(PyObject *self, PyObject *args) {
@@ -700,20 +717,11 @@ static PyObject *ledger_span(PyObject *self, PyObject *args) {
     PyObject *rtype_obj, *max_obj;
     long long rtype_ll, max_ll;
     if (!PyArg_ParseTuple(args, "y*OO", &raw, &rtype_obj, &max_obj)) return NULL;
-    if (ranged_arg(rtype_obj, "rtype", 0, 255, &rtype_ll) < 0 || ranged_arg(max_obj, "max_version", 0, 255, &max_ll) < 0) {
-        PyBuffer_Release(&raw);
-        return NULL;
-    }
-    const unsigned char *p = (const unsigned char *)raw.buf;
     PyObject *result = NULL;
-    if (raw.len < 1 || p[0] != 0xC1) {
-        PyErr_SetString(PyExc_ValueError, "record is not in the fixed envelope");
-    } else if (envelope_ok(p, raw.len, max_ll) < 0) {
-        /* the exception is set */
-    } else if (p[1] != rtype_ll) {
-        PyErr_Format(PyExc_ValueError, "expected a ledger record, found type %d", p[1]);
-    } else {
-        result = fields_of(p + 7, raw.len - 7);
+    if (ranged_arg(rtype_obj, "rtype", 0, 255, &rtype_ll) == 0 && ranged_arg(max_obj, "max_version", 0, 255, &max_ll) == 0) {
+        const unsigned char *body =
+            fixed_body(raw.buf, raw.len, max_ll, rtype_ll, "expected a ledger record, found type %d");
+        if (body != NULL) result = fields_of(body, raw.len - 7);
     }
     PyBuffer_Release(&raw);
     return result;
@@ -721,17 +729,9 @@ static PyObject *ledger_span(PyObject *self, PyObject *args) {
 
 #define CURSOR_SHAPE "a cursor entry's body is not [topic id, name, cursor id, config map]"
 
-/* cursor_fields(body) -> (topic id, name, cursor id, config map bytes): a cursors catalog
- * entry's body read without decoding its configuration: the map's bytes, which end the body
- * (configurations repeat, so the caller decodes each distinct one once). ValueError
- * (CURSOR_SHAPE) unless the body is [64-bit int, UTF-8 str, 64-bit int, map...]:
- * pure_codecs.cursor_fields. */
-static PyObject *cursor_fields(PyObject *self, PyObject *args) {
-    (void)self;
-    Py_buffer raw;
-    if (!PyArg_ParseTuple(args, "y*", &raw)) return NULL;
-    const unsigned char *p = (const unsigned char *)raw.buf;
-    mp_reader m = {p, p + raw.len};
+/* the fields of a cursors catalog entry's body at p (len bytes), as cursor_fields gives them */
+static PyObject *cursor_fields_of(const unsigned char *p, Py_ssize_t len_body) {
+    mp_reader m = {p, p + len_body};
     uint32_t n, len = 0;
     int64_t tid, cid;
     PyObject *result = NULL, *name = NULL;
@@ -754,6 +754,36 @@ static PyObject *cursor_fields(PyObject *self, PyObject *args) {
     else
         PyErr_SetString(PyExc_ValueError, CURSOR_SHAPE);
     Py_XDECREF(name);
+    return result;
+}
+
+/* cursor_fields(body) -> (topic id, name, cursor id, config map bytes): a cursors catalog
+ * entry's body read without decoding its configuration: the map's bytes, which end the body
+ * (configurations repeat, so the caller decodes each distinct one once). ValueError
+ * (CURSOR_SHAPE) unless the body is [64-bit int, UTF-8 str, 64-bit int, map...]:
+ * pure_codecs.cursor_fields. */
+static PyObject *cursor_fields(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer raw;
+    if (!PyArg_ParseTuple(args, "y*", &raw)) return NULL;
+    PyObject *result = cursor_fields_of((const unsigned char *)raw.buf, raw.len);
+    PyBuffer_Release(&raw);
+    return result;
+}
+
+/* cursor_entry(value, max_version) -> cursor_fields of a cursors catalog entry in the fixed
+ * envelope (type RECORD_CURSOR), its envelope and checksum checked first:
+ * pure_codecs.cursor_entry. */
+static PyObject *cursor_entry(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer raw;
+    PyObject *max_obj, *result = NULL;
+    long long max_ll;
+    if (!PyArg_ParseTuple(args, "y*O", &raw, &max_obj)) return NULL;
+    if (ranged_arg(max_obj, "max_version", 0, 255, &max_ll) == 0) {
+        const unsigned char *body = fixed_body(raw.buf, raw.len, max_ll, RECORD_CURSOR, "type %d, not a cursor entry");
+        if (body != NULL) result = cursor_fields_of(body, raw.len - 7);
+    }
     PyBuffer_Release(&raw);
     return result;
 }
@@ -1683,6 +1713,7 @@ static PyMethodDef methods[] = {
     {"open_envelope", open_envelope, METH_VARARGS, "A record's fixed envelope checked: (type, version, body)."},
     {"ledger_span", ledger_span, METH_VARARGS, "A ledger record's envelope and checksum checked, then its fields."},
     {"cursor_fields", cursor_fields, METH_VARARGS, "A cursors catalog entry's fields, its configuration as bytes."},
+    {"cursor_entry", cursor_entry, METH_VARARGS, "cursor_fields of a cursors catalog entry, its envelope checked."},
     {"scan_directory", scan_directory, METH_VARARGS, "A topic's ledger directory entries checked and gathered."},
     {"fixed_marker", (PyCFunction)(void (*)(void))fixed_marker, METH_FASTCALL,
      "A marker record in the fixed envelope and layout (pure_codecs.fixed_marker)."},

@@ -177,6 +177,7 @@ typedef struct {
 #define U32_MAX_LL 4294967295LL
 #define LEDGER_MAX_LL 9223372036854775807LL
 #define RECORD_MARKER 2 /* a marker record's type (records.py) */
+#define RECORD_CURSOR 4 /* a cursors catalog entry's type (catalog.py) */
 #define STATE_PROPS 0x01 /* the state layout's flags: properties follow the ledgers, */
 #define STATE_BATCHES 0x02 /* ... each ledger has partial batches, */
 #define STATE_COUNTS 0x04 /* ... and delivery counts */

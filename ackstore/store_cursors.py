@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import lmdb
@@ -22,7 +22,7 @@ from .config import CursorConfig
 from .cursor import Cursor
 from .cursor.core import CursorCore
 from .cursor.moves import TopicView
-from .cursor.small import chain_opened, form_read, small_opened
+from .cursor.small import chain_opened, form_read, line_memo, small_opened
 from .errors import CorruptRecordError, HistoryRangeError, UnknownCursorError
 from .history import HistoryPoint, Point, drop_points, iso
 from .life import require_open, require_writable
@@ -168,7 +168,7 @@ class CursorSide:
         config: CursorConfig,
         topic: TopicView,
         probe: Any = None,
-        lines: dict[int, Any] | None = None,
+        lines: Callable[[int], Any] | None = None,
     ) -> Any:
         """@private A cursor's state as an open (or a reader's catch-up) starts from it: the
         small form, read from the cursor's state slots, when its log is only those and its
@@ -177,8 +177,8 @@ class CursorSide:
         ledgers of M's line, ``chain_opened``; a writer's cursor that keeps history: its
         state marker); else :meth:`recover_log`'s.
         ``probe``: a cursor of ``txn`` on the log to look with (a bulk open's, made once);
-        ``lines``: what the topic's directory gave a form's line in ``txn`` so far (a bulk
-        open's batch asks once for each mark-delete ledger)."""
+        ``lines``: the topic's directory's answers for a form's line in ``txn``
+        (``line_memo``: a bulk open's batch asks once for each mark-delete ledger)."""
         if not config.history_seconds:
             small = form_read(txn, log.db, log.cursor_id, config, topic.directory, probe, lines)
             if small is not None:
@@ -237,7 +237,7 @@ class CursorSide:
                 self._same_directory(topic, txn)
                 same = txn.id() == scanned  # (the scan's snapshot: nothing written since, by anyone)
                 probe = txn.cursor(db=storage.log_db)  # one for the batch, not one made a cursor
-                lines: dict[int, Any] = {}  # (the directory as the batch's transaction sees it)
+                lines = line_memo(topic.directory)  # (the directory as the batch's transaction sees it)
                 states = [
                     self.open_log(txn, CursorLog(storage.log_db, cid), config or stored, topic, probe, lines)
                     if same or catalog.cursor_raw(txn, tid, name) == raw
@@ -249,26 +249,42 @@ class CursorSide:
             return storage.read(each)
 
         opened: set[str] = set()
+        held = topic.held
+        differs: dict[int, bool] = {}  # (entries of one configuration share its object)
         for start in range(0, len(entries), _LOAD_BATCH):
             with self.store.lock:
                 require_open(self.store)
                 topic.check_live()
-                batch = [e for e in entries[start : start + _LOAD_BATCH] if e[0] not in topic.held]
+                batch = [e for e in entries[start : start + _LOAD_BATCH] if e[0] not in held]
                 states, seen = recover(batch)
                 for (name, cid, stored, _), state in zip(batch, states, strict=True):
                     if state is not None:
-                        cfg = self._config_of(topic, name, cid, stored, config)
-                        topic.held[name] = self._recovered(topic, name, cid, cfg, state, seen=seen)
+                        cfg = self._config_of(topic, name, cid, stored, config, differs)
+                        held[name] = self._recovered(topic, name, cid, cfg, state, seen=seen)
                         opened.add(name)
-        return [name for name, *_ in entries if name in topic.held], opened
+        return [e[0] for e in entries if e[0] in held], opened
 
     def _config_of(
-        self, topic: Topic, name: str, cid: int, stored: CursorConfig, config: CursorConfig | None
+        self,
+        topic: Topic,
+        name: str,
+        cid: int,
+        stored: CursorConfig,
+        config: CursorConfig | None,
+        differs: dict[int, bool] | None = None,
     ) -> CursorConfig:
         """The configuration an opened cursor runs with: ``config`` when given (persisted
-        first when it differs, unless read-only), else the one it was stored with."""
-        if config is not None and config != stored and not self.store.readonly:
-            self.persist_config(topic.topic_id, name, cid, config)
+        first when it differs, unless read-only), else the one it was stored with.
+        ``differs``: whether ``config`` differs from a stored one, by its id, so far (a bulk
+        open's: its entries of one configuration share one object, compared once)."""
+        if config is not None and not self.store.readonly:
+            differ: bool | None
+            if differs is None:
+                differ = config != stored
+            elif (differ := differs.get(id(stored), None)) is None:
+                differ = differs[id(stored)] = config != stored
+            if differ:
+                self.persist_config(topic.topic_id, name, cid, config)
         return config or stored
 
     def _recovered(

@@ -905,6 +905,39 @@ def test_a_ledger_record_of_acks_only_is_read_in_one_pass_as_the_long_way_reads_
     assert (ledger, got.bitmap, got.batches, got.counts, owner) == (5, values, {7: (4, 0b0101)}, {8: 2}, 9)
 
 
+def test_a_cursor_entry_is_checked_and_read_alike_everywhere() -> None:
+    """``cursor_entry``: a cursors catalog entry in the fixed envelope gives what
+    ``cursor_fields`` gives of its body, its envelope, checksum and type checked first, and
+    the same error everywhere for every damaged copy, another record type or format, or an
+    entry not in the fixed envelope."""
+    from ackstore.storage.catalog import RECORD_CURSOR
+    from ackstore.storage.records import FORMAT_VERSION, RECORD_MARKER, encode_record
+
+    rng = random.Random(11)
+    cfg = {"max_individual_ack_cache_bytes": 1 << 20}
+    for tid, name, cid in [(0, "c", 0), (1 << 40, "sub-é" * 40, (1 << 63) - 1), (5, "x" * 3_000, 1)]:
+        body = msgpack.packb([tid, name, cid, cfg])
+        entry = encode_record(RECORD_CURSOR, body)
+        fields = _same_everywhere("cursor_fields", body)
+        assert fields[0] == "ok" and _same_everywhere("cursor_entry", entry, FORMAT_VERSION) == fields
+        errors = set()
+        for _ in range(60):
+            kind, out = _same_everywhere("cursor_entry", _damaged(entry, rng), FORMAT_VERSION)
+            errors.add(out if kind == "error" else "ok")
+        assert "record checksum mismatch" in errors
+    other = encode_record(RECORD_MARKER, msgpack.packb([1, "c", 2, cfg]))
+    assert _same_everywhere("cursor_entry", other, FORMAT_VERSION) == (
+        "error",
+        f"type {RECORD_MARKER}, not a cursor entry",
+    )
+    entry = encode_record(RECORD_CURSOR, msgpack.packb([1, "c", 2, cfg]))
+    assert _same_everywhere("cursor_entry", entry, 1)[1] == (
+        f"record format {FORMAT_VERSION} is newer than this ackstore reads (1)"
+    )
+    assert _same_everywhere("cursor_entry", b"\x94\x01", 9)[1] == "record is not in the fixed envelope"
+    assert _same_everywhere("cursor_entry", entry, 256)[0] == "error"  # (max_version outside 0..255)
+
+
 def test_a_cursor_entrys_fields_are_read_alike_and_its_config_left_as_bytes() -> None:
     """``cursor_fields``: a cursors catalog entry's body gives the same ``(topic id, name,
     cursor id, config map bytes)`` in every implementation, the bytes the map as stored; every

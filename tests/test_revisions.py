@@ -440,3 +440,33 @@ def test_a_consumer_keeps_its_newest_positions_and_counts_them_all(store_path: P
     assert (a.dropped, b.dropped) == (0, 0)
     b.receive_all([Entry(p, b"") for p in sent[:5]], b.epoch - 1)  # an older epoch: each entry dropped, counted
     assert b.dropped == 5 and b.received_count == len(sent[1::2])
+
+
+def test_a_cursors_one_controller_is_made_at_its_first_use_and_shared(tmp_path: Path) -> None:
+    """A reopened cursor holds no revision controller until something asks for it (a restart
+    of many cursors makes none); the first ask makes one, the cursor's facade, its core and
+    every later ask (from any thread) get that same one, a reset counts on it (its figures read it), and a metrics
+    scrape before it existed read zeros without making it."""
+    import threading
+
+    with AckStore.open(tmp_path / "s", sync=False) as store:
+        topic = store.topic(T)
+        topic.add_ledger(1)
+        topic.cursor("sub").ack(Position(1, 0))
+    with AckStore.open(tmp_path / "s", sync=False) as store:
+        cur = store.topic(T).open_cursors()["sub"]
+        assert cur._core._revision is None
+        stats = cur.stats()
+        assert (stats.revision_num, stats.revisions_done, stats.revision_running) == (0, 0, 0)
+        assert cur._core._revision is None  # (the scrape made none)
+        seen: list[CursorStateRevisionController] = []
+        threads = [threading.Thread(target=lambda: seen.append(cur.revision_controller)) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(seen) == 8 and all(c is seen[0] for c in seen)
+        assert cur._core.revision_controller is seen[0] is cur._core._revision
+        controller = cur.revision_controller
+        assert controller.start_revision() == 0 and controller.end_revision(lambda: None) == 1
+        assert cur.stats().revisions_done == 1 and cur.stats().revision_num == 1

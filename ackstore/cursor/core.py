@@ -32,7 +32,7 @@ from ..fields import native
 from ..history import HistoryPoint
 from ..lock import StoreLock
 from ..position import Position, trusted
-from ..storage.log import CursorLog, RecoveredState
+from ..storage.log import RecoveredState
 from ..storage.records import unpack_properties
 from . import fitting, lane
 from .chain import MarkerChain
@@ -120,11 +120,10 @@ class CursorCore(Served):
         "_asked",
         "_carried",
         "_chain",
-        "_log",
+        "_revision",
         "_unbuilt",
         "cursor_id",
         "name",
-        "revision_controller",
         "__weakref__",
     )  # and CoreFields' (what the compiled ack reads: the state, the small form, the store, ...)
 
@@ -150,9 +149,8 @@ class CursorCore(Served):
         self.name = name
         self.cursor_id = cursor_id
         self._config = config
-        self.revision_controller = CursorStateRevisionController()
-        """PIP-269: one controller per cursor, shared by every component that reads it"""
-        self._log = CursorLog(store.storage.log_db, cursor_id)
+        self._revision: CursorStateRevisionController | None = None
+        """the cursor's :attr:`revision_controller`, once asked for"""
         self.small = None
         self._asked = -1
         """the store's flush count when the cursor was last asked something the small form

@@ -45,7 +45,7 @@ def _recovered_snapshot(recovered: RecoveredState) -> CursorSnapshot:
 class Cursor(FacadeFields):
     """One subscription's ack state over a topic. Get one with ``topic.cursor(name)``."""
 
-    __slots__ = ("_store", "name", "cursor_id", "revision_controller", "__weakref__")
+    __slots__ = ("_store", "name", "cursor_id", "__weakref__")
 
     def __init__(
         self,
@@ -57,7 +57,7 @@ class Cursor(FacadeFields):
         recovered: RecoveredState | Any,
         initial_position: str = "earliest",
     ) -> None:
-        self._core = core = CursorCore(host, topic, name, cursor_id, config, recovered, initial_position)
+        self._core = CursorCore(host, topic, name, cursor_id, config, recovered, initial_position)
         """@private the cursor's state and the engine's calls on it"""
         self._store = host
         self.name = name
@@ -65,8 +65,11 @@ class Cursor(FacadeFields):
         self.cursor_id = cursor_id
         """the id the store gave this cursor (its records' keys carry it; a cursor deleted and
         made again under its name gets a new one)"""
-        self.revision_controller: CursorStateRevisionController = core.revision_controller
-        """PIP-269: one controller per cursor, shared by every component that reads it"""
+
+    @property
+    def revision_controller(self) -> CursorStateRevisionController:
+        """PIP-269: one controller per cursor, shared by every component that reads it."""
+        return self._core.revision_controller
 
     # -- acks ----------------------------------------------------------------------------------
 

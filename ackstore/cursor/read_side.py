@@ -11,11 +11,13 @@ with it held.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar
 
+from ..dispatch.revision import CursorStateRevisionController
 from ..errors import ReaderBehindError
 from ..history import HistoryPoint
 from ..position import Position, trusted
@@ -32,7 +34,6 @@ if TYPE_CHECKING:
     import lmdb
 
     from ..config import CursorConfig
-    from ..dispatch.revision import CursorStateRevisionController
     from ..history import HistoryKeeper
     from ..ledger_acks import LedgerAcks
     from ..lock import StoreLock
@@ -42,6 +43,12 @@ if TYPE_CHECKING:
     from .small import OpenedForm
 
 __all__ = ["OpensLogs", "ReadHost", "ReadSide"]
+
+UNUSED = CursorStateRevisionController()
+"""what a cursor's figures read of a revision controller it has not made yet (never changed:
+no reset ran)"""
+_MAKING = threading.Lock()
+"""taken to make a cursor's revision controller at its first use"""
 
 T = TypeVar("T")
 
@@ -87,7 +94,7 @@ class ReadSide(StoreSide):
 
     _store: ReadHost
     _lock: StoreLock
-    _log: CursorLog
+    _revision: CursorStateRevisionController | None
     _view: tuple[int, int]
     """read-only: ``(transaction, newest sequence)``: the newest sequence of the cursor's log
     when its state was read, and the last transaction that found it unchanged"""
@@ -97,7 +104,25 @@ class ReadSide(StoreSide):
     topic: TopicView
     name: str
     cursor_id: int
-    revision_controller: CursorStateRevisionController
+
+    @property
+    def revision_controller(self) -> CursorStateRevisionController:
+        """PIP-269: one controller per cursor, shared by every component that reads it; made
+        at its first use (a restart opens many cursors that no Dispatcher reads for a while:
+        each would hold a controller and its lock for nothing). O(1)."""
+        controller = self._revision
+        if controller is None:
+            with _MAKING:  # (two threads asking first get one controller)
+                controller = self._revision
+                if controller is None:
+                    controller = self._revision = CursorStateRevisionController()
+        return controller
+
+    @property
+    def _log(self) -> CursorLog:
+        """The cursor's records in the store's log, as a reader of them takes it (made when
+        asked: holding one per cursor cost every open a tracked object). O(1)."""
+        return CursorLog(self._store.storage.log_db, self.cursor_id)
 
     def ensure_open(self) -> None:
         raise NotImplementedError  # the core's
@@ -280,9 +305,10 @@ class ReadSide(StoreSide):
             return cursor_figures(self._figure_parts(), self.small, carried)
 
     def _figure_parts(self) -> Parts:
+        controller = self._revision or UNUSED  # (a scrape does not make one)
         if self._unbuilt:  # (a scrape does not build them; in the small form they do not exist)
-            return Parts(None, None, None, self._config, self.revision_controller)
-        return Parts(self._state, self._pages, self._chain, self._config, self.revision_controller)
+            return Parts(None, None, None, self._config, controller)
+        return Parts(self._state, self._pages, self._chain, self._config, controller)
 
     def log_usage(self) -> LogUsage:
         """``Cursor.log_usage``: as of the newest marker. A reader whose marker the writer

@@ -151,6 +151,7 @@ __all__ = [
     "base_puts",
     "chain_opened",
     "form_read",
+    "line_memo",
     "check_small",
     "flush_bases",
     "flush_format",
@@ -1752,7 +1753,7 @@ def small_opened(
     config: CursorConfig,
     directory: LedgerDirectory,
     logged: tuple[int, bytes] | None = None,
-    lines: dict[int, Any] | None = None,
+    lines: Callable[[int], Any] | None = None,
 ) -> OpenedForm | None:
     """The small form of a cursor opened from a log that is only its state slots (``values``:
     theirs, :func:`ackstore.storage.log.slot_values`), or, for a cursor that keeps history,
@@ -1766,7 +1767,7 @@ def small_opened(
     cap = _cap(config)
     if cap < 0 or bool(config.history_seconds) != (logged is not None):
         return None  # (a history cursor's newest state is under a log key: asked for with it)
-    line = _line_of(directory, lines)
+    line = line_memo(directory) if lines is None else lines
     s = small_of_slots(cursor_id, *values, FORMAT_VERSION, cap, lambda md_l: (b := line(md_l)) and b[:2], logged)
     if s is None:
         return None
@@ -1867,12 +1868,11 @@ def chain_opened(
     return OpenedForm(s, seq, len(items), nbytes, time.perf_counter() - started)
 
 
-def _line_of(directory: LedgerDirectory, lines: dict[int, Any] | None) -> Callable[[int], Any]:
+def line_memo(directory: LedgerDirectory) -> Callable[[int], Any]:
     """:func:`~ackstore.cursor.small_span.line_bound` of ``directory``, each ledger's asked
-    once and kept in ``lines`` (a bulk open's batch keeps one: its transaction's directory
-    does not change under it; None: kept for this call's answers alone). O(1) for a ledger
-    asked before."""
-    known = {} if lines is None else lines
+    once (a bulk open's batch makes one: its transaction's directory does not change under
+    it). O(1) for a ledger asked before."""
+    known: dict[int, Any] = {}
 
     def line(md_l: int) -> Any:
         found = known.get(md_l, known)
@@ -1890,7 +1890,7 @@ def form_read(
     config: CursorConfig,
     directory: LedgerDirectory,
     probe: Any = None,
-    lines: dict[int, Any] | None = None,
+    lines: Callable[[int], Any] | None = None,
 ) -> OpenedForm | None:
     """The form of a cursor that keeps no history, read straight from its log in one compiled
     call (``_native.form_open``): from its state slots when they are its whole log, as
@@ -1899,8 +1899,8 @@ def form_read(
     :func:`~ackstore.storage.log.newest_marker` then :func:`chain_opened` read it. None where
     it declines, or where the compiled module is not built: then those functions read the
     cursor (and recovery, when they decline), as before. ``probe``: a cursor of ``txn`` on
-    the log (a bulk open's); ``lines``: :func:`~ackstore.cursor.small_span.line_bound`'s
-    answers in ``txn`` so far, by ledger (a bulk open's, kept for its batch). O(the state's
+    the log (a bulk open's); ``lines``: :func:`line_memo` of ``directory`` as ``txn`` sees
+    it (a bulk open's, made once for its batch). O(the state's
     values: the newest slot's, or the records' and the chain's markers)."""
     if _native is None:
         return None
@@ -1911,7 +1911,7 @@ def form_read(
     got = _native.form_open(
         cursor_id,
         txn.cursor(db=db) if probe is None else probe,
-        _line_of(directory, lines),
+        line_memo(directory) if lines is None else lines,
         cap,
         FORMAT_VERSION,
         config.full_marker_every,

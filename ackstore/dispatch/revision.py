@@ -24,6 +24,8 @@ class CursorStateRevisionController:
     never exclude each other): it exists so tests can show the anomalies it prevents.
     """
 
+    __slots__ = ("_lock", "_revision_num", "_under_revision", "enabled", "revisions_done")  # (one a cursor)
+
     def __init__(self, enabled: bool = True) -> None:
         self._lock = threading.Lock()
         self._revision_num = 0

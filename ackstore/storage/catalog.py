@@ -299,6 +299,8 @@ class Catalog:
                 tid, name, cid, cfg = _U64.unpack(key[:8])[0], key[8:].decode(), obj["id"], obj["cfg"]
                 if not (type(cid) is int and isinstance(cfg, dict)):
                     raise CorruptRecordError("fields have the wrong types")
+            elif raw[:1] == b"\xc1":  # (the fixed envelope: checked and read in one call)
+                tid, name, cid, cfg = codecs.cursor_entry(raw, FORMAT_VERSION)
             else:
                 rtype, _, body = open_record(raw)
                 if rtype != RECORD_CURSOR:
@@ -349,10 +351,13 @@ class Catalog:
     def cursor_configs(self, txn: lmdb.Transaction, tid: int) -> list[tuple[str, int, CursorConfig, bytes]]:
         """``[(name, cursor id, config, entry bytes)]`` of every cursor of topic ``tid``, sorted
         by name: one scan (a bulk open's). CorruptStoreError on a damaged entry."""
-        return sorted(
-            (name, cid, self._cursor_config(key, name, cfg), raw)
+        config = self._cursor_config
+        found = [
+            (name, cid, config(key, name, cfg), raw)
             for key, (_, name, cid, cfg), raw in self._cursor_scan(txn, tid, None)
-        )
+        ]
+        found.sort()
+        return found
 
     def cursor_raw(self, txn: lmdb.Transaction, tid: int, name: str) -> bytes | None:
         """The catalog entry of cursor ``name`` of topic ``tid`` as stored (None: none), to

@@ -24,6 +24,7 @@ __all__ = [
     "state_marker",
     "state_fields",
     "cursor_fields",
+    "cursor_entry",
     "ledger_fields",
     "ledger_span",
     "ledger_acks",
@@ -47,6 +48,7 @@ fixed_marker = _impl.fixed_marker
 state_marker = _impl.state_marker
 state_fields = _impl.state_fields
 cursor_fields = _impl.cursor_fields
+cursor_entry = _impl.cursor_entry
 ledger_fields = _impl.ledger_fields
 ledger_span = _impl.ledger_span
 scan_page = _impl.scan_page

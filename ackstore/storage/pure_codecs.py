@@ -35,6 +35,7 @@ __all__ = [
     "state_marker",
     "state_fields",
     "cursor_fields",
+    "cursor_entry",
     "ledger_fields",
     "ledger_span",
     "scan_page",
@@ -387,6 +388,27 @@ def cursor_fields(body: bytes) -> tuple[int, str, int, bytes]:
     return tid, name, cid, bytes(body[start:])
 
 
+def cursor_entry(value: bytes, max_version: int) -> tuple[int, str, int, bytes]:
+    """:func:`cursor_fields` of a cursors catalog entry in the fixed envelope (type 4:
+    ``catalog.RECORD_CURSOR``), the envelope checked first (:func:`open_envelope`, then the
+    type). ValueError says what failed; an entry in the msgpack envelope is one ("not in the
+    fixed envelope")."""
+    _ranged("max_version", max_version, 0, 255)
+    return cursor_fields(_fixed_body(value, 4, max_version, "type {}, not a cursor entry"))
+
+
+def _fixed_body(value: bytes, rtype: int, max_version: int, other: str) -> bytes:
+    """The body of a record of type ``rtype`` in the fixed envelope, the envelope checked
+    first (:func:`open_envelope`); ValueError says what failed (``other``: of another type,
+    formatted with it)."""
+    if value[:1] != b"\xc1":
+        raise ValueError("record is not in the fixed envelope")
+    found, _, body = open_envelope(value, max_version)
+    if found != rtype:
+        raise ValueError(other.format(found))
+    return body
+
+
 def ledger_fields(body: bytes) -> tuple[int, int, int, int, int | None]:
     """``(ledger, lowest, highest, runs, owner)`` of a ledger record's msgpack body, its
     bitmap not decoded: the lowest and highest entry holding any state (the first and last
@@ -456,12 +478,7 @@ def ledger_span(value: bytes, rtype: int, max_version: int) -> tuple[int, int, i
     envelope")."""
     _ranged("rtype", rtype, 0, 255)
     _ranged("max_version", max_version, 0, 255)
-    if value[:1] != b"\xc1":
-        raise ValueError("record is not in the fixed envelope")
-    found, _, body = open_envelope(value, max_version)
-    if found != rtype:
-        raise ValueError(f"expected a ledger record, found type {found}")
-    return ledger_fields(body)
+    return ledger_fields(_fixed_body(value, rtype, max_version, "expected a ledger record, found type {}"))
 
 
 # catalog.py's ledger-directory entries (format 3 on): key topic id, ledger; value type,
