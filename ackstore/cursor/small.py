@@ -75,7 +75,9 @@ grow, so that a cursor near the bound does not go in and out) takes the form aft
 marker of theirs naming records of ledgers of its line (all of its ledgers read in) and
 *adopts* their chain: its next states are markers naming those records. An open reads such
 a chain (records of ledgers of the line's first 64) straight into the form
-(:func:`chain_opened`); any other is recovered into the parts.
+(:func:`chain_opened`); any other is recovered into the parts. Where the compiled module is
+built, one call reads a cursor's slots or its chain (:func:`form_read`, ``_native.form_open``)
+and those functions are its twin, reading whatever it declines.
 
 Two twins of one API, as the lane: ``ackstore._native``'s ``SmallState``, ``flush_small``
 and ``undo_small`` (``ackstore/_small.c``) and the pure-Python ones here, which return the
