@@ -2561,6 +2561,21 @@ static int span_of(PyObject *t, long long *l, long long *o) {
     return !PyErr_Occurred();
 }
 
+/* bound(ledger) as form_open's callers give it: (spans, limit, end) with at most SPAN_MOST
+ * spans (a new reference), Py_None for a ledger not in the directory, NULL with an exception */
+static PyObject *line_at(PyObject *bound, long long ledger) {
+    PyObject *l = PyLong_FromLongLong(ledger), *b = l == NULL ? NULL : PyObject_CallOneArg(bound, l);
+    Py_XDECREF(l);
+    if (b == NULL || b == Py_None) return b;
+    if (!PyTuple_Check(b) || PyTuple_GET_SIZE(b) != 3 || !PyTuple_Check(PyTuple_GET_ITEM(b, 0)) ||
+        PyTuple_GET_SIZE(PyTuple_GET_ITEM(b, 0)) > SPAN_MOST) {
+        PyErr_SetString(PyExc_TypeError, "form_open's bound(ledger) is (spans, limit, end) or None");
+        Py_DECREF(b);
+        return NULL;
+    }
+    return b;
+}
+
 /* the form moved on as fit does (small_span.fit): bound(M's ledger) (spans, limit, end) asked
  * again while M moves on into the next ledger; 1 fitted, 0 M's ledger not in the directory,
  * -1 with an exception. `b` is bound()'s answer for M's ledger (a borrowed reference). */
@@ -2582,34 +2597,13 @@ static int fit_to(SmallState *s, PyObject *bound, PyObject *b) {
             out = 1;
             break;
         }
-        PyObject *l = PyLong_FromLongLong(s->md_l);
-        Py_XSETREF(own, l == NULL ? NULL : PyObject_CallOneArg(bound, l));
-        Py_XDECREF(l);
+        Py_XSETREF(own, line_at(bound, s->md_l));
         if (own == NULL) break;
-        if (own != Py_None && (!PyTuple_Check(own) || PyTuple_GET_SIZE(own) != 3 || !PyTuple_Check(PyTuple_GET_ITEM(own, 0)))) {
-            PyErr_SetString(PyExc_TypeError, "form_open's bound(ledger) is (spans, limit, end) or None");
-            break;
-        }
         b = own;
     }
     Py_XDECREF(own);
     Py_DECREF(minus);
     return out;
-}
-
-/* bound(ledger) as form_open's callers give it: (spans, limit, end) with at most SPAN_MOST
- * spans (a new reference), Py_None for a ledger not in the directory, NULL with an exception */
-static PyObject *line_at(PyObject *bound, long long ledger) {
-    PyObject *l = PyLong_FromLongLong(ledger), *b = l == NULL ? NULL : PyObject_CallOneArg(bound, l);
-    Py_XDECREF(l);
-    if (b == NULL || b == Py_None) return b;
-    if (!PyTuple_Check(b) || PyTuple_GET_SIZE(b) != 3 || !PyTuple_Check(PyTuple_GET_ITEM(b, 0)) ||
-        PyTuple_GET_SIZE(PyTuple_GET_ITEM(b, 0)) > SPAN_MOST) {
-        PyErr_SetString(PyExc_TypeError, "form_open's bound(ledger) is (spans, limit, end) or None");
-        Py_DECREF(b);
-        return NULL;
-    }
-    return b;
 }
 
 /* the form of a cursor whose log is only its state slots, read through `probe` as

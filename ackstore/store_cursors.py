@@ -278,12 +278,10 @@ class CursorSide:
         ``differs``: whether ``config`` differs from a stored one, by its id, so far (a bulk
         open's: its entries of one configuration share one object, compared once)."""
         if config is not None and not self.store.readonly:
-            differ: bool | None
-            if differs is None:
-                differ = config != stored
-            elif (differ := differs.get(id(stored), None)) is None:
-                differ = differs[id(stored)] = config != stored
-            if differ:
+            differs = {} if differs is None else differs
+            if id(stored) not in differs:
+                differs[id(stored)] = config != stored
+            if differs[id(stored)]:
                 self.persist_config(topic.topic_id, name, cid, config)
         return config or stored
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 import random
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -395,6 +396,25 @@ def test_the_open_looks_into_a_marker_naming_ledgers_of_ms_line() -> None:
     assert not [why for why, v in no.items() if records.names_line(v)]
 
 
+@contextmanager
+def _log_of(path: Path, write: bool = False) -> Iterator[tuple[Any, Any]]:
+    """A transaction of the closed store at ``path`` (LMDB's own, writing when ``write``)
+    and its log database."""
+    env = lmdb.open(str(path), max_dbs=16, map_size=1 << 30, readonly=not write)
+    try:
+        with env.begin(write=write) as txn:
+            yield txn, env.open_db(b"log", txn=txn, create=False)
+    finally:
+        env.close()
+
+
+def _damage(txn: Any, db: Any, key: bytes) -> None:
+    """The value under ``key`` with a bit of its last byte flipped."""
+    value = bytearray(txn.get(key, db=db))
+    value[-1] ^= 0x40
+    txn.put(key, bytes(value), db=db)
+
+
 def _compiled_read(path: Path) -> Any:
     """What the compiled open (``form_read``) reads of cursor ``c`` of the store at
     ``path``, in a read transaction of its own (None: the Python functions read it)."""
@@ -430,9 +450,7 @@ def test_the_compiled_open_leaves_damage_to_recovery(tmp_path: Path, damage: str
     before, from an older marker, into its parts."""
     path = tmp_path / "a"
     _play(path, [[_holes], [_roll(1, 5000, 2), _acks_in(2, 1, 3, 5)], [_acks_in(2, 7)]], True)
-    env = lmdb.open(str(path), max_dbs=16, map_size=1 << 30)
-    with env.begin(write=True) as txn:
-        db = env.open_db(b"log", txn=txn, create=False)
+    with _log_of(path, write=True) as (txn, db):
         logged = [(bytes(k), records.record_type(v)) for k, v in txn.cursor(db=db)]
         markers = [k for k, rtype in logged if rtype == records.RECORD_MARKER]
         ledger_records = [k for k, rtype in logged if rtype == records.RECORD_LEDGER]
@@ -441,10 +459,7 @@ def test_the_compiled_open_leaves_damage_to_recovery(tmp_path: Path, damage: str
         if damage.endswith("gone"):
             txn.delete(key, db=db)
         else:
-            value = bytearray(txn.get(key, db=db))
-            value[-1] ^= 0x40
-            txn.put(key, bytes(value), db=db)
-    env.close()
+            _damage(txn, db, key)
     assert _compiled_read(path) is None
     store, topic = _store(path)
     try:
@@ -463,11 +478,8 @@ def test_the_compiled_open_reads_a_chain_whose_older_markers_carry_properties(tm
     path = tmp_path / "a"
     before, after = SHAPES["a held ledger and the next ones"]
     _play(path, [[*steps, _prop(i)] for i, steps in enumerate((before + after)[:6])], True)
-    env = lmdb.open(str(path), max_dbs=16, readonly=True)
-    with env.begin() as txn:
-        db = env.open_db(b"log", txn=txn, create=False)
+    with _log_of(path) as (txn, db):
         values = [bytes(v) for _, v in txn.cursor(db=db) if records.record_type(v) == records.RECORD_MARKER]
-    env.close()
     markers = [records.decode_marker(v) for v in values]
     assert not markers[-1].full and not markers[-2].full and all(m.properties for m in markers)  # (deltas, all with)
     opened = _compiled_read(path)
@@ -497,13 +509,8 @@ SLOT_SHAPES: dict[str, tuple[list[list[Step]], tuple[int, int], list[tuple[int, 
 
 def _slot_keys_only(path: Path) -> bool:
     """Whether every key of the store's log is a state slot's (none under a log key)."""
-    env = lmdb.open(str(path), max_dbs=16, readonly=True)
-    try:
-        with env.begin() as txn:
-            db = env.open_db(b"log", txn=txn, create=False)
-            keys = [bytes(k) for k in txn.cursor(db=db).iternext(values=False)]
-    finally:
-        env.close()
+    with _log_of(path) as (txn, db):
+        keys = [bytes(k) for k in txn.cursor(db=db).iternext(values=False)]
     return bool(keys) and all(len(k) == 10 and k[0] == 0xFF for k in keys)
 
 
@@ -535,18 +542,13 @@ def test_the_compiled_open_of_slots_leaves_damage_and_nothing_to_recovery(tmp_pa
     (from the older slot; at its initial position)."""
     path = tmp_path / "a"
     _play(path, [[_acks(0, 2)], [_acks(4)]], True)
-    env = lmdb.open(str(path), max_dbs=16, map_size=1 << 30)
-    with env.begin(write=True) as txn:
-        db = env.open_db(b"log", txn=txn, create=False)
+    with _log_of(path, write=True) as (txn, db):
         slots = sorted((codecs.slot_head(bytes(k), bytes(v))[0], bytes(k)) for k, v in txn.cursor(db=db))
-        for _, key in slots if damage == "no state" else slots[-1:]:
-            if damage == "no state":
+        if damage == "no state":
+            for _, key in slots:
                 txn.delete(key, db=db)
-                continue
-            value = bytearray(txn.get(key, db=db))
-            value[-1] ^= 0x40
-            txn.put(key, bytes(value), db=db)
-    env.close()
+        else:
+            _damage(txn, db, slots[-1][1])
     assert _compiled_read(path) is None
     store, topic = _store(path)
     try:
