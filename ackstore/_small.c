@@ -29,6 +29,7 @@
 #define DELTA_MOST 256 /* cursor/small.py's DELTA_MOST: the most acks and counts a delta marker of the form's chain names */
 #define FIXED_FULL 0x01 /* storage/records.py's FIXED_FULL: a fixed marker's flag of a full one */
 #define U32 0xFFFFFFFFULL
+#define NO_LOW 0x100000000LL /* small.py's _NO_LOW: an entry past every one (`low` of a record holding no acks) */
 #define LEDGER_CHARGE 200 /* ledger_acks.py's LEDGER_OVERHEAD_BYTES, cursor/small.py's RANGE_CHARGE and */
 #define RANGE_CHARGE 8    /* BATCH_CHARGE: what a ledger holding state, a run or a delivery count, a partial */
 #define BATCH_CHARGE 64   /* batch of the form is charged against its cursor's cache budget (docs/cursors.md) */
@@ -77,6 +78,10 @@ typedef struct {
     uint32_t every;                 /* the most delta markers after a base */
     long long budget;               /* its cursor's cache budget in bytes (-1: none): over_budget */
     uint8_t fresh;                  /* no delta marker possible now */
+    uint8_t dropped;                /* acks M passed were left unnamed since M's ledger's record was written */
+    long long low;                  /* the lowest entry of M's ledger its record and the chain's markers hold
+                                       acked (NO_LOW: none; -1: not known): while M is below it, the acks M
+                                       passes go unnamed (passed) */
     uint32_t na, ncd;               /* the acks and counted entries since the chain's record, */
     uint32_t named, cnamed;         /* how many of each the markers named (the first ones) */
     uint32_t *adds, *counted;       /* (PyMem, DELTA_MOST each, NULL until the form keeps a chain) */
@@ -118,7 +123,8 @@ static void adopted(SmallState *s, unsigned long long seqs, uint32_t nbytes);
 static inline void unchain(SmallState *s) {
     s->fresh = 1;
     s->na = s->ncd = s->named = s->cnamed = 0;
-    s->c.passed = 0;
+    s->c.passed = s->dropped = 0;
+    s->low = -1;
 }
 
 /* the chain's next state may be a delta marker (the last marker named every change): its
@@ -426,7 +432,8 @@ static void rebase(SmallState *s) {
         shift_entries(s->adds, &s->na, &s->named, gone);
         shift_entries(s->counted, &s->ncd, &s->cnamed, gone);
         if (left) s->c.deltas = s->every; /* (a full marker due: the next names the records that stand) */
-        s->c.passed = 0; /* (the new M's ledger's record was written before M reached it) */
+        s->c.passed = s->dropped = 0; /* (the new M's ledger's record was written before M reached it, */
+        s->low = -1;                   /* what it holds not known) */
         passed(s);
     }
     s->limit_version = -1;
@@ -434,15 +441,32 @@ static void rebase(SmallState *s) {
 }
 
 /* M just moved on within its ledger (or into it: a rebase): while that ledger's record stands in
- * the chain and it holds state above M, the record stays named (c.passed: the record and the
+ * the chain and it holds state above M, the record stays named. While M is below everything the
+ * chain holds of the ledger (low), the acks M passed go unnamed, as the parts' (dropped: a marker
+ * counts the ranges above M). Once M reaches what the chain holds, c.passed: the record and the
  * acks since hold M's run from the M it was written at, tracked since, one range more than the
- * form above M); holding nothing, it is due (c.stale: the next base drops it from the full
- * marker). small.py's _passed */
+ * form above M; unless acks M passed went unnamed, and then the ledger's record is due (c.stale),
+ * as it is when the ledger holds nothing (the next base drops it from the full marker).
+ * small.py's _passed */
 static void passed(SmallState *s) {
     unsigned long long end = line_end(s, 0);
     int holds = (s->n && s->runs[0] < end) || (s->nc && s->counts[0] < end) || (s->nb && s->bat[0] < end);
     if (s->fresh || !(s->c.recs & 1) || !holds) s->c.stale |= 1;
+    else if (s->md_e < s->low) { /* (those named lie at or above low) */
+        uint32_t k = s->named;
+        for (uint32_t i = s->named; i < s->na; i++)
+            if ((long long)s->adds[i] > s->md_e) s->adds[k++] = s->adds[i];
+        if (k < s->na) s->na = k, s->dropped = 1;
+    } else if (s->dropped) s->c.stale |= 1;
     else s->c.passed = s->md_e >= 0;
+}
+
+/* a marker of the chain names the acks since its records from s->named on: the lowest of M's
+ * ledger's is one the chain holds (low). small.py's _named */
+static void named_low(SmallState *s) {
+    unsigned long long end = line_end(s, 0);
+    for (uint32_t i = s->named; i < s->na; i++)
+        if (s->adds[i] < end && (long long)s->adds[i] < s->low) s->low = s->adds[i];
 }
 
 /* M moved over the first run when it starts at M + 1 (passed, or M's ledger due: passed()),
@@ -527,6 +551,7 @@ static SmallState *small_new(PyTypeObject *type, unsigned long long cid, long lo
     s->cap = cap;
     s->c.base = s->c.marker = s->c.record = -1;
     s->fresh = 1;
+    s->low = -1;
     s->every = 64;
     s->budget = -1;
     s->props = PyBytes_FromStringAndSize(NULL, 0);
@@ -1209,6 +1234,7 @@ static PyObject *SmallState_adopt(SmallState *s, PyObject *const *args, Py_ssize
     unchain(s);
     if (recs) {
         rechain(s);
+        s->low = s->n && s->runs[0] < line_end(s, 0) ? (long long)s->runs[0] : NO_LOW; /* (what they hold: above M) */
         if (!s->fresh) {
             memcpy(s->adds, adds, sizeof(uint32_t) * na), memcpy(s->counted, counted, sizeof(uint32_t) * nc);
             s->na = s->named = (uint32_t)na, s->ncd = s->cnamed = (uint32_t)nc;
@@ -1336,8 +1362,14 @@ static PyObject *SmallState_took_base(SmallState *s, PyObject *const *args, Py_s
     }
     for (int k = 0, i = 0; k < 64; k++)
         if (written >> k & 1) s->rec[k] = seq + i++;
-    s->c.recs = recs, s->c.stale = 0, s->named = s->na, s->cnamed = s->ncd;
-    if ((written | gone) & 1 || whole) s->c.passed = 0; /* (M's ledger's record written: above M alone) */
+    s->c.recs = recs, s->c.stale = 0;
+    if ((written | gone) & 1 || whole) { /* (M's ledger's record written: above M alone) */
+        s->c.passed = s->dropped = 0;
+        s->low = s->n && s->runs[0] < line_end(s, 0) ? (long long)s->runs[0] : NO_LOW;
+    }
+    s->named = 0;
+    named_low(s); /* (the full marker names every ack and count since the records) */
+    s->named = s->na, s->cnamed = s->ncd;
     s->c.record = -1;
     for (int k = 0; k < 64; k++)
         if (recs >> k & 1 && (s->c.record < 0 || s->rec[k] < s->c.record)) s->c.record = s->rec[k];
@@ -1730,6 +1762,8 @@ static PyMemberDef SmallState_members[] = {
     MEMBER(cnamed, T_UINT, "how many of the counted entries since the record the markers named"),
     CHAIN_MEMBER(tail, T_UBYTE, "1 when log keys of the cursor lie under its state slots"),
     MEMBER(fresh, T_UBYTE, "1 when the next state cannot be a marker naming the chain's record"),
+    MEMBER(low, T_LONGLONG, "the lowest entry of M's ledger its record and the chain's markers hold acked (-1: not known)"),
+    MEMBER(dropped, T_UBYTE, "1 when acks M passed were left unnamed since M's ledger's record was written"),
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -2082,6 +2116,7 @@ static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t n
                 deltas++;
             }
             s->c.marker = (long long)seq;
+            named_low(s);
             s->named = s->na, s->cnamed = s->ncd;
         } else if (s->logged) { /* a cursor that keeps history: its state under its log key, as the parts' */
             if (written != NULL && PyList_Append(written, (PyObject *)s) < 0) goto fail;

@@ -23,7 +23,7 @@ _FIELDS = (
     "cursor_id", "md_l", "md_e", "rp_e", "rp_i", "spans", "limit", "limit_version", "n", "nc", "nb", "cap",
     "next_seq", "slot", "slots", "dirty", "persisted", "props", "logged", "every", "base", "budget", "marker",
     "record", "recs", "stale", "deltas", "chain_bytes", "base_bytes", "untrimmed", "passed", "fresh", "tail",
-    "named", "cnamed", "flushes", "flush_bytes", "last_bytes", "redeliveries", "ended",
+    "named", "cnamed", "flushes", "flush_bytes", "last_bytes", "redeliveries", "ended", "low", "dropped",
 )  # fmt: skip
 
 

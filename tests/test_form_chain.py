@@ -372,6 +372,51 @@ def test_m_moving_in_its_ledger_names_its_record_as_it_stands(impl: Any) -> None
 
 
 @pytest.mark.parametrize("impl", IMPLEMENTATIONS, ids=["pure", "native"][: len(IMPLEMENTATIONS)])
+@pytest.mark.parametrize("at_once", [False, True], ids=["in-order-first", "into-the-record-at-once"])
+def test_m_moving_below_what_its_record_holds_names_nothing_it_passed(impl: Any, at_once: bool) -> None:
+    """A consumer acking in order one entry at a time below the acks its ledger's record
+    holds (700 scattered ones, from entry 200): each flush is a marker naming no ack and
+    counting the ranges above M, as the parts' marker would (the acks M passed are implied
+    by M). Once M reaches the record's acks, after acks it left unnamed, the ledger's record
+    is due and the next base writes it; M reaching them at once (nothing left unnamed) names
+    the acks since as one range more, as before. Each state recovers to the form's."""
+    s = impl.SmallState(CID, LEDGER, 9, 5, 0, 1, [], 1 << 12)
+    for e in range(200, 1600, 2):
+        s.ack_range(e, e)
+    trims: list[Any] = []
+    log: dict[bytes, bytes] = {}
+    puts, _, over = _flush(impl, s, trims)
+    assert over == [] and len(puts) == 2 and s.recs == 0b1 and s.low == 200
+    log.update(puts)
+    record = s.records()
+    if not at_once:
+        for e in range(10, 20):
+            s.ack_range(e, e)
+            ((key, value),), _, _ = _flush(impl, s, trims)
+            marker = records.decode_marker(value, s.next_seq - 1)
+            entry = marker.index.get(LEDGER)  # (a delta marker names no ledger that changed past M)
+            assert marker.mark_delete == (LEDGER, e) and len(value) < 60, (marker, len(value))
+            assert entry is None or (entry.adds, entry.runs) == (None, 700), entry
+            assert (s.passed, s.dropped, s.records()) == (0, 1, record)
+            log[key] = value
+            assert _recovered(log) == _held(s)
+    s.ack_range(s.md_e + 1, 199)  # M reaches the record's first ack (200)
+    assert s.md_e == 200 and (s.passed, s.stale) == ((1, 0) if at_once else (0, 1))
+    puts, _, _ = _flush(impl, s, trims)
+    if at_once:  # a marker: the acks since it as one range more
+        ((_, value),) = puts
+        entry = records.decode_marker(value, s.next_seq - 1).index[LEDGER]
+        assert entry.runs == 700 and len(entry.adds) == 190 and s.records() == record
+    else:  # a new base: the ledger's record written again, above M alone
+        assert len(puts) == 2 and s.records() != record and (s.dropped, s.low) == (0, 202)
+    for _, below, keeps in trims:
+        _trim(log, below, keeps)
+    log.update(puts)
+    assert _recovered(log) == _held(s)
+    check_small(s, (LEDGER, 9))
+
+
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS, ids=["pure", "native"][: len(IMPLEMENTATIONS)])
 def test_m_moving_on_into_the_next_ledger_keeps_the_records_after_it(impl: Any) -> None:
     """A chain of records of three ledgers: M's ledger acked whole, M moves on into the next
     one (a rebase): the records of the two ledgers after it stand, and a full marker names

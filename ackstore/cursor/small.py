@@ -172,6 +172,7 @@ __all__ = [
 ]
 
 _ENTRY_MAX = 0xFFFFFFFF
+_NO_LOW = _ENTRY_MAX + 1  # (an entry past every one: ``low`` of a record holding no acks)
 
 FORM_RUNS_FACTOR = 8
 """the small form holds up to this many times the runs the state layout a slot takes
@@ -273,7 +274,7 @@ class PySmallState:
         "flush_bytes", "last_bytes", "ended", "redeliveries", "spans", "rp_i", "limit", "limit_version",
         "props", "_runs", "_counts", "_batches", "_undo", "_undo_persisted", "logged", "base", "marker", "deltas",
         "chain_bytes", "base_bytes", "tail", "fresh", "every", "_adds", "_counted", "_undo_chain", "record", "named",
-        "cnamed", "untrimmed", "recs", "stale", "_rec", "budget", "passed",
+        "cnamed", "untrimmed", "recs", "stale", "_rec", "budget", "passed", "low", "dropped",
     )  # fmt: skip
 
     def __init__(
@@ -344,6 +345,12 @@ class PySmallState:
         """1 when M moved past entries of its ledger's record since it was written: that record
         and the acks since it hold the entries from the one after the M it was written at up
         to M, one range more than the form holds above M, which a marker counts"""
+        self.low = -1
+        """the lowest entry of M's ledger that its record and the chain's markers hold acked
+        (2**32: none; -1: not known, as after an open): while M is below it, the
+        acks M passes go unnamed (:func:`_passed`)"""
+        self.dropped = 0
+        """1 when acks M passed were left unnamed since M's ledger's record was written"""
         self._rec = [-1] * 64  # the record of each (its bit in recs)
         self.marker = -1
         """the chain's newest marker (the previous one of its next marker)"""
@@ -669,7 +676,8 @@ class PySmallState:
         self.fresh = 1
         self._adds.clear()
         self._counted.clear()
-        self.named = self.cnamed = self.passed = 0
+        self.named = self.cnamed = self.passed = self.dropped = 0
+        self.low = -1
 
     def adopt(self, base: int, marker: int, records: Any, base_bytes: int, *chain: Any) -> None:
         """The chain its parts wrote last, which the form's next states extend: :func:`_adopt`
@@ -753,7 +761,8 @@ def _rebase(s: PySmallState) -> None:
             s.record = min(s._rec[k] for k in _bits(s.recs))
             s._adds[:], s.named = _shifted(s._adds, s.named, gone)
             s._counted[:], s.cnamed = _shifted(s._counted, s.cnamed, gone)
-            s.passed = 0  # (the new M's ledger's record was written before M reached it)
+            s.passed = s.dropped = 0  # (the new M's ledger's record was written before M reached it,
+            s.low = -1  # what it holds not known)
             _passed(s)
     s.limit_version = -1
     s.dirty = 1
@@ -761,17 +770,33 @@ def _rebase(s: PySmallState) -> None:
 
 def _passed(s: PySmallState) -> None:
     """M just moved on within its ledger (or into it: a rebase): while that ledger's record
-    stands in the chain and it holds state above M, the record stays named (``passed``: the
-    record and the acks since hold M's run from the M it was written at, tracked since, one
-    range more than the form above M); holding nothing, it is due (``stale``: the next base
-    drops it from the full marker)."""
-    end = s.spans[0][1] if s.spans else _ENTRY_MAX + 1
+    stands in the chain and it holds state above M, the record stays named. While M is below
+    everything the chain holds of the ledger (``low``), the acks M passed go unnamed, as the
+    parts' (``dropped``: the chain holds nothing up to M, so a marker counts the ranges above
+    M). Once M reaches what the chain holds, ``passed``: the record and the acks since hold
+    M's run from the M it was written at, tracked since, one range more than the form above
+    M; unless acks M passed went unnamed, and then the ledger's record is due (``stale``),
+    as it is when the ledger holds nothing (the next base drops it from the full marker)."""
+    end = s.spans[0][1] if s.spans else _NO_LOW
     first = min(s._counts, default=end), min(s._batches, default=end)
     holds = bool(s._runs and s._runs[0] < end) or min(first) < end
     if s.fresh or not s.recs & 1 or not holds:
         s.stale |= 1
+    elif s.md_e < s.low:  # (the chain holds nothing up to M: what M passed goes unnamed, as the parts')
+        kept = [e for e in s._adds[s.named :] if e > s.md_e]  # (those named lie at or above low)
+        if s.named + len(kept) < len(s._adds):
+            s._adds[s.named :], s.dropped = kept, 1
+    elif s.dropped:  # (M reached what the chain holds past acks it left unnamed: a new record is due)
+        s.stale |= 1
     else:
         s.passed = int(s.md_e >= 0)
+
+
+def _named_low(s: PySmallState) -> None:
+    """A marker of the chain names the acks since its records from ``s.named`` on: the
+    lowest of M's ledger's is one the chain holds (``low``). O(acks since)."""
+    end = s.spans[0][1] if s.spans else _NO_LOW
+    s.low = min([s.low, *[e for e in s._adds[s.named :] if e < end]])
 
 
 def _shifted(entries: list[int], named: int, by: int) -> tuple[list[int], int]:
@@ -1151,6 +1176,8 @@ def _adopt(
     if pairs:
         s._adds[:], s._counted[:], s.named, s.cnamed = adds, counted, len(adds), len(counted)
         s.fresh = 0
+        end = s.spans[0][1] if s.spans else _NO_LOW
+        s.low = s._runs[0] if s._runs and s._runs[0] < end else _NO_LOW  # (what they hold: above M)
 
 
 def _took_base(s: PySmallState, version: int, written: int, nbytes: int) -> tuple[bytes, int, tuple[int, ...]] | None:
@@ -1188,8 +1215,13 @@ def _took_base(s: PySmallState, version: int, written: int, nbytes: int) -> tupl
         s._counted[:] = [e for e in s._counted if not (written | gone) >> line_index(s, e) & 1]
     for i, k in enumerate(_bits(written)):
         s._rec[k] = seq + i
-    s.recs, s.stale, s.fresh, s.named, s.cnamed = recs, 0, 0, len(s._adds), len(s._counted)
-    s.passed = 0 if (written | gone) & 1 else s.passed  # (M's ledger's record written: above M alone)
+    s.recs, s.stale, s.fresh = recs, 0, 0
+    if whole or (written | gone) & 1:  # (M's ledger's record written: above M alone)
+        end = s.spans[0][1] if s.spans else _NO_LOW
+        s.low, s.passed, s.dropped = s._runs[0] if s._runs and s._runs[0] < end else _NO_LOW, 0, 0
+    s.named = s.cnamed = 0
+    _named_low(s)  # (the full marker names every ack and count since the records)
+    s.named, s.cnamed = len(s._adds), len(s._counted)
     s.record = min(s._rec[k] for k in _bits(recs))
     marker = pure_codecs.fixed_marker(
         version, FIXED_FULL, seq - 1, s.md_l, s.md_e, s.md_l, s.md_e + 1, s.cursor_id, _marker_items(s, True), s.props
@@ -1308,6 +1340,7 @@ def _py_flush_small(
             else:
                 s.deltas, s.chain_bytes = s.deltas + 1, s.chain_bytes + len(value)
                 deltas += 1
+            _named_low(s)
             s.marker, s.named, s.cnamed = seq, len(s._adds), len(s._counted)
         elif s.logged:
             value = record
@@ -1975,12 +2008,15 @@ def check_small(s: Any, md: tuple[int, int], logged: bool | None = None) -> None
         assert s.record == min(recs) and max(recs) < s.base, f"records {recs} of a chain at {s.base}"
         assert s.fresh or s.recs < 1 << len(s.spans) + 1, f"records of ledgers {s.recs:b}, a line of {len(s.spans) + 1}"
     assert not s.passed or (s.recs & 1 and not s.fresh and s.base >= 0), f"passed, records {s.recs:b}, fresh {s.fresh}"
+    assert not s.passed or s.low <= s.md_e, f"passed, M {s.md_e} below what the chain holds from {s.low}"
+    assert not s.dropped or (s.recs & 1 and not s.fresh), f"acks M passed unnamed, records {s.recs:b}"
     held = s.held()  # (a ledger holding state past the line's 64th has no bit: the chain is not its)
     ok = s.base >= 0 and s.record >= 0 and (held or s.stale) and not held & ~(s.recs | s.stale)
     assert s.fresh or ok, "a marker to come, no record"
     if type(s) is PySmallState:
         assert s.named <= len(s._adds) and s.cnamed <= len(s._counted), "named more than there is"
         assert len(s._adds) == len(set(s._adds)) and len(s._counted) == len(set(s._counted))
+        assert s.md_e >= s.low or all(e > s.md_e for e in s._adds), f"acks M passed named, below {s.low}"
     assert pack_properties(unpack_properties(s.props)) == s.props, f"properties {s.props!r} not as a marker packs them"
 
 
