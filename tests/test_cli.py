@@ -130,13 +130,13 @@ def test_recover(store_path: Path, run) -> None:  # type: ignore[no-untyped-def]
     with AckStore.open(big) as store:
         topic = store.topic(T)
         topic.add_ledger(1)
-        topic.cursor("c").ack([Position(1, e) for e in range(0, 10_000, 2)])
+        topic.cursor("c").ack([Position(1, e) for e in range(0, 20_000, 2)])
     code, out, _ = run("recover", big, "--cursor", f"{T}/c", "--json")  # lazy, as AckStore.open
     lazy = json.loads(out)
-    assert code == 0 and (lazy["ranges"], lazy["load"], lazy["ledgers_in_memory"]) == (4999, "lazy", 0)
+    assert code == 0 and (lazy["ranges"], lazy["load"], lazy["ledgers_in_memory"]) == (9999, "lazy", 0)
     code, out, _ = run("recover", big, "--cursor", f"{T}/c", "--load", "budget", "--json")
     eager = json.loads(out)
-    assert code == 0 and (eager["ranges"], eager["load"], eager["ledgers_in_memory"]) == (4999, "budget", 1)
+    assert code == 0 and (eager["ranges"], eager["load"], eager["ledgers_in_memory"]) == (9999, "budget", 1)
 
 
 def _one_line_error(err: str) -> str:

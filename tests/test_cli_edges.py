@@ -489,7 +489,7 @@ def test_every_command_walks_the_file_before_lmdb_reads_it(tmp_path: Path) -> No
         curs = [topic.cursor(f"c{i}") for i in range(5)]
         for _ in range(5):
             for cur in curs:
-                cur.ack([Position(1, rng.randrange(1_000_000)) for _ in range(1000)])
+                cur.ack([Position(1, rng.randrange(1_000_000)) for _ in range(2000)])
             s.flush()
     pages = (src / "data.mdb").stat().st_size // 4096
     hits = 0  # pages whose damage check saw in the file's structure: the rule below is exercised

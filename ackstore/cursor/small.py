@@ -174,9 +174,9 @@ __all__ = [
 _ENTRY_MAX = 0xFFFFFFFF
 _NO_LOW = _ENTRY_MAX + 1  # (an entry past every one: ``low`` of a record holding no acks)
 
-FORM_RUNS_FACTOR = 8
+FORM_RUNS_FACTOR = 16
 """the small form holds up to this many times the runs the state layout a slot takes
-(:data:`ackstore.cursor.lane.STATE_MAX_RUNS`: 4,096 runs, 32 KiB of them): a state over that
+(:data:`ackstore.cursor.lane.STATE_MAX_RUNS`: 8,192 runs, 64 KiB of them): a state over that
 bound goes under the cursor's log keys, in a chain of its own (:func:`_py_flush_small`)"""
 
 DELTA_MOST = 256
