@@ -30,6 +30,7 @@
 #define FIXED_FULL 0x01 /* storage/records.py's FIXED_FULL: a fixed marker's flag of a full one */
 #define U32 0xFFFFFFFFULL
 #define NO_LOW 0x100000000LL /* small.py's _NO_LOW: an entry past every one (`low` of a record holding no acks) */
+#define LOW_LATER (-2LL)     /* `low` of a form whose runs are not read yet: set when they are */
 #define LEDGER_CHARGE 200 /* ledger_acks.py's LEDGER_OVERHEAD_BYTES, cursor/small.py's RANGE_CHARGE and */
 #define RANGE_CHARGE 8    /* BATCH_CHARGE: what a ledger holding state, a run or a delivery count, a partial */
 #define BATCH_CHARGE 64   /* batch of the form is charged against its cursor's cache budget (docs/cursors.md) */
@@ -80,8 +81,10 @@ typedef struct {
     uint8_t fresh;                  /* no delta marker possible now */
     uint8_t dropped;                /* acks M passed were left unnamed since M's ledger's record was written */
     long long low;                  /* the lowest entry of M's ledger its record and the chain's markers hold
-                                       acked (NO_LOW: none; -1: not known): while M is below it, the acks M
-                                       passes go unnamed (passed) */
+                                       acked (NO_LOW: none; -1: not known; LOW_LATER: when the runs are read):
+                                       while M is below it, the acks M passes go unnamed (passed) */
+    PyObject *unread;               /* a lazy open's: M's ledger's record, its n runs not read yet (NULL: read) */
+    long long unread_top;           /* ... and its highest entry, as the record says */
     uint32_t na, ncd;               /* the acks and counted entries since the chain's record, */
     uint32_t named, cnamed;         /* how many of each the markers named (the first ones) */
     uint32_t *adds, *counted;       /* (PyMem, DELTA_MOST each, NULL until the form keeps a chain) */
@@ -109,6 +112,7 @@ static int room_for(SmallState *s, uint32_t need) {
 }
 
 static uint32_t run_from(SmallState *s, unsigned long long e);
+
 static uint32_t ranges_in(SmallState *s, int k, uint32_t *first);
 static void stash(SmallState *s);
 static int rec_room(SmallState *s);
@@ -139,6 +143,63 @@ static void rechain(SmallState *s) {
 /* the form's first entry in the line's k-th ledger (0: M's), and the first past it */
 static inline unsigned long long line_start(SmallState *s, int k) { return k ? s->span_o[k - 1] : 0; }
 static inline unsigned long long line_end(SmallState *s, int k) { return k < s->ns ? s->span_o[k] : U32 + 1; }
+
+/* the lowest entry of M's ledger the form holds acked (NO_LOW: none): `low` of a chain whose
+ * records hold what the form holds there */
+static inline long long held_low(SmallState *s) {
+    return s->n && s->runs[0] < line_end(s, 0) ? (long long)s->runs[0] : NO_LOW;
+}
+
+/* A lazy open's form at its first use: the runs of M's ledger's record, which the open checked
+ * bar this decode (record_into), read into the form, as an eager open reads them. -1 with
+ * ValueError when they do not decode to what the record said (its checksum held at the open:
+ * a writer's fault), or with MemoryError; the record stays for the next try. O(its values). */
+static int read_unread(SmallState *s) {
+    PyObject *rec = s->unread;
+    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(rec);
+    Py_ssize_t len = PyBytes_GET_SIZE(rec), m = 0;
+    uint32_t n = s->n;
+    long long end = 0;
+    LedgerBody f;
+    int rc = read_ledger_body(p + 7, len - 7, &f) < 0;
+    s->n = 0; /* (room_for keeps none of the runs there are not yet) */
+    if (!rc && room_for(s, n) < 0) {
+        s->n = n;
+        return -1;
+    }
+    if (!rc) rc = ledger_runs_into(f.flags, f.first, f.last, f.payload, f.payload_len, 0, s->runs, n, &m, &end);
+    if (rc < 0 && !PyErr_ExceptionMatches(PyExc_ValueError)) {
+        s->n = n;
+        return -1;
+    }
+    PyErr_Clear();
+    if (rc || m != n || (long long)s->runs[0] <= s->md_e + 1 || (long long)s->runs[2 * m - 1] != s->unread_top) {
+        s->n = n; /* (CorruptRecordError, as a lazy open's parts say of a ledger that does not decode at its use) */
+        PyObject *errors = PyImport_ImportModule("ackstore.errors");
+        PyObject *kind = errors == NULL ? NULL : PyObject_GetAttrString(errors, "CorruptRecordError");
+        Py_XDECREF(errors);
+        if (kind != NULL)
+            PyErr_Format(kind, "cursor id %llu: the record of ledger %lld its open checked does not decode to its %u "
+                         "ranges; run 'ackstore check' on the store", s->cursor_id, s->md_l, n);
+        Py_XDECREF(kind);
+        return -1;
+    }
+    s->n = n;
+    s->unread = NULL;
+    Py_DECREF(rec);
+    if (s->low == LOW_LATER) s->low = held_low(s);
+    return 0;
+}
+
+/* a lazy open's form read (read_unread) before anything else uses it: the methods' wrappers */
+#define READ_FIRST(name)                                                                   \
+    static PyObject *name##_read(SmallState *s, PyObject *arg) {                           \
+        return s->unread != NULL && read_unread(s) < 0 ? NULL : name(s, arg);              \
+    }
+#define READ_FIRST_FAST(name)                                                                     \
+    static PyObject *name##_read(SmallState *s, PyObject *const *args, Py_ssize_t nargs) {        \
+        return s->unread != NULL && read_unread(s) < 0 ? NULL : name(s, args, nargs);             \
+    }
 
 /* which ledger of the line the form's entry e is in (0: M's) */
 static int line_index(SmallState *s, unsigned long long e) {
@@ -705,6 +766,7 @@ fail:
 
 static void SmallState_dealloc(SmallState *s) {
     Py_XDECREF(s->props);
+    Py_XDECREF(s->unread);
     for (uint32_t i = 0; i < s->nb; i++) Py_DECREF(s->bmask[i]);
     PyMem_Free(s->bat);
     PyMem_Free(s->bmask);
@@ -1013,7 +1075,8 @@ static PyObject *SmallState_fits(SmallState *s, PyObject *unused) { return fits(
  * partial batch's entry, else M) */
 static long long top_entry(SmallState *s) {
     long long top = s->md_e;
-    if (s->n && (long long)s->runs[2 * s->n - 1] > top) top = s->runs[2 * s->n - 1];
+    if (s->unread != NULL && s->unread_top > top) top = s->unread_top; /* (its record's, read lazily) */
+    else if (s->n && (long long)s->runs[2 * s->n - 1] > top) top = s->runs[2 * s->n - 1];
     if (s->nc && (long long)s->counts[2 * s->nc - 2] > top) top = s->counts[2 * s->nc - 2];
     if (s->nb && (long long)s->bat[2 * s->nb - 2] > top) top = s->bat[2 * s->nb - 2];
     return top;
@@ -1071,6 +1134,7 @@ static PyObject *SmallState_bound(SmallState *s, PyObject *const *args, Py_ssize
     s->limit = limit;
     s->limit_version = version;
     if (s->ns && s->md_e >= (long long)s->span_o[0] - 1) {
+        if (s->unread != NULL && read_unread(s) < 0) return NULL;
         rebase(s);
         Py_RETURN_TRUE;
     }
@@ -1094,6 +1158,7 @@ int small_ack(PyObject *small, PyObject *pos, int one, long long version, PyObje
     if (Py_TYPE(small) != &SmallStateType || !PyDict_CheckExact(listed)) return 0;
     SmallState *s = (SmallState *)small;
     if (s->ended || s->limit_version < 0 || s->limit_version != version) return 0;
+    if (s->unread != NULL && read_unread(s) < 0) return -1;
     int was_dirty = s->dirty;
     if (one) {
         long long x = item_entry(s, pos);
@@ -1234,7 +1299,7 @@ static PyObject *SmallState_adopt(SmallState *s, PyObject *const *args, Py_ssize
     unchain(s);
     if (recs) {
         rechain(s);
-        s->low = s->n && s->runs[0] < line_end(s, 0) ? (long long)s->runs[0] : NO_LOW; /* (what they hold: above M) */
+        s->low = s->unread != NULL ? LOW_LATER : held_low(s); /* (what they hold: above M) */
         if (!s->fresh) {
             memcpy(s->adds, adds, sizeof(uint32_t) * na), memcpy(s->counted, counted, sizeof(uint32_t) * nc);
             s->na = s->named = (uint32_t)na, s->ncd = s->cnamed = (uint32_t)nc;
@@ -1365,7 +1430,7 @@ static PyObject *SmallState_took_base(SmallState *s, PyObject *const *args, Py_s
     s->c.recs = recs, s->c.stale = 0;
     if ((written | gone) & 1 || whole) { /* (M's ledger's record written: above M alone) */
         s->c.passed = s->dropped = 0;
-        s->low = s->n && s->runs[0] < line_end(s, 0) ? (long long)s->runs[0] : NO_LOW;
+        s->low = held_low(s);
     }
     s->named = 0;
     named_low(s); /* (the full marker names every ack and count since the records) */
@@ -1539,7 +1604,8 @@ static PyObject *SmallState_runs_of(SmallState *s, PyObject *arg) {
 /* held() -> int: the ledgers of the line holding state (bit k: the k-th, 0 M's; the first 64):
  * a run's entries, a delivery count, a partial batch (small.py's _held) */
 static uint64_t held_of(SmallState *s) {
-    uint64_t out = 0;
+    uint64_t out = s->unread != NULL; /* (a record read lazily is M's ledger's, holding acks: and nothing else) */
+    if (out) return out;
     for (int k = 0; k <= s->ns && k < 64; k++) {
         unsigned long long start = line_start(s, k), end = line_end(s, k);
         if (ranges_in(s, k, NULL) || count_from(s, start) < count_from(s, end) || batch_from(s, start) < batch_from(s, end))
@@ -1660,58 +1726,105 @@ fail:
     return NULL;
 }
 
+/* (the methods that use the runs read a lazy open's first: bound and adopt serve an open, and know) */
+READ_FIRST_FAST(SmallState_record_of)
+READ_FIRST(SmallState_runs_of)
+READ_FIRST(SmallState_acks_of)
+READ_FIRST(SmallState_held)
+READ_FIRST(SmallState_charge)
+READ_FIRST(SmallState_records)
+READ_FIRST(SmallState_to_record)
+READ_FIRST_FAST(SmallState_took_base)
+READ_FIRST_FAST(SmallState_ack_range)
+READ_FIRST(SmallState_ack_bitmap)
+READ_FIRST_FAST(SmallState_ack_entries)
+READ_FIRST(SmallState_runs)
+READ_FIRST(SmallState_acked)
+READ_FIRST(SmallState_ack_positions)
+READ_FIRST(SmallState_deliver_positions)
+READ_FIRST(SmallState_count)
+READ_FIRST_FAST(SmallState_counts)
+READ_FIRST(SmallState_batches)
+READ_FIRST(SmallState_batch)
+READ_FIRST_FAST(SmallState_ack_batch)
+READ_FIRST(SmallState_fits)
+READ_FIRST(SmallState_top)
+READ_FIRST(SmallState_range_count)
+READ_FIRST(SmallState_read_from)
+READ_FIRST(SmallState_rewind)
+READ_FIRST_FAST(SmallState_reset)
+READ_FIRST_FAST(SmallState_unacked)
+READ_FIRST(SmallState_end)
+READ_FIRST(SmallState_set_props)
+
 static PyMethodDef SmallState_methods[] = {
-    {"record_of", (PyCFunction)(void (*)(void))SmallState_record_of, METH_FASTCALL,
+    {"record_of", (PyCFunction)(void (*)(void))SmallState_record_of_read, METH_FASTCALL,
      "The line's k-th ledger's record of the form's state there, its acks coded as given (PySmallState.record_of)."},
-    {"runs_of", (PyCFunction)SmallState_runs_of, METH_O,
+    {"runs_of", (PyCFunction)SmallState_runs_of_read, METH_O,
      "runs_of(k) -> [(first, last), ...]: the line's k-th ledger's runs, its own entries."},
-    {"acks_of", (PyCFunction)SmallState_acks_of, METH_O,
+    {"acks_of", (PyCFunction)SmallState_acks_of_read, METH_O,
      "The line's k-th ledger's acks, in the portable roaring serialization (PySmallState.acks_of)."},
-    {"held", (PyCFunction)SmallState_held, METH_NOARGS, "The ledgers of the line holding state (PySmallState.held)."},
-    {"charge", (PyCFunction)SmallState_charge, METH_NOARGS, "What the form is charged against its cursor's budget."},
-    {"records", (PyCFunction)SmallState_records, METH_NOARGS, "The chain's records, in the line's order."},
-    {"to_record", (PyCFunction)SmallState_to_record, METH_O,
+    {"held", (PyCFunction)SmallState_held_read, METH_NOARGS, "The ledgers of the line holding state (PySmallState.held)."},
+    {"charge", (PyCFunction)SmallState_charge_read, METH_NOARGS, "What the form is charged against its cursor's budget."},
+    {"records", (PyCFunction)SmallState_records_read, METH_NOARGS, "The chain's records, in the line's order."},
+    {"to_record", (PyCFunction)SmallState_to_record_read, METH_O,
      "The ledgers a new base of the chain writes records of (PySmallState.to_record)."},
     {"adopt", (PyCFunction)(void (*)(void))SmallState_adopt, METH_FASTCALL,
      "The chain its parts wrote last: the next states are markers naming its record (PySmallState.adopt)."},
-    {"took_base", (PyCFunction)(void (*)(void))SmallState_took_base, METH_FASTCALL,
+    {"took_base", (PyCFunction)(void (*)(void))SmallState_took_base_read, METH_FASTCALL,
      "A flush wrote the form's state as a new chain (small.base_puts): adopted; the trim it makes."},
-    {"ack_range", (PyCFunction)(void (*)(void))SmallState_ack_range, METH_FASTCALL,
+    {"ack_range", (PyCFunction)(void (*)(void))SmallState_ack_range_read, METH_FASTCALL,
      "Entries first..last of the form acked; whether the runs still fit the cap."},
-    {"ack_bitmap", (PyCFunction)SmallState_ack_bitmap, METH_O,
+    {"ack_bitmap", (PyCFunction)SmallState_ack_bitmap_read, METH_O,
      "A BitMap's entries of the form acked; whether the runs still fit the cap."},
-    {"ack_entries", (PyCFunction)(void (*)(void))SmallState_ack_entries, METH_FASTCALL,
+    {"ack_entries", (PyCFunction)(void (*)(void))SmallState_ack_entries_read, METH_FASTCALL,
      "Cursor.ack_entries of a BitMap of M's ledger the form takes; whether the runs still fit; None: not taken."},
-    {"runs", (PyCFunction)SmallState_runs, METH_NOARGS, "The runs above M, [(first, last), ...]."},
-    {"acked", (PyCFunction)SmallState_acked, METH_O, "Whether an entry of the form is acked."},
-    {"ack_positions", (PyCFunction)SmallState_ack_positions, METH_O,
+    {"runs", (PyCFunction)SmallState_runs_read, METH_NOARGS, "The runs above M, [(first, last), ...]."},
+    {"acked", (PyCFunction)SmallState_acked_read, METH_O, "Whether an entry of the form is acked."},
+    {"ack_positions", (PyCFunction)SmallState_ack_positions_read, METH_O,
      "A list of positions the form takes acked; whether the state still fits; None: not the form's to take."},
-    {"deliver_positions", (PyCFunction)SmallState_deliver_positions, METH_O,
+    {"deliver_positions", (PyCFunction)SmallState_deliver_positions_read, METH_O,
      "One more delivery of each position the form takes; each one's count after; None: not the form's to take."},
-    {"count", (PyCFunction)SmallState_count, METH_O, "An entry's delivery count (0: none)."},
-    {"counts", (PyCFunction)(void (*)(void))SmallState_counts, METH_FASTCALL,
+    {"count", (PyCFunction)SmallState_count_read, METH_O, "An entry's delivery count (0: none)."},
+    {"counts", (PyCFunction)(void (*)(void))SmallState_counts_read, METH_FASTCALL,
      "The delivery counts above M, [(entry, count), ...], of the entries first..stop - 1 when given."},
-    {"batches", (PyCFunction)SmallState_batches, METH_NOARGS, "The partial batches above M, [(entry, size, mask), ...]."},
-    {"batch", (PyCFunction)SmallState_batch, METH_O, "An entry's partial batch (size, mask), or None."},
-    {"ack_batch", (PyCFunction)(void (*)(void))SmallState_ack_batch, METH_FASTCALL,
+    {"batches", (PyCFunction)SmallState_batches_read, METH_NOARGS, "The partial batches above M, [(entry, size, mask), ...]."},
+    {"batch", (PyCFunction)SmallState_batch_read, METH_O, "An entry's partial batch (size, mask), or None."},
+    {"ack_batch", (PyCFunction)(void (*)(void))SmallState_ack_batch_read, METH_FASTCALL,
      "Indexes of a batch entry acked (the entry once every one is); whether the state still fits."},
-    {"fits", (PyCFunction)SmallState_fits, METH_NOARGS, "Whether the runs and counts fit the form."},
-    {"top", (PyCFunction)SmallState_top, METH_NOARGS, "The highest entry holding state: a run's, a count's, or M."},
+    {"fits", (PyCFunction)SmallState_fits_read, METH_NOARGS, "Whether the runs and counts fit the form."},
+    {"top", (PyCFunction)SmallState_top_read, METH_NOARGS, "The highest entry holding state: a run's, a count's, or M."},
     {"bound", (PyCFunction)(void (*)(void))SmallState_bound, METH_FASTCALL,
      "The ledgers after M's on the form's line and the form's highest entry, as of a directory version."},
-    {"range_count", (PyCFunction)SmallState_range_count, METH_NOARGS, "The ranges held, as the parts count them."},
-    {"read_from", (PyCFunction)SmallState_read_from, METH_O, "A sequential read moved on to an entry."},
-    {"rewind", (PyCFunction)SmallState_rewind, METH_NOARGS, "Read again from M + 1."},
-    {"reset", (PyCFunction)(void (*)(void))SmallState_reset, METH_FASTCALL,
+    {"range_count", (PyCFunction)SmallState_range_count_read, METH_NOARGS, "The ranges held, as the parts count them."},
+    {"read_from", (PyCFunction)SmallState_read_from_read, METH_O, "A sequential read moved on to an entry."},
+    {"rewind", (PyCFunction)SmallState_rewind_read, METH_NOARGS, "Read again from M + 1."},
+    {"reset", (PyCFunction)(void (*)(void))SmallState_reset_read, METH_FASTCALL,
      "A position reset: M before (ledger, entry), nothing above it acked or counted; unbounded."},
-    {"unacked", (PyCFunction)(void (*)(void))SmallState_unacked, METH_FASTCALL,
+    {"unacked", (PyCFunction)(void (*)(void))SmallState_unacked_read, METH_FASTCALL,
      "Up to n entries of the form in [start, stop) not acked."},
-    {"end", (PyCFunction)SmallState_end, METH_NOARGS, "The cursor left the small form: no flush takes this one again."},
-    {"set_props", (PyCFunction)SmallState_set_props, METH_O, "The properties, packed (b'': none); the form changed."},
+    {"end", (PyCFunction)SmallState_end_read, METH_NOARGS, "The cursor left the small form: no flush takes this one again."},
+    {"set_props", (PyCFunction)SmallState_set_props_read, METH_O, "The properties, packed (b'': none); the form changed."},
     {NULL, NULL, 0, NULL},
 };
 
+/* low: the lowest entry of M's ledger the chain holds acked (a lazy open's form read first) */
+static PyObject *SmallState_low(SmallState *s, void *unused) {
+    (void)unused;
+    return s->unread != NULL && read_unread(s) < 0 ? NULL : PyLong_FromLongLong(s->low);
+}
+
+/* unread: True while a lazy open's record waits for the form's first use (read_unread) */
+static PyObject *SmallState_unread(SmallState *s, void *unused) {
+    (void)unused;
+    return PyBool_FromLong(s->unread != NULL);
+}
+
 static PyGetSetDef SmallState_getset[] = {
+    {"unread", (getter)SmallState_unread, NULL, "True while a lazy open's record waits for the form's first use.",
+     NULL},
+    {"low", (getter)SmallState_low, NULL,
+     "The lowest entry of M's ledger its record and the chain's markers hold acked (-1: not known).", NULL},
     {"spans", (getter)SmallState_spans, NULL, "The ledgers after M's on the form's line, ((ledger, offset), ...).",
      NULL},
     {NULL},
@@ -1762,7 +1875,6 @@ static PyMemberDef SmallState_members[] = {
     MEMBER(cnamed, T_UINT, "how many of the counted entries since the record the markers named"),
     CHAIN_MEMBER(tail, T_UBYTE, "1 when log keys of the cursor lie under its state slots"),
     MEMBER(fresh, T_UBYTE, "1 when the next state cannot be a marker naming the chain's record"),
-    MEMBER(low, T_LONGLONG, "the lowest entry of M's ledger its record and the chain's markers hold acked (-1: not known)"),
     MEMBER(dropped, T_UBYTE, "1 when acks M passed were left unnamed since M's ledger's record was written"),
     {NULL, 0, 0, 0, NULL},
 };
@@ -2072,6 +2184,7 @@ static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t n
         }
         s->undo = 0;
         if (!s->dirty || s->ended) continue;
+        if (s->unread != NULL && read_unread(s) < 0) goto fail; /* (a change read it first: never here) */
         if (over_budget(s)) { /* its parts hold it under the budget */
             if (PyList_Append(over, (PyObject *)s) < 0) goto fail;
             continue;
@@ -2200,7 +2313,7 @@ static PyObject *undo_small(PyObject *self, PyObject *list) {
  * counts. 1 taken, 0 not (a record the form does not take, or ValueError: damage), -1 with any
  * other exception. O(the record's values). */
 static int record_into(SmallState *s, PyObject *item, unsigned long long cid, long long version, uint32_t cap,
-                       long long *floor) {
+                       long long *floor, int lazy) {
     if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 5 || !PyBytes_Check(PyTuple_GET_ITEM(item, 3))) {
         PyErr_Format(PyExc_TypeError, "small_of_record's records are (ledger, offset, stop, record: bytes, runs), not %R",
                      item);
@@ -2221,6 +2334,13 @@ static int record_into(SmallState *s, PyObject *item, unsigned long long cid, lo
         return 0;
     if (f.flags != ONE_PASS_BOUNDS && (f.flags < 0 || f.flags > 63 || !((1ULL << f.flags) & ONE_PASS_CODES))) return 0;
     uint32_t n = s->n;
+    if (lazy && !n && !offset && runs >= 0 && f.runs > 0 && !f.nc && f.first > md_e + 1 && f.last < stop &&
+        f.runs <= (int64_t)cap) { /* M's ledger's alone, acks only: read at the form's first use (read_unread) */
+        s->unread = Py_NewRef(PyTuple_GET_ITEM(item, 3));
+        s->unread_top = f.last;
+        s->n = (uint32_t)f.runs;
+        return 1;
+    }
     /* the runs stated, past those held (a join across the offset takes one away): room made once */
     uint64_t most = (uint64_t)n + (uint64_t)f.runs;
     if (f.runs < 0 || most > (uint64_t)cap + 1 || most > U32) return 0;
@@ -2281,12 +2401,15 @@ fail:
  * O(the records' values + adds + counts). */
 static PyObject *small_of_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 12 || !PyBytes_Check(args[7]) || !PyTuple_Check(args[8]) ||
+    if ((nargs != 12 && nargs != 13) || !PyBytes_Check(args[7]) || !PyTuple_Check(args[8]) ||
         (args[11] != Py_None && !PyDict_Check(args[11]))) {
         PyErr_SetString(PyExc_TypeError, "small_of_record(cursor_id, md_l, md_e, next_seq, slot, slots, cap, "
-                                         "props: bytes, records: tuple, max_version, adds, counts: dict | None)");
+                                         "props: bytes, records: tuple, max_version, adds, counts: dict | None, "
+                                         "lazy=False)");
         return NULL;
     }
+    int lazy = nargs == 13 ? PyObject_IsTrue(args[12]) : 0;
+    if (lazy < 0) return NULL;
     unsigned long long cid = PyLong_AsUnsignedLongLong(args[0]), seq = PyLong_AsUnsignedLongLong(args[3]);
     long long md_l = PyLong_AsLongLong(args[1]), md_e = PyLong_AsLongLong(args[2]);
     long slot = PyLong_AsLong(args[4]), slots = PyLong_AsLong(args[5]);
@@ -2302,8 +2425,10 @@ static PyObject *small_of_record(PyObject *self, PyObject *const *args, Py_ssize
     if (s == NULL) return NULL;
     int taken = 1;
     long long floor = 0;
+    /* (one record and nothing since: its runs may wait for the form's first use) */
+    lazy = lazy && PyTuple_GET_SIZE(args[8]) == 1 && !na && (args[11] == Py_None || !PyDict_GET_SIZE(args[11]));
     for (Py_ssize_t i = 0; taken == 1 && i < PyTuple_GET_SIZE(args[8]); i++)
-        taken = record_into(s, PyTuple_GET_ITEM(args[8], i), cid, version, (uint32_t)cap, &floor);
+        taken = record_into(s, PyTuple_GET_ITEM(args[8], i), cid, version, (uint32_t)cap, &floor, lazy);
     if (taken < 0) goto fail;
     for (Py_ssize_t i = 0; taken && i < na; i++) { /* the acks since: each takes its count away */
         if (adds[i] <= md_e + 1 || add_run(s, adds[i], adds[i]) < 0) taken = 0; /* (at or below M: recovery's) */
@@ -2695,9 +2820,9 @@ out:
  * functions read it, as before. O(the records' values + the chain's markers). */
 static PyObject *form_open(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 9) {
+    if (nargs != 10) {
         PyErr_SetString(PyExc_TypeError, "form_open(cursor_id, probe, bound, cap, max_version, every, budget, "
-                                         "state_max_runs, chains)");
+                                         "state_max_runs, chains, lazy)");
         return NULL;
     }
     unsigned long long cid = PyLong_AsUnsignedLongLong(args[0]);
@@ -2788,10 +2913,10 @@ static PyObject *form_open(PyObject *self, PyObject *const *args, Py_ssize_t nar
     }
     if (PyList_GET_SIZE(adds) + PyDict_GET_SIZE(counts) > DELTA_MOST) goto none;
     if ((props = PyBytes_FromStringAndSize((const char *)c.props, c.props_len)) == NULL) goto fail;
-    PyObject *oargs[12] = {args[0], NULL, NULL, NULL, NULL, NULL, args[3], props, items, args[4], adds, counts};
+    PyObject *oargs[13] = {args[0], NULL, NULL, NULL, NULL, NULL, args[3], props, items, args[4], adds, counts, args[9]};
     oargs[1] = PyLong_FromLongLong(c.md_l), oargs[2] = PyLong_FromLongLong(c.md_e);
     oargs[3] = PyLong_FromLongLong(c.seq + 1), oargs[4] = PyLong_FromLong(c.slot), oargs[5] = PyLong_FromLong(c.slots);
-    PyObject *got = oargs[1] && oargs[2] && oargs[3] && oargs[4] && oargs[5] ? small_of_record(NULL, oargs, 12) : NULL;
+    PyObject *got = oargs[1] && oargs[2] && oargs[3] && oargs[4] && oargs[5] ? small_of_record(NULL, oargs, 13) : NULL;
     for (int i = 1; i <= 5; i++) Py_XDECREF(oargs[i]);
     if (got == NULL) goto fail;
     if (got == Py_None) {

@@ -180,7 +180,7 @@ class CursorSide:
         ``lines``: the topic's directory's answers for a form's line in ``txn``
         (``line_memo``: a bulk open's batch asks once for each mark-delete ledger)."""
         if not config.history_seconds:
-            small = form_read(txn, log.db, log.cursor_id, config, topic.directory, probe, lines)
+            small = form_read(txn, log.db, log.cursor_id, config, topic.directory, probe, lines, self.store.lazy)
             if small is not None:
                 return small  # (read in one compiled call; else by its Python twin, below)
             values = slot_values(txn, log.db, log.cursor_id, probe)

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +24,12 @@ from pyroaring import BitMap
 
 from ackstore import AckStore, CursorConfig, Position
 from ackstore.cursor.small import IMPLEMENTATIONS, check_small, form_read, set_form_chains
+from ackstore.errors import CorruptRecordError
 from ackstore.fields import native
 from ackstore.ledger_acks import LedgerAcks, bitmap_of_runs, run_bounds
 from ackstore.storage import codecs, pure_codecs, records
+
+from .chain_twins import form_fields
 
 T = "persistent://t/n/chain-open"
 CFG = CursorConfig(max_unacked_ranges_to_persist=0)
@@ -559,3 +563,136 @@ def test_the_compiled_open_of_slots_leaves_damage_and_nothing_to_recovery(tmp_pa
         cur._check()
     finally:
         store.close()
+
+
+def _lazy_pair(path: Path) -> tuple[Any, Any]:
+    """The compiled open's form of cursor ``c`` of the store at ``path``, read lazily (its
+    record's runs waiting for the first use) and eagerly (None: it declines)."""
+    store, topic = _store(path)
+    try:
+        cid = topic.cursor("c", CFG)._core.cursor_id
+        storage = store.storage
+        read = [
+            storage.read(
+                partial(form_read, db=storage.log_db, cursor_id=cid, config=CFG, directory=topic.directory, lazy=lazy)
+            )
+            for lazy in (True, False)
+        ]
+        return tuple(None if got is None else got.small for got in read)  # type: ignore[return-value]
+    finally:
+        store.close()
+
+
+#: what is asked of a lazy open's form first: a reading, or a change and then every reading
+_FIRST_USES: dict[str, Callable[[Any], Any]] = {
+    "runs": lambda s: s.runs(),
+    "acked": lambda s: [s.acked(e) for e in (0, 1, 17, 2499, 2500, 9999)],
+    "range count": lambda s: s.range_count(),
+    "unacked": lambda s: s.unacked(0, 3000, 40),
+    "held": lambda s: s.held(),
+    "charge": lambda s: s.charge(),
+    "top": lambda s: s.top(),
+    "low": lambda s: s.low,
+    "acks of": lambda s: s.acks_of(0),
+    "an ack": lambda s: s.ack_range(0, 0),
+    "an ack at the end": lambda s: s.ack_range(2499, 2600),
+    "deliveries": lambda s: s.deliver_positions([(1, e) for e in range(40)]),
+    "a reset": lambda s: s.reset(1, 900),
+}
+
+
+@pytest.mark.skipif(native is None, reason="the compiled open is the built module's")
+@pytest.mark.parametrize("use", list(_FIRST_USES))
+def test_a_lazy_opens_form_reads_its_record_at_its_first_use(tmp_path: Path, use: str) -> None:
+    """A lazy open of a holey cursor (one record of M's ledger, acks alone, nothing since)
+    checks the record but for the decode and keeps it (``unread``) with the ranges it states;
+    the form's first use, whatever it is, reads the runs first, and from then on the form is
+    the eager open's: the same answer, and every field and reading the same after it."""
+    path = tmp_path / "a"
+    _play(path, [[_holes]], True)
+    lazy, eager = _lazy_pair(path)
+    assert lazy.unread and not eager.unread and (lazy.n, lazy.top()) == (eager.n, eager.top()) == (560, 2499)
+    first = _FIRST_USES[use]
+    assert first(lazy) == first(eager) and not lazy.unread
+    assert form_fields(lazy) == form_fields(eager)
+    check_small(lazy, (1, -1))
+
+
+@pytest.mark.skipif(native is None, reason="the compiled open is the built module's")
+def test_a_lazy_open_reads_lazily_only_a_record_of_acks_alone_with_nothing_since(tmp_path: Path) -> None:
+    """Delivery counts in the record, or acks since it (a delta marker), and the lazy open
+    reads the runs at once, as the eager one does."""
+    path = tmp_path / "a"
+    _play(path, [[_holes, _deliver(0)]], True)
+    assert not _lazy_pair(path)[0].unread
+    _play(path, [[_acks(2)]], False)
+    assert not _lazy_pair(path)[0].unread
+
+
+@pytest.mark.skipif(native is None, reason="the compiled open is the built module's")
+def test_a_lazy_opens_record_that_does_not_decode_says_so_at_its_first_use(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A record whose checksum holds but whose code does not decode (a writer's fault): the
+    lazy open takes it, and its first use raises CorruptRecordError naming the cursor and the
+    ledger, changing nothing (the next use says it again); an eager open leaves it to
+    recovery."""
+    path = tmp_path / "a"
+    _play(path, [[_holes]], True)
+    with _log_of(path, write=True) as (txn, db):
+        ((key, value),) = [
+            (bytes(k), v) for k, v in txn.cursor(db=db) if records.record_type(v) == records.RECORD_LEDGER
+        ]
+        body = msgpack.unpackb(bytes(value)[7:], strict_map_key=False)
+        at = next(i for i, x in enumerate(body) if isinstance(x, bytes) and len(x) > 100)
+        code = bytearray(body[at])
+        code[-1] ^= 0xFF  # (the high part's last bits: more values than the count says)
+        body[at] = bytes(code)
+        txn.put(key, records.encode_record(records.RECORD_LEDGER, msgpack.packb(body)), db=db)
+    from ackstore import store_cursors
+
+    monkeypatch.setattr(store_cursors, "form_read", form_read)  # (the suite's check would read it at the open)
+    lazy, eager = _lazy_pair(path)
+    assert lazy is not None and lazy.unread and eager is None
+    for _ in range(2):
+        with pytest.raises(CorruptRecordError, match=r"cursor id \d+: the record of ledger 1 .* 560 ranges"):
+            lazy.acked(5)
+        assert lazy.unread and lazy.n == 560
+
+
+@pytest.mark.skipif(native is None, reason="the compiled open is the built module's")
+def test_a_lazy_open_of_holey_cursors_answers_and_flushes_as_the_eager_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store of holey cursors reopened lazily (its forms not read by the suite's check at
+    the open): each cursor answers is_acked, takes acks and flushes; reopened eagerly, every
+    cursor holds what a model of its acks holds."""
+    from ackstore import store_cursors
+
+    monkeypatch.setattr(store_cursors, "form_read", form_read)  # (the forms as the open leaves them)
+    path, rng = tmp_path / "a", random.Random(8)
+    model: dict[str, set[int]] = {}
+    store, topic = _store(path)
+    topic.add_ledger(1)
+    topic.close_ledger(1, 3000)
+    topic.add_ledger(2)
+    for c in range(4):
+        acked = set(range(1, 3000)) - set(rng.sample(range(1, 3000), 800))
+        topic.cursor(f"c{c}", CFG).ack_entries(1, sorted(acked))
+        model[f"c{c}"] = acked
+    store.close()
+    with AckStore.open(path, load="lazy") as store:
+        curs = store.topic(T).open_cursors(CFG)
+        assert all(cur._core.small is not None and cur._core.small.unread for cur in curs.values())
+        for name, cur in curs.items():
+            e = rng.randrange(1, 3000)
+            assert cur.is_acked(Position(1, e)) == (e in model[name])
+            cur.ack(Position(1, e))
+            model[name].add(e)
+            cur._check()
+        store.flush()
+    with AckStore.open(path, load="budget") as store:
+        for name, cur in store.topic(T).open_cursors(CFG).items():
+            md = cur.mark_delete_position
+            held = {e for e in range(3000) if cur.is_acked(Position(1, e))}
+            assert held == {e for e in range(3000) if e in model[name] or e <= md[1]} and md[0] == 1

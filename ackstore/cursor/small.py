@@ -792,6 +792,13 @@ def _passed(s: PySmallState) -> None:
         s.passed = int(s.md_e >= 0)
 
 
+def _held_low(s: PySmallState) -> int:
+    """The lowest entry of M's ledger the form holds acked (2**32: none): ``low`` of a chain
+    whose records hold what the form holds there. O(1)."""
+    end = s.spans[0][1] if s.spans else _NO_LOW
+    return s._runs[0] if s._runs and s._runs[0] < end else _NO_LOW
+
+
 def _named_low(s: PySmallState) -> None:
     """A marker of the chain names the acks since its records from ``s.named`` on: the
     lowest of M's ledger's is one the chain holds (``low``). O(acks since)."""
@@ -1176,8 +1183,7 @@ def _adopt(
     if pairs:
         s._adds[:], s._counted[:], s.named, s.cnamed = adds, counted, len(adds), len(counted)
         s.fresh = 0
-        end = s.spans[0][1] if s.spans else _NO_LOW
-        s.low = s._runs[0] if s._runs and s._runs[0] < end else _NO_LOW  # (what they hold: above M)
+        s.low = _held_low(s)  # (what they hold: above M)
 
 
 def _took_base(s: PySmallState, version: int, written: int, nbytes: int) -> tuple[bytes, int, tuple[int, ...]] | None:
@@ -1217,8 +1223,7 @@ def _took_base(s: PySmallState, version: int, written: int, nbytes: int) -> tupl
         s._rec[k] = seq + i
     s.recs, s.stale, s.fresh = recs, 0, 0
     if whole or (written | gone) & 1:  # (M's ledger's record written: above M alone)
-        end = s.spans[0][1] if s.spans else _NO_LOW
-        s.low, s.passed, s.dropped = s._runs[0] if s._runs and s._runs[0] < end else _NO_LOW, 0, 0
+        s.low, s.passed, s.dropped = _held_low(s), 0, 0
     s.named = s.cnamed = 0
     _named_low(s)  # (the full marker names every ack and count since the records)
     s.named, s.cnamed = len(s._adds), len(s._counted)
@@ -1494,6 +1499,7 @@ def _py_small_of_record(
     max_version: int,
     adds: Any,
     counts: dict[int, int] | None,
+    lazy: bool = False,
 ) -> Any:
     """The small form of a cursor whose newest marker names the ``records`` of ledgers of its
     line (:func:`chain_opened` reads and checks the marker and gives each as ``(ledger,
@@ -1506,7 +1512,10 @@ def _py_small_of_record(
     not read in one pass (``pure_acks.ledger_bounds``'s records of ``ONE_PASS_CODES``, with
     delivery counts but no partial batch), damaged, stating other than its runs or
     than ``runs``, holding state at or past ``stop`` or acks at M + 1 (M would move:
-    recovery's to fit), or over ``cap`` runs or :data:`COUNT_CAP` counts.
+    recovery's to fit), or over ``cap`` runs or :data:`COUNT_CAP` counts. ``lazy``: the
+    compiled twin may keep one record of M's ledger holding acks alone, with nothing since,
+    for the form's first use to read (its ``unread``), having checked it but for the decode;
+    this twin reads it now (a form answers the same either way).
     O(the records' values + adds + counts)."""
     if type(props) is not bytes or type(records) is not tuple or not (counts is None or type(counts) is dict):
         raise TypeError("small_of_record's props are bytes, its records a tuple, its counts a dict or None")
@@ -1926,6 +1935,7 @@ def form_read(
     directory: LedgerDirectory,
     probe: Any = None,
     lines: Callable[[int], Any] | None = None,
+    lazy: bool = False,
 ) -> OpenedForm | None:
     """The form of a cursor that keeps no history, read straight from its log in one compiled
     call (``_native.form_open``): from its state slots when they are its whole log, as
@@ -1935,8 +1945,10 @@ def form_read(
     it declines, or where the compiled module is not built: then those functions read the
     cursor (and recovery, when they decline), as before. ``probe``: a cursor of ``txn`` on
     the log (a bulk open's); ``lines``: :func:`line_memo` of ``directory`` as ``txn`` sees
-    it (a bulk open's, made once for its batch). O(the state's
-    values: the newest slot's, or the records' and the chain's markers)."""
+    it (a bulk open's, made once for its batch); ``lazy``: a lazy open's, whose form may
+    keep its one record's runs to read at its first use (``small_of_record``). O(the state's
+    values: the newest slot's, or the records' and the chain's markers; lazily, their
+    checksums but the one record's runs)."""
     if _native is None:
         return None
     started = time.perf_counter()
@@ -1953,6 +1965,7 @@ def form_read(
         config.max_individual_ack_cache_bytes,
         lane.STATE_MAX_RUNS,
         _CHAINS[0],
+        lazy,
     )
     if got is None:
         return None
