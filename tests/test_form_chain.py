@@ -874,3 +874,34 @@ def test_a_late_consumers_moving_mark_delete_writes_markers_and_reopens_exact(tm
 
 def _keys(store: AckStore) -> list[bytes]:
     return store.storage.read(lambda txn: [bytes(k) for k, _ in txn.cursor(db=store.storage.log_db)])
+
+
+def test_a_parts_chain_naming_one_state_marker_for_several_ledgers_stays_with_the_parts(tmp_path: Path) -> None:
+    """A cursor whose state marker held two ledgers outgrows the state layout by acks in a
+    third: its parts' full marker names that state marker as the record of both untouched
+    ledgers. The form keeps a record of each ledger of its chain, so it does not take that
+    chain (it took it, holding one record twice, which its own check refused); the parts
+    write on, every check holds at every flush, and a reopen holds every ack."""
+    from ackstore.cursor.lane import set_state_bound
+
+    before, chains = set_state_bound(3), small_form.set_form_chains(True)
+    acks = [Position(1, 5), Position(2, 5), *(Position(3, e) for e in (1, 3, 5, 7, 9, 11))]
+    try:
+        config = CursorConfig(full_marker_every=3, max_unacked_ranges_to_persist=0)
+        with AckStore.open(tmp_path / "s", sync=False) as store:
+            topic = store.topic("persistent://t/n/shared")
+            for ledger in (1, 2):
+                topic.add_ledger(ledger)
+                topic.close_ledger(ledger, 40)
+            topic.add_ledger(3)
+            cur = topic.cursor("c", config)
+            for group in (acks[:2], acks[2:5], *([p] for p in acks[5:])):
+                cur.ack(group)
+                store.flush()
+                cur._check()
+        with AckStore.open(tmp_path / "s", readonly=True) as store:
+            again = store.topic("persistent://t/n/shared").cursor("c", config)
+            assert [p for p in acks if again.is_acked(p)] == acks and again.ack_range_count == 8
+    finally:
+        set_state_bound(before)
+        small_form.set_form_chains(chains)

@@ -1706,6 +1706,8 @@ def small_of(
         index = dict(pages.index)  # (the form's chain is its parts': see below)
         if not index or sum(len(e.adds or ()) + len(e.counts or ()) for e in index.values()) > DELTA_MOST:
             return None
+        if len({e.seq for e in index.values()}) < len(index):  # (a state marker the record of several
+            return None  # ledgers, as the parts' index keeps it: the form's chain holds a record of each)
         if (
             chain.full_seq != chain.marker_seq
             or chain.truncated
