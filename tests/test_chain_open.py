@@ -696,3 +696,67 @@ def test_a_lazy_open_of_holey_cursors_answers_and_flushes_as_the_eager_one(
             md = cur.mark_delete_position
             held = {e for e in range(3000) if cur.is_acked(Position(1, e))}
             assert held == {e for e in range(3000) if e in model[name] or e <= md[1]} and md[0] == 1
+
+
+def _random_steps(path: Path, seed: int) -> int:
+    """One seeded run of random steps on a holey cursor (3,000 entries of a sealed ledger,
+    600 to 2,000 holes) against a model of its acks: one ack or a list, a delivery, a read
+    of one entry and of the mark-delete position, M's next entry acked, a flush, and a
+    reopen (lazily most often: the form's record waits for its first use); the cursor's own
+    check after every step, and an eager reopen at the end holding the model's acks.
+    Returns how many reopens left a form unread."""
+    rng, n = random.Random(seed), 3000
+    acked = set(range(1, n)) - set(rng.sample(range(1, n), rng.choice([600, 1200, 2000])))
+    store = AckStore.open(path, sync=False)
+    topic = store.topic(T)
+    topic.add_ledger(1)
+    topic.close_ledger(1, n)
+    topic.add_ledger(2)
+    cur = topic.cursor("c", CFG)
+    cur.ack_entries(1, sorted(acked))
+    store.flush()
+    unread = 0
+    try:
+        for _ in range(60):
+            r, md = rng.random(), cur.mark_delete_position
+            if r < 0.15:
+                store.close()
+                store = AckStore.open(path, sync=False, load=rng.choice(["lazy", "lazy", "budget"]))
+                cur = store.topic(T).open_cursors(CFG)["c"]
+                unread += bool(getattr(cur._core.small, "unread", False))
+            elif r < 0.45:
+                entries = [rng.randrange(n) for _ in range(rng.choice([1, 1, 5, 50]))]
+                cur.ack(Position(1, entries[0]) if len(entries) == 1 else [Position(1, e) for e in entries])
+                acked |= set(entries)
+            elif r < 0.55:
+                e = rng.randrange(n)
+                if e not in acked and e > md[1]:
+                    cur.record_deliveries([Position(1, e)])
+            elif r < 0.7:
+                e, m = rng.randrange(n), -1
+                while m + 1 in acked:
+                    m += 1
+                assert cur.is_acked(Position(1, e)) == (e in acked or e <= m) and md == Position(1, m), (seed, e)
+            elif r < 0.8:
+                cur.ack(Position(1, md[1] + 1))
+                acked.add(md[1] + 1)
+            else:
+                store.flush()
+            cur._check()
+        store.flush()
+    finally:
+        store.close()
+    with AckStore.open(path, load="budget") as store:
+        again = store.topic(T).open_cursors(CFG)["c"]
+        m = again.mark_delete_position[1]
+        assert {e for e in range(n) if again.is_acked(Position(1, e))} == {e for e in range(n) if e in acked or e <= m}
+    return unread
+
+
+def test_holey_cursors_opened_lazily_follow_a_model_through_random_steps(tmp_path: Path, long_run: bool) -> None:
+    """Seeded runs of :func:`_random_steps` (24, or 200 with ``--long``): every answer and the
+    reopened state the model's, and the lazy form left unread by some of the reopens (the
+    suite's check holds each open against an eager read and the Python twin)."""
+    seeds = range(200 if long_run else 24)
+    unread = sum(_random_steps(tmp_path / f"s{seed}", seed) for seed in seeds)
+    assert unread > 0 or native is None
