@@ -152,8 +152,8 @@ static inline long long held_low(SmallState *s) {
 
 /* A lazy open's form at its first use: the runs of M's ledger's record, which the open checked
  * bar this decode (record_into), read into the form, as an eager open reads them. -1 with
- * ValueError when they do not decode to what the record said (its checksum held at the open:
- * a writer's fault), or with MemoryError; the record stays for the next try. O(its values). */
+ * CorruptRecordError when they do not decode to what the record said (its checksum held at the
+ * open: a writer's fault), or with MemoryError; the record stays for the next try. O(its values). */
 static int read_unread(SmallState *s) {
     PyObject *rec = s->unread;
     const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(rec);
@@ -523,7 +523,7 @@ static void passed(SmallState *s) {
 }
 
 /* a marker of the chain names the acks since its records from s->named on: the lowest of M's
- * ledger's is one the chain holds (low). small.py's _named */
+ * ledger's is one the chain holds (low). small.py's _named_low */
 static void named_low(SmallState *s) {
     unsigned long long end = line_end(s, 0);
     for (uint32_t i = s->named; i < s->na; i++)
@@ -1433,7 +1433,7 @@ static PyObject *SmallState_took_base(SmallState *s, PyObject *const *args, Py_s
         s->low = held_low(s);
     }
     s->named = 0;
-    named_low(s); /* (the full marker names every ack and count since the records) */
+    named_low(s); /* (the full marker names every ack since the records) */
     s->named = s->na, s->cnamed = s->ncd;
     s->c.record = -1;
     for (int k = 0; k < 64; k++)

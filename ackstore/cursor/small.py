@@ -777,7 +777,7 @@ def _passed(s: PySmallState) -> None:
     M's run from the M it was written at, tracked since, one range more than the form above
     M; unless acks M passed went unnamed, and then the ledger's record is due (``stale``),
     as it is when the ledger holds nothing (the next base drops it from the full marker)."""
-    end = s.spans[0][1] if s.spans else _NO_LOW
+    end = _line_end(s, 0)
     first = min(s._counts, default=end), min(s._batches, default=end)
     holds = bool(s._runs and s._runs[0] < end) or min(first) < end
     if s.fresh or not s.recs & 1 or not holds:
@@ -795,14 +795,14 @@ def _passed(s: PySmallState) -> None:
 def _held_low(s: PySmallState) -> int:
     """The lowest entry of M's ledger the form holds acked (2**32: none): ``low`` of a chain
     whose records hold what the form holds there. O(1)."""
-    end = s.spans[0][1] if s.spans else _NO_LOW
+    end = _line_end(s, 0)
     return s._runs[0] if s._runs and s._runs[0] < end else _NO_LOW
 
 
 def _named_low(s: PySmallState) -> None:
     """A marker of the chain names the acks since its records from ``s.named`` on: the
     lowest of M's ledger's is one the chain holds (``low``). O(acks since)."""
-    end = s.spans[0][1] if s.spans else _NO_LOW
+    end = _line_end(s, 0)
     s.low = min([s.low, *[e for e in s._adds[s.named :] if e < end]])
 
 
@@ -1224,8 +1224,8 @@ def _took_base(s: PySmallState, version: int, written: int, nbytes: int) -> tupl
     s.recs, s.stale, s.fresh = recs, 0, 0
     if whole or (written | gone) & 1:  # (M's ledger's record written: above M alone)
         s.low, s.passed, s.dropped = _held_low(s), 0, 0
-    s.named = s.cnamed = 0
-    _named_low(s)  # (the full marker names every ack and count since the records)
+    s.named = 0
+    _named_low(s)  # (the full marker names every ack since the records)
     s.named, s.cnamed = len(s._adds), len(s._counted)
     s.record = min(s._rec[k] for k in _bits(recs))
     marker = pure_codecs.fixed_marker(
