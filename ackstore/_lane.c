@@ -843,11 +843,12 @@ static PyObject *take_state(PyObject *planner, PyObject *pages, PyObject *state,
     if ((live = PyTuple_Pack(1, seq)) == NULL || set(plan, P_FULL_LIVE, live) < 0 ||
         (keep = get(chain, A_FULL_LIVE)) == NULL || trims(plan, chain, keep) < 0)
         goto done;
-    if (slot >= 0) { /* the state before is the other slot's: the log's keys hold nothing below this one */
+    if (slot >= 0) { /* the state before is the other slot's, or there is none (a new cursor's first):
+                      * the log's keys hold nothing below this one */
         PyObject *named = get(plan, P_TRIM_KEYS);
         long long full = named == NULL ? -1 : integer(chain, A_FULL_SEQ), s;
         Py_ssize_t n_keep = FAILED(full) ? -1 : PyObject_Size(keep);
-        t = n_keep == 1 && named != Py_None ? kept_in(keep, full) : n_keep < 0 ? -1 : 0;
+        t = n_keep < 0 || named == Py_None ? (n_keep < 0 ? -1 : 0) : n_keep == 0 ? 1 : n_keep == 1 ? kept_in(keep, full) : 0;
         Py_XDECREF(named);
         if (t < 0) goto done;
         if (t && (FAILED(s = PyLong_AsLongLong(seq)) || set_ll(plan, P_GC_BELOW, s + 1) < 0 ||

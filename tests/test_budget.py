@@ -11,6 +11,7 @@ from pyroaring import BitMap
 from ackstore import AckStore, CursorConfig, Position
 from ackstore.ledger_acks import LedgerAcks
 
+from .forms import end_form
 from .model import CursorModel, TopicModel
 
 T = "persistent://t/ns/budget"
@@ -304,6 +305,7 @@ def test_an_open_reports_the_records_and_bytes_it_decoded(
         cur.ack([Position(1, e) for e in (3, 5)] + [Position(2, 4)] + [Position(3, e) for e in (1, 8, 9)])
         store.flush()
         cid, newest = cur.cursor_id, cur.stats().last_marker_seq
+        end_form(cur)  # (its parts' index: what the flush named)
         index = {ledger: entry.seq for ledger, entry in cur._core._pages.index.items()}
     lengths = rawlog.lengths(store_path, cid)
     held = [newest] if layout == "state" else sorted(index.values())
@@ -441,6 +443,7 @@ def test_a_ledger_written_back_then_passed_by_the_mark_delete_position_leaves_th
         cur = _topic_with(store, 3, 1000).cursor("c", config)
         cur.ack([Position(1, e) for e in range(1, 400, 2)])  # ledger 1 over the budget
         store.flush()
+        end_form(cur)  # (the parts' budget: the small form, of one ledger here, is charged at its flush)
         cur.ack([Position(1, 2)])  # dirty again
         cur.ack([Position(2, e) for e in range(1, 400, 2)])  # ledger 1 must leave for ledger 2
         pages = cur._core._pages
@@ -479,3 +482,4 @@ def test_the_caches_counters_count_each_swap_in_eviction_and_write_back_once(sto
         stats = cur.stats()
         assert (stats.swap_ins, stats.evictions, stats.write_backs) == (2, 4, 2)
         cur._check()
+

@@ -58,7 +58,8 @@ def test_a_flush_that_fails_while_encoding_keeps_every_cursor_dirty(store_path: 
     b._core._state.properties["key-\udcff"] = 1
     with pytest.raises(StoreError, match=r"failed while encoding cursor .*/b.*nothing was written"):
         store.flush()
-    assert store.flush is not None and a._core._pages.dirty == {1} and b._core._pages.dirty == {1}
+    assert a._core.small is not None and a._core.small.dirty and store.small_list.get(a._core.small) is a._core
+    assert store.flush is not None and b._core._pages.dirty == {1}
     del b._core._state.properties["key-\udcff"]
     stats = store.flush()
     assert stats.cursors == 2

@@ -344,6 +344,8 @@ def test_a_plan_holds_its_changes_as_what_it_took_when_they_are_the_dirty_ledger
         steady.ack([Position(1, e) for e in range(3, 9)])
         pair.ack([Position(1, 5), Position(2, 5)])
         store.flush()
+        for cur in (steady, pair):
+            end_form(cur)  # (the lane's plans are those of a cursor's parts)
         steady.ack([Position(1, 10)])
         pair.ack([Position(2, 7)])
         for cur, dirty, whole in ((steady, {1}, True), (pair, {2}, False)):
@@ -452,6 +454,7 @@ def test_an_aborted_state_plan_gives_back_the_dropped_ledgers_it_took(store_path
     cur = topic.cursor("c")
     cur.ack([Position(1, 3), Position(2, 3)])
     store.flush()
+    end_form(cur)  # (the lane's plans are those of a cursor's parts)
     cur.reset_to(Position(1, 0))  # both ledgers' acks gone: both dropped since the marker
     cur.ack(Position(1, 5))  # ledger 1 again
     assert sorted(cur._core._planner.pages.vanished) == [1, 2]
@@ -474,7 +477,7 @@ def test_take_all_refuses_lists_of_unequal_length(store_path: Path, impl: lane.L
 def _in_slots(store: AckStore, cur) -> bool:  # type: ignore[no-untyped-def]
     """Whether the cursor's newest flush wrote a state marker (into a state slot: its log
     key holds nothing)."""
-    env, key = store._storage, log_key(cur.cursor_id, cur._core._planner.chain.marker_seq)
+    env, key = store._storage, log_key(cur.cursor_id, cur.stats().last_marker_seq)
     return env.read(lambda txn: txn.get(key, db=env.log_db)) is None
 
 

@@ -480,7 +480,7 @@ def test_a_small_cursors_flush_names_no_key_to_trim(store_path: Path) -> None:
         cur = topic.cursor("c", CursorConfig(max_unacked_ranges_to_persist=0))
         cid = cur.cursor_id
         floors = flush_a_few(store, "c", 0)
-        assert floors[:2] == [-1, 0]  # nothing to trim, then a scan
+        assert floors[:2] == [1, 2]  # a new cursor's log holds nothing: its states, in slots, leave none
     assert _slotted(store_path, cid) == ({0: 7, 1: 5}, 0)  # (6: the plan not written)
     with AckStore.open(store_path) as store:
         reopened = store.topic(T).cursor("c")
@@ -549,8 +549,9 @@ def test_a_trim_by_key_deletes_what_a_scan_deletes() -> None:
 
 def test_a_cursor_of_the_marker_layout_trims_by_key_keeping_its_ledgers_record(store_path: Path) -> None:
     """A cursor of ~2,000 ranges acking one entry a flush writes a full marker each flush
-    (it repeats few acks) and trims every few: the first trim (after the open) scans, and
-    tells the chain its floor and the one record it kept under it (the ledger's); every
+    (it repeats few acks) and trims every few: the first trim scans (after an open; a new
+    cursor's log held nothing below 0, which its chain knows), and tells the chain its
+    floor and the one record it kept under it (the ledger's); every
     trim after it whose bound is at most EXACT_TRIM past the floor names its keys (the
     markers since the last trim), keeps the record, and leaves the log's keys holding
     nothing under the floor but it. A reopen recovers it."""
@@ -583,9 +584,11 @@ def test_a_cursor_of_the_marker_layout_trims_by_key_keeping_its_ledgers_record(s
                 lambda txn: [split_log_key(bytes(k))[1] for k, _ in txn.cursor(db=store.storage.log_db)]
             )
             assert record in seqs and cur._core._planner.pages.index[1].seq == record  # no new record: deltas of it
-            if chain.floor >= 0:
+            if chain.floor > record:
                 assert chain.kept == (record,), (chain.floor, chain.kept)
                 assert [s for s in seqs if s < chain.floor] == [record], (seqs, chain.floor)
+            elif chain.floor >= 0:  # a new cursor's log held nothing: no trim yet, nothing under 0
+                assert chain.kept == () and chain.floor == 0, (chain.floor, chain.kept)
         assert scans <= 3 and by_key >= 3, (scans, by_key)
         expected = list(cur.ack_ranges())
     with AckStore.open(store_path, readonly=True) as store:

@@ -384,9 +384,10 @@ def _take_state(planner: Taking) -> MarkerPlan | Literal[False] | None:
     plan.full_live = (seq,)
     keep = chain.full_live
     trims(plan, chain, keep)  # the index names nothing else
-    if slot >= 0 and plan.trim_keys is not None and len(keep) == 1 and chain.full_seq in keep:
-        # the state before is the other slot's: once the trim ran, the log's keys hold
-        # nothing of the cursor below this state (its next flush names no key to delete)
+    if slot >= 0 and plan.trim_keys is not None and (not keep or (len(keep) == 1 and chain.full_seq in keep)):
+        # the state before is the other slot's, or there is none (a new cursor's first): once
+        # the trim ran, the log's keys hold nothing of the cursor below this state (its next
+        # flush names no key to delete)
         plan.gc_below, plan.gc_live = seq + 1, ()
     # nothing above changed the cursor; now the plan takes what it carries
     for la in loaded.values():
