@@ -483,3 +483,30 @@ def test_the_caches_counters_count_each_swap_in_eviction_and_write_back_once(sto
         assert (stats.swap_ins, stats.evictions, stats.write_backs) == (2, 4, 2)
         cur._check()
 
+
+@pytest.mark.parametrize("acks", [10, 9000])
+def test_the_budget_holds_when_a_small_form_ends_holding_partial_batches_in_two_ledgers(
+    store_path: Path, acks: int
+) -> None:
+    """A one-byte budget: the cursor takes the small form with a partial batch in one ledger,
+    gets another in a second ledger in the form, then acks that end the form (at the flush,
+    or at once: more ranges than the form holds). The parts made from the form keep one
+    ledger in memory at most, the rest written back, and hold the same state."""
+    config = CursorConfig(max_individual_ack_cache_bytes=1, full_marker_every=1)
+    with AckStore.open(store_path) as store:
+        cur = _topic_with(store, 3, 20000).cursor("c", config)
+        cur.ack_batch_index(Position(1, 5), 4, [0])
+        store.flush()
+        store.flush()
+        assert cur._core.small is not None
+        cur.ack_batch_index(Position(3, 5), 4, [0])
+        cur.ack([Position(1, 10 + 2 * i) for i in range(acks)])
+        store.flush()
+        assert cur._core.small is None
+        stats = cur.stats()
+        assert stats.ledgers_in_memory <= 1 and stats.write_backs > 0
+        cur._check()
+        expected = _snapshot(cur)
+        assert expected[2] == acks and set(expected[3]) == {Position(1, 5), Position(3, 5)}
+    with AckStore.open(store_path) as store:
+        assert _snapshot(store.topic(T).cursor("c")) == expected
