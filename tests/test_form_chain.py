@@ -905,3 +905,25 @@ def test_a_parts_chain_naming_one_state_marker_for_several_ledgers_stays_with_th
     finally:
         set_state_bound(before)
         small_form.set_form_chains(chains)
+
+
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS, ids=["pure", "native"][: len(IMPLEMENTATIONS)])
+def test_m_passing_the_only_entry_a_chained_ledger_held_leaves_its_record_due(impl: Any) -> None:
+    """A chain over the slot bound whose M's ledger holds one delivery count and nothing
+    else: an ack that moves M past that entry leaves the ledger holding nothing and its
+    record due (``stale``), the ack M passed left for the next base to drop; that ledger
+    then holds no state a chain could name, so the next flush hands the cursor to its parts
+    (``over``), as a state the layout does not take."""
+    s = impl.SmallState(CID, LEDGER, 0, 5, 0, 1, [], 1 << 12)
+    s.base = -1
+    s.bound(0, (), 200)
+    assert s.deliver_positions([(LEDGER, 1)]) == [1]
+    trims: list[Any] = []
+    puts, _, _ = _flush(impl, s, trims, 2, -1)
+    assert (s.base, s.record, s.fresh, len(puts)) == (6, 5, 0, 2) and s.counts() == [(1, 1)]
+    s.ack_range(0, 1)
+    assert (s.md_e, s.stale, s.passed, s.counts(), s.dirty) == (1, 1, 0, [], 1)
+    check_small(s, (LEDGER, -1))
+    puts, _, over = _flush(impl, s, trims, 2, -1)
+    assert puts == [] and over == [s] and s.dirty
+    check_small(s, (LEDGER, -1))
