@@ -848,7 +848,9 @@ static PyObject *take_state(PyObject *planner, PyObject *pages, PyObject *state,
         PyObject *named = get(plan, P_TRIM_KEYS);
         long long full = named == NULL ? -1 : integer(chain, A_FULL_SEQ), s;
         Py_ssize_t n_keep = FAILED(full) ? -1 : PyObject_Size(keep);
-        t = n_keep < 0 || named == Py_None ? (n_keep < 0 ? -1 : 0) : n_keep == 0 ? 1 : n_keep == 1 ? kept_in(keep, full) : 0;
+        if (n_keep < 0) t = -1;
+        else if (named == Py_None || n_keep > 1) t = 0; /* a scan's trim, or more kept below this state */
+        else t = n_keep == 0 ? 1 : kept_in(keep, full);
         Py_XDECREF(named);
         if (t < 0) goto done;
         if (t && (FAILED(s = PyLong_AsLongLong(seq)) || set_ll(plan, P_GC_BELOW, s + 1) < 0 ||

@@ -70,7 +70,8 @@ def take_form(state: AckState, small: Any, flushed: bool) -> None:
     the reload: a reset in the form drops acks that state holds, and a flush of the form in
     flight is not in it. Every ledger the form holds is dirty after, and M with it. Either
     way the read position, which lives in memory only, is the form's, and the pages are
-    within their budget after (what they evict is written back). O(the state)."""
+    within their budget after (each ledger made fits them, what they evict written back).
+    O(the state)."""
     d = state.topic.directory
     ledgers = state.ledgers
     if flushed:
@@ -89,9 +90,6 @@ def take_form(state: AckState, small: Any, flushed: bool) -> None:
             if ledger in d:
                 state.put_batch(ledger, entry, batch)
         reconcile(state, d)
-        # (a partial batch or a delivery count made its ledger without fitting the pages: they
-        # fit now, the ledger touched last kept, as every other call keeps the one it touched)
-        ledgers.fit(keep=list(state.cache.loaded)[-1:])
     rp = trusted(*read_position(small))
     state.rp = rp if rp[0] in d and rp > state.md else state.md.next()
 

@@ -93,11 +93,13 @@ class PositionMoves(StateFields):
     def put_batch(self, ledger: int, entry: int, batch: tuple[int, int]) -> LedgerAcks:
         """The partial batch ``(size, mask)`` of ``ledger:entry`` recorded (the caller checked
         it): partial batches live in the ledger's base record, so its next record is a new
-        base. Returns the ledger's acks. O(1)."""
+        base. The pages fit their budget after, the ledger kept. Returns the ledger's acks.
+        O(1) + the evictions."""
         la = self.ledgers.get(ledger, create=True)
         la.own_batches()[entry] = batch
         la.added = None
         self.touched(ledger, la)
+        self.ledgers.fit(keep=(ledger,))
         return la
 
     def reset_to(self, position: Any, batch: tuple[int, int] | None = None) -> None:

@@ -445,9 +445,9 @@ class AckState(PositionMoves):
             la = ledgers.get(ledger, create=True)
             self.range_count += la.add(entry)
             self.touched(ledger, la)
+            ledgers.fit(keep=(ledger,))
         else:
-            la = self.put_batch(ledger, entry, (batch_size, mask))
-        ledgers.fit(keep=(ledger,))
+            la = self.put_batch(ledger, entry, (batch_size, mask))  # (fitted)
         if (ledger, entry - 1) == self.md and entry in la.bitmap:
             self.advance()
 
