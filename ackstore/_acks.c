@@ -248,131 +248,231 @@ static inline unsigned ef_width(uint64_t span, uint64_t n) {
     return w;
 }
 
-/* The values of an Elias-Fano code (bitmaps.py's _elias_fano: the count n as a varint, then
- * each value's offset from first split into its L low bits, packed n x L bits, and its high
- * part h, one set bit at h + i of n + ((last - first) >> L) + 1 bits; both packed least
- * significant bit first, each padded to a whole byte; L = ef_width(last - first + 1, n)),
- * ascending, into *out (a PyMem buffer the caller frees), their number into *n. -1 with
- * ValueError for damage (pure_codecs.acks_roaring's messages). O(values + span / 2**L). */
-static int ef_values(const unsigned char *p, Py_ssize_t len, uint32_t first, uint32_t last, uint32_t **out,
-                     Py_ssize_t *nout) {
-    uint64_t span = (uint64_t)last - first + 1, n = 0;
+/* the bytes of a low part an EfReader holds in itself (more: a PyMem copy) */
+#define EF_LOW_HELD 1024
+
+/* An Elias-Fano code (bitmaps.py's _elias_fano: the count n as a varint, then each value's
+ * offset from first split into its L low bits, packed n x L bits, and its high part h, one
+ * set bit at h + i of n + ((last - first) >> L) + 1 bits; both packed least significant bit
+ * first, each padded to a whole byte; L = ef_width(last - first + 1, n)) being read a block
+ * of values at a time (ef_next), with no buffer of all its values: the high part in place in
+ * the payload, the low part copied with 8 zero bytes after it, so that every load of a value's
+ * low bits takes 8 bytes. `bad` collects the damage found so far (a value not above the one
+ * before, with no branch a value); ef_close checks the last value against the span. */
+typedef struct {
+    const unsigned char *high;
+    unsigned char *low; /* held, or a PyMem copy: ef_close frees it */
+    Py_ssize_t high_len, w; /* w: the byte offset of the high part's word `bits` is of */
+    unsigned width;
+    uint32_t first;
+    uint64_t n, mask, top, i, bit, bits, bad; /* i: the values read; bit: the next one's low bits */
+    int64_t before;
+    unsigned char held[EF_LOW_HELD + 8];
+} EfReader;
+
+/* The code at p opened for reading into *r, its count into *n; -1 with ValueError for damage
+ * (pure_codecs.acks_roaring's messages): a count outside 1..span, a payload of another length
+ * than the count and span give, or a high part whose set bits are not the count (so that
+ * ef_next gives exactly n values); or with MemoryError. ef_close then, unless it failed.
+ * O(n + span / 2**L) (the high part's ones counted, the low part copied). */
+static int ef_open(const unsigned char *p, Py_ssize_t len, uint32_t first, uint32_t last, EfReader *r, uint64_t *n) {
+    uint64_t span = (uint64_t)last - first + 1, ones = 0;
     Py_ssize_t pos = 0;
-    *out = NULL;
-    if (get_count(p, len, &pos, &n, "Elias-Fano payload ends early") < 0) return -1;
-    if (n < 1 || n > span) {
-        PyErr_Format(PyExc_ValueError, "Elias-Fano count %llu is outside 1..%llu", (unsigned long long)n,
+    if (get_count(p, len, &pos, n, "Elias-Fano payload ends early") < 0) return -1;
+    if (*n < 1 || *n > span) {
+        PyErr_Format(PyExc_ValueError, "Elias-Fano count %llu is outside 1..%llu", (unsigned long long)*n,
                      (unsigned long long)span);
         return -1;
     }
-    unsigned width = ef_width(span, n);
-    uint64_t low_bytes = (n * width + 7) / 8, high_bits = n + ((span - 1) >> width) + 1;
+    unsigned width = ef_width(span, *n);
+    uint64_t low_bytes = (*n * width + 7) / 8, high_bits = *n + ((span - 1) >> width) + 1;
     if ((uint64_t)(len - pos) != low_bytes + (high_bits + 7) / 8) {
         PyErr_Format(PyExc_ValueError, "Elias-Fano payload of %zd bytes does not hold %llu values over %llu entries",
-                     len, (unsigned long long)n, (unsigned long long)span);
+                     len, (unsigned long long)*n, (unsigned long long)span);
         return -1;
     }
-    /* the two parts copied with 8 zero bytes after each, so that every load takes 8 bytes */
-    Py_ssize_t high_len = len - pos - (Py_ssize_t)low_bytes;
-    uint32_t *vals = (uint32_t *)PyMem_Malloc(n * sizeof(uint32_t));
-    unsigned char *low = (unsigned char *)PyMem_Calloc(low_bytes + (uint64_t)high_len + 16, 1), *high;
-    if (vals == NULL || low == NULL) {
-        PyMem_Free(vals);
-        PyMem_Free(low);
+    r->high = p + pos + low_bytes, r->high_len = len - pos - (Py_ssize_t)low_bytes;
+    for (Py_ssize_t w = 0; w < r->high_len; w += 8) ones += ones_in(load_le64(r->high + w, r->high_len - w));
+    if (ones != *n) {
+        PyErr_SetString(PyExc_ValueError, "Elias-Fano values are not ascending within their span");
+        return -1;
+    }
+    r->low = low_bytes <= EF_LOW_HELD ? r->held : (unsigned char *)PyMem_Malloc(low_bytes + 8);
+    if (r->low == NULL) {
         PyErr_NoMemory();
         return -1;
     }
-    memcpy(low, p + pos, low_bytes);
-    high = low + low_bytes + 8;
-    memcpy(high, p + pos + low_bytes, (size_t)high_len);
-    uint64_t mask = width ? ~0ULL >> (64 - width) : 0, i = 0, top = span - 1, ones = 0, bad = 0, bit = 0;
-    for (Py_ssize_t w = 0; w < high_len; w += 8) ones += ones_in(load_le64(high + w, 8));
-    if (ones != n) goto damaged; /* a value for each set bit of the high part (so the loop below writes n) */
-    /* within the span and ascending, checked as they are decoded (no branch a value there) */
-    int64_t before = -1;
-    for (Py_ssize_t w = 0; w < high_len; w += 8) {
-        uint64_t bits = load_le64(high + w, 8);
-        while (bits) {
+    memcpy(r->low, p + pos, low_bytes);
+    memset(r->low + low_bytes, 0, 8);
+    r->width = width, r->first = first, r->mask = width ? ~0ULL >> (64 - width) : 0, r->top = span - 1;
+    r->n = *n, r->w = -8, r->i = r->bit = r->bits = r->bad = 0, r->before = -1;
+    return 0;
+}
+
+/* More values of the code `r` reads, ascending, into out (`room` for them: 64 or more), the
+ * high part's words whole; their number (0: all read). A value not above the one before sets
+ * r->bad. Not inlined: its loop keeps its own registers. O(the values + the high part's
+ * words read). */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((noinline))
+#endif
+static Py_ssize_t ef_next(EfReader *r, uint32_t *out, Py_ssize_t room) {
+    const unsigned char *low = r->low;
+    const unsigned width = r->width;
+    const uint64_t mask = r->mask;
+    const uint32_t first = r->first;
+    Py_ssize_t m = 0, w = r->w;
+    uint64_t bits = r->bits, i = r->i, bit = r->bit, bad = r->bad;
+    int64_t before = r->before;
+    while (room - m >= 64) { /* (a word holds 64 values at most) */
+        for (; bits; m++, i++, bit += width) {
             uint64_t at = (uint64_t)w * 8 + (uint64_t)__builtin_ctzll(bits);
             bits &= bits - 1;
-            uint64_t x = (at - i) << width | ((load_le64(low + (bit >> 3), 8) >> (bit & 7)) & mask);
-            bad |= (uint64_t)(x > top) | (uint64_t)((int64_t)x <= before);
-            before = (int64_t)x;
-            vals[i++] = (uint32_t)(x + first);
-            bit += width;
+            int64_t x = (int64_t)((at - i) << width | ((load_le64(low + (bit >> 3), 8) >> (bit & 7)) & mask));
+            bad |= (uint64_t)(x <= before);
+            before = x;
+            out[m] = (uint32_t)x + first;
         }
+        if ((w += 8) >= r->high_len) break;
+        bits = load_le64(r->high + w, r->high_len - w);
     }
-    if (bad) goto damaged;
-    PyMem_Free(low);
+    r->w = w, r->bits = bits, r->i = i, r->bit = bit, r->bad = bad, r->before = before;
+    return m;
+}
+
+/* The reading `r` ends: 0 when every value was read, ascending, the last within the span; -1
+ * with ValueError (pure_codecs.acks_roaring's message) when not. Frees what ef_open took. */
+static int ef_close(EfReader *r) {
+    if (r->low != r->held) PyMem_Free(r->low);
+    if (r->bad || r->i != r->n || (uint64_t)r->before > r->top) {
+        PyErr_SetString(PyExc_ValueError, "Elias-Fano values are not ascending within their span");
+        return -1;
+    }
+    return 0;
+}
+
+/* The values of an Elias-Fano code (EfReader's), ascending, into *out (a PyMem buffer the
+ * caller frees), their number into *n. -1 with ValueError for damage (pure_codecs.acks_roaring's
+ * messages). O(values + span / 2**L). */
+static int ef_values(const unsigned char *p, Py_ssize_t len, uint32_t first, uint32_t last, uint32_t **out,
+                     Py_ssize_t *nout) {
+    EfReader r;
+    uint64_t n;
+    *out = NULL;
+    if (ef_open(p, len, first, last, &r, &n) < 0) return -1;
+    uint32_t *vals = (uint32_t *)PyMem_Malloc((n + 64) * sizeof(uint32_t)); /* (ef_next's room) */
+    if (vals == NULL) {
+        ef_close(&r);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t m = 0; (m = ef_next(&r, vals + r.i, (Py_ssize_t)(n + 64 - r.i))) > 0;) {
+    }
+    if (ef_close(&r) < 0) {
+        PyMem_Free(vals);
+        return -1;
+    }
     *out = vals;
     *nout = (Py_ssize_t)n;
     return 0;
-damaged:
-    PyMem_Free(low);
-    PyMem_Free(vals);
-    PyErr_SetString(PyExc_ValueError, "Elias-Fano values are not ascending within their span");
-    return -1;
 }
 
 /* where ledger_runs_into writes runs: `room` of them at dst, each its first and last entry
- * with `offset` added; `end` one past the last one's last entry (offset not added) */
+ * with `offset` added; `end` one past the last one's last entry (offset not added). A record's
+ * values are sunk a block at a time (sink_start, sink_block, sink_end): `n0` the runs there
+ * were at its start, `at` where the next run starts (with the holes: the first entry after
+ * the last hole; with the bounds: the last bound that starts a run), `seen` its values sunk. */
 typedef struct {
     uint32_t *dst;
     Py_ssize_t room, n;
     long long offset;
     uint64_t end;
+    Py_ssize_t n0;
+    uint64_t at, seen;
 } RunSink;
 
-/* The runs of `n` checked values of a record's code (record_values' or a stride's) into `k`:
- * the values' runs (a repeat is one value, a value next to the run before extends it); with
- * FLAG_HOLES the runs between the holes within first..last; with FLAG_BOUNDS the runs whose
- * inner bounds they are, from first to last. 1 when they are more than its room. O(values). */
-static int sink_values(const uint32_t *vals, Py_ssize_t n, long long flags, uint32_t first, uint32_t last,
-                       RunSink *k) {
-    uint32_t *d = k->dst + 2 * k->n, *full = k->dst + 2 * k->room, off = (uint32_t)k->offset;
-    uint64_t end = k->end;
-    int over = 0;
-    /* run [a, b) written (offset added, modulo 2**32 as the caller's check of `end` expects) */
-#define RUN(a, b)                                   \
-    do {                                            \
-        if (d == full) {                            \
-            over = 1;                               \
-            goto done;                              \
-        }                                           \
-        d[0] = off + (uint32_t)(a);                 \
-        d[1] = off + (uint32_t)((b) - 1);           \
-        d += 2;                                     \
-        end = (b);                                  \
+/* run [a, b) written at d (offset added, modulo 2**32 as the caller's check of `end` expects);
+ * `over` set and on to `done` when the sink is full */
+#define RUN(a, b)                         \
+    do {                                  \
+        if (d == full) {                  \
+            over = 1;                     \
+            goto done;                    \
+        }                                 \
+        d[0] = off + (uint32_t)(a);       \
+        d[1] = off + (uint32_t)((b) - 1); \
+        d += 2;                           \
+        end = (b);                        \
     } while (0)
-    if (flags == FLAG_BOUNDS) { /* (record_values checked: pairs, the first above `first`) */
-        RUN(first, vals[0]);
-        for (Py_ssize_t i = 1; i + 1 < n; i += 2) RUN(vals[i], vals[i + 1]);
-        RUN(vals[n - 1], (uint64_t)last + 1);
-    } else if (flags & FLAG_HOLES) { /* from first, a run before each hole that is not next to the one before */
-        uint64_t at = first;
+
+/* a record's values about to be sunk into `k`, its span starting at `first` */
+static void sink_start(RunSink *k, uint32_t first) {
+    k->n0 = k->n, k->at = first, k->seen = 0;
+}
+
+/* The runs of `n` more checked values of a record's code (ascending: a block of record_values'
+ * or ef_next's, or a stride's) into `k`: the values' runs (a repeat is one value, a value next
+ * to the run before extends it); with FLAG_HOLES the runs between the holes from the span's
+ * first entry; with FLAG_BOUNDS the runs whose inner bounds they are (the first run from the
+ * span's first entry). 1 when they are more than its room. O(values). */
+static int sink_block(const uint32_t *vals, Py_ssize_t n, long long flags, RunSink *k) {
+    uint32_t *d = k->dst + 2 * k->n, *full = k->dst + 2 * k->room, *mine = k->dst + 2 * k->n0, off = (uint32_t)k->offset;
+    uint64_t end = k->end, at = k->at, seen = k->seen;
+    int over = 0;
+    if (flags == FLAG_BOUNDS) { /* a run ends at each even-numbered bound and starts at each odd one */
+        Py_ssize_t i = 0;
+        if (n && seen & 1) at = vals[i++]; /* (a block ending between a pair's two) */
+        for (; i + 1 < n; i += 2) {
+            RUN(at, vals[i]);
+            at = vals[i + 1];
+        }
+        if (i < n) RUN(at, vals[i++]);
+        seen += (uint64_t)n;
+    } else if (flags & FLAG_HOLES) { /* a run before each hole that is not next to the one before */
         for (Py_ssize_t i = 0; i < n; i++) {
             uint64_t v = vals[i];
             if (v > at) RUN(at, v);
             at = v >= at ? v + 1 : at;
         }
-        if (at <= last) RUN(at, (uint64_t)last + 1);
     } else {
         for (Py_ssize_t i = 0; i < n; i++) {
             uint64_t v = vals[i];
-            if (d > k->dst + 2 * k->n && end >= v) { /* touches the run before (or repeats its end) */
+            if (d > mine && end >= v) { /* touches the run before (or repeats its end) */
                 if (end == v) d[-1] = off + (uint32_t)end++;
                 continue;
             }
             RUN(v, v + 1);
         }
     }
-#undef RUN
+done:
+    k->n = (d - k->dst) / 2;
+    k->end = end, k->at = at, k->seen = seen;
+    return over;
+}
+
+/* The record's last run into `k` once all its values are sunk (its span ending at `last`):
+ * with FLAG_HOLES the run after the last hole, with FLAG_BOUNDS the run from the last bound.
+ * 1 when it is more than its room. */
+static int sink_end(long long flags, uint32_t last, RunSink *k) {
+    uint32_t *d = k->dst + 2 * k->n, *full = k->dst + 2 * k->room, off = (uint32_t)k->offset;
+    uint64_t end = k->end;
+    int over = 0;
+    if (flags == FLAG_BOUNDS || (flags & FLAG_HOLES && k->at <= last)) RUN(k->at, (uint64_t)last + 1);
 done:
     k->n = (d - k->dst) / 2;
     k->end = end;
     return over;
 }
+#undef RUN
 
+/* The runs of all `n` checked values of a record's code into `k` (sink_block's), its span
+ * first..last (FLAG_BOUNDS: record_values checked them: pairs, the first above `first`).
+ * 1 when they are more than its room. O(values). */
+static int sink_values(const uint32_t *vals, Py_ssize_t n, long long flags, uint32_t first, uint32_t last,
+                       RunSink *k) {
+    sink_start(k, first);
+    return sink_block(vals, n, flags, k) || sink_end(flags, last, k);
+}
 
 /* a bitset container being filled (under the interpreter lock) */
 static uint64_t words[1024];
@@ -659,11 +759,9 @@ static PyObject *acks_roaring(PyObject *self, PyObject *const *args, Py_ssize_t 
     return out;
 }
 
-/* The values a ledger record's bitmap fields code (acks_roaring's flags, span and code), checked
- * as acks_roaring checks them, into *vals (PyMem, the caller frees) and their number into *n;
- * -1 with ValueError for damage or a code it does not read, or with MemoryError. */
-static int record_values(long long flags, long long first, long long last, const unsigned char *p, Py_ssize_t len,
-                         uint32_t **vals, Py_ssize_t *n) {
+/* 0 when `flags` name a code record_values reads and first..last is a span within 0..2**32 - 1;
+ * -1 with ValueError (pure_codecs.acks_roaring's messages) */
+static int code_span_ok(long long flags, long long first, long long last) {
     int kind = (int)(flags & ~FLAG_HOLES);
     if ((kind != FLAG_EF && kind != FLAG_RICE && kind != FLAG_GAPS && flags != FLAG_BOUNDS)) {
         PyErr_Format(PyExc_ValueError, "acks_roaring reads an Elias-Fano or Rice code or gap planes, not flags %lld",
@@ -678,7 +776,17 @@ static int record_values(long long flags, long long first, long long last, const
         PyErr_Format(PyExc_ValueError, "last=%lld is below first=%lld", last, first);
         return -1;
     }
+    return 0;
+}
+
+/* The values a ledger record's bitmap fields code (acks_roaring's flags, span and code), checked
+ * as acks_roaring checks them, into *vals (PyMem, the caller frees) and their number into *n;
+ * -1 with ValueError for damage or a code it does not read, or with MemoryError. */
+static int record_values(long long flags, long long first, long long last, const unsigned char *p, Py_ssize_t len,
+                         uint32_t **vals, Py_ssize_t *n) {
+    int kind = (int)(flags & ~FLAG_HOLES);
     *vals = NULL;
+    if (code_span_ok(flags, first, last) < 0) return -1;
     int got = kind == FLAG_RICE   ? rice_values(p, len, first, vals, n)
               : kind == FLAG_GAPS ? plane_values(p, len, first, vals, n)
                                   : ef_values(p, len, (uint32_t)first, (uint32_t)last, vals, n);
@@ -751,6 +859,37 @@ static int stride_values(const unsigned char *p, Py_ssize_t len, long long first
     return 0;
 }
 
+/* the values ef_runs_into reads at a time (on the stack) */
+#define EF_BLOCK 256
+
+/* The runs of an Elias-Fano code of values (FLAG_EF, perhaps with FLAG_HOLES) or of run bounds
+ * (FLAG_BOUNDS) into `k`, read a block at a time in place (no copy of the code, no buffer of
+ * all its values): record_values then sink_values, the same runs, the same errors (every
+ * value is read and checked, even past a full sink). 1 when they are more than its room, -1
+ * with ValueError for damage. O(values + span / 2**L). */
+static int ef_runs_into(long long flags, long long first, long long last, const unsigned char *p, Py_ssize_t len,
+                        RunSink *k) {
+    EfReader r;
+    uint64_t n;
+    uint32_t block[EF_BLOCK];
+    if (code_span_ok(flags, first, last) < 0 || ef_open(p, len, (uint32_t)first, (uint32_t)last, &r, &n) < 0)
+        return -1;
+    int over = 0, paired = flags != FLAG_BOUNDS || n % 2 == 0;
+    Py_ssize_t m;
+    sink_start(k, (uint32_t)first);
+    while ((m = ef_next(&r, block, EF_BLOCK)) > 0) {
+        if (r.i == (uint64_t)m && flags == FLAG_BOUNDS && block[0] == first) paired = 0; /* (the first block's) */
+        if (!over && !r.bad && paired) over = sink_block(block, m, flags, k);
+    }
+    if (ef_close(&r) < 0) return -1;
+    if (!paired) {
+        PyErr_Format(PyExc_ValueError, "%zd run bounds inside %lld..%lld are not pairs after the first run",
+                     (Py_ssize_t)n, first, last);
+        return -1;
+    }
+    return over || sink_end(flags, (uint32_t)last, k);
+}
+
 int ledger_runs_into(long long flags, long long first, long long last, const unsigned char *p, Py_ssize_t len,
                      long long offset, uint32_t *dst, Py_ssize_t room, Py_ssize_t *n, long long *end) {
     uint32_t *vals = NULL;
@@ -769,6 +908,8 @@ int ledger_runs_into(long long flags, long long first, long long last, const uns
         }
         rc = stride_values(p, len, first, last, &vals, &nv);
         if (rc == 0) rc = sink_values(vals, nv, flags & FLAG_HOLES, (uint32_t)first, (uint32_t)last, &k);
+    } else if ((flags & ~FLAG_HOLES) == FLAG_EF || flags == FLAG_BOUNDS) {
+        rc = ef_runs_into(flags, first, last, p, len, &k);
     } else {
         rc = record_values(flags, first, last, p, len, &vals, &nv);
         if (rc == 0) rc = sink_values(vals, nv, flags, (uint32_t)first, (uint32_t)last, &k);

@@ -28,6 +28,7 @@ from ackstore.errors import CorruptRecordError
 from ackstore.fields import native
 from ackstore.ledger_acks import LedgerAcks, bitmap_of_runs, run_bounds
 from ackstore.storage import codecs, pure_codecs, records
+from ackstore.storage.bitmaps import _inner_bounds, count_runs
 
 from .chain_twins import form_fields
 
@@ -324,6 +325,67 @@ def _gaps(holes: frozenset[int], top: int) -> list[tuple[int, int]]:
 
 def _in(runs: list[tuple[int, int]], e: int) -> bool:
     return any(a <= e <= b for a, b in runs)
+
+
+def _coded_record(flags: int, first: int, last: int, code: bytes, runs: int, ledger: int = 40) -> bytes:
+    """A ledger record of cursor 7 holding ``code`` as its acks' fields, checksummed as a
+    flush writes it (so that a damaged code is found by its decode, not by the envelope)."""
+    return records.encode_record(records.RECORD_LEDGER, msgpack.packb([ledger, flags, first, last, code, runs, [], 7]))
+
+
+def test_long_elias_fano_codes_read_into_the_form_alike_and_damage_in_them_is_refused_alike() -> None:
+    """The Elias-Fano codes of thousands of values (acks, holes, run bounds: read in blocks,
+    each code across many) give both twins the same form, holding exactly the set's runs;
+    a code damaged under a sound checksum (a bit flipped, bytes cut or added) gives both the
+    same outcome, and any form taken holds runs of the entries it stated."""
+    rng = random.Random(56)
+    top, taken, refused = 49_999, 0, 0
+    shapes = [BitMap(range(1, top + 1)) - BitMap(rng.sample(range(2, top), n)) for n in (300, 2500, 9000)]
+    runs_set = BitMap()
+    at = 1
+    while at <= top:
+        step = rng.randrange(1, 10)
+        runs_set.add_range(at, min(at + step, top + 1))
+        at += step + rng.randrange(1, 10)
+    shapes.append(runs_set)
+    for acked in shapes:
+        low, high = acked.min(), acked.max()
+        holes = BitMap(acked).flip(low, high + 1)
+        nruns = count_runs(acked)
+        codes = [
+            (32, low, high, codecs.ef_code(acked.to_array(), low, high)),
+            (33, low, high, codecs.ef_code(holes.to_array(), low, high)),
+            (64, low, high, codecs.ef_code(_inner_bounds(acked).to_array(), low, high)),
+        ]
+        for flags, first, last, code in codes:
+            outs = [_one_record(impl, _coded_record(flags, first, last, code, nruns)) for impl in IMPLEMENTATIONS]
+            assert all(o == outs[0] for o in outs) and outs[0] == run_bounds(acked), flags
+            taken += 1
+            for _ in range(6):
+                bad = _damaged_code(code, rng)
+                outs = [_one_record(impl, _coded_record(flags, first, last, bad, nruns)) for impl in IMPLEMENTATIONS]
+                assert all(o == outs[0] for o in outs), flags
+                refused += outs[0] is None
+    assert taken == 12 and refused > 30
+
+
+def _one_record(impl: Any, value: bytes) -> list[tuple[int, int]] | None:
+    """The runs of the form ``impl.small_of_record`` reads from ledger 40's record ``value``
+    alone (M before entry 0), or None."""
+    item = (40, 0, 60_000, value, -1)
+    s = impl.small_of_record(7, 40, -1, 9, 1, 0, 1 << 16, b"", (item,), records.FORMAT_VERSION, [], {})
+    return None if s is None else s.runs()
+
+
+def _damaged_code(code: bytes, rng: random.Random) -> bytes:
+    """A bit flipped, a byte cut off the end, or a few bytes added."""
+    kind = rng.randrange(3)
+    if kind == 0:
+        i = rng.randrange(len(code))
+        return code[:i] + bytes([code[i] ^ (1 << rng.randrange(8))]) + code[i + 1 :]
+    if kind == 1:
+        return code[: rng.randrange(len(code))]
+    return code + rng.randbytes(rng.randrange(1, 6))
 
 
 @pytest.mark.parametrize("impl", IMPLEMENTATIONS, ids=["pure", "native"][: len(IMPLEMENTATIONS)])
