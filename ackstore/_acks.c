@@ -27,6 +27,9 @@
  */
 #include "_native.h"
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #define NO_OFFSETS_BELOW 4 /* with run containers, offsets are written for 4 containers or more */
 #define FLAG_HOLES 1       /* bitmaps.py's flags */
@@ -256,25 +259,42 @@ static inline unsigned ef_width(uint64_t span, uint64_t n) {
  * set bit at h + i of n + ((last - first) >> L) + 1 bits; both packed least significant bit
  * first, each padded to a whole byte; L = ef_width(last - first + 1, n)) being read a block
  * of values at a time (ef_next), with no buffer of all its values: the high part in place in
- * the payload, the low part copied with 8 zero bytes after it, so that every load of a value's
- * low bits takes 8 bytes. `bad` collects the damage found so far (a value not above the one
- * before, with no branch a value); ef_close checks the last value against the span. */
+ * the payload, a byte at a time, the low part copied with 8 zero bytes after it, so that every
+ * load of a value's low bits takes 8 bytes. `bad` collects the damage found so far (a value
+ * not above the one before, with no branch a value); ef_close checks the last value against
+ * the span. */
 typedef struct {
     const unsigned char *high;
     unsigned char *low; /* held, or a PyMem copy: ef_close frees it */
-    Py_ssize_t high_len, w; /* w: the byte offset of the high part's word `bits` is of */
-    unsigned width;
+    Py_ssize_t high_len, at; /* at: the byte of the high part `bits` are of (-1: none read yet) */
+    unsigned width, bits;    /* bits: that byte's set bits not read yet */
     uint32_t first;
-    uint64_t n, mask, top, i, bit, bits, bad; /* i: the values read; bit: the next one's low bits */
+    uint64_t n, top, i, bit, bad; /* i: the values read; bit: the next one's low bits */
     int64_t before;
     unsigned char held[EF_LOW_HELD + 8];
 } EfReader;
 
+/* a byte's set bits: their positions, ascending (then zeros), and their number */
+static unsigned char ef_pos[256][8], ef_count[256];
+
+/* ef_pos and ef_count made (once: under the interpreter lock) */
+static void ef_tables(void) {
+    if (ef_count[255]) return;
+    for (int b = 0; b < 256; b++)
+        for (int k = 0; k < 8; k++)
+            if (b >> k & 1) ef_pos[b][ef_count[b]++] = (unsigned char)k;
+}
+
+/* whether ef_highs scans the high part 8 bits at a time with the SSE2 instructions (where the
+ * build has them), or a set bit at a time; _ef_simd switches it (the tests read codes both ways) */
+static int ef_simd = 1;
+
 /* The code at p opened for reading into *r, its count into *n; -1 with ValueError for damage
  * (pure_codecs.acks_roaring's messages): a count outside 1..span, a payload of another length
  * than the count and span give, or a high part whose set bits are not the count (so that
- * ef_next gives exactly n values); or with MemoryError. ef_close then, unless it failed.
- * O(n + span / 2**L) (the high part's ones counted, the low part copied). */
+ * ef_next gives exactly n values, and never reads past the high part); or with MemoryError.
+ * ef_close then, unless it failed. O(n + span / 2**L) (the high part's ones counted, the low
+ * part copied). */
 static int ef_open(const unsigned char *p, Py_ssize_t len, uint32_t first, uint32_t last, EfReader *r, uint64_t *n) {
     uint64_t span = (uint64_t)last - first + 1, ones = 0;
     Py_ssize_t pos = 0;
@@ -304,39 +324,101 @@ static int ef_open(const unsigned char *p, Py_ssize_t len, uint32_t first, uint3
     }
     memcpy(r->low, p + pos, low_bytes);
     memset(r->low + low_bytes, 0, 8);
-    r->width = width, r->first = first, r->mask = width ? ~0ULL >> (64 - width) : 0, r->top = span - 1;
-    r->n = *n, r->w = -8, r->i = r->bit = r->bits = r->bad = 0, r->before = -1;
+    ef_tables();
+    r->width = width, r->first = first, r->top = span - 1;
+    r->n = *n, r->at = -1, r->bits = 0, r->i = r->bit = r->bad = 0, r->before = -1;
     return 0;
 }
 
-/* More values of the code `r` reads, ascending, into out (`room` for them: 64 or more), the
- * high part's words whole; their number (0: all read). A value not above the one before sets
- * r->bad. Not inlined: its loop keeps its own registers. O(the values + the high part's
- * words read). */
-#if defined(__GNUC__) || defined(__clang__)
-__attribute__((noinline))
-#endif
-static Py_ssize_t ef_next(EfReader *r, uint32_t *out, Py_ssize_t room) {
-    const unsigned char *low = r->low;
-    const unsigned width = r->width;
-    const uint64_t mask = r->mask;
-    const uint32_t first = r->first;
-    Py_ssize_t m = 0, w = r->w;
-    uint64_t bits = r->bits, i = r->i, bit = r->bit, bad = r->bad;
-    int64_t before = r->before;
-    while (room - m >= 64) { /* (a word holds 64 values at most) */
-        for (; bits; m++, i++, bit += width) {
-            uint64_t at = (uint64_t)w * 8 + (uint64_t)__builtin_ctzll(bits);
-            bits &= bits - 1;
-            int64_t x = (int64_t)((at - i) << width | ((load_le64(low + (bit >> 3), 8) >> (bit & 7)) & mask));
-            bad |= (uint64_t)(x <= before);
-            before = x;
-            out[m] = (uint32_t)x + first;
-        }
-        if ((w += 8) >= r->high_len) break;
-        bits = load_le64(r->high + w, r->high_len - w);
+/* The high parts of the next `want` values of `r` (no more than are left) into out, the first
+ * pass of ef_next: each a set bit's position less its value's index, read a byte of the high
+ * part at a time (8 values written from ef_pos at once, as many kept as the byte has set
+ * bits) while 8 or more are wanted, else a set bit at a time. Sets r->bad for a high part past
+ * 32 bits (past the span: damage; they never go down, each set bit after the one before and
+ * one index on, so the last one read says). O(want + the high part's bytes read). */
+static Py_ssize_t ef_highs(EfReader *r, uint32_t *out, Py_ssize_t want) {
+    const unsigned char *high = r->high;
+    Py_ssize_t m = 0, at = r->at;
+    uint64_t i = r->i, h = 0;
+    unsigned bits = r->bits;
+    for (; m < want && bits; m++, i++, bits &= bits - 1) /* (the rest of a byte begun) */
+        out[m] = (uint32_t)(h = (uint64_t)at * 8 + (unsigned)__builtin_ctz(bits) - i);
+#if defined(__SSE2__)
+    if (ef_simd && m + 8 <= want) { /* (bits is 0: whole bytes from here; each holds a set bit to come) */
+        const __m128i zero = _mm_setzero_si128(), iota0 = _mm_set_epi32(3, 2, 1, 0), iota4 = _mm_set_epi32(7, 6, 5, 4);
+        unsigned b = 0;
+        do {
+            b = high[++at];
+            __m128i p = _mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)ef_pos[b]), zero);
+            __m128i base = _mm_set1_epi32((int)(uint32_t)((uint64_t)at * 8 - i));
+            _mm_storeu_si128((__m128i *)(out + m), _mm_add_epi32(_mm_sub_epi32(_mm_unpacklo_epi16(p, zero), iota0), base));
+            _mm_storeu_si128((__m128i *)(out + m + 4), _mm_add_epi32(_mm_sub_epi32(_mm_unpackhi_epi16(p, zero), iota4), base));
+            m += ef_count[b], i += ef_count[b];
+        } while (m + 8 <= want);
+        h = (uint64_t)at * 8 + ef_pos[b][ef_count[b] - 1] - (i - 1); /* (the loop ends on a byte with set bits) */
     }
-    r->w = w, r->bits = bits, r->i = i, r->bit = bit, r->bad = bad, r->before = before;
+#endif
+    for (; m < want; m++, i++, bits &= bits - 1) {
+        while (!bits) bits = high[++at];
+        out[m] = (uint32_t)(h = (uint64_t)at * 8 + (unsigned)__builtin_ctz(bits) - i);
+    }
+    r->at = at, r->bits = bits, r->i = i, r->bad |= h >> 32;
+    return m;
+}
+
+/* The low parts of `m` values into out, which holds their high parts (ef_highs'): each value
+ * becomes its high part << W | its W low bits, `low` holding the first one's at its first
+ * bit, plus `first`; *bad set for a value not above the one before (*before). Inlined for
+ * each width W (ef_next's switch), so that the 8 values in each W bytes are read with constant
+ * shifts; the last m % 8 with variable ones. O(m). */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((always_inline))
+#endif
+static inline void ef_lows(uint32_t *out, Py_ssize_t m, const unsigned char *low, const unsigned W, uint32_t first,
+                           int64_t *before, uint64_t *bad) {
+    const uint64_t mask = W ? ~0ULL >> (64 - W) : 0;
+    int64_t b = *before;
+    uint64_t d = *bad;
+    Py_ssize_t g = 0;
+    for (; g + 8 <= m; g += 8, low += W) /* (8 values' low parts: W bytes) */
+        for (unsigned t = 0; t < 8; t++) {
+            uint64_t lo = (load_le64(low + (t * W) / 8, 8) >> ((t * W) % 8)) & mask;
+            int64_t x = (int64_t)((uint64_t)out[g + t] << W | lo);
+            d |= (uint64_t)(x <= b);
+            b = x;
+            out[g + t] = (uint32_t)x + first;
+        }
+    for (unsigned t = 0; g < m; g++, t++) {
+        uint64_t lo = (load_le64(low + (t * W) / 8, 8) >> ((t * W) % 8)) & mask;
+        int64_t x = (int64_t)((uint64_t)out[g] << W | lo);
+        d |= (uint64_t)(x <= b);
+        b = x;
+        out[g] = (uint32_t)x + first;
+    }
+    *before = b, *bad = d;
+}
+
+/* The next values of the code `r` reads, up to `room` (a multiple of 8, but for its last
+ * call), ascending, into out; their number (0: all read). A value not above the one before
+ * sets r->bad. Two passes: the high parts (ef_highs), then the low parts (ef_lows, for the
+ * code's width; a block begins at a multiple of 8 values, so at a whole byte of the low part).
+ * O(the values + the high part's bytes read). */
+static Py_ssize_t ef_next(EfReader *r, uint32_t *out, Py_ssize_t room) {
+    Py_ssize_t left = (Py_ssize_t)(r->n - r->i), want = left < room ? left : room;
+    const unsigned char *low = r->low + r->bit / 8;
+    Py_ssize_t m = ef_highs(r, out, want);
+    switch (r->width) {
+#define EF_LOWS(W)                                                  \
+    case W:                                                         \
+        ef_lows(out, m, low, W, r->first, &r->before, &r->bad);     \
+        break;
+        EF_LOWS(0) EF_LOWS(1) EF_LOWS(2) EF_LOWS(3) EF_LOWS(4) EF_LOWS(5) EF_LOWS(6) EF_LOWS(7) EF_LOWS(8)
+        EF_LOWS(9) EF_LOWS(10) EF_LOWS(11) EF_LOWS(12) EF_LOWS(13) EF_LOWS(14) EF_LOWS(15) EF_LOWS(16)
+        EF_LOWS(17) EF_LOWS(18) EF_LOWS(19) EF_LOWS(20) EF_LOWS(21) EF_LOWS(22) EF_LOWS(23) EF_LOWS(24)
+        EF_LOWS(25) EF_LOWS(26) EF_LOWS(27) EF_LOWS(28) EF_LOWS(29) EF_LOWS(30) EF_LOWS(31) EF_LOWS(32)
+#undef EF_LOWS
+    }
+    r->bit += (uint64_t)m * r->width;
     return m;
 }
 
@@ -360,14 +442,13 @@ static int ef_values(const unsigned char *p, Py_ssize_t len, uint32_t first, uin
     uint64_t n;
     *out = NULL;
     if (ef_open(p, len, first, last, &r, &n) < 0) return -1;
-    uint32_t *vals = (uint32_t *)PyMem_Malloc((n + 64) * sizeof(uint32_t)); /* (ef_next's room) */
+    uint32_t *vals = (uint32_t *)PyMem_Malloc(n * sizeof(uint32_t));
     if (vals == NULL) {
         ef_close(&r);
         PyErr_NoMemory();
         return -1;
     }
-    for (Py_ssize_t m = 0; (m = ef_next(&r, vals + r.i, (Py_ssize_t)(n + 64 - r.i))) > 0;) {
-    }
+    ef_next(&r, vals, (Py_ssize_t)n);
     if (ef_close(&r) < 0) {
         PyMem_Free(vals);
         return -1;
@@ -1060,7 +1141,22 @@ done:
     return result;
 }
 
+/* _ef_simd(on) -> bool: whether Elias-Fano codes are read with SSE2 (ef_highs) from now on, the
+ * setting before returned (the tests read codes both ways; False where the build has no SSE2) */
+static PyObject *ef_simd_switch(PyObject *self, PyObject *on) {
+    (void)self;
+    int want = PyObject_IsTrue(on), was = ef_simd;
+    if (want < 0) return NULL;
+#if defined(__SSE2__)
+    ef_simd = want;
+#else
+    was = 0;
+#endif
+    return PyBool_FromLong(was);
+}
+
 static PyMethodDef methods[] = {
+    {"_ef_simd", ef_simd_switch, METH_O, "Whether Elias-Fano codes are read with SSE2 from now on (tests)."},
     {"ledger_acks", ledger_acks, METH_VARARGS, "A ledger record of acks only, read in one pass (or None)."},
     {"acks_roaring", (PyCFunction)(void (*)(void))acks_roaring, METH_FASTCALL,
      "A ledger record's coded values to its acks' portable roaring form, each container its smallest."},
