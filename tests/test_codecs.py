@@ -105,6 +105,27 @@ def test_codes_decode_to_the_same_bytes_and_the_same_set(flag: int, encode: obje
             _same_everywhere("acks_roaring", flag, first, TOP, _damaged(code, rng))
 
 
+@pytest.mark.skipif(codecs.native is None, reason=NOT_COMPILED)
+def test_the_compiled_crc32_is_zlibs_whichever_way_it_runs() -> None:
+    """The CRC-32 every compiled codec checks records with is ``zlib.crc32``: for every length
+    up to 600 bytes and longer ones, from any running value, folded 16 bytes at a time with
+    PCLMULQDQ (where the CPU has it) or by its tables and zlib."""
+    native = codecs.native
+    assert native is not None
+    rng = random.Random(32)
+    lengths = [*range(0, 600), *(rng.randrange(600, 70_000) for _ in range(60))]
+    was = native._crc_folds(True)
+    try:
+        for folds in (True, False):
+            native._crc_folds(folds)
+            for n in lengths:
+                data, value = rng.randbytes(n), rng.randrange(1 << 32)
+                assert native._crc32(data, value) == zlib.crc32(data, value), (folds, n)
+                assert native._crc32(data) == zlib.crc32(data), (folds, n)
+    finally:
+        native._crc_folds(was)
+
+
 def test_the_rice_coder_writes_the_same_bytes_everywhere() -> None:
     """The flush's Rice coder: identical bytes from every implementation, which every
     decoder reads back to the set; bad input is the same ValueError everywhere."""
