@@ -277,12 +277,14 @@ typedef struct {
 /* a byte's set bits: their positions, ascending (then zeros), and their number */
 static unsigned char ef_pos[256][8], ef_count[256];
 
-/* ef_pos and ef_count made (once: under the interpreter lock) */
+/* ef_pos and ef_count made (acks_init: once, at import) */
 static void ef_tables(void) {
-    if (ef_count[255]) return;
-    for (int b = 0; b < 256; b++)
+    for (int b = 0; b < 256; b++) {
+        int n = 0;
         for (int k = 0; k < 8; k++)
-            if (b >> k & 1) ef_pos[b][ef_count[b]++] = (unsigned char)k;
+            if (b >> k & 1) ef_pos[b][n++] = (unsigned char)k;
+        ef_count[b] = (unsigned char)n;
+    }
 }
 
 /* whether ef_highs scans the high part 8 bits at a time with the SSE2 instructions (where the
@@ -324,7 +326,6 @@ static int ef_open(const unsigned char *p, Py_ssize_t len, uint32_t first, uint3
     }
     memcpy(r->low, p + pos, low_bytes);
     memset(r->low + low_bytes, 0, 8);
-    ef_tables();
     r->width = width, r->first = first, r->top = span - 1;
     r->n = *n, r->at = -1, r->bits = 0, r->i = r->bit = r->bad = 0, r->before = -1;
     return 0;
@@ -1165,4 +1166,7 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-int acks_init(PyObject *module) { return PyModule_AddFunctions(module, methods); }
+int acks_init(PyObject *module) {
+    ef_tables();
+    return PyModule_AddFunctions(module, methods);
+}
