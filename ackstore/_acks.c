@@ -861,6 +861,17 @@ static int code_span_ok(long long flags, long long first, long long last) {
     return 0;
 }
 
+/* 1 with ValueError (pure_codecs' message) when a run-bounds code (FLAG_BOUNDS) holds other
+ * than pairs of bounds after its first run: `n` values, an odd number or none, or the first,
+ * `value0`, at the span's first entry (the first run would be empty); 0 otherwise, and for
+ * any other code */
+static int bounds_unpaired(long long flags, uint64_t n, uint32_t value0, long long first, long long last) {
+    if (flags != FLAG_BOUNDS || (n && n % 2 == 0 && value0 != first)) return 0;
+    PyErr_Format(PyExc_ValueError, "%zd run bounds inside %lld..%lld are not pairs after the first run", (Py_ssize_t)n,
+                 first, last);
+    return 1;
+}
+
 /* The values a ledger record's bitmap fields code (acks_roaring's flags, span and code), checked
  * as acks_roaring checks them, into *vals (PyMem, the caller frees) and their number into *n;
  * -1 with ValueError for damage or a code it does not read, or with MemoryError. */
@@ -878,11 +889,7 @@ static int record_values(long long flags, long long first, long long last, const
                      (unsigned long)(*vals)[*n - 1], last);
         return -1;
     }
-    if (flags == FLAG_BOUNDS && (*n == 0 || *n % 2 || (*vals)[0] == first)) {
-        PyErr_Format(PyExc_ValueError, "%zd run bounds inside %lld..%lld are not pairs after the first run", *n, first,
-                     last);
-        return -1;
-    }
+    if (bounds_unpaired(flags, (uint64_t)*n, *n ? (*vals)[0] : 0, first, last)) return -1;
     return 0;
 }
 
@@ -956,19 +963,15 @@ static int ef_runs_into(long long flags, long long first, long long last, const 
     uint32_t block[EF_BLOCK];
     if (code_span_ok(flags, first, last) < 0 || ef_open(p, len, (uint32_t)first, (uint32_t)last, &r, &n) < 0)
         return -1;
-    int over = 0, paired = flags != FLAG_BOUNDS || n % 2 == 0;
+    int over = 0;
+    uint32_t value0 = 0;
     Py_ssize_t m;
     sink_start(k, (uint32_t)first);
     while ((m = ef_next(&r, block, EF_BLOCK)) > 0) {
-        if (r.i == (uint64_t)m && flags == FLAG_BOUNDS && block[0] == first) paired = 0; /* (the first block's) */
-        if (!over && !r.bad && paired) over = sink_block(block, m, flags, k);
+        if (r.i == (uint64_t)m) value0 = block[0]; /* (the first block's) */
+        if (!over && !r.bad) over = sink_block(block, m, flags, k); /* (runs of a code refused below: not kept) */
     }
-    if (ef_close(&r) < 0) return -1;
-    if (!paired) {
-        PyErr_Format(PyExc_ValueError, "%zd run bounds inside %lld..%lld are not pairs after the first run",
-                     (Py_ssize_t)n, first, last);
-        return -1;
-    }
+    if (ef_close(&r) < 0 || bounds_unpaired(flags, n, value0, first, last)) return -1;
     return over || sink_end(flags, (uint32_t)last, k);
 }
 

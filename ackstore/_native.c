@@ -575,7 +575,7 @@ static PyObject *zlib_crc32;
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 #define CRC_FOLDS 1
-/* whether crc32_of folds with PCLMULQDQ: the CPU has it (crc_init asks), and _simd leaves it on */
+/* whether crc32_of folds with PCLMULQDQ: the CPU has it (crc_init asks), and _crc_folds leaves it on */
 static int crc_folds;
 
 /* The CRC-32 state `state` (the running value, inverted as zlib keeps it) carried over `len`
@@ -623,7 +623,6 @@ static void crc_init(void) {
         for (uint32_t n = 0; n < 256; n++)
             crc_table[k][n] = (crc_table[k - 1][n] >> 8) ^ crc_table[0][crc_table[k - 1][n] & 0xFF];
 #ifdef CRC_FOLDS
-    __builtin_cpu_init();
     crc_folds = __builtin_cpu_supports("pclmul");
 #endif
 }

@@ -31,6 +31,7 @@ from ackstore.storage import codecs, pure_codecs, records
 from ackstore.storage.bitmaps import _inner_bounds, count_runs
 
 from .chain_twins import form_fields
+from .codec_impls import damaged
 
 T = "persistent://t/n/chain-open"
 CFG = CursorConfig(max_unacked_ranges_to_persist=0)
@@ -362,7 +363,7 @@ def test_long_elias_fano_codes_read_into_the_form_alike_and_damage_in_them_is_re
             assert all(o == outs[0] for o in outs) and outs[0] == run_bounds(acked), flags
             taken += 1
             for _ in range(6):
-                bad = _damaged_code(code, rng)
+                bad = damaged(code, rng)
                 outs = [_one_record(read, _coded_record(flags, first, last, bad, nruns)) for read in _reads()]
                 assert all(o == outs[0] for o in outs), flags
                 refused += outs[0] is None
@@ -392,17 +393,6 @@ def _one_record(impl: Any, value: bytes) -> list[tuple[int, int]] | None:
     item = (40, 0, 60_000, value, -1)
     s = impl.small_of_record(7, 40, -1, 9, 1, 0, 1 << 16, b"", (item,), records.FORMAT_VERSION, [], {})
     return None if s is None else s.runs()
-
-
-def _damaged_code(code: bytes, rng: random.Random) -> bytes:
-    """A bit flipped, a byte cut off the end, or a few bytes added."""
-    kind = rng.randrange(3)
-    if kind == 0:
-        i = rng.randrange(len(code))
-        return code[:i] + bytes([code[i] ^ (1 << rng.randrange(8))]) + code[i + 1 :]
-    if kind == 1:
-        return code[: rng.randrange(len(code))]
-    return code + rng.randbytes(rng.randrange(1, 6))
 
 
 @pytest.mark.parametrize("impl", IMPLEMENTATIONS, ids=["pure", "native"][: len(IMPLEMENTATIONS)])

@@ -23,7 +23,7 @@ from ackstore.storage import bitmaps, codecs, pure_acks, pure_codecs, records
 from ackstore.storage.catalog import _LEDGER_TYPE
 from ackstore.storage.records import FORMAT_VERSION, IndexEntry, decode_marker, encode_fixed_marker
 
-from .codec_impls import IMPLEMENTATIONS, NOT_COMPILED
+from .codec_impls import IMPLEMENTATIONS, NOT_COMPILED, damaged
 
 TOP = (1 << 32) - 1  # the top entry id a ledger record may hold
 
@@ -65,17 +65,6 @@ def _same_everywhere(name: str, *args: object) -> tuple[str, object]:
     return outcomes[0]
 
 
-def _damaged(data: bytes, rng: random.Random) -> bytes:
-    """A bit flipped, a byte cut off the end, or a few bytes added."""
-    kind = rng.randrange(3)
-    if kind == 0 and data:
-        i = rng.randrange(len(data))
-        return data[:i] + bytes([data[i] ^ (1 << rng.randrange(8))]) + data[i + 1 :]
-    if kind == 1 and data:
-        return data[: rng.randrange(len(data))]
-    return data + rng.randbytes(rng.randrange(1, 6))
-
-
 def _sets(rng: random.Random) -> list[BitMap]:
     return [
         BitMap([0]),
@@ -102,7 +91,7 @@ def test_codes_decode_to_the_same_bytes_and_the_same_set(flag: int, encode: obje
         kind, out = _same_everywhere("acks_roaring", flag, first, TOP, code)
         assert kind == "ok" and BitMap.deserialize(out) == values  # type: ignore[arg-type]
         for _ in range(20):
-            _same_everywhere("acks_roaring", flag, first, TOP, _damaged(code, rng))
+            _same_everywhere("acks_roaring", flag, first, TOP, damaged(code, rng))
 
 
 @pytest.mark.skipif(codecs.native is None, reason=NOT_COMPILED)
@@ -227,7 +216,7 @@ def test_ledger_acks_decode_to_the_same_bytes_and_the_set_they_stand_for() -> No
                 smallest.run_optimize()
                 assert len(out) <= len(smallest.serialize()), (flag, holes)  # type: ignore[arg-type]
                 for _ in range(8):
-                    _same_everywhere("acks_roaring", flag | holes, first, last, _damaged(code, rng))
+                    _same_everywhere("acks_roaring", flag | holes, first, last, damaged(code, rng))
         # the run-bounds code: where the acks (values..., from their first to their last) stop and start
         bounds = bitmaps._inner_bounds(values)
         if bounds:
@@ -236,7 +225,7 @@ def test_ledger_acks_decode_to_the_same_bytes_and_the_set_they_stand_for() -> No
             kind, out = _same_everywhere("acks_roaring", 64, low, high, code)
             assert kind == "ok" and BitMap.deserialize(out) == values  # type: ignore[arg-type]
             for _ in range(8):
-                _same_everywhere("acks_roaring", 64, low, high, _damaged(code, rng))  # type: ignore[arg-type]
+                _same_everywhere("acks_roaring", 64, low, high, damaged(code, rng))  # type: ignore[arg-type]
 
 
 def test_the_elias_fano_code_is_near_the_entropy_of_scattered_values() -> None:
@@ -339,9 +328,9 @@ def test_fixed_markers_decode_to_the_same_fields() -> None:
             assert (BitMap.deserialize(adds) if adds is not None else None) == (e.adds if e else None)
             assert counts == (e.counts if e else None)
         for _ in range(5):
-            damaged = _damaged(body, rng)
+            bad = damaged(body, rng)
             for version in (9, 7, 6):  # and read as the layouts of formats 7 and 6
-                _same_everywhere("delta_fields", damaged, version)
+                _same_everywhere("delta_fields", bad, version)
 
 
 def _bitmap(rng: random.Random) -> BitMap | FrozenBitMap:
@@ -442,7 +431,7 @@ def test_ledger_fields_give_the_same_outcome_everywhere() -> None:
         state = set(acks.bitmap) | set(acks.batches) | set(acks.counts)
         assert fields == (ledger, min(state, default=1 << 32), max(state, default=-1), acks.runs, owner)
         for _ in range(10):
-            _same_everywhere("ledger_fields", _damaged(body, rng))
+            _same_everywhere("ledger_fields", damaged(body, rng))
     shapes = [
         [1, 0, 5, 4, b"", 0, []],  # empty (last < first)
         [1, 0, -3, 2**63 - 1, b"x", 1, [[-7, 2, b"\x01"]], 2**63 - 1, [9, 1, -(2**63), 3]],
@@ -478,7 +467,7 @@ def test_ledger_span_checks_the_envelope_alike_everywhere() -> None:
         assert _same_everywhere("ledger_span", record, RECORD_LEDGER, FORMAT_VERSION) == fields
         errors = set()
         for _ in range(60):
-            kind, out = _same_everywhere("ledger_span", _damaged(record, rng), RECORD_LEDGER, FORMAT_VERSION)
+            kind, out = _same_everywhere("ledger_span", damaged(record, rng), RECORD_LEDGER, FORMAT_VERSION)
             errors.add(out if kind == "error" else "ok")
         assert "record checksum mismatch" in errors
     marker = encode_record(RECORD_MARKER, b"\x90")
@@ -507,7 +496,7 @@ def test_open_envelope_is_the_same_everywhere() -> None:
             record = encode_record(rtype, body)
             assert _same_everywhere("open_envelope", record, FORMAT_VERSION) == ("ok", (rtype, FORMAT_VERSION, body))
             for _ in range(40):
-                kind, out = _same_everywhere("open_envelope", _damaged(record, rng), FORMAT_VERSION)
+                kind, out = _same_everywhere("open_envelope", damaged(record, rng), FORMAT_VERSION)
                 errors.add(out if kind == "error" else "ok")
     assert {"record checksum mismatch", "ok"} <= errors
     record = encode_record(RECORD_MARKER, b"\x90")
@@ -586,15 +575,15 @@ def test_the_directory_scan_gives_the_same_outcome_everywhere(tmp_path: Path) ->
     for _ in range(300):
         i = rng.randrange(len(pairs))
         side = rng.randrange(2)
-        damaged = list(pairs)
-        part = bytearray(damaged[i][side])
+        spoiled = list(pairs)
+        part = bytearray(spoiled[i][side])
         part[rng.randrange(len(part))] ^= 1 << rng.randrange(8)
-        damaged[i] = (bytes(part), damaged[i][1]) if side == 0 else (damaged[i][0], bytes(part))
-        damaged.sort()
+        spoiled[i] = (bytes(part), spoiled[i][1]) if side == 0 else (spoiled[i][0], bytes(part))
+        spoiled.sort()
         caught = False
         for p in (prefix, struct.pack(">Q", 1)):  # each topic's scan starts at its prefix, as set_range does
-            start = next((j for j, (key, _) in enumerate(damaged) if key >= p), len(damaged))
-            kind, out = _same_everywhere("scan_directory", damaged[start:], p, _LEDGER_TYPE, _OPEN_LEDGER_TYPE)
+            start = next((j for j, (key, _) in enumerate(spoiled) if key >= p), len(spoiled))
+            kind, out = _same_everywhere("scan_directory", spoiled[start:], p, _LEDGER_TYPE, _OPEN_LEDGER_TYPE)
             caught = caught or (kind == "ok" and out[3] is not None)  # type: ignore[index]
         found_bad += caught
     # every flip is caught by a topic's scan: one in a key's topic id moves the entry out of
@@ -918,7 +907,7 @@ def test_a_ledger_record_of_acks_only_is_read_in_one_pass_as_the_long_way_reads_
                 read += 1
             value = _ledger_record([ledger, flags, lo, hi, code, runs, [], owner])
             for _ in range(4):
-                _read_alike(_damaged(value, rng))
+                _read_alike(damaged(value, rng))
             assert _read_alike(_ledger_record([ledger, flags, lo, hi, code, runs + 1, [], owner])) is None
             with pytest.raises(records.CorruptRecordError, match=f"says {runs + 1} runs"):
                 records.decode_ledger_owned(_ledger_record([ledger, flags, lo, hi, code, runs + 1, [], owner]))
@@ -963,7 +952,7 @@ def test_a_cursor_entry_is_checked_and_read_alike_everywhere() -> None:
         assert fields[0] == "ok" and _same_everywhere("cursor_entry", entry, FORMAT_VERSION) == fields
         errors = set()
         for _ in range(60):
-            kind, out = _same_everywhere("cursor_entry", _damaged(entry, rng), FORMAT_VERSION)
+            kind, out = _same_everywhere("cursor_entry", damaged(entry, rng), FORMAT_VERSION)
             errors.add(out if kind == "error" else "ok")
         assert "record checksum mismatch" in errors
     other = encode_record(RECORD_MARKER, msgpack.packb([1, "c", 2, cfg]))
@@ -994,7 +983,7 @@ def test_a_cursor_entrys_fields_are_read_alike_and_its_config_left_as_bytes() ->
         assert kind == "ok" and out[:3] == (tid, name, cid), out  # type: ignore[index]
         assert out[3] == msgpack.packb(cfg) and msgpack.unpackb(out[3]) == cfg  # type: ignore[index]
         for _ in range(30):
-            kind, _ = _same_everywhere("cursor_fields", _damaged(body, rng))
+            kind, _ = _same_everywhere("cursor_fields", damaged(body, rng))
             assert kind in ("ok", "error")
     for fields in (
         [1, "c", 2],
