@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from functools import lru_cache
 from typing import Any
 
@@ -80,8 +80,9 @@ class CursorConfig:
             raise InvalidArgumentError(f"CursorConfig.full_marker_every={self.full_marker_every}: allowed 1..1000000")
 
     def to_obj(self) -> dict[str, Any]:
-        """The settings as a plain dict (what the catalog persists; :meth:`from_obj` reads it)."""
-        return asdict(self)
+        """The settings as a plain dict (what the catalog persists; :meth:`from_obj` reads it).
+        Every setting is an int or a bool: no copy of a value is made. O(settings)."""
+        return {name: getattr(self, name) for name in _NAMES}
 
     @classmethod
     def from_obj(cls, obj: dict[str, Any]) -> CursorConfig:
@@ -93,8 +94,12 @@ class CursorConfig:
             return _build(obj)
 
 
+_NAMES = tuple(f.name for f in fields(CursorConfig))
+"""the settings' names, in their order"""
+
+
 def _build(obj: dict[str, Any]) -> CursorConfig:
-    known = {f.name for f in fields(CursorConfig)}
+    known = set(_NAMES)
     return CursorConfig(**{k: v for k, v in obj.items() if k in known})
 
 

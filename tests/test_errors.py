@@ -165,6 +165,21 @@ def test_config_rejects() -> None:
         CursorConfig(full_marker_every=0)
 
 
+def test_a_configs_plain_dict_is_every_setting_in_order_and_reads_back() -> None:
+    """What the catalog persists of a config: each setting by name, in the class's order, its
+    value as set; ``from_obj`` reads back the equal config (the very object for a repeat)."""
+    from dataclasses import fields
+
+    config = CursorConfig(max_deliveries=5, history_seconds=60, dispatcher_pause_on_ack_state_persistent=True)
+    obj = config.to_obj()
+    assert list(obj.items()) == [(f.name, getattr(config, f.name)) for f in fields(CursorConfig)]
+    assert obj["max_deliveries"] == 5 and obj["dispatcher_pause_on_ack_state_persistent"] is True
+    again = CursorConfig.from_obj(obj)
+    assert again == config and CursorConfig.from_obj(dict(obj)) is again
+    obj["max_deliveries"] = 6  # (a plain dict of its own: the config does not change)
+    assert config.max_deliveries == 5
+
+
 def test_open_rejects_bad_options(store_path: Path) -> None:
     with pytest.raises(InvalidArgumentError, match=r"map_size=10\b"):
         AckStore.open(store_path, map_size=10)
