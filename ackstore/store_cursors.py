@@ -22,7 +22,7 @@ from .config import CursorConfig
 from .cursor import Cursor
 from .cursor.core import CursorCore
 from .cursor.moves import TopicView
-from .cursor.small import chain_opened, form_read, line_memo, small_opened
+from .cursor.small import chain_opened, form_read, line_memo, small_born, small_opened
 from .errors import CorruptRecordError, HistoryRangeError, UnknownCursorError
 from .history import HistoryPoint, Point, drop_points, iso
 from .life import require_open, require_writable
@@ -295,10 +295,11 @@ class CursorSide:
         initial_position: str = "earliest",
         seen: int = -1,
     ) -> Cursor:
-        """The cursor over a recovered ``state`` (or a small form read at open); a fallback past
-        damaged markers is logged. ``seen``: the read transaction that read ``state`` (a
-        reader's cursor then looks at its log again only after a newer one; -1: at its first
-        read)."""
+        """The cursor over a recovered ``state`` (or a small form read at open; a writer's
+        cursor whose log holds nothing, new or never flushed, is made in the small form:
+        ``small_born``); a fallback past damaged markers is logged. ``seen``: the read
+        transaction that read ``state`` (a reader's cursor then looks at its log again only
+        after a newer one; -1: at its first read)."""
         report = state.report if isinstance(state, RecoveredState) else NO_RECOVERY  # (a form's open skips none)
         if report.markers_skipped or report.skipped_reasons:
             log.warning(
@@ -310,6 +311,8 @@ class CursorSide:
                 "; ".join(report.skipped_reasons),
             )
         host = cast("CursorHost", self.store)  # the store is the cursor's host
+        if isinstance(state, RecoveredState) and not (state.resolved or state.next_seq or self.store.readonly):
+            state = small_born(cid, cfg, topic.directory, initial_position) or state
         cursor = Cursor(host, topic, name, cid, cfg, state, initial_position)
         if seen >= 0:
             cursor._core.read_in(seen)

@@ -26,6 +26,8 @@ from ackstore import (
 )
 from ackstore.storage.records import FORMAT_VERSION
 
+from .forms import end_form
+
 T = "persistent://t/ns/defects"
 
 
@@ -338,6 +340,7 @@ def test_a_reset_drops_ledgers_that_eviction_wrote_back(store_path: Path) -> Non
         topic.close_ledger(0, 2)
         topic.add_ledger(1)
         cur = topic.cursor("a", CursorConfig(max_individual_ack_cache_bytes=1))
+        end_form(cur)  # (the parts' cache: a new cursor's small form is charged at its flush)
         cur.ack([Position(0, 1)])
         cur.ack([Position(1, 0)])
         assert cur.stats().write_backs >= 1
@@ -491,6 +494,7 @@ def test_compaction_under_a_small_budget_copies_each_ledgers_own_record(store_pa
             topic.close_ledger(ledger, entries=4000)
         topic.add_ledger(3)
         cur = topic.cursor("c", tiny)
+        end_form(cur)  # (the parts' cache: a new cursor's small form is charged at its flush)
         cur.ack([Position(ledger, e) for ledger in (2, 3) for e in range(1, 300, 2)])
         before = _state(cur)
         assert cur.stats().ledgers_swapped_out == 1  # (one of the two is on disk)

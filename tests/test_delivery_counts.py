@@ -26,6 +26,8 @@ from ackstore import (
 from ackstore.dispatch.reads import Entry
 from ackstore.testing import InMemoryLedgerReader
 
+from .forms import end_form
+
 T = "persistent://t/ns/deliveries"
 ROOT = Path(__file__).parent.parent
 P = Position
@@ -475,6 +477,7 @@ def test_delivery_counts_of_any_span_are_the_whole_counts_filtered_to_it(store_p
             topic.close_ledger(ledger, 1000)
             topic.add_ledger(ledger + 1)
         cur = topic.cursor("c")
+        end_form(cur)  # (its parts: a new cursor starts in the small form)
         cur.record_deliveries([P(ledger, rng.randrange(400)) for ledger in (1, 2, 4) for _ in range(120)])
         cur.ack([P(2, e) for e in range(0, 400, 7)])
         every = cur.delivery_counts()

@@ -207,6 +207,27 @@ def test_the_twins_write_one_chain_and_it_recovers_to_the_forms_state(
 
 
 @pytest.mark.parametrize("impl", IMPLEMENTATIONS, ids=["pure", "native"][: len(IMPLEMENTATIONS)])
+def test_a_form_never_written_leaves_a_first_state_over_a_slot_to_its_parts(impl: Any) -> None:
+    """A new cursor's form (its log holds nothing: sequence 0, no slot written) whose first
+    state is over the slot bound: a chain's full marker would follow no marker, which the
+    fixed layout cannot say, so neither twin writes one: the form is left to its parts,
+    unchanged. Once a state was written (sequence 1 on) the same state begins a chain."""
+    runs = [(e, e) for e in range(2, 20000, 300)]
+    s = impl.SmallState(CID, LEDGER, 0, 0, 1, 0, runs, 1 << 12)
+    s.bound(0, (), 1 << 20)
+    s.set_props(b"")  # (changed: a flush writes it)
+    trims: list[Any] = []
+    assert _flush(impl, s, trims) == ([], 0, [s]) and trims == []
+    assert (s.next_seq, s.slots, s.base, s.marker, s.record, s.dirty) == (0, 0, -1, -1, -1, 1)
+    s = impl.SmallState(CID, LEDGER, 0, 1, 1, 0, runs, 1 << 12)
+    s.bound(0, (), 1 << 20)
+    s.set_props(b"")
+    puts, _, over = _flush(impl, s, trims)
+    assert [k for k, _ in puts] == [records.log_key(CID, 1), records.log_key(CID, 2)] and over == []
+    assert records.decode_marker(puts[1][1], 2).prev == 0
+
+
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS, ids=["pure", "native"][: len(IMPLEMENTATIONS)])
 def test_the_chain_names_a_record_with_the_acks_and_counts_since(impl: Any) -> None:
     """Over the slot bound, one ack and one delivery between flushes: the first flush writes
     M's ledger's record with the parts' codec and a full marker naming it; the next ones

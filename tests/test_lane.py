@@ -282,6 +282,8 @@ def test_small_cursors_take_the_state_layout_alike(store_path: Path) -> None:
         topic.close_ledger(ledger, size)
     topic.add_ledger(9)
     cursors = [topic.cursor(f"s{i}", ROOMY) for i in range(8)]
+    for cur in cursors:
+        end_form(cur)  # (a new cursor starts in the small form: these are the lane's, in their parts)
     cursors[3]._core._planner.chain.next_seq = 1 << 40  # a state slot's sequence of six varint bytes
     cursors[4]._core._planner.chain.next_seq = 120  # of one, then two
     nxt = dict.fromkeys(range(8), 0)  # each cursor's next entry in order, over ledgers 1..9

@@ -17,6 +17,8 @@ from ackstore.storage.index_entry import IndexEntry
 from ackstore.storage.log import MissingRecordError
 from ackstore.storage.records import log_key
 
+from .forms import end_form
+
 T = "persistent://t/ns/pages"
 
 
@@ -214,6 +216,7 @@ def test_the_store_wide_budget_keeps_the_ledger_being_acked(store_path: Path) ->
     cache, and the pool asks it to give way, but never with the ledger it acks in."""
     with AckStore.open(store_path, cache_bytes=200) as store:
         cur = _topic(store).cursor("c", CursorConfig(max_unacked_ranges_to_persist=0))
+        end_form(cur)  # (the parts' cache: a new cursor's small form is charged at its flush)
         for e in HOLEY:
             cur.ack(Position(1, e))
         stats = cur.stats()
@@ -306,6 +309,7 @@ def test_a_budget_of_zero_holds_the_one_ledger_being_acked_and_no_other(store_pa
     allows, and an ack in another ledger evicts it."""
     with AckStore.open(store_path) as store:
         cur = _topic(store).cursor("c", CursorConfig(max_individual_ack_cache_bytes=0, max_unacked_ranges_to_persist=0))
+        end_form(cur)  # (the parts' cache: a new cursor's small form is charged at its flush)
         cur.ack([Position(1, e) for e in HOLEY])
         pages = _pages(cur)
         assert list(pages.loaded) == [1] and cur.stats().evictions == 0

@@ -19,7 +19,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyroaring import BitMap
 
-from ackstore import AckStore, CursorConfig, InvalidArgumentError, InvalidTypeError, Position, StoreError, testing
+from ackstore import (
+    AckStore,
+    CursorConfig,
+    InvalidArgumentError,
+    InvalidTypeError,
+    Position,
+    StoreError,
+    check,
+    testing,
+)
 from ackstore.cursor import small as small_form
 from ackstore.cursor.small import IMPLEMENTATIONS, Small, check_small
 from ackstore.cursor.small_span import SPAN_MOST, fit, form_position, ledgers_held
@@ -824,7 +833,7 @@ def _steady(cur: Any, rnd: int) -> None:
 
 SETTLE = 3
 """steady rounds, each flushed, that a test runs before it looks at the form (a new cursor
-takes it at its first flush: its log keys hold nothing, and its first state is in a slot)"""
+is in it from its making: its log keys hold nothing, and its first state goes into a slot)"""
 
 
 def _settle(store: AckStore, cursors: list[Any]) -> None:
@@ -851,6 +860,72 @@ def _log(path: Path) -> dict[bytes, bytes]:
             return dict(txn.cursor())
     finally:
         env.close()
+
+
+@pytest.mark.parametrize("initial", ["earliest", "latest"])
+def test_a_new_cursor_is_in_the_form_from_its_making_and_its_first_flush_fills_a_slot(
+    tmp_path: Path, initial: str
+) -> None:
+    """A cursor just made (its log holds nothing) is in the small form before any flush, its
+    start position the change the first flush writes: into state slot 0, with no log key,
+    as a flushed form's state. Not persisted until then ("latest" is flushed as it is made,
+    so a crash cannot move it back to the earliest); a crash before that flush reopens
+    "earliest" where it began and loses only the acks since."""
+    path = tmp_path / "s"
+    store = AckStore.open(path)
+    topic = store.topic(T)
+    topic.add_ledger(1)
+    topic.close_ledger(1, 10)
+    topic.add_ledger(2)
+    cur = topic.cursor("c", initial_position=initial)
+    core, start = cur._core, (Position(2, -1) if initial == "latest" else Position(1, -1))
+    assert core.small is not None and core._unbuilt and cur.mark_delete_position == start
+    latest = initial == "latest"
+    assert core.persisted == latest and _slots(store, cur.cursor_id) == ({0: 0} if latest else {})
+    cur._check()
+    cur.ack([Position(2, 0), Position(2, 2)])
+    assert core.small is not None and cur.ack_range_count == (1 if initial == "latest" else 2)
+    cur._check()
+    testing.crash(store)  # the acks were never flushed
+    store = AckStore.open(path)
+    cur = store.topic(T).cursor("c", initial_position="earliest")
+    assert cur.mark_delete_position == start and cur.ack_range_count == 0 and cur._core.small is not None
+    cur.ack([Position(2, 0), Position(2, 2)])
+    store.flush()
+    held = 1 if initial == "latest" else 0  # ("latest" flushed into slot 0 as it was made)
+    assert _slots(store, cur.cursor_id) == ({0: 0, 1: 1} if held else {0: 0}) and _log_keys(store, cur.cursor_id) == []
+    assert not cur._core.small.dirty and cur._core.persisted
+    cur._check()
+    two = (Position(2, 2), Position(2, 2))
+    if initial == "earliest":
+        want: Any = (start, [(Position(2, 0), Position(2, 0)), two])
+    else:  # (M moves onto 2:0)
+        want = (Position(2, 0), [two])
+    assert (cur.mark_delete_position, list(cur.ack_ranges())) == want
+    store.close()
+    with AckStore.open(path) as store:
+        cur = store.topic(T).cursor("c")
+        assert (cur.mark_delete_position, list(cur.ack_ranges())) == want and cur._core.small is not None
+
+
+def test_a_new_cursors_first_state_over_a_slot_is_written_by_its_parts(tmp_path: Path) -> None:
+    """A new cursor whose first state is over a state slot's bound (600 ranges): the form's
+    chain would begin with a full marker that follows no marker, which the fixed layout
+    cannot say, so the form declines it and the parts write it (naming no previous marker).
+    ``check`` finds the store clean and a reopen holds every ack."""
+    path = tmp_path / "s"
+    with AckStore.open(path) as store:
+        cur = _topic(store).cursor("c", CursorConfig(max_unacked_ranges_to_persist=0))
+        cur.ack([Position(1, e) for e in range(1, 1200, 2)])
+        assert cur._core.small is not None and cur.ack_range_count == 600
+        store.flush()
+        assert cur._core.persisted and not cur._core._pending
+        cur._check()
+        want = list(cur.ack_ranges())
+    assert check(path) == []
+    with AckStore.open(path) as store:
+        cur = store.topic(T).cursor("c")
+        assert list(cur.ack_ranges()) == want and cur.mark_delete_position == Position(1, -1)
 
 
 def test_a_steady_cursor_takes_the_form_and_writes_what_a_cursor_without_it_writes(tmp_path: Path) -> None:
@@ -1717,6 +1792,16 @@ def test_sealing_a_ledger_below_a_partial_batch_in_the_form_is_refused(tmp_path:
             topic.close_ledger(1, 35)
         topic.close_ledger(1, 36)
         assert cur.partial_batches() == {Position(1, 35): (4, frozenset({1}))}
+
+
+def _slots(store: AckStore, cid: int) -> dict[int, int]:
+    """``{slot: seq}`` of cursor ``cid``'s state slots that hold a state, read by the store."""
+
+    def read(txn: Any) -> dict[int, int]:
+        got = {slot: txn.get(records.slot_key(cid, slot), db=store.storage.log_db) for slot in (0, 1)}
+        return {slot: records.open_slot(records.slot_key(cid, slot), bytes(v))[0] for slot, v in got.items() if v}
+
+    return store.storage.read(read)
 
 
 def _log_keys(store: AckStore, cid: int) -> list[int]:

@@ -675,6 +675,7 @@ def test_the_compiled_ack_of_a_cursor_takes_one_position_whole_and_declines_the_
         assert not store.lock._is_owned() and _free_elsewhere(store.lock)  # released
         assert ACK_CURSOR(core, (1, 8)) == 0 and not cur.is_acked(Position(1, 8))  # a pair of ints: the core's
         other = topic.cursor("d")
+        end_form(other)  # (its parts' compiled ack: a new cursor starts in the small form)
         other.ack(Position(1, 5))
         for declined in ([Position(1, 8), Position(2, 1)], [Position(1, 8), (1, 9)], [Position(1, 8), Position(1, -1)]):
             assert ACK_CURSOR(other._core, declined) == 0  # (another ledger, a pair of ints, a bad entry)
@@ -757,6 +758,7 @@ def test_cursor_ack_compiled_takes_one_position_itself_and_hands_every_other_cal
         topic = store.topic("t")
         topic.add_ledger(1)
         cur = topic.cursor("c")
+        end_form(cur)  # (its parts' compiled ack: a new cursor starts in the small form)
         ack(cur, Position(1, 5))  # (the first: the rule fills the ledger's limit cache, in Python)
         calls.clear()
         ack(cur, Position(1, 7))

@@ -405,7 +405,8 @@ class CursorCore(Served):
     @property
     def persisted(self) -> bool:
         """True once a flush wrote this cursor's state."""
-        return self.small is not None or (not self._unbuilt and self._chain.marker_seq >= 0)
+        small = self.small
+        return small.next_seq > 0 if small is not None else not self._unbuilt and self._chain.marker_seq >= 0
 
     # -- reads ---------------------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ from ..ledger_acks import bitmap_of_runs
 from ..position import trusted
 from .deliveries import put_counts
 from .small_span import ledger_batches, ledger_count_groups, ledger_runs, read_position
-from .state import latest_mark_delete
+from .state import start_of
 
 if TYPE_CHECKING:
     from ..directory import LedgerDirectory
@@ -31,14 +31,10 @@ def load(state: AckState, marker: Marker | None, initial_position: str = "earlie
     """Start ``state`` from a recovered marker, with its ledger source already holding the
     marker's ledgers; then fit the directory. With no marker (a cursor that never flushed)
     start at ``initial_position``: ``"earliest"``, the topic's first ledger, or
-    ``"latest"``, just before the next entry to be written (:func:`latest_mark_delete`)."""
+    ``"latest"``, just before the next entry to be written (:func:`~.state.start_of`)."""
     d = state.topic.directory
     if marker is None:
-        if initial_position == "latest":
-            state.md = trusted(*latest_mark_delete(d))
-        else:
-            first = d.first()
-            state.md = trusted(first if first is not None else 0, -1)
+        state.md = trusted(*start_of(d, initial_position))
         state.rp = state.md.next()
         state.properties = {}
         state.meta_dirty = True  # a new cursor's start position is persisted by the first flush

@@ -132,6 +132,7 @@ from .small_span import (
     line_bound,
     line_index,
 )
+from .state import start_of
 
 if TYPE_CHECKING:
     from ..config import CursorConfig
@@ -160,6 +161,7 @@ __all__ = [
     "flush_small",
     "form_chains",
     "logged_plan",
+    "small_born",
     "small_of",
     "small_of_record",
     "small_of_slots",
@@ -1036,8 +1038,10 @@ def _marker_items(s: PySmallState, full: bool) -> list[tuple[Any, ...]]:
 
 def _past_layout(s: PySmallState, prev: int, recs: int) -> bool:
     """Whether a marker of ``s`` after ``prev`` naming the ledgers ``recs`` has a field past
-    the fixed layout's 32 bits."""
-    return max(s.cursor_id, s.md_l, prev + 1, s.md_e + 2, _line_ledger(s, recs.bit_length() - 1)) > _ENTRY_MAX
+    the fixed layout's 32 bits, or follows no marker (``prev`` -1: a new cursor's first
+    state, which the parts write, naming no previous one)."""
+    top = max(s.cursor_id, s.md_l, prev + 1, s.md_e + 2, _line_ledger(s, recs.bit_length() - 1))
+    return prev < 0 or top > _ENTRY_MAX
 
 
 def _over(s: PySmallState, max_acks: int) -> bool:
@@ -1771,6 +1775,26 @@ def small_of(
     return s
 
 
+def small_born(cursor_id: int, config: CursorConfig, directory: LedgerDirectory, initial_position: str) -> Any:
+    """The small form of a cursor just made, whose log holds nothing, as an open of no
+    recovery gives one (an :class:`OpenedForm` of no marker): M at its start position
+    (:func:`~ackstore.cursor.state.start_of`), fitted to ``directory`` as the parts fit a
+    recovered state, nothing acked, and changed: its start is what its first flush writes,
+    into state slot 0. None when the cursor starts in its parts: it keeps history (its
+    states go under its log keys from a marker of theirs), no cursor takes the form, or M's
+    ledger is not in the directory (a topic of no ledgers yet). O(ledgers crossed)."""
+    cap = _cap(config)
+    if cap < 0 or config.history_seconds:
+        return None
+    md_l, md_e = start_of(directory, initial_position)
+    s = SmallState(cursor_id, md_l, md_e, 0, 1, 0, (), cap)
+    s.every, s.budget = config.full_marker_every, config.max_individual_ack_cache_bytes
+    if not fit(s, directory):
+        return None
+    s.set_props(b"")  # (a change: the properties, none, set)
+    return OpenedForm(s, -1, 0, 0, 0.0)
+
+
 class OpenedForm(NamedTuple):
     """A cursor's state as an open read it into the small form: the form, and what the open
     did (the state marker's sequence, the ledgers it holds, the record's bytes, the time
@@ -1987,8 +2011,8 @@ def check_small(s: Any, md: tuple[int, int], logged: bool | None = None) -> None
     """Assert every invariant of a small form (the tests call it after each change):
     its runs ascending, a gap between two, all above M + 1, in the layout; at most ``cap``;
     its M at or after ``md`` (in the same ledger or a later one); its newest state in a
-    state slot, unless it is ``logged`` (its cursor keeps history: its states are under log
-    keys), as ``logged`` says when given (its cursor's config)."""
+    state slot once it wrote one, unless it is ``logged`` (its cursor keeps history: its
+    states are under log keys), as ``logged`` says when given (its cursor's config)."""
     assert not s.ended, "an ended small form is still the cursor's"
     assert (s.md_l, s.md_e) >= md, f"small M {(s.md_l, s.md_e)} is behind {md}"
     at = s.md_e + 2
@@ -2012,7 +2036,8 @@ def check_small(s: Any, md: tuple[int, int], logged: bool | None = None) -> None
         assert spans[s.rp_i - 1][1] <= s.rp_e, f"read position {s.rp_e} below its ledger's offset in {spans}"
     assert s.slot in (0, 1) and 0 <= s.slots <= 3, f"slot {s.slot}, slots {s.slots}"
     assert logged is None or bool(s.logged) == logged, f"logged {s.logged}, its cursor's config says {logged}"
-    assert s.logged or s.base != -1 or s.slots >> s.slot & 1, f"the newest state's slot {s.slot} holds nothing"
+    new = not s.next_seq  # (a new cursor's form before its first flush: no state written yet)
+    assert s.logged or s.base != -1 or s.slots >> s.slot & 1 or new, f"the newest state's slot {s.slot} holds nothing"
     assert s.base >= -2 and s.tail in (0, 1) and (not s.tail or s.base == -1), f"base {s.base}, tail {s.tail}"
     if s.base >= 0:  # the form's chain: its record, its full marker, then its delta markers
         assert not s.logged and s.base <= s.marker < s.next_seq, f"chain {s.base}..{s.marker}, next {s.next_seq}"

@@ -52,6 +52,7 @@ __all__ = [
     "drop_property",
     "latest_mark_delete",
     "put_property",
+    "start_of",
 ]
 
 
@@ -90,6 +91,16 @@ def drop_property(properties: dict[str, int | str], key: Any) -> bool:
 
 
 _ABSENT = object()
+
+
+def start_of(d: LedgerDirectory, initial_position: str) -> tuple[int, int]:
+    """The mark-delete position a cursor that never flushed starts at: ``"latest"``, just
+    before the next entry to be written (:func:`latest_mark_delete`), else (``"earliest"``)
+    before the topic's first ledger's first entry (``0:-1`` with no ledgers). O(1)."""
+    if initial_position == "latest":
+        return latest_mark_delete(d)
+    first = d.first()
+    return first if first is not None else 0, -1
 
 
 def latest_mark_delete(d: LedgerDirectory) -> tuple[int, int]:
