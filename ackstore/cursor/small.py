@@ -1775,7 +1775,9 @@ def small_of(
     return s
 
 
-def small_born(cursor_id: int, config: CursorConfig, directory: LedgerDirectory, initial_position: str) -> Any:
+def small_born(
+    cursor_id: int, config: CursorConfig, directory: LedgerDirectory, initial_position: str
+) -> OpenedForm | None:
     """The small form of a cursor just made, whose log holds nothing, as an open of no
     recovery gives one (an :class:`OpenedForm` of no marker): M at its start position
     (:func:`~ackstore.cursor.state.start_of`), fitted to ``directory`` as the parts fit a
