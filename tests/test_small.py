@@ -37,6 +37,7 @@ from ackstore.flush import FlushJob, GroupFlush
 from ackstore.ledger_acks import LedgerAcks, run_bounds
 from ackstore.stats import CURSOR_FIGURES
 from ackstore.storage import records
+from ackstore.storage.log import read_slots
 
 from .forms import end_form
 from .rawlog import damage, slots
@@ -1796,12 +1797,8 @@ def test_sealing_a_ledger_below_a_partial_batch_in_the_form_is_refused(tmp_path:
 
 def _slots(store: AckStore, cid: int) -> dict[int, int]:
     """``{slot: seq}`` of cursor ``cid``'s state slots that hold a state, read by the store."""
-
-    def read(txn: Any) -> dict[int, int]:
-        got = {slot: txn.get(records.slot_key(cid, slot), db=store.storage.log_db) for slot in (0, 1)}
-        return {slot: records.open_slot(records.slot_key(cid, slot), bytes(v))[0] for slot, v in got.items() if v}
-
-    return store.storage.read(read)
+    found, _, _ = store.storage.read(lambda txn: read_slots(txn, store.storage.log_db, cid))
+    return {slot: seq for seq, _, slot in found}
 
 
 def _log_keys(store: AckStore, cid: int) -> list[int]:
