@@ -13,9 +13,7 @@ on two trees to compare them (``PYTHONPATH=<tree>``), the runs of each interleav
 
 from __future__ import annotations
 
-import argparse
 import gc
-import statistics
 import sys
 import tempfile
 import time
@@ -23,9 +21,10 @@ from pathlib import Path
 
 from ackstore import AckStore, Position
 
+from .per_cursor import PER_TOPIC, main_of, topics_of
+
 __all__ = ["run", "main"]
 
-PER_TOPIC = 100
 ROUNDS = 3
 ACKS = 9  # entries a subscription acks a round
 
@@ -35,11 +34,7 @@ def run(cursors: int) -> dict[str, float]:
     and the cursors in the small form at the end."""
     out: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp, AckStore.open(Path(tmp) / "s", sync=False, map_size=1 << 30) as store:
-        topics = []
-        for t in range(0, cursors, PER_TOPIC):
-            topic = store.topic(f"persistent://new/ns/t{t // PER_TOPIC}")
-            topic.add_ledger(1)
-            topics.append(topic)
+        topics = topics_of(store, cursors, "new")
         gc.collect()
         started = time.process_time()
         made = [topics[i // PER_TOPIC].cursor(f"s{i}") for i in range(cursors)]
@@ -58,20 +53,7 @@ def run(cursors: int) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.new_subscriptions", description=__doc__.split("\n")[0])
-    parser.add_argument("--runs", type=int, default=7, help="runs whose median is printed (default 7)")
-    parser.add_argument("--cursors", type=int, default=1000, help="subscriptions a run makes (default 1000)")
-    args = parser.parse_args(argv)
-    if args.runs < 1 or args.cursors < 1:
-        parser.error(f"--runs {args.runs} and --cursors {args.cursors}: each at least 1")
-    runs = [run(args.cursors) for _ in range(args.runs)]
-    for name in runs[0]:
-        values = [r[name] for r in runs]
-        if name.startswith("in the small form"):
-            print(f"{name}: {int(min(values))} of {args.cursors}")
-        else:
-            print(f"{name}: median {statistics.median(values) * 1e6:.2f} us a cursor (least {min(values) * 1e6:.2f})")
-    return 0
+    return main_of("new_subscriptions", __doc__ or "", run, 7, argv)
 
 
 if __name__ == "__main__":

@@ -2132,3 +2132,114 @@ def test_a_cursor_holding_entries_across_rollovers_opens_into_the_form(tmp_path:
         report = cur.stats().recovery  # the ledgers its state marker names, all decoded at open
         assert (report.records_loaded, report.markers_skipped) == (len(held), 0) and len(held) > 1
         cur._check()
+
+
+def _cursor_keys(store: AckStore, cid: int) -> tuple[list[int], list[int]]:
+    """A cursor's sequences under its log keys, and its state slots' numbers."""
+    log = store.storage.read(lambda txn: dict(txn.cursor(db=store.storage.log_db)))
+    seqs, slots = [], []
+    for key, value in log.items():
+        slot = records.split_slot_key(key)
+        if records.log_entry(key, value)[0] == cid:
+            (seqs if slot is None else slots).append(records.log_entry(key, value)[1] if slot is None else slot[1])
+    return sorted(seqs), sorted(slots)
+
+
+def _wide_form(store: AckStore, cur: Any) -> None:
+    """``cur`` holding 1,000 ranges (over a slot's bound), flushed until it takes the form:
+    a form whose state is in a chain of its own."""
+    cur.ack_entries(1, BitMap(range(1000, 3000, 2)))
+    for i in range(4 * SETTLE):
+        store.flush()
+        if cur._core.small is not None:
+            break
+        cur.ack(Position(1, 5000 + 2 * i))
+    assert cur._core.small is not None and cur._core.small.base >= 0
+
+
+def _states(cursors: list[Any]) -> list[Any]:
+    return [(c.mark_delete_position, list(c.ack_ranges()), c.properties) for c in cursors]
+
+
+def test_compaction_writes_each_forms_state_whole_and_keeps_it_in_the_form(tmp_path: Path) -> None:
+    """Compaction of cursors in the small form: each writes its whole state from memory (the
+    acks and properties since its last flush too) as a flush writes a state whole, a steady
+    one into a state slot and one of 1,000 ranges as a base of its own chain (a record of
+    its ledger and a full marker), and everything of its log below goes (its other slot
+    too). Each stays in the form; its next flush is a steady one's, and a reopen gives back
+    the state compaction wrote."""
+    path = tmp_path / "s"
+    with AckStore.open(path) as store:
+        cursors = [_topic(store).cursor(name) for name in ("a", "b", "wide")]
+        _settle(store, cursors[:2])
+        _wide_form(store, cursors[2])
+        for i in range(2):  # markers of its chain
+            cursors[2].ack(Position(1, 6001 + 2 * i))
+            store.flush()
+        for cur in cursors[:2]:
+            _steady(cur, SETTLE)  # not flushed
+        cursors[1].set_property("k", "v")
+        cursors[2].ack(Position(1, 7001))
+        before = {c.name: _cursor_keys(store, c.cursor_id) for c in cursors}
+        assert before["a"] == ([], [0, 1]) and len(before["wide"][0]) > 2
+        states = _states(cursors)
+        stats = {s.cursor: s for s in store.compact()}
+        assert all(c._core.small is not None for c in cursors)
+        for c in cursors:
+            c._check()
+        assert _states(cursors) == states
+        for name in ("a", "b"):
+            seqs, slots = _cursor_keys(store, cursors[0 if name == "a" else 1].cursor_id)
+            assert seqs == [] and len(slots) == 1
+            assert (stats[name].records_before, stats[name].records_after) == (2, 1)
+        seqs, slots = _cursor_keys(store, cursors[2].cursor_id)
+        assert slots == [] and len(seqs) == 2 == stats["wide"].records_after
+        assert stats["wide"].records_before == len(before["wide"][0]) + len(before["wide"][1])
+        assert not any(c._core._pending for c in cursors)  # compaction wrote what changed
+        for c in cursors:
+            _steady(c, SETTLE + 1)
+        flushed = store.flush()
+        assert flushed.cursors == 3 and all(c._core.small is not None for c in cursors)
+        for name in ("a", "b"):
+            assert _cursor_keys(store, cursors[0 if name == "a" else 1].cursor_id) == ([], [0, 1])
+        states = _states(cursors)
+    with AckStore.open(path) as store:
+        opened = [store.topic(T).cursor(name) for name in ("a", "b", "wide")]
+        assert _states(opened) == states
+
+
+def test_a_compaction_that_fails_gives_the_forms_their_state_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A compaction whose transaction fails leaves every form as before it (its chain, slots
+    and sequence; its state pending, listed) and the log as it was; the next flush writes
+    the state, and a reopen gives it back."""
+    from ackstore import compact
+
+    path = tmp_path / "s"
+    with AckStore.open(path) as store:
+        cursors = [_topic(store).cursor(name) for name in ("a", "wide")]
+        _settle(store, cursors[:1])
+        _wide_form(store, cursors[1])
+        _steady(cursors[0], SETTLE)
+
+        def heads() -> list[tuple[int, ...]]:
+            return [(f.next_seq, f.slot, f.slots, f.base, f.marker) for f in (c._core.small for c in cursors)]
+
+        before, log = heads(), [_cursor_keys(store, c.cursor_id) for c in cursors]
+
+        def fail(*args: Any) -> None:
+            raise lmdb.DiskError("injected")
+
+        with monkeypatch.context() as m:
+            m.setattr(compact, "drop_points", fail)
+            with pytest.raises(StoreError):
+                store.compact()
+        assert heads() == before and [_cursor_keys(store, c.cursor_id) for c in cursors] == log
+        assert all(c._core.small is not None and c._core._pending and c._core._listed for c in cursors)
+        for c in cursors:
+            c._check()
+        states = _states(cursors)
+        assert store.flush().cursors == 2
+    with AckStore.open(path) as store:
+        assert _states([store.topic(T).cursor(name) for name in ("a", "wide")]) == states
