@@ -2243,3 +2243,67 @@ def test_a_compaction_that_fails_gives_the_forms_their_state_back(
         assert store.flush().cursors == 2
     with AckStore.open(path) as store:
         assert _states([store.topic(T).cursor(name) for name in ("a", "wide")]) == states
+
+
+def _lagging(store: AckStore, name: str) -> Any:
+    """A cursor whose M is in ledger 1 (of 100 entries, sealed): holes there and in ledger 2
+    (sealed, 100), entries of both delivered and counted, some acks in ledger 3 (open)."""
+    cur = store.topic(T).cursor(name, CursorConfig(max_deliveries=5))
+    cur.ack([Position(1, e) for e in range(0, 100) if e % 7])
+    cur.ack([Position(2, e) for e in range(0, 100, 3)])
+    cur.ack([Position(3, e) for e in (1, 2, 5)])
+    cur.record_deliveries([Position(1, 7), Position(2, 1), Position(2, 2), Position(3, 0)])
+    return cur
+
+
+def _view(cur: Any) -> tuple[Any, ...]:
+    return (
+        cur.mark_delete_position,
+        cur.read_position,
+        list(cur.ack_ranges()),
+        cur.delivery_counts(),
+        cur.partial_batches(),
+    )
+
+
+@pytest.mark.parametrize("upto", [2, 3], ids=["into-the-line", "past-it"])
+def test_a_trim_of_ms_ledger_keeps_the_form_and_gives_what_the_parts_give(tmp_path: Path, upto: int) -> None:
+    """Retention trims the ledger M is in (a consumer that lags): the form stays, M moves to
+    the first ledger left and on over its acks, the trimmed ledgers' acks and delivery
+    counts go, exactly as a cursor in its parts reconciles; after the flush a reopen is the
+    same. Trimmed up to ledger 2 (on the form's line) or 3 (the line, bound before ledgers 2
+    and 3 came, does not reach it: everything the form held is gone)."""
+    path = tmp_path / "s"
+    with AckStore.open(path) as store:
+        topic = store.topic(T)
+        topic.add_ledger(1)
+        if upto == 2:
+            topic.close_ledger(1, 100)
+            topic.add_ledger(2)
+            topic.close_ledger(2, 100)
+            topic.add_ledger(3)
+            form, parts = _lagging(store, "form"), _lagging(store, "parts")
+        else:
+            form, parts = (store.topic(T).cursor(n, CursorConfig(max_deliveries=5)) for n in ("form", "parts"))
+            for cur in (form, parts):
+                cur.ack([Position(1, e) for e in range(0, 90) if e % 7])
+                cur.record_deliveries([Position(1, 7), Position(1, 95)])
+            store.flush()
+            assert form._core.small is not None and form._core.small.spans == ()
+            topic.close_ledger(1, 100)
+            topic.add_ledger(2)
+            topic.close_ledger(2, 100)
+            topic.add_ledger(3)
+        assert form._core.small is not None
+        end_form(parts)
+        topic.trim_ledgers(upto)
+        assert form._core.small is not None
+        form._check()
+        assert _view(form) == _view(parts)
+        assert form.mark_delete_position[0] == upto
+        store.flush()
+        assert form._core.small is not None
+        seen = _view(form)
+    with AckStore.open(path) as store:
+        again = store.topic(T).cursor("form")
+        assert _view(again)[0] == seen[0] and _view(again)[2:] == seen[2:]
