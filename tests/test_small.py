@@ -2243,3 +2243,36 @@ def test_a_compaction_that_fails_gives_the_forms_their_state_back(
         assert store.flush().cursors == 2
     with AckStore.open(path) as store:
         assert _states([store.topic(T).cursor(name) for name in ("a", "wide")]) == states
+
+
+def test_a_new_cursor_that_keeps_history_is_in_the_form_and_its_first_flush_is_a_point(tmp_path: Path) -> None:
+    """A cursor that keeps history, just made, is in the small form (its states go under its
+    log key): its first flush writes its start there, with the window's first point, and no
+    state slot; a restore to that point after more flushes, and a reopen, give it back."""
+    path = tmp_path / "s"
+    config = CursorConfig(history_seconds=3600)
+    with AckStore.open(path) as store:
+        cur = _topic(store).cursor("h", config)
+        small = cur._core.small
+        assert small is not None and small.logged and not cur.persisted and cur.history() == []
+        store.flush()
+        assert cur._core.small is small and cur.persisted
+        assert _cursor_keys(store, cur.cursor_id) == ([0], [])
+        (first,) = cur.history()
+        assert first.mark_delete_position == Position(1, -1) and first.ack_range_count == 0
+        for rnd in range(3):
+            _steady(cur, rnd)
+            store.flush()
+        assert cur._core.small is small and len(cur.history()) == 4
+        cur._check()
+    with AckStore.open(path) as store:
+        cur = store.topic(T).cursor("h", config)
+        md, ranges = _model_ranges(3)
+        assert cur.mark_delete_position == Position(1, md) and list(cur.ledger_ranges()) == [(1, ranges)]
+        assert len(cur.history()) == 4
+        cur.restore_as_of(first.time)
+        assert cur.mark_delete_position == Position(1, -1) and list(cur.ack_ranges()) == []
+        store.flush()
+    with AckStore.open(path) as store:
+        cur = store.topic(T).cursor("h", config)
+        assert cur.mark_delete_position == Position(1, -1) and list(cur.ack_ranges()) == []

@@ -25,8 +25,8 @@ parts load the newest flushed state as a reopen would (when a flush wrote one si
 take the acks, counts and read position since, so the rest of ackstore only ever sees the
 parts.
 
-A cursor that keeps history takes the form once its newest state is a state marker under its
-log key (not a slot: a history point names its marker by log key); the group flush writes its
+A cursor that keeps history takes the form from its making, or once its newest state is a
+state marker under its log key (not a slot: a history point names its marker by log key); the group flush writes its
 states there, as its parts would, takes their points and trims what the window lets go
 (:func:`logged_plan`). A cursor stays out of the form while it has acks or counts outside
 M's ledger and those its line spans after it, or holds more runs than a state slot takes
@@ -1782,15 +1782,17 @@ def small_born(
     recovery gives one (an :class:`OpenedForm` of no marker): M at its start position
     (:func:`~ackstore.cursor.state.start_of`), fitted to ``directory`` as the parts fit a
     recovered state, nothing acked, and changed: its start is what its first flush writes,
-    into state slot 0. None when the cursor starts in its parts: it keeps history (its
-    states go under its log keys from a marker of theirs), no cursor takes the form, or M's
-    ledger is not in the directory (a topic of no ledgers yet). O(ledgers crossed)."""
+    into state slot 0, or, for a cursor that keeps history (``logged``), under its log key
+    0 with the window's first point. None when the cursor starts in its parts: no cursor
+    takes the form, or M's ledger is not in the directory (a topic of no ledgers yet).
+    O(ledgers crossed)."""
     cap = _cap(config)
-    if cap < 0 or config.history_seconds:
+    if cap < 0:
         return None
     md_l, md_e = start_of(directory, initial_position)
     s = SmallState(cursor_id, md_l, md_e, 0, 1, 0, (), cap)
     s.every, s.budget = config.full_marker_every, config.max_individual_ack_cache_bytes
+    s.logged = int(bool(config.history_seconds))
     if not fit(s, directory):
         return None
     s.set_props(b"")  # (a change: the properties, none, set)
