@@ -115,6 +115,10 @@ def check(
                 except CorruptStoreError as exc:
                     findings.append(Finding("corrupt-catalog", topic_name, name, str(exc)))
                     continue
+                except CorruptRecordError as exc:  # the log's tree itself (a key not a log key's)
+                    why = "recovery cannot walk this cursor's log: `salvage` keeps what is intact"
+                    findings.append(Finding("corrupt-record", topic_name, name, f"{exc} ({why})"))
+                    continue
                 if found:
                     broken.append((topic, name))
                 findings.extend(found)

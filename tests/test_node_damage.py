@@ -110,3 +110,35 @@ def test_a_flush_that_cannot_trim_a_damaged_record_flushes_every_cursor(tmp_path
         topic = store.topic(T)
         assert topic.cursor("b").mark_delete_position == Position(1, 7)
         assert topic.cursor("a").ack_range_count == 8 * 133
+
+
+def test_a_key_cut_short_in_the_log_is_a_finding_and_a_typed_error_never_a_raw_one(tmp_path: Path) -> None:
+    """A node whose key size a disk changed leaves the log's tree a key that is no log key
+    (15 bytes, sorting among a cursor's records): ``check`` names it as a finding of that
+    cursor, an open reading it raises a typed error or recovers around it, and salvage
+    keeps every cursor."""
+    import lmdb
+
+    from ackstore import AckStoreError
+    from ackstore.storage.records import log_key
+
+    path = tmp_path / "s"
+    ids = _build(path)
+    env = lmdb.open(str(path), max_dbs=8)
+    with env.begin(write=True) as txn:
+        db = env.open_db(b"log", txn=txn, create=False)
+        txn.put(log_key(ids["b"], 5)[:15], b"\x00" * 20, db=db)  # between a's records and b's
+    env.close()
+    for load in ("lazy", "budget"):
+        try:
+            with AckStore.open(path, readonly=True, load=load) as store:
+                assert store.topic(T).cursor("b").mark_delete_position == Position(1, 2)
+                store.topic(T).cursor("a")
+        except AckStoreError as exc:
+            assert "a log key of 15 bytes" in str(exc)
+    findings = check(path)
+    assert [(f.kind, f.cursor) for f in findings if "15 bytes" in f.message] == [("corrupt-record", "a")], findings
+    report = salvage(path, tmp_path / "new")
+    assert {c.cursor for c in report.cursors} == {"a", "b"}
+    with AckStore.open(tmp_path / "new", readonly=True) as store:
+        assert store.topic(T).cursor("b").mark_delete_position == Position(1, 2)
