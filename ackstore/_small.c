@@ -1485,6 +1485,13 @@ static PyObject *SmallState_reset(SmallState *s, PyObject *const *args, Py_ssize
     Py_RETURN_NONE;
 }
 
+/* unchain(): the next state is written whole, naming no record the chain wrote before
+ * (small.py's PySmallState.unchain) */
+static PyObject *SmallState_unchain(SmallState *s, PyObject *unused) {
+    unchain(s);
+    Py_RETURN_NONE;
+}
+
 /* range_count() -> int: the ranges the form holds as the parts count them (a run across
  * M's ledger's end is one in each ledger) */
 static PyObject *SmallState_range_count(SmallState *s, PyObject *unused) {
@@ -1801,6 +1808,7 @@ static PyMethodDef SmallState_methods[] = {
     {"rewind", (PyCFunction)SmallState_rewind_read, METH_NOARGS, "Read again from M + 1."},
     {"reset", (PyCFunction)(void (*)(void))SmallState_reset_read, METH_FASTCALL,
      "A position reset: M before (ledger, entry), nothing above it acked or counted; unbounded."},
+    {"unchain", (PyCFunction)SmallState_unchain, METH_NOARGS, "The next state is written whole (PySmallState.unchain)."},
     {"unacked", (PyCFunction)(void (*)(void))SmallState_unacked_read, METH_FASTCALL,
      "Up to n entries of the form in [start, stop) not acked."},
     {"end", (PyCFunction)SmallState_end_read, METH_NOARGS, "The cursor left the small form: no flush takes this one again."},

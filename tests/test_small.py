@@ -2276,3 +2276,97 @@ def test_a_new_cursor_that_keeps_history_is_in_the_form_and_its_first_flush_is_a
     with AckStore.open(path) as store:
         cur = store.topic(T).cursor("h", config)
         assert cur.mark_delete_position == Position(1, -1) and list(cur.ack_ranges()) == []
+
+
+def _lagging(store: AckStore, name: str) -> Any:
+    """A cursor whose M is in ledger 1 (of 100 entries, sealed): holes there and in ledger 2
+    (sealed, 100), entries of both delivered and counted, some acks in ledger 3 (open)."""
+    cur = store.topic(T).cursor(name, CursorConfig(max_deliveries=5))
+    cur.ack([Position(1, e) for e in range(0, 100) if e % 7])
+    cur.ack([Position(2, e) for e in range(0, 100, 3)])
+    cur.ack([Position(3, e) for e in (1, 2, 5)])
+    cur.record_deliveries([Position(1, 7), Position(2, 1), Position(2, 2), Position(3, 0)])
+    return cur
+
+
+def _view(cur: Any) -> tuple[Any, ...]:
+    return (
+        cur.mark_delete_position,
+        cur.read_position,
+        list(cur.ack_ranges()),
+        cur.delivery_counts(),
+        cur.partial_batches(),
+    )
+
+
+@pytest.mark.parametrize("upto", [2, 3], ids=["into-the-line", "past-it"])
+def test_a_trim_of_ms_ledger_keeps_the_form_and_gives_what_the_parts_give(tmp_path: Path, upto: int) -> None:
+    """Retention trims the ledger M is in (a consumer that lags): the form stays, M moves to
+    the first ledger left and on over its acks, the trimmed ledgers' acks and delivery
+    counts go, exactly as a cursor in its parts reconciles; after the flush a reopen is the
+    same. Trimmed up to ledger 2 (on the form's line) or 3 (the line, bound before ledgers 2
+    and 3 came, does not reach it: everything the form held is gone)."""
+    path = tmp_path / "s"
+    with AckStore.open(path) as store:
+        topic = store.topic(T)
+        topic.add_ledger(1)
+        if upto == 2:
+            topic.close_ledger(1, 100)
+            topic.add_ledger(2)
+            topic.close_ledger(2, 100)
+            topic.add_ledger(3)
+            form, parts = _lagging(store, "form"), _lagging(store, "parts")
+        else:
+            form, parts = (store.topic(T).cursor(n, CursorConfig(max_deliveries=5)) for n in ("form", "parts"))
+            for cur in (form, parts):
+                cur.ack([Position(1, e) for e in range(0, 90) if e % 7])
+                cur.record_deliveries([Position(1, 7), Position(1, 95)])
+            store.flush()
+            assert form._core.small is not None and form._core.small.spans == ()
+            topic.close_ledger(1, 100)
+            topic.add_ledger(2)
+            topic.close_ledger(2, 100)
+            topic.add_ledger(3)
+        assert form._core.small is not None
+        end_form(parts)
+        topic.trim_ledgers(upto)
+        assert form._core.small is not None
+        form._check()
+        assert _view(form) == _view(parts)
+        assert form.mark_delete_position[0] == upto
+        store.flush()
+        assert form._core.small is not None
+        seen = _view(form)
+    with AckStore.open(path) as store:
+        again = store.topic(T).cursor("form")
+        assert _view(again)[0] == seen[0] and _view(again)[2:] == seen[2:]
+
+
+def test_a_trim_of_ms_ledger_writes_a_chained_forms_state_whole(tmp_path: Path) -> None:
+    """A form whose state was in a chain of its own (1,000 holes in ledger 1) and whose M's
+    ledger is trimmed: its state is small now, and the next flush writes it whole, in a state
+    slot, as the parts write a reconciled state; no marker goes on naming the records the
+    chain wrote before the trim (a damaged one would leave every later marker unusable and
+    the cursor nothing to fall back to). The flush after it leaves no log key."""
+    path = tmp_path / "s"
+    with AckStore.open(path) as store:
+        topic = store.topic(T)
+        topic.add_ledger(1)
+        topic.close_ledger(1, 10_000)
+        topic.add_ledger(2)
+        cur = topic.cursor("w")
+        _wide_form(store, cur)
+        cur.ack([Position(2, e) for e in (1, 2, 5)])
+        store.flush()
+        assert _cursor_keys(store, cur.cursor_id)[0], "the chain's records and markers"
+        topic.trim_ledgers(2)
+        small = cur._core.small
+        assert small is not None and cur.mark_delete_position == Position(2, -1)
+        store.flush()
+        assert cur._core.small is small and small.base == -1, f"still in the chain at {small.base}"
+        cur.ack(Position(2, 7))
+        store.flush()
+        assert _cursor_keys(store, cur.cursor_id) == ([], [0, 1])
+        seen = _states([cur])
+    with AckStore.open(path) as store:
+        assert _states([store.topic(T).cursor("w")]) == seen

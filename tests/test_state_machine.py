@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -346,9 +347,17 @@ class AckStoreMachine(RuleBasedStateMachine):
         m = self.model
         below = data.draw(st.sampled_from([*m.ids()[1:], m.last_id + 1]))
         valid = below <= m.ids()[-1]
-        self._expect(valid, self.topic.trim_ledgers, below)
+        self._trimmed_in_form(below, lambda: self._expect(valid, self.topic.trim_ledgers, below))
         if valid:
             m.ledgers = [x for x in m.ledgers if x[0] >= below]
+
+    def _trimmed_in_form(self, below: int, trim: Callable[[], None]) -> None:
+        """Run ``trim`` (ledgers below ``below`` dropped); a cursor in the small form whose M
+        was in one of them and that is in the form after it is an event."""
+        behind = {n for n, c in self.cursors.items() if c._core.small is not None and c._core.small.md_l < below}
+        trim()
+        if any(self.cursors[n]._core.small is not None for n in behind):
+            self.ran.add("M's ledger trimmed, the small form kept")
 
     # -- acks -----------------------------------------------------------------------------------
     @precondition(lambda self: self.model.ledgers)
@@ -1030,7 +1039,7 @@ class BrokerDayMachine(AckStoreMachine):
         m.close_ledger(written)
         self.topic.add_ledger(ledger + 1)
         m.add_ledger(ledger + 1)
-        self.topic.trim_ledgers(ledger)
+        self._trimmed_in_form(ledger, lambda: self.topic.trim_ledgers(ledger))
         m.ledgers = [x for x in m.ledgers if x[0] >= ledger]
         self.ran.add("a rollover")
 
@@ -1088,6 +1097,7 @@ DEPTH: dict[type[AckStoreMachine], dict[str, float]] = {
         "a negative ack read again": 0.02,
         "a reader in another process": 0.1,
         "a compaction that kept a cursor in the small form": 0.1,
+        "M's ledger trimmed, the small form kept": 0.1,
     },
     TinyBudgetMachine: {
         "a position at a ledger's last entry": 0.3,
@@ -1108,6 +1118,7 @@ DEPTH: dict[type[AckStoreMachine], dict[str, float]] = {
         "a rollover": 0.3,
         "delivery counts": 0.5,
         "the small form across a rollover": 0.3,
+        "M's ledger trimmed, the small form kept": 0.15,
         "a cumulative ack": 0.5,
         "a reader's cursor in the small form": 0.1,
     },

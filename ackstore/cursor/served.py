@@ -34,18 +34,48 @@ class Served(ReadSide):
     def _bounded(self, small: Any) -> bool:
         """The form bounded as of the topic's directory now (lock held): the ledgers its line
         spans after M's and the highest entry allowed (``small_span.bound_of``), M moved on
-        across what it acked whole as the parts' M would. False when M's ledger left the
-        directory: the form ends (the parts reconcile it). O(1) unless the directory changed."""
+        across what it acked whole as the parts' M would, and past ledgers trimmed away
+        (:meth:`_past_trim`). False when the form cannot follow the directory: the form ends
+        (the parts reconcile it). O(1) unless the directory changed."""
         topic = self.topic
         version = topic.version
         while small.limit_version != version:
-            bound = bound_of(topic.directory, small.md_l)
+            d = topic.directory
+            bound = bound_of(d, small.md_l)
             if bound is None:
+                if self._past_trim(small, d):
+                    continue
                 self._parts()
                 return False
             if small.bound(version, *bound):
                 self._changed()  # M moved: the next flush writes it
         return True
+
+    def _past_trim(self, small: Any, d: Any) -> bool:
+        """M's ledger was trimmed away (retention dropped ledgers the cursor had not read
+        through): what the form holds below the directory's first ledger goes, and M moves
+        to that ledger's start and on over its acks, as the parts' reconcile moves it. On
+        the form's line, the entries up to that ledger's place are acked (M moves on into
+        it, the trimmed ledgers' acks, counts and batches at or below M); past the line,
+        everything the form held was trimmed: a reset to the first ledger's first entry.
+        Either way the next flush writes the state whole (a slot when it fits, else a new
+        base of the chain with records of its own): no later marker names a record written
+        before the trim, which a damaged one would leave nothing to fall back to. False,
+        the form as it was, on a reader (its parts read the writer's newest state), when
+        the directory holds no ledger, or when the line does not say where its first one is
+        (the parts take it). O(runs + counts)."""
+        first = d.first()
+        spans = small.spans
+        at = dict(spans).get(first)
+        if self._store.readonly or first is None or (at is None and any(ledger >= first for ledger, _ in spans)):
+            return False
+        if at is None:
+            small.reset(first, 0)
+        elif at - 1 > small.md_e and not small.ack_range(small.md_e + 1, at - 1):
+            return False  # (M moved on: the parts fit what is left)
+        small.unchain()  # written whole next, as the parts write a reconciled state
+        self._changed()
+        return small.md_l in d
 
     def _after_form_ack(self, small: Any, fits: bool) -> None:
         """After an ack in the form: over its cap the parts take the state; M moved on into

@@ -12,9 +12,9 @@ calls a broker makes all day are served by it: ``ack`` of one position or of a l
 positions, ``ack_entries``, setting and removing a property, and what a
 :class:`~ackstore.Dispatcher` reads with (the read position and its moves, unacked entries,
 delivery counts and their recording, ``is_acked``), a snapshot and the ranges, and the
-directory's changes while M's
-ledger stays in it: a seal, the next ledgers added (their entries then the form's too, on
-one line: :mod:`ackstore.cursor.small_span`), a trim below M's ledger; the group flush encodes each changed
+directory's changes: a seal, the next ledgers added (their entries then the form's too, on
+one line: :mod:`ackstore.cursor.small_span`), a trim below M's ledger or of it (M moves to
+the first ledger left: ``Served._past_trim``); the group flush encodes each changed
 one's slot value straight from it and adopts it in the same visit (:func:`flush_small`;
 :func:`undo_small` gives back a flush that was not written). A flush then touches one
 small object per cursor instead of the cursor's parts, and writes the same bytes they would.
@@ -671,6 +671,13 @@ class PySmallState:
         if type(packed) is not bytes:
             raise TypeError(f"properties are packed bytes, not {packed!r}")
         self.props, self.dirty = packed, 1
+
+    def unchain(self) -> None:
+        """The next state is written whole, naming no record the chain wrote before (a
+        trim of M's ledger: the parts write their state whole then too, and a chain whose
+        markers named old records for good would leave a damaged one nothing to fall back
+        to). O(1)."""
+        self._unchain()
 
     def _unchain(self) -> None:
         """The next state cannot be a marker naming the chain's record (anything but acks and

@@ -59,8 +59,8 @@ def bound_of(d: LedgerDirectory, md_l: int) -> tuple[tuple[tuple[int, int], ...]
     offset), ...)`` of the ledgers that follow ``md_l`` while each before is sealed (at
     most :data:`SPAN_MOST`, offsets within ``MAX_ENTRY``), and ``limit``, the form's highest
     entry allowed (the last spanned ledger's last, or its open bound, at most
-    ``MAX_ENTRY``); None when ``md_l`` is not in the directory (trimmed: the form ends).
-    O(log ledgers + spans)."""
+    ``MAX_ENTRY``); None when ``md_l`` is not in the directory (trimmed:
+    ``Served._past_trim`` moves M on). O(log ledgers + spans)."""
     i = d.index(md_l)
     if i < 0:
         return None

@@ -98,7 +98,7 @@ class StoreSide(CoreFields):
 
     def directory_changed(self, d: LedgerDirectory, trimmed: bool) -> None:
         """@private The topic's directory changed (``trimmed``: ledgers were dropped): the
-        small form follows it while M's ledger stays (see ``small_span``)."""
+        small form follows it (``Served._bounded``), else the parts reconcile."""
         small = self.small
         if small is not None and self._bounded(small):
             return
