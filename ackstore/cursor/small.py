@@ -372,7 +372,7 @@ class PySmallState:
         self.tail = 0
         """1 when log keys lie under the slots: the next state a slot takes trims them"""
         self.fresh = 1
-        """1 when the next state cannot be a marker naming ``record`` (:meth:`_unchain`)"""
+        """1 when the next state cannot be a marker naming ``record`` (:meth:`unchain`)"""
         self.named = 0
         """how many of the acks since the record the markers named"""
         self.cnamed = 0
@@ -479,7 +479,7 @@ class PySmallState:
         elif old is None or mask != old[1]:
             self._batches[entry] = (size, mask)
             self.dirty = 1
-            self._unchain()
+            self.unchain()
         return self.fits()
 
     def bound(self, version: int, spans: Any, limit: int) -> bool:
@@ -520,7 +520,7 @@ class PySmallState:
         self._runs, self._counts, self._batches, self.spans = [], {}, {}, ()
         self.limit = self.limit_version = -1
         self.dirty = 1
-        self._unchain()
+        self.unchain()
 
     def range_count(self) -> int:
         """The ranges held as the parts count them (a run across M's ledger's end is one in each). O(log runs)."""
@@ -673,15 +673,10 @@ class PySmallState:
         self.props, self.dirty = packed, 1
 
     def unchain(self) -> None:
-        """The next state is written whole, naming no record the chain wrote before (a
-        trim of M's ledger: the parts write their state whole then too, and a chain whose
-        markers named old records for good would leave a damaged one nothing to fall back
-        to). O(1)."""
-        self._unchain()
-
-    def _unchain(self) -> None:
         """The next state cannot be a marker naming the chain's record (anything but acks and
-        counts in M's ledger, up to :data:`DELTA_MOST`, changed since it): it is written whole."""
+        counts in M's ledger, up to :data:`DELTA_MOST`, changed since it, or a trim of M's
+        ledger, after which the parts write their state whole too): it is written whole,
+        naming no record the chain wrote before. O(1)."""
         self.fresh = 1
         self._adds.clear()
         self._counted.clear()
@@ -724,7 +719,7 @@ def _ack_run(s: PySmallState, first: int, last: int) -> None:
                 for e in [e for e in held if first <= e <= last]:
                     del held[e]
     if batches != len(s._batches) and not s.fresh:
-        s._unchain()  # (a partial batch gone: the chain's record still holds it)
+        s.unchain()  # (a partial batch gone: the chain's record still holds it)
     if j > i:
         first, last = min(first, r[2 * i]), max(last, r[2 * j - 1])
     r[2 * i : 2 * j] = (first, last)
@@ -763,7 +758,7 @@ def _rebase(s: PySmallState) -> None:
     if not s.fresh:
         if not s.recs:  # (no record left on the line: the next state is whole)
             s.record = -1
-            s._unchain()
+            s.unchain()
         else:
             if left:  # (a full marker due: the next one names the records that stand, not the one left)
                 s.deltas = s.every
@@ -879,7 +874,7 @@ def _stale(s: PySmallState, first: int, last: int) -> None:
     state, for a ledger past the line's 64th)."""
     k, last_k = line_index(s, first), line_index(s, last)
     if last_k > 63:
-        s._unchain()
+        s.unchain()
     else:
         s.stale |= (1 << last_k + 1) - (1 << k)
 
@@ -1190,7 +1185,7 @@ def _adopt(
     s.recs = sum(1 << k for k, _ in pairs)
     s.base, s.marker, s.record, s.base_bytes = base, marker, min((seq for _, seq in pairs), default=-1), base_bytes
     s.deltas, s.chain_bytes, s.untrimmed, s.stale = deltas, bytes_, 0, 0
-    s._unchain()  # (passed 0: the records adopted hold nothing at or below M, nor do the acks since)
+    s.unchain()  # (passed 0: the records adopted hold nothing at or below M, nor do the acks since)
     if pairs:
         s._adds[:], s._counted[:], s.named, s.cnamed = adds, counted, len(adds), len(counted)
         s.fresh = 0
@@ -1226,7 +1221,7 @@ def _took_base(s: PySmallState, version: int, written: int, nbytes: int) -> tupl
         s.slots = 0  # (below the chain: trimmed)
     if whole:
         s._rec = [-1] * 64
-        s._unchain()
+        s.unchain()
     else:  # (what the new records hold is no longer since a record)
         s._adds[:] = [e for e in s._adds if not (written | gone) >> line_index(s, e) & 1]
         s._counted[:] = [e for e in s._counted if not (written | gone) >> line_index(s, e) & 1]
@@ -1374,7 +1369,7 @@ def _py_flush_small(
                 below, keeps, s.tail = seq, (seq - 1,), 0
             s.slot = slot
             s.slots |= 1 << slot
-            s._unchain()
+            s.unchain()
         if below >= 0 and trims is not None:
             trims.append((s, below, keeps))
         puts.append((key, value))
@@ -1401,7 +1396,7 @@ def _py_undo_small(smalls: list[Any]) -> None:
         s.flushes -= 1
         s.flush_bytes -= s.last_bytes
         s.dirty = 1
-        s._unchain()
+        s.unchain()
         s._undo = -1
 
 

@@ -193,9 +193,12 @@ def log_bounds(cursor_id: int) -> tuple[bytes, bytes]:
 def split_log_key(key: bytes) -> tuple[int, int]:
     """``(cursor id, sequence)`` of a log key; :class:`CorruptRecordError` when ``key`` is
     not one (a damaged node's key size: the tree's key, not 16 bytes)."""
-    if len(key) != _KEY.size:
-        raise CorruptRecordError(f"a log key of {len(key)} bytes (a log key has {_KEY.size}): {bytes(key)[:24].hex()}")
-    return _KEY.unpack(key)  # type: ignore[return-value]
+    try:
+        return _KEY.unpack(key)  # type: ignore[return-value]
+    except struct.error:
+        raise CorruptRecordError(
+            f"a log key of {len(key)} bytes (a log key has {_KEY.size}): {bytes(key)[:24].hex()}"
+        ) from None
 
 
 SLOT_PREFIX = b"\xff"
