@@ -115,9 +115,10 @@ class TopicDeletedError(UnknownTopicError):
 
 
 class ReaderBehindError(StoreError):
-    """A read-only cursor could not answer from one flushed state: each time it moved to the
-    writer's newest flush, the writer had trimmed what it needed before the read ended.
-    Nothing is wrong with the store; try again (a writer flushing less often helps)."""
+    """A read-only cursor could not answer from one flushed state: a record its state names
+    was missing from the one read transaction it read that state in (a read whose records
+    the writer trims meanwhile runs again in one snapshot, where no trim can reach it). The
+    store's log is not what its markers say: run ``ackstore check``."""
 
 
 class CorruptRecordError(StoreError):

@@ -645,3 +645,28 @@ def test_a_cursor_a_reader_opens_later_is_read_with_the_directory_of_its_flush(t
         finally:
             reader.kill()
     assert out.split() == ["0:35", "True", "1"]
+
+
+def test_a_read_whose_record_is_trimmed_every_time_it_looks_answers_from_one_snapshot(
+    tmp_path: Path, parts_reader: None
+) -> None:
+    """A whole-cursor read (``snapshot``, ``partial_batches``) reads a swapped-out ledger's
+    record without keeping it; the writer trims that record before every one of the reader's
+    record reads, 100 times in a row (a writer flushing in a tight loop against a reader the
+    machine keeps waiting). The read moves to the newest flush once, then runs again holding
+    one read transaction for the whole of it: nothing it reads can be trimmed under it, so
+    it answers (it gave up with ReaderBehindError after 16 moves)."""
+    with _record_writer(tmp_path / "s") as writer, AckStore.open(tmp_path / "s", readonly=True) as store:
+        cur = store.topic("t").cursor("c")
+        pages = cur._core._pages
+        assert cur.is_acked(Position(1, 1)) and 2 in pages.swapped
+        fetching = _Fetching(pages.storage, writer, "rewrite", 100)
+        pages.storage = fetching
+        snap = cur.snapshot()
+        batches = cur.partial_batches()
+        assert fetching.calls <= 2 * 2 * 3  # two reads, each run at most twice (the second in one snapshot), 3 ledgers
+    for answer in (snap.partial_batches, batches):  # one flushed state: the batches of the writer's rounds 1..k
+        k = len(answer)
+        assert k >= 1 and answer == {Position(2, 200 + 2 * j): (4, frozenset({0})) for j in range(1, k + 1)}
+    odd = [(e, e) for e in range(1, 400, 2)]
+    assert snap.mark_delete_position == Position(1, -1) and snap.ranges == [(1, odd), (2, odd), (3, odd)]

@@ -52,12 +52,6 @@ _MAKING = threading.Lock()
 
 T = TypeVar("T")
 
-_READ_TRIES = 16
-"""how many times a read-only cursor's read runs again when the cursor moved to a newer flush
-while it ran, before it gives up (ReaderBehindError): a small cursor's flush writes over the
-state before the one it keeps, so a writer flushing in a tight loop on a busy machine moves
-a reader on every other flush"""
-
 
 class OpensLogs(Protocol):
     """What the reads call of the store's cursor side: a cursor's log recovered, or opened
@@ -240,7 +234,9 @@ class ReadSide(StoreSide):
         """``read(*args)`` under the lock, on one state. A read-only cursor moves to the
         writer's newest flush whole when a record it needs was trimmed (``Pages.refresh``);
         a read that saw it move ran partly on the old state, so it runs again on the new
-        one: no answer mixes two flushes. The writer's cursor never moves: one run. A read
+        one, holding one read transaction for all of it (``Environment.pinned``): nothing
+        it reads can be trimmed under it, so it answers then, however often the writer
+        trims. No answer mixes two flushes. The writer's cursor never moves: one run. A read
         ``served`` answers from the form, or from the parts as they are in the form (what it
         reads does not change there: partial batches, delivery counts), which it builds if
         they were never built. ``caught_up``: the caller caught up (:meth:`_fresh`) in the
@@ -253,15 +249,21 @@ class ReadSide(StoreSide):
                 self._catch_up()
             if self.small is not None:  # the form answers from memory: nothing moves it now, one run
                 return read(*args)
-            pages = self._pages
-            for _ in range(_READ_TRIES):
-                seen = pages.generation
+            seen = self._pages.generation
+            result = read(*args)
+            if self._pages.generation == seen:
+                return result
+            with self._store.storage.pinned():  # (a first run holds no snapshot: a long read pins no pages)
+                self._catch_up()
+                if self.small is not None:
+                    return read(*args)
+                seen = self._pages.generation
                 result = read(*args)
-                if pages.generation == seen:
+                if self._pages.generation == seen:
                     return result
-        raise ReaderBehindError(
-            f"cursor {self.name!r} of topic {self.topic.name!r}: the writer trimmed what this reader needed "
-            f"{_READ_TRIES} times while one read ran; try again"
+        raise ReaderBehindError(  # (a record missing from the snapshot its own state is read in)
+            f"cursor {self.name!r} of topic {self.topic.name!r}: what this reader needed moved while it "
+            "read one snapshot of the store; check the store (ackstore check)"
         )
 
     def batch_acked_indexes(self, at: tuple[int, int]) -> frozenset[int] | None:

@@ -15,7 +15,8 @@ import fcntl
 import logging
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
@@ -51,6 +52,7 @@ class Environment:
     log_db: lmdb._Database
     history_db: lmdb._Database | None
     lock: threading.Lock
+    _pins: threading.local
     map_grows: int
     _lock_fd: int | None
     _walk_first: bool
@@ -77,6 +79,8 @@ class Environment:
         self.path = path
         self.readonly = readonly
         self.lock = threading.Lock()
+        self._pins = threading.local()
+        """a thread's pinned read transaction (:meth:`pinned`), as ``txn``"""
         self.map_grows = 0
         self._lock_fd = None
         self._walk_first = walk_first
@@ -329,20 +333,53 @@ class Environment:
         log.info("ackstore: grew the LMDB map of %s from %d to %d bytes", self.path, size, new)
 
     def read(self, fn: Callable[[lmdb.Transaction], T]) -> T:
-        """Run ``fn`` in a read transaction (a consistent snapshot of the flushed state)."""
+        """Run ``fn`` in a read transaction (a consistent snapshot of the flushed state): a
+        new one, or the one this thread pinned (:meth:`pinned`)."""
+        pinned = getattr(self._pins, "txn", None)
+        if pinned is not None:
+            try:
+                return fn(pinned)
+            except lmdb.Error as exc:
+                raise translate(exc, self.path, "reading store") from exc
         with self.lock:
             try:
-                try:
-                    txn = self.env.begin()
-                except lmdb.MapResizedError:
-                    self.env.set_mapsize(0)  # adopt the size another process grew the map to
-                    txn = self.env.begin()
+                txn = self._begin()
                 try:
                     return fn(txn)
                 finally:
                     txn.abort()
             except lmdb.Error as exc:
                 raise translate(exc, self.path, "reading store") from exc
+
+    def _begin(self) -> lmdb.Transaction:
+        """A new read transaction (lock held)."""
+        try:
+            return self.env.begin()
+        except lmdb.MapResizedError:
+            self.env.set_mapsize(0)  # adopt the size another process grew the map to
+            return self.env.begin()
+
+    @contextmanager
+    def pinned(self) -> Iterator[None]:
+        """Every :meth:`read` of this thread in the block runs in one read transaction: a
+        reader's read that must not see two flushes holds one snapshot for all it reads (the
+        writer cannot trim a record under it; LMDB keeps the pages the snapshot sees until
+        the block ends). A block inside another one shares its transaction."""
+        if getattr(self._pins, "txn", None) is not None:
+            yield
+            return
+        with self.lock:
+            try:
+                txn = self._begin()
+            except lmdb.Error as exc:
+                raise translate(exc, self.path, "reading store") from exc
+        self._pins.txn = txn
+        try:
+            yield
+        finally:
+            self._pins.txn = None
+            with self.lock:
+                txn.abort()
 
     @property
     def map_size(self) -> int:
