@@ -1,5 +1,9 @@
 """Compaction: rewrite cursors' logs as their live records plus one full marker.
 
+Which cursors it rewrites is :func:`rewritten_of`'s: not one that keeps history (its log is
+its window) nor one over its PIP-299 cap (a rewrite writes what a flush would, and its
+flushes wrote the lowest ranges up to the cap), each named in an INFO line.
+
 All the cursors given in ONE write transaction: a crash leaves the store as before or as
 after. A cursor in the small form writes its whole state as the group flush writes a
 state it cannot put as a marker (:func:`_take_forms`: a state slot, or a base of its own
@@ -21,7 +25,8 @@ transaction (the markers they named are gone).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import logging
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -35,11 +40,14 @@ from .storage.log import CursorLog
 from .storage.records import RECORD_MARKER, encode_ledger, record_type, state_ledger
 
 if TYPE_CHECKING:
+    from .cursor import Cursor
     from .cursor.core import CursorCore
     from .cursor.plan import RewritePlan
     from .storage.env import Environment
 
-__all__ = ["compact_cursors"]
+__all__ = ["compact_cursors", "rewritten_of"]
+
+log = logging.getLogger("ackstore")
 
 
 @dataclass(slots=True)
@@ -52,6 +60,27 @@ class _Forms:
     starts: list[int]
     bases: list[int]
     puts: list[Iterable[tuple[Any, Any]]]
+
+
+def rewritten_of(cursors: list[Cursor], windows: Collection[int], drop_history: bool, verify: bool) -> list[Cursor]:
+    """The cursors of ``cursors`` a compaction rewrites; an INFO line names those it leaves as
+    they are: a cursor that keeps history (its id in ``windows``; its log is its window),
+    unless ``drop_history``, and one holding more ranges than its PIP-299 cap (a rewrite
+    writes what a flush would: the lowest ranges up to the cap, which its flushes wrote),
+    unless ``verify`` (a repair keeps everything the open recovered). O(cursors)."""
+    kept = [] if drop_history else [cur for cur in cursors if cur.cursor_id in windows]
+    ids = {cur.cursor_id for cur in kept}
+    capped = [] if verify else [cur for cur in cursors if cur.cursor_id not in ids and cur._core.over_cap()]
+    for left, why in ((kept, "that keep history"), (capped, "over their max_unacked_ranges_to_persist")):
+        if left:
+            log.info(
+                "ackstore: compaction leaves %d cursor(s) %s as they are (%s)",
+                len(left),
+                why,
+                ", ".join(f"{cur.topic.name}/{cur.name}" for cur in left[:5]),
+            )
+    ids.update(cur.cursor_id for cur in capped)
+    return [cur for cur in cursors if cur.cursor_id not in ids]
 
 
 def compact_cursors(storage: Environment, cursors: list[CursorCore], verify: bool = False) -> list[CompactStats]:

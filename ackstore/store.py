@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 
 import lmdb
 
-from .compact import compact_cursors
+from .compact import compact_cursors, rewritten_of
 from .config import CursorConfig
 from .cursor import Cursor
 from .cursor.core import CursorCore
@@ -467,7 +467,9 @@ class AckStore(HostFields):
         A cursor that keeps history (``CursorConfig.history_seconds``) is left as it is: its
         log is its window (its flushes trim what is older), and a rewrite would lose it;
         ``drop_history=True`` rewrites it too and drops its history (it starts again at the
-        next flush).
+        next flush). A cursor holding more ranges than its ``max_unacked_ranges_to_persist``
+        is left as its flushes wrote it (the lowest ranges up to the cap: a rewrite writes
+        what a flush would), unless ``verify`` (a repair keeps everything open recovered).
         """
         if type(drop_history) is not bool:
             raise InvalidTypeError(f"drop_history must be a bool, got {drop_history!r}")
@@ -477,14 +479,7 @@ class AckStore(HostFields):
             cursors = [topic.cursor(name) for topic in topics for name in topic.cursors()]
         with self._group.lock, self.lock:
             windows = self.history.windows
-            kept = [] if drop_history else [cur for cur in cursors if cur.cursor_id in windows]
-            if kept:
-                log.info(
-                    "ackstore: compaction leaves %d cursor(s) that keep history as they are (%s)",
-                    len(kept),
-                    ", ".join(f"{cur.topic.name}/{cur.name}" for cur in kept[:5]),
-                )
-            rewritten = [cur for cur in cursors if drop_history or cur.cursor_id not in windows]
+            rewritten = rewritten_of(cursors, windows, drop_history, verify)
             stats = compact_cursors(self._storage, [cur._core for cur in rewritten], verify)
             for cur in rewritten:  # their points went with the rewrite
                 self.history.forget(cur.cursor_id)

@@ -516,14 +516,21 @@ def compact(store: Path, drop_history: bool, as_json: bool) -> None:
 
     A cursor that keeps history (CursorConfig.history_seconds) is left as it is, its
     window kept; --drop-history rewrites it too and drops its history (it starts again at
-    its next flush).
+    its next flush). So is a cursor holding more ranges than its
+    max_unacked_ranges_to_persist (a cap lowered since its last flush): a rewrite writes
+    what a flush would, the lowest ranges up to the cap, and its next flush does that.
     """
     if store.is_file():
         raise UsageFailure(f"{store} is a single-file snapshot; compact works on a store directory")
     with _writer(store) as s:
         stats = s.compact(drop_history=drop_history)
-        keeping = [c for c in s.open_cursors() if c.config.history_seconds]
-        kept = [] if drop_history else [f"{c.topic.name}/{c.name}" for c in keeping]
+        opened = s.open_cursors()
+        kept = [] if drop_history else [f"{c.topic.name}/{c.name}" for c in opened if c.config.history_seconds]
+        capped = [
+            f"{c.topic.name}/{c.name}"
+            for c in opened
+            if 0 < c.config.max_unacked_ranges_to_persist < c.ack_range_count and f"{c.topic.name}/{c.name}" not in kept
+        ]
     rows = [asdict(st) for st in stats]
     before, after = sum(r["bytes_before"] for r in rows), sum(r["bytes_after"] for r in rows)
     text = "\n".join(
@@ -537,9 +544,15 @@ def compact(store: Path, drop_history: bool, as_json: bool) -> None:
     )
     if kept:
         text += f"\nleft as they are, keeping their history (--drop-history rewrites them): {', '.join(kept)}"
+    if capped:
+        text += (
+            "\nleft as their flushes wrote them, holding more ranges than their max_unacked_ranges_to_persist "
+            f"(the next flush writes the lowest ranges up to it): {', '.join(capped)}"
+        )
     if drop_history:
         text += "\nthe history of every cursor rewritten was dropped"
-    _emit(as_json, {"cursors": rows, "bytes_before": before, "bytes_after": after, "kept": kept}, text.strip())
+    summary = {"cursors": rows, "bytes_before": before, "bytes_after": after, "kept": kept, "over_cap": capped}
+    _emit(as_json, summary, text.strip())
 
 
 def _confirm(yes: bool, what: str) -> None:

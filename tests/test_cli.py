@@ -113,6 +113,30 @@ def test_compact_and_copy(store_path: Path, tmp_path: Path, run) -> None:  # typ
     assert run("check", tmp_path / "snap.mdb")[0] == 0
 
 
+def test_compact_leaves_a_cursor_over_a_cap_lowered_since_its_flush(store_path: Path, run) -> None:  # type: ignore[no-untyped-def]
+    """The cap was lowered under a cursor's flushed state (7 ranges, cap 3) and nothing was
+    flushed since: compaction writes what a flush would, so it leaves that cursor as it is
+    and names it (its next flush writes the lowest 3 ranges); the other is rewritten."""
+    from ackstore import testing
+
+    with AckStore.open(store_path) as store:
+        topic = store.topic(T)
+        topic.add_ledger(1)
+        capped, other = topic.cursor("c"), topic.cursor("d")
+        capped.ack([Position(1, e) for e in range(1, 14, 2)])
+        other.ack([Position(1, 2)])
+        store.flush()
+        capped.update_config(max_unacked_ranges_to_persist=3)  # persisted at once; no flush after it
+        testing.crash(store)
+    before = run("dump", store_path, "--cursor", f"{T}/c")[1]
+    code, out, _ = run("compact", store_path, "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["over_cap"] == [f"{T}/c"] and [c["cursor"] for c in doc["cursors"]] == ["d"]
+    assert run("dump", store_path, "--cursor", f"{T}/c")[1] == before  # 7 ranges still
+    code, out, _ = run("compact", store_path)
+    assert code == 0 and f"(the next flush writes the lowest ranges up to it): {T}/c" in out
+
+
 def test_recover(store_path: Path, run) -> None:  # type: ignore[no-untyped-def]
     _make(store_path)
     code, out, _ = run("recover", store_path, "--cursor", f"{T}/a", "--budget", "0", "--json")

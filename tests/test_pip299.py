@@ -280,3 +280,42 @@ def test_a_truncated_marker_names_its_cursor_and_its_bytes_are_counted_exactly(s
         marker = decode_marker(values[-1], seq)
         assert marker.truncated and marker.full and marker.extra.get("c") == cur.cursor_id
         assert stats.full_markers == 1 and cur.stats().deltas_since_full_marker == 0  # a chain starts there
+
+
+def test_compaction_leaves_a_cursor_over_its_cap_as_its_flushes_wrote_it(
+    store_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A cursor over its cap: its flushes persist the lowest ranges up to the cap, and a crash
+    redelivers the rest. Compaction writes what a flush writes, so it leaves that cursor's
+    log as it is (it wrote every range from memory: a reopen showed all 7) and says so; the
+    other cursors are rewritten. Back under the cap, compaction rewrites it whole."""
+    import logging
+
+    config = CursorConfig(max_unacked_ranges_to_persist=5, max_individual_ack_cache_bytes=1 << 20)
+    with AckStore.open(store_path) as store:
+        cur = _cursor(store, config)
+        other = store.topic(T).cursor("other", CursorConfig())
+        cur.ack([Position(1, e) for e in range(1, 8, 2)] + [Position(2, e) for e in (10, 11, 20, 30)])
+        other.ack([Position(1, 4), Position(1, 6)])
+        store.flush()
+        with caplog.at_level(logging.INFO, logger="ackstore"):
+            stats = store.compact()
+        assert [(s.topic, s.cursor) for s in stats] == [(T, "other")]
+        assert f"compaction leaves 1 cursor(s) over their max_unacked_ranges_to_persist as they are ({T}/sub)" in (
+            caplog.text
+        )
+        assert cur.ack_range_count == 7 and cur.stats().truncated  # in memory, as before
+        testing.crash(store)
+    with AckStore.open(store_path) as store:
+        cur = store.topic(T).cursor("sub")
+        assert cur.ack_range_count == 5 and cur.is_acked(Position(2, 11)) and not cur.is_acked(Position(2, 20))
+        assert store.topic(T).cursor("other").ack_range_count == 2
+        cur.ack([Position(1, e) for e in (2, 4, 6)])  # 1:1..1:7 joins: 2 ranges, under the cap
+        stats = store.compact()
+        assert {s.cursor for s in stats} == {"sub", "other"}
+        testing.crash(store)
+    with AckStore.open(store_path) as store:
+        assert list(store.topic(T).cursor("sub").ack_ranges()) == [
+            (Position(1, 1), Position(1, 7)),
+            (Position(2, 10), Position(2, 11)),
+        ]

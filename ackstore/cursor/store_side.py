@@ -2,7 +2,7 @@
 flush's steps, compaction's rewrite, directory and configuration changes, and the release
 at close.
 
-:class:`StoreSide` is a base of :class:`~ackstore.cursor.facade.Cursor`: its methods work
+:class:`StoreSide` is a base of :class:`~ackstore.cursor.core.CursorCore`: its methods work
 on the cursor's parts (the planner, the ack state, the pages), which the cursor sets up.
 """
 
@@ -117,6 +117,13 @@ class StoreSide(CoreFields):
             return
         self._parts()
         fitting.check_close(self._state, ledger, entries)
+
+    def over_cap(self) -> bool:
+        """@private Whether the cursor holds more ranges than its PIP-299 cap lets a flush
+        persist (its flushes write only the lowest ranges up to it). A small form never
+        does: it leaves the form past its cap. O(1)."""
+        cap = self._config.max_unacked_ranges_to_persist
+        return self.small is None and bool(cap) and self._state.range_count > cap
 
     def plan_rewrite(self) -> RewritePlan:
         """@private Compaction: plan a fresh log (every ledger's record + one full marker)."""
