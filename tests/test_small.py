@@ -1756,7 +1756,9 @@ def test_a_cursor_acking_batch_indexes_every_round_takes_the_form(tmp_path: Path
 def test_a_config_change_the_form_holds_the_same_under_keeps_the_cursor_in_it(tmp_path: Path) -> None:
     """``update_config`` of what the form does not hold (the cache budget, the full-marker
     period) keeps the cursor in the form, persisted at once; the parts built later run
-    with it. A change of the cap on ranges, or history turned on, ends the form first."""
+    with it. So does a cap on ranges its runs fit under (the form holds up to it from then
+    on, and an ack past it ends the form: the parts persist the lowest ranges); a cap its
+    runs do not fit, or history turned on, ends the form first."""
     path = tmp_path / "s"
     with AckStore.open(path) as store:
         cur = _topic(store).cursor("c")
@@ -1769,8 +1771,22 @@ def test_a_config_change_the_form_holds_the_same_under_keeps_the_cursor_in_it(tm
     with AckStore.open(path) as store:
         cur = store.topic(T).cursor("c")
         assert cur.config.max_individual_ack_cache_bytes == 1 << 20 and cur._core.small is not None
-        cur.update_config(max_unacked_ranges_to_persist=3)  # the cap: the form ends
-        assert cur._core.small is None
+        for name in ("lowered", "outgrown"):
+            other = store.topic(T).cursor(name)
+            other.ack([Position(1, e) for e in range(60, 67, 2)])  # 4 ranges
+            store.flush()
+            small = other._core.small
+            other.update_config(max_unacked_ranges_to_persist=4)  # the runs fit the new cap: the form stays
+            assert other._core.small is small and small.cap == 4 and other.config.max_unacked_ranges_to_persist == 4
+            if name == "lowered":
+                other.update_config(max_unacked_ranges_to_persist=3)  # they do not: the form ends
+                assert other._core.small is None and other.ack_range_count == 4
+                assert store.flush().cursors == 0  # nothing changed: the flushed state holds
+            else:
+                other.ack(Position(1, 68))  # a fifth range: the parts take the cursor, which persist the lowest 4
+                assert other._core.small is None and other.ack_range_count == 5
+                store.flush()
+                assert other.stats().truncated and other.stats().persisted_ranges == 4
     with AckStore.open(path) as store:
         cur = store.topic(T).cursor("c", CursorConfig())
         assert cur._core.small is not None

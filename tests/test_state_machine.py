@@ -931,6 +931,25 @@ class TruncatingMachine(AckStoreMachine):
         full_marker_every=3, max_unacked_ranges_to_persist=3, dispatcher_pause_on_ack_state_persistent=True
     )
 
+    @rule(cap=st.sampled_from([0, 2, 3, 5, 8]))
+    def change_cap(self, cap: int) -> None:
+        """``update_config`` of every cursor's cap at run time, while each one's ranges fit
+        under the new one (a flushed state that does not change is not rewritten under a
+        lower cap): a cursor in the small form keeps it while its runs fit (it holds up to
+        the new cap from then on), and every flush from now on persists the lowest ranges
+        up to it."""
+        m = self.model
+        if cap and any(len(m.ranges(c)) > cap for c in m.cursors.values()):
+            return
+        forms = {name for name, cur in self.cursors.items() if cur._core.small is not None}
+        self.config = replace(self.config, max_unacked_ranges_to_persist=cap)
+        for cur in self.cursors.values():
+            assert cur.update_config(max_unacked_ranges_to_persist=cap) == self.config
+        m.limit = cap
+        if forms & {name for name, cur in self.cursors.items() if cur._core.small is not None}:
+            self.ran.add("a cap change that kept the small form")
+        self.ran.add("a cap change")
+
 
 class SteadyMachine(AckStoreMachine):
     """A broker's day: the rules a subscription runs all the time (steady rounds, single
@@ -1115,7 +1134,8 @@ DEPTH: dict[type[AckStoreMachine], dict[str, float]] = {
     TruncatingMachine: {
         "past the range cap, over 3 ledgers or more": 0.3,
         "delivery counts": 0.2,
-        "a compaction that left a cursor past its cap as flushed": 0.06,
+        "a compaction that left a cursor past its cap as flushed": 0.025,
+        "a cap change that kept the small form": 0.025,
     },
     SteadyMachine: {
         "a position at a ledger's last entry": 0.02,

@@ -191,25 +191,23 @@ class MarkerChain(ChainFields):
             self.force_full = state.report.markers_skipped > 0
         self.persisted_ranges = ranges
 
-    def _check(
-        self, every: int, limit: int, index: dict[int, IndexEntry], delta_max: int, md: tuple[int, int] = (-1, -1)
-    ) -> None:
+    def _check(self, every: int, index: dict[int, IndexEntry], delta_max: int, md: tuple[int, int] = (-1, -1)) -> None:
         """Assert the chain's invariants: the sequences in order, the full marker cadence
-        (``every``), the PIP-299 cap (``limit``, 0: none) on what the newest marker
-        persisted, each index entry's acks and counts since its record within the delta
+        (``every``), each index entry's acks and counts since its record within the delta
         bound (``delta_max``; in the mark-delete position ``md``'s ledger those above it:
         the acks M passed since the record are one range, which a chain the small form wrote
         names beyond the bound), the
         slots, and the sequences a trim kept below its floor. (Whether a record the chain
         needs lies below the floor unkept is the log's to say: a state slot holds its
-        state below the floor; the crash steps of the state machines read it back.)"""
+        state below the floor; the crash steps of the state machines read it back. What the
+        newest marker persisted under the PIP-299 cap is theirs too: it was written under
+        the cap in force then, which ``update_config`` may have lowered since.)"""
         assert self.full_seq <= self.marker_seq < self.next_seq or self.marker_seq < 0, (
             self.full_seq,
             self.marker_seq,
             self.next_seq,
         )
         assert self.deltas <= every, (self.deltas, every)
-        assert not limit or self.persisted_ranges <= limit, (self.persisted_ranges, limit)
         for ledger, entry in index.items():
             adds = entry.adds
             passed = adds.rank(md[1]) if adds and ledger == md[0] and md[1] >= 0 else 0

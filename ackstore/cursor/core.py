@@ -553,7 +553,6 @@ class CursorCore(Served):
             else:
                 held = self._pages._check(self._state.md, self.topic.directory)
                 self._state._check(held)
-                cfg, index, md = self._config, self._pages.index, self._state.md
-                every, limit = cfg.full_marker_every, cfg.max_unacked_ranges_to_persist
-                self._chain._check(every, limit, index, lane.DELTA_MAX_ACKS, md)
+                index, md = self._pages.index, self._state.md
+                self._chain._check(self._config.full_marker_every, index, lane.DELTA_MAX_ACKS, md)
             assert self._listed or not self._pending or self._store.readonly, "a pending cursor a flush would not visit"

@@ -1670,13 +1670,21 @@ def _cap(config: CursorConfig) -> int:
 
 def keeps_form(small: Any, old: CursorConfig, new: CursorConfig) -> bool:
     """Whether a cursor in the small form ``small`` keeps it when its configuration goes
-    from ``old`` to ``new``: the form holds the same runs under the new one's cap, and its
-    states go where they went (history on or off as before), and it stays within the new
-    cache budget (:func:`_over_budget`). The full-marker period, dead letters and the
-    window's length are the parts' or the store's. O(1), or O(spans x log runs) near the
-    budget."""
-    same = _cap(new) == small.cap and bool(new.history_seconds) == bool(old.history_seconds)
-    return same and not _over_budget(small, new.max_individual_ack_cache_bytes)
+    from ``old`` to ``new``, and if so the form holds up to the new one's cap from now on:
+    its runs and counts fit under that cap (``fits``), its states go where they went
+    (history on or off as before), and it stays within the new cache budget
+    (:func:`_over_budget`). The full-marker period, dead letters and the window's length
+    are the parts' or the store's. O(spans), or O(spans x log runs) near the budget."""
+    cap = _cap(new)
+    if cap < 0 or bool(new.history_seconds) != bool(old.history_seconds):
+        return False
+    if _over_budget(small, new.max_individual_ack_cache_bytes):
+        return False
+    was, small.cap = small.cap, cap
+    if not small.fits():
+        small.cap = was
+        return False
+    return True
 
 
 def small_of(
