@@ -670,3 +670,37 @@ def test_a_read_whose_record_is_trimmed_every_time_it_looks_answers_from_one_sna
         assert k >= 1 and answer == {Position(2, 200 + 2 * j): (4, frozenset({0})) for j in range(1, k + 1)}
     odd = [(e, e) for e in range(1, 400, 2)]
     assert snap.mark_delete_position == Position(1, -1) and snap.ranges == [(1, odd), (2, odd), (3, odd)]
+
+
+def test_a_pinned_block_reads_one_snapshot_on_its_thread_only(store_path: Path) -> None:
+    """``Environment.pinned``: every read of the thread in the block runs in one read
+    transaction, so a write committed meanwhile is not seen there until the block ends;
+    another thread's reads see it at once; a block inside another shares its transaction;
+    the transaction ends with the block, also when the block raises (no reader slot held)."""
+    import os
+    import threading
+
+    with AckStore.open(store_path) as store:
+        storage = store.storage
+
+        def seen() -> int:
+            return storage.read(lambda txn: txn.id())
+
+        store.topic("t").add_ledger(1)  # (a write transaction commits)
+        with storage.pinned():
+            before = seen()
+            store.topic("t").close_ledger(1, 10)
+            assert seen() == before
+            with storage.pinned():
+                assert seen() == before
+            other: list[int] = []
+            thread = threading.Thread(target=lambda: other.append(seen()))
+            thread.start()
+            thread.join()
+            assert other == [before + 1]
+            assert str(os.getpid()) in storage.env.readers()
+        assert seen() == before + 1
+        with pytest.raises(RuntimeError), storage.pinned():
+            raise RuntimeError
+        store.topic("t").add_ledger(2)
+        assert seen() == before + 2 and str(os.getpid()) not in storage.env.readers()
