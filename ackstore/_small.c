@@ -1858,7 +1858,7 @@ static PyMemberDef SmallState_members[] = {
     MEMBER(ended, T_UBYTE, "1 once the cursor left the small form"),
     MEMBER(n, T_UINT, "runs held"),
     {"cap", T_UINT, offsetof(SmallState, cap), 0,
-     "the most runs the small form holds (a config change sets it only where the form fits: keeps_form)"},
+     "the most runs the small form holds (a config change sets it only where the form fits: take_config)"},
     MEMBER(persisted, T_UINT, "runs the newest flushed state holds"),
     MEMBER(flushes, T_ULONGLONG, "flushes in the small form"),
     MEMBER(flush_bytes, T_ULONGLONG, "bytes they wrote (keys and values)"),

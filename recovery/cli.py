@@ -524,13 +524,10 @@ def compact(store: Path, drop_history: bool, as_json: bool) -> None:
         raise UsageFailure(f"{store} is a single-file snapshot; compact works on a store directory")
     with _writer(store) as s:
         stats = s.compact(drop_history=drop_history)
-        opened = s.open_cursors()
-        kept = [] if drop_history else [f"{c.topic.name}/{c.name}" for c in opened if c.config.history_seconds]
-        capped = [
-            f"{c.topic.name}/{c.name}"
-            for c in opened
-            if 0 < c.config.max_unacked_ranges_to_persist < c.ack_range_count and f"{c.topic.name}/{c.name}" not in kept
-        ]
+        rewritten = {(st.topic, st.cursor) for st in stats}
+        left = {f"{c.topic.name}/{c.name}": c for c in s.open_cursors() if (c.topic.name, c.name) not in rewritten}
+        kept = [name for name, c in left.items() if not drop_history and c.config.history_seconds]
+        capped = [name for name in left if name not in kept]  # (what else compaction leaves: over its cap)
     rows = [asdict(st) for st in stats]
     before, after = sum(r["bytes_before"] for r in rows), sum(r["bytes_after"] for r in rows)
     text = "\n".join(

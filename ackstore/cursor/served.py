@@ -70,10 +70,11 @@ class Served(ReadSide):
         if self._store.readonly or first is None or (at is None and any(ledger >= first for ledger, _ in spans)):
             return False
         if at is None:
-            small.reset(first, 0)
-        elif at - 1 > small.md_e and not small.ack_range(small.md_e + 1, at - 1):
-            return False  # (M moved on: the parts fit what is left)
-        small.unchain()  # written whole next, as the parts write a reconciled state
+            small.reset(first, 0)  # (a reset is written whole next: it unchains the form)
+        else:
+            if at - 1 > small.md_e and not small.ack_range(small.md_e + 1, at - 1):
+                return False  # (M moved on: the parts fit what is left)
+            small.unchain()  # written whole next, as the parts write a reconciled state
         self._changed()
         return small.md_l in d
 

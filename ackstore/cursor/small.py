@@ -165,10 +165,10 @@ __all__ = [
     "small_of",
     "small_of_record",
     "small_of_slots",
-    "keeps_form",
     "line_runs",
     "set_form_chains",
     "small_opened",
+    "take_config",
     "trim_plan",
     "undo_small",
 ]
@@ -1668,13 +1668,14 @@ def _cap(config: CursorConfig) -> int:
     return min(most, limit) if limit else most
 
 
-def keeps_form(small: Any, old: CursorConfig, new: CursorConfig) -> bool:
-    """Whether a cursor in the small form ``small`` keeps it when its configuration goes
-    from ``old`` to ``new``, and if so the form holds up to the new one's cap from now on:
-    its runs and counts fit under that cap (``fits``), its states go where they went
-    (history on or off as before), and it stays within the new cache budget
-    (:func:`_over_budget`). The full-marker period, dead letters and the window's length
-    are the parts' or the store's. O(spans), or O(spans x log runs) near the budget."""
+def take_config(small: Any, old: CursorConfig, new: CursorConfig) -> bool:
+    """A cursor in the small form ``small`` whose configuration goes from ``old`` to ``new``:
+    True when it keeps the form, which then runs under ``new`` (its cap, full-marker period
+    and cache budget); False, the form unchanged, when it does not: its runs and counts do
+    not fit under the new cap (``fits``), its states would go elsewhere (history turned on
+    or off), or it is over the new cache budget (:func:`_over_budget`). Dead letters and the
+    window's length are the parts' or the store's. O(spans), or O(spans x log runs) near the
+    budget."""
     cap = _cap(new)
     if cap < 0 or bool(new.history_seconds) != bool(old.history_seconds):
         return False
@@ -1684,6 +1685,7 @@ def keeps_form(small: Any, old: CursorConfig, new: CursorConfig) -> bool:
     if not small.fits():
         small.cap = was
         return False
+    small.every, small.budget = new.full_marker_every, new.max_individual_ack_cache_bytes
     return True
 
 

@@ -16,7 +16,7 @@ from ..storage.log import RecoveredState
 from . import fitting
 from .pages import Pages
 from .plan import AnyPlan, Planner, RewritePlan
-from .small import keeps_form
+from .small import take_config
 from .small_span import highest_in
 from .state import AckState
 
@@ -59,11 +59,10 @@ class StoreSide(CoreFields):
     def apply_config(self, config: CursorConfig) -> None:
         """@private Adopt ``config`` in memory only (a read-only store's own budget; ``update_config``
         persists first). The budget may shrink: evict to fit. A cursor in the small form keeps it
-        when the form is the same under ``config`` (``small.keeps_form``). Lock held."""
+        where the form takes ``config`` (``small.take_config``). Lock held."""
         small = self.small
-        if small is not None and keeps_form(small, self._config, config):
+        if small is not None and take_config(small, self._config, config):
             self._config = config  # (the parts, when built, are built with it)
-            small.every, small.budget = config.full_marker_every, config.max_individual_ack_cache_bytes
             return
         self._parts()
         if config.history_seconds and not self._config.history_seconds:
