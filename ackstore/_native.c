@@ -866,6 +866,86 @@ static PyObject *cursor_entry(PyObject *self, PyObject *args) {
     return result;
 }
 
+/* The cursors entry (key, value) read into `found` as (name, cursor id, config map bytes,
+ * value): 1 when it is in the fixed envelope, checks, and is stored under its own key (the
+ * topic's 8-byte `prefix`, then its name's UTF-8 bytes, at most `most_name` of them); 0 when
+ * not (the caller reads it: a msgpack envelope, a hashed name, damage); -1 on MemoryError. */
+static int scan_cursor(PyObject *key, PyObject *value, const char *prefix, long long max_version, long long most_name,
+                       PyObject *found) {
+    const unsigned char *v = (const unsigned char *)PyBytes_AS_STRING(value);
+    Py_ssize_t vlen = PyBytes_GET_SIZE(value), klen = PyBytes_GET_SIZE(key);
+    const unsigned char *body = vlen >= 1 && v[0] == 0xC1 ? fixed_body(v, vlen, max_version, RECORD_CURSOR, "%d") : NULL;
+    PyObject *fields = body == NULL ? NULL : cursor_fields_of(body, vlen - 7);
+    if (fields == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_MemoryError)) return -1;
+        PyErr_Clear();
+        return 0;
+    }
+    long long tid = PyLong_AsLongLong(PyTuple_GET_ITEM(fields, 0)), cid = PyLong_AsLongLong(PyTuple_GET_ITEM(fields, 2));
+    Py_ssize_t nlen = 0;
+    const char *name = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(fields, 1), &nlen);
+    unsigned char want[8];
+    for (int i = 0; i < 8; i++) want[i] = (unsigned char)((unsigned long long)tid >> (56 - 8 * i));
+    int ok = !PyErr_Occurred() && name != NULL && cid >= 0 && nlen <= most_name && klen == 8 + nlen &&
+             !memcmp(want, prefix, 8) && !memcmp(PyBytes_AS_STRING(key) + 8, name, (size_t)nlen);
+    PyErr_Clear();
+    PyObject *item = ok ? PyTuple_Pack(4, PyTuple_GET_ITEM(fields, 1), PyTuple_GET_ITEM(fields, 2),
+                                       PyTuple_GET_ITEM(fields, 3), value)
+                        : NULL;
+    Py_DECREF(fields);
+    if (!ok) return 0;
+    int rc = item == NULL ? -1 : PyList_Append(found, item);
+    Py_XDECREF(item);
+    return rc < 0 ? -1 : 1;
+}
+
+/* scan_cursors(items, prefix, max_version, most_name) -> (found, stop): a topic's cursors
+ * entries, (key, value) pairs of bytes from `items` until a key without the topic's 8-byte
+ * `prefix`: found, [(name, cursor id, config map bytes, value)] of those read here
+ * (scan_cursor's), in their order; stop, the first pair it leaves to the caller (who reads
+ * it, then scans on with the same items), or None when the topic's entries ended.
+ * pure_codecs.scan_cursors. */
+static PyObject *scan_cursors(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *items, *max_obj, *most_obj, *iter = NULL, *item = NULL, *found = NULL, *stop = Py_None, *result = NULL;
+    Py_buffer prefix;
+    long long max_ll, most_ll;
+    if (!PyArg_ParseTuple(args, "Oy*OO", &items, &prefix, &max_obj, &most_obj)) return NULL;
+    if (ranged_arg(max_obj, "max_version", 0, 255, &max_ll) < 0 ||
+        ranged_arg(most_obj, "most_name", 0, 1 << 20, &most_ll) < 0)
+        goto done;
+    if (prefix.len != 8) {
+        PyErr_Format(PyExc_ValueError, "prefix of %zd bytes is not allowed: a topic's is 8", prefix.len);
+        goto done;
+    }
+    if ((iter = PyObject_GetIter(items)) == NULL || (found = PyList_New(0)) == NULL) goto done;
+    while ((item = PyIter_Next(iter)) != NULL) {
+        PyObject *key, *value;
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2 || !PyBytes_Check(key = PyTuple_GET_ITEM(item, 0)) ||
+            !PyBytes_Check(value = PyTuple_GET_ITEM(item, 1))) {
+            PyErr_SetString(PyExc_TypeError, "scan_cursors reads (key, value) pairs of bytes");
+            goto done;
+        }
+        if (PyBytes_GET_SIZE(key) < 8 || memcmp(PyBytes_AS_STRING(key), prefix.buf, 8)) break;
+        int rc = scan_cursor(key, value, prefix.buf, max_ll, most_ll, found);
+        if (rc < 0) goto done;
+        if (rc == 0) {
+            stop = item;
+            item = NULL;
+            break;
+        }
+        Py_CLEAR(item);
+    }
+    if (!PyErr_Occurred()) result = PyTuple_Pack(2, found, stop);
+done:
+    if (stop != Py_None) Py_DECREF(stop);
+    Py_XDECREF(item);
+    Py_XDECREF(found);
+    Py_XDECREF(iter);
+    PyBuffer_Release(&prefix);
+    return result;
+}
+
 /* Where a walk of a portable roaring serialization puts what it reads: each value
  * (`lasts` NULL) or each maximal run (`firsts`, `lasts`), ascending, in PyMem buffers of
  * `cap` entries (the set's cardinality: never outgrown). */
@@ -1793,6 +1873,7 @@ static PyMethodDef methods[] = {
     {"cursor_fields", cursor_fields, METH_VARARGS, "A cursors catalog entry's fields, its configuration as bytes."},
     {"cursor_entry", cursor_entry, METH_VARARGS, "cursor_fields of a cursors catalog entry, its envelope checked."},
     {"scan_directory", scan_directory, METH_VARARGS, "A topic's ledger directory entries checked and gathered."},
+    {"scan_cursors", scan_cursors, METH_VARARGS, "A topic's cursors entries checked and gathered."},
     {"fixed_marker", (PyCFunction)(void (*)(void))fixed_marker, METH_FASTCALL,
      "A marker record in the fixed envelope and layout (pure_codecs.fixed_marker)."},
     {"state_marker", (PyCFunction)(void (*)(void))state_marker, METH_FASTCALL,

@@ -259,7 +259,7 @@ class CursorSide:
                 states, seen = recover(batch)
                 for (name, cid, stored, _), state in zip(batch, states, strict=True):
                     if state is not None:
-                        cfg = self._config_of(topic, name, cid, stored, config, differs)
+                        cfg = stored if config is None else self._config_of(topic, name, cid, stored, config, differs)
                         held[name] = self._recovered(topic, name, cid, cfg, state, seen=seen)
                         opened.add(name)
         return [e[0] for e in entries if e[0] in held], opened

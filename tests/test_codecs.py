@@ -540,6 +540,16 @@ def test_the_compiled_directory_scan_reads_each_key_while_it_holds_it() -> None:
     assert run.returncode == 0, run.stderr[-2000:]
 
 
+def _one_bit_flipped(pairs: list[tuple[bytes, bytes]], rng: random.Random) -> list[tuple[bytes, bytes]]:
+    """``pairs`` with one bit flipped in one key or value, sorted again as a database keeps them."""
+    i, side = rng.randrange(len(pairs)), rng.randrange(2)
+    spoiled = list(pairs)
+    part = bytearray(spoiled[i][side])
+    part[rng.randrange(len(part))] ^= 1 << rng.randrange(8)
+    spoiled[i] = (bytes(part), spoiled[i][1]) if side == 0 else (spoiled[i][0], bytes(part))
+    return sorted(spoiled)
+
+
 def test_the_directory_scan_gives_the_same_outcome_everywhere(tmp_path: Path) -> None:
     """A topic's ledger-directory entries as a real store wrote them (sealed ledgers, an
     open one with its last confirmed entry, another topic's after them), then with a bit
@@ -573,13 +583,7 @@ def test_the_directory_scan_gives_the_same_outcome_everywhere(tmp_path: Path) ->
     rng = random.Random(4)
     found_bad = 0
     for _ in range(300):
-        i = rng.randrange(len(pairs))
-        side = rng.randrange(2)
-        spoiled = list(pairs)
-        part = bytearray(spoiled[i][side])
-        part[rng.randrange(len(part))] ^= 1 << rng.randrange(8)
-        spoiled[i] = (bytes(part), spoiled[i][1]) if side == 0 else (spoiled[i][0], bytes(part))
-        spoiled.sort()
+        spoiled = _one_bit_flipped(pairs, rng)
         caught = False
         for p in (prefix, struct.pack(">Q", 1)):  # each topic's scan starts at its prefix, as set_range does
             start = next((j for j, (key, _) in enumerate(spoiled) if key >= p), len(spoiled))
@@ -999,3 +1003,56 @@ def test_a_cursor_entrys_fields_are_read_alike_and_its_config_left_as_bytes() ->
     bad_utf8 = b"\x94\x01\xa2\xff\xfe\x02" + msgpack.packb(cfg)
     assert _same_everywhere("cursor_fields", bad_utf8) == shape
     assert _same_everywhere("cursor_fields", b"\x94\x01\xa1c\x02") == shape  # no config at all
+
+
+def test_the_cursors_scan_gives_the_same_outcome_everywhere(tmp_path: Path) -> None:
+    """A topic's cursors catalog entries as a real store wrote them (short names, one past
+    the length a key holds, which the key hashes, another topic's after them), then with a
+    bit flipped in a key or a value: the same entries read and the same entry left to the
+    caller from every implementation; the store's own open of every cursor gets them all,
+    and names a damaged one."""
+
+    import lmdb
+
+    from ackstore import AckStore, CorruptStoreError
+    from ackstore.storage.catalog import _RAW_NAME_BYTES
+
+    long_name = "n" * (_RAW_NAME_BYTES + 1)
+    names = [f"c{i}" for i in range(30)] + [long_name, "ü-named"]
+    with AckStore.open(tmp_path / "s") as store:
+        for topic_name, made in (("persistent://t/ns/a", names), ("persistent://t/ns/b", ["other"])):
+            topic = store.topic(topic_name)
+            topic.add_ledger(1)
+            for name in made:
+                topic.cursor(name)
+    env = lmdb.open(str(tmp_path / "s"), max_dbs=8, readonly=True, lock=False)
+    with env.begin() as txn:
+        pairs = list(txn.cursor(db=env.open_db(b"cursors", txn=txn, create=False)))
+    env.close()
+    prefix = struct.pack(">Q", 0)
+    hashed = next(i for i, (key, _) in enumerate(pairs) if key[8:9] == b"\x00")
+    kind, (found, stop) = _same_everywhere("scan_cursors", pairs, prefix, FORMAT_VERSION, _RAW_NAME_BYTES)
+    assert kind == "ok" and stop == pairs[hashed]
+    assert [f[0] for f in found] == [key[8:].decode() for key, _ in pairs[:hashed]]
+    kind, (found, stop) = _same_everywhere("scan_cursors", pairs[hashed + 1 :], prefix, FORMAT_VERSION, 600)
+    assert kind == "ok" and stop is None and len(found) == len(names) - hashed - 1
+    assert all(f[3] == v for f, (_, v) in zip(found, pairs[hashed + 1 :], strict=False))
+    rng = random.Random(5)
+    left = 0
+    for _ in range(300):
+        spoiled = _one_bit_flipped(pairs, rng)
+        kind, out = _same_everywhere("scan_cursors", spoiled, prefix, FORMAT_VERSION, _RAW_NAME_BYTES)
+        left += kind == "ok" and out[1] is not None  # type: ignore[index]
+    assert left >= 250  # (a flip in a key's topic id can move an entry out of the scan's range)
+    for bad in (([], b"1234567", FORMAT_VERSION, 10), ([], prefix, 256, 10), ([], prefix, FORMAT_VERSION, -1)):
+        assert _same_everywhere("scan_cursors", *bad)[0] == "error"
+    with AckStore.open(tmp_path / "s") as store:
+        assert sorted(store.topic("persistent://t/ns/a").open_cursors()) == sorted(names)
+    target = pairs[3]
+    env = lmdb.open(str(tmp_path / "s"), max_dbs=8)
+    with env.begin(write=True) as txn:
+        txn.put(target[0], target[1][:-1] + bytes([target[1][-1] ^ 4]), db=env.open_db(b"cursors", txn=txn))
+    env.close()
+    damaged = f"{target[0][8:].decode()}' is damaged"
+    with AckStore.open(tmp_path / "s") as store, pytest.raises(CorruptStoreError, match=damaged):
+        store.topic("persistent://t/ns/a").open_cursors()

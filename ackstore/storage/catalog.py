@@ -351,13 +351,39 @@ class Catalog:
     def cursor_configs(self, txn: lmdb.Transaction, tid: int) -> list[tuple[str, int, CursorConfig, bytes]]:
         """``[(name, cursor id, config, entry bytes)]`` of every cursor of topic ``tid``, sorted
         by name: one scan (a bulk open's). CorruptStoreError on a damaged entry."""
-        config = self._cursor_config
-        found = [
-            (name, cid, config(key, name, cfg), raw)
-            for key, (_, name, cid, cfg), raw in self._cursor_scan(txn, tid, None)
-        ]
+        if self.version < CATALOG_CHECKSUMS_SINCE:
+            entries = [(name, cid, cfg, raw) for key, (_, name, cid, cfg), raw in self._cursor_scan(txn, tid, None)]
+        else:
+            entries = self._cursor_entries(txn, tid)
+        configs = _CONFIGS if len(_CONFIGS) < _CONFIGS_MOST else {}
+        found = []
+        for name, cid, cfg, raw in entries:
+            config = configs.get(cfg) if isinstance(cfg, bytes) else None
+            if config is None:
+                config = self._cursor_config(_cursor_key(tid, name), name, cfg)
+            found.append((name, cid, config, raw))
         found.sort()
         return found
+
+    def _cursor_entries(self, txn: lmdb.Transaction, tid: int) -> list[tuple[str, int, bytes, bytes]]:
+        """``[(name, cursor id, config map bytes, entry bytes)]`` of every cursor of topic
+        ``tid`` (a catalog with checksums), in key order: read by ``codecs.scan_cursors``,
+        and each entry it leaves (a hashed name, an older envelope, damage) by
+        :meth:`_cursor_head`, which raises CorruptStoreError naming a damaged one. O(entries)."""
+        prefix = _U64.pack(tid)
+        cur = txn.cursor(db=self.cursors_db)
+        if not cur.set_range(prefix):
+            return []
+        items = cur.iternext()
+        entries: list[tuple[str, int, bytes, bytes]] = []
+        while True:
+            found, stop = codecs.scan_cursors(items, prefix, FORMAT_VERSION, _RAW_NAME_BYTES)
+            entries += found
+            if stop is None:
+                return entries
+            key, raw = stop
+            _, name, cid, cfg = self._cursor_head(key, raw)
+            entries.append((name, cid, cfg, raw))
 
     def cursor_raw(self, txn: lmdb.Transaction, tid: int, name: str) -> bytes | None:
         """The catalog entry of cursor ``name`` of topic ``tid`` as stored (None: none), to

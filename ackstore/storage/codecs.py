@@ -25,6 +25,7 @@ __all__ = [
     "state_fields",
     "cursor_fields",
     "cursor_entry",
+    "scan_cursors",
     "ledger_fields",
     "ledger_span",
     "ledger_acks",
@@ -49,6 +50,7 @@ state_marker = _impl.state_marker
 state_fields = _impl.state_fields
 cursor_fields = _impl.cursor_fields
 cursor_entry = _impl.cursor_entry
+scan_cursors = _impl.scan_cursors
 ledger_fields = _impl.ledger_fields
 ledger_span = _impl.ledger_span
 scan_page = _impl.scan_page

@@ -36,6 +36,7 @@ __all__ = [
     "state_fields",
     "cursor_fields",
     "cursor_entry",
+    "scan_cursors",
     "ledger_fields",
     "ledger_span",
     "scan_page",
@@ -395,6 +396,35 @@ def cursor_entry(value: bytes, max_version: int) -> tuple[int, str, int, bytes]:
     fixed envelope")."""
     _ranged("max_version", max_version, 0, 255)
     return cursor_fields(_fixed_body(value, 4, max_version, "type {}, not a cursor entry"))
+
+
+def scan_cursors(
+    items: Iterable[tuple[bytes, bytes]], prefix: bytes, max_version: int, most_name: int
+) -> tuple[list[tuple[str, int, bytes, bytes]], tuple[bytes, bytes] | None]:
+    """A topic's cursors catalog entries, ``(key, value)`` from ``items`` until a key without
+    the topic's 8-byte ``prefix``: ``(found, stop)``, found ``[(name, cursor id, config map
+    bytes, value)]`` of each entry in the fixed envelope that checks (:func:`cursor_entry`)
+    and is stored under its own key (the prefix, then the name's UTF-8 bytes, at most
+    ``most_name`` of them), in their order; stop the first pair that is not, which the
+    caller reads itself (a msgpack envelope, a hashed name, damage) before it scans on with
+    the same items, or None when the topic's entries ended. O(entries)."""
+    _ranged("max_version", max_version, 0, 255)
+    _ranged("most_name", most_name, 0, 1 << 20)
+    if len(prefix) != 8:
+        raise ValueError(f"prefix of {len(prefix)} bytes is not allowed: a topic's is 8")
+    found: list[tuple[str, int, bytes, bytes]] = []
+    for key, value in items:
+        if key[:8] != prefix or len(key) < 8:
+            return found, None
+        try:
+            tid, name, cid, cfg = cursor_entry(value, max_version)
+        except ValueError:
+            return found, (key, value)
+        raw = name.encode()
+        if cid < 0 or len(raw) > most_name or tid < 0 or tid.to_bytes(8, "big") != prefix or key[8:] != raw:
+            return found, (key, value)
+        found.append((name, cid, cfg, value))
+    return found, None
 
 
 def _fixed_body(value: bytes, rtype: int, max_version: int, other: str) -> bytes:
