@@ -866,6 +866,16 @@ static PyObject *cursor_entry(PyObject *self, PyObject *args) {
     return result;
 }
 
+/* The key and value of `item`, a (key, value) pair of bytes an LMDB cursor yields (borrowed);
+ * -1 with TypeError naming the scan `who` read it when it is not one. */
+static int bytes_pair(PyObject *item, PyObject **key, PyObject **value, const char *who) {
+    if (PyTuple_Check(item) && PyTuple_GET_SIZE(item) == 2 && PyBytes_Check(*key = PyTuple_GET_ITEM(item, 0)) &&
+        PyBytes_Check(*value = PyTuple_GET_ITEM(item, 1)))
+        return 0;
+    PyErr_Format(PyExc_TypeError, "%s reads (key, value) pairs of bytes", who);
+    return -1;
+}
+
 /* The cursors entry (key, value) read into `found` as (name, cursor id, config map bytes,
  * value): 1 when it is in the fixed envelope, checks, and is stored under its own key (the
  * topic's 8-byte `prefix`, then its name's UTF-8 bytes, at most `most_name` of them); 0 when
@@ -921,11 +931,7 @@ static PyObject *scan_cursors(PyObject *self, PyObject *args) {
     if ((iter = PyObject_GetIter(items)) == NULL || (found = PyList_New(0)) == NULL) goto done;
     while ((item = PyIter_Next(iter)) != NULL) {
         PyObject *key, *value;
-        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2 || !PyBytes_Check(key = PyTuple_GET_ITEM(item, 0)) ||
-            !PyBytes_Check(value = PyTuple_GET_ITEM(item, 1))) {
-            PyErr_SetString(PyExc_TypeError, "scan_cursors reads (key, value) pairs of bytes");
-            goto done;
-        }
+        if (bytes_pair(item, &key, &value, "scan_cursors") < 0) goto done;
         if (PyBytes_GET_SIZE(key) < 8 || memcmp(PyBytes_AS_STRING(key), prefix.buf, 8)) break;
         int rc = scan_cursor(key, value, prefix.buf, max_ll, most_ll, found);
         if (rc < 0) goto done;
@@ -1785,11 +1791,7 @@ static PyObject *scan_directory(PyObject *self, PyObject *args) {
     if (ids == NULL || counts == NULL) { PyErr_NoMemory(); goto done; }
     while ((item = PyIter_Next(iter)) != NULL) {
         PyObject *key, *value;
-        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2 || !PyBytes_Check(key = PyTuple_GET_ITEM(item, 0)) ||
-            !PyBytes_Check(value = PyTuple_GET_ITEM(item, 1))) {
-            PyErr_SetString(PyExc_TypeError, "scan_directory reads (key, value) pairs of bytes");
-            goto done;
-        }
+        if (bytes_pair(item, &key, &value, "scan_directory") < 0) goto done;
         const unsigned char *k = (const unsigned char *)PyBytes_AS_STRING(key), *v;
         Py_ssize_t klen = PyBytes_GET_SIZE(key), vlen = PyBytes_GET_SIZE(value);
         /* past the topic: that entry is checked too (a damaged topic id in a key moves an

@@ -259,7 +259,7 @@ class CursorSide:
                 states, seen = recover(batch)
                 for (name, cid, stored, _), state in zip(batch, states, strict=True):
                     if state is not None:
-                        cfg = stored if config is None else self._config_of(topic, name, cid, stored, config, differs)
+                        cfg = self._config_of(topic, name, cid, stored, config, differs)
                         held[name] = self._recovered(topic, name, cid, cfg, state, seen=seen)
                         opened.add(name)
         return [e[0] for e in entries if e[0] in held], opened
@@ -277,13 +277,15 @@ class CursorSide:
         first when it differs, unless read-only), else the one it was stored with.
         ``differs``: whether ``config`` differs from a stored one, by its id, so far (a bulk
         open's: its entries of one configuration share one object, compared once)."""
-        if config is not None and not self.store.readonly:
+        if config is None:
+            return stored
+        if not self.store.readonly:
             differs = {} if differs is None else differs
             if id(stored) not in differs:
                 differs[id(stored)] = config != stored
             if differs[id(stored)]:
                 self.persist_config(topic.topic_id, name, cid, config)
-        return config or stored
+        return config
 
     def _recovered(
         self,

@@ -312,15 +312,15 @@ class Catalog:
             raise self._damaged(f"the catalog entry of cursor key {_show(key)} is damaged ({exc})") from None
         return tid, name, cid, cfg
 
-    def _cursor_config(self, key: bytes, name: str, cfg: Any) -> CursorConfig:
-        """The configuration of a cursors entry (``cfg``: :meth:`_cursor_head`'s), decoded
-        once for each distinct one: entries of one configuration hold the same bytes. O(1)
-        for a configuration seen before."""
+    def _cursor_config(self, tid: int, name: str, cfg: Any) -> CursorConfig:
+        """The configuration of cursor ``name`` of topic ``tid`` from its entry (``cfg``:
+        :meth:`_cursor_head`'s), decoded once for each distinct one: entries of one
+        configuration hold the same bytes. O(1) for a configuration seen before."""
         if not isinstance(cfg, bytes):
             return self._config(name, cfg)
         config = _CONFIGS.get(cfg)
         if config is None:
-            config = self._config(name, self._config_map(key, cfg))
+            config = self._config(name, self._config_map(_cursor_key(tid, name), cfg))
             if len(_CONFIGS) >= _CONFIGS_MOST:
                 _CONFIGS.clear()
             _CONFIGS[cfg] = config
@@ -339,8 +339,8 @@ class Catalog:
         found = self._cursor_found(txn, tid, name)
         if found is None:
             return None
-        key, (_, _, cid, cfg) = found
-        return cid, self._cursor_config(key, name, cfg)
+        _, (_, _, cid, cfg) = found
+        return cid, self._cursor_config(tid, name, cfg)
 
     def _config(self, name: str, cfg: dict[str, Any]) -> CursorConfig:
         try:
@@ -355,13 +355,8 @@ class Catalog:
             entries = [(name, cid, cfg, raw) for key, (_, name, cid, cfg), raw in self._cursor_scan(txn, tid, None)]
         else:
             entries = self._cursor_entries(txn, tid)
-        configs = _CONFIGS if len(_CONFIGS) < _CONFIGS_MOST else {}
-        found = []
-        for name, cid, cfg, raw in entries:
-            config = configs.get(cfg) if isinstance(cfg, bytes) else None
-            if config is None:
-                config = self._cursor_config(_cursor_key(tid, name), name, cfg)
-            found.append((name, cid, config, raw))
+        config = self._cursor_config
+        found = [(name, cid, config(tid, name, cfg), raw) for name, cid, cfg, raw in entries]
         found.sort()
         return found
 

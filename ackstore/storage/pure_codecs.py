@@ -414,7 +414,7 @@ def scan_cursors(
         raise ValueError(f"prefix of {len(prefix)} bytes is not allowed: a topic's is 8")
     found: list[tuple[str, int, bytes, bytes]] = []
     for key, value in items:
-        if key[:8] != prefix or len(key) < 8:
+        if key[:8] != prefix:
             return found, None
         try:
             tid, name, cid, cfg = cursor_entry(value, max_version)
