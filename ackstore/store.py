@@ -545,11 +545,16 @@ class AckStore(HostFields):
         self._shut()
 
     def _shut(self) -> None:
+        """Close, letting go of every cursor (each refers to its store: held, they were one
+        cycle, ack state and all, for the cyclic collector); a handle kept raises on use."""
         with self.lock:
             self.closed = True
             for topic in self.held.values():
                 for cur in topic.held.values():
                     cur._core._release()
+                topic.held.clear()
+            self.held.clear()
+            self.flush_list.clear()
             self._storage.close()
 
     def _abandon(self) -> None:

@@ -230,6 +230,48 @@ def test_close_flushes_and_background_flusher(store_path: Path) -> None:
         assert cur.config.full_marker_every == 4  # the persisted config came back
 
 
+@pytest.mark.parametrize("readonly", [False, True])
+@pytest.mark.parametrize("ended", [False, True], ids=["small form", "parts"])
+def test_a_closed_store_lets_go_of_its_cursors(store_path: Path, readonly: bool, ended: bool) -> None:
+    """Closing lets go of every cursor the store opened: once the application drops its
+    handles, reference counting frees them and their ack state, with the cyclic collector
+    off (no store, topic and cursor cycle left for it), and a handle kept raises."""
+    import gc
+    import weakref
+
+    from ackstore.errors import StoreClosedError
+
+    with AckStore.open(store_path) as store:
+        topic = store.topic(T)
+        _ledgers(topic, 3, 100)
+        for c in range(5):
+            cur = topic.cursor(f"c{c}")
+            cur.ack([Position(1, e) for e in range(2, 100, 3)])
+            if ended:
+                end_form(cur)
+    was = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        store = AckStore.open(store_path, readonly=readonly)
+        cursors = store.topic(T).open_cursors()
+        kept = cursors.pop("c0")
+        if ended:
+            for cur in cursors.values():
+                end_form(cur)
+                assert cur._core.small is None
+        gone = [weakref.ref(cur) for cur in cursors.values()] + [weakref.ref(cur._core) for cur in cursors.values()]
+        assert sum(r() is not None for r in gone) == 8
+        store.close()
+        del cursors, cur
+        assert [r() for r in gone] == [None] * 8  # freed by reference counting alone
+        with pytest.raises(StoreClosedError):
+            kept.ack(Position(1, 50))
+    finally:
+        if was:
+            gc.enable()
+
+
 READER = """
 import sys
 from ackstore import AckStore

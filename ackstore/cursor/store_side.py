@@ -156,5 +156,7 @@ class StoreSide(CoreFields):
         return self._planner.differs_from(recovered, marker_seq)
 
     def _release(self) -> None:
-        """@private The store closes: give the cache's bytes back to the pool."""
+        """@private The store closes: give the cache's bytes back to the pool, and drop a
+        reader's refresh (a method of this cursor its pages hold: a cycle, else)."""
         self._pages.cache.clear()
+        self._pages.refresh = None
