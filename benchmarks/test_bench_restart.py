@@ -29,7 +29,9 @@ holes. ``bytes``: the store's file against the pickles' (the baseline's).
 Each of ackstore's cases runs its baseline right before every round and reports the median
 of the rounds' ratios ("paired" in the table): the unpickling baseline alone moved from 8 to
 12 ms between runs on this shared machine, which two medians taken apart carry into the
-ratio.
+ratio. Each side starts on a trimmed heap (``conftest.fresh_heap``), as a restart's new
+process does: without it, what earlier groups left free made the same case read 0.11x or
+0.17x by the order the groups ran in.
 """
 
 from __future__ import annotations
