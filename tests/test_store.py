@@ -234,8 +234,9 @@ def test_close_flushes_and_background_flusher(store_path: Path) -> None:
 @pytest.mark.parametrize("ended", [False, True], ids=["small form", "parts"])
 def test_a_closed_store_lets_go_of_its_cursors(store_path: Path, readonly: bool, ended: bool) -> None:
     """Closing lets go of every cursor the store opened: once the application drops its
-    handles, reference counting frees them and their ack state, with the cyclic collector
-    off (no store, topic and cursor cycle left for it), and a handle kept raises."""
+    handles, reference counting frees them and their ack state, their parts' included, with
+    the cyclic collector off (no store, topic, cursor or parts cycle left for it to find),
+    and a handle kept raises."""
     import gc
     import weakref
 
@@ -265,11 +266,47 @@ def test_a_closed_store_lets_go_of_its_cursors(store_path: Path, readonly: bool,
         store.close()
         del cursors, cur
         assert [r() for r in gone] == [None] * 8  # freed by reference counting alone
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        try:
+            gc.collect()
+            left = {type(o).__name__ for o in gc.garbage}
+        finally:
+            gc.set_debug(0)
+            gc.garbage.clear()
+        assert left.isdisjoint({"Cursor", "CursorCore", "AckState", "Pages", "LedgerCache", "Topic"})
         with pytest.raises(StoreClosedError):
             kept.ack(Position(1, 50))
     finally:
         if was:
             gc.enable()
+
+
+def test_a_deleted_cursors_parts_go_with_its_handle(store_path: Path) -> None:
+    """A cursor deleted while the store stays open: once its handle is dropped, reference
+    counting frees it and its parts (no cycle left through its pages for the collector)."""
+    import gc
+
+    with AckStore.open(store_path) as store:
+        topic = store.topic(T)
+        _ledgers(topic, 2, 100)
+        cur = topic.cursor("c")
+        cur.ack([Position(1, e) for e in range(2, 100, 3)])
+        end_form(cur)
+        was = gc.isenabled()
+        gc.collect()
+        gc.disable()
+        try:
+            assert topic.delete_cursor("c")
+            del cur
+            gc.set_debug(gc.DEBUG_SAVEALL)
+            gc.collect()
+            left = {type(o).__name__ for o in gc.garbage}
+        finally:
+            gc.set_debug(0)
+            gc.garbage.clear()
+            if was:
+                gc.enable()
+        assert left.isdisjoint({"Cursor", "CursorCore", "AckState", "Pages", "LedgerCache"})
 
 
 READER = """

@@ -226,7 +226,7 @@ class CursorCore(Served):
             self.small.end()
             self.small = None
         if not self._unbuilt:
-            self._pages.cache.clear()
+            self._pages.release()
             self._pages.cache.swapped.clear()
 
     def _release(self) -> None:

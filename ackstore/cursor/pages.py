@@ -122,6 +122,14 @@ class Pages(PagesFields):
         (the cursor dropped it): held until the next :meth:`fit_own`, which may evict them"""
         pool.members.add(self)
 
+    def release(self) -> None:
+        """The store closed: the cache's bytes go back to the pool, and what the pages call
+        back goes (the ack state's hook and a reader's refresh both lead back to the pages:
+        kept, the cursor's parts and their ack sets were a cycle only the cyclic collector
+        frees). O(ledgers loaded)."""
+        self.cache.clear()
+        self.on_load, self.refresh = _ignore, None
+
     def load(self, state: RecoveredState) -> None:
         """Hold what recovery loaded; everything else it references is swapped out."""
         cache = self.cache

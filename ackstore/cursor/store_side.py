@@ -156,7 +156,6 @@ class StoreSide(CoreFields):
         return self._planner.differs_from(recovered, marker_seq)
 
     def _release(self) -> None:
-        """@private The store closes: give the cache's bytes back to the pool, and drop a
-        reader's refresh (a method of this cursor its pages hold: a cycle, else)."""
-        self._pages.cache.clear()
-        self._pages.refresh = None
+        """@private The store closes: the pages give the cache's bytes back to the pool and
+        let go of this cursor's parts."""
+        self._pages.release()
