@@ -123,7 +123,8 @@ class Pages(PagesFields):
         pool.members.add(self)
 
     def release(self) -> None:
-        """The store closed: the cache's bytes go back to the pool, and what the pages call
+        """The pages are done with (the store closed, the cursor was deleted, or the small
+        form took its state): the cache's bytes go back to the pool, and what the pages call
         back goes (the ack state's hook and a reader's refresh both lead back to the pages:
         kept, the cursor's parts and their ack sets were a cycle only the cyclic collector
         frees). O(ledgers loaded)."""

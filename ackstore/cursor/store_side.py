@@ -156,6 +156,6 @@ class StoreSide(CoreFields):
         return self._planner.differs_from(recovered, marker_seq)
 
     def _release(self) -> None:
-        """@private The store closes: the pages give the cache's bytes back to the pool and
-        let go of this cursor's parts."""
+        """@private The parts are done with (the store closes, or the small form takes the
+        state): the pages give the cache's bytes back to the pool and let go of the parts."""
         self._pages.release()
