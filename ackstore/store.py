@@ -555,6 +555,7 @@ class AckStore(HostFields):
                 topic.held.clear()
             self.held.clear()
             self.flush_list.clear()
+            self.small_list.clear()
             self._storage.close()
 
     def _abandon(self) -> None:

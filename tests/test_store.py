@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import random
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from ackstore import AckStore, CursorConfig, Position, testing
-from ackstore.errors import InvalidArgumentError
+from ackstore.errors import InvalidArgumentError, StoreClosedError
 from ackstore.storage import codecs
 
 from .codec_impls import NOT_COMPILED
@@ -230,18 +233,44 @@ def test_close_flushes_and_background_flusher(store_path: Path) -> None:
         assert cur.config.full_marker_every == 4  # the persisted config came back
 
 
+@contextmanager
+def _collector_off() -> Iterator[None]:
+    """The cyclic garbage collector off for the block (after one collection), and back on
+    after it if it was on: what the block frees, reference counting alone frees."""
+    was = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def _cyclic_garbage() -> set[str]:
+    """The type names of what one collection finds unreachable (kept aside, then dropped)."""
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        gc.collect()
+        return {type(o).__name__ for o in gc.garbage}
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+
+
+#: the types of a cursor and of its parts, none of which may be left to the cyclic collector
+CURSOR_TYPES = {"Cursor", "CursorCore", "AckState", "Pages", "LedgerCache"}
+
+
 @pytest.mark.parametrize("readonly", [False, True])
 @pytest.mark.parametrize("ended", [False, True], ids=["small form", "parts"])
-def test_a_closed_store_lets_go_of_its_cursors(store_path: Path, readonly: bool, ended: bool) -> None:
+@pytest.mark.parametrize("discard", [False, True], ids=["flushed", "discarded"])
+def test_a_closed_store_lets_go_of_its_cursors(store_path: Path, readonly: bool, ended: bool, discard: bool) -> None:
     """Closing lets go of every cursor the store opened: once the application drops its
     handles, reference counting frees them and their ack state, their parts' included, with
     the cyclic collector off (no store, topic, cursor or parts cycle left for it to find),
-    and a handle kept raises."""
-    import gc
-    import weakref
-
-    from ackstore.errors import StoreClosedError
-
+    and a handle kept raises. ``discard``: the writer's cursors changed since their flush
+    and closed without flushing (still listed for the next flush)."""
     with AckStore.open(store_path) as store:
         topic = store.topic(T)
         _ledgers(topic, 3, 100)
@@ -250,63 +279,39 @@ def test_a_closed_store_lets_go_of_its_cursors(store_path: Path, readonly: bool,
             cur.ack([Position(1, e) for e in range(2, 100, 3)])
             if ended:
                 end_form(cur)
-    was = gc.isenabled()
-    gc.collect()
-    gc.disable()
-    try:
+    with _collector_off():
         store = AckStore.open(store_path, readonly=readonly)
         cursors = store.topic(T).open_cursors()
         kept = cursors.pop("c0")
-        if ended:
-            for cur in cursors.values():
+        for cur in cursors.values():
+            if ended:
                 end_form(cur)
                 assert cur._core.small is None
+            if discard and not readonly:
+                cur.ack(Position(1, 99))
         gone = [weakref.ref(cur) for cur in cursors.values()] + [weakref.ref(cur._core) for cur in cursors.values()]
         assert sum(r() is not None for r in gone) == 8
-        store.close()
+        store.close(discard=discard)
         del cursors, cur
         assert [r() for r in gone] == [None] * 8  # freed by reference counting alone
-        gc.set_debug(gc.DEBUG_SAVEALL)
-        try:
-            gc.collect()
-            left = {type(o).__name__ for o in gc.garbage}
-        finally:
-            gc.set_debug(0)
-            gc.garbage.clear()
-        assert left.isdisjoint({"Cursor", "CursorCore", "AckState", "Pages", "LedgerCache", "Topic"})
+        assert _cyclic_garbage().isdisjoint(CURSOR_TYPES | {"Topic"})
         with pytest.raises(StoreClosedError):
             kept.ack(Position(1, 50))
-    finally:
-        if was:
-            gc.enable()
 
 
 def test_a_deleted_cursors_parts_go_with_its_handle(store_path: Path) -> None:
     """A cursor deleted while the store stays open: once its handle is dropped, reference
     counting frees it and its parts (no cycle left through its pages for the collector)."""
-    import gc
-
     with AckStore.open(store_path) as store:
         topic = store.topic(T)
         _ledgers(topic, 2, 100)
         cur = topic.cursor("c")
         cur.ack([Position(1, e) for e in range(2, 100, 3)])
         end_form(cur)
-        was = gc.isenabled()
-        gc.collect()
-        gc.disable()
-        try:
+        with _collector_off():
             assert topic.delete_cursor("c")
             del cur
-            gc.set_debug(gc.DEBUG_SAVEALL)
-            gc.collect()
-            left = {type(o).__name__ for o in gc.garbage}
-        finally:
-            gc.set_debug(0)
-            gc.garbage.clear()
-            if was:
-                gc.enable()
-        assert left.isdisjoint({"Cursor", "CursorCore", "AckState", "Pages", "LedgerCache"})
+            assert _cyclic_garbage().isdisjoint(CURSOR_TYPES)
 
 
 READER = """
