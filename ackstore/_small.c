@@ -824,24 +824,28 @@ static PyObject *SmallState_acked(SmallState *s, PyObject *arg) {
  * next one's offset, or the bound for the last */
 static long long top_of(SmallState *s, int j) { return j < s->ns ? (long long)s->span_o[j] - 1 : s->limit; }
 
+static long long offset_of(SmallState *s, long long l, int *j); /* (below) */
+
 /* ack_entries(ledger, bitmap) -> bool | None: Cursor.ack_entries of a BitMap in the form:
- * None, changing nothing, unless `ledger` is M's and every entry lies in M's ledger's part
- * of the line (below the next ledger's offset, or within the bound); else ack_bitmap's
- * answer (an empty BitMap changes nothing). O(its runs x runs). */
+ * None, changing nothing, unless `ledger` is on the line (M's or a spanned one), every
+ * entry lies in its part of the line (below the next ledger's offset, or within the bound)
+ * and the BitMap holds at most the form's cap of runs (more: a bulk ack, the parts'); else
+ * whether the runs still fit (an empty BitMap changes nothing). O(its runs x runs). */
 static PyObject *SmallState_ack_entries(SmallState *s, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 2) {
         PyErr_SetString(PyExc_TypeError, "ack_entries(ledger, bitmap)");
         return NULL;
     }
-    int over = 0;
+    int over = 0, j;
     long long l = PyLong_AsLongLongAndOverflow(args[0], &over);
     if (l == -1 && PyErr_Occurred()) return NULL;
-    if (over || l != s->md_l) Py_RETURN_NONE;
+    long long o = over ? -1 : offset_of(s, l, &j);
+    if (o < 0) Py_RETURN_NONE;
     uint32_t *fs, *ls;
     Py_ssize_t m = bitmap_runs(args[1], &fs, &ls);
     if (m < 0) return NULL;
-    int rc = 0, taken = m == 0 || (long long)ls[m - 1] <= top_of(s, 0);
-    for (Py_ssize_t k = 0; taken && k < m && rc == 0; k++) rc = ack_run(s, fs[k], ls[k]);
+    int rc = 0, taken = m == 0 || (m <= (Py_ssize_t)s->cap && o + (long long)ls[m - 1] <= top_of(s, j));
+    for (Py_ssize_t k = 0; taken && k < m && rc == 0; k++) rc = ack_run(s, o + fs[k], o + ls[k]);
     PyMem_Free(fs);
     PyMem_Free(ls);
     if (rc < 0) return NULL;
@@ -1635,7 +1639,7 @@ static unsigned long long charge_of(SmallState *s, int ledgers) {
 
 /* whether the form is over its cursor's budget: its state in more than one ledger (one alone
  * is held whatever its size, as the parts hold one ledger over the budget) and charged more
- * (small.py's _over_budget). O(1) while clearly within it, else held_of's */
+ * (small.py's over_budget). O(1) while clearly within it, else held_of's */
 static int over_budget(SmallState *s) {
     if (s->budget < 0 || charge_of(s, s->ns + 1) <= (unsigned long long)s->budget) return 0;
     int ledgers = __builtin_popcountll(held_of(s));
@@ -1785,7 +1789,7 @@ static PyMethodDef SmallState_methods[] = {
     {"ack_bitmap", (PyCFunction)SmallState_ack_bitmap_read, METH_O,
      "A BitMap's entries of the form acked; whether the runs still fit the cap."},
     {"ack_entries", (PyCFunction)(void (*)(void))SmallState_ack_entries_read, METH_FASTCALL,
-     "Cursor.ack_entries of a BitMap of M's ledger the form takes; whether the runs still fit; None: not taken."},
+     "Cursor.ack_entries of a BitMap of a ledger of the line the form takes; whether the runs still fit; None: not taken."},
     {"runs", (PyCFunction)SmallState_runs_read, METH_NOARGS, "The runs above M, [(first, last), ...]."},
     {"acked", (PyCFunction)SmallState_acked_read, METH_O, "Whether an entry of the form is acked."},
     {"ack_positions", (PyCFunction)SmallState_ack_positions_read, METH_O,

@@ -12,8 +12,9 @@ Each round every subscription:
 2. negatively acks about one entry in a hundred of what it read (``redeliver``: read again
    next round);
 3. acks everything else it read: one ``cur.ack(list)`` (``variant="list"``, ``"stuck"``,
-   ``"wide"``, ``"queue"`` or ``"history"``), or one ``cur.ack(position)`` per entry
-   (``variant="each"``). With ``stuck``, the first
+   ``"wide"``, ``"queue"`` or ``"history"``), one ``cur.ack(position)`` per entry
+   (``variant="each"``), or one ``cur.ack_entries(ledger, array("I"))`` per ledger it read
+   from (``variant="entries"``: the columnar call, the arrays built in the timed step). With ``stuck``, the first
    ``stuck`` of every fifth entry it reads are never acked, as by a consumer that hung
    holding them: they stay holes (and delivery counts) below what the subscription acks
    after them, ``stuck`` ranges more than it would hold. With ``late``, every other entry
@@ -40,6 +41,7 @@ import asyncio
 import pickle
 import random
 import sqlite3
+from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -199,7 +201,17 @@ class Day:
 
     def ack(self, acks: list[list[Position]], variant: str = "list") -> None:
         """Step 3 on ackstore: every subscription's acks of the round."""
-        if variant != "each":
+        if variant == "entries":
+            for cur, positions in zip(self.cursors, acks, strict=True):
+                by: dict[int, array[int]] = {}
+                for ledger, entry in positions:
+                    entries = by.get(ledger)
+                    if entries is None:
+                        entries = by[ledger] = array("I")
+                    entries.append(entry)
+                for ledger, entries in by.items():
+                    cur.ack_entries(ledger, entries)
+        elif variant != "each":
             for cur, positions in zip(self.cursors, acks, strict=True):
                 cur.ack(positions)
         else:

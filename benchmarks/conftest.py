@@ -172,10 +172,11 @@ def _day_lines(benchmarks: list[Any]) -> list[str]:
         "| flush alone | write(2) B per cursor | logical B per cursor |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    order = {"list": 0, "each": 1, "stuck": 2, "wide": 3, "queue": 4, "late": 5, "history": 6}
+    order = {"list": 0, "each": 1, "entries": 2, "stuck": 3, "wide": 4, "queue": 5, "late": 6, "history": 7}
     said = {
         "list": "one ack call per read",
         "each": "one ack call per entry",
+        "entries": "one ack_entries call per ledger read",
         "stuck": "one ack call per read, 80 holes held",
         "wide": "one ack call per read, 400 holes held",
         "queue": "one ack call per read, 1,000 holes held",

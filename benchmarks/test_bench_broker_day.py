@@ -43,7 +43,8 @@ from .kernel import wchar as _wchar
 #: cursors (and their peers) finds the heap that case left (one ack a call read 6.3 ms a round
 #: there, 4.9 ms alone), so the two ack variants run from the same kind of heap
 CASES = [(1000, k, "list", 0) for k in (10, 50, 100)]
-CASES += [(1000, 50, "each", 0), (1000, 50, "list", 10), (1000, 50, "stuck", 0), (1000, 50, "wide", 0)]
+CASES += [(1000, 50, "each", 0), (1000, 50, "entries", 0), (1000, 50, "list", 10), (1000, 50, "entries", 10)]
+CASES += [(1000, 50, "stuck", 0), (1000, 50, "wide", 0)]
 CASES += [(1000, 50, "stuck", 10), (1000, 50, "history", 0), (1000, 50, "queue", 0), (1000, 50, "queue", 10)]
 CASES += [(1000, 25, "late", 0), (1000, 50, "late", 0), (1000, 50, "late", 10)]
 CASES += [(10_000, k, "list", 0) for k in (10, 50, 100)]

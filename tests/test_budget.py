@@ -100,9 +100,12 @@ def test_4_lru_switching(store_path: Path) -> None:
     with AckStore.open(store_path) as store:
         topic = _topic_with(store, 8, 1000)
         probe = topic.cursor("probe", CursorConfig(max_individual_ack_cache_bytes=1 << 30))
+        cur = topic.cursor("c", CursorConfig(max_individual_ack_cache_bytes=1 << 30))
+        for c in (probe, cur):  # (the parts' LRU and charge: the small form holds acks until a flush)
+            end_form(c)
         probe.ack_entries(1, range(1, 1000, 2))
         one = probe.stats().cache_bytes
-        cur = topic.cursor("c", CursorConfig(max_individual_ack_cache_bytes=int(3.5 * one)))
+        cur.update_config(max_individual_ack_cache_bytes=int(3.5 * one))
         for ledger in (1, 2, 3):
             cur.ack_entries(ledger, range(1, 1000, 2))
         assert list(cur._core._pages.cache.loaded) == [1, 2, 3]

@@ -218,7 +218,7 @@ def _rebound(model: Model, forms: list[Any]) -> None:
 
 OPS = st.one_of(
     st.tuples(st.just("range"), st.integers(0, 90), st.integers(0, 6)),
-    st.tuples(st.just("bitmap"), st.frozensets(st.integers(0, 90), max_size=8), st.integers(0, 2)),
+    st.tuples(st.just("bitmap"), st.frozensets(st.integers(0, 90), max_size=8), st.integers(0, 3)),
     st.tuples(st.just("positions"), st.lists(st.integers(0, 90), max_size=8), st.integers(0, 4)),
     st.tuples(st.just("seal"), st.integers(0, 95), st.integers(0, 1)),
     st.tuples(st.just("deliver"), st.lists(st.integers(0, 90), max_size=8), st.integers(0, 2)),
@@ -283,17 +283,19 @@ def test_the_twins_agree_with_the_model_and_write_the_state_layout(
         elif op == "range":
             model.ack(a, a + b)
             fits = [s.ack_range(a, a + b) for s in forms]
-        elif op == "bitmap":  # b: 0 ack_bitmap; ack_entries of 1 M's ledger (its entries only), 2 another
+        elif op == "bitmap":  # b: 0 ack_bitmap; ack_entries of 1 M's ledger (its entries only), 2 another,
+            # 3 the line's last ledger (its own entries, from its offset)
             if b:
                 _rebound(model, forms)  # (M moved on into another ledger)
-            top = model.spans[0][1] - 1 if model.spans else model.limit  # (M's ledger's part of the line)
-            if b == 2 or (b == 1 and a and max(a) > top):
-                ledger = _past_line(model) if b == 2 else model.md_l
+            ledger, offset = model.spans[-1] if b == 3 and model.spans else (model.md_l, 0)
+            top = model.spans[0][1] - 1 if model.spans and b != 3 else model.limit  # (the ledger's part of the line)
+            if b == 2 or (b in (1, 3) and a and offset + max(a) > top):
+                ledger = _past_line(model) if b == 2 else ledger
                 assert [s.ack_entries(ledger, BitMap(a)) for s in forms] == [None] * len(forms)
             else:
                 for first, last in run_bounds(BitMap(a)):
-                    model.ack(first, last)
-                fits = [s.ack_entries(model.md_l, BitMap(a)) if b else s.ack_bitmap(BitMap(a)) for s in forms]
+                    model.ack(offset + first, offset + last)
+                fits = [s.ack_entries(ledger, BitMap(a)) if b else s.ack_bitmap(BitMap(a)) for s in forms]
         elif op == "positions":  # b: 0 Positions, 1 tuples, 2 one in another ledger, 3 one past the bound,
             # 4 one past a sealed ledger's end (the form's entries given as their positions)
             _rebound(model, forms)  # (M moved on into another ledger)
@@ -811,6 +813,18 @@ def test_a_cap_the_runs_pass_is_reported() -> None:
         s = impl.SmallState(CID, LEDGER, -1, 0, 1, 1, [], 2)
         assert s.ack_range(2, 3) and s.ack_range(5, 5)
         assert not s.ack_range(8, 8) and s.n == 3  # applied; the caller takes it to the parts
+
+
+def test_a_bulk_ack_of_more_runs_than_the_cap_is_the_parts() -> None:
+    """``ack_entries`` of a BitMap holding more runs than the form's cap changes nothing and
+    says None (the parts take it whole); one within the cap is taken, even when the runs it
+    leaves are more (the caller then takes the state to the parts)."""
+    for impl in IMPLEMENTATIONS:
+        s = impl.SmallState(CID, LEDGER, -1, 0, 1, 1, [(20, 21)], 3)
+        assert not s.bound(0, (), 100)
+        assert s.ack_entries(LEDGER, BitMap([2, 4, 6, 8])) is None and s.n == 1 and not s.dirty
+        assert s.ack_entries(LEDGER, BitMap([2, 4, 6])) is False and s.n == 4  # applied: past the cap
+        assert s.ack_entries(LEDGER, BitMap(range(1, 30))) is True and s.n == 1  # one run: the holes it covers close
 
 
 # -- cursors in and out of the form --------------------------------------------------------
@@ -1939,6 +1953,101 @@ def test_a_form_whose_state_the_layout_does_not_take_is_written_by_its_parts(
         assert cur._core.small is not None and cur.delivery_counts() == {}
 
 
+def _entries_kinds(entries: list[int]) -> list[tuple[str, Any]]:
+    """``entries`` as every kind ``ack_entries`` takes (each call a fresh object: an
+    iterator is read once)."""
+    import numpy as np
+
+    kinds: list[tuple[str, Any]] = [
+        ("bitmap", lambda: BitMap(entries)),
+        ("list", lambda: list(entries)),
+        ("tuple", lambda: tuple(entries)),
+        ("array", lambda: array("I", entries)),
+        ("signed array", lambda: array("q", entries)),
+        ("ndarray", lambda: np.array(entries, dtype=np.int64)),
+        ("iterator", lambda: iter(entries)),
+    ]
+    if entries and entries == list(
+        range(entries[0], entries[-1] + 1, max(1, entries[1] - entries[0]) if len(entries) > 1 else 1)
+    ):
+        step = entries[1] - entries[0] if len(entries) > 1 else 1
+        kinds.append(("range", lambda: range(entries[0], entries[-1] + 1, step)))
+    return kinds
+
+
+@pytest.mark.parametrize("ledger", [1, 2], ids=["M's ledger", "the next ledger"])
+@pytest.mark.parametrize(
+    "entries",
+    [[3, 5, 9], list(range(10, 40)), list(range(10, 40, 3)), [], list(range(0, 40_000, 2))],
+    ids=["few", "a run", "stepped", "none", "more runs than the form holds"],
+)
+def test_ack_entries_of_every_kind_keeps_the_form(tmp_path: Path, ledger: int, entries: list[int]) -> None:
+    """``ack_entries`` of any kind of entries (a BitMap, list, tuple, array, ndarray,
+    iterator, range) of M's ledger or the next one on the form's line: the form takes them
+    and stays (more runs than it holds: the parts take them), and the state is the one the
+    parts make of the same call, before and after a flush and a reopen."""
+    with AckStore.open(tmp_path / "s") as store:
+        topic = store.topic(T)
+        topic.add_ledgers([(1, 50_000), (2, None)])
+        topic.advance(2, 50_000)
+        for kind, make in _entries_kinds(entries):
+            config = CursorConfig(max_unacked_ranges_to_persist=0)  # (every range persisted: a reopen holds them)
+            form, parts = topic.cursor(f"form {kind}", config), topic.cursor(f"parts {kind}", config)
+            for cur in (form, parts):
+                cur.ack(Position(1, 7))
+            store.flush()
+            end_form(parts)
+            assert form._core.small is not None, kind
+            form.ack_entries(ledger, make())
+            parts.ack_entries(ledger, make())
+            assert (form._core.small is not None) == (len(entries) < 8192), kind  # (the form's cap)
+            assert form.snapshot() == parts.snapshot(), kind
+            assert [form.is_acked(Position(ledger, e)) for e in entries] == [True] * len(entries), kind
+            form._check()
+            store.flush()
+            assert form.snapshot() == parts.snapshot(), kind
+        kept = {name: topic.cursor(name).snapshot() for name in topic.cursors()}
+    with AckStore.open(tmp_path / "s") as store:
+        topic = store.topic(T)
+        assert {name: topic.cursor(name).snapshot() for name in topic.cursors()} == kept
+
+
+@pytest.mark.parametrize(
+    "entries,error,says",
+    [
+        (["3"], InvalidTypeError, "entry must be an int, got '3' (str)"),
+        ([3, True], InvalidTypeError, "entry must be an int, got True (bool)"),
+        ([3, -1], InvalidArgumentError, "1:-1"),
+        (array("d", [3.0]), InvalidTypeError, "typecode 'd'"),
+        (None, InvalidTypeError, "an iterable of ints, got None"),
+        ([3, 10_000], InvalidArgumentError, "outside ledger 1"),
+        ("iterator", InvalidArgumentError, "1:1099511627776"),
+    ],
+    ids=["a str", "a bool", "negative", "floats", "not iterable", "past the sealed end", "past 32 bits"],
+)
+def test_ack_entries_refused_alike_in_and_out_of_the_form(
+    tmp_path: Path, entries: Any, error: type[Exception], says: str
+) -> None:
+    """Entries ``ack_entries`` refuses get the same typed error from a cursor in the form and
+    one on its parts, naming the value, and change neither (the form ends: the parts check)."""
+    with AckStore.open(tmp_path / "s") as store:
+        topic = store.topic(T)
+        topic.add_ledgers([(1, 10_000), (2, None)])
+        form, parts = topic.cursor("form"), topic.cursor("parts")
+        for cur in (form, parts):
+            cur.ack(Position(1, 7))
+        store.flush()
+        end_form(parts)
+        before = form.snapshot()
+        said = []
+        for cur in (form, parts):
+            with pytest.raises(error) as caught:
+                cur.ack_entries(1, iter([3, 2**40]) if entries == "iterator" else entries)
+            said.append(str(caught.value))
+            assert cur.snapshot() == before
+        assert said[0] == said[1] and says in said[0], said
+
+
 def test_unacked_entries_of_another_ledger_are_the_forms_answer_and_the_parts(tmp_path: Path) -> None:
     """A cursor opened into the form (its parts not built) asked for the unacked entries of a
     ledger other than M's: the form answers (the ledger before M's is wholly acked), and the
@@ -1962,7 +2071,9 @@ def test_unacked_entries_of_another_ledger_are_the_forms_answer_and_the_parts(tm
         assert cur._core.small is not None  # M's ledger: the form's
         assert cur.unacked_entries(1, 0, 10, 10) == []
         assert cur._core.small is not None
-        cur.ack_entries(2, [8])  # (not a kind of entries the form takes: the parts do)
+        cur.ack_entries(2, [8])
+        assert cur._core.small is not None
+        end_form(cur)  # (the parts load the flushed state and take the ack since)
         assert cur._core.small is None
         assert cur.unacked_entries(1, 0, 10, 10) == []
         assert cur.unacked_entries(2, 0, 10, 10) == [0, 1, 2, 4, 6, 9]

@@ -23,8 +23,6 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar
 
-from pyroaring import BitMap
-
 from ..config import CursorConfig
 from ..dispatch.revision import CursorStateRevisionController
 from ..errors import CursorDeletedError, InvalidTypeError, ReadOnlyError, StoreClosedError
@@ -42,11 +40,11 @@ from .pages import Pages
 from .plan import Planner
 from .read_side import OpensLogs, ReadHost
 from .served import Served
-from .small import OpenedForm, check_small, small_of
+from .small import OpenedForm, check_small, over_budget, small_of
 from .small_span import form_entry, is_acked, read_position
 from .snapshot import CursorSnapshot, batch_items, form_batches, form_snapshot, snapshot_of
 from .state import ACK_PARTIAL, AckState
-from .validate import pair
+from .validate import entries_bitmap, pair
 
 if TYPE_CHECKING:
     from ..history import Point
@@ -330,34 +328,30 @@ class CursorCore(Served):
                 self._changed()
 
     def ack_entries(self, ledger: int, entries: Iterable[int]) -> None:
-        """``Cursor.ack_entries``: a BitMap or range of M's ledger to the form, else the parts."""
-        small = self.small
-        bitmap = entries if isinstance(entries, BitMap) else None
-        span = entries if bitmap is None and isinstance(entries, range) and entries.step == 1 else None
-        served = bitmap is not None or (span is not None and span.start >= 0)  # a kind the small form takes
-        if small is not None and served and type(ledger) is int:
-            store = self._store
-            with self._lock:
-                fits = None
-                if (
-                    self.small is small
-                    and not (self._deleted or store.closed or store.readonly)
-                    and (small.limit_version == self.topic.version or self._bounded(small))
-                ):
-                    if bitmap is not None:  # M's ledger's entries, the form's own: below the next one's
+        """``Cursor.ack_entries``: in the form when every entry lies on its line (entries of
+        any kind the parts take, read into one BitMap first), else the parts, given the same
+        entries (an iterator is read once), which name what is wrong. A form the call takes
+        over its cap or its cache budget ends: the parts hold the state (under the budget)."""
+        if self.small is not None and type(ledger) is int:
+            bitmap, entries = entries_bitmap(entries)
+            if bitmap is not None:
+                store = self._store
+                with self._lock:
+                    small = self.small
+                    if (
+                        small is not None
+                        and not (self._deleted or store.closed or store.readonly)
+                        and (small.limit_version == self.topic.version or self._bounded(small))
+                    ):
                         fits = small.ack_entries(ledger, bitmap)
-                    elif ledger == small.md_l:
-                        if not span:
+                        if fits is not None:
+                            fits = fits and not over_budget(small)  # (a bulk ack: the parts swap under it)
+                            store.small_list[small] = self
+                            if not fits or small.limit_version < 0:
+                                self._after_form_ack(small, fits)
                             return
-                        spans = small.spans
-                        if span[-1] <= (spans[0][1] - 1 if spans else small.limit):  # type: ignore[index]
-                            fits = small.ack_range(span.start, span[-1])  # type: ignore[union-attr,index]
-                if fits is not None:
-                    store.small_list[small] = self
-                    if not fits or small.limit_version < 0:
-                        self._after_form_ack(small, fits)
-                    return
-        self.edit(AckState.ack_entries, ledger, entries, served=served)
+                entries = bitmap
+        self.edit(AckState.ack_entries, ledger, entries, served=True)
 
     def edit(self, change: Callable[..., T], *args: Any, check: bool = True, served: bool = False) -> T:
         """Make one change, ``change(ack state, *args)``, under the lock (first checking the

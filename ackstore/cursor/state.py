@@ -13,7 +13,6 @@ recount its runs; a cumulative ack O(ledgers passed); ``range_count`` is kept ex
 
 from __future__ import annotations
 
-from array import array
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +20,7 @@ from pyroaring import BitMap
 
 from ..errors import InvalidTypeError, UnknownLedgerError
 from ..fields import native
-from ..ledger_acks import LedgerAcks, bitmap_of_range, run_end
+from ..ledger_acks import LedgerAcks, run_end
 from ..ledger_cache import ACK_CHARGE, LedgerCache
 from ..position import MAX_ENTRY, Position, trusted
 from ..storage.codecs import positions_by_ledger
@@ -33,9 +32,10 @@ from .validate import (
     check_entry,
     check_property,
     check_property_key,
-    int_dtype,
+    entries_bitmap,
     ledger_limit,
     pair,
+    refuse_entries,
 )
 
 if TYPE_CHECKING:
@@ -335,22 +335,10 @@ class AckState(PositionMoves):
     def ack_entries(self, ledger: int, entries: Iterable[int]) -> None:
         """Many entries of one ledger; a BitMap, array or integer ndarray skips Python ints."""
         limit = self.ack_limit(ledger)
-        if not (isinstance(entries, (BitMap, range, array)) or int_dtype(entries)):
-            try:
-                entries = list(entries)
-            except TypeError:
-                raise InvalidTypeError(f"entries must be an iterable of ints, got {entries!r}") from None
-            if not set(map(type, entries)) <= {int}:
-                bad = next(e for e in entries if type(e) is not int)
-                raise InvalidTypeError(f"entry must be an int, got {bad!r} ({type(bad).__name__})")
-        elif isinstance(entries, array) and entries.typecode in ("f", "d"):
-            raise InvalidTypeError(f"entries must be ints, got an array of typecode {entries.typecode!r}")
-        try:
-            bm = bitmap_of_range(entries) if isinstance(entries, range) else BitMap(entries)  # a copy: trimmed below M
-        except (TypeError, OverflowError, ValueError):
-            for entry in list(entries):
-                self.check_ack(ledger, entry)
-            raise InvalidTypeError(f"entries of ledger {ledger} must be ints") from None  # pragma: no cover
+        bm, entries = entries_bitmap(entries)  # (a copy: trimmed below M)
+        if bm is None:
+            refuse_entries(entries, lambda entry: self.check_ack(ledger, entry))
+            return  # pragma: no cover (it raised)
         if bm and bm.max() > limit:
             self.check_ack(ledger, bm.max())
         self.apply_groups([(ledger, bm)])

@@ -6,10 +6,15 @@ changes state.
 
 from __future__ import annotations
 
+from array import array
+from collections.abc import Iterable
 from typing import Any
+
+from pyroaring import BitMap
 
 from ..directory import LedgerDirectory
 from ..errors import InvalidArgumentError, InvalidPositionError, InvalidTypeError, UnknownLedgerError
+from ..ledger_acks import bitmap_of_range
 from ..position import MAX_ENTRY
 
 __all__ = [
@@ -18,6 +23,8 @@ __all__ = [
     "check_ack",
     "pair",
     "int_dtype",
+    "entries_bitmap",
+    "refuse_entries",
     "describe",
     "quoted",
     "utf8_size",
@@ -87,6 +94,46 @@ def check_ack(d: LedgerDirectory, topic: str, md: tuple[int, int], ledger: int, 
 def int_dtype(obj: Any) -> bool:
     """True for a numpy-like array of integers (taken without a Python int per entry)."""
     return getattr(getattr(obj, "dtype", None), "kind", "") in ("i", "u")
+
+
+def entries_bitmap(entries: Iterable[int]) -> tuple[BitMap | None, Any]:
+    """``Cursor.ack_entries``' entries as a new BitMap, and the entries themselves (any
+    other iterable read into a list: an iterator is read once). A BitMap, range, array or
+    integer ndarray is taken without a Python int per entry. The BitMap is None when they
+    are not ints from 0 to 2**32 - 1 (:func:`refuse_entries` then says why). O(entries)."""
+    if not (isinstance(entries, (BitMap, range, array)) or int_dtype(entries)):
+        try:
+            entries = list(entries)
+        except TypeError:
+            return None, entries
+        if not set(map(type, entries)) <= {int}:
+            return None, entries
+    elif isinstance(entries, array) and entries.typecode in ("f", "d"):
+        return None, entries
+    try:
+        if isinstance(entries, range):
+            return bitmap_of_range(entries), entries
+        if isinstance(entries, array) and entries.typecode != "I":  # (the one BitMap reads as it is)
+            return BitMap(array("I", entries)), entries
+        return BitMap(entries), entries
+    except (TypeError, OverflowError, ValueError):
+        return None, entries
+
+
+def refuse_entries(entries: Any, check: Any) -> None:
+    """Raise the typed error for the entries :func:`entries_bitmap` did not take (the second
+    value it gave): naming what is not an iterable of ints, the first entry that is not an
+    int, or (``check(entry)`` of each) the first that is not an entry of the ledger."""
+    if isinstance(entries, array) and entries.typecode in ("f", "d"):
+        raise InvalidTypeError(f"entries must be ints, got an array of typecode {entries.typecode!r}")
+    if not (isinstance(entries, (list, BitMap, range, array)) or int_dtype(entries)):
+        raise InvalidTypeError(f"entries must be an iterable of ints, got {entries!r}")
+    for entry in entries:
+        if type(entry) is not int:
+            raise InvalidTypeError(f"entry must be an int, got {entry!r} ({type(entry).__name__})")
+    for entry in list(entries):
+        check(entry)
+    raise InvalidTypeError("entries must be ints from 0 to 2**32 - 1")  # pragma: no cover
 
 
 def pair(item: Any) -> tuple[int, int]:
