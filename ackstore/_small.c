@@ -796,19 +796,6 @@ static PyObject *SmallState_ack_range(SmallState *s, PyObject *const *args, Py_s
     return fits(s);
 }
 
-/* ack_bitmap(bitmap) -> bool: a BitMap's entries of the form acked; whether they fit */
-static PyObject *SmallState_ack_bitmap(SmallState *s, PyObject *bitmap) {
-    uint32_t *fs, *ls;
-    Py_ssize_t m = bitmap_runs(bitmap, &fs, &ls);
-    if (m < 0) return NULL;
-    int rc = 0;
-    for (Py_ssize_t k = 0; k < m && rc == 0; k++) rc = ack_run(s, fs[k], ls[k]);
-    PyMem_Free(fs);
-    PyMem_Free(ls);
-    if (rc < 0) return NULL;
-    return fits(s);
-}
-
 /* acked(entry) -> bool: whether entry of the form is acked (at or below M, or in a run) */
 static PyObject *SmallState_acked(SmallState *s, PyObject *arg) {
     long long e = PyLong_AsLongLong(arg);
@@ -825,12 +812,14 @@ static PyObject *SmallState_acked(SmallState *s, PyObject *arg) {
 static long long top_of(SmallState *s, int j) { return j < s->ns ? (long long)s->span_o[j] - 1 : s->limit; }
 
 static long long offset_of(SmallState *s, long long l, int *j); /* (below) */
+static int over_budget(SmallState *s);
 
 /* ack_entries(ledger, bitmap) -> bool | None: Cursor.ack_entries of a BitMap in the form:
  * None, changing nothing, unless `ledger` is on the line (M's or a spanned one), every
  * entry lies in its part of the line (below the next ledger's offset, or within the bound)
  * and the BitMap holds at most the form's cap of runs (more: a bulk ack, the parts'); else
- * whether the runs still fit (an empty BitMap changes nothing). O(its runs x runs). */
+ * whether the state still fits the cap and its cursor's cache budget (an empty BitMap
+ * changes nothing). O(its runs x runs). */
 static PyObject *SmallState_ack_entries(SmallState *s, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 2) {
         PyErr_SetString(PyExc_TypeError, "ack_entries(ledger, bitmap)");
@@ -850,7 +839,7 @@ static PyObject *SmallState_ack_entries(SmallState *s, PyObject *const *args, Py
     PyMem_Free(ls);
     if (rc < 0) return NULL;
     if (!taken) Py_RETURN_NONE;
-    return fits(s);
+    return PyBool_FromLong(fitting(s) && !over_budget(s));
 }
 
 /* the line's offset of ledger l (0: M's), or -1 when it is not on the line */
@@ -1639,7 +1628,7 @@ static unsigned long long charge_of(SmallState *s, int ledgers) {
 
 /* whether the form is over its cursor's budget: its state in more than one ledger (one alone
  * is held whatever its size, as the parts hold one ledger over the budget) and charged more
- * (small.py's over_budget). O(1) while clearly within it, else held_of's */
+ * (small.py's _over_budget). O(1) while clearly within it, else held_of's */
 static int over_budget(SmallState *s) {
     if (s->budget < 0 || charge_of(s, s->ns + 1) <= (unsigned long long)s->budget) return 0;
     int ledgers = __builtin_popcountll(held_of(s));
@@ -1747,7 +1736,6 @@ READ_FIRST(SmallState_records)
 READ_FIRST(SmallState_to_record)
 READ_FIRST_FAST(SmallState_took_base)
 READ_FIRST_FAST(SmallState_ack_range)
-READ_FIRST(SmallState_ack_bitmap)
 READ_FIRST_FAST(SmallState_ack_entries)
 READ_FIRST(SmallState_runs)
 READ_FIRST(SmallState_acked)
@@ -1786,8 +1774,6 @@ static PyMethodDef SmallState_methods[] = {
      "A flush wrote the form's state as a new chain (small.base_puts): adopted; the trim it makes."},
     {"ack_range", (PyCFunction)(void (*)(void))SmallState_ack_range_read, METH_FASTCALL,
      "Entries first..last of the form acked; whether the runs still fit the cap."},
-    {"ack_bitmap", (PyCFunction)SmallState_ack_bitmap_read, METH_O,
-     "A BitMap's entries of the form acked; whether the runs still fit the cap."},
     {"ack_entries", (PyCFunction)(void (*)(void))SmallState_ack_entries_read, METH_FASTCALL,
      "Cursor.ack_entries of a BitMap of a ledger of the line the form takes; whether the runs still fit; None: not taken."},
     {"runs", (PyCFunction)SmallState_runs_read, METH_NOARGS, "The runs above M, [(first, last), ...]."},

@@ -203,6 +203,13 @@ def _span(s: Any) -> tuple[Any, ...]:
     return s.spans, s.rp_i, s.limit, s.limit_version, s.range_count(), s.top()
 
 
+def _ack_form_entries(s: Any, entries: frozenset[int]) -> bool:
+    """The form's own entries (across its line) acked, a run at a time; whether it fits."""
+    for first, last in run_bounds(BitMap(entries)):
+        s.ack_range(first, last)
+    return bool(s.fits())
+
+
 def _past_line(model: Model) -> int:
     """A ledger after every ledger of the form's line (another ledger: not the form's)."""
     return (model.spans[-1][0] if model.spans else model.md_l) + 7
@@ -283,8 +290,8 @@ def test_the_twins_agree_with_the_model_and_write_the_state_layout(
         elif op == "range":
             model.ack(a, a + b)
             fits = [s.ack_range(a, a + b) for s in forms]
-        elif op == "bitmap":  # b: 0 ack_bitmap; ack_entries of 1 M's ledger (its entries only), 2 another,
-            # 3 the line's last ledger (its own entries, from its offset)
+        elif op == "bitmap":  # b: 0 the form's entries, a run at a time; ack_entries of 1 M's ledger (its
+            # entries only), 2 another, 3 the line's last ledger (its own entries, from its offset)
             if b:
                 _rebound(model, forms)  # (M moved on into another ledger)
             ledger, offset = model.spans[-1] if b == 3 and model.spans else (model.md_l, 0)
@@ -295,7 +302,7 @@ def test_the_twins_agree_with_the_model_and_write_the_state_layout(
             else:
                 for first, last in run_bounds(BitMap(a)):
                     model.ack(offset + first, offset + last)
-                fits = [s.ack_entries(ledger, BitMap(a)) if b else s.ack_bitmap(BitMap(a)) for s in forms]
+                fits = [s.ack_entries(ledger, BitMap(a)) if b else _ack_form_entries(s, a) for s in forms]
         elif op == "positions":  # b: 0 Positions, 1 tuples, 2 one in another ledger, 3 one past the bound,
             # 4 one past a sealed ledger's end (the form's entries given as their positions)
             _rebound(model, forms)  # (M moved on into another ledger)

@@ -40,7 +40,7 @@ from .pages import Pages
 from .plan import Planner
 from .read_side import OpensLogs, ReadHost
 from .served import Served
-from .small import OpenedForm, check_small, over_budget, small_of
+from .small import OpenedForm, check_small, small_of
 from .small_span import form_entry, is_acked, read_position
 from .snapshot import CursorSnapshot, batch_items, form_batches, form_snapshot, snapshot_of
 from .state import ACK_PARTIAL, AckState
@@ -345,7 +345,6 @@ class CursorCore(Served):
                     ):
                         fits = small.ack_entries(ledger, bitmap)
                         if fits is not None:
-                            fits = fits and not over_budget(small)  # (a bulk ack: the parts swap under it)
                             store.small_list[small] = self
                             if not fits or small.limit_version < 0:
                                 self._after_form_ack(small, fits)

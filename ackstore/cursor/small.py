@@ -170,7 +170,6 @@ __all__ = [
     "set_form_chains",
     "small_opened",
     "take_config",
-    "over_budget",
     "trim_plan",
     "undo_small",
 ]
@@ -364,7 +363,7 @@ class PySmallState:
         """the cursor's full_marker_every"""
         self.budget = -1
         """its cursor's cache budget in bytes (-1: none): a form of several ledgers charged
-        more (:meth:`charge`) is its parts' to write and hold (:func:`over_budget`)"""
+        more (:meth:`charge`) is its parts' to write and hold (:func:`_over_budget`)"""
         self.chain_bytes = 0
         """the delta markers' bytes"""
         self.base_bytes = 0
@@ -557,18 +556,13 @@ class PySmallState:
         _ack_run(self, first, last)
         return self.fits()
 
-    def ack_bitmap(self, bitmap: BitMap) -> bool:
-        """A BitMap's entries of the form acked; whether the state still fits. O(its runs x runs)."""
-        for first, last in run_bounds(bitmap):
-            _ack_run(self, first, last)
-        return self.fits()
-
     def ack_entries(self, ledger: int, bitmap: BitMap) -> bool | None:
         """``Cursor.ack_entries`` of a BitMap in the form: None, changing nothing, unless
         ``ledger`` is on the line (M's or a spanned one), every entry lies in its part of
         the line (below the next ledger's offset, or within the bound) and the BitMap holds
         at most :attr:`cap` runs (more: a bulk ack, the parts'); else whether the state
-        still fits (an empty BitMap changes nothing). O(its runs x runs)."""
+        still fits the cap and its cursor's cache budget (an empty BitMap changes nothing).
+        O(its runs x runs)."""
         at = place(self, ledger)
         if at is None or count_runs(bitmap) > self.cap:
             return None
@@ -577,7 +571,7 @@ class PySmallState:
             return None
         for first, last in run_bounds(bitmap):
             _ack_run(self, offset + first, offset + last)
-        return self.fits()
+        return self.fits() and not _over_budget(self)
 
     def ack_positions(self, items: Any) -> bool | None:
         """``Cursor.ack`` of a list of positions, when the form takes every one (a Position or
@@ -832,7 +826,7 @@ def _charge(s: Any, ledgers: int) -> int:
     return LEDGER_OVERHEAD_BYTES * ledgers + RANGE_CHARGE * (s.n + s.nc) + BATCH_CHARGE * s.nb
 
 
-def over_budget(s: Any, budget: int | None = None) -> bool:
+def _over_budget(s: Any, budget: int | None = None) -> bool:
     """Whether the form ``s`` (either twin's) is over its cursor's cache budget (``budget``,
     or its own ``s.budget``; -1: none): its state in more than one ledger (one alone is held
     whatever its size, as the parts hold one ledger over the budget) and charged more. Such a
@@ -1331,7 +1325,7 @@ def _py_flush_small(
         s._undo = -1
         if not s.dirty or s.ended:
             continue
-        if over_budget(s):  # its parts hold it under the budget
+        if _over_budget(s):  # its parts hold it under the budget
             over.append(s)
             continue
         many = s.nc + s.nb > max_counts  # more than a slot's layout takes
@@ -1680,13 +1674,13 @@ def take_config(small: Any, old: CursorConfig, new: CursorConfig) -> bool:
     True when it keeps the form, which then runs under ``new`` (its cap, full-marker period
     and cache budget); False, the form unchanged, when it does not: its runs and counts do
     not fit under the new cap (``fits``), its states would go elsewhere (history turned on
-    or off), or it is over the new cache budget (:func:`over_budget`). Dead letters and the
+    or off), or it is over the new cache budget (:func:`_over_budget`). Dead letters and the
     window's length are the parts' or the store's. O(spans), or O(spans x log runs) near the
     budget."""
     cap = _cap(new)
     if cap < 0 or bool(new.history_seconds) != bool(old.history_seconds):
         return False
-    if over_budget(small, new.max_individual_ack_cache_bytes):
+    if _over_budget(small, new.max_individual_ack_cache_bytes):
         return False
     was, small.cap = small.cap, cap
     if not small.fits():
@@ -1774,7 +1768,7 @@ def small_of(
     s = SmallState(cursor_id, md_l, md_e, *chain_at, runs, cap, counts, rp_e, props, rp_i, batches)
     s.logged = int(bool(config.history_seconds))
     s.base, s.every, s.budget = base, config.full_marker_every, config.max_individual_ack_cache_bytes
-    if not fit(s, directory) or over_budget(s):
+    if not fit(s, directory) or _over_budget(s):
         return None
     if index is not None:  # its parts' chain, its full marker naming their records (and what since)
         if (s.md_l, s.md_e) != (md_l, md_e):  # (M moved on, fitted: the records are of another line)
@@ -1876,7 +1870,7 @@ def small_opened(
     # M's ledger in the directory; sealed since and the next ones added, M moves on as a recovery's would
     if bound is None or not fit(s, directory, bound[:2]) or s.top() > s.limit:
         return None  # (M, acks or counts at or past a ledger's bound: the bound went durable first, recovery clips)
-    if over_budget(s):
+    if _over_budget(s):
         return None  # (its parts hold it under the cache budget)
     if logged is not None and logged[0] == s.next_seq - 1:
         nbytes = len(logged[1])
@@ -1955,7 +1949,7 @@ def chain_opened(
         return None  # (M or acks at or past a ledger's bound: recovery clips; M moved: the records are of another line)
     chain = resolved.deltas_since_full, resolved.chain_bytes
     s.adopt(resolved.full_seq, seq, tuple(found), resolved.full_bytes, sorted(adds), list(counts), *chain)
-    if s.held() & ~s.recs or over_budget(s):  # (every ledger holding state has its record; within the budget)
+    if s.held() & ~s.recs or _over_budget(s):  # (every ledger holding state has its record; within the budget)
         return None
     nbytes = resolved.full_bytes + resolved.chain_bytes + sum(len(item[3]) for item in items)
     return OpenedForm(s, seq, len(items), nbytes, time.perf_counter() - started)

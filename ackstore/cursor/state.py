@@ -335,10 +335,12 @@ class AckState(PositionMoves):
     def ack_entries(self, ledger: int, entries: Iterable[int]) -> None:
         """Many entries of one ledger; a BitMap, array or integer ndarray skips Python ints."""
         limit = self.ack_limit(ledger)
-        bm, entries = entries_bitmap(entries)  # (a copy: trimmed below M)
+        bm, entries = entries_bitmap(entries)
         if bm is None:
             refuse_entries(entries, lambda entry: self.check_ack(ledger, entry))
             return  # pragma: no cover (it raised)
+        if bm is entries:  # (the caller's own: a copy, trimmed below M)
+            bm = BitMap(bm)
         if bm and bm.max() > limit:
             self.check_ack(ledger, bm.max())
         self.apply_groups([(ledger, bm)])

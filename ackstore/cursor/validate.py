@@ -7,7 +7,7 @@ changes state.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from pyroaring import BitMap
@@ -97,11 +97,14 @@ def int_dtype(obj: Any) -> bool:
 
 
 def entries_bitmap(entries: Iterable[int]) -> tuple[BitMap | None, Any]:
-    """``Cursor.ack_entries``' entries as a new BitMap, and the entries themselves (any
-    other iterable read into a list: an iterator is read once). A BitMap, range, array or
-    integer ndarray is taken without a Python int per entry. The BitMap is None when they
-    are not ints from 0 to 2**32 - 1 (:func:`refuse_entries` then says why). O(entries)."""
-    if not (isinstance(entries, (BitMap, range, array)) or int_dtype(entries)):
+    """``Cursor.ack_entries``' entries as a BitMap (the caller's own when given one: to be
+    read, not changed), and the entries themselves (any other iterable read into a list: an
+    iterator is read once). A BitMap, range, array or integer ndarray is taken without a
+    Python int per entry. The BitMap is None when they are not ints from 0 to 2**32 - 1
+    (:func:`refuse_entries` then says why). O(entries); O(1) for a BitMap."""
+    if isinstance(entries, BitMap):
+        return entries, entries
+    if not (isinstance(entries, (range, array)) or int_dtype(entries)):
         try:
             entries = list(entries)
         except TypeError:
@@ -120,7 +123,7 @@ def entries_bitmap(entries: Iterable[int]) -> tuple[BitMap | None, Any]:
         return None, entries
 
 
-def refuse_entries(entries: Any, check: Any) -> None:
+def refuse_entries(entries: Any, check: Callable[[int], object]) -> None:
     """Raise the typed error for the entries :func:`entries_bitmap` did not take (the second
     value it gave): naming what is not an iterable of ints, the first entry that is not an
     int, or (``check(entry)`` of each) the first that is not an entry of the ledger."""
