@@ -121,12 +121,8 @@ static int take(StoreLock *self, PY_TIMEOUT_T us) {
     return us == 0 ? 0 : wait_for(self, me, us);
 }
 
-/* give it back once: 0, or -1 with RuntimeError when this thread does not hold it */
-static int give(StoreLock *self) {
-    if (self->count == 0 || self->owner != PyThread_get_thread_ident()) {
-        PyErr_SetString(PyExc_RuntimeError, "cannot release un-acquired lock");
-        return -1;
-    }
+/* give it back once, by the thread that holds it (the caller took it itself) */
+static void give_held(StoreLock *self) {
     if (--self->count == 0) {
         self->owner = 0;
         if (self->waiters > 0) { /* one of them looks again, before anyone else takes it */
@@ -134,6 +130,15 @@ static int give(StoreLock *self) {
             self->handoff = 1;
         }
     }
+}
+
+/* give it back once: 0, or -1 with RuntimeError when this thread does not hold it */
+static int give(StoreLock *self) {
+    if (self->count == 0 || self->owner != PyThread_get_thread_ident()) {
+        PyErr_SetString(PyExc_RuntimeError, "cannot release un-acquired lock");
+        return -1;
+    }
+    give_held(self);
     return 0;
 }
 
@@ -141,7 +146,7 @@ int store_lock_check(PyObject *o) { return Py_TYPE(o) == &StoreLockType; }
 
 int store_lock_enter(PyObject *o) { return take((StoreLock *)o, -1) < 0 ? -1 : 0; }
 
-int store_lock_exit(PyObject *o) { return give((StoreLock *)o); }
+void store_lock_exit(PyObject *o) { give_held((StoreLock *)o); }
 
 static PyObject *lock_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     if (PyTuple_GET_SIZE(args) != 0 || (kwds != NULL && PyDict_GET_SIZE(kwds) != 0)) {

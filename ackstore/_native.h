@@ -304,12 +304,13 @@ int small_ack(PyObject *small, PyObject *pos, int one, long long version, PyObje
 /* _ack.c: ack_position and ack_setup */
 int ack_init(PyObject *m);
 /* _lock.c: the StoreLock type; store_lock_check: 1 when `o` is one; store_lock_enter takes
- * it (waiting, the interpreter lock released) and store_lock_exit gives it back once:
- * 0, or -1 with an exception */
+ * it (waiting, the interpreter lock released): 0, or -1 with an exception; store_lock_exit
+ * gives back once what the caller's own store_lock_enter took (the thread holds it: no
+ * look at its owner) */
 int lock_init(PyObject *m);
 int store_lock_check(PyObject *o);
 int store_lock_enter(PyObject *o);
-int store_lock_exit(PyObject *o);
+void store_lock_exit(PyObject *o);
 /* _puts.c: the Puts type (a flush's (key, value) pairs in one buffer); puts_new makes an
  * empty one, puts_add copies one more pair into it: 0, or -1 with an exception */
 int puts_init(PyObject *m);
