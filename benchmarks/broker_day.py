@@ -63,6 +63,10 @@ NACK_SHARE = 0.01
 CONFIG = CursorConfig(max_deliveries=5, max_unacked_ranges_to_persist=0)
 #: the same, each subscription keeping an hour of its states (``history_seconds``)
 HISTORY_CONFIG = CursorConfig(max_deliveries=5, max_unacked_ranges_to_persist=0, history_seconds=3600)
+#: the same, each subscription persisting at most 64 ranges (PIP-299): one holding more is
+#: over the small form's bound, so its parts keep it (what a cursor of more ranges than the
+#: form holds costs on the same calls)
+CAPPED_CONFIG = CursorConfig(max_deliveries=5, max_unacked_ranges_to_persist=64)
 
 
 async def _dead_letter(entry: Entry, count: int) -> None:
@@ -126,6 +130,7 @@ class Day:
         stuck: int = 0,
         history: bool = False,
         late: int = 0,
+        capped: bool = False,
     ) -> None:
         self.k, self.rollover, self.round, self.stuck, self.late = k, rollover, 0, stuck, late
         self.rng = random.Random(seed)
@@ -144,7 +149,7 @@ class Day:
             self.readers.append(reader)
             self.open.append(1)
             for c in range(t, min(t + PER_TOPIC, cursors)):
-                cur = topic.cursor(f"s{c}", HISTORY_CONFIG if history else CONFIG)
+                cur = topic.cursor(f"s{c}", HISTORY_CONFIG if history else CAPPED_CONFIG if capped else CONFIG)
                 d = Dispatcher(cur, reader, dead_letter=_dead_letter)
                 d.add_consumer("c")
                 self.cursors.append(cur)

@@ -172,12 +172,23 @@ def _day_lines(benchmarks: list[Any]) -> list[str]:
         "| flush alone | write(2) B per cursor | logical B per cursor |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    order = {"list": 0, "each": 1, "entries": 2, "stuck": 3, "wide": 4, "queue": 5, "late": 6, "history": 7}
+    order = {
+        "list": 0,
+        "each": 1,
+        "entries": 2,
+        "stuck": 3,
+        "capped": 4,
+        "wide": 5,
+        "queue": 6,
+        "late": 7,
+        "history": 8,
+    }
     said = {
         "list": "one ack call per read",
         "each": "one ack call per entry",
         "entries": "one ack_entries call per ledger read",
         "stuck": "one ack call per read, 80 holes held",
+        "capped": "one ack call per read, 80 holes held, 64 ranges persisted (its parts)",
         "wide": "one ack call per read, 400 holes held",
         "queue": "one ack call per read, 1,000 holes held",
         "late": "one ack call per read, every other entry acked 40 rounds late",

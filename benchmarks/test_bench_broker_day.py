@@ -44,11 +44,11 @@ from .kernel import wchar as _wchar
 #: there, 4.9 ms alone), so the two ack variants run from the same kind of heap
 CASES = [(1000, k, "list", 0) for k in (10, 50, 100)]
 CASES += [(1000, 50, "each", 0), (1000, 50, "entries", 0), (1000, 50, "list", 10), (1000, 50, "entries", 10)]
-CASES += [(1000, 50, "stuck", 0), (1000, 50, "wide", 0)]
+CASES += [(1000, 50, "stuck", 0), (1000, 50, "capped", 0), (1000, 50, "wide", 0)]
 CASES += [(1000, 50, "stuck", 10), (1000, 50, "history", 0), (1000, 50, "queue", 0), (1000, 50, "queue", 10)]
 CASES += [(1000, 25, "late", 0), (1000, 50, "late", 0), (1000, 50, "late", 10)]
 CASES += [(10_000, k, "list", 0) for k in (10, 50, 100)]
-STUCK = {"stuck": 80, "wide": 400, "queue": 1000}  # the holes a subscription of these variants holds
+STUCK = {"stuck": 80, "wide": 400, "queue": 1000, "capped": 80}  # the holes a subscription of these variants holds
 LATE = {"late": 40}  # the rounds every other entry waits for its ack (1,000 holes at k = 50)
 WARM = 8  # untimed rounds first: counts, holes and records as the workload keeps them
 
@@ -63,7 +63,15 @@ def test_broker_day(benchmark: Any, tmp_path: Path, cursors: int, k: int, varian
     stuck = STUCK.get(variant, 0)
     late = LATE.get(variant, 0)
     day = Day(
-        tmp_path / "ackstore", cursors, k, False, rollover or 100, stuck=stuck, history=variant == "history", late=late
+        tmp_path / "ackstore",
+        cursors,
+        k,
+        False,
+        rollover or 100,
+        stuck=stuck,
+        history=variant == "history",
+        late=late,
+        capped=variant == "capped",
     )
     peers = {name: cls(tmp_path / name, day, False) for name, cls in PEERS.items()}
     engines = ["ackstore", *peers]
