@@ -12,7 +12,7 @@ Each round every subscription:
 2. negatively acks about one entry in a hundred of what it read (``redeliver``: read again
    next round);
 3. acks everything else it read: one ``cur.ack(list)`` (``variant="list"``, ``"stuck"``,
-   ``"wide"``, ``"queue"`` or ``"history"``), one ``cur.ack(position)`` per entry
+   ``"capped"``, ``"wide"``, ``"queue"`` or ``"history"``), one ``cur.ack(position)`` per entry
    (``variant="each"``), or one ``cur.ack_entries(ledger, array("I"))`` per ledger it read
    from (``variant="entries"``: the columnar call, the arrays built in the timed step). With ``stuck``, the first
    ``stuck`` of every fifth entry it reads are never acked, as by a consumer that hung
@@ -20,7 +20,8 @@ Each round every subscription:
    after them, ``stuck`` ranges more than it would hold. With ``late``, every other entry
    it reads is acked ``late`` rounds later, as by a consumer whose processing takes that
    long: the holes move along with its mark-delete position, which moves every round.
-   With ``history``, every subscription keeps an hour of its states (``history_seconds=3600``).
+   Every subscription's ``config`` is :data:`CONFIG` unless given (:data:`HISTORY_CONFIG`: an
+   hour of its states kept; :data:`CAPPED_CONFIG`: at most 64 ranges persisted).
 
 Then one flush of the whole store. Steps 1 and 2 are the Dispatcher's (untimed); step 3
 and the flush are what :mod:`test_bench_broker_day` times. The peers keep the same state
@@ -128,9 +129,8 @@ class Day:
         rollover: int = 100,
         seed: int = 11,
         stuck: int = 0,
-        history: bool = False,
         late: int = 0,
-        capped: bool = False,
+        config: CursorConfig = CONFIG,
     ) -> None:
         self.k, self.rollover, self.round, self.stuck, self.late = k, rollover, 0, stuck, late
         self.rng = random.Random(seed)
@@ -149,7 +149,7 @@ class Day:
             self.readers.append(reader)
             self.open.append(1)
             for c in range(t, min(t + PER_TOPIC, cursors)):
-                cur = topic.cursor(f"s{c}", HISTORY_CONFIG if history else CAPPED_CONFIG if capped else CONFIG)
+                cur = topic.cursor(f"s{c}", config)
                 d = Dispatcher(cur, reader, dead_letter=_dead_letter)
                 d.add_consumer("c")
                 self.cursors.append(cur)

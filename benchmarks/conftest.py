@@ -172,17 +172,6 @@ def _day_lines(benchmarks: list[Any]) -> list[str]:
         "| flush alone | write(2) B per cursor | logical B per cursor |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    order = {
-        "list": 0,
-        "each": 1,
-        "entries": 2,
-        "stuck": 3,
-        "capped": 4,
-        "wide": 5,
-        "queue": 6,
-        "late": 7,
-        "history": 8,
-    }
     said = {
         "list": "one ack call per read",
         "each": "one ack call per entry",
@@ -194,6 +183,7 @@ def _day_lines(benchmarks: list[Any]) -> list[str]:
         "late": "one ack call per read, every other entry acked 40 rounds late",
         "history": "one ack call per read, an hour of history",
     }
+    order = {variant: i for i, variant in enumerate(said)}  # (the table's order: the labels')
     for case in sorted(
         cases,
         key=lambda c: (

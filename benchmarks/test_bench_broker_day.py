@@ -35,7 +35,7 @@ from typing import Any
 import pytest
 from pyroaring import BitMap
 
-from .broker_day import PEERS, Day
+from .broker_day import CAPPED_CONFIG, CONFIG, HISTORY_CONFIG, PEERS, Day
 from .kernel import wchar as _wchar
 
 #: (cursors, k, variant, rollover): "rollover" cases time only the rounds that roll over. The
@@ -49,6 +49,7 @@ CASES += [(1000, 50, "stuck", 10), (1000, 50, "history", 0), (1000, 50, "queue",
 CASES += [(1000, 25, "late", 0), (1000, 50, "late", 0), (1000, 50, "late", 10)]
 CASES += [(10_000, k, "list", 0) for k in (10, 50, 100)]
 STUCK = {"stuck": 80, "wide": 400, "queue": 1000, "capped": 80}  # the holes a subscription of these variants holds
+CONFIGS = {"history": HISTORY_CONFIG, "capped": CAPPED_CONFIG}  # the variants whose subscriptions are configured apart
 LATE = {"late": 40}  # the rounds every other entry waits for its ack (1,000 holes at k = 50)
 WARM = 8  # untimed rounds first: counts, holes and records as the workload keeps them
 
@@ -69,9 +70,8 @@ def test_broker_day(benchmark: Any, tmp_path: Path, cursors: int, k: int, varian
         False,
         rollover or 100,
         stuck=stuck,
-        history=variant == "history",
         late=late,
-        capped=variant == "capped",
+        config=CONFIGS.get(variant, CONFIG),
     )
     peers = {name: cls(tmp_path / name, day, False) for name, cls in PEERS.items()}
     engines = ["ackstore", *peers]
