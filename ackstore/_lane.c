@@ -34,7 +34,7 @@
 PyObject *fixed_marker(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *state_marker_of(PyObject *version, PyObject *cid, PyObject *md_l, PyObject *md_e, Py_ssize_t n,
                           PyObject *const *ids, PyObject *const *bitmaps, PyObject *const *batches,
-                          PyObject *const *counts, PyObject *props);
+                          PyObject *const *counts, PyObject *props, int cut);
 PyObject *sealed_slot(unsigned long long cid, int slot, unsigned long long seq, PyObject *record,
                       Py_ssize_t reserve, PyObject **key_out);
 
@@ -796,7 +796,7 @@ static PyObject *take_state(PyObject *planner, PyObject *pages, PyObject *state,
     props_bytes = t ? PyObject_CallOneArg(packb, props) : PyBytes_FromStringAndSize(NULL, 0);
     if (props_bytes != NULL)
         value = state_marker_of(version, cid, PyTuple_GET_ITEM(md, 0), PyTuple_GET_ITEM(md, 1), n, fields,
-                                fields + 2 * n, fields + 3 * n, fields + 4 * n, props_bytes);
+                                fields + 2 * n, fields + 3 * n, fields + 4 * n, props_bytes, 0);
     if (value == NULL) {
         if (!PyErr_ExceptionMatches(PyExc_ValueError) && !PyErr_ExceptionMatches(PyExc_OverflowError)) goto done;
         PyErr_Clear(); /* a field outside the layout: the marker layout takes it */

@@ -1254,10 +1254,11 @@ done:
     return result;
 }
 
-/* state_marker(version, cursor_id, md_l, md_e, ledgers, properties) -> bytes: a whole
- * marker record in the fixed envelope and the state layout (format 10; records.py's module
- * docstring), pure_codecs.state_marker: the same bytes, the same errors. `ledgers`: a list
- * of (ledger, bitmap, {entry: (size, mask)}, {entry: count}), ascending. */
+/* state_marker(version, cursor_id, md_l, md_e, ledgers, properties, truncated=False) -> bytes:
+ * a whole marker record in the fixed envelope and the state layout (format 10; records.py's
+ * module docstring), pure_codecs.state_marker: the same bytes, the same errors. `ledgers`: a
+ * list of (ledger, bitmap, {entry: (size, mask)}, {entry: count}), ascending; `truncated`: the
+ * state holds only the lowest ranges a flush persists (PIP-299, format 16). */
 
 /* point_value(micros, fields) -> bytes: a big-endian u64 `micros`, then each int of the
  * tuple `fields` as a varint (a history point's value: ackstore/history.py);
@@ -1460,7 +1461,7 @@ int put_state_runs(Out *o, long long ledger, const uint32_t *firsts, const uint3
  * calls it with a cursor's ledgers as they are, without making a tuple of each. */
 PyObject *state_marker_of(PyObject *version_obj, PyObject *cid_obj, PyObject *md_l_obj, PyObject *md_e_obj,
                           Py_ssize_t n, PyObject *const *ids, PyObject *const *bitmaps, PyObject *const *batches,
-                          PyObject *const *counts, PyObject *props) {
+                          PyObject *const *counts, PyObject *props, int cut) {
     PyObject *result = NULL;
     long long version, cid, md_l, md_e;
     if (ranged_arg(cid_obj, "cursor_id", 0, LEDGER_MAX_LL, &cid) < 0) return NULL;
@@ -1468,7 +1469,7 @@ PyObject *state_marker_of(PyObject *version_obj, PyObject *cid_obj, PyObject *md
     if (ranged_arg(md_e_obj, "md_e", -1, U32_MAX_LL - 1, &md_e) < 0) return NULL;
     if (ranged_arg(version_obj, "version", 0, 0xFF, &version) < 0) return NULL;
     if (!PyBytes_Check(props)) { PyErr_SetString(PyExc_TypeError, "properties are bytes"); return NULL; }
-    int flags = PyBytes_GET_SIZE(props) ? STATE_PROPS : 0;
+    int flags = (PyBytes_GET_SIZE(props) ? STATE_PROPS : 0) | (cut ? STATE_TRUNCATED : 0);
     for (Py_ssize_t i = 0; i < n; i++) {
         int b = PyObject_IsTrue(batches[i]), c = PyObject_IsTrue(counts[i]);
         if (b < 0 || c < 0) return NULL;
@@ -1500,10 +1501,13 @@ done:
 }
 
 PyObject *state_marker(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 6) {
-        PyErr_SetString(PyExc_TypeError, "state_marker(version, cursor_id, md_l, md_e, ledgers, properties)");
+    if (nargs != 6 && nargs != 7) {
+        PyErr_SetString(PyExc_TypeError,
+                        "state_marker(version, cursor_id, md_l, md_e, ledgers, properties, truncated=False)");
         return NULL;
     }
+    int cut = nargs == 7 ? PyObject_IsTrue(args[6]) : 0;
+    if (cut < 0) return NULL;
     PyObject *ledgers = args[4];
     if (!PyList_Check(ledgers)) { PyErr_SetString(PyExc_TypeError, "ledgers are a list"); return NULL; }
     Py_ssize_t n = PyList_GET_SIZE(ledgers);
@@ -1519,7 +1523,7 @@ PyObject *state_marker(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
     }
     Py_INCREF(ledgers); /* its items, borrowed in `arrays`, live while it does */
     result = state_marker_of(args[0], args[1], args[2], args[3], n, arrays, arrays + n, arrays + 2 * n,
-                             arrays + 3 * n, args[5]);
+                             arrays + 3 * n, args[5], cut);
     Py_DECREF(ledgers);
 done:
     PyMem_Free(arrays);
@@ -1663,7 +1667,7 @@ bad:
 
 int get_state_head(Reader *r, int *flags, unsigned long long *cid, unsigned long long *md_l,
                    unsigned long long *md_e1, unsigned long long *n) {
-    if (r->len - r->i < 2 || r->p[r->i] != 0xC2 || (r->p[r->i + 1] & ~(STATE_PROPS | STATE_BATCHES | STATE_COUNTS))) {
+    if (r->len - r->i < 2 || r->p[r->i] != 0xC2 || (r->p[r->i + 1] & ~(STATE_PROPS | STATE_BATCHES | STATE_COUNTS | STATE_TRUNCATED))) {
         PyErr_SetString(PyExc_ValueError, "a state marker's head is damaged (tag or flags)");
         return -1;
     }

@@ -180,7 +180,8 @@ typedef struct {
 #define RECORD_CURSOR 4 /* a cursors catalog entry's type (catalog.py) */
 #define STATE_PROPS 0x01 /* the state layout's flags: properties follow the ledgers, */
 #define STATE_BATCHES 0x02 /* ... each ledger has partial batches, */
-#define STATE_COUNTS 0x04 /* ... and delivery counts */
+#define STATE_COUNTS 0x04 /* ... and delivery counts, */
+#define STATE_TRUNCATED 0x08 /* ... and it holds only the lowest ranges a flush persists (PIP-299) */
 
 /* An int argument in lo..hi, as pure_codecs._ranged checks it: ValueError "NAME=VALUE is
  * outside LO..HI" for any other int (never OverflowError), TypeError for a non-int. */

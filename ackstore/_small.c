@@ -22,6 +22,7 @@
 
 #define OWN_RUNS 4
 #define UNDO 0x80 /* in `undo`: the last flush took this one (the low bits: its slots before) */
+#define UNDO_CUT 0x40 /* in `undo`: its newest state before that flush was cut (PIP-299: `truncated`) */
 #define COUNT_CAP 4096 /* cursor/small.py's COUNT_CAP: the most delivery counts and partial batches the form holds */
 #define MAX_BATCH_SIZE 65536 /* cursor/moves.py's MAX_BATCH_SIZE: the largest batch */
 #define ENTRY_MAX 0xFFFFFFFFLL
@@ -60,6 +61,9 @@ typedef struct {
                                        the read position is in (0: M's) */
     uint32_t *runs; /* 2 * n: first, last */
     uint32_t n, room, cap;
+    uint32_t persist;               /* the most ranges a flush persists (PIP-299; 0: all) */
+    uint8_t truncated;              /* its newest state holds only the lowest `persist` of them */
+    uint8_t over_cap;               /* it held more than `persist` at its last flush in this process */
     uint32_t *counts; /* 2 * nc: entry, count (NULL while it never held one) */
     uint32_t nc, croom;
     uint32_t *bat;     /* 2 * nb: entry, size of each partial batch, ascending (NULL while it never held one) */
@@ -121,7 +125,7 @@ static int marker_write(SmallState *s, uint32_t version, int full, long long pre
 static int past_layout(SmallState *s, long long prev, uint64_t recs);
 static uint32_t live_counts(SmallState *s, uint32_t from, uint32_t to);
 static int over_acks(SmallState *s, uint32_t max_acks);
-static void adopted(SmallState *s, unsigned long long seqs, uint32_t nbytes);
+static void adopted(SmallState *s, unsigned long long seqs, uint32_t nbytes, int cut);
 
 /* the next state cannot be a delta marker of the form's chain: it is written whole */
 static inline void unchain(SmallState *s) {
@@ -1448,7 +1452,7 @@ static PyObject *SmallState_took_base(SmallState *s, PyObject *const *args, Py_s
     s->c.base_bytes = (unsigned long long)o.len, s->c.deltas = 0, s->c.chain_bytes = 0, s->c.tail = 0;
     unsigned long long total = (unsigned long long)nbytes + 16 + (unsigned long long)o.len;
     s->c.untrimmed = trim ? 0 : whole ? total : s->c.untrimmed + total;
-    adopted(s, (unsigned long long)m + 1, (uint32_t)total);
+    adopted(s, (unsigned long long)m + 1, (uint32_t)total, 0);
     return Py_BuildValue("(NLN)", marker, below, keeps);
 }
 
@@ -1850,6 +1854,10 @@ static PyMemberDef SmallState_members[] = {
     {"cap", T_UINT, offsetof(SmallState, cap), 0,
      "the most runs the small form holds (a config change sets it only where the form fits: take_config)"},
     MEMBER(persisted, T_UINT, "runs the newest flushed state holds"),
+    {"persist", T_UINT, offsetof(SmallState, persist), 0,
+     "the most ranges a flush persists (PIP-299's max_unacked_ranges_to_persist; 0: all)"},
+    MEMBER(truncated, T_UBYTE, "1 while its newest state holds only the lowest `persist` ranges"),
+    MEMBER(over_cap, T_UBYTE, "1 when it held more than `persist` ranges at its last flush in this process"),
     MEMBER(flushes, T_ULONGLONG, "flushes in the small form"),
     MEMBER(flush_bytes, T_ULONGLONG, "bytes they wrote (keys and values)"),
     MEMBER(last_bytes, T_UINT, "bytes the last one wrote"),
@@ -1896,7 +1904,7 @@ static PyTypeObject SmallStateType = {
  * 0 when its record is over `max_bytes` (the state layout a flush writes takes no more);
  * -1 with an exception */
 static int slot_value(SmallState *s, int slot, unsigned char *key, uint32_t version, Py_ssize_t room,
-                      Py_ssize_t max_bytes, Out *out) {
+                      Py_ssize_t max_bytes, int cut, Out *out) {
     Py_ssize_t head = slot < 0 ? 0 : slot_head_len(s->next_seq, room);
     Out o = *out;
     int value = -1;
@@ -1946,7 +1954,7 @@ static int slot_value(SmallState *s, int slot, unsigned char *key, uint32_t vers
     }
     for (int j = 0; j < nseg; j++) listed += re[j] > rs[j] || ce[j] > cs[j] || be[j] > bs[j];
     Py_ssize_t np = PyBytes_GET_SIZE(s->props);
-    int flags = (nc ? STATE_COUNTS : 0) | (np ? STATE_PROPS : 0) | (s->nb ? STATE_BATCHES : 0);
+    int flags = (nc ? STATE_COUNTS : 0) | (np ? STATE_PROPS : 0) | (s->nb ? STATE_BATCHES : 0) | (cut ? STATE_TRUNCATED : 0);
     if (out_room(&o, head + 7) == NULL) goto done;
     if (put_state_head(&o, flags, s->cursor_id, s->md_l, s->md_e, listed) < 0) goto done;
     long long last = s->md_l;
@@ -2120,43 +2128,104 @@ static void stash(SmallState *s) {
     if (s->c.recs & (s->c.recs - 1)) /* (the records in use alone, when more than one: c.record is the one) */
         memcpy(s->rec + 64, s->rec, sizeof(long long) * (size_t)(64 - __builtin_clzll(s->c.recs)));
     s->undo_c = s->c, s->undo_slot = s->slot, s->undo_next = s->next_seq;
-    s->undo = UNDO | s->slots;
+    s->undo = UNDO | s->slots | (s->truncated ? UNDO_CUT : 0);
     s->undo_persisted = s->persisted;
 }
 
-/* a flush wrote `seqs` sequences of the form's state, `nbytes` in all: adopted */
-static void adopted(SmallState *s, unsigned long long seqs, uint32_t nbytes) {
+/* a flush wrote `seqs` sequences of the form's state, `nbytes` in all: adopted (`cut`: the
+ * state holds only the lowest `persist` ranges, and the form stays to be flushed, as its parts
+ * keep a ledger the cap cut dirty) */
+static void adopted(SmallState *s, unsigned long long seqs, uint32_t nbytes, int cut) {
     s->next_seq += seqs;
-    s->dirty = 0;
-    s->persisted = s->n + (uint32_t)crossing(s);
+    s->dirty = s->truncated = (uint8_t)cut;
+    s->persisted = cut ? s->persist : s->n + (uint32_t)crossing(s);
     s->flushes++;
     s->flush_bytes += nbytes;
     s->last_bytes = nbytes;
 }
 
+/* PIP-299: where the state a flush persists of s ends on the line when s holds more than
+ * `most` ranges: past the lowest `most` of them, counted in each ledger as the parts count
+ * them (a run across an offset is one in each ledger), a ledger's counts and batches with its
+ * ranges when all of them are persisted, and in the ledger the cut goes through those below the
+ * last range persisted (plan.py's _prepare_truncated; small.py's _cut_end) */
+static unsigned long long cut_end(SmallState *s, uint32_t most) {
+    uint32_t left = most;
+    for (int k = 0; k <= s->ns; k++) {
+        if (left == 0) return line_start(s, k);
+        uint32_t first, r = ranges_in(s, k, &first);
+        if (r > left) {
+            unsigned long long last = s->runs[2 * (first + left - 1) + 1], end = line_end(s, k);
+            return last >= end ? end : last + 1;
+        }
+        left -= r;
+    }
+    return U32 + 1;
+}
+
+/* what cut_view shortened of s, for cut_back */
+typedef struct {
+    uint32_t n, nc, nb, last;
+} Cut;
+
+/* s as the state a flush persists when it ends at `end` (cut_end's): its runs, counts and
+ * batches from there on left out, the run across `end` cut at it; cut_back gives them back */
+static void cut_view(SmallState *s, unsigned long long end, Cut *keep) {
+    uint32_t i = run_from(s, end);
+    keep->n = s->n, keep->nc = s->nc, keep->nb = s->nb;
+    s->n = i + (i < s->n && s->runs[2 * i] < end);
+    keep->last = s->n ? s->runs[2 * s->n - 1] : 0;
+    if (s->n && s->runs[2 * s->n - 1] >= end) s->runs[2 * s->n - 1] = (uint32_t)(end - 1);
+    s->nc = count_from(s, end), s->nb = batch_from(s, end);
+}
+
+static void cut_back(SmallState *s, const Cut *keep) {
+    if (s->n) s->runs[2 * s->n - 1] = keep->last;
+    s->n = keep->n, s->nc = keep->nc, s->nb = keep->nb;
+}
+
+/* s's state written now is `cut` (PIP-299): (s, whether it was not at its last flush, or the
+ * other way round) appended to `capped` (when not NULL) when it is cut or that changed. 0; -1
+ * with an exception */
+static int watch_cap(SmallState *s, int cut, PyObject *capped) {
+    int flipped = cut != s->over_cap;
+    s->over_cap = (uint8_t)cut;
+    if (capped == NULL || !(cut || flipped)) return 0;
+    PyObject *t = Py_BuildValue("(Oi)", (PyObject *)s, flipped);
+    int rc = t == NULL ? -1 : PyList_Append(capped, t);
+    Py_XDECREF(t);
+    return rc;
+}
+
 /* flush_small(smalls, version, first_room, max_counts, max_bytes, max_runs, max_acks, chains,
- * written=None, trims=None, based=None) -> (Puts, bytes, [over, ...], deltas): small.py's
- * _py_flush_small, the same rule and the same bytes: each changed one's state where it goes (a
- * `logged` one's under its log key, appended to `written`; a marker of its chain; a state slot;
- * a new chain, when `chains` and M's ledger alone holds state: appended to `based`, not written
- * (small.base_puts writes it), else it is over), the trims of those whose state trims appended
- * to `trims` as (form, below, keep); those whose state the layout does not take now are not
- * written. The pairs go into one Puts (_puts.c): no objects made a form. */
+ * written=None, trims=None, based=None, capped=None) -> (Puts, bytes, [over, ...], deltas):
+ * small.py's _py_flush_small, the same rule and the same bytes: each changed one's state where
+ * it goes (a `logged` one's under its log key, appended to `written`; a marker of its chain; a
+ * state slot; a new chain, when `chains` and M's ledger alone holds state: appended to `based`,
+ * not written (small.base_puts writes it), else it is over), the trims of those whose state
+ * trims appended to `trims` as (form, below, keep); those whose state the layout does not take
+ * now are not written. One holding more ranges than `persist` writes the lowest of them alone
+ * (cut_end), whole, in a slot (else it is over), and stays dirty; (form, flipped) is appended to
+ * `capped` for each one whose state is cut now, or was at its last flush and is not now
+ * (flipped: the one or the other changed at this flush). The pairs go into one Puts
+ * (_puts.c): no objects made a form. */
 static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs < 8 || nargs > 11 || !PyList_Check(args[0])) {
+    if (nargs < 8 || nargs > 12 || !PyList_Check(args[0])) {
         PyErr_SetString(PyExc_TypeError, "flush_small(smalls: list, version, first_room, max_counts, max_bytes, "
-                                         "max_runs, max_acks, chains, written=None, trims=None, based=None)");
+                                         "max_runs, max_acks, chains, written=None, trims=None, based=None, "
+                                         "capped=None)");
         return NULL;
     }
     if (!chain_rules_ready("flush_small")) return NULL;
     PyObject *written = nargs >= 9 && args[8] != Py_None ? args[8] : NULL;
     PyObject *trims = nargs >= 10 && args[9] != Py_None ? args[9] : NULL;
-    PyObject *based = nargs == 11 && args[10] != Py_None ? args[10] : NULL;
+    PyObject *based = nargs >= 11 && args[10] != Py_None ? args[10] : NULL;
+    PyObject *capped = nargs == 12 && args[11] != Py_None ? args[11] : NULL;
     int chains = PyObject_IsTrue(args[7]);
     if (chains < 0) return NULL;
-    PyObject *given[3] = {written, trims, based};
-    const char *names[3] = {"written", "trims", "based"};
-    for (int g = 0; g < 3; g++)
+    PyObject *given[4] = {written, trims, based, capped};
+    const char *names[4] = {"written", "trims", "based", "capped"};
+    for (int g = 0; g < 4; g++)
         if (given[g] != NULL && !PyList_Check(given[g])) {
             PyErr_Format(PyExc_TypeError, "flush_small's %s is a list (of the forms it writes so) or None", names[g]);
             return NULL;
@@ -2189,7 +2258,7 @@ static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t n
             if (PyList_Append(over, (PyObject *)s) < 0) goto fail;
             continue;
         }
-        int many = (Py_ssize_t)(s->nc + s->nb) > max_counts; /* more than a slot's layout takes */
+        int cut = s->persist && !s->logged && s->n + crossing(s) > s->persist; /* (PIP-299) */
         unsigned long long seq = s->next_seq;
         unsigned char key[16];
         Py_ssize_t klen = 16;
@@ -2197,20 +2266,28 @@ static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t n
         long long below = -1;
         PyObject *keeps = NULL; /* (the records a trim below `below` keeps: the chain's, or the one before) */
         int full = 0, due = 0, slot = -1;
-        int done = s->logged ? 0 : marker_value(s, (uint32_t)version, most_acks, &o, &full, &due);
+        int done = s->logged || cut ? 0 : marker_value(s, (uint32_t)version, most_acks, &o, &full, &due);
         Py_ssize_t room = 0;
         if (done < 0) goto fail;
         if (!done) { /* the whole state: under its log key (logged), in a slot, or not here */
             if (!s->logged) slot = next_slot(s->slot, s->slots, first_room, &room);
+            Cut keep = {0, 0, 0, 0};
+            if (cut) cut_view(s, cut_end(s, s->persist), &keep);
+            int many = (Py_ssize_t)(s->nc + s->nb) > max_counts; /* more than a slot's layout takes */
             int fits = many || (!s->logged && (Py_ssize_t)(s->n + crossing(s)) > max_runs)
                            ? 0
-                           : slot_value(s, slot, key, (uint32_t)version, room, max_bytes, &o);
+                           : slot_value(s, slot, key, (uint32_t)version, room, max_bytes, cut, &o);
+            if (cut) cut_back(s, &keep);
             if (fits < 0) goto fail;
+            if (!fits && cut) { /* (a cut state a slot does not take: the parts' to write) */
+                if (PyList_Append(over, (PyObject *)s) < 0) goto fail;
+                continue;
+            }
             if (!fits) {
                 long long top = top_entry(s); /* (state above M, in the line's first 64 ledgers: a bit each) */
                 int reach = s->md_e < top && (s->ns < 64 || top < (long long)s->span_o[63]);
                 PyObject *to = chains && based != NULL && !s->logged && reach ? based : over;
-                if (PyList_Append(to, (PyObject *)s) < 0) goto fail;
+                if ((to == based && watch_cap(s, 0, capped) < 0) || PyList_Append(to, (PyObject *)s) < 0) goto fail;
                 continue;
             }
         }
@@ -2259,9 +2336,10 @@ static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t n
         }
         Py_XDECREF(keeps);
         if (puts_add(puts, key, klen, o.b, o.len) < 0) goto fail;
+        if (watch_cap(s, cut, capped) < 0) goto fail;
         uint32_t nbytes = (uint32_t)(klen + o.len);
         s->c.untrimmed = below >= 0 ? 0 : s->c.untrimmed + nbytes;
-        adopted(s, 1, nbytes); /* (undo_small gives it back if the write fails) */
+        adopted(s, 1, nbytes, cut); /* (undo_small gives it back if the write fails) */
         total += nbytes;
     }
     PyMem_Free(o.b);
@@ -2290,6 +2368,7 @@ static PyObject *undo_small(PyObject *self, PyObject *list) {
         else if (s->c.recs)
             s->rec[__builtin_ctzll(s->c.recs)] = s->c.record;
         s->slots = s->undo & 3;
+        s->truncated = (s->undo & UNDO_CUT) != 0;
         s->persisted = s->undo_persisted;
         s->flushes--;
         s->flush_bytes -= s->last_bytes;
@@ -2633,6 +2712,7 @@ static PyObject *slots_state(unsigned long long cid, PyObject *const *values, lo
         if (!nruns && !nck && !nbk) goto outside; /* a ledger with nothing */
     }
     s->persisted = s->n;
+    s->truncated = (flags & STATE_TRUNCATED) != 0;
     /* bytes after the ledgers with no properties (none with them); more ranges or counts than
      * the form holds; a run at M + 1 */
     int props = (flags & STATE_PROPS) != 0;

@@ -79,6 +79,12 @@ class CursorConfig:
         if not 1 <= self.full_marker_every <= 1_000_000:
             raise InvalidArgumentError(f"CursorConfig.full_marker_every={self.full_marker_every}: allowed 1..1000000")
 
+    def pauses(self, ranges: int) -> bool:
+        """PIP-299: whether a cursor holding ``ranges`` ack ranges pauses its sequential reads
+        (pausing is on and they are more than a flush persists). O(1)."""
+        limit = self.max_unacked_ranges_to_persist
+        return self.dispatcher_pause_on_ack_state_persistent and limit > 0 and ranges > limit
+
     def to_obj(self) -> dict[str, Any]:
         """The settings as a plain dict (what the catalog persists; :meth:`from_obj` reads it).
         Every setting is an int or a bool: no copy of a value is made. O(settings)."""

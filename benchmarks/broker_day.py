@@ -64,9 +64,8 @@ NACK_SHARE = 0.01
 CONFIG = CursorConfig(max_deliveries=5, max_unacked_ranges_to_persist=0)
 #: the same, each subscription keeping an hour of its states (``history_seconds``)
 HISTORY_CONFIG = CursorConfig(max_deliveries=5, max_unacked_ranges_to_persist=0, history_seconds=3600)
-#: the same, each subscription persisting at most 64 ranges (PIP-299): one holding more is
-#: over the small form's bound, so its parts keep it (what a cursor of more ranges than the
-#: form holds costs on the same calls)
+#: the same, each subscription persisting at most 64 ranges (PIP-299): one holding more
+#: writes the lowest 64 alone at every flush (what a user's cap on ranges costs)
 CAPPED_CONFIG = CursorConfig(max_deliveries=5, max_unacked_ranges_to_persist=64)
 
 

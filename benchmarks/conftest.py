@@ -177,7 +177,7 @@ def _day_lines(benchmarks: list[Any]) -> list[str]:
         "each": "one ack call per entry",
         "entries": "one ack_entries call per ledger read",
         "stuck": "one ack call per read, 80 holes held",
-        "capped": "one ack call per read, 80 holes held, 64 ranges persisted (its parts)",
+        "capped": "one ack call per read, 80 holes held, 64 ranges persisted",
         "wide": "one ack call per read, 400 holes held",
         "queue": "one ack call per read, 1,000 holes held",
         "late": "one ack call per read, every other entry acked 40 rounds late",

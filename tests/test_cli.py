@@ -12,6 +12,7 @@ import pytest
 from ackstore.recovery.cli import main
 
 from ackstore import AckStore, CursorConfig, Position
+from ackstore.storage.records import FORMAT_VERSION
 
 from . import rawlog
 
@@ -233,7 +234,7 @@ def test_a_command_that_changes_nothing_leaves_an_older_store_at_its_format(stor
     with AckStore.open(store_path) as store:
         store.topic(T).cursor("a").ack(Position(5, 1))
     with AckStore.open(store_path, readonly=True) as store:
-        assert store.format_version == 15 and store.storage.history_db is not None
+        assert store.format_version == FORMAT_VERSION and store.storage.history_db is not None
 
 
 HOLD = """

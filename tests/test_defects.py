@@ -193,7 +193,7 @@ def test_a_format_2_store_opens_and_a_writer_checksums_its_catalog(store_path: P
         assert store.format_version == 2  # nothing written yet: the store is as the older ackstore left it
         store.topic(T).cursor("b").ack(Position(1, 21))
         store.flush()  # the first write checksums the catalog and raises the version, in its transaction
-        assert store.format_version == FORMAT_VERSION == 15
+        assert store.format_version == FORMAT_VERSION == 16
     _flip(store_path, b"cursors", lambda k: k.endswith(b"b"), 90)
     with AckStore.open(store_path, readonly=True) as store, pytest.raises(CorruptStoreError):
         store.topic(T).cursor("b")

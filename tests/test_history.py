@@ -710,7 +710,7 @@ def test_a_store_of_format_10_gains_the_history_database_at_a_writers_first_writ
         cur = store.topic(T).cursor("sub")
         assert cur.history() == []
         cur.update_config(history_seconds=3600)  # a write: the store is raised in its transaction
-        assert store.format_version == FORMAT_VERSION == 15 and store.storage.history_db is not None
+        assert store.format_version == FORMAT_VERSION == 16 and store.storage.history_db is not None
         cur.ack([Position(1, 1)])
         store.flush()
         assert [p.ack_range_count for p in cur.history()] == [48]

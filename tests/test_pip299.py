@@ -319,3 +319,54 @@ def test_compaction_leaves_a_cursor_over_its_cap_as_its_flushes_wrote_it(
             (Position(1, 1), Position(1, 7)),
             (Position(2, 10), Position(2, 11)),
         ]
+
+
+def _held_state(store: AckStore) -> tuple[object, ...]:
+    cur = store.topic(T).cursor("sub")
+    return (
+        cur.mark_delete_position,
+        list(cur.ack_ranges()),
+        cur.partial_batches(),
+        cur.delivery_counts(),
+        cur.properties,
+        cur.stats().truncated,
+    )
+
+
+@pytest.mark.parametrize("cap", [1, 2, 3, 4, 5, 6, 7, 8])
+@pytest.mark.parametrize("form", [True, False], ids=["form", "parts"])
+def test_the_small_form_cuts_where_its_parts_cut_counts_and_batches_with_their_ledger(
+    tmp_path: Path, cap: int, form: bool
+) -> None:
+    """A cursor in the small form over its cap stays in it and writes the lowest ranges
+    alone, as its parts would: the same ranges, the delivery counts and partial batches of
+    every ledger it keeps whole and those below the cut in the ledger the cut goes through,
+    nothing of a ledger above it, and a state that says it is truncated. One store keeps the
+    form, the other ends it; after a crash both hold exactly the same."""
+    held = {}
+    for kept in (form, not form):
+        path = tmp_path / ("form" if kept else "parts")
+        config = CursorConfig(max_unacked_ranges_to_persist=cap, max_deliveries=9)
+        with AckStore.open(path) as store:
+            cur = _cursor(store, config)
+            cur.set_property("k", "v")
+            store.flush()
+            if not kept:
+                end_form(cur)
+            # 2 ranges in ledger 1, one across 1 -> 2 (ledger 1 is sealed at 100), 2 more in
+            # ledger 2, 1 in ledger 3: 7 ranges; counts and partial batches in each ledger
+            cur.ack([Position(1, e) for e in (3, 7, 99)] + [Position(2, e) for e in (0, 5, 9)] + [Position(3, 2)])
+            cur.record_deliveries([Position(1, 5), Position(1, 5), Position(2, 2), Position(2, 7), Position(3, 9)])
+            cur.ack_batch_index(Position(1, 50), 8, [1, 2])
+            cur.ack_batch_index(Position(2, 8), 4, [0])
+            cur.ack_batch_index(Position(3, 4), 4, [3])
+            assert cur.ack_range_count == 7
+            store.flush()
+            assert (cur._core.small is not None) == kept
+            assert cur.stats().truncated == (cap < 7) and cur.stats().persisted_ranges == min(cap, 7)
+            testing.crash(store)
+        with AckStore.open(path) as store:
+            held[kept] = _held_state(store)
+    assert held[True] == held[False]
+    ranges = held[True][1]
+    assert isinstance(ranges, list) and len(ranges) == min(cap, 7)

@@ -173,15 +173,29 @@ class Model:
     def range_count(self) -> int:
         return sum(len(run_bounds(bm)) for bm, _, _ in self.ledgers().values())
 
-    def value(self) -> tuple[bytes, bytes]:
+    def persisted(self, persist: int) -> list[tuple[int, LedgerAcks]]:
+        """What a flush persists of each ledger under a PIP-299 cap of ``persist`` ranges (0:
+        none), by the parts' own rule: the lowest ranges, a ledger's counts and batches with
+        them when it is kept whole, the ledger the cut goes through as ``LedgerAcks.prefix``."""
+        out, left = [], persist
+        cut = bool(persist) and self.range_count() > persist
+        for ledger, (bm, counts, batches) in sorted(self.ledgers().items()):
+            la = LedgerAcks.of_runs(bm, len(run_bounds(bm)), batches, counts)
+            if cut and left <= 0:
+                break
+            if cut and la.runs > left:
+                out.append((ledger, la.prefix(left)))
+                break
+            left -= la.runs
+            out.append((ledger, la))
+        return out
+
+    def value(self, persist: int = 0) -> tuple[bytes, bytes]:
         """The state slot put of the next state, by the state layout's own encoder (what a
-        cursor's state plan writes)."""
+        cursor's state plan writes), under a PIP-299 cap of ``persist`` ranges."""
         slot = 1 - self.slot
-        ledgers = [
-            (ledger, LedgerAcks.of_runs(bm, len(run_bounds(bm)), batches, counts))
-            for ledger, (bm, counts, batches) in sorted(self.ledgers().items())
-        ]
-        record = records.encode_state_marker(CID, (self.md_l, self.md_e), self.properties, ledgers)
+        cut = bool(persist) and self.range_count() > persist
+        record = records.encode_state_marker(CID, (self.md_l, self.md_e), self.properties, self.persisted(persist), cut)
         key = records.slot_key(CID, slot)
         return key, records.seal_slot(key, self.seq, record, 0 if self.slots >> slot & 1 else RESERVE)
 
@@ -239,7 +253,7 @@ OPS = st.one_of(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(
     md_e=st.integers(-1, 20),
     start=st.frozensets(st.integers(0, 60), max_size=10),
@@ -247,13 +261,22 @@ OPS = st.one_of(
     slot=st.integers(0, 1),
     other=st.booleans(),
     ops=st.lists(OPS, max_size=30),
+    persist=st.sampled_from([0, 0, 1, 2, 3, 5]),
 )
 def test_the_twins_agree_with_the_model_and_write_the_state_layout(
-    md_e: int, start: frozenset[int], seq: int, slot: int, other: bool, ops: list[tuple[str, Any, int]]
+    md_e: int,
+    start: frozenset[int],
+    seq: int,
+    slot: int,
+    other: bool,
+    ops: list[tuple[str, Any, int]],
+    persist: int,
 ) -> None:
     """Each twin, from the same state through the same acks, properties, flushes and undone flushes,
     holds what the model holds, and each flush writes the bytes the state layout's own
-    encoder makes of the model's state, which its decoder reads back as that state."""
+    encoder makes of the model's state, which its decoder reads back as that state; under a
+    PIP-299 cap of ``persist`` ranges, what the parts' own rule persists of it (the form
+    stays dirty while it is cut)."""
     acked = {e for e in start if e > md_e + 1}
     model = Model(md_e, acked, seq, slot, 1 << slot | (1 if other else 0) << (1 - slot))
     runs = model.runs()
@@ -262,6 +285,7 @@ def test_the_twins_agree_with_the_model_and_write_the_state_layout(
     forms = [impl.SmallState(CID, LEDGER, md_e, seq, slot, model.slots, runs, 64) for impl in IMPLEMENTATIONS]
     for s in forms:
         assert not s.bound(0, (), model.limit)  # M's ledger open, entries up to 100
+        s.persist = persist
     taken: tuple[int, int, int, bool] | None = None  # the model before the last flush that wrote
     floor = (LEDGER, md_e)  # M is never behind it but for a reset
     for op, a, b in ops:
@@ -360,7 +384,8 @@ def test_the_twins_agree_with_the_model_and_write_the_state_layout(
                 s.set_props(records.pack_properties(model.properties))
             model.dirty = True
         elif op == "flush":
-            expect = [model.value()] if model.dirty else []
+            cut = bool(persist) and model.range_count() > persist
+            expect = [model.value(persist)] if model.dirty else []
             outs = [impl.flush_small([s], *BOUNDS) for impl, s in zip(IMPLEMENTATIONS, forms, strict=True)]
             for puts, nbytes, over, deltas in outs:
                 assert pairs(puts) == expect and over == [] and deltas == 0  # (a slot's state: whole)
@@ -372,21 +397,23 @@ def test_the_twins_agree_with_the_model_and_write_the_state_layout(
                 got_seq, record = records.open_slot(key, value)
                 marker = records.decode_marker(record, got_seq)
                 assert got_seq == model.seq and marker.mark_delete == (model.md_l, model.md_e)
-                assert marker.properties == model.properties
-                held = model.ledgers()
+                assert marker.properties == model.properties and marker.truncated == cut
+                held = dict(model.persisted(persist))
                 assert {lg: la.ranges() for lg, la in (marker.ledgers or {}).items()} == {
-                    lg: run_bounds(bm) for lg, (bm, _, _) in held.items()
+                    lg: la.ranges() for lg, la in held.items()
                 }
                 assert {lg: la.counts for lg, la in (marker.ledgers or {}).items()} == {
-                    lg: counts for lg, (_, counts, _) in held.items()
+                    lg: la.counts for lg, la in held.items()
                 }
                 assert {lg: la.batches for lg, la in (marker.ledgers or {}).items()} == {
-                    lg: batches for lg, (_, _, batches) in held.items()
+                    lg: la.batches for lg, la in held.items()
                 }
+                persisted = persist if cut else model.range_count()
+                assert [(s.truncated, s.persisted) for s in forms] == [(cut, persisted)] * len(forms)
                 model.slot = 1 - model.slot
                 model.slots |= 1 << model.slot
                 model.seq += 1
-                model.dirty = False
+                model.dirty = cut  # (cut: what it left out waits, as the parts' cut ledger)
         else:  # the write failed: the last flush given back
             for impl, s in zip(IMPLEMENTATIONS, forms, strict=True):
                 impl.undo_small([s])
@@ -1242,10 +1269,11 @@ def test_a_read_the_form_does_not_serve_ends_it_with_the_state_exact(tmp_path: P
         assert list(cur.ledger_ranges()) == [(1, [*ranges, (200, 200)])]
 
 
-def test_acks_past_the_cap_end_the_form_and_a_rollover_keeps_it(tmp_path: Path) -> None:
-    """More runs than PIP-299 persists take the cursor to its parts (and its truncation);
-    sealing the ledger and opening the next keeps it in the form, M moving on into the next
-    ledger when the sealed one is acked whole; nothing is lost either way."""
+def test_acks_past_the_cap_keep_the_form_and_a_rollover_keeps_it(tmp_path: Path) -> None:
+    """More runs than PIP-299 persists keep the cursor in the form, whose flushes write the
+    lowest of them (truncated) until they fit again; sealing the ledger and opening the next
+    keeps it in the form, M moving on into the next ledger when the sealed one is acked
+    whole; nothing is lost either way."""
     config = CursorConfig(max_unacked_ranges_to_persist=3)
     with AckStore.open(tmp_path / "s") as store:
         topic = _topic(store)
@@ -1253,22 +1281,25 @@ def test_acks_past_the_cap_end_the_form_and_a_rollover_keeps_it(tmp_path: Path) 
         for e in range(SETTLE):
             cur.ack_entries(1, range(0, 3 + e))  # M at 4 after the last
             store.flush()
-        assert cur._core.small is not None and cur._core.small.cap == 3
+        assert cur._core.small is not None and cur._core.small.persist == 3
         for e in (7, 9, 11):
             cur.ack(Position(1, e))
         assert cur._core.small is not None and cur.ack_range_count == 3
         cur.ack(Position(1, 13))
-        assert cur._core.small is None and cur.ack_range_count == 4
+        small = cur._core.small
+        assert small is not None and cur.ack_range_count == 4
         cur._check()
         store.flush()
-        assert cur._core.small is None and cur.figures()[3] == 1  # truncated (figures ask the parts nothing)
+        assert cur._core.small is small and cur.figures()[:4] == (4, 3, 1, 1)  # truncated (ranges, persisted, over)
+        assert small.dirty and cur._core._listed  # (what the cut left out waits, as the parts' cut ledger)
         cur.ack_entries(1, BitMap(range(5, 14)))
-        store.flush()  # the whole state again, out of the PIP-299 cap: a fresh chain first
-        assert cur._core.small is None and cur.mark_delete_position == Position(1, 13)
-        for e in range(SETTLE):  # then state markers into the slots, the old chain trimmed
+        store.flush()  # the whole state again, under the PIP-299 cap
+        assert cur._core.small is small and cur.mark_delete_position == Position(1, 13)
+        assert cur.figures()[:4] == (0, 0, 0, 0) and not small.dirty
+        for e in range(SETTLE):
             cur.ack(Position(1, 15 + e))
             store.flush()
-        assert cur._core.small is not None
+        assert cur._core.small is small
         topic.close_ledger(1, 20)
         topic.add_ledger(2)
         small = cur._core.small
@@ -1777,9 +1808,9 @@ def test_a_cursor_acking_batch_indexes_every_round_takes_the_form(tmp_path: Path
 def test_a_config_change_the_form_holds_the_same_under_keeps_the_cursor_in_it(tmp_path: Path) -> None:
     """``update_config`` of what the form does not hold (the cache budget, the full-marker
     period) keeps the cursor in the form, persisted at once; the parts built later run
-    with it. So does a cap on ranges its runs fit under (the form holds up to it from then
-    on, and an ack past it ends the form: the parts persist the lowest ranges); a cap its
-    runs do not fit, or history turned on, ends the form first."""
+    with it. So does a cap on ranges (PIP-299), whether its runs fit under it or not: its
+    flushes persist the lowest ranges up to it from then on, in the form; history turned on
+    ends the form first."""
     path = tmp_path / "s"
     with AckStore.open(path) as store:
         cur = _topic(store).cursor("c")
@@ -1798,16 +1829,18 @@ def test_a_config_change_the_form_holds_the_same_under_keeps_the_cursor_in_it(tm
             store.flush()
             small = other._core.small
             other.update_config(max_unacked_ranges_to_persist=4)  # the runs fit the new cap: the form stays
-            assert other._core.small is small and small.cap == 4 and other.config.max_unacked_ranges_to_persist == 4
+            assert other._core.small is small and small.persist == 4 and other.config.max_unacked_ranges_to_persist == 4
             if name == "lowered":
-                other.update_config(max_unacked_ranges_to_persist=3)  # they do not: the form ends
-                assert other._core.small is None and other.ack_range_count == 4
+                other.update_config(max_unacked_ranges_to_persist=3)  # they do not: the form stays too
+                assert other._core.small is small and other.ack_range_count == 4
                 assert store.flush().cursors == 0  # nothing changed: the flushed state holds
+                other.ack(Position(1, 70))  # the next flush persists the lowest 3 of 5
             else:
-                other.ack(Position(1, 68))  # a fifth range: the parts take the cursor, which persist the lowest 4
-                assert other._core.small is None and other.ack_range_count == 5
-                store.flush()
-                assert other.stats().truncated and other.stats().persisted_ranges == 4
+                other.ack(Position(1, 68))  # a fifth range: the form's flush persists the lowest 4
+                assert other._core.small is small and other.ack_range_count == 5
+            store.flush()
+            assert other._core.small is small and other.stats().truncated
+            assert other.stats().persisted_ranges == (3 if name == "lowered" else 4)
     with AckStore.open(path) as store:
         cur = store.topic(T).cursor("c", CursorConfig())
         assert cur._core.small is not None
@@ -2089,7 +2122,7 @@ def test_unacked_entries_of_another_ledger_are_the_forms_answer_and_the_parts(tm
 
 def test_one_position_acks_in_the_form_past_its_cap_hand_the_state_to_the_parts(tmp_path: Path) -> None:
     """One position at a time (compiled where it was built, once the form changed since its
-    flush): acks that take the form past its cap (here PIP-299's three ranges) hand the
+    flush): acks that take the form past its cap (lowered here to three runs) hand the
     state to the parts with every ack in it, and the cursor stays listed for the flush."""
     config = CursorConfig(max_unacked_ranges_to_persist=3)
     with AckStore.open(tmp_path / "s") as store:
@@ -2098,6 +2131,7 @@ def test_one_position_acks_in_the_form_past_its_cap_hand_the_state_to_the_parts(
             cur.ack_entries(1, range(0, 3 + e))
             store.flush()
         assert cur._core.small is not None
+        cur._core.small.cap = 3  # (the form's own bound, as a state slot's runs bound it)
         for e in (10, 12, 14):
             cur.ack(Position(1, e))
             assert cur._core.small is not None and cur._core._listed

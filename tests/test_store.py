@@ -378,9 +378,9 @@ def test_a_writer_raises_an_older_format_version_and_reads_its_records(store_pat
         assert store.topic(T).cursor("sub").ack_range_count == 49
         store.topic(T).cursor("sub").ack(Position(1, 101))
         store.flush()
-        assert store.format_version == FORMAT_VERSION == 15  # raised by the first write
+        assert store.format_version == FORMAT_VERSION == 16  # raised by the first write
     with AckStore.open(store_path, readonly=True) as store:
-        assert store.format_version == 15 and store.topic(T).cursor("sub").ack_range_count == 50
+        assert store.format_version == 16 and store.topic(T).cursor("sub").ack_range_count == 50
 
 
 def test_a_group_flush_leaves_no_plans_for_the_collector(store_path: Path) -> None:

@@ -191,12 +191,21 @@ class MarkerChain(ChainFields):
             self.force_full = state.report.markers_skipped > 0
         self.persisted_ranges = ranges
 
-    def _check(self, every: int, index: dict[int, IndexEntry], delta_max: int, md: tuple[int, int] = (-1, -1)) -> None:
+    def _check(
+        self,
+        every: int,
+        index: dict[int, IndexEntry],
+        delta_max: int,
+        md: tuple[int, int] = (-1, -1),
+        changed: Collection[int] = (),
+    ) -> None:
         """Assert the chain's invariants: the sequences in order, the full marker cadence
         (``every``), each index entry's acks and counts since its record within the delta
         bound (``delta_max``; in the mark-delete position ``md``'s ledger those above it:
         the acks M passed since the record are one range, which a chain the small form wrote
-        names beyond the bound), the
+        names beyond the bound; a ledger ``changed`` since the marker is not asked: its entry
+        is the next flush's to write again, and what M passed then may lie above M now, after
+        a reset moved M back), the
         slots, and the sequences a trim kept below its floor. (Whether a record the chain
         needs lies below the floor unkept is the log's to say: a state slot holds its
         state below the floor; the crash steps of the state machines read it back. What the
@@ -209,6 +218,8 @@ class MarkerChain(ChainFields):
         )
         assert self.deltas <= every, (self.deltas, every)
         for ledger, entry in index.items():
+            if ledger in changed:
+                continue
             adds = entry.adds
             passed = adds.rank(md[1]) if adds and ledger == md[0] and md[1] >= 0 else 0
             since = len(adds or ()) - passed + len(entry.counts or ())

@@ -442,10 +442,7 @@ class CursorCore(Served):
         return self._answer(self._blocked)
 
     def _blocked(self) -> bool:
-        if self.small is not None:
-            return False  # the form holds no more ranges than PIP-299 persists
-        cfg = self._config
-        return self._state.blocked(cfg.dispatcher_pause_on_ack_state_persistent, cfg.max_unacked_ranges_to_persist)
+        return self._config.pauses(self._range_count())
 
     def partial_batches(self) -> dict[Position, tuple[int, frozenset[int]]]:
         if self.small is not None:
@@ -546,6 +543,9 @@ class CursorCore(Served):
             else:
                 held = self._pages._check(self._state.md, self.topic.directory)
                 self._state._check(held)
-                index, md = self._pages.index, self._state.md
-                self._chain._check(self._config.full_marker_every, index, lane.DELTA_MAX_ACKS, md)
+                pages = self._pages
+                changed = pages.dirty | pages.vanished
+                self._chain._check(
+                    self._config.full_marker_every, pages.index, lane.DELTA_MAX_ACKS, self._state.md, changed
+                )
             assert self._listed or not self._pending or self._store.readonly, "a pending cursor a flush would not visit"

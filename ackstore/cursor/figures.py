@@ -77,6 +77,7 @@ def carry_back(carried: Carried | None, small: Any, state: AckState, pages: Page
     into the form (or what its open carried: :func:`carried_now`). O(1)."""
     chain.flushes, chain.total_flush_bytes, chain.last_flush_bytes = small.flushes, small.flush_bytes, small.last_bytes
     state.redeliveries += small.redeliveries
+    chain.truncated, chain.over_cap = bool(small.truncated), bool(small.over_cap)  # (PIP-299: as the form's)
     if carried is not None:
         cache = pages.cache
         chain.recovery, cache.swap_ins, cache.evictions, cache.write_backs = carried[:4]
@@ -160,7 +161,7 @@ def form_stats(topic: str, name: str, small: Any, carried: Carried, parts: Parts
         total_flush_bytes=figures["total_flush_bytes"],
         last_marker_seq=small.next_seq - 1,
         deltas_since_full_marker=0,
-        truncated=False,
+        truncated=bool(small.truncated),
         persisted_ranges=figures["persisted_ranges"],
         ranges_over_limit=figures["ranges_over_limit"],
         recovery=carried.recovery,
@@ -193,13 +194,13 @@ def cursor_figures(parts: Parts, small: Any = None, carried: Carried | None = No
             cache.write_backs,
         )  # fmt: skip
         ranges, persisted, truncated = state.range_count, chain.persisted_ranges, int(chain.truncated)
-        blocked = int(state.blocked(cfg.dispatcher_pause_on_ack_state_persistent, limit))
+        blocked = int(cfg.pauses(ranges))
         chain_flushes, chain_bytes = chain.flushes, chain.total_flush_bytes
         skipped, redeliveries = chain.recovery.markers_skipped, state.redeliveries
     flushes = flush_bytes = 0
-    if small is not None:  # within the PIP-299 limit by the form's cap: never over it, truncated or blocked
+    if small is not None:
         ranges, persisted, flushes, flush_bytes = small.range_count(), small.persisted, small.flushes, small.flush_bytes
-        truncated = blocked = 0
+        truncated, blocked = small.truncated, int(cfg.pauses(ranges))
         redeliveries += small.redeliveries
     return (
         ranges,

@@ -64,6 +64,7 @@ __all__ = [
     "MarkerPlan",
     "Planner",
     "RewritePlan",
+    "say_capped",
 ]
 
 log = logging.getLogger("ackstore")
@@ -172,6 +173,32 @@ class _Draft:
     trim: bool = True  # a full marker trims the log below it (:meth:`MarkerChain.trim_due`)
 
 
+def say_capped(topic: str, name: str, ranges: int, limit: int, over: bool) -> None:
+    """Say when a cursor's acks stop (and start again) being persisted whole: one WARNING
+    when its range count first exceeds its PIP-299 cap ``limit`` at a flush (``over``), one
+    INFO when it is back under. O(1)."""
+    if over:
+        log.warning(
+            "ackstore: cursor %s/%s has %d ack ranges, over its max_unacked_ranges_to_persist=%d: "
+            "flushes now persist only the lowest %d ranges; after a crash the acks in the other %d "
+            "ranges are lost and those messages redelivered",
+            topic,
+            name,
+            ranges,
+            limit,
+            limit,
+            ranges - limit,
+        )
+    else:
+        log.info(
+            "ackstore: cursor %s/%s is back to %d ack ranges (cap %s): flushes persist all of them again",
+            topic,
+            name,
+            ranges,
+            limit or "none",
+        )
+
+
 class Planner(PlannerFields):
     """Prepares, commits and aborts the flush plans of one cursor (and its rewrite plans)."""
 
@@ -226,30 +253,11 @@ class Planner(PlannerFields):
             raise
 
     def _watch_cap(self) -> None:
-        """Say when acks stop (and start again) being persisted whole: one WARNING when the
-        range count first exceeds the cap at a flush, one INFO when it is back under."""
+        """:func:`say_capped` when the range count crossed the cap since the last flush."""
         chain, state, limit = self.chain, self.state, self.cap
         over = bool(limit) and state.range_count > limit
-        if over and not chain.over_cap:
-            log.warning(
-                "ackstore: cursor %s/%s has %d ack ranges, over its max_unacked_ranges_to_persist=%d: "
-                "flushes now persist only the lowest %d ranges; after a crash the acks in the other %d "
-                "ranges are lost and those messages redelivered",
-                state.topic.name,
-                state.name,
-                state.range_count,
-                limit,
-                limit,
-                state.range_count - limit,
-            )
-        elif chain.over_cap and not over:
-            log.info(
-                "ackstore: cursor %s/%s is back to %d ack ranges (cap %s): flushes persist all of them again",
-                state.topic.name,
-                state.name,
-                state.range_count,
-                limit or "none",
-            )
+        if over != chain.over_cap:
+            say_capped(state.topic.name, state.name, state.range_count, limit, over)
         chain.over_cap = over
 
     def _prepare(self, pending: Pending) -> FlushPlan:

@@ -31,10 +31,13 @@ states there, as its parts would, takes their points and trims what the window l
 (:func:`logged_plan`). A cursor stays out of the form while it has acks or counts outside
 M's ledger and those its line spans after it, or holds more runs than a state slot takes
 (:data:`ackstore.cursor.lane.STATE_MAX_RUNS`; with chains, :data:`FORM_RUNS_FACTOR` times
-that) or than PIP-299 persists, or more
+that), or more
 delivery counts and partial batches than :data:`COUNT_CAP`; an ack or a delivery that takes
 it over a cap ends the form. A flush that finds more counts than the state layout takes
-(reads handed out and not acked yet) hands the cursor to its parts, which write it.
+(reads handed out and not acked yet) hands the cursor to its parts, which write it. A form
+holding more ranges than PIP-299 persists (its ``persist``) stays one: its flush writes the
+lowest of them alone, a whole state flagged truncated, into a slot (:func:`_cut_end`: the
+parts' rule), and it stays dirty, as its parts keep the ledger the cut goes through.
 
 The form's own chain (while :func:`set_form_chains` says so: on by default). A state a slot
 does not take (more ranges than a slot's ``STATE_MAX_RUNS``, or a record over
@@ -103,7 +106,7 @@ from ..position import MAX_ENTRY
 from ..stats import RecoveryReport
 from ..storage import codecs, pure_acks, pure_codecs
 from ..storage.bitmaps import encode_bitmap
-from ..storage.pure_codecs import STATE_PROPS
+from ..storage.pure_codecs import STATE_PROPS, STATE_TRUNCATED
 from ..storage.records import (
     FIXED_FULL,
     FORMAT_VERSION,
@@ -277,7 +280,8 @@ class PySmallState:
         "flush_bytes", "last_bytes", "ended", "redeliveries", "spans", "rp_i", "limit", "limit_version",
         "props", "_runs", "_counts", "_batches", "_undo", "_undo_persisted", "logged", "base", "marker", "deltas",
         "chain_bytes", "base_bytes", "tail", "fresh", "every", "_adds", "_counted", "_undo_chain", "record", "named",
-        "cnamed", "untrimmed", "recs", "stale", "_rec", "budget", "passed", "low", "dropped",
+        "cnamed", "untrimmed", "recs", "stale", "_rec", "budget", "passed", "low", "dropped", "persist", "truncated",
+        "over_cap",
     )  # fmt: skip
 
     def __init__(
@@ -314,6 +318,12 @@ class PySmallState:
         """1 once the cursor left the small form (no flush takes it again)"""
         self.persisted = len(flat) // 2
         """runs the newest flushed state holds"""
+        self.persist = 0
+        """the most ranges a flush persists (PIP-299's ``max_unacked_ranges_to_persist``; 0: all)"""
+        self.truncated = 0
+        """1 while its newest state holds only the lowest :attr:`persist` ranges (:func:`_cut_end`)"""
+        self.over_cap = 0
+        """1 when it held more than :attr:`persist` ranges at its last flush in this process"""
         self.flushes = 0
         """flushes in the small form"""
         self.flush_bytes = 0
@@ -959,8 +969,9 @@ def _track(s: PySmallState, first: int, last: int, i: int, j: int) -> None:
             e = max(e, r[2 * k + 1] + 1)
 
 
-def _state_record(s: PySmallState, version: int) -> bytes:
-    """The form's whole state as one state marker record (format ``version``)."""
+def _state_record(s: PySmallState, version: int, cut: int = 0) -> bytes:
+    """The form's whole state as one state marker record (format ``version``; ``cut``: a
+    state that holds only the lowest ranges a flush persists, :func:`_cut_view`'s)."""
     runs = dict(ledger_runs(s))
     counted: dict[int, dict[int, int]] = {}
     for (ledger, entry), n in ledger_counts(s):
@@ -972,7 +983,43 @@ def _state_record(s: PySmallState, version: int) -> bytes:
         (ledger, bitmap_of_runs(runs.get(ledger, [])), batched.get(ledger, {}), counted.get(ledger, {}))
         for ledger in sorted(runs.keys() | counted.keys() | batched.keys())
     ]
-    return pure_codecs.state_marker(version, s.cursor_id, s.md_l, s.md_e, ledgers, s.props)
+    return pure_codecs.state_marker(version, s.cursor_id, s.md_l, s.md_e, ledgers, s.props, bool(cut))
+
+
+def _cut_end(s: PySmallState, most: int) -> int:
+    """PIP-299: where the state a flush persists of ``s`` ends on the line when ``s`` holds
+    more than ``most`` ranges: past the lowest ``most`` of them, counted in each ledger as the
+    parts count them (a run across an offset is one in each ledger); a ledger's counts and
+    batches go with its ranges when all of them are persisted, and in the ledger the cut goes
+    through those below the last range persisted (``Planner._prepare_truncated``'s rule).
+    O(spans x log runs)."""
+    left = most
+    for k in range(len(s.spans) + 1):
+        if left == 0:
+            return _line_start(s, k)
+        r = _ranges_in(s, k)
+        if r > left:
+            start, end = _line_start(s, k), _line_end(s, k)
+            last = s._runs[2 * (s._first_ending_at_or_after(start) + left - 1) + 1]
+            return end if last >= end else last + 1
+        left -= r
+    return _ENTRY_MAX + 1
+
+
+def _cut_view(s: PySmallState, end: int) -> tuple[list[int], dict[int, int], dict[int, tuple[int, int]]]:
+    """``s`` as the state a flush persists when it ends at ``end`` (:func:`_cut_end`): its
+    runs, counts and batches from there on left out, the run across ``end`` cut at it.
+    Returns what it held, for the caller to put back. O(runs + counts)."""
+    held = s._runs, s._counts, s._batches
+    i = s._first_ending_at_or_after(end)
+    n = i + (i < s.n and s._runs[2 * i] < end)
+    runs = s._runs[: 2 * n]
+    if n and runs[-1] >= end:
+        runs[-1] = end - 1
+    s._runs = runs
+    s._counts = {e: c for e, c in s._counts.items() if e < end}
+    s._batches = {e: b for e, b in s._batches.items() if e < end}
+    return held
 
 
 def _ranges_in(s: PySmallState, k: int) -> int:
@@ -1242,7 +1289,7 @@ def _took_base(s: PySmallState, version: int, written: int, nbytes: int) -> tupl
     s.base_bytes, s.deltas, s.chain_bytes, s.tail = len(marker), 0, 0, 0
     total = nbytes + 16 + len(marker)
     s.untrimmed = 0 if trim else total if whole else s.untrimmed + total
-    _adopted(s, m + 1, total)
+    _adopted(s, m + 1, total, 0)
     return marker, below, keeps
 
 
@@ -1250,17 +1297,19 @@ def _stash(s: PySmallState) -> None:
     """What :func:`_py_undo_small` gives back of a flush about to be adopted."""
     s._undo_chain = (
         s.base, s.marker, s.deltas, s.chain_bytes, s.base_bytes, s.tail, s.slot, s.record, s.untrimmed, s.slots,
-        s.next_seq, s.recs, s.stale, list(s._rec), s.passed,
+        s.next_seq, s.recs, s.stale, list(s._rec), s.passed, s.truncated,
     )  # fmt: skip
     s._undo_persisted = s.persisted
     s._undo = s.slots
 
 
-def _adopted(s: PySmallState, seqs: int, nbytes: int) -> None:
-    """A flush wrote ``seqs`` sequences of the form's state, ``nbytes`` in all: adopted."""
+def _adopted(s: PySmallState, seqs: int, nbytes: int, cut: int) -> None:
+    """A flush wrote ``seqs`` sequences of the form's state, ``nbytes`` in all: adopted
+    (``cut``: the state holds only the lowest :attr:`~PySmallState.persist` ranges, and the
+    form stays to be flushed, as its parts keep a ledger the cap cut dirty)."""
     s.next_seq += seqs
-    s.dirty = 0
-    s.persisted = s.range_count()
+    s.dirty = s.truncated = cut
+    s.persisted = s.persist if cut else s.range_count()
     s.flushes += 1
     s.flush_bytes += nbytes
     s.last_bytes = nbytes
@@ -1278,6 +1327,7 @@ def _py_flush_small(
     written: list[Any] | None = None,
     trims: list[Any] | None = None,
     based: list[Any] | None = None,
+    capped: list[Any] | None = None,
 ) -> tuple[list[tuple[bytes, bytes]], int, list[Any], int]:
     """The pure-Python :data:`flush_small`: every changed one's next state, and each adopted:
     its sequence on, its chain or slots as the state went, unchanged. Where a state goes:
@@ -1307,13 +1357,17 @@ def _py_flush_small(
     ``logged`` one, a record over ``max_bytes``: the limits a flush of the parts writes a
     state marker within) goes to the form's chain as any state over a slot's bound, or, held
     past the line's 64th ledger or ``logged``, is not written and is listed instead (its
-    cursor's parts take the state). Returns the puts (a list of ``(key, value)``; the compiled twin's are the same
+    cursor's parts take the state). One holding more ranges than its ``persist`` (PIP-299)
+    writes the lowest of them alone (:func:`_cut_end`), a whole state in a slot, or is over,
+    and stays dirty; ``(form, flipped)`` is appended to ``capped`` (when given) for each one
+    whose state is cut now, or was at its last flush and is not now (``flipped``: the one or
+    the other changed at this flush). Returns the puts (a list of ``(key, value)``; the compiled twin's are the same
     pairs in one ``Puts``, ``ackstore/_puts.c``), their bytes, those not written and how many
     of the puts are delta markers (every other put is a whole state or a full marker).
     O(smalls + their runs and counts)."""
     if not 0 <= version <= 0xFF or not 0 <= reserve <= 64:
         raise ValueError(f"flush_small: format {version} or room {reserve} is outside the layout (0..255, 0..64)")
-    for given, what in ((written, "written"), (trims, "trims"), (based, "based")):
+    for given, what in ((written, "written"), (trims, "trims"), (based, "based"), (capped, "capped")):
         if given is not None and not isinstance(given, list):
             raise TypeError(f"flush_small's {what} is a list (of the forms it writes so) or None")
     puts: list[tuple[bytes, bytes]] = []
@@ -1328,16 +1382,26 @@ def _py_flush_small(
         if _over_budget(s):  # its parts hold it under the budget
             over.append(s)
             continue
-        many = s.nc + s.nb > max_counts  # more than a slot's layout takes
+        cut = int(bool(s.persist) and not s.logged and s.range_count() > s.persist)  # (PIP-299)
         seq = s.next_seq
         key = log_key(s.cursor_id, seq)
         keeps: tuple[int, ...] = ()
         below = -1
-        marked = None if s.logged else _marker_record(s, version, max_acks)
+        marked = None if s.logged or cut else _marker_record(s, version, max_acks)
         if marked is None:
-            record = b"" if many else _state_record(s, version)
-            if many or len(record) > max_bytes or (not s.logged and s.range_count() > max_runs):  # not a slot's
-                if chains and based is not None and not s.logged and _chainable(s):
+            held = _cut_view(s, _cut_end(s, s.persist)) if cut else None
+            try:
+                many = s.nc + s.nb > max_counts  # more than a slot's layout takes
+                record = b"" if many else _state_record(s, version, cut)
+                wide = not s.logged and s.range_count() > max_runs
+            finally:
+                if held is not None:
+                    s._runs, s._counts, s._batches = held
+            if many or len(record) > max_bytes or wide:  # not a slot's
+                if cut:
+                    over.append(s)  # (a cut state a slot does not take: the parts' to write)
+                elif chains and based is not None and not s.logged and _chainable(s):
+                    _watch_cap(s, 0, capped)
                     based.append(s)  # a new chain: base_puts writes it
                 else:
                     over.append(s)  # the parts' to write
@@ -1374,11 +1438,22 @@ def _py_flush_small(
         if below >= 0 and trims is not None:
             trims.append((s, below, keeps))
         puts.append((key, value))
+        _watch_cap(s, cut, capped)
         nbytes = len(key) + len(value)
         s.untrimmed = 0 if below >= 0 else s.untrimmed + nbytes
-        _adopted(s, 1, nbytes)  # (undo_small gives it back)
+        _adopted(s, 1, nbytes, cut)  # (undo_small gives it back)
         total += nbytes
     return puts, total, over, deltas
+
+
+def _watch_cap(s: PySmallState, cut: int, capped: list[Any] | None) -> None:
+    """``s``'s state written now is ``cut`` (PIP-299): ``(s, flipped)`` appended to
+    ``capped`` (when given) when it is cut or was at its last flush (``flipped``: it was
+    not then, or the other way round)."""
+    flipped = int(cut != s.over_cap)
+    s.over_cap = cut
+    if capped is not None and (cut or flipped):
+        capped.append((s, flipped))
 
 
 def _py_undo_small(smalls: list[Any]) -> None:
@@ -1391,7 +1466,7 @@ def _py_undo_small(smalls: list[Any]) -> None:
             continue
         (
             s.base, s.marker, s.deltas, s.chain_bytes, s.base_bytes, s.tail, s.slot, s.record, s.untrimmed, s.slots,
-            s.next_seq, s.recs, s.stale, s._rec, s.passed,
+            s.next_seq, s.recs, s.stale, s._rec, s.passed, s.truncated,
         ) = s._undo_chain  # fmt: skip
         s.persisted = s._undo_persisted
         s.flushes -= 1
@@ -1490,6 +1565,7 @@ def _py_small_of_slots(
     except ValueError:  # a run at M + 1, a count or a partial batch of an acked entry
         return None
     s.logged = int(logged is not None)  # (read for a cursor that keeps history: its states go under log keys)
+    s.truncated = int(bool(body[1] & STATE_TRUNCATED))
     return s
 
 
@@ -1664,9 +1740,14 @@ def _cap(config: CursorConfig) -> int:
     (no cursor writes the state layout)."""
     if lane.STATE_MAX_RUNS < 0:
         return -1
-    most = FORM_RUNS_FACTOR * lane.STATE_MAX_RUNS if _CHAINS[0] else lane.STATE_MAX_RUNS
-    limit = config.max_unacked_ranges_to_persist
-    return min(most, limit) if limit else most
+    return FORM_RUNS_FACTOR * lane.STATE_MAX_RUNS if _CHAINS[0] else lane.STATE_MAX_RUNS
+
+
+def _settle(s: Any, config: CursorConfig) -> None:
+    """The form ``s`` runs under ``config`` from now on: its full-marker period, its cache
+    budget and the most ranges a flush persists (PIP-299). O(1)."""
+    s.every, s.budget = config.full_marker_every, config.max_individual_ack_cache_bytes
+    s.persist = config.max_unacked_ranges_to_persist
 
 
 def take_config(small: Any, old: CursorConfig, new: CursorConfig) -> bool:
@@ -1686,7 +1767,7 @@ def take_config(small: Any, old: CursorConfig, new: CursorConfig) -> bool:
     if not small.fits():
         small.cap = was
         return False
-    small.every, small.budget = new.full_marker_every, new.max_individual_ack_cache_bytes
+    _settle(small, new)
     return True
 
 
@@ -1767,7 +1848,8 @@ def small_of(
         return None
     s = SmallState(cursor_id, md_l, md_e, *chain_at, runs, cap, counts, rp_e, props, rp_i, batches)
     s.logged = int(bool(config.history_seconds))
-    s.base, s.every, s.budget = base, config.full_marker_every, config.max_individual_ack_cache_bytes
+    s.base = base
+    _settle(s, config)
     if not fit(s, directory) or _over_budget(s):
         return None
     if index is not None:  # its parts' chain, its full marker naming their records (and what since)
@@ -1804,7 +1886,7 @@ def small_born(
         return None
     md_l, md_e = start_of(directory, initial_position)
     s = SmallState(cursor_id, md_l, md_e, 0, 1, 0, (), cap)
-    s.every, s.budget = config.full_marker_every, config.max_individual_ack_cache_bytes
+    _settle(s, config)
     s.logged = int(bool(config.history_seconds))
     if not fit(s, directory):
         return None
@@ -1858,7 +1940,7 @@ def small_opened(
     s = small_of_slots(cursor_id, *values, FORMAT_VERSION, cap, lambda md_l: (b := line(md_l)) and b[:2], logged)
     if s is None:
         return None
-    s.every, s.budget = config.full_marker_every, config.max_individual_ack_cache_bytes
+    _settle(s, config)
     try:
         if s.props:
             unpack_properties(s.props)
@@ -1943,7 +2025,8 @@ def chain_opened(
     s = small_of_record(cursor_id, md_l, md_e, seq + 1, *slots, cap, props, tuple(items), FORMAT_VERSION, adds, counts)
     if s is None or s.n <= lane.STATE_MAX_RUNS or s.n > cap - cap // 4 or s.nc > COUNT_CAP - COUNT_CAP // 4:
         return None  # (small_of's: a slot's state, room to grow)
-    s.every, s.base, s.budget = config.full_marker_every, -2, config.max_individual_ack_cache_bytes
+    s.base = -2
+    _settle(s, config)
     end = directory.end(md_l)
     if 0 <= end <= md_e or not fit(s, directory, bound) or s.top() > s.limit or (s.md_l, s.md_e) != (md_l, md_e):
         return None  # (M or acks at or past a ledger's bound: recovery clips; M moved: the records are of another line)
@@ -2013,6 +2096,7 @@ def form_read(
     if got is None:
         return None
     s, seq, records, nbytes, older = got
+    s.persist = config.max_unacked_ranges_to_persist  # (form_open set the rest of _settle's)
     try:  # (the properties as the states wrote them decode, as resolve_marker reads a marker's
         # and small_opened a slot's; the newest's are the form's, as chain_opened packs them)
         for props in older:

@@ -490,10 +490,6 @@ class AckState(PositionMoves):
         size, mask = part
         return frozenset(i for i in range(size) if mask >> i & 1)
 
-    def blocked(self, pause: bool, limit: int) -> bool:
-        """PIP-299: pausing is on and the ranges exceed what a flush persists. O(1)."""
-        return pause and limit > 0 and self.range_count > limit
-
     def set_property(self, key: Any, value: Any) -> None:
         """:func:`put_property` on this state's properties."""
         self.meta_dirty |= put_property(self.properties, key, value)

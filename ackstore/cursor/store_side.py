@@ -52,6 +52,9 @@ class StoreSide(CoreFields):
     def _alive(self) -> None:
         raise NotImplementedError  # the cursor may change: open, not deleted, writable
 
+    def _range_count(self) -> int:
+        raise NotImplementedError  # the ranges held, the form's or the parts'
+
     def edit(self, change: Any, *args: Any, check: bool = True, served: bool = False) -> Any:
         """@private One change on the parts, under the lock (the core's)."""
         raise NotImplementedError
@@ -119,10 +122,9 @@ class StoreSide(CoreFields):
 
     def over_cap(self) -> bool:
         """@private Whether the cursor holds more ranges than its PIP-299 cap lets a flush
-        persist (its flushes write only the lowest ranges up to it). A small form never
-        does: it leaves the form past its cap. O(1)."""
+        persist (its flushes write only the lowest ranges up to it). O(1)."""
         cap = self._config.max_unacked_ranges_to_persist
-        return self.small is None and bool(cap) and self._state.range_count > cap
+        return bool(cap) and self._range_count() > cap
 
     def plan_rewrite(self) -> RewritePlan:
         """@private Compaction: plan a fresh log (every ledger's record + one full marker)."""

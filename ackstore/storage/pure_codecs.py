@@ -660,8 +660,8 @@ def scan_page(
 # the state layout (format 10, records.py's module docstring): a small cursor's whole state
 # in one marker
 STATE_TAG = 0xC2
-STATE_PROPS, STATE_BATCHES, STATE_COUNTS = 0x01, 0x02, 0x04
-_STATE_FLAGS = STATE_PROPS | STATE_BATCHES | STATE_COUNTS
+STATE_PROPS, STATE_BATCHES, STATE_COUNTS, STATE_TRUNCATED = 0x01, 0x02, 0x04, 0x08
+_STATE_FLAGS = STATE_PROPS | STATE_BATCHES | STATE_COUNTS | STATE_TRUNCATED
 _LEDGER_MAX = (1 << 63) - 1
 
 
@@ -672,20 +672,26 @@ def state_marker(
     md_e: int,
     ledgers: list[tuple[int, BitMap, dict[int, tuple[int, int]], dict[int, int]]],
     properties: bytes,
+    truncated: bool = False,
 ) -> bytes:
     """A whole marker record in the fixed envelope (format ``version``) and the state layout
     of records.py's module docstring, what :func:`state_fields` reads back: the mark-delete
     position ``(md_l, md_e)`` and ``ledgers``, ascending, none below ``md_l``, each
     ``(ledger, acked bitmap, {entry: (batch size, mask)}, {entry: delivery count})`` with
     nothing at or below ``md_e`` in ``md_l``; ``properties`` the msgpack map's bytes (empty:
-    none). ValueError for an argument outside the layout (nothing is returned).
+    none); ``truncated``: the state holds only the lowest ranges a flush persists (PIP-299:
+    flag :data:`STATE_TRUNCATED`, format 16). ValueError for an argument outside the layout (nothing is returned).
     O(ledgers + runs + batches + counts)."""
     _ranged("cursor_id", cursor_id, 0, _LEDGER_MAX)
     _ranged("md_l", md_l, 0, _LEDGER_MAX)
     _ranged("md_e", md_e, -1, _U32 - 1)
-    flags = (STATE_PROPS if properties else 0) | (
-        (STATE_BATCHES if any(b for _, _, b, _ in ledgers) else 0)
-        | (STATE_COUNTS if any(c for _, _, _, c in ledgers) else 0)
+    flags = (
+        (STATE_PROPS if properties else 0)
+        | (STATE_TRUNCATED if truncated else 0)
+        | (
+            (STATE_BATCHES if any(b for _, _, b, _ in ledgers) else 0)
+            | (STATE_COUNTS if any(c for _, _, _, c in ledgers) else 0)
+        )
     )
     out = bytearray((STATE_TAG, flags))
     out += varint(cursor_id) + varint(md_l) + varint(md_e + 1) + varint(len(ledgers))

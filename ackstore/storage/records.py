@@ -45,7 +45,9 @@ mark-delete ledger, from 0 in any other)::
     0xC2                                          (neither msgpack nor the fixed layout)
     flags                                         (u8: 0x01 properties follow the ledgers,
                                                    0x02 each ledger lists partial batches,
-                                                   0x04 each ledger lists delivery counts)
+                                                   0x04 each ledger lists delivery counts,
+                                                   0x08 (format 16) the state holds only the
+                                                   lowest ranges a flush persists: PIP-299)
     cursor id, md ledger, md entry + 1, ledgers   (varints)
     then per ledger, ascending, none below the mark-delete ledger:
         ledger - (previous ledger + 1; the first: - md ledger), runs       (varints)
@@ -109,7 +111,7 @@ from ..ledger_acks import NO_ENTRIES, LedgerAcks
 from . import codecs
 from .bitmaps import decode_bitmap, encode_bitmap
 from .index_entry import IndexEntry, entry_of
-from .pure_codecs import ENVELOPE, FIXED_HEAD, seal_envelope
+from .pure_codecs import ENVELOPE, FIXED_HEAD, STATE_TRUNCATED, seal_envelope
 
 __all__ = [
     "FORMAT_VERSION",
@@ -152,7 +154,7 @@ __all__ = [
     "decode_marker",
 ]
 
-FORMAT_VERSION = 15
+FORMAT_VERSION = 16
 """2 added the Rice-coded gap payload (flag ``_RICE``); 3 checksummed the catalog (see
 ``catalog.py``) and put the cursor id in every marker; 4 added the open ledger's last
 confirmed entry to the catalog and string values to marker properties; 5 lets a marker's
@@ -172,7 +174,9 @@ store's flush clock to the history database (``ackstore/history.py``): records o
 points of 11-12 read unchanged. 14 adds the Elias-Fano codes (``bitmaps.py``). 15 lets a
 marker go on naming M's ledger's record after M moved past acks in it (the module
 docstring): records of 1-14 read unchanged; an older release would take such a chain into
-its small form without the range the record holds at or below M, and count wrong."""
+its small form without the range the record holds at or below M, and count wrong. 16 adds a
+state marker's flag 0x08, a state that holds only the lowest ranges a flush persists
+(PIP-299), which an older release refuses as damage: records of 1-15 read unchanged."""
 RECORD_LEDGER = 1
 RECORD_MARKER = 2
 
@@ -664,10 +668,12 @@ def encode_state_marker(
     mark_delete: tuple[int, int],
     properties: dict[str, int | str],
     ledgers: Iterable[tuple[int, LedgerAcks]],
+    truncated: bool = False,
 ) -> bytes:
     """A state marker (format 10, the state layout of the module docstring): the mark-delete
     position, the properties and every ledger's acks, partial batches and delivery counts,
-    ``ledgers`` ascending, none below the mark-delete ledger. Encoded by
+    ``ledgers`` ascending, none below the mark-delete ledger (``truncated``: they hold only the
+    lowest ranges a flush persists, PIP-299, format 16). Encoded by
     :func:`ackstore.storage.codecs.state_marker`. O(ledgers + runs + batches + counts)."""
     props = pack_properties(properties)
     return codecs.state_marker(
@@ -677,6 +683,7 @@ def encode_state_marker(
         mark_delete[1],
         [(ledger, la.bitmap, la.batches, la.counts) for ledger, la in ledgers],
         props,
+        truncated,
     )
 
 
@@ -702,7 +709,8 @@ def _decode_state(body: bytes, seq: int) -> Marker:
         ledgers[ledger] = LedgerAcks.of_runs(bm, n, batches, counts)
         index[ledger] = entry_of((seq, n, None, None))
     props = _tail_properties(body, end)
-    return Marker(True, -1, (md_l, md_e), (md_l, md_e + 1), props, index, False, {"c": cid}, ledgers)
+    truncated = bool(body[1] & STATE_TRUNCATED)
+    return Marker(True, -1, (md_l, md_e), (md_l, md_e + 1), props, index, truncated, {"c": cid}, ledgers)
 
 
 def state_ledger(value: bytes | memoryview, seq: int, ledger: int) -> tuple[LedgerAcks, int]:
