@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -135,10 +136,12 @@ def test_kill_minus_nine_during_ack_and_flush(tmp_path: Path, long_run: bool, wo
         assert small > rounds, f"{small} of the children's flushes were of the small form"
 
 
-def _broker_day_found(path: Path) -> tuple[dict[str, set[tuple[int, int]]], dict[str, set[tuple[int, int]]], set[int]]:
+def _broker_day_found(
+    path: Path,
+) -> tuple[dict[str, set[tuple[int, int]]], dict[str, set[tuple[int, int]]], dict[int, int | None]]:
     """What a reader recovers of the broker's day: each subscription's acked positions
-    within the ledgers the directory holds, each one's counted positions, and those ledgers;
-    ``check`` finds nothing."""
+    within the ledgers the directory holds, each one's counted positions, and those ledgers
+    with their entry counts (None: open); ``check`` finds nothing."""
     from ackstore import check
 
     from . import broker_crash_workload as b
@@ -156,16 +159,32 @@ def _broker_day_found(path: Path) -> tuple[dict[str, set[tuple[int, int]]], dict
             acked[name] = have
             counted[name] = set(snap.delivery_counts)
         assert check(store) == []
-    return acked, counted, set(ledgers)
+    return acked, counted, ledgers
+
+
+def _held_after(
+    b: Any, seed: int, i: int, cap: int, began: set[tuple[int, int]], first: int, rnd: int
+) -> set[tuple[int, int]]:
+    """What subscription ``i`` of the broker's day holds in memory once round ``rnd`` ran, its
+    child having begun at round ``first`` with ``began`` (what the kill before left): that,
+    the late acks of the round before it, every entry written since, less the round's own
+    negative acks. (Under a PIP-299 cap a kill loses the acks above the cut, and the child
+    does not ack them again: it acks by round, not by what it reads.)"""
+    late = set(b.nacked(seed, first - 1, i, cap)) if first > 0 else set()
+    since = {p for r in range(first, rnd + 1) for p in b.written(r)}
+    return (began | late | since) - set(b.nacked(seed, rnd, i, cap)) if rnd >= first else began
 
 
 @pytest.mark.stress
-def test_kill_minus_nine_during_a_brokers_day(tmp_path: Path, long_run: bool) -> None:
+@pytest.mark.parametrize("cap", [0, 1], ids=["uncapped", "capped"])
+def test_kill_minus_nine_during_a_brokers_day(tmp_path: Path, long_run: bool, cap: int) -> None:
     """Subscriptions that read through their Dispatchers (every delivery counted), ack in
     lists and one position at a time, negatively ack and ack late, across ledger rollovers
     and trims, flushing every round: after each kill every subscription holds exactly what
     the last reported round acked, or (all of them) what the round after it acked; no
-    flushed ack lost, none never made; no delivery count on an acked entry."""
+    flushed ack lost, none never made; no delivery count on an acked entry. Under a PIP-299
+    cap of one range (two negative acks a round: flushes cut), exactly what the cut of that
+    round's acks keeps."""
     from . import broker_crash_workload as b
 
     kills = 150 if long_run else 10
@@ -173,15 +192,35 @@ def test_kill_minus_nine_during_a_brokers_day(tmp_path: Path, long_run: bool) ->
     child_path = Path(b.__file__)
     rng = random.Random(seed)
     next_round = 0
+    base: dict[str, set[tuple[int, int]]] = {name: set() for name in b.CURSORS}  # what each child began with
+
     for kill in range(kills):
-        out = w.run_and_kill([str(child_path), str(path), str(seed), str(next_round)], rng.uniform(0.0, 0.3))
+        args = [str(child_path), str(path), str(seed), str(next_round), str(cap)]
+        out = w.run_and_kill(args, rng.uniform(0.0, 0.3))
         reported = [int(line.split()[1]) for line in out.splitlines() if line.startswith("flushed")]
         last = reported[-1] if reported else next_round - 1
         acked, counted, ledgers = _broker_day_found(path)
         want = {
-            rnd: {name: {p for p in b.acked_after(seed, rnd, i) if p[0] in ledgers} for i, name in enumerate(b.CURSORS)}
+            rnd: {
+                name: {p for p in _held_after(b, seed, i, cap, base[name], next_round, rnd) if p[0] in ledgers}
+                for i, name in enumerate(b.CURSORS)
+            }
             for rnd in (last, last + 1)
         }
+        if cap:  # (cut with the ledgers as the round's flush saw them: a trim since leaves what the cut kept)
+            want = {
+                rnd: {
+                    name: {
+                        p
+                        for p in b.cut(
+                            _held_after(b, seed, i, cap, base[name], next_round, rnd), b.ledgers_at(rnd), cap
+                        )
+                        if p[0] in ledgers
+                    }
+                    for i, name in enumerate(b.CURSORS)
+                }
+                for rnd in (last, last + 1)
+            }
         matched = [rnd for rnd, state in want.items() if acked == state]
         if not matched:  # name what differs from the last reported round
             lost = {name: v - acked[name] for name, v in want[last].items() if v - acked[name]}
@@ -193,6 +232,6 @@ def test_kill_minus_nine_during_a_brokers_day(tmp_path: Path, long_run: bool) ->
             )
         for name in b.CURSORS:
             assert not counted[name] & acked[name], (kill, name, sorted(counted[name] & acked[name])[:5])
-        next_round = matched[0] + 1
+        next_round, base = matched[0] + 1, acked
     assert next_round > kills  # the children made progress between kills
     assert next_round > 2 * b.R  # ... across rollovers and trims
