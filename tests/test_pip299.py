@@ -370,3 +370,50 @@ def test_the_small_form_cuts_where_its_parts_cut_counts_and_batches_with_their_l
     assert held[True] == held[False]
     ranges = held[True][1]
     assert isinstance(ranges, list) and len(ranges) == min(cap, 7)
+
+
+def test_the_tools_read_a_cut_state_as_the_store_does(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A cursor whose newest state is the small form's cut (flagged truncated in its slot):
+    ``check`` finds nothing, ``stat`` says it is truncated, salvage gives the same state
+    (written whole, no longer truncated),
+    ``compact`` writes the same (whole: reopened, it holds no more than its cap), and dump,
+    restore, dump is identical."""
+    from ackstore.recovery.cli import main
+
+    from ackstore import check
+    from ackstore.salvage import salvage
+
+    path = tmp_path / "s"
+    config = CursorConfig(max_unacked_ranges_to_persist=2, max_deliveries=9)
+    with AckStore.open(path) as store:
+        cur = _cursor(store, config)
+        store.flush()
+        cur.ack([Position(1, e) for e in (2, 4, 6, 8)] + [Position(2, 5)])
+        cur.record_deliveries([Position(1, 3), Position(1, 7)])
+        store.flush()
+        assert cur._core.small is not None and cur.stats().truncated
+    with AckStore.open(path) as store:
+        want = _held_state(store)
+    assert want[1] == [(Position(1, 2), Position(1, 2)), (Position(1, 4), Position(1, 4))] and want[5]
+    assert check(path) == []
+
+    def run(*args: object) -> tuple[int, str]:
+        code = main([str(a) for a in args])
+        return code, capsys.readouterr().out
+
+    code, out = run("stat", path, "--json")
+    assert code == 0 and '"truncated": true' in out
+    report = salvage(path, tmp_path / "salvaged")
+    assert all(c.complete for c in report.cursors)
+    with AckStore.open(tmp_path / "salvaged") as store:  # (written whole: it holds all it has)
+        assert _held_state(store)[:5] == want[:5]
+    before = run("dump", path)[1]
+    assert run("compact", path)[0] == 0  # (reopened, it holds its cap's ranges: written whole)
+    assert run("dump", path)[1] == before
+    with AckStore.open(path) as store:
+        assert _held_state(store)[:5] == want[:5]
+    first, second = tmp_path / "d1.jsonl", tmp_path / "d2.jsonl"
+    assert run("dump", path, "-o", first)[0] == 0
+    assert run("restore", tmp_path / "restored", first)[0] == 0
+    assert run("dump", tmp_path / "restored", "-o", second)[0] == 0
+    assert first.read_bytes() == second.read_bytes()
