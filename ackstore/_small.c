@@ -59,7 +59,9 @@ typedef struct {
     uint32_t *span_o;               /* ... each at its offset, ascending (equal: a ledger with no entries) */
     uint8_t ns, span_room, rp_i;    /* how many (room for; PyMem, NULL while none); the ledger of the line
                                        the read position is in (0: M's) */
-    uint32_t *runs; /* 2 * n: first, last */
+    uint32_t *runs; /* 2 * n: first, last; in `rbuf` (room for `room` runs), after the runs M passed
+                       since (their room taken back when the runs need it: room_for) */
+    uint32_t *rbuf;
     uint32_t n, room, cap;
     uint32_t persist;               /* the most ranges a flush persists (PIP-299; 0: all) */
     uint8_t truncated;              /* its newest state holds only the lowest `persist` of them */
@@ -99,9 +101,19 @@ typedef struct {
 
 static PyTypeObject SmallStateType;
 
-/* room for `need` runs; -1 with MemoryError */
+/* the runs' room before the first: left by the runs M passed (advance), and by runs merged or
+ * inserted near the front (add_run moves the fewer runs) */
+static inline uint32_t head_room(const SmallState *s) { return (uint32_t)((s->runs - s->rbuf) / 2); }
+
+/* room for `need` runs from the first on; -1 with MemoryError */
 static int room_for(SmallState *s, uint32_t need) {
-    if (need <= s->room) return 0;
+    uint32_t head = head_room(s);
+    if (need + head <= s->room) return 0;
+    if (need <= s->room) { /* the room before the first taken back */
+        memmove(s->rbuf, s->runs, sizeof(uint32_t) * 2 * s->n);
+        s->runs = s->rbuf;
+        return 0;
+    }
     uint32_t room = s->room * 2 > need ? s->room * 2 : need;
     uint32_t *r = PyMem_Malloc(sizeof(uint32_t) * 2 * room);
     if (r == NULL) {
@@ -109,8 +121,8 @@ static int room_for(SmallState *s, uint32_t need) {
         return -1;
     }
     memcpy(r, s->runs, sizeof(uint32_t) * 2 * s->n);
-    if (s->runs != s->own) PyMem_Free(s->runs);
-    s->runs = r;
+    if (s->rbuf != s->own) PyMem_Free(s->rbuf);
+    s->runs = s->rbuf = r;
     s->room = room;
     return 0;
 }
@@ -288,16 +300,22 @@ static void count_since(SmallState *s, uint32_t e) {
 
 /* entries f..l (above M) added: merged with the runs they overlap or touch. 1 if anything
  * changed, 0 if they were acked already, -1 with MemoryError. O(log runs) to find the
- * place, O(runs after it) to move them when a run is inserted or merged. */
+ * place, O(the fewer runs before or after it) to move them when a run is inserted or
+ * merged (those before move into the room before the first, when it has room). */
 static int add_run(SmallState *s, uint32_t f, uint32_t l) {
     uint32_t *r = s->runs, n = s->n, i = f ? run_from(s, (unsigned long long)f - 1) : 0, j; /* touches f or after */
     j = i;
     while (j < n && r[2 * j] <= (uint64_t)l + 1) j++;
     if (i == j) { /* a run of its own, at i */
-        if (room_for(s, n + 1) < 0) return -1;
+        int front = i < n - i && head_room(s) > 0;
+        if (!front && room_for(s, n + 1) < 0) return -1;
         track(s, f, l, i, i);
+        if (front) { /* the runs before it one down, into the room before the first */
+            s->runs -= 2;
+            memmove(s->runs, s->runs + 2, sizeof(uint32_t) * 2 * i);
+        } else
+            memmove(s->runs + 2 * i + 2, s->runs + 2 * i, sizeof(uint32_t) * 2 * (n - i));
         r = s->runs;
-        memmove(r + 2 * i + 2, r + 2 * i, sizeof(uint32_t) * 2 * (n - i));
         r[2 * i] = f;
         r[2 * i + 1] = l;
         s->n = n + 1;
@@ -307,10 +325,15 @@ static int add_run(SmallState *s, uint32_t f, uint32_t l) {
     track(s, f, l, i, j);
     if (r[2 * i] < f) f = r[2 * i];
     if (r[2 * j - 1] > l) l = r[2 * j - 1];
+    uint32_t gone = j - i - 1; /* the runs merged into run i */
+    if (i < n - j) { /* the fewer before it: run i at j - 1, those before it up behind it */
+        memmove(r + 2 * gone, r, sizeof(uint32_t) * 2 * i);
+        s->runs = r += 2 * gone;
+    } else
+        memmove(r + 2 * i + 2, r + 2 * j, sizeof(uint32_t) * 2 * (n - j));
     r[2 * i] = f;
     r[2 * i + 1] = l;
-    memmove(r + 2 * i + 2, r + 2 * j, sizeof(uint32_t) * 2 * (n - j));
-    s->n = n - (j - i - 1);
+    s->n = n - gone;
     return 1;
 }
 
@@ -539,7 +562,7 @@ static void named_low(SmallState *s) {
 static void advance(SmallState *s) {
     if (s->n && s->runs[0] == (unsigned long long)(s->md_e + 1)) {
         s->md_e = s->runs[1];
-        memmove(s->runs, s->runs + 2, sizeof(uint32_t) * 2 * (s->n - 1));
+        s->runs += 2; /* (its room taken back when the runs need it) */
         s->n--;
         if (s->rp_e < s->md_e + 1) { /* the read position never below M + 1 */
             s->rp_e = s->md_e + 1;
@@ -603,7 +626,7 @@ static SmallState *small_new(PyTypeObject *type, unsigned long long cid, long lo
                              unsigned long long seq, int slot, int slots, uint32_t cap, uint32_t runs) {
     SmallState *s = (SmallState *)type->tp_alloc(type, 0);
     if (s == NULL) return NULL;
-    s->runs = s->own;
+    s->runs = s->rbuf = s->own;
     s->room = OWN_RUNS;
     s->cursor_id = cid;
     s->md_l = md_l;
@@ -774,7 +797,7 @@ static void SmallState_dealloc(SmallState *s) {
     for (uint32_t i = 0; i < s->nb; i++) Py_DECREF(s->bmask[i]);
     PyMem_Free(s->bat);
     PyMem_Free(s->bmask);
-    if (s->runs != s->own) PyMem_Free(s->runs);
+    if (s->rbuf != s->own) PyMem_Free(s->rbuf);
     PyMem_Free(s->counts);
     PyMem_Free(s->span_l);
     PyMem_Free(s->span_o);

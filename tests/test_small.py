@@ -6,6 +6,8 @@ the form while its flush is being written."""
 
 from __future__ import annotations
 
+import itertools
+import random
 import shutil
 import threading
 from array import array
@@ -859,6 +861,40 @@ def test_a_bulk_ack_of_more_runs_than_the_cap_is_the_parts() -> None:
         assert s.ack_entries(LEDGER, BitMap([2, 4, 6, 8])) is None and s.n == 1 and not s.dirty
         assert s.ack_entries(LEDGER, BitMap([2, 4, 6])) is False and s.n == 4  # applied: past the cap
         assert s.ack_entries(LEDGER, BitMap(range(1, 30))) is True and s.n == 1  # one run: the holes it covers close
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_twins_hold_the_same_runs_as_m_passes_runs_and_holes_open_and_close_at_both_ends(seed: int) -> None:
+    """Many runs, acked as a consumer with late acks does: M passing the first runs (the
+    compiled twin leaves their room before the first), holes opened at the far end, closed
+    near M and in the middle, runs inserted and merged near the front (into that room) and
+    near the back: both twins hold the model's runs after every ack, and M where it says."""
+    rng = random.Random(seed)
+    forms = [impl.SmallState(CID, LEDGER, -1, 0, 1, 1, [], 1 << 16) for impl in IMPLEMENTATIONS]
+    for s in forms:
+        assert not s.bound(0, (), 1 << 20)
+    acked: set[int] = set()
+    top = 0
+    for step in range(3000):
+        kind = rng.random()
+        if kind < 0.4:  # the next entries, one of every few left out
+            e = top + rng.randint(1, 6)
+            top = e + rng.randint(0, 4)
+            f, last = e, top
+        else:  # a late ack: near M, or anywhere below the top
+            md = next(x for x in itertools.count() if x not in acked) - 1
+            lo = md + 1 if kind < 0.7 else rng.randint(md + 1, top + 1)
+            f = min(lo + rng.randint(0, 3), top + 1)
+            last = f + rng.randint(0, 1)
+        acked.update(range(f, last + 1))
+        top = max(top, last)
+        for s in forms:
+            s.ack_range(f, last)
+        md = next(x for x in itertools.count() if x not in acked) - 1
+        want = run_bounds(BitMap(e for e in acked if e > md))
+        for s in forms:
+            assert (s.md_e, s.runs()) == (md, want), (step, IDS)
+    assert len(want) > 100  # (the runs many: the front's room used and taken back)
 
 
 # -- cursors in and out of the form --------------------------------------------------------
