@@ -948,3 +948,47 @@ def test_m_passing_the_only_entry_a_chained_ledger_held_leaves_its_record_due(im
     puts, _, over = _flush(impl, s, trims, 2, -1)
     assert puts == [] and over == [s] and s.dirty
     check_small(s, (LEDGER, -1))
+
+
+def test_a_reset_back_out_of_a_ledger_whose_marker_names_what_m_passed_keeps_the_parts_check(tmp_path: Path) -> None:
+    """The form's chain names M's ledger's record with the acks M passed since it (beyond the
+    delta bound: one range). Its parts then take the cursor and a reset moves M back into the
+    ledger before: the index entry, as the marker wrote it, still names those acks, now
+    above M. The ledger changed (the next flush writes it again), so the chain's check does
+    not hold it to the bound; the flush after the reset leaves nothing of it to ask."""
+    from ackstore import Dispatcher
+    from ackstore.cursor import lane
+    from ackstore.testing import InMemoryLedgerReader
+
+    from .forms import end_form
+
+    saved, runs = lane.set_delta_bounds(6, 1.0), lane.set_state_bound(3)
+    try:
+        with AckStore.open(tmp_path / "s") as store:
+            topic = store.topic(T)
+            topic.add_ledger(1)
+            topic.close_ledger(1, 10)
+            topic.add_ledger(2)
+            cur = topic.cursor("c", CursorConfig(max_unacked_ranges_to_persist=0))
+            cur.ack_cumulative(Position(1, 9))  # M on into ledger 2
+            store.flush()  # (a slot's state: the form takes the cursor)
+            cur.ack([Position(2, e) for e in (1, 3, 5, 7, 9, 11, 15, 17, 19, 21, 23)])  # over a slot's 3: a chain
+            store.flush()
+            assert cur._core.small is not None and cur._core.small.base >= 0
+            for e in (0, 2, 4, 6, 8, 10, 12, 13):  # M passes them all, one flush each: markers name them
+                cur.ack(Position(2, e))
+                store.flush()
+            assert cur.mark_delete_position == Position(2, 13) and cur._core.small is not None
+            end_form(cur)
+            entry = cur._core._pages.index[2]
+            assert entry.adds is not None and len(entry.adds) > 6  # (beyond the bound: M passed them)
+            cur._check()
+            reader = InMemoryLedgerReader(topic)
+            Dispatcher(cur, reader).reset(Position(1, 5))
+            assert cur.mark_delete_position == Position(1, 4)
+            cur._check()  # (the index entry of ledger 2 is the next flush's: not asked)
+            store.flush()
+            cur._check()
+    finally:
+        lane.set_delta_bounds(*saved)
+        lane.set_state_bound(runs)
