@@ -5,7 +5,8 @@
  * A SmallState is one object of its own: the cursor's mark-delete position, its read
  * position, its log's next sequence and state slots, the runs of acks above M as pairs of
  * u32 (first, last), ascending, a gap between two, in the object up to OWN_RUNS runs and in
- * a PyMem buffer beyond, and the delivery counts of entries above M as pairs of u32 (entry,
+ * a PyMem buffer beyond (read and written through run_first, run_last and the runs_ functions
+ * alone: their layout is theirs), and the delivery counts of entries above M as pairs of u32 (entry,
  * count), ascending, in a PyMem buffer. Entries are the form's: M's ledger's own, and once
  * M's ledger is sealed and ledgers follow it, theirs after them on one line: the i-th
  * spanned ledger span_l[i]'s entry e is the form's span_o[i] + e (cursor/small_span.py maps
@@ -127,6 +128,62 @@ static int room_for(SmallState *s, uint32_t need) {
     return 0;
 }
 
+/* The runs are read and written through these alone (their layout is theirs): run i's
+ * first and last entry; run i set; the runs all moved `b` down the line; the first one
+ * gone; the runs held cut to `n`; room for `m` more after the last, filled in place by a
+ * decoder (runs_area), then taken (runs_took); every run in one array (runs_flat: the
+ * layout's own, or copied into `*tmp`, which the caller frees). */
+static inline uint32_t run_first(const SmallState *s, uint32_t i) { return s->runs[2 * i]; }
+static inline uint32_t run_last(const SmallState *s, uint32_t i) { return s->runs[2 * i + 1]; }
+static inline void run_put(SmallState *s, uint32_t i, uint32_t f, uint32_t l) {
+    s->runs[2 * i] = f;
+    s->runs[2 * i + 1] = l;
+}
+static inline void runs_shift(SmallState *s, uint32_t b) {
+    for (uint32_t i = 0; i < 2 * s->n; i++) s->runs[i] -= b;
+}
+static inline void runs_drop_first(SmallState *s) {
+    s->runs += 2; /* (its room taken back when the runs need it: room_for) */
+    s->n--;
+}
+static inline void runs_cut(SmallState *s, uint32_t n) { s->n = n; }
+static inline uint32_t *runs_area(SmallState *s, uint32_t m) {
+    return room_for(s, s->n + m) < 0 ? NULL : s->runs + 2 * s->n;
+}
+static inline void runs_took(SmallState *s, uint32_t m) { s->n += m; }
+static inline const uint32_t *runs_flat(SmallState *s, uint32_t **tmp) {
+    *tmp = NULL;
+    return s->runs;
+}
+
+/* room for a run inserted at i (runs_splice's); -1 with MemoryError */
+static inline int runs_room_at(SmallState *s, uint32_t i) {
+    return i < s->n - i && head_room(s) > 0 ? 0 : room_for(s, s->n + 1);
+}
+
+/* runs i..j - 1 (none: i == j, an insert, its room made by runs_room_at) made one run (f, l),
+ * moving the fewer runs, those before (into the room before the first) or those after */
+static void runs_splice(SmallState *s, uint32_t i, uint32_t j, uint32_t f, uint32_t l) {
+    uint32_t *r = s->runs, n = s->n;
+    if (i == j) {
+        if (i < n - i && head_room(s) > 0) { /* the runs before it one down, into the room before the first */
+            s->runs = r -= 2;
+            memmove(r, r + 2, sizeof(uint32_t) * 2 * i);
+        } else
+            memmove(r + 2 * i + 2, r + 2 * i, sizeof(uint32_t) * 2 * (n - i));
+        s->n = n + 1;
+    } else {
+        uint32_t gone = j - i - 1; /* the runs merged into run i */
+        if (i < n - j) { /* the fewer before it: run i at j - 1, those before it up behind it */
+            memmove(r + 2 * gone, r, sizeof(uint32_t) * 2 * i);
+            s->runs = r += 2 * gone;
+        } else
+            memmove(r + 2 * i + 2, r + 2 * j, sizeof(uint32_t) * 2 * (n - j));
+        s->n = n - gone;
+    }
+    run_put(s, i, f, l);
+}
+
 static uint32_t run_from(SmallState *s, unsigned long long e);
 
 static uint32_t ranges_in(SmallState *s, int k, uint32_t *first);
@@ -163,7 +220,7 @@ static inline unsigned long long line_end(SmallState *s, int k) { return k < s->
 /* the lowest entry of M's ledger the form holds acked (NO_LOW: none): `low` of a chain whose
  * records hold what the form holds there */
 static inline long long held_low(SmallState *s) {
-    return s->n && s->runs[0] < line_end(s, 0) ? (long long)s->runs[0] : NO_LOW;
+    return s->n && run_first(s, 0) < line_end(s, 0) ? (long long)run_first(s, 0) : NO_LOW;
 }
 
 /* A lazy open's form at its first use: the runs of M's ledger's record, which the open checked
@@ -178,19 +235,20 @@ static int read_unread(SmallState *s) {
     long long end = 0;
     LedgerBody f;
     int rc = read_ledger_body(p + 7, len - 7, &f) < 0;
-    s->n = 0; /* (room_for keeps none of the runs there are not yet) */
-    if (!rc && room_for(s, n) < 0) {
-        s->n = n;
+    runs_cut(s, 0); /* (while unread, `n` counts the record's runs: none held yet) */
+    uint32_t *area = rc ? NULL : runs_area(s, n);
+    if (!rc && area == NULL) {
+        runs_cut(s, n);
         return -1;
     }
-    if (!rc) rc = ledger_runs_into(f.flags, f.first, f.last, f.payload, f.payload_len, 0, s->runs, n, &m, &end);
+    if (!rc) rc = ledger_runs_into(f.flags, f.first, f.last, f.payload, f.payload_len, 0, area, n, &m, &end);
     if (rc < 0 && !PyErr_ExceptionMatches(PyExc_ValueError)) {
-        s->n = n;
+        runs_cut(s, n);
         return -1;
     }
     PyErr_Clear();
-    if (rc || m != n || (long long)s->runs[0] <= s->md_e + 1 || (long long)s->runs[2 * m - 1] != s->unread_top) {
-        s->n = n; /* (CorruptRecordError, as a lazy open's parts say of a ledger that does not decode at its use) */
+    if (rc || m != n || (long long)area[0] <= s->md_e + 1 || (long long)area[2 * m - 1] != s->unread_top) {
+        runs_cut(s, n); /* (CorruptRecordError, as a lazy open's parts say of a ledger that does not decode at its use) */
         PyObject *errors = PyImport_ImportModule("ackstore.errors");
         PyObject *kind = errors == NULL ? NULL : PyObject_GetAttrString(errors, "CorruptRecordError");
         Py_XDECREF(errors);
@@ -200,7 +258,7 @@ static int read_unread(SmallState *s) {
         Py_XDECREF(kind);
         return -1;
     }
-    s->n = n;
+    runs_took(s, n);
     s->unread = NULL;
     Py_DECREF(rec);
     if (s->low == LOW_LATER) s->low = held_low(s);
@@ -261,10 +319,9 @@ static void track(SmallState *s, uint32_t f, uint32_t l, uint32_t i, uint32_t j)
         stale(s, f, l);
         return;
     }
-    const uint32_t *r = s->runs;
     long long e = f, most = DELTA_MOST - (long long)s->ncd;
     for (uint32_t k = i; k <= j; k++) {
-        long long stop = k < j ? (long long)r[2 * k] - 1 : (long long)l;
+        long long stop = k < j ? (long long)run_first(s, k) - 1 : (long long)l;
         if (stop > (long long)l) stop = l;
         if (e <= stop) {
             if ((long long)s->na + stop - e + 1 > most) {
@@ -273,7 +330,7 @@ static void track(SmallState *s, uint32_t f, uint32_t l, uint32_t i, uint32_t j)
             }
             for (long long x = e; x <= stop; x++) s->adds[s->na++] = (uint32_t)x;
         }
-        if (k < j && (long long)r[2 * k + 1] + 1 > e) e = (long long)r[2 * k + 1] + 1;
+        if (k < j && (long long)run_last(s, k) + 1 > e) e = (long long)run_last(s, k) + 1;
     }
 }
 
@@ -303,37 +360,17 @@ static void count_since(SmallState *s, uint32_t e) {
  * place, O(the fewer runs before or after it) to move them when a run is inserted or
  * merged (those before move into the room before the first, when it has room). */
 static int add_run(SmallState *s, uint32_t f, uint32_t l) {
-    uint32_t *r = s->runs, n = s->n, i = f ? run_from(s, (unsigned long long)f - 1) : 0, j; /* touches f or after */
-    j = i;
-    while (j < n && r[2 * j] <= (uint64_t)l + 1) j++;
+    uint32_t n = s->n, i = f ? run_from(s, (unsigned long long)f - 1) : 0, j = i; /* touches f or after */
+    while (j < n && run_first(s, j) <= (uint64_t)l + 1) j++;
     if (i == j) { /* a run of its own, at i */
-        int front = i < n - i && head_room(s) > 0;
-        if (!front && room_for(s, n + 1) < 0) return -1;
+        if (runs_room_at(s, i) < 0) return -1;
         track(s, f, l, i, i);
-        if (front) { /* the runs before it one down, into the room before the first */
-            s->runs -= 2;
-            memmove(s->runs, s->runs + 2, sizeof(uint32_t) * 2 * i);
-        } else
-            memmove(s->runs + 2 * i + 2, s->runs + 2 * i, sizeof(uint32_t) * 2 * (n - i));
-        r = s->runs;
-        r[2 * i] = f;
-        r[2 * i + 1] = l;
-        s->n = n + 1;
+        runs_splice(s, i, i, f, l);
         return 1;
     }
-    if (j == i + 1 && r[2 * i] <= f && l <= r[2 * i + 1]) return 0; /* inside one run */
+    if (j == i + 1 && run_first(s, i) <= f && l <= run_last(s, i)) return 0; /* inside one run */
     track(s, f, l, i, j);
-    if (r[2 * i] < f) f = r[2 * i];
-    if (r[2 * j - 1] > l) l = r[2 * j - 1];
-    uint32_t gone = j - i - 1; /* the runs merged into run i */
-    if (i < n - j) { /* the fewer before it: run i at j - 1, those before it up behind it */
-        memmove(r + 2 * gone, r, sizeof(uint32_t) * 2 * i);
-        s->runs = r += 2 * gone;
-    } else
-        memmove(r + 2 * i + 2, r + 2 * j, sizeof(uint32_t) * 2 * (n - j));
-    r[2 * i] = f;
-    r[2 * i + 1] = l;
-    s->n = n - gone;
+    runs_splice(s, i, j, run_first(s, i) < f ? run_first(s, i) : f, run_last(s, j - 1) > l ? run_last(s, j - 1) : l);
     return 1;
 }
 
@@ -447,7 +484,7 @@ static uint32_t run_from(SmallState *s, unsigned long long e) {
     uint32_t lo = 0, hi = s->n;
     while (lo < hi) {
         uint32_t mid = (lo + hi) / 2;
-        if (s->runs[2 * mid + 1] < e) lo = mid + 1;
+        if (run_last(s, mid) < e) lo = mid + 1;
         else hi = mid;
     }
     return lo;
@@ -456,7 +493,7 @@ static uint32_t run_from(SmallState *s, unsigned long long e) {
 /* the index of the run holding e, or -1 */
 static long long run_at(SmallState *s, unsigned long long e) {
     uint32_t i = run_from(s, e);
-    return i < s->n && s->runs[2 * i] <= e ? (long long)i : -1;
+    return i < s->n && run_first(s, i) <= e ? (long long)i : -1;
 }
 
 /* the `*n` entries at `list` (the first `*named` of them named by a marker) moved `by` down the
@@ -488,7 +525,7 @@ static void rebase(SmallState *s) {
         uint32_t b = s->span_o[0];
         s->md_l = s->span_l[0];
         s->md_e -= (long long)b;
-        for (uint32_t i = 0; i < 2 * s->n; i++) s->runs[i] -= b; /* every run and count lies above M >= b - 1 */
+        runs_shift(s, b); /* every run and count lies above M >= b - 1 */
         for (uint32_t i = 0; i < s->nc; i++) s->counts[2 * i] -= b;
         for (uint32_t i = 0; i < s->nb; i++) s->bat[2 * i] -= b;
         s->rp_e -= (long long)b;
@@ -538,7 +575,7 @@ static void rebase(SmallState *s) {
  * small.py's _passed */
 static void passed(SmallState *s) {
     unsigned long long end = line_end(s, 0);
-    int holds = (s->n && s->runs[0] < end) || (s->nc && s->counts[0] < end) || (s->nb && s->bat[0] < end);
+    int holds = (s->n && run_first(s, 0) < end) || (s->nc && s->counts[0] < end) || (s->nb && s->bat[0] < end);
     if (s->fresh || !(s->c.recs & 1) || !holds) s->c.stale |= 1;
     else if (s->md_e < s->low) { /* (those named lie at or above low) */
         uint32_t k = s->named;
@@ -560,10 +597,9 @@ static void named_low(SmallState *s) {
 /* M moved over the first run when it starts at M + 1 (passed, or M's ledger due: passed()),
  * and on into the next ledger at the end of its own */
 static void advance(SmallState *s) {
-    if (s->n && s->runs[0] == (unsigned long long)(s->md_e + 1)) {
-        s->md_e = s->runs[1];
-        s->runs += 2; /* (its room taken back when the runs need it) */
-        s->n--;
+    if (s->n && run_first(s, 0) == (unsigned long long)(s->md_e + 1)) {
+        s->md_e = run_last(s, 0);
+        runs_drop_first(s);
         if (s->rp_e < s->md_e + 1) { /* the read position never below M + 1 */
             s->rp_e = s->md_e + 1;
             s->rp_i = 0;
@@ -582,7 +618,7 @@ static uint32_t crossing(SmallState *s) {
         if (o <= seen) continue; /* (a ledger with no entries: its offset is the next one's) */
         seen = o;
         uint32_t i = run_from(s, o);
-        out += i < s->n && s->runs[2 * i] < o;
+        out += i < s->n && run_first(s, i) < o;
     }
     return out;
 }
@@ -708,6 +744,7 @@ static PyObject *SmallState_new(PyTypeObject *type, PyObject *args, PyObject *kw
         return NULL;
     }
     long long at = md_e + 2; /* a run starts above M + 1, each a gap after the one before */
+    uint32_t *area = runs_area(s, (uint32_t)m); /* (room made by small_new) */
     for (Py_ssize_t i = 0; i < m; i++) {
         long long f, l;
         if (flat) {
@@ -727,11 +764,12 @@ static PyObject *SmallState_new(PyTypeObject *type, PyObject *args, PyObject *kw
             PyErr_Format(PyExc_ValueError, "run (%lld, %lld) is not above M + 1 and the run before, with a gap", f, l);
             goto fail;
         }
-        s->runs[2 * i] = (uint32_t)f;
-        s->runs[2 * i + 1] = (uint32_t)l;
+        area[2 * i] = (uint32_t)f;
+        area[2 * i + 1] = (uint32_t)l;
         at = l + 2;
     }
-    s->n = s->persisted = (uint32_t)m;
+    runs_took(s, (uint32_t)m);
+    s->persisted = (uint32_t)m;
     if (rp_obj != NULL) {
         rp_e = PyLong_AsLongLong(rp_obj);
         if (rp_e == -1 && PyErr_Occurred()) goto fail;
@@ -1096,7 +1134,7 @@ static PyObject *SmallState_fits(SmallState *s, PyObject *unused) { return fits(
 static long long top_entry(SmallState *s) {
     long long top = s->md_e;
     if (s->unread != NULL && s->unread_top > top) top = s->unread_top; /* (its record's, read lazily) */
-    else if (s->n && (long long)s->runs[2 * s->n - 1] > top) top = s->runs[2 * s->n - 1];
+    else if (s->n && (long long)run_last(s, s->n - 1) > top) top = run_last(s, s->n - 1);
     if (s->nc && (long long)s->counts[2 * s->nc - 2] > top) top = s->counts[2 * s->nc - 2];
     if (s->nb && (long long)s->bat[2 * s->nb - 2] > top) top = s->bat[2 * s->nb - 2];
     return top;
@@ -1200,7 +1238,7 @@ static PyObject *SmallState_read_from(SmallState *s, PyObject *arg) {
     long long e;
     if (entry_of(arg, "entry", &e) < 0) return NULL;
     long long i = run_at(s, (unsigned long long)e);
-    if (i >= 0) e = (long long)s->runs[2 * i + 1] + 1;
+    if (i >= 0) e = (long long)run_last(s, (uint32_t)i) + 1;
     int at = line_index(s, (unsigned long long)e);
     if (e > s->rp_e || (e == s->rp_e && at > s->rp_i)) {
         s->rp_e = e;
@@ -1498,7 +1536,8 @@ static PyObject *SmallState_reset(SmallState *s, PyObject *const *args, Py_ssize
     s->md_l = ledger, s->md_e = e - 1;
     s->rp_e = e, s->rp_i = 0;
     drop_batches(s, 0, ENTRY_MAX);
-    s->n = 0, s->nc = 0, s->ns = 0;
+    runs_cut(s, 0);
+    s->nc = 0, s->ns = 0;
     s->limit = -1, s->limit_version = -1;
     s->dirty = 1;
     unchain(s);
@@ -1534,8 +1573,8 @@ static PyObject *SmallState_unacked(SmallState *s, PyObject *const *args, Py_ssi
     long long e = start > s->md_e + 1 ? start : s->md_e + 1;
     uint32_t lo = run_from(s, (unsigned long long)e);
     while (PyList_GET_SIZE(out) < n && e < stop) {
-        if (lo < s->n && s->runs[2 * lo] <= e) {
-            e = (long long)s->runs[2 * lo + 1] + 1;
+        if (lo < s->n && run_first(s, lo) <= e) {
+            e = (long long)run_last(s, lo) + 1;
             lo++;
             continue;
         }
@@ -1571,7 +1610,13 @@ static PyObject *SmallState_set_props(SmallState *s, PyObject *packed) {
 }
 
 /* runs() -> [(first, last), ...] */
-static PyObject *SmallState_runs(SmallState *s, PyObject *unused) { return pair_list(s->runs, s->n); }
+static PyObject *SmallState_runs(SmallState *s, PyObject *unused) {
+    uint32_t *tmp;
+    const uint32_t *flat = runs_flat(s, &tmp);
+    PyObject *out = flat == NULL ? NULL : pair_list(flat, s->n);
+    PyMem_Free(tmp);
+    return out;
+}
 
 /* the line's ledger k (0..ns) from `arg` into *k; -1 with an exception */
 static int line_arg(SmallState *s, PyObject *arg, int *k) {
@@ -1593,7 +1638,7 @@ static uint64_t *ledger_bounds(SmallState *s, PyObject *arg, uint32_t *n) {
     uint64_t *b = PyMem_Malloc(sizeof(uint64_t) * (2 * (size_t)*n + 1));
     if (b == NULL) return (uint64_t *)PyErr_NoMemory();
     for (uint32_t x = 0; x < *n; x++) {
-        uint64_t first = s->runs[2 * (i + x)], stop = (uint64_t)s->runs[2 * (i + x) + 1] + 1;
+        uint64_t first = run_first(s, i + x), stop = (uint64_t)run_last(s, i + x) + 1;
         b[2 * x] = (first > start ? first : start) - start;
         b[2 * x + 1] = (stop < end ? stop : end) - start;
     }
@@ -1935,7 +1980,9 @@ static int slot_value(SmallState *s, int slot, unsigned char *key, uint32_t vers
     /* the runs and counts of each ledger of the line, its entries less its offset (a run
      * across an offset is one range in each ledger it touches; a ledger with none is not
      * listed) */
-    uint32_t n = s->n, nc = s->nc, *runs = s->runs, *counts = s->counts, *tmp = NULL;
+    uint32_t *flat_tmp;
+    const uint32_t *runs = runs_flat(s, &flat_tmp);
+    uint32_t n = s->n, nc = s->nc, *counts = s->counts, *tmp = NULL;
     int nseg = s->ns + 1, listed = 0;
     long long ids[SPAN_MOST + 1];
     uint32_t rs[SPAN_MOST + 1], re[SPAN_MOST + 1], cs[SPAN_MOST + 1], ce[SPAN_MOST + 1];
@@ -2015,6 +2062,7 @@ static int slot_value(SmallState *s, int slot, unsigned char *key, uint32_t vers
     value = 1;
 done:
     PyMem_Free(tmp);
+    PyMem_Free(flat_tmp);
     *out = o; /* (its buffer, perhaps grown) */
     return value;
 }
@@ -2036,7 +2084,7 @@ static uint32_t ranges_in(SmallState *s, int k, uint32_t *first) {
     /* (M's ledger starts the runs, the last ledger ends them: no search, no cache line of the runs missed) */
     uint32_t i = k ? run_from(s, start) : 0, j = k < s->ns ? run_from(s, end) : s->n;
     if (first != NULL) *first = i;
-    return start >= end ? 0 : j - i + (j < s->n && s->runs[2 * j] < end); /* (a ledger with no entries: none) */
+    return start >= end ? 0 : j - i + (j < s->n && run_first(s, j) < end); /* (a ledger with no entries: none) */
 }
 
 /* the ledger of the line's k-th place (0: M's) */
@@ -2178,7 +2226,7 @@ static unsigned long long cut_end(SmallState *s, uint32_t most) {
         if (left == 0) return line_start(s, k);
         uint32_t first, r = ranges_in(s, k, &first);
         if (r > left) {
-            unsigned long long last = s->runs[2 * (first + left - 1) + 1], end = line_end(s, k);
+            unsigned long long last = run_last(s, first + left - 1), end = line_end(s, k);
             return last >= end ? end : last + 1;
         }
         left -= r;
@@ -2196,15 +2244,16 @@ typedef struct {
 static void cut_view(SmallState *s, unsigned long long end, Cut *keep) {
     uint32_t i = run_from(s, end);
     keep->n = s->n, keep->nc = s->nc, keep->nb = s->nb;
-    s->n = i + (i < s->n && s->runs[2 * i] < end);
-    keep->last = s->n ? s->runs[2 * s->n - 1] : 0;
-    if (s->n && s->runs[2 * s->n - 1] >= end) s->runs[2 * s->n - 1] = (uint32_t)(end - 1);
+    runs_cut(s, i + (i < s->n && run_first(s, i) < end));
+    keep->last = s->n ? run_last(s, s->n - 1) : 0;
+    if (s->n && run_last(s, s->n - 1) >= end) run_put(s, s->n - 1, run_first(s, s->n - 1), (uint32_t)(end - 1));
     s->nc = count_from(s, end), s->nb = batch_from(s, end);
 }
 
 static void cut_back(SmallState *s, const Cut *keep) {
-    if (s->n) s->runs[2 * s->n - 1] = keep->last;
-    s->n = keep->n, s->nc = keep->nc, s->nb = keep->nb;
+    if (s->n) run_put(s, s->n - 1, run_first(s, s->n - 1), keep->last);
+    runs_cut(s, keep->n); /* (back: the runs past it are as they were) */
+    s->nc = keep->nc, s->nb = keep->nb;
 }
 
 /* s's state written now is `cut` (PIP-299): (s, whether it was not at its last flush, or the
@@ -2440,34 +2489,33 @@ static int record_into(SmallState *s, PyObject *item, unsigned long long cid, lo
         f.runs <= (int64_t)cap) { /* M's ledger's alone, acks only: read at the form's first use (read_unread) */
         s->unread = Py_NewRef(PyTuple_GET_ITEM(item, 3));
         s->unread_top = f.last;
-        s->n = (uint32_t)f.runs;
+        runs_cut(s, (uint32_t)f.runs); /* (while unread, `n` counts the record's runs) */
         return 1;
     }
     /* the runs stated, past those held (a join across the offset takes one away): room made once */
     uint64_t most = (uint64_t)n + (uint64_t)f.runs;
     if (f.runs < 0 || most > (uint64_t)cap + 1 || most > U32) return 0;
-    if (room_for(s, (uint32_t)most) < 0) return -1;
+    uint32_t *r = runs_area(s, (uint32_t)f.runs);
+    if (r == NULL) return -1;
     int64_t *items = NULL;
     Py_ssize_t m;
     long long end;
     /* the runs decoded at the offset after those held: maximal, ascending, a gap between two
      * (as the code gives them), all past M (M's ledger's record holding acks at or below it:
      * recovery's to read), the first joined to the run before across the offset */
-    int rc = ledger_runs_into(f.flags, f.first, f.last, f.payload, f.payload_len, offset, s->runs + 2 * n, f.runs, &m,
-                              &end);
+    int rc = ledger_runs_into(f.flags, f.first, f.last, f.payload, f.payload_len, offset, r, f.runs, &m, &end);
     if (rc < 0) return 0; /* (damage: ValueError, cleared; any other error stands) */
     int taken = rc == 0 && m == f.runs && (!m || offset + end - 1 < stop);
-    uint32_t *r = s->runs + 2 * n;
     if (taken && m) {
-        long long first = r[0], top = n ? (long long)r[-1] : -1;
+        long long first = r[0], top = n ? (long long)run_last(s, n - 1) : -1;
         if (first <= md_e + 1 || first <= top) taken = 0; /* (M would move, or acks at or below M; out of order) */
         else if (first == top + 1) { /* joined: the runs after it move down one */
-            r[-1] = r[1];
+            run_put(s, n - 1, run_first(s, n - 1), r[1]);
             memmove(r, r + 2, sizeof(uint32_t) * 2 * (size_t)--m);
         }
     }
     if (taken && n + (uint64_t)m > cap) taken = 0;
-    if (taken) s->n = n + (uint32_t)m;
+    if (taken) runs_took(s, (uint32_t)m);
     if (taken && f.nc) { /* the record's delivery counts: (entry, count) pairs, those at or below M gone */
         if ((items = PyMem_Malloc(sizeof(int64_t) * f.nc)) == NULL) {
             PyErr_NoMemory();
@@ -2739,7 +2787,7 @@ static PyObject *slots_state(unsigned long long cid, PyObject *const *values, lo
     /* bytes after the ledgers with no properties (none with them); more ranges or counts than
      * the form holds; a run at M + 1 */
     int props = (flags & STATE_PROPS) != 0;
-    if ((props ? r.i >= r.len : r.i != r.len) || ranges > cap || nc + s->nb > COUNT_CAP || (s->n && s->runs[0] == md_e1))
+    if ((props ? r.i >= r.len : r.i != r.len) || ranges > cap || nc + s->nb > COUNT_CAP || (s->n && run_first(s, 0) == md_e1))
         goto outside;
     if (props) {
         PyObject *packed = PyBytes_FromStringAndSize((const char *)r.p + r.i, r.len - r.i);
