@@ -156,21 +156,20 @@ static inline const uint32_t *runs_flat(SmallState *s, uint32_t **tmp) {
     return s->runs;
 }
 
-/* room for a run inserted at i (runs_splice's); -1 with MemoryError */
-static inline int runs_room_at(SmallState *s, uint32_t i) {
-    return i < s->n - i && head_room(s) > 0 ? 0 : room_for(s, s->n + 1);
-}
-
-/* runs i..j - 1 (none: i == j, an insert, its room made by runs_room_at) made one run (f, l),
- * moving the fewer runs, those before (into the room before the first) or those after */
-static void runs_splice(SmallState *s, uint32_t i, uint32_t j, uint32_t f, uint32_t l) {
+/* runs i..j - 1 (none: i == j, an insert) made one run (f, l), moving the fewer runs, those
+ * before (into the room before the first) or those after. 0; -1 with MemoryError (an insert
+ * without room: nothing changed) */
+static int runs_splice(SmallState *s, uint32_t i, uint32_t j, uint32_t f, uint32_t l) {
     uint32_t *r = s->runs, n = s->n;
     if (i == j) {
         if (i < n - i && head_room(s) > 0) { /* the runs before it one down, into the room before the first */
             s->runs = r -= 2;
             memmove(r, r + 2, sizeof(uint32_t) * 2 * i);
-        } else
+        } else {
+            if (room_for(s, n + 1) < 0) return -1;
+            r = s->runs;
             memmove(r + 2 * i + 2, r + 2 * i, sizeof(uint32_t) * 2 * (n - i));
+        }
         s->n = n + 1;
     } else {
         uint32_t gone = j - i - 1; /* the runs merged into run i */
@@ -182,6 +181,7 @@ static void runs_splice(SmallState *s, uint32_t i, uint32_t j, uint32_t f, uint3
         s->n = n - gone;
     }
     run_put(s, i, f, l);
+    return 0;
 }
 
 static uint32_t run_from(SmallState *s, unsigned long long e);
@@ -362,14 +362,13 @@ static void count_since(SmallState *s, uint32_t e) {
 static int add_run(SmallState *s, uint32_t f, uint32_t l) {
     uint32_t n = s->n, i = f ? run_from(s, (unsigned long long)f - 1) : 0, j = i; /* touches f or after */
     while (j < n && run_first(s, j) <= (uint64_t)l + 1) j++;
-    if (i == j) { /* a run of its own, at i */
-        if (runs_room_at(s, i) < 0) return -1;
+    if (i == j) { /* a run of its own, at i (track reads no run of it: after the insert) */
+        if (runs_splice(s, i, i, f, l) < 0) return -1;
         track(s, f, l, i, i);
-        runs_splice(s, i, i, f, l);
         return 1;
     }
     if (j == i + 1 && run_first(s, i) <= f && l <= run_last(s, i)) return 0; /* inside one run */
-    track(s, f, l, i, j);
+    track(s, f, l, i, j); /* (before the merge: it reads the runs it merges) */
     runs_splice(s, i, j, run_first(s, i) < f ? run_first(s, i) : f, run_last(s, j - 1) > l ? run_last(s, j - 1) : l);
     return 1;
 }
@@ -2256,14 +2255,14 @@ static void cut_back(SmallState *s, const Cut *keep) {
     s->nc = keep->nc, s->nb = keep->nb;
 }
 
-/* s's state written now is `cut` (PIP-299): (s, whether it was not at its last flush, or the
- * other way round) appended to `capped` (when not NULL) when it is cut or that changed. 0; -1
- * with an exception */
-static int watch_cap(SmallState *s, int cut, PyObject *capped) {
+/* s, the `at`-th of those flush_small was given, has its state written now `cut` (PIP-299):
+ * (at, whether it was not at its last flush, or the other way round) appended to `capped`
+ * (when not NULL) when it is cut or that changed. 0; -1 with an exception */
+static int watch_cap(SmallState *s, Py_ssize_t at, int cut, PyObject *capped) {
     int flipped = cut != s->over_cap;
     s->over_cap = (uint8_t)cut;
     if (capped == NULL || !(cut || flipped)) return 0;
-    PyObject *t = Py_BuildValue("(Oi)", (PyObject *)s, flipped);
+    PyObject *t = Py_BuildValue("(ni)", at, flipped);
     int rc = t == NULL ? -1 : PyList_Append(capped, t);
     Py_XDECREF(t);
     return rc;
@@ -2277,8 +2276,8 @@ static int watch_cap(SmallState *s, int cut, PyObject *capped) {
  * not written (small.base_puts writes it), else it is over), the trims of those whose state
  * trims appended to `trims` as (form, below, keep); those whose state the layout does not take
  * now are not written. One holding more ranges than `persist` writes the lowest of them alone
- * (cut_end), whole, in a slot (else it is over), and stays dirty; (form, flipped) is appended to
- * `capped` for each one whose state is cut now, or was at its last flush and is not now
+ * (cut_end), whole, in a slot (else it is over), and stays dirty; (its index in `smalls`,
+ * flipped) is appended to `capped` for each one whose state is cut now, or was at its last flush and is not now
  * (flipped: the one or the other changed at this flush). The pairs go into one Puts
  * (_puts.c): no objects made a form. */
 static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -2330,7 +2329,8 @@ static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t n
             if (PyList_Append(over, (PyObject *)s) < 0) goto fail;
             continue;
         }
-        int cut = s->persist && !s->logged && s->n + crossing(s) > s->persist; /* (PIP-299) */
+        /* (PIP-299; crossing(s) <= ns: counted only when it may matter) */
+        int cut = s->persist && !s->logged && s->n + s->ns > s->persist && s->n + crossing(s) > s->persist;
         unsigned long long seq = s->next_seq;
         unsigned char key[16];
         Py_ssize_t klen = 16;
@@ -2359,7 +2359,7 @@ static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t n
                 long long top = top_entry(s); /* (state above M, in the line's first 64 ledgers: a bit each) */
                 int reach = s->md_e < top && (s->ns < 64 || top < (long long)s->span_o[63]);
                 PyObject *to = chains && based != NULL && !s->logged && reach ? based : over;
-                if ((to == based && watch_cap(s, 0, capped) < 0) || PyList_Append(to, (PyObject *)s) < 0) goto fail;
+                if ((to == based && watch_cap(s, i, 0, capped) < 0) || PyList_Append(to, (PyObject *)s) < 0) goto fail;
                 continue;
             }
         }
@@ -2408,7 +2408,7 @@ static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t n
         }
         Py_XDECREF(keeps);
         if (puts_add(puts, key, klen, o.b, o.len) < 0) goto fail;
-        if (watch_cap(s, cut, capped) < 0) goto fail;
+        if (watch_cap(s, i, cut, capped) < 0) goto fail;
         uint32_t nbytes = (uint32_t)(klen + o.len);
         s->c.untrimmed = below >= 0 ? 0 : s->c.untrimmed + nbytes;
         adopted(s, 1, nbytes, cut); /* (undo_small gives it back if the write fails) */

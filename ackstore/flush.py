@@ -326,7 +326,7 @@ class GroupFlush:
             logged: list[Any] = []  # the forms of cursors that keep history it writes (under log keys)
             trims: list[Any] = []  # (form, below, keeps) of the forms whose state trims
             based: list[Any] = []  # the forms whose state begins a chain of their own (base_puts writes it)
-            capped: list[Any] = []  # (form, flipped) of the forms whose state is cut (PIP-299) now or was
+            capped: list[Any] = []  # (index, flipped) of the forms whose state is cut (PIP-299) now or was
             version, *rest = small.flush_format()
             puts, nbytes, over, deltas = small.flush_small(forms, version, *rest, logged, trims, based, capped)
             if based:  # (records with the parts' codec, and a full marker naming them, a form)
@@ -340,14 +340,14 @@ class GroupFlush:
                 job.ledger_records += len(bases) - made
             for form, below, keeps in trims:
                 job.trims.append(small.trim_plan(form.cursor_id, below, keeps))
-            if over or capped:
+            for at, flipped in capped:
+                form, cur = forms[at], job.small_cursors[start + at]
+                if flipped:
+                    say_capped(cur.topic.name, cur.name, form.range_count(), form.persist, bool(form.over_cap))
+                if form.dirty:  # (cut: it stays to be flushed, as its parts keep a ledger the cap cut dirty)
+                    self.store.small_list[form] = cur
+            if over:
                 cursors = dict(zip(map(id, forms), _chunk(job.small_cursors, start), strict=True))
-                for form, flipped in capped:
-                    cur = cursors[id(form)]
-                    if flipped:
-                        say_capped(cur.topic.name, cur.name, form.range_count(), form.persist, bool(form.over_cap))
-                    if form.dirty:  # (cut: it stays to be flushed, as its parts keep a ledger the cap cut dirty)
-                        self.store.small_list[form] = cur
                 for form in over:  # states the state layout does not take now: their parts write them, in this flush
                     cur = cursors[id(form)]
                     if cur.small is form:

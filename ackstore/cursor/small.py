@@ -1359,7 +1359,7 @@ def _py_flush_small(
     past the line's 64th ledger or ``logged``, is not written and is listed instead (its
     cursor's parts take the state). One holding more ranges than its ``persist`` (PIP-299)
     writes the lowest of them alone (:func:`_cut_end`), a whole state in a slot, or is over,
-    and stays dirty; ``(form, flipped)`` is appended to ``capped`` (when given) for each one
+    and stays dirty; ``(its index in smalls, flipped)`` is appended to ``capped`` (when given) for each one
     whose state is cut now, or was at its last flush and is not now (``flipped``: the one or
     the other changed at this flush). Returns the puts (a list of ``(key, value)``; the compiled twin's are the same
     pairs in one ``Puts``, ``ackstore/_puts.c``), their bytes, those not written and how many
@@ -1373,7 +1373,7 @@ def _py_flush_small(
     puts: list[tuple[bytes, bytes]] = []
     over: list[Any] = []
     total = deltas = 0
-    for s in smalls:
+    for at, s in enumerate(smalls):
         if type(s) is not PySmallState:
             raise TypeError(f"flush_small flushes SmallStates, not {s!r}")
         s._undo = -1
@@ -1401,7 +1401,7 @@ def _py_flush_small(
                 if cut:
                     over.append(s)  # (a cut state a slot does not take: the parts' to write)
                 elif chains and based is not None and not s.logged and _chainable(s):
-                    _watch_cap(s, 0, capped)
+                    _watch_cap(s, at, 0, capped)
                     based.append(s)  # a new chain: base_puts writes it
                 else:
                     over.append(s)  # the parts' to write
@@ -1438,7 +1438,7 @@ def _py_flush_small(
         if below >= 0 and trims is not None:
             trims.append((s, below, keeps))
         puts.append((key, value))
-        _watch_cap(s, cut, capped)
+        _watch_cap(s, at, cut, capped)
         nbytes = len(key) + len(value)
         s.untrimmed = 0 if below >= 0 else s.untrimmed + nbytes
         _adopted(s, 1, nbytes, cut)  # (undo_small gives it back)
@@ -1446,14 +1446,14 @@ def _py_flush_small(
     return puts, total, over, deltas
 
 
-def _watch_cap(s: PySmallState, cut: int, capped: list[Any] | None) -> None:
-    """``s``'s state written now is ``cut`` (PIP-299): ``(s, flipped)`` appended to
-    ``capped`` (when given) when it is cut or was at its last flush (``flipped``: it was
-    not then, or the other way round)."""
+def _watch_cap(s: PySmallState, at: int, cut: int, capped: list[Any] | None) -> None:
+    """``s``, the ``at``-th form the flush was given, has its state written now ``cut``
+    (PIP-299): ``(at, flipped)`` appended to ``capped`` (when given) when it is cut or was
+    at its last flush (``flipped``: it was not then, or the other way round)."""
     flipped = int(cut != s.over_cap)
     s.over_cap = cut
     if capped is not None and (cut or flipped):
-        capped.append((s, flipped))
+        capped.append((at, flipped))
 
 
 def _py_undo_small(smalls: list[Any]) -> None:
@@ -2096,7 +2096,7 @@ def form_read(
     if got is None:
         return None
     s, seq, records, nbytes, older = got
-    s.persist = config.max_unacked_ranges_to_persist  # (form_open set the rest of _settle's)
+    _settle(s, config)
     try:  # (the properties as the states wrote them decode, as resolve_marker reads a marker's
         # and small_opened a slot's; the newest's are the form's, as chain_opened packs them)
         for props in older:
