@@ -2276,8 +2276,9 @@ static int watch_cap(SmallState *s, Py_ssize_t at, int cut, PyObject *capped) {
  * not written (small.base_puts writes it), else it is over), the trims of those whose state
  * trims appended to `trims` as (form, below, keep); those whose state the layout does not take
  * now are not written. One holding more ranges than `persist` writes the lowest of them alone
- * (cut_end), whole, in a slot (else it is over), and stays dirty; (its index in `smalls`,
- * flipped) is appended to `capped` for each one whose state is cut now, or was at its last flush and is not now
+ * (cut_end), whole, in a slot (else, or when its cursor keeps history, it is over), and stays
+ * dirty; (its index in `smalls`, flipped) is appended to `capped` for each one whose state is
+ * cut now, or was at its last flush and is not now
  * (flipped: the one or the other changed at this flush). The pairs go into one Puts
  * (_puts.c): no objects made a form. */
 static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -2330,7 +2331,11 @@ static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t n
             continue;
         }
         /* (PIP-299; crossing(s) <= ns: counted only when it may matter) */
-        int cut = s->persist && !s->logged && s->n + s->ns > s->persist && s->n + crossing(s) > s->persist;
+        int cut = s->persist && s->n + s->ns > s->persist && s->n + crossing(s) > s->persist;
+        if (cut && s->logged) { /* (a cut state of a cursor that keeps history: its parts write it) */
+            if (PyList_Append(over, (PyObject *)s) < 0) goto fail;
+            continue;
+        }
         unsigned long long seq = s->next_seq;
         unsigned char key[16];
         Py_ssize_t klen = 16;

@@ -417,3 +417,21 @@ def test_the_tools_read_a_cut_state_as_the_store_does(tmp_path: Path, capsys: py
     assert run("restore", tmp_path / "restored", first)[0] == 0
     assert run("dump", tmp_path / "restored", "-o", second)[0] == 0
     assert first.read_bytes() == second.read_bytes()
+
+
+def test_a_cursor_that_keeps_history_over_its_cap_persists_the_lowest_ranges_too(tmp_path: Path) -> None:
+    """A cursor that keeps history, in the small form, past its cap: its parts write the cut
+    (its states go under its log keys, each a point of its history), so PIP-299 holds for
+    it as for any other: truncated, the lowest ranges persisted, the rest lost to a crash."""
+    config = CursorConfig(max_unacked_ranges_to_persist=2, history_seconds=3600)
+    with AckStore.open(tmp_path / "s") as store:
+        cur = _cursor(store, config)
+        store.flush()
+        assert cur._core.small is not None and cur._core.small.logged
+        cur.ack([Position(1, e) for e in (2, 4, 6, 8)])
+        store.flush()
+        assert cur.stats().truncated and cur.stats().persisted_ranges == 2
+        testing.crash(store)
+    with AckStore.open(tmp_path / "s") as store:
+        cur = store.topic(T).cursor("sub")
+        assert list(cur.ack_ranges()) == [(Position(1, 2), Position(1, 2)), (Position(1, 4), Position(1, 4))]
