@@ -114,11 +114,12 @@ def roll_to(topic: Topic, rnd: int) -> None:
     while True:
         ledger, count = topic.ledgers()[-1]
         if count is None and ledger >= target:
-            return
+            break
         if count is None:  # (a kill between the seal and the next ledger leaves it sealed)
             topic.close_ledger(ledger, R * K)
         topic.add_ledger(ledger + 1)
-        topic.trim_ledgers(ledger)
+    if topic.ledgers()[0][0] < target - 1:  # (and one between the next ledger and the trim, untrimmed)
+        topic.trim_ledgers(target - 1)
 
 
 def main() -> None:

@@ -88,3 +88,14 @@ def build_store(path: Path, seed: int, flushes: int = 12) -> dict[str, Any]:
             store.delete_topic(gone.name)
         expected = state_of(store)
     return expected
+
+
+def sealed_two_open_one(store: AckStore, topic: str, entries: int) -> Any:
+    """Topic ``topic`` of ``store`` with ledgers 1 and 2 sealed at ``entries`` entries and 3
+    open; its cursor ``c`` (a new one: at the start)."""
+    t = store.topic(topic)
+    for ledger in (1, 2):
+        t.add_ledger(ledger)
+        t.close_ledger(ledger, entries)
+    t.add_ledger(3)
+    return t.cursor("c")

@@ -11,6 +11,7 @@ from ackstore import AckStore, CursorConfig, Position, check
 from ackstore.storage.records import RECORD_LEDGER
 
 from . import rawlog
+from .store_state import sealed_two_open_one
 from .test_recovery import T, _build, _state
 
 
@@ -133,12 +134,7 @@ def _plant(path: Path, acks: list[Position], batch: Position | None = None) -> t
     before = set_state_bound(-1)
     try:
         with AckStore.open(path) as store:
-            topic = store.topic("t")
-            for ledger in (1, 2):
-                topic.add_ledger(ledger)
-                topic.close_ledger(ledger, 20)
-            topic.add_ledger(3)
-            cur = topic.cursor("c")
+            cur = sealed_two_open_one(store, "t", 20)
             cur.ack(acks)
             if batch is not None:
                 cur.ack_batch_index(batch, 4, [1])
@@ -211,6 +207,43 @@ def test_acks_in_a_ledger_the_directory_lost_are_found(store_path: Path, dropped
     _, records = _plant(store_path, [Position(2, 5), Position(2, 9)])
     rawlog.drop_ledger(store_path, topic_id=0, ledger=dropped)
     assert _found(store_path) == _with_records(found, records)
+
+
+_TRIM_THEN_CRASH = """
+import os, sys
+from ackstore import AckStore, Position
+from ackstore.cursor import lane
+if sys.argv[2] == "marker":
+    lane.set_state_bound(-1)
+from tests.store_state import sealed_two_open_one
+store = AckStore.open(sys.argv[1])
+cur = sealed_two_open_one(store, "t", 20)
+cur.ack([Position(1, 0), Position(1, 1), Position(1, 5), Position(2, 3)])
+store.flush()
+cur.topic.trim_ledgers(2)  # durable at once; the cursor's state (ledger 1 gone) at its next flush
+os._exit(0)  # a crash before that flush
+"""
+
+
+@pytest.mark.parametrize("layout", ["state", "marker"])
+def test_acks_in_a_ledger_trimmed_since_the_newest_flush_are_no_finding(store_path: Path, layout: str) -> None:
+    """A trim is durable at once, the cursor's state at its next flush: a crash between
+    them leaves a flushed state with acks in a ledger the directory no longer holds. That
+    is no damage (an open drops them, as the writer did before the crash): check finds
+    nothing, a reader's snapshot holds nothing of the trimmed ledger, and a reopen keeps
+    what the flush held of the ledgers left."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).parent.parent
+    subprocess.run([sys.executable, "-c", _TRIM_THEN_CRASH, str(store_path), layout], check=True, cwd=root)
+    assert check(store_path) == []
+    with AckStore.open(store_path, readonly=True) as reader:
+        snap = reader.topic("t").cursor("c").snapshot()
+        assert [ledger for ledger, _ in snap.ranges] == [2], snap.ranges
+    with AckStore.open(store_path) as store:
+        cur = store.topic("t").cursor("c")
+        assert cur.is_acked(Position(2, 3)) and not cur.is_acked(Position(2, 2))
 
 
 @pytest.mark.parametrize(

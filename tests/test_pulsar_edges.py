@@ -25,6 +25,8 @@ from ackstore.storage.catalog import OPEN_LEDGER_ENTRY_BYTES
 from ackstore.storage.records import FORMAT_VERSION
 from ackstore.testing import InMemoryLedgerReader, crash
 
+from .store_state import sealed_two_open_one
+
 T = "persistent://t/ns/pulsar-edges"
 
 
@@ -459,14 +461,9 @@ def test_reads_stop_at_the_last_confirmed_entry(store_path: Path) -> None:
 
 def _trimmed(store: AckStore):  # type: ignore[no-untyped-def]
     """Ledgers 1 and 2 sealed at 5 entries, 3 open, a cursor at the start, then 1 trimmed."""
-    t = store.topic("trimmed")
-    for ledger in (1, 2):
-        t.add_ledger(ledger)
-        t.close_ledger(ledger, 5)
-    t.add_ledger(3)
-    c = t.cursor("c")
-    t.trim_ledgers(2)
-    return t, c
+    c = sealed_two_open_one(store, "trimmed", 5)
+    c.topic.trim_ledgers(2)
+    return c.topic, c
 
 
 def test_acks_of_positions_in_a_trimmed_ledger_are_ignored_and_the_rest_of_the_call_acks(tmp_path: Path) -> None:
