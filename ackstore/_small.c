@@ -61,8 +61,12 @@ typedef struct {
     uint8_t ns, span_room, rp_i;    /* how many (room for; PyMem, NULL while none); the ledger of the line
                                        the read position is in (0: M's) */
     uint32_t *runs; /* 2 * n: first, last; in `rbuf` (room for `room` runs), after the runs M passed
-                       since (their room taken back when the runs need it: room_for) */
+                       since (their room taken back when the runs need it: room_for) ... */
     uint32_t *rbuf;
+    struct RunChunk **ch;           /* ... or, past runs_flat_most of them, in `nch` chunks (room for `chroom`;
+                                       NULL: one array), each of at most its room, none empty */
+    uint32_t nch, chroom, fc, fbase; /* the chunk an index was last found in, and its first run's index */
+    uint32_t *stage;                /* runs_area's, while the runs are in chunks (PyMem; NULL: none) */
     uint32_t n, room, cap;
     uint32_t persist;               /* the most ranges a flush persists (PIP-299; 0: all) */
     uint8_t truncated;              /* its newest state holds only the lowest `persist` of them */
@@ -102,11 +106,24 @@ typedef struct {
 
 static PyTypeObject SmallStateType;
 
+/* The runs live in one array while they are few (up to runs_flat_most) and in chunks past
+ * that, so that an insert or a merge among many moves the runs of one chunk, not half the
+ * runs. A chunk holds up to its room of runs, ascending; the chunks in order hold them all
+ * (during cut_view the first `n` of them). Nothing outside the runs_ functions below knows
+ * which: both layouts are theirs. */
+typedef struct RunChunk {
+    uint32_t n, room;
+    uint32_t r[]; /* 2 * room: first, last */
+} RunChunk;
+
+static uint32_t runs_flat_most = 2048; /* the most runs held in one array (_set_run_chunks: tests lower it) */
+static uint32_t runs_chunk_room = 512; /* a new chunk's room */
+
 /* the runs' room before the first: left by the runs M passed (advance), and by runs merged or
  * inserted near the front (add_run moves the fewer runs) */
 static inline uint32_t head_room(const SmallState *s) { return (uint32_t)((s->runs - s->rbuf) / 2); }
 
-/* room for `need` runs from the first on; -1 with MemoryError */
+/* room for `need` runs from the first on, in the one array; -1 with MemoryError */
 static int room_for(SmallState *s, uint32_t need) {
     uint32_t head = head_room(s);
     if (need + head <= s->room) return 0;
@@ -128,38 +145,225 @@ static int room_for(SmallState *s, uint32_t need) {
     return 0;
 }
 
+static RunChunk *chunk_new(void) {
+    RunChunk *c = PyMem_Malloc(sizeof(RunChunk) + sizeof(uint32_t) * 2 * runs_chunk_room);
+    if (c != NULL) c->n = 0, c->room = runs_chunk_room;
+    return c;
+}
+
+/* room for one more chunk pointer; -1 with MemoryError */
+static int chunks_room(SmallState *s) {
+    if (s->nch < s->chroom) return 0;
+    uint32_t room = s->chroom ? 2 * s->chroom : 8;
+    RunChunk **ch = PyMem_Realloc(s->ch, sizeof(RunChunk *) * room);
+    if (ch == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    s->ch = ch, s->chroom = room;
+    return 0;
+}
+
+/* every chunk freed: the runs in one array again, none held */
+static void chunks_free(SmallState *s) {
+    for (uint32_t k = 0; k < s->nch; k++) PyMem_Free(s->ch[k]);
+    PyMem_Free(s->ch);
+    PyMem_Free(s->stage);
+    s->ch = NULL, s->stage = NULL;
+    s->nch = s->chroom = s->fc = s->fbase = 0;
+}
+
+/* the array's runs moved into chunks, each filled to three quarters of its room (room left
+ * for inserts); -1 with MemoryError, the array as it was */
+static int to_chunks(SmallState *s) {
+    uint32_t fill = runs_chunk_room - runs_chunk_room / 4, need = (s->n + fill - 1) / fill;
+    RunChunk **ch = PyMem_Malloc(sizeof(RunChunk *) * (need > 8 ? need : 8));
+    if (ch == NULL) goto nomem;
+    for (uint32_t k = 0; k < need; k++) {
+        if ((ch[k] = chunk_new()) == NULL) {
+            for (uint32_t x = 0; x < k; x++) PyMem_Free(ch[x]);
+            PyMem_Free(ch);
+            goto nomem;
+        }
+        uint32_t from = k * fill, m = s->n - from < fill ? s->n - from : fill;
+        memcpy(ch[k]->r, s->runs + 2 * from, sizeof(uint32_t) * 2 * m);
+        ch[k]->n = m;
+    }
+    if (s->rbuf != s->own) PyMem_Free(s->rbuf);
+    s->runs = s->rbuf = s->own, s->room = OWN_RUNS;
+    s->ch = ch, s->nch = need, s->chroom = need > 8 ? need : 8, s->fc = s->fbase = 0;
+    return 0;
+nomem:
+    PyErr_NoMemory();
+    return -1;
+}
+
+/* run i's pair in its chunk (i == the runs held: one past the last run of the last chunk),
+ * found from the chunk found last: O(chunks between) */
+static uint32_t *chunk_run(SmallState *s, uint32_t i) {
+    uint32_t c = s->fc, b = s->fbase;
+    while (i < b) b -= s->ch[--c]->n;
+    while (i >= b + s->ch[c]->n && c + 1 < s->nch) b += s->ch[c++]->n;
+    s->fc = c, s->fbase = b;
+    return s->ch[c]->r + 2 * (i - b);
+}
+
 /* The runs are read and written through these alone (their layout is theirs): run i's
  * first and last entry; run i set; the runs all moved `b` down the line; the first one
- * gone; the runs held cut to `n`; room for `m` more after the last, filled in place by a
- * decoder (runs_area), then taken (runs_took); every run in one array (runs_flat: the
- * layout's own, or copied into `*tmp`, which the caller frees). */
-static inline uint32_t run_first(const SmallState *s, uint32_t i) { return s->runs[2 * i]; }
-static inline uint32_t run_last(const SmallState *s, uint32_t i) { return s->runs[2 * i + 1]; }
+ * gone; all gone; `n` counted while none is held (a lazy open's runs not read yet); a view
+ * of the first `n` (cut_view: the others stay, for cut_back); room for `m` more after the
+ * last, filled in place by a decoder (runs_area), then taken (runs_took); every run in one
+ * array (runs_flat: the layout's own, or copied into `*tmp`, which the caller frees). */
+static inline uint32_t run_first(SmallState *s, uint32_t i) {
+    return s->ch == NULL ? s->runs[2 * i] : chunk_run(s, i)[0];
+}
+static inline uint32_t run_last(SmallState *s, uint32_t i) {
+    return s->ch == NULL ? s->runs[2 * i + 1] : chunk_run(s, i)[1];
+}
 static inline void run_put(SmallState *s, uint32_t i, uint32_t f, uint32_t l) {
-    s->runs[2 * i] = f;
-    s->runs[2 * i + 1] = l;
+    uint32_t *r = s->ch == NULL ? s->runs + 2 * i : chunk_run(s, i);
+    r[0] = f;
+    r[1] = l;
 }
-static inline void runs_shift(SmallState *s, uint32_t b) {
-    for (uint32_t i = 0; i < 2 * s->n; i++) s->runs[i] -= b;
+static void runs_shift(SmallState *s, uint32_t b) {
+    if (s->ch == NULL) {
+        for (uint32_t i = 0; i < 2 * s->n; i++) s->runs[i] -= b;
+        return;
+    }
+    for (uint32_t k = 0; k < s->nch; k++)
+        for (uint32_t i = 0; i < 2 * s->ch[k]->n; i++) s->ch[k]->r[i] -= b;
 }
-static inline void runs_drop_first(SmallState *s) {
-    s->runs += 2; /* (its room taken back when the runs need it: room_for) */
+
+/* chunk k gone (it holds no run) */
+static void chunk_drop(SmallState *s, uint32_t k) {
+    PyMem_Free(s->ch[k]);
+    memmove(s->ch + k, s->ch + k + 1, sizeof(RunChunk *) * (s->nch - k - 1));
+    s->nch--;
+    s->fc = s->fbase = 0;
+    if (s->nch == 0) chunks_free(s); /* (one array again) */
+}
+
+static void runs_drop_first(SmallState *s) {
     s->n--;
+    if (s->ch == NULL) {
+        s->runs += 2; /* (its room taken back when the runs need it: room_for) */
+        return;
+    }
+    RunChunk *c = s->ch[0];
+    memmove(c->r, c->r + 2, sizeof(uint32_t) * 2 * --c->n);
+    s->fc = s->fbase = 0;
+    if (c->n == 0) chunk_drop(s, 0);
 }
-static inline void runs_cut(SmallState *s, uint32_t n) { s->n = n; }
+static void runs_clear(SmallState *s) {
+    if (s->ch != NULL) chunks_free(s);
+    s->n = 0;
+}
+static inline void runs_unread(SmallState *s, uint32_t n) { s->n = n; }
+static inline void runs_view(SmallState *s, uint32_t n) { s->n = n; }
 static inline uint32_t *runs_area(SmallState *s, uint32_t m) {
-    return room_for(s, s->n + m) < 0 ? NULL : s->runs + 2 * s->n;
+    if (s->ch == NULL) return room_for(s, s->n + m) < 0 ? NULL : s->runs + 2 * s->n;
+    PyMem_Free(s->stage);
+    if ((s->stage = PyMem_Malloc(sizeof(uint32_t) * 2 * (m ? m : 1))) == NULL) PyErr_NoMemory();
+    return s->stage;
 }
-static inline void runs_took(SmallState *s, uint32_t m) { s->n += m; }
-static inline const uint32_t *runs_flat(SmallState *s, uint32_t **tmp) {
+static void chunks_delete(SmallState *s, uint32_t i, uint32_t d);
+
+/* the `m` runs runs_area gave room for taken; -1 with MemoryError, none taken */
+static int runs_took(SmallState *s, uint32_t m) {
+    if (s->ch == NULL) {
+        s->n += m;
+        if (s->n > runs_flat_most && to_chunks(s) < 0) PyErr_Clear(); /* (the one array holds them as well) */
+        return 0;
+    }
+    uint32_t at = 0;
+    while (at < m) {
+        RunChunk *c = s->ch[s->nch - 1];
+        if (c->n == c->room) {
+            if (chunks_room(s) < 0 || (c = chunk_new()) == NULL) { /* (those taken so far given back) */
+                if (at) chunks_delete(s, s->n - at, at);
+                return -1;
+            }
+            s->ch[s->nch++] = c;
+        }
+        uint32_t k = m - at < c->room - c->n ? m - at : c->room - c->n;
+        memcpy(c->r + 2 * c->n, s->stage + 2 * at, sizeof(uint32_t) * 2 * k);
+        c->n += k, s->n += k, at += k;
+    }
+    PyMem_Free(s->stage);
+    s->stage = NULL;
+    return 0;
+}
+static const uint32_t *runs_flat(SmallState *s, uint32_t **tmp) {
     *tmp = NULL;
-    return s->runs;
+    if (s->ch == NULL) return s->runs;
+    uint32_t *r = PyMem_Malloc(sizeof(uint32_t) * 2 * (s->n ? s->n : 1));
+    if (r == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    for (uint32_t k = 0, at = 0; at < s->n; k++) {
+        uint32_t m = s->ch[k]->n < s->n - at ? s->ch[k]->n : s->n - at;
+        memcpy(r + 2 * at, s->ch[k]->r, sizeof(uint32_t) * 2 * m);
+        at += m;
+    }
+    return *tmp = r;
+}
+
+/* runs i..i + d - 1 gone from the chunks, and a chunk they leave joined to the next when the
+ * two fill at most half of one (so that chunks stay a quarter full or more, as merges go) */
+static void chunks_delete(SmallState *s, uint32_t i, uint32_t d) {
+    while (d) {
+        uint32_t *r = chunk_run(s, i), k = s->fc;
+        RunChunk *c = s->ch[k];
+        uint32_t o = i - s->fbase, take = d < c->n - o ? d : c->n - o;
+        memmove(r, r + 2 * take, sizeof(uint32_t) * 2 * (c->n - o - take));
+        c->n -= take, s->n -= take, d -= take;
+        if (c->n == 0) {
+            chunk_drop(s, k);
+            if (s->ch == NULL) return;
+        } else if (k + 1 < s->nch && c->n + s->ch[k + 1]->n <= c->room / 2) {
+            RunChunk *next = s->ch[k + 1];
+            memmove(next->r + 2 * c->n, next->r, sizeof(uint32_t) * 2 * next->n);
+            memcpy(next->r, c->r, sizeof(uint32_t) * 2 * c->n);
+            next->n += c->n, c->n = 0;
+            chunk_drop(s, k);
+        }
+    }
+}
+
+/* a run (f, l) inserted at i in the chunks, a full chunk split in two first; -1 with MemoryError */
+static int chunks_insert(SmallState *s, uint32_t i, uint32_t f, uint32_t l) {
+    uint32_t *r = chunk_run(s, i), k = s->fc;
+    RunChunk *c = s->ch[k];
+    if (c->n == c->room) {
+        RunChunk *half;
+        if (chunks_room(s) < 0 || (half = chunk_new()) == NULL) return -1;
+        half->n = c->n / 2;
+        memcpy(half->r, c->r + 2 * (c->n - half->n), sizeof(uint32_t) * 2 * half->n);
+        c->n -= half->n;
+        memmove(s->ch + k + 2, s->ch + k + 1, sizeof(RunChunk *) * (s->nch - k - 1));
+        s->ch[k + 1] = half;
+        s->nch++;
+        r = chunk_run(s, i), k = s->fc, c = s->ch[k];
+    }
+    uint32_t o = i - s->fbase;
+    memmove(r + 2, r, sizeof(uint32_t) * 2 * (c->n - o));
+    r[0] = f, r[1] = l;
+    c->n++, s->n++;
+    return 0;
 }
 
 /* runs i..j - 1 (none: i == j, an insert) made one run (f, l), moving the fewer runs, those
- * before (into the room before the first) or those after. 0; -1 with MemoryError (an insert
- * without room: nothing changed) */
+ * before (into the room before the first) or those after; in chunks, the runs of the chunks
+ * they are in. 0; -1 with MemoryError (an insert without room: nothing changed) */
 static int runs_splice(SmallState *s, uint32_t i, uint32_t j, uint32_t f, uint32_t l) {
+    if (s->ch == NULL && i == j && s->n >= runs_flat_most && to_chunks(s) < 0) PyErr_Clear(); /* (stays one array) */
+    if (s->ch != NULL) {
+        if (i == j) return chunks_insert(s, i, f, l);
+        run_put(s, i, f, l);
+        if (j > i + 1) chunks_delete(s, i + 1, j - i - 1);
+        return 0;
+    }
     uint32_t *r = s->runs, n = s->n;
     if (i == j) {
         if (i < n - i && head_room(s) > 0) { /* the runs before it one down, into the room before the first */
@@ -182,6 +386,41 @@ static int runs_splice(SmallState *s, uint32_t i, uint32_t j, uint32_t f, uint32
     }
     run_put(s, i, f, l);
     return 0;
+}
+
+/* the first run ending at or after e among the first n (n when none): in chunks, the chunk
+ * first (by its last run), then in it */
+static uint32_t run_from(SmallState *s, unsigned long long e) {
+    uint32_t lo = 0, hi = s->n;
+    if (s->ch != NULL) {
+        uint32_t a = 0, z = s->nch;
+        while (a < z) {
+            uint32_t mid = (a + z) / 2;
+            RunChunk *c = s->ch[mid];
+            if (c->r[2 * c->n - 1] < e) a = mid + 1;
+            else z = mid;
+        }
+        if (a == s->nch) return s->n;
+        uint32_t c = s->fc, b = s->fbase; /* the index of chunk a's first run, from the chunk found last */
+        while (c > a) b -= s->ch[--c]->n;
+        while (c < a) b += s->ch[c++]->n;
+        s->fc = c, s->fbase = b;
+        if (b >= s->n) return s->n;
+        const uint32_t *r = s->ch[a]->r;
+        uint32_t x = 0, y = s->ch[a]->n;
+        while (x < y) {
+            uint32_t mid = (x + y) / 2;
+            if (r[2 * mid + 1] < e) x = mid + 1;
+            else y = mid;
+        }
+        return b + x < s->n ? b + x : s->n;
+    }
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (run_last(s, mid) < e) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
 }
 
 static uint32_t run_from(SmallState *s, unsigned long long e);
@@ -235,20 +474,20 @@ static int read_unread(SmallState *s) {
     long long end = 0;
     LedgerBody f;
     int rc = read_ledger_body(p + 7, len - 7, &f) < 0;
-    runs_cut(s, 0); /* (while unread, `n` counts the record's runs: none held yet) */
+    runs_unread(s, 0); /* (while unread, `n` counts the record's runs: none held yet) */
     uint32_t *area = rc ? NULL : runs_area(s, n);
     if (!rc && area == NULL) {
-        runs_cut(s, n);
+        runs_unread(s, n);
         return -1;
     }
     if (!rc) rc = ledger_runs_into(f.flags, f.first, f.last, f.payload, f.payload_len, 0, area, n, &m, &end);
     if (rc < 0 && !PyErr_ExceptionMatches(PyExc_ValueError)) {
-        runs_cut(s, n);
+        runs_unread(s, n);
         return -1;
     }
     PyErr_Clear();
     if (rc || m != n || (long long)area[0] <= s->md_e + 1 || (long long)area[2 * m - 1] != s->unread_top) {
-        runs_cut(s, n); /* (CorruptRecordError, as a lazy open's parts say of a ledger that does not decode at its use) */
+        runs_unread(s, n); /* (CorruptRecordError, as a lazy open's parts say of a ledger that does not decode at its use) */
         PyObject *errors = PyImport_ImportModule("ackstore.errors");
         PyObject *kind = errors == NULL ? NULL : PyObject_GetAttrString(errors, "CorruptRecordError");
         Py_XDECREF(errors);
@@ -258,7 +497,10 @@ static int read_unread(SmallState *s) {
         Py_XDECREF(kind);
         return -1;
     }
-    runs_took(s, n);
+    if (runs_took(s, n) < 0) {
+        runs_unread(s, n);
+        return -1;
+    }
     s->unread = NULL;
     Py_DECREF(rec);
     if (s->low == LOW_LATER) s->low = held_low(s);
@@ -478,16 +720,6 @@ static int partial_ok(PyObject *size_obj, PyObject *mask, int whole, int *full) 
     return positive && within && (whole || !*full);
 }
 
-/* the first run ending at or after e (n when none) */
-static uint32_t run_from(SmallState *s, unsigned long long e) {
-    uint32_t lo = 0, hi = s->n;
-    while (lo < hi) {
-        uint32_t mid = (lo + hi) / 2;
-        if (run_last(s, mid) < e) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo;
-}
 
 /* the index of the run holding e, or -1 */
 static long long run_at(SmallState *s, unsigned long long e) {
@@ -767,7 +999,7 @@ static PyObject *SmallState_new(PyTypeObject *type, PyObject *args, PyObject *kw
         area[2 * i + 1] = (uint32_t)l;
         at = l + 2;
     }
-    runs_took(s, (uint32_t)m);
+    if (runs_took(s, (uint32_t)m) < 0) goto fail;
     s->persisted = (uint32_t)m;
     if (rp_obj != NULL) {
         rp_e = PyLong_AsLongLong(rp_obj);
@@ -835,6 +1067,7 @@ static void SmallState_dealloc(SmallState *s) {
     PyMem_Free(s->bat);
     PyMem_Free(s->bmask);
     if (s->rbuf != s->own) PyMem_Free(s->rbuf);
+    chunks_free(s);
     PyMem_Free(s->counts);
     PyMem_Free(s->span_l);
     PyMem_Free(s->span_o);
@@ -1535,7 +1768,7 @@ static PyObject *SmallState_reset(SmallState *s, PyObject *const *args, Py_ssize
     s->md_l = ledger, s->md_e = e - 1;
     s->rp_e = e, s->rp_i = 0;
     drop_batches(s, 0, ENTRY_MAX);
-    runs_cut(s, 0);
+    runs_clear(s);
     s->nc = 0, s->ns = 0;
     s->limit = -1, s->limit_version = -1;
     s->dirty = 1;
@@ -1981,6 +2214,7 @@ static int slot_value(SmallState *s, int slot, unsigned char *key, uint32_t vers
      * listed) */
     uint32_t *flat_tmp;
     const uint32_t *runs = runs_flat(s, &flat_tmp);
+    if (runs == NULL) return -1;
     uint32_t n = s->n, nc = s->nc, *counts = s->counts, *tmp = NULL;
     int nseg = s->ns + 1, listed = 0;
     long long ids[SPAN_MOST + 1];
@@ -2243,7 +2477,7 @@ typedef struct {
 static void cut_view(SmallState *s, unsigned long long end, Cut *keep) {
     uint32_t i = run_from(s, end);
     keep->n = s->n, keep->nc = s->nc, keep->nb = s->nb;
-    runs_cut(s, i + (i < s->n && run_first(s, i) < end));
+    runs_view(s, i + (i < s->n && run_first(s, i) < end));
     keep->last = s->n ? run_last(s, s->n - 1) : 0;
     if (s->n && run_last(s, s->n - 1) >= end) run_put(s, s->n - 1, run_first(s, s->n - 1), (uint32_t)(end - 1));
     s->nc = count_from(s, end), s->nb = batch_from(s, end);
@@ -2251,7 +2485,7 @@ static void cut_view(SmallState *s, unsigned long long end, Cut *keep) {
 
 static void cut_back(SmallState *s, const Cut *keep) {
     if (s->n) run_put(s, s->n - 1, run_first(s, s->n - 1), keep->last);
-    runs_cut(s, keep->n); /* (back: the runs past it are as they were) */
+    runs_view(s, keep->n); /* (back: the runs past it are as they were) */
     s->nc = keep->nc, s->nb = keep->nb;
 }
 
@@ -2494,7 +2728,7 @@ static int record_into(SmallState *s, PyObject *item, unsigned long long cid, lo
         f.runs <= (int64_t)cap) { /* M's ledger's alone, acks only: read at the form's first use (read_unread) */
         s->unread = Py_NewRef(PyTuple_GET_ITEM(item, 3));
         s->unread_top = f.last;
-        runs_cut(s, (uint32_t)f.runs); /* (while unread, `n` counts the record's runs) */
+        runs_unread(s, (uint32_t)f.runs); /* (while unread, `n` counts the record's runs) */
         return 1;
     }
     /* the runs stated, past those held (a join across the offset takes one away): room made once */
@@ -2520,7 +2754,7 @@ static int record_into(SmallState *s, PyObject *item, unsigned long long cid, lo
         }
     }
     if (taken && n + (uint64_t)m > cap) taken = 0;
-    if (taken) runs_took(s, (uint32_t)m);
+    if (taken && runs_took(s, (uint32_t)m) < 0) return -1;
     if (taken && f.nc) { /* the record's delivery counts: (entry, count) pairs, those at or below M gone */
         if ((items = PyMem_Malloc(sizeof(int64_t) * f.nc)) == NULL) {
             PyErr_NoMemory();
@@ -2816,6 +3050,22 @@ declined: /* damage: recovery's to report */
  * (first, last, ...) as native u32s, which SmallState takes as its runs; a run across an
  * offset is one. ValueError for a value past the layout (2**32 - 1) or a ledger overlapping
  * the one before. cursor/small.py's _py_line_runs, the same bytes. O(containers + runs). */
+/* _set_run_chunks(flat_most, chunk_room) -> (flat_most, chunk_room) before: how many runs a form
+ * holds in one array before it holds them in chunks, and a new chunk's room (tests lower both,
+ * so that the chunks' splits, joins and drops are reached by few runs) */
+static PyObject *set_run_chunks(PyObject *self, PyObject *args) {
+    (void)self;
+    unsigned int most, room;
+    if (!PyArg_ParseTuple(args, "II", &most, &room)) return NULL;
+    if (room < 2 || most < 1) {
+        PyErr_Format(PyExc_ValueError, "flat_most %u and chunk_room %u: at least 1 and 2", most, room);
+        return NULL;
+    }
+    PyObject *before = Py_BuildValue("(II)", runs_flat_most, runs_chunk_room);
+    runs_flat_most = most, runs_chunk_room = room;
+    return before;
+}
+
 static PyObject *line_runs(PyObject *self, PyObject *ledgers) {
     (void)self;
     PyObject *items = PySequence_Fast(ledgers, "line_runs takes a sequence of (offset, BitMap)");
@@ -3122,6 +3372,8 @@ done:
 }
 
 static PyMethodDef small_functions[] = {
+    {"_set_run_chunks", (PyCFunction)set_run_chunks, METH_VARARGS,
+     "_set_run_chunks(flat_most, chunk_room) -> (flat_most, chunk_room) before (tests only)."},
     {"line_runs", (PyCFunction)line_runs, METH_O, "The runs of a form's line's ledgers, as SmallState takes them."},
     {"small_of_record", (PyCFunction)(void (*)(void))small_of_record, METH_FASTCALL,
      "The small form of a cursor from M's ledger's record its newest marker names (or None)."},

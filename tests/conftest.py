@@ -182,3 +182,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.add_marker(getattr(pytest.mark, AREAS[stem]))
         if item.get_closest_marker("stress"):
             item.add_marker(pytest.mark.slow)
+
+
+if os.environ.get("ACKSTORE_RUN_CHUNKS"):  # (a debugging aid: every form's runs in chunks of a few)
+    from ackstore import _native as _n
+
+    _n._set_run_chunks(*map(int, os.environ["ACKSTORE_RUN_CHUNKS"].split(",")))

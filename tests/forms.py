@@ -5,6 +5,8 @@ hand-over itself."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 
@@ -13,3 +15,23 @@ def end_form(cur: Any) -> None:
     core = cur._core
     with core._lock:
         core._parts()
+
+
+RUN_CHUNKS: list[tuple[int, int] | None] = [None, (1, 2), (8, 5)]
+"""the compiled twin's runs: in one array (as shipped), or in chunks past (that many, of a room of that many)"""
+
+
+@contextmanager
+def run_chunks(chunks: tuple[int, int] | None) -> Iterator[None]:
+    """The compiled twin holds runs as ``chunks`` says (``_set_run_chunks``) within the block."""
+    from ackstore.cursor import small as small_form
+
+    native = small_form._native
+    if chunks is None or native is None:
+        yield
+        return
+    before = native._set_run_chunks(*chunks)
+    try:
+        yield
+    finally:
+        native._set_run_chunks(*before)

@@ -41,7 +41,7 @@ from ackstore.stats import CURSOR_FIGURES
 from ackstore.storage import records
 from ackstore.storage.log import read_slots
 
-from .forms import end_form
+from .forms import RUN_CHUNKS, end_form, run_chunks
 from .rawlog import damage, slots
 
 IDS = ["python", "native"][: len(IMPLEMENTATIONS)]
@@ -264,6 +264,7 @@ OPS = st.one_of(
     other=st.booleans(),
     ops=st.lists(OPS, max_size=30),
     persist=st.sampled_from([0, 0, 1, 2, 3, 5]),
+    chunks=st.sampled_from(RUN_CHUNKS),
 )
 def test_the_twins_agree_with_the_model_and_write_the_state_layout(
     md_e: int,
@@ -273,12 +274,20 @@ def test_the_twins_agree_with_the_model_and_write_the_state_layout(
     other: bool,
     ops: list[tuple[str, Any, int]],
     persist: int,
+    chunks: tuple[int, int] | None,
 ) -> None:
     """Each twin, from the same state through the same acks, properties, flushes and undone flushes,
     holds what the model holds, and each flush writes the bytes the state layout's own
     encoder makes of the model's state, which its decoder reads back as that state; under a
     PIP-299 cap of ``persist`` ranges, what the parts' own rule persists of it (the form
-    stays dirty while it is cut)."""
+    stays dirty while it is cut). The compiled twin's runs in one array or in chunks."""
+    with run_chunks(chunks):
+        _twins_agree_with_the_model(md_e, start, seq, slot, other, ops, persist)
+
+
+def _twins_agree_with_the_model(
+    md_e: int, start: frozenset[int], seq: int, slot: int, other: bool, ops: list[tuple[str, Any, int]], persist: int
+) -> None:
     acked = {e for e in start if e > md_e + 1}
     model = Model(md_e, acked, seq, slot, 1 << slot | (1 if other else 0) << (1 - slot))
     runs = model.runs()
@@ -863,12 +872,22 @@ def test_a_bulk_ack_of_more_runs_than_the_cap_is_the_parts() -> None:
         assert s.ack_entries(LEDGER, BitMap(range(1, 30))) is True and s.n == 1  # one run: the holes it covers close
 
 
+@pytest.mark.parametrize("chunks", RUN_CHUNKS, ids=["one-array", "chunks-of-2", "chunks-of-5"])
 @pytest.mark.parametrize("seed", range(4))
-def test_the_twins_hold_the_same_runs_as_m_passes_runs_and_holes_open_and_close_at_both_ends(seed: int) -> None:
+def test_the_twins_hold_the_same_runs_as_m_passes_runs_and_holes_open_and_close_at_both_ends(
+    seed: int, chunks: tuple[int, int] | None
+) -> None:
     """Many runs, acked as a consumer with late acks does: M passing the first runs (the
     compiled twin leaves their room before the first), holes opened at the far end, closed
     near M and in the middle, runs inserted and merged near the front (into that room) and
-    near the back: both twins hold the model's runs after every ack, and M where it says."""
+    near the back: both twins hold the model's runs after every ack, and M where it says.
+    The compiled twin's runs in one array, or past a few in chunks of a few (split when an
+    insert finds one full, joined when merges leave one nearly empty, dropped when empty)."""
+    with run_chunks(chunks):
+        _same_runs_at_both_ends(seed)
+
+
+def _same_runs_at_both_ends(seed: int) -> None:
     rng = random.Random(seed)
     forms = [impl.SmallState(CID, LEDGER, -1, 0, 1, 1, [], 1 << 16) for impl in IMPLEMENTATIONS]
     for s in forms:
