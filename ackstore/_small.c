@@ -116,7 +116,7 @@ typedef struct RunChunk {
     uint32_t r[]; /* 2 * room: first, last */
 } RunChunk;
 
-static uint32_t runs_flat_most = 2048; /* the most runs held in one array (_set_run_chunks: tests lower it) */
+static uint32_t runs_flat_most = 8192; /* the most runs held in one array (_set_run_chunks: tests lower it) */
 static uint32_t runs_chunk_room = 512; /* a new chunk's room */
 
 /* the runs' room before the first: left by the runs M passed (advance), and by runs merged or

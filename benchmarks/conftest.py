@@ -180,6 +180,7 @@ def _day_lines(benchmarks: list[Any]) -> list[str]:
         "capped": "one ack call per read, 80 holes held, 64 ranges persisted",
         "wide": "one ack call per read, 400 holes held",
         "queue": "one ack call per read, 1,000 holes held",
+        "deep": "one ack call per read, 10,000 holes held",
         "late": "one ack call per read, every other entry acked 40 rounds late",
         "history": "one ack call per read, an hour of history",
     }

@@ -18,7 +18,8 @@ slot's) or 1,000, a consumer's full receiver queue (``queue``: a state over a sl
 bytes, written as ledger records and markers), or that ack every other entry 40 rounds after
 reading it (``late``: 1,000 holes that move on with the mark-delete position, every round; at
 k = 25, 500 holes, whose acks since their ledger's record fit a marker for a few rounds),
-or keep an hour of history (``history``); and the rounds in which every topic's ledger rolls
+or keep an hour of history (``history``); at 100 x 500, subscriptions that each hold
+10,000 holes (``deep``: more than 8,192 ranges each); and the rounds in which every topic's ledger rolls
 over (one round in ten here), set against the plain rounds between them in the same run, by
 subscriptions that hold no entry, that hold 80 or 1,000 of the first ledger across every
 rollover, or that ack late across them.
@@ -46,9 +47,10 @@ CASES = [(1000, k, "list", 0) for k in (10, 50, 100)]
 CASES += [(1000, 50, "each", 0), (1000, 50, "entries", 0), (1000, 50, "list", 10), (1000, 50, "entries", 10)]
 CASES += [(1000, 50, "stuck", 0), (1000, 50, "capped", 0), (1000, 50, "wide", 0)]
 CASES += [(1000, 50, "stuck", 10), (1000, 50, "history", 0), (1000, 50, "queue", 0), (1000, 50, "queue", 10)]
-CASES += [(1000, 25, "late", 0), (1000, 50, "late", 0), (1000, 50, "late", 10)]
+CASES += [(1000, 25, "late", 0), (1000, 50, "late", 0), (1000, 50, "late", 10), (100, 500, "deep", 0)]
 CASES += [(10_000, k, "list", 0) for k in (10, 50, 100)]
-STUCK = {"stuck": 80, "wide": 400, "queue": 1000, "capped": 80}  # the holes a subscription of these variants holds
+#: the holes a subscription of these variants holds
+STUCK = {"stuck": 80, "wide": 400, "queue": 1000, "capped": 80, "deep": 10_000}
 CONFIGS = {"history": HISTORY_CONFIG, "capped": CAPPED_CONFIG}  # the variants whose subscriptions are configured apart
 LATE = {"late": 40}  # the rounds every other entry waits for its ack (1,000 holes at k = 50)
 WARM = 8  # untimed rounds first: counts, holes and records as the workload keeps them

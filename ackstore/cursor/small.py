@@ -180,10 +180,12 @@ __all__ = [
 _ENTRY_MAX = 0xFFFFFFFF
 _NO_LOW = _ENTRY_MAX + 1  # (an entry past every one: ``low`` of a record holding no acks)
 
-FORM_RUNS_FACTOR = 16
+FORM_RUNS_FACTOR = 16 if codecs.native is None else 2048
 """the small form holds up to this many times the runs the state layout a slot takes
-(:data:`ackstore.cursor.lane.STATE_MAX_RUNS`: 8,192 runs, 64 KiB of them): a state over that
-bound goes under the cursor's log keys, in a chain of its own (:func:`_py_flush_small`)"""
+(:data:`ackstore.cursor.lane.STATE_MAX_RUNS`): the compiled form 1,048,576 runs (8 MiB of
+them, in chunks of up to 512: an ack among many moves one chunk's), the pure twin, whose runs
+are one list, 8,192; a state over a slot's bound goes under the cursor's log keys, in a chain
+of its own (:func:`_py_flush_small`)"""
 
 DELTA_MOST = 256
 """the most acks and delivery counts since the chain's last marker a delta marker of the
