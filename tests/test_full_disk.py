@@ -11,6 +11,8 @@ import pytest
 
 from ackstore import AckStore, CursorConfig, Position, StoreError
 
+from .forms import end_form
+
 pytestmark = pytest.mark.slow  # subprocesses, Spark or long campaigns: make check leaves them out
 
 T = "persistent://t/ns/full"
@@ -102,6 +104,7 @@ def test_a_write_back_the_full_disk_refuses_keeps_the_ledger_in_memory(tmpfs, ca
     topic.add_ledger(3)
     config = CursorConfig(max_individual_ack_cache_bytes=120_000, max_unacked_ranges_to_persist=0)
     cur = topic.cursor("c", config)
+    end_form(cur)  # (the parts' cache and its write-backs: the small form holds 60,000 runs in one ledger too)
     store.flush()
     draw = random.Random(5)
     first = sorted(draw.sample(range(1, 1_000_000), 60_000))  # scattered: its record does not compress away
