@@ -24,7 +24,7 @@
 #define OWN_RUNS 4
 #define UNDO 0x80 /* in `undo`: the last flush took this one (the low bits: its slots before) */
 #define UNDO_CUT 0x40 /* in `undo`: its newest state before that flush was cut (PIP-299: `truncated`) */
-#define COUNT_CAP 4096 /* cursor/small.py's COUNT_CAP: the most delivery counts and partial batches the form holds */
+#define COUNT_CAP 65536 /* cursor/small.py's COUNT_CAP: the most delivery counts and partial batches the form holds */
 #define MAX_BATCH_SIZE 65536 /* cursor/moves.py's MAX_BATCH_SIZE: the largest batch */
 #define ENTRY_MAX 0xFFFFFFFFLL
 #define SPAN_MOST 64 /* cursor/small_span.py's SPAN_MOST: the most ledgers after M's on the form's line */
@@ -71,7 +71,9 @@ typedef struct {
     uint32_t persist;               /* the most ranges a flush persists (PIP-299; 0: all) */
     uint8_t truncated;              /* its newest state holds only the lowest `persist` of them */
     uint8_t over_cap;               /* it held more than `persist` at its last flush in this process */
-    uint32_t *counts; /* 2 * nc: entry, count (NULL while it never held one) */
+    uint32_t *counts; /* 2 * nc: entry, count, in `cbuf` (room for `croom`; NULL while it never held one),
+                         after the room the counts dropped before them left (taken back when inserts need it) */
+    uint32_t *cbuf;
     uint32_t nc, croom;
     uint32_t *bat;     /* 2 * nb: entry, size of each partial batch, ascending (NULL while it never held one) */
     PyObject **bmask;  /* ... and its mask, an int (bit i: index i acked; strong references) */
@@ -630,30 +632,49 @@ static uint32_t pair_from(const uint32_t *p, uint32_t n, unsigned long long e) {
 /* the first count whose entry is at or after e (nc when none) */
 static uint32_t count_from(SmallState *s, unsigned long long e) { return pair_from(s->counts, s->nc, e); }
 
-/* the counts of entries f..l go (they are acked) */
+/* the counts' room before the first (left by counts dropped near the front) */
+static inline uint32_t count_head(const SmallState *s) { return (uint32_t)((s->counts - s->cbuf) / 2); }
+
+/* the counts of entries f..l go (they are acked), moving the fewer counts: those before them
+ * (up, leaving their room before the first) or those after */
 static void drop_counts(SmallState *s, unsigned long long f, unsigned long long l) {
     if (!s->nc) return;
     uint32_t i = count_from(s, f), j = count_from(s, l + 1);
     if (j > i) {
-        memmove(s->counts + 2 * i, s->counts + 2 * j, sizeof(uint32_t) * 2 * (s->nc - j));
+        if (i < s->nc - j) {
+            memmove(s->counts + 2 * (j - i), s->counts, sizeof(uint32_t) * 2 * i);
+            s->counts += 2 * (j - i);
+        } else
+            memmove(s->counts + 2 * i, s->counts + 2 * j, sizeof(uint32_t) * 2 * (s->nc - j));
         s->nc -= j - i;
     }
 }
 
-/* a count `count` of entry `e` inserted at index `i` (count_from's for e; e not counted);
- * -1 with MemoryError */
+/* a count `count` of entry `e` inserted at index `i` (count_from's for e; e not counted),
+ * moving the fewer counts (those before it into the room before the first, when there is
+ * some); -1 with MemoryError */
 static int insert_count(SmallState *s, uint32_t i, long long e, long long count) {
-    if (s->nc + 1 > s->croom) {
-        uint32_t need = s->nc + 1, room = s->croom * 2 > need ? s->croom * 2 : (need > 8 ? need : 8);
-        uint32_t *c = PyMem_Realloc(s->counts, sizeof(uint32_t) * 2 * room);
-        if (c == NULL) {
-            PyErr_NoMemory();
-            return -1;
+    uint32_t head = count_head(s);
+    if (head && i < s->nc - i) {
+        s->counts -= 2;
+        memmove(s->counts, s->counts + 2, sizeof(uint32_t) * 2 * i);
+    } else {
+        if (s->nc + 1 + head > s->croom) {
+            memmove(s->cbuf, s->counts, sizeof(uint32_t) * 2 * s->nc); /* (the room before the first taken back) */
+            s->counts = s->cbuf;
         }
-        s->counts = c;
-        s->croom = room;
+        if (s->nc + 1 > s->croom) {
+            uint32_t need = s->nc + 1, room = s->croom * 2 > need ? s->croom * 2 : (need > 8 ? need : 8);
+            uint32_t *c = PyMem_Realloc(s->cbuf, sizeof(uint32_t) * 2 * room);
+            if (c == NULL) {
+                PyErr_NoMemory();
+                return -1;
+            }
+            s->counts = s->cbuf = c;
+            s->croom = room;
+        }
+        memmove(s->counts + 2 * i + 2, s->counts + 2 * i, sizeof(uint32_t) * 2 * (s->nc - i));
     }
-    memmove(s->counts + 2 * i + 2, s->counts + 2 * i, sizeof(uint32_t) * 2 * (s->nc - i));
     s->counts[2 * i] = (uint32_t)e;
     s->counts[2 * i + 1] = (uint32_t)count;
     s->nc++;
@@ -1068,7 +1089,7 @@ static void SmallState_dealloc(SmallState *s) {
     PyMem_Free(s->bmask);
     if (s->rbuf != s->own) PyMem_Free(s->rbuf);
     chunks_free(s);
-    PyMem_Free(s->counts);
+    PyMem_Free(s->cbuf);
     PyMem_Free(s->span_l);
     PyMem_Free(s->span_o);
     PyMem_Free(s->adds);

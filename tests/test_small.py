@@ -501,7 +501,7 @@ def test_the_twins_hold_partial_batches_as_the_parts_do() -> None:
         full = impl.SmallState(CID, LEDGER, 4, 0, 0, 1, [], 64, [(e, 1) for e in range(10, 10 + half)])
         for e in range(2000, 2000 + half):
             assert full.ack_batch(e, 2, 1)
-        assert not full.ack_batch(5000, 2, 1) and full.nb + full.nc == small_form.COUNT_CAP + 1  # past the bound
+        assert not full.ack_batch(2000 + half + 7, 2, 1) and full.nb + full.nc == small_form.COUNT_CAP + 1  # past it
         counts, batches = [(e, 1) for e in range(10, 10 + half)], [(e, 2, 1) for e in range(2000, 2001 + half)]
         with pytest.raises(
             ValueError, match=f"{half} delivery counts and {half + 1} partial batches: the form holds at most"
@@ -914,6 +914,49 @@ def _same_runs_at_both_ends(seed: int) -> None:
         for s in forms:
             assert (s.md_e, s.runs()) == (md, want), (step, IDS)
     assert len(want) > 100  # (the runs many: the front's room used and taken back)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_twins_hold_the_same_counts_as_deliveries_and_acks_come_at_both_ends(seed: int) -> None:
+    """Delivery counts opened and closed anywhere: new entries delivered at the top, entries
+    delivered again low and high, counted entries acked near M (the compiled twin leaves
+    their room before the first), in the middle and at the top, and new counts then made
+    below the middle (into that room): both twins hold the model's counts after every step."""
+    rng = random.Random(seed)
+    forms = [impl.SmallState(CID, LEDGER, -1, 0, 1, 1, [], 1 << 16) for impl in IMPLEMENTATIONS]
+    for s in forms:
+        assert not s.bound(0, (), 1 << 20)
+    counts: dict[int, int] = {}
+    acked: set[int] = set()
+    top = 0
+    for step in range(2000):
+        md = next(x for x in itertools.count() if x not in acked) - 1
+        kind = rng.random()
+        if kind < 0.35 or not counts:  # new entries at the top, one of every few left for later
+            new = [top + k for k in range(1, rng.randint(2, 6)) if rng.random() < 0.7] or [top + 1]
+            top = max(new)
+        elif kind < 0.6:  # delivered again, or first delivered, anywhere above M
+            new = [rng.randint(md + 1, top) for _ in range(rng.randint(1, 3))]
+            new = [e for e in dict.fromkeys(new) if e not in acked]
+        else:  # acks of counted entries: the lowest, one anywhere, the highest
+            live = sorted(counts)
+            e = live[0] if kind < 0.75 else (rng.choice(live) if kind < 0.9 else live[-1])
+            acked.add(e)
+            counts.pop(e)
+            for s in forms:
+                s.ack_range(e, e)
+            new = []
+        if new:
+            for e in new:
+                counts[e] = counts.get(e, 0) + 1
+            for s in forms:
+                assert s.deliver_positions([Position(LEDGER, e) for e in new]) == [counts[e] for e in new]
+        md = next(x for x in itertools.count() if x not in acked) - 1
+        for e in [e for e in counts if e <= md]:
+            counts.pop(e)
+        for s in forms:
+            assert (s.md_e, dict(s.counts())) == (md, counts), (step, IDS)
+    assert len(counts) > 50
 
 
 # -- cursors in and out of the form --------------------------------------------------------

@@ -199,7 +199,7 @@ RANGE_CHARGE = 8
 BATCH_CHARGE = 64
 """what a partial batch of the form is charged (the parts' figure)"""
 
-COUNT_CAP = 4096
+COUNT_CAP = 65536
 """the most delivery counts and partial batches the small form holds (those of a read
 handed out and not yet acked: a broker reads ahead, a consumer holds some); more end it. A
 state slot takes at most :data:`ackstore.cursor.lane.STATE_MAX_EXTRAS` of them, as the
