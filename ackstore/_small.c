@@ -741,7 +741,6 @@ static int partial_ok(PyObject *size_obj, PyObject *mask, int whole, int *full) 
     return positive && within && (whole || !*full);
 }
 
-
 /* the index of the run holding e, or -1 */
 static long long run_at(SmallState *s, unsigned long long e) {
     uint32_t i = run_from(s, e);
@@ -3066,11 +3065,6 @@ declined: /* damage: recovery's to report */
     Py_RETURN_NONE;
 }
 
-/* line_runs(ledgers) -> bytes: the runs of `ledgers`, (offset, BitMap) pairs in the order of
- * their offsets on a form's line, each BitMap's values at its offset: the flat bounds
- * (first, last, ...) as native u32s, which SmallState takes as its runs; a run across an
- * offset is one. ValueError for a value past the layout (2**32 - 1) or a ledger overlapping
- * the one before. cursor/small.py's _py_line_runs, the same bytes. O(containers + runs). */
 /* _set_run_chunks(flat_most, chunk_room) -> (flat_most, chunk_room) before: how many runs a form
  * holds in one array before it holds them in chunks, and a new chunk's room (tests lower both,
  * so that the chunks' splits, joins and drops are reached by few runs) */
@@ -3087,6 +3081,11 @@ static PyObject *set_run_chunks(PyObject *self, PyObject *args) {
     return before;
 }
 
+/* line_runs(ledgers) -> bytes: the runs of `ledgers`, (offset, BitMap) pairs in the order of
+ * their offsets on a form's line, each BitMap's values at its offset: the flat bounds
+ * (first, last, ...) as native u32s, which SmallState takes as its runs; a run across an
+ * offset is one. ValueError for a value past the layout (2**32 - 1) or a ledger overlapping
+ * the one before. cursor/small.py's _py_line_runs, the same bytes. O(containers + runs). */
 static PyObject *line_runs(PyObject *self, PyObject *ledgers) {
     (void)self;
     PyObject *items = PySequence_Fast(ledgers, "line_runs takes a sequence of (offset, BitMap)");

@@ -199,7 +199,7 @@ def _check_in(
         return out
     d = topic.directory
     md_l, md_e = resolved.marker.mark_delete
-    if len(d) and md_l not in d and md_l >= (d.first() or 0):
+    if len(d) and md_l not in d and not d.trimmed(md_l):
         add("mark-delete-outside-directory", f"mark-delete {md_l}:{md_e} names no ledger of the topic")
     for ledger, entry in sorted(resolved.index.items()):
         try:  # the base record plus the acks since it, as open reads them
@@ -210,7 +210,7 @@ def _check_in(
         if not entries:
             continue
         if ledger not in d:
-            if len(d) and ledger < (d.first() or 0):  # trimmed since this state was flushed: an open drops it
+            if d.trimmed(ledger):  # trimmed since this state was flushed: an open drops it
                 continue
             add("unknown-ledger", f"acks in ledger {ledger}, which the topic does not hold", entry.seq)
             continue

@@ -57,6 +57,11 @@ class LedgerDirectory:
     def first(self) -> int | None:
         return self.ids[0] if self.ids else None
 
+    def trimmed(self, ledger: int) -> bool:
+        """Whether ``ledger`` lies below the first ledger held: retention dropped it (or it
+        never was added there). False with no ledgers held. O(1)."""
+        return bool(self.ids) and ledger < self.ids[0]
+
     def index(self, ledger: int) -> int:
         """Position of ``ledger`` in the directory, or -1."""
         i = bisect_left(self.ids, ledger)

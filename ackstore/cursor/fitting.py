@@ -101,9 +101,8 @@ def reconcile(state: AckState, d: LedgerDirectory, clean: int | None = None) -> 
     if loaded:  # a lazy open loads none
         for ledger, la in list(loaded.items()):
             clip(state, ledger, la)
-    first = d.first()
-    if first is not None and state.md[0] < first:
-        state.set_md(trusted(first, -1))
+    if d.trimmed(state.md[0]):
+        state.set_md(trusted(d.ids[0], -1))
     md_l, md_e = state.md
     end = d.end(md_l)
     if 0 <= end <= md_e:  # persisted past an end sealed (or confirmed) since: clip to it
@@ -144,9 +143,8 @@ def on_load(state: AckState, ledger: int, la: LedgerAcks) -> None:
 def directory_changed(state: AckState, d: LedgerDirectory) -> None:
     """The directory changed (ledgers trimmed, sealed or given a bound): M moves up to its
     first ledger when it lies below it, then over what is acked."""
-    first = d.first()
-    if first is not None and state.md[0] < first:
-        state.set_md(trusted(first, -1))
+    if d.trimmed(state.md[0]):
+        state.set_md(trusted(d.ids[0], -1))
     state.advance()
 
 
