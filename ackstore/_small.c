@@ -75,6 +75,9 @@ typedef struct {
                          after the room the counts dropped before them left (taken back when inserts need it) */
     uint32_t *cbuf;
     uint32_t nc, croom;
+    uint32_t cdead; /* of those, dropped in place (count 0: an ack in the middle of many) and not taken out
+                       yet (counts_tidy); each one's entry acked (what asks where state lies, as top_entry
+                       and passed do, finds the acks there) */
     uint32_t *bat;     /* 2 * nb: entry, size of each partial batch, ascending (NULL while it never held one) */
     PyObject **bmask;  /* ... and its mask, an int (bit i: index i acked; strong references) */
     uint32_t nb, broom;
@@ -635,19 +638,46 @@ static uint32_t count_from(SmallState *s, unsigned long long e) { return pair_fr
 /* the counts' room before the first (left by counts dropped near the front) */
 static inline uint32_t count_head(const SmallState *s) { return (uint32_t)((s->counts - s->cbuf) / 2); }
 
-/* the counts of entries f..l go (they are acked), moving the fewer counts: those before them
- * (up, leaving their room before the first) or those after */
+/* the counts held: those not dropped in place */
+static inline uint32_t counts_held(const SmallState *s) { return s->nc - s->cdead; }
+
+static uint32_t count_moves_most = 64; /* the most counts an ack's drop moves (_set_count_moves: tests lower it) */
+static uint32_t count_dead_most = 64;  /* the most counts dropped in place held whatever the counts (... and this) */
+
+/* the counts dropped in place taken out: every count held again (what reads the counts whole
+ * calls it first; the ack's own reads skip a count of 0). O(counts) when some were dropped */
+static void counts_tidy(SmallState *s) {
+    if (!s->cdead) return;
+    uint32_t k = 0, *c = s->counts;
+    for (uint32_t i = 0; i < s->nc; i++)
+        if (c[2 * i + 1]) c[2 * k] = c[2 * i], c[2 * k + 1] = c[2 * i + 1], k++;
+    s->nc = k, s->cdead = 0;
+}
+
+/* the counts of entries f..l go (they are acked): moving the fewer counts, those before them
+ * (up, leaving their room before the first) or those after; or, when those are more than
+ * count_moves_most and the entries a few, each dropped in place (its count 0: counts_tidy
+ * takes them out once they are more than count_dead_most and an eighth of the counts).
+ * O(log counts + the counts moved), amortized O(log counts) for an ack in the middle of many */
 static void drop_counts(SmallState *s, unsigned long long f, unsigned long long l) {
     if (!s->nc) return;
-    uint32_t i = count_from(s, f), j = count_from(s, l + 1);
-    if (j > i) {
-        if (i < s->nc - j) {
-            memmove(s->counts + 2 * (j - i), s->counts, sizeof(uint32_t) * 2 * i);
-            s->counts += 2 * (j - i);
-        } else
-            memmove(s->counts + 2 * i, s->counts + 2 * j, sizeof(uint32_t) * 2 * (s->nc - j));
-        s->nc -= j - i;
+    uint32_t i = count_from(s, f), j = count_from(s, l + 1), *c = s->counts;
+    if (j <= i) return;
+    uint32_t fewer = i < s->nc - j ? i : s->nc - j;
+    if (fewer > count_moves_most && j - i <= 8) {
+        for (uint32_t k = i; k < j; k++)
+            if (c[2 * k + 1]) c[2 * k + 1] = 0, s->cdead++;
+        if (s->cdead > count_dead_most && s->cdead * 8 > s->nc) counts_tidy(s);
+        return;
     }
+    if (s->cdead)
+        for (uint32_t k = i; k < j; k++) s->cdead -= !c[2 * k + 1];
+    if (i < s->nc - j) {
+        memmove(c + 2 * (j - i), c, sizeof(uint32_t) * 2 * i);
+        s->counts += 2 * (j - i);
+    } else
+        memmove(c + 2 * i, c + 2 * j, sizeof(uint32_t) * 2 * (s->nc - j));
+    s->nc -= j - i;
 }
 
 /* a count `count` of entry `e` inserted at index `i` (count_from's for e; e not counted),
@@ -777,6 +807,7 @@ static void rebase(SmallState *s) {
         s->md_l = s->span_l[0];
         s->md_e -= (long long)b;
         runs_shift(s, b); /* every run and count lies above M >= b - 1 */
+        counts_tidy(s);   /* (one dropped in place may not) */
         for (uint32_t i = 0; i < s->nc; i++) s->counts[2 * i] -= b;
         for (uint32_t i = 0; i < s->nb; i++) s->bat[2 * i] -= b;
         s->rp_e -= (long long)b;
@@ -893,7 +924,7 @@ static int ack_run(SmallState *s, long long f, long long l) {
     return 0;
 }
 
-static int fitting(SmallState *s) { return s->n + crossing(s) <= s->cap && s->nc + s->nb <= COUNT_CAP; }
+static int fitting(SmallState *s) { return s->n + crossing(s) <= s->cap && counts_held(s) + s->nb <= COUNT_CAP; }
 static PyObject *fits(SmallState *s) { return PyBool_FromLong(fitting(s)); }
 
 static int entry_of(PyObject *v, const char *what, long long *out) {
@@ -941,9 +972,14 @@ static SmallState *small_new(PyTypeObject *type, unsigned long long cid, long lo
  * counted already or acked, or with MemoryError */
 static int set_count(SmallState *s, long long e, long long count) {
     uint32_t i = count_from(s, (unsigned long long)e);
-    if (e <= s->md_e || is_acked(s, e) || (i < s->nc && s->counts[2 * i] == e) || count < 1 || count > ENTRY_MAX) {
+    int there = i < s->nc && s->counts[2 * i] == e; /* (held, or dropped in place) */
+    if (e <= s->md_e || is_acked(s, e) || (there && s->counts[2 * i + 1]) || count < 1 || count > ENTRY_MAX) {
         PyErr_Format(PyExc_ValueError, "delivery count (%lld, %lld) is not of an unacked entry above M, once", e, count);
         return -1;
+    }
+    if (there) {
+        s->counts[2 * i + 1] = (uint32_t)count, s->cdead--;
+        return 0;
     }
     return insert_count(s, i, e, count);
 }
@@ -1061,9 +1097,9 @@ static PyObject *SmallState_new(PyTypeObject *type, PyObject *args, PyObject *kw
             if (set_batch(s, e, PyTuple_GET_ITEM(t, 1), PyTuple_GET_ITEM(t, 2)) < 0) goto fail;
         }
     }
-    if (s->nc + s->nb > COUNT_CAP) {
-        PyErr_Format(PyExc_ValueError, "%u delivery counts and %u partial batches: the form holds at most %d", s->nc,
-                     s->nb, COUNT_CAP);
+    if (counts_held(s) + s->nb > COUNT_CAP) {
+        PyErr_Format(PyExc_ValueError, "%u delivery counts and %u partial batches: the form holds at most %d",
+                     counts_held(s), s->nb, COUNT_CAP);
         goto fail;
     }
     if (props != NULL) Py_SETREF(s->props, Py_NewRef(props));
@@ -1237,9 +1273,11 @@ static PyObject *SmallState_deliver_positions(SmallState *s, PyObject *items) {
         long long e = item_entry(s, at[i]), n = 0;
         if (!is_acked(s, e)) {
             uint32_t j = count_from(s, (unsigned long long)e);
-            if (j < s->nc && s->counts[2 * j] == e) {
+            if (j < s->nc && s->counts[2 * j] == e && s->counts[2 * j + 1]) {
                 if (s->counts[2 * j + 1] < ENTRY_MAX) s->counts[2 * j + 1]++;
                 s->redeliveries++;
+            } else if (j < s->nc && s->counts[2 * j] == e) { /* (dropped in place: counted again) */
+                s->counts[2 * j + 1] = 1, s->cdead--;
             } else if (insert_count(s, j, e, 1) < 0) {
                 Py_DECREF(out);
                 return NULL;
@@ -1375,6 +1413,7 @@ static PyObject *SmallState_counts(SmallState *s, PyObject *const *args, Py_ssiz
     if (nargs == 2 && (ranged_arg(args[0], "first", 0, ENTRY_MAX + 1, &first) < 0 ||
                        ranged_arg(args[1], "stop", 0, ENTRY_MAX + 1, &stop) < 0))
         return NULL;
+    counts_tidy(s);
     uint32_t i = count_from(s, (unsigned long long)first), j = stop > first ? count_from(s, (unsigned long long)stop) : i;
     return pair_list(s->counts + 2 * i, j - i);
 }
@@ -1789,7 +1828,7 @@ static PyObject *SmallState_reset(SmallState *s, PyObject *const *args, Py_ssize
     s->rp_e = e, s->rp_i = 0;
     drop_batches(s, 0, ENTRY_MAX);
     runs_clear(s);
-    s->nc = 0, s->ns = 0;
+    s->nc = s->cdead = 0, s->ns = 0;
     s->limit = -1, s->limit_version = -1;
     s->dirty = 1;
     unchain(s);
@@ -1930,6 +1969,7 @@ static PyObject *SmallState_runs_of(SmallState *s, PyObject *arg) {
 static uint64_t held_of(SmallState *s) {
     uint64_t out = s->unread != NULL; /* (a record read lazily is M's ledger's, holding acks: and nothing else) */
     if (out) return out;
+    counts_tidy(s);
     for (int k = 0; k <= s->ns && k < 64; k++) {
         unsigned long long start = line_start(s, k), end = line_end(s, k);
         if (ranges_in(s, k, NULL) || count_from(s, start) < count_from(s, end) || batch_from(s, start) < batch_from(s, end))
@@ -1946,7 +1986,7 @@ static PyObject *SmallState_held(SmallState *s, PyObject *unused) {
 /* what the form holding state in `ledgers` ledgers is charged against its cursor's cache
  * budget, as the parts charge theirs (small.py's _charge) */
 static unsigned long long charge_of(SmallState *s, int ledgers) {
-    return LEDGER_CHARGE * (unsigned long long)ledgers + RANGE_CHARGE * (unsigned long long)(s->n + s->nc) +
+    return LEDGER_CHARGE * (unsigned long long)ledgers + RANGE_CHARGE * (unsigned long long)(s->n + counts_held(s)) +
            BATCH_CHARGE * (unsigned long long)s->nb;
 }
 
@@ -2012,6 +2052,7 @@ static PyObject *SmallState_record_of(SmallState *s, PyObject *const *args, Py_s
     if (ranged_arg(args[0], "version", 0, 255, &version) < 0 || ranged_arg(args[1], "flags", 0, 255, &flags) < 0 ||
         ranged_arg(args[2], "first", 0, U32_MAX_LL, &first) < 0 || ranged_arg(args[3], "last", -1, U32_MAX_LL, &last) < 0)
         return NULL;
+    counts_tidy(s);
     unsigned long long start = line_start(s, k), end = line_end(s, k);
     uint32_t c0 = count_from(s, start), b0 = batch_from(s, start);
     uint32_t nc = count_from(s, end) - c0, nb = batch_from(s, end) - b0, runs = ranges_in(s, k, NULL);
@@ -2142,7 +2183,10 @@ static PyObject *SmallState_unread(SmallState *s, void *unused) {
     return PyBool_FromLong(s->unread != NULL);
 }
 
+static PyObject *SmallState_nc(SmallState *s, void *unused) { return PyLong_FromUnsignedLong(counts_held(s)); }
+
 static PyGetSetDef SmallState_getset[] = {
+    {"nc", (getter)SmallState_nc, NULL, "Delivery counts held.", NULL},
     {"unread", (getter)SmallState_unread, NULL, "True while a lazy open's record waits for the form's first use.",
      NULL},
     {"low", (getter)SmallState_low, NULL,
@@ -2162,7 +2206,6 @@ static PyMemberDef SmallState_members[] = {
     MEMBER(rp_i, T_UBYTE, "the ledger of the line the read position is in (0: M's, i: the i-th spanned)"),
     MEMBER(limit, T_LONGLONG, "the form's highest entry allowed, as of limit_version"),
     MEMBER(limit_version, T_LONGLONG, "the topic's directory version of the bound (-1: none)"),
-    MEMBER(nc, T_UINT, "delivery counts held"),
     MEMBER(nb, T_UINT, "partial batches held"),
     MEMBER(redeliveries, T_ULONGLONG, "deliveries in the form of entries delivered before"),
     MEMBER(next_seq, T_ULONGLONG, "the log's next sequence"),
@@ -2233,6 +2276,7 @@ static int slot_value(SmallState *s, int slot, unsigned char *key, uint32_t vers
      * across an offset is one range in each ledger it touches; a ledger with none is not
      * listed) */
     uint32_t *flat_tmp;
+    counts_tidy(s);
     const uint32_t *runs = runs_flat(s, &flat_tmp);
     if (runs == NULL) return -1;
     uint32_t n = s->n, nc = s->nc, *counts = s->counts, *tmp = NULL;
@@ -2325,7 +2369,7 @@ static uint32_t live_counts(SmallState *s, uint32_t from, uint32_t to) {
     uint32_t k = 0;
     for (uint32_t i = from; i < to; i++) {
         uint32_t e = s->counted[i], c = count_from(s, e);
-        k += c < s->nc && s->counts[2 * c] == e;
+        k += c < s->nc && s->counts[2 * c] == e && s->counts[2 * c + 1];
     }
     return k;
 }
@@ -2376,7 +2420,7 @@ static int marker_write(SmallState *s, uint32_t version, int full, long long pre
         }
     for (uint32_t i = cfrom; i < s->ncd; i++) { /* the counts that still stand, ascending */
         uint32_t e = s->counted[i], c = count_from(s, e), j;
-        if (c >= s->nc || s->counts[2 * c] != e) continue;
+        if (c >= s->nc || s->counts[2 * c] != e || !s->counts[2 * c + 1]) continue;
         for (j = kc; j > 0 && ce[j - 1] > e; j--) ce[j] = ce[j - 1], cn[j] = cn[j - 1];
         ce[j] = e, cn[j] = s->counts[2 * c + 1];
         kc++;
@@ -2495,6 +2539,7 @@ typedef struct {
 /* s as the state a flush persists when it ends at `end` (cut_end's): its runs, counts and
  * batches from there on left out, the run across `end` cut at it; cut_back gives them back */
 static void cut_view(SmallState *s, unsigned long long end, Cut *keep) {
+    counts_tidy(s);
     uint32_t i = run_from(s, end);
     keep->n = s->n, keep->nc = s->nc, keep->nb = s->nb;
     runs_view(s, i + (i < s->n && run_first(s, i) < end));
@@ -2604,7 +2649,7 @@ static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t n
             if (!s->logged) slot = next_slot(s->slot, s->slots, first_room, &room);
             Cut keep = {0, 0, 0, 0};
             if (cut) cut_view(s, cut_end(s, s->persist), &keep);
-            int many = (Py_ssize_t)(s->nc + s->nb) > max_counts; /* more than a slot's layout takes */
+            int many = (Py_ssize_t)(counts_held(s) + s->nb) > max_counts; /* more than a slot's layout takes */
             int fits = many || (!s->logged && (Py_ssize_t)(s->n + crossing(s)) > max_runs)
                            ? 0
                            : slot_value(s, slot, key, (uint32_t)version, room, max_bytes, cut, &o);
@@ -2853,7 +2898,7 @@ static PyObject *small_of_record(PyObject *self, PyObject *const *args, Py_ssize
         if (i < s->nc && s->counts[2 * i] == e && n >= 1 && n <= ENTRY_MAX) s->counts[2 * i + 1] = (uint32_t)n;
         else if (e > ENTRY_MAX || set_count(s, e, n) < 0) taken = 0;
     }
-    if (!taken || s->n > cap || s->nc > COUNT_CAP) {
+    if (!taken || s->n > cap || counts_held(s) > COUNT_CAP) {
         Py_DECREF(s);
         goto clear;
     }
@@ -3063,6 +3108,19 @@ declined: /* damage: recovery's to report */
     if (!PyErr_ExceptionMatches(PyExc_ValueError)) return NULL;
     PyErr_Clear();
     Py_RETURN_NONE;
+}
+
+/* _set_count_moves(moves_most, dead_most) -> (moves_most, dead_most) before: the most counts
+ * an ack's drop moves before it drops a count in place, and the most dropped in place a form
+ * holds whatever its counts (tests lower the one and raise the other, so that few counts reach
+ * the drops in place and what reads the counts finds some) */
+static PyObject *set_count_moves(PyObject *self, PyObject *args) {
+    (void)self;
+    unsigned int most, dead;
+    if (!PyArg_ParseTuple(args, "II", &most, &dead)) return NULL;
+    PyObject *before = Py_BuildValue("(II)", count_moves_most, count_dead_most);
+    count_moves_most = most, count_dead_most = dead;
+    return before;
 }
 
 /* _set_run_chunks(flat_most, chunk_room) -> (flat_most, chunk_room) before: how many runs a form
@@ -3350,7 +3408,7 @@ static PyObject *form_open(PyObject *self, PyObject *const *args, Py_ssize_t nar
         goto none;
     }
     s = (SmallState *)got;
-    if ((long long)s->n <= most_runs || s->n > cap - cap / 4 || s->nc > COUNT_CAP - COUNT_CAP / 4) goto none;
+    if ((long long)s->n <= most_runs || s->n > cap - cap / 4 || counts_held(s) > COUNT_CAP - COUNT_CAP / 4) goto none;
     s->every = (uint32_t)every, s->c.base = -2, s->budget = budget;
     if (0 <= end && end <= c.md_e) goto none;
     r = fit_to(s, args[2], b);
@@ -3394,6 +3452,8 @@ done:
 static PyMethodDef small_functions[] = {
     {"_set_run_chunks", (PyCFunction)set_run_chunks, METH_VARARGS,
      "_set_run_chunks(flat_most, chunk_room) -> (flat_most, chunk_room) before (tests only)."},
+    {"_set_count_moves", (PyCFunction)set_count_moves, METH_VARARGS,
+     "_set_count_moves(moves_most, dead_most) -> (moves_most, dead_most) before (tests only)."},
     {"line_runs", (PyCFunction)line_runs, METH_O, "The runs of a form's line's ledgers, as SmallState takes them."},
     {"small_of_record", (PyCFunction)(void (*)(void))small_of_record, METH_FASTCALL,
      "The small form of a cursor from M's ledger's record its newest marker names (or None)."},

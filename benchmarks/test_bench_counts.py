@@ -2,6 +2,9 @@
 
 - ack: 100,000 acks one per call into a fresh ledger; with counts, every acked entry was
   delivered once before (the ack takes its count away). Target: within 1.1x.
+- ack in random order: 15,000 acks one per call, in random order, of 30,000 entries of a
+  fresh ledger (as a shared subscription's consumers ack); with counts, all 30,000 were
+  delivered once before, so each ack lands among thousands of counted entries.
 - group flush: 1,000 cursors x 1 new ack each, and with counts one delivery more each;
   ``bytes`` shows what the counts add to a flush (a delta: what changed).
 - durable deliveries: a read of 10 entries counted with ``durable=True`` (a flush per read)
@@ -20,6 +23,8 @@ from .states import UNBOUNDED, T
 
 ONE = 100_000
 ACK = "delivery counts: ack one position per call"
+SHUFFLED = 30_000
+RANDOM = "delivery counts: ack one position per call, in random order, among 30,000"
 FLUSH = "delivery counts: group flush, 1,000 cursors"
 DURABLE = "delivery counts: durable before dispatch, reads of 10 entries"
 
@@ -66,6 +71,46 @@ def test_ack_without_counts(benchmark, store: AckStore) -> None:  # type: ignore
 
 def test_ack_of_counted_entries(benchmark, store: AckStore) -> None:  # type: ignore[no-untyped-def]
     _bench_acks(benchmark, store, counted=True)
+
+
+def _bench_random_acks(benchmark, store: AckStore, counted: bool) -> None:  # type: ignore[no-untyped-def]
+    topic = store.topic(T)
+    topic.add_ledger(1)
+    cur = topic.cursor("c", CursorConfig(max_unacked_ranges_to_persist=0, max_individual_ack_cache_bytes=1 << 40))
+    store.flush()  # (a cursor that flushed once, as a broker's has)
+    rng = random.Random(7)
+    ledgers = count(1)
+
+    def setup():  # type: ignore[no-untyped-def]
+        ledger = next(ledgers)
+        if ledger > 1:  # (the ledger before acked whole, then sealed: each round starts with no counts)
+            cur.ack_entries(ledger - 1, range(SHUFFLED))
+            topic.close_ledger(ledger - 1, SHUFFLED)
+            topic.add_ledger(ledger)
+        positions = [Position(ledger, e) for e in range(SHUFFLED)]
+        if counted:
+            cur.record_deliveries(positions)
+        store.flush()
+        rng.shuffle(positions)
+        return (positions[: SHUFFLED // 2],), {}
+
+    def run(positions: list[Position]) -> None:
+        ack = cur.ack
+        for p in positions:
+            ack(p)
+
+    benchmark.group = RANDOM
+    benchmark.extra_info.update(baseline=not counted, ops=SHUFFLED // 2)
+    benchmark.pedantic(run, setup=setup, rounds=7)
+    assert len(cur.delivery_counts()) == (SHUFFLED // 2 if counted else 0)
+
+
+def test_random_acks_without_counts(benchmark, store: AckStore) -> None:  # type: ignore[no-untyped-def]
+    _bench_random_acks(benchmark, store, counted=False)
+
+
+def test_random_acks_of_counted_entries(benchmark, store: AckStore) -> None:  # type: ignore[no-untyped-def]
+    _bench_random_acks(benchmark, store, counted=True)
 
 
 def _cursors(store: AckStore, counted: bool):  # type: ignore[no-untyped-def]

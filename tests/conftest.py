@@ -184,7 +184,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.slow)
 
 
-if os.environ.get("ACKSTORE_RUN_CHUNKS"):  # (a debugging aid: every form's runs in chunks of a few)
+if os.environ.get("ACKSTORE_LAYOUT"):  # (a debugging aid: every form's layouts lowered, as tests.forms.LAYOUTS)
     from ackstore import _native as _n
 
-    _n._set_run_chunks(*map(int, os.environ["ACKSTORE_RUN_CHUNKS"].split(",")))
+    _flat, _room, _moves, _dead = map(int, os.environ["ACKSTORE_LAYOUT"].split(","))
+    _n._set_run_chunks(_flat, _room)
+    _n._set_count_moves(_moves, _dead)

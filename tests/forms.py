@@ -17,21 +17,27 @@ def end_form(cur: Any) -> None:
         core._parts()
 
 
-RUN_CHUNKS: list[tuple[int, int] | None] = [None, (1, 2), (8, 5)]
-"""the compiled twin's runs: in one array (as shipped), or in chunks past (that many, of a room of that many)"""
+LAYOUTS: list[tuple[int, int, int, int] | None] = [None, (1, 2, 0, 1000), (8, 5, 3, 2)]
+"""the compiled twin's layouts: as shipped, or lowered so that few runs and counts reach what
+many do: runs in chunks past (that many, of a room of that many), an ack's count dropped in
+place when more than (that many) counts would move, and (that many) so dropped held however
+few the counts are"""
 
 
 @contextmanager
-def run_chunks(chunks: tuple[int, int] | None) -> Iterator[None]:
-    """The compiled twin holds runs as ``chunks`` says (``_set_run_chunks``) within the block."""
+def compiled_layout(layout: tuple[int, int, int, int] | None) -> Iterator[None]:
+    """The compiled twin holds runs and counts as ``layout`` says (``_set_run_chunks``,
+    ``_set_count_moves``) within the block."""
     from ackstore.cursor import small as small_form
 
     native = small_form._native
-    if chunks is None or native is None:
+    if layout is None or native is None:
         yield
         return
-    before = native._set_run_chunks(*chunks)
+    chunks = native._set_run_chunks(*layout[:2])
+    moves = native._set_count_moves(*layout[2:])
     try:
         yield
     finally:
-        native._set_run_chunks(*before)
+        native._set_run_chunks(*chunks)
+        native._set_count_moves(*moves)

@@ -32,7 +32,7 @@ from ackstore.storage.bitmaps import _inner_bounds, count_runs
 
 from .chain_twins import form_fields
 from .codec_impls import damaged
-from .forms import RUN_CHUNKS, run_chunks
+from .forms import LAYOUTS, compiled_layout
 
 T = "persistent://t/n/chain-open"
 CFG = CursorConfig(max_unacked_ranges_to_persist=0)
@@ -250,7 +250,7 @@ NEXT, NEXT_STOP = 3101, 3701
     ),
     adds=st.frozensets(st.integers(0, 3600), max_size=6),
     since=st.dictionaries(st.integers(0, 3600), st.integers(1, 9), max_size=4),
-    chunks=st.sampled_from(RUN_CHUNKS),
+    layout=st.sampled_from(LAYOUTS),
 )
 def test_the_twins_read_records_into_the_same_form(
     holes: frozenset[int],
@@ -261,7 +261,7 @@ def test_the_twins_read_records_into_the_same_form(
     next_ledger: tuple[frozenset[int], dict[int, int]] | None,
     adds: frozenset[int],
     since: dict[int, int],
-    chunks: tuple[int, int] | None,
+    layout: tuple[int, int, int, int] | None,
 ) -> None:
     """``small_of_record`` of both twins on the same records (M's ledger's acks with holes and
     delivery counts; perhaps the next ledger's, acks with holes, or none at all when it has
@@ -282,7 +282,7 @@ def test_the_twins_read_records_into_the_same_form(
         items.append((41, NEXT, NEXT_STOP, _record(next_acks, next_counts, ledger=41), -1))
         acks += [(NEXT + a, NEXT + b) for a, b in next_acks]
         counts |= {NEXT + e: n for e, n in next_counts.items()}
-    with run_chunks(chunks):  # (the compiled twin's runs in one array, or in chunks from the first record on)
+    with compiled_layout(layout):  # (the compiled twin as shipped, or its layouts lowered: LAYOUTS)
         outs = [
             impl.small_of_record(
                 7, 40, md_e, 9, 1, 0, 4096, b"", tuple(items), records.FORMAT_VERSION, sorted(adds), since

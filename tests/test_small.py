@@ -41,7 +41,7 @@ from ackstore.stats import CURSOR_FIGURES
 from ackstore.storage import records
 from ackstore.storage.log import read_slots
 
-from .forms import RUN_CHUNKS, end_form, run_chunks
+from .forms import LAYOUTS, compiled_layout, end_form
 from .rawlog import damage, slots
 
 IDS = ["python", "native"][: len(IMPLEMENTATIONS)]
@@ -264,7 +264,7 @@ OPS = st.one_of(
     other=st.booleans(),
     ops=st.lists(OPS, max_size=30),
     persist=st.sampled_from([0, 0, 1, 2, 3, 5]),
-    chunks=st.sampled_from(RUN_CHUNKS),
+    layout=st.sampled_from(LAYOUTS),
 )
 def test_the_twins_agree_with_the_model_and_write_the_state_layout(
     md_e: int,
@@ -274,14 +274,15 @@ def test_the_twins_agree_with_the_model_and_write_the_state_layout(
     other: bool,
     ops: list[tuple[str, Any, int]],
     persist: int,
-    chunks: tuple[int, int] | None,
+    layout: tuple[int, int, int, int] | None,
 ) -> None:
     """Each twin, from the same state through the same acks, properties, flushes and undone flushes,
     holds what the model holds, and each flush writes the bytes the state layout's own
     encoder makes of the model's state, which its decoder reads back as that state; under a
     PIP-299 cap of ``persist`` ranges, what the parts' own rule persists of it (the form
-    stays dirty while it is cut). The compiled twin's runs in one array or in chunks."""
-    with run_chunks(chunks):
+    stays dirty while it is cut). The compiled twin as shipped, or with its layouts lowered
+    (``LAYOUTS``: runs in chunks, counts dropped in place)."""
+    with compiled_layout(layout):
         _twins_agree_with_the_model(md_e, start, seq, slot, other, ops, persist)
 
 
@@ -607,7 +608,7 @@ def test_the_twins_read_a_small_form_from_its_slots_alike(
     seqs: tuple[int | None, int | None],
     cap: int,
     shape: str,
-    damage: tuple[int, int, int] | None,
+    damage: tuple[int, int, int, int] | None,
     cut: tuple[int, int] | None,
     spanned: bool,
 ) -> None:
@@ -872,10 +873,10 @@ def test_a_bulk_ack_of_more_runs_than_the_cap_is_the_parts() -> None:
         assert s.ack_entries(LEDGER, BitMap(range(1, 30))) is True and s.n == 1  # one run: the holes it covers close
 
 
-@pytest.mark.parametrize("chunks", RUN_CHUNKS, ids=["one-array", "chunks-of-2", "chunks-of-5"])
+@pytest.mark.parametrize("layout", LAYOUTS, ids=["shipped", "lowered-2", "lowered-5"])
 @pytest.mark.parametrize("seed", range(4))
 def test_the_twins_hold_the_same_runs_as_m_passes_runs_and_holes_open_and_close_at_both_ends(
-    seed: int, chunks: tuple[int, int] | None
+    seed: int, layout: tuple[int, int, int, int] | None
 ) -> None:
     """Many runs, acked as a consumer with late acks does: M passing the first runs (the
     compiled twin leaves their room before the first), holes opened at the far end, closed
@@ -883,7 +884,7 @@ def test_the_twins_hold_the_same_runs_as_m_passes_runs_and_holes_open_and_close_
     near the back: both twins hold the model's runs after every ack, and M where it says.
     The compiled twin's runs in one array, or past a few in chunks of a few (split when an
     insert finds one full, joined when merges leave one nearly empty, dropped when empty)."""
-    with run_chunks(chunks):
+    with compiled_layout(layout):
         _same_runs_at_both_ends(seed)
 
 
@@ -916,12 +917,52 @@ def _same_runs_at_both_ends(seed: int) -> None:
     assert len(want) > 100  # (the runs many: the front's room used and taken back)
 
 
+@pytest.mark.parametrize("layout", LAYOUTS, ids=["shipped", "lowered-2", "lowered-5"])
+def test_a_count_an_ack_drops_in_place_is_in_no_state_a_flush_writes(layout: tuple[int, int, int, int] | None) -> None:
+    """Acks among many delivery counts (the compiled twin lowered drops them in place and
+    keeps them until something reads the counts whole): each flush after writes, in a slot,
+    the bytes the pure twin writes, holding the counts left and none of the acked entries';
+    the counts then read whole are the same, and a count delivered again after is one more."""
+    with compiled_layout(layout):
+        forms = [impl.SmallState(CID, LEDGER, -1, 0, 0, 1, [], 64) for impl in IMPLEMENTATIONS]
+        for s in forms:
+            assert not s.bound(0, (), 100)
+            assert s.deliver_positions([Position(LEDGER, e) for e in range(1, 21)]) == [1] * 20
+        gone: set[int] = set()
+        for acked in ([5], [9, 12], [13, 14, 15], [2]):  # (in the middle of the counts, then near the front)
+            gone.update(acked)
+            for s in forms:
+                for e in acked:
+                    s.ack_range(e, e)
+            outs = [pairs(impl.flush_small([s], *BOUNDS)[0]) for impl, s in zip(IMPLEMENTATIONS, forms, strict=True)]
+            assert all(out == outs[0] for out in outs) and len(outs[0]) == 1, acked
+            key, value = outs[0][0]
+            seq, record = records.open_slot(key, value)
+            (la,) = records.decode_marker(record, seq).ledgers.values()
+            assert la.counts == {e: 1 for e in range(1, 21) if e not in gone}, acked
+        for s in forms:
+            assert s.deliver_positions([Position(LEDGER, 10)]) == [2]
+            assert [s.count(e) for e in (5, 9, 10, 11)] == [0, 0, 2, 1]
+        assert all(f.counts() == forms[0].counts() for f in forms) and forms[0].nc == 13
+
+
+@pytest.mark.parametrize("layout", LAYOUTS, ids=["shipped", "lowered-2", "lowered-5"])
 @pytest.mark.parametrize("seed", range(4))
-def test_the_twins_hold_the_same_counts_as_deliveries_and_acks_come_at_both_ends(seed: int) -> None:
+def test_the_twins_hold_the_same_counts_as_deliveries_and_acks_come_at_both_ends(
+    seed: int, layout: tuple[int, int, int, int] | None
+) -> None:
     """Delivery counts opened and closed anywhere: new entries delivered at the top, entries
     delivered again low and high, counted entries acked near M (the compiled twin leaves
     their room before the first), in the middle and at the top, and new counts then made
-    below the middle (into that room): both twins hold the model's counts after every step."""
+    below the middle (into that room): both twins hold the model's counts after every step.
+    The compiled twin as shipped, or dropping an acked entry's count in place when more than
+    a few counts would move (``LAYOUTS``): each count read one at a time every step (which
+    leaves those dropped in place), all of them every few steps (which takes them out)."""
+    with compiled_layout(layout):
+        _same_counts_at_both_ends(seed)
+
+
+def _same_counts_at_both_ends(seed: int) -> None:
     rng = random.Random(seed)
     forms = [impl.SmallState(CID, LEDGER, -1, 0, 1, 1, [], 1 << 16) for impl in IMPLEMENTATIONS]
     for s in forms:
@@ -938,13 +979,16 @@ def test_the_twins_hold_the_same_counts_as_deliveries_and_acks_come_at_both_ends
         elif kind < 0.6:  # delivered again, or first delivered, anywhere above M
             new = [rng.randint(md + 1, top) for _ in range(rng.randint(1, 3))]
             new = [e for e in dict.fromkeys(new) if e not in acked]
-        else:  # acks of counted entries: the lowest, one anywhere, the highest
+        else:  # acks of counted entries: the lowest, one anywhere, the highest, or a few around one
             live = sorted(counts)
-            e = live[0] if kind < 0.75 else (rng.choice(live) if kind < 0.9 else live[-1])
-            acked.add(e)
-            counts.pop(e)
+            e = live[0] if kind < 0.72 else (rng.choice(live) if kind < 0.85 else live[-1])
+            f, last = (e, e) if kind < 0.93 else (max(md + 1, e - rng.randint(0, 6)), e + rng.randint(0, 6))
+            acked.update(range(f, last + 1))
+            top = max(top, last)
+            for x in range(f, last + 1):
+                counts.pop(x, None)
             for s in forms:
-                s.ack_range(e, e)
+                s.ack_range(f, last)
             new = []
         if new:
             for e in new:
@@ -955,7 +999,11 @@ def test_the_twins_hold_the_same_counts_as_deliveries_and_acks_come_at_both_ends
         for e in [e for e in counts if e <= md]:
             counts.pop(e)
         for s in forms:
-            assert (s.md_e, dict(s.counts())) == (md, counts), (step, IDS)
+            assert (s.md_e, s.nc) == (md, len(counts)), (step, IDS)
+            assert s.top() == max(md, *acked, *counts), (step, IDS)
+            assert all(s.count(e) == counts.get(e, 0) for e in range(md - 2, top + 2)), (step, IDS)
+            if step % 7 == 0:
+                assert dict(s.counts()) == counts, (step, IDS)
     assert len(counts) > 50
 
 
