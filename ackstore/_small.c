@@ -66,6 +66,7 @@ typedef struct {
     struct RunChunk **ch;           /* ... or, past runs_flat_most of them, in `nch` chunks (room for `chroom`;
                                        NULL: one array), each of at most its room, none empty */
     uint32_t nch, chroom, fc, fbase; /* the chunk an index was last found in, and its first run's index */
+    uint32_t viewed;                /* the runs held while runs_view shows the first n of them (0: no view) */
     uint32_t *stage;                /* runs_area's, while the runs are in chunks (PyMem; NULL: none) */
     uint32_t n, room, cap;
     uint32_t persist;               /* the most ranges a flush persists (PIP-299; 0: all) */
@@ -203,14 +204,30 @@ nomem:
     return -1;
 }
 
-/* run i's pair in its chunk (i == the runs held: one past the last run of the last chunk),
- * found from the chunk found last: O(chunks between) */
-static uint32_t *chunk_run(SmallState *s, uint32_t i) {
-    uint32_t c = s->fc, b = s->fbase;
-    while (i < b) b -= s->ch[--c]->n;
-    while (i >= b + s->ch[c]->n && c + 1 < s->nch) b += s->ch[c++]->n;
+/* the walk to the chunk holding run i (or to chunk `to`, when i is U32 max) starts from
+ * the chunk found last, or from the first or the last chunk when that is nearer: the acks
+ * of a cursor with many holes read the first runs (M's) and the last (where acks land) by
+ * turns. Sets s->fc and s->fbase, its first run's index; O(chunks between) */
+static void chunk_seek(SmallState *s, uint32_t i, uint32_t to) {
+    uint32_t c = s->fc, b = s->fbase, last = s->nch - 1, held = s->viewed ? s->viewed : s->n;
+    if (i == UINT32_MAX ? to < c / 2 : i < b / 2) c = 0, b = 0;
+    else if (i == UINT32_MAX ? to > c + (last - c) / 2 : i >= b && held - i < i - b)
+        c = last, b = held - s->ch[last]->n;
+    if (i == UINT32_MAX) {
+        while (c > to) b -= s->ch[--c]->n;
+        while (c < to) b += s->ch[c++]->n;
+    } else {
+        while (i < b) b -= s->ch[--c]->n;
+        while (i >= b + s->ch[c]->n && c < last) b += s->ch[c++]->n;
+    }
     s->fc = c, s->fbase = b;
-    return s->ch[c]->r + 2 * (i - b);
+}
+
+/* run i's pair in its chunk (i == the runs held: one past the last run of the last chunk):
+ * chunk_seek's */
+static uint32_t *chunk_run(SmallState *s, uint32_t i) {
+    chunk_seek(s, i, 0);
+    return s->ch[s->fc]->r + 2 * (i - s->fbase);
 }
 
 /* The runs are read and written through these alone (their layout is theirs): run i's
@@ -264,7 +281,11 @@ static void runs_clear(SmallState *s) {
     s->n = 0;
 }
 static inline void runs_unread(SmallState *s, uint32_t n) { s->n = n; }
-static inline void runs_view(SmallState *s, uint32_t n) { s->n = n; }
+static inline void runs_view(SmallState *s, uint32_t n) {
+    if (!s->viewed) s->viewed = s->n; /* (the runs held while a view shows fewer: chunk_seek) */
+    s->n = n;
+    if (n == s->viewed) s->viewed = 0;
+}
 static inline uint32_t *runs_area(SmallState *s, uint32_t m) {
     if (s->ch == NULL) return room_for(s, s->n + m) < 0 ? NULL : s->runs + 2 * s->n;
     PyMem_Free(s->stage);
@@ -406,10 +427,8 @@ static uint32_t run_from(SmallState *s, unsigned long long e) {
             else z = mid;
         }
         if (a == s->nch) return s->n;
-        uint32_t c = s->fc, b = s->fbase; /* the index of chunk a's first run, from the chunk found last */
-        while (c > a) b -= s->ch[--c]->n;
-        while (c < a) b += s->ch[c++]->n;
-        s->fc = c, s->fbase = b;
+        chunk_seek(s, UINT32_MAX, a); /* (the index of chunk a's first run) */
+        uint32_t b = s->fbase;
         if (b >= s->n) return s->n;
         const uint32_t *r = s->ch[a]->r;
         uint32_t x = 0, y = s->ch[a]->n;
@@ -924,7 +943,9 @@ static int ack_run(SmallState *s, long long f, long long l) {
     return 0;
 }
 
-static int fitting(SmallState *s) { return s->n + crossing(s) <= s->cap && counts_held(s) + s->nb <= COUNT_CAP; }
+static int fitting(SmallState *s) {
+    return (s->n + s->ns <= s->cap || s->n + crossing(s) <= s->cap) && counts_held(s) + s->nb <= COUNT_CAP;
+}
 static PyObject *fits(SmallState *s) { return PyBool_FromLong(fitting(s)); }
 
 static int entry_of(PyObject *v, const char *what, long long *out) {
