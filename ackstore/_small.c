@@ -24,7 +24,6 @@
 #define OWN_RUNS 4
 #define UNDO 0x80 /* in `undo`: the last flush took this one (the low bits: its slots before) */
 #define UNDO_CUT 0x40 /* in `undo`: its newest state before that flush was cut (PIP-299: `truncated`) */
-#define COUNT_CAP 65536 /* cursor/small.py's COUNT_CAP: the most delivery counts and partial batches the form holds */
 #define MAX_BATCH_SIZE 65536 /* cursor/moves.py's MAX_BATCH_SIZE: the largest batch */
 #define ENTRY_MAX 0xFFFFFFFFLL
 #define SPAN_MOST 64 /* cursor/small_span.py's SPAN_MOST: the most ledgers after M's on the form's line */
@@ -660,6 +659,8 @@ static inline uint32_t count_head(const SmallState *s) { return (uint32_t)((s->c
 /* the counts held: those not dropped in place */
 static inline uint32_t counts_held(const SmallState *s) { return s->nc - s->cdead; }
 
+static uint32_t count_cap = 1048576; /* cursor/small.py's COUNT_CAP: the most delivery counts and partial batches
+                                        the form holds (_set_count_cap: tests lower it) */
 static uint32_t count_moves_most = 64; /* the most counts an ack's drop moves (_set_count_moves: tests lower it) */
 static uint32_t count_dead_most = 64;  /* the most counts dropped in place held whatever the counts (... and this) */
 
@@ -944,7 +945,7 @@ static int ack_run(SmallState *s, long long f, long long l) {
 }
 
 static int fitting(SmallState *s) {
-    return (s->n + s->ns <= s->cap || s->n + crossing(s) <= s->cap) && counts_held(s) + s->nb <= COUNT_CAP;
+    return (s->n + s->ns <= s->cap || s->n + crossing(s) <= s->cap) && counts_held(s) + s->nb <= count_cap;
 }
 static PyObject *fits(SmallState *s) { return PyBool_FromLong(fitting(s)); }
 
@@ -1118,9 +1119,9 @@ static PyObject *SmallState_new(PyTypeObject *type, PyObject *args, PyObject *kw
             if (set_batch(s, e, PyTuple_GET_ITEM(t, 1), PyTuple_GET_ITEM(t, 2)) < 0) goto fail;
         }
     }
-    if (counts_held(s) + s->nb > COUNT_CAP) {
+    if (counts_held(s) + s->nb > count_cap) {
         PyErr_Format(PyExc_ValueError, "%u delivery counts and %u partial batches: the form holds at most %d",
-                     counts_held(s), s->nb, COUNT_CAP);
+                     counts_held(s), s->nb, count_cap);
         goto fail;
     }
     if (props != NULL) Py_SETREF(s->props, Py_NewRef(props));
@@ -2872,7 +2873,7 @@ fail:
  * ledger and this cursor, not read in one pass (ONE_PASS_CODES, with delivery counts but no
  * partial batch), damaged, stating other than its runs or than `runs`,
  * holding state at or past `stop` or acks at M + 1 (M would move: recovery's to fit), or over
- * `cap` runs or COUNT_CAP counts. cursor/small.py's _py_small_of_record, the same rule.
+ * `cap` runs or count_cap counts. cursor/small.py's _py_small_of_record, the same rule.
  * O(the records' values + adds + counts). */
 static PyObject *small_of_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
@@ -2919,7 +2920,7 @@ static PyObject *small_of_record(PyObject *self, PyObject *const *args, Py_ssize
         if (i < s->nc && s->counts[2 * i] == e && n >= 1 && n <= ENTRY_MAX) s->counts[2 * i + 1] = (uint32_t)n;
         else if (e > ENTRY_MAX || set_count(s, e, n) < 0) taken = 0;
     }
-    if (!taken || s->n > cap || counts_held(s) > COUNT_CAP) {
+    if (!taken || s->n > cap || counts_held(s) > count_cap) {
         Py_DECREF(s);
         goto clear;
     }
@@ -2942,7 +2943,7 @@ clear: /* damage, or a value the form does not take (ValueError): recovery's to 
  * layout's readers (_native.h); None when a slot's head is
  * damaged (recovery says what it may have held), when the newest state is not an intact
  * state marker of this cursor, or when it is outside the form: a ledger not on its line,
- * a ledger holding nothing, more than `cap` runs or COUNT_CAP counts and partial batches,
+ * a ledger holding nothing, more than `cap` runs or count_cap counts and partial batches,
  * or a run at M + 1. Its
  * properties are taken as the bytes they are (small_opened checks they decode).
  * cursor/small.py's _py_small_of_slots, the same rule. O(the newest value). */
@@ -3075,7 +3076,7 @@ static PyObject *slots_state(unsigned long long cid, PyObject *const *values, lo
             if (d == NULL) goto fail;
             Py_ssize_t pos = 0;
             nbk = (unsigned long long)PyDict_GET_SIZE(d);
-            int out = nc + s->nb + nbk > COUNT_CAP || (nbk && off + hb >= end); /* more than the form holds; past the end */
+            int out = nc + s->nb + nbk > count_cap || (nbk && off + hb >= end); /* more than the form holds; past the end */
             while (!out && PyDict_Next(d, &pos, &key, &v)) {
                 long long e = (long long)(off + PyLong_AsUnsignedLongLong(key));
                 if (set_batch(s, e, PyTuple_GET_ITEM(v, 0), PyTuple_GET_ITEM(v, 1)) < 0) { /* an acked entry's */
@@ -3093,7 +3094,7 @@ static PyObject *slots_state(unsigned long long cid, PyObject *const *values, lo
         if (flags & STATE_COUNTS) {
             unsigned long long cat = ledger == md_l ? md_e1 : 0, centry, count;
             if (get_state_count_n(&r, &nck) < 0) goto fail;
-            if (nc + s->nb + nck > COUNT_CAP) goto outside; /* more counts than the form holds */
+            if (nc + s->nb + nck > count_cap) goto outside; /* more counts than the form holds */
             for (unsigned long long i = 0; i < nck; i++) {
                 if (get_state_count(&r, &cat, &centry, &count) < 0) goto fail;
                 if (off + centry >= end) goto outside; /* damage, or past the end: recovery's */
@@ -3112,7 +3113,7 @@ static PyObject *slots_state(unsigned long long cid, PyObject *const *values, lo
     /* bytes after the ledgers with no properties (none with them); more ranges or counts than
      * the form holds; a run at M + 1 */
     int props = (flags & STATE_PROPS) != 0;
-    if ((props ? r.i >= r.len : r.i != r.len) || ranges > cap || nc + s->nb > COUNT_CAP || (s->n && run_first(s, 0) == md_e1))
+    if ((props ? r.i >= r.len : r.i != r.len) || ranges > cap || nc + s->nb > count_cap || (s->n && run_first(s, 0) == md_e1))
         goto outside;
     if (props) {
         PyObject *packed = PyBytes_FromStringAndSize((const char *)r.p + r.i, r.len - r.i);
@@ -3129,6 +3130,17 @@ declined: /* damage: recovery's to report */
     if (!PyErr_ExceptionMatches(PyExc_ValueError)) return NULL;
     PyErr_Clear();
     Py_RETURN_NONE;
+}
+
+/* _set_count_cap(cap) -> cap before: the most delivery counts and partial batches a form holds
+ * (tests lower it, so that few reach the bound; small.COUNT_CAP is the pure twin's) */
+static PyObject *set_count_cap(PyObject *self, PyObject *args) {
+    (void)self;
+    unsigned int cap;
+    if (!PyArg_ParseTuple(args, "I", &cap)) return NULL;
+    PyObject *before = PyLong_FromUnsignedLong(count_cap);
+    count_cap = cap;
+    return before;
 }
 
 /* _set_count_moves(moves_most, dead_most) -> (moves_most, dead_most) before: the most counts
@@ -3429,7 +3441,7 @@ static PyObject *form_open(PyObject *self, PyObject *const *args, Py_ssize_t nar
         goto none;
     }
     s = (SmallState *)got;
-    if ((long long)s->n <= most_runs || s->n > cap - cap / 4 || counts_held(s) > COUNT_CAP - COUNT_CAP / 4) goto none;
+    if ((long long)s->n <= most_runs || s->n > cap - cap / 4 || counts_held(s) > count_cap - count_cap / 4) goto none;
     s->every = (uint32_t)every, s->c.base = -2, s->budget = budget;
     if (0 <= end && end <= c.md_e) goto none;
     r = fit_to(s, args[2], b);
@@ -3473,6 +3485,7 @@ done:
 static PyMethodDef small_functions[] = {
     {"_set_run_chunks", (PyCFunction)set_run_chunks, METH_VARARGS,
      "_set_run_chunks(flat_most, chunk_room) -> (flat_most, chunk_room) before (tests only)."},
+    {"_set_count_cap", (PyCFunction)set_count_cap, METH_VARARGS, "_set_count_cap(cap) -> cap before (tests only)."},
     {"_set_count_moves", (PyCFunction)set_count_moves, METH_VARARGS,
      "_set_count_moves(moves_most, dead_most) -> (moves_most, dead_most) before (tests only)."},
     {"line_runs", (PyCFunction)line_runs, METH_O, "The runs of a form's line's ledgers, as SmallState takes them."},

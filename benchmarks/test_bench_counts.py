@@ -1,6 +1,6 @@
 """Delivery counts in use against the same work without them, in one run.
 
-- ack: 60,000 acks one per call into a fresh ledger; with counts, every acked entry was
+- ack: 100,000 acks one per call into a fresh ledger; with counts, every acked entry was
   delivered once before (the ack takes its count away). Target: within 1.1x.
 - ack in random order: 15,000 acks one per call, in random order, of 30,000 entries of a
   fresh ledger (as a shared subscription's consumers ack); with counts, all 30,000 were
@@ -21,7 +21,7 @@ from ackstore import AckStore, CursorConfig, Position
 from .conftest import bench_flushes
 from .states import UNBOUNDED, T
 
-ONE = 60_000
+ONE = 100_000
 ACK = "delivery counts: ack one position per call"
 SHUFFLED = 30_000
 RANDOM = "delivery counts: ack one position per call, in random order, among 30,000"

@@ -41,3 +41,20 @@ def compiled_layout(layout: tuple[int, int, int, int] | None) -> Iterator[None]:
     finally:
         native._set_run_chunks(*chunks)
         native._set_count_moves(*moves)
+
+
+@contextmanager
+def count_cap(cap: int) -> Iterator[None]:
+    """Both twins hold at most ``cap`` delivery counts and partial batches within the block
+    (``small.COUNT_CAP``, ``_set_count_cap``)."""
+    from ackstore.cursor import small as small_form
+
+    native, before = small_form._native, small_form.COUNT_CAP
+    small_form.COUNT_CAP = cap
+    was = native._set_count_cap(cap) if native is not None else None
+    try:
+        yield
+    finally:
+        small_form.COUNT_CAP = before
+        if native is not None:
+            native._set_count_cap(was)

@@ -199,9 +199,11 @@ RANGE_CHARGE = 8
 BATCH_CHARGE = 64
 """what a partial batch of the form is charged (the parts' figure)"""
 
-COUNT_CAP = 65536
+COUNT_CAP = 1_048_576
 """the most delivery counts and partial batches the small form holds (those of a read
-handed out and not yet acked: a broker reads ahead, a consumer holds some); more end it. A
+handed out and not yet acked: a broker reads ahead, a consumer holds some), as many as the
+runs the compiled form holds; more end it (a cursor's cache budget, which counts each one,
+ends it sooner when its state lies in more than one ledger). A
 state slot takes at most :data:`ackstore.cursor.lane.STATE_MAX_EXTRAS` of them, as the
 parts' state layout does: a state holding more goes to the form's chain, whose record
 holds them all"""
