@@ -75,6 +75,7 @@ typedef struct {
                          after the room the counts dropped before them left (taken back when inserts need it) */
     uint32_t *cbuf;
     uint32_t nc, croom;
+    uint32_t cdead_lo; /* none of them dropped in place below this index (while cdead) */
     uint32_t cdead; /* of those, dropped in place (count 0: an ack in the middle of many) and not taken out
                        yet (counts_tidy); each one's entry acked (what asks where state lies, as top_entry
                        and passed do, finds the acks there) */
@@ -665,11 +666,12 @@ static uint32_t count_moves_most = 64; /* the most counts an ack's drop moves (_
 static uint32_t count_dead_most = 64;  /* the most counts dropped in place held whatever the counts (... and this) */
 
 /* the counts dropped in place taken out: every count held again (what reads the counts whole
- * calls it first; the ack's own reads skip a count of 0). O(counts) when some were dropped */
+ * calls it first; the ack's own reads skip a count of 0). O(the counts from the lowest one
+ * dropped in place) when some were: few where acks land near the top */
 static void counts_tidy(SmallState *s) {
     if (!s->cdead) return;
-    uint32_t k = 0, *c = s->counts;
-    for (uint32_t i = 0; i < s->nc; i++)
+    uint32_t k = s->cdead_lo, *c = s->counts;
+    for (uint32_t i = k; i < s->nc; i++)
         if (c[2 * i + 1]) c[2 * k] = c[2 * i], c[2 * k + 1] = c[2 * i + 1], k++;
     s->nc = k, s->cdead = 0;
 }
@@ -685,13 +687,16 @@ static void drop_counts(SmallState *s, unsigned long long f, unsigned long long 
     if (j <= i) return;
     uint32_t fewer = i < s->nc - j ? i : s->nc - j;
     if (fewer > count_moves_most && j - i <= 8) {
+        if (!s->cdead || i < s->cdead_lo) s->cdead_lo = i;
         for (uint32_t k = i; k < j; k++)
             if (c[2 * k + 1]) c[2 * k + 1] = 0, s->cdead++;
         if (s->cdead > count_dead_most && s->cdead * 8 > s->nc) counts_tidy(s);
         return;
     }
-    if (s->cdead)
+    if (s->cdead) { /* (those after j move down j - i places; the lowest one dropped in place, if gone, at i or after) */
         for (uint32_t k = i; k < j; k++) s->cdead -= !c[2 * k + 1];
+        s->cdead_lo = s->cdead_lo >= j ? s->cdead_lo - (j - i) : s->cdead_lo > i ? i : s->cdead_lo;
+    }
     if (i < s->nc - j) {
         memmove(c + 2 * (j - i), c, sizeof(uint32_t) * 2 * i);
         s->counts += 2 * (j - i);
@@ -728,6 +733,7 @@ static int insert_count(SmallState *s, uint32_t i, long long e, long long count)
     s->counts[2 * i] = (uint32_t)e;
     s->counts[2 * i + 1] = (uint32_t)count;
     s->nc++;
+    if (s->cdead && s->cdead_lo >= i) s->cdead_lo++; /* (those from i on moved up one place) */
     return 0;
 }
 
