@@ -77,8 +77,7 @@ typedef struct {
     uint32_t nc, croom;
     uint32_t cdead_lo; /* none of them dropped in place below this index (while cdead) */
     uint32_t cdead; /* of those, dropped in place (count 0: an ack in the middle of many) and not taken out
-                       yet (counts_tidy); each one's entry acked (what asks where state lies, as top_entry
-                       and passed do, finds the acks there) */
+                       yet (counts_tidy); each one's entry acked, never the first (passed reads that one) */
     uint32_t *bat;     /* 2 * nb: entry, size of each partial batch, ascending (NULL while it never held one) */
     PyObject **bmask;  /* ... and its mask, an int (bit i: index i acked; strong references) */
     uint32_t nb, broom;
@@ -703,6 +702,8 @@ static void drop_counts(SmallState *s, unsigned long long f, unsigned long long 
     } else
         memmove(c + 2 * i, c + 2 * j, sizeof(uint32_t) * 2 * (s->nc - j));
     s->nc -= j - i;
+    while (s->cdead && !s->counts[1]) /* (the first count is one held: passed reads it as state in M's ledger) */
+        s->counts += 2, s->nc--, s->cdead--, s->cdead_lo -= s->cdead_lo > 0;
 }
 
 /* a count `count` of entry `e` inserted at index `i` (count_from's for e; e not counted),
@@ -2923,7 +2924,8 @@ static PyObject *small_of_record(PyObject *self, PyObject *const *args, Py_ssize
         if (PyErr_Occurred()) goto fail;
         if (e <= md_e) continue;
         uint32_t i = count_from(s, (unsigned long long)e);
-        if (i < s->nc && s->counts[2 * i] == e && n >= 1 && n <= ENTRY_MAX) s->counts[2 * i + 1] = (uint32_t)n;
+        if (i < s->nc && s->counts[2 * i] == e && s->counts[2 * i + 1] && n >= 1 && n <= ENTRY_MAX)
+            s->counts[2 * i + 1] = (uint32_t)n; /* (one dropped in place is acked: set_count refuses it) */
         else if (e > ENTRY_MAX || set_count(s, e, n) < 0) taken = 0;
     }
     if (!taken || s->n > cap || counts_held(s) > count_cap) {

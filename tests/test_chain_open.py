@@ -18,7 +18,7 @@ from typing import Any
 import lmdb
 import msgpack
 import pytest
-from hypothesis import event, given, settings
+from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
 from pyroaring import BitMap
 
@@ -251,6 +251,17 @@ NEXT, NEXT_STOP = 3101, 3701
     adds=st.frozensets(st.integers(0, 3600), max_size=6),
     since=st.dictionaries(st.integers(0, 3600), st.integers(1, 9), max_size=4),
     layout=st.sampled_from(LAYOUTS),
+)
+@example(  # an ack since among many counts (dropped in place when lowered), its entry counted since too
+    holes=frozenset(range(1, 40, 2)),
+    top=3000,
+    at=0,
+    shift=0,
+    counts=dict.fromkeys(range(1, 40, 2), 1),
+    next_ledger=None,
+    adds=frozenset({21}),
+    since={21: 2},
+    layout=LAYOUTS[1],
 )
 def test_the_twins_read_records_into_the_same_form(
     holes: frozenset[int],
