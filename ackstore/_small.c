@@ -26,7 +26,8 @@
 #define UNDO_CUT 0x40 /* in `undo`: its newest state before that flush was cut (PIP-299: `truncated`) */
 #define MAX_BATCH_SIZE 65536 /* cursor/moves.py's MAX_BATCH_SIZE: the largest batch */
 #define ENTRY_MAX 0xFFFFFFFFLL
-#define SPAN_MOST 64 /* cursor/small_span.py's SPAN_MOST: the most ledgers after M's on the form's line */
+#define SPAN_MOST 255 /* cursor/small_span.py's SPAN_MOST: the most ledgers after M's on the form's line (ns,
+                        * span_room and rp_i are u8; the arrays of a line's ledgers on the stack are this big) */
 #define DELTA_MOST 256 /* cursor/small.py's DELTA_MOST: the most acks and counts a delta marker of the form's chain names */
 #define FIXED_FULL 0x01 /* storage/records.py's FIXED_FULL: a fixed marker's flag of a full one */
 #define U32 0xFFFFFFFFULL
@@ -540,11 +541,16 @@ static int read_unread(SmallState *s) {
         return s->unread != NULL && read_unread(s) < 0 ? NULL : name(s, args, nargs);             \
     }
 
-/* which ledger of the line the form's entry e is in (0: M's) */
+/* which ledger of the line the form's entry e is in (0: M's): how many offsets are at most e
+ * (ascending; equal for a ledger with no entries). O(log spans) */
 static int line_index(SmallState *s, unsigned long long e) {
-    int k = 0;
-    while (k < s->ns && s->span_o[k] <= e) k++;
-    return k;
+    int lo = 0, hi = s->ns;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (s->span_o[mid] <= e) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
 }
 
 /* whether every ledger of the line holding an entry of f..l has a record in the chain (a
@@ -1224,18 +1230,22 @@ static PyObject *SmallState_ack_entries(SmallState *s, PyObject *const *args, Py
     return PyBool_FromLong(fitting(s) && !over_budget(s));
 }
 
-/* the line's offset of ledger l (0: M's), or -1 when it is not on the line */
+/* the line's offset of ledger l (0: M's), or -1 when it is not on the line (the spanned
+ * ledgers ascend, as the directory's ids). O(log spans) */
 static long long offset_of(SmallState *s, long long l, int *j) {
     if (l == s->md_l) {
         *j = 0;
         return 0;
     }
-    for (int k = 0; k < s->ns; k++)
-        if (l == s->span_l[k]) {
-            *j = k + 1;
-            return s->span_o[k];
-        }
-    return -1;
+    int lo = 0, hi = s->ns;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (s->span_l[mid] < l) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo == s->ns || s->span_l[lo] != l) return -1;
+    *j = lo + 1;
+    return s->span_o[lo];
 }
 
 /* the form's entry of position (l, e), or -1 when it is not one the form takes: in M's
@@ -1993,23 +2003,41 @@ static PyObject *SmallState_runs_of(SmallState *s, PyObject *arg) {
     return out;
 }
 
-/* held() -> int: the ledgers of the line holding state (bit k: the k-th, 0 M's; the first 64):
- * a run's entries, a delivery count, a partial batch (small.py's _held) */
+/* whether the k-th ledger of the line (0: M's) holds state: a run's entries, a delivery count,
+ * a partial batch (small.py's _holds; the counts tidied) */
+static int holds(SmallState *s, int k) {
+    unsigned long long start = line_start(s, k), end = line_end(s, k);
+    return ranges_in(s, k, NULL) || count_from(s, start) < count_from(s, end) || batch_from(s, start) < batch_from(s, end);
+}
+
+/* held() -> int: the ledgers of the line holding state (bit k: the k-th, 0 M's; the first 64:
+ * those a chain's records can hold; small.py's _held) */
 static uint64_t held_of(SmallState *s) {
     uint64_t out = s->unread != NULL; /* (a record read lazily is M's ledger's, holding acks: and nothing else) */
     if (out) return out;
     counts_tidy(s);
-    for (int k = 0; k <= s->ns && k < 64; k++) {
-        unsigned long long start = line_start(s, k), end = line_end(s, k);
-        if (ranges_in(s, k, NULL) || count_from(s, start) < count_from(s, end) || batch_from(s, start) < batch_from(s, end))
-            out |= 1ULL << k;
-    }
+    for (int k = 0; k <= s->ns && k < 64; k++)
+        if (holds(s, k)) out |= 1ULL << k;
+    return out;
+}
+
+/* how many ledgers of the whole line hold state (small.py's _held_count) */
+static int held_count(SmallState *s) {
+    if (s->unread != NULL) return 1;
+    counts_tidy(s);
+    int out = 0;
+    for (int k = 0; k <= s->ns; k++) out += holds(s, k);
     return out;
 }
 
 static PyObject *SmallState_held(SmallState *s, PyObject *unused) {
     (void)unused;
     return PyLong_FromUnsignedLongLong(held_of(s));
+}
+
+static PyObject *SmallState_held_count(SmallState *s, PyObject *unused) {
+    (void)unused;
+    return PyLong_FromLong(held_count(s));
 }
 
 /* what the form holding state in `ledgers` ledgers is charged against its cursor's cache
@@ -2024,14 +2052,14 @@ static unsigned long long charge_of(SmallState *s, int ledgers) {
  * (small.py's _over_budget). O(1) while clearly within it, else held_of's */
 static int over_budget(SmallState *s) {
     if (s->budget < 0 || charge_of(s, s->ns + 1) <= (unsigned long long)s->budget) return 0;
-    int ledgers = __builtin_popcountll(held_of(s));
+    int ledgers = held_count(s);
     return ledgers > 1 && charge_of(s, ledgers) > (unsigned long long)s->budget;
 }
 
 /* charge() -> int: what the form is charged against its cursor's budget (PySmallState.charge) */
 static PyObject *SmallState_charge(SmallState *s, PyObject *unused) {
     (void)unused;
-    return PyLong_FromUnsignedLongLong(charge_of(s, __builtin_popcountll(held_of(s))));
+    return PyLong_FromUnsignedLongLong(charge_of(s, held_count(s)));
 }
 
 /* msgpack's smallest form of int v, as msgpack.packb writes it (ints of the layout: -1 up) */
@@ -2158,6 +2186,8 @@ static PyMethodDef SmallState_methods[] = {
     {"acks_of", (PyCFunction)SmallState_acks_of_read, METH_O,
      "The line's k-th ledger's acks, in the portable roaring serialization (PySmallState.acks_of)."},
     {"held", (PyCFunction)SmallState_held_read, METH_NOARGS, "The ledgers of the line holding state (PySmallState.held)."},
+    {"held_count", (PyCFunction)SmallState_held_count, METH_NOARGS,
+     "How many ledgers of the whole line hold state (PySmallState.held_count)."},
     {"charge", (PyCFunction)SmallState_charge_read, METH_NOARGS, "What the form is charged against its cursor's budget."},
     {"records", (PyCFunction)SmallState_records_read, METH_NOARGS, "The chain's records, in the line's order."},
     {"to_record", (PyCFunction)SmallState_to_record_read, METH_O,
@@ -3320,7 +3350,7 @@ static PyObject *slots_form(PyObject *probe, PyObject *bound, unsigned long long
         result = Py_NewRef(Py_None);
     else
         result = Py_BuildValue("(OLinN)", (PyObject *)s, (long long)s->next_seq - 1,
-                               __builtin_popcountll(held_of(s)), nbytes, PyTuple_New(0));
+                               held_count(s), nbytes, PyTuple_New(0));
 out:
     Py_XDECREF(values[0]);
     Py_XDECREF(values[1]);

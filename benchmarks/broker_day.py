@@ -12,7 +12,7 @@ Each round every subscription:
 2. negatively acks about one entry in a hundred of what it read (``redeliver``: read again
    next round);
 3. acks everything else it read: one ``cur.ack(list)`` (``variant="list"``, ``"stuck"``,
-   ``"capped"``, ``"wide"``, ``"queue"`` or ``"history"``), one ``cur.ack(position)`` per entry
+   ``"capped"``, ``"wide"``, ``"queue"``, ``"aging"`` or ``"history"``), one ``cur.ack(position)`` per entry
    (``variant="each"``), or one ``cur.ack_entries(ledger, array("I"))`` per ledger it read
    from (``variant="entries"``: the columnar call, the arrays built in the timed step). With ``stuck``, the first
    ``stuck`` of every fifth entry it reads are never acked, as by a consumer that hung

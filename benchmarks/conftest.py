@@ -183,6 +183,7 @@ def _day_lines(benchmarks: list[Any]) -> list[str]:
         "deep": "one ack call per read, 10,000 holes held",
         "late": "one ack call per read, every other entry acked 40 rounds late",
         "history": "one ack call per read, an hour of history",
+        "aging": "one ack call per read, 80 holes held across 150 rollovers",
     }
     order = {variant: i for i, variant in enumerate(said)}  # (the table's order: the labels')
     for case in sorted(

@@ -48,11 +48,13 @@ CASES += [(1000, 50, "each", 0), (1000, 50, "entries", 0), (1000, 50, "list", 10
 CASES += [(1000, 50, "stuck", 0), (1000, 50, "capped", 0), (1000, 50, "wide", 0)]
 CASES += [(1000, 50, "stuck", 10), (1000, 50, "history", 0), (1000, 50, "queue", 0), (1000, 50, "queue", 10)]
 CASES += [(1000, 25, "late", 0), (1000, 50, "late", 0), (1000, 50, "late", 10), (100, 500, "deep", 0)]
+CASES += [(100, 50, "aging", 2)]
 CASES += [(10_000, k, "list", 0) for k in (10, 50, 100)]
 #: the holes a subscription of these variants holds
-STUCK = {"stuck": 80, "wide": 400, "queue": 1000, "capped": 80, "deep": 10_000}
+STUCK = {"stuck": 80, "wide": 400, "queue": 1000, "capped": 80, "deep": 10_000, "aging": 80}
 CONFIGS = {"history": HISTORY_CONFIG, "capped": CAPPED_CONFIG}  # the variants whose subscriptions are configured apart
 LATE = {"late": 40}  # the rounds every other entry waits for its ack (1,000 holes at k = 50)
+AGED = {"aging": 300}  # untimed rounds first (150 rollovers at one every 2 rounds: 150 ledgers after the holes')
 WARM = 8  # untimed rounds first: counts, holes and records as the workload keeps them
 
 
@@ -134,7 +136,7 @@ def test_broker_day(benchmark: Any, tmp_path: Path, cursors: int, k: int, varian
 
     rounds = 6 if rollover else (24 if cursors <= 1000 else 12)
     try:
-        for _ in range(max(WARM, 5 * stuck // k + 1, late + 2)):  # (every hole made before the timed rounds)
+        for _ in range(max(WARM, 5 * stuck // k + 1, late + 2, AGED.get(variant, 0))):  # (every hole made first)
             plain_round()
         ours["plain"].clear()
         benchmark.group = f"broker's day: {_case_id((cursors, k, variant, rollover))}"

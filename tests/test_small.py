@@ -226,9 +226,14 @@ def _ack_form_entries(s: Any, entries: frozenset[int]) -> bool:
     return bool(s.fits())
 
 
-def _past_line(model: Model) -> int:
-    """A ledger after every ledger of the form's line (another ledger: not the form's)."""
-    return (model.spans[-1][0] if model.spans else model.md_l) + 7
+def _past_line(model: Model, pick: int = 0) -> int:
+    """A ledger not on the form's line (another ledger: not the form's): after every one of
+    it, before M's, or between two of it whose numbers are not consecutive (``pick`` says
+    which of those there are)."""
+    line = [model.md_l, *(ledger for ledger, _ in model.spans)]
+    others = [line[-1] + 7, model.md_l - 1]
+    others += [ledger + 1 for ledger, after in itertools.pairwise(line) if after > ledger + 1]
+    return others[pick % len(others)]
 
 
 def _rebound(model: Model, forms: list[Any]) -> None:
@@ -333,7 +338,7 @@ def _twins_agree_with_the_model(
             ledger, offset = model.spans[-1] if b == 3 and model.spans else (model.md_l, 0)
             top = model.spans[0][1] - 1 if model.spans and b != 3 else model.limit  # (the ledger's part of the line)
             if b == 2 or (b in (1, 3) and a and offset + max(a) > top):
-                ledger = _past_line(model) if b == 2 else ledger
+                ledger = _past_line(model, len(a)) if b == 2 else ledger
                 assert [s.ack_entries(ledger, BitMap(a)) for s in forms] == [None] * len(forms)
             else:
                 for first, last in run_bounds(BitMap(a)):
@@ -346,7 +351,7 @@ def _twins_agree_with_the_model(
             items: list[Any] = [Position(*p) if b == 0 else p for p in at]
             refused = b == 2 or (b == 3 and any(e > model.limit for e in a))
             if b == 2:
-                items.append(Position(_past_line(model), 1))
+                items.append(Position(_past_line(model, len(a)), 1))
             if b == 4 and model.spans:
                 items.append((model.md_l, model.spans[0][1]))
                 refused = True
@@ -373,7 +378,7 @@ def _twins_agree_with_the_model(
             _rebound(model, forms)  # (M moved on into another ledger)
             items = [Position(*model.position(e)) if b == 0 else model.position(e) for e in a]
             if b == 2:
-                items.append(Position(_past_line(model), 1))
+                items.append(Position(_past_line(model, len(a)), 1))
             got_counts = [s.deliver_positions(items) for s in forms]
             if b == 2 or any(e > model.limit for e in a):
                 assert got_counts == [None] * len(forms)
@@ -2424,6 +2429,56 @@ def test_the_line_spans_at_most_span_most_ledgers(tmp_path: Path) -> None:
         assert bound_of(d, SPAN_MOST + 4) == ((), MAX_ENTRY) and bound_of(d, SPAN_MOST + 9) is None
         spans, limit = bound_of(d, SPAN_MOST + 2)  # type: ignore[misc]
         assert spans == ((SPAN_MOST + 3, 2), (SPAN_MOST + 4, 4)) and limit == MAX_ENTRY  # (the open one's bound)
+
+
+def test_a_hole_held_across_span_most_rollovers_stays_in_the_form_and_leaves_it_after(tmp_path: Path) -> None:
+    """A subscription that owes entry (1, 1) while its topic rolls over ``SPAN_MOST`` times
+    (every ledger after it acked whole, a delivery count in some) stays in the small form,
+    written whole into a state slot each flush, and reopens into it with the same state; an
+    ack in the ledger after the line's last is its parts', which hold the same state and
+    more; acking the held entry moves M on across every ledger acked whole."""
+    path = tmp_path / "s"
+    held: dict[int, list[tuple[int, int]]] = {1: [(2, 2)]}
+    with AckStore.open(path) as store:
+        topic = _topic(store)
+        cur = topic.cursor("c")
+        cur.ack([Position(1, 0), Position(1, 2)])
+        topic.close_ledger(1, 3)
+        for ledger in range(2, SPAN_MOST + 2):
+            topic.add_ledger(ledger)
+            entries = [Position(ledger, e) for e in range(3)]
+            if ledger % 50 == 0:  # (a delivery counted and the entry acked later: its count goes)
+                cur.record_deliveries(entries[:1])
+            cur.ack(entries)
+            topic.close_ledger(ledger, 3)
+            held[ledger] = [(0, 2)]
+            if ledger % 7 == 0:
+                store.flush()
+                assert cur._core.small is not None, ledger
+        store.flush()
+        small = cur._core.small
+        assert small is not None and len(small.spans) == SPAN_MOST
+        assert list(cur.ledger_ranges()) == list(held.items()) and cur.delivery_counts() == {}
+        assert cur.mark_delete_position == Position(1, 0)
+        assert len(_cursor_keys(store, cur.cursor_id)[0]) == 0  # (its state in a slot: no log key)
+    with AckStore.open(path) as store:
+        topic = store.topic(T)
+        cur = topic.cursor("c")
+        small = cur._core.small
+        assert small is not None and [ledger for ledger, _ in small.spans] == list(range(2, SPAN_MOST + 2))
+        assert list(cur.ledger_ranges()) == list(held.items()) and cur.mark_delete_position == Position(1, 0)
+        topic.add_ledger(SPAN_MOST + 2)
+        cur.ack([Position(SPAN_MOST + 2, 1)])  # (past the line: the parts')
+        held[SPAN_MOST + 2] = [(1, 1)]
+        assert cur._core.small is None and list(cur.ledger_ranges()) == list(held.items())
+        store.flush()
+        cur.ack([Position(1, 1), Position(SPAN_MOST + 2, 0)])
+        assert cur.mark_delete_position == Position(SPAN_MOST + 2, 1) and list(cur.ledger_ranges()) == []
+        store.flush()
+        cur._check()
+    with AckStore.open(path) as store:
+        cur = store.topic(T).cursor("c")
+        assert cur.mark_delete_position == Position(SPAN_MOST + 2, 1) and list(cur.ledger_ranges()) == []
 
 
 @pytest.mark.parametrize("readonly", [False, True], ids=["writer", "reader"])

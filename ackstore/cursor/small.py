@@ -442,9 +442,13 @@ class PySmallState:
         """The ledgers of the line holding state: :func:`_held`."""
         return _held(self)
 
+    def held_count(self) -> int:
+        """How many ledgers of the whole line hold state: :func:`_held_count`."""
+        return _held_count(self)
+
     def charge(self) -> int:
         """What the form is charged against its cursor's cache budget: :func:`_charge`."""
-        return _charge(self, _held(self).bit_count())
+        return _charge(self, _held_count(self))
 
     def records(self) -> tuple[int, ...]:
         """The chain's records, in the line's order (none while it has none)."""
@@ -849,7 +853,7 @@ def _over_budget(s: Any, budget: int | None = None) -> bool:
     budget = s.budget if budget is None else budget
     if budget < 0 or _charge(s, len(s.spans) + 1) <= budget:
         return False
-    ledgers = s.held().bit_count()
+    ledgers = s.held_count()
     return ledgers > 1 and _charge(s, ledgers) > budget
 
 
@@ -939,16 +943,28 @@ def _chainable(s: Any) -> bool:
     return s.md_e < s.top() < (s.spans[63][1] if len(s.spans) > 63 else _ENTRY_MAX + 1)
 
 
+def _holds(s: PySmallState, k: int) -> bool:
+    """Whether the k-th ledger of the line of ``s`` (0: M's) holds state: a run's entries, a
+    delivery count, a partial batch. O(log runs + counts + batches)."""
+    start, end = _line_start(s, k), _line_end(s, k)
+    return bool(_ranges_in(s, k)) or any(start <= e < end for e in (*s._counts, *s._batches))
+
+
 def _held(s: PySmallState) -> int:
-    """``s.held``: the ledgers of the line holding state (bit k: the k-th, 0 M's; the first
-    64): a run's entries, a delivery count, a partial batch. O(spans x (log runs + counts +
+    """``s.held``: the ledgers of the line holding state (:func:`_holds`; bit k: the k-th, 0
+    M's; the first 64: those a chain's records can hold). O(spans x (log runs + counts +
     batches)); the compiled twin's O(spans x log(runs + counts + batches))."""
     out = 0
     for k in range(min(len(s.spans) + 1, 64)):
-        start, end = _line_start(s, k), _line_end(s, k)
-        if _ranges_in(s, k) or any(start <= e < end for e in (*s._counts, *s._batches)):
+        if _holds(s, k):
             out |= 1 << k
     return out
+
+
+def _held_count(s: PySmallState) -> int:
+    """How many ledgers of the whole line of ``s`` hold state (:func:`_holds`). O(spans x
+    (log runs + counts + batches))."""
+    return sum(_holds(s, k) for k in range(len(s.spans) + 1))
 
 
 def _track(s: PySmallState, first: int, last: int, i: int, j: int) -> None:

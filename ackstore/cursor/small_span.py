@@ -17,7 +17,8 @@ the directory gives the form.
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from ..position import MAX_ENTRY
@@ -48,10 +49,14 @@ __all__ = [
     "read_position",
 ]
 
-SPAN_MOST = 64
+SPAN_MOST = 255
 """the most ledgers after M's the form spans (the compiled twin's ``SPAN_MOST`` in
-``ackstore/_small.c``): a subscription that still owes an entry of M's ledger across this
-many rollovers leaves the form (a ledger acked whole costs a few bytes of its state)"""
+``ackstore/_small.c``, which holds it in a byte): a subscription that still owes an entry of
+M's ledger across this many rollovers leaves the form (a ledger acked whole costs about 5
+bytes of its state, so the line's ledgers fit a state slot with a few hundred ranges besides)"""
+
+
+_ledger_of = itemgetter(0)
 
 
 def bound_of(d: LedgerDirectory, md_l: int) -> tuple[tuple[tuple[int, int], ...], int] | None:
@@ -102,20 +107,23 @@ def fit(s: Any, d: LedgerDirectory, bound: tuple[tuple[tuple[int, int], ...], in
 
 def place(s: Any, ledger: Any) -> tuple[int, int] | None:
     """Where ``ledger`` is on the form's line: its offset, and the next ledger's (-1: it is
-    the last on the line); None when the line does not hold it. O(spans)."""
+    the last on the line); None when the line does not hold it (the spanned ledgers ascend,
+    as the directory's ids). O(log spans)."""
     spans = s.spans
     if ledger == s.md_l:
         return 0, spans[0][1] if spans else -1
-    for j, (spanned, offset) in enumerate(spans):
-        if ledger == spanned:
-            return offset, spans[j + 1][1] if j + 1 < len(spans) else -1
-    return None
+    if type(ledger) is not int:
+        return None
+    j = bisect_left(spans, ledger, key=_ledger_of)
+    if j == len(spans) or spans[j][0] != ledger:
+        return None
+    return spans[j][1], spans[j + 1][1] if j + 1 < len(spans) else -1
 
 
 def form_entry(s: Any, ledger: Any, entry: Any) -> int:
     """The form's entry of position ``(ledger, entry)``, or -1 when the form does not take it
     (ints; in M's ledger or a spanned one, below the next one's offset and at most the
-    bound). O(spans)."""
+    bound). O(log spans)."""
     if type(ledger) is not int or type(entry) is not int or entry < 0:
         return -1
     at = place(s, ledger)
@@ -130,7 +138,7 @@ def cumulative_entry(s: Any, ledger: Any, entry: Any) -> int | None:
     M's own: nothing to ack): the form's entry of one it takes (:func:`form_entry`; entry -1
     of a spanned ledger: the last of the ledger before it), else None (a position behind M
     in another ledger, or entry -1 of M's: the caller checks it; anything else the parts
-    check and take). O(spans)."""
+    check and take). O(log spans)."""
     if type(ledger) is not int or type(entry) is not int:
         return None
     if entry == -1 and ledger != s.md_l and (at := place(s, ledger)) is not None:
@@ -142,7 +150,7 @@ def cumulative_entry(s: Any, ledger: Any, entry: Any) -> int | None:
 def form_entries(s: Any, items: Any) -> list[int] | None:
     """The form's entries of ``items`` (a list or tuple of Positions or ``(ledger, entry)``
     tuples) when it takes every one (:func:`form_entry`'s rule: the pure twin's ack and
-    delivery of a list of positions), else None. O(items x spans)."""
+    delivery of a list of positions), else None. O(items x log spans)."""
     if not isinstance(items, (list, tuple)):
         return None
     out: list[int] = []
@@ -170,7 +178,7 @@ def form_position(s: Any, x: int) -> tuple[int, int]:
 
 def read_entry(s: Any, ledger: int, entry: int) -> int:
     """The form's entry of a read position ``(ledger, entry)`` (a sealed ledger's end is
-    allowed: it is the next one's first), or -1 when it is not the form's. O(spans)."""
+    allowed: it is the next one's first), or -1 when it is not the form's. O(log spans)."""
     at = place(s, ledger)
     if at is None:
         return -1
@@ -202,13 +210,15 @@ def ledger_runs(s: Any) -> list[tuple[int, list[tuple[int, int]]]]:
 def line_at(s: Any, ledger: int, entry: int) -> int:
     """The form's first entry at or after position ``(ledger, entry)`` (ints, entry at least
     0): 0 before M's ledger, the next ledger's offset past a ledger's end or between two of
-    the line, ``2**32`` past the line. O(spans)."""
+    the line, ``2**32`` past the line. O(log spans)."""
     at = place(s, ledger)
     if at is not None:
         return min(at[0] + max(entry, 0), at[1] if at[1] >= 0 else MAX_ENTRY + 2)  # type: ignore[no-any-return]
     if ledger < s.md_l:
         return 0
-    return next((offset for held, offset in s.spans if held > ledger), MAX_ENTRY + 2)  # type: ignore[no-any-return]
+    spans = s.spans
+    j = bisect_right(spans, ledger, key=_ledger_of)
+    return spans[j][1] if j < len(spans) else MAX_ENTRY + 2  # type: ignore[no-any-return]
 
 
 def ledger_counts(s: Any, first: int = 0, stop: int = MAX_ENTRY + 2) -> list[tuple[tuple[int, int], int]]:
@@ -263,7 +273,7 @@ def highest_in(s: Any, ledger: int) -> int:
 def line_entry(s: Any, ledger: Any, entry: Any) -> int:
     """The form's entry of position ``(ledger, entry)`` on its line, whatever its bound, or
     -1 when the line does not hold it (another ledger, or past a sealed ledger's end: the
-    next one's). O(spans)."""
+    next one's). O(log spans)."""
     at = place(s, ledger) if type(ledger) is int and type(entry) is int and entry >= 0 else None
     if at is None:
         return -1
@@ -273,7 +283,7 @@ def line_entry(s: Any, ledger: Any, entry: Any) -> int:
 
 def is_acked(s: Any, ledger: int, entry: int) -> bool:
     """Whether position ``(ledger, entry)`` is acked in the form: at or below M, or in a
-    run (an entry past a sealed ledger's end is not). O(spans + log runs)."""
+    run (an entry past a sealed ledger's end is not). O(log spans + log runs)."""
     if (ledger, entry) <= (s.md_l, s.md_e):
         return True
     x = line_entry(s, ledger, entry)
