@@ -2409,6 +2409,30 @@ def test_a_hole_held_across_rollovers_keeps_the_cursor_in_the_form(tmp_path: Pat
         assert list(cur.ledger_ranges()) == held and cur.delivery_counts() == {Position(5, 12): 1}
 
 
+@pytest.mark.parametrize("sealed", [False, True], ids=["open", "sealed"])
+def test_a_cursor_made_before_its_topics_first_ledger_takes_the_form_at_its_first_flush(
+    tmp_path: Path, sealed: bool
+) -> None:
+    """A cursor made while its topic has no ledger is not in the small form (it has no
+    position in a ledger); the topic's first ledgers (added, and sealed) are changes the form
+    follows, so its first flush writes its state whole into a slot and it takes the form."""
+    with AckStore.open(tmp_path / "s") as store:
+        topic = store.topic(T)
+        cur = topic.cursor("c")
+        topic.add_ledger(1)
+        cur.ack([Position(1, 0), Position(1, 2)])
+        if sealed:
+            topic.close_ledger(1, 4)
+            topic.add_ledger(2)
+            cur.ack([Position(2, 1)])
+        assert cur._core.small is None
+        store.flush()
+        assert cur._core.small is not None
+        want = [(1, [(2, 2)]), (2, [(1, 1)])] if sealed else [(1, [(2, 2)])]
+        assert list(cur.ledger_ranges()) == want and cur.mark_delete_position == Position(1, 0)
+        cur._check()
+
+
 def test_the_line_spans_at_most_span_most_ledgers(tmp_path: Path) -> None:
     """``bound_of`` spans the sealed ledgers after M's, each at the entries before it, up
     to ``SPAN_MOST`` of them: the form's entries end with the last one spanned (an ack past

@@ -49,6 +49,9 @@ class StoreSide(CoreFields):
     def _parts(self) -> None:
         raise NotImplementedError  # the parts hold the cursor's state (the small form ends)
 
+    def built(self) -> Any:
+        raise NotImplementedError  # the parts, built if they were not (a call the form serves: it stays eligible)
+
     def _alive(self) -> None:
         raise NotImplementedError  # the cursor may change: open, not deleted, writable
 
@@ -104,7 +107,7 @@ class StoreSide(CoreFields):
         small = self.small
         if small is not None and self._bounded(small):
             return
-        self._parts()
+        self.built()  # (a form that cannot follow it ended; one that never began stays eligible: the form follows it)
         if trimmed:
             fitting.reconcile(self._state, d)
         else:
@@ -117,7 +120,7 @@ class StoreSide(CoreFields):
         if small is not None and self._bounded(small):
             fitting.check_seal(self.name, ledger, entries, highest_in(small, ledger))
             return
-        self._parts()
+        self.built()  # (as in directory_changed)
         fitting.check_close(self._state, ledger, entries)
 
     def over_cap(self) -> bool:
