@@ -204,29 +204,34 @@ nomem:
     return -1;
 }
 
-/* the walk to the chunk holding run i (or to chunk `to`, when i is U32 max) starts from
- * the chunk found last, or from the first or the last chunk when that is nearer: the acks
- * of a cursor with many holes read the first runs (M's) and the last (where acks land) by
- * turns. Sets s->fc and s->fbase, its first run's index; O(chunks between) */
-static void chunk_seek(SmallState *s, uint32_t i, uint32_t to) {
+/* The walks to a chunk start from the chunk found last, or from the first or the last chunk
+ * when that is nearer: the acks of a cursor with many holes read the first runs (M's) and the
+ * last (where acks land) by turns. Each sets s->fc and s->fbase, its first run's index;
+ * O(chunks between). seek_run: to the chunk holding run i (the last chunk for i == the runs
+ * held, one past its last run) */
+static void seek_run(SmallState *s, uint32_t i) {
     uint32_t c = s->fc, b = s->fbase, last = s->nch - 1, held = s->viewed ? s->viewed : s->n;
-    if (i == UINT32_MAX ? to < c / 2 : i < b / 2) c = 0, b = 0;
-    else if (i == UINT32_MAX ? to > c + (last - c) / 2 : i >= b && held - i < i - b)
-        c = last, b = held - s->ch[last]->n;
-    if (i == UINT32_MAX) {
-        while (c > to) b -= s->ch[--c]->n;
-        while (c < to) b += s->ch[c++]->n;
-    } else {
-        while (i < b) b -= s->ch[--c]->n;
-        while (i >= b + s->ch[c]->n && c < last) b += s->ch[c++]->n;
-    }
+    if (i < b / 2) c = 0, b = 0;
+    else if (i >= b && held - i < i - b) c = last, b = held - s->ch[last]->n;
+    while (i < b) b -= s->ch[--c]->n;
+    while (i >= b + s->ch[c]->n && c < last) b += s->ch[c++]->n;
+    s->fc = c, s->fbase = b;
+}
+
+/* seek_chunk: to chunk `to` */
+static void seek_chunk(SmallState *s, uint32_t to) {
+    uint32_t c = s->fc, b = s->fbase, last = s->nch - 1, held = s->viewed ? s->viewed : s->n;
+    if (to < c / 2) c = 0, b = 0;
+    else if (to > c + (last - c) / 2) c = last, b = held - s->ch[last]->n;
+    while (c > to) b -= s->ch[--c]->n;
+    while (c < to) b += s->ch[c++]->n;
     s->fc = c, s->fbase = b;
 }
 
 /* run i's pair in its chunk (i == the runs held: one past the last run of the last chunk):
- * chunk_seek's */
+ * seek_run's */
 static uint32_t *chunk_run(SmallState *s, uint32_t i) {
-    chunk_seek(s, i, 0);
+    seek_run(s, i);
     return s->ch[s->fc]->r + 2 * (i - s->fbase);
 }
 
@@ -282,7 +287,7 @@ static void runs_clear(SmallState *s) {
 }
 static inline void runs_unread(SmallState *s, uint32_t n) { s->n = n; }
 static inline void runs_view(SmallState *s, uint32_t n) {
-    if (!s->viewed) s->viewed = s->n; /* (the runs held while a view shows fewer: chunk_seek) */
+    if (!s->viewed) s->viewed = s->n; /* (the runs held while a view shows fewer: seek_run) */
     s->n = n;
     if (n == s->viewed) s->viewed = 0;
 }
@@ -427,7 +432,7 @@ static uint32_t run_from(SmallState *s, unsigned long long e) {
             else z = mid;
         }
         if (a == s->nch) return s->n;
-        chunk_seek(s, UINT32_MAX, a); /* (the index of chunk a's first run) */
+        seek_chunk(s, a); /* (the index of chunk a's first run) */
         uint32_t b = s->fbase;
         if (b >= s->n) return s->n;
         const uint32_t *r = s->ch[a]->r;
@@ -2709,7 +2714,8 @@ static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t n
             Cut keep = {0, 0, 0, 0};
             if (cut) cut_view(s, cut_end(s, s->persist), &keep);
             int many = (Py_ssize_t)(counts_held(s) + s->nb) > max_counts; /* more than a slot's layout takes */
-            int fits = many || (!s->logged && (Py_ssize_t)(s->n + crossing(s)) > max_runs)
+            int fits = many || (!s->logged && (Py_ssize_t)(s->n + s->ns) > max_runs &&
+                                (Py_ssize_t)(s->n + crossing(s)) > max_runs) /* (crossing(s) <= ns) */
                            ? 0
                            : slot_value(s, slot, key, (uint32_t)version, room, max_bytes, cut, &o);
             if (cut) cut_back(s, &keep);
