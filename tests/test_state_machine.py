@@ -25,6 +25,7 @@ from pyroaring import BitMap
 
 from ackstore import AckStore, AckStoreError, CursorConfig, Dispatcher, HistoryRangeError, Position, testing
 from ackstore import flush as group_flush
+from ackstore.cursor import small_span
 from ackstore.cursor.lane import STATE_MAX_RUNS, set_state_bound
 from ackstore.cursor.small import set_form_chains
 from ackstore.stats import CURSOR_FIGURES
@@ -1051,11 +1052,8 @@ class BrokerDayMachine(AckStoreMachine):
             self.broker_round(data.draw(st.integers(1, 15)), data)
             self.flush(group_flush.CHUNK)
 
-    @precondition(lambda self: self.model.ledgers)
-    @rule()
-    def rollover(self) -> None:
-        """The open ledger sealed at what was written, the next one added, and every ledger
-        before the sealed one trimmed (as retention does once its entries age out)."""
+    def _roll(self) -> int:
+        """The open ledger sealed at what was written and the next one added; the sealed one."""
         m = self.model
         ledger, _ = m.ledgers[-1]
         written = self._open_entries()
@@ -1063,9 +1061,91 @@ class BrokerDayMachine(AckStoreMachine):
         m.close_ledger(written)
         self.topic.add_ledger(ledger + 1)
         m.add_ledger(ledger + 1)
+        return ledger  # type: ignore[no-any-return]
+
+    @precondition(lambda self: self.model.ledgers)
+    @rule()
+    def rollover(self) -> None:
+        """The open ledger sealed at what was written, the next one added, and every ledger
+        before the sealed one trimmed (as retention does once its entries age out)."""
+        m = self.model
+        ledger = self._roll()
         self._trimmed_in_form(ledger, lambda: self.topic.trim_ledgers(ledger))
         m.ledgers = [x for x in m.ledgers if x[0] >= ledger]
         self.ran.add("a rollover")
+
+
+class BrokerDayLongLineMachine(BrokerDayMachine):
+    """The broker's day on a topic whose retention keeps every ledger, one subscription
+    holding an entry it read unacked until a step acks it (a hung consumer's message): its
+    small form's line grows a ledger a rollover, past the form's bound on the ledgers it
+    spans (lowered to 2 here, from 255, so that a few rollovers cross it), and the cursor's
+    parts hold it then; acking the held entry moves M on across every ledger acked whole."""
+
+    SPANS = 2
+    HOLDER = CURSORS[0]
+
+    def _opening(self, data: st.DataObject) -> None:
+        self._span_most = small_span.SPAN_MOST
+        small_span.SPAN_MOST = self.SPANS
+        self.holding: Position | None = None
+        BrokerDayMachine._opening(self, data)
+
+    def teardown(self) -> None:
+        if hasattr(self, "_span_most"):
+            small_span.SPAN_MOST = self._span_most
+        super().teardown()
+
+    def _round(self, name: str, k: int, data: st.DataObject) -> None:
+        if name != self.HOLDER:
+            BrokerDayMachine._round(self, name, k, data)
+            return
+        m, d, cur = self.model, self.dispatchers[name], self.cursors[name]
+        c = m.cursors[name]
+        again = self._replay_read(name, 10)
+        new = self._read_more(name, k)
+        if self.holding is None and new:
+            self.holding = new[0]  # (read, never acked nor negatively acked, until release_held)
+        nacked = data.draw(st.lists(st.sampled_from(new), max_size=1, unique=True)) if new else []
+        nacked = [p for p in nacked if p != self.holding]
+        if nacked:
+            d.redeliver(nacked)
+            self.replay[name].update(tuple(p) for p in nacked)
+        acks = [p for p in (*again, *new) if p not in nacked and p != self.holding]
+        if acks:
+            if data.draw(st.booleans(), label="one list"):
+                cur.ack(acks)
+            else:
+                for p in acks:
+                    cur.ack(p)
+            m.ack(c, [tuple(p) for p in acks])
+        if self._past_line():
+            self.ran.add("a held entry past the form's line")
+
+    @precondition(lambda self: self.model.ledgers)
+    @rule()
+    def rollover(self) -> None:
+        """The open ledger sealed at what was written and the next one added; retention keeps
+        every ledger (the holder still owes an entry of an old one)."""
+        self._roll()
+        self.ran.add("a rollover")
+
+    def _past_line(self) -> bool:
+        """Whether the holder's held entry has more ledgers after its own than the form spans."""
+        held = self.holding
+        return held is not None and sum(ledger > held.ledger for ledger, _ in self.model.ledgers) > self.SPANS
+
+    @precondition(lambda self: self.model.ledgers and getattr(self, "holding", None) is not None and self._past_line())
+    @rule()
+    def release_held(self) -> None:
+        """The hung consumer acks the entry it held, once its topic rolled over past the
+        form's line: M moves on across what is acked whole."""
+        m, held = self.model, self.holding
+        assert held is not None
+        self.ran.add("a held entry acked past the form's line")
+        self.cursors[self.HOLDER].ack(held)
+        m.ack(m.cursors[self.HOLDER], [tuple(held)])
+        self.holding = None
 
 
 class BrokerDayHistoryMachine(BrokerDayMachine):
@@ -1094,6 +1174,10 @@ TestSteadyMachine = SteadyMachine.TestCase
 TestSteadyMachine.settings = settings(_settings, max_examples=int(os.environ.get("ACKSTORE_SM_EXAMPLES", "40")))
 TestBrokerDayMachine = BrokerDayMachine.TestCase
 TestBrokerDayMachine.settings = settings(_settings, max_examples=int(os.environ.get("ACKSTORE_SM_EXAMPLES", "30")))
+TestBrokerDayLongLineMachine = BrokerDayLongLineMachine.TestCase
+TestBrokerDayLongLineMachine.settings = settings(
+    _settings, max_examples=int(os.environ.get("ACKSTORE_SM_EXAMPLES", "20"))
+)
 TestBrokerDayHistoryMachine = BrokerDayHistoryMachine.TestCase
 TestBrokerDayHistoryMachine.settings = settings(
     _settings, max_examples=int(os.environ.get("ACKSTORE_SM_EXAMPLES", "20"))
@@ -1150,6 +1234,11 @@ DEPTH: dict[type[AckStoreMachine], dict[str, float]] = {
         "M's ledger trimmed, the small form kept": 0.15,
         "a cumulative ack": 0.5,
         "a reader's cursor in the small form": 0.1,
+    },
+    BrokerDayLongLineMachine: {
+        "a rollover": 0.5,
+        "a held entry past the form's line": 0.2,
+        "a held entry acked past the form's line": 0.2,
     },
     BrokerDayHistoryMachine: {
         "a history cursor's state flushed from the small form": 0.5,
