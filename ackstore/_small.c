@@ -962,9 +962,14 @@ static int ack_run(SmallState *s, long long f, long long l) {
     return 0;
 }
 
-static int fitting(SmallState *s) {
-    return (s->n + s->ns <= s->cap || s->n + crossing(s) <= s->cap) && counts_held(s) + s->nb <= count_cap;
+/* whether the form's ranges, counted in each ledger as the parts count them (a run across an
+ * offset is one in each ledger), are more than `most`; crossing(s) <= ns, so it is counted only
+ * when runs and spans together pass `most` */
+static int ranges_over(SmallState *s, unsigned long long most) {
+    return s->n + (unsigned long long)s->ns > most && s->n + (unsigned long long)crossing(s) > most;
 }
+
+static int fitting(SmallState *s) { return !ranges_over(s, s->cap) && counts_held(s) + s->nb <= count_cap; }
 static PyObject *fits(SmallState *s) { return PyBool_FromLong(fitting(s)); }
 
 static int entry_of(PyObject *v, const char *what, long long *out) {
@@ -2693,8 +2698,7 @@ static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t n
             if (PyList_Append(over, (PyObject *)s) < 0) goto fail;
             continue;
         }
-        /* (PIP-299; crossing(s) <= ns: counted only when it may matter) */
-        int cut = s->persist && s->n + s->ns > s->persist && s->n + crossing(s) > s->persist;
+        int cut = s->persist && ranges_over(s, s->persist); /* (PIP-299) */
         if (cut && s->logged) { /* (a cut state of a cursor that keeps history: its parts write it) */
             if (PyList_Append(over, (PyObject *)s) < 0) goto fail;
             continue;
@@ -2714,8 +2718,7 @@ static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t n
             Cut keep = {0, 0, 0, 0};
             if (cut) cut_view(s, cut_end(s, s->persist), &keep);
             int many = (Py_ssize_t)(counts_held(s) + s->nb) > max_counts; /* more than a slot's layout takes */
-            int fits = many || (!s->logged && (Py_ssize_t)(s->n + s->ns) > max_runs &&
-                                (Py_ssize_t)(s->n + crossing(s)) > max_runs) /* (crossing(s) <= ns) */
+            int fits = many || (!s->logged && (max_runs < 0 || ranges_over(s, (unsigned long long)max_runs)))
                            ? 0
                            : slot_value(s, slot, key, (uint32_t)version, room, max_bytes, cut, &o);
             if (cut) cut_back(s, &keep);
