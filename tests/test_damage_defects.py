@@ -121,7 +121,7 @@ def test_check_says_a_file_cut_short_is_to_be_restored(tmp_path: Path) -> None:
 
 def test_check_fix_refuses_a_store_whose_branch_keys_are_damaged(tmp_path: Path) -> None:
     path = tmp_path / "store"
-    _build(path, cursors=12)
+    _build(path, cursors=16)
     psize, branches, _ = _log_pages(path)
     assert branches, "the log needs a branch page for this test"
     raw = bytearray((path / "data.mdb").read_bytes())

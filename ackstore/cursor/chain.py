@@ -130,7 +130,7 @@ class MarkerChain(ChainFields):
     """The log's bookkeeping: sequences, the newest marker, the full marker and delta chain
     behind it, what the last full marker keeps alive, and the flush counters."""
 
-    __slots__ = ("recovery",)  # and ChainFields' (what a flush reads)
+    __slots__ = ("cut", "recovery")  # and ChainFields' (what a flush reads)
 
     def __init__(self) -> None:
         self.next_seq = 0
@@ -148,6 +148,9 @@ class MarkerChain(ChainFields):
         self.over_cap = False  # the range count was over the PIP-299 cap at the last flush
         self.persisted_ranges = 0
         self.recovery = NO_RECOVERY
+        self.cut: tuple[int, ...] | None = None
+        """the newest marker's PIP-299 cut, as ``plan.cut_print`` gave it (None: it is not
+        truncated, or not known: the next flush writes it again)"""
         self.flushes = 0
         self.last_flush_bytes = 0
         self.total_flush_bytes = 0

@@ -81,7 +81,7 @@ class FlushPlan(lane.Plan):
     fails. It has the fields a :class:`~ackstore.cursor.lane.MarkerPlan` has (the group
     flush and the commit read them alike), and these of its own."""
 
-    __slots__ = ("head", "index", "pending", "rebased", "records")  # and PlanFields' (lane.Plan's)
+    __slots__ = ("cut", "head", "index", "pending", "rebased", "records")  # and PlanFields' (lane.Plan's)
 
     records: list[tuple[int, int, LedgerAcks]]
     """(seq, ledger, snapshot) to encode"""
@@ -92,6 +92,8 @@ class FlushPlan(lane.Plan):
     """what it took from the cursor (given back if it is not written)"""
     rebased: frozenset[int]
     """ledgers this plan writes a new base record of"""
+    cut: tuple[int, ...] | None
+    """a PIP-299 marker's cut (:func:`cut_print`), None for any other plan"""
 
     def __init__(
         self,
@@ -113,6 +115,7 @@ class FlushPlan(lane.Plan):
         self.index = index
         self.pending = pending
         self.rebased = frozenset()
+        self.cut = None
 
     def encode(self) -> None:
         """Step 2, outside the store lock: the plan's ledger records and marker, from the
@@ -170,7 +173,21 @@ class _Draft:
     persisted_ranges: int
     truncated: bool = False
     keep_dirty: frozenset[int] = frozenset()
+    cut: tuple[int, ...] | None = None  # a truncated marker's cut (:func:`cut_print`)
     trim: bool = True  # a full marker trims the log below it (:meth:`MarkerChain.trim_due`)
+
+
+def cut_print(ledger: int, la: LedgerAcks, limit: int) -> tuple[int, ...]:
+    """What a PIP-299 truncated marker's cut through ``ledger`` (whose acks are ``la``)
+    depends on, under the cap ``limit``: the ledger, the cap, and the ledger's acks, counts
+    and partial batches in a form that changes whenever they do between two flushes (acks
+    are only added there, a delivery adds to a count, an ack drops one; a move of the
+    mark-delete position, a reset or a change of the counts by hand marks the cursor's
+    meta dirty or leaves no cut to compare: see :meth:`Planner._cut_holds`).
+    O(counts + batches)."""
+    masks = sum(mask.bit_count() for _, mask in la.batches.values()) if la.batches else 0
+    counts = la.counts
+    return (ledger, limit, len(la.bitmap), la.runs, len(counts), sum(counts.values()), len(la.batches), masks)
 
 
 def say_capped(topic: str, name: str, ranges: int, limit: int, over: bool) -> None:
@@ -243,6 +260,9 @@ class Planner(PlannerFields):
         pending = pages.take_pending(state.take_meta_dirty())
         if not pending.worth_a_marker(pages.index):
             return None
+        if over and self._cut_holds(pending):  # what the newest marker persists is still so
+            pages.restore(pending)
+            return None
         try:
             if over:
                 return self._prepare_truncated(pending, limit)
@@ -251,6 +271,26 @@ class Planner(PlannerFields):
             pages.restore(pending)
             state.restore_meta(pending.meta_dirty)
             raise
+
+    def _cut_holds(self, pending: Pending) -> bool:
+        """Whether the newest marker, a PIP-299 truncated one, still holds the lowest ranges
+        exactly, so that the truncated marker this flush would write is the same: nothing
+        changed at or below the ledger its cut went through but for that ledger's acks,
+        counts and batches staying as they were (:func:`cut_print`, under the same cap).
+        Changes above it stay dirty, as a truncated marker leaves them.
+        O(dirty ledgers + the cut ledger's counts)."""
+        chain, cut = self.chain, self.chain.cut
+        if cut is None or not chain.truncated or pending.meta_dirty or pending.unmarked or pending.vanished:
+            return False
+        through = cut[0]
+        for ledger in pending.dirty:
+            if ledger < through:
+                return False
+            if ledger == through:
+                la = self.pages.cache.loaded.get(ledger)
+                if la is None or cut_print(through, la, self.cap) != cut:
+                    return False
+        return True
 
     def _watch_cap(self) -> None:
         """:func:`say_capped` when the range count crossed the cap since the last flush."""
@@ -357,7 +397,7 @@ class Planner(PlannerFields):
                 lane.trims(plan, chain, lane.live_records(chain, self.pages.index))
             plan.full_live = draft.live | {marker_seq}
         if draft.truncated:
-            plan.truncated, plan.keep_dirty = True, draft.keep_dirty
+            plan.truncated, plan.keep_dirty, plan.cut = True, draft.keep_dirty, draft.cut
         return plan
 
     def _prepare_truncated(self, pending: Pending, limit: int) -> FlushPlan:
@@ -375,6 +415,7 @@ class Planner(PlannerFields):
         changes: dict[int, IndexEntry | None] = {}
         index: dict[int, IndexEntry | None] = {}
         keep_dirty: set[int] = set()
+        cut: tuple[int, ...] | None = None
         left = limit
         for held in cache.loaded.values():  # no deltas against records a truncated marker may drop
             held.added = None
@@ -386,6 +427,8 @@ class Planner(PlannerFields):
                     keep_dirty.add(ledger)
                 continue
             if runs <= left:
+                if runs == left and la is not None:  # the cut ends with this ledger
+                    cut = cut_print(ledger, la, limit)
                 if ledger in dirty and la is not None:
                     seq = chain.alloc()
                     records.append((seq, ledger, la.snapshot()))
@@ -398,6 +441,7 @@ class Planner(PlannerFields):
             whole = pages.peek(ledger)
             assert whole is not None
             part = whole.prefix(left)  # memory as what it writes, whatever the ledger holds above
+            cut = cut_print(ledger, whole, limit)
             seq = chain.alloc()
             records.append((seq, ledger, part))
             index[ledger] = IndexEntry(seq, part.runs)
@@ -409,7 +453,7 @@ class Planner(PlannerFields):
                 changes[ledger] = None
         pinned = {ledger for ledger, entry in changes.items() if entry is not None}
         live = frozenset(e.seq for e in index.values() if e is not None)
-        draft = _Draft(records, changes, index, True, live, pending, pinned, limit, True, frozenset(keep_dirty))
+        draft = _Draft(records, changes, index, True, live, pending, pinned, limit, True, frozenset(keep_dirty), cut)
         return self._seal(draft)
 
     # -- commit / abort ------------------------------------------------------------------------
@@ -419,6 +463,7 @@ class Planner(PlannerFields):
         marker (what the lane's ``commit_marker`` does for a marker plan, compiled)."""
         self.pages.adopt(plan.changes, plan.keep_dirty)
         self.chain.adopt(plan)
+        self.chain.cut = plan.cut if isinstance(plan, FlushPlan) else None
 
     def _unrebase(self, rebased: Iterable[int]) -> None:
         """A new base was planned but will not be written: the ledgers' acks since their old
@@ -501,6 +546,7 @@ class Planner(PlannerFields):
             chain.slot, chain.slots = plan.slot, 1 << plan.slot
         chain.full_bytes = len(plan.marker)
         chain.force_full = False
+        chain.cut = None
         pages.settled()
         self.state.meta_dirty = False
 
