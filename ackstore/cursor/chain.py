@@ -172,6 +172,7 @@ class MarkerChain(ChainFields):
         self.slot, self.slots = state.slot, state.slots
         self.recovery = state.report
         self.untrimmed = 0  # what earlier runs left untrimmed goes at this run's first trim
+        self.cut = None  # (not known: the next flush over the cap writes its cut)
         # a log with no key at all (a new cursor's) holds nothing below 0: its first state
         # marker, in a slot, leaves its log keys empty (``lane._take_state``)
         self.floor, self.kept = (0 if state.next_seq == 0 and not state.slots else -1), ()
