@@ -2505,6 +2505,36 @@ def test_a_hole_held_across_span_most_rollovers_stays_in_the_form_and_leaves_it_
         assert cur.mark_delete_position == Position(SPAN_MOST + 2, 1) and list(cur.ledger_ranges()) == []
 
 
+@pytest.mark.parametrize("hop", [False, True], ids=["at-the-end", "over-acks-to-the-end"])
+def test_a_read_through_the_lines_last_ledger_stands_at_the_next_ones_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hop: bool
+) -> None:
+    """The form's line stops at ``SPAN_MOST`` ledgers after M's (lowered to 2 here) while the
+    topic holds more: a sequential read through the end of the line's last ledger (or up to
+    a run of acks reaching it) stands at the next ledger's first entry, as the parts' read
+    position does (a sealed ledger's end is the next one's first), not at the end of the
+    line; reads go on from there."""
+    from ackstore.cursor import small_span
+
+    monkeypatch.setattr(small_span, "SPAN_MOST", 2)
+    with AckStore.open(tmp_path / "s") as store:
+        topic = _topic(store)
+        cur = topic.cursor("c")  # (holds (1, 0): M stays in ledger 1)
+        cur.ack([Position(1, 1), Position(1, 2)])
+        for ledger in (1, 2, 3):
+            topic.close_ledger(ledger, 3)
+            topic.add_ledger(ledger + 1)
+        cur.ack([Position(2, e) for e in range(3)] + ([Position(3, 1), Position(3, 2)] if hop else []))
+        store.flush()
+        small = cur._core.small
+        assert small is not None and [ledger for ledger, _ in small.spans] == [2, 3]
+        cur.move_read_position(Position(3, 1 if hop else 3))
+        assert cur.read_position == Position(4, 0)
+        cur.move_read_position(Position(4, 2))
+        assert cur.read_position == Position(4, 2) and cur.mark_delete_position == Position(1, -1)
+        cur._check()
+
+
 @pytest.mark.parametrize("readonly", [False, True], ids=["writer", "reader"])
 def test_a_cursor_holding_entries_across_rollovers_opens_into_the_form(tmp_path: Path, readonly: bool) -> None:
     """A state slot holding entries of several ledgers of the form's line opens straight into

@@ -17,7 +17,17 @@ from ..storage.records import pack_properties, unpack_properties
 from .deliveries import counts_window, delivery_count, delivery_counts, record_deliveries
 from .moves import batch_mask, batch_target, check_batch_size, reset_target
 from .read_side import ReadSide
-from .small_span import bound_of, cumulative_entry, form_entry, ledger_counts, ledger_runs, line_at, place, read_entry
+from .small_span import (
+    bound_of,
+    cumulative_entry,
+    form_entry,
+    ledger_counts,
+    ledger_runs,
+    line_at,
+    place,
+    read_entry,
+    read_past_line,
+)
 from .state import AckState, drop_property, put_property
 from .validate import check_ack, pair
 
@@ -260,7 +270,9 @@ class Served(ReadSide):
                 x = read_entry(small, position[0], position[1])
                 if x >= 0:
                     small.read_from(x)
-                    return
+                    if not read_past_line(small, self.topic.directory):
+                        return
+                    # (the next ledger's first entry is not the form's: the parts hold it)
             self.edit(AckState.move_read_position, position, check=False, served=True)
 
     def rewind(self) -> None:

@@ -47,6 +47,7 @@ __all__ = [
     "place",
     "read_entry",
     "read_position",
+    "read_past_line",
 ]
 
 SPAN_MOST = 255
@@ -193,6 +194,18 @@ def read_position(s: Any) -> tuple[int, int]:
         return s.md_l, s.rp_e
     ledger, offset = s.spans[i - 1]
     return ledger, s.rp_e - offset
+
+
+def read_past_line(s: Any, d: LedgerDirectory) -> bool:
+    """Whether the form's read position stands at the end of its line's last ledger while
+    that ledger is sealed and the directory ``d`` holds one after it: the line stopped
+    short (:data:`SPAN_MOST`), and the read position is that next ledger's first entry,
+    which the form does not hold. O(1) unless past the form's highest entry allowed."""
+    if s.rp_e <= s.limit:
+        return False
+    ledger, entry = read_position(s)
+    i = d.index(ledger)
+    return 0 <= i < len(d.ids) - 1 and 0 <= d.counts[i] <= entry
 
 
 def ledger_runs(s: Any) -> list[tuple[int, list[tuple[int, int]]]]:
