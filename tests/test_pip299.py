@@ -438,33 +438,43 @@ def test_a_cursor_that_keeps_history_over_its_cap_persists_the_lowest_ranges_too
 
 
 def test_a_truncated_state_is_written_again_only_when_what_it_holds_changed(store_path: Path) -> None:
-    """Over the cap, a flush whose changes all lie above the ledger the cut went through
-    writes nothing (the newest truncated marker is what it would write again); an ack, a
-    delivery count or a count set by hand at or below that ledger is written by the next
-    flush, and a crash keeps exactly what was written."""
+    """Over the cap, a flush whose changes all lie above the cut (in later ledgers, or in
+    the cut's ledger past its last range and the entry after it) writes nothing: the
+    newest truncated marker is what it would write again. An ack that lengthens the cut's
+    last range, an ack or a delivery count below the cut, or counts set by hand are written
+    by the next flush, and a crash keeps exactly what was written."""
     config = CursorConfig(max_unacked_ranges_to_persist=3, max_deliveries=5, max_individual_ack_cache_bytes=1 << 20)
     with AckStore.open(store_path) as store:
         cur = _cursor(store, config)
         end_form(cur)  # (the parts' marker: the form cuts in a slot of its own)
         cur.ack([Position(1, e) for e in (1, 3, 5, 7, 9)])  # 5 ranges: the cut goes through ledger 1
         assert store.flush().bytes_written > 0 and cur.stats().truncated
-        cur.ack([Position(2, 5), Position(3, 5)])  # above the cut: nothing to write again
+        cur.ack([Position(2, 5), Position(3, 5)])  # above the cut's ledger: nothing to write again
         assert store.flush().bytes_written == 0
-        cur.ack(Position(1, 9 + 2))  # in the cut's ledger, above its last range: written again
+        cur.ack(Position(1, 11))  # in the cut's ledger, above its last range and the entry after
+        cur.record_deliveries([Position(1, 12), Position(2, 6)])  # counts above the cut
+        assert store.flush().bytes_written == 0
+        cur.ack(Position(1, 6))  # the entry after the cut's last range: that range is 5..7 now
         assert store.flush().bytes_written > 0
         assert store.flush().bytes_written == 0
-        cur.record_deliveries([Position(1, 2)])  # a count in the cut's ledger
+        cur.record_deliveries([Position(1, 2)])  # a count below the cut
         assert store.flush().bytes_written > 0
         cur.restore_delivery_counts({Position(1, 2): 1, Position(1, 4): 2})
         assert store.flush().bytes_written > 0
         cur.restore_delivery_counts({Position(1, 2): 2, Position(1, 4): 1})  # the same number and sum
         assert store.flush().bytes_written > 0
         cur.ack(Position(1, 70))
-        assert store.flush().bytes_written > 0
         cur.ack(Position(3, 80))
+        assert store.flush().bytes_written == 0
+        cur.ack(Position(1, 4))  # below the cut: it holds 1, 3..7, 9 now
+        assert store.flush().bytes_written > 0
+        cur.ack(Position(1, 0))  # M moves: 3..7, 9, 11
+        assert store.flush().bytes_written > 0
+        cur.ack(Position(1, 20))
         assert store.flush().bytes_written == 0
         testing.crash(store)
     with AckStore.open(store_path) as store:
         cur = store.topic(T).cursor("sub")
-        assert list(cur.ack_ranges()) == [(Position(1, e), Position(1, e)) for e in (1, 3, 5)]
-        assert cur.delivery_count(Position(1, 2)) == 2 and cur.delivery_count(Position(1, 4)) == 1
+        assert cur.mark_delete_position == Position(1, 1)
+        assert list(cur.ack_ranges()) == [(Position(1, e), Position(1, f)) for e, f in ((3, 7), (9, 9), (11, 11))]
+        assert cur.delivery_count(Position(1, 2)) == 2 and cur.delivery_count(Position(1, 4)) == 0

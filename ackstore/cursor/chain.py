@@ -10,7 +10,7 @@ once it was written (:meth:`MarkerChain.adopt`)."""
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..fields import ChainFields
 from ..stats import NO_RECOVERY
@@ -148,7 +148,7 @@ class MarkerChain(ChainFields):
         self.over_cap = False  # the range count was over the PIP-299 cap at the last flush
         self.persisted_ranges = 0
         self.recovery = NO_RECOVERY
-        self.cut: tuple[int, ...] | None = None
+        self.cut: tuple[Any, ...] | None = None
         """the newest marker's PIP-299 cut, as ``plan.cut_print`` gave it (None: it is not
         truncated, or not known: the next flush writes it again)"""
         self.flushes = 0

@@ -73,6 +73,10 @@ log = logging.getLogger("ackstore")
 MarkerHead = tuple[int, tuple[int, int], tuple[int, int], dict[str, int | str]]
 """what a marker says besides its index: (prev, mark-delete, read position, properties)"""
 
+Cut = tuple[int, int, int, "int | BitMap", dict[int, tuple[int, int]]]
+"""a PIP-299 truncated marker's cut, :func:`cut_print`'s: (ledger, cap, the highest entry
+held of the ledger or -1 for all of it, its acks there or their number, partial batches)"""
+
 
 class FlushPlan(lane.Plan):
     """One cursor's part of a group flush: what to encode (``records``: snapshots of the
@@ -92,7 +96,7 @@ class FlushPlan(lane.Plan):
     """what it took from the cursor (given back if it is not written)"""
     rebased: frozenset[int]
     """ledgers this plan writes a new base record of"""
-    cut: tuple[int, ...] | None
+    cut: Cut | None
     """a PIP-299 marker's cut (:func:`cut_print`), None for any other plan"""
 
     def __init__(
@@ -173,21 +177,29 @@ class _Draft:
     persisted_ranges: int
     truncated: bool = False
     keep_dirty: frozenset[int] = frozenset()
-    cut: tuple[int, ...] | None = None  # a truncated marker's cut (:func:`cut_print`)
+    cut: Cut | None = None  # a truncated marker's cut (:func:`cut_print`)
     trim: bool = True  # a full marker trims the log below it (:meth:`MarkerChain.trim_due`)
 
 
-def cut_print(ledger: int, la: LedgerAcks, limit: int) -> tuple[int, ...]:
+def cut_print(ledger: int, la: LedgerAcks, limit: int, through: int = -1) -> Cut:
     """What a PIP-299 truncated marker's cut through ``ledger`` (whose acks are ``la``)
-    depends on, under the cap ``limit``: the ledger, the cap, and the ledger's acks, counts
-    and partial batches in a form that changes whenever they do between two flushes (acks
-    are only added there, a delivery adds to a count, an ack drops one; a move of the
-    mark-delete position, a reset or a change of the counts by hand marks the cursor's
-    meta dirty or leaves no cut to compare: see :meth:`Planner._cut_holds`).
-    O(counts + batches)."""
-    masks = sum(mask.bit_count() for _, mask in la.batches.values()) if la.batches else 0
-    counts = la.counts
-    return (ledger, limit, len(la.bitmap), la.runs, len(counts), sum(counts.values()), len(la.batches), masks)
+    depends on, under the cap ``limit``, in a form that changes whenever what the marker
+    holds of ``ledger`` does between two flushes: ``through``, the highest entry it holds
+    (the end of the cap's last run: its acks at or below, counts and partial batches
+    below), or -1 when it holds the ledger whole. The print is ``(ledger, limit,
+    through, acks, batches)``: ``acks`` the ledger's acks at or below ``through + 1`` (an
+    ack of the entry after the last run would lengthen it), or for a whole ledger their
+    number (acks are only added there between two flushes); ``batches`` the partial
+    batches it holds. Delivery counts are not in it: the truncated flush forgets the
+    ledgers' ``counts_added`` when it takes the state, so a count set since is there, and
+    :meth:`Planner._cut_holds` looks for one at or below the cut (a move of the
+    mark-delete position, a reset or counts set by hand mark the cursor's meta dirty or
+    leave no cut to compare). O(the acks held at or below ``through`` + batches), not
+    O(what the ledger holds above it: the new acks and counts of an active ledger)."""
+    if through < 0:
+        return ledger, limit, -1, len(la.bitmap), dict(la.batches)
+    below = {e: b for e, b in la.batches.items() if e < through} if la.batches else NO_ENTRIES
+    return ledger, limit, through, la.bitmap & BitMap(range(through + 2)), below
 
 
 def say_capped(topic: str, name: str, ranges: int, limit: int, over: bool) -> None:
@@ -276,20 +288,26 @@ class Planner(PlannerFields):
         """Whether the newest marker, a PIP-299 truncated one, still holds the lowest ranges
         exactly, so that the truncated marker this flush would write is the same: nothing
         changed at or below the ledger its cut went through but for that ledger's acks,
-        counts and batches staying as they were (:func:`cut_print`, under the same cap).
-        Changes above it stay dirty, as a truncated marker leaves them.
-        O(dirty ledgers + the cut ledger's counts)."""
+        counts and batches above the cut (:func:`cut_print`, under the same cap; a count set
+        since the last truncated flush, or the last flush that looked, is in
+        ``counts_added``). Changes above it stay dirty, as a truncated marker leaves them.
+        O(dirty ledgers + the cut's print + the counts set since the last flush)."""
         chain, cut = self.chain, self.chain.cut
         if cut is None or not chain.truncated or pending.meta_dirty or pending.unmarked or pending.vanished:
             return False
-        through = cut[0]
-        for ledger in pending.dirty:
-            if ledger < through:
+        ledger, _, through = cut[0], cut[1], cut[2]
+        for dirty in pending.dirty:
+            if dirty < ledger:
                 return False
-            if ledger == through:
+            if dirty == ledger:
                 la = self.pages.cache.loaded.get(ledger)
-                if la is None or cut_print(through, la, self.cap) != cut:
+                if la is None or cut_print(ledger, la, self.cap, through) != cut:
                     return False
+                if la.counts_added:
+                    if through < 0 or min(la.counts_added) < through:
+                        return False
+                    if la.added is None:  # (no delta reads them: the counts looked at go, so
+                        la.counts_added = NO_ENTRIES  # the next flush looks at its own only)
         return True
 
     def _watch_cap(self) -> None:
@@ -415,10 +433,12 @@ class Planner(PlannerFields):
         changes: dict[int, IndexEntry | None] = {}
         index: dict[int, IndexEntry | None] = {}
         keep_dirty: set[int] = set()
-        cut: tuple[int, ...] | None = None
+        cut: Cut | None = None
         left = limit
         for held in cache.loaded.values():  # no deltas against records a truncated marker may drop
-            held.added = None
+            held.added = None  # (so counts_added says nothing a record needs: from now on it
+            if held.counts_added:  # holds the counts set since this take, which the cut reads)
+                held.counts_added = NO_ENTRIES
         for ledger in sorted(cache.known()):
             la = cache.loaded.get(ledger)
             runs = la.runs if la is not None else own[ledger].runs
@@ -441,7 +461,7 @@ class Planner(PlannerFields):
             whole = pages.peek(ledger)
             assert whole is not None
             part = whole.prefix(left)  # memory as what it writes, whatever the ledger holds above
-            cut = cut_print(ledger, whole, limit)
+            cut = cut_print(ledger, whole, limit, part.bitmap.max())
             seq = chain.alloc()
             records.append((seq, ledger, part))
             index[ledger] = IndexEntry(seq, part.runs)
@@ -475,8 +495,10 @@ class Planner(PlannerFields):
                 la.added = None
 
     def abort(self, plan: AnyPlan) -> None:
-        """The flush transaction failed: everything the plan carried is pending again."""
+        """The flush transaction failed: everything the plan carried is pending again (and
+        a truncated plan's take forgot the counts set before it: no cut to compare)."""
         self._unrebase(plan.rebased)
+        self.chain.cut = None
         if type(plan) is MarkerPlan:  # a state marker not written: its slot still holds the older one
             key, value = plan.puts[-1]
             slotted = split_slot_key(key)
