@@ -12,7 +12,8 @@ Each round every subscription:
 2. negatively acks about one entry in a hundred of what it read (``redeliver``: read again
    next round);
 3. acks everything else it read: one ``cur.ack(list)`` (``variant="list"``, ``"stuck"``,
-   ``"capped"``, ``"wide"``, ``"queue"``, ``"aging"`` or ``"history"``), one ``cur.ack(position)`` per entry
+   ``"capped"``, ``"wide"``, ``"queue"``, ``"deep"``, ``"over"``, ``"aging"`` or
+   ``"history"``), one ``cur.ack(position)`` per entry
    (``variant="each"``), or one ``cur.ack_entries(ledger, array("I"))`` per ledger it read
    from (``variant="entries"``: the columnar call, the arrays built in the timed step). With ``stuck``, the first
    ``stuck`` of every fifth entry it reads are never acked, as by a consumer that hung
@@ -21,7 +22,8 @@ Each round every subscription:
    it reads is acked ``late`` rounds later, as by a consumer whose processing takes that
    long: the holes move along with its mark-delete position, which moves every round.
    Every subscription's ``config`` is :data:`CONFIG` unless given (:data:`HISTORY_CONFIG`: an
-   hour of its states kept; :data:`CAPPED_CONFIG`: at most 64 ranges persisted).
+   hour of its states kept; :data:`CAPPED_CONFIG`: at most 64 ranges persisted;
+   :data:`DEFAULT_CAP_CONFIG`: at most 10,000, the default).
 
 Then one flush of the whole store. Steps 1 and 2 are the Dispatcher's (untimed); step 3
 and the flush are what :mod:`test_bench_broker_day` times. The peers keep the same state
@@ -67,6 +69,9 @@ HISTORY_CONFIG = CursorConfig(max_deliveries=5, max_unacked_ranges_to_persist=0,
 #: the same, each subscription persisting at most 64 ranges (PIP-299): one holding more
 #: writes the lowest 64 alone at every flush (what a user's cap on ranges costs)
 CAPPED_CONFIG = CursorConfig(max_deliveries=5, max_unacked_ranges_to_persist=64)
+#: the same under the default cap (10,000 ranges persisted): what a subscription holding
+#: more holes than that costs a broker that kept the default
+DEFAULT_CAP_CONFIG = CursorConfig(max_deliveries=5)
 
 
 async def _dead_letter(entry: Entry, count: int) -> None:

@@ -181,6 +181,7 @@ def _day_lines(benchmarks: list[Any]) -> list[str]:
         "wide": "one ack call per read, 400 holes held",
         "queue": "one ack call per read, 1,000 holes held",
         "deep": "one ack call per read, 10,000 holes held",
+        "over": "one ack call per read, 12,000 holes held, 10,000 ranges persisted",
         "late": "one ack call per read, every other entry acked 40 rounds late",
         "history": "one ack call per read, an hour of history",
         "aging": "one ack call per read, 80 holes held across 150 rollovers",

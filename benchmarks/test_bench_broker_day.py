@@ -19,7 +19,9 @@ bytes, written as ledger records and markers), or that ack every other entry 40 
 reading it (``late``: 1,000 holes that move on with the mark-delete position, every round; at
 k = 25, 500 holes, whose acks since their ledger's record fit a marker for a few rounds),
 or keep an hour of history (``history``); at 100 x 500, subscriptions that each hold
-10,000 holes (``deep``: more than 8,192 ranges each); and the rounds in which every topic's ledger rolls
+10,000 holes (``deep``: more than 8,192 ranges each) or 12,000 (``over``: more ranges
+than the 10,000 a flush persists by default, so each flush persists the lowest 10,000 and
+finds them unchanged while the acks land above them); and the rounds in which every topic's ledger rolls
 over (one round in ten here), set against the plain rounds between them in the same run, by
 subscriptions that hold no entry, that hold 80 or 1,000 of the first ledger across every
 rollover, or that ack late across them.
@@ -36,7 +38,7 @@ from typing import Any
 import pytest
 from pyroaring import BitMap
 
-from .broker_day import CAPPED_CONFIG, CONFIG, HISTORY_CONFIG, PEERS, Day
+from .broker_day import CAPPED_CONFIG, CONFIG, DEFAULT_CAP_CONFIG, HISTORY_CONFIG, PEERS, Day
 from .kernel import wchar as _wchar
 
 #: (cursors, k, variant, rollover): "rollover" cases time only the rounds that roll over. The
@@ -48,11 +50,13 @@ CASES += [(1000, 50, "each", 0), (1000, 50, "entries", 0), (1000, 50, "list", 10
 CASES += [(1000, 50, "stuck", 0), (1000, 50, "capped", 0), (1000, 50, "wide", 0)]
 CASES += [(1000, 50, "stuck", 10), (1000, 50, "history", 0), (1000, 50, "queue", 0), (1000, 50, "queue", 10)]
 CASES += [(1000, 25, "late", 0), (1000, 50, "late", 0), (1000, 50, "late", 10), (100, 500, "deep", 0)]
+CASES += [(100, 500, "over", 0)]
 CASES += [(100, 50, "aging", 2)]
 CASES += [(10_000, k, "list", 0) for k in (10, 50, 100)]
 #: the holes a subscription of these variants holds
-STUCK = {"stuck": 80, "wide": 400, "queue": 1000, "capped": 80, "deep": 10_000, "aging": 80}
-CONFIGS = {"history": HISTORY_CONFIG, "capped": CAPPED_CONFIG}  # the variants whose subscriptions are configured apart
+STUCK = {"stuck": 80, "wide": 400, "queue": 1000, "capped": 80, "deep": 10_000, "over": 12_000, "aging": 80}
+#: the variants whose subscriptions are configured apart
+CONFIGS = {"history": HISTORY_CONFIG, "capped": CAPPED_CONFIG, "over": DEFAULT_CAP_CONFIG}
 LATE = {"late": 40}  # the rounds every other entry waits for its ack (1,000 holes at k = 50)
 AGED = {"aging": 300}  # untimed rounds first (150 rollovers at one every 2 rounds: 150 ledgers after the holes')
 WARM = 8  # untimed rounds first: counts, holes and records as the workload keeps them
