@@ -53,8 +53,6 @@ def set_delivery_counts(state: AckState, counts: dict[Any, Any]) -> int:
             raise InvalidArgumentError(f"delivery count {n!r} of {ledger}:{entry} is not allowed: allowed 1..2**32-1")
         wanted[(ledger, entry)] = n
     out = _count_each(state, list(wanted), lambda la, ledger, entry: la.set_count(entry, wanted[(ledger, entry)]))
-    if any(out):  # counts set by hand may keep their number and sum: a PIP-299 cut is written again
-        state.meta_dirty = True
     return sum(1 for n in out if n)
 
 

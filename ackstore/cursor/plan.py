@@ -192,9 +192,9 @@ def cut_print(ledger: int, la: LedgerAcks, limit: int, through: int = -1) -> Cut
     number (acks are only added there between two flushes); ``batches`` the partial
     batches it holds. Delivery counts are not in it: the truncated flush forgets the
     ledgers' ``counts_added`` when it takes the state, so a count set since is there, and
-    :meth:`Planner._cut_holds` looks for one at or below the cut (a move of the
-    mark-delete position, a reset or counts set by hand mark the cursor's meta dirty or
-    leave no cut to compare). O(the acks held at or below ``through`` + batches), not
+    :meth:`Planner._cut_holds` looks for one at or below the cut, counts set by hand
+    included (a move of the mark-delete position or a reset marks the cursor's meta dirty
+    or leaves no cut to compare). O(the acks held at or below ``through`` + batches), not
     O(what the ledger holds above it: the new acks and counts of an active ledger)."""
     if through < 0:
         return ledger, limit, -1, len(la.bitmap), dict(la.batches)
@@ -295,7 +295,7 @@ class Planner(PlannerFields):
         chain, cut = self.chain, self.chain.cut
         if cut is None or not chain.truncated or pending.meta_dirty or pending.unmarked or pending.vanished:
             return False
-        ledger, _, through = cut[0], cut[1], cut[2]
+        ledger, through = cut[0], cut[2]
         for dirty in pending.dirty:
             if dirty < ledger:
                 return False
