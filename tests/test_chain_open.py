@@ -846,3 +846,21 @@ def test_holey_cursors_opened_lazily_follow_a_model_through_random_steps(tmp_pat
     seeds = range(200 if long_run else 24)
     unread = sum(_random_steps(tmp_path / f"s{seed}", seed) for seed in seeds)
     assert unread > 0 or native is None
+
+
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS, ids=["pure", "native"][: len(IMPLEMENTATIONS)])
+def test_a_records_acks_since_are_taken_above_m_and_the_entry_after_it(impl: Any) -> None:
+    """The acks since a record that a chain's markers name are the form's from M + 2 on; one
+    at M + 1 would move M (the open leaves that to recovery: None). Arguments of the wrong
+    type are refused alike."""
+    good = _record([(5, 9)], {})
+
+    def call(adds: list[int], props: Any = b"") -> Any:
+        item = (40, 0, 1000, good, -1)
+        return impl.small_of_record(7, 40, -1, 9, 1, 0, 4096, props, (item,), records.FORMAT_VERSION, adds, {})
+
+    assert call([1]).runs() == [(1, 1), (5, 9)]  # (M + 2: entry 0, M + 1, stays a hole)
+    assert call([2, 12]).runs() == [(2, 2), (5, 9), (12, 12)]
+    assert call([0]) is None
+    with pytest.raises(TypeError, match=r"^small_of_record(\(cursor_id|'s props are bytes, its records a tuple)"):
+        call([], props="")  # (the compiled twin's words are its signature)

@@ -43,7 +43,9 @@ def _flush(
     )
     assert deltas == (s.deltas > 0 and s.marker == s.next_seq - 1 and len(_puts(puts)) == 1)
     more, nbytes_based = small_form.flush_bases(based, VERSION, max_acks, trims, over)
-    return _puts(puts) + more, nbytes + nbytes_based, list(over)
+    written = _puts(puts) + more
+    assert nbytes + nbytes_based == sum(len(k) + len(v) for k, v in written)  # (the flush's figure: keys and values)
+    return written, nbytes + nbytes_based, list(over)
 
 
 def _trim(log: dict[bytes, bytes], below: int, keeps: tuple[int, ...]) -> None:
@@ -83,6 +85,26 @@ def _chain(s: Any) -> tuple[Any, ...]:
         s.base, s.marker, s.deltas, s.chain_bytes, s.base_bytes, s.tail, s.fresh, s.every, s.slot, s.slots,
         s.next_seq, s.md_l, s.md_e, s.runs(), s.counts(), s.batches(), s.dirty, s.persisted, s.spans,
     )  # fmt: skip
+
+
+def _chained(
+    impl: Any, spans: tuple[tuple[int, int], ...], acked: Any, slot: int = 0, slots: int = 1, every: int = 0
+) -> tuple[Any, dict[bytes, bytes], list[Any], list[tuple[bytes, bytes]]]:
+    """A form at M = 9 of ledger ``LEDGER``, its line ``spans`` (up to entry 300), ``acked``
+    entries acked, its newest state in ``slot`` of ``slots``, ``every`` delta markers at most
+    (and ~1 KB of properties: no garbage's trim soon) when given, then flushed: the first
+    base of its chain. ``(form, log, trims, puts)``, the log holding what the flush wrote."""
+    s = impl.SmallState(CID, LEDGER, 9, 5, slot, slots, [], 1 << 12)
+    if every:
+        s.every = every
+        s.set_props(records.pack_properties({"p": "x" * 1000}))
+    assert not s.bound(0, spans, 300)
+    for e in acked:
+        s.ack_range(e, e)
+    trims: list[Any] = []
+    puts, _, over = _flush(impl, s, trims, max_acks=2 if every else MAX_ACKS)
+    assert over == [] and s.base >= 0
+    return s, dict(puts), trims, puts
 
 
 def _next(s: Any) -> int:
@@ -352,15 +374,9 @@ def test_m_moving_in_its_ledger_names_its_record_as_it_stands(impl: Any) -> None
     passed, up to M, as one range more than it holds above M), not a record; M moving past
     the last acks of its ledger leaves that ledger nothing to name: the next base is a full
     marker alone, naming the other two records. Each recovers to the form's state."""
-    s = impl.SmallState(CID, LEDGER, 9, 5, 0, 1, [], 1 << 12)
-    assert not s.bound(0, ((LEDGER + 1, 100), (LEDGER + 2, 200)), 300)
-    for e in (*range(12, 40, 2), *range(102, 140, 2), *range(202, 240, 2)):
-        s.ack_range(e, e)
-    trims: list[Any] = []
-    log: dict[bytes, bytes] = {}
-    puts, _, over = _flush(impl, s, trims)
-    assert over == [] and len(puts) == 4 and s.recs == 0b111
-    log.update(puts)
+    spans = ((LEDGER + 1, 100), (LEDGER + 2, 200))
+    s, log, trims, puts = _chained(impl, spans, (*range(12, 40, 2), *range(102, 140, 2), *range(202, 240, 2)))
+    assert len(puts) == 4 and s.recs == 0b111
     before = s.records()
     s.ack_range(10, 11)  # M (9) moves over 10..12, ledger 0 still holds 14, 16, ...
     assert (s.md_e, s.fresh, s.stale, s.passed) == (12, 0, 0, 1)
@@ -481,6 +497,30 @@ def test_m_moving_on_into_the_next_ledger_keeps_the_records_after_it(impl: Any) 
     log.update(puts)
     assert _recovered(log) == _held(s)
     check_small(s, (LEDGER + 2, -1))
+
+
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS, ids=["pure", "native"][: len(IMPLEMENTATIONS)])
+def test_m_moving_on_onto_the_next_ledgers_first_entry_counts_its_run(impl: Any) -> None:
+    """The edge of the rebase above: the next ledger's record holds its entry 0 acked and
+    not entry 1, so M moves on to exactly (next ledger, 0). That record stands, holding M's
+    run (entry 0) as one range more than the form holds above M; the marker counts it, and
+    what was written recovers to the form's state."""
+    s, log, trims, puts = _chained(impl, ((LEDGER + 1, 100),), (*range(12, 40, 2), 100, *range(102, 140, 2)))
+    assert len(puts) == 3 and s.recs == 0b11
+    second = s.records()[1]
+    s.ack_range(10, 99)  # M's ledger acked whole: M on into the next, onto its entry 0
+    assert (s.md_l, s.md_e, s.recs, s.stale, s.passed) == (LEDGER + 1, 0, 0b1, 0, 1)
+    puts, _, _ = _flush(impl, s, trims)
+    assert len(puts) == 1 and s.records() == (second,)
+    marker = records.decode_marker(puts[0][1], s.next_seq - 1)
+    assert marker.mark_delete == (LEDGER + 1, 0) and marker.index[LEDGER + 1].runs == len(s.runs_of(0)) + 1
+    log.update(puts)
+    assert _recovered(log) == _held(s)
+    s.ack_range(105, 105)  # (the form's entries now: the second ledger's from 0)
+    ((key, value),), _, _ = _flush(impl, s, trims)
+    log[key] = value
+    assert _recovered(log) == _held(s)
+    check_small(s, (LEDGER + 1, -1))
 
 
 def test_an_adopted_chain_names_the_acks_since_its_parts_record() -> None:
@@ -992,3 +1032,107 @@ def test_a_reset_back_out_of_a_ledger_whose_marker_names_what_m_passed_keeps_the
     finally:
         lane.set_delta_bounds(*saved)
         lane.set_state_bound(runs)
+
+
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS, ids=["pure", "native"][: len(IMPLEMENTATIONS)])
+def test_a_base_over_the_acks_a_marker_names_records_the_ledgers_they_are_most_in(impl: Any) -> None:
+    """A chain of records of two ledgers, then more acks since them than a marker names
+    (``max_acks``): the next base records the ledger holding the most of them, then the next
+    most, until those left are at most half of ``max_acks`` (and no ledger holding none)."""
+    s, _, _, puts = _chained(impl, ((LEDGER + 1, 100),), (*range(12, 99, 2), *range(102, 199, 2)))
+    assert len(puts) == 3 and s.recs == 0b11
+    for e in range(13, 13 + 2 * 25, 2):  # 25 acks since the records in M's ledger (M stays: 10, 11 unacked)
+        s.ack_range(e, e)
+    assert s.to_record(40) == 0 and s.to_record(20) == 0b01  # (25 over 20: M's ledger's record leaves none)
+    for e in range(103, 103 + 2 * 20, 2):  # and 20 in the next
+        s.ack_range(e, e)
+    assert s.to_record(100) == 0  # (45 acks since: a marker names them)
+    assert s.to_record(40) == 0b01  # M's ledger's 25 recorded: 20 left, at most half of 40
+    assert s.to_record(20) == 0b11  # 20 left is more than 10: the next ledger's too
+    assert s.to_record(0) == 0b11
+
+
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS, ids=["pure", "native"][: len(IMPLEMENTATIONS)])
+def test_a_new_base_after_a_chain_of_every_delta_it_takes_trims_below_the_old_one(impl: Any) -> None:
+    """A chain of two records, then as many delta markers as it takes (``every``), then more
+    acks since the records than a marker names: the new base (a record of the ledger they
+    are in, and a full marker) is due a full marker's trim, below the old base but the record
+    that stands; what is left recovers to the form's state."""
+    s, log, trims, _ = _chained(impl, ((LEDGER + 1, 100),), (*range(12, 99, 2), *range(102, 199, 2)), every=2)
+    first = s.records()
+    for e in (103, 105):  # a delta marker each: the chain's two
+        s.ack_range(e, e)
+        ((key, value),), _, _ = _flush(impl, s, trims, max_acks=2)
+        log[key] = value
+    assert s.deltas == 2 and not trims
+    base = s.base
+    s.ack_range(107, 107)  # three acks since the records: a new record of the ledger they are in
+    puts, _, _ = _flush(impl, s, trims, max_acks=2)
+    assert len(puts) == 2 and s.records() == (first[0], s.base - 1)
+    assert [(below, keeps) for _, below, keeps in trims] == [(base, first)]  # (every delta: a full marker's trim)
+    for _, below, keeps in trims:
+        _trim(log, below, keeps)
+    log.update(puts)
+    assert _recovered(log) == _held(s)
+
+
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS, ids=["pure", "native"][: len(IMPLEMENTATIONS)])
+def test_a_chained_form_over_its_cap_writes_its_lowest_ranges_whole_not_a_marker(impl: Any) -> None:
+    """A form in a chain of its own that holds more ranges than its cap persists (PIP-299):
+    its next flush writes the lowest ranges alone as a whole state in a slot, flagged
+    truncated, not a marker of its chain naming every range; the log's newest state then
+    recovers to exactly that cut."""
+    s, log, trims, _ = _chained(impl, (), range(12, 60, 2))
+    assert s.recs == 0b1
+    s.persist = 2
+    s.ack_range(61, 61)  # (one ack since the record: a marker of the chain, were it not for the cap)
+    puts, _, over = _flush(impl, s, trims)
+    assert over == []
+    ((key, value),) = puts
+    assert key[:1] == b"\xff" and (s.truncated, s.persisted) == (1, 2)
+    for _, below, keeps in trims:
+        _trim(log, below, keeps)
+    log[key] = value
+    md, runs, _ = _recovered(log)
+    assert md == (LEDGER, 9) and runs == {LEDGER: [(12, 12), (14, 14)]}
+
+
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS, ids=["pure", "native"][: len(IMPLEMENTATIONS)])
+def test_a_form_back_in_a_slot_its_chains_trim_emptied_reserves_the_slots_room(impl: Any) -> None:
+    """A form whose states were in both slots (the newest in slot 1) grows into a chain of
+    its own; a base's trim deletes what lies below the chain, both slots' values with it.
+    Once its state fits a slot again, it goes into slot 0 as a slot's first value: with the
+    room a first value reserves."""
+    acked = (*range(12, 99, 2), *range(102, 199, 2))
+    s, _, trims, _ = _chained(impl, ((LEDGER + 1, 100),), acked, slot=1, slots=3, every=2)
+    for e in (103, 105, 107):  # two delta markers, then a new base: its trim takes the slots' values
+        s.ack_range(e, e)
+        _flush(impl, s, trims, max_acks=2)
+    assert [below for _, below, _ in trims] == [7] and s.slots == 0  # (below the first full marker)
+    s.ack_range(10, 250)  # every entry acked: a state a slot takes
+    ((key, value),), _, _ = _flush(impl, s, trims, max_acks=2)
+    assert key == records.slot_key(CID, 0) and (s.slot, s.slots) == (0, 1)
+    _, start = records.slot_seq(value)
+    assert value[start + 4 : start + 4 + RESERVE] == bytes(RESERVE) and RESERVE > 0
+    assert len(value) == start + 4 + RESERVE + len(records.open_slot(key, value)[1])
+
+
+def test_a_form_adopting_a_chain_from_the_logs_first_sequence_holds_every_invariant(tmp_path: Path) -> None:
+    """A new cursor whose first state is over a slot: its parts write the record at the log's
+    first sequence, 0, and a full marker; the next flush's form adopts that chain, its lowest
+    record at 0, and every invariant of the form holds (``_check``); a reopen gives the
+    same state."""
+    with AckStore.open(tmp_path / "s") as store:
+        topic = store.topic("persistent://t/ns/first")
+        topic.add_ledger(1)
+        cur = topic.cursor("c")
+        cur.ack([Position(1, e) for e in range(2, 3000, 2)])
+        store.flush()
+        cur.ack(Position(1, 3001))
+        store.flush()
+        s = cur._core.small
+        assert s is not None and s.record == 0 and s.base >= 0 and not s.fresh
+        cur._check()
+        ranges = list(cur.ledger_ranges())
+    with AckStore.open(tmp_path / "s") as store:
+        assert list(store.topic("persistent://t/ns/first").cursor("c").ledger_ranges()) == ranges

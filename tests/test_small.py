@@ -34,7 +34,7 @@ from ackstore import (
 from ackstore.cursor import small as small_form
 from ackstore.cursor.small import IMPLEMENTATIONS, Small, check_small
 from ackstore.cursor.small_span import SPAN_MOST, fit, form_position, ledgers_held
-from ackstore.directory import LedgerDirectory
+from ackstore.directory import OPEN, LedgerDirectory
 from ackstore.flush import FlushJob, GroupFlush
 from ackstore.ledger_acks import LedgerAcks, run_bounds
 from ackstore.stats import CURSOR_FIGURES
@@ -764,6 +764,15 @@ def test_bad_arguments_are_refused_with_the_same_errors(impl: Small) -> None:
             s.reset(*bad)
     with pytest.raises(TypeError):
         s.reset(LEDGER)
+    with pytest.raises(ValueError, match=r"^entry -1 is not an entry of the layout"):
+        s.ack_batch(-1, 4, 1)
+    with pytest.raises(ValueError, match=r"does not fit a form at"):
+        s.bound(1, (("9", 20),), 100)  # (a span's ledger that is not an int, its offset one)
+    with pytest.raises(TypeError, match=r"a partial batch is an \(entry, size, mask\) tuple"):
+        make(CID, LEDGER, 5, 0, 0, 1, [(7, 8)], 64, (), -1, b"", 0, [[9, 4, 1]])
+    for written in (0, 1 << 64, "1"):  # (a base's records: of ledgers of the line, one at least)
+        with pytest.raises(ValueError, match=rf"took_base: {written!r} names no ledger of the line, or one past it"):
+            s.took_base(VERSION, written, 0)
     assert s.runs() == [(7, 8)] and not s.dirty and s.next_seq == 0 and (s.md_l, s.md_e) == (LEDGER, 5)
 
 
@@ -2703,6 +2712,24 @@ def test_a_new_cursor_that_keeps_history_is_in_the_form_and_its_first_flush_is_a
         assert cur.mark_delete_position == Position(1, -1) and list(cur.ack_ranges()) == []
 
 
+def test_a_cursor_that_keeps_history_made_before_its_topics_first_ledger_takes_the_form_at_its_first_flush(
+    tmp_path: Path,
+) -> None:
+    """A cursor that keeps history, made while its topic has no ledger yet, starts in its
+    parts; its first flush writes its state marker at the log's first sequence, 0, and it
+    takes the small form there (not one flush later)."""
+    with AckStore.open(tmp_path / "s") as store:
+        topic = store.topic(T)
+        cur = topic.cursor("h", CursorConfig(history_seconds=3600))
+        assert cur._core.small is None
+        topic.add_ledger(1)
+        cur.ack(Position(1, 0))
+        store.flush()
+        assert _cursor_keys(store, cur.cursor_id) == ([0], [])
+        assert cur._core.small is not None and cur._core.small.next_seq == 1
+        cur._check()
+
+
 def _lagging(store: AckStore, name: str) -> Any:
     """A cursor whose M is in ledger 1 (of 100 entries, sealed): holes there and in ledger 2
     (sealed, 100), entries of both delivered and counted, some acks in ledger 3 (open)."""
@@ -2795,3 +2822,23 @@ def test_a_trim_of_ms_ledger_writes_a_chained_forms_state_whole(tmp_path: Path) 
         seen = _states([cur])
     with AckStore.open(path) as store:
         assert _states([store.topic(T).cursor("w")]) == seen
+
+
+def test_a_state_past_its_topics_durable_bound_is_left_to_recovery_which_clips_it(tmp_path: Path) -> None:
+    """A cursor's state holding acks past its open ledger's bound (as a store holds it when
+    the bound went durable lower than the acks: here written so by hand) is not opened into
+    the small form: recovery reads it and drops what lies past the bound."""
+    path = tmp_path / "s"
+    with AckStore.open(path) as store:
+        topic = store.topic(T)
+        topic.add_ledger(1)
+        topic.advance(1, 100)
+        cur = topic.cursor("c")
+        cur.ack([Position(1, e) for e in (0, 1, 2, 50, 52)])
+        store.flush()
+        assert cur._core.small is not None and list(cur.ledger_ranges()) == [(1, [(50, 50), (52, 52)])]
+        store.storage.write(lambda txn: store.storage.catalog.put_ledger(txn, topic.topic_id, 1, OPEN, 20))
+    with AckStore.open(path) as store:
+        cur = store.topic(T).cursor("c")
+        assert cur._core.small is None
+        assert cur.mark_delete_position == Position(1, 2) and list(cur.ledger_ranges()) == []
