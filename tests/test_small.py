@@ -2544,6 +2544,36 @@ def test_a_read_through_the_lines_last_ledger_stands_at_the_next_ones_first(
         cur._check()
 
 
+def test_a_trim_past_the_lines_last_ledger_resets_the_form_to_the_first_ledger_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Retention trims every ledger the form's line holds (its line stops at ``SPAN_MOST``
+    ledgers after M's, lowered to 2 here, while the topic holds more): the form is reset to
+    the first ledger left, before its first entry, as the parts' reconcile moves M, and its
+    next flush writes that state whole."""
+    from ackstore.cursor import small_span
+
+    monkeypatch.setattr(small_span, "SPAN_MOST", 2)
+    with AckStore.open(tmp_path / "s") as store:
+        topic = _topic(store)
+        cur = topic.cursor("c")  # (holds (1, 0): M stays in ledger 1)
+        cur.ack([Position(1, 1), Position(1, 2)])
+        for ledger in (1, 2, 3, 4):
+            topic.close_ledger(ledger, 3)
+            topic.add_ledger(ledger + 1)
+        cur.ack([Position(2, 1)])
+        store.flush()
+        small = cur._core.small
+        assert small is not None and [ledger for ledger, _ in small.spans] == [2, 3]
+        topic.trim_ledgers(5)
+        assert cur.mark_delete_position == Position(5, -1) and list(cur.ack_ranges()) == []
+        assert cur._core.small is small
+        cur._check()
+        store.flush()
+    with AckStore.open(tmp_path / "s") as store:
+        assert _topic(store).cursor("c").mark_delete_position == Position(5, -1)
+
+
 @pytest.mark.parametrize("readonly", [False, True], ids=["writer", "reader"])
 def test_a_cursor_holding_entries_across_rollovers_opens_into_the_form(tmp_path: Path, readonly: bool) -> None:
     """A state slot holding entries of several ledgers of the form's line opens straight into
@@ -2842,3 +2872,59 @@ def test_a_state_past_its_topics_durable_bound_is_left_to_recovery_which_clips_i
         cur = store.topic(T).cursor("c")
         assert cur._core.small is None
         assert cur.mark_delete_position == Position(1, 2) and list(cur.ledger_ranges()) == []
+
+
+def test_unacked_entries_along_the_forms_line_are_the_parts_answers(tmp_path: Path) -> None:
+    """``unacked_entries`` of a cursor in the small form, whose line spans sealed ledgers
+    after M's, gives what a cursor of the same acks in its parts gives, for every ledger
+    (M's, a spanned one, one the directory never had, the open one, one after them all)
+    and spans that stop inside a ledger or run past its end (each asked of a cursor still
+    in the form: one the form does not hold ends it)."""
+    asks = [
+        (ledger, *span) for ledger in range(6) for span in ((0, 10, 10), (0, 4, 10), (2, 4, 10), (1, 3, 1), (3, 12, 5))
+    ]
+    with AckStore.open(tmp_path / "s") as store:
+        topic = store.topic(T)
+        topic.add_ledger(1)
+        parts, *forms = [topic.cursor(f"c{i}") for i in range(len(asks) + 1)]
+        for cur in (parts, *forms):
+            cur.ack([Position(1, 1), Position(1, 2)])
+        topic.close_ledger(1, 5)
+        topic.add_ledger(2)
+        topic.close_ledger(2, 4)
+        topic.add_ledger(4)
+        for cur in (parts, *forms):
+            cur.ack([Position(2, 1), Position(4, 2)])
+        store.flush()
+        parts.restore_delivery_counts({})  # (a call the form does not serve: the parts answer from now on)
+        assert parts._core.small is None
+        for form, ask in zip(forms, asks, strict=True):
+            assert form._core.small is not None and form._core.small.spans == ((2, 5), (4, 9))
+            got = form.unacked_entries(*ask)
+            assert got == parts.unacked_entries(*ask), (ask, got)
+
+
+def test_a_parts_cursor_rewound_and_its_ranges_read_across_the_flush_that_takes_the_form(tmp_path: Path) -> None:
+    """A cursor in its parts: a rewind moves its read position back to M + 1; reading its
+    ranges ledger by ledger while a flush puts it in the small form gives every range, the
+    ledgers after the flush read from the form."""
+    with AckStore.open(tmp_path / "s") as store:
+        topic = store.topic(T)
+        topic.add_ledger(1)
+        cur = topic.cursor("c")
+        cur.ack([Position(1, e) for e in (1, 3, 5)])
+        topic.close_ledger(1, 10)
+        topic.add_ledger(2)
+        cur.ack([Position(2, e) for e in (2, 4)])
+        cur.move_read_position(Position(2, 7))
+        cur.restore_delivery_counts({})  # (a call the form does not serve: the parts hold it)
+        assert cur._core.small is None
+        cur.rewind()
+        assert cur.read_position == Position(1, 0)
+        ranges = cur.ledger_ranges()
+        assert next(ranges) == (1, [(1, 1), (3, 3), (5, 5)])
+        store.flush()
+        cur.ack(Position(2, 9))
+        store.flush()
+        assert cur._core.small is not None
+        assert list(ranges) == [(2, [(2, 2), (4, 4), (9, 9)])]
