@@ -2928,3 +2928,64 @@ def test_a_parts_cursor_rewound_and_its_ranges_read_across_the_flush_that_takes_
         store.flush()
         assert cur._core.small is not None
         assert list(ranges) == [(2, [(2, 2), (4, 4), (9, 9)])]
+
+
+def test_read_position_moves_along_the_forms_line_are_the_parts_answers(tmp_path: Path) -> None:
+    """``move_read_position`` of a cursor in the small form, whose line spans sealed ledgers,
+    leaves the read position where a cursor in its parts leaves it: in a spanned ledger, at
+    or past its end (the next ledger's first entry), in the open ledger, at M's ledger's
+    end (each asked of a cursor still in the form); ``is_acked`` anywhere on and around the
+    line answers as the parts do. A cumulative ack of M's ledger's entry 0 from before it is
+    the form's own."""
+    moves = [Position(2, 3), Position(2, 4), Position(2, 9), Position(3, 2), Position(1, 5), Position(1, 3)]
+    with AckStore.open(tmp_path / "s") as store:
+        topic = store.topic(T)
+        topic.add_ledger(1)
+        cursors = [topic.cursor(f"c{i}") for i in range(2 * len(moves))]
+        for cur in cursors:
+            cur.ack([Position(1, 1)])
+        topic.close_ledger(1, 5)
+        topic.add_ledger(2)
+        topic.close_ledger(2, 4)
+        topic.add_ledger(3)
+        store.flush()
+        forms, parts = cursors[: len(moves)], cursors[len(moves) :]
+        for cur in parts:
+            cur.restore_delivery_counts({})  # (a call the form does not serve: the parts answer from now on)
+        for form, other, to in zip(forms, parts, moves, strict=True):
+            assert form._core.small is not None and [ledger for ledger, _ in form._core.small.spans] == [2, 3]
+            assert other._core.small is None
+            form.move_read_position(to)
+            other.move_read_position(to)
+            assert form.read_position == other.read_position, (to, form.read_position, other.read_position)
+        form, other = forms[-1], parts[-1]  # (their read positions moved back: in M's ledger)
+        form.ack([Position(1, 4), Position(2, 0), Position(2, 3)])
+        other.ack([Position(1, 4), Position(2, 0), Position(2, 3)])
+        for ledger in range(5):
+            for entry in range(-1, 6):
+                at = Position(ledger, entry)
+                assert form.is_acked(at) == other.is_acked(at), at
+        assert form._core.small is not None
+        fresh = topic.cursor("fresh")
+        small = fresh._core.small
+        assert small is not None and fresh.mark_delete_position == Position(1, -1)
+        fresh.ack_cumulative(Position(1, 0))
+        assert fresh.mark_delete_position == Position(1, 0) and fresh._core.small is small
+
+
+def test_delivery_counts_of_windows_around_ms_ledgers_first_entry(tmp_path: Path) -> None:
+    """In the small form, a window of delivery counts starting at a ledger before M's holds
+    the count of M's ledger's entry 0 (the form's first entry) as the whole map does; one
+    ending before M's ledger holds none."""
+    with AckStore.open(tmp_path / "s") as store:
+        topic = store.topic(T)
+        topic.add_ledger(3)
+        cur = topic.cursor("c", CursorConfig(max_deliveries=5))
+        cur.record_deliveries([Position(3, 0), Position(3, 2)])
+        assert cur._core.small is not None and cur.mark_delete_position == Position(3, -1)
+        whole = {Position(3, 0): 1, Position(3, 2): 1}
+        assert cur.delivery_counts() == whole
+        assert cur.delivery_counts(Position(1, 7)) == whole
+        assert cur.delivery_counts(Position(1, 7), Position(3, 1)) == {Position(3, 0): 1}
+        assert cur.delivery_counts(None, Position(1, 7)) == {}  # (a window ending before M's ledger)
+        assert cur._core.small is not None
