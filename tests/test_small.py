@@ -2874,6 +2874,28 @@ def test_a_state_past_its_topics_durable_bound_is_left_to_recovery_which_clips_i
         assert cur.mark_delete_position == Position(1, 2) and list(cur.ledger_ranges()) == []
 
 
+def _pairs_along_a_line(store: AckStore, n: int, open_ledger: int, acks: list[Position]) -> list[tuple[Any, Any]]:
+    """``n`` pairs of cursors of the same ``acks`` on a line of sealed ledgers (1 of 5 entries,
+    2 of 4, then ``open_ledger``, open): the first of each in the small form, the second in
+    its parts (asked what the form does not serve), after one flush."""
+    topic = store.topic(T)
+    topic.add_ledger(1)
+    cursors = [topic.cursor(f"c{i}") for i in range(2 * n)]
+    topic.close_ledger(1, 5)
+    topic.add_ledger(2)
+    topic.close_ledger(2, 4)
+    topic.add_ledger(open_ledger)
+    for cur in cursors:
+        cur.ack(acks)
+    store.flush()
+    pairs = list(zip(cursors[:n], cursors[n:], strict=True))
+    for form, parts in pairs:
+        parts.restore_delivery_counts({})  # (a call the form does not serve: the parts answer from now on)
+        assert form._core.small is not None and [ledger for ledger, _ in form._core.small.spans] == [2, open_ledger]
+        assert parts._core.small is None
+    return pairs
+
+
 def test_unacked_entries_along_the_forms_line_are_the_parts_answers(tmp_path: Path) -> None:
     """``unacked_entries`` of a cursor in the small form, whose line spans sealed ledgers
     after M's, gives what a cursor of the same acks in its parts gives, for every ledger
@@ -2884,22 +2906,9 @@ def test_unacked_entries_along_the_forms_line_are_the_parts_answers(tmp_path: Pa
         (ledger, *span) for ledger in range(6) for span in ((0, 10, 10), (0, 4, 10), (2, 4, 10), (1, 3, 1), (3, 12, 5))
     ]
     with AckStore.open(tmp_path / "s") as store:
-        topic = store.topic(T)
-        topic.add_ledger(1)
-        parts, *forms = [topic.cursor(f"c{i}") for i in range(len(asks) + 1)]
-        for cur in (parts, *forms):
-            cur.ack([Position(1, 1), Position(1, 2)])
-        topic.close_ledger(1, 5)
-        topic.add_ledger(2)
-        topic.close_ledger(2, 4)
-        topic.add_ledger(4)
-        for cur in (parts, *forms):
-            cur.ack([Position(2, 1), Position(4, 2)])
-        store.flush()
-        parts.restore_delivery_counts({})  # (a call the form does not serve: the parts answer from now on)
-        assert parts._core.small is None
-        for form, ask in zip(forms, asks, strict=True):
-            assert form._core.small is not None and form._core.small.spans == ((2, 5), (4, 9))
+        acks = [Position(1, 1), Position(1, 2), Position(2, 1), Position(4, 2)]
+        for (form, parts), ask in zip(_pairs_along_a_line(store, len(asks), 4, acks), asks, strict=True):
+            assert form._core.small is not None
             got = form.unacked_entries(*ask)
             assert got == parts.unacked_entries(*ask), (ask, got)
 
@@ -2939,26 +2948,13 @@ def test_read_position_moves_along_the_forms_line_are_the_parts_answers(tmp_path
     the form's own."""
     moves = [Position(2, 3), Position(2, 4), Position(2, 9), Position(3, 2), Position(1, 5), Position(1, 3)]
     with AckStore.open(tmp_path / "s") as store:
-        topic = store.topic(T)
-        topic.add_ledger(1)
-        cursors = [topic.cursor(f"c{i}") for i in range(2 * len(moves))]
-        for cur in cursors:
-            cur.ack([Position(1, 1)])
-        topic.close_ledger(1, 5)
-        topic.add_ledger(2)
-        topic.close_ledger(2, 4)
-        topic.add_ledger(3)
-        store.flush()
-        forms, parts = cursors[: len(moves)], cursors[len(moves) :]
-        for cur in parts:
-            cur.restore_delivery_counts({})  # (a call the form does not serve: the parts answer from now on)
-        for form, other, to in zip(forms, parts, moves, strict=True):
-            assert form._core.small is not None and [ledger for ledger, _ in form._core.small.spans] == [2, 3]
-            assert other._core.small is None
+        pairs = _pairs_along_a_line(store, len(moves), 3, [Position(1, 1)])
+        for (form, other), to in zip(pairs, moves, strict=True):
+            assert form._core.small is not None
             form.move_read_position(to)
             other.move_read_position(to)
             assert form.read_position == other.read_position, (to, form.read_position, other.read_position)
-        form, other = forms[-1], parts[-1]  # (their read positions moved back: in M's ledger)
+        form, other = pairs[-1]  # (their read positions moved back: in M's ledger)
         form.ack([Position(1, 4), Position(2, 0), Position(2, 3)])
         other.ack([Position(1, 4), Position(2, 0), Position(2, 3)])
         for ledger in range(5):
@@ -2966,7 +2962,7 @@ def test_read_position_moves_along_the_forms_line_are_the_parts_answers(tmp_path
                 at = Position(ledger, entry)
                 assert form.is_acked(at) == other.is_acked(at), at
         assert form._core.small is not None
-        fresh = topic.cursor("fresh")
+        fresh = store.topic(T).cursor("fresh")
         small = fresh._core.small
         assert small is not None and fresh.mark_delete_position == Position(1, -1)
         fresh.ack_cumulative(Position(1, 0))
