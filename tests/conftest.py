@@ -141,6 +141,7 @@ AREAS: dict[str, str] = {
             "deltas",
             "fields",
             "chain_open",
+            "marker_chain",
             "form_chain",
             "ledger_acks",
             "lock",

@@ -23,7 +23,6 @@ from hypothesis import strategies as st
 from pyroaring import BitMap
 
 from ackstore import AckStore, CursorConfig, Position
-from ackstore.cursor.chain import EXACT_TRIM, floor_after
 from ackstore.cursor.small import IMPLEMENTATIONS, check_small, form_read, set_form_chains
 from ackstore.errors import CorruptRecordError
 from ackstore.fields import native
@@ -865,33 +864,3 @@ def test_a_records_acks_since_are_taken_above_m_and_the_entry_after_it(impl: Any
     assert call([0]) is None
     with pytest.raises(TypeError, match=r"^small_of_record(\(cursor_id|'s props are bytes, its records a tuple)"):
         call([], props="")  # (the compiled twin's words are its signature)
-
-
-def test_a_trims_floor_keeps_the_sequences_it_kept_below_it() -> None:
-    """After a trim below ``below`` that kept ``keep``, the chain's floor is ``below`` and its
-    kept sequences those of ``keep`` under it (the chain's own object when they are the
-    ones it kept before); past ``EXACT_TRIM`` of them, the lowest is the floor and none."""
-    was = (3,)
-    assert floor_after(10, {3, 12}, was)[1] is was
-    assert floor_after(10, {3, 5, 12}, was) == (10, (3, 5))
-    assert floor_after(10, {5}, was) == (10, (5,))
-    assert floor_after(10, set(), was) == (10, ())
-    many = set(range(1, EXACT_TRIM + 2))
-    assert floor_after(EXACT_TRIM + 5, many, was) == (1, ())
-
-
-def test_a_cursor_in_its_parts_counts_the_bytes_of_every_flush(tmp_path: Path) -> None:
-    """A cursor that stays in its parts (of many ranges, asked what the small form does not
-    serve before each flush) counts each of its flushes and their bytes, as the flushes say."""
-    with AckStore.open(tmp_path / "s") as store:
-        topic = store.topic("persistent://t/ns/bytes")
-        topic.add_ledger(1)
-        cur = topic.cursor("c")
-        written = []
-        for rnd in range(4):
-            cur.ack([Position(1, e) for e in range(2 + 2000 * rnd, 2000 * (rnd + 1), 2)])
-            cur.restore_delivery_counts({})  # (the parts hold it)
-            written.append(store.flush().bytes_written)
-        st = cur.stats()
-        assert cur._core.small is None and all(written)
-        assert (st.flushes, st.total_flush_bytes, st.last_flush_bytes) == (4, sum(written), written[-1])
