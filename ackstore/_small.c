@@ -1287,14 +1287,27 @@ static int ack_items(SmallState *s, PyObject *items) {
     PyObject **at = PySequence_Fast_ITEMS(items);
     for (Py_ssize_t i = 0; i < k; i++) /* every one checked first: one the form does not take, none acked */
         if (item_entry(s, at[i]) < 0) return 0;
+    /* Each position's entry on the line, as the line stands after the acks before it: the
+     * positions that follow one another (a read's, mostly all of them) acked as one run,
+     * which is what acking them one by one does. A run is acked before the next position's
+     * entry is taken, whose offset the run's ack may have moved (M moved on into the next
+     * ledger: the line begins there). */
+    long long first = -1, last = -2;
     for (Py_ssize_t i = 0; i < k; i++) {
         long long l = PyLong_AsLongLong(PyTuple_GET_ITEM(at[i], 0)), e = PyLong_AsLongLong(PyTuple_GET_ITEM(at[i], 1));
         int j;
         long long o = offset_of(s, l, &j);
-        if (o < 0) continue; /* M moved on past its ledger: acked whole */
-        if (ack_run(s, o + e, o + e) < 0) return -1;
+        if (o >= 0 && o + e == last + 1) {
+            last++;
+            continue;
+        }
+        if (first >= 0) {
+            if (ack_run(s, first, last) < 0) return -1;
+            o = offset_of(s, l, &j);
+        }
+        first = o < 0 ? -1 : o + e, last = first < 0 ? -2 : first; /* (o < 0: M moved on past its ledger) */
     }
-    return 1;
+    return first < 0 ? 1 : ack_run(s, first, last) < 0 ? -1 : 1;
 }
 
 /* ack_positions(items) -> bool | None: ack_items, and whether the state still fits; None,
