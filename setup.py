@@ -104,9 +104,9 @@ setup(
             extra_compile_args=(
                 []
                 if sys.platform == "win32"
-                else ["-Werror=implicit-function-declaration"] + (["-flto", "-fvisibility=hidden"] if GCC else [])
+                else ["-Werror=implicit-function-declaration"] + (["-flto=auto", "-fvisibility=hidden"] if GCC else [])
             ),
-            extra_link_args=(["-s"] if sys.platform.startswith("linux") else []) + (["-flto"] if GCC else []),
+            extra_link_args=(["-s"] if sys.platform.startswith("linux") else []) + (["-flto=auto"] if GCC else []),
         )
     ],
     cmdclass={"bdist_wheel": _Wheel},
