@@ -1268,14 +1268,22 @@ static long long form_entry(SmallState *s, long long l, long long e) {
 }
 
 /* the form's entry of a 2-tuple of ints, -1 as form_entry, or for anything else */
-static long long item_entry(SmallState *s, PyObject *t) {
+static long long item_entry_of(SmallState *s, PyObject *t, long long *lv, long long *ev) {
     if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 2) return -1;
     PyObject *l = PyTuple_GET_ITEM(t, 0), *e = PyTuple_GET_ITEM(t, 1);
     if (!PyLong_CheckExact(l) || !PyLong_CheckExact(e)) return -1;
     int ol, oe;
-    long long lv = PyLong_AsLongLongAndOverflow(l, &ol), ev = PyLong_AsLongLongAndOverflow(e, &oe);
-    return ol || oe ? -1 : form_entry(s, lv, ev);
+    *lv = PyLong_AsLongLongAndOverflow(l, &ol), *ev = PyLong_AsLongLongAndOverflow(e, &oe);
+    return ol || oe ? -1 : form_entry(s, *lv, *ev);
 }
+
+static long long item_entry(SmallState *s, PyObject *t) {
+    long long l, e;
+    return item_entry_of(s, t, &l, &e);
+}
+
+/* the positions of a list ack_items keeps as it checks them, so that it reads each one once */
+#define ACK_HELD 256
 
 /* Cursor.ack of a list (or tuple) of positions, each a 2-tuple of ints the form takes
  * (form_entry, within the bound bound() gave): each acked, in order; 1 done, 0 declined
@@ -1285,8 +1293,11 @@ static int ack_items(SmallState *s, PyObject *items) {
     if (!PyList_Check(items) && !PyTuple_Check(items)) return 0;
     Py_ssize_t k = PySequence_Fast_GET_SIZE(items);
     PyObject **at = PySequence_Fast_ITEMS(items);
-    for (Py_ssize_t i = 0; i < k; i++) /* every one checked first: one the form does not take, none acked */
-        if (item_entry(s, at[i]) < 0) return 0;
+    long long held[2 * ACK_HELD], l, e;
+    for (Py_ssize_t i = 0; i < k; i++) { /* every one checked first: one the form does not take, none acked */
+        if (item_entry_of(s, at[i], &l, &e) < 0) return 0;
+        if (i < ACK_HELD) held[2 * i] = l, held[2 * i + 1] = e;
+    }
     /* Each position's entry on the line, as the line stands after the acks before it: the
      * positions that follow one another (a read's, mostly all of them) acked as one run,
      * which is what acking them one by one does. A run is acked before the next position's
@@ -1294,7 +1305,8 @@ static int ack_items(SmallState *s, PyObject *items) {
      * ledger: the line begins there). */
     long long first = -1, last = -2;
     for (Py_ssize_t i = 0; i < k; i++) {
-        long long l = PyLong_AsLongLong(PyTuple_GET_ITEM(at[i], 0)), e = PyLong_AsLongLong(PyTuple_GET_ITEM(at[i], 1));
+        if (i < ACK_HELD) l = held[2 * i], e = held[2 * i + 1];
+        else l = PyLong_AsLongLong(PyTuple_GET_ITEM(at[i], 0)), e = PyLong_AsLongLong(PyTuple_GET_ITEM(at[i], 1));
         int j;
         long long o = offset_of(s, l, &j);
         if (o >= 0 && o + e == last + 1) {
@@ -1327,12 +1339,16 @@ static PyObject *SmallState_deliver_positions(SmallState *s, PyObject *items) {
     if (!PyList_Check(items) && !PyTuple_Check(items)) Py_RETURN_NONE;
     Py_ssize_t k = PySequence_Fast_GET_SIZE(items);
     PyObject **at = PySequence_Fast_ITEMS(items);
-    for (Py_ssize_t i = 0; i < k; i++) /* every one checked first: one the form does not take, none counted */
-        if (item_entry(s, at[i]) < 0) Py_RETURN_NONE;
+    long long held[ACK_HELD];
+    for (Py_ssize_t i = 0; i < k; i++) { /* every one checked first: one the form does not take, none counted */
+        long long x = item_entry(s, at[i]);
+        if (x < 0) Py_RETURN_NONE;
+        if (i < ACK_HELD) held[i] = x;
+    }
     PyObject *out = PyList_New(k);
     if (out == NULL) return NULL;
-    for (Py_ssize_t i = 0; i < k; i++) {
-        long long e = item_entry(s, at[i]), n = 0;
+    for (Py_ssize_t i = 0; i < k; i++) { /* (a delivery moves no offset: each entry is as checked) */
+        long long e = i < ACK_HELD ? held[i] : item_entry(s, at[i]), n = 0;
         if (!is_acked(s, e)) {
             uint32_t j = count_from(s, (unsigned long long)e);
             if (j < s->nc && s->counts[2 * j] == e && s->counts[2 * j + 1]) {
