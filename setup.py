@@ -5,7 +5,7 @@ extension fails quietly and ackstore uses its pure-Python twins (``ackstore.stor
 the wheel is then tagged ``py3-none-any``, as it holds no compiled code. On Linux the
 extension is linked stripped (its symbols are of no use to a user and triple its size).
 With GCC its files are optimised as one (link-time optimisation) and only its module's
-entry is exported: a one-position ``Cursor.ack`` crosses four of its files, and as one
+entry is exported: a one-position ``Cursor.ack`` crosses three of its files, and as one
 the call costs about a tenth less.
 """
 
