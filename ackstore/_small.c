@@ -1331,14 +1331,30 @@ static PyObject *SmallState_ack_positions(SmallState *s, PyObject *items) {
     return fits(s);
 }
 
-/* deliver_positions(items) -> [count, ...] | None: one more delivery of each position of
- * `items` (a list or tuple of 2-tuples of ints the form takes: item_entry, as ack_positions);
- * each one's count after it, 0 for an acked one (not counted); None, changing nothing, when
- * one is not the form's (the parts count them) */
-static PyObject *SmallState_deliver_positions(SmallState *s, PyObject *items) {
+/* one more delivery of each position of `items` (a list or tuple of 2-tuples of ints the form
+ * takes: item_entry, as ack_positions), or, with `values` (a list of as many ints, each
+ * 1..ENTRY_MAX), each one's count set to its value; each one's count after it, 0 for an acked
+ * one (not counted); None, changing nothing, when one is not the form's (the parts count
+ * them) */
+static PyObject *deliver(SmallState *s, PyObject *items, PyObject *values) {
     if (!PyList_Check(items) && !PyTuple_Check(items)) Py_RETURN_NONE;
     Py_ssize_t k = PySequence_Fast_GET_SIZE(items);
     PyObject **at = PySequence_Fast_ITEMS(items);
+    if (values != NULL) {
+        if (!PyList_Check(values) || PyList_GET_SIZE(values) != k) {
+            PyErr_SetString(PyExc_TypeError, "set_counts(items, values): values is a list of as many counts");
+            return NULL;
+        }
+        for (Py_ssize_t i = 0; i < k; i++) {
+            long long n = PyLong_Check(PyList_GET_ITEM(values, i)) ? PyLong_AsLongLong(PyList_GET_ITEM(values, i)) : -1;
+            if (n == -1 && PyErr_Occurred()) PyErr_Clear();
+            if (n < 1 || n > ENTRY_MAX) {
+                PyErr_Format(PyExc_ValueError, "delivery count %R is not allowed: allowed 1..2**32-1",
+                             PyList_GET_ITEM(values, i));
+                return NULL;
+            }
+        }
+    }
     long long held[ACK_HELD];
     for (Py_ssize_t i = 0; i < k; i++) { /* every one checked first: one the form does not take, none counted */
         long long x = item_entry(s, at[i]);
@@ -1350,13 +1366,17 @@ static PyObject *SmallState_deliver_positions(SmallState *s, PyObject *items) {
     for (Py_ssize_t i = 0; i < k; i++) { /* (a delivery moves no offset: each entry is as checked) */
         long long e = i < ACK_HELD ? held[i] : item_entry(s, at[i]), n = 0;
         if (!is_acked(s, e)) {
+            long long set = values == NULL ? 0 : PyLong_AsLongLong(PyList_GET_ITEM(values, i));
             uint32_t j = count_from(s, (unsigned long long)e);
             if (j < s->nc && s->counts[2 * j] == e && s->counts[2 * j + 1]) {
-                if (s->counts[2 * j + 1] < ENTRY_MAX) s->counts[2 * j + 1]++;
-                s->redeliveries++;
+                if (set) s->counts[2 * j + 1] = (uint32_t)set;
+                else {
+                    if (s->counts[2 * j + 1] < ENTRY_MAX) s->counts[2 * j + 1]++;
+                    s->redeliveries++;
+                }
             } else if (j < s->nc && s->counts[2 * j] == e) { /* (dropped in place: counted again) */
-                s->counts[2 * j + 1] = 1, s->cdead--;
-            } else if (insert_count(s, j, e, 1) < 0) {
+                s->counts[2 * j + 1] = set ? (uint32_t)set : 1, s->cdead--;
+            } else if (insert_count(s, j, e, set ? set : 1) < 0) {
                 Py_DECREF(out);
                 return NULL;
             }
@@ -1372,6 +1392,21 @@ static PyObject *SmallState_deliver_positions(SmallState *s, PyObject *items) {
         PyList_SET_ITEM(out, i, v);
     }
     return out;
+}
+
+/* deliver_positions(items) -> [count, ...] | None: deliver, one more delivery of each */
+static PyObject *SmallState_deliver_positions(SmallState *s, PyObject *items) {
+    return deliver(s, items, NULL);
+}
+
+/* set_counts(items, values) -> [count, ...] | None: deliver, each count set to its value
+ * (Cursor.restore_delivery_counts) */
+static PyObject *SmallState_set_counts(SmallState *s, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "set_counts(items, values)");
+        return NULL;
+    }
+    return deliver(s, args[0], args[1]);
 }
 
 /* count(entry) -> int: entry's delivery count (0: none, or acked) */
@@ -2202,6 +2237,7 @@ READ_FIRST(SmallState_runs)
 READ_FIRST(SmallState_acked)
 READ_FIRST(SmallState_ack_positions)
 READ_FIRST(SmallState_deliver_positions)
+READ_FIRST_FAST(SmallState_set_counts)
 READ_FIRST(SmallState_count)
 READ_FIRST_FAST(SmallState_counts)
 READ_FIRST(SmallState_batches)
@@ -2245,6 +2281,8 @@ static PyMethodDef SmallState_methods[] = {
      "A list of positions the form takes acked; whether the state still fits; None: not the form's to take."},
     {"deliver_positions", (PyCFunction)SmallState_deliver_positions_read, METH_O,
      "One more delivery of each position the form takes; each one's count after; None: not the form's to take."},
+    {"set_counts", (PyCFunction)(void (*)(void))SmallState_set_counts_read, METH_FASTCALL,
+     "Each position's delivery count set to its value, as deliver_positions; None: not the form's to take."},
     {"count", (PyCFunction)SmallState_count_read, METH_O, "An entry's delivery count (0: none)."},
     {"counts", (PyCFunction)(void (*)(void))SmallState_counts_read, METH_FASTCALL,
      "The delivery counts above M, [(entry, count), ...], of the entries first..stop - 1 when given."},

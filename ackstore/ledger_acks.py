@@ -16,13 +16,24 @@ from pyroaring import BitMap, FrozenBitMap
 
 from .fields import LedgerFields
 
-__all__ = ["NO_ENTRIES", "LedgerAcks", "bitmap_of_range", "bitmap_of_runs", "count_runs", "run_bounds", "run_end"]
+__all__ = [
+    "MAX_COUNT",
+    "NO_ENTRIES",
+    "LedgerAcks",
+    "bitmap_of_range",
+    "bitmap_of_runs",
+    "count_runs",
+    "run_bounds",
+    "run_end",
+]
 
 LEDGER_OVERHEAD_BYTES = 200
 """Python object overhead charged per ledger on top of the bitmap's own bytes (the LedgerAcks
 object, its dict slot and the BitMap wrapper)."""
 COUNT_BYTES = 72
 """bytes charged per delivery count held (a dict slot and two small ints)"""
+MAX_COUNT: Final = (1 << 32) - 1
+"""the highest delivery count a cursor keeps and a record holds (a count past it stays there)"""
 
 
 _V = TypeVar("_V")
@@ -186,8 +197,10 @@ class LedgerAcks(LedgerFields):
         return bool(self.bitmap or self.batches or self.counts)
 
     def deliver(self, entry: int) -> int:
-        """One more delivery of ``entry`` (not acked); its count now. O(1)."""
-        return self.set_count(entry, self.counts.get(entry, 0) + 1)
+        """One more delivery of ``entry`` (not acked); its count now, which stays at the
+        highest a record holds once there (2**32 - 1). O(1)."""
+        n = self.counts.get(entry, 0)
+        return self.set_count(entry, n + 1 if n < MAX_COUNT else MAX_COUNT)
 
     def set_count(self, entry: int, n: int) -> int:
         """``entry`` (not acked) was delivered ``n`` times; returns ``n``. O(1)."""

@@ -262,9 +262,19 @@ class TopicModel:
             if self.is_acked(c, p):
                 out.append(0)
                 continue
-            c.counts[p] = self.counts(c).get(p, 0) + 1
+            c.counts[p] = min(self.counts(c).get(p, 0) + 1, (1 << 32) - 1)  # (the highest stays)
             out.append(c.counts[p])
         return out
+
+    def set_counts(self, c: CursorModel, counts: dict[Pos, int]) -> int:
+        """Counts set by hand (valid ones only): each position not acked takes its count; how
+        many did."""
+        done = 0
+        for p, n in counts.items():
+            if not self.is_acked(c, p):
+                c.counts[p] = n
+                done += 1
+        return done
 
     def ack_batch(self, c: CursorModel, p: Pos, size: int, indexes: list[int]) -> None:
         if not indexes or self.is_acked(c, p):

@@ -403,6 +403,38 @@ def test_redeliveries_count_each_delivery_of_an_entry_delivered_before(store_pat
         assert _topic(store).cursor("c").stats().redeliveries == 0
 
 
+@pytest.mark.parametrize("form", [True, False], ids=["small form", "parts"])
+def test_a_count_at_its_highest_delivered_again_stays_there_and_is_written_as_such(
+    store_path: Path, form: bool
+) -> None:
+    """A count set by hand to 2**32-1 and delivered again stays 2**32-1, in the small form
+    and in the parts alike, with or without a cache budget that swaps the ledger out: the
+    flush writes it, and the store reopens to it (the parts once counted on to 2**32, which
+    their flush wrote into a ledger record that every read after called damaged)."""
+    top = (1 << 32) - 1
+    for budget in (None, 1):
+        config = CursorConfig(max_individual_ack_cache_bytes=budget) if budget else CursorConfig()
+        path = store_path / f"b{budget}"
+        with AckStore.open(path) as store:
+            cur = _topic(store, entries=100).cursor("c", config)
+            cur.ack([P(1, e) for e in range(1, 90, 2)])  # (holes: the ledger's record holds the counts)
+            store.flush()
+            if not form:
+                end_form(cur)
+            assert (cur._core.small is not None) == form
+            assert cur.restore_delivery_counts({P(1, 2): top, P(1, 4): 7}) == 2
+            assert cur.record_deliveries([P(1, 2), P(1, 4)]) == [top, 8]
+            assert (cur._core.small is not None) == form  # (the form serves both calls)
+            store.flush()
+            cur.ack(P(2, 3))
+            store.flush()
+            assert cur.delivery_counts() == {P(1, 2): top, P(1, 4): 8}
+        with AckStore.open(path) as store:
+            cur = _topic(store).cursor("c", config)
+            assert cur.delivery_counts() == {P(1, 2): top, P(1, 4): 8}
+            assert cur.record_deliveries([P(1, 2)]) == [top]
+
+
 def test_counts_at_their_bounds(store_path: Path) -> None:
     """A count is 1..2**32-1 (0 and 2**32 refused, nothing set); a position at or below the
     mark-delete position reads 0 whatever it was counted before; entry 0 of a ledger can be

@@ -15,6 +15,7 @@ from ackstore.cursor.chain import EXACT_TRIM, MarkerChain, floor_after
 from ackstore.storage.index_entry import IndexEntry
 
 from . import rawlog
+from .forms import end_form
 
 EVERY = 8  # a chain's full marker cadence in these checks
 DELTA_MAX = 4  # the acks and counts since a record a ledger's index entry may name
@@ -102,21 +103,21 @@ def test_the_check_asserts_each_invariant_of_the_chain(broken: str) -> None:
 
 
 def test_a_cursor_in_its_parts_counts_the_bytes_of_every_flush(tmp_path: Path) -> None:
-    """A cursor that stays in its parts (of many ranges, asked what the small form does not
-    serve before each flush) counts each of its flushes and their bytes, as the flushes say;
-    before its first flush, none."""
+    """A cursor that stays in its parts (of many ranges, its small form ended before each
+    flush) counts each of its flushes and their bytes, as the flushes say; before its first
+    flush, none."""
     with AckStore.open(tmp_path / "s") as store:
         topic = store.topic("persistent://t/ns/bytes")
         topic.add_ledger(1)
         cur = topic.cursor("c")
-        cur.restore_delivery_counts({})  # (the parts hold it)
+        end_form(cur)  # (the parts hold it)
         st = cur.stats()
         assert cur._core.small is None
         assert (st.flushes, st.total_flush_bytes, st.last_flush_bytes) == (0, 0, 0)
         written = []
         for rnd in range(4):
             cur.ack([Position(1, e) for e in range(2 + 2000 * rnd, 2000 * (rnd + 1), 2)])
-            cur.restore_delivery_counts({})
+            end_form(cur)
             written.append(store.flush().bytes_written)
         st = cur.stats()
         assert cur._core.small is None and all(written)

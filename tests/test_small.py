@@ -132,14 +132,17 @@ class Model:
             self.batches[e] = (size, mask)
             self.dirty = True
 
-    def deliver(self, entries: list[int]) -> list[int]:
+    def deliver(self, entries: list[int], values: list[int] | None = None) -> list[int]:
         out = []
-        for e in entries:
+        for i, e in enumerate(entries):
             if self.is_acked(e):
                 out.append(0)
                 continue
-            n = self.counts.get(e, 0) + 1
-            self.redeliveries += n > 1
+            if values is not None:
+                n = values[i]
+            else:
+                n = min(self.counts.get(e, 0) + 1, 0xFFFFFFFF)  # (the highest stays)
+                self.redeliveries += n > 1
             self.counts[e] = n
             self.dirty = True
             out.append(n)
@@ -262,7 +265,7 @@ OPS = st.one_of(
     st.tuples(st.just("positions"), st.lists(st.integers(0, 90), max_size=8), st.integers(0, 4)),
     st.tuples(st.just("read acks"), _READ, st.integers(0, 4)),
     st.tuples(st.just("seal"), st.integers(0, 95), st.integers(0, 1)),
-    st.tuples(st.just("deliver"), st.lists(st.integers(0, 90), max_size=8), st.integers(0, 2)),
+    st.tuples(st.just("deliver"), st.lists(st.integers(0, 90), max_size=8), st.integers(0, 3)),
     st.tuples(st.just("read"), st.integers(0, 95), st.just(0)),
     st.tuples(st.just("unacked"), st.integers(0, 95), st.integers(0, 12)),
     st.tuples(st.just("flush"), st.just(0), st.just(0)),
@@ -399,16 +402,18 @@ def _twins_agree_with_the_model(
                 if model.md_e >= model.spans[0][1] - 1:
                     model.rebase()
                 assert moved == [model.version < 0] * len(forms)
-        elif op == "deliver":  # b: 0 Positions, 1 tuples, 2 one in another ledger (the form's entries as positions)
+        elif op == "deliver":  # b: 0 Positions, 1 tuples, 2 one in another ledger (the form's entries as
+            # positions), 3 counts set by hand (restore_delivery_counts)
             _rebound(model, forms)  # (M moved on into another ledger)
             items = [Position(*model.position(e)) if b == 0 else model.position(e) for e in a]
             if b == 2:
                 items.append(Position(_past_line(model, len(a)), 1))
-            got_counts = [s.deliver_positions(items) for s in forms]
+            values = [(e * 7) % 5 + 1 if e % 3 else 0xFFFFFFFF for e in a]
+            got_counts = [s.set_counts(items, values) if b == 3 else s.deliver_positions(items) for s in forms]
             if b == 2 or any(e > model.limit for e in a):
                 assert got_counts == [None] * len(forms)
             else:
-                assert got_counts == [model.deliver(a)] * len(forms)
+                assert got_counts == [model.deliver(a, values if b == 3 else None)] * len(forms)
         elif op == "read":
             model.read_from(a)
             for s in forms:
@@ -791,6 +796,13 @@ def test_bad_arguments_are_refused_with_the_same_errors(impl: Small) -> None:
         s.reset(LEDGER)
     with pytest.raises(ValueError, match=r"^entry -1 is not an entry of the layout"):
         s.ack_batch(-1, 4, 1)
+    for values in ([0], [2**32], ["3"], [1.0]):
+        with pytest.raises(ValueError, match=rf"^delivery count {values[0]!r} is not allowed: allowed 1..2\*\*32-1$"):
+            s.set_counts([(LEDGER, 10)], values)
+    for values in ([1, 2], (1,)):  # type: ignore[assignment]
+        with pytest.raises(TypeError, match=r"values is a list of as many counts"):
+            s.set_counts([(LEDGER, 10)], values)
+    assert s.set_counts({(LEDGER, 10): 1}, [1]) is None and s.count(10) == 0  # (not a list: not the form's)
     with pytest.raises(ValueError, match=r"does not fit a form at"):
         s.bound(1, (("9", 20),), 100)  # (a span's ledger that is not an int, its offset one)
     with pytest.raises(TypeError, match=r"a partial batch is an \(entry, size, mask\) tuple"):
@@ -2915,7 +2927,7 @@ def _pairs_along_a_line(store: AckStore, n: int, open_ledger: int, acks: list[Po
     store.flush()
     pairs = list(zip(cursors[:n], cursors[n:], strict=True))
     for form, parts in pairs:
-        parts.restore_delivery_counts({})  # (a call the form does not serve: the parts answer from now on)
+        end_form(parts)  # (the parts answer from now on)
         assert form._core.small is not None and [ledger for ledger, _ in form._core.small.spans] == [2, open_ledger]
         assert parts._core.small is None
     return pairs
@@ -2951,7 +2963,7 @@ def test_a_parts_cursor_rewound_and_its_ranges_read_across_the_flush_that_takes_
         topic.add_ledger(2)
         cur.ack([Position(2, e) for e in (2, 4)])
         cur.move_read_position(Position(2, 7))
-        cur.restore_delivery_counts({})  # (a call the form does not serve: the parts hold it)
+        end_form(cur)  # (the parts hold it)
         assert cur._core.small is None
         cur.rewind()
         assert cur.read_position == Position(1, 0)

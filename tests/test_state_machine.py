@@ -581,8 +581,12 @@ class AckStoreMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.model.ledgers)
     @rule(name=st.sampled_from(CURSORS), data=st.data(), n=st.integers(1, 6))
     def record_deliveries(self, name: str, data: st.DataObject, n: int) -> None:
-        """Deliveries counted by a caller that dispatches by itself (some positions bad)."""
+        """Deliveries counted by a caller that dispatches by itself (some positions bad), or
+        now and then counts set by hand (:meth:`restore_counts`)."""
         m = self.model
+        if data.draw(st.integers(0, 3)) == 0:
+            self.restore_counts(name, data, n - 1)
+            return
         positions = [self._position(data, name=name) for _ in range(n)]
         valid = all(m.valid_ack(m.cursors[name], p) for p in positions)
         if not valid:
@@ -591,6 +595,21 @@ class AckStoreMachine(RuleBasedStateMachine):
         assert self.cursors[name].record_deliveries(positions) == m.deliver(m.cursors[name], positions)
         if m.counts(m.cursors[name]):
             self.ran.add("delivery counts")
+
+    def restore_counts(self, name: str, data: st.DataObject, n: int) -> None:
+        """Delivery counts set by hand (``restore_delivery_counts``), a position or a count
+        bad now and then: all are checked first, one bad sets none."""
+        m = self.model
+        counts = {self._position(data, name=name): data.draw(st.sampled_from([1, 3, 2**32 - 1, 0])) for _ in range(n)}
+        valid = all(m.valid_ack(m.cursors[name], p) for p in counts) and all(counts.values())
+        if not valid:
+            self._expect(False, self.cursors[name].restore_delivery_counts, counts)
+            return
+        cur = self.cursors[name]
+        form = cur._core.small is not None
+        assert cur.restore_delivery_counts(counts) == m.set_counts(m.cursors[name], counts)
+        if counts and form:
+            self.ran.add("delivery counts set by hand in the small form")
 
     # -- cursors opened later, and properties ----------------------------------------------------
     @rule(name=st.sampled_from(LATER), latest=st.booleans())
@@ -1242,6 +1261,7 @@ DEPTH: dict[type[AckStoreMachine], dict[str, float]] = {
         "a reader in another process": 0.1,
         "a compaction that kept a cursor in the small form": 0.1,
         "M's ledger trimmed, the small form kept": 0.1,
+        "delivery counts set by hand in the small form": 0.05,
     },
     TinyBudgetMachine: {
         "a position at a ledger's last entry": 0.3,
@@ -1255,7 +1275,7 @@ DEPTH: dict[type[AckStoreMachine], dict[str, float]] = {
         "past the range cap, over 3 ledgers or more": 0.3,
         "delivery counts": 0.2,
         "a compaction that left a cursor past its cap as flushed": 0.02,  # (at least one of the 40)
-        "a cap change that kept the small form": 0.025,
+        "a cap change that kept the small form": 0.02,  # (at least one of the 40)
     },
     SteadyMachine: {
         "a position at a ledger's last entry": 0.02,

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..errors import InvalidArgumentError
-from ..ledger_acks import LedgerAcks
+from ..ledger_acks import MAX_COUNT, LedgerAcks
 from ..position import Position, trusted
 from .state import AckState
 from .validate import pair
@@ -49,7 +49,7 @@ def set_delivery_counts(state: AckState, counts: dict[Any, Any]) -> int:
     for position, n in counts.items():
         ledger, entry = pair(position)
         state.check_ack(ledger, entry)
-        if type(n) is not int or not 1 <= n < 1 << 32:
+        if type(n) is not int or not 1 <= n <= MAX_COUNT:
             raise InvalidArgumentError(f"delivery count {n!r} of {ledger}:{entry} is not allowed: allowed 1..2**32-1")
         wanted[(ledger, entry)] = n
     out = _count_each(state, list(wanted), lambda la, ledger, entry: la.set_count(entry, wanted[(ledger, entry)]))

@@ -27,7 +27,6 @@ from ..position import Position, trusted
 from ..stats import CursorStats, LogUsage
 from ..storage.log import RecoveredState
 from .core import CursorCore, CursorHost
-from .deliveries import set_delivery_counts
 from .moves import TopicView
 from .snapshot import CursorSnapshot, snapshot_of
 from .validate import pair
@@ -135,7 +134,7 @@ class Cursor(FacadeFields):
         were set. Persisted by the next flush."""
         if not isinstance(counts, dict):
             raise InvalidTypeError(f"counts must be a dict of Position to int, got {counts!r}")
-        return self._core.edit(set_delivery_counts, counts)
+        return self._core.restore_delivery_counts(counts)
 
     def delivery_count(self, position: Position) -> int:
         """How many times ``position`` was delivered; 0 if never, or once it is acknowledged."""

@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from ..ledger_acks import MAX_COUNT
 from ..position import MAX_ENTRY, Position, trusted
 from ..storage.records import pack_properties, unpack_properties
-from .deliveries import counts_window, delivery_count, delivery_counts, record_deliveries
+from .deliveries import counts_window, delivery_count, delivery_counts, record_deliveries, set_delivery_counts
 from .moves import batch_mask, batch_target, check_batch_size, reset_target
 from .read_side import ReadSide
 from .small_span import (
@@ -174,6 +175,26 @@ class Served(ReadSide):
                     self._changed()
                     return counts
             return self.edit(record_deliveries, items, served=True)  # type: ignore[no-any-return]
+
+    def restore_delivery_counts(self, counts: dict[Any, Any]) -> int:
+        """``Cursor.restore_delivery_counts``: in the small form when it takes every position
+        and every count is one it allows (one that takes it over its cap ends the form), else
+        by the parts, which check them and say what is wrong."""
+        with self._lock:
+            small = self.small
+            if small is not None:
+                self._alive()
+                values = list(counts.values())
+                allowed = all(type(n) is int and 1 <= n <= MAX_COUNT for n in values)
+                out: list[int] | None = None
+                if allowed and self._bounded(small):
+                    out = small.set_counts(list(counts), values)
+                if out is not None:
+                    if not small.fits():
+                        self._parts()
+                    self._changed()
+                    return sum(1 for n in out if n)
+            return self.edit(set_delivery_counts, counts)  # type: ignore[no-any-return]
 
     def delivery_count(self, position: Any) -> int:
         """``Cursor.delivery_count``."""

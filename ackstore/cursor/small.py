@@ -11,7 +11,7 @@ the marker writes them), the log's next sequence and which state slots hold a va
 calls a broker makes all day are served by it: ``ack`` of one position or of a list of
 positions, ``ack_entries``, setting and removing a property, and what a
 :class:`~ackstore.Dispatcher` reads with (the read position and its moves, unacked entries,
-delivery counts and their recording, ``is_acked``), a snapshot and the ranges, and the
+delivery counts, their recording and their restore, ``is_acked``), a snapshot and the ranges, and the
 directory's changes: a seal, the next ledgers added (their entries then the form's too, on
 one line: :mod:`ackstore.cursor.small_span`), a trim below M's ledger or of it (M moves to
 the first ledger left: ``Served._past_trim``); the group flush encodes each changed
@@ -267,6 +267,15 @@ def _partial(size: Any, mask: Any, whole: bool = False) -> bool:
         return False
     full = (1 << size) - 1
     return 0 < mask <= full and (whole or mask != full)
+
+
+def _check_counts(items: Any, values: Any) -> None:
+    """``set_counts``'s values: a list of as many counts as ``items``, each 1..2**32 - 1."""
+    if type(values) is not list or len(values) != len(items):
+        raise TypeError("set_counts(items, values): values is a list of as many counts")
+    for n in values:
+        if not isinstance(n, int) or not 1 <= n <= _ENTRY_MAX:
+            raise ValueError(f"delivery count {n!r} is not allowed: allowed 1..2**32-1")
 
 
 class PySmallState:
@@ -609,24 +618,15 @@ class PySmallState:
         :meth:`ack_positions`); each one's count after it, 0 for an acked one (not counted);
         None, changing nothing, when one is not (the parts count them). A count past
         2**32 - 1 stays there. O(items)."""
-        entries = form_entries(self, items)
-        if entries is None:
+        return _deliver(self, items, None)
+
+    def set_counts(self, items: Any, values: list[int]) -> list[int] | None:
+        """``Cursor.restore_delivery_counts``: each position's count set to its value in
+        ``values`` (1..2**32 - 1 each), as :meth:`deliver_positions` takes them. O(items)."""
+        if not isinstance(items, (list, tuple)):
             return None
-        out: list[int] = []
-        counts = self._counts
-        for entry in entries:
-            if self.acked(entry):
-                out.append(0)
-                continue
-            n = min(counts.get(entry, 0) + 1, _ENTRY_MAX)
-            if n > 1:
-                self.redeliveries += 1
-            counts[entry] = n
-            if not self.fresh:
-                _counted(self, entry)
-            out.append(n)
-            self.dirty = 1
-        return out
+        _check_counts(items, values)
+        return _deliver(self, items, values)
 
     def read_from(self, entry: int) -> None:
         """A sequential read moved on to the form's ``entry``: the read position goes there
@@ -1468,6 +1468,32 @@ def _py_flush_small(
         _adopted(s, 1, nbytes, cut)  # (undo_small gives it back)
         total += nbytes
     return puts, total, over, deltas
+
+
+def _deliver(s: PySmallState, items: Any, values: list[int] | None) -> list[int] | None:
+    """:meth:`PySmallState.deliver_positions` (``values`` None: one more delivery of each) and
+    :meth:`PySmallState.set_counts` (each count set to its value). O(items)."""
+    entries = form_entries(s, items)
+    if entries is None:
+        return None
+    out: list[int] = []
+    counts = s._counts
+    for i, entry in enumerate(entries):
+        if s.acked(entry):
+            out.append(0)
+            continue
+        if values is not None:
+            n = int(values[i])
+        else:
+            n = min(counts.get(entry, 0) + 1, _ENTRY_MAX)
+            if n > 1:
+                s.redeliveries += 1
+        counts[entry] = n
+        if not s.fresh:
+            _counted(s, entry)
+        out.append(n)
+        s.dirty = 1
+    return out
 
 
 def _watch_cap(s: PySmallState, at: int, cut: int, capped: list[Any] | None) -> None:
