@@ -473,7 +473,7 @@ def test_a_worker_killed_by_a_signal_leaves_no_temporary_file(tmp_path: Path) ->
 
 @pytest.mark.slow
 def test_every_command_walks_the_file_before_lmdb_reads_it(tmp_path: Path) -> None:
-    """A store of five cursors of scattered acks, eight of its pages zeroed in turn: every
+    """A store of five cursors of scattered acks, five of its pages zeroed in turn: every
     reading command ends in one line (exit 0 or 1, never a traceback, never LMDB's own
     text), leaves no temporary file, and what stat says agrees with what cursors says;
     whenever check finds the file's structure damaged, so do stat and cursors."""
@@ -493,7 +493,7 @@ def test_every_command_walks_the_file_before_lmdb_reads_it(tmp_path: Path) -> No
             s.flush()
     pages = (src / "data.mdb").stat().st_size // 4096
     hits = 0  # pages whose damage check saw in the file's structure: the rule below is exercised
-    for page in sorted(rng.sample(range(2, pages), 8)):
+    for page in sorted(rng.sample(range(2, pages), 8)[:5]):
         damaged = tmp_path / f"z{page}"
         shutil.copytree(src, damaged)
         with open(damaged / "data.mdb", "r+b") as f:

@@ -81,7 +81,7 @@ def test_kill_minus_nine_during_ack_and_flush(tmp_path: Path, long_run: bool, wo
     moving every round, late acks): after each kill the store holds the state of the last
     reported flush or of the one after it, never less, never more."""
     ops = w.WORKLOADS[workload]
-    rounds = 200 if long_run else (14 if workload == "random" else 20)  # random's rounds replay more
+    rounds = 200 if long_run else (10 if workload == "random" else 14)  # random's rounds replay more
     seed = 20261122
     path = tmp_path / "store"
     with AckStore.open(path) as store:
