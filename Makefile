@@ -18,17 +18,17 @@ demo: $(STAMP)
 	$(BIN)/python -m ackstore.tools.demo
 
 # the whole suite with the compiled codecs and lane, in two processes (one a core): the
-# first runs every test but the Spark ones; the second runs the fast tests again with their
-# pure-Python twins (what an install without a C compiler runs), then the Spark tests with
-# the compiled module (their JVM beside the fast tests rather than the slow ones); its output
+# first runs every test but the Spark and docs ones; the second runs the fast tests again
+# with their pure-Python twins (what an install without a C compiler runs), then the Spark
+# and docs tests with the compiled module (so that the two take about as long); its output
 # follows; fails if any fails
 test: $(STAMP)
 	@twins=$$(mktemp -d); \
 	( ACKSTORE_PURE_PYTHON=1 $(BIN)/python -m pytest -q -m "not slow" --basetemp="$$twins/tmp"; pure=$$?; \
-	  echo "== the Spark tests (the compiled module):"; \
-	  $(BIN)/python -m pytest -q -m spark --basetemp="$$twins/spark" -p no:cacheprovider; spark=$$?; \
+	  echo "== the Spark and docs tests (the compiled module):"; \
+	  $(BIN)/python -m pytest -q -m "spark or docs" --basetemp="$$twins/native" -p no:cacheprovider; spark=$$?; \
 	  test $$pure -eq 0 && test $$spark -eq 0 ) > "$$twins/log" 2>&1 & second=$$!; \
-	$(BIN)/python -m pytest -q -m "not spark"; native=$$?; \
+	$(BIN)/python -m pytest -q -m "not spark and not docs"; native=$$?; \
 	wait $$second; status=$$?; \
 	echo "== the fast tests on the pure-Python twins (ACKSTORE_PURE_PYTHON=1):"; cat "$$twins/log"; rm -rf "$$twins"; \
 	test $$native -eq 0 && test $$status -eq 0
