@@ -1211,8 +1211,18 @@ class BrokerDayHistoryMachine(BrokerDayMachine):
     restore = AckStoreMachine.restore
 
 
+def _examples(default: int) -> int:
+    """A machine's examples a run: ``ACKSTORE_SM_EXAMPLES`` when set, else ``default``, half
+    of it on the pure-Python twins (``make test`` runs them beside the whole compiled
+    suite, and the twins' own tests hold them to the compiled module's answers)."""
+    given = os.environ.get("ACKSTORE_SM_EXAMPLES")
+    if given:
+        return int(given)
+    return default // 2 if os.environ.get("ACKSTORE_PURE_PYTHON") == "1" else default
+
+
 _settings = settings(
-    max_examples=int(os.environ.get("ACKSTORE_SM_EXAMPLES", "60")),
+    max_examples=_examples(60),
     stateful_step_count=40,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
@@ -1220,25 +1230,21 @@ _settings = settings(
 TestAckStoreMachine = AckStoreMachine.TestCase
 TestAckStoreMachine.settings = _settings
 TestTinyBudgetMachine = TinyBudgetMachine.TestCase
-TestTinyBudgetMachine.settings = settings(_settings, max_examples=25)
+TestTinyBudgetMachine.settings = settings(_settings, max_examples=_examples(25))
 TestDeltaMachine = DeltaMachine.TestCase
-TestDeltaMachine.settings = settings(_settings, max_examples=int(os.environ.get("ACKSTORE_SM_EXAMPLES", "60")))
+TestDeltaMachine.settings = settings(_settings, max_examples=_examples(60))
 TestHistoryMachine = HistoryMachine.TestCase
-TestHistoryMachine.settings = settings(_settings, max_examples=int(os.environ.get("ACKSTORE_SM_EXAMPLES", "40")))
+TestHistoryMachine.settings = settings(_settings, max_examples=_examples(40))
 TestSteadyMachine = SteadyMachine.TestCase
-TestSteadyMachine.settings = settings(_settings, max_examples=int(os.environ.get("ACKSTORE_SM_EXAMPLES", "40")))
+TestSteadyMachine.settings = settings(_settings, max_examples=_examples(40))
 TestBrokerDayMachine = BrokerDayMachine.TestCase
-TestBrokerDayMachine.settings = settings(_settings, max_examples=int(os.environ.get("ACKSTORE_SM_EXAMPLES", "30")))
+TestBrokerDayMachine.settings = settings(_settings, max_examples=_examples(30))
 TestBrokerDayLongLineMachine = BrokerDayLongLineMachine.TestCase
-TestBrokerDayLongLineMachine.settings = settings(
-    _settings, max_examples=int(os.environ.get("ACKSTORE_SM_EXAMPLES", "20"))
-)
+TestBrokerDayLongLineMachine.settings = settings(_settings, max_examples=_examples(20))
 TestBrokerDayHistoryMachine = BrokerDayHistoryMachine.TestCase
-TestBrokerDayHistoryMachine.settings = settings(
-    _settings, max_examples=int(os.environ.get("ACKSTORE_SM_EXAMPLES", "20"))
-)
+TestBrokerDayHistoryMachine.settings = settings(_settings, max_examples=_examples(20))
 TestTruncatingMachine = TruncatingMachine.TestCase
-TestTruncatingMachine.settings = settings(_settings, max_examples=40)
+TestTruncatingMachine.settings = settings(_settings, max_examples=_examples(40))
 
 
 #: how deep each machine must reach: the share of its examples (a seeded run of
