@@ -1218,7 +1218,11 @@ def _examples(default: int) -> int:
     given = os.environ.get("ACKSTORE_SM_EXAMPLES")
     if given:
         return int(given)
-    return default // 2 if os.environ.get("ACKSTORE_PURE_PYTHON") == "1" else default
+    return default // 2 if PURE else default
+
+
+PURE = os.environ.get("ACKSTORE_PURE_PYTHON") == "1"
+"""the run is on the pure-Python twins"""
 
 
 _settings = settings(
@@ -1312,6 +1316,7 @@ ALL_THREE = 0.8
 DEPTH_EXAMPLES = 40
 
 
+@pytest.mark.skipif(PURE, reason="what the machines reach is theirs: the compiled run checks it")
 @pytest.mark.parametrize("machine", list(DEPTH), ids=lambda m: m.__name__)
 def test_the_machines_reach_deep(machine: type[AckStoreMachine]) -> None:
     """Each machine, in a seeded run, reaches what it is for: a flush, a reopen and a crash
