@@ -1211,6 +1211,10 @@ class BrokerDayHistoryMachine(BrokerDayMachine):
     restore = AckStoreMachine.restore
 
 
+PURE = os.environ.get("ACKSTORE_PURE_PYTHON") == "1"
+"""the run is on the pure-Python twins"""
+
+
 def _examples(default: int) -> int:
     """A machine's examples a run: ``ACKSTORE_SM_EXAMPLES`` when set, else ``default``, half
     of it on the pure-Python twins (``make test`` runs them beside the whole compiled
@@ -1219,10 +1223,6 @@ def _examples(default: int) -> int:
     if given:
         return int(given)
     return default // 2 if PURE else default
-
-
-PURE = os.environ.get("ACKSTORE_PURE_PYTHON") == "1"
-"""the run is on the pure-Python twins"""
 
 
 _settings = settings(

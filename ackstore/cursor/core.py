@@ -194,11 +194,21 @@ class CursorCore(Served):
         self._chain = chain = MarkerChain()
         self._planner = Planner(self.cursor_id, state, pages, chain, config)
         pages.alloc = chain.alloc
-        pages.on_load = partial(fitting.on_load, state)
         if store.readonly:
+            pages.on_load = partial(fitting.on_load, state)
             pages.refresh = self._refresh
+        else:
+            pages.on_load = self._loaded
         self._ack_one = state.ack_one  # bound once: the one-position hot path
         self._unbuilt = False
+
+    def _loaded(self, ledger: int, la: LedgerAcks) -> None:
+        """The writer's swap-in of ``ledger``: its acks clipped to what the state allows
+        (:func:`~ackstore.cursor.fitting.on_load`). A record written before M passed some of
+        its entries (a small form's chain may name one) leaves the ledger changed then, so
+        the cursor is listed for the next flush, whatever call swapped it in. O(1) more."""
+        fitting.on_load(self._state, ledger, la)
+        self._changed()
 
     def _load(self, recovered: RecoveredState, initial_position: str = "earliest") -> None:
         """Start from a recovered state (at open; a read-only store also when it refreshes);

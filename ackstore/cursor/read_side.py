@@ -249,12 +249,9 @@ class ReadSide(StoreSide):
                 self._catch_up()
             if self.small is not None:  # the form answers from memory: nothing moves it now, one run
                 return read(*args)
-            pages = self._pages
-            seen = pages.generation
+            seen = self._pages.generation
             result = read(*args)
-            if pages.generation == seen:
-                if pages.pending() and not self._store.readonly:  # a ledger swapped in was clipped to M: the
-                    self._changed()  # next flush writes it again, as it would after a change
+            if self._pages.generation == seen:
                 return result
             with self._store.storage.pinned():  # (a first run holds no snapshot: a long read pins no pages)
                 self._catch_up()

@@ -101,7 +101,7 @@ import msgpack
 from pyroaring import BitMap
 
 from ..errors import CorruptRecordError
-from ..ledger_acks import LEDGER_OVERHEAD_BYTES, bitmap_of_runs, count_runs, run_bounds
+from ..ledger_acks import LEDGER_OVERHEAD_BYTES, MAX_COUNT, bitmap_of_runs, count_runs, run_bounds
 from ..position import MAX_ENTRY
 from ..stats import RecoveryReport
 from ..storage import codecs, pure_acks, pure_codecs
@@ -274,7 +274,7 @@ def _check_counts(items: Any, values: Any) -> None:
     if type(values) is not list or len(values) != len(items):
         raise TypeError("set_counts(items, values): values is a list of as many counts")
     for n in values:
-        if not isinstance(n, int) or not 1 <= n <= _ENTRY_MAX:
+        if not isinstance(n, int) or not 1 <= n <= MAX_COUNT:
             raise ValueError(f"delivery count {n!r} is not allowed: allowed 1..2**32-1")
 
 
@@ -1485,7 +1485,7 @@ def _deliver(s: PySmallState, items: Any, values: list[int] | None) -> list[int]
         if values is not None:
             n = int(values[i])
         else:
-            n = min(counts.get(entry, 0) + 1, _ENTRY_MAX)
+            n = min(counts.get(entry, 0) + 1, MAX_COUNT)
             if n > 1:
                 s.redeliveries += 1
         counts[entry] = n
