@@ -1098,6 +1098,12 @@ static Py_ssize_t bitmap_values(PyObject *bitmap, uint32_t **out) {
 #define OUTSIDE_LAYOUT \
     "a marker field is not an unsigned int the fixed layout holds (32 bits; 16 for counts of items)"
 
+/* whether v is the int -1 */
+static int minus_one(PyObject *v) {
+    int overflow;
+    return PyLong_CheckExact(v) && PyLong_AsLongLongAndOverflow(v, &overflow) == -1 && !overflow && !PyErr_Occurred();
+}
+
 /* An int in [0, most] once `add` is added, or -1 with OverflowError set. */
 static int field_of(PyObject *v, long long add, long long most, uint32_t *out) {
     if (!PyLong_Check(v)) goto outside;
@@ -1234,8 +1240,13 @@ PyObject *fixed_marker(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
     static const long long adds[6] = {0, 0, 1, 0, 1, 0};
     if (field_of(args[0], 0, 0xFF, &version) < 0) return NULL;
     if (field_of(args[1], 0, 0xFF, &flags) < 0) return NULL;
-    for (int i = 0; i < 6; i++)
-        if (field_of(args[2 + i], adds[i], U32, &head[i]) < 0) return NULL;
+    for (int i = 0; i < 6; i++) {
+        if (i == 0 && minus_one(args[2])) { /* prev -1: none */
+            head[0] = NO_PREV;
+            continue;
+        }
+        if (field_of(args[2 + i], adds[i], i == 0 ? U32 - 1 : U32, &head[i]) < 0) return NULL; /* (NO_PREV: none's) */
+    }
     Py_ssize_t n = PyList_GET_SIZE(items);
     if (n > U16) { PyErr_SetString(PyExc_OverflowError, OUTSIDE_LAYOUT); return NULL; }
     Out o = {NULL, 0, 0};

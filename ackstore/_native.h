@@ -175,6 +175,8 @@ typedef struct {
 } Reader;
 
 #define U32_MAX_LL 4294967295LL
+/* a fixed marker's prev for none (-1 given): pure_codecs.NO_PREV */
+#define NO_PREV 0xFFFFFFFFu
 #define LEDGER_MAX_LL 9223372036854775807LL
 #define RECORD_MARKER 2 /* a marker record's type (records.py) */
 #define RECORD_CURSOR 4 /* a cursors catalog entry's type (catalog.py) */

@@ -2531,12 +2531,12 @@ static int over_acks(SmallState *s, uint32_t max_acks) {
     return above + live_counts(s, 0, s->ncd) > max_acks;
 }
 
-/* whether a marker of s after `prev` naming the ledgers `recs` has a field past the fixed
- * layout's 32 bits, or follows no marker (prev -1: a new cursor's first state, which the
- * parts write) (small.py's _past_layout) */
+/* whether a marker of s after `prev` (-1: none, a new cursor's first state, which a full
+ * marker names as NO_PREV) naming the ledgers `recs` has a field past the fixed layout's 32
+ * bits (small.py's _past_layout) */
 static int past_layout(SmallState *s, long long prev, uint64_t recs) {
     int top = recs ? 63 - __builtin_clzll(recs) : 0;
-    return prev < 0 || s->cursor_id > U32 || (unsigned long long)s->md_l > U32 || (unsigned long long)(prev + 1) > U32 ||
+    return prev < -1 || s->cursor_id > U32 || (unsigned long long)s->md_l > U32 || (unsigned long long)(prev + 1) > U32 ||
            (unsigned long long)(s->md_e + 2) > U32 || (unsigned long long)line_ledger(s, top) > U32;
 }
 

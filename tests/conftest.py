@@ -68,6 +68,20 @@ def marker_layout() -> Iterator[None]:
 
 
 @pytest.fixture
+def parts_chains() -> Iterator[None]:
+    """Small forms keep no chain of their own (``set_form_chains(False)``): a state over a
+    slot's bound is written, and read at open, by the cursor's parts, for the tests of the
+    parts' records, budget and recovery themselves."""
+    from ackstore.cursor.small import set_form_chains
+
+    before = set_form_chains(False)
+    try:
+        yield
+    finally:
+        set_form_chains(before)
+
+
+@pytest.fixture
 def tmpfs(tmp_path: Path):  # type: ignore[no-untyped-def]
     """``tmpfs(size)`` mounts a tmpfs of ``size`` bytes in ``tmp_path`` and returns its
     path (root only; the test is skipped where mounting is not allowed); all are

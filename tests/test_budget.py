@@ -189,7 +189,7 @@ def test_store_wide_budget(store_path: Path) -> None:
         assert [list(topic.cursor(f"c{i}").ack_ranges()) for i in range(4)] == expected
 
 
-def test_open_loads_newest_first_within_budget(store_path: Path) -> None:
+def test_open_loads_newest_first_within_budget(store_path: Path, parts_chains: None) -> None:
     with AckStore.open(store_path) as store:
         cur = _topic_with(store, 40, 2000).cursor("c", CursorConfig(max_individual_ack_cache_bytes=1 << 30))
         _holes(cur, range(1, 41), 2000, 0.1)
@@ -219,7 +219,7 @@ def _swapped_record(store_path: Path) -> tuple[int, int, list[object]]:
     return seq, 2, first_state
 
 
-def test_verify_keys_falls_back_past_a_missing_swapped_record(store_path: Path) -> None:
+def test_verify_keys_falls_back_past_a_missing_swapped_record(store_path: Path, parts_chains: None) -> None:
     from . import rawlog
 
     seq, _, _ = _swapped_record(store_path)
@@ -322,7 +322,7 @@ def test_an_open_reports_the_records_and_bytes_it_decoded(
             assert report.bytes_loaded == nbytes
 
 
-def test_verify_all_and_loaded_on_a_damaged_swapped_record(store_path: Path) -> None:
+def test_verify_all_and_loaded_on_a_damaged_swapped_record(store_path: Path, parts_chains: None) -> None:
     import pytest
 
     from ackstore import CorruptRecordError
@@ -343,7 +343,7 @@ def test_verify_all_and_loaded_on_a_damaged_swapped_record(store_path: Path) -> 
         assert "damaged" in cur.stats().recovery.skipped_reasons[0]
 
 
-def test_a_lazy_open_decodes_no_ledger_and_is_whole(store_path: Path) -> None:
+def test_a_lazy_open_decodes_no_ledger_and_is_whole(store_path: Path, parts_chains: None) -> None:
     """``load="lazy"``: no ledger decoded at open (the mark-delete one's record holds nothing
     at or below M + 1), yet positions, ranges, range count and delivery counts are right at
     once; a ledger is read on first use and stays (an unlimited budget evicts nothing); a
@@ -385,7 +385,9 @@ def test_a_lazy_open_decodes_no_ledger_and_is_whole(store_path: Path) -> None:
         AckStore.open(store_path, load="eager")
 
 
-def test_a_lazy_open_checks_what_the_budget_covers_at_open_and_the_rest_at_first_use(store_path: Path) -> None:
+def test_a_lazy_open_checks_what_the_budget_covers_at_open_and_the_rest_at_first_use(
+    store_path: Path, parts_chains: None
+) -> None:
     """A lazy open reads and checksums the records an eager one would decode (newest
     first, within the budget), so a damaged one among them makes recovery fall back at
     open, as an eager open does; one beyond the budget raises CorruptRecordError at its

@@ -388,7 +388,8 @@ def test_the_marker_encoder_writes_the_same_bytes_everywhere() -> None:
         assert marker.index == expected
     entry = IndexEntry(3, 4, FrozenBitMap([5, 6]), {9: 2})
     too_big = [
-        (9, 0, -1, 1, 1, 1, 2, 7, [(1, entry)]),  # a prev of -1 (compaction's full marker)
+        (9, 0, pure_codecs.NO_PREV, 1, 1, 1, 2, 7, [(1, entry)]),  # (reserved: the prev of none)
+        (9, 0, -2, 1, 1, 1, 2, 7, [(1, entry)]),
         (9, 0, 1, 1 << 32, 1, 1, 2, 7, [(1, entry)]),
         (9, 0, 1, 1, (1 << 32) - 1, 1, 2, 7, [(1, entry)]),  # stored + 1
         (9, 0, 1, 1, 1, 1, 2, 1 << 32, [(1, entry)]),
@@ -404,6 +405,13 @@ def test_the_marker_encoder_writes_the_same_bytes_everywhere() -> None:
     items = [(1 << 32, entry), (1 << 33, None)]
     record = encode_fixed_marker(5, (1 << 33, 4), (1 << 33, 5), {}, items, 7, full=False)  # type: ignore[arg-type]
     assert record[7] != 0xC1 and decode_marker(record).index == dict(items)
+    # a full marker that follows none (a cursor's first state, or compaction's) is in the
+    # fixed layout, its prev field NO_PREV, and reads back as the msgpack form's -1
+    kind, record = _same_everywhere("fixed_marker", 9, 1, -1, 1, 1, 1, 2, 7, [(1, entry)], b"")
+    assert kind == "ok" and record[7] == 0xC1 and record[9:13] == b"\xff\xff\xff\xff"  # type: ignore[index]
+    marker = decode_marker(record)  # type: ignore[arg-type]
+    assert (marker.full, marker.prev, marker.index) == (True, -1, {1: entry})
+    assert decode_marker(encode_fixed_marker(-1, (1, 1), (1, 2), {}, [(1, entry)], 7, True)) == marker
 
 
 def test_ledger_fields_give_the_same_outcome_everywhere() -> None:

@@ -24,6 +24,11 @@ T = "persistent://t/ns/chunks"
 ROOMY = CursorConfig(max_unacked_ranges_to_persist=0, full_marker_every=5)
 
 
+@pytest.fixture(autouse=True)
+def _lane(parts_chains: None) -> None:
+    """These cursors' states (over a slot's bound) are their parts', which the lane plans."""
+
+
 @pytest.mark.parametrize("chunk", [1, 3])
 def test_a_flush_in_chunks_writes_what_one_chunk_writes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int

@@ -236,18 +236,24 @@ def test_the_twins_write_one_chain_and_it_recovers_to_the_forms_state(
 
 
 @pytest.mark.parametrize("impl", IMPLEMENTATIONS, ids=["pure", "native"][: len(IMPLEMENTATIONS)])
-def test_a_form_never_written_leaves_a_first_state_over_a_slot_to_its_parts(impl: Any) -> None:
+def test_a_form_never_written_begins_its_chain_with_a_first_state_over_a_slot(impl: Any) -> None:
     """A new cursor's form (its log holds nothing: sequence 0, no slot written) whose first
-    state is over the slot bound: a chain's full marker would follow no marker, which the
-    fixed layout cannot say, so neither twin writes one: the form is left to its parts,
-    unchanged. Once a state was written (sequence 1 on) the same state begins a chain."""
+    state is over the slot bound begins a chain of its own as any form does: a record of its
+    ledger under sequence 0 and a full marker under 1 that follows no marker (its ``prev``
+    the fixed layout's none, read back as -1), which recovers to the form's state. The form
+    keeps it: it is not left to its parts. Once a state was written (sequence 1 on) the
+    same state begins a chain whose marker names the sequence before its records."""
     runs = [(e, e) for e in range(2, 20000, 300)]
     s = impl.SmallState(CID, LEDGER, 0, 0, 1, 0, runs, 1 << 12)
     s.bound(0, (), 1 << 20)
     s.set_props(b"")  # (changed: a flush writes it)
     trims: list[Any] = []
-    assert _flush(impl, s, trims) == ([], 0, [s]) and trims == []
-    assert (s.next_seq, s.slots, s.base, s.marker, s.record, s.dirty) == (0, 0, -1, -1, -1, 1)
+    puts, _, over = _flush(impl, s, trims)
+    assert [k for k, _ in puts] == [records.log_key(CID, 0), records.log_key(CID, 1)] and over == [] and trims == []
+    marker = records.decode_marker(puts[1][1], 1)
+    assert (marker.full, marker.prev, sorted(marker.index)) == (True, -1, [LEDGER])
+    assert (s.next_seq, s.base, s.marker, s.dirty) == (2, 1, 1, 0)
+    assert _recovered(dict(puts)) == _held(s)
     s = impl.SmallState(CID, LEDGER, 0, 1, 1, 0, runs, 1 << 12)
     s.bound(0, (), 1 << 20)
     s.set_props(b"")
@@ -600,6 +606,38 @@ def test_holey_cursors_chains_cost_the_disk_their_parts_would() -> None:
     assert (formed, parted) == (40, 0)
     assert live <= 1.25 * parts_live and size <= 1.25 * parts_size, (live, parts_live, size, parts_size)
     assert size <= 4 * live + 40 * 16 * 1024, (size, live)
+
+
+def test_a_new_cursors_first_flush_of_many_holes_keeps_its_form(tmp_path: Path) -> None:
+    """A subscription made and acked with ~1,000 scattered holes (and delivery counts)
+    before its first flush: that flush begins the form's own chain (a record and a full
+    marker that follows none) and the cursor stays in the form, the same object, flush
+    after flush. Reopened (lazily, decoding at open, read-only) it holds the same state,
+    and ``check`` finds nothing."""
+    from ackstore import AckStore, Position
+    from ackstore.checker import check
+
+    with AckStore.open(tmp_path / "s", sync=False) as store:
+        topic = store.topic("persistent://t/n/first")
+        topic.add_ledger(1)
+        cur = topic.cursor("c")
+        form = cur._core.small
+        holes = random.Random(5).sample(range(1, 20_000), 1000)
+        cur.ack_entries(1, BitMap(range(20_000)) - BitMap(holes))
+        cur.record_deliveries([Position(1, e) for e in holes[:10]])
+        stats = store.flush()
+        assert form is not None and cur._core.small is form
+        assert (stats.markers, stats.full_markers) == (1, 1)
+        for i in range(3):
+            cur.ack(Position(1, holes[i]))
+            store.flush()
+            assert cur._core.small is form, i
+        expected = cur.snapshot()
+        assert len(expected.delivery_counts) == 7 and expected.mark_delete_position < Position(1, min(holes))
+    for how in ({}, {"load": "budget"}, {"readonly": True}):
+        with AckStore.open(tmp_path / "s", sync=False, **how) as store:  # type: ignore[arg-type]
+            assert store.topic("persistent://t/n/first").cursor("c").snapshot() == expected, how
+    assert check(tmp_path / "s") == []
 
 
 def test_a_cursor_holding_more_counts_than_a_slot_takes_keeps_them_in_its_forms_chain(tmp_path: Path) -> None:

@@ -376,7 +376,7 @@ def test_a_plan_holds_its_changes_as_what_it_took_when_they_are_the_dirty_ledger
 @pytest.mark.parametrize("chunk", [1, group_flush.CHUNK], ids=["a cursor a chunk", "one chunk"])
 @pytest.mark.parametrize("impl", lane.IMPLEMENTATIONS, ids=["python", "native"][: len(lane.IMPLEMENTATIONS)])
 def test_a_cursor_whose_take_raises_is_named_and_nothing_is_lost(
-    store_path: Path, monkeypatch: pytest.MonkeyPatch, impl: lane.Lane, chunk: int
+    store_path: Path, monkeypatch: pytest.MonkeyPatch, impl: lane.Lane, chunk: int, parts_chains: None
 ) -> None:
     """The flush's loop stops at the cursor whose planning raised, names it, and every cursor
     keeps what it had, the ones taken before it included, in its chunk or an earlier one
@@ -410,7 +410,7 @@ def test_a_cursor_whose_take_raises_is_named_and_nothing_is_lost(
 @pytest.mark.parametrize("chunk", [1, group_flush.CHUNK], ids=["a cursor a chunk", "one chunk"])
 @pytest.mark.parametrize("impl", lane.IMPLEMENTATIONS, ids=["python", "native"][: len(lane.IMPLEMENTATIONS)])
 def test_a_plan_whose_encoding_raises_is_named_and_nothing_is_lost(
-    store_path: Path, monkeypatch: pytest.MonkeyPatch, impl: lane.Lane, chunk: int
+    store_path: Path, monkeypatch: pytest.MonkeyPatch, impl: lane.Lane, chunk: int, parts_chains: None
 ) -> None:
     """A flush job's encode stops at the general-path plan whose encoding raised (step 2, outside the
     store lock) and the flush names its cursor, not a neighbour: the marker plans around it

@@ -127,7 +127,7 @@ DELTAS = [
     _delta({3: IndexEntry(40, 2500, FrozenBitMap([5003]))}),  # the common one: one new ack
     _delta({3: IndexEntry(40, 7, FrozenBitMap(range(100, 164))), 4: None, 9: IndexEntry(41, 1)}),
     _delta({}, {"k": 1, "s": "v"}, md_e=(1 << 32) - 2, rp_e=(1 << 32) - 2),
-    _delta({(1 << 32) - 1: IndexEntry((1 << 32) - 2, (1 << 32) - 1)}, prev=(1 << 32) - 1, c=(1 << 32) - 1),
+    _delta({(1 << 32) - 1: IndexEntry((1 << 32) - 2, (1 << 32) - 1)}, prev=(1 << 32) - 2, c=(1 << 32) - 1),
 ]
 
 
@@ -135,6 +135,7 @@ FULLS = [
     replace(DELTAS[0], full=True),
     replace(DELTAS[2], full=True),
     replace(_delta({3: IndexEntry(40, 7, FrozenBitMap(range(100, 164)), {170: 2}), 9: IndexEntry(41, 1)}), full=True),
+    replace(DELTAS[0], full=True, prev=-1),  # (a cursor's first state: it follows no marker)
 ]
 
 

@@ -159,7 +159,9 @@ def test_trimmed_ledgers_vanish_on_reopen(store_path: Path) -> None:
         assert list(cur.ack_ranges()) == [(Position(3, 5), Position(3, 5))]
 
 
-def test_open_drops_persisted_acks_at_or_below_the_mark_delete_and_measures_that_ledger(store_path: Path) -> None:
+def test_open_drops_persisted_acks_at_or_below_the_mark_delete_and_measures_that_ledger(
+    store_path: Path, parts_chains: None
+) -> None:
     """A marker whose mark-delete position is past acks in its own ledger's record (left by
     an older writer): open drops them from that ledger and re-measures that ledger."""
     with AckStore.open(store_path) as store:

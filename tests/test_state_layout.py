@@ -547,7 +547,9 @@ def test_a_trim_by_key_deletes_what_a_scan_deletes() -> None:
     assert by_key >= 80  # a third of the cases, at least, by key
 
 
-def test_a_cursor_of_the_marker_layout_trims_by_key_keeping_its_ledgers_record(store_path: Path) -> None:
+def test_a_cursor_of_the_marker_layout_trims_by_key_keeping_its_ledgers_record(
+    store_path: Path, parts_chains: None
+) -> None:
     """A cursor of ~2,000 ranges acking one entry a flush writes a full marker each flush
     (it repeats few acks) and trims every few: the first trim scans (after an open; a new
     cursor's log held nothing below 0, which its chain knows), and tells the chain its

@@ -1107,11 +1107,11 @@ def _marker_items(s: PySmallState, full: bool) -> list[tuple[Any, ...]]:
 
 
 def _past_layout(s: PySmallState, prev: int, recs: int) -> bool:
-    """Whether a marker of ``s`` after ``prev`` naming the ledgers ``recs`` has a field past
-    the fixed layout's 32 bits, or follows no marker (``prev`` -1: a new cursor's first
-    state, which the parts write, naming no previous one)."""
+    """Whether a marker of ``s`` after ``prev`` (-1: none, a new cursor's first state, which
+    a full marker names as :data:`~ackstore.storage.codecs.NO_PREV`) naming the ledgers
+    ``recs`` has a field past the fixed layout's 32 bits."""
     top = max(s.cursor_id, s.md_l, prev + 1, s.md_e + 2, _line_ledger(s, recs.bit_length() - 1))
-    return prev < 0 or top > _ENTRY_MAX
+    return prev < -1 or top > _ENTRY_MAX
 
 
 def _over(s: PySmallState, max_acks: int) -> bool:

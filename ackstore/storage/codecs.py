@@ -15,6 +15,7 @@ from . import pure_acks, pure_codecs
 
 __all__ = [
     "IMPLEMENTATION",
+    "NO_PREV",
     "acks_roaring",
     "ef_code",
     "rice_code",
@@ -39,6 +40,7 @@ __all__ = [
 
 _impl = native or pure_codecs
 IMPLEMENTATION = "native" if native is not None else "python"
+NO_PREV = pure_codecs.NO_PREV
 acks_roaring = (native or pure_acks).acks_roaring
 ef_code = (native or pure_acks).ef_code
 ledger_acks = (native or pure_acks).ledger_acks

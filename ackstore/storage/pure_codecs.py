@@ -23,6 +23,7 @@ from pyroaring import BitMap
 from ..ledger_acks import run_bounds
 
 __all__ = [
+    "NO_PREV",
     "plane_values",
     "rice_values",
     "rice_code",
@@ -252,6 +253,9 @@ _ITEM = struct.Struct("<IIIH")  # format 6: ledger, seq + 1 (0: vanished), runs,
 FIXED_ITEM = struct.Struct("<IIIHH")  # format 7 on: and the number of delivery counts
 FIXED_COUNT = struct.Struct("<II")  # entry, delivery count
 _FLAGS = 0x01  # every flag a writer sets (full)
+NO_PREV = 0xFFFFFFFF
+"""a fixed marker's ``prev`` field for none (-1 given): a full marker of a cursor's first
+state; no marker's ``prev`` is this sequence (a writer's next one would not fit 32 bits)"""
 
 Item = tuple[int, int, int, bytes | None, dict[int, int] | None]
 
@@ -322,7 +326,8 @@ def fixed_marker(
     properties: bytes,
 ) -> bytes:
     """A whole marker record in the fixed envelope (format ``version``) and the fixed
-    layout of records.py's module docstring, what :func:`delta_fields` reads back: ``items``
+    layout of records.py's module docstring, what :func:`delta_fields` reads back (``prev``
+    -1 for none is written as :data:`NO_PREV`, which no other ``prev`` may be): ``items``
     ``(ledger, entry)`` or ``(ledger, entry, named)``, ascending by ledger; ``entry`` None
     (the ledger vanished) or ``(seq, runs, adds, counts, ...)`` with ``adds`` None or a
     pyroaring bitmap and ``counts`` None or ``{entry: count}``; ``named`` a bitmap of adds
@@ -330,6 +335,9 @@ def fixed_marker(
     bytes (empty: none). OverflowError (:data:`OUTSIDE_LAYOUT`) when a field does not fit:
     the caller writes the msgpack form. O(items + adds + named + counts)."""
     item, count = FIXED_ITEM.pack, FIXED_COUNT.pack
+    if prev == NO_PREV:  # (reserved for none)
+        raise OverflowError(OUTSIDE_LAYOUT)
+    prev = NO_PREV if prev == -1 else prev
     try:
         parts = [FIXED_HEAD.pack(TAG, flags, prev, md_l, md_e + 1, rp_l, rp_e + 1, cursor_id, len(items))]
         for it in items:

@@ -22,6 +22,7 @@ layout (formats 6-8 wrote delta markers only in it, without the flags byte)::
     0xC1                                         (a msgpack body never starts with it)
     (format 9) flags                             (u8: 0x01 a full marker; no other bit is set)
     prev, md ledger, md entry + 1, rp ledger, rp entry + 1, cursor id, items   (6 x u32, u16)
+                   (prev 0xFFFFFFFF: none, a full marker of a cursor's first state)
     then per item: ledger, seq + 1 (0: the ledger vanished), runs, adds        (3 x u32, u16)
                    and (format 7) counts                                       (u16)
                    then ``adds`` x u32: the entries acked since that record, ascending
@@ -585,6 +586,8 @@ def _decode_fixed(body: bytes, version: int) -> Marker:
     if full and None in index.values():
         raise CorruptRecordError("a full marker names a ledger as dropped")
     props = _tail_properties(body, end)
+    if prev == codecs.NO_PREV:
+        prev = -1  # (none: the msgpack form's -1)
     return Marker(full, prev, (md_l, md_e), (rp_l, rp_e), props, index, False, {"c": cid})
 
 
