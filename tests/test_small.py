@@ -28,7 +28,6 @@ from ackstore import (
     InvalidTypeError,
     Position,
     StoreError,
-    check,
     testing,
 )
 from ackstore.cursor import small as small_form
@@ -1155,24 +1154,59 @@ def test_a_new_cursor_is_in_the_form_from_its_making_and_its_first_flush_fills_a
         assert (cur.mark_delete_position, list(cur.ack_ranges())) == want and cur._core.small is not None
 
 
-def test_a_new_cursors_first_state_over_a_slot_is_written_by_its_parts(tmp_path: Path) -> None:
-    """A new cursor whose first state is over a state slot's bound (600 ranges): the form's
-    chain would begin with a full marker that follows no marker, which the fixed layout
-    cannot say, so the form declines it and the parts write it (naming no previous marker).
-    ``check`` finds the store clean and a reopen holds every ack."""
-    path = tmp_path / "s"
-    with AckStore.open(path) as store:
-        cur = _topic(store).cursor("c", CursorConfig(max_unacked_ranges_to_persist=0))
-        cur.ack([Position(1, e) for e in range(1, 1200, 2)])
-        assert cur._core.small is not None and cur.ack_range_count == 600
-        store.flush()
-        assert cur._core.persisted and not cur._core._pending
-        cur._check()
-        want = list(cur.ack_ranges())
-    assert check(path) == []
-    with AckStore.open(path) as store:
-        cur = store.topic(T).cursor("c")
-        assert list(cur.ack_ranges()) == want and cur.mark_delete_position == Position(1, -1)
+def test_acks_at_or_below_m_in_an_earlier_ledger_keep_the_form(tmp_path: Path) -> None:
+    """Acks of positions in a ledger before M's (a duplicate ack after M moved on, a ledger
+    trimmed since) are ignored, as the parts and Pulsar ignore them, and the cursor stays in
+    the form: one position, a list (with positions the form takes: those are acked), a
+    ledger's entries. A bad one raises what the parts raise, with nothing changed and the
+    form kept: a ledger the topic never had, an entry its ledger cannot have. The same calls
+    on the parts give the same state and the same errors."""
+    from .forms import end_form
+
+    def play(form: bool) -> tuple[Any, ...]:
+        with AckStore.open(tmp_path / f"s{form}", sync=False) as store:
+            topic = store.topic(T)
+            topic.add_ledger(1)
+            topic.close_ledger(1, 10)
+            topic.add_ledger(2)
+            topic.close_ledger(2, 10)
+            topic.add_ledger(3)
+            cur = topic.cursor("c")
+            cur.ack([Position(1, e) for e in range(10)] + [Position(2, e) for e in range(10)] + [Position(3, 2)])
+            store.flush()
+            if not form:
+                end_form(cur)
+            assert cur.mark_delete_position == Position(3, -1)
+            topic.trim_ledgers(2)  # (ledger 1 gone from the topic)
+            errors = []
+            calls = [
+                lambda: cur.ack(Position(2, 5)),
+                lambda: cur.ack(Position(1, 7)),  # (trimmed since: no error)
+                lambda: cur.ack([Position(2, 1), Position(1, 3), Position(3, 4)]),
+                lambda: cur.ack([(2, 0), (2, 9)]),
+                lambda: cur.ack_entries(2, BitMap([1, 2, 3])),
+                lambda: cur.ack_entries(1, [5, 6]),
+                lambda: cur.ack_entries(2, []),
+                lambda: cur.ack(Position(9, 1)),  # a ledger the topic never had
+                lambda: cur.ack(Position(2, 10)),  # past ledger 2's last entry
+                lambda: cur.ack([Position(2, 11), Position(3, 6)]),
+                lambda: cur.ack([Position(3, 7), Position(2, 11), Position(2, 15), Position(1, 3)]),
+                lambda: cur.ack_entries(2, BitMap([3, 12])),
+            ]
+            for call in calls:
+                try:
+                    call()
+                    errors.append(None)
+                except InvalidArgumentError as exc:
+                    errors.append((type(exc).__name__, str(exc)))
+            assert (cur._core.small is not None) == form
+            cur._check()
+            return errors, cur.snapshot(), store.flush().cursors
+
+    form, parts = play(True), play(False)
+    assert form[:2] == parts[:2]
+    assert form[0][:7] == [None] * 7 and all(e is not None for e in form[0][7:])
+    assert form[1].ranges == [(3, [(2, 2), (4, 4)])]
 
 
 def test_a_steady_cursor_takes_the_form_and_writes_what_a_cursor_without_it_writes(tmp_path: Path) -> None:

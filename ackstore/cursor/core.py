@@ -41,7 +41,7 @@ from .plan import Planner
 from .read_side import OpensLogs, ReadHost
 from .served import Served
 from .small import OpenedForm, check_small, small_of
-from .small_span import form_entry, is_acked, read_position
+from .small_span import behind_line, form_entry, is_acked, read_position
 from .snapshot import CursorSnapshot, batch_items, form_batches, form_snapshot, snapshot_of
 from .state import ACK_PARTIAL, AckState
 from .validate import entries_bitmap, pair
@@ -294,6 +294,8 @@ class CursorCore(Served):
                         self._store.small_list[small] = self
                         self._after_form_ack(small, fits)
                         return
+                    if behind_line(small, self.topic.directory, self.topic.name, positions[0], positions[1]):
+                        return  # (at or below M: ignored, as the parts ignore it)
                     self._parts()
                 self._ack_one(positions[0], positions[1])  # (what ACK_CURSOR declined)
                 listed = self._flush_list
@@ -303,18 +305,8 @@ class CursorCore(Served):
                 lock.release()
             return
         with self._lock:
-            small = self.small
-            if (
-                small is not None
-                and isinstance(positions, (list, tuple))
-                and (small.limit_version == self.topic.version or self._bounded(small))
-            ):
-                fits = small.ack_positions(positions)  # every one the form's, or None
-                if fits is not None:
-                    if not fits or small.limit_version < 0:
-                        self._after_form_ack(small, fits)
-                    self._changed()
-                    return
+            if self._ack_in_form(positions):
+                return
             small = self.small
             if small is not None:
                 self._parts()
@@ -354,6 +346,10 @@ class CursorCore(Served):
                         and (small.limit_version == self.topic.version or self._bounded(small))
                     ):
                         fits = small.ack_entries(ledger, bitmap)
+                        if fits is None and ledger < small.md_l:  # (at or below M: checked, then ignored)
+                            if bitmap:
+                                behind_line(small, self.topic.directory, self.topic.name, ledger, bitmap.max())
+                            return
                         if fits is not None:
                             store.small_list[small] = self
                             if not fits or small.limit_version < 0:

@@ -19,6 +19,7 @@ from .deliveries import counts_window, delivery_count, delivery_counts, record_d
 from .moves import batch_mask, batch_target, check_batch_size, reset_target
 from .read_side import ReadSide
 from .small_span import (
+    ahead_of_line,
     bound_of,
     cumulative_entry,
     form_entry,
@@ -88,6 +89,31 @@ class Served(ReadSide):
             small.unchain()  # written whole next, as the parts write a reconciled state
         self._changed()
         return small.md_l in d
+
+    def _ack_in_form(self, positions: Any) -> bool:
+        """``Cursor.ack`` of a list or tuple of positions in the small form (the store lock
+        held): True when the form took them, those at or below M in a ledger before M's
+        ignored (:func:`~ackstore.cursor.small_span.ahead_of_line`); False when the parts
+        take the call. O(positions)."""
+        small = self.small
+        if (
+            small is None
+            or not isinstance(positions, (list, tuple))
+            or not (small.limit_version == self.topic.version or self._bounded(small))
+        ):
+            return False
+        fits = small.ack_positions(positions)  # every one the form's, or None
+        if fits is None:
+            rest = ahead_of_line(small, self.topic.directory, self.topic.name, positions)
+            if not rest:
+                return rest is not None  # ([]: every one at or below M, ignored)
+            fits = small.ack_positions(rest)
+            if fits is None:
+                return False
+        if not fits or small.limit_version < 0:
+            self._after_form_ack(small, fits)
+        self._changed()
+        return True
 
     def _after_form_ack(self, small: Any, fits: bool) -> None:
         """After an ack in the form: over its cap the parts take the state; M moved on into

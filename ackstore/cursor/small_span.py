@@ -22,12 +22,15 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from ..position import MAX_ENTRY
+from .validate import check_ack
 
 if TYPE_CHECKING:
     from ..directory import LedgerDirectory
 
 __all__ = [
     "SPAN_MOST",
+    "ahead_of_line",
+    "behind_line",
     "bound_of",
     "cumulative_entry",
     "fit",
@@ -132,6 +135,44 @@ def form_entry(s: Any, ledger: Any, entry: Any) -> int:
         return -1
     x = at[0] + entry
     return x if x <= (at[1] - 1 if at[1] >= 0 else s.limit) else -1  # type: ignore[no-any-return]
+
+
+def behind_line(s: Any, d: LedgerDirectory, topic: str, ledger: Any, entry: Any) -> bool:
+    """Whether an ack of ``ledger:entry`` that the form does not take (:func:`form_entry`
+    -1) is one Pulsar ignores: a position in a ledger before M's (one trimmed since
+    included). It is checked first as the parts check it (``validate.check_ack`` at the
+    form's M), so a position no ledger of the topic holds raises with the form as it was.
+    False for any other (the parts take it), and for a value that is not an int (the parts
+    name it). O(log ledgers)."""
+    if type(ledger) is not int or type(entry) is not int:
+        return False
+    check_ack(d, topic, (s.md_l, s.md_e), ledger, entry)
+    return ledger < s.md_l  # type: ignore[no-any-return]
+
+
+def ahead_of_line(s: Any, d: LedgerDirectory, topic: str, items: list[Any] | tuple[Any, ...]) -> list[Any] | None:
+    """The items of a list (Positions or ``(ledger, entry)`` tuples) that the form takes when
+    the others are at or below M in a ledger before M's, which :func:`behind_line` ignores:
+    those it takes, in their order. Those it ignores are checked first as the parts check a
+    list, ledger by ledger in their order, each at its highest entry: a wrong one raises,
+    with nothing acked. None when none is behind the line, or an item is neither (not a pair
+    of ints, a negative entry, a position past the line): the parts take the list and name
+    what is wrong. O(items x log spans + the ledgers behind x log ledgers)."""
+    md_l, rest = s.md_l, []
+    behind: dict[int, int] = {}  # (ledger: its highest entry named)
+    for item in items:
+        if not (isinstance(item, tuple) and len(item) == 2 and type(item[0]) is int and type(item[1]) is int):
+            return None
+        ledger, entry = item
+        if ledger < md_l and entry >= 0:
+            behind[ledger] = max(behind.get(ledger, entry), entry)
+        elif form_entry(s, ledger, entry) >= 0:
+            rest.append(item)
+        else:
+            return None
+    for ledger, top in behind.items():
+        behind_line(s, d, topic, ledger, top)
+    return rest if behind else None
 
 
 def cumulative_entry(s: Any, ledger: Any, entry: Any) -> int | None:
