@@ -17,10 +17,11 @@ deleted, and the cursors adopt the new logs once the transaction commits. A form
 state layout does not take now (over its budget, a field past the fixed layout) is
 rewritten by its parts, as the flush hands it to them. With ``verify``, every rewritten
 cursor is recovered from its new log inside the same transaction and compared with its
-state in memory; a difference aborts it all (``check --fix`` uses this, so a repair never
-keeps less than open recovered; its cursors are rewritten by their parts, whose state the
-comparison reads). A rewritten cursor's history points are dropped in the same
-transaction (the markers they named are gone).
+state in memory (:func:`_read_back`; a form's as a snapshot); a difference aborts it all
+(``check --fix`` uses this, so a repair never keeps less than open recovered: a form over
+its PIP-299 cap, whose flush writes the lowest ranges alone, is rewritten whole by its
+parts). A rewritten cursor's history points are dropped in the same transaction (the
+markers they named are gone).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import lmdb
 
 from .cursor import small
+from .cursor.snapshot import form_snapshot, recovered_snapshot
 from .errors import StoreError
 from .history import drop_points
 from .stats import CompactStats
@@ -44,6 +46,7 @@ if TYPE_CHECKING:
     from .cursor.core import CursorCore
     from .cursor.plan import RewritePlan
     from .storage.env import Environment
+    from .storage.log import RecoveredState
 
 __all__ = ["compact_cursors", "rewritten_of"]
 
@@ -86,12 +89,18 @@ def rewritten_of(cursors: list[Cursor], windows: Collection[int], drop_history: 
 def compact_cursors(storage: Environment, cursors: list[CursorCore], verify: bool = False) -> list[CompactStats]:
     """Rewrite ``cursors``' logs in one transaction; bytes and records per cursor. The
     store's flush lock and lock must be held (no flush may run meanwhile)."""
-    forms = _take_forms([] if verify else [cur for cur in cursors if cur.small is not None and not cur.small.logged])
+    forms = _take_forms(
+        [cur for cur in cursors if cur.small is not None and not cur.small.logged and not (verify and cur.over_cap())]
+    )
     taken = set(forms.cursors)
     plans: list[tuple[CursorCore, RewritePlan]] = []
 
     def rewrite(txn: lmdb.Transaction) -> list[CompactStats]:
         out = _rewrite_forms(storage, txn, forms)
+        if verify:
+            for cur in forms.cursors:
+                recovered = CursorLog(storage.log_db, cur.cursor_id).recover(txn, None, "all")
+                _read_back(cur, recovered, cur.small.next_seq - 1)
         for cur, plan in plans:
             log = CursorLog(storage.log_db, cur.cursor_id)
             usage = log.usage(txn, -1)  # every record is below ``plan.start``
@@ -114,12 +123,7 @@ def compact_cursors(storage: Environment, cursors: list[CursorCore], verify: boo
             log.trim(txn, plan.start)  # the slots' older states too
             drop_points(txn, storage.history_db, cur.cursor_id)  # the states they named are gone
             if verify:
-                diff = cur.rewrite_differs(log.recover(txn, None, "all"), marker_seq)
-                if diff is not None:
-                    raise StoreError(
-                        f"the rewrite of cursor {cur.topic.name}/{cur.name} did not read back ({diff}); "
-                        "nothing was changed"
-                    )
+                _read_back(cur, log.recover(txn, None, "all"), marker_seq)
             out.append(
                 CompactStats(cur.topic.name, cur.name, usage.records, usage.record_bytes, len(plan.items) + 1, after)
             )
@@ -134,6 +138,24 @@ def compact_cursors(storage: Environment, cursors: list[CursorCore], verify: boo
     for cur, plan in plans:
         cur.adopt_rewrite(plan)
     return stats
+
+
+def _read_back(cur: CursorCore, recovered: RecoveredState, seq: int) -> None:
+    """``verify``: raise StoreError, which aborts the compaction, unless ``recovered`` (the
+    cursor's new log, recovered in the rewrite's transaction) is the cursor's state, read at
+    sequence ``seq`` (its new newest state). A form's is compared as a snapshot: its M,
+    properties, ranges, partial batches and delivery counts; the parts' (``rewrite_differs``)
+    ledger by ledger."""
+    if cur.small is None:
+        diff = cur.rewrite_differs(recovered, seq)
+    elif recovered.resolved is None or recovered.resolved.seq != seq:
+        diff = f"recovery found marker {None if recovered.resolved is None else recovered.resolved.seq}, not {seq}"
+    else:
+        diff = None if recovered_snapshot(recovered) == form_snapshot(cur.small) else "the states differ"
+    if diff is not None:
+        raise StoreError(
+            f"the rewrite of cursor {cur.topic.name}/{cur.name} did not read back ({diff}); nothing was changed"
+        )
 
 
 def _take_forms(cursors: list[CursorCore]) -> _Forms:

@@ -2696,13 +2696,15 @@ def _states(cursors: list[Any]) -> list[Any]:
     return [(c.mark_delete_position, list(c.ack_ranges()), c.properties) for c in cursors]
 
 
-def test_compaction_writes_each_forms_state_whole_and_keeps_it_in_the_form(tmp_path: Path) -> None:
+@pytest.mark.parametrize("verify", [False, True], ids=["plain", "verify"])
+def test_compaction_writes_each_forms_state_whole_and_keeps_it_in_the_form(tmp_path: Path, verify: bool) -> None:
     """Compaction of cursors in the small form: each writes its whole state from memory (the
     acks and properties since its last flush too) as a flush writes a state whole, a steady
     one into a state slot and one of 1,000 ranges as a base of its own chain (a record of
     its ledger and a full marker), and everything of its log below goes (its other slot
     too). Each stays in the form; its next flush is a steady one's, and a reopen gives back
-    the state compaction wrote."""
+    the state compaction wrote. With ``verify`` (a repair's) too: each form's new log is
+    read back and compared with the form before the compaction commits."""
     path = tmp_path / "s"
     with AckStore.open(path) as store:
         cursors = [_topic(store).cursor(name) for name in ("a", "b", "wide")]
@@ -2718,8 +2720,9 @@ def test_compaction_writes_each_forms_state_whole_and_keeps_it_in_the_form(tmp_p
         before = {c.name: _cursor_keys(store, c.cursor_id) for c in cursors}
         assert before["a"] == ([], [0, 1]) and len(before["wide"][0]) > 2
         states = _states(cursors)
-        stats = {s.cursor: s for s in store.compact()}
-        assert all(c._core.small is not None for c in cursors)
+        forms = [c._core.small for c in cursors]
+        stats = {s.cursor: s for s in store.compact(verify=verify)}
+        assert [c._core.small for c in cursors] == forms
         for c in cursors:
             c._check()
         assert _states(cursors) == states
@@ -2743,10 +2746,12 @@ def test_compaction_writes_each_forms_state_whole_and_keeps_it_in_the_form(tmp_p
         assert _states(opened) == states
 
 
+@pytest.mark.parametrize("how", ["write", "read back"])
 def test_a_compaction_that_fails_gives_the_forms_their_state_back(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
 ) -> None:
-    """A compaction whose transaction fails leaves every form as before it (its chain, slots
+    """A compaction whose transaction fails (a write, or with ``verify`` a form's new log
+    that does not read back as its state) leaves every form as before it (its chain, slots
     and sequence; its state pending, listed) and the log as it was; the next flush writes
     the state, and a reopen gives it back."""
     from ackstore import compact
@@ -2767,9 +2772,13 @@ def test_a_compaction_that_fails_gives_the_forms_their_state_back(
             raise lmdb.DiskError("injected")
 
         with monkeypatch.context() as m:
-            m.setattr(compact, "drop_points", fail)
-            with pytest.raises(StoreError):
-                store.compact()
+            if how == "write":
+                m.setattr(compact, "drop_points", fail)
+            else:  # (what the form holds, as verify reads it, is not what the log gives back)
+                m.setattr(compact, "form_snapshot", lambda small: None)
+            why = "injected" if how == "write" else "did not read back .the states differ."
+            with pytest.raises(StoreError, match=why):
+                store.compact(verify=how != "write")
         assert heads() == before and [_cursor_keys(store, c.cursor_id) for c in cursors] == log
         assert all(c._core.small is not None and c._core._pending and c._core._listed for c in cursors)
         for c in cursors:

@@ -28,17 +28,10 @@ from ..stats import CursorStats, LogUsage
 from ..storage.log import RecoveredState
 from .core import CursorCore, CursorHost
 from .moves import TopicView
-from .snapshot import CursorSnapshot, snapshot_of
+from .snapshot import CursorSnapshot, recovered_snapshot
 from .validate import pair
 
 __all__ = ["Cursor", "CursorHost"]
-
-
-def _recovered_snapshot(recovered: RecoveredState) -> CursorSnapshot:
-    """The snapshot of a kept state recovered with every ledger loaded."""
-    assert recovered.resolved is not None
-    marker = recovered.resolved.marker
-    return snapshot_of(trusted(*marker.mark_delete), marker.properties, sorted(recovered.ledgers.items()))
 
 
 class Cursor(FacadeFields):
@@ -268,7 +261,7 @@ class Cursor(FacadeFields):
         writer's, never parts of two). HistoryRangeError as :meth:`restore_as_of`.
         O(the state read)."""
         _, recovered = self._store.cursor_side.history_state(self._core, as_micros(when), None)
-        return _recovered_snapshot(recovered)
+        return recovered_snapshot(recovered)
 
     def history_snapshots(self) -> Iterator[tuple[HistoryPoint, CursorSnapshot]]:
         """Every kept state with its point, oldest first: what :meth:`snapshot_as_of` gives
@@ -280,7 +273,7 @@ class Cursor(FacadeFields):
         if not core.config.history_seconds:
             return
         for point, recovered in self._store.cursor_side.history_states(core):
-            yield point.public(), _recovered_snapshot(recovered)
+            yield point.public(), recovered_snapshot(recovered)
 
     # -- configuration and figures --------------------------------------------------------------
 

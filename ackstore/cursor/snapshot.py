@@ -12,8 +12,17 @@ from .small_span import ledger_batches, ledger_counts, ledger_runs
 
 if TYPE_CHECKING:
     from ..ledger_acks import LedgerAcks
+    from ..storage.log import RecoveredState
 
-__all__ = ["CursorSnapshot", "acked_indexes", "batch_items", "form_batches", "form_snapshot", "snapshot_of"]
+__all__ = [
+    "CursorSnapshot",
+    "acked_indexes",
+    "batch_items",
+    "form_batches",
+    "form_snapshot",
+    "recovered_snapshot",
+    "snapshot_of",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,3 +94,11 @@ def form_snapshot(small: Any) -> CursorSnapshot:
     counts = {trusted(*at): n for at, n in ledger_counts(small)}
     md, props = trusted(small.md_l, small.md_e), unpack_properties(small.props)
     return CursorSnapshot(md, props, ledger_runs(small), form_batches(small), counts)
+
+
+def recovered_snapshot(recovered: RecoveredState) -> CursorSnapshot:
+    """The snapshot of a state recovered with every ledger loaded (a kept state, a rewritten
+    log read back). O(state)."""
+    assert recovered.resolved is not None
+    marker = recovered.resolved.marker
+    return snapshot_of(trusted(*marker.mark_delete), marker.properties, sorted(recovered.ledgers.items()))
