@@ -1158,9 +1158,10 @@ def test_acks_at_or_below_m_in_an_earlier_ledger_keep_the_form(tmp_path: Path) -
     """Acks of positions in a ledger before M's (a duplicate ack after M moved on, a ledger
     trimmed since) are ignored, as the parts and Pulsar ignore them, and the cursor stays in
     the form: one position, a list (with positions the form takes: those are acked), a
-    ledger's entries. A bad one raises what the parts raise, with nothing changed and the
-    form kept: a ledger the topic never had, an entry its ledger cannot have. The same calls
-    on the parts give the same state and the same errors."""
+    ledger's entries; so are their deliveries and counts set by hand (acked: count 0, not
+    counted). A bad one raises what the parts raise, with nothing changed and the form kept:
+    a ledger the topic never had, an entry its ledger cannot have. The same calls on the
+    parts give the same results, state and errors."""
     from .forms import end_form
 
     def play(form: bool) -> tuple[Any, ...]:
@@ -1192,11 +1193,14 @@ def test_acks_at_or_below_m_in_an_earlier_ledger_keep_the_form(tmp_path: Path) -
                 lambda: cur.ack([Position(2, 11), Position(3, 6)]),
                 lambda: cur.ack([Position(3, 7), Position(2, 11), Position(2, 15), Position(1, 3)]),
                 lambda: cur.ack_entries(2, BitMap([3, 12])),
+                lambda: cur.record_deliveries([Position(2, 3), Position(3, 5), Position(1, 2), Position(3, 5)]),
+                lambda: cur.restore_delivery_counts({Position(2, 4): 3, Position(3, 6): 7, Position(1, 9): 2}),
+                lambda: cur.record_deliveries([Position(3, 5), Position(2, 10)]),
+                lambda: cur.restore_delivery_counts({Position(2, -1): 3}),
             ]
             for call in calls:
                 try:
-                    call()
-                    errors.append(None)
+                    errors.append(("ok", call()))
                 except InvalidArgumentError as exc:
                     errors.append((type(exc).__name__, str(exc)))
             assert (cur._core.small is not None) == form
@@ -1205,8 +1209,10 @@ def test_acks_at_or_below_m_in_an_earlier_ledger_keep_the_form(tmp_path: Path) -
 
     form, parts = play(True), play(False)
     assert form[:2] == parts[:2]
-    assert form[0][:7] == [None] * 7 and all(e is not None for e in form[0][7:])
+    assert form[0][:7] == [("ok", None)] * 7 and all(e[0] != "ok" for e in form[0][7:12] + form[0][14:])
+    assert form[0][12:14] == [("ok", [0, 1, 0, 2]), ("ok", 1)]
     assert form[1].ranges == [(3, [(2, 2), (4, 4)])]
+    assert form[1].delivery_counts == {Position(3, 5): 2, Position(3, 6): 7}
 
 
 def test_a_steady_cursor_takes_the_form_and_writes_what_a_cursor_without_it_writes(tmp_path: Path) -> None:

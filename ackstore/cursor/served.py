@@ -20,6 +20,7 @@ from .moves import batch_mask, batch_target, check_batch_size, reset_target
 from .read_side import ReadSide
 from .small_span import (
     ahead_of_line,
+    behind_line,
     bound_of,
     cumulative_entry,
     form_entry,
@@ -29,6 +30,7 @@ from .small_span import (
     place,
     read_entry,
     read_past_line,
+    split_behind,
 )
 from .state import AckState, drop_property, put_property
 from .validate import check_ack, pair
@@ -194,13 +196,38 @@ class Served(ReadSide):
             small = self.small
             if small is not None:
                 self._alive()
-                counts: list[int] | None = small.deliver_positions(items) if self._bounded(small) else None
+                counts = self._counted_in_form(small, items, None) if self._bounded(small) else None
                 if counts is not None:
                     if not small.fits():
                         self._parts()
                     self._changed()
                     return counts
             return self.edit(record_deliveries, items, served=True)  # type: ignore[no-any-return]
+
+    def _counted_in_form(self, small: Any, items: Any, values: list[int] | None) -> list[int] | None:
+        """Deliveries of ``items`` (``values`` None) or their counts set to ``values``, in
+        the small form (bounded; the store lock held): each one's count after it, 0 for one
+        at or below M in a ledger before M's (acked: checked in its order as the parts check
+        it, :func:`~ackstore.cursor.small_span.behind_line`, and not counted); None, changing
+        nothing, when the form does not take them (the parts do). O(items)."""
+
+        def count(items: Any, values: list[int] | None) -> list[int] | None:
+            return small.deliver_positions(items) if values is None else small.set_counts(items, values)
+
+        out = count(items, values)
+        split = None if out is not None or not isinstance(items, (list, tuple)) else split_behind(small, items)
+        if split is None:
+            return out
+        at, rest = split
+        for i in at:
+            behind_line(small, self.topic.directory, self.topic.name, *items[i])
+        behind = set(at)
+        kept = None if values is None else [n for i, n in enumerate(values) if i not in behind]
+        out = count(rest, kept) if rest else []
+        if out is not None:
+            for i in at:
+                out.insert(i, 0)
+        return out
 
     def restore_delivery_counts(self, counts: dict[Any, Any]) -> int:
         """``Cursor.restore_delivery_counts``: in the small form when it takes every position
@@ -214,7 +241,7 @@ class Served(ReadSide):
                 allowed = all(type(n) is int and 1 <= n <= MAX_COUNT for n in values)
                 out: list[int] | None = None
                 if allowed and self._bounded(small):
-                    out = small.set_counts(list(counts), values)
+                    out = self._counted_in_form(small, list(counts), values)
                 if out is not None:
                     if not small.fits():
                         self._parts()

@@ -31,6 +31,7 @@ __all__ = [
     "SPAN_MOST",
     "ahead_of_line",
     "behind_line",
+    "split_behind",
     "bound_of",
     "cumulative_entry",
     "fit",
@@ -150,29 +151,44 @@ def behind_line(s: Any, d: LedgerDirectory, topic: str, ledger: Any, entry: Any)
     return ledger < s.md_l  # type: ignore[no-any-return]
 
 
-def ahead_of_line(s: Any, d: LedgerDirectory, topic: str, items: list[Any] | tuple[Any, ...]) -> list[Any] | None:
-    """The items of a list (Positions or ``(ledger, entry)`` tuples) that the form takes when
-    the others are at or below M in a ledger before M's, which :func:`behind_line` ignores:
-    those it takes, in their order. Those it ignores are checked first as the parts check a
-    list, ledger by ledger in their order, each at its highest entry: a wrong one raises,
-    with nothing acked. None when none is behind the line, or an item is neither (not a pair
-    of ints, a negative entry, a position past the line): the parts take the list and name
-    what is wrong. O(items x log spans + the ledgers behind x log ledgers)."""
-    md_l, rest = s.md_l, []
-    behind: dict[int, int] = {}  # (ledger: its highest entry named)
-    for item in items:
+def split_behind(s: Any, items: list[Any] | tuple[Any, ...]) -> tuple[list[int], list[Any]] | None:
+    """A list of positions (Positions or ``(ledger, entry)`` tuples) that the form does not
+    take whole, split into the indexes of those in a ledger before M's (at or below M: what
+    :func:`behind_line` ignores once checked) and the others, in their order, when the form
+    takes each of those; None when none is behind the line, or an item is neither (not a
+    pair of ints, a position past the line): the parts take the list. O(items x log spans)."""
+    md_l, at, rest = s.md_l, [], []
+    for i, item in enumerate(items):
         if not (isinstance(item, tuple) and len(item) == 2 and type(item[0]) is int and type(item[1]) is int):
             return None
-        ledger, entry = item
-        if ledger < md_l and entry >= 0:
-            behind[ledger] = max(behind.get(ledger, entry), entry)
-        elif form_entry(s, ledger, entry) >= 0:
+        if item[0] < md_l:
+            at.append(i)
+        elif form_entry(s, item[0], item[1]) >= 0:
             rest.append(item)
         else:
             return None
+    return (at, rest) if at else None
+
+
+def ahead_of_line(s: Any, d: LedgerDirectory, topic: str, items: list[Any] | tuple[Any, ...]) -> list[Any] | None:
+    """The items of a list of positions to ack that the form takes, when the others lie in
+    a ledger before M's (:func:`split_behind`), which are ignored; those are checked first as
+    the parts check a list, ledger by ledger in their order, each at its highest entry
+    (:func:`behind_line`): a wrong one raises, with nothing acked. None when the form does
+    not take the list so (or one behind the line has a negative entry, which the parts name
+    their own way). O(items x log spans + the ledgers behind x log ledgers)."""
+    split = split_behind(s, items)
+    if split is None:
+        return None
+    behind: dict[int, int] = {}  # (ledger: its highest entry named)
+    for i in split[0]:
+        ledger, entry = items[i]
+        if entry < 0:
+            return None
+        behind[ledger] = max(behind.get(ledger, entry), entry)
     for ledger, top in behind.items():
         behind_line(s, d, topic, ledger, top)
-    return rest if behind else None
+    return split[1]
 
 
 def cumulative_entry(s: Any, ledger: Any, entry: Any) -> int | None:
