@@ -58,3 +58,14 @@ def count_cap(cap: int) -> Iterator[None]:
         small_form.COUNT_CAP = before
         if native is not None:
             native._set_count_cap(was)
+
+
+def sealed_topic(store: Any, name: str, n: int, entries: int) -> Any:
+    """Topic ``name`` of ``store`` with ledgers 1..n of ``entries`` entries each, sealed, and
+    ledger n + 1 open."""
+    topic = store.topic(name)
+    for ledger in range(1, n + 1):
+        topic.add_ledger(ledger)
+        topic.close_ledger(ledger, entries)
+    topic.add_ledger(n + 1)
+    return topic

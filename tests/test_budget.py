@@ -11,19 +11,14 @@ from pyroaring import BitMap
 from ackstore import AckStore, CursorConfig, Position
 from ackstore.ledger_acks import LedgerAcks
 
-from .forms import end_form
+from .forms import end_form, sealed_topic
 from .model import CursorModel, TopicModel
 
 T = "persistent://t/ns/budget"
 
 
 def _topic_with(store: AckStore, n: int, entries: int):  # type: ignore[no-untyped-def]
-    topic = store.topic(T)
-    for ledger in range(1, n + 1):
-        topic.add_ledger(ledger)
-        topic.close_ledger(ledger, entries)
-    topic.add_ledger(n + 1)
-    return topic
+    return sealed_topic(store, T, n, entries)
 
 
 def _holes(cur, ledgers, entries: int, rate: float, seed: int = 1) -> None:  # type: ignore[no-untyped-def]

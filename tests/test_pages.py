@@ -17,7 +17,7 @@ from ackstore.storage.index_entry import IndexEntry
 from ackstore.storage.log import MissingRecordError
 from ackstore.storage.records import log_key
 
-from .forms import end_form
+from .forms import end_form, sealed_topic
 
 T = "persistent://t/ns/pages"
 
@@ -36,12 +36,7 @@ HOLEY = range(1, 600, 2)  # 300 isolated acks: a ledger of a few hundred bytes, 
 
 
 def _topic(store: AckStore, ledgers: int = 3):  # type: ignore[no-untyped-def]
-    topic = store.topic(T)
-    for ledger in range(1, ledgers + 1):
-        topic.add_ledger(ledger)
-        topic.close_ledger(ledger, 1000)
-    topic.add_ledger(ledgers + 1)
-    return topic
+    return sealed_topic(store, T, ledgers, 1000)
 
 
 def _pages(cur) -> Pages:  # type: ignore[no-untyped-def]

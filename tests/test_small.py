@@ -23,6 +23,7 @@ from pyroaring import BitMap
 
 from ackstore import (
     AckStore,
+    AckStoreError,
     CursorConfig,
     InvalidArgumentError,
     InvalidTypeError,
@@ -40,7 +41,7 @@ from ackstore.stats import CURSOR_FIGURES
 from ackstore.storage import records
 from ackstore.storage.log import read_slots
 
-from .forms import LAYOUTS, compiled_layout, count_cap, end_form
+from .forms import LAYOUTS, compiled_layout, count_cap, end_form, sealed_topic
 from .rawlog import damage, slots
 
 IDS = ["python", "native"][: len(IMPLEMENTATIONS)]
@@ -1166,12 +1167,7 @@ def test_acks_at_or_below_m_in_an_earlier_ledger_keep_the_form(tmp_path: Path) -
 
     def play(form: bool) -> tuple[Any, ...]:
         with AckStore.open(tmp_path / f"s{form}", sync=False) as store:
-            topic = store.topic(T)
-            topic.add_ledger(1)
-            topic.close_ledger(1, 10)
-            topic.add_ledger(2)
-            topic.close_ledger(2, 10)
-            topic.add_ledger(3)
+            topic = sealed_topic(store, T, 2, 10)
             cur = topic.cursor("c")
             cur.ack([Position(1, e) for e in range(10)] + [Position(2, e) for e in range(10)] + [Position(3, 2)])
             store.flush()
@@ -1213,6 +1209,61 @@ def test_acks_at_or_below_m_in_an_earlier_ledger_keep_the_form(tmp_path: Path) -
     assert form[0][12:14] == [("ok", [0, 1, 0, 2]), ("ok", 1)]
     assert form[1].ranges == [(3, [(2, 2), (4, 4)])]
     assert form[1].delivery_counts == {Position(3, 5): 2, Position(3, 6): 7}
+
+
+def test_a_bad_call_the_form_does_not_take_raises_with_the_form_kept(tmp_path: Path) -> None:
+    """A call the form does not take goes to the parts, but a bad one (a ledger the topic
+    never had, an entry past its ledger's end, an item that is no position, a count not
+    allowed) is first checked as the parts check it, at the form's M: it raises what the
+    parts raise, with nothing changed and the very same form kept. The same calls on the
+    parts give the same errors, and both cursors end in the same state."""
+
+    def play(form: bool) -> tuple[Any, ...]:
+        with AckStore.open(tmp_path / f"s{form}", sync=False) as store:
+            topic = sealed_topic(store, T, 1, 10)
+            cur = topic.cursor("c")
+            cur.ack([Position(1, e) for e in (0, 1, 2, 3, 5, 7)])
+            cur.record_deliveries([Position(1, 4), Position(1, 6)])
+            store.flush()
+            if not form:
+                end_form(cur)
+            held = cur._core.small
+            assert (held is not None) == form
+            outcomes = []
+            calls = [
+                lambda: cur.ack([Position(1, 8), Position(5, 1)]),  # a ledger never added
+                lambda: cur.ack([Position(1, 8), Position(1, 12)]),  # past ledger 1's last entry
+                lambda: cur.ack((Position(2, 0), (1, "x"))),
+                lambda: cur.ack([Position(1, 8), (1,)]),
+                lambda: cur.ack([Position(2, 3), (-1, 2)]),
+                lambda: cur.ack_entries(1, [8, 12]),
+                lambda: cur.ack_entries(5, [1]),
+                lambda: cur.ack_entries(5, []),
+                lambda: cur.record_deliveries([Position(1, 8), Position(5, 0)]),
+                lambda: cur.record_deliveries([Position(2, 1), Position(1, 12)]),
+                lambda: cur.restore_delivery_counts({Position(1, 8): 0}),
+                lambda: cur.restore_delivery_counts({Position(1, 8): 2, Position(7, 1): 1}),
+                lambda: cur.restore_delivery_counts({Position(1, 9): 2, Position(1, 20): 1}),
+                lambda: cur.ack([Position(1, 4), Position(2, 2)]),  # good ones after them
+                lambda: cur.record_deliveries([Position(1, 6), Position(2, 0)]),
+                lambda: cur.restore_delivery_counts({Position(1, 8): 4}),
+            ]
+            for call in calls:
+                try:
+                    outcomes.append(("ok", call()))
+                except AckStoreError as exc:
+                    outcomes.append((type(exc).__name__, str(exc)))
+            assert cur._core.small is held  # (the same form throughout, or the parts throughout)
+            cur._check()
+            return outcomes, cur.snapshot(), store.flush().cursors
+
+    form, parts = play(True), play(False)
+    assert form[:2] == parts[:2]
+    assert all(o[0] != "ok" for o in form[0][:13]), form[0]
+    assert form[0][13:] == [("ok", None), ("ok", [2, 1]), ("ok", 1)]
+    assert form[1].mark_delete_position == Position(1, 5)
+    assert form[1].ranges == [(1, [(7, 7)]), (2, [(2, 2)])]
+    assert form[1].delivery_counts == {Position(1, 6): 2, Position(1, 8): 4, Position(2, 0): 1}
 
 
 def test_a_steady_cursor_takes_the_form_and_writes_what_a_cursor_without_it_writes(tmp_path: Path) -> None:

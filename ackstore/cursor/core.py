@@ -44,7 +44,7 @@ from .small import OpenedForm, check_small, small_of
 from .small_span import behind_line, form_entry, is_acked, read_position
 from .snapshot import CursorSnapshot, batch_items, form_batches, form_snapshot, snapshot_of
 from .state import ACK_PARTIAL, AckState
-from .validate import entries_bitmap, pair
+from .validate import check_entries, entries_bitmap, pair
 
 if TYPE_CHECKING:
     from ..history import Point
@@ -350,6 +350,9 @@ class CursorCore(Served):
                             if bitmap:
                                 behind_line(small, self.topic.directory, self.topic.name, ledger, bitmap.max())
                             return
+                        if fits is None:  # (checked first as the parts check it: a bad one raises here)
+                            checks = self._form_checks(small)
+                            check_entries(checks.limit, checks.check, ledger, bitmap)
                         if fits is not None:
                             store.small_list[small] = self
                             if not fits or small.limit_version < 0:

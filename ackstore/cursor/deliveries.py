@@ -21,6 +21,8 @@ from .state import AckState
 from .validate import pair
 
 __all__ = [
+    "checked_counts",
+    "checked_deliveries",
     "counts_window",
     "put_counts",
     "record_deliveries",
@@ -30,13 +32,35 @@ __all__ = [
 ]
 
 
+def checked_deliveries(items: Any, check: Callable[[int, Any], object]) -> list[tuple[int, int]]:
+    """Positions to count a delivery of, checked (``check``: ``validate.check_ack``'s at the
+    cursor's M) in their order, as ``(ledger, entry)`` pairs: the first bad one raises, with
+    nothing changed. O(positions)."""
+    checked = [pair(item) for item in items]
+    for ledger, entry in checked:
+        check(ledger, entry)
+    return checked
+
+
+def checked_counts(counts: dict[Any, Any], check: Callable[[int, Any], object]) -> dict[tuple[int, int], int]:
+    """Delivery counts to set, ``{position: count}``, checked (``check`` as for
+    :func:`checked_deliveries`; each count 1..2**32-1) in their order, as ``{(ledger, entry):
+    count}``: the first bad one raises, with nothing changed. O(counts)."""
+    wanted: dict[tuple[int, int], int] = {}
+    for position, n in counts.items():
+        ledger, entry = pair(position)
+        check(ledger, entry)
+        if type(n) is not int or not 1 <= n <= MAX_COUNT:
+            raise InvalidArgumentError(f"delivery count {n!r} of {ledger}:{entry} is not allowed: allowed 1..2**32-1")
+        wanted[(ledger, entry)] = n
+    return wanted
+
+
 def record_deliveries(state: AckState, items: list[Any]) -> list[int]:
     """One more delivery of each position (a position listed twice counts twice); returns
     each one's count after it, 0 for an acknowledged one (not counted). Every position is
     checked first: one bad position records none. O(positions) + swap-ins."""
-    checked = [pair(item) for item in items]
-    for ledger, entry in checked:
-        state.check_ack(ledger, entry)
+    checked = checked_deliveries(items, state.check_ack)
     out = _count_each(state, checked, lambda la, _, entry: la.deliver(entry))
     state.redeliveries += sum(1 for n in out if n > 1)
     return out
@@ -45,13 +69,7 @@ def record_deliveries(state: AckState, items: list[Any]) -> list[int]:
 def set_delivery_counts(state: AckState, counts: dict[Any, Any]) -> int:
     """Set counts exactly (restore and salvage tools): ``{position: count >= 1}``; an
     acknowledged position is skipped. All are checked first. Returns how many were set."""
-    wanted: dict[tuple[int, int], int] = {}
-    for position, n in counts.items():
-        ledger, entry = pair(position)
-        state.check_ack(ledger, entry)
-        if type(n) is not int or not 1 <= n <= MAX_COUNT:
-            raise InvalidArgumentError(f"delivery count {n!r} of {ledger}:{entry} is not allowed: allowed 1..2**32-1")
-        wanted[(ledger, entry)] = n
+    wanted = checked_counts(counts, state.check_ack)
     out = _count_each(state, list(wanted), lambda la, ledger, entry: la.set_count(entry, wanted[(ledger, entry)]))
     return sum(1 for n in out if n)
 

@@ -15,7 +15,15 @@ from typing import Any
 from ..ledger_acks import MAX_COUNT
 from ..position import MAX_ENTRY, Position, trusted
 from ..storage.records import pack_properties, unpack_properties
-from .deliveries import counts_window, delivery_count, delivery_counts, record_deliveries, set_delivery_counts
+from .deliveries import (
+    checked_counts,
+    checked_deliveries,
+    counts_window,
+    delivery_count,
+    delivery_counts,
+    record_deliveries,
+    set_delivery_counts,
+)
 from .moves import batch_mask, batch_target, check_batch_size, reset_target
 from .read_side import ReadSide
 from .small_span import (
@@ -32,8 +40,8 @@ from .small_span import (
     read_past_line,
     split_behind,
 )
-from .state import AckState, drop_property, put_property
-from .validate import check_ack, pair
+from .state import AckState, drop_property, group_positions, put_property
+from .validate import Checks, check_ack, pair
 
 __all__ = ["Served"]
 
@@ -107,8 +115,12 @@ class Served(ReadSide):
         fits = small.ack_positions(positions)  # every one the form's, or None
         if fits is None:
             rest = ahead_of_line(small, self.topic.directory, self.topic.name, positions)
+            if rest is None:  # (checked first as the parts check it: a bad one raises here)
+                checks = self._form_checks(small)
+                group_positions(positions, checks.limit, checks.check)
+                return False
             if not rest:
-                return rest is not None  # ([]: every one at or below M, ignored)
+                return True  # (every one at or below M, ignored)
             fits = small.ack_positions(rest)
             if fits is None:
                 return False
@@ -116,6 +128,12 @@ class Served(ReadSide):
             self._after_form_ack(small, fits)
         self._changed()
         return True
+
+    def _form_checks(self, small: Any) -> Checks:
+        """The parts' checks of an ack or a delivery at the form's M: a call the form does
+        not take is checked with them before the parts take it, so that a bad one raises
+        with the form as it was."""
+        return Checks(self.topic.directory, self.topic.name, (small.md_l, small.md_e))
 
     def _after_form_ack(self, small: Any, fits: bool) -> None:
         """After an ack in the form: over its cap the parts take the state; M moved on into
@@ -202,6 +220,7 @@ class Served(ReadSide):
                         self._parts()
                     self._changed()
                     return counts
+                checked_deliveries(items, self._form_checks(small).check)  # (a bad one raises here)
             return self.edit(record_deliveries, items, served=True)  # type: ignore[no-any-return]
 
     def _counted_in_form(self, small: Any, items: Any, values: list[int] | None) -> list[int] | None:
@@ -247,6 +266,7 @@ class Served(ReadSide):
                         self._parts()
                     self._changed()
                     return sum(1 for n in out if n)
+                checked_counts(counts, self._form_checks(small).check)  # (a bad one raises here)
             return self.edit(set_delivery_counts, counts)  # type: ignore[no-any-return]
 
     def delivery_count(self, position: Any) -> int:

@@ -13,7 +13,7 @@ recount its runs; a cumulative ack O(ledgers passed); ``range_count`` is kept ex
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from pyroaring import BitMap
@@ -28,7 +28,9 @@ from .moves import MAX_BATCH_SIZE, LedgerSource, PositionMoves, TopicView, batch
 from .validate import (
     MAX_PROPERTY_KEY_BYTES,
     MAX_PROPERTY_VALUE_BYTES,
+    ack_limit,
     check_ack,
+    check_entries,
     check_entry,
     check_property,
     check_property_key,
@@ -50,6 +52,7 @@ __all__ = [
     "MAX_PROPERTY_KEY_BYTES",
     "MAX_PROPERTY_VALUE_BYTES",
     "drop_property",
+    "group_positions",
     "latest_mark_delete",
     "put_property",
     "start_of",
@@ -141,6 +144,36 @@ def _per_ledger(items: list[Any] | tuple[Any, ...]) -> dict[Any, list[Any]]:
     return per
 
 
+def group_positions(
+    items: list[Any] | tuple[Any, ...], limit: Callable[[Any], int], check: Callable[[int, Any], object]
+) -> list[tuple[int, BitMap]]:
+    """A list of positions to ack checked, and their entries grouped per ledger as bitmaps
+    (``Cursor.ack``'s rule for a list): each ledger's ack limit (``limit``:
+    ``validate.ack_limit``'s), and past it its highest entry (``check``: ``validate.check_ack``'s).
+    Positions (and ``(ledger, entry)`` tuples of ints) are grouped in one compiled pass, each
+    ledger's entries handed over as roaring bytes; anything else is checked item by item,
+    and the first bad one named. Raises with nothing changed: the caller's state is not
+    read. O(items + ledgers x limit)."""
+    grouped = positions_by_ledger(items)
+    per: dict[Any, Any] = dict(grouped) if grouped is not None else _per_ledger(items)
+    out: list[tuple[int, BitMap]] = []
+    for ledger, entries in per.items():
+        top = limit(ledger)
+        if grouped is not None:
+            bm = BitMap.deserialize(entries)
+        else:
+            try:
+                bm = BitMap(entries)
+            except (TypeError, OverflowError, ValueError):
+                for entry in entries:
+                    check(ledger, entry)
+                raise InvalidTypeError(f"entries of ledger {ledger} must be ints") from None  # pragma: no cover
+        if bm.max() > top:
+            check(ledger, bm.max())
+        out.append((ledger, bm))
+    return out
+
+
 class AckState(PositionMoves):
     """Positions, range count, properties and the ack rules of one cursor (the moves the
     read path makes, resets and reads, are :class:`~ackstore.cursor.moves.PositionMoves`')."""
@@ -207,12 +240,7 @@ class AckState(PositionMoves):
     def ack_limit(self, ledger: Any) -> int:
         """:meth:`limit` for acks: a ledger below M's that the topic no longer has (trimmed)
         allows any entry, all of them at or below M (ignored)."""
-        try:
-            return self.cached_limit(ledger)
-        except UnknownLedgerError:
-            if not 0 <= ledger < self.md[0]:
-                raise
-            return MAX_ENTRY
+        return ack_limit(self.cached_limit, self.md[0], ledger)
 
     def advance(self, clean: int | None = None) -> None:
         """Move M over contiguous acks and across fully acked sealed ledgers (``clean``: a
@@ -334,15 +362,14 @@ class AckState(PositionMoves):
 
     def ack_entries(self, ledger: int, entries: Iterable[int]) -> None:
         """Many entries of one ledger; a BitMap, array or integer ndarray skips Python ints."""
-        limit = self.ack_limit(ledger)
+        self.ack_limit(ledger)  # (first: a ledger never added is named before what its entries are)
         bm, entries = entries_bitmap(entries)
         if bm is None:
             refuse_entries(entries, lambda entry: self.check_ack(ledger, entry))
             return  # pragma: no cover (it raised)
         if bm is entries:  # (the caller's own: a copy, trimmed below M)
             bm = BitMap(bm)
-        if bm and bm.max() > limit:
-            self.check_ack(ledger, bm.max())
+        check_entries(self.ack_limit, self.check_ack, ledger, bm)
         self.apply_groups([(ledger, bm)])
 
     def apply_groups(self, groups: list[tuple[int, BitMap]]) -> None:
@@ -388,28 +415,8 @@ class AckState(PositionMoves):
         self.set_md(trusted(ledger, end))
 
     def group(self, items: list[Any] | tuple[Any, ...]) -> list[tuple[int, BitMap]]:
-        """Validate ``items`` and group their entries per ledger as bitmaps. Positions (and
-        ``(ledger, entry)`` tuples of ints) are grouped in one compiled pass, each ledger's
-        entries handed over as roaring bytes; anything else is checked item by item, and the
-        first bad one named."""
-        grouped = positions_by_ledger(items)
-        per: dict[Any, Any] = dict(grouped) if grouped is not None else _per_ledger(items)
-        out: list[tuple[int, BitMap]] = []
-        for ledger, entries in per.items():
-            limit = self.ack_limit(ledger)
-            if grouped is not None:
-                bm = BitMap.deserialize(entries)
-            else:
-                try:
-                    bm = BitMap(entries)
-                except (TypeError, OverflowError, ValueError):
-                    for entry in entries:
-                        self.check_ack(ledger, entry)
-                    raise InvalidTypeError(f"entries of ledger {ledger} must be ints") from None  # pragma: no cover
-            if bm.max() > limit:
-                self.check_ack(ledger, bm.max())
-            out.append((ledger, bm))
-        return out
+        """:func:`group_positions` at this state's M."""
+        return group_positions(items, self.ack_limit, self.check_ack)
 
     def ack_cumulative(self, position: Any) -> None:
         """Everything up to and including ``position`` (moves M; never backwards)."""

@@ -21,6 +21,9 @@ __all__ = [
     "ledger_limit",
     "check_entry",
     "check_ack",
+    "ack_limit",
+    "check_entries",
+    "Checks",
     "pair",
     "int_dtype",
     "entries_bitmap",
@@ -89,6 +92,44 @@ def check_ack(d: LedgerDirectory, topic: str, md: tuple[int, int], ledger: int, 
             raise InvalidPositionError(
                 f"position {ledger}:{entry} is not a position: allowed entries {low}..{MAX_ENTRY}"
             ) from None
+
+
+def ack_limit(limit: Callable[[Any], int], md_l: int, ledger: Any) -> int:
+    """``limit(ledger)`` (:func:`ledger_limit`, or a cache of it) for an ack of a cursor whose
+    mark-delete position is in ledger ``md_l``: a ledger below it that the topic no longer has
+    (trimmed) allows any entry, all of them at or below M (ignored). O(limit)."""
+    try:
+        return limit(ledger)
+    except UnknownLedgerError:
+        if not 0 <= ledger < md_l:
+            raise
+        return MAX_ENTRY
+
+
+def check_entries(limit: Callable[[Any], int], check: Callable[[int, Any], object], ledger: int, bm: BitMap) -> None:
+    """Acks of the entries ``bm`` of ``ledger`` checked (``Cursor.ack_entries``' rule): the
+    ledger's ack limit first (``limit``: :func:`ack_limit`'s, which raises for a ledger never
+    added), then, past it, the highest entry (``check``: :func:`check_ack`'s). O(limit)."""
+    top = limit(ledger)
+    if bm and bm.max() > top:
+        check(ledger, bm.max())
+
+
+class Checks:
+    """The checks of an ack or a delivery at mark-delete position ``md`` of a topic's
+    ledgers ``d`` (``topic`` its name), for a caller that holds no ack state: :meth:`limit`
+    (:func:`ack_limit`) and :meth:`check` (:func:`check_ack`)."""
+
+    __slots__ = ("d", "topic", "md")
+
+    def __init__(self, d: LedgerDirectory, topic: str, md: tuple[int, int]) -> None:
+        self.d, self.topic, self.md = d, topic, md
+
+    def limit(self, ledger: Any) -> int:
+        return ack_limit(lambda x: ledger_limit(self.d, self.topic, x), self.md[0], ledger)
+
+    def check(self, ledger: int, entry: Any) -> None:
+        check_ack(self.d, self.topic, self.md, ledger, entry)
 
 
 def int_dtype(obj: Any) -> bool:
