@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import fields, replace
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import lmdb
@@ -23,7 +24,7 @@ from .cursor import Cursor
 from .cursor.core import CursorCore
 from .cursor.moves import TopicView
 from .cursor.small import chain_opened, form_read, line_memo, small_born, small_opened
-from .errors import CorruptRecordError, HistoryRangeError, UnknownCursorError
+from .errors import CorruptRecordError, HistoryRangeError, InvalidArgumentError, UnknownCursorError
 from .history import HistoryPoint, Point, drop_points, iso
 from .life import require_open, require_writable
 from .stats import NO_RECOVERY, FlushStats
@@ -89,6 +90,24 @@ class CursorSide:
         if stats.cursors or stats.bytes_written:
             store.last_flush = stats
         return stats
+
+    def update_config(self, cur: CursorCore, changes: dict[str, Any]) -> CursorConfig:
+        """``Cursor.update_config``: the changes checked (a field CursorConfig does not have, or
+        a value it refuses: a typed error naming it, nothing written), the new configuration
+        persisted (durable when this returns) and adopted by ``cur``, and its history window
+        set to it (turned off: the points it kept dropped)."""
+        with self.store.lock:
+            cur._alive()
+            known = [f.name for f in fields(CursorConfig)]
+            unknown = sorted(set(changes) - set(known))
+            if unknown:
+                raise InvalidArgumentError(f"unknown CursorConfig fields {unknown}: allowed {known}")
+            new = replace(cur.config, **changes)  # each value checked by CursorConfig: a typed error naming it
+            off = bool(cur.config.history_seconds) and not new.history_seconds
+            self.persist_config(cur.topic.topic_id, cur.name, cur.cursor_id, new, off)
+            cur.apply_config(new)
+            self.store.history.set_window(cur.cursor_id, new.history_seconds)
+            return new
 
     def persist_config(self, tid: int, name: str, cid: int, config: CursorConfig, drop_history: bool = False) -> None:
         """Write a cursor's configuration to the catalog (durable when this returns);

@@ -453,7 +453,7 @@ def test_counts_at_their_bounds(store_path: Path) -> None:
         assert (cur.delivery_count(P(1, 0)), cur.delivery_count(P(1, 1))) == (0, 1)  # at M, above it
         cur.ack_cumulative(P(1, 5))
         assert [cur.delivery_count(P(1, e)) for e in (1, 5, 6)] == [0, 0, (1 << 32) - 1]  # below M, at M, above
-        cur.reset_to(P(1, 0))  # entry 0: a real entry to reset to
+        cur.read_path.reset_to(P(1, 0))  # entry 0: a real entry to reset to
         assert cur.read_position == P(1, 0) and cur.delivery_counts() == {}
         d = Dispatcher(cur, InMemoryLedgerReader(cur.topic))
         d.redeliver([P(1, 0)])

@@ -457,7 +457,7 @@ def test_an_aborted_state_plan_gives_back_the_dropped_ledgers_it_took(store_path
     cur.ack([Position(1, 3), Position(2, 3)])
     store.flush()
     end_form(cur)  # (the lane's plans are those of a cursor's parts)
-    cur.reset_to(Position(1, 0))  # both ledgers' acks gone: both dropped since the marker
+    cur.read_path.reset_to(Position(1, 0))  # both ledgers' acks gone: both dropped since the marker
     cur.ack(Position(1, 5))  # ledger 1 again
     assert sorted(cur._core._planner.pages.vanished) == [1, 2]
     assert lanes_agree(cur) == "plan"

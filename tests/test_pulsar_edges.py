@@ -289,7 +289,7 @@ def test_state_past_a_ledgers_end_is_dropped_when_the_ledger_is_left_out_of_the_
     with AckStore.open(store_path, load=load) as store:
         topic = store.topic(T)
         cur = topic.cursor("c", config)
-        cur.reset_to(Position(1, 0))  # not flushed: only the memory forgets ledger 1's state
+        cur.read_path.reset_to(Position(1, 0))  # not flushed: only the memory forgets ledger 1's state
         topic.close_ledger(1, 0)
         crash(store)
     for look in ("ranges", "is_acked"):

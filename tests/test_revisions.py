@@ -64,7 +64,7 @@ def test_case_1_replay_read_races_a_reset(store_path: Path, enabled: bool) -> No
         with AckStore.open(store_path) as store:
             cur, reader, d = _setup(store, enabled=enabled)
             consumer = d.add_consumer("c1")
-            cur.move_read_position(Position(3, 10))
+            cur.read_path.move_read_position(Position(3, 10))
             d.redeliver(_p(5, 6))
             replay = asyncio.create_task(d.replay_read())  # 1: start to read [3:5, 3:6]
             await _until_pending(reader)
@@ -87,7 +87,7 @@ def test_case_2_sequential_read_races_a_reset(store_path: Path, enabled: bool) -
         with AckStore.open(store_path) as store:
             cur, reader, d = _setup(store, enabled=enabled)
             consumer = d.add_consumer("c1")
-            cur.move_read_position(Position(3, 5))
+            cur.read_path.move_read_position(Position(3, 5))
             read = asyncio.create_task(d.read_more(5))  # 1: read {3:5, 5 entries}
             await _until_pending(reader)
             d.reset(Position(3, 0))  # 3-4
@@ -131,7 +131,7 @@ def test_case_7_recently_joined_position_after_rewind_with_read_in_flight(store_
         with AckStore.open(store_path) as store:
             cur, reader, d = _setup(store, enabled=enabled)
             d.add_consumer("c1")
-            cur.move_read_position(Position(3, 10))
+            cur.read_path.move_read_position(Position(3, 10))
             read = asyncio.create_task(d.read_more(5))  # in flight at 3:10
             await _until_pending(reader)
             d.rewind()  # all consumers gone and back: read again from 3:0
@@ -168,7 +168,7 @@ def test_pip194_seek_never_delivers_pre_seek_reads_after_it_returns(store_path, 
         with AckStore.open(store_path) as store:
             cur, reader, d = _setup(store, enabled=controller, epochs=epochs)
             consumer = d.add_consumer("c1")
-            cur.move_read_position(Position(3, 5))
+            cur.read_path.move_read_position(Position(3, 5))
             read = asyncio.create_task(d.read_more(3))  # reads 3:5..3:7 under epoch 0
             await _until_pending(reader)
             assert d.seek(Position(3, 0)) == 1 and consumer.epoch == 1
@@ -264,7 +264,7 @@ def test_case_4_rewind_races_a_sequential_read(store_path: Path, enabled: bool) 
         with AckStore.open(store_path) as store:
             cur, reader, d = _setup(store, enabled=enabled)
             consumer = d.add_consumer("replicator")
-            cur.move_read_position(Position(3, 10))  # 3:0..3:9 were handed out, not yet acked
+            cur.read_path.move_read_position(Position(3, 10))  # 3:0..3:9 were handed out, not yet acked
             read = asyncio.create_task(d.read_more(5))  # async read from 3:10
             await _until_pending(reader)
             d.rewind()  # sending 3:0..3:9 failed: read them again
@@ -288,7 +288,7 @@ def test_case_3_reset_races_consumer_reconnect(store_path: Path, enabled: bool) 
         with AckStore.open(store_path) as store:
             cur, _, d = _setup(store, enabled=enabled)
             d.add_consumer("c0")
-            cur.move_read_position(Position(3, 10))
+            cur.read_path.move_read_position(Position(3, 10))
             gate = asyncio.Event()
             reset = asyncio.create_task(d.reset_after(Position(2, 0), gate.wait))  # 1: disconnect all consumers
             await asyncio.sleep(0)
@@ -363,7 +363,7 @@ def test_direct_reads_touch_no_cursor_state_and_are_never_refused(store_path: Pa
         with AckStore.open(store_path) as store:
             cur, reader, d = _setup(store)
             reader.manual = False
-            cur.move_read_position(Position(3, 4))
+            cur.read_path.move_read_position(Position(3, 4))
             before = (cur.read_position, cur.mark_delete_position, d.controller.revision_num)
             assert d.controller.start_revision() == 0  # a reset is running
             assert [e.position for e in await d.read_direct(_p(7, 1))] == _p(7, 1)

@@ -1858,7 +1858,7 @@ def test_a_state_past_its_ledgers_durable_bound_is_recovered_not_opened_into_the
     path = tmp_path / "s"
     store, topic, cur = _reopened_at_39(path)
     assert cur._core.small is not None  # opened into the form
-    cur.reset_to(Position(1, 1))  # in memory only
+    cur.read_path.reset_to(Position(1, 1))  # in memory only
     topic.advance(1, 0)  # durable at once: the bound is below the state the slot holds
     testing.crash(store)
     with AckStore.open(path, readonly=True) as reader:
@@ -1876,7 +1876,7 @@ def test_a_mark_delete_past_its_ledgers_sealed_end_is_recovered_not_opened_into_
     across the empty ledger, for the writer and for a reader."""
     path = tmp_path / "s"
     store, topic, cur = _reopened_at_39(path)
-    cur.reset_to(Position(1, 0))  # in memory only
+    cur.read_path.reset_to(Position(1, 0))  # in memory only
     topic.close_ledger(1, 0)  # durable at once: M's ledger sealed below the state the slot holds
     topic.add_ledger(2)
     testing.crash(store)
@@ -1947,7 +1947,7 @@ def test_a_brokers_calls_keep_a_cursor_in_the_form_with_its_counts_exact(tmp_pat
         assert small is not None and small.counts() == [(73, 1)] and cur._core._unbuilt
         assert cur.delivery_counts() == {Position(1, 73): 1} and cur.read_position == Position(1, 73)
         cur.record_deliveries([Position(1, 73), Position(1, 80)])
-        cur.move_read_position(Position(1, 81))
+        cur.read_path.move_read_position(Position(1, 81))
         assert cur._core.small is small  # served by the form
         snap = cur.snapshot()  # served by the form
         assert cur._core.small is small
@@ -2062,7 +2062,7 @@ def test_batch_index_acks_are_the_forms_and_the_parts_take_them_exactly(tmp_path
             cur.ack(Position(1, 40 + e))
             store.flush()
         assert cur._core.small is not None and cur.partial_batches() == {Position(1, 23): (2, frozenset({1}))}
-        cur.reset_to(Position(1, 50), (2, 4))  # a reset into a batch: the form's too
+        cur.read_path.reset_to(Position(1, 50), (2, 4))  # a reset into a batch: the form's too
         assert cur._core.small is not None
         assert cur.partial_batches() == {Position(1, 50): (4, frozenset({0, 1}))}
         assert cur.mark_delete_position == Position(1, 49)
@@ -2515,7 +2515,7 @@ def test_a_hole_held_across_rollovers_keeps_the_cursor_in_the_form(tmp_path: Pat
     with AckStore.open(path) as store:
         cur = _hold_across_rollovers(store)
         cur.record_deliveries([Position(1, 3), Position(5, 12)])
-        cur.move_read_position(Position(5, 12))
+        cur.read_path.move_read_position(Position(5, 12))
         small = cur._core.small
         assert small is not None and [ledger for ledger, _ in small.spans] == [2, 3, 4, 5]
         expect = [(1, [(4, 19)]), (2, [(0, 19)]), (3, [(0, 19)]), (4, [(0, 19)]), (5, [(0, 9)])]
@@ -2665,9 +2665,9 @@ def test_a_read_through_the_lines_last_ledger_stands_at_the_next_ones_first(
         store.flush()
         small = cur._core.small
         assert small is not None and [ledger for ledger, _ in small.spans] == [2, 3]
-        cur.move_read_position(Position(3, 1 if hop else 3))
+        cur.read_path.move_read_position(Position(3, 1 if hop else 3))
         assert cur.read_position == Position(4, 0)
-        cur.move_read_position(Position(4, 2))
+        cur.read_path.move_read_position(Position(4, 2))
         assert cur.read_position == Position(4, 2) and cur.mark_delete_position == Position(1, -1)
         cur._check()
 
@@ -3062,7 +3062,7 @@ def test_a_parts_cursor_rewound_and_its_ranges_read_across_the_flush_that_takes_
         topic.close_ledger(1, 10)
         topic.add_ledger(2)
         cur.ack([Position(2, e) for e in (2, 4)])
-        cur.move_read_position(Position(2, 7))
+        cur.read_path.move_read_position(Position(2, 7))
         end_form(cur)  # (the parts hold it)
         assert cur._core.small is None
         cur.rewind()
@@ -3088,8 +3088,8 @@ def test_read_position_moves_along_the_forms_line_are_the_parts_answers(tmp_path
         pairs = _pairs_along_a_line(store, len(moves), 3, [Position(1, 1)])
         for (form, other), to in zip(pairs, moves, strict=True):
             assert form._core.small is not None
-            form.move_read_position(to)
-            other.move_read_position(to)
+            form.read_path.move_read_position(to)
+            other.read_path.move_read_position(to)
             assert form.read_position == other.read_position, (to, form.read_position, other.read_position)
         form, other = pairs[-1]  # (their read positions moved back: in M's ledger)
         form.ack([Position(1, 4), Position(2, 0), Position(2, 3)])

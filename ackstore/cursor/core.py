@@ -74,11 +74,9 @@ positions on the parts (:meth:`CursorCore.ack` acks the rest); None where it was
 class HistorySide(OpensLogs, Protocol):
     """What a cursor calls of its store's cursor side
     (:class:`~ackstore.store_cursors.CursorSide`): besides the reads' log recovery, a
-    durable write of its configuration, its history's restore, target and states."""
+    durable change of its configuration, its history's restore, target and states."""
 
-    def persist_config(
-        self, tid: int, name: str, cursor_id: int, config: CursorConfig, drop_history: bool = False
-    ) -> None: ...
+    def update_config(self, cursor: CursorCore, changes: dict[str, Any]) -> CursorConfig: ...
 
     def restore_cursor(self, cursor: CursorCore, micros: int) -> HistoryPoint: ...
 

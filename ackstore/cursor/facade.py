@@ -3,9 +3,9 @@
 The cursor checks what it is given and calls its :class:`~ackstore.cursor.core.CursorCore`,
 which holds the state and takes the lock (the store's, shared by its cursors). The
 store, its topics and the group flush call the core, never this face. The read path's
-protocol (``reset_to``, ``rewind``, ``move_read_position``, ``check_reset_target``; the
-dispatch package calls them under the cursor's revision controller) is here for the
-``Dispatcher``; resets go through one.
+protocol (``reset_to``, ``move_read_position``, ``check_reset_target``...: the dispatch
+package calls them under the cursor's revision controller) is the core's too, reached
+through :attr:`Cursor.read_path`; resets go through a ``Dispatcher``.
 
 Complexity: ``ack`` of one position O(1); of k positions in one ledger O(k) in C plus
 O(containers); ``ack_range_count`` O(1); ``ack_ranges`` O(ranges).
@@ -14,13 +14,12 @@ O(containers); ``ack_range_count`` O(1); ``ack_ranges`` O(ranges).
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import fields, replace
 from datetime import datetime
 from typing import Any
 
 from ..config import CursorConfig
 from ..dispatch.revision import CursorStateRevisionController
-from ..errors import InvalidArgumentError, InvalidTypeError
+from ..errors import InvalidTypeError
 from ..fields import FacadeFields, native
 from ..history import HistoryPoint, as_micros
 from ..position import Position, trusted
@@ -110,13 +109,7 @@ class Cursor(FacadeFields):
         :class:`~ackstore.Dispatcher` (it counts by itself); each count after it, 0 for an acked
         position. All are checked first. Persisted by the next flush, like acks;
         ``durable=True`` flushes before returning (a flush per call)."""
-        try:
-            items = list(positions)
-        except TypeError:
-            raise InvalidTypeError(f"positions must be an iterable of Position, got {positions!r}") from None
-        if type(durable) is not bool:
-            raise InvalidTypeError(f"durable must be a bool, got {durable!r}")
-        counts = self._core.record_deliveries(items)
+        counts = self._core.record_deliveries(positions, durable)
         if durable and any(counts):
             self._store.flush()
         return counts
@@ -287,19 +280,7 @@ class Cursor(FacadeFields):
 
         Validated, then persisted at once (durable when this returns); returns the new config.
         """
-        core, store = self._core, self._store
-        with store.lock:
-            core._alive()
-            known = [f.name for f in fields(CursorConfig)]
-            unknown = sorted(set(changes) - set(known))
-            if unknown:
-                raise InvalidArgumentError(f"unknown CursorConfig fields {unknown}: allowed {known}")
-            new = replace(core.config, **changes)  # each value checked by CursorConfig: a typed error naming it
-            off = bool(core.config.history_seconds) and not new.history_seconds
-            store.cursor_side.persist_config(core.topic.topic_id, self.name, self.cursor_id, new, off)
-            core.apply_config(new)
-            store.history.set_window(self.cursor_id, new.history_seconds)
-            return new
+        return self._store.cursor_side.update_config(self._core, changes)
 
     def stats(self) -> CursorStats:
         """A snapshot of this cursor's figures (cache sizes measured exactly)."""
@@ -339,37 +320,13 @@ class Cursor(FacadeFields):
 
     # -- the read path's protocol (dispatch/, under the revision controller) -------------------
 
-    def reset_to(self, position: Position, batch: tuple[int, int] | None = None) -> None:
-        """@private A position reset: everything before ``position`` is acked, nothing from it on, and
-        reads start there (M may move backwards); ``batch`` ``(batch_index, batch_size)``
-        also acks the batch's indexes before ``batch_index``. For the read path: a reset
-        outside a Dispatcher's revision races with reads in flight."""
-        self._core.reset_to(position, batch)
-
-    def check_reset_target(self, position: Any, batch: tuple[int, int] | None = None) -> tuple[int, int]:
-        """@private Raise a typed error unless ``position`` (and ``batch``) is a place a reset may move to."""
-        return self._core.check_reset_target(position, batch)
-
-    def ensure_open(self) -> None:
-        """@private Raise StoreClosedError once the store is closed, CursorDeletedError once the cursor
-        is deleted: the read path checks it before every read (Pulsar's reads of a closed
-        cursor fail, whether or not there are entries to read)."""
-        self._core.ensure_open()
-
-    def check_position(self, position: Any) -> None:
-        """@private Raise a typed error unless ``position`` is an entry the topic's ledgers allow (a
-        ledger the topic has, within its sealed end or its open bound): the rule acks and
-        delivery counts follow (the read path checks a redelivery with it)."""
-        self._core.check_position(pair(position))
-
-    def clamp_reset_target(self, position: Any) -> Position:
-        """@private Where a reset to ``position`` goes by Pulsar's rule (the next valid position:
-        before the first ledger the earliest, past the last entry the latest)."""
-        return self._core.clamp_reset_target(position)
-
-    def move_read_position(self, position: Position) -> None:
-        """@private A sequential read moved past ``position``'s predecessor (never backwards)."""
-        self._core.move_read_position(position)
+    @property
+    def read_path(self) -> CursorCore:
+        """@private What the read path (the dispatch package, under the cursor's revision
+        controller) works on besides the public calls: ``ensure_open``, ``check_position``,
+        ``move_read_position``, ``check_reset_target``, ``clamp_reset_target`` and
+        ``reset_to`` (a reset outside a Dispatcher's revision races with reads in flight)."""
+        return self._core
 
     def rewind(self) -> None:
         """@private Read again from the first unacked position."""

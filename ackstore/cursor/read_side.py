@@ -358,7 +358,7 @@ class ReadSide(StoreSide):
 
     # -- the read path's checks ----------------------------------------------------------------
 
-    def check_reset_target(self, position: Any, batch: tuple[int, int] | None) -> tuple[int, int]:
+    def check_reset_target(self, position: Any, batch: tuple[int, int] | None = None) -> tuple[int, int]:
         """A typed error unless ``position`` (and ``batch``) is a place a reset may move to."""
         with self._lock:  # (the topic's directory alone says: no parts needed)
             if batch is not None:
@@ -368,8 +368,11 @@ class ReadSide(StoreSide):
                 batch_target(self.topic, pair(position), *batch)
             return target
 
-    def check_position(self, at: tuple[int, int]) -> None:
-        """A typed error unless ``at`` is an entry the topic's ledgers allow."""
+    def check_position(self, position: Any) -> None:
+        """A typed error unless ``position`` is an entry the topic's ledgers allow (a ledger
+        the topic has, within its sealed end or its open bound): the rule acks and delivery
+        counts follow (the read path checks a redelivery with it)."""
+        at = pair(position)
         with self._lock:
             self.ensure_open()
             check_entry(self.topic.directory, self.topic.name, *at)  # the topic's ledgers only: no parts needed

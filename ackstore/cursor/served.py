@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from ..errors import InvalidTypeError
 from ..ledger_acks import MAX_COUNT
 from ..position import MAX_ENTRY, Position, trusted
 from ..storage.records import pack_properties, unpack_properties
@@ -166,7 +167,7 @@ class Served(ReadSide):
                         return
         self.edit(AckState.ack_cumulative, position, served=True)
 
-    def reset_to(self, position: Any, batch: tuple[int, int] | None) -> None:
+    def reset_to(self, position: Any, batch: tuple[int, int] | None = None) -> None:
         """``Cursor.reset_to``: in the small form, else by the parts; the target (and the
         batch: the indexes before ``batch[0]`` of a batch of ``batch[1]``) checked first
         (:func:`~ackstore.cursor.moves.reset_target`, ``batch_target``), nothing changed
@@ -207,9 +208,20 @@ class Served(ReadSide):
                         return
         self.edit(AckState.ack_batch_index, position, batch_size, indexes, served=True)
 
-    def record_deliveries(self, items: list[Any]) -> list[int]:
-        """``Cursor.record_deliveries``: in the small form when every position is in M's
-        ledger (one that takes it over its cap ends the form), else by the parts."""
+    def record_deliveries(self, positions: Any, durable: Any = False) -> list[int]:
+        """``Cursor.record_deliveries`` (its arguments checked; ``durable``, the flush after
+        it, is the caller's): in the small form when it takes every position (one that takes
+        it over its cap ends the form), else by the parts."""
+        try:
+            items = list(positions)
+        except TypeError:
+            raise InvalidTypeError(f"positions must be an iterable of Position, got {positions!r}") from None
+        if type(durable) is not bool:
+            raise InvalidTypeError(f"durable must be a bool, got {durable!r}")
+        return self._counted(items)
+
+    def _counted(self, items: list[Any]) -> list[int]:
+        """:meth:`record_deliveries` of a list of positions."""
         with self._lock:
             small = self.small
             if small is not None:

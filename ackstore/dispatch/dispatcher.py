@@ -202,7 +202,7 @@ class Dispatcher(CursorReadLoop):
         items = [trusted(*pair_of(p)) for p in positions]
         items = [p for p in items if not self.cursor.is_acked(p)]  # acked: nothing to deliver again
         for p in items:  # a position the log never had raises here, typed, before anything is queued
-            self.cursor.check_position(p)
+            self.cursor.read_path.check_position(p)
         limit = self.cursor.config.max_deliveries
         if limit:  # the release that reaches the limit dead-letters (Kafka share groups archive there)
             last = [p for p in items if self.cursor.delivery_count(p) >= limit]
@@ -414,7 +414,7 @@ class Dispatcher(CursorReadLoop):
         try:
             await disconnect()
         finally:
-            self._end_revision(lambda: self.cursor.reset_to(target, batch))
+            self._end_revision(lambda: self.cursor.read_path.reset_to(target, batch))
 
     def reset(
         self,
@@ -438,7 +438,7 @@ class Dispatcher(CursorReadLoop):
         gone). ``strict=True`` raises UnknownLedgerError / InvalidPositionError instead.
         Nothing changes when it raises."""
         target, batch = self._target(position, batch_index, batch_size, strict)
-        self._revise(lambda: self.cursor.reset_to(target, batch))
+        self._revise(lambda: self.cursor.read_path.reset_to(target, batch))
         return self.cursor.read_position if self.controller.enabled else target
 
     def _target(
@@ -453,11 +453,11 @@ class Dispatcher(CursorReadLoop):
             )
         batch = None if batch_index is None else (batch_index, batch_size)
         try:
-            self.cursor.check_reset_target(position, batch)
+            self.cursor.read_path.check_reset_target(position, batch)
         except InvalidPositionError:  # not a place in the log: Pulsar's clamp, unless strict
             if strict:
                 raise
-            return self.cursor.clamp_reset_target(position), None
+            return self.cursor.read_path.clamp_reset_target(position), None
         return trusted(*position), batch
 
     def seek(
@@ -474,7 +474,7 @@ class Dispatcher(CursorReadLoop):
         self.epoch += 1
         for consumer in self.consumers.values():
             consumer.epoch = self.epoch  # the seek response carries the epoch to each consumer
-        self._revise(lambda: self.cursor.reset_to(target, batch))
+        self._revise(lambda: self.cursor.read_path.reset_to(target, batch))
         return self.epoch
 
     def restore_as_of(self, when: datetime | float) -> HistoryPoint:
