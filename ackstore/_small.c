@@ -71,6 +71,8 @@ typedef struct {
     uint32_t n, room, cap;
     uint32_t persist;               /* the most ranges a flush persists (PIP-299; 0: all) */
     uint8_t truncated;              /* its newest state holds only the lowest `persist` of them */
+    PyObject *cut_record;           /* ... and then, that state's record as written (bytes; NULL: not known):
+                                       a cut that holds, the same record again, is not written again */
     uint8_t over_cap;               /* it held more than `persist` at its last flush in this process */
     uint32_t *counts; /* 2 * nc: entry, count, in `cbuf` (room for `croom`; NULL while it never held one),
                          after the room the counts dropped before them left (taken back when inserts need it) */
@@ -1163,6 +1165,7 @@ fail:
 
 static void SmallState_dealloc(SmallState *s) {
     Py_XDECREF(s->props);
+    Py_XDECREF(s->cut_record);
     Py_XDECREF(s->unread);
     for (uint32_t i = 0; i < s->nb; i++) Py_DECREF(s->bmask[i]);
     PyMem_Free(s->bat);
@@ -2356,6 +2359,7 @@ static PyMemberDef SmallState_members[] = {
     {"persist", T_UINT, offsetof(SmallState, persist), 0,
      "the most ranges a flush persists (PIP-299's max_unacked_ranges_to_persist; 0: all)"},
     MEMBER(truncated, T_UBYTE, "1 while its newest state holds only the lowest `persist` ranges"),
+    MEMBER(cut_record, T_OBJECT, "then, that state's record as written (None: not known)"),
     MEMBER(over_cap, T_UBYTE, "1 when it held more than `persist` ranges at its last flush in this process"),
     MEMBER(flushes, T_ULONGLONG, "flushes in the small form"),
     MEMBER(flush_bytes, T_ULONGLONG, "bytes they wrote (keys and values)"),
@@ -2690,6 +2694,12 @@ static void cut_back(SmallState *s, const Cut *keep) {
     s->nc = keep->nc, s->nb = keep->nb;
 }
 
+/* whether `o` holds, after its first `head` bytes, the very bytes of `record` (NULL: no) */
+static int same_record(PyObject *record, const Out *o, Py_ssize_t head) {
+    return record != NULL && o->len - head == PyBytes_GET_SIZE(record) &&
+           memcmp(o->b + head, PyBytes_AS_STRING(record), (size_t)(o->len - head)) == 0;
+}
+
 /* s, the `at`-th of those flush_small was given, has its state written now `cut` (PIP-299):
  * (at, whether it was not at its last flush, or the other way round) appended to `capped`
  * (when not NULL) when it is cut or that changed. 0; -1 with an exception */
@@ -2711,8 +2721,8 @@ static int watch_cap(SmallState *s, Py_ssize_t at, int cut, PyObject *capped) {
  * not written (small.base_puts writes it), else it is over), the trims of those whose state
  * trims appended to `trims` as (form, below, keep); those whose state the layout does not take
  * now are not written. One holding more ranges than `persist` writes the lowest of them alone
- * (cut_end), whole, in a slot (else, or when its cursor keeps history, it is over), and stays
- * dirty; (its index in `smalls`, flipped) is appended to `capped` for each one whose state is
+ * (cut_end), whole, in a slot (none when its newest state is that very record, cut_record: the
+ * cut holds; else, or when its cursor keeps history, it is over), and stays dirty; (its index in `smalls`, flipped) is appended to `capped` for each one whose state is
  * cut now, or was at its last flush and is not now
  * (flipped: the one or the other changed at this flush). The pairs go into one Puts
  * (_puts.c): no objects made a form. */
@@ -2794,6 +2804,10 @@ static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t n
                 if (PyList_Append(over, (PyObject *)s) < 0) goto fail;
                 continue;
             }
+            if (fits && cut && s->truncated && same_record(s->cut_record, &o, slot_head_len(seq, room))) {
+                if (watch_cap(s, i, cut, capped) < 0) goto fail; /* the cut persisted holds: nothing to write */
+                continue;
+            }
             if (!fits) {
                 long long top = top_entry(s); /* (state above M, in the line's first 64 ledgers: a bit each) */
                 int reach = s->md_e < top && (s->ns < 64 || top < (long long)s->span_o[63]);
@@ -2848,6 +2862,14 @@ static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t n
         Py_XDECREF(keeps);
         if (puts_add(puts, key, klen, o.b, o.len) < 0) goto fail;
         if (watch_cap(s, i, cut, capped) < 0) goto fail;
+        if (cut) { /* (in a slot: its record after the slot's head) */
+            Py_ssize_t head = slot_head_len(seq, room);
+            PyObject *record = PyBytes_FromStringAndSize((const char *)o.b + head, o.len - head);
+            if (record == NULL) goto fail;
+            Py_XSETREF(s->cut_record, record);
+        } else {
+            Py_CLEAR(s->cut_record);
+        }
         uint32_t nbytes = (uint32_t)(klen + o.len);
         s->c.untrimmed = below >= 0 ? 0 : s->c.untrimmed + nbytes;
         adopted(s, 1, nbytes, cut); /* (undo_small gives it back if the write fails) */
@@ -2880,6 +2902,7 @@ static PyObject *undo_small(PyObject *self, PyObject *list) {
             s->rec[__builtin_ctzll(s->c.recs)] = s->c.record;
         s->slots = s->undo & 3;
         s->truncated = (s->undo & UNDO_CUT) != 0;
+        Py_CLEAR(s->cut_record); /* (not known now: the next one is written) */
         s->persisted = s->undo_persisted;
         s->flushes--;
         s->flush_bytes -= s->last_bytes;

@@ -437,16 +437,20 @@ def test_a_cursor_that_keeps_history_over_its_cap_persists_the_lowest_ranges_too
         assert list(cur.ack_ranges()) == [(Position(1, 2), Position(1, 2)), (Position(1, 4), Position(1, 4))]
 
 
-def test_a_truncated_state_is_written_again_only_when_what_it_holds_changed(store_path: Path) -> None:
+@pytest.mark.parametrize("form", [True, False], ids=["small form", "parts"])
+def test_a_truncated_state_is_written_again_only_when_what_it_holds_changed(store_path: Path, form: bool) -> None:
     """Over the cap, a flush whose changes all lie above the cut (in later ledgers, or in
     the cut's ledger past its last range and the entry after it) writes nothing: the
-    newest truncated marker is what it would write again. An ack that lengthens the cut's
-    last range, an ack or a delivery count below the cut, or counts set by hand are written
-    by the next flush, and a crash keeps exactly what was written."""
+    newest truncated state is what it would write again (the parts' truncated marker, the
+    small form's state in a slot). An ack that lengthens the cut's last range, an ack or a
+    delivery count below the cut, or counts set by hand are written by the next flush, and
+    a crash keeps exactly what was written. The small form stays one throughout."""
     config = CursorConfig(max_unacked_ranges_to_persist=3, max_deliveries=5, max_individual_ack_cache_bytes=1 << 20)
     with AckStore.open(store_path) as store:
         cur = _cursor(store, config)
-        end_form(cur)  # (the parts' marker: the form cuts in a slot of its own)
+        if not form:
+            end_form(cur)
+        held = cur._core.small
         cur.ack([Position(1, e) for e in (1, 3, 5, 7, 9)])  # 5 ranges: the cut goes through ledger 1
         assert store.flush().bytes_written > 0 and cur.stats().truncated
         cur.ack([Position(2, 5), Position(3, 5)])  # above the cut's ledger: nothing to write again
@@ -472,6 +476,7 @@ def test_a_truncated_state_is_written_again_only_when_what_it_holds_changed(stor
         assert store.flush().bytes_written > 0
         cur.ack(Position(1, 20))
         assert store.flush().bytes_written == 0
+        assert cur._core.small is held and (held is not None) == form
         testing.crash(store)
     with AckStore.open(store_path) as store:
         cur = store.topic(T).cursor("sub")

@@ -37,7 +37,9 @@ it over a cap ends the form. A flush that finds more counts than the state layou
 (reads handed out and not acked yet) hands the cursor to its parts, which write it. A form
 holding more ranges than PIP-299 persists (its ``persist``) stays one: its flush writes the
 lowest of them alone, a whole state flagged truncated, into a slot (:func:`_cut_end`: the
-parts' rule), and it stays dirty, as its parts keep the ledger the cut goes through.
+parts' rule), and it stays dirty, as its parts keep the ledger the cut goes through; the
+next flush writes it again only when that state's record changed (``cut_record``: changes
+above the cut cost nothing, as the parts' ``Planner._cut_holds`` rules).
 
 The form's own chain (while :func:`set_form_chains` says so: on by default). A state a slot
 does not take (more ranges than a slot's ``STATE_MAX_RUNS``, or a record over
@@ -294,7 +296,7 @@ class PySmallState:
         "props", "_runs", "_counts", "_batches", "_undo", "_undo_persisted", "logged", "base", "marker", "deltas",
         "chain_bytes", "base_bytes", "tail", "fresh", "every", "_adds", "_counted", "_undo_chain", "record", "named",
         "cnamed", "untrimmed", "recs", "stale", "_rec", "budget", "passed", "low", "dropped", "persist", "truncated",
-        "over_cap",
+        "over_cap", "cut_record",
     )  # fmt: skip
 
     def __init__(
@@ -335,6 +337,9 @@ class PySmallState:
         """the most ranges a flush persists (PIP-299's ``max_unacked_ranges_to_persist``; 0: all)"""
         self.truncated = 0
         """1 while its newest state holds only the lowest :attr:`persist` ranges (:func:`_cut_end`)"""
+        self.cut_record: bytes | None = None
+        """then, that state's record as written (None: not known): a cut that holds, the same
+        record again, is not written again"""
         self.over_cap = 0
         """1 when it held more than :attr:`persist` ranges at its last flush in this process"""
         self.flushes = 0
@@ -1378,8 +1383,9 @@ def _py_flush_small(
     state marker within) goes to the form's chain as any state over a slot's bound, or, held
     past the line's 64th ledger or ``logged``, is not written and is listed instead (its
     cursor's parts take the state). One holding more ranges than its ``persist`` (PIP-299)
-    writes the lowest of them alone (:func:`_cut_end`), a whole state in a slot, or is over
-    (so is a ``logged`` one: its parts write its cut), and stays dirty; ``(its index in
+    writes the lowest of them alone (:func:`_cut_end`), a whole state in a slot (none when
+    its newest state is that very record, :attr:`~PySmallState.cut_record`: the cut holds),
+    or is over (so is a ``logged`` one: its parts write its cut), and stays dirty; ``(its index in
     smalls, flipped)`` is appended to ``capped`` (when given) for each one
     whose state is cut now, or was at its last flush and is not now (``flipped``: the one or
     the other changed at this flush). Returns the puts (a list of ``(key, value)``; the compiled twin's are the same
@@ -1430,6 +1436,9 @@ def _py_flush_small(
                 else:
                     over.append(s)  # the parts' to write
                 continue
+            if cut and s.truncated and record == s.cut_record:  # the cut persisted holds: nothing to write
+                _watch_cap(s, at, cut, capped)
+                continue
         _stash(s)
         if marked is not None:  # a marker of the form's chain
             value, full, due = marked
@@ -1463,6 +1472,7 @@ def _py_flush_small(
             trims.append((s, below, keeps))
         puts.append((key, value))
         _watch_cap(s, at, cut, capped)
+        s.cut_record = record if cut else None
         nbytes = len(key) + len(value)
         s.untrimmed = 0 if below >= 0 else s.untrimmed + nbytes
         _adopted(s, 1, nbytes, cut)  # (undo_small gives it back)
@@ -1518,6 +1528,7 @@ def _py_undo_small(smalls: list[Any]) -> None:
             s.base, s.marker, s.deltas, s.chain_bytes, s.base_bytes, s.tail, s.slot, s.record, s.untrimmed, s.slots,
             s.next_seq, s.recs, s.stale, s._rec, s.passed, s.truncated,
         ) = s._undo_chain  # fmt: skip
+        s.cut_record = None  # (not known now: the next one is written)
         s.persisted = s._undo_persisted
         s.flushes -= 1
         s.flush_bytes -= s.last_bytes
