@@ -2721,8 +2721,8 @@ static int watch_cap(SmallState *s, Py_ssize_t at, int cut, PyObject *capped) {
  * not written (small.base_puts writes it), else it is over), the trims of those whose state
  * trims appended to `trims` as (form, below, keep); those whose state the layout does not take
  * now are not written. One holding more ranges than `persist` writes the lowest of them alone
- * (cut_end), whole, in a slot (none when its newest state is that very record, cut_record: the
- * cut holds; else, or when its cursor keeps history, it is over), and stays dirty; (its index in `smalls`, flipped) is appended to `capped` for each one whose state is
+ * (cut_end), whole, in a slot or under its log key (none when its newest state is that very
+ * record, cut_record: the cut holds; a slot's that a slot does not take is over), and stays dirty; (its index in `smalls`, flipped) is appended to `capped` for each one whose state is
  * cut now, or was at its last flush and is not now
  * (flipped: the one or the other changed at this flush). The pairs go into one Puts
  * (_puts.c): no objects made a form. */
@@ -2776,10 +2776,6 @@ static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t n
             continue;
         }
         int cut = s->persist && ranges_over(s, s->persist); /* (PIP-299) */
-        if (cut && s->logged) { /* (a cut state of a cursor that keeps history: its parts write it) */
-            if (PyList_Append(over, (PyObject *)s) < 0) goto fail;
-            continue;
-        }
         unsigned long long seq = s->next_seq;
         unsigned char key[16];
         Py_ssize_t klen = 16;
@@ -2804,7 +2800,7 @@ static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t n
                 if (PyList_Append(over, (PyObject *)s) < 0) goto fail;
                 continue;
             }
-            if (fits && cut && s->truncated && same_record(s->cut_record, &o, slot_head_len(seq, room))) {
+            if (fits && cut && s->truncated && same_record(s->cut_record, &o, slot < 0 ? 0 : slot_head_len(seq, room))) {
                 if (watch_cap(s, i, cut, capped) < 0) goto fail; /* the cut persisted holds: nothing to write */
                 continue;
             }
@@ -2863,7 +2859,7 @@ static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t n
         if (puts_add(puts, key, klen, o.b, o.len) < 0) goto fail;
         if (watch_cap(s, i, cut, capped) < 0) goto fail;
         if (cut) { /* (in a slot: its record after the slot's head) */
-            Py_ssize_t head = slot_head_len(seq, room);
+            Py_ssize_t head = slot < 0 ? 0 : slot_head_len(seq, room);
             PyObject *record = PyBytes_FromStringAndSize((const char *)o.b + head, o.len - head);
             if (record == NULL) goto fail;
             Py_XSETREF(s->cut_record, record);

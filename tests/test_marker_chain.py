@@ -151,21 +151,26 @@ def test_a_cursor_reopened_into_its_parts_has_flushed_nothing_yet(tmp_path: Path
         assert (st.flushes, st.total_flush_bytes, st.last_flush_bytes) == (0, 0, 0)
 
 
-def test_a_truncated_state_reopened_into_its_parts_flushes_again(tmp_path: Path) -> None:
-    """A cursor over its PIP-299 cap that keeps history reopens into its parts with its cut
-    not known (the next flush over the cap writes it again): an ack above the cut flushes,
-    and the state persisted still holds the lowest ranges, as many as the cap."""
+@pytest.mark.parametrize("form", [True, False], ids=["small form", "parts"])
+def test_a_truncated_state_reopened_flushes_again(tmp_path: Path, form: bool) -> None:
+    """A cursor over its PIP-299 cap that keeps history reopens with its cut not known (into
+    the small form when that wrote it, a state marker under its log key; into its parts
+    when they wrote it, a truncated marker), so the next flush over the cap writes it
+    again: an ack above the cut flushes, and the state persisted still holds the lowest
+    ranges, as many as the cap."""
     path, cfg = tmp_path / "s", CursorConfig(max_unacked_ranges_to_persist=4, history_seconds=3600)
     with AckStore.open(path) as store:
         topic = store.topic("persistent://t/ns/cut")
         topic.add_ledger(1)
         cur = topic.cursor("c", cfg)
+        if not form:
+            end_form(cur)
         cur.ack([Position(1, e) for e in range(1, 40, 2)])
         store.flush()
-        assert cur.stats().persisted_ranges == 4
+        assert cur.stats().persisted_ranges == 4 and (cur._core.small is not None) == form
     with AckStore.open(path) as store:
         cur = store.topic("persistent://t/ns/cut").cursor("c", cfg)
-        assert cur._core.small is None and cur.stats().ack_range_count == 4
+        assert (cur._core.small is not None) == form and cur.stats().ack_range_count == 4
         cur.ack(Position(1, 100))
         assert store.flush().bytes_written > 0
         st = cur.stats()

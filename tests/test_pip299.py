@@ -419,22 +419,36 @@ def test_the_tools_read_a_cut_state_as_the_store_does(tmp_path: Path, capsys: py
     assert first.read_bytes() == second.read_bytes()
 
 
-def test_a_cursor_that_keeps_history_over_its_cap_persists_the_lowest_ranges_too(tmp_path: Path) -> None:
-    """A cursor that keeps history, in the small form, past its cap: its parts write the cut
-    (its states go under its log keys, each a point of its history), so PIP-299 holds for
-    it as for any other: truncated, the lowest ranges persisted, the rest lost to a crash."""
+@pytest.mark.parametrize("form", [True, False], ids=["small form", "parts"])
+def test_a_cursor_that_keeps_history_over_its_cap_persists_the_lowest_ranges_too(tmp_path: Path, form: bool) -> None:
+    """A cursor that keeps history, past its cap: PIP-299 holds for it as for any other
+    (truncated, the lowest ranges persisted, the rest lost to a crash), each state written a
+    point of its history, which restores to that cut; a flush whose changes all lie above
+    the cut writes nothing and takes no point. The small form stays one throughout (its
+    states under its log key), and does what the parts do."""
     config = CursorConfig(max_unacked_ranges_to_persist=2, history_seconds=3600)
     with AckStore.open(tmp_path / "s") as store:
         cur = _cursor(store, config)
         store.flush()
-        assert cur._core.small is not None and cur._core.small.logged
+        if not form:
+            end_form(cur)
+        held = cur._core.small
+        assert (held is not None and held.logged) == form
         cur.ack([Position(1, e) for e in (2, 4, 6, 8)])
-        store.flush()
+        assert store.flush().bytes_written > 0
         assert cur.stats().truncated and cur.stats().persisted_ranges == 2
+        points = len(cur.history())
+        cur.ack([Position(1, 10), Position(2, 3)])  # above the cut: nothing to write, no point
+        assert store.flush().bytes_written == 0 and len(cur.history()) == points
+        cur.ack(Position(1, 3))  # the cut's last range grows: 2..4
+        assert store.flush().bytes_written > 0 and len(cur.history()) == points + 1
+        cut = [(Position(1, 2), Position(1, 4)), (Position(1, 6), Position(1, 6))]
+        assert cur.snapshot_as_of(cur.history()[0].time).ranges == [(1, [(2, 4), (6, 6)])]
+        assert cur._core.small is held
         testing.crash(store)
     with AckStore.open(tmp_path / "s") as store:
         cur = store.topic(T).cursor("sub")
-        assert list(cur.ack_ranges()) == [(Position(1, 2), Position(1, 2)), (Position(1, 4), Position(1, 4))]
+        assert list(cur.ack_ranges()) == cut
 
 
 @pytest.mark.parametrize("form", [True, False], ids=["small form", "parts"])

@@ -1383,9 +1383,10 @@ def _py_flush_small(
     state marker within) goes to the form's chain as any state over a slot's bound, or, held
     past the line's 64th ledger or ``logged``, is not written and is listed instead (its
     cursor's parts take the state). One holding more ranges than its ``persist`` (PIP-299)
-    writes the lowest of them alone (:func:`_cut_end`), a whole state in a slot (none when
-    its newest state is that very record, :attr:`~PySmallState.cut_record`: the cut holds),
-    or is over (so is a ``logged`` one: its parts write its cut), and stays dirty; ``(its index in
+    writes the lowest of them alone (:func:`_cut_end`), a whole state in a slot or, ``logged``,
+    under its log key (none when its newest state is that very record,
+    :attr:`~PySmallState.cut_record`: the cut holds), or is over (a slot's that a slot does not
+    take), and stays dirty; ``(its index in
     smalls, flipped)`` is appended to ``capped`` (when given) for each one
     whose state is cut now, or was at its last flush and is not now (``flipped``: the one or
     the other changed at this flush). Returns the puts (a list of ``(key, value)``; the compiled twin's are the same
@@ -1410,9 +1411,6 @@ def _py_flush_small(
             over.append(s)
             continue
         cut = int(bool(s.persist) and s.range_count() > s.persist)  # (PIP-299)
-        if cut and s.logged:  # (a cut state of a cursor that keeps history: its parts write it)
-            over.append(s)
-            continue
         seq = s.next_seq
         key = log_key(s.cursor_id, seq)
         keeps: tuple[int, ...] = ()
