@@ -351,7 +351,7 @@ class CursorCore(Served):
                         if fits is None:  # (checked first as the parts check it: a bad one raises here)
                             checks = self._form_checks(small)
                             check_entries(checks.limit, checks.check, ledger, bitmap)
-                        if fits is not None:
+                        else:
                             store.small_list[small] = self
                             if not fits or small.limit_version < 0:
                                 self._after_form_ack(small, fits)

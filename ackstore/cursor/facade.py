@@ -109,7 +109,9 @@ class Cursor(FacadeFields):
         :class:`~ackstore.Dispatcher` (it counts by itself); each count after it, 0 for an acked
         position. All are checked first. Persisted by the next flush, like acks;
         ``durable=True`` flushes before returning (a flush per call)."""
-        counts = self._core.record_deliveries(positions, durable)
+        if type(durable) is not bool:
+            raise InvalidTypeError(f"durable must be a bool, got {durable!r}")
+        counts = self._core.record_deliveries(positions)
         if durable and any(counts):
             self._store.flush()
         return counts

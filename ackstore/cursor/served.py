@@ -208,20 +208,14 @@ class Served(ReadSide):
                         return
         self.edit(AckState.ack_batch_index, position, batch_size, indexes, served=True)
 
-    def record_deliveries(self, positions: Any, durable: Any = False) -> list[int]:
-        """``Cursor.record_deliveries`` (its arguments checked; ``durable``, the flush after
-        it, is the caller's): in the small form when it takes every position (one that takes
-        it over its cap ends the form), else by the parts."""
+    def record_deliveries(self, positions: Any) -> list[int]:
+        """``Cursor.record_deliveries`` (``durable``, the flush after it, is the caller's): in
+        the small form when it takes every position (one that takes it over its cap ends
+        the form), else by the parts."""
         try:
             items = list(positions)
         except TypeError:
             raise InvalidTypeError(f"positions must be an iterable of Position, got {positions!r}") from None
-        if type(durable) is not bool:
-            raise InvalidTypeError(f"durable must be a bool, got {durable!r}")
-        return self._counted(items)
-
-    def _counted(self, items: list[Any]) -> list[int]:
-        """:meth:`record_deliveries` of a list of positions."""
         with self._lock:
             small = self.small
             if small is not None:
