@@ -2721,8 +2721,9 @@ static int watch_cap(SmallState *s, Py_ssize_t at, int cut, PyObject *capped) {
  * not written (small.base_puts writes it), else it is over), the trims of those whose state
  * trims appended to `trims` as (form, below, keep); those whose state the layout does not take
  * now are not written. One holding more ranges than `persist` writes the lowest of them alone
- * (cut_end), whole, in a slot or under its log key (none when its newest state is that very
- * record, cut_record: the cut holds; a slot's that a slot does not take is over), and stays dirty; (its index in `smalls`, flipped) is appended to `capped` for each one whose state is
+ * (cut_end), whole, in a slot or under its log key (logged, or one a slot does not take, when
+ * `chains`: its chain's one marker; without, it is over), none when its newest state is that
+ * very record (cut_record: the cut holds), and stays dirty; (its index in `smalls`, flipped) is appended to `capped` for each one whose state is
  * cut now, or was at its last flush and is not now
  * (flipped: the one or the other changed at this flush). The pairs go into one Puts
  * (_puts.c): no objects made a form. */
@@ -2782,7 +2783,7 @@ static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t n
         put_log_key(key, s->cursor_id, seq);
         long long below = -1;
         PyObject *keeps = NULL; /* (the records a trim below `below` keeps: the chain's, or the one before) */
-        int full = 0, due = 0, slot = -1;
+        int full = 0, due = 0, slot = -1, logs = 0;
         int done = s->logged || cut ? 0 : marker_value(s, (uint32_t)version, most_acks, &o, &full, &due);
         Py_ssize_t room = 0;
         if (done < 0) goto fail;
@@ -2794,9 +2795,13 @@ static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t n
             int fits = many || (!s->logged && (max_runs < 0 || ranges_over(s, (unsigned long long)max_runs)))
                            ? 0
                            : slot_value(s, slot, key, (uint32_t)version, room, max_bytes, cut, &o);
+            if (fits == 0 && cut && chains && !s->logged) { /* a cut state a slot does not take: under its log key */
+                logs = 1, slot = -1;
+                fits = slot_value(s, -1, key, (uint32_t)version, 0, PY_SSIZE_T_MAX, cut, &o);
+            }
             if (cut) cut_back(s, &keep);
             if (fits < 0) goto fail;
-            if (!fits && cut) { /* (a cut state a slot does not take: the parts' to write) */
+            if (!fits && cut) { /* (a cut state a slot does not take, without chains: the parts' to write) */
                 if (PyList_Append(over, (PyObject *)s) < 0) goto fail;
                 continue;
             }
@@ -2831,6 +2836,15 @@ static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t n
             s->named = s->na, s->cnamed = s->ncd;
         } else if (s->logged) { /* a cursor that keeps history: its state under its log key, as the parts' */
             if (written != NULL && PyList_Append(written, (PyObject *)s) < 0) goto fail;
+        } else if (logs) { /* a cut state a slot does not take: whole, under its log key, its chain's one marker */
+            if (s->c.base >= 0) { /* (the marker before stays, and its records: below it goes) */
+                if ((keeps = records_of(&s->c, s->rec)) == NULL) goto fail;
+                below = s->c.base, s->slots = 0;
+            }
+            s->c.base = s->c.marker = (long long)seq, s->c.record = -1;
+            s->c.tail = 0, s->c.deltas = 0, s->c.chain_bytes = 0, s->c.recs = 0, s->c.stale = 0;
+            s->c.base_bytes = (unsigned long long)o.len;
+            unchain(s);
         } else { /* a state slot */
             klen = 10;
             if (s->c.base >= 0) { /* leaving the chain: what lies below its full marker goes but its records */

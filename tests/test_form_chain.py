@@ -134,6 +134,7 @@ OPS = st.one_of(
     from_parts=st.booleans(),
     max_acks=st.sampled_from([2, 9, 40]),
     max_runs=st.sampled_from([MAX_RUNS, MAX_RUNS, -1]),
+    persist=st.sampled_from([0, 0, 3, 7]),
     ops=st.lists(OPS, min_size=20, max_size=80),
 )
 def test_the_twins_write_one_chain_and_it_recovers_to_the_forms_state(
@@ -142,19 +143,23 @@ def test_the_twins_write_one_chain_and_it_recovers_to_the_forms_state(
     from_parts: bool,
     max_acks: int,
     max_runs: int,
+    persist: int,
     ops: list[tuple[str, Any, int]],
 ) -> None:
     """Both twins through the same acks, delivery counts, partial batches, rollovers, resets,
     flushes and undone flushes (a slot taking at most two ranges: the chain most of the
     time) hold the same fields and write the same pairs and trims; after every flush, the
     log as the write leaves it (its trims applied) recovers to the form's mark-delete
-    position, runs and delivery counts, and a delta marker is never the first state of a
-    chain nor past ``every`` of them."""
+    position, runs and delivery counts, or, over its PIP-299 cap (``persist``), to the
+    lowest ``persist`` ranges of them and the counts below the last (a cut state a slot
+    does not take is one state marker under its log key); a delta marker is never the
+    first state of a chain nor past ``every`` of them."""
     runs = [(e, e) for e in sorted(start) if e % 2 == 0 and e > 1]
     forms = [impl.SmallState(CID, LEDGER, 0, 5, 0, 1, runs, 1 << 12) for impl in IMPLEMENTATIONS]
     logs: list[dict[bytes, bytes]] = []
     for s in forms:
         s.every = every
+        s.persist = persist
         s.base = -2 if from_parts else -1
         assert not s.bound(0, (), 200)
         logs.append({})
@@ -230,9 +235,31 @@ def test_the_twins_write_one_chain_and_it_recovers_to_the_forms_state(
         assert all(_chain(s) == _chain(forms[0]) for s in forms), [_chain(s) for s in forms]
         for s in forms:
             check_small(s, (LEDGER, -1))
-        if written and op in ("flush", "undo") and not forms[0].dirty:
+        cut = op == "flush" and forms[0].truncated and not outs[0][2]  # (a cut state written now, or that holds)
+        if written and op in ("flush", "undo") and (not forms[0].dirty or cut):
             assert all(log == logs[0] for log in logs)
-            assert _recovered(logs[0]) == _held(forms[0])
+            held = _held(forms[0])
+            assert _recovered(logs[0]) == (_cut(held, persist) if cut else held)
+
+
+def _cut(held: tuple[tuple[int, int], dict[int, Any], dict[int, Any]], persist: int) -> tuple[Any, ...]:
+    """What a PIP-299 flush persists of the state ``held`` (:func:`_held`'s): its lowest
+    ``persist`` ranges, ledger by ledger, with the delivery counts of each ledger all of
+    whose ranges are persisted, and of the one the cut goes through those below it."""
+    md, runs, counts = held
+    left, kept, kept_counts = persist, {}, {}
+    for ledger in sorted(runs.keys() | counts.keys()):
+        if left <= 0:
+            break
+        mine = list(runs.get(ledger, ()))
+        end = mine[left - 1][1] if len(mine) > left else None  # (the cut goes through it, after that range)
+        if mine[:left]:
+            kept[ledger] = mine[:left]
+        left -= len(mine)
+        mine_counts = {e: n for e, n in counts.get(ledger, {}).items() if end is None or e < end}
+        if mine_counts:
+            kept_counts[ledger] = mine_counts
+    return md, kept, kept_counts
 
 
 @pytest.mark.parametrize("impl", IMPLEMENTATIONS, ids=["pure", "native"][: len(IMPLEMENTATIONS)])
@@ -260,6 +287,56 @@ def test_a_form_never_written_begins_its_chain_with_a_first_state_over_a_slot(im
     puts, _, over = _flush(impl, s, trims)
     assert [k for k, _ in puts] == [records.log_key(CID, 1), records.log_key(CID, 2)] and over == []
     assert records.decode_marker(puts[1][1], 2).prev == 0
+
+
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS, ids=["pure", "native"][: len(IMPLEMENTATIONS)])
+def test_a_cut_state_a_slot_does_not_take_is_one_state_marker_under_its_log_key(impl: Any) -> None:
+    """Over its PIP-299 cap with more ranges persisted than a slot takes, the form writes its
+    cut state whole, as a truncated state marker under its next log key (a chain of that
+    one marker: no delta marker follows it), and stays dirty; while the cut holds nothing
+    is written; a change below it writes the cut again and trims below the one before,
+    which stays; an undone flush gives the chain back; back under the cap, the state goes
+    to a slot again and the log keys go."""
+    s = impl.SmallState(CID, LEDGER, 9, 5, 0, 1, [], 1 << 12)
+    s.persist = 3
+    assert not s.bound(0, (), 300)
+    for e in (11, 13, 15, 17, 19):  # 5 ranges, 3 persisted: more than a slot takes here
+        s.ack_range(e, e)
+    log: dict[bytes, bytes] = {}
+
+    def flush() -> tuple[list[tuple[bytes, bytes]], list[Any]]:
+        trims: list[Any] = []
+        puts, _, over = _flush(impl, s, trims)
+        assert over == []
+        for _, below, keeps in trims:
+            _trim(log, below, keeps)
+        log.update(puts)
+        return puts, [(below, keeps) for _, below, keeps in trims]
+
+    assert flush() == ([(records.log_key(CID, 5), log[records.log_key(CID, 5)])], [])
+    marker = records.decode_marker(log[records.log_key(CID, 5)], 5)
+    assert marker.truncated and marker.full and marker.ledgers is not None
+    assert (s.base, s.marker, s.deltas, s.fresh, s.dirty, s.truncated) == (5, 5, 0, 1, 1, 1)
+    assert _recovered(log) == ((LEDGER, 9), {LEDGER: [(11, 11), (13, 13), (15, 15)]}, {})
+    s.ack_range(21, 21)  # above the cut: it holds
+    assert flush() == ([], []) and s.dirty
+    s.ack_range(12, 12)  # below it: 11..13, 15, 17
+    puts, trims = flush()
+    assert [k for k, _ in puts] == [records.log_key(CID, 6)] and trims == [(5, ())]
+    assert sorted(log) == [records.log_key(CID, 5), records.log_key(CID, 6)]
+    assert _recovered(log) == ((LEDGER, 9), {LEDGER: [(11, 13), (15, 15), (17, 17)]}, {})
+    before = _chain(s)
+    s.ack_range(14, 14)  # 11..15, 17, 19, 21: still cut
+    flush()
+    impl.undo_small([s])  # (the write failed: its log as before)
+    del log[records.log_key(CID, 7)]
+    assert _chain(s)[:11] == before[:11] and s.dirty
+    s.ack_range(16, 20)  # 11..21: one range, a slot's
+    puts, trims = flush()
+    assert [k for k, _ in puts] == [records.slot_key(CID, 1)] and trims == [(6, ())]
+    assert (s.base, s.tail, s.truncated) == (-1, 1, 0)
+    assert _recovered(log) == ((LEDGER, 9), {LEDGER: [(11, 21)]}, {})
+    check_small(s, (LEDGER, 9))
 
 
 @pytest.mark.parametrize("impl", IMPLEMENTATIONS, ids=["pure", "native"][: len(IMPLEMENTATIONS)])

@@ -8,7 +8,7 @@ import pytest
 
 from ackstore import AckStore, CursorConfig, InvalidArgumentError, Position, testing
 
-from .forms import end_form
+from .forms import end_form, sealed_topic
 
 T = "persistent://t/ns/pip299"
 
@@ -497,3 +497,33 @@ def test_a_truncated_state_is_written_again_only_when_what_it_holds_changed(stor
         assert cur.mark_delete_position == Position(1, 1)
         assert list(cur.ack_ranges()) == [(Position(1, e), Position(1, f)) for e, f in ((3, 7), (9, 9), (11, 11))]
         assert cur.delivery_count(Position(1, 2)) == 2 and cur.delivery_count(Position(1, 4)) == 0
+
+
+@pytest.mark.parametrize("form", [True, False], ids=["small form", "parts"])
+def test_a_truncated_state_over_a_slots_bound_stays_in_the_form_and_is_written_when_it_changed(
+    store_path: Path, form: bool
+) -> None:
+    """Over the cap, with more ranges persisted than a state slot takes (600 of 700 here,
+    a slot taking 512): the small form writes its cut state whole under its log key and
+    stays the form; a flush whose changes all lie above the cut writes nothing, one below
+    it writes the cut again, and a crash keeps exactly the lowest 600 ranges, as the
+    parts' truncated marker does."""
+    config = CursorConfig(max_unacked_ranges_to_persist=600, max_individual_ack_cache_bytes=1 << 22)
+    with AckStore.open(store_path) as store:
+        cur = sealed_topic(store, T, 1, 5000).cursor("sub", config)
+        if not form:
+            end_form(cur)
+        held = cur._core.small
+        cur.ack([Position(1, e) for e in range(1, 1400, 2)])  # 700 ranges: the cut after the 600th
+        assert store.flush().bytes_written > 0 and cur.stats().truncated
+        cur.ack([Position(1, 1401), Position(2, 5)])  # above the cut: nothing to write again
+        assert store.flush().bytes_written == 0
+        cur.ack(Position(1, 2))  # below it: the first range is 1..3 now
+        assert store.flush().bytes_written > 0
+        assert store.flush().bytes_written == 0
+        assert cur._core.small is held and (held is not None) == form
+        testing.crash(store)
+    with AckStore.open(store_path) as store:
+        ranges = list(store.topic(T).cursor("sub").ack_ranges())
+        assert len(ranges) == 600 and ranges[0] == (Position(1, 1), Position(1, 3))
+        assert ranges[1:] == [(Position(1, e), Position(1, e)) for e in range(5, 1202, 2)]

@@ -36,10 +36,12 @@ delivery counts and partial batches than :data:`COUNT_CAP`; an ack or a delivery
 it over a cap ends the form. A flush that finds more counts than the state layout takes
 (reads handed out and not acked yet) hands the cursor to its parts, which write it. A form
 holding more ranges than PIP-299 persists (its ``persist``) stays one: its flush writes the
-lowest of them alone, a whole state flagged truncated, into a slot (:func:`_cut_end`: the
-parts' rule), and it stays dirty, as its parts keep the ledger the cut goes through; the
-next flush writes it again only when that state's record changed (``cut_record``: changes
-above the cut cost nothing, as the parts' ``Planner._cut_holds`` rules).
+lowest of them alone, a whole state flagged truncated, into a slot, or, when a slot does
+not take it, under its next log key, the one marker of a chain of its own, which no delta
+marker follows (:func:`_cut_end`: the parts' rule), and it stays dirty, as its parts keep
+the ledger the cut goes through; the next flush writes it again only when that state's
+record changed (``cut_record``: changes above the cut cost nothing, as the parts'
+``Planner._cut_holds`` rules).
 
 The form's own chain (while :func:`set_form_chains` says so: on by default). A state a slot
 does not take (more ranges than a slot's ``STATE_MAX_RUNS``, or a record over
@@ -1383,10 +1385,11 @@ def _py_flush_small(
     state marker within) goes to the form's chain as any state over a slot's bound, or, held
     past the line's 64th ledger or ``logged``, is not written and is listed instead (its
     cursor's parts take the state). One holding more ranges than its ``persist`` (PIP-299)
-    writes the lowest of them alone (:func:`_cut_end`), a whole state in a slot or, ``logged``,
-    under its log key (none when its newest state is that very record,
-    :attr:`~PySmallState.cut_record`: the cut holds), or is over (a slot's that a slot does not
-    take), and stays dirty; ``(its index in
+    writes the lowest of them alone (:func:`_cut_end`), a whole state in a slot or under its
+    log key (``logged``, or one a slot does not take, when ``chains``: then the one marker of
+    its chain, which trims below the full marker before it but its records), none when its
+    newest state is that very record (:attr:`~PySmallState.cut_record`: the cut holds), and
+    stays dirty (without ``chains``, one a slot does not take is over); ``(its index in
     smalls, flipped)`` is appended to ``capped`` (when given) for each one
     whose state is cut now, or was at its last flush and is not now (``flipped``: the one or
     the other changed at this flush). Returns the puts (a list of ``(key, value)``; the compiled twin's are the same
@@ -1416,23 +1419,24 @@ def _py_flush_small(
         keeps: tuple[int, ...] = ()
         below = -1
         marked = None if s.logged or cut else _marker_record(s, version, max_acks)
+        loggable = bool(cut and chains and not s.logged)  # (a cut state a slot does not take: under its log key)
+        logs = False
         if marked is None:
             held = _cut_view(s, _cut_end(s, s.persist)) if cut else None
             try:
                 many = s.nc + s.nb > max_counts  # more than a slot's layout takes
-                record = b"" if many else _state_record(s, version, cut)
+                record = b"" if many and not loggable else _state_record(s, version, cut)
                 wide = not s.logged and s.range_count() > max_runs
             finally:
                 if held is not None:
                     s._runs, s._counts, s._batches = held
-            if many or len(record) > max_bytes or wide:  # not a slot's
-                if cut:
-                    over.append(s)  # (a cut state a slot does not take: the parts' to write)
-                elif chains and based is not None and not s.logged and _chainable(s):
+            logs = loggable and (many or len(record) > max_bytes or wide)
+            if not logs and (many or len(record) > max_bytes or wide):  # not a slot's
+                if not cut and chains and based is not None and not s.logged and _chainable(s):
                     _watch_cap(s, at, 0, capped)
                     based.append(s)  # a new chain: base_puts writes it
                 else:
-                    over.append(s)  # the parts' to write
+                    over.append(s)  # the parts' to write (a cut one, without chains or logged, among them)
                 continue
             if cut and s.truncated and record == s.cut_record:  # the cut persisted holds: nothing to write
                 _watch_cap(s, at, cut, capped)
@@ -1453,6 +1457,14 @@ def _py_flush_small(
             value = record
             if written is not None:
                 written.append(s)
+        elif logs:  # a cut state a slot does not take: whole, under its log key, its chain's one marker
+            value = record
+            if s.base >= 0:  # (the marker before stays, and its records: below it goes)
+                below, keeps, s.slots = s.base, _records(s), 0
+            s.base = s.marker = seq
+            s.tail = s.deltas = s.chain_bytes = s.recs = s.stale = 0
+            s.base_bytes, s.record, s._rec = len(value), -1, [-1] * 64
+            s.unchain()
         else:  # a state slot
             slot, room = next_slot(s.slot, s.slots, reserve)
             key = slot_key(s.cursor_id, slot)
