@@ -507,7 +507,7 @@ def test_a_truncated_state_over_a_slots_bound_stays_in_the_form_and_is_written_w
     a slot taking 512): the small form writes its cut state whole under its log key and
     stays the form; a flush whose changes all lie above the cut writes nothing, one below
     it writes the cut again, and a crash keeps exactly the lowest 600 ranges, as the
-    parts' truncated marker does."""
+    parts' truncated marker does. Reopened, the form's state marker opens into the form."""
     config = CursorConfig(max_unacked_ranges_to_persist=600, max_individual_ack_cache_bytes=1 << 22)
     with AckStore.open(store_path) as store:
         cur = sealed_topic(store, T, 1, 5000).cursor("sub", config)
@@ -523,7 +523,14 @@ def test_a_truncated_state_over_a_slots_bound_stays_in_the_form_and_is_written_w
         assert store.flush().bytes_written == 0
         assert cur._core.small is held and (held is not None) == form
         testing.crash(store)
-    with AckStore.open(store_path) as store:
-        ranges = list(store.topic(T).cursor("sub").ack_ranges())
-        assert len(ranges) == 600 and ranges[0] == (Position(1, 1), Position(1, 3))
-        assert ranges[1:] == [(Position(1, e), Position(1, e)) for e in range(5, 1202, 2)]
+    for first in (3, 5):  # (reopened into the form, then written as a chain of records, reopened again)
+        with AckStore.open(store_path) as store:
+            cur = store.topic(T).cursor("sub")
+            ranges = list(cur.ack_ranges())
+            assert (cur._core.small is not None) == (form or first == 5)  # (the parts' truncated marker: recovery's)
+            assert ranges[0] == (Position(1, 1), Position(1, first))
+            assert ranges[1:] == [(Position(1, e), Position(1, e)) for e in range(first + 2, 1202, 2)]
+            if first == 3:
+                cur.ack(Position(1, 4))  # 1..5: 599 ranges, all persisted again
+                assert store.flush().bytes_written > 0
+            testing.crash(store)

@@ -1996,21 +1996,28 @@ def small_opened(
     lines: Callable[[int], Any] | None = None,
 ) -> OpenedForm | None:
     """The small form of a cursor opened from a log that is only its state slots (``values``:
-    theirs, :func:`ackstore.storage.log.slot_values`), or, for a cursor that keeps history,
-    from its newest record under a log key (``logged``: ``(seq, record)``,
-    :func:`ackstore.storage.log.newest_logged`) and its slots, with the open's report; None
+    theirs, :func:`ackstore.storage.log.slot_values`), or from its newest record under a log
+    key (``logged``: ``(seq, record)``, :func:`ackstore.storage.log.newest_logged`) and its
+    slots: for a cursor that keeps history, its newest state; for another, a state marker
+    newer than its slots (a cut state a slot did not take: its chain's one marker, which
+    the form adopts), with the open's report; None
     when its newest state is outside the form (then the cursor is recovered as any other):
     :func:`small_of`'s rule, on the state as the slot holds it (:data:`small_of_slots`), and
     M's ledger in the directory with nothing at or past its durable bound. ``lines``: as
     :func:`form_read` takes it. O(its ranges and counts)."""
     started = time.perf_counter()
     cap = _cap(config)
-    if cap < 0 or bool(config.history_seconds) != (logged is not None):
+    if cap < 0 or (config.history_seconds and logged is None):
         return None  # (a history cursor's newest state is under a log key: asked for with it)
     line = line_memo(directory) if lines is None else lines
     s = small_of_slots(cursor_id, *values, FORMAT_VERSION, cap, lambda md_l: (b := line(md_l)) and b[:2], logged)
     if s is None:
         return None
+    if logged is not None and not config.history_seconds:  # its chain's one marker, when its newest state
+        if not _CHAINS[0] or s.next_seq - 1 != logged[0]:  # (a slot's newer: log keys lie under it, recovery's)
+            return None
+        s.logged, s.base = 0, -2
+        s.adopt(logged[0], logged[0], -1, len(logged[1]))
     _settle(s, config)
     try:
         if s.props:
