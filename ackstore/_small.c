@@ -74,6 +74,10 @@ typedef struct {
     PyObject *cut_record;           /* ... and then, that state's record as written (bytes; NULL: not known):
                                        a cut that holds, the same record again, is not written again */
     uint8_t over_cap;               /* it held more than `persist` at its last flush in this process */
+    unsigned long long touched;     /* the lowest entry changed since its last flush (UNTOUCHED: none; 0:
+                                       M, the line or the properties), and ... */
+    unsigned long long cut_at;      /* ... the end of the cut that state holds (cut_end's): a change above it
+                                       leaves the cut as it is (the record need not be made to see it) */
     uint32_t *counts; /* 2 * nc: entry, count, in `cbuf` (room for `croom`; NULL while it never held one),
                          after the room the counts dropped before them left (taken back when inserts need it) */
     uint32_t *cbuf;
@@ -472,6 +476,14 @@ static inline void unchain(SmallState *s) {
     s->na = s->ncd = s->named = s->cnamed = 0;
     s->c.passed = s->dropped = 0;
     s->low = -1;
+}
+
+#define UNTOUCHED (ENTRY_MAX + 2ULL)
+
+/* the form changed at entry `e` (0: M, the line or the properties) */
+static inline void touch(SmallState *s, unsigned long long e) {
+    s->dirty = 1;
+    if (e < s->touched) s->touched = e;
 }
 
 /* the chain's next state may be a delta marker (the last marker named every change): its
@@ -884,7 +896,7 @@ static void rebase(SmallState *s) {
         passed(s);
     }
     s->limit_version = -1;
-    s->dirty = 1;
+    touch(s, 0);
 }
 
 /* M just moved on within its ledger (or into it: a rebase): while that ledger's record stands in
@@ -958,7 +970,7 @@ static int ack_run(SmallState *s, long long f, long long l) {
         drop_counts(s, (unsigned long long)f, (unsigned long long)l); /* an acked entry has no count, */
         drop_batches(s, (unsigned long long)f, (unsigned long long)l);  /* ... no partial batch */
         if (s->nb != nb) unchain(s); /* (a partial batch gone: the chain's record still holds it) */
-        s->dirty = 1;
+        touch(s, (unsigned long long)f);
         advance(s);
     }
     return 0;
@@ -1384,7 +1396,7 @@ static PyObject *deliver(SmallState *s, PyObject *items, PyObject *values) {
                 return NULL;
             }
             n = s->counts[2 * j + 1];
-            s->dirty = 1;
+            touch(s, (unsigned long long)e);
             if (!s->fresh) count_since(s, (uint32_t)e);
         }
         PyObject *v = PyLong_FromLongLong(n);
@@ -1487,14 +1499,14 @@ static PyObject *SmallState_ack_batch(SmallState *s, PyObject *const *args, Py_s
         rc = ack_run(s, e, e); /* (its partial batch goes with the ack) */
     } else if (!has) {
         rc = insert_batch(s, i, e, size, mask);
-        s->dirty = 1;
+        touch(s, (unsigned long long)e);
         unchain(s);
     } else {
         int same = PyObject_RichCompareBool(mask, s->bmask[i], Py_EQ);
         if (same < 0) rc = -1;
         else if (!same) {
             Py_SETREF(s->bmask[i], Py_NewRef(mask));
-            s->dirty = 1;
+            touch(s, (unsigned long long)e);
             unchain(s);
         }
     }
@@ -1946,7 +1958,7 @@ static PyObject *SmallState_reset(SmallState *s, PyObject *const *args, Py_ssize
     runs_clear(s);
     s->nc = s->cdead = 0, s->ns = 0;
     s->limit = -1, s->limit_version = -1;
-    s->dirty = 1;
+    touch(s, 0);
     unchain(s);
     Py_RETURN_NONE;
 }
@@ -2012,7 +2024,7 @@ static PyObject *SmallState_set_props(SmallState *s, PyObject *packed) {
         return NULL;
     }
     Py_SETREF(s->props, Py_NewRef(packed));
-    s->dirty = 1;
+    touch(s, 0);
     Py_RETURN_NONE;
 }
 
@@ -2361,6 +2373,8 @@ static PyMemberDef SmallState_members[] = {
     MEMBER(truncated, T_UBYTE, "1 while its newest state holds only the lowest `persist` ranges"),
     MEMBER(cut_record, T_OBJECT, "then, that state's record as written (None: not known)"),
     MEMBER(over_cap, T_UBYTE, "1 when it held more than `persist` ranges at its last flush in this process"),
+    MEMBER(touched, T_ULONGLONG, "the lowest entry changed since its last flush (UNTOUCHED: none; 0: M, the line or the properties)"),
+    MEMBER(cut_at, T_ULONGLONG, "the end of the cut its newest state holds, while truncated"),
     MEMBER(flushes, T_ULONGLONG, "flushes in the small form"),
     MEMBER(flush_bytes, T_ULONGLONG, "bytes they wrote (keys and values)"),
     MEMBER(last_bytes, T_UINT, "bytes the last one wrote"),
@@ -2644,6 +2658,7 @@ static void stash(SmallState *s) {
  * state holds only the lowest `persist` ranges, and the form stays to be flushed, as its parts
  * keep a ledger the cap cut dirty) */
 static void adopted(SmallState *s, unsigned long long seqs, uint32_t nbytes, int cut) {
+    s->touched = UNTOUCHED;
     s->next_seq += seqs;
     s->dirty = s->truncated = (uint8_t)cut;
     s->persisted = cut ? s->persist : s->n + (uint32_t)crossing(s);
@@ -2784,13 +2799,18 @@ static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t n
         long long below = -1;
         PyObject *keeps = NULL; /* (the records a trim below `below` keeps: the chain's, or the one before) */
         int full = 0, due = 0, slot = -1, logs = 0;
+        unsigned long long end = cut ? cut_end(s, s->persist) : 0; /* (the cut's end on the line) */
         int done = s->logged || cut ? 0 : marker_value(s, (uint32_t)version, most_acks, &o, &full, &due);
         Py_ssize_t room = 0;
         if (done < 0) goto fail;
         if (!done) { /* the whole state: under its log key (logged), in a slot, or not here */
             if (!s->logged) slot = next_slot(s->slot, s->slots, first_room, &room);
+            if (cut && s->truncated && s->cut_record != NULL && s->touched > end && end == s->cut_at) {
+                if (watch_cap(s, i, cut, capped) < 0) goto fail; /* nothing changed up to the cut: it holds */
+                continue;
+            }
             Cut keep = {0, 0, 0, 0};
-            if (cut) cut_view(s, cut_end(s, s->persist), &keep);
+            if (cut) cut_view(s, end, &keep);
             int many = (Py_ssize_t)(counts_held(s) + s->nb) > max_counts; /* more than a slot's layout takes */
             int wide = !s->logged && (max_runs < 0 || ranges_over(s, (unsigned long long)max_runs));
             int fits = 0;
@@ -2810,6 +2830,7 @@ static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t n
             }
             if (fits && cut && s->truncated && same_record(s->cut_record, &o, slot < 0 ? 0 : slot_head_len(seq, room))) {
                 if (watch_cap(s, i, cut, capped) < 0) goto fail; /* the cut persisted holds: nothing to write */
+                s->touched = UNTOUCHED, s->cut_at = end;
                 continue;
             }
             if (!fits) {
@@ -2886,6 +2907,7 @@ static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t n
         uint32_t nbytes = (uint32_t)(klen + o.len);
         s->c.untrimmed = below >= 0 ? 0 : s->c.untrimmed + nbytes;
         adopted(s, 1, nbytes, cut); /* (undo_small gives it back if the write fails) */
+        s->cut_at = end;
         total += nbytes;
     }
     PyMem_Free(o.b);
@@ -2919,7 +2941,7 @@ static PyObject *undo_small(PyObject *self, PyObject *list) {
         s->persisted = s->undo_persisted;
         s->flushes--;
         s->flush_bytes -= s->last_bytes;
-        s->dirty = 1;
+        touch(s, 0);
         unchain(s);
         s->undo = 0;
     }

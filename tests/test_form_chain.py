@@ -83,7 +83,8 @@ def _held(s: Any) -> tuple[tuple[int, int], dict[int, Any], dict[int, Any]]:
 def _chain(s: Any) -> tuple[Any, ...]:
     return (
         s.base, s.marker, s.deltas, s.chain_bytes, s.base_bytes, s.tail, s.fresh, s.every, s.slot, s.slots,
-        s.next_seq, s.md_l, s.md_e, s.runs(), s.counts(), s.batches(), s.dirty, s.persisted, s.spans,
+        s.next_seq, s.md_l, s.md_e, s.runs(), s.counts(), s.batches(), s.dirty, s.persisted, s.spans, s.touched,
+        s.cut_at,
     )  # fmt: skip
 
 

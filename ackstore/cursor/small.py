@@ -298,7 +298,7 @@ class PySmallState:
         "props", "_runs", "_counts", "_batches", "_undo", "_undo_persisted", "logged", "base", "marker", "deltas",
         "chain_bytes", "base_bytes", "tail", "fresh", "every", "_adds", "_counted", "_undo_chain", "record", "named",
         "cnamed", "untrimmed", "recs", "stale", "_rec", "budget", "passed", "low", "dropped", "persist", "truncated",
-        "over_cap", "cut_record",
+        "over_cap", "cut_record", "touched", "cut_at",
     )  # fmt: skip
 
     def __init__(
@@ -344,6 +344,10 @@ class PySmallState:
         record again, is not written again"""
         self.over_cap = 0
         """1 when it held more than :attr:`persist` ranges at its last flush in this process"""
+        self.touched = 0
+        """the lowest entry changed since its last flush (:data:`UNTOUCHED`: none; 0: M, the line, props)"""
+        self.cut_at = 0
+        """the end of the cut its newest state holds (:func:`_cut_end`'s): none above it changes the cut"""
         self.flushes = 0
         """flushes in the small form"""
         self.flush_bytes = 0
@@ -513,7 +517,7 @@ class PySmallState:
             _ack_run(self, entry, entry)
         elif old is None or mask != old[1]:
             self._batches[entry] = (size, mask)
-            self.dirty = 1
+            _touch(self, entry)
             self.unchain()
         return self.fits()
 
@@ -554,7 +558,7 @@ class PySmallState:
         self.md_l, self.md_e, self.rp_e, self.rp_i = ledger, entry - 1, entry, 0
         self._runs, self._counts, self._batches, self.spans = [], {}, {}, ()
         self.limit = self.limit_version = -1
-        self.dirty = 1
+        _touch(self, 0)
         self.unchain()
 
     def range_count(self) -> int:
@@ -610,14 +614,23 @@ class PySmallState:
     def ack_positions(self, items: Any) -> bool | None:
         """``Cursor.ack`` of a list of positions, when the form takes every one (a Position or
         a ``(ledger, entry)`` tuple of ints: ``small_span.form_entry``, within the bound
-        :meth:`bound` gave): each acked in order, and whether the state still fits; None,
-        changing nothing, when one is not (the parts check and take them). O(items x runs)."""
+        :meth:`bound` gave): each acked in order, those that follow one another as one run
+        (as the compiled twin acks them), and whether the state still fits; None, changing
+        nothing, when one is not (the parts check and take them). O(items x runs)."""
         if form_entries(self, items) is None:
             return None
+        first = last = -2
         for ledger, entry in items:
-            x = form_entry(self, ledger, entry)
-            if x >= 0:  # (else M moved on past every entry of its ledger)
-                _ack_run(self, x, x)
+            x = form_entry(self, ledger, entry)  # (as the line stands after the runs acked before it)
+            if x >= 0 and x == last + 1:
+                last = x
+                continue
+            if first >= 0:
+                _ack_run(self, first, last)
+                x = form_entry(self, ledger, entry)
+            first = last = x if x >= 0 else -2  # (-2: M moved on past every entry of its ledger)
+        if first >= 0:
+            _ack_run(self, first, last)
         return self.fits()
 
     def deliver_positions(self, items: Any) -> list[int] | None:
@@ -696,7 +709,8 @@ class PySmallState:
         """The properties, packed as the state layout writes them (b"": none); the form changed."""
         if type(packed) is not bytes:
             raise TypeError(f"properties are packed bytes, not {packed!r}")
-        self.props, self.dirty = packed, 1
+        self.props = packed
+        _touch(self, 0)
 
     def unchain(self) -> None:
         """The next state cannot be a marker naming the chain's record (anything but acks and
@@ -717,6 +731,17 @@ class PySmallState:
     def took_base(self, version: int, written: int, nbytes: int) -> tuple[bytes, int, tuple[int, ...]] | None:
         """A flush wrote records of the chain's new base: :func:`_took_base` says it all."""
         return _took_base(self, version, written, nbytes)
+
+
+UNTOUCHED = _ENTRY_MAX + 2
+"""a form's ``touched`` when nothing changed since its last flush"""
+
+
+def _touch(s: PySmallState, entry: int) -> None:
+    """The form ``s`` changed at ``entry`` (0: M, the line or the properties)."""
+    s.dirty = 1
+    if entry < s.touched:
+        s.touched = entry
 
 
 def _ack_run(s: PySmallState, first: int, last: int) -> None:
@@ -746,10 +771,10 @@ def _ack_run(s: PySmallState, first: int, last: int) -> None:
                     del held[e]
     if batches != len(s._batches) and not s.fresh:
         s.unchain()  # (a partial batch gone: the chain's record still holds it)
+    _touch(s, first)
     if j > i:
         first, last = min(first, r[2 * i]), max(last, r[2 * j - 1])
     r[2 * i : 2 * j] = (first, last)
-    s.dirty = 1
     if r[0] == s.md_e + 1:  # M moves over the first run
         s.md_e = r[1]
         del r[:2]
@@ -795,7 +820,7 @@ def _rebase(s: PySmallState) -> None:
             s.low = -1  # what it holds not known)
             _passed(s)
     s.limit_version = -1
-    s.dirty = 1
+    _touch(s, 0)
 
 
 def _passed(s: PySmallState) -> None:
@@ -1335,6 +1360,7 @@ def _adopted(s: PySmallState, seqs: int, nbytes: int, cut: int) -> None:
     (``cut``: the state holds only the lowest :attr:`~PySmallState.persist` ranges, and the
     form stays to be flushed, as its parts keep a ledger the cap cut dirty)."""
     s.next_seq += seqs
+    s.touched = UNTOUCHED
     s.dirty = s.truncated = cut
     s.persisted = s.persist if cut else s.range_count()
     s.flushes += 1
@@ -1418,11 +1444,15 @@ def _py_flush_small(
         key = log_key(s.cursor_id, seq)
         keeps: tuple[int, ...] = ()
         below = -1
+        end = _cut_end(s, s.persist) if cut else 0
+        if cut and s.truncated and s.cut_record is not None and s.touched > end == s.cut_at:
+            _watch_cap(s, at, cut, capped)  # nothing changed up to the cut: it holds
+            continue
         marked = None if s.logged or cut else _marker_record(s, version, max_acks)
         loggable = bool(cut and chains and not s.logged)  # (a cut state a slot does not take: under its log key)
         logs = False
         if marked is None:
-            held = _cut_view(s, _cut_end(s, s.persist)) if cut else None
+            held = _cut_view(s, end) if cut else None
             try:
                 many = s.nc + s.nb > max_counts  # more than a slot's layout takes
                 record = b"" if many and not loggable else _state_record(s, version, cut)
@@ -1440,6 +1470,7 @@ def _py_flush_small(
                 continue
             if cut and s.truncated and record == s.cut_record:  # the cut persisted holds: nothing to write
                 _watch_cap(s, at, cut, capped)
+                s.touched, s.cut_at = UNTOUCHED, end
                 continue
         _stash(s)
         if marked is not None:  # a marker of the form's chain
@@ -1486,6 +1517,7 @@ def _py_flush_small(
         nbytes = len(key) + len(value)
         s.untrimmed = 0 if below >= 0 else s.untrimmed + nbytes
         _adopted(s, 1, nbytes, cut)  # (undo_small gives it back)
+        s.cut_at = end
         total += nbytes
     return puts, total, over, deltas
 
@@ -1512,7 +1544,7 @@ def _deliver(s: PySmallState, items: Any, values: list[int] | None) -> list[int]
         if not s.fresh:
             _counted(s, entry)
         out.append(n)
-        s.dirty = 1
+        _touch(s, entry)
     return out
 
 
@@ -1542,7 +1574,7 @@ def _py_undo_small(smalls: list[Any]) -> None:
         s.persisted = s._undo_persisted
         s.flushes -= 1
         s.flush_bytes -= s.last_bytes
-        s.dirty = 1
+        _touch(s, 0)
         s.unchain()
         s._undo = -1
 
