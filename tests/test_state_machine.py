@@ -666,6 +666,10 @@ class AckStoreMachine(RuleBasedStateMachine):
         finally:
             group_flush.CHUNK = saved
         self.ran.add("flush")
+        for cur in self.cursors.values():
+            small = cur._core.small
+            if small is not None and small.truncated and small.base == small.marker >= 0 and small.record < 0:
+                self.ran.add("a cut state under its log key in the small form")  # (a slot did not take it)
         self.model.flush()
         self._flushed()
         self._points()
@@ -1006,6 +1010,14 @@ class TruncatingMachine(AckStoreMachine):
         self.crash("lazy", False)
 
 
+class TruncatingLogMachine(TruncatingMachine):
+    """The same, a state slot taking at most 2 ranges when a run starts (the ``layout`` rule
+    changes it): a cut state of the small form goes under its log key, the one marker of a
+    chain of its own, and a reopen reads it back into the form."""
+
+    state_bound = 2
+
+
 class SteadyMachine(AckStoreMachine):
     """A broker's day: the rules a subscription runs all the time (steady rounds, single
     acks and runs, the last confirmed entry moving, ledgers rolling over, flushes, reopens
@@ -1248,6 +1260,8 @@ TestBrokerDayHistoryMachine = BrokerDayHistoryMachine.TestCase
 TestBrokerDayHistoryMachine.settings = settings(_settings, max_examples=_examples(20))
 TestTruncatingMachine = TruncatingMachine.TestCase
 TestTruncatingMachine.settings = settings(_settings, max_examples=_examples(40))
+TestTruncatingLogMachine = TruncatingLogMachine.TestCase
+TestTruncatingLogMachine.settings = settings(_settings, max_examples=_examples(30))
 
 
 #: how deep each machine must reach: the share of its examples (a seeded run of
@@ -1285,6 +1299,10 @@ DEPTH: dict[type[AckStoreMachine], dict[str, float]] = {
         "delivery counts": 0.2,
         "a compaction that left a cursor past its cap as flushed": 0.02,  # (at least one of the 40)
         "a cap change that kept the small form": 0.02,  # (at least one of the 40)
+    },
+    TruncatingLogMachine: {
+        "past the range cap, over 3 ledgers or more": 0.3,
+        "a cut state under its log key in the small form": 0.02,  # (at least one of the 40)
     },
     SteadyMachine: {
         "a position at a ledger's last entry": 0.02,
