@@ -452,14 +452,19 @@ def test_a_cursor_that_keeps_history_over_its_cap_persists_the_lowest_ranges_too
 
 
 @pytest.mark.parametrize("form", [True, False], ids=["small form", "parts"])
-def test_a_truncated_state_is_written_again_only_when_what_it_holds_changed(store_path: Path, form: bool) -> None:
+def test_a_truncated_state_is_written_again_only_when_what_it_holds_changed(
+    store_path: Path, form: bool, request: pytest.FixtureRequest
+) -> None:
     """Over the cap, a flush whose changes all lie above the cut (in later ledgers, or in
     the cut's ledger past its last range and the entry after it) writes nothing: the
     newest truncated state is what it would write again (the parts' truncated marker, the
     small form's state in a slot). An ack that lengthens the cut's last range, an ack or a
     delivery count below the cut, or counts set by hand are written by the next flush, and
-    a crash keeps exactly what was written. The small form stays one throughout."""
+    a crash keeps exactly what was written. The small form stays one throughout (the parts,
+    in the marker layout, never take it)."""
     config = CursorConfig(max_unacked_ranges_to_persist=3, max_deliveries=5, max_individual_ack_cache_bytes=1 << 20)
+    if not form:
+        request.getfixturevalue("marker_layout")
     with AckStore.open(store_path) as store:
         cur = _cursor(store, config)
         if not form:
@@ -501,14 +506,17 @@ def test_a_truncated_state_is_written_again_only_when_what_it_holds_changed(stor
 
 @pytest.mark.parametrize("form", [True, False], ids=["small form", "parts"])
 def test_a_truncated_state_over_a_slots_bound_stays_in_the_form_and_is_written_when_it_changed(
-    store_path: Path, form: bool
+    store_path: Path, form: bool, request: pytest.FixtureRequest
 ) -> None:
     """Over the cap, with more ranges persisted than a state slot takes (600 of 700 here,
     a slot taking 512): the small form writes its cut state whole under its log key and
     stays the form; a flush whose changes all lie above the cut writes nothing, one below
     it writes the cut again, and a crash keeps exactly the lowest 600 ranges, as the
-    parts' truncated marker does. Reopened, the form's state marker opens into the form."""
+    parts' truncated marker does (the parts in the marker layout, which never take the form).
+    Reopened, the form's state marker opens into the form."""
     config = CursorConfig(max_unacked_ranges_to_persist=600, max_individual_ack_cache_bytes=1 << 22)
+    if not form:
+        request.getfixturevalue("marker_layout")
     with AckStore.open(store_path) as store:
         cur = sealed_topic(store, T, 1, 5000).cursor("sub", config)
         if not form:
@@ -527,10 +535,31 @@ def test_a_truncated_state_over_a_slots_bound_stays_in_the_form_and_is_written_w
         with AckStore.open(store_path) as store:
             cur = store.topic(T).cursor("sub")
             ranges = list(cur.ack_ranges())
-            assert (cur._core.small is not None) == (form or first == 5)  # (the parts' truncated marker: recovery's)
+            assert (cur._core.small is not None) == form
             assert ranges[0] == (Position(1, 1), Position(1, first))
             assert ranges[1:] == [(Position(1, e), Position(1, e)) for e in range(first + 2, 1202, 2)]
             if first == 3:
                 cur.ack(Position(1, 4))  # 1..5: 599 ranges, all persisted again
                 assert store.flush().bytes_written > 0
             testing.crash(store)
+
+
+def test_a_cursor_whose_parts_wrote_a_truncated_marker_takes_the_small_form(store_path: Path) -> None:
+    """A cursor over its cap in its parts takes the small form once they wrote a PIP-299
+    marker: what that marker left out waits in the form, whose next flush writes the cut
+    in its own layout, once; then the cut holds, and a crash keeps exactly the lowest
+    ranges."""
+    with AckStore.open(store_path) as store:
+        cur = _cursor(store, CursorConfig(max_unacked_ranges_to_persist=3))
+        end_form(cur)  # (asked since its last flush: its parts write the next one, and keep it)
+        cur.ack([Position(1, e) for e in (1, 3, 5, 7, 9)])
+        assert store.flush().bytes_written > 0 and cur._core.small is None
+        cur.ack(Position(1, 2))  # below the cut: 1..3, 5, 7, 9
+        assert store.flush().bytes_written > 0 and cur._core.small is not None
+        assert store.flush().bytes_written > 0  # (the form's own layout)
+        cur.ack(Position(2, 5))  # above the cut
+        assert store.flush().bytes_written == 0 and cur.stats().truncated
+        testing.crash(store)
+    with AckStore.open(store_path) as store:
+        cut = [(Position(1, 1), Position(1, 3)), (Position(1, 5), Position(1, 5)), (Position(1, 7), Position(1, 7))]
+        assert list(store.topic(T).cursor("sub").ack_ranges()) == cut

@@ -516,15 +516,13 @@ class CursorCore(Served):
         self._changed()
 
     def take_small_form(self) -> None:
-        """A flush just wrote a full marker of this cursor: take the small form when the
-        cursor fits it (its whole state in a state slot: ``small_of``) and was asked nothing
-        else since its last flush (store lock held)."""
+        """A flush just wrote a full marker: take the small form when the cursor fits it (``small_of``), was
+        asked nothing else since its last flush and has nothing pending but a PIP-299 cut's (store lock held)."""
         store = self._store
         if self._asked >= store.flush_count or self.small is not None or self._deleted or store.readonly:
             return
-        if not self._pending:
-            parts = self._state, self._pages, self._chain, self._config, self.topic.directory
-            small = small_of(self.cursor_id, *parts)
+        if not self._pending or self._chain.truncated:  # (the form writes what that marker left out)
+            small = small_of(self.cursor_id, self._state, self._pages, self._chain, self._config, self.topic.directory)
             if small is not None:
                 self._enter(small)
 
@@ -537,6 +535,9 @@ class CursorCore(Served):
         del self._state, self._pages, self._chain, self._planner, self._ack_one
         self._unbuilt = True
         self.small = small
+        if small.dirty:  # (what a PIP-299 marker left out: the form's to write, the parts' listing gone)
+            self._store.flush_list.pop(self, None)
+            self._store.small_list[small] = self
 
     # -- invariants ----------------------------------------------------------------------------
 

@@ -1883,7 +1883,9 @@ def small_of(
     directory: LedgerDirectory,
 ) -> Any:
     """The small form of a cursor whose flush just wrote its whole state into a state slot
-    and that has nothing pending since, or None when the cursor is outside the form (see
+    and that has nothing pending since, or a PIP-299 marker (what it left out pending: the
+    form writes its next state whole, ``base`` -2, and is changed), or None when the cursor
+    is outside the form (see
     the module docstring; the caller knows the store is writable). Only once its trims
     left nothing of it under log keys (the chain's floor past its newest state, which is
     then in a state slot): the form writes its two slots and never trims, so what the log
@@ -1899,7 +1901,9 @@ def small_of(
         if not (0 <= newest == chain.full_seq == chain.next_seq - 1 and tuple(chain.full_live) == (newest,)):
             return None
     base, index = -1, None  # its newest state in a slot (a cursor that keeps history: under its log key)
-    if not (config.history_seconds or chain.in_slots):  # its newest state in the log, as its parts wrote it:
+    if chain.truncated and not (config.history_seconds or chain.in_slots):  # a PIP-299 marker of its parts':
+        base = -2  # (the form writes its next state whole, cut or not, and what that marker left out with it)
+    elif not (config.history_seconds or chain.in_slots):  # its newest state in the log, as its parts wrote it:
         if not _CHAINS[0] or state.range_count <= lane.STATE_MAX_RUNS:  # (the form's once the parts' state
             return None  # plans put it in a slot)
         if state.range_count > cap - cap // 4:  # (room to grow: a cursor near the cap does not go in and out)
@@ -1955,6 +1959,8 @@ def small_of(
     _settle(s, config)
     if not fit(s, directory) or _over_budget(s):
         return None
+    if base == -2 and index is None:  # (its parts' truncated marker: a change to write)
+        s.set_props(s.props)
     if index is not None:  # its parts' chain, its full marker naming their records (and what since)
         if (s.md_l, s.md_e) != (md_l, md_e):  # (M moved on, fitted: the records are of another line)
             return None
