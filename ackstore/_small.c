@@ -2813,14 +2813,10 @@ static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t n
             if (cut) cut_view(s, end, &keep);
             int many = (Py_ssize_t)(counts_held(s) + s->nb) > max_counts; /* more than a slot's layout takes */
             int wide = !s->logged && (max_runs < 0 || ranges_over(s, (unsigned long long)max_runs));
-            int fits = 0;
-            if (cut && chains && !s->logged) { /* under its log key when a slot does not take it (made once) */
+            int fits = many || wide ? 0 : slot_value(s, slot, key, (uint32_t)version, room, max_bytes, cut, &o);
+            if (fits == 0 && cut && chains && !s->logged) { /* a cut state a slot does not take: under its log key */
+                logs = 1, slot = -1;
                 fits = slot_value(s, -1, key, (uint32_t)version, 0, PY_SSIZE_T_MAX, cut, &o);
-                logs = fits > 0 && (many || wide || o.len > max_bytes);
-                if (fits > 0 && !logs) fits = slot_value(s, slot, key, (uint32_t)version, room, max_bytes, cut, &o);
-                if (logs) slot = -1;
-            } else if (!many && !wide) {
-                fits = slot_value(s, slot, key, (uint32_t)version, room, max_bytes, cut, &o);
             }
             if (cut) cut_back(s, &keep);
             if (fits < 0) goto fail;

@@ -215,7 +215,7 @@ class CursorSide:
                     if small is not None:
                         return small
                     return self.recover_log(txn, log, config, topic, newest)
-                found = None if self.store.readonly else newest_logged(txn, log.db, log.cursor_id, probe)
+                found = None if self.store.readonly else newest_logged(txn, log.db, log.cursor_id, probe, True)
                 if found is not None:  # (a state marker under its log key: a cut state a slot did not take)
                     small = small_opened(log.cursor_id, found[0], config, topic.directory, found[1], lines)
                     if small is not None:

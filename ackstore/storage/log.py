@@ -33,6 +33,7 @@ from pyroaring import BitMap
 from ..errors import CorruptRecordError
 from ..ledger_acks import LedgerAcks
 from ..stats import NO_RECOVERY, LogUsage, RecoveryReport
+from .pure_codecs import ENVELOPE, STATE_TAG
 from .records import (
     RECORD_MARKER,
     IndexEntry,
@@ -178,15 +179,16 @@ def _at_newest(c: Any, cursor_id: int, below: bytes | None = None) -> bool:
 
 
 def newest_logged(
-    txn: LogTxn, db: lmdb._Database | None, cursor_id: int, c: Any = None
+    txn: LogTxn, db: lmdb._Database | None, cursor_id: int, c: Any = None, states: bool = False
 ) -> tuple[tuple[bytes | None, bytes | None], tuple[int, bytes]] | None:
     """The values of the cursor's two state slots and its newest record under a log key,
     ``(seq, value)``, or None when it has none there (a cursor that keeps history writes
-    its states under log keys). Unchecked, as :func:`slot_values`'s. O(1), with ``c`` as
-    :func:`slot_values` takes it."""
+    its states under log keys), or, ``states``, when that record's body is not the state
+    layout's (looked at before the slots are read). Unchecked, as :func:`slot_values`'s.
+    O(1), with ``c`` as :func:`slot_values` takes it."""
     if c is None:
         c = txn.cursor(db=db)
-    if not _at_newest(c, cursor_id):
+    if not _at_newest(c, cursor_id) or (states and c.value()[ENVELOPE.size : ENVELOPE.size + 1] != b"%c" % STATE_TAG):
         return None
     _, key0, key1 = log_keys_of(cursor_id)
     found = split_log_key(bytes(c.key()))[1], bytes(c.value())
