@@ -193,8 +193,8 @@ class CursorSide:
         small form, read from the cursor's state slots, when its log is only those and its
         state is in the form (``ackstore.cursor.small``), or from its newest record under a
         log key when that is its newest state and in the form (a marker naming records of
-        ledgers of M's line, ``chain_opened``; on a writer, a state marker: a cursor that
-        keeps history writes each state so, another a cut state a slot does not take);
+        ledgers of M's line, ``chain_opened``; a state marker: a cursor that keeps history
+        writes each state so, another a cut state a slot does not take);
         else :meth:`recover_log`'s.
         ``probe``: a cursor of ``txn`` on the log to look with (a bulk open's, made once);
         ``lines``: the topic's directory's answers for a form's line in ``txn``
@@ -215,12 +215,12 @@ class CursorSide:
                     if small is not None:
                         return small
                     return self.recover_log(txn, log, config, topic, newest)
-                found = None if self.store.readonly else newest_logged(txn, log.db, log.cursor_id, probe, True)
+                found = newest_logged(txn, log.db, log.cursor_id, probe, True)
                 if found is not None:  # (a state marker under its log key: a cut state a slot did not take)
                     small = small_opened(log.cursor_id, found[0], config, topic.directory, found[1], lines)
                     if small is not None:
                         return small
-        elif not self.store.readonly:  # (a reader's form follows its slots: a history cursor reads on its parts)
+        else:
             found = newest_logged(txn, log.db, log.cursor_id, probe)
             if found is not None:
                 small = small_opened(log.cursor_id, found[0], config, topic.directory, found[1], lines)

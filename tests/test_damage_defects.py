@@ -18,6 +18,7 @@ import pytest
 from ackstore import AckStore, CursorConfig, Position, check
 from ackstore.storage.lmdb_file import P_BRANCH, P_LEAF, current_meta, read_metas
 
+from .forms import end_form
 from .test_full_disk import fill
 
 T = "persistent://t/ns/damage"
@@ -331,7 +332,7 @@ def test_a_reader_whose_record_the_writer_trimmed_refreshes(tmp_path: Path) -> N
     )
     with AckStore.open(path, readonly=True) as reader:
         rcur = reader.topic("t").cursor("c", CursorConfig(max_individual_ack_cache_bytes=0))
-        rcur.log_usage()  # (a read the small form does not serve: the reader's parts, which this is about)
+        end_form(rcur)  # (the reader's parts, which this is about)
         assert rcur.stats().ledgers_swapped_out >= 1
         # three full markers: the records the reader points to are trimmed
         subprocess.run([sys.executable, str(script), str(path)], check=True, cwd=ROOT, timeout=60)

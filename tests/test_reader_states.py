@@ -7,6 +7,7 @@ between the reads the test chooses."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -23,12 +24,14 @@ from ackstore import AckStore, Position, ReadOnlyError
 from ackstore.cursor.lane import STATE_MAX_RUNS
 from ackstore.cursor.small import set_form_chains
 
+from .forms import end_form
+
 pytestmark = pytest.mark.slow  # subprocesses, Spark or long campaigns: make check leaves them out
 
 LEDGERS = 15
 
 WRITER = r"""
-import json, sys
+import dataclasses, json, sys
 from pyroaring import BitMap
 from ackstore import AckStore, CursorConfig
 store = AckStore.open(sys.argv[1], sync=False)
@@ -37,13 +40,14 @@ for ledger in range(int(sys.argv[4])):
     topic.add_ledger(ledger)
     topic.close_ledger(ledger, 1_000_000)
 cfg = CursorConfig(max_individual_ack_cache_bytes=int(sys.argv[2]), full_marker_every=4)
-curs = {n: topic.cursor(n, cfg) for n in sys.argv[3].split(",")}
+extra = json.loads(sys.argv[6])  # a cursor's config beside cfg's, by name
+curs = {n: topic.cursor(n, dataclasses.replace(cfg, **extra.get(n, {}))) for n in sys.argv[3].split(",")}
 small = set(sys.argv[5].split(","))  # one growing range a ledger: a small cursor's state slots
 r = 0
 
 def state(cur):
     return {"md": str(cur.mark_delete_position), "props": cur.properties,
-            "ranges": [[l, x] for l, x in cur.ledger_ranges()]}
+            "ranges": [[l, x] for l, x in cur.ledger_ranges()], "usage": dataclasses.astuple(cur.log_usage())}
 
 for line in sys.stdin:
     cmd, *arg = line.split()
@@ -89,7 +93,13 @@ class Writer:
     flushes; keeps each cursor's flushed states."""
 
     def __init__(
-        self, path: Path, budget: int, names: list[str], ledgers: int = LEDGERS, small: bool | list[str] = False
+        self,
+        path: Path,
+        budget: int,
+        names: list[str],
+        ledgers: int = LEDGERS,
+        small: bool | list[str] = False,
+        configs: dict[str, dict[str, int]] | None = None,
     ) -> None:
         self.proc = subprocess.Popen(
             [
@@ -101,12 +111,14 @@ class Writer:
                 ",".join(names),
                 str(ledgers),
                 ",".join(names if small is True else small or []),
+                json.dumps(configs or {}),
             ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
         )
         self.states: dict[str, list[Any]] = {n: [] for n in names}
+        self.usages: dict[str, tuple[int, ...]] = {}
 
     def _say(self, line: str) -> dict[str, Any]:
         assert self.proc.stdin is not None and self.proc.stdout is not None
@@ -117,13 +129,16 @@ class Writer:
         return dict(json.loads(answer))
 
     def round(self, *names: str) -> None:
-        for name, state in self._say(" ".join(["round", *names])).items():
-            self.states[name].append(state)
+        self._keep(self._say(" ".join(["round", *names])))
 
     def form(self) -> None:
         """Every cursor acks in ledger 0 only and sets no property (a state in the small
         form), then the writer flushes."""
-        for name, state in self._say("form").items():
+        self._keep(self._say("form"))
+
+    def _keep(self, said: dict[str, Any]) -> None:
+        for name, state in said.items():
+            self.usages[name] = tuple(state.pop("usage"))  # (the writer's log_usage() after that flush)
             self.states[name].append(state)
 
     def delete(self, name: str) -> None:
@@ -217,7 +232,7 @@ def test_a_small_cursors_reader_moves_on_when_the_writer_wrote_over_its_state_sl
         writer.round()
         with AckStore.open(tmp_path / "s", readonly=True) as store:
             cur = store.topic("t").cursor("c")
-            cur.log_usage()  # (a read the small form does not serve: the reader's parts, which this is about)
+            end_form(cur)  # (the reader's parts, which this is about)
             assert cur._core._pages.cache.swapped == {0, 1, 2}  # waiting in the state marker
             seen = 0
             for _ in range(6):
@@ -243,8 +258,8 @@ def test_a_reader_follows_the_writers_flushes_in_the_small_form_and_leaves_it_wi
     each read answers from the form of the writer's newest flush (never an older one, no
     parts built), a change is refused with nothing changed, a property the form holds too;
     when the writer's state leaves the form (more ranges than it holds) the reader's parts
-    take the newest flush; a read the
-    form does not serve (a snapshot) moves the reader to its parts, at the newest flush."""
+    take the newest flush. ``log_usage()`` is the form's too, as of the newest flush (the
+    writer's own answer), and the parts' after the form ends, at the same flush."""
     writer = Writer(tmp_path / "s", 1 << 20, ["c", "d"], ledgers=1)
     try:
         for _ in range(3):
@@ -264,15 +279,22 @@ def test_a_reader_follows_the_writers_flushes_in_the_small_form_and_leaves_it_wi
                 with pytest.raises(ReadOnlyError):
                     cur.ack_entries(0, BitMap([first - 1]))
                 assert not cur.is_acked(Position(0, first - 1)) and cur._core.small is not None
-            writer.form()
+            usages = set()
+            for _ in range(3):
+                writer.round("d")  # (20 ranges more, and a property: in the form still)
+                usage = dataclasses.astuple(other.log_usage())  # the form's: it catches up first
+                assert usage == writer.usages["d"] and other._core.small is not None
+                usages.add(usage)
+            assert len(usages) > 1, "the states' usages do not tell the flushes apart"
             newest = writer.states["d"][-1]
             served = other.snapshot()  # served by the form, at the newest flush
             assert other._core.small is not None
-            other.log_usage()  # not served by the form: the parts, at the newest flush
+            end_form(other)  # the parts, at the newest flush
+            assert dataclasses.astuple(other.log_usage()) == usage
             snap = other.snapshot()
             assert snap == served
             assert other._core.small is None and [[x, [list(r) for r in y]] for x, y in snap.ranges] == newest["ranges"]
-            for r in range(9, 9 + STATE_MAX_RUNS // 20 + 1):  # a property and 20 more ranges each: past the cap
+            for r in range(11, 11 + STATE_MAX_RUNS // 20 + 1):  # a property and 20 more ranges each: past the cap
                 writer.round()
                 newest = writer.states["c"][-1]
                 assert str(cur.mark_delete_position) == newest["md"]
@@ -280,6 +302,36 @@ def test_a_reader_follows_the_writers_flushes_in_the_small_form_and_leaves_it_wi
             assert cur._core.small is None and len(newest["ranges"][0][1]) > STATE_MAX_RUNS
             cur._check()
             other._check()
+    finally:
+        writer.close()
+
+
+def test_a_reader_opens_and_follows_states_under_log_keys_in_the_small_form(tmp_path: Path) -> None:
+    """A cursor that keeps history writes each state under its log key, and so does one whose
+    PIP-299 cut a slot does not take (600 ranges persisted of more, a slot taking 512): a
+    reader opens both into the small form, as the writer's open does, answers as the
+    writer's newest flush (the persisted cut for the second), and follows the writer's
+    flushes in the form."""
+    configs = {"kept": {"history_seconds": 3600}, "cut": {"max_unacked_ranges_to_persist": 600}}
+    writer = Writer(tmp_path / "s", 1 << 22, ["kept", "cut"], ledgers=1, configs=configs)
+    try:
+        for _ in range(32):  # 20 ranges a round: 640 held
+            writer.round()
+        with AckStore.open(tmp_path / "s", readonly=True) as store:
+            topic = store.topic("t")
+            kept, cut = topic.cursor("kept"), topic.cursor("cut")
+            assert kept._core.small is not None and cut._core.small is not None
+            for _ in range(3):
+                for name, cur in (("kept", kept), ("cut", cut)):
+                    newest = writer.states[name][-1]
+                    persisted = [[0, newest["ranges"][0][1][:600]]]
+                    assert _ranges(cur) == (persisted if name == "cut" else newest["ranges"])
+                    assert cur.properties == newest["props"] and str(cur.mark_delete_position) == newest["md"]
+                    assert cur._core.small is not None and cur._core._unbuilt, "the reader left the form"
+                    assert cur.is_blocked_on_ack_state_persistent is False
+                    cur._check()
+                assert cut.ack_range_count == 600 < len(writer.states["cut"][-1]["ranges"][0][1])
+                writer.round()  # (a property changed: the cut state is written again)
     finally:
         writer.close()
 
@@ -585,6 +637,7 @@ def test_a_readers_log_usage_whose_marker_is_trimmed_again_and_again_answers_as_
     with _record_writer(tmp_path / "s") as writer, AckStore.open(tmp_path / "s", readonly=True) as store:
         cur = store.topic("t").cursor("c")
         core = cur._core
+        end_form(cur)  # (the parts' path: the form's reads its state and usage in one transaction)
         first = cur.log_usage()
         stood_on = core._chain.marker_seq
         storage = store._storage

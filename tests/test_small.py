@@ -3054,16 +3054,16 @@ def test_unacked_entries_along_the_forms_line_are_the_parts_answers(tmp_path: Pa
     after M's, gives what a cursor of the same acks in its parts gives, for every ledger
     (M's, a spanned one, one the directory never had, the open one, one after them all)
     and spans that stop inside a ledger or run past its end (each asked of a cursor still
-    in the form: one the form does not hold ends it)."""
-    asks = [
-        (ledger, *span) for ledger in range(6) for span in ((0, 10, 10), (0, 4, 10), (2, 4, 10), (1, 3, 1), (3, 12, 5))
-    ]
+    in the form), and the cursor stays in the form."""
+    spans = ((0, 10, 10), (0, 4, 10), (2, 4, 10), (1, 3, 1), (3, 12, 5), (0, 40, 40), (2, 30, 3), (5, 9, 2))
+    asks = [(ledger, *span) for ledger in range(6) for span in spans]
     with AckStore.open(tmp_path / "s") as store:
         acks = [Position(1, 1), Position(1, 2), Position(2, 1), Position(4, 2)]
         for (form, parts), ask in zip(_pairs_along_a_line(store, len(asks), 4, acks), asks, strict=True):
             assert form._core.small is not None
             got = form.unacked_entries(*ask)
             assert got == parts.unacked_entries(*ask), (ask, got)
+            assert form._core.small is not None, ask
 
 
 def test_a_parts_cursor_rewound_and_its_ranges_read_across_the_flush_that_takes_the_form(tmp_path: Path) -> None:

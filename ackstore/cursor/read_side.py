@@ -315,11 +315,17 @@ class ReadSide(StoreSide):
     def log_usage(self) -> LogUsage:
         """``Cursor.log_usage``: as of the newest marker. A reader whose marker the writer
         trimmed meanwhile reads the newest state and its usage in one transaction (so no
-        later flush can trim it again between the two) and adopts that state."""
+        later flush can trim it again between the two) and adopts that state. A cursor in
+        the small form stays in it (a reader's catches up in the same transaction)."""
         with self._lock:
             self.ensure_open()
-            if self.small is not None and not self._store.readonly:  # the form stays: see _form_usage
-                return self._store.storage.read(self._form_usage)
+            if self.small is not None:  # the form stays: see _form_usage
+                if not self._store.readonly:
+                    return self._store.storage.read(self._form_usage)
+                moved, now = self._store.storage.read(self._caught_up_usage)
+                if moved is not False:
+                    self._load_newest(moved)  # (raises CursorDeletedError when there is none)
+                return now
             self._parts()
             seq = self._chain.marker_seq
         try:
@@ -334,12 +340,17 @@ class ReadSide(StoreSide):
             return usage
 
     def _form_usage(self, txn: lmdb.Transaction) -> LogUsage:
-        """:meth:`log_usage` of a writer's cursor in the small form, in ``txn``: as of the
+        """:meth:`log_usage` of a cursor in the small form, in ``txn``: as of the
         newest record of its log, which is its newest state there (the form writes nothing
         else, and took its state when that was its newest record), the one its newest flush
         committed; a flush in flight is not in ``txn``, as the parts' newest marker is the
         one they adopted."""
         return self._usage(self._log.newest(txn), txn)
+
+    def _caught_up_usage(self, txn: lmdb.Transaction) -> tuple[Any, LogUsage]:
+        """A reader's cursor in the small form: :meth:`_look` (what it moves to, or False) and
+        the usage as of the newest record, which is the state it then holds, both in ``txn``."""
+        return self._look(txn), self._form_usage(txn)
 
     def _newest_usage(self, txn: lmdb.Transaction) -> tuple[Any, LogUsage | None]:
         """:meth:`_newest` (parts) and the usage as of its marker, both in ``txn``."""

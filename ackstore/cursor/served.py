@@ -312,23 +312,29 @@ class Served(ReadSide):
             return self.read(lambda: self.built().unacked_entries(ledger, start, stop, n), served=True, caught_up=True)
 
     def _form_unacked(self, small: Any, ledger: Any, start: int, stop: int, n: int) -> list[int] | None:
-        """``unacked_entries`` from the form, or None when it does not hold that span (a
-        ledger after the form's: nothing there is acked, as the parts would say)."""
+        """``unacked_entries`` from the form, or None when the parts answer (the form ended, the
+        ledger is no int, or entries below a spanned ledger's first). A ledger off the line and
+        the entries past a spanned ledger's end (the next one's offset) hold no ack: each one
+        is listed, as the parts list them."""
         if type(ledger) is not int or not self._bounded(small):
             return None
-        md_l, spans = small.md_l, small.spans
-        if ledger < md_l:
+        if ledger < small.md_l:
             return []
         at = place(small, ledger)
-        if at is None:  # after the line: nothing acked; between its ledgers (none there): the parts'
-            return list(range(start, min(stop, start + n))) if ledger > (spans[-1][0] if spans else md_l) else None
+        if at is None:  # no ledger of the line (after it, or between two of its ledgers): nothing acked
+            return list(range(start, min(stop, start + n)))
         offset, end = at
-        mine = ledger == md_l
-        if end < 0 and not mine:
-            end = MAX_ENTRY + 1  # (M's ledger alone on the line: no end)
-        if (mine or start >= 0) and (end < 0 or offset + stop <= end):
-            return [x - offset for x in small.unacked(offset + start, offset + stop, n)]
-        return None
+        mine = ledger == small.md_l
+        if not mine and start < 0:
+            return None
+        if end < 0:
+            if mine:  # (M's ledger alone on the line: no end)
+                return [x - offset for x in small.unacked(offset + start, offset + stop, n)]
+            end = MAX_ENTRY + 1
+        out = [x - offset for x in small.unacked(offset + start, min(offset + stop, end), n)]
+        first = max(start, end - offset)  # past the ledger's end
+        out += range(first, min(stop, first + n - len(out)))
+        return out
 
     def properties(self) -> dict[str, int | str]:
         """``Cursor.properties``: a copy, from the form's packed ones or the parts'."""
