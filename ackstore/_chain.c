@@ -14,6 +14,7 @@
 #include "_native.h"
 #include "_chain.h"
 
+#include <stddef.h>
 #include <string.h>
 
 static PyObject *str_set_range, *str_prev, *str_last, *str_key, *str_value, *str_get;
@@ -289,7 +290,7 @@ fail:
 
 int read_chain(PyObject *probe, unsigned long long cid, long long max_version, LineChain *c) {
     unsigned char head[16], slot[10];
-    memset(c, 0, sizeof(*c));
+    memset(c, 0, offsetof(LineChain, e));
     /* the cursor's newest record under a log key (_at_newest) */
     put_log_key(head, cid + 1, 0);
     PyObject *end = PyBytes_FromStringAndSize((const char *)head, 16), *v = NULL, *key = NULL;

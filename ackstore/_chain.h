@@ -2,7 +2,7 @@
 #pragma once
 #include "_native.h"
 
-#define LINE_MOST 64   /* the most ledgers a chain the open reads names (records.py's _LINE_ITEMS) */
+#define LINE_MOST 256  /* the most ledgers a chain the open reads names: a form's line's (records.py's _LINE_ITEMS) */
 #define CHAIN_MOST 256 /* the most markers of a chain it reads (more: storage/log.py's to resolve) */
 
 /* a ledger the chain names: its record's sequence and runs, and the acks (ascending, no
@@ -17,8 +17,7 @@ typedef struct {
 
 /* what resolve_marker's ResolvedMarker and newest_marker's NewestMarker hold of such a chain */
 typedef struct {
-    Named e[LINE_MOST];
-    int n;                          /* the ledgers it names, in no order */
+    int n;                          /* the ledgers it names (e[0..n-1]), in no order */
     long long md_l, md_e, seq, full_seq;
     int deltas;                     /* its delta markers after the full one */
     Py_ssize_t full_bytes, chain_bytes;
@@ -30,6 +29,7 @@ typedef struct {
     Py_ssize_t props_len;
     PyObject *older_props;          /* the older markers' properties that are not none, as they wrote them
                                        (a list of bytes; NULL: none): resolve_marker checks they decode */
+    Named e[LINE_MOST];             /* (last: read_chain clears what lies before it; each is set as it is named) */
 } LineChain;
 
 /* Cursor `cid`'s newest marker chain read through `probe` (a py-lmdb Cursor of the log

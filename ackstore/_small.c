@@ -37,15 +37,95 @@
 #define RANGE_CHARGE 8    /* BATCH_CHARGE: what a ledger holding state, a run or a delivery count, a partial */
 #define BATCH_CHARGE 64   /* batch of the form is charged against its cursor's cache budget (docs/cursors.md) */
 
+/* a set of the ledgers of a form's line (bit k: the k-th, 0 M's): as many as a line holds, so
+ * that a chain of the form's records any of them (cursor/small.py keeps it in an int) */
+#define LINE_LEDGERS (SPAN_MOST + 1)
+typedef struct {
+    uint64_t w[LINE_LEDGERS / 64];
+} Ledgers;
+_Static_assert(LINE_LEDGERS % 64 == 0, "a line's ledgers fill whole words");
+#define LW (LINE_LEDGERS / 64)
+
+static inline int lg_has(const Ledgers *b, int k) { return k >= 0 && k < LINE_LEDGERS && (b->w[k >> 6] >> (k & 63) & 1); }
+static inline void lg_add(Ledgers *b, int k) { b->w[k >> 6] |= 1ULL << (k & 63); }
+static inline int lg_any(const Ledgers *b) {
+    uint64_t x = 0;
+    for (int i = 0; i < LW; i++) x |= b->w[i];
+    return x != 0;
+}
+static inline int lg_count(const Ledgers *b) {
+    int n = 0;
+    for (int i = 0; i < LW; i++) n += __builtin_popcountll(b->w[i]);
+    return n;
+}
+/* the highest ledger in b (-1: none) */
+static inline int lg_top(const Ledgers *b) {
+    for (int i = LW - 1; i >= 0; i--)
+        if (b->w[i]) return 64 * i + 63 - __builtin_clzll(b->w[i]);
+    return -1;
+}
+static inline Ledgers lg_or(Ledgers a, const Ledgers *b) {
+    for (int i = 0; i < LW; i++) a.w[i] |= b->w[i];
+    return a;
+}
+static inline Ledgers lg_and(Ledgers a, const Ledgers *b) {
+    for (int i = 0; i < LW; i++) a.w[i] &= b->w[i];
+    return a;
+}
+static inline Ledgers lg_minus(Ledgers a, const Ledgers *b) { /* a without b */
+    for (int i = 0; i < LW; i++) a.w[i] &= ~b->w[i];
+    return a;
+}
+static inline int lg_eq(const Ledgers *a, const Ledgers *b) { return memcmp(a, b, sizeof(Ledgers)) == 0; }
+/* the line moved on by one ledger (M's left it): bit k + 1 becomes bit k */
+static inline void lg_down(Ledgers *b) {
+    for (int i = 0; i < LW; i++) b->w[i] = b->w[i] >> 1 | (i + 1 < LW ? b->w[i + 1] << 63 : 0);
+}
+/* ledgers k..last (0 <= k <= last < LINE_LEDGERS) added to b */
+static inline void lg_add_span(Ledgers *b, int k, int last) {
+    for (; k <= last; k++) lg_add(b, k);
+}
+/* b as an int (bit k: the k-th ledger) */
+static PyObject *lg_int(const Ledgers *b) {
+    PyObject *out = PyLong_FromUnsignedLongLong(b->w[LW - 1]);
+    for (int i = LW - 2; out != NULL && i >= 0; i--) {
+        PyObject *shift = PyLong_FromLong(64), *word = PyLong_FromUnsignedLongLong(b->w[i]), *up = NULL;
+        if (shift != NULL && word != NULL && (up = PyNumber_Lshift(out, shift)) != NULL) Py_SETREF(out, PyNumber_Or(up, word));
+        else Py_CLEAR(out);
+        Py_XDECREF(shift), Py_XDECREF(word), Py_XDECREF(up);
+    }
+    return out;
+}
+/* the int `v` as a set of a line's ledgers into *b: 1; 0 when it is not one (negative, or a
+ * bit past the line's most); -1 with an exception when it is no int */
+static int lg_of(PyObject *v, Ledgers *b) {
+    memset(b, 0, sizeof(*b));
+    if (!PyLong_Check(v)) {
+        PyErr_Format(PyExc_TypeError, "a set of a line's ledgers is an int, not %R", v);
+        return -1;
+    }
+    if (_PyLong_Sign(v) < 0) return 0;
+    size_t bits = _PyLong_NumBits(v);
+    if (bits == (size_t)-1 && PyErr_Occurred()) return -1;
+    if (bits > LINE_LEDGERS) return 0;
+    unsigned char bytes[LINE_LEDGERS / 8];
+    if (_PyLong_AsByteArray((PyLongObject *)v, bytes, sizeof(bytes), 1, 0) < 0) return -1;
+    for (int i = 0; i < LW; i++) {
+        uint64_t w = 0;
+        for (int j = 7; j >= 0; j--) w = w << 8 | bytes[8 * i + j];
+        b->w[i] = w;
+    }
+    return 1;
+}
+
 /* where the newest state is, when it is a chain's (cursor/small.py's PySmallState says each
  * field): a flush changes it, undo_small puts back the copy the flush kept */
 typedef struct {
     long long base;                 /* -1 a state slot, -2 the log (the parts wrote it), else the chain's newest full marker */
     long long marker;               /* the chain's newest marker */
     long long record;               /* the chain's oldest record (-1: none) */
-    uint64_t recs;                  /* the ledgers of the line it has a record of (bit k: the k-th, 0 M's;
-                                       SmallState.rec says which) */
-    uint64_t stale;                 /* those whose next record is due (changed past what a marker names) */
+    Ledgers recs;                   /* the ledgers of the line it has a record of (SmallState.rec says which) */
+    Ledgers stale;                  /* those whose next record is due (changed past what a marker names) */
     unsigned long long chain_bytes, base_bytes, untrimmed;
     uint32_t deltas;                /* delta markers since the full marker */
     uint8_t tail;                   /* log keys under the slots */
@@ -112,7 +192,8 @@ typedef struct {
     uint32_t named, cnamed;         /* how many of each the markers named (the first ones) */
     uint32_t *adds, *counted;       /* (PyMem, DELTA_MOST each, NULL until the form keeps a chain) */
     long long *rec;                 /* rec[k]: the chain's record of the line's k-th ledger (its bit in c.recs),
-                                       then the copy undo_small gives back (PyMem, 2 x 64; NULL until a chain) */
+                                       then the copy undo_small gives back (PyMem, 2 x LINE_LEDGERS; NULL until
+                                       a chain) */
     uint32_t own[2 * OWN_RUNS];
 } SmallState;
 
@@ -463,9 +544,9 @@ static uint32_t run_from(SmallState *s, unsigned long long e);
 static uint32_t ranges_in(SmallState *s, int k, uint32_t *first);
 static void stash(SmallState *s);
 static int rec_room(SmallState *s);
-static uint64_t held_of(SmallState *s);
+static Ledgers held_of(SmallState *s);
 static int marker_write(SmallState *s, uint32_t version, int full, long long prev, Out *out);
-static int past_layout(SmallState *s, long long prev, uint64_t recs);
+static int past_layout(SmallState *s, long long prev, const Ledgers *recs);
 static uint32_t live_counts(SmallState *s, uint32_t from, uint32_t to);
 static int over_acks(SmallState *s, uint32_t max_acks);
 static void adopted(SmallState *s, unsigned long long seqs, uint32_t nbytes, int cut);
@@ -576,26 +657,23 @@ static int line_index(SmallState *s, unsigned long long e) {
  * ledger with no entries holds none: small.py's _recorded) */
 static int recorded(SmallState *s, unsigned long long f, unsigned long long l) {
     for (int k = line_index(s, f), last = line_index(s, l); k <= last; k++)
-        if (!(k < 64 && (s->c.recs >> k & 1)) && line_start(s, k) < line_end(s, k)) return 0;
+        if (!lg_has(&s->c.recs, k) && line_start(s, k) < line_end(s, k)) return 0;
     return 1;
 }
 
 /* entries f..l changed past what the chain's markers name: the next state is a new base holding
- * a new record of each ledger of the line they are in (the whole state, for a ledger past the
- * line's 64th: small.py's _stale) */
+ * a new record of each ledger of the line they are in (small.py's _stale) */
 static void stale(SmallState *s, unsigned long long f, unsigned long long l) {
-    int k = line_index(s, f), last = line_index(s, l);
-    if (last > 63) unchain(s);
-    else s->c.stale |= (last == 63 ? ~0ULL : (1ULL << (last + 1)) - 1) & ~((1ULL << k) - 1);
+    lg_add_span(&s->c.stale, line_index(s, f), line_index(s, l));
 }
 
 /* whether the chain tracks changes to entries f..l since its records: every ledger of the line
  * holding one has a record (recorded), and not every one is due a new record (c.stale: the next
  * base records what it holds). small.py's _tracks */
 static int tracks(SmallState *s, unsigned long long f, unsigned long long l) {
-    int k = line_index(s, f), last = line_index(s, l), due = last <= 63;
+    int k = line_index(s, f), last = line_index(s, l), due = 1;
     for (; due && k <= last; k++)
-        if (!(s->c.stale >> k & 1)) due = 0;
+        if (!lg_has(&s->c.stale, k)) due = 0;
     return !due && recorded(s, f, l);
 }
 
@@ -851,8 +929,8 @@ static void passed(SmallState *s);
 
 static void rebase(SmallState *s) {
     uint32_t gone = 0;
-    uint64_t left = 0; /* a record of a ledger M left */
-    int chained = !s->fresh && s->rec != NULL, several = (s->c.recs & (s->c.recs - 1)) != 0;
+    int left = 0; /* a record of a ledger M left */
+    int chained = !s->fresh && s->rec != NULL, several = lg_count(&s->c.recs) > 1;
     if (!chained) unchain(s);
     while (s->ns && s->md_e >= (long long)s->span_o[0] - 1) {
         uint32_t b = s->span_o[0];
@@ -872,21 +950,21 @@ static void rebase(SmallState *s) {
         s->limit -= (long long)b;
         gone += b;
         if (chained) {
-            left |= s->c.recs & 1;
-            s->c.recs >>= 1, s->c.stale >>= 1;
-            memmove(s->rec, s->rec + 1, sizeof(long long) * 63);
-            s->rec[63] = -1;
+            left |= lg_has(&s->c.recs, 0);
+            lg_down(&s->c.recs), lg_down(&s->c.stale);
+            memmove(s->rec, s->rec + 1, sizeof(long long) * (LINE_LEDGERS - 1));
+            s->rec[LINE_LEDGERS - 1] = -1;
         }
     }
-    if (chained && s->c.recs == 0) { /* (no record left on the line: the next state is whole) */
+    if (chained && !lg_any(&s->c.recs)) { /* (no record left on the line: the next state is whole) */
         s->c.record = -1;
         unchain(s);
     }
     else if (chained) {
         if (several) { /* (rec[] names them; of one record, c.record is it, as it was) */
             s->c.record = -1;
-            for (int k = 0; k < 64; k++)
-                if (s->c.recs >> k & 1 && (s->c.record < 0 || s->rec[k] < s->c.record)) s->c.record = s->rec[k];
+            for (int k = 0; k < LINE_LEDGERS; k++)
+                if (lg_has(&s->c.recs, k) && (s->c.record < 0 || s->rec[k] < s->c.record)) s->c.record = s->rec[k];
         }
         shift_entries(s->adds, &s->na, &s->named, gone);
         shift_entries(s->counted, &s->ncd, &s->cnamed, gone);
@@ -910,13 +988,13 @@ static void rebase(SmallState *s) {
 static void passed(SmallState *s) {
     unsigned long long end = line_end(s, 0);
     int holds = (s->n && run_first(s, 0) < end) || (s->nc && s->counts[0] < end) || (s->nb && s->bat[0] < end);
-    if (s->fresh || !(s->c.recs & 1) || !holds) s->c.stale |= 1;
+    if (s->fresh || !lg_has(&s->c.recs, 0) || !holds) lg_add(&s->c.stale, 0);
     else if (s->md_e < s->low) { /* (those named lie at or above low) */
         uint32_t k = s->named;
         for (uint32_t i = s->named; i < s->na; i++)
             if ((long long)s->adds[i] > s->md_e) s->adds[k++] = s->adds[i];
         if (k < s->na) s->na = k, s->dropped = 1;
-    } else if (s->dropped) s->c.stale |= 1;
+    } else if (s->dropped) lg_add(&s->c.stale, 0);
     else s->c.passed = s->md_e >= 0;
 }
 
@@ -1699,14 +1777,14 @@ static Py_ssize_t entries_into(PyObject *seq, uint32_t *out, Py_ssize_t room, co
 /* the records adopt is given, into rec (-1 elsewhere) and *recs: ((k, seq), ...), the line's k-th
  * ledger's (k below `line`, each once, seq in 0..below-1), or an int, M's ledger's alone (-1: none);
  * -1 (with an exception for what is not an int or such pairs) when they are not */
-static int records_into(PyObject *arg, long long *rec, uint64_t *recs, int line, long long below) {
-    for (int k = 0; k < 64; k++) rec[k] = -1;
-    *recs = 0;
+static int records_into(PyObject *arg, long long *rec, Ledgers *recs, int line, long long below) {
+    for (int k = 0; k < LINE_LEDGERS; k++) rec[k] = -1;
+    memset(recs, 0, sizeof(*recs));
     if (PyLong_Check(arg)) {
         long long r = PyLong_AsLongLong(arg);
         if (r == -1 && PyErr_Occurred()) return -1;
         if (r < -1 || r >= below) return -1;
-        if (r >= 0) rec[0] = r, *recs = 1;
+        if (r >= 0) rec[0] = r, lg_add(recs, 0);
         return 0;
     }
     PyObject *fast = PySequence_Fast(arg, "adopt's records are ((k, seq), ...) or an int");
@@ -1723,8 +1801,8 @@ static int records_into(PyObject *arg, long long *rec, uint64_t *recs, int line,
         if ((k = PyLong_AsLongLong(PyTuple_GET_ITEM(pair, 0))) == -1 && PyErr_Occurred()) PyErr_Clear(), k = -2;
         if ((seq = PyLong_AsLongLong(PyTuple_GET_ITEM(pair, 1))) == -1 && PyErr_Occurred()) PyErr_Clear(), seq = -2;
         if (k == 0 && seq == -1) continue; /* (M's ledger: none) */
-        if (k < 0 || k >= line || seq < 0 || seq >= below || (*recs >> k & 1)) rc = -1;
-        else rec[k] = seq, *recs |= 1ULL << k;
+        if (k < 0 || k >= line || seq < 0 || seq >= below || lg_has(recs, (int)k)) rc = -1;
+        else rec[k] = seq, lg_add(recs, (int)k);
     }
     Py_DECREF(fast);
     return rc;
@@ -1733,7 +1811,7 @@ static int records_into(PyObject *arg, long long *rec, uint64_t *recs, int line,
 /* adopt(base, marker, records, base_bytes, adds=(), counted=(), deltas=0, chain_bytes=0): the chain
  * its parts wrote last, full marker `base` of `base_bytes` and `deltas` delta markers of
  * `chain_bytes` after it up to `marker` (`base` when none), naming the records `records`
- * (((k, seq), ...): the line's k-th ledger's, the first 64; or M's ledger's alone, an int, -1:
+ * (((k, seq), ...): the line's k-th ledger's; or M's ledger's alone, an int, -1:
  * none) with the entries (the form's) acked since them `adds` and those counted since `counted`:
  * the next states are markers naming those records (small.py's _adopt) */
 static PyObject *SmallState_adopt(SmallState *s, PyObject *const *args, Py_ssize_t nargs) {
@@ -1753,9 +1831,9 @@ static PyObject *SmallState_adopt(SmallState *s, PyObject *const *args, Py_ssize
     if (na < 0) return NULL;
     Py_ssize_t nc = nargs > 5 ? entries_into(args[5], counted, DELTA_MOST, "a counted entry") : 0;
     if (nc < 0) return NULL;
-    long long next = (long long)s->next_seq, rec[64];
-    uint64_t recs = 0;
-    int line = s->ns + 1 < 64 ? s->ns + 1 : 64;
+    long long next = (long long)s->next_seq, rec[LINE_LEDGERS];
+    Ledgers recs;
+    int line = s->ns + 1;
     int bad_records = records_into(args[2], rec, &recs, line, base < 0 ? 0 : base) < 0;
     if (bad_records && PyErr_Occurred()) return NULL;
     if (bad_records || base < 0 || marker < base || marker >= next || (deltas == 0) != (marker == base) ||
@@ -1768,13 +1846,14 @@ static PyObject *SmallState_adopt(SmallState *s, PyObject *const *args, Py_ssize
     if (rec_room(s) < 0) return NULL;
     memcpy(s->rec, rec, sizeof(rec));
     s->c.record = -1;
-    for (int k = 0; k < 64; k++)
-        if (recs >> k & 1 && (s->c.record < 0 || rec[k] < s->c.record)) s->c.record = rec[k];
-    s->c.base = base, s->c.marker = marker, s->c.recs = recs, s->c.stale = 0;
+    for (int k = 0; k < LINE_LEDGERS; k++)
+        if (lg_has(&recs, k) && (s->c.record < 0 || rec[k] < s->c.record)) s->c.record = rec[k];
+    s->c.base = base, s->c.marker = marker, s->c.recs = recs;
+    memset(&s->c.stale, 0, sizeof(Ledgers));
     s->c.base_bytes = (unsigned long long)bytes;
     s->c.deltas = (uint32_t)deltas, s->c.chain_bytes = (unsigned long long)chain_bytes, s->c.untrimmed = 0;
     unchain(s);
-    if (recs) {
+    if (lg_any(&recs)) {
         rechain(s);
         s->low = s->unread != NULL ? LOW_LATER : held_low(s); /* (what they hold: above M) */
         if (!s->fresh) {
@@ -1788,10 +1867,10 @@ static PyObject *SmallState_adopt(SmallState *s, PyObject *const *args, Py_ssize
 /* the chain's records as a tuple (none while it has no record): what a trim below its full
  * marker keeps (small.py's _records) */
 static PyObject *records_of(Chain *c, const long long *rec) {
-    int m = c->record >= 0 && rec != NULL ? __builtin_popcountll(c->recs) : 0;
+    int m = c->record >= 0 && rec != NULL ? lg_count(&c->recs) : 0;
     PyObject *t = PyTuple_New(m);
     for (int k = 0, i = 0; t != NULL && i < m; k++) {
-        if (!(c->recs >> k & 1)) continue;
+        if (!lg_has(&c->recs, k)) continue;
         PyObject *v = PyLong_FromLongLong(rec[k]);
         if (v == NULL) Py_CLEAR(t);
         else PyTuple_SET_ITEM(t, i++, v);
@@ -1807,7 +1886,7 @@ static PyObject *SmallState_records(SmallState *s, PyObject *unused) {
 
 /* room for the chain's records (and their copy); -1 with MemoryError */
 static int rec_room(SmallState *s) {
-    if (s->rec == NULL && (s->rec = PyMem_Malloc(sizeof(long long) * 128)) == NULL) {
+    if (s->rec == NULL && (s->rec = PyMem_Malloc(sizeof(long long) * 2 * LINE_LEDGERS)) == NULL) {
         PyErr_NoMemory();
         return -1;
     }
@@ -1815,38 +1894,40 @@ static int rec_room(SmallState *s) {
 }
 
 /* the ledgers of the line a new base of s's chain writes a record of (small.py's _to_record) */
-static uint64_t to_record(SmallState *s, uint32_t max_acks) {
-    uint64_t held = held_of(s);
-    if (s->fresh || s->c.base < 0 || s->c.recs == 0 || s->rec == NULL) return held;
-    uint64_t due = s->c.stale | (held & ~s->c.recs);
+static Ledgers to_record(SmallState *s, uint32_t max_acks) {
+    Ledgers held = held_of(s);
+    if (s->fresh || s->c.base < 0 || !lg_any(&s->c.recs) || s->rec == NULL) return held;
+    Ledgers due = lg_or(lg_minus(held, &s->c.recs), &s->c.stale);
     if (over_acks(s, max_acks)) {
-        uint32_t per[64] = {0}, left = s->na + s->ncd;
+        uint32_t per[LINE_LEDGERS] = {0}, left = s->na + s->ncd;
         for (uint32_t i = 0; i < s->na + s->ncd; i++)
-            per[line_index(s, i < s->na ? s->adds[i] : s->counted[i - s->na]) & 63]++;
+            per[line_index(s, i < s->na ? s->adds[i] : s->counted[i - s->na])]++;
         while (left > max_acks / 2) { /* the ledgers they are most in, the most first (the first of a tie) */
             int most = 0;
-            for (int k = 1; k < 64; k++)
+            for (int k = 1; k <= s->ns; k++)
                 if (per[k] > per[most]) most = k;
             if (!per[most]) break;
-            due |= 1ULL << most, left -= per[most], per[most] = 0;
+            lg_add(&due, most), left -= per[most], per[most] = 0;
         }
     }
-    uint64_t written = due & held; /* (none: a full marker alone, when those due hold nothing now) */
-    return written || (s->c.recs & ~s->c.stale) ? written : held;
+    Ledgers written = lg_and(due, &held); /* (none: a full marker alone, when those due hold nothing now) */
+    Ledgers standing = lg_minus(s->c.recs, &s->c.stale);
+    return lg_any(&written) || lg_any(&standing) ? written : held;
 }
 
 /* to_record(max_acks) -> int: the ledgers a new base of the chain writes records of */
 static PyObject *SmallState_to_record(SmallState *s, PyObject *arg) {
     long long most;
     if (ranged_arg(arg, "max_acks", 0, U32_MAX_LL, &most) < 0) return NULL;
-    return PyLong_FromUnsignedLongLong(to_record(s, (uint32_t)most));
+    Ledgers written = to_record(s, (uint32_t)most);
+    return lg_int(&written);
 }
 
 /* keeps only what of adds/counted lies outside the ledgers `written` names; how many stay */
-static uint32_t drop_in(SmallState *s, uint32_t *list, uint32_t n, uint64_t written) {
+static uint32_t drop_in(SmallState *s, uint32_t *list, uint32_t n, const Ledgers *written) {
     uint32_t m = 0;
     for (uint32_t i = 0; i < n; i++)
-        if (!(written >> (line_index(s, list[i]) & 63) & 1)) list[m++] = list[i];
+        if (!lg_has(written, line_index(s, list[i]))) list[m++] = list[i];
     return m;
 }
 
@@ -1868,14 +1949,15 @@ static PyObject *SmallState_took_base(SmallState *s, PyObject *const *args, Py_s
     }
     if (ranged_arg(args[0], "version", 0, 255, &version) < 0) return NULL;
     if ((nbytes = PyLong_AsLongLong(args[2])) == -1 && PyErr_Occurred()) return NULL;
-    int lines = s->ns + 1 < 64 ? s->ns + 1 : 64, over = !PyLong_Check(args[1]);
-    unsigned long long written = PyLong_Check(args[1]) ? PyLong_AsUnsignedLongLong(args[1]) : 0;
-    if (written == (unsigned long long)-1 && PyErr_Occurred()) PyErr_Clear(), over = 1;
-    int whole = s->fresh || s->c.base < 0 || s->c.recs == 0 || s->rec == NULL;
-    over = over || (lines < 64 && written >> lines);
-    /* a stale ledger not written holds nothing now (M moved past its acks): its record goes */
-    uint64_t gone = whole || over ? 0 : s->c.stale & ~written, recs = over ? 0 : written | (whole ? 0 : s->c.recs & ~gone);
-    if (recs == 0) {
+    Ledgers written, gone = {{0}}, recs = {{0}};
+    int over = !PyLong_Check(args[1]) || lg_of(args[1], &written) != 1;
+    int whole = s->fresh || s->c.base < 0 || !lg_any(&s->c.recs) || s->rec == NULL;
+    over = over || lg_top(&written) > s->ns;
+    if (!over) { /* a stale ledger not written holds nothing now (M moved past its acks): its record goes */
+        if (!whole) gone = lg_minus(s->c.stale, &written), recs = lg_minus(s->c.recs, &gone);
+        recs = lg_or(recs, &written);
+    }
+    if (!lg_any(&recs)) {
         PyErr_Format(PyExc_ValueError, "took_base: %R names no ledger of the line, or one past it", args[1]);
         return NULL;
     }
@@ -1884,8 +1966,8 @@ static PyObject *SmallState_took_base(SmallState *s, PyObject *const *args, Py_s
         return NULL;
     }
     long long below = -1, seq = (long long)s->next_seq;
-    int m = __builtin_popcountll(written);
-    if (past_layout(s, seq - 1, recs)) Py_RETURN_NONE;
+    int m = lg_count(&written);
+    if (past_layout(s, seq - 1, &recs)) Py_RETURN_NONE;
     int trim = s->c.base >= 0 && (whole || chain_outgrown(s->c.deltas, s->every, s->c.chain_bytes, s->c.base_bytes) ||
                                   chain_garbage_due(s->c.untrimmed, s->c.base_bytes));
     PyObject *keeps = trim ? records_of(&s->c, s->rec) : PyTuple_New(0);
@@ -1895,17 +1977,18 @@ static PyObject *SmallState_took_base(SmallState *s, PyObject *const *args, Py_s
     }
     stash(s);
     if (trim) below = s->c.base, s->slots = 0; /* (below the chain: trimmed) */
+    Ledgers renewed = lg_or(written, &gone);
     if (whole) {
-        for (int k = 0; k < 64; k++) s->rec[k] = -1;
+        for (int k = 0; k < LINE_LEDGERS; k++) s->rec[k] = -1;
         rechain(s);
     } else { /* (what the new records hold is no longer since a record) */
-        s->na = drop_in(s, s->adds, s->na, written | gone);
-        s->ncd = drop_in(s, s->counted, s->ncd, written | gone);
+        s->na = drop_in(s, s->adds, s->na, &renewed);
+        s->ncd = drop_in(s, s->counted, s->ncd, &renewed);
     }
-    for (int k = 0, i = 0; k < 64; k++)
-        if (written >> k & 1) s->rec[k] = seq + i++;
-    s->c.recs = recs, s->c.stale = 0;
-    if ((written | gone) & 1 || whole) { /* (M's ledger's record written: above M alone) */
+    for (int k = 0, i = 0; k < LINE_LEDGERS; k++)
+        if (lg_has(&written, k)) s->rec[k] = seq + i++;
+    s->c.recs = recs, memset(&s->c.stale, 0, sizeof(Ledgers));
+    if (lg_has(&renewed, 0) || whole) { /* (M's ledger's record written: above M alone) */
         s->c.passed = s->dropped = 0;
         s->low = held_low(s);
     }
@@ -1913,8 +1996,8 @@ static PyObject *SmallState_took_base(SmallState *s, PyObject *const *args, Py_s
     named_low(s); /* (the full marker names every ack since the records) */
     s->named = s->na, s->cnamed = s->ncd;
     s->c.record = -1;
-    for (int k = 0; k < 64; k++)
-        if (recs >> k & 1 && (s->c.record < 0 || s->rec[k] < s->c.record)) s->c.record = s->rec[k];
+    for (int k = 0; k < LINE_LEDGERS; k++)
+        if (lg_has(&recs, k) && (s->c.record < 0 || s->rec[k] < s->c.record)) s->c.record = s->rec[k];
     Out o = {NULL, 0, 0};
     if (s->fresh || marker_write(s, (uint32_t)version, 1, seq - 1, &o) < 0) { /* (fresh: no room to track) */
         PyMem_Free(o.b);
@@ -2099,14 +2182,16 @@ static int holds(SmallState *s, int k) {
     return ranges_in(s, k, NULL) || count_from(s, start) < count_from(s, end) || batch_from(s, start) < batch_from(s, end);
 }
 
-/* held() -> int: the ledgers of the line holding state (bit k: the k-th, 0 M's; the first 64:
- * those a chain's records can hold; small.py's _held) */
-static uint64_t held_of(SmallState *s) {
-    uint64_t out = s->unread != NULL; /* (a record read lazily is M's ledger's, holding acks: and nothing else) */
-    if (out) return out;
+/* held() -> int: the ledgers of the line holding state (bit k: the k-th, 0 M's; small.py's _held) */
+static Ledgers held_of(SmallState *s) {
+    Ledgers out = {{0}};
+    if (s->unread != NULL) { /* (a record read lazily is M's ledger's, holding acks: and nothing else) */
+        lg_add(&out, 0);
+        return out;
+    }
     counts_tidy(s);
-    for (int k = 0; k <= s->ns && k < 64; k++)
-        if (holds(s, k)) out |= 1ULL << k;
+    for (int k = 0; k <= s->ns; k++)
+        if (holds(s, k)) lg_add(&out, k);
     return out;
 }
 
@@ -2121,7 +2206,8 @@ static int held_count(SmallState *s) {
 
 static PyObject *SmallState_held(SmallState *s, PyObject *unused) {
     (void)unused;
-    return PyLong_FromUnsignedLongLong(held_of(s));
+    Ledgers held = held_of(s);
+    return lg_int(&held);
 }
 
 static PyObject *SmallState_held_count(SmallState *s, PyObject *unused) {
@@ -2336,7 +2422,20 @@ static PyObject *SmallState_unread(SmallState *s, void *unused) {
 
 static PyObject *SmallState_nc(SmallState *s, void *unused) { return PyLong_FromUnsignedLong(counts_held(s)); }
 
+static PyObject *SmallState_recs(SmallState *s, void *unused) {
+    (void)unused;
+    return lg_int(&s->c.recs);
+}
+
+static PyObject *SmallState_stale(SmallState *s, void *unused) {
+    (void)unused;
+    return lg_int(&s->c.stale);
+}
+
 static PyGetSetDef SmallState_getset[] = {
+    {"recs", (getter)SmallState_recs, NULL, "The ledgers of the line the chain has a record of (bit k: the k-th, 0 M's).",
+     NULL},
+    {"stale", (getter)SmallState_stale, NULL, "Those whose next record is due (changed past what a marker names).", NULL},
     {"nc", (getter)SmallState_nc, NULL, "Delivery counts held.", NULL},
     {"unread", (getter)SmallState_unread, NULL, "True while a lazy open's record waits for the form's first use.",
      NULL},
@@ -2389,8 +2488,6 @@ static PyMemberDef SmallState_members[] = {
     CHAIN_MEMBER(marker, T_LONGLONG, "the newest marker of the form's chain"),
     CHAIN_MEMBER(record, T_LONGLONG, "the chain's oldest record (-1: none): records() gives them all"),
     CHAIN_MEMBER(passed, T_UBYTE, "1 when M moved past entries of its ledger's record since it was written"),
-    CHAIN_MEMBER(recs, T_ULONGLONG, "the ledgers of the line the chain has a record of (bit k: the k-th, 0 M's)"),
-    CHAIN_MEMBER(stale, T_ULONGLONG, "those whose next record is due (changed past what a marker names)"),
     CHAIN_MEMBER(deltas, T_UINT, "delta markers in the chain since its full marker"),
     CHAIN_MEMBER(chain_bytes, T_ULONGLONG, "their bytes"),
     CHAIN_MEMBER(base_bytes, T_ULONGLONG, "the full marker's bytes"),
@@ -2552,8 +2649,8 @@ static int over_acks(SmallState *s, uint32_t max_acks) {
 /* whether a marker of s after `prev` (-1: none, a new cursor's first state, which a full
  * marker names as NO_PREV) naming the ledgers `recs` has a field past the fixed layout's 32
  * bits (small.py's _past_layout) */
-static int past_layout(SmallState *s, long long prev, uint64_t recs) {
-    int top = recs ? 63 - __builtin_clzll(recs) : 0;
+static int past_layout(SmallState *s, long long prev, const Ledgers *recs) {
+    int top = lg_any(recs) ? lg_top(recs) : 0;
     return prev < -1 || s->cursor_id > U32 || (unsigned long long)s->md_l > U32 || (unsigned long long)(prev + 1) > U32 ||
            (unsigned long long)(s->md_e + 2) > U32 || (unsigned long long)line_ledger(s, top) > U32;
 }
@@ -2563,7 +2660,7 @@ static int past_layout(SmallState *s, long long prev, uint64_t recs) {
  * and delivery counts since it (a delta: those with any since the last marker, and those):
  * small.py's _marker_items, the same bytes. 0; -1 with an exception */
 static int marker_write(SmallState *s, uint32_t version, int full, long long prev, Out *out) {
-    int top = 63 - __builtin_clzll(s->c.recs); /* (the last ledger with a record) */
+    int top = lg_top(&s->c.recs), several = lg_count(&s->c.recs) > 1; /* (the last ledger with a record) */
     uint32_t from = full ? 0 : s->named, cfrom = full ? 0 : s->cnamed;
     uint32_t adds[DELTA_MOST], ce[DELTA_MOST], cn[DELTA_MOST], na = s->na - from, kc = 0;
     memcpy(adds, s->adds + from, sizeof(uint32_t) * na);
@@ -2579,7 +2676,7 @@ static int marker_write(SmallState *s, uint32_t version, int full, long long pre
         ce[j] = e, cn[j] = s->counts[2 * c + 1];
         kc++;
     }
-    uint32_t ia[64], ic[64]; /* where each ledger's acks and counts end */
+    uint32_t ia[LINE_LEDGERS], ic[LINE_LEDGERS]; /* where each ledger's acks and counts end */
     int items = 0;
     uint32_t a = 0, c = 0;
     for (int k = 0; k <= top; k++) {
@@ -2588,7 +2685,7 @@ static int marker_write(SmallState *s, uint32_t version, int full, long long pre
         while (a < na && adds[a] < end) a++;
         while (c < kc && ce[c] < end) c++;
         ia[k] = a, ic[k] = c;
-        items += (s->c.recs >> k & 1) && (full || a > a0 || c > c0);
+        items += lg_has(&s->c.recs, k) && (full || a > a0 || c > c0);
     }
     Py_ssize_t np = PyBytes_GET_SIZE(s->props), size = 7 + 28 + 16 * items + 4 * na + 8 * kc + np;
     Out o = *out;
@@ -2610,9 +2707,9 @@ static int marker_write(SmallState *s, uint32_t version, int full, long long pre
     unsigned char *p = at + 35;
     for (int k = 0; k <= top; k++) {
         uint32_t a0 = k ? ia[k - 1] : 0, c0 = k ? ic[k - 1] : 0, start = (uint32_t)line_start(s, k);
-        if (!(s->c.recs >> k & 1) || !(full || ia[k] > a0 || ic[k] > c0)) continue;
+        if (!lg_has(&s->c.recs, k) || !(full || ia[k] > a0 || ic[k] > c0)) continue;
         put32(p, (uint32_t)line_ledger(s, k));
-        long long seq = s->c.recs & (s->c.recs - 1) ? s->rec[k] : s->c.record; /* (one record: the chain's own) */
+        long long seq = several ? s->rec[k] : s->c.record; /* (one record: the chain's own) */
         put32(p + 4, (uint32_t)(seq + 1)); /* (the record's sequence + 1) */
         put32(p + 8, ranges_in(s, k, NULL) + (k == 0 ? s->c.passed : 0));
         put16(p + 12, ia[k] - a0);
@@ -2632,14 +2729,16 @@ static int marker_write(SmallState *s, uint32_t version, int full, long long pre
  * fresh, a ledger due a new record, more than max_acks acks and counts since the records, a field
  * past the layout); -1 with an exception (small.py's _marker_record: the same rule, the same bytes) */
 static int marker_value(SmallState *s, uint32_t version, uint32_t max_acks, Out *out, int *full, int *due) {
-    if (s->c.base < 0 || s->c.record < 0 || s->fresh || s->c.stale || s->c.recs == 0 || s->rec == NULL) return 0;
-    if (past_layout(s, s->c.marker, s->c.recs)) return 0;
+    if (s->c.base < 0 || s->c.record < 0 || s->fresh || lg_any(&s->c.stale) || !lg_any(&s->c.recs) || s->rec == NULL)
+        return 0;
+    if (past_layout(s, s->c.marker, &s->c.recs)) return 0;
     if (over_acks(s, max_acks)) return 0;
     *due = chain_outgrown(s->c.deltas, s->every, s->c.chain_bytes, s->c.base_bytes);
-    uint64_t touched = 0; /* the ledgers with acks or counts since the last marker */
-    for (uint32_t i = s->named; i < s->na; i++) touched |= 1ULL << (line_index(s, s->adds[i]) & 63);
-    for (uint32_t i = s->cnamed; i < s->ncd; i++) touched |= 1ULL << (line_index(s, s->counted[i]) & 63);
-    int changed = (touched & s->c.recs) == s->c.recs; /* (every ledger of the index) */
+    Ledgers touched = {{0}}; /* the ledgers with acks or counts since the last marker */
+    for (uint32_t i = s->named; i < s->na; i++) lg_add(&touched, line_index(s, s->adds[i]));
+    for (uint32_t i = s->cnamed; i < s->ncd; i++) lg_add(&touched, line_index(s, s->counted[i]));
+    Ledgers index = lg_and(touched, &s->c.recs);
+    int changed = lg_eq(&index, &s->c.recs); /* (every ledger of the index) */
     unsigned long long named = s->named + 2ULL * live_counts(s, 0, s->cnamed);
     *full = chain_full_marker(*due, changed, named);
     return marker_write(s, version, *full, s->c.marker, out) < 0 ? -1 : 1;
@@ -2647,8 +2746,8 @@ static int marker_value(SmallState *s, uint32_t version, uint32_t max_acks, Out 
 
 /* what undo_small gives back of a flush about to be adopted */
 static void stash(SmallState *s) {
-    if (s->c.recs & (s->c.recs - 1)) /* (the records in use alone, when more than one: c.record is the one) */
-        memcpy(s->rec + 64, s->rec, sizeof(long long) * (size_t)(64 - __builtin_clzll(s->c.recs)));
+    if (lg_count(&s->c.recs) > 1) /* (the records in use alone, when more than one: c.record is the one) */
+        memcpy(s->rec + LINE_LEDGERS, s->rec, sizeof(long long) * (size_t)(lg_top(&s->c.recs) + 1));
     s->undo_c = s->c, s->undo_slot = s->slot, s->undo_next = s->next_seq;
     s->undo = UNDO | s->slots | (s->truncated ? UNDO_CUT : 0);
     s->undo_persisted = s->persisted;
@@ -2830,8 +2929,7 @@ static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t n
                 continue;
             }
             if (!fits) {
-                long long top = top_entry(s); /* (state above M, in the line's first 64 ledgers: a bit each) */
-                int reach = s->md_e < top && (s->ns < 64 || top < (long long)s->span_o[63]);
+                int reach = s->md_e < top_entry(s); /* (state above M: a chain of records of it) */
                 PyObject *to = chains && based != NULL && !s->logged && reach ? based : over;
                 if ((to == based && watch_cap(s, i, 0, capped) < 0) || PyList_Append(to, (PyObject *)s) < 0) goto fail;
                 continue;
@@ -2862,7 +2960,8 @@ static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t n
                 below = s->c.base, s->slots = 0;
             }
             s->c.base = s->c.marker = (long long)seq, s->c.record = -1;
-            s->c.tail = 0, s->c.deltas = 0, s->c.chain_bytes = 0, s->c.recs = 0, s->c.stale = 0;
+            s->c.tail = 0, s->c.deltas = 0, s->c.chain_bytes = 0;
+            memset(&s->c.recs, 0, sizeof(Ledgers)), memset(&s->c.stale, 0, sizeof(Ledgers));
             s->c.base_bytes = (unsigned long long)o.len;
             unchain(s);
         } else { /* a state slot */
@@ -2927,10 +3026,10 @@ static PyObject *undo_small(PyObject *self, PyObject *list) {
         if (Py_TYPE(s) != &SmallStateType || !(s->undo & UNDO) || s->ended) continue;
         s->next_seq = s->undo_next;
         s->c = s->undo_c, s->slot = s->undo_slot;
-        if (s->c.recs & (s->c.recs - 1))
-            memcpy(s->rec, s->rec + 64, sizeof(long long) * (size_t)(64 - __builtin_clzll(s->c.recs)));
-        else if (s->c.recs)
-            s->rec[__builtin_ctzll(s->c.recs)] = s->c.record;
+        if (lg_count(&s->c.recs) > 1)
+            memcpy(s->rec, s->rec + LINE_LEDGERS, sizeof(long long) * (size_t)(lg_top(&s->c.recs) + 1));
+        else if (lg_any(&s->c.recs))
+            s->rec[lg_top(&s->c.recs)] = s->c.record;
         s->slots = s->undo & 3;
         s->truncated = (s->undo & UNDO_CUT) != 0;
         Py_CLEAR(s->cut_record); /* (not known now: the next one is written) */
@@ -3543,11 +3642,11 @@ static PyObject *form_open(PyObject *self, PyObject *const *args, Py_ssize_t nar
     lines_l[0] = c.md_l, lines_o[0] = 0;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(PyTuple_GET_ITEM(b, 0)); i++, nline++)
         if (!span_of(PyTuple_GET_ITEM(PyTuple_GET_ITEM(b, 0), i), &lines_l[nline], &lines_o[nline])) goto fail_or_none;
-    /* every ledger named on the line's first 64, its record older than the full marker */
+    /* every ledger named on the line, its record older than the full marker */
     for (int i = 0; i < c.n; i++) {
         int k = 0;
-        while (k < nline && k < 64 && lines_l[k] != c.e[i].ledger) k++;
-        if (k == nline || k == 64 || c.e[i].seq >= c.full_seq) goto none;
+        while (k < nline && lines_l[k] != c.e[i].ledger) k++;
+        if (k == nline || c.e[i].seq >= c.full_seq) goto none;
         k_of[i] = k;
     }
     for (int i = 0; i < c.n; i++) order[i] = i; /* (in line order: few, an insertion sort) */
@@ -3627,7 +3726,8 @@ static PyObject *form_open(PyObject *self, PyObject *const *args, Py_ssize_t nar
         if (i != 2 && i != 4) Py_XDECREF(aargs[i]);
     if (adopted == NULL) goto fail;
     Py_DECREF(adopted);
-    if (held_of(s) & ~s->c.recs || over_budget(s)) goto none;
+    Ledgers held = held_of(s), unrecorded = lg_minus(held, &s->c.recs);
+    if (lg_any(&unrecorded) || over_budget(s)) goto none;
     result = Py_BuildValue("(OLinN)", (PyObject *)s, c.seq, c.n, nbytes,
                            c.older_props ? PyList_AsTuple(c.older_props) : PyTuple_New(0));
     goto done;

@@ -209,9 +209,9 @@ def test_a_reader_opens_a_holey_cursor_into_its_form_and_follows_the_writer(tmp_
     assert forms >= 1  # (the open's at least: what the test is about)
 
 
-def test_a_cursor_holding_state_past_its_lines_64th_ledger_is_recovered(tmp_path: Path) -> None:
-    """A chain naming a ledger past the line's 64th opens through recovery, as before (the
-    form's chain records the first 64), holding what it held."""
+def test_a_cursor_holding_state_past_its_lines_64th_ledger_opens_into_the_form(tmp_path: Path) -> None:
+    """A chain naming a ledger past the line's 64th (the form's chain records any ledger of
+    its line) opens into the form, holding what it held."""
     store, topic = _store(tmp_path / "s")
     topic.add_ledger(1)
     cur = topic.cursor("wide", CFG)
@@ -224,7 +224,7 @@ def test_a_cursor_holding_state_past_its_lines_64th_ledger_is_recovered(tmp_path
     expected = cur.snapshot()
     store.close()
     in_form, state = _state(tmp_path / "s", True, "wide")
-    assert not in_form and state == expected
+    assert in_form and state == expected
 
 
 def _record(acks: list[tuple[int, int]], counts: dict[int, int], cursor_id: int = 7, ledger: int = 40) -> bytes:
@@ -450,9 +450,9 @@ def test_a_record_the_open_does_not_read_in_one_pass_is_left_to_recovery(impl: A
 
 def test_the_open_looks_into_a_marker_naming_ledgers_of_ms_line() -> None:
     """The look before resolving a newest marker (``records.names_line``) says yes for a
-    marker naming up to 64 ledgers (a delta marker of a change of properties alone names
-    none), none before the mark-delete one, in either layout, and
-    no for one naming a ledger before it or more than 64, a ledger record, a msgpack marker
+    marker naming up to 256 ledgers (a form's line: M's and 255 after it; a delta marker of a
+    change of properties alone names none), none before the mark-delete one, in either
+    layout, and no for one naming a ledger before it or more than 256, a ledger record, a msgpack marker
     too large to look into, and bytes of no record."""
     entry = records.IndexEntry(3, 40, None, None)
     other = records.IndexEntry(4, 2, None, None)
@@ -464,11 +464,11 @@ def test_the_open_looks_into_a_marker_naming_ledgers_of_ms_line() -> None:
         marker = records.Marker(True, 3, (2, 5), (2, 6), props or {}, index, extra={"c": 7})
         return records.encode_marker(marker)
 
-    many = [(ledger, entry) for ledger in range(2, 67)]  # (65 ledgers)
+    many = [(ledger, entry) for ledger in range(2, 259)]  # (257 ledgers)
     yes = {
         "fixed, M's": fixed([(2, entry)]),
         "fixed, a later one": fixed([(3, entry)]),
-        "fixed, 64 of the line": fixed(many[:64]),
+        "fixed, 256 of the line": fixed(many[:256]),
         "msgpack, M's": packed({2: entry}),
         "msgpack, two": packed({2: entry, 3: other}),
         "fixed, none (a change of properties alone)": fixed([]),
@@ -476,7 +476,7 @@ def test_the_open_looks_into_a_marker_naming_ledgers_of_ms_line() -> None:
     }
     no = {
         "fixed, one before M's": fixed([(1, entry), (2, other)]),
-        "fixed, 65": fixed(many),
+        "fixed, 257": fixed(many),
         "msgpack, one before M's": packed({1: entry, 2: other}),
         "msgpack, too large to look into": packed({2: entry}, {"p": "x" * 2000}),
         "a ledger record": _record([(1, 5)], {}),

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyroaring import BitMap
 
-from ackstore import AckStore, CursorConfig, Position
+from ackstore import AckStore, CursorConfig, Position, testing
 from ackstore.cursor import small as small_form
 from ackstore.cursor.small import DELTA_MOST, IMPLEMENTATIONS, check_small
 from ackstore.cursor.small_span import ledger_counts, ledger_runs
@@ -398,7 +398,7 @@ def test_a_state_past_ms_ledger_over_a_slot_keeps_a_record_of_each_ledger_holdin
     that ledger's own entries; a ledger with no record gaining state, or more acks since the
     records than a marker names, makes the next state a new base that records only those
     ledgers (the others' records stand, named with what since); what was written recovers
-    to the form's state. A state past the line's 64th ledger is its parts' to write."""
+    to the form's state."""
     s = impl.SmallState(CID, LEDGER, 9, 5, 0, 1, [], 1 << 12)
     assert not s.bound(0, ((LEDGER + 1, 20), (LEDGER + 2, 100)), 300)
     for e in range(22, 60, 3):  # ranges in the next ledger only
@@ -449,12 +449,48 @@ def test_a_state_past_ms_ledger_over_a_slot_keeps_a_record_of_each_ledger_holdin
         _trim(log, below, keeps)
     log.update(puts)
     assert _recovered(log) == _held(s)
-    far = impl.SmallState(CID, LEDGER, 9, 5, 0, 1, [], 1 << 12)
-    far.bound(0, tuple((LEDGER + 1 + i, 20 + i) for i in range(64)), 400)
-    for e in (84, 86, 88):  # (the line's 65th ledger: past a chain's records)
-        far.ack_range(e, e)
-    puts, _, over = _flush(impl, far, [])
-    assert (puts, over, far.dirty) == ([], [far], 1)
+
+
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS, ids=["pure", "native"][: len(IMPLEMENTATIONS)])
+def test_a_chain_keeps_a_record_of_any_ledger_of_the_line(impl: Any) -> None:
+    """A chain holds records of ledgers anywhere on the form's line (it spans up to 255
+    ledgers after M's), not only its first 64: a state far along the line is a base of
+    records of those ledgers; the next states are markers naming the acks since them; M
+    moving on across many ledgers keeps the records of the ledgers after it (their places
+    on the line move down, across a word of the compiled twin's set of them); what was
+    written recovers to the form's state at every step."""
+    ledgers = 200
+    s = impl.SmallState(CID, LEDGER, 9, 5, 0, 1, [], 1 << 12)
+    assert not s.bound(0, tuple((LEDGER + 1 + i, 20 + 10 * i) for i in range(ledgers)), 20 + 10 * ledgers)
+    held_in = (63, 64, 65, 130, 199)  # the k-th ledgers of the line (0: M's)
+    for k in held_in:
+        for x in (1, 3, 5):
+            s.ack_range(10 + 10 * k + x, 10 + 10 * k + x)
+    trims: list[Any] = []
+    log: dict[bytes, bytes] = {}
+    puts, _, over = _flush(impl, s, trims)
+    assert over == [] and len(puts) == len(held_in) + 1 and s.dirty == 0  # a record of each, and a full marker
+    assert s.recs == sum(1 << k for k in held_in) and s.held() == s.recs and s.stale == 0
+    log.update(puts)
+    assert _recovered(log) == _held(s)
+    for k in (65, 199):  # acks since the records: a marker names them
+        s.ack_range(10 + 10 * k + 7, 10 + 10 * k + 7)
+    puts, _, over = _flush(impl, s, trims)
+    assert over == [] and len(puts) == 1 and s.marker == s.next_seq - 1
+    log.update(puts)
+    assert _recovered(log) == _held(s)
+    s.ack_range(10, 10 + 10 * 70 - 1)  # M moves on to the line's 70th ledger: the records after it stand
+    assert s.md_l == LEDGER + 70 and len(s.spans) == ledgers - 70
+    assert s.recs == sum(1 << k - 70 for k in held_in if k > 70) and s.recs >= 1 << 64
+    for e in (602, 604):  # (ledger 130, now the 60th at offset 600: acks since its record)
+        s.ack_range(e, e)
+        puts, _, over = _flush(impl, s, trims)
+        assert over == [] and len(puts) == 1 and s.recs == sum(1 << k - 70 for k in held_in if k > 70)
+        for _, below, keeps in trims:
+            _trim(log, below, keeps)
+        trims.clear()
+        log.update(puts)
+        assert _recovered(log) == _held(s)
 
 
 @pytest.mark.parametrize("impl", IMPLEMENTATIONS, ids=["pure", "native"][: len(IMPLEMENTATIONS)])
@@ -902,6 +938,43 @@ def test_a_consumer_holding_messages_across_rollovers_keeps_its_form(tmp_path: P
         expected = cur.snapshot()
     with AckStore.open(tmp_path / "s", sync=False) as store:
         assert store.topic("persistent://t/n/held").cursor("c", cfg).snapshot() == expected
+
+
+def test_a_consumer_holding_an_entry_across_a_hundred_rollovers_keeps_its_form(tmp_path: Path) -> None:
+    """A subscription that never acks the first entry of its first ledger (its mark-delete
+    position stays there) and holds a few messages of each ledger it reads on, one rollover
+    after another, keeps one small form past the line's 64th ledger: a state over a slot's
+    bound from about the 60th, its chain holds a record of each ledger holding state
+    wherever it lies on the line, and a flush writes the record of the ledger acked in and
+    a marker, never the whole state. Reopened, it holds what it held, in the form from the
+    open."""
+    cfg = CursorConfig(max_unacked_ranges_to_persist=0)
+    with AckStore.open(tmp_path / "s", sync=False) as store:
+        topic = store.topic("persistent://t/n/stuck")
+        topic.add_ledger(1)
+        cur = topic.cursor("c", cfg)
+        form = cur._core.small
+        written = []
+        for ledger in range(1, 101):
+            cur.ack([Position(ledger, e) for e in range(50) if e % 6 != 3 and (ledger, e) != (1, 0)])
+            written.append(store.flush().bytes_written)
+            assert cur._core.small is form, ledger
+            topic.close_ledger(ledger, 50)
+            topic.add_ledger(ledger + 1)
+        assert cur.mark_delete_position == Position(1, -1) and cur.ack_range_count > 800
+        # (each flush: the record of the ledger acked in, and a full marker naming each ledger's record)
+        assert form.recs == (1 << 100) - 1 and max(written[70:]) < 2000, max(written[70:])
+        expected = cur.snapshot()
+        testing.crash(store)
+    with AckStore.open(tmp_path / "s", sync=False) as store:
+        cur = store.topic("persistent://t/n/stuck").cursor("c", cfg)
+        assert cur._core.small is not None and cur.snapshot() == expected
+        cur.ack(Position(1, 0))
+        store.flush()
+        assert cur.mark_delete_position == Position(1, 2)
+        expected = cur.snapshot()
+    with AckStore.open(tmp_path / "s", sync=False) as store:
+        assert store.topic("persistent://t/n/stuck").cursor("c", cfg).snapshot() == expected
 
 
 def test_a_form_over_its_cursors_cache_budget_goes_to_its_parts(tmp_path: Path) -> None:

@@ -75,13 +75,14 @@ parts write that ledger's record again, and the form is taken at the next full m
 What a marker cannot say at all (a
 reset, a partial batch changed: ``fresh``) makes the next state whole: a record of every
 ledger holding state and a full marker, or a slot again when the state fits one (the first
-trims what lies below the chain's full marker, the second every log key). A state held past
-the line's 64th ledger is its parts' to write. A cursor whose parts write it in the marker
+trims what lies below the chain's full marker, the second every log key). The chain may hold
+a record of any ledger of the line (``recs`` has a bit for each of its up to 256). A cursor
+whose parts write it in the marker
 layout (more ranges than a slot takes, and at most three quarters of the form's: room to
 grow, so that a cursor near the bound does not go in and out) takes the form after a full
 marker of theirs naming records of ledgers of its line (all of its ledgers read in) and
 *adopts* their chain: its next states are markers naming those records. An open reads such
-a chain (records of ledgers of the line's first 64) straight into the form
+a chain (records of ledgers of the line) straight into the form
 (:func:`chain_opened`); any other is recovered into the parts. Where the compiled module is
 built, one call reads a cursor's slots or its chain (:func:`form_read`, ``_native.form_open``)
 and those functions are its twin, reading whatever it declines.
@@ -388,7 +389,7 @@ class PySmallState:
         acks M passes go unnamed (:func:`_passed`)"""
         self.dropped = 0
         """1 when acks M passed were left unnamed since M's ledger's record was written"""
-        self._rec = [-1] * 64  # the record of each (its bit in recs)
+        self._rec = [-1] * LINE_LEDGERS  # the record of each (its bit in recs)
         self.marker = -1
         """the chain's newest marker (the previous one of its next marker)"""
         self.deltas = 0
@@ -921,13 +922,9 @@ def _records(s: PySmallState) -> tuple[int, ...]:
 
 def _stale(s: PySmallState, first: int, last: int) -> None:
     """Entries ``first..last`` changed past what the chain's markers name: the next state is
-    a new base holding a new record of each ledger of the line they are in (the whole
-    state, for a ledger past the line's 64th)."""
+    a new base holding a new record of each ledger of the line they are in."""
     k, last_k = line_index(s, first), line_index(s, last)
-    if last_k > 63:
-        s.unchain()
-    else:
-        s.stale |= (1 << last_k + 1) - (1 << k)
+    s.stale |= (1 << last_k + 1) - (1 << k)
 
 
 def _recorded(s: PySmallState, first: int, last: int) -> bool:
@@ -965,14 +962,13 @@ def _tracks(s: PySmallState, first: int, last: int) -> bool:
     ledger of the line holding one has a record (:func:`_recorded`), and not every one is
     due a new record (``stale``: the next base records what it holds)."""
     k, last_k = line_index(s, first), line_index(s, last)
-    due = last_k <= 63 and all(s.stale >> x & 1 for x in range(k, last_k + 1))
+    due = all(s.stale >> x & 1 for x in range(k, last_k + 1))
     return not due and _recorded(s, first, last)
 
 
 def _chainable(s: Any) -> bool:
-    """Whether the form ``s`` (either twin's) holds state its chain's records can hold: above
-    M, in the line's first 64 ledgers (``recs`` has a bit each)."""
-    return s.md_e < s.top() < (s.spans[63][1] if len(s.spans) > 63 else _ENTRY_MAX + 1)
+    """Whether the form ``s`` (either twin's) holds state its chain's records can hold: above M."""
+    return bool(s.md_e < s.top())
 
 
 def _holds(s: PySmallState, k: int) -> bool:
@@ -984,10 +980,10 @@ def _holds(s: PySmallState, k: int) -> bool:
 
 def _held(s: PySmallState) -> int:
     """``s.held``: the ledgers of the line holding state (:func:`_holds`; bit k: the k-th, 0
-    M's; the first 64: those a chain's records can hold). O(spans x (log runs + counts +
-    batches)); the compiled twin's O(spans x log(runs + counts + batches))."""
+    M's). O(spans x (log runs + counts + batches)); the compiled twin's O(spans x log(runs +
+    counts + batches))."""
     out = 0
-    for k in range(min(len(s.spans) + 1, 64)):
+    for k in range(len(s.spans) + 1):
         if _holds(s, k):
             out |= 1 << k
     return out
@@ -1194,11 +1190,11 @@ def _to_record(s: PySmallState, max_acks: int) -> int:
         return held
     due = s.stale | held & ~s.recs
     if _over(s, max_acks):
-        per = [0] * 64
+        per = [0] * (len(s.spans) + 1)
         for e in (*s._adds, *s._counted):
             per[line_index(s, e)] += 1
         left = len(s._adds) + len(s._counted)
-        for k in sorted(range(64), key=lambda k: (-per[k], k)):
+        for k in sorted(range(len(per)), key=lambda k: (-per[k], k)):
             if left <= max_acks // 2 or not per[k]:
                 break
             due, left = due | 1 << k, left - per[k]
@@ -1267,19 +1263,19 @@ def _adopt(
     """``s.adopt``: the chain its parts wrote last, full marker ``base`` of ``base_bytes``
     and ``deltas`` delta markers after it of ``bytes_`` up to ``marker`` (``base`` itself
     when none), naming the records ``records`` (``((k, seq), ...)``: the line's ``k``-th
-    ledger's, the first 64; or M's ledger's alone, an int, -1: none) with the entries (the
+    ledger's; or M's ledger's alone, an int, -1: none) with the entries (the
     form's) acked since them ``adds`` and those counted since ``counted``: the next states
     are markers naming those records. O(adds + counted)."""
     adds, counted = [_entry(e, "an entry acked since") for e in adds], [_entry(e, "a counted entry") for e in counted]
     pairs = ((0, records),) if type(records) is int else tuple(records)
     pairs = tuple(pair for pair in pairs if pair != (0, -1))
-    line = min(len(s.spans) + 1, 64)
+    line = len(s.spans) + 1
     ok = all(type(p) is tuple and len(p) == 2 and type(p[0]) is int and type(p[1]) is int for p in pairs)
     ok = ok and len({k for k, _ in pairs}) == len(pairs) and all(0 <= k < line and 0 <= seq < base for k, seq in pairs)
     bad = not 0 <= base <= marker < s.next_seq or (deltas == 0) != (marker == base) or not ok
     if bad or s.base != -2 or deltas < 0 or bytes_ < 0 or len(adds) + len(counted) > DELTA_MOST:
         raise ValueError(f"adopt({base}, {marker}, {records}): not a chain before {s.next_seq} of its parts")
-    s._rec = [-1] * 64
+    s._rec = [-1] * LINE_LEDGERS
     for k, seq in pairs:
         s._rec[k] = seq
     s.recs = sum(1 << k for k, _ in pairs)
@@ -1305,7 +1301,7 @@ def _took_base(s: PySmallState, version: int, written: int, nbytes: int) -> tupl
     when the state is not written whole: the full marker alone. O(acks and counts since +
     the marker's ledgers' runs)."""
     whole = bool(s.fresh or s.base < 0 or not s.recs)
-    ok = type(written) is int and 0 <= written < 1 << min(len(s.spans) + 1, 64)
+    ok = type(written) is int and 0 <= written < 1 << len(s.spans) + 1
     gone = 0 if whole or not ok else s.stale & ~written  # (stale, not written: holds nothing now, its record goes)
     recs = written | (0 if whole else s.recs & ~gone) if ok else 0
     if not recs:
@@ -1320,7 +1316,7 @@ def _took_base(s: PySmallState, version: int, written: int, nbytes: int) -> tupl
     if trim:
         s.slots = 0  # (below the chain: trimmed)
     if whole:
-        s._rec = [-1] * 64
+        s._rec = [-1] * LINE_LEDGERS
         s.unchain()
     else:  # (what the new records hold is no longer since a record)
         s._adds[:] = [e for e in s._adds if not (written | gone) >> line_index(s, e) & 1]
@@ -1393,8 +1389,8 @@ def _py_flush_small(
     - else, when the state layout a slot takes holds it (at most ``max_runs`` ranges, a
       record of at most ``max_bytes``), the state slot its newest is not in (``reserve``
       zero bytes of room in a slot's first value; ``version`` the record's format);
-    - else, when ``chains`` (:func:`set_form_chains`) and the line's first 64 ledgers hold
-      its state, a new chain: the form is appended to ``based`` and not written here (its
+    - else, when ``chains`` (:func:`set_form_chains`) and it holds state above M, a new
+      chain: the form is appended to ``based`` and not written here (its
       records are the parts' codec's: :func:`base_puts` writes them); else it is over (its
       parts write it).
 
@@ -1408,10 +1404,10 @@ def _py_flush_small(
     (the one before it is then in the other slot). One whose state the state layout does
     not take (more than ``max_counts`` delivery counts and partial batches, or, for a
     ``logged`` one, a record over ``max_bytes``: the limits a flush of the parts writes a
-    state marker within) goes to the form's chain as any state over a slot's bound, or, held
-    past the line's 64th ledger or ``logged``, is not written and is listed instead (its
-    cursor's parts take the state). One holding more ranges than its ``persist`` (PIP-299)
-    writes the lowest of them alone (:func:`_cut_end`), a whole state in a slot or under its
+    state marker within) goes to the form's chain as any state over a slot's bound, or, when
+    ``logged``, is not written and is listed instead (its cursor's parts take the state).
+    One holding more ranges than its ``persist`` (PIP-299) writes the lowest of them alone
+    (:func:`_cut_end`), a whole state in a slot or under its
     log key (``logged``, or one a slot does not take, when ``chains``: then the one marker of
     its chain, which trims below the full marker before it but its records), none when its
     newest state is that very record (:attr:`~PySmallState.cut_record`: the cut holds), and
@@ -1494,7 +1490,7 @@ def _py_flush_small(
                 below, keeps, s.slots = s.base, _records(s), 0
             s.base = s.marker = seq
             s.tail = s.deltas = s.chain_bytes = s.recs = s.stale = 0
-            s.base_bytes, s.record, s._rec = len(value), -1, [-1] * 64
+            s.base_bytes, s.record, s._rec = len(value), -1, [-1] * LINE_LEDGERS
             s.unchain()
         else:  # a state slot
             slot, room = next_slot(s.slot, s.slots, reserve)
@@ -1968,7 +1964,7 @@ def small_of(
         if md_adds and md_adds.min() <= md_e:  # (the form counts M's ledger's record from M: passed 0)
             return None
         at = {ledger: k for k, (ledger, _) in enumerate(line)}
-        if any(at.get(ledger, 64) > 63 for ledger in index):
+        if any(ledger not in at for ledger in index):
             return None
         records = tuple((at[ledger], e.seq) for ledger, e in sorted(index.items()))
         adds = [offsets[ledger] + x for ledger, e in sorted(index.items()) for x in (e.adds or ())]
@@ -2084,13 +2080,13 @@ def chain_opened(
 ) -> OpenedForm | None:
     """The small form of a cursor whose newest marker (``newest``, resolved:
     :func:`~ackstore.storage.log.newest_marker`) names records of ledgers of its line (a chain
-    the form wrote, or its parts' of a cursor over a slot's bound with state in the line's
-    first 64 ledgers: the module docstring), read straight into the form with the open's
+    the form wrote, or its parts' of a cursor over a slot's bound with state on its line: the
+    module docstring), read straight into the form with the open's
     report: the records, their acks and counts and those the markers named since
     (:data:`small_of_record`), the chain adopted. None when the newest state is outside the
     form, by :func:`small_of`'s rule (then recovery reads the cursor, from ``newest``, and the
     form is taken at a full marker, as before): a state marker, a PIP-299 marker, a ledger
-    off the line or past its 64th, more than :data:`DELTA_MOST` acks and counts since the
+    off the line, more than :data:`DELTA_MOST` acks and counts since the
     records, a record not read in one pass, a state the slots would take, near or over the
     cap, or with more counts than a flush of the form takes (room to grow). O(the records'
     values)."""
@@ -2113,7 +2109,7 @@ def chain_opened(
     if bound is None:
         return None
     line = ((md_l, 0), *bound[0])
-    at = {ledger: k for k, (ledger, _) in enumerate(line[:64])}
+    at = {ledger: k for k, (ledger, _) in enumerate(line)}
     if any(ledger not in at or e.seq >= resolved.full_seq for ledger, e in index.items()):
         return None
     items: list[tuple[int, int, int, bytes, int]] = []
@@ -2267,7 +2263,7 @@ def check_small(s: Any, md: tuple[int, int], logged: bool | None = None) -> None
     assert not s.passed or (s.recs & 1 and not s.fresh and s.base >= 0), f"passed, records {s.recs:b}, fresh {s.fresh}"
     assert not s.passed or s.low <= s.md_e, f"passed, M {s.md_e} below what the chain holds from {s.low}"
     assert not s.dropped or (s.recs & 1 and not s.fresh), f"acks M passed unnamed, records {s.recs:b}"
-    held = s.held()  # (a ledger holding state past the line's 64th has no bit: the chain is not its)
+    held = s.held()
     ok = s.base >= 0 and s.record >= 0 and (held or s.stale) and not held & ~(s.recs | s.stale)
     assert s.fresh or ok, "a marker to come, no record"
     if type(s) is PySmallState:
@@ -2305,6 +2301,11 @@ def trim_plan(cursor_id: int, below: int, keeps: tuple[int, ...]) -> lane.Marker
     plan.gc_below, plan.gc_live = below, keeps
     return plan
 
+
+LINE_LEDGERS = SPAN_MOST + 1
+"""the most ledgers of a form's line (M's and those it spans), any of which its chain may
+hold a record of (``recs`` and ``stale`` have a bit each; the compiled twin's
+``LINE_LEDGERS``)"""
 
 _CHAINS = [1]  # whether forms keep chains of their own: on by default (see set_form_chains)
 

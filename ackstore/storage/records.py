@@ -733,9 +733,9 @@ _SMALL_MARKER = 1024
 """the most bytes of a msgpack marker :func:`names_line` looks into (the items of a few
 ledgers with the acks and counts a chain names since their records are well under it)"""
 
-_LINE_ITEMS = 64
-"""the most ledgers a marker :func:`names_line` says yes to names (a small form's chain
-records the line's first 64)"""
+_LINE_ITEMS = 256
+"""the most ledgers a marker :func:`names_line` says yes to names (a small form's line holds
+as many: M's and the 255 it spans after it)"""
 
 
 def names_line(value: bytes | memoryview) -> bool:
