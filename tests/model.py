@@ -56,12 +56,16 @@ class TopicModel:
             ledger, entry = ids[0], -1
         if ledger not in ids:
             return ledger, entry
+        counts = dict(self.ledgers)  # type: ignore[arg-type]
         entry = min(entry, self.limit_of(ledger))  # sealed (or confirmed) short of a persisted mark-delete
+        at = {x: i for i, x in enumerate(ids)}
+        open_limit = MAX_ENTRY if self.confirmed is None else self.confirmed
         while True:
-            while (ledger, entry + 1) in c.acked and entry < self.limit_of(ledger):
+            limit = open_limit if counts[ledger] is None else counts[ledger] - 1  # (limit_of's)
+            while (ledger, entry + 1) in c.acked and entry < limit:
                 entry += 1
-            count = self.count(ledger)
-            i = ids.index(ledger)
+            count = counts[ledger]
+            i = at[ledger]
             if count is not None and entry == count - 1 and i + 1 < len(ids):
                 ledger, entry = ids[i + 1], -1
                 continue
@@ -89,12 +93,14 @@ class TopicModel:
             p: (s, frozenset(ix)) for p, (s, ix) in c.batches.items() if p > md and p not in c.acked and self.within(p)
         }
 
-    def is_acked(self, c: CursorModel, p: Pos) -> bool:
-        return p <= self.md(c) or (p in c.acked and self.within(p))
+    def is_acked(self, c: CursorModel, p: Pos, md: Pos | None = None) -> bool:
+        """Whether ``p`` is acked (``md``: the cursor's M, when the caller has it)."""
+        return p <= (self.md(c) if md is None else md) or (p in c.acked and self.within(p))
 
     def counts(self, c: CursorModel) -> dict[Pos, int]:
         """The delivery counts a cursor shows: of entries above M, in the directory, not acked."""
-        return {p: n for p, n in sorted(c.counts.items()) if not self.is_acked(c, p) and self.within(p)}
+        md = self.md(c)
+        return {p: n for p, n in sorted(c.counts.items()) if not self.is_acked(c, p, md) and self.within(p)}
 
     def read_position(self, c: CursorModel) -> Pos:
         """Where the next sequential read starts: where reads stand, never below M + 1."""
@@ -106,13 +112,14 @@ class TopicModel:
         the read position on."""
         start = self.read_position(c)
         out: list[Pos] = []
+        md = self.md(c)
         for ledger in self.ids():
             if ledger < start[0]:
                 continue
             for entry in range(start[1] if ledger == start[0] else 0, self.written(ledger, open_entries)):
                 if len(out) == n:
                     return out
-                if not self.is_acked(c, (ledger, entry)):
+                if not self.is_acked(c, (ledger, entry), md):
                     out.append((ledger, entry))
         return out
 

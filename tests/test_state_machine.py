@@ -1166,8 +1166,7 @@ class BrokerDayLongLineMachine(BrokerDayMachine):
         if name != self.HOLDER:
             BrokerDayMachine._round(self, name, k, data)
             return
-        m, d, cur = self.model, self.dispatchers[name], self.cursors[name]
-        c = m.cursors[name]
+        d = self.dispatchers[name]
         again = self._replay_read(name, 10)
         new = self._read_more(name, k)
         if self.holding is None and new:
@@ -1177,16 +1176,20 @@ class BrokerDayLongLineMachine(BrokerDayMachine):
         if nacked:
             d.redeliver(nacked)
             self.replay[name].update(tuple(p) for p in nacked)
-        acks = [p for p in (*again, *new) if p not in nacked and p != self.holding]
+        self._ack_read(name, [p for p in (*again, *new) if p not in nacked and p != self.holding], data)
+        if self._past_line():
+            self.ran.add("a held entry past the form's line")
+
+    def _ack_read(self, name: str, acks: list[Position], data: st.DataObject) -> None:
+        """``acks`` (what a round read) acked in one list or one position at a time."""
         if acks:
+            cur = self.cursors[name]
             if data.draw(st.booleans(), label="one list"):
                 cur.ack(acks)
             else:
                 for p in acks:
                     cur.ack(p)
-            m.ack(c, [tuple(p) for p in acks])
-        if self._past_line():
-            self.ran.add("a held entry past the form's line")
+            self.model.ack(self.model.cursors[name], [tuple(p) for p in acks])
 
     @precondition(lambda self: self.model.ledgers)
     @rule()
@@ -1212,6 +1215,75 @@ class BrokerDayLongLineMachine(BrokerDayMachine):
         self.cursors[self.HOLDER].ack(held)
         m.ack(m.cursors[self.HOLDER], [tuple(held)])
         self.holding = None
+
+
+class BrokerDayChainMachine(BrokerDayLongLineMachine):
+    """The broker's day of a hung consumer that holds the first entry of each ledger it reads
+    (its mark-delete position stays in its first), over ledgers of 3 entries rolled over one
+    after another, a state slot taking at most 2 ranges: its small form keeps a chain of
+    records of the ledgers holding state, past the line's 64th (where the compiled twin's
+    set of them takes a second word), through flushes, crashes and reopens; acking what it
+    holds moves M on across the ledgers acked whole."""
+
+    SPANS = small_span.SPAN_MOST
+    state_bound = 2
+    chains = layout = None  # type: ignore[assignment]
+
+    def _opening(self, data: st.DataObject) -> None:
+        set_form_chains(True)
+        self.held: list[Position] = []
+        BrokerDayLongLineMachine._opening(self, data)
+        self.short_ledgers(data.draw(st.integers(68, 76)), data)
+        if self.held and data.draw(st.booleans(), label="the first held acked"):
+            self.release_held(True)
+
+    def _round(self, name: str, k: int, data: st.DataObject) -> None:
+        if name != self.HOLDER:
+            BrokerDayMachine._round(self, name, k, data)
+            return
+        cur = self.cursors[name]
+        again = self._replay_read(name, 10)
+        new = self._read_more(name, k)
+        ledgers = {p.ledger for p in self.held}
+        for p in new:
+            if p.ledger not in ledgers:  # (read, never acked, until release_held)
+                self.held.append(p)
+                ledgers.add(p.ledger)
+        held = set(self.held)
+        self._ack_read(name, [p for p in (*again, *new) if p not in held], data)
+        small = cur._core.small
+        if small is not None and small.recs >> 64:
+            self.ran.add("a chain of the small form past the line's 64th ledger")
+
+    @precondition(lambda self: self.model.ledgers)
+    @rule(n=st.integers(1, 12), data=st.data())
+    def short_ledgers(self, n: int, data: st.DataObject) -> None:
+        """The open ledger sealed, then ``n`` ledgers of 3 entries, each read (its first entry
+        held by the hung consumer), acked and rolled over; a flush every 8."""
+        m = self.model
+        self._roll()
+        for i in range(n):
+            ledger = m.ledgers[-1][0]
+            self.topic.advance(ledger, 2)
+            m.advance(ledger, 2)
+            self.broker_round(data.draw(st.integers(3, 6)), data)
+            self._roll()
+            if i % 8 == 7:
+                self.flush(group_flush.CHUNK)
+        self.ran.add("a rollover")
+
+    @precondition(lambda self: self.model.ledgers and getattr(self, "held", None))
+    @rule(first=st.booleans())
+    def release_held(self, first: bool) -> None:  # type: ignore[override]
+        """The hung consumer acks the first entry it holds, or every one: M moves on across
+        the ledgers acked whole (the chain's records of those after it stand)."""
+        m, cur = self.model, self.cursors[self.HOLDER]
+        acks, self.held = (self.held[:1], self.held[1:]) if first else (self.held, [])
+        cur.ack(acks)
+        m.ack(m.cursors[self.HOLDER], [tuple(p) for p in acks])
+        small = cur._core.small
+        if small is not None and small.recs >> 64:
+            self.ran.add("M moved on along a chain past the line's 64th ledger")
 
 
 class BrokerDayHistoryMachine(BrokerDayMachine):
@@ -1256,6 +1328,8 @@ TestBrokerDayMachine = BrokerDayMachine.TestCase
 TestBrokerDayMachine.settings = settings(_settings, max_examples=_examples(30))
 TestBrokerDayLongLineMachine = BrokerDayLongLineMachine.TestCase
 TestBrokerDayLongLineMachine.settings = settings(_settings, max_examples=_examples(20))
+TestBrokerDayChainMachine = BrokerDayChainMachine.TestCase
+TestBrokerDayChainMachine.settings = settings(_settings, max_examples=_examples(4))
 TestBrokerDayHistoryMachine = BrokerDayHistoryMachine.TestCase
 TestBrokerDayHistoryMachine.settings = settings(_settings, max_examples=_examples(20))
 TestTruncatingMachine = TruncatingMachine.TestCase
@@ -1323,6 +1397,10 @@ DEPTH: dict[type[AckStoreMachine], dict[str, float]] = {
         "a held entry past the form's line": 0.2,
         "a held entry acked past the form's line": 0.2,
     },
+    BrokerDayChainMachine: {
+        "a chain of the small form past the line's 64th ledger": 0.5,
+        "M moved on along a chain past the line's 64th ledger": 0.2,
+    },
     BrokerDayHistoryMachine: {
         "a history cursor's state flushed from the small form": 0.5,
         "a restore": 0.2,
@@ -1331,6 +1409,8 @@ DEPTH: dict[type[AckStoreMachine], dict[str, float]] = {
 }
 ALL_THREE = 0.8
 DEPTH_EXAMPLES = 40
+DEPTH_EXAMPLES_OF: dict[type[AckStoreMachine], int] = {BrokerDayChainMachine: 10}
+"""a machine whose every example is long (its opening rolls over seventy ledgers) runs fewer"""
 
 
 @pytest.mark.skipif(PURE, reason="what the machines reach is theirs: the compiled run checks it")
@@ -1344,11 +1424,12 @@ def test_the_machines_reach_deep(machine: type[AckStoreMachine]) -> None:
     from hypothesis.stateful import run_state_machine_as_test
 
     REACHED.pop(machine.__name__, None)
+    examples = DEPTH_EXAMPLES_OF.get(machine, DEPTH_EXAMPLES)
     run_state_machine_as_test(
-        machine, settings=settings(_settings, max_examples=DEPTH_EXAMPLES, derandomize=True, database=None)
+        machine, settings=settings(_settings, max_examples=examples, derandomize=True, database=None)
     )
     runs = REACHED.pop(machine.__name__)
-    assert len(runs) >= DEPTH_EXAMPLES // 2
+    assert len(runs) >= examples // 2
     share = {what: sum(what in r for r in runs) / len(runs) for what in {w for r in runs for w in r}}
     all_three = sum({"flush", "reopen", "crash"} <= r for r in runs) / len(runs)
     assert all_three >= ALL_THREE, (machine.__name__, all_three)
