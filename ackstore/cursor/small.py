@@ -911,8 +911,13 @@ def _line_ledger(s: Any, k: Any) -> int:
 
 
 def _bits(mask: int) -> list[int]:
-    """The places of ``mask``'s set bits, ascending."""
-    return [k for k in range(mask.bit_length()) if mask >> k & 1]
+    """The places of ``mask``'s set bits, ascending. O(set bits)."""
+    out: list[int] = []
+    while mask:
+        low = mask & -mask
+        out.append(low.bit_length() - 1)
+        mask ^= low
+    return out
 
 
 def _records(s: PySmallState) -> tuple[int, ...]:
