@@ -199,33 +199,26 @@ class CursorSide:
         ``probe``: a cursor of ``txn`` on the log to look with (a bulk open's, made once);
         ``lines``: the topic's directory's answers for a form's line in ``txn``
         (``line_memo``: a bulk open's batch asks once for each mark-delete ledger)."""
-        if not config.history_seconds:
+        history = bool(config.history_seconds)
+        if not history:
             small = form_read(txn, log.db, log.cursor_id, config, topic.directory, probe, lines, self.store.lazy)
             if small is not None:
                 return small  # (read in one compiled call; else by its Python twin, below)
             values = slot_values(txn, log.db, log.cursor_id, probe)
             if values is not None:
                 small = small_opened(log.cursor_id, values, config, topic.directory, None, lines)
-                if small is not None:
-                    return small
-            else:
-                newest = newest_marker(txn, log.db, log.cursor_id, probe)
-                if newest is not None:
-                    small = chain_opened(txn, log.db, log.cursor_id, newest, config, topic.directory)
-                    if small is not None:
-                        return small
-                    return self.recover_log(txn, log, config, topic, newest)
-                found = newest_logged(txn, log.db, log.cursor_id, probe, True)
-                if found is not None:  # (a state marker under its log key: a cut state a slot did not take)
-                    small = small_opened(log.cursor_id, found[0], config, topic.directory, found[1], lines)
-                    if small is not None:
-                        return small
-        else:
-            found = newest_logged(txn, log.db, log.cursor_id, probe)
-            if found is not None:
-                small = small_opened(log.cursor_id, found[0], config, topic.directory, found[1], lines)
-                if small is not None:
-                    return small
+                return small if small is not None else self.recover_log(txn, log, config, topic)
+            newest = newest_marker(txn, log.db, log.cursor_id, probe)
+            if newest is not None:
+                small = chain_opened(txn, log.db, log.cursor_id, newest, config, topic.directory)
+                return small if small is not None else self.recover_log(txn, log, config, topic, newest)
+        # a state under its log key: a history cursor's every state, another's a cut state
+        # a slot did not take (a state marker)
+        found = newest_logged(txn, log.db, log.cursor_id, probe, not history)
+        if found is not None:
+            small = small_opened(log.cursor_id, found[0], config, topic.directory, found[1], lines)
+            if small is not None:
+                return small
         return self.recover_log(txn, log, config, topic)
 
     def recover_log(
