@@ -87,14 +87,10 @@ static inline void lg_add_span(Ledgers *b, int k, int last) {
 }
 /* b as an int (bit k: the k-th ledger) */
 static PyObject *lg_int(const Ledgers *b) {
-    PyObject *out = PyLong_FromUnsignedLongLong(b->w[LW - 1]);
-    for (int i = LW - 2; out != NULL && i >= 0; i--) {
-        PyObject *shift = PyLong_FromLong(64), *word = PyLong_FromUnsignedLongLong(b->w[i]), *up = NULL;
-        if (shift != NULL && word != NULL && (up = PyNumber_Lshift(out, shift)) != NULL) Py_SETREF(out, PyNumber_Or(up, word));
-        else Py_CLEAR(out);
-        Py_XDECREF(shift), Py_XDECREF(word), Py_XDECREF(up);
-    }
-    return out;
+    unsigned char bytes[LINE_LEDGERS / 8];
+    for (int i = 0; i < LW; i++)
+        for (int j = 0; j < 8; j++) bytes[8 * i + j] = (unsigned char)(b->w[i] >> (8 * j));
+    return _PyLong_FromByteArray(bytes, sizeof(bytes), 1, 0);
 }
 /* the int `v` as a set of a line's ledgers into *b: 1; 0 when it is not one (negative, or a
  * bit past the line's most); -1 with an exception when it is no int */
