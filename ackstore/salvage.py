@@ -481,8 +481,10 @@ def salvage(
         raise NotAStoreError(f"{data} is not an LMDB data file (no valid meta page): nothing to salvage")
     found = _scan(data, sv, report, progress)
     if not found.logs and not found.topics and not found.cursors:
+        dirs = sum(map(len, found.ledgers.values()))  # (a ledger directory alone: no cursor's state to bring back)
+        only = f" but {dirs} ledger-directory entries of topics whose entries are lost" if dirs else ""
         raise CorruptStoreError(
-            f"{src}: salvage found no ackstore record or catalog entry in {data}",
+            f"{src}: salvage found no cursor record or topic or cursor entry in {data}{only}",
             src,
             hint="nothing of ackstore's is left to bring back: restore the store from a copy ('ackstore copy' or "
             "'ackstore dump' made earlier) or start a new one",

@@ -201,12 +201,15 @@ def damage(src: Path, dst: Path, rng: random.Random) -> tuple[str, bool]:
 
 def holds_records(data: Path) -> bool:
     """Whether any page of the LMDB file ``data`` is a leaf holding a node that is not a
-    named database (the main tree's nodes, flag ``F_SUBDATA``): a record of ackstore's,
+    named database (the main tree's nodes, flag ``F_SUBDATA``) nor a ledger-directory entry
+    (which salvage reads, but which holds no cursor's state) nor, by its layout, a free-list
+    node (an 8-byte transaction id, a count and that many page numbers): a record of ackstore's,
     read here by LMDB's page layout alone, not by salvage's reader. A value on overflow
     pages (flag ``F_BIGDATA``: a large state marker) counts only when the file still holds
     them, and a page the intact free list names not at all (a stale copy, which salvage
     does not read)."""
     from ackstore.storage.lmdb_file import survey
+    from ackstore.storage.pure_codecs import directory_entry
 
     raw = data.read_bytes()
     sv = survey(data.parent)
@@ -225,6 +228,11 @@ def holds_records(data: Path) -> bool:
             lo, hi, node_flags, ksize = struct.unpack_from("<HHHH", raw, off + ptr)
             if node_flags & 0x02:
                 continue
+            value = raw[off + ptr + 8 + ksize : off + ptr + 8 + ksize + (lo | hi << 16)]
+            if not node_flags & 0x01 and directory_entry(raw[off + ptr + 8 : off + ptr + 8 + ksize], value, 5, 6):
+                continue  # (a ledger-directory entry, its checksum checked: no cursor's state)
+            if ksize == 8 and len(value) >= 8 and len(value) == 8 * (1 + int.from_bytes(value[:8], "little")):
+                continue  # (a free-list node by its layout, a transaction id's freed pages, on a page the cut orphaned)
             if not node_flags & 0x01:
                 return True
             if ptr + 16 + ksize <= 4096:  # the overflow pages' number after the key, and the value's size
