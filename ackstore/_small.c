@@ -541,7 +541,7 @@ static uint32_t ranges_in(SmallState *s, int k, uint32_t *first);
 static void stash(SmallState *s);
 static int rec_room(SmallState *s);
 static Ledgers held_of(SmallState *s);
-static int marker_write(SmallState *s, uint32_t version, int full, long long prev, Out *out);
+static int marker_write(SmallState *s, uint32_t version, int full, long long prev, const Ledgers *renamed, Out *out);
 static int past_layout(SmallState *s, long long prev, const Ledgers *recs);
 static uint32_t live_counts(SmallState *s, uint32_t from, uint32_t to);
 static int over_acks(SmallState *s, uint32_t max_acks);
@@ -1830,8 +1830,10 @@ static PyObject *SmallState_adopt(SmallState *s, PyObject *const *args, Py_ssize
     long long next = (long long)s->next_seq, rec[LINE_LEDGERS];
     Ledgers recs;
     int line = s->ns + 1;
-    int bad_records = records_into(args[2], rec, &recs, line, base < 0 ? 0 : base) < 0;
+    int bad_records = records_into(args[2], rec, &recs, line, marker < 0 ? 0 : marker) < 0;
     if (bad_records && PyErr_Occurred()) return NULL;
+    for (int k = 0; !bad_records && k < LINE_LEDGERS; k++) /* (a delta marker may name records after the full one) */
+        bad_records = lg_has(&recs, k) && rec[k] == base;
     if (bad_records || base < 0 || marker < base || marker >= next || (deltas == 0) != (marker == base) ||
         s->c.base != -2 || bytes < 0 || deltas < 0 || deltas > (long long)U32 || chain_bytes < 0 ||
         na + nc > DELTA_MOST) {
@@ -1919,24 +1921,27 @@ static PyObject *SmallState_to_record(SmallState *s, PyObject *arg) {
     return lg_int(&written);
 }
 
-/* keeps only what of adds/counted lies outside the ledgers `written` names; how many stay */
-static uint32_t drop_in(SmallState *s, uint32_t *list, uint32_t n, const Ledgers *written) {
-    uint32_t m = 0;
+/* keeps only what of adds/counted lies outside the ledgers `written` names; how many stay, and
+ * *named how many of those kept were among the first *named (small.py's _kept) */
+static uint32_t drop_in(SmallState *s, uint32_t *list, uint32_t n, const Ledgers *written, uint32_t *named) {
+    uint32_t m = 0, kept_named = 0;
     for (uint32_t i = 0; i < n; i++)
-        if (!lg_has(written, line_index(s, list[i]))) list[m++] = list[i];
+        if (!lg_has(written, line_index(s, list[i]))) list[m++] = list[i], kept_named += i < *named;
+    *named = kept_named;
     return m;
 }
 
 /* took_base(version, written, nbytes) -> (marker, below, keeps) | None: a flush wrote a record of
  * each ledger of the line `written` names (bit k: the k-th), `nbytes` of keys and values, under
  * the form's next sequences, in the line's order: the chain's new base, adopted as flush_small
- * adopts what it writes (undo_small gives it back). The full marker to write under the sequence
- * after them (naming every ledger's record: these, and, unless the state was written whole, the
- * others' with the acks and counts since them), and the trim it makes: below the chain before
- * but its records (-1: none), when the state was written whole, else by a full marker's rule.
- * `written` may name none when the state is not written whole: the full marker alone. None,
- * changing nothing, when a field of the marker is outside the fixed layout. small.py's
- * _took_base. */
+ * adopts what it writes (undo_small gives it back). The marker to write under the sequence after
+ * them: a delta one naming the new records and what changed since the last marker when the chain
+ * goes on (other ledgers' records stand, none went, no trim due), else a full one naming every
+ * ledger's record (these, and, unless the state was written whole, the others' with the acks and
+ * counts since them); and the trim it makes: below the chain before but its records (-1: none),
+ * when the state was written whole, else by a full marker's rule. `written` may name none when the
+ * state is not written whole: the full marker alone. None, changing nothing, when a field of the
+ * marker is outside the fixed layout. small.py's _took_base. */
 static PyObject *SmallState_took_base(SmallState *s, PyObject *const *args, Py_ssize_t nargs) {
     long long version, nbytes;
     if (nargs != 3) {
@@ -1963,9 +1968,11 @@ static PyObject *SmallState_took_base(SmallState *s, PyObject *const *args, Py_s
     }
     long long below = -1, seq = (long long)s->next_seq;
     int m = lg_count(&written);
-    if (past_layout(s, seq - 1, &recs)) Py_RETURN_NONE;
     int trim = s->c.base >= 0 && (whole || chain_outgrown(s->c.deltas, s->every, s->c.chain_bytes, s->c.base_bytes) ||
                                   chain_garbage_due(s->c.untrimmed, s->c.base_bytes));
+    Ledgers others = lg_minus(recs, &written);
+    int full = trim || whole || lg_any(&gone) || !m || !lg_any(&others);
+    if (past_layout(s, full ? seq - 1 : s->c.marker, &recs)) Py_RETURN_NONE;
     PyObject *keeps = trim ? records_of(&s->c, s->rec) : PyTuple_New(0);
     if (keeps == NULL || rec_room(s) < 0) {
         Py_XDECREF(keeps);
@@ -1974,12 +1981,13 @@ static PyObject *SmallState_took_base(SmallState *s, PyObject *const *args, Py_s
     stash(s);
     if (trim) below = s->c.base, s->slots = 0; /* (below the chain: trimmed) */
     Ledgers renewed = lg_or(written, &gone);
+    uint32_t named = s->named, cnamed = s->cnamed;
     if (whole) {
         for (int k = 0; k < LINE_LEDGERS; k++) s->rec[k] = -1;
         rechain(s);
-    } else { /* (what the new records hold is no longer since a record) */
-        s->na = drop_in(s, s->adds, s->na, &renewed);
-        s->ncd = drop_in(s, s->counted, s->ncd, &renewed);
+    } else { /* (what the new records hold is no longer since a record; a delta names the rest since the last) */
+        s->na = drop_in(s, s->adds, s->na, &renewed, &named);
+        s->ncd = drop_in(s, s->counted, s->ncd, &renewed, &cnamed);
     }
     for (int k = 0, i = 0; k < LINE_LEDGERS; k++)
         if (lg_has(&written, k)) s->rec[k] = seq + i++;
@@ -1988,27 +1996,33 @@ static PyObject *SmallState_took_base(SmallState *s, PyObject *const *args, Py_s
         s->c.passed = s->dropped = 0;
         s->low = held_low(s);
     }
-    s->named = 0;
-    named_low(s); /* (the full marker names every ack since the records) */
-    s->named = s->na, s->cnamed = s->ncd;
+    s->named = full ? 0 : named, s->cnamed = full ? 0 : cnamed;
     s->c.record = -1;
     for (int k = 0; k < LINE_LEDGERS; k++)
         if (lg_has(&recs, k) && (s->c.record < 0 || s->rec[k] < s->c.record)) s->c.record = s->rec[k];
     Out o = {NULL, 0, 0};
-    if (s->fresh || marker_write(s, (uint32_t)version, 1, seq - 1, &o) < 0) { /* (fresh: no room to track) */
-        PyMem_Free(o.b);
+    if (s->fresh || marker_write(s, (uint32_t)version, full, full ? seq - 1 : s->c.marker, full ? NULL : &written, &o) < 0) {
+        PyMem_Free(o.b); /* (fresh: no room to track) */
         Py_DECREF(keeps);
         if (!PyErr_Occurred()) PyErr_NoMemory();
         return NULL;
     }
+    named_low(s); /* (the marker names every ack since the records, or since the last marker) */
+    s->named = s->na, s->cnamed = s->ncd;
     PyObject *marker = PyBytes_FromStringAndSize((const char *)o.b, o.len);
     PyMem_Free(o.b);
     if (marker == NULL) {
         Py_DECREF(keeps);
         return NULL;
     }
-    s->c.base = s->c.marker = seq + m;
-    s->c.base_bytes = (unsigned long long)o.len, s->c.deltas = 0, s->c.chain_bytes = 0, s->c.tail = 0;
+    s->c.marker = seq + m;
+    if (full) {
+        s->c.base = s->c.marker;
+        s->c.base_bytes = (unsigned long long)o.len, s->c.deltas = 0, s->c.chain_bytes = 0, s->c.tail = 0;
+    } else {
+        s->c.deltas++;
+        s->c.chain_bytes += (unsigned long long)o.len;
+    }
     unsigned long long total = (unsigned long long)nbytes + 16 + (unsigned long long)o.len;
     s->c.untrimmed = trim ? 0 : whole ? total : s->c.untrimmed + total;
     adopted(s, (unsigned long long)m + 1, (uint32_t)total, 0);
@@ -2653,9 +2667,11 @@ static int past_layout(SmallState *s, long long prev, const Ledgers *recs) {
 
 /* a marker of s's chain after `prev` into `o` (emptied first): a full one or a delta, naming each
  * ledger with a record (a full one: every one) with its record, its range count, and the acks
- * and delivery counts since it (a delta: those with any since the last marker, and those):
- * small.py's _marker_items, the same bytes. 0; -1 with an exception */
-static int marker_write(SmallState *s, uint32_t version, int full, long long prev, Out *out) {
+ * and delivery counts since it (a delta: those with any since the last marker, and those, and
+ * the ledgers `renamed` names: their new records; NULL none): small.py's _marker_items, the
+ * same bytes. 0; -1 with an exception */
+static int marker_write(SmallState *s, uint32_t version, int full, long long prev, const Ledgers *renamed,
+                        Out *out) {
     int top = lg_top(&s->c.recs), several = lg_count(&s->c.recs) > 1; /* (the last ledger with a record) */
     uint32_t from = full ? 0 : s->named, cfrom = full ? 0 : s->cnamed;
     uint32_t adds[DELTA_MOST], ce[DELTA_MOST], cn[DELTA_MOST], na = s->na - from, kc = 0;
@@ -2681,7 +2697,7 @@ static int marker_write(SmallState *s, uint32_t version, int full, long long pre
         while (a < na && adds[a] < end) a++;
         while (c < kc && ce[c] < end) c++;
         ia[k] = a, ic[k] = c;
-        items += lg_has(&s->c.recs, k) && (full || a > a0 || c > c0);
+        items += lg_has(&s->c.recs, k) && (full || a > a0 || c > c0 || (renamed != NULL && lg_has(renamed, k)));
     }
     Py_ssize_t np = PyBytes_GET_SIZE(s->props), size = 7 + 28 + 16 * items + 4 * na + 8 * kc + np;
     Out o = *out;
@@ -2703,7 +2719,8 @@ static int marker_write(SmallState *s, uint32_t version, int full, long long pre
     unsigned char *p = at + 35;
     for (int k = 0; k <= top; k++) {
         uint32_t a0 = k ? ia[k - 1] : 0, c0 = k ? ic[k - 1] : 0, start = (uint32_t)line_start(s, k);
-        if (!lg_has(&s->c.recs, k) || !(full || ia[k] > a0 || ic[k] > c0)) continue;
+        if (!lg_has(&s->c.recs, k) || !(full || ia[k] > a0 || ic[k] > c0 || (renamed != NULL && lg_has(renamed, k))))
+            continue;
         put32(p, (uint32_t)line_ledger(s, k));
         long long seq = several ? s->rec[k] : s->c.record; /* (one record: the chain's own) */
         put32(p + 4, (uint32_t)(seq + 1)); /* (the record's sequence + 1) */
@@ -2737,7 +2754,7 @@ static int marker_value(SmallState *s, uint32_t version, uint32_t max_acks, Out 
     int changed = lg_eq(&index, &s->c.recs); /* (every ledger of the index) */
     unsigned long long named = s->named + 2ULL * live_counts(s, 0, s->cnamed);
     *full = chain_full_marker(*due, changed, named);
-    return marker_write(s, version, *full, s->c.marker, out) < 0 ? -1 : 1;
+    return marker_write(s, version, *full, s->c.marker, NULL, out) < 0 ? -1 : 1;
 }
 
 /* what undo_small gives back of a flush about to be adopted */
@@ -3638,11 +3655,11 @@ static PyObject *form_open(PyObject *self, PyObject *const *args, Py_ssize_t nar
     lines_l[0] = c.md_l, lines_o[0] = 0;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(PyTuple_GET_ITEM(b, 0)); i++, nline++)
         if (!span_of(PyTuple_GET_ITEM(PyTuple_GET_ITEM(b, 0), i), &lines_l[nline], &lines_o[nline])) goto fail_or_none;
-    /* every ledger named on the line, its record older than the full marker */
+    /* every ledger named on the line, its record older than the newest marker */
     for (int i = 0; i < c.n; i++) {
         int k = 0;
         while (k < nline && lines_l[k] != c.e[i].ledger) k++;
-        if (k == nline || c.e[i].seq >= c.full_seq) goto none;
+        if (k == nline || c.e[i].seq >= c.seq) goto none;
         k_of[i] = k;
     }
     for (int i = 0; i < c.n; i++) order[i] = i; /* (in line order: few, an insertion sort) */

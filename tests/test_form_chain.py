@@ -222,8 +222,8 @@ def test_the_twins_write_one_chain_and_it_recovers_to_the_forms_state(
                 for _, below, keeps in trims:
                     _trim(log, below, keeps)
                 log.update(puts)
-                if puts and s.marker == s.next_seq - 1 and s.deltas:  # a delta marker
-                    assert was[0] >= 0 and was[3] == 0 and s.marker == was[1] + 1 == s.next_seq - 1
+                if puts and s.marker == s.next_seq - 1 and s.deltas:  # a delta marker (after new records, if any)
+                    assert was[0] >= 0 and was[3] == 0 and s.marker == was[1] + len(puts) == s.next_seq - 1
                 assert s.deltas <= s.every
             assert all(out == outs[0] for out in outs), outs
             last = before if outs[0][0] else None  # (an undo gives back this flush only)
@@ -397,8 +397,8 @@ def test_a_state_past_ms_ledger_over_a_slot_keeps_a_record_of_each_ledger_holdin
     the next states are markers naming each record with the acks and counts since it, in
     that ledger's own entries; a ledger with no record gaining state, or more acks since the
     records than a marker names, makes the next state a new base that records only those
-    ledgers (the others' records stand, named with what since); what was written recovers
-    to the form's state."""
+    ledgers and a delta marker naming them and what changed since the last marker (the
+    others' records stand); what was written recovers to the form's state."""
     s = impl.SmallState(CID, LEDGER, 9, 5, 0, 1, [], 1 << 12)
     assert not s.bound(0, ((LEDGER + 1, 20), (LEDGER + 2, 100)), 300)
     for e in range(22, 60, 3):  # ranges in the next ledger only
@@ -416,8 +416,9 @@ def test_a_state_past_ms_ledger_over_a_slot_keeps_a_record_of_each_ledger_holdin
     puts, _, _ = _flush(impl, s, trims)
     assert [records.split_log_key(k)[1] for k, _ in puts] == [7, 8] and (s.records(), s.recs) == ((7, 5), 0b11)
     assert records.decode_ledger_owned(puts[0][1])[0] == LEDGER
-    marker = records.decode_marker(puts[1][1], 8)
-    assert marker.full and {lg: x.seq for lg, x in marker.index.items()} == {LEDGER: 7, LEDGER + 1: 5}
+    marker = records.decode_marker(puts[1][1], 8)  # a delta marker naming the new record alone: the chain goes on
+    assert not marker.full and marker.prev == 6 and {lg: x.seq for lg, x in marker.index.items()} == {LEDGER: 7}
+    assert (s.base, s.marker, s.deltas) == (6, 8, 1)
     log.update(puts)
     assert _recovered(log) == _held(s)
     s.ack_range(13, 13)
@@ -447,6 +448,22 @@ def test_a_state_past_ms_ledger_over_a_slot_keeps_a_record_of_each_ledger_holdin
     assert all(keeps == (7, 5, 9) for _, _, keeps in trims)  # (a trim keeps the records the chain names)
     for _, below, keeps in trims:
         _trim(log, below, keeps)
+    log.update(puts)
+    assert _recovered(log) == _held(s)
+    s.ack_range(131, 131)  # named by a marker, in the ledger whose record comes next
+    ((key, value),), _, _ = _flush(impl, s, trims)
+    log[key] = value
+    s.ack_range(47, 47)  # the second ledger: acked since that marker, its record standing
+    for e in range(133, 133 + 2 * MAX_ACKS, 2):
+        s.ack_range(e, e)
+    trims.clear()
+    puts, _, _ = _flush(impl, s, trims)  # the third ledger's record, and a delta marker naming it and that ack
+    marker = records.decode_marker(puts[-1][1], records.split_log_key(puts[-1][0])[1])
+    assert len(puts) == 2 and not trims and not marker.full and s.base < s.marker
+    assert {lg: (x.seq, sorted(x.adds or ())) for lg, x in marker.index.items()} == {
+        LEDGER + 1: (5, [27]),
+        LEDGER + 2: (s.next_seq - 2, []),
+    }
     log.update(puts)
     assert _recovered(log) == _held(s)
 
@@ -940,6 +957,14 @@ def test_a_consumer_holding_messages_across_rollovers_keeps_its_form(tmp_path: P
         assert store.topic("persistent://t/n/held").cursor("c", cfg).snapshot() == expected
 
 
+def _first_ledger_open(store: Any, name: str, cfg: CursorConfig) -> tuple[Any, Any, Any]:
+    """Topic ``name`` of ``store`` with ledger 1 open, its cursor ``c`` and that cursor's form."""
+    topic = store.topic(name)
+    topic.add_ledger(1)
+    cur = topic.cursor("c", cfg)
+    return topic, cur, cur._core.small
+
+
 def test_a_consumer_holding_an_entry_across_a_hundred_rollovers_keeps_its_form(tmp_path: Path) -> None:
     """A subscription that never acks the first entry of its first ledger (its mark-delete
     position stays there) and holds a few messages of each ledger it reads on, one rollover
@@ -950,10 +975,7 @@ def test_a_consumer_holding_an_entry_across_a_hundred_rollovers_keeps_its_form(t
     open."""
     cfg = CursorConfig(max_unacked_ranges_to_persist=0)
     with AckStore.open(tmp_path / "s", sync=False) as store:
-        topic = store.topic("persistent://t/n/stuck")
-        topic.add_ledger(1)
-        cur = topic.cursor("c", cfg)
-        form = cur._core.small
+        topic, cur, form = _first_ledger_open(store, "persistent://t/n/stuck", cfg)
         written = []
         for ledger in range(1, 101):
             cur.ack([Position(ledger, e) for e in range(50) if e % 6 != 3 and (ledger, e) != (1, 0)])
@@ -975,6 +997,45 @@ def test_a_consumer_holding_an_entry_across_a_hundred_rollovers_keeps_its_form(t
         expected = cur.snapshot()
     with AckStore.open(tmp_path / "s", sync=False) as store:
         assert store.topic("persistent://t/n/stuck").cursor("c", cfg).snapshot() == expected
+
+
+def test_a_hung_consumers_flush_that_records_the_ledger_it_reads_writes_what_changed(tmp_path: Path) -> None:
+    """A subscription whose mark-delete position stays in its first ledger while it acks on,
+    ten entries a read and a flush after each, holding one entry in six of every ledger: past
+    a slot's bound its state is a chain, and a flush whose acks since the records are more
+    than a marker names writes the record of the ledger it reads in and a delta marker naming
+    that record and the acks since the last marker, not a full marker naming a record of
+    each of the seventy ledgers holding state (16 bytes each). A full marker comes when the
+    chain's rules make one due. Reopened after a crash, it holds what it held."""
+    cfg = CursorConfig(max_unacked_ranges_to_persist=0)
+    with AckStore.open(tmp_path / "s", sync=False) as store:
+        topic, cur, form = _first_ledger_open(store, "persistent://t/n/hung", cfg)
+        recorded: list[int] = []  # the bytes of each flush that wrote a record, from the 60th ledger on
+        for ledger in range(1, 76):
+            for r in range(10):
+                read = [Position(ledger, e) for e in range(10 * r, 10 * r + 10)]
+                cur.ack([p for p in read if p.entry % 6 != 3 and p != Position(1, 0)])
+                seq = form.next_seq
+                written = store.flush().bytes_written
+                if ledger >= 60 and form.next_seq - seq > 1:
+                    recorded.append(written)
+            topic.close_ledger(ledger, 100)
+            topic.add_ledger(ledger + 1)
+        assert cur._core.small is form and form.recs.bit_count() > 64 and form.base >= 0
+        assert len(recorded) > 20 and sorted(recorded)[len(recorded) * 4 // 5] < 400, recorded
+        for r in range(10):  # the crash comes after a flush that wrote a record and a delta marker
+            cur.ack([Position(76, e) for e in range(10 * r, 10 * r + 10) if e % 6 != 3])
+            seq = form.next_seq
+            store.flush()
+            if form.next_seq - seq > 1 and form.base != form.marker:
+                break
+        else:
+            raise AssertionError("no flush in ledger 76 wrote its record and a delta marker")
+        expected = cur.snapshot()
+        testing.crash(store)
+    with AckStore.open(tmp_path / "s", sync=False) as store:
+        cur = store.topic("persistent://t/n/hung").cursor("c", cfg)
+        assert cur._core.small is not None and cur.snapshot() == expected
 
 
 def test_a_form_over_its_cursors_cache_budget_goes_to_its_parts(tmp_path: Path) -> None:

@@ -62,7 +62,9 @@ no record yet: a consumer reading on after a rollover) and so are, once the acks
 since the records (above M) are more than :data:`~ackstore.cursor.lane.DELTA_MAX_ACKS`, the ledgers
 they are most in: the next state is a base that records those alone, the others' records
 standing (a consumer holding a sealed ledger's entries does not write that ledger's record
-again while it acks on in the next ones: :func:`_to_record`). M moving within its ledger, or
+again while it acks on in the next ones: :func:`_to_record`), and the marker after those
+records is a delta one naming them when the chain goes on (no full marker due, no record
+dropped), so such a flush writes what changed, not an index of every ledger. M moving within its ledger, or
 on into the next one (a *rebase*), leaves the records standing: the marker names M's
 ledger's record as it is (format 15: the record and the acks since it hold what M passed
 since, one range more than the form holds above M, ``passed``, which the marker's count
@@ -1120,11 +1122,12 @@ def _record_of(s: PySmallState, k: int, version: int, flags: int, first: int, la
     return pure_codecs.seal_envelope(RECORD_LEDGER, version, msgpack.packb(fields))
 
 
-def _marker_items(s: PySmallState, full: bool) -> list[tuple[Any, ...]]:
+def _marker_items(s: PySmallState, full: bool, renamed: int = 0) -> list[tuple[Any, ...]]:
     """The index a marker of the chain names: each ledger with a record (a full marker: every
     one) with its record, its range count and the acks and delivery counts since it (a
-    delta marker: those with any since the last marker, and those). O(those ledgers' runs +
-    acks and counts since)."""
+    delta marker: those with any since the last marker, and those, and the ledgers
+    ``renamed`` names, bit k the k-th: their new records). O(those ledgers' runs + acks and
+    counts since)."""
     counts = s._counts
     adds = sorted(s._adds if full else s._adds[s.named :])
     counted = sorted(e for e in (s._counted if full else s._counted[s.cnamed :]) if e in counts)
@@ -1133,7 +1136,7 @@ def _marker_items(s: PySmallState, full: bool) -> list[tuple[Any, ...]]:
         start, end = _line_start(s, k), _line_end(s, k)
         acked = [e - start for e in adds if start <= e < end]
         since = {e - start: counts[e] for e in counted if start <= e < end}
-        if full or acked or since:
+        if full or acked or since or renamed >> k & 1:
             ranges = _ranges_in(s, k) + (s.passed if k == 0 else 0)
             items.append((_line_ledger(s, k), (s._rec[k], ranges, BitMap(acked) or None, since or None)))
     return items
@@ -1215,8 +1218,8 @@ def base_puts(
     ``s.to_record(max_acks)`` names (the bytes ``records.encode_ledger`` writes: the code
     ``encode_bitmap`` chooses for the form's ``acks_of`` it, the rest of the record written
     by the form, ``record_of``) under the form's next log sequences, in the line's order,
-    and a full marker naming every ledger's record (these, and the others' with the acks
-    and counts since them) under the one after, written and adopted by ``took_base``:
+    and a marker naming them under the one after (``took_base`` says which), written and
+    adopted by ``took_base``:
     ``(puts, bytes, below, keeps)``, the trim it makes as ``flush_small``'s trims say it;
     None, changing nothing, when a field is outside the fixed marker's layout (the parts
     write it). Either twin's form. O(the runs and counts of the ledgers recorded)."""
@@ -1268,7 +1271,8 @@ def _adopt(
     """``s.adopt``: the chain its parts wrote last, full marker ``base`` of ``base_bytes``
     and ``deltas`` delta markers after it of ``bytes_`` up to ``marker`` (``base`` itself
     when none), naming the records ``records`` (``((k, seq), ...)``: the line's ``k``-th
-    ledger's; or M's ledger's alone, an int, -1: none) with the entries (the
+    ledger's, each below ``marker`` and not ``base``: a delta marker may name records written
+    after the full one; or M's ledger's alone, an int, -1: none) with the entries (the
     form's) acked since them ``adds`` and those counted since ``counted``: the next states
     are markers naming those records. O(adds + counted)."""
     adds, counted = [_entry(e, "an entry acked since") for e in adds], [_entry(e, "a counted entry") for e in counted]
@@ -1276,7 +1280,8 @@ def _adopt(
     pairs = tuple(pair for pair in pairs if pair != (0, -1))
     line = len(s.spans) + 1
     ok = all(type(p) is tuple and len(p) == 2 and type(p[0]) is int and type(p[1]) is int for p in pairs)
-    ok = ok and len({k for k, _ in pairs}) == len(pairs) and all(0 <= k < line and 0 <= seq < base for k, seq in pairs)
+    ok = ok and len({k for k, _ in pairs}) == len(pairs)
+    ok = ok and all(0 <= k < line and 0 <= seq < marker and seq != base for k, seq in pairs)
     bad = not 0 <= base <= marker < s.next_seq or (deltas == 0) != (marker == base) or not ok
     if bad or s.base != -2 or deltas < 0 or bytes_ < 0 or len(adds) + len(counted) > DELTA_MOST:
         raise ValueError(f"adopt({base}, {marker}, {records}): not a chain before {s.next_seq} of its parts")
@@ -1297,14 +1302,16 @@ def _took_base(s: PySmallState, version: int, written: int, nbytes: int) -> tupl
     """``s.took_base``: a flush wrote a record of each ledger of the line ``written`` names
     (bit k: the k-th), ``nbytes`` of keys and values, under the form's next sequences, in
     the line's order: the chain's new base, adopted as :data:`flush_small` adopts what it
-    writes (:data:`undo_small` gives it back). Returns the full marker to write under the
-    sequence after them (naming every ledger's record: these, and, unless the state was
-    written whole, the others' with the acks and counts since them) and the trim it makes,
-    ``(marker, below, keeps)``: below the chain before but its records (-1: none) when the
-    state was written whole, else by the rule of a full marker's; None, changing nothing,
-    when a field of the marker is outside the fixed layout. ``written`` may name none (0)
-    when the state is not written whole: the full marker alone. O(acks and counts since +
-    the marker's ledgers' runs)."""
+    writes (:data:`undo_small` gives it back). Returns the marker to write under the
+    sequence after them and the trim it makes, ``(marker, below, keeps)``: a delta marker
+    naming the new records and the acks and counts since the last marker when the chain goes
+    on (records of other ledgers stand, none went, no trim is due: a flush costs what
+    changed), else a full marker naming every ledger's record (these, and, unless the state
+    was written whole, the others' with the acks and counts since them), and below the
+    chain before but its records (-1: none) when the state was written whole or by a full
+    marker's trim rule; None, changing nothing, when a field of the marker is outside the
+    fixed layout. ``written`` may name none (0) when the state is not written whole: the
+    full marker alone. O(acks and counts since + the marker's ledgers' runs)."""
     whole = bool(s.fresh or s.base < 0 or not s.recs)
     ok = type(written) is int and 0 <= written < 1 << len(s.spans) + 1
     gone = 0 if whole or not ok else s.stale & ~written  # (stale, not written: holds nothing now, its record goes)
@@ -1312,38 +1319,54 @@ def _took_base(s: PySmallState, version: int, written: int, nbytes: int) -> tupl
     if not recs:
         raise ValueError(f"took_base: {written!r} names no ledger of the line, or one past it")
     seq, m = s.next_seq, written.bit_count()
-    if _past_layout(s, seq - 1, recs):
-        return None
     due = outgrown(s.deltas, s.every, s.chain_bytes, s.base_bytes)  # (a full marker's trim: MarkerChain.trim_due)
     trim = s.base >= 0 and (whole or due or garbage_due(s.untrimmed, s.base_bytes))
+    full = trim or whole or bool(gone) or not written or not recs & ~written
+    if _past_layout(s, seq - 1 if full else s.marker, recs):
+        return None
     _stash(s)
     below, keeps = (s.base, _records(s)) if trim else (-1, ())
     if trim:
         s.slots = 0  # (below the chain: trimmed)
+    named = cnamed = 0
     if whole:
         s._rec = [-1] * LINE_LEDGERS
         s.unchain()
-    else:  # (what the new records hold is no longer since a record)
-        s._adds[:] = [e for e in s._adds if not (written | gone) >> line_index(s, e) & 1]
-        s._counted[:] = [e for e in s._counted if not (written | gone) >> line_index(s, e) & 1]
+    else:  # (what the new records hold is no longer since a record; a delta marker names the rest since the last)
+        renewed = written | gone
+        named, s._adds[:] = _kept(s, s._adds, s.named, renewed)
+        cnamed, s._counted[:] = _kept(s, s._counted, s.cnamed, renewed)
     for i, k in enumerate(_bits(written)):
         s._rec[k] = seq + i
     s.recs, s.stale, s.fresh = recs, 0, 0
     if whole or (written | gone) & 1:  # (M's ledger's record written: above M alone)
         s.low, s.passed, s.dropped = _held_low(s), 0, 0
-    s.named = 0
-    _named_low(s)  # (the full marker names every ack since the records)
+    s.named, s.cnamed = (0, 0) if full else (named, cnamed)
+    items = _marker_items(s, full, 0 if full else written)
+    _named_low(s)  # (the marker names every ack since the records, or since the last marker)
     s.named, s.cnamed = len(s._adds), len(s._counted)
     s.record = min(s._rec[k] for k in _bits(recs))
-    marker = pure_codecs.fixed_marker(
-        version, FIXED_FULL, seq - 1, s.md_l, s.md_e, s.md_l, s.md_e + 1, s.cursor_id, _marker_items(s, True), s.props
-    )
-    s.base = s.marker = seq + m
-    s.base_bytes, s.deltas, s.chain_bytes, s.tail = len(marker), 0, 0, 0
+    flags, prev = (FIXED_FULL, seq - 1) if full else (0, s.marker)
+    md_l, md_e = s.md_l, s.md_e
+    marker = pure_codecs.fixed_marker(version, flags, prev, md_l, md_e, md_l, md_e + 1, s.cursor_id, items, s.props)
+    s.marker = seq + m
+    if full:
+        s.base = s.marker
+        s.base_bytes, s.deltas, s.chain_bytes, s.tail = len(marker), 0, 0, 0
+    else:
+        s.deltas, s.chain_bytes = s.deltas + 1, s.chain_bytes + len(marker)
     total = nbytes + 16 + len(marker)
     s.untrimmed = 0 if trim else total if whole else s.untrimmed + total
     _adopted(s, m + 1, total, 0)
     return marker, below, keeps
+
+
+def _kept(s: PySmallState, entries: list[int], named: int, renewed: int) -> tuple[int, list[int]]:
+    """``entries`` (acked or counted since the chain's records, the first ``named`` of them
+    named by a marker) without those in the ledgers ``renewed`` names (bit k: the line's
+    k-th, whose new record holds them), and how many of those kept were named."""
+    kept = [not renewed >> line_index(s, e) & 1 for e in entries]
+    return sum(kept[:named]), [e for e, keep in zip(entries, kept, strict=True) if keep]
 
 
 def _stash(s: PySmallState) -> None:
@@ -2115,7 +2138,7 @@ def chain_opened(
         return None
     line = ((md_l, 0), *bound[0])
     at = {ledger: k for k, (ledger, _) in enumerate(line)}
-    if any(ledger not in at or e.seq >= resolved.full_seq for ledger, e in index.items()):
+    if any(ledger not in at or e.seq >= seq for ledger, e in index.items()):
         return None
     items: list[tuple[int, int, int, bytes, int]] = []
     adds: list[int] = []
@@ -2263,7 +2286,8 @@ def check_small(s: Any, md: tuple[int, int], logged: bool | None = None) -> None
     if s.base >= 0 and s.record >= 0:  # (its records: of the line as it was, until the next state is whole)
         recs = s.records()
         assert len(recs) == s.recs.bit_count() and len(set(recs)) == len(recs), f"records {recs} of {s.recs:b}"
-        assert s.record == min(recs) and max(recs) < s.base, f"records {recs} of a chain at {s.base}"
+        ok = s.record == min(recs) and max(recs) < s.marker and s.base not in recs
+        assert ok, f"records {recs} of a chain {s.base}..{s.marker}"
         assert s.fresh or s.recs < 1 << len(s.spans) + 1, f"records of ledgers {s.recs:b}, a line of {len(s.spans) + 1}"
     assert not s.passed or (s.recs & 1 and not s.fresh and s.base >= 0), f"passed, records {s.recs:b}, fresh {s.fresh}"
     assert not s.passed or s.low <= s.md_e, f"passed, M {s.md_e} below what the chain holds from {s.low}"
