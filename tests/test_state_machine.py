@@ -415,6 +415,8 @@ class AckStoreMachine(RuleBasedStateMachine):
                 held.extend(data.draw(st.lists(st.sampled_from(batch), max_size=hold, unique=True)))
                 batch = [p for p in batch if p not in held]
             if batch:  # a BitMap, ints or one position at a time: the small form takes each
+                if batch[-1][1] == m.limit_of(ledger):  # (the round reached the ledger's end)
+                    self.ran.add("a position at a ledger's last entry")
                 entries = [e for _, e in batch]
                 how = data.draw(st.sampled_from(["bitmap", "ints", "each"]))
                 if how == "each":  # one ack call per position, in order
