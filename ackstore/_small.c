@@ -2001,7 +2001,7 @@ static PyObject *SmallState_took_base(SmallState *s, PyObject *const *args, Py_s
     for (int k = 0; k < LINE_LEDGERS; k++)
         if (lg_has(&recs, k) && (s->c.record < 0 || s->rec[k] < s->c.record)) s->c.record = s->rec[k];
     Out o = {NULL, 0, 0};
-    if (s->fresh || marker_write(s, (uint32_t)version, full, full ? seq - 1 : s->c.marker, full ? NULL : &written, &o) < 0) {
+    if (s->fresh || marker_write(s, (uint32_t)version, full, full ? seq - 1 : s->c.marker, &written, &o) < 0) {
         PyMem_Free(o.b); /* (fresh: no room to track) */
         Py_DECREF(keeps);
         if (!PyErr_Occurred()) PyErr_NoMemory();

@@ -330,14 +330,11 @@ class GroupFlush:
             version, *rest = small.flush_format()
             puts, nbytes, over, deltas = small.flush_small(forms, version, *rest, logged, trims, based, capped)
             if based:  # (records with the parts' codec, and a marker naming them, a form)
-                declined = len(over)
-                bases, nbytes_based = small.flush_bases(based, version, rest[4], trims, over)
-                made = len(based) - (len(over) - declined)
+                bases, nbytes_based, made, full = small.flush_bases(based, version, rest[4], trims, over)
                 nbytes += nbytes_based
                 job.small_puts.append(bases)
                 job.small_written += made
-                skipped = {id(form) for form in over}  # (a chain that goes on ends in a delta marker)
-                job.full_markers += sum(form.base == form.marker for form in based if id(form) not in skipped)
+                job.full_markers += full  # (a chain that goes on ends in a delta marker)
                 job.ledger_records += len(bases) - made
             for form, below, keeps in trims:
                 job.trims.append(small.trim_plan(form.cursor_id, below, keeps))

@@ -208,9 +208,11 @@ def holds_records(data: Path) -> bool:
     pages (flag ``F_BIGDATA``: a large state marker) counts only when the file still holds
     them, and a page the intact free list names not at all (a stale copy, which salvage
     does not read)."""
+    from ackstore.storage.catalog import _LEDGER_TYPE, _OPEN_LEDGER_TYPE
     from ackstore.storage.lmdb_file import survey
     from ackstore.storage.pure_codecs import directory_entry
 
+    types = _LEDGER_TYPE, _OPEN_LEDGER_TYPE  # (a sealed ledger's directory entry, an open one's)
     raw = data.read_bytes()
     sv = survey(data.parent)
     freed = sv.free or set()
@@ -229,7 +231,7 @@ def holds_records(data: Path) -> bool:
             if node_flags & 0x02:
                 continue
             value = raw[off + ptr + 8 + ksize : off + ptr + 8 + ksize + (lo | hi << 16)]
-            if not node_flags & 0x01 and directory_entry(raw[off + ptr + 8 : off + ptr + 8 + ksize], value, 5, 6):
+            if not node_flags & 0x01 and directory_entry(raw[off + ptr + 8 : off + ptr + 8 + ksize], value, *types):
                 continue  # (a ledger-directory entry, its checksum checked: no cursor's state)
             if ksize == 8 and len(value) >= 8 and len(value) == 8 * (1 + int.from_bytes(value[:8], "little")):
                 continue  # (a free-list node by its layout, a transaction id's freed pages, on a page the cut orphaned)

@@ -42,7 +42,7 @@ def _flush(
         [s], VERSION, RESERVE, MAX_COUNTS, MAX_BYTES, max_runs, max_acks, 1, None, trims, based
     )
     assert deltas == (s.deltas > 0 and s.marker == s.next_seq - 1 and len(_puts(puts)) == 1)
-    more, nbytes_based = small_form.flush_bases(based, VERSION, max_acks, trims, over)
+    more, nbytes_based, _, _ = small_form.flush_bases(based, VERSION, max_acks, trims, over)
     written = _puts(puts) + more
     assert nbytes + nbytes_based == sum(len(k) + len(v) for k, v in written)  # (the flush's figure: keys and values)
     return written, nbytes + nbytes_based, list(over)

@@ -1239,12 +1239,14 @@ def base_puts(
 
 def flush_bases(
     based: list[Any], version: int, max_acks: int, trims: list[Any], over: list[Any]
-) -> tuple[list[tuple[bytes, bytes]], int]:
+) -> tuple[list[tuple[bytes, bytes]], int, int, int]:
     """:func:`base_puts` of each form :data:`flush_small` listed in ``based``: their puts and
-    bytes; the trims they make appended to ``trims`` as ``flush_small`` appends its own,
-    those outside the fixed layout to ``over`` (their parts write them). O(their states)."""
+    bytes, how many forms wrote a base (a marker each) and how many of those markers are
+    full ones (a chain that goes on ends in a delta); the trims they make appended to
+    ``trims`` as ``flush_small`` appends its own, those outside the fixed layout to ``over``
+    (their parts write them). O(their states)."""
     puts: list[tuple[bytes, bytes]] = []
-    nbytes = 0
+    nbytes = bases = full = 0
     for form in based:
         made = base_puts(form, version, max_acks)
         if made is None:
@@ -1252,9 +1254,11 @@ def flush_bases(
             continue
         puts += made[0]
         nbytes += made[1]
+        bases += 1
+        full += form.base == form.marker
         if made[2] >= 0:
             trims.append((form, made[2], made[3]))
-    return puts, nbytes
+    return puts, nbytes, bases, full
 
 
 def _adopt(
@@ -1342,7 +1346,7 @@ def _took_base(s: PySmallState, version: int, written: int, nbytes: int) -> tupl
     if whole or (written | gone) & 1:  # (M's ledger's record written: above M alone)
         s.low, s.passed, s.dropped = _held_low(s), 0, 0
     s.named, s.cnamed = (0, 0) if full else (named, cnamed)
-    items = _marker_items(s, full, 0 if full else written)
+    items = _marker_items(s, full, written)
     _named_low(s)  # (the marker names every ack since the records, or since the last marker)
     s.named, s.cnamed = len(s._adds), len(s._counted)
     s.record = min(s._rec[k] for k in _bits(recs))
