@@ -89,7 +89,6 @@ setup(
                 "ackstore/_native.c",
                 "ackstore/_acks.c",
                 "ackstore/_walk.c",
-                "ackstore/_lane.c",
                 "ackstore/_fields.c",
                 "ackstore/_small.c",
                 "ackstore/_chain.c",

@@ -10,6 +10,10 @@
  * 0 (not such a chain, or damaged: the Python functions read it, and say what they skipped)
  * or -1 (an exception other than damage). It never decides for damage: whatever it does not
  * read, newest_marker and recovery do, as before.
+ *
+ * It also holds the bounds of a chain's rules (cursor/chain.py's SMALL_CHAIN and
+ * GARBAGE_FACTOR, given by chain_setup when that module is imported) that _native.h's
+ * compiled rules apply.
  */
 #include "_native.h"
 #include "_chain.h"
@@ -18,6 +22,22 @@
 #include <string.h>
 
 static PyObject *str_set_range, *str_prev, *str_last, *str_key, *str_value, *str_get;
+
+long long chain_small, chain_garbage; /* (_native.h's chain rules read them) */
+
+/* chain_setup(SMALL_CHAIN, GARBAGE_FACTOR) -> None: the bounds of cursor/chain.py's rules,
+ * which the compiled ones (_native.h's) apply from now on; ValueError below 1 */
+PyObject *chain_setup(PyObject *self, PyObject *args) {
+    long long small, garbage;
+    if (!PyArg_ParseTuple(args, "LL", &small, &garbage)) return NULL;
+    if (small < 1 || garbage < 1) {
+        PyErr_Format(PyExc_ValueError, "chain_setup: SMALL_CHAIN %lld and GARBAGE_FACTOR %lld are at least 1", small,
+                     garbage);
+        return NULL;
+    }
+    chain_small = small, chain_garbage = garbage;
+    Py_RETURN_NONE;
+}
 
 int chain_init(void) {
     return (str_set_range = PyUnicode_InternFromString("set_range")) && (str_prev = PyUnicode_InternFromString("prev")) &&

@@ -6,7 +6,7 @@
  * instances hold the fields in their own struct (an array of object pointers, in the
  * declared order), with a member descriptor per field so that Python reads and writes
  * them as attributes. The cursor's classes derive from these types. Compiled code (the
- * lane, _lane.c; the ack, _ack.c) reads a field of an object of such a type at the index
+ * ack, _ack.c) reads a field of an object of such a type at the index
  * _fields_layout.h gives it: the build writes that header from the same declarations, and
  * fields_type refuses a type whose fields are not declared there as they are in
  * ackstore/fields.py now (a module built from another fields.py). Anything else compiled

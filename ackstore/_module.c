@@ -1,5 +1,5 @@
 /* The module ackstore._native, made here; each compiled part adds its own to it: the codecs
- * and the lane's functions (_native.c, with _lane.c's and _fields.c's), the small form's
+ * and the field types (_native.c, with _fields.c's and the chain's bounds, _chain.c's), the small form's
  * type and functions (_small.c), a ledger record's acks (_acks.c), the B-tree walk of an
  * open (_walk.c), the compiled ack of one position (_ack.c), the store's lock (_lock.c), a flush's puts
  * in one buffer (_puts.c).

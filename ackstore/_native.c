@@ -1,5 +1,4 @@
-/* ackstore._native: the compiled twins of ackstore/storage/pure_codecs.py (and, in _lane.c,
- * of the functions of ackstore/cursor/lane.py).
+/* ackstore._native: the compiled twins of ackstore/storage/pure_codecs.py.
  *
  * Optional: setup.py builds it where a C compiler and the Python headers exist; without
  * it, ackstore/storage/codecs.py uses the pure-Python functions, which return the same
@@ -1226,8 +1225,7 @@ static PyObject *seal_marker(Out *o, PyObject *props, uint32_t version) {
     return PyBytes_FromStringAndSize((const char *)o->b, o->len);
 }
 
-/* not static: _lane.c's take_marker encodes with it */
-PyObject *fixed_marker(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+static PyObject *fixed_marker(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 10) {
         PyErr_SetString(PyExc_TypeError,
                         "fixed_marker(version, flags, prev, md_l, md_e, rp_l, rp_e, cursor_id, items, properties)");
@@ -1468,9 +1466,8 @@ int put_state_runs(Out *o, long long ledger, const uint32_t *firsts, const uint3
 }
 
 /* The state marker of `n` ledgers given as parallel arrays (borrowed references, ledgers
- * ascending): state_marker's work once its arguments are unpacked; _lane.c's take_marker
- * calls it with a cursor's ledgers as they are, without making a tuple of each. */
-PyObject *state_marker_of(PyObject *version_obj, PyObject *cid_obj, PyObject *md_l_obj, PyObject *md_e_obj,
+ * ascending): state_marker's work once its arguments are unpacked. */
+static PyObject *state_marker_of(PyObject *version_obj, PyObject *cid_obj, PyObject *md_l_obj, PyObject *md_e_obj,
                           Py_ssize_t n, PyObject *const *ids, PyObject *const *bitmaps, PyObject *const *batches,
                           PyObject *const *counts, PyObject *props, int cut) {
     PyObject *result = NULL;
@@ -1871,14 +1868,8 @@ done:
 /* in _fields.c */
 PyObject *fields_type(PyObject *self, PyObject *args);
 
-/* in _lane.c */
-PyObject *lane_setup(PyObject *self, PyObject *args);
-PyObject *take_marker(PyObject *self, PyObject *planner);
-PyObject *commit_marker(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
-PyObject *take_all(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
-PyObject *commit_all(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
-PyObject *trim_all(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
-PyObject *encode_all(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+/* in _chain.c */
+PyObject *chain_setup(PyObject *self, PyObject *args);
 
 static PyMethodDef methods[] = {
     {"delta_fields", delta_fields, METH_VARARGS, "The fields of a fixed-layout marker body."},
@@ -1899,18 +1890,9 @@ static PyMethodDef methods[] = {
     {"point_value", point_value, METH_VARARGS, "A history point's value: a u64 and varints (pure_codecs.point_value)."},
     {"slot_head", slot_head, METH_VARARGS, "A state slot's sequence and record offset, checked (pure_codecs.slot_head)."},
     {"fields_type", fields_type, METH_VARARGS, "A type holding the given fields in its own struct (ackstore/fields.py)."},
-    {"lane_setup", lane_setup, METH_VARARGS, "The classes, helpers and bounds the lane works with (cursor/lane.py)."},
-    {"take_marker", take_marker, METH_O, "A cursor's common flush plan, taken whole (cursor/lane.py)."},
-    {"commit_marker", (PyCFunction)(void (*)(void))commit_marker, METH_FASTCALL,
-     "A written marker plan adopted by its cursor (cursor/lane.py)."},
+    {"chain_setup", chain_setup, METH_VARARGS, "The bounds of a marker chain's rules (cursor/chain.py)."},
     {"_crc32", crc32_call, METH_VARARGS, "zlib.crc32(data, value) as the compiled codecs compute it (tests)."},
     {"_crc_folds", crc_folds_switch, METH_O, "Whether the CRC-32 folds with PCLMULQDQ from now on (tests)."},
-    {"take_all", (PyCFunction)(void (*)(void))take_all, METH_FASTCALL, "Every listed cursor's plan (cursor/lane.py)."},
-    {"commit_all", (PyCFunction)(void (*)(void))commit_all, METH_FASTCALL, "Every written plan adopted (cursor/lane.py)."},
-    {"trim_all", (PyCFunction)(void (*)(void))trim_all, METH_FASTCALL,
-     "Every trimming plan's garbage deleted (cursor/lane.py)."},
-    {"encode_all", (PyCFunction)(void (*)(void))encode_all, METH_FASTCALL,
-     "Every taken plan's puts gathered, with the figures (cursor/lane.py)."},
     {NULL, NULL, 0, NULL},
 };
 

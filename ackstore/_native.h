@@ -1,5 +1,5 @@
-/* What the compiled parts of ackstore._native share (_native.c defines these; _lane.c and
- * _small.c use them): a growing output buffer, and the pieces of the state layout and of a
+/* What the compiled parts of ackstore._native share (_native.c defines these; _small.c
+ * uses them): a growing output buffer, and the pieces of the state layout and of a
  * state slot's value (ackstore/storage/records.py documents both), so each is written once. */
 #ifndef ACKSTORE_NATIVE_H
 #define ACKSTORE_NATIVE_H
@@ -114,13 +114,13 @@ static inline int next_slot(int slot, int slots, Py_ssize_t first_room, Py_ssize
     return to;
 }
 /* cursor/chain.py's rules on plain values, written once for every compiled part: its
- * SMALL_CHAIN and GARBAGE_FACTOR as lane_setup last gave them (0 before it ran: see
- * chain_rules_ready). */
+ * SMALL_CHAIN and GARBAGE_FACTOR as chain_setup (_chain.c) last gave them (0 before it ran:
+ * see chain_rules_ready). */
 extern long long chain_small, chain_garbage;
-/* whether lane_setup gave the chain's rules their bounds (0, with RuntimeError, before) */
+/* whether chain_setup gave the chain's rules their bounds (0, with RuntimeError, before) */
 static inline int chain_rules_ready(const char *function) {
     if (chain_small > 0) return 1;
-    PyErr_Format(PyExc_RuntimeError, "%s before lane_setup", function);
+    PyErr_Format(PyExc_RuntimeError, "%s before chain_setup", function);
     return 0;
 }
 /* chain.allowance: the bytes a chain of deltas may reach past a full marker of `full_bytes` */

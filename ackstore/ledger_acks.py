@@ -14,8 +14,6 @@ from typing import Any, Final, NoReturn, TypeVar
 
 from pyroaring import BitMap, FrozenBitMap
 
-from .fields import LedgerFields
-
 __all__ = [
     "MAX_COUNT",
     "NO_ENTRIES",
@@ -128,7 +126,7 @@ def run_end(bitmap: BitMap, start: int) -> int:
     return lo
 
 
-class LedgerAcks(LedgerFields):
+class LedgerAcks:
     """Acks of one ledger: ``bitmap`` of whole entries, ``batches`` of partial ones.
 
     ``batches`` maps an entry id to ``(batch_size, mask)`` where bit ``i`` of
@@ -148,7 +146,15 @@ class LedgerAcks(LedgerFields):
     ``added`` None (a new base).
     """
 
-    __slots__ = ()  # LedgerFields'
+    __slots__ = ("bitmap", "batches", "runs", "added", "counts", "counts_added", "size")
+
+    bitmap: BitMap
+    batches: dict[int, tuple[int, int]]
+    runs: int
+    added: BitMap | None
+    counts: dict[int, int]
+    counts_added: dict[int, int]
+    size: int
 
     def __init__(
         self,

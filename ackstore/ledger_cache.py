@@ -23,7 +23,6 @@ from collections import OrderedDict
 from collections.abc import Iterable
 from typing import Protocol
 
-from .fields import CacheFields, PoolFields
 from .ledger_acks import LedgerAcks
 
 __all__ = ["LedgerCache", "CachePool", "PoolMember", "ACK_CHARGE"]
@@ -46,11 +45,14 @@ class PoolMember(Protocol):
     def fit(self, incoming: int = 0, keep: Iterable[int] = ()) -> None: ...
 
 
-class CachePool(PoolFields):
+class CachePool:
     """The store-wide budget: the running total of every cursor's cache of one store, and
     the cursors' pages registered in it (held weakly), so that it can make them give way."""
 
-    __slots__ = ("members", "owed")  # and PoolFields' (total, budget: what the compiled ack charges)
+    __slots__ = ("total", "budget", "members", "owed")
+
+    total: int
+    budget: int
 
     def __init__(self, budget: int | None) -> None:
         self.total = 0
@@ -78,15 +80,18 @@ class CachePool(PoolFields):
             pages.fit_own(0, keep if pages is current else (), target)
 
 
-class LedgerCache(CacheFields):
+class LedgerCache:
     """Loaded ledgers (LRU order) and the ids of swapped-out ones. O(1) per touch.
 
     Every change of :attr:`nbytes` is mirrored into the store's :class:`CachePool`.
     """
 
-    __slots__ = ("swap_ins", "evictions", "write_backs", "measures")  # and CacheFields' (the compiled ack's)
+    __slots__ = ("loaded", "swapped", "nbytes", "budget", "pool", "swap_ins", "evictions", "write_backs", "measures")
 
     loaded: OrderedDict[int, LedgerAcks]
+    swapped: set[int]
+    nbytes: int
+    budget: int
     pool: CachePool
 
     def __init__(self, budget: int, pool: CachePool | None = None) -> None:

@@ -1,6 +1,6 @@
-"""The field types (``ackstore.fields``): what a flush reads of a cursor's parts, declared
-once, held by the compiled module's own types where it was built (else by slotted classes),
-read and written from Python as attributes either way."""
+"""The field types (``ackstore.fields``): what the compiled ``Cursor.ack`` reads of a cursor,
+its core, store and topic, declared once, held by the compiled module's own types where it
+was built (else by slotted classes), read and written from Python as attributes either way."""
 
 from __future__ import annotations
 
@@ -9,34 +9,19 @@ import sys
 import weakref
 
 import pytest
-from pyroaring import FrozenBitMap
 
 from ackstore import fields
-from ackstore.cursor.chain import MarkerChain
-from ackstore.cursor.lane import MarkerPlan
-from ackstore.cursor.pages import Pages
-from ackstore.cursor.plan import Planner
-from ackstore.cursor.state import AckState
+from ackstore.cursor.facade import Cursor
 from ackstore.cursor.store_side import StoreSide
-from ackstore.ledger_acks import NO_ENTRIES, LedgerAcks
-from ackstore.ledger_cache import CachePool, LedgerCache
 from ackstore.storage import codecs
-from ackstore.storage.records import IndexEntry
 from ackstore.store import AckStore
 from ackstore.topic import Topic
 
 from .codec_impls import NOT_COMPILED
 
 PARTS = {
-    "PlannerFields": Planner,
-    "PagesFields": Pages,
-    "StateFields": AckState,
-    "ChainFields": MarkerChain,
-    "LedgerFields": LedgerAcks,
-    "PlanFields": MarkerPlan,
-    "CacheFields": LedgerCache,
-    "PoolFields": CachePool,
     "CoreFields": StoreSide,
+    "FacadeFields": Cursor,
     "HostFields": AckStore,
     "TopicFields": Topic,
 }
@@ -53,26 +38,26 @@ def test_every_part_derives_from_its_field_type_and_holds_its_fields() -> None:
 
 
 def test_the_field_names_are_the_declarations_annotations() -> None:
-    assert fields.FIELDS["LedgerFields"] == ("bitmap", "batches", "runs", "added", "counts", "counts_added", "size")
-    assert fields.FIELDS["PoolFields"] == ("total", "budget")
-    assert len(fields.FIELDS["ChainFields"]) == 19
-    assert fields.field_names(LedgerAcks) == ("bitmap", "batches", "runs", "added", "counts", "counts_added", "size")
+    assert fields.FIELDS["CoreFields"] == ("small", "_deleted", "_store", "_lock", "topic")
+    assert fields.FIELDS["TopicFields"] == ("version",)
+    assert set(fields.FIELDS) == {"CoreFields", "FacadeFields", "HostFields", "TopicFields"}
+    assert fields.field_names(Topic)[:1] == ("version",)
 
 
-class _Derived(fields.ChainFields):  # type: ignore[misc,valid-type]
+class _Derived(fields.CoreFields):  # type: ignore[misc,valid-type]
     __slots__ = ("extra", "__weakref__")
 
 
 def test_a_field_is_an_attribute_unset_until_set() -> None:
     obj = _Derived()
     with pytest.raises(AttributeError):
-        obj.next_seq  # noqa: B018
-    obj.next_seq = 7
+        obj.topic  # noqa: B018
+    obj.topic = 7
     obj.extra = "x"
-    assert (obj.next_seq, obj.extra) == (7, "x")
-    del obj.next_seq
+    assert (obj.topic, obj.extra) == (7, "x")
+    del obj.topic
     with pytest.raises(AttributeError):
-        obj.next_seq  # noqa: B018
+        obj.topic  # noqa: B018
     with pytest.raises(AttributeError):
         obj.not_a_field = 1  # type: ignore[attr-defined]
 
@@ -81,16 +66,16 @@ def test_a_field_holds_a_reference_and_lets_it_go() -> None:
     value = object()
     before = sys.getrefcount(value)
     obj = _Derived()
-    for name in fields.FIELDS["ChainFields"]:
+    for name in fields.FIELDS["CoreFields"]:
         setattr(obj, name, value)
-    assert sys.getrefcount(value) == before + len(fields.FIELDS["ChainFields"])
+    assert sys.getrefcount(value) == before + len(fields.FIELDS["CoreFields"])
     del obj
     assert sys.getrefcount(value) == before
 
 
 def test_a_cycle_through_fields_is_collected() -> None:
     a, b = _Derived(), _Derived()
-    a.full_live, b.full_live = b, a
+    a.topic, b.topic = b, a
     gone = weakref.ref(a)
     del a, b
     gc.collect()
@@ -109,54 +94,28 @@ def test_the_compiled_field_types_are_the_modules_own() -> None:
         native.fields_type("ackstore.fields.Bad", (1,), "")
     # a declaration other than the one the module was built from (its fields' indices
     # were compiled in): refused, naming it
-    with pytest.raises(RuntimeError, match=r"built from another ackstore/fields.py \(PoolFields .*rebuild it"):
-        native.fields_type("ackstore.fields.PoolFields", ("budget", "total"), "")
+    with pytest.raises(RuntimeError, match=r"built from another ackstore/fields.py \(TopicFields .*rebuild it"):
+        native.fields_type("ackstore.fields.TopicFields", ("version", "name"), "")
     with pytest.raises(RuntimeError, match="Unknown"):
         native.fields_type("ackstore.fields.Unknown", ("x",), "")
 
 
-@pytest.mark.skipif(codecs.native is None, reason=NOT_COMPILED)
-def test_the_lane_refuses_a_plan_class_without_the_plan_fields() -> None:
-    import lmdb
-    from msgpack import packb
-
-    from ackstore.cursor import lane
-    from ackstore.storage.log import trim_records
-    from ackstore.storage.records import FORMAT_VERSION, log_key
-
-    native = codecs.native
-    assert native is not None
-
-    class NotAPlan:
-        keep_dirty = frozenset()
-        truncated = False
-
-    with pytest.raises(TypeError, match="derives from PlanFields"):
-        native.lane_setup(
-            NotAPlan, IndexEntry, FrozenBitMap, packb, log_key, FORMAT_VERSION, lane._commit_marker, trim_records,
-            lmdb.Error, 64, 0.125, 64, 4, 64, 64, 1024, 8, 8, NO_ENTRIES,
-        )  # fmt: skip
-    lane.set_delta_bounds(lane.DELTA_MAX_ACKS, lane.DELTA_MAX_SHARE)  # set up again as it was
-    assert lane.take_marker is native.take_marker
-
-
-def test_the_compiled_lane_reads_fields_of_field_types_and_calls_no_method_of_the_engine() -> None:
-    """Every attribute the marker lane (``_lane.c``) reads or sets is a field of a field type
-    (read at its place, by index), and the only methods it calls by name are an LMDB
-    cursor's: what it needs of the engine's own classes it is given (``lane_setup``) or
-    handed back to the group flush. Read from the source, so a change that reaches into a
-    Python class by name fails here."""
+def test_compiled_code_reads_only_the_declared_fields_and_no_attribute_of_the_engines_classes() -> None:
+    """Every field compiled code reads of an engine object is one of a declared field type's
+    (``F_<Type>_<field>``, read at its place), and no compiled file looks an attribute or a
+    method of the engine's classes up by name (what it calls by name is an LMDB cursor's, a
+    BitMap's, an int's, or a module's function). Read from the sources, so a change that
+    reaches into a Python class by name fails here."""
     import re
     from pathlib import Path
 
-    source = (Path(fields.__file__).parent / "_lane.c").read_text()
-    table = source[source.index("static Attr attrs[A_COUNT] = {") :]
-    table = table[: table.index("\n};")]
-    entries = [line.strip() for line in table.splitlines()[1:] if line.strip()]
-    assert entries and all(re.fullmatch(r"\[\w+\] = FIELD_OF\(C_\w+, \w+Fields, \w+\),", e) for e in entries), [
-        e for e in entries if not e.startswith("[") or "FIELD_OF" not in e
-    ]
-    names = re.search(r"static const char \*names\[N_COUNT\] = \{([^}]*)\};", source)
-    assert names is not None and re.findall(r'"(\w+)"', names.group(1)) == ["set_key", "delete"]
-    for declared in re.findall(r"FIELD_OF\(C_\w+, (\w+), (\w+)\)", table):
-        assert declared[1] in fields.FIELDS[declared[0]], declared  # a field its type declares
+    sources = sorted(Path(fields.__file__).parent.glob("_*.c"))
+    used: set[tuple[str, str]] = set()
+    for path in sources:
+        text = path.read_text()
+        used |= set(re.findall(r"\bF_(\w+?Fields)_(\w+)\b", text))
+        looked_up = re.findall(r'(?:GetAttrString|CallMethod\w*)\([^;]*?"(\w+)"', text)
+        assert set(looked_up) <= {"CorruptRecordError", "crc32", "to_bytes", "shift"}, (path.name, looked_up)
+    assert used and {kind for kind, _ in used} <= set(fields.FIELDS)
+    for kind, name in used:
+        assert name in fields.FIELDS[kind], (kind, name)

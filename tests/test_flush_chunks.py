@@ -18,7 +18,7 @@ from ackstore import flush as group_flush
 from ackstore.cursor import lane
 from ackstore.flush import FlushJob
 
-from .lane_twins import twin_workload
+from .lane_checks import twin_workload
 
 T = "persistent://t/ns/chunks"
 ROOMY = CursorConfig(max_unacked_ranges_to_persist=0, full_marker_every=5)
@@ -186,13 +186,10 @@ def test_an_ack_gets_in_between_the_chunks_of_a_take(store_path: Path, monkeypat
     assert _recovered(store_path, ["other"]) == [[(Position(2, 7), Position(2, 7))]]
 
 
-@pytest.mark.parametrize("impl", lane.IMPLEMENTATIONS, ids=["python", "native"][: len(lane.IMPLEMENTATIONS)])
-def test_encode_all_goes_on_from_the_plans_encoded(
-    store_path: Path, monkeypatch: pytest.MonkeyPatch, impl: lane.Lane
-) -> None:
+def test_encode_all_goes_on_from_the_plans_encoded(store_path: Path) -> None:
     """A flush job's encode goes on from the plans encoded (``job.encoded``) and adds to the
-    job's figures (what a chunked flush calls once a chunk), with either implementation of
-    encode_all; a negative count is refused with the same error by each, nothing gathered."""
+    job's figures (what a chunked flush calls once a chunk); a negative count is refused,
+    nothing gathered."""
     store, cursors = _store(store_path, ["a", "b", "c"])
     try:
         for cur in cursors:  # a: a marker plan; b and c: a ledger without a record (general path)
@@ -206,10 +203,9 @@ def test_encode_all_goes_on_from_the_plans_encoded(
         def take(part: list[Any]) -> None:  # as the group flush takes: the lane's plans, then the general path's
             others: list[Any] = []
             with store.lock:
-                impl.take_all(part, [c._planner for c in part], job.plans, job.cursors, job.planners, idle, others)
+                lane.take_all(part, [c._planner for c in part], job.plans, job.cursors, job.planners, idle, others)
                 job.take_general(others, idle)
 
-        monkeypatch.setattr(lane, "encode_all", impl.encode_all)
         take(visit[:1])
         job.encode()
         first = (job.encoded, len(job.puts), job.ledger_records, job.full_markers, job.nbytes)
@@ -224,7 +220,7 @@ def test_encode_all_goes_on_from_the_plans_encoded(
         with pytest.raises(ValueError, match=r"^a flush job's encoded count is -1, not a count$"):
             job.encode()
         with pytest.raises(ValueError, match=r"^encode_all starts at plan -1, not a count$"):
-            impl.encode_all(job.plans, -1, job.puts, job.trims)
+            lane.encode_all(job.plans, -1, job.puts, job.trims)
         assert len(job.puts) == sum(len(p.puts) for p in job.plans)
         with store.lock:
             for plan, cur in zip(job.plans, job.cursors, strict=True):

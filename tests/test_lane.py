@@ -1,8 +1,8 @@
-"""The marker lane: a cursor's common flush plan taken whole, in pure Python and compiled.
+"""The marker lane: the flush plan of a cursor outside the small form, taken whole.
 
-Every case builds a cursor in some state, asks both implementations of ``take_marker`` for
-its plan (``lanes_agree``: equal plans, equal cursors after), then flushes and checks what
-a reopen recovers. The state machines run ``lanes_agree`` before every flush as well."""
+Every case builds a cursor in some state, asks ``take_marker`` for its plan
+(``lane_takes``: a plan that, aborted, leaves the cursor as it was), then flushes and checks
+what a reopen recovers. The state machines run ``lane_takes`` before every flush as well."""
 
 from __future__ import annotations
 
@@ -15,12 +15,10 @@ from ackstore import AckStore, CursorConfig, Position, Topic
 from ackstore import flush as group_flush
 from ackstore.cursor import lane
 from ackstore.cursor.plan import FlushPlan
-from ackstore.storage import codecs
 from ackstore.storage.records import log_key
 
-from .codec_impls import NOT_COMPILED
 from .forms import end_form
-from .lane_twins import lanes_agree, twin_workload
+from .lane_checks import lane_takes
 
 T = "persistent://t/ns/lane"
 ROOMY = CursorConfig(max_unacked_ranges_to_persist=0, full_marker_every=5)
@@ -43,19 +41,6 @@ def _flush_and_reopen(path: Path, store: AckStore, names: list[str]) -> None:
             assert (list(cur.ack_ranges()), cur.mark_delete_position) == (expected[name], md[name]), name
 
 
-def test_the_compiled_lane_is_the_one_in_use_where_the_module_is_built() -> None:
-    assert lane.IMPLEMENTATION == codecs.IMPLEMENTATION
-    assert len(lane.IMPLEMENTATIONS) == (2 if codecs.native is not None else 1)
-    assert (
-        lane.take_marker,
-        lane.commit_marker,
-        lane.take_all,
-        lane.commit_all,
-        lane.encode_all,
-        lane.trim_all,
-    ) == lane.IMPLEMENTATIONS[-1]
-
-
 def _sealed_and_open(path: Path) -> tuple[AckStore, Topic]:
     """A new store at ``path`` whose topic has ledger 1 sealed (100,000 entries) and 2 open."""
     store = AckStore.open(path, sync=False)
@@ -73,20 +58,20 @@ def test_the_common_flushes_are_taken_by_the_lane_alike(store_path: Path) -> Non
     position alone; properties; every step agreed and recovered."""
     store, topic = _sealed_and_open(store_path)
     cur, idle = topic.cursor("c", ROOMY), topic.cursor("idle", ROOMY)
-    assert lanes_agree(cur) == "other"  # a fresh log: its first marker starts a chain
+    assert lane_takes(cur) == "other"  # a fresh log: its first marker starts a chain
     cur.ack_entries(2, range(1, 4001, 2))
     store.flush()
-    assert lanes_agree(idle) == "idle"
+    assert lane_takes(idle) == "idle"
     seen = []
     for e in range(4001, 4001 + 2 * (lane.DELTA_MAX_ACKS + 3), 2):
         cur.ack(Position(2, e))
-        seen.append(lanes_agree(cur))
+        seen.append(lane_takes(cur))
         if len(seen) % 7 == 0:
             cur.set_property("at", e)
         store.flush()
     assert seen.count("plan") >= lane.DELTA_MAX_ACKS - 1 and "other" in seen  # past the bound: a new base
     cur.ack_cumulative(Position(1, 10))  # the mark-delete position moves; no ledger changes
-    assert lanes_agree(cur) == "plan"
+    assert lane_takes(cur) == "plan"
     _flush_and_reopen(store_path, store, ["c", "idle"])
 
 
@@ -104,14 +89,14 @@ def test_delivery_counts_ride_in_the_lane(store_path: Path) -> None:
         c.ack_entries(2, range(1, 4001, 2))
     store.flush()
     cur.record_deliveries([Position(1, 4002), Position(1, 4004)])
-    assert lanes_agree(cur) == "plan"
+    assert lane_takes(cur) == "plan"
     stats = store.flush()
     assert stats.ledger_records == 0 and cur._core._planner.pages.index[1].counts == {4002: 1, 4004: 1}
     cur.record_deliveries([Position(1, 4004), Position(1, 4006)])
     cur.ack(Position(1, 4002))  # its count goes (the ack path leaves counts_added alone)
     cur.ack(Position(2, 4001))
     assert 4002 in cur._core._planner.pages.loaded[1].counts_added
-    assert lanes_agree(cur) == "plan"
+    assert lane_takes(cur) == "plan"
     assert store.flush().ledger_records == 0
     la = cur._core._planner.pages.loaded[1]
     assert la.counts_added == {4004: 2, 4006: 1} == cur._core._planner.pages.index[1].counts
@@ -123,16 +108,16 @@ def test_delivery_counts_ride_in_the_lane(store_path: Path) -> None:
     for e in range(4010, 4010 + 2 * lane.DELTA_MAX_ACKS, 2):  # acks and counts past the bound
         cur.record_deliveries([Position(1, e + 1)])
         cur.ack(Position(1, e))
-    assert lanes_agree(cur) == "other"
+    assert lane_takes(cur) == "other"
     assert store.flush().ledger_records == 1  # a new base record of ledger 1
     cur.record_deliveries([Position(1, 4004)])
-    assert lanes_agree(cur) == "plan"
+    assert lane_takes(cur) == "plan"
     single = topic.cursor("single", ROOMY)  # one ledger: full markers while they repeat little
     single.ack_entries(1, range(1, 4001, 2))
     store.flush()
     for e in (4002, 4004, 4002):  # each full marker holds every count since the base
         single.record_deliveries([Position(1, e)])
-        assert lanes_agree(single) == "plan"
+        assert lane_takes(single) == "plan"
         stats = store.flush()
         assert stats.full_markers == 1 and stats.ledger_records == 0
     expected = {"c": cur.delivery_counts(), "single": single.delivery_counts()}
@@ -167,26 +152,26 @@ def test_what_the_lane_leaves_to_the_general_path(store_path: Path) -> None:
     huge.ack([Position(1 << 33, 5)])
     store.flush()
     counted.record_deliveries([Position(1, e) for e in range(2, 2 + 3 * (lane.DELTA_MAX_ACKS + 1), 3)])
-    assert lanes_agree(counted) == "other"
+    assert lane_takes(counted) == "other"
     dropping.ack_cumulative(Position(2, 0))  # ledger 1 drops below the mark-delete position
-    assert lanes_agree(dropping) == "other"
+    assert lane_takes(dropping) == "other"
     for ledger in (1, 2, 3):  # a 600-byte budget: the older ledgers are written back as it goes
         small.ack([Position(ledger, e) for e in range(1, 200, 2)])
-    assert small._core._pages.unmarked and lanes_agree(small) == "other"
+    assert small._core._pages.unmarked and lane_takes(small) == "other"
     capped.ack([Position(1, e) for e in range(1, 20, 2)])
-    assert lanes_agree(capped) == "other"
+    assert lane_takes(capped) == "other"
     store.flush()
     capped.ack_cumulative(Position(1, 20))  # back under the cap: the flag of the last flush still says over
-    assert capped.ack_range_count <= 3 and lanes_agree(capped) == "other"
+    assert capped.ack_range_count <= 3 and lane_takes(capped) == "other"
     many.ack([Position(1, e) for e in range(2, 2 + 3 * (lane.DELTA_MAX_ACKS + 1), 3)])
-    assert lanes_agree(many) == "other"
+    assert lane_takes(many) == "other"
     with store.lock:  # a cursor's own prepare: where the lane says OTHER, the general path's plan
         plan = many._core._prepare_flush()
         assert type(plan) is FlushPlan and [ledger for _, ledger, _ in plan.records] == [1]
         many._core._abort_flush(plan)
         store.flush_list[many._core] = many._core._planner
     huge.ack(Position(1 << 33, 7))
-    assert lanes_agree(huge) == "other"
+    assert lane_takes(huge) == "other"
     _flush_and_reopen(store_path, store, names)
 
 
@@ -216,7 +201,7 @@ def test_random_cursors_agree_and_recover(store_path: Path) -> None:
             if rng.random() < 0.1:
                 cur.set_property("p", rng.randrange(100))
         for cur in cursors:
-            kind = lanes_agree(cur)
+            kind = lane_takes(cur)
             outcomes[kind] = outcomes.get(kind, 0) + 1
         stats = store.flush()
         assert stats.cursors <= 6
@@ -226,9 +211,9 @@ def test_random_cursors_agree_and_recover(store_path: Path) -> None:
 
 @pytest.mark.usefixtures("marker_layout")
 @pytest.mark.parametrize("bounds", [(6, 1.0), (64, 0.125)])
-def test_the_delta_bounds_reach_both_implementations(store_path: Path, bounds: tuple[int, float]) -> None:
-    """``set_delta_bounds`` changes the rule both apply: with 6 acks, the seventh new ack
-    since the record is a new base for both."""
+def test_the_delta_bounds_decide_when_a_ledger_gets_a_new_base(store_path: Path, bounds: tuple[int, float]) -> None:
+    """``set_delta_bounds`` changes the rule: with 6 acks, the seventh new ack since the
+    record is a new base."""
     saved = lane.set_delta_bounds(*bounds)
     try:
         with AckStore.open(store_path, sync=False) as store:
@@ -240,29 +225,11 @@ def test_the_delta_bounds_reach_both_implementations(store_path: Path, bounds: t
             kinds = []
             for e in range(1001, 1001 + 2 * 8, 2):
                 cur.ack(Position(1, e))
-                kinds.append(lanes_agree(cur))
+                kinds.append(lane_takes(cur))
                 store.flush()
         assert kinds == (["plan"] * 6 + ["other", "plan"] if bounds[0] == 6 else ["plan"] * 8)
     finally:
         lane.set_delta_bounds(*saved)
-
-
-@pytest.mark.skipif(len(lane.IMPLEMENTATIONS) < 2, reason=NOT_COMPILED)
-@pytest.mark.parametrize("small", [False, True], ids=["marker layout", "state layout"])
-def test_both_implementations_write_the_same_logs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, small: bool) -> None:
-    """The same workload (many cursors, small acks, moves, properties, full markers due,
-    trims, a cursor with more acks than a delta carries; or small cursors that write the
-    state layout and cross into the marker layout and back) run once with the pure-Python
-    lane and once with the compiled one: the same bytes in every log, the same chains after
-    every flush."""
-    runs = []
-    for impl in lane.IMPLEMENTATIONS:
-        for name, function in impl._asdict().items():
-            monkeypatch.setattr(lane, name, function)
-        runs.append(twin_workload(tmp_path / impl.take_marker.__name__, small=small))
-    (pure_log, pure_chains), (native_log, native_chains) = runs
-    assert pure_chains == native_chains
-    assert pure_log == native_log
 
 
 def test_small_cursors_take_the_state_layout_alike(store_path: Path) -> None:
@@ -318,7 +285,7 @@ def test_small_cursors_take_the_state_layout_alike(store_path: Path) -> None:
         if step == 50:
             cursors[2].remove_property("big")
         for cur in cursors:
-            kind = lanes_agree(cur)
+            kind = lane_takes(cur)
             outcomes[kind] = outcomes.get(kind, 0) + 1
         store.flush()
     assert outcomes.get("plan", 0) >= 350 and outcomes.get("idle", 0) >= 40 and outcomes.get("other", 0) >= 10, outcomes
@@ -328,10 +295,7 @@ def test_small_cursors_take_the_state_layout_alike(store_path: Path) -> None:
     _flush_and_reopen(store_path, store, [cur.name for cur in cursors])
 
 
-@pytest.mark.parametrize("impl", lane.IMPLEMENTATIONS, ids=["python", "native"][: len(lane.IMPLEMENTATIONS)])
-def test_a_plan_holds_its_changes_as_what_it_took_when_they_are_the_dirty_ledgers(
-    store_path: Path, impl: lane.Lane
-) -> None:
+def test_a_plan_holds_its_changes_as_what_it_took_when_they_are_the_dirty_ledgers(store_path: Path) -> None:
     """What a plan holds of the dirty set it took (pinned while it is written, dirty again
     if it is not) is its index changes when their keys are the dirty ledgers, no set made:
     a marker plan's always, a state plan's when every ledger of the cursor was dirty (the
@@ -355,7 +319,7 @@ def test_a_plan_holds_its_changes_as_what_it_took_when_they_are_the_dirty_ledger
             with cur._core._lock:
                 before = (sorted(planner.pages.dirty), planner.chain.next_seq, planner.chain.slot)
                 assert before[0] == sorted(dirty)
-                plan = impl.take_marker(planner)
+                plan = lane.take_marker(planner)
                 assert isinstance(plan, lane.MarkerPlan) and plan.full  # a state marker
                 assert sorted(plan.changes) == ([1] if whole else [1, 2])
                 assert (plan.pinned is plan.changes) is whole
@@ -374,17 +338,13 @@ def test_a_plan_holds_its_changes_as_what_it_took_when_they_are_the_dirty_ledger
 
 
 @pytest.mark.parametrize("chunk", [1, group_flush.CHUNK], ids=["a cursor a chunk", "one chunk"])
-@pytest.mark.parametrize("impl", lane.IMPLEMENTATIONS, ids=["python", "native"][: len(lane.IMPLEMENTATIONS)])
 def test_a_cursor_whose_take_raises_is_named_and_nothing_is_lost(
-    store_path: Path, monkeypatch: pytest.MonkeyPatch, impl: lane.Lane, chunk: int, parts_chains: None
+    store_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int, parts_chains: None
 ) -> None:
     """The flush's loop stops at the cursor whose planning raised, names it, and every cursor
-    keeps what it had, the ones taken before it included, in its chunk or an earlier one
-    (each implementation)."""
+    keeps what it had, the ones taken before it included, in its chunk or an earlier one."""
     from ackstore import StoreError
 
-    for name, function in impl._asdict().items():
-        monkeypatch.setattr(lane, name, function)
     monkeypatch.setattr(group_flush, "CHUNK", chunk)  # one: the failing cursor's chunk is not the first
     with AckStore.open(store_path, sync=False) as store:
         topic = store.topic(T)
@@ -408,18 +368,15 @@ def test_a_cursor_whose_take_raises_is_named_and_nothing_is_lost(
 
 
 @pytest.mark.parametrize("chunk", [1, group_flush.CHUNK], ids=["a cursor a chunk", "one chunk"])
-@pytest.mark.parametrize("impl", lane.IMPLEMENTATIONS, ids=["python", "native"][: len(lane.IMPLEMENTATIONS)])
 def test_a_plan_whose_encoding_raises_is_named_and_nothing_is_lost(
-    store_path: Path, monkeypatch: pytest.MonkeyPatch, impl: lane.Lane, chunk: int, parts_chains: None
+    store_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int, parts_chains: None
 ) -> None:
     """A flush job's encode stops at the general-path plan whose encoding raised (step 2, outside the
     store lock) and the flush names its cursor, not a neighbour: the marker plans around it
     were encoded when taken; in a chunk of its own, after chunks encoded before it. Every
-    cursor keeps what it had (each implementation)."""
+    cursor keeps what it had."""
     from ackstore import StoreError
 
-    for name, function in impl._asdict().items():
-        monkeypatch.setattr(lane, name, function)
     monkeypatch.setattr(group_flush, "CHUNK", chunk)  # one: the failing cursor's chunk is not the first
     with AckStore.open(store_path, sync=False) as store:
         topic = store.topic(T)
@@ -450,8 +407,8 @@ def test_a_plan_whose_encoding_raises_is_named_and_nothing_is_lost(
 def test_an_aborted_state_plan_gives_back_the_dropped_ledgers_it_took(store_path: Path) -> None:
     """A small cursor whose reset dropped both its ledgers, one of them acked again since:
     its state plan names both as dropped and the acked one with its state; an abort gives
-    back every dropped ledger it took (the one made again among them), so the next take,
-    by either twin, makes the same plan (``lanes_agree`` takes, aborts and takes again)."""
+    back every dropped ledger it took (the one made again among them), so the next take
+    makes the same plan (``lane_takes`` takes, aborts and takes again)."""
     store, topic = _sealed_and_open(store_path)
     cur = topic.cursor("c")
     cur.ack([Position(1, 3), Position(2, 3)])
@@ -460,20 +417,19 @@ def test_an_aborted_state_plan_gives_back_the_dropped_ledgers_it_took(store_path
     cur.read_path.reset_to(Position(1, 0))  # both ledgers' acks gone: both dropped since the marker
     cur.ack(Position(1, 5))  # ledger 1 again
     assert sorted(cur._core._planner.pages.vanished) == [1, 2]
-    assert lanes_agree(cur) == "plan"
+    assert lane_takes(cur) == "plan"
     assert sorted(cur._core._planner.pages.vanished) == [1, 2]
     _flush_and_reopen(store_path, store, ["c"])
 
 
-@pytest.mark.parametrize("impl", lane.IMPLEMENTATIONS, ids=["python", "native"][: len(lane.IMPLEMENTATIONS)])
-def test_take_all_refuses_lists_of_unequal_length(store_path: Path, impl: lane.Lane) -> None:
+def test_take_all_refuses_lists_of_unequal_length(store_path: Path) -> None:
     with AckStore.open(store_path) as store:
         topic = store.topic(T)
         topic.add_ledger(1)
         cur = topic.cursor("c")
         cur.ack([Position(1, 3)])
         with pytest.raises(ValueError, match=r"^take_all visits as many planners as cursors$"):
-            impl.take_all([cur._core], [], [], [], [], [], [])
+            lane.take_all([cur._core], [], [], [], [], [], [])
 
 
 def _in_slots(store: AckStore, cur) -> bool:  # type: ignore[no-untyped-def]

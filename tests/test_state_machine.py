@@ -33,7 +33,7 @@ from ackstore.storage.log import CursorLog
 from ackstore.storage.records import RECORD_MARKER, record_type
 from ackstore.testing import InMemoryLedgerReader
 
-from .lane_twins import lanes_agree
+from .lane_checks import lane_takes
 from .model import CursorModel, Pos, TopicModel
 
 TOPIC = "persistent://t/ns/sm"
@@ -658,7 +658,7 @@ class AckStoreMachine(RuleBasedStateMachine):
     @rule(chunk=st.sampled_from([1, 2, group_flush.CHUNK]))
     def flush(self, chunk: int) -> None:
         for cur in self.cursors.values():  # the marker lane's twins take the same plan
-            lanes_agree(cur)
+            lane_takes(cur)
             small = cur._core.small
             if cur.config.history_seconds and small is not None and small.dirty:
                 self.ran.add("a history cursor's state flushed from the small form")

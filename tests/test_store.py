@@ -744,41 +744,24 @@ def test_a_rewrite_that_does_not_read_back_is_told_how(store_path: Path) -> None
 
 @pytest.mark.skipif(codecs.native is None, reason=NOT_COMPILED)
 def test_the_compiled_ack_of_a_cursor_takes_one_position_whole_and_declines_the_rest(store_path: Path) -> None:
-    """``Cursor.ack``'s compiled call, of a Position or a list: done (the cursor, or its small form, listed
-    for the next flush, the store's lock free again) when the cursor's checks pass without a
-    word; declined, nothing changed, for anything its core decides (another type, a deleted
-    cursor, a closed or read-only store)."""
+    """``Cursor.ack``'s compiled call, of a Position or a list: done in the cursor's small form
+    (the form listed for the next flush, the store's lock free again) when the cursor's
+    checks pass without a word; declined, nothing changed, for anything its core decides
+    (another type, a cursor outside the form, a deleted cursor, a closed or read-only store)."""
     from ackstore.cursor.core import ACK_CURSOR
-    from ackstore.cursor.state import ACK_PARTIAL
 
     with AckStore.open(store_path) as store:
         topic = store.topic("t")
         topic.add_ledger(1)
         cur = topic.cursor("c")
         core = cur._core
-        end_form(cur)  # kept in its parts at the flush (the compiled ack of the parts; the form's is below)
-        cur.ack(Position(1, 5))  # (the rule fills the ledger's limit cache)
+        end_form(cur)  # kept in its parts at the flush: the compiled ack declines, the core acks
+        cur.ack(Position(1, 5))
         store.flush()
-        assert core not in store.flush_list
-        assert ACK_CURSOR(core, Position(1, 7)) == 1 and cur.is_acked(Position(1, 7))
-        assert store.flush_list.get(core) is core._planner  # listed
-        assert not store.lock._is_owned() and _free_elsewhere(store.lock)  # released
-        assert ACK_CURSOR(core, (1, 8)) == 0 and not cur.is_acked(Position(1, 8))  # a pair of ints: the core's
-        other = topic.cursor("d")
-        end_form(other)  # (its parts' compiled ack: a new cursor starts in the small form)
-        other.ack(Position(1, 5))
-        for declined in ([Position(1, 8), Position(2, 1)], [Position(1, 8), (1, 9)], [Position(1, 8), Position(1, -1)]):
-            assert ACK_CURSOR(other._core, declined) == 0  # (another ledger, a pair of ints, a bad entry)
-        assert not other.is_acked(Position(1, 8))
-        assert ACK_CURSOR(other._core, [Position(1, 8), Position(1, 10)]) == 1  # of the ledger whose limit is cached
-        assert other.is_acked(Position(1, 8)) and other.is_acked(Position(1, 10)) and other.ack_range_count == 3
-        assert store.flush_list.get(other._core) is other._core._planner and not store.lock._is_owned()
-        other.ack(Position(1, 1))  # (M + 1 is 1:0: acking it moves M over a run, the rule's)
-        got = ACK_CURSOR(other._core, [Position(1, 12), Position(1, 0), Position(1, 14)])
-        assert got == ACK_PARTIAL + 1 and other.is_acked(Position(1, 12)) and not other.is_acked(Position(1, 14))
-        other.ack([Position(1, 12), Position(1, 0), Position(1, 14)])  # the first done, the rest the rule's
-        assert other.mark_delete_position == Position(1, 1) and other.is_acked(Position(1, 14))
-        topic.delete_cursor("d")
+        assert ACK_CURSOR(core, Position(1, 7)) == 0 and not cur.is_acked(Position(1, 7))
+        assert ACK_CURSOR(core, [Position(1, 7), Position(1, 8)]) == 0 and not store.lock._is_owned()
+        cur.ack([Position(1, 7)])
+        assert core not in store.small_list and store.flush_list.get(core) is core._planner
         store.flush()
     with AckStore.open(store_path) as store:
         cur = store.topic("t").cursor("c")
@@ -823,11 +806,11 @@ def test_cursor_ack_compiled_takes_one_position_itself_and_hands_every_other_cal
     store_path: Path,
 ) -> None:
     """``Cursor.ack`` is compiled where the module is built: a call with one Position, or
-    with a list of Positions (of the ledger whose limit the parts cache, or that the small
-    form takes), acks with no Python frame (the Python method it stands for is not called),
-    anything else is that method's (a list of pairs of ints, a keyword, a missing argument,
-    another object as ``self``, a position the form does not take); its name, doc and
-    signature are the Python method's."""
+    with a list of Positions, that the cursor's small form takes acks with no Python frame
+    (the Python method it stands for is not called); anything else is that method's (a
+    cursor outside the form, a list of pairs of ints, a keyword, a missing argument, another
+    object as ``self``, a position the form does not take); its name, doc and signature are
+    the Python method's."""
     import inspect
 
     from ackstore import Cursor
@@ -848,14 +831,15 @@ def test_cursor_ack_compiled_takes_one_position_itself_and_hands_every_other_cal
         topic = store.topic("t")
         topic.add_ledger(1)
         cur = topic.cursor("c")
-        end_form(cur)  # (its parts' compiled ack: a new cursor starts in the small form)
-        ack(cur, Position(1, 5))  # (the first: the rule fills the ledger's limit cache, in Python)
-        calls.clear()
+        end_form(cur)  # (outside the small form: every call is the Python method's)
+        ack(cur, Position(1, 5))
         ack(cur, Position(1, 7))
-        assert calls == [] and cur.is_acked(Position(1, 7)) and store.flush_list.get(cur._core) is not None
+        assert cur.is_acked(Position(1, 7)) and store.flush_list.get(cur._core) is not None
         assert not store.lock._is_owned() and _free_elsewhere(store.lock)
-        ack(cur, [Position(1, 8)])  # a list of the ledger whose limit is cached: compiled too
-        assert calls == [] and cur.is_acked(Position(1, 8))
+        ack(cur, [Position(1, 8)])
+        assert calls == [(cur, Position(1, 5)), (cur, Position(1, 7)), (cur, [Position(1, 8)])]
+        assert cur.is_acked(Position(1, 8))
+        calls.clear()
         ack(cur, [(1, 8)])
         ack(cur, positions=Position(1, 9))
         assert calls == [(cur, [(1, 8)]), (cur, Position(1, 9))] and cur.ack_range_count == 2

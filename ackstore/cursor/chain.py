@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..fields import ChainFields
+from ..fields import native
 from ..stats import NO_RECOVERY
 
 if TYPE_CHECKING:
@@ -42,6 +42,8 @@ trim outgrows this many times the chain's allowance (a trim is a scan of the cur
 EXACT_TRIM = 8
 """a trim whose cursor's log is known to hold nothing below a sequence at most this many
 below the trim's bound deletes those sequences by key instead of scanning the cursor's keys"""
+if native is not None:  # the compiled rules (``ackstore/_native.h``'s) apply the same bounds
+    native.chain_setup(SMALL_CHAIN, GARBAGE_FACTOR)
 
 
 class Written(Protocol):
@@ -126,11 +128,35 @@ def floor_after(below: int, keep: Collection[int], was: tuple[int, ...]) -> tupl
     return below, was if kept == was else kept
 
 
-class MarkerChain(ChainFields):
+class MarkerChain:
     """The log's bookkeeping: sequences, the newest marker, the full marker and delta chain
     behind it, what the last full marker keeps alive, and the flush counters."""
 
-    __slots__ = ("cut", "recovery")  # and ChainFields' (what a flush reads)
+    __slots__ = (
+        "next_seq", "marker_seq", "full_seq", "full_live", "deltas", "chain_bytes", "full_bytes", "force_full",
+        "truncated", "untrimmed", "over_cap", "persisted_ranges", "flushes", "last_flush_bytes",
+        "total_flush_bytes", "floor", "kept", "slot", "slots", "cut", "recovery",
+    )  # fmt: skip
+
+    next_seq: int
+    marker_seq: int
+    full_seq: int
+    full_live: Collection[int]
+    deltas: int
+    chain_bytes: int
+    full_bytes: int
+    force_full: bool
+    truncated: bool
+    untrimmed: int
+    over_cap: bool
+    persisted_ranges: int
+    flushes: int
+    last_flush_bytes: int
+    total_flush_bytes: int
+    floor: int
+    kept: tuple[int, ...]
+    slot: int
+    slots: int
 
     def __init__(self) -> None:
         self.next_seq = 0

@@ -43,7 +43,7 @@ from .served import Served
 from .small import OpenedForm, check_small, small_of
 from .small_span import behind_line, form_entry, is_acked, read_position
 from .snapshot import CursorSnapshot, batch_items, form_batches, form_snapshot, snapshot_of
-from .state import ACK_PARTIAL, AckState
+from .state import AckState
 from .validate import check_entries, entries_bitmap, pair
 
 if TYPE_CHECKING:
@@ -60,15 +60,11 @@ ACK_CURSOR: Any = None if native is None else native.ack_cursor
 """``ackstore._native.ack_cursor(core, positions)`` where the module was built (the compiled
 ``Cursor.ack`` runs it): :meth:`CursorCore.ack` of one Position, or of a list or tuple of
 positions, whole (the checks, the store's lock, the ack, the flush list) when the cursor's
-checks pass without a word: in its small form when the form holds a limit cached for the
-topic's directory as it is and takes every position, else on its parts (a list when every
-position is one of the ledger whose limit the ack state caches, each acked as one); 0 when
-it declines having changed nothing (:meth:`CursorCore.ack` decides), 1 when done, 2
-when done with the cache or the pool over its budget (:meth:`CursorCore.ack` evicts), 3 when
-done in the form past its cap (:meth:`CursorCore.ack` hands the state to the parts), 4 when
-done in the form with M moved on into the next ledger (:meth:`CursorCore.ack` bounds the
-form again), :data:`~ackstore.cursor.state.ACK_PARTIAL` + i when it acked a list's first i
-positions on the parts (:meth:`CursorCore.ack` acks the rest); None where it was not built."""
+checks pass without a word and it is in its small form, the form holds a limit cached for
+the topic's directory as it is and takes every position; 0 when it declines having changed
+nothing (:meth:`CursorCore.ack` decides), 1 when done, 3 when done past the form's cap
+(:meth:`CursorCore.ack` hands the state to the parts), 4 when done with M moved on into the
+next ledger (:meth:`CursorCore.ack` bounds the form again); None where it was not built."""
 
 
 class HistorySide(OpensLogs, Protocol):
@@ -121,7 +117,7 @@ class CursorCore(Served):
         "cursor_id",
         "name",
         "__weakref__",
-    )  # and CoreFields' (what the compiled ack reads: the state, the small form, the store, ...)
+    )  # and CoreFields' (what the compiled ack reads: the small form, the store, its lock, ...)
 
     _store: CursorHost
 
@@ -259,23 +255,16 @@ class CursorCore(Served):
 
     def ack(self, positions: Iterable[Position] | Position, done: int = 0) -> None:
         """``Cursor.ack``: one Position on the hot path, anything else checked whole first.
-        ``done``: what :data:`ACK_CURSOR` said first (2: over budget, evict here keeping the
-        ledger; 3: the form past its cap, the parts take it; 4: bound the form again;
-        ``ACK_PARTIAL`` + i: a list's first i done on the parts, the rest are acked here)."""
-        if done >= ACK_PARTIAL:
-            positions = positions[done - ACK_PARTIAL :]  # type: ignore[index]
-        elif done >= 2:
+        ``done``: what :data:`ACK_CURSOR` said first (3: the form past its cap, the parts take
+        it; 4: bound the form again)."""
+        if done >= 3:
             with self._lock:
                 small = self.small
-                if done == 3:
-                    if small is not None:
+                if small is not None:
+                    if done == 3:
                         self._parts()
-                elif done == 4:
-                    if small is not None:
+                    else:
                         self._bounded(small)
-                elif not self._unbuilt:  # (a list's positions are of one ledger: ack_all's)
-                    ledger = positions[0] if type(positions) is Position else positions[0][0]  # type: ignore[index]
-                    self._pages.fit(keep=(ledger,))
             return
         store = self._store
         if store.closed or store.readonly or self._deleted:

@@ -14,14 +14,9 @@ makes (the rules, each once: :func:`small`, :func:`worth_a_delta`, ``MarkerChain
 group flush's loops over its cursors and plans around them (the general path's plans are
 encoded by themselves and adopted by the cursor).
 
-A group flush of thousands of dirty cursors spends most of its time here, and what it
-costs is mostly how many objects it reads per cursor (each a likely miss in the CPU's
-caches) and how many Python operations it runs. So the five are written twice, like the
-codecs: the pure-Python functions below, and their compiled twins in ``ackstore._native``
-(``ackstore/_lane.c``), which read and change the same fields (those of
-:mod:`ackstore.fields`) the same way. The compiled ones are used where the module was
-built, the pure ones elsewhere or with ``ACKSTORE_PURE_PYTHON`` set; the tests run both on
-the same cursors and compare the plans, the cursors after and the bytes every flush writes.
+A flush of the cursors in the small form (``ackstore.cursor.small``: nearly every cursor)
+does not come here; these plan the others (a state the form does not hold: more ranges or
+ledgers than it takes, or a cache budget that swaps ledgers out), in Python only.
 
 ``take_marker(planner)`` returns None when the cursor is idle (nothing to flush), a
 :class:`MarkerPlan` when it took the change, and :data:`OTHER` when the planner's general
@@ -34,14 +29,12 @@ outside the fixed marker layout.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Set
-from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, Protocol
+from collections.abc import Collection, Iterable, Sequence, Set
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, TypeVar
 
 import lmdb
-from msgpack import packb
 from pyroaring import BitMap, FrozenBitMap
 
-from ..fields import PlanFields
 from ..ledger_acks import NO_ENTRIES, LedgerAcks
 from ..storage import codecs
 from ..storage.log import trim_records
@@ -71,11 +64,8 @@ __all__ = [
     "DELTA_MAX_SHARE",
     "EXACT_TRIM",
     "GARBAGE_FACTOR",
-    "IMPLEMENTATION",
-    "IMPLEMENTATIONS",
     "OTHER",
     "Plan",
-    "Lane",
     "SMALL_CHAIN",
     "STATE_MAX_BYTES",
     "STATE_MAX_EXTRAS",
@@ -120,6 +110,9 @@ sequence (a varint, at most 9 bytes), its CRC (4) and the room a slot's first va
 reserves (``SLOT_RESERVE``, 8), at most 2,005 bytes, under the 2,020 that an LMDB leaf page
 of 4 KiB holds in the page itself beside a 10-byte key: never on overflow pages of its own
 (two such states share a page, smaller ones a few dozen)"""
+_C = TypeVar("_C")
+_P = TypeVar("_P", bound="Taking")
+
 OTHER: Final = False
 """what :func:`take_marker` returns when the planner's general path must plan the change"""
 _EMPTY: frozenset[int] = frozenset()
@@ -189,12 +182,33 @@ def counts_since(counts: dict[int, int] | None, named: dict[int, int] | None) ->
     return {e: n for e, n in counts.items() if named.get(e) != n} or None
 
 
-class Plan(PlanFields):
-    """What every plan holds, the group flush and the commit read, and the compiled lane
-    reads as fields (``ackstore.fields``' ``PlanFields``): :class:`MarkerPlan` and the
-    general path's ``plan.FlushPlan`` derive from it."""
+class Plan:
+    """What every plan holds, the group flush and the commit read: :class:`MarkerPlan` and
+    the general path's ``plan.FlushPlan`` derive from it."""
 
-    __slots__ = ()  # PlanFields'
+    __slots__ = (
+        "cursor_id", "changes", "full", "marker_seq", "pinned", "meta_dirty", "persisted_ranges", "puts",
+        "marker_bytes", "nbytes", "gc_below", "gc_live", "trim_keys", "full_live", "dropped", "truncated",
+        "keep_dirty",
+    )  # fmt: skip
+
+    cursor_id: int
+    changes: dict[int, IndexEntry | None]
+    full: bool
+    marker_seq: int
+    pinned: Collection[int]
+    meta_dirty: bool
+    persisted_ranges: int
+    puts: list[tuple[bytes, bytes]]
+    marker_bytes: int
+    nbytes: int
+    gc_below: int
+    gc_live: Collection[int]
+    trim_keys: tuple[bytes, ...] | None
+    full_live: Collection[int]
+    dropped: Set[int]
+    truncated: bool
+    keep_dirty: Set[int]
 
     def _start(
         self,
@@ -208,7 +222,7 @@ class Plan(PlanFields):
         dropped: Set[int],
     ) -> None:
         """The fields every plan starts with: what it changes and took, and nothing put,
-        trimmed or kept yet (as ``marker_plan`` in ``_lane.c`` makes them). O(1)."""
+        trimmed or kept yet. O(1)."""
         self.cursor_id = cursor_id
         self.changes = changes
         self.full = full
@@ -235,7 +249,7 @@ class MarkerPlan(Plan):
     cursor as two fields (``pinned``: the dirty ledgers it took, often its ``changes``, whose
     keys they are; ``meta_dirty``) instead of a :class:`Pending`, which only an abort builds."""
 
-    __slots__ = ()  # PlanFields'
+    __slots__ = ()
     records: tuple[()] = ()
     """what a FlushPlan may carry and this one never does"""
     rebased: frozenset[int] = _EMPTY
@@ -401,8 +415,8 @@ def _take_state(planner: Taking) -> MarkerPlan | Literal[False] | None:
     return plan
 
 
-def _take_marker(planner: Taking) -> MarkerPlan | Literal[False] | None:
-    """The pure-Python :func:`take_marker` (see the module docstring). A delta marker; or a
+def take_marker(planner: Taking) -> MarkerPlan | Literal[False] | None:
+    """A cursor's plan (see the module docstring). A delta marker; or a
     full one when one is due, or when every ledger of the cursor changed and the full marker
     repeats at most ``SMALL_CHAIN`` bytes of acks the chain named already (then it costs what
     the delta costs, and a reopen reads one marker and walks no chain). Such a full marker
@@ -489,16 +503,16 @@ def _take_marker(planner: Taking) -> MarkerPlan | Literal[False] | None:
     return plan
 
 
-def _take_all(
-    visit: list[object],
-    planners_in: list[Taking],
-    plans: list[Plan],
-    cursors: list[object],
-    planners: list[Taking],
-    idle: list[object],
-    others: list[tuple[object, Taking]],
+def take_all(
+    visit: Sequence[_C],
+    planners_in: Sequence[_P],
+    plans: list[Any],
+    cursors: list[_C],
+    planners: list[_P],
+    idle: list[_C],
+    others: list[tuple[_C, _P]],
 ) -> None:
-    """The pure-Python :func:`take_all`: the group flush's take over the cursors it visits
+    """The group flush's take over the cursors it visits
     (``visit``, each with its planner at the same place in ``planners_in``): each one's plan
     :func:`take_marker` takes, appended with its cursor and planner; a cursor it leaves to
     the general path (:data:`OTHER`) to ``others`` with its planner (the caller runs
@@ -507,7 +521,7 @@ def _take_all(
     if len(visit) != len(planners_in):
         raise ValueError("take_all visits as many planners as cursors")
     for cur, planner in zip(visit, planners_in, strict=True):
-        plan = _take_marker(planner)
+        plan = take_marker(planner)
         if plan is False:  # OTHER
             others.append((cur, planner))
         elif plan is None:
@@ -518,8 +532,8 @@ def _take_all(
             planners.append(planner)
 
 
-def _encode_all(plans: list[Plan], start: int, puts: list[tuple[bytes, bytes]], trims: list[Plan]) -> tuple[int, int]:
-    """The pure-Python :func:`encode_all`: the gathering of the group flush's step 2
+def encode_all(plans: Sequence[Plan], start: int, puts: list[tuple[bytes, bytes]], trims: list[Any]) -> tuple[int, int]:
+    """The gathering of the group flush's step 2
     (``FlushJob.encode``, outside the store lock): the puts of every plan from ``start`` on
     (encoded already: a lane's plan when it was taken, the general path's just before)
     appended to ``puts`` in order, the plans that trim to ``trims``; returns the full
@@ -537,8 +551,8 @@ def _encode_all(plans: list[Plan], start: int, puts: list[tuple[bytes, bytes]], 
     return full, nbytes
 
 
-def _trim_all(trims: list[Plan], untrimmed: Set[int], c: lmdb.Cursor, failed: list[Plan]) -> int:
-    """The pure-Python :func:`trim_all`: the first part of the group flush's write
+def trim_all(trims: Sequence[Plan], untrimmed: Set[int], c: lmdb.Cursor, failed: list[Any]) -> int:
+    """The first part of the group flush's write
     (``FlushJob.write``): the garbage of every plan that trims (``trims``), deleted with LMDB
     cursor ``c`` over the log, but a cursor's whose trim failed before in this flush (its id
     in ``untrimmed``); by key where the plan names its keys (:func:`trims`), else by a scan
@@ -564,8 +578,8 @@ def _trim_all(trims: list[Plan], untrimmed: Set[int], c: lmdb.Cursor, failed: li
     return trimmed
 
 
-def _commit_all(plans: list[Plan], planners: list[Taking]) -> list[int]:
-    """The pure-Python :func:`commit_all`: every marker plan written, adopted by its cursor's
+def commit_all(plans: Sequence[Plan], planners: Sequence[Taking]) -> list[int]:
+    """Every marker plan written, adopted by its cursor's
     planner (:func:`commit_marker`). Returns the indexes of the plans whose cursors the
     caller still acts on: any other plan (its cursor adopts it) and a full marker plan (the
     cursor may take the small form: ``small.small_of`` says), so the caller visits those
@@ -575,75 +589,33 @@ def _commit_all(plans: list[Plan], planners: list[Taking]) -> list[int]:
     rest = []
     for i, (plan, planner) in enumerate(zip(plans, planners, strict=True)):
         if type(plan) is MarkerPlan:
-            _commit_marker(planner, plan)
+            commit_marker(planner, plan)
             if not plan.full:
                 continue
         rest.append(i)
     return rest
 
 
-def _commit_marker(planner: Taking, plan: MarkerPlan) -> None:
-    """The pure-Python :func:`commit_marker`: ``plan`` was written; the cursor's pages adopt
+def commit_marker(planner: Taking, plan: MarkerPlan) -> None:
+    """``plan`` was written; the cursor's pages adopt
     its index changes (a ledger written back since keeps its newer record) and its marker
     chain the marker, as ``Planner.commit`` does for any plan."""
     planner.pages.adopt(plan.changes, plan.keep_dirty)
     planner.chain.adopt(plan)
 
 
-def _setup_native() -> None:
-    """Give the compiled twins the plan class they make, the types they make, the helpers
-    they call and the bounds they apply (the fields they read are ackstore.fields')."""
-    if codecs.native is None:
-        return
-    codecs.native.lane_setup(
-        MarkerPlan, IndexEntry, FrozenBitMap, packb, log_key, FORMAT_VERSION, _commit_marker, trim_records,
-        lmdb.Error, DELTA_MAX_ACKS, DELTA_MAX_SHARE, SMALL_CHAIN, GARBAGE_FACTOR, STATE_MAX_RUNS, STATE_MAX_EXTRAS,
-        STATE_MAX_BYTES, EXACT_TRIM, SLOT_RESERVE, NO_ENTRIES,
-    )  # fmt: skip
-
-
 def set_delta_bounds(max_acks: int, max_share: float) -> tuple[int, float]:
-    """Set :data:`DELTA_MAX_ACKS` and :data:`DELTA_MAX_SHARE` for both implementations (the
-    tests make new base records frequent with it); returns the bounds before."""
+    """Set :data:`DELTA_MAX_ACKS` and :data:`DELTA_MAX_SHARE` (the tests make new base records
+    frequent with it); returns the bounds before."""
     global DELTA_MAX_ACKS, DELTA_MAX_SHARE
     before = DELTA_MAX_ACKS, DELTA_MAX_SHARE
     DELTA_MAX_ACKS, DELTA_MAX_SHARE = max_acks, max_share
-    _setup_native()
     return before
 
 
 def set_state_bound(max_runs: int) -> int:
-    """Set :data:`STATE_MAX_RUNS` for both implementations (-1: no cursor writes the state
-    layout; the tests of the marker layout's own records use it); returns the bound before."""
+    """Set :data:`STATE_MAX_RUNS` (-1: no cursor writes the state layout; the tests of the
+    marker layout's own records use it); returns the bound before."""
     global STATE_MAX_RUNS
     before, STATE_MAX_RUNS = STATE_MAX_RUNS, max_runs
-    _setup_native()
     return before
-
-
-class Lane(NamedTuple):
-    """One implementation of the lane's six functions (their signatures are the pure ones')."""
-
-    take_marker: Callable[..., Any]
-    commit_marker: Callable[..., Any]
-    take_all: Callable[..., Any]
-    commit_all: Callable[..., Any]
-    encode_all: Callable[..., Any]
-    trim_all: Callable[..., Any]
-
-
-_setup_native()
-_native = codecs.native
-# the ones in use, each named: the compiled twin where it was built, else the pure-Python function
-take_marker: Callable[..., Any] = _take_marker if _native is None else _native.take_marker
-commit_marker: Callable[..., Any] = _commit_marker if _native is None else _native.commit_marker
-take_all: Callable[..., Any] = _take_all if _native is None else _native.take_all
-commit_all: Callable[..., Any] = _commit_all if _native is None else _native.commit_all
-encode_all: Callable[..., Any] = _encode_all if _native is None else _native.encode_all
-trim_all: Callable[..., Any] = _trim_all if _native is None else _native.trim_all
-IMPLEMENTATIONS = [Lane(_take_marker, _commit_marker, _take_all, _commit_all, _encode_all, _trim_all)]
-"""the twins, pure first (the tests run each)"""
-if _native is not None:
-    IMPLEMENTATIONS.append(Lane(take_marker, commit_marker, take_all, commit_all, encode_all, trim_all))
-IMPLEMENTATION = codecs.IMPLEMENTATION
-"""which are in use: "native" or "python" (as ``codecs.IMPLEMENTATION``)"""

@@ -10,7 +10,6 @@ from bisect import bisect_left
 from typing import TYPE_CHECKING, Any, Literal, Protocol, overload
 
 from ..errors import InvalidArgumentError, InvalidPositionError, InvalidTypeError
-from ..fields import StateFields
 from ..ledger_acks import LedgerAcks, run_end
 from ..position import Position, trusted
 from .validate import check_entry, pair
@@ -69,10 +68,14 @@ class LedgerSource(Protocol):
     def runs(self) -> int: ...
 
 
-class PositionMoves(StateFields):
+class PositionMoves:
     """Resets and read-position moves over the ack state's fields (set by AckState)."""
 
-    __slots__ = ()  # StateFields' (positions, range count, properties, ...); AckState has the rest
+    # (AckState has the rest)
+    __slots__ = (
+        "md", "range_count", "meta_dirty", "properties", "rp", "cache", "dirty", "limit_ledger", "limit_value",
+        "limit_version",
+    )  # fmt: skip
 
     topic: TopicView
     ledgers: LedgerSource
@@ -80,6 +83,12 @@ class PositionMoves(StateFields):
     rp: Position
     range_count: int
     meta_dirty: bool
+    properties: dict[str, int | str]
+    cache: LedgerCache
+    dirty: set[int]
+    limit_ledger: int
+    limit_value: int
+    limit_version: int
 
     def advance(self) -> None:
         raise NotImplementedError  # AckState's

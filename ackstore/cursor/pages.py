@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 
 from pyroaring import BitMap
 
-from ..fields import PagesFields
 from ..ledger_acks import NO_ENTRIES, LedgerAcks, count_runs
 from ..ledger_cache import CachePool, LedgerCache
 from ..storage.log import CursorLog, MissingRecordError, RecoveredState
@@ -69,12 +68,19 @@ class Pending:
         return bool(self.dirty or self.meta_dirty or self.unmarked or any(v in index for v in self.vanished))
 
 
-class Pages(PagesFields):
+class Pages:
     """Loaded and swapped-out ledgers of one cursor, its marker index and flush bookkeeping."""
 
     # slots: a flush reads these for every dirty cursor; one object, no separate dict to fetch (the pool
     # holds pages by weak reference)
     __slots__ = (
+        "dirty",
+        "unmarked",
+        "vanished",
+        "loaded",
+        "swapped",
+        "index",
+        "pinned",
         "storage",
         "log",
         "name",
@@ -87,7 +93,13 @@ class Pages(PagesFields):
         "__weakref__",
     )
 
+    dirty: set[int]
+    unmarked: Set[int]
+    vanished: Set[int]
     loaded: OrderedDict[int, LedgerAcks]
+    swapped: set[int]
+    index: dict[int, IndexEntry]
+    pinned: Collection[int]
 
     def __init__(self, storage: Environment, cursor_log: CursorLog, budget: int, pool: CachePool, name: str) -> None:
         self.storage = storage

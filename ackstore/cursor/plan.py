@@ -34,7 +34,6 @@ from typing import TYPE_CHECKING
 
 from pyroaring import BitMap, FrozenBitMap
 
-from ..fields import PlannerFields
 from ..ledger_acks import NO_ENTRIES, LedgerAcks
 from ..storage.log import RecoveredState
 from ..storage.records import (
@@ -85,7 +84,7 @@ class FlushPlan(lane.Plan):
     fails. It has the fields a :class:`~ackstore.cursor.lane.MarkerPlan` has (the group
     flush and the commit read them alike), and these of its own."""
 
-    __slots__ = ("cut", "head", "index", "pending", "rebased", "records")  # and PlanFields' (lane.Plan's)
+    __slots__ = ("cut", "head", "index", "pending", "rebased", "records")  # and lane.Plan's
 
     records: list[tuple[int, int, LedgerAcks]]
     """(seq, ledger, snapshot) to encode"""
@@ -228,14 +227,18 @@ def say_capped(topic: str, name: str, ranges: int, limit: int, over: bool) -> No
         )
 
 
-class Planner(PlannerFields):
+class Planner:
     """Prepares, commits and aborts the flush plans of one cursor (and its rewrite plans)."""
 
-    __slots__ = ()  # PlannerFields' (what a flush reads)
+    __slots__ = ("cursor_id", "state", "pages", "chain", "cap", "full_every", "history")
 
+    cursor_id: int
     state: AckState
     pages: Pages
     chain: MarkerChain
+    cap: int
+    full_every: int
+    history: int
 
     def __init__(self, cursor_id: int, state: AckState, pages: Pages, chain: MarkerChain, config: CursorConfig) -> None:
         self.cursor_id = cursor_id

@@ -44,8 +44,6 @@ if TYPE_CHECKING:
     from ..directory import LedgerDirectory
 
 __all__ = [
-    "ACK_PARTIAL",
-    "ACK_POSITION",
     "AckState",
     "LedgerSource",
     "MAX_BATCH_SIZE",
@@ -59,23 +57,8 @@ __all__ = [
 ]
 
 
-ACK_PARTIAL = 16
-"""What the compiled ack adds to ``i`` when it acked the first ``i`` positions of a list on
-the parts and leaves the rest to :meth:`AckState.ack_items` (above its other codes, 0-4)."""
-ACK_POSITION: Any = None
-"""``ackstore._native.ack_position(state, (ledger, entry), version)`` where the module was
-built (``ackstore/_ack.c``): the compiled twin of :meth:`AckState.ack_one`'s common cases on
-an ack state alone, the same code ``Cursor.ack`` runs through ``ack_cursor`` (which adds the
-cursor's checks, lock and flush list). It returns 0 having changed nothing when
-:meth:`AckState.ack_one` must decide, 1 when done, 2 when done with the cache or the store's
-pool over its budget; the tests hold it to :meth:`AckState.ack_one` field by field. Given a
-list of positions of the ledger whose limit the state caches (``ack_cursor`` gives it a
-list), it acks each so; 0 leaves the list to :meth:`AckState.ack_items`, and
-:data:`ACK_PARTIAL` + ``i`` the list from its ``i``-th position (the first ``i`` done).
-None where the module was not built."""
-if native is not None:
-    native.ack_setup(Position, ACK_CHARGE, ACK_PARTIAL)
-    ACK_POSITION = native.ack_position
+if native is not None:  # (the compiled Cursor.ack tells a Position from any other argument)
+    native.ack_setup(Position)
 
 
 def put_property(properties: dict[str, int | str], key: Any, value: Any) -> bool:
@@ -179,7 +162,7 @@ class AckState(PositionMoves):
     read path makes, resets and reads, are :class:`~ackstore.cursor.moves.PositionMoves`')."""
 
     # slots: a flush reads these for every dirty cursor; one object, no separate dict to fetch
-    __slots__ = ("ledgers", "name", "redeliveries", "topic")  # and StateFields' (the compiled ack's)
+    __slots__ = ("ledgers", "name", "redeliveries", "topic")  # and PositionMoves'
 
     cache: LedgerCache
 
@@ -222,8 +205,8 @@ class AckState(PositionMoves):
         return ledger_limit(self.topic.directory, self.topic.name, ledger)
 
     def cached_limit(self, ledger: Any) -> int:
-        """:meth:`limit`, kept in the one-entry cache of the ledger acked last (what the
-        compiled ack reads: it acks a position of that ledger alone). O(1) when cached."""
+        """:meth:`limit`, kept in the one-entry cache of the ledger acked last (acks come a
+        ledger at a time). O(1) when cached."""
         if type(ledger) is int and ledger == self.limit_ledger and self.limit_version == self.topic.version:
             return self.limit_value  # (1.0 and True equal 1: the check below refuses them)
         limit = self.limit(ledger)

@@ -29,7 +29,7 @@ __all__ = ["StoreSide"]
 class StoreSide(CoreFields):
     """What the store's flush and compaction and the topic's directory changes call."""
 
-    __slots__ = ("_config", "_pages")  # and CoreFields' (the parts the ack works on); the core has the rest
+    __slots__ = ("_planner", "_state", "_flush_list", "_config", "_pages")  # and CoreFields'; the core has the rest
 
     _planner: Planner
     """@private the cursor's flush protocol (prepare, commit, abort): the store's group flush

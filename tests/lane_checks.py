@@ -1,7 +1,7 @@
-"""Both implementations of the marker lane (``ackstore.cursor.lane.take_marker``) on the
-same cursor: equal outcomes, equal cursors after. Used by test_lane and, before every
-flush, by the state machines. And one workload whose logs and chains two ways of flushing
-must write alike (``twin_workload``)."""
+"""The marker lane's take (``ackstore.cursor.lane.take_marker``) on a cursor, aborted: the
+cursor as it was after. Used by test_lane and, before every flush, by the state machines.
+And one workload whose logs and chains two ways of flushing must write alike
+(``twin_workload``)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from ackstore.cursor import Cursor, lane
 from ackstore.cursor.lane import MarkerPlan
 from ackstore.fields import field_names
 
-__all__ = ["lanes_agree", "twin_workload"]
+__all__ = ["lane_takes", "twin_workload"]
 
 T = "persistent://t/ns/lane"
 
@@ -30,12 +30,6 @@ def _value(x: Any) -> Any:
     if isinstance(x, list | tuple):
         return (type(x).__name__, [_value(v) for v in x])
     return x
-
-
-def _plan(plan: object) -> Any:
-    if not isinstance(plan, MarkerPlan):
-        return plan
-    return {name: _value(getattr(plan, name)) for name in field_names(MarkerPlan)}
 
 
 def _cursor(cur: Cursor) -> Any:
@@ -54,37 +48,27 @@ def _cursor(cur: Cursor) -> Any:
     )
 
 
-def lanes_agree(cur: Cursor) -> str:
-    """Run every ``take_marker`` on ``cur`` under its lock and assert the same outcome (the
-    plan's every field, or None, or OTHER, or the same exception) and the same cursor after;
-    each plan is aborted and the sequence it took given back, so the cursor is as it was.
-    Returns what the outcome was: "idle", "other" or "plan" ("form" for a cursor opened
-    into the small form whose parts were never built: the lane never sees it)."""
+def lane_takes(cur: Cursor) -> str:
+    """Run ``take_marker`` on ``cur`` under its lock; a plan it takes is aborted and the
+    sequence it took given back, and the cursor must then be as it was (so must it be when
+    the take raised, or found nothing to take). Returns what the outcome was: "idle",
+    "other" or "plan" ("form" for a cursor opened into the small form whose parts were never
+    built: the lane never sees it); AssertionError when the take raised."""
     if cur._core._unbuilt:
         return "form"
     planner = cur._core._planner
     with cur._core._lock:
         before = _cursor(cur)
-        outcomes = []
-        for impl in lane.IMPLEMENTATIONS:
-            take = impl.take_marker
-            try:
-                plan = take(planner)
-            except Exception as exc:  # the same exception everywhere
-                outcomes.append(("raised", type(exc).__name__, str(exc), _cursor(cur)))
-                continue
-            outcomes.append(("ok", _plan(plan), _cursor(cur)))
-            if isinstance(plan, MarkerPlan):
-                planner.abort(plan)
-                planner.chain.next_seq = before[0]
-            after = _cursor(cur)
-            changed = [(i, was, now) for i, (was, now) in enumerate(zip(before, after, strict=True)) if was != now]
-            assert not changed, (take, changed)  # which of _cursor's fields, as they were and are
-        assert all(o == outcomes[0] for o in outcomes), outcomes
-    first = outcomes[0]
-    if first[0] != "ok":
-        raise AssertionError(f"take_marker raised on a cursor: {first}")
-    plan = first[1]
+        try:
+            plan = lane.take_marker(planner)
+        except Exception as exc:
+            raise AssertionError(f"take_marker raised on a cursor: {exc!r}, before: {before}") from exc
+        if isinstance(plan, MarkerPlan):
+            planner.abort(plan)
+            planner.chain.next_seq = before[0]
+        after = _cursor(cur)
+        changed = [(i, was, now) for i, (was, now) in enumerate(zip(before, after, strict=True)) if was != now]
+        assert not changed, changed  # which of _cursor's fields, as they were and are
     return "idle" if plan is None else "other" if plan is lane.OTHER else "plan"
 
 
