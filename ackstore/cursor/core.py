@@ -40,7 +40,7 @@ from .pages import Pages
 from .plan import Planner
 from .read_side import OpensLogs, ReadHost
 from .served import Served
-from .small import OpenedForm, check_small, small_of
+from .small import OpenedForm, OpenFigures, check_small, small_of
 from .small_span import behind_line, form_entry, is_acked, read_position
 from .snapshot import CursorSnapshot, batch_items, form_batches, form_snapshot, snapshot_of
 from .state import AckState
@@ -154,12 +154,12 @@ class CursorCore(Served):
         """True while the parts do not exist (:meth:`built` makes them): never while they hold
         the state, always while the small form does (opened into it, ``recovered`` is that
         form, or taken since: :meth:`take_small_form`)"""
-        self._carried: Carried | OpenedForm | None = None
+        self._carried: Carried | OpenFigures | None = None
         """what lives in memory only of parts the small form replaced, given back when the
         form ends (for a cursor opened into the form: what the open did, :func:`carried_now`)"""
         self._view = (-1, recovered.next_seq - 1) if store.readonly else (-1, -1)
         if isinstance(recovered, OpenedForm):
-            self.small, self._carried = recovered.small, recovered
+            self.small, self._carried = recovered.small, recovered.figures
         else:
             self._build_parts()
             self._load(recovered, initial_position)

@@ -12,7 +12,7 @@ from ..position import trusted
 from ..stats import CURSOR_FIGURES, CursorStats, RecoveryReport
 from .chain import MarkerChain
 from .pages import Pages
-from .small import OpenedForm
+from .small import OpenFigures, opened_report
 from .small_span import ledgers_held, read_position
 from .state import AckState
 
@@ -62,13 +62,14 @@ def carried_of(state: AckState, pages: Pages, chain: MarkerChain) -> Carried:
     )  # fmt: skip
 
 
-def carried_now(carried: Carried | OpenedForm | None) -> Carried | None:
+def carried_now(carried: Carried | OpenFigures | None) -> Carried | None:
     """What lives in memory only beside a small form: what its parts carried into it, or, for
-    a cursor opened into the form, what the open did (``OpenedForm``; made into a
-    :class:`Carried` the first time it is asked: an open builds none), with no counts. O(1)."""
-    if isinstance(carried, OpenedForm):
-        return Carried(carried.report, 0, 0, 0, 0, 0, 0, 0)
-    return carried
+    a cursor opened into the form, what the open did (``OpenedForm.figures``, a plain tuple;
+    made into a :class:`Carried` the first time it is asked: an open builds none), with no
+    counts. O(1)."""
+    if carried is None or isinstance(carried, Carried):
+        return carried
+    return Carried(opened_report(carried), 0, 0, 0, 0, 0, 0, 0)
 
 
 def carry_back(carried: Carried | None, small: Any, state: AckState, pages: Pages, chain: MarkerChain) -> None:

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from ..storage.env import Environment
     from .chain import MarkerChain
     from .moves import TopicView
-    from .small import OpenedForm
+    from .small import OpenFigures
 
 __all__ = ["OpensLogs", "ReadHost", "ReadSide"]
 
@@ -94,7 +94,7 @@ class ReadSide(StoreSide):
     when its state was read, and the last transaction that found it unchanged"""
     _chain: MarkerChain
     _unbuilt: bool
-    _carried: Carried | OpenedForm | None
+    _carried: Carried | OpenFigures | None
     topic: TopicView
     name: str
     cursor_id: int
@@ -190,7 +190,7 @@ class ReadSide(StoreSide):
                 self.small = recovered.small  # the parts stay unloaded
                 carried = self._carried  # (parts' counts since: kept, with this open's report)
                 self._carried = (
-                    carried._replace(recovery=recovered.report) if isinstance(carried, Carried) else recovered
+                    carried._replace(recovery=recovered.report) if isinstance(carried, Carried) else recovered.figures
                 )
                 return
             self.small = None
