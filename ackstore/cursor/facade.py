@@ -339,5 +339,5 @@ class Cursor(FacadeFields):
         self._core._check()
 
 
-if native is not None:  # Cursor.ack compiled: one Position (a list, in the small form) acked with no Python frame
+if native is not None:  # Cursor.ack compiled: a Position or a list, in the small form, acked with no Python frame
     setattr(Cursor, "ack", native.ack_method(Cursor.ack, CursorCore.ack))  # noqa: B010

@@ -483,7 +483,7 @@ class Planner:
 
     def commit(self, plan: AnyPlan) -> None:
         """The flush transaction committed: the pages adopt the plan's index, the chain its
-        marker (what the lane's ``commit_marker`` does for a marker plan, compiled)."""
+        marker (what the lane's ``commit_marker`` does for a marker plan)."""
         self.pages.adopt(plan.changes, plan.keep_dirty)
         self.chain.adopt(plan)
         self.chain.cut = plan.cut if isinstance(plan, FlushPlan) else None
