@@ -126,7 +126,7 @@ static PyObject *am_call(AckMethod *self, PyObject *const *args, size_t nargsf, 
         int r = core == NULL ? 0 : cursor_ack(core, args[1]);
         if (r < 0) return NULL;
         if (r == 1) Py_RETURN_NONE;
-        if (r >= 2) {
+        if (r >= 3) { /* (3, 4: the follow-up is the core's) */
             PyObject *code = PyLong_FromLong(r);
             if (code == NULL) return NULL;
             PyObject *call[3] = {core, args[1], code};
@@ -226,7 +226,7 @@ static PyMethodDef methods[] = {
     {"ack_setup", ack_setup, METH_O, "ack_setup(Position)"},
     {"ack_method", (PyCFunction)(void (*)(void))ack_method, METH_FASTCALL,
      "ack_method(spec, follow) -> Cursor.ack compiled: one Position or a list acked with no Python frame, "
-     "any other call handed to spec (the Python method), a done code of 2 or more to follow (CursorCore.ack)"},
+     "any other call handed to spec (the Python method), a done code of 3 or 4 to follow (CursorCore.ack)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -2689,7 +2689,7 @@ static int marker_write(SmallState *s, uint32_t version, int full, long long pre
         kc++;
     }
     uint32_t ia[LINE_LEDGERS], ic[LINE_LEDGERS]; /* where each ledger's acks and counts end */
-    int items = 0;
+    Ledgers named = {{0}}; /* the ledgers the marker names */
     uint32_t a = 0, c = 0;
     for (int k = 0; k <= top; k++) {
         unsigned long long end = line_end(s, k);
@@ -2697,8 +2697,10 @@ static int marker_write(SmallState *s, uint32_t version, int full, long long pre
         while (a < na && adds[a] < end) a++;
         while (c < kc && ce[c] < end) c++;
         ia[k] = a, ic[k] = c;
-        items += lg_has(&s->c.recs, k) && (full || a > a0 || c > c0 || (renamed != NULL && lg_has(renamed, k)));
+        if (lg_has(&s->c.recs, k) && (full || a > a0 || c > c0 || (renamed != NULL && lg_has(renamed, k))))
+            lg_add(&named, k);
     }
+    int items = lg_count(&named);
     Py_ssize_t np = PyBytes_GET_SIZE(s->props), size = 7 + 28 + 16 * items + 4 * na + 8 * kc + np;
     Out o = *out;
     o.len = 0;
@@ -2719,8 +2721,7 @@ static int marker_write(SmallState *s, uint32_t version, int full, long long pre
     unsigned char *p = at + 35;
     for (int k = 0; k <= top; k++) {
         uint32_t a0 = k ? ia[k - 1] : 0, c0 = k ? ic[k - 1] : 0, start = (uint32_t)line_start(s, k);
-        if (!lg_has(&s->c.recs, k) || !(full || ia[k] > a0 || ic[k] > c0 || (renamed != NULL && lg_has(renamed, k))))
-            continue;
+        if (!lg_has(&named, k)) continue;
         put32(p, (uint32_t)line_ledger(s, k));
         long long seq = several ? s->rec[k] : s->c.record; /* (one record: the chain's own) */
         put32(p + 4, (uint32_t)(seq + 1)); /* (the record's sequence + 1) */
