@@ -30,6 +30,10 @@
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
+#include <immintrin.h>
+#define EF_AVX2 1 /* ef_lows_avx2 built, used where the machine has AVX2 (ef_tables looks) */
+#endif
 
 #define NO_OFFSETS_BELOW 4 /* with run containers, offsets are written for 4 containers or more */
 #define FLAG_HOLES 1       /* bitmaps.py's flags */
@@ -269,6 +273,8 @@ typedef struct {
     Py_ssize_t high_len, at; /* at: the byte of the high part `bits` are of (-1: none read yet) */
     unsigned width, bits;    /* bits: that byte's set bits not read yet */
     uint32_t first;
+    uint32_t add[2]; /* what a value's offset from first is written plus, at an even index and an odd one:
+                        first at both (ef_open), unless the caller writes runs from bounds (ef_runs_into) */
     uint64_t n, top, i, bit, bad; /* i: the values read; bit: the next one's low bits */
     int64_t before;
     unsigned char held[EF_LOW_HELD + 8];
@@ -277,8 +283,15 @@ typedef struct {
 /* a byte's set bits: their positions, ascending (then zeros), and their number */
 static unsigned char ef_pos[256][8], ef_count[256];
 
-/* ef_pos and ef_count made (acks_init: once, at import) */
+#ifdef EF_AVX2
+static void ef_avx2_tables(void);
+#endif
+
+/* ef_pos and ef_count made, and whether ef_lows uses AVX2 (acks_init: once, at import) */
 static void ef_tables(void) {
+#ifdef EF_AVX2
+    ef_avx2_tables();
+#endif
     for (int b = 0; b < 256; b++) {
         int n = 0;
         for (int k = 0; k < 8; k++)
@@ -326,7 +339,7 @@ static int ef_open(const unsigned char *p, Py_ssize_t len, uint32_t first, uint3
     }
     memcpy(r->low, p + pos, low_bytes);
     memset(r->low + low_bytes, 0, 8);
-    r->width = width, r->first = first, r->top = span - 1;
+    r->width = width, r->first = first, r->top = span - 1, r->add[0] = r->add[1] = first;
     r->n = *n, r->at = -1, r->bits = 0, r->i = r->bit = r->bad = 0, r->before = -1;
     return 0;
 }
@@ -367,35 +380,108 @@ static Py_ssize_t ef_highs(EfReader *r, uint32_t *out, Py_ssize_t want) {
     return m;
 }
 
+#ifdef EF_AVX2
+/* whether ef_lows reads 8 low parts at once with AVX2 (where the machine has it: ef_tables; the
+ * tests switch it with _ef_simd), and for each width 1..8 the byte shuffle and the shifts that
+ * bring value t's W low bits (bits t x W.. of the 8 bytes the 8 values' low parts fill) to the
+ * bottom of lane t */
+static int ef_avx2;
+static unsigned char ef_pick[9][32];
+static uint32_t ef_shift[9][8];
+
+static void ef_avx2_tables(void) {
+    ef_avx2 = __builtin_cpu_supports("avx2");
+    for (unsigned w = 1; w <= 8; w++)
+        for (unsigned t = 0; t < 8; t++) {
+            unsigned at = t * w / 8; /* (each 16-byte half holds the 8 bytes: a lane reads its own half) */
+            for (unsigned j = 0; j < 4; j++) ef_pick[w][4 * t + j] = at + j < 8 ? (unsigned char)(at + j) : 0x80;
+            ef_shift[w][t] = t * w % 8;
+        }
+}
+
+/* ef_lows for widths 1..8, 8 values at a time from `g` (a multiple of 8; *before, the value
+ * before g's, not negative) while 8 are left: the same values, sums and damage as the loop of
+ * ef_lows (a high part past 32 - W bits sets *bad, as a 64-bit value past 32 bits would fail
+ * the span). Returns where the values it left begin (ef_lows' loop reads them). O(m - g). */
+__attribute__((target("avx2"))) static Py_ssize_t ef_lows_avx2(uint32_t *out, Py_ssize_t m, Py_ssize_t g,
+                                                               const unsigned char *low, unsigned W, uint32_t add0,
+                                                               uint32_t add1, int64_t *before, uint64_t *bad) {
+    const __m256i pick = _mm256_loadu_si256((const __m256i *)ef_pick[W]);
+    const __m256i shift = _mm256_loadu_si256((const __m256i *)ef_shift[W]);
+    const __m256i mask = _mm256_set1_epi32((int)((1u << W) - 1)), sign = _mm256_set1_epi32((int)0x80000000u);
+    const __m256i add = _mm256_setr_epi32((int)add0, (int)add1, (int)add0, (int)add1, (int)add0, (int)add1, (int)add0,
+                                          (int)add1);
+    const __m256i up = _mm256_setr_epi32(7, 0, 1, 2, 3, 4, 5, 6);
+    const __m128i wide = _mm_cvtsi32_si128((int)W), rest = _mm_cvtsi32_si128(32 - (int)W);
+    __m256i prev = _mm256_set1_epi32((int)((uint32_t)*before ^ 0x80000000u)), ok = _mm256_set1_epi32(-1);
+    __m256i over = _mm256_setzero_si256();
+    for (; g + 8 <= m; g += 8, low += W) {
+        uint64_t word;
+        memcpy(&word, low, 8); /* (the low part has 8 zero bytes after it) */
+        __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi64x((long long)word), pick);
+        __m256i lo = _mm256_and_si256(_mm256_srlv_epi32(bytes, shift), mask);
+        __m256i h = _mm256_loadu_si256((const __m256i *)(out + g));
+        over = _mm256_or_si256(over, _mm256_srl_epi32(h, rest));
+        /* (sign bits flipped: the signed order of the lanes is their unsigned order) */
+        __m256i x = _mm256_xor_si256(_mm256_or_si256(_mm256_sll_epi32(h, wide), lo), sign);
+        __m256i before_x = _mm256_blend_epi32(_mm256_permutevar8x32_epi32(x, up), prev, 1);
+        ok = _mm256_and_si256(ok, _mm256_cmpgt_epi32(x, before_x));
+        prev = _mm256_permutevar8x32_epi32(x, _mm256_set1_epi32(7));
+        _mm256_storeu_si256((__m256i *)(out + g), _mm256_add_epi32(_mm256_xor_si256(x, sign), add));
+    }
+    *before = (int64_t)(uint32_t)(_mm256_cvtsi256_si32(prev) ^ 0x80000000u);
+    if (_mm256_movemask_epi8(ok) != -1 || !_mm256_testz_si256(over, over)) *bad = 1;
+    return g;
+}
+#endif
+
+/* value t of a group of 8 (its high part at out[t], its W low bits at bit t x W of `low`)
+ * made whole, plus add0 or add1 (t even or odd): ef_lows' step; *b the value before it, *d
+ * set when it is not above that one */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((always_inline))
+#endif
+static inline void ef_low(uint32_t *out, unsigned t, const unsigned char *low, const unsigned W, uint64_t mask,
+                          uint32_t add0, uint32_t add1, int64_t *b, uint64_t *d) {
+    uint64_t lo = (load_le64(low + (t * W) / 8, 8) >> ((t * W) % 8)) & mask;
+    int64_t x = (int64_t)((uint64_t)out[t] << W | lo);
+    *d |= (uint64_t)(x <= *b);
+    *b = x;
+    out[t] = (uint32_t)x + (t & 1 ? add1 : add0);
+}
+
 /* The low parts of `m` values into out, which holds their high parts (ef_highs'): each value
  * becomes its high part << W | its W low bits, `low` holding the first one's at its first
- * bit, plus `first`; *bad set for a value not above the one before (*before). Inlined for
+ * bit, plus add[0] at an even index of out and add[1] at an odd one (out begins at a multiple
+ * of 8 values); *bad set for a value not above the one before (*before). Inlined for
  * each width W (ef_next's switch), so that the 8 values in each W bytes are read with constant
  * shifts; the last m % 8 with variable ones. O(m). */
 #if defined(__GNUC__) || defined(__clang__)
 __attribute__((always_inline))
 #endif
-static inline void ef_lows(uint32_t *out, Py_ssize_t m, const unsigned char *low, const unsigned W, uint32_t first,
-                           int64_t *before, uint64_t *bad) {
+static inline void ef_lows(uint32_t *out, Py_ssize_t m, const unsigned char *low, const unsigned W,
+                           const uint32_t add[2], int64_t *before, uint64_t *bad) {
     const uint64_t mask = W ? ~0ULL >> (64 - W) : 0;
+    const uint32_t add0 = add[0], add1 = add[1]; /* (read once: out may alias them, as the compiler sees it) */
     int64_t b = *before;
     uint64_t d = *bad;
     Py_ssize_t g = 0;
-    for (; g + 8 <= m; g += 8, low += W) /* (8 values' low parts: W bytes) */
-        for (unsigned t = 0; t < 8; t++) {
-            uint64_t lo = (load_le64(low + (t * W) / 8, 8) >> ((t * W) % 8)) & mask;
-            int64_t x = (int64_t)((uint64_t)out[g + t] << W | lo);
-            d |= (uint64_t)(x <= b);
-            b = x;
-            out[g + t] = (uint32_t)x + first;
+#ifdef EF_AVX2
+    if (ef_avx2 && W >= 1 && W <= 8 && m >= 16) {
+        if (b < 0) { /* (the first value: above none, which ef_lows_avx2 has no lane for) */
+            for (unsigned t = 0; t < 8; t++) ef_low(out, t, low, W, mask, add0, add1, &b, &d);
+            g = 8, low += W;
         }
-    for (unsigned t = 0; g < m; g++, t++) {
-        uint64_t lo = (load_le64(low + (t * W) / 8, 8) >> ((t * W) % 8)) & mask;
-        int64_t x = (int64_t)((uint64_t)out[g] << W | lo);
-        d |= (uint64_t)(x <= b);
-        b = x;
-        out[g] = (uint32_t)x + first;
+        if (b <= (int64_t)UINT32_MAX) { /* (else damage already: the loop below says so) */
+            Py_ssize_t from = g;
+            g = ef_lows_avx2(out, m, g, low, W, add0, add1, &b, &d);
+            low += (g - from) / 8 * W;
+        }
     }
+#endif
+    for (; g + 8 <= m; g += 8, low += W) /* (8 values' low parts: W bytes) */
+        for (unsigned t = 0; t < 8; t++) ef_low(out + g, t, low, W, mask, add0, add1, &b, &d);
+    for (unsigned t = 0; g + t < m; t++) ef_low(out + g, t, low, W, mask, add0, add1, &b, &d);
     *before = b, *bad = d;
 }
 
@@ -411,7 +497,7 @@ static Py_ssize_t ef_next(EfReader *r, uint32_t *out, Py_ssize_t room) {
     switch (r->width) {
 #define EF_LOWS(W)                                                  \
     case W:                                                         \
-        ef_lows(out, m, low, W, r->first, &r->before, &r->bad);     \
+        ef_lows(out, m, low, W, r->add, &r->before, &r->bad);       \
         break;
         EF_LOWS(0) EF_LOWS(1) EF_LOWS(2) EF_LOWS(3) EF_LOWS(4) EF_LOWS(5) EF_LOWS(6) EF_LOWS(7) EF_LOWS(8)
         EF_LOWS(9) EF_LOWS(10) EF_LOWS(11) EF_LOWS(12) EF_LOWS(13) EF_LOWS(14) EF_LOWS(15) EF_LOWS(16)
@@ -501,7 +587,32 @@ static int sink_block(const uint32_t *vals, Py_ssize_t n, long long flags, RunSi
     uint32_t *d = k->dst + 2 * k->n, *full = k->dst + 2 * k->room, *mine = k->dst + 2 * k->n0, off = (uint32_t)k->offset;
     uint64_t end = k->end, at = k->at, seen = k->seen;
     int over = 0;
-    if (flags == FLAG_BOUNDS) { /* a run ends at each even-numbered bound and starts at each odd one */
+    /* with room for every run the block can end (one a value, one more with the holes): the
+     * same runs without a look at the room per run, and with the holes without a branch */
+    int roomy = full - d >= 2 * (n + 1);
+    if (flags == FLAG_BOUNDS && roomy) {
+        Py_ssize_t i = 0;
+        if (n && seen & 1) at = vals[i++];
+        for (; i + 1 < n; i += 2) {
+            d[0] = off + (uint32_t)at, d[1] = off + vals[i] - 1;
+            d += 2;
+            at = vals[i + 1];
+        }
+        if (i < n) {
+            d[0] = off + (uint32_t)at, d[1] = off + vals[i] - 1;
+            d += 2;
+        }
+        if (d > k->dst + 2 * k->n) end = (uint64_t)(d[-1] - off) + 1;
+        seen += (uint64_t)n;
+    } else if (flags & FLAG_HOLES && roomy) {
+        for (Py_ssize_t i = 0; i < n; i++) { /* (a hole next to the one before writes a run it takes back) */
+            uint64_t v = vals[i];
+            d[0] = off + (uint32_t)at, d[1] = off + (uint32_t)v - 1;
+            d += 2 * (v > at);
+            at = v >= at ? v + 1 : at;
+        }
+        if (d > k->dst + 2 * k->n) end = (uint64_t)(d[-1] - off) + 1;
+    } else if (flags == FLAG_BOUNDS) { /* a run ends at each even-numbered bound and starts at each odd one */
         Py_ssize_t i = 0;
         if (n && seen & 1) at = vals[i++]; /* (a block ending between a pair's two) */
         for (; i + 1 < n; i += 2) {
@@ -966,6 +1077,19 @@ static int ef_runs_into(long long flags, long long first, long long last, const 
     int over = 0;
     uint32_t value0 = 0;
     Py_ssize_t m;
+    if (flags == FLAG_BOUNDS && k->n == 0 && n + 2 <= 2 * (uint64_t)k->room) {
+        /* room for every run (n + 2 entries: no more when the bounds are pairs): the bounds
+         * decoded in place one entry in, each even-numbered one less 1 (a run's last entry),
+         * between the span's first and last; the same runs and errors as the blocks below */
+        uint32_t *d = k->dst, off = (uint32_t)k->offset;
+        r.add[0] = r.first + off - 1, r.add[1] = r.first + off;
+        ef_next(&r, d + 1, (Py_ssize_t)n);
+        value0 = d[1] - off + 1;
+        if (ef_close(&r) < 0 || bounds_unpaired(flags, n, value0, first, last)) return -1;
+        d[0] = off + (uint32_t)first, d[n + 1] = off + (uint32_t)last;
+        k->n = (Py_ssize_t)(n / 2 + 1), k->end = (uint64_t)last + 1;
+        return 0;
+    }
     sink_start(k, (uint32_t)first);
     while ((m = ef_next(&r, block, EF_BLOCK)) > 0) {
         if (r.i == (uint64_t)m) value0 = block[0]; /* (the first block's) */
@@ -1145,8 +1269,10 @@ done:
     return result;
 }
 
-/* _ef_simd(on) -> bool: whether Elias-Fano codes are read with SSE2 (ef_highs) from now on, the
- * setting before returned (the tests read codes both ways; False where the build has no SSE2) */
+/* _ef_simd(on) -> bool: whether Elias-Fano codes are read with vector instructions from now on
+ * (SSE2's scan of the high part, ef_highs; AVX2's low parts, ef_lows, where the machine has
+ * it), the setting before returned (the tests read codes both ways; False where the build has
+ * no SSE2) */
 static PyObject *ef_simd_switch(PyObject *self, PyObject *on) {
     (void)self;
     int want = PyObject_IsTrue(on), was = ef_simd;
@@ -1156,11 +1282,14 @@ static PyObject *ef_simd_switch(PyObject *self, PyObject *on) {
 #else
     was = 0;
 #endif
+#ifdef EF_AVX2
+    ef_avx2 = want && __builtin_cpu_supports("avx2");
+#endif
     return PyBool_FromLong(was);
 }
 
 static PyMethodDef methods[] = {
-    {"_ef_simd", ef_simd_switch, METH_O, "Whether Elias-Fano codes are read with SSE2 from now on (tests)."},
+    {"_ef_simd", ef_simd_switch, METH_O, "Whether Elias-Fano codes are read with vector instructions from now on (tests)."},
     {"ledger_acks", ledger_acks, METH_VARARGS, "A ledger record of acks only, read in one pass (or None)."},
     {"acks_roaring", (PyCFunction)(void (*)(void))acks_roaring, METH_FASTCALL,
      "A ledger record's coded values to its acks' portable roaring form, each container its smallest."},

@@ -27,7 +27,7 @@ from ackstore.cursor.small import IMPLEMENTATIONS, check_small, form_read, set_f
 from ackstore.errors import CorruptRecordError
 from ackstore.fields import native
 from ackstore.ledger_acks import LedgerAcks, bitmap_of_runs, run_bounds
-from ackstore.storage import codecs, pure_codecs, records
+from ackstore.storage import codecs, pure_acks, pure_codecs, records
 from ackstore.storage.bitmaps import _inner_bounds, count_runs
 
 from .chain_twins import form_fields
@@ -387,6 +387,58 @@ def test_long_elias_fano_codes_read_into_the_form_alike_and_damage_in_them_is_re
     assert taken == 12 and refused > 30
 
 
+def test_elias_fano_codes_of_every_low_width_read_alike_with_or_without_vector_reads() -> None:
+    """Codes whose values carry 0 to 12 low bits each (the compiled reader takes 1 to 8 of
+    them 8 values at a time where the machine has AVX2), as acks, holes and run bounds, at
+    an offset on the line: every read gives the set's runs; a low part or a high part damaged
+    under a sound checksum (a value no longer above the one before, or past the span) gives
+    every read the same outcome."""
+    rng = random.Random(8)
+    top, refused = 60_000 - 1, 0
+    for width in range(13):
+        gap = 1 << width  # (a span of about gap x values: ef_width's L)
+        acked, at = BitMap(), 1 + rng.randrange(gap)
+        while at < top - 2 * gap:
+            run = rng.randrange(1, gap + 2)
+            acked.add_range(at, at + run)
+            at += run + rng.randrange(1, 2 * gap + 1)
+        low, high = acked.min(), acked.max()
+        holes = BitMap(acked).flip(low, high + 1)
+        for flags, values in ((32, acked), (33, holes), (64, _inner_bounds(acked))):
+            if not values:
+                continue
+            code, offset = codecs.ef_code(values.to_array(), low, high), 1000 * width
+            record = _coded_record(flags, low, high, code, count_runs(acked))
+            outs = [_one_record(read, record, offset) for read in _reads()]
+            assert all(o == outs[0] for o in outs), (width, flags)
+            assert outs[0] == [(a + offset, b + offset) for a, b in run_bounds(acked)], (width, flags)
+            for _ in range(4):
+                bad = bytearray(code)
+                bad[rng.randrange(2, len(bad))] ^= 1 << rng.randrange(8)  # (past the count's varint)
+                bad_record = _coded_record(flags, low, high, bytes(bad), count_runs(acked))
+                outs = [_one_record(read, bad_record) for read in _reads()]
+                assert all(o == outs[0] for o in outs), (width, flags)
+            for bad in _descending(code, values.to_array(), low, high, rng):
+                outs = [_one_record(read, _coded_record(flags, low, high, bad, count_runs(acked))) for read in _reads()]
+                assert outs == [None] * len(outs), (width, flags)
+                refused += 1
+    assert refused > 50
+
+
+def _descending(code: bytes, values: Any, first: int, last: int, rng: random.Random) -> Iterator[bytes]:
+    """``code`` (the Elias-Fano code of ``values`` over first..last) with a value made greater
+    than the next, each of a few ways: two values of one high part whose low bits are set to
+    all ones and to zeros (none where the code has no low bits)."""
+    n, width = len(values), pure_acks.ef_width(last - first + 1, len(values))
+    start = len(pure_codecs.varint(n))
+    pairs = [i for i in range(n - 1) if (values[i] - first) >> width == (values[i + 1] - first) >> width]
+    for i in rng.sample(pairs, min(3, len(pairs))) if width else ():
+        bits = int.from_bytes(code[start : start + (n * width + 7) // 8], "little")
+        one = (1 << width) - 1
+        bits = (bits | one << (i * width)) & ~(one << ((i + 1) * width))
+        yield code[:start] + bits.to_bytes((n * width + 7) // 8, "little") + code[start + (n * width + 7) // 8 :]
+
+
 def _reads() -> Iterator[Any]:
     """Each twin of ``small_of_record`` in turn, the compiled one twice: its reader of
     Elias-Fano codes scanning their high part 8 bits at a time (SSE2), then a set bit at a
@@ -404,10 +456,10 @@ def _reads() -> Iterator[Any]:
             native._ef_simd(was)
 
 
-def _one_record(impl: Any, value: bytes) -> list[tuple[int, int]] | None:
+def _one_record(impl: Any, value: bytes, offset: int = 0) -> list[tuple[int, int]] | None:
     """The runs of the form ``impl.small_of_record`` reads from ledger 40's record ``value``
-    alone (M before entry 0), or None."""
-    item = (40, 0, 60_000, value, -1)
+    alone (M before entry 0), the ledger at ``offset`` on the form's line, or None."""
+    item = (40, offset, offset + 60_000, value, -1)
     s = impl.small_of_record(7, 40, -1, 9, 1, 0, 1 << 16, b"", (item,), records.FORMAT_VERSION, [], {})
     return None if s is None else s.runs()
 
