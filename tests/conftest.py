@@ -179,7 +179,18 @@ AREAS: dict[str, str] = {
         ("crash", "damage_campaign", "full_disk", "power_cut", "readers", "reader_states", "soak"), "campaigns"
     ),
     **dict.fromkeys(
-        ("api_docs", "docs", "imports", "mutant_screen", "packaging", "public_names", "readme", "wheel"), "docs"
+        (
+            "api_docs",
+            "bench_tables",
+            "docs",
+            "imports",
+            "mutant_screen",
+            "packaging",
+            "public_names",
+            "readme",
+            "wheel",
+        ),
+        "docs",
     ),
 }
 
