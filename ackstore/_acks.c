@@ -1169,15 +1169,8 @@ static PyObject *ef_code(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     if (PyObject_GetBuffer(args[0], &raw, PyBUF_SIMPLE) < 0) return NULL;
     PyObject *out = NULL;
     unsigned char *buf = NULL;
-    Py_ssize_t n = raw.len / 4;
-    if (raw.len % 4) {
-        PyErr_Format(PyExc_ValueError, "values of %zd bytes are not 32-bit values", raw.len);
-        goto done;
-    }
-    if (n == 0) {
-        PyErr_SetString(PyExc_ValueError, "no values to code");
-        goto done;
-    }
+    Py_ssize_t n = coded_count(&raw);
+    if (n < 0) goto done;
     uint64_t span = last >= first ? (uint64_t)(last - first) + 1 : 0;
     if ((uint64_t)n > span) {
         PyErr_SetString(PyExc_ValueError, "values are not ascending within first..last");

@@ -214,6 +214,54 @@ done:
     return out;
 }
 
+Py_ssize_t coded_count(const Py_buffer *raw) {
+    if (raw->len % 4) {
+        PyErr_Format(PyExc_ValueError, "values of %zd bytes are not 32-bit values", raw->len);
+        return -1;
+    }
+    if (raw->len == 0) {
+        PyErr_SetString(PyExc_ValueError, "no values to code");
+        return -1;
+    }
+    return raw->len / 4;
+}
+
+/* gap_planes(values: buffer of native uint32, first: int) -> bytes: pure_codecs.gap_planes,
+ * the gaps between ascending values (the first from `first`) as little-endian uint32 split
+ * into their 4 byte planes, low bytes first; ValueError for no values or values not
+ * ascending from first. O(n). */
+static PyObject *gap_planes(PyObject *self, PyObject *args) {
+    Py_buffer raw;
+    long long first;
+    PyObject *first_obj, *result = NULL;
+    if (!PyArg_ParseTuple(args, "y*O", &raw, &first_obj)) return NULL;
+    if (ranged_arg(first_obj, "first", 0, U32_MAX_LL, &first) < 0) {
+        PyBuffer_Release(&raw);
+        return NULL;
+    }
+    Py_ssize_t n = coded_count(&raw);
+    if (n < 0 || (result = PyBytes_FromStringAndSize(NULL, 4 * n)) == NULL) goto done;
+    unsigned char *out = (unsigned char *)PyBytes_AS_STRING(result);
+    const unsigned char *p = (const unsigned char *)raw.buf;
+    int64_t before = first; /* (the first gap counts from first itself: it may be 0) */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint32_t v;
+        memcpy(&v, p + 4 * i, 4);
+        if ((int64_t)v < before || (i && (int64_t)v == before)) {
+            Py_CLEAR(result);
+            PyErr_SetString(PyExc_ValueError, "values are not ascending from first");
+            goto done;
+        }
+        uint32_t gap = (uint32_t)((int64_t)v - before);
+        out[i] = (unsigned char)gap, out[n + i] = (unsigned char)(gap >> 8);
+        out[2 * n + i] = (unsigned char)(gap >> 16), out[3 * n + i] = (unsigned char)(gap >> 24);
+        before = v;
+    }
+done:
+    PyBuffer_Release(&raw);
+    return result;
+}
+
 /* rice_code(values: buffer of native uint32, first: int) -> bytes: bitmaps.py's Rice code of
  * ascending values (k, the count as a varint, then each gap's quotient in unary and k
  * remainder bits, most significant bit first; a quotient of 32 or more is 32 ones and the
@@ -229,12 +277,8 @@ static PyObject *rice_code(PyObject *self, PyObject *args) {
     }
     PyObject *result = NULL;
     uint32_t *gaps = NULL;
-    if (raw.len % 4) {
-        PyErr_Format(PyExc_ValueError, "values of %zd bytes are not 32-bit values", raw.len);
-        goto done;
-    }
-    Py_ssize_t n = raw.len / 4;
-    if (n == 0) { PyErr_SetString(PyExc_ValueError, "no values to code"); goto done; }
+    Py_ssize_t n = coded_count(&raw);
+    if (n < 0) goto done;
     if (first < 0 || first > 0xFFFFFFFFLL) {
         PyErr_SetString(PyExc_ValueError, "values are not ascending from first");
         goto done;
@@ -1875,6 +1919,7 @@ static PyMethodDef methods[] = {
     {"delta_fields", delta_fields, METH_VARARGS, "The fields of a fixed-layout marker body."},
     {"positions_by_ledger", positions_by_ledger, METH_O, "Acks' positions grouped per ledger, as roaring bytes."},
     {"rice_code", rice_code, METH_VARARGS, "The Rice code of ascending values (what acks_roaring reads)."},
+    {"gap_planes", gap_planes, METH_VARARGS, "The gap planes of ascending values (what acks_roaring reads, unzipped)."},
     {"ledger_fields", ledger_fields, METH_VARARGS, "A ledger record body's fields, its bitmap not decoded."},
     {"open_envelope", open_envelope, METH_VARARGS, "A record's fixed envelope checked: (type, version, body)."},
     {"ledger_span", ledger_span, METH_VARARGS, "A ledger record's envelope and checksum checked, then its fields."},

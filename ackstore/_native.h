@@ -188,6 +188,9 @@ typedef struct {
 /* An int argument in lo..hi, as pure_codecs._ranged checks it: ValueError "NAME=VALUE is
  * outside LO..HI" for any other int (never OverflowError), TypeError for a non-int. */
 int ranged_arg(PyObject *obj, const char *name, long long lo, long long hi, long long *out);
+/* the count of the values a coder is given (a buffer of native-endian uint32); -1 with ValueError
+ * for a length not a multiple of 4 or no values (pure_codecs.uint32_values' rule) */
+Py_ssize_t coded_count(const Py_buffer *raw);
 /* A ledger record's body, as read_ledger_body reads it: its fields (`owner` when n >= 8), the
  * number of partial batches and of delivery-count items, and the lowest and highest entry
  * holding any state (first and last ack, partial batches, delivery counts; 2**32 and -1 when

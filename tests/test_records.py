@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from pyroaring import BitMap, FrozenBitMap
 
 from ackstore import CorruptRecordError
+from ackstore.fields import native
 from ackstore.ledger_acks import LedgerAcks, count_runs
 from ackstore.storage.bitmaps import decode_bitmap, encode_bitmap
 from ackstore.storage.records import (
@@ -214,27 +215,38 @@ def test_records_of_format_5_still_read() -> None:
         decode_marker(msgpack.packb([2, 5, zlib.crc32(marker_body) ^ 1, marker_body]))
 
 
-def test_gap_planes_numpy_and_pure_python_agree() -> None:
+def test_gap_planes_are_the_same_bytes_compiled_with_numpy_and_in_plain_python() -> None:
+    """The gap planes of a flush's encode: the compiled twin's, the pure twin's with numpy
+    (the ``fast`` extra) and without it give the same bytes, which every decoder reads back
+    to the values; values not ascending from ``first`` are refused alike."""
     import random
 
     from pyroaring import BitMap
 
-    from ackstore.storage import bitmaps as records
+    from ackstore.storage import pure_codecs
 
-    pytest.importorskip("numpy")  # the `fast` extra (make installs it); without it only the pure path runs
     rng = random.Random(4)
     sets = [
         BitMap([5]),
+        BitMap([0]),
         BitMap(range(1, 5000, 2)),
         BitMap(rng.sample(range(1 << 32), 3000)),
         BitMap(rng.sample(range(100_000), 20_000)),
     ]
+    twins = [lambda v, f: pure_codecs.gap_planes(v, f, use_numpy=False), pure_codecs.gap_planes]
+    twins += [native.gap_planes] if native is not None else []
     for values in sets:
         first = values.min() - rng.randrange(3) if values.min() >= 2 else values.min()
-        raw = records._gap_planes(values, first)
-        assert raw == records._gap_planes_py(values, first)
+        raw = [twin(values.to_array(), first) for twin in twins]
+        assert all(r == raw[0] for r in raw) and len(raw[0]) == 4 * len(values)
         for impl in IMPLEMENTATIONS:
-            assert BitMap.deserialize(impl.acks_roaring(4, first, _TOP, raw)) == values, impl
+            assert BitMap.deserialize(impl.acks_roaring(4, first, _TOP, raw[0])) == values, impl
+    for twin in twins:
+        for bad, first in ((array("I", [3, 9]), 4), (array("I", [3, 3]), 0), (array("I", [5, 4]), 0)):
+            with pytest.raises(ValueError, match="values are not ascending from first"):
+                twin(bad, first)
+        with pytest.raises(ValueError, match="no values to code"):
+            twin(array("I"), 0)
 
 
 def _in_runs(rng: random.Random, span: int, length: int, count: int) -> BitMap:

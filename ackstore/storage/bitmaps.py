@@ -26,20 +26,16 @@ The Elias-Fano codes, the Rice code and the gap planes are read by one function
 values, or their complement, with each container in its smallest form, so nothing is
 flipped or optimized after it.
 
-With numpy installed (the ``fast`` extra) the gap planes are computed ~50x faster; the
-bytes are the same either way. Decoding goes through :mod:`ackstore.storage.codecs`
-(compiled where it could be built, the same results in pure Python otherwise).
+The gap planes are computed in compiled code where it was built (else with numpy where the
+``fast`` extra installed it, or in plain Python: the same bytes). Decoding goes through
+:mod:`ackstore.storage.codecs` (compiled where it could be built, the same results in pure
+Python otherwise).
 """
 
 from __future__ import annotations
 
 import math
-import sys
 import zlib
-from array import array
-from itertools import islice
-from operator import sub
-from typing import Any
 
 from pyroaring import BitMap
 
@@ -83,46 +79,12 @@ at a mean gap of 10, 1.29x at 2)"""
 _GAPS_MAX_VALUES = 1 << 18
 """the gap encoding is used for sets up to this many values (bounds flush CPU)"""
 
-_UNKNOWN: Any = object()
-_np: Any = _UNKNOWN
-
-
-def _numpy() -> Any:
-    """numpy, imported on first use, or None where it is not installed (optional: it computes
-    the gaps ~50x faster; the bytes are the same either way). Imported here rather than
-    with the package because it is about a third of ``import ackstore``'s time, and most
-    processes (the CLI, a store holding few holes) never encode a large set of gaps."""
-    global _np
-    if _np is _UNKNOWN:
-        try:
-            import numpy
-        except ImportError:  # pragma: no cover - exercised by the pure-Python functions directly
-            numpy = None  # type: ignore[assignment]
-        _np = numpy
-    return _np
-
 
 def _gap_planes(values: BitMap, first: int) -> bytes:
     """Gaps between consecutive values (the first from ``first``) as little-endian uint32,
-    split into 4 byte planes, low bytes first."""
-    np = _numpy()
-    if np is None:
-        return _gap_planes_py(values, first)
-    arr = np.frombuffer(values.to_array(), dtype=np.uint32)
-    gaps = np.empty(len(arr), dtype="<u4")
-    gaps[0] = arr[0] - first
-    np.subtract(arr[1:], arr[:-1], out=gaps[1:])
-    return gaps.view(np.uint8).reshape(-1, 4).T.tobytes()
-
-
-def _gap_planes_py(values: BitMap, first: int) -> bytes:
-    arr = values.to_array()
-    gaps = array("I", [arr[0] - first])
-    gaps.extend(map(sub, islice(arr, 1, None), arr))
-    if sys.byteorder == "big":
-        gaps.byteswap()
-    raw = gaps.tobytes()
-    return b"".join(raw[i::4] for i in range(4))
+    split into 4 byte planes, low bytes first (:func:`ackstore.storage.codecs.gap_planes`,
+    compiled where possible)."""
+    return codecs.gap_planes(values.to_array(), first)
 
 
 def _rice(values: BitMap, first: int) -> bytes:

@@ -1,5 +1,5 @@
 """The decoders recovery spends its time in (and the encoders a flush runs: the marker
-record and the Rice coder; the page scan of an open's structure walk), compiled where possible.
+record, the Rice coder and the gap planes; the page scan of an open's structure walk), compiled where possible.
 
 ``ackstore._native`` (C, built by ``pip install`` where a compiler and the Python headers
 exist) or, without it, :mod:`ackstore.storage.pure_codecs` and
@@ -18,6 +18,7 @@ __all__ = [
     "NO_PREV",
     "acks_roaring",
     "ef_code",
+    "gap_planes",
     "rice_code",
     "positions_by_ledger",
     "delta_fields",
@@ -45,6 +46,7 @@ acks_roaring = (native or pure_acks).acks_roaring
 ef_code = (native or pure_acks).ef_code
 ledger_acks = (native or pure_acks).ledger_acks
 rice_code = _impl.rice_code
+gap_planes = _impl.gap_planes
 positions_by_ledger = _impl.positions_by_ledger
 delta_fields = _impl.delta_fields
 fixed_marker = _impl.fixed_marker

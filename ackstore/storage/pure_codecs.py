@@ -24,6 +24,7 @@ from ..ledger_acks import run_bounds
 
 __all__ = [
     "NO_PREV",
+    "gap_planes",
     "plane_values",
     "rice_values",
     "rice_code",
@@ -197,6 +198,52 @@ def code_count(payload: bytes, pos: int, early: str) -> tuple[int, int]:
         if byte < 0x80:
             return count, pos
         shift += 7
+
+
+_UNKNOWN: Any = object()
+_np: Any = _UNKNOWN
+
+
+def _numpy() -> Any:
+    """numpy, imported on first use, or None where it is not installed (optional: it computes
+    the gaps ~50x faster than the loop; the bytes are the same either way). Imported here
+    rather than with the package because it is about a third of ``import ackstore``'s time;
+    the compiled twin needs it not at all."""
+    global _np
+    if _np is _UNKNOWN:
+        try:
+            import numpy
+        except ImportError:  # pragma: no cover - exercised by the loop directly
+            numpy = None  # type: ignore[assignment]
+        _np = numpy
+    return _np
+
+
+def gap_planes(values: bytes | array | memoryview, first: int, use_numpy: bool = True) -> bytes:  # type: ignore[type-arg]
+    """The gap planes ``pure_acks.acks_roaring`` reads (before their zlib), of ``values``
+    (native-endian uint32, ascending, as ``BitMap.to_array()`` gives them), the first gap
+    counted from ``first``: each gap as a little-endian uint32, split into its 4 byte planes,
+    low bytes first. ValueError for no values or values not ascending from ``first``.
+    ``use_numpy``: with numpy when it is installed (tests read both ways). O(n)."""
+    _ranged("first", first, 0, _U32)
+    arr = uint32_values(values)
+    np = _numpy() if use_numpy else None
+    if np is not None:
+        a = np.frombuffer(arr, dtype=np.uint32)
+        if a[0] < first or bool((a[1:] <= a[:-1]).any()):
+            raise ValueError("values are not ascending from first")
+        gaps = np.empty(len(a), dtype="<u4")
+        gaps[0] = a[0] - first
+        np.subtract(a[1:], a[:-1], out=gaps[1:])
+        return bytes(gaps.view(np.uint8).reshape(-1, 4).T.tobytes())
+    if arr[0] < first or any(b <= a for a, b in pairwise(arr)):
+        raise ValueError("values are not ascending from first")
+    gaps = array("I", [arr[0] - first])
+    gaps.extend(b - a for a, b in pairwise(arr))
+    if sys.byteorder == "big":
+        gaps.byteswap()
+    raw = gaps.tobytes()
+    return b"".join(raw[i::4] for i in range(4))
 
 
 def uint32_values(values: bytes | array | memoryview) -> array:  # type: ignore[type-arg]
