@@ -1064,3 +1064,39 @@ def test_the_cursors_scan_gives_the_same_outcome_everywhere(tmp_path: Path) -> N
     damaged = f"{target[0][8:].decode()}' is damaged"
     with AckStore.open(tmp_path / "s") as store, pytest.raises(CorruptStoreError, match=damaged):
         store.topic("persistent://t/ns/a").open_cursors()
+
+
+_GAP_FLUSH = """
+import random, sys
+from pyroaring import BitMap
+from ackstore import AckStore, Position
+from ackstore.storage import codecs
+with AckStore.open(sys.argv[1], sync=False) as store:
+    topic = store.topic("persistent://t/ns/gaps")
+    topic.add_ledger(1)
+    topic.close_ledger(1, 50_000)
+    topic.add_ledger(2)
+    cur = topic.cursor("c")
+    cur.ack_entries(1, BitMap(e for e in range(1, 50_000) if random.Random(e).random() < 0.1))
+    store.flush()
+print(codecs.IMPLEMENTATION, "numpy" in sys.modules)
+with AckStore.open(sys.argv[1]) as store:
+    print(store.topic("persistent://t/ns/gaps").cursor("c").ack_range_count)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    codecs.native is None, reason="the compiled module computes gap planes; the pure twin may use numpy"
+)
+def test_a_flush_that_writes_gap_planes_does_not_import_numpy(tmp_path: Path) -> None:
+    """A record of many scattered acks is written as gap planes: the compiled module computes
+    them, so the first such flush imports nothing (numpy's import took 45 ms of a flush and
+    left a thread in the process), and the record reads back."""
+    env = {k: v for k, v in os.environ.items() if k != "ACKSTORE_PURE_PYTHON"}
+    out = subprocess.run(
+        [sys.executable, "-c", _GAP_FLUSH, str(tmp_path / "store")], capture_output=True, text=True, env=env, check=True
+    )
+    implementation, numpy_loaded, ranges = out.stdout.split()
+    assert (implementation, numpy_loaded) == ("native", "False")
+    assert int(ranges) > 1000
