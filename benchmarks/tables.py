@@ -8,10 +8,10 @@ the tables from those files:
 
     python -m benchmarks.tables out/bench --docs docs/benchmarks.md
 
-A suite then starts in a fresh process, whatever the suites before it did: in one process,
-the steady workload's flush read markedly slower after the peers' suite than alone, and the
-metrics suite's scrape against its baseline moved with whichever suites had run before it.
-A case and its baseline still run side by side in one process.
+A suite then starts in a fresh process, whatever the suites before it did: all in one
+process, the steady workload's flush reads markedly slower after the peers' suite than
+alone, and the metrics suite's scrape against its baseline moves with whichever suites ran
+first. A case and its baseline run side by side in one process.
 """
 
 from __future__ import annotations
