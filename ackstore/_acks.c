@@ -385,12 +385,12 @@ static Py_ssize_t ef_highs(EfReader *r, uint32_t *out, Py_ssize_t want) {
  * tests switch it with _ef_simd), and for each width 1..8 the byte shuffle and the shifts that
  * bring value t's W low bits (bits t x W.. of the 8 bytes the 8 values' low parts fill) to the
  * bottom of lane t */
-static int ef_avx2;
+static int ef_avx2, ef_avx2_machine; /* (in use; and the machine has it) */
 static unsigned char ef_pick[9][32];
 static uint32_t ef_shift[9][8];
 
 static void ef_avx2_tables(void) {
-    ef_avx2 = __builtin_cpu_supports("avx2");
+    ef_avx2 = ef_avx2_machine = __builtin_cpu_supports("avx2");
     for (unsigned w = 1; w <= 8; w++)
         for (unsigned t = 0; t < 8; t++) {
             unsigned at = t * w / 8; /* (each 16-byte half holds the 8 bytes: a lane reads its own half) */
@@ -587,24 +587,11 @@ static int sink_block(const uint32_t *vals, Py_ssize_t n, long long flags, RunSi
     uint32_t *d = k->dst + 2 * k->n, *full = k->dst + 2 * k->room, *mine = k->dst + 2 * k->n0, off = (uint32_t)k->offset;
     uint64_t end = k->end, at = k->at, seen = k->seen;
     int over = 0;
-    /* with room for every run the block can end (one a value, one more with the holes): the
-     * same runs without a look at the room per run, and with the holes without a branch */
+    /* holes, with room for every run the block can end (one a hole): the same runs without a
+     * look at the room per run, and without a branch a hole (run bounds have their own
+     * in-place path, ef_runs_into's) */
     int roomy = full - d >= 2 * (n + 1);
-    if (flags == FLAG_BOUNDS && roomy) {
-        Py_ssize_t i = 0;
-        if (n && seen & 1) at = vals[i++];
-        for (; i + 1 < n; i += 2) {
-            d[0] = off + (uint32_t)at, d[1] = off + vals[i] - 1;
-            d += 2;
-            at = vals[i + 1];
-        }
-        if (i < n) {
-            d[0] = off + (uint32_t)at, d[1] = off + vals[i] - 1;
-            d += 2;
-        }
-        if (d > k->dst + 2 * k->n) end = (uint64_t)(d[-1] - off) + 1;
-        seen += (uint64_t)n;
-    } else if (flags & FLAG_HOLES && roomy) {
+    if (flags & FLAG_HOLES && roomy) {
         for (Py_ssize_t i = 0; i < n; i++) { /* (a hole next to the one before writes a run it takes back) */
             uint64_t v = vals[i];
             d[0] = off + (uint32_t)at, d[1] = off + (uint32_t)v - 1;
@@ -1276,7 +1263,7 @@ static PyObject *ef_simd_switch(PyObject *self, PyObject *on) {
     was = 0;
 #endif
 #ifdef EF_AVX2
-    ef_avx2 = want && __builtin_cpu_supports("avx2");
+    ef_avx2 = want && ef_avx2_machine;
 #endif
     return PyBool_FromLong(was);
 }

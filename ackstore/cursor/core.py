@@ -56,6 +56,8 @@ __all__ = ["CursorCore", "CursorHost", "HistorySide"]
 T = TypeVar("T")
 
 
+if native is not None:  # (the compiled Cursor.ack tells a Position from any other argument)
+    native.ack_setup(Position)
 ACK_CURSOR: Any = None if native is None else native.ack_cursor
 """``ackstore._native.ack_cursor(core, positions)`` where the module was built (the compiled
 ``Cursor.ack`` runs it): :meth:`CursorCore.ack` of one Position, or of a list or tuple of

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 from pyroaring import BitMap
 
 from ..errors import InvalidTypeError, UnknownLedgerError
-from ..fields import native
 from ..ledger_acks import LedgerAcks, run_end
 from ..ledger_cache import ACK_CHARGE, LedgerCache
 from ..position import MAX_ENTRY, Position, trusted
@@ -55,10 +54,6 @@ __all__ = [
     "put_property",
     "start_of",
 ]
-
-
-if native is not None:  # (the compiled Cursor.ack tells a Position from any other argument)
-    native.ack_setup(Position)
 
 
 def put_property(properties: dict[str, int | str], key: Any, value: Any) -> bool:
