@@ -756,8 +756,8 @@ void put_slot_head(unsigned char *key, unsigned char *v, unsigned long long cid,
 
 /* records.slot_key and records.seal_slot at once: the key of cursor `cid`'s state slot
  * `slot` (*key_out, a new reference) and the value holding `record`, the state marker of
- * sequence `seq`, after `reserve` zero bytes (returned); NULL with an exception set
- * (nothing in *key_out) */
+ * sequence `seq`, after `reserve` zero bytes and its padding (slot_padding) (returned);
+ * NULL with an exception set (nothing in *key_out) */
 PyObject *sealed_slot(unsigned long long cid, int slot, unsigned long long seq, PyObject *record,
                       Py_ssize_t reserve, PyObject **key_out) {
     if (!PyBytes_Check(record)) {
@@ -765,6 +765,7 @@ PyObject *sealed_slot(unsigned long long cid, int slot, unsigned long long seq, 
         return NULL;
     }
     Py_ssize_t n = PyBytes_GET_SIZE(record), h = slot_head_len(seq, reserve);
+    reserve += slot_padding(h + n), h = slot_head_len(seq, reserve);
     PyObject *value = PyBytes_FromStringAndSize(NULL, h + n), *key = NULL;
     if (value == NULL) return NULL;
     unsigned char k[10], *v = (unsigned char *)PyBytes_AS_STRING(value);

@@ -2523,13 +2523,13 @@ static PyTypeObject SmallStateType = {
 };
 
 /* s's next state into `o` (emptied first: a buffer the caller keeps for every form it
- * flushes), as the value of state slot `slot` with `room` zero bytes of room (its key into
- * `key`), or, `slot` -1, as the state marker its log key holds (the key is the caller's): 1;
+ * flushes), as the value of state slot `slot` with `*room` zero bytes of room and its
+ * padding (slot_padding; *room grows by it) (its key into `key`), or, `slot` -1, as the state marker its log key holds (the key is the caller's): 1;
  * 0 when its record is over `max_bytes` (the state layout a flush writes takes no more);
  * -1 with an exception */
-static int slot_value(SmallState *s, int slot, unsigned char *key, uint32_t version, Py_ssize_t room,
+static int slot_value(SmallState *s, int slot, unsigned char *key, uint32_t version, Py_ssize_t *room,
                       Py_ssize_t max_bytes, int cut, Out *out) {
-    Py_ssize_t head = slot < 0 ? 0 : slot_head_len(s->next_seq, room);
+    Py_ssize_t head = slot < 0 ? 0 : slot_head_len(s->next_seq, *room);
     Out o = *out;
     int value = -1;
     o.len = 0;
@@ -2616,7 +2616,15 @@ static int slot_value(SmallState *s, int slot, unsigned char *key, uint32_t vers
     if (seal_envelope_at(&o, head, RECORD_MARKER, version) < 0) goto done;
     value = 0;
     if (o.len - head > max_bytes) goto done; /* the parts' to write */
-    if (slot >= 0) put_slot_head(key, o.b, s->cursor_id, slot, s->next_seq, room);
+    if (slot >= 0) { /* its room grown to the padding (slot_padding): the record moves up by it */
+        Py_ssize_t pad = slot_padding(o.len);
+        if (pad) {
+            if (out_room(&o, pad) == NULL) goto done;
+            memmove(o.b + head + pad, o.b + head, (size_t)(o.len - pad - head));
+            *room += pad;
+        }
+        put_slot_head(key, o.b, s->cursor_id, slot, s->next_seq, *room);
+    }
     value = 1;
 done:
     PyMem_Free(tmp);
@@ -2926,10 +2934,10 @@ static PyObject *flush_small(PyObject *self, PyObject *const *args, Py_ssize_t n
             if (cut) cut_view(s, end, &keep);
             int many = (Py_ssize_t)(counts_held(s) + s->nb) > max_counts; /* more than a slot's layout takes */
             int wide = !s->logged && (max_runs < 0 || ranges_over(s, (unsigned long long)max_runs));
-            int fits = many || wide ? 0 : slot_value(s, slot, key, (uint32_t)version, room, max_bytes, cut, &o);
+            int fits = many || wide ? 0 : slot_value(s, slot, key, (uint32_t)version, &room, max_bytes, cut, &o);
             if (fits == 0 && cut && chains && !s->logged) { /* a cut state a slot does not take: under its log key */
-                logs = 1, slot = -1;
-                fits = slot_value(s, -1, key, (uint32_t)version, 0, PY_SSIZE_T_MAX, cut, &o);
+                logs = 1, slot = -1, room = 0;
+                fits = slot_value(s, -1, key, (uint32_t)version, &room, PY_SSIZE_T_MAX, cut, &o);
             }
             if (cut) cut_back(s, &keep);
             if (fits < 0) goto fail;

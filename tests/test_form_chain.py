@@ -1370,8 +1370,10 @@ def test_a_form_back_in_a_slot_its_chains_trim_emptied_reserves_the_slots_room(i
     ((key, value),), _, _ = _flush(impl, s, trims, max_acks=2)
     assert key == records.slot_key(CID, 0) and (s.slot, s.slots) == (0, 1)
     _, start = records.slot_seq(value)
-    assert value[start + 4 : start + 4 + RESERVE] == bytes(RESERVE) and RESERVE > 0
-    assert len(value) == start + 4 + RESERVE + len(records.open_slot(key, value)[1])
+    room = records.slot_room(key, value)  # the first value's, and its padding
+    assert RESERVE <= room < RESERVE + records.SLOT_ALIGN and len(value) % records.SLOT_ALIGN == 0
+    assert value[start + 4 : start + 4 + room] == bytes(room) and RESERVE > 0
+    assert len(value) == start + 4 + room + len(records.open_slot(key, value)[1])
 
 
 def test_a_form_adopting_a_chain_from_the_logs_first_sequence_holds_every_invariant(tmp_path: Path) -> None:
