@@ -765,7 +765,7 @@ PyObject *sealed_slot(unsigned long long cid, int slot, unsigned long long seq, 
         return NULL;
     }
     Py_ssize_t n = PyBytes_GET_SIZE(record), h = slot_head_len(seq, reserve);
-    reserve += slot_padding(h + n), h = slot_head_len(seq, reserve);
+    reserve += slot_padding(h - reserve + n), h = slot_head_len(seq, reserve);
     PyObject *value = PyBytes_FromStringAndSize(NULL, h + n), *key = NULL;
     if (value == NULL) return NULL;
     unsigned char k[10], *v = (unsigned char *)PyBytes_AS_STRING(value);

@@ -113,9 +113,10 @@ static inline int next_slot(int slot, int slots, Py_ssize_t first_room, Py_ssize
     *room = (slots >> to) & 1 ? 0 : first_room;
     return to;
 }
-/* The zero bytes of room a state slot's value of `len` bytes takes more, up to the next
- * multiple of SLOT_ALIGN (records.py's slot_padding and SLOT_ALIGN, the same rule: a value
- * that keeps its length is written over the old one in place). */
+/* The zero bytes of room a state slot's value of `len` bytes (a first value's reserve not
+ * counted) takes more, up to the next multiple of SLOT_ALIGN (records.py's slot_padding and
+ * SLOT_ALIGN, the same rule: a value that keeps its length is written over the old one in
+ * place). */
 #define SLOT_ALIGN 16
 static inline Py_ssize_t slot_padding(Py_ssize_t len) { return (SLOT_ALIGN - len % SLOT_ALIGN) % SLOT_ALIGN; }
 /* cursor/chain.py's rules on plain values, written once for every compiled part: its

@@ -2617,7 +2617,7 @@ static int slot_value(SmallState *s, int slot, unsigned char *key, uint32_t vers
     value = 0;
     if (o.len - head > max_bytes) goto done; /* the parts' to write */
     if (slot >= 0) { /* its room grown to the padding (slot_padding): the record moves up by it */
-        Py_ssize_t pad = slot_padding(o.len);
+        Py_ssize_t pad = slot_padding(o.len - *room);
         if (pad) {
             if (out_room(&o, pad) == NULL) goto done;
             memmove(o.b + head + pad, o.b + head, (size_t)(o.len - pad - head));

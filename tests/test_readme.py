@@ -24,7 +24,7 @@ def test_quick_start_runs_as_written_and_leaves_nothing_behind(tmp_path: Path, m
     lines = out.getvalue().splitlines()
     assert lines[0] == "7:1 7:2"
     assert lines[1] == "3 (Position(8, 100), Position(8, 199))"
-    assert lines[2] == "74" and f"every dirty cursor: {lines[2]}" in text
+    assert lines[2] == "66" and f"every dirty cursor: {lines[2]}" in text
     assert lines[3] == "3 {Position(7, 9): (10, frozenset({0, 3}))}"
 
 

@@ -824,7 +824,7 @@ def test_a_history_cursor_keeps_log_keys_and_moves_into_the_slots_when_it_stops(
 def test_the_twins_read_every_state_slot_head_alike() -> None:
     """The sequence and check at the head of a state slot's value, and the room a first value
     reserves: what ``seal_slot`` writes reads back (sequences of one to nine varint bytes,
-    with room or without, the value padded to a multiple of 16 bytes) in both twins; every
+    with room or without, the value padded to a multiple of 16 bytes and the room) in both twins; every
     cut and every flipped bit of the head is the same ValueError in both, never a wrong
     sequence (a cut inside the room reads as the same head with nothing after it)."""
     from ackstore.storage.records import SLOT_ALIGN, seal_slot, slot_key
@@ -845,7 +845,7 @@ def test_the_twins_read_every_state_slot_head_alike() -> None:
         value = seal_slot(key, seq, b"\xc1record", room)
         start = len(value) - len(b"\xc1record")
         head = len(pure_codecs.varint(seq)) + 4
-        assert len(value) % SLOT_ALIGN == 0 and room <= start - head < room + SLOT_ALIGN
+        assert len(value) % SLOT_ALIGN == room and room <= start - head < room + SLOT_ALIGN
         for twin in TWINS:
             assert twin.slot_head(key, value) == (seq, start)
         for cut in range(start):
@@ -875,10 +875,10 @@ def test_a_slots_first_value_reserves_room_and_keeps_the_pages_full(store_path: 
     """A slot's first value carries SLOT_RESERVE zero bytes before its record, later ones
     none (besides each value's padding to a multiple of SLOT_ALIGN); so the steady
     workload's slots (1,000 cursors, k = 10, 60 flushes) stay on the pages the first two
-    flushes filled, at most 34 leaf pages for the 2,000 values, and no page splits after
+    flushes filled, at most 31 leaf pages for the 2,000 values, and no page splits after
     them (without the room a value that grows splits its full page in two, and the log
     settled at 45-51 pages, each written whole by every flush)."""
-    from ackstore.storage.records import SLOT_ALIGN, SLOT_RESERVE, slot_key, slot_room
+    from ackstore.storage.records import SLOT_ALIGN, SLOT_RESERVE, first_slot_value, slot_key, slot_room
     from benchmarks.steady import LEDGER, Steady
 
     state = Steady(1000, 10, seed=5)
@@ -896,11 +896,13 @@ def test_a_slots_first_value_reserves_room_and_keeps_the_pages_full(store_path: 
             if r < 3:
                 core = cursors[7]._core  # its newest state's slot (the form's, once it took one)
                 key = slot_key(core.cursor_id, core._planner.chain.slot if core.small is None else core.small.slot)
-                rooms.append(store.storage.read(lambda txn, k=key: slot_room(k, txn.get(k, db=store.storage.log_db))))
+                value = store.storage.read(lambda txn, k=key: txn.get(k, db=store.storage.log_db))
+                rooms.append((first_slot_value(value), slot_room(key, value)))
         leaf_pages = store.storage.read(lambda txn: txn.stat(store.storage.log_db)["leaf_pages"])
-    # each slot's first value, then none (and each value's padding to a multiple of SLOT_ALIGN)
-    assert [room // SLOT_ALIGN for room in rooms] == [SLOT_RESERVE // SLOT_ALIGN] * 2 + [0], rooms
-    assert leaf_pages == filled <= 34, (filled, leaf_pages)
+    # each slot's first value, then none (beside each value's padding to a multiple of SLOT_ALIGN)
+    assert [first for first, _ in rooms] == [True, True, False], rooms
+    assert [room >= SLOT_RESERVE for _, room in rooms[:2]] == [True, True] and rooms[2][1] < SLOT_ALIGN, rooms
+    assert leaf_pages == filled <= 31, (filled, leaf_pages)
 
 
 @pytest.mark.parametrize("layout", ["state", "marker"])

@@ -107,7 +107,7 @@ STATE_MAX_EXTRAS = 512
 STATE_MAX_BYTES = 1984
 """... of at most this many bytes (its properties count too): in a state slot, with the
 sequence (a varint, at most 9 bytes), its CRC (4), the room a slot's first value
-reserves (``SLOT_RESERVE``, 16) and its padding to a multiple of 16 bytes, at most 2,016
+reserves (``SLOT_RESERVE``, 8) and its padding to a multiple of 16 bytes, at most 2,008
 bytes, under the 2,020 that an LMDB leaf page of 4 KiB holds in the page itself beside a
 10-byte key: never on overflow pages of its own (two such states share a page, smaller ones
 a few dozen)"""

@@ -37,14 +37,13 @@ from pyroaring import BitMap, FrozenBitMap
 from ..ledger_acks import NO_ENTRIES, LedgerAcks
 from ..storage.log import RecoveredState
 from ..storage.records import (
-    SLOT_RESERVE,
     IndexEntry,
     Marker,
     encode_fixed_marker,
     encode_ledger,
     encode_marker,
+    first_slot_value,
     log_key,
-    slot_room,
     split_slot_key,
 )
 from . import lane
@@ -509,7 +508,7 @@ class Planner:
             if slotted is not None:
                 slot = slotted[1]
                 self.chain.slot = 1 - slot
-                if slot_room(key, value) >= SLOT_RESERVE:  # the slot's first value: the slot is empty still
+                if first_slot_value(value):  # the slot's first value: the slot is empty still
                     self.chain.slots &= ~(1 << slot)
         pending = plan.pending
         self.pages.restore(pending)
