@@ -2524,7 +2524,8 @@ static PyTypeObject SmallStateType = {
 
 /* s's next state into `o` (emptied first: a buffer the caller keeps for every form it
  * flushes), as the value of state slot `slot` with `*room` zero bytes of room and its
- * padding (slot_padding; *room grows by it) (its key into `key`), or, `slot` -1, as the state marker its log key holds (the key is the caller's): 1;
+ * padding (slot_padding; *room grows by it) (its key into `key`), or, `slot` -1, as the
+ * state marker its log key holds (the key is the caller's): 1;
  * 0 when its record is over `max_bytes` (the state layout a flush writes takes no more);
  * -1 with an exception */
 static int slot_value(SmallState *s, int slot, unsigned char *key, uint32_t version, Py_ssize_t *room,

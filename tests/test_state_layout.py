@@ -221,6 +221,14 @@ def _small(store: AckStore, name: str = "c"):  # type: ignore[no-untyped-def]
     return topic.cursor(name)
 
 
+def _newest_slot(cur: Cursor) -> bytes:
+    """The key of the state slot holding ``cur``'s newest state (the small form's, once it took one)."""
+    from ackstore.storage.records import slot_key
+
+    core = cur._core
+    return slot_key(core.cursor_id, core._planner.chain.slot if core.small is None else core.small.slot)
+
+
 def _state(cur):  # type: ignore[no-untyped-def]
     return cur.snapshot()
 
@@ -429,12 +437,8 @@ def test_the_steady_workload_writes_a_small_value_a_cursor(store_path: Path) -> 
     PositionInfo of the same state, 42-46 B, plus 16 bytes: the slot's 10-byte key and, of
     its 12-byte head, what the state marker saves on it), and each cursor's log holds its
     newest state and the one before, nothing else."""
-    from ackstore.storage.records import slot_key, slot_room
+    from ackstore.storage.records import slot_room
     from benchmarks.steady import LEDGER, Steady, position_info_bytes
-
-    def newest_slot(cur: Cursor) -> bytes:
-        core = cur._core
-        return slot_key(core.cursor_id, core._planner.chain.slot if core.small is None else core.small.slot)
 
     state = Steady(100, 50, seed=3)
     with AckStore.open(store_path) as store:
@@ -448,7 +452,7 @@ def test_the_steady_workload_writes_a_small_value_a_cursor(store_path: Path) -> 
             assert (stats.cursors, stats.ledger_records, stats.full_markers) == (100, 0, 100)
             assert stats.bytes_written <= 64 * 100, stats.bytes_written
         info = sum(position_info_bytes((LEDGER, state.md[c]), state.ranges(c)) for c in range(100)) / 100
-        keys, db = [newest_slot(cur) for cur in cursors], store.storage.log_db
+        keys, db = [_newest_slot(cur) for cur in cursors], store.storage.log_db
         padding = store.storage.read(lambda txn: sum(slot_room(k, txn.get(k, db=db)) for k in keys))
         assert (stats.bytes_written - padding) / 100 - 16 <= info, (stats.bytes_written, padding, info)
         ids = [cur.cursor_id for cur in cursors]
@@ -824,9 +828,9 @@ def test_a_history_cursor_keeps_log_keys_and_moves_into_the_slots_when_it_stops(
 def test_the_twins_read_every_state_slot_head_alike() -> None:
     """The sequence and check at the head of a state slot's value, and the room a first value
     reserves: what ``seal_slot`` writes reads back (sequences of one to nine varint bytes,
-    with room or without, the value padded to a multiple of 16 bytes and the room) in both twins; every
-    cut and every flipped bit of the head is the same ValueError in both, never a wrong
-    sequence (a cut inside the room reads as the same head with nothing after it)."""
+    with room or without, the value padded to a multiple of 16 bytes and the room) in both
+    twins; every cut and every flipped bit of the head is the same ValueError in both, never
+    a wrong sequence (a cut inside the room reads as the same head with nothing after it)."""
     from ackstore.storage.records import SLOT_ALIGN, seal_slot, slot_key
 
     rng = random.Random(23)
@@ -878,7 +882,7 @@ def test_a_slots_first_value_reserves_room_and_keeps_the_pages_full(store_path: 
     flushes filled, at most 31 leaf pages for the 2,000 values, and no page splits after
     them (without the room a value that grows splits its full page in two, and the log
     settled at 45-51 pages, each written whole by every flush)."""
-    from ackstore.storage.records import SLOT_ALIGN, SLOT_RESERVE, first_slot_value, slot_key, slot_room
+    from ackstore.storage.records import SLOT_ALIGN, SLOT_RESERVE, first_slot_value, slot_room
     from benchmarks.steady import LEDGER, Steady
 
     state = Steady(1000, 10, seed=5)
@@ -894,8 +898,7 @@ def test_a_slots_first_value_reserves_room_and_keeps_the_pages_full(store_path: 
             if r == 1:  # both slots of every cursor hold a value
                 filled = store.storage.read(lambda txn: txn.stat(store.storage.log_db)["leaf_pages"])
             if r < 3:
-                core = cursors[7]._core  # its newest state's slot (the form's, once it took one)
-                key = slot_key(core.cursor_id, core._planner.chain.slot if core.small is None else core.small.slot)
+                key = _newest_slot(cursors[7])
                 value = store.storage.read(lambda txn, k=key: txn.get(k, db=store.storage.log_db))
                 rooms.append((first_slot_value(value), slot_room(key, value)))
         leaf_pages = store.storage.read(lambda txn: txn.stat(store.storage.log_db)["leaf_pages"])
